@@ -1,0 +1,262 @@
+//! The counter cell: a set of per-node shards, and its merge (a CRDT).
+//!
+//! ```text
+//! cell  = { epoch: u64, shards: [Shard] }      // at most one shard per counter_id
+//! Shard = { counter_id: u64, clock: u64, value: i64 }
+//! value(cell) = Σ shard.value
+//! merge(a, b): higher epoch wins whole; same epoch: per counter_id the larger clock wins
+//! ```
+//!
+//! A `counter_id` names one node incarnation, and only its owner ever makes a
+//! new version of its shard (with a larger clock). Every other way state moves
+//! (replication, hints, repair, read repair, commit-log replay, compaction) is
+//! a `merge`, which is commutative, associative and idempotent, so delivering
+//! the same state twice, late or out of order never changes a value.
+//!
+//! `reset` moves the cell to `epoch + 1` with no shards: every shard of an
+//! older epoch, including adds that raced the reset and lost, is discarded.
+//!
+//! Two shards with the same counter_id and clock but different values cannot
+//! come from a correct owner: that is corruption. `merge` keeps the larger
+//! value (so every replica picks the same one), logs it and counts it in
+//! [`clock_conflicts`].
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Most shards a cell may hold: one per node incarnation that ever wrote it.
+pub const SHARDS_MAX: usize = 4096;
+
+static CLOCK_CONFLICTS: AtomicU64 = AtomicU64::new(0);
+
+/// How many equal-clock/different-value shard pairs merges have met since start.
+pub fn clock_conflicts() -> u64 {
+    CLOCK_CONFLICTS.load(Ordering::Relaxed)
+}
+
+/// One node incarnation's contribution to a counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Shard {
+    /// The incarnation that owns (and alone writes) this shard.
+    pub counter_id: u64,
+    /// Version of this shard; the owner bumps it on every change.
+    pub clock: u64,
+    /// The sum of the owner's adds.
+    pub value: i64,
+}
+
+/// A counter's replicated state.
+///
+/// # Invariants
+/// - `shards` is sorted by `counter_id`, with no duplicates.
+/// - `shards.len() <= SHARDS_MAX`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cell {
+    epoch: u64,
+    shards: Vec<Shard>,
+}
+
+impl Cell {
+    /// An empty cell at epoch 0.
+    pub fn new() -> Cell {
+        Cell::default()
+    }
+
+    /// A cell from parts; shards may come in any order but ids must be unique.
+    ///
+    /// Duplicated ids are folded with the merge rule, so this never builds an
+    /// invalid cell from untrusted input.
+    pub fn from_parts(epoch: u64, shards: impl IntoIterator<Item = Shard>) -> Cell {
+        let mut cell = Cell { epoch, shards: Vec::new() };
+        for shard in shards {
+            cell.merge_shard(shard);
+        }
+        cell
+    }
+
+    /// The reset generation.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The shards, sorted by counter_id.
+    pub fn shards(&self) -> &[Shard] {
+        &self.shards
+    }
+
+    /// The counter's value: the sum of its shards, saturated to the `i64` range.
+    pub fn value(&self) -> i64 {
+        let sum: i128 = self.shards.iter().map(|s| i128::from(s.value)).sum();
+        i64::try_from(sum).unwrap_or(if sum < 0 { i64::MIN } else { i64::MAX })
+    }
+
+    /// The shard owned by `counter_id`, if it has one.
+    pub fn shard(&self, counter_id: u64) -> Option<&Shard> {
+        self.shards
+            .binary_search_by_key(&counter_id, |s| s.counter_id)
+            .ok()
+            .map(|i| &self.shards[i])
+    }
+
+    /// Moves the cell to a new epoch with no shards.
+    pub fn reset(&mut self) {
+        self.epoch += 1;
+        self.shards.clear();
+    }
+
+    /// Merges `other` into `self` (see the module doc).
+    pub fn merge(&mut self, other: &Cell) {
+        if other.epoch > self.epoch {
+            self.epoch = other.epoch;
+            self.shards.clone_from(&other.shards);
+            return;
+        }
+        if other.epoch < self.epoch {
+            return;
+        }
+        for shard in &other.shards {
+            self.merge_shard(*shard);
+        }
+    }
+
+    /// Merges one shard of this cell's epoch.
+    fn merge_shard(&mut self, shard: Shard) {
+        match self.shards.binary_search_by_key(&shard.counter_id, |s| s.counter_id) {
+            Ok(i) => {
+                let mine = &mut self.shards[i];
+                if shard.clock > mine.clock {
+                    *mine = shard;
+                } else if shard.clock == mine.clock && shard.value != mine.value {
+                    CLOCK_CONFLICTS.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(
+                        counter_id = shard.counter_id,
+                        clock = shard.clock,
+                        a = mine.value,
+                        b = shard.value,
+                        "corrupt counter state: one clock with two values; keeping the larger"
+                    );
+                    mine.value = mine.value.max(shard.value);
+                }
+            }
+            Err(i) => self.shards.insert(i, shard),
+        }
+    }
+
+    /// Installs a new version of the owner's own shard: the leader's write.
+    ///
+    /// Panics if the clock does not move forward: only the owner writes its
+    /// shard, so anything else is a bug.
+    pub fn put_own(&mut self, shard: Shard) {
+        match self.shards.binary_search_by_key(&shard.counter_id, |s| s.counter_id) {
+            Ok(i) => {
+                let prev = self.shards[i].clock;
+                assert!(shard.clock > prev, "clock went back: {} <= {prev}", shard.clock);
+                self.shards[i] = shard;
+            }
+            Err(i) => self.shards.insert(i, shard),
+        }
+    }
+
+    /// Bytes this cell holds in memory, roughly (for memtable accounting).
+    pub fn len_bytes(&self) -> usize {
+        std::mem::size_of::<Cell>() + self.shards.len() * std::mem::size_of::<Shard>()
+    }
+
+    /// Asserts the type's invariants (debug builds only).
+    pub fn check_invariants(&self) {
+        if cfg!(debug_assertions) {
+            assert!(self.shards.len() <= SHARDS_MAX, "{} shards", self.shards.len());
+            for pair in self.shards.windows(2) {
+                assert!(
+                    pair[0].counter_id < pair[1].counter_id,
+                    "shards out of order: {pair:?}"
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn shard() -> impl Strategy<Value = Shard> {
+        // Few ids and clocks, so that collisions (the interesting cases) are common.
+        // The value is a function of (id, clock) as a correct owner guarantees.
+        (0u64..4, 0u64..6).prop_map(|(counter_id, clock)| Shard {
+            counter_id,
+            clock,
+            value: (counter_id as i64 * 1000 + clock as i64 * 7) - 20,
+        })
+    }
+
+    fn cell() -> impl Strategy<Value = Cell> {
+        (0u64..3, proptest::collection::vec(shard(), 0..6))
+            .prop_map(|(epoch, shards)| Cell::from_parts(epoch, shards))
+    }
+
+    fn merged(a: &Cell, b: &Cell) -> Cell {
+        let mut m = a.clone();
+        m.merge(b);
+        m.check_invariants();
+        m
+    }
+
+    proptest! {
+        #[test]
+        fn merge_is_commutative(a in cell(), b in cell()) {
+            prop_assert_eq!(merged(&a, &b), merged(&b, &a));
+        }
+
+        #[test]
+        fn merge_is_associative(a in cell(), b in cell(), c in cell()) {
+            prop_assert_eq!(merged(&merged(&a, &b), &c), merged(&a, &merged(&b, &c)));
+        }
+
+        #[test]
+        fn merge_is_idempotent(a in cell(), b in cell()) {
+            prop_assert_eq!(merged(&a, &a), a.clone());
+            let ab = merged(&a, &b);
+            prop_assert_eq!(merged(&ab, &b), ab.clone());
+        }
+
+        #[test]
+        fn reset_wins_over_older_epoch(a in cell(), b in cell()) {
+            let mut r = a.clone();
+            r.reset();
+            prop_assume!(b.epoch() <= a.epoch());
+            let m = merged(&r, &b);
+            prop_assert_eq!(m.value(), 0);
+            prop_assert_eq!(m.epoch(), a.epoch() + 1);
+            prop_assert_eq!(merged(&b, &r), m);
+        }
+
+        #[test]
+        fn conflicting_values_resolve_the_same_everywhere(v1: i64, v2: i64) {
+            let a = Cell::from_parts(0, [Shard { counter_id: 1, clock: 3, value: v1 }]);
+            let b = Cell::from_parts(0, [Shard { counter_id: 1, clock: 3, value: v2 }]);
+            prop_assert_eq!(merged(&a, &b).value(), v1.max(v2));
+            prop_assert_eq!(merged(&a, &b), merged(&b, &a));
+        }
+    }
+
+    #[test]
+    fn value_saturates_instead_of_wrapping() {
+        let c = Cell::from_parts(
+            0,
+            [
+                Shard { counter_id: 1, clock: 1, value: i64::MAX },
+                Shard { counter_id: 2, clock: 1, value: 1 },
+            ],
+        );
+        assert_eq!(c.value(), i64::MAX);
+    }
+
+    #[test]
+    #[should_panic(expected = "clock went back")]
+    fn own_shard_clock_must_advance() {
+        let mut c = Cell::new();
+        c.put_own(Shard { counter_id: 1, clock: 2, value: 1 });
+        c.put_own(Shard { counter_id: 1, clock: 2, value: 2 });
+    }
+}

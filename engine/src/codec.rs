@@ -1,0 +1,235 @@
+//! Byte-level encoding shared by the commit log and SSTables.
+//!
+//! Integers are LEB128 varints (signed values zigzag-encoded first); a key is
+//! `varint plen | partition | varint clen | column`; a cell is
+//! `varint epoch | varint nshards | shard*`, where a shard is
+//! `id | varint clock | zigzag varint value` and `id` is a fixed `u64` (commit
+//! log) or a varint index into the table's counter-id dictionary (SSTable).
+//!
+//! Decoding never trusts a length: each one is checked against its limit and
+//! against the bytes that remain before anything is allocated.
+
+use crate::cell::{Cell, SHARDS_MAX, Shard};
+use crate::key::{self, Key};
+
+/// Why a byte string failed to decode (the caller adds file and offset).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError(pub &'static str);
+
+/// Appends `v` as a LEB128 varint.
+pub fn put_varint(buf: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        buf.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    buf.push(v as u8);
+}
+
+/// Appends `v` zigzag-encoded as a varint.
+pub fn put_zigzag(buf: &mut Vec<u8>, v: i64) {
+    put_varint(buf, ((v << 1) ^ (v >> 63)) as u64);
+}
+
+/// Appends a key.
+pub fn put_key(buf: &mut Vec<u8>, key: &Key) {
+    put_varint(buf, key.partition().len() as u64);
+    buf.extend_from_slice(key.partition());
+    put_varint(buf, key.column().len() as u64);
+    buf.extend_from_slice(key.column());
+}
+
+/// Appends a cell, writing each shard's counter id with `put_id`.
+pub fn put_cell(buf: &mut Vec<u8>, cell: &Cell, mut put_id: impl FnMut(&mut Vec<u8>, u64)) {
+    put_varint(buf, cell.epoch());
+    put_varint(buf, cell.shards().len() as u64);
+    for s in cell.shards() {
+        put_id(buf, s.counter_id);
+        put_varint(buf, s.clock);
+        put_zigzag(buf, s.value);
+    }
+}
+
+/// A bounds-checked reader over a byte slice.
+pub struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    /// A cursor at the start of `buf`.
+    pub fn new(buf: &'a [u8]) -> Self {
+        Cursor { buf, pos: 0 }
+    }
+
+    /// Bytes left.
+    pub fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    /// Reads `n` bytes.
+    pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        if n > self.remaining() {
+            return Err(DecodeError("length runs past the end"));
+        }
+        let out = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(out)
+    }
+
+    /// Reads a little-endian u32.
+    pub fn u32(&mut self) -> Result<u32, DecodeError> {
+        let b = self.bytes(4)?;
+        Ok(u32::from_le_bytes(b.try_into().expect("4 bytes")))
+    }
+
+    /// Reads a little-endian u64.
+    pub fn u64(&mut self) -> Result<u64, DecodeError> {
+        let b = self.bytes(8)?;
+        Ok(u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    }
+
+    /// Reads a LEB128 varint of at most 10 bytes.
+    pub fn varint(&mut self) -> Result<u64, DecodeError> {
+        let mut v: u64 = 0;
+        for i in 0..10 {
+            let Some(&b) = self.buf.get(self.pos) else {
+                return Err(DecodeError("varint runs past the end"));
+            };
+            self.pos += 1;
+            if i == 9 && b > 1 {
+                return Err(DecodeError("varint overflows 64 bits"));
+            }
+            v |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(DecodeError("varint longer than 10 bytes"))
+    }
+
+    /// Reads a varint that must not exceed `max`.
+    pub fn varint_max(&mut self, max: usize, what: &'static str) -> Result<usize, DecodeError> {
+        let v = self.varint()?;
+        usize::try_from(v)
+            .ok()
+            .filter(|v| *v <= max)
+            .ok_or(DecodeError(what))
+    }
+
+    /// Reads a zigzag varint.
+    pub fn zigzag(&mut self) -> Result<i64, DecodeError> {
+        let v = self.varint()?;
+        Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
+    }
+
+    /// Reads a key's raw parts without copying.
+    pub fn key_parts(&mut self) -> Result<(&'a [u8], &'a [u8]), DecodeError> {
+        let plen = self.varint_max(key::PARTITION_BYTES_MAX, "partition length over the limit")?;
+        let partition = self.bytes(plen)?;
+        let clen = self.varint_max(key::COLUMN_BYTES_MAX, "column length over the limit")?;
+        let column = self.bytes(clen)?;
+        Ok((partition, column))
+    }
+
+    /// Reads a key.
+    pub fn key(&mut self) -> Result<Key, DecodeError> {
+        let (p, c) = self.key_parts()?;
+        Key::new(p, c).map_err(|_| DecodeError("key over the size limits"))
+    }
+
+    /// Skips a cell whose shard ids are varints (an SSTable entry).
+    pub fn skip_cell(&mut self) -> Result<(), DecodeError> {
+        self.varint()?;
+        let n = self.varint_max(SHARDS_MAX, "shard count over the limit")?;
+        for _ in 0..n * 3 {
+            self.varint()?;
+        }
+        Ok(())
+    }
+
+    /// Reads a cell, decoding each shard's id with `get_id`.
+    pub fn cell(
+        &mut self,
+        mut get_id: impl FnMut(&mut Self) -> Result<u64, DecodeError>,
+    ) -> Result<Cell, DecodeError> {
+        let epoch = self.varint()?;
+        let n = self.varint_max(SHARDS_MAX, "shard count over the limit")?;
+        // Each shard takes at least three bytes: refuse counts the input cannot hold.
+        if n > self.remaining() / 3 {
+            return Err(DecodeError("shard count larger than the record"));
+        }
+        let mut shards = Vec::with_capacity(n);
+        for _ in 0..n {
+            let counter_id = get_id(self)?;
+            let clock = self.varint()?;
+            let value = self.zigzag()?;
+            shards.push(Shard { counter_id, clock, value });
+        }
+        Ok(Cell::from_parts(epoch, shards))
+    }
+}
+
+/// A stable 64-bit hash for on-disk structures (bloom filters): FNV-1a
+/// followed by a splitmix64 finalizer. Stable across Rust releases, unlike
+/// `std`'s hasher.
+pub fn hash64(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for &b in *part {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        // Separate the parts so ("a","b") and ("ab","") differ.
+        h ^= 0xff;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn varints_round_trip(v: u64, s: i64) {
+            let mut buf = Vec::new();
+            put_varint(&mut buf, v);
+            put_zigzag(&mut buf, s);
+            let mut c = Cursor::new(&buf);
+            prop_assert_eq!(c.varint().unwrap(), v);
+            prop_assert_eq!(c.zigzag().unwrap(), s);
+            prop_assert_eq!(c.remaining(), 0);
+        }
+
+        #[test]
+        fn cells_round_trip(epoch: u64, shards in proptest::collection::vec((any::<u64>(), any::<u64>(), any::<i64>()), 0..8)) {
+            let cell = Cell::from_parts(epoch, shards.into_iter().map(|(counter_id, clock, value)| Shard { counter_id, clock, value }));
+            let key = Key::new(b"part", b"col").unwrap();
+            let mut buf = Vec::new();
+            put_key(&mut buf, &key);
+            put_cell(&mut buf, &cell, |b, id| b.extend_from_slice(&id.to_le_bytes()));
+            let mut c = Cursor::new(&buf);
+            prop_assert_eq!(c.key().unwrap(), key);
+            prop_assert_eq!(c.cell(|c| c.u64()).unwrap(), cell);
+            prop_assert_eq!(c.remaining(), 0);
+        }
+
+        #[test]
+        fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let mut c = Cursor::new(&bytes);
+            let _ = c.key().and_then(|_| c.cell(|c| c.varint()));
+        }
+    }
+
+    #[test]
+    fn refuses_huge_shard_counts_before_allocating() {
+        let mut buf = Vec::new();
+        put_varint(&mut buf, 0);
+        put_varint(&mut buf, 4000);
+        assert!(Cursor::new(&buf).cell(|c| c.varint()).is_err());
+    }
+}

@@ -1,0 +1,567 @@
+//! The engine: one node's counters, durable, behind a small API.
+
+use std::collections::BTreeMap;
+use std::hash::RandomState;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+use tokio::sync::oneshot;
+
+use crate::cell::{Cell, SHARDS_MAX};
+use crate::commitlog::{self, LogWriter, ReplayStats};
+use crate::error::{Error, Result};
+use crate::identity::Identity;
+use crate::key::Key;
+use crate::memtable::Memtable;
+use crate::sstable::Table;
+use crate::stripes::{AddOutcome, PendingAdd, STRIPES, Stripe, stripe_of};
+use crate::{fsutil, sstable};
+
+/// When a write counts as durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncMode {
+    /// Group commit: a write is acknowledged after the fsync that covers it.
+    Batch,
+    /// A write is acknowledged once handed to the OS; the log is fsync'd
+    /// every `interval_ms`. A crash can lose the last interval of writes.
+    Periodic {
+        /// Milliseconds between fsyncs.
+        interval_ms: u64,
+    },
+}
+
+/// Engine settings.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Durability of acknowledged writes.
+    pub sync: SyncMode,
+    /// Memtable size that triggers a flush.
+    pub memtable_bytes_max: usize,
+    /// Frozen memtables allowed to wait for flushing before writes stall.
+    pub frozen_memtables_max: usize,
+    /// Commit log segment size.
+    pub segment_bytes_max: u64,
+    /// Target SSTable block size.
+    pub block_bytes: usize,
+    /// Cells kept in the counter cache.
+    pub counter_cache_cells_max: usize,
+    /// Similar-sized tables needed to start a size-tiered compaction.
+    pub compaction_tables_min: usize,
+    /// Test seam: while set, every commit log fsync fails.
+    #[doc(hidden)]
+    pub fail_sync: Option<Arc<AtomicBool>>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            sync: SyncMode::Batch,
+            memtable_bytes_max: 64 << 20,
+            frozen_memtables_max: 2,
+            segment_bytes_max: 64 << 20,
+            block_bytes: 4096,
+            counter_cache_cells_max: 1 << 20,
+            compaction_tables_min: 4,
+            fail_sync: None,
+        }
+    }
+}
+
+/// A consistent view of where cells live: readers clone the `Arc` and drop
+/// the lock at once.
+///
+/// # Invariants
+/// - `frozen` is ordered newest first; all generations are distinct.
+pub(crate) struct Version {
+    pub(crate) seq: u64,
+    pub(crate) active: Arc<Memtable>,
+    pub(crate) frozen: Vec<Arc<Memtable>>,
+    pub(crate) tables: Vec<Arc<Table>>,
+}
+
+impl Version {
+    fn memtables(&self) -> impl Iterator<Item = &Arc<Memtable>> {
+        std::iter::once(&self.active).chain(self.frozen.iter())
+    }
+}
+
+/// Work waiting for the commit thread.
+#[derive(Default)]
+pub(crate) struct Queue {
+    /// Framed records from `apply` and `reset`, already applied in memory.
+    pub(crate) records: Vec<u8>,
+    /// Highest memtable generation those records went into.
+    pub(crate) gen_max: u64,
+    /// Waiters for those records.
+    pub(crate) acks: Vec<oneshot::Sender<Result<()>>>,
+    /// Keys with pending adds, in arrival order.
+    pub(crate) adds: Vec<Key>,
+    /// Memtable generation flushed up to (log segments may go).
+    pub(crate) flushed_gen: u64,
+    /// Set by `close`.
+    pub(crate) closed: bool,
+}
+
+impl Queue {
+    pub(crate) fn has_work(&self) -> bool {
+        !self.acks.is_empty() || !self.adds.is_empty()
+    }
+}
+
+/// Numbers for status pages and benchmarks.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    /// This incarnation's counter id.
+    pub counter_id: u64,
+    /// Bytes in memtables (approximate).
+    pub memtable_bytes: usize,
+    /// Live SSTables.
+    pub tables: usize,
+    /// Bytes in live SSTables.
+    pub table_bytes: u64,
+    /// Cells in live SSTables (a cell in two tables counts twice).
+    pub table_cells: u64,
+    /// Live commit log segments.
+    pub log_segments: usize,
+    /// Cells in the counter cache.
+    pub cached_cells: usize,
+    /// Equal-clock/different-value conflicts seen by merges.
+    pub clock_conflicts: u64,
+}
+
+pub(crate) struct Inner {
+    pub(crate) dir: PathBuf,
+    pub(crate) opts: Options,
+    pub(crate) counter_id: u64,
+    pub(crate) stripes: Box<[Mutex<Stripe>]>,
+    hasher: RandomState,
+    pub(crate) cache_cap_per_stripe: usize,
+    pub(crate) state: RwLock<Arc<Version>>,
+    pub(crate) queue: Mutex<Queue>,
+    pub(crate) queue_cv: Condvar,
+    pub(crate) poison: Mutex<Option<String>>,
+    pub(crate) poisoned: AtomicBool,
+    /// Wakes the background thread; guards its request flags.
+    pub(crate) bg: Mutex<crate::background::Requests>,
+    pub(crate) bg_cv: Condvar,
+    /// Signalled when a frozen memtable is flushed (for stalled writers).
+    pub(crate) flushed_cv: Condvar,
+    pub(crate) flush_lock: Mutex<()>,
+    pub(crate) compaction_lock: Mutex<()>,
+    pub(crate) next_table_id: AtomicU64,
+    pub(crate) next_gen: AtomicU64,
+    pub(crate) log_segments: AtomicUsize,
+    _identity: Identity,
+}
+
+/// One node's storage engine. Cheap to share behind an `Arc`; all methods take `&self`.
+pub struct Engine {
+    inner: Arc<Inner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    replay: ReplayStats,
+}
+
+impl Engine {
+    /// Opens (creating if needed) the engine in `dir`, replaying its commit log.
+    pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Engine> {
+        let dir = dir.as_ref().to_path_buf();
+        let identity = Identity::open(&dir, matches!(opts.sync, SyncMode::Periodic { .. }))?;
+        remove_temporaries(&dir)?;
+
+        let mut tables = Vec::new();
+        let mut next_table_id = 1;
+        for (id, path) in fsutil::numbered_files(&dir, "sst")? {
+            tables.push(Arc::new(Table::open(&path, id)?));
+            next_table_id = next_table_id.max(id + 1);
+        }
+
+        let replayed = Memtable::new(1);
+        let replay = commitlog::replay(&dir, |key, cell| replayed.merge(&key, &cell))?;
+        let log = LogWriter::open(&dir, &replay.segments, 1, opts.segment_bytes_max, opts.fail_sync.clone())?;
+        tracing::info!(
+            dir = %dir.display(), counter_id = %format!("{:#018x}", identity.counter_id),
+            tables = tables.len(), log_records = replay.records, log_bytes = replay.bytes,
+            "engine opened"
+        );
+
+        let version = Version { seq: 1, active: Arc::new(replayed), frozen: Vec::new(), tables };
+        let stripes = (0..STRIPES).map(|_| Mutex::new(Stripe::default())).collect();
+        let inner = Arc::new(Inner {
+            cache_cap_per_stripe: (opts.counter_cache_cells_max / STRIPES).max(1),
+            dir,
+            opts,
+            counter_id: identity.counter_id,
+            stripes,
+            hasher: RandomState::new(),
+            state: RwLock::new(Arc::new(version)),
+            queue: Mutex::new(Queue::default()),
+            queue_cv: Condvar::new(),
+            poison: Mutex::new(None),
+            poisoned: AtomicBool::new(false),
+            bg: Mutex::new(Default::default()),
+            bg_cv: Condvar::new(),
+            flushed_cv: Condvar::new(),
+            flush_lock: Mutex::new(()),
+            compaction_lock: Mutex::new(()),
+            next_table_id: AtomicU64::new(next_table_id),
+            next_gen: AtomicU64::new(2),
+            log_segments: AtomicUsize::new(log.segment_count()),
+            _identity: identity,
+        });
+        let commit = {
+            let inner2 = inner.clone();
+            std::thread::Builder::new()
+                .name("tally-commit".into())
+                .spawn(move || crate::commit::run(&inner2, log))
+                .map_err(|e| Error::io("spawn commit thread", &inner.dir, e))?
+        };
+        let background = {
+            let inner2 = inner.clone();
+            std::thread::Builder::new()
+                .name("tally-background".into())
+                .spawn(move || crate::background::run(&inner2))
+                .map_err(|e| Error::io("spawn background thread", &inner.dir, e))?
+        };
+        // A big replayed memtable is flushed like any other.
+        inner.request_flush_if_full();
+        Ok(Engine { inner, threads: Mutex::new(vec![commit, background]), replay })
+    }
+
+    /// This incarnation's counter id.
+    pub fn counter_id(&self) -> u64 {
+        self.inner.counter_id
+    }
+
+    /// What the last open replayed from the commit log.
+    pub fn replay_stats(&self) -> &ReplayStats {
+        &self.replay
+    }
+
+    /// The leader's add: a locally locked read-modify-write of this node's
+    /// own shard, combined with concurrent adds to the same cell, returned
+    /// once durable.
+    pub async fn leader_add(&self, key: &Key, delta: i64) -> Result<AddOutcome> {
+        self.inner.check_writable()?;
+        let (done, rx) = oneshot::channel();
+        self.inner.with_cached_cell(key, |stripe, _| {
+            let waiting = stripe.pending.entry(key.clone()).or_default();
+            let first = waiting.is_empty();
+            waiting.push(PendingAdd { delta, done });
+            if first && let Err(e) = self.inner.queue_add(key) {
+                stripe.pending.remove(key);
+                return Err(e);
+            }
+            Ok(())
+        })??;
+        rx.await.map_err(|_| Error::Closed)?
+    }
+
+    /// Merges state from elsewhere (replication, hints, repair, read repair).
+    /// Applying the same state twice changes nothing.
+    pub async fn apply(&self, key: &Key, cell: &Cell) -> Result<()> {
+        self.inner.check_writable()?;
+        if cell.shards().len() > SHARDS_MAX {
+            return Err(Error::TooManyShards { count: cell.shards().len(), max: SHARDS_MAX });
+        }
+        let rx = {
+            let v = self.inner.state.read();
+            let mut stripe = self.inner.stripe(key).lock();
+            if let Some(cached) = stripe.cells.get_mut(key) {
+                let before = cached.clone();
+                cached.merge(cell);
+                if *cached == before {
+                    // Nothing new to log, but the state may come from a
+                    // record still waiting for its fsync: wait for the next one.
+                    drop(stripe);
+                    let rx = self.inner.log_barrier();
+                    drop(v);
+                    return rx.await.map_err(|_| Error::Closed)?;
+                }
+            }
+            v.active.merge(key, cell);
+            drop(stripe);
+            self.inner.log_record(key, cell, v.active.generation())
+        };
+        rx.await.map_err(|_| Error::Closed)?
+    }
+
+    /// Resets the counter: moves its cell to a new epoch with no shards. Adds
+    /// racing the reset that lose are discarded ("reset wins"). Returns the new epoch.
+    pub async fn reset(&self, key: &Key) -> Result<u64> {
+        self.inner.check_writable()?;
+        let (epoch, rx) = self.inner.with_cached_cell(key, |stripe, v| {
+            let cell = stripe.cells.get_mut(key).expect("with_cached_cell caches the key");
+            cell.reset();
+            let cell = cell.clone();
+            v.active.put_dominating(key, cell.clone());
+            (cell.epoch(), self.inner.log_record(key, &cell, v.active.generation()))
+        })?;
+        rx.await.map_err(|_| Error::Closed)??;
+        Ok(epoch)
+    }
+
+    /// The cell for `key` (empty if never written).
+    pub fn get(&self, key: &Key) -> Result<Cell> {
+        if let Some(cell) = self.inner.stripe(key).lock().cells.get(key) {
+            return Ok(cell.clone());
+        }
+        let v = self.inner.version();
+        let mut cell = self.inner.read_tables(&v, key)?;
+        for m in v.memtables() {
+            if let Some(c) = m.get(key) {
+                cell.merge(&c);
+            }
+        }
+        Ok(cell)
+    }
+
+    /// Every column of `partition`, in column order.
+    pub fn get_row(&self, partition: &[u8]) -> Result<Vec<(Key, Cell)>> {
+        let start = Key::new(partition, b"")?;
+        let v = self.inner.version();
+        let mut row: BTreeMap<Key, Cell> = BTreeMap::new();
+        let mut put = |k: Key, c: Cell| match row.get_mut(&k) {
+            Some(have) => have.merge(&c),
+            None => {
+                row.insert(k, c);
+            }
+        };
+        for m in v.memtables() {
+            for (k, c) in m.range(Bound::Included(&start), Bound::Unbounded) {
+                if k.partition() != partition {
+                    break;
+                }
+                put(k, c);
+            }
+        }
+        for t in &v.tables {
+            for item in t.iter_from(Some(&start)) {
+                let (k, c) = item?;
+                if k.partition() != partition {
+                    break;
+                }
+                put(k, c);
+            }
+        }
+        Ok(row.into_iter().collect())
+    }
+
+    /// Freezes the active memtable and writes every frozen memtable to an SSTable.
+    pub fn flush(&self) -> Result<()> {
+        crate::background::freeze(&self.inner);
+        crate::background::flush_frozen(&self.inner)
+    }
+
+    /// Compacts every SSTable into one (a major compaction).
+    pub fn compact(&self) -> Result<()> {
+        let tables = self.inner.version().tables.clone();
+        crate::background::compact(&self.inner, tables)
+    }
+
+    /// Current numbers.
+    pub fn stats(&self) -> Stats {
+        let v = self.inner.version();
+        Stats {
+            counter_id: self.inner.counter_id,
+            memtable_bytes: v.memtables().map(|m| m.bytes()).sum(),
+            tables: v.tables.len(),
+            table_bytes: v.tables.iter().map(|t| t.file_bytes()).sum(),
+            table_cells: v.tables.iter().map(|t| t.entries()).sum(),
+            log_segments: self.inner.log_segments.load(Ordering::Relaxed),
+            cached_cells: self.inner.stripes.iter().map(|s| s.lock().cells.len()).sum(),
+            clock_conflicts: crate::cell::clock_conflicts(),
+        }
+    }
+
+    /// Stops accepting work, makes everything acknowledged durable, stops the
+    /// threads and marks the directory cleanly closed.
+    pub fn close(self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&self) -> Result<()> {
+        let threads = std::mem::take(&mut *self.threads.lock());
+        if threads.is_empty() {
+            return Ok(());
+        }
+        self.inner.queue.lock().closed = true;
+        self.inner.queue_cv.notify_all();
+        self.inner.bg.lock().shutdown = true;
+        self.inner.bg_cv.notify_all();
+        self.inner.flushed_cv.notify_all();
+        for t in threads {
+            if t.join().is_err() {
+                tracing::error!("an engine thread panicked");
+            }
+        }
+        if let Some(why) = self.inner.poison.lock().clone() {
+            return Err(Error::Poisoned(why));
+        }
+        Identity::mark_clean(&self.inner.dir)
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::error!(error = %e, "engine did not close cleanly");
+        }
+    }
+}
+
+impl Inner {
+    pub(crate) fn version(&self) -> Arc<Version> {
+        self.state.read().clone()
+    }
+
+    pub(crate) fn stripe(&self, key: &Key) -> &Mutex<Stripe> {
+        &self.stripes[stripe_of(&self.hasher, key)]
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.poisoned.load(Ordering::Acquire) {
+            let why = self.poison.lock().clone().unwrap_or_default();
+            return Err(Error::Poisoned(why));
+        }
+        Ok(())
+    }
+
+    /// Stops all writes for good: called when an fsync (or log write) fails.
+    pub(crate) fn poison(&self, err: &Error) {
+        let mut p = self.poison.lock();
+        if p.is_none() {
+            tracing::error!(error = %err, "commit log write failed: engine poisoned, refusing writes");
+            *p = Some(err.to_string());
+        }
+        self.poisoned.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn poison_error(&self) -> Error {
+        Error::Poisoned(self.poison.lock().clone().unwrap_or_default())
+    }
+
+    /// Queues a framed record for `(key, cell)`; the receiver fires once it is durable.
+    fn log_record(&self, key: &Key, cell: &Cell, generation: u64) -> oneshot::Receiver<Result<()>> {
+        self.queue_ack(|q| {
+            commitlog::encode_record(&mut q.records, key, cell);
+            q.gen_max = q.gen_max.max(generation);
+        })
+    }
+
+    /// A receiver that fires after the next log fsync.
+    fn log_barrier(&self) -> oneshot::Receiver<Result<()>> {
+        self.queue_ack(|_| {})
+    }
+
+    fn queue_ack(&self, f: impl FnOnce(&mut Queue)) -> oneshot::Receiver<Result<()>> {
+        let (tx, rx) = oneshot::channel();
+        let mut q = self.queue.lock();
+        if q.closed {
+            let _ = tx.send(Err(Error::Closed));
+            return rx;
+        }
+        f(&mut q);
+        q.acks.push(tx);
+        drop(q);
+        self.queue_cv.notify_one();
+        rx
+    }
+
+    /// Hands a key with newly pending adds to the commit thread.
+    fn queue_add(&self, key: &Key) -> Result<()> {
+        let mut q = self.queue.lock();
+        if q.closed {
+            return Err(Error::Closed);
+        }
+        let wake = !q.has_work();
+        q.adds.push(key.clone());
+        drop(q);
+        if wake {
+            self.queue_cv.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Runs `f` under the cell lock with the key's whole cell in the counter
+    /// cache, loading it first (outside the lock) if it is not there. `f` also
+    /// gets the version, held so that no memtable switch happens meanwhile.
+    fn with_cached_cell<R>(&self, key: &Key, f: impl FnOnce(&mut Stripe, &Version) -> R) -> Result<R> {
+        loop {
+            let v = self.state.read();
+            let mut stripe = self.stripe(key).lock();
+            if stripe.cells.contains_key(key) {
+                return Ok(f(&mut stripe, &v));
+            }
+            let seq = v.seq;
+            drop(stripe);
+            drop(v);
+
+            // Cold: read the tables without any lock held, then take the lock
+            // and add what the memtables hold. If a flush or compaction
+            // changed the tables in between, read again.
+            let snapshot = self.version();
+            if snapshot.seq != seq {
+                continue;
+            }
+            let mut cell = self.read_tables(&snapshot, key)?;
+            let v = self.state.read();
+            if v.seq != seq {
+                continue;
+            }
+            let mut stripe = self.stripe(key).lock();
+            if !stripe.cells.contains_key(key) {
+                for m in v.memtables() {
+                    if let Some(c) = m.get(key) {
+                        cell.merge(&c);
+                    }
+                }
+                stripe.cache(key.clone(), cell, self.cache_cap_per_stripe);
+            }
+            return Ok(f(&mut stripe, &v));
+        }
+    }
+
+    /// Merges the cells the version's SSTables hold for `key` (may read disk).
+    pub(crate) fn read_tables(&self, v: &Version, key: &Key) -> Result<Cell> {
+        let mut cell = Cell::new();
+        for t in &v.tables {
+            if let Some(c) = t.get(key)? {
+                cell.merge(&c);
+            }
+        }
+        Ok(cell)
+    }
+
+    /// Asks the background thread to flush when the active memtable is full.
+    pub(crate) fn request_flush_if_full(&self) {
+        if self.state.read().active.bytes() >= self.opts.memtable_bytes_max {
+            self.request_flush();
+        }
+    }
+
+    /// Asks the background thread to flush frozen memtables.
+    pub(crate) fn request_flush(&self) {
+        self.bg.lock().flush = true;
+        self.bg_cv.notify_one();
+    }
+
+    pub(crate) fn new_table_path(&self) -> (u64, PathBuf) {
+        let id = self.next_table_id.fetch_add(1, Ordering::Relaxed);
+        (id, sstable::table_path(&self.dir, id))
+    }
+}
+
+fn remove_temporaries(dir: &Path) -> Result<()> {
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::io("list data directory", dir, e))?;
+    for entry in entries {
+        let path = entry.map_err(|e| Error::io("list data directory", dir, e))?.path();
+        if path.extension().and_then(|e| e.to_str()) == Some("tmp") {
+            std::fs::remove_file(&path).map_err(|e| Error::io("remove temporary file", &path, e))?;
+        }
+    }
+    Ok(())
+}

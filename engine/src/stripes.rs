@@ -1,0 +1,82 @@
+//! Cell locks and the counter cache, striped by key hash.
+//!
+//! A stripe's mutex is *the* cell lock for every key that hashes to it. It
+//! guards, for those keys:
+//! - the counter cache: the whole cell as this node knows it, for recently
+//!   written keys, so the leader's read-modify-write never reads the disk;
+//! - pending adds: deltas waiting for the commit thread, which combines all
+//!   adds to one key into one read-modify-write and one log record.
+//!
+//! The lock is only ever held for in-memory work.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hash, Hasher};
+
+use tokio::sync::oneshot;
+
+use crate::cell::{Cell, Shard};
+use crate::error::Result;
+use crate::key::Key;
+
+/// Number of stripes (a power of two).
+pub(crate) const STRIPES: usize = 1024;
+
+/// What a leader add (or a group of combined adds) did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AddOutcome {
+    /// The cell's epoch the add landed in.
+    pub epoch: u64,
+    /// This node's new own shard: what the cluster replicates.
+    pub shard: Shard,
+    /// The counter's value as this node now sees it.
+    pub value: i64,
+    /// How many concurrent adds this one read-modify-write combined.
+    pub combined: u32,
+}
+
+impl AddOutcome {
+    /// The cell to send to the other replicas.
+    pub fn replica_cell(&self) -> Cell {
+        Cell::from_parts(self.epoch, [self.shard])
+    }
+}
+
+/// A waiting add.
+pub(crate) struct PendingAdd {
+    pub(crate) delta: i64,
+    pub(crate) done: oneshot::Sender<Result<AddOutcome>>,
+}
+
+/// The state behind one cell lock.
+///
+/// # Invariants
+/// - Every key in `pending` is also in `cells` (pinned: never evicted).
+#[derive(Default)]
+pub(crate) struct Stripe {
+    pub(crate) cells: HashMap<Key, Cell>,
+    pub(crate) pending: HashMap<Key, Vec<PendingAdd>>,
+}
+
+impl Stripe {
+    /// Caches `cell` for `key`, evicting an unpinned entry when over `cap`.
+    ///
+    /// The victim is whichever unpinned key the hash map yields first, which
+    /// is effectively random; evicting a live key only costs a memtable or
+    /// SSTable read on its next write.
+    pub(crate) fn cache(&mut self, key: Key, cell: Cell, cap: usize) {
+        if self.cells.len() >= cap {
+            let victim = self.cells.keys().find(|k| !self.pending.contains_key(*k)).cloned();
+            if let Some(v) = victim {
+                self.cells.remove(&v);
+            }
+        }
+        self.cells.insert(key, cell);
+    }
+}
+
+/// Which stripe guards `key`.
+pub(crate) fn stripe_of(hasher: &impl BuildHasher, key: &Key) -> usize {
+    let mut h = hasher.build_hasher();
+    key.hash(&mut h);
+    (h.finish() as usize) & (STRIPES - 1)
+}
