@@ -76,7 +76,9 @@ pub(crate) fn freeze(inner: &Inner) {
 pub(crate) fn flush_frozen(inner: &Inner) -> Result<()> {
     let _one_at_a_time = inner.flush_lock.lock();
     loop {
-        let Some(m) = inner.version().frozen.last().cloned() else { return Ok(()) };
+        let Some(m) = inner.version().frozen.last().cloned() else {
+            return Ok(());
+        };
         let table = if m.len() == 0 {
             None
         } else {
@@ -92,15 +94,29 @@ pub(crate) fn flush_frozen(inner: &Inner) -> Result<()> {
         };
         {
             let mut st = inner.state.write();
-            let frozen = st.frozen.iter().filter(|f| f.generation() != m.generation()).cloned().collect();
+            let frozen = st
+                .frozen
+                .iter()
+                .filter(|f| f.generation() != m.generation())
+                .cloned()
+                .collect();
             let mut tables = st.tables.clone();
             tables.extend(table);
-            *st = Arc::new(Version { seq: st.seq + 1, active: st.active.clone(), frozen, tables });
+            *st = Arc::new(Version {
+                seq: st.seq + 1,
+                active: st.active.clone(),
+                frozen,
+                tables,
+            });
         }
         inner.queue.lock().flushed_gen = m.generation();
         inner.queue_cv.notify_one();
         inner.flushed_cv.notify_all();
-        tracing::debug!(generation = m.generation(), cells = m.len(), "memtable flushed");
+        tracing::debug!(
+            generation = m.generation(),
+            cells = m.len(),
+            "memtable flushed"
+        );
     }
 }
 
@@ -143,7 +159,10 @@ fn pick_tier(tables: &[Arc<Table>], min: usize) -> Option<Vec<Arc<Table>>> {
             tiers.push(vec![t]);
         }
     }
-    let mut best = tiers.into_iter().filter(|t| t.len() >= min.max(2)).max_by_key(|t| t.len())?;
+    let mut best = tiers
+        .into_iter()
+        .filter(|t| t.len() >= min.max(2))
+        .max_by_key(|t| t.len())?;
     best.truncate(COMPACTION_TABLES_MAX);
     Some(best)
 }
@@ -156,18 +175,38 @@ pub(crate) fn compact(inner: &Inner, inputs: Vec<Arc<Table>>) -> Result<()> {
     }
     let _one_at_a_time = inner.compaction_lock.lock();
     let live = inner.version();
-    if !inputs.iter().all(|i| live.tables.iter().any(|t| t.id() == i.id())) {
+    if !inputs
+        .iter()
+        .all(|i| live.tables.iter().any(|t| t.id() == i.id()))
+    {
         return Ok(()); // Someone compacted these already.
     }
-    let ids: Vec<u64> = inputs.iter().flat_map(|t| t.counter_ids().iter().copied()).collect();
-    let merged = MergeIter { inputs: inputs.iter().map(|t| t.iter_from(None).peekable()).collect() };
+    let ids: Vec<u64> = inputs
+        .iter()
+        .flat_map(|t| t.counter_ids().iter().copied())
+        .collect();
+    let merged = MergeIter {
+        inputs: inputs
+            .iter()
+            .map(|t| t.iter_from(None).peekable())
+            .collect(),
+    };
     let output = write_table(inner, ids, merged)?;
     {
         let mut st = inner.state.write();
-        let mut tables: Vec<Arc<Table>> =
-            st.tables.iter().filter(|t| !inputs.iter().any(|i| i.id() == t.id())).cloned().collect();
+        let mut tables: Vec<Arc<Table>> = st
+            .tables
+            .iter()
+            .filter(|t| !inputs.iter().any(|i| i.id() == t.id()))
+            .cloned()
+            .collect();
         tables.push(output.clone());
-        *st = Arc::new(Version { seq: st.seq + 1, active: st.active.clone(), frozen: st.frozen.clone(), tables });
+        *st = Arc::new(Version {
+            seq: st.seq + 1,
+            active: st.active.clone(),
+            frozen: st.frozen.clone(),
+            tables,
+        });
     }
     for t in &inputs {
         if let Err(e) = std::fs::remove_file(t.path()) {
@@ -175,7 +214,12 @@ pub(crate) fn compact(inner: &Inner, inputs: Vec<Arc<Table>>) -> Result<()> {
         }
     }
     fsutil::sync_dir(&inner.dir)?;
-    tracing::debug!(inputs = inputs.len(), output = output.id(), cells = output.entries(), "compacted");
+    tracing::debug!(
+        inputs = inputs.len(),
+        output = output.id(),
+        cells = output.entries(),
+        "compacted"
+    );
     Ok(())
 }
 

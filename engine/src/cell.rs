@@ -66,7 +66,10 @@ impl Cell {
     /// Duplicated ids are folded with the merge rule, so this never builds an
     /// invalid cell from untrusted input.
     pub fn from_parts(epoch: u64, shards: impl IntoIterator<Item = Shard>) -> Cell {
-        let mut cell = Cell { epoch, shards: Vec::new() };
+        let mut cell = Cell {
+            epoch,
+            shards: Vec::new(),
+        };
         for shard in shards {
             cell.merge_shard(shard);
         }
@@ -120,7 +123,10 @@ impl Cell {
 
     /// Merges one shard of this cell's epoch.
     fn merge_shard(&mut self, shard: Shard) {
-        match self.shards.binary_search_by_key(&shard.counter_id, |s| s.counter_id) {
+        match self
+            .shards
+            .binary_search_by_key(&shard.counter_id, |s| s.counter_id)
+        {
             Ok(i) => {
                 let mine = &mut self.shards[i];
                 if shard.clock > mine.clock {
@@ -146,10 +152,17 @@ impl Cell {
     /// Panics if the clock does not move forward: only the owner writes its
     /// shard, so anything else is a bug.
     pub fn put_own(&mut self, shard: Shard) {
-        match self.shards.binary_search_by_key(&shard.counter_id, |s| s.counter_id) {
+        match self
+            .shards
+            .binary_search_by_key(&shard.counter_id, |s| s.counter_id)
+        {
             Ok(i) => {
                 let prev = self.shards[i].clock;
-                assert!(shard.clock > prev, "clock went back: {} <= {prev}", shard.clock);
+                assert!(
+                    shard.clock > prev,
+                    "clock went back: {} <= {prev}",
+                    shard.clock
+                );
                 self.shards[i] = shard;
             }
             Err(i) => self.shards.insert(i, shard),
@@ -164,7 +177,11 @@ impl Cell {
     /// Asserts the type's invariants (debug builds only).
     pub fn check_invariants(&self) {
         if cfg!(debug_assertions) {
-            assert!(self.shards.len() <= SHARDS_MAX, "{} shards", self.shards.len());
+            assert!(
+                self.shards.len() <= SHARDS_MAX,
+                "{} shards",
+                self.shards.len()
+            );
             for pair in self.shards.windows(2) {
                 assert!(
                     pair[0].counter_id < pair[1].counter_id,
@@ -245,8 +262,16 @@ mod tests {
         let c = Cell::from_parts(
             0,
             [
-                Shard { counter_id: 1, clock: 1, value: i64::MAX },
-                Shard { counter_id: 2, clock: 1, value: 1 },
+                Shard {
+                    counter_id: 1,
+                    clock: 1,
+                    value: i64::MAX,
+                },
+                Shard {
+                    counter_id: 2,
+                    clock: 1,
+                    value: 1,
+                },
             ],
         );
         assert_eq!(c.value(), i64::MAX);
@@ -256,7 +281,15 @@ mod tests {
     #[should_panic(expected = "clock went back")]
     fn own_shard_clock_must_advance() {
         let mut c = Cell::new();
-        c.put_own(Shard { counter_id: 1, clock: 2, value: 1 });
-        c.put_own(Shard { counter_id: 1, clock: 2, value: 2 });
+        c.put_own(Shard {
+            counter_id: 1,
+            clock: 2,
+            value: 1,
+        });
+        c.put_own(Shard {
+            counter_id: 1,
+            clock: 2,
+            value: 2,
+        });
     }
 }

@@ -163,7 +163,11 @@ impl<'a> Cursor<'a> {
             let counter_id = get_id(self)?;
             let clock = self.varint()?;
             let value = self.zigzag()?;
-            shards.push(Shard { counter_id, clock, value });
+            shards.push(Shard {
+                counter_id,
+                clock,
+                value,
+            });
         }
         Ok(Cell::from_parts(epoch, shards))
     }

@@ -82,7 +82,9 @@ pub(crate) fn run(inner: &Inner, mut log: LogWriter) {
                 Ok(()) => removed_gen = flushed_gen,
                 Err(e) => tracing::warn!(error = %e, "could not remove flushed log segments"),
             }
-            inner.log_segments.store(log.segment_count(), std::sync::atomic::Ordering::Relaxed);
+            inner
+                .log_segments
+                .store(log.segment_count(), std::sync::atomic::Ordering::Relaxed);
         }
         if inner.state.read().active.bytes() >= inner.opts.memtable_bytes_max {
             crate::background::freeze(inner);
@@ -100,7 +102,12 @@ pub(crate) fn run(inner: &Inner, mut log: LogWriter) {
 /// Seals, writes and (in batch mode) fsyncs one turn; returns the emptied
 /// record buffer for reuse.
 fn commit_turn(inner: &Inner, log: &mut LogWriter, turn: Turn, sync: bool) -> Vec<u8> {
-    let Turn { mut records, gen_max, acks, adds } = turn;
+    let Turn {
+        mut records,
+        gen_max,
+        acks,
+        adds,
+    } = turn;
     stall_while_flush_behind(inner);
     let poisoned = inner.poisoned.load(std::sync::atomic::Ordering::Acquire);
     let mut sealed: Vec<Sealed> = Vec::with_capacity(adds.len());
@@ -108,7 +115,9 @@ fn commit_turn(inner: &Inner, log: &mut LogWriter, turn: Turn, sync: bool) -> Ve
         let v = inner.state.read();
         for key in &adds {
             let mut stripe = inner.stripe(key).lock();
-            let Some(waiting) = stripe.pending.remove(key) else { continue };
+            let Some(waiting) = stripe.pending.remove(key) else {
+                continue;
+            };
             if poisoned {
                 for w in waiting {
                     let _ = w.done.send(Err(inner.poison_error()));
@@ -117,7 +126,11 @@ fn commit_turn(inner: &Inner, log: &mut LogWriter, turn: Turn, sync: bool) -> Ve
             }
             let cell = seal(inner, &mut stripe, key, waiting, &mut sealed);
             if let Some(cell) = cell {
-                let own = sealed.last().expect("seal pushed its outcome").0.replica_cell();
+                let own = sealed
+                    .last()
+                    .expect("seal pushed its outcome")
+                    .0
+                    .replica_cell();
                 v.active.put_dominating(key, cell);
                 commitlog::encode_record(&mut records, key, &own);
             }
@@ -135,7 +148,12 @@ fn commit_turn(inner: &Inner, log: &mut LogWriter, turn: Turn, sync: bool) -> Ve
         inner.poison(e);
     }
     for ack in acks {
-        let _ = ack.send(written.as_ref().map(|_| ()).map_err(|_| inner.poison_error()));
+        let _ = ack.send(
+            written
+                .as_ref()
+                .map(|_| ())
+                .map_err(|_| inner.poison_error()),
+        );
     }
     for (outcome, waiters) in sealed {
         for w in waiters {
@@ -163,7 +181,11 @@ fn seal(
         .get_mut(key)
         .expect("a key with pending adds is pinned in the counter cache");
     let id = inner.counter_id;
-    let mut own = cell.shard(id).copied().unwrap_or(Shard { counter_id: id, clock: 0, value: 0 });
+    let mut own = cell.shard(id).copied().unwrap_or(Shard {
+        counter_id: id,
+        clock: 0,
+        value: 0,
+    });
     let mut view = cell.value();
     let mut accepted = Vec::with_capacity(waiting.len());
     for PendingAdd { delta, done } in waiting {
@@ -200,6 +222,8 @@ fn stall_while_flush_behind(inner: &Inner) {
     let mut bg = inner.bg.lock();
     while inner.version().frozen.len() >= max && !bg.shutdown {
         tracing::debug!("write stall: flushes are behind");
-        inner.flushed_cv.wait_for(&mut bg, Duration::from_millis(100));
+        inner
+            .flushed_cv
+            .wait_for(&mut bg, Duration::from_millis(100));
     }
 }

@@ -181,15 +181,28 @@ impl Engine {
 
         let replayed = Memtable::new(1);
         let replay = commitlog::replay(&dir, |key, cell| replayed.merge(&key, &cell))?;
-        let log = LogWriter::open(&dir, &replay.segments, 1, opts.segment_bytes_max, opts.fail_sync.clone())?;
+        let log = LogWriter::open(
+            &dir,
+            &replay.segments,
+            1,
+            opts.segment_bytes_max,
+            opts.fail_sync.clone(),
+        )?;
         tracing::info!(
             dir = %dir.display(), counter_id = %format!("{:#018x}", identity.counter_id),
             tables = tables.len(), log_records = replay.records, log_bytes = replay.bytes,
             "engine opened"
         );
 
-        let version = Version { seq: 1, active: Arc::new(replayed), frozen: Vec::new(), tables };
-        let stripes = (0..STRIPES).map(|_| Mutex::new(Stripe::default())).collect();
+        let version = Version {
+            seq: 1,
+            active: Arc::new(replayed),
+            frozen: Vec::new(),
+            tables,
+        };
+        let stripes = (0..STRIPES)
+            .map(|_| Mutex::new(Stripe::default()))
+            .collect();
         let inner = Arc::new(Inner {
             cache_cap_per_stripe: (opts.counter_cache_cells_max / STRIPES).max(1),
             dir,
@@ -228,7 +241,11 @@ impl Engine {
         };
         // A big replayed memtable is flushed like any other.
         inner.request_flush_if_full();
-        Ok(Engine { inner, threads: Mutex::new(vec![commit, background]), replay })
+        Ok(Engine {
+            inner,
+            threads: Mutex::new(vec![commit, background]),
+            replay,
+        })
     }
 
     /// This incarnation's counter id.
@@ -265,7 +282,10 @@ impl Engine {
     pub async fn apply(&self, key: &Key, cell: &Cell) -> Result<()> {
         self.inner.check_writable()?;
         if cell.shards().len() > SHARDS_MAX {
-            return Err(Error::TooManyShards { count: cell.shards().len(), max: SHARDS_MAX });
+            return Err(Error::TooManyShards {
+                count: cell.shards().len(),
+                max: SHARDS_MAX,
+            });
         }
         let rx = {
             let v = self.inner.state.read();
@@ -294,11 +314,17 @@ impl Engine {
     pub async fn reset(&self, key: &Key) -> Result<u64> {
         self.inner.check_writable()?;
         let (epoch, rx) = self.inner.with_cached_cell(key, |stripe, v| {
-            let cell = stripe.cells.get_mut(key).expect("with_cached_cell caches the key");
+            let cell = stripe
+                .cells
+                .get_mut(key)
+                .expect("with_cached_cell caches the key");
             cell.reset();
             let cell = cell.clone();
             v.active.put_dominating(key, cell.clone());
-            (cell.epoch(), self.inner.log_record(key, &cell, v.active.generation()))
+            (
+                cell.epoch(),
+                self.inner.log_record(key, &cell, v.active.generation()),
+            )
         })?;
         rx.await.map_err(|_| Error::Closed)??;
         Ok(epoch)
@@ -372,7 +398,12 @@ impl Engine {
             table_bytes: v.tables.iter().map(|t| t.file_bytes()).sum(),
             table_cells: v.tables.iter().map(|t| t.entries()).sum(),
             log_segments: self.inner.log_segments.load(Ordering::Relaxed),
-            cached_cells: self.inner.stripes.iter().map(|s| s.lock().cells.len()).sum(),
+            cached_cells: self
+                .inner
+                .stripes
+                .iter()
+                .map(|s| s.lock().cells.len())
+                .sum(),
             clock_conflicts: crate::cell::clock_conflicts(),
         }
     }
@@ -489,7 +520,11 @@ impl Inner {
     /// Runs `f` under the cell lock with the key's whole cell in the counter
     /// cache, loading it first (outside the lock) if it is not there. `f` also
     /// gets the version, held so that no memtable switch happens meanwhile.
-    fn with_cached_cell<R>(&self, key: &Key, f: impl FnOnce(&mut Stripe, &Version) -> R) -> Result<R> {
+    fn with_cached_cell<R>(
+        &self,
+        key: &Key,
+        f: impl FnOnce(&mut Stripe, &Version) -> R,
+    ) -> Result<R> {
         loop {
             let v = self.state.read();
             let mut stripe = self.stripe(key).lock();
@@ -558,9 +593,12 @@ impl Inner {
 fn remove_temporaries(dir: &Path) -> Result<()> {
     let entries = std::fs::read_dir(dir).map_err(|e| Error::io("list data directory", dir, e))?;
     for entry in entries {
-        let path = entry.map_err(|e| Error::io("list data directory", dir, e))?.path();
+        let path = entry
+            .map_err(|e| Error::io("list data directory", dir, e))?
+            .path();
         if path.extension().and_then(|e| e.to_str()) == Some("tmp") {
-            std::fs::remove_file(&path).map_err(|e| Error::io("remove temporary file", &path, e))?;
+            std::fs::remove_file(&path)
+                .map_err(|e| Error::io("remove temporary file", &path, e))?;
         }
     }
     Ok(())

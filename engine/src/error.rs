@@ -79,12 +79,24 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     /// Builds an [`Error::Io`].
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
-        Error::Io { op, path: path.into(), source }
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
     }
 
     /// Builds an [`Error::Corruption`].
-    pub(crate) fn corruption(file: impl Into<PathBuf>, offset: u64, reason: impl Into<String>) -> Self {
-        Error::Corruption { file: file.into(), offset, reason: reason.into() }
+    pub(crate) fn corruption(
+        file: impl Into<PathBuf>,
+        offset: u64,
+        reason: impl Into<String>,
+    ) -> Self {
+        Error::Corruption {
+            file: file.into(),
+            offset,
+            reason: reason.into(),
+        }
     }
 
     /// True for [`Error::Corruption`].

@@ -23,7 +23,11 @@ pub fn numbered_files(dir: &Path, ext: &str) -> Result<Vec<(u64, std::path::Path
         if path.extension().and_then(|e| e.to_str()) != Some(ext) {
             continue;
         }
-        if let Some(n) = path.file_stem().and_then(|s| s.to_str()).and_then(|s| s.parse().ok()) {
+        if let Some(n) = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .and_then(|s| s.parse().ok())
+        {
             out.push((n, path));
         }
     }

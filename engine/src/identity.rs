@@ -46,7 +46,9 @@ impl Identity {
         match lock.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => return Err(Error::Locked(dir.to_path_buf())),
-            Err(std::fs::TryLockError::Error(e)) => return Err(Error::io("lock data directory", &lock_path, e)),
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(Error::io("lock data directory", &lock_path, e));
+            }
         }
         let path = dir.join(FILE);
         let clean_path = dir.join(CLEAN);
@@ -69,10 +71,14 @@ impl Identity {
             }
         };
         if was_clean {
-            std::fs::remove_file(&clean_path).map_err(|e| Error::io("remove clean marker", &clean_path, e))?;
+            std::fs::remove_file(&clean_path)
+                .map_err(|e| Error::io("remove clean marker", &clean_path, e))?;
             sync_dir(dir)?;
         }
-        Ok(Identity { counter_id, _lock: lock })
+        Ok(Identity {
+            counter_id,
+            _lock: lock,
+        })
     }
 
     /// Records a clean shutdown (everything acknowledged is fsync'd).
@@ -87,7 +93,8 @@ impl Identity {
 
 fn fresh_id(dir: &Path) -> Result<u64> {
     let mut b = [0u8; 8];
-    getrandom::fill(&mut b).map_err(|e| Error::io("draw counter id", dir, std::io::Error::other(e.to_string())))?;
+    getrandom::fill(&mut b)
+        .map_err(|e| Error::io("draw counter id", dir, std::io::Error::other(e.to_string())))?;
     Ok(u64::from_le_bytes(b))
 }
 
@@ -101,9 +108,15 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<u64> {
     }
     let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
     if version != VERSION {
-        return Err(Error::corruption(path, 8, format!("unsupported identity version {version}")));
+        return Err(Error::corruption(
+            path,
+            8,
+            format!("unsupported identity version {version}"),
+        ));
     }
-    Ok(u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes")))
+    Ok(u64::from_le_bytes(
+        bytes[12..20].try_into().expect("8 bytes"),
+    ))
 }
 
 fn write(dir: &Path, path: &Path, id: u64) -> Result<()> {
@@ -142,6 +155,9 @@ mod tests {
     fn second_open_is_refused_while_locked() {
         let dir = tempfile::tempdir().unwrap();
         let _held = Identity::open(dir.path(), false).unwrap();
-        assert!(matches!(Identity::open(dir.path(), false), Err(Error::Locked(_))));
+        assert!(matches!(
+            Identity::open(dir.path(), false),
+            Err(Error::Locked(_))
+        ));
     }
 }

@@ -39,7 +39,10 @@ impl Key {
         buf.extend_from_slice(partition);
         buf.extend_from_slice(column);
         let split = u16::try_from(partition.len()).expect("partition length checked above");
-        Ok(Key { buf: Bytes::from(buf), split })
+        Ok(Key {
+            buf: Bytes::from(buf),
+            split,
+        })
     }
 
     /// The partition part.
@@ -61,10 +64,16 @@ impl Key {
 /// Checks the size limits of a key's parts.
 pub(crate) fn check_lengths(partition: usize, column: usize) -> Result<()> {
     if partition > PARTITION_BYTES_MAX {
-        return Err(Error::PartitionTooLong { len: partition, max: PARTITION_BYTES_MAX });
+        return Err(Error::PartitionTooLong {
+            len: partition,
+            max: PARTITION_BYTES_MAX,
+        });
     }
     if column > COLUMN_BYTES_MAX {
-        return Err(Error::ColumnTooLong { len: column, max: COLUMN_BYTES_MAX });
+        return Err(Error::ColumnTooLong {
+            len: column,
+            max: COLUMN_BYTES_MAX,
+        });
     }
     Ok(())
 }
@@ -126,8 +135,14 @@ mod tests {
     #[test]
     fn refuses_oversized_parts() {
         let long = vec![0u8; PARTITION_BYTES_MAX + 1];
-        assert!(matches!(Key::new(&long, b""), Err(Error::PartitionTooLong { .. })));
+        assert!(matches!(
+            Key::new(&long, b""),
+            Err(Error::PartitionTooLong { .. })
+        ));
         assert!(Key::new(&long[1..], &[0; COLUMN_BYTES_MAX]).is_ok());
-        assert!(matches!(Key::new(b"p", &[0; COLUMN_BYTES_MAX + 1]), Err(Error::ColumnTooLong { .. })));
+        assert!(matches!(
+            Key::new(b"p", &[0; COLUMN_BYTES_MAX + 1]),
+            Err(Error::ColumnTooLong { .. })
+        ));
     }
 }

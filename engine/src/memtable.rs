@@ -33,7 +33,11 @@ const ENTRY_OVERHEAD_BYTES: usize = 64;
 impl Memtable {
     /// An empty memtable.
     pub(crate) fn new(generation: u64) -> Self {
-        Memtable { generation, map: SkipMap::new(), bytes: AtomicUsize::new(0) }
+        Memtable {
+            generation,
+            map: SkipMap::new(),
+            bytes: AtomicUsize::new(0),
+        }
     }
 
     /// This memtable's generation.
@@ -82,8 +86,10 @@ impl Memtable {
     }
 
     fn account(&self, key: &Key, cell: &Cell) {
-        self.bytes
-            .fetch_add(key.len_bytes() + cell.len_bytes() + ENTRY_OVERHEAD_BYTES, Ordering::Relaxed);
+        self.bytes.fetch_add(
+            key.len_bytes() + cell.len_bytes() + ENTRY_OVERHEAD_BYTES,
+            Ordering::Relaxed,
+        );
     }
 
     /// Cells with keys in `range`, in key order.
@@ -96,6 +102,8 @@ impl Memtable {
 
     /// Every cell, in key order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (Key, Cell)> + '_ {
-        self.map.iter().map(|e| (e.key().clone(), e.value().clone()))
+        self.map
+            .iter()
+            .map(|e| (e.key().clone(), e.value().clone()))
     }
 }

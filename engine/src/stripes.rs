@@ -65,7 +65,11 @@ impl Stripe {
     /// SSTable read on its next write.
     pub(crate) fn cache(&mut self, key: Key, cell: Cell, cap: usize) {
         if self.cells.len() >= cap {
-            let victim = self.cells.keys().find(|k| !self.pending.contains_key(*k)).cloned();
+            let victim = self
+                .cells
+                .keys()
+                .find(|k| !self.pending.contains_key(*k))
+                .cloned();
             if let Some(v) = victim {
                 self.cells.remove(&v);
             }

@@ -71,7 +71,10 @@ pub(crate) fn encode_record(buf: &mut Vec<u8>, key: &Key, cell: &Cell) {
     codec::put_key(buf, key);
     codec::put_cell(buf, cell, |b, id| b.extend_from_slice(&id.to_le_bytes()));
     let len = buf.len() - start - FRAME_BYTES;
-    assert!(len <= RECORD_BYTES_MAX, "record of {len} bytes over the limit");
+    assert!(
+        len <= RECORD_BYTES_MAX,
+        "record of {len} bytes over the limit"
+    );
     let crc = crc32fast::hash(&buf[start + FRAME_BYTES..]);
     buf[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
     buf[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
@@ -96,12 +99,14 @@ pub(crate) fn replay(dir: &Path, mut apply: impl FnMut(Key, Cell)) -> Result<Rep
     let mut stats = ReplayStats::default();
     for (i, (id, path)) in segments.iter().enumerate() {
         let last = i + 1 == segments.len();
-        let data = std::fs::read(path).map_err(|e| Error::io("read commit log segment", path, e))?;
+        let data =
+            std::fs::read(path).map_err(|e| Error::io("read commit log segment", path, e))?;
         stats.bytes += data.len() as u64;
         match replay_segment(path, &data, last, &mut apply, &mut stats)? {
             Some(cut) if cut < HEADER_BYTES as u64 => {
                 tracing::warn!(path = %path.display(), "removing commit log segment with a torn header");
-                std::fs::remove_file(path).map_err(|e| Error::io("remove torn segment", path, e))?;
+                std::fs::remove_file(path)
+                    .map_err(|e| Error::io("remove torn segment", path, e))?;
                 fsutil::sync_dir(dir)?;
                 stats.truncated_at = Some((path.clone(), 0));
                 continue;
@@ -165,14 +170,29 @@ fn replay_segment(
         };
         let actual = crc32fast::hash(payload);
         if actual != crc || len == 0 {
-            return torn(offset, &format!("checksum mismatch (stored {crc:#010x}, computed {actual:#010x})"));
+            return torn(
+                offset,
+                &format!("checksum mismatch (stored {crc:#010x}, computed {actual:#010x})"),
+            );
         }
         let mut cur = Cursor::new(payload);
         let decoded = cur.key().and_then(|k| Ok((k, cur.cell(|c| c.u64())?)));
         let (key, cell) = match decoded {
             Ok(kc) if cur.remaining() == 0 => kc,
-            Ok(_) => return Err(Error::corruption(path, offset as u64, "trailing bytes in record")),
-            Err(e) => return Err(Error::corruption(path, offset as u64, format!("undecodable record: {}", e.0))),
+            Ok(_) => {
+                return Err(Error::corruption(
+                    path,
+                    offset as u64,
+                    "trailing bytes in record",
+                ));
+            }
+            Err(e) => {
+                return Err(Error::corruption(
+                    path,
+                    offset as u64,
+                    format!("undecodable record: {}", e.0),
+                ));
+            }
         };
         apply(key, cell);
         stats.records += 1;

@@ -41,7 +41,8 @@ impl LogWriter {
     ) -> Result<Self> {
         let next = existing.last().map_or(1, |id| id + 1);
         let (file, path) = create_segment(dir, next)?;
-        let mut segments: VecDeque<(u64, u64)> = existing.iter().map(|id| (*id, replay_gen)).collect();
+        let mut segments: VecDeque<(u64, u64)> =
+            existing.iter().map(|id| (*id, replay_gen)).collect();
         segments.push_back((next, 0));
         Ok(LogWriter {
             dir: dir.to_path_buf(),
@@ -70,7 +71,10 @@ impl LogWriter {
             .map_err(|e| Error::io("append to commit log", &self.path, e))?;
         self.bytes += records.len() as u64;
         self.unsynced = true;
-        let current = self.segments.back_mut().expect("there is always a current segment");
+        let current = self
+            .segments
+            .back_mut()
+            .expect("there is always a current segment");
         current.1 = current.1.max(gen_max);
         Ok(())
     }
@@ -80,7 +84,11 @@ impl LogWriter {
         if !self.unsynced {
             return Ok(());
         }
-        if self.fail_sync.as_ref().is_some_and(|f| f.load(Ordering::Relaxed)) {
+        if self
+            .fail_sync
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::Relaxed))
+        {
             let err = io::Error::other("injected fsync failure");
             return Err(Error::io("fsync commit log", &self.path, err));
         }
@@ -97,7 +105,8 @@ impl LogWriter {
         while self.segments.len() > 1 && self.segments[0].1 <= flushed_gen {
             let (id, _) = self.segments.pop_front().expect("len > 1");
             let path = segment_path(&self.dir, id);
-            std::fs::remove_file(&path).map_err(|e| Error::io("remove commit log segment", &path, e))?;
+            std::fs::remove_file(&path)
+                .map_err(|e| Error::io("remove commit log segment", &path, e))?;
             removed = true;
         }
         if removed {

@@ -15,7 +15,9 @@ impl Bloom {
     /// An empty filter sized for `keys` keys.
     pub(crate) fn with_keys(keys: usize) -> Self {
         let bytes = (keys * BITS_PER_KEY).div_ceil(8).max(8);
-        Bloom { bits: vec![0; bytes] }
+        Bloom {
+            bits: vec![0; bytes],
+        }
     }
 
     /// A filter from its serialized bits.

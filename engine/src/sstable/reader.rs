@@ -55,7 +55,9 @@ impl Table {
         if stored != actual {
             return Err(corrupt(
                 footer_at as u64,
-                &format!("footer checksum mismatch (stored {stored:#010x}, computed {actual:#010x})"),
+                &format!(
+                    "footer checksum mismatch (stored {stored:#010x}, computed {actual:#010x})"
+                ),
             ));
         }
         let mut f = Cursor::new(footer);
@@ -65,15 +67,23 @@ impl Table {
         }
         let version = f.u32().map_err(bad_footer)?;
         if version != VERSION {
-            return Err(corrupt(footer_at as u64, &format!("unsupported table version {version}")));
+            return Err(corrupt(
+                footer_at as u64,
+                &format!("unsupported table version {version}"),
+            ));
         }
         let entries = f.u64().map_err(bad_footer)?;
         let mut section = |what: &'static str| -> Result<(u64, &[u8])> {
             let off = f.u64().map_err(bad_footer)?;
             let len = f.u32().map_err(bad_footer)? as usize;
-            let end = (off as usize).checked_add(len).filter(|e| *e <= footer_at && len >= CRC_BYTES);
+            let end = (off as usize)
+                .checked_add(len)
+                .filter(|e| *e <= footer_at && len >= CRC_BYTES);
             let Some(end) = end else {
-                return Err(corrupt(footer_at as u64, &format!("{what} section out of bounds")));
+                return Err(corrupt(
+                    footer_at as u64,
+                    &format!("{what} section out of bounds"),
+                ));
             };
             let body = checked(path, &map[off as usize..end], off, what)?;
             Ok((off, body))
@@ -93,12 +103,16 @@ impl Table {
 
         let mut c = Cursor::new(index_body);
         let bad_index = |e: DecodeError| corrupt(index_off, e.0);
-        let nblocks = c.varint_max(index_body.len(), "block count too large").map_err(bad_index)?;
+        let nblocks = c
+            .varint_max(index_body.len(), "block count too large")
+            .map_err(bad_index)?;
         let mut index = Vec::with_capacity(nblocks);
         let mut data_end = 0u64;
         for _ in 0..nblocks {
             let offset = c.varint().map_err(bad_index)?;
-            let len = c.varint_max(dict_off as usize, "block length too large").map_err(bad_index)?;
+            let len = c
+                .varint_max(dict_off as usize, "block length too large")
+                .map_err(bad_index)?;
             let first = c.key().map_err(bad_index)?;
             if offset != data_end || len < CRC_BYTES || offset + len as u64 > dict_off {
                 return Err(corrupt(index_off, "index entry out of place"));
@@ -113,7 +127,15 @@ impl Table {
             return Err(corrupt(index_off, "index does not cover the data region"));
         }
         let bloom = Bloom::from_bytes(bloom_body.to_vec());
-        Ok(Table { id, path: path.to_path_buf(), map, entries, dict, index, bloom })
+        Ok(Table {
+            id,
+            path: path.to_path_buf(),
+            map,
+            entries,
+            dict,
+            index,
+            bloom,
+        })
     }
 
     /// The table's id (its file number).
@@ -143,10 +165,15 @@ impl Table {
 
     /// The cell stored for `key`, if any.
     pub fn get(&self, key: &Key) -> Result<Option<Cell>> {
-        if !self.bloom.may_contain(Bloom::hash(key.partition(), key.column())) {
+        if !self
+            .bloom
+            .may_contain(Bloom::hash(key.partition(), key.column()))
+        {
             return Ok(None);
         }
-        let Some(b) = self.block_for(key) else { return Ok(None) };
+        let Some(b) = self.block_for(key) else {
+            return Ok(None);
+        };
         let entry = &self.index[b];
         let body = checked(&self.path, self.block_bytes(entry), entry.offset, "block")?;
         let mut c = Cursor::new(body);
@@ -156,7 +183,9 @@ impl Table {
             let ord = p.cmp(key.partition()).then_with(|| col.cmp(key.column()));
             match ord {
                 std::cmp::Ordering::Less => c.skip_cell().map_err(corrupt)?,
-                std::cmp::Ordering::Equal => return Ok(Some(self.decode_cell(&mut c).map_err(corrupt)?)),
+                std::cmp::Ordering::Equal => {
+                    return Ok(Some(self.decode_cell(&mut c).map_err(corrupt)?));
+                }
                 std::cmp::Ordering::Greater => return Ok(None),
             }
         }
@@ -201,7 +230,12 @@ impl Table {
     /// Iterates cells with keys ≥ `from` (all cells when `None`), in key order.
     pub(crate) fn iter_from(self: &Arc<Self>, from: Option<&Key>) -> TableIter {
         let block = from.map_or(0, |k| self.block_for(k).unwrap_or(0));
-        TableIter { table: self.clone(), next_block: block, buf: Vec::new().into_iter(), from: from.cloned() }
+        TableIter {
+            table: self.clone(),
+            next_block: block,
+            buf: Vec::new().into_iter(),
+            from: from.cloned(),
+        }
     }
 }
 

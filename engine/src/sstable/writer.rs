@@ -38,14 +38,23 @@ pub(crate) struct TableWriter {
 
 impl TableWriter {
     /// Starts table `id` in `dir`; `ids` are all counter ids its cells may hold.
-    pub(crate) fn create(dir: &Path, id: u64, ids: impl IntoIterator<Item = u64>, block_bytes: usize) -> Result<Self> {
+    pub(crate) fn create(
+        dir: &Path,
+        id: u64,
+        ids: impl IntoIterator<Item = u64>,
+        block_bytes: usize,
+    ) -> Result<Self> {
         let path = table_path(dir, id);
         let tmp_path = path.with_extension("sst.tmp");
         let file = File::create(&tmp_path).map_err(|e| Error::io("create table", &tmp_path, e))?;
         let mut dict_ids: Vec<u64> = ids.into_iter().collect();
         dict_ids.sort_unstable();
         dict_ids.dedup();
-        let dict = dict_ids.iter().enumerate().map(|(i, id)| (*id, i as u64)).collect();
+        let dict = dict_ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (*id, i as u64))
+            .collect();
         Ok(TableWriter {
             tmp_path,
             path,
@@ -67,7 +76,10 @@ impl TableWriter {
     /// Appends a cell; keys must come in increasing order.
     pub(crate) fn add(&mut self, key: &Key, cell: &Cell) -> Result<()> {
         if let Some(last) = &self.last {
-            assert!(key > last, "table keys out of order: {key:?} after {last:?}");
+            assert!(
+                key > last,
+                "table keys out of order: {key:?} after {last:?}"
+            );
         }
         if self.block_first.is_none() {
             self.block_first = Some(key.clone());
@@ -75,7 +87,9 @@ impl TableWriter {
         codec::put_key(&mut self.block, key);
         let dict = &self.dict;
         codec::put_cell(&mut self.block, cell, |b, id| {
-            let i = dict.get(&id).unwrap_or_else(|| panic!("counter id {id:#x} missing from the dictionary"));
+            let i = dict
+                .get(&id)
+                .unwrap_or_else(|| panic!("counter id {id:#x} missing from the dictionary"));
             put_varint(b, *i);
         });
         self.hashes.push(Bloom::hash(key.partition(), key.column()));
@@ -87,7 +101,9 @@ impl TableWriter {
     }
 
     fn finish_block(&mut self) -> Result<()> {
-        let Some(first) = self.block_first.take() else { return Ok(()) };
+        let Some(first) = self.block_first.take() else {
+            return Ok(());
+        };
         let crc = crc32fast::hash(&self.block);
         self.block.extend_from_slice(&crc.to_le_bytes());
         put_varint(&mut self.index, self.offset);
@@ -116,7 +132,11 @@ impl TableWriter {
         let at = self.offset;
         self.write(&body)?;
         let len = u32::try_from(body.len()).map_err(|_| {
-            Error::io("write table", &self.tmp_path, std::io::Error::other("section over 4 GiB"))
+            Error::io(
+                "write table",
+                &self.tmp_path,
+                std::io::Error::other("section over 4 GiB"),
+            )
         })?;
         Ok((at, len))
     }
@@ -165,9 +185,11 @@ impl TableWriter {
             .out
             .into_inner()
             .map_err(|e| Error::io("write table", &self.tmp_path, e.into_error()))?;
-        file.sync_all().map_err(|e| Error::io("fsync table", &self.tmp_path, e))?;
+        file.sync_all()
+            .map_err(|e| Error::io("fsync table", &self.tmp_path, e))?;
         drop(file);
-        std::fs::rename(&self.tmp_path, &self.path).map_err(|e| Error::io("rename table", &self.path, e))?;
+        std::fs::rename(&self.tmp_path, &self.path)
+            .map_err(|e| Error::io("rename table", &self.path, e))?;
         fsutil::sync_dir(&self.dir)?;
         Ok((self.path, entries))
     }

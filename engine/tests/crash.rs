@@ -1,0 +1,140 @@
+//! A real child process doing `batch` adds is SIGKILLed mid-run; after
+//! reopening, every acknowledged add is there and nothing unattempted is.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::key;
+use tally_engine::{Engine, Options};
+
+const KEYS: u64 = 500;
+const CHILD_ENV: &str = "TALLY_CRASH_CHILD_DIR";
+
+/// The child: adds forever from 32 tasks, printing `a k d` before each add
+/// and `k k d` once it is acknowledged.
+#[test]
+#[ignore = "helper process for crash_keeps_every_acknowledged_add; does nothing on its own"]
+fn crash_child() {
+    let Ok(dir) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let engine = std::sync::Arc::new(Engine::open(&dir, Options::default()).unwrap());
+        let out = std::sync::Arc::new(std::sync::Mutex::new(std::io::stdout()));
+        let tasks: Vec<_> = (0..32u64)
+            .map(|t| {
+                let engine = engine.clone();
+                let out = out.clone();
+                tokio::spawn(async move {
+                    let mut rng = common::Rng(t * 7919 + 17);
+                    loop {
+                        let k = rng.below(KEYS);
+                        let d = 1 + rng.below(9) as i64;
+                        writeln!(out.lock().unwrap(), "a {k} {d}").unwrap();
+                        engine.leader_add(&key(k), d).await.unwrap();
+                        writeln!(out.lock().unwrap(), "k {k} {d}").unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+}
+
+#[test]
+fn crash_keeps_every_acknowledged_add() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut acked: HashMap<u64, i64> = HashMap::new();
+    let mut attempted: HashMap<u64, i64> = HashMap::new();
+    let mut total_acked = 0;
+    for round in 0..3 {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "crash_child",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_ENV, dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let started = Instant::now();
+        let mut acks_this_round = 0;
+        // Kill after a few thousand acknowledgements, at a moment the child chooses by its own pace.
+        while acks_this_round < 3000 + round * 1000 && started.elapsed() < Duration::from_secs(30) {
+            let Some(Ok(line)) = lines.next() else { break };
+            if record(&line, &mut acked, &mut attempted) {
+                acks_this_round += 1;
+            }
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        // Lines already written before the kill are still in the pipe.
+        for line in lines.map_while(Result::ok) {
+            if record(&line, &mut acked, &mut attempted) {
+                acks_this_round += 1;
+            }
+        }
+        assert!(
+            acks_this_round > 1000,
+            "round {round}: child made too little progress ({acks_this_round})"
+        );
+        total_acked += acks_this_round;
+
+        let engine = Engine::open(dir.path(), Options::default()).unwrap();
+        for k in 0..KEYS {
+            let v = engine.get(&key(k)).unwrap().value();
+            let lo = acked.get(&k).copied().unwrap_or(0);
+            let hi = attempted.get(&k).copied().unwrap_or(0);
+            assert!(
+                lo <= v && v <= hi,
+                "round {round}, key {k}: value {v} outside [{lo}, {hi}]"
+            );
+        }
+        // Make the surviving state the new floor: adds in flight at the kill
+        // may or may not have landed, and now we know.
+        for k in 0..KEYS {
+            let v = engine.get(&key(k)).unwrap().value();
+            acked.insert(k, v);
+            attempted.insert(k, v);
+        }
+        engine.close().unwrap();
+    }
+    assert!(total_acked > 3000);
+}
+
+/// Parses one child line; true if it was an acknowledgement.
+fn record(line: &str, acked: &mut HashMap<u64, i64>, attempted: &mut HashMap<u64, i64>) -> bool {
+    // The test harness prints "test crash_child ... " in front of the first line.
+    let parts: Vec<&str> = line.split(' ').collect();
+    let [.., kind, k, d] = parts[..] else {
+        return false;
+    };
+    let (Ok(k), Ok(d)) = (k.parse::<u64>(), d.parse::<i64>()) else {
+        return false;
+    };
+    match kind {
+        "a" => *attempted.entry(k).or_default() += d,
+        "k" => {
+            *acked.entry(k).or_default() += d;
+            return true;
+        }
+        _ => {}
+    }
+    false
+}

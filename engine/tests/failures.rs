@@ -1,0 +1,135 @@
+//! Failure handling: fsync errors poison the engine; overflow is refused;
+//! concurrent adds to a hot key are combined.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use common::{key, open};
+use tally_engine::{Engine, Error, Options};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_fsync_poisons_the_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let fail = Arc::new(AtomicBool::new(false));
+    let opts = Options {
+        fail_sync: Some(fail.clone()),
+        ..Options::default()
+    };
+    let engine = open(dir.path(), &opts);
+    engine.leader_add(&key(1), 5).await.unwrap();
+
+    fail.store(true, Ordering::Relaxed);
+    let err = engine.leader_add(&key(1), 7).await.unwrap_err();
+    assert!(matches!(err, Error::Poisoned(_)), "{err}");
+    assert!(err.to_string().contains("injected fsync failure"), "{err}");
+    // Even with the disk healthy again, no more writes are acknowledged.
+    fail.store(false, Ordering::Relaxed);
+    assert!(matches!(
+        engine.leader_add(&key(2), 1).await,
+        Err(Error::Poisoned(_))
+    ));
+    assert!(matches!(
+        engine.reset(&key(1)).await,
+        Err(Error::Poisoned(_))
+    ));
+    let cell = tally_engine::Cell::new();
+    assert!(matches!(
+        engine.apply(&key(3), &cell).await,
+        Err(Error::Poisoned(_))
+    ));
+    assert!(matches!(engine.close(), Err(Error::Poisoned(_))));
+
+    // A fresh open recovers what was acknowledged.
+    let engine = open(dir.path(), &Options::default());
+    let v = engine.get(&key(1)).unwrap().value();
+    assert!(
+        v == 5 || v == 12,
+        "acknowledged 5, maybe-applied 7: got {v}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overflow_is_refused_not_wrapped() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path(), &Options::default());
+    engine.leader_add(&key(1), i64::MAX - 1).await.unwrap();
+    let err = engine.leader_add(&key(1), 5).await.unwrap_err();
+    assert!(
+        matches!(err, Error::Overflow { value, delta: 5 } if value == i64::MAX - 1),
+        "{err}"
+    );
+    assert_eq!(engine.get(&key(1)).unwrap().value(), i64::MAX - 1);
+    assert_eq!(
+        engine.leader_add(&key(1), -5).await.unwrap().value,
+        i64::MAX - 6
+    );
+    engine.leader_add(&key(2), i64::MIN + 1).await.unwrap();
+    assert!(matches!(
+        engine.leader_add(&key(2), -2).await,
+        Err(Error::Overflow { .. })
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_adds_to_a_hot_key_are_combined() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Arc::new(open(dir.path(), &Options::default()));
+    let mut adds = 0u64;
+    let mut combined_seen = 0;
+    let mut clocks = std::collections::HashSet::new();
+    for _round in 0..20 {
+        let tasks: Vec<_> = (0..64)
+            .map(|i| {
+                let engine = engine.clone();
+                tokio::spawn(async move { engine.leader_add(&key(0), i % 3 + 1).await.unwrap() })
+            })
+            .collect();
+        for t in tasks {
+            let out = t.await.unwrap();
+            adds += 1;
+            combined_seen = combined_seen.max(out.combined);
+            // Every add sharing a clock shares the same outcome.
+            clocks.insert(out.shard.clock);
+        }
+    }
+    let expected: i64 = 20 * (0..64).map(|i| i % 3 + 1).sum::<i64>();
+    assert_eq!(engine.get(&key(0)).unwrap().value(), expected);
+    assert!(
+        combined_seen > 1,
+        "no two of {adds} concurrent adds were combined"
+    );
+    assert!(
+        (clocks.len() as u64) < adds,
+        "{} read-modify-writes for {adds} adds",
+        clocks.len()
+    );
+    let engine = Arc::into_inner(engine).unwrap();
+    engine.close().unwrap();
+    let engine = Engine::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(engine.get(&key(0)).unwrap().value(), expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn periodic_mode_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        sync: tally_engine::SyncMode::Periodic { interval_ms: 5 },
+        ..Options::default()
+    };
+    let engine = open(dir.path(), &opts);
+    let id = engine.counter_id();
+    for i in 0..100 {
+        engine.leader_add(&key(i % 7), 1).await.unwrap();
+    }
+    engine.close().unwrap();
+    let engine = open(dir.path(), &opts);
+    assert_eq!(
+        engine.counter_id(),
+        id,
+        "a clean close keeps the incarnation"
+    );
+    let total: i64 = (0..7).map(|k| engine.get(&key(k)).unwrap().value()).sum();
+    assert_eq!(total, 100);
+}
