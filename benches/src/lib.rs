@@ -1,1 +1,2 @@
-//! x
+//! Tally's benchmarks: the engine bench (`engine-bench`) and, later, the
+//! cluster load generator.

@@ -82,15 +82,10 @@ pub(crate) fn flush_frozen(inner: &Inner) -> Result<()> {
         let table = if m.len() == 0 {
             None
         } else {
-            let mut ids: Vec<u64> = Vec::new();
-            for (_, cell) in m.iter() {
-                ids.extend(cell.shards().iter().map(|s| s.counter_id));
-                if ids.len() > 4096 {
-                    ids.sort_unstable();
-                    ids.dedup();
-                }
-            }
-            Some(write_table(inner, ids, m.iter().map(Ok))?)
+            let cells = m.sorted();
+            let ids: std::collections::BTreeSet<u64> =
+                cells.iter().flat_map(|(_, c)| c.shards().iter().map(|s| s.counter_id)).collect();
+            Some(write_table(inner, ids, cells.into_iter().map(Ok))?)
         };
         {
             let mut st = inner.state.write();
@@ -109,8 +104,8 @@ pub(crate) fn flush_frozen(inner: &Inner) -> Result<()> {
                 tables,
             });
         }
-        inner.queue.lock().flushed_gen = m.generation();
-        inner.queue_cv.notify_one();
+        inner.outbox.lock().flushed_gen = m.generation();
+        inner.outbox_cv.notify_one();
         inner.flushed_cv.notify_all();
         tracing::debug!(
             generation = m.generation(),
@@ -122,7 +117,7 @@ pub(crate) fn flush_frozen(inner: &Inner) -> Result<()> {
 
 fn write_table(
     inner: &Inner,
-    ids: Vec<u64>,
+    ids: impl IntoIterator<Item = u64>,
     cells: impl Iterator<Item = Result<(Key, Cell)>>,
 ) -> Result<Arc<Table>> {
     let (id, _) = inner.new_table_path();

@@ -108,15 +108,21 @@ impl Cell {
 
     /// Merges `other` into `self` (see the module doc).
     pub fn merge(&mut self, other: &Cell) {
-        if other.epoch > self.epoch {
-            self.epoch = other.epoch;
-            self.shards.clone_from(&other.shards);
+        self.merge_parts(other.epoch, &other.shards);
+    }
+
+    /// Merges the cell `{epoch, shards}` (shards sorted and unique by id).
+    pub fn merge_parts(&mut self, epoch: u64, shards: &[Shard]) {
+        if epoch > self.epoch {
+            self.epoch = epoch;
+            self.shards.clear();
+            self.shards.extend_from_slice(shards);
             return;
         }
-        if other.epoch < self.epoch {
+        if epoch < self.epoch {
             return;
         }
-        for shard in &other.shards {
+        for shard in shards {
             self.merge_shard(*shard);
         }
     }

@@ -39,10 +39,15 @@ pub fn put_key(buf: &mut Vec<u8>, key: &Key) {
 }
 
 /// Appends a cell, writing each shard's counter id with `put_id`.
-pub fn put_cell(buf: &mut Vec<u8>, cell: &Cell, mut put_id: impl FnMut(&mut Vec<u8>, u64)) {
-    put_varint(buf, cell.epoch());
-    put_varint(buf, cell.shards().len() as u64);
-    for s in cell.shards() {
+pub fn put_cell(buf: &mut Vec<u8>, cell: &Cell, put_id: impl FnMut(&mut Vec<u8>, u64)) {
+    put_cell_parts(buf, cell.epoch(), cell.shards(), put_id);
+}
+
+/// Appends the cell `{epoch, shards}`.
+pub fn put_cell_parts(buf: &mut Vec<u8>, epoch: u64, shards: &[Shard], mut put_id: impl FnMut(&mut Vec<u8>, u64)) {
+    put_varint(buf, epoch);
+    put_varint(buf, shards.len() as u64);
+    for s in shards {
         put_id(buf, s.counter_id);
         put_varint(buf, s.clock);
         put_zigzag(buf, s.value);

@@ -1,191 +1,132 @@
-//! The commit thread: group commit and hot-counter combining.
+//! The commit path: hot-counter combining, then group commit.
 //!
-//! All writes meet here. Each turn takes everything queued since the last
-//! one: framed records from `apply`/`reset`, and the keys with pending leader
-//! adds. For each such key it does *one* read-modify-write of this node's
-//! shard covering every add waiting on it (clock + 1, value + Σ deltas), one
-//! memtable update and one log record. Then one write and one fsync cover the
-//! whole turn, and every waiter is answered. While the fsync runs, new work
-//! queues up, so the batch grows with the load: that is what makes both the
-//! throughput of many writers and the throughput of one hot counter.
+//! Two threads, so that sealing never waits for the disk:
+//!
+//! ```text
+//! callers ──queue──▶ sealer ──outbox──▶ syncer ──▶ write + fsync ──▶ answer waiters
+//! ```
+//!
+//! - The **sealer** takes everything queued: framed records from
+//!   `apply`/`reset`, and the keys with pending leader adds. For each such
+//!   key it does *one* read-modify-write of this node's shard covering every
+//!   add waiting on it (clock + 1, value + Σ deltas), one memtable update and
+//!   one log record, all in memory, and moves the result to the outbox.
+//! - The **syncer** takes everything in the outbox, writes it with one
+//!   `write` and covers it with one fsync, then answers every waiter.
+//!
+//! While an fsync runs, the sealer keeps sealing into the outbox, so the next
+//! fsync starts the moment the last one ends and covers everything sealed
+//! meanwhile: batches grow with the load, and one hot counter's adds collapse
+//! into one record per turn.
 
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use crate::cell::{Cell, Shard};
+use crate::cell::Shard;
 use crate::commitlog::{self, LogWriter};
 use crate::engine::{Inner, SyncMode};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::stripes::{AddOutcome, PendingAdd, Stripe};
 
-/// One turn's work, taken from the queue.
-struct Turn {
-    records: Vec<u8>,
-    gen_max: u64,
-    acks: Vec<oneshot::Sender<Result<()>>>,
-    adds: Vec<Key>,
-}
-
 /// Waiters of one sealed key, answered after the fsync.
 type Sealed = (AddOutcome, Vec<oneshot::Sender<Result<AddOutcome>>>);
 
-/// Runs the commit loop until the engine closes.
-pub(crate) fn run(inner: &Inner, mut log: LogWriter) {
-    let periodic = match inner.opts.sync {
-        SyncMode::Batch => None,
-        SyncMode::Periodic { interval_ms } => Some(Duration::from_millis(interval_ms.max(1))),
-    };
-    let mut next_sync = Instant::now() + periodic.unwrap_or_default();
-    let mut removed_gen = 0;
-    // Reused across turns so a steady load allocates nothing here.
-    let mut spare = Vec::new();
+/// Sealed work waiting for the syncer.
+#[derive(Default)]
+pub(crate) struct Outbox {
+    records: Vec<u8>,
+    gen_max: u64,
+    acks: Vec<oneshot::Sender<Result<()>>>,
+    sealed: Vec<Sealed>,
+    /// Memtable generation flushed up to (log segments may go).
+    pub(crate) flushed_gen: u64,
+    /// Set by the sealer when it has handed over its last work.
+    closed: bool,
+}
+
+impl Outbox {
+    fn has_work(&self) -> bool {
+        !self.acks.is_empty() || !self.sealed.is_empty() || !self.records.is_empty()
+    }
+}
+
+/// Runs the sealer until the engine closes.
+pub(crate) fn run_sealer(inner: &Inner) {
+    let mut records = Vec::new();
     loop {
         let mut q = inner.queue.lock();
-        while !q.has_work() && !q.closed && q.flushed_gen <= removed_gen {
-            match periodic {
-                None => inner.queue_cv.wait(&mut q),
-                Some(_) => {
-                    if inner.queue_cv.wait_until(&mut q, next_sync).timed_out() {
-                        break;
-                    }
-                }
-            }
+        while !q.has_work() && !q.closed {
+            inner.queue_cv.wait(&mut q);
         }
-        let turn = Turn {
-            records: std::mem::replace(&mut q.records, std::mem::take(&mut spare)),
-            gen_max: std::mem::take(&mut q.gen_max),
-            acks: std::mem::take(&mut q.acks),
-            adds: std::mem::take(&mut q.adds),
-        };
-        let closing = q.closed;
-        let flushed_gen = q.flushed_gen;
+        let closing = q.closed && !q.has_work();
+        std::mem::swap(&mut records, &mut q.records);
+        let gen_max = std::mem::take(&mut q.gen_max);
+        let acks = std::mem::take(&mut q.acks);
+        let adds = std::mem::take(&mut q.adds);
         drop(q);
+        if closing {
+            inner.outbox.lock().closed = true;
+            inner.outbox_cv.notify_one();
+            return;
+        }
 
-        if !turn.acks.is_empty() || !turn.adds.is_empty() {
-            spare = commit_turn(inner, &mut log, turn, periodic.is_none());
-        }
-        if periodic.is_some_and(|p| {
-            let now = Instant::now();
-            let due = now >= next_sync;
-            if due {
-                next_sync = now + p;
-            }
-            due || closing
-        }) && let Err(e) = log.sync()
-        {
-            inner.poison(&e);
-        }
-        if flushed_gen > removed_gen {
-            match log.remove_flushed(flushed_gen) {
-                Ok(()) => removed_gen = flushed_gen,
-                Err(e) => tracing::warn!(error = %e, "could not remove flushed log segments"),
-            }
-            inner
-                .log_segments
-                .store(log.segment_count(), std::sync::atomic::Ordering::Relaxed);
-        }
+        stall_while_flush_behind(inner);
+        let mut sealed = Vec::with_capacity(adds.len());
+        let generation = seal_all(inner, &adds, &mut records, &mut sealed);
+
+        let mut out = inner.outbox.lock();
+        out.records.extend_from_slice(&records);
+        out.gen_max = out.gen_max.max(gen_max).max(generation);
+        out.acks.extend(acks);
+        out.sealed.extend(sealed);
+        drop(out);
+        inner.outbox_cv.notify_one();
+        records.clear();
+
         if inner.state.read().active.bytes() >= inner.opts.memtable_bytes_max {
             crate::background::freeze(inner);
             inner.request_flush();
         }
-        if closing && !inner.queue.lock().has_work() {
-            if let Err(e) = log.sync() {
-                inner.poison(&e);
-            }
-            return;
-        }
     }
 }
 
-/// Seals, writes and (in batch mode) fsyncs one turn; returns the emptied
-/// record buffer for reuse.
-fn commit_turn(inner: &Inner, log: &mut LogWriter, turn: Turn, sync: bool) -> Vec<u8> {
-    let Turn {
-        mut records,
-        gen_max,
-        acks,
-        adds,
-    } = turn;
-    stall_while_flush_behind(inner);
-    let poisoned = inner.poisoned.load(std::sync::atomic::Ordering::Acquire);
-    let mut sealed: Vec<Sealed> = Vec::with_capacity(adds.len());
-    let generation = {
-        let v = inner.state.read();
-        for key in &adds {
-            let mut stripe = inner.stripe(key).lock();
-            let Some(waiting) = stripe.pending.remove(key) else {
-                continue;
-            };
-            if poisoned {
-                for w in waiting {
-                    let _ = w.done.send(Err(inner.poison_error()));
-                }
-                continue;
+/// Seals every key in `adds`; returns the memtable generation written to.
+fn seal_all(inner: &Inner, adds: &[Key], records: &mut Vec<u8>, sealed: &mut Vec<Sealed>) -> u64 {
+    let poisoned = inner.poisoned.load(Acquire);
+    let v = inner.state.read();
+    for key in adds {
+        let mut stripe = inner.stripe(key).lock();
+        let Some(waiting) = stripe.pending.remove(key) else { continue };
+        if poisoned {
+            for w in waiting {
+                let _ = w.done.send(Err(inner.poison_error()));
             }
-            let cell = seal(inner, &mut stripe, key, waiting, &mut sealed);
-            if let Some(cell) = cell {
-                let own = sealed
-                    .last()
-                    .expect("seal pushed its outcome")
-                    .0
-                    .replica_cell();
-                v.active.put_dominating(key, cell);
-                commitlog::encode_record(&mut records, key, &own);
-            }
+            continue;
         }
-        v.active.generation()
-    };
-
-    let written = if poisoned {
-        Err(inner.poison_error())
-    } else {
-        log.append(&records, generation.max(gen_max))
-            .and_then(|()| if sync { log.sync() } else { Ok(()) })
-    };
-    if let Err(e) = &written {
-        inner.poison(e);
-    }
-    for ack in acks {
-        let _ = ack.send(
-            written
-                .as_ref()
-                .map(|_| ())
-                .map_err(|_| inner.poison_error()),
-        );
-    }
-    for (outcome, waiters) in sealed {
-        for w in waiters {
-            let _ = w.send(match &written {
-                Ok(()) => Ok(outcome.clone()),
-                Err(_) => Err(inner.poison_error()),
-            });
+        if seal(inner, &mut stripe, key, waiting, sealed) {
+            // The memtable and the log get only the new own shard: the rest
+            // of the cell is already wherever it came from.
+            let outcome = &sealed.last().expect("seal pushed its outcome").0;
+            let own = std::slice::from_ref(&outcome.shard);
+            v.active.merge_parts(key, outcome.epoch, own);
+            commitlog::encode_record_parts(records, key, outcome.epoch, own);
         }
     }
-    records.clear();
-    records
+    v.active.generation()
 }
 
 /// One read-modify-write for all adds waiting on `key`, under its cell lock.
-/// Returns the new whole cell, or `None` if every add was refused.
-fn seal(
-    inner: &Inner,
-    stripe: &mut Stripe,
-    key: &Key,
-    waiting: Vec<PendingAdd>,
-    sealed: &mut Vec<Sealed>,
-) -> Option<Cell> {
+/// Returns false if every add was refused.
+fn seal(inner: &Inner, stripe: &mut Stripe, key: &Key, waiting: Vec<PendingAdd>, sealed: &mut Vec<Sealed>) -> bool {
     let cell = stripe
         .cells
         .get_mut(key)
         .expect("a key with pending adds is pinned in the counter cache");
     let id = inner.counter_id;
-    let mut own = cell.shard(id).copied().unwrap_or(Shard {
-        counter_id: id,
-        clock: 0,
-        value: 0,
-    });
+    let mut own = cell.shard(id).copied().unwrap_or(Shard { counter_id: id, clock: 0, value: 0 });
     let mut view = cell.value();
     let mut accepted = Vec::with_capacity(waiting.len());
     for PendingAdd { delta, done } in waiting {
@@ -201,7 +142,7 @@ fn seal(
         }
     }
     if accepted.is_empty() {
-        return None;
+        return false;
     }
     own.clock += 1;
     cell.put_own(own);
@@ -213,7 +154,7 @@ fn seal(
         combined: u32::try_from(accepted.len()).unwrap_or(u32::MAX),
     };
     sealed.push((outcome, accepted));
-    Some(cell.clone())
+    true
 }
 
 /// Backpressure: while too many frozen memtables wait for flushing, writes wait.
@@ -222,8 +163,96 @@ fn stall_while_flush_behind(inner: &Inner) {
     let mut bg = inner.bg.lock();
     while inner.version().frozen.len() >= max && !bg.shutdown {
         tracing::debug!("write stall: flushes are behind");
-        inner
-            .flushed_cv
-            .wait_for(&mut bg, Duration::from_millis(100));
+        inner.flushed_cv.wait_for(&mut bg, Duration::from_millis(100));
+    }
+}
+
+/// Runs the syncer until the sealer has closed and everything is written.
+pub(crate) fn run_syncer(inner: &Inner, mut log: LogWriter) {
+    let periodic = match inner.opts.sync {
+        SyncMode::Batch => None,
+        SyncMode::Periodic { interval_ms } => Some(Duration::from_millis(interval_ms.max(1))),
+    };
+    let mut next_sync = Instant::now() + periodic.unwrap_or_default();
+    let mut removed_gen = 0;
+    let mut spare = Vec::new();
+    loop {
+        let mut out = inner.outbox.lock();
+        while !out.has_work() && !out.closed && out.flushed_gen <= removed_gen {
+            let timed_out = match periodic {
+                None => {
+                    inner.outbox_cv.wait(&mut out);
+                    false
+                }
+                Some(_) => inner.outbox_cv.wait_until(&mut out, next_sync).timed_out(),
+            };
+            if timed_out {
+                break;
+            }
+        }
+        let records = std::mem::replace(&mut out.records, std::mem::take(&mut spare));
+        let gen_max = std::mem::take(&mut out.gen_max);
+        let acks = std::mem::take(&mut out.acks);
+        let sealed = std::mem::take(&mut out.sealed);
+        let closing = out.closed;
+        let flushed_gen = out.flushed_gen;
+        drop(out);
+
+        let periodic_due = periodic.is_some_and(|p| {
+            let now = Instant::now();
+            let due = now >= next_sync || closing;
+            if due {
+                next_sync = now + p;
+            }
+            due
+        });
+        let written = if inner.poisoned.load(Acquire) {
+            Err(inner.poison_error())
+        } else {
+            log.append(&records, gen_max)
+                .and_then(|()| if periodic.is_none() || periodic_due { log.sync() } else { Ok(()) })
+        };
+        if let Err(e) = &written {
+            inner.poison(e);
+        }
+        complete(inner, &written, acks, sealed, periodic.is_none());
+        spare = records;
+        spare.clear();
+
+        if flushed_gen > removed_gen {
+            match log.remove_flushed(flushed_gen) {
+                Ok(()) => removed_gen = flushed_gen,
+                Err(e) => tracing::warn!(error = %e, "could not remove flushed log segments"),
+            }
+            inner.log_segments.store(log.segment_count(), Relaxed);
+        }
+        if closing && !inner.outbox.lock().has_work() {
+            return;
+        }
+    }
+}
+
+/// Answers every waiter of one write.
+fn complete(
+    inner: &Inner,
+    written: &Result<()>,
+    acks: Vec<oneshot::Sender<Result<()>>>,
+    sealed: Vec<Sealed>,
+    counted_sync: bool,
+) {
+    if written.is_ok() && !(acks.is_empty() && sealed.is_empty()) {
+        let m = &inner.metrics;
+        m.syncs.fetch_add(u64::from(counted_sync), Relaxed);
+        m.add_records.fetch_add(sealed.len() as u64, Relaxed);
+        m.adds.fetch_add(sealed.iter().map(|(_, w)| w.len() as u64).sum(), Relaxed);
+    }
+    let result = |r: &Result<()>| r.as_ref().map(|_| ()).map_err(|_| inner.poison_error());
+    for ack in acks {
+        let _ = ack.send(result(written));
+    }
+    for (outcome, waiters) in sealed {
+        for w in waiters {
+            let _ = w.send(result(written).map(|()| outcome.clone()));
+        }
     }
 }

@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 use std::hash::RandomState;
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -100,8 +99,6 @@ pub(crate) struct Queue {
     pub(crate) acks: Vec<oneshot::Sender<Result<()>>>,
     /// Keys with pending adds, in arrival order.
     pub(crate) adds: Vec<Key>,
-    /// Memtable generation flushed up to (log segments may go).
-    pub(crate) flushed_gen: u64,
     /// Set by `close`.
     pub(crate) closed: bool,
 }
@@ -131,6 +128,21 @@ pub struct Stats {
     pub cached_cells: usize,
     /// Equal-clock/different-value conflicts seen by merges.
     pub clock_conflicts: u64,
+    /// Commit log fsyncs since open.
+    pub log_syncs: u64,
+    /// Leader adds acknowledged since open.
+    pub adds: u64,
+    /// Read-modify-writes (log records) those adds took: fewer than `adds`
+    /// when concurrent adds to one cell were combined.
+    pub add_records: u64,
+}
+
+/// Counters kept by the commit thread.
+#[derive(Default)]
+pub(crate) struct CommitMetrics {
+    pub(crate) syncs: AtomicU64,
+    pub(crate) adds: AtomicU64,
+    pub(crate) add_records: AtomicU64,
 }
 
 pub(crate) struct Inner {
@@ -143,6 +155,8 @@ pub(crate) struct Inner {
     pub(crate) state: RwLock<Arc<Version>>,
     pub(crate) queue: Mutex<Queue>,
     pub(crate) queue_cv: Condvar,
+    pub(crate) outbox: Mutex<crate::commit::Outbox>,
+    pub(crate) outbox_cv: Condvar,
     pub(crate) poison: Mutex<Option<String>>,
     pub(crate) poisoned: AtomicBool,
     /// Wakes the background thread; guards its request flags.
@@ -155,6 +169,7 @@ pub(crate) struct Inner {
     pub(crate) next_table_id: AtomicU64,
     pub(crate) next_gen: AtomicU64,
     pub(crate) log_segments: AtomicUsize,
+    pub(crate) metrics: CommitMetrics,
     _identity: Identity,
 }
 
@@ -179,8 +194,11 @@ impl Engine {
             next_table_id = next_table_id.max(id + 1);
         }
 
+        let (recovered, replay) = commitlog::replay(&dir)?;
         let replayed = Memtable::new(1);
-        let replay = commitlog::replay(&dir, |key, cell| replayed.merge(&key, &cell))?;
+        for (key, cell) in recovered {
+            replayed.merge(&key, &cell);
+        }
         let log = LogWriter::open(
             &dir,
             &replay.segments,
@@ -213,6 +231,8 @@ impl Engine {
             state: RwLock::new(Arc::new(version)),
             queue: Mutex::new(Queue::default()),
             queue_cv: Condvar::new(),
+            outbox: Mutex::new(Default::default()),
+            outbox_cv: Condvar::new(),
             poison: Mutex::new(None),
             poisoned: AtomicBool::new(false),
             bg: Mutex::new(Default::default()),
@@ -223,14 +243,22 @@ impl Engine {
             next_table_id: AtomicU64::new(next_table_id),
             next_gen: AtomicU64::new(2),
             log_segments: AtomicUsize::new(log.segment_count()),
+            metrics: CommitMetrics::default(),
             _identity: identity,
         });
-        let commit = {
+        let sealer = {
             let inner2 = inner.clone();
             std::thread::Builder::new()
-                .name("tally-commit".into())
-                .spawn(move || crate::commit::run(&inner2, log))
-                .map_err(|e| Error::io("spawn commit thread", &inner.dir, e))?
+                .name("tally-sealer".into())
+                .spawn(move || crate::commit::run_sealer(&inner2))
+                .map_err(|e| Error::io("spawn sealer thread", &inner.dir, e))?
+        };
+        let syncer = {
+            let inner2 = inner.clone();
+            std::thread::Builder::new()
+                .name("tally-syncer".into())
+                .spawn(move || crate::commit::run_syncer(&inner2, log))
+                .map_err(|e| Error::io("spawn syncer thread", &inner.dir, e))?
         };
         let background = {
             let inner2 = inner.clone();
@@ -243,7 +271,7 @@ impl Engine {
         inner.request_flush_if_full();
         Ok(Engine {
             inner,
-            threads: Mutex::new(vec![commit, background]),
+            threads: Mutex::new(vec![sealer, syncer, background]),
             replay,
         })
     }
@@ -290,21 +318,21 @@ impl Engine {
         let rx = {
             let v = self.inner.state.read();
             let mut stripe = self.inner.stripe(key).lock();
-            if let Some(cached) = stripe.cells.get_mut(key) {
+            let unchanged = stripe.cells.get_mut(key).is_some_and(|cached| {
                 let before = cached.clone();
                 cached.merge(cell);
-                if *cached == before {
-                    // Nothing new to log, but the state may come from a
-                    // record still waiting for its fsync: wait for the next one.
-                    drop(stripe);
-                    let rx = self.inner.log_barrier();
-                    drop(v);
-                    return rx.await.map_err(|_| Error::Closed)?;
-                }
+                *cached == before
+            });
+            if unchanged {
+                drop(stripe);
+                // Nothing new to log, but the state may come from a record
+                // still waiting for its fsync: answer after the next one.
+                self.inner.log_barrier()
+            } else {
+                v.active.merge(key, cell); // under the cell lock: no racing writer
+                drop(stripe);
+                self.inner.log_record(key, cell, v.active.generation())
             }
-            v.active.merge(key, cell);
-            drop(stripe);
-            self.inner.log_record(key, cell, v.active.generation())
         };
         rx.await.map_err(|_| Error::Closed)?
     }
@@ -320,7 +348,7 @@ impl Engine {
                 .expect("with_cached_cell caches the key");
             cell.reset();
             let cell = cell.clone();
-            v.active.put_dominating(key, cell.clone());
+            v.active.merge(key, &cell);
             (
                 cell.epoch(),
                 self.inner.log_record(key, &cell, v.active.generation()),
@@ -357,10 +385,7 @@ impl Engine {
             }
         };
         for m in v.memtables() {
-            for (k, c) in m.range(Bound::Included(&start), Bound::Unbounded) {
-                if k.partition() != partition {
-                    break;
-                }
+            for (k, c) in m.row(partition) {
                 put(k, c);
             }
         }
@@ -405,6 +430,9 @@ impl Engine {
                 .map(|s| s.lock().cells.len())
                 .sum(),
             clock_conflicts: crate::cell::clock_conflicts(),
+            log_syncs: self.inner.metrics.syncs.load(Ordering::Relaxed),
+            adds: self.inner.metrics.adds.load(Ordering::Relaxed),
+            add_records: self.inner.metrics.add_records.load(Ordering::Relaxed),
         }
     }
 

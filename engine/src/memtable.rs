@@ -1,43 +1,56 @@
-//! The memtable: recent cells, sorted, in memory, until they are flushed.
+//! The memtable: recent cells, in memory, until they are flushed.
 
+use std::collections::BTreeMap;
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crossbeam_skiplist::SkipMap;
+use parking_lot::Mutex;
 
-use crate::cell::Cell;
+use crate::cell::{Cell, Shard};
 use crate::key::Key;
+
+/// Number of shards (a power of two).
+const SHARDS: usize = 256;
+/// Overhead per entry beyond key and cell bytes (tree node share, pointers).
+const ENTRY_OVERHEAD_BYTES: usize = 48;
 
 /// A sorted, concurrent map from key to cell state.
 ///
-/// A memtable holds *partial* state: the merge of everything written to a
-/// key since the memtable was created (or, for keys the leader wrote, the
-/// whole cell). Reads merge it with older memtables and SSTables.
+/// It is split into [`SHARDS`] B-trees by a hash of the *partition*, so all
+/// columns of a row sit, sorted, in one tree and a row read touches one
+/// shard; each shard has its own lock, held only for a lookup or an in-place
+/// update. A flush merges the shards into one sorted run.
 ///
-/// Writers of one key are serialised by the engine's cell lock, so the
-/// read-merge-insert in [`Memtable::merge`] never races another writer of the
-/// same key; readers may run at any time and see the old or the new cell.
+/// A memtable holds *partial* state: the merge of everything written to a
+/// key since the memtable was created. Reads merge it with older memtables
+/// and SSTables.
 ///
 /// # Invariants
+/// - A key lives in the shard of its partition's hash.
 /// - `generation` is unique per engine and grows with every new memtable; the
 ///   commit log uses it to know when a segment's records are all flushed.
 pub(crate) struct Memtable {
     generation: u64,
-    map: SkipMap<Key, Cell>,
+    shards: Box<[Mutex<BTreeMap<Key, Cell>>]>,
     bytes: AtomicUsize,
+    len: AtomicUsize,
 }
-
-/// Overhead per entry beyond key and cell bytes (skiplist node, pointers).
-const ENTRY_OVERHEAD_BYTES: usize = 64;
 
 impl Memtable {
     /// An empty memtable.
     pub(crate) fn new(generation: u64) -> Self {
         Memtable {
             generation,
-            map: SkipMap::new(),
+            shards: (0..SHARDS).map(|_| Mutex::new(BTreeMap::new())).collect(),
             bytes: AtomicUsize::new(0),
+            len: AtomicUsize::new(0),
         }
+    }
+
+    fn shard(&self, partition: &[u8]) -> &Mutex<BTreeMap<Key, Cell>> {
+        let h = BuildHasherDefault::<DefaultHasher>::default().hash_one(partition);
+        &self.shards[(h as usize) & (SHARDS - 1)]
     }
 
     /// This memtable's generation.
@@ -52,58 +65,51 @@ impl Memtable {
 
     /// Number of keys.
     pub(crate) fn len(&self) -> usize {
-        self.map.len()
+        self.len.load(Ordering::Relaxed)
     }
 
     /// The cell stored for `key`.
     pub(crate) fn get(&self, key: &Key) -> Option<Cell> {
-        self.map.get(key).map(|e| e.value().clone())
+        self.shard(key.partition()).lock().get(key).cloned()
     }
 
-    /// Merges `cell` into the entry for `key`. The caller holds the cell lock.
+    /// Merges `cell` into the entry for `key`.
     pub(crate) fn merge(&self, key: &Key, cell: &Cell) {
-        let merged = match self.map.get(key) {
-            Some(entry) => {
-                let mut m = entry.value().clone();
-                m.merge(cell);
-                m
-            }
+        self.merge_parts(key, cell.epoch(), cell.shards());
+    }
+
+    /// Merges the cell `{epoch, shards}` into the entry for `key`, in place.
+    pub(crate) fn merge_parts(&self, key: &Key, epoch: u64, shards: &[Shard]) {
+        let mut tree = self.shard(key.partition()).lock();
+        match tree.get_mut(key) {
+            Some(have) => have.merge_parts(epoch, shards),
             None => {
-                self.account(key, cell);
-                cell.clone()
+                let cell = Cell::from_parts(epoch, shards.iter().copied());
+                self.bytes
+                    .fetch_add(key.len_bytes() + cell.len_bytes() + ENTRY_OVERHEAD_BYTES, Ordering::Relaxed);
+                self.len.fetch_add(1, Ordering::Relaxed);
+                tree.insert(key.clone(), cell);
             }
-        };
-        self.map.insert(key.clone(), merged);
-    }
-
-    /// Replaces the entry for `key` with `cell`, which must dominate it (the
-    /// leader's whole cell). The caller holds the cell lock.
-    pub(crate) fn put_dominating(&self, key: &Key, cell: Cell) {
-        if !self.map.contains_key(key) {
-            self.account(key, &cell);
         }
-        self.map.insert(key.clone(), cell);
     }
 
-    fn account(&self, key: &Key, cell: &Cell) {
-        self.bytes.fetch_add(
-            key.len_bytes() + cell.len_bytes() + ENTRY_OVERHEAD_BYTES,
-            Ordering::Relaxed,
-        );
-    }
-
-    /// Cells with keys in `range`, in key order.
-    pub(crate) fn range(&self, from: Bound<&Key>, to: Bound<&Key>) -> Vec<(Key, Cell)> {
-        self.map
-            .range::<Key, _>((from, to))
-            .map(|e| (e.key().clone(), e.value().clone()))
+    /// Every column of `partition`, in column order.
+    pub(crate) fn row(&self, partition: &[u8]) -> Vec<(Key, Cell)> {
+        let Ok(start) = Key::new(partition, b"") else { return Vec::new() };
+        let tree = self.shard(partition).lock();
+        tree.range((Bound::Included(&start), Bound::Unbounded))
+            .take_while(|(k, _)| k.partition() == partition)
+            .map(|(k, c)| (k.clone(), c.clone()))
             .collect()
     }
 
-    /// Every cell, in key order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (Key, Cell)> + '_ {
-        self.map
-            .iter()
-            .map(|e| (e.key().clone(), e.value().clone()))
+    /// Every cell, sorted by key (for a flush of a frozen memtable).
+    pub(crate) fn sorted(&self) -> Vec<(Key, Cell)> {
+        let mut all = Vec::with_capacity(self.len());
+        for shard in self.shards.iter() {
+            all.extend(shard.lock().iter().map(|(k, c)| (k.clone(), c.clone())));
+        }
+        all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        all
     }
 }

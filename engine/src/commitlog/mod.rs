@@ -33,11 +33,13 @@
 mod writer;
 
 pub(crate) use writer::LogWriter;
+pub use writer::segment_path;
 
+use std::collections::HashMap;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 
-use crate::cell::Cell;
+use crate::cell::{Cell, Shard};
 use crate::codec::{self, Cursor};
 use crate::error::{Error, Result};
 use crate::fsutil;
@@ -48,14 +50,14 @@ pub(crate) const MAGIC: &[u8; 8] = b"TALLYLOG";
 /// Version of the format above.
 pub(crate) const VERSION: u32 = 1;
 /// Size of a segment header.
-pub(crate) const HEADER_BYTES: usize = 16;
+pub const HEADER_BYTES: usize = 16;
 /// Size of a record's frame (length and checksum).
 pub(crate) const FRAME_BYTES: usize = 8;
 /// Largest payload a record may have: a maximal key and a cell of 4096 shards fit.
 pub(crate) const RECORD_BYTES_MAX: usize = 256 * 1024;
 
-/// The segment header bytes.
-pub(crate) fn header() -> [u8; HEADER_BYTES] {
+/// The segment header bytes (public for tools that build logs, like benchmarks).
+pub fn header() -> [u8; HEADER_BYTES] {
     let mut h = [0u8; HEADER_BYTES];
     h[..8].copy_from_slice(MAGIC);
     h[8..12].copy_from_slice(&VERSION.to_le_bytes());
@@ -65,11 +67,16 @@ pub(crate) fn header() -> [u8; HEADER_BYTES] {
 }
 
 /// Appends one framed record for `(key, cell)` to `buf`.
-pub(crate) fn encode_record(buf: &mut Vec<u8>, key: &Key, cell: &Cell) {
+pub fn encode_record(buf: &mut Vec<u8>, key: &Key, cell: &Cell) {
+    encode_record_parts(buf, key, cell.epoch(), cell.shards());
+}
+
+/// Appends one framed record for `(key, {epoch, shards})` to `buf`.
+pub(crate) fn encode_record_parts(buf: &mut Vec<u8>, key: &Key, epoch: u64, shards: &[Shard]) {
     let start = buf.len();
     buf.extend_from_slice(&[0; FRAME_BYTES]);
     codec::put_key(buf, key);
-    codec::put_cell(buf, cell, |b, id| b.extend_from_slice(&id.to_le_bytes()));
+    codec::put_cell_parts(buf, epoch, shards, |b, id| b.extend_from_slice(&id.to_le_bytes()));
     let len = buf.len() - start - FRAME_BYTES;
     assert!(
         len <= RECORD_BYTES_MAX,
@@ -93,40 +100,109 @@ pub struct ReplayStats {
     pub truncated_at: Option<(PathBuf, u64)>,
 }
 
-/// Replays every segment in `dir`, calling `apply` for each record in order.
-pub(crate) fn replay(dir: &Path, mut apply: impl FnMut(Key, Cell)) -> Result<ReplayStats> {
+/// Cells recovered from the log, keyed by their encoded key.
+type Recovered = HashMap<Box<[u8]>, Cell>;
+
+/// Replays every segment in `dir` and returns the merged cells, sorted by key.
+///
+/// Records carry state and merge commutes, so segments are replayed in
+/// parallel into one map per thread, and the maps merged at the end.
+pub(crate) fn replay(dir: &Path) -> Result<(Vec<(Key, Cell)>, ReplayStats)> {
     let segments = fsutil::numbered_files(dir, "log")?;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
+    let last = segments.len().saturating_sub(1);
+    let results: Vec<Result<(Recovered, ReplayStats)>> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let segments = &segments;
+                s.spawn(move || {
+                    let mut map = Recovered::new();
+                    let mut stats = ReplayStats::default();
+                    for (i, (id, path)) in segments.iter().enumerate().skip(t).step_by(threads) {
+                        replay_file(dir, *id, path, i == last, &mut map, &mut stats)?;
+                    }
+                    Ok((map, stats))
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+    });
+    let mut merged = Recovered::new();
     let mut stats = ReplayStats::default();
-    for (i, (id, path)) in segments.iter().enumerate() {
-        let last = i + 1 == segments.len();
-        let data =
-            std::fs::read(path).map_err(|e| Error::io("read commit log segment", path, e))?;
-        stats.bytes += data.len() as u64;
-        match replay_segment(path, &data, last, &mut apply, &mut stats)? {
-            Some(cut) if cut < HEADER_BYTES as u64 => {
-                tracing::warn!(path = %path.display(), "removing commit log segment with a torn header");
-                std::fs::remove_file(path)
-                    .map_err(|e| Error::io("remove torn segment", path, e))?;
-                fsutil::sync_dir(dir)?;
-                stats.truncated_at = Some((path.clone(), 0));
-                continue;
-            }
-            Some(cut) => {
-                tracing::warn!(path = %path.display(), offset = cut, "truncating torn commit log tail");
-                let f = OpenOptions::new()
-                    .write(true)
-                    .open(path)
-                    .map_err(|e| Error::io("open torn segment", path, e))?;
-                f.set_len(cut)
-                    .and_then(|()| f.sync_all())
-                    .map_err(|e| Error::io("truncate torn segment", path, e))?;
-                stats.truncated_at = Some((path.clone(), cut));
-            }
-            None => {}
+    for r in results {
+        let (mut map, s) = r?;
+        // Fold the smaller map into the bigger one.
+        if merged.len() < map.len() {
+            std::mem::swap(&mut merged, &mut map);
         }
-        stats.segments.push(*id);
+        merge_into(&mut map, &mut merged);
+        stats.segments.extend(s.segments);
+        stats.records += s.records;
+        stats.bytes += s.bytes;
+        stats.truncated_at = stats.truncated_at.or(s.truncated_at);
     }
-    Ok(stats)
+    stats.segments.sort_unstable();
+    let mut cells: Vec<(Key, Cell)> = Vec::with_capacity(merged.len());
+    for (k, cell) in merged {
+        let key = Cursor::new(&k).key().map_err(|e| Error::corruption(dir, 0, e.0))?;
+        cells.push((key, cell));
+    }
+    cells.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    Ok((cells, stats))
+}
+
+/// Moves every cell of `from` into `into`, merging.
+fn merge_into(from: &mut Recovered, into: &mut Recovered) {
+    for (k, cell) in from.drain() {
+        match into.get_mut(&k) {
+            Some(have) => have.merge(&cell),
+            None => {
+                into.insert(k, cell);
+            }
+        }
+    }
+}
+
+/// Replays one segment file, cutting off a torn tail if it is the last one.
+fn replay_file(
+    dir: &Path,
+    id: u64,
+    path: &Path,
+    last: bool,
+    map: &mut Recovered,
+    stats: &mut ReplayStats,
+) -> Result<()> {
+    let data = std::fs::read(path).map_err(|e| Error::io("read commit log segment", path, e))?;
+    stats.bytes += data.len() as u64;
+    let mut apply = |key: &[u8], cell: Cell| match map.get_mut(key) {
+        Some(have) => have.merge(&cell),
+        None => {
+            map.insert(key.into(), cell);
+        }
+    };
+    match replay_segment(path, &data, last, &mut apply, stats)? {
+        Some(cut) if cut < HEADER_BYTES as u64 => {
+            tracing::warn!(path = %path.display(), "removing commit log segment with a torn header");
+            std::fs::remove_file(path).map_err(|e| Error::io("remove torn segment", path, e))?;
+            fsutil::sync_dir(dir)?;
+            stats.truncated_at = Some((path.to_path_buf(), 0));
+            return Ok(());
+        }
+        Some(cut) => {
+            tracing::warn!(path = %path.display(), offset = cut, "truncating torn commit log tail");
+            let f = OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(|e| Error::io("open torn segment", path, e))?;
+            f.set_len(cut)
+                .and_then(|()| f.sync_all())
+                .map_err(|e| Error::io("truncate torn segment", path, e))?;
+            stats.truncated_at = Some((path.to_path_buf(), cut));
+        }
+        None => {}
+    }
+    stats.segments.push(id);
+    Ok(())
 }
 
 /// Replays one segment; returns the offset to truncate at if its tail is torn.
@@ -134,7 +210,7 @@ fn replay_segment(
     path: &Path,
     data: &[u8],
     last: bool,
-    apply: &mut impl FnMut(Key, Cell),
+    apply: &mut impl FnMut(&[u8], Cell),
     stats: &mut ReplayStats,
 ) -> Result<Option<u64>> {
     // A bad stretch is a torn write only at the very end of the last segment.
@@ -176,7 +252,10 @@ fn replay_segment(
             );
         }
         let mut cur = Cursor::new(payload);
-        let decoded = cur.key().and_then(|k| Ok((k, cur.cell(|c| c.u64())?)));
+        let decoded = cur.key_parts().and_then(|_| {
+            let key_bytes = &payload[..payload.len() - cur.remaining()];
+            Ok((key_bytes, cur.cell(|c| c.u64())?))
+        });
         let (key, cell) = match decoded {
             Ok(kc) if cur.remaining() == 0 => kc,
             Ok(_) => {

@@ -133,7 +133,7 @@ impl LogWriter {
 }
 
 /// Path of segment `id`.
-pub(crate) fn segment_path(dir: &Path, id: u64) -> PathBuf {
+pub fn segment_path(dir: &Path, id: u64) -> PathBuf {
     dir.join(format!("{id:06}.log"))
 }
 
