@@ -83,8 +83,10 @@ pub(crate) fn flush_frozen(inner: &Inner) -> Result<()> {
             None
         } else {
             let cells = m.sorted();
-            let ids: std::collections::BTreeSet<u64> =
-                cells.iter().flat_map(|(_, c)| c.shards().iter().map(|s| s.counter_id)).collect();
+            let ids: std::collections::BTreeSet<u64> = cells
+                .iter()
+                .flat_map(|(_, c)| c.shards().iter().map(|s| s.counter_id))
+                .collect();
             Some(write_table(inner, ids, cells.into_iter().map(Ok))?)
         };
         {
@@ -230,11 +232,8 @@ impl Iterator for MergeIter {
         let mut min: Option<Key> = None;
         for input in &mut self.inputs {
             match input.peek() {
-                Some(Ok((k, _))) => {
-                    if min.as_ref().is_none_or(|m| k < m) {
-                        min = Some(k.clone());
-                    }
-                }
+                Some(Ok((k, _))) if min.as_ref().is_none_or(|m| k < m) => min = Some(k.clone()),
+                Some(Ok(_)) => {}
                 Some(Err(_)) => return input.next(),
                 None => {}
             }

@@ -44,7 +44,12 @@ pub fn put_cell(buf: &mut Vec<u8>, cell: &Cell, put_id: impl FnMut(&mut Vec<u8>,
 }
 
 /// Appends the cell `{epoch, shards}`.
-pub fn put_cell_parts(buf: &mut Vec<u8>, epoch: u64, shards: &[Shard], mut put_id: impl FnMut(&mut Vec<u8>, u64)) {
+pub fn put_cell_parts(
+    buf: &mut Vec<u8>,
+    epoch: u64,
+    shards: &[Shard],
+    mut put_id: impl FnMut(&mut Vec<u8>, u64),
+) {
     put_varint(buf, epoch);
     put_varint(buf, shards.len() as u64);
     for s in shards {

@@ -14,10 +14,16 @@
 //! - The **syncer** takes everything in the outbox, writes it with one
 //!   `write` and covers it with one fsync, then answers every waiter.
 //!
-//! While an fsync runs, the sealer keeps sealing into the outbox, so the next
-//! fsync starts the moment the last one ends and covers everything sealed
-//! meanwhile: batches grow with the load, and one hot counter's adds collapse
-//! into one record per turn.
+//! While an fsync runs, the sealer keeps sealing into the outbox, so batches
+//! grow with the load, and one hot counter's adds collapse into one record
+//! per turn.
+//!
+//! Writers released by one fsync come back a few microseconds later; if the
+//! next fsync started at once it would miss them, and the writers would split
+//! into two half-size groups taking turns. So after an fsync that released W
+//! waiters, the syncer waits until W waiters are queued again, or for at most
+//! `group_commit_window_us`, whichever comes first. A lone writer is never
+//! delayed by more than its own round trip.
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::time::{Duration, Instant};
@@ -41,6 +47,8 @@ pub(crate) struct Outbox {
     gen_max: u64,
     acks: Vec<oneshot::Sender<Result<()>>>,
     sealed: Vec<Sealed>,
+    /// Waiters behind `acks` and `sealed`.
+    waiters: usize,
     /// Memtable generation flushed up to (log segments may go).
     pub(crate) flushed_gen: u64,
     /// Set by the sealer when it has handed over its last work.
@@ -80,6 +88,7 @@ pub(crate) fn run_sealer(inner: &Inner) {
         let mut out = inner.outbox.lock();
         out.records.extend_from_slice(&records);
         out.gen_max = out.gen_max.max(gen_max).max(generation);
+        out.waiters += acks.len() + sealed.iter().map(|(_, w): &Sealed| w.len()).sum::<usize>();
         out.acks.extend(acks);
         out.sealed.extend(sealed);
         drop(out);
@@ -99,7 +108,9 @@ fn seal_all(inner: &Inner, adds: &[Key], records: &mut Vec<u8>, sealed: &mut Vec
     let v = inner.state.read();
     for key in adds {
         let mut stripe = inner.stripe(key).lock();
-        let Some(waiting) = stripe.pending.remove(key) else { continue };
+        let Some(waiting) = stripe.pending.remove(key) else {
+            continue;
+        };
         if poisoned {
             for w in waiting {
                 let _ = w.done.send(Err(inner.poison_error()));
@@ -120,13 +131,23 @@ fn seal_all(inner: &Inner, adds: &[Key], records: &mut Vec<u8>, sealed: &mut Vec
 
 /// One read-modify-write for all adds waiting on `key`, under its cell lock.
 /// Returns false if every add was refused.
-fn seal(inner: &Inner, stripe: &mut Stripe, key: &Key, waiting: Vec<PendingAdd>, sealed: &mut Vec<Sealed>) -> bool {
+fn seal(
+    inner: &Inner,
+    stripe: &mut Stripe,
+    key: &Key,
+    waiting: Vec<PendingAdd>,
+    sealed: &mut Vec<Sealed>,
+) -> bool {
     let cell = stripe
         .cells
         .get_mut(key)
         .expect("a key with pending adds is pinned in the counter cache");
     let id = inner.counter_id;
-    let mut own = cell.shard(id).copied().unwrap_or(Shard { counter_id: id, clock: 0, value: 0 });
+    let mut own = cell.shard(id).copied().unwrap_or(Shard {
+        counter_id: id,
+        clock: 0,
+        value: 0,
+    });
     let mut view = cell.value();
     let mut accepted = Vec::with_capacity(waiting.len());
     for PendingAdd { delta, done } in waiting {
@@ -163,7 +184,9 @@ fn stall_while_flush_behind(inner: &Inner) {
     let mut bg = inner.bg.lock();
     while inner.version().frozen.len() >= max && !bg.shutdown {
         tracing::debug!("write stall: flushes are behind");
-        inner.flushed_cv.wait_for(&mut bg, Duration::from_millis(100));
+        inner
+            .flushed_cv
+            .wait_for(&mut bg, Duration::from_millis(100));
     }
 }
 
@@ -176,8 +199,19 @@ pub(crate) fn run_syncer(inner: &Inner, mut log: LogWriter) {
     let mut next_sync = Instant::now() + periodic.unwrap_or_default();
     let mut removed_gen = 0;
     let mut spare = Vec::new();
+    let window = Duration::from_micros(inner.opts.group_commit_window_us);
+    // Waiters the last fsync released: as many are expected back for the next.
+    let mut released = 0;
     loop {
         let mut out = inner.outbox.lock();
+        if periodic.is_none() && released > 0 && !out.closed {
+            let deadline = Instant::now() + window;
+            while out.waiters < released && !out.closed {
+                if inner.outbox_cv.wait_until(&mut out, deadline).timed_out() {
+                    break;
+                }
+            }
+        }
         while !out.has_work() && !out.closed && out.flushed_gen <= removed_gen {
             let timed_out = match periodic {
                 None => {
@@ -194,6 +228,7 @@ pub(crate) fn run_syncer(inner: &Inner, mut log: LogWriter) {
         let gen_max = std::mem::take(&mut out.gen_max);
         let acks = std::mem::take(&mut out.acks);
         let sealed = std::mem::take(&mut out.sealed);
+        released = std::mem::take(&mut out.waiters);
         let closing = out.closed;
         let flushed_gen = out.flushed_gen;
         drop(out);
@@ -209,8 +244,13 @@ pub(crate) fn run_syncer(inner: &Inner, mut log: LogWriter) {
         let written = if inner.poisoned.load(Acquire) {
             Err(inner.poison_error())
         } else {
-            log.append(&records, gen_max)
-                .and_then(|()| if periodic.is_none() || periodic_due { log.sync() } else { Ok(()) })
+            log.append(&records, gen_max).and_then(|()| {
+                if periodic.is_none() || periodic_due {
+                    log.sync()
+                } else {
+                    Ok(())
+                }
+            })
         };
         if let Err(e) = &written {
             inner.poison(e);
@@ -244,7 +284,8 @@ fn complete(
         let m = &inner.metrics;
         m.syncs.fetch_add(u64::from(counted_sync), Relaxed);
         m.add_records.fetch_add(sealed.len() as u64, Relaxed);
-        m.adds.fetch_add(sealed.iter().map(|(_, w)| w.len() as u64).sum(), Relaxed);
+        m.adds
+            .fetch_add(sealed.iter().map(|(_, w)| w.len() as u64).sum(), Relaxed);
     }
     let result = |r: &Result<()>| r.as_ref().map(|_| ()).map_err(|_| inner.poison_error());
     for ack in acks {

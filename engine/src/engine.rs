@@ -1,7 +1,6 @@
 //! The engine: one node's counters, durable, behind a small API.
 
 use std::collections::BTreeMap;
-use std::hash::RandomState;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -38,6 +37,9 @@ pub enum SyncMode {
 pub struct Options {
     /// Durability of acknowledged writes.
     pub sync: SyncMode,
+    /// Longest a `batch` fsync waits for the writers the previous one
+    /// released to come back (see the commit module).
+    pub group_commit_window_us: u64,
     /// Memtable size that triggers a flush.
     pub memtable_bytes_max: usize,
     /// Frozen memtables allowed to wait for flushing before writes stall.
@@ -59,6 +61,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             sync: SyncMode::Batch,
+            group_commit_window_us: 100,
             memtable_bytes_max: 64 << 20,
             frozen_memtables_max: 2,
             segment_bytes_max: 64 << 20,
@@ -150,7 +153,6 @@ pub(crate) struct Inner {
     pub(crate) opts: Options,
     pub(crate) counter_id: u64,
     pub(crate) stripes: Box<[Mutex<Stripe>]>,
-    hasher: RandomState,
     pub(crate) cache_cap_per_stripe: usize,
     pub(crate) state: RwLock<Arc<Version>>,
     pub(crate) queue: Mutex<Queue>,
@@ -227,7 +229,6 @@ impl Engine {
             opts,
             counter_id: identity.counter_id,
             stripes,
-            hasher: RandomState::new(),
             state: RwLock::new(Arc::new(version)),
             queue: Mutex::new(Queue::default()),
             queue_cv: Condvar::new(),
@@ -478,7 +479,7 @@ impl Inner {
     }
 
     pub(crate) fn stripe(&self, key: &Key) -> &Mutex<Stripe> {
-        &self.stripes[stripe_of(&self.hasher, key)]
+        &self.stripes[stripe_of(key)]
     }
 
     fn check_writable(&self) -> Result<()> {

@@ -2,9 +2,8 @@
 
 use std::cmp::Ordering;
 use std::fmt;
-use std::hash::{Hash, Hasher};
-
-use bytes::Bytes;
+use std::hash::{BuildHasher, Hash, Hasher, RandomState};
+use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 
@@ -20,13 +19,26 @@ pub const COLUMN_BYTES_MAX: usize = 256;
 /// bump. Keys order by partition, then column, bytewise; that is the order of
 /// the memtable, of SSTables and of `get_row`.
 ///
+/// A key carries its hash and its partition's hash, computed once with a
+/// per-process random seed (so clients cannot aim collisions at the hash
+/// maps): every lock stripe, cache and memtable lookup reuses them.
+///
 /// # Invariants
 /// - `split <= buf.len()`, partition = `buf[..split]`, column = `buf[split..]`.
 /// - partition ≤ [`PARTITION_BYTES_MAX`], column ≤ [`COLUMN_BYTES_MAX`].
+/// - `hash` and `partition_hash` are the seeded hashes of those parts.
 #[derive(Clone)]
 pub struct Key {
-    buf: Bytes,
+    buf: Arc<[u8]>,
     split: u16,
+    hash: u64,
+    partition_hash: u64,
+}
+
+/// The per-process seed for key hashes.
+fn seed() -> &'static RandomState {
+    static SEED: OnceLock<RandomState> = OnceLock::new();
+    SEED.get_or_init(RandomState::new)
 }
 
 const _: () = assert!(PARTITION_BYTES_MAX <= u16::MAX as usize);
@@ -39,10 +51,24 @@ impl Key {
         buf.extend_from_slice(partition);
         buf.extend_from_slice(column);
         let split = u16::try_from(partition.len()).expect("partition length checked above");
+        let partition_hash = seed().hash_one(partition);
+        let hash = seed().hash_one((partition_hash, column));
         Ok(Key {
-            buf: Bytes::from(buf),
+            buf: buf.into(),
             split,
+            hash,
+            partition_hash,
         })
+    }
+
+    /// Seeded hash of the whole key (stable within this process only).
+    pub fn hash_u64(&self) -> u64 {
+        self.hash
+    }
+
+    /// Seeded hash of the partition (stable within this process only).
+    pub fn partition_hash(&self) -> u64 {
+        self.partition_hash
     }
 
     /// The partition part.
@@ -80,7 +106,7 @@ pub(crate) fn check_lengths(partition: usize, column: usize) -> Result<()> {
 
 impl PartialEq for Key {
     fn eq(&self, other: &Self) -> bool {
-        self.split == other.split && self.buf == other.buf
+        self.hash == other.hash && self.split == other.split && self.buf == other.buf
     }
 }
 
@@ -88,8 +114,7 @@ impl Eq for Key {}
 
 impl Hash for Key {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.split.hash(state);
-        self.buf.hash(state);
+        state.write_u64(self.hash);
     }
 }
 
@@ -146,3 +171,27 @@ mod tests {
         ));
     }
 }
+
+/// A hasher for maps keyed by [`Key`]: the key already carries a good hash.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only reached for non-Key types; fold bytes so it is still a hash.
+        for b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(*b)).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+/// Builds [`KeyHasher`]s.
+pub(crate) type KeyHashBuilder = std::hash::BuildHasherDefault<KeyHasher>;

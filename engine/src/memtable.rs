@@ -1,7 +1,7 @@
 //! The memtable: recent cells, in memory, until they are flushed.
 
 use std::collections::BTreeMap;
-use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::collections::btree_map::Entry;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -11,7 +11,7 @@ use crate::cell::{Cell, Shard};
 use crate::key::Key;
 
 /// Number of shards (a power of two).
-const SHARDS: usize = 256;
+const SHARDS: usize = 1024;
 /// Overhead per entry beyond key and cell bytes (tree node share, pointers).
 const ENTRY_OVERHEAD_BYTES: usize = 48;
 
@@ -48,9 +48,8 @@ impl Memtable {
         }
     }
 
-    fn shard(&self, partition: &[u8]) -> &Mutex<BTreeMap<Key, Cell>> {
-        let h = BuildHasherDefault::<DefaultHasher>::default().hash_one(partition);
-        &self.shards[(h as usize) & (SHARDS - 1)]
+    fn shard(&self, key: &Key) -> &Mutex<BTreeMap<Key, Cell>> {
+        &self.shards[(key.partition_hash() as usize) & (SHARDS - 1)]
     }
 
     /// This memtable's generation.
@@ -70,7 +69,7 @@ impl Memtable {
 
     /// The cell stored for `key`.
     pub(crate) fn get(&self, key: &Key) -> Option<Cell> {
-        self.shard(key.partition()).lock().get(key).cloned()
+        self.shard(key).lock().get(key).cloned()
     }
 
     /// Merges `cell` into the entry for `key`.
@@ -80,23 +79,27 @@ impl Memtable {
 
     /// Merges the cell `{epoch, shards}` into the entry for `key`, in place.
     pub(crate) fn merge_parts(&self, key: &Key, epoch: u64, shards: &[Shard]) {
-        let mut tree = self.shard(key.partition()).lock();
-        match tree.get_mut(key) {
-            Some(have) => have.merge_parts(epoch, shards),
-            None => {
+        let mut tree = self.shard(key).lock();
+        match tree.entry(key.clone()) {
+            Entry::Occupied(mut have) => have.get_mut().merge_parts(epoch, shards),
+            Entry::Vacant(slot) => {
                 let cell = Cell::from_parts(epoch, shards.iter().copied());
-                self.bytes
-                    .fetch_add(key.len_bytes() + cell.len_bytes() + ENTRY_OVERHEAD_BYTES, Ordering::Relaxed);
+                self.bytes.fetch_add(
+                    key.len_bytes() + cell.len_bytes() + ENTRY_OVERHEAD_BYTES,
+                    Ordering::Relaxed,
+                );
                 self.len.fetch_add(1, Ordering::Relaxed);
-                tree.insert(key.clone(), cell);
+                slot.insert(cell);
             }
         }
     }
 
     /// Every column of `partition`, in column order.
     pub(crate) fn row(&self, partition: &[u8]) -> Vec<(Key, Cell)> {
-        let Ok(start) = Key::new(partition, b"") else { return Vec::new() };
-        let tree = self.shard(partition).lock();
+        let Ok(start) = Key::new(partition, b"") else {
+            return Vec::new();
+        };
+        let tree = self.shard(&start).lock();
         tree.range((Bound::Included(&start), Bound::Unbounded))
             .take_while(|(k, _)| k.partition() == partition)
             .map(|(k, c)| (k.clone(), c.clone()))

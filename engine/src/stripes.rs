@@ -10,13 +10,12 @@
 //! The lock is only ever held for in-memory work.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
 
 use tokio::sync::oneshot;
 
 use crate::cell::{Cell, Shard};
 use crate::error::Result;
-use crate::key::Key;
+use crate::key::{Key, KeyHashBuilder};
 
 /// Number of stripes (a power of two).
 pub(crate) const STRIPES: usize = 1024;
@@ -53,8 +52,8 @@ pub(crate) struct PendingAdd {
 /// - Every key in `pending` is also in `cells` (pinned: never evicted).
 #[derive(Default)]
 pub(crate) struct Stripe {
-    pub(crate) cells: HashMap<Key, Cell>,
-    pub(crate) pending: HashMap<Key, Vec<PendingAdd>>,
+    pub(crate) cells: HashMap<Key, Cell, KeyHashBuilder>,
+    pub(crate) pending: HashMap<Key, Vec<PendingAdd>, KeyHashBuilder>,
 }
 
 impl Stripe {
@@ -78,9 +77,8 @@ impl Stripe {
     }
 }
 
-/// Which stripe guards `key`.
-pub(crate) fn stripe_of(hasher: &impl BuildHasher, key: &Key) -> usize {
-    let mut h = hasher.build_hasher();
-    key.hash(&mut h);
-    (h.finish() as usize) & (STRIPES - 1)
+/// Which stripe guards `key`. Uses middle bits of the key hash: the maps
+/// inside a stripe index by the low bits and tag by the top ones.
+pub(crate) fn stripe_of(key: &Key) -> usize {
+    ((key.hash_u64() >> 32) as usize) & (STRIPES - 1)
 }

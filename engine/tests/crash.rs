@@ -1,6 +1,11 @@
 //! A real child process doing `batch` adds is SIGKILLed mid-run; after
 //! reopening, every acknowledged add is there and nothing unattempted is.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a panic is the failure report"
+)]
+
 mod common;
 
 use std::collections::HashMap;
@@ -30,24 +35,24 @@ fn crash_child() {
     rt.block_on(async move {
         let engine = std::sync::Arc::new(Engine::open(&dir, Options::default()).unwrap());
         let out = std::sync::Arc::new(std::sync::Mutex::new(std::io::stdout()));
-        let tasks: Vec<_> = (0..32u64)
-            .map(|t| {
-                let engine = engine.clone();
-                let out = out.clone();
-                tokio::spawn(async move {
-                    let mut rng = common::Rng(t * 7919 + 17);
-                    loop {
-                        let k = rng.below(KEYS);
-                        let d = 1 + rng.below(9) as i64;
-                        writeln!(out.lock().unwrap(), "a {k} {d}").unwrap();
-                        engine.leader_add(&key(k), d).await.unwrap();
-                        writeln!(out.lock().unwrap(), "k {k} {d}").unwrap();
-                    }
-                })
-            })
-            .collect();
-        for t in tasks {
-            t.await.unwrap();
+        let mut tasks = tokio::task::JoinSet::new();
+        for t in 0..32u64 {
+            let engine = engine.clone();
+            let out = out.clone();
+            tasks.spawn(async move {
+                let mut rng = common::Rng(t * 7919 + 17);
+                loop {
+                    let k = rng.below(KEYS);
+                    let d = 1 + rng.below(9) as i64;
+                    writeln!(out.lock().unwrap(), "a {k} {d}").unwrap();
+                    engine.leader_add(&key(k), d).await.unwrap();
+                    writeln!(out.lock().unwrap(), "k {k} {d}").unwrap();
+                }
+            });
+        }
+        // The writers never stop on their own; one that fails ends the child.
+        if let Some(Err(e)) = tasks.join_next().await {
+            panic!("writer failed: {e}");
         }
     });
 }

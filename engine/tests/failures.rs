@@ -1,6 +1,11 @@
 //! Failure handling: fsync errors poison the engine; overflow is refused;
 //! concurrent adds to a hot key are combined.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a panic is the failure report"
+)]
+
 mod common;
 
 use std::sync::Arc;

@@ -1,6 +1,11 @@
 //! The engine against a plain map: random adds, applies, resets, flushes,
 //! compactions and reopens; values must always agree.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a panic is the failure report"
+)]
+
 mod common;
 
 use std::collections::HashMap;

@@ -1,6 +1,11 @@
 //! Commit log recovery: a log cut at any byte keeps exactly a prefix; a bad
 //! checksum before the tail is a corruption error, never a silent skip.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a panic is the failure report"
+)]
+
 mod common;
 
 use std::path::Path;

@@ -1,1 +1,1 @@
-//! x
+//! End-to-end tests over real node processes: arrive with the cluster issue.

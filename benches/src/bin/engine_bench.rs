@@ -27,9 +27,21 @@ struct Args {
     /// Distinct keys for uniform loads and the size test.
     #[arg(long, default_value_t = 1_000_000)]
     keys: u64,
+    /// Only these writer counts for `adds` (default 1, 16, 64).
+    #[arg(long, value_delimiter = ',')]
+    writers: Vec<u64>,
+    /// Only this sync mode for `adds`.
+    #[arg(long)]
+    sync: Option<SyncArg>,
     /// Commit log to replay, in MiB.
     #[arg(long, default_value_t = 1024)]
     log_mib: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum SyncArg {
+    Batch,
+    Periodic,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -44,16 +56,39 @@ enum Bench {
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
     let scratch = tempfile::tempdir_in(&args.dir).context("create scratch directory")?;
     let want = |b: Bench| args.bench.contains(&b) || args.bench.contains(&Bench::All);
-    println!("engine-bench: {} s per run, {} keys", args.seconds, args.keys);
+    println!(
+        "engine-bench: {} s per run, {} keys",
+        args.seconds, args.keys
+    );
     let mut uniform64 = None;
     if want(Bench::Adds) {
-        for (name, sync) in [("batch", SyncMode::Batch), ("periodic 10ms", SyncMode::Periodic { interval_ms: 10 })] {
-            for writers in [1, 16, 64] {
-                let rate = rt.block_on(adds(scratch.path(), sync, writers, args.keys, args.seconds))?;
-                println!("adds  {name:<14} {writers:>3} writers  {rate:>10.0} adds/s");
+        let writer_counts = if args.writers.is_empty() {
+            vec![1, 16, 64]
+        } else {
+            args.writers.clone()
+        };
+        let modes = [
+            (SyncArg::Batch, "batch", SyncMode::Batch),
+            (
+                SyncArg::Periodic,
+                "periodic 10ms",
+                SyncMode::Periodic { interval_ms: 10 },
+            ),
+        ];
+        for (_, name, sync) in modes
+            .into_iter()
+            .filter(|(a, ..)| args.sync.is_none_or(|s| s == *a))
+        {
+            for &writers in &writer_counts {
+                let (rate, detail) =
+                    rt.block_on(adds(scratch.path(), sync, writers, args.keys, args.seconds))?;
+                println!("adds  {name:<14} {writers:>3} writers  {rate:>10.0} adds/s   [{detail}]");
                 if sync == SyncMode::Batch && writers == 64 {
                     uniform64 = Some(rate);
                 }
@@ -61,10 +96,11 @@ fn main() -> Result<()> {
         }
     }
     if want(Bench::Hot) {
-        let rate = rt.block_on(adds(scratch.path(), SyncMode::Batch, 64, 1, args.seconds))?;
-        print!("adds  batch, ONE hot key  64 writers  {rate:>10.0} adds/s");
+        let (rate, detail) =
+            rt.block_on(adds(scratch.path(), SyncMode::Batch, 64, 1, args.seconds))?;
+        print!("adds  batch, ONE hot key  64 writers  {rate:>10.0} adds/s   [{detail}]");
         match uniform64 {
-            Some(u) => println!("  (hot/uniform = {:.2})", rate / u),
+            Some(u) => println!("  hot/uniform = {:.2}", rate / u),
             None => println!(),
         }
     }
@@ -102,9 +138,21 @@ fn fresh_dir(root: &Path, name: &str) -> Result<PathBuf> {
 }
 
 /// Durable adds/s with `writers` concurrent writers over `keys` uniform keys.
-async fn adds(root: &Path, sync: SyncMode, writers: u64, keys: u64, seconds: u64) -> Result<f64> {
+async fn adds(
+    root: &Path,
+    sync: SyncMode,
+    writers: u64,
+    keys: u64,
+    seconds: u64,
+) -> Result<(f64, String)> {
     let dir = fresh_dir(root, "adds")?;
-    let engine = Arc::new(Engine::open(&dir, Options { sync, ..Options::default() })?);
+    let engine = Arc::new(Engine::open(
+        &dir,
+        Options {
+            sync,
+            ..Options::default()
+        },
+    )?);
     let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
     let tasks: Vec<_> = (0..writers)
@@ -129,22 +177,30 @@ async fn adds(root: &Path, sync: SyncMode, writers: u64, keys: u64, seconds: u64
     }
     let rate = total as f64 / started.elapsed().as_secs_f64();
     let stats = engine.stats();
-    if sync == SyncMode::Batch {
-        print!(
-            "  [{:.1} adds/fsync, {:.2} adds/record] ",
+    let detail = if sync == SyncMode::Batch {
+        format!(
+            "{:.1} adds/fsync, {:.2} adds/record",
             stats.adds as f64 / stats.log_syncs.max(1) as f64,
             stats.adds as f64 / stats.add_records.max(1) as f64
-        );
-    }
+        )
+    } else {
+        format!(
+            "{:.2} adds/record",
+            stats.adds as f64 / stats.add_records.max(1) as f64
+        )
+    };
     drop(engine);
     std::fs::remove_dir_all(&dir).ok();
-    Ok(rate)
+    Ok((rate, detail))
 }
 
 /// Gets/s from the counter cache, and from SSTables after a reopen.
 async fn gets(root: &Path, keys: u64, seconds: u64) -> Result<()> {
     let dir = fresh_dir(root, "gets")?;
-    let opts = Options { sync: SyncMode::Periodic { interval_ms: 10 }, ..Options::default() };
+    let opts = Options {
+        sync: SyncMode::Periodic { interval_ms: 10 },
+        ..Options::default()
+    };
     let engine = Arc::new(Engine::open(&dir, opts.clone())?);
     fill(&engine, keys, 1).await?;
     let rate = get_loop(&engine, keys, seconds)?;
@@ -181,7 +237,10 @@ fn get_loop(engine: &Engine, keys: u64, seconds: u64) -> Result<f64> {
                 })
             })
             .collect();
-        threads.into_iter().map(|t| t.join().expect("get thread panicked")).sum::<Result<u64>>()
+        threads
+            .into_iter()
+            .map(|t| t.join().expect("get thread panicked"))
+            .sum::<Result<u64>>()
     })?;
     Ok(total as f64 / started.elapsed().as_secs_f64())
 }
@@ -195,7 +254,9 @@ async fn fill(engine: &Arc<Engine>, keys: u64, shards: u64) -> Result<()> {
                 let mut rng = t + 5;
                 for i in (t..keys).step_by(64) {
                     let k = key(i);
-                    engine.leader_add(&k, (next(&mut rng) % 100_000) as i64).await?;
+                    engine
+                        .leader_add(&k, (next(&mut rng) % 100_000) as i64)
+                        .await?;
                     let foreign = (1..shards).map(|s| Shard {
                         counter_id: 0x5eed_0000 + s,
                         clock: 1 + next(&mut rng) % 1000,
@@ -218,7 +279,10 @@ async fn fill(engine: &Arc<Engine>, keys: u64, shards: u64) -> Result<()> {
 /// Time to open a node with `log_mib` MiB of commit log over `keys` keys.
 fn replay(root: &Path, keys: u64, log_mib: u64) -> Result<()> {
     let dir = fresh_dir(root, "replay")?;
-    let opts = Options { memtable_bytes_max: 16 << 30, ..Options::default() };
+    let opts = Options {
+        memtable_bytes_max: 16 << 30,
+        ..Options::default()
+    };
     let counter_id = {
         let engine = Engine::open(&dir, opts.clone())?;
         engine.counter_id()
@@ -234,10 +298,14 @@ fn replay(root: &Path, keys: u64, log_mib: u64) -> Result<()> {
         let mut buf = Vec::with_capacity(segment_bytes as usize + 4096);
         buf.extend_from_slice(&commitlog::header());
         while (buf.len() as u64) < segment_bytes {
-            if i % keys == 0 {
+            if i.is_multiple_of(keys) {
                 clock += 1;
             }
-            let shard = Shard { counter_id, clock, value: clock as i64 * 3 };
+            let shard = Shard {
+                counter_id,
+                clock,
+                value: clock as i64 * 3,
+            };
             commitlog::encode_record(&mut buf, &key(i % keys), &Cell::from_parts(0, [shard]));
             i += 1;
         }
@@ -264,7 +332,10 @@ fn replay(root: &Path, keys: u64, log_mib: u64) -> Result<()> {
 /// Bytes per counter on disk after compaction: `keys` counters, 16-byte keys, 3 shards.
 async fn size(root: &Path, keys: u64) -> Result<()> {
     let dir = fresh_dir(root, "size")?;
-    let opts = Options { sync: SyncMode::Periodic { interval_ms: 10 }, ..Options::default() };
+    let opts = Options {
+        sync: SyncMode::Periodic { interval_ms: 10 },
+        ..Options::default()
+    };
     let engine = Arc::new(Engine::open(&dir, opts)?);
     fill(&engine, keys, 3).await?;
     engine.flush()?;

@@ -76,7 +76,9 @@ pub(crate) fn encode_record_parts(buf: &mut Vec<u8>, key: &Key, epoch: u64, shar
     let start = buf.len();
     buf.extend_from_slice(&[0; FRAME_BYTES]);
     codec::put_key(buf, key);
-    codec::put_cell_parts(buf, epoch, shards, |b, id| b.extend_from_slice(&id.to_le_bytes()));
+    codec::put_cell_parts(buf, epoch, shards, |b, id| {
+        b.extend_from_slice(&id.to_le_bytes())
+    });
     let len = buf.len() - start - FRAME_BYTES;
     assert!(
         len <= RECORD_BYTES_MAX,
@@ -109,7 +111,9 @@ type Recovered = HashMap<Box<[u8]>, Cell>;
 /// parallel into one map per thread, and the maps merged at the end.
 pub(crate) fn replay(dir: &Path) -> Result<(Vec<(Key, Cell)>, ReplayStats)> {
     let segments = fsutil::numbered_files(dir, "log")?;
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4);
     let last = segments.len().saturating_sub(1);
     let results: Vec<Result<(Recovered, ReplayStats)>> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
@@ -125,7 +129,10 @@ pub(crate) fn replay(dir: &Path) -> Result<(Vec<(Key, Cell)>, ReplayStats)> {
                 })
             })
             .collect();
-        workers.into_iter().map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
     });
     let mut merged = Recovered::new();
     let mut stats = ReplayStats::default();
@@ -144,7 +151,9 @@ pub(crate) fn replay(dir: &Path) -> Result<(Vec<(Key, Cell)>, ReplayStats)> {
     stats.segments.sort_unstable();
     let mut cells: Vec<(Key, Cell)> = Vec::with_capacity(merged.len());
     for (k, cell) in merged {
-        let key = Cursor::new(&k).key().map_err(|e| Error::corruption(dir, 0, e.0))?;
+        let key = Cursor::new(&k)
+            .key()
+            .map_err(|e| Error::corruption(dir, 0, e.0))?;
         cells.push((key, cell));
     }
     cells.sort_unstable_by(|a, b| a.0.cmp(&b.0));
