@@ -247,27 +247,11 @@ impl Engine {
             metrics: CommitMetrics::default(),
             _identity: identity,
         });
-        let sealer = {
-            let inner2 = inner.clone();
-            std::thread::Builder::new()
-                .name("tally-sealer".into())
-                .spawn(move || crate::commit::run_sealer(&inner2))
-                .map_err(|e| Error::io("spawn sealer thread", &inner.dir, e))?
-        };
-        let syncer = {
-            let inner2 = inner.clone();
-            std::thread::Builder::new()
-                .name("tally-syncer".into())
-                .spawn(move || crate::commit::run_syncer(&inner2, log))
-                .map_err(|e| Error::io("spawn syncer thread", &inner.dir, e))?
-        };
-        let background = {
-            let inner2 = inner.clone();
-            std::thread::Builder::new()
-                .name("tally-background".into())
-                .spawn(move || crate::background::run(&inner2))
-                .map_err(|e| Error::io("spawn background thread", &inner.dir, e))?
-        };
+        let sealer = spawn(&inner, "tally-sealer", crate::commit::run_sealer)?;
+        let syncer = spawn(&inner, "tally-syncer", move |i| {
+            crate::commit::run_syncer(i, log)
+        })?;
+        let background = spawn(&inner, "tally-background", crate::background::run)?;
         // A big replayed memtable is flushed like any other.
         inner.request_flush_if_full();
         Ok(Engine {
@@ -617,6 +601,19 @@ impl Inner {
         let id = self.next_table_id.fetch_add(1, Ordering::Relaxed);
         (id, sstable::table_path(&self.dir, id))
     }
+}
+
+/// Starts one of the engine's threads.
+fn spawn(
+    inner: &Arc<Inner>,
+    name: &str,
+    run: impl FnOnce(&Inner) + Send + 'static,
+) -> Result<JoinHandle<()>> {
+    let shared = inner.clone();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || run(&shared))
+        .map_err(|e| Error::io("spawn engine thread", &inner.dir, e))
 }
 
 fn remove_temporaries(dir: &Path) -> Result<()> {
