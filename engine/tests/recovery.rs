@@ -147,3 +147,27 @@ async fn a_bad_checksum_before_the_tail_is_corruption() {
         "{msg}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flipped_length_in_the_last_segment_is_corruption_not_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::default();
+    {
+        let engine = open(dir.path(), &opts);
+        for i in 0..10 {
+            engine.leader_add(&key(i), 1).await.unwrap();
+        }
+        engine.close().unwrap();
+    }
+    let segment = only_log_segment(dir.path());
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let ends = record_ends(&bytes);
+    // The high byte of the fourth record's length: it now runs far past the end.
+    bytes[ends[2] + 3] ^= 0x10;
+    std::fs::write(&segment, &bytes).unwrap();
+    match Engine::open(dir.path(), opts) {
+        Err(Error::Corruption { offset, .. }) => assert_eq!(offset, ends[2] as u64),
+        Err(other) => panic!("expected corruption, got {other}"),
+        Ok(_) => panic!("acknowledged records after a damaged length were dropped silently"),
+    }
+}

@@ -24,8 +24,18 @@
 //! - a bad record in the last segment that runs to (or past) the end of the
 //!   file, or is followed only by zeros, is a torn write: the file is
 //!   truncated there and replay goes on;
-//! - any other bad record is [`Error::Corruption`] naming the file and offset;
-//!   it is never skipped silently.
+//! - any other bad record, and any length over the record limit (new file
+//!   space reads as zeros, so a tear cannot produce one), is
+//!   [`Error::Corruption`] naming the file and offset; it is never skipped.
+//!
+//! Replayed segments are fsync'd before a new segment is created: records
+//! that survived a process crash only in the page cache become durable
+//! before anything is written after them.
+//!
+//! Known gap: writeback can persist a later page of an unsynced tail before
+//! an earlier one, leaving a zero hole before data; replay then reports
+//! corruption rather than a tear. Sync markers in the log will tell the
+//! durable prefix apart.
 //!
 //! A segment is deleted once every memtable generation it holds records for
 //! has been flushed to an SSTable.
@@ -208,7 +218,15 @@ fn replay_file(
                 .map_err(|e| Error::io("truncate torn segment", path, e))?;
             stats.truncated_at = Some((path.to_path_buf(), cut));
         }
-        None => {}
+        None => {
+            // The records just replayed may only be in the page cache (the
+            // process died, the OS did not): make them durable before any
+            // newer segment exists, or a later power loss would tear a
+            // segment that is no longer the last one.
+            std::fs::File::open(path)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| Error::io("fsync replayed segment", path, e))?;
+        }
     }
     stats.segments.push(id);
     Ok(())
@@ -248,7 +266,13 @@ fn replay_segment(
         let len = u32::from_le_bytes([frame[0], frame[1], frame[2], frame[3]]) as usize;
         let crc = u32::from_le_bytes([frame[4], frame[5], frame[6], frame[7]]);
         if len > RECORD_BYTES_MAX {
-            return torn(offset, "record length over the limit");
+            // New file space reads as zeros, never as a huge length: a torn
+            // write cannot produce this, a flipped bit can.
+            return Err(Error::corruption(
+                path,
+                offset as u64,
+                format!("record length {len} over the limit"),
+            ));
         }
         let Some(payload) = data.get(offset + FRAME_BYTES..offset + FRAME_BYTES + len) else {
             return torn(offset, "record runs past the end of the segment");
