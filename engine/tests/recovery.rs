@@ -112,20 +112,27 @@ async fn a_log_cut_at_every_offset_keeps_exactly_a_prefix() {
     }
 }
 
+/// A closed engine holding ten acknowledged adds in one log segment: its
+/// directory, the segment's path, its bytes and where each record ends.
+async fn ten_acknowledged_adds(
+    opts: &Options,
+) -> (tempfile::TempDir, std::path::PathBuf, Vec<u8>, Vec<usize>) {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path(), opts);
+    for i in 0..10 {
+        engine.leader_add(&key(i), 1).await.unwrap();
+    }
+    engine.close().unwrap();
+    let segment = only_log_segment(dir.path());
+    let bytes = std::fs::read(&segment).unwrap();
+    let ends = record_ends(&bytes);
+    (dir, segment, bytes, ends)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_checksum_before_the_tail_is_corruption() {
-    let dir = tempfile::tempdir().unwrap();
     let opts = Options::default();
-    {
-        let engine = open(dir.path(), &opts);
-        for i in 0..10 {
-            engine.leader_add(&key(i), 1).await.unwrap();
-        }
-        engine.close().unwrap();
-    }
-    let segment = only_log_segment(dir.path());
-    let mut bytes = std::fs::read(&segment).unwrap();
-    let ends = record_ends(&bytes);
+    let (dir, segment, mut bytes, ends) = ten_acknowledged_adds(&opts).await;
     // Flip a payload byte of the third record.
     let third = ends[1];
     bytes[third + 10] ^= 0x40;
@@ -150,18 +157,8 @@ async fn a_bad_checksum_before_the_tail_is_corruption() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flipped_length_in_the_last_segment_is_corruption_not_a_torn_tail() {
-    let dir = tempfile::tempdir().unwrap();
     let opts = Options::default();
-    {
-        let engine = open(dir.path(), &opts);
-        for i in 0..10 {
-            engine.leader_add(&key(i), 1).await.unwrap();
-        }
-        engine.close().unwrap();
-    }
-    let segment = only_log_segment(dir.path());
-    let mut bytes = std::fs::read(&segment).unwrap();
-    let ends = record_ends(&bytes);
+    let (dir, segment, mut bytes, ends) = ten_acknowledged_adds(&opts).await;
     // The high byte of the fourth record's length: it now runs far past the end.
     bytes[ends[2] + 3] ^= 0x10;
     std::fs::write(&segment, &bytes).unwrap();
