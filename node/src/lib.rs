@@ -1,1 +1,5 @@
-//! The node (`tallyd`): config, ring, coordinator, replication and hints: built by the cluster issue.
+//! The node (`tallyd`): config, ring, coordinator, replication, hints and
+//! the client listener.
+
+pub mod config;
+pub mod ring;
