@@ -427,7 +427,9 @@ impl Engine {
         self.shutdown()
     }
 
-    fn shutdown(&self) -> Result<()> {
+    /// [`Engine::close`] through a shared reference, for an engine that
+    /// tasks still point at: work arriving afterwards fails with `Closed`.
+    pub fn shutdown(&self) -> Result<()> {
         let threads = std::mem::take(&mut *self.threads.lock());
         if threads.is_empty() {
             return Ok(());

@@ -1,1 +1,20 @@
-//! Wire messages, the QUIC peer transport and the client protocol: built by the cluster issue.
+//! Tally's wire: what crosses the network, and how.
+//!
+//! - [`wire`]: every message, and the one bincode configuration (with a size
+//!   limit) that encodes them.
+//! - [`tls`] and [`peer`]: node-to-node QUIC with mutual TLS under the
+//!   cluster's own CA; requests to a peer are batched onto one stream.
+//! - [`frame`] and [`client`]: the client protocol, length-prefixed frames
+//!   over TCP with request ids, and the thin async client.
+//!
+//! `net` knows nothing of storage: cells travel as [`wire::WireCell`] and
+//! the node converts them.
+
+pub mod client;
+pub mod frame;
+pub mod peer;
+pub mod tls;
+pub mod wire;
+
+pub use client::{Client, ClientError};
+pub use wire::{Consistency, ErrorKind, WireCell, WireError, WireKey, WireShard};

@@ -1,1 +1,400 @@
-//! placeholder
+//! Data placement: which nodes hold a partition.
+//!
+//! # Tokens
+//!
+//! A partition key is hashed to a signed 64-bit *token* with Cassandra's
+//! Murmur3Partitioner ([`murmur3_token`]). Using Cassandra's exact function,
+//! quirks included, means a token computed here matches the one any
+//! Cassandra or Scylla driver computes, so token-aware tooling and the
+//! published vectors (see `tests/ring_vectors.rs`) apply unchanged. The quirk
+//! that matters: Cassandra's `hash3_x64_128` reads the 1..15 tail bytes as
+//! Java *signed* bytes, so a tail byte >= 0x80 is sign-extended before it is
+//! shifted into place. That is why most MurmurHash3 crates disagree with
+//! Cassandra on keys whose length is not a multiple of 16.
+//!
+//! # Virtual nodes
+//!
+//! Each node owns `vnodes` points on the token circle, at
+//! `murmur3_token("{id}#{i}")`. Many small ranges per node instead of one
+//! large one even out the load (a node's share of the circle tends to
+//! `1/n` as vnodes grow) and spread a dead node's ranges over all survivors
+//! instead of dumping them on one neighbour.
+//!
+//! # Replicas
+//!
+//! A partition lives on the first vnode whose token is `>=` the partition's
+//! token (wrapping past the largest token back to the smallest): that vnode's
+//! node is the *primary owner*. Walking on clockwise, the next vnodes that
+//! belong to nodes not yet chosen supply the other replicas, until there are
+//! `replication_factor` *distinct* nodes (or every node, if there are fewer).
+//! Skipping repeated nodes matters: with vnodes, the next few points often
+//! belong to the same node, and two copies on one machine are no protection.
+//!
+//! # Why deterministic from the config
+//!
+//! The ring is a pure function of the node ids (in config order), the vnode
+//! count and the replication factor. Every node reads the same
+//! `cluster.toml`, so every node computes the same ring with no gossip, no
+//! token assignment protocol and no window in which two nodes disagree about
+//! ownership. The price is that membership changes mean a config change and
+//! a restart, which is the model Tally chooses.
+
+use std::ops::Deref;
+
+/// The partition token of `key`, exactly as Cassandra's Murmur3Partitioner
+/// computes it.
+///
+/// The empty key maps to `i64::MIN` (Cassandra's `MINIMUM` token, which no
+/// real key may have); any other key whose hash is `i64::MIN` is normalized
+/// to `i64::MAX`.
+pub fn murmur3_token(key: &[u8]) -> i64 {
+    if key.is_empty() {
+        return i64::MIN;
+    }
+    let (h1, _) = murmur3_x64_128_cassandra(key, 0);
+    if h1 == i64::MIN { i64::MAX } else { h1 }
+}
+
+/// MurmurHash3_x64_128 as Cassandra's `MurmurHash.hash3_x64_128` computes
+/// it: `(h1, h2)`, with tail bytes sign-extended as Java bytes.
+pub fn murmur3_x64_128_cassandra(key: &[u8], seed: u64) -> (i64, i64) {
+    const C1: u64 = 0x87c3_7b91_1142_53d5;
+    const C2: u64 = 0x4cf5_ad43_2745_937f;
+
+    let mix_k1 = |k1: u64| k1.wrapping_mul(C1).rotate_left(31).wrapping_mul(C2);
+    let mix_k2 = |k2: u64| k2.wrapping_mul(C2).rotate_left(33).wrapping_mul(C1);
+
+    let mut h1 = seed;
+    let mut h2 = seed;
+    let mut blocks = key.chunks_exact(16);
+    for block in &mut blocks {
+        // Whole blocks are read as unsigned little-endian longs (Java masks
+        // them with 0xff); only the tail has the signed-byte quirk.
+        let (lo, hi) = block.split_at(8);
+        let k1 = u64::from_le_bytes(lo.try_into().expect("split_at(8) of 16 bytes"));
+        let k2 = u64::from_le_bytes(hi.try_into().expect("split_at(8) of 16 bytes"));
+
+        h1 ^= mix_k1(k1);
+        h1 = h1
+            .rotate_left(27)
+            .wrapping_add(h2)
+            .wrapping_mul(5)
+            .wrapping_add(0x52dc_e729);
+        h2 ^= mix_k2(k2);
+        h2 = h2
+            .rotate_left(31)
+            .wrapping_add(h1)
+            .wrapping_mul(5)
+            .wrapping_add(0x3849_5ab5);
+    }
+
+    let tail = blocks.remainder();
+    // `(long) key.get(i)` in Java: the byte is signed, so 0x80..=0xff become
+    // negative longs whose high bits are all ones before the shift.
+    let signed = |i: usize| tail[i] as i8 as i64 as u64;
+    let mut k1 = 0u64;
+    let mut k2 = 0u64;
+    for i in (8..tail.len()).rev() {
+        k2 ^= signed(i) << ((i - 8) * 8);
+    }
+    if tail.len() > 8 {
+        h2 ^= mix_k2(k2);
+    }
+    for i in (0..tail.len().min(8)).rev() {
+        k1 ^= signed(i) << (i * 8);
+    }
+    if !tail.is_empty() {
+        h1 ^= mix_k1(k1);
+    }
+
+    // Java's `length` is an int; keys here are far below 2 GiB.
+    let len = key.len() as u64;
+    h1 ^= len;
+    h2 ^= len;
+    h1 = h1.wrapping_add(h2);
+    h2 = h2.wrapping_add(h1);
+    h1 = fmix64(h1);
+    h2 = fmix64(h2);
+    h1 = h1.wrapping_add(h2);
+    h2 = h2.wrapping_add(h1);
+    (h1 as i64, h2 as i64)
+}
+
+fn fmix64(mut k: u64) -> u64 {
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    k ^= k >> 33;
+    k
+}
+
+/// The nodes (indices into the config's node list) that hold a partition,
+/// primary owner first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replicas(Vec<usize>);
+
+impl Replicas {
+    /// The primary owner: the node of the first vnode at or after the token.
+    pub fn primary(&self) -> usize {
+        self.0[0]
+    }
+}
+
+impl Deref for Replicas {
+    type Target = [usize];
+    fn deref(&self) -> &[usize] {
+        &self.0
+    }
+}
+
+impl<'a> IntoIterator for &'a Replicas {
+    type Item = &'a usize;
+    type IntoIter = std::slice::Iter<'a, usize>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+/// The token ring: every node's vnode tokens, sorted, plus the replication
+/// factor.
+///
+/// # Invariants
+///
+/// - `vnodes` is sorted strictly ascending by `(token, node)`.
+/// - every node index in `0..nodes` appears exactly `vnodes_per_node` times.
+/// - `nodes >= 1`, `vnodes_per_node >= 1`, `1 <= replicas_per_partition <= nodes`.
+#[derive(Debug, Clone)]
+pub struct Ring {
+    /// `(token, node index)`, sorted; ties on token go to the lower index.
+    vnodes: Vec<(i64, usize)>,
+    nodes: usize,
+    vnodes_per_node: usize,
+    /// `min(replication_factor, nodes)`.
+    replicas_per_partition: usize,
+}
+
+impl Ring {
+    /// Builds the ring for `node_ids` (in config order: the index of an id
+    /// is its node index) with `vnodes_per_node` tokens each.
+    ///
+    /// # Panics
+    ///
+    /// If there are no nodes, or `vnodes_per_node` or `replication_factor`
+    /// is zero: the config validation rules these out, so reaching here with
+    /// them is a caller bug.
+    pub fn new(node_ids: &[String], vnodes_per_node: usize, replication_factor: usize) -> Ring {
+        assert!(!node_ids.is_empty(), "a ring needs at least one node");
+        assert!(vnodes_per_node >= 1, "vnodes_per_node must be >= 1, got 0");
+        assert!(
+            replication_factor >= 1,
+            "replication_factor must be >= 1, got 0"
+        );
+
+        let mut vnodes: Vec<(i64, usize)> = node_ids
+            .iter()
+            .enumerate()
+            .flat_map(|(node, id)| {
+                (0..vnodes_per_node)
+                    .map(move |i| (murmur3_token(format!("{id}#{i}").as_bytes()), node))
+            })
+            .collect();
+        vnodes.sort_unstable();
+        let ring = Ring {
+            vnodes,
+            nodes: node_ids.len(),
+            vnodes_per_node,
+            replicas_per_partition: replication_factor.min(node_ids.len()),
+        };
+        ring.check_invariants();
+        ring
+    }
+
+    /// The number of nodes in the ring.
+    pub fn node_count(&self) -> usize {
+        self.nodes
+    }
+
+    /// The number of replicas each partition gets: `min(rf, nodes)`.
+    pub fn replicas_per_partition(&self) -> usize {
+        self.replicas_per_partition
+    }
+
+    /// The replicas of `partition` (the primary owner first).
+    pub fn replicas(&self, partition: &[u8]) -> Replicas {
+        self.replicas_for_token(murmur3_token(partition))
+    }
+
+    /// The replicas of the range holding `token` (the primary owner first).
+    pub fn replicas_for_token(&self, token: i64) -> Replicas {
+        let start = self.vnodes.partition_point(|&(t, _)| t < token);
+        let mut chosen = Vec::with_capacity(self.replicas_per_partition);
+        // One lap is enough: every node has at least one vnode on it.
+        for k in 0..self.vnodes.len() {
+            let (_, node) = self.vnodes[(start + k) % self.vnodes.len()];
+            if !chosen.contains(&node) {
+                chosen.push(node);
+                if chosen.len() == self.replicas_per_partition {
+                    break;
+                }
+            }
+        }
+        debug_assert_eq!(
+            chosen.len(),
+            self.replicas_per_partition,
+            "ring walk came up short"
+        );
+        Replicas(chosen)
+    }
+
+    /// Each node's share of the token space as primary owner; sums to 1.
+    pub fn ownership(&self) -> Vec<f64> {
+        const SPACE: f64 = 18_446_744_073_709_551_616.0; // 2^64 tokens
+        let mut owned = vec![0u128; self.nodes];
+        let last = self.vnodes.len() - 1;
+        for (i, &(token, node)) in self.vnodes.iter().enumerate() {
+            // vnode i owns (previous token, token]; the first one also owns
+            // the wrap-around, i.e. everything outside (first, last].
+            let len = if i == 0 {
+                (1u128 << 64) - (i128::from(self.vnodes[last].0) - i128::from(token)) as u128
+            } else {
+                (i128::from(token) - i128::from(self.vnodes[i - 1].0)) as u128
+            };
+            owned[node] += len;
+        }
+        owned.into_iter().map(|len| len as f64 / SPACE).collect()
+    }
+
+    /// Asserts the `# Invariants` (debug builds only).
+    fn check_invariants(&self) {
+        if cfg!(debug_assertions) {
+            assert!(self.nodes >= 1 && self.vnodes_per_node >= 1);
+            assert!((1..=self.nodes).contains(&self.replicas_per_partition));
+            for pair in self.vnodes.windows(2) {
+                assert!(
+                    pair[0] < pair[1],
+                    "vnodes out of order: {:?} !< {:?}",
+                    pair[0],
+                    pair[1]
+                );
+            }
+            let mut count = vec![0usize; self.nodes];
+            for &(_, node) in &self.vnodes {
+                assert!(
+                    node < self.nodes,
+                    "vnode of node {node} in a ring of {}",
+                    self.nodes
+                );
+                count[node] += 1;
+            }
+            assert!(
+                count.iter().all(|&c| c == self.vnodes_per_node),
+                "vnode counts {count:?}"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn ids(n: usize) -> Vec<String> {
+        (1..=n).map(|i| format!("n{i}")).collect()
+    }
+
+    /// The definition, without binary search: order vnodes by clockwise
+    /// distance from the token, then take distinct nodes.
+    fn brute_force(ring: &Ring, token: i64) -> Vec<usize> {
+        let mut by_distance: Vec<(u64, usize)> = ring
+            .vnodes
+            .iter()
+            .map(|&(t, node)| ((t as u64).wrapping_sub(token as u64), node))
+            .collect();
+        by_distance.sort_unstable();
+        let mut out = Vec::new();
+        for (_, node) in by_distance {
+            if !out.contains(&node) && out.len() < ring.replicas_per_partition {
+                out.push(node);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn replicas_are_distinct_sized_and_deterministic() {
+        for (n, rf) in [(1, 1), (1, 3), (3, 2), (5, 3), (5, 9)] {
+            let ring = Ring::new(&ids(n), 16, rf);
+            let again = Ring::new(&ids(n), 16, rf);
+            for k in 0..500u32 {
+                let key = k.to_le_bytes();
+                let r = ring.replicas(&key);
+                assert_eq!(r.len(), rf.min(n));
+                let mut sorted = r.to_vec();
+                sorted.sort_unstable();
+                sorted.dedup();
+                assert_eq!(sorted.len(), r.len(), "duplicate replica in {r:?}");
+                assert_eq!(r, again.replicas(&key));
+            }
+        }
+    }
+
+    #[test]
+    fn three_nodes_rf3_every_partition_everywhere() {
+        let ring = Ring::new(&ids(3), 16, 3);
+        for k in 0..1000u32 {
+            let mut r = ring.replicas(&k.to_be_bytes()).to_vec();
+            r.sort_unstable();
+            assert_eq!(r, vec![0, 1, 2]);
+        }
+    }
+
+    #[test]
+    fn wraps_past_the_largest_token() {
+        let ring = Ring::new(&ids(3), 4, 1);
+        let first = ring.vnodes[0].1;
+        assert_eq!(ring.replicas_for_token(i64::MAX).primary(), first);
+        assert_eq!(ring.replicas_for_token(i64::MIN).primary(), first);
+        let (t, node) = ring.vnodes[5];
+        assert_eq!(
+            ring.replicas_for_token(t).primary(),
+            node,
+            "a vnode owns its own token"
+        );
+    }
+
+    #[test]
+    fn ownership_sums_to_one_and_is_balanced() {
+        let single = Ring::new(&ids(1), 1, 1).ownership();
+        assert_eq!(single, vec![1.0]);
+        for n in [2, 3, 5] {
+            let shares = Ring::new(&ids(n), 16, 3).ownership();
+            let sum: f64 = shares.iter().sum();
+            assert!((sum - 1.0).abs() < 1e-9, "shares {shares:?} sum to {sum}");
+            let fair = 1.0 / n as f64;
+            for share in &shares {
+                assert!(
+                    *share > fair * 0.5 && *share < fair * 1.6,
+                    "unbalanced: {shares:?}"
+                );
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn replicas_match_brute_force(
+            n in 1usize..7,
+            vnodes in 1usize..24,
+            rf in 1usize..5,
+            keys in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 1..20),
+        ) {
+            let ring = Ring::new(&ids(n), vnodes, rf);
+            for key in keys {
+                let token = murmur3_token(&key);
+                prop_assert_eq!(ring.replicas(&key).to_vec(), brute_force(&ring, token));
+            }
+        }
+    }
+}

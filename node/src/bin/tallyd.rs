@@ -1,1 +1,232 @@
-fn main() {}
+//! `tallyd`: runs Tally nodes.
+//!
+//! - `tallyd run --config cluster.toml --node n1`: one node, in the foreground.
+//! - `tallyd up --config cluster.toml`: every node of the config on this host
+//!   (as child processes), until Ctrl-C.
+//! - `tallyd certs --config cluster.toml`: the cluster CA and node certificates.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use tally_node::config::Config;
+use tally_node::{Node, certs, server};
+
+#[derive(Parser)]
+#[command(name = "tallyd", version, about = "Tally: a distributed counter database")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run one node of the cluster.
+    Run {
+        /// The cluster's configuration.
+        #[arg(long, default_value = "cluster.toml")]
+        config: PathBuf,
+        /// Which node of the configuration this is.
+        #[arg(long)]
+        node: String,
+    },
+    /// Run every node of the configuration on this host until Ctrl-C.
+    Up {
+        /// The cluster's configuration.
+        #[arg(long, default_value = "cluster.toml")]
+        config: PathBuf,
+    },
+    /// Create the cluster CA and a certificate for each node (missing ones only).
+    Certs {
+        /// The cluster's configuration.
+        #[arg(long, default_value = "cluster.toml")]
+        config: PathBuf,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Cmd::Run { config, node } => run(&config, &node),
+        Cmd::Up { config } => up(&config),
+        Cmd::Certs { config } => make_certs(&config).map(|_| ()),
+    };
+    if let Err(e) = result {
+        eprintln!("tallyd: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TALLY_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("start the async runtime")
+}
+
+fn make_certs(path: &Path) -> Result<Config> {
+    let config = Config::load(path)?;
+    let dir = &config.cluster.certs_dir;
+    let written = certs::ensure(dir, &config.cluster.name, &config.node_ids())?;
+    if written.is_empty() {
+        println!("certificates in {} are complete", dir.display());
+    } else {
+        println!("wrote {} files to {}", written.len(), dir.display());
+    }
+    Ok(config)
+}
+
+fn run(path: &Path, id: &str) -> Result<()> {
+    init_logging();
+    let config = Config::load(path)?;
+    let (_, me) = config.node(id)?;
+    let me = me.clone();
+    if !certs::complete(&config.cluster.certs_dir, &[id.to_string()]) {
+        bail!(
+            "no TLS certificates for node {id} in {}: run `tallyd certs --config {}` (or `tallyd up`)",
+            config.cluster.certs_dir.display(),
+            path.display()
+        );
+    }
+    runtime()?.block_on(async {
+        // Replay before any port opens: never answer with less than was acknowledged.
+        let node = tokio::task::block_in_place(|| Node::open(config, id))?;
+        node.start_peers()?;
+        let listener = tokio::net::TcpListener::bind(me.client)
+            .await
+            .with_context(|| format!("bind the client address {}", me.client))?;
+        tokio::spawn(server::serve(listener, node.clone()));
+        tracing::info!(node = %id, peer = %me.peer, client = %me.client, data = %me.data_dir.display(), "node is serving");
+        wait_for_signal().await?;
+        tracing::info!(node = %id, "shutting down");
+        tokio::task::block_in_place(|| node.close())
+    })
+}
+
+async fn wait_for_signal() -> Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("listen for SIGTERM")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("listen for Ctrl-C")?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}
+
+fn up(path: &Path) -> Result<()> {
+    let config = make_certs(path)?;
+    let exe = std::env::current_exe().context("find the tallyd executable")?;
+    let mut children: Vec<(String, Child)> = Vec::new();
+    for n in &config.nodes {
+        let mut child = Command::new(&exe)
+            .args(["run", "--config"])
+            .arg(path)
+            .args(["--node", &n.id])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("start node {}", n.id))?;
+        if let Some(err) = child.stderr.take() {
+            let id = n.id.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(err).lines().map_while(Result::ok) {
+                    eprintln!("[{id}] {line}");
+                }
+            });
+        }
+        children.push((n.id.clone(), child));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for n in &config.nodes {
+        while std::net::TcpStream::connect_timeout(&n.client, Duration::from_millis(200)).is_err() {
+            if Instant::now() > deadline {
+                stop(&mut children);
+                bail!("node {} did not open {} within 60 s", n.id, n.client);
+            }
+            if let Some((id, status)) = exited(&mut children) {
+                stop(&mut children);
+                bail!("node {id} exited during start-up ({status}); see its log above");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let c = &config.cluster;
+    println!(
+        "cluster {:?} is up: {} nodes, replication factor {}, sync {:?}",
+        c.name,
+        config.nodes.len(),
+        c.replication_factor,
+        c.sync
+    );
+    for n in &config.nodes {
+        println!(
+            "  {:<4} client {}  peer {} (QUIC)  data {}",
+            n.id,
+            n.client,
+            n.peer,
+            n.data_dir.display()
+        );
+    }
+    println!("connect a client (tally_net::Client) to any client address; Ctrl-C stops every node");
+    runtime()?.block_on(async {
+        let signal = wait_for_signal();
+        tokio::pin!(signal);
+        loop {
+            tokio::select! {
+                r = &mut signal => { r?; break; }
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {
+                    if let Some((id, status)) = exited(&mut children) {
+                        eprintln!("tallyd: node {id} exited ({status})");
+                        children.retain(|(i, _)| *i != id);
+                    }
+                }
+            }
+        }
+        anyhow::Ok(())
+    })?;
+    println!("stopping {} nodes", children.len());
+    stop(&mut children);
+    Ok(())
+}
+
+fn exited(children: &mut [(String, Child)]) -> Option<(String, String)> {
+    children.iter_mut().find_map(|(id, c)| match c.try_wait() {
+        Ok(Some(status)) => Some((id.clone(), status.to_string())),
+        _ => None,
+    })
+}
+
+/// SIGTERM to every child, then SIGKILL to any still running after 20 s.
+fn stop(children: &mut Vec<(String, Child)>) {
+    for (_, c) in children.iter() {
+        let pid = libc::pid_t::try_from(c.id()).expect("pids fit in pid_t");
+        // SAFETY: kill(2) takes plain integers; the pid is a child we spawned and have not reaped.
+        #[allow(unsafe_code, reason = "kill(2) has no safe std wrapper; pid is our child's")]
+        unsafe {
+            libc::kill(pid, libc::SIGTERM);
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !children.is_empty() && Instant::now() < deadline {
+        children.retain_mut(|(_, c)| !matches!(c.try_wait(), Ok(Some(_))));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for (id, c) in children.iter_mut() {
+        eprintln!("tallyd: node {id} did not stop in 20 s; killing it");
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}

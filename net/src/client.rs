@@ -1,0 +1,262 @@
+//! The thin async client for the client protocol.
+//!
+//! One TCP connection, a writer task and a reader task. Every call gets a
+//! fresh request id and waits for the response with that id, so any number
+//! of calls can be in flight on the connection (pipelining) and come back in
+//! any order. The writer coalesces whatever is queued into one write.
+//!
+//! Adds are never retried here: an add whose answer was lost may or may not
+//! have been applied, and sending it again could count it twice. Such an
+//! add fails with [`ClientError::Timeout`] or [`ClientError::Closed`], which
+//! say exactly that.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::frame::{put_frame, read_frame};
+use crate::wire::{
+    ClientOp, ClientReply, ClientRequest, ClientResponse, Consistency, ErrorKind, MESSAGE_BYTES_MAX,
+    NodeStatus, WireError, WireKey,
+};
+
+/// Default deadline of one call.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Requests that may wait for the writer.
+const QUEUE_REQUESTS_MAX: usize = 4096;
+
+/// Why a call failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ClientError {
+    /// Could not connect.
+    #[error("connect to {addr}: {reason}")]
+    Connect {
+        /// Where.
+        addr: SocketAddr,
+        /// Why.
+        reason: String,
+    },
+    /// The connection broke; an add in flight may or may not have been applied.
+    #[error("connection closed: {0} (an add in flight may or may not have been applied)")]
+    Closed(String),
+    /// No answer in time; an add may or may not have been applied.
+    #[error("no answer within {0} ms (an add may or may not have been applied)")]
+    Timeout(u64),
+    /// The server answered with an error.
+    #[error("{0}")]
+    Server(WireError),
+    /// The server's answer made no sense.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+}
+
+impl ClientError {
+    /// The server's error kind, if the server answered with one.
+    pub fn kind(&self) -> Option<ErrorKind> {
+        match self {
+            ClientError::Server(e) => Some(e.kind),
+            _ => None,
+        }
+    }
+
+    /// Whether the operation certainly did not happen.
+    pub fn is_definite(&self) -> bool {
+        match self {
+            ClientError::Connect { .. } => true,
+            ClientError::Server(e) => e.kind != ErrorKind::Timeout && e.kind != ErrorKind::Internal,
+            _ => false,
+        }
+    }
+}
+
+type Waiters = Arc<Mutex<Option<HashMap<u64, oneshot::Sender<Result<ClientReply, ClientError>>>>>>;
+
+/// A connection to one node.
+pub struct Client {
+    addr: SocketAddr,
+    frames: mpsc::Sender<Vec<u8>>,
+    waiters: Waiters,
+    next_id: AtomicU64,
+    timeout: Duration,
+}
+
+impl Client {
+    /// Connects to a node's client address.
+    pub async fn connect(addr: SocketAddr) -> Result<Client, ClientError> {
+        Client::connect_with_timeout(addr, DEFAULT_TIMEOUT).await
+    }
+
+    /// Connects; every call then waits at most `timeout`.
+    pub async fn connect_with_timeout(addr: SocketAddr, timeout: Duration) -> Result<Client, ClientError> {
+        let connect_err = |reason: String| ClientError::Connect { addr, reason };
+        let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
+            .await
+            .map_err(|_| connect_err(format!("no answer within {} ms", timeout.as_millis())))?
+            .map_err(|e| connect_err(e.to_string()))?;
+        stream.set_nodelay(true).map_err(|e| connect_err(e.to_string()))?;
+        let (mut rd, mut wr) = stream.into_split();
+        let waiters: Waiters = Arc::new(Mutex::new(Some(HashMap::new())));
+        let (frames, mut rx) = mpsc::channel::<Vec<u8>>(QUEUE_REQUESTS_MAX);
+
+        tokio::spawn(async move {
+            let mut out = Vec::new();
+            while let Some(frame) = rx.recv().await {
+                out.clear();
+                out.extend_from_slice(&frame);
+                while let Ok(more) = rx.try_recv() {
+                    out.extend_from_slice(&more);
+                }
+                if wr.write_all(&out).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let reader_waiters = waiters.clone();
+        tokio::spawn(async move {
+            let mut buf = Vec::new();
+            let why = loop {
+                match read_frame(&mut rd, &mut buf, MESSAGE_BYTES_MAX).await {
+                    Ok(true) => {}
+                    Ok(false) => break "server closed the connection".to_string(),
+                    Err(e) => break e.to_string(),
+                }
+                let resp: ClientResponse = match crate::wire::decode(&buf) {
+                    Ok(r) => r,
+                    Err(e) => break format!("malformed response: {e}"),
+                };
+                let waiter = reader_waiters.lock().as_mut().and_then(|w| w.remove(&resp.id));
+                match waiter {
+                    Some(w) => {
+                        let _ = w.send(resp.result.map_err(ClientError::Server));
+                    }
+                    None if resp.id == 0 => {
+                        // The server's last word about the connection itself.
+                        break match resp.result {
+                            Err(e) => e.to_string(),
+                            Ok(_) => "unexpected response".into(),
+                        };
+                    }
+                    None => {} // the caller timed out
+                }
+            };
+            let waiters = reader_waiters.lock().take().unwrap_or_default();
+            for (_, w) in waiters {
+                let _ = w.send(Err(ClientError::Closed(why.clone())));
+            }
+        });
+        Ok(Client {
+            addr,
+            frames,
+            waiters,
+            next_id: AtomicU64::new(1),
+            timeout,
+        })
+    }
+
+    /// The node this client talks to.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Sends one operation and waits for its answer.
+    pub async fn call(&self, op: ClientOp) -> Result<ClientReply, ClientError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        match self.waiters.lock().as_mut() {
+            Some(w) => w.insert(id, tx),
+            None => return Err(ClientError::Closed("connection is closed".into())),
+        };
+        let mut frame = Vec::new();
+        put_frame(&mut frame, &ClientRequest { id, op });
+        let ms = u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX);
+        let result = tokio::time::timeout(self.timeout, async {
+            self.frames
+                .send(frame)
+                .await
+                .map_err(|_| ClientError::Closed("writer stopped".into()))?;
+            rx.await
+                .map_err(|_| ClientError::Closed("reader stopped".into()))?
+        })
+        .await;
+        match result {
+            Ok(r) => r,
+            Err(_) => {
+                if let Some(w) = self.waiters.lock().as_mut() {
+                    w.remove(&id);
+                }
+                Err(ClientError::Timeout(ms))
+            }
+        }
+    }
+
+    /// Adds `delta`; returns the value the leader saw after it.
+    pub async fn add(&self, partition: &[u8], column: &[u8], delta: i64, cl: Consistency) -> Result<i64, ClientError> {
+        let key = key(partition, column);
+        expect_value(self.call(ClientOp::Add { key, delta, cl }).await?)
+    }
+
+    /// Reads a counter.
+    pub async fn get(&self, partition: &[u8], column: &[u8], cl: Consistency) -> Result<i64, ClientError> {
+        let key = key(partition, column);
+        expect_value(self.call(ClientOp::Get { key, cl }).await?)
+    }
+
+    /// Reads every column of a partition, in column order.
+    pub async fn get_row(&self, partition: &[u8], cl: Consistency) -> Result<Vec<(Vec<u8>, i64)>, ClientError> {
+        let partition = partition.to_vec();
+        match self.call(ClientOp::GetRow { partition, cl }).await? {
+            ClientReply::Row(row) => Ok(row),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Resets a counter to zero.
+    pub async fn reset(&self, partition: &[u8], column: &[u8], cl: Consistency) -> Result<(), ClientError> {
+        let key = key(partition, column);
+        match self.call(ClientOp::Reset { key, cl }).await? {
+            ClientReply::Done => Ok(()),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// The answering node's view of the cluster.
+    pub async fn status(&self) -> Result<(String, String, Vec<NodeStatus>), ClientError> {
+        match self.call(ClientOp::Status).await? {
+            ClientReply::Status { cluster, node, nodes } => Ok((cluster, node, nodes)),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Round trip to the node.
+    pub async fn ping(&self) -> Result<(), ClientError> {
+        match self.call(ClientOp::Ping).await? {
+            ClientReply::Pong => Ok(()),
+            other => Err(unexpected(&other)),
+        }
+    }
+}
+
+fn key(partition: &[u8], column: &[u8]) -> WireKey {
+    WireKey {
+        partition: partition.to_vec(),
+        column: column.to_vec(),
+    }
+}
+
+fn expect_value(reply: ClientReply) -> Result<i64, ClientError> {
+    match reply {
+        ClientReply::Value(v) => Ok(v),
+        other => Err(unexpected(&other)),
+    }
+}
+
+fn unexpected(reply: &ClientReply) -> ClientError {
+    ClientError::Protocol(format!("unexpected reply {reply:?}"))
+}

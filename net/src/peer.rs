@@ -1,0 +1,475 @@
+//! The peer transport: QUIC between nodes, mutual TLS, batched requests.
+//!
+//! Every node runs one quinn endpoint that both accepts connections from its
+//! peers and dials them. Outgoing traffic to a peer goes through one sender
+//! task per peer:
+//!
+//! ```text
+//! call(peer, req) ─▶ bounded queue ─▶ sender task: take everything queued
+//!   (≤ BATCH_MESSAGES_MAX), open one bidirectional stream, write the batch,
+//!   finish ─▶ the peer answers the batch in order on the same stream
+//! ```
+//!
+//! Batching is what makes a hot counter cheap to replicate: a thousand
+//! concurrent adds become a handful of streams, not a thousand. The sender
+//! keeps one connection per peer and dials again when it is lost, so a peer
+//! that restarts is reached again without anyone noticing.
+//!
+//! Liveness: a heartbeat task per peer sends `Ping` every
+//! `heartbeat_interval`. A peer is up from its first answer and down once it
+//! has not answered for `failure_timeout`. Coordinators use this to pick
+//! leaders, to fail fast with "unavailable", and to decide when to hint.
+//!
+//! Inbound, each connection and each stream get a task; a batch is decoded
+//! under the wire's size limit, its requests run concurrently, the answers
+//! go back in order. A malformed or oversized batch closes that connection
+//! with an error code; the node goes on serving everyone else.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use quinn::{Connection, Endpoint, VarInt};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{debug, info, warn};
+
+use crate::tls::{TlsError, TlsFiles};
+use crate::wire::{self, BATCH_MESSAGES_MAX, ErrorKind, MESSAGE_BYTES_MAX, PeerRequest, PeerResponse, WireError};
+
+/// A boxed future, as handlers return them.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// What the node does with a request from a peer.
+pub trait Handler: Send + Sync + 'static {
+    /// Answers one request. `Ping` never reaches the handler.
+    fn handle(&self, req: PeerRequest) -> BoxFuture<PeerResponse>;
+}
+
+/// Error code a connection is closed with when a peer sent a bad batch.
+const CLOSE_PROTOCOL: u32 = 1;
+/// Error code of an orderly shutdown.
+const CLOSE_SHUTDOWN: u32 = 0;
+/// Calls that may wait for a peer's sender task.
+const QUEUE_CALLS_MAX: usize = 8192;
+
+/// One node of the cluster, as the transport knows it.
+#[derive(Debug, Clone)]
+pub struct PeerAddr {
+    /// Node id; also the name in its certificate.
+    pub id: String,
+    /// Its QUIC address.
+    pub addr: SocketAddr,
+}
+
+/// How to run the transport.
+#[derive(Debug, Clone)]
+pub struct PeerSettings {
+    /// Cluster name; heartbeats from another cluster are refused.
+    pub cluster: String,
+    /// Every node, this one included, in config order.
+    pub nodes: Vec<PeerAddr>,
+    /// This node's index in `nodes`.
+    pub me: usize,
+    /// TLS material.
+    pub tls: TlsFiles,
+    /// Time between heartbeats.
+    pub heartbeat_interval: Duration,
+    /// Silence after which a peer is down.
+    pub failure_timeout: Duration,
+}
+
+/// Why a call to a peer failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PeerError {
+    /// No connection could be made: the request was not delivered.
+    #[error("peer {peer} is unreachable: {reason}")]
+    Unreachable {
+        /// Node id.
+        peer: String,
+        /// Why.
+        reason: String,
+    },
+    /// The connection failed after the request may have been delivered.
+    #[error("connection to peer {peer} failed: {reason}")]
+    Lost {
+        /// Node id.
+        peer: String,
+        /// Why.
+        reason: String,
+    },
+    /// No answer in time; the request may or may not have been applied.
+    #[error("peer {peer} did not answer within {ms} ms")]
+    Timeout {
+        /// Node id.
+        peer: String,
+        /// The deadline.
+        ms: u64,
+    },
+    /// The peer's answer did not decode.
+    #[error("peer {peer} sent a malformed answer: {reason}")]
+    Malformed {
+        /// Node id.
+        peer: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Why the transport could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// TLS material is missing or bad.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// The UDP socket could not be bound.
+    #[error("bind QUIC endpoint on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+struct Call {
+    req: PeerRequest,
+    done: oneshot::Sender<Result<PeerResponse, PeerError>>,
+}
+
+struct Link {
+    id: String,
+    addr: SocketAddr,
+    queue: mpsc::Sender<Call>,
+    up: AtomicBool,
+    last_ok: Mutex<Option<Instant>>,
+}
+
+/// The running transport. Cheap to share (`Arc`).
+pub struct Transport {
+    endpoint: Endpoint,
+    settings: PeerSettings,
+    links: Vec<Option<Arc<Link>>>,
+    closed: AtomicBool,
+}
+
+impl Transport {
+    /// Binds the endpoint and starts the accept loop, a sender and a
+    /// heartbeat task per peer. Must run inside a tokio runtime.
+    pub fn start(settings: PeerSettings, handler: Arc<dyn Handler>) -> Result<Arc<Transport>, StartError> {
+        let mut transport = quinn::TransportConfig::default();
+        transport
+            .max_concurrent_bidi_streams(VarInt::from_u32(4096))
+            .max_concurrent_uni_streams(VarInt::from_u32(0))
+            .keep_alive_interval(Some(settings.heartbeat_interval))
+            .max_idle_timeout(Some(
+                quinn::IdleTimeout::try_from(settings.failure_timeout * 5)
+                    .expect("failure timeouts are far below QUIC's limit"),
+            ));
+        let tls = crate::tls::configs(&settings.tls, Arc::new(transport))?;
+        let me = &settings.nodes[settings.me];
+        let mut endpoint = Endpoint::server(tls.server, me.addr).map_err(|source| StartError::Bind {
+            addr: me.addr,
+            source,
+        })?;
+        endpoint.set_default_client_config(tls.client);
+
+        let mut receivers = Vec::new();
+        let links = settings
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, node)| {
+                if i == settings.me {
+                    return None;
+                }
+                let (queue, rx) = mpsc::channel(QUEUE_CALLS_MAX);
+                let link = Arc::new(Link {
+                    id: node.id.clone(),
+                    addr: node.addr,
+                    queue,
+                    up: AtomicBool::new(false),
+                    last_ok: Mutex::new(None),
+                });
+                receivers.push((link.clone(), rx));
+                Some(link)
+            })
+            .collect();
+        let transport = Arc::new(Transport {
+            endpoint: endpoint.clone(),
+            settings,
+            links,
+            closed: AtomicBool::new(false),
+        });
+        for (link, rx) in receivers {
+            let connect_timeout = transport.settings.failure_timeout;
+            tokio::spawn(sender(link.clone(), endpoint.clone(), rx, connect_timeout));
+            tokio::spawn(heartbeat(Arc::downgrade(&transport), link));
+        }
+        tokio::spawn(accept_loop(endpoint, handler, transport.settings.cluster.clone()));
+        Ok(transport)
+    }
+
+    /// This node's index.
+    pub fn me(&self) -> usize {
+        self.settings.me
+    }
+
+    /// Whether `node` answers heartbeats (this node always does).
+    pub fn is_up(&self, node: usize) -> bool {
+        match self.links.get(node) {
+            Some(Some(link)) => link.up.load(Ordering::Acquire),
+            Some(None) => true,
+            None => false,
+        }
+    }
+
+    /// Sends one request to `node` (batched with others) and waits up to
+    /// `timeout` for its answer.
+    pub async fn call(&self, node: usize, req: PeerRequest, timeout: Duration) -> Result<PeerResponse, PeerError> {
+        let Some(Some(link)) = self.links.get(node) else {
+            return Err(PeerError::Unreachable {
+                peer: format!("#{node}"),
+                reason: "not a peer of this node".into(),
+            });
+        };
+        let (done, rx) = oneshot::channel();
+        let timed_out = || PeerError::Timeout {
+            peer: link.id.clone(),
+            ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        };
+        let deadline = tokio::time::Instant::now() + timeout;
+        match tokio::time::timeout_at(deadline, link.queue.send(Call { req, done })).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => {
+                return Err(PeerError::Unreachable {
+                    peer: link.id.clone(),
+                    reason: "transport stopped".into(),
+                });
+            }
+            Err(_) => return Err(timed_out()),
+        }
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(PeerError::Lost {
+                peer: link.id.clone(),
+                reason: "sender stopped".into(),
+            }),
+            Err(_) => Err(timed_out()),
+        }
+    }
+
+    /// Closes every connection; calls fail from now on.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.endpoint.close(VarInt::from_u32(CLOSE_SHUTDOWN), b"shutting down");
+    }
+}
+
+/// Drains a peer's queue in batches, one stream per batch.
+async fn sender(link: Arc<Link>, endpoint: Endpoint, mut rx: mpsc::Receiver<Call>, connect_timeout: Duration) {
+    let mut conn: Option<Connection> = None;
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < BATCH_MESSAGES_MAX {
+            match rx.try_recv() {
+                Ok(call) => batch.push(call),
+                Err(_) => break,
+            }
+        }
+        // Callers that gave up need no answer.
+        batch.retain(|c| !c.done.is_closed());
+        if batch.is_empty() {
+            continue;
+        }
+        if conn.as_ref().is_none_or(|c| c.close_reason().is_some()) {
+            conn = match dial(&endpoint, &link, connect_timeout).await {
+                Ok(c) => Some(c),
+                Err(reason) => {
+                    debug!(peer = %link.id, %reason, "dial failed");
+                    for call in batch {
+                        let _ = call.done.send(Err(PeerError::Unreachable {
+                            peer: link.id.clone(),
+                            reason: reason.clone(),
+                        }));
+                    }
+                    continue;
+                }
+            };
+        }
+        let c = conn.clone().expect("dialled above");
+        tokio::spawn(exchange(c, link.id.clone(), batch));
+    }
+}
+
+async fn dial(endpoint: &Endpoint, link: &Link, timeout: Duration) -> Result<Connection, String> {
+    let connecting = endpoint.connect(link.addr, &link.id).map_err(|e| e.to_string())?;
+    match tokio::time::timeout(timeout, connecting).await {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no handshake within {} ms", timeout.as_millis())),
+    }
+}
+
+/// Sends one batch on its own stream and hands out the answers.
+async fn exchange(conn: Connection, peer: String, batch: Vec<Call>) {
+    let (reqs, dones): (Vec<_>, Vec<_>) = batch.into_iter().map(|c| (c.req, c.done)).unzip();
+    let bytes = wire::encode(&reqs);
+    let answer = async {
+        let (mut send, mut recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
+        send.write_all(&bytes).await.map_err(|e| e.to_string())?;
+        send.finish().map_err(|e| e.to_string())?;
+        recv.read_to_end(MESSAGE_BYTES_MAX).await.map_err(|e| e.to_string())
+    }
+    .await;
+    let fail = |dones: Vec<oneshot::Sender<_>>, err: PeerError| {
+        for d in dones {
+            let _ = d.send(Err(err.clone()));
+        }
+    };
+    match answer {
+        Err(reason) => fail(dones, PeerError::Lost { peer, reason }),
+        Ok(bytes) => match wire::decode::<Vec<PeerResponse>>(&bytes) {
+            Ok(resps) if resps.len() == dones.len() => {
+                for (d, r) in dones.into_iter().zip(resps) {
+                    let _ = d.send(Ok(r));
+                }
+            }
+            Ok(resps) => {
+                let reason = format!("{} answers to {} requests", resps.len(), dones.len());
+                fail(dones, PeerError::Malformed { peer, reason })
+            }
+            Err(e) => fail(dones, PeerError::Malformed { peer, reason: e.to_string() }),
+        },
+    }
+}
+
+/// Pings one peer forever (until the transport is dropped), keeping its
+/// up/down state.
+async fn heartbeat(transport: std::sync::Weak<Transport>, link: Arc<Link>) {
+    let (interval, failure_timeout, cluster, node) = match transport.upgrade() {
+        Some(t) => {
+            let node = t.links.iter().position(|l| l.as_ref().is_some_and(|l| Arc::ptr_eq(l, &link)));
+            (
+                t.settings.heartbeat_interval,
+                t.settings.failure_timeout,
+                t.settings.cluster.clone(),
+                node.expect("the link belongs to the transport"),
+            )
+        }
+        None => return,
+    };
+    let started = Instant::now();
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(t) = transport.upgrade() else { return };
+        if t.closed.load(Ordering::Acquire) {
+            return;
+        }
+        let result = t
+            .call(node, PeerRequest::Ping { cluster: cluster.clone() }, failure_timeout)
+            .await;
+        drop(t);
+        let ok = match result {
+            Ok(PeerResponse::Pong) => true,
+            Ok(other) => {
+                warn!(peer = %link.id, answer = ?other, "peer refused the heartbeat");
+                false
+            }
+            Err(_) => false,
+        };
+        let now = Instant::now();
+        let mut last_ok = link.last_ok.lock();
+        if ok {
+            *last_ok = Some(now);
+            if !link.up.swap(true, Ordering::AcqRel) {
+                info!(peer = %link.id, "peer is up");
+            }
+        } else {
+            let silent_since = last_ok.unwrap_or(started);
+            if now.duration_since(silent_since) >= failure_timeout && link.up.swap(false, Ordering::AcqRel) {
+                info!(peer = %link.id, "peer is down");
+            }
+        }
+    }
+}
+
+async fn accept_loop(endpoint: Endpoint, handler: Arc<dyn Handler>, cluster: String) {
+    while let Some(incoming) = endpoint.accept().await {
+        let handler = handler.clone();
+        let cluster = cluster.clone();
+        tokio::spawn(async move {
+            let remote = incoming.remote_address();
+            let conn = match incoming.await {
+                Ok(c) => c,
+                Err(e) => {
+                    // Wrong CA, no certificate, garbage: the handshake says no.
+                    warn!(%remote, error = %e, "refused a peer connection");
+                    return;
+                }
+            };
+            while let Ok((send, recv)) = conn.accept_bi().await {
+                tokio::spawn(serve_stream(conn.clone(), send, recv, handler.clone(), cluster.clone()));
+            }
+        });
+    }
+}
+
+async fn serve_stream(
+    conn: Connection,
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+    handler: Arc<dyn Handler>,
+    cluster: String,
+) {
+    let remote = conn.remote_address();
+    let bytes = match recv.read_to_end(MESSAGE_BYTES_MAX).await {
+        Ok(b) => b,
+        Err(e) => {
+            warn!(%remote, error = %e, "closing a peer connection: unreadable batch");
+            conn.close(VarInt::from_u32(CLOSE_PROTOCOL), b"unreadable or oversized batch");
+            return;
+        }
+    };
+    let reqs = match wire::decode::<Vec<PeerRequest>>(&bytes) {
+        Ok(r) if r.len() <= BATCH_MESSAGES_MAX => r,
+        Ok(r) => {
+            warn!(%remote, len = r.len(), "closing a peer connection: batch too long");
+            conn.close(VarInt::from_u32(CLOSE_PROTOCOL), b"batch too long");
+            return;
+        }
+        Err(e) => {
+            warn!(%remote, error = %e, "closing a peer connection: malformed batch");
+            conn.close(VarInt::from_u32(CLOSE_PROTOCOL), b"malformed batch");
+            return;
+        }
+    };
+    let tasks: Vec<_> = reqs
+        .into_iter()
+        .map(|req| match req {
+            PeerRequest::Ping { cluster: theirs } if theirs == cluster => {
+                tokio::spawn(std::future::ready(PeerResponse::Pong))
+            }
+            PeerRequest::Ping { cluster: theirs } => tokio::spawn(std::future::ready(PeerResponse::Error(
+                WireError::new(ErrorKind::Invalid, format!("cluster {theirs:?} is not {cluster:?}")),
+            ))),
+            req => tokio::spawn(handler.handle(req)),
+        })
+        .collect();
+    let mut answers = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        answers.push(t.await.unwrap_or_else(|e| {
+            PeerResponse::Error(WireError::new(ErrorKind::Internal, format!("handler failed: {e}")))
+        }));
+    }
+    if let Err(e) = send.write_all(&wire::encode(&answers)).await {
+        debug!(%remote, error = %e, "peer went away before its answer");
+        return;
+    }
+    let _ = send.finish();
+}

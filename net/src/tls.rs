@@ -1,0 +1,119 @@
+//! Mutual TLS for the peer transport.
+//!
+//! Every node holds the cluster CA's certificate, its own certificate (whose
+//! subject alternative name is its node id) and its private key, as PEM
+//! files. A node accepts a connection only from a client presenting a
+//! certificate signed by the cluster CA, and connects only to a server that
+//! presents one for the node id it dialled. Someone outside the cluster can
+//! therefore neither join it nor inject shards. The crypto provider is ring,
+//! chosen explicitly: rustls' default builders panic when two are compiled in.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::RootCertStore;
+use rustls::server::WebPkiClientVerifier;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+/// ALPN protocol id of the peer protocol; bump it with incompatible changes.
+pub const ALPN: &[u8] = b"tally-peer/1";
+
+/// Where a node's TLS material lives.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// The cluster CA's certificate (PEM).
+    pub ca_cert: PathBuf,
+    /// This node's certificate chain (PEM).
+    pub cert: PathBuf,
+    /// This node's private key (PEM).
+    pub key: PathBuf,
+}
+
+/// Why TLS could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A PEM file is missing or unreadable or holds nothing usable.
+    #[error("read {what} from {path}: {reason}")]
+    Pem {
+        /// Which file.
+        what: &'static str,
+        /// Its path.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// rustls refused the material.
+    #[error("tls setup: {0}")]
+    Rustls(String),
+}
+
+/// Client and server configurations for quinn, from one node's files.
+pub struct TlsConfigs {
+    /// Accepts only clients signed by the cluster CA.
+    pub server: quinn::ServerConfig,
+    /// Presents this node's certificate; trusts only the cluster CA.
+    pub client: quinn::ClientConfig,
+}
+
+fn pem_err(what: &'static str, path: &Path, reason: impl ToString) -> TlsError {
+    TlsError::Pem {
+        what,
+        path: path.to_path_buf(),
+        reason: reason.to_string(),
+    }
+}
+
+fn load_certs(what: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| pem_err(what, path, e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| pem_err(what, path, e))?;
+    if certs.is_empty() {
+        return Err(pem_err(what, path, "no certificate in the file"));
+    }
+    Ok(certs)
+}
+
+/// Builds the quinn configurations for a node.
+pub fn configs(files: &TlsFiles, transport: Arc<quinn::TransportConfig>) -> Result<TlsConfigs, TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = RootCertStore::empty();
+    for ca in load_certs("CA certificate", &files.ca_cert)? {
+        roots
+            .add(ca)
+            .map_err(|e| pem_err("CA certificate", &files.ca_cert, e))?;
+    }
+    let roots = Arc::new(roots);
+    let chain = load_certs("node certificate", &files.cert)?;
+    let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|e| pem_err("node key", &files.key, e))?;
+    let rustls_err = |e: rustls::Error| TlsError::Rustls(e.to_string());
+
+    let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
+        .build()
+        .map_err(|e| TlsError::Rustls(e.to_string()))?;
+    let mut server = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(rustls_err)?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain.clone(), key.clone_key())
+        .map_err(rustls_err)?;
+    server.alpn_protocols = vec![ALPN.to_vec()];
+    let server = quinn::crypto::rustls::QuicServerConfig::try_from(server)
+        .map_err(|e| TlsError::Rustls(e.to_string()))?;
+    let mut server = quinn::ServerConfig::with_crypto(Arc::new(server));
+    server.transport_config(transport.clone());
+
+    let mut client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(rustls_err)?
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .map_err(rustls_err)?;
+    client.alpn_protocols = vec![ALPN.to_vec()];
+    let client = quinn::crypto::rustls::QuicClientConfig::try_from(client)
+        .map_err(|e| TlsError::Rustls(e.to_string()))?;
+    let mut client = quinn::ClientConfig::new(Arc::new(client));
+    client.transport_config(transport);
+    Ok(TlsConfigs { server, client })
+}

@@ -1,0 +1,409 @@
+//! Messages on the wire, and the one bincode configuration that encodes them.
+//!
+//! Both protocols carry the same building blocks: a key is a partition and a
+//! column, a cell is an epoch and shards, exactly as the engine defines them
+//! (the node converts; `net` knows nothing of storage).
+//!
+//! - Peers talk QUIC: one bidirectional stream per batch; the request side is
+//!   a bincode `Vec<PeerRequest>`, the answer a `Vec<PeerResponse>` of the
+//!   same length and order.
+//! - Clients talk TCP: frames of `len: u32 LE | bincode body`, a
+//!   [`ClientRequest`] each way carrying a request id, so many requests can be
+//!   in flight on one connection and answered out of order.
+//!
+//! Nothing decoded here is trusted: the configuration caps every decode at
+//! [`MESSAGE_BYTES_MAX`] (bincode checks each length against the limit before
+//! it allocates), and a message followed by trailing bytes is rejected.
+
+use bincode::{Decode, Encode};
+
+/// Largest encoded message, either protocol. A row answer is the biggest
+/// thing on the wire.
+pub const MESSAGE_BYTES_MAX: usize = 16 << 20;
+/// Largest client request frame: a key is at most 1 KiB + 256 B.
+pub const REQUEST_FRAME_BYTES_MAX: usize = 64 << 10;
+/// Largest number of messages one peer batch may hold.
+pub const BATCH_MESSAGES_MAX: usize = 512;
+
+/// The one bincode configuration for everything Tally puts on the wire.
+pub type WireConfig = bincode::config::Configuration<
+    bincode::config::LittleEndian,
+    bincode::config::Varint,
+    bincode::config::Limit<MESSAGE_BYTES_MAX>,
+>;
+
+/// The configuration value: varints, little endian, a size limit.
+pub const fn config() -> WireConfig {
+    bincode::config::standard().with_limit::<MESSAGE_BYTES_MAX>()
+}
+
+/// Why bytes did not decode.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// Not a valid message (bad tag, length over the limit, truncated...).
+    #[error("malformed message: {0}")]
+    Malformed(#[from] bincode::error::DecodeError),
+    /// A valid message followed by bytes that belong to nothing.
+    #[error("{extra} trailing bytes after a {used}-byte message")]
+    Trailing {
+        /// Bytes consumed by the message.
+        used: usize,
+        /// Bytes left over.
+        extra: usize,
+    },
+}
+
+/// Encodes a message with the wire configuration.
+pub fn encode<T: Encode>(msg: &T) -> Vec<u8> {
+    bincode::encode_to_vec(msg, config()).expect("encoding into a Vec cannot fail")
+}
+
+/// Appends an encoded message to `buf`.
+pub fn encode_into<T: Encode>(msg: &T, buf: &mut Vec<u8>) {
+    bincode::encode_into_std_write(msg, buf, config())
+        .expect("encoding into a Vec cannot fail");
+}
+
+/// Decodes exactly one message from `bytes`: trailing bytes are an error.
+pub fn decode<T: Decode<()>>(bytes: &[u8]) -> Result<T, DecodeError> {
+    let (msg, used) = bincode::decode_from_slice(bytes, config())?;
+    if used != bytes.len() {
+        return Err(DecodeError::Trailing {
+            used,
+            extra: bytes.len() - used,
+        });
+    }
+    Ok(msg)
+}
+
+/// A counter's address.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Encode, Decode)]
+pub struct WireKey {
+    /// Decides placement; at most 1 KiB.
+    pub partition: Vec<u8>,
+    /// At most 256 B; empty for a plain counter.
+    pub column: Vec<u8>,
+}
+
+/// One node incarnation's part of a counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
+pub struct WireShard {
+    /// The incarnation that owns the shard.
+    pub counter_id: u64,
+    /// Version of the shard; larger wins.
+    pub clock: u64,
+    /// This incarnation's contribution.
+    pub value: i64,
+}
+
+/// A counter cell: the shards of one epoch.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Encode, Decode)]
+pub struct WireCell {
+    /// Bumped by every reset.
+    pub epoch: u64,
+    /// At most one per counter id.
+    pub shards: Vec<WireShard>,
+}
+
+/// How many replicas must answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Encode, Decode)]
+pub enum Consistency {
+    /// One replica.
+    One,
+    /// A majority of the replicas.
+    #[default]
+    Quorum,
+    /// Every replica.
+    All,
+}
+
+impl Consistency {
+    /// Replicas needed out of `rf`.
+    pub fn required(self, rf: usize) -> usize {
+        match self {
+            Consistency::One => 1.min(rf),
+            Consistency::Quorum => rf / 2 + 1,
+            Consistency::All => rf,
+        }
+    }
+}
+
+impl std::str::FromStr for Consistency {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "one" => Ok(Consistency::One),
+            "quorum" => Ok(Consistency::Quorum),
+            "all" => Ok(Consistency::All),
+            _ => Err(format!("unknown consistency level {s:?} (one, quorum, all)")),
+        }
+    }
+}
+
+impl std::fmt::Display for Consistency {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Consistency::One => "ONE",
+            Consistency::Quorum => "QUORUM",
+            Consistency::All => "ALL",
+        })
+    }
+}
+
+/// What went wrong, in a form both protocols carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
+pub enum ErrorKind {
+    /// Too few live replicas: nothing was applied.
+    Unavailable,
+    /// The deadline passed: an add may or may not have been applied.
+    Timeout,
+    /// The add would overflow an i64: nothing was applied.
+    Overflow,
+    /// The request is malformed or out of bounds: nothing was applied.
+    Invalid,
+    /// The node cannot write (its engine is poisoned or closing).
+    Storage,
+    /// A bug or an unexpected state; the message says more.
+    Internal,
+}
+
+/// An error as it travels.
+#[derive(Debug, Clone, PartialEq, Eq, Encode, Decode)]
+pub struct WireError {
+    /// The class of error, for programs.
+    pub kind: ErrorKind,
+    /// One line for people.
+    pub message: String,
+}
+
+impl WireError {
+    /// Builds an error.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> WireError {
+        WireError {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match self.kind {
+            ErrorKind::Unavailable => "unavailable",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Overflow => "overflow",
+            ErrorKind::Invalid => "invalid request",
+            ErrorKind::Storage => "storage error",
+            ErrorKind::Internal => "internal error",
+        };
+        write!(f, "{what}: {}", self.message)
+    }
+}
+
+/// A request from one node to another.
+#[derive(Debug, Clone, PartialEq, Eq, Encode, Decode)]
+pub enum PeerRequest {
+    /// Heartbeat; carries the cluster name so two clusters sharing a CA by
+    /// mistake do not mix.
+    Ping {
+        /// The sender's cluster.
+        cluster: String,
+    },
+    /// Merge this state (replication, hints, read repair). Idempotent.
+    Apply {
+        /// The counter.
+        key: WireKey,
+        /// State to merge.
+        cell: WireCell,
+    },
+    /// The replica's cell for a key.
+    Read {
+        /// The counter.
+        key: WireKey,
+    },
+    /// Every cell of a partition.
+    ReadRow {
+        /// The partition.
+        partition: Vec<u8>,
+    },
+    /// Be the leader for this add and replicate it at `cl`.
+    LeaderAdd {
+        /// The counter.
+        key: WireKey,
+        /// The amount.
+        delta: i64,
+        /// Replicas that must hold it before the answer.
+        cl: Consistency,
+    },
+    /// Reset this counter and replicate the reset at `cl`.
+    LeaderReset {
+        /// The counter.
+        key: WireKey,
+        /// Replicas that must hold it before the answer.
+        cl: Consistency,
+    },
+}
+
+/// The answer to a [`PeerRequest`], in the same position of the batch.
+#[derive(Debug, Clone, PartialEq, Eq, Encode, Decode)]
+pub enum PeerResponse {
+    /// Answer to `Ping`.
+    Pong,
+    /// The state was merged and is durable.
+    Applied,
+    /// Answer to `Read`.
+    Cell(WireCell),
+    /// Answer to `ReadRow`, in column order.
+    Row(Vec<(Vec<u8>, WireCell)>),
+    /// Answer to `LeaderAdd`: the value the leader now sees.
+    Added(i64),
+    /// Answer to `LeaderReset`.
+    Reset,
+    /// The request failed.
+    Error(WireError),
+}
+
+/// What a client asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Encode, Decode)]
+pub enum ClientOp {
+    /// Liveness check.
+    Ping,
+    /// Add `delta` to a counter; answers the value the leader sees.
+    Add {
+        /// The counter.
+        key: WireKey,
+        /// The amount (may be negative).
+        delta: i64,
+        /// Consistency level.
+        cl: Consistency,
+    },
+    /// Read a counter.
+    Get {
+        /// The counter.
+        key: WireKey,
+        /// Consistency level.
+        cl: Consistency,
+    },
+    /// Read every column of a partition.
+    GetRow {
+        /// The partition.
+        partition: Vec<u8>,
+        /// Consistency level.
+        cl: Consistency,
+    },
+    /// Reset a counter to zero.
+    Reset {
+        /// The counter.
+        key: WireKey,
+        /// Consistency level.
+        cl: Consistency,
+    },
+    /// This node's view of the cluster.
+    Status,
+}
+
+/// A client request frame.
+#[derive(Debug, Clone, PartialEq, Eq, Encode, Decode)]
+pub struct ClientRequest {
+    /// Chosen by the client; echoed in the response.
+    pub id: u64,
+    /// The operation.
+    pub op: ClientOp,
+}
+
+/// One node as another node sees it.
+#[derive(Debug, Clone, PartialEq, Encode, Decode)]
+pub struct NodeStatus {
+    /// Node id from the config.
+    pub id: String,
+    /// Client protocol address.
+    pub client_addr: String,
+    /// Whether heartbeats reach it (always true for the answering node).
+    pub up: bool,
+    /// Share of the ring it is the primary owner of.
+    pub ownership: f64,
+}
+
+/// A successful answer.
+#[derive(Debug, Clone, PartialEq, Encode, Decode)]
+pub enum ClientReply {
+    /// Answer to `Ping`.
+    Pong,
+    /// A counter value.
+    Value(i64),
+    /// A partition's columns and values, in column order.
+    Row(Vec<(Vec<u8>, i64)>),
+    /// Answer to `Reset`.
+    Done,
+    /// Answer to `Status`.
+    Status {
+        /// Cluster name.
+        cluster: String,
+        /// The answering node's id.
+        node: String,
+        /// Every node of the cluster.
+        nodes: Vec<NodeStatus>,
+    },
+}
+
+/// A client response frame.
+#[derive(Debug, Clone, PartialEq, Encode, Decode)]
+pub struct ClientResponse {
+    /// The request's id; 0 for an error about the connection itself.
+    pub id: u64,
+    /// The outcome.
+    pub result: Result<ClientReply, WireError>,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn round_trip_and_trailing_bytes() {
+        let req = PeerRequest::Apply {
+            key: WireKey {
+                partition: b"p".to_vec(),
+                column: b"c".to_vec(),
+            },
+            cell: WireCell {
+                epoch: 3,
+                shards: vec![WireShard {
+                    counter_id: 7,
+                    clock: 9,
+                    value: -4,
+                }],
+            },
+        };
+        let mut bytes = encode(&vec![req.clone()]);
+        assert_eq!(decode::<Vec<PeerRequest>>(&bytes).unwrap(), vec![req]);
+        bytes.push(0);
+        assert!(matches!(
+            decode::<Vec<PeerRequest>>(&bytes),
+            Err(DecodeError::Trailing { extra: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn a_huge_length_is_refused_before_allocating() {
+        // A Vec<u8> claiming 2^40 bytes: varint tag 253 + u64 length.
+        let mut bytes = vec![0u8, 253];
+        bytes.extend_from_slice(&(1u64 << 40).to_le_bytes());
+        assert!(decode::<ClientRequest>(&bytes).is_err());
+        let mut bytes = vec![253u8];
+        bytes.extend_from_slice(&(1u64 << 40).to_le_bytes());
+        assert!(decode::<Vec<PeerRequest>>(&bytes).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let _ = decode::<Vec<PeerRequest>>(&bytes);
+            let _ = decode::<Vec<PeerResponse>>(&bytes);
+            let _ = decode::<ClientRequest>(&bytes);
+            let _ = decode::<ClientResponse>(&bytes);
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! Conversions between the engine's types and the wire's.
+
+use tally_engine::{Cell, Key, Shard};
+use tally_net::wire::{ErrorKind, WireCell, WireError, WireKey, WireShard};
+
+/// A wire key as an engine key; over-long parts are `Invalid`.
+pub fn key(k: &WireKey) -> Result<Key, WireError> {
+    Key::new(&k.partition, &k.column).map_err(|e| WireError::new(ErrorKind::Invalid, e.to_string()))
+}
+
+/// An engine key for the wire.
+pub fn wire_key(k: &Key) -> WireKey {
+    WireKey {
+        partition: k.partition().to_vec(),
+        column: k.column().to_vec(),
+    }
+}
+
+/// An engine cell for the wire.
+pub fn wire_cell(c: &Cell) -> WireCell {
+    WireCell {
+        epoch: c.epoch(),
+        shards: c
+            .shards()
+            .iter()
+            .map(|s| WireShard {
+                counter_id: s.counter_id,
+                clock: s.clock,
+                value: s.value,
+            })
+            .collect(),
+    }
+}
+
+/// A wire cell as an engine cell. Duplicate counter ids are resolved by
+/// the cell's own merge rule, so a hostile cell cannot break its invariants.
+pub fn cell(c: &WireCell) -> Cell {
+    Cell::from_parts(
+        c.epoch,
+        c.shards.iter().map(|s| Shard {
+            counter_id: s.counter_id,
+            clock: s.clock,
+            value: s.value,
+        }),
+    )
+}
+
+/// An engine error as the client or a peer sees it.
+pub fn engine_error(e: &tally_engine::Error) -> WireError {
+    use tally_engine::Error as E;
+    let kind = match e {
+        E::Overflow { .. } => ErrorKind::Overflow,
+        E::PartitionTooLong { .. } | E::ColumnTooLong { .. } | E::TooManyShards { .. } => ErrorKind::Invalid,
+        _ => ErrorKind::Storage,
+    };
+    WireError::new(kind, e.to_string())
+}

@@ -1,0 +1,359 @@
+//! The coordinator: what any node does with a client's request.
+//!
+//! Write path (`add`): find the partition's replicas on the ring; fail fast
+//! with `Unavailable` if fewer are up than the consistency level needs. The
+//! leader is this node when it is a replica (it is always live to itself),
+//! else the first live replica in ring order, which gets the add forwarded.
+//! The leader does the engine's locked read-modify-write of its own shard
+//! (durable before it returns), then sends the resulting shard state to the
+//! other replicas, which merge it. The answer goes back once `required`
+//! replicas hold it, the leader counting as one. Replicas that are down or
+//! do not answer get a hint (see `hints`), so they converge later.
+//!
+//! Read path (`get`, `get_row`): ask `required` live replicas, this node
+//! first when it is one; a replica that fails is replaced by the next live
+//! one. The cells are merged and summed. Any replica whose cell differs from
+//! the merge is sent the merged cell (read repair), after the answer.
+//!
+//! Reset: the leader first reads at the consistency level and merges what
+//! it learns, so its epoch is at least the newest one a quorum knows; then
+//! the engine moves the cell to the next epoch with no shards, and that
+//! empty cell is replicated like a shard.
+//!
+//! Errors say what happened to the data: `Unavailable` and `Invalid` mean
+//! nothing was applied; `Timeout` means the add may or may not have been.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tally_engine::{Cell, Key};
+use tally_net::peer::PeerError;
+use tally_net::wire::{Consistency, ErrorKind, PeerRequest, PeerResponse, WireError, WireKey};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+use crate::convert::{self, engine_error, wire_cell, wire_key};
+use crate::node::Node;
+
+/// A partition's row as replicas return it: column → cell.
+type Row = BTreeMap<Vec<u8>, Cell>;
+
+impl Node {
+    /// Coordinates an add; answers the value the leader sees after it.
+    pub async fn add(self: &Arc<Self>, key: &WireKey, delta: i64, cl: Consistency) -> Result<i64, WireError> {
+        let k = convert::key(key)?;
+        let replicas = self.replicas(k.partition());
+        let live = self.check_available(&replicas, cl, "add")?;
+        if replicas.contains(&self.me) {
+            return self.lead_add(&k, delta, cl).await;
+        }
+        let req = PeerRequest::LeaderAdd {
+            key: key.clone(),
+            delta,
+            cl,
+        };
+        match self.forward(&live, req).await? {
+            PeerResponse::Added(v) => Ok(v),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Resets a counter to zero at `cl`.
+    pub async fn reset(self: &Arc<Self>, key: &WireKey, cl: Consistency) -> Result<(), WireError> {
+        let k = convert::key(key)?;
+        let replicas = self.replicas(k.partition());
+        let live = self.check_available(&replicas, cl, "reset")?;
+        if replicas.contains(&self.me) {
+            return self.lead_reset(&k, cl).await;
+        }
+        match self.forward(&live, PeerRequest::LeaderReset { key: key.clone(), cl }).await? {
+            PeerResponse::Reset => Ok(()),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Sends a leader request to the first live replica that takes it.
+    /// A replica that could not be reached never saw the request, so the
+    /// next one may lead instead; any later failure has an unknown outcome.
+    async fn forward(&self, live: &[usize], req: PeerRequest) -> Result<PeerResponse, WireError> {
+        let mut last = None;
+        for &leader in live {
+            match self.transport().call(leader, req.clone(), self.write_timeout).await {
+                Ok(PeerResponse::Error(e)) => return Err(e),
+                Ok(resp) => return Ok(resp),
+                Err(e @ PeerError::Unreachable { .. }) => last = Some(e),
+                Err(e) => return Err(WireError::new(ErrorKind::Timeout, format!("{e}; the leader may or may not have applied it"))),
+            }
+        }
+        Err(WireError::new(
+            ErrorKind::Unavailable,
+            format!("no replica could lead: {}", last.map_or_else(|| "none live".into(), |e| e.to_string())),
+        ))
+    }
+
+    /// The leader's add: local read-modify-write, then replication.
+    pub async fn lead_add(self: &Arc<Self>, key: &Key, delta: i64, cl: Consistency) -> Result<i64, WireError> {
+        let replicas = self.replicas(key.partition());
+        self.check_available(&replicas, cl, "add")?;
+        let outcome = self.engine.leader_add(key, delta).await.map_err(|e| engine_error(&e))?;
+        self.replicate(key, &outcome.replica_cell(), &replicas, cl).await?;
+        Ok(outcome.value)
+    }
+
+    /// The leader's reset: catch up to the newest epoch, reset, replicate.
+    pub async fn lead_reset(self: &Arc<Self>, key: &Key, cl: Consistency) -> Result<(), WireError> {
+        let replicas = self.replicas(key.partition());
+        self.check_available(&replicas, cl, "reset")?;
+        let (merged, _) = self.read_key(key, &replicas, cl).await?;
+        self.engine.apply(key, &merged).await.map_err(|e| engine_error(&e))?;
+        let epoch = self.engine.reset(key).await.map_err(|e| engine_error(&e))?;
+        self.replicate(key, &Cell::from_parts(epoch, []), &replicas, cl).await
+    }
+
+    /// Sends `cell` to every other replica; returns once `cl` is met
+    /// (this node counting as one). Replicas that miss it get a hint.
+    async fn replicate(self: &Arc<Self>, key: &Key, cell: &Cell, replicas: &[usize], cl: Consistency) -> Result<(), WireError> {
+        let required = cl.required(replicas.len());
+        let deadline = Instant::now() + self.write_timeout;
+        let (tx, mut rx) = mpsc::channel(replicas.len());
+        let wire = (wire_key(key), wire_cell(cell));
+        for &r in replicas.iter().filter(|&&r| r != self.me) {
+            if !self.transport().is_up(r) {
+                self.hint(r, key);
+                continue;
+            }
+            let node = self.clone();
+            let tx = tx.clone();
+            let (wkey, wcell) = wire.clone();
+            let key = key.clone();
+            tokio::spawn(async move {
+                let req = PeerRequest::Apply { key: wkey, cell: wcell };
+                let ok = match node.transport().call(r, req, node.write_timeout).await {
+                    Ok(PeerResponse::Applied) => true,
+                    Ok(other) => {
+                        warn!(replica = r, answer = ?other, "replica refused a shard");
+                        false
+                    }
+                    Err(e) => {
+                        debug!(replica = r, error = %e, "replication failed");
+                        false
+                    }
+                };
+                if !ok {
+                    node.hint(r, &key);
+                }
+                let _ = tx.send(ok).await;
+            });
+        }
+        drop(tx);
+        let mut acks = 1;
+        while acks < required {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some(true)) => acks += 1,
+                Ok(Some(false)) => {}
+                Ok(None) | Err(_) => break,
+            }
+        }
+        if acks >= required {
+            return Ok(());
+        }
+        Err(WireError::new(
+            ErrorKind::Timeout,
+            format!(
+                "{acks} of {required} replicas acknowledged within {} ms at {cl}; the write is durable on the leader and will reach the others, but may not be visible at {cl} yet",
+                self.write_timeout.as_millis()
+            ),
+        ))
+    }
+
+    /// Reads a counter at `cl`.
+    pub async fn get(self: &Arc<Self>, key: &WireKey, cl: Consistency) -> Result<i64, WireError> {
+        let k = convert::key(key)?;
+        let replicas = self.replicas(k.partition());
+        let (merged, _) = self.read_key(&k, &replicas, cl).await?;
+        Ok(merged.value())
+    }
+
+    /// Reads and merges one key from `required` replicas, then repairs the
+    /// ones that were behind.
+    async fn read_key(self: &Arc<Self>, key: &Key, replicas: &[usize], cl: Consistency) -> Result<(Cell, usize), WireError> {
+        let wkey = wire_key(key);
+        let answers = self
+            .gather(replicas, cl, PeerRequest::Read { key: wkey }, |node| {
+                node.engine.get(key).map_err(|e| engine_error(&e))
+            }, |resp| match resp {
+                PeerResponse::Cell(c) => Some(convert::cell(&c)),
+                _ => None,
+            })
+            .await?;
+        let mut merged = Cell::new();
+        for (_, c) in &answers {
+            merged.merge(c);
+        }
+        let n = answers.len();
+        for (r, c) in answers {
+            if c != merged {
+                self.repair(r, key.clone(), merged.clone());
+            }
+        }
+        Ok((merged, n))
+    }
+
+    /// Reads every column of a partition at `cl`.
+    pub async fn get_row(self: &Arc<Self>, partition: &[u8], cl: Consistency) -> Result<Vec<(Vec<u8>, i64)>, WireError> {
+        let start = Key::new(partition, b"").map_err(|e| engine_error(&e))?;
+        let replicas = self.replicas(start.partition());
+        let answers = self
+            .gather(replicas.as_slice(), cl, PeerRequest::ReadRow { partition: partition.to_vec() }, |node| {
+                let row = node.engine.get_row(partition).map_err(|e| engine_error(&e))?;
+                Ok(row.into_iter().map(|(k, c)| (k.column().to_vec(), c)).collect::<Row>())
+            }, |resp| match resp {
+                PeerResponse::Row(cols) => Some(cols.iter().map(|(col, c)| (col.clone(), convert::cell(c))).collect::<Row>()),
+                _ => None,
+            })
+            .await?;
+        let mut merged = Row::new();
+        for (_, row) in &answers {
+            for (col, c) in row {
+                merged.entry(col.clone()).or_default().merge(c);
+            }
+        }
+        for (r, row) in answers {
+            for (col, c) in &merged {
+                if row.get(col) != Some(c) {
+                    if let Ok(key) = Key::new(partition, col) {
+                        self.repair(r, key, c.clone());
+                    }
+                }
+            }
+        }
+        // A column that was reset and not written since has no shards: it is
+        // gone, as a deleted Redis hash field is.
+        Ok(merged
+            .into_iter()
+            .filter(|(_, c)| !c.shards().is_empty())
+            .map(|(col, c)| (col, c.value()))
+            .collect())
+    }
+
+    /// Asks `required` live replicas (this node first), replacing any that
+    /// fail with the next live one, until `required` have answered.
+    async fn gather<T: Send + 'static>(
+        self: &Arc<Self>,
+        replicas: &[usize],
+        cl: Consistency,
+        req: PeerRequest,
+        local: impl Fn(&Node) -> Result<T, WireError>,
+        parse: fn(PeerResponse) -> Option<T>,
+    ) -> Result<Vec<(usize, T)>, WireError> {
+        let live = self.check_available(replicas, cl, "read")?;
+        let required = cl.required(replicas.len());
+        let deadline = Instant::now() + self.read_timeout;
+        let (tx, mut rx) = mpsc::channel::<(usize, Result<T, String>)>(live.len());
+        let mut got = Vec::with_capacity(required);
+        let mut failures = Vec::new();
+        let mut next = 0;
+        let mut in_flight = 0;
+        while got.len() < required {
+            while got.len() + in_flight < required && next < live.len() {
+                let r = live[next];
+                next += 1;
+                if r == self.me {
+                    match local(self) {
+                        Ok(t) => got.push((r, t)),
+                        Err(e) => failures.push(format!("{}: {e}", self.config.nodes[r].id)),
+                    }
+                    continue;
+                }
+                in_flight += 1;
+                let node = self.clone();
+                let tx = tx.clone();
+                let req = req.clone();
+                tokio::spawn(async move {
+                    let answer = match node.transport().call(r, req, node.read_timeout).await {
+                        Ok(PeerResponse::Error(e)) => Err(e.to_string()),
+                        Ok(resp) => parse(resp).ok_or_else(|| "unexpected answer".to_string()),
+                        Err(e) => Err(e.to_string()),
+                    };
+                    let _ = tx.send((r, answer)).await;
+                });
+            }
+            if got.len() >= required || in_flight == 0 {
+                break;
+            }
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some((r, Ok(t)))) => {
+                    in_flight -= 1;
+                    got.push((r, t));
+                }
+                Ok(Some((r, Err(e)))) => {
+                    in_flight -= 1;
+                    failures.push(format!("{}: {e}", self.config.nodes[r].id));
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    failures.push(format!("{in_flight} replicas silent for {} ms", self.read_timeout.as_millis()));
+                    break;
+                }
+            }
+        }
+        if got.len() >= required {
+            return Ok(got);
+        }
+        Err(WireError::new(
+            ErrorKind::Timeout,
+            format!("read at {cl}: {} of {required} replicas answered ({})", got.len(), failures.join("; ")),
+        ))
+    }
+
+    /// Sends the merged cell to a replica that was behind, in the background.
+    fn repair(self: &Arc<Self>, replica: usize, key: Key, cell: Cell) {
+        let node = self.clone();
+        tokio::spawn(async move {
+            if replica == node.me {
+                if let Err(e) = node.engine.apply(&key, &cell).await {
+                    warn!(error = %e, "local read repair failed");
+                }
+                return;
+            }
+            let req = PeerRequest::Apply {
+                key: wire_key(&key),
+                cell: wire_cell(&cell),
+            };
+            match node.transport().call(replica, req, node.write_timeout).await {
+                Ok(PeerResponse::Applied) => {}
+                _ => node.hint(replica, &key),
+            }
+        });
+    }
+
+    /// The live replicas, or `Unavailable` when fewer than `cl` needs.
+    fn check_available(&self, replicas: &[usize], cl: Consistency, what: &str) -> Result<Vec<usize>, WireError> {
+        let required = cl.required(replicas.len());
+        // This node first: it is always live to itself and costs no hop.
+        let mut live: Vec<usize> = replicas.iter().copied().filter(|&r| r == self.me).collect();
+        live.extend(replicas.iter().copied().filter(|&r| r != self.me && self.transport().is_up(r)));
+        if live.len() >= required {
+            return Ok(live);
+        }
+        let down: Vec<&str> = replicas
+            .iter()
+            .filter(|r| !live.contains(r))
+            .map(|&r| self.config.nodes[r].id.as_str())
+            .collect();
+        Err(WireError::new(
+            ErrorKind::Unavailable,
+            format!(
+                "{what} at {cl} needs {required} of {} replicas, {} live ({} down); nothing was applied",
+                replicas.len(),
+                live.len(),
+                down.join(", ")
+            ),
+        ))
+    }
+}
+
+fn unexpected(resp: &PeerResponse) -> WireError {
+    WireError::new(ErrorKind::Internal, format!("unexpected answer from the leader: {resp:?}"))
+}

@@ -1,0 +1,268 @@
+//! Hinted handoff: remembering which counters a down replica has missed.
+//!
+//! When the leader cannot get a shard to a replica (it is down, or the send
+//! failed), it records a hint: *this replica is missing state of this key*.
+//! A hint holds only the key, not the shard. Delivery reads the leader's
+//! current cell for the key and applies it at the replica; that cell holds
+//! every shard the replica missed (and perhaps newer ones), and `apply` is a
+//! merge, so delivering the whole cell is always correct and a hot counter
+//! written a million times while a replica was away needs one hint and one
+//! delivery.
+//!
+//! ```text
+//! hints/<node id>.hints   records: len u32 LE | crc32 u32 LE | partition_len u16 LE
+//!                                  | partition | column
+//! ```
+//!
+//! Records are appended only for keys not already pending for that node, so
+//! a file never holds more records than the node has distinct missed keys.
+//! A file is truncated once everything pending for its node is delivered.
+//! Writes go to the page cache at once and are fsync'd every
+//! `SYNC_INTERVAL`: a killed process loses no hint; a machine crash may lose
+//! the last interval, which a read repair or a repair then covers. On start
+//! the files are read back; a torn or damaged tail ends a file (logged): a
+//! hint is an optimisation of convergence, not acknowledged data.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use parking_lot::Mutex;
+use tally_engine::Key;
+use tracing::warn;
+
+/// How often hint files are fsync'd.
+pub const SYNC_INTERVAL: Duration = Duration::from_millis(100);
+/// Largest record accepted when reading a hint file back.
+const RECORD_BYTES_MAX: usize = 4096;
+
+struct NodeHints {
+    file: File,
+    path: PathBuf,
+    pending: HashSet<Key>,
+    dirty: bool,
+}
+
+/// Every node's pending hints.
+pub struct Hints {
+    nodes: Mutex<HashMap<usize, NodeHints>>,
+}
+
+impl Hints {
+    /// Opens (and reads back) the hint files under `dir` for the given nodes,
+    /// `(index, id)` pairs.
+    pub fn open(dir: &Path, nodes: &[(usize, String)]) -> Result<Hints> {
+        fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+        let mut map = HashMap::new();
+        for (index, id) in nodes {
+            let path = dir.join(format!("{id}.hints"));
+            let (pending, valid_len) = read_back(&path)?;
+            let file = OpenOptions::new()
+                .create(true)
+                .read(true)
+                .append(true)
+                .open(&path)
+                .with_context(|| format!("open {}", path.display()))?;
+            let len = file.metadata().with_context(|| format!("stat {}", path.display()))?.len();
+            if len != valid_len {
+                warn!(file = %path.display(), valid_len, len, "dropping a damaged hint file tail");
+                file.set_len(valid_len)
+                    .with_context(|| format!("truncate {}", path.display()))?;
+            }
+            map.insert(
+                *index,
+                NodeHints {
+                    file,
+                    path,
+                    pending,
+                    dirty: false,
+                },
+            );
+        }
+        Ok(Hints { nodes: Mutex::new(map) })
+    }
+
+    /// Records that `node` misses state of `key`.
+    pub fn add(&self, node: usize, key: &Key) -> Result<()> {
+        let mut nodes = self.nodes.lock();
+        let Some(h) = nodes.get_mut(&node) else {
+            return Ok(()); // this node itself
+        };
+        if !h.pending.insert(key.clone()) {
+            return Ok(());
+        }
+        let mut rec = Vec::with_capacity(16 + key.len_bytes());
+        encode(key, &mut rec);
+        h.dirty = true;
+        h.file
+            .write_all(&rec)
+            .with_context(|| format!("append to {}", h.path.display()))
+    }
+
+    /// Up to `max` keys pending for `node`.
+    pub fn pending(&self, node: usize, max: usize) -> Vec<Key> {
+        self.nodes
+            .lock()
+            .get(&node)
+            .map(|h| h.pending.iter().take(max).cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Number of keys pending for `node`.
+    pub fn count(&self, node: usize) -> usize {
+        self.nodes.lock().get(&node).map_or(0, |h| h.pending.len())
+    }
+
+    /// Marks keys as delivered to `node`. Once nothing is pending the file
+    /// is emptied (under the same lock as `add`, so no hint is lost).
+    pub fn delivered(&self, node: usize, keys: &[Key]) -> Result<()> {
+        let mut nodes = self.nodes.lock();
+        let Some(h) = nodes.get_mut(&node) else {
+            return Ok(());
+        };
+        for k in keys {
+            h.pending.remove(k);
+        }
+        if h.pending.is_empty() {
+            h.file
+                .set_len(0)
+                .and_then(|()| h.file.sync_data())
+                .with_context(|| format!("empty {}", h.path.display()))?;
+            h.dirty = false;
+        }
+        Ok(())
+    }
+
+    /// Fsyncs files with new records.
+    pub fn sync(&self) -> Result<()> {
+        let files: Vec<(File, PathBuf)> = {
+            let mut nodes = self.nodes.lock();
+            nodes
+                .values_mut()
+                .filter_map(|h| {
+                    if !std::mem::take(&mut h.dirty) {
+                        return None;
+                    }
+                    h.file.try_clone().ok().map(|f| (f, h.path.clone()))
+                })
+                .collect()
+        };
+        for (f, path) in files {
+            // No lock held across the fsync.
+            f.sync_data().with_context(|| format!("fsync {}", path.display()))?;
+        }
+        Ok(())
+    }
+}
+
+fn encode(key: &Key, out: &mut Vec<u8>) {
+    let p = key.partition();
+    let c = key.column();
+    let body_len = 2 + p.len() + c.len();
+    let start = out.len();
+    out.extend_from_slice(&u32::try_from(body_len).expect("keys are small").to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&u16::try_from(p.len()).expect("partition ≤ 1 KiB").to_le_bytes());
+    out.extend_from_slice(p);
+    out.extend_from_slice(c);
+    let crc = crc32fast::hash(&out[start + 8..]);
+    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Reads a hint file: the keys of its whole valid records and their length.
+fn read_back(path: &Path) -> Result<(HashSet<Key>, u64)> {
+    let mut bytes = Vec::new();
+    match File::open(path) {
+        Ok(mut f) => {
+            f.read_to_end(&mut bytes)
+                .with_context(|| format!("read {}", path.display()))?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((HashSet::new(), 0)),
+        Err(e) => return Err(e).with_context(|| format!("open {}", path.display())),
+    }
+    let mut keys = HashSet::new();
+    let mut at = 0usize;
+    while let Some(key) = decode_at(&bytes, at) {
+        keys.insert(key.0);
+        at = key.1;
+    }
+    Ok((keys, at as u64))
+}
+
+/// One record at `at`: the key and the offset after it; `None` at the end
+/// or at damage.
+fn decode_at(bytes: &[u8], at: usize) -> Option<(Key, usize)> {
+    let header = bytes.get(at..at + 8)?;
+    let len = u32::from_le_bytes(header[..4].try_into().ok()?) as usize;
+    let crc = u32::from_le_bytes(header[4..8].try_into().ok()?);
+    if !(2..=RECORD_BYTES_MAX).contains(&len) {
+        return None;
+    }
+    let body = bytes.get(at + 8..at + 8 + len)?;
+    if crc32fast::hash(body) != crc {
+        return None;
+    }
+    let plen = u16::from_le_bytes([body[0], body[1]]) as usize;
+    let partition = body.get(2..2 + plen)?;
+    let column = body.get(2 + plen..)?;
+    let key = Key::new(partition, column).ok()?;
+    Some((key, at + 8 + len))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+
+    fn key(p: &str, c: &str) -> Key {
+        Key::new(p.as_bytes(), c.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn hints_survive_reopen_dedupe_and_empty_when_delivered() {
+        let dir = tempfile::tempdir().unwrap();
+        let nodes = [(1, "n2".to_string()), (2, "n3".to_string())];
+        let h = Hints::open(dir.path(), &nodes).unwrap();
+        h.add(1, &key("a", "")).unwrap();
+        h.add(1, &key("a", "")).unwrap();
+        h.add(1, &key("b", "x")).unwrap();
+        h.add(2, &key("c", "")).unwrap();
+        h.sync().unwrap();
+        drop(h);
+
+        let h = Hints::open(dir.path(), &nodes).unwrap();
+        assert_eq!(h.count(1), 2);
+        assert_eq!(h.count(2), 1);
+        let len = fs::metadata(dir.path().join("n2.hints")).unwrap().len();
+        assert_eq!(len as usize, 2 * 8 + (2 + 1) + (2 + 2), "one record per distinct key");
+        h.delivered(1, &h.pending(1, 10)).unwrap();
+        assert_eq!(fs::metadata(dir.path().join("n2.hints")).unwrap().len(), 0);
+        drop(h);
+        let h = Hints::open(dir.path(), &nodes).unwrap();
+        assert_eq!(h.count(1), 0);
+        assert_eq!(h.count(2), 1);
+    }
+
+    #[test]
+    fn a_torn_tail_keeps_the_whole_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let nodes = [(1, "n2".to_string())];
+        let h = Hints::open(dir.path(), &nodes).unwrap();
+        for i in 0..5 {
+            h.add(1, &key(&format!("k{i}"), "")).unwrap();
+        }
+        drop(h);
+        let path = dir.path().join("n2.hints");
+        let full = fs::read(&path).unwrap();
+        for cut in 0..full.len() {
+            fs::write(&path, &full[..cut]).unwrap();
+            let h = Hints::open(dir.path(), &nodes).unwrap();
+            let record = full.len() / 5;
+            assert_eq!(h.count(1), cut / record, "cut at {cut}");
+            assert_eq!(fs::metadata(&path).unwrap().len() as usize, cut / record * record);
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! The client listener: the client protocol over TCP.
+//!
+//! One task reads a connection's frames; every request runs in its own task
+//! (at most `IN_FLIGHT_MAX` per connection, then reading pauses), and a
+//! writer task coalesces the answers into as few writes as it can. Answers
+//! go out in completion order, matched by request id.
+//!
+//! A frame over the limit, a truncated frame or bytes that do not decode end
+//! that connection: the client gets one last frame with request id 0 that
+//! says why, requests already running still get their answers, and the node
+//! goes on serving every other connection.
+
+use std::sync::Arc;
+
+use tally_net::frame::{put_frame, read_frame};
+use tally_net::wire::{self, ClientRequest, ClientResponse, ErrorKind, REQUEST_FRAME_BYTES_MAX, WireError};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, mpsc};
+use tracing::{debug, warn};
+
+use crate::node::Node;
+
+/// Requests one connection may have running at once.
+const IN_FLIGHT_MAX: usize = 4096;
+
+/// Accepts client connections until the listener fails.
+pub async fn serve(listener: TcpListener, node: Arc<Node>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                tokio::spawn(connection(stream, node.clone()));
+            }
+            Err(e) => {
+                // Out of file descriptors and the like: back off, keep serving.
+                warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+async fn connection(stream: TcpStream, node: Arc<Node>) {
+    let peer = stream.peer_addr().ok();
+    let _ = stream.set_nodelay(true);
+    let (mut rd, mut wr) = stream.into_split();
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(IN_FLIGHT_MAX);
+    let writer = tokio::spawn(async move {
+        let mut out = Vec::new();
+        while let Some(frame) = rx.recv().await {
+            out.clear();
+            out.extend_from_slice(&frame);
+            while let Ok(more) = rx.try_recv() {
+                out.extend_from_slice(&more);
+            }
+            if wr.write_all(&out).await.is_err() {
+                return;
+            }
+        }
+        let _ = wr.shutdown().await;
+    });
+    let permits = Arc::new(Semaphore::new(IN_FLIGHT_MAX));
+    let mut buf = Vec::new();
+    let last_word = loop {
+        match read_frame(&mut rd, &mut buf, REQUEST_FRAME_BYTES_MAX).await {
+            Ok(true) => {}
+            Ok(false) => break None,
+            Err(e) => break Some(e.to_string()),
+        }
+        let req: ClientRequest = match wire::decode(&buf) {
+            Ok(r) => r,
+            Err(e) => break Some(format!("malformed request: {e}")),
+        };
+        let Ok(permit) = permits.clone().acquire_owned().await else { break None };
+        let node = node.clone();
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let result = node.execute(req.op).await;
+            let mut frame = Vec::new();
+            put_frame(&mut frame, &ClientResponse { id: req.id, result });
+            let _ = tx.send(frame).await;
+            drop(permit);
+        });
+    };
+    if let Some(why) = last_word {
+        warn!(client = ?peer, reason = %why, "closing a client connection");
+        let mut frame = Vec::new();
+        let result = Err(WireError::new(ErrorKind::Invalid, why));
+        put_frame(&mut frame, &ClientResponse { id: 0, result });
+        let _ = tx.send(frame).await;
+    }
+    drop(tx);
+    let _ = writer.await;
+    debug!(client = ?peer, "client connection closed");
+}
