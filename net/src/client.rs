@@ -23,8 +23,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::frame::{put_frame, read_frame};
 use crate::wire::{
-    ClientOp, ClientReply, ClientRequest, ClientResponse, Consistency, ErrorKind, MESSAGE_BYTES_MAX,
-    NodeStatus, WireError, WireKey,
+    ClientOp, ClientReply, ClientRequest, ClientResponse, Consistency, ErrorKind,
+    MESSAGE_BYTES_MAX, NodeStatus, WireError, WireKey,
 };
 
 /// Default deadline of one call.
@@ -94,13 +94,18 @@ impl Client {
     }
 
     /// Connects; every call then waits at most `timeout`.
-    pub async fn connect_with_timeout(addr: SocketAddr, timeout: Duration) -> Result<Client, ClientError> {
+    pub async fn connect_with_timeout(
+        addr: SocketAddr,
+        timeout: Duration,
+    ) -> Result<Client, ClientError> {
         let connect_err = |reason: String| ClientError::Connect { addr, reason };
         let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
             .await
             .map_err(|_| connect_err(format!("no answer within {} ms", timeout.as_millis())))?
             .map_err(|e| connect_err(e.to_string()))?;
-        stream.set_nodelay(true).map_err(|e| connect_err(e.to_string()))?;
+        stream
+            .set_nodelay(true)
+            .map_err(|e| connect_err(e.to_string()))?;
         let (mut rd, mut wr) = stream.into_split();
         let waiters: Waiters = Arc::new(Mutex::new(Some(HashMap::new())));
         let (frames, mut rx) = mpsc::channel::<Vec<u8>>(QUEUE_REQUESTS_MAX);
@@ -131,7 +136,10 @@ impl Client {
                     Ok(r) => r,
                     Err(e) => break format!("malformed response: {e}"),
                 };
-                let waiter = reader_waiters.lock().as_mut().and_then(|w| w.remove(&resp.id));
+                let waiter = reader_waiters
+                    .lock()
+                    .as_mut()
+                    .and_then(|w| w.remove(&resp.id));
                 match waiter {
                     Some(w) => {
                         let _ = w.send(resp.result.map_err(ClientError::Server));
@@ -197,19 +205,34 @@ impl Client {
     }
 
     /// Adds `delta`; returns the value the leader saw after it.
-    pub async fn add(&self, partition: &[u8], column: &[u8], delta: i64, cl: Consistency) -> Result<i64, ClientError> {
+    pub async fn add(
+        &self,
+        partition: &[u8],
+        column: &[u8],
+        delta: i64,
+        cl: Consistency,
+    ) -> Result<i64, ClientError> {
         let key = key(partition, column);
         expect_value(self.call(ClientOp::Add { key, delta, cl }).await?)
     }
 
     /// Reads a counter.
-    pub async fn get(&self, partition: &[u8], column: &[u8], cl: Consistency) -> Result<i64, ClientError> {
+    pub async fn get(
+        &self,
+        partition: &[u8],
+        column: &[u8],
+        cl: Consistency,
+    ) -> Result<i64, ClientError> {
         let key = key(partition, column);
         expect_value(self.call(ClientOp::Get { key, cl }).await?)
     }
 
     /// Reads every column of a partition, in column order.
-    pub async fn get_row(&self, partition: &[u8], cl: Consistency) -> Result<Vec<(Vec<u8>, i64)>, ClientError> {
+    pub async fn get_row(
+        &self,
+        partition: &[u8],
+        cl: Consistency,
+    ) -> Result<Vec<(Vec<u8>, i64)>, ClientError> {
         let partition = partition.to_vec();
         match self.call(ClientOp::GetRow { partition, cl }).await? {
             ClientReply::Row(row) => Ok(row),
@@ -218,7 +241,12 @@ impl Client {
     }
 
     /// Resets a counter to zero.
-    pub async fn reset(&self, partition: &[u8], column: &[u8], cl: Consistency) -> Result<(), ClientError> {
+    pub async fn reset(
+        &self,
+        partition: &[u8],
+        column: &[u8],
+        cl: Consistency,
+    ) -> Result<(), ClientError> {
         let key = key(partition, column);
         match self.call(ClientOp::Reset { key, cl }).await? {
             ClientReply::Done => Ok(()),
@@ -229,7 +257,11 @@ impl Client {
     /// The answering node's view of the cluster.
     pub async fn status(&self) -> Result<(String, String, Vec<NodeStatus>), ClientError> {
         match self.call(ClientOp::Status).await? {
-            ClientReply::Status { cluster, node, nodes } => Ok((cluster, node, nodes)),
+            ClientReply::Status {
+                cluster,
+                node,
+                nodes,
+            } => Ok((cluster, node, nodes)),
             other => Err(unexpected(&other)),
         }
     }

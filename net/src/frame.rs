@@ -102,11 +102,21 @@ mod tests {
         assert!(!read_frame(&mut r, &mut buf, 64).await.unwrap());
 
         let mut r = &out[..3];
-        assert!(matches!(read_frame(&mut r, &mut buf, 64).await, Err(FrameError::Truncated { .. })));
-        let mut r = &out[..6];
-        assert!(matches!(read_frame(&mut r, &mut buf, 64).await, Err(FrameError::Truncated { .. })));
+        assert!(matches!(
+            read_frame(&mut r, &mut buf, 64).await,
+            Err(FrameError::Truncated { .. })
+        ));
+        // The second frame, cut inside its body.
+        let mut r = &out[5..out.len() - 1];
+        assert!(matches!(
+            read_frame(&mut r, &mut buf, 64).await,
+            Err(FrameError::Truncated { .. })
+        ));
         let big = u32::MAX.to_le_bytes();
         let mut r = &big[..];
-        assert!(matches!(read_frame(&mut r, &mut buf, 64).await, Err(FrameError::TooLarge { .. })));
+        assert!(matches!(
+            read_frame(&mut r, &mut buf, 64).await,
+            Err(FrameError::TooLarge { .. })
+        ));
     }
 }

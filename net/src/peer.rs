@@ -38,7 +38,9 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
 use crate::tls::{TlsError, TlsFiles};
-use crate::wire::{self, BATCH_MESSAGES_MAX, ErrorKind, MESSAGE_BYTES_MAX, PeerRequest, PeerResponse, WireError};
+use crate::wire::{
+    self, BATCH_MESSAGES_MAX, ErrorKind, MESSAGE_BYTES_MAX, PeerRequest, PeerResponse, WireError,
+};
 
 /// A boxed future, as handlers return them.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -146,6 +148,9 @@ struct Link {
     queue: mpsc::Sender<Call>,
     up: AtomicBool,
     last_ok: Mutex<Option<Instant>>,
+    /// Set by the heartbeat when the peer is down: the cached connection
+    /// may be a dead incarnation's, so the sender dials afresh.
+    redial: AtomicBool,
 }
 
 /// The running transport. Cheap to share (`Arc`).
@@ -159,7 +164,10 @@ pub struct Transport {
 impl Transport {
     /// Binds the endpoint and starts the accept loop, a sender and a
     /// heartbeat task per peer. Must run inside a tokio runtime.
-    pub fn start(settings: PeerSettings, handler: Arc<dyn Handler>) -> Result<Arc<Transport>, StartError> {
+    pub fn start(
+        settings: PeerSettings,
+        handler: Arc<dyn Handler>,
+    ) -> Result<Arc<Transport>, StartError> {
         let mut transport = quinn::TransportConfig::default();
         transport
             .max_concurrent_bidi_streams(VarInt::from_u32(4096))
@@ -171,10 +179,16 @@ impl Transport {
             ));
         let tls = crate::tls::configs(&settings.tls, Arc::new(transport))?;
         let me = &settings.nodes[settings.me];
-        let mut endpoint = Endpoint::server(tls.server, me.addr).map_err(|source| StartError::Bind {
+        let bind_err = |source| StartError::Bind {
             addr: me.addr,
             source,
-        })?;
+        };
+        let endpoint_config =
+            quinn::EndpointConfig::new(Arc::new(crate::tls::reset_key(&settings.tls)?));
+        let socket = std::net::UdpSocket::bind(me.addr).map_err(bind_err)?;
+        let runtime = quinn::default_runtime().expect("tallyd runs inside tokio");
+        let mut endpoint =
+            Endpoint::new(endpoint_config, Some(tls.server), socket, runtime).map_err(bind_err)?;
         endpoint.set_default_client_config(tls.client);
 
         let mut receivers = Vec::new();
@@ -193,6 +207,7 @@ impl Transport {
                     queue,
                     up: AtomicBool::new(false),
                     last_ok: Mutex::new(None),
+                    redial: AtomicBool::new(false),
                 });
                 receivers.push((link.clone(), rx));
                 Some(link)
@@ -209,7 +224,11 @@ impl Transport {
             tokio::spawn(sender(link.clone(), endpoint.clone(), rx, connect_timeout));
             tokio::spawn(heartbeat(Arc::downgrade(&transport), link));
         }
-        tokio::spawn(accept_loop(endpoint, handler, transport.settings.cluster.clone()));
+        tokio::spawn(accept_loop(
+            endpoint,
+            handler,
+            transport.settings.cluster.clone(),
+        ));
         Ok(transport)
     }
 
@@ -229,7 +248,12 @@ impl Transport {
 
     /// Sends one request to `node` (batched with others) and waits up to
     /// `timeout` for its answer.
-    pub async fn call(&self, node: usize, req: PeerRequest, timeout: Duration) -> Result<PeerResponse, PeerError> {
+    pub async fn call(
+        &self,
+        node: usize,
+        req: PeerRequest,
+        timeout: Duration,
+    ) -> Result<PeerResponse, PeerError> {
         let Some(Some(link)) = self.links.get(node) else {
             return Err(PeerError::Unreachable {
                 peer: format!("#{node}"),
@@ -265,12 +289,18 @@ impl Transport {
     /// Closes every connection; calls fail from now on.
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
-        self.endpoint.close(VarInt::from_u32(CLOSE_SHUTDOWN), b"shutting down");
+        self.endpoint
+            .close(VarInt::from_u32(CLOSE_SHUTDOWN), b"shutting down");
     }
 }
 
 /// Drains a peer's queue in batches, one stream per batch.
-async fn sender(link: Arc<Link>, endpoint: Endpoint, mut rx: mpsc::Receiver<Call>, connect_timeout: Duration) {
+async fn sender(
+    link: Arc<Link>,
+    endpoint: Endpoint,
+    mut rx: mpsc::Receiver<Call>,
+    connect_timeout: Duration,
+) {
     let mut conn: Option<Connection> = None;
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
@@ -284,6 +314,14 @@ async fn sender(link: Arc<Link>, endpoint: Endpoint, mut rx: mpsc::Receiver<Call
         batch.retain(|c| !c.done.is_closed());
         if batch.is_empty() {
             continue;
+        }
+        if link.redial.swap(false, Ordering::AcqRel)
+            && let Some(old) = conn.take()
+        {
+            old.close(
+                VarInt::from_u32(CLOSE_SHUTDOWN),
+                b"peer was down; dialling again",
+            );
         }
         if conn.as_ref().is_none_or(|c| c.close_reason().is_some()) {
             conn = match dial(&endpoint, &link, connect_timeout).await {
@@ -306,7 +344,9 @@ async fn sender(link: Arc<Link>, endpoint: Endpoint, mut rx: mpsc::Receiver<Call
 }
 
 async fn dial(endpoint: &Endpoint, link: &Link, timeout: Duration) -> Result<Connection, String> {
-    let connecting = endpoint.connect(link.addr, &link.id).map_err(|e| e.to_string())?;
+    let connecting = endpoint
+        .connect(link.addr, &link.id)
+        .map_err(|e| e.to_string())?;
     match tokio::time::timeout(timeout, connecting).await {
         Ok(Ok(c)) => Ok(c),
         Ok(Err(e)) => Err(e.to_string()),
@@ -322,7 +362,9 @@ async fn exchange(conn: Connection, peer: String, batch: Vec<Call>) {
         let (mut send, mut recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
         send.write_all(&bytes).await.map_err(|e| e.to_string())?;
         send.finish().map_err(|e| e.to_string())?;
-        recv.read_to_end(MESSAGE_BYTES_MAX).await.map_err(|e| e.to_string())
+        recv.read_to_end(MESSAGE_BYTES_MAX)
+            .await
+            .map_err(|e| e.to_string())
     }
     .await;
     let fail = |dones: Vec<oneshot::Sender<_>>, err: PeerError| {
@@ -342,7 +384,13 @@ async fn exchange(conn: Connection, peer: String, batch: Vec<Call>) {
                 let reason = format!("{} answers to {} requests", resps.len(), dones.len());
                 fail(dones, PeerError::Malformed { peer, reason })
             }
-            Err(e) => fail(dones, PeerError::Malformed { peer, reason: e.to_string() }),
+            Err(e) => fail(
+                dones,
+                PeerError::Malformed {
+                    peer,
+                    reason: e.to_string(),
+                },
+            ),
         },
     }
 }
@@ -352,7 +400,10 @@ async fn exchange(conn: Connection, peer: String, batch: Vec<Call>) {
 async fn heartbeat(transport: std::sync::Weak<Transport>, link: Arc<Link>) {
     let (interval, failure_timeout, cluster, node) = match transport.upgrade() {
         Some(t) => {
-            let node = t.links.iter().position(|l| l.as_ref().is_some_and(|l| Arc::ptr_eq(l, &link)));
+            let node = t
+                .links
+                .iter()
+                .position(|l| l.as_ref().is_some_and(|l| Arc::ptr_eq(l, &link)));
             (
                 t.settings.heartbeat_interval,
                 t.settings.failure_timeout,
@@ -372,7 +423,13 @@ async fn heartbeat(transport: std::sync::Weak<Transport>, link: Arc<Link>) {
             return;
         }
         let result = t
-            .call(node, PeerRequest::Ping { cluster: cluster.clone() }, failure_timeout)
+            .call(
+                node,
+                PeerRequest::Ping {
+                    cluster: cluster.clone(),
+                },
+                failure_timeout,
+            )
             .await;
         drop(t);
         let ok = match result {
@@ -392,8 +449,11 @@ async fn heartbeat(transport: std::sync::Weak<Transport>, link: Arc<Link>) {
             }
         } else {
             let silent_since = last_ok.unwrap_or(started);
-            if now.duration_since(silent_since) >= failure_timeout && link.up.swap(false, Ordering::AcqRel) {
-                info!(peer = %link.id, "peer is down");
+            if now.duration_since(silent_since) >= failure_timeout {
+                link.redial.store(true, Ordering::Release);
+                if link.up.swap(false, Ordering::AcqRel) {
+                    info!(peer = %link.id, "peer is down");
+                }
             }
         }
     }
@@ -414,7 +474,13 @@ async fn accept_loop(endpoint: Endpoint, handler: Arc<dyn Handler>, cluster: Str
                 }
             };
             while let Ok((send, recv)) = conn.accept_bi().await {
-                tokio::spawn(serve_stream(conn.clone(), send, recv, handler.clone(), cluster.clone()));
+                tokio::spawn(serve_stream(
+                    conn.clone(),
+                    send,
+                    recv,
+                    handler.clone(),
+                    cluster.clone(),
+                ));
             }
         });
     }
@@ -432,7 +498,10 @@ async fn serve_stream(
         Ok(b) => b,
         Err(e) => {
             warn!(%remote, error = %e, "closing a peer connection: unreadable batch");
-            conn.close(VarInt::from_u32(CLOSE_PROTOCOL), b"unreadable or oversized batch");
+            conn.close(
+                VarInt::from_u32(CLOSE_PROTOCOL),
+                b"unreadable or oversized batch",
+            );
             return;
         }
     };
@@ -455,16 +524,22 @@ async fn serve_stream(
             PeerRequest::Ping { cluster: theirs } if theirs == cluster => {
                 tokio::spawn(std::future::ready(PeerResponse::Pong))
             }
-            PeerRequest::Ping { cluster: theirs } => tokio::spawn(std::future::ready(PeerResponse::Error(
-                WireError::new(ErrorKind::Invalid, format!("cluster {theirs:?} is not {cluster:?}")),
-            ))),
+            PeerRequest::Ping { cluster: theirs } => {
+                tokio::spawn(std::future::ready(PeerResponse::Error(WireError::new(
+                    ErrorKind::Invalid,
+                    format!("cluster {theirs:?} is not {cluster:?}"),
+                ))))
+            }
             req => tokio::spawn(handler.handle(req)),
         })
         .collect();
     let mut answers = Vec::with_capacity(tasks.len());
     for t in tasks {
         answers.push(t.await.unwrap_or_else(|e| {
-            PeerResponse::Error(WireError::new(ErrorKind::Internal, format!("handler failed: {e}")))
+            PeerResponse::Error(WireError::new(
+                ErrorKind::Internal,
+                format!("handler failed: {e}"),
+            ))
         }));
     }
     if let Err(e) = send.write_all(&wire::encode(&answers)).await {

@@ -75,8 +75,27 @@ fn load_certs(what: &'static str, path: &Path) -> Result<Vec<CertificateDer<'sta
     Ok(certs)
 }
 
+/// The key behind QUIC stateless resets, derived from the node's private
+/// key so it survives a restart. A restarted node then answers packets of
+/// its previous incarnation's connections with a reset its peers accept,
+/// and they drop those connections at once instead of after an idle
+/// timeout.
+pub fn reset_key(files: &TlsFiles) -> Result<ring::hmac::Key, TlsError> {
+    let pem = std::fs::read(&files.key).map_err(|e| pem_err("node key", &files.key, e))?;
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    ctx.update(b"tally stateless reset key\0");
+    ctx.update(&pem);
+    Ok(ring::hmac::Key::new(
+        ring::hmac::HMAC_SHA256,
+        ctx.finish().as_ref(),
+    ))
+}
+
 /// Builds the quinn configurations for a node.
-pub fn configs(files: &TlsFiles, transport: Arc<quinn::TransportConfig>) -> Result<TlsConfigs, TlsError> {
+pub fn configs(
+    files: &TlsFiles,
+    transport: Arc<quinn::TransportConfig>,
+) -> Result<TlsConfigs, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = RootCertStore::empty();
     for ca in load_certs("CA certificate", &files.ca_cert)? {
@@ -86,7 +105,8 @@ pub fn configs(files: &TlsFiles, transport: Arc<quinn::TransportConfig>) -> Resu
     }
     let roots = Arc::new(roots);
     let chain = load_certs("node certificate", &files.cert)?;
-    let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|e| pem_err("node key", &files.key, e))?;
+    let key =
+        PrivateKeyDer::from_pem_file(&files.key).map_err(|e| pem_err("node key", &files.key, e))?;
     let rustls_err = |e: rustls::Error| TlsError::Rustls(e.to_string());
 
     let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())

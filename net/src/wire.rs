@@ -60,8 +60,7 @@ pub fn encode<T: Encode>(msg: &T) -> Vec<u8> {
 
 /// Appends an encoded message to `buf`.
 pub fn encode_into<T: Encode>(msg: &T, buf: &mut Vec<u8>) {
-    bincode::encode_into_std_write(msg, buf, config())
-        .expect("encoding into a Vec cannot fail");
+    bincode::encode_into_std_write(msg, buf, config()).expect("encoding into a Vec cannot fail");
 }
 
 /// Decodes exactly one message from `bytes`: trailing bytes are an error.
@@ -135,7 +134,9 @@ impl std::str::FromStr for Consistency {
             "one" => Ok(Consistency::One),
             "quorum" => Ok(Consistency::Quorum),
             "all" => Ok(Consistency::All),
-            _ => Err(format!("unknown consistency level {s:?} (one, quorum, all)")),
+            _ => Err(format!(
+                "unknown consistency level {s:?} (one, quorum, all)"
+            )),
         }
     }
 }

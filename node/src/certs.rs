@@ -55,8 +55,10 @@ pub fn ensure(certs_dir: &Path, cluster: &str, node_ids: &[String]) -> Result<Ve
         write_public(&ca_cert, &cert.pem())?;
         written.extend([ca_key.clone(), ca_cert.clone()]);
     }
-    let key_pem = fs::read_to_string(&ca_key).with_context(|| format!("read {}", ca_key.display()))?;
-    let key = KeyPair::from_pem(&key_pem).with_context(|| format!("parse the CA key {}", ca_key.display()))?;
+    let key_pem =
+        fs::read_to_string(&ca_key).with_context(|| format!("read {}", ca_key.display()))?;
+    let key = KeyPair::from_pem(&key_pem)
+        .with_context(|| format!("parse the CA key {}", ca_key.display()))?;
     // The CA's parameters are a function of the cluster name, so the issuer
     // is rebuilt from them rather than parsed back from ca.pem.
     let issuer = Issuer::new(ca_params, key);
@@ -79,13 +81,22 @@ fn ca_params(cluster: &str) -> CertificateParams {
     params
         .distinguished_name
         .push(DnType::CommonName, format!("tally cluster {cluster} CA"));
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
     params
 }
 
 /// A certificate for `id` signed by `issuer`, as (cert PEM, key PEM).
-pub fn node_cert(id: &str, cluster: &str, issuer: &Issuer<'_, KeyPair>) -> Result<(String, String)> {
-    let mut params = CertificateParams::new(vec![id.to_string()]).with_context(|| format!("certificate name {id:?}"))?;
+pub fn node_cert(
+    id: &str,
+    cluster: &str,
+    issuer: &Issuer<'_, KeyPair>,
+) -> Result<(String, String)> {
+    let mut params = CertificateParams::new(vec![id.to_string()])
+        .with_context(|| format!("certificate name {id:?}"))?;
     params
         .distinguished_name
         .push(DnType::CommonName, format!("tally {cluster} node {id}"));
@@ -96,7 +107,9 @@ pub fn node_cert(id: &str, cluster: &str, issuer: &Issuer<'_, KeyPair>) -> Resul
         rcgen::ExtendedKeyUsagePurpose::ClientAuth,
     ];
     let key = KeyPair::generate().context("generate a node key")?;
-    let cert = params.signed_by(&key, issuer).context("sign a node certificate")?;
+    let cert = params
+        .signed_by(&key, issuer)
+        .context("sign a node certificate")?;
     Ok((cert.pem(), key.serialize_pem()))
 }
 
@@ -120,6 +133,7 @@ fn write_atomic(path: &Path, text: &str, mode: u32) -> Result<()> {
     f.write_all(text.as_bytes())
         .and_then(|()| f.sync_all())
         .with_context(|| format!("write {}", tmp.display()))?;
-    fs::rename(&tmp, path).with_context(|| format!("rename {} to {}", tmp.display(), path.display()))?;
+    fs::rename(&tmp, path)
+        .with_context(|| format!("rename {} to {}", tmp.display(), path.display()))?;
     Ok(())
 }

@@ -50,7 +50,9 @@ pub fn engine_error(e: &tally_engine::Error) -> WireError {
     use tally_engine::Error as E;
     let kind = match e {
         E::Overflow { .. } => ErrorKind::Overflow,
-        E::PartitionTooLong { .. } | E::ColumnTooLong { .. } | E::TooManyShards { .. } => ErrorKind::Invalid,
+        E::PartitionTooLong { .. } | E::ColumnTooLong { .. } | E::TooManyShards { .. } => {
+            ErrorKind::Invalid
+        }
         _ => ErrorKind::Storage,
     };
     WireError::new(kind, e.to_string())

@@ -41,7 +41,12 @@ type Row = BTreeMap<Vec<u8>, Cell>;
 
 impl Node {
     /// Coordinates an add; answers the value the leader sees after it.
-    pub async fn add(self: &Arc<Self>, key: &WireKey, delta: i64, cl: Consistency) -> Result<i64, WireError> {
+    pub async fn add(
+        self: &Arc<Self>,
+        key: &WireKey,
+        delta: i64,
+        cl: Consistency,
+    ) -> Result<i64, WireError> {
         let k = convert::key(key)?;
         let replicas = self.replicas(k.partition());
         let live = self.check_available(&replicas, cl, "add")?;
@@ -67,7 +72,16 @@ impl Node {
         if replicas.contains(&self.me) {
             return self.lead_reset(&k, cl).await;
         }
-        match self.forward(&live, PeerRequest::LeaderReset { key: key.clone(), cl }).await? {
+        match self
+            .forward(
+                &live,
+                PeerRequest::LeaderReset {
+                    key: key.clone(),
+                    cl,
+                },
+            )
+            .await?
+        {
             PeerResponse::Reset => Ok(()),
             other => Err(unexpected(&other)),
         }
@@ -79,25 +93,47 @@ impl Node {
     async fn forward(&self, live: &[usize], req: PeerRequest) -> Result<PeerResponse, WireError> {
         let mut last = None;
         for &leader in live {
-            match self.transport().call(leader, req.clone(), self.write_timeout).await {
+            match self
+                .transport()
+                .call(leader, req.clone(), self.write_timeout)
+                .await
+            {
                 Ok(PeerResponse::Error(e)) => return Err(e),
                 Ok(resp) => return Ok(resp),
                 Err(e @ PeerError::Unreachable { .. }) => last = Some(e),
-                Err(e) => return Err(WireError::new(ErrorKind::Timeout, format!("{e}; the leader may or may not have applied it"))),
+                Err(e) => {
+                    return Err(WireError::new(
+                        ErrorKind::Timeout,
+                        format!("{e}; the leader may or may not have applied it"),
+                    ));
+                }
             }
         }
         Err(WireError::new(
             ErrorKind::Unavailable,
-            format!("no replica could lead: {}", last.map_or_else(|| "none live".into(), |e| e.to_string())),
+            format!(
+                "no replica could lead: {}",
+                last.map_or_else(|| "none live".into(), |e| e.to_string())
+            ),
         ))
     }
 
     /// The leader's add: local read-modify-write, then replication.
-    pub async fn lead_add(self: &Arc<Self>, key: &Key, delta: i64, cl: Consistency) -> Result<i64, WireError> {
+    pub async fn lead_add(
+        self: &Arc<Self>,
+        key: &Key,
+        delta: i64,
+        cl: Consistency,
+    ) -> Result<i64, WireError> {
         let replicas = self.replicas(key.partition());
         self.check_available(&replicas, cl, "add")?;
-        let outcome = self.engine.leader_add(key, delta).await.map_err(|e| engine_error(&e))?;
-        self.replicate(key, &outcome.replica_cell(), &replicas, cl).await?;
+        let outcome = self
+            .engine
+            .leader_add(key, delta)
+            .await
+            .map_err(|e| engine_error(&e))?;
+        self.replicate(key, &outcome.replica_cell(), &replicas, cl)
+            .await?;
         Ok(outcome.value)
     }
 
@@ -106,14 +142,24 @@ impl Node {
         let replicas = self.replicas(key.partition());
         self.check_available(&replicas, cl, "reset")?;
         let (merged, _) = self.read_key(key, &replicas, cl).await?;
-        self.engine.apply(key, &merged).await.map_err(|e| engine_error(&e))?;
+        self.engine
+            .apply(key, &merged)
+            .await
+            .map_err(|e| engine_error(&e))?;
         let epoch = self.engine.reset(key).await.map_err(|e| engine_error(&e))?;
-        self.replicate(key, &Cell::from_parts(epoch, []), &replicas, cl).await
+        self.replicate(key, &Cell::from_parts(epoch, []), &replicas, cl)
+            .await
     }
 
     /// Sends `cell` to every other replica; returns once `cl` is met
     /// (this node counting as one). Replicas that miss it get a hint.
-    async fn replicate(self: &Arc<Self>, key: &Key, cell: &Cell, replicas: &[usize], cl: Consistency) -> Result<(), WireError> {
+    async fn replicate(
+        self: &Arc<Self>,
+        key: &Key,
+        cell: &Cell,
+        replicas: &[usize],
+        cl: Consistency,
+    ) -> Result<(), WireError> {
         let required = cl.required(replicas.len());
         let deadline = Instant::now() + self.write_timeout;
         let (tx, mut rx) = mpsc::channel(replicas.len());
@@ -128,7 +174,10 @@ impl Node {
             let (wkey, wcell) = wire.clone();
             let key = key.clone();
             tokio::spawn(async move {
-                let req = PeerRequest::Apply { key: wkey, cell: wcell };
+                let req = PeerRequest::Apply {
+                    key: wkey,
+                    cell: wcell,
+                };
                 let ok = match node.transport().call(r, req, node.write_timeout).await {
                     Ok(PeerResponse::Applied) => true,
                     Ok(other) => {
@@ -177,15 +226,24 @@ impl Node {
 
     /// Reads and merges one key from `required` replicas, then repairs the
     /// ones that were behind.
-    async fn read_key(self: &Arc<Self>, key: &Key, replicas: &[usize], cl: Consistency) -> Result<(Cell, usize), WireError> {
+    async fn read_key(
+        self: &Arc<Self>,
+        key: &Key,
+        replicas: &[usize],
+        cl: Consistency,
+    ) -> Result<(Cell, usize), WireError> {
         let wkey = wire_key(key);
         let answers = self
-            .gather(replicas, cl, PeerRequest::Read { key: wkey }, |node| {
-                node.engine.get(key).map_err(|e| engine_error(&e))
-            }, |resp| match resp {
-                PeerResponse::Cell(c) => Some(convert::cell(&c)),
-                _ => None,
-            })
+            .gather(
+                replicas,
+                cl,
+                PeerRequest::Read { key: wkey },
+                |node| node.engine.get(key).map_err(|e| engine_error(&e)),
+                |resp| match resp {
+                    PeerResponse::Cell(c) => Some(convert::cell(&c)),
+                    _ => None,
+                },
+            )
             .await?;
         let mut merged = Cell::new();
         for (_, c) in &answers {
@@ -201,17 +259,39 @@ impl Node {
     }
 
     /// Reads every column of a partition at `cl`.
-    pub async fn get_row(self: &Arc<Self>, partition: &[u8], cl: Consistency) -> Result<Vec<(Vec<u8>, i64)>, WireError> {
+    pub async fn get_row(
+        self: &Arc<Self>,
+        partition: &[u8],
+        cl: Consistency,
+    ) -> Result<Vec<(Vec<u8>, i64)>, WireError> {
         let start = Key::new(partition, b"").map_err(|e| engine_error(&e))?;
         let replicas = self.replicas(start.partition());
         let answers = self
-            .gather(replicas.as_slice(), cl, PeerRequest::ReadRow { partition: partition.to_vec() }, |node| {
-                let row = node.engine.get_row(partition).map_err(|e| engine_error(&e))?;
-                Ok(row.into_iter().map(|(k, c)| (k.column().to_vec(), c)).collect::<Row>())
-            }, |resp| match resp {
-                PeerResponse::Row(cols) => Some(cols.iter().map(|(col, c)| (col.clone(), convert::cell(c))).collect::<Row>()),
-                _ => None,
-            })
+            .gather(
+                replicas.as_slice(),
+                cl,
+                PeerRequest::ReadRow {
+                    partition: partition.to_vec(),
+                },
+                |node| {
+                    let row = node
+                        .engine
+                        .get_row(partition)
+                        .map_err(|e| engine_error(&e))?;
+                    Ok(row
+                        .into_iter()
+                        .map(|(k, c)| (k.column().to_vec(), c))
+                        .collect::<Row>())
+                },
+                |resp| match resp {
+                    PeerResponse::Row(cols) => Some(
+                        cols.iter()
+                            .map(|(col, c)| (col.clone(), convert::cell(c)))
+                            .collect::<Row>(),
+                    ),
+                    _ => None,
+                },
+            )
             .await?;
         let mut merged = Row::new();
         for (_, row) in &answers {
@@ -221,10 +301,10 @@ impl Node {
         }
         for (r, row) in answers {
             for (col, c) in &merged {
-                if row.get(col) != Some(c) {
-                    if let Ok(key) = Key::new(partition, col) {
-                        self.repair(r, key, c.clone());
-                    }
+                if row.get(col) != Some(c)
+                    && let Ok(key) = Key::new(partition, col)
+                {
+                    self.repair(r, key, c.clone());
                 }
             }
         }
@@ -293,7 +373,10 @@ impl Node {
                 }
                 Ok(None) => break,
                 Err(_) => {
-                    failures.push(format!("{in_flight} replicas silent for {} ms", self.read_timeout.as_millis()));
+                    failures.push(format!(
+                        "{in_flight} replicas silent for {} ms",
+                        self.read_timeout.as_millis()
+                    ));
                     break;
                 }
             }
@@ -303,7 +386,11 @@ impl Node {
         }
         Err(WireError::new(
             ErrorKind::Timeout,
-            format!("read at {cl}: {} of {required} replicas answered ({})", got.len(), failures.join("; ")),
+            format!(
+                "read at {cl}: {} of {required} replicas answered ({})",
+                got.len(),
+                failures.join("; ")
+            ),
         ))
     }
 
@@ -321,7 +408,11 @@ impl Node {
                 key: wire_key(&key),
                 cell: wire_cell(&cell),
             };
-            match node.transport().call(replica, req, node.write_timeout).await {
+            match node
+                .transport()
+                .call(replica, req, node.write_timeout)
+                .await
+            {
                 Ok(PeerResponse::Applied) => {}
                 _ => node.hint(replica, &key),
             }
@@ -329,11 +420,21 @@ impl Node {
     }
 
     /// The live replicas, or `Unavailable` when fewer than `cl` needs.
-    fn check_available(&self, replicas: &[usize], cl: Consistency, what: &str) -> Result<Vec<usize>, WireError> {
+    fn check_available(
+        &self,
+        replicas: &[usize],
+        cl: Consistency,
+        what: &str,
+    ) -> Result<Vec<usize>, WireError> {
         let required = cl.required(replicas.len());
         // This node first: it is always live to itself and costs no hop.
         let mut live: Vec<usize> = replicas.iter().copied().filter(|&r| r == self.me).collect();
-        live.extend(replicas.iter().copied().filter(|&r| r != self.me && self.transport().is_up(r)));
+        live.extend(
+            replicas
+                .iter()
+                .copied()
+                .filter(|&r| r != self.me && self.transport().is_up(r)),
+        );
         if live.len() >= required {
             return Ok(live);
         }
@@ -355,5 +456,8 @@ impl Node {
 }
 
 fn unexpected(resp: &PeerResponse) -> WireError {
-    WireError::new(ErrorKind::Internal, format!("unexpected answer from the leader: {resp:?}"))
+    WireError::new(
+        ErrorKind::Internal,
+        format!("unexpected answer from the leader: {resp:?}"),
+    )
 }

@@ -66,7 +66,10 @@ impl Hints {
                 .append(true)
                 .open(&path)
                 .with_context(|| format!("open {}", path.display()))?;
-            let len = file.metadata().with_context(|| format!("stat {}", path.display()))?.len();
+            let len = file
+                .metadata()
+                .with_context(|| format!("stat {}", path.display()))?
+                .len();
             if len != valid_len {
                 warn!(file = %path.display(), valid_len, len, "dropping a damaged hint file tail");
                 file.set_len(valid_len)
@@ -82,7 +85,9 @@ impl Hints {
                 },
             );
         }
-        Ok(Hints { nodes: Mutex::new(map) })
+        Ok(Hints {
+            nodes: Mutex::new(map),
+        })
     }
 
     /// Records that `node` misses state of `key`.
@@ -152,7 +157,8 @@ impl Hints {
         };
         for (f, path) in files {
             // No lock held across the fsync.
-            f.sync_data().with_context(|| format!("fsync {}", path.display()))?;
+            f.sync_data()
+                .with_context(|| format!("fsync {}", path.display()))?;
         }
         Ok(())
     }
@@ -163,9 +169,17 @@ fn encode(key: &Key, out: &mut Vec<u8>) {
     let c = key.column();
     let body_len = 2 + p.len() + c.len();
     let start = out.len();
-    out.extend_from_slice(&u32::try_from(body_len).expect("keys are small").to_le_bytes());
+    out.extend_from_slice(
+        &u32::try_from(body_len)
+            .expect("keys are small")
+            .to_le_bytes(),
+    );
     out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(&u16::try_from(p.len()).expect("partition ≤ 1 KiB").to_le_bytes());
+    out.extend_from_slice(
+        &u16::try_from(p.len())
+            .expect("partition ≤ 1 KiB")
+            .to_le_bytes(),
+    );
     out.extend_from_slice(p);
     out.extend_from_slice(c);
     let crc = crc32fast::hash(&out[start + 8..]);
@@ -237,7 +251,11 @@ mod tests {
         assert_eq!(h.count(1), 2);
         assert_eq!(h.count(2), 1);
         let len = fs::metadata(dir.path().join("n2.hints")).unwrap().len();
-        assert_eq!(len as usize, 2 * 8 + (2 + 1) + (2 + 2), "one record per distinct key");
+        assert_eq!(
+            len as usize,
+            2 * 8 + (2 + 1) + (2 + 2),
+            "one record per distinct key"
+        );
         h.delivered(1, &h.pending(1, 10)).unwrap();
         assert_eq!(fs::metadata(dir.path().join("n2.hints")).unwrap().len(), 0);
         drop(h);
@@ -262,7 +280,10 @@ mod tests {
             let h = Hints::open(dir.path(), &nodes).unwrap();
             let record = full.len() / 5;
             assert_eq!(h.count(1), cut / record, "cut at {cut}");
-            assert_eq!(fs::metadata(&path).unwrap().len() as usize, cut / record * record);
+            assert_eq!(
+                fs::metadata(&path).unwrap().len() as usize,
+                cut / record * record
+            );
         }
     }
 }

@@ -13,7 +13,9 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use tally_engine::{Engine, Key, Options, SyncMode};
 use tally_net::peer::{BoxFuture, Handler, PeerAddr, PeerSettings, Transport};
-use tally_net::wire::{ClientOp, ClientReply, ErrorKind, NodeStatus, PeerRequest, PeerResponse, WireError};
+use tally_net::wire::{
+    ClientOp, ClientReply, ErrorKind, NodeStatus, PeerRequest, PeerResponse, WireError,
+};
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
@@ -57,7 +59,8 @@ impl Node {
             ..Options::default()
         };
         let engine_dir = dir.join("engine");
-        let engine = Engine::open(&engine_dir, opts).with_context(|| format!("open the engine in {}", engine_dir.display()))?;
+        let engine = Engine::open(&engine_dir, opts)
+            .with_context(|| format!("open the engine in {}", engine_dir.display()))?;
         let others: Vec<(usize, String)> = config
             .nodes
             .iter()
@@ -110,7 +113,9 @@ impl Node {
     }
 
     pub(crate) fn transport(&self) -> &Transport {
-        self.transport.get().expect("start_peers runs before any request")
+        self.transport
+            .get()
+            .expect("start_peers runs before any request")
     }
 
     /// The client address of this node.
@@ -135,9 +140,13 @@ impl Node {
     pub async fn execute(self: &Arc<Self>, op: ClientOp) -> Result<ClientReply, WireError> {
         match op {
             ClientOp::Ping => Ok(ClientReply::Pong),
-            ClientOp::Add { key, delta, cl } => self.add(&key, delta, cl).await.map(ClientReply::Value),
+            ClientOp::Add { key, delta, cl } => {
+                self.add(&key, delta, cl).await.map(ClientReply::Value)
+            }
             ClientOp::Get { key, cl } => self.get(&key, cl).await.map(ClientReply::Value),
-            ClientOp::GetRow { partition, cl } => self.get_row(&partition, cl).await.map(ClientReply::Row),
+            ClientOp::GetRow { partition, cl } => {
+                self.get_row(&partition, cl).await.map(ClientReply::Row)
+            }
             ClientOp::Reset { key, cl } => self.reset(&key, cl).await.map(|()| ClientReply::Done),
             ClientOp::Status => Ok(self.status()),
         }
@@ -183,7 +192,10 @@ impl Handler for PeerHandler {
         let node = self.0.upgrade();
         Box::pin(async move {
             let Some(node) = node else {
-                return PeerResponse::Error(WireError::new(ErrorKind::Storage, "node is shutting down"));
+                return PeerResponse::Error(WireError::new(
+                    ErrorKind::Storage,
+                    "node is shutting down",
+                ));
             };
             let result = match req {
                 PeerRequest::Apply { key, cell } => match convert::key(&key) {
@@ -252,7 +264,10 @@ async fn deliver_hints(node: Weak<Node>) {
                         key: wire_key(&key),
                         cell: wire_cell(&cell),
                     };
-                    let ok = matches!(n.transport().call(peer, req, n.write_timeout).await, Ok(PeerResponse::Applied));
+                    let ok = matches!(
+                        n.transport().call(peer, req, n.write_timeout).await,
+                        Ok(PeerResponse::Applied)
+                    );
                     (key, ok)
                 });
             }

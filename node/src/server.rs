@@ -13,7 +13,9 @@
 use std::sync::Arc;
 
 use tally_net::frame::{put_frame, read_frame};
-use tally_net::wire::{self, ClientRequest, ClientResponse, ErrorKind, REQUEST_FRAME_BYTES_MAX, WireError};
+use tally_net::wire::{
+    self, ClientRequest, ClientResponse, ErrorKind, REQUEST_FRAME_BYTES_MAX, WireError,
+};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
@@ -71,7 +73,9 @@ async fn connection(stream: TcpStream, node: Arc<Node>) {
             Ok(r) => r,
             Err(e) => break Some(format!("malformed request: {e}")),
         };
-        let Ok(permit) = permits.clone().acquire_owned().await else { break None };
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            break None;
+        };
         let node = node.clone();
         let tx = tx.clone();
         tokio::spawn(async move {

@@ -1,1 +1,326 @@
-//! End-to-end tests over real node processes: arrive with the cluster issue.
+//! A harness that runs real `tallyd` processes on 127.0.0.1.
+//!
+//! [`Cluster::start`] takes the checked-in `cluster.toml`, keeps its cluster
+//! settings, and rewrites every address to a free loopback port and every
+//! directory into a fresh temporary directory, so tests run side by side
+//! and next to a developer's own cluster. It creates the certificates with
+//! `tallyd certs`, starts one `tallyd run` per node, and waits until every
+//! node sees every other one up. Nodes are killed for real (`SIGKILL` by
+//! pid) and restarted on the same data. Dropping the cluster kills what it
+//! started, and only that.
+
+use std::fs;
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use tally_net::Client;
+use tally_node::config::Config;
+
+/// The `tallyd` binary: `$TALLYD_BIN`, or next to the test executable
+/// (cargo builds it for `tally-node`'s own tests in the same run).
+pub fn tallyd_bin() -> Result<PathBuf> {
+    if let Ok(p) = std::env::var("TALLYD_BIN") {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().context("find the test executable")?;
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .context("test executable has no target dir")?;
+    let bin = dir.join("tallyd");
+    if !bin.exists() {
+        bail!(
+            "{} is missing: run `cargo build -p tally-node` (or cargo test --workspace)",
+            bin.display()
+        );
+    }
+    Ok(bin)
+}
+
+/// Settings a test may change from `cluster.toml`'s.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// Number of nodes.
+    pub nodes: usize,
+    /// Replication factor.
+    pub replication_factor: usize,
+    /// `batch` or `periodic`.
+    pub sync: String,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        ClusterOptions {
+            nodes: 3,
+            replication_factor: 3,
+            sync: "batch".into(),
+        }
+    }
+}
+
+/// One node process.
+pub struct NodeProc {
+    /// Node id.
+    pub id: String,
+    /// Client protocol address.
+    pub client: SocketAddr,
+    /// QUIC peer address.
+    pub peer: SocketAddr,
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+/// A running cluster of real processes.
+pub struct Cluster {
+    /// Temporary directory holding config, certs, data and logs.
+    pub dir: tempfile::TempDir,
+    /// The generated config file.
+    pub config_path: PathBuf,
+    /// The loaded config.
+    pub config: Config,
+    /// The nodes, in config order.
+    pub nodes: Vec<NodeProc>,
+    bin: PathBuf,
+}
+
+fn free_tcp() -> Result<SocketAddr> {
+    let l = TcpListener::bind("127.0.0.1:0").context("bind a free TCP port")?;
+    Ok(l.local_addr()?)
+}
+
+fn free_udp() -> Result<SocketAddr> {
+    let s = UdpSocket::bind("127.0.0.1:0").context("bind a free UDP port")?;
+    Ok(s.local_addr()?)
+}
+
+/// The checked-in `cluster.toml`.
+pub fn repo_config() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../cluster.toml"))
+}
+
+impl Cluster {
+    /// Starts a cluster and waits until every node sees every other up.
+    pub fn start(opts: ClusterOptions) -> Result<Cluster> {
+        let base = Config::load(&repo_config())?;
+        let dir = tempfile::Builder::new()
+            .prefix("tally-cluster-")
+            .tempdir()?;
+        let c = &base.cluster;
+        let mut toml = format!(
+            "[cluster]\nname = \"test\"\nreplication_factor = {}\nvnodes = {}\nsync = \"{}\"\nsync_interval_ms = {}\n\
+             write_timeout_ms = {}\nread_timeout_ms = {}\nheartbeat_interval_ms = {}\nfailure_timeout_ms = {}\ncerts_dir = \"certs\"\n",
+            opts.replication_factor,
+            c.vnodes,
+            opts.sync,
+            c.sync_interval_ms,
+            c.write_timeout_ms,
+            c.read_timeout_ms,
+            c.heartbeat_interval_ms,
+            c.failure_timeout_ms,
+        );
+        for i in 0..opts.nodes {
+            toml += &format!(
+                "\n[[node]]\nid = \"n{}\"\npeer = \"{}\"\nclient = \"{}\"\nresp = \"{}\"\ndata_dir = \"data/n{}\"\n",
+                i + 1,
+                free_udp()?,
+                free_tcp()?,
+                free_tcp()?,
+                i + 1
+            );
+        }
+        let config_path = dir.path().join("cluster.toml");
+        fs::write(&config_path, toml)?;
+        let config = Config::load(&config_path)?;
+        let bin = tallyd_bin()?;
+        let out = Command::new(&bin)
+            .args(["certs", "--config"])
+            .arg(&config_path)
+            .output()
+            .context("run tallyd certs")?;
+        if !out.status.success() {
+            bail!(
+                "tallyd certs failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let nodes = config
+            .nodes
+            .iter()
+            .map(|n| NodeProc {
+                id: n.id.clone(),
+                client: n.client,
+                peer: n.peer,
+                child: None,
+                log: dir.path().join(format!("{}.log", n.id)),
+            })
+            .collect();
+        let mut cluster = Cluster {
+            dir,
+            config_path,
+            config,
+            nodes,
+            bin,
+        };
+        for i in 0..opts.nodes {
+            cluster.spawn(i)?;
+        }
+        cluster.wait_all_up(Duration::from_secs(30))?;
+        Ok(cluster)
+    }
+
+    fn spawn(&mut self, i: usize) -> Result<()> {
+        let n = &mut self.nodes[i];
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&n.log)?;
+        let child = Command::new(&self.bin)
+            .args(["run", "--config"])
+            .arg(&self.config_path)
+            .args(["--node", &n.id])
+            .env("TALLY_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("start {}", n.id))?;
+        n.child = Some(child);
+        Ok(())
+    }
+
+    /// `kill -9` of node `i`, waiting until the process is gone.
+    pub fn kill(&mut self, i: usize) -> Result<()> {
+        let n = &mut self.nodes[i];
+        if let Some(mut c) = n.child.take() {
+            c.kill().with_context(|| format!("kill {}", n.id))?; // SIGKILL by pid
+            c.wait()?;
+        }
+        Ok(())
+    }
+
+    /// Starts node `i` again on its data and waits until it answers.
+    pub fn restart(&mut self, i: usize) -> Result<()> {
+        self.spawn(i)?;
+        self.wait_serving(i, Duration::from_secs(30))
+    }
+
+    /// Waits until node `i` accepts client connections.
+    pub fn wait_serving(&mut self, i: usize, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if std::net::TcpStream::connect_timeout(
+                &self.nodes[i].client,
+                Duration::from_millis(200),
+            )
+            .is_ok()
+            {
+                return Ok(());
+            }
+            self.check_alive(i)?;
+            if Instant::now() > deadline {
+                bail!(
+                    "{} did not open its client port: {}",
+                    self.nodes[i].id,
+                    self.log_tail(i)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn check_alive(&mut self, i: usize) -> Result<()> {
+        let n = &mut self.nodes[i];
+        if let Some(c) = n.child.as_mut()
+            && let Ok(Some(status)) = c.try_wait()
+        {
+            n.child = None;
+            let id = n.id.clone();
+            bail!("{id} exited ({status}): {}", self.log_tail(i));
+        }
+        Ok(())
+    }
+
+    /// The last lines of node `i`'s log, for error messages.
+    pub fn log_tail(&self, i: usize) -> String {
+        let text = fs::read_to_string(&self.nodes[i].log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+
+    /// Waits until every running node sees every other running node up
+    /// (and the killed ones down).
+    pub fn wait_all_up(&mut self, timeout: Duration) -> Result<()> {
+        for i in 0..self.nodes.len() {
+            if self.nodes[i].child.is_some() {
+                self.wait_serving(i, timeout)?;
+            }
+        }
+        self.wait_view(timeout)
+    }
+
+    /// Waits until every running node's view of up and down matches which
+    /// processes are running.
+    pub fn wait_view(&self, timeout: Duration) -> Result<()> {
+        let running: Vec<bool> = self.nodes.iter().map(|n| n.child.is_some()).collect();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(async {
+            let deadline = Instant::now() + timeout;
+            'outer: loop {
+                if Instant::now() > deadline {
+                    bail!("nodes did not agree on who is up within {timeout:?}");
+                }
+                for (i, n) in self.nodes.iter().enumerate() {
+                    if !running[i] {
+                        continue;
+                    }
+                    let ok = match Client::connect(n.client).await {
+                        Ok(c) => match c.status().await {
+                            Ok((_, _, nodes)) => {
+                                nodes.iter().zip(&running).all(|(s, r)| s.up == *r)
+                            }
+                            Err(_) => false,
+                        },
+                        Err(_) => false,
+                    };
+                    if !ok {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue 'outer;
+                    }
+                }
+                return Ok(());
+            }
+        })
+    }
+
+    /// A client connected to node `i`.
+    pub async fn client(&self, i: usize) -> Result<Client> {
+        Ok(Client::connect(self.nodes[i].client).await?)
+    }
+
+    /// The certificates directory.
+    pub fn certs_dir(&self) -> PathBuf {
+        self.config.cluster.certs_dir.clone()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for n in &mut self.nodes {
+            if let Some(mut c) = n.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+        if std::thread::panicking() {
+            // Keep the logs and data of a failed test for a post-mortem.
+            let kept =
+                std::mem::replace(&mut self.dir, tempfile::TempDir::new().expect("a temp dir"))
+                    .keep();
+            eprintln!("cluster files kept in {}", kept.display());
+        }
+    }
+}

@@ -16,7 +16,11 @@ use tally_node::config::Config;
 use tally_node::{Node, certs, server};
 
 #[derive(Parser)]
-#[command(name = "tallyd", version, about = "Tally: a distributed counter database")]
+#[command(
+    name = "tallyd",
+    version,
+    about = "Tally: a distributed counter database"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -214,7 +218,10 @@ fn stop(children: &mut Vec<(String, Child)>) {
     for (_, c) in children.iter() {
         let pid = libc::pid_t::try_from(c.id()).expect("pids fit in pid_t");
         // SAFETY: kill(2) takes plain integers; the pid is a child we spawned and have not reaped.
-        #[allow(unsafe_code, reason = "kill(2) has no safe std wrapper; pid is our child's")]
+        #[allow(
+            unsafe_code,
+            reason = "kill(2) has no safe std wrapper; pid is our child's"
+        )]
         unsafe {
             libc::kill(pid, libc::SIGTERM);
         }

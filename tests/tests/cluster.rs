@@ -1,0 +1,251 @@
+//! The cluster's promises, checked over real `tallyd` processes.
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use std::time::{Duration, Instant};
+
+use tally_net::{ClientError, Consistency, ErrorKind};
+use tally_tests::{Cluster, ClusterOptions};
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn adds_through_one_node_read_back_through_another() {
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    rt().block_on(async {
+        let n1 = cluster.client(0).await.unwrap();
+        let n3 = cluster.client(2).await.unwrap();
+        let mut expected = Vec::new();
+        for k in 0..40i64 {
+            let key = format!("page:{k}");
+            let mut sum = 0;
+            for d in [1, 5, -2, k] {
+                sum += d;
+                let seen = n1
+                    .add(key.as_bytes(), b"", d, Consistency::Quorum)
+                    .await
+                    .unwrap();
+                assert_eq!(seen, sum, "the leader's view after each add of {key}");
+            }
+            expected.push((key, sum));
+        }
+        for (key, sum) in &expected {
+            assert_eq!(
+                n3.get(key.as_bytes(), b"", Consistency::Quorum)
+                    .await
+                    .unwrap(),
+                *sum,
+                "{key} at QUORUM"
+            );
+            assert_eq!(
+                n3.get(key.as_bytes(), b"", Consistency::All).await.unwrap(),
+                *sum,
+                "{key} at ALL"
+            );
+        }
+
+        // A wide row: columns of one partition, read together in column order.
+        for (col, d) in [("2026-11-03", 3), ("2026-11-01", 1), ("2026-11-02", 2)] {
+            n1.add(b"user:7", col.as_bytes(), d, Consistency::All)
+                .await
+                .unwrap();
+        }
+        let row = n3.get_row(b"user:7", Consistency::Quorum).await.unwrap();
+        let row: Vec<(String, i64)> = row
+            .into_iter()
+            .map(|(c, v)| (String::from_utf8(c).unwrap(), v))
+            .collect();
+        assert_eq!(
+            row,
+            vec![
+                ("2026-11-01".into(), 1),
+                ("2026-11-02".into(), 2),
+                ("2026-11-03".into(), 3)
+            ]
+        );
+
+        // Reset, and the counter is usable again at once.
+        n3.reset(b"page:9", b"", Consistency::Quorum).await.unwrap();
+        assert_eq!(n1.get(b"page:9", b"", Consistency::All).await.unwrap(), 0);
+        n1.add(b"page:9", b"", 4, Consistency::Quorum)
+            .await
+            .unwrap();
+        assert_eq!(n3.get(b"page:9", b"", Consistency::All).await.unwrap(), 4);
+
+        // Bad input is a clear error, not a crash.
+        let long = vec![b'x'; 2000];
+        let err = n1.add(&long, b"", 1, Consistency::One).await.unwrap_err();
+        assert_eq!(err.kind(), Some(ErrorKind::Invalid), "{err}");
+        n1.add(b"max", b"", i64::MAX, Consistency::Quorum)
+            .await
+            .unwrap();
+        let err = n1
+            .add(b"max", b"", 1, Consistency::Quorum)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), Some(ErrorKind::Overflow), "{err}");
+        assert_eq!(
+            n3.get(b"max", b"", Consistency::All).await.unwrap(),
+            i64::MAX
+        );
+    });
+}
+
+#[test]
+fn a_killed_node_gets_its_hints_and_all_converges() {
+    let mut cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    let rt = rt();
+    let keys: Vec<String> = (0..30).map(|i| format!("k{i}")).collect();
+    let mut acked = vec![0i64; keys.len()];
+
+    // Some adds while everyone is up.
+    rt.block_on(async {
+        let c = cluster.client(0).await.unwrap();
+        for (i, k) in keys.iter().enumerate() {
+            c.add(k.as_bytes(), b"", 2, Consistency::Quorum)
+                .await
+                .unwrap();
+            acked[i] += 2;
+        }
+    });
+
+    cluster.kill(2).unwrap();
+    cluster.wait_view(Duration::from_secs(10)).unwrap();
+
+    rt.block_on(async {
+        let n1 = cluster.client(0).await.unwrap();
+        let n2 = cluster.client(1).await.unwrap();
+        for round in 0..5 {
+            for (i, k) in keys.iter().enumerate() {
+                let (c, d) = if (i + round) % 2 == 0 {
+                    (&n1, 3)
+                } else {
+                    (&n2, -1)
+                };
+                c.add(k.as_bytes(), b"", d, Consistency::Quorum)
+                    .await
+                    .unwrap();
+                acked[i] += d;
+            }
+        }
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(
+                n2.get(k.as_bytes(), b"", Consistency::Quorum)
+                    .await
+                    .unwrap(),
+                acked[i]
+            );
+        }
+        // ALL cannot be met: it fails fast and says so, and applies nothing.
+        let started = Instant::now();
+        let err = n1.add(b"k0", b"", 100, Consistency::All).await.unwrap_err();
+        assert_eq!(err.kind(), Some(ErrorKind::Unavailable), "{err}");
+        assert!(err.to_string().contains("unavailable"), "{err}");
+        let err = n1.get(b"k0", b"", Consistency::All).await.unwrap_err();
+        assert_eq!(err.kind(), Some(ErrorKind::Unavailable), "{err}");
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "unavailable must fail fast: {:?}",
+            started.elapsed()
+        );
+    });
+
+    cluster.restart(2).unwrap();
+    cluster.wait_view(Duration::from_secs(10)).unwrap();
+
+    rt.block_on(async {
+        // Reads at ONE through n3 ask only n3 and repair nothing: they show
+        // the hints arriving.
+        let n3 = cluster.client(2).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for (i, k) in keys.iter().enumerate() {
+            loop {
+                let v = n3.get(k.as_bytes(), b"", Consistency::One).await.unwrap();
+                if v == acked[i] {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{k}: n3 has {v}, acknowledged {}; hints not delivered",
+                    acked[i]
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        for (n, _) in cluster.nodes.iter().enumerate() {
+            let c = cluster.client(n).await.unwrap();
+            for (i, k) in keys.iter().enumerate() {
+                assert_eq!(
+                    c.get(k.as_bytes(), b"", Consistency::All).await.unwrap(),
+                    acked[i],
+                    "{k} via node {n}"
+                );
+            }
+        }
+    });
+}
+
+#[test]
+fn killing_a_leader_mid_load_loses_no_acknowledged_add() {
+    // Writers on n1 and n2; each coordinates as a replica, so each is the
+    // leader of its adds. n1 dies mid-run.
+    let mut cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    let rt = rt();
+    let (acked, unknown) = rt.block_on(async {
+        let mut tasks = Vec::new();
+        for w in 0..8 {
+            let c = cluster.client(w % 2).await.unwrap();
+            tasks.push(tokio::spawn(async move {
+                let (mut acked, mut unknown) = (0i64, 0i64);
+                let stop = Instant::now() + Duration::from_millis(1500);
+                while Instant::now() < stop {
+                    match c.add(b"hot", b"", 1, Consistency::Quorum).await {
+                        Ok(_) => acked += 1,
+                        Err(e) if e.is_definite() => {}
+                        Err(ClientError::Closed(_)) => {
+                            unknown += 1;
+                            break; // that coordinator is gone
+                        }
+                        Err(_) => unknown += 1,
+                    }
+                }
+                (acked, unknown)
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::task::block_in_place(|| cluster.kill(0)).unwrap();
+        let mut total = (0, 0);
+        for t in tasks {
+            let (a, u) = t.await.unwrap();
+            total.0 += a;
+            total.1 += u;
+        }
+        total
+    });
+    assert!(acked > 0);
+    // What n1 acknowledged is on a quorum already: readable without it.
+    rt.block_on(async {
+        let c = cluster.client(2).await.unwrap();
+        let v = c.get(b"hot", b"", Consistency::Quorum).await.unwrap();
+        assert!(
+            v >= acked,
+            "value {v} below the {acked} acknowledged adds with n1 down"
+        );
+    });
+    cluster.restart(0).unwrap();
+    cluster.wait_view(Duration::from_secs(10)).unwrap();
+    rt.block_on(async {
+        let c = cluster.client(2).await.unwrap();
+        let v = c.get(b"hot", b"", Consistency::All).await.unwrap();
+        assert!(
+            (acked..=acked + unknown).contains(&v),
+            "value {v} outside [acknowledged {acked}, attempted {}]",
+            acked + unknown
+        );
+    });
+}
