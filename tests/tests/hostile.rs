@@ -1,0 +1,215 @@
+//! Hostile and broken input against real nodes: foreign certificates,
+//! garbage on the peer port and on the client port. The node keeps serving
+//! and loses nothing it acknowledged.
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tally_net::peer::{BoxFuture, Handler, PeerAddr, PeerSettings, Transport};
+use tally_net::wire::{self, PeerRequest, PeerResponse, WireCell, WireKey, WireShard};
+use tally_net::{Consistency, tls};
+use tally_node::certs;
+use tally_tests::{Cluster, ClusterOptions};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+struct Refuse;
+impl Handler for Refuse {
+    fn handle(&self, _: PeerRequest) -> BoxFuture<PeerResponse> {
+        Box::pin(async { PeerResponse::Pong })
+    }
+}
+
+fn free_udp() -> SocketAddr {
+    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+}
+
+fn injected_shard() -> PeerRequest {
+    PeerRequest::Apply {
+        key: WireKey {
+            partition: b"victim".to_vec(),
+            column: vec![],
+        },
+        cell: WireCell {
+            epoch: 0,
+            shards: vec![WireShard {
+                counter_id: 0xbad,
+                clock: 1,
+                value: 1_000_000,
+            }],
+        },
+    }
+}
+
+/// Checks the cluster still serves and still holds what it acknowledged.
+async fn still_serving(cluster: &Cluster, key: &[u8], acked: i64) {
+    for i in 0..cluster.nodes.len() {
+        let c = cluster.client(i).await.unwrap();
+        assert_eq!(c.get(key, b"", Consistency::All).await.unwrap(), acked, "via node {i}");
+    }
+    let c = cluster.client(0).await.unwrap();
+    c.add(key, b"", 0, Consistency::All).await.unwrap();
+}
+
+#[test]
+fn a_node_with_a_foreign_ca_cannot_connect_or_inject() {
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    let rogue = tempfile::tempdir().unwrap();
+    // Same cluster name, even the same node id: only the CA differs.
+    certs::ensure(rogue.path(), "test", &["n1".to_string()]).unwrap();
+    rt().block_on(async {
+        let nodes = vec![
+            PeerAddr {
+                id: "n1".into(),
+                addr: free_udp(),
+            },
+            PeerAddr {
+                id: "n2".into(),
+                addr: cluster.nodes[1].peer,
+            },
+        ];
+        let settings = PeerSettings {
+            cluster: "test".into(),
+            nodes,
+            me: 0,
+            tls: certs::node_files(rogue.path(), "n1"),
+            heartbeat_interval: Duration::from_millis(100),
+            failure_timeout: Duration::from_millis(500),
+        };
+        let t = Transport::start(settings, Arc::new(Refuse)).unwrap();
+        let err = t.call(1, injected_shard(), Duration::from_secs(2)).await.unwrap_err();
+        assert!(err.to_string().contains("unreachable"), "{err}");
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert!(!t.is_up(1), "a foreign-CA node must never see the cluster as up");
+        t.close();
+        let c = cluster.client(1).await.unwrap();
+        assert_eq!(c.get(b"victim", b"", Consistency::All).await.unwrap(), 0);
+    });
+    // The cluster's own log says why.
+    let log = cluster.log_tail(1);
+    assert!(log.contains("refused a peer connection"), "{log}");
+}
+
+#[test]
+fn garbage_on_the_peer_port_closes_only_that_connection() {
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    // An intruder with a certificate from the cluster's own CA: it may talk,
+    // but malformed batches only get its connection closed.
+    let certs_dir = cluster.certs_dir();
+    certs::ensure(&certs_dir, "test", &["intruder".to_string()]).unwrap();
+    let files = certs::node_files(&certs_dir, "intruder");
+    rt().block_on(async {
+        let c = cluster.client(0).await.unwrap();
+        c.add(b"kept", b"", 7, Consistency::All).await.unwrap();
+
+        // Raw UDP garbage: not even QUIC.
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        for size in [1usize, 20, 1200, 1500] {
+            udp.send_to(&vec![0xab; size], cluster.nodes[0].peer).unwrap();
+        }
+
+        let transport = Arc::new(quinn::TransportConfig::default());
+        let configs = tls::configs(&files, transport).unwrap();
+        let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        endpoint.set_default_client_config(configs.client);
+        let valid = wire::encode(&vec![PeerRequest::Ping { cluster: "test".into() }]);
+        let mut oversized = vec![0u8; wire::MESSAGE_BYTES_MAX + 1024];
+        oversized[0] = 1;
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            ("garbage", vec![0xff; 64]),
+            ("truncated", valid[..valid.len() - 2].to_vec()),
+            ("trailing bytes", [valid.clone(), vec![0]].concat()),
+            ("oversized", oversized),
+        ];
+        for (what, bytes) in cases {
+            let conn = endpoint.connect(cluster.nodes[0].peer, "n1").unwrap().await.unwrap();
+            let (mut send, mut recv) = conn.open_bi().await.unwrap();
+            let _ = send.write_all(&bytes).await;
+            let _ = send.finish();
+            let answer = recv.read_to_end(1 << 20).await;
+            assert!(answer.is_err(), "{what}: the node answered {answer:?}");
+            let reason = conn.closed().await;
+            assert!(reason.to_string().contains("malformed") || reason.to_string().contains("oversized"), "{what}: {reason}");
+        }
+        // A well-formed batch from a holder of a valid certificate works.
+        let conn = endpoint.connect(cluster.nodes[0].peer, "n1").unwrap().await.unwrap();
+        let (mut send, mut recv) = conn.open_bi().await.unwrap();
+        send.write_all(&valid).await.unwrap();
+        send.finish().unwrap();
+        let answer: Vec<PeerResponse> = wire::decode(&recv.read_to_end(1 << 20).await.unwrap()).unwrap();
+        assert_eq!(answer, vec![PeerResponse::Pong]);
+
+        still_serving(&cluster, b"kept", 7).await;
+    });
+}
+
+#[test]
+fn garbage_on_the_client_port_closes_only_that_connection() {
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    rt().block_on(async {
+        let c = cluster.client(0).await.unwrap();
+        c.add(b"kept", b"", 11, Consistency::All).await.unwrap();
+        let addr = cluster.nodes[0].client;
+        let mut valid = Vec::new();
+        tally_net::frame::put_frame(
+            &mut valid,
+            &wire::ClientRequest {
+                id: 9,
+                op: wire::ClientOp::Ping,
+            },
+        );
+        let cases: Vec<(&str, Vec<u8>, bool)> = vec![
+            ("garbage body", [5u32.to_le_bytes().to_vec(), vec![0xff; 5]].concat(), true),
+            ("oversized length", u32::MAX.to_le_bytes().to_vec(), true),
+            ("just over the limit", ((wire::REQUEST_FRAME_BYTES_MAX + 1) as u32).to_le_bytes().to_vec(), true),
+            ("truncated", valid[..valid.len() - 1].to_vec(), false),
+            ("random bytes", (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect(), true),
+        ];
+        for (what, bytes, says_why) in cases {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            s.write_all(&bytes).await.unwrap();
+            if !says_why {
+                s.shutdown().await.unwrap();
+            }
+            let mut back = Vec::new();
+            tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut back))
+                .await
+                .unwrap_or_else(|_| panic!("{what}: the node kept the connection open"))
+                .ok();
+            if says_why {
+                // One last frame, request id 0, with the reason.
+                let resp: wire::ClientResponse = wire::decode(&back[4..]).unwrap();
+                assert_eq!(resp.id, 0, "{what}");
+                assert!(resp.result.is_err(), "{what}");
+            }
+        }
+        // Pipelined requests on one connection, answered by id.
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let mut burst = Vec::new();
+        for id in 1..=100u64 {
+            tally_net::frame::put_frame(&mut burst, &wire::ClientRequest { id, op: wire::ClientOp::Ping });
+        }
+        s.write_all(&burst).await.unwrap();
+        let mut ids = Vec::new();
+        let mut buf = Vec::new();
+        while ids.len() < 100 {
+            assert!(tally_net::frame::read_frame(&mut s, &mut buf, 1 << 20).await.unwrap());
+            let resp: wire::ClientResponse = wire::decode(&buf).unwrap();
+            ids.push(resp.id);
+        }
+        ids.sort_unstable();
+        assert_eq!(ids, (1..=100).collect::<Vec<_>>());
+
+        still_serving(&cluster, b"kept", 11).await;
+    });
+}
