@@ -467,9 +467,14 @@ async fn accept_loop(endpoint: Endpoint, handler: Arc<dyn Handler>, cluster: Str
             let remote = incoming.remote_address();
             let conn = match incoming.await {
                 Ok(c) => c,
-                Err(e) => {
+                Err(e @ quinn::ConnectionError::TransportError(_)) => {
                     // Wrong CA, no certificate, garbage: the handshake says no.
                     warn!(%remote, error = %e, "refused a peer connection");
+                    return;
+                }
+                Err(e) => {
+                    // The dialler gave up (a peer shutting down, say).
+                    debug!(%remote, error = %e, "peer handshake abandoned");
                     return;
                 }
             };

@@ -31,7 +31,10 @@ impl Handler for Refuse {
 }
 
 fn free_udp() -> SocketAddr {
-    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
 }
 
 fn injected_shard() -> PeerRequest {
@@ -55,7 +58,11 @@ fn injected_shard() -> PeerRequest {
 async fn still_serving(cluster: &Cluster, key: &[u8], acked: i64) {
     for i in 0..cluster.nodes.len() {
         let c = cluster.client(i).await.unwrap();
-        assert_eq!(c.get(key, b"", Consistency::All).await.unwrap(), acked, "via node {i}");
+        assert_eq!(
+            c.get(key, b"", Consistency::All).await.unwrap(),
+            acked,
+            "via node {i}"
+        );
     }
     let c = cluster.client(0).await.unwrap();
     c.add(key, b"", 0, Consistency::All).await.unwrap();
@@ -87,10 +94,16 @@ fn a_node_with_a_foreign_ca_cannot_connect_or_inject() {
             failure_timeout: Duration::from_millis(500),
         };
         let t = Transport::start(settings, Arc::new(Refuse)).unwrap();
-        let err = t.call(1, injected_shard(), Duration::from_secs(2)).await.unwrap_err();
+        let err = t
+            .call(1, injected_shard(), Duration::from_secs(2))
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("unreachable"), "{err}");
         tokio::time::sleep(Duration::from_millis(600)).await;
-        assert!(!t.is_up(1), "a foreign-CA node must never see the cluster as up");
+        assert!(
+            !t.is_up(1),
+            "a foreign-CA node must never see the cluster as up"
+        );
         t.close();
         let c = cluster.client(1).await.unwrap();
         assert_eq!(c.get(b"victim", b"", Consistency::All).await.unwrap(), 0);
@@ -115,14 +128,17 @@ fn garbage_on_the_peer_port_closes_only_that_connection() {
         // Raw UDP garbage: not even QUIC.
         let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
         for size in [1usize, 20, 1200, 1500] {
-            udp.send_to(&vec![0xab; size], cluster.nodes[0].peer).unwrap();
+            udp.send_to(&vec![0xab; size], cluster.nodes[0].peer)
+                .unwrap();
         }
 
         let transport = Arc::new(quinn::TransportConfig::default());
         let configs = tls::configs(&files, transport).unwrap();
         let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
         endpoint.set_default_client_config(configs.client);
-        let valid = wire::encode(&vec![PeerRequest::Ping { cluster: "test".into() }]);
+        let valid = wire::encode(&vec![PeerRequest::Ping {
+            cluster: "test".into(),
+        }]);
         let mut oversized = vec![0u8; wire::MESSAGE_BYTES_MAX + 1024];
         oversized[0] = 1;
         let cases: Vec<(&str, Vec<u8>)> = vec![
@@ -132,21 +148,34 @@ fn garbage_on_the_peer_port_closes_only_that_connection() {
             ("oversized", oversized),
         ];
         for (what, bytes) in cases {
-            let conn = endpoint.connect(cluster.nodes[0].peer, "n1").unwrap().await.unwrap();
+            let conn = endpoint
+                .connect(cluster.nodes[0].peer, "n1")
+                .unwrap()
+                .await
+                .unwrap();
             let (mut send, mut recv) = conn.open_bi().await.unwrap();
             let _ = send.write_all(&bytes).await;
             let _ = send.finish();
             let answer = recv.read_to_end(1 << 20).await;
             assert!(answer.is_err(), "{what}: the node answered {answer:?}");
             let reason = conn.closed().await;
-            assert!(reason.to_string().contains("malformed") || reason.to_string().contains("oversized"), "{what}: {reason}");
+            assert!(
+                reason.to_string().contains("malformed")
+                    || reason.to_string().contains("oversized"),
+                "{what}: {reason}"
+            );
         }
         // A well-formed batch from a holder of a valid certificate works.
-        let conn = endpoint.connect(cluster.nodes[0].peer, "n1").unwrap().await.unwrap();
+        let conn = endpoint
+            .connect(cluster.nodes[0].peer, "n1")
+            .unwrap()
+            .await
+            .unwrap();
         let (mut send, mut recv) = conn.open_bi().await.unwrap();
         send.write_all(&valid).await.unwrap();
         send.finish().unwrap();
-        let answer: Vec<PeerResponse> = wire::decode(&recv.read_to_end(1 << 20).await.unwrap()).unwrap();
+        let answer: Vec<PeerResponse> =
+            wire::decode(&recv.read_to_end(1 << 20).await.unwrap()).unwrap();
         assert_eq!(answer, vec![PeerResponse::Pong]);
 
         still_serving(&cluster, b"kept", 7).await;
@@ -169,11 +198,27 @@ fn garbage_on_the_client_port_closes_only_that_connection() {
             },
         );
         let cases: Vec<(&str, Vec<u8>, bool)> = vec![
-            ("garbage body", [5u32.to_le_bytes().to_vec(), vec![0xff; 5]].concat(), true),
+            (
+                "garbage body",
+                [5u32.to_le_bytes().to_vec(), vec![0xff; 5]].concat(),
+                true,
+            ),
             ("oversized length", u32::MAX.to_le_bytes().to_vec(), true),
-            ("just over the limit", ((wire::REQUEST_FRAME_BYTES_MAX + 1) as u32).to_le_bytes().to_vec(), true),
+            (
+                "just over the limit",
+                ((wire::REQUEST_FRAME_BYTES_MAX + 1) as u32)
+                    .to_le_bytes()
+                    .to_vec(),
+                true,
+            ),
             ("truncated", valid[..valid.len() - 1].to_vec(), false),
-            ("random bytes", (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect(), true),
+            (
+                "random bytes",
+                (0..4096u32)
+                    .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+                    .collect(),
+                true,
+            ),
         ];
         for (what, bytes, says_why) in cases {
             let mut s = TcpStream::connect(addr).await.unwrap();
@@ -197,13 +242,23 @@ fn garbage_on_the_client_port_closes_only_that_connection() {
         let mut s = TcpStream::connect(addr).await.unwrap();
         let mut burst = Vec::new();
         for id in 1..=100u64 {
-            tally_net::frame::put_frame(&mut burst, &wire::ClientRequest { id, op: wire::ClientOp::Ping });
+            tally_net::frame::put_frame(
+                &mut burst,
+                &wire::ClientRequest {
+                    id,
+                    op: wire::ClientOp::Ping,
+                },
+            );
         }
         s.write_all(&burst).await.unwrap();
         let mut ids = Vec::new();
         let mut buf = Vec::new();
         while ids.len() < 100 {
-            assert!(tally_net::frame::read_frame(&mut s, &mut buf, 1 << 20).await.unwrap());
+            assert!(
+                tally_net::frame::read_frame(&mut s, &mut buf, 1 << 20)
+                    .await
+                    .unwrap()
+            );
             let resp: wire::ClientResponse = wire::decode(&buf).unwrap();
             ids.push(resp.id);
         }
