@@ -186,7 +186,7 @@ impl Engine {
     /// Opens (creating if needed) the engine in `dir`, replaying its commit log.
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Engine> {
         let dir = dir.as_ref().to_path_buf();
-        let identity = Identity::open(&dir, matches!(opts.sync, SyncMode::Periodic { .. }))?;
+        let identity = Identity::open(&dir)?;
         remove_temporaries(&dir)?;
 
         let mut tables = Vec::new();

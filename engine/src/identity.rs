@@ -8,11 +8,17 @@
 //! reused: a node whose data is lost comes back with a new directory and so
 //! a new id, and its fresh clocks cannot be mistaken for its old shards.
 //!
-//! With `periodic` sync, a crash can lose the last acknowledged writes of
-//! this node's own shards while other replicas already hold them; reusing
-//! the id would then hand out the same clocks twice with different values.
-//! So a periodic-sync engine that was not closed cleanly (no `CLEAN` marker)
-//! takes a new id on open. Its old shards stay valid and keep merging.
+//! An engine that was not closed cleanly (no `CLEAN` marker) takes a new id
+//! on open, whatever its sync mode:
+//! - with `periodic` sync, a crash can lose the last acknowledged writes of
+//!   this node's own shards while other replicas already hold them;
+//! - with `batch` sync, `get` serves a sealed add before its fsync, and a
+//!   read repair can carry that shard version to other replicas before a
+//!   crash erases it here.
+//!
+//! Either way, reusing the id would hand out the same clock twice with two
+//! different values. The old shards stay valid and keep merging; the cost is
+//! one more shard in the cells the new incarnation writes.
 
 use std::fs::{File, OpenOptions};
 use std::path::Path;
@@ -34,7 +40,7 @@ pub(crate) struct Identity {
 
 impl Identity {
     /// Locks `dir` (creating it) and loads or creates its counter id.
-    pub(crate) fn open(dir: &Path, new_id_if_unclean: bool) -> Result<Identity> {
+    pub(crate) fn open(dir: &Path) -> Result<Identity> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io("create data directory", dir, e))?;
         let lock_path = dir.join(LOCK);
         let lock = OpenOptions::new()
@@ -59,12 +65,12 @@ impl Identity {
             Err(e) => return Err(Error::io("read identity", &path, e)),
         };
         let counter_id = match existing {
-            Some(id) if was_clean || !new_id_if_unclean => id,
+            Some(id) if was_clean => id,
             previous => {
                 let id = fresh_id(dir)?;
                 if let Some(old) = previous {
                     tracing::warn!(old = %format!("{old:#018x}"), new = %format!("{id:#018x}"),
-                        "periodic-sync engine was not closed cleanly: taking a new counter id");
+                        "engine was not closed cleanly: taking a new counter id");
                 }
                 write(dir, &path, id)?;
                 id
@@ -139,25 +145,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn id_is_stable_across_clean_reopens_and_new_after_unclean_periodic() {
+    fn id_is_stable_across_clean_reopens_and_new_after_an_unclean_one() {
         let dir = tempfile::tempdir().unwrap();
-        let a = Identity::open(dir.path(), true).unwrap().counter_id;
+        let a = Identity::open(dir.path()).unwrap().counter_id;
         Identity::mark_clean(dir.path()).unwrap();
-        let b = Identity::open(dir.path(), true).unwrap().counter_id;
+        let b = Identity::open(dir.path()).unwrap().counter_id;
         assert_eq!(a, b);
-        // Not marked clean this time: batch mode keeps the id, periodic takes a new one.
-        assert_eq!(Identity::open(dir.path(), false).unwrap().counter_id, a);
-        let c = Identity::open(dir.path(), true).unwrap().counter_id;
+        // Not marked clean this time.
+        let c = Identity::open(dir.path()).unwrap().counter_id;
         assert_ne!(c, a);
     }
 
     #[test]
     fn second_open_is_refused_while_locked() {
         let dir = tempfile::tempdir().unwrap();
-        let _held = Identity::open(dir.path(), false).unwrap();
-        assert!(matches!(
-            Identity::open(dir.path(), false),
-            Err(Error::Locked(_))
-        ));
+        let _held = Identity::open(dir.path()).unwrap();
+        assert!(matches!(Identity::open(dir.path()), Err(Error::Locked(_))));
     }
 }
