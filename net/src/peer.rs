@@ -339,7 +339,13 @@ async fn sender(
             };
         }
         let c = conn.clone().expect("dialled above");
-        tokio::spawn(exchange(c, link.id.clone(), batch));
+        tokio::spawn(exchange(
+            c,
+            endpoint.clone(),
+            link.clone(),
+            connect_timeout,
+            batch,
+        ));
     }
 }
 
@@ -354,19 +360,52 @@ async fn dial(endpoint: &Endpoint, link: &Link, timeout: Duration) -> Result<Con
     }
 }
 
+async fn send_batch(conn: &Connection, bytes: &[u8]) -> Result<Vec<u8>, String> {
+    let (mut send, mut recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
+    send.write_all(bytes).await.map_err(|e| e.to_string())?;
+    send.finish().map_err(|e| e.to_string())?;
+    recv.read_to_end(MESSAGE_BYTES_MAX)
+        .await
+        .map_err(|e| e.to_string())
+}
+
 /// Sends one batch on its own stream and hands out the answers.
-async fn exchange(conn: Connection, peer: String, batch: Vec<Call>) {
+///
+/// When the connection fails (typically a peer that restarted: its new
+/// incarnation resets the old connection), a batch of idempotent requests
+/// is sent once more on a fresh connection. A batch holding a leader
+/// request is not: the old incarnation may have run it just before it
+/// died, and an add must not run twice, so it fails with an unknown outcome.
+async fn exchange(
+    conn: Connection,
+    endpoint: Endpoint,
+    link: Arc<Link>,
+    dial_timeout: Duration,
+    batch: Vec<Call>,
+) {
     let (reqs, dones): (Vec<_>, Vec<_>) = batch.into_iter().map(|c| (c.req, c.done)).unzip();
     let bytes = wire::encode(&reqs);
-    let answer = async {
-        let (mut send, mut recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
-        send.write_all(&bytes).await.map_err(|e| e.to_string())?;
-        send.finish().map_err(|e| e.to_string())?;
-        recv.read_to_end(MESSAGE_BYTES_MAX)
-            .await
-            .map_err(|e| e.to_string())
+    let peer = link.id.clone();
+    let idempotent = reqs.iter().all(|r| {
+        matches!(
+            r,
+            PeerRequest::Ping { .. }
+                | PeerRequest::Apply { .. }
+                | PeerRequest::Read { .. }
+                | PeerRequest::ReadRow { .. }
+        )
+    });
+    let mut answer = send_batch(&conn, &bytes).await;
+    if let Err(why) = &answer {
+        link.redial.store(true, Ordering::Release);
+        if idempotent {
+            debug!(peer = %peer, reason = %why, "connection failed; sending the batch again on a new one");
+            answer = match dial(&endpoint, &link, dial_timeout).await {
+                Ok(fresh) => send_batch(&fresh, &bytes).await,
+                Err(reason) => Err(reason),
+            };
+        }
     }
-    .await;
     let fail = |dones: Vec<oneshot::Sender<_>>, err: PeerError| {
         for d in dones {
             let _ = d.send(Err(err.clone()));

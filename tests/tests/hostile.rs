@@ -7,7 +7,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tally_net::peer::{BoxFuture, Handler, PeerAddr, PeerSettings, Transport};
+use tally_net::peer::{BoxFuture, Handler, PeerAddr, PeerError, PeerSettings, Transport};
 use tally_net::wire::{self, PeerRequest, PeerResponse, WireCell, WireKey, WireShard};
 use tally_net::{Consistency, tls};
 use tally_node::certs;
@@ -68,49 +68,75 @@ async fn still_serving(cluster: &Cluster, key: &[u8], acked: i64) {
     c.add(key, b"", 0, Consistency::All).await.unwrap();
 }
 
+/// A transport of an outsider holding `files`, dialling node n2.
+fn outsider(cluster: &Cluster, files: tls::TlsFiles) -> Arc<Transport> {
+    let nodes = vec![
+        PeerAddr {
+            id: "n1".into(),
+            addr: free_udp(),
+        },
+        PeerAddr {
+            id: "n2".into(),
+            addr: cluster.nodes[1].peer,
+        },
+    ];
+    let settings = PeerSettings {
+        cluster: "test".into(),
+        nodes,
+        me: 0,
+        tls: files,
+        heartbeat_interval: Duration::from_millis(100),
+        failure_timeout: Duration::from_millis(500),
+    };
+    Transport::start(settings, Arc::new(Refuse)).unwrap()
+}
+
 #[test]
 fn a_node_with_a_foreign_ca_cannot_connect_or_inject() {
     let cluster = Cluster::start(ClusterOptions::default()).unwrap();
     let rogue = tempfile::tempdir().unwrap();
     // Same cluster name, even the same node id: only the CA differs.
     certs::ensure(rogue.path(), "test", &["n1".to_string()]).unwrap();
+    let own = certs::node_files(rogue.path(), "n1");
+    // The worst case: the outsider knows the cluster's CA certificate (it
+    // is not secret) and trusts it, but its own certificate is not signed by it.
+    let trusting = tls::TlsFiles {
+        ca_cert: cluster.certs_dir().join("ca.pem"),
+        ..own.clone()
+    };
     rt().block_on(async {
-        let nodes = vec![
-            PeerAddr {
-                id: "n1".into(),
-                addr: free_udp(),
-            },
-            PeerAddr {
-                id: "n2".into(),
-                addr: cluster.nodes[1].peer,
-            },
-        ];
-        let settings = PeerSettings {
-            cluster: "test".into(),
-            nodes,
-            me: 0,
-            tls: certs::node_files(rogue.path(), "n1"),
-            heartbeat_interval: Duration::from_millis(100),
-            failure_timeout: Duration::from_millis(500),
-        };
-        let t = Transport::start(settings, Arc::new(Refuse)).unwrap();
-        let err = t
-            .call(1, injected_shard(), Duration::from_secs(2))
-            .await
-            .unwrap_err();
-        assert!(err.to_string().contains("unreachable"), "{err}");
-        tokio::time::sleep(Duration::from_millis(600)).await;
-        assert!(
-            !t.is_up(1),
-            "a foreign-CA node must never see the cluster as up"
-        );
-        t.close();
+        for files in [own, trusting] {
+            let t = outsider(&cluster, files);
+            // Refused during the handshake, or (TLS 1.3: the server checks the
+            // client's certificate last) right after it: never answered.
+            let err = t
+                .call(1, injected_shard(), Duration::from_secs(2))
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(err, PeerError::Unreachable { .. } | PeerError::Lost { .. }),
+                "{err}"
+            );
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            assert!(
+                !t.is_up(1),
+                "a foreign-CA node must never see the cluster as up"
+            );
+            t.close();
+        }
         let c = cluster.client(1).await.unwrap();
         assert_eq!(c.get(b"victim", b"", Consistency::All).await.unwrap(), 0);
     });
-    // The cluster's own log says why.
-    let log = cluster.log_tail(1);
-    assert!(log.contains("refused a peer connection"), "{log}");
+    // n2 itself refused the certificate, and says so in its log.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !cluster.log_tail(1).contains("refused a peer connection") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            cluster.log_tail(1)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 #[test]
