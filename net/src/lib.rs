@@ -4,6 +4,7 @@
 //!   limit) that encodes them.
 //! - [`tls`] and [`peer`]: node-to-node QUIC with mutual TLS under the
 //!   cluster's own CA; requests to a peer are batched onto one stream.
+//! - [`ring`]: token placement, shared by nodes and token-aware clients.
 //! - [`frame`] and [`client`]: the client protocol, length-prefixed frames
 //!   over TCP with request ids, and the thin async client.
 //!
@@ -13,6 +14,7 @@
 pub mod client;
 pub mod frame;
 pub mod peer;
+pub mod ring;
 pub mod tls;
 pub mod wire;
 

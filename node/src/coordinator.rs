@@ -218,10 +218,20 @@ impl Node {
 
     /// Reads a counter at `cl`.
     pub async fn get(self: &Arc<Self>, key: &WireKey, cl: Consistency) -> Result<i64, WireError> {
+        Ok(self.get_cell(key, cl).await?.value())
+    }
+
+    /// Reads a counter's merged cell at `cl` (no shards: never written, or
+    /// reset and not written since).
+    pub async fn get_cell(
+        self: &Arc<Self>,
+        key: &WireKey,
+        cl: Consistency,
+    ) -> Result<Cell, WireError> {
         let k = convert::key(key)?;
         let replicas = self.replicas(k.partition());
         let (merged, _) = self.read_key(&k, &replicas, cl).await?;
-        Ok(merged.value())
+        Ok(merged)
     }
 
     /// Reads and merges one key from `required` replicas, then repairs the

@@ -16,7 +16,7 @@
 //! - [`coordinator`]: the write, read and reset paths and consistency levels.
 //! - [`node`]: one node's parts wired together, and the peer request handler.
 //! - [`hints`]: durable hinted handoff.
-//! - [`server`]: the client protocol listener.
+//! - [`server`]: the client protocol listener; [`resp`]: the RESP2 listener.
 //! - [`certs`]: the cluster CA and node certificates.
 
 pub mod certs;
@@ -25,7 +25,8 @@ mod convert;
 pub mod coordinator;
 pub mod hints;
 pub mod node;
-pub mod ring;
+pub mod resp;
 pub mod server;
 
 pub use node::Node;
+pub use tally_net::ring;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use tally_node::config::Config;
-use tally_node::{Node, certs, server};
+use tally_node::{Node, certs, resp, server};
 
 // A node allocates per request and per message (frames, cells, tasks);
 // glibc's malloc spent about a fifth of a node's CPU under load.
@@ -118,7 +118,11 @@ fn run(path: &Path, id: &str) -> Result<()> {
             .await
             .with_context(|| format!("bind the client address {}", me.client))?;
         tokio::spawn(server::serve(listener, node.clone()));
-        tracing::info!(node = %id, peer = %me.peer, client = %me.client, data = %me.data_dir.display(), "node is serving");
+        let resp = tokio::net::TcpListener::bind(me.resp)
+            .await
+            .with_context(|| format!("bind the RESP address {}", me.resp))?;
+        tokio::spawn(resp::serve(resp, node.clone()));
+        tracing::info!(node = %id, peer = %me.peer, client = %me.client, resp = %me.resp, data = %me.data_dir.display(), "node is serving");
         wait_for_signal().await?;
         tracing::info!(node = %id, "shutting down");
         tokio::task::block_in_place(|| node.close())
@@ -182,9 +186,10 @@ fn up(path: &Path) -> Result<()> {
     );
     for n in &config.nodes {
         println!(
-            "  {:<4} client {}  peer {} (QUIC)  data {}",
+            "  {:<4} client {}  resp {}  peer {} (QUIC)  data {}",
             n.id,
             n.client,
+            n.resp,
             n.peer,
             n.data_dir.display()
         );

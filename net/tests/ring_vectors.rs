@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
-use tally_node::ring::{murmur3_token, murmur3_x64_128_cassandra};
+use tally_net::ring::{murmur3_token, murmur3_x64_128_cassandra};
 
 const VECTORS: &str = include_str!("fixtures/murmur3-cassandra-vectors.txt");
 const EXPECTED_VECTORS: usize = 457;
