@@ -102,10 +102,13 @@ impl Reply {
     }
 }
 
+/// A parsed command and the bytes it used; `None` while incomplete.
+pub type Parsed = Result<Option<(Vec<Vec<u8>>, usize)>, String>;
+
 /// Parses one command from the front of `buf`: its arguments and the bytes
 /// it used, `None` if it is not complete yet. An empty argument list is a
 /// blank line or `*0`, to be skipped.
-pub fn parse(buf: &[u8]) -> Result<Option<(Vec<Vec<u8>>, usize)>, String> {
+pub fn parse(buf: &[u8]) -> Parsed {
     let Some(&first) = buf.first() else {
         return Ok(None);
     };
@@ -174,7 +177,7 @@ fn header_int(buf: &[u8], at: usize, what: &str) -> Result<Option<(i64, usize)>,
     Ok(Some((n, at + cr + 2)))
 }
 
-fn parse_inline(buf: &[u8]) -> Result<Option<(Vec<Vec<u8>>, usize)>, String> {
+fn parse_inline(buf: &[u8]) -> Parsed {
     let Some(nl) = buf
         .iter()
         .take(INLINE_BYTES_MAX + 1)
