@@ -138,6 +138,10 @@ pub struct Stats {
     /// Read-modify-writes (log records) those adds took: fewer than `adds`
     /// when concurrent adds to one cell were combined.
     pub add_records: u64,
+    /// Cells in memtables (a key in several memtables counts once per memtable).
+    pub memtable_cells: usize,
+    /// Bytes in commit log segments on disk.
+    pub log_bytes: u64,
 }
 
 /// Counters kept by the commit thread.
@@ -418,6 +422,8 @@ impl Engine {
             log_syncs: self.inner.metrics.syncs.load(Ordering::Relaxed),
             adds: self.inner.metrics.adds.load(Ordering::Relaxed),
             add_records: self.inner.metrics.add_records.load(Ordering::Relaxed),
+            memtable_cells: v.memtables().map(|m| m.len()).sum(),
+            log_bytes: log_bytes(&self.inner.dir),
         }
     }
 
@@ -449,6 +455,20 @@ impl Engine {
         }
         Identity::mark_clean(&self.inner.dir)
     }
+}
+
+/// Bytes in the commit log segments of `dir` (0 if it cannot be listed).
+fn log_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 impl Drop for Engine {

@@ -23,8 +23,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::frame::{put_frame, read_frame};
 use crate::wire::{
-    ClientOp, ClientReply, ClientRequest, ClientResponse, Consistency, ErrorKind,
-    MESSAGE_BYTES_MAX, NodeStatus, WireError, WireKey,
+    ClientOp, ClientReply, ClientRequest, ClientResponse, ClusterStatus, Consistency, ErrorKind,
+    MESSAGE_BYTES_MAX, WireError, WireKey,
 };
 
 /// Default deadline of one call.
@@ -173,6 +173,11 @@ impl Client {
         self.addr
     }
 
+    /// Whether the connection has failed (every call would fail).
+    pub fn is_closed(&self) -> bool {
+        self.waiters.lock().is_none() || self.frames.is_closed()
+    }
+
     /// Sends one operation and waits for its answer.
     pub async fn call(&self, op: ClientOp) -> Result<ClientReply, ClientError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -255,13 +260,9 @@ impl Client {
     }
 
     /// The answering node's view of the cluster.
-    pub async fn status(&self) -> Result<(String, String, Vec<NodeStatus>), ClientError> {
+    pub async fn status(&self) -> Result<ClusterStatus, ClientError> {
         match self.call(ClientOp::Status).await? {
-            ClientReply::Status {
-                cluster,
-                node,
-                nodes,
-            } => Ok((cluster, node, nodes)),
+            ClientReply::Status(s) => Ok(s),
             other => Err(unexpected(&other)),
         }
     }

@@ -6,12 +6,14 @@
 //!   cluster's own CA; requests to a peer are batched onto one stream.
 //! - [`ring`]: token placement, shared by nodes and token-aware clients.
 //! - [`frame`] and [`client`]: the client protocol, length-prefixed frames
-//!   over TCP with request ids, and the thin async client.
+//!   over TCP with request ids, the thin async client, and [`cluster`], its
+//!   token-aware form that sends each request to a replica.
 //!
 //! `net` knows nothing of storage: cells travel as [`wire::WireCell`] and
 //! the node converts them.
 
 pub mod client;
+pub mod cluster;
 pub mod frame;
 pub mod peer;
 pub mod ring;
@@ -19,4 +21,5 @@ pub mod tls;
 pub mod wire;
 
 pub use client::{Client, ClientError};
+pub use cluster::{ClusterClient, ClusterOptions};
 pub use wire::{Consistency, ErrorKind, WireCell, WireError, WireKey, WireShard};

@@ -325,6 +325,38 @@ pub struct NodeStatus {
     pub ownership: f64,
 }
 
+/// The answering node's own numbers.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Encode, Decode)]
+pub struct NodeStats {
+    /// Cells in SSTables and memtables (a counter in several counts more than once).
+    pub cells: u64,
+    /// Bytes of commit log on disk.
+    pub log_bytes: u64,
+    /// Bytes of SSTables on disk.
+    pub table_bytes: u64,
+    /// Keys with hints waiting for other nodes.
+    pub hints_pending: u64,
+    /// Adds this node led since it started.
+    pub adds_led: u64,
+}
+
+/// One node's view of the cluster: enough for a client to compute the ring.
+#[derive(Debug, Clone, PartialEq, Encode, Decode)]
+pub struct ClusterStatus {
+    /// Cluster name.
+    pub cluster: String,
+    /// The answering node's id.
+    pub node: String,
+    /// Replicas per partition.
+    pub replication_factor: u32,
+    /// Virtual nodes per node.
+    pub vnodes: u32,
+    /// Every node of the cluster, in config (ring) order.
+    pub nodes: Vec<NodeStatus>,
+    /// The answering node's numbers.
+    pub stats: NodeStats,
+}
+
 /// A successful answer.
 #[derive(Debug, Clone, PartialEq, Encode, Decode)]
 pub enum ClientReply {
@@ -337,14 +369,7 @@ pub enum ClientReply {
     /// Answer to `Reset`.
     Done,
     /// Answer to `Status`.
-    Status {
-        /// Cluster name.
-        cluster: String,
-        /// The answering node's id.
-        node: String,
-        /// Every node of the cluster.
-        nodes: Vec<NodeStatus>,
-    },
+    Status(ClusterStatus),
 }
 
 /// A client response frame.

@@ -14,7 +14,8 @@ use anyhow::{Context, Result};
 use tally_engine::{Engine, Key, Options, SyncMode};
 use tally_net::peer::{BoxFuture, Handler, PeerAddr, PeerSettings, Transport};
 use tally_net::wire::{
-    ClientOp, ClientReply, ErrorKind, NodeStatus, PeerRequest, PeerResponse, WireError,
+    ClientOp, ClientReply, ClusterStatus, ErrorKind, NodeStats, NodeStatus, PeerRequest,
+    PeerResponse, WireError,
 };
 use tokio::task::JoinSet;
 use tracing::{info, warn};
@@ -166,11 +167,25 @@ impl Node {
                 ownership: ownership.get(i).copied().unwrap_or(0.0),
             })
             .collect();
-        ClientReply::Status {
+        let e = self.engine.stats();
+        let hints_pending = (0..self.config.nodes.len())
+            .map(|i| self.hints.count(i) as u64)
+            .sum();
+        ClientReply::Status(ClusterStatus {
             cluster: self.config.cluster.name.clone(),
             node: self.config.nodes[self.me].id.clone(),
+            replication_factor: u32::try_from(self.config.cluster.replication_factor)
+                .unwrap_or(u32::MAX),
+            vnodes: u32::try_from(self.config.cluster.vnodes).unwrap_or(u32::MAX),
             nodes,
-        }
+            stats: NodeStats {
+                cells: e.table_cells + e.memtable_cells as u64,
+                log_bytes: e.log_bytes,
+                table_bytes: e.table_bytes,
+                hints_pending,
+                adds_led: e.adds,
+            },
+        })
     }
 
     /// Stops the engine and syncs the hints; called once at shutdown.

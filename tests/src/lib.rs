@@ -279,8 +279,8 @@ impl Cluster {
                     }
                     let ok = match Client::connect(n.client).await {
                         Ok(c) => match c.status().await {
-                            Ok((_, _, nodes)) => {
-                                nodes.iter().zip(&running).all(|(s, r)| s.up == *r)
+                            Ok(status) => {
+                                status.nodes.iter().zip(&running).all(|(s, r)| s.up == *r)
                             }
                             Err(_) => false,
                         },

@@ -230,8 +230,7 @@ async fn smoke_check(config: &Config) -> Result<()> {
     let b = Client::connect(last.client).await?;
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let (_, _, nodes) = a.status().await?;
-        if nodes.iter().all(|n| n.up) {
+        if a.status().await?.nodes.iter().all(|n| n.up) {
             break;
         }
         if Instant::now() > deadline {

@@ -1,0 +1,269 @@
+//! `tally`: the command-line client.
+//!
+//! By default it reads `cluster.toml`, learns the ring from the first node
+//! that answers and sends each request to a replica of its partition.
+//! `--node` or `--addr` pin one coordinator instead. Output is for people;
+//! `--json` prints one JSON object for scripts. An error is one line on
+//! stderr and exit status 1.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use serde_json::json;
+use tally_net::wire::ClusterStatus;
+use tally_net::{Client, ClusterClient, ClusterOptions, Consistency};
+use tally_node::config::Config;
+
+#[derive(Parser)]
+#[command(name = "tally", version, about = "Talk to a Tally cluster")]
+struct Cli {
+    /// The cluster's configuration (for node addresses).
+    #[arg(long, default_value = "cluster.toml", global = true)]
+    config: PathBuf,
+    /// Send every request to this node of the config.
+    #[arg(long, global = true, conflicts_with = "addr")]
+    node: Option<String>,
+    /// Send every request to this client address (no config needed).
+    #[arg(long, global = true)]
+    addr: Option<SocketAddr>,
+    /// Consistency level: one, quorum, all.
+    #[arg(long, default_value = "quorum", global = true)]
+    cl: Consistency,
+    /// Print JSON.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Deadline of a request, in milliseconds.
+    #[arg(long, default_value_t = 5000, global = true)]
+    timeout_ms: u64,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Add DELTA (default 1, may be negative) to a counter; prints the new value.
+    Add {
+        /// The counter (its partition).
+        key: String,
+        /// The amount.
+        #[arg(default_value_t = 1, allow_negative_numbers = true)]
+        delta: i64,
+        /// Column within the partition.
+        #[arg(long, default_value = "")]
+        column: String,
+    },
+    /// Print a counter's value.
+    Get {
+        /// The counter (its partition).
+        key: String,
+        /// Column within the partition.
+        #[arg(long, default_value = "")]
+        column: String,
+    },
+    /// Print every column of a partition.
+    Row {
+        /// The partition.
+        partition: String,
+    },
+    /// Reset a counter to zero.
+    Reset {
+        /// The counter (its partition).
+        key: String,
+        /// Column within the partition.
+        #[arg(long, default_value = "")]
+        column: String,
+    },
+    /// Every node: up or down, address, share of the ring, counters, commit log.
+    Status,
+}
+
+/// Where requests go.
+enum Target {
+    One(Client),
+    Ring(ClusterClient),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("tally: start the async runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = rt.block_on(run(&cli)) {
+        eprintln!("tally: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+async fn connect(cli: &Cli) -> Result<Target> {
+    let timeout = Duration::from_millis(cli.timeout_ms);
+    if let Some(addr) = cli.addr {
+        return Ok(Target::One(
+            Client::connect_with_timeout(addr, timeout).await?,
+        ));
+    }
+    let config = Config::load(&cli.config)?;
+    if let Some(id) = &cli.node {
+        let (_, n) = config.node(id)?;
+        return Ok(Target::One(
+            Client::connect_with_timeout(n.client, timeout).await?,
+        ));
+    }
+    let seeds: Vec<SocketAddr> = config.nodes.iter().map(|n| n.client).collect();
+    let opts = ClusterOptions {
+        connections_per_node: 1,
+        timeout,
+    };
+    let client = ClusterClient::connect(&seeds, &opts)
+        .await
+        .with_context(|| format!("connect to the cluster of {}", cli.config.display()))?;
+    Ok(Target::Ring(client))
+}
+
+async fn run(cli: &Cli) -> Result<()> {
+    let target = connect(cli).await?;
+    let cl = cli.cl;
+    match &cli.command {
+        Cmd::Add { key, delta, column } => {
+            let v = match &target {
+                Target::One(c) => c.add(key.as_bytes(), column.as_bytes(), *delta, cl).await?,
+                Target::Ring(c) => c.add(key.as_bytes(), column.as_bytes(), *delta, cl).await?,
+            };
+            print_value(cli, key, column, v);
+        }
+        Cmd::Get { key, column } => {
+            let v = match &target {
+                Target::One(c) => c.get(key.as_bytes(), column.as_bytes(), cl).await?,
+                Target::Ring(c) => c.get(key.as_bytes(), column.as_bytes(), cl).await?,
+            };
+            print_value(cli, key, column, v);
+        }
+        Cmd::Row { partition } => {
+            let row = match &target {
+                Target::One(c) => c.get_row(partition.as_bytes(), cl).await?,
+                Target::Ring(c) => c.get_row(partition.as_bytes(), cl).await?,
+            };
+            if cli.json {
+                let cols: serde_json::Map<String, serde_json::Value> = row
+                    .iter()
+                    .map(|(c, v)| (String::from_utf8_lossy(c).into_owned(), json!(v)))
+                    .collect();
+                println!("{}", json!({ "partition": partition, "columns": cols }));
+            } else if row.is_empty() {
+                println!("(no columns)");
+            } else {
+                let width = row.iter().map(|(c, _)| c.len()).max().unwrap_or(0);
+                for (c, v) in &row {
+                    println!("{:<width$}  {v}", String::from_utf8_lossy(c));
+                }
+            }
+        }
+        Cmd::Reset { key, column } => {
+            match &target {
+                Target::One(c) => c.reset(key.as_bytes(), column.as_bytes(), cl).await?,
+                Target::Ring(c) => c.reset(key.as_bytes(), column.as_bytes(), cl).await?,
+            }
+            if cli.json {
+                println!("{}", json!({ "key": key, "column": column, "reset": true }));
+            } else {
+                println!("OK");
+            }
+        }
+        Cmd::Status => {
+            let status = match &target {
+                Target::One(c) => c.status().await?,
+                Target::Ring(c) => c.status().clone(),
+            };
+            print_status(cli, &status).await?;
+        }
+    }
+    Ok(())
+}
+
+fn print_value(cli: &Cli, key: &str, column: &str, v: i64) {
+    if cli.json {
+        println!("{}", json!({ "key": key, "column": column, "value": v }));
+    } else {
+        println!("{v}");
+    }
+}
+
+async fn print_status(cli: &Cli, status: &ClusterStatus) -> Result<()> {
+    // Each node reports its own numbers; a node that does not answer is shown as such.
+    let mut rows = Vec::new();
+    for n in &status.nodes {
+        let addr: SocketAddr = n.client_addr.parse().context("node address")?;
+        let stats = match Client::connect_with_timeout(addr, Duration::from_millis(1000)).await {
+            Ok(c) => c.status().await.ok().map(|s| s.stats),
+            Err(_) => None,
+        };
+        rows.push((n, stats));
+    }
+    if rows.is_empty() {
+        bail!("the cluster lists no nodes");
+    }
+    if cli.json {
+        let nodes: Vec<_> = rows
+            .iter()
+            .map(|(n, s)| {
+                json!({
+                    "id": n.id, "up": n.up, "client": n.client_addr, "ownership": n.ownership,
+                    "cells": s.as_ref().map(|s| s.cells), "log_bytes": s.as_ref().map(|s| s.log_bytes),
+                    "table_bytes": s.as_ref().map(|s| s.table_bytes), "hints_pending": s.as_ref().map(|s| s.hints_pending),
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            json!({ "cluster": status.cluster, "seen_from": status.node, "replication_factor": status.replication_factor, "vnodes": status.vnodes, "nodes": nodes })
+        );
+        return Ok(());
+    }
+    println!(
+        "cluster {} (replication factor {}, {} vnodes per node), seen from {}",
+        status.cluster, status.replication_factor, status.vnodes, status.node
+    );
+    println!(
+        "{:<6} {:<5} {:<22} {:>6} {:>10} {:>11} {:>6}",
+        "node", "state", "client", "ring", "counters", "commit log", "hints"
+    );
+    for (n, s) in rows {
+        let state = if n.up { "up" } else { "down" };
+        let (cells, log, hints) = match s {
+            Some(s) => (
+                s.cells.to_string(),
+                human(s.log_bytes),
+                s.hints_pending.to_string(),
+            ),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        println!(
+            "{:<6} {:<5} {:<22} {:>5.1}% {:>10} {:>11} {:>6}",
+            n.id,
+            state,
+            n.client_addr,
+            n.ownership * 100.0,
+            cells,
+            log,
+            hints
+        );
+    }
+    Ok(())
+}
+
+fn human(bytes: u64) -> String {
+    match bytes {
+        0..1024 => format!("{bytes} B"),
+        1024..1_048_576 => format!("{:.1} KiB", bytes as f64 / 1024.0),
+        _ => format!("{:.1} MiB", bytes as f64 / 1_048_576.0),
+    }
+}
