@@ -127,6 +127,9 @@ impl Node {
     ) -> Result<i64, WireError> {
         let replicas = self.replicas(key.partition());
         self.check_available(&replicas, cl, "add")?;
+        if self.drop_this_add() {
+            return Ok(0); // fault injection: a lost write, acknowledged
+        }
         let outcome = self
             .engine
             .leader_add(key, delta)

@@ -42,6 +42,9 @@ pub struct Node {
     transport: OnceLock<Arc<Transport>>,
     pub(crate) write_timeout: Duration,
     pub(crate) read_timeout: Duration,
+    /// Fault injection: every Nth led add is acknowledged but not applied.
+    drop_every: std::sync::atomic::AtomicU64,
+    led_adds: std::sync::atomic::AtomicU64,
 }
 
 impl Node {
@@ -79,6 +82,8 @@ impl Node {
             transport: OnceLock::new(),
             write_timeout: Duration::from_millis(c.write_timeout_ms),
             read_timeout: Duration::from_millis(c.read_timeout_ms),
+            drop_every: std::sync::atomic::AtomicU64::new(0),
+            led_adds: std::sync::atomic::AtomicU64::new(0),
             config,
         }))
     }
@@ -111,6 +116,24 @@ impl Node {
         tokio::spawn(deliver_hints(Arc::downgrade(self)));
         tokio::spawn(sync_hints(Arc::downgrade(self)));
         Ok(transport)
+    }
+
+    /// FAULT INJECTION for testing checkers: from now on, every `n`th add
+    /// this node leads is acknowledged without being applied (a lost write).
+    pub fn inject_drop_every(&self, n: u64) {
+        self.drop_every
+            .store(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether fault injection says to drop this led add.
+    pub(crate) fn drop_this_add(&self) -> bool {
+        let every = self.drop_every.load(std::sync::atomic::Ordering::Relaxed);
+        every > 0
+            && self
+                .led_adds
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                % every
+                == every - 1
     }
 
     pub(crate) fn transport(&self) -> &Transport {

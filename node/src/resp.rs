@@ -304,7 +304,19 @@ pub async fn execute(node: &Arc<Node>, args: &[Vec<u8>]) -> (Reply, bool) {
         ("select", 1) if rest[0] == b"0" => Reply::Simple("OK"),
         ("select", 1) => Reply::err("ERR DB index is out of range"),
         ("command", _) => Reply::Array(Vec::new()),
-        ("config", n) if n >= 1 && rest[0].eq_ignore_ascii_case(b"get") => Reply::Array(Vec::new()),
+        // Tools ask for settings (redis-benchmark: save, appendonly); every
+        // name asked for gets an empty value, as Redis has no such setting here.
+        ("config", n) if n >= 1 && rest[0].eq_ignore_ascii_case(b"get") => Reply::Array(
+            rest[1..]
+                .iter()
+                .flat_map(|name| {
+                    [
+                        Reply::Bulk(Some(name.clone())),
+                        Reply::Bulk(Some(Vec::new())),
+                    ]
+                })
+                .collect(),
+        ),
         ("client", n) if n >= 1 => Reply::Simple("OK"),
         ("info", _) => Reply::Bulk(Some(info(node).into_bytes())),
         ("incr", 1) => add(node, &rest[0], b"", Ok(1)).await,

@@ -19,25 +19,30 @@ use anyhow::{Context, Result, bail};
 use tally_net::Client;
 use tally_node::config::Config;
 
-/// The `tallyd` binary: `$TALLYD_BIN`, or next to the test executable
-/// (cargo builds it for `tally-node`'s own tests in the same run).
-pub fn tallyd_bin() -> Result<PathBuf> {
-    if let Ok(p) = std::env::var("TALLYD_BIN") {
-        return Ok(PathBuf::from(p));
-    }
-    let exe = std::env::current_exe().context("find the test executable")?;
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .context("test executable has no target dir")?;
-    let bin = dir.join("tallyd");
-    if !bin.exists() {
+/// A binary of this workspace, `name` (`tallyd`, `tally`, `tally-bench`):
+/// `$TALLY_BIN_DIR/name`, or the one next to the test executable. Cargo
+/// builds a package's binaries for its own integration tests, and builds
+/// everything before it runs any test, so `cargo test --workspace` has
+/// them all in place.
+pub fn bin(name: &str) -> Result<PathBuf> {
+    let dir = match std::env::var("TALLY_BIN_DIR") {
+        Ok(d) => PathBuf::from(d),
+        Err(_) => {
+            let exe = std::env::current_exe().context("find the test executable")?;
+            exe.parent()
+                .and_then(Path::parent)
+                .context("test executable has no target dir")?
+                .to_path_buf()
+        }
+    };
+    let path = dir.join(name);
+    if !path.exists() {
         bail!(
-            "{} is missing: run `cargo build -p tally-node` (or cargo test --workspace)",
-            bin.display()
+            "{} is missing: run `cargo build --workspace --bins` (cargo test --workspace builds it)",
+            path.display()
         );
     }
-    Ok(bin)
+    Ok(path)
 }
 
 /// Settings a test may change from `cluster.toml`'s.
@@ -49,6 +54,8 @@ pub struct ClusterOptions {
     pub replication_factor: usize,
     /// `batch` or `periodic`.
     pub sync: String,
+    /// Extra arguments for every `tallyd run`.
+    pub run_args: Vec<String>,
 }
 
 impl Default for ClusterOptions {
@@ -57,6 +64,7 @@ impl Default for ClusterOptions {
             nodes: 3,
             replication_factor: 3,
             sync: "batch".into(),
+            run_args: Vec::new(),
         }
     }
 }
@@ -84,6 +92,7 @@ pub struct Cluster {
     /// The nodes, in config order.
     pub nodes: Vec<NodeProc>,
     bin: PathBuf,
+    run_args: Vec<String>,
 }
 
 fn free_tcp() -> Result<SocketAddr> {
@@ -134,7 +143,7 @@ impl Cluster {
         let config_path = dir.path().join("cluster.toml");
         fs::write(&config_path, toml)?;
         let config = Config::load(&config_path)?;
-        let bin = tallyd_bin()?;
+        let bin = bin("tallyd")?;
         let out = Command::new(&bin)
             .args(["certs", "--config"])
             .arg(&config_path)
@@ -163,6 +172,7 @@ impl Cluster {
             config,
             nodes,
             bin,
+            run_args: opts.run_args.clone(),
         };
         for i in 0..opts.nodes {
             cluster.spawn(i)?;
@@ -181,6 +191,7 @@ impl Cluster {
             .args(["run", "--config"])
             .arg(&self.config_path)
             .args(["--node", &n.id])
+            .args(&self.run_args)
             .env("TALLY_LOG", "info")
             .stdout(Stdio::null())
             .stderr(log)
@@ -299,6 +310,16 @@ impl Cluster {
     /// A client connected to node `i`.
     pub async fn client(&self, i: usize) -> Result<Client> {
         Ok(Client::connect(self.nodes[i].client).await?)
+    }
+
+    /// Client addresses of every node.
+    pub fn client_addrs(&self) -> Vec<std::net::SocketAddr> {
+        self.nodes.iter().map(|n| n.client).collect()
+    }
+
+    /// RESP address of node `i`.
+    pub fn resp_addr(&self, i: usize) -> std::net::SocketAddr {
+        self.config.nodes[i].resp
     }
 
     /// The certificates directory.

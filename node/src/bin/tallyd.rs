@@ -41,6 +41,10 @@ enum Cmd {
         /// Which node of the configuration this is.
         #[arg(long)]
         node: String,
+        /// FAULT INJECTION, for tests of the checkers only: acknowledge every
+        /// Nth add this node leads without applying it.
+        #[arg(long, hide = true)]
+        unsafe_drop_every: Option<u64>,
     },
     /// Run every node of the configuration on this host until Ctrl-C.
     Up {
@@ -59,7 +63,11 @@ enum Cmd {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
-        Cmd::Run { config, node } => run(&config, &node),
+        Cmd::Run {
+            config,
+            node,
+            unsafe_drop_every,
+        } => run(&config, &node, unsafe_drop_every),
         Cmd::Up { config } => up(&config),
         Cmd::Certs { config } => make_certs(&config).map(|_| ()),
     };
@@ -98,7 +106,7 @@ fn make_certs(path: &Path) -> Result<Config> {
     Ok(config)
 }
 
-fn run(path: &Path, id: &str) -> Result<()> {
+fn run(path: &Path, id: &str, drop_every: Option<u64>) -> Result<()> {
     init_logging();
     let config = Config::load(path)?;
     let (_, me) = config.node(id)?;
@@ -113,6 +121,10 @@ fn run(path: &Path, id: &str) -> Result<()> {
     runtime()?.block_on(async {
         // Replay before any port opens: never answer with less than was acknowledged.
         let node = tokio::task::block_in_place(|| Node::open(config, id))?;
+        if let Some(n) = drop_every {
+            tracing::warn!(every = n, "FAULT INJECTION: acknowledging adds without applying them");
+            node.inject_drop_every(n);
+        }
         node.start_peers()?;
         let listener = tokio::net::TcpListener::bind(me.client)
             .await

@@ -1,0 +1,413 @@
+//! `tally-bench`: Tally's load generator, in the spirit of cassandra-stress
+//! and scylla-bench.
+//!
+//! `--concurrency` tasks share a token-aware client; each picks a key from
+//! the workload (`uniform`, `zipf:S`, `hot`), adds `--delta` or reads (by
+//! `--read-ratio`) at `--cl`, waits, and goes again, until `--duration`
+//! seconds or `--ops` operations are done. A line every second shows
+//! throughput, p99 and errors; the end prints a latency table from an HDR
+//! histogram (or JSON with `--json`).
+//!
+//! `--verify` keeps, per key, the sum of acknowledged adds and of adds whose
+//! outcome is unknown (timeouts, lost connections), then reads every key it
+//! touched at ALL: each must lie within [acknowledged + unknown negatives,
+//! acknowledged + unknown positives], which is exact when nothing timed
+//! out. Keys carry a per-run prefix, so earlier runs do not disturb it.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use hdrhistogram::Histogram;
+use indicatif::{ProgressBar, ProgressStyle};
+use parking_lot::Mutex;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, Zipf};
+use serde_json::json;
+use tally_net::{ClientError, ClusterClient, ClusterOptions, Consistency};
+use tally_node::config::Config;
+
+#[derive(Parser)]
+#[command(name = "tally-bench", about = "Load generator for a Tally cluster")]
+struct Args {
+    /// The cluster's configuration (seed addresses).
+    #[arg(long, default_value = "cluster.toml")]
+    config: PathBuf,
+    /// Seed client addresses instead of the config's.
+    #[arg(long)]
+    addr: Vec<SocketAddr>,
+    /// uniform, zipf:S (for example zipf:1.1) or hot (one counter).
+    #[arg(long, default_value = "uniform")]
+    workload: String,
+    /// Distinct counters.
+    #[arg(long, default_value_t = 100_000)]
+    keys: u64,
+    /// Share of operations that are reads, 0.0 to 1.0.
+    #[arg(long, default_value_t = 0.0)]
+    read_ratio: f64,
+    /// Operations in flight.
+    #[arg(long, default_value_t = 128)]
+    concurrency: usize,
+    /// Seconds to run (ignored with --ops).
+    #[arg(long, default_value_t = 10)]
+    duration: u64,
+    /// Stop after this many operations.
+    #[arg(long)]
+    ops: Option<u64>,
+    /// Consistency level: one, quorum, all.
+    #[arg(long, default_value = "quorum")]
+    cl: Consistency,
+    /// Amount of each add (negative allowed).
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    delta: i64,
+    /// Random seed (keys, read/add choice).
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Connections to each node.
+    #[arg(long, default_value_t = 4)]
+    connections: usize,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Check every touched counter at ALL against the acknowledged adds.
+    #[arg(long)]
+    verify: bool,
+    /// Key prefix (default: a fresh one per run).
+    #[arg(long)]
+    prefix: Option<String>,
+}
+
+#[derive(Clone, Copy)]
+enum Workload {
+    Uniform,
+    Zipf(f64),
+    Hot,
+}
+
+fn parse_workload(s: &str) -> Result<Workload> {
+    match s {
+        "uniform" => Ok(Workload::Uniform),
+        "hot" => Ok(Workload::Hot),
+        z if z.starts_with("zipf:") => {
+            let exp: f64 = z[5..]
+                .parse()
+                .with_context(|| format!("bad zipf exponent in {z:?}"))?;
+            if exp <= 0.0 {
+                bail!("the zipf exponent must be positive, got {exp}");
+            }
+            Ok(Workload::Zipf(exp))
+        }
+        _ => bail!("unknown workload {s:?}: uniform, zipf:S or hot"),
+    }
+}
+
+/// Per key: acknowledged sum, unknown positive sum, unknown negative sum.
+type Ledger = HashMap<u64, (i64, i64, i64)>;
+
+#[derive(Default)]
+struct WorkerResult {
+    hist: Option<Histogram<u64>>,
+    ledger: Ledger,
+    errors: HashMap<String, u64>,
+    unknown: u64,
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 120_000_000, 3).expect("valid histogram bounds")
+}
+
+fn error_kind(e: &ClientError) -> String {
+    match e {
+        ClientError::Server(w) => format!("{:?}", w.kind).to_lowercase(),
+        ClientError::Timeout(_) => "client timeout".into(),
+        ClientError::Closed(_) => "connection closed".into(),
+        ClientError::Connect { .. } => "connect".into(),
+        ClientError::Protocol(_) => "protocol".into(),
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    match run(Args::parse()).await {
+        Ok(true) => {}
+        Ok(false) => std::process::exit(1),
+        Err(e) => {
+            eprintln!("tally-bench: {e:#}");
+            std::process::exit(2);
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<bool> {
+    let workload = parse_workload(&args.workload)?;
+    if !(0.0..=1.0).contains(&args.read_ratio) {
+        bail!("--read-ratio must be between 0 and 1");
+    }
+    let seeds = if args.addr.is_empty() {
+        Config::load(&args.config)?
+            .nodes
+            .iter()
+            .map(|n| n.client)
+            .collect()
+    } else {
+        args.addr.clone()
+    };
+    let opts = ClusterOptions {
+        connections_per_node: args.connections.max(1),
+        timeout: Duration::from_secs(5),
+    };
+    let client = Arc::new(
+        ClusterClient::connect(&seeds, &opts)
+            .await
+            .context("connect to the cluster")?,
+    );
+    let prefix = args.prefix.clone().unwrap_or_else(|| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        format!("bench-{:x}", nanos ^ u128::from(std::process::id()))
+    });
+    let keys = match workload {
+        Workload::Hot => 1,
+        _ => args.keys.max(1),
+    };
+    let zipf = match workload {
+        Workload::Zipf(s) => Some(Zipf::new(keys as f64, s).context("zipf distribution")?),
+        _ => None,
+    };
+
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(args.duration);
+    let budget = Arc::new(AtomicU64::new(args.ops.unwrap_or(u64::MAX)));
+    let interval = Arc::new(Mutex::new((histogram(), 0u64)));
+    let mut tasks = Vec::new();
+    for w in 0..args.concurrency.max(1) {
+        let client = client.clone();
+        let (budget, interval, prefix) = (budget.clone(), interval.clone(), prefix.clone());
+        let (cl, delta, read_ratio, track) = (args.cl, args.delta, args.read_ratio, args.verify);
+        let by_ops = args.ops.is_some();
+        let mut rng =
+            SmallRng::seed_from_u64(args.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ w as u64);
+        tasks.push(tokio::spawn(async move {
+            let mut r = WorkerResult {
+                hist: Some(histogram()),
+                ..Default::default()
+            };
+            let hist = r.hist.as_mut().expect("set above");
+            loop {
+                if (!by_ops && Instant::now() >= deadline)
+                    || budget
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| b.checked_sub(1))
+                        .is_err()
+                {
+                    break;
+                }
+                let k = match (workload, &zipf) {
+                    (Workload::Zipf(_), Some(z)) => (z.sample(&mut rng) as u64).saturating_sub(1),
+                    (Workload::Hot, _) => 0,
+                    _ => rng.random_range(0..keys),
+                };
+                let key = format!("{prefix}:{k}");
+                let read = rng.random_bool(read_ratio);
+                let t = Instant::now();
+                let outcome = if read {
+                    client.get(key.as_bytes(), b"", cl).await.map(|_| ())
+                } else {
+                    client.add(key.as_bytes(), b"", delta, cl).await.map(|_| ())
+                };
+                let us = u64::try_from(t.elapsed().as_micros())
+                    .unwrap_or(u64::MAX)
+                    .max(1);
+                match outcome {
+                    Ok(()) => {
+                        hist.saturating_record(us);
+                        interval.lock().0.saturating_record(us);
+                        if track && !read {
+                            r.ledger.entry(k).or_default().0 += delta;
+                        }
+                    }
+                    Err(e) => {
+                        interval.lock().1 += 1;
+                        *r.errors.entry(error_kind(&e)).or_default() += 1;
+                        if !read && !e.is_definite() {
+                            r.unknown += 1;
+                            let entry = r.ledger.entry(k).or_default();
+                            if delta >= 0 {
+                                entry.1 += delta;
+                            } else {
+                                entry.2 += delta;
+                            }
+                        }
+                    }
+                }
+            }
+            r
+        }));
+    }
+
+    let bar = ProgressBar::new(args.ops.unwrap_or(args.duration));
+    bar.set_style(
+        ProgressStyle::default_bar()
+            .template("{elapsed_precise} [{bar:30}] {msg}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    let mut last = Instant::now();
+    let mut done_ops = 0u64;
+    while !tasks.iter().all(|t| t.is_finished()) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if last.elapsed() < Duration::from_secs(1) {
+            continue;
+        }
+        let (h, errs) = {
+            let mut g = interval.lock();
+            let snapshot = (g.0.clone(), g.1);
+            g.0.reset();
+            g.1 = 0;
+            snapshot
+        };
+        let secs = last.elapsed().as_secs_f64();
+        last = Instant::now();
+        done_ops += h.len();
+        let line = format!(
+            "{:>8.0} ops/s  p99 {:>6.2} ms  errors {}",
+            h.len() as f64 / secs,
+            h.value_at_quantile(0.99) as f64 / 1000.0,
+            errs
+        );
+        bar.set_position(if args.ops.is_some() {
+            done_ops
+        } else {
+            started.elapsed().as_secs()
+        });
+        if bar.is_hidden() {
+            eprintln!("[{:>4.0}s] {line}", started.elapsed().as_secs_f64());
+        } else {
+            bar.set_message(line);
+        }
+    }
+    bar.finish_and_clear();
+    let elapsed = started.elapsed().as_secs_f64();
+
+    let mut hist = histogram();
+    let mut ledger = Ledger::new();
+    let mut errors: HashMap<String, u64> = HashMap::new();
+    let mut unknown = 0;
+    for t in tasks {
+        let r = t.await.context("a worker panicked")?;
+        if let Some(h) = &r.hist {
+            hist.add(h).context("merge histograms")?;
+        }
+        for (k, (a, p, n)) in r.ledger {
+            let e = ledger.entry(k).or_default();
+            e.0 += a;
+            e.1 += p;
+            e.2 += n;
+        }
+        for (k, n) in r.errors {
+            *errors.entry(k).or_default() += n;
+        }
+        unknown += r.unknown;
+    }
+    let q = |x: f64| hist.value_at_quantile(x) as f64 / 1000.0;
+    let ops_per_s = hist.len() as f64 / elapsed;
+    let error_total: u64 = errors.values().sum();
+
+    let verified = if args.verify {
+        Some(verify(&client, &prefix, &ledger).await?)
+    } else {
+        None
+    };
+    if args.json {
+        println!(
+            "{}",
+            json!({
+                "workload": args.workload, "cl": args.cl.to_string(), "concurrency": args.concurrency,
+                "keys": keys, "read_ratio": args.read_ratio, "seconds": elapsed, "ops": hist.len(),
+                "ops_per_s": ops_per_s, "errors": errors, "unknown_outcome_adds": unknown,
+                "latency_ms": { "p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "p999": q(0.999), "max": hist.max() as f64 / 1000.0 },
+                "verify": verified.as_ref().map(|v| json!({ "keys": v.keys, "violations": v.violations, "exact": v.exact })),
+            })
+        );
+    } else {
+        println!(
+            "{} at {}, {} in flight, {} keys, read ratio {}: {} ops in {elapsed:.1} s",
+            args.workload,
+            args.cl,
+            args.concurrency,
+            keys,
+            args.read_ratio,
+            hist.len()
+        );
+        println!("  throughput  {ops_per_s:>10.0} ops/s");
+        println!(
+            "  latency ms  p50 {:.2}  p90 {:.2}  p99 {:.2}  p99.9 {:.2}  max {:.2}",
+            q(0.5),
+            q(0.9),
+            q(0.99),
+            q(0.999),
+            hist.max() as f64 / 1000.0
+        );
+        println!("  errors      {error_total} {errors:?} ({unknown} adds with unknown outcome)");
+        if let Some(v) = &verified {
+            println!(
+                "  verify      {} keys read at ALL: {} ({} violations)",
+                v.keys,
+                if v.violations == 0 { "OK" } else { "FAILED" },
+                v.violations
+            );
+        }
+    }
+    Ok(verified.is_none_or(|v| v.violations == 0))
+}
+
+struct Verified {
+    keys: usize,
+    violations: usize,
+    exact: bool,
+}
+
+/// Reads every touched key at ALL and checks it against the ledger.
+async fn verify(client: &Arc<ClusterClient>, prefix: &str, ledger: &Ledger) -> Result<Verified> {
+    let entries: Vec<(u64, (i64, i64, i64))> = ledger.iter().map(|(k, v)| (*k, *v)).collect();
+    let chunks: Vec<Vec<(u64, (i64, i64, i64))>> = entries
+        .chunks(entries.len().div_ceil(64).max(1))
+        .map(<[_]>::to_vec)
+        .collect();
+    let mut tasks = Vec::new();
+    for chunk in chunks {
+        let (client, prefix) = (client.clone(), prefix.to_string());
+        tasks.push(tokio::spawn(async move {
+            let mut bad = Vec::new();
+            for (k, (acked, unk_pos, unk_neg)) in chunk {
+                let key = format!("{prefix}:{k}");
+                let (lo, hi) = (acked + unk_neg, acked + unk_pos);
+                match client.get(key.as_bytes(), b"", Consistency::All).await {
+                    Ok(v) if (lo..=hi).contains(&v) => {}
+                    Ok(v) => bad.push(format!("{key}: read {v} at ALL, expected within [{lo}, {hi}] (acknowledged {acked})")),
+                    Err(e) => bad.push(format!("{key}: read at ALL failed: {e}")),
+                }
+            }
+            bad
+        }));
+    }
+    let mut violations = Vec::new();
+    for t in tasks {
+        violations.extend(t.await.context("a verifier panicked")?);
+    }
+    for v in violations.iter().take(20) {
+        eprintln!("violation: {v}");
+    }
+    Ok(Verified {
+        keys: ledger.len(),
+        violations: violations.len(),
+        exact: ledger.values().all(|(_, p, n)| *p == 0 && *n == 0),
+    })
+}

@@ -1,0 +1,87 @@
+//! The `tally` CLI against a live cluster of real `tallyd` processes.
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use std::process::{Command, Output};
+
+use tally_tests::{Cluster, ClusterOptions, bin};
+
+fn tally(cluster: &Cluster, args: &[&str]) -> Output {
+    Command::new(bin("tally").unwrap())
+        .arg("--config")
+        .arg(&cluster.config_path)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn ok(cluster: &Cluster, args: &[&str]) -> String {
+    let out = tally(cluster, args);
+    assert!(
+        out.status.success(),
+        "tally {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn the_cli_adds_reads_resets_and_reports() {
+    let mut cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    assert_eq!(ok(&cluster, &["add", "likes"]), "1\n");
+    assert_eq!(ok(&cluster, &["add", "likes", "41"]), "42\n");
+    assert_eq!(ok(&cluster, &["add", "likes", "-2"]), "40\n");
+    assert_eq!(
+        ok(&cluster, &["get", "likes", "--node", "n3", "--cl", "all"]),
+        "40\n"
+    );
+    assert_eq!(
+        ok(&cluster, &["get", "likes", "--json"]).trim(),
+        r#"{"column":"","key":"likes","value":40}"#
+    );
+    ok(&cluster, &["add", "user:7", "--column", "b", "2"]);
+    ok(&cluster, &["add", "user:7", "--column", "a", "1"]);
+    assert_eq!(ok(&cluster, &["row", "user:7"]), "a  1\nb  2\n");
+    assert_eq!(ok(&cluster, &["reset", "likes"]), "OK\n");
+    assert_eq!(ok(&cluster, &["get", "likes", "--cl", "all"]), "0\n");
+
+    let status = ok(&cluster, &["status"]);
+    assert_eq!(
+        status.lines().filter(|l| l.contains(" up ")).count(),
+        3,
+        "{status}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&cluster, &["status", "--json"])).unwrap();
+    let nodes = json["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 3);
+    let share: f64 = nodes.iter().map(|n| n["ownership"].as_f64().unwrap()).sum();
+    assert!((share - 1.0).abs() < 1e-9, "ring shares sum to {share}");
+    assert!(
+        nodes.iter().all(|n| n["cells"].as_u64().unwrap() >= 3),
+        "{json}"
+    );
+
+    // Errors: one line, non-zero exit.
+    let out = tally(&cluster, &["add", "x", "--cl", "bogus"]);
+    assert!(!out.status.success());
+    cluster.kill(2).unwrap();
+    cluster
+        .wait_view(std::time::Duration::from_secs(10))
+        .unwrap();
+    let out = tally(&cluster, &["add", "x", "--cl", "all", "--node", "n1"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("tally: unavailable:") && err.lines().count() == 1,
+        "{err}"
+    );
+    let status = ok(&cluster, &["status", "--node", "n1"]);
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("n3") && l.contains("down")),
+        "{status}"
+    );
+    // Quorum still works with one node down.
+    assert_eq!(ok(&cluster, &["add", "x", "5"]), "5\n");
+}
