@@ -107,8 +107,10 @@ fn parse_workload(s: &str) -> Result<Workload> {
     }
 }
 
-/// Per key: acknowledged sum, unknown positive sum, unknown negative sum.
-type Ledger = HashMap<u64, (i64, i64, i64)>;
+/// Acknowledged sum, unknown positive sum, unknown negative sum.
+type Sums = (i64, i64, i64);
+/// Per key: its sums.
+type Ledger = HashMap<u64, Sums>;
 
 #[derive(Default)]
 struct WorkerResult {
@@ -376,8 +378,8 @@ struct Verified {
 
 /// Reads every touched key at ALL and checks it against the ledger.
 async fn verify(client: &Arc<ClusterClient>, prefix: &str, ledger: &Ledger) -> Result<Verified> {
-    let entries: Vec<(u64, (i64, i64, i64))> = ledger.iter().map(|(k, v)| (*k, *v)).collect();
-    let chunks: Vec<Vec<(u64, (i64, i64, i64))>> = entries
+    let entries: Vec<(u64, Sums)> = ledger.iter().map(|(k, v)| (*k, *v)).collect();
+    let chunks: Vec<Vec<(u64, Sums)>> = entries
         .chunks(entries.len().div_ceil(64).max(1))
         .map(<[_]>::to_vec)
         .collect();
