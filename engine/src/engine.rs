@@ -326,6 +326,44 @@ impl Engine {
         rx.await.map_err(|_| Error::Closed)?
     }
 
+    /// Merges many cells (one replication batch) and waits for one fsync
+    /// that covers them all: the batch costs one wake-up, not one per cell.
+    /// The outer error (poisoned, closed) applies to every item; the inner
+    /// ones are per item (a cell over the shard limit).
+    pub async fn apply_many(&self, items: &[(Key, Cell)]) -> Result<Vec<Result<()>>> {
+        self.inner.check_writable()?;
+        let mut results = Vec::with_capacity(items.len());
+        for (key, cell) in items {
+            if cell.shards().len() > SHARDS_MAX {
+                results.push(Err(Error::TooManyShards {
+                    count: cell.shards().len(),
+                    max: SHARDS_MAX,
+                }));
+                continue;
+            }
+            let v = self.inner.state.read();
+            let mut stripe = self.inner.stripe(key).lock();
+            let unchanged = stripe.cells.get_mut(key).is_some_and(|cached| {
+                let before = cached.clone();
+                cached.merge(cell);
+                *cached == before
+            });
+            if !unchanged {
+                v.active.merge(key, cell); // under the cell lock: no racing writer
+                drop(stripe);
+                self.inner.queue_record(key, cell, v.active.generation())?;
+            }
+            results.push(Ok(()));
+        }
+        // Records queued before this barrier are in its fsync or an earlier
+        // one; unchanged cells may come from records still waiting for theirs.
+        self.inner
+            .log_barrier()
+            .await
+            .map_err(|_| Error::Closed)??;
+        Ok(results)
+    }
+
     /// Resets the counter: moves its cell to a new epoch with no shards. Adds
     /// racing the reset that lose are discarded ("reset wins"). Returns the new epoch.
     pub async fn reset(&self, key: &Key) -> Result<u64> {
@@ -516,6 +554,19 @@ impl Inner {
             commitlog::encode_record(&mut q.records, key, cell);
             q.gen_max = q.gen_max.max(generation);
         })
+    }
+
+    /// Queues a framed record for `(key, cell)` without a waiter of its own.
+    fn queue_record(&self, key: &Key, cell: &Cell, generation: u64) -> Result<()> {
+        let mut q = self.queue.lock();
+        if q.closed {
+            return Err(Error::Closed);
+        }
+        commitlog::encode_record(&mut q.records, key, cell);
+        q.gen_max = q.gen_max.max(generation);
+        drop(q);
+        self.queue_cv.notify_one();
+        Ok(())
     }
 
     /// A receiver that fires after the next log fsync.

@@ -64,12 +64,38 @@ async fn run(seed: u64, ops: usize) {
                         value: *value,
                     }],
                 );
-                engine.apply(&key(k), &cell).await.unwrap();
+                if step % 2 == 0 {
+                    engine.apply(&key(k), &cell).await.unwrap();
+                } else {
+                    let items = [(key(k), cell.clone())];
+                    assert!(
+                        engine
+                            .apply_many(&items)
+                            .await
+                            .unwrap()
+                            .iter()
+                            .all(Result::is_ok)
+                    );
+                }
                 sent.push((k, cell));
             }
             70..78 if !sent.is_empty() => {
-                let (k, cell) = sent[rng.below(sent.len() as u64) as usize].clone();
-                engine.apply(&key(k), &cell).await.unwrap();
+                // Re-delivery, alone or as a batch as replication sends it.
+                let mut pick = || sent[rng.below(sent.len() as u64) as usize].clone();
+                if step % 2 == 0 {
+                    let (k, cell) = pick();
+                    engine.apply(&key(k), &cell).await.unwrap();
+                } else {
+                    let items: Vec<_> = (0..3).map(|_| pick()).map(|(k, c)| (key(k), c)).collect();
+                    assert!(
+                        engine
+                            .apply_many(&items)
+                            .await
+                            .unwrap()
+                            .iter()
+                            .all(Result::is_ok)
+                    );
+                }
             }
             78..84 => {
                 let epoch = engine.reset(&key(k)).await.unwrap();

@@ -45,10 +45,12 @@ use crate::wire::{
 /// A boxed future, as handlers return them.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
-/// What the node does with a request from a peer.
+/// What the node does with requests from a peer.
 pub trait Handler: Send + Sync + 'static {
-    /// Answers one request. `Ping` never reaches the handler.
-    fn handle(&self, req: PeerRequest) -> BoxFuture<PeerResponse>;
+    /// Answers one batch, in order (one answer per request). Getting the
+    /// whole batch lets the node apply a batch of shards under one fsync.
+    /// `Ping` never reaches the handler.
+    fn handle(&self, reqs: Vec<PeerRequest>) -> BoxFuture<Vec<PeerResponse>>;
 }
 
 /// Error code a connection is closed with when a peer sent a bad batch.
@@ -562,30 +564,47 @@ async fn serve_stream(
             return;
         }
     };
-    let tasks: Vec<_> = reqs
-        .into_iter()
-        .map(|req| match req {
+    let n = reqs.len();
+    let mut answers: Vec<Option<PeerResponse>> = vec![None; n];
+    let mut passed = Vec::with_capacity(n);
+    let mut slots = Vec::with_capacity(n);
+    for (i, req) in reqs.into_iter().enumerate() {
+        match req {
             PeerRequest::Ping { cluster: theirs } if theirs == cluster => {
-                tokio::spawn(std::future::ready(PeerResponse::Pong))
+                answers[i] = Some(PeerResponse::Pong)
             }
             PeerRequest::Ping { cluster: theirs } => {
-                tokio::spawn(std::future::ready(PeerResponse::Error(WireError::new(
+                answers[i] = Some(PeerResponse::Error(WireError::new(
                     ErrorKind::Invalid,
                     format!("cluster {theirs:?} is not {cluster:?}"),
-                ))))
+                )))
             }
-            req => tokio::spawn(handler.handle(req)),
-        })
-        .collect();
-    let mut answers = Vec::with_capacity(tasks.len());
-    for t in tasks {
-        answers.push(t.await.unwrap_or_else(|e| {
-            PeerResponse::Error(WireError::new(
-                ErrorKind::Internal,
-                format!("handler failed: {e}"),
-            ))
-        }));
+            req => {
+                passed.push(req);
+                slots.push(i);
+            }
+        }
     }
+    if !passed.is_empty() {
+        let handled = handler.handle(passed).await;
+        if handled.len() != slots.len() {
+            let e = WireError::new(
+                ErrorKind::Internal,
+                "handler answered the wrong number of requests",
+            );
+            for &i in &slots {
+                answers[i] = Some(PeerResponse::Error(e.clone()));
+            }
+        } else {
+            for (i, a) in slots.into_iter().zip(handled) {
+                answers[i] = Some(a);
+            }
+        }
+    }
+    let answers: Vec<PeerResponse> = answers
+        .into_iter()
+        .map(|a| a.expect("every request got an answer above"))
+        .collect();
     if let Err(e) = send.write_all(&wire::encode(&answers)).await {
         debug!(%remote, error = %e, "peer went away before its answer");
         return;

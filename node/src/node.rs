@@ -226,55 +226,106 @@ impl Node {
 struct PeerHandler(Weak<Node>);
 
 impl Handler for PeerHandler {
-    fn handle(&self, req: PeerRequest) -> BoxFuture<PeerResponse> {
+    fn handle(&self, reqs: Vec<PeerRequest>) -> BoxFuture<Vec<PeerResponse>> {
         let node = self.0.upgrade();
         Box::pin(async move {
             let Some(node) = node else {
-                return PeerResponse::Error(WireError::new(
-                    ErrorKind::Storage,
-                    "node is shutting down",
-                ));
+                let e = WireError::new(ErrorKind::Storage, "node is shutting down");
+                return reqs
+                    .iter()
+                    .map(|_| PeerResponse::Error(e.clone()))
+                    .collect();
             };
-            let result = match req {
-                PeerRequest::Apply { key, cell } => match convert::key(&key) {
-                    Ok(k) => node
-                        .engine
-                        .apply(&k, &convert::cell(&cell))
-                        .await
-                        .map(|()| PeerResponse::Applied)
-                        .map_err(|e| engine_error(&e)),
-                    Err(e) => Err(e),
-                },
-                PeerRequest::Read { key } => convert::key(&key).and_then(|k| {
-                    node.engine
-                        .get(&k)
-                        .map(|c| PeerResponse::Cell(wire_cell(&c)))
-                        .map_err(|e| engine_error(&e))
-                }),
-                PeerRequest::ReadRow { partition } => node
-                    .engine
-                    .get_row(&partition)
-                    .map(|row| {
-                        PeerResponse::Row(
-                            row.into_iter()
-                                .map(|(k, c)| (k.column().to_vec(), wire_cell(&c)))
-                                .collect(),
-                        )
-                    })
-                    .map_err(|e| engine_error(&e)),
-                PeerRequest::LeaderAdd { key, delta, cl } => match convert::key(&key) {
-                    Ok(k) => node.lead_add(&k, delta, cl).await.map(PeerResponse::Added),
-                    Err(e) => Err(e),
-                },
-                PeerRequest::LeaderReset { key, cl } => match convert::key(&key) {
-                    Ok(k) => node.lead_reset(&k, cl).await.map(|()| PeerResponse::Reset),
-                    Err(e) => Err(e),
-                },
-                PeerRequest::Ping { .. } => Ok(PeerResponse::Pong),
-            };
-            result.unwrap_or_else(PeerResponse::Error)
+            let mut out: Vec<Option<PeerResponse>> = vec![None; reqs.len()];
+            // Shards are merged as one batch under one fsync; everything
+            // else runs on its own task.
+            let mut applies = Vec::new();
+            let mut slots = Vec::new();
+            let mut others = Vec::new();
+            for (i, req) in reqs.into_iter().enumerate() {
+                match req {
+                    PeerRequest::Apply { key, cell } => match convert::key(&key) {
+                        Ok(k) => {
+                            applies.push((k, convert::cell(&cell)));
+                            slots.push(i);
+                        }
+                        Err(e) => out[i] = Some(PeerResponse::Error(e)),
+                    },
+                    req => others.push((i, tokio::spawn(handle_one(node.clone(), req)))),
+                }
+            }
+            if !applies.is_empty() {
+                match node.engine.apply_many(&applies).await {
+                    Ok(results) => {
+                        for (i, r) in slots.into_iter().zip(results) {
+                            out[i] = Some(match r {
+                                Ok(()) => PeerResponse::Applied,
+                                Err(e) => PeerResponse::Error(engine_error(&e)),
+                            });
+                        }
+                    }
+                    Err(e) => {
+                        for i in slots {
+                            out[i] = Some(PeerResponse::Error(engine_error(&e)));
+                        }
+                    }
+                }
+            }
+            for (i, task) in others {
+                out[i] = Some(task.await.unwrap_or_else(|e| {
+                    PeerResponse::Error(WireError::new(
+                        ErrorKind::Internal,
+                        format!("request failed: {e}"),
+                    ))
+                }));
+            }
+            out.into_iter()
+                .map(|a| a.expect("every request got an answer above"))
+                .collect()
         })
     }
+}
+
+/// Answers one request that is not part of an apply batch.
+async fn handle_one(node: Arc<Node>, req: PeerRequest) -> PeerResponse {
+    let result = match req {
+        PeerRequest::Apply { key, cell } => match convert::key(&key) {
+            Ok(k) => node
+                .engine
+                .apply(&k, &convert::cell(&cell))
+                .await
+                .map(|()| PeerResponse::Applied)
+                .map_err(|e| engine_error(&e)),
+            Err(e) => Err(e),
+        },
+        PeerRequest::Read { key } => convert::key(&key).and_then(|k| {
+            node.engine
+                .get(&k)
+                .map(|c| PeerResponse::Cell(wire_cell(&c)))
+                .map_err(|e| engine_error(&e))
+        }),
+        PeerRequest::ReadRow { partition } => node
+            .engine
+            .get_row(&partition)
+            .map(|row| {
+                PeerResponse::Row(
+                    row.into_iter()
+                        .map(|(k, c)| (k.column().to_vec(), wire_cell(&c)))
+                        .collect(),
+                )
+            })
+            .map_err(|e| engine_error(&e)),
+        PeerRequest::LeaderAdd { key, delta, cl } => match convert::key(&key) {
+            Ok(k) => node.lead_add(&k, delta, cl).await.map(PeerResponse::Added),
+            Err(e) => Err(e),
+        },
+        PeerRequest::LeaderReset { key, cl } => match convert::key(&key) {
+            Ok(k) => node.lead_reset(&k, cl).await.map(|()| PeerResponse::Reset),
+            Err(e) => Err(e),
+        },
+        PeerRequest::Ping { .. } => Ok(PeerResponse::Pong),
+    };
+    result.unwrap_or_else(PeerResponse::Error)
 }
 
 /// Delivers hints to peers that are up, in rounds, until the node stops.

@@ -25,8 +25,8 @@ fn rt() -> tokio::runtime::Runtime {
 
 struct Refuse;
 impl Handler for Refuse {
-    fn handle(&self, _: PeerRequest) -> BoxFuture<PeerResponse> {
-        Box::pin(async { PeerResponse::Pong })
+    fn handle(&self, reqs: Vec<PeerRequest>) -> BoxFuture<Vec<PeerResponse>> {
+        Box::pin(async move { reqs.iter().map(|_| PeerResponse::Pong).collect() })
     }
 }
 

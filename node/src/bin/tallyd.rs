@@ -41,6 +41,9 @@ enum Cmd {
         /// Which node of the configuration this is.
         #[arg(long)]
         node: String,
+        /// Async worker threads (default: one per core).
+        #[arg(long)]
+        threads: Option<usize>,
         /// FAULT INJECTION, for tests of the checkers only: acknowledge every
         /// Nth add this node leads without applying it.
         #[arg(long, hide = true)]
@@ -66,8 +69,9 @@ fn main() {
         Cmd::Run {
             config,
             node,
+            threads,
             unsafe_drop_every,
-        } => run(&config, &node, unsafe_drop_every),
+        } => run(&config, &node, threads, unsafe_drop_every),
         Cmd::Up { config } => up(&config),
         Cmd::Certs { config } => make_certs(&config).map(|_| ()),
     };
@@ -87,11 +91,12 @@ fn init_logging() {
         .init();
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("start the async runtime")
+fn runtime(threads: Option<usize>) -> Result<tokio::runtime::Runtime> {
+    let mut b = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = threads {
+        b.worker_threads(n.max(1));
+    }
+    b.enable_all().build().context("start the async runtime")
 }
 
 fn make_certs(path: &Path) -> Result<Config> {
@@ -106,7 +111,7 @@ fn make_certs(path: &Path) -> Result<Config> {
     Ok(config)
 }
 
-fn run(path: &Path, id: &str, drop_every: Option<u64>) -> Result<()> {
+fn run(path: &Path, id: &str, threads: Option<usize>, drop_every: Option<u64>) -> Result<()> {
     init_logging();
     let config = Config::load(path)?;
     let (_, me) = config.node(id)?;
@@ -118,7 +123,7 @@ fn run(path: &Path, id: &str, drop_every: Option<u64>) -> Result<()> {
             path.display()
         );
     }
-    runtime()?.block_on(async {
+    runtime(threads)?.block_on(async {
         // Replay before any port opens: never answer with less than was acknowledged.
         let node = tokio::task::block_in_place(|| Node::open(config, id))?;
         if let Some(n) = drop_every {
@@ -206,7 +211,7 @@ fn up(path: &Path) -> Result<()> {
             n.data_dir.display()
         );
     }
-    let rt = runtime()?;
+    let rt = runtime(Some(1))?;
     if let Err(e) = rt.block_on(smoke_check(&config)) {
         eprintln!("tallyd: smoke check failed: {e:#}");
     }
