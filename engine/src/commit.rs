@@ -150,12 +150,19 @@ fn seal(
     });
     let mut view = cell.value();
     let mut accepted = Vec::with_capacity(waiting.len());
-    for PendingAdd { delta, done } in waiting {
+    let mut early = Vec::new();
+    for PendingAdd {
+        delta,
+        done,
+        sealed,
+    } in waiting
+    {
         match (own.value.checked_add(delta), view.checked_add(delta)) {
             (Some(o), Some(v)) => {
                 own.value = o;
                 view = v;
                 accepted.push(done);
+                early.extend(sealed);
             }
             _ => {
                 let _ = done.send(Err(Error::Overflow { value: view, delta }));
@@ -174,6 +181,9 @@ fn seal(
         value: cell.value(),
         combined: u32::try_from(accepted.len()).unwrap_or(u32::MAX),
     };
+    for tx in early {
+        let _ = tx.send(outcome.clone());
+    }
     sealed.push((outcome, accepted));
     true
 }

@@ -16,7 +16,7 @@ use crate::identity::Identity;
 use crate::key::Key;
 use crate::memtable::Memtable;
 use crate::sstable::Table;
-use crate::stripes::{AddOutcome, PendingAdd, STRIPES, Stripe, stripe_of};
+use crate::stripes::{AddOutcome, Durable, PendingAdd, STRIPES, Stripe, stripe_of};
 use crate::{fsutil, sstable};
 
 /// When a write counts as durable.
@@ -279,19 +279,59 @@ impl Engine {
     /// own shard, combined with concurrent adds to the same cell, returned
     /// once durable.
     pub async fn leader_add(&self, key: &Key, delta: i64) -> Result<AddOutcome> {
-        self.inner.check_writable()?;
         let (done, rx) = oneshot::channel();
+        self.queue_leader_add(
+            key,
+            PendingAdd {
+                delta,
+                done,
+                sealed: None,
+            },
+        )?;
+        rx.await.map_err(|_| Error::Closed)?
+    }
+
+    /// [`Engine::leader_add`] in two steps: returns the outcome as soon as
+    /// the read-modify-write is sealed, before its fsync, with a [`Durable`]
+    /// that resolves once it is on disk. A leader can then replicate the
+    /// shard while its own fsync runs; it must not acknowledge the add
+    /// before `Durable::wait` succeeds. Replicas holding a version this
+    /// engine later loses in a crash are harmless: an engine that was not
+    /// closed cleanly comes back under a new counter id (see `identity`).
+    pub async fn leader_add_staged(&self, key: &Key, delta: i64) -> Result<(AddOutcome, Durable)> {
+        let (done, rx) = oneshot::channel();
+        let (sealed, early) = oneshot::channel();
+        self.queue_leader_add(
+            key,
+            PendingAdd {
+                delta,
+                done,
+                sealed: Some(sealed),
+            },
+        )?;
+        match early.await {
+            Ok(outcome) => Ok((outcome, Durable(rx))),
+            // Refused at sealing (overflow, poisoned): the reason is in `done`.
+            Err(_) => match rx.await {
+                Ok(Err(e)) => Err(e),
+                Ok(Ok(_)) => unreachable!("a sealed add always sends its early outcome"),
+                Err(_) => Err(Error::Closed),
+            },
+        }
+    }
+
+    fn queue_leader_add(&self, key: &Key, add: PendingAdd) -> Result<()> {
+        self.inner.check_writable()?;
         self.inner.with_cached_cell(key, |stripe, _| {
             let waiting = stripe.pending.entry(key.clone()).or_default();
             let first = waiting.is_empty();
-            waiting.push(PendingAdd { delta, done });
+            waiting.push(add);
             if first && let Err(e) = self.inner.queue_add(key) {
                 stripe.pending.remove(key);
                 return Err(e);
             }
             Ok(())
-        })??;
-        rx.await.map_err(|_| Error::Closed)?
+        })?
     }
 
     /// Merges state from elsewhere (replication, hints, repair, read repair).

@@ -74,4 +74,4 @@ pub use commitlog::ReplayStats;
 pub use engine::{Engine, Options, Stats, SyncMode};
 pub use error::{Error, Result};
 pub use key::{COLUMN_BYTES_MAX, Key, PARTITION_BYTES_MAX};
-pub use stripes::AddOutcome;
+pub use stripes::{AddOutcome, Durable};

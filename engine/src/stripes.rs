@@ -33,6 +33,16 @@ pub struct AddOutcome {
     pub combined: u32,
 }
 
+/// The durability of a staged add (see `Engine::leader_add_staged`).
+pub struct Durable(pub(crate) oneshot::Receiver<Result<AddOutcome>>);
+
+impl Durable {
+    /// Resolves once the add's commit log record is durable.
+    pub async fn wait(self) -> Result<()> {
+        self.0.await.map_err(|_| crate::Error::Closed)?.map(|_| ())
+    }
+}
+
 impl AddOutcome {
     /// The cell to send to the other replicas.
     pub fn replica_cell(&self) -> Cell {
@@ -43,7 +53,11 @@ impl AddOutcome {
 /// A waiting add.
 pub(crate) struct PendingAdd {
     pub(crate) delta: i64,
+    /// Fires once the add is durable (or failed).
     pub(crate) done: oneshot::Sender<Result<AddOutcome>>,
+    /// Fires when the add is sealed, before its fsync (staged adds only);
+    /// dropped unsent if the add is refused.
+    pub(crate) sealed: Option<oneshot::Sender<AddOutcome>>,
 }
 
 /// The state behind one cell lock.

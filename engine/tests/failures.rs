@@ -138,3 +138,37 @@ async fn periodic_mode_survives_reopen() {
     let total: i64 = (0..7).map(|k| engine.get(&key(k)).unwrap().value()).sum();
     assert_eq!(total, 100);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_staged_add_is_sealed_before_it_is_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let fail = Arc::new(AtomicBool::new(false));
+    let opts = Options {
+        fail_sync: Some(fail.clone()),
+        ..Options::default()
+    };
+    let engine = open(dir.path(), &opts);
+    let (outcome, durable) = engine.leader_add_staged(&key(1), 5).await.unwrap();
+    assert_eq!((outcome.value, outcome.shard.clock), (5, 1));
+    durable.wait().await.unwrap();
+    let (outcome, durable) = engine.leader_add_staged(&key(1), 2).await.unwrap();
+    assert_eq!(
+        (outcome.value, outcome.shard.value, outcome.shard.clock),
+        (7, 7, 2)
+    );
+    durable.wait().await.unwrap();
+
+    // Refused at sealing: the error comes at once, not a durability wait.
+    let err = engine
+        .leader_add_staged(&key(1), i64::MAX)
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(err, Error::Overflow { .. }), "{err}");
+
+    // A failed fsync after sealing: sealed, but never durable.
+    fail.store(true, Ordering::Relaxed);
+    let (outcome, durable) = engine.leader_add_staged(&key(2), 1).await.unwrap();
+    assert_eq!(outcome.value, 1);
+    assert!(matches!(durable.wait().await, Err(Error::Poisoned(_))));
+}

@@ -66,11 +66,15 @@ impl ClientError {
         }
     }
 
-    /// Whether the operation certainly did not happen.
+    /// Whether the operation certainly did not happen. A storage error is
+    /// not: an fsync can fail after the shard reached other replicas.
     pub fn is_definite(&self) -> bool {
         match self {
             ClientError::Connect { .. } => true,
-            ClientError::Server(e) => e.kind != ErrorKind::Timeout && e.kind != ErrorKind::Internal,
+            ClientError::Server(e) => matches!(
+                e.kind,
+                ErrorKind::Unavailable | ErrorKind::Overflow | ErrorKind::Invalid
+            ),
             _ => false,
         }
     }

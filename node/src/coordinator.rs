@@ -5,9 +5,10 @@
 //! leader is this node when it is a replica (it is always live to itself),
 //! else the first live replica in ring order, which gets the add forwarded.
 //! The leader does the engine's locked read-modify-write of its own shard
-//! (durable before it returns), then sends the resulting shard state to the
-//! other replicas, which merge it. The answer goes back once `required`
-//! replicas hold it, the leader counting as one. Replicas that are down or
+//! and sends the resulting shard state to the other replicas, which merge
+//! it, while its own fsync runs. The answer goes back once the leader's
+//! record is durable and `required` replicas hold it, the leader counting
+//! as one. Replicas that are down or
 //! do not answer get a hint (see `hints`), so they converge later.
 //!
 //! Read path (`get`, `get_row`): ask `required` live replicas, this node
@@ -130,13 +131,26 @@ impl Node {
         if self.drop_this_add() {
             return Ok(0); // fault injection: a lost write, acknowledged
         }
-        let outcome = self
+        // The shard goes to the replicas while this node's fsync runs; the
+        // add is acknowledged only once both are done (see
+        // `Engine::leader_add_staged` for why sending first is safe).
+        let (outcome, durable) = self
             .engine
-            .leader_add(key, delta)
+            .leader_add_staged(key, delta)
             .await
             .map_err(|e| engine_error(&e))?;
-        self.replicate(key, &outcome.replica_cell(), &replicas, cl)
-            .await?;
+        let cell = outcome.replica_cell();
+        let (local, replicated) =
+            tokio::join!(durable.wait(), self.replicate(key, &cell, &replicas, cl));
+        if let Err(e) = local {
+            return Err(WireError::new(
+                ErrorKind::Storage,
+                format!(
+                    "{e}; the shard may already be on other replicas, so the add may or may not have been applied"
+                ),
+            ));
+        }
+        replicated?;
         Ok(outcome.value)
     }
 
