@@ -105,7 +105,7 @@ pub struct WireCell {
 }
 
 /// How many replicas must answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Encode, Decode)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Encode, Decode)]
 pub enum Consistency {
     /// One replica.
     One,

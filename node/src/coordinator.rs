@@ -27,10 +27,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use tally_engine::{Cell, Key};
+use tally_engine::{AddOutcome, Cell, Key};
 use tally_net::peer::PeerError;
 use tally_net::wire::{Consistency, ErrorKind, PeerRequest, PeerResponse, WireError, WireKey};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
@@ -139,9 +139,10 @@ impl Node {
             .leader_add_staged(key, delta)
             .await
             .map_err(|e| engine_error(&e))?;
-        let cell = outcome.replica_cell();
-        let (local, replicated) =
-            tokio::join!(durable.wait(), self.replicate(key, &cell, &replicas, cl));
+        let (local, replicated) = tokio::join!(
+            durable.wait(),
+            self.replicate_outcome(key, &outcome, &replicas, cl)
+        );
         if let Err(e) = local {
             return Err(WireError::new(
                 ErrorKind::Storage,
@@ -152,6 +153,57 @@ impl Node {
         }
         replicated?;
         Ok(outcome.value)
+    }
+
+    /// Replicates the shard version of an add. Adds the engine combined into
+    /// one version share one replication: the first to arrive sends it, the
+    /// others wait for its result, so a hot counter costs one message per
+    /// read-modify-write instead of one per add.
+    async fn replicate_outcome(
+        self: &Arc<Self>,
+        key: &Key,
+        outcome: &AddOutcome,
+        replicas: &[usize],
+        cl: Consistency,
+    ) -> Result<(), WireError> {
+        if outcome.combined <= 1 {
+            return self
+                .replicate(key, &outcome.replica_cell(), replicas, cl)
+                .await;
+        }
+        let id = (key.clone(), outcome.epoch, outcome.shard.clock, cl);
+        let (mut rx, sender) = {
+            let mut shared = self.shared_replications.lock();
+            match shared.get(&id) {
+                Some(rx) => (rx.clone(), None),
+                None => {
+                    let (tx, rx) = watch::channel(None);
+                    shared.insert(id.clone(), rx.clone());
+                    (rx, Some(tx))
+                }
+            }
+        };
+        if let Some(tx) = sender {
+            let result = self
+                .replicate(key, &outcome.replica_cell(), replicas, cl)
+                .await;
+            self.shared_replications.lock().remove(&id);
+            let _ = tx.send(Some(result.clone()));
+            return result;
+        }
+        let shared = rx
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|result| result.clone());
+        match shared {
+            Some(result) => result,
+            // The sender's task is gone: send it ourselves.
+            None => {
+                self.replicate(key, &outcome.replica_cell(), replicas, cl)
+                    .await
+            }
+        }
     }
 
     /// The leader's reset: catch up to the newest epoch, reset, replicate.

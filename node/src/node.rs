@@ -30,6 +30,11 @@ const HINT_BATCH_KEYS_MAX: usize = 512;
 /// Pause between hint rounds.
 const HINT_ROUND_INTERVAL: Duration = Duration::from_millis(200);
 
+/// One replication of a shard version: key, epoch, clock, consistency level.
+pub(crate) type SharedKey = (Key, u64, u64, tally_net::wire::Consistency);
+/// Its outcome, once known.
+pub(crate) type SharedResult = tokio::sync::watch::Receiver<Option<Result<(), WireError>>>;
+
 /// A node of the cluster.
 pub struct Node {
     /// The cluster's configuration.
@@ -42,6 +47,9 @@ pub struct Node {
     transport: OnceLock<Arc<Transport>>,
     pub(crate) write_timeout: Duration,
     pub(crate) read_timeout: Duration,
+    /// Replications shared by adds combined into one shard version.
+    pub(crate) shared_replications:
+        parking_lot::Mutex<std::collections::HashMap<SharedKey, SharedResult>>,
     /// Fault injection: every Nth led add is acknowledged but not applied.
     drop_every: std::sync::atomic::AtomicU64,
     led_adds: std::sync::atomic::AtomicU64,
@@ -82,6 +90,7 @@ impl Node {
             transport: OnceLock::new(),
             write_timeout: Duration::from_millis(c.write_timeout_ms),
             read_timeout: Duration::from_millis(c.read_timeout_ms),
+            shared_replications: parking_lot::Mutex::new(std::collections::HashMap::new()),
             drop_every: std::sync::atomic::AtomicU64::new(0),
             led_adds: std::sync::atomic::AtomicU64::new(0),
             config,
