@@ -368,9 +368,13 @@ impl Engine {
 
     /// Merges many cells (one replication batch) and waits for one fsync
     /// that covers them all: the batch costs one wake-up, not one per cell.
-    /// The outer error (poisoned, closed) applies to every item; the inner
-    /// ones are per item (a cell over the shard limit).
-    pub async fn apply_many(&self, items: &[(Key, Cell)]) -> Result<Vec<Result<()>>> {
+    /// Each item answers the cell's epoch after the merge: higher than the
+    /// item's own when this node has seen a reset the sender has not, so the
+    /// item's shards were discarded. The outer error (poisoned, closed)
+    /// applies to every item; the inner ones are per item (a cell over the
+    /// shard limit). Cells are loaded into the counter cache (a cold one is
+    /// read from disk first, outside the lock).
+    pub async fn apply_many(&self, items: &[(Key, Cell)]) -> Result<Vec<Result<u64>>> {
         self.inner.check_writable()?;
         let mut results = Vec::with_capacity(items.len());
         for (key, cell) in items {
@@ -381,19 +385,21 @@ impl Engine {
                 }));
                 continue;
             }
-            let v = self.inner.state.read();
-            let mut stripe = self.inner.stripe(key).lock();
-            let unchanged = stripe.cells.get_mut(key).is_some_and(|cached| {
+            let epoch = self.inner.with_cached_cell(key, |stripe, v| {
+                let cached = stripe
+                    .cells
+                    .get_mut(key)
+                    .expect("with_cached_cell caches the key");
                 let before = cached.clone();
                 cached.merge(cell);
-                *cached == before
-            });
-            if !unchanged {
-                v.active.merge(key, cell); // under the cell lock: no racing writer
-                drop(stripe);
-                self.inner.queue_record(key, cell, v.active.generation())?;
-            }
-            results.push(Ok(()));
+                let epoch = cached.epoch();
+                if *cached != before {
+                    v.active.merge(key, cell); // under the cell lock: no racing writer
+                    self.inner.queue_record(key, cell, v.active.generation())?;
+                }
+                Ok::<u64, Error>(epoch)
+            })??;
+            results.push(Ok(epoch));
         }
         // Records queued before this barrier are in its fsync or an earlier
         // one; unchanged cells may come from records still waiting for theirs.

@@ -29,7 +29,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -57,6 +57,12 @@ pub trait Handler: Send + Sync + 'static {
 const CLOSE_PROTOCOL: u32 = 1;
 /// Error code of an orderly shutdown.
 const CLOSE_SHUTDOWN: u32 = 0;
+/// `Link::redial` value meaning: whatever connection is cached.
+const REDIAL_ANY: usize = usize::MAX;
+/// Batches in flight to one peer; the sender waits beyond this.
+const EXCHANGES_MAX: usize = 256;
+/// Longest one batch may take, answer included, before it counts as lost.
+const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Calls that may wait for a peer's sender task.
 const QUEUE_CALLS_MAX: usize = 8192;
 
@@ -150,9 +156,10 @@ struct Link {
     queue: mpsc::Sender<Call>,
     up: AtomicBool,
     last_ok: Mutex<Option<Instant>>,
-    /// Set by the heartbeat when the peer is down: the cached connection
-    /// may be a dead incarnation's, so the sender dials afresh.
-    redial: AtomicBool,
+    /// A connection the sender should drop and replace: the `stable_id`
+    /// of one that failed, or `REDIAL_ANY` when the heartbeat finds the peer
+    /// down (the cached connection may be a dead incarnation's). 0: none.
+    redial: AtomicUsize,
 }
 
 /// The running transport. Cheap to share (`Arc`).
@@ -209,7 +216,7 @@ impl Transport {
                     queue,
                     up: AtomicBool::new(false),
                     last_ok: Mutex::new(None),
-                    redial: AtomicBool::new(false),
+                    redial: AtomicUsize::new(0),
                 });
                 receivers.push((link.clone(), rx));
                 Some(link)
@@ -304,6 +311,7 @@ async fn sender(
     connect_timeout: Duration,
 ) {
     let mut conn: Option<Connection> = None;
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(EXCHANGES_MAX));
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         while batch.len() < BATCH_MESSAGES_MAX {
@@ -317,13 +325,11 @@ async fn sender(
         if batch.is_empty() {
             continue;
         }
-        if link.redial.swap(false, Ordering::AcqRel)
-            && let Some(old) = conn.take()
+        let failed = link.redial.swap(0, Ordering::AcqRel);
+        if failed != 0
+            && let Some(old) = conn.take_if(|c| failed == REDIAL_ANY || c.stable_id() == failed)
         {
-            old.close(
-                VarInt::from_u32(CLOSE_SHUTDOWN),
-                b"peer was down; dialling again",
-            );
+            old.close(VarInt::from_u32(CLOSE_SHUTDOWN), b"dialling again");
         }
         if conn.as_ref().is_none_or(|c| c.close_reason().is_some()) {
             conn = match dial(&endpoint, &link, connect_timeout).await {
@@ -341,13 +347,31 @@ async fn sender(
             };
         }
         let c = conn.clone().expect("dialled above");
-        tokio::spawn(exchange(
-            c,
-            endpoint.clone(),
-            link.clone(),
-            connect_timeout,
-            batch,
-        ));
+        // A peer answers a batch when its slowest request is done: keep
+        // heartbeats and leader requests (which wait for replication) out
+        // of batches whose answers they would hold up, or be held up by.
+        let (pings, rest): (Vec<Call>, Vec<Call>) = batch
+            .into_iter()
+            .partition(|c| matches!(c.req, PeerRequest::Ping { .. }));
+        let (leads, plain): (Vec<Call>, Vec<Call>) = rest.into_iter().partition(|c| {
+            matches!(
+                c.req,
+                PeerRequest::LeaderAdd { .. } | PeerRequest::LeaderReset { .. }
+            )
+        });
+        for group in [pings, plain, leads] {
+            if group.is_empty() {
+                continue;
+            }
+            let Ok(permit) = in_flight.clone().acquire_owned().await else {
+                return;
+            };
+            let (c, endpoint, link) = (c.clone(), endpoint.clone(), link.clone());
+            tokio::spawn(async move {
+                exchange(c, endpoint, link, connect_timeout, group).await;
+                drop(permit);
+            });
+        }
     }
 }
 
@@ -397,13 +421,22 @@ async fn exchange(
                 | PeerRequest::ReadRow { .. }
         )
     });
-    let mut answer = send_batch(&conn, &bytes).await;
+    let bytes = bytes::Bytes::from(bytes);
+    let timed = |conn: Connection, bytes: bytes::Bytes| async move {
+        tokio::time::timeout(EXCHANGE_TIMEOUT, send_batch(&conn, &bytes))
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer within {} s", EXCHANGE_TIMEOUT.as_secs())))
+    };
+    let mut answer = timed(conn.clone(), bytes.clone()).await;
     if let Err(why) = &answer {
-        link.redial.store(true, Ordering::Release);
+        // Only a dead connection is replaced; a failed stream on a live one is not a reason.
+        if conn.close_reason().is_some() {
+            link.redial.store(conn.stable_id(), Ordering::Release);
+        }
         if idempotent {
             debug!(peer = %peer, reason = %why, "connection failed; sending the batch again on a new one");
             answer = match dial(&endpoint, &link, dial_timeout).await {
-                Ok(fresh) => send_batch(&fresh, &bytes).await,
+                Ok(fresh) => timed(fresh, bytes).await,
                 Err(reason) => Err(reason),
             };
         }
@@ -491,7 +524,7 @@ async fn heartbeat(transport: std::sync::Weak<Transport>, link: Arc<Link>) {
         } else {
             let silent_since = last_ok.unwrap_or(started);
             if now.duration_since(silent_since) >= failure_timeout {
-                link.redial.store(true, Ordering::Release);
+                link.redial.store(REDIAL_ANY, Ordering::Release);
                 if link.up.swap(false, Ordering::AcqRel) {
                     info!(peer = %link.id, "peer is down");
                 }

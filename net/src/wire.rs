@@ -262,6 +262,12 @@ pub enum PeerResponse {
     Reset,
     /// The request failed.
     Error(WireError),
+    /// Answer to `Apply`: merged, but this replica is at a newer epoch (it
+    /// saw a reset the sender missed), so the sent shards were discarded.
+    Stale {
+        /// The replica's epoch for the key.
+        epoch: u64,
+    },
 }
 
 /// What a client asks for.

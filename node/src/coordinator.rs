@@ -37,6 +37,26 @@ use tracing::{debug, warn};
 use crate::convert::{self, engine_error, wire_cell, wire_key};
 use crate::node::Node;
 
+/// Leader attempts when resets keep overtaking an add.
+const STALE_RETRIES_MAX: u32 = 3;
+
+/// One replica's answer to a shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    Ack,
+    Stale(u64),
+    Failed,
+}
+
+/// Why replication fell short of the consistency level.
+#[derive(Debug, Clone)]
+pub(crate) enum Replication {
+    /// Replicas are at this newer epoch: the leader missed a reset.
+    Stale(u64),
+    /// Too few acknowledgements in time, or an error.
+    Failed(WireError),
+}
+
 /// A partition's row as replicas return it: column → cell.
 type Row = BTreeMap<Vec<u8>, Cell>;
 
@@ -96,7 +116,13 @@ impl Node {
         for &leader in live {
             match self
                 .transport()
-                .call(leader, req.clone(), self.write_timeout)
+                // The leader has write_timeout for its replication: leave it
+                // room to answer with its own verdict.
+                .call(
+                    leader,
+                    req.clone(),
+                    self.write_timeout + self.write_timeout / 2,
+                )
                 .await
             {
                 Ok(PeerResponse::Error(e)) => return Err(e),
@@ -131,28 +157,54 @@ impl Node {
         if self.drop_this_add() {
             return Ok(0); // fault injection: a lost write, acknowledged
         }
-        // The shard goes to the replicas while this node's fsync runs; the
-        // add is acknowledged only once both are done (see
-        // `Engine::leader_add_staged` for why sending first is safe).
-        let (outcome, durable) = self
-            .engine
-            .leader_add_staged(key, delta)
-            .await
-            .map_err(|e| engine_error(&e))?;
-        let (local, replicated) = tokio::join!(
-            durable.wait(),
-            self.replicate_outcome(key, &outcome, &replicas, cl)
-        );
-        if let Err(e) = local {
-            return Err(WireError::new(
-                ErrorKind::Storage,
-                format!(
-                    "{e}; the shard may already be on other replicas, so the add may or may not have been applied"
-                ),
-            ));
+        for attempt in 1..=STALE_RETRIES_MAX {
+            // The shard goes to the replicas while this node's fsync runs; the
+            // add is acknowledged only once both are done (see
+            // `Engine::leader_add_staged` for why sending first is safe).
+            let (outcome, durable) = self
+                .engine
+                .leader_add_staged(key, delta)
+                .await
+                .map_err(|e| engine_error(&e))?;
+            let (local, replicated) = tokio::join!(
+                durable.wait(),
+                self.replicate_outcome(key, &outcome, &replicas, cl)
+            );
+            if let Err(e) = local {
+                return Err(WireError::new(
+                    ErrorKind::Storage,
+                    format!(
+                        "{e}; the shard may already be on other replicas, so the add may or may not have been applied"
+                    ),
+                ));
+            }
+            match replicated {
+                Ok(()) => return Ok(outcome.value),
+                Err(Replication::Failed(e)) => return Err(e),
+                // This node missed a reset that the replicas have seen. The
+                // add just made is in the old epoch, which every replica
+                // discards: catch up and make it again in the new one.
+                Err(Replication::Stale(epoch)) if attempt < STALE_RETRIES_MAX => {
+                    debug!(
+                        epoch,
+                        "leader was behind a reset; adding again in the new epoch"
+                    );
+                    self.engine
+                        .apply(key, &Cell::from_parts(epoch, []))
+                        .await
+                        .map_err(|e| engine_error(&e))?;
+                }
+                Err(Replication::Stale(epoch)) => {
+                    return Err(WireError::new(
+                        ErrorKind::Timeout,
+                        format!(
+                            "resets kept overtaking the add (now at epoch {epoch}); it may or may not have been applied"
+                        ),
+                    ));
+                }
+            }
         }
-        replicated?;
-        Ok(outcome.value)
+        unreachable!("the last attempt returns")
     }
 
     /// Replicates the shard version of an add. Adds the engine combined into
@@ -165,7 +217,7 @@ impl Node {
         outcome: &AddOutcome,
         replicas: &[usize],
         cl: Consistency,
-    ) -> Result<(), WireError> {
+    ) -> Result<(), Replication> {
         if outcome.combined <= 1 {
             return self
                 .replicate(key, &outcome.replica_cell(), replicas, cl)
@@ -216,19 +268,27 @@ impl Node {
             .await
             .map_err(|e| engine_error(&e))?;
         let epoch = self.engine.reset(key).await.map_err(|e| engine_error(&e))?;
-        self.replicate(key, &Cell::from_parts(epoch, []), &replicas, cl)
+        match self
+            .replicate(key, &Cell::from_parts(epoch, []), &replicas, cl)
             .await
+        {
+            // A newer reset overtook this one: the counter is reset either way.
+            Ok(()) | Err(Replication::Stale(_)) => Ok(()),
+            Err(Replication::Failed(e)) => Err(e),
+        }
     }
 
     /// Sends `cell` to every other replica; returns once `cl` is met
-    /// (this node counting as one). Replicas that miss it get a hint.
+    /// (this node counting as one). Replicas that miss it get a hint. A
+    /// replica at a newer epoch answers `Stale`: it does not count, and if
+    /// `cl` is not met the error carries the newest such epoch.
     async fn replicate(
         self: &Arc<Self>,
         key: &Key,
         cell: &Cell,
         replicas: &[usize],
         cl: Consistency,
-    ) -> Result<(), WireError> {
+    ) -> Result<(), Replication> {
         let required = cl.required(replicas.len());
         let deadline = Instant::now() + self.write_timeout;
         let (tx, mut rx) = mpsc::channel(replicas.len());
@@ -247,42 +307,49 @@ impl Node {
                     key: wkey,
                     cell: wcell,
                 };
-                let ok = match node.transport().call(r, req, node.write_timeout).await {
-                    Ok(PeerResponse::Applied) => true,
+                let answer = match node.transport().call(r, req, node.write_timeout).await {
+                    Ok(PeerResponse::Applied) => Answer::Ack,
+                    // Ahead of us: it needs nothing from this epoch.
+                    Ok(PeerResponse::Stale { epoch }) => Answer::Stale(epoch),
                     Ok(other) => {
                         warn!(replica = r, answer = ?other, "replica refused a shard");
-                        false
+                        Answer::Failed
                     }
                     Err(e) => {
                         debug!(replica = r, error = %e, "replication failed");
-                        false
+                        Answer::Failed
                     }
                 };
-                if !ok {
+                if answer == Answer::Failed {
                     node.hint(r, &key);
                 }
-                let _ = tx.send(ok).await;
+                let _ = tx.send(answer).await;
             });
         }
         drop(tx);
         let mut acks = 1;
+        let mut newer_epoch = None;
         while acks < required {
             match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some(true)) => acks += 1,
-                Ok(Some(false)) => {}
+                Ok(Some(Answer::Ack)) => acks += 1,
+                Ok(Some(Answer::Stale(e))) => newer_epoch = newer_epoch.max(Some(e)),
+                Ok(Some(Answer::Failed)) => {}
                 Ok(None) | Err(_) => break,
             }
         }
         if acks >= required {
             return Ok(());
         }
-        Err(WireError::new(
+        if let Some(epoch) = newer_epoch {
+            return Err(Replication::Stale(epoch));
+        }
+        Err(Replication::Failed(WireError::new(
             ErrorKind::Timeout,
             format!(
                 "{acks} of {required} replicas acknowledged within {} ms at {cl}; the write is durable on the leader and will reach the others, but may not be visible at {cl} yet",
                 self.write_timeout.as_millis()
             ),
-        ))
+        )))
     }
 
     /// Reads a counter at `cl`.
@@ -492,8 +559,11 @@ impl Node {
                 .call(replica, req, node.write_timeout)
                 .await
             {
-                Ok(PeerResponse::Applied) => {}
-                _ => node.hint(replica, &key),
+                Ok(PeerResponse::Applied | PeerResponse::Stale { .. }) => {}
+                // A hint is delivered from this node's own cell: only a
+                // replica holds the merged state it stands for.
+                _ if node.replicas(key.partition()).contains(&node.me) => node.hint(replica, &key),
+                _ => {}
             }
         });
     }

@@ -42,7 +42,10 @@ const RECORD_BYTES_MAX: usize = 4096;
 struct NodeHints {
     file: File,
     path: PathBuf,
-    pending: HashSet<Key>,
+    /// Key → generation, bumped by every new hint for a pending key: a
+    /// delivery that read the cell before the bump must not clear it.
+    pending: HashMap<Key, u64>,
+    next_gen: u64,
     dirty: bool,
 }
 
@@ -80,7 +83,8 @@ impl Hints {
                 NodeHints {
                     file,
                     path,
-                    pending,
+                    pending: pending.into_iter().map(|k| (k, 0)).collect(),
+                    next_gen: 1,
                     dirty: false,
                 },
             );
@@ -96,8 +100,10 @@ impl Hints {
         let Some(h) = nodes.get_mut(&node) else {
             return Ok(()); // this node itself
         };
-        if !h.pending.insert(key.clone()) {
-            return Ok(());
+        let generation = h.next_gen;
+        h.next_gen += 1;
+        if h.pending.insert(key.clone(), generation).is_some() {
+            return Ok(()); // already in the file
         }
         let mut rec = Vec::with_capacity(16 + key.len_bytes());
         encode(key, &mut rec);
@@ -107,13 +113,25 @@ impl Hints {
             .with_context(|| format!("append to {}", h.path.display()))
     }
 
-    /// Up to `max` keys pending for `node`.
-    pub fn pending(&self, node: usize, max: usize) -> Vec<Key> {
-        self.nodes
-            .lock()
-            .get(&node)
-            .map(|h| h.pending.iter().take(max).cloned().collect())
-            .unwrap_or_default()
+    /// Up to `max` keys pending for `node`, each with its generation, taking
+    /// turns so that keys that keep failing cannot starve the rest.
+    pub fn pending(&self, node: usize, max: usize) -> Vec<(Key, u64)> {
+        let nodes = self.nodes.lock();
+        let Some(h) = nodes.get(&node) else {
+            return Vec::new();
+        };
+        let skip = if h.pending.len() > max {
+            (h.next_gen as usize) % h.pending.len()
+        } else {
+            0
+        };
+        h.pending
+            .iter()
+            .cycle()
+            .skip(skip)
+            .take(max.min(h.pending.len()))
+            .map(|(k, g)| (k.clone(), *g))
+            .collect()
     }
 
     /// Number of keys pending for `node`.
@@ -121,22 +139,33 @@ impl Hints {
         self.nodes.lock().get(&node).map_or(0, |h| h.pending.len())
     }
 
-    /// Marks keys as delivered to `node`. Once nothing is pending the file
-    /// is emptied (under the same lock as `add`, so no hint is lost).
-    pub fn delivered(&self, node: usize, keys: &[Key]) -> Result<()> {
-        let mut nodes = self.nodes.lock();
-        let Some(h) = nodes.get_mut(&node) else {
-            return Ok(());
-        };
-        for k in keys {
-            h.pending.remove(k);
-        }
-        if h.pending.is_empty() {
+    /// Marks keys as delivered to `node`, unless a newer hint came in for a
+    /// key since `pending` listed it. Once nothing is pending the file is
+    /// emptied (under the same lock as `add`, so no hint is lost) and
+    /// fsync'd after the lock is released.
+    pub fn delivered(&self, node: usize, keys: &[(Key, u64)]) -> Result<()> {
+        let emptied = {
+            let mut nodes = self.nodes.lock();
+            let Some(h) = nodes.get_mut(&node) else {
+                return Ok(());
+            };
+            for (k, generation) in keys {
+                if h.pending.get(k) == Some(generation) {
+                    h.pending.remove(k);
+                }
+            }
+            if !h.pending.is_empty() {
+                return Ok(());
+            }
             h.file
                 .set_len(0)
-                .and_then(|()| h.file.sync_data())
                 .with_context(|| format!("empty {}", h.path.display()))?;
             h.dirty = false;
+            h.file.try_clone().ok().map(|f| (f, h.path.clone()))
+        };
+        if let Some((f, path)) = emptied {
+            f.sync_data()
+                .with_context(|| format!("fsync {}", path.display()))?;
         }
         Ok(())
     }
@@ -262,6 +291,23 @@ mod tests {
         let h = Hints::open(dir.path(), &nodes).unwrap();
         assert_eq!(h.count(1), 0);
         assert_eq!(h.count(2), 1);
+    }
+
+    #[test]
+    fn a_hint_renewed_during_delivery_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = Hints::open(dir.path(), &[(1, "n2".to_string())]).unwrap();
+        h.add(1, &key("a", "")).unwrap();
+        let listed = h.pending(1, 10);
+        h.add(1, &key("a", "")).unwrap(); // a newer version missed the replica meanwhile
+        h.delivered(1, &listed).unwrap();
+        assert_eq!(
+            h.count(1),
+            1,
+            "the newer hint must survive the older delivery"
+        );
+        h.delivered(1, &h.pending(1, 10)).unwrap();
+        assert_eq!(h.count(1), 0);
     }
 
     #[test]

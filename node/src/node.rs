@@ -33,7 +33,8 @@ const HINT_ROUND_INTERVAL: Duration = Duration::from_millis(200);
 /// One replication of a shard version: key, epoch, clock, consistency level.
 pub(crate) type SharedKey = (Key, u64, u64, tally_net::wire::Consistency);
 /// Its outcome, once known.
-pub(crate) type SharedResult = tokio::sync::watch::Receiver<Option<Result<(), WireError>>>;
+pub(crate) type SharedResult =
+    tokio::sync::watch::Receiver<Option<Result<(), crate::coordinator::Replication>>>;
 
 /// A node of the cluster.
 pub struct Node {
@@ -266,9 +267,10 @@ impl Handler for PeerHandler {
             if !applies.is_empty() {
                 match node.engine.apply_many(&applies).await {
                     Ok(results) => {
-                        for (i, r) in slots.into_iter().zip(results) {
+                        for ((i, (_, cell)), r) in slots.into_iter().zip(&applies).zip(results) {
                             out[i] = Some(match r {
-                                Ok(()) => PeerResponse::Applied,
+                                Ok(epoch) if epoch > cell.epoch() => PeerResponse::Stale { epoch },
+                                Ok(_) => PeerResponse::Applied,
                                 Err(e) => PeerResponse::Error(engine_error(&e)),
                             });
                         }
@@ -298,15 +300,10 @@ impl Handler for PeerHandler {
 /// Answers one request that is not part of an apply batch.
 async fn handle_one(node: Arc<Node>, req: PeerRequest) -> PeerResponse {
     let result = match req {
-        PeerRequest::Apply { key, cell } => match convert::key(&key) {
-            Ok(k) => node
-                .engine
-                .apply(&k, &convert::cell(&cell))
-                .await
-                .map(|()| PeerResponse::Applied)
-                .map_err(|e| engine_error(&e)),
-            Err(e) => Err(e),
-        },
+        PeerRequest::Apply { .. } => Err(WireError::new(
+            ErrorKind::Internal,
+            "applies are handled as a batch",
+        )),
         PeerRequest::Read { key } => convert::key(&key).and_then(|k| {
             node.engine
                 .get(&k)
@@ -348,7 +345,7 @@ async fn deliver_hints(node: Weak<Node>) {
             }
             let keys = node.hints.pending(peer, HINT_BATCH_KEYS_MAX);
             let mut sends = JoinSet::new();
-            for key in keys {
+            for (key, generation) in keys {
                 let cell = match node.engine.get(&key) {
                     Ok(c) => c,
                     Err(e) => {
@@ -364,15 +361,15 @@ async fn deliver_hints(node: Weak<Node>) {
                     };
                     let ok = matches!(
                         n.transport().call(peer, req, n.write_timeout).await,
-                        Ok(PeerResponse::Applied)
+                        Ok(PeerResponse::Applied | PeerResponse::Stale { .. })
                     );
-                    (key, ok)
+                    (key, generation, ok)
                 });
             }
             let mut delivered = Vec::new();
             while let Some(joined) = sends.join_next().await {
-                if let Ok((key, true)) = joined {
-                    delivered.push(key);
+                if let Ok((key, generation, true)) = joined {
+                    delivered.push((key, generation));
                 }
             }
             let count = delivered.len();

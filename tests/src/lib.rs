@@ -211,6 +211,27 @@ impl Cluster {
         Ok(())
     }
 
+    /// SIGSTOP (`resume: false`) or SIGCONT node `i`: a frozen process,
+    /// like a long GC pause, that keeps its sockets and its view.
+    pub fn signal_stop(&mut self, i: usize, resume: bool) -> Result<()> {
+        let child = self.nodes[i]
+            .child
+            .as_ref()
+            .context("node is not running")?;
+        let pid = libc::pid_t::try_from(child.id()).context("pid")?;
+        let sig = if resume { libc::SIGCONT } else { libc::SIGSTOP };
+        // SAFETY: kill(2) takes plain integers; the pid is our own unreaped child.
+        #[allow(unsafe_code, reason = "kill(2) has no safe std wrapper")]
+        let rc = unsafe { libc::kill(pid, sig) };
+        if rc != 0 {
+            bail!(
+                "kill({pid}, {sig}) failed: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        Ok(())
+    }
+
     /// Starts node `i` again on its data and waits until it answers.
     pub fn restart(&mut self, i: usize) -> Result<()> {
         self.spawn(i)?;

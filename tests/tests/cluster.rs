@@ -249,3 +249,36 @@ fn killing_a_leader_mid_load_loses_no_acknowledged_add() {
         );
     });
 }
+
+#[test]
+fn a_leader_that_missed_a_reset_adds_in_the_new_epoch() {
+    // n3 is frozen through a QUORUM reset and leads an add the moment it
+    // thaws, before any hint reaches it: its replicas are a reset ahead.
+    let mut cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    let rt = rt();
+    let n3 = rt.block_on(async {
+        let n3 = cluster.client(2).await.unwrap();
+        n3.add(b"k", b"", 5, Consistency::Quorum).await.unwrap();
+        n3
+    });
+    cluster.signal_stop(2, false).unwrap();
+    rt.block_on(async {
+        let n1 = cluster.client(0).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while n1.status().await.unwrap().nodes[2].up {
+            assert!(Instant::now() < deadline, "n3 never marked down");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        n1.reset(b"k", b"", Consistency::Quorum).await.unwrap();
+    });
+    cluster.signal_stop(2, true).unwrap();
+    rt.block_on(async {
+        let seen = n3.add(b"k", b"", 7, Consistency::Quorum).await.unwrap();
+        assert_eq!(
+            seen, 7,
+            "the add must land after the reset, not in the old epoch"
+        );
+        let n1 = cluster.client(0).await.unwrap();
+        assert_eq!(n1.get(b"k", b"", Consistency::All).await.unwrap(), 7);
+    });
+}
