@@ -20,6 +20,11 @@ use crate::client::{Client, ClientError};
 use crate::ring::Ring;
 use crate::wire::{ClusterStatus, Consistency};
 
+/// Most nodes a cluster description may list.
+const NODES_MAX: usize = 1024;
+/// Most vnodes per node a cluster description may ask for (the config's limit).
+const VNODES_MAX: usize = 4096;
+
 /// How to connect.
 #[derive(Debug, Clone)]
 pub struct ClusterOptions {
@@ -73,7 +78,13 @@ impl ClusterClient {
             );
         };
         let ids: Vec<String> = status.nodes.iter().map(|n| n.id.clone()).collect();
-        if ids.is_empty() || status.vnodes == 0 || status.replication_factor == 0 {
+        // The answer is not trusted to size the ring: the limits are the config's.
+        if ids.is_empty()
+            || ids.len() > NODES_MAX
+            || status.vnodes == 0
+            || status.vnodes as usize > VNODES_MAX
+            || status.replication_factor == 0
+        {
             return Err(ClientError::Protocol(format!(
                 "the cluster described itself as empty: {status:?}"
             )));
