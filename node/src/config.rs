@@ -14,7 +14,8 @@
 //!   silently fall back to a default.
 //! - Optional, with defaults: `vnodes` (16), `sync_interval_ms` (10),
 //!   `heartbeat_interval_ms` (200), `failure_timeout_ms` (1000),
-//!   `certs_dir` (`"data/certs"`). Everything else is required.
+//!   `certs_dir` (`"data/certs"`), `group_commit_window_us` (100).
+//!   Everything else is required.
 //! - At least one node; ids non-empty, unique, made of `[A-Za-z0-9_-]`
 //!   (they end up in file names and vnode token seeds); every address
 //!   (peer, client and resp, over all nodes) distinct; data directories
@@ -95,6 +96,10 @@ pub struct ClusterConfig {
     /// Where the cluster's TLS certificates live (resolved).
     #[serde(default = "defaults::certs_dir")]
     pub certs_dir: PathBuf,
+    /// `batch` sync: how long an fsync may wait for the writers the previous
+    /// one released (0 disables the wait; at most 10,000).
+    #[serde(default = "defaults::group_commit_window_us")]
+    pub group_commit_window_us: u64,
 }
 
 /// When the commit log is fsynced.
@@ -148,6 +153,9 @@ mod defaults {
     }
     pub fn certs_dir() -> std::path::PathBuf {
         "data/certs".into()
+    }
+    pub fn group_commit_window_us() -> u64 {
+        100
     }
 }
 
@@ -325,6 +333,12 @@ fn validate(raw: &RawConfig, path: &Path) -> Result<(), ConfigError> {
     }
     if c.certs_dir.as_os_str().is_empty() {
         return fail("cluster.certs_dir", "must not be empty".into());
+    }
+    if c.group_commit_window_us > 10_000 {
+        return fail(
+            "cluster.group_commit_window_us",
+            format!("{} is over 10000 (10 ms)", c.group_commit_window_us),
+        );
     }
     Ok(())
 }
@@ -620,5 +634,10 @@ data_dir = "/abs/b"
             "cluster.failure_timeout_ms",
         );
         bad("sync = ", "certs_dir = \"\"\nsync = ", "cluster.certs_dir");
+        bad(
+            "sync = ",
+            "group_commit_window_us = 10001\nsync = ",
+            "cluster.group_commit_window_us",
+        );
     }
 }

@@ -69,6 +69,7 @@ impl Node {
                     interval_ms: c.sync_interval_ms,
                 },
             },
+            group_commit_window_us: c.group_commit_window_us,
             ..Options::default()
         };
         let engine_dir = dir.join("engine");
