@@ -353,13 +353,21 @@ async fn sender(
         let (pings, rest): (Vec<Call>, Vec<Call>) = batch
             .into_iter()
             .partition(|c| matches!(c.req, PeerRequest::Ping { .. }));
-        let (leads, plain): (Vec<Call>, Vec<Call>) = rest.into_iter().partition(|c| {
+        let (leads, rest): (Vec<Call>, Vec<Call>) = rest.into_iter().partition(|c| {
             matches!(
                 c.req,
                 PeerRequest::LeaderAdd { .. } | PeerRequest::LeaderReset { .. }
             )
         });
-        for group in [pings, plain, leads] {
+        // A row answer can be megabytes: one per stream keeps every answer
+        // under the message limit.
+        let (rows, plain): (Vec<Call>, Vec<Call>) = rest
+            .into_iter()
+            .partition(|c| matches!(c.req, PeerRequest::ReadRow { .. }));
+        let groups = [pings, plain, leads]
+            .into_iter()
+            .chain(rows.into_iter().map(|r| vec![r]));
+        for group in groups {
             if group.is_empty() {
                 continue;
             }

@@ -22,6 +22,9 @@ use bincode::{Decode, Encode};
 pub const MESSAGE_BYTES_MAX: usize = 16 << 20;
 /// Largest client request frame: a key is at most 1 KiB + 256 B.
 pub const REQUEST_FRAME_BYTES_MAX: usize = 64 << 10;
+/// Most columns one row read returns: with 256-byte column names and a few
+/// shards each this stays far below [`MESSAGE_BYTES_MAX`].
+pub const ROW_COLUMNS_MAX: usize = 10_000;
 /// Largest number of messages one peer batch may hold.
 pub const BATCH_MESSAGES_MAX: usize = 512;
 

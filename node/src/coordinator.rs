@@ -29,7 +29,9 @@ use std::sync::Arc;
 
 use tally_engine::{AddOutcome, Cell, Key};
 use tally_net::peer::PeerError;
-use tally_net::wire::{Consistency, ErrorKind, PeerRequest, PeerResponse, WireError, WireKey};
+use tally_net::wire::{
+    Consistency, ErrorKind, PeerRequest, PeerResponse, ROW_COLUMNS_MAX, WireError, WireKey,
+};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::{debug, warn};
@@ -37,6 +39,8 @@ use tracing::{debug, warn};
 use crate::convert::{self, engine_error, wire_cell, wire_key};
 use crate::node::Node;
 
+/// Columns one row read repairs on one replica.
+const ROW_REPAIRS_MAX: usize = 256;
 /// Leader attempts when resets keep overtaking an add.
 const STALE_RETRIES_MAX: u32 = 3;
 
@@ -445,11 +449,16 @@ impl Node {
                 merged.entry(col.clone()).or_default().merge(c);
             }
         }
+        if merged.len() > ROW_COLUMNS_MAX {
+            return Err(crate::node::row_too_long(merged.len()));
+        }
+        // Repair the columns a replica is behind on, a bounded number per
+        // read so that a replica far behind does not flood the peer queue;
+        // later reads and hints do the rest.
         for (r, row) in answers {
-            for (col, c) in &merged {
-                if row.get(col) != Some(c)
-                    && let Ok(key) = Key::new(partition, col)
-                {
+            let behind = merged.iter().filter(|&(col, c)| row.get(col) != Some(c));
+            for (col, c) in behind.take(ROW_REPAIRS_MAX) {
+                if let Ok(key) = Key::new(partition, col) {
                     self.repair(r, key, c.clone());
                 }
             }

@@ -15,7 +15,7 @@ use tally_engine::{Engine, Key, Options, SyncMode};
 use tally_net::peer::{BoxFuture, Handler, PeerAddr, PeerSettings, Transport};
 use tally_net::wire::{
     ClientOp, ClientReply, ClusterStatus, ErrorKind, NodeStats, NodeStatus, PeerRequest,
-    PeerResponse, WireError,
+    PeerResponse, ROW_COLUMNS_MAX, WireError,
 };
 use tokio::task::JoinSet;
 use tracing::{info, warn};
@@ -311,17 +311,15 @@ async fn handle_one(node: Arc<Node>, req: PeerRequest) -> PeerResponse {
                 .map(|c| PeerResponse::Cell(wire_cell(&c)))
                 .map_err(|e| engine_error(&e))
         }),
-        PeerRequest::ReadRow { partition } => node
-            .engine
-            .get_row(&partition)
-            .map(|row| {
-                PeerResponse::Row(
-                    row.into_iter()
-                        .map(|(k, c)| (k.column().to_vec(), wire_cell(&c)))
-                        .collect(),
-                )
-            })
-            .map_err(|e| engine_error(&e)),
+        PeerRequest::ReadRow { partition } => match node.engine.get_row(&partition) {
+            Ok(row) if row.len() > ROW_COLUMNS_MAX => Err(row_too_long(row.len())),
+            Ok(row) => Ok(PeerResponse::Row(
+                row.into_iter()
+                    .map(|(k, c)| (k.column().to_vec(), wire_cell(&c)))
+                    .collect(),
+            )),
+            Err(e) => Err(engine_error(&e)),
+        },
         PeerRequest::LeaderAdd { key, delta, cl } => match convert::key(&key) {
             Ok(k) => node.lead_add(&k, delta, cl).await.map(PeerResponse::Added),
             Err(e) => Err(e),
@@ -333,6 +331,16 @@ async fn handle_one(node: Arc<Node>, req: PeerRequest) -> PeerResponse {
         PeerRequest::Ping { .. } => Ok(PeerResponse::Pong),
     };
     result.unwrap_or_else(PeerResponse::Error)
+}
+
+/// The error for a row over [`ROW_COLUMNS_MAX`] columns.
+pub(crate) fn row_too_long(columns: usize) -> WireError {
+    WireError::new(
+        ErrorKind::Invalid,
+        format!(
+            "the row has {columns} columns, over the {ROW_COLUMNS_MAX} one read returns; read its columns one by one"
+        ),
+    )
 }
 
 /// Delivers hints to peers that are up, in rounds, until the node stops.
