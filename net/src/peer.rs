@@ -84,6 +84,8 @@ pub struct PeerSettings {
     pub nodes: Vec<PeerAddr>,
     /// This node's index in `nodes`.
     pub me: usize,
+    /// Where to bind, if not this node's address in `nodes`.
+    pub bind: Option<SocketAddr>,
     /// TLS material.
     pub tls: TlsFiles,
     /// Time between heartbeats.
@@ -187,14 +189,11 @@ impl Transport {
                     .expect("failure timeouts are far below QUIC's limit"),
             ));
         let tls = crate::tls::configs(&settings.tls, Arc::new(transport))?;
-        let me = &settings.nodes[settings.me];
-        let bind_err = |source| StartError::Bind {
-            addr: me.addr,
-            source,
-        };
+        let me = settings.bind.unwrap_or(settings.nodes[settings.me].addr);
+        let bind_err = |source| StartError::Bind { addr: me, source };
         let endpoint_config =
             quinn::EndpointConfig::new(Arc::new(crate::tls::reset_key(&settings.tls)?));
-        let socket = std::net::UdpSocket::bind(me.addr).map_err(bind_err)?;
+        let socket = std::net::UdpSocket::bind(me).map_err(bind_err)?;
         let runtime = quinn::default_runtime().expect("tallyd runs inside tokio");
         let mut endpoint =
             Endpoint::new(endpoint_config, Some(tls.server), socket, runtime).map_err(bind_err)?;

@@ -4,7 +4,8 @@
 //! `[cluster]` table (name, replication factor, vnodes per node, commit-log
 //! sync mode, timeouts, where the TLS certificates live) and one `[[node]]`
 //! table per node (id, QUIC peer address, native client and RESP listen
-//! addresses, data directory). The order of the `[[node]]` tables matters:
+//! addresses, data directory, and optionally `peer_bind`, the address the
+//! node binds when peers reach it through something else, like a proxy). The order of the `[[node]]` tables matters:
 //! a node's position is its *node index*, which the token ring uses (see
 //! [`crate::ring`]), so every node must list them in the same order.
 //!
@@ -118,8 +119,12 @@ pub enum SyncKind {
 pub struct NodeConfig {
     /// The node's id, unique in the cluster.
     pub id: String,
-    /// QUIC (UDP) address for node-to-node traffic.
+    /// QUIC (UDP) address other nodes dial.
     pub peer: SocketAddr,
+    /// Where this node binds its QUIC socket, when it differs from `peer`
+    /// (a proxy or NAT in between); optional.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_bind: Option<SocketAddr>,
     /// TCP address of the native client protocol.
     pub client: SocketAddr,
     /// TCP address of the RESP2 listener.
@@ -280,7 +285,11 @@ fn validate(raw: &RawConfig, path: &Path) -> Result<(), ConfigError> {
                 format!("duplicate id {:?}, already node[{first}].id", n.id),
             );
         }
-        for (name, addr) in [("peer", n.peer), ("client", n.client), ("resp", n.resp)] {
+        let bind = n.peer_bind.map(|b| ("peer_bind", b));
+        for (name, addr) in [("peer", n.peer), ("client", n.client), ("resp", n.resp)]
+            .into_iter()
+            .chain(bind)
+        {
             if let Some(first) = addrs.insert(addr, field(name)) {
                 return fail(
                     &field(name),

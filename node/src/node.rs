@@ -115,6 +115,7 @@ impl Node {
                 })
                 .collect(),
             me: self.me,
+            bind: self.config.nodes[self.me].peer_bind,
             tls: crate::certs::node_files(&c.certs_dir, &self.config.nodes[self.me].id),
             heartbeat_interval: Duration::from_millis(c.heartbeat_interval_ms),
             failure_timeout: Duration::from_millis(c.failure_timeout_ms),

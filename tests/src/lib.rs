@@ -8,14 +8,21 @@
 //! node sees every other one up. Nodes are killed for real (`SIGKILL` by
 //! pid) and restarted on the same data. Dropping the cluster kills what it
 //! started, and only that.
+//!
+//! [`proxy`] puts a UDP proxy in front of a node's QUIC port to cut links;
+//! [`chaos`] runs a workload under faults and [`checker`] judges its history.
 
 use std::fs;
 use std::net::{SocketAddr, TcpListener, UdpSocket};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+
+pub mod chaos;
+pub mod checker;
+pub mod proxy;
 use tally_net::Client;
 use tally_node::config::Config;
 
@@ -28,11 +35,17 @@ pub fn bin(name: &str) -> Result<PathBuf> {
     let dir = match std::env::var("TALLY_BIN_DIR") {
         Ok(d) => PathBuf::from(d),
         Err(_) => {
-            let exe = std::env::current_exe().context("find the test executable")?;
-            exe.parent()
-                .and_then(Path::parent)
-                .context("test executable has no target dir")?
-                .to_path_buf()
+            // A test runs from target/<profile>/deps, a binary (chaos) from
+            // target/<profile>: look next to it, then one level up.
+            let exe = std::env::current_exe().context("find the running executable")?;
+            let here = exe.parent().context("executable has no directory")?;
+            if here.join(name).exists() {
+                here.to_path_buf()
+            } else {
+                here.parent()
+                    .context("executable has no target dir")?
+                    .to_path_buf()
+            }
         }
     };
     let path = dir.join(name);
@@ -56,6 +69,9 @@ pub struct ClusterOptions {
     pub sync: String,
     /// Extra arguments for every `tallyd run`.
     pub run_args: Vec<String>,
+    /// Put each node's QUIC socket at `peer_bind` and leave `peer` for a
+    /// proxy the caller runs (see [`Cluster::configure`]).
+    pub proxied: bool,
 }
 
 impl Default for ClusterOptions {
@@ -65,6 +81,7 @@ impl Default for ClusterOptions {
             replication_factor: 3,
             sync: "batch".into(),
             run_args: Vec::new(),
+            proxied: false,
         }
     }
 }
@@ -113,6 +130,22 @@ pub fn repo_config() -> PathBuf {
 impl Cluster {
     /// Starts a cluster and waits until every node sees every other up.
     pub fn start(opts: ClusterOptions) -> Result<Cluster> {
+        let mut cluster = Cluster::configure(opts)?;
+        cluster.start_all()?;
+        Ok(cluster)
+    }
+
+    /// Starts every node and waits until they all see each other up.
+    pub fn start_all(&mut self) -> Result<()> {
+        for i in 0..self.nodes.len() {
+            self.spawn(i)?;
+        }
+        self.wait_all_up(Duration::from_secs(30))
+    }
+
+    /// Writes the config and certificates without starting any node, so a
+    /// caller can put proxies in place first.
+    pub fn configure(opts: ClusterOptions) -> Result<Cluster> {
         let base = Config::load(&repo_config())?;
         let dir = tempfile::Builder::new()
             .prefix("tally-cluster-")
@@ -139,6 +172,10 @@ impl Cluster {
                 free_tcp()?,
                 i + 1
             );
+            if opts.proxied {
+                // Peers dial `peer` (a proxy the test runs); the node binds this.
+                toml += &format!("peer_bind = \"{}\"\n", free_udp()?);
+            }
         }
         let config_path = dir.path().join("cluster.toml");
         fs::write(&config_path, toml)?;
@@ -166,19 +203,14 @@ impl Cluster {
                 log: dir.path().join(format!("{}.log", n.id)),
             })
             .collect();
-        let mut cluster = Cluster {
+        Ok(Cluster {
             dir,
             config_path,
             config,
             nodes,
             bin,
             run_args: opts.run_args.clone(),
-        };
-        for i in 0..opts.nodes {
-            cluster.spawn(i)?;
-        }
-        cluster.wait_all_up(Duration::from_secs(30))?;
-        Ok(cluster)
+        })
     }
 
     fn spawn(&mut self, i: usize) -> Result<()> {
@@ -199,6 +231,11 @@ impl Cluster {
             .with_context(|| format!("start {}", n.id))?;
         n.child = Some(child);
         Ok(())
+    }
+
+    /// Whether node `i`'s process is running (not killed).
+    pub fn is_running(&self, i: usize) -> bool {
+        self.nodes[i].child.is_some()
     }
 
     /// `kill -9` of node `i`, waiting until the process is gone.

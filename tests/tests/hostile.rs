@@ -84,6 +84,7 @@ fn outsider(cluster: &Cluster, files: tls::TlsFiles) -> Arc<Transport> {
         cluster: "test".into(),
         nodes,
         me: 0,
+        bind: None,
         tls: files,
         heartbeat_interval: Duration::from_millis(100),
         failure_timeout: Duration::from_millis(500),

@@ -1,0 +1,89 @@
+//! `chaos`: a workload of adds and reads against real `tallyd` processes
+//! under kills, pauses and partitions, judged by a Jepsen-style checker.
+//! Exits 1 if the history shows a violation.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use tally_tests::chaos::{ChaosOptions, run};
+
+#[derive(Parser)]
+#[command(
+    name = "chaos",
+    about = "Fault injection and a linearizability-style checker for Tally counters"
+)]
+struct Args {
+    /// How long to run, like 60s or 10m.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Seed of the fault schedule and the workload.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Nodes.
+    #[arg(long, default_value_t = 3)]
+    nodes: usize,
+    /// Concurrent clients.
+    #[arg(long, default_value_t = 8)]
+    workers: usize,
+    /// Counters.
+    #[arg(long, default_value_t = 4)]
+    keys: usize,
+    /// Seconds between faults.
+    #[arg(long, default_value = "4s", value_parser = parse_duration)]
+    fault_interval: Duration,
+    /// Run the workload without faults.
+    #[arg(long)]
+    no_faults: bool,
+    /// Write the history here.
+    #[arg(long, default_value = "chaos-history.txt")]
+    history: PathBuf,
+    /// FAULT INJECTION in the product, to prove the checker: tallyd
+    /// acknowledges every Nth add it leads without applying it.
+    #[arg(long)]
+    unsafe_drop_every: Option<u64>,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("bad duration {s:?} (like 60s, 10m)"))?;
+    match unit {
+        "" | "s" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        "ms" => Ok(Duration::from_millis(n)),
+        _ => Err(format!("bad duration unit in {s:?} (s, m, ms)")),
+    }
+}
+
+fn main() {
+    let a = Args::parse();
+    let opts = ChaosOptions {
+        duration: a.duration,
+        seed: a.seed,
+        nodes: a.nodes,
+        workers: a.workers,
+        keys: a.keys,
+        fault_interval: a.fault_interval,
+        faults: !a.no_faults,
+        run_args: a
+            .unsafe_drop_every
+            .map(|n| vec!["--unsafe-drop-every".to_string(), n.to_string()])
+            .unwrap_or_default(),
+        history: Some(a.history.clone()),
+    };
+    match run(&opts) {
+        Ok(summary) => {
+            print!("{summary}");
+            println!("history: {}", a.history.display());
+            if !summary.report.violations.is_empty() {
+                std::process::exit(1);
+            }
+        }
+        Err(e) => {
+            eprintln!("chaos: {e:#}");
+            std::process::exit(2);
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! A chaos run: a workload of adds and reads under injected faults, then a
+//! healing phase and a check of the whole history (see [`crate::checker`]).
+//!
+//! Faults, chosen from a seeded schedule, one at a time, each held for one
+//! to three seconds before it is healed:
+//!
+//! - `kill`: `kill -9` of a node, then a restart on the same data;
+//! - `pause`: SIGSTOP, then SIGCONT (a long GC pause: the node keeps its
+//!   sockets and its stale view of the cluster);
+//! - `partition`: packets between two nodes are dropped, one way or both,
+//!   by the UDP proxies in front of every node's QUIC port.
+//!
+//! Clock jumps are not injected: nothing in Tally orders counter state by
+//! wall-clock time. Shards are ordered by their owner's logical clock and
+//! resets by epochs; timeouts and heartbeats use the monotonic clock.
+//!
+//! A slow or full disk is not injected either: without root there is no
+//! per-process disk to fill or slow down here. The engine's own tests
+//! inject fsync failures through `Options::fail_sync`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tally_net::{Client, ClientError, Consistency};
+
+use crate::checker::{self, Kind, Op, Outcome, Report};
+use crate::proxy::UdpProxy;
+use crate::{Cluster, ClusterOptions};
+
+/// How to run.
+#[derive(Debug, Clone)]
+pub struct ChaosOptions {
+    /// How long the workload runs under faults.
+    pub duration: Duration,
+    /// Seed of the fault schedule and the workload.
+    pub seed: u64,
+    /// Nodes (replication factor min(3, nodes)).
+    pub nodes: usize,
+    /// Concurrent clients.
+    pub workers: usize,
+    /// Counters the workload touches.
+    pub keys: usize,
+    /// Time between the start of one fault and the next.
+    pub fault_interval: Duration,
+    /// Inject faults at all.
+    pub faults: bool,
+    /// Extra `tallyd run` arguments (fault injection in the product).
+    pub run_args: Vec<String>,
+    /// Where to write the history, one operation a line.
+    pub history: Option<PathBuf>,
+}
+
+impl Default for ChaosOptions {
+    fn default() -> Self {
+        ChaosOptions {
+            duration: Duration::from_secs(30),
+            seed: 1,
+            nodes: 3,
+            workers: 8,
+            keys: 4,
+            fault_interval: Duration::from_secs(4),
+            faults: true,
+            run_args: Vec::new(),
+            history: None,
+        }
+    }
+}
+
+/// What a run did and found.
+#[derive(Debug)]
+pub struct Summary {
+    /// Operations by outcome: ok, fail, unknown.
+    pub ops: (usize, usize, usize),
+    /// Adds and reads issued.
+    pub adds_reads: (usize, usize),
+    /// Faults injected, by kind.
+    pub faults: BTreeMap<&'static str, usize>,
+    /// The checker's verdict.
+    pub report: Report,
+}
+
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (ok, fail, unknown) = self.ops;
+        writeln!(
+            f,
+            "operations: {} ({} adds, {} reads): {ok} ok, {fail} failed, {unknown} unknown",
+            ok + fail + unknown,
+            self.adds_reads.0,
+            self.adds_reads.1
+        )?;
+        writeln!(f, "faults: {:?}", self.faults)?;
+        writeln!(
+            f,
+            "reads checked: {}, violations: {}",
+            self.report.reads_checked,
+            self.report.violations.len()
+        )?;
+        for (key, (value, lo, hi)) in &self.report.finals {
+            writeln!(f, "key {key}: final {value:?} within [{lo}, {hi}]")?;
+        }
+        for v in self.report.violations.iter().take(20) {
+            writeln!(f, "VIOLATION {v}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs the whole thing. Blocking; owns its own runtime.
+pub fn run(opts: &ChaosOptions) -> Result<Summary> {
+    let rf = opts.nodes.min(3);
+    let mut cluster = Cluster::configure(ClusterOptions {
+        nodes: opts.nodes,
+        replication_factor: rf,
+        run_args: opts.run_args.clone(),
+        proxied: true,
+        ..ClusterOptions::default()
+    })?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let proxies: Vec<UdpProxy> = cluster
+        .config
+        .nodes
+        .iter()
+        .map(|n| {
+            let bind = n.peer_bind.context("a proxied node has peer_bind")?;
+            Ok(rt.block_on(UdpProxy::start(n.peer, bind))?)
+        })
+        .collect::<Result<_>>()?;
+    cluster.start_all()?;
+
+    let started = Instant::now();
+    let stop = Arc::new(AtomicBool::new(false));
+    let addrs = cluster.client_addrs();
+    let workers: Vec<_> = (0..opts.workers)
+        .map(|w| {
+            let (stop, addrs, keys) = (stop.clone(), addrs.clone(), opts.keys);
+            let seed = opts.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (w as u64 + 1);
+            rt.spawn(worker(w, addrs, keys, seed, started, stop))
+        })
+        .collect();
+
+    let mut faults = BTreeMap::new();
+    let mut rng = SmallRng::seed_from_u64(opts.seed);
+    let kinds = ["kill", "pause", "partition"];
+    let mut turn = 0;
+    while started.elapsed() + opts.fault_interval <= opts.duration {
+        let tick = Instant::now();
+        if opts.faults {
+            let kind = kinds[turn % kinds.len()];
+            turn += 1;
+            let hold = Duration::from_millis(rng.random_range(1000..3000));
+            inject(&mut cluster, &proxies, kind, hold, &mut rng)?;
+            *faults.entry(kind).or_insert(0) += 1;
+        }
+        std::thread::sleep(opts.fault_interval.saturating_sub(tick.elapsed()));
+    }
+    std::thread::sleep(opts.duration.saturating_sub(started.elapsed()));
+    stop.store(true, Ordering::Release);
+    let mut history = Vec::new();
+    for w in workers {
+        history.extend(rt.block_on(w).context("a worker panicked")?);
+    }
+
+    // Heal everything, let hints flow, then read every key through every node.
+    for p in &proxies {
+        p.heal();
+    }
+    for i in 0..opts.nodes {
+        if !cluster.is_running(i) {
+            cluster.restart(i)?;
+        }
+    }
+    cluster.wait_view(Duration::from_secs(30))?;
+    let finals = rt.block_on(settle_and_read(&cluster, opts.keys))?;
+    let report = checker::check(&history, rf, &finals);
+
+    if let Some(path) = &opts.history {
+        let mut sorted: Vec<&Op> = history.iter().collect();
+        sorted.sort_by_key(|o| o.invoke_ns);
+        let text: String = sorted.iter().map(|o| format!("{o}\n")).collect();
+        std::fs::write(path, text).with_context(|| format!("write {}", path.display()))?;
+    }
+    let count = |f: fn(&Outcome) -> bool| history.iter().filter(|o| f(&o.outcome)).count();
+    Ok(Summary {
+        ops: (
+            count(|o| matches!(o, Outcome::Ok(_))),
+            count(|o| *o == Outcome::Fail),
+            count(|o| *o == Outcome::Unknown),
+        ),
+        adds_reads: (
+            history
+                .iter()
+                .filter(|o| matches!(o.kind, Kind::Add(_)))
+                .count(),
+            history.iter().filter(|o| o.kind == Kind::Read).count(),
+        ),
+        faults,
+        report,
+    })
+}
+
+/// Injects one fault, holds it, heals it.
+fn inject(
+    cluster: &mut Cluster,
+    proxies: &[UdpProxy],
+    kind: &str,
+    hold: Duration,
+    rng: &mut SmallRng,
+) -> Result<()> {
+    let n = cluster.nodes.len();
+    let victim = rng.random_range(0..n);
+    match kind {
+        "kill" => {
+            cluster.kill(victim)?;
+            std::thread::sleep(hold);
+            cluster.restart(victim)?;
+        }
+        "pause" => {
+            cluster.signal_stop(victim, false)?;
+            std::thread::sleep(hold);
+            cluster.signal_stop(victim, true)?;
+        }
+        _ => {
+            let other = (victim + rng.random_range(1..n.max(2))) % n;
+            let bind = |i: usize| cluster.config.nodes[i].peer_bind.context("proxied");
+            let (a, b) = (bind(victim)?, bind(other)?);
+            // a → b, b → a, or both.
+            let way = rng.random_range(0..3);
+            if way != 1 {
+                proxies[other].drop_in(a);
+                proxies[victim].drop_out(b);
+            }
+            if way != 0 {
+                proxies[victim].drop_in(b);
+                proxies[other].drop_out(a);
+            }
+            std::thread::sleep(hold);
+            proxies[victim].heal();
+            proxies[other].heal();
+        }
+    }
+    Ok(())
+}
+
+fn key_name(k: usize) -> Vec<u8> {
+    format!("chaos:{k}").into_bytes()
+}
+
+/// One client: adds and reads at random levels through one node, for ever
+/// until told to stop; reconnects when its node goes away.
+async fn worker(
+    id: usize,
+    addrs: Vec<std::net::SocketAddr>,
+    keys: usize,
+    seed: u64,
+    started: Instant,
+    stop: Arc<AtomicBool>,
+) -> Vec<Op> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let node = id % addrs.len();
+    let mut client: Option<Client> = None;
+    let mut history = Vec::new();
+    let now = |t: Instant| u64::try_from(t.duration_since(started).as_nanos()).unwrap_or(u64::MAX);
+    while !stop.load(Ordering::Acquire) {
+        let c = match &client {
+            Some(c) if !c.is_closed() => c,
+            _ => match Client::connect_with_timeout(addrs[node], Duration::from_secs(5)).await {
+                Ok(c) => client.insert(c),
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let key = rng.random_range(0..keys);
+        let cl = [Consistency::One, Consistency::Quorum, Consistency::All][rng.random_range(0..3)];
+        let kind = if rng.random_bool(0.6) {
+            let d = rng.random_range(-5..=10);
+            Kind::Add(if d == 0 { 1 } else { d })
+        } else {
+            Kind::Read
+        };
+        let invoke = Instant::now();
+        let result = match kind {
+            Kind::Add(d) => c.add(&key_name(key), b"", d, cl).await,
+            Kind::Read => c.get(&key_name(key), b"", cl).await,
+        };
+        let outcome = match result {
+            Ok(v) => Outcome::Ok(v),
+            Err(e) if e.is_definite() => Outcome::Fail,
+            Err(e) => {
+                if matches!(e, ClientError::Closed(_)) {
+                    client = None;
+                }
+                Outcome::Unknown
+            }
+        };
+        history.push(Op {
+            process: id,
+            key,
+            kind,
+            cl,
+            node,
+            invoke_ns: now(invoke),
+            complete_ns: now(Instant::now()),
+            outcome,
+        });
+    }
+    history
+}
+
+/// Waits until no node has hints pending, then reads every key at ALL
+/// through every node.
+async fn settle_and_read(cluster: &Cluster, keys: usize) -> Result<Vec<(usize, usize, i64)>> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    'wait: loop {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "hints were not delivered within 60 s"
+        );
+        for i in 0..cluster.nodes.len() {
+            let pending = match cluster.client(i).await {
+                Ok(c) => c.status().await.map(|s| s.stats.hints_pending).unwrap_or(1),
+                Err(_) => 1,
+            };
+            if pending > 0 {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue 'wait;
+            }
+        }
+        break;
+    }
+    let mut finals = Vec::new();
+    for i in 0..cluster.nodes.len() {
+        let c = cluster.client(i).await?;
+        for k in 0..keys {
+            let mut tries = 0;
+            let v = loop {
+                match c.get(&key_name(k), b"", Consistency::All).await {
+                    Ok(v) => break v,
+                    Err(e) if tries < 20 => {
+                        tries += 1;
+                        let _ = e;
+                        tokio::time::sleep(Duration::from_millis(250)).await;
+                    }
+                    Err(e) => {
+                        return Err(e).context(format!("final read of key {k} via n{}", i + 1));
+                    }
+                }
+            };
+            finals.push((i, k, v));
+        }
+    }
+    Ok(finals)
+}

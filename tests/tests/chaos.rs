@@ -1,0 +1,63 @@
+//! The chaos run in CI: every fault kind several times against three real
+//! nodes, and the checker shown able to fail on a build that loses adds.
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use std::time::Duration;
+
+use tally_tests::chaos::{ChaosOptions, run};
+
+/// `TALLY_CHAOS_SECONDS` lengthens the run (CI uses the default).
+fn seconds() -> u64 {
+    std::env::var("TALLY_CHAOS_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(45)
+}
+
+#[test]
+fn a_short_chaos_run_finds_no_violation() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = ChaosOptions {
+        duration: Duration::from_secs(seconds()),
+        fault_interval: Duration::from_secs(3),
+        seed: 7,
+        history: Some(dir.path().join("history.txt")),
+        ..ChaosOptions::default()
+    };
+    let summary = run(&opts).unwrap();
+    println!("{summary}");
+    for kind in ["kill", "pause", "partition"] {
+        assert!(
+            summary.faults.get(kind).copied().unwrap_or(0) >= 1,
+            "no {kind} fault: {summary}"
+        );
+    }
+    assert!(summary.report.reads_checked > 100, "{summary}");
+    assert!(summary.report.violations.is_empty(), "{summary}");
+    assert!(
+        summary
+            .report
+            .finals
+            .values()
+            .all(|(agreed, _, _)| agreed.is_some()),
+        "{summary}"
+    );
+    let history = std::fs::read_to_string(dir.path().join("history.txt")).unwrap();
+    assert!(history.lines().count() > 1000);
+}
+
+#[test]
+fn the_checker_catches_a_cluster_that_loses_adds() {
+    let opts = ChaosOptions {
+        duration: Duration::from_secs(8),
+        faults: false,
+        seed: 3,
+        run_args: vec!["--unsafe-drop-every".into(), "25".into()],
+        ..ChaosOptions::default()
+    };
+    let summary = run(&opts).unwrap();
+    assert!(
+        !summary.report.violations.is_empty(),
+        "a lossy cluster passed: {summary}"
+    );
+}
