@@ -14,8 +14,9 @@
 //! wall-clock time. Shards are ordered by their owner's logical clock and
 //! resets by epochs; timeouts and heartbeats use the monotonic clock.
 //!
-//! A slow or full disk is not injected either: without root there is no
-//! per-process disk to fill or slow down here. The engine's own tests
+//! A slow or full disk is not injected yet. A full disk could be had
+//! without root through `RLIMIT_FSIZE` (writes past the limit fail with
+//! `EFBIG`); a slow one needs a device of its own. The engine's own tests
 //! inject fsync failures through `Options::fail_sync`.
 
 use std::collections::BTreeMap;
