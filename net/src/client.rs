@@ -17,7 +17,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
@@ -110,23 +109,10 @@ impl Client {
         stream
             .set_nodelay(true)
             .map_err(|e| connect_err(e.to_string()))?;
-        let (mut rd, mut wr) = stream.into_split();
+        let (mut rd, wr) = stream.into_split();
         let waiters: Waiters = Arc::new(Mutex::new(Some(HashMap::new())));
-        let (frames, mut rx) = mpsc::channel::<Vec<u8>>(QUEUE_REQUESTS_MAX);
-
-        tokio::spawn(async move {
-            let mut out = Vec::new();
-            while let Some(frame) = rx.recv().await {
-                out.clear();
-                out.extend_from_slice(&frame);
-                while let Ok(more) = rx.try_recv() {
-                    out.extend_from_slice(&more);
-                }
-                if wr.write_all(&out).await.is_err() {
-                    return;
-                }
-            }
-        });
+        let (frames, rx) = mpsc::channel::<Vec<u8>>(QUEUE_REQUESTS_MAX);
+        tokio::spawn(crate::frame::write_coalesced(wr, rx));
         let reader_waiters = waiters.clone();
         tokio::spawn(async move {
             let mut buf = Vec::new();

@@ -9,7 +9,8 @@
 //! error; one inside a frame is.
 
 use bincode::Encode;
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
 
 /// Why a frame could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +34,24 @@ pub enum FrameError {
         /// Bytes announced (with the prefix).
         want: usize,
     },
+}
+
+/// Writes every buffer `rx` yields to `wr`, coalescing whatever is queued
+/// into one write; shuts the writer down when the channel closes. Stops at
+/// the first write error (the reader side notices the dead connection).
+pub async fn write_coalesced<W: AsyncWrite + Unpin>(mut wr: W, mut rx: mpsc::Receiver<Vec<u8>>) {
+    let mut out = Vec::new();
+    while let Some(frame) = rx.recv().await {
+        out.clear();
+        out.extend_from_slice(&frame);
+        while let Ok(more) = rx.try_recv() {
+            out.extend_from_slice(&more);
+        }
+        if wr.write_all(&out).await.is_err() {
+            return;
+        }
+    }
+    let _ = wr.shutdown().await;
 }
 
 /// Appends one framed message to `out`.

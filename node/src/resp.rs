@@ -26,7 +26,7 @@ use std::sync::Arc;
 use tally_net::wire::{Consistency, ErrorKind, WireError, WireKey};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tracing::{debug, warn};
+use tracing::debug;
 
 use crate::node::Node;
 
@@ -206,22 +206,11 @@ fn parse_inline(buf: &[u8]) -> Parsed {
 
 /// Accepts RESP connections until the listener fails.
 pub async fn serve(listener: TcpListener, node: Arc<Node>) {
-    loop {
-        match listener.accept().await {
-            Ok((stream, _)) => {
-                tokio::spawn(connection(stream, node.clone()));
-            }
-            Err(e) => {
-                warn!(error = %e, "RESP accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            }
-        }
-    }
+    crate::server::accept_loop(listener, node, "RESP", connection).await
 }
 
 async fn connection(stream: TcpStream, node: Arc<Node>) {
     let peer = stream.peer_addr().ok();
-    let _ = stream.set_nodelay(true);
     let (mut rd, mut wr) = stream.into_split();
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut out = Vec::new();

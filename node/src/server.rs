@@ -16,7 +16,6 @@ use tally_net::frame::{put_frame, read_frame};
 use tally_net::wire::{
     self, ClientRequest, ClientResponse, ErrorKind, REQUEST_FRAME_BYTES_MAX, WireError,
 };
-use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
 use tracing::{debug, warn};
@@ -28,14 +27,29 @@ const IN_FLIGHT_MAX: usize = 4096;
 
 /// Accepts client connections until the listener fails.
 pub async fn serve(listener: TcpListener, node: Arc<Node>) {
+    accept_loop(listener, node, "client", connection).await
+}
+
+/// Accepts connections and runs `handle` on each in its own task, until
+/// the listener fails. Shared by the client and RESP listeners.
+pub(crate) async fn accept_loop<F, Fut>(
+    listener: TcpListener,
+    node: Arc<Node>,
+    what: &'static str,
+    handle: F,
+) where
+    F: Fn(TcpStream, Arc<Node>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
-                tokio::spawn(connection(stream, node.clone()));
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(handle(stream, node.clone()));
             }
             Err(e) => {
                 // Out of file descriptors and the like: back off, keep serving.
-                warn!(error = %e, "accept failed");
+                warn!(listener = what, error = %e, "accept failed");
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             }
         }
@@ -44,23 +58,9 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>) {
 
 async fn connection(stream: TcpStream, node: Arc<Node>) {
     let peer = stream.peer_addr().ok();
-    let _ = stream.set_nodelay(true);
-    let (mut rd, mut wr) = stream.into_split();
-    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(IN_FLIGHT_MAX);
-    let writer = tokio::spawn(async move {
-        let mut out = Vec::new();
-        while let Some(frame) = rx.recv().await {
-            out.clear();
-            out.extend_from_slice(&frame);
-            while let Ok(more) = rx.try_recv() {
-                out.extend_from_slice(&more);
-            }
-            if wr.write_all(&out).await.is_err() {
-                return;
-            }
-        }
-        let _ = wr.shutdown().await;
-    });
+    let (mut rd, wr) = stream.into_split();
+    let (tx, rx) = mpsc::channel::<Vec<u8>>(IN_FLIGHT_MAX);
+    let writer = tokio::spawn(tally_net::frame::write_coalesced(wr, rx));
     let permits = Arc::new(Semaphore::new(IN_FLIGHT_MAX));
     let mut buf = Vec::new();
     let last_word = loop {
