@@ -58,6 +58,15 @@ pub fn bin(name: &str) -> Result<PathBuf> {
     Ok(path)
 }
 
+/// A two-worker runtime for tests that drive clients between process faults.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime starts")
+}
+
 /// Settings a test may change from `cluster.toml`'s.
 #[derive(Debug, Clone)]
 pub struct ClusterOptions {

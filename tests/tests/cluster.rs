@@ -4,15 +4,7 @@
 use std::time::{Duration, Instant};
 
 use tally_net::{ClientError, Consistency, ErrorKind};
-use tally_tests::{Cluster, ClusterOptions};
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
+use tally_tests::{Cluster, ClusterOptions, runtime as rt};
 
 #[test]
 fn adds_through_one_node_read_back_through_another() {

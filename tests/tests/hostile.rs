@@ -11,17 +11,9 @@ use tally_net::peer::{BoxFuture, Handler, PeerAddr, PeerError, PeerSettings, Tra
 use tally_net::wire::{self, PeerRequest, PeerResponse, WireCell, WireKey, WireShard};
 use tally_net::{Consistency, tls};
 use tally_node::certs;
-use tally_tests::{Cluster, ClusterOptions};
+use tally_tests::{Cluster, ClusterOptions, runtime as rt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 struct Refuse;
 impl Handler for Refuse {
