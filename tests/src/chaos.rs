@@ -8,16 +8,19 @@
 //! - `pause`: SIGSTOP, then SIGCONT (a long GC pause: the node keeps its
 //!   sockets and its stale view of the cluster);
 //! - `partition`: packets between two nodes are dropped, one way or both,
-//!   by the UDP proxies in front of every node's QUIC port.
+//!   by the UDP proxies in front of every node's QUIC port;
+//! - `disk`: a node is restarted with `RLIMIT_FSIZE` just above its largest
+//!   file (no root needed): its writes soon fail with EFBIG as on a full
+//!   disk, the engine poisons itself and refuses writes; then it is
+//!   restarted with room again.
 //!
 //! Clock jumps are not injected: nothing in Tally orders counter state by
 //! wall-clock time. Shards are ordered by their owner's logical clock and
 //! resets by epochs; timeouts and heartbeats use the monotonic clock.
 //!
-//! A slow or full disk is not injected yet. A full disk could be had
-//! without root through `RLIMIT_FSIZE` (writes past the limit fail with
-//! `EFBIG`); a slow one needs a device of its own. The engine's own tests
-//! inject fsync failures through `Options::fail_sync`.
+//! A slow disk is not injected: without root there is no device to slow
+//! down (a device-mapper delay target or a throttled cgroup needs root).
+//! The engine's own tests inject fsync failures through `Options::fail_sync`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -151,7 +154,7 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
 
     let mut faults = BTreeMap::new();
     let mut rng = SmallRng::seed_from_u64(opts.seed);
-    let kinds = ["kill", "pause", "partition"];
+    let kinds = ["kill", "pause", "partition", "disk"];
     let mut turn = 0;
     while started.elapsed() + opts.fault_interval <= opts.duration {
         let tick = Instant::now();
@@ -229,6 +232,15 @@ fn inject(
             cluster.signal_stop(victim, false)?;
             std::thread::sleep(hold);
             cluster.signal_stop(victim, true)?;
+        }
+        "disk" => {
+            // Restarted on a full disk: its commit log writes fail, so it
+            // poisons itself and refuses writes until restarted on a good one.
+            cluster.kill(victim)?;
+            cluster.restart_with_full_disk(victim)?;
+            std::thread::sleep(hold);
+            cluster.kill(victim)?;
+            cluster.restart(victim)?;
         }
         _ => {
             let other = (victim + rng.random_range(1..n.max(2))) % n;

@@ -121,6 +121,21 @@ pub struct Cluster {
     run_args: Vec<String>,
 }
 
+/// The size of the largest file under `dir`.
+fn largest_file(dir: &std::path::Path) -> std::io::Result<u64> {
+    let mut max = 0;
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        max = max.max(if meta.is_dir() {
+            largest_file(&entry.path())?
+        } else {
+            meta.len()
+        });
+    }
+    Ok(max)
+}
+
 fn free_tcp() -> Result<SocketAddr> {
     let l = TcpListener::bind("127.0.0.1:0").context("bind a free TCP port")?;
     Ok(l.local_addr()?)
@@ -223,12 +238,31 @@ impl Cluster {
     }
 
     fn spawn(&mut self, i: usize) -> Result<()> {
+        self.spawn_with(i, None)
+    }
+
+    /// Starts node `i`, optionally under a file size limit (`RLIMIT_FSIZE`,
+    /// in the shell's `ulimit -f` blocks) with SIGXFSZ ignored, so writes
+    /// past it fail with EFBIG, as on a full disk.
+    fn spawn_with(&mut self, i: usize, file_limit_blocks: Option<u64>) -> Result<()> {
         let n = &mut self.nodes[i];
         let log = fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&n.log)?;
-        let child = Command::new(&self.bin)
+        let mut cmd = match file_limit_blocks {
+            None => Command::new(&self.bin),
+            Some(blocks) => {
+                let mut c = Command::new("sh");
+                c.arg("-c")
+                    .arg(format!(
+                        "trap '' XFSZ; ulimit -f {blocks}; exec \"$0\" \"$@\""
+                    ))
+                    .arg(&self.bin);
+                c
+            }
+        };
+        let child = cmd
             .args(["run", "--config"])
             .arg(&self.config_path)
             .args(["--node", &n.id])
@@ -240,6 +274,16 @@ impl Cluster {
             .with_context(|| format!("start {}", n.id))?;
         n.child = Some(child);
         Ok(())
+    }
+
+    /// Restarts node `i` (which must be stopped) with its files allowed to
+    /// grow only a little past the largest one it has: its disk is "full".
+    pub fn restart_with_full_disk(&mut self, i: usize) -> Result<()> {
+        let dir = &self.config.nodes[i].data_dir;
+        let largest = largest_file(dir).with_context(|| format!("size up {}", dir.display()))?;
+        // A few KiB of room: enough to start, soon exhausted by the log.
+        self.spawn_with(i, Some(largest / 512 + 16))?;
+        self.wait_serving(i, Duration::from_secs(30))
     }
 
     /// Whether node `i`'s process is running (not killed).

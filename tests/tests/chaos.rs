@@ -26,7 +26,7 @@ fn a_short_chaos_run_finds_no_violation() {
     };
     let summary = run(&opts).unwrap();
     println!("{summary}");
-    for kind in ["kill", "pause", "partition"] {
+    for kind in ["kill", "pause", "partition", "disk"] {
         assert!(
             summary.faults.get(kind).copied().unwrap_or(0) >= 1,
             "no {kind} fault: {summary}"

@@ -274,3 +274,61 @@ fn a_leader_that_missed_a_reset_adds_in_the_new_epoch() {
         assert_eq!(n1.get(b"k", b"", Consistency::All).await.unwrap(), 7);
     });
 }
+
+#[test]
+fn a_full_disk_poisons_one_node_and_loses_nothing_acknowledged() {
+    let mut cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    let rt = rt();
+    let mut acked = rt.block_on(async {
+        let c = cluster.client(0).await.unwrap();
+        c.add(b"disk", b"", 1, Consistency::All).await.unwrap();
+        1
+    });
+    cluster.kill(0).unwrap();
+    cluster.restart_with_full_disk(0).unwrap();
+    cluster.wait_view(Duration::from_secs(10)).unwrap();
+    let storage_error = rt.block_on(async {
+        let c = cluster.client(0).await.unwrap();
+        for i in 0..20_000 {
+            let key = format!("disk:{}", i % 50);
+            match c.add(key.as_bytes(), b"", 1, Consistency::One).await {
+                Ok(_) => {}
+                Err(e) => return e,
+            }
+        }
+        panic!("20,000 adds fit on a full disk");
+    });
+    assert_eq!(
+        storage_error.kind(),
+        Some(ErrorKind::Storage),
+        "{storage_error}"
+    );
+    assert!(
+        !storage_error.is_definite(),
+        "a failed fsync is an unknown outcome"
+    );
+    rt.block_on(async {
+        // The node stays poisoned; the others keep serving what was acknowledged.
+        let c = cluster.client(0).await.unwrap();
+        let e = c
+            .add(b"disk", b"", 1, Consistency::Quorum)
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), Some(ErrorKind::Storage), "{e}");
+        let c = cluster.client(1).await.unwrap();
+        assert!(c.get(b"disk", b"", Consistency::Quorum).await.unwrap() >= acked);
+        c.add(b"disk", b"", 1, Consistency::Quorum).await.unwrap();
+        acked += 1;
+    });
+    cluster.kill(0).unwrap();
+    cluster.restart(0).unwrap();
+    cluster.wait_view(Duration::from_secs(10)).unwrap();
+    rt.block_on(async {
+        let c = cluster.client(0).await.unwrap();
+        c.add(b"disk", b"", 1, Consistency::All).await.unwrap();
+        acked += 1;
+        let v = c.get(b"disk", b"", Consistency::All).await.unwrap();
+        // The failed adds' outcome is unknown: at least everything acknowledged.
+        assert!(v >= acked, "{v} < {acked}");
+    });
+}
