@@ -14,15 +14,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use common::{key, open};
 use tally_engine::{Engine, Error, Options};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_fsync_poisons_the_engine() {
-    let dir = tempfile::tempdir().unwrap();
+/// An engine whose fsyncs fail while the returned switch is on.
+fn with_fsync_switch(dir: &std::path::Path) -> (Engine, Arc<AtomicBool>) {
     let fail = Arc::new(AtomicBool::new(false));
     let opts = Options {
         fail_sync: Some(fail.clone()),
         ..Options::default()
     };
-    let engine = open(dir.path(), &opts);
+    (open(dir, &opts), fail)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_fsync_poisons_the_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, fail) = with_fsync_switch(dir.path());
     engine.leader_add(&key(1), 5).await.unwrap();
 
     fail.store(true, Ordering::Relaxed);
@@ -142,12 +147,7 @@ async fn periodic_mode_survives_reopen() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_staged_add_is_sealed_before_it_is_durable() {
     let dir = tempfile::tempdir().unwrap();
-    let fail = Arc::new(AtomicBool::new(false));
-    let opts = Options {
-        fail_sync: Some(fail.clone()),
-        ..Options::default()
-    };
-    let engine = open(dir.path(), &opts);
+    let (engine, fail) = with_fsync_switch(dir.path());
     let (outcome, durable) = engine.leader_add_staged(&key(1), 5).await.unwrap();
     assert_eq!((outcome.value, outcome.shard.clock), (5, 1));
     durable.wait().await.unwrap();

@@ -61,6 +61,14 @@ pub(crate) enum Replication {
     Failed(WireError),
 }
 
+/// Where a write goes.
+enum Route {
+    /// This node leads; the partition's replicas.
+    Lead(Vec<usize>),
+    /// Forward to these live replicas, in turn.
+    Forward(Vec<usize>),
+}
+
 /// A partition's row as replicas return it: column → cell.
 type Row = BTreeMap<Vec<u8>, Cell>;
 
@@ -73,43 +81,50 @@ impl Node {
         cl: Consistency,
     ) -> Result<i64, WireError> {
         let k = convert::key(key)?;
-        let replicas = self.replicas(k.partition());
-        let live = self.check_available(&replicas, cl, "add")?;
-        if replicas.contains(&self.me) {
-            return self.lead_add(&k, delta, cl).await;
-        }
-        let req = PeerRequest::LeaderAdd {
-            key: key.clone(),
-            delta,
-            cl,
-        };
-        match self.forward(&live, req).await? {
-            PeerResponse::Added(v) => Ok(v),
-            other => Err(unexpected(&other)),
+        match self.route(&k, cl, "add")? {
+            Route::Lead(replicas) => self.lead_add_on(&k, delta, cl, &replicas).await,
+            Route::Forward(live) => {
+                let req = PeerRequest::LeaderAdd {
+                    key: key.clone(),
+                    delta,
+                    cl,
+                };
+                match self.forward(&live, req).await? {
+                    PeerResponse::Added(v) => Ok(v),
+                    other => Err(unexpected(&other)),
+                }
+            }
         }
     }
 
     /// Resets a counter to zero at `cl`.
     pub async fn reset(self: &Arc<Self>, key: &WireKey, cl: Consistency) -> Result<(), WireError> {
         let k = convert::key(key)?;
-        let replicas = self.replicas(k.partition());
-        let live = self.check_available(&replicas, cl, "reset")?;
-        if replicas.contains(&self.me) {
-            return self.lead_reset(&k, cl).await;
-        }
-        match self
-            .forward(
-                &live,
-                PeerRequest::LeaderReset {
+        match self.route(&k, cl, "reset")? {
+            Route::Lead(replicas) => self.lead_reset_on(&k, cl, &replicas).await,
+            Route::Forward(live) => {
+                let req = PeerRequest::LeaderReset {
                     key: key.clone(),
                     cl,
-                },
-            )
-            .await?
-        {
-            PeerResponse::Reset => Ok(()),
-            other => Err(unexpected(&other)),
+                };
+                match self.forward(&live, req).await? {
+                    PeerResponse::Reset => Ok(()),
+                    other => Err(unexpected(&other)),
+                }
+            }
         }
+    }
+
+    /// Who leads a write: this node when it is a replica, else the live
+    /// replicas in turn. Fails fast when `cl` cannot be met.
+    fn route(&self, key: &Key, cl: Consistency, what: &str) -> Result<Route, WireError> {
+        let replicas = self.replicas(key.partition());
+        let live = self.check_available(&replicas, cl, what)?;
+        Ok(if replicas.contains(&self.me) {
+            Route::Lead(replicas)
+        } else {
+            Route::Forward(live)
+        })
     }
 
     /// Sends a leader request to the first live replica that takes it.
@@ -149,7 +164,8 @@ impl Node {
         ))
     }
 
-    /// The leader's add: local read-modify-write, then replication.
+    /// The leader's add for a coordinator that forwarded it: checks
+    /// availability with this node's own view first.
     pub async fn lead_add(
         self: &Arc<Self>,
         key: &Key,
@@ -158,6 +174,18 @@ impl Node {
     ) -> Result<i64, WireError> {
         let replicas = self.replicas(key.partition());
         self.check_available(&replicas, cl, "add")?;
+        self.lead_add_on(key, delta, cl, &replicas).await
+    }
+
+    /// The leader's add: local read-modify-write, then replication to
+    /// `replicas` (already checked against `cl`).
+    async fn lead_add_on(
+        self: &Arc<Self>,
+        key: &Key,
+        delta: i64,
+        cl: Consistency,
+        replicas: &[usize],
+    ) -> Result<i64, WireError> {
         if self.drop_this_add() {
             return Ok(0); // fault injection: a lost write, acknowledged
         }
@@ -172,7 +200,7 @@ impl Node {
                 .map_err(|e| engine_error(&e))?;
             let (local, replicated) = tokio::join!(
                 durable.wait(),
-                self.replicate_outcome(key, &outcome, &replicas, cl)
+                self.replicate_outcome(key, &outcome, replicas, cl)
             );
             if let Err(e) = local {
                 return Err(WireError::new(
@@ -262,18 +290,28 @@ impl Node {
         }
     }
 
-    /// The leader's reset: catch up to the newest epoch, reset, replicate.
+    /// The leader's reset for a coordinator that forwarded it.
     pub async fn lead_reset(self: &Arc<Self>, key: &Key, cl: Consistency) -> Result<(), WireError> {
         let replicas = self.replicas(key.partition());
         self.check_available(&replicas, cl, "reset")?;
-        let (merged, _) = self.read_key(key, &replicas, cl).await?;
+        self.lead_reset_on(key, cl, &replicas).await
+    }
+
+    /// The leader's reset: catch up to the newest epoch, reset, replicate.
+    async fn lead_reset_on(
+        self: &Arc<Self>,
+        key: &Key,
+        cl: Consistency,
+        replicas: &[usize],
+    ) -> Result<(), WireError> {
+        let (merged, _) = self.read_key(key, replicas, cl).await?;
         self.engine
             .apply(key, &merged)
             .await
             .map_err(|e| engine_error(&e))?;
         let epoch = self.engine.reset(key).await.map_err(|e| engine_error(&e))?;
         match self
-            .replicate(key, &Cell::from_parts(epoch, []), &replicas, cl)
+            .replicate(key, &Cell::from_parts(epoch, []), replicas, cl)
             .await
         {
             // A newer reset overtook this one: the counter is reset either way.
