@@ -270,6 +270,10 @@ fn a_leader_that_missed_a_reset_adds_in_the_new_epoch() {
             seen, 7,
             "the add must land after the reset, not in the old epoch"
         );
+    });
+    // n1 may still count the thawed n3 as down: wait before reading at ALL.
+    cluster.wait_view(Duration::from_secs(10)).unwrap();
+    rt.block_on(async {
         let n1 = cluster.client(0).await.unwrap();
         assert_eq!(n1.get(b"k", b"", Consistency::All).await.unwrap(), 7);
     });
