@@ -127,6 +127,20 @@ impl Cell {
         }
     }
 
+    /// Merges the cell `{epoch, shards}` whose shards may come in any order,
+    /// with repeated ids (untrusted input), without allocating a cell for it.
+    pub fn merge_unsorted(&mut self, epoch: u64, shards: &[Shard]) {
+        if epoch > self.epoch {
+            self.epoch = epoch;
+            self.shards.clear();
+        } else if epoch < self.epoch {
+            return;
+        }
+        for shard in shards {
+            self.merge_shard(*shard);
+        }
+    }
+
     /// Merges one shard of this cell's epoch.
     fn merge_shard(&mut self, shard: Shard) {
         match self

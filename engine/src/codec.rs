@@ -160,15 +160,28 @@ impl<'a> Cursor<'a> {
     /// Reads a cell, decoding each shard's id with `get_id`.
     pub fn cell(
         &mut self,
-        mut get_id: impl FnMut(&mut Self) -> Result<u64, DecodeError>,
+        get_id: impl FnMut(&mut Self) -> Result<u64, DecodeError>,
     ) -> Result<Cell, DecodeError> {
+        let mut shards = Vec::new();
+        let epoch = self.cell_into(get_id, &mut shards)?;
+        Ok(Cell::from_parts(epoch, shards))
+    }
+
+    /// Reads a cell's shards into `shards` (cleared first, in stored order,
+    /// unchecked for order or repeats) and returns its epoch.
+    pub fn cell_into(
+        &mut self,
+        mut get_id: impl FnMut(&mut Self) -> Result<u64, DecodeError>,
+        shards: &mut Vec<Shard>,
+    ) -> Result<u64, DecodeError> {
+        shards.clear();
         let epoch = self.varint()?;
         let n = self.varint_max(SHARDS_MAX, "shard count over the limit")?;
         // Each shard takes at least three bytes: refuse counts the input cannot hold.
         if n > self.remaining() / 3 {
             return Err(DecodeError("shard count larger than the record"));
         }
-        let mut shards = Vec::with_capacity(n);
+        shards.reserve(n);
         for _ in 0..n {
             let counter_id = get_id(self)?;
             let clock = self.varint()?;
@@ -179,7 +192,7 @@ impl<'a> Cursor<'a> {
                 value,
             });
         }
-        Ok(Cell::from_parts(epoch, shards))
+        Ok(epoch)
     }
 }
 

@@ -200,11 +200,8 @@ impl Engine {
             next_table_id = next_table_id.max(id + 1);
         }
 
-        let (recovered, replay) = commitlog::replay(&dir)?;
         let replayed = Memtable::new(1);
-        for (key, cell) in recovered {
-            replayed.merge(&key, &cell);
-        }
+        let replay = commitlog::replay(&dir, &replayed)?;
         let log = LogWriter::open(
             &dir,
             &replay.segments,

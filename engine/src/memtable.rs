@@ -1,26 +1,29 @@
 //! The memtable: recent cells, in memory, until they are flushed.
 
-use std::collections::BTreeMap;
-use std::collections::btree_map::Entry;
-use std::ops::Bound;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
 use crate::cell::{Cell, Shard};
-use crate::key::Key;
+use crate::key::{Key, KeyHashBuilder};
 
 /// Number of shards (a power of two).
 const SHARDS: usize = 1024;
-/// Overhead per entry beyond key and cell bytes (tree node share, pointers).
+/// Overhead per entry beyond key and cell bytes (table slot, pointers).
 const ENTRY_OVERHEAD_BYTES: usize = 48;
 
-/// A sorted, concurrent map from key to cell state.
+type Map = HashMap<Key, Cell, KeyHashBuilder>;
+
+/// A concurrent map from key to cell state, sorted when it is flushed.
 ///
-/// It is split into [`SHARDS`] B-trees by a hash of the *partition*, so all
-/// columns of a row sit, sorted, in one tree and a row read touches one
-/// shard; each shard has its own lock, held only for a lookup or an in-place
-/// update. A flush merges the shards into one sorted run.
+/// It is split into [`SHARDS`] hash maps by a hash of the *partition*, so all
+/// columns of a row sit in one shard and a row read scans one shard; each
+/// shard has its own lock, held only for a lookup, an in-place update or a
+/// scan. Writes and point reads are one probe by the key's precomputed hash
+/// (the hot path of every add); order is only needed by a flush and by row
+/// reads, which sort what they take out.
 ///
 /// A memtable holds *partial* state: the merge of everything written to a
 /// key since the memtable was created. Reads merge it with older memtables
@@ -32,7 +35,7 @@ const ENTRY_OVERHEAD_BYTES: usize = 48;
 ///   commit log uses it to know when a segment's records are all flushed.
 pub(crate) struct Memtable {
     generation: u64,
-    shards: Box<[Mutex<BTreeMap<Key, Cell>>]>,
+    shards: Box<[Mutex<Map>]>,
     bytes: AtomicUsize,
     len: AtomicUsize,
 }
@@ -42,14 +45,19 @@ impl Memtable {
     pub(crate) fn new(generation: u64) -> Self {
         Memtable {
             generation,
-            shards: (0..SHARDS).map(|_| Mutex::new(BTreeMap::new())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(Map::default())).collect(),
             bytes: AtomicUsize::new(0),
             len: AtomicUsize::new(0),
         }
     }
 
-    fn shard(&self, key: &Key) -> &Mutex<BTreeMap<Key, Cell>> {
-        &self.shards[(key.partition_hash() as usize) & (SHARDS - 1)]
+    fn shard(&self, key: &Key) -> &Mutex<Map> {
+        self.partition_shard(key.partition_hash())
+    }
+
+    fn partition_shard(&self, partition_hash: u64) -> &Mutex<Map> {
+        // High bits: the maps inside index by the low bits of the key hash.
+        &self.shards[(partition_hash >> 40) as usize & (SHARDS - 1)]
     }
 
     /// This memtable's generation.
@@ -94,16 +102,34 @@ impl Memtable {
         }
     }
 
+    /// Merges an owned `cell` into the entry for `key` (no copy when new).
+    pub(crate) fn insert(&self, key: Key, cell: Cell) {
+        let mut map = self.shard(&key).lock();
+        match map.entry(key) {
+            Entry::Occupied(mut have) => have.get_mut().merge(&cell),
+            Entry::Vacant(slot) => {
+                self.bytes.fetch_add(
+                    slot.key().len_bytes() + cell.len_bytes() + ENTRY_OVERHEAD_BYTES,
+                    Ordering::Relaxed,
+                );
+                self.len.fetch_add(1, Ordering::Relaxed);
+                slot.insert(cell);
+            }
+        }
+    }
+
     /// Every column of `partition`, in column order.
     pub(crate) fn row(&self, partition: &[u8]) -> Vec<(Key, Cell)> {
-        let Ok(start) = Key::new(partition, b"") else {
-            return Vec::new();
-        };
-        let tree = self.shard(&start).lock();
-        tree.range((Bound::Included(&start), Bound::Unbounded))
-            .take_while(|(k, _)| k.partition() == partition)
+        let hash = crate::key::partition_hash(partition);
+        let mut row: Vec<(Key, Cell)> = self
+            .partition_shard(hash)
+            .lock()
+            .iter()
+            .filter(|(k, _)| k.partition_hash() == hash && k.partition() == partition)
             .map(|(k, c)| (k.clone(), c.clone()))
-            .collect()
+            .collect();
+        row.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        row
     }
 
     /// Every cell, sorted by key (for a flush of a frozen memtable).

@@ -12,6 +12,10 @@ use anyhow::{Context, Result};
 use clap::{Parser, ValueEnum};
 use tally_engine::{Cell, Engine, Key, Options, Shard, SyncMode, commitlog};
 
+/// The allocator `tallyd` runs with, so the figures are the server's.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(about = "Benchmarks of Tally's storage engine")]
 struct Args {
@@ -310,7 +314,14 @@ fn replay(root: &Path, keys: u64, log_mib: u64) -> Result<()> {
             i += 1;
         }
         let path = commitlog::segment_path(&dir, id);
-        std::fs::write(&path, &buf).with_context(|| format!("write {}", path.display()))?;
+        // fsync'd like the engine's own segments, so the open below measures
+        // replay, not writeback of the benchmark's dirty pages.
+        std::fs::File::create(&path)
+            .and_then(|mut f| {
+                std::io::Write::write_all(&mut f, &buf)?;
+                f.sync_all()
+            })
+            .with_context(|| format!("write {}", path.display()))?;
         written += buf.len() as u64;
         id += 1;
     }

@@ -47,13 +47,17 @@ pub use writer::segment_path;
 
 use std::collections::HashMap;
 use std::fs::OpenOptions;
+use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
 
 use crate::cell::{Cell, Shard};
 use crate::codec::{self, Cursor};
 use crate::error::{Error, Result};
 use crate::fsutil;
-use crate::key::Key;
+use crate::key::{Key, KeyHashBuilder};
+use crate::memtable::Memtable;
 
 /// Segment file magic.
 pub(crate) const MAGIC: &[u8; 8] = b"TALLYLOG";
@@ -112,132 +116,281 @@ pub struct ReplayStats {
     pub truncated_at: Option<(PathBuf, u64)>,
 }
 
-/// Cells recovered from the log, keyed by their encoded key.
-type Recovered = HashMap<Box<[u8]>, Cell>;
+/// Bits of a key hash that pick its partition in replay's second pass.
+const PARTITION_BITS: u32 = 8;
 
-/// Replays every segment in `dir` and returns the merged cells, sorted by key.
+/// Where a record is: its key's hash, its segment and its frame's offset.
+#[derive(Clone, Copy)]
+struct RecordRef {
+    hash: u64,
+    segment: u32,
+    offset: u32,
+}
+
+/// A record's encoded key, borrowed from the mapped segment, with its hash.
+struct RawKey<'a> {
+    hash: u64,
+    bytes: &'a [u8],
+}
+
+impl PartialEq for RawKey<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.bytes == other.bytes
+    }
+}
+
+impl Eq for RawKey<'_> {}
+
+impl std::hash::Hash for RawKey<'_> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // The top bits are the partition, the same for every key of a
+        // partition's map: rotate fresh bits up, where the map takes its tags.
+        state.write_u64(self.hash.rotate_left(PARTITION_BITS));
+    }
+}
+
+/// What to do with a segment once replay has read it.
+enum Ending {
+    /// Complete: fsync it (it may only be in the page cache).
+    Sync,
+    /// Torn at this offset: truncate there (remove the file if within the header).
+    Cut(u64),
+}
+
+/// Replays every segment in `dir` into `memtable`.
 ///
-/// Records carry state and merge commutes, so segments are replayed in
-/// parallel into one map per thread, and the maps merged at the end.
-pub(crate) fn replay(dir: &Path) -> Result<(Vec<(Key, Cell)>, ReplayStats)> {
-    let segments = fsutil::numbered_files(dir, "log")?;
+/// Records carry state and merge commutes, so order does not matter, and a
+/// log holds many versions of few keys. Replay is therefore two parallel
+/// passes over the mapped segments, built to stay in cache:
+/// 1. **scan** (segments split across threads): check each frame and
+///    checksum, hash the key, and file a small [`RecordRef`] under one of
+///    2^[`PARTITION_BITS`] partitions by the hash's top bits;
+/// 2. **merge** (partitions split across threads): decode each partition's
+///    records into a map small enough for the cache, then move its cells
+///    into the memtable.
+///
+/// A segment's torn tail is truncated only after both passes, when nothing
+/// maps it any more.
+pub(crate) fn replay(dir: &Path, memtable: &Memtable) -> Result<ReplayStats> {
+    let files = fsutil::numbered_files(dir, "log")?;
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
-        .clamp(1, 4);
-    let last = segments.len().saturating_sub(1);
-    let results: Vec<Result<(Recovered, ReplayStats)>> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|t| {
-                let segments = &segments;
-                s.spawn(move || {
-                    let mut map = Recovered::new();
-                    let mut stats = ReplayStats::default();
-                    for (i, (id, path)) in segments.iter().enumerate().skip(t).step_by(threads) {
-                        replay_file(dir, *id, path, i == last, &mut map, &mut stats)?;
-                    }
-                    Ok((map, stats))
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
-    });
-    let mut merged = Recovered::new();
-    let mut stats = ReplayStats::default();
-    for r in results {
-        let (mut map, s) = r?;
-        // Fold the smaller map into the bigger one.
-        if merged.len() < map.len() {
-            std::mem::swap(&mut merged, &mut map);
-        }
-        merge_into(&mut map, &mut merged);
-        stats.segments.extend(s.segments);
-        stats.records += s.records;
-        stats.bytes += s.bytes;
-        stats.truncated_at = stats.truncated_at.or(s.truncated_at);
-    }
-    stats.segments.sort_unstable();
-    let mut cells: Vec<(Key, Cell)> = Vec::with_capacity(merged.len());
-    for (k, cell) in merged {
-        let key = Cursor::new(&k)
-            .key()
-            .map_err(|e| Error::corruption(dir, 0, e.0))?;
-        cells.push((key, cell));
-    }
-    cells.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    Ok((cells, stats))
-}
+        .clamp(1, 8);
+    let maps = files
+        .iter()
+        .map(|(_, path)| map_segment(path))
+        .collect::<Result<Vec<_>>>()?;
+    let segments: Vec<(&Path, &[u8])> = files
+        .iter()
+        .zip(&maps)
+        .map(|((_, path), map)| (path.as_path(), map.as_ref().map_or(&[][..], |m| &m[..])))
+        .collect();
+    let seed = foldhash::quality::RandomState::default();
 
-/// Moves every cell of `from` into `into`, merging.
-fn merge_into(from: &mut Recovered, into: &mut Recovered) {
-    for (k, cell) in from.drain() {
-        match into.get_mut(&k) {
-            Some(have) => have.merge(&cell),
-            None => {
-                into.insert(k, cell);
+    // Pass 1: scan.
+    let last = segments.len().saturating_sub(1);
+    type Scanned = (Vec<Vec<RecordRef>>, Vec<(usize, Ending)>, ReplayStats);
+    let scanned: Vec<Scanned> = in_parallel(threads, |t| {
+        let mut parts = vec![Vec::new(); 1 << PARTITION_BITS];
+        let mut endings = Vec::new();
+        let mut stats = ReplayStats::default();
+        for (i, (path, data)) in segments.iter().enumerate().skip(t).step_by(threads) {
+            let segment = u32::try_from(i).expect("fewer than 2^32 segments");
+            stats.bytes += data.len() as u64;
+            let mut file = |offset: usize, key: &[u8]| {
+                let hash = seed.hash_one(key);
+                parts[(hash >> (64 - PARTITION_BITS)) as usize].push(RecordRef {
+                    hash,
+                    segment,
+                    offset: offset as u32,
+                });
+            };
+            let ending = match scan_segment(path, data, i == last, &mut file, &mut stats)? {
+                Some(cut) => Ending::Cut(cut),
+                None => Ending::Sync,
+            };
+            endings.push((i, ending));
+        }
+        Ok((parts, endings, stats))
+    })?;
+
+    // Pass 2: merge, partition by partition.
+    let refs: Vec<&Vec<Vec<RecordRef>>> = scanned.iter().map(|(parts, ..)| parts).collect();
+    in_parallel(threads, |t| {
+        let mut cells: HashMap<RawKey, Cell, KeyHashBuilder> = HashMap::default();
+        let mut shards = Vec::new();
+        for p in (t..1 << PARTITION_BITS).step_by(threads) {
+            for r in refs
+                .iter()
+                .flat_map(|parts| parts[p].chunks(TOUCH_AHEAD))
+                .flat_map(|chunk| touch(&segments, chunk))
+            {
+                let (path, data) = segments[r.segment as usize];
+                let offset = r.offset as usize;
+                let corrupt = |why: &str| Error::corruption(path, offset as u64, why);
+                let (key, epoch) = decode_record(data, offset, &mut shards)
+                    .map_err(|e| corrupt(&format!("undecodable record: {}", e.0)))?;
+                let key = RawKey {
+                    hash: r.hash,
+                    bytes: key,
+                };
+                match cells.get_mut(&key) {
+                    Some(cell) => cell.merge_unsorted(epoch, &shards),
+                    None => {
+                        cells.insert(key, Cell::from_parts(epoch, shards.iter().copied()));
+                    }
+                }
+            }
+            for (raw, cell) in cells.drain() {
+                let key = Cursor::new(raw.bytes)
+                    .key()
+                    .map_err(|e| Error::corruption(dir, 0, e.0))?;
+                memtable.insert(key, cell);
             }
         }
+        Ok(())
+    })?;
+    drop(refs);
+    drop(maps);
+
+    let mut stats = ReplayStats::default();
+    let mut endings = Vec::new();
+    for (_, e, s) in scanned {
+        endings.extend(e);
+        stats.records += s.records;
+        stats.bytes += s.bytes;
     }
+    endings.sort_unstable_by_key(|(i, _)| *i);
+    for (i, ending) in endings {
+        let (id, path) = &files[i];
+        match ending {
+            Ending::Cut(cut) if cut < HEADER_BYTES as u64 => {
+                tracing::warn!(path = %path.display(), "removing commit log segment with a torn header");
+                std::fs::remove_file(path)
+                    .map_err(|e| Error::io("remove torn segment", path, e))?;
+                fsutil::sync_dir(dir)?;
+                stats.truncated_at = Some((path.clone(), 0));
+                continue;
+            }
+            Ending::Cut(cut) => {
+                tracing::warn!(path = %path.display(), offset = cut, "truncating torn commit log tail");
+                let f = OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .map_err(|e| Error::io("open torn segment", path, e))?;
+                f.set_len(cut)
+                    .and_then(|()| f.sync_all())
+                    .map_err(|e| Error::io("truncate torn segment", path, e))?;
+                stats.truncated_at = Some((path.clone(), cut));
+            }
+            Ending::Sync => {
+                // The records just replayed may only be in the page cache (the
+                // process died, the OS did not): make them durable before any
+                // newer segment exists, or a later power loss would tear a
+                // segment that is no longer the last one.
+                std::fs::File::open(path)
+                    .and_then(|f| f.sync_all())
+                    .map_err(|e| Error::io("fsync replayed segment", path, e))?;
+            }
+        }
+        stats.segments.push(*id);
+    }
+    Ok(stats)
 }
 
-/// Replays one segment file, cutting off a torn tail if it is the last one.
-fn replay_file(
-    dir: &Path,
-    id: u64,
-    path: &Path,
-    last: bool,
-    map: &mut Recovered,
-    stats: &mut ReplayStats,
-) -> Result<()> {
-    let data = std::fs::read(path).map_err(|e| Error::io("read commit log segment", path, e))?;
-    stats.bytes += data.len() as u64;
-    let mut apply = |key: &[u8], cell: Cell| match map.get_mut(key) {
-        Some(have) => have.merge(&cell),
-        None => {
-            map.insert(key.into(), cell);
-        }
-    };
-    match replay_segment(path, &data, last, &mut apply, stats)? {
-        Some(cut) if cut < HEADER_BYTES as u64 => {
-            tracing::warn!(path = %path.display(), "removing commit log segment with a torn header");
-            std::fs::remove_file(path).map_err(|e| Error::io("remove torn segment", path, e))?;
-            fsutil::sync_dir(dir)?;
-            stats.truncated_at = Some((path.to_path_buf(), 0));
-            return Ok(());
-        }
-        Some(cut) => {
-            tracing::warn!(path = %path.display(), offset = cut, "truncating torn commit log tail");
-            let f = OpenOptions::new()
-                .write(true)
-                .open(path)
-                .map_err(|e| Error::io("open torn segment", path, e))?;
-            f.set_len(cut)
-                .and_then(|()| f.sync_all())
-                .map_err(|e| Error::io("truncate torn segment", path, e))?;
-            stats.truncated_at = Some((path.to_path_buf(), cut));
-        }
-        None => {
-            // The records just replayed may only be in the page cache (the
-            // process died, the OS did not): make them durable before any
-            // newer segment exists, or a later power loss would tear a
-            // segment that is no longer the last one.
-            std::fs::File::open(path)
-                .and_then(|f| f.sync_all())
-                .map_err(|e| Error::io("fsync replayed segment", path, e))?;
-        }
+/// Records whose first bytes are loaded together before any is decoded.
+const TOUCH_AHEAD: usize = 16;
+
+/// Loads one byte of every record in `chunk` and returns the chunk: the
+/// loads are independent, so their cache and TLB misses overlap instead of
+/// each stalling the decode that follows (records of a partition are
+/// scattered over the whole log).
+fn touch<'r>(segments: &[(&Path, &[u8])], chunk: &'r [RecordRef]) -> &'r [RecordRef] {
+    let mut sum = 0u8;
+    for r in chunk {
+        let data = segments[r.segment as usize].1;
+        sum ^= data.get(r.offset as usize).copied().unwrap_or(0);
     }
-    stats.segments.push(id);
-    Ok(())
+    std::hint::black_box(sum);
+    chunk
 }
 
-/// Replays one segment; returns the offset to truncate at if its tail is torn.
-fn replay_segment(
+/// Maps a segment read-only (`None` for an empty file, which cannot be mapped).
+///
+/// Safety of the mapping: the data directory is locked by this process (see
+/// `identity`), and nothing writes or truncates a segment while replay maps it.
+fn map_segment(path: &Path) -> Result<Option<Mmap>> {
+    let file =
+        std::fs::File::open(path).map_err(|e| Error::io("open commit log segment", path, e))?;
+    let len = file
+        .metadata()
+        .map_err(|e| Error::io("stat commit log segment", path, e))?
+        .len();
+    if len == 0 {
+        return Ok(None);
+    }
+    if len > u64::from(u32::MAX) {
+        return Err(Error::corruption(path, 0, "segment over 4 GiB"));
+    }
+    // SAFETY: see above; the map is read-only and dropped before any
+    // truncation, and every length read from it is bounds-checked.
+    #[expect(unsafe_code, reason = "memory-mapped replay of locked segment files")]
+    let map =
+        unsafe { Mmap::map(&file) }.map_err(|e| Error::io("map commit log segment", path, e))?;
+    Ok(Some(map))
+}
+
+/// Runs `work(t)` on `threads` scoped threads; returns the results in order.
+fn in_parallel<T: Send>(
+    threads: usize,
+    work: impl Fn(usize) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let work = &work;
+                s.spawn(move || work(t))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
+}
+
+/// Decodes the record framed at `offset` (checked by the scan): its encoded
+/// key and its cell's epoch, with the shards in `shards`.
+fn decode_record<'a>(
+    data: &'a [u8],
+    offset: usize,
+    shards: &mut Vec<Shard>,
+) -> std::result::Result<(&'a [u8], u64), codec::DecodeError> {
+    let frame = data
+        .get(offset..offset + FRAME_BYTES)
+        .ok_or(codec::DecodeError("frame out of the segment"))?;
+    let len = u32::from_le_bytes([frame[0], frame[1], frame[2], frame[3]]) as usize;
+    let payload = data
+        .get(offset + FRAME_BYTES..offset + FRAME_BYTES + len)
+        .ok_or(codec::DecodeError("record out of the segment"))?;
+    let mut cur = Cursor::new(payload);
+    cur.key_parts()?;
+    let key = &payload[..payload.len() - cur.remaining()];
+    let epoch = cur.cell_into(|c| c.u64(), shards)?;
+    if cur.remaining() != 0 {
+        return Err(codec::DecodeError("trailing bytes in record"));
+    }
+    Ok((key, epoch))
+}
+
+/// Scans one segment: checks every frame and checksum and hands each
+/// record's frame offset and encoded key to `file`. Returns the offset to
+/// truncate at if the segment's tail is torn.
+fn scan_segment(
     path: &Path,
     data: &[u8],
     last: bool,
-    apply: &mut impl FnMut(&[u8], Cell),
+    file: &mut impl FnMut(usize, &[u8]),
     stats: &mut ReplayStats,
 ) -> Result<Option<u64>> {
     // A bad stretch is a torn write only at the very end of the last segment.
@@ -285,28 +438,14 @@ fn replay_segment(
             );
         }
         let mut cur = Cursor::new(payload);
-        let decoded = cur.key_parts().and_then(|_| {
-            let key_bytes = &payload[..payload.len() - cur.remaining()];
-            Ok((key_bytes, cur.cell(|c| c.u64())?))
-        });
-        let (key, cell) = match decoded {
-            Ok(kc) if cur.remaining() == 0 => kc,
-            Ok(_) => {
-                return Err(Error::corruption(
-                    path,
-                    offset as u64,
-                    "trailing bytes in record",
-                ));
-            }
-            Err(e) => {
-                return Err(Error::corruption(
-                    path,
-                    offset as u64,
-                    format!("undecodable record: {}", e.0),
-                ));
-            }
-        };
-        apply(key, cell);
+        if let Err(e) = cur.key_parts() {
+            return Err(Error::corruption(
+                path,
+                offset as u64,
+                format!("undecodable record: {}", e.0),
+            ));
+        }
+        file(offset, &payload[..payload.len() - cur.remaining()]);
         stats.records += 1;
         offset += FRAME_BYTES + len;
     }
