@@ -49,6 +49,9 @@ pub(crate) struct Outbox {
     sealed: Vec<Sealed>,
     /// Waiters behind `acks` and `sealed`.
     waiters: usize,
+    /// What the syncer sleeps for: `Some(0)` any work, `Some(n)` until `n`
+    /// waiters are in; `None` while it is busy (nobody to wake).
+    wake_at: Option<usize>,
     /// Memtable generation flushed up to (log segments may go).
     pub(crate) flushed_gen: u64,
     /// Set by the sealer when it has handed over its last work.
@@ -91,8 +94,17 @@ pub(crate) fn run_sealer(inner: &Inner) {
         out.waiters += acks.len() + sealed.iter().map(|(_, w): &Sealed| w.len()).sum::<usize>();
         out.acks.extend(acks);
         out.sealed.extend(sealed);
+        // Wake the syncer only when it would act: a futex wake-up per
+        // sealed batch cost more than the sealing.
+        let wake = match out.wake_at {
+            Some(0) => out.has_work(),
+            Some(n) => out.waiters >= n,
+            None => false,
+        };
         drop(out);
-        inner.outbox_cv.notify_one();
+        if wake {
+            inner.outbox_cv.notify_one();
+        }
         records.clear();
 
         if inner.state.read().active.bytes() >= inner.opts.memtable_bytes_max {
@@ -217,12 +229,14 @@ pub(crate) fn run_syncer(inner: &Inner, mut log: LogWriter) {
         if periodic.is_none() && released > 0 && !out.closed {
             let deadline = Instant::now() + window;
             while out.waiters < released && !out.closed {
+                out.wake_at = Some(released);
                 if inner.outbox_cv.wait_until(&mut out, deadline).timed_out() {
                     break;
                 }
             }
         }
         while !out.has_work() && !out.closed && out.flushed_gen <= removed_gen {
+            out.wake_at = Some(0);
             let timed_out = match periodic {
                 None => {
                     inner.outbox_cv.wait(&mut out);
@@ -234,6 +248,7 @@ pub(crate) fn run_syncer(inner: &Inner, mut log: LogWriter) {
                 break;
             }
         }
+        out.wake_at = None;
         let records = std::mem::replace(&mut out.records, std::mem::take(&mut spare));
         let gen_max = std::mem::take(&mut out.gen_max);
         let acks = std::mem::take(&mut out.acks);

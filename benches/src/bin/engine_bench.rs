@@ -37,6 +37,9 @@ struct Args {
     /// Only this sync mode for `adds`.
     #[arg(long)]
     sync: Option<SyncArg>,
+    /// Group-commit window for `batch` adds (default: the engine's).
+    #[arg(long)]
+    group_commit_window_us: Option<u64>,
     /// Commit log to replay, in MiB.
     #[arg(long, default_value_t = 1024)]
     log_mib: u64,
@@ -91,7 +94,7 @@ fn main() -> Result<()> {
         {
             for &writers in &writer_counts {
                 let (rate, detail) =
-                    rt.block_on(adds(scratch.path(), sync, writers, args.keys, args.seconds))?;
+                    rt.block_on(adds(scratch.path(), &args, sync, writers, args.keys))?;
                 println!("adds  {name:<14} {writers:>3} writers  {rate:>10.0} adds/s   [{detail}]");
                 if sync == SyncMode::Batch && writers == 64 {
                     uniform64 = Some(rate);
@@ -101,7 +104,7 @@ fn main() -> Result<()> {
     }
     if want(Bench::Hot) {
         let (rate, detail) =
-            rt.block_on(adds(scratch.path(), SyncMode::Batch, 64, 1, args.seconds))?;
+            rt.block_on(adds(scratch.path(), &args, SyncMode::Batch, 64, 1))?;
         print!("adds  batch, ONE hot key  64 writers  {rate:>10.0} adds/s   [{detail}]");
         match uniform64 {
             Some(u) => println!("  hot/uniform = {:.2}", rate / u),
@@ -144,17 +147,22 @@ fn fresh_dir(root: &Path, name: &str) -> Result<PathBuf> {
 /// Durable adds/s with `writers` concurrent writers over `keys` uniform keys.
 async fn adds(
     root: &Path,
+    args: &Args,
     sync: SyncMode,
     writers: u64,
     keys: u64,
-    seconds: u64,
 ) -> Result<(f64, String)> {
+    let seconds = args.seconds;
     let dir = fresh_dir(root, "adds")?;
+    let defaults = Options::default();
     let engine = Arc::new(Engine::open(
         &dir,
         Options {
             sync,
-            ..Options::default()
+            group_commit_window_us: args
+                .group_commit_window_us
+                .unwrap_or(defaults.group_commit_window_us),
+            ..defaults
         },
     )?);
     let stop = Arc::new(AtomicBool::new(false));
