@@ -24,6 +24,13 @@
 //! waiters, the syncer waits until W waiters are queued again, or for at most
 //! `group_commit_window_us`, whichever comes first. A lone writer is never
 //! delayed by more than its own round trip.
+//!
+//! Writers that take longer than the window to come back (a leader's adds
+//! wait for replicas; replica applies arrive when peers send them) gain
+//! nothing from it, and every window would only delay the fsync. So when
+//! fewer than half of them are back by its end, the next windows are
+//! skipped, for twice as many cycles each time (up to
+//! [`WINDOW_SKIP_MAX`]); a window that fills resets that.
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::time::{Duration, Instant};
@@ -36,6 +43,9 @@ use crate::engine::{Inner, SyncMode};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::stripes::{AddOutcome, PendingAdd, Stripe};
+
+/// Most fsync cycles skipped between two group-commit windows that failed.
+pub(crate) const WINDOW_SKIP_MAX: u32 = 64;
 
 /// Waiters of one sealed key, answered after the fsync.
 type Sealed = (AddOutcome, Vec<oneshot::Sender<Result<AddOutcome>>>);
@@ -224,14 +234,26 @@ pub(crate) fn run_syncer(inner: &Inner, mut log: LogWriter) {
     let window = Duration::from_micros(inner.opts.group_commit_window_us);
     // Waiters the last fsync released: as many are expected back for the next.
     let mut released = 0;
+    // Windows to skip, and how many to skip after the next one that fails.
+    let (mut skip, mut backoff) = (0, 1);
     loop {
         let mut out = inner.outbox.lock();
         if periodic.is_none() && released > 0 && !out.closed {
-            let deadline = Instant::now() + window;
-            while out.waiters < released && !out.closed {
-                out.wake_at = Some(released);
-                if inner.outbox_cv.wait_until(&mut out, deadline).timed_out() {
-                    break;
+            if skip > 0 {
+                skip -= 1;
+            } else {
+                let deadline = Instant::now() + window;
+                while out.waiters < released && !out.closed {
+                    out.wake_at = Some(released);
+                    if inner.outbox_cv.wait_until(&mut out, deadline).timed_out() {
+                        break;
+                    }
+                }
+                if out.waiters * 2 < released {
+                    skip = backoff;
+                    backoff = (backoff * 2).min(WINDOW_SKIP_MAX);
+                } else {
+                    backoff = 1;
                 }
             }
         }
