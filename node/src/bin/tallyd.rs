@@ -41,7 +41,8 @@ enum Cmd {
         /// Which node of the configuration this is.
         #[arg(long)]
         node: String,
-        /// Async worker threads (default: one per core).
+        /// Async worker threads (default: one per core; 1 runs everything
+        /// on one thread).
         #[arg(long)]
         threads: Option<usize>,
         /// FAULT INJECTION, for tests of the checkers only: acknowledge every
@@ -54,6 +55,10 @@ enum Cmd {
         /// The cluster's configuration.
         #[arg(long, default_value = "cluster.toml")]
         config: PathBuf,
+        /// Async worker threads per node (default: the cores shared out
+        /// among the nodes, at least 1).
+        #[arg(long)]
+        threads: Option<usize>,
     },
     /// Create the cluster CA and a certificate for each node (missing ones only).
     Certs {
@@ -72,7 +77,7 @@ fn main() {
             threads,
             unsafe_drop_every,
         } => run(&config, &node, threads, unsafe_drop_every),
-        Cmd::Up { config } => up(&config),
+        Cmd::Up { config, threads } => up(&config, threads),
         Cmd::Certs { config } => make_certs(&config).map(|_| ()),
     };
     if let Err(e) = result {
@@ -91,12 +96,29 @@ fn init_logging() {
         .init();
 }
 
+/// The async runtime: one thread runs everything when `threads` is 1 (no
+/// hand-offs between threads: the fastest for several nodes sharing a few
+/// cores), else a work-stealing pool.
 fn runtime(threads: Option<usize>) -> Result<tokio::runtime::Runtime> {
-    let mut b = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = threads {
-        b.worker_threads(n.max(1));
-    }
+    let mut b = match threads {
+        Some(n) if n <= 1 => tokio::runtime::Builder::new_current_thread(),
+        Some(n) => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(n);
+            b
+        }
+        None => tokio::runtime::Builder::new_multi_thread(),
+    };
     b.enable_all().build().context("start the async runtime")
+}
+
+/// Runs blocking work (replay, close) from inside the runtime.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::current().runtime_flavor() {
+        // Neither needs another task to make progress.
+        tokio::runtime::RuntimeFlavor::CurrentThread => f(),
+        _ => tokio::task::block_in_place(f),
+    }
 }
 
 fn make_certs(path: &Path) -> Result<Config> {
@@ -125,7 +147,7 @@ fn run(path: &Path, id: &str, threads: Option<usize>, drop_every: Option<u64>) -
     }
     runtime(threads)?.block_on(async {
         // Replay before any port opens: never answer with less than was acknowledged.
-        let node = tokio::task::block_in_place(|| Node::open(config, id))?;
+        let node = blocking(|| Node::open(config, id))?;
         if let Some(n) = drop_every {
             tracing::warn!(every = n, "FAULT INJECTION: acknowledging adds without applying them");
             node.inject_drop_every(n);
@@ -142,7 +164,7 @@ fn run(path: &Path, id: &str, threads: Option<usize>, drop_every: Option<u64>) -
         tracing::info!(node = %id, peer = %me.peer, client = %me.client, resp = %me.resp, data = %me.data_dir.display(), "node is serving");
         wait_for_signal().await?;
         tracing::info!(node = %id, "shutting down");
-        tokio::task::block_in_place(|| node.close())
+        blocking(|| node.close())
     })
 }
 
@@ -156,15 +178,20 @@ async fn wait_for_signal() -> Result<()> {
     Ok(())
 }
 
-fn up(path: &Path) -> Result<()> {
+fn up(path: &Path, threads: Option<usize>) -> Result<()> {
     let config = make_certs(path)?;
     let exe = std::env::current_exe().context("find the tallyd executable")?;
+    // The nodes share this host's cores; more threads than cores only adds
+    // hand-offs between them (a single thread per node on 2 cores and 3
+    // nodes served about half again as many redis-benchmark INCRs).
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = threads.unwrap_or((cores / config.nodes.len()).max(1));
     let mut children: Vec<(String, Child)> = Vec::new();
     for n in &config.nodes {
         let mut child = Command::new(&exe)
             .args(["run", "--config"])
             .arg(path)
-            .args(["--node", &n.id])
+            .args(["--node", &n.id, "--threads", &threads.to_string()])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -195,7 +222,7 @@ fn up(path: &Path) -> Result<()> {
     }
     let c = &config.cluster;
     println!(
-        "cluster {:?} is up: {} nodes, replication factor {}, sync {:?}",
+        "cluster {:?} is up: {} nodes, replication factor {}, sync {:?}, {threads} thread(s) per node",
         c.name,
         config.nodes.len(),
         c.replication_factor,
