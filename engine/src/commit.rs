@@ -314,6 +314,12 @@ pub(crate) fn run_syncer(inner: &Inner, mut log: LogWriter) {
             inner.log_segments.store(log.segment_count(), Relaxed);
         }
         if closing && !inner.outbox.lock().has_work() {
+            if !inner.poisoned.load(Acquire)
+                && let Err(e) = log.close()
+            {
+                // Harmless: replay reads the zeros left as the log's end.
+                tracing::warn!(error = %e, "could not trim the commit log at close");
+            }
             return;
         }
     }

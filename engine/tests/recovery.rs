@@ -168,3 +168,25 @@ async fn a_flipped_length_in_the_last_segment_is_corruption_not_a_torn_tail() {
         Ok(_) => panic!("acknowledged records after a damaged length were dropped silently"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zeros_laid_down_ahead_of_the_records_end_the_log_after_a_crash() {
+    let opts = Options::default();
+    let (dir, segment, mut bytes, ends) = ten_acknowledged_adds(&opts).await;
+    // A clean close cut the segment back to its records (`record_ends`
+    // checked that); a crash leaves the zeros written ahead of them.
+    bytes.resize(bytes.len() + (1 << 20), 0);
+    std::fs::write(&segment, &bytes).unwrap();
+    let engine = Engine::open(dir.path(), opts.clone()).unwrap();
+    for i in 0..10 {
+        assert_eq!(engine.get(&key(i)).unwrap().value(), 1, "key {i}");
+    }
+    assert_eq!(
+        engine.replay_stats().truncated_at,
+        Some((segment.clone(), *ends.last().unwrap() as u64))
+    );
+    assert_eq!(
+        std::fs::metadata(&segment).unwrap().len(),
+        *ends.last().unwrap() as u64
+    );
+}

@@ -103,8 +103,7 @@ fn main() -> Result<()> {
         }
     }
     if want(Bench::Hot) {
-        let (rate, detail) =
-            rt.block_on(adds(scratch.path(), &args, SyncMode::Batch, 64, 1))?;
+        let (rate, detail) = rt.block_on(adds(scratch.path(), &args, SyncMode::Batch, 64, 1))?;
         print!("adds  batch, ONE hot key  64 writers  {rate:>10.0} adds/s   [{detail}]");
         match uniform64 {
             Some(u) => println!("  hot/uniform = {:.2}", rate / u),

@@ -18,8 +18,10 @@
 //! # Crash story
 //!
 //! Records are appended by one writer thread that puts many of them under one
-//! fsync (group commit). A segment is fsync'd before the next one is created,
-//! so only the last segment can end in a torn record. On open, replay reads
+//! fsync (group commit), over zeros laid down (durably) ahead of them (see
+//! `writer`). A segment is cut back to its records and fsync'd before the
+//! next one is created, so only the last segment can end in a torn record
+//! or in zeros. On open, replay reads
 //! every segment in order:
 //! - a bad record in the last segment that runs to (or past) the end of the
 //!   file, or is followed only by zeros, is a torn write: the file is
