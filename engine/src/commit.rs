@@ -37,12 +37,13 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use crate::cell::Cell;
 use crate::cell::Shard;
 use crate::commitlog::{self, LogWriter};
 use crate::engine::{Inner, SyncMode};
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::stripes::{AddOutcome, PendingAdd, Stripe};
+use crate::stripes::{AddOutcome, PendingAdd};
 
 /// Most fsync cycles skipped between two group-commit windows that failed.
 pub(crate) const WINDOW_SKIP_MAX: u32 = 64;
@@ -128,21 +129,26 @@ pub(crate) fn run_sealer(inner: &Inner) {
 fn seal_all(inner: &Inner, adds: &[Key], records: &mut Vec<u8>, sealed: &mut Vec<Sealed>) -> u64 {
     let poisoned = inner.poisoned.load(Acquire);
     let v = inner.state.read();
+    // Swapped with each key's pending list, so both stay allocated.
+    let mut waiting = Vec::new();
     for key in adds {
         let mut stripe = inner.stripe(key).lock();
-        let Some(waiting) = stripe.pending.remove(key) else {
-            continue;
+        let Some(cached) = stripe.cells.get_mut(key) else {
+            continue; // never evicted while adds are pending; nothing to seal
         };
+        std::mem::swap(&mut cached.pending, &mut waiting);
+        if waiting.is_empty() {
+            continue;
+        }
         if poisoned {
-            for w in waiting {
-                let _ = w.done.send(Err(inner.poison_error()));
+            for done in waiting.drain(..).filter_map(|w| w.done) {
+                let _ = done.send(Err(inner.poison_error()));
             }
             continue;
         }
-        if seal(inner, &mut stripe, key, waiting, sealed) {
+        if let Some(outcome) = seal(inner.counter_id, &mut cached.cell, &mut waiting, sealed) {
             // The memtable and the log get only the new own shard: the rest
             // of the cell is already wherever it came from.
-            let outcome = &sealed.last().expect("seal pushed its outcome").0;
             let own = std::slice::from_ref(&outcome.shard);
             v.active.merge_parts(key, outcome.epoch, own);
             commitlog::encode_record_parts(records, key, outcome.epoch, own);
@@ -151,48 +157,45 @@ fn seal_all(inner: &Inner, adds: &[Key], records: &mut Vec<u8>, sealed: &mut Vec
     v.active.generation()
 }
 
-/// One read-modify-write for all adds waiting on `key`, under its cell lock.
-/// Returns false if every add was refused.
-fn seal(
-    inner: &Inner,
-    stripe: &mut Stripe,
-    key: &Key,
-    waiting: Vec<PendingAdd>,
-    sealed: &mut Vec<Sealed>,
-) -> bool {
-    let cell = stripe
-        .cells
-        .get_mut(key)
-        .expect("a key with pending adds is pinned in the counter cache");
-    let id = inner.counter_id;
-    let mut own = cell.shard(id).copied().unwrap_or(Shard {
-        counter_id: id,
+/// One read-modify-write of `cell` (under its lock) for all the adds in
+/// `waiting`, which it empties. Returns the outcome, or `None` if every add
+/// was refused.
+fn seal<'s>(
+    counter_id: u64,
+    cell: &mut Cell,
+    waiting: &mut Vec<PendingAdd>,
+    sealed: &'s mut Vec<Sealed>,
+) -> Option<&'s AddOutcome> {
+    let mut own = cell.shard(counter_id).copied().unwrap_or(Shard {
+        counter_id,
         clock: 0,
         value: 0,
     });
     let mut view = cell.value();
-    let mut accepted = Vec::with_capacity(waiting.len());
-    let mut early = Vec::new();
-    for PendingAdd {
-        delta,
-        done,
-        sealed,
-    } in waiting
-    {
-        match (own.value.checked_add(delta), view.checked_add(delta)) {
+    // Refuse what would overflow, in arrival order; keep the rest.
+    waiting.retain_mut(|add| {
+        match (
+            own.value.checked_add(add.delta),
+            view.checked_add(add.delta),
+        ) {
             (Some(o), Some(v)) => {
                 own.value = o;
                 view = v;
-                accepted.push(done);
-                early.extend(sealed);
+                true
             }
             _ => {
-                let _ = done.send(Err(Error::Overflow { value: view, delta }));
+                if let Some(done) = add.done.take() {
+                    let _ = done.send(Err(Error::Overflow {
+                        value: view,
+                        delta: add.delta,
+                    }));
+                }
+                false
             }
         }
-    }
-    if accepted.is_empty() {
-        return false;
+    });
+    if waiting.is_empty() {
+        return None;
     }
     own.clock += 1;
     cell.put_own(own);
@@ -201,13 +204,17 @@ fn seal(
         epoch: cell.epoch(),
         shard: own,
         value: cell.value(),
-        combined: u32::try_from(accepted.len()).unwrap_or(u32::MAX),
+        combined: u32::try_from(waiting.len()).unwrap_or(u32::MAX),
     };
-    for tx in early {
-        let _ = tx.send(outcome.clone());
+    let mut done = Vec::with_capacity(waiting.len());
+    for add in waiting.drain(..) {
+        if let Some(early) = add.sealed {
+            let _ = early.send(outcome.clone());
+        }
+        done.extend(add.done);
     }
-    sealed.push((outcome, accepted));
-    true
+    sealed.push((outcome, done));
+    sealed.last().map(|(outcome, _)| outcome)
 }
 
 /// Backpressure: while too many frozen memtables wait for flushing, writes wait.

@@ -16,7 +16,7 @@ use crate::identity::Identity;
 use crate::key::Key;
 use crate::memtable::Memtable;
 use crate::sstable::Table;
-use crate::stripes::{AddOutcome, Durable, PendingAdd, STRIPES, Stripe, stripe_of};
+use crate::stripes::{AddOutcome, Cached, Durable, PendingAdd, STRIPES, Stripe, stripe_of};
 use crate::{fsutil, sstable};
 
 /// When a write counts as durable.
@@ -281,7 +281,7 @@ impl Engine {
             key,
             PendingAdd {
                 delta,
-                done,
+                done: Some(done),
                 sealed: None,
             },
         )?;
@@ -302,7 +302,7 @@ impl Engine {
             key,
             PendingAdd {
                 delta,
-                done,
+                done: Some(done),
                 sealed: Some(sealed),
             },
         )?;
@@ -319,12 +319,11 @@ impl Engine {
 
     fn queue_leader_add(&self, key: &Key, add: PendingAdd) -> Result<()> {
         self.inner.check_writable()?;
-        self.inner.with_cached_cell(key, |stripe, _| {
-            let waiting = stripe.pending.entry(key.clone()).or_default();
-            let first = waiting.is_empty();
-            waiting.push(add);
+        self.inner.with_cached_cell(key, |cached, _| {
+            let first = cached.pending.is_empty();
+            cached.pending.push(add);
             if first && let Err(e) = self.inner.queue_add(key) {
-                stripe.pending.remove(key);
+                cached.pending.clear();
                 return Err(e);
             }
             Ok(())
@@ -345,9 +344,9 @@ impl Engine {
             let v = self.inner.state.read();
             let mut stripe = self.inner.stripe(key).lock();
             let unchanged = stripe.cells.get_mut(key).is_some_and(|cached| {
-                let before = cached.clone();
-                cached.merge(cell);
-                *cached == before
+                let before = cached.cell.clone();
+                cached.cell.merge(cell);
+                cached.cell == before
             });
             if unchanged {
                 drop(stripe);
@@ -382,11 +381,8 @@ impl Engine {
                 }));
                 continue;
             }
-            let epoch = self.inner.with_cached_cell(key, |stripe, v| {
-                let cached = stripe
-                    .cells
-                    .get_mut(key)
-                    .expect("with_cached_cell caches the key");
+            let epoch = self.inner.with_cached_cell(key, |cached, v| {
+                let cached = &mut cached.cell;
                 let before = cached.clone();
                 cached.merge(cell);
                 let epoch = cached.epoch();
@@ -411,11 +407,8 @@ impl Engine {
     /// racing the reset that lose are discarded ("reset wins"). Returns the new epoch.
     pub async fn reset(&self, key: &Key) -> Result<u64> {
         self.inner.check_writable()?;
-        let (epoch, rx) = self.inner.with_cached_cell(key, |stripe, v| {
-            let cell = stripe
-                .cells
-                .get_mut(key)
-                .expect("with_cached_cell caches the key");
+        let (epoch, rx) = self.inner.with_cached_cell(key, |cached, v| {
+            let cell = &mut cached.cell;
             cell.reset();
             let cell = cell.clone();
             v.active.merge(key, &cell);
@@ -430,8 +423,8 @@ impl Engine {
 
     /// The cell for `key` (empty if never written).
     pub fn get(&self, key: &Key) -> Result<Cell> {
-        if let Some(cell) = self.inner.stripe(key).lock().cells.get(key) {
-            return Ok(cell.clone());
+        if let Some(cached) = self.inner.stripe(key).lock().cells.get(key) {
+            return Ok(cached.cell.clone());
         }
         let v = self.inner.version();
         let mut cell = self.inner.read_tables(&v, key)?;
@@ -646,19 +639,19 @@ impl Inner {
         Ok(())
     }
 
-    /// Runs `f` under the cell lock with the key's whole cell in the counter
-    /// cache, loading it first (outside the lock) if it is not there. `f` also
+    /// Runs `f` under the cell lock on the key's counter cache entry, loading
+    /// the whole cell first (outside the lock) if it is not cached. `f` also
     /// gets the version, held so that no memtable switch happens meanwhile.
     fn with_cached_cell<R>(
         &self,
         key: &Key,
-        f: impl FnOnce(&mut Stripe, &Version) -> R,
+        f: impl FnOnce(&mut Cached, &Version) -> R,
     ) -> Result<R> {
         loop {
             let v = self.state.read();
             let mut stripe = self.stripe(key).lock();
-            if stripe.cells.contains_key(key) {
-                return Ok(f(&mut stripe, &v));
+            if let Some(cached) = stripe.cells.get_mut(key) {
+                return Ok(f(cached, &v));
             }
             let seq = v.seq;
             drop(stripe);
@@ -685,7 +678,11 @@ impl Inner {
                 }
                 stripe.cache(key.clone(), cell, self.cache_cap_per_stripe);
             }
-            return Ok(f(&mut stripe, &v));
+            let cached = stripe
+                .cells
+                .get_mut(key)
+                .expect("cached under this lock just above");
+            return Ok(f(cached, &v));
         }
     }
 

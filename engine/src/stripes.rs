@@ -4,8 +4,9 @@
 //! guards, for those keys:
 //! - the counter cache: the whole cell as this node knows it, for recently
 //!   written keys, so the leader's read-modify-write never reads the disk;
-//! - pending adds: deltas waiting for the commit thread, which combines all
-//!   adds to one key into one read-modify-write and one log record.
+//! - pending adds, next to the cached cell: deltas waiting for the commit
+//!   thread, which combines all adds to one key into one read-modify-write
+//!   and one log record.
 //!
 //! The lock is only ever held for in-memory work.
 
@@ -53,25 +54,34 @@ impl AddOutcome {
 /// A waiting add.
 pub(crate) struct PendingAdd {
     pub(crate) delta: i64,
-    /// Fires once the add is durable (or failed).
-    pub(crate) done: oneshot::Sender<Result<AddOutcome>>,
+    /// Fires once the add is durable (or failed); taken when it is answered.
+    pub(crate) done: Option<oneshot::Sender<Result<AddOutcome>>>,
     /// Fires when the add is sealed, before its fsync (staged adds only);
     /// dropped unsent if the add is refused.
     pub(crate) sealed: Option<oneshot::Sender<AddOutcome>>,
 }
 
+/// A cached cell with the adds waiting to be sealed into it.
+#[derive(Default)]
+pub(crate) struct Cached {
+    /// The whole cell as this node knows it.
+    pub(crate) cell: Cell,
+    /// Adds not yet sealed, in arrival order; kept allocated between turns.
+    pub(crate) pending: Vec<PendingAdd>,
+}
+
 /// The state behind one cell lock.
 ///
 /// # Invariants
-/// - Every key in `pending` is also in `cells` (pinned: never evicted).
+/// - An entry with pending adds is pinned: never evicted.
 #[derive(Default)]
 pub(crate) struct Stripe {
-    pub(crate) cells: HashMap<Key, Cell, KeyHashBuilder>,
-    pub(crate) pending: HashMap<Key, Vec<PendingAdd>, KeyHashBuilder>,
+    pub(crate) cells: HashMap<Key, Cached, KeyHashBuilder>,
 }
 
 impl Stripe {
-    /// Caches `cell` for `key`, evicting an unpinned entry when over `cap`.
+    /// Caches `cell` for `key` (not cached yet), evicting an unpinned entry
+    /// when over `cap`.
     ///
     /// The victim is whichever unpinned key the hash map yields first, which
     /// is effectively random; evicting a live key only costs a memtable or
@@ -80,14 +90,20 @@ impl Stripe {
         if self.cells.len() >= cap {
             let victim = self
                 .cells
-                .keys()
-                .find(|k| !self.pending.contains_key(*k))
-                .cloned();
+                .iter()
+                .find(|(_, c)| c.pending.is_empty())
+                .map(|(k, _)| k.clone());
             if let Some(v) = victim {
                 self.cells.remove(&v);
             }
         }
-        self.cells.insert(key, cell);
+        self.cells.insert(
+            key,
+            Cached {
+                cell,
+                pending: Vec::new(),
+            },
+        );
     }
 }
 
