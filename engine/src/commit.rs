@@ -37,8 +37,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use crate::cell::Cell;
-use crate::cell::Shard;
+use crate::cell::{Cell, Shard};
 use crate::commitlog::{self, LogWriter};
 use crate::engine::{Inner, SyncMode};
 use crate::error::{Error, Result};
