@@ -22,9 +22,10 @@ pub const COLUMN_BYTES_MAX: usize = 256;
 /// the memtable, of SSTables and of `get_row`.
 ///
 /// A key carries its hash and its partition's hash, computed once with
-/// foldhash under a per-process random seed (so clients cannot aim
-/// collisions at the hash maps; SipHash cost a fifth of replay):
-/// every lock stripe, cache and memtable lookup reuses them.
+/// foldhash under a per-process random seed, and reused by every lock
+/// stripe, cache and memtable lookup. The seed keeps collisions from being
+/// computed ahead of time; foldhash calls itself only minimally
+/// DoS-resistant, a trade made for speed (SipHash cost a sixth of replay).
 ///
 /// # Invariants
 /// - `split <= buf.len()`, partition = `buf[..split]`, column = `buf[split..]`.

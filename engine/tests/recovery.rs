@@ -67,21 +67,22 @@ async fn a_log_cut_at_every_offset_keeps_exactly_a_prefix() {
     let ends = record_ends(&bytes);
     assert_eq!(ends.len(), plan.len());
 
-    // Cut anywhere inside the last five records (and at the header).
+    // Cut anywhere inside the last five records (and at the header), then
+    // either end the file there or follow the cut with zeros, as the zeros
+    // the log lays down ahead of its records do when a write is torn.
     let from = ends[plan.len() - 6];
-    for cut in (0..=16).chain(from..=bytes.len()) {
+    let cuts = (0..=16).chain(from..=bytes.len());
+    for (cut, zeros) in cuts.flat_map(|c| [(c, 0), (c, 64 << 10)]) {
         let dir = tempfile::tempdir().unwrap();
         copy_dir(src.path(), dir.path());
         let seg = dir.path().join(segment.file_name().unwrap());
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&seg)
-            .unwrap()
-            .set_len(cut as u64)
-            .unwrap();
+        let file = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
+        file.set_len(cut as u64).unwrap();
+        file.set_len((cut + zeros) as u64).unwrap();
+        drop(file);
 
-        let engine =
-            Engine::open(dir.path(), opts.clone()).unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+        let engine = Engine::open(dir.path(), opts.clone())
+            .unwrap_or_else(|e| panic!("cut at {cut} + {zeros} zeros: {e}"));
         let survived = ends.iter().filter(|end| **end <= cut).count();
         for k in 0..5 {
             let expected: i64 = plan[..survived]

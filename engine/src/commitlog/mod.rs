@@ -21,11 +21,11 @@
 //! fsync (group commit), over zeros laid down (durably) ahead of them (see
 //! `writer`). A segment is cut back to its records and fsync'd before the
 //! next one is created, so only the last segment can end in a torn record
-//! or in zeros. On open, replay reads
-//! every segment in order:
-//! - a bad record in the last segment that runs to (or past) the end of the
-//!   file, or is followed only by zeros, is a torn write: the file is
-//!   truncated there and replay goes on;
+//! or in zeros. On open, replay reads every segment (in rounds of bounded
+//! size):
+//! - a bad record (or header) in the last segment with nothing but zeros
+//!   after the end its frame claims, or whose frame runs past the end of the
+//!   file, is a torn write: the file is truncated there and replay goes on;
 //! - any other bad record, and any length over the record limit (new file
 //!   space reads as zeros, so a tear cannot produce one), is
 //!   [`Error::Corruption`] naming the file and offset; it is never skipped.
@@ -51,8 +51,6 @@ use std::collections::HashMap;
 use std::fs::OpenOptions;
 use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
-
-use memmap2::Mmap;
 
 use crate::cell::{Cell, Shard};
 use crate::codec::{self, Cursor};
@@ -129,7 +127,7 @@ struct RecordRef {
     offset: u32,
 }
 
-/// A record's encoded key, borrowed from the mapped segment, with its hash.
+/// A record's encoded key, borrowed from the segment read, with its hash.
 struct RawKey<'a> {
     hash: u64,
     bytes: &'a [u8],
@@ -145,9 +143,11 @@ impl Eq for RawKey<'_> {}
 
 impl std::hash::Hash for RawKey<'_> {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        // The top bits are the partition, the same for every key of a
-        // partition's map: rotate fresh bits up, where the map takes its tags.
-        state.write_u64(self.hash.rotate_left(PARTITION_BITS));
+        // The top bits pick the partition, so they are the same for every
+        // key of one partition's map, which takes its tags from the top bits
+        // and its buckets from the low ones: multiply, so the top bits mix
+        // all of the hash and the low ones stay as they were.
+        state.write_u64(self.hash.wrapping_mul(0x9e37_79b9_7f4a_7c15));
     }
 }
 
@@ -159,108 +159,54 @@ enum Ending {
     Cut(u64),
 }
 
+/// Log bytes replayed per round: bounds replay's memory (the segments read
+/// plus a 16-byte reference per record) whatever the size of the log. Flushes
+/// keep a log under `Options::log_bytes_max` (1 GiB by default), so it
+/// normally replays in one round; each further round merges every key it
+/// holds into the memtable again.
+const ROUND_BYTES: u64 = 2 << 30;
+
 /// Replays every segment in `dir` into `memtable`.
 ///
 /// Records carry state and merge commutes, so order does not matter, and a
-/// log holds many versions of few keys. Replay is therefore two parallel
-/// passes over the mapped segments, built to stay in cache:
+/// log holds many versions of few keys. Segments are replayed in rounds of
+/// about [`ROUND_BYTES`], each round read into memory and taken in two
+/// parallel passes built to stay in cache:
 /// 1. **scan** (segments split across threads): check each frame and
 ///    checksum, hash the key, and file a small [`RecordRef`] under one of
 ///    2^[`PARTITION_BITS`] partitions by the hash's top bits;
 /// 2. **merge** (partitions split across threads): decode each partition's
-///    records into a map small enough for the cache, then move its cells
+///    records into a map small enough for the cache, then merge its cells
 ///    into the memtable.
 ///
-/// A segment's torn tail is truncated only after both passes, when nothing
-/// maps it any more.
+/// Torn tails are cut once every round is done.
 pub(crate) fn replay(dir: &Path, memtable: &Memtable) -> Result<ReplayStats> {
     let files = fsutil::numbered_files(dir, "log")?;
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, 8);
-    let maps = files
+    let sizes = files
         .iter()
-        .map(|(_, path)| map_segment(path))
-        .collect::<Result<Vec<_>>>()?;
-    let segments: Vec<(&Path, &[u8])> = files
-        .iter()
-        .zip(&maps)
-        .map(|((_, path), map)| (path.as_path(), map.as_ref().map_or(&[][..], |m| &m[..])))
-        .collect();
+        .map(|(_, path)| {
+            std::fs::metadata(path)
+                .map(|m| m.len())
+                .map_err(|e| Error::io("stat commit log segment", path, e))
+        })
+        .collect::<Result<Vec<u64>>>()?;
     let seed = foldhash::quality::RandomState::default();
-
-    // Pass 1: scan.
-    let last = segments.len().saturating_sub(1);
-    type Scanned = (Vec<Vec<RecordRef>>, Vec<(usize, Ending)>, ReplayStats);
-    let scanned: Vec<Scanned> = in_parallel(threads, |t| {
-        let mut parts = vec![Vec::new(); 1 << PARTITION_BITS];
-        let mut endings = Vec::new();
-        let mut stats = ReplayStats::default();
-        for (i, (path, data)) in segments.iter().enumerate().skip(t).step_by(threads) {
-            let segment = u32::try_from(i).expect("fewer than 2^32 segments");
-            stats.bytes += data.len() as u64;
-            let mut file = |offset: usize, key: &[u8]| {
-                let hash = seed.hash_one(key);
-                parts[(hash >> (64 - PARTITION_BITS)) as usize].push(RecordRef {
-                    hash,
-                    segment,
-                    offset: offset as u32,
-                });
-            };
-            let ending = match scan_segment(path, data, i == last, &mut file, &mut stats)? {
-                Some(cut) => Ending::Cut(cut),
-                None => Ending::Sync,
-            };
-            endings.push((i, ending));
-        }
-        Ok((parts, endings, stats))
-    })?;
-
-    // Pass 2: merge, partition by partition.
-    let refs: Vec<&Vec<Vec<RecordRef>>> = scanned.iter().map(|(parts, ..)| parts).collect();
-    in_parallel(threads, |t| {
-        let mut cells: HashMap<RawKey, Cell, KeyHashBuilder> = HashMap::default();
-        let mut shards = Vec::new();
-        for p in (t..1 << PARTITION_BITS).step_by(threads) {
-            for r in refs
-                .iter()
-                .flat_map(|parts| parts[p].chunks(TOUCH_AHEAD))
-                .flat_map(|chunk| touch(&segments, chunk))
-            {
-                let (path, data) = segments[r.segment as usize];
-                let offset = r.offset as usize;
-                let corrupt = |why: &str| Error::corruption(path, offset as u64, why);
-                let (key, epoch) = decode_record(data, offset, &mut shards)
-                    .map_err(|e| corrupt(&format!("undecodable record: {}", e.0)))?;
-                let key = RawKey {
-                    hash: r.hash,
-                    bytes: key,
-                };
-                match cells.get_mut(&key) {
-                    Some(cell) => cell.merge_unsorted(epoch, &shards),
-                    None => {
-                        cells.insert(key, Cell::from_parts(epoch, shards.iter().copied()));
-                    }
-                }
-            }
-            for (raw, cell) in cells.drain() {
-                let key = Cursor::new(raw.bytes)
-                    .key()
-                    .map_err(|e| Error::corruption(dir, 0, e.0))?;
-                memtable.insert(key, cell);
-            }
-        }
-        Ok(())
-    })?;
-    drop(refs);
-    drop(maps);
-
     let mut stats = ReplayStats::default();
     let mut endings = Vec::new();
-    for (_, e, s) in scanned {
-        endings.extend(e);
-        stats.records += s.records;
-        stats.bytes += s.bytes;
+    let mut start = 0;
+    while start < files.len() {
+        let mut end = start + 1;
+        let mut bytes = sizes[start];
+        while end < files.len() && bytes + sizes[end] <= ROUND_BYTES {
+            bytes += sizes[end];
+            end += 1;
+        }
+        let last = (end == files.len()).then(|| end - 1 - start);
+        let round = replay_round(&files[start..end], last, &seed, memtable)?;
+        stats.records += round.stats.records;
+        stats.bytes += round.stats.bytes;
+        endings.extend(round.endings.into_iter().map(|(i, e)| (start + i, e)));
+        start = end;
     }
     endings.sort_unstable_by_key(|(i, _)| *i);
     for (i, ending) in endings {
@@ -300,6 +246,123 @@ pub(crate) fn replay(dir: &Path, memtable: &Memtable) -> Result<ReplayStats> {
     Ok(stats)
 }
 
+/// What one round found: how each of its segments ends, and counts.
+struct Round {
+    endings: Vec<(usize, Ending)>,
+    stats: ReplayStats,
+}
+
+/// Replays `files` (one round) into `memtable`; `last` is the index among
+/// them of the log's last segment, if it is in this round.
+fn replay_round(
+    files: &[(u64, PathBuf)],
+    last: Option<usize>,
+    seed: &foldhash::quality::RandomState,
+    memtable: &Memtable,
+) -> Result<Round> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 8)
+        .min(files.len());
+
+    // Pass 1: read and scan.
+    struct Scanned {
+        data: Vec<(usize, Vec<u8>)>,
+        parts: Vec<Vec<RecordRef>>,
+        endings: Vec<(usize, Ending)>,
+        stats: ReplayStats,
+    }
+    let scanned: Vec<Scanned> = in_parallel(threads, |t| {
+        let mut out = Scanned {
+            data: Vec::new(),
+            parts: vec![Vec::new(); 1 << PARTITION_BITS],
+            endings: Vec::new(),
+            stats: ReplayStats::default(),
+        };
+        for (i, (_, path)) in files.iter().enumerate().skip(t).step_by(threads) {
+            let data =
+                std::fs::read(path).map_err(|e| Error::io("read commit log segment", path, e))?;
+            if data.len() as u64 > u64::from(u32::MAX) {
+                return Err(Error::corruption(path, 0, "segment over 4 GiB"));
+            }
+            out.stats.bytes += data.len() as u64;
+            let segment = u32::try_from(i).expect("fewer than 2^32 segments");
+            let parts = &mut out.parts;
+            let mut file = |offset: usize, key: &[u8]| {
+                let hash = seed.hash_one(key);
+                parts[(hash >> (64 - PARTITION_BITS)) as usize].push(RecordRef {
+                    hash,
+                    segment,
+                    offset: offset as u32,
+                });
+            };
+            let ending =
+                match scan_segment(path, &data, Some(i) == last, &mut file, &mut out.stats)? {
+                    Some(cut) => Ending::Cut(cut),
+                    None => Ending::Sync,
+                };
+            out.endings.push((i, ending));
+            out.data.push((i, data));
+        }
+        Ok(out)
+    })?;
+    let mut segments: Vec<(&Path, &[u8])> =
+        files.iter().map(|(_, p)| (p.as_path(), &[][..])).collect();
+    for sc in &scanned {
+        for (i, data) in &sc.data {
+            segments[*i].1 = data;
+        }
+    }
+
+    // Pass 2: merge, partition by partition.
+    in_parallel(threads, |t| {
+        let mut cells: HashMap<RawKey, Cell, KeyHashBuilder> = HashMap::default();
+        let mut shards = Vec::new();
+        for p in (t..1 << PARTITION_BITS).step_by(threads) {
+            for r in scanned
+                .iter()
+                .flat_map(|sc| sc.parts[p].chunks(TOUCH_AHEAD))
+                .flat_map(|chunk| touch(&segments, chunk))
+            {
+                let (path, data) = segments[r.segment as usize];
+                let offset = r.offset as usize;
+                let corrupt = |why: &str| Error::corruption(path, offset as u64, why);
+                let (key, epoch) = decode_record(data, offset, &mut shards)
+                    .map_err(|e| corrupt(&format!("undecodable record: {}", e.0)))?;
+                let key = RawKey {
+                    hash: r.hash,
+                    bytes: key,
+                };
+                match cells.get_mut(&key) {
+                    Some(cell) => cell.merge_unsorted(epoch, &shards),
+                    None => {
+                        cells.insert(key, Cell::from_parts(epoch, shards.iter().copied()));
+                    }
+                }
+            }
+            for (raw, cell) in cells.drain() {
+                // Decoded once already (in `decode_record`): cannot fail here.
+                let key = Cursor::new(raw.bytes)
+                    .key()
+                    .map_err(|e| Error::corruption(files[0].1.as_path(), 0, e.0))?;
+                memtable.insert(key, cell);
+            }
+        }
+        Ok(())
+    })?;
+
+    let mut round = Round {
+        endings: Vec::new(),
+        stats: ReplayStats::default(),
+    };
+    for sc in scanned {
+        round.endings.extend(sc.endings);
+        round.stats.records += sc.stats.records;
+        round.stats.bytes += sc.stats.bytes;
+    }
+    Ok(round)
+}
+
 /// Records whose first bytes are loaded together before any is decoded.
 const TOUCH_AHEAD: usize = 16;
 
@@ -315,31 +378,6 @@ fn touch<'r>(segments: &[(&Path, &[u8])], chunk: &'r [RecordRef]) -> &'r [Record
     }
     std::hint::black_box(sum);
     chunk
-}
-
-/// Maps a segment read-only (`None` for an empty file, which cannot be mapped).
-///
-/// Safety of the mapping: the data directory is locked by this process (see
-/// `identity`), and nothing writes or truncates a segment while replay maps it.
-fn map_segment(path: &Path) -> Result<Option<Mmap>> {
-    let file =
-        std::fs::File::open(path).map_err(|e| Error::io("open commit log segment", path, e))?;
-    let len = file
-        .metadata()
-        .map_err(|e| Error::io("stat commit log segment", path, e))?
-        .len();
-    if len == 0 {
-        return Ok(None);
-    }
-    if len > u64::from(u32::MAX) {
-        return Err(Error::corruption(path, 0, "segment over 4 GiB"));
-    }
-    // SAFETY: see above; the map is read-only and dropped before any
-    // truncation, and every length read from it is bounds-checked.
-    #[expect(unsafe_code, reason = "memory-mapped replay of locked segment files")]
-    let map =
-        unsafe { Mmap::map(&file) }.map_err(|e| Error::io("map commit log segment", path, e))?;
-    Ok(Some(map))
 }
 
 /// Runs `work(t)` on `threads` scoped threads; returns the results in order.
@@ -395,20 +433,30 @@ fn scan_segment(
     file: &mut impl FnMut(usize, &[u8]),
     stats: &mut ReplayStats,
 ) -> Result<Option<u64>> {
-    // A bad stretch is a torn write only at the very end of the last segment.
+    // A bad record is a torn write only at the very end of the last
+    // segment: nothing but zeros (never written, or laid down ahead of the
+    // records) after the end its frame claims, or its frame runs past the
+    // end of the file.
     let torn = |offset: usize, reason: &str| -> Result<Option<u64>> {
-        let frame_end = data
+        let claimed_end = data
             .get(offset..offset + FRAME_BYTES)
             .map(|f| offset + FRAME_BYTES + u32::from_le_bytes([f[0], f[1], f[2], f[3]]) as usize);
-        let runs_to_end = frame_end.is_none_or(|end| end >= data.len());
-        if last && (runs_to_end || data[offset..].iter().all(|b| *b == 0)) {
+        let nothing_after = claimed_end.is_none_or(|end| {
+            data.get(end..)
+                .is_none_or(|rest| rest.iter().all(|b| *b == 0))
+        });
+        if last && nothing_after {
             Ok(Some(offset as u64))
         } else {
             Err(Error::corruption(path, offset as u64, reason))
         }
     };
     if data.len() < HEADER_BYTES || data[..HEADER_BYTES] != header() {
-        if last && (data.len() < HEADER_BYTES || data.iter().all(|b| *b == 0)) {
+        // Torn while being created: nothing but zeros after it.
+        let nothing_after = data
+            .get(HEADER_BYTES..)
+            .is_none_or(|rest| rest.iter().all(|b| *b == 0));
+        if last && nothing_after {
             return Ok(Some(0));
         }
         return Err(Error::corruption(path, 0, "bad commit log segment header"));
