@@ -317,7 +317,16 @@ pub(crate) fn run_syncer(inner: &Inner, mut log: LogWriter) {
                 Ok(()) => removed_gen = flushed_gen,
                 Err(e) => tracing::warn!(error = %e, "could not remove flushed log segments"),
             }
-            inner.log_segments.store(log.segment_count(), Relaxed);
+        }
+        inner.log_segments.store(log.segment_count(), Relaxed);
+        let log_max = inner
+            .opts
+            .log_bytes_max
+            .max(2 * inner.opts.segment_bytes_max);
+        if log.live_bytes() > log_max && inner.version().frozen.is_empty() {
+            // Few cells, many records: flush them so old segments can go.
+            crate::background::freeze(inner);
+            inner.request_flush();
         }
         if closing && !inner.outbox.lock().has_work() {
             if !inner.poisoned.load(Acquire)

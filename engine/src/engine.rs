@@ -46,6 +46,10 @@ pub struct Options {
     pub frozen_memtables_max: usize,
     /// Commit log segment size.
     pub segment_bytes_max: u64,
+    /// Live commit log beyond which the memtable is flushed even if it is
+    /// small (a hot counter writes many records into few cells), so the log
+    /// and the time to replay it stay bounded.
+    pub log_bytes_max: u64,
     /// Target SSTable block size.
     pub block_bytes: usize,
     /// Cells kept in the counter cache.
@@ -65,6 +69,7 @@ impl Default for Options {
             memtable_bytes_max: 64 << 20,
             frozen_memtables_max: 2,
             segment_bytes_max: 64 << 20,
+            log_bytes_max: 1 << 30,
             block_bytes: 4096,
             counter_cache_cells_max: 1 << 20,
             compaction_tables_min: 4,

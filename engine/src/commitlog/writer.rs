@@ -185,6 +185,11 @@ impl LogWriter {
         self.segments.len()
     }
 
+    /// Bytes of live log, closed segments counted at their size limit.
+    pub(crate) fn live_bytes(&self) -> u64 {
+        (self.segments.len() as u64 - 1) * self.segment_bytes_max + self.bytes
+    }
+
     fn roll(&mut self) -> Result<()> {
         self.sync()?;
         self.trim()?;
