@@ -18,6 +18,15 @@
 //! grow with the load, and one hot counter's adds collapse into one record
 //! per turn.
 //!
+//! An add with nothing to combine with (no add waiting on its cell, and no
+//! record of the cell waiting for its fsync: `Cached::sealed_batch` is
+//! durable) skips the sealer: the adding thread seals it under the cell lock
+//! and puts the record straight into the outbox ([`seal_now`]). Sealing then
+//! runs on every thread that adds, with one hand-off fewer; with 64 writers
+//! over 1M keys this took durable adds from 214k to 250k (medians of five
+//! alternating runs). Either path leaves the same state: a record holds the
+//! whole own shard, so records of one cell may reach the log in any order.
+//!
 //! Writers released by one fsync come back a few microseconds later; if the
 //! next fsync started at once it would miss them, and the writers would split
 //! into two half-size groups taking turns. So after an fsync that released W
@@ -39,10 +48,10 @@ use tokio::sync::oneshot;
 
 use crate::cell::{Cell, Shard};
 use crate::commitlog::{self, LogWriter};
-use crate::engine::{Inner, SyncMode};
+use crate::engine::{Inner, SyncMode, Version};
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::stripes::{AddOutcome, PendingAdd};
+use crate::stripes::{AddOutcome, Cached, PendingAdd};
 
 /// Most fsync cycles skipped between two group-commit windows that failed.
 pub(crate) const WINDOW_SKIP_MAX: u32 = 64;
@@ -51,7 +60,6 @@ pub(crate) const WINDOW_SKIP_MAX: u32 = 64;
 type Sealed = (AddOutcome, Vec<oneshot::Sender<Result<AddOutcome>>>);
 
 /// Sealed work waiting for the syncer.
-#[derive(Default)]
 pub(crate) struct Outbox {
     records: Vec<u8>,
     gen_max: u64,
@@ -64,13 +72,42 @@ pub(crate) struct Outbox {
     wake_at: Option<usize>,
     /// Memtable generation flushed up to (log segments may go).
     pub(crate) flushed_gen: u64,
+    /// The group commit being filled (numbered from 1).
+    batch: u64,
     /// Set by the sealer when it has handed over its last work.
     closed: bool,
+}
+
+impl Default for Outbox {
+    fn default() -> Self {
+        Outbox {
+            records: Vec::new(),
+            gen_max: 0,
+            acks: Vec::new(),
+            sealed: Vec::new(),
+            waiters: 0,
+            wake_at: None,
+            flushed_gen: 0,
+            batch: 1,
+            closed: false,
+        }
+    }
 }
 
 impl Outbox {
     fn has_work(&self) -> bool {
         !self.acks.is_empty() || !self.sealed.is_empty() || !self.records.is_empty()
+    }
+
+    /// Whether the syncer, asleep, would act on what is here now. It is
+    /// woken only then: a futex wake-up per sealed batch cost more than the
+    /// sealing.
+    fn syncer_would_act(&self) -> bool {
+        match self.wake_at {
+            Some(0) => self.has_work(),
+            Some(n) => self.waiters >= n,
+            None => false,
+        }
     }
 }
 
@@ -104,13 +141,7 @@ pub(crate) fn run_sealer(inner: &Inner) {
         out.waiters += acks.len() + sealed.iter().map(|(_, w): &Sealed| w.len()).sum::<usize>();
         out.acks.extend(acks);
         out.sealed.extend(sealed);
-        // Wake the syncer only when it would act: a futex wake-up per
-        // sealed batch cost more than the sealing.
-        let wake = match out.wake_at {
-            Some(0) => out.has_work(),
-            Some(n) => out.waiters >= n,
-            None => false,
-        };
+        let wake = out.syncer_would_act();
         drop(out);
         if wake {
             inner.outbox_cv.notify_one();
@@ -145,6 +176,8 @@ fn seal_all(inner: &Inner, adds: &[Key], records: &mut Vec<u8>, sealed: &mut Vec
             }
             continue;
         }
+        // This record joins the open group commit or the next one.
+        cached.sealed_batch = inner.durable_batch.load(Acquire) + 2;
         if let Some(outcome) = seal(inner.counter_id, &mut cached.cell, &mut waiting, sealed) {
             // The memtable and the log get only the new own shard: the rest
             // of the cell is already wherever it came from.
@@ -154,6 +187,49 @@ fn seal_all(inner: &Inner, adds: &[Key], records: &mut Vec<u8>, sealed: &mut Vec
         }
     }
     v.active.generation()
+}
+
+/// Seals one add on the caller's thread, under the cell lock held by
+/// `cached`'s owner and the version `v` (read-locked), straight into the
+/// outbox. For an add with nothing to combine with: it skips the hand-off to
+/// the sealer, and sealing runs on every thread that adds.
+///
+/// The record is in the outbox before the cell lock is released, so a
+/// barrier queued by anyone who then sees the new state follows it.
+pub(crate) fn seal_now(
+    inner: &Inner,
+    key: &Key,
+    cached: &mut Cached,
+    v: &Version,
+    add: PendingAdd,
+) {
+    cached.pending.push(add);
+    let mut sealed = Vec::with_capacity(1);
+    let Some(outcome) = seal(
+        inner.counter_id,
+        &mut cached.cell,
+        &mut cached.pending,
+        &mut sealed,
+    ) else {
+        return; // refused (overflow), and answered
+    };
+    let own = [outcome.shard];
+    let epoch = outcome.epoch;
+    v.active.merge_parts(key, epoch, &own);
+    let mut out = inner.outbox.lock();
+    if out.closed {
+        return; // closing: the dropped waiter reads as `Closed`
+    }
+    commitlog::encode_record_parts(&mut out.records, key, epoch, &own);
+    out.gen_max = out.gen_max.max(v.active.generation());
+    out.waiters += 1;
+    out.sealed.extend(sealed);
+    cached.sealed_batch = out.batch;
+    let wake = out.syncer_would_act();
+    drop(out);
+    if wake {
+        inner.outbox_cv.notify_one();
+    }
 }
 
 /// One read-modify-write of `cell` (under its lock) for all the adds in
@@ -277,6 +353,8 @@ pub(crate) fn run_syncer(inner: &Inner, mut log: LogWriter) {
             }
         }
         out.wake_at = None;
+        let batch = out.batch;
+        out.batch += 1;
         let records = std::mem::replace(&mut out.records, std::mem::take(&mut spare));
         let gen_max = std::mem::take(&mut out.gen_max);
         let acks = std::mem::take(&mut out.acks);
@@ -305,8 +383,9 @@ pub(crate) fn run_syncer(inner: &Inner, mut log: LogWriter) {
                 }
             })
         };
-        if let Err(e) = &written {
-            inner.poison(e);
+        match &written {
+            Ok(()) => inner.durable_batch.store(batch, Relaxed),
+            Err(e) => inner.poison(e),
         }
         complete(inner, &written, acks, sealed, periodic.is_none());
         spare = records;

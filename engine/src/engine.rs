@@ -181,6 +181,8 @@ pub(crate) struct Inner {
     pub(crate) next_gen: AtomicU64,
     pub(crate) log_segments: AtomicUsize,
     pub(crate) metrics: CommitMetrics,
+    /// The last group commit made durable (see `commit`).
+    pub(crate) durable_batch: AtomicU64,
     _identity: Identity,
 }
 
@@ -251,6 +253,7 @@ impl Engine {
             next_gen: AtomicU64::new(2),
             log_segments: AtomicUsize::new(log.segment_count()),
             metrics: CommitMetrics::default(),
+            durable_batch: AtomicU64::new(0),
             _identity: identity,
         });
         let sealer = spawn(&inner, "tally-sealer", crate::commit::run_sealer)?;
@@ -324,15 +327,29 @@ impl Engine {
 
     fn queue_leader_add(&self, key: &Key, add: PendingAdd) -> Result<()> {
         self.inner.check_writable()?;
-        self.inner.with_cached_cell(key, |cached, _| {
+        let sealed_here = self.inner.with_cached_cell(key, |cached, v| {
+            // Nothing to combine with (no add waiting, no record of this
+            // cell waiting for its fsync) and no write stall: seal here.
+            if cached.pending.is_empty()
+                && cached.sealed_batch <= self.inner.durable_batch.load(Ordering::Acquire)
+                && v.frozen.len() < self.inner.opts.frozen_memtables_max.max(1)
+            {
+                crate::commit::seal_now(&self.inner, key, cached, v, add);
+                return Ok(true);
+            }
             let first = cached.pending.is_empty();
             cached.pending.push(add);
             if first && let Err(e) = self.inner.queue_add(key) {
                 cached.pending.clear();
                 return Err(e);
             }
-            Ok(())
-        })?
+            Ok(false)
+        })??;
+        if sealed_here {
+            // The sealer, which checks otherwise, was not involved.
+            self.inner.request_flush_if_full();
+        }
+        Ok(())
     }
 
     /// Merges state from elsewhere (replication, hints, repair, read repair).

@@ -68,6 +68,9 @@ pub(crate) struct Cached {
     pub(crate) cell: Cell,
     /// Adds not yet sealed, in arrival order; kept allocated between turns.
     pub(crate) pending: Vec<PendingAdd>,
+    /// The group commit this cell's newest record went into (or a later
+    /// one). Until it is durable, new adds wait to be combined.
+    pub(crate) sealed_batch: u64,
 }
 
 /// The state behind one cell lock.
@@ -102,6 +105,7 @@ impl Stripe {
             Cached {
                 cell,
                 pending: Vec::new(),
+                sealed_batch: 0,
             },
         );
     }
