@@ -18,9 +18,9 @@
 //! grow with the load, and one hot counter's adds collapse into one record
 //! per turn.
 //!
-//! An add with nothing to combine with (no add waiting on its cell, and no
-//! record of the cell waiting for its fsync: `Cached::sealed_batch` is
-//! durable) skips the sealer: the adding thread seals it under the cell lock
+//! An add to a cold cell (no add waiting on it, and no record of it in the
+//! last durable group commit or after: `Cached::sealed_batch`) skips the
+//! sealer: the adding thread seals it under the cell lock
 //! and puts the record straight into the outbox ([`seal_now`]). Sealing then
 //! runs on every thread that adds, with one hand-off fewer; with 64 writers
 //! over 1M keys this took durable adds from 214k to 250k (medians of five

@@ -328,10 +328,11 @@ impl Engine {
     fn queue_leader_add(&self, key: &Key, add: PendingAdd) -> Result<()> {
         self.inner.check_writable()?;
         let sealed_here = self.inner.with_cached_cell(key, |cached, v| {
-            // Nothing to combine with (no add waiting, no record of this
-            // cell waiting for its fsync) and no write stall: seal here.
+            // A cold cell (no add waiting, no record in the last durable
+            // group commit or after it) and no write stall: seal here. A hot
+            // cell stays with the sealer, where its adds are combined.
             if cached.pending.is_empty()
-                && cached.sealed_batch <= self.inner.durable_batch.load(Ordering::Acquire)
+                && cached.sealed_batch < self.inner.durable_batch.load(Ordering::Acquire)
                 && v.frozen.len() < self.inner.opts.frozen_memtables_max.max(1)
             {
                 crate::commit::seal_now(&self.inner, key, cached, v, add);
