@@ -40,9 +40,7 @@ pub(crate) fn run(inner: &Inner) {
             }
             r.flush = false;
         }
-        if inner.version().active.bytes() >= inner.opts.memtable_bytes_max {
-            freeze(inner);
-        }
+        freeze_if_full(inner);
         if let Err(e) = flush_frozen(inner) {
             tracing::error!(error = %e, "memtable flush failed; retrying in a second");
             std::thread::sleep(Duration::from_secs(1));
@@ -54,9 +52,23 @@ pub(crate) fn run(inner: &Inner) {
     }
 }
 
+/// Freezes the active memtable if it is over the size limit, checked under
+/// the lock: the sealer and this thread both ask, and only one may freeze.
+pub(crate) fn freeze_if_full(inner: &Inner) -> bool {
+    let mut st = inner.state.write();
+    if st.active.bytes() < inner.opts.memtable_bytes_max {
+        return false;
+    }
+    switch_memtable(inner, &mut st);
+    true
+}
+
 /// Makes the active memtable frozen and starts a new one.
 pub(crate) fn freeze(inner: &Inner) {
-    let mut st = inner.state.write();
+    switch_memtable(inner, &mut inner.state.write());
+}
+
+fn switch_memtable(inner: &Inner, st: &mut Arc<Version>) {
     if st.active.len() == 0 {
         return;
     }

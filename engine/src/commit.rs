@@ -148,8 +148,9 @@ pub(crate) fn run_sealer(inner: &Inner) {
         }
         records.clear();
 
-        if inner.state.read().active.bytes() >= inner.opts.memtable_bytes_max {
-            crate::background::freeze(inner);
+        if inner.state.read().active.bytes() >= inner.opts.memtable_bytes_max
+            && crate::background::freeze_if_full(inner)
+        {
             inner.request_flush();
         }
     }

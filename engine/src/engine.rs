@@ -327,7 +327,7 @@ impl Engine {
 
     fn queue_leader_add(&self, key: &Key, add: PendingAdd) -> Result<()> {
         self.inner.check_writable()?;
-        let sealed_here = self.inner.with_cached_cell(key, |cached, v| {
+        let full = self.inner.with_cached_cell(key, |cached, v| {
             // A cold cell (no add waiting, no record in the last durable
             // group commit or after it) and no write stall: seal here. A hot
             // cell stays with the sealer, where its adds are combined.
@@ -336,7 +336,8 @@ impl Engine {
                 && v.frozen.len() < self.inner.opts.frozen_memtables_max.max(1)
             {
                 crate::commit::seal_now(&self.inner, key, cached, v, add);
-                return Ok(true);
+                // The sealer, which checks otherwise, was not involved.
+                return Ok(v.active.bytes() >= self.inner.opts.memtable_bytes_max);
             }
             let first = cached.pending.is_empty();
             cached.pending.push(add);
@@ -346,9 +347,8 @@ impl Engine {
             }
             Ok(false)
         })??;
-        if sealed_here {
-            // The sealer, which checks otherwise, was not involved.
-            self.inner.request_flush_if_full();
+        if full {
+            self.inner.request_flush();
         }
         Ok(())
     }
