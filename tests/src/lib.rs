@@ -136,14 +136,37 @@ fn largest_file(dir: &std::path::Path) -> std::io::Result<u64> {
     Ok(max)
 }
 
-fn free_tcp() -> Result<SocketAddr> {
-    let l = TcpListener::bind("127.0.0.1:0").context("bind a free TCP port")?;
-    Ok(l.local_addr()?)
-}
+/// Ports handed out by [`free_port`] come from `[PORT_BASE, PORT_END)`,
+/// below Linux's default ephemeral range (32768-60999). A port the kernel
+/// picked for `bind(0)` and the test then released can be picked again for
+/// the next `bind(0)` or for any outgoing connection before the node binds
+/// it; a port outside that range is only ever taken by someone asking for
+/// it by number.
+const PORT_BASE: u16 = 20_000;
+const PORT_END: u16 = 32_000;
 
-fn free_udp() -> Result<SocketAddr> {
-    let s = UdpSocket::bind("127.0.0.1:0").context("bind a free UDP port")?;
-    Ok(s.local_addr()?)
+/// A loopback address whose port is free for both TCP and UDP right now
+/// and that this process has never handed out before, so the client, RESP
+/// and peer addresses of every cluster a test binary starts are distinct.
+/// Each process starts at its own offset in the range, so test binaries
+/// that happen to run at once rarely probe the same ports.
+pub fn free_port() -> Result<SocketAddr> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let span = u32::from(PORT_END - PORT_BASE);
+    let start = std::process::id().wrapping_mul(7919) % span;
+    let _ = NEXT.compare_exchange(u32::MAX, start, Ordering::Relaxed, Ordering::Relaxed);
+    for _ in 0..span {
+        let offset = NEXT.fetch_add(1, Ordering::Relaxed) % span;
+        let port = PORT_BASE + u16::try_from(offset).context("port offset")?;
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let tcp = TcpListener::bind(addr);
+        let udp = UdpSocket::bind(addr);
+        if tcp.is_ok() && udp.is_ok() {
+            return Ok(addr);
+        }
+    }
+    bail!("no free loopback port in {PORT_BASE}..{PORT_END}")
 }
 
 /// The checked-in `cluster.toml`.
@@ -191,14 +214,14 @@ impl Cluster {
             toml += &format!(
                 "\n[[node]]\nid = \"n{}\"\npeer = \"{}\"\nclient = \"{}\"\nresp = \"{}\"\ndata_dir = \"data/n{}\"\n",
                 i + 1,
-                free_udp()?,
-                free_tcp()?,
-                free_tcp()?,
+                free_port()?,
+                free_port()?,
+                free_port()?,
                 i + 1
             );
             if opts.proxied {
                 // Peers dial `peer` (a proxy the test runs); the node binds this.
-                toml += &format!("peer_bind = \"{}\"\n", free_udp()?);
+                toml += &format!("peer_bind = \"{}\"\n", free_port()?);
             }
         }
         let config_path = dir.path().join("cluster.toml");

@@ -3,7 +3,7 @@
 //! and loses nothing it acknowledged.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::UdpSocket;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,13 +20,6 @@ impl Handler for Refuse {
     fn handle(&self, reqs: Vec<PeerRequest>) -> BoxFuture<Vec<PeerResponse>> {
         Box::pin(async move { reqs.iter().map(|_| PeerResponse::Pong).collect() })
     }
-}
-
-fn free_udp() -> SocketAddr {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
 }
 
 fn injected_shard() -> PeerRequest {
@@ -65,7 +58,7 @@ fn outsider(cluster: &Cluster, files: tls::TlsFiles) -> Arc<Transport> {
     let nodes = vec![
         PeerAddr {
             id: "n1".into(),
-            addr: free_udp(),
+            addr: tally_tests::free_port().unwrap(),
         },
         PeerAddr {
             id: "n2".into(),
