@@ -109,7 +109,9 @@ impl Client {
         stream
             .set_nodelay(true)
             .map_err(|e| connect_err(e.to_string()))?;
-        let (mut rd, wr) = stream.into_split();
+        let (rd, wr) = stream.into_split();
+        // Answers arrive many to a segment: one `recv` for all of them.
+        let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
         let waiters: Waiters = Arc::new(Mutex::new(Some(HashMap::new())));
         let (frames, rx) = mpsc::channel::<Vec<u8>>(QUEUE_REQUESTS_MAX);
         tokio::spawn(crate::frame::write_coalesced(wr, rx));

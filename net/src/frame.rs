@@ -64,7 +64,9 @@ pub fn put_frame<T: Encode>(out: &mut Vec<u8>, msg: &T) {
 }
 
 /// Reads one frame's body into `buf`. Returns `Ok(false)` at a clean end of
-/// stream (no byte of a new frame read).
+/// stream (no byte of a new frame read). It reads the prefix and the body
+/// separately: give it a buffered reader (`tokio::io::BufReader`) on a
+/// socket, or every frame costs two system calls.
 pub async fn read_frame<R: AsyncRead + Unpin>(
     r: &mut R,
     buf: &mut Vec<u8>,
