@@ -51,6 +51,7 @@ use crate::commitlog::{self, LogWriter};
 use crate::engine::{Inner, SyncMode, Version};
 use crate::error::{Error, Result};
 use crate::key::Key;
+use crate::relay::Answer;
 use crate::stripes::{AddOutcome, Cached, PendingAdd};
 
 /// Most fsync cycles skipped between two group-commit windows that failed.
@@ -162,6 +163,8 @@ fn seal_all(inner: &Inner, adds: &[Key], records: &mut Vec<u8>, sealed: &mut Vec
     let v = inner.state.read();
     // Swapped with each key's pending list, so both stay allocated.
     let mut waiting = Vec::new();
+    // Early outcomes and refusals, delivered once every key is sealed.
+    let mut answers = Vec::new();
     for key in adds {
         let mut stripe = inner.stripe(key).lock();
         let Some(cached) = stripe.cells.get_mut(key) else {
@@ -173,13 +176,19 @@ fn seal_all(inner: &Inner, adds: &[Key], records: &mut Vec<u8>, sealed: &mut Vec
         }
         if poisoned {
             for done in waiting.drain(..).filter_map(|w| w.done) {
-                let _ = done.send(Err(inner.poison_error()));
+                answers.push(Answer::Add(done, Err(inner.poison_error())));
             }
             continue;
         }
         // This record joins the open group commit or the next one.
         cached.sealed_batch = inner.durable_batch.load(Acquire) + 2;
-        if let Some(outcome) = seal(inner.counter_id, &mut cached.cell, &mut waiting, sealed) {
+        if let Some(outcome) = seal(
+            inner.counter_id,
+            &mut cached.cell,
+            &mut waiting,
+            sealed,
+            &mut answers,
+        ) {
             // The memtable and the log get only the new own shard: the rest
             // of the cell is already wherever it came from.
             let own = std::slice::from_ref(&outcome.shard);
@@ -187,7 +196,10 @@ fn seal_all(inner: &Inner, adds: &[Key], records: &mut Vec<u8>, sealed: &mut Vec
             commitlog::encode_record_parts(records, key, outcome.epoch, own);
         }
     }
-    v.active.generation()
+    let generation = v.active.generation();
+    drop(v);
+    inner.relay.deliver(&mut answers);
+    generation
 }
 
 /// Seals one add on the caller's thread, under the cell lock held by
@@ -206,12 +218,17 @@ pub(crate) fn seal_now(
 ) {
     cached.pending.push(add);
     let mut sealed = Vec::with_capacity(1);
-    let Some(outcome) = seal(
+    let mut answers = Vec::new();
+    let outcome = seal(
         inner.counter_id,
         &mut cached.cell,
         &mut cached.pending,
         &mut sealed,
-    ) else {
+        &mut answers,
+    );
+    // On the adding thread: its own waiter, answered without a hand-off.
+    answers.drain(..).for_each(Answer::send);
+    let Some(outcome) = outcome else {
         return; // refused (overflow), and answered
     };
     let own = [outcome.shard];
@@ -235,12 +252,13 @@ pub(crate) fn seal_now(
 
 /// One read-modify-write of `cell` (under its lock) for all the adds in
 /// `waiting`, which it empties. Returns the outcome, or `None` if every add
-/// was refused.
+/// was refused. Refusals and early outcomes go to `answers`.
 fn seal<'s>(
     counter_id: u64,
     cell: &mut Cell,
     waiting: &mut Vec<PendingAdd>,
     sealed: &'s mut Vec<Sealed>,
+    answers: &mut Vec<Answer>,
 ) -> Option<&'s AddOutcome> {
     let mut own = cell.shard(counter_id).copied().unwrap_or(Shard {
         counter_id,
@@ -261,10 +279,13 @@ fn seal<'s>(
             }
             _ => {
                 if let Some(done) = add.done.take() {
-                    let _ = done.send(Err(Error::Overflow {
-                        value: view,
-                        delta: add.delta,
-                    }));
+                    answers.push(Answer::Add(
+                        done,
+                        Err(Error::Overflow {
+                            value: view,
+                            delta: add.delta,
+                        }),
+                    ));
                 }
                 false
             }
@@ -285,7 +306,7 @@ fn seal<'s>(
     let mut done = Vec::with_capacity(waiting.len());
     for add in waiting.drain(..) {
         if let Some(early) = add.sealed {
-            let _ = early.send(outcome.clone());
+            answers.push(Answer::Sealed(early, outcome.clone()));
         }
         done.extend(add.done);
     }
@@ -436,12 +457,14 @@ fn complete(
             .fetch_add(sealed.iter().map(|(_, w)| w.len() as u64).sum(), Relaxed);
     }
     let result = |r: &Result<()>| r.as_ref().map(|_| ()).map_err(|_| inner.poison_error());
+    let mut answers = Vec::with_capacity(acks.len() + sealed.len());
     for ack in acks {
-        let _ = ack.send(result(written));
+        answers.push(Answer::Ack(ack, result(written)));
     }
     for (outcome, waiters) in sealed {
         for w in waiters {
-            let _ = w.send(result(written).map(|()| outcome.clone()));
+            answers.push(Answer::Add(w, result(written).map(|()| outcome.clone())));
         }
     }
+    inner.relay.deliver(&mut answers);
 }

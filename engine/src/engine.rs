@@ -56,6 +56,10 @@ pub struct Options {
     pub counter_cache_cells_max: usize,
     /// Similar-sized tables needed to start a size-tiered compaction.
     pub compaction_tables_min: usize,
+    /// The runtime whose tasks wait on this engine, if they all run on one:
+    /// answers then reach them through one task there, with one wake-up
+    /// per batch instead of one per waiter (see `relay`).
+    pub answer_on: Option<tokio::runtime::Handle>,
     /// Test seam: while set, every commit log fsync fails.
     #[doc(hidden)]
     pub fail_sync: Option<Arc<AtomicBool>>,
@@ -73,6 +77,7 @@ impl Default for Options {
             block_bytes: 4096,
             counter_cache_cells_max: 1 << 20,
             compaction_tables_min: 4,
+            answer_on: None,
             fail_sync: None,
         }
     }
@@ -183,6 +188,8 @@ pub(crate) struct Inner {
     pub(crate) metrics: CommitMetrics,
     /// The last group commit made durable (see `commit`).
     pub(crate) durable_batch: AtomicU64,
+    /// How the commit threads answer waiters.
+    pub(crate) relay: Arc<crate::relay::Relay>,
     _identity: Identity,
 }
 
@@ -254,8 +261,12 @@ impl Engine {
             log_segments: AtomicUsize::new(log.segment_count()),
             metrics: CommitMetrics::default(),
             durable_batch: AtomicU64::new(0),
+            relay: Arc::default(),
             _identity: identity,
         });
+        if let Some(runtime) = &inner.opts.answer_on {
+            inner.relay.start(runtime);
+        }
         let sealer = spawn(&inner, "tally-sealer", crate::commit::run_sealer)?;
         let syncer = spawn(&inner, "tally-syncer", move |i| {
             crate::commit::run_syncer(i, log)
@@ -547,6 +558,7 @@ impl Engine {
                 tracing::error!("an engine thread panicked");
             }
         }
+        self.inner.relay.close();
         if let Some(why) = self.inner.poison.lock().clone() {
             return Err(Error::Poisoned(why));
         }

@@ -66,6 +66,7 @@ mod fsutil;
 mod identity;
 mod key;
 mod memtable;
+mod relay;
 pub mod sstable;
 mod stripes;
 

@@ -70,6 +70,8 @@ impl Node {
                 },
             },
             group_commit_window_us: c.group_commit_window_us,
+            // Every waiter is a task on the node's runtime.
+            answer_on: tokio::runtime::Handle::try_current().ok(),
             ..Options::default()
         };
         let engine_dir = dir.join("engine");

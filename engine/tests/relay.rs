@@ -1,0 +1,93 @@
+//! Answers through the relay (`Options::answer_on`): every waiter on a
+//! current-thread runtime is answered, overflow refusals included, and
+//! closing the engine under the runtime leaves nobody hanging.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a panic is the failure report"
+)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::key;
+use tally_engine::{Cell, Engine, Error, Options, Shard};
+
+fn relayed(dir: &std::path::Path) -> Arc<Engine> {
+    let opts = Options {
+        answer_on: Some(tokio::runtime::Handle::current()),
+        ..Options::default()
+    };
+    Arc::new(Engine::open(dir, opts).unwrap())
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn every_waiter_is_answered_through_the_relay() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = relayed(dir.path());
+    let mut tasks = tokio::task::JoinSet::new();
+    // One hot key (combined by the sealer) and many cold ones (sealed
+    // inline), staged and plain, and replica applies: every kind of answer.
+    for i in 0..400u64 {
+        let e = engine.clone();
+        tasks.spawn(async move {
+            if i % 2 == 0 {
+                let (outcome, durable) = e.leader_add_staged(&key(0), 1).await.unwrap();
+                durable.wait().await.unwrap();
+                assert!(outcome.value >= 1);
+            } else {
+                e.leader_add(&key(1 + i), 2).await.unwrap();
+            }
+            let foreign = Cell::from_parts(
+                0,
+                [Shard {
+                    counter_id: 7,
+                    clock: i + 1,
+                    value: 1,
+                }],
+            );
+            e.apply_many(&[(key(10_000 + i % 7), foreign)])
+                .await
+                .unwrap();
+        });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        joined.unwrap();
+    }
+    assert_eq!(engine.get(&key(0)).unwrap().value(), 200);
+    assert_eq!(engine.get(&key(2)).unwrap().value(), 2);
+
+    // A refusal is an answer too.
+    engine.leader_add(&key(5_000), i64::MAX).await.unwrap();
+    let err = engine.leader_add(&key(5_000), 1).await.unwrap_err();
+    assert!(matches!(err, Error::Overflow { .. }), "{err}");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn closing_under_the_runtime_answers_or_fails_every_waiter() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = relayed(dir.path());
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..200u64 {
+        let e = engine.clone();
+        tasks.spawn(async move { e.leader_add(&key(i % 3), 1).await.map(|o| o.value) });
+    }
+    // Let some adds reach the commit threads, then close while others wait.
+    tokio::task::yield_now().await;
+    engine.shutdown().unwrap();
+    let (mut ok, mut closed) = (0, 0);
+    while let Some(joined) = tasks.join_next().await {
+        match joined.unwrap() {
+            Ok(_) => ok += 1,
+            Err(Error::Closed) => closed += 1,
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+    assert_eq!(ok + closed, 200);
+    drop(engine);
+    // Everything acknowledged is there after a reopen.
+    let reopened = Engine::open(dir.path(), Options::default()).unwrap();
+    let total: i64 = (0..3).map(|i| reopened.get(&key(i)).unwrap().value()).sum();
+    assert!(total >= ok, "{total} < {ok} acknowledged");
+}
