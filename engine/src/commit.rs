@@ -26,6 +26,9 @@
 //! over 1M keys this took durable adds from 214k to 250k (medians of five
 //! alternating runs). Either path leaves the same state: a record holds the
 //! whole own shard, so records of one cell may reach the log in any order.
+//! A replica's batch of cells skips the sealer the same way when every cell
+//! changes ([`append_now`], then one ack behind them, [`ack_now`]): a
+//! replica's apply then wakes one commit thread, not two.
 //!
 //! Writers released by one fsync come back a few microseconds later; if the
 //! next fsync started at once it would miss them, and the writers would split
@@ -248,6 +251,40 @@ pub(crate) fn seal_now(
     if wake {
         inner.outbox_cv.notify_one();
     }
+}
+
+/// Puts the record of a replica's `cell` for `key` straight into the outbox,
+/// on the caller's thread, under the cell lock the caller holds (so a
+/// barrier queued by anyone who then sees the merged state follows it).
+/// Its waiter comes separately, from [`ack_now`].
+pub(crate) fn append_now(inner: &Inner, key: &Key, cell: &Cell, v: &Version) -> Result<()> {
+    let mut out = inner.outbox.lock();
+    if out.closed {
+        return Err(Error::Closed);
+    }
+    commitlog::encode_record(&mut out.records, key, cell);
+    out.gen_max = out.gen_max.max(v.active.generation());
+    Ok(())
+}
+
+/// A receiver that fires once everything now in the outbox is durable:
+/// the barrier for records put there by [`append_now`] and [`seal_now`].
+/// Records still with the sealer are not covered (see `Engine::apply_many`).
+pub(crate) fn ack_now(inner: &Inner) -> oneshot::Receiver<Result<()>> {
+    let (tx, rx) = oneshot::channel();
+    let mut out = inner.outbox.lock();
+    if out.closed {
+        let _ = tx.send(Err(Error::Closed));
+        return rx;
+    }
+    out.acks.push(tx);
+    out.waiters += 1;
+    let wake = out.syncer_would_act();
+    drop(out);
+    if wake {
+        inner.outbox_cv.notify_one();
+    }
+    rx
 }
 
 /// One read-modify-write of `cell` (under its lock) for all the adds in

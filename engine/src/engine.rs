@@ -404,9 +404,20 @@ impl Engine {
     /// applies to every item; the inner ones are per item (a cell over the
     /// shard limit). Cells are loaded into the counter cache (a cold one is
     /// read from disk first, outside the lock).
+    ///
+    /// A cell that changes is logged whole, so its own record is all its
+    /// answer waits for; the records go straight into the group commit's
+    /// outbox on this thread, without the sealer. A cell that does not
+    /// change may owe its state to a record the sealer still holds (a
+    /// combined leader add), so a batch with one waits for a barrier
+    /// through the sealer instead, as do records made while flushes are
+    /// behind (the sealer stalls those).
     pub async fn apply_many(&self, items: &[(Key, Cell)]) -> Result<Vec<Result<u64>>> {
         self.inner.check_writable()?;
+        let stall_at = self.inner.opts.frozen_memtables_max.max(1);
         let mut results = Vec::with_capacity(items.len());
+        let mut direct_only = true;
+        let mut full = false;
         for (key, cell) in items {
             if cell.shards().len() > SHARDS_MAX {
                 results.push(Err(Error::TooManyShards {
@@ -420,20 +431,33 @@ impl Engine {
                 let before = cached.clone();
                 cached.merge(cell);
                 let epoch = cached.epoch();
-                if *cached != before {
-                    v.active.merge(key, cell); // under the cell lock: no racing writer
-                    self.inner.queue_record(key, cell, v.active.generation())?;
+                if *cached == before {
+                    direct_only = false;
+                    return Ok::<u64, Error>(epoch);
                 }
-                Ok::<u64, Error>(epoch)
+                v.active.merge(key, cell); // under the cell lock: no racing writer
+                if v.frozen.len() < stall_at {
+                    crate::commit::append_now(&self.inner, key, cell, v)?;
+                    full |= v.active.bytes() >= self.inner.opts.memtable_bytes_max;
+                } else {
+                    self.inner.queue_record(key, cell, v.active.generation())?;
+                    direct_only = false;
+                }
+                Ok(epoch)
             })??;
             results.push(Ok(epoch));
         }
-        // Records queued before this barrier are in its fsync or an earlier
-        // one; unchanged cells may come from records still waiting for theirs.
-        self.inner
-            .log_barrier()
-            .await
-            .map_err(|_| Error::Closed)??;
+        if full {
+            self.inner.request_flush();
+        }
+        // Records in the outbox are covered by any later ack there; records
+        // (or state) with the sealer only by a barrier queued behind them.
+        let durable = if direct_only {
+            crate::commit::ack_now(&self.inner)
+        } else {
+            self.inner.log_barrier()
+        };
+        durable.await.map_err(|_| Error::Closed)??;
         Ok(results)
     }
 

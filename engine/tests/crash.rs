@@ -1,5 +1,6 @@
-//! A real child process doing `batch` adds is SIGKILLed mid-run; after
-//! reopening, every acknowledged add is there and nothing unattempted is.
+//! A real child process doing `batch` adds and replica applies is SIGKILLed
+//! mid-run; after reopening, every acknowledged add and apply is there and
+//! nothing unattempted is.
 
 #![allow(
     clippy::unwrap_used,
@@ -14,13 +15,17 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::key;
-use tally_engine::{Engine, Options};
+use tally_engine::{Cell, Engine, Options, Shard};
 
 const KEYS: u64 = 500;
+/// Replica writers; writer `t` owns key `KEYS + t` and a foreign shard.
+const REPLICAS: u64 = 4;
 const CHILD_ENV: &str = "TALLY_CRASH_CHILD_DIR";
 
 /// The child: adds forever from 32 tasks, printing `a k d` before each add
-/// and `k k d` once it is acknowledged.
+/// and `k k d` once it is acknowledged; and applies ever newer versions of
+/// a foreign shard (clock = value = n) from `REPLICAS` tasks, as a replica
+/// does, printing `r t n` once version n of writer t is acknowledged.
 #[test]
 #[ignore = "helper process for crash_keeps_every_acknowledged_add; does nothing on its own"]
 fn crash_child() {
@@ -50,6 +55,25 @@ fn crash_child() {
                 }
             });
         }
+        for t in 0..REPLICAS {
+            let engine = engine.clone();
+            let out = out.clone();
+            tasks.spawn(async move {
+                let k = key(KEYS + t);
+                let mut n = engine.get(&k).unwrap().value();
+                loop {
+                    n += 1;
+                    let shard = Shard {
+                        counter_id: 1000 + t,
+                        clock: n as u64,
+                        value: n,
+                    };
+                    let cell = Cell::from_parts(0, [shard]);
+                    engine.apply_many(&[(k.clone(), cell)]).await.unwrap();
+                    writeln!(out.lock().unwrap(), "r {t} {n}").unwrap();
+                }
+            });
+        }
         // The writers never stop on their own; one that fails ends the child.
         if let Some(Err(e)) = tasks.join_next().await {
             panic!("writer failed: {e}");
@@ -62,6 +86,7 @@ fn crash_keeps_every_acknowledged_add() {
     let dir = tempfile::tempdir().unwrap();
     let mut acked: HashMap<u64, i64> = HashMap::new();
     let mut attempted: HashMap<u64, i64> = HashMap::new();
+    let mut applied: HashMap<u64, i64> = HashMap::new();
     let mut total_acked = 0;
     for round in 0..3 {
         let mut child = Command::new(std::env::current_exe().unwrap())
@@ -83,7 +108,7 @@ fn crash_keeps_every_acknowledged_add() {
         // Kill after a few thousand acknowledgements, at a moment the child chooses by its own pace.
         while acks_this_round < 3000 + round * 1000 && started.elapsed() < Duration::from_secs(30) {
             let Some(Ok(line)) = lines.next() else { break };
-            if record(&line, &mut acked, &mut attempted) {
+            if record(&line, &mut acked, &mut attempted, &mut applied) {
                 acks_this_round += 1;
             }
         }
@@ -91,7 +116,7 @@ fn crash_keeps_every_acknowledged_add() {
         child.wait().unwrap();
         // Lines already written before the kill are still in the pipe.
         for line in lines.map_while(Result::ok) {
-            if record(&line, &mut acked, &mut attempted) {
+            if record(&line, &mut acked, &mut attempted, &mut applied) {
                 acks_this_round += 1;
             }
         }
@@ -111,6 +136,14 @@ fn crash_keeps_every_acknowledged_add() {
                 "round {round}, key {k}: value {v} outside [{lo}, {hi}]"
             );
         }
+        for t in 0..REPLICAS {
+            let v = engine.get(&key(KEYS + t)).unwrap().value();
+            let lo = applied.get(&t).copied().unwrap_or(0);
+            assert!(
+                v >= lo,
+                "round {round}, replica writer {t}: version {v} survived, {lo} was acknowledged"
+            );
+        }
         // Make the surviving state the new floor: adds in flight at the kill
         // may or may not have landed, and now we know.
         for k in 0..KEYS {
@@ -124,7 +157,12 @@ fn crash_keeps_every_acknowledged_add() {
 }
 
 /// Parses one child line; true if it was an acknowledgement.
-fn record(line: &str, acked: &mut HashMap<u64, i64>, attempted: &mut HashMap<u64, i64>) -> bool {
+fn record(
+    line: &str,
+    acked: &mut HashMap<u64, i64>,
+    attempted: &mut HashMap<u64, i64>,
+    applied: &mut HashMap<u64, i64>,
+) -> bool {
     // The test harness prints "test crash_child ... " in front of the first line.
     let parts: Vec<&str> = line.split(' ').collect();
     let [.., kind, k, d] = parts[..] else {
@@ -137,6 +175,11 @@ fn record(line: &str, acked: &mut HashMap<u64, i64>, attempted: &mut HashMap<u64
         "a" => *attempted.entry(k).or_default() += d,
         "k" => {
             *acked.entry(k).or_default() += d;
+            return true;
+        }
+        "r" => {
+            let newest = applied.entry(k).or_default();
+            *newest = (*newest).max(d);
             return true;
         }
         _ => {}
