@@ -312,6 +312,9 @@ async fn sender(
     let mut conn: Option<Connection> = None;
     let in_flight = Arc::new(tokio::sync::Semaphore::new(EXCHANGES_MAX));
     while let Some(first) = rx.recv().await {
+        // Let the tasks that are ready run first, so that the calls they
+        // make (one fsync's worth of replications) share this batch.
+        tokio::task::yield_now().await;
         let mut batch = vec![first];
         while batch.len() < BATCH_MESSAGES_MAX {
             match rx.try_recv() {
