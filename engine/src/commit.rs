@@ -190,7 +190,7 @@ fn seal_all(inner: &Inner, adds: &[Key], records: &mut Vec<u8>, sealed: &mut Vec
             &mut cached.cell,
             &mut waiting,
             sealed,
-            &mut answers,
+            &mut |a| answers.push(a),
         ) {
             // The memtable and the log get only the new own shard: the rest
             // of the cell is already wherever it came from.
@@ -221,17 +221,14 @@ pub(crate) fn seal_now(
 ) {
     cached.pending.push(add);
     let mut sealed = Vec::with_capacity(1);
-    let mut answers = Vec::new();
-    let outcome = seal(
+    // On the adding thread, its own waiter is answered without a hand-off.
+    let Some(outcome) = seal(
         inner.counter_id,
         &mut cached.cell,
         &mut cached.pending,
         &mut sealed,
-        &mut answers,
-    );
-    // On the adding thread: its own waiter, answered without a hand-off.
-    answers.drain(..).for_each(Answer::send);
-    let Some(outcome) = outcome else {
+        &mut Answer::send,
+    ) else {
         return; // refused (overflow), and answered
     };
     let own = [outcome.shard];
@@ -289,13 +286,13 @@ pub(crate) fn ack_now(inner: &Inner) -> oneshot::Receiver<Result<()>> {
 
 /// One read-modify-write of `cell` (under its lock) for all the adds in
 /// `waiting`, which it empties. Returns the outcome, or `None` if every add
-/// was refused. Refusals and early outcomes go to `answers`.
+/// was refused. Refusals and early outcomes go to `answer`.
 fn seal<'s>(
     counter_id: u64,
     cell: &mut Cell,
     waiting: &mut Vec<PendingAdd>,
     sealed: &'s mut Vec<Sealed>,
-    answers: &mut Vec<Answer>,
+    answer: &mut impl FnMut(Answer),
 ) -> Option<&'s AddOutcome> {
     let mut own = cell.shard(counter_id).copied().unwrap_or(Shard {
         counter_id,
@@ -316,7 +313,7 @@ fn seal<'s>(
             }
             _ => {
                 if let Some(done) = add.done.take() {
-                    answers.push(Answer::Add(
+                    answer(Answer::Add(
                         done,
                         Err(Error::Overflow {
                             value: view,
@@ -343,7 +340,7 @@ fn seal<'s>(
     let mut done = Vec::with_capacity(waiting.len());
     for add in waiting.drain(..) {
         if let Some(early) = add.sealed {
-            answers.push(Answer::Sealed(early, outcome.clone()));
+            answer(Answer::Sealed(early, outcome.clone()));
         }
         done.extend(add.done);
     }
