@@ -6,10 +6,10 @@
 //! else the first live replica in ring order, which gets the add forwarded.
 //! The leader does the engine's locked read-modify-write of its own shard
 //! and sends the resulting shard state to the other replicas, which merge
-//! it, while its own fsync runs. The answer goes back once the leader's
-//! record is durable and `required` replicas hold it, the leader counting
-//! as one. Replicas that are down or
-//! do not answer get a hint (see `hints`), so they converge later.
+//! it, while its own fsync runs. The answer goes back once `required`
+//! copies are durable, whichever they are: the leader's record counts as
+//! one, each replica that acknowledged as another. Replicas that are down
+//! or do not answer get a hint (see `hints`), so they converge later.
 //!
 //! Read path (`get`, `get_row`): ask `required` live replicas, this node
 //! first when it is one; a replica that fails is replaced by the next live
@@ -25,6 +25,7 @@
 //! nothing was applied; `Timeout` means the add may or may not have been.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::Arc;
 
 use tally_engine::{AddOutcome, Cell, Key};
@@ -59,6 +60,9 @@ pub(crate) enum Replication {
     Stale(u64),
     /// Too few acknowledgements in time, or an error.
     Failed(WireError),
+    /// The leader's own write failed, and the replicas alone did not make
+    /// up the consistency level.
+    Local(WireError),
 }
 
 /// Where a write goes.
@@ -190,29 +194,30 @@ impl Node {
             return Ok(0); // fault injection: a lost write, acknowledged
         }
         for attempt in 1..=STALE_RETRIES_MAX {
-            // The shard goes to the replicas while this node's fsync runs; the
-            // add is acknowledged only once both are done (see
-            // `Engine::leader_add_staged` for why sending first is safe).
+            // The shard goes to the replicas while this node's fsync runs;
+            // the add is acknowledged once `cl` durable copies exist, this
+            // node's counting as one (see `Engine::leader_add_staged` for
+            // why sending first is safe).
             let (outcome, durable) = self
                 .engine
                 .leader_add_staged(key, delta)
                 .await
                 .map_err(|e| engine_error(&e))?;
-            let (local, replicated) = tokio::join!(
-                durable.wait(),
-                self.replicate_outcome(key, &outcome, replicas, cl)
-            );
-            if let Err(e) = local {
-                return Err(WireError::new(
-                    ErrorKind::Storage,
-                    format!(
-                        "{e}; the shard may already be on other replicas, so the add may or may not have been applied"
-                    ),
-                ));
-            }
-            match replicated {
+            match self
+                .replicate_outcome(key, &outcome, replicas, cl, durable.wait())
+                .await
+            {
                 Ok(()) => return Ok(outcome.value),
                 Err(Replication::Failed(e)) => return Err(e),
+                Err(Replication::Local(e)) => {
+                    return Err(WireError::new(
+                        ErrorKind::Storage,
+                        format!(
+                            "{}; the shard may already be on other replicas, so the add may or may not have been applied",
+                            e.message
+                        ),
+                    ));
+                }
                 // This node missed a reset that the replicas have seen. The
                 // add just made is in the old epoch, which every replica
                 // discards: catch up and make it again in the new one.
@@ -243,16 +248,21 @@ impl Node {
     /// one version share one replication: the first to arrive sends it, the
     /// others wait for its result, so a hot counter costs one message per
     /// read-modify-write instead of one per add.
+    ///
+    /// `local` resolves once this node's record of the version is durable.
+    /// The adds of one version share one record, so the sender's stands for
+    /// them all.
     async fn replicate_outcome(
         self: &Arc<Self>,
         key: &Key,
         outcome: &AddOutcome,
         replicas: &[usize],
         cl: Consistency,
+        local: impl Future<Output = tally_engine::Result<()>>,
     ) -> Result<(), Replication> {
         if outcome.combined <= 1 {
             return self
-                .replicate(key, &outcome.replica_cell(), replicas, cl)
+                .replicate(key, &outcome.replica_cell(), replicas, cl, local)
                 .await;
         }
         let id = (key.clone(), outcome.epoch, outcome.shard.clock, cl);
@@ -269,7 +279,7 @@ impl Node {
         };
         if let Some(tx) = sender {
             let result = self
-                .replicate(key, &outcome.replica_cell(), replicas, cl)
+                .replicate(key, &outcome.replica_cell(), replicas, cl, local)
                 .await;
             self.shared_replications.lock().remove(&id);
             let _ = tx.send(Some(result.clone()));
@@ -284,7 +294,7 @@ impl Node {
             Some(result) => result,
             // The sender's task is gone: send it ourselves.
             None => {
-                self.replicate(key, &outcome.replica_cell(), replicas, cl)
+                self.replicate(key, &outcome.replica_cell(), replicas, cl, local)
                     .await
             }
         }
@@ -310,26 +320,35 @@ impl Node {
             .await
             .map_err(|e| engine_error(&e))?;
         let epoch = self.engine.reset(key).await.map_err(|e| engine_error(&e))?;
+        // `reset` returned once the new epoch was durable here.
+        let local = std::future::ready(Ok(()));
         match self
-            .replicate(key, &Cell::from_parts(epoch, []), replicas, cl)
+            .replicate(key, &Cell::from_parts(epoch, []), replicas, cl, local)
             .await
         {
             // A newer reset overtook this one: the counter is reset either way.
             Ok(()) | Err(Replication::Stale(_)) => Ok(()),
-            Err(Replication::Failed(e)) => Err(e),
+            Err(Replication::Failed(e) | Replication::Local(e)) => Err(e),
         }
     }
 
-    /// Sends `cell` to every other replica; returns once `cl` is met
-    /// (this node counting as one). Replicas that miss it get a hint. A
-    /// replica at a newer epoch answers `Stale`: it does not count, and if
-    /// `cl` is not met the error carries the newest such epoch.
+    /// Sends `cell` to every other replica; returns once `cl` is met by
+    /// durable copies: the replicas' acknowledgements, and this node's own
+    /// once `local` resolves. Any `cl` of them will do: at QUORUM of three,
+    /// two replicas that answer before this node's fsync ends make the
+    /// write as durable as this node and one of them would (a node that
+    /// crashes before its fsync comes back under a new counter id, and the
+    /// replicas keep the old one's shard). Replicas that miss the cell get
+    /// a hint. A replica at a newer epoch answers `Stale`: it does not
+    /// count, and if `cl` is not met the error carries the newest such
+    /// epoch. Replicas get `write_timeout`; `local` is always waited for.
     async fn replicate(
         self: &Arc<Self>,
         key: &Key,
         cell: &Cell,
         replicas: &[usize],
         cl: Consistency,
+        local: impl Future<Output = tally_engine::Result<()>>,
     ) -> Result<(), Replication> {
         let required = cl.required(replicas.len());
         let deadline = Instant::now() + self.write_timeout;
@@ -369,18 +388,40 @@ impl Node {
             });
         }
         drop(tx);
-        let mut acks = 1;
+        tokio::pin!(local);
+        // This node's write: `None` while its fsync runs.
+        let mut mine: Option<Result<(), WireError>> = None;
+        let mut acks = 0;
         let mut newer_epoch = None;
-        while acks < required {
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some(Answer::Ack)) => acks += 1,
-                Ok(Some(Answer::Stale(e))) => newer_epoch = newer_epoch.max(Some(e)),
-                Ok(Some(Answer::Failed)) => {}
-                Ok(None) | Err(_) => break,
+        let mut replicas_done = false;
+        let met = |mine: &Option<Result<(), WireError>>, acks: usize| {
+            acks + usize::from(matches!(mine, Some(Ok(())))) >= required
+        };
+        loop {
+            let settled = replicas_done && mine.is_some();
+            if settled || met(&mine, acks) {
+                break;
+            }
+            tokio::select! {
+                done = &mut local, if mine.is_none() => {
+                    mine = Some(done.map_err(|e| engine_error(&e)));
+                }
+                answer = rx.recv(), if !replicas_done => match answer {
+                    Some(Answer::Ack) => acks += 1,
+                    Some(Answer::Stale(e)) => newer_epoch = newer_epoch.max(Some(e)),
+                    Some(Answer::Failed) => {}
+                    None => replicas_done = true,
+                },
+                () = tokio::time::sleep_until(deadline), if !replicas_done => {
+                    replicas_done = true;
+                }
             }
         }
-        if acks >= required {
+        if met(&mine, acks) {
             return Ok(());
+        }
+        if let Some(Err(e)) = mine {
+            return Err(Replication::Local(e));
         }
         if let Some(epoch) = newer_epoch {
             return Err(Replication::Stale(epoch));
@@ -388,7 +429,8 @@ impl Node {
         Err(Replication::Failed(WireError::new(
             ErrorKind::Timeout,
             format!(
-                "{acks} of {required} replicas acknowledged within {} ms at {cl}; the write is durable on the leader and will reach the others, but may not be visible at {cl} yet",
+                "{} of {required} copies acknowledged within {} ms at {cl}; the write is durable on the leader and will reach the others, but may not be visible at {cl} yet",
+                acks + 1,
                 self.write_timeout.as_millis()
             ),
         )))
