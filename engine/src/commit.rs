@@ -55,7 +55,7 @@ use crate::engine::{Inner, SyncMode, Version};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::relay::Answer;
-use crate::stripes::{AddOutcome, Cached, PendingAdd};
+use crate::stripes::{AddOutcome, Cached, PendingAdd, Staged};
 
 /// Most fsync cycles skipped between two group-commit windows that failed.
 pub(crate) const WINDOW_SKIP_MAX: u32 = 64;
@@ -69,6 +69,8 @@ pub(crate) struct Outbox {
     gen_max: u64,
     acks: Vec<oneshot::Sender<Result<()>>>,
     sealed: Vec<Sealed>,
+    /// Adds sealed by [`seal_one_now`], acknowledged through `acks`.
+    batched_adds: u64,
     /// Waiters behind `acks` and `sealed`.
     waiters: usize,
     /// What the syncer sleeps for: `Some(0)` any work, `Some(n)` until `n`
@@ -89,6 +91,7 @@ impl Default for Outbox {
             gen_max: 0,
             acks: Vec::new(),
             sealed: Vec::new(),
+            batched_adds: 0,
             waiters: 0,
             wake_at: None,
             flushed_gen: 0,
@@ -248,6 +251,50 @@ pub(crate) fn seal_now(
     if wake {
         inner.outbox_cv.notify_one();
     }
+}
+
+/// Seals one add of [`Engine::leader_add_batch`](crate::Engine) on the
+/// caller's thread, like [`seal_now`] but with no waiter: the batch's one
+/// ack, from [`ack_now`], covers its record. An add that would overflow is
+/// refused and changes nothing.
+pub(crate) fn seal_one_now(
+    inner: &Inner,
+    key: &Key,
+    cached: &mut Cached,
+    v: &Version,
+    delta: i64,
+) -> Result<Staged> {
+    let cell = &mut cached.cell;
+    let mut own = cell.shard(inner.counter_id).copied().unwrap_or(Shard {
+        counter_id: inner.counter_id,
+        clock: 0,
+        value: 0,
+    });
+    let view = cell.value();
+    let (Some(value), Some(_)) = (own.value.checked_add(delta), view.checked_add(delta)) else {
+        return Ok(Staged::Refused(Error::Overflow { value: view, delta }));
+    };
+    let mut out = inner.outbox.lock();
+    if out.closed {
+        return Err(Error::Closed);
+    }
+    own.value = value;
+    own.clock += 1;
+    cell.put_own(own);
+    cell.check_invariants();
+    let outcome = AddOutcome {
+        epoch: cell.epoch(),
+        shard: own,
+        value: cell.value(),
+        combined: 1,
+    };
+    let own = std::slice::from_ref(&outcome.shard);
+    v.active.merge_parts(key, outcome.epoch, own);
+    commitlog::encode_record_parts(&mut out.records, key, outcome.epoch, own);
+    out.gen_max = out.gen_max.max(v.active.generation());
+    out.batched_adds += 1;
+    cached.sealed_batch = out.batch;
+    Ok(Staged::Sealed(outcome))
 }
 
 /// Puts the record of a replica's `cell` for `key` straight into the outbox,
@@ -415,6 +462,7 @@ pub(crate) fn run_syncer(inner: &Inner, mut log: LogWriter) {
         let gen_max = std::mem::take(&mut out.gen_max);
         let acks = std::mem::take(&mut out.acks);
         let sealed = std::mem::take(&mut out.sealed);
+        let batched_adds = std::mem::take(&mut out.batched_adds);
         released = std::mem::take(&mut out.waiters);
         let closing = out.closed;
         let flushed_gen = out.flushed_gen;
@@ -443,7 +491,8 @@ pub(crate) fn run_syncer(inner: &Inner, mut log: LogWriter) {
             Ok(()) => inner.durable_batch.store(batch, Relaxed),
             Err(e) => inner.poison(e),
         }
-        complete(inner, &written, acks, sealed, periodic.is_none());
+        let synced = periodic.is_none();
+        complete(inner, &written, acks, sealed, batched_adds, synced);
         spare = records;
         spare.clear();
 
@@ -481,14 +530,16 @@ fn complete(
     written: &Result<()>,
     acks: Vec<oneshot::Sender<Result<()>>>,
     sealed: Vec<Sealed>,
+    batched_adds: u64,
     counted_sync: bool,
 ) {
     if written.is_ok() && !(acks.is_empty() && sealed.is_empty()) {
         let m = &inner.metrics;
         m.syncs.fetch_add(u64::from(counted_sync), Relaxed);
-        m.add_records.fetch_add(sealed.len() as u64, Relaxed);
-        m.adds
-            .fetch_add(sealed.iter().map(|(_, w)| w.len() as u64).sum(), Relaxed);
+        let combined: u64 = sealed.iter().map(|(_, w)| w.len() as u64).sum();
+        m.add_records
+            .fetch_add(sealed.len() as u64 + batched_adds, Relaxed);
+        m.adds.fetch_add(combined + batched_adds, Relaxed);
     }
     let result = |r: &Result<()>| r.as_ref().map(|_| ()).map_err(|_| inner.poison_error());
     let mut answers = Vec::with_capacity(acks.len() + sealed.len());

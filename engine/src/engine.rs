@@ -16,7 +16,9 @@ use crate::identity::Identity;
 use crate::key::Key;
 use crate::memtable::Memtable;
 use crate::sstable::Table;
-use crate::stripes::{AddOutcome, Cached, Durable, PendingAdd, STRIPES, Stripe, stripe_of};
+use crate::stripes::{
+    AddOutcome, Cached, Durable, DurableBy, PendingAdd, STRIPES, Staged, Stripe, stripe_of,
+};
 use crate::{fsutil, sstable};
 
 /// When a write counts as durable.
@@ -326,7 +328,7 @@ impl Engine {
             },
         )?;
         match early.await {
-            Ok(outcome) => Ok((outcome, Durable(rx))),
+            Ok(outcome) => Ok((outcome, Durable(DurableBy::Add(rx)))),
             // Refused at sealing (overflow, poisoned): the reason is in `done`.
             Err(_) => match rx.await {
                 Ok(Err(e)) => Err(e),
@@ -334,6 +336,49 @@ impl Engine {
                 Err(_) => Err(Error::Closed),
             },
         }
+    }
+
+    /// Leader adds for many keys at once, sealed on the calling thread
+    /// where the cell is cold (see [`Staged`]), with one [`Durable`] for
+    /// all of them: a batch of adds costs one wake-up of the commit thread
+    /// and one waiter, not one per add. Answers one [`Staged`] per add, in
+    /// order. An add to a key that appears earlier in the batch finds its
+    /// cell hot. The rules of [`Engine::leader_add_staged`] apply: replicate
+    /// while the fsync runs, acknowledge only after `Durable::wait`.
+    pub fn leader_add_batch<'k>(
+        &self,
+        adds: impl IntoIterator<Item = (&'k Key, i64)>,
+    ) -> Result<(Vec<Staged>, Durable)> {
+        self.inner.check_writable()?;
+        let stall_at = self.inner.opts.frozen_memtables_max.max(1);
+        let adds = adds.into_iter();
+        let mut staged = Vec::with_capacity(adds.size_hint().0);
+        let mut sealed_any = false;
+        let mut full = false;
+        for (key, delta) in adds {
+            let one = self.inner.with_cached_cell(key, |cached, v| {
+                let cold = cached.pending.is_empty()
+                    && cached.sealed_batch < self.inner.durable_batch.load(Ordering::Acquire)
+                    && v.frozen.len() < stall_at;
+                if !cold {
+                    return Ok(Staged::Hot);
+                }
+                let one = crate::commit::seal_one_now(&self.inner, key, cached, v, delta)?;
+                full |= v.active.bytes() >= self.inner.opts.memtable_bytes_max;
+                Ok::<_, Error>(one)
+            })??;
+            sealed_any |= matches!(one, Staged::Sealed(_));
+            staged.push(one);
+        }
+        if full {
+            self.inner.request_flush();
+        }
+        let durable = if sealed_any {
+            DurableBy::Ack(crate::commit::ack_now(&self.inner))
+        } else {
+            DurableBy::Nothing
+        };
+        Ok((staged, Durable(durable)))
     }
 
     fn queue_leader_add(&self, key: &Key, add: PendingAdd) -> Result<()> {

@@ -75,4 +75,4 @@ pub use commitlog::ReplayStats;
 pub use engine::{Engine, Options, Stats, SyncMode};
 pub use error::{Error, Result};
 pub use key::{COLUMN_BYTES_MAX, Key, PARTITION_BYTES_MAX};
-pub use stripes::{AddOutcome, Durable};
+pub use stripes::{AddOutcome, Durable, Staged};

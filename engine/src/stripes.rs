@@ -34,14 +34,44 @@ pub struct AddOutcome {
     pub combined: u32,
 }
 
-/// The durability of a staged add (see `Engine::leader_add_staged`).
-pub struct Durable(pub(crate) oneshot::Receiver<Result<AddOutcome>>);
+/// The durability of staged adds (see `Engine::leader_add_staged` and
+/// `Engine::leader_add_batch`).
+pub struct Durable(pub(crate) DurableBy);
+
+/// What a [`Durable`] waits for.
+pub(crate) enum DurableBy {
+    /// One add's own answer.
+    Add(oneshot::Receiver<Result<AddOutcome>>),
+    /// An ack behind records already in the group commit's outbox.
+    Ack(oneshot::Receiver<Result<()>>),
+    /// Nothing was written.
+    Nothing,
+}
 
 impl Durable {
-    /// Resolves once the add's commit log record is durable.
+    /// Resolves once the commit log records are durable.
     pub async fn wait(self) -> Result<()> {
-        self.0.await.map_err(|_| crate::Error::Closed)?.map(|_| ())
+        let closed = |_| crate::Error::Closed;
+        match self.0 {
+            DurableBy::Add(rx) => rx.await.map_err(closed)?.map(|_| ()),
+            DurableBy::Ack(rx) => rx.await.map_err(closed)?,
+            DurableBy::Nothing => Ok(()),
+        }
     }
+}
+
+/// What [`Engine::leader_add_batch`](crate::Engine::leader_add_batch) did
+/// with one add.
+#[derive(Debug)]
+pub enum Staged {
+    /// Sealed on the calling thread: durable once the batch's [`Durable`] is.
+    Sealed(AddOutcome),
+    /// Not touched: the cell is hot (adds are waiting to be combined into
+    /// it, or its last record is not durable yet) or writes are stalled.
+    /// Add it with `leader_add_staged`, which combines it.
+    Hot,
+    /// Refused (it would overflow); nothing was applied.
+    Refused(crate::Error),
 }
 
 impl AddOutcome {

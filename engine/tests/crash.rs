@@ -15,15 +15,19 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::key;
-use tally_engine::{Cell, Engine, Options, Shard};
+use tally_engine::{Cell, Engine, Options, Shard, Staged};
 
 const KEYS: u64 = 500;
 /// Replica writers; writer `t` owns key `KEYS + t` and a foreign shard.
 const REPLICAS: u64 = 4;
+/// Tasks adding in batches.
+const BATCHERS: u64 = 4;
 const CHILD_ENV: &str = "TALLY_CRASH_CHILD_DIR";
 
 /// The child: adds forever from 32 tasks, printing `a k d` before each add
-/// and `k k d` once it is acknowledged; and applies ever newer versions of
+/// and `k k d` once it is acknowledged, and from `BATCHERS` more in batches
+/// of eight (`leader_add_batch`, as a node's add pipeline does, with the
+/// hot ones one by one); and applies ever newer versions of
 /// a foreign shard (clock = value = n) from `REPLICAS` tasks, as a replica
 /// does, printing `r t n` once version n of writer t is acknowledged.
 #[test]
@@ -52,6 +56,43 @@ fn crash_child() {
                     writeln!(out.lock().unwrap(), "a {k} {d}").unwrap();
                     engine.leader_add(&key(k), d).await.unwrap();
                     writeln!(out.lock().unwrap(), "k {k} {d}").unwrap();
+                }
+            });
+        }
+        for t in 0..BATCHERS {
+            let engine = engine.clone();
+            let out = out.clone();
+            tasks.spawn(async move {
+                let mut rng = common::Rng(t * 104_729 + 3);
+                loop {
+                    let adds: Vec<(u64, i64)> = (0..8)
+                        .map(|_| (rng.below(KEYS), 1 + rng.below(9) as i64))
+                        .collect();
+                    let keys: Vec<_> = adds.iter().map(|&(k, _)| key(k)).collect();
+                    for &(k, d) in &adds {
+                        writeln!(out.lock().unwrap(), "a {k} {d}").unwrap();
+                    }
+                    let (staged, durable) = engine
+                        .leader_add_batch(keys.iter().zip(adds.iter().map(|&(_, d)| d)))
+                        .unwrap();
+                    let mut hot = Vec::new();
+                    for (&(k, d), staged) in adds.iter().zip(staged) {
+                        match staged {
+                            Staged::Sealed(_) => {}
+                            Staged::Hot => hot.push((k, d)),
+                            Staged::Refused(e) => panic!("refused: {e}"),
+                        }
+                    }
+                    durable.wait().await.unwrap();
+                    for &(k, d) in &adds {
+                        if !hot.contains(&(k, d)) {
+                            writeln!(out.lock().unwrap(), "k {k} {d}").unwrap();
+                        }
+                    }
+                    for (k, d) in hot {
+                        engine.leader_add(&key(k), d).await.unwrap();
+                        writeln!(out.lock().unwrap(), "k {k} {d}").unwrap();
+                    }
                 }
             });
         }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::{key, open};
-use tally_engine::{Engine, Error, Options};
+use tally_engine::{Engine, Error, Options, Staged};
 
 /// An engine whose fsyncs fail while the returned switch is on.
 fn with_fsync_switch(dir: &std::path::Path) -> (Engine, Arc<AtomicBool>) {
@@ -171,4 +171,52 @@ async fn a_staged_add_is_sealed_before_it_is_durable() {
     let (outcome, durable) = engine.leader_add_staged(&key(2), 1).await.unwrap();
     assert_eq!(outcome.value, 1);
     assert!(matches!(durable.wait().await, Err(Error::Poisoned(_))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_adds_seals_cold_cells_and_leaves_hot_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, fail) = with_fsync_switch(dir.path());
+    // A cell is hot until a group commit after its last record is durable
+    // (and every cell is until the first one): a few sequential commits.
+    engine.leader_add(&key(9), 1).await.unwrap();
+    for _ in 0..3 {
+        engine.leader_add(&key(8), 1).await.unwrap();
+    }
+    let keys = [key(1), key(2), key(1), key(9)];
+    let (staged, durable) = engine
+        .leader_add_batch(keys.iter().zip([5, 7, 1, i64::MAX]))
+        .unwrap();
+    let sealed = |s: &Staged| match s {
+        Staged::Sealed(o) => Some((o.value, o.shard.clock)),
+        _ => None,
+    };
+    assert_eq!(sealed(&staged[0]), Some((5, 1)));
+    assert_eq!(sealed(&staged[1]), Some((7, 1)));
+    // Key 1 again: its record is not durable yet, so it is left to combine.
+    assert!(matches!(staged[2], Staged::Hot), "{:?}", staged[2]);
+    // Key 9 holds 1: refused at once, nothing applied.
+    assert!(
+        matches!(staged[3], Staged::Refused(Error::Overflow { .. })),
+        "{:?}",
+        staged[3]
+    );
+    durable.wait().await.unwrap();
+    assert_eq!(engine.get(&key(1)).unwrap().value(), 5);
+    assert_eq!(engine.get(&key(9)).unwrap().value(), 1);
+    // Its own commit durable, key 1 is still hot for one more: the adds that
+    // commit released come back now, and are combined.
+    let (staged, _) = engine.leader_add_batch([(&key(1), 2)]).unwrap();
+    assert!(matches!(staged[0], Staged::Hot), "{:?}", staged[0]);
+    assert_eq!(engine.stats().adds, 6);
+
+    // A failed fsync: sealed, but never durable, and the engine refuses more.
+    fail.store(true, Ordering::Relaxed);
+    let (staged, durable) = engine.leader_add_batch([(&key(4), 1)]).unwrap();
+    assert_eq!(sealed(&staged[0]), Some((1, 1)));
+    assert!(matches!(durable.wait().await, Err(Error::Poisoned(_))));
+    assert!(matches!(
+        engine.leader_add_batch([(&key(5), 1)]),
+        Err(Error::Poisoned(_))
+    ));
 }

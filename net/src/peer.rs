@@ -10,6 +10,10 @@
 //!   finish ─▶ the peer answers the batch in order on the same stream
 //! ```
 //!
+//! A call may carry several requests ([`Transport::submit`]): a coordinator
+//! replicating a batch of adds sends their shards as one call, with one
+//! answer channel, and no timer of its own.
+//!
 //! Batching is what makes a hot counter cheap to replicate: a thousand
 //! concurrent adds become a handful of streams, not a thousand. The sender
 //! keeps one connection per peer and dials again when it is lost, so a peer
@@ -121,6 +125,12 @@ pub enum PeerError {
         /// The deadline.
         ms: u64,
     },
+    /// Too many calls are queued for the peer: the request was not sent.
+    #[error("peer {peer} has too many requests queued")]
+    Overloaded {
+        /// Node id.
+        peer: String,
+    },
     /// The peer's answer did not decode.
     #[error("peer {peer} sent a malformed answer: {reason}")]
     Malformed {
@@ -147,10 +157,15 @@ pub enum StartError {
     },
 }
 
+/// Requests that travel in one batch and are answered together. Callers
+/// keep a call's requests of one kind (see `sender`, which sorts by the first).
 struct Call {
-    req: PeerRequest,
-    done: oneshot::Sender<Result<PeerResponse, PeerError>>,
+    reqs: Vec<PeerRequest>,
+    done: oneshot::Sender<Result<Vec<PeerResponse>, PeerError>>,
 }
+
+/// The answers to a [`Transport::submit`], in request order.
+pub type Answers = oneshot::Receiver<Result<Vec<PeerResponse>, PeerError>>;
 
 struct Link {
     id: String,
@@ -254,6 +269,16 @@ impl Transport {
         }
     }
 
+    fn link(&self, node: usize) -> Result<&Link, PeerError> {
+        match self.links.get(node) {
+            Some(Some(link)) => Ok(link),
+            _ => Err(PeerError::Unreachable {
+                peer: format!("#{node}"),
+                reason: "not a peer of this node".into(),
+            }),
+        }
+    }
+
     /// Sends one request to `node` (batched with others) and waits up to
     /// `timeout` for its answer.
     pub async fn call(
@@ -262,35 +287,56 @@ impl Transport {
         req: PeerRequest,
         timeout: Duration,
     ) -> Result<PeerResponse, PeerError> {
-        let Some(Some(link)) = self.links.get(node) else {
-            return Err(PeerError::Unreachable {
-                peer: format!("#{node}"),
-                reason: "not a peer of this node".into(),
-            });
-        };
+        let link = self.link(node)?;
         let (done, rx) = oneshot::channel();
+        let call = Call {
+            reqs: vec![req],
+            done,
+        };
         let timed_out = || PeerError::Timeout {
             peer: link.id.clone(),
             ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
         };
         let deadline = tokio::time::Instant::now() + timeout;
-        match tokio::time::timeout_at(deadline, link.queue.send(Call { req, done })).await {
+        match tokio::time::timeout_at(deadline, link.queue.send(call)).await {
             Ok(Ok(())) => {}
-            Ok(Err(_)) => {
-                return Err(PeerError::Unreachable {
-                    peer: link.id.clone(),
-                    reason: "transport stopped".into(),
-                });
-            }
+            Ok(Err(_)) => return Err(stopped(link)),
             Err(_) => return Err(timed_out()),
         }
         match tokio::time::timeout_at(deadline, rx).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err(PeerError::Lost {
+            Ok(Ok(Ok(mut answers))) if answers.len() == 1 => Ok(answers.remove(0)),
+            Ok(Ok(Ok(answers))) => Err(PeerError::Malformed {
                 peer: link.id.clone(),
-                reason: "sender stopped".into(),
+                reason: format!("{} answers to one request", answers.len()),
             }),
+            Ok(Ok(Err(e))) => Err(e),
+            Ok(Err(_)) => Err(lost(link)),
             Err(_) => Err(timed_out()),
+        }
+    }
+
+    /// Queues `reqs` for `node` as one call, without waiting: the answers
+    /// (one per request, in order) arrive on the receiver. There is no
+    /// timer: the caller bounds its wait. Fails at once, with nothing sent,
+    /// when the peer's queue is full. At most `BATCH_MESSAGES_MAX` requests.
+    pub fn submit(&self, node: usize, reqs: Vec<PeerRequest>) -> Result<Answers, PeerError> {
+        let link = self.link(node)?;
+        if reqs.len() > BATCH_MESSAGES_MAX {
+            return Err(PeerError::Unreachable {
+                peer: link.id.clone(),
+                reason: format!(
+                    "{} requests in one call, over the {BATCH_MESSAGES_MAX} of a batch",
+                    reqs.len()
+                ),
+            });
+        }
+        let (done, rx) = oneshot::channel();
+        match link.queue.try_send(Call { reqs, done }) {
+            Ok(()) => Ok(rx),
+            Err(mpsc::error::TrySendError::Full(_)) => Err(PeerError::Overloaded {
+                peer: link.id.clone(),
+            }),
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(stopped(link)),
         }
     }
 
@@ -299,6 +345,20 @@ impl Transport {
         self.closed.store(true, Ordering::Release);
         self.endpoint
             .close(VarInt::from_u32(CLOSE_SHUTDOWN), b"shutting down");
+    }
+}
+
+fn stopped(link: &Link) -> PeerError {
+    PeerError::Unreachable {
+        peer: link.id.clone(),
+        reason: "transport stopped".into(),
+    }
+}
+
+fn lost(link: &Link) -> PeerError {
+    PeerError::Lost {
+        peer: link.id.clone(),
+        reason: "sender stopped".into(),
     }
 }
 
@@ -311,14 +371,31 @@ async fn sender(
 ) {
     let mut conn: Option<Connection> = None;
     let in_flight = Arc::new(tokio::sync::Semaphore::new(EXCHANGES_MAX));
-    while let Some(first) = rx.recv().await {
+    // A call that did not fit in the last batch.
+    let mut carried: Option<Call> = None;
+    loop {
+        let first = match carried.take() {
+            Some(call) => call,
+            None => match rx.recv().await {
+                Some(call) => call,
+                None => return,
+            },
+        };
         // Let the tasks that are ready run first, so that the calls they
         // make (one fsync's worth of replications) share this batch.
         tokio::task::yield_now().await;
+        let mut requests = first.reqs.len();
         let mut batch = vec![first];
-        while batch.len() < BATCH_MESSAGES_MAX {
+        while requests < BATCH_MESSAGES_MAX {
             match rx.try_recv() {
-                Ok(call) => batch.push(call),
+                Ok(call) if requests + call.reqs.len() > BATCH_MESSAGES_MAX => {
+                    carried = Some(call);
+                    break;
+                }
+                Ok(call) => {
+                    requests += call.reqs.len();
+                    batch.push(call);
+                }
                 Err(_) => break,
             }
         }
@@ -352,20 +429,23 @@ async fn sender(
         // A peer answers a batch when its slowest request is done: keep
         // heartbeats and leader requests (which wait for replication) out
         // of batches whose answers they would hold up, or be held up by.
+        let first_is = |c: &Call, f: fn(&PeerRequest) -> bool| c.reqs.first().is_some_and(f);
         let (pings, rest): (Vec<Call>, Vec<Call>) = batch
             .into_iter()
-            .partition(|c| matches!(c.req, PeerRequest::Ping { .. }));
+            .partition(|c| first_is(c, |r| matches!(r, PeerRequest::Ping { .. })));
         let (leads, rest): (Vec<Call>, Vec<Call>) = rest.into_iter().partition(|c| {
-            matches!(
-                c.req,
-                PeerRequest::LeaderAdd { .. } | PeerRequest::LeaderReset { .. }
-            )
+            first_is(c, |r| {
+                matches!(
+                    r,
+                    PeerRequest::LeaderAdd { .. } | PeerRequest::LeaderReset { .. }
+                )
+            })
         });
         // A row answer can be megabytes: one per stream keeps every answer
         // under the message limit.
         let (rows, plain): (Vec<Call>, Vec<Call>) = rest
             .into_iter()
-            .partition(|c| matches!(c.req, PeerRequest::ReadRow { .. }));
+            .partition(|c| first_is(c, |r| matches!(r, PeerRequest::ReadRow { .. })));
         let groups = [pings, plain, leads]
             .into_iter()
             .chain(rows.into_iter().map(|r| vec![r]));
@@ -419,7 +499,12 @@ async fn exchange(
     dial_timeout: Duration,
     batch: Vec<Call>,
 ) {
-    let (reqs, dones): (Vec<_>, Vec<_>) = batch.into_iter().map(|c| (c.req, c.done)).unzip();
+    let mut reqs = Vec::with_capacity(batch.iter().map(|c| c.reqs.len()).sum());
+    let mut dones = Vec::with_capacity(batch.len());
+    for call in batch {
+        dones.push((call.reqs.len(), call.done));
+        reqs.extend(call.reqs);
+    }
     let bytes = wire::encode(&reqs);
     let peer = link.id.clone();
     let idempotent = reqs.iter().all(|r| {
@@ -451,21 +536,22 @@ async fn exchange(
             };
         }
     }
-    let fail = |dones: Vec<oneshot::Sender<_>>, err: PeerError| {
-        for d in dones {
+    let fail = |dones: Vec<(usize, oneshot::Sender<_>)>, err: PeerError| {
+        for (_, d) in dones {
             let _ = d.send(Err(err.clone()));
         }
     };
     match answer {
         Err(reason) => fail(dones, PeerError::Lost { peer, reason }),
         Ok(bytes) => match wire::decode::<Vec<PeerResponse>>(&bytes) {
-            Ok(resps) if resps.len() == dones.len() => {
-                for (d, r) in dones.into_iter().zip(resps) {
-                    let _ = d.send(Ok(r));
+            Ok(resps) if resps.len() == reqs.len() => {
+                let mut resps = resps.into_iter();
+                for (n, d) in dones {
+                    let _ = d.send(Ok(resps.by_ref().take(n).collect()));
                 }
             }
             Ok(resps) => {
-                let reason = format!("{} answers to {} requests", resps.len(), dones.len());
+                let reason = format!("{} answers to {} requests", resps.len(), reqs.len());
                 fail(dones, PeerError::Malformed { peer, reason })
             }
             Err(e) => fail(

@@ -33,10 +33,11 @@ use tally_net::peer::PeerError;
 use tally_net::wire::{
     Consistency, ErrorKind, PeerRequest, PeerResponse, ROW_COLUMNS_MAX, WireError, WireKey,
 };
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
+use crate::adds::{QueuedAdd, Reply};
 use crate::convert::{self, engine_error, wire_cell, wire_key};
 use crate::node::Node;
 
@@ -66,7 +67,7 @@ pub(crate) enum Replication {
 }
 
 /// Where a write goes.
-enum Route {
+pub(crate) enum Route {
     /// This node leads; the partition's replicas.
     Lead(Vec<usize>),
     /// Forward to these live replicas, in turn.
@@ -78,18 +79,54 @@ type Row = BTreeMap<Vec<u8>, Cell>;
 
 impl Node {
     /// Coordinates an add; answers the value the leader sees after it.
+    /// The add joins the node's next batch (see `adds`).
     pub async fn add(
         self: &Arc<Self>,
         key: &WireKey,
         delta: i64,
         cl: Consistency,
     ) -> Result<i64, WireError> {
-        let k = convert::key(key)?;
-        match self.route(&k, cl, "add")? {
-            Route::Lead(replicas) => self.lead_add_on(&k, delta, cl, &replicas).await,
+        let key = convert::key(key)?;
+        self.queued_add(key, delta, cl, false).await
+    }
+
+    /// Queues an add for the next batch and waits for its answer.
+    async fn queued_add(
+        &self,
+        key: Key,
+        delta: i64,
+        cl: Consistency,
+        lead_only: bool,
+    ) -> Result<i64, WireError> {
+        let (tx, rx) = oneshot::channel();
+        self.add_queue.push(QueuedAdd {
+            key,
+            delta,
+            cl,
+            lead_only,
+            reply: Reply::Task(tx),
+        });
+        rx.await.unwrap_or_else(|_| {
+            Err(WireError::new(
+                ErrorKind::Unavailable,
+                "the node is shutting down; the add may or may not have been applied",
+            ))
+        })
+    }
+
+    /// Coordinates an add one by one, routed already (see `adds` for when).
+    pub(crate) async fn add_routed(
+        self: &Arc<Self>,
+        key: &Key,
+        delta: i64,
+        cl: Consistency,
+        route: Route,
+    ) -> Result<i64, WireError> {
+        match route {
+            Route::Lead(replicas) => self.lead_add_on(key, delta, cl, &replicas).await,
             Route::Forward(live) => {
                 let req = PeerRequest::LeaderAdd {
-                    key: key.clone(),
+                    key: wire_key(key),
                     delta,
                     cl,
                 };
@@ -121,7 +158,7 @@ impl Node {
 
     /// Who leads a write: this node when it is a replica, else the live
     /// replicas in turn. Fails fast when `cl` cannot be met.
-    fn route(&self, key: &Key, cl: Consistency, what: &str) -> Result<Route, WireError> {
+    pub(crate) fn route(&self, key: &Key, cl: Consistency, what: &str) -> Result<Route, WireError> {
         let replicas = self.replicas(key.partition());
         let live = self.check_available(&replicas, cl, what)?;
         Ok(if replicas.contains(&self.me) {
@@ -168,21 +205,23 @@ impl Node {
         ))
     }
 
-    /// The leader's add for a coordinator that forwarded it: checks
-    /// availability with this node's own view first.
-    pub async fn lead_add(
-        self: &Arc<Self>,
-        key: &Key,
-        delta: i64,
-        cl: Consistency,
-    ) -> Result<i64, WireError> {
-        let replicas = self.replicas(key.partition());
-        self.check_available(&replicas, cl, "add")?;
-        self.lead_add_on(key, delta, cl, &replicas).await
+    /// The leader's add for a coordinator that forwarded it: joins the
+    /// next batch, which checks availability with this node's own view.
+    pub async fn lead_add(&self, key: Key, delta: i64, cl: Consistency) -> Result<i64, WireError> {
+        self.queued_add(key, delta, cl, true).await
     }
 
-    /// The leader's add: local read-modify-write, then replication to
-    /// `replicas` (already checked against `cl`).
+    /// The route of an add a peer forwarded here: this node leads, if `cl`
+    /// can be met.
+    pub(crate) fn lead_route(&self, key: &Key, cl: Consistency) -> Result<Route, WireError> {
+        let replicas = self.replicas(key.partition());
+        self.check_available(&replicas, cl, "add")?;
+        Ok(Route::Lead(replicas))
+    }
+
+    /// The leader's add, one by one: local read-modify-write, then
+    /// replication to `replicas` (already checked against `cl`). Fault
+    /// injection has been asked already (see `adds`).
     async fn lead_add_on(
         self: &Arc<Self>,
         key: &Key,
@@ -190,9 +229,6 @@ impl Node {
         cl: Consistency,
         replicas: &[usize],
     ) -> Result<i64, WireError> {
-        if self.drop_this_add() {
-            return Ok(0); // fault injection: a lost write, acknowledged
-        }
         for attempt in 1..=STALE_RETRIES_MAX {
             // The shard goes to the replicas while this node's fsync runs;
             // the add is acknowledged once `cl` durable copies exist, this

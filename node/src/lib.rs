@@ -13,12 +13,14 @@
 //!
 //! - [`config`]: `cluster.toml`, validated with errors that name the field.
 //! - [`ring`]: Murmur3 tokens, virtual nodes, replica placement.
-//! - [`coordinator`]: the write, read and reset paths and consistency levels.
+//! - [`coordinator`]: the write, read and reset paths and consistency levels;
+//!   `adds`: the add pipeline, which runs a node's adds in batches.
 //! - [`node`]: one node's parts wired together, and the peer request handler.
 //! - [`hints`]: durable hinted handoff.
 //! - [`server`]: the client protocol listener; [`resp`]: the RESP2 listener.
 //! - [`certs`]: the cluster CA and node certificates.
 
+mod adds;
 pub mod certs;
 pub mod config;
 mod convert;

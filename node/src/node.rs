@@ -54,6 +54,8 @@ pub struct Node {
     /// Fault injection: every Nth led add is acknowledged but not applied.
     drop_every: std::sync::atomic::AtomicU64,
     led_adds: std::sync::atomic::AtomicU64,
+    /// Adds waiting for their batch (see `adds`).
+    pub(crate) add_queue: Arc<crate::adds::AddQueue>,
 }
 
 impl Node {
@@ -97,6 +99,7 @@ impl Node {
             shared_replications: parking_lot::Mutex::new(std::collections::HashMap::new()),
             drop_every: std::sync::atomic::AtomicU64::new(0),
             led_adds: std::sync::atomic::AtomicU64::new(0),
+            add_queue: Arc::default(),
             config,
         }))
     }
@@ -127,6 +130,7 @@ impl Node {
         if self.transport.set(transport.clone()).is_err() {
             anyhow::bail!("the peer transport is already running");
         }
+        tokio::spawn(crate::adds::run(Arc::downgrade(self)));
         tokio::spawn(deliver_hints(Arc::downgrade(self)));
         tokio::spawn(sync_hints(Arc::downgrade(self)));
         Ok(transport)
@@ -324,7 +328,7 @@ async fn handle_one(node: Arc<Node>, req: PeerRequest) -> PeerResponse {
             Err(e) => Err(engine_error(&e)),
         },
         PeerRequest::LeaderAdd { key, delta, cl } => match convert::key(&key) {
-            Ok(k) => node.lead_add(&k, delta, cl).await.map(PeerResponse::Added),
+            Ok(k) => node.lead_add(k, delta, cl).await.map(PeerResponse::Added),
             Err(e) => Err(e),
         },
         PeerRequest::LeaderReset { key, cl } => match convert::key(&key) {

@@ -1,9 +1,11 @@
 //! The client listener: the client protocol over TCP.
 //!
-//! One task reads a connection's frames; every request runs in its own task
-//! (at most `IN_FLIGHT_MAX` per connection, then reading pauses), and a
-//! writer task coalesces the answers into as few writes as it can. Answers
-//! go out in completion order, matched by request id.
+//! One task reads a connection's frames. Adds join the node's add pipeline
+//! (see `adds`), which answers a batch's adds to one connection with one
+//! frame buffer; every other request runs in its own task. At most
+//! `IN_FLIGHT_MAX` requests per connection run at once, then reading
+//! pauses. A writer task coalesces the answers into as few writes as it
+//! can. Answers go out in completion order, matched by request id.
 //!
 //! A frame over the limit, a truncated frame or bytes that do not decode end
 //! that connection: the client gets one last frame with request id 0 that
@@ -14,13 +16,14 @@ use std::sync::Arc;
 
 use tally_net::frame::{put_frame, read_frame};
 use tally_net::wire::{
-    self, ClientRequest, ClientResponse, ErrorKind, REQUEST_FRAME_BYTES_MAX, WireError,
+    self, ClientOp, ClientRequest, ClientResponse, ErrorKind, REQUEST_FRAME_BYTES_MAX, WireError,
 };
 use tokio::io::BufReader;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
 use tracing::{debug, warn};
 
+use crate::adds::{QueuedAdd, Reply};
 use crate::node::Node;
 
 /// Requests one connection may have running at once.
@@ -81,6 +84,24 @@ async fn connection(stream: TcpStream, node: Arc<Node>) {
         let Ok(permit) = permits.clone().acquire_owned().await else {
             break None;
         };
+        if let ClientOp::Add { key, delta, cl } = &req.op {
+            let reply = Reply::Frame {
+                id: req.id,
+                conn: tx.clone(),
+                slot: permit,
+            };
+            match crate::convert::key(key) {
+                Ok(key) => node.add_queue.push(QueuedAdd {
+                    key,
+                    delta: *delta,
+                    cl: *cl,
+                    lead_only: false,
+                    reply,
+                }),
+                Err(e) => crate::adds::reply_now(reply, Err(e)),
+            }
+            continue;
+        }
         let node = node.clone();
         let tx = tx.clone();
         tokio::spawn(async move {

@@ -1,0 +1,476 @@
+//! The add pipeline: a node's adds, coordinated in batches.
+//!
+//! Every add a node coordinates (from the client protocol, the RESP
+//! listener, or a peer that forwarded it) joins one queue. A task takes
+//! everything queued once per scheduler turn and runs it as one batch:
+//!
+//! ```text
+//! adds ─▶ queue ─▶ batch: route each add ─▶ engine.leader_add_batch (one
+//!   lock per cell, one waiter for the fsync) ─▶ one call per replica with
+//!   every shard ─▶ wait for the fsync and the answers ─▶ reply, grouped
+//!   per client connection (one write each)
+//! ```
+//!
+//! A batch costs one task, one timer, one fsync waiter and one peer call
+//! per replica, where adds one by one cost all of these each. Nothing waits
+//! for a batch to fill: it holds what arrived while the node was busy, so
+//! an idle node answers an add as soon as it would have alone.
+//!
+//! The rules are the coordinator's (see `coordinator`): an add is
+//! acknowledged once `cl` durable copies exist; replicas that are down or
+//! fail get a hint. Adds that do not fit the common case take the one-add
+//! path, on a task of their own: a hot cell (its adds are combined by the
+//! engine's sealer), an add this node forwards to a leader, and an add that
+//! must be made again because a replica has seen a newer reset.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::{Arc, Weak};
+use std::task::Poll;
+
+use parking_lot::Mutex;
+use tally_engine::{Cell, Key, Staged};
+use tally_net::frame::put_frame;
+use tally_net::peer::Answers;
+use tally_net::wire::{
+    BATCH_MESSAGES_MAX, ClientReply, ClientResponse, Consistency, ErrorKind, PeerRequest,
+    PeerResponse, WireError,
+};
+use tokio::sync::{Notify, OwnedSemaphorePermit, mpsc, oneshot};
+use tokio::time::Instant;
+use tracing::debug;
+
+use crate::convert::{engine_error, wire_cell, wire_key};
+use crate::coordinator::Route;
+use crate::node::Node;
+
+/// Where an add's answer goes.
+pub(crate) enum Reply {
+    /// To a waiting task.
+    Task(oneshot::Sender<Result<i64, WireError>>),
+    /// As a response frame to a client connection's writer. The permit is
+    /// the connection's in-flight slot, freed once answered.
+    Frame {
+        id: u64,
+        conn: mpsc::Sender<Vec<u8>>,
+        slot: OwnedSemaphorePermit,
+    },
+}
+
+/// One add waiting for its batch.
+pub(crate) struct QueuedAdd {
+    pub(crate) key: Key,
+    pub(crate) delta: i64,
+    pub(crate) cl: Consistency,
+    /// A peer forwarded it here to lead: never forward it again.
+    pub(crate) lead_only: bool,
+    pub(crate) reply: Reply,
+}
+
+/// The queue of adds waiting for the batch task.
+#[derive(Default)]
+pub(crate) struct AddQueue {
+    adds: Mutex<Vec<QueuedAdd>>,
+    ready: Notify,
+}
+
+impl AddQueue {
+    pub(crate) fn push(&self, add: QueuedAdd) {
+        let mut adds = self.adds.lock();
+        adds.push(add);
+        if adds.len() == 1 {
+            // A stored permit if the task is busy: it looks again.
+            self.ready.notify_one();
+        }
+    }
+}
+
+/// Takes the queue's adds in batches and runs each batch on its own task,
+/// until the node is gone.
+pub(crate) async fn run(node: Weak<Node>) {
+    let Some(queue) = node.upgrade().map(|n| n.add_queue.clone()) else {
+        return;
+    };
+    let mut spare = Vec::new();
+    loop {
+        queue.ready.notified().await;
+        // Let the tasks that are ready run first, so that the adds they
+        // make join this batch.
+        tokio::task::yield_now().await;
+        let Some(node) = node.upgrade() else { return };
+        let mut adds = std::mem::replace(&mut *queue.adds.lock(), std::mem::take(&mut spare));
+        while !adds.is_empty() {
+            let rest = adds.split_off(adds.len().min(BATCH_MESSAGES_MAX));
+            tokio::spawn(run_batch(node.clone(), std::mem::replace(&mut adds, rest)));
+        }
+        spare = adds;
+    }
+}
+
+/// Answers grouped per client connection, sent with one write each.
+#[derive(Default)]
+struct Replies {
+    frames: Vec<(mpsc::Sender<Vec<u8>>, Vec<u8>)>,
+    /// Freed once the frames are queued: a connection's writer queue then
+    /// never holds more buffers than the connection has slots.
+    slots: Vec<OwnedSemaphorePermit>,
+}
+
+impl Replies {
+    fn add(&mut self, reply: Reply, result: Result<i64, WireError>) {
+        match reply {
+            Reply::Task(tx) => {
+                let _ = tx.send(result);
+            }
+            Reply::Frame { id, conn, slot } => {
+                let i = match self.frames.iter().position(|(c, _)| c.same_channel(&conn)) {
+                    Some(i) => i,
+                    None => {
+                        self.frames.push((conn, Vec::new()));
+                        self.frames.len() - 1
+                    }
+                };
+                let result = result.map(ClientReply::Value);
+                put_frame(&mut self.frames[i].1, &ClientResponse { id, result });
+                self.slots.push(slot);
+            }
+        }
+    }
+
+    async fn send(&mut self) {
+        for (conn, frames) in self.frames.drain(..) {
+            // A connection that closed needs no answers.
+            let _ = conn.send(frames).await;
+        }
+        self.slots.clear();
+    }
+}
+
+/// Answers one add at once, without waiting for room in its
+/// connection's queue (a frame reply is bounded by the connection's slots).
+pub(crate) fn reply_now(reply: Reply, result: Result<i64, WireError>) {
+    let mut replies = Replies::default();
+    replies.add(reply, result);
+    for (conn, frames) in replies.frames.drain(..) {
+        let _ = conn.try_send(frames);
+    }
+}
+
+/// Answers one add on its own.
+async fn reply_one(reply: Reply, result: Result<i64, WireError>) {
+    let mut replies = Replies::default();
+    replies.add(reply, result);
+    replies.send().await;
+}
+
+/// Runs an add on the one-add path, on a task of its own.
+fn spawn_one(node: &Arc<Node>, add: QueuedAdd, route: Route) {
+    let node = node.clone();
+    tokio::spawn(async move {
+        let result = node.add_routed(&add.key, add.delta, add.cl, route).await;
+        reply_one(add.reply, result).await;
+    });
+}
+
+/// An add this batch leads, sealed by the engine.
+struct Led {
+    key: Key,
+    delta: i64,
+    cl: Consistency,
+    /// Taken when answered.
+    reply: Option<Reply>,
+    value: i64,
+    cell: Cell,
+    /// Copies needed, and durable copies so far (this node's included).
+    required: usize,
+    acks: usize,
+    /// The newest epoch a replica answered `Stale` with.
+    newer_epoch: Option<u64>,
+    /// Index into `groups`.
+    group: usize,
+}
+
+/// The other replicas of some of the batch's adds, with the call that
+/// replicates their shards to each.
+struct Group {
+    replicas: Vec<usize>,
+    members: Vec<usize>,
+}
+
+/// One replica's call for one group.
+struct Pending {
+    group: usize,
+    replica: usize,
+    answers: Option<Answers>,
+}
+
+async fn run_batch(node: Arc<Node>, adds: Vec<QueuedAdd>) {
+    let mut replies = Replies::default();
+    // Route every add; keep the ones this node leads.
+    let mut lead: Vec<(QueuedAdd, Vec<usize>)> = Vec::with_capacity(adds.len());
+    for add in adds {
+        let route = if add.lead_only {
+            node.lead_route(&add.key, add.cl)
+        } else {
+            node.route(&add.key, add.cl, "add")
+        };
+        match route {
+            Err(e) => replies.add(add.reply, Err(e)),
+            Ok(Route::Lead(_)) if node.drop_this_add() => {
+                replies.add(add.reply, Ok(0)); // fault injection: a lost write
+            }
+            Ok(Route::Lead(replicas)) => lead.push((add, replicas)),
+            Ok(route @ Route::Forward(_)) => spawn_one(&node, add, route),
+        }
+    }
+    let staged = node
+        .engine
+        .leader_add_batch(lead.iter().map(|(add, _)| (&add.key, add.delta)));
+    let (staged, durable) = match staged {
+        Ok(s) => s,
+        Err(e) => {
+            let e = engine_error(&e);
+            for (add, _) in lead {
+                replies.add(add.reply, Err(e.clone()));
+            }
+            replies.send().await;
+            return;
+        }
+    };
+
+    let mut led: Vec<Led> = Vec::with_capacity(lead.len());
+    let mut groups: Vec<Group> = Vec::new();
+    for ((add, replicas), staged) in lead.into_iter().zip(staged) {
+        let outcome = match staged {
+            Staged::Sealed(outcome) => outcome,
+            Staged::Hot => {
+                spawn_one(&node, add, Route::Lead(replicas));
+                continue;
+            }
+            Staged::Refused(e) => {
+                replies.add(add.reply, Err(engine_error(&e)));
+                continue;
+            }
+        };
+        let group = match groups.iter().position(|g| g.replicas == replicas) {
+            Some(g) => g,
+            None => {
+                groups.push(Group {
+                    replicas: replicas.clone(),
+                    members: Vec::new(),
+                });
+                groups.len() - 1
+            }
+        };
+        groups[group].members.push(led.len());
+        led.push(Led {
+            required: add.cl.required(replicas.len()),
+            key: add.key,
+            delta: add.delta,
+            cl: add.cl,
+            reply: Some(add.reply),
+            value: outcome.value,
+            cell: outcome.replica_cell(),
+            acks: 0,
+            newer_epoch: None,
+            group,
+        });
+    }
+    // Early answers first: they need nothing from the replicas.
+    replies.send().await;
+    if led.is_empty() {
+        // Nothing sealed here: nothing to wait for either.
+        return;
+    }
+
+    // One call per replica and group, carrying every shard of the group.
+    let transport = node.transport();
+    let mut pending: Vec<Pending> = Vec::new();
+    for (g, group) in groups.iter().enumerate() {
+        for &r in group.replicas.iter().filter(|&&r| r != node.me) {
+            let answers = if transport.is_up(r) {
+                let reqs = group
+                    .members
+                    .iter()
+                    .map(|&i| PeerRequest::Apply {
+                        key: wire_key(&led[i].key),
+                        cell: wire_cell(&led[i].cell),
+                    })
+                    .collect();
+                match transport.submit(r, reqs) {
+                    Ok(answers) => Some(answers),
+                    Err(e) => {
+                        debug!(replica = r, error = %e, "replication failed");
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            if answers.is_none() {
+                for &i in &group.members {
+                    node.hint(r, &led[i].key);
+                }
+                continue;
+            }
+            pending.push(Pending {
+                group: g,
+                replica: r,
+                answers,
+            });
+        }
+    }
+
+    // Wait for this node's fsync and the replicas, until every add has its
+    // copies, or every replica answered, or the write timeout passed. The
+    // fsync is always waited for.
+    let mut local = pin!(durable.wait());
+    let mut mine: Option<Result<(), WireError>> = None;
+    let mut sleep = pin!(tokio::time::sleep_until(
+        Instant::now() + node.write_timeout
+    ));
+    let mut timed_out = false;
+    std::future::poll_fn(|cx| {
+        loop {
+            let mut progressed = false;
+            if mine.is_none()
+                && let Poll::Ready(done) = local.as_mut().poll(cx)
+            {
+                let ok = done.is_ok();
+                mine = Some(done.map_err(|e| engine_error(&e)));
+                if ok {
+                    for l in &mut led {
+                        l.acks += 1;
+                    }
+                }
+                progressed = true;
+            }
+            for p in &mut pending {
+                let Some(rx) = p.answers.as_mut() else {
+                    continue;
+                };
+                let Poll::Ready(answer) = std::pin::Pin::new(rx).poll(cx) else {
+                    continue;
+                };
+                p.answers = None;
+                progressed = true;
+                let members = &groups[p.group].members;
+                match answer {
+                    Ok(Ok(answers)) if answers.len() == members.len() => {
+                        for (&i, answer) in members.iter().zip(answers) {
+                            let l = &mut led[i];
+                            match answer {
+                                PeerResponse::Applied => l.acks += 1,
+                                // Ahead of us: it needs nothing from this epoch.
+                                PeerResponse::Stale { epoch } => {
+                                    l.newer_epoch = l.newer_epoch.max(Some(epoch));
+                                }
+                                other => {
+                                    debug!(replica = p.replica, answer = ?other, "replica refused a shard");
+                                    node.hint(p.replica, &l.key);
+                                }
+                            }
+                        }
+                    }
+                    failed => {
+                        debug!(replica = p.replica, answer = ?failed.map(|a| a.map(|a| a.len())), "replication failed");
+                        for &i in members {
+                            node.hint(p.replica, &led[i].key);
+                        }
+                    }
+                }
+            }
+            let replicas_done = timed_out || pending.iter().all(|p| p.answers.is_none());
+            let all_met = led.iter().all(|l| l.acks >= l.required);
+            if mine.is_some() && (all_met || replicas_done) {
+                return Poll::Ready(());
+            }
+            if !timed_out && sleep.as_mut().poll(cx).is_ready() {
+                timed_out = true;
+                progressed = true;
+            }
+            if !progressed {
+                return Poll::Pending;
+            }
+        }
+    })
+    .await;
+
+    let mine = mine.expect("the loop ends only once the fsync is done");
+    let mut retries = Vec::new();
+    for l in &mut led {
+        let Some(reply) = l.reply.take() else {
+            continue;
+        };
+        if l.acks >= l.required {
+            replies.add(reply, Ok(l.value));
+            continue;
+        }
+        let result = match (&mine, l.newer_epoch) {
+            (Err(e), _) => Err(WireError::new(
+                ErrorKind::Storage,
+                format!(
+                    "{}; the shard may already be on other replicas, so the add may or may not have been applied",
+                    e.message
+                ),
+            )),
+            // This node missed a reset that a replica has seen: the add
+            // just made is in the old epoch, which every replica discards.
+            // Catch up and make it again, on the one-add path.
+            (Ok(()), Some(epoch)) => {
+                let replicas = groups[l.group].replicas.clone();
+                retries.push((l.key.clone(), l.delta, l.cl, reply, replicas, epoch));
+                continue;
+            }
+            (Ok(()), None) => Err(WireError::new(
+                ErrorKind::Timeout,
+                format!(
+                    "{} of {} copies acknowledged within {} ms at {}; the write is durable on the leader and will reach the others, but may not be visible at {} yet",
+                    l.acks,
+                    l.required,
+                    node.write_timeout.as_millis(),
+                    l.cl,
+                    l.cl
+                ),
+            )),
+        };
+        replies.add(reply, result);
+    }
+    replies.send().await;
+    for (key, delta, cl, reply, replicas, epoch) in retries {
+        let node = node.clone();
+        tokio::spawn(async move {
+            debug!(
+                epoch,
+                "leader was behind a reset; adding again in the new epoch"
+            );
+            let result = match node.engine.apply(&key, &Cell::from_parts(epoch, [])).await {
+                Ok(()) => {
+                    node.add_routed(&key, delta, cl, Route::Lead(replicas))
+                        .await
+                }
+                Err(e) => Err(engine_error(&e)),
+            };
+            reply_one(reply, result).await;
+        });
+    }
+
+    // Replicas that had not answered when the adds were: still waited for
+    // (up to the write timeout), so that one that fails gets its hints.
+    for p in pending {
+        let Some(answers) = p.answers else { continue };
+        let answers = tokio::select! {
+            answers = answers => answers.ok().and_then(Result::ok),
+            () = &mut sleep => None,
+        };
+        for (n, &i) in groups[p.group].members.iter().enumerate() {
+            let ok = answers
+                .as_ref()
+                .and_then(|a| a.get(n))
+                .is_some_and(|a| matches!(a, PeerResponse::Applied | PeerResponse::Stale { .. }));
+            if !ok {
+                node.hint(p.replica, &led[i].key);
+            }
+        }
+    }
+}
