@@ -69,8 +69,9 @@ struct Args {
     /// Random seed (keys, read/add choice).
     #[arg(long, default_value_t = 42)]
     seed: u64,
-    /// Connections to each node.
-    #[arg(long, default_value_t = 4)]
+    /// Connections to each node. One pipelined connection carries any
+    /// concurrency; more split each node's answers into smaller writes.
+    #[arg(long, default_value_t = 1)]
     connections: usize,
     /// Print the result as JSON.
     #[arg(long)]
@@ -134,7 +135,9 @@ fn error_kind(e: &ClientError) -> String {
     }
 }
 
-#[tokio::main]
+// One thread: the tasks only wait for answers, and a single thread needs
+// no cross-thread wake-ups (about 1 us of CPU per operation less).
+#[tokio::main(flavor = "current_thread")]
 async fn main() {
     match run(Args::parse()).await {
         Ok(true) => {}
