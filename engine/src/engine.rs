@@ -339,12 +339,13 @@ impl Engine {
     }
 
     /// Leader adds for many keys at once, sealed on the calling thread
-    /// where the cell is cold (see [`Staged`]), with one [`Durable`] for
-    /// all of them: a batch of adds costs one wake-up of the commit thread
-    /// and one waiter, not one per add. Answers one [`Staged`] per add, in
-    /// order. An add to a key that appears earlier in the batch finds its
-    /// cell hot. The rules of [`Engine::leader_add_staged`] apply: replicate
-    /// while the fsync runs, acknowledge only after `Durable::wait`.
+    /// (unless adds are already waiting on the cell, see [`Staged`]), with
+    /// one [`Durable`] for all of them: a batch of adds costs one wake-up of
+    /// the commit thread and one waiter, not one per add. Answers one
+    /// [`Staged`] per add, in order. Each add is its own read-modify-write:
+    /// the caller combines adds to one key first. The rules of
+    /// [`Engine::leader_add_staged`] apply: replicate while the fsync runs,
+    /// acknowledge only after `Durable::wait`.
     pub fn leader_add_batch<'k>(
         &self,
         adds: impl IntoIterator<Item = (&'k Key, i64)>,
@@ -357,10 +358,10 @@ impl Engine {
         let mut full = false;
         for (key, delta) in adds {
             let one = self.inner.with_cached_cell(key, |cached, v| {
-                let cold = cached.pending.is_empty()
-                    && cached.sealed_batch < self.inner.durable_batch.load(Ordering::Acquire)
-                    && v.frozen.len() < stall_at;
-                if !cold {
+                // Unlike a lone add, a batch's add does not wait to be
+                // combined when the cell's last record is not durable yet:
+                // the caller has combined the batch's adds to one cell.
+                if !cached.pending.is_empty() || v.frozen.len() >= stall_at {
                     return Ok(Staged::Hot);
                 }
                 let one = crate::commit::seal_one_now(&self.inner, key, cached, v, delta)?;

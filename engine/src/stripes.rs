@@ -66,9 +66,9 @@ impl Durable {
 pub enum Staged {
     /// Sealed on the calling thread: durable once the batch's [`Durable`] is.
     Sealed(AddOutcome),
-    /// Not touched: the cell is hot (adds are waiting to be combined into
-    /// it, or its last record is not durable yet) or writes are stalled.
-    /// Add it with `leader_add_staged`, which combines it.
+    /// Not touched: adds are waiting to be combined into the cell (lone
+    /// adds, from `leader_add`), or writes are stalled. Add it with
+    /// `leader_add_staged`, which joins them.
     Hot,
     /// Refused (it would overflow); nothing was applied.
     Refused(crate::Error),

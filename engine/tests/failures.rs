@@ -174,15 +174,10 @@ async fn a_staged_add_is_sealed_before_it_is_durable() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_batch_of_adds_seals_cold_cells_and_leaves_hot_ones() {
+async fn a_batch_of_adds_is_sealed_on_the_calling_thread() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, fail) = with_fsync_switch(dir.path());
-    // A cell is hot until a group commit after its last record is durable
-    // (and every cell is until the first one): a few sequential commits.
     engine.leader_add(&key(9), 1).await.unwrap();
-    for _ in 0..3 {
-        engine.leader_add(&key(8), 1).await.unwrap();
-    }
     let keys = [key(1), key(2), key(1), key(9)];
     let (staged, durable) = engine
         .leader_add_batch(keys.iter().zip([5, 7, 1, i64::MAX]))
@@ -193,8 +188,9 @@ async fn a_batch_of_adds_seals_cold_cells_and_leaves_hot_ones() {
     };
     assert_eq!(sealed(&staged[0]), Some((5, 1)));
     assert_eq!(sealed(&staged[1]), Some((7, 1)));
-    // Key 1 again: its record is not durable yet, so it is left to combine.
-    assert!(matches!(staged[2], Staged::Hot), "{:?}", staged[2]);
+    // Key 1 again: a read-modify-write of its own, though the first is
+    // not durable yet.
+    assert_eq!(sealed(&staged[2]), Some((6, 2)));
     // Key 9 holds 1: refused at once, nothing applied.
     assert!(
         matches!(staged[3], Staged::Refused(Error::Overflow { .. })),
@@ -202,13 +198,9 @@ async fn a_batch_of_adds_seals_cold_cells_and_leaves_hot_ones() {
         staged[3]
     );
     durable.wait().await.unwrap();
-    assert_eq!(engine.get(&key(1)).unwrap().value(), 5);
+    assert_eq!(engine.get(&key(1)).unwrap().value(), 6);
     assert_eq!(engine.get(&key(9)).unwrap().value(), 1);
-    // Its own commit durable, key 1 is still hot for one more: the adds that
-    // commit released come back now, and are combined.
-    let (staged, _) = engine.leader_add_batch([(&key(1), 2)]).unwrap();
-    assert!(matches!(staged[0], Staged::Hot), "{:?}", staged[0]);
-    assert_eq!(engine.stats().adds, 6);
+    assert_eq!(engine.stats().adds, 4);
 
     // A failed fsync: sealed, but never durable, and the engine refuses more.
     fail.store(true, Ordering::Relaxed);
@@ -219,4 +211,48 @@ async fn a_batch_of_adds_seals_cold_cells_and_leaves_hot_ones() {
         engine.leader_add_batch([(&key(5), 1)]),
         Err(Error::Poisoned(_))
     ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_leaves_a_cell_with_lone_adds_waiting_to_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Arc::new(open(dir.path(), &Options::default()));
+    let hot = key(1);
+    // Lone adds to one cell keep adds waiting on it for the sealer.
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut lone = tokio::task::JoinSet::new();
+    for _ in 0..64 {
+        let (engine, stop, hot) = (engine.clone(), stop.clone(), hot.clone());
+        lone.spawn(async move {
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) {
+                engine.leader_add(&hot, 1).await.unwrap();
+                n += 1;
+            }
+            n
+        });
+    }
+    let (mut batched, mut left_hot) = (0, 0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while left_hot < 10 && std::time::Instant::now() < deadline {
+        let (staged, durable) = engine.leader_add_batch([(&hot, 1)]).unwrap();
+        match &staged[0] {
+            Staged::Sealed(_) => durable.wait().await.unwrap(),
+            // Not applied: the caller adds it the lone way.
+            Staged::Hot => {
+                left_hot += 1;
+                engine.leader_add(&hot, 1).await.unwrap();
+            }
+            Staged::Refused(e) => panic!("{e}"),
+        }
+        batched += 1;
+        tokio::task::yield_now().await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut total = batched;
+    while let Some(n) = lone.join_next().await {
+        total += n.unwrap();
+    }
+    assert!(left_hot >= 10, "adds were never waiting on the cell");
+    assert_eq!(engine.get(&hot).unwrap().value(), total);
 }

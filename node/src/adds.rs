@@ -5,10 +5,11 @@
 //! everything queued once per scheduler turn and runs it as one batch:
 //!
 //! ```text
-//! adds ─▶ queue ─▶ batch: route each add ─▶ engine.leader_add_batch (one
-//!   lock per cell, one waiter for the fsync) ─▶ one call per replica with
-//!   every shard ─▶ wait for the fsync and the answers ─▶ reply, grouped
-//!   per client connection (one write each)
+//! adds ─▶ queue ─▶ batch: route each add, combine the adds to one counter
+//!   ─▶ engine.leader_add_batch (one read-modify-write per counter, one
+//!   waiter for the fsync) ─▶ one call per replica with every shard ─▶ wait
+//!   for the fsync and the answers ─▶ reply, grouped per client connection
+//!   (one write each)
 //! ```
 //!
 //! A batch costs one task, one timer, one fsync waiter and one peer call
@@ -16,13 +17,19 @@
 //! for a batch to fill: it holds what arrived while the node was busy, so
 //! an idle node answers an add as soon as it would have alone.
 //!
+//! A hot counter's adds in one batch become one add of their sum: one
+//! record and one shard to replicate for all of them. Each answers the
+//! value it would have seen had they run one after another in arrival order.
+//!
 //! The rules are the coordinator's (see `coordinator`): an add is
 //! acknowledged once `cl` durable copies exist; replicas that are down or
 //! fail get a hint. Adds that do not fit the common case take the one-add
-//! path, on a task of their own: a hot cell (its adds are combined by the
-//! engine's sealer), an add this node forwards to a leader, and an add that
-//! must be made again because a replica has seen a newer reset.
+//! path, on a task of their own: a cell that lone adds are waiting on (the
+//! engine's sealer combines it), a sum that would overflow, an add this
+//! node forwards to a leader, and adds that must be made again because a
+//! replica has seen a newer reset.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::{Arc, Weak};
@@ -164,21 +171,71 @@ async fn reply_one(reply: Reply, result: Result<i64, WireError>) {
 }
 
 /// Runs an add on the one-add path, on a task of its own.
-fn spawn_one(node: &Arc<Node>, add: QueuedAdd, route: Route) {
+fn spawn_one(node: &Arc<Node>, key: Key, delta: i64, cl: Consistency, reply: Reply, route: Route) {
     let node = node.clone();
     tokio::spawn(async move {
-        let result = node.add_routed(&add.key, add.delta, add.cl, route).await;
-        reply_one(add.reply, result).await;
+        let result = node.add_routed(&key, delta, cl, route).await;
+        reply_one(reply, result).await;
     });
 }
 
-/// An add this batch leads, sealed by the engine.
-struct Led {
+/// The batch's adds to one counter at one consistency level, made as one
+/// add of their sum: one read-modify-write, one record, one shard to
+/// replicate. A hot counter's adds thus cost about what one add costs.
+struct Combined {
     key: Key,
-    delta: i64,
     cl: Consistency,
-    /// Taken when answered.
-    reply: Option<Reply>,
+    replicas: Vec<usize>,
+    /// The sum of the members' deltas.
+    delta: i64,
+    /// Each add's answer (taken when answered) and delta, in arrival order.
+    members: Vec<(Option<Reply>, i64)>,
+}
+
+impl Combined {
+    /// Runs every member on the one-add path, where each is refused or
+    /// made on its own.
+    fn spawn_each(self, node: &Arc<Node>) {
+        for (reply, delta) in self.members {
+            if let Some(reply) = reply {
+                let route = Route::Lead(self.replicas.clone());
+                spawn_one(node, self.key.clone(), delta, self.cl, reply, route);
+            }
+        }
+    }
+}
+
+/// Combines the adds to one counter (and level) into one [`Combined`],
+/// in order of first arrival. An add whose delta would overflow the sum
+/// starts a new one.
+fn combine(lead: Vec<(QueuedAdd, Vec<usize>)>) -> Vec<Combined> {
+    let mut combined: Vec<Combined> = Vec::with_capacity(lead.len());
+    let mut index: HashMap<(Key, Consistency), usize> = HashMap::new();
+    for (add, replicas) in lead {
+        let id = (add.key, add.cl);
+        if let Some(&i) = index.get(&id)
+            && let Some(sum) = combined[i].delta.checked_add(add.delta)
+        {
+            combined[i].delta = sum;
+            combined[i].members.push((Some(add.reply), add.delta));
+            continue;
+        }
+        index.insert(id.clone(), combined.len());
+        combined.push(Combined {
+            key: id.0,
+            cl: id.1,
+            replicas,
+            delta: add.delta,
+            members: vec![(Some(add.reply), add.delta)],
+        });
+    }
+    combined
+}
+
+/// Adds this batch leads, sealed by the engine as one.
+struct Led {
+    adds: Combined,
+    /// The value after all of them.
     value: i64,
     cell: Cell,
     /// Copies needed, and durable copies so far (this node's included).
@@ -186,8 +243,6 @@ struct Led {
     acks: usize,
     /// The newest epoch a replica answered `Stale` with.
     newer_epoch: Option<u64>,
-    /// Index into `groups`.
-    group: usize,
 }
 
 /// The other replicas of some of the batch's adds, with the call that
@@ -220,43 +275,55 @@ async fn run_batch(node: Arc<Node>, adds: Vec<QueuedAdd>) {
                 replies.add(add.reply, Ok(0)); // fault injection: a lost write
             }
             Ok(Route::Lead(replicas)) => lead.push((add, replicas)),
-            Ok(route @ Route::Forward(_)) => spawn_one(&node, add, route),
+            Ok(route @ Route::Forward(_)) => {
+                spawn_one(&node, add.key, add.delta, add.cl, add.reply, route);
+            }
         }
     }
+    let combined = combine(lead);
     let staged = node
         .engine
-        .leader_add_batch(lead.iter().map(|(add, _)| (&add.key, add.delta)));
+        .leader_add_batch(combined.iter().map(|c| (&c.key, c.delta)));
     let (staged, durable) = match staged {
         Ok(s) => s,
         Err(e) => {
             let e = engine_error(&e);
-            for (add, _) in lead {
-                replies.add(add.reply, Err(e.clone()));
+            for c in combined {
+                for (reply, _) in c.members {
+                    replies.add(reply.expect("not answered yet"), Err(e.clone()));
+                }
             }
             replies.send().await;
             return;
         }
     };
 
-    let mut led: Vec<Led> = Vec::with_capacity(lead.len());
+    let mut led: Vec<Led> = Vec::with_capacity(combined.len());
     let mut groups: Vec<Group> = Vec::new();
-    for ((add, replicas), staged) in lead.into_iter().zip(staged) {
+    for (mut adds, staged) in combined.into_iter().zip(staged) {
         let outcome = match staged {
             Staged::Sealed(outcome) => outcome,
             Staged::Hot => {
-                spawn_one(&node, add, Route::Lead(replicas));
+                adds.spawn_each(&node);
+                continue;
+            }
+            // A sum may overflow where some of its adds alone would not.
+            Staged::Refused(_) if adds.members.len() > 1 => {
+                adds.spawn_each(&node);
                 continue;
             }
             Staged::Refused(e) => {
-                replies.add(add.reply, Err(engine_error(&e)));
+                if let Some(reply) = adds.members[0].0.take() {
+                    replies.add(reply, Err(engine_error(&e)));
+                }
                 continue;
             }
         };
-        let group = match groups.iter().position(|g| g.replicas == replicas) {
+        let group = match groups.iter().position(|g| g.replicas == adds.replicas) {
             Some(g) => g,
             None => {
                 groups.push(Group {
-                    replicas: replicas.clone(),
+                    replicas: adds.replicas.clone(),
                     members: Vec::new(),
                 });
                 groups.len() - 1
@@ -264,16 +331,12 @@ async fn run_batch(node: Arc<Node>, adds: Vec<QueuedAdd>) {
         };
         groups[group].members.push(led.len());
         led.push(Led {
-            required: add.cl.required(replicas.len()),
-            key: add.key,
-            delta: add.delta,
-            cl: add.cl,
-            reply: Some(add.reply),
+            required: adds.cl.required(adds.replicas.len()),
+            adds,
             value: outcome.value,
             cell: outcome.replica_cell(),
             acks: 0,
             newer_epoch: None,
-            group,
         });
     }
     // Early answers first: they need nothing from the replicas.
@@ -293,7 +356,7 @@ async fn run_batch(node: Arc<Node>, adds: Vec<QueuedAdd>) {
                     .members
                     .iter()
                     .map(|&i| PeerRequest::Apply {
-                        key: wire_key(&led[i].key),
+                        key: wire_key(&led[i].adds.key),
                         cell: wire_cell(&led[i].cell),
                     })
                     .collect();
@@ -309,7 +372,7 @@ async fn run_batch(node: Arc<Node>, adds: Vec<QueuedAdd>) {
             };
             if answers.is_none() {
                 for &i in &group.members {
-                    node.hint(r, &led[i].key);
+                    node.hint(r, &led[i].adds.key);
                 }
                 continue;
             }
@@ -367,7 +430,7 @@ async fn run_batch(node: Arc<Node>, adds: Vec<QueuedAdd>) {
                                 }
                                 other => {
                                     debug!(replica = p.replica, answer = ?other, "replica refused a shard");
-                                    node.hint(p.replica, &l.key);
+                                    node.hint(p.replica, &l.adds.key);
                                 }
                             }
                         }
@@ -375,7 +438,7 @@ async fn run_batch(node: Arc<Node>, adds: Vec<QueuedAdd>) {
                     failed => {
                         debug!(replica = p.replica, answer = ?failed.map(|a| a.map(|a| a.len())), "replication failed");
                         for &i in members {
-                            node.hint(p.replica, &led[i].key);
+                            node.hint(p.replica, &led[i].adds.key);
                         }
                     }
                 }
@@ -398,60 +461,79 @@ async fn run_batch(node: Arc<Node>, adds: Vec<QueuedAdd>) {
 
     let mine = mine.expect("the loop ends only once the fsync is done");
     let mut retries = Vec::new();
-    for l in &mut led {
-        let Some(reply) = l.reply.take() else {
-            continue;
-        };
-        if l.acks >= l.required {
-            replies.add(reply, Ok(l.value));
-            continue;
-        }
-        let result = match (&mine, l.newer_epoch) {
-            (Err(e), _) => Err(WireError::new(
-                ErrorKind::Storage,
-                format!(
-                    "{}; the shard may already be on other replicas, so the add may or may not have been applied",
-                    e.message
-                ),
-            )),
-            // This node missed a reset that a replica has seen: the add
-            // just made is in the old epoch, which every replica discards.
-            // Catch up and make it again, on the one-add path.
-            (Ok(()), Some(epoch)) => {
-                let replicas = groups[l.group].replicas.clone();
-                retries.push((l.key.clone(), l.delta, l.cl, reply, replicas, epoch));
-                continue;
+    for (n, l) in led.iter_mut().enumerate() {
+        let result = if l.acks >= l.required {
+            Ok(())
+        } else {
+            match (&mine, l.newer_epoch) {
+                (Err(e), _) => Err(WireError::new(
+                    ErrorKind::Storage,
+                    format!(
+                        "{}; the shard may already be on other replicas, so the add may or may not have been applied",
+                        e.message
+                    ),
+                )),
+                // This node missed a reset that a replica has seen: the adds
+                // just made are in the old epoch, which every replica
+                // discards. Catch up and make them again, one by one.
+                (Ok(()), Some(epoch)) => {
+                    retries.push((n, epoch));
+                    continue;
+                }
+                (Ok(()), None) => Err(WireError::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "{} of {} copies acknowledged within {} ms at {cl}; the write is durable on the leader and will reach the others, but may not be visible at {cl} yet",
+                        l.acks,
+                        l.required,
+                        node.write_timeout.as_millis(),
+                        cl = l.adds.cl,
+                    ),
+                )),
             }
-            (Ok(()), None) => Err(WireError::new(
-                ErrorKind::Timeout,
-                format!(
-                    "{} of {} copies acknowledged within {} ms at {}; the write is durable on the leader and will reach the others, but may not be visible at {} yet",
-                    l.acks,
-                    l.required,
-                    node.write_timeout.as_millis(),
-                    l.cl,
-                    l.cl
-                ),
-            )),
         };
-        replies.add(reply, result);
+        // Each add answers the value as if the batch's adds to the counter
+        // ran one after another in arrival order: the last one sees the
+        // sum, each earlier one that minus the deltas after it.
+        let mut after = l.value;
+        for (reply, delta) in l.adds.members.iter_mut().rev() {
+            if let Some(reply) = reply.take() {
+                replies.add(reply, result.clone().map(|()| after));
+            }
+            after = after.wrapping_sub(*delta);
+        }
     }
     replies.send().await;
-    for (key, delta, cl, reply, replicas, epoch) in retries {
+    for (n, epoch) in retries {
+        let l = &mut led[n];
+        let adds = Combined {
+            key: l.adds.key.clone(),
+            cl: l.adds.cl,
+            replicas: l.adds.replicas.clone(),
+            delta: l.adds.delta,
+            members: std::mem::take(&mut l.adds.members),
+        };
         let node = node.clone();
         tokio::spawn(async move {
             debug!(
                 epoch,
                 "leader was behind a reset; adding again in the new epoch"
             );
-            let result = match node.engine.apply(&key, &Cell::from_parts(epoch, [])).await {
-                Ok(()) => {
-                    node.add_routed(&key, delta, cl, Route::Lead(replicas))
-                        .await
+            match node
+                .engine
+                .apply(&adds.key, &Cell::from_parts(epoch, []))
+                .await
+            {
+                Ok(()) => adds.spawn_each(&node),
+                Err(e) => {
+                    let e = engine_error(&e);
+                    for (reply, _) in adds.members {
+                        if let Some(reply) = reply {
+                            reply_one(reply, Err(e.clone())).await;
+                        }
+                    }
                 }
-                Err(e) => Err(engine_error(&e)),
-            };
-            reply_one(reply, result).await;
+            }
         });
     }
 
@@ -469,7 +551,7 @@ async fn run_batch(node: Arc<Node>, adds: Vec<QueuedAdd>) {
                 .and_then(|a| a.get(n))
                 .is_some_and(|a| matches!(a, PeerResponse::Applied | PeerResponse::Stale { .. }));
             if !ok {
-                node.hint(p.replica, &led[i].key);
+                node.hint(p.replica, &led[i].adds.key);
             }
         }
     }

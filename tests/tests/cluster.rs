@@ -88,6 +88,31 @@ fn adds_through_one_node_read_back_through_another() {
     });
 }
 
+/// A hot counter's concurrent adds are made together (one read-modify-write
+/// per batch), yet each answers the value it would have seen alone: with
+/// adds of 1, every value from 1 to N exactly once.
+#[test]
+fn concurrent_adds_to_one_counter_each_answer_their_own_value() {
+    const ADDS: i64 = 400;
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    rt().block_on(async {
+        let n1 = std::sync::Arc::new(cluster.client(0).await.unwrap());
+        let mut adds = tokio::task::JoinSet::new();
+        for _ in 0..ADDS {
+            let n1 = n1.clone();
+            adds.spawn(async move { n1.add(b"hot", b"", 1, Consistency::Quorum).await });
+        }
+        let mut seen = Vec::new();
+        while let Some(answer) = adds.join_next().await {
+            seen.push(answer.unwrap().unwrap());
+        }
+        seen.sort_unstable();
+        assert_eq!(seen, (1..=ADDS).collect::<Vec<_>>());
+        let n2 = cluster.client(1).await.unwrap();
+        assert_eq!(n2.get(b"hot", b"", Consistency::All).await.unwrap(), ADDS);
+    });
+}
+
 #[test]
 fn a_killed_node_gets_its_hints_and_all_converges() {
     let mut cluster = Cluster::start(ClusterOptions::default()).unwrap();
