@@ -111,6 +111,24 @@ impl Cell {
         self.merge_parts(other.epoch, &other.shards);
     }
 
+    /// [`Cell::merge`], answering whether this cell changed.
+    pub fn merge_changed(&mut self, other: &Cell) -> bool {
+        if other.epoch > self.epoch {
+            self.epoch = other.epoch;
+            self.shards.clear();
+            self.shards.extend_from_slice(&other.shards);
+            return true;
+        }
+        if other.epoch < self.epoch {
+            return false;
+        }
+        let mut changed = false;
+        for shard in &other.shards {
+            changed |= self.merge_shard(*shard);
+        }
+        changed
+    }
+
     /// Merges the cell `{epoch, shards}` (shards sorted and unique by id).
     pub fn merge_parts(&mut self, epoch: u64, shards: &[Shard]) {
         if epoch > self.epoch {
@@ -141,8 +159,9 @@ impl Cell {
         }
     }
 
-    /// Merges one shard of this cell's epoch.
-    fn merge_shard(&mut self, shard: Shard) {
+    /// Merges one shard of this cell's epoch; answers whether it changed
+    /// the cell.
+    fn merge_shard(&mut self, shard: Shard) -> bool {
         match self
             .shards
             .binary_search_by_key(&shard.counter_id, |s| s.counter_id)
@@ -151,6 +170,7 @@ impl Cell {
                 let mine = &mut self.shards[i];
                 if shard.clock > mine.clock {
                     *mine = shard;
+                    true
                 } else if shard.clock == mine.clock && shard.value != mine.value {
                     CLOCK_CONFLICTS.fetch_add(1, Ordering::Relaxed);
                     tracing::error!(
@@ -160,10 +180,17 @@ impl Cell {
                         b = shard.value,
                         "corrupt counter state: one clock with two values; keeping the larger"
                     );
+                    let changed = shard.value > mine.value;
                     mine.value = mine.value.max(shard.value);
+                    changed
+                } else {
+                    false
                 }
             }
-            Err(i) => self.shards.insert(i, shard),
+            Err(i) => {
+                self.shards.insert(i, shard);
+                true
+            }
         }
     }
 
@@ -248,6 +275,14 @@ mod tests {
         #[test]
         fn merge_is_associative(a in cell(), b in cell(), c in cell()) {
             prop_assert_eq!(merged(&merged(&a, &b), &c), merged(&a, &merged(&b, &c)));
+        }
+
+        #[test]
+        fn merge_changed_says_whether_the_cell_changed(a in cell(), b in cell()) {
+            let mut m = a.clone();
+            let changed = m.merge_changed(&b);
+            prop_assert_eq!(&m, &merged(&a, &b));
+            prop_assert_eq!(changed, m != a);
         }
 
         #[test]

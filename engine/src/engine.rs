@@ -423,11 +423,10 @@ impl Engine {
         let rx = {
             let v = self.inner.state.read();
             let mut stripe = self.inner.stripe(key).lock();
-            let unchanged = stripe.cells.get_mut(key).is_some_and(|cached| {
-                let before = cached.cell.clone();
-                cached.cell.merge(cell);
-                cached.cell == before
-            });
+            let unchanged = stripe
+                .cells
+                .get_mut(key)
+                .is_some_and(|cached| !cached.cell.merge_changed(cell));
             if unchanged {
                 drop(stripe);
                 // Nothing new to log, but the state may come from a record
@@ -474,10 +473,9 @@ impl Engine {
             }
             let epoch = self.inner.with_cached_cell(key, |cached, v| {
                 let cached = &mut cached.cell;
-                let before = cached.clone();
-                cached.merge(cell);
+                let changed = cached.merge_changed(cell);
                 let epoch = cached.epoch();
-                if *cached == before {
+                if !changed {
                     direct_only = false;
                     return Ok::<u64, Error>(epoch);
                 }

@@ -132,7 +132,7 @@ fn fmix64(mut k: u64) -> u64 {
 /// The nodes (indices into the config's node list) that hold a partition,
 /// primary owner first.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Replicas(Vec<usize>);
+pub struct Replicas(std::sync::Arc<[usize]>);
 
 impl Replicas {
     /// The primary owner: the node of the first vnode at or after the token.
@@ -168,6 +168,9 @@ impl<'a> IntoIterator for &'a Replicas {
 pub struct Ring {
     /// `(token, node index)`, sorted; ties on token go to the lower index.
     vnodes: Vec<(i64, usize)>,
+    /// The replicas of the range ending at each vnode, in `vnodes` order:
+    /// computed once, so that a lookup is a binary search and no allocation.
+    placements: Vec<Replicas>,
     nodes: usize,
     vnodes_per_node: usize,
     /// `min(replication_factor, nodes)`.
@@ -200,12 +203,14 @@ impl Ring {
             })
             .collect();
         vnodes.sort_unstable();
-        let ring = Ring {
+        let mut ring = Ring {
             vnodes,
+            placements: Vec::new(),
             nodes: node_ids.len(),
             vnodes_per_node,
             replicas_per_partition: replication_factor.min(node_ids.len()),
         };
+        ring.placements = (0..ring.vnodes.len()).map(|v| ring.walk(v)).collect();
         ring.check_invariants();
         ring
     }
@@ -228,6 +233,12 @@ impl Ring {
     /// The replicas of the range holding `token` (the primary owner first).
     pub fn replicas_for_token(&self, token: i64) -> Replicas {
         let start = self.vnodes.partition_point(|&(t, _)| t < token);
+        self.placements[start % self.vnodes.len()].clone()
+    }
+
+    /// The first `replicas_per_partition` distinct nodes on the ring from
+    /// vnode `start` on.
+    fn walk(&self, start: usize) -> Replicas {
         let mut chosen = Vec::with_capacity(self.replicas_per_partition);
         // One lap is enough: every node has at least one vnode on it.
         for k in 0..self.vnodes.len() {
@@ -244,7 +255,7 @@ impl Ring {
             self.replicas_per_partition,
             "ring walk came up short"
         );
-        Replicas(chosen)
+        Replicas(chosen.into())
     }
 
     /// Each node's share of the token space as primary owner; sums to 1.

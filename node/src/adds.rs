@@ -31,6 +31,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::pin::pin;
 use std::sync::{Arc, Weak};
 use std::task::Poll;
@@ -50,6 +51,7 @@ use tracing::debug;
 use crate::convert::{engine_error, wire_cell, wire_key};
 use crate::coordinator::Route;
 use crate::node::Node;
+use crate::ring::Replicas;
 
 /// Where an add's answer goes.
 pub(crate) enum Reply {
@@ -185,7 +187,7 @@ fn spawn_one(node: &Arc<Node>, key: Key, delta: i64, cl: Consistency, reply: Rep
 struct Combined {
     key: Key,
     cl: Consistency,
-    replicas: Vec<usize>,
+    replicas: Replicas,
     /// The sum of the members' deltas.
     delta: i64,
     /// Each add's answer (taken when answered) and delta, in arrival order.
@@ -208,9 +210,10 @@ impl Combined {
 /// Combines the adds to one counter (and level) into one [`Combined`],
 /// in order of first arrival. An add whose delta would overflow the sum
 /// starts a new one.
-fn combine(lead: Vec<(QueuedAdd, Vec<usize>)>) -> Vec<Combined> {
+fn combine(lead: Vec<(QueuedAdd, Replicas)>) -> Vec<Combined> {
     let mut combined: Vec<Combined> = Vec::with_capacity(lead.len());
-    let mut index: HashMap<(Key, Consistency), usize> = HashMap::new();
+    let mut index: HashMap<(Key, Consistency), usize, BuildHasherDefault<Fold>> =
+        HashMap::with_capacity_and_hasher(lead.len(), BuildHasherDefault::default());
     for (add, replicas) in lead {
         let id = (add.key, add.cl);
         if let Some(&i) = index.get(&id)
@@ -232,6 +235,31 @@ fn combine(lead: Vec<(QueuedAdd, Vec<usize>)>) -> Vec<Combined> {
     combined
 }
 
+/// A hasher for what a key already hashed: a [`Key`] hashes as its
+/// precomputed (seeded) hash, which this only folds with the level.
+#[derive(Default)]
+struct Fold(u64);
+
+impl Hasher for Fold {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(29) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+}
+
 /// Adds this batch leads, sealed by the engine as one.
 struct Led {
     adds: Combined,
@@ -248,7 +276,7 @@ struct Led {
 /// The other replicas of some of the batch's adds, with the call that
 /// replicates their shards to each.
 struct Group {
-    replicas: Vec<usize>,
+    replicas: Replicas,
     members: Vec<usize>,
 }
 
@@ -262,7 +290,7 @@ struct Pending {
 async fn run_batch(node: Arc<Node>, adds: Vec<QueuedAdd>) {
     let mut replies = Replies::default();
     // Route every add; keep the ones this node leads.
-    let mut lead: Vec<(QueuedAdd, Vec<usize>)> = Vec::with_capacity(adds.len());
+    let mut lead: Vec<(QueuedAdd, Replicas)> = Vec::with_capacity(adds.len());
     for add in adds {
         let route = if add.lead_only {
             node.lead_route(&add.key, add.cl)

@@ -40,6 +40,7 @@ use tracing::{debug, warn};
 use crate::adds::{QueuedAdd, Reply};
 use crate::convert::{self, engine_error, wire_cell, wire_key};
 use crate::node::Node;
+use crate::ring::Replicas;
 
 /// Columns one row read repairs on one replica.
 const ROW_REPAIRS_MAX: usize = 256;
@@ -69,7 +70,7 @@ pub(crate) enum Replication {
 /// Where a write goes.
 pub(crate) enum Route {
     /// This node leads; the partition's replicas.
-    Lead(Vec<usize>),
+    Lead(Replicas),
     /// Forward to these live replicas, in turn.
     Forward(Vec<usize>),
 }
@@ -534,7 +535,7 @@ impl Node {
         let replicas = self.replicas(start.partition());
         let answers = self
             .gather(
-                replicas.as_slice(),
+                &replicas,
                 cl,
                 PeerRequest::ReadRow {
                     partition: partition.to_vec(),

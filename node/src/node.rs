@@ -166,8 +166,8 @@ impl Node {
     }
 
     /// The replicas of a partition, primary first.
-    pub(crate) fn replicas(&self, partition: &[u8]) -> Vec<usize> {
-        self.ring.replicas(partition).to_vec()
+    pub(crate) fn replicas(&self, partition: &[u8]) -> crate::ring::Replicas {
+        self.ring.replicas(partition)
     }
 
     /// Records a hint; a failure to write one is logged, not fatal: the
