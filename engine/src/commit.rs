@@ -541,7 +541,9 @@ fn complete(
     batched_adds: u64,
     counted_sync: bool,
 ) {
-    if written.is_ok() && !(acks.is_empty() && sealed.is_empty()) {
+    // A batch's adds may reach the log in an earlier write than its ack:
+    // they count when their records are durable.
+    if written.is_ok() && !(acks.is_empty() && sealed.is_empty() && batched_adds == 0) {
         let m = &inner.metrics;
         m.syncs.fetch_add(u64::from(counted_sync), Relaxed);
         let combined: u64 = sealed.iter().map(|(_, w)| w.len() as u64).sum();
