@@ -119,9 +119,14 @@ pub(crate) async fn run(node: Weak<Node>) {
 /// Answers grouped per client connection, sent with one write each.
 #[derive(Default)]
 struct Replies {
-    frames: Vec<(mpsc::Sender<Vec<u8>>, Vec<u8>)>,
-    /// Freed once the frames are queued: a connection's writer queue then
-    /// never holds more buffers than the connection has slots.
+    conns: Vec<ConnReplies>,
+}
+
+/// One connection's answers, and the in-flight slots they free.
+struct ConnReplies {
+    conn: mpsc::Sender<Vec<u8>>,
+    frames: Vec<u8>,
+    /// Freed once the frames are queued for the connection's writer.
     slots: Vec<OwnedSemaphorePermit>,
 }
 
@@ -132,44 +137,52 @@ impl Replies {
                 let _ = tx.send(result);
             }
             Reply::Frame { id, conn, slot } => {
-                let i = match self.frames.iter().position(|(c, _)| c.same_channel(&conn)) {
+                let i = match self.conns.iter().position(|c| c.conn.same_channel(&conn)) {
                     Some(i) => i,
                     None => {
-                        self.frames.push((conn, Vec::new()));
-                        self.frames.len() - 1
+                        self.conns.push(ConnReplies {
+                            conn,
+                            frames: Vec::new(),
+                            slots: Vec::new(),
+                        });
+                        self.conns.len() - 1
                     }
                 };
+                let c = &mut self.conns[i];
                 let result = result.map(ClientReply::Value);
-                put_frame(&mut self.frames[i].1, &ClientResponse { id, result });
-                self.slots.push(slot);
+                put_frame(&mut c.frames, &ClientResponse { id, result });
+                c.slots.push(slot);
             }
         }
     }
 
-    async fn send(&mut self) {
-        for (conn, frames) in self.frames.drain(..) {
-            // A connection that closed needs no answers.
-            let _ = conn.send(frames).await;
+    /// Queues the frames for their connections' writers, never waiting: a
+    /// client that does not read its answers must not hold up the other
+    /// adds of a batch. Its frames wait on a task of their own instead,
+    /// keeping its slots, so that it runs out of them and its connection
+    /// stops being read.
+    fn send(&mut self) {
+        for c in self.conns.drain(..) {
+            match c.conn.try_send(c.frames) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(frames)) => {
+                    tokio::spawn(async move {
+                        let _ = c.conn.send(frames).await;
+                        drop(c.slots);
+                    });
+                }
+                // A connection that closed needs no answers.
+                Err(mpsc::error::TrySendError::Closed(_)) => {}
+            }
         }
-        self.slots.clear();
-    }
-}
-
-/// Answers one add at once, without waiting for room in its
-/// connection's queue (a frame reply is bounded by the connection's slots).
-pub(crate) fn reply_now(reply: Reply, result: Result<i64, WireError>) {
-    let mut replies = Replies::default();
-    replies.add(reply, result);
-    for (conn, frames) in replies.frames.drain(..) {
-        let _ = conn.try_send(frames);
     }
 }
 
 /// Answers one add on its own.
-async fn reply_one(reply: Reply, result: Result<i64, WireError>) {
+pub(crate) fn reply_one(reply: Reply, result: Result<i64, WireError>) {
     let mut replies = Replies::default();
     replies.add(reply, result);
-    replies.send().await;
+    replies.send();
 }
 
 /// Runs an add on the one-add path, on a task of its own.
@@ -177,7 +190,7 @@ fn spawn_one(node: &Arc<Node>, key: Key, delta: i64, cl: Consistency, reply: Rep
     let node = node.clone();
     tokio::spawn(async move {
         let result = node.add_routed(&key, delta, cl, route).await;
-        reply_one(reply, result).await;
+        reply_one(reply, result);
     });
 }
 
@@ -321,7 +334,7 @@ async fn run_batch(node: Arc<Node>, adds: Vec<QueuedAdd>) {
                     replies.add(reply.expect("not answered yet"), Err(e.clone()));
                 }
             }
-            replies.send().await;
+            replies.send();
             return;
         }
     };
@@ -368,7 +381,7 @@ async fn run_batch(node: Arc<Node>, adds: Vec<QueuedAdd>) {
         });
     }
     // Early answers first: they need nothing from the replicas.
-    replies.send().await;
+    replies.send();
     if led.is_empty() {
         // Nothing sealed here: nothing to wait for either.
         return;
@@ -531,7 +544,7 @@ async fn run_batch(node: Arc<Node>, adds: Vec<QueuedAdd>) {
             after = after.wrapping_sub(*delta);
         }
     }
-    replies.send().await;
+    replies.send();
     for (n, epoch) in retries {
         let l = &mut led[n];
         let adds = Combined {
@@ -557,7 +570,7 @@ async fn run_batch(node: Arc<Node>, adds: Vec<QueuedAdd>) {
                     let e = engine_error(&e);
                     for (reply, _) in adds.members {
                         if let Some(reply) = reply {
-                            reply_one(reply, Err(e.clone())).await;
+                            reply_one(reply, Err(e.clone()));
                         }
                     }
                 }
@@ -582,5 +595,67 @@ async fn run_batch(node: Arc<Node>, adds: Vec<QueuedAdd>) {
                 node.hint(p.replica, &led[i].adds.key);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+    use tokio::sync::Semaphore;
+
+    fn frame_reply(id: u64, conn: &mpsc::Sender<Vec<u8>>, slots: &Arc<Semaphore>) -> Reply {
+        Reply::Frame {
+            id,
+            conn: conn.clone(),
+            slot: slots.clone().try_acquire_owned().unwrap(),
+        }
+    }
+
+    /// A connection whose writer is stuck (a client that reads no answers)
+    /// does not hold up the answers to anyone else in the batch; its own
+    /// wait on a task, keeping their slots until they are queued.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_stuck_connection_holds_up_no_one_else() {
+        let (stuck, mut stuck_rx) = mpsc::channel::<Vec<u8>>(1);
+        stuck.try_send(b"queued earlier".to_vec()).unwrap();
+        let (fine, mut fine_rx) = mpsc::channel::<Vec<u8>>(1);
+        let stuck_slots = Arc::new(Semaphore::new(2));
+        let fine_slots = Arc::new(Semaphore::new(2));
+
+        let mut replies = Replies::default();
+        replies.add(frame_reply(1, &stuck, &stuck_slots), Ok(10));
+        replies.add(frame_reply(2, &fine, &fine_slots), Ok(20));
+        replies.add(frame_reply(3, &stuck, &stuck_slots), Ok(30));
+        replies.send(); // returns without waiting for the stuck writer
+
+        let mut expected = Vec::new();
+        put_frame(
+            &mut expected,
+            &ClientResponse {
+                id: 2,
+                result: Ok(ClientReply::Value(20)),
+            },
+        );
+        assert_eq!(fine_rx.try_recv().unwrap(), expected);
+        assert_eq!(fine_slots.available_permits(), 2);
+        assert_eq!(stuck_slots.available_permits(), 0, "held until queued");
+
+        assert_eq!(stuck_rx.recv().await.unwrap(), b"queued earlier");
+        let frames = stuck_rx.recv().await.unwrap();
+        let mut expected = Vec::new();
+        for (id, v) in [(1, 10), (3, 30)] {
+            put_frame(
+                &mut expected,
+                &ClientResponse {
+                    id,
+                    result: Ok(ClientReply::Value(v)),
+                },
+            );
+        }
+        assert_eq!(frames, expected, "one buffer, in order");
+        tokio::task::yield_now().await;
+        assert_eq!(stuck_slots.available_permits(), 2);
     }
 }

@@ -98,7 +98,7 @@ async fn connection(stream: TcpStream, node: Arc<Node>) {
                     lead_only: false,
                     reply,
                 }),
-                Err(e) => crate::adds::reply_now(reply, Err(e)),
+                Err(e) => crate::adds::reply_one(reply, Err(e)),
             }
             continue;
         }
