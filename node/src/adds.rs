@@ -286,8 +286,8 @@ struct Led {
     newer_epoch: Option<u64>,
 }
 
-/// The other replicas of some of the batch's adds, with the call that
-/// replicates their shards to each.
+/// The replicas of some of the batch's adds: each of the others gets one
+/// call carrying all of their shards.
 struct Group {
     replicas: Replicas,
     members: Vec<usize>,
@@ -330,8 +330,8 @@ async fn run_batch(node: Arc<Node>, adds: Vec<QueuedAdd>) {
         Err(e) => {
             let e = engine_error(&e);
             for c in combined {
-                for (reply, _) in c.members {
-                    replies.add(reply.expect("not answered yet"), Err(e.clone()));
+                for reply in c.members.into_iter().filter_map(|(reply, _)| reply) {
+                    replies.add(reply, Err(e.clone()));
                 }
             }
             replies.send();
