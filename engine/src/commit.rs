@@ -268,11 +268,7 @@ pub(crate) fn seal_one_now(
     delta: i64,
 ) -> Result<Staged> {
     let cell = &mut cached.cell;
-    let mut own = cell.shard(inner.counter_id).copied().unwrap_or(Shard {
-        counter_id: inner.counter_id,
-        clock: 0,
-        value: 0,
-    });
+    let mut own = own_shard(cell, inner.counter_id);
     let view = cell.value();
     let (Some(value), Some(_)) = (own.value.checked_add(delta), view.checked_add(delta)) else {
         return Ok(Staged::Refused(Error::Overflow { value: view, delta }));
@@ -282,15 +278,7 @@ pub(crate) fn seal_one_now(
         return Err(Error::Closed);
     }
     own.value = value;
-    own.clock += 1;
-    cell.put_own(own);
-    cell.check_invariants();
-    let outcome = AddOutcome {
-        epoch: cell.epoch(),
-        shard: own,
-        value: cell.value(),
-        combined: 1,
-    };
+    let outcome = put_next_version(cell, own, 1);
     let own = std::slice::from_ref(&outcome.shard);
     v.active.merge_parts(key, outcome.epoch, own);
     commitlog::encode_record_parts(&mut out.records, key, outcome.epoch, own);
@@ -344,11 +332,7 @@ fn seal<'s>(
     sealed: &'s mut Vec<Sealed>,
     answer: &mut impl FnMut(Answer),
 ) -> Option<&'s AddOutcome> {
-    let mut own = cell.shard(counter_id).copied().unwrap_or(Shard {
-        counter_id,
-        clock: 0,
-        value: 0,
-    });
+    let mut own = own_shard(cell, counter_id);
     let mut view = cell.value();
     // Refuse what would overflow, in arrival order; keep the rest.
     waiting.retain_mut(|add| {
@@ -378,15 +362,8 @@ fn seal<'s>(
     if waiting.is_empty() {
         return None;
     }
-    own.clock += 1;
-    cell.put_own(own);
-    cell.check_invariants();
-    let outcome = AddOutcome {
-        epoch: cell.epoch(),
-        shard: own,
-        value: cell.value(),
-        combined: u32::try_from(waiting.len()).unwrap_or(u32::MAX),
-    };
+    let combined = u32::try_from(waiting.len()).unwrap_or(u32::MAX);
+    let outcome = put_next_version(cell, own, combined);
     let mut done = Vec::with_capacity(waiting.len());
     for add in waiting.drain(..) {
         if let Some(early) = add.sealed {
@@ -396,6 +373,29 @@ fn seal<'s>(
     }
     sealed.push((outcome, done));
     sealed.last().map(|(outcome, _)| outcome)
+}
+
+/// This node's shard of `cell`, a zero one if it has none yet.
+fn own_shard(cell: &Cell, counter_id: u64) -> Shard {
+    cell.shard(counter_id).copied().unwrap_or(Shard {
+        counter_id,
+        clock: 0,
+        value: 0,
+    })
+}
+
+/// Installs `own`, its value already moved by the adds, as the next
+/// version of this node's shard (clock + 1); answers the adds' outcome.
+fn put_next_version(cell: &mut Cell, mut own: Shard, combined: u32) -> AddOutcome {
+    own.clock += 1;
+    cell.put_own(own);
+    cell.check_invariants();
+    AddOutcome {
+        epoch: cell.epoch(),
+        shard: own,
+        value: cell.value(),
+        combined,
+    }
 }
 
 /// Backpressure: while too many frozen memtables wait for flushing, writes wait.
