@@ -107,9 +107,11 @@ impl Node {
             lead_only,
             reply: Reply::Task(tx),
         });
+        // Unanswered: the node stopped, perhaps after the batch was made.
+        // Not `Unavailable`, which promises nothing was applied.
         rx.await.unwrap_or_else(|_| {
             Err(WireError::new(
-                ErrorKind::Unavailable,
+                ErrorKind::Storage,
                 "the node is shutting down; the add may or may not have been applied",
             ))
         })
