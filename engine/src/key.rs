@@ -51,14 +51,13 @@ impl Key {
     /// A key from its parts, refusing oversized ones.
     pub fn new(partition: &[u8], column: &[u8]) -> Result<Key> {
         check_lengths(partition.len(), column.len())?;
-        let mut buf = Vec::with_capacity(partition.len() + column.len());
-        buf.extend_from_slice(partition);
-        buf.extend_from_slice(column);
+        // An exact-size iterator: the Arc is allocated once, at its size.
+        let buf: Arc<[u8]> = partition.iter().chain(column).copied().collect();
         let split = u16::try_from(partition.len()).expect("partition length checked above");
         let partition_hash = partition_hash(partition);
         let hash = seed().hash_one((partition_hash, column));
         Ok(Key {
-            buf: buf.into(),
+            buf,
             split,
             hash,
             partition_hash,
