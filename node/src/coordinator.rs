@@ -163,11 +163,11 @@ impl Node {
     /// replicas in turn. Fails fast when `cl` cannot be met.
     pub(crate) fn route(&self, key: &Key, cl: Consistency, what: &str) -> Result<Route, WireError> {
         let replicas = self.replicas(key.partition());
-        let live = self.check_available(&replicas, cl, what)?;
+        self.check_available(&replicas, cl, what)?;
         Ok(if replicas.contains(&self.me) {
             Route::Lead(replicas)
         } else {
-            Route::Forward(live)
+            Route::Forward(self.live(&replicas))
         })
     }
 
@@ -601,7 +601,8 @@ impl Node {
         local: impl Fn(&Node) -> Result<T, WireError>,
         parse: fn(PeerResponse) -> Option<T>,
     ) -> Result<Vec<(usize, T)>, WireError> {
-        let live = self.check_available(replicas, cl, "read")?;
+        self.check_available(replicas, cl, "read")?;
+        let live = self.live(replicas);
         let required = cl.required(replicas.len());
         let deadline = Instant::now() + self.read_timeout;
         let (tx, mut rx) = mpsc::channel::<(usize, Result<T, String>)>(live.len());
@@ -696,15 +697,38 @@ impl Node {
         });
     }
 
-    /// The live replicas, or `Unavailable` when fewer than `cl` needs.
+    /// `Unavailable` when fewer replicas are live than `cl` needs. Counts
+    /// without allocating: every add asks.
     fn check_available(
         &self,
         replicas: &[usize],
         cl: Consistency,
         what: &str,
-    ) -> Result<Vec<usize>, WireError> {
+    ) -> Result<(), WireError> {
         let required = cl.required(replicas.len());
-        // This node first: it is always live to itself and costs no hop.
+        let is_live = |r: usize| r == self.me || self.transport().is_up(r);
+        let live = replicas.iter().filter(|&&r| is_live(r)).count();
+        if live >= required {
+            return Ok(());
+        }
+        let down: Vec<&str> = replicas
+            .iter()
+            .filter(|&&r| !is_live(r))
+            .map(|&r| self.config.nodes[r].id.as_str())
+            .collect();
+        Err(WireError::new(
+            ErrorKind::Unavailable,
+            format!(
+                "{what} at {cl} needs {required} of {} replicas, {live} live ({} down); nothing was applied",
+                replicas.len(),
+                down.join(", ")
+            ),
+        ))
+    }
+
+    /// The live replicas, this node first: it is always live to itself and
+    /// costs no hop.
+    fn live(&self, replicas: &[usize]) -> Vec<usize> {
         let mut live: Vec<usize> = replicas.iter().copied().filter(|&r| r == self.me).collect();
         live.extend(
             replicas
@@ -712,23 +736,7 @@ impl Node {
                 .copied()
                 .filter(|&r| r != self.me && self.transport().is_up(r)),
         );
-        if live.len() >= required {
-            return Ok(live);
-        }
-        let down: Vec<&str> = replicas
-            .iter()
-            .filter(|r| !live.contains(r))
-            .map(|&r| self.config.nodes[r].id.as_str())
-            .collect();
-        Err(WireError::new(
-            ErrorKind::Unavailable,
-            format!(
-                "{what} at {cl} needs {required} of {} replicas, {} live ({} down); nothing was applied",
-                replicas.len(),
-                live.len(),
-                down.join(", ")
-            ),
-        ))
+        live
     }
 }
 
