@@ -14,10 +14,11 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use tokio::net::TcpStream;
+use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::frame::{put_frame, read_frame};
@@ -79,7 +80,16 @@ impl ClientError {
     }
 }
 
-type Waiters = Arc<Mutex<Option<HashMap<u64, oneshot::Sender<Result<ClientReply, ClientError>>>>>>;
+type Answer = oneshot::Sender<Result<ClientReply, ClientError>>;
+
+/// Calls waiting for their answer, by request id: `None` once the
+/// connection is gone.
+type Waiters = Arc<Mutex<Option<HashMap<u64, Waiter>>>>;
+
+struct Waiter {
+    deadline: Instant,
+    answer: Answer,
+}
 
 /// A connection to one node.
 pub struct Client {
@@ -134,7 +144,7 @@ impl Client {
                     .and_then(|w| w.remove(&resp.id));
                 match waiter {
                     Some(w) => {
-                        let _ = w.send(resp.result.map_err(ClientError::Server));
+                        let _ = w.answer.send(resp.result.map_err(ClientError::Server));
                     }
                     None if resp.id == 0 => {
                         // The server's last word about the connection itself.
@@ -148,9 +158,10 @@ impl Client {
             };
             let waiters = reader_waiters.lock().take().unwrap_or_default();
             for (_, w) in waiters {
-                let _ = w.send(Err(ClientError::Closed(why.clone())));
+                let _ = w.answer.send(Err(ClientError::Closed(why.clone())));
             }
         });
+        tokio::spawn(expire(Arc::downgrade(&waiters), timeout));
         Ok(Client {
             addr,
             frames,
@@ -170,35 +181,37 @@ impl Client {
         self.waiters.lock().is_none() || self.frames.is_closed()
     }
 
-    /// Sends one operation and waits for its answer.
+    /// Sends one operation and waits for its answer, at most the client's
+    /// timeout (up to an eighth of it more: see [`expire`]).
     pub async fn call(&self, op: ClientOp) -> Result<ClientReply, ClientError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
+        let (answer, mut rx) = oneshot::channel();
+        let deadline = Instant::now() + self.timeout;
         match self.waiters.lock().as_mut() {
-            Some(w) => w.insert(id, tx),
+            Some(w) => w.insert(id, Waiter { deadline, answer }),
             None => return Err(ClientError::Closed("connection is closed".into())),
         };
         let mut frame = Vec::new();
         put_frame(&mut frame, &ClientRequest { id, op });
-        let ms = u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX);
-        let result = tokio::time::timeout(self.timeout, async {
-            self.frames
-                .send(frame)
-                .await
-                .map_err(|_| ClientError::Closed("writer stopped".into()))?;
-            rx.await
-                .map_err(|_| ClientError::Closed("reader stopped".into()))?
-        })
-        .await;
-        match result {
-            Ok(r) => r,
-            Err(_) => {
-                if let Some(w) = self.waiters.lock().as_mut() {
-                    w.remove(&id);
+        let writer_stopped = || {
+            if let Some(w) = self.waiters.lock().as_mut() {
+                w.remove(&id);
+            }
+            ClientError::Closed("writer stopped".into())
+        };
+        match self.frames.try_send(frame) {
+            Ok(()) => {}
+            Err(TrySendError::Closed(_)) => return Err(writer_stopped()),
+            // A full queue (a writer that cannot keep up) is waited for, but
+            // never past the deadline: `expire` answers the call then.
+            Err(TrySendError::Full(frame)) => {
+                tokio::select! {
+                    sent = self.frames.send(frame) => sent.map_err(|_| writer_stopped())?,
+                    answer = &mut rx => return answered(answer),
                 }
-                Err(ClientError::Timeout(ms))
             }
         }
+        answered(rx.await)
     }
 
     /// Adds `delta`; returns the value the leader saw after it.
@@ -268,6 +281,39 @@ impl Client {
     }
 }
 
+fn answered(
+    answer: Result<Result<ClientReply, ClientError>, oneshot::error::RecvError>,
+) -> Result<ClientReply, ClientError> {
+    answer.map_err(|_| ClientError::Closed("reader stopped".into()))?
+}
+
+/// Fails the calls that waited past their deadline with a timeout, checking
+/// every eighth of the timeout (one task per connection, instead of a timer
+/// per call). Ends with the connection.
+async fn expire(waiters: std::sync::Weak<Mutex<Option<HashMap<u64, Waiter>>>>, timeout: Duration) {
+    let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+    let mut tick = tokio::time::interval((timeout / 8).max(Duration::from_millis(1)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut expired = Vec::new();
+    loop {
+        tick.tick().await;
+        let Some(waiters) = waiters.upgrade() else {
+            return;
+        };
+        let mut guard = waiters.lock();
+        let Some(map) = guard.as_mut() else { return };
+        let now = Instant::now();
+        expired.extend(
+            map.extract_if(|_, w| w.deadline <= now)
+                .map(|(_, w)| w.answer),
+        );
+        drop(guard);
+        for answer in expired.drain(..) {
+            let _ = answer.send(Err(ClientError::Timeout(ms)));
+        }
+    }
+}
+
 fn key(partition: &[u8], column: &[u8]) -> WireKey {
     WireKey {
         partition: partition.to_vec(),
@@ -284,4 +330,46 @@ fn expect_value(reply: ClientReply) -> Result<i64, ClientError> {
 
 fn unexpected(reply: &ClientReply) -> ClientError {
     ClientError::Protocol(format!("unexpected reply {reply:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server that reads requests and never answers: every call must time
+    /// out on its own, near the client's timeout, and say so.
+    #[tokio::test]
+    async fn a_call_nobody_answers_times_out() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let server = tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.expect("accept");
+            let mut sink = Vec::new();
+            let _ = tokio::io::AsyncReadExt::read_to_end(&mut sock, &mut sink).await;
+        });
+        let timeout = Duration::from_millis(400);
+        let client = Client::connect_with_timeout(addr, timeout)
+            .await
+            .expect("connect");
+        let started = Instant::now();
+        let add = || client.add(b"k", b"", 1, Consistency::Quorum);
+        let (a, b, c) =
+            tokio::time::timeout(timeout * 4, async { tokio::join!(add(), add(), add()) })
+                .await
+                .expect("the calls never ended");
+        for result in [a, b, c] {
+            assert!(
+                matches!(result, Err(ClientError::Timeout(400))),
+                "{result:?}"
+            );
+        }
+        let took = started.elapsed();
+        assert!(took >= timeout, "answered after {took:?}");
+        assert!(took < timeout * 2, "answered after {took:?}");
+        assert_eq!(client.waiters.lock().as_ref().map(HashMap::len), Some(0));
+        drop(client);
+        server.await.expect("server");
+    }
 }
