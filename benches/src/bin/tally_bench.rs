@@ -15,6 +15,7 @@
 //! out. Keys carry a per-run prefix, so earlier runs do not disturb it.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -113,9 +114,17 @@ type Sums = (i64, i64, i64);
 /// Per key: its sums.
 type Ledger = HashMap<u64, Sums>;
 
+/// Latencies of acknowledged operations, shared by every worker: one
+/// histogram for the run and one for the live line (a histogram per worker
+/// would be 128 of them, each far bigger than a cache).
+struct Recorded {
+    total: Histogram<u64>,
+    interval: Histogram<u64>,
+    interval_errors: u64,
+}
+
 #[derive(Default)]
 struct WorkerResult {
-    hist: Option<Histogram<u64>>,
     ledger: Ledger,
     errors: HashMap<String, u64>,
     unknown: u64,
@@ -191,21 +200,22 @@ async fn run(args: Args) -> Result<bool> {
     let started = Instant::now();
     let deadline = started + Duration::from_secs(args.duration);
     let budget = Arc::new(AtomicU64::new(args.ops.unwrap_or(u64::MAX)));
-    let interval = Arc::new(Mutex::new((histogram(), 0u64)));
+    let recorded = Arc::new(Mutex::new(Recorded {
+        total: histogram(),
+        interval: histogram(),
+        interval_errors: 0,
+    }));
     let mut tasks = Vec::new();
     for w in 0..args.concurrency.max(1) {
         let client = client.clone();
-        let (budget, interval, prefix) = (budget.clone(), interval.clone(), prefix.clone());
+        let (budget, recorded, prefix) = (budget.clone(), recorded.clone(), prefix.clone());
         let (cl, delta, read_ratio, track) = (args.cl, args.delta, args.read_ratio, args.verify);
         let by_ops = args.ops.is_some();
         let mut rng =
             SmallRng::seed_from_u64(args.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ w as u64);
         tasks.push(tokio::spawn(async move {
-            let mut r = WorkerResult {
-                hist: Some(histogram()),
-                ..Default::default()
-            };
-            let hist = r.hist.as_mut().expect("set above");
+            let mut r = WorkerResult::default();
+            let mut key = String::new();
             loop {
                 if (!by_ops && Instant::now() >= deadline)
                     || budget
@@ -219,7 +229,8 @@ async fn run(args: Args) -> Result<bool> {
                     (Workload::Hot, _) => 0,
                     _ => rng.random_range(0..keys),
                 };
-                let key = format!("{prefix}:{k}");
+                key.clear();
+                let _ = write!(key, "{prefix}:{k}");
                 let read = rng.random_bool(read_ratio);
                 let t = Instant::now();
                 let outcome = if read {
@@ -232,14 +243,16 @@ async fn run(args: Args) -> Result<bool> {
                     .max(1);
                 match outcome {
                     Ok(()) => {
-                        hist.saturating_record(us);
-                        interval.lock().0.saturating_record(us);
+                        let mut rec = recorded.lock();
+                        rec.total.saturating_record(us);
+                        rec.interval.saturating_record(us);
+                        drop(rec);
                         if track && !read {
                             r.ledger.entry(k).or_default().0 += delta;
                         }
                     }
                     Err(e) => {
-                        interval.lock().1 += 1;
+                        recorded.lock().interval_errors += 1;
                         *r.errors.entry(error_kind(&e)).or_default() += 1;
                         if !read && !e.is_definite() {
                             r.unknown += 1;
@@ -272,10 +285,10 @@ async fn run(args: Args) -> Result<bool> {
             continue;
         }
         let (h, errs) = {
-            let mut g = interval.lock();
-            let snapshot = (g.0.clone(), g.1);
-            g.0.reset();
-            g.1 = 0;
+            let mut g = recorded.lock();
+            let snapshot = (g.interval.clone(), g.interval_errors);
+            g.interval.reset();
+            g.interval_errors = 0;
             snapshot
         };
         let secs = last.elapsed().as_secs_f64();
@@ -301,15 +314,11 @@ async fn run(args: Args) -> Result<bool> {
     bar.finish_and_clear();
     let elapsed = started.elapsed().as_secs_f64();
 
-    let mut hist = histogram();
     let mut ledger = Ledger::new();
     let mut errors: HashMap<String, u64> = HashMap::new();
     let mut unknown = 0;
     for t in tasks {
         let r = t.await.context("a worker panicked")?;
-        if let Some(h) = &r.hist {
-            hist.add(h).context("merge histograms")?;
-        }
         for (k, (a, p, n)) in r.ledger {
             let e = ledger.entry(k).or_default();
             e.0 += a;
@@ -321,6 +330,7 @@ async fn run(args: Args) -> Result<bool> {
         }
         unknown += r.unknown;
     }
+    let hist = std::mem::replace(&mut recorded.lock().total, histogram());
     let q = |x: f64| hist.value_at_quantile(x) as f64 / 1000.0;
     let ops_per_s = hist.len() as f64 / elapsed;
     let error_total: u64 = errors.values().sum();
