@@ -23,6 +23,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use smallvec::SmallVec;
+
 /// Most shards a cell may hold: one per node incarnation that ever wrote it.
 pub const SHARDS_MAX: usize = 4096;
 
@@ -52,8 +54,13 @@ pub struct Shard {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Cell {
     epoch: u64,
-    shards: Vec<Shard>,
+    shards: Shards,
 }
+
+/// A cell's shards: inline up to three (a counter written by one
+/// replication factor's worth of incarnations), so that the common cell is
+/// one allocation-free value, read without following a pointer.
+type Shards = SmallVec<[Shard; 3]>;
 
 impl Cell {
     /// An empty cell at epoch 0.
@@ -68,7 +75,7 @@ impl Cell {
     pub fn from_parts(epoch: u64, shards: impl IntoIterator<Item = Shard>) -> Cell {
         let mut cell = Cell {
             epoch,
-            shards: Vec::new(),
+            shards: Shards::new(),
         };
         for shard in shards {
             cell.merge_shard(shard);
@@ -218,7 +225,12 @@ impl Cell {
 
     /// Bytes this cell holds in memory, roughly (for memtable accounting).
     pub fn len_bytes(&self) -> usize {
-        std::mem::size_of::<Cell>() + self.shards.len() * std::mem::size_of::<Shard>()
+        let spilled = if self.shards.spilled() {
+            self.shards.capacity()
+        } else {
+            0
+        };
+        std::mem::size_of::<Cell>() + spilled * std::mem::size_of::<Shard>()
     }
 
     /// Asserts the type's invariants (debug builds only).
