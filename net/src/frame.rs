@@ -58,8 +58,14 @@ pub async fn write_coalesced<W: AsyncWrite + Unpin>(mut wr: W, mut rx: mpsc::Rec
     let _ = wr.shutdown().await;
 }
 
+/// Bytes reserved ahead of encoding a frame.
+const FRAME_BYTES_TYPICAL: usize = 64;
+
 /// Appends one framed message to `out`.
 pub fn put_frame<T: Encode>(out: &mut Vec<u8>, msg: &T) {
+    // Room for a typical request or answer up front: the encoder writes
+    // field by field and would otherwise grow a new buffer several times.
+    out.reserve(FRAME_BYTES_TYPICAL);
     let start = out.len();
     out.extend_from_slice(&[0; 4]);
     crate::wire::encode_into(msg, out);
