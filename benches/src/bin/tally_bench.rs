@@ -125,6 +125,8 @@ struct Recorded {
 
 #[derive(Default)]
 struct WorkerResult {
+    /// When the worker's last operation ended.
+    finished: Option<Instant>,
     ledger: Ledger,
     errors: HashMap<String, u64>,
     unknown: u64,
@@ -266,6 +268,7 @@ async fn run(args: Args) -> Result<bool> {
                     }
                 }
             }
+            r.finished = Some(Instant::now());
             r
         }));
     }
@@ -312,13 +315,16 @@ async fn run(args: Args) -> Result<bool> {
         }
     }
     bar.finish_and_clear();
-    let elapsed = started.elapsed().as_secs_f64();
+    // The run ends with its last operation, not when the loop above
+    // notices (up to 100 ms later: a short run's rate would be quantized).
+    let mut ended = started;
 
     let mut ledger = Ledger::new();
     let mut errors: HashMap<String, u64> = HashMap::new();
     let mut unknown = 0;
     for t in tasks {
         let r = t.await.context("a worker panicked")?;
+        ended = ended.max(r.finished.unwrap_or(ended));
         for (k, (a, p, n)) in r.ledger {
             let e = ledger.entry(k).or_default();
             e.0 += a;
@@ -330,6 +336,7 @@ async fn run(args: Args) -> Result<bool> {
         }
         unknown += r.unknown;
     }
+    let elapsed = ended.duration_since(started).as_secs_f64().max(1e-6);
     let hist = std::mem::replace(&mut recorded.lock().total, histogram());
     let q = |x: f64| hist.value_at_quantile(x) as f64 / 1000.0;
     let ops_per_s = hist.len() as f64 / elapsed;
