@@ -161,7 +161,11 @@ impl Client {
                 let _ = w.answer.send(Err(ClientError::Closed(why.clone())));
             }
         });
-        tokio::spawn(expire(Arc::downgrade(&waiters), timeout));
+        tokio::spawn(expire(
+            Arc::downgrade(&waiters),
+            frames.downgrade(),
+            timeout,
+        ));
         Ok(Client {
             addr,
             frames,
@@ -289,8 +293,12 @@ fn answered(
 
 /// Fails the calls that waited past their deadline with a timeout, checking
 /// every eighth of the timeout (one task per connection, instead of a timer
-/// per call). Ends with the connection.
-async fn expire(waiters: std::sync::Weak<Mutex<Option<HashMap<u64, Waiter>>>>, timeout: Duration) {
+/// per call). Ends with the connection or the client.
+async fn expire(
+    waiters: std::sync::Weak<Mutex<Option<HashMap<u64, Waiter>>>>,
+    client: mpsc::WeakSender<Vec<u8>>,
+    timeout: Duration,
+) {
     let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
     let mut tick = tokio::time::interval((timeout / 8).max(Duration::from_millis(1)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -300,6 +308,9 @@ async fn expire(waiters: std::sync::Weak<Mutex<Option<HashMap<u64, Waiter>>>>, t
         let Some(waiters) = waiters.upgrade() else {
             return;
         };
+        if client.strong_count() == 0 {
+            return; // nobody can be waiting
+        }
         let mut guard = waiters.lock();
         let Some(map) = guard.as_mut() else { return };
         let now = Instant::now();
