@@ -17,9 +17,12 @@ pub const COLUMN_BYTES_MAX: usize = 256;
 /// The address of one counter: a partition (which decides placement and
 /// groups a "wide row") and a column inside it.
 ///
-/// Both parts live in one shared buffer, so cloning a key is a reference-count
-/// bump. Keys order by partition, then column, bytewise; that is the order of
-/// the memtable, of SSTables and of `get_row`.
+/// Both parts live in one buffer: inside the key itself up to
+/// [`INLINE_BYTES`] together (no allocation, and a map lookup compares them
+/// without following a pointer: most counter names are short), else in one
+/// shared allocation, so cloning a key is a copy or a reference-count bump.
+/// Keys order by partition, then column, bytewise; that is the order of the
+/// memtable, of SSTables and of `get_row`.
 ///
 /// A key carries its hash and its partition's hash, computed once with
 /// foldhash under a per-process random seed, and reused by every lock
@@ -28,15 +31,51 @@ pub const COLUMN_BYTES_MAX: usize = 256;
 /// DoS-resistant, a trade made for speed (SipHash cost a sixth of replay).
 ///
 /// # Invariants
-/// - `split <= buf.len()`, partition = `buf[..split]`, column = `buf[split..]`.
+/// - `split <= bytes.len()`, partition = `bytes[..split]`, column = `bytes[split..]`.
 /// - partition ≤ [`PARTITION_BYTES_MAX`], column ≤ [`COLUMN_BYTES_MAX`].
 /// - `hash` and `partition_hash` are the seeded hashes of those parts.
 #[derive(Clone)]
 pub struct Key {
-    buf: Arc<[u8]>,
-    split: u16,
     hash: u64,
     partition_hash: u64,
+    split: u16,
+    bytes: Bytes,
+}
+
+/// Longest key (partition and column together) held inside the [`Key`]:
+/// as much as fits a key in one 64-byte cache line.
+pub const INLINE_BYTES: usize = 38;
+
+/// A key's bytes, partition then column.
+#[derive(Clone)]
+enum Bytes {
+    Inline { len: u8, bytes: [u8; INLINE_BYTES] },
+    Shared(Arc<[u8]>),
+}
+
+const _: () = assert!(std::mem::size_of::<Key>() <= 64);
+
+impl Bytes {
+    fn new(partition: &[u8], column: &[u8]) -> Bytes {
+        let len = partition.len() + column.len();
+        match u8::try_from(len) {
+            Ok(short) if len <= INLINE_BYTES => {
+                let mut bytes = [0; INLINE_BYTES];
+                bytes[..partition.len()].copy_from_slice(partition);
+                bytes[partition.len()..len].copy_from_slice(column);
+                Bytes::Inline { len: short, bytes }
+            }
+            // An exact-size iterator: the Arc is allocated once, at its size.
+            _ => Bytes::Shared(partition.iter().chain(column).copied().collect()),
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Bytes::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Bytes::Shared(buf) => buf,
+        }
+    }
 }
 
 /// The per-process seed for key hashes.
@@ -51,16 +90,15 @@ impl Key {
     /// A key from its parts, refusing oversized ones.
     pub fn new(partition: &[u8], column: &[u8]) -> Result<Key> {
         check_lengths(partition.len(), column.len())?;
-        // An exact-size iterator: the Arc is allocated once, at its size.
-        let buf: Arc<[u8]> = partition.iter().chain(column).copied().collect();
+        let bytes = Bytes::new(partition, column);
         let split = u16::try_from(partition.len()).expect("partition length checked above");
         let partition_hash = partition_hash(partition);
         let hash = seed().hash_one((partition_hash, column));
         Ok(Key {
-            buf,
-            split,
             hash,
             partition_hash,
+            split,
+            bytes,
         })
     }
 
@@ -76,17 +114,17 @@ impl Key {
 
     /// The partition part.
     pub fn partition(&self) -> &[u8] {
-        &self.buf[..usize::from(self.split)]
+        &self.bytes.as_slice()[..usize::from(self.split)]
     }
 
     /// The column part (empty for a plain counter).
     pub fn column(&self) -> &[u8] {
-        &self.buf[usize::from(self.split)..]
+        &self.bytes.as_slice()[usize::from(self.split)..]
     }
 
     /// Bytes held by this key (for memory accounting).
     pub fn len_bytes(&self) -> usize {
-        self.buf.len()
+        self.bytes.as_slice().len()
     }
 }
 
@@ -114,7 +152,9 @@ pub(crate) fn check_lengths(partition: usize, column: usize) -> Result<()> {
 
 impl PartialEq for Key {
     fn eq(&self, other: &Self) -> bool {
-        self.hash == other.hash && self.split == other.split && self.buf == other.buf
+        self.hash == other.hash
+            && self.split == other.split
+            && self.bytes.as_slice() == other.bytes.as_slice()
     }
 }
 
@@ -163,6 +203,34 @@ mod tests {
         assert!(a < b && b < c, "{a:?} {b:?} {c:?}");
         // Concatenation alone would put "a"+"b" == "ab"+"": the split keeps them apart.
         assert_ne!(Key::new(b"a", b"b").unwrap(), Key::new(b"ab", b"").unwrap());
+    }
+
+    #[test]
+    fn short_and_long_keys_behave_alike() {
+        // Around the inline limit: stored inside the key, or shared.
+        for len in [0, 1, INLINE_BYTES - 1, INLINE_BYTES, INLINE_BYTES + 1, 250] {
+            let bytes: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            for split in [0, len / 3, len] {
+                let (p, c) = bytes.split_at(split);
+                let k = Key::new(p, c).unwrap();
+                assert_eq!(
+                    (k.partition(), k.column()),
+                    (p, c),
+                    "len {len} split {split}"
+                );
+                assert_eq!(k.len_bytes(), len);
+                let again = Key::new(p, c).unwrap();
+                assert_eq!(k, again);
+                assert_eq!(k.hash_u64(), again.hash_u64());
+                assert_eq!(k.clone(), k);
+                if len > 0 {
+                    let mut other = bytes.clone();
+                    other[len - 1] ^= 1;
+                    let (p2, c2) = other.split_at(split);
+                    assert_ne!(k, Key::new(p2, c2).unwrap(), "len {len} split {split}");
+                }
+            }
+        }
     }
 
     #[test]
