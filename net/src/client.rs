@@ -84,7 +84,8 @@ type Answer = oneshot::Sender<Result<ClientReply, ClientError>>;
 
 /// Calls waiting for their answer, by request id: `None` once the
 /// connection is gone.
-type Waiters = Arc<Mutex<Option<HashMap<u64, Waiter>>>>;
+type Waiters = Arc<WaiterMap>;
+type WaiterMap = Mutex<Option<HashMap<u64, Waiter>>>;
 
 struct Waiter {
     deadline: Instant,
@@ -295,7 +296,7 @@ fn answered(
 /// every eighth of the timeout (one task per connection, instead of a timer
 /// per call). Ends with the connection or the client.
 async fn expire(
-    waiters: std::sync::Weak<Mutex<Option<HashMap<u64, Waiter>>>>,
+    waiters: std::sync::Weak<WaiterMap>,
     client: mpsc::WeakSender<Vec<u8>>,
     timeout: Duration,
 ) {
