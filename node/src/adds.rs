@@ -17,6 +17,16 @@
 //! for a batch to fill: it holds what arrived while the node was busy, so
 //! an idle node answers an add as soon as it would have alone.
 //!
+//! One batch is in flight at a time: the next one starts when the last has
+//! answered, and holds every add that arrived meanwhile (group commit for
+//! the whole pipeline). A batch costs a few hundred microseconds of CPU
+//! across the cluster (fsyncs, datagrams, wake-ups) whatever its size, and
+//! a batch every scheduler turn split 50 Redis clients on one node into
+//! about three batches in flight. A batch that takes much longer than the
+//! one before it (it waits for a slow replica at `ALL`, or for its timeout)
+//! stops holding the next back after [`OVERLAP_FACTOR`] times that one's
+//! time, at least [`OVERLAP_MIN`] and at most [`OVERLAP_MAX`].
+//!
 //! A hot counter's adds in one batch become one add of their sum: one
 //! record and one shard to replicate for all of them. Each answers the
 //! value it would have seen had they run one after another in arrival order.
@@ -35,6 +45,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::pin::pin;
 use std::sync::{Arc, Weak};
 use std::task::Poll;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tally_engine::{Cell, Key, Staged};
@@ -94,6 +105,26 @@ impl AddQueue {
     }
 }
 
+/// How long the next batch waits for a slow one, in multiples of the time
+/// the last batch took.
+const OVERLAP_FACTOR: u32 = 2;
+/// The next batch waits at least this long for the one in flight.
+const OVERLAP_MIN: Duration = Duration::from_millis(1);
+/// The next batch never waits longer than this for the one in flight.
+const OVERLAP_MAX: Duration = Duration::from_millis(10);
+
+/// Held by the batch in flight (shared by its parts when it is split);
+/// tells when it ended once the last part drops it, its adds answered.
+struct InFlight(Option<oneshot::Sender<Instant>>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(done) = self.0.take() {
+            let _ = done.send(Instant::now());
+        }
+    }
+}
+
 /// Takes the queue's adds in batches and runs each batch on its own task,
 /// until the node is gone.
 pub(crate) async fn run(node: Weak<Node>) {
@@ -101,16 +132,30 @@ pub(crate) async fn run(node: Weak<Node>) {
         return;
     };
     let mut spare = Vec::new();
+    // The batch in flight: when it started, and its end.
+    let mut in_flight: Option<(Instant, oneshot::Receiver<Instant>)> = None;
+    // How long the last batch that ended took.
+    let mut last = OVERLAP_MIN;
     loop {
         queue.ready.notified().await;
+        if let Some((started, done)) = in_flight.take() {
+            let patience = (last * OVERLAP_FACTOR).clamp(OVERLAP_MIN, OVERLAP_MAX);
+            if let Ok(Ok(ended)) = tokio::time::timeout_at(started + patience, done).await {
+                last = ended - started;
+            }
+        }
         // Let the tasks that are ready run first, so that the adds they
         // make join this batch.
         tokio::task::yield_now().await;
         let Some(node) = node.upgrade() else { return };
         let mut adds = std::mem::replace(&mut *queue.adds.lock(), std::mem::take(&mut spare));
+        let (done, end) = oneshot::channel();
+        let batch = Arc::new(InFlight(Some(done)));
+        in_flight = Some((Instant::now(), end));
         while !adds.is_empty() {
             let rest = adds.split_off(adds.len().min(BATCH_MESSAGES_MAX));
-            tokio::spawn(run_batch(node.clone(), std::mem::replace(&mut adds, rest)));
+            let adds = std::mem::replace(&mut adds, rest);
+            tokio::spawn(run_batch(node.clone(), adds, batch.clone()));
         }
         spare = adds;
     }
@@ -300,7 +345,7 @@ struct Pending {
     answers: Option<Answers>,
 }
 
-async fn run_batch(node: Arc<Node>, adds: Vec<QueuedAdd>) {
+async fn run_batch(node: Arc<Node>, adds: Vec<QueuedAdd>, in_flight: Arc<InFlight>) {
     let mut replies = Replies::default();
     // Route every add; keep the ones this node leads.
     let mut lead: Vec<(QueuedAdd, Replicas)> = Vec::with_capacity(adds.len());
@@ -545,6 +590,8 @@ async fn run_batch(node: Arc<Node>, adds: Vec<QueuedAdd>) {
         }
     }
     replies.send();
+    // Answered: the next batch may start.
+    drop(in_flight);
     for (n, epoch) in retries {
         let l = &mut led[n];
         let adds = Combined {

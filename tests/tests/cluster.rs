@@ -114,6 +114,44 @@ fn concurrent_adds_to_one_counter_each_answer_their_own_value() {
 }
 
 #[test]
+fn an_add_waiting_for_a_frozen_replica_holds_up_no_other_add() {
+    // A node runs one batch of adds at a time. An ALL add that waits for a
+    // frozen replica (until the write timeout) must not keep the node's
+    // QUORUM adds waiting behind it.
+    let mut cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    let rt = rt();
+    let n1 = std::sync::Arc::new(rt.block_on(cluster.client(0)).unwrap());
+    rt.block_on(n1.add(b"warm", b"", 1, Consistency::All))
+        .unwrap();
+    cluster.signal_stop(2, false).unwrap();
+    rt.block_on(async {
+        let slow = {
+            let n1 = n1.clone();
+            tokio::spawn(async move { n1.add(b"slow", b"", 1, Consistency::All).await })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!slow.is_finished(), "the ALL add waits for the frozen n3");
+        for i in 1..=20 {
+            let started = Instant::now();
+            let v = n1.add(b"quick", b"", 1, Consistency::Quorum).await.unwrap();
+            assert_eq!(v, i);
+            let took = started.elapsed();
+            assert!(
+                took < Duration::from_millis(500),
+                "QUORUM add {i} took {took:?} behind the ALL add"
+            );
+        }
+        assert!(
+            !slow.is_finished(),
+            "the QUORUM adds ran while the ALL add waited"
+        );
+        let err = slow.await.unwrap().unwrap_err();
+        assert_eq!(err.kind(), Some(ErrorKind::Timeout), "{err}");
+    });
+    cluster.signal_stop(2, true).unwrap();
+}
+
+#[test]
 fn a_killed_node_gets_its_hints_and_all_converges() {
     let mut cluster = Cluster::start(ClusterOptions::default()).unwrap();
     let rt = rt();
