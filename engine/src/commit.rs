@@ -1,6 +1,7 @@
 //! The commit path: hot-counter combining, then group commit.
 //!
-//! Two threads, so that sealing never waits for the disk:
+//! Two threads, so that sealing never waits for the disk (and a runtime
+//! may write group commits itself, see below):
 //!
 //! ```text
 //! callers ──queue──▶ sealer ──outbox──▶ syncer ──▶ write + fsync ──▶ answer waiters
@@ -46,10 +47,40 @@
 //! fewer than half of them are back by its end, the next windows are
 //! skipped, for twice as many cycles each time (up to
 //! [`WINDOW_SKIP_MAX`]); a window that fills resets that.
+//!
+//! # Writing on the runtime's thread as it parks
+//!
+//! A replica's apply, or a leader's batch, puts its records in the outbox
+//! from a task, then waits. Handing the fsync to the syncer costs two
+//! wake-ups between threads: the syncer's, and the runtime's when the
+//! answers come back (each some tens to over a hundred microseconds on a
+//! busy machine). So a runtime can be given a hook ([`ParkCommit`]): when
+//! it has no task left to run and is about to park, its thread writes the
+//! open group commit itself and answers the waiters, its own tasks, at
+//! once. Whatever its tasks queue until then wakes nobody.
+//!
+//! Whoever writes a group commit holds the [`Committer`] (the log); the
+//! runtime only tries to take it, so it never waits behind the syncer,
+//! which looks at the outbox again when it is done. The syncer is the
+//! fallback:
+//! - it watches, waking every [`WATCH`], while group commits are being
+//!   written, and writes work that a busy runtime has left for that long;
+//! - work from any other thread (the sealer's, or an add from a thread
+//!   without the hook) wakes it as before;
+//! - after an fsync slower than [`PARK_SYNC_MAX`] the runtime leaves every
+//!   group commit to the syncer, as its tasks would wait behind a slow
+//!   disk, until an fsync is fast again.
+//!
+//! On uniform load this took fsyncs per add from 0.117 to 0.077, context
+//! switches per add from 0.86 to 0.60, and throughput from 82k to 98k adds/s
+//! (medians of five alternated runs).
+//!
+//! [`ParkCommit`]: crate::ParkCommit
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::time::{Duration, Instant};
 
+use parking_lot::MutexGuard;
 use tokio::sync::oneshot;
 
 use crate::cell::{Cell, Shard};
@@ -79,6 +110,13 @@ pub(crate) struct Outbox {
     /// What the syncer sleeps for: `Some(0)` any work, `Some(n)` until `n`
     /// waiters are in; `None` while it is busy (nobody to wake).
     wake_at: Option<usize>,
+    /// The syncer sleeps for at most [`WATCH`]: it will find work left for
+    /// a runtime that parks (see [`commit_on_park`]) without being woken.
+    watching: bool,
+    /// When work was first left here for a runtime to write as it parks.
+    deferred_at: Option<Instant>,
+    /// Work came that nobody will write as they park: the syncer acts now.
+    act_now: bool,
     /// Memtable generation flushed up to (log segments may go).
     pub(crate) flushed_gen: u64,
     /// The group commit being filled (numbered from 1).
@@ -97,6 +135,9 @@ impl Default for Outbox {
             batched_adds: 0,
             waiters: 0,
             wake_at: None,
+            watching: false,
+            deferred_at: None,
+            act_now: false,
             flushed_gen: 0,
             batch: 1,
             closed: false,
@@ -119,6 +160,30 @@ impl Outbox {
             None => false,
         }
     }
+
+    /// After work was added by a thread that holds the outbox: whether that
+    /// thread must wake the syncer. A thread whose runtime writes group
+    /// commits as it parks leaves the work to itself while the syncer
+    /// watches; otherwise the syncer is woken if it would act.
+    fn wake_for(&mut self, inner: &Inner) -> bool {
+        if self.watching && inner.fast_syncs.load(Relaxed) && commits_on_park(inner) {
+            self.deferred_at.get_or_insert_with(Instant::now);
+            return false;
+        }
+        self.act_now = true;
+        self.syncer_would_act()
+    }
+}
+
+thread_local! {
+    /// The engine (its `Inner`'s address) whose group commits this thread
+    /// writes when its runtime parks; 0 for none.
+    static COMMITS_ON_PARK: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether this thread writes `inner`'s group commits when it parks.
+fn commits_on_park(inner: &Inner) -> bool {
+    COMMITS_ON_PARK.with(|c| c.get()) == std::ptr::from_ref(inner) as usize
 }
 
 /// Runs the sealer until the engine closes.
@@ -151,6 +216,7 @@ pub(crate) fn run_sealer(inner: &Inner) {
         out.waiters += acks.len() + sealed.iter().map(|(_, w): &Sealed| w.len()).sum::<usize>();
         out.acks.extend(acks);
         out.sealed.extend(sealed);
+        out.act_now = true;
         let wake = out.syncer_would_act();
         drop(out);
         if wake {
@@ -249,7 +315,7 @@ pub(crate) fn seal_now(
     out.waiters += 1;
     out.sealed.extend(sealed);
     cached.sealed_batch = out.batch;
-    let wake = out.syncer_would_act();
+    let wake = out.wake_for(inner);
     drop(out);
     if wake {
         inner.outbox_cv.notify_one();
@@ -314,7 +380,7 @@ pub(crate) fn ack_now(inner: &Inner) -> oneshot::Receiver<Result<()>> {
     }
     out.acks.push(tx);
     out.waiters += 1;
-    let wake = out.syncer_would_act();
+    let wake = out.wake_for(inner);
     drop(out);
     if wake {
         inner.outbox_cv.notify_one();
@@ -410,22 +476,93 @@ fn stall_while_flush_behind(inner: &Inner) {
     }
 }
 
+/// How long the syncer leaves work to a runtime that writes group commits
+/// as it parks ([`commit_on_park`]), and how long it sleeps at a time while
+/// it watches for such work: the most such work waits when that runtime
+/// stays busy.
+const WATCH: Duration = Duration::from_micros(500);
+/// Watches in a row that saw no group commit, after which the syncer sleeps
+/// until it is woken.
+const WATCHES_MAX: u32 = 200;
+/// The longest fsync after which a runtime still writes group commits as
+/// it parks. Its tasks wait while it writes, so on a slower disk (one fsync
+/// over this) the syncer writes every group commit, until one of its fsyncs
+/// is fast again.
+const PARK_SYNC_MAX: Duration = Duration::from_millis(1);
+
+/// The commit log and what its writer keeps between group commits. Whoever
+/// holds it writes the next group commit: the syncer, or a runtime thread
+/// about to park.
+pub(crate) struct Committer {
+    log: LogWriter,
+    /// Memtable generation up to which log segments are removed.
+    removed_gen: u64,
+    /// The last group commit's records buffer, kept allocated.
+    spare: Vec<u8>,
+    /// How long the last fsync took.
+    last_sync: Duration,
+    /// The log is closed: nothing more is written.
+    closed: bool,
+}
+
+impl Committer {
+    pub(crate) fn new(log: LogWriter, window: Duration) -> Self {
+        Committer {
+            log,
+            removed_gen: 0,
+            spare: Vec::new(),
+            last_sync: window,
+            closed: false,
+        }
+    }
+}
+
+/// A runtime thread's part in group commit: called as the runtime is about
+/// to park, it writes the open group commit itself when no other thread is
+/// writing, and answers the waiters (its own tasks) without waking anyone.
+/// Work its own tasks add then wakes no thread either (see
+/// [`Outbox::wake_for`]). For a replica's apply this saves two hand-offs
+/// between threads: to the syncer, and back to the runtime.
+pub(crate) fn commit_on_park(inner: &Inner) {
+    if inner.opts.sync != SyncMode::Batch {
+        return;
+    }
+    COMMITS_ON_PARK.with(|c| c.set(std::ptr::from_ref(inner) as usize));
+    if !inner.fast_syncs.load(Relaxed) {
+        return;
+    }
+    let Some(mut c) = inner.committer.try_lock() else {
+        // The syncer is writing: it takes what is left here next, at once.
+        let mut out = inner.outbox.lock();
+        out.act_now |= out.has_work();
+        return;
+    };
+    let out = inner.outbox.lock();
+    if c.closed || !out.has_work() {
+        return;
+    }
+    write_group(inner, &mut c, out, true, true);
+}
+
 /// Runs the syncer until the sealer has closed and everything is written.
-pub(crate) fn run_syncer(inner: &Inner, mut log: LogWriter) {
+pub(crate) fn run_syncer(inner: &Inner) {
     let periodic = match inner.opts.sync {
         SyncMode::Batch => None,
         SyncMode::Periodic { interval_ms } => Some(Duration::from_millis(interval_ms.max(1))),
     };
     let mut next_sync = Instant::now() + periodic.unwrap_or_default();
-    let mut removed_gen = 0;
-    let mut spare = Vec::new();
     let window = Duration::from_micros(inner.opts.group_commit_window_us);
-    // Waiters the last fsync released: as many are expected back for the
-    // next; and how long it took.
-    let mut released = 0;
+    // As of this thread's last group commit.
+    let mut removed_gen = 0;
     let mut last_sync = window;
+    // Waiters the last fsync released: as many are expected back for the
+    // next.
+    let mut released = 0;
     // Windows to skip, and how many to skip after the next one that fails.
     let (mut skip, mut backoff) = (0, 1);
+    // Watches in a row that saw no group commit, and the last one seen.
+    let mut watches = WATCHES_MAX;
+    let mut seen_batch = 0;
     loop {
         let mut out = inner.outbox.lock();
         if periodic.is_none() && released > 0 && !out.closed {
@@ -447,33 +584,46 @@ pub(crate) fn run_syncer(inner: &Inner, mut log: LogWriter) {
                 }
             }
         }
-        while !out.has_work() && !out.closed && out.flushed_gen <= removed_gen {
-            out.wake_at = Some(0);
-            let timed_out = match periodic {
-                None => {
-                    inner.outbox_cv.wait(&mut out);
-                    false
+        loop {
+            let idle = !out.has_work() && !out.closed && out.flushed_gen <= removed_gen;
+            // Work left for a runtime that parks soon is its to write.
+            let left = out
+                .deferred_at
+                .map(|at| at + WATCH)
+                .filter(|&due| !idle && !out.act_now && !out.closed && Instant::now() < due);
+            if idle {
+                if out.batch != seen_batch {
+                    seen_batch = out.batch;
+                    watches = 0;
                 }
-                Some(_) => inner.outbox_cv.wait_until(&mut out, next_sync).timed_out(),
-            };
-            if timed_out {
+            } else if left.is_none() {
                 break;
+            }
+            out.wake_at = Some(0);
+            if periodic.is_some() {
+                if inner.outbox_cv.wait_until(&mut out, next_sync).timed_out() {
+                    break;
+                }
+            } else if let Some(due) = left {
+                inner.outbox_cv.wait_until(&mut out, due);
+            } else if inner.park_commits && watches < WATCHES_MAX {
+                out.watching = true;
+                if inner.outbox_cv.wait_for(&mut out, WATCH).timed_out() {
+                    watches += 1;
+                }
+            } else {
+                out.watching = false;
+                inner.outbox_cv.wait(&mut out);
             }
         }
         out.wake_at = None;
-        let batch = out.batch;
-        out.batch += 1;
-        let records = std::mem::replace(&mut out.records, std::mem::take(&mut spare));
-        let gen_max = std::mem::take(&mut out.gen_max);
-        let acks = std::mem::take(&mut out.acks);
-        let sealed = std::mem::take(&mut out.sealed);
-        let batched_adds = std::mem::take(&mut out.batched_adds);
-        released = std::mem::take(&mut out.waiters);
-        let closing = out.closed;
-        let flushed_gen = out.flushed_gen;
+        out.watching = inner.park_commits && periodic.is_none();
         drop(out);
 
-        let periodic_due = periodic.is_some_and(|p| {
+        let mut c = inner.committer.lock();
+        let out = inner.outbox.lock();
+        let closing = out.closed;
+        let sync = periodic.is_none_or(|p| {
             let now = Instant::now();
             let due = now >= next_sync || closing;
             if due {
@@ -481,55 +631,99 @@ pub(crate) fn run_syncer(inner: &Inner, mut log: LogWriter) {
             }
             due
         });
-        let written = if inner.poisoned.load(Acquire) {
-            Err(inner.poison_error())
-        } else {
-            log.append(&records, gen_max).and_then(|()| {
-                if periodic.is_none() || periodic_due {
-                    let started = Instant::now();
-                    let synced = log.sync();
-                    last_sync = started.elapsed();
-                    synced
-                } else {
-                    Ok(())
-                }
-            })
-        };
-        match &written {
-            Ok(()) => inner.durable_batch.store(batch, Relaxed),
-            Err(e) => inner.poison(e),
-        }
-        let synced = periodic.is_none();
-        complete(inner, &written, acks, sealed, batched_adds, synced);
-        spare = records;
-        spare.clear();
-
-        if flushed_gen > removed_gen {
-            match log.remove_flushed(flushed_gen) {
-                Ok(()) => removed_gen = flushed_gen,
-                Err(e) => tracing::warn!(error = %e, "could not remove flushed log segments"),
-            }
-        }
-        inner.log_segments.store(log.segment_count(), Relaxed);
-        let log_max = inner
-            .opts
-            .log_bytes_max
-            .max(2 * inner.opts.segment_bytes_max);
-        if log.live_bytes() > log_max && inner.version().frozen.is_empty() {
-            // Few cells, many records: flush them so old segments can go.
-            crate::background::freeze(inner);
-            inner.request_flush();
-        }
+        released = write_group(inner, &mut c, out, sync, false);
+        seen_batch = inner.outbox.lock().batch;
+        watches = 0;
+        removed_gen = c.removed_gen;
+        last_sync = c.last_sync;
         if closing && !inner.outbox.lock().has_work() {
             if !inner.poisoned.load(Acquire)
-                && let Err(e) = log.close()
+                && let Err(e) = c.log.close()
             {
                 // Harmless: replay reads the zeros left as the log's end.
                 tracing::warn!(error = %e, "could not trim the commit log at close");
             }
+            c.closed = true;
             return;
         }
     }
+}
+
+/// Writes one group commit, with the committer held: everything in the
+/// outbox, in one `write` and (if `sync`) one fsync; then answers its
+/// waiters, directly when `direct` (this thread runs their runtime), and
+/// keeps the log's size in check. Returns how many waiters it released.
+fn write_group(
+    inner: &Inner,
+    c: &mut Committer,
+    mut out: MutexGuard<'_, Outbox>,
+    sync: bool,
+    direct: bool,
+) -> usize {
+    let batch = out.batch;
+    out.batch += 1;
+    out.deferred_at = None;
+    out.act_now = false;
+    let records = std::mem::replace(&mut out.records, std::mem::take(&mut c.spare));
+    let gen_max = std::mem::take(&mut out.gen_max);
+    let acks = std::mem::take(&mut out.acks);
+    let sealed = std::mem::take(&mut out.sealed);
+    let batched_adds = std::mem::take(&mut out.batched_adds);
+    let released = std::mem::take(&mut out.waiters);
+    let flushed_gen = out.flushed_gen;
+    drop(out);
+
+    let written = if inner.poisoned.load(Acquire) {
+        Err(inner.poison_error())
+    } else {
+        c.log.append(&records, gen_max).and_then(|()| {
+            if sync {
+                let started = Instant::now();
+                let synced = c.log.sync();
+                c.last_sync = started.elapsed();
+                inner
+                    .fast_syncs
+                    .store(c.last_sync <= PARK_SYNC_MAX, Relaxed);
+                synced
+            } else {
+                Ok(())
+            }
+        })
+    };
+    match &written {
+        Ok(()) => inner.durable_batch.store(batch, Relaxed),
+        Err(e) => inner.poison(e),
+    }
+    let counted_sync = inner.opts.sync == SyncMode::Batch;
+    complete(
+        inner,
+        &written,
+        acks,
+        sealed,
+        batched_adds,
+        counted_sync,
+        direct,
+    );
+    c.spare = records;
+    c.spare.clear();
+
+    if flushed_gen > c.removed_gen {
+        match c.log.remove_flushed(flushed_gen) {
+            Ok(()) => c.removed_gen = flushed_gen,
+            Err(e) => tracing::warn!(error = %e, "could not remove flushed log segments"),
+        }
+    }
+    inner.log_segments.store(c.log.segment_count(), Relaxed);
+    let log_max = inner
+        .opts
+        .log_bytes_max
+        .max(2 * inner.opts.segment_bytes_max);
+    if c.log.live_bytes() > log_max && inner.version().frozen.is_empty() {
+        // Few cells, many records: flush them so old segments can go.
+        crate::background::freeze(inner);
+        inner.request_flush();
+    }
+    released
 }
 
 /// Answers every waiter of one write.
@@ -540,12 +734,15 @@ fn complete(
     sealed: Vec<Sealed>,
     batched_adds: u64,
     counted_sync: bool,
+    direct: bool,
 ) {
     // A batch's adds may reach the log in an earlier write than its ack:
     // they count when their records are durable.
     if written.is_ok() && !(acks.is_empty() && sealed.is_empty() && batched_adds == 0) {
         let m = &inner.metrics;
         m.syncs.fetch_add(u64::from(counted_sync), Relaxed);
+        m.park_syncs
+            .fetch_add(u64::from(counted_sync && direct), Relaxed);
         let combined: u64 = sealed.iter().map(|(_, w)| w.len() as u64).sum();
         m.add_records
             .fetch_add(sealed.len() as u64 + batched_adds, Relaxed);
@@ -561,5 +758,9 @@ fn complete(
             answers.push(Answer::Add(w, result(written).map(|()| outcome.clone())));
         }
     }
-    inner.relay.deliver(&mut answers);
+    if direct {
+        answers.into_iter().for_each(Answer::send);
+    } else {
+        inner.relay.deliver(&mut answers);
+    }
 }

@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -62,6 +62,9 @@ pub struct Options {
     /// answers then reach them through one task there, with one wake-up
     /// per batch instead of one per waiter (see `relay`).
     pub answer_on: Option<tokio::runtime::Handle>,
+    /// The hook of the runtime whose tasks wait on this engine, if its
+    /// thread is to write group commits as it parks (see [`ParkCommit`]).
+    pub park_commit: Option<ParkCommit>,
     /// Test seam: while set, every commit log fsync fails.
     #[doc(hidden)]
     pub fail_sync: Option<Arc<AtomicBool>>,
@@ -80,8 +83,46 @@ impl Default for Options {
             counter_cache_cells_max: 1 << 20,
             compaction_tables_min: 4,
             answer_on: None,
+            park_commit: None,
             fail_sync: None,
         }
+    }
+}
+
+/// A runtime's part in group commit. A runtime whose tasks wait on one
+/// engine can let its threads write the engine's group commits as they are
+/// about to park, instead of handing them to the commit thread and being
+/// woken back: build the runtime with `on_thread_park` calling
+/// [`ParkCommit::on_park`], and open the engine with
+/// [`Options::park_commit`] set to a clone. The commit thread still writes
+/// whatever a busy runtime leaves for longer than half a millisecond.
+/// Meant for a current-thread runtime, where the park comes as soon as
+/// every task waits. One hook serves one engine at a time: the one opened
+/// last.
+#[derive(Clone, Default)]
+pub struct ParkCommit(Arc<Mutex<Weak<Inner>>>);
+
+impl ParkCommit {
+    /// A hook for one engine, not yet opened.
+    pub fn new() -> Self {
+        ParkCommit::default()
+    }
+
+    /// Writes the engine's open group commit on this thread if nobody else
+    /// is writing one. Call it from the runtime's `on_thread_park`.
+    pub fn on_park(&self) {
+        let engine = self.0.lock().upgrade();
+        if let Some(inner) = engine {
+            crate::commit::commit_on_park(&inner);
+        }
+    }
+}
+
+impl std::fmt::Debug for ParkCommit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParkCommit")
+            .field("engine_open", &(self.0.lock().strong_count() > 0))
+            .finish()
     }
 }
 
@@ -145,6 +186,8 @@ pub struct Stats {
     pub clock_conflicts: u64,
     /// Commit log fsyncs since open.
     pub log_syncs: u64,
+    /// Of those, the ones a runtime wrote as it parked (`Options::park_commit`).
+    pub log_syncs_on_park: u64,
     /// Leader adds acknowledged since open.
     pub adds: u64,
     /// Read-modify-writes (log records) those adds took: fewer than `adds`
@@ -160,6 +203,7 @@ pub struct Stats {
 #[derive(Default)]
 pub(crate) struct CommitMetrics {
     pub(crate) syncs: AtomicU64,
+    pub(crate) park_syncs: AtomicU64,
     pub(crate) adds: AtomicU64,
     pub(crate) add_records: AtomicU64,
 }
@@ -175,6 +219,13 @@ pub(crate) struct Inner {
     pub(crate) queue_cv: Condvar,
     pub(crate) outbox: Mutex<crate::commit::Outbox>,
     pub(crate) outbox_cv: Condvar,
+    /// The commit log, held by whoever writes a group commit.
+    pub(crate) committer: Mutex<crate::commit::Committer>,
+    /// A runtime writes group commits as it parks (`Options::park_commit`).
+    pub(crate) park_commits: bool,
+    /// The last fsync was fast enough for a runtime to write group commits
+    /// as it parks (see `commit`).
+    pub(crate) fast_syncs: AtomicBool,
     pub(crate) poison: Mutex<Option<String>>,
     pub(crate) poisoned: AtomicBool,
     /// Wakes the background thread; guards its request flags.
@@ -237,6 +288,9 @@ impl Engine {
             frozen: Vec::new(),
             tables,
         };
+        let log_segments = log.segment_count();
+        let window = std::time::Duration::from_micros(opts.group_commit_window_us);
+        let park_commits = opts.park_commit.is_some();
         let stripes = (0..STRIPES)
             .map(|_| Mutex::new(Stripe::default()))
             .collect();
@@ -251,6 +305,9 @@ impl Engine {
             queue_cv: Condvar::new(),
             outbox: Mutex::new(Default::default()),
             outbox_cv: Condvar::new(),
+            committer: Mutex::new(crate::commit::Committer::new(log, window)),
+            park_commits,
+            fast_syncs: AtomicBool::new(true),
             poison: Mutex::new(None),
             poisoned: AtomicBool::new(false),
             bg: Mutex::new(Default::default()),
@@ -260,7 +317,7 @@ impl Engine {
             compaction_lock: Mutex::new(()),
             next_table_id: AtomicU64::new(next_table_id),
             next_gen: AtomicU64::new(2),
-            log_segments: AtomicUsize::new(log.segment_count()),
+            log_segments: AtomicUsize::new(log_segments),
             metrics: CommitMetrics::default(),
             durable_batch: AtomicU64::new(0),
             relay: Arc::default(),
@@ -270,9 +327,11 @@ impl Engine {
             inner.relay.start(runtime);
         }
         let sealer = spawn(&inner, "tally-sealer", crate::commit::run_sealer)?;
-        let syncer = spawn(&inner, "tally-syncer", move |i| {
-            crate::commit::run_syncer(i, log)
-        })?;
+        let syncer = spawn(&inner, "tally-syncer", crate::commit::run_syncer)?;
+        if let Some(hook) = &inner.opts.park_commit {
+            // The hook serves the engine opened last.
+            *hook.0.lock() = Arc::downgrade(&inner);
+        }
         let background = spawn(&inner, "tally-background", crate::background::run)?;
         // A big replayed memtable is flushed like any other.
         inner.request_flush_if_full();
@@ -596,6 +655,7 @@ impl Engine {
                 .sum(),
             clock_conflicts: crate::cell::clock_conflicts(),
             log_syncs: self.inner.metrics.syncs.load(Ordering::Relaxed),
+            log_syncs_on_park: self.inner.metrics.park_syncs.load(Ordering::Relaxed),
             adds: self.inner.metrics.adds.load(Ordering::Relaxed),
             add_records: self.inner.metrics.add_records.load(Ordering::Relaxed),
             memtable_cells: v.memtables().map(|m| m.len()).sum(),

@@ -72,7 +72,7 @@ mod stripes;
 
 pub use cell::{Cell, Shard};
 pub use commitlog::ReplayStats;
-pub use engine::{Engine, Options, Stats, SyncMode};
+pub use engine::{Engine, Options, ParkCommit, Stats, SyncMode};
 pub use error::{Error, Result};
 pub use key::{COLUMN_BYTES_MAX, Key, PARTITION_BYTES_MAX};
 pub use stripes::{AddOutcome, Durable, Staged};

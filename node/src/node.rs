@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use tally_engine::{Engine, Key, Options, SyncMode};
+use tally_engine::{Engine, Key, Options, ParkCommit, SyncMode};
 use tally_net::peer::{BoxFuture, Handler, PeerAddr, PeerSettings, Transport};
 use tally_net::wire::{
     ClientOp, ClientReply, ClusterStatus, ErrorKind, NodeStats, NodeStatus, PeerRequest,
@@ -60,7 +60,13 @@ pub struct Node {
 
 impl Node {
     /// Opens the node's storage (replaying its commit log) and hint files.
-    pub fn open(config: Config, node_id: &str) -> Result<Arc<Node>> {
+    /// `park_commit` is the hook of a runtime that writes group commits as
+    /// it parks, if it does.
+    pub fn open(
+        config: Config,
+        node_id: &str,
+        park_commit: Option<ParkCommit>,
+    ) -> Result<Arc<Node>> {
         let (me, node) = config.node(node_id)?;
         let dir = node.data_dir.clone();
         let c = &config.cluster;
@@ -74,6 +80,7 @@ impl Node {
             group_commit_window_us: c.group_commit_window_us,
             // Every waiter is a task on the node's runtime.
             answer_on: tokio::runtime::Handle::try_current().ok(),
+            park_commit,
             ..Options::default()
         };
         let engine_dir = dir.join("engine");

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
+use tally_engine::ParkCommit;
 use tally_node::config::Config;
 use tally_node::{Node, certs, resp, server};
 
@@ -98,10 +99,18 @@ fn init_logging() {
 
 /// The async runtime: one thread runs everything when `threads` is 1 (no
 /// hand-offs between threads: the fastest for several nodes sharing a few
-/// cores), else a work-stealing pool.
-fn runtime(threads: Option<usize>) -> Result<tokio::runtime::Runtime> {
+/// cores), and writes the engine's group commits whenever it is about to
+/// park (returned hook); else a work-stealing pool.
+fn runtime(threads: Option<usize>) -> Result<(tokio::runtime::Runtime, Option<ParkCommit>)> {
+    let mut hook = None;
     let mut b = match threads {
-        Some(n) if n <= 1 => tokio::runtime::Builder::new_current_thread(),
+        Some(n) if n <= 1 => {
+            let mut b = tokio::runtime::Builder::new_current_thread();
+            let on_park = ParkCommit::new();
+            hook = Some(on_park.clone());
+            b.on_thread_park(move || on_park.on_park());
+            b
+        }
         Some(n) => {
             let mut b = tokio::runtime::Builder::new_multi_thread();
             b.worker_threads(n);
@@ -109,7 +118,8 @@ fn runtime(threads: Option<usize>) -> Result<tokio::runtime::Runtime> {
         }
         None => tokio::runtime::Builder::new_multi_thread(),
     };
-    b.enable_all().build().context("start the async runtime")
+    let runtime = b.enable_all().build().context("start the async runtime")?;
+    Ok((runtime, hook))
 }
 
 /// Runs blocking work (replay, close) from inside the runtime.
@@ -145,9 +155,10 @@ fn run(path: &Path, id: &str, threads: Option<usize>, drop_every: Option<u64>) -
             path.display()
         );
     }
-    runtime(threads)?.block_on(async {
+    let (runtime, park_commit) = runtime(threads)?;
+    runtime.block_on(async {
         // Replay before any port opens: never answer with less than was acknowledged.
-        let node = blocking(|| Node::open(config, id))?;
+        let node = blocking(|| Node::open(config, id, park_commit))?;
         if let Some(n) = drop_every {
             tracing::warn!(every = n, "FAULT INJECTION: acknowledging adds without applying them");
             node.inject_drop_every(n);
@@ -238,7 +249,7 @@ fn up(path: &Path, threads: Option<usize>) -> Result<()> {
             n.data_dir.display()
         );
     }
-    let rt = runtime(Some(1))?;
+    let (rt, _no_engine) = runtime(Some(1))?;
     if let Err(e) = rt.block_on(smoke_check(&config)) {
         eprintln!("tallyd: smoke check failed: {e:#}");
     }

@@ -1,0 +1,171 @@
+//! Group commits written by a runtime's thread as it parks
+//! (`Options::park_commit`): every waiter is answered and every answered
+//! write survives a reopen; work a busy runtime leaves is written by the
+//! syncer; and with the hook gone the syncer writes everything.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a panic is the failure report"
+)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::key;
+use tally_engine::{Cell, Engine, Options, ParkCommit, Shard, Staged};
+
+/// A current-thread runtime that writes the engine's group commits as it parks.
+fn hooked_runtime() -> (tokio::runtime::Runtime, ParkCommit) {
+    let hook = ParkCommit::new();
+    let on_park = hook.clone();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .on_thread_park(move || on_park.on_park())
+        .build()
+        .unwrap();
+    (rt, hook)
+}
+
+/// Opens the engine for tasks on the current runtime, with `hook`.
+fn open(dir: &std::path::Path, hook: Option<ParkCommit>) -> Arc<Engine> {
+    let opts = Options {
+        answer_on: Some(tokio::runtime::Handle::current()),
+        park_commit: hook,
+        ..Options::default()
+    };
+    Arc::new(Engine::open(dir, opts).unwrap())
+}
+
+fn foreign(clock: u64) -> Cell {
+    Cell::from_parts(
+        0,
+        [Shard {
+            counter_id: 7,
+            clock,
+            value: 1,
+        }],
+    )
+}
+
+/// Every kind of write from several tasks, each waiting for one write at a
+/// time: batched, staged, plain and hot leader adds, and replica applies.
+async fn write_everything(engine: &Arc<Engine>) {
+    let mut tasks = tokio::task::JoinSet::new();
+    for t in 0..TASKS {
+        let e = engine.clone();
+        tasks.spawn(async move {
+            for i in (t..KEYS).step_by(TASKS as usize) {
+                match i % 3 {
+                    0 => {
+                        let (staged, durable) = e.leader_add_batch([(&key(1 + i), 2)]).unwrap();
+                        durable.wait().await.unwrap();
+                        assert!(matches!(staged[0], Staged::Sealed(_)));
+                    }
+                    1 => {
+                        let (_, durable) = e.leader_add_staged(&key(1 + i), 2).await.unwrap();
+                        durable.wait().await.unwrap();
+                    }
+                    _ => {
+                        e.leader_add(&key(0), 1).await.unwrap();
+                    }
+                }
+                e.apply_many(&[(key(10_000 + i % 7), foreign(i + 1))])
+                    .await
+                    .unwrap();
+            }
+        });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        joined.unwrap();
+    }
+}
+
+/// Writers, and keys they write.
+const TASKS: u64 = 8;
+const KEYS: u64 = 300;
+
+fn check_values(engine: &Engine) {
+    assert_eq!(engine.get(&key(0)).unwrap().value(), KEYS as i64 / 3);
+    for i in (0..KEYS).filter(|i| i % 3 != 2) {
+        assert_eq!(engine.get(&key(1 + i)).unwrap().value(), 2, "key {}", 1 + i);
+    }
+    assert_eq!(engine.get(&key(10_000)).unwrap().value(), 1);
+}
+
+#[test]
+fn a_parking_runtime_writes_group_commits_and_they_are_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let (rt, hook) = hooked_runtime();
+    let stats = rt.block_on(async {
+        let engine = open(dir.path(), Some(hook));
+        write_everything(&engine).await;
+        check_values(&engine);
+        let stats = engine.stats();
+        engine.shutdown().unwrap();
+        stats
+    });
+    assert!(
+        stats.log_syncs_on_park > 0,
+        "the runtime wrote none of {} group commits",
+        stats.log_syncs
+    );
+    eprintln!(
+        "{} of {} fsyncs written as the runtime parked",
+        stats.log_syncs_on_park, stats.log_syncs
+    );
+    drop(rt);
+
+    // Everything answered was on disk.
+    let engine = Engine::open(dir.path(), Options::default()).unwrap();
+    check_values(&engine);
+}
+
+#[test]
+fn work_a_busy_runtime_leaves_is_written_by_the_syncer() {
+    let dir = tempfile::tempdir().unwrap();
+    let (rt, hook) = hooked_runtime();
+    rt.block_on(async {
+        let engine = open(dir.path(), Some(hook));
+        // Group commits just written: the syncer now watches.
+        write_everything(&engine).await;
+        let before = engine.stats();
+
+        // Queue a write, then keep the runtime's thread busy: it cannot park.
+        let (_, durable) = engine.leader_add_batch([(&key(50_000), 5)]).unwrap();
+        let busy_until = std::time::Instant::now() + Duration::from_millis(200);
+        let mut written = engine.stats();
+        while written.log_syncs == before.log_syncs && std::time::Instant::now() < busy_until {
+            std::thread::sleep(Duration::from_millis(1));
+            written = engine.stats();
+        }
+        assert_eq!(
+            written.log_syncs,
+            before.log_syncs + 1,
+            "the syncer did not write what the busy runtime left"
+        );
+        assert_eq!(written.log_syncs_on_park, before.log_syncs_on_park);
+        durable.wait().await.unwrap();
+        assert_eq!(engine.get(&key(50_000)).unwrap().value(), 5);
+        engine.shutdown().unwrap();
+    });
+}
+
+#[test]
+fn without_the_hook_the_syncer_writes_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let engine = open(dir.path(), None);
+        write_everything(&engine).await;
+        check_values(&engine);
+        let stats = engine.stats();
+        assert!(stats.log_syncs > 0);
+        assert_eq!(stats.log_syncs_on_park, 0);
+        engine.shutdown().unwrap();
+    });
+}
