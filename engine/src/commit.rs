@@ -63,8 +63,9 @@
 //! runtime only tries to take it, so it never waits behind the syncer,
 //! which looks at the outbox again when it is done. The syncer is the
 //! fallback:
-//! - it watches, waking every [`WATCH`], while group commits are being
-//!   written, and writes work that a busy runtime has left for that long;
+//! - work left for longer than [`WATCH`] is the syncer's: the runtime,
+//!   still busy, wakes it when it adds more, and while group commits are
+//!   being written the syncer also looks by itself every [`WATCH_POLL`];
 //! - work from any other thread (the sealer's, or an add from a thread
 //!   without the hook) wakes it as before;
 //! - after an fsync slower than [`PARK_SYNC_MAX`] the runtime leaves every
@@ -110,8 +111,8 @@ pub(crate) struct Outbox {
     /// What the syncer sleeps for: `Some(0)` any work, `Some(n)` until `n`
     /// waiters are in; `None` while it is busy (nobody to wake).
     wake_at: Option<usize>,
-    /// The syncer sleeps for at most [`WATCH`]: it will find work left for
-    /// a runtime that parks (see [`commit_on_park`]) without being woken.
+    /// The syncer sleeps for at most [`WATCH_POLL`]: it will find work left
+    /// for a runtime that parks (see [`commit_on_park`]) without being woken.
     watching: bool,
     /// When work was first left here for a runtime to write as it parks.
     deferred_at: Option<Instant>,
@@ -164,11 +165,16 @@ impl Outbox {
     /// After work was added by a thread that holds the outbox: whether that
     /// thread must wake the syncer. A thread whose runtime writes group
     /// commits as it parks leaves the work to itself while the syncer
-    /// watches; otherwise the syncer is woken if it would act.
+    /// watches, unless work left earlier is overdue ([`WATCH`]); otherwise
+    /// the syncer is woken if it would act.
     fn wake_for(&mut self, inner: &Inner) -> bool {
         if self.watching && inner.fast_syncs.load(Relaxed) && commits_on_park(inner) {
-            self.deferred_at.get_or_insert_with(Instant::now);
-            return false;
+            let now = Instant::now();
+            let since = *self.deferred_at.get_or_insert(now);
+            if now < since + WATCH {
+                return false;
+            }
+            // The runtime has not parked for a while: hand over to the syncer.
         }
         self.act_now = true;
         self.syncer_would_act()
@@ -481,9 +487,14 @@ fn stall_while_flush_behind(inner: &Inner) {
 /// it watches for such work: the most such work waits when that runtime
 /// stays busy.
 const WATCH: Duration = Duration::from_micros(500);
-/// Watches in a row that saw no group commit, after which the syncer sleeps
+/// How often the syncer looks for work left longer than [`WATCH`] by a
+/// runtime that does not park, if nothing wakes it sooner: a busy runtime
+/// that adds work wakes it itself once older work is overdue, so this only
+/// bounds the wait of work left behind by a runtime that then runs no add.
+const WATCH_POLL: Duration = Duration::from_millis(5);
+/// Polls in a row that saw no group commit, after which the syncer sleeps
 /// until it is woken.
-const WATCHES_MAX: u32 = 200;
+const WATCHES_MAX: u32 = 20;
 /// The longest fsync after which a runtime still writes group commits as
 /// it parks. Its tasks wait while it writes, so on a slower disk (one fsync
 /// over this) the syncer writes every group commit, until one of its fsyncs
@@ -608,7 +619,7 @@ pub(crate) fn run_syncer(inner: &Inner) {
                 inner.outbox_cv.wait_until(&mut out, due);
             } else if inner.park_commits && watches < WATCHES_MAX {
                 out.watching = true;
-                if inner.outbox_cv.wait_for(&mut out, WATCH).timed_out() {
+                if inner.outbox_cv.wait_for(&mut out, WATCH_POLL).timed_out() {
                     watches += 1;
                 }
             } else {
