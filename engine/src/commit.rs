@@ -688,7 +688,7 @@ fn write_group(
         Err(inner.poison_error())
     } else {
         c.log.append(&records, gen_max).and_then(|()| {
-            if sync {
+            if sync && c.log.unsynced() {
                 let started = Instant::now();
                 let synced = c.log.sync();
                 c.last_sync = started.elapsed();

@@ -68,6 +68,9 @@ pub struct Options {
     /// Test seam: while set, every commit log fsync fails.
     #[doc(hidden)]
     pub fail_sync: Option<Arc<AtomicBool>>,
+    /// Test seam: every commit log fsync takes this many microseconds more.
+    #[doc(hidden)]
+    pub slow_sync: Option<Arc<AtomicU64>>,
 }
 
 impl Default for Options {
@@ -85,6 +88,7 @@ impl Default for Options {
             answer_on: None,
             park_commit: None,
             fail_sync: None,
+            slow_sync: None,
         }
     }
 }
@@ -275,6 +279,7 @@ impl Engine {
             1,
             opts.segment_bytes_max,
             opts.fail_sync.clone(),
+            opts.slow_sync.clone(),
         )?;
         tracing::info!(
             dir = %dir.display(), counter_id = %format!("{:#018x}", identity.counter_id),

@@ -1,7 +1,8 @@
 //! Group commits written by a runtime's thread as it parks
 //! (`Options::park_commit`): every waiter is answered and every answered
 //! write survives a reopen; work a busy runtime leaves is written by the
-//! syncer; and with the hook gone the syncer writes everything.
+//! syncer; after a slow fsync the syncer writes every group commit until
+//! an fsync is fast again; and with no hook the syncer writes everything.
 
 #![allow(
     clippy::unwrap_used,
@@ -11,6 +12,7 @@
 mod common;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use common::key;
@@ -30,9 +32,18 @@ fn hooked_runtime() -> (tokio::runtime::Runtime, ParkCommit) {
 
 /// Opens the engine for tasks on the current runtime, with `hook`.
 fn open(dir: &std::path::Path, hook: Option<ParkCommit>) -> Arc<Engine> {
+    open_with(dir, hook, None)
+}
+
+fn open_with(
+    dir: &std::path::Path,
+    hook: Option<ParkCommit>,
+    slow_sync: Option<Arc<AtomicU64>>,
+) -> Arc<Engine> {
     let opts = Options {
         answer_on: Some(tokio::runtime::Handle::current()),
         park_commit: hook,
+        slow_sync,
         ..Options::default()
     };
     Arc::new(Engine::open(dir, opts).unwrap())
@@ -148,6 +159,38 @@ fn work_a_busy_runtime_leaves_is_written_by_the_syncer() {
         assert_eq!(written.log_syncs_on_park, before.log_syncs_on_park);
         durable.wait().await.unwrap();
         assert_eq!(engine.get(&key(50_000)).unwrap().value(), 5);
+        engine.shutdown().unwrap();
+    });
+}
+
+#[test]
+fn after_a_slow_fsync_the_runtime_leaves_group_commits_to_the_syncer() {
+    let dir = tempfile::tempdir().unwrap();
+    let (rt, hook) = hooked_runtime();
+    let slow = Arc::new(AtomicU64::new(0));
+    rt.block_on(async {
+        let engine = open_with(dir.path(), Some(hook), Some(slow.clone()));
+        write_everything(&engine).await;
+        let fast = engine.stats();
+        assert!(fast.log_syncs_on_park > 0);
+
+        // Every fsync now takes over the limit: the first one (perhaps on
+        // park) shows it, and the syncer writes the rest.
+        slow.store(2_000, Ordering::Relaxed);
+        write_everything(&engine).await;
+        let slowed = engine.stats();
+        assert!(slowed.log_syncs - fast.log_syncs > 10);
+        assert!(
+            slowed.log_syncs_on_park - fast.log_syncs_on_park <= 1,
+            "{} slow fsyncs written on park",
+            slowed.log_syncs_on_park - fast.log_syncs_on_park
+        );
+
+        // The syncer's first fast fsync hands group commits back.
+        slow.store(0, Ordering::Relaxed);
+        write_everything(&engine).await;
+        let again = engine.stats();
+        assert!(again.log_syncs_on_park > slowed.log_syncs_on_park);
         engine.shutdown().unwrap();
     });
 }

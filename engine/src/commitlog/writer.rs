@@ -17,7 +17,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::header;
 use crate::error::{Error, Result};
@@ -48,6 +48,7 @@ pub(crate) struct LogWriter {
     segment_bytes_max: u64,
     unsynced: bool,
     fail_sync: Option<Arc<AtomicBool>>,
+    slow_sync: Option<Arc<AtomicU64>>,
 }
 
 impl LogWriter {
@@ -59,6 +60,7 @@ impl LogWriter {
         replay_gen: u64,
         segment_bytes_max: u64,
         fail_sync: Option<Arc<AtomicBool>>,
+        slow_sync: Option<Arc<AtomicU64>>,
     ) -> Result<Self> {
         let next = existing.last().map_or(1, |id| id + 1);
         let (file, path) = create_segment(dir, next)?;
@@ -75,6 +77,7 @@ impl LogWriter {
             segment_bytes_max,
             unsynced: false,
             fail_sync,
+            slow_sync,
         })
     }
 
@@ -105,6 +108,11 @@ impl LogWriter {
         Ok(())
     }
 
+    /// Whether anything appended is not durable yet (`sync` has work).
+    pub(crate) fn unsynced(&self) -> bool {
+        self.unsynced
+    }
+
     /// Makes everything appended so far durable.
     pub(crate) fn sync(&mut self) -> Result<()> {
         if !self.unsynced {
@@ -123,6 +131,9 @@ impl LogWriter {
         {
             let err = io::Error::other("injected fsync failure");
             return Err(Error::io("fsync commit log", &self.path, err));
+        }
+        if let Some(us) = &self.slow_sync {
+            std::thread::sleep(std::time::Duration::from_micros(us.load(Ordering::Relaxed)));
         }
         self.file
             .sync_data()
