@@ -564,6 +564,8 @@ pub(crate) fn run_syncer(inner: &Inner) {
     };
     let mut next_sync = Instant::now() + periodic.unwrap_or_default();
     let window = Duration::from_micros(inner.opts.group_commit_window_us);
+    // A runtime writes group commits as it parks: watch for work it leaves.
+    let park_commits = inner.opts.park_commit.is_some();
     // As of this thread's last group commit.
     let mut removed_gen = 0;
     let mut last_sync = window;
@@ -618,7 +620,7 @@ pub(crate) fn run_syncer(inner: &Inner) {
                 }
             } else if let Some(due) = left {
                 inner.outbox_cv.wait_until(&mut out, due);
-            } else if inner.park_commits && watches < WATCHES_MAX {
+            } else if park_commits && watches < WATCHES_MAX {
                 out.watching = true;
                 if inner.outbox_cv.wait_for(&mut out, WATCH_POLL).timed_out() {
                     watches += 1;
@@ -629,7 +631,7 @@ pub(crate) fn run_syncer(inner: &Inner) {
             }
         }
         out.wake_at = None;
-        out.watching = inner.park_commits && periodic.is_none();
+        out.watching = park_commits && periodic.is_none();
         drop(out);
 
         let mut c = inner.committer.lock();
@@ -644,11 +646,15 @@ pub(crate) fn run_syncer(inner: &Inner) {
             due
         });
         released = write_group(inner, &mut c, out, sync, false);
-        seen_batch = inner.outbox.lock().batch;
+        let drained = {
+            let out = inner.outbox.lock();
+            seen_batch = out.batch;
+            !out.has_work()
+        };
         watches = 0;
         removed_gen = c.removed_gen;
         last_sync = c.last_sync;
-        if closing && !inner.outbox.lock().has_work() {
+        if closing && drained {
             if !inner.poisoned.load(Acquire)
                 && let Err(e) = c.log.close()
             {

@@ -225,8 +225,6 @@ pub(crate) struct Inner {
     pub(crate) outbox_cv: Condvar,
     /// The commit log, held by whoever writes a group commit.
     pub(crate) committer: Mutex<crate::commit::Committer>,
-    /// A runtime writes group commits as it parks (`Options::park_commit`).
-    pub(crate) park_commits: bool,
     /// The last fsync was fast enough for a runtime to write group commits
     /// as it parks (see `commit`).
     pub(crate) fast_syncs: AtomicBool,
@@ -295,7 +293,6 @@ impl Engine {
         };
         let log_segments = log.segment_count();
         let window = std::time::Duration::from_micros(opts.group_commit_window_us);
-        let park_commits = opts.park_commit.is_some();
         let stripes = (0..STRIPES)
             .map(|_| Mutex::new(Stripe::default()))
             .collect();
@@ -311,7 +308,6 @@ impl Engine {
             outbox: Mutex::new(Default::default()),
             outbox_cv: Condvar::new(),
             committer: Mutex::new(crate::commit::Committer::new(log, window)),
-            park_commits,
             fast_syncs: AtomicBool::new(true),
             poison: Mutex::new(None),
             poisoned: AtomicBool::new(false),
