@@ -94,7 +94,16 @@ pub(crate) fn flush_frozen(inner: &Inner) -> Result<()> {
         let table = if m.len() == 0 {
             None
         } else {
-            let cells = m.sorted();
+            // Marked keys' state is read from the counter cache, one cell
+            // lock at a time, after the memtable's shard locks are released.
+            let cells: Vec<(Key, Cell)> = m
+                .sorted()
+                .into_iter()
+                .map(|(k, slot)| {
+                    let c = inner.slot_cell(&m, &k, slot);
+                    (k, c)
+                })
+                .collect();
             let ids: std::collections::BTreeSet<u64> = cells
                 .iter()
                 .flat_map(|(_, c)| c.shards().iter().map(|s| s.counter_id))

@@ -271,10 +271,10 @@ fn seal_all(inner: &Inner, adds: &[Key], records: &mut Vec<u8>, sealed: &mut Vec
             sealed,
             &mut |a| answers.push(a),
         ) {
-            // The memtable and the log get only the new own shard: the rest
-            // of the cell is already wherever it came from.
+            cached.mark_written(key, &v);
+            // The log gets only the new own shard: the rest of the cell is
+            // already wherever it came from.
             let own = std::slice::from_ref(&outcome.shard);
-            v.active.merge_parts(key, outcome.epoch, own);
             commitlog::encode_record_parts(records, key, outcome.epoch, own);
         }
     }
@@ -312,7 +312,7 @@ pub(crate) fn seal_now(
     };
     let own = [outcome.shard];
     let epoch = outcome.epoch;
-    v.active.merge_parts(key, epoch, &own);
+    cached.mark_written(key, v);
     let mut out = inner.outbox.lock();
     if out.closed {
         return; // closing: the dropped waiter reads as `Closed`
@@ -352,8 +352,8 @@ pub(crate) fn seal_one_now(
     }
     own.value = value;
     let outcome = put_next_version(cell, own, 1);
+    cached.mark_written(key, v);
     let own = std::slice::from_ref(&outcome.shard);
-    v.active.merge_parts(key, outcome.epoch, own);
     commitlog::encode_record_parts(&mut out.records, key, outcome.epoch, own);
     out.gen_max = out.gen_max.max(v.active.generation());
     out.batched_adds += 1;

@@ -14,7 +14,7 @@ use crate::commitlog::{self, LogWriter, ReplayStats};
 use crate::error::{Error, Result};
 use crate::identity::Identity;
 use crate::key::Key;
-use crate::memtable::Memtable;
+use crate::memtable::{Memtable, Slot};
 use crate::sstable::Table;
 use crate::stripes::{
     AddOutcome, Cached, Durable, DurableBy, PendingAdd, STRIPES, Staged, Stripe, stripe_of,
@@ -143,7 +143,7 @@ pub(crate) struct Version {
 }
 
 impl Version {
-    fn memtables(&self) -> impl Iterator<Item = &Arc<Memtable>> {
+    pub(crate) fn memtables(&self) -> impl Iterator<Item = &Arc<Memtable>> {
         std::iter::once(&self.active).chain(self.frozen.iter())
     }
 }
@@ -483,19 +483,26 @@ impl Engine {
         let rx = {
             let v = self.inner.state.read();
             let mut stripe = self.inner.stripe(key).lock();
-            let unchanged = stripe
-                .cells
-                .get_mut(key)
-                .is_some_and(|cached| !cached.cell.merge_changed(cell));
-            if unchanged {
-                drop(stripe);
+            let changed = match stripe.cells.get_mut(key) {
+                Some(cached) => {
+                    let changed = cached.cell.merge_changed(cell);
+                    if changed {
+                        cached.mark_written(key, &v);
+                    }
+                    changed
+                }
+                None => {
+                    v.active.merge(key, cell); // under the cell lock: no racing writer
+                    true
+                }
+            };
+            drop(stripe);
+            if changed {
+                self.inner.log_record(key, cell, v.active.generation())
+            } else {
                 // Nothing new to log, but the state may come from a record
                 // still waiting for its fsync: answer after the next one.
                 self.inner.log_barrier()
-            } else {
-                v.active.merge(key, cell); // under the cell lock: no racing writer
-                drop(stripe);
-                self.inner.log_record(key, cell, v.active.generation())
             }
         };
         rx.await.map_err(|_| Error::Closed)?
@@ -532,14 +539,13 @@ impl Engine {
                 continue;
             }
             let epoch = self.inner.with_cached_cell(key, |cached, v| {
-                let cached = &mut cached.cell;
-                let changed = cached.merge_changed(cell);
-                let epoch = cached.epoch();
+                let changed = cached.cell.merge_changed(cell);
+                let epoch = cached.cell.epoch();
                 if !changed {
                     direct_only = false;
                     return Ok::<u64, Error>(epoch);
                 }
-                v.active.merge(key, cell); // under the cell lock: no racing writer
+                cached.mark_written(key, v);
                 if v.frozen.len() < stall_at {
                     crate::commit::append_now(&self.inner, key, cell, v)?;
                     full |= v.active.bytes() >= self.inner.opts.memtable_bytes_max;
@@ -570,10 +576,9 @@ impl Engine {
     pub async fn reset(&self, key: &Key) -> Result<u64> {
         self.inner.check_writable()?;
         let (epoch, rx) = self.inner.with_cached_cell(key, |cached, v| {
-            let cell = &mut cached.cell;
-            cell.reset();
-            let cell = cell.clone();
-            v.active.merge(key, &cell);
+            cached.cell.reset();
+            cached.mark_written(key, v);
+            let cell = cached.cell.clone();
             (
                 cell.epoch(),
                 self.inner.log_record(key, &cell, v.active.generation()),
@@ -591,8 +596,8 @@ impl Engine {
         let v = self.inner.version();
         let mut cell = self.inner.read_tables(&v, key)?;
         for m in v.memtables() {
-            if let Some(c) = m.get(key) {
-                cell.merge(&c);
+            if let Some(slot) = m.get(key) {
+                cell.merge(&self.inner.slot_cell(m, key, slot));
             }
         }
         Ok(cell)
@@ -610,7 +615,8 @@ impl Engine {
             }
         };
         for m in v.memtables() {
-            for (k, c) in m.row(partition) {
+            for (k, slot) in m.row(partition) {
+                let c = self.inner.slot_cell(m, &k, slot);
                 put(k, c);
             }
         }
@@ -836,17 +842,43 @@ impl Inner {
             let mut stripe = self.stripe(key).lock();
             if !stripe.cells.contains_key(key) {
                 for m in v.memtables() {
-                    if let Some(c) = m.get(key) {
-                        cell.merge(&c);
+                    match m.get(key) {
+                        Some(Slot::Cell(c)) => cell.merge(&c),
+                        // Not cached, under the cell lock: none (see `Memtable`).
+                        Some(Slot::Cached) => debug_assert!(false, "{key:?} marked, not cached"),
+                        None => {}
                     }
                 }
-                stripe.cache(key.clone(), cell, self.cache_cap_per_stripe);
+                stripe.cache(key.clone(), cell, self.cache_cap_per_stripe, &v);
             }
             let cached = stripe
                 .cells
                 .get_mut(key)
                 .expect("cached under this lock just above");
             return Ok(f(cached, &v));
+        }
+    }
+
+    /// The state of `key` that memtable `m` holds as `slot`. A
+    /// [`Slot::Cached`] is the counter cache's whole cell, or, if the entry
+    /// was evicted since the slot was read, the cell its eviction left in `m`.
+    pub(crate) fn slot_cell(&self, m: &Memtable, key: &Key, slot: Slot) -> Cell {
+        if let Slot::Cell(cell) = slot {
+            return *cell;
+        }
+        let stripe = self.stripe(key).lock();
+        if let Some(cached) = stripe.cells.get(key) {
+            return cached.cell.clone();
+        }
+        match m.get(key) {
+            Some(Slot::Cell(cell)) => *cell,
+            // Not cached, under the cell lock: no mark (see `Memtable`), and
+            // entries are never removed.
+            other => {
+                debug_assert!(false, "{key:?} marked, not cached: {other:?}");
+                tracing::error!(?key, "memtable marks a key the counter cache does not hold");
+                Cell::new()
+            }
         }
     }
 

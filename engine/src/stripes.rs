@@ -3,7 +3,10 @@
 //! A stripe's mutex is *the* cell lock for every key that hashes to it. It
 //! guards, for those keys:
 //! - the counter cache: the whole cell as this node knows it, for recently
-//!   written keys, so the leader's read-modify-write never reads the disk;
+//!   written keys, so the leader's read-modify-write never reads the disk.
+//!   A memtable holds a written cached key as a mark, not a copy of its
+//!   state, and reads that state here (see `memtable`): an entry leaves it
+//!   there as a cell before it is evicted;
 //! - pending adds, next to the cached cell: deltas waiting for the commit
 //!   thread, which combines all adds to one key into one read-modify-write
 //!   and one log record.
@@ -15,6 +18,7 @@ use std::collections::HashMap;
 use tokio::sync::oneshot;
 
 use crate::cell::{Cell, Shard};
+use crate::engine::Version;
 use crate::error::Result;
 use crate::key::{Key, KeyHashBuilder};
 
@@ -101,6 +105,21 @@ pub(crate) struct Cached {
     /// The group commit this cell's newest record went into (or a later
     /// one). Until it is durable, new adds wait to be combined.
     pub(crate) sealed_batch: u64,
+    /// The generation of the memtable that last marked this key as held
+    /// here ([`Slot::Cached`](crate::memtable::Slot)); 0 for none.
+    pub(crate) marked_in: u64,
+}
+
+impl Cached {
+    /// Records in the active memtable that this entry holds state written
+    /// there: once per memtable, so that a write to a cached cell costs one
+    /// hash lookup, not two. Call under the cell lock after changing `cell`.
+    pub(crate) fn mark_written(&mut self, key: &Key, v: &Version) {
+        if self.marked_in != v.active.generation() {
+            v.active.mark_cached(key, &self.cell);
+            self.marked_in = v.active.generation();
+        }
+    }
 }
 
 /// The state behind one cell lock.
@@ -114,20 +133,25 @@ pub(crate) struct Stripe {
 
 impl Stripe {
     /// Caches `cell` for `key` (not cached yet), evicting an unpinned entry
-    /// when over `cap`.
+    /// when over `cap`. `v` is the version the caller holds.
     ///
     /// The victim is whichever unpinned key the hash map yields first, which
     /// is effectively random; evicting a live key only costs a memtable or
-    /// SSTable read on its next write.
-    pub(crate) fn cache(&mut self, key: Key, cell: Cell, cap: usize) {
+    /// SSTable read on its next write. A victim that memtables mark as held
+    /// here leaves its whole cell in them instead.
+    pub(crate) fn cache(&mut self, key: Key, cell: Cell, cap: usize, v: &Version) {
         if self.cells.len() >= cap {
             let victim = self
                 .cells
                 .iter()
                 .find(|(_, c)| c.pending.is_empty())
                 .map(|(k, _)| k.clone());
-            if let Some(v) = victim {
-                self.cells.remove(&v);
+            if let Some((gone, entry)) = victim.and_then(|k| self.cells.remove_entry(&k))
+                && entry.marked_in != 0
+            {
+                for m in v.memtables() {
+                    m.unmark_cached(&gone, &entry.cell);
+                }
             }
         }
         self.cells.insert(
@@ -136,6 +160,7 @@ impl Stripe {
                 cell,
                 pending: Vec::new(),
                 sealed_batch: 0,
+                marked_in: 0,
             },
         );
     }
