@@ -841,7 +841,7 @@ impl Inner {
             }
             let mut stripe = self.stripe(key).lock();
             if !stripe.cells.contains_key(key) {
-                for m in v.memtables() {
+                for m in v.memtables().filter(|m| m.holds_cells()) {
                     match m.get(key) {
                         Some(Slot::Cell(c)) => cell.merge(&c),
                         // Not cached, under the cell lock: none (see `Memtable`).

@@ -58,6 +58,8 @@ pub(crate) struct Memtable {
     shards: Box<[Mutex<Map>]>,
     bytes: AtomicUsize,
     len: AtomicUsize,
+    /// How many slots are [`Slot::Cell`]s.
+    cells: AtomicUsize,
 }
 
 impl Memtable {
@@ -68,6 +70,7 @@ impl Memtable {
             shards: (0..SHARDS).map(|_| Mutex::new(Map::default())).collect(),
             bytes: AtomicUsize::new(0),
             len: AtomicUsize::new(0),
+            cells: AtomicUsize::new(0),
         }
     }
 
@@ -95,6 +98,13 @@ impl Memtable {
         self.len.load(Ordering::Relaxed)
     }
 
+    /// Whether any slot is a [`Slot::Cell`]. When none is, a key not in the
+    /// counter cache is not here at all (checked under its cell lock): a
+    /// fresh key's first write skips the lookup.
+    pub(crate) fn holds_cells(&self) -> bool {
+        self.cells.load(Ordering::Relaxed) > 0
+    }
+
     /// What this memtable holds for `key`.
     pub(crate) fn get(&self, key: &Key) -> Option<Slot> {
         self.shard(key).lock().get(key).cloned()
@@ -111,6 +121,7 @@ impl Memtable {
                 // invariants); were there one, this cell is all it can keep.
                 debug_assert!(false, "cached slot for an uncached key {key:?}");
                 *slot = Slot::Cell(Box::new(cell.clone()));
+                self.cells.fetch_add(1, Ordering::Relaxed);
             }
             None => self.insert_new(
                 &mut map,
@@ -127,7 +138,11 @@ impl Memtable {
     pub(crate) fn mark_cached(&self, key: &Key, whole: &Cell) {
         let mut map = self.shard(key).lock();
         match map.get_mut(key) {
-            Some(slot) => *slot = Slot::Cached,
+            Some(slot) => {
+                if let Slot::Cell(_) = std::mem::replace(slot, Slot::Cached) {
+                    self.cells.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
             None => self.insert_new(&mut map, key.clone(), Slot::Cached, whole),
         }
     }
@@ -137,6 +152,7 @@ impl Memtable {
     pub(crate) fn unmark_cached(&self, key: &Key, whole: &Cell) {
         if let Some(slot @ Slot::Cached) = self.shard(key).lock().get_mut(key) {
             *slot = Slot::Cell(Box::new(whole.clone()));
+            self.cells.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -149,9 +165,10 @@ impl Memtable {
             Some(slot @ Slot::Cached) => {
                 debug_assert!(false, "cached slot during replay for {key:?}");
                 *slot = Slot::Cell(Box::new(cell));
+                self.cells.fetch_add(1, Ordering::Relaxed);
             }
             None => {
-                self.count_new(&key, &cell);
+                self.count_new(&key, cell.len_bytes(), true);
                 map.insert(key, Slot::Cell(Box::new(cell)));
             }
         }
@@ -159,13 +176,17 @@ impl Memtable {
 
     /// Inserts a new entry for `key`, whose state is the size of `cell`.
     fn insert_new(&self, map: &mut Map, key: Key, slot: Slot, cell: &Cell) {
-        self.count_new(&key, cell);
+        self.count_new(&key, cell.len_bytes(), matches!(slot, Slot::Cell(_)));
         map.insert(key, slot);
     }
 
-    fn count_new(&self, key: &Key, cell: &Cell) {
+    /// Counts a new entry for `key` holding `cell_bytes` of state.
+    fn count_new(&self, key: &Key, cell_bytes: usize, is_cell: bool) {
+        if is_cell {
+            self.cells.fetch_add(1, Ordering::Relaxed);
+        }
         self.bytes.fetch_add(
-            key.len_bytes() + cell.len_bytes() + ENTRY_OVERHEAD_BYTES,
+            key.len_bytes() + cell_bytes + ENTRY_OVERHEAD_BYTES,
             Ordering::Relaxed,
         );
         self.len.fetch_add(1, Ordering::Relaxed);
