@@ -327,10 +327,7 @@ async fn expire(
 }
 
 fn key(partition: &[u8], column: &[u8]) -> WireKey {
-    WireKey {
-        partition: partition.to_vec(),
-        column: column.to_vec(),
-    }
+    WireKey::new(partition, column)
 }
 
 fn expect_value(reply: ClientReply) -> Result<i64, ClientError> {

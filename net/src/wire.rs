@@ -15,7 +15,11 @@
 //! [`MESSAGE_BYTES_MAX`] (bincode checks each length against the limit before
 //! it allocates), and a message followed by trailing bytes is rejected.
 
+use bincode::de::{Decoder, read::Reader};
+use bincode::enc::Encoder;
+use bincode::error::EncodeError;
 use bincode::{Decode, Encode};
+use smallvec::SmallVec;
 
 /// Largest encoded message, either protocol. A row answer is the biggest
 /// thing on the wire.
@@ -78,13 +82,92 @@ pub fn decode<T: Decode<()>>(bytes: &[u8]) -> Result<T, DecodeError> {
     Ok(msg)
 }
 
-/// A counter's address.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Encode, Decode)]
+/// A counter's address: a partition, which decides placement, and a column.
+///
+/// Both parts live in one buffer, inline up to [`WireKey::INLINE_BYTES`]
+/// together, so building, sending and receiving a common key allocates
+/// nothing. On the wire it is the partition, then the column, each a
+/// length-prefixed byte string (what two bincode `Vec<u8>`s are).
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct WireKey {
-    /// Decides placement; at most 1 KiB.
-    pub partition: Vec<u8>,
-    /// At most 256 B; empty for a plain counter.
-    pub column: Vec<u8>,
+    bytes: SmallVec<[u8; WireKey::INLINE_BYTES]>,
+    /// Where the partition ends in `bytes`.
+    split: usize,
+}
+
+impl WireKey {
+    /// Longest key (both parts) held without an allocation.
+    pub const INLINE_BYTES: usize = 48;
+
+    /// A key from its parts. Sizes are checked where keys are used
+    /// (partition at most 1 KiB, column at most 256 B), not here.
+    pub fn new(partition: &[u8], column: &[u8]) -> WireKey {
+        let mut bytes = SmallVec::with_capacity(partition.len() + column.len());
+        bytes.extend_from_slice(partition);
+        bytes.extend_from_slice(column);
+        WireKey {
+            bytes,
+            split: partition.len(),
+        }
+    }
+
+    /// Decides placement.
+    pub fn partition(&self) -> &[u8] {
+        &self.bytes[..self.split]
+    }
+
+    /// Empty for a plain counter.
+    pub fn column(&self) -> &[u8] {
+        &self.bytes[self.split..]
+    }
+}
+
+impl std::fmt::Debug for WireKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WireKey")
+            .field("partition", &self.partition())
+            .field("column", &self.column())
+            .finish()
+    }
+}
+
+impl Encode for WireKey {
+    fn encode<E: Encoder>(&self, encoder: &mut E) -> Result<(), EncodeError> {
+        self.partition().encode(encoder)?;
+        self.column().encode(encoder)
+    }
+}
+
+impl<Context> Decode<Context> for WireKey {
+    fn decode<D: Decoder<Context = Context>>(
+        decoder: &mut D,
+    ) -> Result<Self, bincode::error::DecodeError> {
+        let mut bytes = SmallVec::new();
+        decode_bytes_into(decoder, &mut bytes)?;
+        let split = bytes.len();
+        decode_bytes_into(decoder, &mut bytes)?;
+        Ok(WireKey { bytes, split })
+    }
+}
+bincode::impl_borrow_decode!(WireKey);
+
+/// Appends a length-prefixed byte string (a bincode `Vec<u8>`) to `out`,
+/// its length checked against the decode limit before anything grows.
+fn decode_bytes_into<D: Decoder, const N: usize>(
+    decoder: &mut D,
+    out: &mut SmallVec<[u8; N]>,
+) -> Result<(), bincode::error::DecodeError> {
+    let len = decode_len(decoder)?;
+    decoder.claim_container_read::<u8>(len)?;
+    let start = out.len();
+    out.resize(start + len, 0);
+    decoder.reader().read(&mut out[start..])
+}
+
+/// A container's length, as bincode writes it.
+fn decode_len<D: Decoder>(decoder: &mut D) -> Result<usize, bincode::error::DecodeError> {
+    let len = u64::decode(decoder)?;
+    usize::try_from(len).map_err(|_| bincode::error::DecodeError::OutsideUsizeRange(len))
 }
 
 /// One node incarnation's part of a counter.
@@ -98,14 +181,44 @@ pub struct WireShard {
     pub value: i64,
 }
 
-/// A counter cell: the shards of one epoch.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Encode, Decode)]
+/// A cell's shards: inline up to three, like the engine's.
+pub type WireShards = SmallVec<[WireShard; 3]>;
+
+/// A counter cell: the shards of one epoch. On the wire: the epoch, then
+/// the shards as a bincode `Vec<WireShard>`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct WireCell {
     /// Bumped by every reset.
     pub epoch: u64,
     /// At most one per counter id.
-    pub shards: Vec<WireShard>,
+    pub shards: WireShards,
 }
+
+impl Encode for WireCell {
+    fn encode<E: Encoder>(&self, encoder: &mut E) -> Result<(), EncodeError> {
+        self.epoch.encode(encoder)?;
+        self.shards.as_slice().encode(encoder)
+    }
+}
+
+impl<Context> Decode<Context> for WireCell {
+    fn decode<D: Decoder<Context = Context>>(
+        decoder: &mut D,
+    ) -> Result<Self, bincode::error::DecodeError> {
+        let epoch = u64::decode(decoder)?;
+        let len = decode_len(decoder)?;
+        decoder.claim_container_read::<WireShard>(len)?;
+        let mut shards = WireShards::with_capacity(len);
+        for _ in 0..len {
+            // As bincode's own Vec decode does: the claim above already
+            // counted these bytes, and decoding a shard counts them again.
+            decoder.unclaim_bytes_read(std::mem::size_of::<WireShard>());
+            shards.push(WireShard::decode(decoder)?);
+        }
+        Ok(WireCell { epoch, shards })
+    }
+}
+bincode::impl_borrow_decode!(WireCell);
 
 /// How many replicas must answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Encode, Decode)]
@@ -399,13 +512,10 @@ mod tests {
     #[test]
     fn round_trip_and_trailing_bytes() {
         let req = PeerRequest::Apply {
-            key: WireKey {
-                partition: b"p".to_vec(),
-                column: b"c".to_vec(),
-            },
+            key: WireKey::new(b"p", b"c"),
             cell: WireCell {
                 epoch: 3,
-                shards: vec![WireShard {
+                shards: smallvec::smallvec![WireShard {
                     counter_id: 7,
                     clock: 9,
                     value: -4,
@@ -421,8 +531,69 @@ mod tests {
         ));
     }
 
+    /// The layout of the derived `Vec` fields these types had, which the
+    /// wire keeps.
+    #[derive(Encode)]
+    struct VecKey {
+        partition: Vec<u8>,
+        column: Vec<u8>,
+    }
+
+    #[derive(Encode)]
+    struct VecCell {
+        epoch: u64,
+        shards: Vec<WireShard>,
+    }
+
+    #[test]
+    fn keys_and_cells_keep_the_vec_layout() {
+        let long = (vec![7u8; 300], vec![9u8; 200]);
+        let parts: [(&[u8], &[u8]); 4] = [
+            (b"", b""),
+            (b"p", b""),
+            (b"likes", b"2026-11-22"),
+            (&long.0, &long.1),
+        ];
+        for (p, c) in parts {
+            let key = WireKey::new(p, c);
+            let old = VecKey {
+                partition: p.to_vec(),
+                column: c.to_vec(),
+            };
+            assert_eq!(encode(&key), encode(&old));
+            let back: WireKey = decode(&encode(&key)).unwrap();
+            assert_eq!((back.partition(), back.column()), (p, c));
+        }
+        let shards: Vec<WireShard> = (0..5u64)
+            .map(|i| WireShard {
+                counter_id: i << 60,
+                clock: i * 3,
+                value: -(i as i64),
+            })
+            .collect();
+        for n in [0, 1, 3, 5] {
+            let cell = WireCell {
+                epoch: 4,
+                shards: shards[..n].iter().copied().collect(),
+            };
+            let old = VecCell {
+                epoch: 4,
+                shards: shards[..n].to_vec(),
+            };
+            assert_eq!(encode(&cell), encode(&old));
+            assert_eq!(decode::<WireCell>(&encode(&cell)).unwrap(), cell);
+        }
+    }
+
     #[test]
     fn a_huge_length_is_refused_before_allocating() {
+        // A key's partition and a cell's shards claiming 2^40 items.
+        let mut bytes = vec![253u8];
+        bytes.extend_from_slice(&(1u64 << 40).to_le_bytes());
+        assert!(decode::<WireKey>(&bytes).is_err());
+        let mut bytes = vec![0u8, 253];
+        bytes.extend_from_slice(&(1u64 << 40).to_le_bytes());
+        assert!(decode::<WireCell>(&bytes).is_err());
         // A Vec<u8> claiming 2^40 bytes: varint tag 253 + u64 length.
         let mut bytes = vec![0u8, 253];
         bytes.extend_from_slice(&(1u64 << 40).to_le_bytes());

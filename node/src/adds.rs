@@ -48,6 +48,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use smallvec::{SmallVec, smallvec};
 use tally_engine::{Cell, Key, Staged};
 use tally_net::frame::put_frame;
 use tally_net::peer::Answers;
@@ -248,8 +249,9 @@ struct Combined {
     replicas: Replicas,
     /// The sum of the members' deltas.
     delta: i64,
-    /// Each add's answer (taken when answered) and delta, in arrival order.
-    members: Vec<(Option<Reply>, i64)>,
+    /// Each add's answer (taken when answered) and delta, in arrival order;
+    /// inline for the usual one.
+    members: SmallVec<[(Option<Reply>, i64); 1]>,
 }
 
 impl Combined {
@@ -287,7 +289,7 @@ fn combine(lead: Vec<(QueuedAdd, Replicas)>) -> Vec<Combined> {
             cl: id.1,
             replicas,
             delta: add.delta,
-            members: vec![(Some(add.reply), add.delta)],
+            members: smallvec![(Some(add.reply), add.delta)],
         });
     }
     combined

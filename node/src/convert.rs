@@ -5,15 +5,13 @@ use tally_net::wire::{ErrorKind, WireCell, WireError, WireKey, WireShard};
 
 /// A wire key as an engine key; over-long parts are `Invalid`.
 pub fn key(k: &WireKey) -> Result<Key, WireError> {
-    Key::new(&k.partition, &k.column).map_err(|e| WireError::new(ErrorKind::Invalid, e.to_string()))
+    Key::new(k.partition(), k.column())
+        .map_err(|e| WireError::new(ErrorKind::Invalid, e.to_string()))
 }
 
 /// An engine key for the wire.
 pub fn wire_key(k: &Key) -> WireKey {
-    WireKey {
-        partition: k.partition().to_vec(),
-        column: k.column().to_vec(),
-    }
+    WireKey::new(k.partition(), k.column())
 }
 
 /// An engine cell for the wire.

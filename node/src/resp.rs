@@ -275,10 +275,7 @@ fn int_arg(a: &[u8]) -> Result<i64, Reply> {
 }
 
 fn key(partition: &[u8], column: &[u8]) -> WireKey {
-    WireKey {
-        partition: partition.to_vec(),
-        column: column.to_vec(),
-    }
+    WireKey::new(partition, column)
 }
 
 fn wire_err(e: &WireError) -> Reply {

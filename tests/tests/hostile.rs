@@ -24,17 +24,16 @@ impl Handler for Refuse {
 
 fn injected_shard() -> PeerRequest {
     PeerRequest::Apply {
-        key: WireKey {
-            partition: b"victim".to_vec(),
-            column: vec![],
-        },
+        key: WireKey::new(b"victim", b""),
         cell: WireCell {
             epoch: 0,
-            shards: vec![WireShard {
+            shards: [WireShard {
                 counter_id: 0xbad,
                 clock: 1,
                 value: 1_000_000,
-            }],
+            }]
+            .into_iter()
+            .collect(),
         },
     }
 }
