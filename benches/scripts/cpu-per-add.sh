@@ -7,9 +7,11 @@
 #   benches/scripts/cpu-per-add.sh old/tallyd old/tally-bench
 #   benches/scripts/cpu-per-add.sh target/release/tallyd target/release/tally-bench
 #
-# Usage: cpu-per-add.sh TALLYD TALLY_BENCH [WORKLOAD] [ADDS]
+# Usage: cpu-per-add.sh TALLYD TALLY_BENCH [WORKLOAD] [ADDS] [TALLY-BENCH ARGS...]
+# e.g. `... uniform 300000 --keys 3` for one record per batch on each leader.
 set -euo pipefail
 tallyd=$(realpath "$1"); bench=$(realpath "$2"); workload=${3:-uniform}; adds=${4:-150000}
+shift $(( $# < 4 ? $# : 4 ))
 root=$(cd "$(dirname "$0")/../.." && pwd)
 dir=$(mktemp -d /tmp/tally-cpu.XXXXXX)
 sed -e "s#data/#$dir/#" "$root/cluster.toml" > "$dir/cluster.toml"
@@ -23,7 +25,7 @@ ticks() { local t=0 u s; for p in $nodes; do read -r u s < <(cut -d' ' -f14,15 /
 t0=$(ticks)
 TIMEFORMAT='BENCHCPU %U %S'
 out=$( { time "$bench" --config "$dir/cluster.toml" --cl quorum \
-    --concurrency 128 --ops "$adds" --workload "$workload"; } 2>&1 )
+    --concurrency 128 --ops "$adds" --workload "$workload" "$@"; } 2>&1 )
 t1=$(ticks)
 hz=$(getconf CLK_TCK)
 echo "$out" | awk -v adds="$adds" -v node=$((t1 - t0)) -v hz="$hz" '
