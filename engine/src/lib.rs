@@ -13,14 +13,16 @@
 //! - [`Engine::leader_add`]: the caller's delta waits, under the key's cell
 //!   lock, in a per-key pending list. The commit thread takes every key with
 //!   pending adds at once, does one read-modify-write of this node's own
-//!   shard per key (clock + 1, value + Σ deltas) in the counter cache, puts
-//!   the new cell in the memtable and a record of the new shard in the commit
-//!   log. One fsync covers the whole turn (group commit), then every waiter
+//!   shard per key (clock + 1, value + Σ deltas) in the counter cache, marks
+//!   the key in the memtable (whose flush takes the cached cell) and puts a
+//!   record of the new shard in the commit log. One fsync covers the whole
+//!   turn (group commit), then every waiter
 //!   gets the new shard to replicate and the value this node now sees.
 //!   Concurrent adds to a hot counter thus become one RMW, one log record,
 //!   one replication message.
-//! - [`Engine::apply`]: merges a cell from elsewhere into the memtable (and
-//!   the cache), logs it, and returns after its fsync.
+//! - [`Engine::apply`]: merges a cell from elsewhere into the counter cache
+//!   (or, for a key not cached, into the memtable), logs it, and returns
+//!   after its fsync.
 //! - [`Engine::reset`]: moves the cell to a new epoch with no shards.
 //!
 //! The cell lock (a striped mutex) is held only for in-memory work: a cold
