@@ -53,7 +53,12 @@ for round in $(seq "$rounds"); do
         --dir "$dir/redis" --save "" > "$dir/redis.log" 2>&1 &
     redis=$!
     # (redis-cli exits 0 even when it cannot connect)
-    until [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ]; do sleep 0.1; done
+    for _ in $(seq 100); do
+        [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] && break
+        sleep 0.1
+    done
+    [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] \
+        || { echo "redis-server did not start:" >&2; cat "$dir/redis.log" >&2; exit 1; }
     redis_rps=$(rps "$port")
     stop
     [ -n "$uniform" ] && [ -n "$hot" ] && [ -n "$tally_rps" ] && [ -n "$redis_rps" ] \
