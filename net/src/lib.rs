@@ -22,4 +22,4 @@ pub mod wire;
 
 pub use client::{Client, ClientError};
 pub use cluster::{ClusterClient, ClusterOptions};
-pub use wire::{Consistency, ErrorKind, WireCell, WireError, WireKey, WireShard};
+pub use wire::{Consistency, ErrorKind, Outcome, WireCell, WireError, WireKey, WireShard};

@@ -267,16 +267,17 @@ impl std::fmt::Display for Consistency {
     }
 }
 
-/// What went wrong, in a form both protocols carry.
+/// What went wrong, in a form both protocols carry. Whether a write that
+/// failed so may have happened is [`WireError::outcome`], not the kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
 pub enum ErrorKind {
-    /// Too few live replicas: nothing was applied.
+    /// Too few live replicas.
     Unavailable,
-    /// The deadline passed: an add may or may not have been applied.
+    /// The deadline passed.
     Timeout,
-    /// The add would overflow an i64: nothing was applied.
+    /// The add would overflow an i64.
     Overflow,
-    /// The request is malformed or out of bounds: nothing was applied.
+    /// The request is malformed or out of bounds.
     Invalid,
     /// The node cannot write (its engine is poisoned or closing).
     Storage,
@@ -284,21 +285,69 @@ pub enum ErrorKind {
     Internal,
 }
 
-/// An error as it travels.
+impl ErrorKind {
+    /// The outcome an error of this kind has unless whoever raised it knows
+    /// better (see [`WireError::not_applied`] and [`WireError::unknown`]).
+    /// A storage error is unknown: an fsync can fail after the shard
+    /// reached other replicas.
+    pub const fn default_outcome(self) -> Outcome {
+        match self {
+            ErrorKind::Unavailable | ErrorKind::Overflow | ErrorKind::Invalid => {
+                Outcome::NotApplied
+            }
+            ErrorKind::Timeout | ErrorKind::Storage | ErrorKind::Internal => Outcome::Unknown,
+        }
+    }
+}
+
+/// What the caller of a failed write may conclude about it.
+///
+/// It is part of the error so that nobody has to read the message: only
+/// [`Outcome::NotApplied`] makes a retry safe for an add, which is not
+/// idempotent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
+pub enum Outcome {
+    /// Certainly not applied, anywhere: retrying cannot count it twice.
+    NotApplied,
+    /// May or may not have been applied, on some replicas or all.
+    Unknown,
+}
+
+/// An error as it travels. On the wire: the kind, the message, the outcome.
 #[derive(Debug, Clone, PartialEq, Eq, Encode, Decode)]
 pub struct WireError {
     /// The class of error, for programs.
     pub kind: ErrorKind,
     /// One line for people.
     pub message: String,
+    /// Whether a write that failed so may have happened; for programs.
+    pub outcome: Outcome,
 }
 
 impl WireError {
-    /// Builds an error.
+    /// Builds an error with the outcome its kind implies
+    /// ([`ErrorKind::default_outcome`]).
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> WireError {
+        WireError::with_outcome(kind, kind.default_outcome(), message)
+    }
+
+    /// Builds an error that certainly left nothing applied, whatever its
+    /// kind (a storage error from an engine poisoned before the write).
+    pub fn not_applied(kind: ErrorKind, message: impl Into<String>) -> WireError {
+        WireError::with_outcome(kind, Outcome::NotApplied, message)
+    }
+
+    /// Builds an error after which a write may or may not have been
+    /// applied, whatever its kind (unavailable after a forward timed out).
+    pub fn unknown(kind: ErrorKind, message: impl Into<String>) -> WireError {
+        WireError::with_outcome(kind, Outcome::Unknown, message)
+    }
+
+    fn with_outcome(kind: ErrorKind, outcome: Outcome, message: impl Into<String>) -> WireError {
         WireError {
             kind,
             message: message.into(),
+            outcome,
         }
     }
 }
@@ -601,6 +650,57 @@ mod tests {
         let mut bytes = vec![253u8];
         bytes.extend_from_slice(&(1u64 << 40).to_le_bytes());
         assert!(decode::<Vec<PeerRequest>>(&bytes).is_err());
+    }
+
+    #[test]
+    fn each_kind_implies_an_outcome() {
+        let table = [
+            (ErrorKind::Unavailable, Outcome::NotApplied),
+            (ErrorKind::Overflow, Outcome::NotApplied),
+            (ErrorKind::Invalid, Outcome::NotApplied),
+            (ErrorKind::Timeout, Outcome::Unknown),
+            (ErrorKind::Storage, Outcome::Unknown),
+            (ErrorKind::Internal, Outcome::Unknown),
+        ];
+        for (kind, outcome) in table {
+            assert_eq!(kind.default_outcome(), outcome, "{kind:?}");
+            assert_eq!(WireError::new(kind, "m").outcome, outcome, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn errors_keep_their_outcome_on_the_wire() {
+        let errors = [
+            WireError::new(ErrorKind::Overflow, "o"),
+            WireError::new(ErrorKind::Timeout, "t"),
+            WireError::not_applied(ErrorKind::Storage, "poisoned before the write"),
+            WireError::unknown(ErrorKind::Unavailable, "forward timed out"),
+        ];
+        let outcomes = errors.iter().map(|e| e.outcome).collect::<Vec<_>>();
+        assert_eq!(
+            outcomes,
+            [
+                Outcome::NotApplied,
+                Outcome::Unknown,
+                Outcome::NotApplied,
+                Outcome::Unknown
+            ]
+        );
+        for e in errors {
+            assert_eq!(decode::<WireError>(&encode(&e)).unwrap(), e);
+            let resp = ClientResponse {
+                id: 9,
+                result: Err(e.clone()),
+            };
+            assert_eq!(decode::<ClientResponse>(&encode(&resp)).unwrap(), resp);
+            let batch = vec![PeerResponse::Error(e), PeerResponse::Applied];
+            assert_eq!(decode::<Vec<PeerResponse>>(&encode(&batch)).unwrap(), batch);
+        }
+        // The outcome adds nothing to what people read.
+        assert_eq!(
+            WireError::unknown(ErrorKind::Unavailable, "2 of 3 replicas down").to_string(),
+            "unavailable: 2 of 3 replicas down"
+        );
     }
 
     proptest! {

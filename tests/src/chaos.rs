@@ -309,7 +309,7 @@ async fn worker(
         };
         let outcome = match result {
             Ok(v) => Outcome::Ok(v),
-            Err(e) if e.is_definite() => Outcome::Fail,
+            Err(e) if e.outcome() == tally_net::Outcome::NotApplied => Outcome::Fail,
             Err(e) => {
                 if matches!(e, ClientError::Closed(_)) {
                     client = None;

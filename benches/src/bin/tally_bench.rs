@@ -31,7 +31,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 use serde_json::json;
-use tally_net::{ClientError, ClusterClient, ClusterOptions, Consistency};
+use tally_net::{ClientError, ClusterClient, ClusterOptions, Consistency, Outcome};
 use tally_node::config::Config;
 
 #[derive(Parser)]
@@ -256,7 +256,7 @@ async fn run(args: Args) -> Result<bool> {
                     Err(e) => {
                         recorded.lock().interval_errors += 1;
                         *r.errors.entry(error_kind(&e)).or_default() += 1;
-                        if !read && !e.is_definite() {
+                        if !read && e.outcome() == Outcome::Unknown {
                             r.unknown += 1;
                             let entry = r.ledger.entry(k).or_default();
                             if delta >= 0 {
