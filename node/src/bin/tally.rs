@@ -4,7 +4,10 @@
 //! that answers and sends each request to a replica of its partition.
 //! `--node` or `--addr` pin one coordinator instead. Output is for people;
 //! `--json` prints one JSON object for scripts. An error is one line on
-//! stderr and exit status 1.
+//! stderr and exit status 1. A failed add or reset also says what it left
+//! behind, from the error's type and never its wording: `(not applied)`, or
+//! `(outcome unknown: ...)` and exit status 3, because an add may have been
+//! counted and running it again may count it twice.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -14,7 +17,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use serde_json::json;
 use tally_net::wire::ClusterStatus;
-use tally_net::{Client, ClusterClient, ClusterOptions, Consistency};
+use tally_net::{Client, ClientError, ClusterClient, ClusterOptions, Consistency, Outcome};
 use tally_node::config::Config;
 
 #[derive(Parser)]
@@ -80,6 +83,60 @@ enum Cmd {
     Status,
 }
 
+/// Exit status of a failed command.
+const EXIT_FAILED: i32 = 1;
+/// Exit status of an add or reset that may or may not have been applied
+/// (clap takes 2 for usage errors).
+const EXIT_OUTCOME_UNKNOWN: i32 = 3;
+
+/// Why a command failed, and for an add or reset, what it left behind.
+#[derive(Debug)]
+struct Failure {
+    error: anyhow::Error,
+    /// `None` for a command that writes nothing.
+    write: Option<Outcome>,
+}
+
+impl Failure {
+    /// A failed add or reset, as its error classifies it.
+    fn write(error: ClientError) -> Failure {
+        Failure {
+            write: Some(error.outcome()),
+            error: error.into(),
+        }
+    }
+
+    /// A failure of a command that writes nothing.
+    fn other(error: impl Into<anyhow::Error>) -> Failure {
+        Failure {
+            error: error.into(),
+            write: None,
+        }
+    }
+
+    /// The line for stderr and the exit status.
+    fn report(&self) -> (String, i32) {
+        let error = &self.error;
+        match self.write {
+            None => (format!("tally: {error:#}"), EXIT_FAILED),
+            Some(Outcome::NotApplied) => (format!("tally: {error:#} (not applied)"), EXIT_FAILED),
+            Some(Outcome::Unknown) => (
+                format!(
+                    "tally: {error:#} (outcome unknown: it may or may not have been applied; \
+                     retrying may apply it twice)"
+                ),
+                EXIT_OUTCOME_UNKNOWN,
+            ),
+        }
+    }
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(error: anyhow::Error) -> Failure {
+        Failure::other(error)
+    }
+}
+
 /// Where requests go.
 enum Target {
     One(Client),
@@ -98,9 +155,10 @@ fn main() {
             std::process::exit(1);
         }
     };
-    if let Err(e) = rt.block_on(run(&cli)) {
-        eprintln!("tally: {e:#}");
-        std::process::exit(1);
+    if let Err(failure) = rt.block_on(run(&cli)) {
+        let (line, status) = failure.report();
+        eprintln!("{line}");
+        std::process::exit(status);
     }
 }
 
@@ -129,29 +187,37 @@ async fn connect(cli: &Cli) -> Result<Target> {
     Ok(Target::Ring(client))
 }
 
-async fn run(cli: &Cli) -> Result<()> {
-    let target = connect(cli).await?;
+async fn run(cli: &Cli) -> Result<(), Failure> {
+    let writes = matches!(cli.command, Cmd::Add { .. } | Cmd::Reset { .. });
+    let target = connect(cli).await.map_err(|error| Failure {
+        error,
+        // Nothing is sent before there is a connection.
+        write: writes.then_some(Outcome::NotApplied),
+    })?;
     let cl = cli.cl;
     match &cli.command {
         Cmd::Add { key, delta, column } => {
             let v = match &target {
-                Target::One(c) => c.add(key.as_bytes(), column.as_bytes(), *delta, cl).await?,
-                Target::Ring(c) => c.add(key.as_bytes(), column.as_bytes(), *delta, cl).await?,
-            };
+                Target::One(c) => c.add(key.as_bytes(), column.as_bytes(), *delta, cl).await,
+                Target::Ring(c) => c.add(key.as_bytes(), column.as_bytes(), *delta, cl).await,
+            }
+            .map_err(Failure::write)?;
             print_value(cli, key, column, v);
         }
         Cmd::Get { key, column } => {
             let v = match &target {
-                Target::One(c) => c.get(key.as_bytes(), column.as_bytes(), cl).await?,
-                Target::Ring(c) => c.get(key.as_bytes(), column.as_bytes(), cl).await?,
-            };
+                Target::One(c) => c.get(key.as_bytes(), column.as_bytes(), cl).await,
+                Target::Ring(c) => c.get(key.as_bytes(), column.as_bytes(), cl).await,
+            }
+            .map_err(Failure::other)?;
             print_value(cli, key, column, v);
         }
         Cmd::Row { partition } => {
             let row = match &target {
-                Target::One(c) => c.get_row(partition.as_bytes(), cl).await?,
-                Target::Ring(c) => c.get_row(partition.as_bytes(), cl).await?,
-            };
+                Target::One(c) => c.get_row(partition.as_bytes(), cl).await,
+                Target::Ring(c) => c.get_row(partition.as_bytes(), cl).await,
+            }
+            .map_err(Failure::other)?;
             if cli.json {
                 let cols: serde_json::Map<String, serde_json::Value> = row
                     .iter()
@@ -169,9 +235,10 @@ async fn run(cli: &Cli) -> Result<()> {
         }
         Cmd::Reset { key, column } => {
             match &target {
-                Target::One(c) => c.reset(key.as_bytes(), column.as_bytes(), cl).await?,
-                Target::Ring(c) => c.reset(key.as_bytes(), column.as_bytes(), cl).await?,
+                Target::One(c) => c.reset(key.as_bytes(), column.as_bytes(), cl).await,
+                Target::Ring(c) => c.reset(key.as_bytes(), column.as_bytes(), cl).await,
             }
+            .map_err(Failure::write)?;
             if cli.json {
                 println!("{}", json!({ "key": key, "column": column, "reset": true }));
             } else {
@@ -180,7 +247,7 @@ async fn run(cli: &Cli) -> Result<()> {
         }
         Cmd::Status => {
             let status = match &target {
-                Target::One(c) => c.status().await?,
+                Target::One(c) => c.status().await.map_err(Failure::other)?,
                 Target::Ring(c) => c.status().clone(),
             };
             print_status(cli, &status).await?;
@@ -265,5 +332,49 @@ fn human(bytes: u64) -> String {
         0..1024 => format!("{bytes} B"),
         1024..1_048_576 => format!("{:.1} KiB", bytes as f64 / 1024.0),
         _ => format!("{:.1} MiB", bytes as f64 / 1_048_576.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tally_net::{ErrorKind, WireError};
+
+    #[test]
+    fn a_failed_write_says_what_it_left_behind() {
+        let server = |e: WireError| Failure::write(ClientError::Server(e));
+        let table = [
+            (
+                server(WireError::new(ErrorKind::Unavailable, "1 of 3 replicas")),
+                "tally: unavailable: 1 of 3 replicas (not applied)",
+                EXIT_FAILED,
+            ),
+            (
+                Failure::write(ClientError::Timeout(5000)),
+                "tally: no answer within 5000 ms (an add may or may not have been applied) \
+                 (outcome unknown: it may or may not have been applied; \
+                 retrying may apply it twice)",
+                EXIT_OUTCOME_UNKNOWN,
+            ),
+            (
+                // The type decides, not the kind nor the words.
+                server(WireError::not_applied(ErrorKind::Storage, "poisoned")),
+                "tally: storage error: poisoned (not applied)",
+                EXIT_FAILED,
+            ),
+            (
+                Failure::other(ClientError::Timeout(5000)),
+                "tally: no answer within 5000 ms (an add may or may not have been applied)",
+                EXIT_FAILED,
+            ),
+            (
+                Failure::other(anyhow::anyhow!("root cause").context("read cluster.toml")),
+                "tally: read cluster.toml: root cause",
+                EXIT_FAILED,
+            ),
+        ];
+        for (failure, line, status) in table {
+            assert_eq!(failure.report(), (line.to_string(), status), "{failure:?}");
+        }
     }
 }
