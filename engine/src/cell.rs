@@ -30,6 +30,12 @@ pub const SHARDS_MAX: usize = 4096;
 
 static CLOCK_CONFLICTS: AtomicU64 = AtomicU64::new(0);
 
+/// A sum of shard values saturated to the `i64` range: the value of a cell
+/// whose shards add up to `sum`.
+pub(crate) fn saturate(sum: i128) -> i64 {
+    i64::try_from(sum).unwrap_or(if sum < 0 { i64::MIN } else { i64::MAX })
+}
+
 /// How many equal-clock/different-value shard pairs merges have met since start.
 pub fn clock_conflicts() -> u64 {
     CLOCK_CONFLICTS.load(Ordering::Relaxed)
@@ -95,8 +101,7 @@ impl Cell {
 
     /// The counter's value: the sum of its shards, saturated to the `i64` range.
     pub fn value(&self) -> i64 {
-        let sum: i128 = self.shards.iter().map(|s| i128::from(s.value)).sum();
-        i64::try_from(sum).unwrap_or(if sum < 0 { i64::MIN } else { i64::MAX })
+        saturate(self.shards.iter().map(|s| i128::from(s.value)).sum())
     }
 
     /// The shard owned by `counter_id`, if it has one.

@@ -96,8 +96,9 @@ use crate::stripes::{AddOutcome, Cached, PendingAdd, Staged};
 /// Most fsync cycles skipped between two group-commit windows that failed.
 pub(crate) const WINDOW_SKIP_MAX: u32 = 64;
 
-/// Waiters of one sealed key, answered after the fsync.
-type Sealed = (AddOutcome, Vec<oneshot::Sender<Result<AddOutcome>>>);
+/// One sealed key: its outcome, and its waiters, answered after the fsync,
+/// each with the value it answers (see [`seal`]).
+type Sealed = (AddOutcome, Vec<(i64, oneshot::Sender<Result<AddOutcome>>)>);
 
 /// Sealed work waiting for the syncer.
 pub(crate) struct Outbox {
@@ -398,6 +399,13 @@ pub(crate) fn ack_now(inner: &Inner) -> oneshot::Receiver<Result<()>> {
 /// One read-modify-write of `cell` (under its lock) for all the adds in
 /// `waiting`, which it empties. Returns the outcome, or `None` if every add
 /// was refused. Refusals and early outcomes go to `answer`.
+///
+/// The adds kept share one outcome but each answers its own value: the one
+/// it would have seen had they run one after another in arrival order (the
+/// cell with this node's shard as far as that add moved it); the last one
+/// answers the cell's value. Combining thus leaves the values answered as
+/// they would have been without it; the node's batches answer by this rule
+/// too.
 fn seal<'s>(
     counter_id: u64,
     cell: &mut Cell,
@@ -406,6 +414,7 @@ fn seal<'s>(
     answer: &mut impl FnMut(Answer),
 ) -> Option<&'s AddOutcome> {
     let mut own = own_shard(cell, counter_id);
+    let own_before = own.value;
     let mut view = cell.value();
     // Refuse what would overflow, in arrival order; keep the rest.
     waiting.retain_mut(|add| {
@@ -437,13 +446,31 @@ fn seal<'s>(
     }
     let combined = u32::try_from(waiting.len()).unwrap_or(u32::MAX);
     let outcome = put_next_version(cell, own, combined);
+    let others: i128 = cell
+        .shards()
+        .iter()
+        .filter(|s| s.counter_id != counter_id)
+        .map(|s| i128::from(s.value))
+        .sum();
     let mut done = Vec::with_capacity(waiting.len());
+    let mut own_value = own_before;
     for add in waiting.drain(..) {
+        // Cannot overflow: the same sums, in the same order, were checked above.
+        own_value += add.delta;
+        let value = crate::cell::saturate(others + i128::from(own_value));
         if let Some(early) = add.sealed {
-            answer(Answer::Sealed(early, outcome.clone()));
+            let outcome = AddOutcome {
+                value,
+                ..outcome.clone()
+            };
+            answer(Answer::Sealed(early, outcome));
         }
-        done.extend(add.done);
+        done.extend(add.done.map(|tx| (value, tx)));
     }
+    debug_assert_eq!(
+        own_value, outcome.shard.value,
+        "the kept deltas do not add up to the new shard's value"
+    );
     sealed.push((outcome, done));
     sealed.last().map(|(outcome, _)| outcome)
 }
@@ -772,8 +799,12 @@ fn complete(
         answers.push(Answer::Ack(ack, result(written)));
     }
     for (outcome, waiters) in sealed {
-        for w in waiters {
-            answers.push(Answer::Add(w, result(written).map(|()| outcome.clone())));
+        for (value, w) in waiters {
+            let outcome = AddOutcome {
+                value,
+                ..outcome.clone()
+            };
+            answers.push(Answer::Add(w, result(written).map(|()| outcome)));
         }
     }
     if direct {

@@ -16,8 +16,10 @@
 //!   shard per key (clock + 1, value + Σ deltas) in the counter cache, marks
 //!   the key in the memtable (whose flush takes the cached cell) and puts a
 //!   record of the new shard in the commit log. One fsync covers the whole
-//!   turn (group commit), then every waiter
-//!   gets the new shard to replicate and the value this node now sees.
+//!   turn (group commit), then every waiter gets the new shard to replicate
+//!   and the value it would have seen had the combined adds run one after
+//!   another in arrival order: the value before the RMW plus the deltas up
+//!   to and including its own, so the last one sees the cell's value.
 //!   Concurrent adds to a hot counter thus become one RMW, one log record,
 //!   one replication message.
 //! - [`Engine::apply`]: merges a cell from elsewhere into the counter cache

@@ -32,7 +32,12 @@ pub struct AddOutcome {
     pub epoch: u64,
     /// This node's new own shard: what the cluster replicates.
     pub shard: Shard,
-    /// The counter's value as this node now sees it.
+    /// The counter's value as this node saw it just after this add. Adds
+    /// combined into one read-modify-write answer as if they had run one
+    /// after another in arrival order: the k-th kept add answers the value
+    /// before the RMW plus the kept deltas up to and including its own, the
+    /// last one the cell's value after all of them. Refused adds count for
+    /// nothing. The other fields are the same for all of them.
     pub value: i64,
     /// How many concurrent adds this one read-modify-write combined.
     pub combined: u32,

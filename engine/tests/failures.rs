@@ -100,7 +100,7 @@ async fn concurrent_adds_to_a_hot_key_are_combined() {
             let out = t.await.unwrap();
             adds += 1;
             combined_seen = combined_seen.max(out.combined);
-            // Every add sharing a clock shares the same outcome.
+            // Adds sharing a clock were one read-modify-write.
             clocks.insert(out.shard.clock);
         }
     }
