@@ -80,14 +80,6 @@ impl ClientError {
             ClientError::Server(e) => e.outcome,
         }
     }
-
-    /// `outcome() == Outcome::NotApplied`. Use [`ClientError::outcome`]:
-    /// this stays only until its last caller (`tests/tests/cluster.rs`)
-    /// moves over.
-    #[doc(hidden)]
-    pub fn is_definite(&self) -> bool {
-        self.outcome() == Outcome::NotApplied
-    }
 }
 
 type Answer = oneshot::Sender<Result<ClientReply, ClientError>>;

@@ -1,34 +1,45 @@
-//! The node (`tallyd`): config, ring, coordinator, replication, hints and
-//! the client listener.
+//! The node (`tallyd`): config, placement, the write and read paths,
+//! replication, hints and the client listeners.
 //!
 //! ```text
-//! client ──TCP──▶ server ──▶ coordinator ──▶ leader (this node or a peer)
-//!                                              │ engine.leader_add (durable)
-//!                                              ▼
-//!                               peer transport (QUIC, mTLS) ──▶ replicas apply
-//!                                              │ down or silent?
-//!                                              ▼
-//!                                            hints ──▶ delivered when back up
+//! client ──TCP──▶ server / resp ──▶ Node ──▶ write: queue ─▶ batch ─▶ engine (leader RMW)
+//!                                     │          └─▶ replicate: a Round per counter ──QUIC──▶ peer (replicas apply)
+//!                                     │                 └─▶ hints ──▶ handoff delivers when back up
+//!                                     └────▶ read: gather ─▶ merge ─▶ read repair
 //! ```
+//!
+//! Each role is one module, and imports run one way: `node` wires the
+//! roles; the roles (`peer` → `write` → `read`, `handoff`) share only
+//! `ctx` (the engine, ring, transport and hints) and the pure
+//! `placement`; the rules each applies are pure functions or state
+//! machines (`placement`, `write::round`, `write::combine`) tested without
+//! a network.
 //!
 //! - [`config`]: `cluster.toml`, validated with errors that name the field.
 //! - [`ring`]: Murmur3 tokens, virtual nodes, replica placement.
-//! - [`coordinator`]: the write, read and reset paths and consistency levels;
-//!   `adds`: the add pipeline, which runs a node's adds in batches.
-//! - [`node`]: one node's parts wired together, and the peer request handler.
-//! - [`hints`]: durable hinted handoff.
+//! - `placement`: who leads a write, who answers a read, availability.
+//! - `write`: every add and reset, through one queue, one batch path and
+//!   one replication round.
+//! - `read`: gets and row reads at a consistency level, with read repair.
+//! - `peer`: the handler of peers' requests; `handoff`: hint delivery.
+//! - [`node`]: one node's parts wired together.
+//! - [`hints`]: durable hinted handoff files.
 //! - [`server`]: the client protocol listener; [`resp`]: the RESP2 listener.
 //! - [`certs`]: the cluster CA and node certificates.
 
-mod adds;
 pub mod certs;
 pub mod config;
 mod convert;
-pub mod coordinator;
+mod ctx;
+mod handoff;
 pub mod hints;
 pub mod node;
+mod peer;
+mod placement;
+mod read;
 pub mod resp;
 pub mod server;
+mod write;
 
 pub use node::Node;
 pub use tally_net::ring;

@@ -421,11 +421,11 @@ async fn delete(node: &Arc<Node>, keys: impl Iterator<Item = WireKey>) -> Reply 
 }
 
 fn info(node: &Node) -> String {
-    let me = &node.config.nodes[node.me];
+    let me = &node.config().nodes[node.me()];
     format!(
         "# Server\r\nredis_version:7.0.0\r\ntally_version:{}\r\ntally_cluster:{}\r\ntally_node:{}\r\ntcp_port:{}\r\n",
         env!("CARGO_PKG_VERSION"),
-        node.config.cluster.name,
+        node.config().cluster.name,
         me.id,
         me.resp.port()
     )

@@ -1,7 +1,7 @@
 //! The client listener: the client protocol over TCP.
 //!
-//! One task reads a connection's frames. Adds join the node's add pipeline
-//! (see `adds`), which answers a batch's adds to one connection with one
+//! One task reads a connection's frames. Adds join the node's write path
+//! (see `write`), which answers a batch's adds to one connection with one
 //! frame buffer; every other request runs in its own task. At most
 //! `IN_FLIGHT_MAX` requests per connection run at once, then reading
 //! pauses. A writer task coalesces the answers into as few writes as it
@@ -23,8 +23,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
 use tracing::{debug, warn};
 
-use crate::adds::{QueuedAdd, Reply};
 use crate::node::Node;
+use crate::write::queue::{Origin, QueuedAdd, Reply, reply_one};
 
 /// Requests one connection may have running at once.
 const IN_FLIGHT_MAX: usize = 4096;
@@ -91,14 +91,8 @@ async fn connection(stream: TcpStream, node: Arc<Node>) {
                 slot: permit,
             };
             match crate::convert::key(key) {
-                Ok(key) => node.add_queue.push(QueuedAdd {
-                    key,
-                    delta: *delta,
-                    cl: *cl,
-                    lead_only: false,
-                    reply,
-                }),
-                Err(e) => crate::adds::reply_one(reply, Err(e)),
+                Ok(key) => node.submit(QueuedAdd::new(key, *delta, *cl, Origin::Client, reply)),
+                Err(e) => reply_one(reply, Err(e)),
             }
             continue;
         }

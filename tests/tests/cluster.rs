@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use tally_net::{ClientError, Consistency, ErrorKind};
+use tally_net::{ClientError, Consistency, ErrorKind, Outcome};
 use tally_tests::{Cluster, ClusterOptions, runtime as rt};
 
 #[test]
@@ -261,7 +261,7 @@ fn killing_a_leader_mid_load_loses_no_acknowledged_add() {
                 while Instant::now() < stop {
                     match c.add(b"hot", b"", 1, Consistency::Quorum).await {
                         Ok(_) => acked += 1,
-                        Err(e) if e.is_definite() => {}
+                        Err(e) if e.outcome() == Outcome::NotApplied => {}
                         Err(ClientError::Closed(_)) => {
                             unknown += 1;
                             break; // that coordinator is gone
@@ -371,7 +371,7 @@ fn a_full_disk_poisons_one_node_and_loses_nothing_acknowledged() {
         "{storage_error}"
     );
     assert!(
-        !storage_error.is_definite(),
+        storage_error.outcome() == Outcome::Unknown,
         "a failed fsync is an unknown outcome"
     );
     rt.block_on(async {

@@ -1,0 +1,121 @@
+//! The handles every role of a node shares: its place in the cluster, its
+//! engine, its peer transport and its hints. The roles (`write`, `read`,
+//! `peer`, `handoff`) each take this and nothing else of the node, so
+//! that none of them imports another's internals or the node that wires
+//! them.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tally_engine::{Engine, Key};
+use tally_net::peer::Transport;
+use tally_net::wire::{Consistency, ErrorKind, WireError};
+use tracing::warn;
+
+use crate::config::Config;
+use crate::hints::Hints;
+use crate::placement::{self, Route, Shortfall};
+use crate::ring::{Replicas, Ring};
+
+/// One node's shared handles.
+pub(crate) struct Ctx {
+    /// The cluster's configuration.
+    pub(crate) config: Config,
+    /// This node's index in `config.nodes` and on the ring.
+    pub(crate) me: usize,
+    pub(crate) ring: Ring,
+    pub(crate) engine: Engine,
+    pub(crate) hints: Hints,
+    /// Set once by `Node::start_peers`, before any request is served.
+    pub(crate) transport: OnceLock<Arc<Transport>>,
+    pub(crate) write_timeout: Duration,
+    pub(crate) read_timeout: Duration,
+}
+
+impl Ctx {
+    pub(crate) fn transport(&self) -> &Transport {
+        self.transport
+            .get()
+            .expect("start_peers runs before any request")
+    }
+
+    /// The replicas of a partition, primary first.
+    pub(crate) fn replicas(&self, partition: &[u8]) -> Replicas {
+        self.ring.replicas(partition)
+    }
+
+    /// Whether `node` answers heartbeats (this node always does).
+    pub(crate) fn is_up(&self, node: usize) -> bool {
+        node == self.me || self.transport().is_up(node)
+    }
+
+    /// A node's id, for messages.
+    pub(crate) fn name(&self, node: usize) -> &str {
+        self.config.nodes.get(node).map_or("?", |n| n.id.as_str())
+    }
+
+    /// Who leads a write of `key` from a client (see `placement::route`).
+    pub(crate) fn route(&self, key: &Key, cl: Consistency, what: &str) -> Result<Route, WireError> {
+        placement::route(
+            self.replicas(key.partition()),
+            self.me,
+            |r| self.is_up(r),
+            cl,
+        )
+        .map_err(|s| self.unavailable(&s, cl, what))
+    }
+
+    /// The replicas of a write a peer forwarded here to lead.
+    pub(crate) fn lead_here(
+        &self,
+        key: &Key,
+        cl: Consistency,
+        what: &str,
+    ) -> Result<Replicas, WireError> {
+        placement::lead_here(
+            self.replicas(key.partition()),
+            self.me,
+            |r| self.is_up(r),
+            cl,
+        )
+        .map_err(|s| self.unavailable(&s, cl, what))
+    }
+
+    /// `Unavailable` when fewer of `replicas` are live than `cl` needs.
+    pub(crate) fn check_available(
+        &self,
+        replicas: &[usize],
+        cl: Consistency,
+        what: &str,
+    ) -> Result<(), WireError> {
+        placement::check(replicas, self.me, |r| self.is_up(r), cl)
+            .map_err(|s| self.unavailable(&s, cl, what))
+    }
+
+    /// The live replicas, this node first.
+    pub(crate) fn live(&self, replicas: &[usize]) -> Vec<usize> {
+        placement::live_first(replicas, self.me, |r| self.is_up(r))
+    }
+
+    fn unavailable(&self, s: &Shortfall, cl: Consistency, what: &str) -> WireError {
+        let down: Vec<&str> = s.down.iter().map(|&r| self.name(r)).collect();
+        WireError::new(
+            ErrorKind::Unavailable,
+            format!(
+                "{what} at {cl} needs {} of {} replicas, {} live ({} down); nothing was applied",
+                s.required,
+                s.replicas,
+                s.replicas - s.down.len(),
+                down.join(", ")
+            ),
+        )
+    }
+
+    /// Records a hint; a failure to write one is logged, not fatal: the
+    /// shard is durable on this node and read repair still reaches the replica.
+    pub(crate) fn hint(&self, replica: usize, key: &Key) {
+        if let Err(e) = self.hints.add(replica, key) {
+            warn!(replica = %self.name(replica), error = %e, "could not record a hint");
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! The peer handler: what this node does with its peers' requests.
+//!
+//! A batch of requests from one peer is answered in order. The shards in it
+//! (replication, hints, read repair) are merged as one batch under one
+//! fsync; reads and forwarded leader requests each run on a task of their
+//! own, the adds joining this node's write path like any other.
+
+use std::sync::{Arc, Weak};
+
+use tally_engine::Key;
+use tally_net::peer::{BoxFuture, Handler};
+use tally_net::wire::{
+    Consistency, ErrorKind, PeerRequest, PeerResponse, ROW_COLUMNS_MAX, WireError, WireKey,
+};
+
+use crate::convert::{self, engine_error, wire_cell};
+use crate::ctx::Ctx;
+use crate::read::row_too_long;
+use crate::write::Writes;
+use crate::write::queue::Origin;
+
+/// Answers peers' requests for as long as the node lives.
+pub(crate) struct PeerHandler {
+    pub(crate) ctx: Weak<Ctx>,
+    pub(crate) writes: Weak<Writes>,
+}
+
+/// A request that runs on a task of its own.
+enum Task {
+    Read(WireKey),
+    ReadRow(Vec<u8>),
+    LeaderAdd(WireKey, i64, Consistency),
+    LeaderReset(WireKey, Consistency),
+}
+
+impl Handler for PeerHandler {
+    fn handle(&self, reqs: Vec<PeerRequest>) -> BoxFuture<Vec<PeerResponse>> {
+        let parts = self.ctx.upgrade().zip(self.writes.upgrade());
+        Box::pin(async move {
+            let Some((ctx, writes)) = parts else {
+                let e = WireError::new(ErrorKind::Storage, "node is shutting down");
+                return reqs
+                    .iter()
+                    .map(|_| PeerResponse::Error(e.clone()))
+                    .collect();
+            };
+            let mut out: Vec<Option<PeerResponse>> = vec![None; reqs.len()];
+            let mut applies = Vec::new();
+            let mut slots = Vec::new();
+            let mut tasks = Vec::new();
+            for (i, req) in reqs.into_iter().enumerate() {
+                let task = match req {
+                    PeerRequest::Apply { key, cell } => {
+                        match convert::key(&key) {
+                            Ok(k) => {
+                                applies.push((k, convert::cell(&cell)));
+                                slots.push(i);
+                            }
+                            Err(e) => out[i] = Some(PeerResponse::Error(e)),
+                        }
+                        continue;
+                    }
+                    // Heartbeats are answered by the transport; one that
+                    // gets here is answered all the same.
+                    PeerRequest::Ping { .. } => {
+                        out[i] = Some(PeerResponse::Pong);
+                        continue;
+                    }
+                    PeerRequest::Read { key } => Task::Read(key),
+                    PeerRequest::ReadRow { partition } => Task::ReadRow(partition),
+                    PeerRequest::LeaderAdd { key, delta, cl } => Task::LeaderAdd(key, delta, cl),
+                    PeerRequest::LeaderReset { key, cl } => Task::LeaderReset(key, cl),
+                };
+                tasks.push((i, tokio::spawn(run(ctx.clone(), writes.clone(), task))));
+            }
+            if !applies.is_empty() {
+                apply(&ctx, applies, &slots, &mut out).await;
+            }
+            for (i, task) in tasks {
+                out[i] = Some(task.await.unwrap_or_else(|e| {
+                    PeerResponse::Error(WireError::new(
+                        ErrorKind::Internal,
+                        format!("request failed: {e}"),
+                    ))
+                }));
+            }
+            out.into_iter()
+                .map(|a| a.expect("every request got an answer above"))
+                .collect()
+        })
+    }
+}
+
+/// Merges a batch's shards under one fsync; answers each `Applied`, or
+/// `Stale` when this node has seen a newer reset than the shard's epoch.
+async fn apply(
+    ctx: &Ctx,
+    applies: Vec<(Key, tally_engine::Cell)>,
+    slots: &[usize],
+    out: &mut [Option<PeerResponse>],
+) {
+    match ctx.engine.apply_many(&applies).await {
+        Ok(results) => {
+            for ((&i, (_, cell)), r) in slots.iter().zip(&applies).zip(results) {
+                out[i] = Some(match r {
+                    Ok(epoch) if epoch > cell.epoch() => PeerResponse::Stale { epoch },
+                    Ok(_) => PeerResponse::Applied,
+                    Err(e) => PeerResponse::Error(engine_error(&e)),
+                });
+            }
+        }
+        Err(e) => {
+            for &i in slots {
+                out[i] = Some(PeerResponse::Error(engine_error(&e)));
+            }
+        }
+    }
+}
+
+/// Answers one request that is not part of an apply batch.
+async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, task: Task) -> PeerResponse {
+    let result = match task {
+        Task::Read(key) => convert::key(&key).and_then(|k| {
+            ctx.engine
+                .get(&k)
+                .map(|c| PeerResponse::Cell(wire_cell(&c)))
+                .map_err(|e| engine_error(&e))
+        }),
+        Task::ReadRow(partition) => match ctx.engine.get_row(&partition) {
+            Ok(row) if row.len() > ROW_COLUMNS_MAX => Err(row_too_long(row.len())),
+            Ok(row) => Ok(PeerResponse::Row(
+                row.into_iter()
+                    .map(|(k, c)| (k.column().to_vec(), wire_cell(&c)))
+                    .collect(),
+            )),
+            Err(e) => Err(engine_error(&e)),
+        },
+        Task::LeaderAdd(key, delta, cl) => match convert::key(&key) {
+            Ok(k) => writes
+                .add(k, delta, cl, Origin::Lead)
+                .await
+                .map(PeerResponse::Added),
+            Err(e) => Err(e),
+        },
+        Task::LeaderReset(key, cl) => match convert::key(&key) {
+            Ok(k) => writes
+                .lead_reset(&k, cl)
+                .await
+                .map(|()| PeerResponse::Reset),
+            Err(e) => Err(e),
+        },
+    };
+    result.unwrap_or_else(PeerResponse::Error)
+}

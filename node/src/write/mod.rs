@@ -1,0 +1,136 @@
+//! The write path: every add and reset this node coordinates or leads.
+//!
+//! One way in for adds: [`Writes::submit`] queues a [`QueuedAdd`], whether
+//! it came from the client protocol (answered as a frame), the RESP
+//! listener or a peer that forwarded it here to lead (answered to a
+//! waiting task, [`Writes::add`]). The batch task (`batch`) takes the
+//! queue once per scheduler turn: it routes each add (`placement`),
+//! forwards the ones another node leads (`forward`), combines the adds to
+//! one counter (`combine`), seals them in the engine, and replicates them
+//! (`replicate`), whose every decision is a pure [`round::Round`]. Resets
+//! (`reset`) use the same round.
+//!
+//! ```text
+//! server / resp / peer ─▶ Writes::submit ─▶ queue ─▶ batch::run_batch
+//!    ─▶ placement::route ─▶ combine ─▶ engine.leader_add_batch
+//!    ─▶ replicate (Round per counter) ─▶ settle: answer, or catch up and queue again
+//! ```
+//!
+//! # What an add answers
+//!
+//! The value its leader sees right after it, as if the adds combined with
+//! it ran one after another in arrival order (see `combine`). Through one
+//! leader, adds of +1 to a counter thus answer distinct values, like Redis
+//! `INCR`. Adds to one counter led by different nodes (clients of
+//! different nodes, a leader that changed) each see their own shard at
+//! once and the others' as far as replication has brought them: values
+//! may repeat or step back between leaders, and every add is counted in
+//! the final value either way.
+//!
+//! # Errors
+//!
+//! An error says whether the add was not applied (`Unavailable`, `Invalid`,
+//! `Overflow`) or its outcome is unknown (`Timeout`, or a `Storage` error
+//! after the shard may have left this node): see `WireError::outcome`.
+
+mod batch;
+mod combine;
+mod forward;
+pub(crate) mod queue;
+mod replicate;
+mod reset;
+pub(crate) mod round;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tally_engine::Key;
+use tally_net::wire::{Consistency, ErrorKind, WireError};
+use tokio::sync::oneshot;
+
+use crate::ctx::Ctx;
+use crate::placement::Route;
+use queue::{AddQueue, Origin, QueuedAdd, Reply};
+
+/// The write path of one node.
+pub(crate) struct Writes {
+    ctx: Arc<Ctx>,
+    /// Adds waiting for their batch.
+    queue: Arc<AddQueue>,
+    /// Fault injection: every Nth led add is acknowledged but not applied.
+    drop_every: AtomicU64,
+    led_adds: AtomicU64,
+}
+
+impl Writes {
+    /// The write path over `ctx`; [`Writes::start`] starts its batch task.
+    pub(crate) fn new(ctx: Arc<Ctx>) -> Arc<Writes> {
+        Arc::new(Writes {
+            ctx,
+            queue: Arc::default(),
+            drop_every: AtomicU64::new(0),
+            led_adds: AtomicU64::new(0),
+        })
+    }
+
+    /// Starts the batch task; it ends once the write path is dropped.
+    pub(crate) fn start(self: &Arc<Self>) {
+        tokio::spawn(batch::run(Arc::downgrade(self)));
+    }
+
+    /// Queues an add; its answer goes where `add.reply` says.
+    pub(crate) fn submit(&self, add: QueuedAdd) {
+        self.queue.push(add);
+    }
+
+    /// Queues an add and waits for its answer: the value the leader sees
+    /// after it (see the module docs).
+    pub(crate) async fn add(
+        &self,
+        key: Key,
+        delta: i64,
+        cl: Consistency,
+        origin: Origin,
+    ) -> Result<i64, WireError> {
+        let (tx, rx) = oneshot::channel();
+        self.submit(QueuedAdd::new(key, delta, cl, origin, Reply::Task(tx)));
+        // Unanswered: the node stopped, perhaps after the batch was made.
+        rx.await.unwrap_or_else(|_| {
+            Err(WireError::unknown(
+                ErrorKind::Storage,
+                "the node is shutting down; the add may or may not have been applied",
+            ))
+        })
+    }
+
+    /// Resets a counter at `cl` (see `reset`).
+    pub(crate) async fn reset(&self, key: &Key, cl: Consistency) -> Result<(), WireError> {
+        reset::reset(&self.ctx, key, cl).await
+    }
+
+    /// The leader's reset for a coordinator that forwarded it.
+    pub(crate) async fn lead_reset(&self, key: &Key, cl: Consistency) -> Result<(), WireError> {
+        reset::lead_forwarded(&self.ctx, key, cl).await
+    }
+
+    /// FAULT INJECTION for testing checkers: from now on, every `n`th add
+    /// this node leads is acknowledged without being applied (a lost write).
+    pub(crate) fn inject_drop_every(&self, n: u64) {
+        self.drop_every.store(n, Ordering::Relaxed);
+    }
+
+    /// Whether fault injection says to drop this led add.
+    fn drop_this_add(&self) -> bool {
+        let every = self.drop_every.load(Ordering::Relaxed);
+        every > 0 && self.led_adds.fetch_add(1, Ordering::Relaxed) % every == every - 1
+    }
+
+    /// Where an add goes: led here (a client's add to a partition this node
+    /// replicates, or one forwarded or queued again here), or forwarded.
+    fn route(&self, add: &QueuedAdd) -> Result<Route, WireError> {
+        match add.origin {
+            Origin::Client => self.ctx.route(&add.key, add.cl, "add"),
+            Origin::Lead => self.ctx.lead_here(&add.key, add.cl, "add").map(Route::Lead),
+        }
+    }
+}
