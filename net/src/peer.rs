@@ -268,11 +268,6 @@ impl Transport {
         Ok(transport)
     }
 
-    /// This node's index.
-    pub fn me(&self) -> usize {
-        self.settings.me
-    }
-
     /// Whether `node` answers heartbeats (this node always does).
     pub fn is_up(&self, node: usize) -> bool {
         match self.links.get(node) {

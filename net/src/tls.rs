@@ -16,8 +16,9 @@ use rustls::server::WebPkiClientVerifier;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-/// ALPN protocol id of the peer protocol; bump it with incompatible changes.
-pub const ALPN: &[u8] = b"tally-peer/1";
+/// ALPN protocol id of the peer protocol; bump it with incompatible changes
+/// (2: errors carry their outcome).
+pub const ALPN: &[u8] = b"tally-peer/2";
 
 /// Where a node's TLS material lives.
 #[derive(Debug, Clone)]
