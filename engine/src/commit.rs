@@ -77,6 +77,14 @@
 //! (`perf stat`, whole cluster), and throughput from 82k to 98k adds/s
 //! (medians of five alternated runs).
 //!
+//! # When a commit thread dies
+//!
+//! A panic on the sealer or the syncer (or the background thread) poisons
+//! the engine at once (see `spawn` in `engine`), and [`fail_waiters`]
+//! closes the queue and the outbox and answers everything waiting in them,
+//! or pending on a cell, with the poison error: the thread that would have
+//! answered them may be the one that is gone.
+//!
 //! [`ParkCommit`]: crate::ParkCommit
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
@@ -213,12 +221,32 @@ pub(crate) fn run_sealer(inner: &Inner) {
             inner.outbox_cv.notify_one();
             return;
         }
+        if let Some(seam) = &inner.opts.panic_seal
+            && seam.load(Relaxed)
+        {
+            panic!("injected sealer panic");
+        }
 
         stall_while_flush_behind(inner);
         let mut sealed = Vec::with_capacity(adds.len());
         let generation = seal_all(inner, &adds, &mut records, &mut sealed);
 
         let mut out = inner.outbox.lock();
+        if out.closed {
+            // The syncer is gone (see `fail_waiters`): nobody will write this.
+            drop(out);
+            records.clear();
+            complete(
+                inner,
+                &Err(inner.poison_error()),
+                acks,
+                sealed,
+                0,
+                false,
+                false,
+            );
+            continue;
+        }
         out.records.extend_from_slice(&records);
         out.gen_max = out.gen_max.max(gen_max).max(generation);
         out.waiters += acks.len() + sealed.iter().map(|(_, w): &Sealed| w.len()).sum::<usize>();
@@ -502,7 +530,8 @@ fn put_next_version(cell: &mut Cell, mut own: Shard, combined: u32) -> AddOutcom
 fn stall_while_flush_behind(inner: &Inner) {
     let max = inner.opts.frozen_memtables_max.max(1);
     let mut bg = inner.bg.lock();
-    while inner.version().frozen.len() >= max && !bg.shutdown {
+    // Poisoned, the engine writes nothing, and flushes may never come.
+    while inner.version().frozen.len() >= max && !bg.shutdown && !inner.poisoned.load(Acquire) {
         tracing::debug!("write stall: flushes are behind");
         inner
             .flushed_cv
@@ -660,6 +689,11 @@ pub(crate) fn run_syncer(inner: &Inner) {
         out.wake_at = None;
         out.watching = park_commits && periodic.is_none();
         drop(out);
+        if let Some(seam) = &inner.opts.panic_sync
+            && seam.load(Relaxed)
+        {
+            panic!("injected syncer panic");
+        }
 
         let mut c = inner.committer.lock();
         let out = inner.outbox.lock();
@@ -692,6 +726,57 @@ pub(crate) fn run_syncer(inner: &Inner) {
             return;
         }
     }
+}
+
+/// After an engine thread died (see `spawn` in `engine`), with the engine
+/// poisoned: closes the queue and the outbox, so that nothing more waits
+/// in them, and answers every waiter there or pending on a cell with the
+/// poison error. The dead thread may be the one that would have answered
+/// them. A commit thread still alive then finds nothing to do and ends.
+/// Records not written yet are dropped: a poisoned engine writes nothing.
+pub(crate) fn fail_waiters(inner: &Inner) {
+    let why = inner.poison.lock().clone().unwrap_or_default();
+    let err = || Error::Poisoned(why.clone());
+    let mut answers = Vec::new();
+    {
+        let mut q = inner.queue.lock();
+        q.closed = true;
+        q.records.clear();
+        // Their adds are answered from the cells, below.
+        q.adds.clear();
+        answers.extend(q.acks.drain(..).map(|ack| Answer::Ack(ack, Err(err()))));
+    }
+    inner.queue_cv.notify_all();
+    // After the queue closed: an add that finds no add pending on its cell
+    // then fails to queue its key, and one that finds adds pending joins
+    // them before this sweep reaches its cell (a live sealer may take them
+    // first; it answers them with the poison error too).
+    for stripe in &inner.stripes {
+        let mut stripe = stripe.lock();
+        for cached in stripe.cells.values_mut() {
+            answers.extend(
+                cached
+                    .pending
+                    .drain(..)
+                    .filter_map(|add| add.done)
+                    .map(|done| Answer::Add(done, Err(err()))),
+            );
+        }
+    }
+    let (acks, sealed) = {
+        let mut out = inner.outbox.lock();
+        out.closed = true;
+        out.records.clear();
+        out.batched_adds = 0;
+        out.waiters = 0;
+        (
+            std::mem::take(&mut out.acks),
+            std::mem::take(&mut out.sealed),
+        )
+    };
+    inner.outbox_cv.notify_all();
+    inner.relay.deliver(&mut answers);
+    complete(inner, &Err(err()), acks, sealed, 0, false, false);
 }
 
 /// Writes one group commit, with the committer held: everything in the

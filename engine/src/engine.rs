@@ -1,6 +1,7 @@
 //! The engine: one node's counters, durable, behind a small API.
 
 use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -71,6 +72,12 @@ pub struct Options {
     /// Test seam: every commit log fsync takes this many microseconds more.
     #[doc(hidden)]
     pub slow_sync: Option<Arc<AtomicU64>>,
+    /// Test seam: while set, the sealer panics when it wakes with work.
+    #[doc(hidden)]
+    pub panic_seal: Option<Arc<AtomicBool>>,
+    /// Test seam: while set, the syncer panics when it wakes to write.
+    #[doc(hidden)]
+    pub panic_sync: Option<Arc<AtomicBool>>,
 }
 
 impl Default for Options {
@@ -89,6 +96,8 @@ impl Default for Options {
             park_commit: None,
             fail_sync: None,
             slow_sync: None,
+            panic_seal: None,
+            panic_sync: None,
         }
     }
 }
@@ -212,6 +221,28 @@ pub(crate) struct CommitMetrics {
     pub(crate) add_records: AtomicU64,
 }
 
+/// What the engine's threads and its callers share.
+///
+/// # Lock order
+///
+/// A thread holding one of these locks takes only locks further down this
+/// list (none is reentrant; two threads taking two of them in opposite
+/// orders would deadlock):
+///
+/// 1. `flush_lock` or `compaction_lock`, never both: one flush, one
+///    compaction at a time, held while the table is written.
+/// 2. `committer`: held across a group commit's write and fsync.
+/// 3. `bg`: the sealer's write stall reads `state` under it.
+/// 4. `state`: read-held across a cell's read-modify-write, so that no
+///    memtable switch comes in between; written only to swap the version.
+/// 5. `stripes`: the cell locks, one at a time.
+/// 6. `queue` or `outbox`, never both: a record or key is handed over under
+///    the cell lock.
+/// 7. Leaves, under which nothing is taken: the memtables' own locks,
+///    `poison`, the relay's mailbox.
+///
+/// Any lock can be taken alone; the condvars wait on the lock named in
+/// their doc and release it meanwhile.
 pub(crate) struct Inner {
     pub(crate) dir: PathBuf,
     pub(crate) opts: Options,
@@ -220,8 +251,10 @@ pub(crate) struct Inner {
     pub(crate) cache_cap_per_stripe: usize,
     pub(crate) state: RwLock<Arc<Version>>,
     pub(crate) queue: Mutex<Queue>,
+    /// Wakes the sealer; waits on `queue`.
     pub(crate) queue_cv: Condvar,
     pub(crate) outbox: Mutex<crate::commit::Outbox>,
+    /// Wakes the syncer; waits on `outbox`.
     pub(crate) outbox_cv: Condvar,
     /// The commit log, held by whoever writes a group commit.
     pub(crate) committer: Mutex<crate::commit::Committer>,
@@ -233,7 +266,8 @@ pub(crate) struct Inner {
     /// Wakes the background thread; guards its request flags.
     pub(crate) bg: Mutex<crate::background::Requests>,
     pub(crate) bg_cv: Condvar,
-    /// Signalled when a frozen memtable is flushed (for stalled writers).
+    /// Signalled when a frozen memtable is flushed (for stalled writers);
+    /// waits on `bg`.
     pub(crate) flushed_cv: Condvar,
     pub(crate) flush_lock: Mutex<()>,
     pub(crate) compaction_lock: Mutex<()>,
@@ -689,11 +723,15 @@ impl Engine {
         self.inner.bg_cv.notify_all();
         self.inner.flushed_cv.notify_all();
         for t in threads {
+            // Its poison guard (see `spawn`) has poisoned the engine.
             if t.join().is_err() {
                 tracing::error!("an engine thread panicked");
             }
         }
         self.inner.relay.close();
+        // Poisoned, the engine may have made shard versions that never
+        // reached the log (and may have left this node): no clean marker,
+        // so the next open takes a new counter id.
         if let Some(why) = self.inner.poison.lock().clone() {
             return Err(Error::Poisoned(why));
         }
@@ -742,12 +780,36 @@ impl Inner {
 
     /// Stops all writes for good: called when an fsync (or log write) fails.
     pub(crate) fn poison(&self, err: &Error) {
-        let mut p = self.poison.lock();
-        if p.is_none() {
+        if self.set_poison(|| err.to_string()) {
             tracing::error!(error = %err, "commit log write failed: engine poisoned, refusing writes");
-            *p = Some(err.to_string());
+        }
+    }
+
+    /// Stops all writes for good, for the reason `why` gives unless the
+    /// engine was poisoned already; answers whether it was not.
+    fn set_poison(&self, why: impl FnOnce() -> String) -> bool {
+        let mut p = self.poison.lock();
+        let first = p.is_none();
+        if first {
+            *p = Some(why());
         }
         self.poisoned.store(true, Ordering::Release);
+        first
+    }
+
+    /// An engine thread panicked (see `spawn`): poisons the engine, and
+    /// answers with the poison error every waiter the dead thread may have
+    /// left, rather than let them hang.
+    fn thread_panicked(&self, thread: &str, message: &str) {
+        tracing::error!(
+            thread,
+            message,
+            "engine thread panicked: engine poisoned, refusing writes"
+        );
+        self.set_poison(|| format!("engine thread {thread} panicked: {message}"));
+        crate::commit::fail_waiters(self);
+        // A sealer stalled behind flushes that may never come.
+        self.flushed_cv.notify_all();
     }
 
     pub(crate) fn poison_error(&self) -> Error {
@@ -912,17 +974,44 @@ impl Inner {
     }
 }
 
-/// Starts one of the engine's threads.
+/// Starts one of the engine's threads, under a poison guard.
+///
+/// Should `run` panic, the engine is poisoned at once and every waiter
+/// answered ([`Inner::thread_panicked`]). Otherwise adds would wait forever
+/// on a dead sealer or syncer, and the panic would show only at shutdown,
+/// which would still mark the directory clean: the next open would reuse the
+/// counter id, although clock bumps may have existed only in memory (and
+/// on replicas), and hand them out again with other values.
 fn spawn(
     inner: &Arc<Inner>,
-    name: &str,
+    name: &'static str,
     run: impl FnOnce(&Inner) + Send + 'static,
 ) -> Result<JoinHandle<()>> {
     let shared = inner.clone();
     std::thread::Builder::new()
         .name(name.into())
-        .spawn(move || run(&shared))
+        .spawn(move || {
+            // Unwind safety: whatever the panic left half-done is never
+            // written after it, as the guard poisons the engine first.
+            let ran = std::panic::catch_unwind(AssertUnwindSafe(|| run(&shared)));
+            if let Err(panic) = ran {
+                shared.thread_panicked(name, panic_message(&*panic));
+                // For `shutdown`, which joins the thread.
+                std::panic::resume_unwind(panic);
+            }
+        })
         .map_err(|e| Error::io("spawn engine thread", &inner.dir, e))
+}
+
+/// The message a panic was raised with, if it has one.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        s
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s
+    } else {
+        "no message"
+    }
 }
 
 fn remove_temporaries(dir: &Path) -> Result<()> {

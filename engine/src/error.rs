@@ -28,8 +28,8 @@ pub enum Error {
         /// What was wrong.
         reason: String,
     },
-    /// An fsync failed earlier; the engine accepts no more writes because it
-    /// cannot know what reached the disk.
+    /// An fsync failed, or an engine thread panicked, earlier; the engine
+    /// accepts no more writes because it cannot know what reached the disk.
     #[error("engine is poisoned and accepts no writes: {0}")]
     Poisoned(String),
     /// The partition key is longer than [`crate::PARTITION_BYTES_MAX`].

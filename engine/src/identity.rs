@@ -19,6 +19,10 @@
 //! Either way, reusing the id would hand out the same clock twice with two
 //! different values. The old shards stay valid and keep merging; the cost is
 //! one more shard in the cells the new incarnation writes.
+//!
+//! For the same reason a poisoned engine (a failed fsync, a panicked engine
+//! thread) is not marked clean when it shuts down: its memory, and other
+//! replicas, may hold shard versions its log never got.
 
 use std::fs::{File, OpenOptions};
 use std::path::Path;

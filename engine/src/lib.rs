@@ -54,7 +54,11 @@
 //! that is also in an SSTable is harmless. A torn last record is cut off; a
 //! bad checksum anywhere else is [`Error::Corruption`] naming file and
 //! offset. An fsync failure poisons the engine: it refuses writes from then
-//! on rather than acknowledge data that may not be on disk.
+//! on rather than acknowledge data that may not be on disk. So does a panic
+//! on any of its threads (sealer, syncer, background), at once: whatever
+//! waited on that thread is answered with the error instead of hanging. A
+//! poisoned engine is not marked clean at shutdown, so the next open takes
+//! a new counter id (see `identity`).
 //!
 //! Clock jumps do not matter here: clocks are per-shard logical counters,
 //! never wall-clock time.

@@ -1,5 +1,5 @@
-//! Failure handling: fsync errors poison the engine; overflow is refused;
-//! concurrent adds to a hot key are combined.
+//! Failure handling: fsync errors and panicked engine threads poison the
+//! engine; overflow is refused; concurrent adds to a hot key are combined.
 
 #![allow(
     clippy::unwrap_used,
@@ -8,8 +8,10 @@
 
 mod common;
 
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 use common::{key, open};
 use tally_engine::{Engine, Error, Options, Staged};
@@ -255,4 +257,103 @@ async fn a_batch_leaves_a_cell_with_lone_adds_waiting_to_them() {
     }
     assert!(left_hot >= 10, "adds were never waiting on the cell");
     assert_eq!(engine.get(&hot).unwrap().value(), total);
+}
+
+/// Longest a write may take to fail once an engine thread is dead.
+const ANSWER_WITHIN: Duration = Duration::from_secs(10);
+
+/// `engine`, kept from being dropped should the test fail before taking it
+/// out: the failure checked for (an engine thread dead, its waiters left
+/// hanging) would make the drop's shutdown wait for that thread forever,
+/// and the test hang instead of failing.
+fn never_dropped(engine: Engine) -> ManuallyDrop<Arc<Engine>> {
+    ManuallyDrop::new(Arc::new(engine))
+}
+
+/// Whether `r` is the error of an engine poisoned by a panic on one of its
+/// threads.
+fn poisoned_by_panic<T>(r: &Result<T, Error>) -> bool {
+    matches!(r, Err(Error::Poisoned(why)) if why.contains("panicked"))
+}
+
+/// After a thread panicked: later writes fail at once; shutdown reports it
+/// and leaves no clean marker, so the next open takes a new counter id.
+async fn check_poisoned_by_panic(engine: Arc<Engine>, dir: &std::path::Path) {
+    let fast = Duration::from_millis(500);
+    let add = tokio::time::timeout(fast, engine.leader_add(&key(9), 1)).await;
+    assert!(matches!(add, Ok(Err(Error::Poisoned(_)))), "{add:?}");
+    let cell = tally_engine::Cell::new();
+    let apply = tokio::time::timeout(fast, engine.apply(&key(9), &cell)).await;
+    assert!(matches!(apply, Ok(Err(Error::Poisoned(_)))), "{apply:?}");
+    assert!(matches!(
+        engine.leader_add_batch([(&key(9), 1)]),
+        Err(Error::Poisoned(_))
+    ));
+    let id = engine.counter_id();
+    let shut = engine.shutdown();
+    assert!(poisoned_by_panic(&shut), "{shut:?}");
+    // Releases the directory.
+    drop(Arc::into_inner(engine).unwrap());
+    let engine = open(dir, &Options::default());
+    assert_ne!(
+        engine.counter_id(),
+        id,
+        "a panic must not leave a clean marker"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_syncer_poisons_the_engine_and_answers_its_waiters() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        panic_sync: Some(Arc::new(AtomicBool::new(true))),
+        ..Options::default()
+    };
+    let engine = never_dropped(open(dir.path(), &opts));
+    // The add's record waits in the outbox of a syncer that dies.
+    let add = tokio::time::timeout(ANSWER_WITHIN, engine.leader_add(&key(1), 1))
+        .await
+        .expect("an add waiting on a dead syncer hung");
+    assert!(poisoned_by_panic(&add), "{add:?}");
+    check_poisoned_by_panic(ManuallyDrop::into_inner(engine), dir.path()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_sealer_poisons_the_engine_and_answers_its_waiters() {
+    let dir = tempfile::tempdir().unwrap();
+    let panic = Arc::new(AtomicBool::new(false));
+    let opts = Options {
+        // The first add's fsync is slow: the next adds to the cell wait on
+        // it, for the sealer.
+        slow_sync: Some(Arc::new(AtomicU64::new(100_000))),
+        panic_seal: Some(panic.clone()),
+        ..Options::default()
+    };
+    let engine = never_dropped(open(dir.path(), &opts));
+    let (_, first) = engine.leader_add_staged(&key(1), 1).await.unwrap();
+    panic.store(true, Ordering::Relaxed);
+    let mut adds = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        // The `Arc`, not the `ManuallyDrop` around it.
+        let engine = Arc::clone(&engine);
+        adds.spawn(async move {
+            tokio::time::timeout(ANSWER_WITHIN, engine.leader_add(&key(1), 1)).await
+        });
+    }
+    for add in adds.join_all().await {
+        let add = add.expect("an add waiting on a dead sealer hung");
+        // One that came after the sweep of waiting adds finds the queue
+        // closed.
+        assert!(
+            poisoned_by_panic(&add) || matches!(add, Err(Error::Closed)),
+            "{add:?}"
+        );
+    }
+    // Whether the first add's write began before the panic or not, it is
+    // answered.
+    let first = tokio::time::timeout(ANSWER_WITHIN, first.wait())
+        .await
+        .expect("an add sealed before the panic hung");
+    assert!(first.is_ok() || poisoned_by_panic(&first), "{first:?}");
+    check_poisoned_by_panic(ManuallyDrop::into_inner(engine), dir.path()).await;
 }
