@@ -98,9 +98,4 @@ impl Error {
             reason: reason.into(),
         }
     }
-
-    /// True for [`Error::Corruption`].
-    pub fn is_corruption(&self) -> bool {
-        matches!(self, Error::Corruption { .. })
-    }
 }
