@@ -95,11 +95,13 @@ use tokio::sync::oneshot;
 
 use crate::cell::{Cell, Shard};
 use crate::commitlog::{self, LogWriter};
-use crate::engine::{Inner, SyncMode, Version};
+use crate::engine::{Inner, Version};
 use crate::error::{Error, Result};
 use crate::key::Key;
+use crate::options::SyncMode;
+use crate::outcome::{AddOutcome, Staged};
 use crate::relay::Answer;
-use crate::stripes::{AddOutcome, Cached, PendingAdd, Staged};
+use crate::stripes::{Cached, PendingAdd};
 
 /// Most fsync cycles skipped between two group-commit windows that failed.
 pub(crate) const WINDOW_SKIP_MAX: u32 = 64;

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -16,128 +16,11 @@ use crate::error::{Error, Result};
 use crate::identity::Identity;
 use crate::key::Key;
 use crate::memtable::{Memtable, Slot};
+use crate::options::{OnPark, Options};
+use crate::outcome::{AddOutcome, Durable, DurableBy, Staged};
 use crate::sstable::Table;
-use crate::stripes::{
-    AddOutcome, Cached, Durable, DurableBy, PendingAdd, STRIPES, Staged, Stripe, stripe_of,
-};
+use crate::stripes::{Cached, PendingAdd, STRIPES, Stripe, stripe_of};
 use crate::{fsutil, sstable};
-
-/// When a write counts as durable.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SyncMode {
-    /// Group commit: a write is acknowledged after the fsync that covers it.
-    Batch,
-    /// A write is acknowledged once handed to the OS; the log is fsync'd
-    /// every `interval_ms`. A crash can lose the last interval of writes.
-    Periodic {
-        /// Milliseconds between fsyncs.
-        interval_ms: u64,
-    },
-}
-
-/// Engine settings.
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// Durability of acknowledged writes.
-    pub sync: SyncMode,
-    /// Longest a `batch` fsync waits for the writers the previous one
-    /// released to come back (see the commit module).
-    pub group_commit_window_us: u64,
-    /// Memtable size that triggers a flush.
-    pub memtable_bytes_max: usize,
-    /// Frozen memtables allowed to wait for flushing before writes stall.
-    pub frozen_memtables_max: usize,
-    /// Commit log segment size.
-    pub segment_bytes_max: u64,
-    /// Live commit log beyond which the memtable is flushed even if it is
-    /// small (a hot counter writes many records into few cells), so the log
-    /// and the time to replay it stay bounded.
-    pub log_bytes_max: u64,
-    /// Target SSTable block size.
-    pub block_bytes: usize,
-    /// Cells kept in the counter cache.
-    pub counter_cache_cells_max: usize,
-    /// Similar-sized tables needed to start a size-tiered compaction.
-    pub compaction_tables_min: usize,
-    /// The runtime whose tasks wait on this engine, if they all run on one:
-    /// answers then reach them through one task there, with one wake-up
-    /// per batch instead of one per waiter (see `relay`).
-    pub answer_on: Option<tokio::runtime::Handle>,
-    /// The hook of the runtime whose tasks wait on this engine, if its
-    /// thread is to write group commits as it parks (see [`ParkCommit`]).
-    pub park_commit: Option<ParkCommit>,
-    /// Test seam: while set, every commit log fsync fails.
-    #[doc(hidden)]
-    pub fail_sync: Option<Arc<AtomicBool>>,
-    /// Test seam: every commit log fsync takes this many microseconds more.
-    #[doc(hidden)]
-    pub slow_sync: Option<Arc<AtomicU64>>,
-    /// Test seam: while set, the sealer panics when it wakes with work.
-    #[doc(hidden)]
-    pub panic_seal: Option<Arc<AtomicBool>>,
-    /// Test seam: while set, the syncer panics when it wakes to write.
-    #[doc(hidden)]
-    pub panic_sync: Option<Arc<AtomicBool>>,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            sync: SyncMode::Batch,
-            group_commit_window_us: 100,
-            memtable_bytes_max: 64 << 20,
-            frozen_memtables_max: 2,
-            segment_bytes_max: 64 << 20,
-            log_bytes_max: 1 << 30,
-            block_bytes: 4096,
-            counter_cache_cells_max: 1 << 20,
-            compaction_tables_min: 4,
-            answer_on: None,
-            park_commit: None,
-            fail_sync: None,
-            slow_sync: None,
-            panic_seal: None,
-            panic_sync: None,
-        }
-    }
-}
-
-/// A runtime's part in group commit. A runtime whose tasks wait on one
-/// engine can let its threads write the engine's group commits as they are
-/// about to park, instead of handing them to the commit thread and being
-/// woken back: build the runtime with `on_thread_park` calling
-/// [`ParkCommit::on_park`], and open the engine with
-/// [`Options::park_commit`] set to a clone. The commit thread still writes
-/// whatever a busy runtime leaves for longer than half a millisecond.
-/// Meant for a current-thread runtime, where the park comes as soon as
-/// every task waits. One hook serves one engine at a time: the one opened
-/// last.
-#[derive(Clone, Default)]
-pub struct ParkCommit(Arc<Mutex<Weak<Inner>>>);
-
-impl ParkCommit {
-    /// A hook for one engine, not yet opened.
-    pub fn new() -> Self {
-        ParkCommit::default()
-    }
-
-    /// Writes the engine's open group commit on this thread if nobody else
-    /// is writing one. Call it from the runtime's `on_thread_park`.
-    pub fn on_park(&self) {
-        let engine = self.0.lock().upgrade();
-        if let Some(inner) = engine {
-            crate::commit::commit_on_park(&inner);
-        }
-    }
-}
-
-impl std::fmt::Debug for ParkCommit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ParkCommit")
-            .field("engine_open", &(self.0.lock().strong_count() > 0))
-            .finish()
-    }
-}
 
 /// A consistent view of where cells live: readers clone the `Arc` and drop
 /// the lock at once.
@@ -365,7 +248,8 @@ impl Engine {
         let syncer = spawn(&inner, "tally-syncer", crate::commit::run_syncer)?;
         if let Some(hook) = &inner.opts.park_commit {
             // The hook serves the engine opened last.
-            *hook.0.lock() = Arc::downgrade(&inner);
+            let target: Arc<dyn OnPark> = inner.clone();
+            hook.attach(Arc::downgrade(&target));
         }
         let background = spawn(&inner, "tally-background", crate::background::run)?;
         // A big replayed memtable is flushed like any other.
@@ -758,6 +642,12 @@ impl Drop for Engine {
         if let Err(e) = self.shutdown() {
             tracing::error!(error = %e, "engine did not close cleanly");
         }
+    }
+}
+
+impl OnPark for Inner {
+    fn on_park(&self) {
+        crate::commit::commit_on_park(self);
     }
 }
 

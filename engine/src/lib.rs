@@ -74,13 +74,16 @@ mod fsutil;
 mod identity;
 mod key;
 mod memtable;
+mod options;
+mod outcome;
 mod relay;
 pub mod sstable;
 mod stripes;
 
 pub use cell::{Cell, Shard};
 pub use commitlog::ReplayStats;
-pub use engine::{Engine, Options, ParkCommit, Stats, SyncMode};
+pub use engine::{Engine, Stats};
 pub use error::{Error, Result};
 pub use key::{COLUMN_BYTES_MAX, Key, PARTITION_BYTES_MAX};
-pub use stripes::{AddOutcome, Durable, Staged};
+pub use options::{Options, ParkCommit, SyncMode};
+pub use outcome::{AddOutcome, Durable, Staged};

@@ -28,7 +28,7 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use crate::error::Result;
-use crate::stripes::AddOutcome;
+use crate::outcome::AddOutcome;
 
 /// One answer for one waiter.
 pub(crate) enum Answer {
