@@ -1,15 +1,13 @@
 //! The background thread: memtable flushes and size-tiered compaction.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::cell::Cell;
-use crate::engine::{Inner, Version};
+use crate::engine::Inner;
 use crate::error::Result;
 use crate::fsutil;
 use crate::key::Key;
-use crate::memtable::Memtable;
 use crate::sstable::{Table, TableIter, TableWriter};
 
 /// What the background thread has been asked to do.
@@ -31,7 +29,7 @@ pub(crate) fn run(inner: &Inner) {
             let mut r = inner.bg.lock();
             while !r.flush && !r.shutdown {
                 inner.bg_cv.wait_for(&mut r, Duration::from_secs(1));
-                if !r.flush && !inner.version().frozen.is_empty() {
+                if !r.flush && !inner.versions.current().frozen.is_empty() {
                     r.flush = true;
                 }
             }
@@ -40,7 +38,7 @@ pub(crate) fn run(inner: &Inner) {
             }
             r.flush = false;
         }
-        freeze_if_full(inner);
+        inner.versions.freeze_if_full(inner.opts.memtable_bytes_max);
         if let Err(e) = flush_frozen(inner) {
             tracing::error!(error = %e, "memtable flush failed; retrying in a second");
             std::thread::sleep(Duration::from_secs(1));
@@ -52,43 +50,11 @@ pub(crate) fn run(inner: &Inner) {
     }
 }
 
-/// Freezes the active memtable if it is over the size limit, checked under
-/// the lock: the sealer and this thread both ask, and only one may freeze.
-pub(crate) fn freeze_if_full(inner: &Inner) -> bool {
-    let mut st = inner.state.write();
-    if st.active.bytes() < inner.opts.memtable_bytes_max {
-        return false;
-    }
-    switch_memtable(inner, &mut st);
-    true
-}
-
-/// Makes the active memtable frozen and starts a new one.
-pub(crate) fn freeze(inner: &Inner) {
-    switch_memtable(inner, &mut inner.state.write());
-}
-
-fn switch_memtable(inner: &Inner, st: &mut Arc<Version>) {
-    if st.active.len() == 0 {
-        return;
-    }
-    let generation = inner.next_gen.fetch_add(1, Ordering::Relaxed);
-    let mut frozen = Vec::with_capacity(st.frozen.len() + 1);
-    frozen.push(st.active.clone());
-    frozen.extend(st.frozen.iter().cloned());
-    *st = Arc::new(Version {
-        seq: st.seq + 1,
-        active: Arc::new(Memtable::new(generation)),
-        frozen,
-        tables: st.tables.clone(),
-    });
-}
-
 /// Writes every frozen memtable, oldest first, to an SSTable.
 pub(crate) fn flush_frozen(inner: &Inner) -> Result<()> {
     let _one_at_a_time = inner.flush_lock.lock();
     loop {
-        let Some(m) = inner.version().frozen.last().cloned() else {
+        let Some(m) = inner.versions.current().frozen.last().cloned() else {
             return Ok(());
         };
         let table = if m.len() == 0 {
@@ -110,26 +76,10 @@ pub(crate) fn flush_frozen(inner: &Inner) -> Result<()> {
                 .collect();
             Some(write_table(inner, ids, cells.into_iter().map(Ok))?)
         };
-        {
-            let mut st = inner.state.write();
-            let frozen = st
-                .frozen
-                .iter()
-                .filter(|f| f.generation() != m.generation())
-                .cloned()
-                .collect();
-            let mut tables = st.tables.clone();
-            tables.extend(table);
-            *st = Arc::new(Version {
-                seq: st.seq + 1,
-                active: st.active.clone(),
-                frozen,
-                tables,
-            });
-        }
+        inner.versions.install_flushed(m.generation(), table);
         inner.outbox.lock().flushed_gen = m.generation();
         inner.outbox_cv.notify_one();
-        inner.flushed_cv.notify_all();
+        inner.versions.notify_flushed();
         tracing::debug!(
             generation = m.generation(),
             cells = m.len(),
@@ -143,7 +93,7 @@ fn write_table(
     ids: impl IntoIterator<Item = u64>,
     cells: impl Iterator<Item = Result<(Key, Cell)>>,
 ) -> Result<Arc<Table>> {
-    let (id, _) = inner.new_table_path();
+    let id = inner.versions.new_table_id();
     let mut w = TableWriter::create(&inner.dir, id, ids, inner.opts.block_bytes)?;
     for item in cells {
         let (k, c) = item?;
@@ -155,7 +105,10 @@ fn write_table(
 
 /// Runs size-tiered compactions until no tier has enough tables.
 fn compact_tiers(inner: &Inner) -> Result<()> {
-    while let Some(pick) = pick_tier(&inner.version().tables, inner.opts.compaction_tables_min) {
+    while let Some(pick) = pick_tier(
+        &inner.versions.current().tables,
+        inner.opts.compaction_tables_min,
+    ) {
         compact(inner, pick)?;
     }
     Ok(())
@@ -192,7 +145,7 @@ pub(crate) fn compact(inner: &Inner, inputs: Vec<Arc<Table>>) -> Result<()> {
         return Ok(());
     }
     let _one_at_a_time = inner.compaction_lock.lock();
-    let live = inner.version();
+    let live = inner.versions.current();
     if !inputs
         .iter()
         .all(|i| live.tables.iter().any(|t| t.id() == i.id()))
@@ -210,22 +163,7 @@ pub(crate) fn compact(inner: &Inner, inputs: Vec<Arc<Table>>) -> Result<()> {
             .collect(),
     };
     let output = write_table(inner, ids, merged)?;
-    {
-        let mut st = inner.state.write();
-        let mut tables: Vec<Arc<Table>> = st
-            .tables
-            .iter()
-            .filter(|t| !inputs.iter().any(|i| i.id() == t.id()))
-            .cloned()
-            .collect();
-        tables.push(output.clone());
-        *st = Arc::new(Version {
-            seq: st.seq + 1,
-            active: st.active.clone(),
-            frozen: st.frozen.clone(),
-            tables,
-        });
-    }
+    inner.versions.install_compacted(&inputs, output.clone());
     for t in &inputs {
         if let Err(e) = std::fs::remove_file(t.path()) {
             tracing::warn!(path = %t.path().display(), error = %e, "could not remove compacted table");

@@ -95,13 +95,14 @@ use tokio::sync::oneshot;
 
 use crate::cell::{Cell, Shard};
 use crate::commitlog::{self, LogWriter};
-use crate::engine::{Inner, Version};
+use crate::engine::Inner;
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::options::SyncMode;
 use crate::outcome::{AddOutcome, Staged};
 use crate::relay::Answer;
 use crate::stripes::{Cached, PendingAdd};
+use crate::version::Version;
 
 /// Most fsync cycles skipped between two group-commit windows that failed.
 pub(crate) const WINDOW_SKIP_MAX: u32 = 64;
@@ -229,7 +230,12 @@ pub(crate) fn run_sealer(inner: &Inner) {
             panic!("injected sealer panic");
         }
 
-        stall_while_flush_behind(inner);
+        // Backpressure: while too many frozen memtables wait for
+        // flushing, writes wait.
+        let frozen_max = inner.opts.frozen_memtables_max.max(1);
+        inner
+            .versions
+            .stall_while_behind(frozen_max, || inner.poisoned.load(Acquire));
         let mut sealed = Vec::with_capacity(adds.len());
         let generation = seal_all(inner, &adds, &mut records, &mut sealed);
 
@@ -262,8 +268,8 @@ pub(crate) fn run_sealer(inner: &Inner) {
         }
         records.clear();
 
-        if inner.state.read().active.bytes() >= inner.opts.memtable_bytes_max
-            && crate::background::freeze_if_full(inner)
+        if inner.versions.read().active.bytes() >= inner.opts.memtable_bytes_max
+            && inner.versions.freeze_if_full(inner.opts.memtable_bytes_max)
         {
             inner.request_flush();
         }
@@ -273,7 +279,7 @@ pub(crate) fn run_sealer(inner: &Inner) {
 /// Seals every key in `adds`; returns the memtable generation written to.
 fn seal_all(inner: &Inner, adds: &[Key], records: &mut Vec<u8>, sealed: &mut Vec<Sealed>) -> u64 {
     let poisoned = inner.poisoned.load(Acquire);
-    let v = inner.state.read();
+    let v = inner.versions.read();
     // Swapped with each key's pending list, so both stay allocated.
     let mut waiting = Vec::new();
     // Early outcomes and refusals, delivered once every key is sealed.
@@ -525,19 +531,6 @@ fn put_next_version(cell: &mut Cell, mut own: Shard, combined: u32) -> AddOutcom
         shard: own,
         value: cell.value(),
         combined,
-    }
-}
-
-/// Backpressure: while too many frozen memtables wait for flushing, writes wait.
-fn stall_while_flush_behind(inner: &Inner) {
-    let max = inner.opts.frozen_memtables_max.max(1);
-    let mut bg = inner.bg.lock();
-    // Poisoned, the engine writes nothing, and flushes may never come.
-    while inner.version().frozen.len() >= max && !bg.shutdown && !inner.poisoned.load(Acquire) {
-        tracing::debug!("write stall: flushes are behind");
-        inner
-            .flushed_cv
-            .wait_for(&mut bg, Duration::from_millis(100));
     }
 }
 
@@ -850,9 +843,9 @@ fn write_group(
         .opts
         .log_bytes_max
         .max(2 * inner.opts.segment_bytes_max);
-    if c.log.live_bytes() > log_max && inner.version().frozen.is_empty() {
+    if c.log.live_bytes() > log_max && inner.versions.current().frozen.is_empty() {
         // Few cells, many records: flush them so old segments can go.
-        crate::background::freeze(inner);
+        inner.versions.freeze();
         inner.request_flush();
     }
     released

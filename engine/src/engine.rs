@@ -7,12 +7,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Condvar, Mutex};
 use tokio::sync::oneshot;
 
 use crate::cell::{Cell, SHARDS_MAX};
 use crate::commitlog::{self, LogWriter, ReplayStats};
 use crate::error::{Error, Result};
+use crate::fsutil;
 use crate::identity::Identity;
 use crate::key::Key;
 use crate::memtable::{Memtable, Slot};
@@ -20,25 +21,7 @@ use crate::options::{OnPark, Options};
 use crate::outcome::{AddOutcome, Durable, DurableBy, Staged};
 use crate::sstable::Table;
 use crate::stripes::{Cached, PendingAdd, STRIPES, Stripe, stripe_of};
-use crate::{fsutil, sstable};
-
-/// A consistent view of where cells live: readers clone the `Arc` and drop
-/// the lock at once.
-///
-/// # Invariants
-/// - `frozen` is ordered newest first; all generations are distinct.
-pub(crate) struct Version {
-    pub(crate) seq: u64,
-    pub(crate) active: Arc<Memtable>,
-    pub(crate) frozen: Vec<Arc<Memtable>>,
-    pub(crate) tables: Vec<Arc<Table>>,
-}
-
-impl Version {
-    pub(crate) fn memtables(&self) -> impl Iterator<Item = &Arc<Memtable>> {
-        std::iter::once(&self.active).chain(self.frozen.iter())
-    }
-}
+use crate::version::{Version, VersionSet};
 
 /// Work waiting for the commit thread.
 #[derive(Default)]
@@ -115,8 +98,9 @@ pub(crate) struct CommitMetrics {
 /// 1. `flush_lock` or `compaction_lock`, never both: one flush, one
 ///    compaction at a time, held while the table is written.
 /// 2. `committer`: held across a group commit's write and fsync.
-/// 3. `bg`: the sealer's write stall reads `state` under it.
-/// 4. `state`: read-held across a cell's read-modify-write, so that no
+/// 3. `bg`, or the version set's `stall`: the background thread and the
+///    sealer's write stall read `state` under them.
+/// 4. the version set's `state`: read-held across a cell's read-modify-write, so that no
 ///    memtable switch comes in between; written only to swap the version.
 /// 5. `stripes`: the cell locks, one at a time.
 /// 6. `queue` or `outbox`, never both: a record or key is handed over under
@@ -132,7 +116,7 @@ pub(crate) struct Inner {
     pub(crate) counter_id: u64,
     pub(crate) stripes: Box<[Mutex<Stripe>]>,
     pub(crate) cache_cap_per_stripe: usize,
-    pub(crate) state: RwLock<Arc<Version>>,
+    pub(crate) versions: VersionSet,
     pub(crate) queue: Mutex<Queue>,
     /// Wakes the sealer; waits on `queue`.
     pub(crate) queue_cv: Condvar,
@@ -149,13 +133,8 @@ pub(crate) struct Inner {
     /// Wakes the background thread; guards its request flags.
     pub(crate) bg: Mutex<crate::background::Requests>,
     pub(crate) bg_cv: Condvar,
-    /// Signalled when a frozen memtable is flushed (for stalled writers);
-    /// waits on `bg`.
-    pub(crate) flushed_cv: Condvar,
     pub(crate) flush_lock: Mutex<()>,
     pub(crate) compaction_lock: Mutex<()>,
-    pub(crate) next_table_id: AtomicU64,
-    pub(crate) next_gen: AtomicU64,
     pub(crate) log_segments: AtomicUsize,
     pub(crate) metrics: CommitMetrics,
     /// The last group commit made durable (see `commit`).
@@ -202,12 +181,15 @@ impl Engine {
             "engine opened"
         );
 
-        let version = Version {
-            seq: 1,
-            active: Arc::new(replayed),
-            frozen: Vec::new(),
-            tables,
-        };
+        let versions = VersionSet::new(
+            Version {
+                seq: 1,
+                active: Arc::new(replayed),
+                frozen: Vec::new(),
+                tables,
+            },
+            next_table_id,
+        );
         let log_segments = log.segment_count();
         let window = std::time::Duration::from_micros(opts.group_commit_window_us);
         let stripes = (0..STRIPES)
@@ -219,7 +201,7 @@ impl Engine {
             opts,
             counter_id: identity.counter_id,
             stripes,
-            state: RwLock::new(Arc::new(version)),
+            versions,
             queue: Mutex::new(Queue::default()),
             queue_cv: Condvar::new(),
             outbox: Mutex::new(Default::default()),
@@ -230,11 +212,8 @@ impl Engine {
             poisoned: AtomicBool::new(false),
             bg: Mutex::new(Default::default()),
             bg_cv: Condvar::new(),
-            flushed_cv: Condvar::new(),
             flush_lock: Mutex::new(()),
             compaction_lock: Mutex::new(()),
-            next_table_id: AtomicU64::new(next_table_id),
-            next_gen: AtomicU64::new(2),
             log_segments: AtomicUsize::new(log_segments),
             metrics: CommitMetrics::default(),
             durable_batch: AtomicU64::new(0),
@@ -399,7 +378,7 @@ impl Engine {
             });
         }
         let rx = {
-            let v = self.inner.state.read();
+            let v = self.inner.versions.read();
             let mut stripe = self.inner.stripe(key).lock();
             let changed = match stripe.cells.get_mut(key) {
                 Some(cached) => {
@@ -511,8 +490,8 @@ impl Engine {
         if let Some(cached) = self.inner.stripe(key).lock().cells.get(key) {
             return Ok(cached.cell.clone());
         }
-        let v = self.inner.version();
-        let mut cell = self.inner.read_tables(&v, key)?;
+        let v = self.inner.versions.current();
+        let mut cell = v.read_tables(key)?;
         for m in v.memtables() {
             if let Some(slot) = m.get(key) {
                 cell.merge(&self.inner.slot_cell(m, key, slot));
@@ -524,7 +503,7 @@ impl Engine {
     /// Every column of `partition`, in column order.
     pub fn get_row(&self, partition: &[u8]) -> Result<Vec<(Key, Cell)>> {
         let start = Key::new(partition, b"")?;
-        let v = self.inner.version();
+        let v = self.inner.versions.current();
         let mut row: BTreeMap<Key, Cell> = BTreeMap::new();
         let mut put = |k: Key, c: Cell| match row.get_mut(&k) {
             Some(have) => have.merge(&c),
@@ -552,19 +531,19 @@ impl Engine {
 
     /// Freezes the active memtable and writes every frozen memtable to an SSTable.
     pub fn flush(&self) -> Result<()> {
-        crate::background::freeze(&self.inner);
+        self.inner.versions.freeze();
         crate::background::flush_frozen(&self.inner)
     }
 
     /// Compacts every SSTable into one (a major compaction).
     pub fn compact(&self) -> Result<()> {
-        let tables = self.inner.version().tables.clone();
+        let tables = self.inner.versions.current().tables.clone();
         crate::background::compact(&self.inner, tables)
     }
 
     /// Current numbers.
     pub fn stats(&self) -> Stats {
-        let v = self.inner.version();
+        let v = self.inner.versions.current();
         Stats {
             counter_id: self.inner.counter_id,
             memtable_bytes: v.memtables().map(|m| m.bytes()).sum(),
@@ -605,7 +584,7 @@ impl Engine {
         self.inner.queue_cv.notify_all();
         self.inner.bg.lock().shutdown = true;
         self.inner.bg_cv.notify_all();
-        self.inner.flushed_cv.notify_all();
+        self.inner.versions.close();
         for t in threads {
             // Its poison guard (see `spawn`) has poisoned the engine.
             if t.join().is_err() {
@@ -652,10 +631,6 @@ impl OnPark for Inner {
 }
 
 impl Inner {
-    pub(crate) fn version(&self) -> Arc<Version> {
-        self.state.read().clone()
-    }
-
     pub(crate) fn stripe(&self, key: &Key) -> &Mutex<Stripe> {
         &self.stripes[stripe_of(key)]
     }
@@ -699,7 +674,7 @@ impl Inner {
         self.set_poison(|| format!("engine thread {thread} panicked: {message}"));
         crate::commit::fail_waiters(self);
         // A sealer stalled behind flushes that may never come.
-        self.flushed_cv.notify_all();
+        self.versions.notify_flushed();
     }
 
     pub(crate) fn poison_error(&self) -> Error {
@@ -770,7 +745,7 @@ impl Inner {
         f: impl FnOnce(&mut Cached, &Version) -> R,
     ) -> Result<R> {
         loop {
-            let v = self.state.read();
+            let v = self.versions.read();
             let mut stripe = self.stripe(key).lock();
             if let Some(cached) = stripe.cells.get_mut(key) {
                 return Ok(f(cached, &v));
@@ -782,12 +757,12 @@ impl Inner {
             // Cold: read the tables without any lock held, then take the lock
             // and add what the memtables hold. If a flush or compaction
             // changed the tables in between, read again.
-            let snapshot = self.version();
+            let snapshot = self.versions.current();
             if snapshot.seq != seq {
                 continue;
             }
-            let mut cell = self.read_tables(&snapshot, key)?;
-            let v = self.state.read();
+            let mut cell = snapshot.read_tables(key)?;
+            let v = self.versions.read();
             if v.seq != seq {
                 continue;
             }
@@ -834,20 +809,9 @@ impl Inner {
         }
     }
 
-    /// Merges the cells the version's SSTables hold for `key` (may read disk).
-    pub(crate) fn read_tables(&self, v: &Version, key: &Key) -> Result<Cell> {
-        let mut cell = Cell::new();
-        for t in &v.tables {
-            if let Some(c) = t.get(key)? {
-                cell.merge(&c);
-            }
-        }
-        Ok(cell)
-    }
-
     /// Asks the background thread to flush when the active memtable is full.
     pub(crate) fn request_flush_if_full(&self) {
-        if self.state.read().active.bytes() >= self.opts.memtable_bytes_max {
+        if self.versions.read().active.bytes() >= self.opts.memtable_bytes_max {
             self.request_flush();
         }
     }
@@ -856,11 +820,6 @@ impl Inner {
     pub(crate) fn request_flush(&self) {
         self.bg.lock().flush = true;
         self.bg_cv.notify_one();
-    }
-
-    pub(crate) fn new_table_path(&self) -> (u64, PathBuf) {
-        let id = self.next_table_id.fetch_add(1, Ordering::Relaxed);
-        (id, sstable::table_path(&self.dir, id))
     }
 }
 

@@ -79,6 +79,7 @@ mod outcome;
 mod relay;
 pub mod sstable;
 mod stripes;
+mod version;
 
 pub use cell::{Cell, Shard};
 pub use commitlog::ReplayStats;

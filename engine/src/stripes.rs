@@ -18,10 +18,10 @@ use std::collections::HashMap;
 use tokio::sync::oneshot;
 
 use crate::cell::Cell;
-use crate::engine::Version;
 use crate::error::Result;
 use crate::key::{Key, KeyHashBuilder};
 use crate::outcome::AddOutcome;
+use crate::version::Version;
 
 /// Number of stripes (a power of two).
 pub(crate) const STRIPES: usize = 1024;
