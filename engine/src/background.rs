@@ -66,7 +66,7 @@ pub(crate) fn flush_frozen(inner: &Inner) -> Result<()> {
                 .sorted()
                 .into_iter()
                 .map(|(k, slot)| {
-                    let c = inner.slot_cell(&m, &k, slot);
+                    let c = inner.cache.slot_cell(&m, &k, slot);
                     (k, c)
                 })
                 .collect();

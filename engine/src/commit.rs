@@ -93,6 +93,7 @@ use std::time::{Duration, Instant};
 use parking_lot::MutexGuard;
 use tokio::sync::oneshot;
 
+use crate::cache::{Cached, PendingAdd};
 use crate::cell::{Cell, Shard};
 use crate::commitlog::{self, LogWriter};
 use crate::engine::Inner;
@@ -101,7 +102,6 @@ use crate::key::Key;
 use crate::options::SyncMode;
 use crate::outcome::{AddOutcome, Staged};
 use crate::relay::Answer;
-use crate::stripes::{Cached, PendingAdd};
 use crate::version::Version;
 
 /// Most fsync cycles skipped between two group-commit windows that failed.
@@ -285,8 +285,8 @@ fn seal_all(inner: &Inner, adds: &[Key], records: &mut Vec<u8>, sealed: &mut Vec
     // Early outcomes and refusals, delivered once every key is sealed.
     let mut answers = Vec::new();
     for key in adds {
-        let mut stripe = inner.stripe(key).lock();
-        let Some(cached) = stripe.cells.get_mut(key) else {
+        let mut stripe = inner.cache.stripe(key).lock();
+        let Some(cached) = stripe.get_mut(key) else {
             continue; // never evicted while adds are pending; nothing to seal
         };
         std::mem::swap(&mut cached.pending, &mut waiting);
@@ -746,18 +746,9 @@ pub(crate) fn fail_waiters(inner: &Inner) {
     // then fails to queue its key, and one that finds adds pending joins
     // them before this sweep reaches its cell (a live sealer may take them
     // first; it answers them with the poison error too).
-    for stripe in &inner.stripes {
-        let mut stripe = stripe.lock();
-        for cached in stripe.cells.values_mut() {
-            answers.extend(
-                cached
-                    .pending
-                    .drain(..)
-                    .filter_map(|add| add.done)
-                    .map(|done| Answer::Add(done, Err(err()))),
-            );
-        }
-    }
+    inner.cache.drain_pending(|add| {
+        answers.extend(add.done.map(|done| Answer::Add(done, Err(err()))));
+    });
     let (acks, sealed) = {
         let mut out = inner.outbox.lock();
         out.closed = true;

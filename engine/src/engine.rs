@@ -10,17 +10,17 @@ use std::thread::JoinHandle;
 use parking_lot::{Condvar, Mutex};
 use tokio::sync::oneshot;
 
+use crate::cache::{CounterCache, PendingAdd};
 use crate::cell::{Cell, SHARDS_MAX};
 use crate::commitlog::{self, LogWriter, ReplayStats};
 use crate::error::{Error, Result};
 use crate::fsutil;
 use crate::identity::Identity;
 use crate::key::Key;
-use crate::memtable::{Memtable, Slot};
+use crate::memtable::Memtable;
 use crate::options::{OnPark, Options};
 use crate::outcome::{AddOutcome, Durable, DurableBy, Staged};
 use crate::sstable::Table;
-use crate::stripes::{Cached, PendingAdd, STRIPES, Stripe, stripe_of};
 use crate::version::{Version, VersionSet};
 
 /// Work waiting for the commit thread.
@@ -102,7 +102,7 @@ pub(crate) struct CommitMetrics {
 ///    sealer's write stall read `state` under them.
 /// 4. the version set's `state`: read-held across a cell's read-modify-write, so that no
 ///    memtable switch comes in between; written only to swap the version.
-/// 5. `stripes`: the cell locks, one at a time.
+/// 5. the counter cache's stripes: the cell locks, one at a time.
 /// 6. `queue` or `outbox`, never both: a record or key is handed over under
 ///    the cell lock.
 /// 7. Leaves, under which nothing is taken: the memtables' own locks,
@@ -114,9 +114,8 @@ pub(crate) struct Inner {
     pub(crate) dir: PathBuf,
     pub(crate) opts: Options,
     pub(crate) counter_id: u64,
-    pub(crate) stripes: Box<[Mutex<Stripe>]>,
-    pub(crate) cache_cap_per_stripe: usize,
-    pub(crate) versions: VersionSet,
+    pub(crate) cache: CounterCache,
+    pub(crate) versions: Arc<VersionSet>,
     pub(crate) queue: Mutex<Queue>,
     /// Wakes the sealer; waits on `queue`.
     pub(crate) queue_cv: Condvar,
@@ -181,7 +180,7 @@ impl Engine {
             "engine opened"
         );
 
-        let versions = VersionSet::new(
+        let versions = Arc::new(VersionSet::new(
             Version {
                 seq: 1,
                 active: Arc::new(replayed),
@@ -189,18 +188,15 @@ impl Engine {
                 tables,
             },
             next_table_id,
-        );
+        ));
         let log_segments = log.segment_count();
         let window = std::time::Duration::from_micros(opts.group_commit_window_us);
-        let stripes = (0..STRIPES)
-            .map(|_| Mutex::new(Stripe::default()))
-            .collect();
+        let cache = CounterCache::new(opts.counter_cache_cells_max, versions.clone());
         let inner = Arc::new(Inner {
-            cache_cap_per_stripe: (opts.counter_cache_cells_max / STRIPES).max(1),
             dir,
             opts,
             counter_id: identity.counter_id,
-            stripes,
+            cache,
             versions,
             queue: Mutex::new(Queue::default()),
             queue_cv: Condvar::new(),
@@ -314,7 +310,7 @@ impl Engine {
         let mut sealed_any = false;
         let mut full = false;
         for (key, delta) in adds {
-            let one = self.inner.with_cached_cell(key, |cached, v| {
+            let one = self.inner.cache.with_cell(key, |cached, v| {
                 // Unlike a lone add, a batch's add does not wait to be
                 // combined when the cell's last record is not durable yet:
                 // the caller has combined the batch's adds to one cell.
@@ -341,7 +337,7 @@ impl Engine {
 
     fn queue_leader_add(&self, key: &Key, add: PendingAdd) -> Result<()> {
         self.inner.check_writable()?;
-        let full = self.inner.with_cached_cell(key, |cached, v| {
+        let full = self.inner.cache.with_cell(key, |cached, v| {
             // A cold cell (no add waiting, no record in the last durable
             // group commit or after it) and no write stall: seal here. A hot
             // cell stays with the sealer, where its adds are combined.
@@ -377,23 +373,7 @@ impl Engine {
                 max: SHARDS_MAX,
             });
         }
-        let rx = {
-            let v = self.inner.versions.read();
-            let mut stripe = self.inner.stripe(key).lock();
-            let changed = match stripe.cells.get_mut(key) {
-                Some(cached) => {
-                    let changed = cached.cell.merge_changed(cell);
-                    if changed {
-                        cached.mark_written(key, &v);
-                    }
-                    changed
-                }
-                None => {
-                    v.active.merge(key, cell); // under the cell lock: no racing writer
-                    true
-                }
-            };
-            drop(stripe);
+        let rx = self.inner.cache.merge(key, cell, |changed, v| {
             if changed {
                 self.inner.log_record(key, cell, v.active.generation())
             } else {
@@ -401,7 +381,7 @@ impl Engine {
                 // still waiting for its fsync: answer after the next one.
                 self.inner.log_barrier()
             }
-        };
+        });
         rx.await.map_err(|_| Error::Closed)?
     }
 
@@ -435,7 +415,7 @@ impl Engine {
                 }));
                 continue;
             }
-            let epoch = self.inner.with_cached_cell(key, |cached, v| {
+            let epoch = self.inner.cache.with_cell(key, |cached, v| {
                 let changed = cached.cell.merge_changed(cell);
                 let epoch = cached.cell.epoch();
                 if !changed {
@@ -472,7 +452,7 @@ impl Engine {
     /// racing the reset that lose are discarded ("reset wins"). Returns the new epoch.
     pub async fn reset(&self, key: &Key) -> Result<u64> {
         self.inner.check_writable()?;
-        let (epoch, rx) = self.inner.with_cached_cell(key, |cached, v| {
+        let (epoch, rx) = self.inner.cache.with_cell(key, |cached, v| {
             cached.cell.reset();
             cached.mark_written(key, v);
             let cell = cached.cell.clone();
@@ -487,14 +467,14 @@ impl Engine {
 
     /// The cell for `key` (empty if never written).
     pub fn get(&self, key: &Key) -> Result<Cell> {
-        if let Some(cached) = self.inner.stripe(key).lock().cells.get(key) {
-            return Ok(cached.cell.clone());
+        if let Some(cell) = self.inner.cache.cached(key) {
+            return Ok(cell);
         }
         let v = self.inner.versions.current();
         let mut cell = v.read_tables(key)?;
         for m in v.memtables() {
             if let Some(slot) = m.get(key) {
-                cell.merge(&self.inner.slot_cell(m, key, slot));
+                cell.merge(&self.inner.cache.slot_cell(m, key, slot));
             }
         }
         Ok(cell)
@@ -513,7 +493,7 @@ impl Engine {
         };
         for m in v.memtables() {
             for (k, slot) in m.row(partition) {
-                let c = self.inner.slot_cell(m, &k, slot);
+                let c = self.inner.cache.slot_cell(m, &k, slot);
                 put(k, c);
             }
         }
@@ -551,12 +531,7 @@ impl Engine {
             table_bytes: v.tables.iter().map(|t| t.file_bytes()).sum(),
             table_cells: v.tables.iter().map(|t| t.entries()).sum(),
             log_segments: self.inner.log_segments.load(Ordering::Relaxed),
-            cached_cells: self
-                .inner
-                .stripes
-                .iter()
-                .map(|s| s.lock().cells.len())
-                .sum(),
+            cached_cells: self.inner.cache.len(),
             clock_conflicts: crate::cell::clock_conflicts(),
             log_syncs: self.inner.metrics.syncs.load(Ordering::Relaxed),
             log_syncs_on_park: self.inner.metrics.park_syncs.load(Ordering::Relaxed),
@@ -631,10 +606,6 @@ impl OnPark for Inner {
 }
 
 impl Inner {
-    pub(crate) fn stripe(&self, key: &Key) -> &Mutex<Stripe> {
-        &self.stripes[stripe_of(key)]
-    }
-
     fn check_writable(&self) -> Result<()> {
         if self.poisoned.load(Ordering::Acquire) {
             let why = self.poison.lock().clone().unwrap_or_default();
@@ -734,79 +705,6 @@ impl Inner {
             self.queue_cv.notify_one();
         }
         Ok(())
-    }
-
-    /// Runs `f` under the cell lock on the key's counter cache entry, loading
-    /// the whole cell first (outside the lock) if it is not cached. `f` also
-    /// gets the version, held so that no memtable switch happens meanwhile.
-    fn with_cached_cell<R>(
-        &self,
-        key: &Key,
-        f: impl FnOnce(&mut Cached, &Version) -> R,
-    ) -> Result<R> {
-        loop {
-            let v = self.versions.read();
-            let mut stripe = self.stripe(key).lock();
-            if let Some(cached) = stripe.cells.get_mut(key) {
-                return Ok(f(cached, &v));
-            }
-            let seq = v.seq;
-            drop(stripe);
-            drop(v);
-
-            // Cold: read the tables without any lock held, then take the lock
-            // and add what the memtables hold. If a flush or compaction
-            // changed the tables in between, read again.
-            let snapshot = self.versions.current();
-            if snapshot.seq != seq {
-                continue;
-            }
-            let mut cell = snapshot.read_tables(key)?;
-            let v = self.versions.read();
-            if v.seq != seq {
-                continue;
-            }
-            let mut stripe = self.stripe(key).lock();
-            if !stripe.cells.contains_key(key) {
-                for m in v.memtables().filter(|m| m.holds_cells()) {
-                    match m.get(key) {
-                        Some(Slot::Cell(c)) => cell.merge(&c),
-                        // Not cached, under the cell lock: none (see `Memtable`).
-                        Some(Slot::Cached) => debug_assert!(false, "{key:?} marked, not cached"),
-                        None => {}
-                    }
-                }
-                stripe.cache(key.clone(), cell, self.cache_cap_per_stripe, &v);
-            }
-            let cached = stripe
-                .cells
-                .get_mut(key)
-                .expect("cached under this lock just above");
-            return Ok(f(cached, &v));
-        }
-    }
-
-    /// The state of `key` that memtable `m` holds as `slot`. A
-    /// [`Slot::Cached`] is the counter cache's whole cell, or, if the entry
-    /// was evicted since the slot was read, the cell its eviction left in `m`.
-    pub(crate) fn slot_cell(&self, m: &Memtable, key: &Key, slot: Slot) -> Cell {
-        if let Slot::Cell(cell) = slot {
-            return *cell;
-        }
-        let stripe = self.stripe(key).lock();
-        if let Some(cached) = stripe.cells.get(key) {
-            return cached.cell.clone();
-        }
-        match m.get(key) {
-            Some(Slot::Cell(cell)) => *cell,
-            // Not cached, under the cell lock: no mark (see `Memtable`), and
-            // entries are never removed.
-            other => {
-                debug_assert!(false, "{key:?} marked, not cached: {other:?}");
-                tracing::error!(?key, "memtable marks a key the counter cache does not hold");
-                Cell::new()
-            }
-        }
     }
 
     /// Asks the background thread to flush when the active memtable is full.

@@ -64,6 +64,7 @@
 //! never wall-clock time.
 
 mod background;
+mod cache;
 pub mod cell;
 mod codec;
 mod commit;
@@ -78,7 +79,6 @@ mod options;
 mod outcome;
 mod relay;
 pub mod sstable;
-mod stripes;
 mod version;
 
 pub use cell::{Cell, Shard};
