@@ -9,34 +9,25 @@ use crate::error::Result;
 use crate::fsutil;
 use crate::key::Key;
 use crate::sstable::{Table, TableIter, TableWriter};
-
-/// What the background thread has been asked to do.
-#[derive(Default)]
-pub(crate) struct Requests {
-    pub(crate) flush: bool,
-    pub(crate) shutdown: bool,
-}
+use crate::work::{Work, WorkReceiver};
 
 /// Largest number of tables one compaction merges.
 const COMPACTION_TABLES_MAX: usize = 32;
 /// Tables below this size all share the smallest tier.
 const SMALL_TABLE_BYTES: u64 = 4 << 20;
 
-/// Runs flushes and compactions until the engine closes.
-pub(crate) fn run(inner: &Inner) {
+/// How often the background thread looks for frozen memtables nobody
+/// asked it to flush.
+const IDLE_CHECK: Duration = Duration::from_secs(1);
+
+/// Runs flushes and compactions, as `work` asks, until told to stop.
+pub(crate) fn run(inner: &Inner, work: &WorkReceiver) {
     loop {
-        {
-            let mut r = inner.bg.lock();
-            while !r.flush && !r.shutdown {
-                inner.bg_cv.wait_for(&mut r, Duration::from_secs(1));
-                if !r.flush && !inner.versions.current().frozen.is_empty() {
-                    r.flush = true;
-                }
-            }
-            if r.shutdown {
-                return;
-            }
-            r.flush = false;
+        match work.next(IDLE_CHECK) {
+            Some(Work::Shutdown) => return,
+            Some(Work::Flush) => {}
+            None if inner.versions.current().frozen.is_empty() => continue,
+            None => {}
         }
         inner.versions.freeze_if_full(inner.opts.memtable_bytes_max);
         if let Err(e) = flush_frozen(inner) {

@@ -22,6 +22,7 @@ use crate::options::{OnPark, Options};
 use crate::outcome::{AddOutcome, Durable, DurableBy, Staged};
 use crate::sstable::Table;
 use crate::version::{Version, VersionSet};
+use crate::work::WorkSender;
 
 /// Work waiting for the commit thread.
 #[derive(Default)]
@@ -98,8 +99,8 @@ pub(crate) struct CommitMetrics {
 /// 1. `flush_lock` or `compaction_lock`, never both: one flush, one
 ///    compaction at a time, held while the table is written.
 /// 2. `committer`: held across a group commit's write and fsync.
-/// 3. `bg`, or the version set's `stall`: the background thread and the
-///    sealer's write stall read `state` under them.
+/// 3. the version set's `stall`: the sealer's write stall reads `state`
+///    under it.
 /// 4. the version set's `state`: read-held across a cell's read-modify-write, so that no
 ///    memtable switch comes in between; written only to swap the version.
 /// 5. the counter cache's stripes: the cell locks, one at a time.
@@ -130,8 +131,8 @@ pub(crate) struct Inner {
     pub(crate) poison: Mutex<Option<String>>,
     pub(crate) poisoned: AtomicBool,
     /// Wakes the background thread; guards its request flags.
-    pub(crate) bg: Mutex<crate::background::Requests>,
-    pub(crate) bg_cv: Condvar,
+    /// Asks the background thread for flushes.
+    pub(crate) work: WorkSender,
     pub(crate) flush_lock: Mutex<()>,
     pub(crate) compaction_lock: Mutex<()>,
     pub(crate) log_segments: AtomicUsize,
@@ -192,6 +193,7 @@ impl Engine {
         let log_segments = log.segment_count();
         let window = std::time::Duration::from_micros(opts.group_commit_window_us);
         let cache = CounterCache::new(opts.counter_cache_cells_max, versions.clone());
+        let (work, work_rx) = crate::work::channel();
         let inner = Arc::new(Inner {
             dir,
             opts,
@@ -206,8 +208,7 @@ impl Engine {
             fast_syncs: AtomicBool::new(true),
             poison: Mutex::new(None),
             poisoned: AtomicBool::new(false),
-            bg: Mutex::new(Default::default()),
-            bg_cv: Condvar::new(),
+            work,
             flush_lock: Mutex::new(()),
             compaction_lock: Mutex::new(()),
             log_segments: AtomicUsize::new(log_segments),
@@ -226,7 +227,9 @@ impl Engine {
             let target: Arc<dyn OnPark> = inner.clone();
             hook.attach(Arc::downgrade(&target));
         }
-        let background = spawn(&inner, "tally-background", crate::background::run)?;
+        let background = spawn(&inner, "tally-background", move |inner| {
+            crate::background::run(inner, &work_rx);
+        })?;
         // A big replayed memtable is flushed like any other.
         inner.request_flush_if_full();
         Ok(Engine {
@@ -557,9 +560,9 @@ impl Engine {
         }
         self.inner.queue.lock().closed = true;
         self.inner.queue_cv.notify_all();
-        self.inner.bg.lock().shutdown = true;
-        self.inner.bg_cv.notify_all();
+        // The sealer may be stalled behind flushes that stop here.
         self.inner.versions.close();
+        self.inner.work.shutdown();
         for t in threads {
             // Its poison guard (see `spawn`) has poisoned the engine.
             if t.join().is_err() {
@@ -716,8 +719,7 @@ impl Inner {
 
     /// Asks the background thread to flush frozen memtables.
     pub(crate) fn request_flush(&self) {
-        self.bg.lock().flush = true;
-        self.bg_cv.notify_one();
+        self.work.flush();
     }
 }
 

@@ -80,6 +80,7 @@ mod outcome;
 mod relay;
 pub mod sstable;
 mod version;
+mod work;
 
 pub use cell::{Cell, Shard};
 pub use commitlog::ReplayStats;
