@@ -1,14 +1,27 @@
 //! The background thread: memtable flushes and size-tiered compaction.
+//!
+//! It is asked for work by messages ([`Work`], from the sealer, the syncer
+//! and writers that fill a memtable), and talks back through narrow
+//! handles: it installs tables in the [`VersionSet`], reads marked cells
+//! from the [`CounterCache`], and tells the [`GroupCommit`] which memtable
+//! generation is flushed, so that log segments may go. `Engine::flush` and
+//! `Engine::compact` run the same code on the caller's thread.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
+
+use crate::cache::CounterCache;
 use crate::cell::Cell;
-use crate::engine::Inner;
 use crate::error::Result;
 use crate::fsutil;
+use crate::group_commit::GroupCommit;
 use crate::key::Key;
+use crate::options::Options;
 use crate::sstable::{Table, TableIter, TableWriter};
+use crate::version::VersionSet;
 use crate::work::{Work, WorkReceiver};
 
 /// Largest number of tables one compaction merges.
@@ -20,89 +33,171 @@ const SMALL_TABLE_BYTES: u64 = 4 << 20;
 /// asked it to flush.
 const IDLE_CHECK: Duration = Duration::from_secs(1);
 
-/// Runs flushes and compactions, as `work` asks, until told to stop.
-pub(crate) fn run(inner: &Inner, work: &WorkReceiver) {
-    loop {
-        match work.next(IDLE_CHECK) {
-            Some(Work::Shutdown) => return,
-            Some(Work::Flush) => {}
-            None if inner.versions.current().frozen.is_empty() => continue,
-            None => {}
-        }
-        inner.versions.freeze_if_full(inner.opts.memtable_bytes_max);
-        if let Err(e) = flush_frozen(inner) {
-            tracing::error!(error = %e, "memtable flush failed; retrying in a second");
-            std::thread::sleep(Duration::from_secs(1));
-            continue;
-        }
-        if let Err(e) = compact_tiers(inner) {
-            tracing::error!(error = %e, "compaction failed");
-        }
-    }
+/// Flushes and compactions, with the handles they need.
+///
+/// Its locks come first in the engine's lock order (see `engine`): one
+/// flush and one compaction at a time, each held while its table is
+/// written, never both.
+pub(crate) struct Background {
+    /// Where tables are written.
+    dir: PathBuf,
+    block_bytes: usize,
+    memtable_bytes_max: usize,
+    compaction_tables_min: usize,
+    versions: Arc<VersionSet>,
+    /// Holds the state of keys a memtable only marks.
+    cache: Arc<CounterCache>,
+    /// Told the flushed generation.
+    commit: Arc<GroupCommit>,
+    flush_lock: Mutex<()>,
+    compaction_lock: Mutex<()>,
 }
 
-/// Writes every frozen memtable, oldest first, to an SSTable.
-pub(crate) fn flush_frozen(inner: &Inner) -> Result<()> {
-    let _one_at_a_time = inner.flush_lock.lock();
-    loop {
-        let Some(m) = inner.versions.current().frozen.last().cloned() else {
+impl Background {
+    /// Flushes and compactions for the engine in `dir`.
+    pub(crate) fn new(
+        dir: PathBuf,
+        opts: &Options,
+        versions: Arc<VersionSet>,
+        cache: Arc<CounterCache>,
+        commit: Arc<GroupCommit>,
+    ) -> Self {
+        Background {
+            dir,
+            block_bytes: opts.block_bytes,
+            memtable_bytes_max: opts.memtable_bytes_max,
+            compaction_tables_min: opts.compaction_tables_min,
+            versions,
+            cache,
+            commit,
+            flush_lock: Mutex::new(()),
+            compaction_lock: Mutex::new(()),
+        }
+    }
+
+    /// Runs flushes and compactions, as `work` asks, until told to stop.
+    pub(crate) fn run(&self, work: &WorkReceiver) {
+        loop {
+            match work.next(IDLE_CHECK) {
+                Some(Work::Shutdown) => return,
+                Some(Work::Flush) => {}
+                None if self.versions.current().frozen.is_empty() => continue,
+                None => {}
+            }
+            self.versions.freeze_if_full(self.memtable_bytes_max);
+            if let Err(e) = self.flush_frozen() {
+                tracing::error!(error = %e, "memtable flush failed; retrying in a second");
+                std::thread::sleep(Duration::from_secs(1));
+                continue;
+            }
+            if let Err(e) = self.compact_tiers() {
+                tracing::error!(error = %e, "compaction failed");
+            }
+        }
+    }
+
+    /// Writes every frozen memtable, oldest first, to an SSTable.
+    pub(crate) fn flush_frozen(&self) -> Result<()> {
+        let _one_at_a_time = self.flush_lock.lock();
+        loop {
+            let Some(m) = self.versions.current().frozen.last().cloned() else {
+                return Ok(());
+            };
+            let table = if m.len() == 0 {
+                None
+            } else {
+                // Marked keys' state is read from the counter cache, one cell
+                // lock at a time, after the memtable's shard locks are released.
+                let cells: Vec<(Key, Cell)> = m
+                    .sorted()
+                    .into_iter()
+                    .map(|(k, slot)| {
+                        let c = self.cache.slot_cell(&m, &k, slot);
+                        (k, c)
+                    })
+                    .collect();
+                let ids: std::collections::BTreeSet<u64> = cells
+                    .iter()
+                    .flat_map(|(_, c)| c.shards().iter().map(|s| s.counter_id))
+                    .collect();
+                Some(self.write_table(ids, cells.into_iter().map(Ok))?)
+            };
+            self.versions.install_flushed(m.generation(), table);
+            self.commit.flushed(m.generation());
+            self.versions.notify_flushed();
+            tracing::debug!(
+                generation = m.generation(),
+                cells = m.len(),
+                "memtable flushed"
+            );
+        }
+    }
+
+    fn write_table(
+        &self,
+        ids: impl IntoIterator<Item = u64>,
+        cells: impl Iterator<Item = Result<(Key, Cell)>>,
+    ) -> Result<Arc<Table>> {
+        let id = self.versions.new_table_id();
+        let mut w = TableWriter::create(&self.dir, id, ids, self.block_bytes)?;
+        for item in cells {
+            let (k, c) = item?;
+            w.add(&k, &c)?;
+        }
+        let (path, _) = w.finish()?;
+        Ok(Arc::new(Table::open(&path, id)?))
+    }
+
+    /// Runs size-tiered compactions until no tier has enough tables.
+    fn compact_tiers(&self) -> Result<()> {
+        while let Some(pick) =
+            pick_tier(&self.versions.current().tables, self.compaction_tables_min)
+        {
+            self.compact(pick)?;
+        }
+        Ok(())
+    }
+
+    /// Merges `inputs` into one table and swaps it in. Shards that a reset made
+    /// obsolete disappear in the merge.
+    pub(crate) fn compact(&self, inputs: Vec<Arc<Table>>) -> Result<()> {
+        if inputs.len() < 2 {
             return Ok(());
-        };
-        let table = if m.len() == 0 {
-            None
-        } else {
-            // Marked keys' state is read from the counter cache, one cell
-            // lock at a time, after the memtable's shard locks are released.
-            let cells: Vec<(Key, Cell)> = m
-                .sorted()
-                .into_iter()
-                .map(|(k, slot)| {
-                    let c = inner.cache.slot_cell(&m, &k, slot);
-                    (k, c)
-                })
-                .collect();
-            let ids: std::collections::BTreeSet<u64> = cells
+        }
+        let _one_at_a_time = self.compaction_lock.lock();
+        let live = self.versions.current();
+        if !inputs
+            .iter()
+            .all(|i| live.tables.iter().any(|t| t.id() == i.id()))
+        {
+            return Ok(()); // Someone compacted these already.
+        }
+        let ids: Vec<u64> = inputs
+            .iter()
+            .flat_map(|t| t.counter_ids().iter().copied())
+            .collect();
+        let merged = MergeIter {
+            inputs: inputs
                 .iter()
-                .flat_map(|(_, c)| c.shards().iter().map(|s| s.counter_id))
-                .collect();
-            Some(write_table(inner, ids, cells.into_iter().map(Ok))?)
+                .map(|t| t.iter_from(None).peekable())
+                .collect(),
         };
-        inner.versions.install_flushed(m.generation(), table);
-        inner.outbox.lock().flushed_gen = m.generation();
-        inner.outbox_cv.notify_one();
-        inner.versions.notify_flushed();
+        let output = self.write_table(ids, merged)?;
+        self.versions.install_compacted(&inputs, output.clone());
+        for t in &inputs {
+            if let Err(e) = std::fs::remove_file(t.path()) {
+                tracing::warn!(path = %t.path().display(), error = %e, "could not remove compacted table");
+            }
+        }
+        fsutil::sync_dir(&self.dir)?;
         tracing::debug!(
-            generation = m.generation(),
-            cells = m.len(),
-            "memtable flushed"
+            inputs = inputs.len(),
+            output = output.id(),
+            cells = output.entries(),
+            "compacted"
         );
+        Ok(())
     }
-}
-
-fn write_table(
-    inner: &Inner,
-    ids: impl IntoIterator<Item = u64>,
-    cells: impl Iterator<Item = Result<(Key, Cell)>>,
-) -> Result<Arc<Table>> {
-    let id = inner.versions.new_table_id();
-    let mut w = TableWriter::create(&inner.dir, id, ids, inner.opts.block_bytes)?;
-    for item in cells {
-        let (k, c) = item?;
-        w.add(&k, &c)?;
-    }
-    let (path, _) = w.finish()?;
-    Ok(Arc::new(Table::open(&path, id)?))
-}
-
-/// Runs size-tiered compactions until no tier has enough tables.
-fn compact_tiers(inner: &Inner) -> Result<()> {
-    while let Some(pick) = pick_tier(
-        &inner.versions.current().tables,
-        inner.opts.compaction_tables_min,
-    ) {
-        compact(inner, pick)?;
-    }
-    Ok(())
 }
 
 /// The largest group of similar-sized tables, if it has at least `min` of them.
@@ -127,47 +222,6 @@ fn pick_tier(tables: &[Arc<Table>], min: usize) -> Option<Vec<Arc<Table>>> {
         .max_by_key(|t| t.len())?;
     best.truncate(COMPACTION_TABLES_MAX);
     Some(best)
-}
-
-/// Merges `inputs` into one table and swaps it in. Shards that a reset made
-/// obsolete disappear in the merge.
-pub(crate) fn compact(inner: &Inner, inputs: Vec<Arc<Table>>) -> Result<()> {
-    if inputs.len() < 2 {
-        return Ok(());
-    }
-    let _one_at_a_time = inner.compaction_lock.lock();
-    let live = inner.versions.current();
-    if !inputs
-        .iter()
-        .all(|i| live.tables.iter().any(|t| t.id() == i.id()))
-    {
-        return Ok(()); // Someone compacted these already.
-    }
-    let ids: Vec<u64> = inputs
-        .iter()
-        .flat_map(|t| t.counter_ids().iter().copied())
-        .collect();
-    let merged = MergeIter {
-        inputs: inputs
-            .iter()
-            .map(|t| t.iter_from(None).peekable())
-            .collect(),
-    };
-    let output = write_table(inner, ids, merged)?;
-    inner.versions.install_compacted(&inputs, output.clone());
-    for t in &inputs {
-        if let Err(e) = std::fs::remove_file(t.path()) {
-            tracing::warn!(path = %t.path().display(), error = %e, "could not remove compacted table");
-        }
-    }
-    fsutil::sync_dir(&inner.dir)?;
-    tracing::debug!(
-        inputs = inputs.len(),
-        output = output.id(),
-        cells = output.entries(),
-        "compacted"
-    );
-    Ok(())
 }
 
 /// Merges sorted table iterators into one sorted stream, merging equal keys.

@@ -1,49 +1,66 @@
 //! The engine: one node's counters, durable, behind a small API.
+//!
+//! This module only wires components together; each owns its state and
+//! is reached through a narrow handle:
+//!
+//! - [`VersionSet`] (`version`): which memtables and tables hold cells;
+//! - [`CounterCache`] (`cache`): the cell locks and recently written cells;
+//! - [`GroupCommit`] (`group_commit`): the sealer's queue, the outbox, the
+//!   commit log and its sealer and syncer threads;
+//! - [`Background`] (`background`): flushes and compactions on their
+//!   thread, asked for by [`Work`](crate::work::Work) messages;
+//! - [`Poison`] (`poison`): once set, writes are refused for good.
+//!
+//! # Lock order
+//!
+//! A thread holding one of these locks takes only locks further down this
+//! list (none is reentrant; two threads taking two of them in opposite
+//! orders would deadlock):
+//!
+//! 1. `Background::flush_lock` or `Background::compaction_lock`, never
+//!    both: one flush, one compaction at a time, held while the table is
+//!    written.
+//! 2. `GroupCommit::committer`: held across a group commit's write and
+//!    fsync.
+//! 3. `VersionSet::stall`: the sealer's write stall reads `state` under it.
+//! 4. `VersionSet::state`: read-held across a cell's read-modify-write, so
+//!    that no memtable switch comes in between; written only to swap the
+//!    version.
+//! 5. `CounterCache`'s stripes: the cell locks, one at a time.
+//! 6. `GroupCommit::queue` or `GroupCommit::outbox`, never both: a record
+//!    or key is handed over under the cell lock.
+//! 7. Leaves, under which nothing is taken: the memtables' own locks,
+//!    `Poison`, the relay's mailbox, the `ParkCommit` hook, the work
+//!    channel.
+//!
+//! Any lock can be taken alone; the condvars wait on the lock named in
+//! their doc and release it meanwhile.
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
+use crate::background::Background;
 use crate::cache::{CounterCache, PendingAdd};
 use crate::cell::{Cell, SHARDS_MAX};
 use crate::commitlog::{self, LogWriter, ReplayStats};
 use crate::error::{Error, Result};
 use crate::fsutil;
+use crate::group_commit::GroupCommit;
 use crate::identity::Identity;
 use crate::key::Key;
 use crate::memtable::Memtable;
-use crate::options::{OnPark, Options};
+use crate::options::Options;
 use crate::outcome::{AddOutcome, Durable, DurableBy, Staged};
+use crate::poison::Poison;
 use crate::sstable::Table;
 use crate::version::{Version, VersionSet};
 use crate::work::WorkSender;
-
-/// Work waiting for the commit thread.
-#[derive(Default)]
-pub(crate) struct Queue {
-    /// Framed records from `apply` and `reset`, already applied in memory.
-    pub(crate) records: Vec<u8>,
-    /// Highest memtable generation those records went into.
-    pub(crate) gen_max: u64,
-    /// Waiters for those records.
-    pub(crate) acks: Vec<oneshot::Sender<Result<()>>>,
-    /// Keys with pending adds, in arrival order.
-    pub(crate) adds: Vec<Key>,
-    /// Set by `close`.
-    pub(crate) closed: bool,
-}
-
-impl Queue {
-    pub(crate) fn has_work(&self) -> bool {
-        !self.acks.is_empty() || !self.adds.is_empty()
-    }
-}
 
 /// Numbers for status pages and benchmarks.
 #[derive(Clone, Debug, Default)]
@@ -79,76 +96,21 @@ pub struct Stats {
     pub log_bytes: u64,
 }
 
-/// Counters kept by the commit thread.
-#[derive(Default)]
-pub(crate) struct CommitMetrics {
-    pub(crate) syncs: AtomicU64,
-    pub(crate) park_syncs: AtomicU64,
-    pub(crate) adds: AtomicU64,
-    pub(crate) add_records: AtomicU64,
-}
-
-/// What the engine's threads and its callers share.
-///
-/// # Lock order
-///
-/// A thread holding one of these locks takes only locks further down this
-/// list (none is reentrant; two threads taking two of them in opposite
-/// orders would deadlock):
-///
-/// 1. `flush_lock` or `compaction_lock`, never both: one flush, one
-///    compaction at a time, held while the table is written.
-/// 2. `committer`: held across a group commit's write and fsync.
-/// 3. the version set's `stall`: the sealer's write stall reads `state`
-///    under it.
-/// 4. the version set's `state`: read-held across a cell's read-modify-write, so that no
-///    memtable switch comes in between; written only to swap the version.
-/// 5. the counter cache's stripes: the cell locks, one at a time.
-/// 6. `queue` or `outbox`, never both: a record or key is handed over under
-///    the cell lock.
-/// 7. Leaves, under which nothing is taken: the memtables' own locks,
-///    `poison`, the relay's mailbox.
-///
-/// Any lock can be taken alone; the condvars wait on the lock named in
-/// their doc and release it meanwhile.
-pub(crate) struct Inner {
-    pub(crate) dir: PathBuf,
-    pub(crate) opts: Options,
-    pub(crate) counter_id: u64,
-    pub(crate) cache: CounterCache,
-    pub(crate) versions: Arc<VersionSet>,
-    pub(crate) queue: Mutex<Queue>,
-    /// Wakes the sealer; waits on `queue`.
-    pub(crate) queue_cv: Condvar,
-    pub(crate) outbox: Mutex<crate::commit::Outbox>,
-    /// Wakes the syncer; waits on `outbox`.
-    pub(crate) outbox_cv: Condvar,
-    /// The commit log, held by whoever writes a group commit.
-    pub(crate) committer: Mutex<crate::commit::Committer>,
-    /// The last fsync was fast enough for a runtime to write group commits
-    /// as it parks (see `commit`).
-    pub(crate) fast_syncs: AtomicBool,
-    pub(crate) poison: Mutex<Option<String>>,
-    pub(crate) poisoned: AtomicBool,
-    /// Wakes the background thread; guards its request flags.
-    /// Asks the background thread for flushes.
-    pub(crate) work: WorkSender,
-    pub(crate) flush_lock: Mutex<()>,
-    pub(crate) compaction_lock: Mutex<()>,
-    pub(crate) log_segments: AtomicUsize,
-    pub(crate) metrics: CommitMetrics,
-    /// The last group commit made durable (see `commit`).
-    pub(crate) durable_batch: AtomicU64,
-    /// How the commit threads answer waiters.
-    pub(crate) relay: Arc<crate::relay::Relay>,
-    _identity: Identity,
-}
-
 /// One node's storage engine. Cheap to share behind an `Arc`; all methods take `&self`.
 pub struct Engine {
-    inner: Arc<Inner>,
+    dir: PathBuf,
+    opts: Options,
+    counter_id: u64,
+    versions: Arc<VersionSet>,
+    cache: Arc<CounterCache>,
+    commit: Arc<GroupCommit>,
+    background: Arc<Background>,
+    poison: Arc<Poison>,
+    work: WorkSender,
     threads: Mutex<Vec<JoinHandle<()>>>,
     replay: ReplayStats,
+    /// Holds the directory lock while the engine is open.
+    _identity: Identity,
 }
 
 impl Engine {
@@ -190,58 +152,73 @@ impl Engine {
             },
             next_table_id,
         ));
-        let log_segments = log.segment_count();
-        let window = std::time::Duration::from_micros(opts.group_commit_window_us);
-        let cache = CounterCache::new(opts.counter_cache_cells_max, versions.clone());
+        let cache = Arc::new(CounterCache::new(
+            opts.counter_cache_cells_max,
+            versions.clone(),
+        ));
+        let poison = Arc::new(Poison::default());
         let (work, work_rx) = crate::work::channel();
-        let inner = Arc::new(Inner {
+        let commit = GroupCommit::new(
+            log,
+            opts.clone(),
+            identity.counter_id,
+            cache.clone(),
+            versions.clone(),
+            poison.clone(),
+            work.clone(),
+        );
+        let background = Arc::new(Background::new(
+            dir.clone(),
+            &opts,
+            versions.clone(),
+            cache.clone(),
+            commit.clone(),
+        ));
+        let guard = PoisonGuard {
+            dir: dir.clone(),
+            poison: poison.clone(),
+            commit: commit.clone(),
+            versions: versions.clone(),
+        };
+        let sealer = guard.spawn("tally-sealer", {
+            let commit = commit.clone();
+            move || commit.run_sealer()
+        })?;
+        let syncer = guard.spawn("tally-syncer", {
+            let commit = commit.clone();
+            move || commit.run_syncer()
+        })?;
+        if let Some(hook) = &opts.park_commit {
+            // The hook serves the engine opened last.
+            hook.attach(commit.park_target());
+        }
+        let flusher = guard.spawn("tally-background", {
+            let background = background.clone();
+            move || background.run(&work_rx)
+        })?;
+        // A big replayed memtable is flushed like any other.
+        if versions.read().active.bytes() >= opts.memtable_bytes_max {
+            work.flush();
+        }
+        Ok(Engine {
             dir,
             opts,
             counter_id: identity.counter_id,
-            cache,
             versions,
-            queue: Mutex::new(Queue::default()),
-            queue_cv: Condvar::new(),
-            outbox: Mutex::new(Default::default()),
-            outbox_cv: Condvar::new(),
-            committer: Mutex::new(crate::commit::Committer::new(log, window)),
-            fast_syncs: AtomicBool::new(true),
-            poison: Mutex::new(None),
-            poisoned: AtomicBool::new(false),
+            cache,
+            commit,
+            background,
+            poison,
             work,
-            flush_lock: Mutex::new(()),
-            compaction_lock: Mutex::new(()),
-            log_segments: AtomicUsize::new(log_segments),
-            metrics: CommitMetrics::default(),
-            durable_batch: AtomicU64::new(0),
-            relay: Arc::default(),
-            _identity: identity,
-        });
-        if let Some(runtime) = &inner.opts.answer_on {
-            inner.relay.start(runtime);
-        }
-        let sealer = spawn(&inner, "tally-sealer", crate::commit::run_sealer)?;
-        let syncer = spawn(&inner, "tally-syncer", crate::commit::run_syncer)?;
-        if let Some(hook) = &inner.opts.park_commit {
-            // The hook serves the engine opened last.
-            let target: Arc<dyn OnPark> = inner.clone();
-            hook.attach(Arc::downgrade(&target));
-        }
-        let background = spawn(&inner, "tally-background", move |inner| {
-            crate::background::run(inner, &work_rx);
-        })?;
-        // A big replayed memtable is flushed like any other.
-        inner.request_flush_if_full();
-        Ok(Engine {
-            inner,
-            threads: Mutex::new(vec![sealer, syncer, background]),
+            threads: Mutex::new(vec![sealer, syncer, flusher]),
             replay,
+            _identity: identity,
         })
     }
 
     /// This incarnation's counter id.
     pub fn counter_id(&self) -> u64 {
-        self.inner.counter_id
+        self.counter_id
     }
 
     /// What the last open replayed from the commit log.
@@ -306,32 +283,32 @@ impl Engine {
         &self,
         adds: impl IntoIterator<Item = (&'k Key, i64)>,
     ) -> Result<(Vec<Staged>, Durable)> {
-        self.inner.check_writable()?;
-        let stall_at = self.inner.opts.frozen_memtables_max.max(1);
+        self.poison.check()?;
+        let stall_at = self.opts.frozen_memtables_max.max(1);
         let adds = adds.into_iter();
         let mut staged = Vec::with_capacity(adds.size_hint().0);
         let mut sealed_any = false;
         let mut full = false;
         for (key, delta) in adds {
-            let one = self.inner.cache.with_cell(key, |cached, v| {
+            let one = self.cache.with_cell(key, |cached, v| {
                 // Unlike a lone add, a batch's add does not wait to be
                 // combined when the cell's last record is not durable yet:
                 // the caller has combined the batch's adds to one cell.
                 if !cached.pending.is_empty() || v.frozen.len() >= stall_at {
                     return Ok(Staged::Hot);
                 }
-                let one = crate::commit::seal_one_now(&self.inner, key, cached, v, delta)?;
-                full |= v.active.bytes() >= self.inner.opts.memtable_bytes_max;
+                let one = self.commit.seal_one_now(key, cached, v, delta)?;
+                full |= v.active.bytes() >= self.opts.memtable_bytes_max;
                 Ok::<_, Error>(one)
             })??;
             sealed_any |= matches!(one, Staged::Sealed(_));
             staged.push(one);
         }
         if full {
-            self.inner.request_flush();
+            self.work.flush();
         }
         let durable = if sealed_any {
-            DurableBy::Ack(crate::commit::ack_now(&self.inner))
+            DurableBy::Ack(self.commit.ack_now())
         } else {
             DurableBy::Nothing
         };
@@ -339,29 +316,29 @@ impl Engine {
     }
 
     fn queue_leader_add(&self, key: &Key, add: PendingAdd) -> Result<()> {
-        self.inner.check_writable()?;
-        let full = self.inner.cache.with_cell(key, |cached, v| {
+        self.poison.check()?;
+        let full = self.cache.with_cell(key, |cached, v| {
             // A cold cell (no add waiting, no record in the last durable
             // group commit or after it) and no write stall: seal here. A hot
             // cell stays with the sealer, where its adds are combined.
             if cached.pending.is_empty()
-                && cached.sealed_batch < self.inner.durable_batch.load(Ordering::Acquire)
-                && v.frozen.len() < self.inner.opts.frozen_memtables_max.max(1)
+                && cached.sealed_batch < self.commit.durable_batch()
+                && v.frozen.len() < self.opts.frozen_memtables_max.max(1)
             {
-                crate::commit::seal_now(&self.inner, key, cached, v, add);
+                self.commit.seal_now(key, cached, v, add);
                 // The sealer, which checks otherwise, was not involved.
-                return Ok(v.active.bytes() >= self.inner.opts.memtable_bytes_max);
+                return Ok(v.active.bytes() >= self.opts.memtable_bytes_max);
             }
             let first = cached.pending.is_empty();
             cached.pending.push(add);
-            if first && let Err(e) = self.inner.queue_add(key) {
+            if first && let Err(e) = self.commit.queue_add(key) {
                 cached.pending.clear();
                 return Err(e);
             }
             Ok(false)
         })??;
         if full {
-            self.inner.request_flush();
+            self.work.flush();
         }
         Ok(())
     }
@@ -369,20 +346,20 @@ impl Engine {
     /// Merges state from elsewhere (replication, hints, repair, read repair).
     /// Applying the same state twice changes nothing.
     pub async fn apply(&self, key: &Key, cell: &Cell) -> Result<()> {
-        self.inner.check_writable()?;
+        self.poison.check()?;
         if cell.shards().len() > SHARDS_MAX {
             return Err(Error::TooManyShards {
                 count: cell.shards().len(),
                 max: SHARDS_MAX,
             });
         }
-        let rx = self.inner.cache.merge(key, cell, |changed, v| {
+        let rx = self.cache.merge(key, cell, |changed, v| {
             if changed {
-                self.inner.log_record(key, cell, v.active.generation())
+                self.commit.log_record(key, cell, v.active.generation())
             } else {
                 // Nothing new to log, but the state may come from a record
                 // still waiting for its fsync: answer after the next one.
-                self.inner.log_barrier()
+                self.commit.log_barrier()
             }
         });
         rx.await.map_err(|_| Error::Closed)?
@@ -405,8 +382,8 @@ impl Engine {
     /// through the sealer instead, as do records made while flushes are
     /// behind (the sealer stalls those).
     pub async fn apply_many(&self, items: &[(Key, Cell)]) -> Result<Vec<Result<u64>>> {
-        self.inner.check_writable()?;
-        let stall_at = self.inner.opts.frozen_memtables_max.max(1);
+        self.poison.check()?;
+        let stall_at = self.opts.frozen_memtables_max.max(1);
         let mut results = Vec::with_capacity(items.len());
         let mut direct_only = true;
         let mut full = false;
@@ -418,7 +395,7 @@ impl Engine {
                 }));
                 continue;
             }
-            let epoch = self.inner.cache.with_cell(key, |cached, v| {
+            let epoch = self.cache.with_cell(key, |cached, v| {
                 let changed = cached.cell.merge_changed(cell);
                 let epoch = cached.cell.epoch();
                 if !changed {
@@ -427,10 +404,10 @@ impl Engine {
                 }
                 cached.mark_written(key, v);
                 if v.frozen.len() < stall_at {
-                    crate::commit::append_now(&self.inner, key, cell, v)?;
-                    full |= v.active.bytes() >= self.inner.opts.memtable_bytes_max;
+                    self.commit.append_now(key, cell, v)?;
+                    full |= v.active.bytes() >= self.opts.memtable_bytes_max;
                 } else {
-                    self.inner.queue_record(key, cell, v.active.generation())?;
+                    self.commit.queue_record(key, cell, v.active.generation())?;
                     direct_only = false;
                 }
                 Ok(epoch)
@@ -438,14 +415,14 @@ impl Engine {
             results.push(Ok(epoch));
         }
         if full {
-            self.inner.request_flush();
+            self.work.flush();
         }
         // Records in the outbox are covered by any later ack there; records
         // (or state) with the sealer only by a barrier queued behind them.
         let durable = if direct_only {
-            crate::commit::ack_now(&self.inner)
+            self.commit.ack_now()
         } else {
-            self.inner.log_barrier()
+            self.commit.log_barrier()
         };
         durable.await.map_err(|_| Error::Closed)??;
         Ok(results)
@@ -454,14 +431,14 @@ impl Engine {
     /// Resets the counter: moves its cell to a new epoch with no shards. Adds
     /// racing the reset that lose are discarded ("reset wins"). Returns the new epoch.
     pub async fn reset(&self, key: &Key) -> Result<u64> {
-        self.inner.check_writable()?;
-        let (epoch, rx) = self.inner.cache.with_cell(key, |cached, v| {
+        self.poison.check()?;
+        let (epoch, rx) = self.cache.with_cell(key, |cached, v| {
             cached.cell.reset();
             cached.mark_written(key, v);
             let cell = cached.cell.clone();
             (
                 cell.epoch(),
-                self.inner.log_record(key, &cell, v.active.generation()),
+                self.commit.log_record(key, &cell, v.active.generation()),
             )
         })?;
         rx.await.map_err(|_| Error::Closed)??;
@@ -470,14 +447,14 @@ impl Engine {
 
     /// The cell for `key` (empty if never written).
     pub fn get(&self, key: &Key) -> Result<Cell> {
-        if let Some(cell) = self.inner.cache.cached(key) {
+        if let Some(cell) = self.cache.cached(key) {
             return Ok(cell);
         }
-        let v = self.inner.versions.current();
+        let v = self.versions.current();
         let mut cell = v.read_tables(key)?;
         for m in v.memtables() {
             if let Some(slot) = m.get(key) {
-                cell.merge(&self.inner.cache.slot_cell(m, key, slot));
+                cell.merge(&self.cache.slot_cell(m, key, slot));
             }
         }
         Ok(cell)
@@ -486,7 +463,7 @@ impl Engine {
     /// Every column of `partition`, in column order.
     pub fn get_row(&self, partition: &[u8]) -> Result<Vec<(Key, Cell)>> {
         let start = Key::new(partition, b"")?;
-        let v = self.inner.versions.current();
+        let v = self.versions.current();
         let mut row: BTreeMap<Key, Cell> = BTreeMap::new();
         let mut put = |k: Key, c: Cell| match row.get_mut(&k) {
             Some(have) => have.merge(&c),
@@ -496,7 +473,7 @@ impl Engine {
         };
         for m in v.memtables() {
             for (k, slot) in m.row(partition) {
-                let c = self.inner.cache.slot_cell(m, &k, slot);
+                let c = self.cache.slot_cell(m, &k, slot);
                 put(k, c);
             }
         }
@@ -514,34 +491,35 @@ impl Engine {
 
     /// Freezes the active memtable and writes every frozen memtable to an SSTable.
     pub fn flush(&self) -> Result<()> {
-        self.inner.versions.freeze();
-        crate::background::flush_frozen(&self.inner)
+        self.versions.freeze();
+        self.background.flush_frozen()
     }
 
     /// Compacts every SSTable into one (a major compaction).
     pub fn compact(&self) -> Result<()> {
-        let tables = self.inner.versions.current().tables.clone();
-        crate::background::compact(&self.inner, tables)
+        let tables = self.versions.current().tables.clone();
+        self.background.compact(tables)
     }
 
     /// Current numbers.
     pub fn stats(&self) -> Stats {
-        let v = self.inner.versions.current();
+        let v = self.versions.current();
+        let commit = self.commit.stats();
         Stats {
-            counter_id: self.inner.counter_id,
+            counter_id: self.counter_id,
             memtable_bytes: v.memtables().map(|m| m.bytes()).sum(),
             tables: v.tables.len(),
             table_bytes: v.tables.iter().map(|t| t.file_bytes()).sum(),
             table_cells: v.tables.iter().map(|t| t.entries()).sum(),
-            log_segments: self.inner.log_segments.load(Ordering::Relaxed),
-            cached_cells: self.inner.cache.len(),
+            log_segments: commit.log_segments,
+            cached_cells: self.cache.len(),
             clock_conflicts: crate::cell::clock_conflicts(),
-            log_syncs: self.inner.metrics.syncs.load(Ordering::Relaxed),
-            log_syncs_on_park: self.inner.metrics.park_syncs.load(Ordering::Relaxed),
-            adds: self.inner.metrics.adds.load(Ordering::Relaxed),
-            add_records: self.inner.metrics.add_records.load(Ordering::Relaxed),
+            log_syncs: commit.syncs,
+            log_syncs_on_park: commit.park_syncs,
+            adds: commit.adds,
+            add_records: commit.add_records,
             memtable_cells: v.memtables().map(|m| m.len()).sum(),
-            log_bytes: log_bytes(&self.inner.dir),
+            log_bytes: log_bytes(&self.dir),
         }
     }
 
@@ -558,25 +536,24 @@ impl Engine {
         if threads.is_empty() {
             return Ok(());
         }
-        self.inner.queue.lock().closed = true;
-        self.inner.queue_cv.notify_all();
+        self.commit.close();
         // The sealer may be stalled behind flushes that stop here.
-        self.inner.versions.close();
-        self.inner.work.shutdown();
+        self.versions.close();
+        self.work.shutdown();
         for t in threads {
             // Its poison guard (see `spawn`) has poisoned the engine.
             if t.join().is_err() {
                 tracing::error!("an engine thread panicked");
             }
         }
-        self.inner.relay.close();
+        self.commit.close_relay();
         // Poisoned, the engine may have made shard versions that never
         // reached the log (and may have left this node): no clean marker,
         // so the next open takes a new counter id.
-        if let Some(why) = self.inner.poison.lock().clone() {
+        if let Some(why) = self.poison.why() {
             return Err(Error::Poisoned(why));
         }
-        Identity::mark_clean(&self.inner.dir)
+        Identity::mark_clean(&self.dir)
     }
 }
 
@@ -602,154 +579,65 @@ impl Drop for Engine {
     }
 }
 
-impl OnPark for Inner {
-    fn on_park(&self) {
-        crate::commit::commit_on_park(self);
-    }
+/// What an engine thread's poison guard reaches when the thread panics.
+struct PoisonGuard {
+    dir: PathBuf,
+    poison: Arc<Poison>,
+    commit: Arc<GroupCommit>,
+    versions: Arc<VersionSet>,
 }
 
-impl Inner {
-    fn check_writable(&self) -> Result<()> {
-        if self.poisoned.load(Ordering::Acquire) {
-            let why = self.poison.lock().clone().unwrap_or_default();
-            return Err(Error::Poisoned(why));
-        }
-        Ok(())
+impl PoisonGuard {
+    /// Starts one of the engine's threads, under the guard.
+    ///
+    /// Should `run` panic, the engine is poisoned at once and every waiter
+    /// answered ([`PoisonGuard::thread_panicked`]). Otherwise adds would
+    /// wait forever on a dead sealer or syncer, and the panic would show
+    /// only at shutdown, which would still mark the directory clean: the
+    /// next open would reuse the counter id, although clock bumps may have
+    /// existed only in memory (and on replicas), and hand them out again
+    /// with other values.
+    fn spawn(
+        &self,
+        name: &'static str,
+        run: impl FnOnce() + Send + 'static,
+    ) -> Result<JoinHandle<()>> {
+        let guard = PoisonGuard {
+            dir: self.dir.clone(),
+            poison: self.poison.clone(),
+            commit: self.commit.clone(),
+            versions: self.versions.clone(),
+        };
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                // Unwind safety: whatever the panic left half-done is never
+                // written after it, as the guard poisons the engine first.
+                let ran = std::panic::catch_unwind(AssertUnwindSafe(run));
+                if let Err(panic) = ran {
+                    guard.thread_panicked(name, panic_message(&*panic));
+                    // For `shutdown`, which joins the thread.
+                    std::panic::resume_unwind(panic);
+                }
+            })
+            .map_err(|e| Error::io("spawn engine thread", &self.dir, e))
     }
 
-    /// Stops all writes for good: called when an fsync (or log write) fails.
-    pub(crate) fn poison(&self, err: &Error) {
-        if self.set_poison(|| err.to_string()) {
-            tracing::error!(error = %err, "commit log write failed: engine poisoned, refusing writes");
-        }
-    }
-
-    /// Stops all writes for good, for the reason `why` gives unless the
-    /// engine was poisoned already; answers whether it was not.
-    fn set_poison(&self, why: impl FnOnce() -> String) -> bool {
-        let mut p = self.poison.lock();
-        let first = p.is_none();
-        if first {
-            *p = Some(why());
-        }
-        self.poisoned.store(true, Ordering::Release);
-        first
-    }
-
-    /// An engine thread panicked (see `spawn`): poisons the engine, and
-    /// answers with the poison error every waiter the dead thread may have
-    /// left, rather than let them hang.
+    /// An engine thread panicked: poisons the engine, and answers with the
+    /// poison error every waiter the dead thread may have left, rather than
+    /// let them hang.
     fn thread_panicked(&self, thread: &str, message: &str) {
         tracing::error!(
             thread,
             message,
             "engine thread panicked: engine poisoned, refusing writes"
         );
-        self.set_poison(|| format!("engine thread {thread} panicked: {message}"));
-        crate::commit::fail_waiters(self);
+        self.poison
+            .set(|| format!("engine thread {thread} panicked: {message}"));
+        self.commit.fail_waiters();
         // A sealer stalled behind flushes that may never come.
         self.versions.notify_flushed();
     }
-
-    pub(crate) fn poison_error(&self) -> Error {
-        Error::Poisoned(self.poison.lock().clone().unwrap_or_default())
-    }
-
-    /// Queues a framed record for `(key, cell)`; the receiver fires once it is durable.
-    fn log_record(&self, key: &Key, cell: &Cell, generation: u64) -> oneshot::Receiver<Result<()>> {
-        self.queue_ack(|q| {
-            commitlog::encode_record(&mut q.records, key, cell);
-            q.gen_max = q.gen_max.max(generation);
-        })
-    }
-
-    /// Queues a framed record for `(key, cell)` without a waiter of its own.
-    fn queue_record(&self, key: &Key, cell: &Cell, generation: u64) -> Result<()> {
-        let mut q = self.queue.lock();
-        if q.closed {
-            return Err(Error::Closed);
-        }
-        commitlog::encode_record(&mut q.records, key, cell);
-        q.gen_max = q.gen_max.max(generation);
-        drop(q);
-        self.queue_cv.notify_one();
-        Ok(())
-    }
-
-    /// A receiver that fires after the next log fsync.
-    fn log_barrier(&self) -> oneshot::Receiver<Result<()>> {
-        self.queue_ack(|_| {})
-    }
-
-    fn queue_ack(&self, f: impl FnOnce(&mut Queue)) -> oneshot::Receiver<Result<()>> {
-        let (tx, rx) = oneshot::channel();
-        let mut q = self.queue.lock();
-        if q.closed {
-            let _ = tx.send(Err(Error::Closed));
-            return rx;
-        }
-        f(&mut q);
-        q.acks.push(tx);
-        drop(q);
-        self.queue_cv.notify_one();
-        rx
-    }
-
-    /// Hands a key with newly pending adds to the commit thread.
-    fn queue_add(&self, key: &Key) -> Result<()> {
-        let mut q = self.queue.lock();
-        if q.closed {
-            return Err(Error::Closed);
-        }
-        let wake = !q.has_work();
-        q.adds.push(key.clone());
-        drop(q);
-        if wake {
-            self.queue_cv.notify_one();
-        }
-        Ok(())
-    }
-
-    /// Asks the background thread to flush when the active memtable is full.
-    pub(crate) fn request_flush_if_full(&self) {
-        if self.versions.read().active.bytes() >= self.opts.memtable_bytes_max {
-            self.request_flush();
-        }
-    }
-
-    /// Asks the background thread to flush frozen memtables.
-    pub(crate) fn request_flush(&self) {
-        self.work.flush();
-    }
-}
-
-/// Starts one of the engine's threads, under a poison guard.
-///
-/// Should `run` panic, the engine is poisoned at once and every waiter
-/// answered ([`Inner::thread_panicked`]). Otherwise adds would wait forever
-/// on a dead sealer or syncer, and the panic would show only at shutdown,
-/// which would still mark the directory clean: the next open would reuse the
-/// counter id, although clock bumps may have existed only in memory (and
-/// on replicas), and hand them out again with other values.
-fn spawn(
-    inner: &Arc<Inner>,
-    name: &'static str,
-    run: impl FnOnce(&Inner) + Send + 'static,
-) -> Result<JoinHandle<()>> {
-    let shared = inner.clone();
-    std::thread::Builder::new()
-        .name(name.into())
-        .spawn(move || {
-            // Unwind safety: whatever the panic left half-done is never
-            // written after it, as the guard poisons the engine first.
-            let ran = std::panic::catch_unwind(AssertUnwindSafe(|| run(&shared)));
-            if let Err(panic) = ran {
-                shared.thread_panicked(name, panic_message(&*panic));
-                // For `shutdown`, which joins the thread.
-                std::panic::resume_unwind(panic);
-            }
-        })
-        .map_err(|e| Error::io("spawn engine thread", &inner.dir, e))
 }
 
 /// The message a panic was raised with, if it has one.

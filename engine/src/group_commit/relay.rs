@@ -1,18 +1,18 @@
-//! Answers from the commit threads, handed to the caller's runtime in one
-//! wake-up per batch.
+//! Answers from the sealer and the syncer, handed to the callers' runtime
+//! in one wake-up per batch.
 //!
 //! The sealer and the syncer answer waiters through tokio oneshot channels.
 //! Sent from a thread outside the runtime, every answer schedules its task
 //! remotely, and a current-thread runtime pays one `write` to its eventfd
 //! per remote wake-up (plus a context switch when it was asleep). One
 //! fsync can release dozens of waiters: a leader's hot counter, a
-//! replication batch. With a relay, the commit threads append the batch to
-//! a mailbox and wake one task, the relay, which runs on the callers'
+//! replication batch. With a relay, those threads append the batch to a
+//! mailbox and wake one task, the relay, which runs on the callers'
 //! runtime and sends every answer there, where waking a task costs no
 //! system call.
 //!
 //! The relay is optional (`Options::answer_on`): without one, or once its
-//! task is gone, answers are sent from the commit threads as before.
+//! task is gone, answers are sent from those threads as before.
 //!
 //! # Invariants
 //! - An answer is delivered exactly once: by the relay task, or directly
@@ -62,7 +62,7 @@ struct Mailbox {
     closed: bool,
 }
 
-/// The mailbox shared by the commit threads and the relay task.
+/// The mailbox shared by the sealer, the syncer and the relay task.
 #[derive(Default)]
 pub(crate) struct Relay {
     mailbox: Mutex<Mailbox>,

@@ -1,0 +1,127 @@
+//! The caller's-thread path: records sealed or merged by the writing
+//! thread, under its cell lock, straight into the outbox, without the
+//! sealer.
+//!
+//! A record is in the outbox before the cell lock is released, so a barrier
+//! queued by anyone who then sees the new state follows it.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use tokio::sync::oneshot;
+
+use crate::cache::{Cached, PendingAdd};
+use crate::cell::Cell;
+use crate::error::{Error, Result};
+use crate::key::Key;
+use crate::outcome::Staged;
+use crate::version::Version;
+
+use super::GroupCommit;
+use super::relay::Answer;
+use super::sealer::{own_shard, put_next_version, seal};
+
+impl GroupCommit {
+    /// Seals one add on the caller's thread, under the cell lock held by
+    /// `cached`'s owner and the version `v` (read-locked), straight into the
+    /// outbox. For an add with nothing to combine with: it skips the
+    /// hand-off to the sealer, and sealing runs on every thread that adds.
+    pub(crate) fn seal_now(&self, key: &Key, cached: &mut Cached, v: &Version, add: PendingAdd) {
+        cached.pending.push(add);
+        let mut sealed = Vec::with_capacity(1);
+        // On the adding thread, its own waiter is answered without a hand-off.
+        let Some(outcome) = seal(
+            self.counter_id,
+            &mut cached.cell,
+            &mut cached.pending,
+            &mut sealed,
+            &mut Answer::send,
+        ) else {
+            return; // refused (overflow), and answered
+        };
+        let own = outcome.shard;
+        let epoch = outcome.epoch;
+        cached.mark_written(key, v);
+        let one = sealed
+            .pop()
+            .expect("seal answered an outcome, so it sealed one key");
+        let mut out = self.outbox.lock();
+        if out.closed {
+            return; // closing: the dropped waiter reads as `Closed`
+        }
+        out.add_sealed(key, &own, epoch, v.active.generation(), one);
+        cached.sealed_batch = out.batch;
+        let wake = out.wake_for(|| self.parks_soon());
+        drop(out);
+        if wake {
+            self.outbox_cv.notify_one();
+        }
+    }
+
+    /// Seals one add of [`Engine::leader_add_batch`](crate::Engine) on the
+    /// caller's thread, like [`GroupCommit::seal_now`] but with no waiter:
+    /// the batch's one ack, from [`GroupCommit::ack_now`], covers its
+    /// record. An add that would overflow is refused and changes nothing.
+    pub(crate) fn seal_one_now(
+        &self,
+        key: &Key,
+        cached: &mut Cached,
+        v: &Version,
+        delta: i64,
+    ) -> Result<Staged> {
+        let cell = &mut cached.cell;
+        let mut own = own_shard(cell, self.counter_id);
+        let view = cell.value();
+        let (Some(value), Some(_)) = (own.value.checked_add(delta), view.checked_add(delta)) else {
+            return Ok(Staged::Refused(Error::Overflow { value: view, delta }));
+        };
+        let mut out = self.outbox.lock();
+        if out.closed {
+            return Err(Error::Closed);
+        }
+        own.value = value;
+        let outcome = put_next_version(cell, own, 1);
+        cached.mark_written(key, v);
+        out.add_batched(key, &outcome.shard, outcome.epoch, v.active.generation());
+        cached.sealed_batch = out.batch;
+        Ok(Staged::Sealed(outcome))
+    }
+
+    /// Puts the record of a replica's `cell` for `key` straight into the
+    /// outbox, on the caller's thread, under the cell lock the caller holds
+    /// (so a barrier queued by anyone who then sees the merged state follows
+    /// it). Its waiter comes separately, from [`GroupCommit::ack_now`].
+    pub(crate) fn append_now(&self, key: &Key, cell: &Cell, v: &Version) -> Result<()> {
+        let mut out = self.outbox.lock();
+        if out.closed {
+            return Err(Error::Closed);
+        }
+        out.add_cell(key, cell, v.active.generation());
+        Ok(())
+    }
+
+    /// A receiver that fires once everything now in the outbox is durable:
+    /// the barrier for records put there by [`GroupCommit::append_now`] and
+    /// [`GroupCommit::seal_now`]. Records still with the sealer are not
+    /// covered (see `Engine::apply_many`).
+    pub(crate) fn ack_now(&self) -> oneshot::Receiver<Result<()>> {
+        let (tx, rx) = oneshot::channel();
+        let mut out = self.outbox.lock();
+        if out.closed {
+            let _ = tx.send(Err(Error::Closed));
+            return rx;
+        }
+        out.add_ack(tx);
+        let wake = out.wake_for(|| self.parks_soon());
+        drop(out);
+        if wake {
+            self.outbox_cv.notify_one();
+        }
+        rx
+    }
+
+    /// Whether this thread's runtime writes this group commit's work as it
+    /// parks, and fsyncs are fast enough for it to.
+    fn parks_soon(&self) -> bool {
+        self.fast_syncs.load(Relaxed) && self.commits_on_park()
+    }
+}

@@ -1,0 +1,249 @@
+//! The sealer: takes the queue, combines each hot cell's pending adds into
+//! one read-modify-write, and hands the records to the outbox.
+//!
+//! [`seal`] is the read-modify-write itself, shared with the adds sealed on
+//! their callers' threads (see `direct`).
+
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
+
+use tokio::sync::oneshot;
+
+use crate::cache::PendingAdd;
+use crate::cell::{Cell, Shard};
+use crate::commitlog;
+use crate::error::{Error, Result};
+use crate::key::Key;
+use crate::outcome::AddOutcome;
+
+use super::GroupCommit;
+use super::outbox::Sealed;
+use super::relay::Answer;
+
+/// Work waiting for the sealer.
+#[derive(Default)]
+pub(super) struct Queue {
+    /// Framed records from `apply` and `reset`, already applied in memory.
+    pub(super) records: Vec<u8>,
+    /// Highest memtable generation those records went into.
+    pub(super) gen_max: u64,
+    /// Waiters for those records.
+    pub(super) acks: Vec<oneshot::Sender<Result<()>>>,
+    /// Keys with pending adds, in arrival order.
+    pub(super) adds: Vec<Key>,
+    /// Set by `close`.
+    pub(super) closed: bool,
+}
+
+impl Queue {
+    pub(super) fn has_work(&self) -> bool {
+        !self.acks.is_empty() || !self.adds.is_empty()
+    }
+}
+
+impl GroupCommit {
+    /// Runs the sealer until the engine closes.
+    pub(crate) fn run_sealer(&self) {
+        let mut records = Vec::new();
+        loop {
+            let mut q = self.queue.lock();
+            while !q.has_work() && !q.closed {
+                self.queue_cv.wait(&mut q);
+            }
+            let closing = q.closed && !q.has_work();
+            std::mem::swap(&mut records, &mut q.records);
+            let gen_max = std::mem::take(&mut q.gen_max);
+            let acks = std::mem::take(&mut q.acks);
+            let adds = std::mem::take(&mut q.adds);
+            drop(q);
+            if closing {
+                self.outbox.lock().close();
+                self.outbox_cv.notify_one();
+                return;
+            }
+            if let Some(seam) = &self.opts.panic_seal
+                && seam.load(Relaxed)
+            {
+                panic!("injected sealer panic");
+            }
+
+            // Backpressure: while too many frozen memtables wait for
+            // flushing, writes wait.
+            let frozen_max = self.opts.frozen_memtables_max.max(1);
+            self.versions
+                .stall_while_behind(frozen_max, || self.poison.is_set());
+            let mut sealed = Vec::with_capacity(adds.len());
+            let generation = self.seal_all(&adds, &mut records, &mut sealed);
+
+            let mut out = self.outbox.lock();
+            if out.closed {
+                // The syncer is gone (see `fail_waiters`): nobody will write this.
+                drop(out);
+                records.clear();
+                let err = Err(self.poison.error());
+                self.complete(&err, acks, sealed, 0, false, false);
+                continue;
+            }
+            out.hand_over(&records, gen_max.max(generation), acks, sealed);
+            let wake = out.syncer_would_act();
+            drop(out);
+            if wake {
+                self.outbox_cv.notify_one();
+            }
+            records.clear();
+
+            let bytes_max = self.opts.memtable_bytes_max;
+            if self.versions.read().active.bytes() >= bytes_max
+                && self.versions.freeze_if_full(bytes_max)
+            {
+                self.work.flush();
+            }
+        }
+    }
+
+    /// Seals every key in `adds`; returns the memtable generation written to.
+    fn seal_all(&self, adds: &[Key], records: &mut Vec<u8>, sealed: &mut Vec<Sealed>) -> u64 {
+        let poisoned = self.poison.is_set();
+        let v = self.versions.read();
+        // Swapped with each key's pending list, so both stay allocated.
+        let mut waiting = Vec::new();
+        // Early outcomes and refusals, delivered once every key is sealed.
+        let mut answers = Vec::new();
+        for key in adds {
+            let mut stripe = self.cache.stripe(key).lock();
+            let Some(cached) = stripe.get_mut(key) else {
+                continue; // never evicted while adds are pending; nothing to seal
+            };
+            std::mem::swap(&mut cached.pending, &mut waiting);
+            if waiting.is_empty() {
+                continue;
+            }
+            if poisoned {
+                for done in waiting.drain(..).filter_map(|w| w.done) {
+                    answers.push(Answer::Add(done, Err(self.poison.error())));
+                }
+                continue;
+            }
+            // This record joins the open group commit or the next one.
+            cached.sealed_batch = self.durable_batch.load(Acquire) + 2;
+            if let Some(outcome) = seal(
+                self.counter_id,
+                &mut cached.cell,
+                &mut waiting,
+                sealed,
+                &mut |a| answers.push(a),
+            ) {
+                cached.mark_written(key, &v);
+                // The log gets only the new own shard: the rest of the cell is
+                // already wherever it came from.
+                let own = std::slice::from_ref(&outcome.shard);
+                commitlog::encode_record_parts(records, key, outcome.epoch, own);
+            }
+        }
+        let generation = v.active.generation();
+        drop(v);
+        self.relay.deliver(&mut answers);
+        generation
+    }
+}
+
+/// One read-modify-write of `cell` (under its lock) for all the adds in
+/// `waiting`, which it empties. Returns the outcome, or `None` if every add
+/// was refused. Refusals and early outcomes go to `answer`.
+///
+/// The adds kept share one outcome but each answers its own value: the one
+/// it would have seen had they run one after another in arrival order (the
+/// cell with this node's shard as far as that add moved it); the last one
+/// answers the cell's value. Combining thus leaves the values answered as
+/// they would have been without it; the node's batches answer by this rule
+/// too.
+pub(super) fn seal<'s>(
+    counter_id: u64,
+    cell: &mut Cell,
+    waiting: &mut Vec<PendingAdd>,
+    sealed: &'s mut Vec<Sealed>,
+    answer: &mut impl FnMut(Answer),
+) -> Option<&'s AddOutcome> {
+    let mut own = own_shard(cell, counter_id);
+    let own_before = own.value;
+    let mut view = cell.value();
+    // Refuse what would overflow, in arrival order; keep the rest.
+    waiting.retain_mut(|add| {
+        match (
+            own.value.checked_add(add.delta),
+            view.checked_add(add.delta),
+        ) {
+            (Some(o), Some(v)) => {
+                own.value = o;
+                view = v;
+                true
+            }
+            _ => {
+                if let Some(done) = add.done.take() {
+                    answer(Answer::Add(
+                        done,
+                        Err(Error::Overflow {
+                            value: view,
+                            delta: add.delta,
+                        }),
+                    ));
+                }
+                false
+            }
+        }
+    });
+    if waiting.is_empty() {
+        return None;
+    }
+    let combined = u32::try_from(waiting.len()).unwrap_or(u32::MAX);
+    let outcome = put_next_version(cell, own, combined);
+    let others: i128 = cell
+        .shards()
+        .iter()
+        .filter(|s| s.counter_id != counter_id)
+        .map(|s| i128::from(s.value))
+        .sum();
+    let mut done = Vec::with_capacity(waiting.len());
+    let mut own_value = own_before;
+    for add in waiting.drain(..) {
+        // Cannot overflow: the same sums, in the same order, were checked above.
+        own_value += add.delta;
+        let value = crate::cell::saturate(others + i128::from(own_value));
+        if let Some(early) = add.sealed {
+            let outcome = AddOutcome {
+                value,
+                ..outcome.clone()
+            };
+            answer(Answer::Sealed(early, outcome));
+        }
+        done.extend(add.done.map(|tx| (value, tx)));
+    }
+    debug_assert_eq!(
+        own_value, outcome.shard.value,
+        "the kept deltas do not add up to the new shard's value"
+    );
+    sealed.push((outcome, done));
+    sealed.last().map(|(outcome, _)| outcome)
+}
+
+/// This node's shard of `cell`, a zero one if it has none yet.
+pub(super) fn own_shard(cell: &Cell, counter_id: u64) -> Shard {
+    cell.shard(counter_id).copied().unwrap_or(Shard {
+        counter_id,
+        clock: 0,
+        value: 0,
+    })
+}
+
+/// Installs `own`, its value already moved by the adds, as the next
+/// version of this node's shard (clock + 1); answers the adds' outcome.
+pub(super) fn put_next_version(cell: &mut Cell, mut own: Shard, combined: u32) -> AddOutcome {
+    own.clock += 1;
+    cell.put_own(own);
+    cell.check_invariants();
+    AddOutcome {
+        epoch: cell.epoch(),
+        shard: own,
+        value: cell.value(),
+        combined,
+    }
+}
