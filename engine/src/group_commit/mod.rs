@@ -38,20 +38,10 @@
 //!
 //! Writers released by one fsync come back a few microseconds later; if the
 //! next fsync started at once it would miss them, and the writers would split
-//! into two half-size groups taking turns. So after an fsync that released W
-//! waiters, the syncer waits until W waiters are queued again, or for at most
-//! `group_commit_window_us` or as long as the last fsync took, whichever
-//! comes first. A lone writer is never delayed by more than its own round
-//! trip, and nobody by more than another fsync would have cost: with 50
-//! Redis clients on one node (fsyncs of 60-80 us), the cap took a batch's
-//! wait for its leader's fsync from 410-485 us to 280-350 us.
-//!
-//! Writers that take longer than the window to come back (a leader's adds
-//! wait for replicas; replica applies arrive when peers send them) gain
-//! nothing from it, and every window would only delay the fsync. So when
-//! fewer than half of them are back by its end, the next windows are
-//! skipped, for twice as many cycles each time (up to `WINDOW_SKIP_MAX`);
-//! a window that fills resets that.
+//! into two half-size groups taking turns. So the syncer waits a short
+//! window for them before the next fsync; [`window`] states for how long,
+//! and when windows are skipped because the writers do not come back in
+//! time.
 //!
 //! # Writing on the runtime's thread as it parks
 //!
@@ -93,6 +83,7 @@ mod park;
 mod relay;
 mod sealer;
 mod syncer;
+mod window;
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};

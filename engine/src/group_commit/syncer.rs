@@ -18,9 +18,7 @@ use super::GroupCommit;
 use super::outbox::{Ack, Group, Outbox, Sealed};
 use super::park::{PARK_SYNC_MAX, WATCH, WATCH_POLL, WATCHES_MAX};
 use super::relay::Answer;
-
-/// Most fsync cycles skipped between two group-commit windows that failed.
-pub(super) const WINDOW_SKIP_MAX: u32 = 64;
+use super::window::{Next, Window};
 
 /// The commit log and what its writer keeps between group commits. Whoever
 /// holds it writes the next group commit: the syncer, or a runtime thread
@@ -55,18 +53,12 @@ struct Syncer {
     periodic: Option<Duration>,
     /// When the next periodic fsync is due.
     next_sync: Instant,
-    window: Duration,
+    /// The group-commit window policy (batch mode).
+    window: Window,
     /// A runtime writes group commits as it parks: watch for work it leaves.
     park_commits: bool,
     /// As of this thread's last group commit.
     removed_gen: u64,
-    last_sync: Duration,
-    /// Waiters the last fsync released: as many are expected back for the
-    /// next.
-    released: usize,
-    /// Windows to skip, and how many to skip after the next one that fails.
-    skip: u32,
-    backoff: u32,
     /// Watches in a row that saw no group commit, and the last one seen.
     watches: u32,
     seen_batch: u64,
@@ -79,24 +71,19 @@ impl GroupCommit {
             SyncMode::Batch => None,
             SyncMode::Periodic { interval_ms } => Some(Duration::from_millis(interval_ms.max(1))),
         };
-        let window = Duration::from_micros(self.opts.group_commit_window_us);
         let mut s = Syncer {
             periodic,
             next_sync: Instant::now() + periodic.unwrap_or_default(),
-            window,
+            window: Window::new(Duration::from_micros(self.opts.group_commit_window_us)),
             park_commits: self.opts.park_commit.is_some(),
             removed_gen: 0,
-            last_sync: window,
-            released: 0,
-            skip: 0,
-            backoff: 1,
             watches: WATCHES_MAX,
             seen_batch: 0,
         };
         loop {
             let mut out = self.outbox.lock();
-            if s.periodic.is_none() && s.released > 0 && !out.closed {
-                self.wait_for_window(&mut out, &mut s);
+            if s.periodic.is_none() && !out.closed {
+                self.wait_for_window(&mut out, &mut s.window);
             }
             self.wait_for_work(&mut out, &mut s);
             out.wake_at = None;
@@ -113,27 +100,20 @@ impl GroupCommit {
         }
     }
 
-    /// The group-commit window: waits for the writers the last fsync
-    /// released to come back, for at most the window or the last fsync's
-    /// time; skips windows, with a backoff, while they do not.
-    fn wait_for_window(&self, out: &mut MutexGuard<'_, Outbox>, s: &mut Syncer) {
-        if s.skip > 0 {
-            s.skip -= 1;
+    /// The group-commit window, as [`Window`] decides: waits for the
+    /// writers the last group commit released to come back, or skips.
+    fn wait_for_window(&self, out: &mut MutexGuard<'_, Outbox>, window: &mut Window) {
+        let Next::Wait { waiters, max } = window.next() else {
             return;
-        }
-        let deadline = Instant::now() + s.window.min(s.last_sync);
-        while out.waiters < s.released && !out.closed {
-            out.wake_at = Some(s.released);
+        };
+        let deadline = Instant::now() + max;
+        while out.waiters < waiters && !out.closed {
+            out.wake_at = Some(waiters);
             if self.outbox_cv.wait_until(out, deadline).timed_out() {
                 break;
             }
         }
-        if out.waiters * 2 < s.released {
-            s.skip = s.backoff;
-            s.backoff = (s.backoff * 2).min(WINDOW_SKIP_MAX);
-        } else {
-            s.backoff = 1;
-        }
+        window.came_back(out.waiters);
     }
 
     /// Sleeps until there is something to write: work (not left for a
@@ -188,7 +168,7 @@ impl GroupCommit {
             }
             due
         });
-        s.released = self.write_group(&mut c, out, sync, false);
+        let released = self.write_group(&mut c, out, sync, false);
         let drained = {
             let out = self.outbox.lock();
             s.seen_batch = out.batch;
@@ -196,7 +176,7 @@ impl GroupCommit {
         };
         s.watches = 0;
         s.removed_gen = c.removed_gen;
-        s.last_sync = c.last_sync;
+        s.window.released(released, c.last_sync);
         if !(closing && drained) {
             return false;
         }
