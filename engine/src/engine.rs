@@ -55,12 +55,12 @@ use crate::group_commit::GroupCommit;
 use crate::identity::Identity;
 use crate::key::Key;
 use crate::memtable::Memtable;
-use crate::options::Options;
+use crate::options::{Options, ParkCommit};
 use crate::outcome::{AddOutcome, Durable, DurableBy, Staged};
 use crate::poison::Poison;
 use crate::sstable::Table;
 use crate::version::{Version, VersionSet};
-use crate::work::WorkSender;
+use crate::work::{WorkReceiver, WorkSender};
 
 /// Numbers for status pages and benchmarks.
 #[derive(Clone, Debug, Default)]
@@ -120,13 +120,7 @@ impl Engine {
         let identity = Identity::open(&dir)?;
         remove_temporaries(&dir)?;
 
-        let mut tables = Vec::new();
-        let mut next_table_id = 1;
-        for (id, path) in fsutil::numbered_files(&dir, "sst")? {
-            tables.push(Arc::new(Table::open(&path, id)?));
-            next_table_id = next_table_id.max(id + 1);
-        }
-
+        let (tables, next_table_id) = open_tables(&dir)?;
         let replayed = Memtable::new(1);
         let replay = commitlog::replay(&dir, &replayed)?;
         let log = LogWriter::open(
@@ -180,22 +174,7 @@ impl Engine {
             commit: commit.clone(),
             versions: versions.clone(),
         };
-        let sealer = guard.spawn("tally-sealer", {
-            let commit = commit.clone();
-            move || commit.run_sealer()
-        })?;
-        let syncer = guard.spawn("tally-syncer", {
-            let commit = commit.clone();
-            move || commit.run_syncer()
-        })?;
-        if let Some(hook) = &opts.park_commit {
-            // The hook serves the engine opened last.
-            hook.attach(commit.park_target());
-        }
-        let flusher = guard.spawn("tally-background", {
-            let background = background.clone();
-            move || background.run(&work_rx)
-        })?;
+        let threads = guard.start(&background, work_rx, opts.park_commit.as_ref())?;
         // A big replayed memtable is flushed like any other.
         if versions.read().active.bytes() >= opts.memtable_bytes_max {
             work.flush();
@@ -210,7 +189,7 @@ impl Engine {
             background,
             poison,
             work,
-            threads: Mutex::new(vec![sealer, syncer, flusher]),
+            threads: Mutex::new(threads),
             replay,
             _identity: identity,
         })
@@ -274,7 +253,7 @@ impl Engine {
     /// Leader adds for many keys at once, sealed on the calling thread
     /// (unless adds are already waiting on the cell, see [`Staged`]), with
     /// one [`Durable`] for all of them: a batch of adds costs one wake-up of
-    /// the commit thread and one waiter, not one per add. Answers one
+    /// the syncer and one waiter, not one per add. Answers one
     /// [`Staged`] per add, in order. Each add is its own read-modify-write:
     /// the caller combines adds to one key first. The rules of
     /// [`Engine::leader_add_staged`] apply: replicate while the fsync runs,
@@ -588,6 +567,34 @@ struct PoisonGuard {
 }
 
 impl PoisonGuard {
+    /// Starts the engine's threads, each with the handles it runs on: the
+    /// sealer and the syncer on the group commit, the background thread on
+    /// `background`, reading `work`. Points `park_commit` at this engine.
+    fn start(
+        &self,
+        background: &Arc<Background>,
+        work: WorkReceiver,
+        park_commit: Option<&ParkCommit>,
+    ) -> Result<Vec<JoinHandle<()>>> {
+        let sealer = self.spawn("tally-sealer", {
+            let commit = self.commit.clone();
+            move || commit.run_sealer()
+        })?;
+        let syncer = self.spawn("tally-syncer", {
+            let commit = self.commit.clone();
+            move || commit.run_syncer()
+        })?;
+        if let Some(hook) = park_commit {
+            // The hook serves the engine opened last.
+            hook.attach(self.commit.park_target());
+        }
+        let flusher = self.spawn("tally-background", {
+            let background = background.clone();
+            move || background.run(&work)
+        })?;
+        Ok(vec![sealer, syncer, flusher])
+    }
+
     /// Starts one of the engine's threads, under the guard.
     ///
     /// Should `run` panic, the engine is poisoned at once and every waiter
@@ -649,6 +656,17 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
     } else {
         "no message"
     }
+}
+
+/// The SSTables in `dir`, and the id the next new one takes.
+fn open_tables(dir: &Path) -> Result<(Vec<Arc<Table>>, u64)> {
+    let mut tables = Vec::new();
+    let mut next_table_id = 1;
+    for (id, path) in fsutil::numbered_files(dir, "sst")? {
+        tables.push(Arc::new(Table::open(&path, id)?));
+        next_table_id = next_table_id.max(id + 1);
+    }
+    Ok((tables, next_table_id))
 }
 
 fn remove_temporaries(dir: &Path) -> Result<()> {

@@ -10,18 +10,20 @@
 //!
 //! # Write path
 //!
-//! - [`Engine::leader_add`]: the caller's delta waits, under the key's cell
-//!   lock, in a per-key pending list. The commit thread takes every key with
-//!   pending adds at once, does one read-modify-write of this node's own
-//!   shard per key (clock + 1, value + Σ deltas) in the counter cache, marks
-//!   the key in the memtable (whose flush takes the cached cell) and puts a
-//!   record of the new shard in the commit log. One fsync covers the whole
-//!   turn (group commit), then every waiter gets the new shard to replicate
-//!   and the value it would have seen had the combined adds run one after
-//!   another in arrival order: the value before the RMW plus the deltas up
-//!   to and including its own, so the last one sees the cell's value.
-//!   Concurrent adds to a hot counter thus become one RMW, one log record,
-//!   one replication message.
+//! - [`Engine::leader_add`]: under the key's cell lock, an add to a cell
+//!   with nothing in flight is sealed at once on the caller's thread;
+//!   otherwise the caller's delta waits in a per-key pending list. The
+//!   sealer thread takes every key with pending adds at once and does one
+//!   read-modify-write of this node's own shard per key (clock + 1, value +
+//!   Σ deltas) in the counter cache. Either way the key is marked in the
+//!   memtable (whose flush takes the cached cell) and a record of the new
+//!   shard goes to the group commit's outbox. The syncer thread covers
+//!   everything in the outbox with one fsync (group commit), then every
+//!   waiter gets the new shard to replicate and the value it would have
+//!   seen had the combined adds run one after another in arrival order: the
+//!   value before the RMW plus the deltas up to and including its own, so
+//!   the last one sees the cell's value. Concurrent adds to a hot counter
+//!   thus become one RMW, one log record, one replication message.
 //! - [`Engine::apply`]: merges a cell from elsewhere into the counter cache
 //!   (or, for a key not cached, into the memtable), logs it, and returns
 //!   after its fsync.
@@ -62,6 +64,35 @@
 //!
 //! Clock jumps do not matter here: clocks are per-shard logical counters,
 //! never wall-clock time.
+//!
+//! # Inside the crate
+//!
+//! The core is a few components, each owning its state behind one handle,
+//! wired together by `engine` (which also writes down the lock order).
+//! Imports go one way, down this list; a module may skip levels but never
+//! import one above it:
+//!
+//! ```text
+//! engine        the public API; opens, wires and shuts down the components
+//!   │
+//! background    flushes and compactions, asked for by `work` messages;
+//!   │           tells the group commit which generation is flushed
+//! group_commit  queue → sealer → outbox → syncer, one handle (`GroupCommit`);
+//!   │           direct (caller's-thread) path, park, window, relay
+//! cache         the cell locks and the counter cache (`CounterCache`)
+//!   │
+//! version       the version set: memtables, tables, generations, write stall
+//!   │
+//! leaves        options, outcome, poison, work        (import no component)
+//!               commitlog, sstable, memtable, identity, codec, fsutil,
+//!               cell, key, error                      (storage and data)
+//! ```
+//!
+//! Threads take only the handles they need: the sealer and the syncer run
+//! on the `GroupCommit`, the background thread on a `Background` holding
+//! the version set, the cache and the group commit, and every one of them
+//! starts under a poison guard (`engine`) that answers all waiters if it
+//! panics.
 
 mod background;
 mod cache;

@@ -24,7 +24,7 @@ pub struct Options {
     /// Durability of acknowledged writes.
     pub sync: SyncMode,
     /// Longest a `batch` fsync waits for the writers the previous one
-    /// released to come back (see the commit module).
+    /// released to come back (see `group_commit::window`).
     pub group_commit_window_us: u64,
     /// Memtable size that triggers a flush.
     pub memtable_bytes_max: usize,

@@ -1,4 +1,5 @@
-//! The appending side of the commit log, owned by the engine's commit thread.
+//! The appending side of the commit log, owned by the group commit's
+//! `Committer`: written by the syncer, or by a runtime thread as it parks.
 //!
 //! Records are written over zeros laid down ahead of them, a chunk
 //! ([`PREZERO_BYTES`]) at a time, each chunk made durable when it is laid
