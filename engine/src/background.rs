@@ -35,9 +35,9 @@ const IDLE_CHECK: Duration = Duration::from_secs(1);
 
 /// Flushes and compactions, with the handles they need.
 ///
-/// Its locks come first in the engine's lock order (see `engine`): one
-/// flush and one compaction at a time, each held while its table is
-/// written, never both.
+/// Its locks (`flush_lock`, `compaction_lock`: one flush and one
+/// compaction at a time) have their places in the engine's lock order,
+/// written in `engine`.
 pub(crate) struct Background {
     /// Where tables are written.
     dir: PathBuf,

@@ -112,8 +112,8 @@ use syncer::Committer;
 /// how waiters are answered. One handle for the engine, its threads and a
 /// runtime that writes group commits as it parks.
 ///
-/// Its own locks, in the engine's lock order (see `engine`): `committer`
-/// above `queue` and `outbox`, which are never held together.
+/// Its locks (`committer`, `queue`, `outbox`) have their places in the
+/// engine's lock order, written in `engine`.
 pub(crate) struct GroupCommit {
     opts: Options,
     counter_id: u64,
