@@ -5,6 +5,7 @@
 //! Shard = { counter_id: u64, clock: u64, value: i64 }
 //! value(cell) = Σ shard.value
 //! merge(a, b): higher epoch wins whole; same epoch: per counter_id the larger clock wins
+//!              (equal clocks, different values: corruption; the larger value wins)
 //! ```
 //!
 //! A `counter_id` names one node incarnation, and only its owner ever makes a
@@ -68,15 +69,24 @@ pub struct Cell {
 /// one allocation-free value, read without following a pointer.
 type Shards = SmallVec<[Shard; 3]>;
 
+/// What a merge may assume of the shards it is handed.
+#[derive(Clone, Copy)]
+enum Input {
+    /// Sorted and unique by `counter_id`: a valid cell's.
+    Valid,
+    /// Any order, ids may repeat (decoded, untrusted).
+    Unsorted,
+}
+
 impl Cell {
     /// An empty cell at epoch 0.
     pub fn new() -> Cell {
         Cell::default()
     }
 
-    /// A cell from parts; shards may come in any order but ids must be unique.
+    /// A cell from parts; shards may come in any order.
     ///
-    /// Duplicated ids are folded with the merge rule, so this never builds an
+    /// Repeated ids are folded with the merge rule, so this never builds an
     /// invalid cell from untrusted input.
     pub fn from_parts(epoch: u64, shards: impl IntoIterator<Item = Shard>) -> Cell {
         let mut cell = Cell {
@@ -120,59 +130,69 @@ impl Cell {
 
     /// Merges `other` into `self` (see the module doc).
     pub fn merge(&mut self, other: &Cell) {
-        self.merge_parts(other.epoch, &other.shards);
+        self.merge_epoch(other.epoch, &other.shards, Input::Valid);
     }
 
     /// [`Cell::merge`], answering whether this cell changed.
     pub fn merge_changed(&mut self, other: &Cell) -> bool {
-        if other.epoch > self.epoch {
-            self.epoch = other.epoch;
-            self.shards.clear();
-            self.shards.extend_from_slice(&other.shards);
-            return true;
-        }
-        if other.epoch < self.epoch {
-            return false;
-        }
-        let mut changed = false;
-        for shard in &other.shards {
-            changed |= self.merge_shard(*shard);
-        }
-        changed
+        self.merge_epoch(other.epoch, &other.shards, Input::Valid)
     }
 
     /// Merges the cell `{epoch, shards}` (shards sorted and unique by id).
     pub fn merge_parts(&mut self, epoch: u64, shards: &[Shard]) {
-        if epoch > self.epoch {
-            self.epoch = epoch;
-            self.shards.clear();
-            self.shards.extend_from_slice(shards);
-            return;
-        }
-        if epoch < self.epoch {
-            return;
-        }
-        for shard in shards {
-            self.merge_shard(*shard);
-        }
+        self.merge_epoch(epoch, shards, Input::Valid);
     }
 
     /// Merges the cell `{epoch, shards}` whose shards may come in any order,
     /// with repeated ids (untrusted input), without allocating a cell for it.
     pub fn merge_unsorted(&mut self, epoch: u64, shards: &[Shard]) {
+        self.merge_epoch(epoch, shards, Input::Unsorted);
+    }
+
+    /// The merge, written once: the higher epoch wins whole; at the same
+    /// epoch every shard goes through [`Cell::merge_shard`]. Answers whether
+    /// this cell changed.
+    ///
+    /// Inlined so that each caller gets its own copy with `input` known and
+    /// the answer dropped where it is not wanted: one rule, no cost. The
+    /// branches keep the order of the copies this replaced (newer epoch,
+    /// older, same), so each caller compiles to what it did before.
+    #[inline(always)]
+    fn merge_epoch(&mut self, epoch: u64, shards: &[Shard], input: Input) -> bool {
         if epoch > self.epoch {
             self.epoch = epoch;
             self.shards.clear();
-        } else if epoch < self.epoch {
-            return;
+            match input {
+                Input::Valid => {
+                    debug_assert!(
+                        shards.windows(2).all(|p| p[0].counter_id < p[1].counter_id),
+                        "shards not sorted and unique: {shards:?}"
+                    );
+                    // A valid cell's shards: copied, without the searches.
+                    self.shards.extend_from_slice(shards);
+                }
+                Input::Unsorted => {
+                    for shard in shards {
+                        self.merge_shard(*shard);
+                    }
+                }
+            }
+            return true;
         }
+        if epoch < self.epoch {
+            return false;
+        }
+        let mut changed = false;
         for shard in shards {
-            self.merge_shard(*shard);
+            changed |= self.merge_shard(*shard);
         }
+        changed
     }
 
-    /// Merges one shard of this cell's epoch; answers whether it changed
-    /// the cell.
+    /// Merges one shard of this cell's epoch, the rule written once: the
+    /// larger clock wins; an equal clock with a different value is a
+    /// conflict (counted, logged) that keeps the larger value. Answers
+    /// whether it changed the cell.
     fn merge_shard(&mut self, shard: Shard) -> bool {
         match self
             .shards
@@ -276,6 +296,21 @@ mod tests {
             .prop_map(|(epoch, shards)| Cell::from_parts(epoch, shards))
     }
 
+    /// Shards as a buggy or corrupt owner could make them: one (id, clock)
+    /// may carry different values, so conflicts are common.
+    fn corrupt_shard() -> impl Strategy<Value = Shard> {
+        (0u64..3, 0u64..3, -2i64..3).prop_map(|(counter_id, clock, value)| Shard {
+            counter_id,
+            clock,
+            value,
+        })
+    }
+
+    fn corrupt_cell() -> impl Strategy<Value = Cell> {
+        (0u64..2, proptest::collection::vec(corrupt_shard(), 0..5))
+            .prop_map(|(epoch, shards)| Cell::from_parts(epoch, shards))
+    }
+
     fn merged(a: &Cell, b: &Cell) -> Cell {
         let mut m = a.clone();
         m.merge(b);
@@ -321,12 +356,76 @@ mod tests {
         }
 
         #[test]
+        fn higher_epoch_wins_whole(a in cell(), b in cell()) {
+            prop_assume!(a.epoch() != b.epoch());
+            let newer = if a.epoch() > b.epoch() { &a } else { &b };
+            prop_assert_eq!(&merged(&a, &b), newer);
+        }
+
+        #[test]
+        fn merge_unsorted_is_merge_of_the_cell_it_spells(
+            a in corrupt_cell(),
+            epoch in 0u64..2,
+            shards in proptest::collection::vec(corrupt_shard(), 0..6),
+        ) {
+            let mut m = a.clone();
+            m.merge_unsorted(epoch, &shards);
+            m.check_invariants();
+            prop_assert_eq!(m, merged(&a, &Cell::from_parts(epoch, shards)));
+        }
+
+        #[test]
+        fn merge_laws_hold_with_conflicts(
+            a in corrupt_cell(),
+            b in corrupt_cell(),
+            c in corrupt_cell(),
+        ) {
+            prop_assert_eq!(merged(&a, &b), merged(&b, &a));
+            prop_assert_eq!(merged(&merged(&a, &b), &c), merged(&a, &merged(&b, &c)));
+            prop_assert_eq!(merged(&a, &a), a.clone());
+            let mut m = a.clone();
+            let changed = m.merge_changed(&b);
+            prop_assert_eq!(&m, &merged(&a, &b));
+            prop_assert_eq!(changed, m != a);
+        }
+
+        #[test]
         fn conflicting_values_resolve_the_same_everywhere(v1: i64, v2: i64) {
             let a = Cell::from_parts(0, [Shard { counter_id: 1, clock: 3, value: v1 }]);
             let b = Cell::from_parts(0, [Shard { counter_id: 1, clock: 3, value: v2 }]);
             prop_assert_eq!(merged(&a, &b).value(), v1.max(v2));
             prop_assert_eq!(merged(&a, &b), merged(&b, &a));
         }
+    }
+
+    #[test]
+    fn equal_clock_keeps_the_larger_value_and_counts_a_conflict() {
+        let at = |value| {
+            Cell::from_parts(
+                4,
+                [Shard {
+                    counter_id: 7,
+                    clock: 3,
+                    value,
+                }],
+            )
+        };
+        // Other tests add conflicts concurrently: only a lower bound holds.
+        let before = clock_conflicts();
+        let mut low = at(5);
+        assert!(low.merge_changed(&at(9)), "the larger value is news");
+        assert_eq!(low, at(9));
+        let mut high = at(9);
+        assert!(!high.merge_changed(&at(5)), "the smaller value is not");
+        assert_eq!(high, at(9));
+        let mut same = at(5);
+        same.merge_unsorted(4, &[at(9).shards()[0], at(5).shards()[0]]);
+        assert_eq!(same, at(9));
+        assert!(
+            clock_conflicts() >= before + 4,
+            "{} conflicts counted since {before}",
+            clock_conflicts()
+        );
     }
 
     #[test]
