@@ -49,6 +49,10 @@ pub struct Options {
     /// The hook of the runtime whose tasks wait on this engine, if its
     /// thread is to write group commits as it parks (see [`ParkCommit`]).
     pub park_commit: Option<ParkCommit>,
+    /// The longest fsync after which a runtime still writes group commits
+    /// as it parks; after a slower one the syncer writes them all, until
+    /// one of its fsyncs is this fast again.
+    pub park_sync_max_us: u64,
     /// Test seam: while set, every commit log fsync fails.
     #[doc(hidden)]
     pub fail_sync: Option<Arc<AtomicBool>>,
@@ -79,6 +83,7 @@ impl Default for Options {
             park_commit: None,
             fail_sync: None,
             slow_sync: None,
+            park_sync_max_us: 1_000,
             panic_seal: None,
             panic_sync: None,
         }

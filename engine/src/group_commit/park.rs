@@ -10,7 +10,7 @@
 //!   being written the syncer also looks by itself every [`WATCH_POLL`];
 //! - work from any other thread (the sealer's, or an add from a thread
 //!   without the hook) wakes it as before;
-//! - after an fsync slower than [`PARK_SYNC_MAX`] the runtime leaves every
+//! - after an fsync slower than `Options::park_sync_max_us` (1 ms by default; the runtime's tasks wait while it writes) the runtime leaves every
 //!   group commit to the syncer, as its tasks would wait behind a slow
 //!   disk, until an fsync is fast again.
 
@@ -33,11 +33,6 @@ pub(super) const WATCH_POLL: Duration = Duration::from_millis(5);
 /// Polls in a row that saw no group commit, after which the syncer sleeps
 /// until it is woken.
 pub(super) const WATCHES_MAX: u32 = 20;
-/// The longest fsync after which a runtime still writes group commits as
-/// it parks. Its tasks wait while it writes, so on a slower disk (one fsync
-/// over this) the syncer writes every group commit, until one of its fsyncs
-/// is fast again.
-pub(super) const PARK_SYNC_MAX: Duration = Duration::from_millis(1);
 
 thread_local! {
     /// The group commit (its address) this thread writes when its runtime

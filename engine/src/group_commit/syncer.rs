@@ -16,7 +16,7 @@ use crate::outcome::AddOutcome;
 
 use super::GroupCommit;
 use super::outbox::{Ack, Group, Outbox, Sealed};
-use super::park::{PARK_SYNC_MAX, WATCH, WATCH_POLL, WATCHES_MAX};
+use super::park::{WATCH, WATCH_POLL, WATCHES_MAX};
 use super::relay::Answer;
 use super::window::{Next, Window};
 
@@ -252,7 +252,8 @@ impl GroupCommit {
         let started = Instant::now();
         let synced = c.log.sync();
         c.last_sync = started.elapsed();
-        self.fast_syncs.store(c.last_sync <= PARK_SYNC_MAX, Relaxed);
+        let fast = c.last_sync <= Duration::from_micros(self.opts.park_sync_max_us);
+        self.fast_syncs.store(fast, Relaxed);
         synced
     }
 
