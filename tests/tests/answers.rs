@@ -59,14 +59,23 @@ fn concurrent_incrs(cluster: &Cluster, via: usize, key: &'static str) -> Vec<i64
             tasks.push(tokio::spawn(async move {
                 let mut values = Vec::with_capacity(NATIVE_ADDS);
                 for _ in 0..NATIVE_ADDS {
-                    values.push(c.add(key.as_bytes(), b"", 1, Consistency::Quorum).await.unwrap());
+                    values.push(
+                        c.add(key.as_bytes(), b"", 1, Consistency::Quorum)
+                            .await
+                            .unwrap(),
+                    );
                 }
                 values
             }));
         }
         let resp = cluster.resp_addr(via);
         for _ in 0..RESP {
-            tasks.push(tokio::spawn(resp_incrs(resp, key, RESP_PIPELINES, RESP_DEPTH)));
+            tasks.push(tokio::spawn(resp_incrs(
+                resp,
+                key,
+                RESP_PIPELINES,
+                RESP_DEPTH,
+            )));
         }
         let mut values = Vec::new();
         for t in tasks {
@@ -82,7 +91,10 @@ fn assert_each_value_once(mut values: Vec<i64>) {
     values.sort_unstable();
     let want: Vec<i64> = (1..=n as i64).collect();
     let repeated = values.windows(2).filter(|w| w[0] == w[1]).count();
-    assert!(values == want, "{repeated} repeated values among {n} answers");
+    assert!(
+        values == want,
+        "{repeated} repeated values among {n} answers"
+    );
 }
 
 #[test]
