@@ -45,7 +45,7 @@ use tracing::debug;
 use super::Writes;
 use super::combine::{Combined, combine};
 use super::queue::{QueuedAdd, Replies};
-use super::replicate::{Write, replicate};
+use super::replicate::replicate;
 use super::round::Verdict;
 use crate::convert::engine_error;
 use crate::placement::Route;
@@ -132,14 +132,7 @@ async fn run_batch(writes: Arc<Writes>, adds: Vec<QueuedAdd>, in_flight: Arc<InF
     for (mut adds, staged) in combined.into_iter().zip(staged) {
         match staged {
             Staged::Sealed(outcome) => {
-                shards.push(Write::new(
-                    ctx,
-                    adds.key.clone(),
-                    outcome.replica_cell(),
-                    adds.replicas.clone(),
-                    adds.cl,
-                    adds.attempt,
-                ));
+                shards.push(adds.write(ctx, outcome.replica_cell()));
                 led.push((adds, outcome.value));
             }
             Staged::Hot => {
@@ -203,15 +196,7 @@ fn settle(
         Verdict::Ack => adds.succeed(replies, value),
         Verdict::Fail(e) => adds.fail(replies, e),
         Verdict::Retry { epoch } => {
-            let again = Combined {
-                key: adds.key.clone(),
-                cl: adds.cl,
-                replicas: adds.replicas.clone(),
-                delta: adds.delta,
-                attempt: adds.attempt,
-                members: std::mem::take(&mut adds.members),
-            };
-            tokio::spawn(catch_up(writes.clone(), again, *epoch));
+            tokio::spawn(catch_up(writes.clone(), adds.take(), *epoch));
         }
     }
 }
@@ -228,20 +213,11 @@ async fn lead_hot(writes: Arc<Writes>, mut adds: Combined) {
             return;
         }
         Err(e) => {
-            let mut replies = Replies::default();
-            adds.fail(&mut replies, &engine_error(&e));
-            replies.send();
+            adds.fail_now(&engine_error(&e));
             return;
         }
     };
-    let mut shard = [Write::new(
-        ctx,
-        adds.key.clone(),
-        outcome.replica_cell(),
-        adds.replicas.clone(),
-        adds.cl,
-        adds.attempt,
-    )];
+    let mut shard = [adds.write(ctx, outcome.replica_cell())];
     let local = async { durable.wait().await.map_err(|e| engine_error(&e)) };
     replicate(ctx, &mut shard, local, |shard| {
         let mut replies = Replies::default();
@@ -275,10 +251,6 @@ async fn catch_up(writes: Arc<Writes>, mut adds: Combined, epoch: u64) {
             let attempt = adds.attempt + 1;
             adds.queue_again(&writes.queue, attempt, false);
         }
-        Err(e) => {
-            let mut replies = Replies::default();
-            adds.fail(&mut replies, &engine_error(&e));
-            replies.send();
-        }
+        Err(e) => adds.fail_now(&engine_error(&e)),
     }
 }

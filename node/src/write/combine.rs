@@ -17,10 +17,12 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use smallvec::{SmallVec, smallvec};
-use tally_engine::Key;
+use tally_engine::{Cell, Key};
 use tally_net::wire::{Consistency, WireError};
 
 use super::queue::{AddQueue, Origin, QueuedAdd, Replies, Reply};
+use super::replicate::Write;
+use crate::ctx::Ctx;
 use crate::ring::Replicas;
 
 /// The batch's adds to one counter at one level, made as one add of their
@@ -41,6 +43,37 @@ pub(crate) struct Combined {
 }
 
 impl Combined {
+    /// The write of `cell`, this counter's new state, to its replicas.
+    pub(crate) fn write(&self, ctx: &Ctx, cell: Cell) -> Write {
+        Write::new(
+            ctx,
+            self.key.clone(),
+            cell,
+            self.replicas.clone(),
+            self.cl,
+            self.attempt,
+        )
+    }
+
+    /// The members, taken out (answered elsewhere), as one of their own.
+    pub(crate) fn take(&mut self) -> Combined {
+        Combined {
+            key: self.key.clone(),
+            cl: self.cl,
+            replicas: self.replicas.clone(),
+            delta: self.delta,
+            attempt: self.attempt,
+            members: std::mem::take(&mut self.members),
+        }
+    }
+
+    /// Answers every member the same error, at once.
+    pub(crate) fn fail_now(&mut self, e: &WireError) {
+        let mut replies = Replies::default();
+        self.fail(&mut replies, e);
+        replies.send();
+    }
+
     /// Answers every member the same error.
     pub(crate) fn fail(&mut self, replies: &mut Replies, e: &WireError) {
         for (reply, _) in &mut self.members {

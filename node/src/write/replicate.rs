@@ -52,10 +52,11 @@ impl Write {
     }
 }
 
-/// One replica's call, carrying the states of `members` (indices of writes).
+/// One replica's call, carrying the states of one group's writes.
 struct Call {
     replica: usize,
-    members: Vec<usize>,
+    /// Index into the groups (see [`groups`]).
+    group: usize,
     /// `None` once answered.
     answers: Option<Answers>,
 }
@@ -69,7 +70,8 @@ pub(crate) async fn replicate(
     local: impl Future<Output = Result<(), WireError>>,
     decided: impl FnOnce(&mut [Write]),
 ) {
-    let mut calls = send(ctx, writes);
+    let groups = groups(writes);
+    let mut calls = send(ctx, &groups, writes);
     let mut local = pin!(local);
     let mut local_done = false;
     let mut timeout = pin!(tokio::time::sleep_until(Instant::now() + ctx.write_timeout));
@@ -84,7 +86,7 @@ pub(crate) async fn replicate(
                     w.round.on_local(result.clone());
                 }
             }
-            progressed |= poll_calls(cx, &mut calls, writes);
+            progressed |= poll_calls(cx, &mut calls, &groups, writes);
             if writes.iter().all(|w| w.round.verdict().is_some()) {
                 return Poll::Ready(());
             }
@@ -107,7 +109,7 @@ pub(crate) async fn replicate(
     // Stragglers: listened to up to the timeout, for their hints.
     poll_fn(|cx| {
         loop {
-            let progressed = poll_calls(cx, &mut calls, writes);
+            let progressed = poll_calls(cx, &mut calls, &groups, writes);
             if calls.iter().all(|c| c.answers.is_none()) {
                 return Poll::Ready(());
             }
@@ -126,9 +128,9 @@ pub(crate) async fn replicate(
 
 /// Sends one call per replica and group of writes that go to the same
 /// nodes; replicas that are down or cannot be sent to are told to the rounds.
-fn send(ctx: &Ctx, writes: &mut [Write]) -> Vec<Call> {
+fn send(ctx: &Ctx, groups: &[Vec<usize>], writes: &mut [Write]) -> Vec<Call> {
     let mut calls = Vec::new();
-    for members in groups(writes) {
+    for (group, members) in groups.iter().enumerate() {
         let replicas = writes[members[0]].replicas.clone();
         for &r in replicas.iter().filter(|&&r| r != ctx.me) {
             let answers = if ctx.is_up(r) {
@@ -149,7 +151,7 @@ fn send(ctx: &Ctx, writes: &mut [Write]) -> Vec<Call> {
             match answers {
                 Some(answers) => calls.push(Call {
                     replica: r,
-                    members: members.clone(),
+                    group,
                     answers: Some(answers),
                 }),
                 None => members.iter().for_each(|&i| writes[i].round.unreachable(r)),
@@ -160,7 +162,12 @@ fn send(ctx: &Ctx, writes: &mut [Write]) -> Vec<Call> {
 }
 
 /// Feeds every call that answered to its writes' rounds; whether any did.
-fn poll_calls(cx: &mut Context<'_>, calls: &mut [Call], writes: &mut [Write]) -> bool {
+fn poll_calls(
+    cx: &mut Context<'_>,
+    calls: &mut [Call],
+    groups: &[Vec<usize>],
+    writes: &mut [Write],
+) -> bool {
     let mut progressed = false;
     for call in calls {
         let Some(rx) = call.answers.as_mut() else {
@@ -171,9 +178,10 @@ fn poll_calls(cx: &mut Context<'_>, calls: &mut [Call], writes: &mut [Write]) ->
         };
         call.answers = None;
         progressed = true;
+        let members = &groups[call.group];
         match answer {
-            Ok(Ok(answers)) if answers.len() == call.members.len() => {
-                for (&i, resp) in call.members.iter().zip(&answers) {
+            Ok(Ok(answers)) if answers.len() == members.len() => {
+                for (&i, resp) in members.iter().zip(&answers) {
                     let answer = Answer::of(resp);
                     if answer == Answer::Failed {
                         debug!(replica = call.replica, answer = ?resp, "replica refused a shard");
@@ -183,7 +191,7 @@ fn poll_calls(cx: &mut Context<'_>, calls: &mut [Call], writes: &mut [Write]) ->
             }
             failed => {
                 debug!(replica = call.replica, answer = ?failed.map(|a| a.map(|a| a.len())), "replication failed");
-                for &i in &call.members {
+                for &i in members {
                     writes[i].round.on_replica(call.replica, Answer::Failed);
                 }
             }
