@@ -31,22 +31,35 @@ pub(crate) async fn get_cell(
     cl: Consistency,
 ) -> Result<Cell, WireError> {
     let replicas = ctx.replicas(key.partition());
-    let (merged, _) = read_key(ctx, key, &replicas, cl).await?;
+    let (merged, _) = read_key(ctx, key, &replicas, cl, Reach::Level).await?;
     Ok(merged)
 }
 
-/// Reads and merges one key from `required` of `replicas`, then repairs
-/// the ones that were behind. Answers the merge and how many answered.
+/// How many replicas a read asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// As many as the consistency level requires.
+    Level,
+    /// Every live replica, within the read timeout, and at least as many
+    /// as the level requires: a reset learning the newest epoch.
+    AllLive,
+}
+
+/// Reads and merges one key from `required` of `replicas` (or as many as
+/// `reach` says), then repairs the ones that were behind. Answers the
+/// merge and how many answered.
 pub(crate) async fn read_key(
     ctx: &Arc<Ctx>,
     key: &Key,
     replicas: &[usize],
     cl: Consistency,
+    reach: Reach,
 ) -> Result<(Cell, usize), WireError> {
-    let answers = gather(
+    let answers = gather_from(
         ctx,
         replicas,
         cl,
+        reach,
         PeerRequest::Read { key: wire_key(key) },
         |ctx| ctx.engine.get(key).map_err(|e| engine_error(&e)),
         |resp| match resp {
@@ -155,17 +168,36 @@ async fn gather<T: Send + 'static>(
     local: impl Fn(&Ctx) -> Result<T, WireError>,
     parse: fn(PeerResponse) -> Option<T>,
 ) -> Result<Vec<(usize, T)>, WireError> {
+    gather_from(ctx, replicas, cl, Reach::Level, req, local, parse).await
+}
+
+/// [`gather`], asking as many replicas as `reach` says: with
+/// [`Reach::AllLive`] it waits for every live one (or the read timeout)
+/// and succeeds with `required` answers.
+async fn gather_from<T: Send + 'static>(
+    ctx: &Arc<Ctx>,
+    replicas: &[usize],
+    cl: Consistency,
+    reach: Reach,
+    req: PeerRequest,
+    local: impl Fn(&Ctx) -> Result<T, WireError>,
+    parse: fn(PeerResponse) -> Option<T>,
+) -> Result<Vec<(usize, T)>, WireError> {
     ctx.check_available(replicas, cl, "read")?;
     let live = ctx.live(replicas);
     let required = cl.required(replicas.len());
+    let want = match reach {
+        Reach::Level => required,
+        Reach::AllLive => live.len().max(required),
+    };
     let deadline = Instant::now() + ctx.read_timeout;
     let (tx, mut rx) = mpsc::channel::<(usize, Result<T, String>)>(live.len());
-    let mut got = Vec::with_capacity(required);
+    let mut got = Vec::with_capacity(want);
     let mut failures = Vec::new();
     let mut next = 0;
     let mut in_flight = 0;
-    while got.len() < required {
-        while got.len() + in_flight < required && next < live.len() {
+    while got.len() < want {
+        while got.len() + in_flight < want && next < live.len() {
             let r = live[next];
             next += 1;
             if r == ctx.me {
@@ -188,7 +220,7 @@ async fn gather<T: Send + 'static>(
                 let _ = tx.send((r, answer)).await;
             });
         }
-        if got.len() >= required || in_flight == 0 {
+        if got.len() >= want || in_flight == 0 {
             break;
         }
         match tokio::time::timeout_at(deadline, rx.recv()).await {

@@ -1,9 +1,17 @@
-//! Resets: the leader first reads at the consistency level and merges what
-//! it learns, so its epoch is at least the newest one a quorum knows; then
-//! the engine moves the cell to the next epoch with no shards, and that
-//! empty cell is replicated like a shard, by the same round as an add. A
-//! newer reset that overtook this one (a `Stale` answer) leaves the counter
-//! reset either way.
+//! Resets: the leader first reads the cell from every live replica (at
+//! least as many as the consistency level requires, within the read
+//! timeout) and merges what it learns, so its epoch is the newest one any
+//! reachable replica knows; then the engine moves the cell to the next
+//! epoch with no shards, and that empty cell is replicated like a shard,
+//! by the same round as an add. A newer reset that overtook this one (a
+//! `Stale` answer) leaves the counter reset either way.
+//!
+//! Reading only the consistency level's replicas would let a leader that
+//! missed a reset make an epoch that already exists (resets to the same
+//! epoch merge): the new reset would silently keep every add made since
+//! the one it missed. Reading every live replica costs a reset one round
+//! trip more, and up to the read timeout while a replica is silent but not
+//! yet marked down; resets are rare next to adds.
 
 use std::sync::Arc;
 
@@ -54,7 +62,7 @@ async fn lead(
     cl: Consistency,
     replicas: Replicas,
 ) -> Result<(), WireError> {
-    let (merged, _) = read::read_key(ctx, key, &replicas, cl).await?;
+    let (merged, _) = read::read_key(ctx, key, &replicas, cl, read::Reach::AllLive).await?;
     ctx.engine
         .apply(key, &merged)
         .await

@@ -10,20 +10,32 @@
 //!
 //! # The rules
 //!
+//! - **Retry** as soon as a replica answers `Stale`, whatever else has
+//!   answered: it has seen a reset this node missed, so the state just made
+//!   is in an epoch every replica discards, and acknowledging it would
+//!   acknowledge an add that then disappears. The leader catches up to that
+//!   epoch and makes the write again, at most [`STALE_ATTEMPTS_MAX`] times
+//!   in all (then it fails, outcome unknown).
 //! - **Acknowledged** once `required` copies are durable, whichever they
-//!   are: this node's record once its fsync succeeded counts as one, each
-//!   replica that answered `Applied` as another. At QUORUM of three, two
-//!   replicas that answer before this node's fsync ends make the write as
-//!   durable as this node and one of them would: a node that crashes before
-//!   its fsync comes back under a new counter id, and the replicas keep the
-//!   old one's shard.
+//!   are, **and the epoch is confirmed**: this node's record once its
+//!   fsync succeeded counts as one copy, each replica that answered
+//!   `Applied` as another. At QUORUM of three, two replicas that answer
+//!   before this node's fsync ends make the write as durable as this node
+//!   and one of them would: a node that crashes before its fsync comes back
+//!   under a new counter id, and the replicas keep the old one's shard.
+//!   The epoch is confirmed once another replica answered `Applied` (it
+//!   holds no newer reset), or no other replica can still answer (all are
+//!   down, failed or silent at the timeout). At QUORUM and ALL the copies
+//!   already include such a replica; at ONE this makes the leader wait for
+//!   the first other replica's answer besides its own fsync, so an add at
+//!   ONE never lands in an epoch that a reset acknowledged at QUORUM or ALL
+//!   has discarded (the two sets overlap). Only while every other replica
+//!   is unreachable does ONE acknowledge on the leader's copy alone: that is
+//!   what ONE is for, and such an add may be lost to a reset it could not
+//!   see (see the README).
 //! - Otherwise nothing is decided while this node's fsync runs (its result
 //!   is always waited for), nor while a replica may still answer before the
 //!   write timeout.
-//! - **Retry** when the copies fell short and a replica answered `Stale`:
-//!   it has seen a reset this node missed, so the state just made is in an
-//!   epoch every replica discards. The leader catches up to that epoch and
-//!   makes the write again, at most [`STALE_ATTEMPTS_MAX`] times in all.
 //! - **Fail**, outcome unknown, otherwise: this node's fsync failed (the
 //!   shard may already be on other replicas), or too few copies answered in
 //!   time (the write is durable here and reaches the others by hints).
@@ -199,6 +211,13 @@ impl Round {
         std::mem::take(&mut self.hints)
     }
 
+    /// Whether a replica other than this node confirmed the epoch
+    /// (answered `Applied`), or none can any longer.
+    fn epoch_confirmed(&self) -> bool {
+        self.peers.iter().any(|(_, p)| *p == Peer::Applied)
+            || self.peers.iter().all(|(_, p)| *p != Peer::Waiting)
+    }
+
     /// Durable copies so far.
     fn acks(&self) -> usize {
         usize::from(self.local == Local::Durable)
@@ -224,8 +243,11 @@ impl Round {
 
     /// The rules of the module docs, in order.
     fn judge(&self) -> Option<Verdict> {
+        if let Some(epoch) = self.newer_epoch {
+            return Some(self.stale(epoch));
+        }
         let acks = self.acks();
-        if acks >= self.required {
+        if acks >= self.required && self.epoch_confirmed() {
             return Some(Verdict::Ack);
         }
         let replicas_done = self.timed_out || self.peers.iter().all(|(_, p)| *p != Peer::Waiting);
@@ -241,17 +263,6 @@ impl Round {
                 ),
             )));
         }
-        if let Some(epoch) = self.newer_epoch {
-            if self.attempt < STALE_ATTEMPTS_MAX {
-                return Some(Verdict::Retry { epoch });
-            }
-            return Some(Verdict::Fail(WireError::unknown(
-                ErrorKind::Timeout,
-                format!(
-                    "resets kept overtaking the write (now at epoch {epoch}); it may or may not have been applied"
-                ),
-            )));
-        }
         Some(Verdict::Fail(WireError::unknown(
             ErrorKind::Timeout,
             format!(
@@ -261,6 +272,19 @@ impl Round {
                 cl = self.cl,
             ),
         )))
+    }
+
+    /// The verdict once a replica answered `Stale` with `epoch`.
+    fn stale(&self, epoch: u64) -> Verdict {
+        if self.attempt < STALE_ATTEMPTS_MAX {
+            return Verdict::Retry { epoch };
+        }
+        Verdict::Fail(WireError::unknown(
+            ErrorKind::Timeout,
+            format!(
+                "resets kept overtaking the write (now at epoch {epoch}); it may or may not have been applied"
+            ),
+        ))
     }
 }
 
@@ -360,14 +384,52 @@ mod tests {
     }
 
     #[test]
-    fn one_acks_on_the_local_fsync_alone_and_all_needs_every_replica() {
+    fn one_acks_on_one_copy_once_another_replica_confirmed_the_epoch() {
         run(
             Consistency::One,
             1,
             "
-            local ok => ack
-            n2 failed => ack [n2]",
+            local ok => -
+            n2 applied => ack
+            n3 failed => ack [n3]",
         );
+        // A failed replica confirms nothing; the next answer does.
+        run(
+            Consistency::One,
+            1,
+            "
+            local ok => -
+            n2 failed => - [n2]
+            n3 applied => ack",
+        );
+        // A replica's copy is a copy, before this node's fsync ends.
+        run(
+            Consistency::One,
+            1,
+            "
+            n3 applied => ack
+            local ok => ack",
+        );
+        // No other replica can answer: the leader's copy alone.
+        run(
+            Consistency::One,
+            1,
+            "
+            n2 down => - [n2]
+            n3 down => - [n3]
+            local ok => ack",
+        );
+        run(
+            Consistency::One,
+            1,
+            "
+            local ok => -
+            timeout => ack [n2 n3]",
+        );
+    }
+
+    #[test]
+    fn all_needs_every_replica() {
         run(
             Consistency::All,
             1,
@@ -408,49 +470,60 @@ mod tests {
     }
 
     #[test]
-    fn a_stale_replica_means_retry_in_its_epoch_up_to_the_limit() {
+    fn a_stale_answer_is_never_acknowledged_and_means_retry_in_its_epoch() {
         run(
             Consistency::All,
             1,
             "
             local ok => -
-            n2 stale 4 => -
-            n3 stale 7 => retry 7",
+            n2 stale 4 => retry 4
+            n3 stale 7 => retry 4",
         );
-        // The newest epoch wins, whatever order the answers came in.
+        // Enough copies despite the stale one: still a retry, since the
+        // state is in an epoch every replica will discard (issue 23).
         run(
-            Consistency::All,
+            Consistency::Quorum,
             1,
             "
-            n3 stale 7 => -
-            n2 stale 4 => -
-            local ok => retry 7",
+            local ok => -
+            n2 stale 4 => retry 4
+            n3 applied => retry 4",
+        );
+        // At ONE the leader's fsync alone does not acknowledge: the first
+        // other replica is waited for, and it is a reset ahead.
+        run(
+            Consistency::One,
+            1,
+            "
+            local ok => -
+            n2 stale 4 => retry 4
+            n3 applied => retry 4",
+        );
+        // Not waiting for this node's fsync: the state is discarded anyway.
+        run(
+            Consistency::Quorum,
+            1,
+            "
+            n2 stale 4 => retry 4
+            local fail => retry 4",
         );
         run(
             Consistency::All,
             STALE_ATTEMPTS_MAX,
             "
             local ok => -
-            n2 stale 4 => -
+            n2 stale 4 => fail timeout
             n3 applied => fail timeout",
         );
-        // Enough copies despite a stale one: acknowledged (see issue 23).
+        // A reset that comes after the acknowledgment is concurrent with
+        // the add: the verdict stays.
         run(
             Consistency::Quorum,
             1,
             "
             local ok => -
-            n2 stale 4 => -
-            n3 applied => ack",
-        );
-        // A failed fsync is reported before a stale epoch.
-        run(
-            Consistency::All,
-            1,
-            "
-            n2 stale 4 => -
-            n3 stale 4 => -
-            local fail => fail storage",
+            n3 applied => ack
+            n2 stale 4 => ack",
         );
     }
 
