@@ -427,3 +427,37 @@ fn failed_handshakes_are_logged_at_most_once_a_second() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn bad_client_connections_are_logged_at_most_once_a_second() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    let closing = |cluster: &Cluster| {
+        std::fs::read_to_string(cluster.dir.path().join("n1.log"))
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains("closing a client connection"))
+            .count()
+    };
+    rt().block_on(async {
+        let started = Instant::now();
+        for _ in 0..30 {
+            let mut s = tokio::net::TcpStream::connect(cluster.nodes[0].client)
+                .await
+                .unwrap();
+            s.write_all(&[5, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff])
+                .await
+                .unwrap();
+            let mut back = Vec::new();
+            let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut back)).await;
+        }
+        let took = started.elapsed();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let lines = closing(&cluster);
+        let most = usize::try_from(took.as_secs()).unwrap() + 2;
+        assert!(
+            (1..=most).contains(&lines),
+            "{lines} lines for 30 bad client connections in {took:?}"
+        );
+    });
+}
