@@ -16,7 +16,8 @@
 //! - **Placement.** An `Apply` is only for a key this node is a replica
 //!   of. Replication, hints and read repair only ever send a cell to the
 //!   key's replicas, and the ring is the same on every node (one config),
-//!   so anything else is a node writing where it has no business.
+//!   so anything else is a node writing where it has no business. (Once
+//!   rings are versioned, a pending replica of the key counts as one.)
 //! - **This node's own shard.** Only the owner of a `counter_id` makes new
 //!   versions of its shard, and this node makes each version durable
 //!   before it sends it anywhere; a node that loses its data or stops
