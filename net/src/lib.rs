@@ -4,6 +4,9 @@
 //!   limit) that encodes them.
 //! - [`tls`] and [`peer`]: node-to-node QUIC with mutual TLS under the
 //!   cluster's own CA; requests to a peer are batched onto one stream.
+//!   [`identity`] names the node a certificate belongs to, [`tls_reload`]
+//!   takes up renewed certificates, [`bounds`] refuses cells near wrapping,
+//!   and [`log_limit`] keeps what outsiders can trigger out of the logs.
 //! - [`ring`]: token placement, shared by nodes and token-aware clients.
 //! - [`frame`] and [`client`]: the client protocol, length-prefixed frames
 //!   over TCP with request ids, the thin async client, and [`cluster`], its
@@ -12,12 +15,16 @@
 //! `net` knows nothing of storage: cells travel as [`wire::WireCell`] and
 //! the node converts them.
 
+pub mod bounds;
 pub mod client;
 pub mod cluster;
 pub mod frame;
+pub mod identity;
+pub mod log_limit;
 pub mod peer;
 pub mod ring;
 pub mod tls;
+pub mod tls_reload;
 pub mod wire;
 
 pub use client::{Client, ClientError};

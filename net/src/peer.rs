@@ -28,6 +28,15 @@
 //! under the wire's size limit, its requests run concurrently, the answers
 //! go back in order. A malformed or oversized batch closes that connection
 //! with an error code; the node goes on serving everyone else.
+//!
+//! Who sent a batch is the node its connection's certificate names
+//! ([`crate::identity`]); the handler gets that node's index with every
+//! batch, and a certificate that names no other node of the cluster is
+//! refused during the handshake. A connection may have at most
+//! [`STREAMS_PER_CONNECTION_MAX`] batches open at once. Cells in answers
+//! are checked for clocks near wrapping ([`crate::bounds`]) before a caller
+//! sees them. Log lines a stranger can cause are rate-limited
+//! ([`crate::log_limit`]).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -41,6 +50,8 @@ use quinn::{Connection, Endpoint, VarInt};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
+use crate::identity::{self, Members};
+use crate::log_limit::LogLimit;
 use crate::tls::{TlsError, TlsFiles};
 use crate::wire::{
     self, BATCH_MESSAGES_MAX, ErrorKind, MESSAGE_BYTES_MAX, PeerRequest, PeerResponse, WireError,
@@ -63,10 +74,11 @@ fn ack_frequency() -> quinn::AckFrequencyConfig {
 
 /// What the node does with requests from a peer.
 pub trait Handler: Send + Sync + 'static {
-    /// Answers one batch, in order (one answer per request). Getting the
-    /// whole batch lets the node apply a batch of shards under one fsync.
-    /// `Ping` never reaches the handler.
-    fn handle(&self, reqs: Vec<PeerRequest>) -> BoxFuture<Vec<PeerResponse>>;
+    /// Answers one batch from node `from` (its index in the settings'
+    /// `nodes`, proven by its certificate), in order (one answer per
+    /// request). Getting the whole batch lets the node apply a batch of
+    /// shards under one fsync. `Ping` never reaches the handler.
+    fn handle(&self, from: usize, reqs: Vec<PeerRequest>) -> BoxFuture<Vec<PeerResponse>>;
 }
 
 /// Error code a connection is closed with when a peer sent a bad batch.
@@ -81,6 +93,13 @@ const EXCHANGES_MAX: usize = 256;
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Calls that may wait for a peer's sender task.
 const QUEUE_CALLS_MAX: usize = 8192;
+/// Streams (batches) a peer may have open at once on one connection to
+/// this node. Each costs a task and a batch buffer here until it is
+/// answered, so a peer holding streams open would otherwise grow both
+/// without limit. An honest sender never has more than [`EXCHANGES_MAX`]
+/// batches in flight to one peer, so it never waits on this limit.
+pub const STREAMS_PER_CONNECTION_MAX: u32 = 256;
+const _: () = assert!(EXCHANGES_MAX as u64 <= STREAMS_PER_CONNECTION_MAX as u64);
 
 /// One node of the cluster, as the transport knows it.
 #[derive(Debug, Clone)]
@@ -189,7 +208,12 @@ struct Link {
     /// of one that failed, or `REDIAL_ANY` when the heartbeat finds the peer
     /// down (the cached connection may be a dead incarnation's). 0: none.
     redial: AtomicUsize,
+    /// How to dial: shared by every link, replaced when TLS is reloaded.
+    client_tls: ClientTls,
 }
+
+/// The client configuration every dial uses, replaced by a TLS reload.
+type ClientTls = Arc<Mutex<quinn::ClientConfig>>;
 
 /// The running transport. Cheap to share (`Arc`).
 pub struct Transport {
@@ -197,6 +221,10 @@ pub struct Transport {
     settings: PeerSettings,
     links: Vec<Option<Arc<Link>>>,
     closed: AtomicBool,
+    /// What a TLS reload needs besides the files, and what it replaces.
+    quic: Arc<quinn::TransportConfig>,
+    members: Arc<Members>,
+    client_tls: ClientTls,
 }
 
 impl Transport {
@@ -206,26 +234,23 @@ impl Transport {
         settings: PeerSettings,
         handler: Arc<dyn Handler>,
     ) -> Result<Arc<Transport>, StartError> {
-        let mut transport = quinn::TransportConfig::default();
-        transport
-            .max_concurrent_bidi_streams(VarInt::from_u32(4096))
-            .max_concurrent_uni_streams(VarInt::from_u32(0))
-            .ack_frequency_config(Some(ack_frequency()))
-            .keep_alive_interval(Some(settings.heartbeat_interval))
-            .max_idle_timeout(Some(
-                quinn::IdleTimeout::try_from(settings.failure_timeout * 5)
-                    .expect("failure timeouts are far below QUIC's limit"),
-            ));
-        let tls = crate::tls::configs(&settings.tls, Arc::new(transport))?;
+        let quic = Arc::new(quic_config(&settings));
+        let members = Arc::new(Members {
+            ids: settings.nodes.iter().map(|n| n.id.clone()).collect(),
+            me: settings.me,
+        });
+        // Looked at before the load, so a change during it is seen later.
+        let tls_stamps = crate::tls_reload::stamps(&settings.tls);
+        let tls = crate::tls::configs(&settings.tls, quic.clone(), members.clone())?;
         let me = settings.bind.unwrap_or(settings.nodes[settings.me].addr);
         let bind_err = |source| StartError::Bind { addr: me, source };
         let endpoint_config =
             quinn::EndpointConfig::new(Arc::new(crate::tls::reset_key(&settings.tls)?));
         let socket = std::net::UdpSocket::bind(me).map_err(bind_err)?;
         let runtime = quinn::default_runtime().expect("tallyd runs inside tokio");
-        let mut endpoint =
+        let endpoint =
             Endpoint::new(endpoint_config, Some(tls.server), socket, runtime).map_err(bind_err)?;
-        endpoint.set_default_client_config(tls.client);
+        let client_tls: ClientTls = Arc::new(Mutex::new(tls.client));
 
         let mut receivers = Vec::new();
         let links = settings
@@ -244,6 +269,7 @@ impl Transport {
                     up: AtomicBool::new(false),
                     last_ok: Mutex::new(None),
                     redial: AtomicUsize::new(0),
+                    client_tls: client_tls.clone(),
                 });
                 receivers.push((link.clone(), rx));
                 Some(link)
@@ -254,6 +280,9 @@ impl Transport {
             settings,
             links,
             closed: AtomicBool::new(false),
+            quic,
+            members: members.clone(),
+            client_tls,
         });
         for (link, rx) in receivers {
             let connect_timeout = transport.settings.failure_timeout;
@@ -264,8 +293,29 @@ impl Transport {
             endpoint,
             handler,
             transport.settings.cluster.clone(),
+            members,
+        ));
+        tokio::spawn(crate::tls_reload::watch(
+            Arc::downgrade(&transport),
+            transport.settings.tls.clone(),
+            crate::tls_reload::Watch::new(tls_stamps),
         ));
         Ok(transport)
+    }
+
+    /// Reads the TLS files again and uses them for every connection made
+    /// from now on, accepted or dialled; established ones keep theirs. On
+    /// an error nothing changes.
+    pub fn reload_tls(&self) -> Result<(), TlsError> {
+        let tls = crate::tls::configs(&self.settings.tls, self.quic.clone(), self.members.clone())?;
+        self.endpoint.set_server_config(Some(tls.server));
+        *self.client_tls.lock() = tls.client;
+        Ok(())
+    }
+
+    /// Whether [`Transport::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
     }
 
     /// Whether `node` answers heartbeats (this node always does).
@@ -354,6 +404,20 @@ impl Transport {
         self.endpoint
             .close(VarInt::from_u32(CLOSE_SHUTDOWN), b"shutting down");
     }
+}
+
+/// QUIC settings of every peer connection, both ways.
+fn quic_config(settings: &PeerSettings) -> quinn::TransportConfig {
+    let mut quic = quinn::TransportConfig::default();
+    quic.max_concurrent_bidi_streams(VarInt::from_u32(STREAMS_PER_CONNECTION_MAX))
+        .max_concurrent_uni_streams(VarInt::from_u32(0))
+        .ack_frequency_config(Some(ack_frequency()))
+        .keep_alive_interval(Some(settings.heartbeat_interval))
+        .max_idle_timeout(Some(
+            quinn::IdleTimeout::try_from(settings.failure_timeout * 5)
+                .expect("failure timeouts are far below QUIC's limit"),
+        ));
+    quic
 }
 
 fn stopped(link: &Link) -> PeerError {
@@ -474,8 +538,9 @@ async fn sender(
 }
 
 async fn dial(endpoint: &Endpoint, link: &Link, timeout: Duration) -> Result<Connection, String> {
+    let config = link.client_tls.lock().clone();
     let connecting = endpoint
-        .connect(link.addr, &link.id)
+        .connect_with(config, link.addr, &link.id)
         .map_err(|e| e.to_string())?;
     match tokio::time::timeout(timeout, connecting).await {
         Ok(Ok(c)) => Ok(c),
@@ -553,7 +618,7 @@ async fn exchange(
         Err(reason) => fail(dones, PeerError::Lost { peer, reason }),
         Ok(bytes) => match wire::decode::<Vec<PeerResponse>>(&bytes) {
             Ok(resps) if resps.len() == reqs.len() => {
-                let mut resps = resps.into_iter();
+                let mut resps = screen_answers(&peer, resps).into_iter();
                 for (n, d) in dones {
                     let _ = d.send(Ok(resps.by_ref().take(n).collect()));
                 }
@@ -571,6 +636,27 @@ async fn exchange(
             ),
         },
     }
+}
+
+/// Answers whose cells come near wrapping ([`crate::bounds`]) become
+/// errors, so no caller merges them or catches up to their epoch.
+fn screen_answers(peer: &str, answers: Vec<PeerResponse>) -> Vec<PeerResponse> {
+    static REFUSED: LogLimit = LogLimit::per_second();
+    answers
+        .into_iter()
+        .map(|answer| match crate::bounds::check_answer(&answer) {
+            Ok(()) => answer,
+            Err(e) => {
+                if let Some(suppressed) = REFUSED.admit() {
+                    warn!(%peer, error = %e, suppressed, "refused a peer's answer");
+                }
+                PeerResponse::Error(WireError::new(
+                    ErrorKind::Invalid,
+                    format!("peer {peer} answered a cell whose {e}"),
+                ))
+            }
+        })
+        .collect()
 }
 
 /// Pings one peer forever (until the transport is dropped), keeping its
@@ -613,7 +699,10 @@ async fn heartbeat(transport: std::sync::Weak<Transport>, link: Arc<Link>) {
         let ok = match result {
             Ok(PeerResponse::Pong) => true,
             Ok(other) => {
-                warn!(peer = %link.id, answer = ?other, "peer refused the heartbeat");
+                static REFUSED: LogLimit = LogLimit::per_second();
+                if let Some(suppressed) = REFUSED.admit() {
+                    warn!(peer = %link.id, answer = ?other, suppressed, "peer refused the heartbeat");
+                }
                 false
             }
             Err(_) => false,
@@ -637,28 +726,24 @@ async fn heartbeat(transport: std::sync::Weak<Transport>, link: Arc<Link>) {
     }
 }
 
-async fn accept_loop(endpoint: Endpoint, handler: Arc<dyn Handler>, cluster: String) {
+async fn accept_loop(
+    endpoint: Endpoint,
+    handler: Arc<dyn Handler>,
+    cluster: String,
+    members: Arc<Members>,
+) {
     while let Some(incoming) = endpoint.accept().await {
         let handler = handler.clone();
         let cluster = cluster.clone();
+        let members = members.clone();
         tokio::spawn(async move {
-            let remote = incoming.remote_address();
-            let conn = match incoming.await {
-                Ok(c) => c,
-                Err(e @ quinn::ConnectionError::TransportError(_)) => {
-                    // Wrong CA, no certificate, garbage: the handshake says no.
-                    warn!(%remote, error = %e, "refused a peer connection");
-                    return;
-                }
-                Err(e) => {
-                    // The dialler gave up (a peer shutting down, say).
-                    debug!(%remote, error = %e, "peer handshake abandoned");
-                    return;
-                }
+            let Some((conn, from)) = accept_peer(incoming, &members).await else {
+                return;
             };
             while let Ok((send, recv)) = conn.accept_bi().await {
                 tokio::spawn(serve_stream(
                     conn.clone(),
+                    from,
                     send,
                     recv,
                     handler.clone(),
@@ -669,8 +754,55 @@ async fn accept_loop(endpoint: Endpoint, handler: Arc<dyn Handler>, cluster: Str
     }
 }
 
+/// Completes an incoming handshake and names the node on the other end;
+/// `None` (logged, at most once a second) when it is not a peer.
+async fn accept_peer(incoming: quinn::Incoming, members: &Members) -> Option<(Connection, usize)> {
+    static REFUSED: LogLimit = LogLimit::per_second();
+    let remote = incoming.remote_address();
+    let conn = match incoming.await {
+        Ok(c) => c,
+        Err(e @ quinn::ConnectionError::TransportError(_)) => {
+            // Wrong CA, no certificate, not a node, garbage: the handshake says no.
+            if let Some(suppressed) = REFUSED.admit() {
+                warn!(%remote, error = %e, suppressed, "refused a peer connection");
+            }
+            return None;
+        }
+        Err(e) => {
+            // The dialler gave up (a peer shutting down, say).
+            debug!(%remote, error = %e, "peer handshake abandoned");
+            return None;
+        }
+    };
+    match identity::peer_of(&conn, members) {
+        Ok(from) => Some((conn, from)),
+        Err(e) => {
+            if let Some(suppressed) = REFUSED.admit() {
+                warn!(%remote, error = %e, suppressed, "refused a peer connection");
+            }
+            conn.close(
+                VarInt::from_u32(CLOSE_PROTOCOL),
+                b"not a node of this cluster",
+            );
+            None
+        }
+    }
+}
+
+/// Closes a connection whose peer sent a batch that is not one, logging
+/// why at most once a second.
+fn close_bad_batch(conn: &Connection, why: &str, detail: &dyn std::fmt::Display, reason: &[u8]) {
+    static CLOSED: LogLimit = LogLimit::per_second();
+    if let Some(suppressed) = CLOSED.admit() {
+        let remote = conn.remote_address();
+        warn!(%remote, %detail, suppressed, "closing a peer connection: {why}");
+    }
+    conn.close(VarInt::from_u32(CLOSE_PROTOCOL), reason);
+}
+
 async fn serve_stream(
     conn: Connection,
+    from: usize,
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
     handler: Arc<dyn Handler>,
@@ -680,9 +812,10 @@ async fn serve_stream(
     let bytes = match recv.read_to_end(MESSAGE_BYTES_MAX).await {
         Ok(b) => b,
         Err(e) => {
-            warn!(%remote, error = %e, "closing a peer connection: unreadable batch");
-            conn.close(
-                VarInt::from_u32(CLOSE_PROTOCOL),
+            close_bad_batch(
+                &conn,
+                "unreadable batch",
+                &e,
                 b"unreadable or oversized batch",
             );
             return;
@@ -691,13 +824,12 @@ async fn serve_stream(
     let reqs = match wire::decode::<Vec<PeerRequest>>(&bytes) {
         Ok(r) if r.len() <= BATCH_MESSAGES_MAX => r,
         Ok(r) => {
-            warn!(%remote, len = r.len(), "closing a peer connection: batch too long");
-            conn.close(VarInt::from_u32(CLOSE_PROTOCOL), b"batch too long");
+            let len = format!("{} requests", r.len());
+            close_bad_batch(&conn, "batch too long", &len, b"batch too long");
             return;
         }
         Err(e) => {
-            warn!(%remote, error = %e, "closing a peer connection: malformed batch");
-            conn.close(VarInt::from_u32(CLOSE_PROTOCOL), b"malformed batch");
+            close_bad_batch(&conn, "malformed batch", &e, b"malformed batch");
             return;
         }
     };
@@ -723,7 +855,7 @@ async fn serve_stream(
         }
     }
     if !passed.is_empty() {
-        let handled = handler.handle(passed).await;
+        let handled = handler.handle(from, passed).await;
         if handled.len() != slots.len() {
             let e = WireError::new(
                 ErrorKind::Internal,

@@ -5,9 +5,16 @@
 //! files. A node accepts a connection only from a client presenting a
 //! certificate signed by the cluster CA, and connects only to a server that
 //! presents one for the node id it dialled. Someone outside the cluster can
-//! therefore neither join it nor inject shards. The crypto provider is ring,
-//! chosen explicitly: rustls' default builders panic when two are compiled in.
+//! therefore neither join it nor inject shards; a certificate of the CA
+//! that names no node is refused too (see [`crate::identity`]). The crypto
+//! provider is ring, chosen explicitly: rustls' default builders panic when
+//! two are compiled in.
+//!
+//! A private key readable by anyone but its owner is refused, with the
+//! command that fixes it: a node never runs on a key others could copy.
+//! The files are read again whenever they change (see [`crate::tls_reload`]).
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -15,6 +22,8 @@ use rustls::RootCertStore;
 use rustls::server::WebPkiClientVerifier;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::identity::{Members, NodeVerifier};
 
 /// ALPN protocol id of the peer protocol; bump it with incompatible changes
 /// (2: errors carry their outcome).
@@ -43,6 +52,17 @@ pub enum TlsError {
         path: PathBuf,
         /// What went wrong.
         reason: String,
+    },
+    /// A private key file that group or others may read.
+    #[error(
+        "private key {path} is readable by group or others (mode {mode:04o}): run `chmod 600 {path}`",
+        path = .path.display()
+    )]
+    KeyExposed {
+        /// The key file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
     },
     /// rustls refused the material.
     #[error("tls setup: {0}")]
@@ -82,6 +102,7 @@ fn load_certs(what: &'static str, path: &Path) -> Result<Vec<CertificateDer<'sta
 /// and they drop those connections at once instead of after an idle
 /// timeout.
 pub fn reset_key(files: &TlsFiles) -> Result<ring::hmac::Key, TlsError> {
+    check_key_file(&files.key)?;
     let pem = std::fs::read(&files.key).map_err(|e| pem_err("node key", &files.key, e))?;
     let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
     ctx.update(b"tally stateless reset key\0");
@@ -92,10 +113,26 @@ pub fn reset_key(files: &TlsFiles) -> Result<ring::hmac::Key, TlsError> {
     ))
 }
 
-/// Builds the quinn configurations for a node.
+/// Refuses a private key file that anyone but its owner may read (or that
+/// cannot be looked at).
+pub fn check_key_file(path: &Path) -> Result<(), TlsError> {
+    let meta = std::fs::metadata(path).map_err(|e| pem_err("private key", path, e))?;
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(TlsError::KeyExposed {
+            path: path.to_path_buf(),
+            mode,
+        });
+    }
+    Ok(())
+}
+
+/// Builds the quinn configurations for a node of `members`: its server
+/// accepts only clients whose certificate names another of them.
 pub fn configs(
     files: &TlsFiles,
     transport: Arc<quinn::TransportConfig>,
+    members: Arc<Members>,
 ) -> Result<TlsConfigs, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = RootCertStore::empty();
@@ -106,13 +143,16 @@ pub fn configs(
     }
     let roots = Arc::new(roots);
     let chain = load_certs("node certificate", &files.cert)?;
+    check_key_file(&files.key)?;
     let key =
         PrivateKeyDer::from_pem_file(&files.key).map_err(|e| pem_err("node key", &files.key, e))?;
     let rustls_err = |e: rustls::Error| TlsError::Rustls(e.to_string());
 
-    let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
-        .build()
-        .map_err(|e| TlsError::Rustls(e.to_string()))?;
+    let chain_verifier =
+        WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
+            .build()
+            .map_err(|e| TlsError::Rustls(e.to_string()))?;
+    let verifier = Arc::new(NodeVerifier::new(chain_verifier, members));
     let mut server = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(rustls_err)?
@@ -137,4 +177,18 @@ pub fn configs(
     let mut client = quinn::ClientConfig::new(Arc::new(client));
     client.transport_config(transport);
     Ok(TlsConfigs { server, client })
+}
+
+/// Whether `files` hold, at time `at`, a valid certificate for node `id`
+/// under their CA (chain, validity period, name); see
+/// [`crate::identity::verify_node_cert`].
+pub fn verify_node_files(
+    files: &TlsFiles,
+    id: &str,
+    at: std::time::SystemTime,
+) -> Result<(), TlsError> {
+    let ca = load_certs("CA certificate", &files.ca_cert)?;
+    let chain = load_certs("node certificate", &files.cert)?;
+    crate::identity::verify_node_cert(&ca[0], &chain[0], id, at)
+        .map_err(|e| pem_err("node certificate", &files.cert, e))
 }

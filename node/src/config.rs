@@ -17,7 +17,8 @@
 //!   `heartbeat_interval_ms` (200), `failure_timeout_ms` (1000),
 //!   `certs_dir` (`"data/certs"`), `group_commit_window_us` (1000).
 //!   Everything else is required.
-//! - At least one node; ids non-empty, unique, made of `[A-Za-z0-9_-]`
+//! - At least one node; ids non-empty, unique without regard to case (they
+//!   are certificate names), made of `[A-Za-z0-9_-]`
 //!   (they end up in file names and vnode token seeds); every address
 //!   (peer, client and resp, over all nodes) distinct; data directories
 //!   distinct, since two nodes cannot share one.
@@ -283,10 +284,15 @@ fn validate(raw: &RawConfig, path: &Path) -> Result<(), ConfigError> {
                 format!("{:?} contains {bad:?}; use only [A-Za-z0-9_-]", n.id),
             );
         }
-        if let Some(first) = ids.insert(n.id.as_str(), i) {
+        // Ids are the DNS names of node certificates, which compare
+        // without case: `n1` and `N1` would be one certificate's.
+        if let Some(first) = ids.insert(n.id.to_ascii_lowercase(), i) {
             return fail(
                 &field("id"),
-                format!("duplicate id {:?}, already node[{first}].id", n.id),
+                format!(
+                    "duplicate id {:?} (ids compare without case), already node[{first}].id",
+                    n.id
+                ),
             );
         }
         let bind = n.peer_bind.map(|b| ("peer_bind", b));
@@ -586,6 +592,9 @@ data_dir = "/abs/b"
         bad("id = \"a\"", "id = \"\"", "node[0].id");
         bad("id = \"a\"", "id = \"a b\"", "node[0].id");
         bad("id = \"b-2_X\"", "id = \"a\"", "node[1].id");
+        // Ids are certificate names, which compare without case.
+        let e = bad("id = \"b-2_X\"", "id = \"A\"", "node[1].id");
+        assert!(e.reason.contains("without case"), "{e}");
         let e = bad(
             "peer = \"127.0.0.1:4\"",
             "peer = \"127.0.0.1:2\"",

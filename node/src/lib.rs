@@ -21,12 +21,14 @@
 //! - `write`: every add and reset, through one queue, one batch path and
 //!   one replication round.
 //! - `read`: gets and row reads at a consistency level, with read repair.
-//! - `peer`: the handler of peers' requests; `handoff`: hint delivery.
+//! - `peer`: the handler of peers' requests, each first checked by `authz`
+//!   against what its sender may ask; `handoff`: hint delivery.
 //! - [`node`]: one node's parts wired together.
 //! - [`hints`]: durable hinted handoff files.
 //! - [`server`]: the client protocol listener; [`resp`]: the RESP2 listener.
 //! - [`certs`]: the cluster CA and node certificates.
 
+mod authz;
 pub mod certs;
 pub mod config;
 mod convert;

@@ -4,15 +4,21 @@
 //! (replication, hints, read repair) are merged as one batch under one
 //! fsync; reads and forwarded leader requests each run on a task of their
 //! own, the adds joining this node's write path like any other.
+//!
+//! Every request is first checked against what its sender may ask
+//! (`authz`); a refused one is answered with an error and logged, at most
+//! once a second.
 
 use std::sync::{Arc, Weak};
 
 use tally_engine::Key;
+use tally_net::log_limit::LogLimit;
 use tally_net::peer::{BoxFuture, Handler};
 use tally_net::wire::{
     Consistency, ErrorKind, PeerRequest, PeerResponse, ROW_COLUMNS_MAX, WireError, WireKey,
 };
 
+use crate::authz::{self, Local, Own};
 use crate::convert::{self, engine_error, wire_cell};
 use crate::ctx::Ctx;
 use crate::read::row_too_long;
@@ -34,7 +40,7 @@ enum Task {
 }
 
 impl Handler for PeerHandler {
-    fn handle(&self, reqs: Vec<PeerRequest>) -> BoxFuture<Vec<PeerResponse>> {
+    fn handle(&self, from: usize, reqs: Vec<PeerRequest>) -> BoxFuture<Vec<PeerResponse>> {
         let parts = self.ctx.upgrade().zip(self.writes.upgrade());
         Box::pin(async move {
             let Some((ctx, writes)) = parts else {
@@ -49,6 +55,10 @@ impl Handler for PeerHandler {
             let mut slots = Vec::new();
             let mut tasks = Vec::new();
             for (i, req) in reqs.into_iter().enumerate() {
+                if let Err(refusal) = authz::authorize(from, &req, &*ctx) {
+                    out[i] = Some(refuse(&ctx, from, &refusal));
+                    continue;
+                }
                 let task = match req {
                     PeerRequest::Apply { key, cell } => {
                         match convert::key(&key) {
@@ -87,6 +97,44 @@ impl Handler for PeerHandler {
             out.into_iter()
                 .map(|a| a.expect("every request got an answer above"))
                 .collect()
+        })
+    }
+}
+
+/// The answer to a refused request, logged at most once a second.
+fn refuse(ctx: &Ctx, from: usize, refusal: &authz::Refusal) -> PeerResponse {
+    static REFUSED: LogLimit = LogLimit::per_second();
+    if let Some(suppressed) = REFUSED.admit() {
+        tracing::warn!(peer = %ctx.name(from), reason = %refusal, suppressed, "refused a peer request");
+    }
+    PeerResponse::Error(refusal.wire_error())
+}
+
+impl Local for Ctx {
+    fn me(&self) -> usize {
+        self.me
+    }
+
+    fn nodes(&self) -> usize {
+        self.config.nodes.len()
+    }
+
+    fn counter_id(&self) -> u64 {
+        self.engine.counter_id()
+    }
+
+    fn is_replica(&self, partition: &[u8]) -> bool {
+        self.replicas(partition).contains(&self.me)
+    }
+
+    fn own(&self, key: &WireKey) -> Result<Own, String> {
+        let key = convert::key(key).map_err(|e| e.to_string())?;
+        let cell = self.engine.get(&key).map_err(|e| e.to_string())?;
+        Ok(Own {
+            epoch: cell.epoch(),
+            shard: cell
+                .shard(self.engine.counter_id())
+                .map(|s| (s.clock, s.value)),
         })
     }
 }

@@ -10,11 +10,14 @@
 //! A frame over the limit, a truncated frame or bytes that do not decode end
 //! that connection: the client gets one last frame with request id 0 that
 //! says why, requests already running still get their answers, and the node
-//! goes on serving every other connection.
+//! goes on serving every other connection. What a client can cause to be
+//! logged (a bad connection, a failed accept) is logged at most once a
+//! second, with the number of lines left out.
 
 use std::sync::Arc;
 
 use tally_net::frame::{put_frame, read_frame};
+use tally_net::log_limit::LogLimit;
 use tally_net::wire::{
     self, ClientOp, ClientRequest, ClientResponse, ErrorKind, REQUEST_FRAME_BYTES_MAX, WireError,
 };
@@ -56,7 +59,10 @@ pub(crate) async fn accept_loop<F, Fut>(
             }
             Err(e) => {
                 // Out of file descriptors and the like: back off, keep serving.
-                warn!(listener = what, error = %e, "accept failed");
+                static FAILED: LogLimit = LogLimit::per_second();
+                if let Some(suppressed) = FAILED.admit() {
+                    warn!(listener = what, error = %e, suppressed, "accept failed");
+                }
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             }
         }
@@ -107,7 +113,10 @@ async fn connection(stream: TcpStream, node: Arc<Node>) {
         });
     };
     if let Some(why) = last_word {
-        warn!(client = ?peer, reason = %why, "closing a client connection");
+        static CLOSING: LogLimit = LogLimit::per_second();
+        if let Some(suppressed) = CLOSING.admit() {
+            warn!(client = ?peer, reason = %why, suppressed, "closing a client connection");
+        }
         let mut frame = Vec::new();
         let result = Err(WireError::new(ErrorKind::Invalid, why));
         put_frame(&mut frame, &ClientResponse { id: 0, result });

@@ -3,7 +3,9 @@
 //! - `tallyd run --config cluster.toml --node n1`: one node, in the foreground.
 //! - `tallyd up --config cluster.toml`: every node of the config on this host
 //!   (as child processes), until Ctrl-C.
-//! - `tallyd certs --config cluster.toml`: the cluster CA and node certificates.
+//! - `tallyd certs --config cluster.toml`: the cluster CA and node certificates
+//!   (missing ones, and renewals of those expiring within 30 days). Only this
+//!   needs the CA's key; `run` and `up` work without it.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -140,7 +142,20 @@ fn make_certs(path: &Path) -> Result<Config> {
     } else {
         println!("wrote {} files to {}", written.len(), dir.display());
     }
+    // Left as they are only when the CA key is away.
+    for (id, why) in certs::invalid_at(dir, &config.node_ids(), renewal_horizon()) {
+        eprintln!(
+            "tallyd: the certificate of node {id} is due for renewal ({why}): \
+             put ca.key back in {} and run `tallyd certs`",
+            dir.display()
+        );
+    }
     Ok(config)
+}
+
+/// The time by which every node certificate must still be valid.
+fn renewal_horizon() -> std::time::SystemTime {
+    std::time::SystemTime::now() + Duration::from_secs(86_400 * certs::RENEW_BEFORE_DAYS)
 }
 
 fn run(path: &Path, id: &str, threads: Option<usize>, drop_every: Option<u64>) -> Result<()> {
@@ -154,6 +169,13 @@ fn run(path: &Path, id: &str, threads: Option<usize>, drop_every: Option<u64>) -
             config.cluster.certs_dir.display(),
             path.display()
         );
+    }
+    for (_, why) in certs::invalid_at(
+        &config.cluster.certs_dir,
+        &[id.to_string()],
+        renewal_horizon(),
+    ) {
+        tracing::warn!(reason = %why, "this node's certificate is due for renewal: run `tallyd certs` where ca.key is");
     }
     let (runtime, park_commit) = runtime(threads)?;
     runtime.block_on(async {
