@@ -306,6 +306,7 @@ async fn worker(
         let result = match kind {
             Kind::Add(d) => c.add(&key_name(key), b"", d, cl).await,
             Kind::Read => c.get(&key_name(key), b"", cl).await,
+            Kind::Reset => c.reset(&key_name(key), b"", cl).await.map(|()| 0),
         };
         let outcome = match result {
             Ok(v) => Outcome::Ok(v),
