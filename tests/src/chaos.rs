@@ -63,8 +63,10 @@ pub struct ChaosOptions {
     pub fault_interval: Duration,
     /// Inject faults at all.
     pub faults: bool,
-    /// Extra `tallyd run` arguments (fault injection in the product).
-    pub run_args: Vec<String>,
+    /// FAULT INJECTION in the product, to prove the checker: the nodes
+    /// acknowledge every Nth add they lead without applying it (see
+    /// [`ClusterOptions::losing_adds`]).
+    pub drop_every: Option<u64>,
     /// Where to write the history, one operation a line.
     pub history: Option<PathBuf>,
 }
@@ -81,7 +83,7 @@ impl Default for ChaosOptions {
             resets_per_second: 3.0,
             fault_interval: Duration::from_secs(4),
             faults: true,
-            run_args: Vec::new(),
+            drop_every: None,
             history: None,
         }
     }
@@ -145,12 +147,15 @@ impl std::fmt::Display for Summary {
 /// Runs the whole thing. Blocking; owns its own runtime.
 pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     let rf = opts.nodes.min(3);
-    let mut cluster = Cluster::configure(ClusterOptions {
+    let cluster_opts = ClusterOptions {
         nodes: opts.nodes,
         replication_factor: rf,
-        run_args: opts.run_args.clone(),
         proxied: true,
         ..ClusterOptions::default()
+    };
+    let mut cluster = Cluster::configure(match opts.drop_every {
+        Some(every) => cluster_opts.losing_adds(every),
+        None => cluster_opts,
     })?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

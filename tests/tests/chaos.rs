@@ -61,7 +61,7 @@ fn the_checker_catches_a_cluster_that_loses_adds() {
         duration: Duration::from_secs(8),
         faults: false,
         seed: 3,
-        run_args: vec!["--unsafe-drop-every".into(), "25".into()],
+        drop_every: Some(25),
         ..ChaosOptions::default()
     };
     let summary = run(&opts).unwrap();

@@ -45,8 +45,9 @@ struct Args {
     /// Write the history here.
     #[arg(long, default_value = "chaos-history.txt")]
     history: PathBuf,
-    /// FAULT INJECTION in the product, to prove the checker: tallyd
-    /// acknowledges every Nth add it leads without applying it.
+    /// FAULT INJECTION in the product, to prove the checker: the nodes run
+    /// as the test-only tallyd-faults and acknowledge every Nth add they
+    /// lead without applying it.
     #[arg(long)]
     unsafe_drop_every: Option<u64>,
 }
@@ -76,10 +77,7 @@ fn main() {
         resets_per_second: a.resets_per_second,
         fault_interval: a.fault_interval,
         faults: !a.no_faults,
-        run_args: a
-            .unsafe_drop_every
-            .map(|n| vec!["--unsafe-drop-every".to_string(), n.to_string()])
-            .unwrap_or_default(),
+        drop_every: a.unsafe_drop_every,
         history: Some(a.history.clone()),
     };
     match run(&opts) {
