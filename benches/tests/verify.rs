@@ -50,11 +50,7 @@ fn verify_passes_on_a_healthy_cluster() {
 
 #[test]
 fn verify_fails_on_a_cluster_that_loses_adds() {
-    let opts = ClusterOptions {
-        run_args: vec!["--unsafe-drop-every".into(), "100".into()],
-        ..ClusterOptions::default()
-    };
-    let cluster = Cluster::start(opts).unwrap();
+    let cluster = Cluster::start(ClusterOptions::default().losing_adds(100)).unwrap();
     let out = bench(&cluster, &[]);
     let r = report(&out);
     assert_eq!(out.status.code(), Some(1), "{r}");

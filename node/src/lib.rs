@@ -27,12 +27,14 @@
 //! - [`hints`]: durable hinted handoff files.
 //! - [`server`]: the client protocol listener; [`resp`]: the RESP2 listener.
 //! - [`certs`]: the cluster CA and node certificates.
+//! - [`daemon`]: one node as a process (what `tallyd run` runs).
 
 mod authz;
 pub mod certs;
 pub mod config;
 mod convert;
 mod ctx;
+pub mod daemon;
 mod handoff;
 pub mod hints;
 pub mod node;

@@ -131,6 +131,8 @@ impl Node {
 
     /// FAULT INJECTION for testing checkers: from now on, every `n`th add
     /// this node leads is acknowledged without being applied (a lost write).
+    /// Only with the `fault-injection` feature, which `tallyd` never needs.
+    #[cfg(feature = "fault-injection")]
     pub fn inject_drop_every(&self, n: u64) {
         self.writes.inject_drop_every(n);
     }

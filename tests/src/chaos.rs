@@ -1,5 +1,6 @@
-//! A chaos run: a workload of adds and reads under injected faults, then a
-//! healing phase and a check of the whole history (see [`crate::checker`]).
+//! A chaos run: a workload of adds, reads and resets (`workload`) under
+//! injected faults, then a healing phase and a check of the whole history
+//! (see [`crate::checker`]).
 //!
 //! Faults, chosen from a seeded schedule, one at a time, each held for one
 //! to three seconds before it is healed:
@@ -31,11 +32,14 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tally_net::{Client, ClientError, Consistency};
+use tally_net::Consistency;
 
 use crate::checker::{self, Kind, Op, Outcome, Report};
 use crate::proxy::UdpProxy;
 use crate::{Cluster, ClusterOptions};
+
+mod workload;
+use workload::{Workload, key_name, worker};
 
 /// How to run.
 #[derive(Debug, Clone)]
@@ -50,12 +54,19 @@ pub struct ChaosOptions {
     pub workers: usize,
     /// Counters the workload touches.
     pub keys: usize,
+    /// How many of them (the last ones) also get resets; the others keep
+    /// the checker's full-strength bounds.
+    pub reset_keys: usize,
+    /// Resets per second, all workers together, at random levels.
+    pub resets_per_second: f64,
     /// Time between the start of one fault and the next.
     pub fault_interval: Duration,
     /// Inject faults at all.
     pub faults: bool,
-    /// Extra `tallyd run` arguments (fault injection in the product).
-    pub run_args: Vec<String>,
+    /// FAULT INJECTION in the product, to prove the checker: the nodes
+    /// acknowledge every Nth add they lead without applying it (see
+    /// [`ClusterOptions::losing_adds`]).
+    pub drop_every: Option<u64>,
     /// Where to write the history, one operation a line.
     pub history: Option<PathBuf>,
 }
@@ -68,9 +79,11 @@ impl Default for ChaosOptions {
             nodes: 3,
             workers: 8,
             keys: 4,
+            reset_keys: 1,
+            resets_per_second: 3.0,
             fault_interval: Duration::from_secs(4),
             faults: true,
-            run_args: Vec::new(),
+            drop_every: None,
             history: None,
         }
     }
@@ -81,8 +94,12 @@ impl Default for ChaosOptions {
 pub struct Summary {
     /// Operations by outcome: ok, fail, unknown.
     pub ops: (usize, usize, usize),
-    /// Adds and reads issued.
-    pub adds_reads: (usize, usize),
+    /// Adds, reads and resets issued.
+    pub kinds: (usize, usize, usize),
+    /// Resets at ONE, QUORUM and ALL: issued, and acknowledged.
+    pub resets: [(usize, usize); 3],
+    /// The keys that got resets.
+    pub reset_keys: std::ops::Range<usize>,
     /// Faults injected, by kind.
     pub faults: BTreeMap<&'static str, usize>,
     /// The checker's verdict.
@@ -92,12 +109,23 @@ pub struct Summary {
 impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let (ok, fail, unknown) = self.ops;
+        let (adds, reads, resets) = self.kinds;
         writeln!(
             f,
-            "operations: {} ({} adds, {} reads): {ok} ok, {fail} failed, {unknown} unknown",
+            "operations: {} ({adds} adds, {reads} reads, {resets} resets): {ok} ok, {fail} failed, {unknown} unknown",
             ok + fail + unknown,
-            self.adds_reads.0,
-            self.adds_reads.1
+        )?;
+        let levels = ["ONE", "QUORUM", "ALL"];
+        let per_level: Vec<String> = levels
+            .iter()
+            .zip(&self.resets)
+            .map(|(cl, (n, acked))| format!("{n} at {cl} ({acked} ok)"))
+            .collect();
+        writeln!(
+            f,
+            "resets of keys {:?}: {}",
+            self.reset_keys,
+            per_level.join(", ")
         )?;
         writeln!(f, "faults: {:?}", self.faults)?;
         writeln!(
@@ -119,12 +147,15 @@ impl std::fmt::Display for Summary {
 /// Runs the whole thing. Blocking; owns its own runtime.
 pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     let rf = opts.nodes.min(3);
-    let mut cluster = Cluster::configure(ClusterOptions {
+    let cluster_opts = ClusterOptions {
         nodes: opts.nodes,
         replication_factor: rf,
-        run_args: opts.run_args.clone(),
         proxied: true,
         ..ClusterOptions::default()
+    };
+    let mut cluster = Cluster::configure(match opts.drop_every {
+        Some(every) => cluster_opts.losing_adds(every),
+        None => cluster_opts,
     })?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -144,11 +175,17 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     let started = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let addrs = cluster.client_addrs();
+    let workload = Workload {
+        keys: opts.keys,
+        reset_keys: opts.reset_keys,
+        resets_per_second: opts.resets_per_second,
+        workers: opts.workers,
+    };
     let workers: Vec<_> = (0..opts.workers)
         .map(|w| {
-            let (stop, addrs, keys) = (stop.clone(), addrs.clone(), opts.keys);
+            let (stop, addrs, workload) = (stop.clone(), addrs.clone(), workload.clone());
             let seed = opts.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (w as u64 + 1);
-            rt.spawn(worker(w, addrs, keys, seed, started, stop))
+            rt.spawn(worker(w, addrs, workload, seed, started, stop))
         })
         .collect();
 
@@ -193,23 +230,41 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
         let text: String = sorted.iter().map(|o| format!("{o}\n")).collect();
         std::fs::write(path, text).with_context(|| format!("write {}", path.display()))?;
     }
-    let count = |f: fn(&Outcome) -> bool| history.iter().filter(|o| f(&o.outcome)).count();
-    Ok(Summary {
+    Ok(summarize(&history, faults, report, workload.reset_range()))
+}
+
+/// Counts the history's operations by outcome and kind.
+fn summarize(
+    history: &[Op],
+    faults: BTreeMap<&'static str, usize>,
+    report: Report,
+    reset_keys: std::ops::Range<usize>,
+) -> Summary {
+    let count = |f: &dyn Fn(&Op) -> bool| history.iter().filter(|o| f(o)).count();
+    let levels = [Consistency::One, Consistency::Quorum, Consistency::All];
+    let resets = levels.map(|cl| {
+        let at = |o: &Op| o.kind == Kind::Reset && o.cl == cl;
+        (
+            count(&at),
+            count(&|o| at(o) && matches!(o.outcome, Outcome::Ok(_))),
+        )
+    });
+    Summary {
         ops: (
-            count(|o| matches!(o, Outcome::Ok(_))),
-            count(|o| *o == Outcome::Fail),
-            count(|o| *o == Outcome::Unknown),
+            count(&|o| matches!(o.outcome, Outcome::Ok(_))),
+            count(&|o| o.outcome == Outcome::Fail),
+            count(&|o| o.outcome == Outcome::Unknown),
         ),
-        adds_reads: (
-            history
-                .iter()
-                .filter(|o| matches!(o.kind, Kind::Add(_)))
-                .count(),
-            history.iter().filter(|o| o.kind == Kind::Read).count(),
+        kinds: (
+            count(&|o| matches!(o.kind, Kind::Add(_))),
+            count(&|o| o.kind == Kind::Read),
+            count(&|o| o.kind == Kind::Reset),
         ),
+        resets,
+        reset_keys,
         faults,
         report,
-    })
+    }
 }
 
 /// Injects one fault, holds it, heals it.
@@ -262,73 +317,6 @@ fn inject(
         }
     }
     Ok(())
-}
-
-fn key_name(k: usize) -> Vec<u8> {
-    format!("chaos:{k}").into_bytes()
-}
-
-/// One client: adds and reads at random levels through one node, for ever
-/// until told to stop; reconnects when its node goes away.
-async fn worker(
-    id: usize,
-    addrs: Vec<std::net::SocketAddr>,
-    keys: usize,
-    seed: u64,
-    started: Instant,
-    stop: Arc<AtomicBool>,
-) -> Vec<Op> {
-    let mut rng = SmallRng::seed_from_u64(seed);
-    let node = id % addrs.len();
-    let mut client: Option<Client> = None;
-    let mut history = Vec::new();
-    let now = |t: Instant| u64::try_from(t.duration_since(started).as_nanos()).unwrap_or(u64::MAX);
-    while !stop.load(Ordering::Acquire) {
-        let c = match &client {
-            Some(c) if !c.is_closed() => c,
-            _ => match Client::connect_with_timeout(addrs[node], Duration::from_secs(5)).await {
-                Ok(c) => client.insert(c),
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-        };
-        let key = rng.random_range(0..keys);
-        let cl = [Consistency::One, Consistency::Quorum, Consistency::All][rng.random_range(0..3)];
-        let kind = if rng.random_bool(0.6) {
-            let d = rng.random_range(-5..=10);
-            Kind::Add(if d == 0 { 1 } else { d })
-        } else {
-            Kind::Read
-        };
-        let invoke = Instant::now();
-        let result = match kind {
-            Kind::Add(d) => c.add(&key_name(key), b"", d, cl).await,
-            Kind::Read => c.get(&key_name(key), b"", cl).await,
-        };
-        let outcome = match result {
-            Ok(v) => Outcome::Ok(v),
-            Err(e) if e.outcome() == tally_net::Outcome::NotApplied => Outcome::Fail,
-            Err(e) => {
-                if matches!(e, ClientError::Closed(_)) {
-                    client = None;
-                }
-                Outcome::Unknown
-            }
-        };
-        history.push(Op {
-            process: id,
-            key,
-            kind,
-            cl,
-            node,
-            invoke_ns: now(invoke),
-            complete_ns: now(Instant::now()),
-            outcome,
-        });
-    }
-    history
 }
 
 /// Waits until no node has hints pending, then reads every key at ALL

@@ -76,7 +76,10 @@ pub struct ClusterOptions {
     pub replication_factor: usize,
     /// `batch` or `periodic`.
     pub sync: String,
-    /// Extra arguments for every `tallyd run`.
+    /// The node binary: `tallyd`, or the test-only `tallyd-faults` (see
+    /// [`ClusterOptions::losing_adds`]).
+    pub daemon: &'static str,
+    /// Extra arguments for every `<daemon> run`.
     pub run_args: Vec<String>,
     /// Put each node's QUIC socket at `peer_bind` and leave `peer` for a
     /// proxy the caller runs (see [`Cluster::configure`]).
@@ -89,8 +92,22 @@ impl Default for ClusterOptions {
             nodes: 3,
             replication_factor: 3,
             sync: "batch".into(),
+            daemon: "tallyd",
             run_args: Vec::new(),
             proxied: false,
+        }
+    }
+}
+
+impl ClusterOptions {
+    /// FAULT INJECTION, to prove a checker can fail: the nodes run as
+    /// `tallyd-faults`, each acknowledging every `every`th add it leads
+    /// without applying it.
+    pub fn losing_adds(self, every: u64) -> ClusterOptions {
+        ClusterOptions {
+            daemon: "tallyd-faults",
+            run_args: vec!["--unsafe-drop-every".into(), every.to_string()],
+            ..self
         }
     }
 }
@@ -227,8 +244,7 @@ impl Cluster {
         let config_path = dir.path().join("cluster.toml");
         fs::write(&config_path, toml)?;
         let config = Config::load(&config_path)?;
-        let bin = bin("tallyd")?;
-        let out = Command::new(&bin)
+        let out = Command::new(bin("tallyd")?)
             .args(["certs", "--config"])
             .arg(&config_path)
             .output()
@@ -255,7 +271,7 @@ impl Cluster {
             config_path,
             config,
             nodes,
-            bin,
+            bin: bin(opts.daemon)?,
             run_args: opts.run_args.clone(),
         })
     }

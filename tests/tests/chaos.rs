@@ -26,6 +26,16 @@ fn a_short_chaos_run_finds_no_violation() {
     };
     let summary = run(&opts).unwrap();
     println!("{summary}");
+    let history = std::fs::read_to_string(dir.path().join("history.txt")).unwrap();
+    for (cl, (_, acked)) in ["ONE", "QUORUM", "ALL"].iter().zip(summary.resets) {
+        assert!(
+            history
+                .lines()
+                .any(|l| l.contains(" reset key ") && l.contains(&format!(" at {cl} "))),
+            "no reset at {cl}: {summary}"
+        );
+        assert!(acked >= 1, "no reset acknowledged at {cl}: {summary}");
+    }
     for kind in ["kill", "pause", "partition", "disk"] {
         assert!(
             summary.faults.get(kind).copied().unwrap_or(0) >= 1,
@@ -42,7 +52,6 @@ fn a_short_chaos_run_finds_no_violation() {
             .all(|(agreed, _, _)| agreed.is_some()),
         "{summary}"
     );
-    let history = std::fs::read_to_string(dir.path().join("history.txt")).unwrap();
     assert!(history.lines().count() > 1000);
 }
 
@@ -52,7 +61,7 @@ fn the_checker_catches_a_cluster_that_loses_adds() {
         duration: Duration::from_secs(8),
         faults: false,
         seed: 3,
-        run_args: vec!["--unsafe-drop-every".into(), "25".into()],
+        drop_every: Some(25),
         ..ChaosOptions::default()
     };
     let summary = run(&opts).unwrap();

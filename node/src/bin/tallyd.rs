@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
-use tally_engine::ParkCommit;
+use tally_node::certs;
 use tally_node::config::Config;
-use tally_node::{Node, certs, resp, server};
+use tally_node::daemon::{self, runtime, wait_for_signal};
 
 // A node allocates per request and per message (frames, cells, tasks);
 // glibc's malloc spent about a fifth of a node's CPU under load.
@@ -48,10 +48,6 @@ enum Cmd {
         /// on one thread).
         #[arg(long)]
         threads: Option<usize>,
-        /// FAULT INJECTION, for tests of the checkers only: acknowledge every
-        /// Nth add this node leads without applying it.
-        #[arg(long, hide = true)]
-        unsafe_drop_every: Option<u64>,
     },
     /// Run every node of the configuration on this host until Ctrl-C.
     Up {
@@ -78,58 +74,13 @@ fn main() {
             config,
             node,
             threads,
-            unsafe_drop_every,
-        } => run(&config, &node, threads, unsafe_drop_every),
+        } => daemon::run(&config, &node, threads, |_| {}),
         Cmd::Up { config, threads } => up(&config, threads),
         Cmd::Certs { config } => make_certs(&config).map(|_| ()),
     };
     if let Err(e) = result {
         eprintln!("tallyd: {e:#}");
         std::process::exit(1);
-    }
-}
-
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("TALLY_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-}
-
-/// The async runtime: one thread runs everything when `threads` is 1 (no
-/// hand-offs between threads: the fastest for several nodes sharing a few
-/// cores), and writes the engine's group commits whenever it is about to
-/// park (returned hook); else a work-stealing pool.
-fn runtime(threads: Option<usize>) -> Result<(tokio::runtime::Runtime, Option<ParkCommit>)> {
-    let mut hook = None;
-    let mut b = match threads {
-        Some(n) if n <= 1 => {
-            let mut b = tokio::runtime::Builder::new_current_thread();
-            let on_park = ParkCommit::new();
-            hook = Some(on_park.clone());
-            b.on_thread_park(move || on_park.on_park());
-            b
-        }
-        Some(n) => {
-            let mut b = tokio::runtime::Builder::new_multi_thread();
-            b.worker_threads(n);
-            b
-        }
-        None => tokio::runtime::Builder::new_multi_thread(),
-    };
-    let runtime = b.enable_all().build().context("start the async runtime")?;
-    Ok((runtime, hook))
-}
-
-/// Runs blocking work (replay, close) from inside the runtime.
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::current().runtime_flavor() {
-        // Neither needs another task to make progress.
-        tokio::runtime::RuntimeFlavor::CurrentThread => f(),
-        _ => tokio::task::block_in_place(f),
     }
 }
 
@@ -156,59 +107,6 @@ fn make_certs(path: &Path) -> Result<Config> {
 /// The time by which every node certificate must still be valid.
 fn renewal_horizon() -> std::time::SystemTime {
     std::time::SystemTime::now() + Duration::from_secs(86_400 * certs::RENEW_BEFORE_DAYS)
-}
-
-fn run(path: &Path, id: &str, threads: Option<usize>, drop_every: Option<u64>) -> Result<()> {
-    init_logging();
-    let config = Config::load(path)?;
-    let (_, me) = config.node(id)?;
-    let me = me.clone();
-    if !certs::complete(&config.cluster.certs_dir, &[id.to_string()]) {
-        bail!(
-            "no TLS certificates for node {id} in {}: run `tallyd certs --config {}` (or `tallyd up`)",
-            config.cluster.certs_dir.display(),
-            path.display()
-        );
-    }
-    for (_, why) in certs::invalid_at(
-        &config.cluster.certs_dir,
-        &[id.to_string()],
-        renewal_horizon(),
-    ) {
-        tracing::warn!(reason = %why, "this node's certificate is due for renewal: run `tallyd certs` where ca.key is");
-    }
-    let (runtime, park_commit) = runtime(threads)?;
-    runtime.block_on(async {
-        // Replay before any port opens: never answer with less than was acknowledged.
-        let node = blocking(|| Node::open(config, id, park_commit))?;
-        if let Some(n) = drop_every {
-            tracing::warn!(every = n, "FAULT INJECTION: acknowledging adds without applying them");
-            node.inject_drop_every(n);
-        }
-        node.start_peers()?;
-        let listener = tokio::net::TcpListener::bind(me.client)
-            .await
-            .with_context(|| format!("bind the client address {}", me.client))?;
-        tokio::spawn(server::serve(listener, node.clone()));
-        let resp = tokio::net::TcpListener::bind(me.resp)
-            .await
-            .with_context(|| format!("bind the RESP address {}", me.resp))?;
-        tokio::spawn(resp::serve(resp, node.clone()));
-        tracing::info!(node = %id, peer = %me.peer, client = %me.client, resp = %me.resp, data = %me.data_dir.display(), "node is serving");
-        wait_for_signal().await?;
-        tracing::info!(node = %id, "shutting down");
-        blocking(|| node.close())
-    })
-}
-
-async fn wait_for_signal() -> Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).context("listen for SIGTERM")?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r.context("listen for Ctrl-C")?,
-        _ = term.recv() => {}
-    }
-    Ok(())
 }
 
 fn up(path: &Path, threads: Option<usize>) -> Result<()> {

@@ -42,6 +42,7 @@ mod reset;
 pub(crate) mod round;
 
 use std::sync::Arc;
+#[cfg(feature = "fault-injection")]
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tally_engine::Key;
@@ -58,7 +59,9 @@ pub(crate) struct Writes {
     /// Adds waiting for their batch.
     queue: Arc<AddQueue>,
     /// Fault injection: every Nth led add is acknowledged but not applied.
+    #[cfg(feature = "fault-injection")]
     drop_every: AtomicU64,
+    #[cfg(feature = "fault-injection")]
     led_adds: AtomicU64,
 }
 
@@ -68,7 +71,9 @@ impl Writes {
         Arc::new(Writes {
             ctx,
             queue: Arc::default(),
+            #[cfg(feature = "fault-injection")]
             drop_every: AtomicU64::new(0),
+            #[cfg(feature = "fault-injection")]
             led_adds: AtomicU64::new(0),
         })
     }
@@ -115,14 +120,22 @@ impl Writes {
 
     /// FAULT INJECTION for testing checkers: from now on, every `n`th add
     /// this node leads is acknowledged without being applied (a lost write).
+    #[cfg(feature = "fault-injection")]
     pub(crate) fn inject_drop_every(&self, n: u64) {
         self.drop_every.store(n, Ordering::Relaxed);
     }
 
     /// Whether fault injection says to drop this led add.
+    #[cfg(feature = "fault-injection")]
     fn drop_this_add(&self) -> bool {
         let every = self.drop_every.load(Ordering::Relaxed);
         every > 0 && self.led_adds.fetch_add(1, Ordering::Relaxed) % every == every - 1
+    }
+
+    /// Never: this build has no fault injection.
+    #[cfg(not(feature = "fault-injection"))]
+    fn drop_this_add(&self) -> bool {
+        false
     }
 
     /// Where an add goes: led here (a client's add to a partition this node

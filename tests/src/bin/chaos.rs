@@ -1,5 +1,6 @@
-//! `chaos`: a workload of adds and reads against real `tallyd` processes
-//! under kills, pauses and partitions, judged by a Jepsen-style checker.
+//! `chaos`: a workload of adds, reads and resets against real `tallyd`
+//! processes under kills, pauses, partitions and full disks, judged by a
+//! Jepsen-style checker.
 //! Exits 1 if the history shows a violation.
 
 use std::path::PathBuf;
@@ -29,6 +30,12 @@ struct Args {
     /// Counters.
     #[arg(long, default_value_t = 4)]
     keys: usize,
+    /// How many of the counters (the last ones) also get resets.
+    #[arg(long, default_value_t = 1)]
+    reset_keys: usize,
+    /// Resets per second, all clients together, at random levels.
+    #[arg(long, default_value_t = 3.0)]
+    resets_per_second: f64,
     /// Seconds between faults.
     #[arg(long, default_value = "4s", value_parser = parse_duration)]
     fault_interval: Duration,
@@ -38,8 +45,9 @@ struct Args {
     /// Write the history here.
     #[arg(long, default_value = "chaos-history.txt")]
     history: PathBuf,
-    /// FAULT INJECTION in the product, to prove the checker: tallyd
-    /// acknowledges every Nth add it leads without applying it.
+    /// FAULT INJECTION in the product, to prove the checker: the nodes run
+    /// as the test-only tallyd-faults and acknowledge every Nth add they
+    /// lead without applying it.
     #[arg(long)]
     unsafe_drop_every: Option<u64>,
 }
@@ -65,12 +73,11 @@ fn main() {
         nodes: a.nodes,
         workers: a.workers,
         keys: a.keys,
+        reset_keys: a.reset_keys,
+        resets_per_second: a.resets_per_second,
         fault_interval: a.fault_interval,
         faults: !a.no_faults,
-        run_args: a
-            .unsafe_drop_every
-            .map(|n| vec!["--unsafe-drop-every".to_string(), n.to_string()])
-            .unwrap_or_default(),
+        drop_every: a.unsafe_drop_every,
         history: Some(a.history.clone()),
     };
     match run(&opts) {

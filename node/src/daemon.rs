@@ -1,0 +1,113 @@
+//! One node as a process: logging, the async runtime, start-up in the safe
+//! order, and a clean stop on SIGTERM or Ctrl-C. `tallyd run` is this; the
+//! test-only `tallyd-faults run` (package tally-tests) is this plus a
+//! fault injected through the `prepare` hook.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use tally_engine::ParkCommit;
+
+use crate::config::Config;
+use crate::{Node, certs, resp, server};
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TALLY_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}
+
+/// The async runtime: one thread runs everything when `threads` is 1 (no
+/// hand-offs between threads: the fastest for several nodes sharing a few
+/// cores), and writes the engine's group commits whenever it is about to
+/// park (returned hook); else a work-stealing pool.
+pub fn runtime(threads: Option<usize>) -> Result<(tokio::runtime::Runtime, Option<ParkCommit>)> {
+    let mut hook = None;
+    let mut b = match threads {
+        Some(n) if n <= 1 => {
+            let mut b = tokio::runtime::Builder::new_current_thread();
+            let on_park = ParkCommit::new();
+            hook = Some(on_park.clone());
+            b.on_thread_park(move || on_park.on_park());
+            b
+        }
+        Some(n) => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(n);
+            b
+        }
+        None => tokio::runtime::Builder::new_multi_thread(),
+    };
+    let runtime = b.enable_all().build().context("start the async runtime")?;
+    Ok((runtime, hook))
+}
+
+/// Runs blocking work (replay, close) from inside the runtime.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::current().runtime_flavor() {
+        // Neither needs another task to make progress.
+        tokio::runtime::RuntimeFlavor::CurrentThread => f(),
+        _ => tokio::task::block_in_place(f),
+    }
+}
+
+/// Runs node `id` of the configuration at `path` in the foreground until
+/// SIGTERM or Ctrl-C. `prepare` sees the node once its commit log is
+/// replayed, before any port opens.
+pub fn run(
+    path: &Path,
+    id: &str,
+    threads: Option<usize>,
+    prepare: impl FnOnce(&Node),
+) -> Result<()> {
+    init_logging();
+    let config = Config::load(path)?;
+    let (_, me) = config.node(id)?;
+    let me = me.clone();
+    if !certs::complete(&config.cluster.certs_dir, &[id.to_string()]) {
+        bail!(
+            "no TLS certificates for node {id} in {}: run `tallyd certs --config {}` (or `tallyd up`)",
+            config.cluster.certs_dir.display(),
+            path.display()
+        );
+    }
+    let horizon = std::time::SystemTime::now()
+        + std::time::Duration::from_secs(86_400 * certs::RENEW_BEFORE_DAYS);
+    for (_, why) in certs::invalid_at(&config.cluster.certs_dir, &[id.to_string()], horizon) {
+        tracing::warn!(reason = %why, "this node's certificate is due for renewal: run `tallyd certs` where ca.key is");
+    }
+    let (runtime, park_commit) = runtime(threads)?;
+    runtime.block_on(async {
+        // Replay before any port opens: never answer with less than was acknowledged.
+        let node = blocking(|| Node::open(config, id, park_commit))?;
+        prepare(&node);
+        node.start_peers()?;
+        let listener = tokio::net::TcpListener::bind(me.client)
+            .await
+            .with_context(|| format!("bind the client address {}", me.client))?;
+        tokio::spawn(server::serve(listener, node.clone()));
+        let resp = tokio::net::TcpListener::bind(me.resp)
+            .await
+            .with_context(|| format!("bind the RESP address {}", me.resp))?;
+        tokio::spawn(resp::serve(resp, node.clone()));
+        tracing::info!(node = %id, peer = %me.peer, client = %me.client, resp = %me.resp, data = %me.data_dir.display(), "node is serving");
+        wait_for_signal().await?;
+        tracing::info!(node = %id, "shutting down");
+        blocking(|| node.close())
+    })
+}
+
+/// Waits for SIGTERM or Ctrl-C.
+pub async fn wait_for_signal() -> Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("listen for SIGTERM")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("listen for Ctrl-C")?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,66 @@
+//! `tallyd-faults`: `tallyd run` with faults injected into the product,
+//! for tests that prove a checker can fail. Never ship it: a node run with
+//! `--unsafe-drop-every N` acknowledges adds it never applied.
+//!
+//! `tallyd-faults run --config cluster.toml --node n1 --unsafe-drop-every 25`
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use tally_node::daemon;
+
+// As in `tallyd`, so a faulty node runs like a real one in every other way.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser)]
+#[command(
+    name = "tallyd-faults",
+    about = "A Tally node with injected faults, for testing checkers only"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run one node of the cluster, as `tallyd run` does, with faults.
+    Run {
+        /// The cluster's configuration.
+        #[arg(long, default_value = "cluster.toml")]
+        config: PathBuf,
+        /// Which node of the configuration this is.
+        #[arg(long)]
+        node: String,
+        /// Async worker threads (default: one per core).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// FAULT INJECTION: acknowledge every Nth add this node leads
+        /// without applying it.
+        #[arg(long)]
+        unsafe_drop_every: Option<u64>,
+    },
+}
+
+fn main() {
+    let Cmd::Run {
+        config,
+        node,
+        threads,
+        unsafe_drop_every,
+    } = Cli::parse().command;
+    let result = daemon::run(&config, &node, threads, |n| {
+        if let Some(every) = unsafe_drop_every {
+            tracing::warn!(
+                every,
+                "FAULT INJECTION: acknowledging adds without applying them"
+            );
+            n.inject_drop_every(every);
+        }
+    });
+    if let Err(e) = result {
+        eprintln!("tallyd-faults: {e:#}");
+        std::process::exit(1);
+    }
+}
