@@ -164,8 +164,7 @@ impl Hints {
             h.file.try_clone().ok().map(|f| (f, h.path.clone()))
         };
         if let Some((f, path)) = emptied {
-            f.sync_data()
-                .with_context(|| format!("fsync {}", path.display()))?;
+            sync_file(&f).with_context(|| format!("fsync {}", path.display()))?;
         }
         Ok(())
     }
@@ -186,10 +185,50 @@ impl Hints {
         };
         for (f, path) in files {
             // No lock held across the fsync.
-            f.sync_data()
-                .with_context(|| format!("fsync {}", path.display()))?;
+            sync_file(&f).with_context(|| format!("fsync {}", path.display()))?;
         }
         Ok(())
+    }
+}
+
+/// Fsyncs a hint file's data; the one place hint files are fsync'd, so
+/// that tests can make it fail (`fault::fail_next_syncs`).
+fn sync_file(f: &File) -> std::io::Result<()> {
+    #[cfg(test)]
+    fault::sync()?;
+    f.sync_data()
+}
+
+/// Test-only fault seam: fsyncs that fail, on the calling thread.
+#[cfg(test)]
+mod fault {
+    use std::cell::Cell;
+
+    thread_local! {
+        static FAIL: Cell<usize> = const { Cell::new(0) };
+        static SYNCS: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// Makes this thread's next `n` hint fsyncs fail.
+    pub(super) fn fail_next_syncs(n: usize) {
+        FAIL.with(|f| f.set(n));
+    }
+
+    /// Hint fsyncs this thread asked for, failed ones included.
+    pub(super) fn syncs() -> usize {
+        SYNCS.with(Cell::get)
+    }
+
+    /// Counts an fsync; fails it if told to.
+    pub(super) fn sync() -> std::io::Result<()> {
+        SYNCS.with(|s| s.set(s.get() + 1));
+        FAIL.with(|f| match f.get() {
+            0 => Ok(()),
+            n => {
+                f.set(n - 1);
+                Err(std::io::Error::other("injected fsync failure"))
+            }
+        })
     }
 }
 
@@ -331,5 +370,129 @@ mod tests {
                 cut / record * record
             );
         }
+    }
+
+    /// Bytes of the record of a key with these parts.
+    fn record_bytes(p: &str, c: &str) -> usize {
+        8 + 2 + p.len() + c.len()
+    }
+
+    /// What the module docs promise of a hint the moment `add` returns:
+    /// it is in the file (a killed process keeps it), and the next `sync`
+    /// fsyncs it.
+    #[test]
+    fn a_hint_is_in_the_file_when_add_returns_and_fsyncd_by_the_next_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let nodes = [(1, "n2".to_string())];
+        let h = Hints::open(dir.path(), &nodes).unwrap();
+        h.add(1, &key("a", "b")).unwrap();
+        let path = dir.path().join("n2.hints");
+        assert_eq!(
+            fs::metadata(&path).unwrap().len() as usize,
+            record_bytes("a", "b")
+        );
+        let again = Hints::open(dir.path(), &nodes).unwrap();
+        assert_eq!(again.count(1), 1, "a second reader sees the unsynced hint");
+        let before = fault::syncs();
+        h.sync().unwrap();
+        assert_eq!(fault::syncs(), before + 1, "sync fsyncs the new record");
+        h.sync().unwrap();
+        assert_eq!(fault::syncs(), before + 1, "nothing new, no fsync");
+    }
+
+    /// A peer whose deliveries keep partly failing never lets a file empty:
+    /// it must be compacted all the same.
+    #[test]
+    fn files_are_compacted_while_keys_are_still_pending() {
+        let dir = tempfile::tempdir().unwrap();
+        let nodes = [(1, "n2".to_string())];
+        let h = Hints::open(dir.path(), &nodes).unwrap();
+        h.add(1, &key("stuck", "")).unwrap();
+        for round in 0..100 {
+            for i in 0..100 {
+                h.add(1, &key(&format!("r{round:03}k{i:03}"), "")).unwrap();
+            }
+            let delivered: Vec<(Key, u64)> = h
+                .pending(1, usize::MAX)
+                .into_iter()
+                .filter(|(k, _)| k.partition() != b"stuck")
+                .collect();
+            h.delivered(1, &delivered).unwrap();
+            h.sync().unwrap();
+        }
+        assert_eq!(h.count(1), 1);
+        let path = dir.path().join("n2.hints");
+        let len = fs::metadata(&path).unwrap().len() as usize;
+        let bound = 2048 * record_bytes("r000k000", "");
+        assert!(
+            len <= bound,
+            "the hint file is {len} bytes for one pending key (bound {bound}): never compacted"
+        );
+        drop(h);
+        let h = Hints::open(dir.path(), &nodes).unwrap();
+        assert_eq!(h.count(1), 1, "the pending key survives compaction");
+        assert_eq!(h.pending(1, 1)[0].0, key("stuck", ""));
+    }
+
+    #[test]
+    fn a_huge_damaged_tail_is_not_read_into_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let nodes = [(1, "n2".to_string())];
+        let h = Hints::open(dir.path(), &nodes).unwrap();
+        h.add(1, &key("a", "")).unwrap();
+        h.add(1, &key("b", "")).unwrap();
+        drop(h);
+        let path = dir.path().join("n2.hints");
+        let valid = fs::metadata(&path).unwrap().len();
+        // A sparse terabyte of zeros after the records: no disk used, but
+        // more memory than the machine has, were the file read whole.
+        OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(1 << 40)
+            .unwrap();
+        let h = Hints::open(dir.path(), &nodes).expect("open reads a hint file as a stream");
+        assert_eq!(h.count(1), 2);
+        assert_eq!(
+            fs::metadata(&path).unwrap().len(),
+            valid,
+            "the damaged tail is cut"
+        );
+    }
+
+    #[test]
+    fn a_failed_fsync_is_an_error_and_the_file_is_written_and_synced_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let nodes = [(1, "n2".to_string())];
+        let path = dir.path().join("n2.hints");
+        let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&fs::metadata(p).unwrap());
+        let h = Hints::open(dir.path(), &nodes).unwrap();
+        h.add(1, &key("a", "")).unwrap();
+        let first = inode(&path);
+        fault::fail_next_syncs(1);
+        assert!(h.sync().is_err(), "a failed fsync is an error");
+        let before = fault::syncs();
+        h.sync().unwrap();
+        assert!(
+            fault::syncs() > before,
+            "the file whose fsync failed was marked clean and never fsync'd again"
+        );
+        // Linux may drop the pages behind a failed fsync and let the next
+        // one succeed: the file is written anew from memory.
+        assert_ne!(inode(&path), first, "the file was not written anew");
+        assert_eq!(Hints::open(dir.path(), &nodes).unwrap().count(1), 1);
+
+        // Emptied once delivered: a failed fsync of that is an error too.
+        fault::fail_next_syncs(1);
+        assert!(h.delivered(1, &h.pending(1, 10)).is_err());
+        let before = fault::syncs();
+        h.sync().unwrap();
+        assert!(
+            fault::syncs() > before,
+            "the emptied file whose fsync failed was never fsync'd again"
+        );
+        assert_eq!(fs::metadata(&path).unwrap().len(), 0);
+        assert_eq!(Hints::open(dir.path(), &nodes).unwrap().count(1), 0);
     }
 }
