@@ -200,6 +200,18 @@ impl Engine {
         self.counter_id
     }
 
+    /// Whether the engine is poisoned and refuses writes for good (one
+    /// atomic load: cheap enough to ask before every write).
+    pub fn is_poisoned(&self) -> bool {
+        self.poison.is_set()
+    }
+
+    /// Why the engine refuses writes, if it is poisoned.
+    pub fn poisoned(&self) -> Option<String> {
+        // The load first: the reason takes a lock.
+        self.poison.is_set().then(|| self.poison.why()).flatten()
+    }
+
     /// What the last open replayed from the commit log.
     pub fn replay_stats(&self) -> &ReplayStats {
         &self.replay

@@ -56,6 +56,7 @@ pub fn check_answer(answer: &PeerResponse) -> Result<(), NearWrap> {
             value: *epoch,
         }),
         PeerResponse::Pong
+        | PeerResponse::PongNotWritable { .. }
         | PeerResponse::Applied
         | PeerResponse::Added(_)
         | PeerResponse::Reset

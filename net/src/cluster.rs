@@ -8,13 +8,20 @@
 //! replica; that node coordinates as the leader, so an add costs no extra
 //! hop, and all adds to one counter meet at one leader, where they combine.
 //!
+//! An add or a reset skips a replica that cannot take writes (its storage
+//! failed; it still serves reads): the client learns which nodes can write
+//! from the status it connects with, and asks again at most every
+//! [`HEALTH_REFRESH`], in the background, while it writes. A node that
+//! cannot write forwards what it gets anyway, so a stale view costs a hop,
+//! never an error.
+//!
 //! Like [`Client`], it never retries an add: a failed add's outcome is
 //! whatever its error says.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use crate::client::{Client, ClientError};
 use crate::ring::Ring;
@@ -24,6 +31,8 @@ use crate::wire::{ClusterStatus, Consistency};
 const NODES_MAX: usize = 1024;
 /// Most vnodes per node a cluster description may ask for (the config's limit).
 const VNODES_MAX: usize = 4096;
+/// How often a writing client asks the cluster again which nodes can write.
+pub const HEALTH_REFRESH: Duration = Duration::from_secs(1);
 
 /// How to connect.
 #[derive(Debug, Clone)]
@@ -49,6 +58,74 @@ pub struct ClusterClient {
     ring: Ring,
     conns: Vec<Vec<Arc<Client>>>,
     next: AtomicUsize,
+    health: Arc<Health>,
+}
+
+/// Which nodes can take writes, as the cluster last said.
+struct Health {
+    /// Per node, config order.
+    writable: Vec<AtomicBool>,
+    /// When the cluster was last asked, in ms since `since`.
+    asked_ms: AtomicU64,
+    since: Instant,
+}
+
+impl Health {
+    fn new(status: &ClusterStatus) -> Health {
+        let health = Health {
+            writable: status.nodes.iter().map(|_| AtomicBool::new(true)).collect(),
+            asked_ms: AtomicU64::new(0),
+            since: Instant::now(),
+        };
+        health.learn(status);
+        health
+    }
+
+    /// Takes what a node's status says of every node's writes.
+    fn learn(&self, status: &ClusterStatus) {
+        for (flag, node) in self.writable.iter().zip(&status.nodes) {
+            flag.store(node.not_writable.is_none(), Ordering::Relaxed);
+        }
+    }
+
+    fn is_writable(&self, node: usize) -> bool {
+        self.writable
+            .get(node)
+            .is_none_or(|w| w.load(Ordering::Relaxed))
+    }
+
+    /// Whether the cluster is due to be asked again; if so, this caller
+    /// asks (the others are told no until the next refresh).
+    fn due(&self) -> bool {
+        let now = u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let asked = self.asked_ms.load(Ordering::Relaxed);
+        let every = u64::try_from(HEALTH_REFRESH.as_millis()).unwrap_or(u64::MAX);
+        now.saturating_sub(asked) >= every
+            && self
+                .asked_ms
+                .compare_exchange(asked, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+    }
+}
+
+/// The node a request for a partition with `replicas` (ring order) goes
+/// to: the first replica with a live connection, skipping, for a write,
+/// replicas that cannot write; for a write no writable replica can take,
+/// the first connected one (it forwards, or says why nothing can be
+/// written). `None` when no replica is connected.
+fn choose(
+    replicas: &[usize],
+    connected: impl Fn(usize) -> bool,
+    writable: impl Fn(usize) -> bool,
+    write: bool,
+) -> Option<usize> {
+    let first = |ok: &dyn Fn(usize) -> bool| replicas.iter().copied().find(|&r| ok(r));
+    let any = first(&|r| connected(r));
+    if write {
+        first(&|r| connected(r) && writable(r)).or(any)
+    } else {
+        any
+    }
 }
 
 impl ClusterClient {
@@ -113,6 +190,7 @@ impl ClusterClient {
             ));
         }
         Ok(ClusterClient {
+            health: Arc::new(Health::new(&status)),
             status,
             ring,
             conns,
@@ -125,24 +203,67 @@ impl ClusterClient {
         &self.status
     }
 
-    /// The connection a request for `partition` goes to.
-    fn pick(&self, partition: &[u8]) -> Result<&Client, ClientError> {
+    /// A live connection to `node`, taking turns among its connections.
+    fn conn(&self, node: usize, turn: usize) -> Option<&Arc<Client>> {
+        let conns = self.conns.get(node)?;
+        (!conns.is_empty())
+            .then(|| &conns[turn % conns.len()])
+            .filter(|c| !c.is_closed())
+    }
+
+    /// The node (config order) an add or a reset of `partition` goes to
+    /// now; `None` when no replica of it is connected (any node then
+    /// coordinates it).
+    pub fn writer_for(&self, partition: &[u8]) -> Option<usize> {
+        let replicas = self.ring.replicas(partition);
+        choose(
+            &replicas,
+            |n| self.conn(n, 0).is_some(),
+            |n| self.health.is_writable(n),
+            true,
+        )
+    }
+
+    /// The connection a request for `partition` goes to (see [`choose`]).
+    fn pick(&self, partition: &[u8], write: bool) -> Result<&Client, ClientError> {
+        if write {
+            self.refresh_health();
+        }
         let turn = self.next.fetch_add(1, Ordering::Relaxed);
         let replicas = self.ring.replicas(partition);
-        let live = |node: usize| {
-            let conns = &self.conns[node];
-            (!conns.is_empty())
-                .then(|| &conns[turn % conns.len()])
-                .filter(|c| !c.is_closed())
-        };
-        if let Some(c) = replicas.iter().find_map(|&r| live(r)) {
+        let chosen = choose(
+            &replicas,
+            |n| self.conn(n, turn).is_some(),
+            |n| self.health.is_writable(n),
+            write,
+        );
+        if let Some(c) = chosen.and_then(|n| self.conn(n, turn)) {
             return Ok(c);
         }
         // No replica reachable from here: any node can coordinate.
         (0..self.conns.len())
-            .find_map(|i| live((turn + i) % self.conns.len()))
+            .find_map(|i| self.conn((turn + i) % self.conns.len(), turn))
             .map(|c| c.as_ref())
             .ok_or_else(|| ClientError::Closed("no connection to any node is alive".into()))
+    }
+
+    /// Asks a node, in the background, which nodes can write, once every
+    /// [`HEALTH_REFRESH`].
+    fn refresh_health(&self) {
+        if !self.health.due() {
+            return;
+        }
+        let turn = self.next.load(Ordering::Relaxed);
+        let n = self.conns.len();
+        let Some(c) = (0..n).find_map(|i| self.conn((turn + i) % n, turn)) else {
+            return;
+        };
+        let (c, health) = (c.clone(), self.health.clone());
+        tokio::spawn(async move {
+            if let Ok(status) = c.status().await {
+                health.learn(&status);
+            }
+        });
     }
 
     /// Adds `delta`; answers the value the leader saw after it.
@@ -153,7 +274,7 @@ impl ClusterClient {
         delta: i64,
         cl: Consistency,
     ) -> Result<i64, ClientError> {
-        self.pick(partition)?
+        self.pick(partition, true)?
             .add(partition, column, delta, cl)
             .await
     }
@@ -165,7 +286,9 @@ impl ClusterClient {
         column: &[u8],
         cl: Consistency,
     ) -> Result<i64, ClientError> {
-        self.pick(partition)?.get(partition, column, cl).await
+        self.pick(partition, false)?
+            .get(partition, column, cl)
+            .await
     }
 
     /// Reads every column of a partition, in column order.
@@ -174,7 +297,7 @@ impl ClusterClient {
         partition: &[u8],
         cl: Consistency,
     ) -> Result<Vec<(Vec<u8>, i64)>, ClientError> {
-        self.pick(partition)?.get_row(partition, cl).await
+        self.pick(partition, false)?.get_row(partition, cl).await
     }
 
     /// Resets a counter to zero.
@@ -184,7 +307,9 @@ impl ClusterClient {
         column: &[u8],
         cl: Consistency,
     ) -> Result<(), ClientError> {
-        self.pick(partition)?.reset(partition, column, cl).await
+        self.pick(partition, true)?
+            .reset(partition, column, cl)
+            .await
     }
 
     /// A connection to node `index` (config order), if one is alive.
@@ -194,5 +319,82 @@ impl ClusterClient {
             .iter()
             .find(|c| !c.is_closed())
             .map(|c| c.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One case: replicas connected, replicas that can write, a write?, the choice.
+    type Case = (&'static [usize], &'static [usize], bool, Option<usize>);
+
+    #[test]
+    fn writes_go_to_the_first_connected_writable_replica() {
+        let replicas = [2, 0, 1];
+        let cases: &[Case] = &[
+            (&[0, 1, 2], &[0, 1, 2], true, Some(2)),
+            (&[0, 1, 2], &[0, 1, 2], false, Some(2)),
+            (&[0, 1], &[0, 1, 2], true, Some(0)),
+            // The primary cannot write: the next writable replica leads.
+            (&[0, 1, 2], &[0, 1], true, Some(0)),
+            (&[0, 1, 2], &[1], true, Some(1)),
+            // It still serves reads.
+            (&[0, 1, 2], &[1], false, Some(2)),
+            // None can write: the first connected one says why.
+            (&[0, 1, 2], &[], true, Some(2)),
+            (&[1], &[0], true, Some(1)),
+            (&[], &[0, 1, 2], true, None),
+        ];
+        for (connected, writable, write, want) in cases {
+            let got = choose(
+                &replicas,
+                |n| connected.contains(&n),
+                |n| writable.contains(&n),
+                *write,
+            );
+            assert_eq!(
+                got, *want,
+                "connected {connected:?}, writable {writable:?}, write {write}"
+            );
+        }
+    }
+
+    #[test]
+    fn health_is_asked_again_once_per_refresh() {
+        let status = |not_writable: Option<&str>| ClusterStatus {
+            cluster: "c".into(),
+            node: "n1".into(),
+            replication_factor: 3,
+            vnodes: 4,
+            nodes: ["n1", "n2"]
+                .iter()
+                .map(|id| crate::wire::NodeStatus {
+                    id: (*id).into(),
+                    client_addr: "127.0.0.1:1".into(),
+                    up: true,
+                    not_writable: (*id == "n1")
+                        .then_some(not_writable)
+                        .flatten()
+                        .map(Into::into),
+                    ownership: 0.5,
+                })
+                .collect(),
+            stats: Default::default(),
+        };
+        let health = Health::new(&status(Some("disk full")));
+        assert!(!health.is_writable(0));
+        assert!(health.is_writable(1));
+        assert!(health.is_writable(7), "unknown nodes are not ruled out");
+        assert!(!health.due(), "the connect's status is fresh");
+        health.asked_ms.store(0, Ordering::Relaxed);
+        let health = Health {
+            since: Instant::now() - HEALTH_REFRESH,
+            ..health
+        };
+        assert!(health.due());
+        assert!(!health.due(), "one caller asks per refresh");
+        health.learn(&status(None));
+        assert!(health.is_writable(0));
     }
 }

@@ -23,6 +23,9 @@
 //! `heartbeat_interval`. A peer is up from its first answer and down once it
 //! has not answered for `failure_timeout`. Coordinators use this to pick
 //! leaders, to fail fast with "unavailable", and to decide when to hint.
+//! The answer also says whether the peer can take writes
+//! ([`Handler::not_writable`]): a peer whose storage failed stays up, for
+//! reads, but is not chosen to lead ([`Transport::not_writable`]).
 //!
 //! Inbound, each connection and each stream get a task; a batch is decoded
 //! under the wire's size limit, its requests run concurrently, the answers
@@ -79,6 +82,13 @@ pub trait Handler: Send + Sync + 'static {
     /// request). Getting the whole batch lets the node apply a batch of
     /// shards under one fsync. `Ping` never reaches the handler.
     fn handle(&self, from: usize, reqs: Vec<PeerRequest>) -> BoxFuture<Vec<PeerResponse>>;
+
+    /// Why this node takes no writes (its storage failed), or `None` when
+    /// it does; every heartbeat answer tells the peers. Asked once per
+    /// heartbeat per peer: keep it cheap.
+    fn not_writable(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Error code a connection is closed with when a peer sent a bad batch.
@@ -203,6 +213,8 @@ struct Link {
     addr: SocketAddr,
     queue: mpsc::Sender<Call>,
     up: AtomicBool,
+    /// Why the peer takes no writes, as its last heartbeat answer said.
+    not_writable: Mutex<Option<String>>,
     last_ok: Mutex<Option<Instant>>,
     /// A connection the sender should drop and replace: the `stable_id`
     /// of one that failed, or `REDIAL_ANY` when the heartbeat finds the peer
@@ -267,6 +279,7 @@ impl Transport {
                     addr: node.addr,
                     queue,
                     up: AtomicBool::new(false),
+                    not_writable: Mutex::new(None),
                     last_ok: Mutex::new(None),
                     redial: AtomicUsize::new(0),
                     client_tls: client_tls.clone(),
@@ -322,6 +335,28 @@ impl Transport {
     pub fn is_up(&self, node: usize) -> bool {
         match self.links.get(node) {
             Some(Some(link)) => link.up.load(Ordering::Acquire),
+            Some(None) => true,
+            None => false,
+        }
+    }
+
+    /// Why `node`, up, takes no writes, as its last heartbeat answer said;
+    /// `None` when it can write, is down, or is this node (whose own state
+    /// the transport does not know).
+    pub fn not_writable(&self, node: usize) -> Option<String> {
+        match self.links.get(node) {
+            Some(Some(link)) if link.up.load(Ordering::Acquire) => link.not_writable.lock().clone(),
+            _ => None,
+        }
+    }
+
+    /// Whether `node` answers heartbeats and can take writes (this node:
+    /// see [`Transport::not_writable`]).
+    pub fn is_writable(&self, node: usize) -> bool {
+        match self.links.get(node) {
+            Some(Some(link)) => {
+                link.up.load(Ordering::Acquire) && link.not_writable.lock().is_none()
+            }
             Some(None) => true,
             None => false,
         }
@@ -697,7 +732,14 @@ async fn heartbeat(transport: std::sync::Weak<Transport>, link: Arc<Link>) {
             .await;
         drop(t);
         let ok = match result {
-            Ok(PeerResponse::Pong) => true,
+            Ok(PeerResponse::Pong) => {
+                note_writable(&link, None);
+                true
+            }
+            Ok(PeerResponse::PongNotWritable { why }) => {
+                note_writable(&link, Some(why));
+                true
+            }
             Ok(other) => {
                 static REFUSED: LogLimit = LogLimit::per_second();
                 if let Some(suppressed) = REFUSED.admit() {
@@ -724,6 +766,19 @@ async fn heartbeat(transport: std::sync::Weak<Transport>, link: Arc<Link>) {
             }
         }
     }
+}
+
+/// Keeps what a peer's heartbeat answer said of its writes, logging changes.
+fn note_writable(link: &Link, why: Option<String>) {
+    let mut known = link.not_writable.lock();
+    if *known == why {
+        return;
+    }
+    match &why {
+        Some(why) => warn!(peer = %link.id, %why, "peer cannot take writes"),
+        None => info!(peer = %link.id, "peer takes writes"),
+    }
+    *known = why;
 }
 
 async fn accept_loop(
@@ -840,7 +895,12 @@ async fn serve_stream(
     for (i, req) in reqs.into_iter().enumerate() {
         match req {
             PeerRequest::Ping { cluster: theirs } if theirs == cluster => {
-                answers[i] = Some(PeerResponse::Pong)
+                answers[i] = Some(match handler.not_writable() {
+                    None => PeerResponse::Pong,
+                    Some(why) => PeerResponse::PongNotWritable {
+                        why: wire::bounded_reason(&why),
+                    },
+                })
             }
             PeerRequest::Ping { cluster: theirs } => {
                 answers[i] = Some(PeerResponse::Error(WireError::new(

@@ -413,7 +413,7 @@ pub enum PeerRequest {
 /// The answer to a [`PeerRequest`], in the same position of the batch.
 #[derive(Debug, Clone, PartialEq, Eq, Encode, Decode)]
 pub enum PeerResponse {
-    /// Answer to `Ping`.
+    /// Answer to `Ping` from a node that can take writes.
     Pong,
     /// The state was merged and is durable.
     Applied,
@@ -433,6 +433,25 @@ pub enum PeerResponse {
         /// The replica's epoch for the key.
         epoch: u64,
     },
+    /// Answer to `Ping` from a node that is up but cannot take writes (its
+    /// engine is poisoned): peers choose another replica to lead. Last, so
+    /// that the other answers keep their encoding.
+    PongNotWritable {
+        /// Why, for people (at most [`REASON_BYTES_MAX`]).
+        why: String,
+    },
+}
+
+/// Longest reason a node gives for not taking writes.
+pub const REASON_BYTES_MAX: usize = 1024;
+
+/// `why`, cut to at most [`REASON_BYTES_MAX`] bytes at a character boundary.
+pub fn bounded_reason(why: &str) -> String {
+    let mut end = why.len().min(REASON_BYTES_MAX);
+    while !why.is_char_boundary(end) {
+        end -= 1;
+    }
+    why[..end].to_string()
 }
 
 /// What a client asks for.
@@ -492,6 +511,9 @@ pub struct NodeStatus {
     pub client_addr: String,
     /// Whether heartbeats reach it (always true for the answering node).
     pub up: bool,
+    /// Why it takes no writes (its engine is poisoned), as its heartbeats
+    /// last said; `None` when it can write, or when it is down.
+    pub not_writable: Option<String>,
     /// Share of the ring it is the primary owner of.
     pub ownership: f64,
 }
@@ -650,6 +672,18 @@ mod tests {
         let mut bytes = vec![253u8];
         bytes.extend_from_slice(&(1u64 << 40).to_le_bytes());
         assert!(decode::<Vec<PeerRequest>>(&bytes).is_err());
+    }
+
+    #[test]
+    fn reasons_are_bounded_at_a_character_boundary() {
+        assert_eq!(bounded_reason("disk full"), "disk full");
+        let long = "é".repeat(REASON_BYTES_MAX);
+        let cut = bounded_reason(&long);
+        assert_eq!(cut.len(), REASON_BYTES_MAX);
+        let odd = format!("x{long}");
+        assert_eq!(bounded_reason(&odd).len(), REASON_BYTES_MAX - 1);
+        let pong = vec![PeerResponse::PongNotWritable { why: cut }];
+        assert_eq!(decode::<Vec<PeerResponse>>(&encode(&pong)).unwrap(), pong);
     }
 
     #[test]

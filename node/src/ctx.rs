@@ -14,7 +14,7 @@ use tracing::warn;
 
 use crate::config::Config;
 use crate::hints::Hints;
-use crate::placement::{self, Route, Shortfall};
+use crate::placement::{self, Refusal, Route, Shortfall, State};
 use crate::ring::{Replicas, Ring};
 
 /// One node's shared handles.
@@ -49,6 +49,33 @@ impl Ctx {
         node == self.me || self.transport().is_up(node)
     }
 
+    /// What this node's view says of `node`: this node is always up to
+    /// itself, and writable unless its engine is poisoned; a peer is as its
+    /// heartbeats say.
+    pub(crate) fn state(&self, node: usize) -> State {
+        let writable = if node == self.me {
+            !self.engine.is_poisoned()
+        } else if !self.transport().is_up(node) {
+            return State::Down;
+        } else {
+            self.transport().is_writable(node)
+        };
+        if writable {
+            State::Writable
+        } else {
+            State::ReadOnly
+        }
+    }
+
+    /// Why `node` takes no writes, if it is up and does not.
+    pub(crate) fn not_writable(&self, node: usize) -> Option<String> {
+        if node == self.me {
+            self.engine.poisoned()
+        } else {
+            self.transport().not_writable(node)
+        }
+    }
+
     /// A node's id, for messages.
     pub(crate) fn name(&self, node: usize) -> &str {
         self.config.nodes.get(node).map_or("?", |n| n.id.as_str())
@@ -59,13 +86,15 @@ impl Ctx {
         placement::route(
             self.replicas(key.partition()),
             self.me,
-            |r| self.is_up(r),
+            |r| self.state(r),
             cl,
         )
         .map_err(|s| self.unavailable(&s, cl, what))
     }
 
-    /// The replicas of a write a peer forwarded here to lead.
+    /// The replicas of a write a peer forwarded here to lead; refused as
+    /// not applied when this node cannot write, so that the peer tries the
+    /// next replica.
     pub(crate) fn lead_here(
         &self,
         key: &Key,
@@ -75,38 +104,66 @@ impl Ctx {
         placement::lead_here(
             self.replicas(key.partition()),
             self.me,
-            |r| self.is_up(r),
+            |r| self.state(r),
             cl,
         )
-        .map_err(|s| self.unavailable(&s, cl, what))
+        .map_err(|refusal| match refusal {
+            Refusal::ReadOnly => WireError::not_applied(
+                ErrorKind::Storage,
+                format!(
+                    "{} cannot lead the {what}: {}; nothing was applied",
+                    self.name(self.me),
+                    self.not_writable(self.me).unwrap_or_default()
+                ),
+            ),
+            Refusal::Shortfall(s) => self.unavailable(&s, cl, what),
+        })
     }
 
-    /// `Unavailable` when fewer of `replicas` are live than `cl` needs.
+    /// `Unavailable` when fewer of `replicas` are live than a read at `cl` needs.
     pub(crate) fn check_available(
         &self,
         replicas: &[usize],
         cl: Consistency,
         what: &str,
     ) -> Result<(), WireError> {
-        placement::check(replicas, self.me, |r| self.is_up(r), cl)
+        placement::check(replicas, |r| self.state(r), cl)
             .map_err(|s| self.unavailable(&s, cl, what))
     }
 
     /// The live replicas, this node first.
     pub(crate) fn live(&self, replicas: &[usize]) -> Vec<usize> {
-        placement::live_first(replicas, self.me, |r| self.is_up(r))
+        placement::live_first(replicas, self.me, |r| self.state(r))
     }
 
     fn unavailable(&self, s: &Shortfall, cl: Consistency, what: &str) -> WireError {
-        let down: Vec<&str> = s.down.iter().map(|&r| self.name(r)).collect();
+        let names = |nodes: &[usize]| {
+            nodes
+                .iter()
+                .map(|&r| self.name(r))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut missing = Vec::new();
+        if !s.down.is_empty() {
+            missing.push(format!("{} down", names(&s.down)));
+        }
+        if !s.read_only.is_empty() {
+            missing.push(format!("{} not writable", names(&s.read_only)));
+        }
+        let able = s.replicas - s.down.len() - s.read_only.len();
+        let adjective = if s.read_only.is_empty() {
+            "live"
+        } else {
+            "writable"
+        };
         WireError::new(
             ErrorKind::Unavailable,
             format!(
-                "{what} at {cl} needs {} of {} replicas, {} live ({} down); nothing was applied",
+                "{what} at {cl} needs {} of {} replicas, {able} {adjective} ({}); nothing was applied",
                 s.required,
                 s.replicas,
-                s.replicas - s.down.len(),
-                down.join(", ")
+                missing.join("; ")
             ),
         )
     }

@@ -1,5 +1,6 @@
-//! Hinted handoff's tasks: delivering hints to peers that are back, and
-//! fsyncing the hint files (the files themselves are `hints`).
+//! Hinted handoff's tasks: delivering hints to peers that are back and
+//! can write, and fsyncing (and compacting) the hint files (the files
+//! themselves are `hints`).
 
 use std::sync::Weak;
 use std::time::Duration;
@@ -29,7 +30,9 @@ async fn deliver(ctx: Weak<Ctx>) {
         tokio::time::sleep(HINT_ROUND_INTERVAL).await;
         let Some(ctx) = ctx.upgrade() else { return };
         for peer in 0..ctx.config.nodes.len() {
-            if peer == ctx.me || ctx.hints.count(peer) == 0 || !ctx.transport().is_up(peer) {
+            // A peer that cannot write would refuse every cell: its hints
+            // wait until it can (a restart on a good disk).
+            if peer == ctx.me || ctx.hints.count(peer) == 0 || !ctx.transport().is_writable(peer) {
                 continue;
             }
             deliver_round(&ctx, peer).await;

@@ -9,24 +9,51 @@
 //! written a million times while a replica was away needs one hint and one
 //! delivery.
 //!
-//! ```text
-//! hints/<node id>.hints   records: len u32 LE | crc32 u32 LE | partition_len u16 LE
-//!                                  | partition | column
-//! ```
+//! Each node's hints are one file, `hints/<node id>.hints` (format: `file`).
+//! A record is appended only for a key not already pending for that node;
+//! a file is emptied once everything pending for its node is delivered,
+//! and rewritten with just the pending keys (compacted) by the sync task
+//! once it holds more than twice as many records as keys are pending, plus
+//! [`COMPACT_SLACK_RECORDS`]: a peer whose deliveries keep partly failing
+//! never lets its file empty, yet the file stays within a constant factor
+//! of what is pending. A record may name a key delivered since; reading it
+//! back delivers that cell again, which is a merge and changes nothing.
 //!
-//! Records are appended only for keys not already pending for that node, so
-//! a file never holds more records than the node has distinct missed keys.
-//! A file is truncated once everything pending for its node is delivered.
-//! Writes go to the page cache at once and are fsync'd every
-//! `SYNC_INTERVAL`: a killed process loses no hint; a machine crash may lose
-//! the last interval, which a read repair or a repair then covers. On start
-//! the files are read back; a torn or damaged tail ends a file (logged): a
-//! hint is an optimisation of convergence, not acknowledged data.
+//! # What a hint guarantees
+//!
+//! A hint is in its file (the page cache) when [`Hints::add`] returns,
+//! which is before the add that needed it is acknowledged: a killed process
+//! loses no hint. It is fsync'd by the sync task within [`SYNC_INTERVAL`],
+//! not before the acknowledgement: a machine crash (power loss, kernel
+//! panic) may lose the hints of the last interval.
+//!
+//! We chose not to fsync before acknowledging, because a hint is not the
+//! data. An add is acknowledged only once its shard is in the leader's own
+//! fsync'd commit log and on as many replicas as its level asks; a hint
+//! says which replica is behind, and delivery reads the leader's own cell.
+//! A hint thus never holds anything the leader's log does not, and it lives
+//! on the same disk as that log: fsyncing it first protects no acknowledged
+//! add against any failure. A lost hint costs convergence time only: the
+//! replica that was away catches up by read repair (any read at `QUORUM`
+//! or `ALL` that reaches it) or by `tally repair` instead of by handoff,
+//! and reads at `QUORUM` see every acknowledged `QUORUM` add meanwhile.
+//! Fsyncing first would instead put a second fsync on the answer path of
+//! every batch that hints a new key, exactly while a replica is down, from
+//! the replication task that must not block on a disk.
+//!
+//! An fsync or write that fails is an error, and the file is then taken as
+//! lost: after a failed fsync Linux may drop the dirty pages and let the
+//! next fsync succeed, so the next sync rewrites the file from memory
+//! rather than fsyncing it again. On start the files are read back as a
+//! stream; a torn or damaged tail ends a file (logged).
 
-use std::collections::{HashMap, HashSet};
+mod file;
+
+use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -34,23 +61,62 @@ use parking_lot::Mutex;
 use tally_engine::Key;
 use tracing::warn;
 
-/// How often hint files are fsync'd.
+/// How often hint files are fsync'd (and compacted when they need it).
 pub const SYNC_INTERVAL: Duration = Duration::from_millis(100);
-/// Largest record accepted when reading a hint file back.
-const RECORD_BYTES_MAX: usize = 4096;
+/// Records a file may hold beyond twice its pending keys before it is
+/// compacted: small files are never rewritten.
+pub const COMPACT_SLACK_RECORDS: usize = 1024;
 
+/// One node's hints.
+///
+/// # Invariants
+/// - Unless `broken`, the file holds a record of every key in `pending`
+///   (fsync'd unless `dirty`), and `records` whole records in all.
+/// - `rewriting` is `Some` exactly while `sync` writes a new file from a
+///   snapshot of `pending`; it collects the keys hinted meanwhile.
 struct NodeHints {
-    file: File,
+    file: Arc<File>,
     path: PathBuf,
     /// Key → generation, bumped by every new hint for a pending key: a
     /// delivery that read the cell before the bump must not clear it.
     pending: HashMap<Key, u64>,
     next_gen: u64,
+    records: usize,
     dirty: bool,
+    /// A write or fsync of the file failed: it must be rewritten from
+    /// `pending` before it can be trusted.
+    broken: bool,
+    rewriting: Option<Vec<Key>>,
+}
+
+/// What `sync` does with one node's file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Upkeep {
+    /// Nothing: the file is durable, or another sync is rewriting it.
+    Nothing,
+    /// Fsync the records appended since the last fsync.
+    Fsync,
+    /// Write a new file holding the pending keys and rename it over this one.
+    Rewrite,
+}
+
+/// The upkeep a file needs: rewritten when broken or when stale records
+/// outnumber the pending ones (see the module docs), else fsync'd if dirty.
+fn upkeep(records: usize, pending: usize, dirty: bool, broken: bool, rewriting: bool) -> Upkeep {
+    if rewriting {
+        Upkeep::Nothing
+    } else if broken || records > 2 * pending + COMPACT_SLACK_RECORDS {
+        Upkeep::Rewrite
+    } else if dirty {
+        Upkeep::Fsync
+    } else {
+        Upkeep::Nothing
+    }
 }
 
 /// Every node's pending hints.
 pub struct Hints {
+    dir: PathBuf,
     nodes: Mutex<HashMap<usize, NodeHints>>,
 }
 
@@ -62,10 +128,17 @@ impl Hints {
         let mut map = HashMap::new();
         for (index, id) in nodes {
             let path = dir.join(format!("{id}.hints"));
-            let (pending, valid_len) = read_back(&path)?;
+            // A rewrite that did not finish: the file it was to replace is whole.
+            let new = file::new_path(&path);
+            match fs::remove_file(&new) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e).with_context(|| format!("remove {}", new.display()));
+                }
+                _ => {}
+            }
+            let back = file::read_back(&path)?;
             let file = OpenOptions::new()
                 .create(true)
-                .read(true)
                 .append(true)
                 .open(&path)
                 .with_context(|| format!("open {}", path.display()))?;
@@ -73,28 +146,34 @@ impl Hints {
                 .metadata()
                 .with_context(|| format!("stat {}", path.display()))?
                 .len();
-            if len != valid_len {
-                warn!(file = %path.display(), valid_len, len, "dropping a damaged hint file tail");
-                file.set_len(valid_len)
+            if len != back.valid_len {
+                warn!(file = %path.display(), valid_len = back.valid_len, len, "dropping a damaged hint file tail");
+                file.set_len(back.valid_len)
                     .with_context(|| format!("truncate {}", path.display()))?;
             }
             map.insert(
                 *index,
                 NodeHints {
-                    file,
+                    file: Arc::new(file),
                     path,
-                    pending: pending.into_iter().map(|k| (k, 0)).collect(),
+                    pending: back.keys.into_iter().map(|k| (k, 0)).collect(),
                     next_gen: 1,
+                    records: back.records,
                     dirty: false,
+                    broken: false,
+                    rewriting: None,
                 },
             );
         }
         Ok(Hints {
+            dir: dir.to_path_buf(),
             nodes: Mutex::new(map),
         })
     }
 
-    /// Records that `node` misses state of `key`.
+    /// Records that `node` misses state of `key`. On an error the key is
+    /// still pending (delivered from memory) and the file is rewritten by
+    /// the next `sync`.
     pub fn add(&self, node: usize, key: &Key) -> Result<()> {
         let mut nodes = self.nodes.lock();
         let Some(h) = nodes.get_mut(&node) else {
@@ -105,12 +184,18 @@ impl Hints {
         if h.pending.insert(key.clone(), generation).is_some() {
             return Ok(()); // already in the file
         }
+        if let Some(added) = h.rewriting.as_mut() {
+            added.push(key.clone());
+        }
         let mut rec = Vec::with_capacity(16 + key.len_bytes());
-        encode(key, &mut rec);
+        file::encode(key, &mut rec);
         h.dirty = true;
-        h.file
-            .write_all(&rec)
-            .with_context(|| format!("append to {}", h.path.display()))
+        h.records += 1;
+        // A failed append may leave a torn record that would end the file
+        // at the next start, hiding every record after it.
+        let written = (&*h.file).write_all(&rec);
+        h.broken |= written.is_err();
+        written.with_context(|| format!("append to {}", h.path.display()))
     }
 
     /// Up to `max` keys pending for `node`, each with its generation, taking
@@ -144,7 +229,7 @@ impl Hints {
     /// emptied (under the same lock as `add`, so no hint is lost) and
     /// fsync'd after the lock is released.
     pub fn delivered(&self, node: usize, keys: &[(Key, u64)]) -> Result<()> {
-        let emptied = {
+        let (f, path) = {
             let mut nodes = self.nodes.lock();
             let Some(h) = nodes.get_mut(&node) else {
                 return Ok(());
@@ -154,105 +239,167 @@ impl Hints {
                     h.pending.remove(k);
                 }
             }
-            if !h.pending.is_empty() {
+            if !h.pending.is_empty() || (h.records == 0 && !h.dirty && !h.broken) {
                 return Ok(());
             }
-            h.file
-                .set_len(0)
-                .with_context(|| format!("empty {}", h.path.display()))?;
+            if let Err(e) = h.file.set_len(0) {
+                h.broken = true;
+                return Err(e).with_context(|| format!("empty {}", h.path.display()));
+            }
+            h.records = 0;
             h.dirty = false;
-            h.file.try_clone().ok().map(|f| (f, h.path.clone()))
+            (h.file.clone(), h.path.clone())
         };
-        if let Some((f, path)) = emptied {
-            f.sync_data()
-                .with_context(|| format!("fsync {}", path.display()))?;
-        }
-        Ok(())
+        // No lock held across the fsync.
+        sync_file(&f).or_else(|e| {
+            self.mark_broken(node);
+            Err(e).with_context(|| format!("fsync {}", path.display()))
+        })
     }
 
-    /// Fsyncs files with new records.
+    /// Fsyncs files with new records, and rewrites files that are broken
+    /// or due for compaction. Every file is seen to; the first error is
+    /// answered.
     pub fn sync(&self) -> Result<()> {
-        let files: Vec<(File, PathBuf)> = {
+        let nodes: Vec<usize> = self.nodes.lock().keys().copied().collect();
+        let mut first = Ok(());
+        for node in nodes {
+            let result = self.sync_one(node);
+            if first.is_ok() {
+                first = result;
+            }
+        }
+        first
+    }
+
+    /// One file's upkeep, decided under the lock and done outside it.
+    fn sync_one(&self, node: usize) -> Result<()> {
+        let (f, path) = {
             let mut nodes = self.nodes.lock();
-            nodes
-                .values_mut()
-                .filter_map(|h| {
-                    if !std::mem::take(&mut h.dirty) {
-                        return None;
-                    }
-                    h.file.try_clone().ok().map(|f| (f, h.path.clone()))
-                })
-                .collect()
+            let Some(h) = nodes.get_mut(&node) else {
+                return Ok(());
+            };
+            let step = upkeep(
+                h.records,
+                h.pending.len(),
+                h.dirty,
+                h.broken,
+                h.rewriting.is_some(),
+            );
+            match step {
+                Upkeep::Nothing => return Ok(()),
+                Upkeep::Fsync => h.dirty = false,
+                Upkeep::Rewrite => {
+                    let keys = begin_rewrite(h);
+                    let path = h.path.clone();
+                    drop(nodes);
+                    return self.finish_rewrite(node, &path, &keys);
+                }
+            }
+            (h.file.clone(), h.path.clone())
         };
-        for (f, path) in files {
-            // No lock held across the fsync.
-            f.sync_data()
-                .with_context(|| format!("fsync {}", path.display()))?;
+        sync_file(&f).or_else(|e| {
+            self.mark_broken(node);
+            Err(e).with_context(|| format!("fsync {}", path.display()))
+        })
+    }
+
+    /// Writes a new file for `node` holding `keys` (pending when the
+    /// rewrite began), then, under the lock, appends the keys hinted since
+    /// and renames it over the old one, so that no hint lands in a file
+    /// already copied.
+    fn finish_rewrite(&self, node: usize, path: &Path, keys: &[Key]) -> Result<()> {
+        let written = file::write_new(path, keys);
+        let mut nodes = self.nodes.lock();
+        let h = nodes.get_mut(&node).expect("nodes are never removed");
+        let added = h.rewriting.take().unwrap_or_default();
+        let new = file::new_path(path);
+        let swapped = written.and_then(|f| {
+            let mut rec = Vec::new();
+            let mut extra = 0;
+            for key in added.iter().filter(|k| h.pending.contains_key(*k)) {
+                file::encode(key, &mut rec);
+                extra += 1;
+            }
+            (&f).write_all(&rec)
+                .with_context(|| format!("append to {}", new.display()))?;
+            fs::rename(&new, path)
+                .with_context(|| format!("rename {} to {}", new.display(), path.display()))?;
+            h.file = Arc::new(f);
+            h.records = keys.len() + extra;
+            h.dirty = extra > 0;
+            h.broken = false;
+            Ok(())
+        });
+        drop(nodes);
+        if let Err(e) = swapped {
+            self.mark_broken(node);
+            let _ = fs::remove_file(&new);
+            return Err(e);
         }
-        Ok(())
+        // Until the directory is fsync'd a crash may bring back the old
+        // file, which holds every pending key too.
+        file::sync_dir(&self.dir).inspect_err(|_| self.mark_broken(node))
     }
-}
 
-fn encode(key: &Key, out: &mut Vec<u8>) {
-    let p = key.partition();
-    let c = key.column();
-    let body_len = 2 + p.len() + c.len();
-    let start = out.len();
-    out.extend_from_slice(
-        &u32::try_from(body_len)
-            .expect("keys are small")
-            .to_le_bytes(),
-    );
-    out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(
-        &u16::try_from(p.len())
-            .expect("partition ≤ 1 KiB")
-            .to_le_bytes(),
-    );
-    out.extend_from_slice(p);
-    out.extend_from_slice(c);
-    let crc = crc32fast::hash(&out[start + 8..]);
-    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
-}
-
-/// Reads a hint file: the keys of its whole valid records and their length.
-fn read_back(path: &Path) -> Result<(HashSet<Key>, u64)> {
-    let mut bytes = Vec::new();
-    match File::open(path) {
-        Ok(mut f) => {
-            f.read_to_end(&mut bytes)
-                .with_context(|| format!("read {}", path.display()))?;
+    /// The file of `node` failed a write or an fsync: rewrite it.
+    fn mark_broken(&self, node: usize) {
+        if let Some(h) = self.nodes.lock().get_mut(&node) {
+            h.broken = true;
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((HashSet::new(), 0)),
-        Err(e) => return Err(e).with_context(|| format!("open {}", path.display())),
     }
-    let mut keys = HashSet::new();
-    let mut at = 0usize;
-    while let Some(key) = decode_at(&bytes, at) {
-        keys.insert(key.0);
-        at = key.1;
-    }
-    Ok((keys, at as u64))
 }
 
-/// One record at `at`: the key and the offset after it; `None` at the end
-/// or at damage.
-fn decode_at(bytes: &[u8], at: usize) -> Option<(Key, usize)> {
-    let header = bytes.get(at..at + 8)?;
-    let len = u32::from_le_bytes(header[..4].try_into().ok()?) as usize;
-    let crc = u32::from_le_bytes(header[4..8].try_into().ok()?);
-    if !(2..=RECORD_BYTES_MAX).contains(&len) {
-        return None;
+/// Starts a rewrite of `h`: the keys the new file starts with.
+fn begin_rewrite(h: &mut NodeHints) -> Vec<Key> {
+    assert!(
+        h.rewriting.is_none(),
+        "two rewrites of {}",
+        h.path.display()
+    );
+    h.rewriting = Some(Vec::new());
+    h.pending.keys().cloned().collect()
+}
+
+/// Fsyncs a hint file's data; the one place hint files are fsync'd, so
+/// that tests can make it fail (`fault::fail_next_syncs`).
+fn sync_file(f: &File) -> std::io::Result<()> {
+    #[cfg(test)]
+    fault::sync()?;
+    f.sync_data()
+}
+
+/// Test-only fault seam: fsyncs that fail, on the calling thread.
+#[cfg(test)]
+mod fault {
+    use std::cell::Cell;
+
+    thread_local! {
+        static FAIL: Cell<usize> = const { Cell::new(0) };
+        static SYNCS: Cell<usize> = const { Cell::new(0) };
     }
-    let body = bytes.get(at + 8..at + 8 + len)?;
-    if crc32fast::hash(body) != crc {
-        return None;
+
+    /// Makes this thread's next `n` hint fsyncs fail.
+    pub(super) fn fail_next_syncs(n: usize) {
+        FAIL.with(|f| f.set(n));
     }
-    let plen = u16::from_le_bytes([body[0], body[1]]) as usize;
-    let partition = body.get(2..2 + plen)?;
-    let column = body.get(2 + plen..)?;
-    let key = Key::new(partition, column).ok()?;
-    Some((key, at + 8 + len))
+
+    /// Hint fsyncs this thread asked for, failed ones included.
+    pub(super) fn syncs() -> usize {
+        SYNCS.with(Cell::get)
+    }
+
+    /// Counts an fsync; fails it if told to.
+    pub(super) fn sync() -> std::io::Result<()> {
+        SYNCS.with(|s| s.set(s.get() + 1));
+        FAIL.with(|f| match f.get() {
+            0 => Ok(()),
+            n => {
+                f.set(n - 1);
+                Err(std::io::Error::other("injected fsync failure"))
+            }
+        })
+    }
 }
 
 #[cfg(test)]
@@ -331,5 +478,195 @@ mod tests {
                 cut / record * record
             );
         }
+    }
+
+    #[test]
+    fn upkeep_by_records_pending_and_state() {
+        use Upkeep::{Fsync, Nothing, Rewrite};
+        let slack = COMPACT_SLACK_RECORDS;
+        // (records, pending, dirty, broken, rewriting) => upkeep
+        let table = [
+            ((0, 0, false, false, false), Nothing),
+            ((5, 5, true, false, false), Fsync),
+            ((5, 5, false, false, false), Nothing),
+            ((2 * 10 + slack, 10, false, false, false), Nothing),
+            ((2 * 10 + slack + 1, 10, false, false, false), Rewrite),
+            ((2 * 10 + slack + 1, 10, true, false, false), Rewrite),
+            // A failed write or fsync: rewritten, however small.
+            ((1, 1, false, true, false), Rewrite),
+            ((0, 0, true, true, false), Rewrite),
+            // One rewrite at a time.
+            ((1, 1, true, true, true), Nothing),
+            ((10 * slack, 0, true, false, true), Nothing),
+        ];
+        for ((records, pending, dirty, broken, rewriting), want) in table {
+            assert_eq!(
+                upkeep(records, pending, dirty, broken, rewriting),
+                want,
+                "records {records}, pending {pending}, dirty {dirty}, broken {broken}, rewriting {rewriting}"
+            );
+        }
+    }
+
+    /// Hints added and delivered while a new file is being written end up
+    /// in it (or not) as if they had come before or after the rewrite.
+    #[test]
+    fn hints_that_come_during_a_rewrite_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let nodes = [(1, "n2".to_string())];
+        let path = dir.path().join("n2.hints");
+        let h = Hints::open(dir.path(), &nodes).unwrap();
+        h.add(1, &key("before", "")).unwrap();
+        h.add(1, &key("gone", "")).unwrap();
+        let keys = begin_rewrite(h.nodes.lock().get_mut(&1).unwrap());
+        h.add(1, &key("during", "")).unwrap();
+        let gone = h
+            .pending(1, 10)
+            .into_iter()
+            .filter(|(k, _)| k.partition() == b"gone")
+            .collect::<Vec<_>>();
+        h.delivered(1, &gone).unwrap();
+        assert_eq!(h.sync_one(1).ok(), Some(()), "one rewrite at a time");
+        h.finish_rewrite(1, &path, &keys).unwrap();
+        assert!(!file::new_path(&path).exists());
+        h.add(1, &key("after", "")).unwrap();
+        h.sync().unwrap();
+        drop(h);
+        let back = file::read_back(&path).unwrap();
+        for k in ["before", "during", "after"] {
+            assert!(back.keys.contains(&key(k, "")), "{k} lost");
+        }
+        // "gone" was delivered during the rewrite: its record may stay.
+        assert_eq!(back.records, 4);
+    }
+
+    /// Bytes of the record of a key with these parts.
+    fn record_bytes(p: &str, c: &str) -> usize {
+        8 + 2 + p.len() + c.len()
+    }
+
+    /// What the module docs promise of a hint the moment `add` returns:
+    /// it is in the file (a killed process keeps it), and the next `sync`
+    /// fsyncs it.
+    #[test]
+    fn a_hint_is_in_the_file_when_add_returns_and_fsyncd_by_the_next_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let nodes = [(1, "n2".to_string())];
+        let h = Hints::open(dir.path(), &nodes).unwrap();
+        h.add(1, &key("a", "b")).unwrap();
+        let path = dir.path().join("n2.hints");
+        assert_eq!(
+            fs::metadata(&path).unwrap().len() as usize,
+            record_bytes("a", "b")
+        );
+        let again = Hints::open(dir.path(), &nodes).unwrap();
+        assert_eq!(again.count(1), 1, "a second reader sees the unsynced hint");
+        let before = fault::syncs();
+        h.sync().unwrap();
+        assert_eq!(fault::syncs(), before + 1, "sync fsyncs the new record");
+        h.sync().unwrap();
+        assert_eq!(fault::syncs(), before + 1, "nothing new, no fsync");
+    }
+
+    /// A peer whose deliveries keep partly failing never lets a file empty:
+    /// it must be compacted all the same.
+    #[test]
+    fn files_are_compacted_while_keys_are_still_pending() {
+        let dir = tempfile::tempdir().unwrap();
+        let nodes = [(1, "n2".to_string())];
+        let h = Hints::open(dir.path(), &nodes).unwrap();
+        h.add(1, &key("stuck", "")).unwrap();
+        for round in 0..100 {
+            for i in 0..100 {
+                h.add(1, &key(&format!("r{round:03}k{i:03}"), "")).unwrap();
+            }
+            let delivered: Vec<(Key, u64)> = h
+                .pending(1, usize::MAX)
+                .into_iter()
+                .filter(|(k, _)| k.partition() != b"stuck")
+                .collect();
+            h.delivered(1, &delivered).unwrap();
+            h.sync().unwrap();
+        }
+        assert_eq!(h.count(1), 1);
+        let path = dir.path().join("n2.hints");
+        let len = fs::metadata(&path).unwrap().len() as usize;
+        let bound = (2 + COMPACT_SLACK_RECORDS + 100) * record_bytes("r000k000", "");
+        assert!(
+            len <= bound,
+            "the hint file is {len} bytes for one pending key (bound {bound}): never compacted"
+        );
+        drop(h);
+        let h = Hints::open(dir.path(), &nodes).unwrap();
+        // Records of keys delivered since the last compaction come back
+        // too (delivering them again is a merge); the pending key must.
+        assert!(
+            h.pending(1, usize::MAX)
+                .iter()
+                .any(|(k, _)| *k == key("stuck", "")),
+            "the pending key survives compaction"
+        );
+    }
+
+    #[test]
+    fn a_huge_damaged_tail_is_not_read_into_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let nodes = [(1, "n2".to_string())];
+        let h = Hints::open(dir.path(), &nodes).unwrap();
+        h.add(1, &key("a", "")).unwrap();
+        h.add(1, &key("b", "")).unwrap();
+        drop(h);
+        let path = dir.path().join("n2.hints");
+        let valid = fs::metadata(&path).unwrap().len();
+        // A sparse terabyte of zeros after the records: no disk used, but
+        // more memory than the machine has, were the file read whole.
+        OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(1 << 40)
+            .unwrap();
+        let h = Hints::open(dir.path(), &nodes).expect("open reads a hint file as a stream");
+        assert_eq!(h.count(1), 2);
+        assert_eq!(
+            fs::metadata(&path).unwrap().len(),
+            valid,
+            "the damaged tail is cut"
+        );
+    }
+
+    #[test]
+    fn a_failed_fsync_is_an_error_and_the_file_is_written_and_synced_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let nodes = [(1, "n2".to_string())];
+        let path = dir.path().join("n2.hints");
+        let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&fs::metadata(p).unwrap());
+        let h = Hints::open(dir.path(), &nodes).unwrap();
+        h.add(1, &key("a", "")).unwrap();
+        let first = inode(&path);
+        fault::fail_next_syncs(1);
+        assert!(h.sync().is_err(), "a failed fsync is an error");
+        let before = fault::syncs();
+        h.sync().unwrap();
+        assert!(
+            fault::syncs() > before,
+            "the file whose fsync failed was marked clean and never fsync'd again"
+        );
+        // Linux may drop the pages behind a failed fsync and let the next
+        // one succeed: the file is written anew from memory.
+        assert_ne!(inode(&path), first, "the file was not written anew");
+        assert_eq!(Hints::open(dir.path(), &nodes).unwrap().count(1), 1);
+
+        // Emptied once delivered: a failed fsync of that is an error too.
+        fault::fail_next_syncs(1);
+        assert!(h.delivered(1, &h.pending(1, 10)).is_err());
+        let before = fault::syncs();
+        h.sync().unwrap();
+        assert!(
+            fault::syncs() > before,
+            "the emptied file whose fsync failed was never fsync'd again"
+        );
+        assert_eq!(fs::metadata(&path).unwrap().len(), 0);
+        assert_eq!(Hints::open(dir.path(), &nodes).unwrap().count(1), 0);
     }
 }

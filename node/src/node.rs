@@ -207,6 +207,7 @@ impl Node {
                 id: n.id.clone(),
                 client_addr: n.client.to_string(),
                 up: ctx.is_up(i),
+                not_writable: ctx.not_writable(i),
                 ownership: ownership.get(i).copied().unwrap_or(0.0),
             })
             .collect();

@@ -40,6 +40,13 @@ enum Task {
 }
 
 impl Handler for PeerHandler {
+    fn not_writable(&self) -> Option<String> {
+        match self.ctx.upgrade() {
+            Some(ctx) => ctx.engine.poisoned(),
+            None => Some("the node is shutting down".into()),
+        }
+    }
+
     fn handle(&self, from: usize, reqs: Vec<PeerRequest>) -> BoxFuture<Vec<PeerResponse>> {
         let parts = self.ctx.upgrade().zip(self.writes.upgrade());
         Box::pin(async move {
@@ -73,7 +80,12 @@ impl Handler for PeerHandler {
                     // Heartbeats are answered by the transport; one that
                     // gets here is answered all the same.
                     PeerRequest::Ping { .. } => {
-                        out[i] = Some(PeerResponse::Pong);
+                        out[i] = Some(match ctx.engine.poisoned() {
+                            None => PeerResponse::Pong,
+                            Some(why) => PeerResponse::PongNotWritable {
+                                why: tally_net::wire::bounded_reason(&why),
+                            },
+                        });
                         continue;
                     }
                     PeerRequest::Read { key } => Task::Read(key),

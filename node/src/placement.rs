@@ -1,32 +1,58 @@
 //! Placement: who leads a write and who answers a read, as pure functions
-//! of a partition's replicas and a liveness view.
+//! of a partition's replicas and a view of them.
 //!
-//! - A write is led by this node when it is one of the partition's
-//!   replicas (it is always live to itself and costs no hop); otherwise it
-//!   is forwarded to the live replicas in ring order, the first that takes
-//!   it leading.
+//! - A write is led by a *writable* replica: up, and its storage taking
+//!   writes (a node whose engine is poisoned stays up for reads but steps
+//!   aside, telling its peers in its heartbeats). This node leads when it
+//!   is one of the partition's replicas and can write (it costs no hop);
+//!   otherwise it forwards to the writable replicas in ring order, the
+//!   first that takes it leading ([`next_leader_may_try`]).
+//! - A replica a peer forwarded a write to leads it itself or refuses it,
+//!   never forwarding again; one that cannot write refuses it as not
+//!   applied, so the coordinator tries the next.
 //! - Anything at a consistency level fails fast, before a byte is sent,
-//!   when fewer replicas are live than the level needs: nothing was
-//!   applied, which the error says.
+//!   when fewer replicas can answer than the level needs: writable ones for
+//!   a write, live ones for a read. Nothing was applied, which the error says.
 //! - Reads ask live replicas, this node first.
 //!
 //! The async code asks these functions and moves bytes; the rules are
 //! tested here without a network.
 
-use tally_net::wire::Consistency;
+use tally_net::wire::{Consistency, ErrorKind, Outcome, WireError};
 
 use crate::ring::Replicas;
+
+/// What a node's view says of a replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum State {
+    /// It does not answer heartbeats.
+    Down,
+    /// Up, but its storage takes no writes: it may answer reads only.
+    ReadOnly,
+    /// Up and taking writes.
+    Writable,
+}
+
+impl State {
+    fn live(self) -> bool {
+        self != State::Down
+    }
+
+    fn writable(self) -> bool {
+        self == State::Writable
+    }
+}
 
 /// Where a write goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Route {
     /// This node leads; the partition's replicas.
     Lead(Replicas),
-    /// Forward to these live replicas, in turn.
+    /// Forward to these writable replicas, in turn.
     Forward(Vec<usize>),
 }
 
-/// Too few live replicas for a consistency level.
+/// Too few replicas can answer for a consistency level.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Shortfall {
     /// Replicas the level needs.
@@ -35,54 +61,116 @@ pub(crate) struct Shortfall {
     pub(crate) replicas: usize,
     /// The replicas that are down, in ring order.
     pub(crate) down: Vec<usize>,
+    /// The replicas that are up but cannot write (a write's shortfall
+    /// only), in ring order.
+    pub(crate) read_only: Vec<usize>,
 }
 
-/// Checks that `cl` can be met: `required` of `replicas` live, where `me`
-/// is always live. Counts without allocating unless it fails: every add asks.
+/// Why a replica a write was forwarded to does not lead it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// This node cannot write.
+    ReadOnly,
+    /// Too few writable replicas in this node's view.
+    Shortfall(Shortfall),
+}
+
+/// Checks that a read at `cl` can be met: `required` of `replicas` live.
+/// Counts without allocating unless it fails: every read asks.
 pub(crate) fn check(
     replicas: &[usize],
-    me: usize,
-    is_up: impl Fn(usize) -> bool,
+    state: impl Fn(usize) -> State,
     cl: Consistency,
 ) -> Result<(), Shortfall> {
+    check_by(replicas, &state, cl, State::live)
+}
+
+/// Checks that a write at `cl` can be met: `required` of `replicas`
+/// writable. Counts without allocating unless it fails: every add asks.
+pub(crate) fn check_write(
+    replicas: &[usize],
+    state: impl Fn(usize) -> State,
+    cl: Consistency,
+) -> Result<(), Shortfall> {
+    check_by(replicas, &state, cl, State::writable)
+}
+
+fn check_by(
+    replicas: &[usize],
+    state: &impl Fn(usize) -> State,
+    cl: Consistency,
+    counts: fn(State) -> bool,
+) -> Result<(), Shortfall> {
     let required = cl.required(replicas.len());
-    let live = |r: usize| r == me || is_up(r);
-    if replicas.iter().filter(|&&r| live(r)).count() >= required {
+    if replicas.iter().filter(|&&r| counts(state(r))).count() >= required {
         return Ok(());
     }
+    let with = |s: State| {
+        replicas
+            .iter()
+            .copied()
+            .filter(|&r| state(r) == s)
+            .collect()
+    };
     Err(Shortfall {
         required,
         replicas: replicas.len(),
-        down: replicas.iter().copied().filter(|&r| !live(r)).collect(),
+        down: with(State::Down),
+        read_only: if counts(State::ReadOnly) {
+            Vec::new()
+        } else {
+            with(State::ReadOnly)
+        },
     })
 }
 
-/// Who leads a write from a client: this node when it is a replica, else
-/// the live replicas in turn. Fails fast when `cl` cannot be met.
+/// Who leads a write from a client: this node when it is a writable
+/// replica, else the writable replicas in turn. Fails fast when `cl`
+/// cannot be met.
 pub(crate) fn route(
     replicas: Replicas,
     me: usize,
-    is_up: impl Fn(usize) -> bool,
+    state: impl Fn(usize) -> State,
     cl: Consistency,
 ) -> Result<Route, Shortfall> {
-    check(&replicas, me, &is_up, cl)?;
-    Ok(if replicas.contains(&me) {
+    check_write(&replicas, &state, cl)?;
+    Ok(if replicas.contains(&me) && state(me).writable() {
         Route::Lead(replicas)
     } else {
-        Route::Forward(live_first(&replicas, me, is_up))
+        Route::Forward(
+            replicas
+                .iter()
+                .copied()
+                .filter(|&r| r != me && state(r).writable())
+                .collect(),
+        )
     })
 }
 
 /// The replicas of a write a peer forwarded here to lead: this node leads
-/// if `cl` can be met in its own view, never forwarding again.
+/// if it can write and `cl` can be met in its own view, never forwarding
+/// again.
 pub(crate) fn lead_here(
     replicas: Replicas,
     me: usize,
-    is_up: impl Fn(usize) -> bool,
+    state: impl Fn(usize) -> State,
     cl: Consistency,
-) -> Result<Replicas, Shortfall> {
-    check(&replicas, me, is_up, cl)?;
+) -> Result<Replicas, Refusal> {
+    if !state(me).writable() {
+        return Err(Refusal::ReadOnly);
+    }
+    check_write(&replicas, state, cl).map_err(Refusal::Shortfall)?;
     Ok(replicas)
+}
+
+/// Whether a coordinator that forwarded a write may send it to the next
+/// writable replica after the leader it chose answered `e`: only when
+/// nothing was applied, and only for what another leader may not share
+/// (its storage, its view of who is up). An overflow or an invalid request
+/// would fail at every leader alike.
+pub(crate) fn next_leader_may_try(e: &WireError) -> bool {
+    e.outcome == Outcome::NotApplied
+        && matches!(e.kind, ErrorKind::Storage | ErrorKind::Unavailable)
 }
 
 /// The live replicas, `me` first when it is one, then the others in ring
@@ -90,10 +178,15 @@ pub(crate) fn lead_here(
 pub(crate) fn live_first(
     replicas: &[usize],
     me: usize,
-    is_up: impl Fn(usize) -> bool,
+    state: impl Fn(usize) -> State,
 ) -> Vec<usize> {
     let mut live: Vec<usize> = replicas.iter().copied().filter(|&r| r == me).collect();
-    live.extend(replicas.iter().copied().filter(|&r| r != me && is_up(r)));
+    live.extend(
+        replicas
+            .iter()
+            .copied()
+            .filter(|&r| r != me && state(r).live()),
+    );
     live
 }
 
@@ -102,9 +195,11 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
 
     use super::*;
+    use State::{Down, ReadOnly, Writable};
     use tally_net::wire::Consistency::{All, One, Quorum};
 
-    /// Replicas 0, 1, 2 of a ring of five (3 and 4 hold other ranges).
+    /// The replicas of a partition on a ring of three nodes: 0, 1, 2 in
+    /// some ring order.
     fn replicas() -> Replicas {
         let ids: Vec<String> = ["n1", "n2", "n3"].map(String::from).into();
         let ring = crate::ring::Ring::new(&ids, 4, 3);
@@ -113,84 +208,175 @@ mod tests {
         r
     }
 
-    fn up_except(down: &'static [usize]) -> impl Fn(usize) -> bool {
-        move |r| !down.contains(&r)
+    /// A view: the nodes down and the nodes read-only; every other writable.
+    fn view(down: &'static [usize], ro: &'static [usize]) -> impl Fn(usize) -> State {
+        move |r| {
+            if down.contains(&r) {
+                Down
+            } else if ro.contains(&r) {
+                ReadOnly
+            } else {
+                Writable
+            }
+        }
     }
 
-    /// One case: this node, the nodes down, the level, and the nodes the
-    /// shortfall names (`None`: available).
+    /// The members of `r` that are in `of`, in ring order.
+    fn in_ring_order(r: &Replicas, of: &[usize]) -> Vec<usize> {
+        r.iter().copied().filter(|x| of.contains(x)).collect()
+    }
+
+    /// One case: the nodes down, the nodes read-only, the level, and what
+    /// the shortfall names, `(down, read_only)` (`None`: available).
     type Case = (
-        usize,
+        &'static [usize],
         &'static [usize],
         Consistency,
-        Option<&'static [usize]>,
+        Option<(&'static [usize], &'static [usize])>,
     );
 
     #[test]
-    fn availability_by_level_and_live_count() {
+    fn a_write_needs_writable_replicas_a_read_live_ones() {
         let r = replicas();
-        let cases: &[Case] = &[
-            (0, &[], All, None),
-            (0, &[1], All, Some(&[1])),
-            (0, &[1], Quorum, None),
-            (0, &[1, 2], Quorum, Some(&[1, 2])),
-            (0, &[1, 2], One, None),
-            // This node is live to itself whatever the view says.
-            (0, &[0, 1], Quorum, None),
-            // A coordinator outside the replicas counts none for itself.
-            (7, &[0, 1, 2], One, Some(&[0, 1, 2])),
-            (7, &[0, 1], One, None),
+        let writes: &[Case] = &[
+            (&[], &[], All, None),
+            (&[1], &[], All, Some((&[1], &[]))),
+            (&[1], &[], Quorum, None),
+            (&[1, 2], &[], Quorum, Some((&[1, 2], &[]))),
+            (&[1, 2], &[], One, None),
+            // A replica whose storage failed counts for no write.
+            (&[], &[0], Quorum, None),
+            (&[], &[0], All, Some((&[], &[0]))),
+            (&[2], &[0], Quorum, Some((&[2], &[0]))),
+            (&[], &[0, 1], Quorum, Some((&[], &[0, 1]))),
+            (&[], &[0, 1, 2], One, Some((&[], &[0, 1, 2]))),
         ];
-        for (me, down, cl, want) in cases {
-            let got = check(&r, *me, up_except(down), *cl);
+        for (down, ro, cl, want) in writes {
+            let got = check_write(&r, view(down, ro), *cl);
+            let want = want.map(|(d, o)| Shortfall {
+                required: cl.required(3),
+                replicas: 3,
+                down: in_ring_order(&r, d),
+                read_only: in_ring_order(&r, o),
+            });
+            assert_eq!(
+                got,
+                want.map_or(Ok(()), Err),
+                "write, down {down:?}, ro {ro:?}, {cl}"
+            );
+        }
+        let reads: &[Case] = &[
+            // A read-only replica answers reads.
+            (&[], &[0, 1, 2], All, None),
+            (&[1], &[0, 2], Quorum, None),
+            (&[1, 2], &[0], Quorum, Some((&[1, 2], &[]))),
+            (&[0, 1, 2], &[], One, Some((&[0, 1, 2], &[]))),
+        ];
+        for (down, ro, cl, want) in reads {
+            let got = check(&r, view(down, ro), *cl);
+            let want = want.map(|(d, _)| Shortfall {
+                required: cl.required(3),
+                replicas: 3,
+                down: in_ring_order(&r, d),
+                read_only: Vec::new(),
+            });
+            assert_eq!(
+                got,
+                want.map_or(Ok(()), Err),
+                "read, down {down:?}, ro {ro:?}, {cl}"
+            );
+        }
+    }
+
+    /// One case: this node, the nodes down, the nodes read-only, and the
+    /// route (`None`: unavailable at `QUORUM`).
+    type RouteCase = (
+        usize,
+        &'static [usize],
+        &'static [usize],
+        Option<Result<(), &'static [usize]>>,
+    );
+
+    #[test]
+    fn a_writable_replica_leads_and_others_forward_to_writable_replicas_in_ring_order() {
+        let r = replicas();
+        let outsider = 9;
+        // `Ok(())`: leads here; `Err(to)`: forwards to `to`, in ring order.
+        let cases: &[RouteCase] = &[
+            (0, &[], &[], Some(Ok(()))),
+            (0, &[1], &[], Some(Ok(()))),
+            (outsider, &[], &[], Some(Err(&[0, 1, 2]))),
+            (outsider, &[0], &[], Some(Err(&[1, 2]))),
+            (outsider, &[], &[1], Some(Err(&[0, 2]))),
+            (outsider, &[0], &[1], None),
+            // A replica that cannot write steps aside for the writable ones.
+            (0, &[], &[0], Some(Err(&[1, 2]))),
+            (0, &[2], &[0], None),
+            (1, &[], &[1, 2], None),
+        ];
+        for (me, down, ro, want) in cases {
+            let got = route(r.clone(), *me, view(down, ro), Quorum);
+            let want = want.map(|w| match w {
+                Ok(()) => Route::Lead(r.clone()),
+                Err(to) => Route::Forward(in_ring_order(&r, to)),
+            });
             match want {
-                None => assert_eq!(got, Ok(()), "me {me}, down {down:?}, {cl}"),
-                Some(d) => {
-                    let mut want_down: Vec<usize> =
-                        r.iter().copied().filter(|x| d.contains(x)).collect();
-                    want_down.sort_unstable();
-                    let mut got_down = got.expect_err("shortfall").down;
-                    got_down.sort_unstable();
-                    assert_eq!(got_down, want_down, "me {me}, {cl}");
-                }
+                Some(w) => assert_eq!(got, Ok(w), "me {me}, down {down:?}, ro {ro:?}"),
+                None => assert!(got.is_err(), "me {me}, down {down:?}, ro {ro:?}: {got:?}"),
             }
         }
     }
 
     #[test]
-    fn a_replica_leads_and_others_forward_to_live_replicas_in_ring_order() {
+    fn a_forwarded_write_is_led_here_or_refused_never_forwarded() {
         let r = replicas();
-        let me = r[1];
+        assert_eq!(lead_here(r.clone(), 0, view(&[], &[]), All), Ok(r.clone()));
         assert_eq!(
-            route(r.clone(), me, up_except(&[]), Quorum),
-            Ok(Route::Lead(r.clone()))
+            lead_here(r.clone(), 0, view(&[], &[0]), One),
+            Err(Refusal::ReadOnly)
         );
-        let outsider = 9;
-        assert_eq!(
-            route(r.clone(), outsider, up_except(&[]), Quorum),
-            Ok(Route::Forward(r.to_vec()))
-        );
-        let down = r[0];
-        let want: Vec<usize> = r.iter().copied().filter(|&x| x != down).collect();
-        assert_eq!(
-            route(r.clone(), outsider, move |x| x != down, Quorum),
-            Ok(Route::Forward(want))
-        );
-        // Forwarded here: lead, never forward again, but still check.
-        assert_eq!(lead_here(r.clone(), me, up_except(&[]), All), Ok(r.clone()));
-        let others: Vec<usize> = r.iter().copied().filter(|&x| x != me).collect();
-        assert!(lead_here(r.clone(), me, move |x| !others.contains(&x), Quorum).is_err());
+        assert!(matches!(
+            lead_here(r.clone(), 0, view(&[1], &[2]), Quorum),
+            Err(Refusal::Shortfall(_))
+        ));
+    }
+
+    #[test]
+    fn the_next_leader_is_tried_only_after_nothing_was_applied() {
+        use ErrorKind::{Internal, Invalid, Overflow, Storage, Timeout, Unavailable};
+        let table = [
+            (WireError::not_applied(Storage, "cannot write"), true),
+            (WireError::new(Unavailable, "1 of 3 writable"), true),
+            // Storage and unavailable errors of unknown outcome: never.
+            (WireError::new(Storage, "fsync failed"), false),
+            (WireError::unknown(Unavailable, "forward timed out"), false),
+            (WireError::new(Timeout, "no answer"), false),
+            (WireError::new(Internal, "bug"), false),
+            // Not applied, but every leader would say the same.
+            (WireError::new(Overflow, "too big"), false),
+            (WireError::new(Invalid, "too long"), false),
+        ];
+        for (e, want) in table {
+            assert_eq!(next_leader_may_try(&e), want, "{e:?}");
+        }
     }
 
     #[test]
     fn live_first_puts_this_node_first() {
         let r = replicas();
         let me = r[2];
-        let live = live_first(&r, me, up_except(&[]));
+        let live = live_first(&r, me, view(&[], &[]));
         assert_eq!(live[0], me);
         assert_eq!(live[1..], [r[0], r[1]]);
         let first = r[0];
-        let live = live_first(&r, me, move |x| x != first);
+        let live = live_first(&r, me, move |x| if x == first { Down } else { Writable });
         assert_eq!(live.len(), 2);
+        // A read-only replica still answers reads.
+        let live = live_first(
+            &r,
+            me,
+            move |x| if x == first { ReadOnly } else { Writable },
+        );
+        assert_eq!(live.len(), 3);
     }
 }

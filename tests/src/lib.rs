@@ -457,6 +457,25 @@ impl Cluster {
         })
     }
 
+    /// Waits until every running node's view has matched which processes
+    /// run for `calm` in a row, at most 30 s. After a restart, the peers
+    /// send on their connections to the dead incarnation until they give
+    /// up on them, and their view of the restarted node flaps meanwhile.
+    pub fn wait_calm(&self, calm: Duration) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut since = Instant::now();
+        while since.elapsed() < calm {
+            if Instant::now() > deadline {
+                bail!("the nodes' views did not stay put for {calm:?} within 30 s");
+            }
+            if self.wait_view(Duration::from_millis(10)).is_err() {
+                since = Instant::now();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
+
     /// A client connected to node `i`.
     pub async fn client(&self, i: usize) -> Result<Client> {
         Ok(Client::connect(self.nodes[i].client).await?)

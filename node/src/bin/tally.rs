@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use serde_json::json;
-use tally_net::wire::ClusterStatus;
+use tally_net::wire::{ClusterStatus, NodeStats, NodeStatus};
 use tally_net::{Client, ClientError, ClusterClient, ClusterOptions, Consistency, Outcome};
 use tally_node::config::Config;
 
@@ -79,7 +79,8 @@ enum Cmd {
         #[arg(long, default_value = "")]
         column: String,
     },
-    /// Every node: up or down, address, share of the ring, counters, commit log.
+    /// Every node: up, down or not writable (and why), address, share of the
+    /// ring, counters, commit log.
     Status,
 }
 
@@ -264,16 +265,47 @@ fn print_value(cli: &Cli, key: &str, column: &str, v: i64) {
     }
 }
 
+/// One node's row of `tally status`.
+struct Row<'a> {
+    node: &'a NodeStatus,
+    /// Its own numbers, if it answered.
+    stats: Option<NodeStats>,
+    /// Why it takes no writes: its own word if it answered, else the seed's.
+    not_writable: Option<String>,
+}
+
+impl Row<'_> {
+    fn state(&self) -> &'static str {
+        match (self.node.up, &self.not_writable) {
+            (false, _) => "down",
+            (true, Some(_)) => "not writable",
+            (true, None) => "up",
+        }
+    }
+}
+
 async fn print_status(cli: &Cli, status: &ClusterStatus) -> Result<()> {
     // Each node reports its own numbers; a node that does not answer is shown as such.
     let mut rows = Vec::new();
     for n in &status.nodes {
         let addr: SocketAddr = n.client_addr.parse().context("node address")?;
-        let stats = match Client::connect_with_timeout(addr, Duration::from_millis(1000)).await {
-            Ok(c) => c.status().await.ok().map(|s| s.stats),
+        let own = match Client::connect_with_timeout(addr, Duration::from_millis(1000)).await {
+            Ok(c) => c.status().await.ok(),
             Err(_) => None,
         };
-        rows.push((n, stats));
+        let not_writable = match &own {
+            Some(s) => s
+                .nodes
+                .iter()
+                .find(|m| m.id == n.id)
+                .and_then(|m| m.not_writable.clone()),
+            None => n.not_writable.clone(),
+        };
+        rows.push(Row {
+            node: n,
+            stats: own.map(|s| s.stats),
+            not_writable,
+        });
     }
     if rows.is_empty() {
         bail!("the cluster lists no nodes");
@@ -281,9 +313,11 @@ async fn print_status(cli: &Cli, status: &ClusterStatus) -> Result<()> {
     if cli.json {
         let nodes: Vec<_> = rows
             .iter()
-            .map(|(n, s)| {
+            .map(|r| {
+                let (n, s) = (r.node, &r.stats);
                 json!({
                     "id": n.id, "up": n.up, "client": n.client_addr, "ownership": n.ownership,
+                    "writable": n.up && r.not_writable.is_none(), "not_writable": r.not_writable,
                     "cells": s.as_ref().map(|s| s.cells), "log_bytes": s.as_ref().map(|s| s.log_bytes),
                     "table_bytes": s.as_ref().map(|s| s.table_bytes), "hints_pending": s.as_ref().map(|s| s.hints_pending),
                 })
@@ -300,12 +334,12 @@ async fn print_status(cli: &Cli, status: &ClusterStatus) -> Result<()> {
         status.cluster, status.replication_factor, status.vnodes, status.node
     );
     println!(
-        "{:<6} {:<5} {:<22} {:>6} {:>10} {:>11} {:>6}",
+        "{:<6} {:<12} {:<22} {:>6} {:>10} {:>11} {:>6}",
         "node", "state", "client", "ring", "counters", "commit log", "hints"
     );
-    for (n, s) in rows {
-        let state = if n.up { "up" } else { "down" };
-        let (cells, log, hints) = match s {
+    for r in &rows {
+        let n = r.node;
+        let (cells, log, hints) = match &r.stats {
             Some(s) => (
                 s.cells.to_string(),
                 human(s.log_bytes),
@@ -314,15 +348,20 @@ async fn print_status(cli: &Cli, status: &ClusterStatus) -> Result<()> {
             None => ("-".into(), "-".into(), "-".into()),
         };
         println!(
-            "{:<6} {:<5} {:<22} {:>5.1}% {:>10} {:>11} {:>6}",
+            "{:<6} {:<12} {:<22} {:>5.1}% {:>10} {:>11} {:>6}",
             n.id,
-            state,
+            r.state(),
             n.client_addr,
             n.ownership * 100.0,
             cells,
             log,
             hints
         );
+    }
+    for r in rows.iter().filter(|r| r.node.up) {
+        if let Some(why) = &r.not_writable {
+            println!("{}: not writable: {why}", r.node.id);
+        }
     }
     Ok(())
 }

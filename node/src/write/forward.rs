@@ -1,21 +1,26 @@
-//! Writes this node coordinates but does not lead: sent to a live replica
+//! Writes this node coordinates but does not lead: sent to a writable replica
 //! that leads them.
 //!
-//! A replica that could not be reached never saw the request, so the next
-//! live one may lead instead; any later failure leaves the outcome unknown.
+//! A replica that could not be reached never saw the request, and one that
+//! refused it with nothing applied (it cannot write) did nothing with it:
+//! the next writable one may lead instead. Any other failure ends the
+//! forward with the error it had: a timeout or a lost connection leaves
+//! the outcome unknown, and the next leader is never tried then.
 
 use std::sync::Arc;
 
 use tally_net::peer::PeerError;
 use tally_net::wire::{ErrorKind, PeerRequest, PeerResponse, WireError};
+use tracing::debug;
 
 use super::Writes;
 use super::queue::{QueuedAdd, reply_one};
 use crate::convert::wire_key;
 use crate::ctx::Ctx;
+use crate::placement;
 
-/// Forwards an add to the live replicas in turn, on a task of its own.
-pub(crate) fn spawn_add(writes: &Arc<Writes>, add: QueuedAdd, live: Vec<usize>) {
+/// Forwards an add to the writable replicas in turn, on a task of its own.
+pub(crate) fn spawn_add(writes: &Arc<Writes>, add: QueuedAdd, writable: Vec<usize>) {
     let ctx = writes.ctx.clone();
     tokio::spawn(async move {
         let req = PeerRequest::LeaderAdd {
@@ -23,7 +28,7 @@ pub(crate) fn spawn_add(writes: &Arc<Writes>, add: QueuedAdd, live: Vec<usize>) 
             delta: add.delta,
             cl: add.cl,
         };
-        let result = match forward(&ctx, &live, req).await {
+        let result = match forward(&ctx, &writable, req).await {
             Ok(PeerResponse::Added(v)) => Ok(v),
             Ok(other) => Err(unexpected(&other)),
             Err(e) => Err(e),
@@ -32,21 +37,34 @@ pub(crate) fn spawn_add(writes: &Arc<Writes>, add: QueuedAdd, live: Vec<usize>) 
     });
 }
 
-/// Sends a leader request to the first live replica that takes it.
+/// Sends a leader request to the writable replicas in turn, until one
+/// answers. A replica that was not reached, or that refused the request
+/// with nothing applied where another leader may not refuse it (it cannot
+/// write, say: see `placement::next_leader_may_try`), hands it to the
+/// next; any other failure ends it.
 pub(crate) async fn forward(
     ctx: &Ctx,
-    live: &[usize],
+    writable: &[usize],
     req: PeerRequest,
 ) -> Result<PeerResponse, WireError> {
-    let mut last = None;
+    let mut last: Option<WireError> = None;
     // The leader has write_timeout for its replication: leave it room to
     // answer with its own verdict.
     let patience = ctx.write_timeout + ctx.write_timeout / 2;
-    for &leader in live {
+    for &leader in writable {
         match ctx.transport().call(leader, req.clone(), patience).await {
+            Ok(PeerResponse::Error(e)) if placement::next_leader_may_try(&e) => {
+                debug!(leader = %ctx.name(leader), error = %e, "leader refused; trying the next");
+                last = Some(e);
+            }
             Ok(PeerResponse::Error(e)) => return Err(e),
             Ok(resp) => return Ok(resp),
-            Err(e @ PeerError::Unreachable { .. }) => last = Some(e),
+            Err(e @ PeerError::Unreachable { .. }) => {
+                last = Some(WireError::not_applied(
+                    ErrorKind::Unavailable,
+                    format!("no replica could lead: {e}"),
+                ));
+            }
             Err(e) => {
                 return Err(WireError::unknown(
                     ErrorKind::Timeout,
@@ -55,13 +73,12 @@ pub(crate) async fn forward(
             }
         }
     }
-    Err(WireError::not_applied(
-        ErrorKind::Unavailable,
-        format!(
-            "no replica could lead: {}",
-            last.map_or_else(|| "none live".into(), |e| e.to_string())
-        ),
-    ))
+    Err(last.unwrap_or_else(|| {
+        WireError::not_applied(
+            ErrorKind::Unavailable,
+            "no replica could lead: none writable",
+        )
+    }))
 }
 
 /// A leader's answer of the wrong kind.
