@@ -18,6 +18,7 @@
 pub mod bounds;
 pub mod client;
 pub mod cluster;
+mod dial;
 pub mod frame;
 pub mod identity;
 pub mod log_limit;

@@ -45,7 +45,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -53,6 +53,7 @@ use quinn::{Connection, Endpoint, VarInt};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
+use crate::dial::{Dialler, Target, Want};
 use crate::identity::{self, Members};
 use crate::log_limit::LogLimit;
 use crate::tls::{TlsError, TlsFiles};
@@ -95,8 +96,6 @@ pub trait Handler: Send + Sync + 'static {
 const CLOSE_PROTOCOL: u32 = 1;
 /// Error code of an orderly shutdown.
 const CLOSE_SHUTDOWN: u32 = 0;
-/// `Link::redial` value meaning: whatever connection is cached.
-const REDIAL_ANY: usize = usize::MAX;
 /// Batches in flight to one peer; the sender waits beyond this.
 const EXCHANGES_MAX: usize = 256;
 /// Longest one batch may take, answer included, before it counts as lost.
@@ -216,10 +215,11 @@ struct Link {
     /// Why the peer takes no writes, as its last heartbeat answer said.
     not_writable: Mutex<Option<String>>,
     last_ok: Mutex<Option<Instant>>,
-    /// A connection the sender should drop and replace: the `stable_id`
-    /// of one that failed, or `REDIAL_ANY` when the heartbeat finds the peer
-    /// down (the cached connection may be a dead incarnation's). 0: none.
-    redial: AtomicUsize,
+    /// The heartbeat found the peer down: the sender's next batch goes on
+    /// a new connection (the cached one may be a dead incarnation's).
+    redial: AtomicBool,
+    /// The one connection to the peer (see `dial`).
+    dialler: Dialler,
     /// How to dial: shared by every link, replaced when TLS is reloaded.
     client_tls: ClientTls,
 }
@@ -281,7 +281,8 @@ impl Transport {
                     up: AtomicBool::new(false),
                     not_writable: Mutex::new(None),
                     last_ok: Mutex::new(None),
-                    redial: AtomicUsize::new(0),
+                    redial: AtomicBool::new(false),
+                    dialler: Dialler::default(),
                     client_tls: client_tls.clone(),
                 });
                 receivers.push((link.clone(), rx));
@@ -476,7 +477,6 @@ async fn sender(
     mut rx: mpsc::Receiver<Call>,
     connect_timeout: Duration,
 ) {
-    let mut conn: Option<Connection> = None;
     let in_flight = Arc::new(tokio::sync::Semaphore::new(EXCHANGES_MAX));
     // A call that did not fit in the last batch.
     let mut carried: Option<Call> = None;
@@ -511,28 +511,23 @@ async fn sender(
         if batch.is_empty() {
             continue;
         }
-        let failed = link.redial.swap(0, Ordering::AcqRel);
-        if failed != 0
-            && let Some(old) = conn.take_if(|c| failed == REDIAL_ANY || c.stable_id() == failed)
-        {
-            old.close(VarInt::from_u32(CLOSE_SHUTDOWN), b"dialling again");
-        }
-        if conn.as_ref().is_none_or(|c| c.close_reason().is_some()) {
-            conn = match dial(&endpoint, &link, connect_timeout).await {
-                Ok(c) => Some(c),
-                Err(reason) => {
-                    debug!(peer = %link.id, %reason, "dial failed");
-                    for call in batch {
-                        let _ = call.done.send(Err(PeerError::Unreachable {
-                            peer: link.id.clone(),
-                            reason: reason.clone(),
-                        }));
-                    }
-                    continue;
+        let want = match link.redial.swap(false, Ordering::AcqRel) {
+            true => Want::Fresh,
+            false => Want::Any,
+        };
+        let c = match connection(&link, &endpoint, connect_timeout, want).await {
+            Ok(c) => c,
+            Err(reason) => {
+                debug!(peer = %link.id, %reason, "dial failed");
+                for call in batch {
+                    let _ = call.done.send(Err(PeerError::Unreachable {
+                        peer: link.id.clone(),
+                        reason: reason.clone(),
+                    }));
                 }
-            };
-        }
-        let c = conn.clone().expect("dialled above");
+                continue;
+            }
+        };
         // A peer answers a batch when its slowest request is done: keep
         // heartbeats and leader requests (which wait for replication) out
         // of batches whose answers they would hold up, or be held up by.
@@ -572,16 +567,21 @@ async fn sender(
     }
 }
 
-async fn dial(endpoint: &Endpoint, link: &Link, timeout: Duration) -> Result<Connection, String> {
-    let config = link.client_tls.lock().clone();
-    let connecting = endpoint
-        .connect_with(config, link.addr, &link.id)
-        .map_err(|e| e.to_string())?;
-    match tokio::time::timeout(timeout, connecting).await {
-        Ok(Ok(c)) => Ok(c),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no handshake within {} ms", timeout.as_millis())),
-    }
+/// The link's connection as `want` says, dialled once for all who wait.
+async fn connection(
+    link: &Link,
+    endpoint: &Endpoint,
+    timeout: Duration,
+    want: Want,
+) -> Result<Connection, String> {
+    let target = || Target {
+        endpoint,
+        addr: link.addr,
+        id: &link.id,
+        config: link.client_tls.lock().clone(),
+        timeout,
+    };
+    link.dialler.connection(want, target, CLOSE_SHUTDOWN).await
 }
 
 async fn send_batch(conn: &Connection, bytes: &[u8]) -> Result<Vec<u8>, String> {
@@ -631,18 +631,18 @@ async fn exchange(
             .unwrap_or_else(|_| Err(format!("no answer within {} s", EXCHANGE_TIMEOUT.as_secs())))
     };
     let mut answer = timed(conn.clone(), bytes.clone()).await;
-    if let Err(why) = &answer {
-        // Only a dead connection is replaced; a failed stream on a live one is not a reason.
-        if conn.close_reason().is_some() {
-            link.redial.store(conn.stable_id(), Ordering::Release);
-        }
-        if idempotent {
-            debug!(peer = %peer, reason = %why, "connection failed; sending the batch again on a new one");
-            answer = match dial(&endpoint, &link, dial_timeout).await {
-                Ok(fresh) => timed(fresh, bytes).await,
-                Err(reason) => Err(reason),
-            };
-        }
+    if let Err(why) = &answer
+        && idempotent
+    {
+        // A connection a batch failed on is replaced, once for every
+        // batch that was on it (a peer that restarted leaves its old
+        // connection open until it times out).
+        let want = Want::Not(conn.stable_id());
+        debug!(peer = %peer, reason = %why, "batch failed; sending it once more");
+        answer = match connection(&link, &endpoint, dial_timeout, want).await {
+            Ok(c) => timed(c, bytes).await,
+            Err(reason) => Err(reason),
+        };
     }
     let fail = |dones: Vec<(usize, oneshot::Sender<_>)>, err: PeerError| {
         for (_, d) in dones {
@@ -759,7 +759,7 @@ async fn heartbeat(transport: std::sync::Weak<Transport>, link: Arc<Link>) {
         } else {
             let silent_since = last_ok.unwrap_or(started);
             if now.duration_since(silent_since) >= failure_timeout {
-                link.redial.store(REDIAL_ANY, Ordering::Release);
+                link.redial.store(true, Ordering::Release);
                 if link.up.swap(false, Ordering::AcqRel) {
                     info!(peer = %link.id, "peer is down");
                 }

@@ -403,6 +403,11 @@ impl Cluster {
         Ok(())
     }
 
+    /// Node `i`'s whole log (of every run of it).
+    pub fn log_text(&self, i: usize) -> String {
+        fs::read_to_string(&self.nodes[i].log).unwrap_or_default()
+    }
+
     /// The last lines of node `i`'s log, for error messages.
     pub fn log_tail(&self, i: usize) -> String {
         let text = fs::read_to_string(&self.nodes[i].log).unwrap_or_default();
