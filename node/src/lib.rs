@@ -25,15 +25,22 @@
 //! - [`node`]: one node's parts wired together.
 //! - [`hints`]: durable hinted handoff files.
 //! - [`server`]: the client protocol listener; [`resp`]: the RESP2 listener.
+//! - [`limits`]: what clients may hold (connections, file descriptors,
+//!   output, time); [`accept`]: the cap on connections both listeners
+//!   share; `output`: a native connection's answers and backpressure.
 //! - [`certs`]: the cluster CA and node certificates.
 
+pub mod accept;
 pub mod certs;
 pub mod config;
 mod convert;
 mod ctx;
 mod handoff;
 pub mod hints;
+pub mod limits;
+mod log_every;
 pub mod node;
+mod output;
 mod peer;
 mod placement;
 mod read;

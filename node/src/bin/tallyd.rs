@@ -8,13 +8,15 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use tally_engine::ParkCommit;
+use tally_node::accept::ClientGate;
 use tally_node::config::Config;
-use tally_node::{Node, certs, resp, server};
+use tally_node::{Node, certs, limits, resp, server};
 
 // A node allocates per request and per message (frames, cells, tasks);
 // glibc's malloc spent about a fifth of a node's CPU under load.
@@ -155,6 +157,8 @@ fn run(path: &Path, id: &str, threads: Option<usize>, drop_every: Option<u64>) -
             path.display()
         );
     }
+    // Before anything opens a file: the engine's reserve is counted on it.
+    let files = limits::raise_files_limit().context("raise the open files limit")?;
     let (runtime, park_commit) = runtime(threads)?;
     runtime.block_on(async {
         // Replay before any port opens: never answer with less than was acknowledged.
@@ -167,16 +171,42 @@ fn run(path: &Path, id: &str, threads: Option<usize>, drop_every: Option<u64>) -
         let listener = tokio::net::TcpListener::bind(me.client)
             .await
             .with_context(|| format!("bind the client address {}", me.client))?;
-        tokio::spawn(server::serve(listener, node.clone()));
         let resp = tokio::net::TcpListener::bind(me.resp)
             .await
             .with_context(|| format!("bind the RESP address {}", me.resp))?;
-        tokio::spawn(resp::serve(resp, node.clone()));
+        let gate = client_gate(&node, files)?;
+        tokio::spawn(server::serve(listener, node.clone(), gate.clone()));
+        tokio::spawn(resp::serve(resp, node.clone(), gate));
         tracing::info!(node = %id, peer = %me.peer, client = %me.client, resp = %me.resp, data = %me.data_dir.display(), "node is serving");
         wait_for_signal().await?;
         tracing::info!(node = %id, "shutting down");
         blocking(|| node.close())
     })
+}
+
+/// The cap on client connections: what the file limit leaves once the
+/// node is open (engine, hints, peers, listeners) and the engine's reserve
+/// is set aside, at most `max_clients`.
+fn client_gate(node: &Node, files: limits::FilesLimit) -> Result<Arc<ClientGate>> {
+    let l = &node.config().cluster.limits;
+    let open = limits::files_open().context("count the open files")?;
+    let clients_max = limits::clients_max(files.now, open, l.fd_reserve, l.max_clients);
+    tracing::info!(
+        files_limit = files.now,
+        raised_from = files.was,
+        files_open = open,
+        fd_reserve = l.fd_reserve,
+        clients_max,
+        "client connections capped"
+    );
+    if clients_max < l.max_clients {
+        tracing::warn!(
+            clients_max,
+            max_clients = l.max_clients,
+            "the open files limit leaves room for fewer clients than max_clients (raise `ulimit -Hn`)"
+        );
+    }
+    Ok(ClientGate::new(clients_max))
 }
 
 async fn wait_for_signal() -> Result<()> {
