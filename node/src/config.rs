@@ -661,8 +661,8 @@ data_dir = "/abs/b"
         );
         bad(
             "\n[[node]]",
-            "\n[cluster.limits]\nmax_clients = 0\n[[node]]",
-            "cluster.limits.max_clients",
+            "\n[cluster.limits]\nclients_max = 0\n[[node]]",
+            "cluster.limits.clients_max",
         );
         bad(
             "\n[[node]]",
@@ -676,13 +676,13 @@ data_dir = "/abs/b"
         assert_eq!(good().cluster.limits, crate::limits::Limits::default());
         let text = GOOD.replacen(
             "\n[[node]]",
-            "\n[cluster.limits]\nmax_clients = 5\nidle_timeout_ms = 300000\n[[node]]",
+            "\n[cluster.limits]\nclients_max = 5\nidle_timeout_ms = 300000\n[[node]]",
             1,
         );
         let c = Config::parse(&text, Path::new(FILE)).expect("limits parse");
         assert_eq!(
             (
-                c.cluster.limits.max_clients,
+                c.cluster.limits.clients_max,
                 c.cluster.limits.idle_timeout_ms
             ),
             (5, 300_000)

@@ -10,7 +10,7 @@
 //! last ones. At start the node raises its soft `RLIMIT_NOFILE` to the
 //! hard limit (as Redis and ScyllaDB do), counts what it has open, and
 //! keeps `fd_reserve` free for the engine: client connections (both
-//! listeners together) are capped at what is left, and at `max_clients`
+//! listeners together) are capped at what is left, and at `clients_max`
 //! (Redis' `maxclients`). One over the cap is accepted only to be refused
 //! and closed (see `gate`).
 //!
@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
     /// Most client connections (native and RESP together) a node holds.
-    pub max_clients: usize,
+    pub clients_max: usize,
     /// File descriptors kept free for the engine, whatever clients do.
     pub fd_reserve: usize,
     /// A request must be complete this long after its first byte.
@@ -54,7 +54,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_clients: 10_000,
+            clients_max: 10_000,
             fd_reserve: 64,
             request_timeout_ms: 10_000,
             idle_timeout_ms: 0,
@@ -68,8 +68,8 @@ impl Default for Limits {
 impl Limits {
     /// Checks the table; an error names the key (under `cluster.limits.`).
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
-        if self.max_clients == 0 {
-            return Err(("max_clients", "must be > 0".into()));
+        if self.clients_max == 0 {
+            return Err(("clients_max", "must be > 0".into()));
         }
         for (name, ms) in [
             ("request_timeout_ms", self.request_timeout_ms),
@@ -109,19 +109,14 @@ impl Limits {
 
 /// How many client connections a node may hold: what the file limit
 /// leaves after the descriptors open at start and the engine's reserve,
-/// less one for accepting a connection only to refuse it; at most
-/// `max_clients`.
-pub fn clients_max(
-    files_limit: u64,
-    files_open: usize,
-    reserve: usize,
-    max_clients: usize,
-) -> usize {
+/// less one for accepting a connection only to refuse it; at most `cap`
+/// (`clients_max`).
+pub fn clients_max(files_limit: u64, files_open: usize, reserve: usize, cap: usize) -> usize {
     let taken = (files_open as u64)
         .saturating_add(reserve as u64)
         .saturating_add(1);
     let room = usize::try_from(files_limit.saturating_sub(taken)).unwrap_or(usize::MAX);
-    room.min(max_clients)
+    room.min(cap)
 }
 
 /// The soft file limit before and after raising it to the hard limit.
@@ -169,7 +164,7 @@ mod tests {
     #[test]
     fn clients_get_what_the_engine_does_not_need() {
         let table = [
-            // limit, open, reserve, max_clients -> clients
+            // limit, open, reserve, clients_max -> clients
             (1024, 40, 64, 10_000, 919),
             (1024, 40, 64, 100, 100),
             (1_048_576, 40, 64, 10_000, 10_000),
@@ -203,7 +198,7 @@ mod tests {
         assert_eq!(Limits::default().validate(), Ok(()));
         let bad = [
             Limits {
-                max_clients: 0,
+                clients_max: 0,
                 ..Limits::default()
             },
             Limits {
@@ -227,7 +222,7 @@ mod tests {
         assert_eq!(
             fields,
             [
-                "max_clients",
+                "clients_max",
                 "request_timeout_ms",
                 "output_timeout_ms",
                 "output_soft_bytes",

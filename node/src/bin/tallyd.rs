@@ -186,27 +186,27 @@ fn run(path: &Path, id: &str, threads: Option<usize>, drop_every: Option<u64>) -
 
 /// The cap on client connections: what the file limit leaves once the
 /// node is open (engine, hints, peers, listeners) and the engine's reserve
-/// is set aside, at most `max_clients`.
+/// is set aside, at most `clients_max`.
 fn client_gate(node: &Node, files: limits::FilesLimit) -> Result<Arc<ClientGate>> {
     let l = &node.config().cluster.limits;
     let open = limits::files_open().context("count the open files")?;
-    let clients_max = limits::clients_max(files.now, open, l.fd_reserve, l.max_clients);
+    let cap = limits::clients_max(files.now, open, l.fd_reserve, l.clients_max);
     tracing::info!(
         files_limit = files.now,
         raised_from = files.was,
         files_open = open,
         fd_reserve = l.fd_reserve,
-        clients_max,
+        clients_max = cap,
         "client connections capped"
     );
-    if clients_max < l.max_clients {
+    if cap < l.clients_max {
         tracing::warn!(
-            clients_max,
-            max_clients = l.max_clients,
-            "the open files limit leaves room for fewer clients than max_clients (raise `ulimit -Hn`)"
+            cap,
+            clients_max = l.clients_max,
+            "the open files limit leaves room for fewer clients than clients_max (raise `ulimit -Hn`)"
         );
     }
-    Ok(ClientGate::new(clients_max))
+    Ok(ClientGate::new(cap))
 }
 
 async fn wait_for_signal() -> Result<()> {
