@@ -36,7 +36,6 @@
 //! Any lock can be taken alone; the condvars wait on the lock named in
 //! their doc and release it meanwhile.
 
-use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -58,6 +57,7 @@ use crate::memtable::Memtable;
 use crate::options::{Options, ParkCommit};
 use crate::outcome::{AddOutcome, Durable, DurableBy, Staged};
 use crate::poison::Poison;
+use crate::row::{Bounded, Offer, Row};
 use crate::sstable::Table;
 use crate::version::{Version, VersionSet};
 use crate::work::{WorkReceiver, WorkSender};
@@ -451,33 +451,36 @@ impl Engine {
         Ok(cell)
     }
 
-    /// Every column of `partition`, in column order.
-    pub fn get_row(&self, partition: &[u8]) -> Result<Vec<(Key, Cell)>> {
+    /// The first `columns_max` columns of `partition`, in column order, and
+    /// whether it has more. The limit holds while reading (see `row`): a
+    /// partition far wider than it costs a bounded read, not a full scan
+    /// into memory. It does disk reads and merges: call it off an async
+    /// runtime's threads.
+    pub fn get_row(&self, partition: &[u8], columns_max: usize) -> Result<Row> {
         let start = Key::new(partition, b"")?;
         let v = self.versions.current();
-        let mut row: BTreeMap<Key, Cell> = BTreeMap::new();
-        let mut put = |k: Key, c: Cell| match row.get_mut(&k) {
-            Some(have) => have.merge(&c),
-            None => {
-                row.insert(k, c);
-            }
-        };
+        let mut row = Bounded::new(columns_max);
+        let merge = |have: &mut Cell, c: Cell| have.merge(&c);
         for m in v.memtables() {
-            for (k, slot) in m.row(partition) {
+            let (slots, truncated) = m.row(partition, columns_max);
+            if truncated {
+                row.mark_truncated();
+            }
+            for (k, slot) in slots {
                 let c = self.cache.slot_cell(m, &k, slot);
-                put(k, c);
+                row.offer(&k, c, merge);
             }
         }
         for t in &v.tables {
             for item in t.iter_from(Some(&start)) {
                 let (k, c) = item?;
-                if k.partition() != partition {
+                if k.partition() != partition || row.offer(&k, c, merge) == Offer::Beyond {
                     break;
                 }
-                put(k, c);
             }
         }
-        Ok(row.into_iter().collect())
+        let (cells, truncated) = row.finish();
+        Ok(Row { cells, truncated })
     }
 
     /// Freezes the active memtable and writes every frozen memtable to an SSTable.

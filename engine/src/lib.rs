@@ -38,7 +38,8 @@
 //! [`Engine::get`] answers from the counter cache for recently written
 //! cells; otherwise it merges the memtables and every SSTable whose bloom
 //! filter admits the key. [`Engine::get_row`] merges a partition's range from
-//! all of them.
+//! all of them, keeping only the first columns up to its limit while it reads
+//! (a table is read no further than that).
 //!
 //! # Files on disk
 //!
@@ -109,6 +110,7 @@ mod memtable;
 mod options;
 mod outcome;
 mod poison;
+mod row;
 pub mod sstable;
 mod version;
 mod work;
@@ -120,3 +122,4 @@ pub use error::{Error, Result};
 pub use key::{COLUMN_BYTES_MAX, Key, PARTITION_BYTES_MAX};
 pub use options::{Options, ParkCommit, SyncMode};
 pub use outcome::{AddOutcome, Durable, Staged};
+pub use row::Row;

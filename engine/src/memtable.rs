@@ -7,6 +7,7 @@ use parking_lot::Mutex;
 
 use crate::cell::Cell;
 use crate::key::{Key, KeyHashBuilder};
+use crate::row::Bounded;
 
 /// Number of shards (a power of two).
 const SHARDS: usize = 1024;
@@ -202,18 +203,21 @@ impl Memtable {
         self.len.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Every column of `partition`, in column order.
-    pub(crate) fn row(&self, partition: &[u8]) -> Vec<(Key, Slot)> {
+    /// The first `columns_max` columns of `partition`, in column order, and
+    /// whether it has more here. The shard is a hash map, so the scan sees
+    /// every entry of the shard, but it keeps no more than `columns_max`.
+    pub(crate) fn row(&self, partition: &[u8], columns_max: usize) -> (Vec<(Key, Slot)>, bool) {
         let hash = crate::key::partition_hash(partition);
-        let mut row: Vec<(Key, Slot)> = self
-            .partition_shard(hash)
-            .lock()
-            .iter()
-            .filter(|(k, _)| k.partition_hash() == hash && k.partition() == partition)
-            .map(|(k, c)| (k.clone(), c.clone()))
-            .collect();
-        row.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        row
+        let mut row = Bounded::new(columns_max);
+        let shard = self.partition_shard(hash).lock();
+        for (k, slot) in shard.iter() {
+            if k.partition_hash() == hash && k.partition() == partition {
+                // One entry per key in a map: nothing to merge.
+                row.offer(k, slot.clone(), |_, _| {});
+            }
+        }
+        drop(shard);
+        row.finish()
     }
 
     /// Every entry, sorted by key (for a flush of a frozen memtable).
@@ -310,7 +314,7 @@ mod tests {
         assert!(m.holds_cells());
         m.check_invariants();
 
-        let row: Vec<_> = m.row(b"p").into_iter().map(|(k, _)| k).collect();
+        let row: Vec<_> = m.row(b"p", 10).0.into_iter().map(|(k, _)| k).collect();
         assert_eq!(row, [a.clone(), b.clone()]);
         assert_eq!(m.sorted().len(), 2);
     }

@@ -31,7 +31,10 @@ fn expected(p: u64, c: u64, rounds: u64) -> i64 {
 
 fn check_all(engine: &tally_engine::Engine, rounds: u64, when: &str) {
     for p in 0..PARTITIONS {
-        let row = engine.get_row(format!("row{p}").as_bytes()).unwrap();
+        let row = engine
+            .get_row(format!("row{p}").as_bytes(), usize::MAX)
+            .unwrap()
+            .cells;
         assert_eq!(
             row.len() as u64,
             COLUMNS,

@@ -123,7 +123,10 @@ async fn run(seed: u64, ops: usize) {
     }
     // Rows come back whole and in column order.
     for p in 0..KEYS / 4 {
-        let row = engine.get_row(format!("p{p}").as_bytes()).unwrap();
+        let row = engine
+            .get_row(format!("p{p}").as_bytes(), usize::MAX)
+            .unwrap()
+            .cells;
         let expected: Vec<(Vec<u8>, i64)> = (0..4)
             .filter_map(|c| {
                 model

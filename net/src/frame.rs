@@ -5,7 +5,7 @@
 //! ```
 //!
 //! The length is checked against the reader's limit before a byte of the
-//! body is read or allocated. A clean end of stream between frames is not an
+//! body is read or allocated, and the buffer grows as the body arrives. A clean end of stream between frames is not an
 //! error; one inside a frame is.
 
 use bincode::Encode;
@@ -98,10 +98,15 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     if len > max {
         return Err(FrameError::TooLarge { len, max });
     }
+    // The buffer grows as the body arrives, not to the announced length at
+    // once: a prefix announcing the limit, then nothing, costs one chunk.
+    const GROW_BYTES: usize = 64 << 10;
     buf.clear();
-    buf.resize(len, 0);
     let mut got = 0;
     while got < len {
+        if buf.len() == got {
+            buf.resize(len.min(got + GROW_BYTES), 0);
+        }
         let n = r.read(&mut buf[got..]).await?;
         if n == 0 {
             return Err(FrameError::Truncated {

@@ -11,9 +11,11 @@
 //!   [`ClientRequest`] each way carrying a request id, so many requests can be
 //!   in flight on one connection and answered out of order.
 //!
-//! Nothing decoded here is trusted: the configuration caps every decode at
-//! [`MESSAGE_BYTES_MAX`] (bincode checks each length against the limit before
-//! it allocates), and a message followed by trailing bytes is rejected.
+//! Nothing decoded here is trusted: bincode checks each declared length
+//! against a limit before it allocates, and [`decode`] sets that limit by
+//! the size of the input ([`CLAIM_BYTES_PER_BYTE`] per byte, at most
+//! [`MESSAGE_BYTES_MAX`]), so a few bytes cannot make it allocate megabytes;
+//! a message followed by trailing bytes is rejected.
 
 use bincode::de::{Decoder, read::Reader};
 use bincode::enc::Encoder;
@@ -70,9 +72,45 @@ pub fn encode_into<T: Encode>(msg: &T, buf: &mut Vec<u8>) {
     bincode::encode_into_std_write(msg, buf, config()).expect("encoding into a Vec cannot fail");
 }
 
+/// Most bytes of memory a decode may claim per byte it decodes.
+///
+/// bincode checks every declared length against the bytes claimed so far
+/// before it allocates, and a container claims `size_of` of all its items
+/// up front. Every item that travels in a container is at most this big in
+/// memory (checked below) and takes at least one byte on the wire, so a
+/// real message claims less than this many bytes per byte; a length that
+/// claims more than the message could hold is refused before anything is
+/// allocated for it, whatever [`MESSAGE_BYTES_MAX`] allows.
+pub const CLAIM_BYTES_PER_BYTE: usize = 256;
+
+const _: () = assert!(
+    size_of::<PeerRequest>() <= CLAIM_BYTES_PER_BYTE
+        && size_of::<PeerResponse>() <= CLAIM_BYTES_PER_BYTE
+        && size_of::<(Vec<u8>, WireCell)>() <= CLAIM_BYTES_PER_BYTE
+        && size_of::<NodeStatus>() <= CLAIM_BYTES_PER_BYTE
+        && size_of::<WireShard>() <= CLAIM_BYTES_PER_BYTE
+        // The largest tier below is the message limit itself.
+        && (64 << 10) * CLAIM_BYTES_PER_BYTE == MESSAGE_BYTES_MAX
+);
+
 /// Decodes exactly one message from `bytes`: trailing bytes are an error.
+/// It may claim at most [`CLAIM_BYTES_PER_BYTE`] per byte of `bytes` (in
+/// three tiers, as bincode's limit is a type parameter), and never more
+/// than [`MESSAGE_BYTES_MAX`].
 pub fn decode<T: Decode<()>>(bytes: &[u8]) -> Result<T, DecodeError> {
-    let (msg, used) = bincode::decode_from_slice(bytes, config())?;
+    const SMALL: usize = 256;
+    const MEDIUM: usize = 4 << 10;
+    let (msg, used) = match bytes.len() {
+        n if n <= SMALL => bincode::decode_from_slice(
+            bytes,
+            config().with_limit::<{ SMALL * CLAIM_BYTES_PER_BYTE }>(),
+        )?,
+        n if n <= MEDIUM => bincode::decode_from_slice(
+            bytes,
+            config().with_limit::<{ MEDIUM * CLAIM_BYTES_PER_BYTE }>(),
+        )?,
+        _ => bincode::decode_from_slice(bytes, config())?,
+    };
     if used != bytes.len() {
         return Err(DecodeError::Trailing {
             used,
@@ -152,16 +190,27 @@ impl<Context> Decode<Context> for WireKey {
 bincode::impl_borrow_decode!(WireKey);
 
 /// Appends a length-prefixed byte string (a bincode `Vec<u8>`) to `out`,
-/// its length checked against the decode limit before anything grows.
+/// its length checked against the decode limit before anything grows. It
+/// grows by [`BYTES_CHUNK`] at most as the bytes are read, so a length
+/// that claims more than the input holds fails once the input runs out,
+/// having allocated about what there was.
 fn decode_bytes_into<D: Decoder, const N: usize>(
     decoder: &mut D,
     out: &mut SmallVec<[u8; N]>,
 ) -> Result<(), bincode::error::DecodeError> {
+    /// Keys are at most 1 KiB and 256 B: one chunk each.
+    const BYTES_CHUNK: usize = 4 << 10;
     let len = decode_len(decoder)?;
     decoder.claim_container_read::<u8>(len)?;
-    let start = out.len();
-    out.resize(start + len, 0);
-    decoder.reader().read(&mut out[start..])
+    let mut left = len;
+    while left > 0 {
+        let start = out.len();
+        let n = left.min(BYTES_CHUNK);
+        out.resize(start + n, 0);
+        decoder.reader().read(&mut out[start..])?;
+        left -= n;
+    }
+    Ok(())
 }
 
 /// A container's length, as bincode writes it.
@@ -208,7 +257,8 @@ impl<Context> Decode<Context> for WireCell {
         let epoch = u64::decode(decoder)?;
         let len = decode_len(decoder)?;
         decoder.claim_container_read::<WireShard>(len)?;
-        let mut shards = WireShards::with_capacity(len);
+        // Grown as shards decode: the length is not trusted for capacity.
+        let mut shards = WireShards::new();
         for _ in 0..len {
             // As bincode's own Vec decode does: the claim above already
             // counted these bytes, and decoding a shard counts them again.
@@ -684,6 +734,32 @@ mod tests {
         assert_eq!(bounded_reason(&odd).len(), REASON_BYTES_MAX - 1);
         let pong = vec![PeerResponse::PongNotWritable { why: cut }];
         assert_eq!(decode::<Vec<PeerResponse>>(&encode(&pong)).unwrap(), pong);
+    }
+
+    #[test]
+    fn the_densest_real_messages_stay_under_the_claim_limit() {
+        // Items of one or two bytes each, in every decode tier.
+        for n in 0..=BATCH_MESSAGES_MAX {
+            let pings = vec![
+                PeerRequest::Ping {
+                    cluster: String::new()
+                };
+                n
+            ];
+            assert_eq!(decode::<Vec<PeerRequest>>(&encode(&pings)).unwrap(), pings);
+            let pongs = vec![PeerResponse::Pong; n];
+            assert_eq!(decode::<Vec<PeerResponse>>(&encode(&pongs)).unwrap(), pongs);
+        }
+        for n in [0, 1, 85, 86, 1365, 1366, ROW_COLUMNS_MAX] {
+            let row = PeerResponse::Row(vec![(Vec::new(), WireCell::default()); n]);
+            let batch = vec![row];
+            assert_eq!(decode::<Vec<PeerResponse>>(&encode(&batch)).unwrap(), batch);
+            let resp = ClientResponse {
+                id: 1,
+                result: Ok(ClientReply::Row(vec![(Vec::new(), 0); n])),
+            };
+            assert_eq!(decode::<ClientResponse>(&encode(&resp)).unwrap(), resp);
+        }
     }
 
     #[test]

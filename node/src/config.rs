@@ -15,8 +15,9 @@
 //!   silently fall back to a default.
 //! - Optional, with defaults: `vnodes` (16), `sync_interval_ms` (10),
 //!   `heartbeat_interval_ms` (200), `failure_timeout_ms` (1000),
-//!   `certs_dir` (`"data/certs"`), `group_commit_window_us` (1000).
-//!   Everything else is required.
+//!   `certs_dir` (`"data/certs"`), `group_commit_window_us` (1000), and the
+//!   `[cluster.limits]` table (see [`crate::limits`]). Everything else is
+//!   required.
 //! - At least one node; ids non-empty, unique without regard to case (they
 //!   are certificate names), made of `[A-Za-z0-9_-]`
 //!   (they end up in file names and vnode token seeds); every address
@@ -106,6 +107,9 @@ pub struct ClusterConfig {
     /// by 12%; 2000 and more cost Redis clients with one request in flight.
     #[serde(default = "defaults::group_commit_window_us")]
     pub group_commit_window_us: u64,
+    /// What clients may hold of each node (`[cluster.limits]`, optional).
+    #[serde(default)]
+    pub limits: crate::limits::Limits,
 }
 
 /// When the commit log is fsynced.
@@ -352,6 +356,9 @@ fn validate(raw: &RawConfig, path: &Path) -> Result<(), ConfigError> {
     }
     if c.certs_dir.as_os_str().is_empty() {
         return fail("cluster.certs_dir", "must not be empty".into());
+    }
+    if let Err((name, reason)) = c.limits.validate() {
+        return fail(&format!("cluster.limits.{name}"), reason);
     }
     if c.group_commit_window_us > 10_000 {
         return fail(
@@ -661,5 +668,38 @@ data_dir = "/abs/b"
             "group_commit_window_us = 10001\nsync = ",
             "cluster.group_commit_window_us",
         );
+        bad(
+            "\n[[node]]",
+            "\n[cluster.limits]\nclients_max = 0\n[[node]]",
+            "cluster.limits.clients_max",
+        );
+        bad(
+            "\n[[node]]",
+            "\n[cluster.limits]\nmaxclients = 5\n[[node]]",
+            "cluster.limits.maxclients",
+        );
+    }
+
+    #[test]
+    fn limits_have_defaults_and_can_be_set() {
+        assert_eq!(good().cluster.limits, crate::limits::Limits::default());
+        let text = GOOD.replacen(
+            "\n[[node]]",
+            "\n[cluster.limits]\nclients_max = 5\nidle_timeout_ms = 300000\n[[node]]",
+            1,
+        );
+        let c = Config::parse(&text, Path::new(FILE)).expect("limits parse");
+        assert_eq!(
+            (
+                c.cluster.limits.clients_max,
+                c.cluster.limits.idle_timeout_ms
+            ),
+            (5, 300_000)
+        );
+        assert_eq!(
+            c.cluster.limits.fd_reserve, 64,
+            "the others keep their defaults"
+        );
+        assert_eq!(Config::parse(&c.to_toml(), &c.path).expect("reparses"), c);
     }
 }

@@ -4,12 +4,14 @@
 //! fault injected through the `prepare` hook.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use tally_engine::ParkCommit;
 
+use crate::accept::ClientGate;
 use crate::config::Config;
-use crate::{Node, certs, resp, server};
+use crate::{Node, certs, limits, resp, server};
 
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("TALLY_LOG")
@@ -80,6 +82,8 @@ pub fn run(
     for (_, why) in certs::invalid_at(&config.cluster.certs_dir, &[id.to_string()], horizon) {
         tracing::warn!(reason = %why, "this node's certificate is due for renewal: run `tallyd certs` where ca.key is");
     }
+    // Before anything opens a file: the engine's reserve is counted on it.
+    let files = limits::raise_files_limit().context("raise the open files limit")?;
     let (runtime, park_commit) = runtime(threads)?;
     runtime.block_on(async {
         // Replay before any port opens: never answer with less than was acknowledged.
@@ -89,16 +93,42 @@ pub fn run(
         let listener = tokio::net::TcpListener::bind(me.client)
             .await
             .with_context(|| format!("bind the client address {}", me.client))?;
-        tokio::spawn(server::serve(listener, node.clone()));
         let resp = tokio::net::TcpListener::bind(me.resp)
             .await
             .with_context(|| format!("bind the RESP address {}", me.resp))?;
-        tokio::spawn(resp::serve(resp, node.clone()));
+        let gate = client_gate(&node, files)?;
+        tokio::spawn(server::serve(listener, node.clone(), gate.clone()));
+        tokio::spawn(resp::serve(resp, node.clone(), gate));
         tracing::info!(node = %id, peer = %me.peer, client = %me.client, resp = %me.resp, data = %me.data_dir.display(), "node is serving");
         wait_for_signal().await?;
         tracing::info!(node = %id, "shutting down");
         blocking(|| node.close())
     })
+}
+
+/// The cap on client connections: what the file limit leaves once the
+/// node is open (engine, hints, peers, listeners) and the engine's reserve
+/// is set aside, at most `clients_max`.
+fn client_gate(node: &Node, files: limits::FilesLimit) -> Result<Arc<ClientGate>> {
+    let l = &node.config().cluster.limits;
+    let open = limits::files_open().context("count the open files")?;
+    let cap = limits::clients_max(files.now, open, l.fd_reserve, l.clients_max);
+    tracing::info!(
+        files_limit = files.now,
+        raised_from = files.was,
+        files_open = open,
+        fd_reserve = l.fd_reserve,
+        clients_max = cap,
+        "client connections capped"
+    );
+    if cap < l.clients_max {
+        tracing::warn!(
+            cap,
+            clients_max = l.clients_max,
+            "the open files limit leaves room for fewer clients than clients_max (raise `ulimit -Hn`)"
+        );
+    }
+    Ok(ClientGate::new(cap))
 }
 
 /// Waits for SIGTERM or Ctrl-C.

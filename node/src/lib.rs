@@ -26,9 +26,13 @@
 //! - [`node`]: one node's parts wired together.
 //! - [`hints`]: durable hinted handoff files.
 //! - [`server`]: the client protocol listener; [`resp`]: the RESP2 listener.
+//! - [`limits`]: what clients may hold (connections, file descriptors,
+//!   output, time); [`accept`]: the cap on connections both listeners
+//!   share; `output`: a native connection's answers and backpressure.
 //! - [`certs`]: the cluster CA and node certificates.
 //! - [`daemon`]: one node as a process (what `tallyd run` runs).
 
+pub mod accept;
 mod authz;
 pub mod certs;
 pub mod config;
@@ -37,7 +41,9 @@ mod ctx;
 pub mod daemon;
 mod handoff;
 pub mod hints;
+pub mod limits;
 pub mod node;
+mod output;
 mod peer;
 mod placement;
 mod read;

@@ -14,14 +14,12 @@ use std::sync::{Arc, Weak};
 use tally_engine::Key;
 use tally_net::log_limit::LogLimit;
 use tally_net::peer::{BoxFuture, Handler};
-use tally_net::wire::{
-    Consistency, ErrorKind, PeerRequest, PeerResponse, ROW_COLUMNS_MAX, WireError, WireKey,
-};
+use tally_net::wire::{Consistency, ErrorKind, PeerRequest, PeerResponse, WireError, WireKey};
 
 use crate::authz::{self, Local, Own};
 use crate::convert::{self, engine_error, wire_cell};
 use crate::ctx::Ctx;
-use crate::read::row_too_long;
+use crate::read::scan_row;
 use crate::write::Writes;
 use crate::write::queue::Origin;
 
@@ -186,15 +184,13 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, task: Task) -> PeerResponse {
                 .map(|c| PeerResponse::Cell(wire_cell(&c)))
                 .map_err(|e| engine_error(&e))
         }),
-        Task::ReadRow(partition) => match ctx.engine.get_row(&partition) {
-            Ok(row) if row.len() > ROW_COLUMNS_MAX => Err(row_too_long(row.len())),
-            Ok(row) => Ok(PeerResponse::Row(
+        Task::ReadRow(partition) => scan_row(&ctx, &partition).await.map(|row| {
+            PeerResponse::Row(
                 row.into_iter()
                     .map(|(k, c)| (k.column().to_vec(), wire_cell(&c)))
                     .collect(),
-            )),
-            Err(e) => Err(engine_error(&e)),
-        },
+            )
+        }),
         Task::LeaderAdd(key, delta, cl) => match convert::key(&key) {
             Ok(k) => writes
                 .add(k, delta, cl, Origin::Lead)

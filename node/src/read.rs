@@ -10,7 +10,7 @@ use tally_engine::{Cell, Key};
 use tally_net::wire::{
     Consistency, ErrorKind, PeerRequest, PeerResponse, ROW_COLUMNS_MAX, WireError,
 };
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 use tracing::warn;
 
@@ -19,6 +19,9 @@ use crate::ctx::Ctx;
 
 /// Columns one row read repairs on one replica.
 const ROW_REPAIRS_MAX: usize = 256;
+/// Row scans this node runs at once: each holds a blocking thread and up
+/// to [`ROW_COLUMNS_MAX`] cells.
+const ROW_SCANS_MAX: usize = 4;
 
 /// A partition's row as replicas return it: column → cell.
 type Row = BTreeMap<Vec<u8>, Cell>;
@@ -89,6 +92,14 @@ pub(crate) async fn get_row(
 ) -> Result<Vec<(Vec<u8>, i64)>, WireError> {
     let start = Key::new(partition, b"").map_err(|e| engine_error(&e))?;
     let replicas = ctx.replicas(start.partition());
+    // A replica's own scan runs before `gather`, which asks this node first
+    // whenever it is a replica, so that the scan can leave the runtime's
+    // threads (`gather` takes local answers as they are, without waiting).
+    let local = match replicas.contains(&ctx.me) {
+        true => Some(local_row(ctx, partition).await),
+        false => None,
+    };
+    let local = parking_lot::Mutex::new(local);
     let answers = gather(
         ctx,
         &replicas,
@@ -96,7 +107,14 @@ pub(crate) async fn get_row(
         PeerRequest::ReadRow {
             partition: partition.to_vec(),
         },
-        |ctx| local_row(ctx, partition),
+        |_| {
+            local.lock().take().unwrap_or_else(|| {
+                Err(WireError::new(
+                    ErrorKind::Internal,
+                    "this node's row was asked for twice",
+                ))
+            })
+        },
         |resp| match resp {
             PeerResponse::Row(cols) => Some(
                 cols.iter()
@@ -114,7 +132,7 @@ pub(crate) async fn get_row(
         }
     }
     if merged.len() > ROW_COLUMNS_MAX {
-        return Err(row_too_long(merged.len()));
+        return Err(row_too_long());
     }
     // Repair the columns a replica is behind on, a bounded number per
     // read so that a replica far behind does not flood the peer queue;
@@ -137,23 +155,44 @@ pub(crate) async fn get_row(
 }
 
 /// This node's own cells of a partition, as a row.
-fn local_row(ctx: &Ctx, partition: &[u8]) -> Result<Row, WireError> {
-    let row = ctx
-        .engine
-        .get_row(partition)
-        .map_err(|e| engine_error(&e))?;
-    Ok(row
+async fn local_row(ctx: &Arc<Ctx>, partition: &[u8]) -> Result<Row, WireError> {
+    Ok(scan_row(ctx, partition)
+        .await?
         .into_iter()
         .map(|(k, c)| (k.column().to_vec(), c))
         .collect())
 }
 
+/// Reads this node's cells of a partition, at most [`ROW_COLUMNS_MAX`]
+/// (more is an error), on a blocking thread: a wide row costs a long scan,
+/// which must not hold up the tasks of the runtime (heartbeats among them).
+/// At most [`ROW_SCANS_MAX`] run at once.
+pub(crate) async fn scan_row(
+    ctx: &Arc<Ctx>,
+    partition: &[u8],
+) -> Result<Vec<(Key, Cell)>, WireError> {
+    static SCANS: Semaphore = Semaphore::const_new(ROW_SCANS_MAX);
+    let _turn = SCANS
+        .acquire()
+        .await
+        .map_err(|_| WireError::new(ErrorKind::Internal, "row scans are closed"))?;
+    let (ctx, partition) = (ctx.clone(), partition.to_vec());
+    let row = tokio::task::spawn_blocking(move || ctx.engine.get_row(&partition, ROW_COLUMNS_MAX))
+        .await
+        .map_err(|e| WireError::new(ErrorKind::Internal, format!("row scan failed: {e}")))?
+        .map_err(|e| engine_error(&e))?;
+    if row.truncated {
+        return Err(row_too_long());
+    }
+    Ok(row.cells)
+}
+
 /// The error for a row over [`ROW_COLUMNS_MAX`] columns.
-pub(crate) fn row_too_long(columns: usize) -> WireError {
+pub(crate) fn row_too_long() -> WireError {
     WireError::new(
         ErrorKind::Invalid,
         format!(
-            "the row has {columns} columns, over the {ROW_COLUMNS_MAX} one read returns; read its columns one by one"
+            "the row has more than the {ROW_COLUMNS_MAX} columns one read returns; read its columns one by one"
         ),
     )
 }

@@ -20,14 +20,27 @@
 //! `-ERR` texts; a protocol error gets `-ERR Protocol error: ...` and the
 //! connection is closed, like Redis. Every length is checked before
 //! anything is allocated for it.
+//!
+//! A connection over the node's cap is told `-ERR max number of clients
+//! reached` and closed, as Redis does (see `accept`). Replies pile up in
+//! the connection's output buffer while a pipeline runs; past the soft
+//! output bound they are written before the next command runs, so a client
+//! that does not read them stops being served (backpressure) instead of
+//! growing the buffer, and its connection closes after the output timeout.
+//! A request must be complete within the request timeout of its first
+//! byte, and an idle connection may be closed (see `limits`).
 
 use std::sync::Arc;
 
 use tally_net::wire::{Consistency, ErrorKind, WireError, WireKey};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
 use tracing::debug;
 
+use crate::accept::{ClientGate, ClientSlot, Listener, accept_loop};
+use crate::limits::Limits;
 use crate::node::Node;
 
 /// Most arguments in one command (MGET and DEL take many keys).
@@ -204,16 +217,25 @@ fn parse_inline(buf: &[u8]) -> Parsed {
     Ok(Some((args, nl + 1)))
 }
 
-/// Accepts RESP connections until the listener fails.
-pub async fn serve(listener: TcpListener, node: Arc<Node>) {
-    crate::server::accept_loop(listener, node, "RESP", connection).await
+/// Accepts RESP connections until the listener fails, at most as many at
+/// once as `gate` allows.
+pub async fn serve(listener: TcpListener, node: Arc<Node>, gate: Arc<ClientGate>) {
+    let l = Listener {
+        what: "RESP",
+        refusal: b"-ERR max number of clients reached\r\n".to_vec(),
+        handle: connection,
+    };
+    accept_loop(listener, node, gate, l).await
 }
 
-async fn connection(stream: TcpStream, node: Arc<Node>) {
+async fn connection(stream: TcpStream, node: Arc<Node>, _slot: ClientSlot) {
+    let limits = node.config().cluster.limits.clone();
     let peer = stream.peer_addr().ok();
     let (mut rd, mut wr) = stream.into_split();
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut out = Vec::new();
+    // When the first byte of the unfinished request at the end of `buf` came.
+    let mut partial_since = None;
     loop {
         let mut used = 0;
         let mut close = false;
@@ -230,6 +252,14 @@ async fn connection(stream: TcpStream, node: Arc<Node>) {
                         close = true;
                         break;
                     }
+                    // Replies the client has not taken stop the pipeline
+                    // here until it does: no more commands run for it.
+                    if out.len() >= limits.output_soft_bytes
+                        && !send(&mut wr, &mut out, &limits).await
+                    {
+                        debug!(client = ?peer, "RESP client left its replies untaken");
+                        return;
+                    }
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -241,11 +271,8 @@ async fn connection(stream: TcpStream, node: Arc<Node>) {
             }
         }
         buf.drain(..used);
-        if !out.is_empty() {
-            if wr.write_all(&out).await.is_err() {
-                return;
-            }
-            out.clear();
+        if !out.is_empty() && !send(&mut wr, &mut out, &limits).await {
+            return;
         }
         if close {
             let _ = wr.shutdown().await;
@@ -254,10 +281,49 @@ async fn connection(stream: TcpStream, node: Arc<Node>) {
         if buf.len() > BUFFER_BYTES_MAX {
             return;
         }
-        match rd.read_buf(&mut buf).await {
+        partial_since = match (buf.is_empty(), used) {
+            (true, _) => None,
+            // What is left began with the last read.
+            (false, 1..) => Some(Instant::now()),
+            (false, 0) => partial_since.or_else(|| Some(Instant::now())),
+        };
+        match read_more(&mut rd, &mut buf, &limits, partial_since).await {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
+    }
+}
+
+/// Writes and clears `out`; false if the client did not take it within
+/// the output timeout, or more than the hard output bound is waiting.
+async fn send(wr: &mut OwnedWriteHalf, out: &mut Vec<u8>, limits: &Limits) -> bool {
+    if out.len() > limits.output_hard_bytes {
+        return false;
+    }
+    let sent = tokio::time::timeout(limits.output_timeout(), wr.write_all(out)).await;
+    out.clear();
+    matches!(sent, Ok(Ok(())))
+}
+
+/// Reads more of the client's requests: an unfinished one must be complete
+/// within the request timeout of its first byte; with none under way the
+/// client may take the idle timeout. A timeout is an error.
+async fn read_more(
+    rd: &mut OwnedReadHalf,
+    buf: &mut Vec<u8>,
+    limits: &Limits,
+    partial_since: Option<Instant>,
+) -> std::io::Result<usize> {
+    let timed_out = |what: &str| std::io::Error::new(std::io::ErrorKind::TimedOut, what);
+    let read = rd.read_buf(buf);
+    match (partial_since, limits.idle_timeout()) {
+        (Some(since), _) => tokio::time::timeout_at(since + limits.request_timeout(), read)
+            .await
+            .map_err(|_| timed_out("request incomplete"))?,
+        (None, Some(idle)) => tokio::time::timeout(idle, read)
+            .await
+            .map_err(|_| timed_out("idle"))?,
+        (None, None) => read.await,
     }
 }
 

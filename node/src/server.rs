@@ -10,9 +10,15 @@
 //! A frame over the limit, a truncated frame or bytes that do not decode end
 //! that connection: the client gets one last frame with request id 0 that
 //! says why, requests already running still get their answers, and the node
-//! goes on serving every other connection. What a client can cause to be
-//! logged (a bad connection, a failed accept) is logged at most once a
-//! second, with the number of lines left out.
+//! goes on serving every other connection. So does a request not complete
+//! within the request timeout, and an idle connection (see `limits`).
+//!
+//! A connection over the node's cap gets a frame with request id 0 and an
+//! `Unavailable` error, "max number of clients reached", and is closed
+//! (see `accept`). Answers the client does not take stop the reading of
+//! its requests past the soft output bound, and close the connection past
+//! the hard one or after the output timeout (see `output`). What a client can cause to be logged is logged at most
+//! once a second, with the number of lines left out.
 
 use std::sync::Arc;
 
@@ -21,12 +27,16 @@ use tally_net::log_limit::LogLimit;
 use tally_net::wire::{
     self, ClientOp, ClientRequest, ClientResponse, ErrorKind, REQUEST_FRAME_BYTES_MAX, WireError,
 };
-use tokio::io::BufReader;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
 use tracing::{debug, warn};
 
+use crate::accept::{ClientGate, ClientSlot, Listener, accept_loop};
+use crate::limits::Limits;
 use crate::node::Node;
+use crate::output::{OutputGauge, Pressure, write_answers};
 use crate::write::queue::{Origin, QueuedAdd, Reply, reply_one};
 
 /// Requests one connection may have running at once.
@@ -34,61 +44,76 @@ const IN_FLIGHT_MAX: usize = 4096;
 /// A connection's read buffer: a pipelined client's requests arrive many
 /// to a segment, and are read with one `recv` instead of two each.
 const READ_BUFFER_BYTES: usize = 64 * 1024;
+/// What a connection over the node's cap is told before it is closed.
+const REFUSAL: &str = "max number of clients reached";
 
-/// Accepts client connections until the listener fails.
-pub async fn serve(listener: TcpListener, node: Arc<Node>) {
-    accept_loop(listener, node, "client", connection).await
+/// Accepts client connections until the listener fails, at most as many
+/// at once as `gate` allows.
+pub async fn serve(listener: TcpListener, node: Arc<Node>, gate: Arc<ClientGate>) {
+    let mut refusal = Vec::new();
+    let result = Err(WireError::new(ErrorKind::Unavailable, REFUSAL));
+    put_frame(&mut refusal, &ClientResponse { id: 0, result });
+    let l = Listener {
+        what: "client",
+        refusal,
+        handle: connection,
+    };
+    accept_loop(listener, node, gate, l).await
 }
 
-/// Accepts connections and runs `handle` on each in its own task, until
-/// the listener fails. Shared by the client and RESP listeners.
-pub(crate) async fn accept_loop<F, Fut>(
-    listener: TcpListener,
-    node: Arc<Node>,
-    what: &'static str,
-    handle: F,
-) where
-    F: Fn(TcpStream, Arc<Node>) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    loop {
-        match listener.accept().await {
-            Ok((stream, _)) => {
-                let _ = stream.set_nodelay(true);
-                tokio::spawn(handle(stream, node.clone()));
-            }
-            Err(e) => {
-                // Out of file descriptors and the like: back off, keep serving.
-                static FAILED: LogLimit = LogLimit::per_second();
-                if let Some(suppressed) = FAILED.admit() {
-                    warn!(listener = what, error = %e, suppressed, "accept failed");
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            }
-        }
-    }
+/// Why the reader stopped.
+enum Stop {
+    /// The client closed, or the connection is gone for good.
+    Quiet,
+    /// Tell the client why, then close.
+    Say(String),
+    /// The client does not take its answers: close without waiting.
+    Abandon(&'static str),
 }
 
-async fn connection(stream: TcpStream, node: Arc<Node>) {
+async fn connection(stream: TcpStream, node: Arc<Node>, _slot: ClientSlot) {
+    let limits = node.config().cluster.limits.clone();
     let peer = stream.peer_addr().ok();
     let (rd, wr) = stream.into_split();
     let mut rd = BufReader::with_capacity(READ_BUFFER_BYTES, rd);
     let (tx, rx) = mpsc::channel::<Vec<u8>>(IN_FLIGHT_MAX);
-    let writer = tokio::spawn(tally_net::frame::write_coalesced(wr, rx));
+    let (others_tx, others_rx) = mpsc::channel::<Vec<u8>>(IN_FLIGHT_MAX);
+    let gauge = Arc::new(OutputGauge::default());
+    let writer = tokio::spawn(write_answers(
+        wr,
+        rx,
+        others_rx,
+        gauge.clone(),
+        limits.output_timeout(),
+    ));
     let permits = Arc::new(Semaphore::new(IN_FLIGHT_MAX));
     let mut buf = Vec::new();
-    let last_word = loop {
-        match read_frame(&mut rd, &mut buf, REQUEST_FRAME_BYTES_MAX).await {
+    let stop = loop {
+        // Backpressure: no new request while the client leaves answers untaken.
+        let soft = limits.output_soft_bytes;
+        match gauge
+            .wait_below(soft, limits.output_hard_bytes, limits.output_timeout())
+            .await
+        {
+            Pressure::Below => {}
+            Pressure::Stuck => break Stop::Abandon("answers untaken for the output timeout"),
+            Pressure::Over => break Stop::Abandon("answers over the output limit"),
+        }
+        let next = tokio::select! {
+            r = next_frame(&mut rd, &mut buf, &limits) => r,
+            () = gauge.closed() => break Stop::Abandon("answers not taken"),
+        };
+        match next {
             Ok(true) => {}
-            Ok(false) => break None,
-            Err(e) => break Some(e.to_string()),
+            Ok(false) => break Stop::Quiet,
+            Err(why) => break Stop::Say(why),
         }
         let req: ClientRequest = match wire::decode(&buf) {
             Ok(r) => r,
-            Err(e) => break Some(format!("malformed request: {e}")),
+            Err(e) => break Stop::Say(format!("malformed request: {e}")),
         };
         let Ok(permit) = permits.clone().acquire_owned().await else {
-            break None;
+            break Stop::Quiet;
         };
         if let ClientOp::Add { key, delta, cl } = &req.op {
             let reply = Reply::Frame {
@@ -102,27 +127,66 @@ async fn connection(stream: TcpStream, node: Arc<Node>) {
             }
             continue;
         }
-        let node = node.clone();
-        let tx = tx.clone();
+        let (node, tx, gauge) = (node.clone(), others_tx.clone(), gauge.clone());
         tokio::spawn(async move {
             let result = node.execute(req.op).await;
             let mut frame = Vec::new();
             put_frame(&mut frame, &ClientResponse { id: req.id, result });
+            gauge.add(frame.len());
             let _ = tx.send(frame).await;
             drop(permit);
         });
     };
-    if let Some(why) = last_word {
-        static CLOSING: LogLimit = LogLimit::per_second();
-        if let Some(suppressed) = CLOSING.admit() {
-            warn!(client = ?peer, reason = %why, suppressed, "closing a client connection");
+    match stop {
+        Stop::Quiet => {}
+        Stop::Say(why) => {
+            static CLOSING: LogLimit = LogLimit::per_second();
+            if let Some(suppressed) = CLOSING.admit() {
+                warn!(client = ?peer, reason = %why, suppressed, "closing a client connection");
+            }
+            let mut frame = Vec::new();
+            let result = Err(WireError::new(ErrorKind::Invalid, why));
+            put_frame(&mut frame, &ClientResponse { id: 0, result });
+            gauge.add(frame.len());
+            let _ = others_tx.send(frame).await;
         }
-        let mut frame = Vec::new();
-        let result = Err(WireError::new(ErrorKind::Invalid, why));
-        put_frame(&mut frame, &ClientResponse { id: 0, result });
-        let _ = tx.send(frame).await;
+        Stop::Abandon(why) => {
+            debug!(client = ?peer, reason = why, "closing a client connection");
+            writer.abort();
+            return;
+        }
     }
-    drop(tx);
+    drop((tx, others_tx));
     let _ = writer.await;
     debug!(client = ?peer, "client connection closed");
+}
+
+/// Reads the next request frame into `buf`: `Ok(false)` at a clean end.
+/// Its first byte may take the idle timeout to come, the rest of it the
+/// request timeout.
+async fn next_frame(
+    rd: &mut BufReader<OwnedReadHalf>,
+    buf: &mut Vec<u8>,
+    limits: &Limits,
+) -> Result<bool, String> {
+    let first = match limits.idle_timeout() {
+        None => rd.fill_buf().await,
+        Some(idle) => match tokio::time::timeout(idle, rd.fill_buf()).await {
+            Ok(r) => r,
+            Err(_) => return Err(format!("idle for {} ms", limits.idle_timeout_ms)),
+        },
+    };
+    match first {
+        Ok([]) => return Ok(false),
+        Ok(_) => {}
+        Err(e) => return Err(format!("read frame: {e}")),
+    }
+    let frame = read_frame(rd, buf, REQUEST_FRAME_BYTES_MAX);
+    match tokio::time::timeout(limits.request_timeout(), frame).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(_) => Err(format!(
+            "request incomplete after {} ms",
+            limits.request_timeout_ms
+        )),
+    }
 }

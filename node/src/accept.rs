@@ -1,0 +1,158 @@
+//! Accepting client connections, under the node's cap on them.
+//!
+//! Both listeners (native and RESP) share one [`ClientGate`]: a connection
+//! holds a [`ClientSlot`] for as long as it is open. One that finds no
+//! slot free is accepted only to be refused, so that its client learns why
+//! at once instead of waiting in the listen backlog: it gets the
+//! listener's last word (RESP: `-ERR max number of clients reached`, as
+//! Redis says; native: an error frame) and is closed, giving its file
+//! descriptor back. Refusals and failed accepts are logged at most once a
+//! second each, with a count of those held back.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tracing::warn;
+
+use crate::node::Node;
+use tally_net::log_limit::LogLimit;
+
+/// How often a flood of refusals or failed accepts may log a line.
+const LOG_INTERVAL: Duration = Duration::from_secs(1);
+/// Pause after a failed accept (out of file descriptors and the like).
+const ACCEPT_RETRY: Duration = Duration::from_millis(50);
+
+/// The node's client connections: at most `max` open at once.
+///
+/// # Invariants
+/// - `open <= max`: a slot is only taken below `max`, and given back once.
+#[derive(Debug)]
+pub struct ClientGate {
+    max: usize,
+    open: AtomicUsize,
+    refusals: LogLimit,
+}
+
+/// One open client connection's place under the cap; dropping it frees it.
+#[derive(Debug)]
+pub struct ClientSlot(Arc<ClientGate>);
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl ClientGate {
+    /// A gate that holds at most `max` connections.
+    pub fn new(max: usize) -> Arc<ClientGate> {
+        Arc::new(ClientGate {
+            max,
+            open: AtomicUsize::new(0),
+            refusals: LogLimit::every(LOG_INTERVAL),
+        })
+    }
+
+    /// Connections open now.
+    pub fn open(&self) -> usize {
+        self.open.load(Ordering::Acquire)
+    }
+
+    /// A slot for a new connection, if one is free.
+    pub fn admit(self: &Arc<Self>) -> Option<ClientSlot> {
+        self.open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| ClientSlot(self.clone()))
+    }
+
+    fn log_refusal(&self, listener: &str) {
+        if let Some(suppressed) = self.refusals.admit() {
+            warn!(
+                listener,
+                clients_max = self.max,
+                suppressed,
+                "refused a client connection: max number of clients reached"
+            );
+        }
+    }
+}
+
+/// What a listener tells a connection it refuses, and how it serves the
+/// ones it admits.
+pub(crate) struct Listener<F> {
+    /// For logs: `client` or `RESP`.
+    pub(crate) what: &'static str,
+    /// Sent to a refused connection before it is closed.
+    pub(crate) refusal: Vec<u8>,
+    /// Serves one admitted connection, holding its slot until it ends.
+    pub(crate) handle: F,
+}
+
+/// Accepts connections until the listener fails; runs `l.handle` on each
+/// admitted one in its own task, refuses the others.
+pub(crate) async fn accept_loop<F, Fut>(
+    listener: TcpListener,
+    node: Arc<Node>,
+    gate: Arc<ClientGate>,
+    l: Listener<F>,
+) where
+    F: Fn(TcpStream, Arc<Node>, ClientSlot) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let failures = LogLimit::every(LOG_INTERVAL);
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => match gate.admit() {
+                Some(slot) => {
+                    let _ = stream.set_nodelay(true);
+                    tokio::spawn((l.handle)(stream, node.clone(), slot));
+                }
+                None => {
+                    gate.log_refusal(l.what);
+                    refuse(stream, &l.refusal);
+                }
+            },
+            Err(e) => {
+                // Out of file descriptors and the like: back off, keep serving.
+                if let Some(suppressed) = failures.admit() {
+                    warn!(listener = l.what, error = %e, suppressed, "accept failed");
+                }
+                tokio::time::sleep(ACCEPT_RETRY).await;
+            }
+        }
+    }
+}
+
+/// Sends the last word and closes. A fresh socket's send buffer is empty,
+/// so the few bytes go out without waiting; closing at once gives the file
+/// descriptor back before the next accept.
+fn refuse(stream: TcpStream, last_word: &[u8]) {
+    let _ = stream.try_write(last_word);
+    drop(stream);
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+
+    #[test]
+    fn slots_are_capped_and_given_back() {
+        let gate = ClientGate::new(2);
+        let a = gate.admit().unwrap();
+        let b = gate.admit().unwrap();
+        assert!(gate.admit().is_none(), "a third over a cap of two");
+        assert_eq!(gate.open(), 2);
+        drop(a);
+        let c = gate.admit().unwrap();
+        assert!(gate.admit().is_none());
+        drop((b, c));
+        assert_eq!(gate.open(), 0);
+        assert!(ClientGate::new(0).admit().is_none());
+    }
+}

@@ -1,0 +1,234 @@
+//! What a node gives its clients: connections, file descriptors, memory
+//! and time. The `[cluster.limits]` table of `cluster.toml` (every key
+//! optional) sets them for every node.
+//!
+//! # File descriptors
+//!
+//! The engine needs a file descriptor at any moment: a new commit-log
+//! segment, an SSTable, a directory to fsync. Failing there poisons it (it
+//! cannot tell whether a write is durable), so clients must never take the
+//! last ones. At start the node raises its soft `RLIMIT_NOFILE` to the
+//! hard limit (as Redis and ScyllaDB do), counts what it has open, and
+//! keeps `fd_reserve` free for the engine: client connections (both
+//! listeners together) are capped at what is left, and at `clients_max`
+//! (Redis' `maxclients`). One over the cap is accepted only to be refused
+//! and closed (see `gate`).
+//!
+//! # Memory and time per connection
+//!
+//! - Replies a client does not take pile up: past `output_soft_bytes`
+//!   the connection stops reading requests until the client takes them
+//!   (backpressure); replies left untaken for `output_timeout_ms`, or more
+//!   than `output_hard_bytes` of them, close it (Redis'
+//!   `client-output-buffer-limit`).
+//! - A request whose first bytes arrived must be complete within
+//!   `request_timeout_ms`, or the connection is closed: a client cannot
+//!   hold a buffer and a connection by trickling a request.
+//! - A connection with no request under way for `idle_timeout_ms` is
+//!   closed; 0, the default, never closes one (Redis' `timeout 0`).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The `[cluster.limits]` table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Most client connections (native and RESP together) a node holds.
+    pub clients_max: usize,
+    /// File descriptors kept free for the engine, whatever clients do.
+    pub fd_reserve: usize,
+    /// A request must be complete this long after its first byte.
+    pub request_timeout_ms: u64,
+    /// A connection without a request this long is closed; 0 is never.
+    pub idle_timeout_ms: u64,
+    /// Unsent replies past which a connection stops reading requests.
+    pub output_soft_bytes: usize,
+    /// Unsent replies past which a connection is closed.
+    pub output_hard_bytes: usize,
+    /// Replies the client leaves untaken this long close its connection.
+    pub output_timeout_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            clients_max: 10_000,
+            fd_reserve: 64,
+            request_timeout_ms: 10_000,
+            idle_timeout_ms: 0,
+            output_soft_bytes: 1 << 20,
+            output_hard_bytes: 64 << 20,
+            output_timeout_ms: 60_000,
+        }
+    }
+}
+
+impl Limits {
+    /// Checks the table; an error names the key (under `cluster.limits.`).
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        if self.clients_max == 0 {
+            return Err(("clients_max", "must be > 0".into()));
+        }
+        for (name, ms) in [
+            ("request_timeout_ms", self.request_timeout_ms),
+            ("output_timeout_ms", self.output_timeout_ms),
+        ] {
+            if ms == 0 {
+                return Err((name, "must be > 0".into()));
+            }
+        }
+        if self.output_soft_bytes == 0 || self.output_soft_bytes > self.output_hard_bytes {
+            return Err((
+                "output_soft_bytes",
+                format!(
+                    "{} is not between 1 and output_hard_bytes ({})",
+                    self.output_soft_bytes, self.output_hard_bytes
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// [`Limits::request_timeout_ms`] as a duration.
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.request_timeout_ms)
+    }
+
+    /// [`Limits::idle_timeout_ms`] as a duration; `None` for never.
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        (self.idle_timeout_ms > 0).then(|| Duration::from_millis(self.idle_timeout_ms))
+    }
+
+    /// [`Limits::output_timeout_ms`] as a duration.
+    pub fn output_timeout(&self) -> Duration {
+        Duration::from_millis(self.output_timeout_ms)
+    }
+}
+
+/// How many client connections a node may hold: what the file limit
+/// leaves after the descriptors open at start and the engine's reserve,
+/// less one for accepting a connection only to refuse it; at most `cap`
+/// (`clients_max`).
+pub fn clients_max(files_limit: u64, files_open: usize, reserve: usize, cap: usize) -> usize {
+    let taken = (files_open as u64)
+        .saturating_add(reserve as u64)
+        .saturating_add(1);
+    let room = usize::try_from(files_limit.saturating_sub(taken)).unwrap_or(usize::MAX);
+    room.min(cap)
+}
+
+/// The soft file limit before and after raising it to the hard limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FilesLimit {
+    /// The soft limit the process started with.
+    pub was: u64,
+    /// The soft limit now.
+    pub now: u64,
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit. An unlimited hard
+/// limit (which Linux does not allow for files) counts as `u64::MAX`.
+pub fn raise_files_limit() -> std::io::Result<FilesLimit> {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let got = getrlimit(Resource::Nofile);
+    let was = got.current.unwrap_or(u64::MAX);
+    if got.current == got.maximum {
+        return Ok(FilesLimit { was, now: was });
+    }
+    setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: got.maximum,
+            maximum: got.maximum,
+        },
+    )?;
+    let now = getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX);
+    Ok(FilesLimit { was, now })
+}
+
+/// File descriptors this process has open now.
+pub fn files_open() -> std::io::Result<usize> {
+    // The directory handle that read_dir holds counts itself: take it off.
+    Ok(std::fs::read_dir("/proc/self/fd")?
+        .count()
+        .saturating_sub(1))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+
+    #[test]
+    fn clients_get_what_the_engine_does_not_need() {
+        let table = [
+            // limit, open, reserve, clients_max -> clients
+            (1024, 40, 64, 10_000, 919),
+            (1024, 40, 64, 100, 100),
+            (1_048_576, 40, 64, 10_000, 10_000),
+            // Nothing left: no clients, never an underflow.
+            (100, 40, 64, 10_000, 0),
+            (0, 0, 0, 10, 0),
+            (u64::MAX, usize::MAX, usize::MAX, 5, 0),
+            (u64::MAX, 3, 64, usize::MAX, usize::MAX - 68),
+        ];
+        for (limit, open, reserve, max, want) in table {
+            assert_eq!(
+                clients_max(limit, open, reserve, max),
+                want,
+                "{limit} {open} {reserve} {max}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_files_limit_is_raised_to_the_hard_limit() {
+        let raised = raise_files_limit().unwrap();
+        let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
+        assert_eq!(raised.now, hard.unwrap_or(u64::MAX));
+        assert!(raised.now >= raised.was);
+        let open = files_open().unwrap();
+        assert!(open >= 3, "stdin, stdout and stderr at least: {open}");
+    }
+
+    #[test]
+    fn limits_are_checked() {
+        assert_eq!(Limits::default().validate(), Ok(()));
+        let bad = [
+            Limits {
+                clients_max: 0,
+                ..Limits::default()
+            },
+            Limits {
+                request_timeout_ms: 0,
+                ..Limits::default()
+            },
+            Limits {
+                output_timeout_ms: 0,
+                ..Limits::default()
+            },
+            Limits {
+                output_soft_bytes: 0,
+                ..Limits::default()
+            },
+            Limits {
+                output_hard_bytes: 1000,
+                ..Limits::default()
+            },
+        ];
+        let fields: Vec<&str> = bad.iter().map(|l| l.validate().unwrap_err().0).collect();
+        assert_eq!(
+            fields,
+            [
+                "clients_max",
+                "request_timeout_ms",
+                "output_timeout_ms",
+                "output_soft_bytes",
+                "output_soft_bytes"
+            ]
+        );
+        assert_eq!(Limits::default().idle_timeout(), None);
+    }
+}
