@@ -40,6 +40,7 @@ use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 
 use parking_lot::Mutex;
@@ -47,7 +48,7 @@ use tokio::sync::oneshot;
 
 use crate::background::Background;
 use crate::cache::{CounterCache, PendingAdd};
-use crate::cell::{Cell, SHARDS_MAX};
+use crate::cell::Cell;
 use crate::commitlog::{self, LogWriter, ReplayStats};
 use crate::error::{Error, Result};
 use crate::fsutil;
@@ -94,6 +95,9 @@ pub struct Stats {
     pub memtable_cells: usize,
     /// Bytes in commit log segments on disk.
     pub log_bytes: u64,
+    /// Writes refused since open because the cell would have held more than
+    /// [`SHARDS_MAX`](crate::cell::SHARDS_MAX) shards (merges, or a leader's new shard).
+    pub shard_limit_refusals: u64,
 }
 
 /// One node's storage engine. Cheap to share behind an `Arc`; all methods take `&self`.
@@ -109,6 +113,8 @@ pub struct Engine {
     work: WorkSender,
     threads: Mutex<Vec<JoinHandle<()>>>,
     replay: ReplayStats,
+    /// See [`Stats::shard_limit_refusals`].
+    shard_limit_refusals: AtomicU64,
     /// Holds the directory lock while the engine is open.
     _identity: Identity,
 }
@@ -191,6 +197,7 @@ impl Engine {
             work,
             threads: Mutex::new(threads),
             replay,
+            shard_limit_refusals: AtomicU64::new(0),
             _identity: identity,
         })
     }
@@ -218,7 +225,8 @@ impl Engine {
                 sealed: None,
             },
         )?;
-        rx.await.map_err(|_| Error::Closed)?
+        let added = rx.await.map_err(|_| Error::Closed)?;
+        self.counted(added)
     }
 
     /// [`Engine::leader_add`] in two steps: returns the outcome as soon as
@@ -241,9 +249,9 @@ impl Engine {
         )?;
         match early.await {
             Ok(outcome) => Ok((outcome, Durable(DurableBy::Add(rx)))),
-            // Refused at sealing (overflow, poisoned): the reason is in `done`.
+            // Refused at sealing (overflow, a limit, poisoned): the reason is in `done`.
             Err(_) => match rx.await {
-                Ok(Err(e)) => Err(e),
+                Ok(Err(e)) => self.counted(Err(e)),
                 Ok(Ok(_)) => unreachable!("a sealed add always sends its early outcome"),
                 Err(_) => Err(Error::Closed),
             },
@@ -281,6 +289,9 @@ impl Engine {
                 Ok::<_, Error>(one)
             })??;
             sealed_any |= matches!(one, Staged::Sealed(_));
+            if let Staged::Refused(e) = &one {
+                self.count_refusal(e);
+            }
             staged.push(one);
         }
         if full {
@@ -323,24 +334,23 @@ impl Engine {
     }
 
     /// Merges state from elsewhere (replication, hints, repair, read repair).
-    /// Applying the same state twice changes nothing.
+    /// Applying the same state twice changes nothing. A cell past a limit
+    /// (see [`crate::cell`]: clocks, epoch, shard count), or whose merge
+    /// would leave the stored cell wider than [`SHARDS_MAX`](crate::cell::SHARDS_MAX), is refused
+    /// and changes nothing. The whole cell is loaded to check that (a cold
+    /// one read from disk first, outside the lock).
     pub async fn apply(&self, key: &Key, cell: &Cell) -> Result<()> {
         self.poison.check()?;
-        if cell.shards().len() > SHARDS_MAX {
-            return Err(Error::TooManyShards {
-                count: cell.shards().len(),
-                max: SHARDS_MAX,
-            });
-        }
-        let rx = self.cache.merge(key, cell, |changed, v| {
-            if changed {
-                self.commit.log_record(key, cell, v.active.generation())
-            } else {
+        let rx = self.cache.with_cell(key, |cached, v| {
+            if !cached.cell.try_merge(cell).map_err(Error::from)? {
                 // Nothing new to log, but the state may come from a record
                 // still waiting for its fsync: answer after the next one.
-                self.commit.log_barrier()
+                return Ok(self.commit.log_barrier());
             }
+            cached.mark_written(key, v);
+            Ok(self.commit.log_record(key, cell, v.active.generation()))
         });
+        let rx = self.counted(rx.and_then(|merged| merged))?;
         rx.await.map_err(|_| Error::Closed)?
     }
 
@@ -367,19 +377,15 @@ impl Engine {
         let mut direct_only = true;
         let mut full = false;
         for (key, cell) in items {
-            if cell.shards().len() > SHARDS_MAX {
-                results.push(Err(Error::TooManyShards {
-                    count: cell.shards().len(),
-                    max: SHARDS_MAX,
-                }));
-                continue;
-            }
             let epoch = self.cache.with_cell(key, |cached, v| {
-                let changed = cached.cell.merge_changed(cell);
+                let changed = match cached.cell.try_merge(cell) {
+                    Ok(changed) => changed,
+                    Err(limit) => return Ok(Err(Error::from(limit))),
+                };
                 let epoch = cached.cell.epoch();
                 if !changed {
                     direct_only = false;
-                    return Ok::<u64, Error>(epoch);
+                    return Ok(Ok(epoch));
                 }
                 cached.mark_written(key, v);
                 if v.frozen.len() < stall_at {
@@ -389,9 +395,12 @@ impl Engine {
                     self.commit.queue_record(key, cell, v.active.generation())?;
                     direct_only = false;
                 }
-                Ok(epoch)
+                Ok::<_, Error>(Ok(epoch))
             })??;
-            results.push(Ok(epoch));
+            if let Err(e) = &epoch {
+                self.count_refusal(e);
+            }
+            results.push(epoch);
         }
         if full {
             self.work.flush();
@@ -408,18 +417,19 @@ impl Engine {
     }
 
     /// Resets the counter: moves its cell to a new epoch with no shards. Adds
-    /// racing the reset that lose are discarded ("reset wins"). Returns the new epoch.
+    /// racing the reset that lose are discarded ("reset wins"). Returns the
+    /// new epoch; refused when the epoch is at [`crate::cell::CLOCK_MAX`].
     pub async fn reset(&self, key: &Key) -> Result<u64> {
         self.poison.check()?;
         let (epoch, rx) = self.cache.with_cell(key, |cached, v| {
-            cached.cell.reset();
+            cached.cell.try_reset()?;
             cached.mark_written(key, v);
             let cell = cached.cell.clone();
-            (
+            Ok::<_, Error>((
                 cell.epoch(),
                 self.commit.log_record(key, &cell, v.active.generation()),
-            )
-        })?;
+            ))
+        })??;
         rx.await.map_err(|_| Error::Closed)??;
         Ok(epoch)
     }
@@ -499,6 +509,22 @@ impl Engine {
             add_records: commit.add_records,
             memtable_cells: v.memtables().map(|m| m.len()).sum(),
             log_bytes: log_bytes(&self.dir),
+            shard_limit_refusals: self.shard_limit_refusals.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Counts `result` in the stats if it is a refusal that counts.
+    fn counted<T>(&self, result: Result<T>) -> Result<T> {
+        if let Err(e) = &result {
+            self.count_refusal(e);
+        }
+        result
+    }
+
+    /// Counts a write refused for a limit of the cell.
+    fn count_refusal(&self, e: &Error) {
+        if matches!(e, Error::TooManyShards { .. }) {
+            self.shard_limit_refusals.fetch_add(1, Ordering::Relaxed);
         }
     }
 

@@ -4,7 +4,8 @@
 //!
 //! A counter is a [`Cell`]: a reset `epoch` and one [`Shard`] per node
 //! incarnation that ever added to it, `(counter_id, clock, value)`. Its value
-//! is the sum of the shards. Only the owner of a `counter_id` makes new
+//! is the sum of the shards, an error when that sum is past the range of an
+//! `i64`. Only the owner of a `counter_id` makes new
 //! versions of its shard; everything else is a `merge` (see [`cell`]), which
 //! is commutative, associative and idempotent.
 //!
@@ -25,8 +26,11 @@
 //!   the last one sees the cell's value. Concurrent adds to a hot counter
 //!   thus become one RMW, one log record, one replication message.
 //! - [`Engine::apply`]: merges a cell from elsewhere into the counter cache
-//!   (or, for a key not cached, into the memtable), logs it, and returns
-//!   after its fsync.
+//!   (a cold cell is read from disk first, outside the lock), logs it, and
+//!   returns after its fsync. A cell past a limit (clocks or epoch near
+//!   `u64::MAX`, more shards than readers accept), or whose merge would
+//!   leave the stored cell too wide, is refused and changes nothing (see
+//!   [`cell`]); so is a leader add that would.
 //! - [`Engine::reset`]: moves the cell to a new epoch with no shards.
 //!
 //! The cell lock (a striped mutex) is held only for in-memory work: a cold

@@ -91,7 +91,7 @@ async fn a_log_cut_at_every_offset_keeps_exactly_a_prefix() {
                 .map(|(_, d)| d)
                 .sum();
             assert_eq!(
-                engine.get(&key(k)).unwrap().value(),
+                engine.get(&key(k)).unwrap().value().unwrap(),
                 expected,
                 "cut at {cut}, key {k}"
             );
@@ -106,7 +106,7 @@ async fn a_log_cut_at_every_offset_keeps_exactly_a_prefix() {
             .map(|(_, d)| d)
             .sum();
         assert_eq!(
-            engine.get(&key(0)).unwrap().value(),
+            engine.get(&key(0)).unwrap().value().unwrap(),
             expected0 + 1,
             "cut at {cut}, after a new add"
         );
@@ -180,7 +180,7 @@ async fn zeros_laid_down_ahead_of_the_records_end_the_log_after_a_crash() {
     std::fs::write(&segment, &bytes).unwrap();
     let engine = Engine::open(dir.path(), opts.clone()).unwrap();
     for i in 0..10 {
-        assert_eq!(engine.get(&key(i)).unwrap().value(), 1, "key {i}");
+        assert_eq!(engine.get(&key(i)).unwrap().value().unwrap(), 1, "key {i}");
     }
     assert_eq!(
         engine.replay_stats().truncated_at,
