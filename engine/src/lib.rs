@@ -57,9 +57,11 @@
 //!
 //! Open loads the SSTables, then replays every commit log segment into a
 //! fresh memtable. Records carry state, not deltas, so replaying a record
-//! that is also in an SSTable is harmless. A torn last record is cut off; a
-//! bad checksum anywhere else is [`Error::Corruption`] naming file and
-//! offset. An fsync failure poisons the engine: it refuses writes from then
+//! that is also in an SSTable is harmless. A torn write at the end of the
+//! log is cut off: a torn last record, or a zero-filled gap that writeback
+//! left in writes no sync mark says were durable; any other damage is
+//! [`Error::Corruption`] naming file and offset (see [`commitlog`], and
+//! `tallyd check-log`, which reports and, if told, cuts it). An fsync failure poisons the engine: it refuses writes from then
 //! on rather than acknowledge data that may not be on disk. So does a panic
 //! on any of its threads (sealer, syncer, background), at once: whatever
 //! waited on that thread is answered with the error instead of hanging. A

@@ -205,7 +205,7 @@ impl GroupCommit {
         drop(out);
         let Group {
             batch,
-            records,
+            mut records,
             gen_max,
             acks,
             sealed,
@@ -214,7 +214,7 @@ impl GroupCommit {
             flushed_gen,
         } = group;
 
-        let written = self.write_and_sync(c, &records, gen_max, sync);
+        let written = self.write_and_sync(c, &mut records, gen_max, sync);
         match &written {
             Ok(()) => {
                 debug_assert!(
@@ -238,7 +238,7 @@ impl GroupCommit {
     fn write_and_sync(
         &self,
         c: &mut Committer,
-        records: &[u8],
+        records: &mut Vec<u8>,
         gen_max: u64,
         sync: bool,
     ) -> Result<()> {
