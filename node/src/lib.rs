@@ -28,6 +28,7 @@
 //! - [`certs`]: the cluster CA and node certificates.
 
 pub mod certs;
+pub mod check_log;
 pub mod config;
 mod convert;
 mod ctx;

@@ -4,6 +4,7 @@
 //! - `tallyd up --config cluster.toml`: every node of the config on this host
 //!   (as child processes), until Ctrl-C.
 //! - `tallyd certs --config cluster.toml`: the cluster CA and node certificates.
+//! - `tallyd check-log --data DIR [--truncate]`: a stopped node's commit log.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -67,6 +68,16 @@ enum Cmd {
         #[arg(long, default_value = "cluster.toml")]
         config: PathBuf,
     },
+    /// Check a stopped node's commit log as start-up would; optionally cut
+    /// a torn or corrupt tail (the records after it are given up).
+    CheckLog {
+        /// The node's data directory (its `engine` directory holds the log).
+        #[arg(long)]
+        data: PathBuf,
+        /// Cut every torn or corrupt tail.
+        #[arg(long)]
+        truncate: bool,
+    },
 }
 
 fn main() {
@@ -80,6 +91,9 @@ fn main() {
         } => run(&config, &node, threads, unsafe_drop_every),
         Cmd::Up { config, threads } => up(&config, threads),
         Cmd::Certs { config } => make_certs(&config).map(|_| ()),
+        Cmd::CheckLog { data, truncate } => {
+            tally_node::check_log::run(&data, truncate, &mut std::io::stdout())
+        }
     };
     if let Err(e) = result {
         eprintln!("tallyd: {e:#}");
