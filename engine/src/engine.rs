@@ -31,7 +31,7 @@
 //!    or key is handed over under the cell lock.
 //! 7. Leaves, under which nothing is taken: the memtables' own locks,
 //!    `Poison`, the relay's mailbox, the `ParkCommit` hook, the work
-//!    channel.
+//!    channel, the rate limits of `Space` and `Background` logging.
 //!
 //! Any lock can be taken alone; the condvars wait on the lock named in
 //! their doc and release it meanwhile.
@@ -52,13 +52,14 @@ use crate::cell::Cell;
 use crate::commitlog::{self, LogWriter, ReplayStats};
 use crate::error::{Error, Result};
 use crate::fsutil;
-use crate::group_commit::GroupCommit;
+use crate::group_commit::{GroupCommit, Handles};
 use crate::identity::Identity;
 use crate::key::Key;
 use crate::memtable::Memtable;
 use crate::options::{Options, ParkCommit};
 use crate::outcome::{AddOutcome, Durable, DurableBy, Staged};
 use crate::poison::Poison;
+use crate::space::Space;
 use crate::sstable::Table;
 use crate::version::{Version, VersionSet};
 use crate::work::{WorkReceiver, WorkSender};
@@ -110,6 +111,8 @@ pub struct Engine {
     commit: Arc<GroupCommit>,
     background: Arc<Background>,
     poison: Arc<Poison>,
+    /// Whether the disk was found full (see `space`).
+    space: Arc<Space>,
     work: WorkSender,
     threads: Mutex<Vec<JoinHandle<()>>>,
     replay: ReplayStats,
@@ -157,15 +160,19 @@ impl Engine {
             versions.clone(),
         ));
         let poison = Arc::new(Poison::default());
+        let space = Arc::new(Space::default());
         let (work, work_rx) = crate::work::channel();
         let commit = GroupCommit::new(
             log,
             opts.clone(),
             identity.counter_id,
-            cache.clone(),
-            versions.clone(),
-            poison.clone(),
-            work.clone(),
+            Handles {
+                cache: cache.clone(),
+                versions: versions.clone(),
+                poison: poison.clone(),
+                space: space.clone(),
+                work: work.clone(),
+            },
         );
         let background = Arc::new(Background::new(
             dir.clone(),
@@ -173,6 +180,7 @@ impl Engine {
             versions.clone(),
             cache.clone(),
             commit.clone(),
+            space.clone(),
         ));
         let guard = PoisonGuard {
             dir: dir.clone(),
@@ -194,6 +202,7 @@ impl Engine {
             commit,
             background,
             poison,
+            space,
             work,
             threads: Mutex::new(threads),
             replay,
@@ -270,7 +279,7 @@ impl Engine {
         &self,
         adds: impl IntoIterator<Item = (&'k Key, i64)>,
     ) -> Result<(Vec<Staged>, Durable)> {
-        self.poison.check()?;
+        self.check_writable()?;
         let stall_at = self.opts.frozen_memtables_max.max(1);
         let adds = adds.into_iter();
         let mut staged = Vec::with_capacity(adds.size_hint().0);
@@ -306,7 +315,7 @@ impl Engine {
     }
 
     fn queue_leader_add(&self, key: &Key, add: PendingAdd) -> Result<()> {
-        self.poison.check()?;
+        self.check_writable()?;
         let full = self.cache.with_cell(key, |cached, v| {
             // A cold cell (no add waiting, no record in the last durable
             // group commit or after it) and no write stall: seal here. A hot
@@ -340,7 +349,7 @@ impl Engine {
     /// and changes nothing. The whole cell is loaded to check that (a cold
     /// one read from disk first, outside the lock).
     pub async fn apply(&self, key: &Key, cell: &Cell) -> Result<()> {
-        self.poison.check()?;
+        self.check_writable()?;
         let rx = self.cache.with_cell(key, |cached, v| {
             if !cached.cell.try_merge(cell).map_err(Error::from)? {
                 // Nothing new to log, but the state may come from a record
@@ -371,7 +380,7 @@ impl Engine {
     /// through the sealer instead, as do records made while flushes are
     /// behind (the sealer stalls those).
     pub async fn apply_many(&self, items: &[(Key, Cell)]) -> Result<Vec<Result<u64>>> {
-        self.poison.check()?;
+        self.check_writable()?;
         let stall_at = self.opts.frozen_memtables_max.max(1);
         let mut results = Vec::with_capacity(items.len());
         let mut direct_only = true;
@@ -420,7 +429,7 @@ impl Engine {
     /// racing the reset that lose are discarded ("reset wins"). Returns the
     /// new epoch; refused when the epoch is at [`crate::cell::CLOCK_MAX`].
     pub async fn reset(&self, key: &Key) -> Result<u64> {
-        self.poison.check()?;
+        self.check_writable()?;
         let (epoch, rx) = self.cache.with_cell(key, |cached, v| {
             cached.cell.try_reset()?;
             cached.mark_written(key, v);
@@ -511,6 +520,15 @@ impl Engine {
             log_bytes: log_bytes(&self.dir),
             shard_limit_refusals: self.shard_limit_refusals.load(Ordering::Relaxed),
         }
+    }
+
+    /// Refuses a new write, before it changes anything, when the engine is
+    /// poisoned or the disk full (see `space`).
+    fn check_writable(&self) -> Result<()> {
+        self.poison.check()?;
+        let stall_at = self.opts.frozen_memtables_max.max(1);
+        self.space
+            .check(|| self.versions.current().frozen.len() >= stall_at)
     }
 
     /// Counts `result` in the stats if it is a refusal that counts.

@@ -81,6 +81,25 @@ pub enum Error {
         /// The largest one a cell takes.
         max: u64,
     },
+    /// The disk had no room for a write already applied in memory (ENOSPC,
+    /// EDQUOT, EFBIG): `op` on `path` failed. Its record waits in memory
+    /// and reaches the log with the next write that finds room, unless the
+    /// process stops first: the outcome is unknown.
+    #[error("no space left for {op} {}: {source}; the write may still be applied", path.display())]
+    NoSpace {
+        /// The operation, as a verb phrase.
+        op: &'static str,
+        /// The file it was applied to.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// The disk is full (the string says which part found it so): the
+    /// write was refused before it changed anything. Writes are taken
+    /// again once there is room.
+    #[error("the disk is full ({0}): write refused, nothing changed")]
+    DiskFull(String),
     /// Another process holds this data directory.
     #[error("data directory {} is in use by another process", .0.display())]
     Locked(PathBuf),
@@ -115,6 +134,45 @@ impl Error {
             op,
             path: path.into(),
             source,
+        }
+    }
+
+    /// An [`Error::Io`], or [`Error::NoSpace`] when `source` says the disk
+    /// had no room.
+    pub(crate) fn io_or_space(
+        op: &'static str,
+        path: impl Into<PathBuf>,
+        source: io::Error,
+    ) -> Self {
+        if crate::space::is_out_of_space(&source) {
+            Error::NoSpace {
+                op,
+                path: path.into(),
+                source,
+            }
+        } else {
+            Error::io(op, path, source)
+        }
+    }
+
+    /// Whether the disk had no room for what failed.
+    pub(crate) fn is_out_of_space(&self) -> bool {
+        match self {
+            Error::NoSpace { .. } => true,
+            Error::Io { source, .. } => crate::space::is_out_of_space(source),
+            _ => false,
+        }
+    }
+
+    /// A copy of an [`Error::NoSpace`], for each of the waiters it answers.
+    pub(crate) fn no_space_again(&self) -> Option<Error> {
+        match self {
+            Error::NoSpace { op, path, source } => Some(Error::NoSpace {
+                op,
+                path: path.clone(),
+                source: io::Error::new(source.kind(), source.to_string()),
+            }),
+            _ => None,
         }
     }
 

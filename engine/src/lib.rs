@@ -68,6 +68,10 @@
 //! poisoned engine is not marked clean at shutdown, so the next open takes
 //! a new counter id (see `identity`).
 //!
+//! A full disk does not poison: a write that finds no room changes nothing
+//! worth keeping, so writes are refused with an error (not hung) until
+//! there is room again, and then taken without a restart (see `space`).
+//!
 //! Clock jumps do not matter here: clocks are per-shard logical counters,
 //! never wall-clock time.
 //!
@@ -89,7 +93,7 @@
 //!   │
 //! version       the version set: memtables, tables, generations, write stall
 //!   │
-//! leaves        options, outcome, poison, work        (import no component)
+//! leaves        options, outcome, poison, space, work (import no component)
 //!               commitlog, sstable, memtable, identity, codec, fsutil,
 //!               cell, key, error                      (storage and data)
 //! ```
@@ -115,6 +119,7 @@ mod memtable;
 mod options;
 mod outcome;
 mod poison;
+mod space;
 pub mod sstable;
 mod version;
 mod work;

@@ -59,6 +59,8 @@ pub fn engine_error(e: &tally_engine::Error) -> WireError {
         | E::ColumnTooLong { .. }
         | E::TooManyShards { .. }
         | E::ClockExhausted { .. } => ErrorKind::Invalid,
+        // Refused before it changed anything: safe to retry.
+        E::DiskFull(_) => return WireError::not_applied(ErrorKind::Storage, e.to_string()),
         _ => ErrorKind::Storage,
     };
     WireError::new(kind, e.to_string())

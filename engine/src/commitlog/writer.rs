@@ -111,7 +111,9 @@ impl LogWriter {
         super::encode_mark(records, self.synced);
         let written = self.file.write_all_at(records, self.bytes);
         records.truncate(records_len);
-        written.map_err(|e| Error::io("append to commit log", &self.path, e))?;
+        // No room: the bytes written so far are written again, the same,
+        // by the next try, which starts at the same offset.
+        written.map_err(|e| Error::io_or_space("append to commit log", &self.path, e))?;
         self.bytes = end;
         self.unsynced = true;
         let current = self
@@ -164,7 +166,7 @@ impl LogWriter {
             let n = (target - at).min(ZEROS.len() as u64);
             self.file
                 .write_all_at(&ZEROS[..n as usize], at)
-                .map_err(|e| Error::io("extend commit log", &self.path, e))?;
+                .map_err(|e| Error::io_or_space("extend commit log", &self.path, e))?;
             at += n;
         }
         // Durable now, so later fsyncs have no file size to write; and so
@@ -238,7 +240,9 @@ pub fn segment_path(dir: &Path, id: u64) -> PathBuf {
     dir.join(format!("{id:06}.log"))
 }
 
-/// Creates segment `id` with its header, durably (file and directory).
+/// Creates segment `id` with its header, durably (file and directory). A
+/// segment that could not be made whole is removed, so that the next try
+/// (once there is room) can create it.
 fn create_segment(dir: &Path, id: u64) -> Result<(File, PathBuf)> {
     let path = segment_path(dir, id);
     // Not O_APPEND: records are written at explicit offsets, over zeros.
@@ -246,10 +250,21 @@ fn create_segment(dir: &Path, id: u64) -> Result<(File, PathBuf)> {
         .create_new(true)
         .write(true)
         .open(&path)
-        .map_err(|e| Error::io("create commit log segment", &path, e))?;
-    file.write_all_at(&header(), 0)
-        .and_then(|()| file.sync_all())
-        .map_err(|e| Error::io("write commit log header", &path, e))?;
-    fsutil::sync_dir(dir)?;
+        .map_err(|e| Error::io_or_space("create commit log segment", &path, e))?;
+    let made = file
+        .write_all_at(&header(), 0)
+        .map_err(|e| Error::io_or_space("write commit log header", &path, e))
+        .and_then(|()| {
+            file.sync_all()
+                .map_err(|e| Error::io("fsync commit log header", &path, e))
+        })
+        .and_then(|()| fsutil::sync_dir(dir));
+    if let Err(e) = made {
+        drop(file);
+        if let Err(rm) = std::fs::remove_file(&path) {
+            tracing::warn!(path = %path.display(), error = %rm, "could not remove a half-made segment");
+        }
+        return Err(e);
+    }
     Ok((file, path))
 }

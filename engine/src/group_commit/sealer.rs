@@ -67,12 +67,23 @@ impl GroupCommit {
             }
 
             // Backpressure: while too many frozen memtables wait for
-            // flushing, writes wait.
+            // flushing, writes wait; unless flushes find the disk full, when
+            // the adds are refused rather than left waiting for room. The
+            // records (applied in memory already) go on to the log.
             let frozen_max = self.opts.frozen_memtables_max.max(1);
-            self.versions
-                .stall_while_behind(frozen_max, || self.poison.is_set());
+            self.versions.stall_while_behind(frozen_max, || {
+                self.poison.is_set() || self.space.tables_full()
+            });
+            let no_room = self
+                .space
+                .check(|| self.versions.current().frozen.len() >= frozen_max)
+                .err()
+                .and_then(|e| match e {
+                    Error::DiskFull(why) => Some(why),
+                    _ => None,
+                });
             let mut sealed = Vec::with_capacity(adds.len());
-            let generation = self.seal_all(&adds, &mut records, &mut sealed);
+            let generation = self.seal_all(&adds, &mut records, &mut sealed, no_room);
 
             let mut out = self.outbox.lock();
             if out.closed {
@@ -100,8 +111,15 @@ impl GroupCommit {
         }
     }
 
-    /// Seals every key in `adds`; returns the memtable generation written to.
-    fn seal_all(&self, adds: &[Key], records: &mut Vec<u8>, sealed: &mut Vec<Sealed>) -> u64 {
+    /// Seals every key in `adds`; returns the memtable generation written
+    /// to. With `no_room` (why the disk is full) the adds are refused.
+    fn seal_all(
+        &self,
+        adds: &[Key],
+        records: &mut Vec<u8>,
+        sealed: &mut Vec<Sealed>,
+        no_room: Option<String>,
+    ) -> u64 {
         let poisoned = self.poison.is_set();
         let v = self.versions.read();
         // Swapped with each key's pending list, so both stay allocated.
@@ -117,9 +135,13 @@ impl GroupCommit {
             if waiting.is_empty() {
                 continue;
             }
-            if poisoned {
+            if poisoned || no_room.is_some() {
                 for done in waiting.drain(..).filter_map(|w| w.done) {
-                    answers.push(Answer::Add(done, Err(self.poison.error())));
+                    let err = match &no_room {
+                        Some(why) if !poisoned => Error::DiskFull(why.clone()),
+                        _ => self.poison.error(),
+                    };
+                    answers.push(Answer::Add(done, Err(err)));
                 }
                 continue;
             }

@@ -31,6 +31,11 @@ pub(super) struct Committer {
     spare: Vec<u8>,
     /// How long the last fsync took.
     last_sync: Duration,
+    /// Records a write found no room for (see `space`), with the highest
+    /// memtable generation among them: written ahead of the next group
+    /// commit's, which they are in memory before.
+    pub(super) retry: Vec<u8>,
+    retry_gen: u64,
     /// The log is closed: nothing more is written.
     pub(super) closed: bool,
 }
@@ -42,6 +47,8 @@ impl Committer {
             removed_gen: 0,
             spare: Vec::new(),
             last_sync: window,
+            retry: Vec::new(),
+            retry_gen: 0,
             closed: false,
         }
     }
@@ -62,7 +69,12 @@ struct Syncer {
     /// Watches in a row that saw no group commit, and the last one seen.
     watches: u32,
     seen_batch: u64,
+    /// When to try again records the disk had no room for.
+    retry_at: Option<Instant>,
 }
+
+/// How often records the disk had no room for are tried again.
+const RETRY_EVERY: Duration = Duration::from_millis(100);
 
 impl GroupCommit {
     /// Runs the syncer until the sealer has closed and everything is written.
@@ -79,6 +91,7 @@ impl GroupCommit {
             removed_gen: 0,
             watches: WATCHES_MAX,
             seen_batch: 0,
+            retry_at: None,
         };
         loop {
             let mut out = self.outbox.lock();
@@ -121,7 +134,9 @@ impl GroupCommit {
     /// or a periodic fsync due.
     fn wait_for_work(&self, out: &mut MutexGuard<'_, Outbox>, s: &mut Syncer) {
         loop {
-            let idle = !out.has_work() && !out.closed && out.flushed_gen <= s.removed_gen;
+            let retry_due = s.retry_at.is_some_and(|at| Instant::now() >= at);
+            let idle =
+                !out.has_work() && !out.closed && out.flushed_gen <= s.removed_gen && !retry_due;
             // Work left for a runtime that parks soon is its to write.
             let left = out
                 .deferred_at
@@ -136,7 +151,10 @@ impl GroupCommit {
                 return;
             }
             out.wake_at = Some(0);
-            if s.periodic.is_some() {
+            if let Some(at) = s.retry_at.filter(|_| idle) {
+                // Records wait for room: try them again soon, with or without work.
+                self.outbox_cv.wait_until(out, at);
+            } else if s.periodic.is_some() {
                 if self.outbox_cv.wait_until(out, s.next_sync).timed_out() {
                     return;
                 }
@@ -176,9 +194,16 @@ impl GroupCommit {
         };
         s.watches = 0;
         s.removed_gen = c.removed_gen;
+        s.retry_at = (!c.retry.is_empty()).then(|| Instant::now() + RETRY_EVERY);
         s.window.released(released, c.last_sync);
         if !(closing && drained) {
             return false;
+        }
+        if !c.retry.is_empty() {
+            // In memory only, maybe replicated: the next open must not take
+            // this incarnation's id again (see `identity`).
+            self.poison
+                .set(|| "closed with records the disk had no room for".into());
         }
         if !self.poison.is_set()
             && let Err(e) = c.log.close()
@@ -223,6 +248,7 @@ impl GroupCommit {
                 );
                 self.durable_batch.store(batch, Relaxed);
             }
+            Err(e) if e.is_out_of_space() => self.space.report("commit log write", e),
             Err(e) => self.poison_on(e),
         }
         let counted_sync = self.opts.sync == SyncMode::Batch;
@@ -233,8 +259,10 @@ impl GroupCommit {
         released
     }
 
-    /// Appends `records` to the log and, if `sync` and anything is
-    /// unsynced, fsyncs it; a poisoned engine writes nothing.
+    /// Appends `records` to the log, behind any records an earlier write
+    /// found no room for, and, if `sync` and anything is unsynced, fsyncs
+    /// it; a poisoned engine writes nothing. Records that find no room
+    /// are kept for the next try ([`Error::NoSpace`](crate::Error)).
     fn write_and_sync(
         &self,
         c: &mut Committer,
@@ -245,7 +273,30 @@ impl GroupCommit {
         if self.poison.is_set() {
             return Err(self.poison.error());
         }
-        c.log.append(records, gen_max)?;
+        let appended = if c.retry.is_empty() {
+            c.log.append(records, gen_max)
+        } else {
+            c.retry.extend_from_slice(records);
+            c.retry_gen = c.retry_gen.max(gen_max);
+            let appended = c.log.append(&mut c.retry, c.retry_gen);
+            if appended.is_ok() {
+                c.retry.clear();
+                c.retry_gen = 0;
+            }
+            appended
+        };
+        match appended {
+            Ok(()) => self.space.set_log_full(false),
+            Err(e) if e.is_out_of_space() => {
+                if c.retry.is_empty() {
+                    c.retry.extend_from_slice(records);
+                    c.retry_gen = gen_max;
+                }
+                self.space.set_log_full(true);
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        }
         if !(sync && c.log.unsynced()) {
             return Ok(());
         }
@@ -299,7 +350,11 @@ impl GroupCommit {
                 .fetch_add(sealed.len() as u64 + batched_adds, Relaxed);
             m.adds.fetch_add(combined + batched_adds, Relaxed);
         }
-        let result = |r: &Result<()>| r.as_ref().map(|_| ()).map_err(|_| self.poison.error());
+        let result = |r: &Result<()>| {
+            r.as_ref()
+                .map(|_| ())
+                .map_err(|e| e.no_space_again().unwrap_or_else(|| self.poison.error()))
+        };
         let mut answers = Vec::with_capacity(acks.len() + sealed.len());
         for ack in acks {
             answers.push(Answer::Ack(ack, result(written)));
