@@ -82,6 +82,11 @@ impl Space {
         }
     }
 
+    /// Whether the log found no room: records wait in memory for it.
+    pub(crate) fn log_full(&self) -> bool {
+        self.log_full.load(Ordering::Acquire)
+    }
+
     /// Whether the last flush found no room.
     pub(crate) fn tables_full(&self) -> bool {
         self.tables_full.load(Ordering::Acquire)

@@ -18,7 +18,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{key, open};
-use tally_engine::{Cell, Engine, Error, Key, Options, Shard};
+use tally_engine::{Cell, Engine, Error, Key, Options, ParkCommit, Shard};
 
 /// The file size limit is per process: one test at a time.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -129,10 +129,37 @@ async fn a_failed_flush_leaves_no_temporary_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_fail_promptly_while_the_log_cannot_grow_and_work_again_after() {
+    log_full_then_room(Options::default()).await;
+}
+
+/// The same, with group commits written by the runtime's thread as it
+/// parks: the records it could not write are tried again all the same.
+#[test]
+fn a_runtime_that_writes_group_commits_as_it_parks_retries_them_too() {
+    let hook = ParkCommit::new();
+    let on_park = hook.clone();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .on_thread_park(move || on_park.on_park())
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        log_full_then_room(Options {
+            answer_on: Some(tokio::runtime::Handle::current()),
+            park_commit: Some(hook),
+            ..Options::default()
+        })
+        .await;
+    });
+}
+
+/// Fills the disk under the log of an engine opened with `opts`, checks
+/// that writes fail promptly, then that they are taken again with room.
+async fn log_full_then_room(opts: Options) {
     let _turn = ONE_AT_A_TIME.lock().await;
     let _room = Room;
     let dir = tempfile::tempdir().unwrap();
-    let engine = open(dir.path(), &Options::default());
+    let engine = Engine::open(dir.path(), opts.clone()).unwrap();
     engine.leader_add(&key(0), 1).await.unwrap();
 
     // The log's next record is past the limit.
@@ -161,7 +188,7 @@ async fn writes_fail_promptly_while_the_log_cannot_grow_and_work_again_after() {
     assert!((1..=2).contains(&added.value), "{added:?}");
     engine.apply(&key(2), &replica_cell(7)).await.unwrap();
     engine.close().unwrap();
-    let engine = open(dir.path(), &Options::default());
+    let engine = Engine::open(dir.path(), opts).unwrap();
     assert_eq!(engine.get(&key(0)).unwrap().value(), Ok(1));
     assert_eq!(engine.get(&key(1)).unwrap().value(), Ok(added.value));
     assert_eq!(engine.get(&key(2)).unwrap().value(), Ok(7));

@@ -69,8 +69,6 @@ struct Syncer {
     /// Watches in a row that saw no group commit, and the last one seen.
     watches: u32,
     seen_batch: u64,
-    /// When to try again records the disk had no room for.
-    retry_at: Option<Instant>,
 }
 
 /// How often records the disk had no room for are tried again.
@@ -91,7 +89,6 @@ impl GroupCommit {
             removed_gen: 0,
             watches: WATCHES_MAX,
             seen_batch: 0,
-            retry_at: None,
         };
         loop {
             let mut out = self.outbox.lock();
@@ -134,9 +131,16 @@ impl GroupCommit {
     /// or a periodic fsync due.
     fn wait_for_work(&self, out: &mut MutexGuard<'_, Outbox>, s: &mut Syncer) {
         loop {
-            let retry_due = s.retry_at.is_some_and(|at| Instant::now() >= at);
-            let idle =
-                !out.has_work() && !out.closed && out.flushed_gen <= s.removed_gen && !retry_due;
+            let idle = !out.has_work() && !out.closed && out.flushed_gen <= s.removed_gen;
+            if idle && self.space.log_full() {
+                // Records (of any writer of group commits) wait for room:
+                // try them again soon, with or without new work.
+                out.wake_at = Some(0);
+                if self.outbox_cv.wait_for(out, RETRY_EVERY).timed_out() {
+                    return;
+                }
+                continue;
+            }
             // Work left for a runtime that parks soon is its to write.
             let left = out
                 .deferred_at
@@ -151,10 +155,7 @@ impl GroupCommit {
                 return;
             }
             out.wake_at = Some(0);
-            if let Some(at) = s.retry_at.filter(|_| idle) {
-                // Records wait for room: try them again soon, with or without work.
-                self.outbox_cv.wait_until(out, at);
-            } else if s.periodic.is_some() {
+            if s.periodic.is_some() {
                 if self.outbox_cv.wait_until(out, s.next_sync).timed_out() {
                     return;
                 }
@@ -194,7 +195,6 @@ impl GroupCommit {
         };
         s.watches = 0;
         s.removed_gen = c.removed_gen;
-        s.retry_at = (!c.retry.is_empty()).then(|| Instant::now() + RETRY_EVERY);
         s.window.released(released, c.last_sync);
         if !(closing && drained) {
             return false;
