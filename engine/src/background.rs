@@ -9,17 +9,18 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
 use crate::cache::CounterCache;
 use crate::cell::Cell;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::fsutil;
 use crate::group_commit::GroupCommit;
 use crate::key::Key;
 use crate::options::Options;
+use crate::space::{RateLimit, Space};
 use crate::sstable::{Table, TableIter, TableWriter};
 use crate::version::VersionSet;
 use crate::work::{Work, WorkReceiver};
@@ -49,6 +50,10 @@ pub(crate) struct Background {
     cache: Arc<CounterCache>,
     /// Told the flushed generation.
     commit: Arc<GroupCommit>,
+    /// Told whether flushes find room.
+    space: Arc<Space>,
+    /// When a failed flush or compaction was last logged.
+    failures: Mutex<RateLimit>,
     flush_lock: Mutex<()>,
     compaction_lock: Mutex<()>,
 }
@@ -61,6 +66,7 @@ impl Background {
         versions: Arc<VersionSet>,
         cache: Arc<CounterCache>,
         commit: Arc<GroupCommit>,
+        space: Arc<Space>,
     ) -> Self {
         Background {
             dir,
@@ -70,6 +76,8 @@ impl Background {
             versions,
             cache,
             commit,
+            space,
+            failures: Mutex::new(RateLimit::default()),
             flush_lock: Mutex::new(()),
             compaction_lock: Mutex::new(()),
         }
@@ -86,18 +94,42 @@ impl Background {
             }
             self.versions.freeze_if_full(self.memtable_bytes_max);
             if let Err(e) = self.flush_frozen() {
-                tracing::error!(error = %e, "memtable flush failed; retrying in a second");
+                self.failed("memtable flush failed; retrying in a second", &e);
                 std::thread::sleep(Duration::from_secs(1));
                 continue;
             }
             if let Err(e) = self.compact_tiers() {
-                tracing::error!(error = %e, "compaction failed");
+                self.failed("compaction failed", &e);
             }
         }
     }
 
-    /// Writes every frozen memtable, oldest first, to an SSTable.
+    /// Logs a failure, at most once a second (a full disk fails every try).
+    fn failed(&self, what: &str, e: &Error) {
+        if let Some(suppressed) = self.failures.lock().allow(Instant::now()) {
+            tracing::error!(error = %e, suppressed, "{what}");
+        }
+    }
+
+    /// Writes every frozen memtable, oldest first, to an SSTable. A flush
+    /// that finds the disk full tells `space`, so that writes are refused
+    /// rather than left waiting for it (see `space`), until one goes
+    /// through.
     pub(crate) fn flush_frozen(&self) -> Result<()> {
+        let flushed = self.flush_frozen_tables();
+        match &flushed {
+            Ok(()) => self.space.set_tables_full(false),
+            Err(e) if e.is_out_of_space() => {
+                self.space.set_tables_full(true);
+                // Writers stalled for this flush: refuse them instead.
+                self.versions.notify_flushed();
+            }
+            Err(_) => {}
+        }
+        flushed
+    }
+
+    fn flush_frozen_tables(&self) -> Result<()> {
         let _one_at_a_time = self.flush_lock.lock();
         loop {
             let Some(m) = self.versions.current().frozen.last().cloned() else {

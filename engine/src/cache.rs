@@ -125,35 +125,6 @@ impl CounterCache {
         }
     }
 
-    /// Merges a cell from elsewhere into the key's cache entry, or, for a
-    /// key not cached, into the active memtable (no disk read); then runs
-    /// `then` with whether anything changed, after the cell lock is
-    /// released but with the version still held.
-    pub(crate) fn merge<R>(
-        &self,
-        key: &Key,
-        cell: &Cell,
-        then: impl FnOnce(bool, &Version) -> R,
-    ) -> R {
-        let v = self.versions.read();
-        let mut stripe = self.stripe(key).lock();
-        let changed = match stripe.cells.get_mut(key) {
-            Some(cached) => {
-                let changed = cached.cell.merge_changed(cell);
-                if changed {
-                    cached.mark_written(key, &v);
-                }
-                changed
-            }
-            None => {
-                v.active.merge(key, cell); // under the cell lock: no racing writer
-                true
-            }
-        };
-        drop(stripe);
-        then(changed, &v)
-    }
-
     /// The state of `key` that memtable `m` holds as `slot`. A
     /// [`Slot::Cached`] is the counter cache's whole cell, or, if the entry
     /// was evicted since the slot was read, the cell its eviction left in `m`.

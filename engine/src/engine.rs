@@ -31,7 +31,7 @@
 //!    or key is handed over under the cell lock.
 //! 7. Leaves, under which nothing is taken: the memtables' own locks,
 //!    `Poison`, the relay's mailbox, the `ParkCommit` hook, the work
-//!    channel.
+//!    channel, the rate limits of `Space` and `Background` logging.
 //!
 //! Any lock can be taken alone; the condvars wait on the lock named in
 //! their doc and release it meanwhile.
@@ -39,6 +39,7 @@
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 
 use parking_lot::Mutex;
@@ -46,11 +47,11 @@ use tokio::sync::oneshot;
 
 use crate::background::Background;
 use crate::cache::{CounterCache, PendingAdd};
-use crate::cell::{Cell, SHARDS_MAX};
+use crate::cell::Cell;
 use crate::commitlog::{self, LogWriter, ReplayStats};
 use crate::error::{Error, Result};
 use crate::fsutil;
-use crate::group_commit::GroupCommit;
+use crate::group_commit::{GroupCommit, Handles};
 use crate::identity::Identity;
 use crate::key::Key;
 use crate::memtable::Memtable;
@@ -58,6 +59,7 @@ use crate::options::{Options, ParkCommit};
 use crate::outcome::{AddOutcome, Durable, DurableBy, Staged};
 use crate::poison::Poison;
 use crate::row::{Bounded, Offer, Row};
+use crate::space::Space;
 use crate::sstable::Table;
 use crate::version::{Version, VersionSet};
 use crate::work::{WorkReceiver, WorkSender};
@@ -94,6 +96,9 @@ pub struct Stats {
     pub memtable_cells: usize,
     /// Bytes in commit log segments on disk.
     pub log_bytes: u64,
+    /// Writes refused since open because the cell would have held more than
+    /// [`SHARDS_MAX`](crate::cell::SHARDS_MAX) shards (merges, or a leader's new shard).
+    pub shard_limit_refusals: u64,
 }
 
 /// One node's storage engine. Cheap to share behind an `Arc`; all methods take `&self`.
@@ -106,9 +111,13 @@ pub struct Engine {
     commit: Arc<GroupCommit>,
     background: Arc<Background>,
     poison: Arc<Poison>,
+    /// Whether the disk was found full (see `space`).
+    space: Arc<Space>,
     work: WorkSender,
     threads: Mutex<Vec<JoinHandle<()>>>,
     replay: ReplayStats,
+    /// See [`Stats::shard_limit_refusals`].
+    shard_limit_refusals: AtomicU64,
     /// Holds the directory lock while the engine is open.
     _identity: Identity,
 }
@@ -151,15 +160,19 @@ impl Engine {
             versions.clone(),
         ));
         let poison = Arc::new(Poison::default());
+        let space = Arc::new(Space::default());
         let (work, work_rx) = crate::work::channel();
         let commit = GroupCommit::new(
             log,
             opts.clone(),
             identity.counter_id,
-            cache.clone(),
-            versions.clone(),
-            poison.clone(),
-            work.clone(),
+            Handles {
+                cache: cache.clone(),
+                versions: versions.clone(),
+                poison: poison.clone(),
+                space: space.clone(),
+                work: work.clone(),
+            },
         );
         let background = Arc::new(Background::new(
             dir.clone(),
@@ -167,6 +180,7 @@ impl Engine {
             versions.clone(),
             cache.clone(),
             commit.clone(),
+            space.clone(),
         ));
         let guard = PoisonGuard {
             dir: dir.clone(),
@@ -188,9 +202,11 @@ impl Engine {
             commit,
             background,
             poison,
+            space,
             work,
             threads: Mutex::new(threads),
             replay,
+            shard_limit_refusals: AtomicU64::new(0),
             _identity: identity,
         })
     }
@@ -212,6 +228,27 @@ impl Engine {
         self.poison.is_set().then(|| self.poison.why()).flatten()
     }
 
+    /// Whether the engine takes writes now: not poisoned, and its disk not
+    /// found full (atomic loads: cheap enough to ask before every write).
+    pub fn is_writable(&self) -> bool {
+        !self.poison.is_set() && !self.space.log_full() && !self.space.tables_full()
+    }
+
+    /// Why the engine refuses writes now: poisoned for good, or its disk
+    /// full until there is room again (see `space`).
+    pub fn not_writable(&self) -> Option<String> {
+        if let Some(why) = self.poisoned() {
+            return Some(why);
+        }
+        if self.space.log_full() {
+            return Some("disk full: the commit log cannot grow".into());
+        }
+        if self.space.tables_full() {
+            return Some("disk full: flushes find no room for their tables".into());
+        }
+        None
+    }
+
     /// What the last open replayed from the commit log.
     pub fn replay_stats(&self) -> &ReplayStats {
         &self.replay
@@ -230,7 +267,8 @@ impl Engine {
                 sealed: None,
             },
         )?;
-        rx.await.map_err(|_| Error::Closed)?
+        let added = rx.await.map_err(|_| Error::Closed)?;
+        self.counted(added)
     }
 
     /// [`Engine::leader_add`] in two steps: returns the outcome as soon as
@@ -253,9 +291,9 @@ impl Engine {
         )?;
         match early.await {
             Ok(outcome) => Ok((outcome, Durable(DurableBy::Add(rx)))),
-            // Refused at sealing (overflow, poisoned): the reason is in `done`.
+            // Refused at sealing (overflow, a limit, poisoned): the reason is in `done`.
             Err(_) => match rx.await {
-                Ok(Err(e)) => Err(e),
+                Ok(Err(e)) => self.counted(Err(e)),
                 Ok(Ok(_)) => unreachable!("a sealed add always sends its early outcome"),
                 Err(_) => Err(Error::Closed),
             },
@@ -274,7 +312,7 @@ impl Engine {
         &self,
         adds: impl IntoIterator<Item = (&'k Key, i64)>,
     ) -> Result<(Vec<Staged>, Durable)> {
-        self.poison.check()?;
+        self.check_writable()?;
         let stall_at = self.opts.frozen_memtables_max.max(1);
         let adds = adds.into_iter();
         let mut staged = Vec::with_capacity(adds.size_hint().0);
@@ -293,6 +331,9 @@ impl Engine {
                 Ok::<_, Error>(one)
             })??;
             sealed_any |= matches!(one, Staged::Sealed(_));
+            if let Staged::Refused(e) = &one {
+                self.count_refusal(e);
+            }
             staged.push(one);
         }
         if full {
@@ -307,7 +348,7 @@ impl Engine {
     }
 
     fn queue_leader_add(&self, key: &Key, add: PendingAdd) -> Result<()> {
-        self.poison.check()?;
+        self.check_writable()?;
         let full = self.cache.with_cell(key, |cached, v| {
             // A cold cell (no add waiting, no record in the last durable
             // group commit or after it) and no write stall: seal here. A hot
@@ -335,24 +376,23 @@ impl Engine {
     }
 
     /// Merges state from elsewhere (replication, hints, repair, read repair).
-    /// Applying the same state twice changes nothing.
+    /// Applying the same state twice changes nothing. A cell past a limit
+    /// (see [`crate::cell`]: clocks, epoch, shard count), or whose merge
+    /// would leave the stored cell wider than [`SHARDS_MAX`](crate::cell::SHARDS_MAX), is refused
+    /// and changes nothing. The whole cell is loaded to check that (a cold
+    /// one read from disk first, outside the lock).
     pub async fn apply(&self, key: &Key, cell: &Cell) -> Result<()> {
-        self.poison.check()?;
-        if cell.shards().len() > SHARDS_MAX {
-            return Err(Error::TooManyShards {
-                count: cell.shards().len(),
-                max: SHARDS_MAX,
-            });
-        }
-        let rx = self.cache.merge(key, cell, |changed, v| {
-            if changed {
-                self.commit.log_record(key, cell, v.active.generation())
-            } else {
+        self.check_writable()?;
+        let rx = self.cache.with_cell(key, |cached, v| {
+            if !cached.cell.try_merge(cell).map_err(Error::from)? {
                 // Nothing new to log, but the state may come from a record
                 // still waiting for its fsync: answer after the next one.
-                self.commit.log_barrier()
+                return Ok(self.commit.log_barrier());
             }
+            cached.mark_written(key, v);
+            Ok(self.commit.log_record(key, cell, v.active.generation()))
         });
+        let rx = self.counted(rx.and_then(|merged| merged))?;
         rx.await.map_err(|_| Error::Closed)?
     }
 
@@ -373,25 +413,21 @@ impl Engine {
     /// through the sealer instead, as do records made while flushes are
     /// behind (the sealer stalls those).
     pub async fn apply_many(&self, items: &[(Key, Cell)]) -> Result<Vec<Result<u64>>> {
-        self.poison.check()?;
+        self.check_writable()?;
         let stall_at = self.opts.frozen_memtables_max.max(1);
         let mut results = Vec::with_capacity(items.len());
         let mut direct_only = true;
         let mut full = false;
         for (key, cell) in items {
-            if cell.shards().len() > SHARDS_MAX {
-                results.push(Err(Error::TooManyShards {
-                    count: cell.shards().len(),
-                    max: SHARDS_MAX,
-                }));
-                continue;
-            }
             let epoch = self.cache.with_cell(key, |cached, v| {
-                let changed = cached.cell.merge_changed(cell);
+                let changed = match cached.cell.try_merge(cell) {
+                    Ok(changed) => changed,
+                    Err(limit) => return Ok(Err(Error::from(limit))),
+                };
                 let epoch = cached.cell.epoch();
                 if !changed {
                     direct_only = false;
-                    return Ok::<u64, Error>(epoch);
+                    return Ok(Ok(epoch));
                 }
                 cached.mark_written(key, v);
                 if v.frozen.len() < stall_at {
@@ -401,9 +437,12 @@ impl Engine {
                     self.commit.queue_record(key, cell, v.active.generation())?;
                     direct_only = false;
                 }
-                Ok(epoch)
+                Ok::<_, Error>(Ok(epoch))
             })??;
-            results.push(Ok(epoch));
+            if let Err(e) = &epoch {
+                self.count_refusal(e);
+            }
+            results.push(epoch);
         }
         if full {
             self.work.flush();
@@ -420,18 +459,19 @@ impl Engine {
     }
 
     /// Resets the counter: moves its cell to a new epoch with no shards. Adds
-    /// racing the reset that lose are discarded ("reset wins"). Returns the new epoch.
+    /// racing the reset that lose are discarded ("reset wins"). Returns the
+    /// new epoch; refused when the epoch is at [`crate::cell::CLOCK_MAX`].
     pub async fn reset(&self, key: &Key) -> Result<u64> {
-        self.poison.check()?;
+        self.check_writable()?;
         let (epoch, rx) = self.cache.with_cell(key, |cached, v| {
-            cached.cell.reset();
+            cached.cell.try_reset()?;
             cached.mark_written(key, v);
             let cell = cached.cell.clone();
-            (
+            Ok::<_, Error>((
                 cell.epoch(),
                 self.commit.log_record(key, &cell, v.active.generation()),
-            )
-        })?;
+            ))
+        })??;
         rx.await.map_err(|_| Error::Closed)??;
         Ok(epoch)
     }
@@ -514,6 +554,31 @@ impl Engine {
             add_records: commit.add_records,
             memtable_cells: v.memtables().map(|m| m.len()).sum(),
             log_bytes: log_bytes(&self.dir),
+            shard_limit_refusals: self.shard_limit_refusals.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Refuses a new write, before it changes anything, when the engine is
+    /// poisoned or the disk full (see `space`).
+    fn check_writable(&self) -> Result<()> {
+        self.poison.check()?;
+        let stall_at = self.opts.frozen_memtables_max.max(1);
+        self.space
+            .check(|| self.versions.current().frozen.len() >= stall_at)
+    }
+
+    /// Counts `result` in the stats if it is a refusal that counts.
+    fn counted<T>(&self, result: Result<T>) -> Result<T> {
+        if let Err(e) = &result {
+            self.count_refusal(e);
+        }
+        result
+    }
+
+    /// Counts a write refused for a limit of the cell.
+    fn count_refusal(&self, e: &Error) {
+        if matches!(e, Error::TooManyShards { .. }) {
+            self.shard_limit_refusals.fetch_add(1, Ordering::Relaxed);
         }
     }
 

@@ -3,6 +3,8 @@
 use std::io;
 use std::path::PathBuf;
 
+use crate::cell::{CLOCK_MAX, Limit, SHARDS_MAX};
+
 /// Everything that can go wrong inside the storage engine.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -49,22 +51,55 @@ pub enum Error {
         max: usize,
     },
     /// Adding `delta` would take the counter (or this node's shard of it)
-    /// outside the range of an `i64`; the add was refused.
+    /// outside the range of an `i64`, or leave it there; the add was refused.
     #[error("adding {delta} to {value} would overflow a 64-bit counter")]
     Overflow {
-        /// The value the add was applied to.
-        value: i64,
+        /// The value the add was applied to: the exact sum of the shards,
+        /// which replicas' shards may already have taken past an `i64`.
+        value: i128,
         /// The refused delta.
         delta: i64,
     },
-    /// A cell arrived with more shards than any real cluster can produce.
-    #[error("cell has {count} shards; the limit is {max}")]
+    /// A cell would hold more shards than any reader accepts (see
+    /// [`crate::cell::SHARDS_MAX`]): one arrived that wide, or a merge or a
+    /// leader's new shard would make it so. Refused, nothing changed.
+    #[error("cell would have {count} shards; the limit is {max}")]
     TooManyShards {
-        /// Its shard count.
+        /// The shard count it would have.
         count: usize,
         /// The limit.
         max: usize,
     },
+    /// A clock or an epoch is too close to `u64::MAX` to move on without
+    /// wrapping (see [`crate::cell::CLOCK_MAX`]). Refused, nothing changed.
+    #[error("{what} {value} is past {max}, too close to the end of its range to move on")]
+    ClockExhausted {
+        /// `"clock"` or `"epoch"`.
+        what: &'static str,
+        /// The clock or epoch.
+        value: u64,
+        /// The largest one a cell takes.
+        max: u64,
+    },
+    /// The disk had no room for a write already applied in memory (ENOSPC,
+    /// EDQUOT, EFBIG): `op` on `path` failed. Its record waits in memory
+    /// and reaches the log with the next write that finds room, unless the
+    /// process stops first: the outcome is unknown.
+    #[error("no space left for {op} {}: {source}; the write may still be applied", path.display())]
+    NoSpace {
+        /// The operation, as a verb phrase.
+        op: &'static str,
+        /// The file it was applied to.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// The disk is full (the string says which part found it so): the
+    /// write was refused before it changed anything. Writes are taken
+    /// again once there is room.
+    #[error("the disk is full ({0}): write refused, nothing changed")]
+    DiskFull(String),
     /// Another process holds this data directory.
     #[error("data directory {} is in use by another process", .0.display())]
     Locked(PathBuf),
@@ -76,6 +111,22 @@ pub enum Error {
 /// Result with the engine's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+impl From<Limit> for Error {
+    fn from(limit: Limit) -> Error {
+        match limit {
+            Limit::Shards { count } => Error::TooManyShards {
+                count,
+                max: SHARDS_MAX,
+            },
+            Limit::Clock { what, value } => Error::ClockExhausted {
+                what,
+                value,
+                max: CLOCK_MAX,
+            },
+        }
+    }
+}
+
 impl Error {
     /// Builds an [`Error::Io`].
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
@@ -83,6 +134,45 @@ impl Error {
             op,
             path: path.into(),
             source,
+        }
+    }
+
+    /// An [`Error::Io`], or [`Error::NoSpace`] when `source` says the disk
+    /// had no room.
+    pub(crate) fn io_or_space(
+        op: &'static str,
+        path: impl Into<PathBuf>,
+        source: io::Error,
+    ) -> Self {
+        if crate::space::is_out_of_space(&source) {
+            Error::NoSpace {
+                op,
+                path: path.into(),
+                source,
+            }
+        } else {
+            Error::io(op, path, source)
+        }
+    }
+
+    /// Whether the disk had no room for what failed.
+    pub(crate) fn is_out_of_space(&self) -> bool {
+        match self {
+            Error::NoSpace { .. } => true,
+            Error::Io { source, .. } => crate::space::is_out_of_space(source),
+            _ => false,
+        }
+    }
+
+    /// A copy of an [`Error::NoSpace`], for each of the waiters it answers.
+    pub(crate) fn no_space_again(&self) -> Option<Error> {
+        match self {
+            Error::NoSpace { op, path, source } => Some(Error::NoSpace {
+                op,
+                path: path.clone(),
+                source: io::Error::new(source.kind(), source.to_string()),
+            }),
+            _ => None,
         }
     }
 

@@ -42,24 +42,31 @@ pub(crate) struct Identity {
     _lock: File,
 }
 
+/// Takes the lock of the data directory `dir` (which must exist), held
+/// while the returned file is open: [`Error::Locked`] if a running engine,
+/// or a tool, holds it.
+pub(crate) fn lock(dir: &Path) -> Result<File> {
+    let lock_path = dir.join(LOCK);
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| Error::io("open lock file", &lock_path, e))?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(dir.to_path_buf())),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(Error::io("lock data directory", &lock_path, e))
+        }
+    }
+}
+
 impl Identity {
     /// Locks `dir` (creating it) and loads or creates its counter id.
     pub(crate) fn open(dir: &Path) -> Result<Identity> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io("create data directory", dir, e))?;
-        let lock_path = dir.join(LOCK);
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| Error::io("open lock file", &lock_path, e))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => return Err(Error::Locked(dir.to_path_buf())),
-            Err(std::fs::TryLockError::Error(e)) => {
-                return Err(Error::io("lock data directory", &lock_path, e));
-            }
-        }
+        let lock = lock(dir)?;
         let path = dir.join(FILE);
         let clean_path = dir.join(CLEAN);
         let was_clean = clean_path.exists();

@@ -4,7 +4,8 @@
 //!
 //! A counter is a [`Cell`]: a reset `epoch` and one [`Shard`] per node
 //! incarnation that ever added to it, `(counter_id, clock, value)`. Its value
-//! is the sum of the shards. Only the owner of a `counter_id` makes new
+//! is the sum of the shards, an error when that sum is past the range of an
+//! `i64`. Only the owner of a `counter_id` makes new
 //! versions of its shard; everything else is a `merge` (see [`cell`]), which
 //! is commutative, associative and idempotent.
 //!
@@ -25,8 +26,11 @@
 //!   the last one sees the cell's value. Concurrent adds to a hot counter
 //!   thus become one RMW, one log record, one replication message.
 //! - [`Engine::apply`]: merges a cell from elsewhere into the counter cache
-//!   (or, for a key not cached, into the memtable), logs it, and returns
-//!   after its fsync.
+//!   (a cold cell is read from disk first, outside the lock), logs it, and
+//!   returns after its fsync. A cell past a limit (clocks or epoch near
+//!   `u64::MAX`, more shards than readers accept), or whose merge would
+//!   leave the stored cell too wide, is refused and changes nothing (see
+//!   [`cell`]); so is a leader add that would.
 //! - [`Engine::reset`]: moves the cell to a new epoch with no shards.
 //!
 //! The cell lock (a striped mutex) is held only for in-memory work: a cold
@@ -54,14 +58,20 @@
 //!
 //! Open loads the SSTables, then replays every commit log segment into a
 //! fresh memtable. Records carry state, not deltas, so replaying a record
-//! that is also in an SSTable is harmless. A torn last record is cut off; a
-//! bad checksum anywhere else is [`Error::Corruption`] naming file and
-//! offset. An fsync failure poisons the engine: it refuses writes from then
+//! that is also in an SSTable is harmless. A torn write at the end of the
+//! log is cut off: a torn last record, or a zero-filled gap that writeback
+//! left in writes no sync mark says were durable; any other damage is
+//! [`Error::Corruption`] naming file and offset (see [`commitlog`], and
+//! `tallyd check-log`, which reports and, if told, cuts it). An fsync failure poisons the engine: it refuses writes from then
 //! on rather than acknowledge data that may not be on disk. So does a panic
 //! on any of its threads (sealer, syncer, background), at once: whatever
 //! waited on that thread is answered with the error instead of hanging. A
 //! poisoned engine is not marked clean at shutdown, so the next open takes
 //! a new counter id (see `identity`).
+//!
+//! A full disk does not poison: a write that finds no room changes nothing
+//! worth keeping, so writes are refused with an error (not hung) until
+//! there is room again, and then taken without a restart (see `space`).
 //!
 //! Clock jumps do not matter here: clocks are per-shard logical counters,
 //! never wall-clock time.
@@ -84,7 +94,7 @@
 //!   │
 //! version       the version set: memtables, tables, generations, write stall
 //!   │
-//! leaves        options, outcome, poison, work        (import no component)
+//! leaves        options, outcome, poison, space, work (import no component)
 //!               commitlog, sstable, memtable, identity, codec, fsutil,
 //!               cell, key, error                      (storage and data)
 //! ```
@@ -111,6 +121,7 @@ mod options;
 mod outcome;
 mod poison;
 mod row;
+mod space;
 pub mod sstable;
 mod version;
 mod work;

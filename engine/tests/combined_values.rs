@@ -53,5 +53,5 @@ async fn combined_adds_answer_the_values_they_would_have_seen_one_by_one() {
         stats.adds
     );
     assert_eq!(values, (1..=ADDS).collect::<Vec<_>>());
-    assert_eq!(engine.get(&key(0)).unwrap().value(), ADDS);
+    assert_eq!(engine.get(&key(0)).unwrap().value().unwrap(), ADDS);
 }

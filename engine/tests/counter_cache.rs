@@ -46,14 +46,14 @@ fn check_all(engine: &tally_engine::Engine, rounds: u64, when: &str) {
                 .parse()
                 .unwrap();
             assert_eq!(
-                cell.value(),
+                cell.value().unwrap(),
                 expected(p, c, rounds),
                 "{when}: row {p} col {c}"
             );
         }
         for c in 0..COLUMNS {
             assert_eq!(
-                engine.get(&key(p, c)).unwrap().value(),
+                engine.get(&key(p, c)).unwrap().value().unwrap(),
                 expected(p, c, rounds),
                 "{when}: get row {p} col {c}"
             );

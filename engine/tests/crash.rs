@@ -101,7 +101,7 @@ fn crash_child() {
             let out = out.clone();
             tasks.spawn(async move {
                 let k = key(KEYS + t);
-                let mut n = engine.get(&k).unwrap().value();
+                let mut n = engine.get(&k).unwrap().value().unwrap();
                 loop {
                     n += 1;
                     let shard = Shard {
@@ -169,7 +169,7 @@ fn crash_keeps_every_acknowledged_add() {
 
         let engine = Engine::open(dir.path(), Options::default()).unwrap();
         for k in 0..KEYS {
-            let v = engine.get(&key(k)).unwrap().value();
+            let v = engine.get(&key(k)).unwrap().value().unwrap();
             let lo = acked.get(&k).copied().unwrap_or(0);
             let hi = attempted.get(&k).copied().unwrap_or(0);
             assert!(
@@ -178,7 +178,7 @@ fn crash_keeps_every_acknowledged_add() {
             );
         }
         for t in 0..REPLICAS {
-            let v = engine.get(&key(KEYS + t)).unwrap().value();
+            let v = engine.get(&key(KEYS + t)).unwrap().value().unwrap();
             let lo = applied.get(&t).copied().unwrap_or(0);
             assert!(
                 v >= lo,
@@ -188,7 +188,7 @@ fn crash_keeps_every_acknowledged_add() {
         // Make the surviving state the new floor: adds in flight at the kill
         // may or may not have landed, and now we know.
         for k in 0..KEYS {
-            let v = engine.get(&key(k)).unwrap().value();
+            let v = engine.get(&key(k)).unwrap().value().unwrap();
             acked.insert(k, v);
             attempted.insert(k, v);
         }

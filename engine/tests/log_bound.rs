@@ -40,8 +40,8 @@ async fn a_hot_counter_does_not_grow_the_log_without_bound() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(engine.get(&key(1)).unwrap().value(), 5_000);
+    assert_eq!(engine.get(&key(1)).unwrap().value().unwrap(), 5_000);
     engine.close().unwrap();
     let engine = open(dir.path(), &opts);
-    assert_eq!(engine.get(&key(1)).unwrap().value(), 5_000);
+    assert_eq!(engine.get(&key(1)).unwrap().value().unwrap(), 5_000);
 }

@@ -115,7 +115,7 @@ async fn run(seed: u64, ops: usize) {
         }
         for (k, m) in &model {
             assert_eq!(
-                engine.get(&key(*k)).unwrap().value(),
+                engine.get(&key(*k)).unwrap().value().unwrap(),
                 m.value(),
                 "seed {seed} step {step} key {k}"
             );
@@ -136,7 +136,7 @@ async fn run(seed: u64, ops: usize) {
             .collect();
         let got: Vec<(Vec<u8>, i64)> = row
             .iter()
-            .map(|(k, c)| (k.column().to_vec(), c.value()))
+            .map(|(k, c)| (k.column().to_vec(), c.value().unwrap()))
             .collect();
         assert_eq!(got, expected, "seed {seed}: row p{p}");
     }

@@ -107,11 +107,19 @@ const TASKS: u64 = 8;
 const KEYS: u64 = 300;
 
 fn check_values(engine: &Engine) {
-    assert_eq!(engine.get(&key(0)).unwrap().value(), KEYS as i64 / 3);
+    assert_eq!(
+        engine.get(&key(0)).unwrap().value().unwrap(),
+        KEYS as i64 / 3
+    );
     for i in (0..KEYS).filter(|i| i % 3 != 2) {
-        assert_eq!(engine.get(&key(1 + i)).unwrap().value(), 2, "key {}", 1 + i);
+        assert_eq!(
+            engine.get(&key(1 + i)).unwrap().value().unwrap(),
+            2,
+            "key {}",
+            1 + i
+        );
     }
-    assert_eq!(engine.get(&key(10_000)).unwrap().value(), 1);
+    assert_eq!(engine.get(&key(10_000)).unwrap().value().unwrap(), 1);
 }
 
 #[test]
@@ -167,7 +175,7 @@ fn work_a_busy_runtime_leaves_is_written_by_the_syncer() {
         );
         assert_eq!(written.log_syncs_on_park, before.log_syncs_on_park);
         durable.wait().await.unwrap();
-        assert_eq!(engine.get(&key(50_000)).unwrap().value(), 5);
+        assert_eq!(engine.get(&key(50_000)).unwrap().value().unwrap(), 5);
         engine.shutdown().unwrap();
     });
 }

@@ -13,17 +13,26 @@ use std::path::Path;
 use common::{key, open};
 use tally_engine::{Engine, Error, Options};
 
-/// Offsets where each record of a segment ends.
-fn record_ends(segment: &[u8]) -> Vec<usize> {
-    let mut ends = Vec::new();
+/// Where each record of a segment starts and ends (the sync mark that ends
+/// each write, the top bit of its length set, is not a record).
+fn records(segment: &[u8]) -> Vec<(usize, usize)> {
+    let mut records = Vec::new();
     let mut at = 16;
     while at + 8 <= segment.len() {
-        let len = u32::from_le_bytes(segment[at..at + 4].try_into().unwrap()) as usize;
-        at += 8 + len;
-        ends.push(at);
+        let len = u32::from_le_bytes(segment[at..at + 4].try_into().unwrap());
+        let end = at + 8 + (len & 0x7fff_ffff) as usize;
+        if len & 0x8000_0000 == 0 {
+            records.push((at, end));
+        }
+        at = end;
     }
     assert_eq!(at, segment.len(), "test parsed the segment wrong");
-    ends
+    records
+}
+
+/// Offsets where each record of a segment ends.
+fn record_ends(segment: &[u8]) -> Vec<usize> {
+    records(segment).into_iter().map(|(_, end)| end).collect()
 }
 
 fn only_log_segment(dir: &Path) -> std::path::PathBuf {
@@ -91,7 +100,7 @@ async fn a_log_cut_at_every_offset_keeps_exactly_a_prefix() {
                 .map(|(_, d)| d)
                 .sum();
             assert_eq!(
-                engine.get(&key(k)).unwrap().value(),
+                engine.get(&key(k)).unwrap().value().unwrap(),
                 expected,
                 "cut at {cut}, key {k}"
             );
@@ -106,7 +115,7 @@ async fn a_log_cut_at_every_offset_keeps_exactly_a_prefix() {
             .map(|(_, d)| d)
             .sum();
         assert_eq!(
-            engine.get(&key(0)).unwrap().value(),
+            engine.get(&key(0)).unwrap().value().unwrap(),
             expected0 + 1,
             "cut at {cut}, after a new add"
         );
@@ -135,7 +144,8 @@ async fn a_bad_checksum_before_the_tail_is_corruption() {
     let opts = Options::default();
     let (dir, segment, mut bytes, ends) = ten_acknowledged_adds(&opts).await;
     // Flip a payload byte of the third record.
-    let third = ends[1];
+    let third = records(&bytes)[2].0;
+    assert!(third >= ends[1]);
     bytes[third + 10] ^= 0x40;
     std::fs::write(&segment, &bytes).unwrap();
 
@@ -161,10 +171,12 @@ async fn a_flipped_length_in_the_last_segment_is_corruption_not_a_torn_tail() {
     let opts = Options::default();
     let (dir, segment, mut bytes, ends) = ten_acknowledged_adds(&opts).await;
     // The high byte of the fourth record's length: it now runs far past the end.
-    bytes[ends[2] + 3] ^= 0x10;
+    let fourth = records(&bytes)[3].0;
+    assert!(fourth >= ends[2]);
+    bytes[fourth + 3] ^= 0x10;
     std::fs::write(&segment, &bytes).unwrap();
     match Engine::open(dir.path(), opts) {
-        Err(Error::Corruption { offset, .. }) => assert_eq!(offset, ends[2] as u64),
+        Err(Error::Corruption { offset, .. }) => assert_eq!(offset, fourth as u64),
         Err(other) => panic!("expected corruption, got {other}"),
         Ok(_) => panic!("acknowledged records after a damaged length were dropped silently"),
     }
@@ -173,21 +185,19 @@ async fn a_flipped_length_in_the_last_segment_is_corruption_not_a_torn_tail() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zeros_laid_down_ahead_of_the_records_end_the_log_after_a_crash() {
     let opts = Options::default();
-    let (dir, segment, mut bytes, ends) = ten_acknowledged_adds(&opts).await;
+    let (dir, segment, mut bytes, _) = ten_acknowledged_adds(&opts).await;
     // A clean close cut the segment back to its records (`record_ends`
     // checked that); a crash leaves the zeros written ahead of them.
+    let end = bytes.len();
     bytes.resize(bytes.len() + (1 << 20), 0);
     std::fs::write(&segment, &bytes).unwrap();
     let engine = Engine::open(dir.path(), opts.clone()).unwrap();
     for i in 0..10 {
-        assert_eq!(engine.get(&key(i)).unwrap().value(), 1, "key {i}");
+        assert_eq!(engine.get(&key(i)).unwrap().value().unwrap(), 1, "key {i}");
     }
     assert_eq!(
         engine.replay_stats().truncated_at,
-        Some((segment.clone(), *ends.last().unwrap() as u64))
+        Some((segment.clone(), end as u64))
     );
-    assert_eq!(
-        std::fs::metadata(&segment).unwrap().len(),
-        *ends.last().unwrap() as u64
-    );
+    assert_eq!(std::fs::metadata(&segment).unwrap().len(), end as u64);
 }

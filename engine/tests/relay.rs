@@ -55,8 +55,8 @@ async fn every_waiter_is_answered_through_the_relay() {
     while let Some(joined) = tasks.join_next().await {
         joined.unwrap();
     }
-    assert_eq!(engine.get(&key(0)).unwrap().value(), 200);
-    assert_eq!(engine.get(&key(2)).unwrap().value(), 2);
+    assert_eq!(engine.get(&key(0)).unwrap().value().unwrap(), 200);
+    assert_eq!(engine.get(&key(2)).unwrap().value().unwrap(), 2);
 
     // A refusal is an answer too.
     engine.leader_add(&key(5_000), i64::MAX).await.unwrap();
@@ -88,6 +88,8 @@ async fn closing_under_the_runtime_answers_or_fails_every_waiter() {
     drop(engine);
     // Everything acknowledged is there after a reopen.
     let reopened = Engine::open(dir.path(), Options::default()).unwrap();
-    let total: i64 = (0..3).map(|i| reopened.get(&key(i)).unwrap().value()).sum();
+    let total: i64 = (0..3)
+        .map(|i| reopened.get(&key(i)).unwrap().value().unwrap())
+        .sum();
     assert!(total >= ok, "{total} < {ok} acknowledged");
 }

@@ -68,7 +68,7 @@ async fn a_flipped_byte_is_reported_not_misread() {
         for i in 0..KEYS {
             match engine.get(&key(i)) {
                 Ok(cell) => assert_eq!(
-                    cell.value(),
+                    cell.value().unwrap(),
                     i as i64 * 11 - 100,
                     "flip at {offset}: wrong value"
                 ),

@@ -43,14 +43,24 @@ pub fn cell(c: &WireCell) -> Cell {
     )
 }
 
+/// A cell's value for a client: an [`ErrorKind::Overflow`] error when its
+/// shards sum past the range of an `i64`, never a saturated number.
+pub fn value(c: &Cell) -> Result<i64, WireError> {
+    c.value()
+        .map_err(|e| WireError::new(ErrorKind::Overflow, e.to_string()))
+}
+
 /// An engine error as the client or a peer sees it.
 pub fn engine_error(e: &tally_engine::Error) -> WireError {
     use tally_engine::Error as E;
     let kind = match e {
         E::Overflow { .. } => ErrorKind::Overflow,
-        E::PartitionTooLong { .. } | E::ColumnTooLong { .. } | E::TooManyShards { .. } => {
-            ErrorKind::Invalid
-        }
+        E::PartitionTooLong { .. }
+        | E::ColumnTooLong { .. }
+        | E::TooManyShards { .. }
+        | E::ClockExhausted { .. } => ErrorKind::Invalid,
+        // Refused before it changed anything: safe to retry.
+        E::DiskFull(_) => return WireError::not_applied(ErrorKind::Storage, e.to_string()),
         _ => ErrorKind::Storage,
     };
     WireError::new(kind, e.to_string())

@@ -50,11 +50,11 @@ impl Ctx {
     }
 
     /// What this node's view says of `node`: this node is always up to
-    /// itself, and writable unless its engine is poisoned; a peer is as its
+    /// itself, and writable unless its engine is poisoned or its disk full; a peer is as its
     /// heartbeats say.
     pub(crate) fn state(&self, node: usize) -> State {
         let writable = if node == self.me {
-            !self.engine.is_poisoned()
+            self.engine.is_writable()
         } else if !self.transport().is_up(node) {
             return State::Down;
         } else {
@@ -70,7 +70,7 @@ impl Ctx {
     /// Why `node` takes no writes, if it is up and does not.
     pub(crate) fn not_writable(&self, node: usize) -> Option<String> {
         if node == self.me {
-            self.engine.poisoned()
+            self.engine.not_writable()
         } else {
             self.transport().not_writable(node)
         }

@@ -35,6 +35,7 @@
 pub mod accept;
 mod authz;
 pub mod certs;
+pub mod check_log;
 pub mod config;
 mod convert;
 mod ctx;

@@ -157,7 +157,7 @@ impl Node {
 
     /// Reads a counter at `cl`.
     pub async fn get(&self, key: &WireKey, cl: Consistency) -> Result<i64, WireError> {
-        Ok(self.get_cell(key, cl).await?.value())
+        convert::value(&self.get_cell(key, cl).await?)
     }
 
     /// Reads a counter's merged cell at `cl` (no shards: never written, or

@@ -40,7 +40,7 @@ enum Task {
 impl Handler for PeerHandler {
     fn not_writable(&self) -> Option<String> {
         match self.ctx.upgrade() {
-            Some(ctx) => ctx.engine.poisoned(),
+            Some(ctx) => ctx.engine.not_writable(),
             None => Some("the node is shutting down".into()),
         }
     }
@@ -78,7 +78,7 @@ impl Handler for PeerHandler {
                     // Heartbeats are answered by the transport; one that
                     // gets here is answered all the same.
                     PeerRequest::Ping { .. } => {
-                        out[i] = Some(match ctx.engine.poisoned() {
+                        out[i] = Some(match ctx.engine.not_writable() {
                             None => PeerResponse::Pong,
                             Some(why) => PeerResponse::PongNotWritable {
                                 why: tally_net::wire::bounded_reason(&why),

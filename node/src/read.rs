@@ -147,11 +147,11 @@ pub(crate) async fn get_row(
     }
     // A column that was reset and not written since has no shards: it is
     // gone, as a deleted Redis hash field is.
-    Ok(merged
+    merged
         .into_iter()
         .filter(|(_, c)| !c.shards().is_empty())
-        .map(|(col, c)| (col, c.value()))
-        .collect())
+        .map(|(col, c)| Ok((col, convert::value(&c)?)))
+        .collect()
 }
 
 /// This node's own cells of a partition, as a row.

@@ -40,6 +40,7 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use crate::accept::{ClientGate, ClientSlot, Listener, accept_loop};
+use crate::convert;
 use crate::limits::Limits;
 use crate::node::Node;
 
@@ -351,6 +352,14 @@ fn wire_err(e: &WireError) -> Reply {
     }
 }
 
+/// A read's error: an overflow is the value's, not an increment's.
+fn read_err(e: &WireError) -> Reply {
+    match e.kind {
+        ErrorKind::Overflow => Reply::err(format!("ERR {}", e.message)),
+        _ => wire_err(e),
+    }
+}
+
 /// Runs one command; the flag asks to close the connection after the reply.
 pub async fn execute(node: &Arc<Node>, args: &[Vec<u8>]) -> (Reply, bool) {
     let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
@@ -423,7 +432,7 @@ pub async fn execute(node: &Arc<Node>, args: &[Vec<u8>]) -> (Reply, bool) {
                     })
                     .collect(),
             ),
-            Err(e) => wire_err(&e),
+            Err(e) => read_err(&e),
         },
         (
             "ping" | "echo" | "select" | "incr" | "decr" | "incrby" | "decrby" | "hincrby" | "get"
@@ -465,8 +474,11 @@ async fn add(
 async fn get(node: &Arc<Node>, partition: &[u8], column: &[u8]) -> Reply {
     match node.get_cell(&key(partition, column), CL).await {
         Ok(c) if c.shards().is_empty() => Reply::Bulk(None),
-        Ok(c) => Reply::Bulk(Some(c.value().to_string().into_bytes())),
-        Err(e) => wire_err(&e),
+        Ok(c) => match convert::value(&c) {
+            Ok(v) => Reply::Bulk(Some(v.to_string().into_bytes())),
+            Err(e) => read_err(&e),
+        },
+        Err(e) => read_err(&e),
     }
 }
 

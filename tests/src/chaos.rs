@@ -12,7 +12,7 @@
 //!   by the UDP proxies in front of every node's QUIC port;
 //! - `disk`: a node is restarted with `RLIMIT_FSIZE` just above its largest
 //!   file (no root needed): its writes soon fail with EFBIG as on a full
-//!   disk, the engine poisons itself and refuses writes; then it is
+//!   disk, and the engine refuses writes until it has room; then it is
 //!   restarted with room again.
 //!
 //! Clock jumps are not injected: nothing in Tally orders counter state by
@@ -290,7 +290,7 @@ fn inject(
         }
         "disk" => {
             // Restarted on a full disk: its commit log writes fail, so it
-            // poisons itself and refuses writes until restarted on a good one.
+            // refuses writes until restarted with room.
             cluster.kill(victim)?;
             cluster.restart_with_full_disk(victim)?;
             std::thread::sleep(hold);

@@ -1,6 +1,7 @@
 //! A node whose storage failed steps aside, over real `tallyd` processes:
 //! its disk is filled for real (`RLIMIT_FSIZE`, see
-//! `Cluster::restart_with_full_disk`), its engine poisons itself, and the
+//! `Cluster::restart_with_full_disk`), its engine refuses writes (as a
+//! poisoned one does, for good), and the
 //! cluster goes on taking adds and resets at `QUORUM` through it and
 //! through token-aware clients, while `tally status` says why it cannot write.
 #![allow(clippy::unwrap_used, reason = "tests")]
@@ -13,8 +14,8 @@ use tally_node::ring::Ring;
 use tally_tests::{Cluster, ClusterOptions as Options, bin, runtime as rt};
 use tokio::runtime::Runtime;
 
-/// What the kernel says of a write past `RLIMIT_FSIZE` (EFBIG).
-const FULL_DISK: &str = "File too large";
+/// What a node whose log cannot grow (EFBIG past `RLIMIT_FSIZE`) says.
+const FULL_DISK: &str = "disk full";
 
 /// `n` partitions whose primary replica is `node`.
 fn partitions_led_by(cluster: &Cluster, node: usize, n: usize) -> Vec<String> {
@@ -27,8 +28,8 @@ fn partitions_led_by(cluster: &Cluster, node: usize, n: usize) -> Vec<String> {
         .collect()
 }
 
-/// Adds through node 0, which leads them, until its engine says it is
-/// poisoned: its disk is full. Answers the reason it gives.
+/// Adds through node 0, which leads them, until it says it cannot write:
+/// its disk is full. Answers the reason it gives.
 fn fill_the_disk_of_node_0(rt: &Runtime, cluster: &Cluster) -> String {
     rt.block_on(async {
         let c = cluster.client(0).await.unwrap();

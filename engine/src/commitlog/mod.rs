@@ -1,15 +1,22 @@
 //! The commit log: every write is here, durably, before it is acknowledged.
 //!
-//! # Format (version 1)
+//! # Format (version 2)
 //!
 //! A log is a sequence of segment files `NNNNNN.log`, numbered in write order.
 //!
 //! ```text
-//! segment = header record*
+//! segment = header (record* mark)*
 //! header  = magic "TALLYLOG" | version u32 LE | crc32(magic, version) u32 LE     (16 bytes)
 //! record  = len u32 LE | crc32(payload) u32 LE | payload                            (8 + len bytes)
 //! payload = key cell          (see `codec`: shard ids are fixed 8-byte u64 LE here)
+//! mark    = 0x8000_0008 u32 LE | crc32(synced) u32 LE | synced u64 LE              (16 bytes)
 //! ```
+//!
+//! `len` is at most [`RECORD_BYTES_MAX`]; the top bit of the first word
+//! tells a sync mark from a record. Every write of records (a group commit)
+//! ends in a sync mark: the offset up to which the segment was fsync'd
+//! before that write was issued. Version 1 is the same without marks; it is
+//! still read.
 //!
 //! A record holds *state* (a whole cell, or the leader's new own shard inside
 //! its cell), never a delta, so replaying a record twice or in another order
@@ -20,35 +27,47 @@
 //! Records are appended by one writer thread that puts many of them under one
 //! fsync (group commit), over zeros laid down (durably) ahead of them (see
 //! `writer`). A segment is cut back to its records and fsync'd before the
-//! next one is created, so only the last segment can end in a torn record
-//! or in zeros. On open, replay reads every segment (in rounds of bounded
-//! size):
-//! - a bad record (or header) in the last segment with nothing but zeros
-//!   after the end its frame claims, or whose frame runs past the end of the
-//!   file, is a torn write: the file is truncated there and replay goes on;
-//! - any other bad record, and any length over the record limit (new file
-//!   space reads as zeros, so a tear cannot produce one), is
-//!   [`Error::Corruption`] naming the file and offset; it is never skipped.
+//! next one is created, so only the last segment can end in a torn write or
+//! in zeros. On power loss, writeback may have written any of the pages of
+//! the writes not yet fsync'd, in any order: pages it did not write still
+//! hold those zeros, so a tear can leave a zero-filled gap before records
+//! that did reach the disk. It never leaves a byte that was not written,
+//! and never touches bytes that were fsync'd.
+//!
+//! On open, replay reads every segment (in rounds of bounded size) and
+//! judges the first bytes of each that are not a whole record or mark
+//! (`scan`, which spells out what the format proves and why):
+//! - zeros to the end of the last segment end the log;
+//! - in the last segment, a record whose frame runs past the end of the
+//!   file or is followed by nothing but zeros, and (version 2) a record that
+//!   meets a zero-filled gap as writeback leaves one, when no later sync
+//!   mark says the log was durable past it, are a torn write: the file is
+//!   truncated there and replay goes on;
+//! - anything else is [`Error::Corruption`] naming the file and offset,
+//!   never skipped: garbage, a length over the limit (new file space reads
+//!   as zeros, never as a huge length), a gap that a later mark proves
+//!   durable, damage in any segment but the last.
+//!
+//! `tallyd check-log` reports the same judgement for every segment, and
+//! cuts a torn or corrupt tail when the operator asks it to ([`check`]).
 //!
 //! Replayed segments are fsync'd before a new segment is created: records
 //! that survived a process crash only in the page cache become durable
-//! before anything is written after them.
-//!
-//! Known gap: writeback can persist a later page of an unsynced tail before
-//! an earlier one, leaving a zero hole before data; replay then reports
-//! corruption rather than a tear. Sync markers in the log will tell the
-//! durable prefix apart.
+//! before anything is written after them. The new segment takes the next
+//! number: a cut segment is never written again.
 //!
 //! A segment is deleted once every memtable generation it holds records for
 //! has been flushed to an SSTable.
 
+pub mod check;
+mod scan;
 mod writer;
 
+pub use scan::SegmentEnd;
 pub(crate) use writer::LogWriter;
 pub use writer::segment_path;
 
 use std::collections::HashMap;
-use std::fs::OpenOptions;
 use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
 
@@ -62,13 +81,22 @@ use crate::memtable::Memtable;
 /// Segment file magic.
 pub(crate) const MAGIC: &[u8; 8] = b"TALLYLOG";
 /// Version of the format above.
-pub(crate) const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 2;
 /// Size of a segment header.
 pub const HEADER_BYTES: usize = 16;
 /// Size of a record's frame (length and checksum).
 pub(crate) const FRAME_BYTES: usize = 8;
 /// Largest payload a record may have: a maximal key and a cell of 4096 shards fit.
 pub(crate) const RECORD_BYTES_MAX: usize = 256 * 1024;
+/// The first word of a sync mark: the top bit set, and its payload's length.
+pub(crate) const MARK_LEN: u32 = (1 << 31) | 8;
+/// Size of a sync mark.
+pub(crate) const MARK_BYTES: usize = 16;
+
+const _: () = assert!(
+    RECORD_BYTES_MAX < (1 << 31),
+    "a record's length never looks like a mark"
+);
 
 /// The segment header bytes (public for tools that build logs, like benchmarks).
 pub fn header() -> [u8; HEADER_BYTES] {
@@ -101,6 +129,15 @@ pub(crate) fn encode_record_parts(buf: &mut Vec<u8>, key: &Key, epoch: u64, shar
     let crc = crc32fast::hash(&buf[start + FRAME_BYTES..]);
     buf[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
     buf[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Appends a sync mark to `buf`: the segment was durable up to `synced`
+/// before the write it ends was issued.
+pub(crate) fn encode_mark(buf: &mut Vec<u8>, synced: u64) {
+    let payload = synced.to_le_bytes();
+    buf.extend_from_slice(&MARK_LEN.to_le_bytes());
+    buf.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+    buf.extend_from_slice(&payload);
 }
 
 /// What replay found.
@@ -212,24 +249,12 @@ pub(crate) fn replay(dir: &Path, memtable: &Memtable) -> Result<ReplayStats> {
     for (i, ending) in endings {
         let (id, path) = &files[i];
         match ending {
-            Ending::Cut(cut) if cut < HEADER_BYTES as u64 => {
-                tracing::warn!(path = %path.display(), "removing commit log segment with a torn header");
-                std::fs::remove_file(path)
-                    .map_err(|e| Error::io("remove torn segment", path, e))?;
-                fsutil::sync_dir(dir)?;
-                stats.truncated_at = Some((path.clone(), 0));
-                continue;
-            }
             Ending::Cut(cut) => {
-                tracing::warn!(path = %path.display(), offset = cut, "truncating torn commit log tail");
-                let f = OpenOptions::new()
-                    .write(true)
-                    .open(path)
-                    .map_err(|e| Error::io("open torn segment", path, e))?;
-                f.set_len(cut)
-                    .and_then(|()| f.sync_all())
-                    .map_err(|e| Error::io("truncate torn segment", path, e))?;
+                check::cut_segment(dir, path, cut)?;
                 stats.truncated_at = Some((path.clone(), cut));
+                if cut < HEADER_BYTES as u64 {
+                    continue; // removed
+                }
             }
             Ending::Sync => {
                 // The records just replayed may only be in the page cache (the
@@ -296,11 +321,19 @@ fn replay_round(
                     offset: offset as u32,
                 });
             };
-            let ending =
-                match scan_segment(path, &data, Some(i) == last, &mut file, &mut out.stats)? {
-                    Some(cut) => Ending::Cut(cut),
-                    None => Ending::Sync,
-                };
+            let scanned = scan::scan(&data, Some(i) == last, &mut file);
+            out.stats.records += scanned.records;
+            let ending = match scanned.end {
+                SegmentEnd::Clean => Ending::Sync,
+                SegmentEnd::Zeros { offset } => Ending::Cut(offset),
+                SegmentEnd::Torn { offset, reason } => {
+                    tracing::warn!(path = %path.display(), offset, reason, "torn commit log tail");
+                    Ending::Cut(offset)
+                }
+                SegmentEnd::Corrupt { offset, reason } => {
+                    return Err(Error::corruption(path, offset, reason));
+                }
+            };
             out.endings.push((i, ending));
             out.data.push((i, data));
         }
@@ -421,83 +454,4 @@ fn decode_record<'a>(
         return Err(codec::DecodeError("trailing bytes in record"));
     }
     Ok((key, epoch))
-}
-
-/// Scans one segment: checks every frame and checksum and hands each
-/// record's frame offset and encoded key to `file`. Returns the offset to
-/// truncate at if the segment's tail is torn.
-fn scan_segment(
-    path: &Path,
-    data: &[u8],
-    last: bool,
-    file: &mut impl FnMut(usize, &[u8]),
-    stats: &mut ReplayStats,
-) -> Result<Option<u64>> {
-    // A bad record is a torn write only at the very end of the last
-    // segment: nothing but zeros (never written, or laid down ahead of the
-    // records) after the end its frame claims, or its frame runs past the
-    // end of the file.
-    let torn = |offset: usize, reason: &str| -> Result<Option<u64>> {
-        let claimed_end = data
-            .get(offset..offset + FRAME_BYTES)
-            .map(|f| offset + FRAME_BYTES + u32::from_le_bytes([f[0], f[1], f[2], f[3]]) as usize);
-        let nothing_after = claimed_end.is_none_or(|end| {
-            data.get(end..)
-                .is_none_or(|rest| rest.iter().all(|b| *b == 0))
-        });
-        if last && nothing_after {
-            Ok(Some(offset as u64))
-        } else {
-            Err(Error::corruption(path, offset as u64, reason))
-        }
-    };
-    if data.len() < HEADER_BYTES || data[..HEADER_BYTES] != header() {
-        // Torn while being created: nothing but zeros after it.
-        let nothing_after = data
-            .get(HEADER_BYTES..)
-            .is_none_or(|rest| rest.iter().all(|b| *b == 0));
-        if last && nothing_after {
-            return Ok(Some(0));
-        }
-        return Err(Error::corruption(path, 0, "bad commit log segment header"));
-    }
-    let mut offset = HEADER_BYTES;
-    while offset < data.len() {
-        let Some(frame) = data.get(offset..offset + FRAME_BYTES) else {
-            return torn(offset, "truncated record frame");
-        };
-        let len = u32::from_le_bytes([frame[0], frame[1], frame[2], frame[3]]) as usize;
-        let crc = u32::from_le_bytes([frame[4], frame[5], frame[6], frame[7]]);
-        if len > RECORD_BYTES_MAX {
-            // New file space reads as zeros, never as a huge length: a torn
-            // write cannot produce this, a flipped bit can.
-            return Err(Error::corruption(
-                path,
-                offset as u64,
-                format!("record length {len} over the limit"),
-            ));
-        }
-        let Some(payload) = data.get(offset + FRAME_BYTES..offset + FRAME_BYTES + len) else {
-            return torn(offset, "record runs past the end of the segment");
-        };
-        let actual = crc32fast::hash(payload);
-        if actual != crc || len == 0 {
-            return torn(
-                offset,
-                &format!("checksum mismatch (stored {crc:#010x}, computed {actual:#010x})"),
-            );
-        }
-        let mut cur = Cursor::new(payload);
-        if let Err(e) = cur.key_parts() {
-            return Err(Error::corruption(
-                path,
-                offset as u64,
-                format!("undecodable record: {}", e.0),
-            ));
-        }
-        file(offset, &payload[..payload.len() - cur.remaining()]);
-        stats.records += 1;
-        offset += FRAME_BYTES + len;
-    }
-    Ok(None)
 }

@@ -11,6 +11,10 @@
 //! about 25 group commits. A segment is
 //! cut back to its records when it is closed, so only the current segment
 //! can end in zeros, which replay reads as the end of the log.
+//!
+//! Every write ends in a sync mark: the offset up to which the segment was
+//! fsync'd before the write was issued (`synced`). Replay takes a mark that
+//! vouches for damaged bytes as proof that they were acknowledged.
 
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
@@ -36,6 +40,8 @@ pub(crate) const PREZERO_BYTES: u64 = 64 << 10;
 /// - `segments` is ordered by id; its last entry is the current segment.
 /// - `bytes <= allocated`; the current file holds zeros from `bytes` to
 ///   `allocated`, durably.
+/// - `HEADER_BYTES <= synced <= bytes`: the current segment is durable up
+///   to `synced`.
 pub(crate) struct LogWriter {
     dir: PathBuf,
     file: File,
@@ -44,6 +50,9 @@ pub(crate) struct LogWriter {
     bytes: u64,
     /// Length of the current segment's file (records, then zeros).
     allocated: u64,
+    /// End of the records fsync'd in the current segment: what the next
+    /// write's sync mark vouches for.
+    synced: u64,
     /// (segment id, highest memtable generation with records in it).
     segments: VecDeque<(u64, u64)>,
     segment_bytes_max: u64,
@@ -74,6 +83,7 @@ impl LogWriter {
             path,
             bytes: super::HEADER_BYTES as u64,
             allocated: super::HEADER_BYTES as u64,
+            synced: super::HEADER_BYTES as u64,
             segments,
             segment_bytes_max,
             unsynced: false,
@@ -82,23 +92,28 @@ impl LogWriter {
         })
     }
 
-    /// Appends framed records that belong to memtable generations up to `gen`.
-    pub(crate) fn append(&mut self, records: &[u8], gen_max: u64) -> Result<()> {
+    /// Appends framed records that belong to memtable generations up to
+    /// `gen`, and the sync mark that ends every write (see `commitlog`):
+    /// `records` gets it for the write and is given back as it was.
+    pub(crate) fn append(&mut self, records: &mut Vec<u8>, gen_max: u64) -> Result<()> {
         if records.is_empty() {
             return Ok(());
         }
-        if self.bytes + records.len() as u64 > self.segment_bytes_max
-            && self.bytes > super::HEADER_BYTES as u64
-        {
+        let len = (records.len() + super::MARK_BYTES) as u64;
+        if self.bytes + len > self.segment_bytes_max && self.bytes > super::HEADER_BYTES as u64 {
             self.roll()?;
         }
-        let end = self.bytes + records.len() as u64;
+        let end = self.bytes + len;
         if end > self.allocated {
             self.prezero(end)?;
         }
-        self.file
-            .write_all_at(records, self.bytes)
-            .map_err(|e| Error::io("append to commit log", &self.path, e))?;
+        let records_len = records.len();
+        super::encode_mark(records, self.synced);
+        let written = self.file.write_all_at(records, self.bytes);
+        records.truncate(records_len);
+        // No room: the bytes written so far are written again, the same,
+        // by the next try, which starts at the same offset.
+        written.map_err(|e| Error::io_or_space("append to commit log", &self.path, e))?;
         self.bytes = end;
         self.unsynced = true;
         let current = self
@@ -121,6 +136,7 @@ impl LogWriter {
         }
         self.sync_data()?;
         self.unsynced = false;
+        self.synced = self.bytes;
         Ok(())
     }
 
@@ -150,12 +166,14 @@ impl LogWriter {
             let n = (target - at).min(ZEROS.len() as u64);
             self.file
                 .write_all_at(&ZEROS[..n as usize], at)
-                .map_err(|e| Error::io("extend commit log", &self.path, e))?;
+                .map_err(|e| Error::io_or_space("extend commit log", &self.path, e))?;
             at += n;
         }
-        // Durable now, so later fsyncs have no file size to write.
+        // Durable now, so later fsyncs have no file size to write; and so
+        // is every record before.
         self.sync_data()?;
         self.allocated = target;
+        self.synced = self.bytes;
         Ok(())
     }
 
@@ -211,6 +229,7 @@ impl LogWriter {
         self.path = path;
         self.bytes = super::HEADER_BYTES as u64;
         self.allocated = self.bytes;
+        self.synced = self.bytes;
         self.segments.push_back((next, 0));
         Ok(())
     }
@@ -221,7 +240,9 @@ pub fn segment_path(dir: &Path, id: u64) -> PathBuf {
     dir.join(format!("{id:06}.log"))
 }
 
-/// Creates segment `id` with its header, durably (file and directory).
+/// Creates segment `id` with its header, durably (file and directory). A
+/// segment that could not be made whole is removed, so that the next try
+/// (once there is room) can create it.
 fn create_segment(dir: &Path, id: u64) -> Result<(File, PathBuf)> {
     let path = segment_path(dir, id);
     // Not O_APPEND: records are written at explicit offsets, over zeros.
@@ -229,10 +250,21 @@ fn create_segment(dir: &Path, id: u64) -> Result<(File, PathBuf)> {
         .create_new(true)
         .write(true)
         .open(&path)
-        .map_err(|e| Error::io("create commit log segment", &path, e))?;
-    file.write_all_at(&header(), 0)
-        .and_then(|()| file.sync_all())
-        .map_err(|e| Error::io("write commit log header", &path, e))?;
-    fsutil::sync_dir(dir)?;
+        .map_err(|e| Error::io_or_space("create commit log segment", &path, e))?;
+    let made = file
+        .write_all_at(&header(), 0)
+        .map_err(|e| Error::io_or_space("write commit log header", &path, e))
+        .and_then(|()| {
+            file.sync_all()
+                .map_err(|e| Error::io("fsync commit log header", &path, e))
+        })
+        .and_then(|()| fsutil::sync_dir(dir));
+    if let Err(e) = made {
+        drop(file);
+        if let Err(rm) = std::fs::remove_file(&path) {
+            tracing::warn!(path = %path.display(), error = %rm, "could not remove a half-made segment");
+        }
+        return Err(e);
+    }
     Ok((file, path))
 }

@@ -18,7 +18,7 @@ use crate::version::Version;
 
 use super::GroupCommit;
 use super::relay::Answer;
-use super::sealer::{own_shard, put_next_version, seal};
+use super::sealer::{added, own_shard, put_next_version, seal};
 
 impl GroupCommit {
     /// Seals one add on the caller's thread, under the cell lock held by
@@ -36,7 +36,7 @@ impl GroupCommit {
             &mut sealed,
             &mut Answer::send,
         ) else {
-            return; // refused (overflow), and answered
+            return; // refused (overflow, a limit of the cell), and answered
         };
         let own = outcome.shard;
         let epoch = outcome.epoch;
@@ -69,17 +69,22 @@ impl GroupCommit {
         delta: i64,
     ) -> Result<Staged> {
         let cell = &mut cached.cell;
+        let clock = match cell.next_own_clock(self.counter_id) {
+            Ok(clock) => clock,
+            Err(limit) => return Ok(Staged::Refused(limit.into())),
+        };
         let mut own = own_shard(cell, self.counter_id);
-        let view = cell.value();
-        let (Some(value), Some(_)) = (own.value.checked_add(delta), view.checked_add(delta)) else {
-            return Ok(Staged::Refused(Error::Overflow { value: view, delta }));
+        let others = cell.sum() - i128::from(own.value);
+        let value = match added(others, own.value, delta) {
+            Ok((value, _)) => value,
+            Err(e) => return Ok(Staged::Refused(e)),
         };
         let mut out = self.outbox.lock();
         if out.closed {
             return Err(Error::Closed);
         }
         own.value = value;
-        let outcome = put_next_version(cell, own, 1);
+        let outcome = put_next_version(cell, own, clock, 1);
         cached.mark_written(key, v);
         out.add_batched(key, &outcome.shard, outcome.epoch, v.active.generation());
         cached.sealed_batch = out.batch;

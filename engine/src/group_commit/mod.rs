@@ -100,6 +100,7 @@ use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::options::{OnPark, Options};
 use crate::poison::Poison;
+use crate::space::Space;
 use crate::version::VersionSet;
 use crate::work::WorkSender;
 
@@ -123,6 +124,8 @@ pub(crate) struct GroupCommit {
     versions: Arc<VersionSet>,
     /// Set when a write fails; every write checks it.
     poison: Arc<Poison>,
+    /// Whether the log, or flushes, found the disk full (see `space`).
+    space: Arc<Space>,
     /// Asks the background thread for flushes.
     work: WorkSender,
     queue: Mutex<Queue>,
@@ -168,17 +171,30 @@ pub(crate) struct CommitStats {
     pub(crate) log_segments: usize,
 }
 
+/// The engine's handles a [`GroupCommit`] works with.
+pub(crate) struct Handles {
+    /// The cells whose pending adds the sealer seals.
+    pub(crate) cache: Arc<CounterCache>,
+    /// Memtable generations, the write stall.
+    pub(crate) versions: Arc<VersionSet>,
+    /// Set when a write fails.
+    pub(crate) poison: Arc<Poison>,
+    /// Whether the disk was found full.
+    pub(crate) space: Arc<Space>,
+    /// Asks the background thread for flushes.
+    pub(crate) work: WorkSender,
+}
+
 impl GroupCommit {
     /// The group commit over `log`, starting the relay if `opts` asks for one.
-    pub(crate) fn new(
-        log: LogWriter,
-        opts: Options,
-        counter_id: u64,
-        cache: Arc<CounterCache>,
-        versions: Arc<VersionSet>,
-        poison: Arc<Poison>,
-        work: WorkSender,
-    ) -> Arc<Self> {
+    pub(crate) fn new(log: LogWriter, opts: Options, counter_id: u64, h: Handles) -> Arc<Self> {
+        let Handles {
+            cache,
+            versions,
+            poison,
+            space,
+            work,
+        } = h;
         let window = Duration::from_micros(opts.group_commit_window_us);
         let log_segments = log.segment_count();
         let relay = Arc::new(Relay::default());
@@ -191,6 +207,7 @@ impl GroupCommit {
             cache,
             versions,
             poison,
+            space,
             work,
             queue: Mutex::new(Queue::default()),
             queue_cv: Condvar::new(),

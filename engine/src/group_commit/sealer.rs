@@ -67,12 +67,23 @@ impl GroupCommit {
             }
 
             // Backpressure: while too many frozen memtables wait for
-            // flushing, writes wait.
+            // flushing, writes wait; unless flushes find the disk full, when
+            // the adds are refused rather than left waiting for room. The
+            // records (applied in memory already) go on to the log.
             let frozen_max = self.opts.frozen_memtables_max.max(1);
-            self.versions
-                .stall_while_behind(frozen_max, || self.poison.is_set());
+            self.versions.stall_while_behind(frozen_max, || {
+                self.poison.is_set() || self.space.tables_full()
+            });
+            let no_room = self
+                .space
+                .check(|| self.versions.current().frozen.len() >= frozen_max)
+                .err()
+                .and_then(|e| match e {
+                    Error::DiskFull(why) => Some(why),
+                    _ => None,
+                });
             let mut sealed = Vec::with_capacity(adds.len());
-            let generation = self.seal_all(&adds, &mut records, &mut sealed);
+            let generation = self.seal_all(&adds, &mut records, &mut sealed, no_room);
 
             let mut out = self.outbox.lock();
             if out.closed {
@@ -100,8 +111,15 @@ impl GroupCommit {
         }
     }
 
-    /// Seals every key in `adds`; returns the memtable generation written to.
-    fn seal_all(&self, adds: &[Key], records: &mut Vec<u8>, sealed: &mut Vec<Sealed>) -> u64 {
+    /// Seals every key in `adds`; returns the memtable generation written
+    /// to. With `no_room` (why the disk is full) the adds are refused.
+    fn seal_all(
+        &self,
+        adds: &[Key],
+        records: &mut Vec<u8>,
+        sealed: &mut Vec<Sealed>,
+        no_room: Option<String>,
+    ) -> u64 {
         let poisoned = self.poison.is_set();
         let v = self.versions.read();
         // Swapped with each key's pending list, so both stay allocated.
@@ -117,9 +135,13 @@ impl GroupCommit {
             if waiting.is_empty() {
                 continue;
             }
-            if poisoned {
+            if poisoned || no_room.is_some() {
                 for done in waiting.drain(..).filter_map(|w| w.done) {
-                    answers.push(Answer::Add(done, Err(self.poison.error())));
+                    let err = match &no_room {
+                        Some(why) if !poisoned => Error::DiskFull(why.clone()),
+                        _ => self.poison.error(),
+                    };
+                    answers.push(Answer::Add(done, Err(err)));
                 }
                 continue;
             }
@@ -163,51 +185,45 @@ pub(super) fn seal<'s>(
     sealed: &'s mut Vec<Sealed>,
     answer: &mut impl FnMut(Answer),
 ) -> Option<&'s AddOutcome> {
+    // A cell that cannot take a new version of this node's shard refuses
+    // every add.
+    let clock = match cell.next_own_clock(counter_id) {
+        Ok(clock) => clock,
+        Err(limit) => {
+            for done in waiting.drain(..).filter_map(|add| add.done) {
+                answer(Answer::Add(done, Err(limit.into())));
+            }
+            return None;
+        }
+    };
     let mut own = own_shard(cell, counter_id);
     let own_before = own.value;
-    let mut view = cell.value();
+    let others = cell.sum() - i128::from(own.value);
     // Refuse what would overflow, in arrival order; keep the rest.
-    waiting.retain_mut(|add| {
-        match (
-            own.value.checked_add(add.delta),
-            view.checked_add(add.delta),
-        ) {
-            (Some(o), Some(v)) => {
-                own.value = o;
-                view = v;
-                true
+    waiting.retain_mut(|add| match added(others, own.value, add.delta) {
+        Ok((o, _)) => {
+            own.value = o;
+            true
+        }
+        Err(e) => {
+            if let Some(done) = add.done.take() {
+                answer(Answer::Add(done, Err(e)));
             }
-            _ => {
-                if let Some(done) = add.done.take() {
-                    answer(Answer::Add(
-                        done,
-                        Err(Error::Overflow {
-                            value: view,
-                            delta: add.delta,
-                        }),
-                    ));
-                }
-                false
-            }
+            false
         }
     });
     if waiting.is_empty() {
         return None;
     }
     let combined = u32::try_from(waiting.len()).unwrap_or(u32::MAX);
-    let outcome = put_next_version(cell, own, combined);
-    let others: i128 = cell
-        .shards()
-        .iter()
-        .filter(|s| s.counter_id != counter_id)
-        .map(|s| i128::from(s.value))
-        .sum();
+    let outcome = put_next_version(cell, own, clock, combined);
     let mut done = Vec::with_capacity(waiting.len());
     let mut own_value = own_before;
     for add in waiting.drain(..) {
-        // Cannot overflow: the same sums, in the same order, were checked above.
-        own_value += add.delta;
-        let value = crate::cell::saturate(others + i128::from(own_value));
+        // Cannot fail: the same sums, in the same order, were checked above.
+        let (o, value) =
+            added(others, own_value, add.delta).expect("an add kept above is in range at its turn");
+        own_value = o;
         if let Some(early) = add.sealed {
             let outcome = AddOutcome {
                 value,
@@ -225,6 +241,22 @@ pub(super) fn seal<'s>(
     sealed.last().map(|(outcome, _)| outcome)
 }
 
+/// One add of `delta` to this node's shard, worth `own`, in a cell whose
+/// other shards sum to `others`: the shard's new value and the counter's,
+/// or [`Error::Overflow`] when either is outside the range of an `i64`.
+/// The counter's value is checked exactly, so an add is refused as long as
+/// it leaves a sum past `i64` (replicas' shards can make one), and taken
+/// once it brings the sum back in range.
+pub(super) fn added(others: i128, own: i64, delta: i64) -> Result<(i64, i64)> {
+    let refused = || Error::Overflow {
+        value: others + i128::from(own),
+        delta,
+    };
+    let own = own.checked_add(delta).ok_or_else(refused)?;
+    let value = i64::try_from(others + i128::from(own)).map_err(|_| refused())?;
+    Ok((own, value))
+}
+
 /// This node's shard of `cell`, a zero one if it has none yet.
 pub(super) fn own_shard(cell: &Cell, counter_id: u64) -> Shard {
     cell.shard(counter_id).copied().unwrap_or(Shard {
@@ -234,16 +266,54 @@ pub(super) fn own_shard(cell: &Cell, counter_id: u64) -> Shard {
     })
 }
 
-/// Installs `own`, its value already moved by the adds, as the next
-/// version of this node's shard (clock + 1); answers the adds' outcome.
-pub(super) fn put_next_version(cell: &mut Cell, mut own: Shard, combined: u32) -> AddOutcome {
-    own.clock += 1;
+/// Installs `own`, its value already moved by the adds (and checked: the
+/// cell's value stays in range), as the next version of this node's shard,
+/// at `clock` (from [`Cell::next_own_clock`]); answers the adds' outcome.
+pub(super) fn put_next_version(
+    cell: &mut Cell,
+    mut own: Shard,
+    clock: u64,
+    combined: u32,
+) -> AddOutcome {
+    own.clock = clock;
     cell.put_own(own);
     cell.check_invariants();
     AddOutcome {
         epoch: cell.epoch(),
         shard: own,
-        value: cell.value(),
+        value: cell
+            .value()
+            .expect("the adds were checked to leave the value in range"),
         combined,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_add_is_checked_against_the_exact_sum() {
+        let max = i128::from(i64::MAX);
+        assert_eq!(added(0, 5, 7).unwrap(), (12, 12));
+        assert_eq!(added(-10, 5, 7).unwrap(), (12, 2));
+        // The own shard would overflow.
+        assert!(matches!(
+            added(0, i64::MAX, 1),
+            Err(Error::Overflow { value, delta: 1 }) if value == max
+        ));
+        // The sum would, though the shard does not.
+        assert!(matches!(added(max, 0, 1), Err(Error::Overflow { .. })));
+        // Past i64 already: refused while it stays there, taken once back.
+        assert!(matches!(
+            added(max, 9, -1),
+            Err(Error::Overflow { value, delta: -1 }) if value == max + 9
+        ));
+        assert_eq!(added(max, 9, -20).unwrap(), (-11, i64::MAX - 11));
+        assert_eq!(
+            added(i128::from(i64::MIN), 0, -1).ok(),
+            None,
+            "below i64::MIN too"
+        );
     }
 }

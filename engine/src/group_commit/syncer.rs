@@ -31,6 +31,11 @@ pub(super) struct Committer {
     spare: Vec<u8>,
     /// How long the last fsync took.
     last_sync: Duration,
+    /// Records a write found no room for (see `space`), with the highest
+    /// memtable generation among them: written ahead of the next group
+    /// commit's, which they are in memory before.
+    pub(super) retry: Vec<u8>,
+    retry_gen: u64,
     /// The log is closed: nothing more is written.
     pub(super) closed: bool,
 }
@@ -42,6 +47,8 @@ impl Committer {
             removed_gen: 0,
             spare: Vec::new(),
             last_sync: window,
+            retry: Vec::new(),
+            retry_gen: 0,
             closed: false,
         }
     }
@@ -63,6 +70,9 @@ struct Syncer {
     watches: u32,
     seen_batch: u64,
 }
+
+/// How often records the disk had no room for are tried again.
+const RETRY_EVERY: Duration = Duration::from_millis(100);
 
 impl GroupCommit {
     /// Runs the syncer until the sealer has closed and everything is written.
@@ -122,6 +132,15 @@ impl GroupCommit {
     fn wait_for_work(&self, out: &mut MutexGuard<'_, Outbox>, s: &mut Syncer) {
         loop {
             let idle = !out.has_work() && !out.closed && out.flushed_gen <= s.removed_gen;
+            if idle && self.space.log_full() {
+                // Records (of any writer of group commits) wait for room:
+                // try them again soon, with or without new work.
+                out.wake_at = Some(0);
+                if self.outbox_cv.wait_for(out, RETRY_EVERY).timed_out() {
+                    return;
+                }
+                continue;
+            }
             // Work left for a runtime that parks soon is its to write.
             let left = out
                 .deferred_at
@@ -180,6 +199,12 @@ impl GroupCommit {
         if !(closing && drained) {
             return false;
         }
+        if !c.retry.is_empty() {
+            // In memory only, maybe replicated: the next open must not take
+            // this incarnation's id again (see `identity`).
+            self.poison
+                .set(|| "closed with records the disk had no room for".into());
+        }
         if !self.poison.is_set()
             && let Err(e) = c.log.close()
         {
@@ -205,7 +230,7 @@ impl GroupCommit {
         drop(out);
         let Group {
             batch,
-            records,
+            mut records,
             gen_max,
             acks,
             sealed,
@@ -214,7 +239,7 @@ impl GroupCommit {
             flushed_gen,
         } = group;
 
-        let written = self.write_and_sync(c, &records, gen_max, sync);
+        let written = self.write_and_sync(c, &mut records, gen_max, sync);
         match &written {
             Ok(()) => {
                 debug_assert!(
@@ -223,6 +248,7 @@ impl GroupCommit {
                 );
                 self.durable_batch.store(batch, Relaxed);
             }
+            Err(e) if e.is_out_of_space() => self.space.report("commit log write", e),
             Err(e) => self.poison_on(e),
         }
         let counted_sync = self.opts.sync == SyncMode::Batch;
@@ -233,19 +259,44 @@ impl GroupCommit {
         released
     }
 
-    /// Appends `records` to the log and, if `sync` and anything is
-    /// unsynced, fsyncs it; a poisoned engine writes nothing.
+    /// Appends `records` to the log, behind any records an earlier write
+    /// found no room for, and, if `sync` and anything is unsynced, fsyncs
+    /// it; a poisoned engine writes nothing. Records that find no room
+    /// are kept for the next try ([`Error::NoSpace`](crate::Error)).
     fn write_and_sync(
         &self,
         c: &mut Committer,
-        records: &[u8],
+        records: &mut Vec<u8>,
         gen_max: u64,
         sync: bool,
     ) -> Result<()> {
         if self.poison.is_set() {
             return Err(self.poison.error());
         }
-        c.log.append(records, gen_max)?;
+        let appended = if c.retry.is_empty() {
+            c.log.append(records, gen_max)
+        } else {
+            c.retry.extend_from_slice(records);
+            c.retry_gen = c.retry_gen.max(gen_max);
+            let appended = c.log.append(&mut c.retry, c.retry_gen);
+            if appended.is_ok() {
+                c.retry.clear();
+                c.retry_gen = 0;
+            }
+            appended
+        };
+        match appended {
+            Ok(()) => self.space.set_log_full(false),
+            Err(e) if e.is_out_of_space() => {
+                if c.retry.is_empty() {
+                    c.retry.extend_from_slice(records);
+                    c.retry_gen = gen_max;
+                }
+                self.space.set_log_full(true);
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        }
         if !(sync && c.log.unsynced()) {
             return Ok(());
         }
@@ -299,7 +350,11 @@ impl GroupCommit {
                 .fetch_add(sealed.len() as u64 + batched_adds, Relaxed);
             m.adds.fetch_add(combined + batched_adds, Relaxed);
         }
-        let result = |r: &Result<()>| r.as_ref().map(|_| ()).map_err(|_| self.poison.error());
+        let result = |r: &Result<()>| {
+            r.as_ref()
+                .map(|_| ())
+                .map_err(|e| e.no_space_again().unwrap_or_else(|| self.poison.error()))
+        };
         let mut answers = Vec::with_capacity(acks.len() + sealed.len());
         for ack in acks {
             answers.push(Answer::Ack(ack, result(written)));

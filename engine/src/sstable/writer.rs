@@ -14,13 +14,17 @@ use crate::fsutil;
 use crate::key::Key;
 
 /// Builds a table in a temporary file; [`TableWriter::finish`] makes it durable
-/// and visible under its final name.
+/// and visible under its final name. A writer dropped before that (a write
+/// failed: the disk is full) removes its temporary file at once, so that
+/// retries do not pile them up on a disk an operator is freeing.
 ///
 /// # Invariants
 /// - Keys are added in strictly increasing order.
 /// - Every shard's counter id is in the dictionary given at creation.
 pub(crate) struct TableWriter {
     tmp_path: PathBuf,
+    /// Removes the temporary file unless the table was finished.
+    tmp: Temporary,
     path: PathBuf,
     dir: PathBuf,
     out: BufWriter<File>,
@@ -47,6 +51,7 @@ impl TableWriter {
         let path = table_path(dir, id);
         let tmp_path = path.with_extension("sst.tmp");
         let file = File::create(&tmp_path).map_err(|e| Error::io("create table", &tmp_path, e))?;
+        let tmp = Temporary(Some(tmp_path.clone()));
         let mut dict_ids: Vec<u64> = ids.into_iter().collect();
         dict_ids.sort_unstable();
         dict_ids.dedup();
@@ -57,6 +62,7 @@ impl TableWriter {
             .collect();
         Ok(TableWriter {
             tmp_path,
+            tmp,
             path,
             dir: dir.to_path_buf(),
             out: BufWriter::with_capacity(256 * 1024, file),
@@ -190,7 +196,23 @@ impl TableWriter {
         drop(file);
         std::fs::rename(&self.tmp_path, &self.path)
             .map_err(|e| Error::io("rename table", &self.path, e))?;
+        self.tmp.0 = None;
         fsutil::sync_dir(&self.dir)?;
         Ok((self.path, entries))
+    }
+}
+
+/// A temporary file, removed when this is dropped unless it was taken
+/// (`None`).
+struct Temporary(Option<PathBuf>);
+
+impl Drop for Temporary {
+    fn drop(&mut self) {
+        if let Some(path) = self.0.take()
+            && let Err(e) = std::fs::remove_file(&path)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %path.display(), error = %e, "could not remove a failed table");
+        }
     }
 }

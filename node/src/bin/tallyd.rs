@@ -6,6 +6,7 @@
 //! - `tallyd certs --config cluster.toml`: the cluster CA and node certificates
 //!   (missing ones, and renewals of those expiring within 30 days). Only this
 //!   needs the CA's key; `run` and `up` work without it.
+//! - `tallyd check-log --data DIR [--truncate]`: a stopped node's commit log.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -65,6 +66,16 @@ enum Cmd {
         #[arg(long, default_value = "cluster.toml")]
         config: PathBuf,
     },
+    /// Check a stopped node's commit log as start-up would; optionally cut
+    /// a torn or corrupt tail (the records after it are given up).
+    CheckLog {
+        /// The node's data directory (its `engine` directory holds the log).
+        #[arg(long)]
+        data: PathBuf,
+        /// Cut every torn or corrupt tail.
+        #[arg(long)]
+        truncate: bool,
+    },
 }
 
 fn main() {
@@ -77,6 +88,9 @@ fn main() {
         } => daemon::run(&config, &node, threads, |_| {}),
         Cmd::Up { config, threads } => up(&config, threads),
         Cmd::Certs { config } => make_certs(&config).map(|_| ()),
+        Cmd::CheckLog { data, truncate } => {
+            tally_node::check_log::run(&data, truncate, &mut std::io::stdout())
+        }
     };
     if let Err(e) = result {
         eprintln!("tallyd: {e:#}");

@@ -14,27 +14,37 @@
 //! a `merge`, which is commutative, associative and idempotent, so delivering
 //! the same state twice, late or out of order never changes a value.
 //!
-//! `reset` moves the cell to `epoch + 1` with no shards: every shard of an
-//! older epoch, including adds that raced the reset and lost, is discarded.
+//! A reset (`try_reset`) moves the cell to `epoch + 1` with no shards: every
+//! shard of an older epoch, including adds that raced the reset and lost, is
+//! discarded.
 //!
 //! Two shards with the same counter_id and clock but different values cannot
 //! come from a correct owner: that is corruption. `merge` keeps the larger
 //! value (so every replica picks the same one), logs it and counts it in
 //! [`clock_conflicts`].
+//!
+//! The limits a cell keeps within, and how writes that would cross them
+//! are refused, are in `limits` ([`Limit`], [`CLOCK_MAX`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use smallvec::SmallVec;
+
+mod limits;
+
+pub use limits::{CLOCK_MAX, Limit};
 
 /// Most shards a cell may hold: one per node incarnation that ever wrote it.
 pub const SHARDS_MAX: usize = 4096;
 
 static CLOCK_CONFLICTS: AtomicU64 = AtomicU64::new(0);
 
-/// A sum of shard values saturated to the `i64` range: the value of a cell
-/// whose shards add up to `sum`.
-pub(crate) fn saturate(sum: i128) -> i64 {
-    i64::try_from(sum).unwrap_or(if sum < 0 { i64::MIN } else { i64::MAX })
+/// A cell's shards add up to `sum`, outside the range of an `i64`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the counter's shards add up to {sum}, outside the range of a 64-bit counter")]
+pub struct Overflow {
+    /// The exact sum.
+    pub sum: i128,
 }
 
 /// How many equal-clock/different-value shard pairs merges have met since start.
@@ -109,9 +119,17 @@ impl Cell {
         &self.shards
     }
 
-    /// The counter's value: the sum of its shards, saturated to the `i64` range.
-    pub fn value(&self) -> i64 {
-        saturate(self.shards.iter().map(|s| i128::from(s.value)).sum())
+    /// The counter's value: the sum of its shards, or [`Overflow`] when that
+    /// sum is outside the range of an `i64` (shards of several replicas can
+    /// each be in range and their sum not).
+    pub fn value(&self) -> Result<i64, Overflow> {
+        let sum = self.sum();
+        i64::try_from(sum).map_err(|_| Overflow { sum })
+    }
+
+    /// The exact sum of the shards.
+    pub fn sum(&self) -> i128 {
+        self.shards.iter().map(|s| i128::from(s.value)).sum()
     }
 
     /// The shard owned by `counter_id`, if it has one.
@@ -120,12 +138,6 @@ impl Cell {
             .binary_search_by_key(&counter_id, |s| s.counter_id)
             .ok()
             .map(|i| &self.shards[i])
-    }
-
-    /// Moves the cell to a new epoch with no shards.
-    pub fn reset(&mut self) {
-        self.epoch += 1;
-        self.shards.clear();
     }
 
     /// Merges `other` into `self` (see the module doc).
@@ -347,10 +359,10 @@ mod tests {
         #[test]
         fn reset_wins_over_older_epoch(a in cell(), b in cell()) {
             let mut r = a.clone();
-            r.reset();
+            r.try_reset().unwrap();
             prop_assume!(b.epoch() <= a.epoch());
             let m = merged(&r, &b);
-            prop_assert_eq!(m.value(), 0);
+            prop_assert_eq!(m.value(), Ok(0));
             prop_assert_eq!(m.epoch(), a.epoch() + 1);
             prop_assert_eq!(merged(&b, &r), m);
         }
@@ -360,6 +372,29 @@ mod tests {
             prop_assume!(a.epoch() != b.epoch());
             let newer = if a.epoch() > b.epoch() { &a } else { &b };
             prop_assert_eq!(&merged(&a, &b), newer);
+        }
+
+        #[test]
+        fn try_merge_is_merge_within_the_limits(a in cell(), b in cell()) {
+            let mut m = a.clone();
+            let changed = m.try_merge(&b);
+            prop_assert_eq!(changed, Ok(merged(&a, &b) != a));
+            prop_assert_eq!(&m, &merged(&a, &b));
+            prop_assert_eq!(a.merged_len(&b), m.shards().len());
+        }
+
+        #[test]
+        fn value_is_the_exact_sum_or_an_overflow(values in proptest::collection::vec(any::<i64>(), 0..4)) {
+            let cell = Cell::from_parts(0, values.iter().enumerate().map(|(i, v)| Shard {
+                counter_id: i as u64,
+                clock: 1,
+                value: *v,
+            }));
+            let sum: i128 = values.iter().map(|v| i128::from(*v)).sum();
+            match i64::try_from(sum) {
+                Ok(v) => prop_assert_eq!(cell.value(), Ok(v)),
+                Err(_) => prop_assert_eq!(cell.value(), Err(Overflow { sum })),
+            }
         }
 
         #[test]
@@ -393,7 +428,7 @@ mod tests {
         fn conflicting_values_resolve_the_same_everywhere(v1: i64, v2: i64) {
             let a = Cell::from_parts(0, [Shard { counter_id: 1, clock: 3, value: v1 }]);
             let b = Cell::from_parts(0, [Shard { counter_id: 1, clock: 3, value: v2 }]);
-            prop_assert_eq!(merged(&a, &b).value(), v1.max(v2));
+            prop_assert_eq!(merged(&a, &b).value(), Ok(v1.max(v2)));
             prop_assert_eq!(merged(&a, &b), merged(&b, &a));
         }
     }
@@ -429,7 +464,7 @@ mod tests {
     }
 
     #[test]
-    fn value_saturates_instead_of_wrapping() {
+    fn value_past_i64_is_an_overflow_not_a_saturated_number() {
         let c = Cell::from_parts(
             0,
             [
@@ -445,7 +480,9 @@ mod tests {
                 },
             ],
         );
-        assert_eq!(c.value(), i64::MAX);
+        let sum = i128::from(i64::MAX) + 1;
+        assert_eq!(c.value(), Err(Overflow { sum }));
+        assert_eq!(c.sum(), sum);
     }
 
     #[test]
