@@ -120,6 +120,7 @@ mod memtable;
 mod options;
 mod outcome;
 mod poison;
+mod rate_limit;
 mod row;
 mod space;
 pub mod sstable;

@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tally_engine::{Engine, Key};
+use tally_net::log_limit::LogLimit;
 use tally_net::peer::Transport;
 use tally_net::wire::{Consistency, ErrorKind, WireError};
 use tracing::warn;
@@ -172,7 +173,11 @@ impl Ctx {
     /// shard is durable on this node and read repair still reaches the replica.
     pub(crate) fn hint(&self, replica: usize, key: &Key) {
         if let Err(e) = self.hints.add(replica, key) {
-            warn!(replica = %self.name(replica), error = %e, "could not record a hint");
+            // A full disk fails every hint at once: one line a second.
+            static LOG: LogLimit = LogLimit::per_second();
+            if let Some(suppressed) = LOG.admit() {
+                warn!(replica = %self.name(replica), error = %e, suppressed, "could not record a hint");
+            }
         }
     }
 }

@@ -30,6 +30,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use smallvec::SmallVec;
 
+use crate::rate_limit::{LOG_EVERY, RateLimit};
+
 mod limits;
 
 pub use limits::{CLOCK_MAX, Limit};
@@ -217,13 +219,19 @@ impl Cell {
                     true
                 } else if shard.clock == mine.clock && shard.value != mine.value {
                     CLOCK_CONFLICTS.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!(
-                        counter_id = shard.counter_id,
-                        clock = shard.clock,
-                        a = mine.value,
-                        b = shard.value,
-                        "corrupt counter state: one clock with two values; keeping the larger"
-                    );
+                    // A peer can send these at will: one line a second.
+                    static LOG: parking_lot::Mutex<RateLimit> =
+                        parking_lot::Mutex::new(RateLimit::new(LOG_EVERY));
+                    if let Some(suppressed) = LOG.lock().allow(std::time::Instant::now()) {
+                        tracing::error!(
+                            counter_id = shard.counter_id,
+                            clock = shard.clock,
+                            a = mine.value,
+                            b = shard.value,
+                            suppressed,
+                            "corrupt counter state: one clock with two values; keeping the larger"
+                        );
+                    }
                     let changed = shard.value > mine.value;
                     mine.value = mine.value.max(shard.value);
                     changed
