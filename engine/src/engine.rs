@@ -230,6 +230,8 @@ impl Engine {
 
     /// Whether the engine takes writes now: not poisoned, and its disk not
     /// found full (atomic loads: cheap enough to ask before every write).
+    /// False as soon as a flush finds no room, while the log may still take
+    /// writes for a while: a node steps aside before it has to refuse.
     pub fn is_writable(&self) -> bool {
         !self.poison.is_set() && !self.space.log_full() && !self.space.tables_full()
     }

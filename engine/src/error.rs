@@ -155,7 +155,17 @@ impl Error {
         }
     }
 
-    /// Whether the disk had no room for what failed.
+    /// Whether a write to the commit log found no room ([`Error::NoSpace`],
+    /// made by the log's writes only). A failed fsync is never this, whatever
+    /// its errno: the kernel may have dropped the pages it could not write,
+    /// so the engine must poison itself rather than wait for room.
+    pub(crate) fn is_log_out_of_space(&self) -> bool {
+        matches!(self, Error::NoSpace { .. })
+    }
+
+    /// Whether the disk had no room for what failed (a flush's table: its
+    /// data is in the commit log, so even a failed fsync of it only means
+    /// the flush is tried again).
     pub(crate) fn is_out_of_space(&self) -> bool {
         match self {
             Error::NoSpace { .. } => true,

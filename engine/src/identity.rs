@@ -98,6 +98,19 @@ impl Identity {
         })
     }
 
+    /// Forgets a clean shutdown: the next open takes a new counter id.
+    /// Cutting records out of the log does this first, since versions of
+    /// this node's own shard may go with them, and its clocks must never
+    /// repeat under the same id.
+    pub(crate) fn forget_clean(dir: &Path) -> Result<()> {
+        let path = dir.join(CLEAN);
+        match std::fs::remove_file(&path) {
+            Ok(()) => sync_dir(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io("remove clean marker", &path, e)),
+        }
+    }
+
     /// Records a clean shutdown (everything acknowledged is fsync'd).
     pub(crate) fn mark_clean(dir: &Path) -> Result<()> {
         let path = dir.join(CLEAN);

@@ -53,7 +53,7 @@ pub struct Options {
     /// as it parks; after a slower one the syncer writes them all, until
     /// one of its fsyncs is this fast again.
     pub park_sync_max_us: u64,
-    /// Test seam: while set, every commit log fsync fails.
+    /// Test seam: while set, every commit log fsync fails with ENOSPC.
     #[doc(hidden)]
     pub fail_sync: Option<Arc<AtomicBool>>,
     /// Test seam: every commit log fsync takes this many microseconds more.

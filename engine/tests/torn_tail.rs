@@ -15,6 +15,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{key, open};
+use tally_engine::commitlog::check::LogCheck;
 use tally_engine::{Cell, Engine, Error, Key, Options, Shard};
 
 const PAGE: usize = 4096;
@@ -277,4 +278,30 @@ async fn damage_that_is_not_provably_torn_is_corruption() {
     bytes[p..p + PAGE].fill(0);
     std::fs::write(&path, &bytes).unwrap();
     assert_corrupt_at(dir.path(), &segment, r.offset, "garbage before a gap");
+}
+
+/// Cutting a log's tail forgets a clean shutdown: versions of this node's
+/// own shard may be cut with it, so the next open must take a new counter
+/// id rather than make those clocks again with other values.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cutting_a_tail_takes_a_new_counter_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(dir.path(), Options::default()).unwrap();
+    let id = engine.counter_id();
+    engine.leader_add(&batch_key(0, 0), 1).await.unwrap();
+    engine.close().unwrap();
+    let segment = segment_with_records(dir.path());
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let garbage = b"not a record, not zeros";
+    let end = bytes.iter().rposition(|&b| b != 0).unwrap() + 1;
+    bytes.truncate(end);
+    bytes.extend_from_slice(garbage);
+    std::fs::write(&segment, &bytes).unwrap();
+
+    let mut check = LogCheck::open(dir.path()).unwrap();
+    let last = check.segments.len() - 1;
+    assert!(check.truncate(last).unwrap(), "nothing to cut");
+    drop(check);
+    let engine = Engine::open(dir.path(), Options::default()).unwrap();
+    assert_ne!(engine.counter_id(), id, "the cut log kept its counter id");
 }

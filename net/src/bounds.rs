@@ -13,11 +13,12 @@
 
 use crate::wire::{PeerResponse, WireCell};
 
-/// Clocks and epochs at or above `u64::MAX - WRAP_MARGIN` are refused.
+/// Clocks and epochs above `u64::MAX - WRAP_MARGIN` (the engine's
+/// `CLOCK_MAX`, the largest it makes) are refused.
 pub const WRAP_MARGIN: u64 = 1 << 32;
 
-/// The first value refused.
-pub const WRAP_FLOOR: u64 = u64::MAX - WRAP_MARGIN;
+/// The first value refused: one past the engine's `CLOCK_MAX`.
+pub const WRAP_FLOOR: u64 = u64::MAX - WRAP_MARGIN + 1;
 
 /// A clock or epoch too close to `u64::MAX`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -132,7 +133,8 @@ mod tests {
 
     #[test]
     fn the_margin_is_2_pow_32() {
-        assert_eq!(WRAP_FLOOR, 0xFFFF_FFFE_FFFF_FFFF);
-        assert_eq!(u64::MAX - WRAP_FLOOR, 1 << 32);
+        // The engine makes clocks up to u64::MAX - 2^32 and no further.
+        assert_eq!(WRAP_FLOOR, 0xFFFF_FFFF_0000_0000);
+        assert_eq!(u64::MAX - (WRAP_FLOOR - 1), 1 << 32);
     }
 }

@@ -634,10 +634,13 @@ async fn exchange(
     if let Err(why) = &answer
         && idempotent
     {
-        // A connection a batch failed on is replaced, once for every
-        // batch that was on it (a peer that restarted leaves its old
-        // connection open until it times out).
-        let want = Want::Not(conn.stable_id());
+        // Only a dead connection is replaced, once for every batch that
+        // was on it; a failed stream on a live one is not a reason to
+        // break the batches still on it.
+        let want = match conn.close_reason() {
+            Some(_) => Want::Not(conn.stable_id()),
+            None => Want::Any,
+        };
         debug!(peer = %peer, reason = %why, "batch failed; sending it once more");
         answer = match connection(&link, &endpoint, dial_timeout, want).await {
             Ok(c) => timed(c, bytes).await,

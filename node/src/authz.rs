@@ -19,8 +19,9 @@
 //!   so anything else is a node writing where it has no business. (Once
 //!   rings are versioned, a pending replica of the key counts as one.)
 //! - **This node's own shard.** Only the owner of a `counter_id` makes new
-//!   versions of its shard, and this node makes each version durable
-//!   before it sends it anywhere; a node that loses its data or stops
+//!   versions of its shard, and this node makes each version in its own
+//!   engine (memory first, then its log) before it sends it anywhere; a
+//!   node that loses its data or stops
 //!   uncleanly comes back under a new id. So every version of this node's
 //!   shard that exists elsewhere also exists here. An incoming cell with a
 //!   shard of this node's `counter_id` is refused when it is in an epoch

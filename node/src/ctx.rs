@@ -117,6 +117,13 @@ impl Ctx {
                     self.not_writable(self.me).unwrap_or_default()
                 ),
             ),
+            Refusal::NotAReplica => WireError::not_applied(
+                ErrorKind::Invalid,
+                format!(
+                    "{} is not a replica of the key and leads no {what} for it; nothing was applied",
+                    self.name(self.me)
+                ),
+            ),
             Refusal::Shortfall(s) => self.unavailable(&s, cl, what),
         })
     }

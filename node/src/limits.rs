@@ -12,7 +12,7 @@
 //! keeps `fd_reserve` free for the engine: client connections (both
 //! listeners together) are capped at what is left, and at `clients_max`
 //! (Redis' `maxclients`). One over the cap is accepted only to be refused
-//! and closed (see `gate`).
+//! and closed (see `accept`).
 //!
 //! # Memory and time per connection
 //!

@@ -69,6 +69,9 @@ pub(crate) struct Shortfall {
 /// Why a replica a write was forwarded to does not lead it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Refusal {
+    /// This node is not one of the key's replicas (the sender's ring is
+    /// not this node's).
+    NotAReplica,
     /// This node cannot write.
     ReadOnly,
     /// Too few writable replicas in this node's view.
@@ -156,6 +159,9 @@ pub(crate) fn lead_here(
     state: impl Fn(usize) -> State,
     cl: Consistency,
 ) -> Result<Replicas, Refusal> {
+    if !replicas.contains(&me) {
+        return Err(Refusal::NotAReplica);
+    }
     if !state(me).writable() {
         return Err(Refusal::ReadOnly);
     }
@@ -331,6 +337,12 @@ mod tests {
     fn a_forwarded_write_is_led_here_or_refused_never_forwarded() {
         let r = replicas();
         assert_eq!(lead_here(r.clone(), 0, view(&[], &[]), All), Ok(r.clone()));
+        // A node outside the key's replicas never leads it: its copy
+        // would count toward the level without being one.
+        assert_eq!(
+            lead_here(r.clone(), 7, view(&[], &[]), One),
+            Err(Refusal::NotAReplica)
+        );
         assert_eq!(
             lead_here(r.clone(), 0, view(&[], &[0]), One),
             Err(Refusal::ReadOnly)

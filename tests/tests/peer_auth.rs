@@ -197,8 +197,8 @@ fn shards_near_wrapping_are_refused() {
             ("clock", cell(0, 0xbad, near, 7)),
             ("epoch", cell(near, 0xbad, 1, 7)),
             (
-                "clock 2^32 below the end",
-                cell(0, 0xbad, u64::MAX - (1 << 32), 7),
+                "clock one past the largest a node makes",
+                cell(0, 0xbad, u64::MAX - (1 << 32) + 1, 7),
             ),
         ] {
             let answer = t

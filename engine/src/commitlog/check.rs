@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use super::{HEADER_BYTES, decode_record, scan};
 use crate::error::{Error, Result};
 use crate::fsutil;
-use crate::identity;
+use crate::identity::{self, Identity};
 
 pub use super::scan::SegmentEnd;
 
@@ -87,13 +87,16 @@ impl LogCheck {
     }
 
     /// Cuts segment `i` back to its good part, durably (removing it if that
-    /// ends inside its header). Answers whether there was anything to cut.
+    /// ends inside its header), after forgetting any clean shutdown: the
+    /// next open takes a new counter id. Answers whether there was anything
+    /// to cut.
     pub fn truncate(&mut self, i: usize) -> Result<bool> {
         let s = &mut self.segments[i];
         if !s.has_tail() {
             return Ok(false);
         }
         let at = s.good_end();
+        Identity::forget_clean(&self.dir)?;
         cut_segment(&self.dir, &s.path, at)?;
         s.bytes = at;
         s.end = SegmentEnd::Clean;

@@ -146,7 +146,9 @@ impl LogWriter {
             .as_ref()
             .is_some_and(|f| f.load(Ordering::Relaxed))
         {
-            let err = io::Error::other("injected fsync failure");
+            // ENOSPC, as a thin-provisioned disk or a quota may answer an
+            // fsync: it must poison like any other fsync failure.
+            let err = io::Error::from_raw_os_error(28);
             return Err(Error::io("fsync commit log", &self.path, err));
         }
         if let Some(us) = &self.slow_sync {

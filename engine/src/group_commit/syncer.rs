@@ -248,7 +248,7 @@ impl GroupCommit {
                 );
                 self.durable_batch.store(batch, Relaxed);
             }
-            Err(e) if e.is_out_of_space() => self.space.report("commit log write", e),
+            Err(e) if e.is_log_out_of_space() => self.space.report("commit log write", e),
             Err(e) => self.poison_on(e),
         }
         let counted_sync = self.opts.sync == SyncMode::Batch;
@@ -287,7 +287,7 @@ impl GroupCommit {
         };
         match appended {
             Ok(()) => self.space.set_log_full(false),
-            Err(e) if e.is_out_of_space() => {
+            Err(e) if e.is_log_out_of_space() => {
                 if c.retry.is_empty() {
                     c.retry.extend_from_slice(records);
                     c.retry_gen = gen_max;

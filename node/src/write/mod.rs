@@ -30,8 +30,10 @@
 //! # Errors
 //!
 //! An error says whether the add was not applied (`Unavailable`, `Invalid`,
-//! `Overflow`) or its outcome is unknown (`Timeout`, or a `Storage` error
-//! after the shard may have left this node): see `WireError::outcome`.
+//! `Overflow`, and `Storage` when the leader refused before it wrote: a
+//! full disk, a node that cannot write) or its outcome is unknown
+//! (`Timeout`, or a `Storage` error after the shard may have left this
+//! node): see `WireError::outcome`.
 
 mod batch;
 mod combine;
