@@ -24,8 +24,9 @@
 //! - A request whose first bytes arrived must be complete within
 //!   `request_timeout_ms`, or the connection is closed: a client cannot
 //!   hold a buffer and a connection by trickling a request.
-//! - A connection with no request under way for `idle_timeout_ms` is
-//!   closed; 0, the default, never closes one (Redis' `timeout 0`).
+//! - A connection that sends nothing for `idle_timeout_ms` is closed,
+//!   even with answers still to come (set it above the write and read
+//!   timeouts); 0, the default, never closes one (Redis' `timeout 0`).
 
 use std::time::Duration;
 
