@@ -113,6 +113,16 @@ impl Nodes {
         fs::read_to_string(self.cluster.dir.path().join(format!("{id}.log"))).unwrap_or_default()
     }
 
+    /// The sockets node `i` has open (client connections, its listeners,
+    /// its QUIC socket), from /proc/<pid>/fd.
+    fn sockets(&self, i: usize) -> usize {
+        fs::read_dir(format!("/proc/{}/fd", self.pid(i)))
+            .unwrap()
+            .filter_map(|e| fs::read_link(e.ok()?.path()).ok())
+            .filter(|target| target.to_string_lossy().starts_with("socket:"))
+            .count()
+    }
+
     /// The node's resident memory, from /proc/<pid>/status.
     fn rss_bytes(&self, i: usize) -> u64 {
         let status = fs::read_to_string(format!("/proc/{}/status", self.pid(i))).unwrap();
@@ -264,7 +274,7 @@ fn an_idle_connection_flood_cannot_poison_the_engine() {
     let started = Instant::now();
     let nodes = Nodes::start(Some(NOFILE));
     let resp = nodes.cluster.resp_addr(0);
-    let (sent, acked, errors, fates, native) = rt().block_on(async {
+    let (sent, acked, errors, fates, native, sockets) = rt().block_on(async {
         // The adding connections come first: the flood must not shut out
         // clients that were already there.
         let mut adders = Vec::new();
@@ -307,8 +317,9 @@ fn an_idle_connection_flood_cannot_poison_the_engine() {
         }
         println!("{} MiB of adds in {:?}", sent >> 20, adds_from.elapsed());
         let fates: Vec<Fate> = flood.iter().map(|c| fate(c.as_ref())).collect();
+        let sockets = nodes.sockets(0);
         drop(flood);
-        (sent, acked, errors, fates, native)
+        (sent, acked, errors, fates, native, sockets)
     });
     let elapsed = started.elapsed();
     assert!(
@@ -341,9 +352,12 @@ fn an_idle_connection_flood_cannot_poison_the_engine() {
         other.len(),
         other[0]
     );
+    // A connection the client sees open may still wait in the kernel's
+    // accept queue (or, the queue full, for a SYN-ACK retransmit): what
+    // counts is what the node holds, which leaves the engine its reserve.
     assert!(
-        held as u64 <= NOFILE - 64,
-        "{held} connections held under a limit of {NOFILE} files"
+        sockets as u64 <= NOFILE - 64,
+        "the node holds {sockets} sockets under a limit of {NOFILE} files ({held} connections look held)"
     );
     assert!(
         refused > 0,
