@@ -18,7 +18,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{key, open};
-use tally_engine::{Cell, Engine, Error, Key, Options, ParkCommit, Shard};
+use tally_engine::{Cell, Engine, Error, Key, Options, Shard};
 
 /// The file size limit is per process: one test at a time.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -136,13 +136,7 @@ async fn writes_fail_promptly_while_the_log_cannot_grow_and_work_again_after() {
 /// parks: the records it could not write are tried again all the same.
 #[test]
 fn a_runtime_that_writes_group_commits_as_it_parks_retries_them_too() {
-    let hook = ParkCommit::new();
-    let on_park = hook.clone();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .on_thread_park(move || on_park.on_park())
-        .build()
-        .unwrap();
+    let (rt, hook) = common::hooked_runtime();
     rt.block_on(async {
         log_full_then_room(Options {
             answer_on: Some(tokio::runtime::Handle::current()),

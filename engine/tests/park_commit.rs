@@ -15,20 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::key;
+use common::{hooked_runtime, key};
 use tally_engine::{Cell, Engine, Options, ParkCommit, Shard, Staged};
-
-/// A current-thread runtime that writes the engine's group commits as it parks.
-fn hooked_runtime() -> (tokio::runtime::Runtime, ParkCommit) {
-    let hook = ParkCommit::new();
-    let on_park = hook.clone();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .on_thread_park(move || on_park.on_park())
-        .build()
-        .unwrap();
-    (rt, hook)
-}
 
 /// Opens the engine for tasks on the current runtime, with `hook`.
 fn open(dir: &std::path::Path, hook: Option<ParkCommit>) -> Arc<Engine> {

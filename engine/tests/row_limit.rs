@@ -34,11 +34,7 @@ async fn a_row_read_stops_at_its_column_limit() {
         engine.flush().unwrap();
         engine.close().unwrap();
     }
-    let table = std::fs::read_dir(src.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "sst"))
-        .expect("flush wrote a table");
+    let table = common::only_table(src.path());
     // Damage the last data block: the one with the row's last columns. A
     // read that stops at its limit never reaches it.
     let mut bytes = std::fs::read(&table).unwrap();

@@ -31,11 +31,7 @@ async fn a_flipped_byte_is_reported_not_misread() {
         engine.flush().unwrap();
         engine.close().unwrap();
     }
-    let table = std::fs::read_dir(src.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "sst"))
-        .expect("flush wrote a table");
+    let table = common::only_table(src.path());
     let pristine = std::fs::read(&table).unwrap();
     let name = table.file_name().unwrap();
 

@@ -3,7 +3,7 @@
 //! test-only `tallyd-faults run` (package tally-tests) is this plus a
 //! fault injected through the `prepare` hook.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
@@ -57,15 +57,27 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
     }
 }
 
-/// Runs node `id` of the configuration at `path` in the foreground until
-/// SIGTERM or Ctrl-C. `prepare` sees the node once its commit log is
-/// replayed, before any port opens.
-pub fn run(
-    path: &Path,
-    id: &str,
-    threads: Option<usize>,
-    prepare: impl FnOnce(&Node),
-) -> Result<()> {
+/// The options of `run`, shared by `tallyd run` and the test-only
+/// `tallyd-faults run`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// The cluster's configuration.
+    #[arg(long, default_value = "cluster.toml")]
+    pub config: PathBuf,
+    /// Which node of the configuration this is.
+    #[arg(long)]
+    pub node: String,
+    /// Async worker threads (default: one per core; 1 runs everything on
+    /// one thread).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+/// Runs the node `args` name in the foreground until SIGTERM or Ctrl-C.
+/// `prepare` sees the node once its commit log is replayed, before any
+/// port opens.
+pub fn run(args: &RunArgs, prepare: impl FnOnce(&Node)) -> Result<()> {
+    let (path, id, threads) = (args.config.as_path(), args.node.as_str(), args.threads);
     init_logging();
     let config = Config::load(path)?;
     let (_, me) = config.node(id)?;

@@ -42,16 +42,22 @@ fn read_all(rt: &Runtime, cluster: &Cluster) -> Vec<i64> {
     })
 }
 
-#[test]
-fn an_add_at_one_through_a_leader_that_missed_a_reset_is_not_lost() {
-    let mut cluster = Cluster::start(ClusterOptions::default()).unwrap();
-    // One runtime: a client lives on the runtime that connected it.
+/// A cluster whose counter `k` is 5 on every node, its runtime (a client
+/// lives on the runtime that connected it), and a client of n3.
+fn five_everywhere() -> (Cluster, Runtime, tally_net::Client) {
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
     let rt = rt();
     let n3 = rt.block_on(async {
         let n3 = cluster.client(2).await.unwrap();
         n3.add(b"k", b"", 5, Consistency::All).await.unwrap();
         n3
     });
+    (cluster, rt, n3)
+}
+
+#[test]
+fn an_add_at_one_through_a_leader_that_missed_a_reset_is_not_lost() {
+    let (mut cluster, rt, n3) = five_everywhere();
     behind_n3(&rt, &mut cluster, async |n1| {
         n1.reset(b"k", b"", Consistency::Quorum).await.unwrap();
     });
@@ -71,14 +77,7 @@ fn an_add_at_one_through_a_leader_that_missed_a_reset_is_not_lost() {
 
 #[test]
 fn a_reset_at_one_by_a_node_that_missed_a_reset_still_resets() {
-    let mut cluster = Cluster::start(ClusterOptions::default()).unwrap();
-    // One runtime: a client lives on the runtime that connected it.
-    let rt = rt();
-    let n3 = rt.block_on(async {
-        let n3 = cluster.client(2).await.unwrap();
-        n3.add(b"k", b"", 5, Consistency::All).await.unwrap();
-        n3
-    });
+    let (mut cluster, rt, n3) = five_everywhere();
     behind_n3(&rt, &mut cluster, async |n1| {
         n1.reset(b"k", b"", Consistency::Quorum).await.unwrap();
         let seen = n1.add(b"k", b"", 3, Consistency::Quorum).await.unwrap();

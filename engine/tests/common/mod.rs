@@ -1,7 +1,7 @@
 //! Helpers shared by the engine's integration tests.
 #![allow(dead_code, missing_docs)]
 
-use tally_engine::{Engine, Key, Options};
+use tally_engine::{Engine, Key, Options, ParkCommit};
 
 /// A small deterministic RNG (xorshift64*), so failures replay from a seed.
 pub struct Rng(pub u64);
@@ -38,4 +38,25 @@ pub fn small_options() -> Options {
 
 pub fn open(dir: &std::path::Path, opts: &Options) -> Engine {
     Engine::open(dir, opts.clone()).unwrap()
+}
+
+/// A current-thread runtime that writes the engine's group commits as it parks.
+pub fn hooked_runtime() -> (tokio::runtime::Runtime, ParkCommit) {
+    let hook = ParkCommit::new();
+    let on_park = hook.clone();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .on_thread_park(move || on_park.on_park())
+        .build()
+        .unwrap();
+    (rt, hook)
+}
+
+/// The SSTable a single flush wrote into `dir`.
+pub fn only_table(dir: &std::path::Path) -> std::path::PathBuf {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "sst"))
+        .expect("flush wrote a table")
 }

@@ -17,7 +17,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use tally_node::certs;
 use tally_node::config::Config;
-use tally_node::daemon::{self, runtime, wait_for_signal};
+use tally_node::daemon::{self, RunArgs, runtime, wait_for_signal};
 
 // A node allocates per request and per message (frames, cells, tasks);
 // glibc's malloc spent about a fifth of a node's CPU under load.
@@ -38,18 +38,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run one node of the cluster.
-    Run {
-        /// The cluster's configuration.
-        #[arg(long, default_value = "cluster.toml")]
-        config: PathBuf,
-        /// Which node of the configuration this is.
-        #[arg(long)]
-        node: String,
-        /// Async worker threads (default: one per core; 1 runs everything
-        /// on one thread).
-        #[arg(long)]
-        threads: Option<usize>,
-    },
+    Run(RunArgs),
     /// Run every node of the configuration on this host until Ctrl-C.
     Up {
         /// The cluster's configuration.
@@ -81,11 +70,7 @@ enum Cmd {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
-        Cmd::Run {
-            config,
-            node,
-            threads,
-        } => daemon::run(&config, &node, threads, |_| {}),
+        Cmd::Run(args) => daemon::run(&args, |_| {}),
         Cmd::Up { config, threads } => up(&config, threads),
         Cmd::Certs { config } => make_certs(&config).map(|_| ()),
         Cmd::CheckLog { data, truncate } => {

@@ -4,10 +4,8 @@
 //!
 //! `tallyd-faults run --config cluster.toml --node n1 --unsafe-drop-every 25`
 
-use std::path::PathBuf;
-
 use clap::{Parser, Subcommand};
-use tally_node::daemon;
+use tally_node::daemon::{self, RunArgs};
 
 // As in `tallyd`, so a faulty node runs like a real one in every other way.
 #[global_allocator]
@@ -27,15 +25,8 @@ struct Cli {
 enum Cmd {
     /// Run one node of the cluster, as `tallyd run` does, with faults.
     Run {
-        /// The cluster's configuration.
-        #[arg(long, default_value = "cluster.toml")]
-        config: PathBuf,
-        /// Which node of the configuration this is.
-        #[arg(long)]
-        node: String,
-        /// Async worker threads (default: one per core).
-        #[arg(long)]
-        threads: Option<usize>,
+        #[command(flatten)]
+        run: RunArgs,
         /// FAULT INJECTION: acknowledge every Nth add this node leads
         /// without applying it.
         #[arg(long)]
@@ -45,12 +36,10 @@ enum Cmd {
 
 fn main() {
     let Cmd::Run {
-        config,
-        node,
-        threads,
+        run,
         unsafe_drop_every,
     } = Cli::parse().command;
-    let result = daemon::run(&config, &node, threads, |n| {
+    let result = daemon::run(&run, |n| {
         if let Some(every) = unsafe_drop_every {
             tracing::warn!(
                 every,
