@@ -200,18 +200,27 @@ async fn smoke_check(config: &Config) -> Result<()> {
     use tally_net::{Client, Consistency};
     let first = config.nodes.first().context("no nodes")?;
     let last = config.nodes.last().context("no nodes")?;
-    let a = Client::connect(first.client).await?;
-    let b = Client::connect(last.client).await?;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if a.status().await?.nodes.iter().all(|n| n.up) {
-            break;
-        }
-        if Instant::now() > deadline {
-            bail!("peers did not see each other within 10 s");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut clients = Vec::with_capacity(config.nodes.len());
+    for n in &config.nodes {
+        clients.push(Client::connect(n.client).await?);
     }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // Each node's own view: one that started before a peer listened
+    // takes up to a dial timeout to see it.
+    'wait: loop {
+        for c in &clients {
+            if !c.status().await?.nodes.iter().all(|n| n.up) {
+                if Instant::now() > deadline {
+                    bail!("peers did not see each other within 10 s");
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue 'wait;
+            }
+        }
+        break;
+    }
+    let (a, b) = (clients.first(), clients.last());
+    let (a, b) = a.zip(b).context("no nodes")?;
     let seen = a.add(b"tally:up", b"", 1, Consistency::All).await?;
     let read = b.get(b"tally:up", b"", Consistency::All).await?;
     println!(
