@@ -7,6 +7,8 @@
 //!   [`identity`] names the node a certificate belongs to, [`tls_reload`]
 //!   takes up renewed certificates, [`bounds`] refuses cells near wrapping,
 //!   and [`log_limit`] keeps what outsiders can trigger out of the logs.
+//! - [`once`]: operation ids for exactly-once adds, and which replica
+//!   applies them.
 //! - [`ring`]: token placement, shared by nodes and token-aware clients.
 //! - [`frame`] and [`client`]: the client protocol, length-prefixed frames
 //!   over TCP with request ids, the thin async client, and [`cluster`], its
@@ -22,6 +24,7 @@ mod dial;
 pub mod frame;
 pub mod identity;
 pub mod log_limit;
+pub mod once;
 pub mod peer;
 pub mod ring;
 pub mod tls;

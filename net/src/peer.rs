@@ -539,7 +539,9 @@ async fn sender(
             first_is(c, |r| {
                 matches!(
                     r,
-                    PeerRequest::LeaderAdd { .. } | PeerRequest::LeaderReset { .. }
+                    PeerRequest::LeaderAdd { .. }
+                        | PeerRequest::LeaderAddOnce { .. }
+                        | PeerRequest::LeaderReset { .. }
                 )
             })
         });

@@ -23,6 +23,8 @@ use bincode::error::EncodeError;
 use bincode::{Decode, Encode};
 use smallvec::SmallVec;
 
+use crate::once::OpId;
+
 /// Largest encoded message, either protocol. A row answer is the biggest
 /// thing on the wire.
 pub const MESSAGE_BYTES_MAX: usize = 16 << 20;
@@ -333,6 +335,12 @@ pub enum ErrorKind {
     Storage,
     /// A bug or an unexpected state; the message says more.
     Internal,
+    /// An add's operation id was used before with another delta: refused,
+    /// nothing applied.
+    IdConflict,
+    /// An add's operation id is older than the retention window: whether
+    /// it was applied is no longer known, and it is not applied again.
+    IdExpired,
 }
 
 impl ErrorKind {
@@ -342,10 +350,14 @@ impl ErrorKind {
     /// reached other replicas.
     pub const fn default_outcome(self) -> Outcome {
         match self {
-            ErrorKind::Unavailable | ErrorKind::Overflow | ErrorKind::Invalid => {
-                Outcome::NotApplied
-            }
-            ErrorKind::Timeout | ErrorKind::Storage | ErrorKind::Internal => Outcome::Unknown,
+            ErrorKind::Unavailable
+            | ErrorKind::Overflow
+            | ErrorKind::Invalid
+            | ErrorKind::IdConflict => Outcome::NotApplied,
+            ErrorKind::Timeout
+            | ErrorKind::Storage
+            | ErrorKind::Internal
+            | ErrorKind::IdExpired => Outcome::Unknown,
         }
     }
 }
@@ -411,6 +423,8 @@ impl std::fmt::Display for WireError {
             ErrorKind::Invalid => "invalid request",
             ErrorKind::Storage => "storage error",
             ErrorKind::Internal => "internal error",
+            ErrorKind::IdConflict => "operation id conflict",
+            ErrorKind::IdExpired => "outcome unknown",
         };
         write!(f, "{what}: {}", self.message)
     }
@@ -455,6 +469,18 @@ pub enum PeerRequest {
     LeaderReset {
         /// The counter.
         key: WireKey,
+        /// Replicas that must hold it before the answer.
+        cl: Consistency,
+    },
+    /// Apply this add with an operation id (this node is its applier, see
+    /// [`crate::once`]) and replicate it at `cl`; answered `Added`.
+    LeaderAddOnce {
+        /// The counter.
+        key: WireKey,
+        /// The amount.
+        delta: i64,
+        /// The operation id.
+        id: OpId,
         /// Replicas that must hold it before the answer.
         cl: Consistency,
     },
@@ -541,6 +567,18 @@ pub enum ClientOp {
     },
     /// This node's view of the cluster.
     Status,
+    /// Add `delta` at most once for the operation id `id` (see
+    /// [`crate::once`]); answers the value the add produced, also to a retry.
+    AddOnce {
+        /// The counter.
+        key: WireKey,
+        /// The amount (may be negative).
+        delta: i64,
+        /// The operation id.
+        id: OpId,
+        /// Consistency level.
+        cl: Consistency,
+    },
 }
 
 /// A client request frame.

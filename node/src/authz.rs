@@ -132,6 +132,7 @@ pub(crate) fn authorize(from: usize, req: &PeerRequest, local: &impl Local) -> R
         | PeerRequest::Read { .. }
         | PeerRequest::ReadRow { .. }
         | PeerRequest::LeaderAdd { .. }
+        | PeerRequest::LeaderAddOnce { .. }
         | PeerRequest::LeaderReset { .. } => Ok(()),
     }
 }

@@ -192,6 +192,10 @@ impl Node {
             }
             ClientOp::Reset { key, cl } => self.reset(&key, cl).await.map(|()| ClientReply::Done),
             ClientOp::Status => Ok(self.status()),
+            ClientOp::AddOnce { .. } => Err(WireError::new(
+                tally_net::ErrorKind::Invalid,
+                "operation ids are not supported yet",
+            )),
         }
     }
 

@@ -90,6 +90,13 @@ impl Handler for PeerHandler {
                     PeerRequest::ReadRow { partition } => Task::ReadRow(partition),
                     PeerRequest::LeaderAdd { key, delta, cl } => Task::LeaderAdd(key, delta, cl),
                     PeerRequest::LeaderReset { key, cl } => Task::LeaderReset(key, cl),
+                    PeerRequest::LeaderAddOnce { .. } => {
+                        out[i] = Some(PeerResponse::Error(WireError::new(
+                            ErrorKind::Invalid,
+                            "operation ids are not supported yet",
+                        )));
+                        continue;
+                    }
                 };
                 tasks.push((i, tokio::spawn(run(ctx.clone(), writes.clone(), task))));
             }
