@@ -23,6 +23,7 @@ use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::frame::{put_frame, read_frame};
+use crate::once::OpId;
 use crate::wire::{
     ClientOp, ClientReply, ClientRequest, ClientResponse, ClusterStatus, Consistency, ErrorKind,
     MESSAGE_BYTES_MAX, Outcome, WireError, WireKey,
@@ -231,6 +232,22 @@ impl Client {
     ) -> Result<i64, ClientError> {
         let key = key(partition, column);
         expect_value(self.call(ClientOp::Add { key, delta, cl }).await?)
+    }
+
+    /// Adds `delta` at most once for the operation id `id` (one attempt:
+    /// the caller retries with the same id, see [`crate::once`]); returns
+    /// the value the add produced, also when this attempt was a retry.
+    pub async fn add_once(
+        &self,
+        partition: &[u8],
+        column: &[u8],
+        delta: i64,
+        id: &OpId,
+        cl: Consistency,
+    ) -> Result<i64, ClientError> {
+        let key = key(partition, column);
+        let id = id.clone();
+        expect_value(self.call(ClientOp::AddOnce { key, delta, id, cl }).await?)
     }
 
     /// Reads a counter.
