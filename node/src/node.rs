@@ -137,6 +137,15 @@ impl Node {
         self.writes.inject_drop_every(n);
     }
 
+    /// FAULT INJECTION for testing checkers: from now on, this node applies
+    /// every add with an operation id it applies as new, without looking
+    /// at the ids it has applied (retries count twice). Only with the
+    /// `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_ignore_ids(&self) {
+        self.writes.inject_ignore_ids();
+    }
+
     /// Coordinates an add; answers the value the leader sees after it (see
     /// `write`).
     pub async fn add(&self, key: &WireKey, delta: i64, cl: Consistency) -> Result<i64, WireError> {

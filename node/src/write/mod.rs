@@ -65,6 +65,9 @@ pub(crate) struct Writes {
     drop_every: AtomicU64,
     #[cfg(feature = "fault-injection")]
     led_adds: AtomicU64,
+    /// Fault injection: adds with ids are applied without checking them.
+    #[cfg(feature = "fault-injection")]
+    ignore_ids: std::sync::atomic::AtomicBool,
 }
 
 impl Writes {
@@ -77,6 +80,8 @@ impl Writes {
             drop_every: AtomicU64::new(0),
             #[cfg(feature = "fault-injection")]
             led_adds: AtomicU64::new(0),
+            #[cfg(feature = "fault-injection")]
+            ignore_ids: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -125,6 +130,25 @@ impl Writes {
     #[cfg(feature = "fault-injection")]
     pub(crate) fn inject_drop_every(&self, n: u64) {
         self.drop_every.store(n, Ordering::Relaxed);
+    }
+
+    /// FAULT INJECTION for testing checkers: adds with ids are applied as
+    /// new, never checked against the ids applied before.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn inject_ignore_ids(&self) {
+        self.ignore_ids.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether fault injection says to apply adds with ids unchecked.
+    #[cfg(feature = "fault-injection")]
+    fn ignores_ids(&self) -> bool {
+        self.ignore_ids.load(Ordering::Relaxed)
+    }
+
+    /// Never: this build has no fault injection.
+    #[cfg(not(feature = "fault-injection"))]
+    fn ignores_ids(&self) -> bool {
+        false
     }
 
     /// Whether fault injection says to drop this led add.
