@@ -100,6 +100,27 @@ pub enum Error {
     /// again once there is room.
     #[error("the disk is full ({0}): write refused, nothing changed")]
     DiskFull(String),
+    /// An operation id outside its bounds (see [`crate::ids::OpId`]).
+    #[error("bad operation id: {0}")]
+    BadOpId(String),
+    /// This operation id was applied before with another delta: refused,
+    /// nothing changed.
+    #[error("operation id was used before with delta {delta_was}, not {delta}: refused")]
+    IdConflict {
+        /// The delta it was applied with.
+        delta_was: i64,
+        /// The delta of this add.
+        delta: i64,
+    },
+    /// This operation id is older than the retention window: whether it
+    /// was applied is no longer known, and it is not applied again.
+    #[error(
+        "operation id is older than the {window_ms} ms retention window: whether it was applied is unknown, and it is not applied again"
+    )]
+    IdExpired {
+        /// The retention window.
+        window_ms: u64,
+    },
     /// Another process holds this data directory.
     #[error("data directory {} is in use by another process", .0.display())]
     Locked(PathBuf),

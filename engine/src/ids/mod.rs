@@ -1,0 +1,310 @@
+//! Operation ids: exactly-once adds.
+//!
+//! An add may carry an id, `(client_id, seq)`. The node that applies it
+//! (one fixed replica per client and partition, chosen above the engine)
+//! asks the [`Ledger`](ledger) under the cell lock whether that id was
+//! applied: a new one is applied and remembered with the value it produced;
+//! a retry answers that value again and applies nothing; the same id with
+//! another delta is refused; an id older than the retention window is
+//! refused as "outcome unknown", never guessed at.
+//!
+//! # What is remembered, and for how long
+//!
+//! Per counter and client ([`ClientOps`](record::ClientOps)): every add of
+//! the window (`seq, delta, value, epoch, at_ms`, 40 bytes in memory), and a
+//! *forgotten mark*: every seq up to it is forgotten, and a retry of one is
+//! expired. Adds are forgotten oldest seq first once `window_ms` has passed
+//! (10 minutes by default), the mark rising with them. The mark itself is
+//! kept `forget_ms` (24 hours by default) after the client's last add to
+//! the counter; after that, the client is unknown to the counter and an
+//! old id would read as new. Clients retry within seconds; the thin client
+//! stops at its deadline, well inside the window.
+//!
+//! The whole ledger of the window is in memory: the applier never reads the
+//! disk under the cell lock. That costs 40 bytes per add of the last
+//! `window_ms`, which is the price of answering any retry in the window.
+//!
+//! # Durability
+//!
+//! An applied add's entry is in the same commit log record as the shard
+//! it moved (format 3, see `commitlog`): one checksum covers both, so a
+//! crash keeps both or neither. Before a flush lets log segments go, the
+//! entries recorded since the last file are written to a new ids file
+//! ([`file`]); when there are many files, one snapshot of the ledger
+//! replaces them all, leaving out what is past the retention. Open loads
+//! every file, then the log. Entries are facts (an add applied, a mark
+//! raised), so reading one twice or in any order changes nothing.
+//!
+//! # Resets
+//!
+//! Ids survive resets: a retry of an add that a reset later discarded
+//! answers its original value and is not applied again (the reset won).
+//! The one exception is the leader's own catch-up: when the replicas tell
+//! it that the add it just made landed in an epoch they have left (a reset
+//! it had not seen), it makes the add again in the new epoch
+//! (`reapply_below`), before anyone saw the first one acknowledged.
+
+pub(crate) mod file;
+pub(crate) mod ledger;
+pub mod record;
+
+use smallvec::SmallVec;
+
+use crate::codec::{self, Cursor, DecodeError};
+use crate::error::{Error, Result};
+use crate::key::Key;
+pub use ledger::Retention;
+use record::Applied;
+
+/// Longest client id, in bytes.
+pub const CLIENT_ID_BYTES_MAX: usize = 64;
+
+/// A client id: any bytes, 1 to [`CLIENT_ID_BYTES_MAX`]; inline up to 16.
+pub type ClientId = SmallVec<[u8; 16]>;
+
+/// An add's operation id.
+///
+/// # Invariants
+/// - `client` is 1 to [`CLIENT_ID_BYTES_MAX`] bytes; `seq` is neither 0 nor `u64::MAX`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct OpId {
+    /// The client instance.
+    pub client: ClientId,
+    /// The add's number within the client.
+    pub seq: u64,
+}
+
+impl OpId {
+    /// An id, checked.
+    pub fn new(client: &[u8], seq: u64) -> Result<OpId> {
+        if client.is_empty() || client.len() > CLIENT_ID_BYTES_MAX {
+            return Err(Error::BadOpId(format!(
+                "client id of {} bytes (1 to {CLIENT_ID_BYTES_MAX})",
+                client.len()
+            )));
+        }
+        if seq == 0 || seq == u64::MAX {
+            return Err(Error::BadOpId(format!(
+                "sequence number {seq} out of range"
+            )));
+        }
+        Ok(OpId {
+            client: ClientId::from_slice(client),
+            seq,
+        })
+    }
+}
+
+/// One fact of the ledger, as files and log records hold it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Entry {
+    /// An applied add.
+    Op {
+        key: Key,
+        client: ClientId,
+        op: Applied,
+    },
+    /// Every seq of `client` up to `through` is forgotten.
+    Forgotten {
+        key: Key,
+        client: ClientId,
+        through: u64,
+        last_at_ms: u64,
+    },
+}
+
+impl Entry {
+    pub(crate) fn key(&self) -> &Key {
+        match self {
+            Entry::Op { key, .. } | Entry::Forgotten { key, .. } => key,
+        }
+    }
+
+    pub(crate) fn client(&self) -> &ClientId {
+        match self {
+            Entry::Op { client, .. } | Entry::Forgotten { client, .. } => client,
+        }
+    }
+
+    /// Appends the entry: `kind u8 | key | client | fields` (see `file`).
+    pub(crate) fn encode(&self, buf: &mut Vec<u8>) {
+        match self {
+            Entry::Op { key, client, op } => {
+                buf.push(0);
+                codec::put_key(buf, key);
+                put_client(buf, client);
+                put_applied(buf, op, true);
+            }
+            Entry::Forgotten {
+                key,
+                client,
+                through,
+                last_at_ms,
+            } => {
+                buf.push(1);
+                codec::put_key(buf, key);
+                put_client(buf, client);
+                codec::put_varint(buf, *through);
+                codec::put_varint(buf, *last_at_ms);
+            }
+        }
+    }
+
+    pub(crate) fn decode(cur: &mut Cursor<'_>) -> std::result::Result<Entry, DecodeError> {
+        let kind = cur.bytes(1)?[0];
+        let key = cur.key()?;
+        let client = client(cur)?;
+        match kind {
+            0 => Ok(Entry::Op {
+                key,
+                client,
+                op: applied(cur, None)?,
+            }),
+            1 => Ok(Entry::Forgotten {
+                key,
+                client,
+                through: cur.varint()?,
+                last_at_ms: cur.varint()?,
+            }),
+            _ => Err(DecodeError("unknown ids entry kind")),
+        }
+    }
+}
+
+/// Appends the ops section of a commit log record: `varint n | op*`, each
+/// `client | seq | zigzag delta | zigzag value | at_ms` (the key and the
+/// epoch are the record's).
+pub(crate) fn put_record_ops(buf: &mut Vec<u8>, ops: &[(ClientId, Applied)]) {
+    codec::put_varint(buf, ops.len() as u64);
+    for (client, op) in ops {
+        put_client(buf, client);
+        put_applied(buf, op, false);
+    }
+}
+
+/// Decodes a record's ops section (see [`put_record_ops`]).
+pub(crate) fn record_ops(
+    cur: &mut Cursor<'_>,
+    epoch: u64,
+    out: &mut Vec<(ClientId, Applied)>,
+) -> std::result::Result<(), DecodeError> {
+    let n = cur.varint()?;
+    // Each op takes at least 6 bytes: a bound before anything is reserved.
+    if n > (cur.remaining() / 6) as u64 {
+        return Err(DecodeError("more ids than the record holds"));
+    }
+    for _ in 0..n {
+        let client = client(cur)?;
+        out.push((client, applied(cur, Some(epoch))?));
+    }
+    Ok(())
+}
+
+fn put_client(buf: &mut Vec<u8>, client: &[u8]) {
+    codec::put_varint(buf, client.len() as u64);
+    buf.extend_from_slice(client);
+}
+
+fn client(cur: &mut Cursor<'_>) -> std::result::Result<ClientId, DecodeError> {
+    let len = cur.varint_max(CLIENT_ID_BYTES_MAX, "client id too long")?;
+    if len == 0 {
+        return Err(DecodeError("empty client id"));
+    }
+    Ok(ClientId::from_slice(cur.bytes(len)?))
+}
+
+fn put_applied(buf: &mut Vec<u8>, op: &Applied, with_epoch: bool) {
+    codec::put_varint(buf, op.seq);
+    codec::put_zigzag(buf, op.delta);
+    codec::put_zigzag(buf, op.value);
+    if with_epoch {
+        codec::put_varint(buf, op.epoch);
+    }
+    codec::put_varint(buf, op.at_ms);
+}
+
+/// Decodes an applied add; `epoch` is the record's, or read when `None`.
+fn applied(cur: &mut Cursor<'_>, epoch: Option<u64>) -> std::result::Result<Applied, DecodeError> {
+    let seq = cur.varint()?;
+    if seq == 0 || seq == u64::MAX {
+        return Err(DecodeError("ids entry with seq out of range"));
+    }
+    let delta = cur.zigzag()?;
+    let value = cur.zigzag()?;
+    let epoch = match epoch {
+        Some(e) => e,
+        None => cur.varint()?,
+    };
+    Ok(Applied {
+        seq,
+        delta,
+        value,
+        epoch,
+        at_ms: cur.varint()?,
+    })
+}
+
+/// Wall-clock time in ms since the Unix epoch (0 before it).
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+
+    #[test]
+    fn entries_and_record_ops_round_trip() {
+        let key = Key::new(b"p", b"c").unwrap();
+        let client = ClientId::from_slice(&[0xff; CLIENT_ID_BYTES_MAX]);
+        let op = Applied {
+            seq: u64::MAX - 1,
+            delta: i64::MIN,
+            value: -3,
+            epoch: 9,
+            at_ms: 1_700_000_000_000,
+        };
+        let entries = [
+            Entry::Op {
+                key: key.clone(),
+                client: client.clone(),
+                op,
+            },
+            Entry::Forgotten {
+                key,
+                client: client.clone(),
+                through: 77,
+                last_at_ms: 5,
+            },
+        ];
+        let mut buf = Vec::new();
+        entries.iter().for_each(|e| e.encode(&mut buf));
+        let mut cur = Cursor::new(&buf);
+        for e in &entries {
+            assert_eq!(&Entry::decode(&mut cur).unwrap(), e);
+        }
+        assert_eq!(cur.remaining(), 0);
+
+        let mut buf = Vec::new();
+        put_record_ops(&mut buf, &[(client.clone(), op)]);
+        let mut out = Vec::new();
+        record_ops(&mut Cursor::new(&buf), 9, &mut out).unwrap();
+        assert_eq!(out, [(client, op)]);
+    }
+
+    #[test]
+    fn hostile_bytes_are_errors() {
+        assert!(OpId::new(b"", 1).is_err());
+        assert!(OpId::new(&[1; CLIENT_ID_BYTES_MAX + 1], 1).is_err());
+        assert!(OpId::new(b"a", 0).is_err());
+        assert!(OpId::new(b"a", u64::MAX).is_err());
+        // A count far past the bytes, an empty client, a huge client length.
+        for bad in [&[0xff, 0xff, 0x03][..], &[1, 0], &[1, 0xff, 0x7f]] {
+            let mut out = Vec::new();
+            assert!(record_ops(&mut Cursor::new(bad), 0, &mut out).is_err());
+        }
+    }
+}
