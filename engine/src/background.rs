@@ -18,6 +18,7 @@ use crate::cell::Cell;
 use crate::error::{Error, Result};
 use crate::fsutil;
 use crate::group_commit::GroupCommit;
+use crate::ids::store::IdsStore;
 use crate::key::Key;
 use crate::options::Options;
 use crate::rate_limit::RateLimit;
@@ -53,6 +54,8 @@ pub(crate) struct Background {
     commit: Arc<GroupCommit>,
     /// Told whether flushes find room.
     space: Arc<Space>,
+    /// Written before a flush lets log segments go.
+    ids: Arc<IdsStore>,
     /// When a failed flush or compaction was last logged.
     failures: Mutex<RateLimit>,
     flush_lock: Mutex<()>,
@@ -68,6 +71,7 @@ impl Background {
         cache: Arc<CounterCache>,
         commit: Arc<GroupCommit>,
         space: Arc<Space>,
+        ids: Arc<IdsStore>,
     ) -> Self {
         Background {
             dir,
@@ -78,6 +82,7 @@ impl Background {
             cache,
             commit,
             space,
+            ids,
             failures: Mutex::new(RateLimit::default()),
             flush_lock: Mutex::new(()),
             compaction_lock: Mutex::new(()),
@@ -156,6 +161,9 @@ impl Background {
                 Some(self.write_table(ids, cells.into_iter().map(Ok))?)
             };
             self.versions.install_flushed(m.generation(), table);
+            // The ids in the generation's log records reach a file before
+            // its segments may go.
+            self.ids.persist()?;
             self.commit.flushed(m.generation());
             self.versions.notify_flushed();
             tracing::debug!(

@@ -51,8 +51,10 @@ use crate::cell::Cell;
 use crate::commitlog::{self, LogWriter, ReplayStats};
 use crate::error::{Error, Result};
 use crate::fsutil;
+use crate::group_commit::once::{OnceAdd, OnceSealed};
 use crate::group_commit::{GroupCommit, Handles};
 use crate::identity::Identity;
+use crate::ids::store::IdsStore;
 use crate::key::Key;
 use crate::memtable::Memtable;
 use crate::options::{Options, ParkCommit};
@@ -96,6 +98,10 @@ pub struct Stats {
     pub memtable_cells: usize,
     /// Bytes in commit log segments on disk.
     pub log_bytes: u64,
+    /// Operation ids remembered (adds within the retention window).
+    pub ids: usize,
+    /// Bytes of ids files on disk.
+    pub ids_file_bytes: u64,
     /// Writes refused since open because the cell would have held more than
     /// [`SHARDS_MAX`](crate::cell::SHARDS_MAX) shards (merges, or a leader's new shard).
     pub shard_limit_refusals: u64,
@@ -116,6 +122,8 @@ pub struct Engine {
     work: WorkSender,
     threads: Mutex<Vec<JoinHandle<()>>>,
     replay: ReplayStats,
+    /// The operation ids applied here, and their files.
+    ids: Arc<IdsStore>,
     /// See [`Stats::shard_limit_refusals`].
     shard_limit_refusals: AtomicU64,
     /// Holds the directory lock while the engine is open.
@@ -130,8 +138,9 @@ impl Engine {
         remove_temporaries(&dir)?;
 
         let (tables, next_table_id) = open_tables(&dir)?;
+        let ids = Arc::new(IdsStore::open(&dir, opts.ids_retention)?);
         let replayed = Memtable::new(1);
-        let replay = commitlog::replay(&dir, &replayed)?;
+        let replay = commitlog::replay(&dir, &replayed, ids.ledger())?;
         let log = LogWriter::open(
             &dir,
             &replay.segments,
@@ -181,6 +190,7 @@ impl Engine {
             cache.clone(),
             commit.clone(),
             space.clone(),
+            ids.clone(),
         ));
         let guard = PoisonGuard {
             dir: dir.clone(),
@@ -206,6 +216,7 @@ impl Engine {
             work,
             threads: Mutex::new(threads),
             replay,
+            ids,
             shard_limit_refusals: AtomicU64::new(0),
             _identity: identity,
         })
@@ -293,10 +304,13 @@ impl Engine {
         )?;
         match early.await {
             Ok(outcome) => Ok((outcome, Durable(DurableBy::Add(rx)))),
-            // Refused at sealing (overflow, a limit, poisoned): the reason is in `done`.
+            // Refused at sealing (overflow, a limit, poisoned): the reason
+            // is in `done`. Or sealed while a record with ids was not
+            // durable yet: the outcome comes once durable (see
+            // `group_commit::once`).
             Err(_) => match rx.await {
                 Ok(Err(e)) => self.counted(Err(e)),
-                Ok(Ok(_)) => unreachable!("a sealed add always sends its early outcome"),
+                Ok(Ok(outcome)) => Ok((outcome, Durable(DurableBy::Nothing))),
                 Err(_) => Err(Error::Closed),
             },
         }
@@ -325,7 +339,12 @@ impl Engine {
                 // Unlike a lone add, a batch's add does not wait to be
                 // combined when the cell's last record is not durable yet:
                 // the caller has combined the batch's adds to one cell.
-                if !cached.pending.is_empty() || v.frozen.len() >= stall_at {
+                // While a record with ids is not durable, its shard may not
+                // leave early: the engine's own path waits for the fsync.
+                if !cached.pending.is_empty()
+                    || v.frozen.len() >= stall_at
+                    || self.commit.ids_unsynced()
+                {
                     return Ok(Staged::Hot);
                 }
                 let one = self.commit.seal_one_now(key, cached, v, delta)?;
@@ -347,6 +366,56 @@ impl Engine {
             DurableBy::Nothing
         };
         Ok((staged, Durable(durable)))
+    }
+
+    /// Adds with operation ids, grouped per counter (see `ids`): under each
+    /// cell lock the ledger says which adds are new; those make one
+    /// read-modify-write and one record holding the ids too, sealed on
+    /// the calling thread; retries answer their original value. Answers one
+    /// [`OnceSealed`] per group, in order, and one [`Durable`] for all.
+    ///
+    /// The caller must wait for `Durable` before it sends any
+    /// `OnceSealed::replicate` anywhere, and acknowledge an add only once
+    /// that state is replicated as its level asks: a shard holding an add
+    /// with an id never leaves this node before the id is durable here
+    /// (see `group_commit::once`).
+    pub fn leader_add_once_batch<'k>(
+        &self,
+        groups: impl IntoIterator<Item = (&'k Key, &'k [OnceAdd])>,
+    ) -> Result<(Vec<OnceSealed>, Durable)> {
+        self.check_writable()?;
+        let ledger = self.ids.ledger();
+        let now = crate::ids::now_ms();
+        let mut sealed = Vec::new();
+        let mut full = false;
+        for (key, adds) in groups {
+            let one = self.cache.with_cell(key, |cached, v| {
+                let one = self.commit.seal_once_now(key, cached, v, adds, ledger, now);
+                full |= v.active.bytes() >= self.opts.memtable_bytes_max;
+                one
+            })??;
+            for e in one.answers.iter().filter_map(|a| a.as_ref().err()) {
+                self.count_refusal(e);
+            }
+            sealed.push(one);
+        }
+        if full {
+            self.work.flush();
+        }
+        // Retries answer only once their first application is durable:
+        // the ack covers every record in the outbox, theirs too.
+        Ok((sealed, Durable(DurableBy::Ack(self.commit.ack_now()))))
+    }
+
+    /// Resolves once every record with operation ids sealed so far is
+    /// durable; at once when none waits. State read from this engine may
+    /// leave the node (read repair, hints) only after this: see
+    /// `group_commit::once`.
+    pub async fn settled(&self) -> Result<()> {
+        if !self.commit.ids_unsynced() {
+            return Ok(());
+        }
+        self.commit.ack_now().await.map_err(|_| Error::Closed)?
     }
 
     fn queue_leader_add(&self, key: &Key, add: PendingAdd) -> Result<()> {
@@ -531,10 +600,12 @@ impl Engine {
         self.background.flush_frozen()
     }
 
-    /// Compacts every SSTable into one (a major compaction).
+    /// Compacts every SSTable into one (a major compaction), and the
+    /// operation ids into one file without those past their retention.
     pub fn compact(&self) -> Result<()> {
         let tables = self.versions.current().tables.clone();
-        self.background.compact(tables)
+        self.background.compact(tables)?;
+        self.ids.compact()
     }
 
     /// Current numbers.
@@ -543,6 +614,8 @@ impl Engine {
         let commit = self.commit.stats();
         Stats {
             counter_id: self.counter_id,
+            ids: self.ids.ledger().len(),
+            ids_file_bytes: self.ids.file_bytes(),
             memtable_bytes: v.memtables().map(|m| m.bytes()).sum(),
             tables: v.tables.len(),
             table_bytes: v.tables.iter().map(|t| t.file_bytes()).sum(),

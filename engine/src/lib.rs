@@ -132,6 +132,7 @@ pub use cell::{Cell, Shard};
 pub use commitlog::ReplayStats;
 pub use engine::{Engine, Stats};
 pub use error::{Error, Result};
+pub use group_commit::once::{Once, OnceAdd, OnceSealed};
 pub use ids::{OpId, Retention};
 pub use key::{COLUMN_BYTES_MAX, Key, PARTITION_BYTES_MAX};
 pub use options::{Options, ParkCommit, SyncMode};

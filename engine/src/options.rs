@@ -53,6 +53,8 @@ pub struct Options {
     /// as it parks; after a slower one the syncer writes them all, until
     /// one of its fsyncs is this fast again.
     pub park_sync_max_us: u64,
+    /// How long operation ids are remembered (see `ids`).
+    pub ids_retention: crate::ids::Retention,
     /// Test seam: while set, every commit log fsync fails with ENOSPC.
     #[doc(hidden)]
     pub fail_sync: Option<Arc<AtomicBool>>,
@@ -81,6 +83,7 @@ impl Default for Options {
             compaction_tables_min: 4,
             answer_on: None,
             park_commit: None,
+            ids_retention: crate::ids::Retention::default(),
             fail_sync: None,
             slow_sync: None,
             park_sync_max_us: 1_000,

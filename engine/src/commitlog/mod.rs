@@ -1,6 +1,6 @@
 //! The commit log: every write is here, durably, before it is acknowledged.
 //!
-//! # Format (version 2)
+//! # Format (version 3)
 //!
 //! A log is a sequence of segment files `NNNNNN.log`, numbered in write order.
 //!
@@ -8,15 +8,21 @@
 //! segment = header (record* mark)*
 //! header  = magic "TALLYLOG" | version u32 LE | crc32(magic, version) u32 LE     (16 bytes)
 //! record  = len u32 LE | crc32(payload) u32 LE | payload                            (8 + len bytes)
-//! payload = key cell          (see `codec`: shard ids are fixed 8-byte u64 LE here)
+//! payload = key cell [ids]    (see `codec`: shard ids are fixed 8-byte u64 LE here)
+//! ids     = the operation ids the record's adds applied (see `ids::put_record_ops`)
 //! mark    = 0x8000_0008 u32 LE | crc32(synced) u32 LE | synced u64 LE              (16 bytes)
 //! ```
 //!
 //! `len` is at most [`RECORD_BYTES_MAX`]; the top bit of the first word
 //! tells a sync mark from a record. Every write of records (a group commit)
 //! ends in a sync mark: the offset up to which the segment was fsync'd
-//! before that write was issued. Version 1 is the same without marks; it is
-//! still read.
+//! before that write was issued. Version 2 is the same without ids;
+//! version 1 also without marks; both are still read.
+//!
+//! An add with an operation id is applied in the same record as the ids
+//! it applied: one checksum covers the new shard and the ids, so a crash
+//! keeps both or neither, and a retry can never find its add applied but
+//! not remembered, or remembered but not applied.
 //!
 //! A record holds *state* (a whole cell, or the leader's new own shard inside
 //! its cell), never a delta, so replaying a record twice or in another order
@@ -75,13 +81,14 @@ use crate::cell::{Cell, Shard};
 use crate::codec::{self, Cursor};
 use crate::error::{Error, Result};
 use crate::fsutil;
+use crate::ids::{self, ClientId, ledger::Ledger, record::Applied};
 use crate::key::{Key, KeyHashBuilder};
 use crate::memtable::Memtable;
 
 /// Segment file magic.
 pub(crate) const MAGIC: &[u8; 8] = b"TALLYLOG";
 /// Version of the format above.
-pub(crate) const VERSION: u32 = 2;
+pub(crate) const VERSION: u32 = 3;
 /// Size of a segment header.
 pub const HEADER_BYTES: usize = 16;
 /// Size of a record's frame (length and checksum).
@@ -115,12 +122,27 @@ pub fn encode_record(buf: &mut Vec<u8>, key: &Key, cell: &Cell) {
 
 /// Appends one framed record for `(key, {epoch, shards})` to `buf`.
 pub(crate) fn encode_record_parts(buf: &mut Vec<u8>, key: &Key, epoch: u64, shards: &[Shard]) {
+    encode_record_ops(buf, key, epoch, shards, &[]);
+}
+
+/// Appends one framed record for `(key, {epoch, shards})` and the
+/// operation ids its adds applied to `buf`.
+pub(crate) fn encode_record_ops(
+    buf: &mut Vec<u8>,
+    key: &Key,
+    epoch: u64,
+    shards: &[Shard],
+    ops: &[(ClientId, Applied)],
+) {
     let start = buf.len();
     buf.extend_from_slice(&[0; FRAME_BYTES]);
     codec::put_key(buf, key);
     codec::put_cell_parts(buf, epoch, shards, |b, id| {
         b.extend_from_slice(&id.to_le_bytes())
     });
+    if !ops.is_empty() {
+        ids::put_record_ops(buf, ops);
+    }
     let len = buf.len() - start - FRAME_BYTES;
     assert!(
         len <= RECORD_BYTES_MAX,
@@ -217,7 +239,7 @@ const ROUND_BYTES: u64 = 2 << 30;
 ///    into the memtable.
 ///
 /// Torn tails are cut once every round is done.
-pub(crate) fn replay(dir: &Path, memtable: &Memtable) -> Result<ReplayStats> {
+pub(crate) fn replay(dir: &Path, memtable: &Memtable, ledger: &Ledger) -> Result<ReplayStats> {
     let files = fsutil::numbered_files(dir, "log")?;
     let sizes = files
         .iter()
@@ -239,7 +261,7 @@ pub(crate) fn replay(dir: &Path, memtable: &Memtable) -> Result<ReplayStats> {
             end += 1;
         }
         let last = (end == files.len()).then(|| end - 1 - start);
-        let round = replay_round(&files[start..end], last, &seed, memtable)?;
+        let round = replay_round(&files[start..end], last, &seed, memtable, ledger)?;
         stats.records += round.stats.records;
         stats.bytes += round.stats.bytes;
         endings.extend(round.endings.into_iter().map(|(i, e)| (start + i, e)));
@@ -284,6 +306,7 @@ fn replay_round(
     last: Option<usize>,
     seed: &foldhash::quality::RandomState,
     memtable: &Memtable,
+    ledger: &Ledger,
 ) -> Result<Round> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -351,6 +374,8 @@ fn replay_round(
     in_parallel(threads, |t| {
         let mut cells: HashMap<RawKey, Cell, KeyHashBuilder> = HashMap::default();
         let mut shards = Vec::new();
+        let mut ops = Vec::new();
+        let now = ids::now_ms();
         for p in (t..1 << PARTITION_BITS).step_by(threads) {
             for r in scanned
                 .iter()
@@ -360,8 +385,12 @@ fn replay_round(
                 let (path, data) = segments[r.segment as usize];
                 let offset = r.offset as usize;
                 let corrupt = |why: &str| Error::corruption(path, offset as u64, why);
-                let (key, epoch) = decode_record(data, offset, &mut shards)
+                let (key, epoch) = decode_record(data, offset, &mut shards, &mut ops)
                     .map_err(|e| corrupt(&format!("undecodable record: {}", e.0)))?;
+                if !ops.is_empty() {
+                    load_ops(key, &mut ops, ledger, now)
+                        .map_err(|e| corrupt(&format!("undecodable record: {}", e.0)))?;
+                }
                 let key = RawKey {
                     hash: r.hash,
                     bytes: key,
@@ -432,12 +461,34 @@ fn in_parallel<T: Send>(
     })
 }
 
+/// Takes the ids of a record for `key` (encoded) into the ledger, as
+/// pending: they must reach an ids file before their segment goes.
+fn load_ops(
+    key: &[u8],
+    ops: &mut Vec<(ClientId, Applied)>,
+    ledger: &Ledger,
+    now_ms: u64,
+) -> std::result::Result<(), codec::DecodeError> {
+    let key = Cursor::new(key).key()?;
+    for (client, op) in ops.drain(..) {
+        let entry = ids::Entry::Op {
+            key: key.clone(),
+            client,
+            op,
+        };
+        ledger.load(entry, now_ms, true);
+    }
+    Ok(())
+}
+
 /// Decodes the record framed at `offset` (checked by the scan): its encoded
-/// key and its cell's epoch, with the shards in `shards`.
+/// key and its cell's epoch, with the shards in `shards` and the ids it
+/// applied in `ops`.
 fn decode_record<'a>(
     data: &'a [u8],
     offset: usize,
     shards: &mut Vec<Shard>,
+    ops: &mut Vec<(ClientId, Applied)>,
 ) -> std::result::Result<(&'a [u8], u64), codec::DecodeError> {
     let frame = data
         .get(offset..offset + FRAME_BYTES)
@@ -450,6 +501,10 @@ fn decode_record<'a>(
     cur.key_parts()?;
     let key = &payload[..payload.len() - cur.remaining()];
     let epoch = cur.cell_into(|c| c.u64(), shards)?;
+    ops.clear();
+    if cur.remaining() != 0 {
+        ids::record_ops(&mut cur, epoch, ops)?;
+    }
     if cur.remaining() != 0 {
         return Err(codec::DecodeError("trailing bytes in record"));
     }

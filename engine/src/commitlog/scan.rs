@@ -230,7 +230,7 @@ fn header_version(data: &[u8]) -> Result<u32, &'static str> {
         return Err("bad commit log segment header");
     }
     match u32::from_le_bytes([h[8], h[9], h[10], h[11]]) {
-        v @ 1..=2 => Ok(v),
+        v @ 1..=super::VERSION => Ok(v),
         _ => Err("unsupported commit log segment version"),
     }
 }

@@ -34,6 +34,7 @@ impl GroupCommit {
             &mut cached.cell,
             &mut cached.pending,
             &mut sealed,
+            !self.ids_unsynced(),
             &mut Answer::send,
         ) else {
             return; // refused (overflow, a limit of the cell), and answered

@@ -78,6 +78,7 @@
 //! [`ParkCommit`]: crate::ParkCommit
 
 mod direct;
+pub(crate) mod once;
 mod outbox;
 mod park;
 mod relay;
@@ -141,6 +142,8 @@ pub(crate) struct GroupCommit {
     fast_syncs: AtomicBool,
     /// The last group commit made durable (see `Outbox::batch`).
     durable_batch: AtomicU64,
+    /// The last group commit given a record with operation ids (see `once`).
+    ids_batch: AtomicU64,
     metrics: Metrics,
     /// Live commit log segments, as of the last group commit.
     log_segments: AtomicUsize,
@@ -216,6 +219,7 @@ impl GroupCommit {
             committer: Mutex::new(Committer::new(log, window)),
             fast_syncs: AtomicBool::new(true),
             durable_batch: AtomicU64::new(0),
+            ids_batch: AtomicU64::new(0),
             metrics: Metrics::default(),
             log_segments: AtomicUsize::new(log_segments),
             relay,

@@ -14,6 +14,8 @@ use tokio::sync::oneshot;
 use crate::cell::{Cell, Shard};
 use crate::commitlog;
 use crate::error::Result;
+use crate::ids::ClientId;
+use crate::ids::record::Applied;
 use crate::key::Key;
 use crate::outcome::AddOutcome;
 
@@ -157,6 +159,23 @@ impl Outbox {
     /// Adds the record of one add of a batch; the batch's ack comes apart.
     pub(super) fn add_batched(&mut self, key: &Key, own: &Shard, epoch: u64, generation: u64) {
         self.append_parts(key, epoch, own, generation);
+        self.batched_adds += 1;
+        self.check_invariants();
+    }
+
+    /// Adds the record of adds with ids: the new own shard and the ids it
+    /// applied, in one record; the batch's ack comes apart.
+    pub(super) fn add_once(
+        &mut self,
+        key: &Key,
+        own: &Shard,
+        epoch: u64,
+        ops: &[(ClientId, Applied)],
+        generation: u64,
+    ) {
+        let own = std::slice::from_ref(own);
+        commitlog::encode_record_ops(&mut self.records, key, epoch, own, ops);
+        self.gen_max = self.gen_max.max(generation);
         self.batched_adds += 1;
         self.check_invariants();
     }

@@ -152,6 +152,7 @@ impl GroupCommit {
                 &mut cached.cell,
                 &mut waiting,
                 sealed,
+                !self.ids_unsynced(),
                 &mut |a| answers.push(a),
             ) {
                 cached.mark_written(key, &v);
@@ -177,12 +178,14 @@ impl GroupCommit {
 /// cell with this node's shard as far as that add moved it); the last one
 /// answers the cell's value. Combining thus leaves the values answered as
 /// they would have been without it; the node's batches answer by this rule
-/// too.
+/// too. Early outcomes are sent only when `early` (see `once` for when
+/// they must wait for the fsync); otherwise their senders are dropped.
 pub(super) fn seal<'s>(
     counter_id: u64,
     cell: &mut Cell,
     waiting: &mut Vec<PendingAdd>,
     sealed: &'s mut Vec<Sealed>,
+    early: bool,
     answer: &mut impl FnMut(Answer),
 ) -> Option<&'s AddOutcome> {
     // A cell that cannot take a new version of this node's shard refuses
@@ -224,12 +227,12 @@ pub(super) fn seal<'s>(
         let (o, value) =
             added(others, own_value, add.delta).expect("an add kept above is in range at its turn");
         own_value = o;
-        if let Some(early) = add.sealed {
+        if let (true, Some(tx)) = (early, add.sealed) {
             let outcome = AddOutcome {
                 value,
                 ..outcome.clone()
             };
-            answer(Answer::Sealed(early, outcome));
+            answer(Answer::Sealed(tx, outcome));
         }
         done.extend(add.done.map(|tx| (value, tx)));
     }

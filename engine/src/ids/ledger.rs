@@ -35,6 +35,16 @@ pub struct Retention {
     pub forget_ms: u64,
 }
 
+impl Default for Retention {
+    /// Ten minutes to answer a retry; a client's mark kept for a day.
+    fn default() -> Self {
+        Retention {
+            window_ms: 10 * 60 * 1000,
+            forget_ms: 24 * 60 * 60 * 1000,
+        }
+    }
+}
+
 /// The in-memory ledger. Its stripe locks are leaves: taken under a cell
 /// lock, nothing is taken under them.
 pub(crate) struct Ledger {

@@ -47,6 +47,7 @@
 pub(crate) mod file;
 pub(crate) mod ledger;
 pub mod record;
+pub(crate) mod store;
 
 use smallvec::SmallVec;
 
