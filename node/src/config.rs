@@ -110,6 +110,9 @@ pub struct ClusterConfig {
     /// What clients may hold of each node (`[cluster.limits]`, optional).
     #[serde(default)]
     pub limits: crate::limits::Limits,
+    /// How long operation ids are remembered (`[cluster.ids]`, optional).
+    #[serde(default)]
+    pub ids: crate::ids::Ids,
 }
 
 /// When the commit log is fsynced.
@@ -359,6 +362,9 @@ fn validate(raw: &RawConfig, path: &Path) -> Result<(), ConfigError> {
     }
     if let Err((name, reason)) = c.limits.validate() {
         return fail(&format!("cluster.limits.{name}"), reason);
+    }
+    if let Err((name, reason)) = c.ids.validate() {
+        return fail(&format!("cluster.ids.{name}"), reason);
     }
     if c.group_commit_window_us > 10_000 {
         return fail(

@@ -14,6 +14,21 @@ pub fn wire_key(k: &Key) -> WireKey {
     WireKey::new(k.partition(), k.column())
 }
 
+/// A wire operation id as the engine's; out of bounds is `Invalid`.
+pub fn op_id(id: &tally_net::once::OpId) -> Result<tally_engine::OpId, WireError> {
+    id.check()?;
+    tally_engine::OpId::new(&id.client, id.seq)
+        .map_err(|e| WireError::new(ErrorKind::Invalid, e.to_string()))
+}
+
+/// An engine operation id for the wire.
+pub fn wire_op_id(id: &tally_engine::OpId) -> tally_net::once::OpId {
+    tally_net::once::OpId {
+        client: id.client.to_vec(),
+        seq: id.seq,
+    }
+}
+
 /// An engine cell for the wire.
 pub fn wire_cell(c: &Cell) -> WireCell {
     WireCell {
@@ -58,7 +73,10 @@ pub fn engine_error(e: &tally_engine::Error) -> WireError {
         E::PartitionTooLong { .. }
         | E::ColumnTooLong { .. }
         | E::TooManyShards { .. }
-        | E::ClockExhausted { .. } => ErrorKind::Invalid,
+        | E::ClockExhausted { .. }
+        | E::BadOpId(_) => ErrorKind::Invalid,
+        E::IdConflict { .. } => ErrorKind::IdConflict,
+        E::IdExpired { .. } => ErrorKind::IdExpired,
         // Refused before it changed anything: safe to retry.
         E::DiskFull(_) => return WireError::not_applied(ErrorKind::Storage, e.to_string()),
         _ => ErrorKind::Storage,

@@ -15,7 +15,7 @@ use tracing::warn;
 
 use crate::config::Config;
 use crate::hints::Hints;
-use crate::placement::{self, Refusal, Route, Shortfall, State};
+use crate::placement::{self, OnceRefusal, Refusal, Route, Shortfall, State};
 use crate::ring::{Replicas, Ring};
 
 /// One node's shared handles.
@@ -108,7 +108,55 @@ impl Ctx {
             |r| self.state(r),
             cl,
         )
-        .map_err(|refusal| match refusal {
+        .map_err(|refusal| self.refused(refusal, cl, what))
+    }
+
+    /// Who leads an add with an operation id from a client: its applier
+    /// alone (see `placement::route_once`).
+    pub(crate) fn route_once(
+        &self,
+        key: &Key,
+        client: &[u8],
+        cl: Consistency,
+    ) -> Result<Route, WireError> {
+        let replicas = self.replicas(key.partition());
+        let applier = tally_net::once::applier(&replicas, client);
+        placement::route_once(replicas, self.me, applier, |r| self.state(r), cl).map_err(
+            |r| match r {
+                OnceRefusal::Shortfall(s) => self.unavailable(&s, cl, "add"),
+                OnceRefusal::ApplierUnavailable { applier, state } => WireError::not_applied(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "{} applies this client's ids for the partition and is {}; \
+                         nothing was applied: retry the same id",
+                        self.name(applier),
+                        if state == State::Down {
+                            "down"
+                        } else {
+                            "not writable"
+                        }
+                    ),
+                ),
+            },
+        )
+    }
+
+    /// The replicas of an add with an operation id a peer forwarded here:
+    /// led only by its applier (see `placement::lead_once_here`).
+    pub(crate) fn lead_once_here(
+        &self,
+        key: &Key,
+        client: &[u8],
+        cl: Consistency,
+    ) -> Result<Replicas, WireError> {
+        let replicas = self.replicas(key.partition());
+        let applier = tally_net::once::applier(&replicas, client);
+        placement::lead_once_here(replicas, self.me, applier, |r| self.state(r), cl)
+            .map_err(|refusal| self.refused(refusal, cl, "add"))
+    }
+
+    fn refused(&self, refusal: Refusal, cl: Consistency, what: &str) -> WireError {
+        match refusal {
             Refusal::ReadOnly => WireError::not_applied(
                 ErrorKind::Storage,
                 format!(
@@ -124,8 +172,16 @@ impl Ctx {
                     self.name(self.me)
                 ),
             ),
+            Refusal::NotTheApplier { applier } => WireError::not_applied(
+                ErrorKind::Invalid,
+                format!(
+                    "{} does not apply this client's ids for the key ({} does); nothing was applied",
+                    self.name(self.me),
+                    self.name(applier)
+                ),
+            ),
             Refusal::Shortfall(s) => self.unavailable(&s, cl, what),
-        })
+        }
     }
 
     /// `Unavailable` when fewer of `replicas` are live than a read at `cl` needs.

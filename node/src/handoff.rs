@@ -44,15 +44,20 @@ async fn deliver(ctx: Weak<Ctx>) {
 /// hinted keys, and clears the ones it took.
 async fn deliver_round(ctx: &std::sync::Arc<Ctx>, peer: usize) {
     let keys = ctx.hints.pending(peer, HINT_BATCH_KEYS_MAX);
-    let mut sends = JoinSet::new();
+    let mut cells = Vec::with_capacity(keys.len());
     for (key, generation) in keys {
-        let cell = match ctx.engine.get(&key) {
-            Ok(c) => c,
-            Err(e) => {
-                warn!(error = %e, "cannot read a hinted cell");
-                continue;
-            }
-        };
+        match ctx.engine.get(&key) {
+            Ok(c) => cells.push((key, generation, c)),
+            Err(e) => warn!(error = %e, "cannot read a hinted cell"),
+        }
+    }
+    // The cells may hold this node's adds with ids not durable yet: they
+    // leave once they are (see `tally_engine::Engine::settled`).
+    if ctx.engine.settled().await.is_err() {
+        return;
+    }
+    let mut sends = JoinSet::new();
+    for (key, generation, cell) in cells {
         let ctx = ctx.clone();
         sends.spawn(async move {
             let req = PeerRequest::Apply {

@@ -42,6 +42,7 @@ mod ctx;
 pub mod daemon;
 mod handoff;
 pub mod hints;
+pub mod ids;
 pub mod limits;
 pub mod node;
 mod output;

@@ -56,6 +56,7 @@ impl Node {
             // Every waiter is a task on the node's runtime.
             answer_on: tokio::runtime::Handle::try_current().ok(),
             park_commit,
+            ids_retention: c.ids.retention(),
             ..Options::default()
         };
         let engine_dir = dir.join("engine");
@@ -153,6 +154,22 @@ impl Node {
         self.writes.add(key, delta, cl, Origin::Client).await
     }
 
+    /// Coordinates an add with an operation id: applied at most once,
+    /// answering the value it produced to every retry (see `write::once`).
+    pub async fn add_once(
+        &self,
+        key: &WireKey,
+        delta: i64,
+        id: &tally_net::once::OpId,
+        cl: Consistency,
+    ) -> Result<i64, WireError> {
+        let key = convert::key(key)?;
+        let id = convert::op_id(id)?;
+        self.writes
+            .add_with(key, delta, Some(id), cl, Origin::Client)
+            .await
+    }
+
     /// Queues a client's add whose answer goes where `add.reply` says.
     pub(crate) fn submit(&self, add: QueuedAdd) {
         self.writes.submit(add);
@@ -201,10 +218,10 @@ impl Node {
             }
             ClientOp::Reset { key, cl } => self.reset(&key, cl).await.map(|()| ClientReply::Done),
             ClientOp::Status => Ok(self.status()),
-            ClientOp::AddOnce { .. } => Err(WireError::new(
-                tally_net::ErrorKind::Invalid,
-                "operation ids are not supported yet",
-            )),
+            ClientOp::AddOnce { key, delta, id, cl } => self
+                .add_once(&key, delta, &id, cl)
+                .await
+                .map(ClientReply::Value),
         }
     }
 

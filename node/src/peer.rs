@@ -13,6 +13,7 @@ use std::sync::{Arc, Weak};
 
 use tally_engine::Key;
 use tally_net::log_limit::LogLimit;
+use tally_net::once::OpId;
 use tally_net::peer::{BoxFuture, Handler};
 use tally_net::wire::{Consistency, ErrorKind, PeerRequest, PeerResponse, WireError, WireKey};
 
@@ -33,7 +34,7 @@ pub(crate) struct PeerHandler {
 enum Task {
     Read(WireKey),
     ReadRow(Vec<u8>),
-    LeaderAdd(WireKey, i64, Consistency),
+    LeaderAdd(WireKey, i64, Option<OpId>, Consistency),
     LeaderReset(WireKey, Consistency),
 }
 
@@ -88,15 +89,13 @@ impl Handler for PeerHandler {
                     }
                     PeerRequest::Read { key } => Task::Read(key),
                     PeerRequest::ReadRow { partition } => Task::ReadRow(partition),
-                    PeerRequest::LeaderAdd { key, delta, cl } => Task::LeaderAdd(key, delta, cl),
-                    PeerRequest::LeaderReset { key, cl } => Task::LeaderReset(key, cl),
-                    PeerRequest::LeaderAddOnce { .. } => {
-                        out[i] = Some(PeerResponse::Error(WireError::new(
-                            ErrorKind::Invalid,
-                            "operation ids are not supported yet",
-                        )));
-                        continue;
+                    PeerRequest::LeaderAdd { key, delta, cl } => {
+                        Task::LeaderAdd(key, delta, None, cl)
                     }
+                    PeerRequest::LeaderAddOnce { key, delta, id, cl } => {
+                        Task::LeaderAdd(key, delta, Some(id), cl)
+                    }
+                    PeerRequest::LeaderReset { key, cl } => Task::LeaderReset(key, cl),
                 };
                 tasks.push((i, tokio::spawn(run(ctx.clone(), writes.clone(), task))));
             }
@@ -184,6 +183,9 @@ async fn apply(
 
 /// Answers one request that is not part of an apply batch.
 async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, task: Task) -> PeerResponse {
+    // State read here leaves this node once every add with an id it may
+    // hold is durable (see `tally_engine::Engine::settled`).
+    let reads = matches!(task, Task::Read(_) | Task::ReadRow(_));
     let result = match task {
         Task::Read(key) => convert::key(&key).and_then(|k| {
             ctx.engine
@@ -198,12 +200,15 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, task: Task) -> PeerResponse {
                     .collect(),
             )
         }),
-        Task::LeaderAdd(key, delta, cl) => match convert::key(&key) {
-            Ok(k) => writes
-                .add(k, delta, cl, Origin::Lead)
+        Task::LeaderAdd(key, delta, id, cl) => match (
+            convert::key(&key),
+            id.as_ref().map(convert::op_id).transpose(),
+        ) {
+            (Ok(k), Ok(id)) => writes
+                .add_with(k, delta, id, cl, Origin::Lead)
                 .await
                 .map(PeerResponse::Added),
-            Err(e) => Err(e),
+            (Err(e), _) | (_, Err(e)) => Err(e),
         },
         Task::LeaderReset(key, cl) => match convert::key(&key) {
             Ok(k) => writes
@@ -213,5 +218,8 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, task: Task) -> PeerResponse {
             Err(e) => Err(e),
         },
     };
+    if reads && let Err(e) = ctx.engine.settled().await {
+        return PeerResponse::Error(engine_error(&e));
+    }
     result.unwrap_or_else(PeerResponse::Error)
 }

@@ -76,6 +76,25 @@ pub(crate) enum Refusal {
     ReadOnly,
     /// Too few writable replicas in this node's view.
     Shortfall(Shortfall),
+    /// An add with an operation id whose applier is another replica.
+    NotTheApplier {
+        /// The replica that applies it.
+        applier: usize,
+    },
+}
+
+/// Why an add with an operation id cannot be routed now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum OnceRefusal {
+    /// Too few writable replicas for the level.
+    Shortfall(Shortfall),
+    /// The one replica that applies it cannot now (down, or cannot write).
+    ApplierUnavailable {
+        /// The applier.
+        applier: usize,
+        /// What this node's view says of it.
+        state: State,
+    },
 }
 
 /// Checks that a read at `cl` can be met: `required` of `replicas` live.
@@ -169,6 +188,47 @@ pub(crate) fn lead_here(
     Ok(replicas)
 }
 
+/// Who applies an add with an operation id from a client: its applier
+/// (`tally_net::once::applier`) alone, here or forwarded there. When the
+/// applier cannot, no other replica may (it could apply the id a second
+/// time): the add fails fast, not applied, and the client retries the id.
+pub(crate) fn route_once(
+    replicas: Replicas,
+    me: usize,
+    applier: usize,
+    state: impl Fn(usize) -> State,
+    cl: Consistency,
+) -> Result<Route, OnceRefusal> {
+    check_write(&replicas, &state, cl).map_err(OnceRefusal::Shortfall)?;
+    let applier_state = state(applier);
+    if !applier_state.writable() {
+        return Err(OnceRefusal::ApplierUnavailable {
+            applier,
+            state: applier_state,
+        });
+    }
+    Ok(if applier == me {
+        Route::Lead(replicas)
+    } else {
+        Route::Forward(vec![applier])
+    })
+}
+
+/// The replicas of an add with an operation id forwarded here: led only by
+/// its applier, by the rules of [`lead_here`].
+pub(crate) fn lead_once_here(
+    replicas: Replicas,
+    me: usize,
+    applier: usize,
+    state: impl Fn(usize) -> State,
+    cl: Consistency,
+) -> Result<Replicas, Refusal> {
+    if replicas.contains(&me) && applier != me {
+        return Err(Refusal::NotTheApplier { applier });
+    }
+    lead_here(replicas, me, state, cl)
+}
+
 /// Whether a coordinator that forwarded a write may send it to the next
 /// writable replica after the leader it chose answered `e`: only when
 /// nothing was applied, and only for what another leader may not share
@@ -194,6 +254,66 @@ pub(crate) fn live_first(
             .filter(|&r| r != me && state(r).live()),
     );
     live
+}
+
+#[cfg(test)]
+mod once_tests {
+    use super::*;
+    use State::{Down, ReadOnly, Writable};
+
+    /// Nodes 0, 1, 2 in some ring order.
+    fn replicas() -> Replicas {
+        let ids: Vec<String> = ["n1", "n2", "n3"].map(String::from).into();
+        crate::ring::Ring::new(&ids, 4, 3).replicas(b"any")
+    }
+
+    #[test]
+    fn an_add_with_an_id_goes_to_its_applier_alone() {
+        let up = |_| Writable;
+        let q = Consistency::Quorum;
+        assert_eq!(
+            route_once(replicas(), 1, 1, up, q),
+            Ok(Route::Lead(replicas()))
+        );
+        assert_eq!(
+            route_once(replicas(), 0, 2, up, q),
+            Ok(Route::Forward(vec![2]))
+        );
+        // Not a replica itself: forwards to the applier too.
+        assert_eq!(
+            route_once(replicas(), 5, 0, up, q),
+            Ok(Route::Forward(vec![0]))
+        );
+        // The applier down or read-only: fails fast, though others could lead.
+        for (s, state) in [(Down, Down), (ReadOnly, ReadOnly)] {
+            let view = |r| if r == 2 { s } else { Writable };
+            assert_eq!(
+                route_once(replicas(), 0, 2, view, Consistency::One),
+                Err(OnceRefusal::ApplierUnavailable { applier: 2, state })
+            );
+        }
+        // The level is checked first.
+        let two_down = |r| if r == 0 { Writable } else { Down };
+        assert!(matches!(
+            route_once(replicas(), 0, 0, two_down, q),
+            Err(OnceRefusal::Shortfall(_))
+        ));
+    }
+
+    #[test]
+    fn only_the_applier_leads_a_forwarded_add_with_an_id() {
+        let up = |_| Writable;
+        let q = Consistency::Quorum;
+        assert_eq!(lead_once_here(replicas(), 1, 1, up, q), Ok(replicas()));
+        assert_eq!(
+            lead_once_here(replicas(), 1, 2, up, q),
+            Err(Refusal::NotTheApplier { applier: 2 })
+        );
+        assert_eq!(
+            lead_once_here(replicas(), 7, 7, up, q),
+            Err(Refusal::NotAReplica)
+        );
+    }
 }
 
 #[cfg(test)]

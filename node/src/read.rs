@@ -304,6 +304,12 @@ fn repair(ctx: &Arc<Ctx>, replica: usize, key: Key, cell: Cell) {
             }
             return;
         }
+        // The cell may hold this node's add with an id not durable yet:
+        // it leaves once it is (see `tally_engine::Engine::settled`).
+        if let Err(e) = ctx.engine.settled().await {
+            warn!(error = %e, "read repair skipped");
+            return;
+        }
         let req = PeerRequest::Apply {
             key: wire_key(&key),
             cell: wire_cell(&cell),

@@ -115,15 +115,15 @@ async fn connection(stream: TcpStream, node: Arc<Node>, _slot: ClientSlot) {
         let Ok(permit) = permits.clone().acquire_owned().await else {
             break Stop::Quiet;
         };
-        if let ClientOp::Add { key, delta, cl } = &req.op {
+        if let ClientOp::Add { .. } | ClientOp::AddOnce { .. } = &req.op {
             let reply = Reply::Frame {
                 id: req.id,
                 conn: tx.clone(),
                 slot: permit,
             };
-            match crate::convert::key(key) {
-                Ok(key) => node.submit(QueuedAdd::new(key, *delta, *cl, Origin::Client, reply)),
-                Err(e) => reply_one(reply, Err(e)),
+            match queued_add(req.op, reply) {
+                Ok(add) => node.submit(add),
+                Err((reply, e)) => reply_one(reply, Err(e)),
             }
             continue;
         }
@@ -189,4 +189,23 @@ async fn next_frame(
             limits.request_timeout_ms
         )),
     }
+}
+
+/// A client's add as a queued add answered by `reply`; its reply back when
+/// the key or the id is out of bounds.
+fn queued_add(op: ClientOp, reply: Reply) -> Result<QueuedAdd, (Reply, WireError)> {
+    let (key, delta, id, cl) = match op {
+        ClientOp::Add { key, delta, cl } => (key, delta, None, cl),
+        ClientOp::AddOnce { key, delta, id, cl } => (key, delta, Some(id), cl),
+        _ => unreachable!("only adds are queued"),
+    };
+    let key = match crate::convert::key(&key) {
+        Ok(k) => k,
+        Err(e) => return Err((reply, e)),
+    };
+    Ok(match id.as_ref().map(crate::convert::op_id) {
+        None => QueuedAdd::new(key, delta, cl, Origin::Client, reply),
+        Some(Ok(id)) => QueuedAdd::with_id(key, delta, id, cl, Origin::Client, reply),
+        Some(Err(e)) => return Err((reply, e)),
+    })
 }

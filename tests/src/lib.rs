@@ -84,6 +84,8 @@ pub struct ClusterOptions {
     /// Put each node's QUIC socket at `peer_bind` and leave `peer` for a
     /// proxy the caller runs (see [`Cluster::configure`]).
     pub proxied: bool,
+    /// TOML tables of `[cluster]` to add, like `[cluster.ids]`.
+    pub cluster_tables: String,
 }
 
 impl Default for ClusterOptions {
@@ -95,6 +97,7 @@ impl Default for ClusterOptions {
             daemon: "tallyd",
             run_args: Vec::new(),
             proxied: false,
+            cluster_tables: String::new(),
         }
     }
 }
@@ -227,6 +230,7 @@ impl Cluster {
             c.heartbeat_interval_ms,
             c.failure_timeout_ms,
         );
+        toml += &opts.cluster_tables;
         for i in 0..opts.nodes {
             toml += &format!(
                 "\n[[node]]\nid = \"n{}\"\npeer = \"{}\"\nclient = \"{}\"\nresp = \"{}\"\ndata_dir = \"data/n{}\"\n",

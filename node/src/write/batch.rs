@@ -61,7 +61,7 @@ const OVERLAP_MAX: Duration = Duration::from_millis(10);
 
 /// Held by the batch in flight (shared by its parts when it is split);
 /// tells when it ended once the last part drops it, its adds answered.
-struct InFlight(Option<oneshot::Sender<Instant>>);
+pub(super) struct InFlight(Option<oneshot::Sender<Instant>>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
@@ -112,7 +112,16 @@ pub(crate) async fn run(writes: Weak<Writes>) {
 /// Routes a batch's adds, seals the ones this node leads and replicates them.
 async fn run_batch(writes: Arc<Writes>, adds: Vec<QueuedAdd>, in_flight: Arc<InFlight>) {
     let mut replies = Replies::default();
-    let lead = route(&writes, adds, &mut replies);
+    let (once, lead): (Vec<_>, Vec<_>) = route(&writes, adds, &mut replies)
+        .into_iter()
+        .partition(|(add, _)| add.id.is_some());
+    if !once.is_empty() {
+        tokio::spawn(super::once::lead(writes.clone(), once, in_flight.clone()));
+    }
+    if lead.is_empty() {
+        replies.send();
+        return;
+    }
     let mut combined = combine(lead);
     let ctx = &writes.ctx;
     let (staged, durable) = match ctx

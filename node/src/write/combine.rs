@@ -106,6 +106,7 @@ impl Combined {
                     attempt,
                     alone,
                     reply,
+                    id: None,
                 });
             }
         }

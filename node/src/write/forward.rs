@@ -15,7 +15,7 @@ use tracing::debug;
 
 use super::Writes;
 use super::queue::{QueuedAdd, reply_one};
-use crate::convert::wire_key;
+use crate::convert::{wire_key, wire_op_id};
 use crate::ctx::Ctx;
 use crate::placement;
 
@@ -23,10 +23,16 @@ use crate::placement;
 pub(crate) fn spawn_add(writes: &Arc<Writes>, add: QueuedAdd, writable: Vec<usize>) {
     let ctx = writes.ctx.clone();
     tokio::spawn(async move {
-        let req = PeerRequest::LeaderAdd {
-            key: wire_key(&add.key),
-            delta: add.delta,
-            cl: add.cl,
+        let key = wire_key(&add.key);
+        let (delta, cl) = (add.delta, add.cl);
+        let req = match &add.id {
+            None => PeerRequest::LeaderAdd { key, delta, cl },
+            Some(once) => PeerRequest::LeaderAddOnce {
+                key,
+                delta,
+                id: wire_op_id(&once.id),
+                cl,
+            },
         };
         let result = match forward(&ctx, &writable, req).await {
             Ok(PeerResponse::Added(v)) => Ok(v),

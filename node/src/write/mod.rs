@@ -38,6 +38,7 @@
 mod batch;
 mod combine;
 mod forward;
+mod once;
 pub(crate) mod queue;
 mod replicate;
 mod reset;
@@ -47,7 +48,7 @@ use std::sync::Arc;
 #[cfg(feature = "fault-injection")]
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tally_engine::Key;
+use tally_engine::{Key, OpId};
 use tally_net::wire::{Consistency, ErrorKind, WireError};
 use tokio::sync::oneshot;
 
@@ -91,7 +92,10 @@ impl Writes {
     }
 
     /// Queues an add; its answer goes where `add.reply` says.
-    pub(crate) fn submit(&self, add: QueuedAdd) {
+    pub(crate) fn submit(&self, mut add: QueuedAdd) {
+        if self.ignores_ids() {
+            add.id = None; // fault injection: applied as new, every time
+        }
         self.queue.push(add);
     }
 
@@ -104,8 +108,24 @@ impl Writes {
         cl: Consistency,
         origin: Origin,
     ) -> Result<i64, WireError> {
+        self.add_with(key, delta, None, cl, origin).await
+    }
+
+    /// [`Writes::add`] for an add with an operation id, if it has one.
+    pub(crate) async fn add_with(
+        &self,
+        key: Key,
+        delta: i64,
+        id: Option<OpId>,
+        cl: Consistency,
+        origin: Origin,
+    ) -> Result<i64, WireError> {
         let (tx, rx) = oneshot::channel();
-        self.submit(QueuedAdd::new(key, delta, cl, origin, Reply::Task(tx)));
+        let reply = Reply::Task(tx);
+        self.submit(match id {
+            Some(id) => QueuedAdd::with_id(key, delta, id, cl, origin, reply),
+            None => QueuedAdd::new(key, delta, cl, origin, reply),
+        });
         // Unanswered: the node stopped, perhaps after the batch was made.
         rx.await.unwrap_or_else(|_| {
             Err(WireError::unknown(
@@ -167,9 +187,15 @@ impl Writes {
     /// Where an add goes: led here (a client's add to a partition this node
     /// replicates, or one forwarded or queued again here), or forwarded.
     fn route(&self, add: &QueuedAdd) -> Result<Route, WireError> {
-        match add.origin {
-            Origin::Client => self.ctx.route(&add.key, add.cl, "add"),
-            Origin::Lead => self.ctx.lead_here(&add.key, add.cl, "add").map(Route::Lead),
+        let (key, cl) = (&add.key, add.cl);
+        match (add.origin, &add.id) {
+            (Origin::Client, None) => self.ctx.route(key, cl, "add"),
+            (Origin::Lead, None) => self.ctx.lead_here(key, cl, "add").map(Route::Lead),
+            (Origin::Client, Some(id)) => self.ctx.route_once(key, &id.id.client, cl),
+            (Origin::Lead, Some(id)) => self
+                .ctx
+                .lead_once_here(key, &id.id.client, cl)
+                .map(Route::Lead),
         }
     }
 }

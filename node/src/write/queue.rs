@@ -5,7 +5,7 @@
 //! connection are gathered and written with one send ([`Replies`]).
 
 use parking_lot::Mutex;
-use tally_engine::Key;
+use tally_engine::{Key, OpId};
 use tally_net::frame::put_frame;
 use tally_net::wire::{ClientReply, ClientResponse, Consistency, WireError};
 use tokio::sync::{Notify, OwnedSemaphorePermit, mpsc, oneshot};
@@ -48,6 +48,17 @@ pub(crate) struct QueuedAdd {
     /// sum that would overflow).
     pub(crate) alone: bool,
     pub(crate) reply: Reply,
+    /// Its operation id, if it has one: applied at most once (see `once`).
+    pub(crate) id: Option<Box<OnceId>>,
+}
+
+/// An add's operation id, and what its leader's catch-up asks of it.
+#[derive(Debug, Clone)]
+pub(crate) struct OnceId {
+    pub(crate) id: OpId,
+    /// Made again if it was applied in an epoch below this one (see
+    /// `tally_engine::OnceAdd::reapply_below`).
+    pub(crate) reapply_below: u64,
 }
 
 impl QueuedAdd {
@@ -61,6 +72,25 @@ impl QueuedAdd {
             attempt: 1,
             alone: false,
             reply,
+            id: None,
+        }
+    }
+
+    /// A first attempt of an add with an operation id.
+    pub(crate) fn with_id(
+        key: Key,
+        delta: i64,
+        id: OpId,
+        cl: Consistency,
+        origin: Origin,
+        reply: Reply,
+    ) -> Self {
+        QueuedAdd {
+            id: Some(Box::new(OnceId {
+                id,
+                reapply_below: 0,
+            })),
+            ..QueuedAdd::new(key, delta, cl, origin, reply)
         }
     }
 }
