@@ -1,0 +1,226 @@
+//! Exactly-once adds over real node processes: a retry of an operation id,
+//! through any node, after a SIGKILL of its applier or racing the
+//! original, is counted once and answers the original value; the same id
+//! with another delta and an expired id are refused; ids survive restarts.
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tally_net::once::{OpId, applier};
+use tally_net::ring::Ring;
+use tally_net::{Client, ClientError, Consistency, ErrorKind, Outcome};
+use tally_tests::{Cluster, ClusterOptions, runtime as rt};
+
+const Q: Consistency = Consistency::Quorum;
+
+/// The node that applies `client`'s ids for `partition`.
+fn applier_of(cluster: &Cluster, partition: &[u8], client: &[u8]) -> usize {
+    let c = &cluster.config.cluster;
+    let ring = Ring::new(&cluster.config.node_ids(), c.vnodes, c.replication_factor);
+    applier(&ring.replicas(partition), client)
+}
+
+/// Retries `id` through the nodes in turn until it is acknowledged (at
+/// most 30 s); answers the value.
+async fn until_acked(clients: &[Arc<Client>], id: &OpId, delta: i64) -> i64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut turn = 0;
+    loop {
+        let c = &clients[turn % clients.len()];
+        match c.add_once(b"votes", b"", delta, id, Q).await {
+            Ok(v) => return v,
+            Err(e) => assert!(Instant::now() < deadline, "{id} never acknowledged: {e}"),
+        }
+        turn += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn clients(cluster: &Cluster, nodes: &[usize]) -> Vec<Client> {
+    let mut out = Vec::new();
+    for &i in nodes {
+        out.push(cluster.client(i).await.unwrap());
+    }
+    out
+}
+
+fn kind(r: Result<i64, ClientError>) -> Option<ErrorKind> {
+    r.err().and_then(|e| e.kind())
+}
+
+#[test]
+fn retries_after_the_applier_is_killed_mid_add_are_counted_once() {
+    let mut cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    let rt = rt();
+    let client = b"voter-app".to_vec();
+    let a = applier_of(&cluster, b"votes", &client);
+    let others: Vec<usize> = (0..3).filter(|&i| i != a).collect();
+    let via = clients_blocking(&rt, &cluster, &others);
+    // 400 adds in flight through a coordinator that is not the applier;
+    // the applier dies under them.
+    let first = rt.spawn({
+        let c = via[0].clone();
+        let client = client.clone();
+        async move {
+            let mut tasks = tokio::task::JoinSet::new();
+            for seq in 1..=400u64 {
+                let (c, id) = (c.clone(), OpId::new(client.clone(), seq).unwrap());
+                tasks.spawn(
+                    async move { (seq, c.add_once(b"votes", b"", seq as i64, &id, Q).await) },
+                );
+            }
+            tasks.join_all().await
+        }
+    });
+    std::thread::sleep(Duration::from_millis(30));
+    cluster.kill(a).unwrap();
+    let first = rt.block_on(first).unwrap();
+    let acked: Vec<(u64, i64)> = first
+        .iter()
+        .filter_map(|(seq, r)| r.as_ref().ok().map(|v| (*seq, *v)))
+        .collect();
+    assert!(
+        acked.len() < 400,
+        "the kill came after every add: test nothing"
+    );
+    cluster.restart(a).unwrap();
+    cluster.wait_all_up(Duration::from_secs(30)).unwrap();
+    // Every id again, through the other coordinator first.
+    let mut retry_via = via.clone();
+    retry_via.reverse();
+    let values: Vec<i64> = rt.block_on(async {
+        let mut out = Vec::new();
+        for seq in 1..=400u64 {
+            let id = OpId::new(client.clone(), seq).unwrap();
+            out.push(until_acked(&retry_via, &id, seq as i64).await);
+        }
+        out
+    });
+    for (seq, v) in acked {
+        assert_eq!(
+            values[seq as usize - 1],
+            v,
+            "seq {seq}: the retry answers the original"
+        );
+    }
+    let all = rt
+        .block_on(via[0].get(b"votes", b"", Consistency::All))
+        .unwrap();
+    assert_eq!(
+        all,
+        (1..=400).sum::<i64>(),
+        "every add counted exactly once"
+    );
+}
+
+fn clients_blocking(
+    rt: &tokio::runtime::Runtime,
+    cluster: &Cluster,
+    nodes: &[usize],
+) -> Vec<Arc<Client>> {
+    rt.block_on(clients(cluster, nodes))
+        .into_iter()
+        .map(Arc::new)
+        .collect()
+}
+
+#[test]
+fn retries_racing_the_original_through_every_node_count_once() {
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    let rt = rt();
+    let via = clients_blocking(&rt, &cluster, &[0, 1, 2]);
+    let answers = rt.block_on(async {
+        let mut tasks = tokio::task::JoinSet::new();
+        for seq in 1..=100u64 {
+            // The same id through all three nodes at once, twice each.
+            for c in via.iter().chain(via.iter()) {
+                let (c, id) = (c.clone(), OpId::new(b"racer".to_vec(), seq).unwrap());
+                tasks.spawn(
+                    async move { (seq, c.add_once(b"votes", b"", 1, &id, Q).await.unwrap()) },
+                );
+            }
+        }
+        tasks.join_all().await
+    });
+    for seq in 1..=100u64 {
+        let vs: Vec<i64> = answers
+            .iter()
+            .filter(|(s, _)| *s == seq)
+            .map(|(_, v)| *v)
+            .collect();
+        assert_eq!(vs.len(), 6);
+        assert!(vs.iter().all(|v| *v == vs[0]), "seq {seq} answered {vs:?}");
+    }
+    let all = rt
+        .block_on(via[1].get(b"votes", b"", Consistency::All))
+        .unwrap();
+    assert_eq!(all, 100);
+}
+
+#[test]
+fn conflicts_expiry_bad_ids_and_restarts() {
+    let mut cluster = Cluster::start(ClusterOptions {
+        cluster_tables: "[cluster.ids]\nwindow_ms = 3000\n".into(),
+        ..ClusterOptions::default()
+    })
+    .unwrap();
+    let rt = rt();
+    let c = rt.block_on(cluster.client(0)).unwrap();
+    let id = OpId::new(b"script".to_vec(), 7).unwrap();
+    let add = |delta: i64, id: &OpId| rt.block_on(c.add_once(b"votes", b"", delta, id, Q));
+    assert_eq!(add(5, &id).unwrap(), 5);
+    // The same id with another delta: refused, nothing applied.
+    let e = add(6, &id).unwrap_err();
+    assert_eq!(
+        (e.kind(), e.outcome()),
+        (Some(ErrorKind::IdConflict), Outcome::NotApplied),
+        "{e}"
+    );
+    // Out of bounds: refused before anything happens.
+    for bad in [
+        OpId {
+            client: b"x".to_vec(),
+            seq: 0,
+        },
+        OpId {
+            client: b"x".to_vec(),
+            seq: u64::MAX,
+        },
+        OpId {
+            client: vec![7; 65],
+            seq: 1,
+        },
+        OpId {
+            client: Vec::new(),
+            seq: 1,
+        },
+    ] {
+        assert_eq!(kind(add(1, &bad)), Some(ErrorKind::Invalid), "{bad:?}");
+    }
+    // Every node restarts: the id is still known.
+    for i in 0..3 {
+        cluster.kill(i).unwrap();
+        cluster.restart(i).unwrap();
+    }
+    cluster.wait_all_up(Duration::from_secs(30)).unwrap();
+    let c = rt.block_on(cluster.client(2)).unwrap();
+    let add = |delta: i64, id: &OpId| rt.block_on(c.add_once(b"votes", b"", delta, id, Q));
+    assert_eq!(add(5, &id).unwrap(), 5, "answered again after restarts");
+    assert_eq!(
+        rt.block_on(c.get(b"votes", b"", Consistency::All)).unwrap(),
+        5
+    );
+    // Past the window: refused as unknown, not applied again.
+    std::thread::sleep(Duration::from_millis(3500));
+    let e = add(5, &id).unwrap_err();
+    assert_eq!(
+        (e.kind(), e.outcome()),
+        (Some(ErrorKind::IdExpired), Outcome::Unknown),
+        "{e}"
+    );
+    assert_eq!(
+        rt.block_on(c.get(b"votes", b"", Consistency::All)).unwrap(),
+        5
+    );
+}
