@@ -83,6 +83,10 @@ impl CounterCache {
         key: &Key,
         f: impl FnOnce(&mut Cached, &Version) -> R,
     ) -> Result<R> {
+        debug_assert!(
+            !crate::unique::is_member(key),
+            "member cells are never cached: {key:?}"
+        );
         loop {
             let v = self.versions.read();
             let mut stripe = self.stripe(key).lock();

@@ -51,6 +51,7 @@ use crate::cell::Cell;
 use crate::commitlog::{self, LogWriter, ReplayStats};
 use crate::error::{Error, Result};
 use crate::fsutil;
+use crate::group_commit::Admission;
 use crate::group_commit::once::{OnceAdd, OnceSealed};
 use crate::group_commit::{GroupCommit, Handles};
 use crate::identity::Identity;
@@ -63,6 +64,7 @@ use crate::poison::Poison;
 use crate::row::{Bounded, Offer, Row};
 use crate::space::Space;
 use crate::sstable::Table;
+use crate::unique;
 use crate::version::{Version, VersionSet};
 use crate::work::{WorkReceiver, WorkSender};
 
@@ -124,6 +126,8 @@ pub struct Engine {
     replay: ReplayStats,
     /// The operation ids applied here, and their files.
     ids: Arc<IdsStore>,
+    /// One admission per unique counter at a time (see [`Engine::admit`]).
+    admissions: Box<[tokio::sync::Mutex<()>]>,
     /// See [`Stats::shard_limit_refusals`].
     shard_limit_refusals: AtomicU64,
     /// Holds the directory lock while the engine is open.
@@ -217,6 +221,7 @@ impl Engine {
             threads: Mutex::new(threads),
             replay,
             ids,
+            admissions: (0..256).map(|_| tokio::sync::Mutex::new(())).collect(),
             shard_limit_refusals: AtomicU64::new(0),
             _identity: identity,
         })
@@ -407,6 +412,48 @@ impl Engine {
         Ok((sealed, Durable(DurableBy::Ack(self.commit.ack_now()))))
     }
 
+    /// Counts each of `members` of the unique counter `partition` once
+    /// (see `unique`): those absent from it are admitted, the count moves
+    /// by their number, all in one record. This node must be the members'
+    /// applier. Answers which members were new, and one [`Durable`];
+    /// the rules of [`Engine::leader_add_once_batch`] apply to
+    /// `Admission::replicate`.
+    pub async fn admit(&self, partition: &[u8], members: &[&[u8]]) -> Result<(Admission, Durable)> {
+        let count = unique::count_key(partition)?;
+        let keys = members
+            .iter()
+            .map(|m| unique::member_key(partition, m))
+            .collect::<Result<Vec<Key>>>()?;
+        // One admission per counter at a time: the members read below are
+        // then still as they are when the count's lock is taken.
+        let stripe = (count.hash_u64() as usize) % self.admissions.len();
+        let _turn = self.admissions[stripe].lock().await;
+        self.check_writable()?;
+        let found = keys
+            .iter()
+            .map(|k| self.get(k))
+            .collect::<Result<Vec<Cell>>>()?;
+        let mut full = false;
+        let admission = self.cache.with_cell(&count, |cached, v| {
+            full = v.active.bytes() >= self.opts.memtable_bytes_max;
+            self.commit.seal_admission(&count, cached, v, &keys, &found)
+        });
+        let admission = self.counted(admission.and_then(|a| a))?;
+        if full {
+            self.work.flush();
+        }
+        Ok((admission, Durable(DurableBy::Ack(self.commit.ack_now()))))
+    }
+
+    /// Merges a member cell (see `unique`: never cached) into the active
+    /// memtable and logs it; answers the receiver of its record's fsync.
+    fn apply_member(&self, key: &Key, cell: &Cell) -> Result<oneshot::Receiver<Result<()>>> {
+        Cell::new().try_merge(cell).map_err(Error::from)?;
+        let v = self.versions.read();
+        v.active.insert(key.clone(), cell.clone());
+        Ok(self.commit.log_record(key, cell, v.active.generation()))
+    }
+
     /// Resolves once every record with operation ids sealed so far is
     /// durable; at once when none waits. State read from this engine may
     /// leave the node (read repair, hints) only after this: see
@@ -454,6 +501,10 @@ impl Engine {
     /// one read from disk first, outside the lock).
     pub async fn apply(&self, key: &Key, cell: &Cell) -> Result<()> {
         self.check_writable()?;
+        if unique::is_member(key) {
+            let rx = self.counted(self.apply_member(key, cell))?;
+            return rx.await.map_err(|_| Error::Closed)?;
+        }
         let rx = self.cache.with_cell(key, |cached, v| {
             if !cached.cell.try_merge(cell).map_err(Error::from)? {
                 // Nothing new to log, but the state may come from a record
@@ -490,6 +541,15 @@ impl Engine {
         let mut direct_only = true;
         let mut full = false;
         for (key, cell) in items {
+            if unique::is_member(key) {
+                let applied = self.apply_member(key, cell).map(|_| cell.epoch());
+                if let Err(e) = &applied {
+                    self.count_refusal(e);
+                }
+                direct_only = false; // its record is with the sealer
+                results.push(applied);
+                continue;
+            }
             let epoch = self.cache.with_cell(key, |cached, v| {
                 let changed = match cached.cell.try_merge(cell) {
                     Ok(changed) => changed,

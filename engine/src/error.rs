@@ -50,6 +50,18 @@ pub enum Error {
         /// The limit.
         max: usize,
     },
+    /// The column starts with the byte reserved for unique counters (see
+    /// `unique`).
+    #[error("column names starting with byte 0xff are reserved")]
+    ReservedColumn,
+    /// A unique counter's member is longer than [`crate::unique::MEMBER_BYTES_MAX`].
+    #[error("member is {len} bytes; the limit is {max}")]
+    MemberTooLong {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
     /// Adding `delta` would take the counter (or this node's shard of it)
     /// outside the range of an `i64`, or leave it there; the add was refused.
     #[error("adding {delta} to {value} would overflow a 64-bit counter")]

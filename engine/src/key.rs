@@ -11,8 +11,11 @@ use crate::error::{Error, Result};
 
 /// Longest partition key accepted, in bytes.
 pub const PARTITION_BYTES_MAX: usize = 1024;
-/// Longest column name accepted, in bytes.
+/// Longest column name a client may use, in bytes.
 pub const COLUMN_BYTES_MAX: usize = 256;
+/// Longest column stored: a client's, or a reserved one, which is a byte
+/// longer (a unique counter's member: see `unique`).
+pub const STORED_COLUMN_BYTES_MAX: usize = COLUMN_BYTES_MAX + 1;
 
 /// The address of one counter: a partition (which decides placement and
 /// groups a "wide row") and a column inside it.
@@ -102,6 +105,21 @@ impl Key {
         })
     }
 
+    /// A key a client may address: its column within [`COLUMN_BYTES_MAX`]
+    /// and not reserved (see `unique`).
+    pub fn user(partition: &[u8], column: &[u8]) -> Result<Key> {
+        if column.len() > COLUMN_BYTES_MAX {
+            return Err(Error::ColumnTooLong {
+                len: column.len(),
+                max: COLUMN_BYTES_MAX,
+            });
+        }
+        if crate::unique::is_reserved(column) {
+            return Err(Error::ReservedColumn);
+        }
+        Key::new(partition, column)
+    }
+
     /// Seeded hash of the whole key (stable within this process only).
     pub fn hash_u64(&self) -> u64 {
         self.hash
@@ -141,10 +159,10 @@ pub(crate) fn check_lengths(partition: usize, column: usize) -> Result<()> {
             max: PARTITION_BYTES_MAX,
         });
     }
-    if column > COLUMN_BYTES_MAX {
+    if column > STORED_COLUMN_BYTES_MAX {
         return Err(Error::ColumnTooLong {
             len: column,
-            max: COLUMN_BYTES_MAX,
+            max: STORED_COLUMN_BYTES_MAX,
         });
     }
     Ok(())
@@ -241,8 +259,11 @@ mod tests {
             Err(Error::PartitionTooLong { .. })
         ));
         assert!(Key::new(&long[1..], &[0; COLUMN_BYTES_MAX]).is_ok());
+        assert!(Key::user(b"p", &[0; COLUMN_BYTES_MAX]).is_ok());
+        assert!(Key::user(b"p", &[0; COLUMN_BYTES_MAX + 1]).is_err());
+        assert!(Key::user(b"p", &[0xff]).is_err(), "reserved");
         assert!(matches!(
-            Key::new(b"p", &[0; COLUMN_BYTES_MAX + 1]),
+            Key::new(b"p", &[0; STORED_COLUMN_BYTES_MAX + 1]),
             Err(Error::ColumnTooLong { .. })
         ));
     }

@@ -118,8 +118,9 @@ fn check_segment(id: u64, path: &Path, data: &[u8], last: bool) -> SegmentCheck 
     };
     let mut shards = Vec::new();
     let mut ops = Vec::new();
+    let mut members = Vec::new();
     for (n, offset) in offsets.into_iter().enumerate() {
-        if let Err(e) = decode_record(data, offset, &mut shards, &mut ops) {
+        if let Err(e) = decode_record(data, offset, &mut shards, &mut ops, &mut members) {
             check.records = n as u64;
             check.end = SegmentEnd::Corrupt {
                 offset: offset as u64,

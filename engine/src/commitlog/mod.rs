@@ -8,8 +8,11 @@
 //! segment = header (record* mark)*
 //! header  = magic "TALLYLOG" | version u32 LE | crc32(magic, version) u32 LE     (16 bytes)
 //! record  = len u32 LE | crc32(payload) u32 LE | payload                            (8 + len bytes)
-//! payload = key cell [ids]    (see `codec`: shard ids are fixed 8-byte u64 LE here)
+//! payload = key cell [ids [members]]   (see `codec`: shard ids are fixed 8-byte u64 LE here)
 //! ids     = the operation ids the record's adds applied (see `ids::put_record_ops`)
+//! members = varint n | (varint len | member)*: the members a unique counter's
+//!           count admitted (see `unique`); the record's cell is the count's
+//!           new own shard, and replay makes each member's cell from it
 //! mark    = 0x8000_0008 u32 LE | crc32(synced) u32 LE | synced u64 LE              (16 bytes)
 //! ```
 //!
@@ -84,6 +87,7 @@ use crate::fsutil;
 use crate::ids::{self, ClientId, ledger::Ledger, record::Applied};
 use crate::key::{Key, KeyHashBuilder};
 use crate::memtable::Memtable;
+use crate::unique;
 
 /// Segment file magic.
 pub(crate) const MAGIC: &[u8; 8] = b"TALLYLOG";
@@ -134,14 +138,34 @@ pub(crate) fn encode_record_ops(
     shards: &[Shard],
     ops: &[(ClientId, Applied)],
 ) {
+    encode_record_full(buf, key, epoch, shards, ops, &[]);
+}
+
+/// Appends one framed record for `(key, {epoch, shards})`, the operation
+/// ids its adds applied and the members its count admitted.
+pub(crate) fn encode_record_full(
+    buf: &mut Vec<u8>,
+    key: &Key,
+    epoch: u64,
+    shards: &[Shard],
+    ops: &[(ClientId, Applied)],
+    members: &[&[u8]],
+) {
     let start = buf.len();
     buf.extend_from_slice(&[0; FRAME_BYTES]);
     codec::put_key(buf, key);
     codec::put_cell_parts(buf, epoch, shards, |b, id| {
         b.extend_from_slice(&id.to_le_bytes())
     });
-    if !ops.is_empty() {
+    if !ops.is_empty() || !members.is_empty() {
         ids::put_record_ops(buf, ops);
+    }
+    if !members.is_empty() {
+        codec::put_varint(buf, members.len() as u64);
+        for m in members {
+            codec::put_varint(buf, m.len() as u64);
+            buf.extend_from_slice(m);
+        }
     }
     let len = buf.len() - start - FRAME_BYTES;
     assert!(
@@ -375,6 +399,7 @@ fn replay_round(
         let mut cells: HashMap<RawKey, Cell, KeyHashBuilder> = HashMap::default();
         let mut shards = Vec::new();
         let mut ops = Vec::new();
+        let mut members = Vec::new();
         let now = ids::now_ms();
         for p in (t..1 << PARTITION_BITS).step_by(threads) {
             for r in scanned
@@ -385,10 +410,15 @@ fn replay_round(
                 let (path, data) = segments[r.segment as usize];
                 let offset = r.offset as usize;
                 let corrupt = |why: &str| Error::corruption(path, offset as u64, why);
-                let (key, epoch) = decode_record(data, offset, &mut shards, &mut ops)
+                let (key, epoch) = decode_record(data, offset, &mut shards, &mut ops, &mut members)
                     .map_err(|e| corrupt(&format!("undecodable record: {}", e.0)))?;
                 if !ops.is_empty() {
                     load_ops(key, &mut ops, ledger, now)
+                        .map_err(|e| corrupt(&format!("undecodable record: {}", e.0)))?;
+                }
+                if !members.is_empty() {
+                    let admitter = shards[0].counter_id;
+                    load_members(key, epoch, admitter, &mut members, memtable)
                         .map_err(|e| corrupt(&format!("undecodable record: {}", e.0)))?;
                 }
                 let key = RawKey {
@@ -481,14 +511,33 @@ fn load_ops(
     Ok(())
 }
 
+/// Puts the cells of the members a record for the count `key` (encoded)
+/// admitted in `epoch` into `memtable`.
+fn load_members(
+    key: &[u8],
+    epoch: u64,
+    admitter: u64,
+    members: &mut Vec<&[u8]>,
+    memtable: &Memtable,
+) -> std::result::Result<(), codec::DecodeError> {
+    let count = Cursor::new(key).key()?;
+    for m in members.drain(..) {
+        let key = unique::member_key(count.partition(), m)
+            .map_err(|_| codec::DecodeError("member key over the limits"))?;
+        memtable.insert(key, unique::member_cell(epoch, admitter));
+    }
+    Ok(())
+}
+
 /// Decodes the record framed at `offset` (checked by the scan): its encoded
-/// key and its cell's epoch, with the shards in `shards` and the ids it
-/// applied in `ops`.
+/// key and its cell's epoch, with the shards in `shards`, the ids it
+/// applied in `ops` and the members it admitted in `members`.
 fn decode_record<'a>(
     data: &'a [u8],
     offset: usize,
     shards: &mut Vec<Shard>,
     ops: &mut Vec<(ClientId, Applied)>,
+    members: &mut Vec<&'a [u8]>,
 ) -> std::result::Result<(&'a [u8], u64), codec::DecodeError> {
     let frame = data
         .get(offset..offset + FRAME_BYTES)
@@ -502,8 +551,21 @@ fn decode_record<'a>(
     let key = &payload[..payload.len() - cur.remaining()];
     let epoch = cur.cell_into(|c| c.u64(), shards)?;
     ops.clear();
+    members.clear();
     if cur.remaining() != 0 {
         ids::record_ops(&mut cur, epoch, ops)?;
+    }
+    if cur.remaining() != 0 {
+        let n = cur.varint()?;
+        if n > cur.remaining() as u64 || shards.len() != 1 {
+            return Err(codec::DecodeError(
+                "members section that the record cannot hold",
+            ));
+        }
+        for _ in 0..n {
+            let len = cur.varint_max(unique::MEMBER_BYTES_MAX, "member too long")?;
+            members.push(cur.bytes(len)?);
+        }
     }
     if cur.remaining() != 0 {
         return Err(codec::DecodeError("trailing bytes in record"));

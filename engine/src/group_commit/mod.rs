@@ -77,8 +77,10 @@
 //!
 //! [`ParkCommit`]: crate::ParkCommit
 
+mod admit;
 mod direct;
 pub(crate) mod once;
+pub use admit::Admission;
 mod outbox;
 mod park;
 mod relay;

@@ -180,6 +180,24 @@ impl Outbox {
         self.check_invariants();
     }
 
+    /// Adds the record of a unique counter's admissions: the count's new
+    /// own shard and the members it admitted, in one record; the ack comes
+    /// apart.
+    pub(super) fn add_admission(
+        &mut self,
+        key: &Key,
+        own: &Shard,
+        epoch: u64,
+        members: &[&[u8]],
+        generation: u64,
+    ) {
+        let own = std::slice::from_ref(own);
+        commitlog::encode_record_full(&mut self.records, key, epoch, own, &[], members);
+        self.gen_max = self.gen_max.max(generation);
+        self.batched_adds += 1;
+        self.check_invariants();
+    }
+
     /// Adds the record of a replica's `cell`; its ack comes apart.
     pub(super) fn add_cell(&mut self, key: &Key, cell: &Cell, generation: u64) {
         commitlog::encode_record(&mut self.records, key, cell);
