@@ -67,11 +67,11 @@ pub(crate) fn write(dir: &Path, id: u64, entries: &[Entry]) -> Result<PathBuf> {
     bytes.extend_from_slice(&count);
     let tmp = &tmp;
     let io = |op: &'static str| move |e| Error::io(op, tmp, e);
-    let mut f = std::fs::File::create(&tmp).map_err(io("create ids file"))?;
+    let mut f = std::fs::File::create(tmp).map_err(io("create ids file"))?;
     f.write_all(&bytes).map_err(io("write ids file"))?;
     f.sync_all().map_err(io("fsync ids file"))?;
     drop(f);
-    std::fs::rename(&tmp, &path).map_err(|e| Error::io("rename ids file", &path, e))?;
+    std::fs::rename(tmp, &path).map_err(|e| Error::io("rename ids file", &path, e))?;
     fsutil::sync_dir(dir)?;
     Ok(path)
 }
