@@ -131,7 +131,10 @@ fn a_reset_keeps_the_ids() {
             reapply_below: 1,
             ..add(4, b"c", 1)
         };
-        assert_eq!(once(&e, 1, &[again.clone()]).await, [Ok(Once::Applied(4))]);
+        assert_eq!(
+            once(&e, 1, std::slice::from_ref(&again)).await,
+            [Ok(Once::Applied(4))]
+        );
         assert_eq!(once(&e, 1, &[again]).await, [Ok(Once::Duplicate(4))]);
         assert_eq!(value(&e, 1), 4);
         e.close().unwrap();
