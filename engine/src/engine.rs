@@ -622,8 +622,9 @@ impl Engine {
         Ok(cell)
     }
 
-    /// The first `columns_max` columns of `partition`, in column order, and
-    /// whether it has more. The limit holds while reading (see `row`): a
+    /// The first `columns_max` client columns of `partition` (not the
+    /// reserved ones of a unique counter), in column order, and whether it
+    /// has more. The limit holds while reading (see `row`): a
     /// partition far wider than it costs a bounded read, not a full scan
     /// into memory. It does disk reads and merges: call it off an async
     /// runtime's threads.
@@ -645,7 +646,11 @@ impl Engine {
         for t in &v.tables {
             for item in t.iter_from(Some(&start)) {
                 let (k, c) = item?;
-                if k.partition() != partition || row.offer(&k, c, merge) == Offer::Beyond {
+                // Reserved columns sort last: the client's row ends there.
+                if k.partition() != partition
+                    || unique::is_reserved(k.column())
+                    || row.offer(&k, c, merge) == Offer::Beyond
+                {
                     break;
                 }
             }

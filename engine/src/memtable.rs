@@ -199,7 +199,10 @@ impl Memtable {
         let mut row = Bounded::new(columns_max);
         let shard = self.partition_shard(hash).lock();
         for (k, slot) in shard.iter() {
-            if k.partition_hash() == hash && k.partition() == partition {
+            if k.partition_hash() == hash
+                && k.partition() == partition
+                && !crate::unique::is_reserved(k.column())
+            {
                 // One entry per key in a map: nothing to merge.
                 row.offer(k, slot.clone(), |_, _| {});
             }

@@ -60,6 +60,7 @@ pub fn check_answer(answer: &PeerResponse) -> Result<(), NearWrap> {
         | PeerResponse::PongNotWritable { .. }
         | PeerResponse::Applied
         | PeerResponse::Added(_)
+        | PeerResponse::Admitted(_)
         | PeerResponse::Reset
         | PeerResponse::Error(_)
         | PeerResponse::Stale { .. } => Ok(()),

@@ -250,6 +250,58 @@ impl Client {
         expect_value(self.call(ClientOp::AddOnce { key, delta, id, cl }).await?)
     }
 
+    /// Adds members to the unique counter `partition`; returns how many
+    /// were new. Safe to retry: a member is counted once however often it
+    /// is added.
+    pub async fn unique_add(
+        &self,
+        partition: &[u8],
+        members: &[&[u8]],
+        cl: Consistency,
+    ) -> Result<u64, ClientError> {
+        let partition = partition.to_vec();
+        let members = members.iter().map(|m| m.to_vec()).collect();
+        let op = ClientOp::UniqueAdd {
+            partition,
+            members,
+            cl,
+        };
+        let n = expect_value(self.call(op).await?)?;
+        u64::try_from(n).map_err(|_| ClientError::Protocol(format!("{n} new members")))
+    }
+
+    /// The number of distinct members of the unique counter `partition`.
+    pub async fn unique_count(
+        &self,
+        partition: &[u8],
+        cl: Consistency,
+    ) -> Result<i64, ClientError> {
+        let partition = partition.to_vec();
+        expect_value(self.call(ClientOp::UniqueCount { partition, cl }).await?)
+    }
+
+    /// Whether each of `members` is in the unique counter `partition`.
+    pub async fn unique_contains(
+        &self,
+        partition: &[u8],
+        members: &[&[u8]],
+        cl: Consistency,
+    ) -> Result<Vec<bool>, ClientError> {
+        let partition = partition.to_vec();
+        let members = members.iter().map(|m| m.to_vec()).collect();
+        match self
+            .call(ClientOp::UniqueContains {
+                partition,
+                members,
+                cl,
+            })
+            .await?
+        {
+            ClientReply::Flags(f) => Ok(f),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// Reads a counter.
     pub async fn get(
         &self,

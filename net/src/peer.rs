@@ -541,6 +541,7 @@ async fn sender(
                     r,
                     PeerRequest::LeaderAdd { .. }
                         | PeerRequest::LeaderAddOnce { .. }
+                        | PeerRequest::LeaderAdmit { .. }
                         | PeerRequest::LeaderReset { .. }
                 )
             })

@@ -33,6 +33,10 @@ pub const REQUEST_FRAME_BYTES_MAX: usize = 64 << 10;
 /// Most columns one row read returns: with 256-byte column names and a few
 /// shards each this stays far below [`MESSAGE_BYTES_MAX`].
 pub const ROW_COLUMNS_MAX: usize = 10_000;
+/// Longest member of a unique counter, in bytes.
+pub const MEMBER_BYTES_MAX: usize = 256;
+/// Most members one request may carry.
+pub const MEMBERS_MAX: usize = 1024;
 /// Largest number of messages one peer batch may hold.
 pub const BATCH_MESSAGES_MAX: usize = 512;
 
@@ -472,6 +476,16 @@ pub enum PeerRequest {
         /// Replicas that must hold it before the answer.
         cl: Consistency,
     },
+    /// Admit these members of a unique counter (this node is their
+    /// applier) and replicate them at `cl`; answered `Admitted`.
+    LeaderAdmit {
+        /// The unique counter.
+        partition: Vec<u8>,
+        /// The members, each at most [`MEMBER_BYTES_MAX`] bytes.
+        members: Vec<Vec<u8>>,
+        /// Replicas that must hold them before the answer.
+        cl: Consistency,
+    },
     /// Apply this add with an operation id (this node is its applier, see
     /// [`crate::once`]) and replicate it at `cl`; answered `Added`.
     LeaderAddOnce {
@@ -516,6 +530,8 @@ pub enum PeerResponse {
         /// Why, for people (at most [`REASON_BYTES_MAX`]).
         why: String,
     },
+    /// Answer to `LeaderAdmit`: per member, whether it was new.
+    Admitted(Vec<bool>),
 }
 
 /// Longest reason a node gives for not taking writes.
@@ -567,6 +583,32 @@ pub enum ClientOp {
     },
     /// This node's view of the cluster.
     Status,
+    /// Add members to a unique counter (each counted once, ever, until a
+    /// reset); answers how many were new.
+    UniqueAdd {
+        /// The unique counter.
+        partition: Vec<u8>,
+        /// The members, each at most [`MEMBER_BYTES_MAX`] bytes.
+        members: Vec<Vec<u8>>,
+        /// Consistency level.
+        cl: Consistency,
+    },
+    /// A unique counter's count: its number of distinct members.
+    UniqueCount {
+        /// The unique counter.
+        partition: Vec<u8>,
+        /// Consistency level.
+        cl: Consistency,
+    },
+    /// Whether each member is in a unique counter; answered `Flags`.
+    UniqueContains {
+        /// The unique counter.
+        partition: Vec<u8>,
+        /// The members.
+        members: Vec<Vec<u8>>,
+        /// Consistency level.
+        cl: Consistency,
+    },
     /// Add `delta` at most once for the operation id `id` (see
     /// [`crate::once`]); answers the value the add produced, also to a retry.
     AddOnce {
@@ -651,6 +693,8 @@ pub enum ClientReply {
     Done,
     /// Answer to `Status`.
     Status(ClusterStatus),
+    /// Per member asked, in order: whether it is in the unique counter.
+    Flags(Vec<bool>),
 }
 
 /// A client response frame.

@@ -133,6 +133,7 @@ pub(crate) fn authorize(from: usize, req: &PeerRequest, local: &impl Local) -> R
         | PeerRequest::ReadRow { .. }
         | PeerRequest::LeaderAdd { .. }
         | PeerRequest::LeaderAddOnce { .. }
+        | PeerRequest::LeaderAdmit { .. }
         | PeerRequest::LeaderReset { .. } => Ok(()),
     }
 }

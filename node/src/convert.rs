@@ -3,9 +3,16 @@
 use tally_engine::{Cell, Key, Shard};
 use tally_net::wire::{ErrorKind, WireCell, WireError, WireKey, WireShard};
 
-/// A wire key as an engine key; over-long parts are `Invalid`.
+/// A wire key from a peer as an engine key; over-long parts are `Invalid`.
 pub fn key(k: &WireKey) -> Result<Key, WireError> {
     Key::new(k.partition(), k.column())
+        .map_err(|e| WireError::new(ErrorKind::Invalid, e.to_string()))
+}
+
+/// A wire key from a client as an engine key: over-long parts and
+/// reserved columns (unique counters' own) are `Invalid`.
+pub fn user_key(k: &WireKey) -> Result<Key, WireError> {
+    Key::user(k.partition(), k.column())
         .map_err(|e| WireError::new(ErrorKind::Invalid, e.to_string()))
 }
 
@@ -74,7 +81,9 @@ pub fn engine_error(e: &tally_engine::Error) -> WireError {
         | E::ColumnTooLong { .. }
         | E::TooManyShards { .. }
         | E::ClockExhausted { .. }
-        | E::BadOpId(_) => ErrorKind::Invalid,
+        | E::BadOpId(_)
+        | E::MemberTooLong { .. }
+        | E::ReservedColumn => ErrorKind::Invalid,
         E::IdConflict { .. } => ErrorKind::IdConflict,
         E::IdExpired { .. } => ErrorKind::IdExpired,
         // Refused before it changed anything: safe to retry.

@@ -51,6 +51,7 @@ mod placement;
 mod read;
 pub mod resp;
 pub mod server;
+mod unique;
 mod write;
 
 pub use node::Node;

@@ -150,7 +150,7 @@ impl Node {
     /// Coordinates an add; answers the value the leader sees after it (see
     /// `write`).
     pub async fn add(&self, key: &WireKey, delta: i64, cl: Consistency) -> Result<i64, WireError> {
-        let key = convert::key(key)?;
+        let key = convert::user_key(key)?;
         self.writes.add(key, delta, cl, Origin::Client).await
     }
 
@@ -163,7 +163,7 @@ impl Node {
         id: &tally_net::once::OpId,
         cl: Consistency,
     ) -> Result<i64, WireError> {
-        let key = convert::key(key)?;
+        let key = convert::user_key(key)?;
         let id = convert::op_id(id)?;
         self.writes
             .add_with(key, delta, Some(id), cl, Origin::Client)
@@ -177,7 +177,7 @@ impl Node {
 
     /// Resets a counter to zero at `cl`.
     pub async fn reset(&self, key: &WireKey, cl: Consistency) -> Result<(), WireError> {
-        let key = convert::key(key)?;
+        let key = convert::user_key(key)?;
         self.writes.reset(&key, cl).await
     }
 
@@ -193,7 +193,7 @@ impl Node {
         key: &WireKey,
         cl: Consistency,
     ) -> Result<tally_engine::Cell, WireError> {
-        read::get_cell(&self.ctx, &convert::key(key)?, cl).await
+        read::get_cell(&self.ctx, &convert::user_key(key)?, cl).await
     }
 
     /// Reads every column of a partition at `cl`.
@@ -218,6 +218,25 @@ impl Node {
             }
             ClientOp::Reset { key, cl } => self.reset(&key, cl).await.map(|()| ClientReply::Done),
             ClientOp::Status => Ok(self.status()),
+            ClientOp::UniqueAdd {
+                partition,
+                members,
+                cl,
+            } => crate::unique::add(&self.ctx, &partition, &members, cl)
+                .await
+                .map(|new| ClientReply::Value(new.iter().filter(|n| **n).count() as i64)),
+            ClientOp::UniqueCount { partition, cl } => {
+                crate::unique::count(&self.ctx, &partition, cl)
+                    .await
+                    .map(ClientReply::Value)
+            }
+            ClientOp::UniqueContains {
+                partition,
+                members,
+                cl,
+            } => crate::unique::contains(&self.ctx, &partition, &members, cl)
+                .await
+                .map(ClientReply::Flags),
             ClientOp::AddOnce { key, delta, id, cl } => self
                 .add_once(&key, delta, &id, cl)
                 .await

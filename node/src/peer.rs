@@ -36,6 +36,7 @@ enum Task {
     ReadRow(Vec<u8>),
     LeaderAdd(WireKey, i64, Option<OpId>, Consistency),
     LeaderReset(WireKey, Consistency),
+    LeaderAdmit(Vec<u8>, Vec<Vec<u8>>, Consistency),
 }
 
 impl Handler for PeerHandler {
@@ -96,6 +97,11 @@ impl Handler for PeerHandler {
                         Task::LeaderAdd(key, delta, Some(id), cl)
                     }
                     PeerRequest::LeaderReset { key, cl } => Task::LeaderReset(key, cl),
+                    PeerRequest::LeaderAdmit {
+                        partition,
+                        members,
+                        cl,
+                    } => Task::LeaderAdmit(partition, members, cl),
                 };
                 tasks.push((i, tokio::spawn(run(ctx.clone(), writes.clone(), task))));
             }
@@ -210,6 +216,11 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, task: Task) -> PeerResponse {
                 .map(PeerResponse::Added),
             (Err(e), _) | (_, Err(e)) => Err(e),
         },
+        Task::LeaderAdmit(partition, members, cl) => {
+            crate::write::unique::lead_forwarded(&ctx, &partition, &members, cl)
+                .await
+                .map(PeerResponse::Admitted)
+        }
         Task::LeaderReset(key, cl) => match convert::key(&key) {
             Ok(k) => writes
                 .lead_reset(&k, cl)

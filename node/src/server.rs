@@ -199,7 +199,7 @@ fn queued_add(op: ClientOp, reply: Reply) -> Result<QueuedAdd, (Reply, WireError
         ClientOp::AddOnce { key, delta, id, cl } => (key, delta, Some(id), cl),
         _ => unreachable!("only adds are queued"),
     };
-    let key = match crate::convert::key(&key) {
+    let key = match crate::convert::user_key(&key) {
         Ok(k) => k,
         Err(e) => return Err((reply, e)),
     };

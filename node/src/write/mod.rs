@@ -43,6 +43,7 @@ pub(crate) mod queue;
 mod replicate;
 mod reset;
 pub(crate) mod round;
+pub(crate) mod unique;
 
 use std::sync::Arc;
 #[cfg(feature = "fault-injection")]
