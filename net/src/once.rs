@@ -107,7 +107,7 @@ impl std::fmt::Display for OpId {
 /// If `replicas` is empty (a ring always has at least one).
 pub fn applier(replicas: &[usize], client: &[u8]) -> usize {
     assert!(!replicas.is_empty(), "a partition has at least one replica");
-    let (h, _) = murmur3_x64_128_cassandra(client, 0x7a11_1d5);
+    let (h, _) = murmur3_x64_128_cassandra(client, 0x07a1_11d5);
     replicas[(h as u64 % replicas.len() as u64) as usize]
 }
 

@@ -50,6 +50,7 @@ mod peer;
 mod placement;
 mod read;
 pub mod resp;
+mod resp_sets;
 pub mod server;
 mod unique;
 mod write;

@@ -170,6 +170,38 @@ impl Node {
             .await
     }
 
+    /// Adds members to the unique counter `partition` (see `write::unique`);
+    /// answers, per member, whether it was new.
+    pub async fn unique_add(
+        &self,
+        partition: &[u8],
+        members: &[Vec<u8>],
+        cl: Consistency,
+    ) -> Result<Vec<bool>, WireError> {
+        crate::unique::add(&self.ctx, partition, members, cl).await
+    }
+
+    /// The number of distinct members of the unique counter `partition`.
+    pub async fn unique_count(&self, partition: &[u8], cl: Consistency) -> Result<i64, WireError> {
+        crate::unique::count(&self.ctx, partition, cl).await
+    }
+
+    /// Whether each of `members` is in the unique counter `partition`.
+    pub async fn unique_contains(
+        &self,
+        partition: &[u8],
+        members: &[Vec<u8>],
+        cl: Consistency,
+    ) -> Result<Vec<bool>, WireError> {
+        crate::unique::contains(&self.ctx, partition, members, cl).await
+    }
+
+    /// Resets the unique counter `partition` if it has members; answers
+    /// whether it had.
+    pub async fn unique_reset(&self, partition: &[u8], cl: Consistency) -> Result<bool, WireError> {
+        crate::unique::reset(&self.ctx, &self.writes, partition, cl).await
+    }
+
     /// Queues a client's add whose answer goes where `add.reply` says.
     pub(crate) fn submit(&self, add: QueuedAdd) {
         self.writes.submit(add);
@@ -234,7 +266,8 @@ impl Node {
                 partition,
                 members,
                 cl,
-            } => crate::unique::contains(&self.ctx, &partition, &members, cl)
+            } => self
+                .unique_contains(&partition, &members, cl)
                 .await
                 .map(ClientReply::Flags),
             ClientOp::AddOnce { key, delta, id, cl } => self

@@ -364,6 +364,9 @@ fn read_err(e: &WireError) -> Reply {
 pub async fn execute(node: &Arc<Node>, args: &[Vec<u8>]) -> (Reply, bool) {
     let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
     let rest = &args[1..];
+    if let Some(reply) = crate::resp_sets::execute(node, &name, rest).await {
+        return (reply, false);
+    }
     let reply = match (name.as_str(), rest.len()) {
         ("quit", _) => return (Reply::Simple("OK"), true),
         ("ping", 0) => Reply::Simple("PONG"),
@@ -419,7 +422,7 @@ pub async fn execute(node: &Arc<Node>, args: &[Vec<u8>]) -> (Reply, bool) {
             }
             Reply::Int(count)
         }
-        ("del", n) if n >= 1 => delete(node, rest.iter().map(|k| key(k, b""))).await,
+        ("del", n) if n >= 1 => delete_keys(node, rest).await,
         ("hdel", n) if n >= 2 => delete(node, rest[1..].iter().map(|f| key(&rest[0], f))).await,
         ("hgetall", 1) => match node.get_row(&rest[0], CL).await {
             Ok(row) => Reply::Array(
@@ -480,6 +483,24 @@ async fn get(node: &Arc<Node>, partition: &[u8], column: &[u8]) -> Reply {
         },
         Err(e) => read_err(&e),
     }
+}
+
+/// `DEL`: each key's counter and unique counter are reset, those that
+/// exist; answers how many keys had one.
+async fn delete_keys(node: &Arc<Node>, keys: &[Vec<u8>]) -> Reply {
+    let mut count = 0;
+    for k in keys {
+        let counter = match delete(node, std::iter::once(key(k, b""))).await {
+            Reply::Int(n) => n,
+            other => return other,
+        };
+        let unique = match node.unique_reset(k, CL).await {
+            Ok(had) => i64::from(had),
+            Err(e) => return wire_err(&e),
+        };
+        count += counter.max(unique);
+    }
+    Reply::Int(count)
 }
 
 async fn delete(node: &Arc<Node>, keys: impl Iterator<Item = WireKey>) -> Reply {

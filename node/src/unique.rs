@@ -45,6 +45,22 @@ pub(crate) async fn contains(
     Ok(out)
 }
 
+/// Resets the unique counter `partition` at `cl` if its count has shards;
+/// answers whether it had. Its members' cells stay, in an epoch the count
+/// has left: absent.
+pub(crate) async fn reset(
+    ctx: &Arc<Ctx>,
+    writes: &crate::write::Writes,
+    partition: &[u8],
+    cl: Consistency,
+) -> Result<bool, WireError> {
+    let key = unique::count_key(partition).map_err(|e| engine_error(&e))?;
+    if read::get_cell(ctx, &key, cl).await?.shards().is_empty() {
+        return Ok(false);
+    }
+    writes.reset(&key, cl).await.map(|()| true)
+}
+
 /// Refuses a request with no members or too many.
 pub(crate) fn check_members(members: &[Vec<u8>]) -> Result<(), WireError> {
     if members.is_empty() || members.len() > MEMBERS_MAX {
