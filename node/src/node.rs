@@ -178,7 +178,7 @@ impl Node {
         members: &[Vec<u8>],
         cl: Consistency,
     ) -> Result<Vec<bool>, WireError> {
-        crate::unique::add(&self.ctx, partition, members, cl).await
+        crate::write::unique::add(&self.ctx, &self.writes.admits, partition, members, cl).await
     }
 
     /// The number of distinct members of the unique counter `partition`.
@@ -254,7 +254,8 @@ impl Node {
                 partition,
                 members,
                 cl,
-            } => crate::unique::add(&self.ctx, &partition, &members, cl)
+            } => self
+                .unique_add(&partition, &members, cl)
                 .await
                 .map(|new| ClientReply::Value(new.iter().filter(|n| **n).count() as i64)),
             ClientOp::UniqueCount { partition, cl } => {

@@ -217,7 +217,7 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, task: Task) -> PeerResponse {
             (Err(e), _) | (_, Err(e)) => Err(e),
         },
         Task::LeaderAdmit(partition, members, cl) => {
-            crate::write::unique::lead_forwarded(&ctx, &partition, &members, cl)
+            crate::write::unique::lead_forwarded(&ctx, &writes.admits, &partition, &members, cl)
                 .await
                 .map(PeerResponse::Admitted)
         }

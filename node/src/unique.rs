@@ -12,8 +12,6 @@ use crate::convert::{engine_error, value};
 use crate::ctx::Ctx;
 use crate::read;
 
-pub(crate) use crate::write::unique::add;
-
 /// The number of distinct members of `partition` at `cl`.
 pub(crate) async fn count(
     ctx: &Arc<Ctx>,

@@ -62,6 +62,8 @@ pub(crate) struct Writes {
     ctx: Arc<Ctx>,
     /// Adds waiting for their batch.
     queue: Arc<AddQueue>,
+    /// Unique counters' admissions waiting for theirs.
+    pub(crate) admits: Arc<unique::AdmitQueue>,
     /// Fault injection: every Nth led add is acknowledged but not applied.
     #[cfg(feature = "fault-injection")]
     drop_every: AtomicU64,
@@ -78,6 +80,7 @@ impl Writes {
         Arc::new(Writes {
             ctx,
             queue: Arc::default(),
+            admits: Arc::default(),
             #[cfg(feature = "fault-injection")]
             drop_every: AtomicU64::new(0),
             #[cfg(feature = "fault-injection")]
@@ -90,6 +93,7 @@ impl Writes {
     /// Starts the batch task; it ends once the write path is dropped.
     pub(crate) fn start(self: &Arc<Self>) {
         tokio::spawn(batch::run(Arc::downgrade(self)));
+        tokio::spawn(unique::run(Arc::downgrade(self)));
     }
 
     /// Queues an add; its answer goes where `add.reply` says.

@@ -20,7 +20,11 @@
 //! the members of the discarded epoch read absent.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+use tokio::sync::{Notify, oneshot};
 
 use tally_engine::{Cell, Key, unique};
 use tally_net::wire::{Consistency, ErrorKind, PeerRequest, PeerResponse, WireError};
@@ -34,11 +38,130 @@ use crate::placement::Route;
 
 /// Admissions that met a newer epoch, tried again at most this often.
 const ATTEMPTS_MAX: u32 = 4;
+/// Most members one admission takes: with the count, its writes fit one
+/// peer batch.
+const ADMISSION_MEMBERS_MAX: usize = tally_net::wire::BATCH_MESSAGES_MAX - 1;
+
+/// Admissions waiting for the batch task: the adds of members to one
+/// counter that arrive in one scheduler turn become one admission, one
+/// record, one replication round.
+#[derive(Default)]
+pub(crate) struct AdmitQueue {
+    waiting: Mutex<Vec<Waiting>>,
+    ready: Notify,
+}
+
+/// One caller's members, waiting.
+struct Waiting {
+    count: Key,
+    cl: Consistency,
+    members: Vec<Vec<u8>>,
+    answer: oneshot::Sender<Result<Vec<bool>, WireError>>,
+}
+
+impl AdmitQueue {
+    /// Queues members for this node to admit; answers which were new.
+    async fn admit(
+        &self,
+        count: &Key,
+        members: Vec<Vec<u8>>,
+        cl: Consistency,
+    ) -> Result<Vec<bool>, WireError> {
+        let (answer, rx) = oneshot::channel();
+        {
+            let mut waiting = self.waiting.lock();
+            waiting.push(Waiting {
+                count: count.clone(),
+                cl,
+                members,
+                answer,
+            });
+            if waiting.len() == 1 {
+                self.ready.notify_one();
+            }
+        }
+        rx.await.unwrap_or_else(|_| {
+            Err(WireError::unknown(
+                ErrorKind::Storage,
+                "the node is shutting down; the members may or may not have been added",
+            ))
+        })
+    }
+}
+
+/// Takes the queued admissions once per scheduler turn and leads each
+/// counter's at one level as one, until the write path is gone.
+pub(crate) async fn run(writes: Weak<super::Writes>) {
+    loop {
+        let Some(queue) = writes.upgrade().map(|w| w.admits.clone()) else {
+            return;
+        };
+        queue.ready.notified().await;
+        // Let the tasks that are ready queue theirs first.
+        tokio::task::yield_now().await;
+        let Some(w) = writes.upgrade() else {
+            return;
+        };
+        let taken = std::mem::take(&mut *queue.waiting.lock());
+        let mut groups: HashMap<(Key, Consistency), Vec<Waiting>> = HashMap::new();
+        for item in taken {
+            groups
+                .entry((item.count.clone(), item.cl))
+                .or_default()
+                .push(item);
+        }
+        for ((count, cl), items) in groups {
+            for part in split(items) {
+                let ctx = w.ctx.clone();
+                let count = count.clone();
+                tokio::spawn(async move { lead_merged(&ctx, &count, part, cl).await });
+            }
+        }
+    }
+}
+
+/// Callers' admissions in parts of at most [`ADMISSION_MEMBERS_MAX`]
+/// members (a caller's own are never more: see `MEMBERS_MAX`).
+fn split(items: Vec<Waiting>) -> Vec<Vec<Waiting>> {
+    let mut parts: Vec<Vec<Waiting>> = Vec::new();
+    let mut size = 0;
+    for item in items {
+        if parts.is_empty() || size + item.members.len() > ADMISSION_MEMBERS_MAX {
+            parts.push(Vec::new());
+            size = 0;
+        }
+        size += item.members.len();
+        parts.last_mut().expect("pushed above").push(item);
+    }
+    parts
+}
+
+/// Leads several callers' members to one counter as one admission; each
+/// caller gets its own members' flags (a member two callers added is new
+/// to the first only).
+async fn lead_merged(ctx: &Arc<Ctx>, count: &Key, items: Vec<Waiting>, cl: Consistency) {
+    let all: Vec<Vec<u8>> = items
+        .iter()
+        .flat_map(|w| w.members.iter().cloned())
+        .collect();
+    let result = lead(ctx, count, &all, cl).await;
+    let mut at = 0;
+    for w in items {
+        let n = w.members.len();
+        let mine = result
+            .as_ref()
+            .map(|flags| flags[at..at + n].to_vec())
+            .map_err(Clone::clone);
+        at += n;
+        let _ = w.answer.send(mine);
+    }
+}
 
 /// Adds `members` to the unique counter `partition` at `cl`; answers, per
 /// member, whether it was new.
 pub(crate) async fn add(
     ctx: &Arc<Ctx>,
+    admits: &Arc<AdmitQueue>,
     partition: &[u8],
     members: &[Vec<u8>],
     cl: Consistency,
@@ -57,8 +180,8 @@ pub(crate) async fn add(
     let mut calls = tokio::task::JoinSet::new();
     for idx in groups.into_values() {
         let group: Vec<Vec<u8>> = idx.iter().map(|&i| members[i].clone()).collect();
-        let (ctx, count) = (ctx.clone(), count.clone());
-        calls.spawn(async move { (idx, add_group(&ctx, &count, group, cl).await) });
+        let (ctx, admits, count) = (ctx.clone(), admits.clone(), count.clone());
+        calls.spawn(async move { (idx, add_group(&ctx, &admits, &count, group, cl).await) });
     }
     let mut new = vec![false; members.len()];
     let mut failed = None;
@@ -98,12 +221,13 @@ pub(crate) async fn add(
 /// One applier's members: admitted here, or forwarded to their applier.
 async fn add_group(
     ctx: &Arc<Ctx>,
+    admits: &AdmitQueue,
     count: &Key,
     members: Vec<Vec<u8>>,
     cl: Consistency,
 ) -> Result<Vec<bool>, WireError> {
     match ctx.route_once(count, &members[0], cl)? {
-        Route::Lead(_) => lead(ctx, count, &members, cl).await,
+        Route::Lead(_) => admits.admit(count, members, cl).await,
         Route::Forward(applier) => {
             let req = PeerRequest::LeaderAdmit {
                 partition: count.partition().to_vec(),
@@ -121,6 +245,7 @@ async fn add_group(
 /// The applier's admission for a coordinator that forwarded it.
 pub(crate) async fn lead_forwarded(
     ctx: &Arc<Ctx>,
+    admits: &AdmitQueue,
     partition: &[u8],
     members: &[Vec<u8>],
     cl: Consistency,
@@ -140,7 +265,7 @@ pub(crate) async fn lead_forwarded(
         ));
     }
     ctx.lead_once_here(&count, first, cl)?;
-    lead(ctx, &count, members, cl).await
+    admits.admit(&count, members.to_vec(), cl).await
 }
 
 /// Admits here, syncs, replicates; again in a newer epoch if a replica
