@@ -140,8 +140,9 @@ impl Node {
 
     /// FAULT INJECTION for testing checkers: from now on, this node applies
     /// every add with an operation id it applies as new, without looking
-    /// at the ids it has applied (retries count twice). Only with the
-    /// `fault-injection` feature.
+    /// at the ids it has applied (retries count twice), and admits members
+    /// of unique counters whatever their applier (a member added through
+    /// two nodes counts twice). Only with the `fault-injection` feature.
     #[cfg(feature = "fault-injection")]
     pub fn inject_ignore_ids(&self) {
         self.writes.inject_ignore_ids();

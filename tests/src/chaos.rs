@@ -38,6 +38,7 @@ use crate::checker::{self, Kind, Op, Outcome, Report};
 use crate::proxy::UdpProxy;
 use crate::{Cluster, ClusterOptions};
 
+mod unique;
 mod workload;
 use workload::{Workload, key_name, worker};
 
@@ -69,6 +70,10 @@ pub struct ChaosOptions {
     pub drop_every: Option<u64>,
     /// Where to write the history, one operation a line.
     pub history: Option<PathBuf>,
+    /// Unique counters the unique workers add members to.
+    pub unique_sets: usize,
+    /// Workers adding members to unique counters (see `unique`).
+    pub unique_workers: usize,
 }
 
 impl Default for ChaosOptions {
@@ -85,6 +90,8 @@ impl Default for ChaosOptions {
             faults: true,
             drop_every: None,
             history: None,
+            unique_sets: 2,
+            unique_workers: 2,
         }
     }
 }
@@ -104,6 +111,9 @@ pub struct Summary {
     pub faults: BTreeMap<&'static str, usize>,
     /// The checker's verdict.
     pub report: Report,
+    /// Unique counters: adds, retries, racing adds, and per counter its
+    /// exact expected count.
+    pub unique: (usize, usize, usize, Vec<(usize, usize)>),
 }
 
 impl std::fmt::Display for Summary {
@@ -128,6 +138,11 @@ impl std::fmt::Display for Summary {
             per_level.join(", ")
         )?;
         writeln!(f, "faults: {:?}", self.faults)?;
+        let (adds, retries, races, expected) = &self.unique;
+        writeln!(
+            f,
+            "unique counters: {adds} adds of members ({retries} retries, {races} racing), counts {expected:?} (counter, distinct members) checked exactly"
+        )?;
         writeln!(
             f,
             "reads checked: {}, violations: {}",
@@ -188,6 +203,13 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
             rt.spawn(worker(w, addrs, workload, seed, started, stop))
         })
         .collect();
+    let unique_workers: Vec<_> = (0..opts.unique_workers)
+        .map(|w| {
+            let (stop, addrs) = (stop.clone(), addrs.clone());
+            let seed = opts.seed.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ (w as u64 + 1);
+            rt.spawn(unique::worker(addrs, opts.unique_sets, seed, stop))
+        })
+        .collect();
 
     let mut faults = BTreeMap::new();
     let mut rng = SmallRng::seed_from_u64(opts.seed);
@@ -210,6 +232,10 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     for w in workers {
         history.extend(rt.block_on(w).context("a worker panicked")?);
     }
+    let mut unique_log = unique::UniqueLog::default();
+    for w in unique_workers {
+        unique_log.absorb(rt.block_on(w).context("a unique worker panicked")?);
+    }
 
     // Heal everything, let hints flow, then read every key through every node.
     for p in &proxies {
@@ -222,7 +248,10 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     }
     cluster.wait_view(Duration::from_secs(30))?;
     let finals = rt.block_on(settle_and_read(&cluster, opts.keys))?;
-    let report = checker::check(&history, rf, &finals);
+    let mut report = checker::check(&history, rf, &finals);
+    let (unique_violations, expected) =
+        rt.block_on(unique::check(&addrs, &unique_log, opts.unique_sets));
+    report.violations.extend(unique_violations);
 
     if let Some(path) = &opts.history {
         let mut sorted: Vec<&Op> = history.iter().collect();
@@ -230,7 +259,14 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
         let text: String = sorted.iter().map(|o| format!("{o}\n")).collect();
         std::fs::write(path, text).with_context(|| format!("write {}", path.display()))?;
     }
-    Ok(summarize(&history, faults, report, workload.reset_range()))
+    let mut summary = summarize(&history, faults, report, workload.reset_range());
+    summary.unique = (
+        unique_log.adds,
+        unique_log.retries,
+        unique_log.races,
+        expected,
+    );
+    Ok(summary)
 }
 
 /// Counts the history's operations by outcome and kind.
@@ -264,6 +300,7 @@ fn summarize(
         reset_keys,
         faults,
         report,
+        unique: (0, 0, 0, Vec::new()),
     }
 }
 

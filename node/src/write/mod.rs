@@ -162,6 +162,7 @@ impl Writes {
     #[cfg(feature = "fault-injection")]
     pub(crate) fn inject_ignore_ids(&self) {
         self.ignore_ids.store(true, Ordering::Relaxed);
+        self.admits.any_applier.store(true, Ordering::Relaxed);
     }
 
     /// Whether fault injection says to apply adds with ids unchecked.

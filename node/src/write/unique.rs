@@ -49,6 +49,9 @@ const ADMISSION_MEMBERS_MAX: usize = tally_net::wire::BATCH_MESSAGES_MAX - 1;
 pub(crate) struct AdmitQueue {
     waiting: Mutex<Vec<Waiting>>,
     ready: Notify,
+    /// Fault injection: any replica admits members (see
+    /// `Writes::inject_ignore_ids`), so one member can count twice.
+    pub(crate) any_applier: std::sync::atomic::AtomicBool,
 }
 
 /// One caller's members, waiting.
@@ -226,7 +229,14 @@ async fn add_group(
     members: Vec<Vec<u8>>,
     cl: Consistency,
 ) -> Result<Vec<bool>, WireError> {
-    match ctx.route_once(count, &members[0], cl)? {
+    let route = match admits
+        .any_applier
+        .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        true => ctx.route(count, cl, "add")?, // fault injection
+        false => ctx.route_once(count, &members[0], cl)?,
+    };
+    match route {
         Route::Lead(_) => admits.admit(count, members, cl).await,
         Route::Forward(applier) => {
             let req = PeerRequest::LeaderAdmit {
@@ -256,15 +266,24 @@ pub(crate) async fn lead_forwarded(
         return Ok(Vec::new());
     };
     let replicas = ctx.replicas(partition);
-    if members.iter().any(|m| {
-        tally_net::once::applier(&replicas, m) != tally_net::once::applier(&replicas, first)
-    }) {
+    if !admits
+        .any_applier
+        .load(std::sync::atomic::Ordering::Relaxed)
+        && members.iter().any(|m| {
+            tally_net::once::applier(&replicas, m) != tally_net::once::applier(&replicas, first)
+        })
+    {
         return Err(WireError::new(
             ErrorKind::Invalid,
             "members of several appliers in one admission",
         ));
     }
-    ctx.lead_once_here(&count, first, cl)?;
+    if !admits
+        .any_applier
+        .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        ctx.lead_once_here(&count, first, cl)?;
+    }
     admits.admit(&count, members.to_vec(), cl).await
 }
 

@@ -50,6 +50,12 @@ struct Args {
     /// lead without applying it.
     #[arg(long)]
     unsafe_drop_every: Option<u64>,
+    /// Unique counters that get members.
+    #[arg(long, default_value_t = 2)]
+    unique_sets: usize,
+    /// Clients adding members to unique counters, each add retried until acknowledged.
+    #[arg(long, default_value_t = 2)]
+    unique_workers: usize,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -79,6 +85,8 @@ fn main() {
         faults: !a.no_faults,
         drop_every: a.unsafe_drop_every,
         history: Some(a.history.clone()),
+        unique_sets: a.unique_sets,
+        unique_workers: a.unique_workers,
     };
     match run(&opts) {
         Ok(summary) => {
