@@ -38,6 +38,7 @@ use crate::checker::{self, Kind, Op, Outcome, Report};
 use crate::proxy::UdpProxy;
 use crate::{Cluster, ClusterOptions};
 
+mod exact;
 mod unique;
 mod workload;
 use workload::{Workload, key_name, worker};
@@ -74,6 +75,14 @@ pub struct ChaosOptions {
     pub unique_sets: usize,
     /// Workers adding members to unique counters (see `unique`).
     pub unique_workers: usize,
+    /// Counters that get adds with operation ids only (see `exact`).
+    pub exact_keys: usize,
+    /// Workers adding with operation ids, each add retried until acknowledged.
+    pub exact_workers: usize,
+    /// FAULT INJECTION in the product, to prove the checker: this node
+    /// applies adds with ids as new and admits members at any replica (see
+    /// [`ClusterOptions::ignoring_ids`]).
+    pub ignore_ids: Option<usize>,
 }
 
 impl Default for ChaosOptions {
@@ -92,6 +101,9 @@ impl Default for ChaosOptions {
             history: None,
             unique_sets: 2,
             unique_workers: 2,
+            exact_keys: 2,
+            exact_workers: 2,
+            ignore_ids: None,
         }
     }
 }
@@ -114,6 +126,9 @@ pub struct Summary {
     /// Unique counters: adds, retries, racing adds, and per counter its
     /// exact expected count.
     pub unique: (usize, usize, usize, Vec<(usize, usize)>),
+    /// Adds with ids: adds, retries, racing adds, acknowledged adds sent
+    /// again, and per key its exact expected value.
+    pub exact: (usize, usize, usize, usize, Vec<(usize, i64)>),
 }
 
 impl std::fmt::Display for Summary {
@@ -138,6 +153,11 @@ impl std::fmt::Display for Summary {
             per_level.join(", ")
         )?;
         writeln!(f, "faults: {:?}", self.faults)?;
+        let (adds, retries, races, resends, sums) = &self.exact;
+        writeln!(
+            f,
+            "adds with ids: {adds} ({retries} retries, {races} racing, {resends} sent again after their ack), values {sums:?} (key, sum of distinct ids) checked exactly"
+        )?;
         let (adds, retries, races, expected) = &self.unique;
         writeln!(
             f,
@@ -167,6 +187,10 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
         replication_factor: rf,
         proxied: true,
         ..ClusterOptions::default()
+    };
+    let cluster_opts = match opts.ignore_ids {
+        Some(node) => cluster_opts.ignoring_ids(node),
+        None => cluster_opts,
     };
     let mut cluster = Cluster::configure(match opts.drop_every {
         Some(every) => cluster_opts.losing_adds(every),
@@ -210,6 +234,13 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
             rt.spawn(unique::worker(addrs, opts.unique_sets, seed, stop))
         })
         .collect();
+    let exact_workers: Vec<_> = (0..opts.exact_workers)
+        .map(|w| {
+            let (stop, addrs) = (stop.clone(), addrs.clone());
+            let seed = opts.seed.wrapping_mul(0x5851_f42d_4c95_7f2d) ^ (w as u64 + 1);
+            rt.spawn(exact::worker(addrs, opts.exact_keys, seed, stop))
+        })
+        .collect();
 
     let mut faults = BTreeMap::new();
     let mut rng = SmallRng::seed_from_u64(opts.seed);
@@ -232,6 +263,10 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     for w in workers {
         history.extend(rt.block_on(w).context("a worker panicked")?);
     }
+    let mut exact_log = exact::ExactLog::default();
+    for w in exact_workers {
+        exact_log.absorb(rt.block_on(w).context("an exact worker panicked")?);
+    }
     let mut unique_log = unique::UniqueLog::default();
     for w in unique_workers {
         unique_log.absorb(rt.block_on(w).context("a unique worker panicked")?);
@@ -252,6 +287,8 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     let (unique_violations, expected) =
         rt.block_on(unique::check(&addrs, &unique_log, opts.unique_sets));
     report.violations.extend(unique_violations);
+    let (exact_violations, sums) = rt.block_on(exact::check(&addrs, &exact_log, opts.exact_keys));
+    report.violations.extend(exact_violations);
 
     if let Some(path) = &opts.history {
         let mut sorted: Vec<&Op> = history.iter().collect();
@@ -266,6 +303,8 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
         unique_log.races,
         expected,
     );
+    let e = &exact_log;
+    summary.exact = (e.adds, e.retries, e.races, e.resends, sums);
     Ok(summary)
 }
 
@@ -301,6 +340,7 @@ fn summarize(
         faults,
         report,
         unique: (0, 0, 0, Vec::new()),
+        exact: (0, 0, 0, 0, Vec::new()),
     }
 }
 

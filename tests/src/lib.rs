@@ -86,6 +86,8 @@ pub struct ClusterOptions {
     pub proxied: bool,
     /// TOML tables of `[cluster]` to add, like `[cluster.ids]`.
     pub cluster_tables: String,
+    /// Extra arguments for one node's `<daemon> run`: `(node index, args)`.
+    pub node_args: Vec<(usize, Vec<String>)>,
 }
 
 impl Default for ClusterOptions {
@@ -98,6 +100,7 @@ impl Default for ClusterOptions {
             run_args: Vec::new(),
             proxied: false,
             cluster_tables: String::new(),
+            node_args: Vec::new(),
         }
     }
 }
@@ -110,6 +113,18 @@ impl ClusterOptions {
         ClusterOptions {
             daemon: "tallyd-faults",
             run_args: vec!["--unsafe-drop-every".into(), every.to_string()],
+            ..self
+        }
+    }
+
+    /// FAULT INJECTION, to prove a checker can fail: the nodes run as
+    /// `tallyd-faults`, and node `node` applies every add with an
+    /// operation id as new (a retry counts twice) and admits members of
+    /// unique counters whatever their applier.
+    pub fn ignoring_ids(self, node: usize) -> ClusterOptions {
+        ClusterOptions {
+            daemon: "tallyd-faults",
+            node_args: vec![(node, vec!["--unsafe-ignore-ids".into()])],
             ..self
         }
     }
@@ -139,6 +154,7 @@ pub struct Cluster {
     pub nodes: Vec<NodeProc>,
     bin: PathBuf,
     run_args: Vec<String>,
+    node_args: Vec<(usize, Vec<String>)>,
 }
 
 /// The size of the largest file under `dir`.
@@ -277,6 +293,7 @@ impl Cluster {
             nodes,
             bin: bin(opts.daemon)?,
             run_args: opts.run_args.clone(),
+            node_args: opts.node_args.clone(),
         })
     }
 
@@ -310,6 +327,12 @@ impl Cluster {
             .arg(&self.config_path)
             .args(["--node", &n.id])
             .args(&self.run_args)
+            .args(
+                self.node_args
+                    .iter()
+                    .filter(|(node, _)| *node == i)
+                    .flat_map(|(_, args)| args),
+            )
             .env("TALLY_LOG", "info")
             .stdout(Stdio::null())
             .stderr(log)

@@ -56,6 +56,23 @@ fn a_short_chaos_run_finds_no_violation() {
 }
 
 #[test]
+fn the_checker_catches_a_node_that_ignores_ids() {
+    let opts = ChaosOptions {
+        duration: Duration::from_secs(8),
+        faults: false,
+        seed: 4,
+        ignore_ids: Some(0),
+        ..ChaosOptions::default()
+    };
+    let summary = run(&opts).unwrap();
+    let counted_twice = |v: &String| v.starts_with("exact key") || v.starts_with("unique counter");
+    assert!(
+        summary.report.violations.iter().any(counted_twice),
+        "a node that ignores ids passed: {summary}"
+    );
+}
+
+#[test]
 fn the_checker_catches_a_cluster_that_loses_adds() {
     let opts = ChaosOptions {
         duration: Duration::from_secs(8),

@@ -56,6 +56,17 @@ struct Args {
     /// Clients adding members to unique counters, each add retried until acknowledged.
     #[arg(long, default_value_t = 2)]
     unique_workers: usize,
+    /// Counters that get adds with operation ids only.
+    #[arg(long, default_value_t = 2)]
+    exact_keys: usize,
+    /// Clients adding with operation ids, each add retried until acknowledged.
+    #[arg(long, default_value_t = 2)]
+    exact_workers: usize,
+    /// FAULT INJECTION in the product, to prove the checker: this node
+    /// (index from 0) runs as the test-only tallyd-faults, applying adds
+    /// with ids as new and members at any replica.
+    #[arg(long)]
+    unsafe_ignore_ids: Option<usize>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -87,6 +98,9 @@ fn main() {
         history: Some(a.history.clone()),
         unique_sets: a.unique_sets,
         unique_workers: a.unique_workers,
+        exact_keys: a.exact_keys,
+        exact_workers: a.exact_workers,
+        ignore_ids: a.unsafe_ignore_ids,
     };
     match run(&opts) {
         Ok(summary) => {

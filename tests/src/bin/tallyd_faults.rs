@@ -31,6 +31,10 @@ enum Cmd {
         /// without applying it.
         #[arg(long)]
         unsafe_drop_every: Option<u64>,
+        /// FAULT INJECTION: apply every add with an operation id as new and
+        /// admit unique counters' members whatever their applier.
+        #[arg(long)]
+        unsafe_ignore_ids: bool,
     },
 }
 
@@ -38,6 +42,7 @@ fn main() {
     let Cmd::Run {
         run,
         unsafe_drop_every,
+        unsafe_ignore_ids,
     } = Cli::parse().command;
     let result = daemon::run(&run, |n| {
         if let Some(every) = unsafe_drop_every {
@@ -46,6 +51,12 @@ fn main() {
                 "FAULT INJECTION: acknowledging adds without applying them"
             );
             n.inject_drop_every(every);
+        }
+        if unsafe_ignore_ids {
+            tracing::warn!(
+                "FAULT INJECTION: applying adds with ids as new, members at any replica"
+            );
+            n.inject_ignore_ids();
         }
     });
     if let Err(e) = result {
