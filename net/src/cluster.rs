@@ -15,8 +15,15 @@
 //! cannot write forwards what it gets anyway, so a stale view costs a hop,
 //! never an error.
 //!
-//! Like [`Client`], it never retries an add: a failed add's outcome is
-//! whatever its error says.
+//! Every add carries an operation id by default (a random client id per
+//! `ClusterClient`, a sequence number per add; see [`crate::once`]) and
+//! goes straight to the replica that applies that client's ids for its
+//! partition. A failed add is retried with the same id (through another
+//! node when its connection failed: that node forwards it) until the
+//! deadline of [`ClusterOptions::retry`] ([`crate::retry`] decides): it is
+//! applied once, however often it is sent. Only then does its error say
+//! "outcome unknown". With `exactly_once` off, adds carry no id and are
+//! never retried: a failed add's outcome is whatever its error says.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,6 +31,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::client::{Client, ClientError};
+use crate::once::{self, OpId};
+use crate::retry::{self, Decision, RetryPolicy};
 use crate::ring::Ring;
 use crate::wire::{ClusterStatus, Consistency};
 
@@ -41,6 +50,10 @@ pub struct ClusterOptions {
     pub connections_per_node: usize,
     /// Deadline of each call.
     pub timeout: Duration,
+    /// Give every add an operation id and retry it until `retry.deadline`.
+    pub exactly_once: bool,
+    /// How adds with ids are retried.
+    pub retry: RetryPolicy,
 }
 
 impl Default for ClusterOptions {
@@ -48,6 +61,8 @@ impl Default for ClusterOptions {
         ClusterOptions {
             connections_per_node: 2,
             timeout: crate::client::DEFAULT_TIMEOUT,
+            exactly_once: true,
+            retry: RetryPolicy::default(),
         }
     }
 }
@@ -59,6 +74,11 @@ pub struct ClusterClient {
     conns: Vec<Vec<Arc<Client>>>,
     next: AtomicUsize,
     health: Arc<Health>,
+    /// This instance's client id (random) and its next sequence number.
+    client_id: [u8; 16],
+    next_seq: AtomicU64,
+    exactly_once: bool,
+    retry: RetryPolicy,
 }
 
 /// Which nodes can take writes, as the cluster last said.
@@ -106,6 +126,23 @@ impl Health {
                 .compare_exchange(asked, now, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
     }
+}
+
+/// The node an add with an id goes to: `applier` if `ok` says it can be
+/// used, else the next usable node after it, starting the search at
+/// `turn` to spread retries; `None` if none is.
+fn once_target(
+    applier: usize,
+    nodes: usize,
+    turn: usize,
+    ok: impl Fn(usize) -> bool,
+) -> Option<usize> {
+    if ok(applier) {
+        return Some(applier);
+    }
+    (0..nodes)
+        .map(|i| (turn + i) % nodes)
+        .find(|&i| i != applier && ok(i))
 }
 
 /// The node a request for a partition with `replicas` (ring order) goes
@@ -195,6 +232,10 @@ impl ClusterClient {
             ring,
             conns,
             next: AtomicUsize::new(0),
+            client_id: rand::random(),
+            next_seq: AtomicU64::new(1),
+            exactly_once: opts.exactly_once,
+            retry: opts.retry,
         })
     }
 
@@ -266,7 +307,10 @@ impl ClusterClient {
         });
     }
 
-    /// Adds `delta`; answers the value the leader saw after it.
+    /// Adds `delta`; answers the value the add produced. With
+    /// `exactly_once` (the default) the add gets the next operation id of
+    /// this client and is retried until the deadline (see
+    /// [`ClusterClient::add_once`]); otherwise it is sent once.
     pub async fn add(
         &self,
         partition: &[u8],
@@ -274,9 +318,140 @@ impl ClusterClient {
         delta: i64,
         cl: Consistency,
     ) -> Result<i64, ClientError> {
+        if self.exactly_once {
+            let id = self.next_id();
+            return self.add_once(partition, column, delta, &id, cl).await;
+        }
         self.pick(partition, true)?
             .add(partition, column, delta, cl)
             .await
+    }
+
+    /// This client's next operation id.
+    pub fn next_id(&self) -> OpId {
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        OpId {
+            client: self.client_id.to_vec(),
+            seq,
+        }
+    }
+
+    /// This client's id (random per instance).
+    pub fn client_id(&self) -> &[u8] {
+        &self.client_id
+    }
+
+    /// Adds `delta` at most once for `id`: sent to the node that applies
+    /// it, and retried with the same id (through another node when the
+    /// connection failed) until acknowledged, refused for good, or the
+    /// deadline passed. Answers the value the add produced.
+    pub async fn add_once(
+        &self,
+        partition: &[u8],
+        column: &[u8],
+        delta: i64,
+        id: &OpId,
+        cl: Consistency,
+    ) -> Result<i64, ClientError> {
+        id.check().map_err(ClientError::Server)?;
+        let start = Instant::now();
+        let mut avoid = None;
+        let mut any_unknown = false;
+        for attempt in 1.. {
+            let (node, conn) = self.pick_once(partition, &id.client, avoid)?;
+            let error = match conn.add_once(partition, column, delta, id, cl).await {
+                Ok(v) => return Ok(v),
+                Err(e) => e,
+            };
+            any_unknown |= error.outcome() == crate::wire::Outcome::Unknown;
+            let left = self.retry.deadline.saturating_sub(start.elapsed());
+            match retry::decide(&self.retry, &error, attempt, left, retry::jitter()) {
+                Decision::Retry { after, switch_node } => {
+                    avoid = switch_node.then_some(node);
+                    tokio::time::sleep(after).await;
+                }
+                Decision::GiveUp => {
+                    return Err(retry::final_error(
+                        error,
+                        any_unknown,
+                        attempt,
+                        start.elapsed(),
+                    ));
+                }
+            }
+        }
+        unreachable!("the loop returns")
+    }
+
+    /// Adds members to the unique counter `partition`; answers how many
+    /// were new. Retried (through another node when the connection failed)
+    /// until the deadline, as adds with ids are: adding a member again
+    /// never counts it twice.
+    pub async fn unique_add(
+        &self,
+        partition: &[u8],
+        members: &[&[u8]],
+        cl: Consistency,
+    ) -> Result<u64, ClientError> {
+        let start = Instant::now();
+        let mut any_unknown = false;
+        for attempt in 1.. {
+            let error = match self
+                .pick(partition, true)?
+                .unique_add(partition, members, cl)
+                .await
+            {
+                Ok(n) => return Ok(n),
+                Err(e) => e,
+            };
+            any_unknown |= error.outcome() == crate::wire::Outcome::Unknown;
+            let left = self.retry.deadline.saturating_sub(start.elapsed());
+            match retry::decide(&self.retry, &error, attempt, left, retry::jitter()) {
+                Decision::Retry { after, .. } => tokio::time::sleep(after).await,
+                Decision::GiveUp => {
+                    return Err(retry::final_error(
+                        error,
+                        any_unknown,
+                        attempt,
+                        start.elapsed(),
+                    ));
+                }
+            }
+        }
+        unreachable!("the loop returns")
+    }
+
+    /// The number of distinct members of the unique counter `partition`.
+    pub async fn unique_count(
+        &self,
+        partition: &[u8],
+        cl: Consistency,
+    ) -> Result<i64, ClientError> {
+        self.pick(partition, false)?
+            .unique_count(partition, cl)
+            .await
+    }
+
+    /// The node an add with `client`'s ids to `partition` goes to: its
+    /// applier when connected and not `avoid`, else another connected
+    /// node (which forwards it there).
+    fn pick_once(
+        &self,
+        partition: &[u8],
+        client: &[u8],
+        avoid: Option<usize>,
+    ) -> Result<(usize, &Client), ClientError> {
+        let turn = self.next.fetch_add(1, Ordering::Relaxed);
+        let applier = once::applier(&self.ring.replicas(partition), client);
+        let n = self.conns.len();
+        let ok = |i: usize| Some(i) != avoid && self.conn(i, turn).is_some();
+        let node = once_target(applier, n, turn, ok)
+            .or_else(|| (0..n).find(|&i| self.conn(i, turn).is_some()))
+            .ok_or_else(|| ClientError::Closed("no connection to any node is alive".into()))?;
+        let conn = self
+            .conn(node, turn)
+            .expect("chosen among live connections");
+        Ok((node, conn.as_ref()))
     }
 
     /// Reads a counter.
@@ -325,6 +500,18 @@ impl ClusterClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_add_with_an_id_goes_to_its_applier_else_another_node() {
+        let all = |_| true;
+        assert_eq!(once_target(2, 3, 0, all), Some(2));
+        // The applier unusable: the others in turn, from `turn`.
+        let not_2 = |i| i != 2;
+        assert_eq!(once_target(2, 3, 0, not_2), Some(0));
+        assert_eq!(once_target(2, 3, 1, not_2), Some(1));
+        assert_eq!(once_target(2, 3, 2, not_2), Some(0));
+        assert_eq!(once_target(2, 3, 0, |_| false), None);
+    }
 
     /// One case: replicas connected, replicas that can write, a write?, the choice.
     type Case = (&'static [usize], &'static [usize], bool, Option<usize>);

@@ -9,6 +9,7 @@
 //!   and [`log_limit`] keeps what outsiders can trigger out of the logs.
 //! - [`once`]: operation ids for exactly-once adds, and which replica
 //!   applies them.
+//! - [`retry`]: when a client retries an add with an id.
 //! - [`ring`]: token placement, shared by nodes and token-aware clients.
 //! - [`frame`] and [`client`]: the client protocol, length-prefixed frames
 //!   over TCP with request ids, the thin async client, and [`cluster`], its
@@ -26,6 +27,7 @@ pub mod identity;
 pub mod log_limit;
 pub mod once;
 pub mod peer;
+pub mod retry;
 pub mod ring;
 pub mod tls;
 pub mod tls_reload;

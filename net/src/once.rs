@@ -75,6 +75,15 @@ impl OpId {
         Ok(())
     }
 
+    /// A fresh random client id (16 bytes) with sequence number 1: a
+    /// one-off add's id.
+    pub fn random_first() -> OpId {
+        OpId {
+            client: rand::random::<[u8; 16]>().to_vec(),
+            seq: 1,
+        }
+    }
+
     /// Parses `CLIENT:SEQ` (the last colon splits; the client part is taken
     /// as bytes).
     pub fn parse(text: &str) -> Result<OpId, WireError> {

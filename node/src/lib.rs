@@ -51,6 +51,7 @@ mod placement;
 mod read;
 pub mod resp;
 mod resp_sets;
+mod resp_tally;
 pub mod server;
 mod unique;
 mod write;

@@ -367,6 +367,9 @@ pub async fn execute(node: &Arc<Node>, args: &[Vec<u8>]) -> (Reply, bool) {
     if let Some(reply) = crate::resp_sets::execute(node, &name, rest).await {
         return (reply, false);
     }
+    if let Some(reply) = crate::resp_tally::execute(node, &name, rest).await {
+        return (reply, false);
+    }
     let reply = match (name.as_str(), rest.len()) {
         ("quit", _) => return (Reply::Simple("OK"), true),
         ("ping", 0) => Reply::Simple("PONG"),

@@ -68,7 +68,10 @@ fn the_cli_adds_reads_resets_and_reports() {
     cluster
         .wait_view(std::time::Duration::from_secs(10))
         .unwrap();
-    let out = tally(&cluster, &["add", "x", "--cl", "all", "--node", "n1"]);
+    let out = tally(
+        &cluster,
+        &["add", "x", "--cl", "all", "--node", "n1", "--deadline", "1"],
+    );
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -84,4 +87,65 @@ fn the_cli_adds_reads_resets_and_reports() {
     );
     // Quorum still works with one node down.
     assert_eq!(ok(&cluster, &["add", "x", "5"]), "5\n");
+}
+
+#[test]
+fn the_cli_adds_once_per_id_and_counts_unique_members() {
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    // A script's own id: the second run is a retry, not applied again.
+    assert_eq!(
+        ok(&cluster, &["add", "votes", "5", "--id", "script-1:1"]),
+        "5\n"
+    );
+    assert_eq!(
+        ok(
+            &cluster,
+            &["add", "votes", "5", "--id", "script-1:1", "--node", "n2"]
+        ),
+        "5\n"
+    );
+    assert_eq!(
+        ok(&cluster, &["add", "votes", "2", "--id", "script-1:2"]),
+        "7\n"
+    );
+    assert_eq!(ok(&cluster, &["get", "votes", "--cl", "all"]), "7\n");
+    // Without --id every run is a new add.
+    assert_eq!(ok(&cluster, &["add", "votes"]), "8\n");
+    assert_eq!(ok(&cluster, &["add", "votes"]), "9\n");
+    // The same id with another delta, and ids out of bounds: refused.
+    let out = tally(&cluster, &["add", "votes", "6", "--id", "script-1:1"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("operation id conflict") && err.contains("(not applied)"),
+        "{err}"
+    );
+    for bad in ["nocolon", "x:0", "x:18446744073709551615", ":4"] {
+        let out = tally(&cluster, &["add", "votes", "1", "--id", bad]);
+        assert_eq!(out.status.code(), Some(1), "--id {bad}");
+    }
+    assert_eq!(ok(&cluster, &["get", "votes", "--cl", "all"]), "9\n");
+
+    assert_eq!(
+        ok(&cluster, &["unique", "add", "voters", "ann", "bob", "ann"]),
+        "2\n"
+    );
+    assert_eq!(
+        ok(
+            &cluster,
+            &["unique", "add", "voters", "bob", "cy", "--node", "n3"]
+        ),
+        "1\n"
+    );
+    assert_eq!(
+        ok(&cluster, &["unique", "count", "voters", "--cl", "all"]),
+        "3\n"
+    );
+    assert_eq!(
+        ok(&cluster, &["unique", "count", "voters", "--json"]).trim(),
+        r#"{"count":3,"key":"voters"}"#
+    );
+    let long = "m".repeat(257);
+    let out = tally(&cluster, &["unique", "add", "voters", &long]);
+    assert_eq!(out.status.code(), Some(1));
 }

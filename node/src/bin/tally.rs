@@ -6,8 +6,12 @@
 //! `--json` prints one JSON object for scripts. An error is one line on
 //! stderr and exit status 1. A failed add or reset also says what it left
 //! behind, from the error's type and never its wording: `(not applied)`, or
-//! `(outcome unknown: ...)` and exit status 3, because an add may have been
-//! counted and running it again may count it twice.
+//! `(outcome unknown: ...)` and exit status 3.
+//!
+//! An add carries an operation id (`--id CLIENT:SEQ`, or a random client id
+//! and seq 1) and is retried with it until acknowledged or `--deadline`
+//! passes; its id is printed with an unknown outcome, so that running it
+//! again with `--id` finds out without counting it twice.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -16,6 +20,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use serde_json::json;
+use tally_net::once::OpId;
+use tally_net::retry::{self, Decision, RetryPolicy};
 use tally_net::wire::{ClusterStatus, NodeStats, NodeStatus};
 use tally_net::{Client, ClientError, ClusterClient, ClusterOptions, Consistency, Outcome};
 use tally_node::config::Config;
@@ -57,6 +63,13 @@ enum Cmd {
         /// Column within the partition.
         #[arg(long, default_value = "")]
         column: String,
+        /// The add's operation id, CLIENT:SEQ (default: a random client
+        /// id, seq 1): applied at most once, however often it is sent.
+        #[arg(long)]
+        id: Option<String>,
+        /// Seconds to keep retrying an add whose outcome is unknown.
+        #[arg(long, default_value_t = 30)]
+        deadline: u64,
     },
     /// Print a counter's value.
     Get {
@@ -82,6 +95,26 @@ enum Cmd {
     /// Every node: up, down or not writable (and why), address, share of the
     /// ring, counters, commit log.
     Status,
+    /// Unique counters: each member counted once.
+    #[command(subcommand)]
+    Unique(UniqueCmd),
+}
+
+#[derive(Subcommand)]
+enum UniqueCmd {
+    /// Add members (each at most 256 bytes); prints how many were new.
+    Add {
+        /// The unique counter.
+        key: String,
+        /// The members.
+        #[arg(required = true)]
+        members: Vec<String>,
+    },
+    /// Print the number of distinct members.
+    Count {
+        /// The unique counter.
+        key: String,
+    },
 }
 
 /// Exit status of a failed command.
@@ -122,10 +155,7 @@ impl Failure {
             None => (format!("tally: {error:#}"), EXIT_FAILED),
             Some(Outcome::NotApplied) => (format!("tally: {error:#} (not applied)"), EXIT_FAILED),
             Some(Outcome::Unknown) => (
-                format!(
-                    "tally: {error:#} (outcome unknown: it may or may not have been applied; \
-                     retrying may apply it twice)"
-                ),
+                format!("tally: {error:#} (outcome unknown: it may or may not have been applied)"),
                 EXIT_OUTCOME_UNKNOWN,
             ),
         }
@@ -178,9 +208,18 @@ async fn connect(cli: &Cli) -> Result<Target> {
         ));
     }
     let seeds: Vec<SocketAddr> = config.nodes.iter().map(|n| n.client).collect();
+    let deadline = match &cli.command {
+        Cmd::Add { deadline, .. } => Duration::from_secs(*deadline),
+        _ => RetryPolicy::default().deadline,
+    };
     let opts = ClusterOptions {
         connections_per_node: 1,
         timeout,
+        exactly_once: true,
+        retry: RetryPolicy {
+            deadline,
+            ..RetryPolicy::default()
+        },
     };
     let client = ClusterClient::connect(&seeds, &opts)
         .await
@@ -189,7 +228,10 @@ async fn connect(cli: &Cli) -> Result<Target> {
 }
 
 async fn run(cli: &Cli) -> Result<(), Failure> {
-    let writes = matches!(cli.command, Cmd::Add { .. } | Cmd::Reset { .. });
+    let writes = matches!(
+        cli.command,
+        Cmd::Add { .. } | Cmd::Reset { .. } | Cmd::Unique(UniqueCmd::Add { .. })
+    );
     let target = connect(cli).await.map_err(|error| Failure {
         error,
         // Nothing is sent before there is a connection.
@@ -197,14 +239,38 @@ async fn run(cli: &Cli) -> Result<(), Failure> {
     })?;
     let cl = cli.cl;
     match &cli.command {
-        Cmd::Add { key, delta, column } => {
+        Cmd::Add {
+            key,
+            delta,
+            column,
+            id,
+            deadline,
+        } => {
+            let id = match id {
+                Some(text) => OpId::parse(text).map_err(|e| Failure {
+                    error: anyhow::anyhow!("--id: {}", e.message),
+                    write: Some(Outcome::NotApplied),
+                })?,
+                None => OpId::random_first(),
+            };
+            let (k, c) = (key.as_bytes(), column.as_bytes());
             let v = match &target {
-                Target::One(c) => c.add(key.as_bytes(), column.as_bytes(), *delta, cl).await,
-                Target::Ring(c) => c.add(key.as_bytes(), column.as_bytes(), *delta, cl).await,
+                Target::One(one) => add_once_to(one, k, c, *delta, &id, cl, *deadline).await,
+                Target::Ring(ring) => ring.add_once(k, c, *delta, &id, cl).await,
             }
-            .map_err(Failure::write)?;
+            .map_err(|e| {
+                let unknown = e.outcome() == Outcome::Unknown;
+                let mut f = Failure::write(e);
+                if unknown {
+                    f.error = f.error.context(format!(
+                        "add with id {id}: run it again with --id {id} to find out (it is applied at most once)"
+                    ));
+                }
+                f
+            })?;
             print_value(cli, key, column, v);
         }
+        Cmd::Unique(cmd) => unique(cli, &target, cmd).await?,
         Cmd::Get { key, column } => {
             let v = match &target {
                 Target::One(c) => c.get(key.as_bytes(), column.as_bytes(), cl).await,
@@ -252,6 +318,73 @@ async fn run(cli: &Cli) -> Result<(), Failure> {
                 Target::Ring(c) => c.status().clone(),
             };
             print_status(cli, &status).await?;
+        }
+    }
+    Ok(())
+}
+
+/// An add with an id through one pinned node, retried there until the
+/// deadline (see `tally_net::retry`).
+async fn add_once_to(
+    client: &Client,
+    key: &[u8],
+    column: &[u8],
+    delta: i64,
+    id: &OpId,
+    cl: Consistency,
+    deadline_s: u64,
+) -> Result<i64, ClientError> {
+    let policy = RetryPolicy {
+        deadline: Duration::from_secs(deadline_s),
+        ..RetryPolicy::default()
+    };
+    let start = std::time::Instant::now();
+    let mut any_unknown = false;
+    for attempt in 1.. {
+        let e = match client.add_once(key, column, delta, id, cl).await {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        any_unknown |= e.outcome() == Outcome::Unknown;
+        let left = policy.deadline.saturating_sub(start.elapsed());
+        match retry::decide(&policy, &e, attempt, left, retry::jitter()) {
+            Decision::Retry { after, .. } => tokio::time::sleep(after).await,
+            Decision::GiveUp => {
+                return Err(retry::final_error(e, any_unknown, attempt, start.elapsed()));
+            }
+        }
+    }
+    unreachable!("the loop returns")
+}
+
+/// `tally unique ...`.
+async fn unique(cli: &Cli, target: &Target, cmd: &UniqueCmd) -> Result<(), Failure> {
+    let cl = cli.cl;
+    match cmd {
+        UniqueCmd::Add { key, members } => {
+            let refs: Vec<&[u8]> = members.iter().map(String::as_bytes).collect();
+            let new = match target {
+                Target::One(c) => c.unique_add(key.as_bytes(), &refs, cl).await,
+                Target::Ring(c) => c.unique_add(key.as_bytes(), &refs, cl).await,
+            }
+            .map_err(Failure::write)?;
+            if cli.json {
+                println!("{}", json!({ "key": key, "new": new }));
+            } else {
+                println!("{new}");
+            }
+        }
+        UniqueCmd::Count { key } => {
+            let n = match target {
+                Target::One(c) => c.unique_count(key.as_bytes(), cl).await,
+                Target::Ring(c) => c.unique_count(key.as_bytes(), cl).await,
+            }
+            .map_err(Failure::other)?;
+            if cli.json {
+                println!("{}", json!({ "key": key, "count": n }));
+            } else {
+                println!("{n}");
+            }
         }
     }
     Ok(())
