@@ -171,7 +171,7 @@ impl From<anyhow::Error> for Failure {
 /// Where requests go.
 enum Target {
     One(Client),
-    Ring(ClusterClient),
+    Ring(Box<ClusterClient>),
 }
 
 fn main() {
@@ -224,7 +224,7 @@ async fn connect(cli: &Cli) -> Result<Target> {
     let client = ClusterClient::connect(&seeds, &opts)
         .await
         .with_context(|| format!("connect to the cluster of {}", cli.config.display()))?;
-    Ok(Target::Ring(client))
+    Ok(Target::Ring(Box::new(client)))
 }
 
 async fn run(cli: &Cli) -> Result<(), Failure> {
