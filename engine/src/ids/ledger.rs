@@ -205,7 +205,11 @@ fn client_ops<'c>(
     key: &Key,
     client: &ClientId,
 ) -> &'c mut ClientOps {
-    let clients = keys.entry(key.clone()).or_default();
+    // Found without cloning the key: most adds are to a counter known here.
+    if !keys.contains_key(key) {
+        keys.insert(key.clone(), Clients::new());
+    }
+    let clients = keys.get_mut(key).expect("inserted above");
     let i = match clients.iter().position(|(c, _)| c == client) {
         Some(i) => i,
         None => {
