@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::{Parser, ValueEnum};
-use tally_engine::{Cell, Engine, Key, Options, Shard, SyncMode, commitlog};
+use tally_engine::{
+    Cell, Engine, Key, OnceAdd, OpId, Options, Retention, Shard, SyncMode, commitlog,
+};
 
 /// The allocator `tallyd` runs with, so the figures are the server's.
 #[global_allocator]
@@ -59,6 +61,8 @@ enum Bench {
     Gets,
     Replay,
     Size,
+    /// Bytes per counter with operation ids in the window, and after it.
+    IdsSize,
 }
 
 fn main() -> Result<()> {
@@ -118,6 +122,9 @@ fn main() -> Result<()> {
     }
     if want(Bench::Size) {
         rt.block_on(size(scratch.path(), args.keys))?;
+    }
+    if want(Bench::IdsSize) {
+        rt.block_on(ids_size(scratch.path(), args.keys))?;
     }
     Ok(())
 }
@@ -341,6 +348,80 @@ fn replay(root: &Path, keys: u64, log_mib: u64) -> Result<()> {
         stats.bytes >> 20,
         stats.records,
         stats.bytes as f64 / (1 << 20) as f64 / secs
+    );
+    drop(engine);
+    std::fs::remove_dir_all(&dir).ok();
+    Ok(())
+}
+
+/// Bytes per counter on disk, tables and ids files, after compaction:
+/// `keys` counters of one add each, with an operation id (a 16-byte
+/// client id, as the thin client's) and without; the ids while in their
+/// window and once it has passed.
+async fn ids_size(root: &Path, keys: u64) -> Result<()> {
+    // Long enough for the adds below to be in the window when measured.
+    let window_ms = 20_000;
+    let dir = fresh_dir(root, "ids-size")?;
+    let opts = Options {
+        sync: SyncMode::Periodic { interval_ms: 10 },
+        ids_retention: Retention {
+            window_ms,
+            forget_ms: window_ms,
+        },
+        ..Options::default()
+    };
+    let engine = Arc::new(Engine::open(&dir, opts)?);
+    let client = [7u8; 16];
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..64u64)
+        .map(|t| {
+            let engine = engine.clone();
+            tokio::spawn(async move {
+                for i in (t..keys).step_by(64) {
+                    let add = OnceAdd {
+                        delta: 1 + (i % 100) as i64,
+                        id: OpId::new(&client, i + 1)?,
+                        reapply_below: 0,
+                    };
+                    let k = key(i);
+                    let (_, durable) =
+                        engine.leader_add_once_batch([(&k, std::slice::from_ref(&add))])?;
+                    durable.wait().await?;
+                }
+                anyhow::Ok(())
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await??;
+    }
+    let filled = started.elapsed();
+    anyhow::ensure!(
+        filled < Duration::from_millis(window_ms / 2),
+        "the adds took {filled:?}, too close to the {window_ms} ms window: use fewer --keys"
+    );
+    let bytes = |e: &Engine| {
+        let s = e.stats();
+        (s.table_bytes, s.ids_file_bytes)
+    };
+    engine.flush()?;
+    engine.compact()?;
+    let (tables, ids) = bytes(&engine);
+    let per = |b: u64| b as f64 / keys as f64;
+    println!(
+        "disk  {keys} counters, one add with an id each, in the window: tables {:.1} + ids {:.1} = {:.1} bytes/counter",
+        per(tables),
+        per(ids),
+        per(tables + ids)
+    );
+    tokio::time::sleep(Duration::from_millis(window_ms + 500)).await;
+    engine.compact()?;
+    let (tables, ids) = bytes(&engine);
+    println!(
+        "disk  the same once the window has passed:                tables {:.1} + ids {:.1} = {:.1} bytes/counter",
+        per(tables),
+        per(ids),
+        per(tables + ids)
     );
     drop(engine);
     std::fs::remove_dir_all(&dir).ok();
