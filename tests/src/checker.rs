@@ -46,8 +46,12 @@
 //! invocation, running aggregates over the resets, and one offline Fenwick
 //! pass for the adds that must be seen after resets (`bounds`,
 //! `fenwick`), so a history of a million operations checks in seconds.
+//!
+//! Keys that only get adds with operation ids are judged by [`exact`]
+//! instead: their clients retry until they know, so no interval is needed.
 
 mod bounds;
+pub mod exact;
 mod fenwick;
 
 use std::collections::BTreeMap;

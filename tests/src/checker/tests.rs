@@ -430,3 +430,117 @@ fn a_million_operations_with_resets_check_in_seconds() {
     // Seconds even unoptimised; a quadratic check would take hours.
     assert!(took < std::time::Duration::from_secs(60), "{took:?}");
 }
+
+mod exact_rule {
+    use tally_net::once::OpId;
+
+    use super::super::exact::{Ended, IdAdd, check_exact};
+
+    fn id_add(seq: u64, key: usize, delta: i64, ended: Ended) -> IdAdd {
+        IdAdd {
+            key,
+            id: OpId::new(b"c1".to_vec(), seq).unwrap(),
+            delta,
+            ended,
+            attempts: 1,
+            raced: false,
+            resent: false,
+            again: Vec::new(),
+        }
+    }
+
+    /// Every node of three read `values[key]` at the end.
+    fn finals(values: &[i64]) -> Vec<(usize, usize, i64)> {
+        (0..3)
+            .flat_map(|node| values.iter().enumerate().map(move |(k, &v)| (node, k, v)))
+            .collect()
+    }
+
+    fn history() -> Vec<IdAdd> {
+        vec![
+            id_add(1, 0, 5, Ended::Acked(5)),
+            id_add(2, 0, -2, Ended::Acked(3)),
+            id_add(3, 1, 7, Ended::Acked(7)),
+            // Id 2 recorded again (as a careless client might): one add.
+            id_add(2, 0, -2, Ended::Acked(3)),
+        ]
+    }
+
+    #[test]
+    fn each_acknowledged_id_counts_once() {
+        let report = check_exact(&history(), 3, &finals(&[3, 7, 0]));
+        assert_eq!(report.violations, Vec::<String>::new());
+        assert_eq!(report.sums, vec![(0, 3), (1, 7), (2, 0)]);
+    }
+
+    #[test]
+    fn a_double_count_is_flagged() {
+        // Id 1 applied twice, seen by one node: 3 + 5.
+        let mut values = finals(&[3, 7, 0]);
+        values[3] = (1, 0, 8);
+        let report = check_exact(&history(), 3, &values);
+        assert_eq!(report.violations.len(), 1, "{:?}", report.violations);
+        assert!(
+            report.violations[0].starts_with("exact key 0 via n2: 8, but"),
+            "{:?}",
+            report.violations
+        );
+        // Everywhere, as when the double count reached every replica.
+        let report = check_exact(&history(), 3, &finals(&[8, 7, 0]));
+        assert_eq!(report.violations.len(), 3, "{:?}", report.violations);
+    }
+
+    #[test]
+    fn a_lost_acknowledged_add_is_flagged() {
+        let report = check_exact(&history(), 3, &finals(&[3, 0, 0]));
+        assert_eq!(report.violations.len(), 3, "{:?}", report.violations);
+        assert!(report.violations.iter().all(|v| v.contains("(-7)")));
+    }
+
+    #[test]
+    fn an_add_that_never_knew_is_a_harness_failure() {
+        let mut adds = history();
+        adds.push(id_add(4, 1, 2, Ended::Unknown));
+        let report = check_exact(&adds, 3, &finals(&[3, 7, 0]));
+        assert_eq!(report.violations.len(), 1, "{:?}", report.violations);
+        assert!(report.violations[0].starts_with("harness failure: 1 adds"));
+        // Known through another record of the same id: judged as acknowledged.
+        adds.push(id_add(4, 1, 2, Ended::Acked(9)));
+        let report = check_exact(&adds, 3, &finals(&[3, 9, 0]));
+        assert_eq!(report.violations, Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_duplicate_must_answer_the_original_value() {
+        let mut adds = history();
+        adds[0].again = vec![Ended::Acked(5), Ended::Unknown, Ended::Acked(10)];
+        let report = check_exact(&adds, 3, &finals(&[3, 7, 0]));
+        assert_eq!(
+            report.violations,
+            vec!["id c1:1 answered 5, then 10 when sent again".to_string()]
+        );
+        adds[0].again = vec![Ended::Refused("id conflict".into())];
+        let report = check_exact(&adds, 3, &finals(&[3, 7, 0]));
+        assert_eq!(report.violations.len(), 1, "{:?}", report.violations);
+    }
+
+    #[test]
+    fn refusals_and_confused_records_are_flagged() {
+        let mut adds = history();
+        adds.push(id_add(5, 2, 4, Ended::Refused("invalid".into())));
+        adds.push(id_add(3, 1, 8, Ended::Acked(8)));
+        let report = check_exact(&adds, 3, &finals(&[3, 7, 0]));
+        assert_eq!(report.violations.len(), 2, "{:?}", report.violations);
+        assert!(report.violations[0].contains("recorded for two adds"));
+        assert!(report.violations[1].contains("refused for good: invalid"));
+    }
+
+    #[test]
+    fn every_key_needs_a_final_read() {
+        let report = check_exact(&history(), 3, &finals(&[3, 7]));
+        assert_eq!(
+            report.violations,
+            vec!["exact key 2: no final read to judge".to_string()]
+        );
+    }
+}
