@@ -1,6 +1,8 @@
 //! A chaos run: a workload of adds, reads and resets (`workload`) under
 //! injected faults, then a healing phase and a check of the whole history
-//! (see [`crate::checker`]).
+//! (see [`crate::checker`]). Beside it, on keys of their own, adds with
+//! operation ids (`exact`) and unique counters (`unique`), retried until
+//! known and judged exactly.
 //!
 //! Faults, chosen from a seeded schedule, one at a time, each held for one
 //! to three seconds before it is healed:
@@ -287,13 +289,15 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     let (unique_violations, expected) =
         rt.block_on(unique::check(&addrs, &unique_log, opts.unique_sets));
     report.violations.extend(unique_violations);
-    let (exact_violations, sums) = rt.block_on(exact::check(&addrs, &exact_log, opts.exact_keys));
-    report.violations.extend(exact_violations);
+    let exact_report = rt.block_on(exact::check(&addrs, &exact_log, opts.exact_keys));
+    report.violations.extend(exact_report.violations);
 
     if let Some(path) = &opts.history {
         let mut sorted: Vec<&Op> = history.iter().collect();
         sorted.sort_by_key(|o| o.invoke_ns);
-        let text: String = sorted.iter().map(|o| format!("{o}\n")).collect();
+        let ops = sorted.iter().map(|o| o as &dyn std::fmt::Display);
+        let adds = exact_log.adds.iter().map(|a| a as &dyn std::fmt::Display);
+        let text: String = ops.chain(adds).map(|o| format!("{o}\n")).collect();
         std::fs::write(path, text).with_context(|| format!("write {}", path.display()))?;
     }
     let mut summary = summarize(&history, faults, report, workload.reset_range());
@@ -303,8 +307,8 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
         unique_log.races,
         expected,
     );
-    let e = &exact_log;
-    summary.exact = (e.adds, e.retries, e.races, e.resends, sums);
+    let (adds, retries, races, resends) = exact_log.counts();
+    summary.exact = (adds, retries, races, resends, exact_report.sums);
     Ok(summary)
 }
 
