@@ -13,7 +13,11 @@ const REDIS_PY: &str = "redis==8.1.0";
 
 /// Where redis-py is installed, installing it there if it is not yet.
 fn redis_py() -> PathBuf {
-    let dir = tally_tests::bin("tallyd").unwrap().parent().unwrap().join("../pyredis");
+    let dir = tally_tests::bin("tallyd")
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("../pyredis");
     let marker = dir.join("redis-8.1.0.dist-info");
     if !marker.exists() {
         let out = Command::new("python3")
