@@ -138,6 +138,9 @@ pub(super) async fn lead(
         }
     }
     replies.send();
+    // Sealed: the next batch may seal while this one waits for its fsync
+    // and its replicas (its records join the same group commit or the next).
+    drop(in_flight);
     if shards.is_empty() {
         return;
     }
@@ -153,7 +156,6 @@ pub(super) async fn lead(
             settle(&writes, g, shard.round.verdict(), &mut replies);
         }
         replies.send();
-        drop(in_flight);
     })
     .await;
 }
