@@ -35,10 +35,13 @@ pub const REQUEST_FRAME_BYTES_MAX: usize = 64 << 10;
 pub const ROW_COLUMNS_MAX: usize = 10_000;
 /// Longest member of a unique counter, in bytes.
 pub const MEMBER_BYTES_MAX: usize = 256;
-/// Most members one request may carry.
-pub const MEMBERS_MAX: usize = 1024;
+/// Most members one request may carry: an admission's writes (the count
+/// and each member) fit one peer batch.
+pub const MEMBERS_MAX: usize = 500;
 /// Largest number of messages one peer batch may hold.
 pub const BATCH_MESSAGES_MAX: usize = 512;
+
+const _: () = assert!(MEMBERS_MAX < BATCH_MESSAGES_MAX);
 
 /// The one bincode configuration for everything Tally puts on the wire.
 pub type WireConfig = bincode::config::Configuration<

@@ -9,6 +9,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use tally_net::once::{OpId, applier};
 use tally_net::{ClusterClient, ClusterOptions, Consistency};
 use tally_node::ring::Ring;
 use tally_tests::{Cluster, ClusterOptions as Options, bin, runtime as rt};
@@ -91,10 +92,15 @@ fn a_poisoned_node_steps_aside_for_adds_resets_and_token_aware_clients() {
     let keys = partitions_led_by(&cluster, 0, 20);
     let rt = rt();
     // Connected while node 0 could still write: it learns otherwise later.
+    // Plain adds, which any writable replica leads: an add with an id has
+    // one applier, and one that cannot write refuses it (see below).
     let ring_client = rt
         .block_on(ClusterClient::connect(
             &cluster.client_addrs(),
-            &ClusterOptions::default(),
+            &ClusterOptions {
+                exactly_once: false,
+                ..ClusterOptions::default()
+            },
         ))
         .unwrap();
 
@@ -138,7 +144,21 @@ fn a_poisoned_node_steps_aside_for_adds_resets_and_token_aware_clients() {
                 .await
                 .unwrap_or_else(|e| panic!("add to {k} through the token-aware client: {e}"));
         }
+        // An add with an id has one applier: node 0 for this one, which
+        // cannot write, and no other replica may apply it in its place.
+        let c = &cluster.config.cluster;
+        let ring = Ring::new(&cluster.config.node_ids(), c.vnodes, c.replication_factor);
+        let id = (0..)
+            .map(|i| OpId::new(format!("client-{i}").into_bytes(), 1).unwrap())
+            .find(|id| applier(&ring.replicas(keys[1].as_bytes()), &id.client) == 0)
+            .unwrap();
         let n2 = cluster.client(1).await.unwrap();
+        let e = n2
+            .add_once(keys[1].as_bytes(), b"", 7, &id, Consistency::Quorum)
+            .await
+            .unwrap_err();
+        assert_eq!(e.outcome(), tally_net::Outcome::NotApplied, "{e}");
+        assert!(e.to_string().contains("not writable"), "{e}");
         for (i, k) in keys.iter().enumerate() {
             let want = if i == 0 { 2 } else { 3 };
             let got = n2

@@ -524,8 +524,7 @@ mod tests {
             (
                 Failure::write(ClientError::Timeout(5000)),
                 "tally: no answer within 5000 ms (an add may or may not have been applied) \
-                 (outcome unknown: it may or may not have been applied; \
-                 retrying may apply it twice)",
+                 (outcome unknown: it may or may not have been applied)",
                 EXIT_OUTCOME_UNKNOWN,
             ),
             (

@@ -124,7 +124,8 @@ pub(crate) async fn run(writes: Weak<super::Writes>) {
 }
 
 /// Callers' admissions in parts of at most [`ADMISSION_MEMBERS_MAX`]
-/// members (a caller's own are never more: see `MEMBERS_MAX`).
+/// members (a caller's own are never more: see `MEMBERS_MAX`, checked
+/// before anything is queued).
 fn split(items: Vec<Waiting>) -> Vec<Vec<Waiting>> {
     let mut parts: Vec<Vec<Waiting>> = Vec::new();
     let mut size = 0;
