@@ -52,7 +52,18 @@
 //! LOCK, CLEAN   directory lock; clean-shutdown marker
 //! NNNNNN.log    commit log segments                        (commitlog)
 //! NNNNNN.sst    SSTables                                   (sstable)
+//! NNNNNN.ids    operation ids of adds within their window  (ids)
 //! ```
+//!
+//! # Exactly-once adds and unique counters
+//!
+//! [`Engine::leader_add_once_batch`] takes adds with operation ids: the
+//! ledger (`ids`) says under the cell lock which are new, and a retry
+//! answers the value its first application produced. [`Engine::admit`]
+//! counts a unique counter's members once each (`unique`). Both write the
+//! new shard and what it applied (ids, members) in one log record, and
+//! their shards may leave the node only once durable
+//! ([`Engine::settled`]; see `group_commit::once`).
 //!
 //! # Recovery
 //!
@@ -95,8 +106,8 @@
 //! version       the version set: memtables, tables, generations, write stall
 //!   │
 //! leaves        options, outcome, poison, space, work (import no component)
-//!               commitlog, sstable, memtable, identity, codec, fsutil,
-//!               cell, key, error                      (storage and data)
+//!               commitlog, sstable, memtable, identity, ids, unique, codec,
+//!               fsutil, cell, key, error              (storage and data)
 //! ```
 //!
 //! Threads take only the handles they need: the sealer and the syncer run
