@@ -2,7 +2,7 @@
 //!
 //! An add may carry an id, `(client_id, seq)`. The node that applies it
 //! (one fixed replica per client and partition, chosen above the engine)
-//! asks the [`Ledger`](ledger) under the cell lock whether that id was
+//! asks the ledger (`ledger`) under the cell lock whether that id was
 //! applied: a new one is applied and remembered with the value it produced;
 //! a retry answers that value again and applies nothing; the same id with
 //! another delta is refused; an id older than the retention window is
