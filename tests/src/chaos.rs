@@ -184,35 +184,7 @@ impl std::fmt::Display for Summary {
 /// Runs the whole thing. Blocking; owns its own runtime.
 pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     let rf = opts.nodes.min(3);
-    let cluster_opts = ClusterOptions {
-        nodes: opts.nodes,
-        replication_factor: rf,
-        proxied: true,
-        ..ClusterOptions::default()
-    };
-    let cluster_opts = match opts.ignore_ids {
-        Some(node) => cluster_opts.ignoring_ids(node),
-        None => cluster_opts,
-    };
-    let mut cluster = Cluster::configure(match opts.drop_every {
-        Some(every) => cluster_opts.losing_adds(every),
-        None => cluster_opts,
-    })?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let proxies: Vec<UdpProxy> = cluster
-        .config
-        .nodes
-        .iter()
-        .map(|n| {
-            let bind = n.peer_bind.context("a proxied node has peer_bind")?;
-            Ok(rt.block_on(UdpProxy::start(n.peer, bind))?)
-        })
-        .collect::<Result<_>>()?;
-    cluster.start_all()?;
-
+    let (mut cluster, rt, proxies) = start(opts, rf)?;
     let started = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let addrs = cluster.client_addrs();
@@ -244,22 +216,7 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
         })
         .collect();
 
-    let mut faults = BTreeMap::new();
-    let mut rng = SmallRng::seed_from_u64(opts.seed);
-    let kinds = ["kill", "pause", "partition", "disk"];
-    let mut turn = 0;
-    while started.elapsed() + opts.fault_interval <= opts.duration {
-        let tick = Instant::now();
-        if opts.faults {
-            let kind = kinds[turn % kinds.len()];
-            turn += 1;
-            let hold = Duration::from_millis(rng.random_range(1000..3000));
-            inject(&mut cluster, &proxies, kind, hold, &mut rng)?;
-            *faults.entry(kind).or_insert(0) += 1;
-        }
-        std::thread::sleep(opts.fault_interval.saturating_sub(tick.elapsed()));
-    }
-    std::thread::sleep(opts.duration.saturating_sub(started.elapsed()));
+    let faults = inject_all(opts, &mut cluster, &proxies, started)?;
     stop.store(true, Ordering::Release);
     let mut history = Vec::new();
     for w in workers {
@@ -274,16 +231,7 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
         unique_log.absorb(rt.block_on(w).context("a unique worker panicked")?);
     }
 
-    // Heal everything, let hints flow, then read every key through every node.
-    for p in &proxies {
-        p.heal();
-    }
-    for i in 0..opts.nodes {
-        if !cluster.is_running(i) {
-            cluster.restart(i)?;
-        }
-    }
-    cluster.wait_view(Duration::from_secs(30))?;
+    heal(&mut cluster, &proxies)?;
     let finals = rt.block_on(settle_and_read(&cluster, opts.keys))?;
     let mut report = checker::check(&history, rf, &finals);
     let (unique_violations, expected) =
@@ -291,25 +239,108 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     report.violations.extend(unique_violations);
     let exact_report = rt.block_on(exact::check(&addrs, &exact_log, opts.exact_keys));
     report.violations.extend(exact_report.violations);
-
     if let Some(path) = &opts.history {
-        let mut sorted: Vec<&Op> = history.iter().collect();
-        sorted.sort_by_key(|o| o.invoke_ns);
-        let ops = sorted.iter().map(|o| o as &dyn std::fmt::Display);
-        let adds = exact_log.adds.iter().map(|a| a as &dyn std::fmt::Display);
-        let text: String = ops.chain(adds).map(|o| format!("{o}\n")).collect();
-        std::fs::write(path, text).with_context(|| format!("write {}", path.display()))?;
+        write_history(path, &history, &exact_log)?;
     }
     let mut summary = summarize(&history, faults, report, workload.reset_range());
-    summary.unique = (
-        unique_log.adds,
-        unique_log.retries,
-        unique_log.races,
-        expected,
-    );
+    let u = &unique_log;
+    summary.unique = (u.adds, u.retries, u.races, expected);
     let (adds, retries, races, resends) = exact_log.counts();
     summary.exact = (adds, retries, races, resends, exact_report.sums);
     Ok(summary)
+}
+
+/// Configures the cluster (with the faults `opts` builds in), its UDP
+/// proxies and a runtime, and starts every node.
+fn start(
+    opts: &ChaosOptions,
+    rf: usize,
+) -> Result<(Cluster, tokio::runtime::Runtime, Vec<UdpProxy>)> {
+    let cluster_opts = ClusterOptions {
+        nodes: opts.nodes,
+        replication_factor: rf,
+        proxied: true,
+        ..ClusterOptions::default()
+    };
+    let cluster_opts = match opts.ignore_ids {
+        Some(node) => cluster_opts.ignoring_ids(node),
+        None => cluster_opts,
+    };
+    let mut cluster = Cluster::configure(match opts.drop_every {
+        Some(every) => cluster_opts.losing_adds(every),
+        None => cluster_opts,
+    })?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let proxies: Vec<UdpProxy> = cluster
+        .config
+        .nodes
+        .iter()
+        .map(|n| {
+            let bind = n.peer_bind.context("a proxied node has peer_bind")?;
+            Ok(rt.block_on(UdpProxy::start(n.peer, bind))?)
+        })
+        .collect::<Result<_>>()?;
+    cluster.start_all()?;
+    Ok((cluster, rt, proxies))
+}
+
+/// Injects faults from the seeded schedule until the run's end (or only
+/// waits, without faults); answers how many of each kind.
+fn inject_all(
+    opts: &ChaosOptions,
+    cluster: &mut Cluster,
+    proxies: &[UdpProxy],
+    started: Instant,
+) -> Result<BTreeMap<&'static str, usize>> {
+    let mut faults = BTreeMap::new();
+    let mut rng = SmallRng::seed_from_u64(opts.seed);
+    let kinds = ["kill", "pause", "partition", "disk"];
+    let mut turn = 0;
+    while started.elapsed() + opts.fault_interval <= opts.duration {
+        let tick = Instant::now();
+        if opts.faults {
+            let kind = kinds[turn % kinds.len()];
+            turn += 1;
+            let hold = Duration::from_millis(rng.random_range(1000..3000));
+            inject(cluster, proxies, kind, hold, &mut rng)?;
+            *faults.entry(kind).or_insert(0) += 1;
+        }
+        std::thread::sleep(opts.fault_interval.saturating_sub(tick.elapsed()));
+    }
+    std::thread::sleep(opts.duration.saturating_sub(started.elapsed()));
+    Ok(faults)
+}
+
+/// Heals every partition, restarts every stopped node, and waits until
+/// every node sees every other.
+fn heal(cluster: &mut Cluster, proxies: &[UdpProxy]) -> Result<()> {
+    for p in proxies {
+        p.heal();
+    }
+    for i in 0..cluster.nodes.len() {
+        if !cluster.is_running(i) {
+            cluster.restart(i)?;
+        }
+    }
+    cluster.wait_view(Duration::from_secs(30))
+}
+
+/// Writes the history, one operation a line in invocation order, then the
+/// adds with ids.
+fn write_history(
+    path: &std::path::Path,
+    history: &[Op],
+    exact_log: &exact::ExactLog,
+) -> Result<()> {
+    let mut sorted: Vec<&Op> = history.iter().collect();
+    sorted.sort_by_key(|o| o.invoke_ns);
+    let ops = sorted.iter().map(|o| o as &dyn std::fmt::Display);
+    let adds = exact_log.adds.iter().map(|a| a as &dyn std::fmt::Display);
+    let text: String = ops.chain(adds).map(|o| format!("{o}\n")).collect();
+    std::fs::write(path, text).with_context(|| format!("write {}", path.display()))
 }
 
 /// Counts the history's operations by outcome and kind.
