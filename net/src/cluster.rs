@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use crate::client::{Client, ClientError};
 use crate::once::{self, OpId};
-use crate::retry::{self, Decision, RetryPolicy};
+use crate::retry::{self, RetryPolicy};
 use crate::ring::Ring;
 use crate::wire::{ClusterStatus, Consistency};
 
@@ -354,33 +354,17 @@ impl ClusterClient {
         cl: Consistency,
     ) -> Result<i64, ClientError> {
         id.check().map_err(ClientError::Server)?;
-        let start = Instant::now();
-        let mut avoid = None;
-        let mut any_unknown = false;
-        for attempt in 1.. {
+        // The node the last attempt went through (`usize::MAX`: none yet).
+        let last = AtomicUsize::new(usize::MAX);
+        let last = &last;
+        retry::until_known(&self.retry, |switch| async move {
+            let before = last.load(Ordering::Relaxed);
+            let avoid = (switch && before != usize::MAX).then_some(before);
             let (node, conn) = self.pick_once(partition, &id.client, avoid)?;
-            let error = match conn.add_once(partition, column, delta, id, cl).await {
-                Ok(v) => return Ok(v),
-                Err(e) => e,
-            };
-            any_unknown |= error.outcome() == crate::wire::Outcome::Unknown;
-            let left = self.retry.deadline.saturating_sub(start.elapsed());
-            match retry::decide(&self.retry, &error, attempt, left, retry::jitter()) {
-                Decision::Retry { after, switch_node } => {
-                    avoid = switch_node.then_some(node);
-                    tokio::time::sleep(after).await;
-                }
-                Decision::GiveUp => {
-                    return Err(retry::final_error(
-                        error,
-                        any_unknown,
-                        attempt,
-                        start.elapsed(),
-                    ));
-                }
-            }
-        }
-        unreachable!("the loop returns")
+            last.store(node, Ordering::Relaxed);
+            conn.add_once(partition, column, delta, id, cl).await
+        })
+        .await
     }
 
     /// Adds members to the unique counter `partition`; answers how many
@@ -393,32 +377,12 @@ impl ClusterClient {
         members: &[&[u8]],
         cl: Consistency,
     ) -> Result<u64, ClientError> {
-        let start = Instant::now();
-        let mut any_unknown = false;
-        for attempt in 1.. {
-            let error = match self
-                .pick(partition, true)?
+        retry::until_known(&self.retry, |_| async {
+            self.pick(partition, true)?
                 .unique_add(partition, members, cl)
                 .await
-            {
-                Ok(n) => return Ok(n),
-                Err(e) => e,
-            };
-            any_unknown |= error.outcome() == crate::wire::Outcome::Unknown;
-            let left = self.retry.deadline.saturating_sub(start.elapsed());
-            match retry::decide(&self.retry, &error, attempt, left, retry::jitter()) {
-                Decision::Retry { after, .. } => tokio::time::sleep(after).await,
-                Decision::GiveUp => {
-                    return Err(retry::final_error(
-                        error,
-                        any_unknown,
-                        attempt,
-                        start.elapsed(),
-                    ));
-                }
-            }
-        }
-        unreachable!("the loop returns")
+        })
+        .await
     }
 
     /// The number of distinct members of the unique counter `partition`.

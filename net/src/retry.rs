@@ -84,6 +84,39 @@ pub fn decide(
     Decision::Retry { after, switch_node }
 }
 
+/// Sends with `send` until it succeeds or [`decide`] gives up, pausing
+/// between attempts; `send` is told whether to go through another node
+/// than the last. Answers the value, or [`final_error`].
+pub async fn until_known<T, F>(
+    policy: &RetryPolicy,
+    mut send: impl FnMut(bool) -> F,
+) -> Result<T, ClientError>
+where
+    F: std::future::Future<Output = Result<T, ClientError>>,
+{
+    let start = std::time::Instant::now();
+    let mut any_unknown = false;
+    let mut switch = false;
+    for attempt in 1.. {
+        let error = match send(switch).await {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        any_unknown |= error.outcome() == Outcome::Unknown;
+        let left = policy.deadline.saturating_sub(start.elapsed());
+        match decide(policy, &error, attempt, left, jitter()) {
+            Decision::Retry { after, switch_node } => {
+                switch = switch_node;
+                tokio::time::sleep(after).await;
+            }
+            Decision::GiveUp => {
+                return Err(final_error(error, any_unknown, attempt, start.elapsed()));
+            }
+        }
+    }
+    unreachable!("the loop returns")
+}
+
 /// A random jitter for [`decide`].
 pub fn jitter() -> f64 {
     rand::random()

@@ -523,6 +523,23 @@ impl Cluster {
         self.config.nodes[i].resp
     }
 
+    /// Runs `redis-cli ARGS` against node `i`'s RESP port; answers its
+    /// output (which holds Redis errors too: redis-cli exits 0 on them).
+    pub fn redis_cli(&self, i: usize, args: &[&str]) -> String {
+        let port = self.resp_addr(i).port().to_string();
+        let out = Command::new("redis-cli")
+            .args(["-h", "127.0.0.1", "-p", &port])
+            .args(args)
+            .output()
+            .expect("redis-cli is installed (apt-get install redis-tools)");
+        assert!(
+            out.status.success(),
+            "redis-cli {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("redis-cli prints text")
+    }
+
     /// The certificates directory.
     pub fn certs_dir(&self) -> PathBuf {
         self.config.cluster.certs_dir.clone()

@@ -2,23 +2,10 @@
 //! PFADD and PFCOUNT count exactly, through any node; DEL starts over.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
-use std::process::Command;
-
 use tally_tests::{Cluster, ClusterOptions};
 
 fn cli(cluster: &Cluster, node: usize, args: &[&str]) -> String {
-    let port = cluster.resp_addr(node).port().to_string();
-    let out = Command::new("redis-cli")
-        .args(["-h", "127.0.0.1", "-p", &port])
-        .args(args)
-        .output()
-        .expect("redis-cli is installed (apt-get install redis-tools)");
-    assert!(
-        out.status.success(),
-        "redis-cli {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    cluster.redis_cli(node, args)
 }
 
 #[test]

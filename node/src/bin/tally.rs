@@ -21,7 +21,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use serde_json::json;
 use tally_net::once::OpId;
-use tally_net::retry::{self, Decision, RetryPolicy};
+use tally_net::retry::{self, RetryPolicy};
 use tally_net::wire::{ClusterStatus, NodeStats, NodeStatus};
 use tally_net::{Client, ClientError, ClusterClient, ClusterOptions, Consistency, Outcome};
 use tally_node::config::Config;
@@ -338,23 +338,7 @@ async fn add_once_to(
         deadline: Duration::from_secs(deadline_s),
         ..RetryPolicy::default()
     };
-    let start = std::time::Instant::now();
-    let mut any_unknown = false;
-    for attempt in 1.. {
-        let e = match client.add_once(key, column, delta, id, cl).await {
-            Ok(v) => return Ok(v),
-            Err(e) => e,
-        };
-        any_unknown |= e.outcome() == Outcome::Unknown;
-        let left = policy.deadline.saturating_sub(start.elapsed());
-        match retry::decide(&policy, &e, attempt, left, retry::jitter()) {
-            Decision::Retry { after, .. } => tokio::time::sleep(after).await,
-            Decision::GiveUp => {
-                return Err(retry::final_error(e, any_unknown, attempt, start.elapsed()));
-            }
-        }
-    }
-    unreachable!("the loop returns")
+    retry::until_known(&policy, |_| client.add_once(key, column, delta, id, cl)).await
 }
 
 /// `tally unique ...`.
