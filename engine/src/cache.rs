@@ -17,12 +17,15 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Acquire;
 
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use crate::cell::Cell;
 use crate::error::Result;
+use crate::ids::tail::TailOp;
 use crate::key::{Key, KeyHashBuilder};
 use crate::memtable::{Memtable, Slot};
 use crate::outcome::AddOutcome;
@@ -42,17 +45,24 @@ pub(crate) struct CounterCache {
     cap_per_stripe: usize,
     /// Where cells not cached live.
     versions: Arc<VersionSet>,
+    /// The last durable group commit (see `GroupCommit`).
+    durable_batch: Arc<AtomicU64>,
 }
 
 impl CounterCache {
     /// A cache of about `cells_max` cells over the memtables and tables of `versions`.
-    pub(crate) fn new(cells_max: usize, versions: Arc<VersionSet>) -> Self {
+    pub(crate) fn new(
+        cells_max: usize,
+        versions: Arc<VersionSet>,
+        durable_batch: Arc<AtomicU64>,
+    ) -> Self {
         CounterCache {
             stripes: (0..STRIPES)
                 .map(|_| Mutex::new(Stripe::default()))
                 .collect(),
             cap_per_stripe: (cells_max / STRIPES).max(1),
             versions,
+            durable_batch,
         }
     }
 
@@ -119,7 +129,8 @@ impl CounterCache {
                         None => {}
                     }
                 }
-                stripe.cache(key.clone(), cell, self.cap_per_stripe, &v);
+                let durable = self.durable_batch.load(Acquire);
+                stripe.cache(key.clone(), cell, self.cap_per_stripe, &v, durable);
             }
             let cached = stripe
                 .cells
@@ -187,6 +198,11 @@ pub(crate) struct Cached {
     /// The generation of the memtable that last marked this key as held
     /// here ([`Slot::Cached`](crate::memtable::Slot)); 0 for none.
     pub(crate) marked_in: u64,
+    /// This node's adds with ids to the cell whose group commit may not be
+    /// durable yet: they go with every shard of the cell that leaves early
+    /// (see `group_commit::once`). An entry holding some is not evicted
+    /// before its newest record is durable.
+    pub(crate) unsynced: Vec<TailOp>,
 }
 
 impl Cached {
@@ -204,7 +220,8 @@ impl Cached {
 /// The state behind one cell lock.
 ///
 /// # Invariants
-/// - An entry with pending adds is pinned: never evicted.
+/// - An entry with pending adds is pinned: never evicted; so is one with
+///   unsynced ids whose newest record is not durable.
 #[derive(Default)]
 pub(crate) struct Stripe {
     cells: HashMap<Key, Cached, KeyHashBuilder>,
@@ -223,12 +240,14 @@ impl Stripe {
     /// is effectively random; evicting a live key only costs a memtable or
     /// SSTable read on its next write. A victim that memtables mark as held
     /// here leaves its whole cell in them instead.
-    fn cache(&mut self, key: Key, cell: Cell, cap: usize, v: &Version) {
+    fn cache(&mut self, key: Key, cell: Cell, cap: usize, v: &Version, durable: u64) {
         if self.cells.len() >= cap {
             let victim = self
                 .cells
                 .iter()
-                .find(|(_, c)| c.pending.is_empty())
+                .find(|(_, c)| {
+                    c.pending.is_empty() && (c.unsynced.is_empty() || c.sealed_batch <= durable)
+                })
                 .map(|(k, _)| k.clone());
             if let Some((gone, entry)) = victim.and_then(|k| self.cells.remove_entry(&k))
                 && entry.marked_in != 0
@@ -245,6 +264,7 @@ impl Stripe {
                 pending: Vec::new(),
                 sealed_batch: 0,
                 marked_in: 0,
+                unsynced: Vec::new(),
             },
         );
     }

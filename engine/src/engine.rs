@@ -56,6 +56,7 @@ use crate::group_commit::once::{OnceAdd, OnceSealed};
 use crate::group_commit::{GroupCommit, Handles};
 use crate::identity::Identity;
 use crate::ids::store::IdsStore;
+use crate::ids::tail::TailIds;
 use crate::key::Key;
 use crate::memtable::Memtable;
 use crate::options::{Options, ParkCommit};
@@ -67,6 +68,8 @@ use crate::sstable::Table;
 use crate::unique;
 use crate::version::{Version, VersionSet};
 use crate::work::{WorkReceiver, WorkSender};
+
+pub(crate) mod tails;
 
 /// Numbers for status pages and benchmarks.
 #[derive(Clone, Debug, Default)]
@@ -104,6 +107,9 @@ pub struct Stats {
     pub ids: usize,
     /// Bytes of ids files on disk.
     pub ids_file_bytes: u64,
+    /// Other nodes' adds with ids held here until those nodes make them
+    /// durable (see `ids::tail`).
+    pub tail_ids: usize,
     /// Writes refused since open because the cell would have held more than
     /// [`SHARDS_MAX`](crate::cell::SHARDS_MAX) shards (merges, or a leader's new shard).
     pub shard_limit_refusals: u64,
@@ -144,7 +150,7 @@ impl Engine {
         let (tables, next_table_id) = open_tables(&dir)?;
         let ids = Arc::new(IdsStore::open(&dir, opts.ids_retention)?);
         let replayed = Memtable::new(1);
-        let replay = commitlog::replay(&dir, &replayed, ids.ledger())?;
+        let replay = commitlog::replay(&dir, &replayed, ids.ledger(), ids.tails())?;
         let log = LogWriter::open(
             &dir,
             &replay.segments,
@@ -168,9 +174,11 @@ impl Engine {
             },
             next_table_id,
         ));
+        let durable_batch = Arc::new(AtomicU64::new(identity.batch_base));
         let cache = Arc::new(CounterCache::new(
             opts.counter_cache_cells_max,
             versions.clone(),
+            durable_batch.clone(),
         ));
         let poison = Arc::new(Poison::default());
         let space = Arc::new(Space::default());
@@ -185,6 +193,7 @@ impl Engine {
                 poison: poison.clone(),
                 space: space.clone(),
                 work: work.clone(),
+                durable_batch,
             },
         );
         let background = Arc::new(Background::new(
@@ -459,7 +468,7 @@ impl Engine {
     /// leave the node (read repair, hints) only after this: see
     /// `group_commit::once`.
     pub async fn settled(&self) -> Result<()> {
-        if !self.commit.ids_unsynced() {
+        if !self.commit.ids_unsynced() && !self.commit.tails_unsynced() {
             return Ok(());
         }
         self.commit.ack_now().await.map_err(|_| Error::Closed)?
@@ -535,12 +544,27 @@ impl Engine {
     /// through the sealer instead, as do records made while flushes are
     /// behind (the sealer stalls those).
     pub async fn apply_many(&self, items: &[(Key, Cell)]) -> Result<Vec<Result<u64>>> {
+        self.apply_items(items.iter().map(|(k, c)| (k, c, None)), items.len())
+            .await
+    }
+
+    async fn apply_items<'i>(
+        &self,
+        items: impl Iterator<Item = (&'i Key, &'i Cell, Option<&'i TailIds>)>,
+        len: usize,
+    ) -> Result<Vec<Result<u64>>> {
         self.check_writable()?;
         let stall_at = self.opts.frozen_memtables_max.max(1);
-        let mut results = Vec::with_capacity(items.len());
+        let mut results = Vec::with_capacity(len);
         let mut direct_only = true;
         let mut full = false;
-        for (key, cell) in items {
+        for (key, cell, tail) in items {
+            if let Some(tail) = tail {
+                let applied = self.apply_tail(key, cell, tail);
+                full |= matches!(applied, Ok((_, true)));
+                results.push(applied.map(|(epoch, _)| epoch));
+                continue;
+            }
             if unique::is_member(key) {
                 let applied = self.apply_member(key, cell).map(|_| cell.epoch());
                 if let Err(e) = &applied {
@@ -680,6 +704,7 @@ impl Engine {
         Stats {
             counter_id: self.counter_id,
             ids: self.ids.ledger().len(),
+            tail_ids: self.ids.tails().len(),
             ids_file_bytes: self.ids.file_bytes(),
             memtable_bytes: v.memtables().map(|m| m.bytes()).sum(),
             tables: v.tables.len(),
@@ -752,7 +777,7 @@ impl Engine {
         if let Some(why) = self.poison.why() {
             return Err(Error::Poisoned(why));
         }
-        Identity::mark_clean(&self.dir)
+        Identity::mark_clean(&self.dir, self.commit.durable_batch())
     }
 }
 

@@ -112,6 +112,13 @@ pub enum Error {
     /// again once there is room.
     #[error("the disk is full ({0}): write refused, nothing changed")]
     DiskFull(String),
+    /// Ids sent with a shard of a retired incarnation whose node has
+    /// asked for its tail already (see `ids::tail`): refused, nothing changed.
+    #[error("ids of retired incarnation {counter_id:#018x} refused: its node learned its tail")]
+    Fenced {
+        /// The retired incarnation.
+        counter_id: u64,
+    },
     /// An operation id outside its bounds (see [`crate::ids::OpId`]).
     #[error("bad operation id: {0}")]
     BadOpId(String),

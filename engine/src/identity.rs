@@ -23,6 +23,17 @@
 //! For the same reason a poisoned engine (a failed fsync, a panicked engine
 //! thread) is not marked clean when it shuts down: its memory, and other
 //! replicas, may hold shard versions its log never got.
+//!
+//! The id that an unclean open retires is added to the `RETIRED` list
+//! (see `retired`) before the new one is written: replicas may hold ids
+//! its shards applied that its log lost, and the node must learn them
+//! (`ids::tail`) before it applies ids again.
+//!
+//! `CLEAN` holds the last group commit of the incarnation (`batch u64 LE |
+//! crc32 u32 LE`; empty from older versions, read as 0): a clean reopen
+//! numbers its group commits on from there, so that an incarnation's
+//! numbers never repeat and a replica can tell which of its ids are
+//! durable (`ids::tail`).
 
 use std::fs::{File, OpenOptions};
 use std::path::Path;
@@ -39,6 +50,9 @@ const LOCK: &str = "LOCK";
 /// An opened identity; holding it keeps the directory locked.
 pub(crate) struct Identity {
     pub(crate) counter_id: u64,
+    /// The last group commit of this incarnation before this open (0 for
+    /// a new one).
+    pub(crate) batch_base: u64,
     _lock: File,
 }
 
@@ -69,7 +83,12 @@ impl Identity {
         let lock = lock(dir)?;
         let path = dir.join(FILE);
         let clean_path = dir.join(CLEAN);
-        let was_clean = clean_path.exists();
+        let clean = match std::fs::read(&clean_path) {
+            Ok(bytes) => Some(decode_clean(&clean_path, &bytes)?),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(Error::io("read clean marker", &clean_path, e)),
+        };
+        let was_clean = clean.is_some();
         let existing = match std::fs::read(&path) {
             Ok(bytes) => Some(decode(&path, &bytes)?),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -82,6 +101,7 @@ impl Identity {
                 if let Some(old) = previous {
                     tracing::warn!(old = %format!("{old:#018x}"), new = %format!("{id:#018x}"),
                         "engine was not closed cleanly: taking a new counter id");
+                    crate::retired::add(dir, old)?;
                 }
                 write(dir, &path, id)?;
                 id
@@ -94,6 +114,7 @@ impl Identity {
         }
         Ok(Identity {
             counter_id,
+            batch_base: clean.unwrap_or(0),
             _lock: lock,
         })
     }
@@ -111,11 +132,14 @@ impl Identity {
         }
     }
 
-    /// Records a clean shutdown (everything acknowledged is fsync'd).
-    pub(crate) fn mark_clean(dir: &Path) -> Result<()> {
+    /// Records a clean shutdown (everything acknowledged is fsync'd), after
+    /// group commit `last_batch`.
+    pub(crate) fn mark_clean(dir: &Path, last_batch: u64) -> Result<()> {
         let path = dir.join(CLEAN);
-        File::create(&path)
-            .and_then(|f| f.sync_all())
+        let mut b = last_batch.to_le_bytes().to_vec();
+        b.extend_from_slice(&crc32fast::hash(&b).to_le_bytes());
+        std::fs::write(&path, &b)
+            .and_then(|()| File::open(&path)?.sync_all())
             .map_err(|e| Error::io("write clean marker", &path, e))?;
         sync_dir(dir)
     }
@@ -126,6 +150,17 @@ fn fresh_id(dir: &Path) -> Result<u64> {
     getrandom::fill(&mut b)
         .map_err(|e| Error::io("draw counter id", dir, std::io::Error::other(e.to_string())))?;
     Ok(u64::from_le_bytes(b))
+}
+
+/// The last group commit a clean marker holds (0 for an empty one).
+fn decode_clean(path: &Path, bytes: &[u8]) -> Result<u64> {
+    match bytes.len() {
+        0 => Ok(0),
+        12 if crc32fast::hash(&bytes[..8]).to_le_bytes()[..] == bytes[8..] => {
+            Ok(u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")))
+        }
+        _ => Err(Error::corruption(path, 0, "not a clean marker")),
+    }
 }
 
 fn decode(path: &Path, bytes: &[u8]) -> Result<u64> {
@@ -172,12 +207,31 @@ mod tests {
     fn id_is_stable_across_clean_reopens_and_new_after_an_unclean_one() {
         let dir = tempfile::tempdir().unwrap();
         let a = Identity::open(dir.path()).unwrap().counter_id;
-        Identity::mark_clean(dir.path()).unwrap();
-        let b = Identity::open(dir.path()).unwrap().counter_id;
-        assert_eq!(a, b);
-        // Not marked clean this time.
-        let c = Identity::open(dir.path()).unwrap().counter_id;
-        assert_ne!(c, a);
+        Identity::mark_clean(dir.path(), 41).unwrap();
+        let b = Identity::open(dir.path()).unwrap();
+        assert_eq!((b.counter_id, b.batch_base), (a, 41));
+        drop(b);
+        assert!(crate::retired::read(dir.path()).unwrap().is_empty());
+        // Not marked clean this time: a new id, the old one retired.
+        let c = Identity::open(dir.path()).unwrap();
+        assert_ne!(c.counter_id, a);
+        assert_eq!(c.batch_base, 0);
+        assert_eq!(crate::retired::read(dir.path()).unwrap(), [a]);
+    }
+
+    #[test]
+    fn an_empty_clean_marker_is_read_and_a_damaged_one_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Identity::open(dir.path()).unwrap().counter_id;
+        std::fs::write(dir.path().join(CLEAN), b"").unwrap();
+        let b = Identity::open(dir.path()).unwrap();
+        assert_eq!((b.counter_id, b.batch_base), (a, 0));
+        drop(b);
+        std::fs::write(dir.path().join(CLEAN), b"garbage").unwrap();
+        assert!(matches!(
+            Identity::open(dir.path()),
+            Err(Error::Corruption { .. })
+        ));
     }
 
     #[test]

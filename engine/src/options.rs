@@ -61,6 +61,10 @@ pub struct Options {
     /// Test seam: every commit log fsync takes this many microseconds more.
     #[doc(hidden)]
     pub slow_sync: Option<Arc<AtomicU64>>,
+    /// Test seam: while set, group commits wait before they are written
+    /// (their records stay in memory).
+    #[doc(hidden)]
+    pub stall_writes: Option<Arc<AtomicBool>>,
     /// Test seam: while set, the sealer panics when it wakes with work.
     #[doc(hidden)]
     pub panic_seal: Option<Arc<AtomicBool>>,
@@ -86,6 +90,7 @@ impl Default for Options {
             ids_retention: crate::ids::Retention::default(),
             fail_sync: None,
             slow_sync: None,
+            stall_writes: None,
             park_sync_max_us: 1_000,
             panic_seal: None,
             panic_sync: None,

@@ -15,7 +15,7 @@
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
-use super::{HEADER_BYTES, decode_record, scan};
+use super::{HEADER_BYTES, Parts, decode_record, scan};
 use crate::error::{Error, Result};
 use crate::fsutil;
 use crate::identity::{self, Identity};
@@ -116,11 +116,15 @@ fn check_segment(id: u64, path: &Path, data: &[u8], last: bool) -> SegmentCheck 
         records: scanned.records,
         end: scanned.end,
     };
-    let mut shards = Vec::new();
-    let mut ops = Vec::new();
-    let mut members = Vec::new();
+    let (mut shards, mut ops, mut members, mut tail) = (Vec::new(), Vec::new(), Vec::new(), None);
     for (n, offset) in offsets.into_iter().enumerate() {
-        if let Err(e) = decode_record(data, offset, &mut shards, &mut ops, &mut members) {
+        let mut parts = Parts {
+            shards: &mut shards,
+            ops: &mut ops,
+            members: &mut members,
+            tail: &mut tail,
+        };
+        if let Err(e) = decode_record(data, offset, &mut parts) {
             check.records = n as u64;
             check.end = SegmentEnd::Corrupt {
                 offset: offset as u64,

@@ -1,6 +1,6 @@
 //! The commit log: every write is here, durably, before it is acknowledged.
 //!
-//! # Format (version 3)
+//! # Format (version 4)
 //!
 //! A log is a sequence of segment files `NNNNNN.log`, numbered in write order.
 //!
@@ -8,19 +8,23 @@
 //! segment = header (record* mark)*
 //! header  = magic "TALLYLOG" | version u32 LE | crc32(magic, version) u32 LE     (16 bytes)
 //! record  = len u32 LE | crc32(payload) u32 LE | payload                            (8 + len bytes)
-//! payload = key cell [ids [members]]   (see `codec`: shard ids are fixed 8-byte u64 LE here)
+//! payload = key cell [ids [members [tail]]]   (see `codec`: shard ids are fixed 8-byte u64 LE here)
 //! ids     = the operation ids the record's adds applied (see `ids::put_record_ops`)
 //! members = varint n | (varint len | member)*: the members a unique counter's
 //!           count admitted (see `unique`); the record's cell is the count's
 //!           new own shard, and replay makes each member's cell from it
+//! tail    = the ids another node's shard in the cell applied, which this
+//!           replica keeps until that node made them durable (see `ids::tail`;
+//!           `ids` and `members` are then empty)
 //! mark    = 0x8000_0008 u32 LE | crc32(synced) u32 LE | synced u64 LE              (16 bytes)
 //! ```
 //!
 //! `len` is at most [`RECORD_BYTES_MAX`]; the top bit of the first word
 //! tells a sync mark from a record. Every write of records (a group commit)
 //! ends in a sync mark: the offset up to which the segment was fsync'd
-//! before that write was issued. Version 2 is the same without ids;
-//! version 1 also without marks; both are still read.
+//! before that write was issued. Version 3 is the same without tails,
+//! version 2 also without ids, version 1 also without marks; all are
+//! still read.
 //!
 //! An add with an operation id is applied in the same record as the ids
 //! it applied: one checksum covers the new shard and the ids, so a crash
@@ -84,6 +88,7 @@ use crate::cell::{Cell, Shard};
 use crate::codec::{self, Cursor};
 use crate::error::{Error, Result};
 use crate::fsutil;
+use crate::ids::tail::{self, TailEntry, TailIds, Tails};
 use crate::ids::{self, ClientId, ledger::Ledger, record::Applied};
 use crate::key::{Key, KeyHashBuilder};
 use crate::memtable::Memtable;
@@ -92,7 +97,7 @@ use crate::unique;
 /// Segment file magic.
 pub(crate) const MAGIC: &[u8; 8] = b"TALLYLOG";
 /// Version of the format above.
-pub(crate) const VERSION: u32 = 3;
+pub(crate) const VERSION: u32 = 4;
 /// Size of a segment header.
 pub const HEADER_BYTES: usize = 16;
 /// Size of a record's frame (length and checksum).
@@ -138,11 +143,18 @@ pub(crate) fn encode_record_ops(
     shards: &[Shard],
     ops: &[(ClientId, Applied)],
 ) {
-    encode_record_full(buf, key, epoch, shards, ops, &[]);
+    encode_record_full(buf, key, epoch, shards, ops, &[], None);
+}
+
+/// Appends one framed record for a replica's `(key, cell)` and the tail of
+/// ids that came with it.
+pub(crate) fn encode_record_tail(buf: &mut Vec<u8>, key: &Key, cell: &Cell, tail: &TailIds) {
+    encode_record_full(buf, key, cell.epoch(), cell.shards(), &[], &[], Some(tail));
 }
 
 /// Appends one framed record for `(key, {epoch, shards})`, the operation
-/// ids its adds applied and the members its count admitted.
+/// ids its adds applied, the members its count admitted and the tail a
+/// replica keeps.
 pub(crate) fn encode_record_full(
     buf: &mut Vec<u8>,
     key: &Key,
@@ -150,6 +162,7 @@ pub(crate) fn encode_record_full(
     shards: &[Shard],
     ops: &[(ClientId, Applied)],
     members: &[&[u8]],
+    tail: Option<&TailIds>,
 ) {
     let start = buf.len();
     buf.extend_from_slice(&[0; FRAME_BYTES]);
@@ -157,15 +170,18 @@ pub(crate) fn encode_record_full(
     codec::put_cell_parts(buf, epoch, shards, |b, id| {
         b.extend_from_slice(&id.to_le_bytes())
     });
-    if !ops.is_empty() || !members.is_empty() {
+    if !ops.is_empty() || !members.is_empty() || tail.is_some() {
         ids::put_record_ops(buf, ops);
     }
-    if !members.is_empty() {
+    if !members.is_empty() || tail.is_some() {
         codec::put_varint(buf, members.len() as u64);
         for m in members {
             codec::put_varint(buf, m.len() as u64);
             buf.extend_from_slice(m);
         }
+    }
+    if let Some(t) = tail {
+        tail::put_tail(buf, t);
     }
     let len = buf.len() - start - FRAME_BYTES;
     assert!(
@@ -263,7 +279,12 @@ const ROUND_BYTES: u64 = 2 << 30;
 ///    into the memtable.
 ///
 /// Torn tails are cut once every round is done.
-pub(crate) fn replay(dir: &Path, memtable: &Memtable, ledger: &Ledger) -> Result<ReplayStats> {
+pub(crate) fn replay(
+    dir: &Path,
+    memtable: &Memtable,
+    ledger: &Ledger,
+    tails: &Tails,
+) -> Result<ReplayStats> {
     let files = fsutil::numbered_files(dir, "log")?;
     let sizes = files
         .iter()
@@ -285,7 +306,12 @@ pub(crate) fn replay(dir: &Path, memtable: &Memtable, ledger: &Ledger) -> Result
             end += 1;
         }
         let last = (end == files.len()).then(|| end - 1 - start);
-        let round = replay_round(&files[start..end], last, &seed, memtable, ledger)?;
+        let sinks = Sinks {
+            memtable,
+            ledger,
+            tails,
+        };
+        let round = replay_round(&files[start..end], last, &seed, &sinks)?;
         stats.records += round.stats.records;
         stats.bytes += round.stats.bytes;
         endings.extend(round.endings.into_iter().map(|(i, e)| (start + i, e)));
@@ -325,13 +351,24 @@ struct Round {
 
 /// Replays `files` (one round) into `memtable`; `last` is the index among
 /// them of the log's last segment, if it is in this round.
+/// Where replayed records go.
+struct Sinks<'a> {
+    memtable: &'a Memtable,
+    ledger: &'a Ledger,
+    tails: &'a Tails,
+}
+
 fn replay_round(
     files: &[(u64, PathBuf)],
     last: Option<usize>,
     seed: &foldhash::quality::RandomState,
-    memtable: &Memtable,
-    ledger: &Ledger,
+    sinks: &Sinks<'_>,
 ) -> Result<Round> {
+    let Sinks {
+        memtable,
+        ledger,
+        tails,
+    } = *sinks;
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, 8)
@@ -400,6 +437,7 @@ fn replay_round(
         let mut shards = Vec::new();
         let mut ops = Vec::new();
         let mut members = Vec::new();
+        let mut tail = None;
         let now = ids::now_ms();
         for p in (t..1 << PARTITION_BITS).step_by(threads) {
             for r in scanned
@@ -410,8 +448,18 @@ fn replay_round(
                 let (path, data) = segments[r.segment as usize];
                 let offset = r.offset as usize;
                 let corrupt = |why: &str| Error::corruption(path, offset as u64, why);
-                let (key, epoch) = decode_record(data, offset, &mut shards, &mut ops, &mut members)
+                let mut parts = Parts {
+                    shards: &mut shards,
+                    ops: &mut ops,
+                    members: &mut members,
+                    tail: &mut tail,
+                };
+                let (key, epoch) = decode_record(data, offset, &mut parts)
                     .map_err(|e| corrupt(&format!("undecodable record: {}", e.0)))?;
+                if let Some(t) = tail.take() {
+                    load_tail(key, t, tails)
+                        .map_err(|e| corrupt(&format!("undecodable record: {}", e.0)))?;
+                }
                 if !ops.is_empty() {
                     load_ops(key, &mut ops, ledger, now)
                         .map_err(|e| corrupt(&format!("undecodable record: {}", e.0)))?;
@@ -511,6 +559,19 @@ fn load_ops(
     Ok(())
 }
 
+/// Takes the tail of a replica's record for `key` (encoded) into `tails`.
+fn load_tail(key: &[u8], tail: TailIds, tails: &Tails) -> std::result::Result<(), codec::DecodeError> {
+    let key = Cursor::new(key).key()?;
+    for op in tail.ops {
+        tails.load(TailEntry::Op {
+            source: tail.counter_id,
+            key: key.clone(),
+            op,
+        });
+    }
+    Ok(())
+}
+
 /// Puts the cells of the members a record for the count `key` (encoded)
 /// admitted in `epoch` into `memtable`.
 fn load_members(
@@ -529,16 +590,31 @@ fn load_members(
     Ok(())
 }
 
+/// A record's parts besides its key and epoch, decoded into buffers kept
+/// between records.
+pub(crate) struct Parts<'p, 'a> {
+    pub(crate) shards: &'p mut Vec<Shard>,
+    /// The ids its adds applied.
+    pub(crate) ops: &'p mut Vec<(ClientId, Applied)>,
+    /// The members its count admitted.
+    pub(crate) members: &'p mut Vec<&'a [u8]>,
+    /// The tail a replica keeps with it.
+    pub(crate) tail: &'p mut Option<TailIds>,
+}
+
 /// Decodes the record framed at `offset` (checked by the scan): its encoded
-/// key and its cell's epoch, with the shards in `shards`, the ids it
-/// applied in `ops` and the members it admitted in `members`.
+/// key and its cell's epoch, with everything else in `parts`.
 fn decode_record<'a>(
     data: &'a [u8],
     offset: usize,
-    shards: &mut Vec<Shard>,
-    ops: &mut Vec<(ClientId, Applied)>,
-    members: &mut Vec<&'a [u8]>,
+    parts: &mut Parts<'_, 'a>,
 ) -> std::result::Result<(&'a [u8], u64), codec::DecodeError> {
+    let Parts {
+        shards,
+        ops,
+        members,
+        tail,
+    } = parts;
     let frame = data
         .get(offset..offset + FRAME_BYTES)
         .ok_or(codec::DecodeError("frame out of the segment"))?;
@@ -552,12 +628,13 @@ fn decode_record<'a>(
     let epoch = cur.cell_into(|c| c.u64(), shards)?;
     ops.clear();
     members.clear();
+    **tail = None;
     if cur.remaining() != 0 {
         ids::record_ops(&mut cur, epoch, ops)?;
     }
     if cur.remaining() != 0 {
         let n = cur.varint()?;
-        if n > cur.remaining() as u64 || shards.len() != 1 {
+        if n > cur.remaining() as u64 || (n > 0 && shards.len() != 1) {
             return Err(codec::DecodeError(
                 "members section that the record cannot hold",
             ));
@@ -566,6 +643,12 @@ fn decode_record<'a>(
             let len = cur.varint_max(unique::MEMBER_BYTES_MAX, "member too long")?;
             members.push(cur.bytes(len)?);
         }
+    }
+    if cur.remaining() != 0 {
+        if !ops.is_empty() || !members.is_empty() {
+            return Err(codec::DecodeError("a tail in a record of this node's ids"));
+        }
+        **tail = Some(tail::tail(&mut cur)?);
     }
     if cur.remaining() != 0 {
         return Err(codec::DecodeError("trailing bytes in record"));

@@ -5,13 +5,14 @@
 //! A record is in the outbox before the cell lock is released, so a barrier
 //! queued by anyone who then sees the new state follows it.
 
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{Relaxed, Release};
 
 use tokio::sync::oneshot;
 
 use crate::cache::{Cached, PendingAdd};
 use crate::cell::Cell;
 use crate::error::{Error, Result};
+use crate::ids::tail::TailIds;
 use crate::key::Key;
 use crate::outcome::Staged;
 use crate::version::Version;
@@ -105,6 +106,26 @@ impl GroupCommit {
         Ok(())
     }
 
+    /// Like [`GroupCommit::append_now`], for a replica's `cell` that came
+    /// with the ids `tail` (see `ids::tail`): one record holds both, and
+    /// state read here leaves the node only once it is durable
+    /// ([`GroupCommit::tails_unsynced`]).
+    pub(crate) fn append_tail_now(
+        &self,
+        key: &Key,
+        cell: &Cell,
+        tail: &TailIds,
+        v: &Version,
+    ) -> Result<()> {
+        let mut out = self.outbox.lock();
+        if out.closed {
+            return Err(Error::Closed);
+        }
+        out.add_tail_cell(key, cell, tail, v.active.generation());
+        self.tail_batch.fetch_max(out.batch, Release);
+        Ok(())
+    }
+
     /// A receiver that fires once everything now in the outbox is durable:
     /// the barrier for records put there by [`GroupCommit::append_now`] and
     /// [`GroupCommit::seal_now`]. Records still with the sealer are not
@@ -128,6 +149,15 @@ impl GroupCommit {
     /// Whether this thread's runtime writes this group commit's work as it
     /// parks, and fsyncs are fast enough for it to.
     fn parks_soon(&self) -> bool {
-        self.fast_syncs.load(Relaxed) && self.commits_on_park()
+        self.fast_syncs.load(Relaxed) && !self.writes_stalled() && self.commits_on_park()
+    }
+
+    /// Test seam (`Options::stall_writes`): the disk takes no writes, and
+    /// only the syncer waits for it, never a runtime's thread.
+    pub(super) fn writes_stalled(&self) -> bool {
+        self.opts
+            .stall_writes
+            .as_ref()
+            .is_some_and(|s| s.load(Relaxed))
     }
 }

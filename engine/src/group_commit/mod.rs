@@ -142,10 +142,14 @@ pub(crate) struct GroupCommit {
     /// The last fsync was fast enough for a runtime to write group commits
     /// as it parks (see [`park`]).
     fast_syncs: AtomicBool,
-    /// The last group commit made durable (see `Outbox::batch`).
-    durable_batch: AtomicU64,
+    /// The last group commit made durable (see `Outbox::batch`); shared
+    /// with the counter cache, which keeps cells with ids not durable yet.
+    durable_batch: Arc<AtomicU64>,
     /// The last group commit given a record with operation ids (see `once`).
     ids_batch: AtomicU64,
+    /// The last group commit given a replica's record with a tail of ids
+    /// (see `ids::tail`).
+    tail_batch: AtomicU64,
     metrics: Metrics,
     /// Live commit log segments, as of the last group commit.
     log_segments: AtomicUsize,
@@ -188,6 +192,9 @@ pub(crate) struct Handles {
     pub(crate) space: Arc<Space>,
     /// Asks the background thread for flushes.
     pub(crate) work: WorkSender,
+    /// The last durable group commit, starting at the incarnation's last
+    /// one before this open (see `identity`).
+    pub(crate) durable_batch: Arc<AtomicU64>,
 }
 
 impl GroupCommit {
@@ -199,7 +206,9 @@ impl GroupCommit {
             poison,
             space,
             work,
+            durable_batch,
         } = h;
+        let last_batch = durable_batch.load(Acquire);
         let window = Duration::from_micros(opts.group_commit_window_us);
         let log_segments = log.segment_count();
         let relay = Arc::new(Relay::default());
@@ -216,12 +225,13 @@ impl GroupCommit {
             work,
             queue: Mutex::new(Queue::default()),
             queue_cv: Condvar::new(),
-            outbox: Mutex::new(Outbox::default()),
+            outbox: Mutex::new(Outbox::after(last_batch)),
             outbox_cv: Condvar::new(),
             committer: Mutex::new(Committer::new(log, window)),
             fast_syncs: AtomicBool::new(true),
-            durable_batch: AtomicU64::new(0),
+            durable_batch,
             ids_batch: AtomicU64::new(0),
+            tail_batch: AtomicU64::new(0),
             metrics: Metrics::default(),
             log_segments: AtomicUsize::new(log_segments),
             relay,

@@ -2,16 +2,21 @@
 //! lock: the ledger is asked, the new adds make one read-modify-write, and
 //! one record holds the new shard and the ids it applied (see `ids`).
 //!
-//! # Sync before it leaves
+//! # Ids travel with their shard
 //!
-//! A shard version that holds an add with an id must not reach another
-//! node before its record is durable here. Otherwise a crash could lose
-//! the record, and with it the id, while replicas keep the add: the node
-//! comes back under a new counter id, and a retry of the id would count
-//! it again. So the caller replicates such a shard only after its
-//! [`Durable`](crate::Durable) resolved, and while such a record is not
-//! durable yet, plain adds, whose shards would carry the add along, wait
-//! for their fsync before they answer early too ([`GroupCommit::ids_unsynced`]).
+//! A shard version that holds an add with an id may leave this node before
+//! its record is durable here only with the ids that this node could still
+//! lose in a crash: every add with an id to the cell in a group commit not
+//! durable yet (`Cached::unsynced`), sent as one [`TailIds`] beside the
+//! shard. A replica keeps them until this node's watermark passes them
+//! (see `ids::tail`), so a crash here can never leave a replica counting
+//! an add whose id nobody remembers. When there are more of them than a
+//! message carries, the caller waits for the fsync first, as before.
+//!
+//! Plain adds, whose shards would carry these adds along without their
+//! ids, wait for their fsync before they answer early while such a record
+//! is not durable ([`GroupCommit::ids_unsynced`]); so do reads that leave
+//! the node (`Engine::settled`).
 
 use std::sync::atomic::Ordering::{Acquire, Release};
 
@@ -24,6 +29,7 @@ use crate::cell::Cell;
 use crate::error::{Error, Result};
 use crate::ids::ledger::Ledger;
 use crate::ids::record::{Applied, Check};
+use crate::ids::tail::{TAIL_OPS_MAX, TailIds, TailOp};
 use crate::ids::{ClientId, OpId};
 use crate::key::Key;
 use crate::version::Version;
@@ -64,11 +70,15 @@ pub struct OnceSealed {
     /// Per add, in order: its answer, or why it was refused (nothing
     /// applied for it).
     pub answers: Vec<Result<Once>>,
-    /// The state to replicate before any answer is acknowledged, once the
-    /// batch is durable: the new own shard, or the whole cell when a retry
-    /// answered (its add may sit in any shard this node holds, an older
-    /// incarnation's too). `None` when every add was refused.
+    /// The state to replicate before any answer is acknowledged: the new
+    /// own shard, or the whole cell when a retry answered (its add may sit
+    /// in any shard this node holds, an older incarnation's too). `None`
+    /// when every add was refused.
     pub replicate: Option<Cell>,
+    /// The ids to send with `replicate`, which may then leave before the
+    /// batch is durable; `None` when they are too many for one message:
+    /// `replicate` leaves only once `Durable` resolved (see the module doc).
+    pub tail: Option<TailIds>,
 }
 
 /// An add's fate, decided before anything is written.
@@ -82,6 +92,11 @@ impl GroupCommit {
     /// Whether a record with ids may not be durable yet (see the module doc).
     pub(crate) fn ids_unsynced(&self) -> bool {
         self.ids_batch.load(Acquire) > self.durable_batch()
+    }
+
+    /// Whether a replica's record with a tail of ids may not be durable yet.
+    pub(crate) fn tails_unsynced(&self) -> bool {
+        self.tail_batch.load(Acquire) > self.durable_batch()
     }
 
     /// Seals `adds` to `key` under its cell lock (held by `cached`'s
@@ -145,6 +160,8 @@ impl GroupCommit {
             };
             fates.push(fate);
         }
+        let durable = self.durable_batch();
+        cached.unsynced.retain(|op| op.batch > durable);
         let mut sealed_own = None;
         if let (false, Ok(clock)) = (ops.is_empty(), clock) {
             let mut out = self.outbox.lock();
@@ -159,10 +176,21 @@ impl GroupCommit {
             out.add_once(key, &outcome.shard, epoch, &ops, v.active.generation());
             cached.sealed_batch = out.batch;
             self.ids_batch.fetch_max(out.batch, Release);
+            let batch = out.batch;
             drop(out);
+            cached.unsynced.extend(ops.iter().map(|(client, op)| TailOp {
+                batch,
+                client: client.clone(),
+                op: *op,
+            }));
             cached.mark_written(key, v);
             sealed_own = Some(outcome.shard);
         }
+        let tail = (cached.unsynced.len() <= TAIL_OPS_MAX).then(|| TailIds {
+            counter_id: self.counter_id,
+            durable,
+            ops: cached.unsynced.clone(),
+        });
         let answers = fates
             .into_iter()
             .map(|f| match f {
@@ -175,6 +203,10 @@ impl GroupCommit {
             (false, Some(own)) => Some(Cell::from_parts(epoch, [own])),
             (false, None) => None,
         };
-        Ok(OnceSealed { answers, replicate })
+        Ok(OnceSealed {
+            answers,
+            replicate,
+            tail,
+        })
     }
 }

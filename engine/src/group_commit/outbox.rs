@@ -15,6 +15,7 @@ use crate::cell::{Cell, Shard};
 use crate::commitlog;
 use crate::error::Result;
 use crate::ids::ClientId;
+use crate::ids::tail::TailIds;
 use crate::ids::record::Applied;
 use crate::key::Key;
 use crate::outcome::AddOutcome;
@@ -83,6 +84,16 @@ pub(super) struct Group {
     pub(super) released: usize,
     /// The outbox's `flushed_gen` when it was taken.
     pub(super) flushed_gen: u64,
+}
+
+impl Outbox {
+    /// An empty outbox whose first group commit follows `last_batch`.
+    pub(super) fn after(last_batch: u64) -> Self {
+        Outbox {
+            batch: last_batch + 1,
+            ..Outbox::default()
+        }
+    }
 }
 
 impl Default for Outbox {
@@ -192,7 +203,7 @@ impl Outbox {
         generation: u64,
     ) {
         let own = std::slice::from_ref(own);
-        commitlog::encode_record_full(&mut self.records, key, epoch, own, &[], members);
+        commitlog::encode_record_full(&mut self.records, key, epoch, own, &[], members, None);
         self.gen_max = self.gen_max.max(generation);
         self.batched_adds += 1;
         self.check_invariants();
@@ -201,6 +212,14 @@ impl Outbox {
     /// Adds the record of a replica's `cell`; its ack comes apart.
     pub(super) fn add_cell(&mut self, key: &Key, cell: &Cell, generation: u64) {
         commitlog::encode_record(&mut self.records, key, cell);
+        self.gen_max = self.gen_max.max(generation);
+        self.check_invariants();
+    }
+
+    /// Adds the record of a replica's `cell` and the ids `tail` that came
+    /// with it; its ack comes apart.
+    pub(super) fn add_tail_cell(&mut self, key: &Key, cell: &Cell, tail: &TailIds, generation: u64) {
+        commitlog::encode_record_tail(&mut self.records, key, cell, tail);
         self.gen_max = self.gen_max.max(generation);
         self.check_invariants();
     }

@@ -62,6 +62,14 @@ impl OnPark for GroupCommit {
         if !self.fast_syncs.load(Relaxed) {
             return;
         }
+        if self.writes_stalled() {
+            // Test seam: the syncer waits for the disk, this thread does not.
+            let mut out = self.outbox.lock();
+            out.act_now |= out.has_work();
+            drop(out);
+            self.outbox_cv.notify_one();
+            return;
+        }
         let Some(mut c) = self.committer.try_lock() else {
             // The syncer is writing: it takes what is left here next, at once.
             let mut out = self.outbox.lock();

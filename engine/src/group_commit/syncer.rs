@@ -273,6 +273,13 @@ impl GroupCommit {
         if self.poison.is_set() {
             return Err(self.poison.error());
         }
+        if let Some(stall) = &self.opts.stall_writes {
+            // Test seam: a disk that stops taking writes; the records stay
+            // in memory, as if a kill came before their write.
+            while stall.load(Relaxed) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
         let appended = if c.retry.is_empty() {
             c.log.append(records, gen_max)
         } else {

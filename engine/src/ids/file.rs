@@ -1,11 +1,12 @@
 //! Ids files: the ledger's entries on disk once their log segments go.
 //!
-//! # Format (version 1)
+//! # Format (version 2)
 //!
 //! ```text
 //! NNNNNN.ids = header block* footer
 //! header = magic "TALLYIDS" | version u32 LE | crc32(magic, version) u32 LE  (16 bytes)
-//! block  = len u32 LE | crc32(payload) u32 LE | payload (entries, see `ids`)  (len <= 1 MiB)
+//! block  = len u32 LE | crc32(payload) u32 LE | payload (entries)             (len <= 1 MiB)
+//! entry  = kind u8 | fields: 0, 1 the ledger's (see `ids`), 2, 3 the tails' (see `tail`)
 //! footer = 0xFFFF_FFFF u32 LE | crc32(count) u32 LE | count u64 LE           (16 bytes)
 //! ```
 //!
@@ -17,19 +18,23 @@
 //! retry count twice.
 //!
 //! Files are numbered in write order, but order does not matter: entries
-//! are facts, and loading them in any order gives the same ledger.
+//! are facts, and loading them in any order gives the same ledger. Every
+//! file holds the tails as they were when it was written, so a tail
+//! outlives the log segments that held it. Version 1 is the same without
+//! tails, and is still read.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::Entry;
 use super::ledger::Ledger;
+use super::tail::{self, TailEntry, Tails};
 use crate::codec::Cursor;
 use crate::error::{Error, Result};
 use crate::fsutil;
 
 const MAGIC: &[u8; 8] = b"TALLYIDS";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 const HEADER_BYTES: usize = 16;
 const FOOTER_LEN: u32 = u32::MAX;
 /// Largest block payload.
@@ -44,8 +49,13 @@ pub(crate) fn path(dir: &Path, id: u64) -> PathBuf {
     dir.join(format!("{id:06}.ids"))
 }
 
-/// Writes `entries` to a new file `id`, durably.
-pub(crate) fn write(dir: &Path, id: u64, entries: &[Entry]) -> Result<PathBuf> {
+/// Writes `entries` and `tails` to a new file `id`, durably.
+pub(crate) fn write(
+    dir: &Path,
+    id: u64,
+    entries: &[Entry],
+    tails: &[TailEntry],
+) -> Result<PathBuf> {
     let path = path(dir, id);
     let tmp = path.with_extension("ids.tmp");
     let mut bytes = Vec::with_capacity(HEADER_BYTES + entries.len() * 48 + 16);
@@ -54,14 +64,18 @@ pub(crate) fn write(dir: &Path, id: u64, entries: &[Entry]) -> Result<PathBuf> {
     let crc = crc32fast::hash(&bytes);
     bytes.extend_from_slice(&crc.to_le_bytes());
     let mut block = Vec::with_capacity(BLOCK_BYTES + 4096);
-    for (i, e) in entries.iter().enumerate() {
-        e.encode(&mut block);
-        if block.len() >= BLOCK_BYTES || i + 1 == entries.len() {
+    let all = entries.len() + tails.len();
+    for i in 0..all {
+        match entries.get(i) {
+            Some(e) => e.encode(&mut block),
+            None => tails[i - entries.len()].encode(&mut block),
+        }
+        if block.len() >= BLOCK_BYTES || i + 1 == all {
             put_block(&mut bytes, &block);
             block.clear();
         }
     }
-    let count = (entries.len() as u64).to_le_bytes();
+    let count = (all as u64).to_le_bytes();
     bytes.extend_from_slice(&FOOTER_LEN.to_le_bytes());
     bytes.extend_from_slice(&crc32fast::hash(&count).to_le_bytes());
     bytes.extend_from_slice(&count);
@@ -84,8 +98,8 @@ fn put_block(out: &mut Vec<u8>, payload: &[u8]) {
 }
 
 /// Reads file `path` into `ledger` (entries past the retention at
-/// `now_ms` only raise marks); answers how many entries it held.
-pub(crate) fn load(path: &Path, ledger: &Ledger, now_ms: u64) -> Result<u64> {
+/// `now_ms` only raise marks) and `tails`; answers how many entries it held.
+pub(crate) fn load(path: &Path, ledger: &Ledger, tails: &Tails, now_ms: u64) -> Result<u64> {
     let data = std::fs::read(path).map_err(|e| Error::io("read ids file", path, e))?;
     let corrupt = |offset: usize, why: &str| Error::corruption(path, offset as u64, why);
     let header = data
@@ -93,7 +107,9 @@ pub(crate) fn load(path: &Path, ledger: &Ledger, now_ms: u64) -> Result<u64> {
         .ok_or_else(|| corrupt(0, "ids file shorter than its header"))?;
     if &header[..8] != MAGIC
         || crc32fast::hash(&header[..12]).to_le_bytes() != header[12..16]
-        || u32::from_le_bytes([header[8], header[9], header[10], header[11]]) != VERSION
+        || !(1..=VERSION).contains(&u32::from_le_bytes([
+            header[8], header[9], header[10], header[11],
+        ]))
     {
         return Err(corrupt(0, "not an ids file of a known version"));
     }
@@ -132,9 +148,16 @@ pub(crate) fn load(path: &Path, ledger: &Ledger, now_ms: u64) -> Result<u64> {
         }
         let mut cur = Cursor::new(payload);
         while cur.remaining() > 0 {
-            let entry = Entry::decode(&mut cur)
-                .map_err(|e| corrupt(offset, &format!("undecodable ids entry: {}", e.0)))?;
-            ledger.load(entry, now_ms, false);
+            let undecodable = |e: crate::codec::DecodeError| {
+                corrupt(offset, &format!("undecodable ids entry: {}", e.0))
+            };
+            let kind = cur.bytes(1).map_err(undecodable)?[0];
+            if kind == tail::KIND_OP || kind == tail::KIND_FORGOTTEN {
+                tails.load(TailEntry::decode(kind, &mut cur).map_err(undecodable)?);
+            } else {
+                let entry = Entry::decode_kind(kind, &mut cur).map_err(undecodable)?;
+                ledger.load(entry, now_ms, false);
+            }
             count += 1;
         }
         offset += 8 + len;
@@ -172,36 +195,67 @@ mod tests {
             .collect()
     }
 
+    fn tail_entries() -> Vec<TailEntry> {
+        let key = Key::new(b"p", b"t").unwrap();
+        vec![
+            TailEntry::Forgotten { source: 3 },
+            TailEntry::Op {
+                source: 4,
+                key,
+                op: crate::ids::tail::TailOp {
+                    batch: 9,
+                    client: ClientId::from_slice(b"client"),
+                    op: entries(1).into_iter().next().map(|e| match e {
+                        Entry::Op { op, .. } => op,
+                        Entry::Forgotten { .. } => unreachable!(),
+                    }).unwrap(),
+                },
+            },
+        ]
+    }
+
+    #[test]
+    fn tails_read_back_beside_the_ledger() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), 1, &entries(3), &tail_entries()).unwrap();
+        let (l, t) = (ledger(), Tails::default());
+        assert_eq!(load(&path, &l, &t, 2_000).unwrap(), 5);
+        assert_eq!(l.len(), 3);
+        assert_eq!(t.fence(&[4]).len(), 1);
+        t.load(tail_entries().remove(1));
+        assert_eq!(t.fence(&[3]), [], "source 3 stays forgotten");
+    }
+
     #[test]
     fn a_file_reads_back_whole() {
         let dir = tempfile::tempdir().unwrap();
         let all = entries(20_000); // several blocks
-        let path = write(dir.path(), 3, &all).unwrap();
+        let path = write(dir.path(), 3, &all, &[]).unwrap();
         let l = ledger();
-        assert_eq!(load(&path, &l, 2_000).unwrap(), 20_000);
+        assert_eq!(load(&path, &l, &Tails::default(), 2_000).unwrap(), 20_000);
         let key = Key::new(b"p", b"c5").unwrap();
         let id = OpId::new(b"client", 5).unwrap();
         assert!(matches!(l.check(&key, &id, 1, 0, 2_000), Check::Duplicate(op) if op.value == 5));
-        let empty = write(dir.path(), 4, &[]).unwrap();
-        assert_eq!(load(&empty, &l, 2_000).unwrap(), 0);
+        let empty = write(dir.path(), 4, &[], &[]).unwrap();
+        assert_eq!(load(&empty, &l, &Tails::default(), 2_000).unwrap(), 0);
     }
 
     #[test]
     fn every_damage_is_a_corruption_error() {
         let dir = tempfile::tempdir().unwrap();
-        let path = write(dir.path(), 1, &entries(50)).unwrap();
+        let path = write(dir.path(), 1, &entries(50), &tail_entries()).unwrap();
         let good = std::fs::read(&path).unwrap();
         // Every cut, and a flipped bit at every offset.
         for cut in 0..good.len() {
             std::fs::write(&path, &good[..cut]).unwrap();
-            let e = load(&path, &ledger(), 2_000).unwrap_err();
+            let e = load(&path, &ledger(), &Tails::default(), 2_000).unwrap_err();
             assert!(matches!(e, Error::Corruption { .. }), "cut at {cut}: {e}");
         }
         for at in 0..good.len() {
             let mut bad = good.clone();
             bad[at] ^= 0x10;
             std::fs::write(&path, &bad).unwrap();
-            let e = load(&path, &ledger(), 2_000).unwrap_err();
+            let e = load(&path, &ledger(), &Tails::default(), 2_000).unwrap_err();
             assert!(matches!(e, Error::Corruption { .. }), "flip at {at}: {e}");
         }
     }

@@ -48,6 +48,7 @@ pub(crate) mod file;
 pub(crate) mod ledger;
 pub mod record;
 pub(crate) mod store;
+pub mod tail;
 
 use smallvec::SmallVec;
 
@@ -151,8 +152,17 @@ impl Entry {
         }
     }
 
+    #[cfg(test)]
     pub(crate) fn decode(cur: &mut Cursor<'_>) -> std::result::Result<Entry, DecodeError> {
         let kind = cur.bytes(1)?[0];
+        Entry::decode_kind(kind, cur)
+    }
+
+    /// Decodes an entry whose kind byte was read.
+    pub(crate) fn decode_kind(
+        kind: u8,
+        cur: &mut Cursor<'_>,
+    ) -> std::result::Result<Entry, DecodeError> {
         let key = cur.key()?;
         let client = client(cur)?;
         match kind {
@@ -201,12 +211,12 @@ pub(crate) fn record_ops(
     Ok(())
 }
 
-fn put_client(buf: &mut Vec<u8>, client: &[u8]) {
+pub(crate) fn put_client(buf: &mut Vec<u8>, client: &[u8]) {
     codec::put_varint(buf, client.len() as u64);
     buf.extend_from_slice(client);
 }
 
-fn client(cur: &mut Cursor<'_>) -> std::result::Result<ClientId, DecodeError> {
+pub(crate) fn client(cur: &mut Cursor<'_>) -> std::result::Result<ClientId, DecodeError> {
     let len = cur.varint_max(CLIENT_ID_BYTES_MAX, "client id too long")?;
     if len == 0 {
         return Err(DecodeError("empty client id"));
@@ -214,7 +224,7 @@ fn client(cur: &mut Cursor<'_>) -> std::result::Result<ClientId, DecodeError> {
     Ok(ClientId::from_slice(cur.bytes(len)?))
 }
 
-fn put_applied(buf: &mut Vec<u8>, op: &Applied, with_epoch: bool) {
+pub(crate) fn put_applied(buf: &mut Vec<u8>, op: &Applied, with_epoch: bool) {
     codec::put_varint(buf, op.seq);
     codec::put_zigzag(buf, op.delta);
     codec::put_zigzag(buf, op.value);
@@ -225,7 +235,7 @@ fn put_applied(buf: &mut Vec<u8>, op: &Applied, with_epoch: bool) {
 }
 
 /// Decodes an applied add; `epoch` is the record's, or read when `None`.
-fn applied(cur: &mut Cursor<'_>, epoch: Option<u64>) -> std::result::Result<Applied, DecodeError> {
+pub(crate) fn applied(cur: &mut Cursor<'_>, epoch: Option<u64>) -> std::result::Result<Applied, DecodeError> {
     let seq = cur.varint()?;
     if seq == 0 || seq == u64::MAX {
         return Err(DecodeError("ids entry with seq out of range"));

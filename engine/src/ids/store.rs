@@ -1,5 +1,5 @@
-//! The ledger and its files, behind one handle: loaded at open, written
-//! before a flush lets log segments go.
+//! The ledger, the tails and their files, behind one handle: loaded at
+//! open, written before a flush lets log segments go.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -9,6 +9,7 @@ use parking_lot::Mutex;
 use super::file::{self, FILES_MAX};
 use super::ledger::{Ledger, Retention};
 use super::now_ms;
+use super::tail::Tails;
 use crate::error::Result;
 use crate::fsutil;
 
@@ -16,6 +17,7 @@ use crate::fsutil;
 pub(crate) struct IdsStore {
     dir: PathBuf,
     ledger: Arc<Ledger>,
+    tails: Arc<Tails>,
     /// The live files, oldest first; held while one is written.
     files: Mutex<Vec<(u64, PathBuf)>>,
 }
@@ -24,11 +26,12 @@ impl IdsStore {
     /// Loads every ids file of `dir` into a new ledger.
     pub(crate) fn open(dir: &Path, retention: Retention) -> Result<IdsStore> {
         let ledger = Arc::new(Ledger::new(retention));
+        let tails = Arc::new(Tails::default());
         let files = fsutil::numbered_files(dir, "ids")?;
         let now = now_ms();
         let mut entries = 0;
         for (_, path) in &files {
-            entries += file::load(path, &ledger, now)?;
+            entries += file::load(path, &ledger, &tails, now)?;
         }
         if !files.is_empty() {
             tracing::info!(files = files.len(), entries, "loaded operation ids");
@@ -36,12 +39,17 @@ impl IdsStore {
         Ok(IdsStore {
             dir: dir.to_path_buf(),
             ledger,
+            tails,
             files: Mutex::new(files),
         })
     }
 
     pub(crate) fn ledger(&self) -> &Arc<Ledger> {
         &self.ledger
+    }
+
+    pub(crate) fn tails(&self) -> &Arc<Tails> {
+        &self.tails
     }
 
     /// Writes the entries recorded since the last call to a new file, or,
@@ -61,16 +69,17 @@ impl IdsStore {
     fn write(&self, compact: bool) -> Result<()> {
         let mut files = self.files.lock();
         let pending = self.ledger.take_pending();
+        let tails = self.tails.entries();
         let snapshot = compact || files.len() >= FILES_MAX;
-        if pending.is_empty() && !snapshot {
+        if pending.is_empty() && tails.is_empty() && !snapshot {
             return Ok(());
         }
         let id = files.last().map_or(1, |(id, _)| id + 1);
         let written = if snapshot {
             // The pending entries are in the ledger too: the snapshot holds them.
-            file::write(&self.dir, id, &self.ledger.snapshot(now_ms()))
+            file::write(&self.dir, id, &self.ledger.snapshot(now_ms()), &tails)
         } else {
-            file::write(&self.dir, id, &pending)
+            file::write(&self.dir, id, &pending, &tails)
         };
         let path = match written {
             Ok(path) => path,

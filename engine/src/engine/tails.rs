@@ -1,0 +1,115 @@
+//! Tails of ids, the engine's side (see `ids::tail`): a replica takes them
+//! with its cells, and answers and forgets them when the applier's next
+//! incarnation asks; a node that restarted uncleanly learns its lost
+//! incarnations' tails before it applies ids again.
+
+use super::Engine;
+use crate::cell::Cell;
+use crate::error::{Error, Result};
+use crate::ids::tail::{Fenced, TailIds, TailOp};
+use crate::key::Key;
+use crate::retired;
+
+/// A key's tail ops, with the cell they were applied to.
+pub type LearnedTail = (Key, Cell, Vec<TailOp>);
+
+impl Engine {
+    /// [`Engine::apply_many`] for a replica's cells some of which came with
+    /// the ids their applier may still lose (see `ids::tail`): each such
+    /// cell is logged in one record with its tail, and kept until its
+    /// applier says they are durable there. A tail of an incarnation whose
+    /// node learned its tails already is refused ([`Error::Fenced`]), and
+    /// its cell with it.
+    pub async fn apply_with_tails(
+        &self,
+        items: &[(Key, Cell, Option<TailIds>)],
+    ) -> Result<Vec<Result<u64>>> {
+        self.apply_items(items.iter().map(|(k, c, t)| (k, c, t.as_ref())), items.len())
+            .await
+    }
+
+
+    /// Merges a replica's `cell` that came with the ids `tail` and logs
+    /// both in one record, straight into the outbox (never into the
+    /// sealer's queue: the caller's ack covers it). Answers the cell's
+    /// epoch, and whether the active memtable is full.
+    pub(super) fn apply_tail(&self, key: &Key, cell: &Cell, tail: &TailIds) -> Result<(u64, bool)> {
+        let tails = self.ids.tails();
+        let applied = self.cache.with_cell(key, |cached, v| {
+            if let Err(Fenced(source)) = tails.take(key, tail) {
+                return Err(Error::Fenced { counter_id: source });
+            }
+            cached.cell.try_merge(cell).map_err(Error::from)?;
+            cached.mark_written(key, v);
+            // Logged even when the cell did not change: the tail may be new.
+            self.commit.append_tail_now(key, cell, tail, v)?;
+            Ok((cached.cell.epoch(), v.active.bytes() >= self.opts.memtable_bytes_max))
+        });
+        let applied = applied.and_then(|a| a);
+        if let Err(e) = &applied {
+            self.count_refusal(e);
+        }
+        applied
+    }
+
+
+    /// This node's incarnations retired by unclean restarts whose tails it
+    /// has not learned yet: until it has, from every replica it shares
+    /// ranges with, it must not apply ids (see `ids::tail`).
+    pub fn retired(&self) -> Result<Vec<u64>> {
+        retired::read(&self.dir)
+    }
+
+    /// For another node's new incarnation: fences its retired `sources`
+    /// (their messages still in flight are refused from now on) and answers
+    /// their tails held here, per key with the cell as it is here.
+    pub fn fence_tails(&self, sources: &[u64]) -> Result<Vec<LearnedTail>> {
+        let mut out: Vec<LearnedTail> = Vec::new();
+        for (key, op) in self.ids.tails().fence(sources) {
+            match out.iter_mut().find(|(k, _, _)| *k == key) {
+                Some((_, _, ops)) => ops.push(op),
+                None => {
+                    let cell = self.get(&key)?;
+                    out.push((key, cell, vec![op]));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Forgets the tails of `sources` for good, durably: their node learned
+    /// them.
+    pub fn forget_tails(&self, sources: &[u64]) -> Result<()> {
+        self.ids.tails().forget(sources);
+        self.ids.persist()
+    }
+
+    /// Learns tails of this node's retired incarnations from a replica:
+    /// merges each key's cell (so that a retry answered from the tail finds
+    /// its add here too, and replicates it), remembers the ops as applied
+    /// here, and makes both durable before it answers.
+    pub async fn learn_tails(&self, learned: Vec<LearnedTail>) -> Result<()> {
+        let cells: Vec<(Key, Cell)> = learned
+            .iter()
+            .map(|(k, c, _)| (k.clone(), c.clone()))
+            .collect();
+        for r in self.apply_many(&cells).await? {
+            r?;
+        }
+        let ledger = self.ids.ledger();
+        for (key, _, mut ops) in learned {
+            // A later application of one id (a catch-up after a reset) wins.
+            ops.sort_by_key(|op| op.batch);
+            for op in ops {
+                ledger.record(&key, &op.client, op.op);
+            }
+        }
+        self.ids.persist()
+    }
+
+    /// Takes `sources` off the retired list, durably: their tails are
+    /// learned from every replica.
+    pub fn tails_learned(&self, sources: &[u64]) -> Result<()> {
+        retired::remove(&self.dir, sources)
+    }
+}
