@@ -143,8 +143,8 @@ mod work;
 
 pub use cell::{Cell, Shard};
 pub use commitlog::ReplayStats;
-pub use engine::{Engine, Stats};
 pub use engine::tails::LearnedTail;
+pub use engine::{Engine, Stats};
 pub use error::{Error, Result};
 pub use group_commit::Admission;
 pub use group_commit::once::{Once, OnceAdd, OnceSealed};

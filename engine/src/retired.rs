@@ -48,7 +48,9 @@ pub(crate) fn read(dir: &Path) -> Result<Vec<u64>> {
     }
     let count = word(12) as usize;
     if count > COUNT_MAX || body.len() != 16 + 8 * count {
-        return Err(corrupt("retired-incarnations count does not match the file"));
+        return Err(corrupt(
+            "retired-incarnations count does not match the file",
+        ));
     }
     Ok(body[16..]
         .chunks_exact(8)
@@ -87,14 +89,16 @@ fn write(dir: &Path, ids: &[u64]) -> Result<()> {
     b.extend_from_slice(MAGIC);
     b.extend_from_slice(&VERSION.to_le_bytes());
     b.extend_from_slice(&count.to_le_bytes());
-    ids.iter().for_each(|id| b.extend_from_slice(&id.to_le_bytes()));
+    ids.iter()
+        .for_each(|id| b.extend_from_slice(&id.to_le_bytes()));
     let crc = crc32fast::hash(&b);
     b.extend_from_slice(&crc.to_le_bytes());
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, &b)
         .and_then(|()| File::open(&tmp)?.sync_all())
         .map_err(|e| Error::io("write retired incarnations", &tmp, e))?;
-    std::fs::rename(&tmp, &path).map_err(|e| Error::io("install retired incarnations", &path, e))?;
+    std::fs::rename(&tmp, &path)
+        .map_err(|e| Error::io("install retired incarnations", &path, e))?;
     sync_dir(dir)
 }
 
@@ -126,13 +130,19 @@ mod tests {
         let good = std::fs::read(&path).unwrap();
         for cut in 0..good.len() {
             std::fs::write(&path, &good[..cut]).unwrap();
-            assert!(matches!(read(dir.path()), Err(Error::Corruption { .. })), "cut at {cut}");
+            assert!(
+                matches!(read(dir.path()), Err(Error::Corruption { .. })),
+                "cut at {cut}"
+            );
         }
         for at in 0..good.len() {
             let mut bad = good.clone();
             bad[at] ^= 0x04;
             std::fs::write(&path, &bad).unwrap();
-            assert!(matches!(read(dir.path()), Err(Error::Corruption { .. })), "flip at {at}");
+            assert!(
+                matches!(read(dir.path()), Err(Error::Corruption { .. })),
+                "flip at {at}"
+            );
         }
     }
 }

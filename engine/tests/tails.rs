@@ -15,9 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::{key, open, small_options};
-use tally_engine::{
-    Cell, Engine, Error, Once, OnceAdd, OpId, Options, Shard, TailIds, TailOp,
-};
+use tally_engine::{Cell, Engine, Error, Once, OnceAdd, OpId, Options, Shard, TailIds, TailOp};
 
 fn add(delta: i64, seq: u64) -> OnceAdd {
     OnceAdd {
@@ -41,7 +39,14 @@ fn sent(source: u64, clock: u64, value: i64, ops: &[(u64, u64)], durable: u64) -
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as u64;
-    let cell = Cell::from_parts(0, [Shard { counter_id: source, clock, value }]);
+    let cell = Cell::from_parts(
+        0,
+        [Shard {
+            counter_id: source,
+            clock,
+            value,
+        }],
+    );
     let ops = ops
         .iter()
         .map(|&(seq, batch)| TailOp {
@@ -56,7 +61,14 @@ fn sent(source: u64, clock: u64, value: i64, ops: &[(u64, u64)], durable: u64) -
             },
         })
         .collect();
-    (cell, TailIds { counter_id: source, durable, ops })
+    (
+        cell,
+        TailIds {
+            counter_id: source,
+            durable,
+            ops,
+        },
+    )
 }
 
 /// A crash of `e`: its threads are left as they are (a stalled one never
@@ -91,7 +103,10 @@ fn a_replica_keeps_a_tail_through_restarts_and_flushes_until_it_is_forgotten() {
         let e = open(dir.path(), &small_options());
         let (c1, t1) = sent(77, 1, 1, &[(1, 5)], 4);
         let (c2, t2) = sent(77, 2, 2, &[(1, 5), (2, 6)], 4);
-        let r = e.apply_with_tails(&[(key(1), c1, Some(t1)), (key(1), c2, Some(t2))]).await.unwrap();
+        let r = e
+            .apply_with_tails(&[(key(1), c1, Some(t1)), (key(1), c2, Some(t2))])
+            .await
+            .unwrap();
         assert!(r.iter().all(Result::is_ok), "{r:?}");
         assert_eq!(e.get(&key(1)).unwrap().value().unwrap(), 2);
         // The applier's watermark passes batch 5: seq 1 goes.
@@ -110,8 +125,15 @@ fn a_replica_keeps_a_tail_through_restarts_and_flushes_until_it_is_forgotten() {
         // Fenced by that read: a late message of the incarnation is refused.
         let (c4, t4) = sent(77, 3, 3, &[(3, 7)], 5);
         let r = e.apply_with_tails(&[(key(2), c4, Some(t4))]).await.unwrap();
-        assert!(matches!(r[0], Err(Error::Fenced { counter_id: 77 })), "{r:?}");
-        assert_eq!(e.get(&key(2)).unwrap().value().unwrap(), 0, "nothing applied");
+        assert!(
+            matches!(r[0], Err(Error::Fenced { counter_id: 77 })),
+            "{r:?}"
+        );
+        assert_eq!(
+            e.get(&key(2)).unwrap().value().unwrap(),
+            0,
+            "nothing applied"
+        );
         e.forget_tails(&[77]).unwrap();
         let again = crash(e, crashed.path());
         let e = open(again.path(), &small_options());
@@ -190,7 +212,11 @@ fn a_node_learns_its_lost_tail_and_answers_retries_from_it() {
         let a = open(crashed.path(), &small_options());
         assert_ne!(a.counter_id(), old);
         assert_eq!(a.retired().unwrap(), [old]);
-        assert_eq!(a.get(&k).unwrap().value().unwrap(), 5, "the last add was lost here");
+        assert_eq!(
+            a.get(&k).unwrap().value().unwrap(),
+            5,
+            "the last add was lost here"
+        );
         let learned = r.fence_tails(&a.retired().unwrap()).unwrap();
         a.learn_tails(learned).await.unwrap();
         a.tails_learned(&[old]).unwrap();
@@ -198,11 +224,20 @@ fn a_node_learns_its_lost_tail_and_answers_retries_from_it() {
         // Learned durably: through another crash.
         let crashed = crash(a, crashed.path());
         let a = open(crashed.path(), &small_options());
-        assert!(!a.retired().unwrap().contains(&old), "learned: off the list");
-        let (mut s, d) = a.leader_add_once_batch([(&k, &[add(7, 2), add(1, 3)][..])]).unwrap();
+        assert!(
+            !a.retired().unwrap().contains(&old),
+            "learned: off the list"
+        );
+        let (mut s, d) = a
+            .leader_add_once_batch([(&k, &[add(7, 2), add(1, 3)][..])])
+            .unwrap();
         d.wait().await.unwrap();
         let answers = s.pop().unwrap().answers;
-        assert_eq!(answers[0].as_ref().unwrap(), &Once::Duplicate(12), "not applied again");
+        assert_eq!(
+            answers[0].as_ref().unwrap(),
+            &Once::Duplicate(12),
+            "not applied again"
+        );
         assert_eq!(answers[1].as_ref().unwrap(), &Once::Applied(13));
         assert_eq!(a.get(&k).unwrap().value().unwrap(), 13);
         a.close().unwrap();

@@ -52,6 +52,7 @@ pub fn check_answer(answer: &PeerResponse) -> Result<(), NearWrap> {
     match answer {
         PeerResponse::Cell(c) => check_cell(c),
         PeerResponse::Row(rows) => rows.iter().try_for_each(|(_, c)| check_cell(c)),
+        PeerResponse::Tails { learned, .. } => learned.iter().try_for_each(|l| check_cell(&l.cell)),
         PeerResponse::Stale { epoch } if *epoch >= WRAP_FLOOR => Err(NearWrap {
             what: "epoch",
             value: *epoch,

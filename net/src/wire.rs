@@ -501,7 +501,75 @@ pub enum PeerRequest {
         /// Replicas that must hold it before the answer.
         cl: Consistency,
     },
+    /// `Apply`, with the ids the sender's shard in the cell applied that
+    /// it may still lose: kept until its watermark passes them.
+    ApplyTail {
+        /// The counter.
+        key: WireKey,
+        /// State to merge.
+        cell: WireCell,
+        /// The ids.
+        tail: WireTail,
+    },
+    /// The sender restarted uncleanly: fence its `retired` incarnations and
+    /// answer their tails held here, from the `from`-th key on; answered
+    /// `Tails`.
+    LearnTails {
+        /// The sender's retired incarnations.
+        retired: Vec<u64>,
+        /// Keys already answered.
+        from: u64,
+    },
+    /// The sender learned the tails of its `retired` incarnations from
+    /// every replica: forget them; answered `Applied`.
+    ForgetTails {
+        /// The sender's retired incarnations.
+        retired: Vec<u64>,
+    },
 }
+
+/// One add with an id as its applier sealed it (see the engine's
+/// `ids::tail`): what a replica keeps until the applier made it durable.
+#[derive(Debug, Clone, PartialEq, Eq, Encode, Decode)]
+pub struct WireTailOp {
+    /// The applier's group commit that holds it.
+    pub batch: u64,
+    /// The operation id.
+    pub id: OpId,
+    /// Its delta.
+    pub delta: i64,
+    /// The value it produced.
+    pub value: i64,
+    /// The epoch it was applied in.
+    pub epoch: u64,
+    /// When it was applied (wall-clock ms).
+    pub at_ms: u64,
+}
+
+/// The ids that travel with a shard of applier incarnation `counter_id`.
+#[derive(Debug, Clone, PartialEq, Eq, Encode, Decode)]
+pub struct WireTail {
+    /// The applier incarnation whose shard in the cell holds the adds.
+    pub counter_id: u64,
+    /// The applier's last durable group commit when it sent them.
+    pub durable: u64,
+    /// The adds not durable there yet (at most the engine's `TAIL_OPS_MAX`).
+    pub ops: Vec<WireTailOp>,
+}
+
+/// A key's part of a tail, with the cell as the answering replica holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Encode, Decode)]
+pub struct WireLearned {
+    /// The counter.
+    pub key: WireKey,
+    /// The replica's cell for it.
+    pub cell: WireCell,
+    /// The adds of the asked incarnations to it.
+    pub ops: Vec<WireTailOp>,
+}
+
+/// Most keys in one `Tails` answer; the asker comes back for the rest.
+pub const LEARNED_KEYS_MAX: usize = 1024;
 
 /// The answer to a [`PeerRequest`], in the same position of the batch.
 #[derive(Debug, Clone, PartialEq, Eq, Encode, Decode)]
@@ -535,6 +603,14 @@ pub enum PeerResponse {
     },
     /// Answer to `LeaderAdmit`: per member, whether it was new.
     Admitted(Vec<bool>),
+    /// Answer to `LearnTails`: at most [`LEARNED_KEYS_MAX`] keys; `more`
+    /// when the asker must come back for the rest.
+    Tails {
+        /// The keys' tails.
+        learned: Vec<WireLearned>,
+        /// Whether keys are left.
+        more: bool,
+    },
 }
 
 /// Longest reason a node gives for not taking writes.

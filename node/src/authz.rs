@@ -29,6 +29,14 @@
 //!   this node's, or with this node's clock and another value. In an older
 //!   epoch it is harmless: the merge discards it.
 //!
+//! - **Tails of ids** (`ApplyTail`, see `tally_engine::ids::tail`): a tail
+//!   is never of this node's own incarnation, and stays within its bounds;
+//!   the retired incarnations a node asks about in `LearnTails` and
+//!   `ForgetTails` are never this node's own. Whose incarnation a tail
+//!   names is not checked, for the reason third-party shards are not (below):
+//!   the cell it rides with may hold no shard of its applier at all (a
+//!   retry's whole cell after a reset).
+//!
 //! # What is not checked, and why
 //!
 //! - **Shards of a third node's `counter_id`.** A node relays other
@@ -47,8 +55,9 @@
 //!   a read answers what this node holds, and a forwarded add or reset is
 //!   refused by `lead_here` unless this node is a live replica of the key.
 
+use tally_engine::TAIL_OPS_MAX;
 use tally_net::bounds::{self, NearWrap};
-use tally_net::wire::{ErrorKind, PeerRequest, WireCell, WireError, WireKey};
+use tally_net::wire::{ErrorKind, PeerRequest, WireCell, WireError, WireKey, WireTail};
 
 /// This node's own shard of one cell, as far as [`authorize`] needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +117,9 @@ pub(crate) enum Refusal {
     /// This node's own cell could not be read to check the request.
     #[error("cannot read this node's cell to check it: {0}")]
     Unchecked(String),
+    /// A tail of ids that no honest applier sends.
+    #[error("a tail of ids {0}")]
+    BadTail(&'static str),
 }
 
 impl Refusal {
@@ -128,6 +140,21 @@ pub(crate) fn authorize(from: usize, req: &PeerRequest, local: &impl Local) -> R
     }
     match req {
         PeerRequest::Apply { key, cell } => authorize_apply(key, cell, local),
+        PeerRequest::ApplyTail { key, cell, tail } => {
+            authorize_tail(tail, local)?;
+            authorize_apply(key, cell, local)
+        }
+        PeerRequest::LearnTails { retired, .. } | PeerRequest::ForgetTails { retired } => {
+            if retired.len() > RETIRED_MAX {
+                return Err(Refusal::BadTail("request names too many incarnations"));
+            }
+            if retired.contains(&local.counter_id()) {
+                return Err(Refusal::BadTail(
+                    "request names this node's own incarnation",
+                ));
+            }
+            Ok(())
+        }
         PeerRequest::Ping { .. }
         | PeerRequest::Read { .. }
         | PeerRequest::ReadRow { .. }
@@ -136,6 +163,22 @@ pub(crate) fn authorize(from: usize, req: &PeerRequest, local: &impl Local) -> R
         | PeerRequest::LeaderAdmit { .. }
         | PeerRequest::LeaderReset { .. } => Ok(()),
     }
+}
+
+/// Most retired incarnations one request may name.
+const RETIRED_MAX: usize = 1024;
+
+fn authorize_tail(tail: &WireTail, local: &impl Local) -> Result<(), Refusal> {
+    if tail.counter_id == local.counter_id() {
+        return Err(Refusal::BadTail("of this node's own incarnation"));
+    }
+    if tail.ops.len() > TAIL_OPS_MAX {
+        return Err(Refusal::BadTail("of too many ids"));
+    }
+    if tail.ops.iter().any(|op| op.id.check().is_err()) {
+        return Err(Refusal::BadTail("with an operation id out of bounds"));
+    }
+    Ok(())
 }
 
 fn authorize_apply(key: &WireKey, cell: &WireCell, local: &impl Local) -> Result<(), Refusal> {
@@ -350,5 +393,75 @@ mod tests {
             (e.kind, e.outcome),
             (ErrorKind::Invalid, tally_net::Outcome::NotApplied)
         );
+    }
+
+    #[test]
+    fn tails_of_this_node_or_out_of_bounds_are_refused() {
+        use tally_net::once::OpId;
+        use tally_net::wire::{WireTail, WireTailOp};
+        let l = local();
+        let op = |client: &[u8], seq| WireTailOp {
+            batch: 1,
+            id: OpId {
+                client: client.to_vec(),
+                seq,
+            },
+            delta: 1,
+            value: 1,
+            epoch: 4,
+            at_ms: 1,
+        };
+        let tail_req = |counter_id, ops: Vec<WireTailOp>| {
+            let PeerRequest::Apply { key, cell } = apply(b"k", 4, &[(OTHER, 1, 1)]) else {
+                unreachable!()
+            };
+            PeerRequest::ApplyTail {
+                key,
+                cell,
+                tail: WireTail {
+                    counter_id,
+                    durable: 0,
+                    ops,
+                },
+            }
+        };
+        assert_eq!(
+            authorize(0, &tail_req(OTHER, vec![op(b"c", 1)]), &l),
+            Ok(())
+        );
+        let refused = |r: &PeerRequest| matches!(authorize(0, r, &l), Err(Refusal::BadTail(_)));
+        assert!(refused(&tail_req(ME, vec![op(b"c", 1)])), "this node's own");
+        assert!(
+            refused(&tail_req(OTHER, vec![op(b"", 1)])),
+            "an empty client id"
+        );
+        assert!(
+            refused(&tail_req(OTHER, vec![op(b"c", u64::MAX)])),
+            "seq out of range"
+        );
+        let many = vec![op(b"c", 1); TAIL_OPS_MAX + 1];
+        assert!(refused(&tail_req(OTHER, many)));
+        // The cell is checked as any other.
+        let mut far = tail_req(OTHER, vec![]);
+        if let PeerRequest::ApplyTail { key, .. } = &mut far {
+            *key = WireKey::new(b"elsewhere", b"");
+        }
+        assert_eq!(authorize(0, &far, &l), Err(Refusal::NotAReplica));
+        for ask in [
+            PeerRequest::LearnTails {
+                retired: vec![ME],
+                from: 0,
+            },
+            PeerRequest::ForgetTails {
+                retired: vec![OTHER, ME],
+            },
+        ] {
+            assert!(refused(&ask), "{ask:?}");
+        }
+        let ok = PeerRequest::LearnTails {
+            retired: vec![OTHER],
+            from: 0,
+        };
+        assert_eq!(authorize(2, &ok, &l), Ok(()));
     }
 }

@@ -1,7 +1,10 @@
 //! Conversions between the engine's types and the wire's.
 
-use tally_engine::{Cell, Key, Shard};
-use tally_net::wire::{ErrorKind, WireCell, WireError, WireKey, WireShard};
+use tally_engine::ids::record::Applied;
+use tally_engine::{Cell, Key, LearnedTail, Shard, TailIds, TailOp};
+use tally_net::wire::{
+    ErrorKind, WireCell, WireError, WireKey, WireLearned, WireShard, WireTail, WireTailOp,
+};
 
 /// A wire key from a peer as an engine key; over-long parts are `Invalid`.
 pub fn key(k: &WireKey) -> Result<Key, WireError> {
@@ -85,10 +88,79 @@ pub fn engine_error(e: &tally_engine::Error) -> WireError {
         | E::MemberTooLong { .. }
         | E::ReservedColumn => ErrorKind::Invalid,
         E::IdConflict { .. } => ErrorKind::IdConflict,
+        // Its sender is gone: whoever asks, nothing was applied.
+        E::Fenced { .. } => return WireError::not_applied(ErrorKind::Storage, e.to_string()),
         E::IdExpired { .. } => ErrorKind::IdExpired,
         // Refused before it changed anything: safe to retry.
         E::DiskFull(_) => return WireError::not_applied(ErrorKind::Storage, e.to_string()),
         _ => ErrorKind::Storage,
     };
     WireError::new(kind, e.to_string())
+}
+
+/// An engine tail op for the wire.
+fn wire_tail_op(op: &TailOp) -> WireTailOp {
+    WireTailOp {
+        batch: op.batch,
+        id: tally_net::once::OpId {
+            client: op.client.to_vec(),
+            seq: op.op.seq,
+        },
+        delta: op.op.delta,
+        value: op.op.value,
+        epoch: op.op.epoch,
+        at_ms: op.op.at_ms,
+    }
+}
+
+/// A wire tail op as the engine's; an id out of bounds is `Invalid`.
+fn tail_op(op: &WireTailOp) -> Result<TailOp, WireError> {
+    let id = op_id(&op.id)?;
+    Ok(TailOp {
+        batch: op.batch,
+        client: id.client,
+        op: Applied {
+            seq: id.seq,
+            delta: op.delta,
+            value: op.value,
+            epoch: op.epoch,
+            at_ms: op.at_ms,
+        },
+    })
+}
+
+/// An engine tail of ids for the wire.
+pub fn wire_tail(t: &TailIds) -> WireTail {
+    WireTail {
+        counter_id: t.counter_id,
+        durable: t.durable,
+        ops: t.ops.iter().map(wire_tail_op).collect(),
+    }
+}
+
+/// A wire tail of ids as the engine's; an id out of bounds is `Invalid`.
+pub fn tail(t: &WireTail) -> Result<TailIds, WireError> {
+    Ok(TailIds {
+        counter_id: t.counter_id,
+        durable: t.durable,
+        ops: t.ops.iter().map(tail_op).collect::<Result<_, _>>()?,
+    })
+}
+
+/// A key's learned tail for the wire.
+pub fn wire_learned((key, cell, ops): &LearnedTail) -> WireLearned {
+    WireLearned {
+        key: wire_key(key),
+        cell: wire_cell(cell),
+        ops: ops.iter().map(wire_tail_op).collect(),
+    }
+}
+
+/// A key's learned tail from a peer; bad keys and ids are `Invalid`.
+pub fn learned(l: &WireLearned) -> Result<LearnedTail, WireError> {
+    Ok((
+        key(&l.key)?,
+        cell(&l.cell),
+        l.ops.iter().map(tail_op).collect::<Result<_, _>>()?,
+    ))
 }

@@ -27,6 +27,8 @@ pub(crate) struct Ctx {
     pub(crate) ring: Ring,
     pub(crate) engine: Engine,
     pub(crate) hints: Hints,
+    /// Whether this node may apply ids yet, after an unclean restart.
+    pub(crate) tails: crate::tails::Gate,
     /// Set once by `Node::start_peers`, before any request is served.
     pub(crate) transport: OnceLock<Arc<Transport>>,
     pub(crate) write_timeout: Duration,

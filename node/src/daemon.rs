@@ -77,6 +77,16 @@ pub struct RunArgs {
 /// `prepare` sees the node once its commit log is replayed, before any
 /// port opens.
 pub fn run(args: &RunArgs, prepare: impl FnOnce(&Node)) -> Result<()> {
+    run_with(args, |_| {}, prepare)
+}
+
+/// [`run`], with `tweak` changing the engine's options last (test seams,
+/// for `tallyd-faults`).
+pub fn run_with(
+    args: &RunArgs,
+    tweak: impl FnOnce(&mut tally_engine::Options),
+    prepare: impl FnOnce(&Node),
+) -> Result<()> {
     let (path, id, threads) = (args.config.as_path(), args.node.as_str(), args.threads);
     init_logging();
     let config = Config::load(path)?;
@@ -99,7 +109,7 @@ pub fn run(args: &RunArgs, prepare: impl FnOnce(&Node)) -> Result<()> {
     let (runtime, park_commit) = runtime(threads)?;
     runtime.block_on(async {
         // Replay before any port opens: never answer with less than was acknowledged.
-        let node = blocking(|| Node::open(config, id, park_commit))?;
+        let node = blocking(|| Node::open_with(config, id, park_commit, tweak))?;
         prepare(&node);
         node.start_peers()?;
         let listener = tokio::net::TcpListener::bind(me.client)

@@ -53,6 +53,7 @@ pub mod resp;
 mod resp_sets;
 mod resp_tally;
 pub mod server;
+mod tails;
 mod unique;
 mod write;
 

@@ -42,10 +42,21 @@ impl Node {
         node_id: &str,
         park_commit: Option<ParkCommit>,
     ) -> Result<Arc<Node>> {
+        Node::open_with(config, node_id, park_commit, |_| {})
+    }
+
+    /// [`Node::open`], with `tweak` changing the engine's options last
+    /// (test seams, for `tallyd-faults`).
+    pub fn open_with(
+        config: Config,
+        node_id: &str,
+        park_commit: Option<ParkCommit>,
+        tweak: impl FnOnce(&mut Options),
+    ) -> Result<Arc<Node>> {
         let (me, node) = config.node(node_id)?;
         let dir = node.data_dir.clone();
         let c = &config.cluster;
-        let opts = Options {
+        let mut opts = Options {
             sync: match c.sync {
                 SyncKind::Batch => SyncMode::Batch,
                 SyncKind::Periodic => SyncMode::Periodic {
@@ -59,6 +70,7 @@ impl Node {
             ids_retention: c.ids.retention(),
             ..Options::default()
         };
+        tweak(&mut opts);
         let engine_dir = dir.join("engine");
         let engine = Engine::open(&engine_dir, opts)
             .with_context(|| format!("open the engine in {}", engine_dir.display()))?;
@@ -71,11 +83,14 @@ impl Node {
             .collect();
         let hints = Hints::open(&dir.join("hints"), &others)?;
         let ring = Ring::new(&config.node_ids(), c.vnodes, c.replication_factor);
+        let retired = engine.retired().context("read the retired incarnations")?;
+        let tails = crate::tails::Gate::new(config.nodes.len(), me, retired);
         let ctx = Arc::new(Ctx {
             me,
             ring,
             engine,
             hints,
+            tails,
             transport: OnceLock::new(),
             write_timeout: Duration::from_millis(c.write_timeout_ms),
             read_timeout: Duration::from_millis(c.read_timeout_ms),
@@ -117,6 +132,7 @@ impl Node {
         }
         self.writes.start();
         crate::handoff::start(Arc::downgrade(ctx));
+        crate::tails::start(Arc::downgrade(ctx));
         Ok(transport)
     }
 
@@ -146,6 +162,15 @@ impl Node {
     #[cfg(feature = "fault-injection")]
     pub fn inject_ignore_ids(&self) {
         self.writes.inject_ignore_ids();
+    }
+
+    /// FAULT INJECTION for testing checkers: this node applies ids at once
+    /// after an unclean restart, without learning the ids its last run
+    /// applied from its peers (a retry of one that its log lost counts
+    /// twice). Only with the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_skip_tails(&self) {
+        self.ctx.tails.force_open();
     }
 
     /// Coordinates an add; answers the value the leader sees after it (see

@@ -11,11 +11,13 @@
 
 use std::sync::{Arc, Weak};
 
-use tally_engine::Key;
+use tally_engine::{Key, TailIds};
 use tally_net::log_limit::LogLimit;
 use tally_net::once::OpId;
 use tally_net::peer::{BoxFuture, Handler};
-use tally_net::wire::{Consistency, ErrorKind, PeerRequest, PeerResponse, WireError, WireKey};
+use tally_net::wire::{
+    Consistency, ErrorKind, LEARNED_KEYS_MAX, PeerRequest, PeerResponse, WireError, WireKey,
+};
 
 use crate::authz::{self, Local, Own};
 use crate::convert::{self, engine_error, wire_cell};
@@ -37,6 +39,8 @@ enum Task {
     LeaderAdd(WireKey, i64, Option<OpId>, Consistency),
     LeaderReset(WireKey, Consistency),
     LeaderAdmit(Vec<u8>, Vec<Vec<u8>>, Consistency),
+    LearnTails(Vec<u64>, u64),
+    ForgetTails(Vec<u64>),
 }
 
 impl Handler for PeerHandler {
@@ -70,13 +74,25 @@ impl Handler for PeerHandler {
                     PeerRequest::Apply { key, cell } => {
                         match convert::key(&key) {
                             Ok(k) => {
-                                applies.push((k, convert::cell(&cell)));
+                                applies.push((k, convert::cell(&cell), None));
                                 slots.push(i);
                             }
                             Err(e) => out[i] = Some(PeerResponse::Error(e)),
                         }
                         continue;
                     }
+                    PeerRequest::ApplyTail { key, cell, tail } => {
+                        match convert::key(&key).and_then(|k| Ok((k, convert::tail(&tail)?))) {
+                            Ok((k, tail)) => {
+                                applies.push((k, convert::cell(&cell), Some(tail)));
+                                slots.push(i);
+                            }
+                            Err(e) => out[i] = Some(PeerResponse::Error(e)),
+                        }
+                        continue;
+                    }
+                    PeerRequest::LearnTails { retired, from } => Task::LearnTails(retired, from),
+                    PeerRequest::ForgetTails { retired } => Task::ForgetTails(retired),
                     // Heartbeats are answered by the transport; one that
                     // gets here is answered all the same.
                     PeerRequest::Ping { .. } => {
@@ -165,13 +181,13 @@ impl Local for Ctx {
 /// `Stale` when this node has seen a newer reset than the shard's epoch.
 async fn apply(
     ctx: &Ctx,
-    applies: Vec<(Key, tally_engine::Cell)>,
+    applies: Vec<(Key, tally_engine::Cell, Option<TailIds>)>,
     slots: &[usize],
     out: &mut [Option<PeerResponse>],
 ) {
-    match ctx.engine.apply_many(&applies).await {
+    match ctx.engine.apply_with_tails(&applies).await {
         Ok(results) => {
-            for ((&i, (_, cell)), r) in slots.iter().zip(&applies).zip(results) {
+            for ((&i, (_, cell, _)), r) in slots.iter().zip(&applies).zip(results) {
                 out[i] = Some(match r {
                     Ok(epoch) if epoch > cell.epoch() => PeerResponse::Stale { epoch },
                     Ok(_) => PeerResponse::Applied,
@@ -221,6 +237,12 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, task: Task) -> PeerResponse {
                 .await
                 .map(PeerResponse::Admitted)
         }
+        Task::LearnTails(retired, from) => learn_tails(&ctx, &retired, from),
+        Task::ForgetTails(retired) => ctx
+            .engine
+            .forget_tails(&retired)
+            .map(|()| PeerResponse::Applied)
+            .map_err(|e| engine_error(&e)),
         Task::LeaderReset(key, cl) => match convert::key(&key) {
             Ok(k) => writes
                 .lead_reset(&k, cl)
@@ -233,4 +255,19 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, task: Task) -> PeerResponse {
         return PeerResponse::Error(engine_error(&e));
     }
     result.unwrap_or_else(PeerResponse::Error)
+}
+
+/// Fences another node's `retired` incarnations and answers their tails
+/// held here, from the `from`-th key on (see `tally_engine::ids::tail`).
+fn learn_tails(ctx: &Ctx, retired: &[u64], from: u64) -> Result<PeerResponse, WireError> {
+    let all = ctx
+        .engine
+        .fence_tails(retired)
+        .map_err(|e| engine_error(&e))?;
+    let from = usize::try_from(from).unwrap_or(usize::MAX).min(all.len());
+    let end = all.len().min(from + LEARNED_KEYS_MAX);
+    Ok(PeerResponse::Tails {
+        learned: all[from..end].iter().map(convert::wire_learned).collect(),
+        more: end < all.len(),
+    })
 }

@@ -370,12 +370,16 @@ impl Cluster {
     /// SIGSTOP (`resume: false`) or SIGCONT node `i`: a frozen process,
     /// like a long GC pause, that keeps its sockets and its view.
     pub fn signal_stop(&mut self, i: usize, resume: bool) -> Result<()> {
+        self.signal(i, if resume { libc::SIGCONT } else { libc::SIGSTOP })
+    }
+
+    /// Sends signal `sig` to node `i`'s process.
+    pub fn signal(&self, i: usize, sig: libc::c_int) -> Result<()> {
         let child = self.nodes[i]
             .child
             .as_ref()
             .context("node is not running")?;
         let pid = libc::pid_t::try_from(child.id()).context("pid")?;
-        let sig = if resume { libc::SIGCONT } else { libc::SIGSTOP };
         // SAFETY: kill(2) takes plain integers; the pid is our own unreaped child.
         #[allow(unsafe_code, reason = "kill(2) has no safe std wrapper")]
         let rc = unsafe { libc::kill(pid, sig) };

@@ -560,7 +560,11 @@ fn load_ops(
 }
 
 /// Takes the tail of a replica's record for `key` (encoded) into `tails`.
-fn load_tail(key: &[u8], tail: TailIds, tails: &Tails) -> std::result::Result<(), codec::DecodeError> {
+fn load_tail(
+    key: &[u8],
+    tail: TailIds,
+    tails: &Tails,
+) -> std::result::Result<(), codec::DecodeError> {
     let key = Cursor::new(key).key()?;
     for op in tail.ops {
         tails.load(TailEntry::Op {

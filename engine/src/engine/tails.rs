@@ -24,10 +24,12 @@ impl Engine {
         &self,
         items: &[(Key, Cell, Option<TailIds>)],
     ) -> Result<Vec<Result<u64>>> {
-        self.apply_items(items.iter().map(|(k, c, t)| (k, c, t.as_ref())), items.len())
-            .await
+        self.apply_items(
+            items.iter().map(|(k, c, t)| (k, c, t.as_ref())),
+            items.len(),
+        )
+        .await
     }
-
 
     /// Merges a replica's `cell` that came with the ids `tail` and logs
     /// both in one record, straight into the outbox (never into the
@@ -43,7 +45,10 @@ impl Engine {
             cached.mark_written(key, v);
             // Logged even when the cell did not change: the tail may be new.
             self.commit.append_tail_now(key, cell, tail, v)?;
-            Ok((cached.cell.epoch(), v.active.bytes() >= self.opts.memtable_bytes_max))
+            Ok((
+                cached.cell.epoch(),
+                v.active.bytes() >= self.opts.memtable_bytes_max,
+            ))
         });
         let applied = applied.and_then(|a| a);
         if let Err(e) = &applied {
@@ -51,7 +56,6 @@ impl Engine {
         }
         applied
     }
-
 
     /// This node's incarnations retired by unclean restarts whose tails it
     /// has not learned yet: until it has, from every replica it shares

@@ -178,11 +178,13 @@ impl GroupCommit {
             self.ids_batch.fetch_max(out.batch, Release);
             let batch = out.batch;
             drop(out);
-            cached.unsynced.extend(ops.iter().map(|(client, op)| TailOp {
-                batch,
-                client: client.clone(),
-                op: *op,
-            }));
+            cached
+                .unsynced
+                .extend(ops.iter().map(|(client, op)| TailOp {
+                    batch,
+                    client: client.clone(),
+                    op: *op,
+                }));
             cached.mark_written(key, v);
             sealed_own = Some(outcome.shard);
         }

@@ -15,8 +15,8 @@ use crate::cell::{Cell, Shard};
 use crate::commitlog;
 use crate::error::Result;
 use crate::ids::ClientId;
-use crate::ids::tail::TailIds;
 use crate::ids::record::Applied;
+use crate::ids::tail::TailIds;
 use crate::key::Key;
 use crate::outcome::AddOutcome;
 
@@ -218,7 +218,13 @@ impl Outbox {
 
     /// Adds the record of a replica's `cell` and the ids `tail` that came
     /// with it; its ack comes apart.
-    pub(super) fn add_tail_cell(&mut self, key: &Key, cell: &Cell, tail: &TailIds, generation: u64) {
+    pub(super) fn add_tail_cell(
+        &mut self,
+        key: &Key,
+        cell: &Cell,
+        tail: &TailIds,
+        generation: u64,
+    ) {
         commitlog::encode_record_tail(&mut self.records, key, cell, tail);
         self.gen_max = self.gen_max.max(generation);
         self.check_invariants();

@@ -205,10 +205,14 @@ mod tests {
                 op: crate::ids::tail::TailOp {
                     batch: 9,
                     client: ClientId::from_slice(b"client"),
-                    op: entries(1).into_iter().next().map(|e| match e {
-                        Entry::Op { op, .. } => op,
-                        Entry::Forgotten { .. } => unreachable!(),
-                    }).unwrap(),
+                    op: entries(1)
+                        .into_iter()
+                        .next()
+                        .map(|e| match e {
+                            Entry::Op { op, .. } => op,
+                            Entry::Forgotten { .. } => unreachable!(),
+                        })
+                        .unwrap(),
                 },
             },
         ]

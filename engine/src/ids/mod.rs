@@ -235,7 +235,10 @@ pub(crate) fn put_applied(buf: &mut Vec<u8>, op: &Applied, with_epoch: bool) {
 }
 
 /// Decodes an applied add; `epoch` is the record's, or read when `None`.
-pub(crate) fn applied(cur: &mut Cursor<'_>, epoch: Option<u64>) -> std::result::Result<Applied, DecodeError> {
+pub(crate) fn applied(
+    cur: &mut Cursor<'_>,
+    epoch: Option<u64>,
+) -> std::result::Result<Applied, DecodeError> {
     let seq = cur.varint()?;
     if seq == 0 || seq == u64::MAX {
         return Err(DecodeError("ids entry with seq out of range"));

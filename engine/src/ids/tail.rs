@@ -70,11 +70,7 @@ pub struct TailIds {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum TailEntry {
     /// An add of `source`'s tail to `key`.
-    Op {
-        source: u64,
-        key: Key,
-        op: TailOp,
-    },
+    Op { source: u64, key: Key, op: TailOp },
     /// `source` was forgotten: its entries are dropped wherever read.
     Forgotten { source: u64 },
 }
@@ -264,7 +260,12 @@ impl Tails {
 
     /// Adds held, over every source.
     pub(crate) fn len(&self) -> usize {
-        self.inner.lock().sources.values().map(|s| s.ops.len()).sum()
+        self.inner
+            .lock()
+            .sources
+            .values()
+            .map(|s| s.ops.len())
+            .sum()
     }
 }
 

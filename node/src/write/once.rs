@@ -3,17 +3,19 @@
 //!
 //! ```text
 //! batch: the adds with ids it leads ─▶ grouped per counter
+//!   ─▶ refused at once while this node has not learned its lost tails (`tails`)
 //!   ─▶ engine.leader_add_once_batch (the ledger decides under each cell lock)
 //!   ─▶ refusals answered at once (conflict, expired, overflow)
-//!   ─▶ wait for the fsync ─▶ replicate (a round per counter) ─▶ answer
+//!   ─▶ replicate with the ids, while the fsync runs (a round per counter) ─▶ answer
 //! ```
 //!
-//! Unlike plain adds, the shard leaves this node only after its record is
-//! durable here: the record holds the ids, and a replica must never hold
-//! an add whose id this node could lose in a crash (a retry would count it
-//! again). A retry is replicated too, with the whole cell, before it is
-//! acknowledged: its first attempt may have failed before it reached the
-//! level it asked for.
+//! The shard leaves this node before its record is durable here only with
+//! every id of the cell this node could still lose in a crash (see
+//! `tally_engine::ids::tail`): a replica must never hold an add whose id
+//! nobody remembers, or a retry would count it again. When they are too
+//! many for one message, the shard waits for the fsync instead. A retry is
+//! replicated too, with the whole cell, before it is acknowledged: its
+//! first attempt may have failed before it reached the level it asked for.
 //!
 //! A round that ends in `Retry` (a replica had seen a reset this node had
 //! not) catches up to the newer epoch and queues the adds again with
@@ -32,8 +34,9 @@ use super::batch::InFlight;
 use super::queue::{OnceId, Origin, QueuedAdd, Replies, Reply};
 use super::replicate::{Write, replicate};
 use super::round::Verdict;
-use crate::convert::engine_error;
+use crate::convert::{self, engine_error};
 use crate::ring::Replicas;
+use crate::tails;
 
 /// A batch's adds with ids to one counter at one level.
 struct Group {
@@ -104,8 +107,13 @@ pub(super) async fn lead(
     in_flight: Arc<InFlight>,
 ) {
     let ctx = &writes.ctx;
-    let mut groups = group(adds);
     let mut replies = Replies::default();
+    let (mut groups, waiting): (Vec<Group>, Vec<Group>) = group(adds)
+        .into_iter()
+        .partition(|g| ctx.tails.ready(&g.replicas));
+    for mut g in waiting {
+        g.fail(&mut replies, &tails::not_ready(ctx));
+    }
     let sealed = ctx
         .engine
         .leader_add_once_batch(groups.iter().map(|g| (&g.key, g.adds.as_slice())));
@@ -120,6 +128,7 @@ pub(super) async fn lead(
     };
     let mut led = Vec::with_capacity(groups.len());
     let mut shards = Vec::with_capacity(groups.len());
+    let mut all_tails = true;
     for (mut g, s) in groups.into_iter().zip(sealed) {
         for (i, answer) in s.answers.into_iter().enumerate() {
             match answer {
@@ -133,7 +142,16 @@ pub(super) async fn lead(
         }
         if let Some(cell) = s.replicate {
             let (key, replicas) = (g.key.clone(), g.replicas.clone());
-            shards.push(Write::new(ctx, key, cell, replicas, g.cl, g.attempt));
+            let write = Write::new(ctx, key, cell, replicas, g.cl, g.attempt);
+            match s.tail {
+                // Everything of the cell is durable here: nothing to send along.
+                Some(tail) if tail.ops.is_empty() => shards.push(write),
+                Some(tail) => shards.push(write.with_tail(convert::wire_tail(&tail))),
+                None => {
+                    all_tails = false;
+                    shards.push(write);
+                }
+            }
             led.push(g);
         }
     }
@@ -144,14 +162,25 @@ pub(super) async fn lead(
     if shards.is_empty() {
         return;
     }
-    // Durable here before the shard leaves (see the module doc).
-    if let Err(e) = durable.wait().await {
-        let e = engine_error(&e);
-        led.iter_mut().for_each(|g| g.fail(&mut replies, &e));
-        replies.send();
-        return;
-    }
-    replicate(ctx, &mut shards, async { Ok(()) }, |shards| {
+    let durable = if all_tails {
+        Some(durable)
+    } else {
+        // Too many ids to go with a shard: durable here first (module doc).
+        if let Err(e) = durable.wait().await {
+            let e = engine_error(&e);
+            led.iter_mut().for_each(|g| g.fail(&mut replies, &e));
+            replies.send();
+            return;
+        }
+        None
+    };
+    let local = async move {
+        match durable {
+            Some(d) => d.wait().await.map_err(|e| engine_error(&e)),
+            None => Ok(()),
+        }
+    };
+    replicate(ctx, &mut shards, local, |shards| {
         for (g, shard) in led.iter_mut().zip(shards.iter()) {
             settle(&writes, g, shard.round.verdict(), &mut replies);
         }

@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 
 use tally_engine::{Cell, Key};
 use tally_net::peer::Answers;
-use tally_net::wire::{Consistency, PeerRequest, WireError};
+use tally_net::wire::{Consistency, PeerRequest, WireError, WireTail};
 use tokio::time::Instant;
 use tracing::debug;
 
@@ -27,6 +27,8 @@ use crate::ring::Replicas;
 pub(crate) struct Write {
     pub(crate) key: Key,
     pub(crate) cell: Cell,
+    /// The ids that go with the state (see `tally_engine::ids::tail`).
+    pub(crate) tail: Option<WireTail>,
     pub(crate) replicas: Replicas,
     pub(crate) round: Round,
 }
@@ -46,9 +48,16 @@ impl Write {
         Write {
             key,
             cell,
+            tail: None,
             replicas,
             round,
         }
+    }
+
+    /// The write with the ids that go with its state.
+    pub(crate) fn with_tail(mut self, tail: WireTail) -> Write {
+        self.tail = Some(tail);
+        self
     }
 }
 
@@ -136,9 +145,16 @@ fn send(ctx: &Ctx, groups: &[Vec<usize>], writes: &mut [Write]) -> Vec<Call> {
             let answers = if ctx.is_up(r) {
                 let reqs = members
                     .iter()
-                    .map(|&i| PeerRequest::Apply {
-                        key: wire_key(&writes[i].key),
-                        cell: wire_cell(&writes[i].cell),
+                    .map(|&i| {
+                        let (key, cell) = (wire_key(&writes[i].key), wire_cell(&writes[i].cell));
+                        match &writes[i].tail {
+                            None => PeerRequest::Apply { key, cell },
+                            Some(tail) => PeerRequest::ApplyTail {
+                                key,
+                                cell,
+                                tail: tail.clone(),
+                            },
+                        }
                     })
                     .collect();
                 ctx.transport()

@@ -4,8 +4,13 @@
 //!
 //! `tallyd-faults run --config cluster.toml --node n1 --unsafe-drop-every 25`
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use clap::{Parser, Subcommand};
+use tally_engine::Options;
 use tally_node::daemon::{self, RunArgs};
+use tokio::signal::unix::{SignalKind, signal};
 
 // As in `tallyd`, so a faulty node runs like a real one in every other way.
 #[global_allocator]
@@ -35,6 +40,14 @@ enum Cmd {
         /// admit unique counters' members whatever their applier.
         #[arg(long)]
         unsafe_ignore_ids: bool,
+        /// FAULT INJECTION: after an unclean restart, apply ids at once,
+        /// without learning the ids the last run applied from the peers.
+        #[arg(long)]
+        unsafe_skip_tails: bool,
+        /// TEST SEAM: on SIGUSR1 the disk stops taking commit log writes
+        /// (records stay in memory until the node is killed).
+        #[arg(long)]
+        stall_writes_on_sigusr1: bool,
     },
 }
 
@@ -43,8 +56,32 @@ fn main() {
         run,
         unsafe_drop_every,
         unsafe_ignore_ids,
+        unsafe_skip_tails,
+        stall_writes_on_sigusr1,
     } = Cli::parse().command;
-    let result = daemon::run(&run, |n| {
+    let stall = Arc::new(AtomicBool::new(false));
+    let tweak = |o: &mut Options| {
+        if stall_writes_on_sigusr1 {
+            o.stall_writes = Some(stall.clone());
+        }
+    };
+    let result = daemon::run_with(&run, tweak, |n| {
+        if stall_writes_on_sigusr1 {
+            let stall = stall.clone();
+            tokio::spawn(async move {
+                let Ok(mut usr1) = signal(SignalKind::user_defined1()) else {
+                    return;
+                };
+                if usr1.recv().await.is_some() {
+                    tracing::warn!("TEST SEAM: the commit log takes no more writes");
+                    stall.store(true, Ordering::Relaxed);
+                }
+            });
+        }
+        if unsafe_skip_tails {
+            tracing::warn!("FAULT INJECTION: applying ids without learning lost tails");
+            n.inject_skip_tails();
+        }
         if let Some(every) = unsafe_drop_every {
             tracing::warn!(
                 every,
