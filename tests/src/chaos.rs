@@ -15,15 +15,24 @@
 //! - `disk`: a node is restarted with `RLIMIT_FSIZE` just above its largest
 //!   file (no root needed): its writes soon fail with EFBIG as on a full
 //!   disk, and the engine refuses writes until it has room; then it is
-//!   restarted with room again.
+//!   restarted with room again;
+//! - `stall`: a node's disk stops taking commit log writes while the node
+//!   keeps serving (its new records stay in memory, its shards and their
+//!   ids still reach the replicas), then it is killed with `kill -9` and
+//!   restarted: everything it sealed during the stall is lost to it and
+//!   held by others. No root is needed for this either: the nodes run as
+//!   the test-only `tallyd-faults` with only its disk-stall seam armed
+//!   (`--stall-writes-on-sigusr1`; the product code is `tallyd`'s), and a
+//!   SIGUSR1 stalls the disk.
 //!
 //! Clock jumps are not injected: nothing in Tally orders counter state by
 //! wall-clock time. Shards are ordered by their owner's logical clock and
 //! resets by epochs; timeouts and heartbeats use the monotonic clock.
 //!
-//! A slow disk is not injected: without root there is no device to slow
-//! down (a device-mapper delay target or a throttled cgroup needs root).
-//! The engine's own tests inject fsync failures through `Options::fail_sync`.
+//! A slow disk is not injected beyond the stall: without root there is no
+//! device to slow down (a device-mapper delay target or a throttled cgroup
+//! needs root). The engine's own tests inject fsync failures through
+//! `Options::fail_sync`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -85,7 +94,16 @@ pub struct ChaosOptions {
     /// applies adds with ids as new and admits members at any replica (see
     /// [`ClusterOptions::ignoring_ids`]).
     pub ignore_ids: Option<usize>,
+    /// FAULT INJECTION in the product, to prove the checker: every node
+    /// applies ids at once after an unclean restart, without learning the
+    /// ids its last run applied from its peers (`--unsafe-skip-tails`).
+    pub skip_tails: bool,
+    /// The fault kinds to take turns with (see the module doc).
+    pub fault_kinds: &'static [&'static str],
 }
+
+/// Every fault kind (see the module doc).
+pub const FAULT_KINDS: &[&str] = &["kill", "pause", "partition", "disk", "stall"];
 
 impl Default for ChaosOptions {
     fn default() -> Self {
@@ -106,6 +124,8 @@ impl Default for ChaosOptions {
             exact_keys: 2,
             exact_workers: 2,
             ignore_ids: None,
+            skip_tails: false,
+            fault_kinds: FAULT_KINDS,
         }
     }
 }
@@ -256,20 +276,30 @@ fn start(
     opts: &ChaosOptions,
     rf: usize,
 ) -> Result<(Cluster, tokio::runtime::Runtime, Vec<UdpProxy>)> {
-    let cluster_opts = ClusterOptions {
+    // `tallyd-faults` for the disk-stall seam (see the module doc); its
+    // faults only where `opts` asks for them.
+    let mut cluster_opts = ClusterOptions {
         nodes: opts.nodes,
         replication_factor: rf,
         proxied: true,
+        daemon: "tallyd-faults",
+        run_args: vec!["--stall-writes-on-sigusr1".into()],
         ..ClusterOptions::default()
     };
-    let cluster_opts = match opts.ignore_ids {
-        Some(node) => cluster_opts.ignoring_ids(node),
-        None => cluster_opts,
-    };
-    let mut cluster = Cluster::configure(match opts.drop_every {
-        Some(every) => cluster_opts.losing_adds(every),
-        None => cluster_opts,
-    })?;
+    if let Some(node) = opts.ignore_ids {
+        cluster_opts
+            .node_args
+            .push((node, vec!["--unsafe-ignore-ids".into()]));
+    }
+    if opts.skip_tails {
+        cluster_opts.run_args.push("--unsafe-skip-tails".into());
+    }
+    if let Some(every) = opts.drop_every {
+        cluster_opts
+            .run_args
+            .extend(["--unsafe-drop-every".into(), every.to_string()]);
+    }
+    let mut cluster = Cluster::configure(cluster_opts)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -297,7 +327,7 @@ fn inject_all(
 ) -> Result<BTreeMap<&'static str, usize>> {
     let mut faults = BTreeMap::new();
     let mut rng = SmallRng::seed_from_u64(opts.seed);
-    let kinds = ["kill", "pause", "partition", "disk"];
+    let kinds = opts.fault_kinds;
     let mut turn = 0;
     while started.elapsed() + opts.fault_interval <= opts.duration {
         let tick = Instant::now();
@@ -399,6 +429,14 @@ fn inject(
             cluster.signal_stop(victim, false)?;
             std::thread::sleep(hold);
             cluster.signal_stop(victim, true)?;
+        }
+        "stall" => {
+            // Its disk stops; adds keep coming to it for up to a second.
+            cluster.signal(victim, libc::SIGUSR1)?;
+            std::thread::sleep(hold / 3);
+            cluster.kill(victim)?;
+            std::thread::sleep(hold / 3);
+            cluster.restart(victim)?;
         }
         "disk" => {
             // Restarted on a full disk: its commit log writes fail, so it

@@ -1,11 +1,12 @@
 //! The chaos run in CI: every fault kind several times against three real
 //! nodes, adds with ids among the workload, and the checkers shown able to
-//! fail on a build that loses adds and on one that ignores ids.
+//! fail on a build that loses adds, on one that ignores ids and on one
+//! that does not learn the ids a crash lost.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use std::time::Duration;
 
-use tally_tests::chaos::{ChaosOptions, run};
+use tally_tests::chaos::{ChaosOptions, FAULT_KINDS, run};
 
 /// `TALLY_CHAOS_SECONDS` lengthens the run (CI uses the default).
 fn seconds() -> u64 {
@@ -37,7 +38,7 @@ fn a_short_chaos_run_finds_no_violation() {
         );
         assert!(acked >= 1, "no reset acknowledged at {cl}: {summary}");
     }
-    for kind in ["kill", "pause", "partition", "disk"] {
+    for kind in FAULT_KINDS {
         assert!(
             summary.faults.get(kind).copied().unwrap_or(0) >= 1,
             "no {kind} fault: {summary}"
@@ -98,5 +99,29 @@ fn the_checker_catches_a_cluster_that_loses_adds() {
     assert!(
         !summary.report.violations.is_empty(),
         "a lossy cluster passed: {summary}"
+    );
+}
+
+/// Stalled disks and kills only, on nodes that skip learning the ids their
+/// last run applied: retries of ids a stall lost count twice, and the
+/// exact checker must say so.
+#[test]
+fn the_checker_catches_nodes_that_skip_learning_their_lost_ids() {
+    let opts = ChaosOptions {
+        duration: Duration::from_secs(14),
+        fault_interval: Duration::from_secs(3),
+        fault_kinds: &["stall"],
+        seed: 5,
+        skip_tails: true,
+        ..ChaosOptions::default()
+    };
+    let summary = run(&opts).unwrap();
+    assert!(
+        summary
+            .report
+            .violations
+            .iter()
+            .any(|v| v.starts_with("exact key")),
+        "the exact checker passed nodes that skip learning their lost ids: {summary}"
     );
 }

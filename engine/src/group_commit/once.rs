@@ -10,8 +10,9 @@
 //! durable yet (`Cached::unsynced`), sent as one [`TailIds`] beside the
 //! shard. A replica keeps them until this node's watermark passes them
 //! (see `ids::tail`), so a crash here can never leave a replica counting
-//! an add whose id nobody remembers. When there are more of them than a
-//! message carries, the caller waits for the fsync first, as before.
+//! an add whose id nobody remembers. When there are more of them than
+//! [`TAIL_SEND_MAX`] (a hot counter), the caller waits for the fsync
+//! first and sends the shard alone.
 //!
 //! Plain adds, whose shards would carry these adds along without their
 //! ids, wait for their fsync before they answer early while such a record
@@ -30,6 +31,13 @@ use crate::error::{Error, Result};
 use crate::ids::ledger::Ledger;
 use crate::ids::record::{Applied, Check};
 use crate::ids::tail::{TAIL_OPS_MAX, TailIds, TailOp};
+
+/// Most ids not durable yet that go with a shard. A hot counter has more:
+/// they would go again with every batch's shard until the fsync, so its
+/// shards wait for the fsync instead, which costs it little (its batches
+/// overlap: the next one seals while this one waits).
+pub(crate) const TAIL_SEND_MAX: usize = 64;
+const _: () = assert!(TAIL_SEND_MAX <= TAIL_OPS_MAX);
 use crate::ids::{ClientId, OpId};
 use crate::key::Key;
 use crate::version::Version;
@@ -188,7 +196,7 @@ impl GroupCommit {
             cached.mark_written(key, v);
             sealed_own = Some(outcome.shard);
         }
-        let tail = (cached.unsynced.len() <= TAIL_OPS_MAX).then(|| TailIds {
+        let tail = (cached.unsynced.len() <= TAIL_SEND_MAX).then(|| TailIds {
             counter_id: self.counter_id,
             durable,
             ops: cached.unsynced.clone(),

@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 
 use super::Entry;
 use super::ledger::Ledger;
+use super::pending::{BLOCK_BYTES, Encoded};
 use super::tail::{self, TailEntry, Tails};
 use crate::codec::Cursor;
 use crate::error::{Error, Result};
@@ -39,8 +40,6 @@ const HEADER_BYTES: usize = 16;
 const FOOTER_LEN: u32 = u32::MAX;
 /// Largest block payload.
 const BLOCK_BYTES_MAX: usize = 1 << 20;
-/// Entries are cut into blocks of about this size.
-const BLOCK_BYTES: usize = 64 << 10;
 /// More files than this and the next write is a snapshot replacing them all.
 pub(crate) const FILES_MAX: usize = 8;
 
@@ -56,26 +55,26 @@ pub(crate) fn write(
     entries: &[Entry],
     tails: &[TailEntry],
 ) -> Result<PathBuf> {
+    let mut encoded = Encoded::default();
+    entries.iter().for_each(|e| encoded.push(e));
+    tails.iter().for_each(|t| encoded.push_tail(t));
+    write_encoded(dir, id, &encoded)
+}
+
+/// Writes entries already encoded to a new file `id`, durably.
+pub(crate) fn write_encoded(dir: &Path, id: u64, encoded: &Encoded) -> Result<PathBuf> {
     let path = path(dir, id);
     let tmp = path.with_extension("ids.tmp");
-    let mut bytes = Vec::with_capacity(HEADER_BYTES + entries.len() * 48 + 16);
+    let mut bytes =
+        Vec::with_capacity(HEADER_BYTES + encoded.blocks.len() * (BLOCK_BYTES + 8) + 64);
     bytes.extend_from_slice(MAGIC);
     bytes.extend_from_slice(&VERSION.to_le_bytes());
     let crc = crc32fast::hash(&bytes);
     bytes.extend_from_slice(&crc.to_le_bytes());
-    let mut block = Vec::with_capacity(BLOCK_BYTES + 4096);
-    let all = entries.len() + tails.len();
-    for i in 0..all {
-        match entries.get(i) {
-            Some(e) => e.encode(&mut block),
-            None => tails[i - entries.len()].encode(&mut block),
-        }
-        if block.len() >= BLOCK_BYTES || i + 1 == all {
-            put_block(&mut bytes, &block);
-            block.clear();
-        }
+    for block in encoded.all_blocks() {
+        put_block(&mut bytes, block);
     }
-    let count = (all as u64).to_le_bytes();
+    let count = encoded.count.to_le_bytes();
     bytes.extend_from_slice(&FOOTER_LEN.to_le_bytes());
     bytes.extend_from_slice(&crc32fast::hash(&count).to_le_bytes());
     bytes.extend_from_slice(&count);

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 
+use super::pending::Encoded;
 use super::record::{Applied, Check, ClientOps};
 use super::{ClientId, Entry, OpId};
 use crate::key::{Key, KeyHashBuilder};
@@ -20,7 +21,7 @@ type Clients = SmallVec<[(ClientId, ClientOps); 1]>;
 struct Stripe {
     keys: HashMap<Key, Clients, KeyHashBuilder>,
     /// Entries recorded since the last file, in record order.
-    pending: Vec<Entry>,
+    pending: Encoded,
     /// Adds remembered in `keys`.
     ops: usize,
 }
@@ -96,11 +97,7 @@ impl Ledger {
     /// Remembers an applied add (and keeps it for the next file).
     pub(crate) fn record(&self, key: &Key, client: &ClientId, op: Applied) {
         let mut s = self.stripe(key).lock();
-        s.pending.push(Entry::Op {
-            key: key.clone(),
-            client: client.clone(),
-            op,
-        });
+        s.pending.push_op(key, client, &op);
         let s = &mut *s;
         let ops = client_ops(&mut s.keys, key, client);
         let before = ops.ops.len();
@@ -136,24 +133,23 @@ impl Ledger {
             remove_client(&mut s.keys, &key, &client);
         }
         if pending {
-            s.pending.push(entry);
+            s.pending.push(&entry);
         }
     }
 
     /// The entries recorded since the last call, to be written to a file.
-    pub(crate) fn take_pending(&self) -> Vec<Entry> {
-        let mut all = Vec::new();
+    pub(crate) fn take_pending(&self) -> Encoded {
+        let mut all = Encoded::default();
         for s in self.stripes.iter() {
-            all.append(&mut s.lock().pending);
+            let taken = s.lock().pending.take();
+            all.append(taken);
         }
         all
     }
 
     /// Puts entries back that could not be written.
-    pub(crate) fn return_pending(&self, entries: Vec<Entry>) {
-        for e in entries {
-            self.stripe(e.key()).lock().pending.push(e);
-        }
+    pub(crate) fn return_pending(&self, entries: Encoded) {
+        self.stripes[0].lock().pending.append(entries);
     }
 
     /// Forgets what is past the retention at `now_ms`, and answers every
@@ -271,7 +267,7 @@ mod tests {
         assert_eq!(l.len(), 1);
         assert_eq!(l.check(&k, &a, 1, 0, 1_200), Check::Expired);
         assert_eq!(l.len(), 0);
-        assert_eq!(l.take_pending().len(), 1);
+        assert_eq!(l.take_pending().count, 1);
         assert!(l.take_pending().is_empty());
     }
 
@@ -314,6 +310,6 @@ mod tests {
         assert_eq!(l.check(&k, &id(b"a", 5), 1, 0, 5_000), Check::Expired);
         assert_eq!(l.check(&k, &id(b"a", 4), 1, 0, 5_000), Check::Expired);
         assert_eq!(l.check(&k, &id(b"a", 6), 1, 0, 5_000), Check::New);
-        assert_eq!(l.take_pending().len(), 1, "log entries wait for a file");
+        assert_eq!(l.take_pending().count, 1, "log entries wait for a file");
     }
 }

@@ -46,6 +46,7 @@
 
 pub(crate) mod file;
 pub(crate) mod ledger;
+pub(crate) mod pending;
 pub mod record;
 pub(crate) mod store;
 pub mod tail;
@@ -128,15 +129,18 @@ impl Entry {
         }
     }
 
+    /// Appends an `Op` entry of these parts.
+    pub(crate) fn encode_op(buf: &mut Vec<u8>, key: &Key, client: &ClientId, op: &Applied) {
+        buf.push(0);
+        codec::put_key(buf, key);
+        put_client(buf, client);
+        put_applied(buf, op, true);
+    }
+
     /// Appends the entry: `kind u8 | key | client | fields` (see `file`).
     pub(crate) fn encode(&self, buf: &mut Vec<u8>) {
         match self {
-            Entry::Op { key, client, op } => {
-                buf.push(0);
-                codec::put_key(buf, key);
-                put_client(buf, client);
-                put_applied(buf, op, true);
-            }
+            Entry::Op { key, client, op } => Entry::encode_op(buf, key, client, op),
             Entry::Forgotten {
                 key,
                 client,

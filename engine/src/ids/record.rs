@@ -74,6 +74,10 @@ impl ClientOps {
         if op.seq <= self.forgotten_through {
             return;
         }
+        if self.ops.capacity() == 0 {
+            // Most clients add to a counter once in a window: room for one.
+            self.ops.reserve_exact(1);
+        }
         match self.find(op.seq) {
             Ok(i) => self.ops[i] = op,
             Err(i) => self.ops.insert(i, op),

@@ -68,7 +68,7 @@ impl IdsStore {
 
     fn write(&self, compact: bool) -> Result<()> {
         let mut files = self.files.lock();
-        let pending = self.ledger.take_pending();
+        let mut pending = self.ledger.take_pending();
         let tails = self.tails.entries();
         let snapshot = compact || files.len() >= FILES_MAX;
         if pending.is_empty() && tails.is_empty() && !snapshot {
@@ -79,7 +79,10 @@ impl IdsStore {
             // The pending entries are in the ledger too: the snapshot holds them.
             file::write(&self.dir, id, &self.ledger.snapshot(now_ms()), &tails)
         } else {
-            file::write(&self.dir, id, &pending, &tails)
+            // Tails ride along; if the write fails they go back with the
+            // ledger's entries, facts that read twice change nothing.
+            tails.iter().for_each(|t| pending.push_tail(t));
+            file::write_encoded(&self.dir, id, &pending)
         };
         let path = match written {
             Ok(path) => path,

@@ -67,6 +67,11 @@ struct Args {
     /// with ids as new and members at any replica.
     #[arg(long)]
     unsafe_ignore_ids: Option<usize>,
+    /// FAULT INJECTION in the product, to prove the checker: every node
+    /// applies ids at once after an unclean restart, without learning the
+    /// ids its last run applied from its peers.
+    #[arg(long)]
+    unsafe_skip_tails: bool,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -101,6 +106,8 @@ fn main() {
         exact_keys: a.exact_keys,
         exact_workers: a.exact_workers,
         ignore_ids: a.unsafe_ignore_ids,
+        skip_tails: a.unsafe_skip_tails,
+        ..ChaosOptions::default()
     };
     match run(&opts) {
         Ok(summary) => {
