@@ -49,10 +49,12 @@
 //!
 //! ```text
 //! IDENTITY      the counter_id of this incarnation         (identity)
-//! LOCK, CLEAN   directory lock; clean-shutdown marker
+//! LOCK, CLEAN   directory lock; clean-shutdown marker (with the last group commit)
+//! RETIRED       incarnations whose lost ids are not learned yet (retired)
 //! NNNNNN.log    commit log segments                        (commitlog)
 //! NNNNNN.sst    SSTables                                   (sstable)
-//! NNNNNN.ids    operation ids of adds within their window  (ids)
+//! NNNNNN.ids    operation ids of adds within their window, and the
+//!               tails this node keeps for others          (ids, ids::tail)
 //! ```
 //!
 //! # Exactly-once adds and unique counters
@@ -61,9 +63,14 @@
 //! ledger (`ids`) says under the cell lock which are new, and a retry
 //! answers the value its first application produced. [`Engine::admit`]
 //! counts a unique counter's members once each (`unique`). Both write the
-//! new shard and what it applied (ids, members) in one log record, and
-//! their shards may leave the node only once durable
-//! ([`Engine::settled`]; see `group_commit::once`).
+//! new shard and what it applied (ids, members) in one log record. An
+//! admission's shard leaves the node only once durable; a shard with ids
+//! may leave before, carrying every id of its cell not durable yet, which
+//! replicas keep until it is ([`Engine::apply_with_tails`], `ids::tail`).
+//! After an unclean restart the node learns those tails back
+//! ([`Engine::retired`], [`Engine::learn_tails`]) before it applies ids.
+//! State read for other nodes waits for both ([`Engine::settled`]; see
+//! `group_commit::once`).
 //!
 //! # Recovery
 //!

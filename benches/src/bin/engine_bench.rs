@@ -63,6 +63,9 @@ enum Bench {
     Size,
     /// Bytes per counter with operation ids in the window, and after it.
     IdsSize,
+    /// Adds with operation ids against plain adds, alternated: the
+    /// engine's CPU for an id (periodic sync, so the disk does not set the pace).
+    Ids,
 }
 
 fn main() -> Result<()> {
@@ -126,7 +129,73 @@ fn main() -> Result<()> {
     if want(Bench::IdsSize) {
         rt.block_on(ids_size(scratch.path(), args.keys))?;
     }
+    if want(Bench::Ids) {
+        let mut ratios = Vec::new();
+        for round in 1..=3 {
+            let plain = rt.block_on(batch_adds(scratch.path(), &args, false))?;
+            let ids = rt.block_on(batch_adds(scratch.path(), &args, true))?;
+            println!(
+                "ids   round {round}: plain {plain:>9.0} adds/s, with ids {ids:>9.0} adds/s, ratio {:.2}",
+                ids / plain
+            );
+            ratios.push(ids / plain);
+        }
+        ratios.sort_by(f64::total_cmp);
+        println!("ids   median ratio {:.2}", ratios[1]);
+    }
     Ok(())
+}
+
+/// Adds/s of 16 writers over uniform keys, each call one add through the
+/// batch API a node uses (`leader_add_batch`, or `leader_add_once_batch`
+/// with a fresh id), periodic sync.
+async fn batch_adds(root: &Path, args: &Args, with_ids: bool) -> Result<f64> {
+    let dir = fresh_dir(root, "batch-adds")?;
+    let opts = Options {
+        sync: SyncMode::Periodic { interval_ms: 10 },
+        ..Options::default()
+    };
+    let engine = Arc::new(Engine::open(&dir, opts)?);
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..16u64)
+        .map(|w| {
+            let (engine, stop, keys) = (engine.clone(), stop.clone(), args.keys);
+            tokio::spawn(async move {
+                let mut rng = w * 0x9e37_79b9 + 1;
+                let client = format!("writer-{w:08}-{:06}", std::process::id());
+                let mut done = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let k = key(next(&mut rng) % keys);
+                    let durable = if with_ids {
+                        let add = OnceAdd {
+                            delta: 1,
+                            id: OpId::new(client.as_bytes(), done + 1)?,
+                            reapply_below: 0,
+                        };
+                        engine
+                            .leader_add_once_batch([(&k, std::slice::from_ref(&add))])?
+                            .1
+                    } else {
+                        engine.leader_add_batch([(&k, 1)])?.1
+                    };
+                    durable.wait().await?;
+                    done += 1;
+                }
+                anyhow::Ok(done)
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(args.seconds)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut total = 0;
+    for t in tasks {
+        total += t.await??;
+    }
+    let rate = total as f64 / started.elapsed().as_secs_f64();
+    drop(engine);
+    std::fs::remove_dir_all(&dir).ok();
+    Ok(rate)
 }
 
 /// A 16-byte key for counter `i`.

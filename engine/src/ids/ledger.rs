@@ -65,8 +65,12 @@ impl Ledger {
         self.retention
     }
 
+    /// The stripe of `key`, picked by middle bits of its hash: the map
+    /// inside indexes by the low bits (and tags by the top ones), which
+    /// would otherwise be the same for every key of a stripe, and every
+    /// lookup would walk one long probe sequence.
     fn stripe(&self, key: &Key) -> &Mutex<Stripe> {
-        &self.stripes[(key.hash_u64() as usize) & (STRIPES - 1)]
+        &self.stripes[((key.hash_u64() >> 32) as usize) & (STRIPES - 1)]
     }
 
     /// What an add with `id` and `delta` to `key` is at `now_ms`.
@@ -99,10 +103,17 @@ impl Ledger {
         let mut s = self.stripe(key).lock();
         s.pending.push_op(key, client, &op);
         let s = &mut *s;
-        let ops = client_ops(&mut s.keys, key, client);
-        let before = ops.ops.len();
-        ops.record(op);
-        s.ops += ops.ops.len() - before;
+        // One lookup for a known counter, two for a new one.
+        let added = match s.keys.get_mut(key) {
+            Some(clients) => record_in(clients, client, op),
+            None => {
+                let mut clients = Clients::new();
+                let added = record_in(&mut clients, client, op);
+                s.keys.insert(key.clone(), clients);
+                added
+            }
+        };
+        s.ops += added;
     }
 
     /// Takes in an entry read back (a file, or the log when `pending`: its
@@ -214,6 +225,21 @@ fn client_ops<'c>(
         }
     };
     &mut clients[i].1
+}
+
+/// Records `op` in `client`'s ops among `clients`; answers how many ops
+/// it added (0 when it replaced one, or was forgotten already).
+fn record_in(clients: &mut Clients, client: &ClientId, op: Applied) -> usize {
+    let ops = match clients.iter().position(|(c, _)| c == client) {
+        Some(i) => &mut clients[i].1,
+        None => {
+            clients.push((client.clone(), ClientOps::default()));
+            &mut clients.last_mut().expect("pushed above").1
+        }
+    };
+    let before = ops.ops.len();
+    ops.record(op);
+    ops.ops.len() - before
 }
 
 fn remove_client(keys: &mut HashMap<Key, Clients, KeyHashBuilder>, key: &Key, client: &ClientId) {

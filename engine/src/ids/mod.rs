@@ -27,8 +27,11 @@
 //! # Durability
 //!
 //! An applied add's entry is in the same commit log record as the shard
-//! it moved (format 3, see `commitlog`): one checksum covers both, so a
-//! crash keeps both or neither. Before a flush lets log segments go, the
+//! it moved (see `commitlog`): one checksum covers both, so a crash keeps
+//! both or neither. Until that record is durable the entry also travels
+//! with every copy of the shard that leaves the node, and the replicas
+//! keep it ([`tail`]): a crash that loses the record here is learned back
+//! from them. Before a flush lets log segments go, the
 //! entries recorded since the last file are written to a new ids file
 //! ([`file`]); when there are many files, one snapshot of the ledger
 //! replaces them all, leaving out what is past the retention. Open loads

@@ -25,6 +25,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
 use tally_engine::{Cell, Key, OnceAdd};
 use tally_net::wire::{Consistency, WireError};
 use tracing::debug;
@@ -44,11 +45,11 @@ struct Group {
     cl: Consistency,
     replicas: Replicas,
     attempt: u32,
-    adds: Vec<OnceAdd>,
+    adds: SmallVec<[OnceAdd; 1]>,
     /// Each add's answer, taken when answered.
-    replies: Vec<Option<Reply>>,
+    replies: SmallVec<[Option<Reply>; 1]>,
     /// Each add's value, once the engine answered it.
-    values: Vec<Option<i64>>,
+    values: SmallVec<[Option<i64>; 1]>,
 }
 
 impl Group {
@@ -81,9 +82,9 @@ fn group(adds: Vec<(QueuedAdd, Replicas)>) -> Vec<Group> {
                 cl: add.cl,
                 replicas,
                 attempt: 0,
-                adds: Vec::new(),
-                replies: Vec::new(),
-                values: Vec::new(),
+                adds: SmallVec::new(),
+                replies: SmallVec::new(),
+                values: SmallVec::new(),
             });
             groups.len() - 1
         });
