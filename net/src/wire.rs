@@ -570,6 +570,9 @@ pub struct WireLearned {
 
 /// Most keys in one `Tails` answer; the asker comes back for the rest.
 pub const LEARNED_KEYS_MAX: usize = 1024;
+/// Most ids in one `Tails` answer (unless one key alone has more), about
+/// 4 MiB encoded, far below [`MESSAGE_BYTES_MAX`].
+pub const LEARNED_OPS_MAX: usize = 64 * 1024;
 
 /// The answer to a [`PeerRequest`], in the same position of the batch.
 #[derive(Debug, Clone, PartialEq, Eq, Encode, Decode)]

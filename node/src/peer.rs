@@ -16,7 +16,8 @@ use tally_net::log_limit::LogLimit;
 use tally_net::once::OpId;
 use tally_net::peer::{BoxFuture, Handler};
 use tally_net::wire::{
-    Consistency, ErrorKind, LEARNED_KEYS_MAX, PeerRequest, PeerResponse, WireError, WireKey,
+    Consistency, ErrorKind, LEARNED_KEYS_MAX, LEARNED_OPS_MAX, PeerRequest, PeerResponse,
+    WireError, WireKey,
 };
 
 use crate::authz::{self, Local, Own};
@@ -265,9 +266,43 @@ fn learn_tails(ctx: &Ctx, retired: &[u64], from: u64) -> Result<PeerResponse, Wi
         .fence_tails(retired)
         .map_err(|e| engine_error(&e))?;
     let from = usize::try_from(from).unwrap_or(usize::MAX).min(all.len());
-    let end = all.len().min(from + LEARNED_KEYS_MAX);
+    let end = page_end(all.iter().map(|(_, _, ops)| ops.len()), from);
     Ok(PeerResponse::Tails {
         learned: all[from..end].iter().map(convert::wire_learned).collect(),
         more: end < all.len(),
     })
+}
+
+/// Where a page of learned tails that starts at key `from` ends: at most
+/// [`LEARNED_KEYS_MAX`] keys and [`LEARNED_OPS_MAX`] ids (at least one key),
+/// so that an answer stays far below the message limit.
+fn page_end(ops_per_key: impl Iterator<Item = usize>, from: usize) -> usize {
+    let mut ops = 0;
+    let mut end = from;
+    for n in ops_per_key.skip(from).take(LEARNED_KEYS_MAX) {
+        if end > from && ops + n > LEARNED_OPS_MAX {
+            break;
+        }
+        ops += n;
+        end += 1;
+    }
+    end
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_page_of_tails_is_bounded_by_keys_and_ids() {
+        assert_eq!(page_end([].into_iter(), 0), 0);
+        assert_eq!(page_end([1, 2, 3].into_iter(), 0), 3);
+        assert_eq!(page_end([1, 2, 3].into_iter(), 2), 3);
+        let many = std::iter::repeat_n(1, LEARNED_KEYS_MAX + 5);
+        assert_eq!(page_end(many, 0), LEARNED_KEYS_MAX);
+        let big = [LEARNED_OPS_MAX - 1, 1, 1];
+        assert_eq!(page_end(big.into_iter(), 0), 2);
+        // One key over the limit still goes, alone.
+        assert_eq!(page_end([LEARNED_OPS_MAX + 9, 1].into_iter(), 0), 1);
+    }
 }

@@ -24,6 +24,7 @@ use std::sync::Weak;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use tally_net::log_limit::LogLimit;
 use tally_net::wire::{ErrorKind, PeerRequest, PeerResponse, WireError};
 use tracing::{info, warn};
 
@@ -158,7 +159,11 @@ async fn learn_from(ctx: Weak<Ctx>, peer: usize, retired: Vec<u64>) {
         let learned = match answer {
             Ok(PeerResponse::Tails { learned, more }) => Some((learned, more)),
             Ok(other) => {
-                warn!(peer = %c.name(peer), answer = ?other, "unexpected answer to LearnTails");
+                // A peer that refuses would be asked again every turn: a line a second.
+                static LOG: LogLimit = LogLimit::per_second();
+                if let Some(suppressed) = LOG.admit() {
+                    warn!(peer = %c.name(peer), answer = ?other, suppressed, "unexpected answer to LearnTails");
+                }
                 None
             }
             Err(_) => None,

@@ -3,6 +3,8 @@
 //! incarnation asks; a node that restarted uncleanly learns its lost
 //! incarnations' tails before it applies ids again.
 
+use std::collections::HashMap;
+
 use super::Engine;
 use crate::cell::Cell;
 use crate::error::{Error, Result};
@@ -69,11 +71,13 @@ impl Engine {
     /// their tails held here, per key with the cell as it is here.
     pub fn fence_tails(&self, sources: &[u64]) -> Result<Vec<LearnedTail>> {
         let mut out: Vec<LearnedTail> = Vec::new();
+        let mut at: HashMap<Key, usize> = HashMap::new();
         for (key, op) in self.ids.tails().fence(sources) {
-            match out.iter_mut().find(|(k, _, _)| *k == key) {
-                Some((_, _, ops)) => ops.push(op),
+            match at.get(&key) {
+                Some(&i) => out[i].2.push(op),
                 None => {
                     let cell = self.get(&key)?;
+                    at.insert(key.clone(), out.len());
                     out.push((key, cell, vec![op]));
                 }
             }

@@ -31,6 +31,9 @@ use crate::error::{Error, Result};
 use crate::ids::ledger::Ledger;
 use crate::ids::record::{Applied, Check};
 use crate::ids::tail::{TAIL_OPS_MAX, TailIds, TailOp};
+use crate::ids::{ClientId, OpId};
+use crate::key::Key;
+use crate::version::Version;
 
 /// Most ids not durable yet that go with a shard. A hot counter has more:
 /// they would go again with every batch's shard until the fsync, so its
@@ -38,9 +41,6 @@ use crate::ids::tail::{TAIL_OPS_MAX, TailIds, TailOp};
 /// overlap: the next one seals while this one waits).
 pub(crate) const TAIL_SEND_MAX: usize = 64;
 const _: () = assert!(TAIL_SEND_MAX <= TAIL_OPS_MAX);
-use crate::ids::{ClientId, OpId};
-use crate::key::Key;
-use crate::version::Version;
 
 /// One add with an operation id.
 #[derive(Clone, Debug)]
