@@ -13,6 +13,18 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
         .map_err(|e| Error::io("fsync directory", dir, e))
 }
 
+/// Replaces `path` (in `dir`) with `bytes`, durably and whole: written to
+/// `<path>.tmp`, fsync'd, renamed into place, the directory fsync'd. `what`
+/// names the file in errors ("identity").
+pub fn replace_file(dir: &Path, path: &Path, bytes: &[u8], what: &'static str) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes)
+        .and_then(|()| File::open(&tmp)?.sync_all())
+        .map_err(|e| Error::io(what, &tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(what, path, e))?;
+    sync_dir(dir)
+}
+
 /// Lists the files in `dir` named `<number>.<ext>`, sorted by number.
 pub fn numbered_files(dir: &Path, ext: &str) -> Result<Vec<(u64, std::path::PathBuf)>> {
     let mut out = Vec::new();

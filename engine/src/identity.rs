@@ -39,7 +39,7 @@ use std::fs::{File, OpenOptions};
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::fsutil::sync_dir;
+use crate::fsutil::{replace_file, sync_dir};
 
 const MAGIC: &[u8; 8] = b"TALLYID\0";
 const VERSION: u32 = 1;
@@ -191,12 +191,7 @@ fn write(dir: &Path, path: &Path, id: u64) -> Result<()> {
     b.extend_from_slice(&id.to_le_bytes());
     let crc = crc32fast::hash(&b);
     b.extend_from_slice(&crc.to_le_bytes());
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, &b)
-        .and_then(|()| File::open(&tmp)?.sync_all())
-        .map_err(|e| Error::io("write identity", &tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io("install identity", path, e))?;
-    sync_dir(dir)
+    replace_file(dir, path, &b, "write identity")
 }
 
 #[cfg(test)]

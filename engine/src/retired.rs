@@ -14,11 +14,10 @@
 //! Written to a temporary file, fsync'd and renamed into place; a missing
 //! file is an empty list.
 
-use std::fs::File;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::fsutil::sync_dir;
+use crate::fsutil::replace_file;
 
 const MAGIC: &[u8; 8] = b"TALLYRET";
 const VERSION: u32 = 1;
@@ -93,13 +92,7 @@ fn write(dir: &Path, ids: &[u64]) -> Result<()> {
         .for_each(|id| b.extend_from_slice(&id.to_le_bytes()));
     let crc = crc32fast::hash(&b);
     b.extend_from_slice(&crc.to_le_bytes());
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, &b)
-        .and_then(|()| File::open(&tmp)?.sync_all())
-        .map_err(|e| Error::io("write retired incarnations", &tmp, e))?;
-    std::fs::rename(&tmp, &path)
-        .map_err(|e| Error::io("install retired incarnations", &path, e))?;
-    sync_dir(dir)
+    replace_file(dir, &path, &b, "write retired incarnations")
 }
 
 #[cfg(test)]

@@ -187,7 +187,11 @@ async fn learn_from(ctx: Weak<Ctx>, peer: usize, retired: Vec<u64>) {
             Err(e) => Err(e),
         };
         if let Err(e) = stored {
-            warn!(peer = %c.name(peer), error = %e, "could not learn a peer's tails; asking again");
+            // A node that cannot write (a full disk) would say so every turn.
+            static LOG: LogLimit = LogLimit::per_second();
+            if let Some(suppressed) = LOG.admit() {
+                warn!(peer = %c.name(peer), error = %e, suppressed, "could not learn a peer's tails; asking again");
+            }
             drop(c);
             tokio::time::sleep(RETRY_AFTER).await;
             continue;

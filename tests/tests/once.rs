@@ -225,7 +225,20 @@ fn conflicts_expiry_bad_ids_and_restarts() {
     cluster.wait_all_up(Duration::from_secs(30)).unwrap();
     let c = rt.block_on(cluster.client(2)).unwrap();
     let add = |delta: i64, id: &OpId| rt.block_on(c.add_once(b"votes", b"", delta, id, Q));
-    assert_eq!(add(5, &id).unwrap(), 5, "answered again after restarts");
+    // Back from kills, the applier first learns the ids its last run
+    // applied from its peers; until then its adds with ids are refused as
+    // not applied (bounded: 10 s).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let again = loop {
+        match add(5, &id) {
+            Err(e) if e.outcome() == Outcome::NotApplied && Instant::now() < deadline => {
+                assert_eq!(e.kind(), Some(ErrorKind::Unavailable), "{e}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            other => break other,
+        }
+    };
+    assert_eq!(again.unwrap(), 5, "answered again after restarts");
     assert_eq!(
         rt.block_on(c.get(b"votes", b"", Consistency::All)).unwrap(),
         5
