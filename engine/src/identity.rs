@@ -138,10 +138,9 @@ impl Identity {
         let path = dir.join(CLEAN);
         let mut b = last_batch.to_le_bytes().to_vec();
         b.extend_from_slice(&crc32fast::hash(&b).to_le_bytes());
-        std::fs::write(&path, &b)
-            .and_then(|()| File::open(&path)?.sync_all())
-            .map_err(|e| Error::io("write clean marker", &path, e))?;
-        sync_dir(dir)
+        // Whole or absent: a marker torn by a crash while it was written
+        // would stop the next open.
+        replace_file(dir, &path, &b, "write clean marker")
     }
 }
 

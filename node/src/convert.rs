@@ -147,8 +147,8 @@ pub fn tail(t: &WireTail) -> Result<TailIds, WireError> {
     })
 }
 
-/// A key's learned tail for the wire.
-pub fn wire_learned((key, cell, ops): &LearnedTail) -> WireLearned {
+/// A key's tail, with its cell, for the wire.
+pub fn wire_learned(key: &Key, cell: &Cell, ops: &[TailOp]) -> WireLearned {
     WireLearned {
         key: wire_key(key),
         cell: wire_cell(cell),

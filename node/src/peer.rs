@@ -261,14 +261,18 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, task: Task) -> PeerResponse {
 /// Fences another node's `retired` incarnations and answers their tails
 /// held here, from the `from`-th key on (see `tally_engine::ids::tail`).
 fn learn_tails(ctx: &Ctx, retired: &[u64], from: u64) -> Result<PeerResponse, WireError> {
-    let all = ctx
-        .engine
-        .fence_tails(retired)
-        .map_err(|e| engine_error(&e))?;
+    let all = ctx.engine.fence_tails(retired);
     let from = usize::try_from(from).unwrap_or(usize::MAX).min(all.len());
-    let end = page_end(all.iter().map(|(_, _, ops)| ops.len()), from);
+    let end = page_end(all.iter().map(|(_, ops)| ops.len()), from);
+    let learned = all[from..end]
+        .iter()
+        .map(|(key, ops)| {
+            let cell = ctx.engine.get(key).map_err(|e| engine_error(&e))?;
+            Ok(convert::wire_learned(key, &cell, ops))
+        })
+        .collect::<Result<_, WireError>>()?;
     Ok(PeerResponse::Tails {
-        learned: all[from..end].iter().map(convert::wire_learned).collect(),
+        learned,
         more: end < all.len(),
     })
 }

@@ -88,7 +88,7 @@ use crate::cell::{Cell, Shard};
 use crate::codec::{self, Cursor};
 use crate::error::{Error, Result};
 use crate::fsutil;
-use crate::ids::tail::{self, TailEntry, TailIds, Tails};
+use crate::ids::tail::{self, TailIds, Tails};
 use crate::ids::{self, ClientId, ledger::Ledger, record::Applied};
 use crate::key::{Key, KeyHashBuilder};
 use crate::memtable::Memtable;
@@ -559,20 +559,19 @@ fn load_ops(
     Ok(())
 }
 
-/// Takes the tail of a replica's record for `key` (encoded) into `tails`.
+/// Takes the tail of a replica's record for `key` (encoded) into `tails`,
+/// as it was taken when the record was written: the watermark each record
+/// carries prunes what its applier had made durable by then, whatever the
+/// order records are replayed in. An incarnation forgotten for good (in an
+/// ids file read before the log) keeps nothing.
 fn load_tail(
     key: &[u8],
     tail: TailIds,
     tails: &Tails,
 ) -> std::result::Result<(), codec::DecodeError> {
     let key = Cursor::new(key).key()?;
-    for op in tail.ops {
-        tails.load(TailEntry::Op {
-            source: tail.counter_id,
-            key: key.clone(),
-            op,
-        });
-    }
+    // Refused only for a forgotten incarnation: nothing to keep then.
+    let _ = tails.take(&key, &tail);
     Ok(())
 }
 

@@ -68,21 +68,21 @@ impl Engine {
 
     /// For another node's new incarnation: fences its retired `sources`
     /// (their messages still in flight are refused from now on) and answers
-    /// their tails held here, per key with the cell as it is here.
-    pub fn fence_tails(&self, sources: &[u64]) -> Result<Vec<LearnedTail>> {
-        let mut out: Vec<LearnedTail> = Vec::new();
+    /// their tails held here, per key, in batch order. The caller reads the
+    /// cells of the keys it sends ([`Engine::get`]), a page at a time.
+    pub fn fence_tails(&self, sources: &[u64]) -> Vec<(Key, Vec<TailOp>)> {
+        let mut out: Vec<(Key, Vec<TailOp>)> = Vec::new();
         let mut at: HashMap<Key, usize> = HashMap::new();
         for (key, op) in self.ids.tails().fence(sources) {
             match at.get(&key) {
-                Some(&i) => out[i].2.push(op),
+                Some(&i) => out[i].1.push(op),
                 None => {
-                    let cell = self.get(&key)?;
                     at.insert(key.clone(), out.len());
-                    out.push((key, cell, vec![op]));
+                    out.push((key, vec![op]));
                 }
             }
         }
-        Ok(out)
+        out
     }
 
     /// Forgets the tails of `sources` for good, durably: their node learned

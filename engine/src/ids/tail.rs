@@ -200,7 +200,8 @@ impl Tails {
         Ok(())
     }
 
-    /// Takes an entry read back (a log record or an ids file).
+    /// Takes an entry read back from an ids file (log records go through
+    /// [`Tails::take`], with their watermark).
     pub(crate) fn load(&self, entry: TailEntry) {
         let mut inner = self.inner.lock();
         match entry {
