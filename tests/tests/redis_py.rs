@@ -38,11 +38,11 @@ fn redis_py() -> PathBuf {
 const EXAMPLE: &str = r#"
 import sys, redis
 r = redis.Redis(host="127.0.0.1", port=int(sys.argv[1]), protocol=2)
-a = r.execute_command("TALLY.INCRBY", "likes", 5, "web-7", 42)
-b = r.execute_command("TALLY.INCRBY", "likes", 5, "web-7", 42)   # a retry
-assert (a, b, int(r.get("likes"))) == (5, 5, 5), (a, b)
+a = r.execute_command("TALLY.INCRBY", "shares", 5, "web-7", 42)
+b = r.execute_command("TALLY.INCRBY", "shares", 5, "web-7", 42)   # a retry
+assert (a, b, int(r.get("shares"))) == (5, 5, 5), (a, b)
 try:
-    r.execute_command("TALLY.INCRBY", "likes", 6, "web-7", 42)
+    r.execute_command("TALLY.INCRBY", "shares", 6, "web-7", 42)
     raise SystemExit("a conflicting id was accepted")
 except redis.ResponseError as e:
     assert str(e).startswith("IDCONFLICT"), e
