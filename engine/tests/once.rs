@@ -166,6 +166,10 @@ fn expired_ids_are_refused_and_leave_the_disk() {
         tokio::time::sleep(Duration::from_millis(1_100)).await;
         let r = once(&e, 1, &[add(1, b"x", 1)]).await;
         assert_eq!(r, [Err("IdExpired { window_ms: 1000 }".into())]);
+        // Seqs are the client's: an old one is expired on a counter that
+        // never saw it too, never guessed new.
+        let r = once(&e, 9, &[add(1, b"x", 3)]).await;
+        assert_eq!(r, [Err("IdExpired { window_ms: 1000 }".into())]);
         e.compact().unwrap();
         let after = e.stats().ids_file_bytes;
         assert_eq!(e.stats().ids, 0);

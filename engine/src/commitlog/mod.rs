@@ -547,13 +547,9 @@ fn load_ops(
     ledger: &Ledger,
     now_ms: u64,
 ) -> std::result::Result<(), codec::DecodeError> {
-    let key = Cursor::new(key).key()?;
+    let key = ids::fingerprint(&Cursor::new(key).key()?);
     for (client, op) in ops.drain(..) {
-        let entry = ids::Entry::Op {
-            key: key.clone(),
-            client,
-            op,
-        };
+        let entry = ids::Entry::Op { key, client, op };
         ledger.load(entry, now_ms, true);
     }
     Ok(())

@@ -108,8 +108,9 @@ impl Engine {
         for (key, _, mut ops) in learned {
             // A later application of one id (a catch-up after a reset) wins.
             ops.sort_by_key(|op| op.batch);
+            let key = crate::ids::fingerprint(&key);
             for op in ops {
-                ledger.record(&key, &op.client, op.op);
+                ledger.record(key, &op.client, op.op);
             }
         }
         self.ids.persist()

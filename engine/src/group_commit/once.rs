@@ -125,6 +125,7 @@ impl GroupCommit {
         let others = cell.sum() - i128::from(own.value);
         let epoch = cell.epoch();
         let window_ms = ledger.retention().window_ms;
+        let fingerprint = crate::ids::fingerprint(key);
         let mut ops: SmallVec<[(ClientId, Applied); 1]> = SmallVec::new();
         let mut fates = Vec::with_capacity(adds.len());
         let mut retried = false;
@@ -137,7 +138,7 @@ impl GroupCommit {
             let check = match seen {
                 Some(i) if ops[i].1.delta != add.delta => Check::Conflict(ops[i].1),
                 Some(i) => Check::Duplicate(ops[i].1),
-                None => ledger.check(key, id, add.delta, add.reapply_below, now_ms),
+                None => ledger.check(fingerprint, id, add.delta, add.reapply_below, now_ms),
             };
             let fate = match check {
                 Check::Duplicate(op) => {
@@ -179,7 +180,7 @@ impl GroupCommit {
             let combined = u32::try_from(ops.len()).unwrap_or(u32::MAX);
             let outcome = put_next_version(cell, own, clock, combined);
             for (client, op) in &ops {
-                ledger.record(key, client, *op);
+                ledger.record(fingerprint, client, *op);
             }
             out.add_once(key, &outcome.shard, epoch, &ops, v.active.generation());
             cached.sealed_batch = out.batch;

@@ -1,12 +1,12 @@
 //! Ids files: the ledger's entries on disk once their log segments go.
 //!
-//! # Format (version 2)
+//! # Format (version 3)
 //!
 //! ```text
 //! NNNNNN.ids = header block* footer
 //! header = magic "TALLYIDS" | version u32 LE | crc32(magic, version) u32 LE  (16 bytes)
 //! block  = len u32 LE | crc32(payload) u32 LE | payload (entries)             (len <= 1 MiB)
-//! entry  = kind u8 | fields: 0, 1 the ledger's (see `ids`), 2, 3 the tails' (see `tail`)
+//! entry  = kind u8 | fields: 4, 5 the ledger's (see `ids`), 2, 3 the tails' (see `tail`)
 //! footer = 0xFFFF_FFFF u32 LE | crc32(count) u32 LE | count u64 LE           (16 bytes)
 //! ```
 //!
@@ -20,8 +20,8 @@
 //! Files are numbered in write order, but order does not matter: entries
 //! are facts, and loading them in any order gives the same ledger. Every
 //! file holds the tails as they were when it was written, so a tail
-//! outlives the log segments that held it. Version 1 is the same without
-//! tails, and is still read.
+//! outlives the log segments that held it. Versions 1 (no tails) and 2
+//! are still read: their ledger entries (kinds 0 and 1) name whole keys.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -35,7 +35,7 @@ use crate::error::{Error, Result};
 use crate::fsutil;
 
 const MAGIC: &[u8; 8] = b"TALLYIDS";
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 const HEADER_BYTES: usize = 16;
 const FOOTER_LEN: u32 = u32::MAX;
 /// Largest block payload.
@@ -168,7 +168,7 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
     use crate::ids::record::{Applied, Check};
-    use crate::ids::{ClientId, OpId, Retention};
+    use crate::ids::{ClientId, OpId, Retention, fingerprint};
     use crate::key::Key;
 
     fn ledger() -> Ledger {
@@ -181,7 +181,7 @@ mod tests {
     fn entries(n: u64) -> Vec<Entry> {
         (1..=n)
             .map(|seq| Entry::Op {
-                key: Key::new(b"p", format!("c{}", seq % 7).as_bytes()).unwrap(),
+                key: fingerprint(&Key::new(b"p", format!("c{}", seq % 7).as_bytes()).unwrap()),
                 client: ClientId::from_slice(b"client"),
                 op: Applied {
                     seq,
@@ -238,7 +238,7 @@ mod tests {
         assert_eq!(load(&path, &l, &Tails::default(), 2_000).unwrap(), 20_000);
         let key = Key::new(b"p", b"c5").unwrap();
         let id = OpId::new(b"client", 5).unwrap();
-        assert!(matches!(l.check(&key, &id, 1, 0, 2_000), Check::Duplicate(op) if op.value == 5));
+        assert!(matches!(l.check(fingerprint(&key), &id, 1, 0, 2_000), Check::Duplicate(op) if op.value == 5));
         let empty = write(dir.path(), 4, &[], &[]).unwrap();
         assert_eq!(load(&empty, &l, &Tails::default(), 2_000).unwrap(), 0);
     }

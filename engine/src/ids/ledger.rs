@@ -1,28 +1,25 @@
 //! The ledger: every client's applied adds within the window, in memory,
-//! striped by key like the cell locks, and what is not in a file yet.
+//! striped by client, and what is not in a file yet.
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 
+use foldhash::fast::RandomState;
 use parking_lot::Mutex;
-use smallvec::SmallVec;
 
 use super::pending::Encoded;
-use super::record::{Applied, Check, ClientOps};
+use super::record::{Applied, Check, ClientLog};
 use super::{ClientId, Entry, OpId};
-use crate::key::{Key, KeyHashBuilder};
 
 /// Number of stripes (a power of two).
 const STRIPES: usize = 256;
 
-/// The clients that added to one counter with ids; inline for the usual one.
-type Clients = SmallVec<[(ClientId, ClientOps); 1]>;
-
 #[derive(Default)]
 struct Stripe {
-    keys: HashMap<Key, Clients, KeyHashBuilder>,
+    clients: HashMap<ClientId, ClientLog, RandomState>,
     /// Entries recorded since the last file, in record order.
     pending: Encoded,
-    /// Adds remembered in `keys`.
+    /// Adds remembered in `clients`.
     ops: usize,
 }
 
@@ -32,7 +29,7 @@ pub struct Retention {
     /// An applied add is answered for this long (ms), then expired.
     pub window_ms: u64,
     /// A client's forgotten mark is kept this long (ms) after its last add
-    /// to the counter; after that its old ids read as new.
+    /// here; after that its old ids read as new.
     pub forget_ms: u64,
 }
 
@@ -50,6 +47,8 @@ impl Default for Retention {
 /// lock, nothing is taken under them.
 pub(crate) struct Ledger {
     stripes: Box<[Mutex<Stripe>]>,
+    /// Picks a client's stripe; the maps inside hash with seeds of their own.
+    spread: RandomState,
     retention: Retention,
 }
 
@@ -57,6 +56,7 @@ impl Ledger {
     pub(crate) fn new(retention: Retention) -> Ledger {
         Ledger {
             stripes: (0..STRIPES).map(|_| Mutex::default()).collect(),
+            spread: RandomState::default(),
             retention,
         }
     }
@@ -65,55 +65,46 @@ impl Ledger {
         self.retention
     }
 
-    /// The stripe of `key`, picked by middle bits of its hash: the map
-    /// inside indexes by the low bits (and tags by the top ones), which
-    /// would otherwise be the same for every key of a stripe, and every
-    /// lookup would walk one long probe sequence.
-    fn stripe(&self, key: &Key) -> &Mutex<Stripe> {
-        &self.stripes[((key.hash_u64() >> 32) as usize) & (STRIPES - 1)]
+    fn stripe(&self, client: &[u8]) -> &Mutex<Stripe> {
+        let h = self.spread.hash_one(client);
+        &self.stripes[(h >> 32) as usize & (STRIPES - 1)]
     }
 
-    /// What an add with `id` and `delta` to `key` is at `now_ms`.
+    /// What an add with `id` and `delta` to the counter with key
+    /// fingerprint `key` is at `now_ms`.
     pub(crate) fn check(
         &self,
-        key: &Key,
+        key: u64,
         id: &OpId,
         delta: i64,
         reapply_below: u64,
         now_ms: u64,
     ) -> Check {
-        let mut s = self.stripe(key).lock();
-        let expired_before = now_ms.saturating_sub(self.retention.window_ms);
-        let Some(clients) = s.keys.get_mut(key) else {
+        let mut s = self.stripe(&id.client).lock();
+        let s = &mut *s;
+        let Some(log) = s.clients.get_mut(id.client.as_slice()) else {
             return Check::New;
         };
-        let Some((_, ops)) = clients.iter_mut().find(|(c, _)| *c == id.client) else {
-            return Check::New;
-        };
-        let before = ops.ops.len();
-        ops.prune(expired_before, 0);
-        let pruned = before - ops.ops.len();
-        let check = ops.check(id.seq, delta, reapply_below);
-        s.ops -= pruned;
-        check
+        s.ops -= log.prune(now_ms.saturating_sub(self.retention.window_ms));
+        log.check(key, id.seq, delta, reapply_below)
     }
 
     /// Remembers an applied add (and keeps it for the next file).
-    pub(crate) fn record(&self, key: &Key, client: &ClientId, op: Applied) {
-        let mut s = self.stripe(key).lock();
-        s.pending.push_op(key, client, &op);
+    pub(crate) fn record(&self, key: u64, client: &ClientId, op: Applied) {
+        let mut s = self.stripe(client).lock();
         let s = &mut *s;
-        // One lookup for a known counter, two for a new one.
-        let added = match s.keys.get_mut(key) {
-            Some(clients) => record_in(clients, client, op),
+        s.pending.push_op(key, client, &op);
+        // One lookup for a known client, two for a new one.
+        let added = match s.clients.get_mut(client.as_slice()) {
+            Some(log) => log.record(key, op),
             None => {
-                let mut clients = Clients::new();
-                let added = record_in(&mut clients, client, op);
-                s.keys.insert(key.clone(), clients);
+                let mut log = ClientLog::default();
+                let added = log.record(key, op);
+                s.clients.insert(client.clone(), log);
                 added
             }
         };
-        s.ops += added;
+        s.ops += usize::from(added);
     }
 
     /// Takes in an entry read back (a file, or the log when `pending`: its
@@ -122,29 +113,29 @@ impl Ledger {
     pub(crate) fn load(&self, entry: Entry, now_ms: u64, pending: bool) {
         let expired_before = now_ms.saturating_sub(self.retention.window_ms);
         let idle_before = now_ms.saturating_sub(self.retention.forget_ms);
-        let mut s = self.stripe(entry.key()).lock();
+        let mut s = self.stripe(entry.client()).lock();
         let s = &mut *s;
-        let (key, client) = (entry.key().clone(), entry.client().clone());
-        let ops = client_ops(&mut s.keys, &key, &client);
-        let before = ops.ops.len();
+        if pending {
+            s.pending.push(&entry);
+        }
+        let client = entry.client();
+        if !s.clients.contains_key(client.as_slice()) {
+            s.clients.insert(client.clone(), ClientLog::default());
+        }
+        let log = s.clients.get_mut(client.as_slice()).expect("inserted above");
         match &entry {
             Entry::Op { op, .. } if op.at_ms < expired_before => {
-                ops.forget_through(op.seq, op.at_ms);
+                s.ops -= log.forget_through(op.seq, op.at_ms);
             }
-            Entry::Op { op, .. } => ops.record(*op),
+            Entry::Op { key, op, .. } => s.ops += usize::from(log.record(*key, *op)),
             Entry::Forgotten {
                 through,
                 last_at_ms,
                 ..
-            } => ops.forget_through(*through, *last_at_ms),
+            } => s.ops -= log.forget_through(*through, *last_at_ms),
         }
-        let idle = ops.ops.is_empty() && ops.last_at_ms < idle_before;
-        s.ops = s.ops + ops.ops.len() - before;
-        if idle {
-            remove_client(&mut s.keys, &key, &client);
-        }
-        if pending {
-            s.pending.push(&entry);
+        if log.idle(idle_before) {
+            s.clients.remove(client.as_slice());
         }
     }
 
@@ -173,28 +164,25 @@ impl Ledger {
             let mut s = s.lock();
             let s = &mut *s;
             let mut ops_left = 0;
-            s.keys.retain(|key, clients| {
-                clients.retain(|(client, ops)| {
-                    if ops.prune(expired_before, idle_before) {
-                        return false;
-                    }
-                    ops_left += ops.ops.len();
-                    if ops.forgotten_through > 0 {
-                        all.push(Entry::Forgotten {
-                            key: key.clone(),
-                            client: client.clone(),
-                            through: ops.forgotten_through,
-                            last_at_ms: ops.last_at_ms,
-                        });
-                    }
-                    all.extend(ops.ops.iter().map(|op| Entry::Op {
-                        key: key.clone(),
+            s.clients.retain(|client, log| {
+                log.prune(expired_before);
+                if log.idle(idle_before) {
+                    return false;
+                }
+                ops_left += log.ops.len();
+                if log.forgotten_through > 0 {
+                    all.push(Entry::Forgotten {
                         client: client.clone(),
-                        op: *op,
-                    }));
-                    true
-                });
-                !clients.is_empty()
+                        through: log.forgotten_through,
+                        last_at_ms: log.last_at_ms,
+                    });
+                }
+                all.extend(log.ops.iter().map(|l| Entry::Op {
+                    key: l.key,
+                    client: client.clone(),
+                    op: l.op,
+                }));
+                true
             });
             s.ops = ops_left;
         }
@@ -207,54 +195,12 @@ impl Ledger {
     }
 }
 
-fn client_ops<'c>(
-    keys: &'c mut HashMap<Key, Clients, KeyHashBuilder>,
-    key: &Key,
-    client: &ClientId,
-) -> &'c mut ClientOps {
-    // Found without cloning the key: most adds are to a counter known here.
-    if !keys.contains_key(key) {
-        keys.insert(key.clone(), Clients::new());
-    }
-    let clients = keys.get_mut(key).expect("inserted above");
-    let i = match clients.iter().position(|(c, _)| c == client) {
-        Some(i) => i,
-        None => {
-            clients.push((client.clone(), ClientOps::default()));
-            clients.len() - 1
-        }
-    };
-    &mut clients[i].1
-}
-
-/// Records `op` in `client`'s ops among `clients`; answers how many ops
-/// it added (0 when it replaced one, or was forgotten already).
-fn record_in(clients: &mut Clients, client: &ClientId, op: Applied) -> usize {
-    let ops = match clients.iter().position(|(c, _)| c == client) {
-        Some(i) => &mut clients[i].1,
-        None => {
-            clients.push((client.clone(), ClientOps::default()));
-            &mut clients.last_mut().expect("pushed above").1
-        }
-    };
-    let before = ops.ops.len();
-    ops.record(op);
-    ops.ops.len() - before
-}
-
-fn remove_client(keys: &mut HashMap<Key, Clients, KeyHashBuilder>, key: &Key, client: &ClientId) {
-    if let Some(clients) = keys.get_mut(key) {
-        clients.retain(|(c, _)| c != client);
-        if clients.is_empty() {
-            keys.remove(key);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
+
+    const K: u64 = 42;
 
     fn ledger() -> Ledger {
         Ledger::new(Retention {
@@ -280,18 +226,15 @@ mod tests {
     #[test]
     fn records_checks_and_expires() {
         let l = ledger();
-        let k = Key::new(b"p", b"c").unwrap();
         let a = id(b"a", 1);
-        assert_eq!(l.check(&k, &a, 1, 0, 100), Check::New);
-        l.record(&k, &a.client, applied(1, 100));
-        assert_eq!(
-            l.check(&k, &a, 1, 0, 200),
-            Check::Duplicate(applied(1, 100))
-        );
-        // Another client's seq 1 is its own.
-        assert_eq!(l.check(&k, &id(b"b", 1), 1, 0, 200), Check::New);
+        assert_eq!(l.check(K, &a, 1, 0, 100), Check::New);
+        l.record(K, &a.client, applied(1, 100));
+        assert_eq!(l.check(K, &a, 1, 0, 200), Check::Duplicate(applied(1, 100)));
+        // Another client's seq 1 is its own, and so is another counter's.
+        assert_eq!(l.check(K, &id(b"b", 1), 1, 0, 200), Check::New);
+        assert_eq!(l.check(K + 1, &a, 1, 0, 200), Check::New);
         assert_eq!(l.len(), 1);
-        assert_eq!(l.check(&k, &a, 1, 0, 1_200), Check::Expired);
+        assert_eq!(l.check(K, &a, 1, 0, 1_200), Check::Expired);
         assert_eq!(l.len(), 0);
         assert_eq!(l.take_pending().count, 1);
         assert!(l.take_pending().is_empty());
@@ -300,42 +243,56 @@ mod tests {
     #[test]
     fn a_snapshot_read_back_answers_the_same() {
         let l = ledger();
-        let k = Key::new(b"p", b"c").unwrap();
         let a = id(b"a", 1);
-        l.record(&k, &a.client, applied(1, 100));
-        l.record(&k, &a.client, applied(2, 900));
+        l.record(K, &a.client, applied(1, 100));
+        l.record(K + 1, &a.client, applied(2, 900));
         let snap = l.snapshot(1_500); // seq 1 expired, 2 not
         let back = ledger();
         for e in snap {
             back.load(e, 1_500, false);
         }
-        for seq in [1, 2, 3] {
+        for (key, seq) in [(K, 1), (K + 1, 2), (K, 2), (K, 3)] {
             assert_eq!(
-                back.check(&k, &id(b"a", seq), 1, 0, 1_500),
-                l.check(&k, &id(b"a", seq), 1, 0, 1_500),
+                back.check(key, &id(b"a", seq), 1, 0, 1_500),
+                l.check(key, &id(b"a", seq), 1, 0, 1_500),
                 "seq {seq}"
             );
         }
-        assert_eq!(back.check(&k, &id(b"a", 1), 1, 0, 1_500), Check::Expired);
+        assert_eq!(back.check(K, &id(b"a", 1), 1, 0, 1_500), Check::Expired);
+        assert_eq!(back.len(), 1);
         // Idle past `forget_ms`: the record goes, old ids read as new.
         assert!(back.snapshot(20_000).is_empty());
-        assert_eq!(back.check(&k, &id(b"a", 1), 1, 0, 20_000), Check::New);
+        assert_eq!(back.check(K, &id(b"a", 1), 1, 0, 20_000), Check::New);
+        assert_eq!(back.len(), 0);
     }
 
     #[test]
     fn loading_an_expired_add_only_raises_the_mark() {
         let l = ledger();
-        let k = Key::new(b"p", b"c").unwrap();
         let client = ClientId::from_slice(b"a");
+        l.load(
+            Entry::Op {
+                key: K,
+                client: client.clone(),
+                op: applied(5, 4_500),
+            },
+            5_000,
+            true,
+        );
         let e = Entry::Op {
-            key: k.clone(),
+            key: K,
             client,
-            op: applied(5, 100),
+            op: applied(4, 100),
         };
         l.load(e, 5_000, true);
-        assert_eq!(l.check(&k, &id(b"a", 5), 1, 0, 5_000), Check::Expired);
-        assert_eq!(l.check(&k, &id(b"a", 4), 1, 0, 5_000), Check::Expired);
-        assert_eq!(l.check(&k, &id(b"a", 6), 1, 0, 5_000), Check::New);
-        assert_eq!(l.take_pending().count, 1, "log entries wait for a file");
+        assert_eq!(l.check(K, &id(b"a", 4), 1, 0, 5_000), Check::Expired);
+        assert_eq!(l.check(K + 3, &id(b"a", 3), 1, 0, 5_000), Check::Expired);
+        assert!(matches!(
+            l.check(K, &id(b"a", 5), 1, 0, 5_000),
+            Check::Duplicate(_)
+        ));
+        assert_eq!(l.check(K, &id(b"a", 6), 1, 0, 5_000), Check::New);
+        assert_eq!(l.len(), 1);
+        assert_eq!(l.take_pending().count, 2, "log entries wait for a file");
     }
 }

@@ -10,19 +10,25 @@
 //!
 //! # What is remembered, and for how long
 //!
-//! Per counter and client ([`ClientOps`](record::ClientOps)): every add of
-//! the window (`seq, delta, value, epoch, at_ms`, 40 bytes in memory), and a
-//! *forgotten mark*: every seq up to it is forgotten, and a retry of one is
-//! expired. Adds are forgotten oldest seq first once `window_ms` has passed
-//! (10 minutes by default), the mark rising with them. The mark itself is
-//! kept `forget_ms` (24 hours by default) after the client's last add to
-//! the counter; after that, the client is unknown to the counter and an
-//! old id would read as new. Clients retry within seconds; the thin client
+//! Per client ([`ClientLog`](record::ClientLog)), whatever the counters:
+//! every add of the window (`seq`, the counter's key fingerprint, `delta,
+//! value, epoch, at_ms`: 48 bytes in memory), and a *forgotten mark*:
+//! every seq of the client up to it is forgotten, and a retry of one is
+//! expired, on any counter. Seqs are a client's: it numbers its adds
+//! upwards across its counters (the thin client does), so its adds reach
+//! an applier nearly in order, a new one is pushed at the back of one
+//! queue, and adds are forgotten from its front, oldest seq first, once
+//! `window_ms` has passed (10 minutes by default), the mark rising with
+//! them. The same seq on two counters is two adds while both are in the
+//! window. The mark is kept `forget_ms` (24 hours by default) after the
+//! client's last add here; after that, the client is unknown and an old
+//! id would read as new. Clients retry within seconds; the thin client
 //! stops at its deadline, well inside the window.
 //!
 //! The whole ledger of the window is in memory: the applier never reads the
-//! disk under the cell lock. That costs 40 bytes per add of the last
-//! `window_ms`, which is the price of answering any retry in the window.
+//! disk under the cell lock. That costs 48 bytes per add of the last
+//! `window_ms` and a few dozen per client, which is the price of answering
+//! any retry in the window.
 //!
 //! # Durability
 //!
@@ -101,31 +107,39 @@ impl OpId {
     }
 }
 
+/// The stable fingerprint of a counter's key that the ledger and ids files
+/// know it by (see [`codec::hash64`]): a client's adds are told apart by
+/// seq first, so two counters' fingerprints matter only if one client
+/// gave them both the same seq within the window.
+pub(crate) fn fingerprint(key: &Key) -> u64 {
+    codec::hash64(&[key.partition(), key.column()])
+}
+
 /// One fact of the ledger, as files and log records hold it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Entry {
-    /// An applied add.
+    /// An applied add to the counter with key fingerprint `key`.
     Op {
-        key: Key,
+        key: u64,
         client: ClientId,
         op: Applied,
     },
     /// Every seq of `client` up to `through` is forgotten.
     Forgotten {
-        key: Key,
         client: ClientId,
         through: u64,
         last_at_ms: u64,
     },
 }
 
-impl Entry {
-    pub(crate) fn key(&self) -> &Key {
-        match self {
-            Entry::Op { key, .. } | Entry::Forgotten { key, .. } => key,
-        }
-    }
+/// Entry kinds in ids files: 0 and 1 are version 1 and 2 files' (an add
+/// and a mark with the whole key), read still; 2 and 3 are the tails'.
+const KIND_OP_KEYED: u8 = 0;
+const KIND_FORGOTTEN_KEYED: u8 = 1;
+const KIND_OP: u8 = 4;
+const KIND_FORGOTTEN: u8 = 5;
 
+impl Entry {
     pub(crate) fn client(&self) -> &ClientId {
         match self {
             Entry::Op { client, .. } | Entry::Forgotten { client, .. } => client,
@@ -133,25 +147,24 @@ impl Entry {
     }
 
     /// Appends an `Op` entry of these parts.
-    pub(crate) fn encode_op(buf: &mut Vec<u8>, key: &Key, client: &ClientId, op: &Applied) {
-        buf.push(0);
-        codec::put_key(buf, key);
+    pub(crate) fn encode_op(buf: &mut Vec<u8>, key: u64, client: &[u8], op: &Applied) {
+        buf.push(KIND_OP);
+        buf.extend_from_slice(&key.to_le_bytes());
         put_client(buf, client);
         put_applied(buf, op, true);
     }
 
-    /// Appends the entry: `kind u8 | key | client | fields` (see `file`).
+    /// Appends the entry: `kind u8 | fields`, an add's `key u64 LE |
+    /// client | applied`, a mark's `client | through | last_at_ms`.
     pub(crate) fn encode(&self, buf: &mut Vec<u8>) {
         match self {
-            Entry::Op { key, client, op } => Entry::encode_op(buf, key, client, op),
+            Entry::Op { key, client, op } => Entry::encode_op(buf, *key, client, op),
             Entry::Forgotten {
-                key,
                 client,
                 through,
                 last_at_ms,
             } => {
-                buf.push(1);
-                codec::put_key(buf, key);
+                buf.push(KIND_FORGOTTEN);
                 put_client(buf, client);
                 codec::put_varint(buf, *through);
                 codec::put_varint(buf, *last_at_ms);
@@ -165,26 +178,30 @@ impl Entry {
         Entry::decode_kind(kind, cur)
     }
 
-    /// Decodes an entry whose kind byte was read.
+    /// Decodes an entry whose kind byte was read; the keyed kinds of older
+    /// files give their key's fingerprint.
     pub(crate) fn decode_kind(
         kind: u8,
         cur: &mut Cursor<'_>,
     ) -> std::result::Result<Entry, DecodeError> {
-        let key = cur.key()?;
+        let key = match kind {
+            KIND_OP => cur.u64()?,
+            KIND_OP_KEYED | KIND_FORGOTTEN_KEYED => fingerprint(&cur.key()?),
+            KIND_FORGOTTEN => 0,
+            _ => return Err(DecodeError("unknown ids entry kind")),
+        };
         let client = client(cur)?;
         match kind {
-            0 => Ok(Entry::Op {
+            KIND_OP | KIND_OP_KEYED => Ok(Entry::Op {
                 key,
                 client,
                 op: applied(cur, None)?,
             }),
-            1 => Ok(Entry::Forgotten {
-                key,
+            _ => Ok(Entry::Forgotten {
                 client,
                 through: cur.varint()?,
                 last_at_ms: cur.varint()?,
             }),
-            _ => Err(DecodeError("unknown ids entry kind")),
         }
     }
 }
@@ -290,12 +307,11 @@ mod tests {
         };
         let entries = [
             Entry::Op {
-                key: key.clone(),
+                key: fingerprint(&key),
                 client: client.clone(),
                 op,
             },
             Entry::Forgotten {
-                key,
                 client: client.clone(),
                 through: 77,
                 last_at_ms: 5,
@@ -304,6 +320,21 @@ mod tests {
         let mut buf = Vec::new();
         entries.iter().for_each(|e| e.encode(&mut buf));
         let mut cur = Cursor::new(&buf);
+        for e in &entries {
+            assert_eq!(&Entry::decode(&mut cur).unwrap(), e);
+        }
+        assert_eq!(cur.remaining(), 0);
+        // Version 1 and 2 files name the whole key: read as its fingerprint.
+        let mut keyed = vec![KIND_OP_KEYED];
+        codec::put_key(&mut keyed, &key);
+        put_client(&mut keyed, &client);
+        put_applied(&mut keyed, &op, true);
+        keyed.push(KIND_FORGOTTEN_KEYED);
+        codec::put_key(&mut keyed, &key);
+        put_client(&mut keyed, &client);
+        codec::put_varint(&mut keyed, 77);
+        codec::put_varint(&mut keyed, 5);
+        let mut cur = Cursor::new(&keyed);
         for e in &entries {
             assert_eq!(&Entry::decode(&mut cur).unwrap(), e);
         }

@@ -1,5 +1,5 @@
-//! What one applier remembers of one client's adds to one counter, and the
-//! rule that says whether an add is new: pure, tested here.
+//! What one applier remembers of one client's adds, and the rule that says
+//! whether an add is new: pure, tested here.
 
 use std::collections::VecDeque;
 
@@ -31,29 +31,48 @@ pub enum Check {
     Expired,
 }
 
-/// One client's applied adds to one counter.
-///
-/// # Invariants
-/// - `ops` is sorted by `seq`, without repeats, and every `seq` in it is
-///   greater than `forgotten_through`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ClientOps {
-    /// Every seq up to here is forgotten: a retry of one is [`Check::Expired`].
-    pub forgotten_through: u64,
-    /// When this client last added to the counter (ms).
-    pub last_at_ms: u64,
-    /// Adds within the window.
-    pub ops: VecDeque<Applied>,
+/// An applied add to the counter whose key has fingerprint `key`
+/// (`ids::fingerprint`): 48 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Logged {
+    /// The counter's key fingerprint.
+    pub key: u64,
+    /// The add.
+    pub op: Applied,
 }
 
-impl ClientOps {
-    /// What an add of `delta` with `seq` is. `reapply_below`: an add applied
-    /// in an epoch below it is new again (its leader found its epoch stale
+/// One client's applied adds at this node, whatever their counters: its
+/// window of recent adds and a high-water mark below which its adds are
+/// forgotten. A client numbers its adds with increasing seqs (the thin
+/// client does), so they arrive nearly in order: a new add is pushed at
+/// the back, the window is pruned at the front, and the whole record of a
+/// client costs one entry per add in the window plus 40 bytes.
+///
+/// # Invariants
+/// - `ops` is sorted by `(seq, key)`, without repeats, and every `seq` in
+///   it is greater than `forgotten_through`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClientLog {
+    /// Every seq up to here is forgotten, on every counter: a retry of
+    /// one is [`Check::Expired`].
+    pub forgotten_through: u64,
+    /// When this client last added here (ms).
+    pub last_at_ms: u64,
+    /// Adds within the window.
+    pub ops: VecDeque<Logged>,
+}
+
+impl ClientLog {
+    /// What an add of `delta` with `seq` to counter `key` is. Seqs are a
+    /// client's, not a counter's: the same seq on another counter is
+    /// another add while both are in the window, and expired with the
+    /// rest once the mark passes it. `reapply_below`: an add applied in an
+    /// epoch below it is new again (its leader found its epoch stale
     /// before anyone saw it acknowledged; see `Engine::leader_add_once`).
-    pub fn check(&self, seq: u64, delta: i64, reapply_below: u64) -> Check {
-        match self.find(seq) {
+    pub fn check(&self, key: u64, seq: u64, delta: i64, reapply_below: u64) -> Check {
+        match self.find(key, seq) {
             Ok(i) => {
-                let op = self.ops[i];
+                let op = self.ops[i].op;
                 if op.delta != delta {
                     Check::Conflict(op)
                 } else if op.epoch < reapply_below {
@@ -67,63 +86,89 @@ impl ClientOps {
         }
     }
 
-    /// Remembers an applied add (replacing one with the same seq). A seq
-    /// already forgotten is not remembered again.
-    pub fn record(&mut self, op: Applied) {
+    /// Remembers an applied add (replacing one with the same seq and
+    /// counter); answers whether it took a new entry. A seq already
+    /// forgotten is not remembered again.
+    pub fn record(&mut self, key: u64, op: Applied) -> bool {
         self.last_at_ms = self.last_at_ms.max(op.at_ms);
         if op.seq <= self.forgotten_through {
-            return;
+            return false;
         }
         if self.ops.capacity() == 0 {
-            // Most clients add to a counter once in a window: room for one.
+            // Many clients add once in a window: room for one.
             self.ops.reserve_exact(1);
         }
-        match self.find(op.seq) {
-            Ok(i) => self.ops[i] = op,
-            Err(i) => self.ops.insert(i, op),
+        match self.find(key, op.seq) {
+            Ok(i) => {
+                self.ops[i].op = op;
+                false
+            }
+            Err(i) => {
+                self.ops.insert(i, Logged { key, op });
+                true
+            }
         }
     }
 
     /// Raises the forgotten mark (from a file or another copy), dropping
-    /// what it covers.
-    pub fn forget_through(&mut self, seq: u64, last_at_ms: u64) {
+    /// what it covers; answers how many adds it dropped.
+    pub fn forget_through(&mut self, seq: u64, last_at_ms: u64) -> usize {
         self.last_at_ms = self.last_at_ms.max(last_at_ms);
         if seq <= self.forgotten_through {
-            return;
+            return 0;
         }
         self.forgotten_through = seq;
-        while self.ops.front().is_some_and(|op| op.seq <= seq) {
+        let before = self.ops.len();
+        while self.ops.front().is_some_and(|l| l.op.seq <= seq) {
             self.ops.pop_front();
         }
+        before - self.ops.len()
     }
 
     /// Forgets the adds applied before `expired_before` (ms), oldest seq
     /// first: it stops at the first one still in the window, so an add
     /// that came out of order may be kept a little longer, never shorter.
-    /// Answers whether the whole record may go: nothing left in the window
-    /// and no add since `idle_before`.
-    pub fn prune(&mut self, expired_before: u64, idle_before: u64) -> bool {
-        while let Some(op) = self.ops.front().copied() {
-            if op.at_ms >= expired_before {
+    /// Answers how many it forgot.
+    pub fn prune(&mut self, expired_before: u64) -> usize {
+        let before = self.ops.len();
+        while let Some(l) = self.ops.front().copied() {
+            if l.op.at_ms >= expired_before {
                 break;
             }
             self.ops.pop_front();
-            self.forgotten_through = self.forgotten_through.max(op.seq);
+            self.forgotten_through = self.forgotten_through.max(l.op.seq);
         }
+        before - self.ops.len()
+    }
+
+    /// Whether the whole record may go: nothing left in the window and no
+    /// add since `idle_before` (ms).
+    pub fn idle(&self, idle_before: u64) -> bool {
         self.ops.is_empty() && self.last_at_ms < idle_before
     }
 
-    fn find(&self, seq: u64) -> Result<usize, usize> {
-        self.ops.binary_search_by_key(&seq, |op| op.seq)
+    /// The position of `(seq, key)`, or where it would go. A new add is
+    /// usually the newest: that costs one comparison.
+    fn find(&self, key: u64, seq: u64) -> Result<usize, usize> {
+        let at = (seq, key);
+        match self.ops.back() {
+            None => Err(0),
+            Some(last) if (last.op.seq, last.key) < at => Err(self.ops.len()),
+            Some(_) => self.ops.binary_search_by_key(&at, |l| (l.op.seq, l.key)),
+        }
     }
 
     /// Asserts the invariants (debug builds).
     pub fn check_invariants(&self) {
         if cfg!(debug_assertions) {
-            let mut last = self.forgotten_through;
-            for op in &self.ops {
-                assert!(op.seq > last, "ops out of order: {} after {last}", op.seq);
-                last = op.seq;
+            let mut last = (self.forgotten_through, u64::MAX);
+            for l in &self.ops {
+                let at = (l.op.seq, l.key);
+                assert!(
+                    at > last && l.op.seq > self.forgotten_through,
+                    "ops out of order: {at:?} after {last:?}"
+                );
+                last = at;
             }
         }
     }
@@ -132,6 +177,8 @@ impl ClientOps {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const K: u64 = 7;
 
     fn op(seq: u64, delta: i64, at_ms: u64) -> Applied {
         Applied {
@@ -145,64 +192,74 @@ mod tests {
 
     #[test]
     fn new_duplicate_conflict() {
-        let mut c = ClientOps::default();
-        assert_eq!(c.check(5, 1, 0), Check::New);
-        c.record(op(5, 1, 100));
-        assert_eq!(c.check(5, 1, 0), Check::Duplicate(op(5, 1, 100)));
-        assert_eq!(c.check(5, 2, 0), Check::Conflict(op(5, 1, 100)));
+        let mut c = ClientLog::default();
+        assert_eq!(c.check(K, 5, 1, 0), Check::New);
+        assert!(c.record(K, op(5, 1, 100)));
+        assert_eq!(c.check(K, 5, 1, 0), Check::Duplicate(op(5, 1, 100)));
+        assert_eq!(c.check(K, 5, 2, 0), Check::Conflict(op(5, 1, 100)));
+        // The same seq on another counter is another add.
+        assert_eq!(c.check(K + 1, 5, 2, 0), Check::New);
+        assert!(c.record(K + 1, op(5, 2, 100)));
+        assert_eq!(c.check(K + 1, 5, 2, 0), Check::Duplicate(op(5, 2, 100)));
+        assert_eq!(c.check(K - 1, 5, 1, 0), Check::New);
         // Out of order: a lower seq never seen is new.
-        assert_eq!(c.check(3, 1, 0), Check::New);
-        c.record(op(3, 7, 101));
-        c.record(op(9, 7, 102));
-        let seqs: Vec<u64> = c.ops.iter().map(|o| o.seq).collect();
-        assert_eq!(seqs, [3, 5, 9]);
+        assert_eq!(c.check(K, 3, 1, 0), Check::New);
+        assert!(c.record(K, op(3, 7, 101)));
+        assert!(c.record(K, op(9, 7, 102)));
+        assert!(!c.record(K, op(9, 7, 103)), "replaced, not added");
+        let seqs: Vec<(u64, u64)> = c.ops.iter().map(|l| (l.op.seq, l.key)).collect();
+        assert_eq!(seqs, [(3, K), (5, K), (5, K + 1), (9, K)]);
         c.check_invariants();
     }
 
     #[test]
     fn forgotten_seqs_are_expired_never_new() {
-        let mut c = ClientOps::default();
-        c.record(op(1, 1, 100));
-        c.record(op(2, 1, 200));
-        c.record(op(4, 1, 300));
-        assert!(!c.prune(250, 0), "4 is still in the window");
+        let mut c = ClientLog::default();
+        c.record(K, op(1, 1, 100));
+        c.record(K + 1, op(2, 1, 200));
+        c.record(K, op(4, 1, 300));
+        assert_eq!(c.prune(250), 2, "4 is still in the window");
+        assert!(!c.idle(0));
         assert_eq!(c.forgotten_through, 2);
-        assert_eq!(c.check(1, 1, 0), Check::Expired);
-        assert_eq!(c.check(2, 1, 0), Check::Expired);
-        // Never seen, but below the mark: unknown, not guessed new.
+        assert_eq!(c.check(K, 1, 1, 0), Check::Expired);
+        assert_eq!(c.check(K + 1, 2, 1, 0), Check::Expired);
+        // Below the mark on any counter: unknown, never guessed new.
+        assert_eq!(c.check(K + 5, 2, 1, 0), Check::Expired);
         let mut d = c.clone();
-        d.forget_through(3, 0);
-        assert_eq!(d.check(3, 1, 0), Check::Expired);
-        assert_eq!(c.check(3, 1, 0), Check::New);
-        assert_eq!(c.check(4, 1, 0), Check::Duplicate(op(4, 1, 300)));
+        assert_eq!(d.forget_through(3, 0), 0);
+        assert_eq!(d.check(K, 3, 1, 0), Check::Expired);
+        assert_eq!(c.check(K, 3, 1, 0), Check::New);
+        assert_eq!(c.check(K, 4, 1, 0), Check::Duplicate(op(4, 1, 300)));
         // A late record of a forgotten seq is not remembered again.
-        c.record(op(2, 1, 400));
-        assert_eq!(c.check(2, 1, 0), Check::Expired);
+        assert!(!c.record(K, op(2, 1, 400)));
+        assert_eq!(c.check(K, 2, 1, 0), Check::Expired);
         c.check_invariants();
     }
 
     #[test]
     fn a_record_goes_only_when_empty_and_idle() {
-        let mut c = ClientOps::default();
-        c.record(op(1, 1, 100));
-        assert!(!c.prune(50, 1000), "still in the window");
-        assert!(
-            !c.prune(150, 90),
-            "forgotten, but the client was active since"
-        );
-        assert!(c.prune(150, 101));
+        let mut c = ClientLog::default();
+        c.record(K, op(1, 1, 100));
+        assert_eq!(c.prune(50), 0, "still in the window");
+        assert!(!c.idle(1000));
+        assert_eq!(c.prune(150), 1);
+        assert!(!c.idle(90), "forgotten, but the client was active since");
+        assert!(c.idle(101));
     }
 
     #[test]
     fn a_stale_epoch_makes_an_add_new_again_only_when_asked() {
-        let mut c = ClientOps::default();
-        c.record(Applied {
-            epoch: 3,
-            ..op(1, 1, 100)
-        });
-        assert!(matches!(c.check(1, 1, 3), Check::Duplicate(_)));
-        assert_eq!(c.check(1, 1, 4), Check::New);
+        let mut c = ClientLog::default();
+        c.record(
+            K,
+            Applied {
+                epoch: 3,
+                ..op(1, 1, 100)
+            },
+        );
+        assert!(matches!(c.check(K, 1, 1, 3), Check::Duplicate(_)));
+        assert_eq!(c.check(K, 1, 1, 4), Check::New);
         // A conflict stays a conflict.
-        assert!(matches!(c.check(1, 2, 4), Check::Conflict(_)));
+        assert!(matches!(c.check(K, 1, 2, 4), Check::Conflict(_)));
     }
 }
