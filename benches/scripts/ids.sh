@@ -25,7 +25,7 @@ for round in $(seq "$rounds"); do
             flag=""; [ "$mode" = ids ] && flag="--exactly-once"
             line=$("$bench" --config "$dir/data/cluster.toml" --cl quorum --concurrency 128 \
                        --duration 10 --workload "$workload" $flag --verify 2>&1 \
-                   | awk '/throughput/ { t = $2 } /latency ms/ { p = $8 } /verify/ { v = $6 } END { print t, p, v }')
+                   | awk '/throughput/ { t = $2 } /latency ms/ { p = $8 } /verify/ { v = $7 } END { print t, p, v }')
             echo "round $round $workload $mode: $line (adds/s, p99 ms, verify)"
             results+=("$workload $mode $line")
         done
