@@ -39,6 +39,13 @@ pub struct ClientGate {
 #[derive(Debug)]
 pub struct ClientSlot(Arc<ClientGate>);
 
+impl ClientSlot {
+    /// Connections open now on this node.
+    pub fn open_now(&self) -> usize {
+        self.0.open()
+    }
+}
+
 impl Drop for ClientSlot {
     fn drop(&mut self) {
         self.0.open.fetch_sub(1, Ordering::AcqRel);

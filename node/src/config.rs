@@ -139,7 +139,7 @@ pub struct NodeConfig {
     pub peer_bind: Option<SocketAddr>,
     /// TCP address of the native client protocol.
     pub client: SocketAddr,
-    /// TCP address of the RESP2 listener.
+    /// TCP address of the RESP listener.
     pub resp: SocketAddr,
     /// The node's storage directory (resolved).
     pub data_dir: PathBuf,

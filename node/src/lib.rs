@@ -25,7 +25,7 @@
 //!   against what its sender may ask; `handoff`: hint delivery.
 //! - [`node`]: one node's parts wired together.
 //! - [`hints`]: durable hinted handoff files.
-//! - [`server`]: the client protocol listener; [`resp`]: the RESP2 listener.
+//! - [`server`]: the client protocol listener; [`resp`]: the RESP listener (RESP2 and RESP3).
 //! - [`limits`]: what clients may hold (connections, file descriptors,
 //!   output, time); [`accept`]: the cap on connections both listeners
 //!   share; `output`: a native connection's answers and backpressure.
@@ -50,8 +50,6 @@ mod peer;
 mod placement;
 mod read;
 pub mod resp;
-mod resp_sets;
-mod resp_tally;
 pub mod server;
 mod tails;
 mod unique;

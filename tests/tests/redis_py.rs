@@ -37,7 +37,7 @@ fn redis_py() -> PathBuf {
 
 const EXAMPLE: &str = r#"
 import sys, redis
-r = redis.Redis(host="127.0.0.1", port=int(sys.argv[1]), protocol=2)
+r = redis.Redis(host="127.0.0.1", port=int(sys.argv[1]))
 a = r.execute_command("TALLY.INCRBY", "shares", 5, "web-7", 42)
 b = r.execute_command("TALLY.INCRBY", "shares", 5, "web-7", 42)   # a retry
 assert (a, b, int(r.get("shares"))) == (5, 5, 5), (a, b)
@@ -67,4 +67,64 @@ fn the_readme_redis_py_example_works() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Counters, pipelines and a MULTI/EXEC pipeline from redis-py, at the
+/// protocol given (`None`: redis-py's default, RESP3 since 8.0).
+const COUNTERS: &str = r#"
+import sys, redis
+port, proto = int(sys.argv[1]), sys.argv[2]
+kw = {} if proto == "default" else {"protocol": int(proto)}
+r = redis.Redis(host="127.0.0.1", port=port, client_name="py-" + proto, **kw)
+want = 2 if proto == "2" else 3
+assert r.connection_pool.get_connection().protocol in (want, str(want))
+p = "k" + proto + ":"
+assert r.ping() is True
+assert r.incr(p + "a") == 1 and r.incrby(p + "a", 41) == 42 and r.decr(p + "a") == 41
+assert r.get(p + "a") == b"41" and r.get(p + "never") is None
+assert r.mget(p + "a", p + "never") == [b"41", None]
+assert r.hincrby(p + "h", "likes", 3) == 3 and r.hincrby(p + "h", "shares", 2) == 2
+assert r.hgetall(p + "h") == {b"likes": b"3", b"shares": b"2"}, r.hgetall(p + "h")
+assert r.client_getname() == "py-" + proto or r.client_getname() == ("py-" + proto).encode()
+assert r.client_id() > 0 and r.info()["loading"] == 0
+pipe = r.pipeline(transaction=False)
+for _ in range(100):
+    pipe.incr(p + "pipe")
+pipe.get(p + "pipe")
+assert pipe.execute() == list(range(1, 101)) + [b"100"]
+with r.pipeline() as tx:     # MULTI/EXEC
+    tx.incr(p + "tx").incrby(p + "tx", 9).get(p + "tx")
+    assert tx.execute() == [1, 10, b"10"]
+try:
+    with r.pipeline() as tx:
+        tx.incr(p + "tx").execute_command("INCR")
+        tx.execute()
+    raise SystemExit("a transaction with a bad command ran")
+except redis.ResponseError as e:
+    assert "wrong number of arguments" in str(e), e
+assert r.get(p + "tx") == b"10", "nothing of the refused transaction ran"
+assert r.execute_command("CLIENT", "CONSISTENCY", "ALL") in (b"OK", "OK", True)
+assert r.incr(p + "a") == 42
+assert r.delete(p + "a") == 1 and r.get(p + "a") is None
+print("ok")
+"#;
+
+#[test]
+fn redis_py_counts_pipelines_and_transactions_in_resp3_and_resp2() {
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    for proto in ["default", "3", "2"] {
+        let out = Command::new("python3")
+            .env("PYTHONPATH", redis_py())
+            .args(["-c", COUNTERS])
+            .arg(cluster.resp_addr(1).port().to_string())
+            .arg(proto)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success() && out.stdout == b"ok\n",
+            "protocol {proto}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

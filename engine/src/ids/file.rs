@@ -238,7 +238,9 @@ mod tests {
         assert_eq!(load(&path, &l, &Tails::default(), 2_000).unwrap(), 20_000);
         let key = Key::new(b"p", b"c5").unwrap();
         let id = OpId::new(b"client", 5).unwrap();
-        assert!(matches!(l.check(fingerprint(&key), &id, 1, 0, 2_000), Check::Duplicate(op) if op.value == 5));
+        assert!(
+            matches!(l.check(fingerprint(&key), &id, 1, 0, 2_000), Check::Duplicate(op) if op.value == 5)
+        );
         let empty = write(dir.path(), 4, &[], &[]).unwrap();
         assert_eq!(load(&empty, &l, &Tails::default(), 2_000).unwrap(), 0);
     }

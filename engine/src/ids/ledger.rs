@@ -122,7 +122,10 @@ impl Ledger {
         if !s.clients.contains_key(client.as_slice()) {
             s.clients.insert(client.clone(), ClientLog::default());
         }
-        let log = s.clients.get_mut(client.as_slice()).expect("inserted above");
+        let log = s
+            .clients
+            .get_mut(client.as_slice())
+            .expect("inserted above");
         match &entry {
             Entry::Op { op, .. } if op.at_ms < expired_before => {
                 s.ops -= log.forget_through(op.seq, op.at_ms);

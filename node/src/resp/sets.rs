@@ -11,25 +11,27 @@ use std::sync::Arc;
 
 use tally_net::wire::{Consistency, MEMBERS_MAX, WireError};
 
+use super::proto::Reply;
 use crate::node::Node;
-use crate::resp::Reply;
-
-/// Consistency of every RESP command.
-const CL: Consistency = Consistency::Quorum;
 
 /// Answers `name` if it is one of this module's commands.
-pub(crate) async fn execute(node: &Arc<Node>, name: &str, rest: &[Vec<u8>]) -> Option<Reply> {
+pub(crate) async fn execute(
+    node: &Arc<Node>,
+    cl: Consistency,
+    name: &str,
+    rest: &[Vec<u8>],
+) -> Option<Reply> {
     let reply = match (name, rest.len()) {
-        ("sadd", n) if n >= 2 => match add(node, &rest[0], &rest[1..]).await {
+        ("sadd", n) if n >= 2 => match add(node, cl, &rest[0], &rest[1..]).await {
             Ok(new) => Reply::Int(count_new(&new)),
             Err(e) => err(&e),
         },
         ("pfadd", 1) => Reply::Int(0),
-        ("pfadd", n) if n >= 2 => match add(node, &rest[0], &rest[1..]).await {
+        ("pfadd", n) if n >= 2 => match add(node, cl, &rest[0], &rest[1..]).await {
             Ok(new) => Reply::Int(i64::from(new.contains(&true))),
             Err(e) => err(&e),
         },
-        ("scard", 1) | ("pfcount", 1) => match node.unique_count(&rest[0], CL).await {
+        ("scard", 1) | ("pfcount", 1) => match node.unique_count(&rest[0], cl).await {
             Ok(n) => Reply::Int(n),
             Err(e) => err(&e),
         },
@@ -38,11 +40,11 @@ pub(crate) async fn execute(node: &Arc<Node>, name: &str, rest: &[Vec<u8>]) -> O
              Tally counts each unique counter on its own"
                 .into(),
         ),
-        ("sismember", 2) => match contains(node, &rest[0], &rest[1..]).await {
+        ("sismember", 2) => match contains(node, cl, &rest[0], &rest[1..]).await {
             Ok(flags) => Reply::Int(i64::from(flags[0])),
             Err(e) => err(&e),
         },
-        ("smismember", n) if n >= 2 => match contains(node, &rest[0], &rest[1..]).await {
+        ("smismember", n) if n >= 2 => match contains(node, cl, &rest[0], &rest[1..]).await {
             Ok(flags) => Reply::Array(
                 flags
                     .into_iter()
@@ -69,22 +71,28 @@ fn count_new(new: &[bool]) -> i64 {
 }
 
 /// Adds members in requests of at most [`MEMBERS_MAX`].
-async fn add(node: &Arc<Node>, key: &[u8], members: &[Vec<u8>]) -> Result<Vec<bool>, WireError> {
+async fn add(
+    node: &Arc<Node>,
+    cl: Consistency,
+    key: &[u8],
+    members: &[Vec<u8>],
+) -> Result<Vec<bool>, WireError> {
     let mut new = Vec::with_capacity(members.len());
     for chunk in members.chunks(MEMBERS_MAX) {
-        new.extend(node.unique_add(key, chunk, CL).await?);
+        new.extend(node.unique_add(key, chunk, cl).await?);
     }
     Ok(new)
 }
 
 async fn contains(
     node: &Arc<Node>,
+    cl: Consistency,
     key: &[u8],
     members: &[Vec<u8>],
 ) -> Result<Vec<bool>, WireError> {
     let mut flags = Vec::with_capacity(members.len());
     for chunk in members.chunks(MEMBERS_MAX) {
-        flags.extend(node.unique_contains(key, chunk, CL).await?);
+        flags.extend(node.unique_contains(key, chunk, cl).await?);
     }
     Ok(flags)
 }

@@ -13,17 +13,21 @@ use std::sync::Arc;
 use tally_net::once::OpId;
 use tally_net::wire::{Consistency, ErrorKind, WireError, WireKey};
 
+use super::proto::Reply;
 use crate::node::Node;
-use crate::resp::Reply;
-
-/// Consistency of every RESP command.
-const CL: Consistency = Consistency::Quorum;
 
 /// Answers `name` if it is one of this module's commands.
-pub(crate) async fn execute(node: &Arc<Node>, name: &str, rest: &[Vec<u8>]) -> Option<Reply> {
+pub(crate) async fn execute(
+    node: &Arc<Node>,
+    cl: Consistency,
+    name: &str,
+    rest: &[Vec<u8>],
+) -> Option<Reply> {
     let reply = match (name, rest.len()) {
-        ("tally.incrby", 4) => add(node, &rest[0], b"", &rest[1], &rest[2], &rest[3]).await,
-        ("tally.hincrby", 5) => add(node, &rest[0], &rest[1], &rest[2], &rest[3], &rest[4]).await,
+        ("tally.incrby", 4) => add(node, cl, &rest[0], b"", &rest[1], &rest[2], &rest[3]).await,
+        ("tally.hincrby", 5) => {
+            add(node, cl, &rest[0], &rest[1], &rest[2], &rest[3], &rest[4]).await
+        }
         ("tally.incrby" | "tally.hincrby", _) => Reply::Error(format!(
             "ERR wrong number of arguments for '{name}' command"
         )),
@@ -34,6 +38,7 @@ pub(crate) async fn execute(node: &Arc<Node>, name: &str, rest: &[Vec<u8>]) -> O
 
 async fn add(
     node: &Arc<Node>,
+    cl: Consistency,
     partition: &[u8],
     column: &[u8],
     delta: &[u8],
@@ -51,7 +56,7 @@ async fn add(
         Err(e) => return Reply::Error(format!("ERR {}", e.message)),
     };
     match node
-        .add_once(&WireKey::new(partition, column), delta, &id, CL)
+        .add_once(&WireKey::new(partition, column), delta, &id, cl)
         .await
     {
         Ok(v) => Reply::Int(v),

@@ -1,0 +1,395 @@
+//! The commands the RESP listener knows: arity, flags and docs, as Redis
+//! describes its own. `COMMAND` answers from this table, and a command
+//! queued in a `MULTI` is checked against it, as Redis checks it then.
+
+use super::proto::Reply;
+
+/// One command Tally serves over RESP.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Command {
+    /// Its name, lowercase.
+    pub name: &'static str,
+    /// Redis' arity: `n` exactly n words with the name, `-n` at least n.
+    pub arity: i64,
+    /// Redis' flags for it.
+    pub flags: &'static [&'static str],
+    /// First key, last key (-1: the last word) and step; 0 for none.
+    pub keys: (i64, i64, i64),
+    /// Redis' command group.
+    pub group: &'static str,
+    /// One line on what it does here.
+    pub summary: &'static str,
+}
+
+const W: &[&str] = &["write", "denyoom", "fast"];
+const R: &[&str] = &["readonly", "fast"];
+const C: &[&str] = &["fast", "no-auth", "loading", "stale"];
+const T: &[&str] = &["noscript", "loading", "stale", "fast", "allow-busy"];
+
+const fn cmd(
+    name: &'static str,
+    arity: i64,
+    flags: &'static [&'static str],
+    keys: (i64, i64, i64),
+    group: &'static str,
+    summary: &'static str,
+) -> Command {
+    Command {
+        name,
+        arity,
+        flags,
+        keys,
+        group,
+        summary,
+    }
+}
+
+const ONE: (i64, i64, i64) = (1, 1, 1);
+const ALL: (i64, i64, i64) = (1, -1, 1);
+const NONE: (i64, i64, i64) = (0, 0, 0);
+
+/// Every command, by name.
+pub(crate) const COMMANDS: &[Command] = &[
+    cmd(
+        "incr",
+        2,
+        W,
+        ONE,
+        "string",
+        "Adds 1 to a counter; answers its new value.",
+    ),
+    cmd(
+        "decr",
+        2,
+        W,
+        ONE,
+        "string",
+        "Subtracts 1 from a counter; answers its new value.",
+    ),
+    cmd(
+        "incrby",
+        3,
+        W,
+        ONE,
+        "string",
+        "Adds an integer to a counter; answers its new value.",
+    ),
+    cmd(
+        "decrby",
+        3,
+        W,
+        ONE,
+        "string",
+        "Subtracts an integer from a counter; answers its new value.",
+    ),
+    cmd(
+        "get",
+        2,
+        R,
+        ONE,
+        "string",
+        "Reads a counter; nil if never written or reset.",
+    ),
+    cmd("mget", -2, R, ALL, "string", "Reads several counters."),
+    cmd(
+        "del",
+        -2,
+        &["write"],
+        ALL,
+        "generic",
+        "Resets counters and unique counters.",
+    ),
+    cmd(
+        "exists",
+        -2,
+        R,
+        ALL,
+        "generic",
+        "Counts the keys that hold a value.",
+    ),
+    cmd(
+        "hincrby",
+        4,
+        W,
+        ONE,
+        "hash",
+        "Adds an integer to a column of a partition.",
+    ),
+    cmd("hget", 3, R, ONE, "hash", "Reads a column of a partition."),
+    cmd(
+        "hgetall",
+        2,
+        &["readonly"],
+        ONE,
+        "hash",
+        "Reads every column of a partition.",
+    ),
+    cmd("hdel", -3, W, ONE, "hash", "Resets columns of a partition."),
+    cmd(
+        "sadd",
+        -3,
+        W,
+        ONE,
+        "set",
+        "Counts members once; answers how many were new.",
+    ),
+    cmd(
+        "scard",
+        2,
+        R,
+        ONE,
+        "set",
+        "The exact number of members of a unique counter.",
+    ),
+    cmd(
+        "sismember",
+        3,
+        R,
+        ONE,
+        "set",
+        "Whether a member was counted.",
+    ),
+    cmd(
+        "smismember",
+        -3,
+        R,
+        ONE,
+        "set",
+        "Whether each member was counted.",
+    ),
+    cmd(
+        "pfadd",
+        -2,
+        W,
+        ONE,
+        "hyperloglog",
+        "Counts members once, exactly.",
+    ),
+    cmd(
+        "pfcount",
+        -2,
+        R,
+        ONE,
+        "hyperloglog",
+        "The exact number of members of one key.",
+    ),
+    cmd(
+        "tally.incrby",
+        5,
+        W,
+        ONE,
+        "string",
+        "An add with an operation id: applied at most once.",
+    ),
+    cmd(
+        "tally.hincrby",
+        6,
+        W,
+        ONE,
+        "hash",
+        "A column add with an operation id: applied at most once.",
+    ),
+    cmd(
+        "ping",
+        -1,
+        &["fast"],
+        NONE,
+        "connection",
+        "Answers PONG, or the message.",
+    ),
+    cmd(
+        "echo",
+        2,
+        &["fast"],
+        NONE,
+        "connection",
+        "Answers the message.",
+    ),
+    cmd(
+        "select",
+        2,
+        &["loading", "stale", "fast"],
+        NONE,
+        "connection",
+        "Selects database 0, the only one.",
+    ),
+    cmd("quit", -1, C, NONE, "connection", "Closes the connection."),
+    cmd(
+        "hello",
+        -1,
+        C,
+        NONE,
+        "connection",
+        "Handshake: protocol 2 or 3, client name.",
+    ),
+    cmd(
+        "auth",
+        -2,
+        C,
+        NONE,
+        "connection",
+        "Authenticates (the default user has no password).",
+    ),
+    cmd(
+        "client",
+        -2,
+        &["loading", "stale"],
+        NONE,
+        "connection",
+        "Connection settings: SETNAME, GETNAME, ID, INFO, SETINFO, CONSISTENCY.",
+    ),
+    cmd(
+        "readonly",
+        1,
+        &["loading", "stale", "fast"],
+        NONE,
+        "cluster",
+        "Accepted: every node serves reads.",
+    ),
+    cmd(
+        "readwrite",
+        1,
+        &["loading", "stale", "fast"],
+        NONE,
+        "cluster",
+        "Accepted: every node serves writes.",
+    ),
+    cmd(
+        "command",
+        -1,
+        &["loading", "stale"],
+        NONE,
+        "server",
+        "Describes the commands: COUNT, LIST, INFO, DOCS.",
+    ),
+    cmd(
+        "config",
+        -2,
+        &["admin", "loading", "stale"],
+        NONE,
+        "server",
+        "CONFIG GET answers empty values.",
+    ),
+    cmd(
+        "info",
+        -1,
+        &["loading", "stale"],
+        NONE,
+        "server",
+        "Server, clients, persistence and replication sections.",
+    ),
+    cmd(
+        "time",
+        1,
+        &["loading", "stale", "fast"],
+        NONE,
+        "server",
+        "The node's clock: seconds and microseconds.",
+    ),
+    cmd(
+        "multi",
+        1,
+        T,
+        NONE,
+        "transactions",
+        "Queues the next commands until EXEC.",
+    ),
+    cmd(
+        "exec",
+        1,
+        &["noscript", "loading", "stale"],
+        NONE,
+        "transactions",
+        "Runs the queued commands in order, without isolation.",
+    ),
+    cmd(
+        "discard",
+        1,
+        T,
+        NONE,
+        "transactions",
+        "Drops the queued commands.",
+    ),
+    cmd(
+        "watch",
+        -2,
+        T,
+        ALL,
+        "transactions",
+        "Refused: transactions run without isolation.",
+    ),
+    cmd(
+        "unwatch",
+        1,
+        T,
+        NONE,
+        "transactions",
+        "Accepted: nothing is watched.",
+    ),
+];
+
+/// The command named `name` (lowercase).
+pub(crate) fn find(name: &str) -> Option<&'static Command> {
+    COMMANDS.iter().find(|c| c.name == name)
+}
+
+impl Command {
+    /// Whether `words` words (the name included) fit its arity.
+    pub(crate) fn arity_ok(&self, words: usize) -> bool {
+        let words = i64::try_from(words).unwrap_or(i64::MAX);
+        if self.arity >= 0 {
+            words == self.arity
+        } else {
+            words >= -self.arity
+        }
+    }
+
+    /// `COMMAND INFO`'s entry (Redis 7's ten fields).
+    pub(crate) fn info(&self) -> Reply {
+        let (first, last, step) = self.keys;
+        Reply::Array(vec![
+            Reply::bulk(self.name),
+            Reply::Int(self.arity),
+            Reply::Set(self.flags.iter().map(|f| Reply::Simple(f)).collect()),
+            Reply::Int(first),
+            Reply::Int(last),
+            Reply::Int(step),
+            Reply::Set(vec![Reply::Status(format!("@{}", self.group))]),
+            Reply::Array(Vec::new()),
+            Reply::Array(Vec::new()),
+            Reply::Array(Vec::new()),
+        ])
+    }
+
+    /// `COMMAND DOCS`' entry.
+    pub(crate) fn docs(&self) -> Reply {
+        Reply::Map(vec![
+            (Reply::bulk("summary"), Reply::bulk(self.summary)),
+            (Reply::bulk("since"), Reply::bulk("1.0.0")),
+            (Reply::bulk("group"), Reply::bulk(self.group)),
+        ])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_lowercase_and_unique_and_arity_reads_like_redis() {
+        for (i, c) in COMMANDS.iter().enumerate() {
+            assert_eq!(c.name, c.name.to_ascii_lowercase());
+            assert!(
+                COMMANDS[..i].iter().all(|o| o.name != c.name),
+                "{} twice",
+                c.name
+            );
+            assert_ne!(c.arity, 0, "{}", c.name);
+        }
+        let get = find("get").expect("get");
+        assert!(get.arity_ok(2) && !get.arity_ok(1) && !get.arity_ok(3));
+        let mget = find("mget").expect("mget");
+        assert!(mget.arity_ok(2) && mget.arity_ok(9) && !mget.arity_ok(1));
+        assert!(find("flushall").is_none());
+    }
+}

@@ -1,0 +1,166 @@
+//! The counter commands: `INCR`, `INCRBY`, `DECR`, `DECRBY`, `GET`,
+//! `MGET`, `EXISTS`, `DEL`, and on a partition's columns `HINCRBY`,
+//! `HGET`, `HGETALL`, `HDEL`. Each runs at the connection's level
+//! (`CLIENT CONSISTENCY`, QUORUM by default) through this node as
+//! coordinator.
+
+use std::sync::Arc;
+
+use tally_net::wire::{Consistency, ErrorKind, WireError, WireKey};
+
+use super::proto::Reply;
+use super::session::arity;
+use crate::convert;
+use crate::node::Node;
+
+/// Answers `name` if it is one of this module's commands.
+pub(crate) async fn execute(
+    node: &Arc<Node>,
+    cl: Consistency,
+    name: &str,
+    rest: &[Vec<u8>],
+) -> Option<Reply> {
+    let reply = match (name, rest.len()) {
+        ("incr", 1) => add(node, cl, &rest[0], b"", Ok(1)).await,
+        ("decr", 1) => add(node, cl, &rest[0], b"", Ok(-1)).await,
+        ("incrby", 2) => add(node, cl, &rest[0], b"", int_arg(&rest[1])).await,
+        ("decrby", 2) => {
+            let delta = int_arg(&rest[1]).and_then(|d| {
+                d.checked_neg()
+                    .ok_or_else(|| Reply::err("ERR decrement would overflow"))
+            });
+            add(node, cl, &rest[0], b"", delta).await
+        }
+        ("hincrby", 3) => add(node, cl, &rest[0], &rest[1], int_arg(&rest[2])).await,
+        ("get", 1) => get(node, cl, &rest[0], b"").await,
+        ("hget", 2) => get(node, cl, &rest[0], &rest[1]).await,
+        ("mget", n) if n >= 1 => {
+            let mut items = Vec::with_capacity(n);
+            for k in rest {
+                match get(node, cl, k, b"").await {
+                    e @ Reply::Error(_) => return Some(e),
+                    r => items.push(r),
+                }
+            }
+            Reply::Array(items)
+        }
+        ("exists", n) if n >= 1 => exists(node, cl, rest).await,
+        ("del", n) if n >= 1 => delete_keys(node, cl, rest).await,
+        ("hdel", n) if n >= 2 => delete(node, cl, rest[1..].iter().map(|f| key(&rest[0], f))).await,
+        ("hgetall", 1) => match node.get_row(&rest[0], cl).await {
+            Ok(row) => Reply::Map(
+                row.into_iter()
+                    .map(|(col, v)| (Reply::bulk(col), Reply::bulk(v.to_string())))
+                    .collect(),
+            ),
+            Err(e) => read_err(&e),
+        },
+        (
+            "incr" | "decr" | "incrby" | "decrby" | "hincrby" | "get" | "hget" | "mget" | "exists"
+            | "del" | "hdel" | "hgetall",
+            _,
+        ) => arity(name),
+        _ => return None,
+    };
+    Some(reply)
+}
+
+fn int_arg(a: &[u8]) -> Result<i64, Reply> {
+    std::str::from_utf8(a)
+        .ok()
+        .and_then(|s| s.parse::<i64>().ok())
+        .ok_or_else(|| Reply::err("ERR value is not an integer or out of range"))
+}
+
+fn key(partition: &[u8], column: &[u8]) -> WireKey {
+    WireKey::new(partition, column)
+}
+
+/// A write's error, in Redis' words where Redis has them.
+pub(crate) fn wire_err(e: &WireError) -> Reply {
+    match e.kind {
+        ErrorKind::Overflow => Reply::err("ERR increment or decrement would overflow"),
+        _ => Reply::err(format!("ERR {e}")),
+    }
+}
+
+/// A read's error: an overflow is the value's, not an increment's.
+fn read_err(e: &WireError) -> Reply {
+    match e.kind {
+        ErrorKind::Overflow => Reply::err(format!("ERR {}", e.message)),
+        _ => wire_err(e),
+    }
+}
+
+async fn add(
+    node: &Arc<Node>,
+    cl: Consistency,
+    partition: &[u8],
+    column: &[u8],
+    delta: Result<i64, Reply>,
+) -> Reply {
+    let delta = match delta {
+        Ok(d) => d,
+        Err(r) => return r,
+    };
+    match node.add(&key(partition, column), delta, cl).await {
+        Ok(v) => Reply::Int(v),
+        Err(e) => wire_err(&e),
+    }
+}
+
+async fn get(node: &Arc<Node>, cl: Consistency, partition: &[u8], column: &[u8]) -> Reply {
+    match node.get_cell(&key(partition, column), cl).await {
+        Ok(c) if c.shards().is_empty() => Reply::NIL,
+        Ok(c) => match convert::value(&c) {
+            Ok(v) => Reply::bulk(v.to_string()),
+            Err(e) => read_err(&e),
+        },
+        Err(e) => read_err(&e),
+    }
+}
+
+async fn exists(node: &Arc<Node>, cl: Consistency, keys: &[Vec<u8>]) -> Reply {
+    let mut count = 0;
+    for k in keys {
+        match node.get_cell(&key(k, b""), cl).await {
+            Ok(c) => count += i64::from(!c.shards().is_empty()),
+            Err(e) => return wire_err(&e),
+        }
+    }
+    Reply::Int(count)
+}
+
+/// `DEL`: each key's counter and unique counter are reset, those that
+/// exist; answers how many keys had one.
+async fn delete_keys(node: &Arc<Node>, cl: Consistency, keys: &[Vec<u8>]) -> Reply {
+    let mut count = 0;
+    for k in keys {
+        let counter = match delete(node, cl, std::iter::once(key(k, b""))).await {
+            Reply::Int(n) => n,
+            other => return other,
+        };
+        let unique = match node.unique_reset(k, cl).await {
+            Ok(had) => i64::from(had),
+            Err(e) => return wire_err(&e),
+        };
+        count += counter.max(unique);
+    }
+    Reply::Int(count)
+}
+
+async fn delete(node: &Arc<Node>, cl: Consistency, keys: impl Iterator<Item = WireKey>) -> Reply {
+    let mut count = 0;
+    for k in keys {
+        match node.get_cell(&k, cl).await {
+            Ok(c) if c.shards().is_empty() => continue,
+            Ok(_) => {}
+            Err(e) => return wire_err(&e),
+        }
+        if let Err(e) = node.reset(&k, cl).await {
+            return wire_err(&e);
+        }
+        count += 1;
+    }
+    Reply::Int(count)
+}

@@ -1,0 +1,230 @@
+//! The RESP listener: Tally through any Redis client, in RESP2 or RESP3.
+//!
+//! A plain key is the counter `(partition = key, column = "")`; a hash is a
+//! partition and its fields are columns, so `HGETALL` reads a whole row.
+//! Every command runs through this node as coordinator, at the
+//! connection's consistency level (QUORUM unless `CLIENT CONSISTENCY`
+//! changed it).
+//!
+//! | command | does |
+//! |---|---|
+//! | `INCR k`, `INCRBY k n`, `DECR k`, `DECRBY k n` | add; answers the new value |
+//! | `GET k`, `MGET k...` | read; nil for a counter never written (or reset) |
+//! | `DEL k...` | reset; answers how many held a value |
+//! | `EXISTS k...` | how many hold a value |
+//! | `HINCRBY k f n`, `HGET k f`, `HGETALL k`, `HDEL k f...` | the same on columns |
+//! | `SADD`, `SCARD`, `SISMEMBER`, `SMISMEMBER`, `PFADD`, `PFCOUNT` | unique counters (`sets`) |
+//! | `TALLY.INCRBY`, `TALLY.HINCRBY` | adds with operation ids (`tally`) |
+//! | `MULTI`, `EXEC`, `DISCARD` | queued commands run in order, without isolation (`session`) |
+//! | `HELLO`, `AUTH`, `CLIENT`, `INFO`, `COMMAND`, `TIME`, `PING`, ... | what clients and tools expect (`admin`) |
+//!
+//! Requests are RESP arrays of bulk strings or inline commands, pipelined or
+//! not (`proto`). A connection's commands run one after another and are
+//! answered in order, as Redis does, so `INCR a` then `GET a` in one
+//! pipeline sees the add. Unknown commands, wrong arity and non-integers
+//! get Redis' own `-ERR` texts; a protocol error gets `-ERR Protocol
+//! error: ...` and the connection is closed, like Redis.
+//!
+//! A connection over the node's cap is told `-ERR max number of clients
+//! reached` and closed, as Redis does (see `accept`). Replies pile up in
+//! the connection's output buffer while a pipeline runs; past the soft
+//! output bound they are written before the next command runs, so a client
+//! that does not read them stops being served (backpressure) instead of
+//! growing the buffer, and its connection closes after the output timeout.
+//! A request must be complete within the request timeout of its first
+//! byte, and an idle connection may be closed (see `limits`).
+
+mod admin;
+mod commands;
+mod counters;
+pub mod proto;
+mod session;
+mod sets;
+mod tally;
+
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
+use tracing::debug;
+
+use crate::accept::{ClientGate, ClientSlot, Listener, accept_loop};
+use crate::limits::Limits;
+use crate::node::Node;
+pub use proto::{Proto, Reply, parse};
+use session::{Session, Step};
+
+/// Largest request that may sit unparsed in a connection's buffer.
+const BUFFER_BYTES_MAX: usize = 1 << 20;
+
+/// Accepts RESP connections until the listener fails, at most as many at
+/// once as `gate` allows.
+pub async fn serve(listener: TcpListener, node: Arc<Node>, gate: Arc<ClientGate>) {
+    admin::started();
+    let l = Listener {
+        what: "RESP",
+        refusal: b"-ERR max number of clients reached\r\n".to_vec(),
+        handle: connection,
+    };
+    accept_loop(listener, node, gate, l).await
+}
+
+async fn connection(stream: TcpStream, node: Arc<Node>, slot: ClientSlot) {
+    let limits = node.config().cluster.limits.clone();
+    let peer = stream.peer_addr().ok();
+    let addrs = (
+        peer.map(|a| a.to_string()).unwrap_or_default(),
+        stream
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default(),
+    );
+    let (mut rd, mut wr) = stream.into_split();
+    let mut session = Session::new(addrs);
+    let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut out = Vec::new();
+    // When the first byte of the unfinished request at the end of `buf` came.
+    let mut partial_since = None;
+    loop {
+        let mut used = 0;
+        let mut close = false;
+        loop {
+            match parse(&buf[used..]) {
+                Ok(Some((args, n))) => {
+                    used += n;
+                    if args.is_empty() {
+                        continue;
+                    }
+                    let (reply, quit) = run(&node, &slot, &mut session, args).await;
+                    reply.encode(&mut out, session.proto);
+                    if quit {
+                        close = true;
+                        break;
+                    }
+                    // Replies the client has not taken stop the pipeline
+                    // here until it does: no more commands run for it.
+                    if out.len() >= limits.output_soft_bytes
+                        && !send(&mut wr, &mut out, &limits).await
+                    {
+                        debug!(client = ?peer, "RESP client left its replies untaken");
+                        return;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    debug!(client = ?peer, error = %e, "RESP protocol error");
+                    Reply::err(format!("ERR Protocol error: {e}")).encode(&mut out, session.proto);
+                    close = true;
+                    break;
+                }
+            }
+        }
+        buf.drain(..used);
+        if !out.is_empty() && !send(&mut wr, &mut out, &limits).await {
+            return;
+        }
+        if close {
+            let _ = wr.shutdown().await;
+            return;
+        }
+        if buf.len() > BUFFER_BYTES_MAX {
+            return;
+        }
+        partial_since = match (buf.is_empty(), used) {
+            (true, _) => None,
+            // What is left began with the last read.
+            (false, 1..) => Some(Instant::now()),
+            (false, 0) => partial_since.or_else(|| Some(Instant::now())),
+        };
+        match read_more(&mut rd, &mut buf, &limits, partial_since).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Runs one command as the session's transaction state says: now, queued,
+/// or a whole `EXEC`. The flag asks to close the connection after the reply.
+async fn run(
+    node: &Arc<Node>,
+    slot: &ClientSlot,
+    session: &mut Session,
+    args: Vec<Vec<u8>>,
+) -> (Reply, bool) {
+    let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+    match session.step(&name, args) {
+        Step::Answer(reply) => (reply, false),
+        Step::Run(args) => execute(node, slot, session, &name, &args).await,
+        Step::Exec(queued) => {
+            let mut replies = Vec::with_capacity(queued.len());
+            for args in queued {
+                let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+                let (reply, _) = execute(node, slot, session, &name, &args).await;
+                replies.push(reply);
+            }
+            (Reply::Array(replies), false)
+        }
+    }
+}
+
+/// Runs one command now; the flag asks to close the connection after the reply.
+async fn execute(
+    node: &Arc<Node>,
+    slot: &ClientSlot,
+    session: &mut Session,
+    name: &str,
+    args: &[Vec<u8>],
+) -> (Reply, bool) {
+    if name == "quit" {
+        return (Reply::Simple("OK"), true);
+    }
+    let (cl, rest) = (session.cl, &args[1..]);
+    if let Some(reply) = admin::execute(node, slot, session, name, args) {
+        return (reply, false);
+    }
+    if let Some(reply) = counters::execute(node, cl, name, rest).await {
+        return (reply, false);
+    }
+    if let Some(reply) = sets::execute(node, cl, name, rest).await {
+        return (reply, false);
+    }
+    if let Some(reply) = tally::execute(node, cl, name, rest).await {
+        return (reply, false);
+    }
+    (session::unknown(args), false)
+}
+
+/// Writes and clears `out`; false if the client did not take it within
+/// the output timeout, or more than the hard output bound is waiting.
+async fn send(wr: &mut OwnedWriteHalf, out: &mut Vec<u8>, limits: &Limits) -> bool {
+    if out.len() > limits.output_hard_bytes {
+        return false;
+    }
+    let sent = tokio::time::timeout(limits.output_timeout(), wr.write_all(out)).await;
+    out.clear();
+    matches!(sent, Ok(Ok(())))
+}
+
+/// Reads more of the client's requests: an unfinished one must be complete
+/// within the request timeout of its first byte; with none under way the
+/// client may take the idle timeout. A timeout is an error.
+async fn read_more(
+    rd: &mut OwnedReadHalf,
+    buf: &mut Vec<u8>,
+    limits: &Limits,
+    partial_since: Option<Instant>,
+) -> std::io::Result<usize> {
+    let timed_out = |what: &str| std::io::Error::new(std::io::ErrorKind::TimedOut, what);
+    let read = rd.read_buf(buf);
+    match (partial_since, limits.idle_timeout()) {
+        (Some(since), _) => tokio::time::timeout_at(since + limits.request_timeout(), read)
+            .await
+            .map_err(|_| timed_out("request incomplete"))?,
+        (None, Some(idle)) => tokio::time::timeout(idle, read)
+            .await
+            .map_err(|_| timed_out("idle"))?,
+        (None, None) => read.await,
+    }
+}
