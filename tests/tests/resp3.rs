@@ -119,6 +119,20 @@ fn multi_exec_runs_the_queue_in_order_and_refuses_a_bad_one() {
         "WATCH t",
         "-ERR WATCH is not supported: Tally runs MULTI/EXEC without isolation\r\n",
     );
+    // A transaction past the queue's limit: refused whole, nothing runs,
+    // and the connection keeps serving.
+    c.says("MULTI", "+OK\r\n");
+    let pipeline = "INCR m\r\n".repeat(10_001);
+    c.0.write_all(pipeline.as_bytes()).unwrap();
+    let mut queued = vec![0; "+QUEUED\r\n".len() * 10_000];
+    c.0.read_exact(&mut queued).unwrap();
+    assert!(queued.chunks(9).all(|q| q == b"+QUEUED\r\n"));
+    let full = c.reply("EXEC");
+    assert!(
+        full.starts_with("-ERR MULTI queue is full") && full.contains("-EXECABORT"),
+        "{full}"
+    );
+    c.says("GET m", "$-1\r\n");
 }
 
 #[test]

@@ -19,6 +19,8 @@ use super::proto::{Proto, Reply};
 
 /// Most commands one `MULTI` may queue.
 pub(crate) const MULTI_QUEUED_MAX: usize = 10_000;
+/// Most bytes of arguments one `MULTI` may queue.
+pub(crate) const MULTI_QUEUED_BYTES_MAX: usize = 16 << 20;
 
 /// A connection's settings and transaction.
 #[derive(Debug)]
@@ -41,6 +43,8 @@ pub(crate) struct Session {
 #[derive(Debug, Default)]
 struct Multi {
     queued: Vec<Vec<Vec<u8>>>,
+    /// Bytes of arguments in `queued`.
+    bytes: usize,
     /// A command was refused while queueing: `EXEC` refuses them all.
     dirty: bool,
 }
@@ -121,19 +125,29 @@ impl Session {
                     multi.dirty = true;
                     Step::Answer(refusal)
                 }
-                Ok(()) if multi.queued.len() >= MULTI_QUEUED_MAX => {
+                Ok(())
+                    if multi.queued.len() >= MULTI_QUEUED_MAX
+                        || multi.bytes + words_bytes(&args) > MULTI_QUEUED_BYTES_MAX =>
+                {
                     multi.dirty = true;
                     Step::Answer(Reply::err(format!(
-                        "ERR MULTI queue is full: at most {MULTI_QUEUED_MAX} commands in one transaction"
+                        "ERR MULTI queue is full: at most {MULTI_QUEUED_MAX} commands and {} MiB \
+                         in one transaction",
+                        MULTI_QUEUED_BYTES_MAX >> 20
                     )))
                 }
                 Ok(()) => {
+                    multi.bytes += words_bytes(&args);
                     multi.queued.push(args);
                     Step::Answer(Reply::Simple("QUEUED"))
                 }
             },
         }
     }
+}
+
+fn words_bytes(args: &[Vec<u8>]) -> usize {
+    args.iter().map(Vec::len).sum()
 }
 
 /// Whether a command may be queued: known, and of the right arity.
@@ -266,6 +280,16 @@ mod tests {
         );
         assert!(
             matches!(step(&mut s, "EXEC"), Step::Answer(Reply::Error(e)) if e.starts_with("EXECABORT"))
+        );
+        // Bytes are bounded too.
+        step(&mut s, "MULTI");
+        let big = vec![b"MGET".to_vec(), vec![b'k'; MULTI_QUEUED_BYTES_MAX / 2]];
+        assert_eq!(
+            s.step("mget", big.clone()),
+            Step::Answer(Reply::Simple("QUEUED"))
+        );
+        assert!(
+            matches!(s.step("mget", big), Step::Answer(Reply::Error(e)) if e.contains("queue is full"))
         );
     }
 
