@@ -183,3 +183,23 @@ fn redis_cli_in_resp3_mode() {
     let two = cluster.redis_cli(0, &["-2", "HGETALL", "h"]);
     assert_eq!(two, "f\n2\n");
 }
+
+#[test]
+fn a_pipeline_runs_at_once_and_answers_in_order() {
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    let mut c = Raw::connect(&cluster, 2);
+    // Adds to one key answer 1..N in order; reads of a key see the adds
+    // before them; distinct keys run together.
+    let mut sent = String::new();
+    let mut want = String::new();
+    for i in 1..=300 {
+        sent.push_str(&format!("INCR same\r\nINCR k{i}\r\nGET k{i}\r\n"));
+        want.push_str(&format!(":{i}\r\n:1\r\n$1\r\n1\r\n"));
+    }
+    sent.push_str("GET same\r\nDEL same\r\nGET same\r\nINCRBY same 5\r\nMGET same k1 nope\r\n");
+    want.push_str("$3\r\n300\r\n:1\r\n$-1\r\n:5\r\n*3\r\n$1\r\n5\r\n$1\r\n1\r\n$-1\r\n");
+    c.0.write_all(sent.as_bytes()).unwrap();
+    let mut got = vec![0; want.len()];
+    c.0.read_exact(&mut got).unwrap();
+    assert_eq!(String::from_utf8_lossy(&got), want);
+}

@@ -19,9 +19,10 @@
 //! | `HELLO`, `AUTH`, `CLIENT`, `INFO`, `COMMAND`, `TIME`, `PING`, ... | what clients and tools expect (`admin`) |
 //!
 //! Requests are RESP arrays of bulk strings or inline commands, pipelined or
-//! not (`proto`). A connection's commands run one after another and are
-//! answered in order, as Redis does, so `INCR a` then `GET a` in one
-//! pipeline sees the add. Unknown commands, wrong arity and non-integers
+//! not (`proto`). A pipeline's commands on distinct keys run at once and
+//! share the node's batches (`pipeline`); they are answered in order, and
+//! commands on one key keep their order, as Redis runs them, so `INCR a`
+//! then `GET a` in one pipeline sees the add. Unknown commands, wrong arity and non-integers
 //! get Redis' own `-ERR` texts; a protocol error gets `-ERR Protocol
 //! error: ...` and the connection is closed, like Redis.
 //!
@@ -37,13 +38,18 @@
 mod admin;
 mod commands;
 mod counters;
+mod pipeline;
 pub mod proto;
 mod session;
 mod sets;
 mod tally;
 
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 
+use tally_net::wire::Consistency;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
@@ -88,40 +94,45 @@ async fn connection(stream: TcpStream, node: Arc<Node>, slot: ClientSlot) {
     // When the first byte of the unfinished request at the end of `buf` came.
     let mut partial_since = None;
     loop {
-        let mut used = 0;
+        let (mut cmds, used, bad) = parse_all(&buf);
+        buf.drain(..used);
         let mut close = false;
-        loop {
-            match parse(&buf[used..]) {
-                Ok(Some((args, n))) => {
-                    used += n;
-                    if args.is_empty() {
-                        continue;
-                    }
-                    let (reply, quit) = run(&node, &slot, &mut session, args).await;
+        let mut i = 0;
+        while i < cmds.len() && !close {
+            let together = if session.in_multi() {
+                0
+            } else {
+                pipeline::together(&cmds[i..])
+            };
+            if together >= 2 {
+                let cl = session.cl;
+                let group = cmds[i..i + together]
+                    .iter()
+                    .map(|(name, args)| keyed(&node, cl, name, args));
+                for reply in join_all(group).await {
                     reply.encode(&mut out, session.proto);
-                    if quit {
-                        close = true;
-                        break;
-                    }
-                    // Replies the client has not taken stop the pipeline
-                    // here until it does: no more commands run for it.
-                    if out.len() >= limits.output_soft_bytes
-                        && !send(&mut wr, &mut out, &limits).await
-                    {
-                        debug!(client = ?peer, "RESP client left its replies untaken");
-                        return;
-                    }
                 }
-                Ok(None) => break,
-                Err(e) => {
-                    debug!(client = ?peer, error = %e, "RESP protocol error");
-                    Reply::err(format!("ERR Protocol error: {e}")).encode(&mut out, session.proto);
-                    close = true;
-                    break;
-                }
+                i += together;
+            } else {
+                let (name, args) = &mut cmds[i];
+                let (reply, quit) =
+                    run(&node, &slot, &mut session, name, std::mem::take(args)).await;
+                reply.encode(&mut out, session.proto);
+                close = quit;
+                i += 1;
+            }
+            // Replies the client has not taken stop the pipeline here
+            // until it does: no more commands run for it.
+            if out.len() >= limits.output_soft_bytes && !send(&mut wr, &mut out, &limits).await {
+                debug!(client = ?peer, "RESP client left its replies untaken");
+                return;
             }
         }
-        buf.drain(..used);
+        if let (Some(e), false) = (bad, close) {
+            debug!(client = ?peer, error = %e, "RESP protocol error");
+            Reply::err(format!("ERR Protocol error: {e}")).encode(&mut out, session.proto);
+            close = true;
+        }
         if !out.is_empty() && !send(&mut wr, &mut out, &limits).await {
             return;
         }
@@ -145,18 +156,80 @@ async fn connection(stream: TcpStream, node: Arc<Node>, slot: ClientSlot) {
     }
 }
 
+/// A pipeline's commands: every complete one at the front of `buf`, each
+/// with its name lowercased, the bytes they used, and the protocol error
+/// that ends them, if one does.
+fn parse_all(buf: &[u8]) -> (Vec<(String, Vec<Vec<u8>>)>, usize, Option<String>) {
+    let mut cmds = Vec::new();
+    let mut used = 0;
+    loop {
+        match parse(&buf[used..]) {
+            Ok(Some((args, n))) => {
+                used += n;
+                if let Some(first) = args.first() {
+                    let name = String::from_utf8_lossy(first).to_ascii_lowercase();
+                    cmds.push((name, args));
+                }
+            }
+            Ok(None) => return (cmds, used, None),
+            Err(e) => return (cmds, used, Some(e)),
+        }
+    }
+}
+
+/// Runs `futs` at once on this task; answers their outputs in order.
+async fn join_all<F: Future>(futs: impl Iterator<Item = F>) -> Vec<F::Output> {
+    let mut futs: Vec<Pin<Box<F>>> = futs.map(Box::pin).collect();
+    let mut outs: Vec<Option<F::Output>> = futs.iter().map(|_| None).collect();
+    poll_fn(|cx| {
+        let mut pending = false;
+        for (f, o) in futs.iter_mut().zip(outs.iter_mut()) {
+            if o.is_none() {
+                match f.as_mut().poll(cx) {
+                    Poll::Ready(v) => *o = Some(v),
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    outs.into_iter()
+        .map(|o| o.expect("every future is ready"))
+        .collect()
+}
+
+/// Runs a keyed command that `pipeline` let run beside others.
+async fn keyed(node: &Arc<Node>, cl: Consistency, name: &str, args: &[Vec<u8>]) -> Reply {
+    let rest = &args[1..];
+    if let Some(reply) = counters::execute(node, cl, name, rest).await {
+        return reply;
+    }
+    if let Some(reply) = sets::execute(node, cl, name, rest).await {
+        return reply;
+    }
+    if let Some(reply) = tally::execute(node, cl, name, rest).await {
+        return reply;
+    }
+    session::unknown(args)
+}
+
 /// Runs one command as the session's transaction state says: now, queued,
 /// or a whole `EXEC`. The flag asks to close the connection after the reply.
 async fn run(
     node: &Arc<Node>,
     slot: &ClientSlot,
     session: &mut Session,
+    name: &str,
     args: Vec<Vec<u8>>,
 ) -> (Reply, bool) {
-    let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
-    match session.step(&name, args) {
+    match session.step(name, args) {
         Step::Answer(reply) => (reply, false),
-        Step::Run(args) => execute(node, slot, session, &name, &args).await,
+        Step::Run(args) => execute(node, slot, session, name, &args).await,
         Step::Exec(queued) => {
             let mut replies = Vec::with_capacity(queued.len());
             for args in queued {
@@ -180,20 +253,10 @@ async fn execute(
     if name == "quit" {
         return (Reply::Simple("OK"), true);
     }
-    let (cl, rest) = (session.cl, &args[1..]);
     if let Some(reply) = admin::execute(node, slot, session, name, args) {
         return (reply, false);
     }
-    if let Some(reply) = counters::execute(node, cl, name, rest).await {
-        return (reply, false);
-    }
-    if let Some(reply) = sets::execute(node, cl, name, rest).await {
-        return (reply, false);
-    }
-    if let Some(reply) = tally::execute(node, cl, name, rest).await {
-        return (reply, false);
-    }
-    (session::unknown(args), false)
+    (keyed(node, session.cl, name, args).await, false)
 }
 
 /// Writes and clears `out`; false if the client did not take it within
