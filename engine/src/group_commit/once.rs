@@ -171,6 +171,10 @@ impl GroupCommit {
         }
         let durable = self.durable_batch();
         cached.unsynced.retain(|op| op.batch > durable);
+        if cached.unsynced.is_empty() {
+            // Most counters take an id now and then: hold no room between.
+            cached.unsynced = Vec::with_capacity(ops.len());
+        }
         let mut sealed_own = None;
         if let (false, Ok(clock)) = (ops.is_empty(), clock) {
             let mut out = self.outbox.lock();
