@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Tally against redis-server with the same durability (appendonly yes,
+# appendfsync always: every write fsync'd before its reply, as Tally's
+# `batch` sync), through the same redis-benchmark -c 50, alternated in one
+# run: a one-node cluster (replication factor 1), the 3-node cluster of
+# cluster.toml (replication factor 3) and Redis, each at -P 1 and -P 16,
+# on uniform keys (-r 100000 INCRBY k:__rand_int__ 1) and one hot key
+# (-t incr). Prints every run, then per case the medians and Tally/Redis.
+#
+# Usage: vs-redis.sh TALLYD [ROUNDS]     (needs redis-server and redis-benchmark)
+set -euo pipefail
+tallyd=$(realpath "$1"); rounds=${2:-3}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+dir=$(mktemp -d /tmp/tally-vs-redis.XXXXXX)
+pid=""
+trap '[ -n "$pid" ] && { kill -INT "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }; rm -rf "$dir"' EXIT
+redis_port=7399
+
+# one_node DIR: cluster.toml's first node alone, replication factor 1.
+one_node() {
+    awk '/^\[\[node\]\]/ { n++ } n < 2' "$root/cluster.toml" \
+        | sed -e "s#data/#$1/#" -e 's/^replication_factor = .*/replication_factor = 1/' > "$1/cluster.toml"
+}
+
+wait_pong() {
+    for _ in $(seq 100); do
+        redis-cli -p "$1" ping 2>/dev/null | grep -q PONG && return 0
+        sleep 0.1
+    done
+    echo "nothing answers PONG on port $1" >&2; exit 1
+}
+
+# rate PORT P uniform|hot: requests per second of one redis-benchmark run.
+rate() {
+    local args=(-t incr)
+    [ "$3" = uniform ] && args=(-r 100000 INCRBY 'k:__rand_int__' 1)
+    redis-benchmark -p "$1" -c 50 -P "$2" -n $(( $2 == 1 ? 100000 : 400000 )) -q "${args[@]}" 2>/dev/null \
+        | tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | cut -d' ' -f1
+}
+
+runs=()
+measure() { # SYSTEM PORT
+    for p in 1 16; do
+        for w in uniform hot; do
+            r=$(rate "$2" "$p" "$w")
+            echo "round $round $1 P$p $w: $r requests/s"
+            runs+=("$1 P$p $w $r")
+        done
+    done
+}
+
+for round in $(seq "$rounds"); do
+    rm -rf "$dir/one" "$dir/three" "$dir/redis"; mkdir -p "$dir/one" "$dir/three" "$dir/redis"
+    one_node "$dir/one"
+    "$tallyd" up --config "$dir/one/cluster.toml" > "$dir/one/up.log" 2>&1 & pid=$!
+    wait_pong 7301; measure tally-1 7301
+    kill -INT "$pid"; wait "$pid" 2>/dev/null || true; pid=""
+
+    sed -e "s#data/#$dir/three/#" "$root/cluster.toml" > "$dir/three/cluster.toml"
+    "$tallyd" up --config "$dir/three/cluster.toml" > "$dir/three/up.log" 2>&1 & pid=$!
+    wait_pong 7301; sleep 2; measure tally-3 7301
+    kill -INT "$pid"; wait "$pid" 2>/dev/null || true; pid=""
+
+    redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$dir/redis" --save "" \
+        --appendonly yes --appendfsync always > "$dir/redis/log" 2>&1 & pid=$!
+    wait_pong "$redis_port"; measure redis "$redis_port"
+    kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
+done
+
+printf '%s\n' "${runs[@]}" | python3 -c "
+import statistics, sys
+rows = [l.split() for l in sys.stdin if l.strip()]
+med = lambda s, p, w: statistics.median(float(r[3]) for r in rows if r[:3] == [s, p, w])
+for p in ('P1', 'P16'):
+    for w in ('uniform', 'hot'):
+        redis = med('redis', p, w)
+        line = ', '.join(f'{s} {med(s, p, w):.0f} ({med(s, p, w) / redis:.2f}x)' for s in ('tally-1', 'tally-3'))
+        print(f'median {p} {w}: redis {redis:.0f}; {line}')"
