@@ -64,6 +64,8 @@ use session::{Session, Step};
 
 /// Largest request that may sit unparsed in a connection's buffer.
 const BUFFER_BYTES_MAX: usize = 1 << 20;
+/// Most commands parsed out of the buffer at a time.
+const PARSED_MAX: usize = 1024;
 
 /// Accepts RESP connections until the listener fails, at most as many at
 /// once as `gate` allows.
@@ -140,6 +142,9 @@ async fn connection(stream: TcpStream, node: Arc<Node>, slot: ClientSlot) {
             let _ = wr.shutdown().await;
             return;
         }
+        if cmds.len() == PARSED_MAX {
+            continue; // more may be waiting in `buf`, whole
+        }
         if buf.len() > BUFFER_BYTES_MAX {
             return;
         }
@@ -156,13 +161,13 @@ async fn connection(stream: TcpStream, node: Arc<Node>, slot: ClientSlot) {
     }
 }
 
-/// A pipeline's commands: every complete one at the front of `buf`, each
-/// with its name lowercased, the bytes they used, and the protocol error
-/// that ends them, if one does.
+/// A pipeline's commands: the complete ones at the front of `buf`, at most
+/// [`PARSED_MAX`], each with its name lowercased, the bytes they used, and
+/// the protocol error that ends them, if one does.
 fn parse_all(buf: &[u8]) -> (Vec<(String, Vec<Vec<u8>>)>, usize, Option<String>) {
     let mut cmds = Vec::new();
     let mut used = 0;
-    loop {
+    while cmds.len() < PARSED_MAX {
         match parse(&buf[used..]) {
             Ok(Some((args, n))) => {
                 used += n;
@@ -171,10 +176,11 @@ fn parse_all(buf: &[u8]) -> (Vec<(String, Vec<Vec<u8>>)>, usize, Option<String>)
                     cmds.push((name, args));
                 }
             }
-            Ok(None) => return (cmds, used, None),
+            Ok(None) => break,
             Err(e) => return (cmds, used, Some(e)),
         }
     }
+    (cmds, used, None)
 }
 
 /// Runs `futs` at once on this task; answers their outputs in order.
