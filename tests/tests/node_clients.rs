@@ -1,0 +1,63 @@
+//! node-redis and ioredis, the real libraries from the npm registry
+//! (installed on first use under `target/nodeclients`, pinned), against a
+//! live cluster: both open with RESP3, and run counters, pipelines and
+//! MULTI/EXEC transactions (`tests/js/clients.js`).
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use tally_tests::{Cluster, ClusterOptions};
+
+/// The releases the test runs.
+const PACKAGES: [&str; 2] = ["redis@6.3.1", "ioredis@6.0.0"];
+
+/// Where the packages are installed, installing them there if they are not yet.
+fn node_modules() -> PathBuf {
+    let dir = tally_tests::bin("tallyd")
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("../nodeclients");
+    let installed = |name: &str, version: &str| {
+        std::fs::read_to_string(dir.join("node_modules").join(name).join("package.json"))
+            .is_ok_and(|p| p.contains(&format!("\"version\": \"{version}\"")))
+    };
+    if !PACKAGES.iter().all(|p| {
+        let (name, version) = p.split_once('@').unwrap();
+        installed(name, version)
+    }) {
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&dir)
+            .args(PACKAGES)
+            .output()
+            .expect("node with npm is installed");
+        assert!(
+            out.status.success(),
+            "npm install {PACKAGES:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    dir.join("node_modules")
+}
+
+#[test]
+fn node_redis_and_ioredis_count_pipeline_and_transact() {
+    let modules = node_modules();
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("js/clients.js");
+    let out = Command::new("node")
+        .env("NODE_PATH", &modules)
+        .arg(script)
+        .arg(cluster.resp_addr(2).port().to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && out.stdout == b"ok\n",
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
