@@ -59,6 +59,7 @@ use tracing::debug;
 use crate::accept::{ClientGate, ClientSlot, Listener, accept_loop};
 use crate::limits::Limits;
 use crate::node::Node;
+use pipeline::Named;
 pub use proto::{Proto, Reply, parse};
 use session::{Session, Step};
 
@@ -164,7 +165,7 @@ async fn connection(stream: TcpStream, node: Arc<Node>, slot: ClientSlot) {
 /// A pipeline's commands: the complete ones at the front of `buf`, at most
 /// [`PARSED_MAX`], each with its name lowercased, the bytes they used, and
 /// the protocol error that ends them, if one does.
-fn parse_all(buf: &[u8]) -> (Vec<(String, Vec<Vec<u8>>)>, usize, Option<String>) {
+fn parse_all(buf: &[u8]) -> (Vec<Named>, usize, Option<String>) {
     let mut cmds = Vec::new();
     let mut used = 0;
     while cmds.len() < PARSED_MAX {

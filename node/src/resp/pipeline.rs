@@ -14,6 +14,9 @@ use smallvec::SmallVec;
 
 use super::commands;
 
+/// A command's name, lowercased, and its words (the name first).
+pub(crate) type Named = (String, Vec<Vec<u8>>);
+
 /// Most commands run together.
 pub(crate) const GROUP_MAX: usize = 256;
 
@@ -55,7 +58,7 @@ fn footprint<'a>(name: &str, args: &'a [Vec<u8>]) -> Option<(Access, SmallVec<[&
 
 /// How many of the commands at the front of `cmds` (name lowercased,
 /// arguments) may run together: 0 when the first must run alone.
-pub(crate) fn together(cmds: &[(String, Vec<Vec<u8>>)]) -> usize {
+pub(crate) fn together(cmds: &[Named]) -> usize {
     let mut seen: Vec<(&[u8], Access)> = Vec::new();
     for (n, (name, args)) in cmds.iter().take(GROUP_MAX).enumerate() {
         let Some((access, keys)) = footprint(name, args) else {
@@ -77,7 +80,7 @@ pub(crate) fn together(cmds: &[(String, Vec<Vec<u8>>)]) -> usize {
 mod tests {
     use super::*;
 
-    fn cmds(lines: &[&str]) -> Vec<(String, Vec<Vec<u8>>)> {
+    fn cmds(lines: &[&str]) -> Vec<Named> {
         lines
             .iter()
             .map(|l| {
