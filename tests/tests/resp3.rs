@@ -202,4 +202,9 @@ fn a_pipeline_runs_at_once_and_answers_in_order() {
     let mut got = vec![0; want.len()];
     c.0.read_exact(&mut got).unwrap();
     assert_eq!(String::from_utf8_lossy(&got), want);
+    // An MGET of more keys than are read at once, in order.
+    let keys: Vec<String> = (1..=300).map(|i| format!("k{i} nope{i}")).collect();
+    let want = format!("*600\r\n{}", "$1\r\n1\r\n$-1\r\n".repeat(300));
+    c.says(&format!("MGET {}", keys.join(" ")), &want);
+    c.says(&format!("EXISTS {}", keys.join(" ")), ":300\r\n");
 }

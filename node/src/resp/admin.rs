@@ -54,6 +54,10 @@ pub(crate) fn execute(
         ("info", _) => Reply::Verbatim("txt", info(node, slot, rest).into_bytes()),
         ("command", _) => command(rest),
         ("config", n) if n >= 2 && rest[0].eq_ignore_ascii_case(b"get") => config_get(&rest[1..]),
+        ("config", n) if n >= 1 && !rest[0].eq_ignore_ascii_case(b"get") => Reply::err(format!(
+            "ERR CONFIG {} is not supported: a Tally node is configured by cluster.toml",
+            String::from_utf8_lossy(&rest[0]).to_ascii_uppercase()
+        )),
         ("time", 0) => time(),
         (
             "ping" | "echo" | "select" | "readonly" | "readwrite" | "auth" | "client" | "config"

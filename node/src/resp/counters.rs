@@ -2,16 +2,20 @@
 //! `MGET`, `EXISTS`, `DEL`, and on a partition's columns `HINCRBY`,
 //! `HGET`, `HGETALL`, `HDEL`. Each runs at the connection's level
 //! (`CLIENT CONSISTENCY`, QUORUM by default) through this node as
-//! coordinator.
+//! coordinator; the keys of one `MGET` or `EXISTS` are read at once.
 
 use std::sync::Arc;
 
 use tally_net::wire::{Consistency, ErrorKind, WireError, WireKey};
 
+use super::join::join_all;
 use super::proto::Reply;
 use super::session::arity;
 use crate::convert;
 use crate::node::Node;
+
+/// Most keys of one `MGET` or `EXISTS` read at once.
+const READS_AT_ONCE: usize = 256;
 
 /// Answers `name` if it is one of this module's commands.
 pub(crate) async fn execute(
@@ -36,13 +40,13 @@ pub(crate) async fn execute(
         ("hget", 2) => get(node, cl, &rest[0], &rest[1]).await,
         ("mget", n) if n >= 1 => {
             let mut items = Vec::with_capacity(n);
-            for k in rest {
-                match get(node, cl, k, b"").await {
-                    e @ Reply::Error(_) => return Some(e),
-                    r => items.push(r),
-                }
+            for keys in rest.chunks(READS_AT_ONCE) {
+                items.extend(join_all(keys.iter().map(|k| get(node, cl, k, b""))).await);
             }
-            Reply::Array(items)
+            match items.iter().find(|r| r.is_error()) {
+                Some(e) => e.clone(),
+                None => Reply::Array(items),
+            }
         }
         ("exists", n) if n >= 1 => exists(node, cl, rest).await,
         ("del", n) if n >= 1 => delete_keys(node, cl, rest).await,
@@ -122,10 +126,15 @@ async fn get(node: &Arc<Node>, cl: Consistency, partition: &[u8], column: &[u8])
 
 async fn exists(node: &Arc<Node>, cl: Consistency, keys: &[Vec<u8>]) -> Reply {
     let mut count = 0;
-    for k in keys {
-        match node.get_cell(&key(k, b""), cl).await {
-            Ok(c) => count += i64::from(!c.shards().is_empty()),
-            Err(e) => return wire_err(&e),
+    for keys in keys.chunks(READS_AT_ONCE) {
+        let reads = keys
+            .iter()
+            .map(|k| async move { node.get_cell(&key(k, b""), cl).await });
+        for cell in join_all(reads).await {
+            match cell {
+                Ok(c) => count += i64::from(!c.shards().is_empty()),
+                Err(e) => return wire_err(&e),
+            }
         }
     }
     Reply::Int(count)

@@ -38,16 +38,14 @@
 mod admin;
 mod commands;
 mod counters;
+mod join;
 mod pipeline;
 pub mod proto;
 mod session;
 mod sets;
 mod tally;
 
-use std::future::{Future, poll_fn};
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Poll;
 
 use tally_net::wire::Consistency;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -59,6 +57,7 @@ use tracing::debug;
 use crate::accept::{ClientGate, ClientSlot, Listener, accept_loop};
 use crate::limits::Limits;
 use crate::node::Node;
+use join::join_all;
 use pipeline::Named;
 pub use proto::{Proto, Reply, parse};
 use session::{Session, Step};
@@ -182,32 +181,6 @@ fn parse_all(buf: &[u8]) -> (Vec<Named>, usize, Option<String>) {
         }
     }
     (cmds, used, None)
-}
-
-/// Runs `futs` at once on this task; answers their outputs in order.
-async fn join_all<F: Future>(futs: impl Iterator<Item = F>) -> Vec<F::Output> {
-    let mut futs: Vec<Pin<Box<F>>> = futs.map(Box::pin).collect();
-    let mut outs: Vec<Option<F::Output>> = futs.iter().map(|_| None).collect();
-    poll_fn(|cx| {
-        let mut pending = false;
-        for (f, o) in futs.iter_mut().zip(outs.iter_mut()) {
-            if o.is_none() {
-                match f.as_mut().poll(cx) {
-                    Poll::Ready(v) => *o = Some(v),
-                    Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            Poll::Pending
-        } else {
-            Poll::Ready(())
-        }
-    })
-    .await;
-    outs.into_iter()
-        .map(|o| o.expect("every future is ready"))
-        .collect()
 }
 
 /// Runs a keyed command that `pipeline` let run beside others.
