@@ -1,4 +1,5 @@
-//! A chaos run: a workload of adds, reads and resets (`workload`) under
+//! A chaos run: a workload of adds, reads and resets (`workload`), and of
+//! adds and reads pipelined over RESP on the same keys (`resp`), under
 //! injected faults, then a healing phase and a check of the whole history
 //! (see [`crate::checker`]). Beside it, on keys of their own, adds with
 //! operation ids (`exact`) and unique counters (`unique`), retried until
@@ -50,6 +51,7 @@ use crate::proxy::UdpProxy;
 use crate::{Cluster, ClusterOptions};
 
 mod exact;
+mod resp;
 mod unique;
 mod workload;
 use workload::{Workload, key_name, worker};
@@ -90,6 +92,8 @@ pub struct ChaosOptions {
     pub exact_keys: usize,
     /// Workers adding with operation ids, each add retried until acknowledged.
     pub exact_workers: usize,
+    /// Workers sending pipelines of adds and reads over RESP (see `resp`).
+    pub resp_workers: usize,
     /// FAULT INJECTION in the product, to prove the checker: this node
     /// applies adds with ids as new and admits members at any replica (see
     /// [`ClusterOptions::ignoring_ids`]).
@@ -123,6 +127,7 @@ impl Default for ChaosOptions {
             unique_workers: 2,
             exact_keys: 2,
             exact_workers: 2,
+            resp_workers: 2,
             ignore_ids: None,
             skip_tails: false,
             fault_kinds: FAULT_KINDS,
@@ -151,6 +156,9 @@ pub struct Summary {
     /// Adds with ids: adds, retries, racing adds, acknowledged adds sent
     /// again, and per key its exact expected value.
     pub exact: (usize, usize, usize, usize, Vec<(usize, i64)>),
+    /// Adds and reads sent in RESP pipelines (part of `ops`), and how many
+    /// of them were answered.
+    pub resp: (usize, usize),
 }
 
 impl std::fmt::Display for Summary {
@@ -184,6 +192,11 @@ impl std::fmt::Display for Summary {
         writeln!(
             f,
             "unique counters: {adds} adds of members ({retries} retries, {races} racing), counts {expected:?} (counter, distinct members) checked exactly"
+        )?;
+        let (piped, answered) = self.resp;
+        writeln!(
+            f,
+            "RESP pipelines: {piped} adds and reads ({answered} answered), checked with the rest"
         )?;
         writeln!(
             f,
@@ -228,6 +241,21 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
             rt.spawn(unique::worker(addrs, opts.unique_sets, seed, stop))
         })
         .collect();
+    let resp_addrs: Vec<_> = (0..opts.nodes).map(|i| cluster.resp_addr(i)).collect();
+    let resp_workers: Vec<_> = (0..opts.resp_workers)
+        .map(|w| {
+            let (stop, addrs) = (stop.clone(), resp_addrs.clone());
+            let seed = opts.seed.wrapping_mul(0x6c07_8965_d2b3_1b95) ^ (w as u64 + 1);
+            rt.spawn(resp::worker(
+                opts.workers + w,
+                addrs,
+                opts.keys,
+                seed,
+                started,
+                stop,
+            ))
+        })
+        .collect();
     let exact_workers: Vec<_> = (0..opts.exact_workers)
         .map(|w| {
             let (stop, addrs) = (stop.clone(), addrs.clone());
@@ -241,6 +269,9 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     let mut history = Vec::new();
     for w in workers {
         history.extend(rt.block_on(w).context("a worker panicked")?);
+    }
+    for w in resp_workers {
+        history.extend(rt.block_on(w).context("a RESP worker panicked")?);
     }
     let mut exact_log = exact::ExactLog::default();
     for w in exact_workers {
@@ -267,6 +298,13 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     summary.unique = (u.adds, u.retries, u.races, expected);
     let (adds, retries, races, resends) = exact_log.counts();
     summary.exact = (adds, retries, races, resends, exact_report.sums);
+    let piped = || history.iter().filter(|o| o.process >= opts.workers);
+    summary.resp = (
+        piped().count(),
+        piped()
+            .filter(|o| matches!(o.outcome, Outcome::Ok(_)))
+            .count(),
+    );
     Ok(summary)
 }
 
@@ -406,6 +444,7 @@ fn summarize(
         report,
         unique: (0, 0, 0, Vec::new()),
         exact: (0, 0, 0, 0, Vec::new()),
+        resp: (0, 0),
     }
 }
 

@@ -45,6 +45,10 @@ fn a_short_chaos_run_finds_no_violation() {
         );
     }
     assert!(summary.report.reads_checked > 100, "{summary}");
+    assert!(
+        summary.resp.1 > 100,
+        "too few RESP pipelined ops answered: {summary}"
+    );
     let (id_adds, retries, races, resends, _) = &summary.exact;
     assert!(*id_adds > 100, "too few adds with ids: {summary}");
     assert!(*retries > 0 && *races > 0 && *resends > 0, "{summary}");
@@ -99,6 +103,29 @@ fn the_checker_catches_a_cluster_that_loses_adds() {
     assert!(
         !summary.report.violations.is_empty(),
         "a lossy cluster passed: {summary}"
+    );
+}
+
+/// The same through RESP pipelines alone: their adds, run at once by the
+/// nodes, are judged like every other.
+#[test]
+fn the_checker_catches_lost_adds_sent_in_resp_pipelines() {
+    let opts = ChaosOptions {
+        duration: Duration::from_secs(8),
+        faults: false,
+        seed: 4,
+        drop_every: Some(25),
+        workers: 0,
+        resp_workers: 4,
+        unique_workers: 0,
+        exact_workers: 0,
+        ..ChaosOptions::default()
+    };
+    let summary = run(&opts).unwrap();
+    assert!(summary.resp.1 > 100, "{summary}");
+    assert!(
+        !summary.report.violations.is_empty(),
+        "a lossy cluster passed RESP pipelines: {summary}"
     );
 }
 

@@ -62,6 +62,10 @@ struct Args {
     /// Clients adding with operation ids, each add retried until acknowledged.
     #[arg(long, default_value_t = 2)]
     exact_workers: usize,
+    /// Clients sending pipelines of adds and reads over RESP, at a level
+    /// chosen per pipeline.
+    #[arg(long, default_value_t = 2)]
+    resp_workers: usize,
     /// FAULT INJECTION in the product, to prove the checker: this node
     /// (index from 0) runs as the test-only tallyd-faults, applying adds
     /// with ids as new and members at any replica.
@@ -105,6 +109,7 @@ fn main() {
         unique_workers: a.unique_workers,
         exact_keys: a.exact_keys,
         exact_workers: a.exact_workers,
+        resp_workers: a.resp_workers,
         ignore_ids: a.unsafe_ignore_ids,
         skip_tails: a.unsafe_skip_tails,
         ..ChaosOptions::default()
