@@ -208,3 +208,44 @@ fn a_pipeline_runs_at_once_and_answers_in_order() {
     c.says(&format!("MGET {}", keys.join(" ")), &want);
     c.says(&format!("EXISTS {}", keys.join(" ")), ":300\r\n");
 }
+
+#[test]
+fn every_command_refuses_a_wrong_number_of_arguments() {
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    let mut c = Raw::connect(&cluster, 0);
+    let list = c.reply("COMMAND LIST");
+    let names: Vec<&str> = list
+        .split("\r\n")
+        .skip(1)
+        .filter(|l| !l.starts_with('$') && !l.is_empty())
+        .collect();
+    assert!(names.len() > 30, "{list}");
+    for name in names {
+        let info = c.reply(&format!("COMMAND INFO {name}"));
+        let arity: i64 = info
+            .split("\r\n")
+            .find_map(|l| l.strip_prefix(':'))
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no arity for {name}: {info}"));
+        let words = |n: i64| {
+            let mut w = vec![name.to_string()];
+            w.extend((1..n).map(|i| format!("k{i}")));
+            w.join(" ")
+        };
+        let mut wrong = Vec::new();
+        if arity > 0 {
+            wrong.push(words(arity + 1));
+        }
+        if arity.abs() > 1 {
+            wrong.push(words(arity.abs() - 1));
+        }
+        for line in wrong {
+            let reply = c.reply(&line);
+            assert!(
+                reply.starts_with("-ERR wrong number of arguments"),
+                "{line:?} answered {reply:?}"
+            );
+        }
+    }
+    c.says("PING", "+PONG\r\n");
+}

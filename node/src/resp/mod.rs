@@ -195,7 +195,12 @@ async fn keyed(node: &Arc<Node>, cl: Consistency, name: &str, args: &[Vec<u8>]) 
     if let Some(reply) = tally::execute(node, cl, name, rest).await {
         return reply;
     }
-    session::unknown(args)
+    // A command of the table that no module took has the wrong arity
+    // (MULTI with arguments, say).
+    match commands::find(name) {
+        Some(_) => session::arity(name),
+        None => session::unknown(args),
+    }
 }
 
 /// Runs one command as the session's transaction state says: now, queued,
