@@ -211,7 +211,9 @@ fn a_killed_node_gets_its_hints_and_all_converges() {
     });
 
     cluster.restart(2).unwrap();
-    cluster.wait_view(Duration::from_secs(10)).unwrap();
+    // A restarted node's view flaps until its peers drop the dead
+    // incarnation's connections: wait for a calm view, not the first match.
+    cluster.wait_calm(Duration::from_secs(2)).unwrap();
 
     rt.block_on(async {
         // Reads at ONE through n3 ask only n3 and repair nothing: they show
@@ -293,7 +295,9 @@ fn killing_a_leader_mid_load_loses_no_acknowledged_add() {
         );
     });
     cluster.restart(0).unwrap();
-    cluster.wait_view(Duration::from_secs(10)).unwrap();
+    // A restarted node's view flaps until its peers drop the dead
+    // incarnation's connections: wait for a calm view, not the first match.
+    cluster.wait_calm(Duration::from_secs(2)).unwrap();
     rt.block_on(async {
         let c = cluster.client(2).await.unwrap();
         let v = c.get(b"hot", b"", Consistency::All).await.unwrap();
@@ -400,7 +404,9 @@ fn a_full_disk_makes_one_node_step_aside_and_loses_nothing_acknowledged() {
     });
     cluster.kill(0).unwrap();
     cluster.restart(0).unwrap();
-    cluster.wait_view(Duration::from_secs(10)).unwrap();
+    // A restarted node's view flaps until its peers drop the dead
+    // incarnation's connections: wait for a calm view, not the first match.
+    cluster.wait_calm(Duration::from_secs(2)).unwrap();
     rt.block_on(async {
         let c = cluster.client(0).await.unwrap();
         c.add(b"disk", b"", 1, Consistency::All).await.unwrap();
