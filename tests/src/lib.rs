@@ -14,7 +14,7 @@
 
 use std::fs;
 use std::net::{SocketAddr, TcpListener, UdpSocket};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -56,6 +56,39 @@ pub fn bin(name: &str) -> Result<PathBuf> {
         );
     }
     Ok(path)
+}
+
+/// `target/<name>`, where tests keep client libraries they install from
+/// their registries; `install` runs there first (its program gets the
+/// directory as its last argument) unless `installed` says it is done.
+pub fn client_packages(
+    name: &str,
+    installed: impl Fn(&Path) -> bool,
+    mut install: Command,
+) -> Result<PathBuf> {
+    let dir = bin("tallyd")?
+        .parent()
+        .context("binaries have no directory")?
+        .join("..")
+        .join(name);
+    // The tests of one binary run at once: one installs, the others wait.
+    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
+    if !installed(&dir) {
+        std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+        let out = install
+            .arg(&dir)
+            .output()
+            .with_context(|| format!("run {:?}", install.get_program()))?;
+        if !out.status.success() {
+            bail!(
+                "{:?} failed: {}",
+                install,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    Ok(dir)
 }
 
 /// A two-worker runtime for tests that drive clients between process faults.

@@ -14,33 +14,20 @@ const PACKAGES: [&str; 2] = ["redis@6.3.1", "ioredis@6.0.0"];
 
 /// Where the packages are installed, installing them there if they are not yet.
 fn node_modules() -> PathBuf {
-    let dir = tally_tests::bin("tallyd")
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("../nodeclients");
-    let installed = |name: &str, version: &str| {
-        std::fs::read_to_string(dir.join("node_modules").join(name).join("package.json"))
-            .is_ok_and(|p| p.contains(&format!("\"version\": \"{version}\"")))
+    let mut npm = Command::new("npm");
+    npm.args(["install", "--no-audit", "--no-fund"])
+        .args(PACKAGES)
+        .arg("--prefix");
+    let installed = |dir: &Path| {
+        PACKAGES.iter().all(|p| {
+            let (name, version) = p.split_once('@').expect("name@version");
+            std::fs::read_to_string(dir.join("node_modules").join(name).join("package.json"))
+                .is_ok_and(|p| p.contains(&format!("\"version\": \"{version}\"")))
+        })
     };
-    if !PACKAGES.iter().all(|p| {
-        let (name, version) = p.split_once('@').unwrap();
-        installed(name, version)
-    }) {
-        std::fs::create_dir_all(&dir).unwrap();
-        let out = Command::new("npm")
-            .args(["install", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&dir)
-            .args(PACKAGES)
-            .output()
-            .expect("node with npm is installed");
-        assert!(
-            out.status.success(),
-            "npm install {PACKAGES:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    dir.join("node_modules")
+    tally_tests::client_packages("nodeclients", installed, npm)
+        .unwrap()
+        .join("node_modules")
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! and unique counters from Python.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use tally_tests::{Cluster, ClusterOptions};
@@ -13,26 +13,10 @@ const REDIS_PY: &str = "redis==8.1.0";
 
 /// Where redis-py is installed, installing it there if it is not yet.
 fn redis_py() -> PathBuf {
-    let dir = tally_tests::bin("tallyd")
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("../pyredis");
-    let marker = dir.join("redis-8.1.0.dist-info");
-    if !marker.exists() {
-        let out = Command::new("python3")
-            .args(["-m", "pip", "install", "--quiet", "--target"])
-            .arg(&dir)
-            .arg(REDIS_PY)
-            .output()
-            .expect("python3 with pip is installed");
-        assert!(
-            out.status.success(),
-            "pip install {REDIS_PY}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    dir
+    let mut pip = Command::new("python3");
+    pip.args(["-m", "pip", "install", "--quiet", REDIS_PY, "--target"]);
+    let installed = |dir: &Path| dir.join("redis-8.1.0.dist-info").exists();
+    tally_tests::client_packages("pyredis", installed, pip).unwrap()
 }
 
 const EXAMPLE: &str = r#"
