@@ -248,4 +248,8 @@ fn every_command_refuses_a_wrong_number_of_arguments() {
         }
     }
     c.says("PING", "+PONG\r\n");
+    c.says(
+        "INCRBYFLOAT f 1.5",
+        "-ERR INCRBYFLOAT is not supported: Tally counts integers (use INCRBY)\r\n",
+    );
 }

@@ -59,6 +59,10 @@ pub(crate) async fn execute(
             ),
             Err(e) => read_err(&e),
         },
+        ("incrbyfloat" | "hincrbyfloat", _) => Reply::err(format!(
+            "ERR {} is not supported: Tally counts integers (use INCRBY)",
+            name.to_ascii_uppercase()
+        )),
         (
             "incr" | "decr" | "incrby" | "decrby" | "hincrby" | "get" | "hget" | "mget" | "exists"
             | "del" | "hdel" | "hgetall",
