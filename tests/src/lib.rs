@@ -91,6 +91,20 @@ pub fn client_packages(
     Ok(dir)
 }
 
+/// Runs a client script that prints `ok` when every check of it passed;
+/// panics with its output otherwise (`what` says which run it was).
+pub fn assert_script_ok(script: &mut Command, what: &str) {
+    let out = script
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: run {:?}: {e}", script.get_program()));
+    assert!(
+        out.status.success() && out.stdout == b"ok\n",
+        "{what}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A two-worker runtime for tests that drive clients between process faults.
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()

@@ -35,16 +35,9 @@ fn node_redis_and_ioredis_count_pipeline_and_transact() {
     let modules = node_modules();
     let cluster = Cluster::start(ClusterOptions::default()).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("js/clients.js");
-    let out = Command::new("node")
-        .env("NODE_PATH", &modules)
+    let mut node = Command::new("node");
+    node.env("NODE_PATH", &modules)
         .arg(script)
-        .arg(cluster.resp_addr(2).port().to_string())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success() && out.stdout == b"ok\n",
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .arg(cluster.resp_addr(2).port().to_string());
+    tally_tests::assert_script_ok(&mut node, "node-redis and ioredis");
 }

@@ -39,22 +39,16 @@ print("ok")
 #[test]
 fn the_readme_redis_py_example_works() {
     let cluster = Cluster::start(ClusterOptions::default()).unwrap();
-    let out = Command::new("python3")
+    let mut python = Command::new("python3");
+    python
         .env("PYTHONPATH", redis_py())
         .args(["-c", EXAMPLE])
-        .arg(cluster.resp_addr(0).port().to_string())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success() && out.stdout == b"ok\n",
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .arg(cluster.resp_addr(0).port().to_string());
+    tally_tests::assert_script_ok(&mut python, "the README example");
 }
 
 /// Counters, pipelines and a MULTI/EXEC pipeline from redis-py, at the
-/// protocol given (`None`: redis-py's default, RESP3 since 8.0).
+/// protocol given (`default`: redis-py's own, RESP3 since 8.0).
 const COUNTERS: &str = r#"
 import sys, redis
 port, proto = int(sys.argv[1]), sys.argv[2]
@@ -97,18 +91,12 @@ print("ok")
 fn redis_py_counts_pipelines_and_transactions_in_resp3_and_resp2() {
     let cluster = Cluster::start(ClusterOptions::default()).unwrap();
     for proto in ["default", "3", "2"] {
-        let out = Command::new("python3")
+        let mut python = Command::new("python3");
+        python
             .env("PYTHONPATH", redis_py())
             .args(["-c", COUNTERS])
             .arg(cluster.resp_addr(1).port().to_string())
-            .arg(proto)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success() && out.stdout == b"ok\n",
-            "protocol {proto}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+            .arg(proto);
+        tally_tests::assert_script_ok(&mut python, &format!("protocol {proto}"));
     }
 }
