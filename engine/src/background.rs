@@ -218,6 +218,7 @@ impl Background {
             .flat_map(|t| t.counter_ids().iter().copied())
             .collect();
         let merged = MergeIter {
+            fold_before_ms: crate::cell::now_ms().saturating_sub(EXPIRED_GRACE_MS),
             inputs: inputs
                 .iter()
                 .map(|t| t.iter_from(None).peekable())
@@ -265,8 +266,17 @@ fn pick_tier(tables: &[Arc<Table>], min: usize) -> Option<Vec<Arc<Table>>> {
     Some(best)
 }
 
-/// Merges sorted table iterators into one sorted stream, merging equal keys.
+/// How long after its deadline an expired counter keeps its shards
+/// (until a compaction folds it into a tombstone): a late `PERSIST` or a
+/// longer `EXPIRE` stamped before the deadline by a leader whose clock is
+/// behind still finds them within this.
+pub(crate) const EXPIRED_GRACE_MS: u64 = 60 * 60 * 1000;
+
+/// Merges sorted table iterators into one sorted stream, merging equal
+/// keys; a counter expired before `fold_before_ms` becomes a tombstone
+/// ([`Cell::fold_expired`]).
 struct MergeIter {
+    fold_before_ms: u64,
     inputs: Vec<std::iter::Peekable<TableIter>>,
 }
 
@@ -293,6 +303,7 @@ impl Iterator for MergeIter {
                 cell.merge(&c);
             }
         }
+        cell.fold_expired(self.fold_before_ms);
         Some(Ok((min, cell)))
     }
 }

@@ -2,14 +2,23 @@
 //!
 //! Integers are LEB128 varints (signed values zigzag-encoded first); a key is
 //! `varint plen | partition | varint clen | column`; a cell is
-//! `varint epoch | varint nshards | shard*`, where a shard is
+//! `varint n | varint (nshards | EXTENDED) | [header] | shard*`, where a shard is
 //! `id | varint clock | zigzag varint value` and `id` is a fixed `u64` (commit
 //! log) or a varint index into the table's counter-id dictionary (SSTable).
+//! The header (`varint origin | zigzag base | varint at_ms | varint stamp ms |
+//! varint stamp id`) is there only when the `EXTENDED` bit is set: an epoch
+//! that was SET or expires. A plain counter's cell is written as before the
+//! header existed, so files of older versions read the same.
 //!
 //! Decoding never trusts a length: each one is checked against its limit and
 //! against the bytes that remain before anything is allocated.
 
-use crate::cell::{Cell, SHARDS_MAX, Shard};
+use crate::cell::{Cell, Epoch, Expiry, SHARDS_MAX, Shard, Stamp};
+
+/// The bit of a cell's shard count that says a header follows: above any
+/// count a cell may hold, so no older file has it set.
+const EXTENDED: u64 = 1 << 13;
+const _: () = assert!(SHARDS_MAX < EXTENDED as usize);
 use crate::key::{self, Key};
 
 /// Why a byte string failed to decode (the caller adds file and offset).
@@ -46,12 +55,23 @@ pub fn put_cell(buf: &mut Vec<u8>, cell: &Cell, put_id: impl FnMut(&mut Vec<u8>,
 /// Appends the cell `{epoch, shards}`.
 pub fn put_cell_parts(
     buf: &mut Vec<u8>,
-    epoch: u64,
+    epoch: Epoch,
     shards: &[Shard],
     mut put_id: impl FnMut(&mut Vec<u8>, u64),
 ) {
-    put_varint(buf, epoch);
-    put_varint(buf, shards.len() as u64);
+    put_varint(buf, epoch.n);
+    let extended = epoch != Epoch::at(epoch.n);
+    put_varint(
+        buf,
+        shards.len() as u64 | if extended { EXTENDED } else { 0 },
+    );
+    if extended {
+        put_varint(buf, epoch.origin);
+        put_zigzag(buf, epoch.base);
+        put_varint(buf, epoch.expiry.at_ms);
+        put_varint(buf, epoch.expiry.stamp.ms);
+        put_varint(buf, epoch.expiry.stamp.id);
+    }
     for s in shards {
         put_id(buf, s.counter_id);
         put_varint(buf, s.clock);
@@ -149,8 +169,7 @@ impl<'a> Cursor<'a> {
 
     /// Skips a cell whose shard ids are varints (an SSTable entry).
     pub fn skip_cell(&mut self) -> Result<(), DecodeError> {
-        self.varint()?;
-        let n = self.varint_max(SHARDS_MAX, "shard count over the limit")?;
+        let (_, n) = self.epoch()?;
         for _ in 0..n * 3 {
             self.varint()?;
         }
@@ -173,10 +192,9 @@ impl<'a> Cursor<'a> {
         &mut self,
         mut get_id: impl FnMut(&mut Self) -> Result<u64, DecodeError>,
         shards: &mut Vec<Shard>,
-    ) -> Result<u64, DecodeError> {
+    ) -> Result<Epoch, DecodeError> {
         shards.clear();
-        let epoch = self.varint()?;
-        let n = self.varint_max(SHARDS_MAX, "shard count over the limit")?;
+        let (epoch, n) = self.epoch()?;
         // Each shard takes at least three bytes: refuse counts the input cannot hold.
         if n > self.remaining() / 3 {
             return Err(DecodeError("shard count larger than the record"));
@@ -193,6 +211,29 @@ impl<'a> Cursor<'a> {
             });
         }
         Ok(epoch)
+    }
+
+    /// Reads a cell's epoch and shard count.
+    fn epoch(&mut self) -> Result<(Epoch, usize), DecodeError> {
+        let n = self.varint()?;
+        let count = self.varint()?;
+        let shards = usize::try_from(count & !EXTENDED)
+            .ok()
+            .filter(|c| *c <= SHARDS_MAX)
+            .ok_or(DecodeError("shard count over the limit"))?;
+        let mut epoch = Epoch::at(n);
+        if count & EXTENDED != 0 {
+            epoch.origin = self.varint()?;
+            epoch.base = self.zigzag()?;
+            epoch.expiry = Expiry {
+                at_ms: self.varint()?,
+                stamp: Stamp {
+                    ms: self.varint()?,
+                    id: self.varint()?,
+                },
+            };
+        }
+        Ok((epoch, shards))
     }
 }
 
@@ -233,7 +274,15 @@ mod tests {
         }
 
         #[test]
-        fn cells_round_trip(epoch: u64, shards in proptest::collection::vec((any::<u64>(), any::<u64>(), any::<i64>()), 0..8)) {
+        fn cells_round_trip(
+            n: u64,
+            header in proptest::option::of((any::<u64>(), any::<i64>(), any::<u64>(), any::<u64>(), any::<u64>())),
+            shards in proptest::collection::vec((any::<u64>(), any::<u64>(), any::<i64>()), 0..8),
+        ) {
+            let mut epoch = Epoch::at(n);
+            if let Some((origin, base, at_ms, ms, id)) = header {
+                epoch = Epoch { n, origin, base, expiry: Expiry { at_ms, stamp: Stamp { ms, id } } };
+            }
             let cell = Cell::from_parts(epoch, shards.into_iter().map(|(counter_id, clock, value)| Shard { counter_id, clock, value }));
             let key = Key::new(b"part", b"col").unwrap();
             let mut buf = Vec::new();
@@ -250,6 +299,24 @@ mod tests {
             let mut c = Cursor::new(&bytes);
             let _ = c.key().and_then(|_| c.cell(|c| c.varint()));
         }
+    }
+
+    #[test]
+    fn a_plain_cell_is_written_as_before_epochs_had_a_header() {
+        // `varint epoch | varint nshards | (u64 id | varint clock | zigzag value)*`
+        let old = [3, 1, 9, 0, 0, 0, 0, 0, 0, 0, 5, 4];
+        let cell = Cursor::new(&old).cell(|c| c.u64()).unwrap();
+        let shard = Shard {
+            counter_id: 9,
+            clock: 5,
+            value: 2,
+        };
+        assert_eq!(cell, Cell::from_parts(3, [shard]));
+        let mut buf = Vec::new();
+        put_cell(&mut buf, &cell, |b, id| {
+            b.extend_from_slice(&id.to_le_bytes())
+        });
+        assert_eq!(buf, old);
     }
 
     #[test]

@@ -47,7 +47,7 @@ use tokio::sync::oneshot;
 
 use crate::background::Background;
 use crate::cache::{CounterCache, PendingAdd};
-use crate::cell::Cell;
+use crate::cell::{Cell, Epoch};
 use crate::commitlog::{self, LogWriter, ReplayStats};
 use crate::error::{Error, Result};
 use crate::fsutil;
@@ -69,6 +69,7 @@ use crate::unique;
 use crate::version::{Version, VersionSet};
 use crate::work::{WorkReceiver, WorkSender};
 
+pub(crate) mod changes;
 pub(crate) mod tails;
 
 /// Numbers for status pages and benchmarks.
@@ -543,7 +544,7 @@ impl Engine {
     /// combined leader add), so a batch with one waits for a barrier
     /// through the sealer instead, as do records made while flushes are
     /// behind (the sealer stalls those).
-    pub async fn apply_many(&self, items: &[(Key, Cell)]) -> Result<Vec<Result<u64>>> {
+    pub async fn apply_many(&self, items: &[(Key, Cell)]) -> Result<Vec<Result<Epoch>>> {
         self.apply_items(items.iter().map(|(k, c)| (k, c, None)), items.len())
             .await
     }
@@ -552,7 +553,7 @@ impl Engine {
         &self,
         items: impl Iterator<Item = (&'i Key, &'i Cell, Option<&'i TailIds>)>,
         len: usize,
-    ) -> Result<Vec<Result<u64>>> {
+    ) -> Result<Vec<Result<Epoch>>> {
         self.check_writable()?;
         let stall_at = self.opts.frozen_memtables_max.max(1);
         let mut results = Vec::with_capacity(len);
@@ -611,24 +612,6 @@ impl Engine {
         };
         durable.await.map_err(|_| Error::Closed)??;
         Ok(results)
-    }
-
-    /// Resets the counter: moves its cell to a new epoch with no shards. Adds
-    /// racing the reset that lose are discarded ("reset wins"). Returns the
-    /// new epoch; refused when the epoch is at [`crate::cell::CLOCK_MAX`].
-    pub async fn reset(&self, key: &Key) -> Result<u64> {
-        self.check_writable()?;
-        let (epoch, rx) = self.cache.with_cell(key, |cached, v| {
-            cached.cell.try_reset()?;
-            cached.mark_written(key, v);
-            let cell = cached.cell.clone();
-            Ok::<_, Error>((
-                cell.epoch(),
-                self.commit.log_record(key, &cell, v.active.generation()),
-            ))
-        })??;
-        rx.await.map_err(|_| Error::Closed)??;
-        Ok(epoch)
     }
 
     /// The cell for `key` (empty if never written).

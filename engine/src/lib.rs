@@ -126,6 +126,7 @@
 mod background;
 mod cache;
 pub mod cell;
+pub mod change;
 mod codec;
 pub mod commitlog;
 mod engine;
@@ -148,7 +149,7 @@ pub mod unique;
 mod version;
 mod work;
 
-pub use cell::{Cell, Shard};
+pub use cell::{Cell, Epoch, Expiry, Shard, Stamp, now_ms};
 pub use commitlog::ReplayStats;
 pub use engine::tails::LearnedTail;
 pub use engine::{Engine, Stats};

@@ -2,14 +2,14 @@
 
 use tokio::sync::oneshot;
 
-use crate::cell::{Cell, Shard};
+use crate::cell::{Cell, Epoch, Shard};
 use crate::error::{Error, Result};
 
 /// What a leader add (or a group of combined adds) did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AddOutcome {
     /// The cell's epoch the add landed in.
-    pub epoch: u64,
+    pub epoch: Epoch,
     /// This node's new own shard: what the cluster replicates.
     pub shard: Shard,
     /// The counter's value as this node saw it just after this add. Adds

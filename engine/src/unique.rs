@@ -38,7 +38,7 @@
 //! memtable, under its own lock, which is what lets an admission write
 //! many of them under one cell lock.
 
-use crate::cell::{Cell, Shard};
+use crate::cell::{Cell, Epoch, Shard};
 use crate::error::{Error, Result};
 use crate::key::Key;
 
@@ -82,7 +82,7 @@ pub fn member_of(key: &Key) -> &[u8] {
 }
 
 /// A member cell: present in `epoch`, admitted by `counter_id`.
-pub fn member_cell(epoch: u64, counter_id: u64) -> Cell {
+pub fn member_cell(epoch: Epoch, counter_id: u64) -> Cell {
     Cell::from_parts(
         epoch,
         [Shard {
@@ -95,8 +95,8 @@ pub fn member_cell(epoch: u64, counter_id: u64) -> Cell {
 
 /// Whether a member whose cell is `member` is present in a counter whose
 /// count is at `epoch`.
-pub fn is_present(member: &Cell, epoch: u64) -> bool {
-    member.epoch() >= epoch && member.sum() > 0
+pub fn is_present(member: &Cell, epoch: Epoch) -> bool {
+    member.epoch().id() >= epoch.id() && member.sum() > 0
 }
 
 #[cfg(test)]
@@ -110,9 +110,15 @@ mod tests {
         assert!(is_member(&m) && !is_member(&count_key(b"voters").unwrap()));
         assert_eq!(member_of(&m), &[7; MEMBER_BYTES_MAX][..]);
         assert!(member_key(b"v", &[0; MEMBER_BYTES_MAX + 1]).is_err());
-        assert!(is_present(&member_cell(3, 9), 3));
-        assert!(is_present(&member_cell(4, 9), 3), "a stale count read");
-        assert!(!is_present(&member_cell(2, 9), 3), "reset since");
-        assert!(!is_present(&Cell::new(), 0), "never admitted");
+        assert!(is_present(&member_cell(Epoch::at(3), 9), Epoch::at(3)));
+        assert!(
+            is_present(&member_cell(Epoch::at(4), 9), Epoch::at(3)),
+            "a stale count read"
+        );
+        assert!(
+            !is_present(&member_cell(Epoch::at(2), 9), Epoch::at(3)),
+            "reset since"
+        );
+        assert!(!is_present(&Cell::new(), Epoch::at(0)), "never admitted");
     }
 }

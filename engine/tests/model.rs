@@ -49,7 +49,7 @@ async fn run(seed: u64, ops: usize) {
                 let out = engine.leader_add(&key(k), delta).await.unwrap();
                 m.own += delta;
                 assert_eq!(out.value, m.value(), "seed {seed} step {step}: leader view");
-                assert_eq!(out.epoch, m.epoch);
+                assert_eq!(out.epoch.n, m.epoch);
             }
             45..70 => {
                 let id = FOREIGN_IDS[rng.below(2) as usize];
@@ -104,7 +104,7 @@ async fn run(seed: u64, ops: usize) {
                 for (_, v) in m.foreign.values_mut() {
                     *v = 0;
                 }
-                assert_eq!(epoch, m.epoch);
+                assert_eq!(epoch.n, m.epoch);
             }
             84..90 => engine.flush().unwrap(),
             90..94 => engine.compact().unwrap(),

@@ -18,7 +18,7 @@ fn add(delta: i64, client: &[u8], seq: u64) -> OnceAdd {
     OnceAdd {
         delta,
         id: OpId::new(client, seq).unwrap(),
-        reapply_below: 0,
+        reapply_stale: false,
     }
 }
 
@@ -128,7 +128,7 @@ fn a_reset_keeps_the_ids() {
         assert_eq!(value(&e, 1), 0);
         // Unless the leader asks: it found its epoch stale (catch-up).
         let again = OnceAdd {
-            reapply_below: 1,
+            reapply_stale: true,
             ..add(4, b"c", 1)
         };
         assert_eq!(

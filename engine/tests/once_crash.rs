@@ -62,7 +62,7 @@ fn once_crash_child() {
                         .map(|i| OnceAdd {
                             delta: 1 + rng.below(9) as i64,
                             id: OpId::new(&w.to_le_bytes(), seq + i).unwrap(),
-                            reapply_below: 0,
+                            reapply_stale: false,
                         })
                         .collect();
                     for a in &adds {
@@ -166,7 +166,7 @@ async fn retry_all(engine: &Engine, attempts: &mut BTreeMap<(u64, u64), Attempt>
         let add = OnceAdd {
             delta: a.delta,
             id: OpId::new(&w.to_le_bytes(), seq).unwrap(),
-            reapply_below: 0,
+            reapply_stale: false,
         };
         let kk = key(a.key);
         let (sealed, durable) = engine

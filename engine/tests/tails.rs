@@ -21,7 +21,7 @@ fn add(delta: i64, seq: u64) -> OnceAdd {
     OnceAdd {
         delta,
         id: OpId::new(b"client", seq).unwrap(),
-        reapply_below: 0,
+        reapply_stale: false,
     }
 }
 

@@ -32,10 +32,10 @@ pub struct NearWrap {
 
 /// Whether every clock and the epoch of `cell` are far from wrapping.
 pub fn check_cell(cell: &WireCell) -> Result<(), NearWrap> {
-    if cell.epoch >= WRAP_FLOOR {
+    if cell.epoch.n >= WRAP_FLOOR {
         return Err(NearWrap {
             what: "epoch",
-            value: cell.epoch,
+            value: cell.epoch.n,
         });
     }
     match cell.shards.iter().find(|s| s.clock >= WRAP_FLOOR) {
@@ -53,9 +53,9 @@ pub fn check_answer(answer: &PeerResponse) -> Result<(), NearWrap> {
         PeerResponse::Cell(c) => check_cell(c),
         PeerResponse::Row(rows) => rows.iter().try_for_each(|(_, c)| check_cell(c)),
         PeerResponse::Tails { learned, .. } => learned.iter().try_for_each(|l| check_cell(&l.cell)),
-        PeerResponse::Stale { epoch } if *epoch >= WRAP_FLOOR => Err(NearWrap {
+        PeerResponse::Stale { epoch } if epoch.n >= WRAP_FLOOR => Err(NearWrap {
             what: "epoch",
-            value: *epoch,
+            value: epoch.n,
         }),
         PeerResponse::Pong
         | PeerResponse::PongNotWritable { .. }
@@ -63,6 +63,7 @@ pub fn check_answer(answer: &PeerResponse) -> Result<(), NearWrap> {
         | PeerResponse::Added(_)
         | PeerResponse::Admitted(_)
         | PeerResponse::Reset
+        | PeerResponse::Changed(_)
         | PeerResponse::Error(_)
         | PeerResponse::Stale { .. } => Ok(()),
     }
@@ -71,11 +72,11 @@ pub fn check_answer(answer: &PeerResponse) -> Result<(), NearWrap> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::WireShard;
+    use crate::wire::{WireEpoch, WireShard};
 
     fn cell(epoch: u64, clocks: &[u64]) -> WireCell {
         WireCell {
-            epoch,
+            epoch: WireEpoch::at(epoch),
             shards: clocks
                 .iter()
                 .enumerate()
@@ -120,9 +121,16 @@ mod tests {
                 near("clock", u64::MAX),
             ),
             (PeerResponse::Row(vec![(b"a".to_vec(), ok)]), Ok(())),
-            (PeerResponse::Stale { epoch: 9 }, Ok(())),
             (
-                PeerResponse::Stale { epoch: WRAP_FLOOR },
+                PeerResponse::Stale {
+                    epoch: WireEpoch::at(9),
+                },
+                Ok(()),
+            ),
+            (
+                PeerResponse::Stale {
+                    epoch: WireEpoch::at(WRAP_FLOOR),
+                },
                 near("epoch", WRAP_FLOOR),
             ),
             (PeerResponse::Added(i64::MAX), Ok(())),

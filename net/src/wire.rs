@@ -242,12 +242,44 @@ pub struct WireShard {
 /// A cell's shards: inline up to three, like the engine's.
 pub type WireShards = SmallVec<[WireShard; 3]>;
 
+/// A cell's epoch: its generation and what it starts at and when it
+/// expires, exactly as the engine's `Epoch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Encode, Decode)]
+pub struct WireEpoch {
+    /// Bumped by every reset, SET and restart.
+    pub n: u64,
+    /// 0, or the counter id of the leader that SET it.
+    pub origin: u64,
+    /// The value it starts at.
+    pub base: i64,
+    /// Its deadline, ms since the Unix epoch; 0 for none.
+    pub expire_at_ms: u64,
+    /// The wall clock of the last change of the deadline.
+    pub stamp_ms: u64,
+    /// The counter id that made it.
+    pub stamp_id: u64,
+}
+
+impl WireEpoch {
+    /// Generation `n` of a plain counter.
+    pub const fn at(n: u64) -> WireEpoch {
+        WireEpoch {
+            n,
+            origin: 0,
+            base: 0,
+            expire_at_ms: 0,
+            stamp_ms: 0,
+            stamp_id: 0,
+        }
+    }
+}
+
 /// A counter cell: the shards of one epoch. On the wire: the epoch, then
 /// the shards as a bincode `Vec<WireShard>`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct WireCell {
-    /// Bumped by every reset.
-    pub epoch: u64,
+    /// The epoch the shards belong to.
+    pub epoch: WireEpoch,
     /// At most one per counter id.
     pub shards: WireShards,
 }
@@ -263,7 +295,7 @@ impl<Context> Decode<Context> for WireCell {
     fn decode<D: Decoder<Context = Context>>(
         decoder: &mut D,
     ) -> Result<Self, bincode::error::DecodeError> {
-        let epoch = u64::decode(decoder)?;
+        let epoch = WireEpoch::decode(decoder)?;
         let len = decode_len(decoder)?;
         decoder.claim_container_read::<WireShard>(len)?;
         // Grown as shards decode: the length is not trusted for capacity.
@@ -526,6 +558,86 @@ pub enum PeerRequest {
         /// The sender's retired incarnations.
         retired: Vec<u64>,
     },
+    /// Make this change (SET, EXPIRE, DEL) as the counter's leader and
+    /// replicate it at `cl`; answered `Changed`.
+    LeaderChange {
+        /// The counter.
+        key: WireKey,
+        /// The change.
+        change: WireChange,
+        /// Replicas that must hold it before the answer.
+        cl: Consistency,
+    },
+}
+
+/// A change of a counter's epoch, as the engine's `change::Change`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
+pub enum WireChange {
+    /// The counter becomes `value`.
+    Set {
+        /// The new value.
+        value: i64,
+        /// Its deadline.
+        ttl: WireTtl,
+        /// Only if the counter is (or is not) live.
+        only: WirePresence,
+    },
+    /// A new deadline (ms since the Unix epoch; 0: none).
+    Expire {
+        /// The deadline.
+        at_ms: u64,
+        /// Which deadlines it may replace.
+        only: WireWhen,
+    },
+    /// Back to nothing.
+    Delete,
+}
+
+/// The deadline a SET gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
+pub enum WireTtl {
+    /// None.
+    Clear,
+    /// The one the counter has.
+    Keep,
+    /// This one, ms since the Unix epoch.
+    At(u64),
+}
+
+/// Whether a SET needs the counter live or absent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
+pub enum WirePresence {
+    /// Either.
+    Any,
+    /// Absent (`NX`).
+    Absent,
+    /// Live (`XX`).
+    Live,
+}
+
+/// Which deadlines an EXPIRE may replace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
+pub enum WireWhen {
+    /// Any.
+    Always,
+    /// None yet (`NX`).
+    NoDeadline,
+    /// One already (`XX`).
+    HasDeadline,
+    /// A nearer one (`GT`).
+    Later,
+    /// A farther one or none (`LT`).
+    Sooner,
+}
+
+/// What a change did: whether it applied, and the value before (`None`
+/// when the counter was absent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
+pub struct WireChanged {
+    /// Whether its condition held.
+    pub applied: bool,
+    /// The value before.
+    pub before: Option<i64>,
 }
 
 /// One add with an id as its applier sealed it (see the engine's
@@ -595,7 +707,7 @@ pub enum PeerResponse {
     /// saw a reset the sender missed), so the sent shards were discarded.
     Stale {
         /// The replica's epoch for the key.
-        epoch: u64,
+        epoch: WireEpoch,
     },
     /// Answer to `Ping` from a node that is up but cannot take writes (its
     /// engine is poisoned): peers choose another replica to lead. Last, so
@@ -614,6 +726,8 @@ pub enum PeerResponse {
         /// Whether keys are left.
         more: bool,
     },
+    /// Answer to `LeaderChange`.
+    Changed(WireChanged),
 }
 
 /// Longest reason a node gives for not taking writes.
@@ -703,6 +817,22 @@ pub enum ClientOp {
         /// Consistency level.
         cl: Consistency,
     },
+    /// Change a counter's epoch (SET, EXPIRE, DEL); answered `Changed`.
+    Change {
+        /// The counter.
+        key: WireKey,
+        /// The change.
+        change: WireChange,
+        /// Consistency level.
+        cl: Consistency,
+    },
+    /// A counter's whole state (value, deadline); answered `Cell`.
+    GetCell {
+        /// The counter.
+        key: WireKey,
+        /// Consistency level.
+        cl: Consistency,
+    },
 }
 
 /// A client request frame.
@@ -777,6 +907,10 @@ pub enum ClientReply {
     Status(ClusterStatus),
     /// Per member asked, in order: whether it is in the unique counter.
     Flags(Vec<bool>),
+    /// Answer to `Change`.
+    Changed(WireChanged),
+    /// Answer to `GetCell`: the merged cell as the replicas read hold it.
+    Cell(WireCell),
 }
 
 /// A client response frame.
@@ -799,7 +933,7 @@ mod tests {
         let req = PeerRequest::Apply {
             key: WireKey::new(b"p", b"c"),
             cell: WireCell {
-                epoch: 3,
+                epoch: WireEpoch::at(3),
                 shards: smallvec::smallvec![WireShard {
                     counter_id: 7,
                     clock: 9,
@@ -826,7 +960,7 @@ mod tests {
 
     #[derive(Encode)]
     struct VecCell {
-        epoch: u64,
+        epoch: WireEpoch,
         shards: Vec<WireShard>,
     }
 
@@ -858,11 +992,11 @@ mod tests {
             .collect();
         for n in [0, 1, 3, 5] {
             let cell = WireCell {
-                epoch: 4,
+                epoch: WireEpoch::at(4),
                 shards: shards[..n].iter().copied().collect(),
             };
             let old = VecCell {
-                epoch: 4,
+                epoch: WireEpoch::at(4),
                 shards: shards[..n].to_vec(),
             };
             assert_eq!(encode(&cell), encode(&old));
@@ -876,7 +1010,8 @@ mod tests {
         let mut bytes = vec![253u8];
         bytes.extend_from_slice(&(1u64 << 40).to_le_bytes());
         assert!(decode::<WireKey>(&bytes).is_err());
-        let mut bytes = vec![0u8, 253];
+        let mut bytes = vec![0u8; 6]; // the epoch's six fields
+        bytes.push(253);
         bytes.extend_from_slice(&(1u64 << 40).to_le_bytes());
         assert!(decode::<WireCell>(&bytes).is_err());
         // A Vec<u8> claiming 2^40 bytes: varint tag 253 + u64 length.

@@ -62,8 +62,8 @@ use tally_net::wire::{ErrorKind, PeerRequest, WireCell, WireError, WireKey, Wire
 /// This node's own shard of one cell, as far as [`authorize`] needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Own {
-    /// The cell's epoch here.
-    pub(crate) epoch: u64,
+    /// The cell's epoch here, `(n, origin)`.
+    pub(crate) epoch: (u64, u64),
     /// This node's shard in that epoch, `(clock, value)`, if it has one.
     pub(crate) shard: Option<(u64, i64)>,
 }
@@ -161,7 +161,8 @@ pub(crate) fn authorize(from: usize, req: &PeerRequest, local: &impl Local) -> R
         | PeerRequest::LeaderAdd { .. }
         | PeerRequest::LeaderAddOnce { .. }
         | PeerRequest::LeaderAdmit { .. }
-        | PeerRequest::LeaderReset { .. } => Ok(()),
+        | PeerRequest::LeaderReset { .. }
+        | PeerRequest::LeaderChange { .. } => Ok(()),
     }
 }
 
@@ -191,14 +192,15 @@ fn authorize_apply(key: &WireKey, cell: &WireCell, local: &impl Local) -> Result
         return Ok(());
     };
     let ours = local.own(key).map_err(Refusal::Unchecked)?;
-    if own_shard_possible(cell.epoch, (theirs.clock, theirs.value), ours) {
+    let epoch = (cell.epoch.n, cell.epoch.origin);
+    if own_shard_possible(epoch, (theirs.clock, theirs.value), ours) {
         return Ok(());
     }
     Err(Refusal::ForgedOwnShard {
         counter_id: me,
-        epoch: cell.epoch,
+        epoch: cell.epoch.n,
         clock: theirs.clock,
-        ours_epoch: ours.epoch,
+        ours_epoch: ours.epoch.0,
         ours_clock: ours.shard.map(|(clock, _)| clock),
     })
 }
@@ -206,7 +208,7 @@ fn authorize_apply(key: &WireKey, cell: &WireCell, local: &impl Local) -> Result
 /// Whether a version `(clock, value)` of this node's own shard in epoch
 /// `epoch` can exist, given this node's cell: only if this node made it,
 /// so it holds that version or a newer one.
-pub(crate) fn own_shard_possible(epoch: u64, (clock, value): (u64, i64), ours: Own) -> bool {
+pub(crate) fn own_shard_possible(epoch: (u64, u64), (clock, value): (u64, i64), ours: Own) -> bool {
     if epoch < ours.epoch {
         return true;
     }
@@ -253,7 +255,7 @@ mod tests {
     fn local() -> Fake {
         Fake {
             own: Ok(Own {
-                epoch: 4,
+                epoch: (4, 0),
                 shard: Some((10, 100)),
             }),
         }
@@ -263,7 +265,7 @@ mod tests {
         PeerRequest::Apply {
             key: WireKey::new(partition, b""),
             cell: WireCell {
-                epoch,
+                epoch: tally_net::wire::WireEpoch::at(epoch),
                 shards: shards
                     .iter()
                     .map(|&(counter_id, clock, value)| WireShard {
@@ -337,7 +339,7 @@ mod tests {
     fn no_own_shard_here_means_none_can_come_from_elsewhere() {
         let l = Fake {
             own: Ok(Own {
-                epoch: 4,
+                epoch: (4, 0),
                 shard: None,
             }),
         };

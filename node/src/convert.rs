@@ -1,9 +1,10 @@
 //! Conversions between the engine's types and the wire's.
 
 use tally_engine::ids::record::Applied;
-use tally_engine::{Cell, Key, LearnedTail, Shard, TailIds, TailOp};
+use tally_engine::{Cell, Epoch, Expiry, Key, LearnedTail, Shard, Stamp, TailIds, TailOp};
 use tally_net::wire::{
-    ErrorKind, WireCell, WireError, WireKey, WireLearned, WireShard, WireTail, WireTailOp,
+    ErrorKind, WireCell, WireEpoch, WireError, WireKey, WireLearned, WireShard, WireTail,
+    WireTailOp,
 };
 
 /// A wire key from a peer as an engine key; over-long parts are `Invalid`.
@@ -39,10 +40,38 @@ pub fn wire_op_id(id: &tally_engine::OpId) -> tally_net::once::OpId {
     }
 }
 
+/// An engine epoch for the wire.
+pub fn wire_epoch(e: &Epoch) -> WireEpoch {
+    WireEpoch {
+        n: e.n,
+        origin: e.origin,
+        base: e.base,
+        expire_at_ms: e.expiry.at_ms,
+        stamp_ms: e.expiry.stamp.ms,
+        stamp_id: e.expiry.stamp.id,
+    }
+}
+
+/// A wire epoch as the engine's.
+pub fn epoch(e: &WireEpoch) -> Epoch {
+    Epoch {
+        n: e.n,
+        origin: e.origin,
+        base: e.base,
+        expiry: Expiry {
+            at_ms: e.expire_at_ms,
+            stamp: Stamp {
+                ms: e.stamp_ms,
+                id: e.stamp_id,
+            },
+        },
+    }
+}
+
 /// An engine cell for the wire.
 pub fn wire_cell(c: &Cell) -> WireCell {
     WireCell {
-        epoch: c.epoch(),
+        epoch: wire_epoch(&c.epoch()),
         shards: c
             .shards()
             .iter()
@@ -59,7 +88,7 @@ pub fn wire_cell(c: &Cell) -> WireCell {
 /// the cell's own merge rule, so a hostile cell cannot break its invariants.
 pub fn cell(c: &WireCell) -> Cell {
     Cell::from_parts(
-        c.epoch,
+        epoch(&c.epoch),
         c.shards.iter().map(|s| Shard {
             counter_id: s.counter_id,
             clock: s.clock,
@@ -73,6 +102,15 @@ pub fn cell(c: &WireCell) -> Cell {
 pub fn value(c: &Cell) -> Result<i64, WireError> {
     c.value()
         .map_err(|e| WireError::new(ErrorKind::Overflow, e.to_string()))
+}
+
+/// A counter's value at `now_ms`, `None` when it is absent (never
+/// written, reset, or past its deadline); see [`value`] for the error.
+pub fn live_value(c: &Cell, now_ms: u64) -> Result<Option<i64>, WireError> {
+    if !c.live(now_ms) {
+        return Ok(None);
+    }
+    value(c).map(Some)
 }
 
 /// An engine error as the client or a peer sees it.

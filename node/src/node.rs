@@ -14,7 +14,8 @@ use anyhow::{Context, Result};
 use tally_engine::{Engine, Options, ParkCommit, SyncMode};
 use tally_net::peer::{PeerAddr, PeerSettings, Transport};
 use tally_net::wire::{
-    ClientOp, ClientReply, ClusterStatus, Consistency, NodeStats, NodeStatus, WireError, WireKey,
+    ClientOp, ClientReply, ClusterStatus, Consistency, NodeStats, NodeStatus, WireChange,
+    WireChanged, WireError, WireKey,
 };
 
 use crate::config::{Config, SyncKind};
@@ -239,9 +240,22 @@ impl Node {
         self.writes.reset(&key, cl).await
     }
 
-    /// Reads a counter at `cl`.
+    /// Changes a counter's epoch at `cl`: SET, EXPIRE, PERSIST, reset.
+    pub async fn change(
+        &self,
+        key: &WireKey,
+        change: WireChange,
+        cl: Consistency,
+    ) -> Result<WireChanged, WireError> {
+        let key = convert::user_key(key)?;
+        self.writes.change(&key, change, cl).await
+    }
+
+    /// Reads a counter at `cl`: 0 when it is absent (never written, reset,
+    /// or expired).
     pub async fn get(&self, key: &WireKey, cl: Consistency) -> Result<i64, WireError> {
-        convert::value(&self.get_cell(key, cl).await?)
+        convert::live_value(&self.get_cell(key, cl).await?, tally_engine::now_ms())
+            .map(|v| v.unwrap_or(0))
     }
 
     /// Reads a counter's merged cell at `cl` (no shards: never written, or
@@ -252,6 +266,16 @@ impl Node {
         cl: Consistency,
     ) -> Result<tally_engine::Cell, WireError> {
         read::get_cell(&self.ctx, &convert::user_key(key)?, cl).await
+    }
+
+    /// Reads the merged cell of every column of a partition at `cl`, live
+    /// or not.
+    pub async fn get_row_cells(
+        &self,
+        partition: &[u8],
+        cl: Consistency,
+    ) -> Result<std::collections::BTreeMap<Vec<u8>, tally_engine::Cell>, WireError> {
+        read::get_row_cells(&self.ctx, partition, cl).await
     }
 
     /// Reads every column of a partition at `cl`.
@@ -301,6 +325,14 @@ impl Node {
                 .add_once(&key, delta, &id, cl)
                 .await
                 .map(ClientReply::Value),
+            ClientOp::Change { key, change, cl } => self
+                .change(&key, change, cl)
+                .await
+                .map(ClientReply::Changed),
+            ClientOp::GetCell { key, cl } => self
+                .get_cell(&key, cl)
+                .await
+                .map(|c| ClientReply::Cell(convert::wire_cell(&c))),
         }
     }
 

@@ -17,7 +17,7 @@ use tally_net::once::OpId;
 use tally_net::peer::{BoxFuture, Handler};
 use tally_net::wire::{
     Consistency, ErrorKind, LEARNED_KEYS_MAX, LEARNED_OPS_MAX, PeerRequest, PeerResponse,
-    WireError, WireKey,
+    WireChange, WireError, WireKey,
 };
 
 use crate::authz::{self, Local, Own};
@@ -39,6 +39,7 @@ enum Task {
     ReadRow(Vec<u8>),
     LeaderAdd(WireKey, i64, Option<OpId>, Consistency),
     LeaderReset(WireKey, Consistency),
+    LeaderChange(WireKey, WireChange, Consistency),
     LeaderAdmit(Vec<u8>, Vec<Vec<u8>>, Consistency),
     LearnTails(Vec<u64>, u64),
     ForgetTails(Vec<u64>),
@@ -114,6 +115,9 @@ impl Handler for PeerHandler {
                         Task::LeaderAdd(key, delta, Some(id), cl)
                     }
                     PeerRequest::LeaderReset { key, cl } => Task::LeaderReset(key, cl),
+                    PeerRequest::LeaderChange { key, change, cl } => {
+                        Task::LeaderChange(key, change, cl)
+                    }
                     PeerRequest::LeaderAdmit {
                         partition,
                         members,
@@ -170,7 +174,7 @@ impl Local for Ctx {
         let key = convert::key(key).map_err(|e| e.to_string())?;
         let cell = self.engine.get(&key).map_err(|e| e.to_string())?;
         Ok(Own {
-            epoch: cell.epoch(),
+            epoch: cell.epoch().id(),
             shard: cell
                 .shard(self.engine.counter_id())
                 .map(|s| (s.clock, s.value)),
@@ -190,7 +194,9 @@ async fn apply(
         Ok(results) => {
             for ((&i, (_, cell, _)), r) in slots.iter().zip(&applies).zip(results) {
                 out[i] = Some(match r {
-                    Ok(epoch) if epoch > cell.epoch() => PeerResponse::Stale { epoch },
+                    Ok(epoch) if epoch.id() > cell.epoch().id() => PeerResponse::Stale {
+                        epoch: convert::wire_epoch(&epoch),
+                    },
                     Ok(_) => PeerResponse::Applied,
                     Err(e) => PeerResponse::Error(engine_error(&e)),
                 });
@@ -246,9 +252,16 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, task: Task) -> PeerResponse {
             .map_err(|e| engine_error(&e)),
         Task::LeaderReset(key, cl) => match convert::key(&key) {
             Ok(k) => writes
-                .lead_reset(&k, cl)
+                .lead_change(&k, WireChange::Delete, cl)
                 .await
-                .map(|()| PeerResponse::Reset),
+                .map(|_| PeerResponse::Reset),
+            Err(e) => Err(e),
+        },
+        Task::LeaderChange(key, change, cl) => match convert::key(&key) {
+            Ok(k) => writes
+                .lead_change(&k, change, cl)
+                .await
+                .map(PeerResponse::Changed),
             Err(e) => Err(e),
         },
     };

@@ -24,7 +24,7 @@ const ROW_REPAIRS_MAX: usize = 256;
 const ROW_SCANS_MAX: usize = 4;
 
 /// A partition's row as replicas return it: column → cell.
-type Row = BTreeMap<Vec<u8>, Cell>;
+pub(crate) type Row = BTreeMap<Vec<u8>, Cell>;
 
 /// Reads a counter's merged cell at `cl` (no shards: never written, or
 /// reset and not written since).
@@ -84,12 +84,32 @@ pub(crate) async fn read_key(
     Ok((merged, n))
 }
 
-/// Reads every column of a partition at `cl`.
+/// Reads every live column of a partition at `cl`, with its value.
 pub(crate) async fn get_row(
     ctx: &Arc<Ctx>,
     partition: &[u8],
     cl: Consistency,
 ) -> Result<Vec<(Vec<u8>, i64)>, WireError> {
+    let merged = get_row_cells(ctx, partition, cl).await?;
+    // A column that was reset and not written since, or that expired, is
+    // gone, as a deleted Redis hash field is.
+    let now_ms = tally_engine::now_ms();
+    merged
+        .into_iter()
+        .filter_map(|(col, c)| {
+            convert::live_value(&c, now_ms)
+                .transpose()
+                .map(|v| Ok((col, v?)))
+        })
+        .collect()
+}
+
+/// Reads every column's merged cell of a partition at `cl`, live or not.
+pub(crate) async fn get_row_cells(
+    ctx: &Arc<Ctx>,
+    partition: &[u8],
+    cl: Consistency,
+) -> Result<Row, WireError> {
     let start = Key::new(partition, b"").map_err(|e| engine_error(&e))?;
     let replicas = ctx.replicas(start.partition());
     // A replica's own scan runs before `gather`, which asks this node first
@@ -145,13 +165,7 @@ pub(crate) async fn get_row(
             }
         }
     }
-    // A column that was reset and not written since has no shards: it is
-    // gone, as a deleted Redis hash field is.
-    merged
-        .into_iter()
-        .filter(|(_, c)| !c.shards().is_empty())
-        .map(|(col, c)| Ok((col, convert::value(&c)?)))
-        .collect()
+    Ok(merged)
 }
 
 /// This node's own cells of a partition, as a row.

@@ -26,7 +26,7 @@ fn injected_shard() -> PeerRequest {
     PeerRequest::Apply {
         key: WireKey::new(b"victim", b""),
         cell: WireCell {
-            epoch: 0,
+            epoch: tally_net::wire::WireEpoch::at(0),
             shards: [WireShard {
                 counter_id: 0xbad,
                 clock: 1,

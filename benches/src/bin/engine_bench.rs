@@ -171,7 +171,7 @@ async fn batch_adds(root: &Path, args: &Args, with_ids: bool) -> Result<f64> {
                         let add = OnceAdd {
                             delta: 1,
                             id: OpId::new(client.as_bytes(), done + 1)?,
-                            reapply_below: 0,
+                            reapply_stale: false,
                         };
                         engine
                             .leader_add_once_batch([(&k, std::slice::from_ref(&add))])?
@@ -450,7 +450,7 @@ async fn ids_size(root: &Path, keys: u64) -> Result<()> {
                     let add = OnceAdd {
                         delta: 1 + (i % 100) as i64,
                         id: OpId::new(&client, i + 1)?,
-                        reapply_below: 0,
+                        reapply_stale: false,
                     };
                     let k = key(i);
                     let (_, durable) =

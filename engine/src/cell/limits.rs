@@ -45,7 +45,18 @@ impl Cell {
     /// Moves the cell to a new epoch with no shards; refused (and nothing
     /// changed) when the epoch is at [`CLOCK_MAX`].
     pub fn try_reset(&mut self) -> Result<(), Limit> {
-        self.epoch = next_version("epoch", self.epoch)?;
+        next_version("epoch", self.epoch.n)?;
+        self.epoch = self.epoch.restart();
+        self.shards.clear();
+        Ok(())
+    }
+
+    /// Moves the cell to the epoch a SET by `leader` makes: value `base`,
+    /// expiring `expiry`, no shards; refused (and nothing changed) when the
+    /// epoch is at [`CLOCK_MAX`].
+    pub fn try_set(&mut self, leader: u64, base: i64, expiry: super::Expiry) -> Result<(), Limit> {
+        next_version("epoch", self.epoch.n)?;
+        self.epoch = self.epoch.set(leader, base, expiry);
         self.shards.clear();
         Ok(())
     }
@@ -59,7 +70,7 @@ impl Cell {
                 count: self.shards.len(),
             });
         }
-        check_version("epoch", self.epoch)?;
+        check_version("epoch", self.epoch.n)?;
         for s in &self.shards {
             check_version("clock", s.clock)?;
         }
@@ -80,11 +91,10 @@ impl Cell {
 
     /// How many shards `self` would hold after merging `other` into it.
     pub(super) fn merged_len(&self, other: &Cell) -> usize {
-        if other.epoch > self.epoch {
-            return other.shards.len();
-        }
-        if other.epoch < self.epoch {
-            return self.shards.len();
+        match self.epoch.order(&other.epoch) {
+            super::Order::Newer => return other.shards.len(),
+            super::Order::Older => return self.shards.len(),
+            super::Order::Same => {}
         }
         // Same epoch: the union of the ids, both sorted, counted in one pass.
         let (a, b) = (&self.shards, &other.shards);
@@ -242,9 +252,9 @@ mod tests {
 
         let mut c = at(CLOCK_MAX - 1, 1);
         assert_eq!(c.try_reset(), Ok(()));
-        assert_eq!(c.epoch(), CLOCK_MAX);
+        assert_eq!(c.epoch().n, CLOCK_MAX);
         assert_eq!(c.try_reset(), Err(epoch(CLOCK_MAX + 1)));
-        assert_eq!(c.epoch(), CLOCK_MAX, "a refused reset changes nothing");
+        assert_eq!(c.epoch().n, CLOCK_MAX, "a refused reset changes nothing");
         let mut c = at(u64::MAX, 1);
         assert_eq!(c.try_reset(), Err(epoch(u64::MAX)));
     }

@@ -1,11 +1,12 @@
 //! The counter cell: a set of per-node shards, and its merge (a CRDT).
 //!
 //! ```text
-//! cell  = { epoch: u64, shards: [Shard] }      // at most one shard per counter_id
+//! cell  = { epoch: Epoch, shards: [Shard] }    // at most one shard per counter_id
 //! Shard = { counter_id: u64, clock: u64, value: i64 }
-//! value(cell) = Σ shard.value
-//! merge(a, b): higher epoch wins whole; same epoch: per counter_id the larger clock wins
-//!              (equal clocks, different values: corruption; the larger value wins)
+//! value(cell) = epoch.base + Σ shard.value     (absent once the epoch expired)
+//! merge(a, b): the newer epoch wins whole; same epoch: per counter_id the larger clock wins
+//!              (equal clocks, different values: corruption; the larger value wins),
+//!              and the later expiry stamp wins (see `epoch`)
 //! ```
 //!
 //! A `counter_id` names one node incarnation, and only its owner ever makes a
@@ -14,9 +15,10 @@
 //! a `merge`, which is commutative, associative and idempotent, so delivering
 //! the same state twice, late or out of order never changes a value.
 //!
-//! A reset (`try_reset`) moves the cell to `epoch + 1` with no shards: every
-//! shard of an older epoch, including adds that raced the reset and lost, is
-//! discarded.
+//! A reset (`try_reset`) moves the cell to the next epoch with no shards:
+//! every shard of an older epoch, including adds that raced the reset and
+//! lost, is discarded. So do a SET (`try_set`) and the restart of an
+//! expired counter ([`Epoch`] says how they are ordered).
 //!
 //! Two shards with the same counter_id and clock but different values cannot
 //! come from a correct owner: that is corruption. `merge` keeps the larger
@@ -32,8 +34,10 @@ use smallvec::SmallVec;
 
 use crate::rate_limit::{LOG_EVERY, RateLimit};
 
+mod epoch;
 mod limits;
 
+pub use epoch::{Epoch, Expiry, Order, Stamp, now_ms};
 pub use limits::{CLOCK_MAX, Limit};
 
 /// Most shards a cell may hold: one per node incarnation that ever wrote it.
@@ -72,8 +76,15 @@ pub struct Shard {
 /// - `shards.len() <= SHARDS_MAX`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Cell {
-    epoch: u64,
+    epoch: Epoch,
     shards: Shards,
+}
+
+impl From<u64> for Epoch {
+    /// Generation `n` of a plain counter.
+    fn from(n: u64) -> Epoch {
+        Epoch::at(n)
+    }
 }
 
 /// A cell's shards: inline up to three (a counter written by one
@@ -100,9 +111,9 @@ impl Cell {
     ///
     /// Repeated ids are folded with the merge rule, so this never builds an
     /// invalid cell from untrusted input.
-    pub fn from_parts(epoch: u64, shards: impl IntoIterator<Item = Shard>) -> Cell {
+    pub fn from_parts(epoch: impl Into<Epoch>, shards: impl IntoIterator<Item = Shard>) -> Cell {
         let mut cell = Cell {
-            epoch,
+            epoch: epoch.into(),
             shards: Shards::new(),
         };
         for shard in shards {
@@ -111,9 +122,31 @@ impl Cell {
         cell
     }
 
-    /// The reset generation.
-    pub fn epoch(&self) -> u64 {
+    /// The epoch: generation, base and expiry.
+    pub fn epoch(&self) -> Epoch {
         self.epoch
+    }
+
+    /// Whether the counter exists: it has a shard, or a SET made it.
+    pub fn exists(&self) -> bool {
+        !self.shards.is_empty() || self.epoch.origin != 0
+    }
+
+    /// Whether the counter is live at `now_ms`: it exists and has not expired.
+    pub fn live(&self, now_ms: u64) -> bool {
+        self.exists() && !self.epoch.expired(now_ms)
+    }
+
+    /// Folds a cell that expired before `before_ms` into the tombstone a
+    /// reset leaves (next epoch, no shards, no deadline): what compaction
+    /// keeps of it once the grace period has passed. The next epoch is the
+    /// one a restart makes too, so a stale replica's old shards lose to it
+    /// and a late add that restarted the counter merges with it.
+    pub fn fold_expired(&mut self, before_ms: u64) {
+        if self.epoch.expiry.at_ms != 0 && self.epoch.expired(before_ms) {
+            // At the epoch limit it stays as it is: expired, so absent.
+            let _ = self.try_reset();
+        }
     }
 
     /// The shards, sorted by counter_id.
@@ -121,17 +154,19 @@ impl Cell {
         &self.shards
     }
 
-    /// The counter's value: the sum of its shards, or [`Overflow`] when that
-    /// sum is outside the range of an `i64` (shards of several replicas can
-    /// each be in range and their sum not).
+    /// The counter's value, its base plus the sum of its shards, or
+    /// [`Overflow`] when that is outside the range of an `i64` (shards of
+    /// several replicas can each be in range and their sum not). Expiry is
+    /// not looked at: see [`Cell::live`].
     pub fn value(&self) -> Result<i64, Overflow> {
         let sum = self.sum();
         i64::try_from(sum).map_err(|_| Overflow { sum })
     }
 
-    /// The exact sum of the shards.
+    /// The exact sum of the base and the shards.
     pub fn sum(&self) -> i128 {
-        self.shards.iter().map(|s| i128::from(s.value)).sum()
+        let shards: i128 = self.shards.iter().map(|s| i128::from(s.value)).sum();
+        shards + i128::from(self.epoch.base)
     }
 
     /// The shard owned by `counter_id`, if it has one.
@@ -153,27 +188,28 @@ impl Cell {
     }
 
     /// Merges the cell `{epoch, shards}` (shards sorted and unique by id).
-    pub fn merge_parts(&mut self, epoch: u64, shards: &[Shard]) {
+    pub fn merge_parts(&mut self, epoch: Epoch, shards: &[Shard]) {
         self.merge_epoch(epoch, shards, Input::Valid);
     }
 
     /// Merges the cell `{epoch, shards}` whose shards may come in any order,
     /// with repeated ids (untrusted input), without allocating a cell for it.
-    pub fn merge_unsorted(&mut self, epoch: u64, shards: &[Shard]) {
+    pub fn merge_unsorted(&mut self, epoch: Epoch, shards: &[Shard]) {
         self.merge_epoch(epoch, shards, Input::Unsorted);
     }
 
-    /// The merge, written once: the higher epoch wins whole; at the same
-    /// epoch every shard goes through [`Cell::merge_shard`]. Answers whether
-    /// this cell changed.
+    /// The merge, written once: the newer epoch wins whole; at the same
+    /// epoch the headers merge ([`Epoch::merge_same`]) and every shard goes
+    /// through [`Cell::merge_shard`]. Answers whether this cell changed.
     ///
     /// Inlined so that each caller gets its own copy with `input` known and
     /// the answer dropped where it is not wanted: one rule, no cost. The
     /// branches keep the order of the copies this replaced (newer epoch,
     /// older, same), so each caller compiles to what it did before.
     #[inline(always)]
-    fn merge_epoch(&mut self, epoch: u64, shards: &[Shard], input: Input) -> bool {
-        if epoch > self.epoch {
+    fn merge_epoch(&mut self, epoch: Epoch, shards: &[Shard], input: Input) -> bool {
+        let order = self.epoch.order(&epoch);
+        if order == Order::Newer {
             self.epoch = epoch;
             self.shards.clear();
             match input {
@@ -193,10 +229,10 @@ impl Cell {
             }
             return true;
         }
-        if epoch < self.epoch {
+        if order == Order::Older {
             return false;
         }
-        let mut changed = false;
+        let mut changed = self.epoch.merge_same(&epoch);
         for shard in shards {
             changed |= self.merge_shard(*shard);
         }
@@ -311,8 +347,29 @@ mod tests {
         })
     }
 
+    /// Epochs as correct leaders make them: few generations and origins;
+    /// the base a function of the identity; expiries with few stamps.
+    fn epoch() -> impl Strategy<Value = Epoch> {
+        (
+            0u64..3,
+            prop_oneof![Just(0u64), Just(5u64)],
+            0u64..3,
+            0u64..3,
+            0u64..2,
+        )
+            .prop_map(|(n, origin, at, ms, id)| Epoch {
+                n,
+                origin,
+                base: if origin == 0 { 0 } else { n as i64 * 10 - 7 },
+                expiry: Expiry {
+                    at_ms: at * 100,
+                    stamp: Stamp { ms, id },
+                },
+            })
+    }
+
     fn cell() -> impl Strategy<Value = Cell> {
-        (0u64..3, proptest::collection::vec(shard(), 0..6))
+        (epoch(), proptest::collection::vec(shard(), 0..6))
             .prop_map(|(epoch, shards)| Cell::from_parts(epoch, shards))
     }
 
@@ -368,17 +425,18 @@ mod tests {
         fn reset_wins_over_older_epoch(a in cell(), b in cell()) {
             let mut r = a.clone();
             r.try_reset().unwrap();
-            prop_assume!(b.epoch() <= a.epoch());
+            prop_assume!(b.epoch().id() <= a.epoch().id());
             let m = merged(&r, &b);
             prop_assert_eq!(m.value(), Ok(0));
-            prop_assert_eq!(m.epoch(), a.epoch() + 1);
+            prop_assert!(!m.exists());
+            prop_assert_eq!(m.epoch(), Epoch::at(a.epoch().n + 1));
             prop_assert_eq!(merged(&b, &r), m);
         }
 
         #[test]
         fn higher_epoch_wins_whole(a in cell(), b in cell()) {
-            prop_assume!(a.epoch() != b.epoch());
-            let newer = if a.epoch() > b.epoch() { &a } else { &b };
+            prop_assume!(a.epoch().id() != b.epoch().id());
+            let newer = if a.epoch().id() > b.epoch().id() { &a } else { &b };
             prop_assert_eq!(&merged(&a, &b), newer);
         }
 
@@ -408,7 +466,7 @@ mod tests {
         #[test]
         fn merge_unsorted_is_merge_of_the_cell_it_spells(
             a in corrupt_cell(),
-            epoch in 0u64..2,
+            epoch in epoch(),
             shards in proptest::collection::vec(corrupt_shard(), 0..6),
         ) {
             let mut m = a.clone();
@@ -442,6 +500,38 @@ mod tests {
     }
 
     #[test]
+    fn an_expired_cell_folds_into_a_tombstone_that_stale_state_cannot_revive() {
+        let epoch = Epoch {
+            base: 40,
+            origin: 3,
+            expiry: Expiry {
+                at_ms: 1_000,
+                stamp: Stamp { ms: 10, id: 3 },
+            },
+            ..Epoch::at(6)
+        };
+        let shard = Shard {
+            counter_id: 2,
+            clock: 4,
+            value: 2,
+        };
+        let stale = Cell::from_parts(epoch, [shard]);
+        let mut c = stale.clone();
+        c.fold_expired(999);
+        assert_eq!(c, stale, "not expired yet at 999");
+        c.fold_expired(1_000);
+        assert_eq!(c, Cell::from_parts(Epoch::at(7), []));
+        assert!(!c.exists());
+        assert!(
+            !c.merge_changed(&stale),
+            "the old epoch's state is discarded"
+        );
+        let mut persistent = Cell::from_parts(Epoch::at(6), [shard]);
+        persistent.fold_expired(u64::MAX);
+        assert_eq!(persistent.shards(), &[shard], "no deadline, no fold");
+    }
+
+    #[test]
     fn equal_clock_keeps_the_larger_value_and_counts_a_conflict() {
         let at = |value| {
             Cell::from_parts(
@@ -462,7 +552,7 @@ mod tests {
         assert!(!high.merge_changed(&at(5)), "the smaller value is not");
         assert_eq!(high, at(9));
         let mut same = at(5);
-        same.merge_unsorted(4, &[at(9).shards()[0], at(5).shards()[0]]);
+        same.merge_unsorted(Epoch::at(4), &[at(9).shards()[0], at(5).shards()[0]]);
         assert_eq!(same, at(9));
         assert!(
             clock_conflicts() >= before + 4,

@@ -84,7 +84,7 @@ use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
 
-use crate::cell::{Cell, Shard};
+use crate::cell::{Cell, Epoch, Shard};
 use crate::codec::{self, Cursor};
 use crate::error::{Error, Result};
 use crate::fsutil;
@@ -96,8 +96,9 @@ use crate::unique;
 
 /// Segment file magic.
 pub(crate) const MAGIC: &[u8; 8] = b"TALLYLOG";
-/// Version of the format above.
-pub(crate) const VERSION: u32 = 4;
+/// Version of the format above: 5 may hold cells with an epoch header
+/// (see `codec`); older versions read the same way.
+pub(crate) const VERSION: u32 = 5;
 /// Size of a segment header.
 pub const HEADER_BYTES: usize = 16;
 /// Size of a record's frame (length and checksum).
@@ -130,7 +131,7 @@ pub fn encode_record(buf: &mut Vec<u8>, key: &Key, cell: &Cell) {
 }
 
 /// Appends one framed record for `(key, {epoch, shards})` to `buf`.
-pub(crate) fn encode_record_parts(buf: &mut Vec<u8>, key: &Key, epoch: u64, shards: &[Shard]) {
+pub(crate) fn encode_record_parts(buf: &mut Vec<u8>, key: &Key, epoch: Epoch, shards: &[Shard]) {
     encode_record_ops(buf, key, epoch, shards, &[]);
 }
 
@@ -139,7 +140,7 @@ pub(crate) fn encode_record_parts(buf: &mut Vec<u8>, key: &Key, epoch: u64, shar
 pub(crate) fn encode_record_ops(
     buf: &mut Vec<u8>,
     key: &Key,
-    epoch: u64,
+    epoch: Epoch,
     shards: &[Shard],
     ops: &[(ClientId, Applied)],
 ) {
@@ -158,7 +159,7 @@ pub(crate) fn encode_record_tail(buf: &mut Vec<u8>, key: &Key, cell: &Cell, tail
 pub(crate) fn encode_record_full(
     buf: &mut Vec<u8>,
     key: &Key,
-    epoch: u64,
+    epoch: Epoch,
     shards: &[Shard],
     ops: &[(ClientId, Applied)],
     members: &[&[u8]],
@@ -575,7 +576,7 @@ fn load_tail(
 /// admitted in `epoch` into `memtable`.
 fn load_members(
     key: &[u8],
-    epoch: u64,
+    epoch: Epoch,
     admitter: u64,
     members: &mut Vec<&[u8]>,
     memtable: &Memtable,
@@ -607,7 +608,7 @@ fn decode_record<'a>(
     data: &'a [u8],
     offset: usize,
     parts: &mut Parts<'_, 'a>,
-) -> std::result::Result<(&'a [u8], u64), codec::DecodeError> {
+) -> std::result::Result<(&'a [u8], Epoch), codec::DecodeError> {
     let Parts {
         shards,
         ops,
@@ -629,7 +630,7 @@ fn decode_record<'a>(
     members.clear();
     **tail = None;
     if cur.remaining() != 0 {
-        ids::record_ops(&mut cur, epoch, ops)?;
+        ids::record_ops(&mut cur, epoch.tag(), ops)?;
     }
     if cur.remaining() != 0 {
         let n = cur.varint()?;

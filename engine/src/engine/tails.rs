@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use super::Engine;
-use crate::cell::Cell;
+use crate::cell::{Cell, Epoch};
 use crate::error::{Error, Result};
 use crate::ids::tail::{Fenced, TailIds, TailOp};
 use crate::key::Key;
@@ -25,7 +25,7 @@ impl Engine {
     pub async fn apply_with_tails(
         &self,
         items: &[(Key, Cell, Option<TailIds>)],
-    ) -> Result<Vec<Result<u64>>> {
+    ) -> Result<Vec<Result<Epoch>>> {
         self.apply_items(
             items.iter().map(|(k, c, t)| (k, c, t.as_ref())),
             items.len(),
@@ -37,7 +37,12 @@ impl Engine {
     /// both in one record, straight into the outbox (never into the
     /// sealer's queue: the caller's ack covers it). Answers the cell's
     /// epoch, and whether the active memtable is full.
-    pub(super) fn apply_tail(&self, key: &Key, cell: &Cell, tail: &TailIds) -> Result<(u64, bool)> {
+    pub(super) fn apply_tail(
+        &self,
+        key: &Key,
+        cell: &Cell,
+        tail: &TailIds,
+    ) -> Result<(Epoch, bool)> {
         let tails = self.ids.tails();
         let applied = self.cache.with_cell(key, |cached, v| {
             if let Err(Fenced(source)) = tails.take(key, tail) {

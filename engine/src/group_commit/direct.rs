@@ -19,7 +19,7 @@ use crate::version::Version;
 
 use super::GroupCommit;
 use super::relay::Answer;
-use super::sealer::{added, own_shard, put_next_version, seal};
+use super::sealer::{added, own_shard, put_next_version, restart_expired, seal};
 
 impl GroupCommit {
     /// Seals one add on the caller's thread, under the cell lock held by
@@ -71,6 +71,7 @@ impl GroupCommit {
         delta: i64,
     ) -> Result<Staged> {
         let cell = &mut cached.cell;
+        restart_expired(cell);
         let clock = match cell.next_own_clock(self.counter_id) {
             Ok(clock) => clock,
             Err(limit) => return Ok(Staged::Refused(limit.into())),

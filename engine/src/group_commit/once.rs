@@ -24,7 +24,7 @@ use std::sync::atomic::Ordering::{Acquire, Release};
 use smallvec::SmallVec;
 
 use super::GroupCommit;
-use super::sealer::{added, own_shard, put_next_version};
+use super::sealer::{added, own_shard, put_next_version, restart_expired};
 use crate::cache::Cached;
 use crate::cell::Cell;
 use crate::error::{Error, Result};
@@ -49,9 +49,10 @@ pub struct OnceAdd {
     pub delta: i64,
     /// The operation id.
     pub id: OpId,
-    /// An add of this id applied in an epoch below this one is made again
-    /// (the leader's catch-up after a reset it had missed; 0 otherwise).
-    pub reapply_below: u64,
+    /// An add of this id applied in an epoch other than the cell's current
+    /// one is made again (the leader's catch-up after a reset or SET it had
+    /// missed; false otherwise).
+    pub reapply_stale: bool,
 }
 
 /// What one add with an id answered.
@@ -120,6 +121,7 @@ impl GroupCommit {
         now_ms: u64,
     ) -> Result<OnceSealed> {
         let cell = &mut cached.cell;
+        restart_expired(cell);
         let clock = cell.next_own_clock(self.counter_id);
         let mut own = own_shard(cell, self.counter_id);
         let others = cell.sum() - i128::from(own.value);
@@ -138,7 +140,13 @@ impl GroupCommit {
             let check = match seen {
                 Some(i) if ops[i].1.delta != add.delta => Check::Conflict(ops[i].1),
                 Some(i) => Check::Duplicate(ops[i].1),
-                None => ledger.check(fingerprint, id, add.delta, add.reapply_below, now_ms),
+                None => ledger.check(
+                    fingerprint,
+                    id,
+                    add.delta,
+                    add.reapply_stale.then_some(epoch.tag()),
+                    now_ms,
+                ),
             };
             let fate = match check {
                 Check::Duplicate(op) => {
@@ -159,7 +167,7 @@ impl GroupCommit {
                             seq: id.seq,
                             delta: add.delta,
                             value,
-                            epoch,
+                            epoch: epoch.tag(),
                             at_ms: now_ms,
                         };
                         ops.push((id.client.clone(), op));

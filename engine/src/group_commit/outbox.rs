@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use tokio::sync::oneshot;
 
-use crate::cell::{Cell, Shard};
+use crate::cell::{Cell, Epoch, Shard};
 use crate::commitlog;
 use crate::error::Result;
 use crate::ids::ClientId;
@@ -157,7 +157,7 @@ impl Outbox {
         &mut self,
         key: &Key,
         own: &Shard,
-        epoch: u64,
+        epoch: Epoch,
         generation: u64,
         sealed: Sealed,
     ) {
@@ -168,7 +168,7 @@ impl Outbox {
     }
 
     /// Adds the record of one add of a batch; the batch's ack comes apart.
-    pub(super) fn add_batched(&mut self, key: &Key, own: &Shard, epoch: u64, generation: u64) {
+    pub(super) fn add_batched(&mut self, key: &Key, own: &Shard, epoch: Epoch, generation: u64) {
         self.append_parts(key, epoch, own, generation);
         self.batched_adds += 1;
         self.check_invariants();
@@ -180,7 +180,7 @@ impl Outbox {
         &mut self,
         key: &Key,
         own: &Shard,
-        epoch: u64,
+        epoch: Epoch,
         ops: &[(ClientId, Applied)],
         generation: u64,
     ) {
@@ -198,7 +198,7 @@ impl Outbox {
         &mut self,
         key: &Key,
         own: &Shard,
-        epoch: u64,
+        epoch: Epoch,
         members: &[&[u8]],
         generation: u64,
     ) {
@@ -308,7 +308,7 @@ impl Outbox {
         taken
     }
 
-    fn append_parts(&mut self, key: &Key, epoch: u64, own: &Shard, generation: u64) {
+    fn append_parts(&mut self, key: &Key, epoch: Epoch, own: &Shard, generation: u64) {
         commitlog::encode_record_parts(&mut self.records, key, epoch, std::slice::from_ref(own));
         self.gen_max = self.gen_max.max(generation);
     }

@@ -188,6 +188,7 @@ pub(super) fn seal<'s>(
     early: bool,
     answer: &mut impl FnMut(Answer),
 ) -> Option<&'s AddOutcome> {
+    restart_expired(cell);
     // A cell that cannot take a new version of this node's shard refuses
     // every add.
     let clock = match cell.next_own_clock(counter_id) {
@@ -258,6 +259,18 @@ pub(super) fn added(others: i128, own: i64, delta: i64) -> Result<(i64, i64)> {
     let own = own.checked_add(delta).ok_or_else(refused)?;
     let value = i64::try_from(others + i128::from(own)).map_err(|_| refused())?;
     Ok((own, value))
+}
+
+/// Moves a counter whose deadline passed to the epoch a reset makes, so
+/// that the add about to be made starts it again from 0 with no deadline,
+/// as Redis' `INCR` on an expired key does. Every leader makes the same
+/// epoch (`crate::cell::Epoch::restart`), so restarts on several merge.
+/// A cell whose epoch is at its limit stays as it is (and absent).
+pub(super) fn restart_expired(cell: &mut Cell) {
+    let expiry = cell.epoch().expiry;
+    if expiry.at_ms != 0 && cell.epoch().expired(crate::cell::now_ms()) {
+        let _ = cell.try_reset();
+    }
 }
 
 /// This node's shard of `cell`, a zero one if it has none yet.

@@ -239,7 +239,7 @@ mod tests {
         let key = Key::new(b"p", b"c5").unwrap();
         let id = OpId::new(b"client", 5).unwrap();
         assert!(
-            matches!(l.check(fingerprint(&key), &id, 1, 0, 2_000), Check::Duplicate(op) if op.value == 5)
+            matches!(l.check(fingerprint(&key), &id, 1, None, 2_000), Check::Duplicate(op) if op.value == 5)
         );
         let empty = write(dir.path(), 4, &[], &[]).unwrap();
         assert_eq!(load(&empty, &l, &Tails::default(), 2_000).unwrap(), 0);

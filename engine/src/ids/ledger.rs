@@ -77,7 +77,7 @@ impl Ledger {
         key: u64,
         id: &OpId,
         delta: i64,
-        reapply_below: u64,
+        reapply_unless: Option<u64>,
         now_ms: u64,
     ) -> Check {
         let mut s = self.stripe(&id.client).lock();
@@ -86,7 +86,7 @@ impl Ledger {
             return Check::New;
         };
         s.ops -= log.prune(now_ms.saturating_sub(self.retention.window_ms));
-        log.check(key, id.seq, delta, reapply_below)
+        log.check(key, id.seq, delta, reapply_unless)
     }
 
     /// Remembers an applied add (and keeps it for the next file).
@@ -230,14 +230,17 @@ mod tests {
     fn records_checks_and_expires() {
         let l = ledger();
         let a = id(b"a", 1);
-        assert_eq!(l.check(K, &a, 1, 0, 100), Check::New);
+        assert_eq!(l.check(K, &a, 1, None, 100), Check::New);
         l.record(K, &a.client, applied(1, 100));
-        assert_eq!(l.check(K, &a, 1, 0, 200), Check::Duplicate(applied(1, 100)));
+        assert_eq!(
+            l.check(K, &a, 1, None, 200),
+            Check::Duplicate(applied(1, 100))
+        );
         // Another client's seq 1 is its own, and so is another counter's.
-        assert_eq!(l.check(K, &id(b"b", 1), 1, 0, 200), Check::New);
-        assert_eq!(l.check(K + 1, &a, 1, 0, 200), Check::New);
+        assert_eq!(l.check(K, &id(b"b", 1), 1, None, 200), Check::New);
+        assert_eq!(l.check(K + 1, &a, 1, None, 200), Check::New);
         assert_eq!(l.len(), 1);
-        assert_eq!(l.check(K, &a, 1, 0, 1_200), Check::Expired);
+        assert_eq!(l.check(K, &a, 1, None, 1_200), Check::Expired);
         assert_eq!(l.len(), 0);
         assert_eq!(l.take_pending().count, 1);
         assert!(l.take_pending().is_empty());
@@ -256,16 +259,16 @@ mod tests {
         }
         for (key, seq) in [(K, 1), (K + 1, 2), (K, 2), (K, 3)] {
             assert_eq!(
-                back.check(key, &id(b"a", seq), 1, 0, 1_500),
-                l.check(key, &id(b"a", seq), 1, 0, 1_500),
+                back.check(key, &id(b"a", seq), 1, None, 1_500),
+                l.check(key, &id(b"a", seq), 1, None, 1_500),
                 "seq {seq}"
             );
         }
-        assert_eq!(back.check(K, &id(b"a", 1), 1, 0, 1_500), Check::Expired);
+        assert_eq!(back.check(K, &id(b"a", 1), 1, None, 1_500), Check::Expired);
         assert_eq!(back.len(), 1);
         // Idle past `forget_ms`: the record goes, old ids read as new.
         assert!(back.snapshot(20_000).is_empty());
-        assert_eq!(back.check(K, &id(b"a", 1), 1, 0, 20_000), Check::New);
+        assert_eq!(back.check(K, &id(b"a", 1), 1, None, 20_000), Check::New);
         assert_eq!(back.len(), 0);
     }
 
@@ -288,13 +291,13 @@ mod tests {
             op: applied(4, 100),
         };
         l.load(e, 5_000, true);
-        assert_eq!(l.check(K, &id(b"a", 4), 1, 0, 5_000), Check::Expired);
-        assert_eq!(l.check(K + 3, &id(b"a", 3), 1, 0, 5_000), Check::Expired);
+        assert_eq!(l.check(K, &id(b"a", 4), 1, None, 5_000), Check::Expired);
+        assert_eq!(l.check(K + 3, &id(b"a", 3), 1, None, 5_000), Check::Expired);
         assert!(matches!(
-            l.check(K, &id(b"a", 5), 1, 0, 5_000),
+            l.check(K, &id(b"a", 5), 1, None, 5_000),
             Check::Duplicate(_)
         ));
-        assert_eq!(l.check(K, &id(b"a", 6), 1, 0, 5_000), Check::New);
+        assert_eq!(l.check(K, &id(b"a", 6), 1, None, 5_000), Check::New);
         assert_eq!(l.len(), 1);
         assert_eq!(l.take_pending().count, 2, "log entries wait for a file");
     }

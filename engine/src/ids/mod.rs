@@ -51,7 +51,7 @@
 //! The one exception is the leader's own catch-up: when the replicas tell
 //! it that the add it just made landed in an epoch they have left (a reset
 //! it had not seen), it makes the add again in the new epoch
-//! (`reapply_below`), before anyone saw the first one acknowledged.
+//! (`reapply_stale`), before anyone saw the first one acknowledged.
 
 pub(crate) mod file;
 pub(crate) mod ledger;

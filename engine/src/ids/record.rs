@@ -12,7 +12,7 @@ pub struct Applied {
     pub delta: i64,
     /// The value it produced, answered again to every retry.
     pub value: i64,
-    /// The cell's epoch it was applied in.
+    /// The cell's epoch it was applied in ([`crate::Epoch::tag`]).
     pub epoch: u64,
     /// When it was applied, wall-clock ms since the Unix epoch.
     pub at_ms: u64,
@@ -66,16 +66,16 @@ impl ClientLog {
     /// What an add of `delta` with `seq` to counter `key` is. Seqs are a
     /// client's, not a counter's: the same seq on another counter is
     /// another add while both are in the window, and expired with the
-    /// rest once the mark passes it. `reapply_below`: an add applied in an
-    /// epoch below it is new again (its leader found its epoch stale
+    /// rest once the mark passes it. `reapply_unless`: an add applied in an
+    /// epoch other than this one (a [`crate::Epoch::tag`]) is new again (its leader found its epoch stale
     /// before anyone saw it acknowledged; see `Engine::leader_add_once`).
-    pub fn check(&self, key: u64, seq: u64, delta: i64, reapply_below: u64) -> Check {
+    pub fn check(&self, key: u64, seq: u64, delta: i64, reapply_unless: Option<u64>) -> Check {
         match self.find(key, seq) {
             Ok(i) => {
                 let op = self.ops[i].op;
                 if op.delta != delta {
                     Check::Conflict(op)
-                } else if op.epoch < reapply_below {
+                } else if reapply_unless.is_some_and(|tag| op.epoch != tag) {
                     Check::New
                 } else {
                     Check::Duplicate(op)
@@ -193,17 +193,17 @@ mod tests {
     #[test]
     fn new_duplicate_conflict() {
         let mut c = ClientLog::default();
-        assert_eq!(c.check(K, 5, 1, 0), Check::New);
+        assert_eq!(c.check(K, 5, 1, None), Check::New);
         assert!(c.record(K, op(5, 1, 100)));
-        assert_eq!(c.check(K, 5, 1, 0), Check::Duplicate(op(5, 1, 100)));
-        assert_eq!(c.check(K, 5, 2, 0), Check::Conflict(op(5, 1, 100)));
+        assert_eq!(c.check(K, 5, 1, None), Check::Duplicate(op(5, 1, 100)));
+        assert_eq!(c.check(K, 5, 2, None), Check::Conflict(op(5, 1, 100)));
         // The same seq on another counter is another add.
-        assert_eq!(c.check(K + 1, 5, 2, 0), Check::New);
+        assert_eq!(c.check(K + 1, 5, 2, None), Check::New);
         assert!(c.record(K + 1, op(5, 2, 100)));
-        assert_eq!(c.check(K + 1, 5, 2, 0), Check::Duplicate(op(5, 2, 100)));
-        assert_eq!(c.check(K - 1, 5, 1, 0), Check::New);
+        assert_eq!(c.check(K + 1, 5, 2, None), Check::Duplicate(op(5, 2, 100)));
+        assert_eq!(c.check(K - 1, 5, 1, None), Check::New);
         // Out of order: a lower seq never seen is new.
-        assert_eq!(c.check(K, 3, 1, 0), Check::New);
+        assert_eq!(c.check(K, 3, 1, None), Check::New);
         assert!(c.record(K, op(3, 7, 101)));
         assert!(c.record(K, op(9, 7, 102)));
         assert!(!c.record(K, op(9, 7, 103)), "replaced, not added");
@@ -221,18 +221,18 @@ mod tests {
         assert_eq!(c.prune(250), 2, "4 is still in the window");
         assert!(!c.idle(0));
         assert_eq!(c.forgotten_through, 2);
-        assert_eq!(c.check(K, 1, 1, 0), Check::Expired);
-        assert_eq!(c.check(K + 1, 2, 1, 0), Check::Expired);
+        assert_eq!(c.check(K, 1, 1, None), Check::Expired);
+        assert_eq!(c.check(K + 1, 2, 1, None), Check::Expired);
         // Below the mark on any counter: unknown, never guessed new.
-        assert_eq!(c.check(K + 5, 2, 1, 0), Check::Expired);
+        assert_eq!(c.check(K + 5, 2, 1, None), Check::Expired);
         let mut d = c.clone();
         assert_eq!(d.forget_through(3, 0), 0);
-        assert_eq!(d.check(K, 3, 1, 0), Check::Expired);
-        assert_eq!(c.check(K, 3, 1, 0), Check::New);
-        assert_eq!(c.check(K, 4, 1, 0), Check::Duplicate(op(4, 1, 300)));
+        assert_eq!(d.check(K, 3, 1, None), Check::Expired);
+        assert_eq!(c.check(K, 3, 1, None), Check::New);
+        assert_eq!(c.check(K, 4, 1, None), Check::Duplicate(op(4, 1, 300)));
         // A late record of a forgotten seq is not remembered again.
         assert!(!c.record(K, op(2, 1, 400)));
-        assert_eq!(c.check(K, 2, 1, 0), Check::Expired);
+        assert_eq!(c.check(K, 2, 1, None), Check::Expired);
         c.check_invariants();
     }
 
@@ -257,9 +257,20 @@ mod tests {
                 ..op(1, 1, 100)
             },
         );
-        assert!(matches!(c.check(K, 1, 1, 3), Check::Duplicate(_)));
-        assert_eq!(c.check(K, 1, 1, 4), Check::New);
+        assert!(matches!(c.check(K, 1, 1, None), Check::Duplicate(_)));
+        assert!(matches!(c.check(K, 1, 1, Some(3)), Check::Duplicate(_)));
+        assert_eq!(c.check(K, 1, 1, Some(4)), Check::New);
+        // A SET's epoch is another epoch, whatever its tag's size.
+        assert_eq!(
+            c.check(
+                K,
+                1,
+                1,
+                Some(crate::Epoch::at(2).set(9, 0, crate::Expiry::NONE).tag())
+            ),
+            Check::New
+        );
         // A conflict stays a conflict.
-        assert!(matches!(c.check(K, 1, 2, 4), Check::Conflict(_)));
+        assert!(matches!(c.check(K, 1, 2, Some(4)), Check::Conflict(_)));
     }
 }

@@ -44,8 +44,9 @@ pub(crate) use writer::TableWriter;
 
 /// Table file magic.
 pub(crate) const MAGIC: &[u8; 8] = b"TALLYSST";
-/// Version of the format above.
-pub(crate) const VERSION: u32 = 1;
+/// Version of the format above: 2 may hold cells with an epoch header
+/// (see `codec`); version 1 tables read the same way.
+pub(crate) const VERSION: u32 = 2;
 /// Size of the footer.
 pub(crate) const FOOTER_BYTES: usize = 60;
 /// Size of a section checksum.

@@ -66,7 +66,7 @@ impl Table {
             return Err(corrupt(footer_at as u64, "bad table magic"));
         }
         let version = f.u32().map_err(bad_footer)?;
-        if version != VERSION {
+        if !(1..=VERSION).contains(&version) {
             return Err(corrupt(
                 footer_at as u64,
                 &format!("unsupported table version {version}"),

@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use tally_engine::now_ms;
 use tally_net::wire::{Consistency, ErrorKind, WireError, WireKey};
 
 use super::join::join_all;
@@ -119,9 +120,9 @@ async fn add(
 
 async fn get(node: &Arc<Node>, cl: Consistency, partition: &[u8], column: &[u8]) -> Reply {
     match node.get_cell(&key(partition, column), cl).await {
-        Ok(c) if c.shards().is_empty() => Reply::NIL,
-        Ok(c) => match convert::value(&c) {
-            Ok(v) => Reply::bulk(v.to_string()),
+        Ok(c) => match convert::live_value(&c, now_ms()) {
+            Ok(Some(v)) => Reply::bulk(v.to_string()),
+            Ok(None) => Reply::NIL,
             Err(e) => read_err(&e),
         },
         Err(e) => read_err(&e),
@@ -136,7 +137,7 @@ async fn exists(node: &Arc<Node>, cl: Consistency, keys: &[Vec<u8>]) -> Reply {
             .map(|k| async move { node.get_cell(&key(k, b""), cl).await });
         for cell in join_all(reads).await {
             match cell {
-                Ok(c) => count += i64::from(!c.shards().is_empty()),
+                Ok(c) => count += i64::from(c.live(now_ms())),
                 Err(e) => return wire_err(&e),
             }
         }
@@ -166,7 +167,7 @@ async fn delete(node: &Arc<Node>, cl: Consistency, keys: impl Iterator<Item = Wi
     let mut count = 0;
     for k in keys {
         match node.get_cell(&k, cl).await {
-            Ok(c) if c.shards().is_empty() => continue,
+            Ok(c) if !c.live(now_ms()) => continue,
             Ok(_) => {}
             Err(e) => return wire_err(&e),
         }

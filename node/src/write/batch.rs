@@ -36,7 +36,7 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use tally_engine::{Cell, Staged};
+use tally_engine::{Cell, Epoch, Staged};
 use tally_net::wire::BATCH_MESSAGES_MAX;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -245,9 +245,9 @@ async fn lead_hot(writes: Arc<Writes>, mut adds: Combined) {
 /// This node missed a reset that a replica has seen: the adds just made
 /// are in the old epoch, which every replica discards. Catch up to the
 /// newer epoch and queue them again.
-async fn catch_up(writes: Arc<Writes>, mut adds: Combined, epoch: u64) {
+async fn catch_up(writes: Arc<Writes>, mut adds: Combined, epoch: Epoch) {
     debug!(
-        epoch,
+        epoch = epoch.n,
         "leader was behind a reset; adding again in the new epoch"
     );
     let caught_up = writes

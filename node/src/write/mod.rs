@@ -8,7 +8,7 @@
 //! forwards the ones another node leads (`forward`), combines the adds to
 //! one counter (`combine`), seals them in the engine, and replicates them
 //! (`replicate`), whose every decision is a pure [`round::Round`]. Resets
-//! (`reset`) use the same round.
+//! (`change`) use the same round.
 //!
 //! ```text
 //! server / resp / peer ─▶ Writes::submit ─▶ queue ─▶ batch::run_batch
@@ -36,12 +36,12 @@
 //! node): see `WireError::outcome`.
 
 mod batch;
+mod change;
 mod combine;
 mod forward;
 mod once;
 pub(crate) mod queue;
 mod replicate;
-mod reset;
 pub(crate) mod round;
 pub(crate) mod unique;
 
@@ -50,7 +50,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tally_engine::{Key, OpId};
-use tally_net::wire::{Consistency, ErrorKind, WireError};
+use tally_net::wire::{Consistency, ErrorKind, WireChange, WireChanged, WireError};
 use tokio::sync::oneshot;
 
 use crate::ctx::Ctx;
@@ -140,14 +140,29 @@ impl Writes {
         })
     }
 
-    /// Resets a counter at `cl` (see `reset`).
-    pub(crate) async fn reset(&self, key: &Key, cl: Consistency) -> Result<(), WireError> {
-        reset::reset(&self.ctx, key, cl).await
+    /// Changes a counter's epoch at `cl`: SET, EXPIRE, reset (see `change`).
+    pub(crate) async fn change(
+        &self,
+        key: &Key,
+        c: WireChange,
+        cl: Consistency,
+    ) -> Result<WireChanged, WireError> {
+        change::change(&self.ctx, key, c, cl).await
     }
 
-    /// The leader's reset for a coordinator that forwarded it.
-    pub(crate) async fn lead_reset(&self, key: &Key, cl: Consistency) -> Result<(), WireError> {
-        reset::lead_forwarded(&self.ctx, key, cl).await
+    /// The leader's change for a coordinator that forwarded it.
+    pub(crate) async fn lead_change(
+        &self,
+        key: &Key,
+        c: WireChange,
+        cl: Consistency,
+    ) -> Result<WireChanged, WireError> {
+        change::lead_forwarded(&self.ctx, key, c, cl).await
+    }
+
+    /// Resets a counter at `cl`.
+    pub(crate) async fn reset(&self, key: &Key, cl: Consistency) -> Result<(), WireError> {
+        self.change(key, WireChange::Delete, cl).await.map(|_| ())
     }
 
     /// FAULT INJECTION for testing checkers: from now on, every `n`th add

@@ -19,14 +19,14 @@
 //!
 //! A round that ends in `Retry` (a replica had seen a reset this node had
 //! not) catches up to the newer epoch and queues the adds again with
-//! `reapply_below`, so that the ledger applies them again in the new epoch
+//! `reapply_stale`, so that the ledger applies them again in the new epoch
 //! rather than answering the discarded application.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use smallvec::SmallVec;
-use tally_engine::{Cell, Key, OnceAdd};
+use tally_engine::{Cell, Epoch, Key, OnceAdd};
 use tally_net::wire::{Consistency, WireError};
 use tracing::debug;
 
@@ -93,7 +93,7 @@ fn group(adds: Vec<(QueuedAdd, Replicas)>) -> Vec<Group> {
         g.adds.push(OnceAdd {
             delta: add.delta,
             id: id.id,
-            reapply_below: id.reapply_below,
+            reapply_stale: id.reapply_stale,
         });
         g.replies.push(Some(add.reply));
         g.values.push(None);
@@ -211,9 +211,9 @@ fn settle(writes: &Arc<Writes>, g: &mut Group, verdict: Option<&Verdict>, replie
 
 /// This node missed a reset a replica has seen: catch up to the newer
 /// epoch and queue the adds again, to be applied again in it.
-async fn catch_up(writes: Arc<Writes>, mut g: Group, epoch: u64) {
+async fn catch_up(writes: Arc<Writes>, mut g: Group, epoch: Epoch) {
     debug!(
-        epoch,
+        epoch = epoch.n,
         "leader was behind a reset; applying ids again in the new epoch"
     );
     let caught_up = writes
@@ -233,7 +233,7 @@ async fn catch_up(writes: Arc<Writes>, mut g: Group, epoch: u64) {
             attempt: g.attempt + 1,
             id: Some(Box::new(OnceId {
                 id: add.id,
-                reapply_below: epoch,
+                reapply_stale: true,
             })),
             ..QueuedAdd::new(g.key.clone(), add.delta, g.cl, Origin::Lead, reply)
         });

@@ -56,9 +56,9 @@ pub(crate) struct QueuedAdd {
 #[derive(Debug, Clone)]
 pub(crate) struct OnceId {
     pub(crate) id: OpId,
-    /// Made again if it was applied in an epoch below this one (see
-    /// `tally_engine::OnceAdd::reapply_below`).
-    pub(crate) reapply_below: u64,
+    /// Made again if it was applied in an epoch other than the cell's
+    /// current one (see `tally_engine::OnceAdd::reapply_stale`).
+    pub(crate) reapply_stale: bool,
 }
 
 impl QueuedAdd {
@@ -88,7 +88,7 @@ impl QueuedAdd {
         QueuedAdd {
             id: Some(Box::new(OnceId {
                 id,
-                reapply_below: 0,
+                reapply_stale: false,
             })),
             ..QueuedAdd::new(key, delta, cl, origin, reply)
         }

@@ -49,6 +49,7 @@
 //! - Once given, a verdict never changes: later events only add hints.
 
 use smallvec::SmallVec;
+use tally_engine::Epoch;
 use tally_net::wire::{Consistency, ErrorKind, PeerResponse, WireError};
 
 /// Attempts of one write when resets keep overtaking it.
@@ -60,7 +61,7 @@ pub(crate) enum Answer {
     /// Merged and durable.
     Applied,
     /// The replica is at this newer epoch: the state was discarded.
-    Stale(u64),
+    Stale(Epoch),
     /// An error, a refusal or a broken call.
     Failed,
 }
@@ -70,7 +71,7 @@ impl Answer {
     pub(crate) fn of(resp: &PeerResponse) -> Answer {
         match resp {
             PeerResponse::Applied => Answer::Applied,
-            PeerResponse::Stale { epoch } => Answer::Stale(*epoch),
+            PeerResponse::Stale { epoch } => Answer::Stale(crate::convert::epoch(epoch)),
             _ => Answer::Failed,
         }
     }
@@ -84,7 +85,7 @@ pub(crate) enum Verdict {
     /// Catch up to this epoch and make the write again.
     Retry {
         /// The newest epoch a replica answered `Stale` with.
-        epoch: u64,
+        epoch: Epoch,
     },
     /// Not acknowledged; the outcome is unknown.
     Fail(WireError),
@@ -118,7 +119,7 @@ pub(crate) struct Round {
     local: Local,
     /// The other replicas, by node index.
     peers: SmallVec<[(usize, Peer); 4]>,
-    newer_epoch: Option<u64>,
+    newer_epoch: Option<Epoch>,
     timed_out: bool,
     hints: SmallVec<[usize; 2]>,
     decided: Option<Verdict>,
@@ -177,7 +178,11 @@ impl Round {
             Answer::Failed => Peer::Failed,
         };
         match answer {
-            Answer::Stale(epoch) => self.newer_epoch = self.newer_epoch.max(Some(epoch)),
+            Answer::Stale(epoch) => {
+                if self.newer_epoch.is_none_or(|e| epoch.id() > e.id()) {
+                    self.newer_epoch = Some(epoch);
+                }
+            }
             Answer::Failed => self.hints.push(replica),
             Answer::Applied => {}
         }
@@ -275,14 +280,15 @@ impl Round {
     }
 
     /// The verdict once a replica answered `Stale` with `epoch`.
-    fn stale(&self, epoch: u64) -> Verdict {
+    fn stale(&self, epoch: Epoch) -> Verdict {
         if self.attempt < STALE_ATTEMPTS_MAX {
             return Verdict::Retry { epoch };
         }
         Verdict::Fail(WireError::unknown(
             ErrorKind::Timeout,
             format!(
-                "resets kept overtaking the write (now at epoch {epoch}); it may or may not have been applied"
+                "resets kept overtaking the write (now at epoch {}); it may or may not have been applied",
+                epoch.n
             ),
         ))
     }
@@ -308,7 +314,7 @@ mod tests {
         match v {
             None => "-".into(),
             Some(Verdict::Ack) => "ack".into(),
-            Some(Verdict::Retry { epoch }) => format!("retry {epoch}"),
+            Some(Verdict::Retry { epoch }) => format!("retry {}", epoch.n),
             Some(Verdict::Fail(e)) => {
                 // A round fails only after the state may have left this node.
                 assert_eq!(e.outcome, Outcome::Unknown, "{e}");
@@ -330,7 +336,9 @@ mod tests {
                 }
                 ["timeout"] => round.on_timeout(),
                 [r, "applied"] => round.on_replica(node(r), Answer::Applied),
-                [r, "stale", e] => round.on_replica(node(r), Answer::Stale(e.parse().unwrap())),
+                [r, "stale", e] => {
+                    round.on_replica(node(r), Answer::Stale(Epoch::at(e.parse().unwrap())))
+                }
                 [r, "failed"] => round.on_replica(node(r), Answer::Failed),
                 [r, "down"] => round.unreachable(node(r)),
                 _ => panic!("bad event {event:?}"),

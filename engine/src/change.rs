@@ -1,0 +1,314 @@
+//! Changes of a counter's epoch that a leader makes under the cell lock:
+//! `SET`, `EXPIRE`/`PERSIST` and `DEL`, with Redis' conditions. Pure: the
+//! rule ([`decide`]) takes the cell and the wall clock and changes the
+//! cell in place; the engine logs and replicates what it made.
+//!
+//! What each does to the cell (see [`crate::cell`] for the epochs):
+//! - **Set**: a new epoch `(n + 1, leader)` with the value as its base, no
+//!   shards, and the deadline asked for (none, the one the counter had, or
+//!   a new one).
+//! - **Expire**: the same epoch with a new deadline (or none: `PERSIST`),
+//!   stamped later than the one it replaces; only on a live counter.
+//! - **Delete**: a new epoch `(n + 1, 0)` with no shards, live or not.
+//!
+//! A counter whose deadline passed is absent: `SET ... NX` sets it,
+//! `EXPIRE` answers that nothing changed.
+
+use crate::cell::{Cell, Expiry, Limit};
+
+/// A change of a counter's epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// `SET`: the counter becomes `value`.
+    Set {
+        /// The new value.
+        value: i64,
+        /// Its deadline.
+        ttl: Ttl,
+        /// Only if the counter is (or is not) live.
+        only: Presence,
+    },
+    /// `EXPIRE`: a new deadline, ms since the Unix epoch (0: none, `PERSIST`).
+    Expire {
+        /// The deadline; a past one makes the counter absent at once.
+        at_ms: u64,
+        /// Redis' `NX`, `XX`, `GT`, `LT`.
+        only: When,
+    },
+    /// `DEL`: back to nothing, whatever it was.
+    Delete,
+}
+
+/// The deadline a `SET` gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ttl {
+    /// None.
+    Clear,
+    /// The one the counter has (`KEEPTTL`).
+    Keep,
+    /// This one, ms since the Unix epoch.
+    At(u64),
+}
+
+/// Whether a `SET` needs the counter live or absent first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Presence {
+    /// Either.
+    Any,
+    /// Absent (`NX`).
+    Absent,
+    /// Live (`XX`).
+    Live,
+}
+
+/// Which deadlines an `EXPIRE` may replace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    /// Any.
+    Always,
+    /// None yet (`NX`).
+    NoDeadline,
+    /// One already (`XX`).
+    HasDeadline,
+    /// A nearer one (`GT`; no deadline is the farthest).
+    Later,
+    /// A farther one, or none (`LT`).
+    Sooner,
+}
+
+/// What a change did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Changed {
+    /// Whether it changed the cell (its condition held; for `PERSIST`,
+    /// the counter had a deadline).
+    pub applied: bool,
+    /// The counter's value before, `None` when it was absent (the exact
+    /// sum: it may be out of an `i64`'s range).
+    pub before: Option<i128>,
+}
+
+/// Applies `change` by `leader` at `now_ms` to `cell` (see the module
+/// doc); refused, with nothing changed, when the epoch is at its limit.
+pub fn decide(cell: &mut Cell, change: Change, leader: u64, now_ms: u64) -> Result<Changed, Limit> {
+    let live = cell.live(now_ms);
+    let before = live.then(|| cell.sum());
+    let epoch = cell.epoch();
+    let applied = match change {
+        Change::Set { value, ttl, only } => {
+            let wanted = match only {
+                Presence::Any => true,
+                Presence::Absent => !live,
+                Presence::Live => live,
+            };
+            if wanted {
+                let at_ms = match ttl {
+                    Ttl::Clear => 0,
+                    Ttl::Keep if live => epoch.expiry.at_ms,
+                    Ttl::Keep => 0,
+                    Ttl::At(at_ms) => at_ms,
+                };
+                let expiry = stamped(&epoch.expiry, at_ms, leader, now_ms);
+                cell.try_set(leader, value, expiry)?;
+            }
+            wanted
+        }
+        Change::Expire { at_ms, only } => {
+            let current = epoch.expiry.at_ms;
+            let wanted = live
+                && match only {
+                    When::Always => at_ms != 0 || current != 0,
+                    When::NoDeadline => current == 0,
+                    When::HasDeadline => current != 0,
+                    When::Later => current != 0 && (at_ms == 0 || at_ms > current),
+                    When::Sooner => at_ms != 0 && (current == 0 || at_ms < current),
+                };
+            if wanted {
+                let mut next = epoch;
+                next.expiry = stamped(&epoch.expiry, at_ms, leader, now_ms);
+                cell.merge_parts(next, &[]);
+            }
+            wanted
+        }
+        Change::Delete => {
+            cell.try_reset()?;
+            true
+        }
+    };
+    Ok(Changed { applied, before })
+}
+
+/// The expiry `at_ms` written by `leader` at `now_ms`, stamped past `prev`.
+fn stamped(prev: &Expiry, at_ms: u64, leader: u64, now_ms: u64) -> Expiry {
+    Expiry {
+        at_ms,
+        stamp: prev.next_stamp(leader, now_ms),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cell::{Epoch, Shard};
+
+    const ME: u64 = 7;
+    const NOW: u64 = 1_000_000;
+
+    fn counter(value: i64, at_ms: u64) -> Cell {
+        let mut c = Cell::from_parts(
+            Epoch::at(2),
+            [Shard {
+                counter_id: 3,
+                clock: 1,
+                value,
+            }],
+        );
+        if at_ms != 0 {
+            let change = Change::Expire {
+                at_ms,
+                only: When::Always,
+            };
+            decide(&mut c, change, 3, NOW - 10).unwrap();
+        }
+        c
+    }
+
+    fn set(value: i64, ttl: Ttl, only: Presence) -> Change {
+        Change::Set { value, ttl, only }
+    }
+
+    fn expire(at_ms: u64, only: When) -> Change {
+        Change::Expire { at_ms, only }
+    }
+
+    #[test]
+    fn set_starts_an_epoch_of_its_own_with_the_value_as_base() {
+        let mut c = counter(5, 0);
+        let done = decide(&mut c, set(-40, Ttl::Clear, Presence::Any), ME, NOW).unwrap();
+        assert_eq!(
+            done,
+            Changed {
+                applied: true,
+                before: Some(5)
+            }
+        );
+        assert_eq!(c.value(), Ok(-40));
+        assert_eq!(c.epoch().id(), (3, ME));
+        assert!(c.shards().is_empty() && c.live(NOW));
+        // A SET of 0 still makes the counter exist.
+        decide(&mut c, set(0, Ttl::Clear, Presence::Any), ME, NOW).unwrap();
+        assert!(c.live(NOW));
+    }
+
+    #[test]
+    fn set_nx_and_xx_look_at_liveness_and_an_expired_counter_is_absent() {
+        let mut c = counter(5, 0);
+        let nx = decide(&mut c, set(1, Ttl::Clear, Presence::Absent), ME, NOW).unwrap();
+        assert_eq!(
+            nx,
+            Changed {
+                applied: false,
+                before: Some(5)
+            }
+        );
+        assert_eq!(c.value(), Ok(5));
+        let mut expired = counter(5, NOW - 1);
+        let nx = decide(&mut expired, set(1, Ttl::Clear, Presence::Absent), ME, NOW).unwrap();
+        assert_eq!(
+            nx,
+            Changed {
+                applied: true,
+                before: None
+            }
+        );
+        let mut fresh = Cell::new();
+        let xx = decide(&mut fresh, set(1, Ttl::Clear, Presence::Live), ME, NOW).unwrap();
+        assert!(!xx.applied && fresh == Cell::new());
+    }
+
+    #[test]
+    fn set_keeps_clears_or_gives_a_deadline() {
+        let mut c = counter(5, NOW + 500);
+        decide(&mut c, set(1, Ttl::Keep, Presence::Any), ME, NOW).unwrap();
+        assert_eq!(c.epoch().expiry.at_ms, NOW + 500);
+        decide(&mut c, set(1, Ttl::At(NOW + 9), Presence::Any), ME, NOW).unwrap();
+        assert_eq!(c.epoch().expiry.at_ms, NOW + 9);
+        decide(&mut c, set(1, Ttl::Clear, Presence::Any), ME, NOW).unwrap();
+        assert_eq!(c.epoch().expiry.at_ms, 0);
+        let mut gone = counter(5, NOW - 1);
+        decide(&mut gone, set(1, Ttl::Keep, Presence::Any), ME, NOW).unwrap();
+        assert_eq!(
+            gone.epoch().expiry.at_ms,
+            0,
+            "an expired deadline is not kept"
+        );
+    }
+
+    #[test]
+    fn expire_conditions_follow_redis() {
+        let none = || counter(5, 0);
+        let at = |ms| counter(5, ms);
+        let cases = [
+            (none(), expire(NOW + 5, When::Always), true),
+            (none(), expire(0, When::Always), false), // PERSIST of none
+            (at(NOW + 5), expire(0, When::Always), true),
+            (none(), expire(NOW + 5, When::NoDeadline), true),
+            (at(NOW + 5), expire(NOW + 9, When::NoDeadline), false),
+            (none(), expire(NOW + 5, When::HasDeadline), false),
+            (at(NOW + 5), expire(NOW + 9, When::HasDeadline), true),
+            (none(), expire(NOW + 5, When::Later), false),
+            (at(NOW + 5), expire(NOW + 9, When::Later), true),
+            (at(NOW + 5), expire(NOW + 2, When::Later), false),
+            (none(), expire(NOW + 5, When::Sooner), true),
+            (at(NOW + 5), expire(NOW + 2, When::Sooner), true),
+            (at(NOW + 5), expire(NOW + 9, When::Sooner), false),
+            (Cell::new(), expire(NOW + 5, When::Always), false),
+            (at(NOW - 1), expire(NOW + 5, When::Always), false),
+        ];
+        for (i, (mut c, change, applied)) in cases.into_iter().enumerate() {
+            let before = c.clone();
+            let done = decide(&mut c, change, ME, NOW).unwrap();
+            assert_eq!(done.applied, applied, "case {i}: {change:?} on {before:?}");
+            if !applied {
+                assert_eq!(c, before, "case {i} changed nothing");
+            } else if let Change::Expire { at_ms, .. } = change {
+                assert_eq!(c.epoch().expiry.at_ms, at_ms, "case {i}");
+                assert_eq!(c.value(), Ok(5), "case {i}: shards kept");
+            }
+        }
+    }
+
+    #[test]
+    fn a_past_deadline_makes_the_counter_absent_and_delete_restarts() {
+        let mut c = counter(5, 0);
+        assert!(
+            decide(&mut c, expire(NOW - 1, When::Always), ME, NOW)
+                .unwrap()
+                .applied
+        );
+        assert!(!c.live(NOW));
+        let mut d = counter(5, NOW + 100);
+        let done = decide(&mut d, Change::Delete, ME, NOW).unwrap();
+        assert_eq!(
+            done,
+            Changed {
+                applied: true,
+                before: Some(5)
+            }
+        );
+        assert_eq!(d.epoch(), Epoch::at(3));
+        assert!(!d.exists());
+    }
+
+    #[test]
+    fn a_new_expiry_wins_on_every_replica_even_against_a_clock_ahead() {
+        // Another leader, its clock far ahead, stamped the current deadline.
+        let mut c = counter(5, 0);
+        decide(&mut c, expire(NOW + 9_000, When::Always), 99, NOW + 5_000).unwrap();
+        let replica = c.clone();
+        decide(&mut c, expire(0, When::Always), ME, NOW).unwrap();
+        let mut r = replica;
+        r.merge(&Cell::from_parts(c.epoch(), []));
+        assert_eq!(r.epoch().expiry.at_ms, 0, "the PERSIST made later wins");
+        assert_eq!(r, c);
+    }
+}

@@ -1,0 +1,46 @@
+//! The leader's changes of a counter's epoch: `SET`, `EXPIRE`, `DEL`
+//! (the rule is [`crate::change::decide`]; this logs what it made).
+
+use super::Engine;
+use crate::cell::{Cell, Epoch};
+use crate::change::{Change, Changed, decide};
+use crate::error::{Error, Result};
+use crate::key::Key;
+
+impl Engine {
+    /// Makes `change` to the counter at `now_ms` (wall-clock ms) as its
+    /// leader, and waits until it is durable here. Answers what it did and
+    /// the state for the other replicas: the cell's epoch with no shards
+    /// (a new epoch replaces theirs whole; a new deadline merges into the
+    /// same epoch). A change whose condition fails logs nothing. Adds
+    /// racing a SET or a reset that lose are discarded ("reset wins").
+    pub async fn change(&self, key: &Key, change: Change, now_ms: u64) -> Result<(Changed, Cell)> {
+        self.check_writable()?;
+        let (done, state, rx) = self.cache.with_cell(key, |cached, v| {
+            let done = decide(&mut cached.cell, change, self.counter_id(), now_ms)?;
+            let state = Cell::from_parts(cached.cell.epoch(), []);
+            if !done.applied {
+                return Ok::<_, Error>((done, state, None));
+            }
+            cached.mark_written(key, v);
+            let rx = self
+                .commit
+                .log_record(key, &cached.cell, v.active.generation());
+            Ok((done, state, Some(rx)))
+        })??;
+        if let Some(rx) = rx {
+            rx.await.map_err(|_| Error::Closed)??;
+        }
+        Ok((done, state))
+    }
+
+    /// Resets the counter: moves its cell to a new epoch with no shards
+    /// ([`Change::Delete`]). Returns the new epoch; refused when the epoch
+    /// is at [`crate::cell::CLOCK_MAX`].
+    pub async fn reset(&self, key: &Key) -> Result<Epoch> {
+        let (_, state) = self
+            .change(key, Change::Delete, crate::cell::now_ms())
+            .await?;
+        Ok(state.epoch())
+    }
+}
