@@ -74,6 +74,8 @@ pub enum When {
     Later,
     /// A farther one, or none (`LT`).
     Sooner,
+    /// A farther one, not none (`XX LT`).
+    SoonerThanOne,
 }
 
 /// What a change did.
@@ -121,6 +123,7 @@ pub fn decide(cell: &mut Cell, change: Change, leader: u64, now_ms: u64) -> Resu
                     When::HasDeadline => current != 0,
                     When::Later => current != 0 && (at_ms == 0 || at_ms > current),
                     When::Sooner => at_ms != 0 && (current == 0 || at_ms < current),
+                    When::SoonerThanOne => at_ms != 0 && current != 0 && at_ms < current,
                 };
             if wanted {
                 let mut next = epoch;
@@ -261,6 +264,8 @@ mod tests {
             (none(), expire(NOW + 5, When::Sooner), true),
             (at(NOW + 5), expire(NOW + 2, When::Sooner), true),
             (at(NOW + 5), expire(NOW + 9, When::Sooner), false),
+            (none(), expire(NOW + 5, When::SoonerThanOne), false),
+            (at(NOW + 5), expire(NOW + 2, When::SoonerThanOne), true),
             (Cell::new(), expire(NOW + 5, When::Always), false),
             (at(NOW - 1), expire(NOW + 5, When::Always), false),
         ];

@@ -26,7 +26,7 @@ use crate::frame::{put_frame, read_frame};
 use crate::once::OpId;
 use crate::wire::{
     ClientOp, ClientReply, ClientRequest, ClientResponse, ClusterStatus, Consistency, ErrorKind,
-    MESSAGE_BYTES_MAX, Outcome, WireError, WireKey,
+    MESSAGE_BYTES_MAX, Outcome, WireCell, WireChange, WireChanged, WireError, WireKey,
 };
 
 /// Default deadline of one call.
@@ -336,6 +336,37 @@ impl Client {
         let key = key(partition, column);
         match self.call(ClientOp::Reset { key, cl }).await? {
             ClientReply::Done => Ok(()),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Changes a counter's epoch: sets it, gives it a deadline or removes
+    /// it, resets it; answers whether the change's condition held and the
+    /// value before.
+    pub async fn change(
+        &self,
+        partition: &[u8],
+        column: &[u8],
+        change: WireChange,
+        cl: Consistency,
+    ) -> Result<WireChanged, ClientError> {
+        let key = key(partition, column);
+        match self.call(ClientOp::Change { key, change, cl }).await? {
+            ClientReply::Changed(done) => Ok(done),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// A counter's merged state: its epoch (value base, deadline) and shards.
+    pub async fn get_cell(
+        &self,
+        partition: &[u8],
+        column: &[u8],
+        cl: Consistency,
+    ) -> Result<WireCell, ClientError> {
+        let key = key(partition, column);
+        match self.call(ClientOp::GetCell { key, cl }).await? {
+            ClientReply::Cell(cell) => Ok(cell),
             other => Err(unexpected(&other)),
         }
     }

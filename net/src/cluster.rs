@@ -34,7 +34,7 @@ use crate::client::{Client, ClientError};
 use crate::once::{self, OpId};
 use crate::retry::{self, RetryPolicy};
 use crate::ring::Ring;
-use crate::wire::{ClusterStatus, Consistency};
+use crate::wire::{ClusterStatus, Consistency, WireCell, WireChange, WireChanged};
 
 /// Most nodes a cluster description may list.
 const NODES_MAX: usize = 1024;
@@ -448,6 +448,31 @@ impl ClusterClient {
     ) -> Result<(), ClientError> {
         self.pick(partition, true)?
             .reset(partition, column, cl)
+            .await
+    }
+
+    /// Changes a counter's epoch (see [`Client::change`]).
+    pub async fn change(
+        &self,
+        partition: &[u8],
+        column: &[u8],
+        change: WireChange,
+        cl: Consistency,
+    ) -> Result<WireChanged, ClientError> {
+        self.pick(partition, true)?
+            .change(partition, column, change, cl)
+            .await
+    }
+
+    /// A counter's merged state (see [`Client::get_cell`]).
+    pub async fn get_cell(
+        &self,
+        partition: &[u8],
+        column: &[u8],
+        cl: Consistency,
+    ) -> Result<WireCell, ClientError> {
+        self.pick(partition, false)?
+            .get_cell(partition, column, cl)
             .await
     }
 

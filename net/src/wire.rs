@@ -628,6 +628,8 @@ pub enum WireWhen {
     Later,
     /// A farther one or none (`LT`).
     Sooner,
+    /// A farther one, not none (`XX LT`).
+    SoonerThanOne,
 }
 
 /// What a change did: whether it applied, and the value before (`None`

@@ -48,9 +48,10 @@ fn the_readme_redis_py_example_works() {
 }
 
 /// Counters, pipelines and a MULTI/EXEC pipeline from redis-py, at the
-/// protocol given (`default`: redis-py's own, RESP3 since 8.0).
+/// protocol given (`default`: redis-py's own, RESP3 since 8.0), then
+/// counters set and expired as Redis does it (SET EX/NX, EXPIRE, TTL, ...).
 const COUNTERS: &str = r#"
-import sys, redis
+import sys, time, redis
 port, proto = int(sys.argv[1]), sys.argv[2]
 kw = {} if proto == "default" else {"protocol": int(proto)}
 r = redis.Redis(host="127.0.0.1", port=port, client_name="py-" + proto, **kw)
@@ -84,6 +85,41 @@ assert r.get(p + "tx") == b"10", "nothing of the refused transaction ran"
 assert r.execute_command("CLIENT", "CONSISTENCY", "ALL") in (b"OK", "OK", True)
 assert r.incr(p + "a") == 42
 assert r.delete(p + "a") == 1 and r.get(p + "a") is None
+# Settable, expiring counters.
+assert r.set(p + "s", 5, ex=100) is True
+assert 99 <= r.ttl(p + "s") <= 100 and r.get(p + "s") == b"5"
+assert r.set(p + "s", 7, nx=True) is None and r.get(p + "s") == b"5"
+assert r.set(p + "new", 1, nx=True) is True
+assert r.incr(p + "s") == 6 and r.ttl(p + "s") > 0, "INCR keeps the TTL"
+assert r.incr(p + "e") == 1 and r.expire(p + "e", 100) is True and r.ttl(p + "e") > 0
+assert r.persist(p + "e") is True and r.ttl(p + "e") == -1
+assert r.ttl(p + "never") == -2
+assert r.incr(p + "short") == 1 and r.pexpire(p + "short", 300) is True
+time.sleep(0.5)
+assert r.get(p + "short") is None
+assert r.incr(p + "short") == 1, "an expired counter restarts from 0"
+assert r.ttl(p + "short") == -1
+try:
+    r.set(p + "s", "abc")
+    raise SystemExit("a non-integer value was set")
+except redis.ResponseError as e:
+    assert "integer" in str(e), e
+assert r.getset(p + "s", 9) == b"6" and r.getdel(p + "s") == b"9" and r.get(p + "s") is None
+assert r.mset({p + "m1": 1, p + "m2": 2}) is True
+assert r.mget(p + "m1", p + "m2") == [b"1", b"2"]
+assert r.hset(p + "hx", mapping={"x": 3, "y": 4}) == 2
+assert r.expire(p + "hx", 100) is True and r.ttl(p + "hx") > 0
+try:
+    r.incrbyfloat(p + "m1", 0.5)
+    raise SystemExit("INCRBYFLOAT was accepted")
+except redis.ResponseError:
+    pass
+pipe = r.pipeline(transaction=False)
+pipe.set(p + "ps", 5, ex=100).incr(p + "ps").ttl(p + "ps")
+assert pipe.execute() == [True, 6, 100]
+with r.pipeline() as tx:     # MULTI/EXEC
+    tx.set(p + "ts", 5, ex=100).incr(p + "ts").ttl(p + "ts").get(p + "ts")
+    assert tx.execute() == [True, 6, 100, b"6"]
 print("ok")
 "#;
 

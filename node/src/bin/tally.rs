@@ -22,9 +22,12 @@ use clap::{Parser, Subcommand};
 use serde_json::json;
 use tally_net::once::OpId;
 use tally_net::retry::{self, RetryPolicy};
-use tally_net::wire::{ClusterStatus, NodeStats, NodeStatus};
+use tally_net::wire::{ClusterStatus, NodeStats, NodeStatus, WireWhen};
 use tally_net::{Client, ClientError, ClusterClient, ClusterOptions, Consistency, Outcome};
 use tally_node::config::Config;
+
+#[path = "tally/expiry.rs"]
+mod expiry;
 
 #[derive(Parser)]
 #[command(name = "tally", version, about = "Talk to a Tally cluster")]
@@ -70,6 +73,52 @@ enum Cmd {
         /// Seconds to keep retrying an add whose outcome is unknown.
         #[arg(long, default_value_t = 30)]
         deadline: u64,
+        /// Give the counter a deadline this many seconds away, if it has
+        /// none (a rate-limit window: INCR, then EXPIRE NX).
+        #[arg(long)]
+        ttl: Option<u64>,
+    },
+    /// Set a counter to VALUE (it starts again from there).
+    Set {
+        /// The counter (its partition).
+        key: String,
+        /// The value.
+        #[arg(allow_negative_numbers = true)]
+        value: i64,
+        /// Column within the partition.
+        #[arg(long, default_value = "")]
+        column: String,
+        /// Seconds until it expires (default: never).
+        #[arg(long)]
+        ttl: Option<u64>,
+    },
+    /// Give a counter a deadline SECONDS from now; after it, it reads as
+    /// absent and the next add starts it from 0.
+    Expire {
+        /// The counter (its partition).
+        key: String,
+        /// Seconds from now.
+        seconds: u64,
+        /// Column within the partition.
+        #[arg(long, default_value = "")]
+        column: String,
+    },
+    /// Remove a counter's deadline.
+    Persist {
+        /// The counter (its partition).
+        key: String,
+        /// Column within the partition.
+        #[arg(long, default_value = "")]
+        column: String,
+    },
+    /// Print the seconds left before a counter's deadline (-1: none,
+    /// -2: no such counter), as Redis' TTL.
+    Ttl {
+        /// The counter (its partition).
+        key: String,
+        /// Column within the partition.
+        #[arg(long, default_value = "")]
+        column: String,
     },
     /// Print a counter's value.
     Get {
@@ -230,7 +279,12 @@ async fn connect(cli: &Cli) -> Result<Target> {
 async fn run(cli: &Cli) -> Result<(), Failure> {
     let writes = matches!(
         cli.command,
-        Cmd::Add { .. } | Cmd::Reset { .. } | Cmd::Unique(UniqueCmd::Add { .. })
+        Cmd::Add { .. }
+            | Cmd::Reset { .. }
+            | Cmd::Set { .. }
+            | Cmd::Expire { .. }
+            | Cmd::Persist { .. }
+            | Cmd::Unique(UniqueCmd::Add { .. })
     );
     let target = connect(cli).await.map_err(|error| Failure {
         error,
@@ -245,6 +299,7 @@ async fn run(cli: &Cli) -> Result<(), Failure> {
             column,
             id,
             deadline,
+            ttl,
         } => {
             let id = match id {
                 Some(text) => OpId::parse(text).map_err(|e| Failure {
@@ -268,7 +323,53 @@ async fn run(cli: &Cli) -> Result<(), Failure> {
                 }
                 f
             })?;
+            if let Some(secs) = ttl {
+                let change = expiry::expire(Some(*secs), WireWhen::NoDeadline);
+                expiry::change(&target, k, c, change, cl)
+                    .await
+                    .map_err(Failure::write)?;
+            }
             print_value(cli, key, column, v);
+        }
+        Cmd::Set {
+            key,
+            value,
+            column,
+            ttl,
+        } => {
+            let change = expiry::set(*value, *ttl);
+            let done = expiry::change(&target, key.as_bytes(), column.as_bytes(), change, cl)
+                .await
+                .map_err(Failure::write)?;
+            expiry::print_changed(cli.json, key, column, "set", &done);
+        }
+        Cmd::Expire {
+            key,
+            seconds,
+            column,
+        } => {
+            let change = expiry::expire(Some(*seconds), WireWhen::Always);
+            let done = expiry::change(&target, key.as_bytes(), column.as_bytes(), change, cl)
+                .await
+                .map_err(Failure::write)?;
+            expiry::print_changed(cli.json, key, column, "expire", &done);
+        }
+        Cmd::Persist { key, column } => {
+            let change = expiry::expire(None, WireWhen::Always);
+            let done = expiry::change(&target, key.as_bytes(), column.as_bytes(), change, cl)
+                .await
+                .map_err(Failure::write)?;
+            expiry::print_changed(cli.json, key, column, "persist", &done);
+        }
+        Cmd::Ttl { key, column } => {
+            let left = expiry::ttl(&target, key.as_bytes(), column.as_bytes(), cl)
+                .await
+                .map_err(Failure::other)?;
+            if cli.json {
+                println!("{}", json!({ "key": key, "column": column, "ttl": left }));
+            } else {
+                println!("{left}");
+            }
         }
         Cmd::Unique(cmd) => unique(cli, &target, cmd).await?,
         Cmd::Get { key, column } => {

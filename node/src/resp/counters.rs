@@ -74,7 +74,7 @@ pub(crate) async fn execute(
     Some(reply)
 }
 
-fn int_arg(a: &[u8]) -> Result<i64, Reply> {
+pub(crate) fn int_arg(a: &[u8]) -> Result<i64, Reply> {
     std::str::from_utf8(a)
         .ok()
         .and_then(|s| s.parse::<i64>().ok())
@@ -118,7 +118,12 @@ async fn add(
     }
 }
 
-async fn get(node: &Arc<Node>, cl: Consistency, partition: &[u8], column: &[u8]) -> Reply {
+pub(crate) async fn get(
+    node: &Arc<Node>,
+    cl: Consistency,
+    partition: &[u8],
+    column: &[u8],
+) -> Reply {
     match node.get_cell(&key(partition, column), cl).await {
         Ok(c) => match convert::live_value(&c, now_ms()) {
             Ok(Some(v)) => Reply::bulk(v.to_string()),

@@ -38,11 +38,13 @@
 mod admin;
 mod commands;
 mod counters;
+mod expiry;
 mod join;
 mod pipeline;
 pub mod proto;
 mod session;
 mod sets;
+mod strings;
 mod tally;
 
 use std::sync::Arc;
@@ -190,6 +192,12 @@ async fn keyed(node: &Arc<Node>, cl: Consistency, name: &str, args: &[Vec<u8>]) 
         return reply;
     }
     if let Some(reply) = sets::execute(node, cl, name, rest).await {
+        return reply;
+    }
+    if let Some(reply) = strings::execute(node, cl, name, rest).await {
+        return reply;
+    }
+    if let Some(reply) = expiry::execute(node, cl, name, rest).await {
         return reply;
     }
     if let Some(reply) = tally::execute(node, cl, name, rest).await {

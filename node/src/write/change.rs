@@ -159,6 +159,7 @@ pub(crate) fn engine_change(c: WireChange) -> Change {
                 WireWhen::HasDeadline => When::HasDeadline,
                 WireWhen::Later => When::Later,
                 WireWhen::Sooner => When::Sooner,
+                WireWhen::SoonerThanOne => When::SoonerThanOne,
             },
         },
         WireChange::Delete => Change::Delete,

@@ -1,0 +1,394 @@
+//! Settable counters over RESP: `SET` (with `NX`, `XX`, `GET`, `EX`, `PX`,
+//! `EXAT`, `PXAT`, `KEEPTTL`), `SETNX`, `SETEX`, `PSETEX`, `GETSET`,
+//! `GETDEL`, `GETEX`, `MSET`, and on a partition's columns `HSET` and
+//! `HSETNX`. Values are 64-bit integers: anything else is refused, since
+//! Tally counts. Each runs as a change of the counter's epoch (see
+//! `write::change`); `MSET` and a many-field `HSET` are one change per key,
+//! not atomic together.
+
+use std::sync::Arc;
+
+use tally_engine::now_ms;
+use tally_net::wire::{
+    Consistency, WireChange, WireChanged, WireKey, WirePresence, WireTtl, WireWhen,
+};
+
+use super::counters::wire_err;
+use super::proto::Reply;
+use super::session::arity;
+use crate::node::Node;
+
+/// What a SET asks for, parsed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SetArgs {
+    /// The change.
+    pub change: WireChange,
+    /// Whether to answer the value before (`GET`).
+    pub get: bool,
+}
+
+/// Answers `name` if it is one of this module's commands.
+pub(crate) async fn execute(
+    node: &Arc<Node>,
+    cl: Consistency,
+    name: &str,
+    rest: &[Vec<u8>],
+) -> Option<Reply> {
+    let now = now_ms();
+    let reply = match (name, rest.len()) {
+        ("set", n) if n >= 2 => match set_args(&rest[1], &rest[2..], now) {
+            Ok(a) => set(node, cl, &rest[0], b"", a).await,
+            Err(e) => e,
+        },
+        ("setnx", 2) => match value_arg(&rest[1]) {
+            Ok(value) => {
+                let change = set_change(value, WireTtl::Clear, WirePresence::Absent);
+                applied(node.change(&key(&rest[0], b""), change, cl).await)
+            }
+            Err(e) => e,
+        },
+        ("setex" | "psetex", 3) => match ttl_arg(name, &rest[1], now)
+            .and_then(|ttl| value_arg(&rest[2]).map(|v| set_change(v, ttl, WirePresence::Any)))
+        {
+            Ok(change) => {
+                let a = SetArgs { change, get: false };
+                set(node, cl, &rest[0], b"", a).await
+            }
+            Err(e) => e,
+        },
+        ("getset", 2) => match value_arg(&rest[1]) {
+            Ok(value) => {
+                let change = set_change(value, WireTtl::Clear, WirePresence::Any);
+                set(node, cl, &rest[0], b"", SetArgs { change, get: true }).await
+            }
+            Err(e) => e,
+        },
+        ("getdel", 1) => {
+            let a = SetArgs {
+                change: WireChange::Delete,
+                get: true,
+            };
+            set(node, cl, &rest[0], b"", a).await
+        }
+        ("getex", n) if n >= 1 => match getex_args(&rest[1..], now) {
+            Ok(None) => super::counters::get(node, cl, &rest[0], b"").await,
+            Ok(Some(change)) => set(node, cl, &rest[0], b"", SetArgs { change, get: true }).await,
+            Err(e) => e,
+        },
+        ("mset", n) if n >= 2 && n % 2 == 0 => mset(node, cl, rest).await,
+        ("hset", n) if n >= 3 && n % 2 == 1 => hset(node, cl, rest, WirePresence::Any).await,
+        ("hsetnx", 3) => hset(node, cl, rest, WirePresence::Absent).await,
+        (
+            "set" | "setnx" | "setex" | "psetex" | "getset" | "getdel" | "getex" | "mset" | "hset"
+            | "hsetnx",
+            _,
+        ) => arity(name),
+        _ => return None,
+    };
+    Some(reply)
+}
+
+fn key(partition: &[u8], column: &[u8]) -> WireKey {
+    WireKey::new(partition, column)
+}
+
+fn set_change(value: i64, ttl: WireTtl, only: WirePresence) -> WireChange {
+    WireChange::Set { value, ttl, only }
+}
+
+/// A value to set: a 64-bit integer, or a clear error.
+pub(crate) fn value_arg(a: &[u8]) -> Result<i64, Reply> {
+    std::str::from_utf8(a)
+        .ok()
+        .and_then(|s| s.parse::<i64>().ok())
+        .ok_or_else(|| {
+            Reply::err(
+                "ERR value is not an integer or out of range (Tally counters hold 64-bit integers)",
+            )
+        })
+}
+
+/// The deadline of `SETEX`/`PSETEX`: a positive time from now.
+fn ttl_arg(name: &str, a: &[u8], now_ms: u64) -> Result<WireTtl, Reply> {
+    let t = super::counters::int_arg(a)?;
+    let unit = if name == "setex" { "EX" } else { "PX" };
+    deadline(unit, t, now_ms).map_err(|()| invalid_time(name))
+}
+
+fn invalid_time(name: &str) -> Reply {
+    Reply::err(format!("ERR invalid expire time in '{name}' command"))
+}
+
+/// The deadline `unit t` (`EX`, `PX`, `EXAT`, `PXAT`) gives at `now_ms`:
+/// the time must be positive and the deadline within range, as Redis
+/// requires of `SET`.
+fn deadline(unit: &str, t: i64, now_ms: u64) -> Result<WireTtl, ()> {
+    if t <= 0 {
+        return Err(());
+    }
+    let ms = match unit {
+        "EX" | "EXAT" => t.checked_mul(1000).ok_or(())?,
+        _ => t,
+    };
+    let at = match unit {
+        "EX" | "PX" => i64::try_from(now_ms)
+            .ok()
+            .and_then(|now| now.checked_add(ms))
+            .ok_or(())?,
+        _ => ms,
+    };
+    Ok(WireTtl::At(u64::try_from(at).map_err(|_| ())?))
+}
+
+/// `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`,
+/// after the key: Redis' rules and errors.
+pub(crate) fn set_args(value: &[u8], opts: &[Vec<u8>], now_ms: u64) -> Result<SetArgs, Reply> {
+    let syntax = || Reply::err("ERR syntax error");
+    let mut only = WirePresence::Any;
+    let mut ttl: Option<WireTtl> = None;
+    let mut get = false;
+    let mut i = 0;
+    while i < opts.len() {
+        let word = opts[i].to_ascii_uppercase();
+        match word.as_slice() {
+            b"NX" | b"XX" if only != WirePresence::Any => return Err(syntax()),
+            b"NX" => only = WirePresence::Absent,
+            b"XX" => only = WirePresence::Live,
+            b"GET" => get = true,
+            b"KEEPTTL" if ttl.is_some() => return Err(syntax()),
+            b"KEEPTTL" => ttl = Some(WireTtl::Keep),
+            b"EX" | b"PX" | b"EXAT" | b"PXAT" => {
+                let (Some(t), None) = (opts.get(i + 1), ttl) else {
+                    return Err(syntax());
+                };
+                let t = super::counters::int_arg(t)?;
+                let unit = std::str::from_utf8(&word).unwrap_or_default();
+                ttl = Some(deadline(unit, t, now_ms).map_err(|()| invalid_time("set"))?);
+                i += 1;
+            }
+            _ => return Err(syntax()),
+        }
+        i += 1;
+    }
+    let value = value_arg(value)?;
+    let change = set_change(value, ttl.unwrap_or(WireTtl::Clear), only);
+    Ok(SetArgs { change, get })
+}
+
+/// `GETEX`'s options: `None` for a plain read, else the deadline change.
+fn getex_args(opts: &[Vec<u8>], now_ms: u64) -> Result<Option<WireChange>, Reply> {
+    let syntax = || Reply::err("ERR syntax error");
+    match opts {
+        [] => Ok(None),
+        [p] if p.eq_ignore_ascii_case(b"persist") => Ok(Some(WireChange::Expire {
+            at_ms: 0,
+            only: WireWhen::Always,
+        })),
+        [unit, t] => {
+            let unit = String::from_utf8_lossy(unit).to_ascii_uppercase();
+            if !matches!(unit.as_str(), "EX" | "PX" | "EXAT" | "PXAT") {
+                return Err(syntax());
+            }
+            let t = super::counters::int_arg(t)?;
+            match deadline(&unit, t, now_ms) {
+                Ok(WireTtl::At(at_ms)) => Ok(Some(WireChange::Expire {
+                    at_ms,
+                    only: WireWhen::Always,
+                })),
+                _ => Err(invalid_time("getex")),
+            }
+        }
+        _ => Err(syntax()),
+    }
+}
+
+/// Runs a change and answers as `SET` does: the value before with `GET`,
+/// else OK, or nil when its condition failed.
+async fn set(
+    node: &Arc<Node>,
+    cl: Consistency,
+    partition: &[u8],
+    column: &[u8],
+    a: SetArgs,
+) -> Reply {
+    match node.change(&key(partition, column), a.change, cl).await {
+        Ok(done) if a.get => done
+            .before
+            .map_or(Reply::NIL, |v| Reply::bulk(v.to_string())),
+        Ok(done) if done.applied => Reply::Simple("OK"),
+        Ok(_) => Reply::NIL,
+        Err(e) => wire_err(&e),
+    }
+}
+
+fn applied(done: Result<WireChanged, tally_net::wire::WireError>) -> Reply {
+    match done {
+        Ok(done) => Reply::Int(i64::from(done.applied)),
+        Err(e) => wire_err(&e),
+    }
+}
+
+/// `MSET k v [k v ...]`: every value is checked before any is set.
+async fn mset(node: &Arc<Node>, cl: Consistency, rest: &[Vec<u8>]) -> Reply {
+    let mut sets = Vec::with_capacity(rest.len() / 2);
+    for pair in rest.chunks(2) {
+        match value_arg(&pair[1]) {
+            Ok(v) => sets.push((&pair[0], v)),
+            Err(e) => return e,
+        }
+    }
+    for (k, value) in sets {
+        let change = set_change(value, WireTtl::Clear, WirePresence::Any);
+        if let Err(e) = node.change(&key(k, b""), change, cl).await {
+            return wire_err(&e);
+        }
+    }
+    Reply::Simple("OK")
+}
+
+/// `HSET key field value [field value ...]` (answers how many fields were
+/// new) and `HSETNX key field value` (answers whether it set it).
+async fn hset(node: &Arc<Node>, cl: Consistency, rest: &[Vec<u8>], only: WirePresence) -> Reply {
+    let mut sets = Vec::with_capacity(rest.len() / 2);
+    for pair in rest[1..].chunks(2) {
+        match value_arg(&pair[1]) {
+            Ok(v) => sets.push((&pair[0], v)),
+            Err(e) => return e,
+        }
+    }
+    let mut count = 0;
+    for (field, value) in sets {
+        let change = set_change(value, WireTtl::Clear, only);
+        match node.change(&key(&rest[0], field), change, cl).await {
+            Ok(done) if only == WirePresence::Absent => count += i64::from(done.applied),
+            Ok(done) => count += i64::from(done.before.is_none()),
+            Err(e) => return wire_err(&e),
+        }
+    }
+    Reply::Int(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: u64 = 1_700_000_000_000;
+
+    fn parse(line: &str) -> Result<SetArgs, String> {
+        let words: Vec<Vec<u8>> = line.split(' ').map(|w| w.as_bytes().to_vec()).collect();
+        set_args(&words[0], &words[1..], NOW).map_err(|e| match e {
+            Reply::Error(e) => e,
+            other => format!("{other:?}"),
+        })
+    }
+
+    fn change(value: i64, ttl: WireTtl, only: WirePresence) -> WireChange {
+        set_change(value, ttl, only)
+    }
+
+    #[test]
+    fn set_options_follow_redis() {
+        let ok = |line, c, get| assert_eq!(parse(line), Ok(SetArgs { change: c, get }), "{line}");
+        ok("5", change(5, WireTtl::Clear, WirePresence::Any), false);
+        ok(
+            "-5 nx",
+            change(-5, WireTtl::Clear, WirePresence::Absent),
+            false,
+        );
+        ok(
+            "5 XX GET",
+            change(5, WireTtl::Clear, WirePresence::Live),
+            true,
+        );
+        ok(
+            "5 EX 10",
+            change(5, WireTtl::At(NOW + 10_000), WirePresence::Any),
+            false,
+        );
+        ok(
+            "5 px 10 NX",
+            change(5, WireTtl::At(NOW + 10), WirePresence::Absent),
+            false,
+        );
+        ok(
+            "5 EXAT 1800000000",
+            change(5, WireTtl::At(1_800_000_000_000), WirePresence::Any),
+            false,
+        );
+        ok(
+            "5 PXAT 1800000000001",
+            change(5, WireTtl::At(1_800_000_000_001), WirePresence::Any),
+            false,
+        );
+        ok(
+            "5 KEEPTTL",
+            change(5, WireTtl::Keep, WirePresence::Any),
+            false,
+        );
+    }
+
+    #[test]
+    fn bad_set_input_gets_clear_errors() {
+        let integers =
+            "ERR value is not an integer or out of range (Tally counters hold 64-bit integers)";
+        for line in ["hello", "1.5", "99999999999999999999", "", "5 ex 10x"] {
+            let want = if line.ends_with("10x") {
+                "ERR value is not an integer or out of range"
+            } else {
+                integers
+            };
+            assert_eq!(parse(line).unwrap_err(), want, "{line:?}");
+        }
+        for line in [
+            "5 NX XX",
+            "5 EX 10 PX 5",
+            "5 EX 10 KEEPTTL",
+            "5 EX",
+            "5 SOON",
+            "5 KEEPTTL EX 4",
+        ] {
+            assert_eq!(parse(line).unwrap_err(), "ERR syntax error", "{line}");
+        }
+        for line in [
+            "5 EX 0",
+            "5 EX -1",
+            "5 PX 0",
+            &format!("5 EX {}", i64::MAX),
+            &format!("5 PX {}", i64::MAX),
+        ] {
+            assert_eq!(
+                parse(line).unwrap_err(),
+                "ERR invalid expire time in 'set' command",
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn setex_and_getex_times_must_be_positive() {
+        assert_eq!(ttl_arg("setex", b"3", NOW), Ok(WireTtl::At(NOW + 3_000)));
+        assert_eq!(ttl_arg("psetex", b"3", NOW), Ok(WireTtl::At(NOW + 3)));
+        assert!(ttl_arg("setex", b"0", NOW).is_err());
+        assert!(ttl_arg("psetex", b"-3", NOW).is_err());
+        let words =
+            |l: &str| -> Vec<Vec<u8>> { l.split(' ').map(|w| w.as_bytes().to_vec()).collect() };
+        assert_eq!(getex_args(&[], NOW), Ok(None));
+        assert_eq!(
+            getex_args(&words("PERSIST"), NOW),
+            Ok(Some(WireChange::Expire {
+                at_ms: 0,
+                only: WireWhen::Always
+            }))
+        );
+        assert_eq!(
+            getex_args(&words("ex 2"), NOW),
+            Ok(Some(WireChange::Expire {
+                at_ms: NOW + 2_000,
+                only: WireWhen::Always
+            }))
+        );
+        assert!(getex_args(&words("EX 0"), NOW).is_err());
+        assert!(getex_args(&words("EX 1 PX 2"), NOW).is_err());
+        assert!(getex_args(&words("SOON 1"), NOW).is_err());
+    }
+}

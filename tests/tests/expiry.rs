@@ -1,0 +1,189 @@
+//! Expiring and settable counters over real `tallyd` processes: a deadline
+//! holds on every node, a replica that missed it cannot bring the counter
+//! back, a SET wins over the shards a stale replica kept, and the `tally`
+//! CLI sets, expires and reads deadlines.
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use std::process::Command;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tally_net::Consistency;
+use tally_net::wire::{WireChange, WirePresence, WireTtl, WireWhen};
+use tally_tests::{Cluster, ClusterOptions, bin, runtime as rt};
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// Sleeps until the wall clock is past `at_ms`.
+fn sleep_past(at_ms: u64) {
+    let now = now_ms();
+    if now <= at_ms {
+        std::thread::sleep(Duration::from_millis(at_ms - now + 50));
+    }
+}
+
+#[test]
+fn a_counter_expires_on_every_node_and_a_stale_replica_cannot_revive_it() {
+    let mut cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    let rt = rt();
+    rt.block_on(async {
+        let n1 = cluster.client(0).await.unwrap();
+        n1.add(b"k", b"", 5, Consistency::All).await.unwrap();
+    });
+    // n3 keeps k = 5 with no deadline, and misses the EXPIRE.
+    cluster.kill(2).unwrap();
+    let at_ms = rt.block_on(async {
+        let n1 = cluster.client(0).await.unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while n1.status().await.unwrap().nodes[2].up {
+            assert!(std::time::Instant::now() < deadline, "n3 never marked down");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        now_ms() + 3_000
+    });
+    rt.block_on(async {
+        let n1 = cluster.client(0).await.unwrap();
+        let expire = WireChange::Expire {
+            at_ms,
+            only: WireWhen::Always,
+        };
+        let done = n1
+            .change(b"k", b"", expire, Consistency::Quorum)
+            .await
+            .unwrap();
+        assert!(done.applied && done.before == Some(5), "{done:?}");
+        let n2 = cluster.client(1).await.unwrap();
+        assert_eq!(n2.get(b"k", b"", Consistency::Quorum).await.unwrap(), 5);
+    });
+    let ttl = cluster.redis_cli(1, &["TTL", "k"]);
+    assert!(ttl == "3\n" || ttl == "2\n", "TTL {ttl}");
+    sleep_past(at_ms);
+    cluster.restart(2).unwrap();
+    cluster.wait_all_up(Duration::from_secs(20)).unwrap();
+    cluster.wait_calm(Duration::from_secs(2)).unwrap();
+    rt.block_on(async {
+        for i in 0..3 {
+            let c = cluster.client(i).await.unwrap();
+            let cell = c.get_cell(b"k", b"", Consistency::All).await.unwrap();
+            assert_eq!(cell.epoch.expire_at_ms, at_ms, "n{}: {cell:?}", i + 1);
+            assert_eq!(
+                c.get(b"k", b"", Consistency::All).await.unwrap(),
+                0,
+                "n{}",
+                i + 1
+            );
+        }
+    });
+    for i in 0..3 {
+        assert_eq!(cluster.redis_cli(i, &["GET", "k"]), "\n", "n{}", i + 1);
+        assert_eq!(cluster.redis_cli(i, &["TTL", "k"]), "-2\n", "n{}", i + 1);
+        assert_eq!(cluster.redis_cli(i, &["EXISTS", "k"]), "0\n", "n{}", i + 1);
+    }
+    // The next add starts the counter again from 0, with no deadline, on
+    // the node that was stale too.
+    assert_eq!(cluster.redis_cli(2, &["INCR", "k"]), "1\n");
+    assert_eq!(cluster.redis_cli(0, &["TTL", "k"]), "-1\n");
+    rt.block_on(async {
+        for i in 0..3 {
+            let c = cluster.client(i).await.unwrap();
+            assert_eq!(
+                c.get(b"k", b"", Consistency::All).await.unwrap(),
+                1,
+                "n{}",
+                i + 1
+            );
+        }
+    });
+}
+
+#[test]
+fn a_set_wins_over_the_shards_a_stale_replica_kept_and_adds_count_from_it() {
+    let mut cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    let rt = rt();
+    rt.block_on(async {
+        let n3 = cluster.client(2).await.unwrap();
+        n3.add(b"k", b"", 5, Consistency::All).await.unwrap();
+    });
+    cluster.kill(2).unwrap();
+    rt.block_on(async {
+        let n1 = cluster.client(0).await.unwrap();
+        let set = WireChange::Set {
+            value: 100,
+            ttl: WireTtl::Clear,
+            only: WirePresence::Any,
+        };
+        let done = n1
+            .change(b"k", b"", set, Consistency::Quorum)
+            .await
+            .unwrap();
+        assert!(done.applied && done.before == Some(5), "{done:?}");
+    });
+    cluster.restart(2).unwrap();
+    cluster.wait_all_up(Duration::from_secs(20)).unwrap();
+    cluster.wait_calm(Duration::from_secs(2)).unwrap();
+    rt.block_on(async {
+        // n3 leads its own add at ONE: whether or not a hint reached it, the
+        // add lands in the SET's epoch, never in the one it replaced.
+        let n3 = cluster.client(2).await.unwrap();
+        assert_eq!(n3.add(b"k", b"", 1, Consistency::One).await.unwrap(), 101);
+        for i in 0..3 {
+            let c = cluster.client(i).await.unwrap();
+            assert_eq!(
+                c.get(b"k", b"", Consistency::All).await.unwrap(),
+                101,
+                "n{}",
+                i + 1
+            );
+        }
+    });
+}
+
+/// Runs the `tally` CLI against `cluster`; answers its stdout.
+fn tally(cluster: &Cluster, args: &[&str]) -> String {
+    let out = Command::new(bin("tally").unwrap())
+        .arg("--config")
+        .arg(&cluster.config_path)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "tally {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn the_cli_sets_expires_and_reads_deadlines() {
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    assert_eq!(tally(&cluster, &["set", "quota", "-3"]), "OK\n");
+    assert_eq!(tally(&cluster, &["get", "quota"]), "-3\n");
+    assert_eq!(tally(&cluster, &["ttl", "quota"]), "-1\n");
+    assert_eq!(tally(&cluster, &["ttl", "nothing"]), "-2\n");
+    assert_eq!(
+        tally(&cluster, &["add", "quota", "4", "--ttl", "100"]),
+        "1\n"
+    );
+    assert_eq!(tally(&cluster, &["ttl", "quota"]), "100\n");
+    // --ttl gives a deadline only to a counter that has none (a window).
+    assert_eq!(tally(&cluster, &["add", "quota", "--ttl", "5"]), "2\n");
+    assert_eq!(tally(&cluster, &["ttl", "quota"]), "100\n");
+    assert_eq!(tally(&cluster, &["persist", "quota"]), "OK\n");
+    assert_eq!(tally(&cluster, &["ttl", "quota"]), "-1\n");
+    assert_eq!(tally(&cluster, &["expire", "quota", "1"]), "OK\n");
+    std::thread::sleep(Duration::from_millis(1_100));
+    assert_eq!(tally(&cluster, &["get", "quota"]), "0\n");
+    assert_eq!(tally(&cluster, &["ttl", "quota"]), "-2\n");
+    assert!(tally(&cluster, &["expire", "quota", "9"]).starts_with("not changed"));
+    assert_eq!(
+        tally(&cluster, &["set", "quota", "7", "--ttl", "60"]),
+        "OK\n"
+    );
+    assert_eq!(cluster.redis_cli(1, &["GET", "quota"]), "7\n");
+    assert_eq!(tally(&cluster, &["ttl", "quota"]), "60\n");
+}
