@@ -145,6 +145,9 @@ impl Engine {
     /// Opens (creating if needed) the engine in `dir`, replaying its commit log.
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Engine> {
         let dir = dir.as_ref().to_path_buf();
+        if opts.keep_expired {
+            crate::group_commit::keep_expired();
+        }
         let identity = Identity::open(&dir)?;
         remove_temporaries(&dir)?;
 

@@ -65,6 +65,11 @@ pub struct Options {
     /// (their records stay in memory).
     #[doc(hidden)]
     pub stall_writes: Option<Arc<AtomicBool>>,
+    /// Test seam (a deliberately broken build, for the chaos checker): a
+    /// leader never restarts a counter whose deadline passed; its adds go
+    /// into the expired epoch. Once set by any engine, for the process.
+    #[doc(hidden)]
+    pub keep_expired: bool,
     /// Test seam: while set, the sealer panics when it wakes with work.
     #[doc(hidden)]
     pub panic_seal: Option<Arc<AtomicBool>>,
@@ -91,6 +96,7 @@ impl Default for Options {
             fail_sync: None,
             slow_sync: None,
             stall_writes: None,
+            keep_expired: false,
             park_sync_max_us: 1_000,
             panic_seal: None,
             panic_sync: None,

@@ -7,7 +7,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use tally_engine::{Engine, Key};
+use tally_engine::{Engine, Epoch, Key};
 use tally_net::log_limit::LogLimit;
 use tally_net::peer::Transport;
 use tally_net::wire::{Consistency, ErrorKind, WireError};
@@ -33,9 +33,26 @@ pub(crate) struct Ctx {
     pub(crate) transport: OnceLock<Arc<Transport>>,
     pub(crate) write_timeout: Duration,
     pub(crate) read_timeout: Duration,
+    /// Fault injection: a replica never tells a leader that a deadline it
+    /// did not know has passed.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) ignore_deadlines: std::sync::atomic::AtomicBool,
 }
 
 impl Ctx {
+    /// Whether a replica holding `mine` must answer `Stale` to a shard
+    /// sent in epoch `sent` (see `tally_engine::Epoch::outdates`).
+    pub(crate) fn outdates(&self, mine: &Epoch, sent: &Epoch, now_ms: u64) -> bool {
+        #[cfg(feature = "fault-injection")]
+        if self
+            .ignore_deadlines
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return mine.id() > sent.id();
+        }
+        mine.outdates(sent, now_ms)
+    }
+
     pub(crate) fn transport(&self) -> &Transport {
         self.transport
             .get()

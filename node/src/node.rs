@@ -96,6 +96,8 @@ impl Node {
             write_timeout: Duration::from_millis(c.write_timeout_ms),
             read_timeout: Duration::from_millis(c.read_timeout_ms),
             config,
+            #[cfg(feature = "fault-injection")]
+            ignore_deadlines: std::sync::atomic::AtomicBool::new(false),
         });
         let writes = Writes::new(ctx.clone());
         Ok(Arc::new(Node { ctx, writes }))
@@ -163,6 +165,17 @@ impl Node {
     #[cfg(feature = "fault-injection")]
     pub fn inject_ignore_ids(&self) {
         self.writes.inject_ignore_ids();
+    }
+
+    /// FAULT INJECTION for testing checkers: as a replica, this node never
+    /// tells a leader that a deadline it did not know has passed, so an
+    /// add made after the deadline into the expired epoch is acknowledged
+    /// and then invisible (lost). Only with the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_ignore_deadlines(&self) {
+        self.ctx
+            .ignore_deadlines
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// FAULT INJECTION for testing checkers: this node applies ids at once

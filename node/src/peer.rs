@@ -183,7 +183,8 @@ impl Local for Ctx {
 }
 
 /// Merges a batch's shards under one fsync; answers each `Applied`, or
-/// `Stale` when this node has seen a newer reset than the shard's epoch.
+/// `Stale` when this node has seen a newer reset than the shard's epoch,
+/// or a deadline of it the sender did not know has passed.
 async fn apply(
     ctx: &Ctx,
     applies: Vec<(Key, tally_engine::Cell, Option<TailIds>)>,
@@ -192,11 +193,14 @@ async fn apply(
 ) {
     match ctx.engine.apply_with_tails(&applies).await {
         Ok(results) => {
+            let now_ms = tally_engine::now_ms();
             for ((&i, (_, cell, _)), r) in slots.iter().zip(&applies).zip(results) {
                 out[i] = Some(match r {
-                    Ok(epoch) if epoch.id() > cell.epoch().id() => PeerResponse::Stale {
-                        epoch: convert::wire_epoch(&epoch),
-                    },
+                    Ok(epoch) if ctx.outdates(&epoch, &cell.epoch(), now_ms) => {
+                        PeerResponse::Stale {
+                            epoch: convert::wire_epoch(&epoch),
+                        }
+                    }
                     Ok(_) => PeerResponse::Applied,
                     Err(e) => PeerResponse::Error(engine_error(&e)),
                 });

@@ -72,8 +72,13 @@ pub struct ChaosOptions {
     /// How many of them (the last ones) also get resets; the others keep
     /// the checker's full-strength bounds.
     pub reset_keys: usize,
-    /// Resets per second, all workers together, at random levels.
+    /// Resets, SETs and EXPIREs per second, all workers together, at
+    /// random levels.
     pub resets_per_second: f64,
+    /// Which of those the workload makes: `reset`, `set`, `expire`.
+    pub changes: &'static [&'static str],
+    /// The levels operations take, at random.
+    pub levels: &'static [Consistency],
     /// Time between the start of one fault and the next.
     pub fault_interval: Duration,
     /// Inject faults at all.
@@ -102,9 +107,16 @@ pub struct ChaosOptions {
     /// applies ids at once after an unclean restart, without learning the
     /// ids its last run applied from its peers (`--unsafe-skip-tails`).
     pub skip_tails: bool,
+    /// FAULT INJECTION in the product, to prove the checker: as replicas,
+    /// the nodes never tell a leader that a deadline it missed has passed
+    /// (`--unsafe-ignore-deadlines`).
+    pub ignore_deadlines: bool,
     /// The fault kinds to take turns with (see the module doc).
     pub fault_kinds: &'static [&'static str],
 }
+
+/// Every change of an epoch the workload makes (see `workload`).
+pub const CHANGES: &[&str] = &["reset", "set", "expire"];
 
 /// Every fault kind (see the module doc).
 pub const FAULT_KINDS: &[&str] = &["kill", "pause", "partition", "disk", "stall"];
@@ -119,6 +131,8 @@ impl Default for ChaosOptions {
             keys: 4,
             reset_keys: 1,
             resets_per_second: 3.0,
+            changes: CHANGES,
+            levels: &[Consistency::One, Consistency::Quorum, Consistency::All],
             fault_interval: Duration::from_secs(4),
             faults: true,
             drop_every: None,
@@ -130,6 +144,7 @@ impl Default for ChaosOptions {
             resp_workers: 2,
             ignore_ids: None,
             skip_tails: false,
+            ignore_deadlines: false,
             fault_kinds: FAULT_KINDS,
         }
     }
@@ -144,6 +159,9 @@ pub struct Summary {
     pub kinds: (usize, usize, usize),
     /// Resets at ONE, QUORUM and ALL: issued, and acknowledged.
     pub resets: [(usize, usize); 3],
+    /// Of the reset keys too: SETs issued and acknowledged, EXPIREs issued
+    /// and those that gave a live counter its deadline.
+    pub changes: (usize, usize, usize, usize),
     /// The keys that got resets.
     pub reset_keys: std::ops::Range<usize>,
     /// Faults injected, by kind.
@@ -181,6 +199,11 @@ impl std::fmt::Display for Summary {
             "resets of keys {:?}: {}",
             self.reset_keys,
             per_level.join(", ")
+        )?;
+        let (sets, sets_ok, expires, expires_set) = self.changes;
+        writeln!(
+            f,
+            "SETs: {sets} ({sets_ok} ok); EXPIREs a fraction of a second ahead: {expires} ({expires_set} gave a deadline)"
         )?;
         writeln!(f, "faults: {:?}", self.faults)?;
         let (adds, retries, races, resends, sums) = &self.exact;
@@ -226,6 +249,8 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
         reset_keys: opts.reset_keys,
         resets_per_second: opts.resets_per_second,
         workers: opts.workers,
+        changes: opts.changes,
+        levels: opts.levels,
     };
     let workers: Vec<_> = (0..opts.workers)
         .map(|w| {
@@ -283,6 +308,17 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     }
 
     heal(&mut cluster, &proxies)?;
+    // The final reads are judged as after everything: after every deadline too.
+    let last_deadline_ns = history
+        .iter()
+        .filter_map(|o| match o.kind {
+            Kind::Expire { at_ns } if o.outcome != Outcome::Fail => Some(at_ns),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let after = started + Duration::from_nanos(last_deadline_ns + 2 * checker::epochs::SLOP_NS);
+    std::thread::sleep(after.saturating_duration_since(Instant::now()));
     let finals = rt.block_on(settle_and_read(&cluster, opts.keys))?;
     let mut report = checker::check(&history, rf, &finals);
     let (unique_violations, expected) =
@@ -331,6 +367,11 @@ fn start(
     }
     if opts.skip_tails {
         cluster_opts.run_args.push("--unsafe-skip-tails".into());
+    }
+    if opts.ignore_deadlines {
+        cluster_opts
+            .run_args
+            .push("--unsafe-ignore-deadlines".into());
     }
     if let Some(every) = opts.drop_every {
         cluster_opts
@@ -439,6 +480,12 @@ fn summarize(
             count(&|o| o.kind == Kind::Reset),
         ),
         resets,
+        changes: (
+            count(&|o| matches!(o.kind, Kind::Set(_))),
+            count(&|o| matches!((o.kind, o.outcome), (Kind::Set(_), Outcome::Ok(_)))),
+            count(&|o| matches!(o.kind, Kind::Expire { .. })),
+            count(&|o| matches!((o.kind, o.outcome), (Kind::Expire { .. }, Outcome::Ok(1)))),
+        ),
         reset_keys,
         faults,
         report,

@@ -51,6 +51,7 @@
 //! instead: their clients retry until they know, so no interval is needed.
 
 mod bounds;
+pub mod epochs;
 pub mod exact;
 mod fenwick;
 
@@ -79,8 +80,17 @@ pub enum Kind {
     Add(i64),
     /// A read.
     Read,
-    /// A reset to zero.
+    /// A reset to zero (`DEL`).
     Reset,
+    /// A SET to this value.
+    Set(i64),
+    /// An EXPIRE whose deadline is this many ns since the run began; its
+    /// outcome `Ok(1)` if it gave the counter that deadline, `Ok(0)` if
+    /// the counter did not exist (it changed nothing).
+    Expire {
+        /// The deadline.
+        at_ns: u64,
+    },
 }
 
 /// One operation of the history.
@@ -110,6 +120,8 @@ impl fmt::Display for Op {
             Kind::Add(d) => format!("add {d:+}"),
             Kind::Read => "read".to_string(),
             Kind::Reset => "reset".to_string(),
+            Kind::Set(v) => format!("set {v}"),
+            Kind::Expire { at_ns } => format!("expire at {:.3} s", at_ns as f64 / 1e9),
         };
         write!(
             f,
@@ -148,7 +160,9 @@ pub fn check(history: &[Op], rf: usize, finals: &[(usize, usize, i64)]) -> Repor
         by_key.entry(f.1).or_default();
     }
     for (&key, ops) in &by_key {
-        let index = KeyIndex::new(ops, rf);
+        let events = epochs::events(ops, rf);
+        let index = KeyIndex::new(ops, &events, rf);
+        let bases = epochs::Bases::new(&events, rf);
         let reads: Vec<(&Op, i64)> = ops
             .iter()
             .filter(|o| o.kind == Kind::Read)
@@ -159,7 +173,15 @@ pub fn check(history: &[Op], rf: usize, finals: &[(usize, usize, i64)]) -> Repor
             .collect();
         let mut queries: Vec<Query> = reads.iter().map(|(o, _)| Query::of(o)).collect();
         queries.push(Query::after_everything());
-        let bounds = index.bounds(&queries);
+        let bounds: Vec<(i64, i64)> = index
+            .bounds(&queries)
+            .into_iter()
+            .zip(&queries)
+            .map(|((lo, hi), q)| {
+                let (min, max) = bases.range(q);
+                (lo.saturating_add(min), hi.saturating_add(max))
+            })
+            .collect();
         let mut writes: Vec<&Op> = ops
             .iter()
             .copied()
@@ -169,7 +191,7 @@ pub fn check(history: &[Op], rf: usize, finals: &[(usize, usize, i64)]) -> Repor
         let resets: Vec<&Op> = writes
             .iter()
             .copied()
-            .filter(|o| o.kind == Kind::Reset)
+            .filter(|o| !matches!(o.kind, Kind::Add(_)))
             .collect();
         for (&(read, v), &(lo, hi)) in reads.iter().zip(&bounds) {
             report.reads_checked += 1;

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use tally_net::Consistency;
 use tally_tests::chaos::{ChaosOptions, FAULT_KINDS, run};
 
 /// `TALLY_CHAOS_SECONDS` lengthens the run (CI uses the default).
@@ -44,6 +45,9 @@ fn a_short_chaos_run_finds_no_violation() {
             "no {kind} fault: {summary}"
         );
     }
+    let (sets, sets_ok, _, expires_set) = summary.changes;
+    assert!(sets > 0 && sets_ok > 0, "no SET acknowledged: {summary}");
+    assert!(expires_set > 0, "no EXPIRE gave a deadline: {summary}");
     assert!(summary.report.reads_checked > 100, "{summary}");
     assert!(
         summary.resp.1 > 100,
@@ -103,6 +107,35 @@ fn the_checker_catches_a_cluster_that_loses_adds() {
     assert!(
         !summary.report.violations.is_empty(),
         "a lossy cluster passed: {summary}"
+    );
+}
+
+/// Nodes that ignore deadlines when they add (no restart of an expired
+/// counter, no `Stale` for a deadline its leader missed): an add after a
+/// deadline goes into the expired epoch, acknowledged and invisible. Only
+/// the reset keys, all of them getting EXPIREs often.
+#[test]
+fn the_checker_catches_adds_lost_to_a_deadline_their_leader_missed() {
+    let opts = ChaosOptions {
+        duration: Duration::from_secs(10),
+        faults: false,
+        changes: &["expire"],
+        levels: &[Consistency::Quorum, Consistency::All],
+        seed: 5,
+        ignore_deadlines: true,
+        keys: 4,
+        reset_keys: 4,
+        resets_per_second: 20.0,
+        unique_workers: 0,
+        exact_workers: 0,
+        resp_workers: 0,
+        ..ChaosOptions::default()
+    };
+    let summary = run(&opts).unwrap();
+    assert!(summary.changes.3 > 0, "{summary}");
+    assert!(
+        !summary.report.violations.is_empty(),
+        "adds lost to a missed deadline passed: {summary}"
     );
 }
 

@@ -142,6 +142,57 @@ fn a_set_wins_over_the_shards_a_stale_replica_kept_and_adds_count_from_it() {
     });
 }
 
+#[test]
+fn an_add_led_by_a_node_that_missed_the_deadline_is_not_lost() {
+    let mut cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    let rt = rt();
+    rt.block_on(async {
+        let n3 = cluster.client(2).await.unwrap();
+        n3.add(b"k", b"", 5, Consistency::All).await.unwrap();
+    });
+    // n3 is frozen through the EXPIRE and its deadline: it knows neither.
+    cluster.signal_stop(2, false).unwrap();
+    let at_ms = rt.block_on(async {
+        let n1 = cluster.client(0).await.unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while n1.status().await.unwrap().nodes[2].up {
+            assert!(std::time::Instant::now() < deadline, "n3 never marked down");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let at_ms = now_ms() + 300;
+        let expire = WireChange::Expire {
+            at_ms,
+            only: WireWhen::Always,
+        };
+        let done = n1
+            .change(b"k", b"", expire, Consistency::Quorum)
+            .await
+            .unwrap();
+        assert!(done.applied);
+        at_ms
+    });
+    sleep_past(at_ms);
+    cluster.signal_stop(2, true).unwrap();
+    rt.block_on(async {
+        // n3 leads at once, before a hint can reach it: the replicas that
+        // know the deadline make it add again in the next epoch.
+        let n3 = cluster.client(2).await.unwrap();
+        assert_eq!(n3.add(b"k", b"", 7, Consistency::Quorum).await.unwrap(), 7);
+    });
+    cluster.wait_view(Duration::from_secs(10)).unwrap();
+    rt.block_on(async {
+        for i in 0..3 {
+            let c = cluster.client(i).await.unwrap();
+            assert_eq!(
+                c.get(b"k", b"", Consistency::All).await.unwrap(),
+                7,
+                "n{}",
+                i + 1
+            );
+        }
+    });
+}
+
 /// Runs the `tally` CLI against `cluster`; answers its stdout.
 fn tally(cluster: &Cluster, args: &[&str]) -> String {
     let out = Command::new(bin("tally").unwrap())

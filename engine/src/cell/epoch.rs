@@ -127,6 +127,19 @@ impl Epoch {
         changed
     }
 
+    /// Whether a replica whose cell is at `self` after merging state sent
+    /// in epoch `sent` must answer that the sender is behind: `self` is a
+    /// newer epoch, or the same one, expired at `now_ms` by a deadline the
+    /// sender did not know (its add went into an epoch that is over, and
+    /// must be made again in the next).
+    pub fn outdates(&self, sent: &Epoch, now_ms: u64) -> bool {
+        match sent.order(self) {
+            Order::Newer => true,
+            Order::Older => false,
+            Order::Same => self.expired(now_ms) && !sent.expired(now_ms),
+        }
+    }
+
     /// Whether the counter has expired at `now_ms`.
     pub fn expired(&self, now_ms: u64) -> bool {
         self.expiry.at_ms != 0 && now_ms >= self.expiry.at_ms
@@ -228,6 +241,25 @@ mod tests {
         assert_eq!(stamp, Stamp { ms: 5_001, id: 3 });
         assert!(stamp > ahead.expiry.stamp);
         assert_eq!(ahead.expiry.next_stamp(3, 6_000).ms, 6_000);
+    }
+
+    #[test]
+    fn a_replica_outdates_senders_behind_a_reset_or_a_deadline() {
+        let plain = Epoch::at(4);
+        let deadline = expiring(100, 1, 1);
+        assert!(Epoch::at(5).outdates(&plain, 0));
+        assert!(!plain.outdates(&Epoch::at(5), 0));
+        assert!(!plain.outdates(&plain, 0));
+        assert!(!deadline.outdates(&plain, 99), "not expired yet");
+        assert!(
+            deadline.outdates(&plain, 100),
+            "the sender missed the deadline"
+        );
+        assert!(!deadline.outdates(&deadline, 100), "the sender knew it");
+        assert!(
+            !plain.outdates(&deadline, 100),
+            "a PERSIST here: the sender is not behind"
+        );
     }
 
     #[test]

@@ -85,6 +85,12 @@ mod outbox;
 mod park;
 mod relay;
 mod sealer;
+
+/// Test seam `Options::keep_expired`: from now on, in this process,
+/// leaders never restart a counter whose deadline passed.
+pub(crate) fn keep_expired() {
+    sealer::KEEP_EXPIRED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
 mod syncer;
 mod window;
 

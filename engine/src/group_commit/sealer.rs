@@ -261,6 +261,10 @@ pub(super) fn added(others: i128, own: i64, delta: i64) -> Result<(i64, i64)> {
     Ok((own, value))
 }
 
+/// Test seam `Options::keep_expired`: leaders never restart.
+pub(super) static KEEP_EXPIRED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 /// Moves a counter whose deadline passed to the epoch a reset makes, so
 /// that the add about to be made starts it again from 0 with no deadline,
 /// as Redis' `INCR` on an expired key does. Every leader makes the same
@@ -268,6 +272,9 @@ pub(super) fn added(others: i128, own: i64, delta: i64) -> Result<(i64, i64)> {
 /// A cell whose epoch is at its limit stays as it is (and absent).
 pub(super) fn restart_expired(cell: &mut Cell) {
     let expiry = cell.epoch().expiry;
+    if KEEP_EXPIRED.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
     if expiry.at_ms != 0 && cell.epoch().expired(crate::cell::now_ms()) {
         let _ = cell.try_reset();
     }

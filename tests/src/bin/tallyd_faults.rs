@@ -44,6 +44,12 @@ enum Cmd {
         /// without learning the ids the last run applied from the peers.
         #[arg(long)]
         unsafe_skip_tails: bool,
+        /// FAULT INJECTION: ignore deadlines when adding: as a leader,
+        /// never restart an expired counter, and as a replica never tell a
+        /// leader that a deadline it missed has passed (adds after a
+        /// deadline go into the expired epoch, acknowledged, invisible).
+        #[arg(long)]
+        unsafe_ignore_deadlines: bool,
         /// TEST SEAM: on SIGUSR1 the disk stops taking commit log writes
         /// (records stay in memory until the node is killed).
         #[arg(long)]
@@ -57,6 +63,7 @@ fn main() {
         unsafe_drop_every,
         unsafe_ignore_ids,
         unsafe_skip_tails,
+        unsafe_ignore_deadlines,
         stall_writes_on_sigusr1,
     } = Cli::parse().command;
     let stall = Arc::new(AtomicBool::new(false));
@@ -64,6 +71,7 @@ fn main() {
         if stall_writes_on_sigusr1 {
             o.stall_writes = Some(stall.clone());
         }
+        o.keep_expired = unsafe_ignore_deadlines;
     };
     let result = daemon::run_with(&run, tweak, |n| {
         if stall_writes_on_sigusr1 {
@@ -88,6 +96,10 @@ fn main() {
                 "FAULT INJECTION: acknowledging adds without applying them"
             );
             n.inject_drop_every(every);
+        }
+        if unsafe_ignore_deadlines {
+            tracing::warn!("FAULT INJECTION: replicas ignore deadlines their leaders missed");
+            n.inject_ignore_deadlines();
         }
         if unsafe_ignore_ids {
             tracing::warn!(

@@ -1,9 +1,10 @@
 //! The chaos workload: each worker adds and reads at random levels through
-//! one node and, a few times a second across all workers, resets one of
-//! the reset keys at a random level. Every operation goes into the history
-//! with its outcome, as the thin client reports it.
+//! one node and, a few times a second across all workers, ends the epoch
+//! of one of the reset keys at a random level: a reset (`DEL`), a SET to a
+//! value, or an EXPIRE a fraction of a second ahead. Every operation goes
+//! into the history with its outcome, as the thin client reports it.
 //!
-//! Resets go to the last `reset_keys` keys only: the checker's bounds on a
+//! Those go to the last `reset_keys` keys only: the checker's bounds on a
 //! key weaken after a reset (and vanish after one whose outcome is
 //! unknown), so the other keys keep the full-strength checks.
 
@@ -14,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use tally_net::wire::{WireChange, WirePresence, WireTtl, WireWhen};
 use tally_net::{Client, ClientError, Consistency};
 
 use crate::checker::{Kind, Op, Outcome};
@@ -29,9 +31,11 @@ pub(crate) struct Workload {
     pub resets_per_second: f64,
     /// Concurrent workers.
     pub workers: usize,
+    /// The changes of an epoch made: `reset`, `set`, `expire`.
+    pub changes: &'static [&'static str],
+    /// The levels operations take.
+    pub levels: &'static [Consistency],
 }
-
-const LEVELS: [Consistency; 3] = [Consistency::One, Consistency::Quorum, Consistency::All];
 
 impl Workload {
     /// The keys that get resets.
@@ -46,12 +50,20 @@ impl Workload {
             .then(|| Duration::from_secs_f64(1.0 / per_worker))
     }
 
-    /// The next operation: a reset of a reset key if one is due, else an
-    /// add (60%) or a read of any key.
+    /// The next operation: a reset, SET or EXPIRE of a reset key if one
+    /// is due (an EXPIRE's `at_ns` is its time to live here), else an add
+    /// (60%) or a read of any key.
     fn choose(&self, rng: &mut SmallRng, reset_due: bool) -> (usize, Kind, Consistency) {
-        let cl = LEVELS[rng.random_range(0..LEVELS.len())];
-        if reset_due && !self.reset_range().is_empty() {
-            return (rng.random_range(self.reset_range()), Kind::Reset, cl);
+        let cl = self.levels[rng.random_range(0..self.levels.len())];
+        if reset_due && !self.reset_range().is_empty() && !self.changes.is_empty() {
+            let kind = match self.changes[rng.random_range(0..self.changes.len())] {
+                "set" => Kind::Set(rng.random_range(-1_000..=1_000)),
+                "expire" => Kind::Expire {
+                    at_ns: rng.random_range(200..=1_500) * 1_000_000,
+                },
+                _ => Kind::Reset,
+            };
+            return (rng.random_range(self.reset_range()), kind, cl);
         }
         let key = rng.random_range(0..self.keys);
         let kind = if rng.random_bool(0.6) {
@@ -67,6 +79,13 @@ impl Workload {
 /// A jittered wait around `mean`, so the workers' resets do not march in step.
 fn jittered(rng: &mut SmallRng, mean: Duration) -> Duration {
     mean.mul_f64(rng.random_range(0.5..1.5))
+}
+
+/// The wall clock, ms since the Unix epoch.
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// The counter of key index `k`.
@@ -116,12 +135,30 @@ pub(crate) async fn worker(
         if let (true, Some(i)) = (due, interval) {
             next_reset = Some(Instant::now() + jittered(&mut rng, i));
         }
-        let (key, kind, cl) = workload.choose(&mut rng, due);
+        let (key, mut kind, cl) = workload.choose(&mut rng, due);
         let invoke = Instant::now();
-        let result = match kind {
-            Kind::Add(d) => c.add(&key_name(key), b"", d, cl).await,
+        let result = match &mut kind {
+            Kind::Add(d) => c.add(&key_name(key), b"", *d, cl).await,
             Kind::Read => c.get(&key_name(key), b"", cl).await,
             Kind::Reset => c.reset(&key_name(key), b"", cl).await.map(|()| 0),
+            Kind::Set(value) => {
+                let set = WireChange::Set {
+                    value: *value,
+                    ttl: WireTtl::Clear,
+                    only: WirePresence::Any,
+                };
+                c.change(&key_name(key), b"", set, cl).await.map(|_| 0)
+            }
+            Kind::Expire { at_ns } => {
+                let ttl_ns = *at_ns;
+                *at_ns = now(invoke).saturating_add(ttl_ns);
+                let expire = WireChange::Expire {
+                    at_ms: wall_ms().saturating_add(ttl_ns / 1_000_000),
+                    only: WireWhen::Always,
+                };
+                let done = c.change(&key_name(key), b"", expire, cl).await;
+                done.map(|d| i64::from(d.applied))
+            }
         };
         if matches!(result, Err(ClientError::Closed(_))) {
             client = None;
@@ -152,6 +189,8 @@ mod tests {
             reset_keys,
             resets_per_second: 4.0,
             workers: 8,
+            changes: crate::chaos::CHANGES,
+            levels: &[Consistency::One, Consistency::Quorum, Consistency::All],
         }
     }
 
@@ -162,13 +201,19 @@ mod tests {
         assert_eq!(w.reset_interval(), Some(Duration::from_secs(2)));
         let mut rng = SmallRng::seed_from_u64(1);
         let mut levels = std::collections::BTreeSet::new();
+        let mut kinds = std::collections::HashSet::new();
         for _ in 0..300 {
             let (key, kind, cl) = w.choose(&mut rng, true);
-            assert_eq!(kind, Kind::Reset);
+            assert!(
+                matches!(kind, Kind::Reset | Kind::Set(_) | Kind::Expire { .. }),
+                "{kind:?}"
+            );
             assert!(w.reset_range().contains(&key), "reset of key {key}");
             levels.insert(cl.to_string());
+            kinds.insert(std::mem::discriminant(&kind));
         }
         assert_eq!(levels.len(), 3, "{levels:?}");
+        assert_eq!(kinds.len(), 3, "resets, SETs and EXPIREs");
         for _ in 0..300 {
             let (key, kind, _) = w.choose(&mut rng, false);
             assert_ne!(kind, Kind::Reset);

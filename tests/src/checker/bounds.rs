@@ -5,6 +5,7 @@
 
 use tally_net::Consistency;
 
+use super::epochs::Event;
 use super::fenwick::{self, Point, Sums, Window};
 use super::{Kind, Op, Outcome};
 
@@ -99,7 +100,7 @@ enum Resets {
 }
 
 impl Resets {
-    fn and(self, reset: &Op, w: usize) -> Resets {
+    fn and(self, reset: &Event, w: usize) -> Resets {
         match (self, reset.outcome) {
             (so_far, Outcome::Fail) => so_far,
             (Resets::Unknown, _) | (_, Outcome::Unknown) => Resets::Unknown,
@@ -141,8 +142,11 @@ pub(super) struct KeyIndex {
 }
 
 impl KeyIndex {
-    /// Indexes one key's operations for replication factor `rf`.
-    pub(super) fn new(ops: &[&Op], rf: usize) -> KeyIndex {
+    /// Indexes one key's adds and its epoch `events` (resets, SETs,
+    /// deadlines: see `epochs`) for replication factor `rf`. An event that
+    /// may not have happened bounds which adds must be seen, never which
+    /// are discarded.
+    pub(super) fn new(ops: &[&Op], events: &[Event], rf: usize) -> KeyIndex {
         let w = LEVELS.map(|cl| cl.required(rf));
         let points: Vec<Point> = ops
             .iter()
@@ -168,12 +172,11 @@ impl KeyIndex {
                 })
                 .collect(),
         );
-        let mut tried: Vec<&Op> = ops
+        let mut tried: Vec<&Event> = events
             .iter()
-            .copied()
-            .filter(|o| o.kind == Kind::Reset && o.outcome != Outcome::Fail)
+            .filter(|e| e.outcome != Outcome::Fail)
             .collect();
-        tried.sort_unstable_by_key(|o| o.invoke_ns);
+        tried.sort_unstable_by_key(|e| e.invoke_ns);
         let mut so_far = Resets::None;
         let resets = tried
             .iter()
@@ -183,9 +186,9 @@ impl KeyIndex {
             })
             .collect();
         let acked_resets = [0, 1, 2].map(|l| {
-            let mut at: Vec<&&Op> = tried
+            let mut at: Vec<&&Event> = tried
                 .iter()
-                .filter(|o| matches!(o.outcome, Outcome::Ok(_)) && level_index(o.cl) == l)
+                .filter(|e| e.sure() && level_index(e.cl) == l)
                 .collect();
             at.sort_unstable_by_key(|o| o.complete_ns);
             let mut latest = 0;

@@ -44,6 +44,101 @@ fn reset(cl: Consistency, t0: u64, t1: u64, outcome: Outcome) -> Op {
     }
 }
 
+fn set(v: i64, cl: Consistency, t0: u64, t1: u64, outcome: Outcome) -> Op {
+    Op {
+        kind: Kind::Set(v),
+        ..reset(cl, t0, t1, outcome)
+    }
+}
+
+fn expire(at_ns: u64, cl: Consistency, t0: u64, t1: u64, outcome: Outcome) -> Op {
+    Op {
+        kind: Kind::Expire { at_ns },
+        ..reset(cl, t0, t1, outcome)
+    }
+}
+
+/// The deadline of the expiry tests, far past the slop.
+const D: u64 = 1_000_000_000;
+const SLOP: u64 = epochs::SLOP_NS;
+
+#[test]
+fn a_set_starts_the_counter_at_its_value() {
+    let h = vec![
+        add(0, 5, Quorum, 0, 10, Outcome::Ok(5)),
+        set(100, Quorum, 20, 30, Outcome::Ok(0)),
+        add(0, 3, Quorum, 40, 50, Outcome::Ok(103)),
+    ];
+    // After everything: exactly 103; the adds before the SET are gone.
+    assert_read_allows(&h, Quorum, 60, 70, &[103], &[3, 8, 108, 100]);
+    // During the SET: either epoch, with what each may hold (the bounds
+    // of the adds and of the base are taken apart: 0 and 105 pass too).
+    assert_read_allows(&h, Quorum, 25, 26, &[5, 100], &[-1, 106]);
+    // A SET whose outcome is unknown may or may not have landed, ever.
+    let unknown = vec![
+        add(0, 5, Quorum, 0, 10, Outcome::Ok(5)),
+        set(100, Quorum, 20, 30, Outcome::Unknown),
+    ];
+    assert_read_allows(&unknown, Quorum, 60, 70, &[5, 100], &[-1, 106]);
+    // Two SETs racing: either value.
+    let race = vec![
+        set(7, Quorum, 0, 30, Outcome::Ok(0)),
+        set(9, All, 10, 20, Outcome::Ok(0)),
+    ];
+    assert_read_allows(&race, Quorum, 60, 70, &[7, 9], &[0, 6, 10, 16]);
+    // A SET then a reset: 0.
+    let reset_after = vec![
+        set(9, Quorum, 0, 10, Outcome::Ok(0)),
+        reset(Quorum, 20, 30, Outcome::Ok(0)),
+    ];
+    assert_read_allows(&reset_after, Quorum, 60, 70, &[0], &[9]);
+}
+
+#[test]
+fn an_expired_counter_reads_zero_and_counts_adds_made_after_its_deadline() {
+    let h = vec![
+        add(0, 5, Quorum, 0, 10, Outcome::Ok(5)),
+        expire(D, Quorum, 20, 30, Outcome::Ok(1)),
+        add(0, 2, Quorum, 40, 50, Outcome::Ok(7)),
+        add(1, 4, Quorum, D + SLOP + 10, D + SLOP + 20, Outcome::Ok(4)),
+    ];
+    // Before the deadline, the adds; after it, only the one made after.
+    assert_read_allows(&h, Quorum, 60, 70, &[7], &[0, 5]);
+    assert_read_allows(&h, Quorum, D + SLOP + 30, D + SLOP + 40, &[4], &[0, 7, 11]);
+    // Around the deadline, either side.
+    assert_read_allows(&h, Quorum, D - 5, D + 5, &[0, 7], &[-1, 8, 11]);
+}
+
+#[test]
+fn a_deadline_that_may_have_moved_never_discards() {
+    let h = vec![
+        add(0, 5, Quorum, 0, 10, Outcome::Ok(5)),
+        expire(D, Quorum, 20, 30, Outcome::Ok(1)),
+        // A second EXPIRE (a PERSIST, say) racing the first.
+        expire(0, Quorum, 25, 35, Outcome::Ok(1)),
+    ];
+    assert_read_allows(&h, Quorum, D + SLOP + 30, D + SLOP + 40, &[0, 5], &[6]);
+    // One acknowledged only after its deadline: it may have missed it.
+    let late = vec![
+        add(0, 5, Quorum, 0, 10, Outcome::Ok(5)),
+        expire(D, Quorum, 20, D, Outcome::Ok(1)),
+    ];
+    assert_read_allows(&late, Quorum, D + SLOP + 30, D + SLOP + 40, &[0, 5], &[6]);
+    // Unknown: no lower bound any more, as for a reset.
+    let unknown = vec![
+        add(0, 5, Quorum, 0, 10, Outcome::Ok(5)),
+        expire(D, Quorum, 20, 30, Outcome::Unknown),
+    ];
+    assert_read_allows(
+        &unknown,
+        Quorum,
+        D + SLOP + 30,
+        D + SLOP + 40,
+        &[0, 5],
+        &[6],
+    );
+}
+
 fn on(key: usize, op: Op) -> Op {
     Op { key, ..op }
 }
@@ -374,7 +469,8 @@ fn the_fast_bounds_follow_the_rules_on_random_histories() {
             .map(bounds::Query::of)
             .collect();
         queries.push(bounds::Query::after_everything());
-        let fast = bounds::KeyIndex::new(&refs, rf).bounds(&queries);
+        let events = epochs::events(&refs, rf);
+        let fast = bounds::KeyIndex::new(&refs, &events, rf).bounds(&queries);
         for (q, got) in queries.iter().zip(fast) {
             assert_eq!(
                 got,
