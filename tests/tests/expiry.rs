@@ -193,6 +193,80 @@ fn an_add_led_by_a_node_that_missed_the_deadline_is_not_lost() {
     });
 }
 
+#[test]
+fn bad_set_and_expire_input_gets_clear_errors_and_nothing_acknowledged_is_lost() {
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    let cli = |args: &[&str]| cluster.redis_cli(0, args);
+    assert_eq!(cli(&["INCRBY", "kept", "41"]), "41\n");
+    let integers = "Tally counters hold 64-bit integers";
+    for bad in [
+        vec!["SET", "k", "abc"],
+        vec!["SET", "k", "1.5"],
+        vec!["SET", "k", "9223372036854775808"],
+        vec!["SETNX", "k", ""],
+        vec!["MSET", "a", "1", "b", "x"],
+        vec!["HSET", "h", "f", "1e3"],
+        vec!["GETSET", "kept", "ten"],
+    ] {
+        assert!(cli(&bad).contains(integers), "{bad:?}: {}", cli(&bad));
+    }
+    assert_eq!(cli(&["EXISTS", "a"]), "0\n", "a refused MSET sets nothing");
+    for (bad, want) in [
+        (
+            vec!["SET", "k", "1", "EX", "0"],
+            "invalid expire time in 'set'",
+        ),
+        (
+            vec!["SET", "k", "1", "PX", "-5"],
+            "invalid expire time in 'set'",
+        ),
+        (
+            vec!["SET", "k", "1", "EX", "9223372036854775807"],
+            "invalid expire time in 'set'",
+        ),
+        (
+            vec!["SETEX", "k", "0", "1"],
+            "invalid expire time in 'setex'",
+        ),
+        (
+            vec!["PSETEX", "k", "-1", "1"],
+            "invalid expire time in 'psetex'",
+        ),
+        (
+            vec!["EXPIRE", "kept", "9223372036854775807"],
+            "invalid expire time in 'expire'",
+        ),
+        (vec!["EXPIRE", "kept", "ten"], "value is not an integer"),
+        (vec!["SET", "k", "1", "NX", "XX"], "syntax error"),
+        (vec!["SET", "k", "1", "EX", "5", "KEEPTTL"], "syntax error"),
+        (
+            vec!["GETEX", "kept", "EX", "0"],
+            "invalid expire time in 'getex'",
+        ),
+        (vec!["EXPIRE", "kept", "5", "NX", "GT"], "not compatible"),
+        (vec!["EXPIRE", "kept", "5", "SOON"], "Unsupported option"),
+        (vec!["INCRBYFLOAT", "kept", "1.5"], "Tally counts integers"),
+    ] {
+        let got = cli(&bad);
+        assert!(got.contains(want), "{bad:?}: {got}");
+    }
+    // Nothing was set or lost by the refusals, and the node serves on.
+    assert_eq!(cli(&["GET", "kept"]), "41\n");
+    assert_eq!(cli(&["TTL", "kept"]), "-1\n");
+    assert_eq!(cli(&["EXISTS", "k"]), "0\n");
+    // A deadline now or in the past removes the key at once, as in Redis.
+    assert_eq!(cli(&["SET", "gone", "3"]), "OK\n");
+    assert_eq!(cli(&["EXPIRE", "gone", "-1"]), "1\n");
+    assert_eq!(cli(&["GET", "gone"]), "\n");
+    assert_eq!(cli(&["SET", "gone", "3"]), "OK\n");
+    assert_eq!(cli(&["PEXPIREAT", "gone", "0"]), "1\n");
+    assert_eq!(cli(&["TTL", "gone"]), "-2\n");
+    // A huge deadline within range is kept.
+    assert_eq!(cli(&["EXPIREAT", "kept", "99999999999"]), "1\n");
+    assert_eq!(cli(&["EXPIRETIME", "kept"]), "99999999999\n");
+    assert_eq!(cli(&["GET", "kept"]), "41\n");
+}
+
 /// Runs the `tally` CLI against `cluster`; answers its stdout.
 fn tally(cluster: &Cluster, args: &[&str]) -> String {
     let out = Command::new(bin("tally").unwrap())
