@@ -44,8 +44,8 @@ enum Cmd {
         /// The cluster's configuration.
         #[arg(long, default_value = "cluster.toml")]
         config: PathBuf,
-        /// Async worker threads per node (default: the cores shared out
-        /// among the nodes, at least 1).
+        /// Async worker threads per node (default: the cores but one
+        /// shared out among the nodes, at least 1).
         #[arg(long)]
         threads: Option<usize>,
     },
@@ -111,11 +111,8 @@ fn renewal_horizon() -> std::time::SystemTime {
 fn up(path: &Path, threads: Option<usize>) -> Result<()> {
     let config = make_certs(path)?;
     let exe = std::env::current_exe().context("find the tallyd executable")?;
-    // The nodes share this host's cores; more threads than cores only adds
-    // hand-offs between them (a single thread per node on 2 cores and 3
-    // nodes served about half again as many redis-benchmark INCRs).
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let threads = threads.unwrap_or((cores / config.nodes.len()).max(1));
+    let threads = threads.unwrap_or(daemon::threads_per_node(cores, config.nodes.len()));
     let mut children: Vec<(String, Child)> = Vec::new();
     for n in &config.nodes {
         let mut child = Command::new(&exe)
