@@ -85,12 +85,6 @@ mod outbox;
 mod park;
 mod relay;
 mod sealer;
-
-/// Test seam `Options::keep_expired`: from now on, in this process,
-/// leaders never restart a counter whose deadline passed.
-pub(crate) fn keep_expired() {
-    sealer::KEEP_EXPIRED.store(true, std::sync::atomic::Ordering::Relaxed);
-}
 mod syncer;
 mod window;
 
@@ -117,6 +111,12 @@ use outbox::Outbox;
 use relay::{Answer, Relay};
 use sealer::Queue;
 use syncer::Committer;
+
+/// Test seam `Options::keep_expired`: from now on, in this process,
+/// leaders never restart a counter whose deadline passed.
+pub(crate) fn keep_expired() {
+    sealer::KEEP_EXPIRED.store(true, Relaxed);
+}
 
 /// The group commit: the sealer's queue, the outbox, the commit log, and
 /// how waiters are answered. One handle for the engine, its threads and a
