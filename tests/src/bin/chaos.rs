@@ -33,7 +33,8 @@ struct Args {
     /// How many of the counters (the last ones) also get resets.
     #[arg(long, default_value_t = 1)]
     reset_keys: usize,
-    /// Resets per second, all clients together, at random levels.
+    /// Resets, SETs and EXPIREs per second, all clients together, at
+    /// random levels.
     #[arg(long, default_value_t = 3.0)]
     resets_per_second: f64,
     /// Seconds between faults.
@@ -76,6 +77,11 @@ struct Args {
     /// ids its last run applied from its peers.
     #[arg(long)]
     unsafe_skip_tails: bool,
+    /// FAULT INJECTION in the product, to prove the checker: the nodes
+    /// ignore deadlines when they add (no restart of an expired counter,
+    /// no `Stale` answer for a deadline a leader missed).
+    #[arg(long)]
+    unsafe_ignore_deadlines: bool,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -112,6 +118,7 @@ fn main() {
         resp_workers: a.resp_workers,
         ignore_ids: a.unsafe_ignore_ids,
         skip_tails: a.unsafe_skip_tails,
+        ignore_deadlines: a.unsafe_ignore_deadlines,
         ..ChaosOptions::default()
     };
     match run(&opts) {
