@@ -173,7 +173,7 @@ async fn expire(
 }
 
 /// `key`'s deadline: its counter's when it has one, else its first live
-/// column's.
+/// column's; a unique counter (which never expires) has none.
 async fn deadline(node: &Arc<Node>, cl: Consistency, key: &[u8]) -> Result<Deadline, Reply> {
     let now = now_ms();
     let cell = node
@@ -187,10 +187,14 @@ async fn deadline(node: &Arc<Node>, cl: Consistency, key: &[u8]) -> Result<Deadl
         .get_row_cells(key, cl)
         .await
         .map_err(|e| wire_err(&e))?;
-    Ok(row
-        .values()
-        .find(|c| c.live(now))
-        .map_or(Deadline::Absent, deadline_of))
+    if let Some(c) = row.values().find(|c| c.live(now)) {
+        return Ok(deadline_of(c));
+    }
+    match node.unique_count(key, cl).await {
+        Ok(n) if n > 0 => Ok(Deadline::Never),
+        Ok(_) => Ok(Deadline::Absent),
+        Err(e) => Err(wire_err(&e)),
+    }
 }
 
 /// A live cell's deadline.
