@@ -442,23 +442,9 @@ impl Transport {
     }
 }
 
-/// The congestion window a peer connection starts with: 4 MiB, where
-/// QUIC's default is 10 packets (14.7 KB). A leader's replication batch is
-/// a burst of tens of KB every few ms, and a sender that is idle between
-/// bursts is "application-limited", so its window never grows past where
-/// it started: each batch waited for acknowledgments (sent every 8th
-/// packet) before its last packets could leave. Peers of one cluster share
-/// a LAN (or, in tests, loopback). Alternated on fresh 3-node clusters,
-/// `redis-benchmark -c 50 -P 16` uniform INCRBY: 172k to 188k/s (medians
-/// of 5).
-const INITIAL_WINDOW_BYTES: u64 = 4 << 20;
-
 /// QUIC settings of every peer connection, both ways.
 fn quic_config(settings: &PeerSettings) -> quinn::TransportConfig {
     let mut quic = quinn::TransportConfig::default();
-    let mut cubic = quinn::congestion::CubicConfig::default();
-    cubic.initial_window(INITIAL_WINDOW_BYTES);
-    quic.congestion_controller_factory(Arc::new(cubic));
     quic.max_concurrent_bidi_streams(VarInt::from_u32(STREAMS_PER_CONNECTION_MAX))
         .max_concurrent_uni_streams(VarInt::from_u32(0))
         .ack_frequency_config(Some(ack_frequency()))
