@@ -2,10 +2,11 @@
 //!
 //! # Cells and shards
 //!
-//! A counter is a [`Cell`]: a reset `epoch` and one [`Shard`] per node
-//! incarnation that ever added to it, `(counter_id, clock, value)`. Its value
-//! is the sum of the shards, an error when that sum is past the range of an
-//! `i64`. Only the owner of a `counter_id` makes new
+//! A counter is a [`Cell`]: an [`Epoch`] (generation, the base a SET gave
+//! it, its deadline) and one [`Shard`] per node incarnation that ever added
+//! to it in that epoch, `(counter_id, clock, value)`. Its value is the base
+//! plus the sum of the shards (an error when that is past the range of an
+//! `i64`), absent once the deadline has passed. Only the owner of a `counter_id` makes new
 //! versions of its shard; everything else is a `merge` (see [`cell`]), which
 //! is commutative, associative and idempotent.
 //!
@@ -31,7 +32,9 @@
 //!   `u64::MAX`, more shards than readers accept), or whose merge would
 //!   leave the stored cell too wide, is refused and changes nothing (see
 //!   [`cell`]); so is a leader add that would.
-//! - [`Engine::reset`]: moves the cell to a new epoch with no shards.
+//! - [`Engine::change`]: SET, EXPIRE/PERSIST and reset (`change`), under
+//!   the cell lock; [`Engine::reset`] is its reset. An add to a counter
+//!   whose deadline passed first restarts it in a new epoch.
 //!
 //! The cell lock (a striped mutex) is held only for in-memory work: a cold
 //! cell is read from SSTables before the lock is taken, and no lock is held
