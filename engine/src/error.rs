@@ -82,13 +82,14 @@ pub enum Error {
         /// The limit.
         max: usize,
     },
-    /// A clock or an epoch is too close to `u64::MAX` to move on without
-    /// wrapping (see [`crate::cell::CLOCK_MAX`]). Refused, nothing changed.
+    /// A clock, an epoch or a deadline's stamp is too close to `u64::MAX`
+    /// to move on without wrapping (see [`crate::cell::CLOCK_MAX`]).
+    /// Refused, nothing changed.
     #[error("{what} {value} is past {max}, too close to the end of its range to move on")]
     ClockExhausted {
-        /// `"clock"` or `"epoch"`.
+        /// `"clock"`, `"epoch"` or `"stamp"`.
         what: &'static str,
-        /// The clock or epoch.
+        /// The clock, epoch or stamp.
         value: u64,
         /// The largest one a cell takes.
         max: u64,

@@ -24,18 +24,26 @@ pub const WRAP_FLOOR: u64 = u64::MAX - WRAP_MARGIN + 1;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("{what} {value} is within 2^32 of u64::MAX")]
 pub struct NearWrap {
-    /// `"clock"` or `"epoch"`.
+    /// `"clock"`, `"epoch"` or `"stamp"`.
     pub what: &'static str,
     /// The value.
     pub value: u64,
 }
 
-/// Whether every clock and the epoch of `cell` are far from wrapping.
+/// Whether every clock, the epoch and its deadline's stamp in `cell` are
+/// far from wrapping (a stamp at the end of its range would win over
+/// every later change of the deadline).
 pub fn check_cell(cell: &WireCell) -> Result<(), NearWrap> {
     if cell.epoch.n >= WRAP_FLOOR {
         return Err(NearWrap {
             what: "epoch",
             value: cell.epoch.n,
+        });
+    }
+    if cell.epoch.stamp_ms >= WRAP_FLOOR {
+        return Err(NearWrap {
+            what: "stamp",
+            value: cell.epoch.stamp_ms,
         });
     }
     match cell.shards.iter().find(|s| s.clock >= WRAP_FLOOR) {
@@ -98,6 +106,16 @@ mod tests {
             (cell(WRAP_FLOOR - 1, &[WRAP_FLOOR - 1]), Ok(())),
             (cell(WRAP_FLOOR, &[1]), near("epoch", WRAP_FLOOR)),
             (cell(u64::MAX, &[]), near("epoch", u64::MAX)),
+            (
+                WireCell {
+                    epoch: WireEpoch {
+                        stamp_ms: u64::MAX,
+                        ..WireEpoch::at(1)
+                    },
+                    ..cell(1, &[])
+                },
+                near("stamp", u64::MAX),
+            ),
             (cell(0, &[1, WRAP_FLOOR]), near("clock", WRAP_FLOOR)),
             (cell(0, &[u64::MAX, 1]), near("clock", u64::MAX)),
             (cell(u64::MAX, &[u64::MAX]), near("epoch", u64::MAX)),

@@ -34,7 +34,7 @@ pub enum Limit {
     },
     /// A clock or an epoch past [`CLOCK_MAX`].
     Clock {
-        /// `"clock"` or `"epoch"`.
+        /// `"clock"`, `"epoch"` or `"stamp"`.
         what: &'static str,
         /// The clock or epoch.
         value: u64,
@@ -71,6 +71,9 @@ impl Cell {
             });
         }
         check_version("epoch", self.epoch.n)?;
+        // A deadline's stamp at the end of its range would win over every
+        // later change of the deadline.
+        check_version("stamp", self.epoch.expiry.stamp.ms)?;
         for s in &self.shards {
             check_version("clock", s.clock)?;
         }
@@ -241,6 +244,15 @@ mod tests {
             Err(clock(CLOCK_MAX + 1))
         );
         assert_eq!(at(u64::MAX, 1).check_limits(), Err(epoch(u64::MAX)));
+        let mut stamped = at(1, 1);
+        stamped.epoch.expiry.stamp.ms = u64::MAX;
+        assert_eq!(
+            stamped.check_limits(),
+            Err(Limit::Clock {
+                what: "stamp",
+                value: u64::MAX
+            })
+        );
         assert_eq!(
             Cell::new().try_merge(&at(0, u64::MAX)),
             Err(clock(u64::MAX))
