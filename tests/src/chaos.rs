@@ -274,7 +274,7 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
             rt.spawn(resp::worker(
                 opts.workers + w,
                 addrs,
-                opts.keys,
+                (opts.keys, workload.reset_range()),
                 seed,
                 started,
                 stop,

@@ -1,6 +1,7 @@
 //! Chaos over RESP: workers that send pipelines of `INCRBY` and `GET` to
 //! one node's RESP port, at a level chosen per pipeline with `CLIENT
-//! CONSISTENCY`. The node runs a pipeline's commands at once (see
+//! CONSISTENCY`, and now and then a `SET` or a `PEXPIREAT` (a fraction of
+//! a second ahead) of a reset key. The node runs a pipeline's commands at once (see
 //! `tally_node::resp::pipeline`), so every command of it is recorded as
 //! invoked when the pipeline was sent and completed when its own reply
 //! came; the checker judges them with everything else.
@@ -19,11 +20,13 @@ use tally_net::Consistency;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
-use super::workload::key_name;
+use super::workload::{key_name, wall_ms};
 use crate::checker::{Kind, Op, Outcome};
 
 /// Most commands in one pipeline.
 const PIPELINE_MAX: usize = 16;
+/// The share of a reset key's commands that are a SET or a PEXPIREAT.
+const CHANGE_SHARE: f64 = 0.03;
 /// How long a reply may take before the rest of its pipeline is unknown.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -69,6 +72,7 @@ async fn answer(r: &mut BufReader<TcpStream>) -> Option<Answer> {
 fn outcome(kind: Kind, reply: Option<&Answer>) -> Outcome {
     match (kind, reply) {
         (_, Some(Answer::Int(v))) => Outcome::Ok(*v),
+        (Kind::Set(_), Some(Answer::Other)) => Outcome::Ok(0),
         (Kind::Read, Some(Answer::Nil)) => Outcome::Ok(0),
         (Kind::Read, _) => Outcome::Fail,
         _ => Outcome::Unknown,
@@ -80,7 +84,7 @@ fn outcome(kind: Kind, reply: Option<&Answer>) -> Outcome {
 pub(crate) async fn worker(
     process: usize,
     addrs: Vec<SocketAddr>,
-    keys: usize,
+    (keys, reset_keys): (usize, std::ops::Range<usize>),
     seed: u64,
     started: Instant,
     stop: Arc<AtomicBool>,
@@ -111,7 +115,11 @@ pub(crate) async fn worker(
         for _ in 0..rng.random_range(1..=PIPELINE_MAX) {
             let key = rng.random_range(0..keys);
             let name = String::from_utf8_lossy(&key_name(key)).into_owned();
-            if rng.random_bool(0.6) {
+            if reset_keys.contains(&key) && rng.random_bool(CHANGE_SHARE) {
+                let (command, kind) = change(&mut rng, &name, started);
+                sent.push_str(&command);
+                ops.push((key, kind));
+            } else if rng.random_bool(0.6) {
                 let d = rng.random_range(-5..=10);
                 let d = if d == 0 { 1 } else { d };
                 sent.push_str(&format!("INCRBY {name} {d}\r\n"));
@@ -163,6 +171,23 @@ pub(crate) async fn worker(
     history
 }
 
+/// A SET, or a PEXPIREAT 200 ms to 1.5 s ahead (its deadline, in ns
+/// since `started`, is the wall-clock one it sends: exact).
+fn change(rng: &mut SmallRng, name: &str, started: Instant) -> (String, Kind) {
+    if rng.random_bool(0.5) {
+        let v = rng.random_range(-1_000..=1_000);
+        return (format!("SET {name} {v}\r\n"), Kind::Set(v));
+    }
+    let ttl_ms = rng.random_range(200..=1_500);
+    let at_ms = wall_ms() + ttl_ms;
+    let run_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let at_ns = run_ns + ttl_ms * 1_000_000;
+    (
+        format!("PEXPIREAT {name} {at_ms}\r\n"),
+        Kind::Expire { at_ns },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,5 +204,13 @@ mod tests {
         assert_eq!(outcome(Kind::Read, Some(&Answer::Int(-2))), Outcome::Ok(-2));
         assert_eq!(outcome(Kind::Read, Some(&Answer::Error)), Outcome::Fail);
         assert_eq!(outcome(Kind::Read, None), Outcome::Fail);
+        assert_eq!(outcome(Kind::Set(4), Some(&Answer::Other)), Outcome::Ok(0));
+        assert_eq!(
+            outcome(Kind::Set(4), Some(&Answer::Error)),
+            Outcome::Unknown
+        );
+        let expire = Kind::Expire { at_ns: 9 };
+        assert_eq!(outcome(expire, Some(&Answer::Int(0))), Outcome::Ok(0));
+        assert_eq!(outcome(expire, None), Outcome::Unknown);
     }
 }

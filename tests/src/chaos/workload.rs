@@ -82,7 +82,7 @@ fn jittered(rng: &mut SmallRng, mean: Duration) -> Duration {
 }
 
 /// The wall clock, ms since the Unix epoch.
-fn wall_ms() -> u64 {
+pub(crate) fn wall_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
