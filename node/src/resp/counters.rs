@@ -2,9 +2,7 @@
 //! `MGET`, `EXISTS`, `DEL`, and on a partition's columns `HINCRBY`,
 //! `HGET`, `HGETALL`, `HDEL`. Each runs at the connection's level
 //! (`CLIENT CONSISTENCY`, QUORUM by default) through this node as
-//! coordinator; the keys of one `MGET` or `EXISTS` are read at once. A
-//! field `HINCRBY` makes in a hash whose fields have a deadline takes
-//! that deadline, as a Redis hash expires whole.
+//! coordinator; the keys of one `MGET` or `EXISTS` are read at once.
 
 use std::sync::Arc;
 
@@ -38,10 +36,7 @@ pub(crate) async fn execute(
             });
             add(node, cl, &rest[0], b"", delta).await
         }
-        ("hincrby", 3) => match int_arg(&rest[2]) {
-            Ok(delta) => hincrby(node, cl, &rest[0], &rest[1], delta).await,
-            Err(e) => e,
-        },
+        ("hincrby", 3) => add(node, cl, &rest[0], &rest[1], int_arg(&rest[2])).await,
         ("get", 1) => get(node, cl, &rest[0], b"").await,
         ("hget", 2) => get(node, cl, &rest[0], &rest[1]).await,
         ("mget", n) if n >= 1 => {
@@ -121,51 +116,6 @@ async fn add(
         Ok(v) => Reply::Int(v),
         Err(e) => wire_err(&e),
     }
-}
-
-/// `HINCRBY`, and the deadline of its hash for a field it made (one whose
-/// value is now the delta: new, or at 0 before). A failure to give the
-/// deadline does not fail the add, which is applied: it is logged.
-async fn hincrby(
-    node: &Arc<Node>,
-    cl: Consistency,
-    partition: &[u8],
-    field: &[u8],
-    delta: i64,
-) -> Reply {
-    let reply = add(node, cl, partition, field, Ok(delta)).await;
-    if matches!(reply, Reply::Int(v) if v == delta)
-        && let Err(e) = inherit_deadline(node, cl, partition, field).await
-    {
-        tracing::debug!(error = %e, "a new hash field did not take its hash's deadline");
-    }
-    reply
-}
-
-/// Gives `field` the deadline the other live fields of `partition` have,
-/// if they have one and it has none.
-async fn inherit_deadline(
-    node: &Arc<Node>,
-    cl: Consistency,
-    partition: &[u8],
-    field: &[u8],
-) -> Result<(), WireError> {
-    let now = now_ms();
-    let row = node.get_row_cells(partition, cl).await?;
-    let sibling = row
-        .iter()
-        .find(|(col, c)| col.as_slice() != field && c.live(now));
-    let at_ms = match sibling {
-        Some((_, c)) if c.epoch().expiry.at_ms != 0 => c.epoch().expiry.at_ms,
-        _ => return Ok(()),
-    };
-    let change = tally_net::wire::WireChange::Expire {
-        at_ms,
-        only: tally_net::wire::WireWhen::NoDeadline,
-    };
-    node.change(&key(partition, field), change, cl)
-        .await
-        .map(|_| ())
 }
 
 pub(crate) async fn get(
