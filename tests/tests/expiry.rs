@@ -291,7 +291,10 @@ fn tally(cluster: &Cluster, args: &[&str]) -> String {
 #[track_caller]
 fn assert_ttl_near(printed: &str, secs: i64) {
     let ttl: i64 = printed.trim().parse().unwrap();
-    assert!((secs - 1..=secs).contains(&ttl), "ttl {ttl}, want about {secs}");
+    assert!(
+        (secs - 1..=secs).contains(&ttl),
+        "ttl {ttl}, want about {secs}"
+    );
 }
 
 #[test]
