@@ -26,6 +26,31 @@ fn sleep_past(at_ms: u64) {
     }
 }
 
+/// Waits until `client`'s node counts node `i` down.
+async fn wait_marked_down(client: &tally_net::Client, i: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while client.status().await.unwrap().nodes[i].up {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "n{} never marked down",
+            i + 1
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Asserts that `k` reads `v` at ALL through every node.
+#[track_caller]
+fn assert_every_node_reads(rt: &tokio::runtime::Runtime, cluster: &Cluster, v: i64) {
+    rt.block_on(async {
+        for i in 0..cluster.nodes.len() {
+            let c = cluster.client(i).await.unwrap();
+            let got = c.get(b"k", b"", Consistency::All).await.unwrap();
+            assert_eq!(got, v, "n{}", i + 1);
+        }
+    });
+}
+
 #[test]
 fn a_counter_expires_on_every_node_and_a_stale_replica_cannot_revive_it() {
     let mut cluster = Cluster::start(ClusterOptions::default()).unwrap();
@@ -38,11 +63,7 @@ fn a_counter_expires_on_every_node_and_a_stale_replica_cannot_revive_it() {
     cluster.kill(2).unwrap();
     let at_ms = rt.block_on(async {
         let n1 = cluster.client(0).await.unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while n1.status().await.unwrap().nodes[2].up {
-            assert!(std::time::Instant::now() < deadline, "n3 never marked down");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_marked_down(&n1, 2).await;
         now_ms() + 3_000
     });
     rt.block_on(async {
@@ -87,17 +108,7 @@ fn a_counter_expires_on_every_node_and_a_stale_replica_cannot_revive_it() {
     // the node that was stale too.
     assert_eq!(cluster.redis_cli(2, &["INCR", "k"]), "1\n");
     assert_eq!(cluster.redis_cli(0, &["TTL", "k"]), "-1\n");
-    rt.block_on(async {
-        for i in 0..3 {
-            let c = cluster.client(i).await.unwrap();
-            assert_eq!(
-                c.get(b"k", b"", Consistency::All).await.unwrap(),
-                1,
-                "n{}",
-                i + 1
-            );
-        }
-    });
+    assert_every_node_reads(&rt, &cluster, 1);
 }
 
 #[test]
@@ -130,16 +141,8 @@ fn a_set_wins_over_the_shards_a_stale_replica_kept_and_adds_count_from_it() {
         // add lands in the SET's epoch, never in the one it replaced.
         let n3 = cluster.client(2).await.unwrap();
         assert_eq!(n3.add(b"k", b"", 1, Consistency::One).await.unwrap(), 101);
-        for i in 0..3 {
-            let c = cluster.client(i).await.unwrap();
-            assert_eq!(
-                c.get(b"k", b"", Consistency::All).await.unwrap(),
-                101,
-                "n{}",
-                i + 1
-            );
-        }
     });
+    assert_every_node_reads(&rt, &cluster, 101);
 }
 
 #[test]
@@ -154,11 +157,7 @@ fn an_add_led_by_a_node_that_missed_the_deadline_is_not_lost() {
     cluster.signal_stop(2, false).unwrap();
     let at_ms = rt.block_on(async {
         let n1 = cluster.client(0).await.unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while n1.status().await.unwrap().nodes[2].up {
-            assert!(std::time::Instant::now() < deadline, "n3 never marked down");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_marked_down(&n1, 2).await;
         let at_ms = now_ms() + 300;
         let expire = WireChange::Expire {
             at_ms,
@@ -180,17 +179,7 @@ fn an_add_led_by_a_node_that_missed_the_deadline_is_not_lost() {
         assert_eq!(n3.add(b"k", b"", 7, Consistency::Quorum).await.unwrap(), 7);
     });
     cluster.wait_view(Duration::from_secs(10)).unwrap();
-    rt.block_on(async {
-        for i in 0..3 {
-            let c = cluster.client(i).await.unwrap();
-            assert_eq!(
-                c.get(b"k", b"", Consistency::All).await.unwrap(),
-                7,
-                "n{}",
-                i + 1
-            );
-        }
-    });
+    assert_every_node_reads(&rt, &cluster, 7);
 }
 
 #[test]
