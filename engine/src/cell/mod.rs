@@ -143,7 +143,7 @@ impl Cell {
     /// one a restart makes too, so a stale replica's old shards lose to it
     /// and a late add that restarted the counter merges with it.
     pub fn fold_expired(&mut self, before_ms: u64) {
-        if self.epoch.expiry.at_ms != 0 && self.epoch.expired(before_ms) {
+        if self.epoch.expired(before_ms) {
             // At the epoch limit it stays as it is: expired, so absent.
             let _ = self.try_reset();
         }

@@ -271,11 +271,11 @@ pub(super) static KEEP_EXPIRED: std::sync::atomic::AtomicBool =
 /// epoch (`crate::cell::Epoch::restart`), so restarts on several merge.
 /// A cell whose epoch is at its limit stays as it is (and absent).
 pub(super) fn restart_expired(cell: &mut Cell) {
-    let expiry = cell.epoch().expiry;
-    if KEEP_EXPIRED.load(std::sync::atomic::Ordering::Relaxed) {
+    // Most counters have no deadline: one comparison on the add path.
+    if cell.epoch().expiry.at_ms == 0 || KEEP_EXPIRED.load(std::sync::atomic::Ordering::Relaxed) {
         return;
     }
-    if expiry.at_ms != 0 && cell.epoch().expired(crate::cell::now_ms()) {
+    if cell.epoch().expired(crate::cell::now_ms()) {
         let _ = cell.try_reset();
     }
 }
