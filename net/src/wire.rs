@@ -875,6 +875,26 @@ pub struct NodeStats {
     pub hints_pending: u64,
     /// Adds this node led since it started.
     pub adds_led: u64,
+    /// This node's counter id (its incarnation's shard id).
+    pub counter_id: u64,
+    /// Per peer: the hints this node holds for it.
+    pub hints: Vec<PeerHints>,
+}
+
+/// The hints one node holds for one peer.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Encode, Decode)]
+pub struct PeerHints {
+    /// The peer's id.
+    pub node: String,
+    /// Keys pending for it.
+    pub pending: u64,
+    /// Hints for it dropped since the holder started (past the hint window
+    /// or size limit).
+    pub dropped: u64,
+    /// When its pending hints began, in ms since the Unix epoch (0: none).
+    pub since_ms: u64,
+    /// Hints for it were dropped: it needs a repair.
+    pub needs_repair: bool,
 }
 
 /// One node's view of the cluster: enough for a client to compute the ring.

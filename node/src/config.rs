@@ -113,6 +113,9 @@ pub struct ClusterConfig {
     /// How long operation ids are remembered (`[cluster.ids]`, optional).
     #[serde(default)]
     pub ids: crate::ids::Ids,
+    /// How long and how much each node hints a peer (`[cluster.hints]`, optional).
+    #[serde(default)]
+    pub hints: crate::hints::HintLimits,
 }
 
 /// When the commit log is fsynced.
@@ -365,6 +368,9 @@ fn validate(raw: &RawConfig, path: &Path) -> Result<(), ConfigError> {
     }
     if let Err((name, reason)) = c.ids.validate() {
         return fail(&format!("cluster.ids.{name}"), reason);
+    }
+    if let Err((name, reason)) = c.hints.validate() {
+        return fail(&format!("cluster.hints.{name}"), reason);
     }
     if c.group_commit_window_us > 10_000 {
         return fail(

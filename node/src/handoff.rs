@@ -32,7 +32,13 @@ async fn deliver(ctx: Weak<Ctx>) {
         for peer in 0..ctx.config.nodes.len() {
             // A peer that cannot write would refuse every cell: its hints
             // wait until it can (a restart on a good disk).
-            if peer == ctx.me || ctx.hints.count(peer) == 0 || !ctx.transport().is_writable(peer) {
+            if peer == ctx.me {
+                continue;
+            }
+            if ctx.is_up(peer) {
+                ctx.hints.seen_up(peer);
+            }
+            if ctx.hints.count(peer) == 0 || !ctx.transport().is_writable(peer) {
                 continue;
             }
             deliver_round(&ctx, peer).await;
@@ -86,11 +92,15 @@ async fn deliver_round(ctx: &std::sync::Arc<Ctx>, peer: usize) {
     }
 }
 
-/// Fsyncs hint files every `hints::SYNC_INTERVAL`.
+/// Drops hints past their window (see `hints::bound`) and fsyncs hint
+/// files every `hints::SYNC_INTERVAL`.
 async fn sync(ctx: Weak<Ctx>) {
     loop {
         tokio::time::sleep(hints::SYNC_INTERVAL).await;
         let Some(ctx) = ctx.upgrade() else { return };
+        if let Err(e) = ctx.hints.enforce(tally_engine::now_ms()) {
+            warn!(error = %e, "could not empty a hint file");
+        }
         let result = tokio::task::spawn_blocking(move || ctx.hints.sync()).await;
         if let Ok(Err(e)) = result {
             warn!(error = %e, "could not fsync hints");

@@ -41,12 +41,20 @@
 //! every batch that hints a new key, exactly while a replica is down, from
 //! the replication task that must not block on a disk.
 //!
+//! # Bounded
+//!
+//! Hints for a peer are kept for `[cluster.hints] window_ms` (three hours)
+//! and up to `bytes_max` of records; past either the peer's hints are
+//! dropped and it is marked as needing repair (see `bound`, which also
+//! gives the `<node id>.state` file that remembers it).
+//!
 //! An fsync or write that fails is an error, and the file is then taken as
 //! lost: after a failed fsync Linux may drop the dirty pages and let the
 //! next fsync succeed, so the next sync rewrites the file from memory
 //! rather than fsyncing it again. On start the files are read back as a
 //! stream; a torn or damaged tail ends a file (logged).
 
+pub mod bound;
 mod file;
 
 use std::collections::HashMap;
@@ -59,7 +67,10 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use parking_lot::Mutex;
 use tally_engine::Key;
-use tracing::warn;
+use tracing::{info, warn};
+
+pub use bound::HintLimits;
+use bound::State;
 
 /// How often hint files are fsync'd (and compacted when they need it).
 pub const SYNC_INTERVAL: Duration = Duration::from_millis(100);
@@ -74,7 +85,11 @@ pub const COMPACT_SLACK_RECORDS: usize = 1024;
 ///   (fsync'd unless `dirty`), and `records` whole records in all.
 /// - `rewriting` is `Some` exactly while `sync` writes a new file from a
 ///   snapshot of `pending`; it collects the keys hinted meanwhile.
+/// - `pending_bytes` is the sum of the records of the `pending` keys, and
+///   `state.since_ms` is `Some` exactly when `pending` is not empty.
 struct NodeHints {
+    /// The peer's id, for the logs.
+    id: String,
     file: Arc<File>,
     path: PathBuf,
     /// Key → generation, bumped by every new hint for a pending key: a
@@ -87,6 +102,38 @@ struct NodeHints {
     /// `pending` before it can be trusted.
     broken: bool,
     rewriting: Option<Vec<Key>>,
+    /// Bytes of the records of the pending keys.
+    pending_bytes: u64,
+    /// The episode and the repair flag, and whether the state file lags.
+    state: State,
+    state_dirty: bool,
+    /// The last episode overflowed and the peer has not been seen up since.
+    refusing: bool,
+    /// Hints dropped since this node started.
+    dropped: u64,
+}
+
+/// What a node holds for one peer, for `tally status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HintReport {
+    /// Keys pending.
+    pub pending: u64,
+    /// Hints dropped since this node started (overflows and refusals).
+    pub dropped: u64,
+    /// When the pending episode began (ms since the epoch).
+    pub since_ms: Option<u64>,
+    /// The peer needs a repair: hints for it were dropped.
+    pub needs_repair: bool,
+}
+
+/// Bytes of the hint record of `key`.
+fn record_bytes(key: &Key) -> u64 {
+    (8 + 2 + key.partition().len() + key.column().len()) as u64
+}
+
+/// The state file beside the hints file at `hints_path`.
+fn state_path(hints_path: &Path) -> PathBuf {
+    hints_path.with_extension("state")
 }
 
 /// What `sync` does with one node's file.
@@ -117,13 +164,14 @@ fn upkeep(records: usize, pending: usize, dirty: bool, broken: bool, rewriting: 
 /// Every node's pending hints.
 pub struct Hints {
     dir: PathBuf,
+    limits: HintLimits,
     nodes: Mutex<HashMap<usize, NodeHints>>,
 }
 
 impl Hints {
     /// Opens (and reads back) the hint files under `dir` for the given nodes,
-    /// `(index, id)` pairs.
-    pub fn open(dir: &Path, nodes: &[(usize, String)]) -> Result<Hints> {
+    /// `(index, id)` pairs, kept within `limits`.
+    pub fn open(dir: &Path, nodes: &[(usize, String)], limits: HintLimits) -> Result<Hints> {
         fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
         let mut map = HashMap::new();
         for (index, id) in nodes {
@@ -151,22 +199,31 @@ impl Hints {
                 file.set_len(back.valid_len)
                     .with_context(|| format!("truncate {}", path.display()))?;
             }
+            let pending: HashMap<Key, u64> = back.keys.into_iter().map(|k| (k, 0)).collect();
+            let (state, state_dirty) = open_state(&path, !pending.is_empty())?;
             map.insert(
                 *index,
                 NodeHints {
+                    id: id.clone(),
                     file: Arc::new(file),
                     path,
-                    pending: back.keys.into_iter().map(|k| (k, 0)).collect(),
+                    pending_bytes: pending.keys().map(record_bytes).sum(),
+                    pending,
                     next_gen: 1,
                     records: back.records,
                     dirty: false,
                     broken: false,
                     rewriting: None,
+                    state,
+                    state_dirty,
+                    refusing: false,
+                    dropped: 0,
                 },
             );
         }
         Ok(Hints {
             dir: dir.to_path_buf(),
+            limits,
             nodes: Mutex::new(map),
         })
     }
@@ -175,14 +232,34 @@ impl Hints {
     /// still pending (delivered from memory) and the file is rewritten by
     /// the next `sync`.
     pub fn add(&self, node: usize, key: &Key) -> Result<()> {
+        self.add_at(node, key, tally_engine::now_ms())
+    }
+
+    /// [`Hints::add`] at `now_ms`. A hint past the limits drops the
+    /// peer's hints instead (see `bound`).
+    fn add_at(&self, node: usize, key: &Key, now_ms: u64) -> Result<()> {
         let mut nodes = self.nodes.lock();
         let Some(h) = nodes.get_mut(&node) else {
             return Ok(()); // this node itself
         };
+        if h.refusing {
+            // Away longer than hints are for: it is repaired, not hinted.
+            h.dropped += 1;
+            return Ok(());
+        }
         let generation = h.next_gen;
         h.next_gen += 1;
         if h.pending.insert(key.clone(), generation).is_some() {
             return Ok(()); // already in the file
+        }
+        h.pending_bytes += record_bytes(key);
+        if h.state.since_ms.is_none() {
+            h.state.since_ms = Some(now_ms);
+            h.state_dirty = true;
+        }
+        if let Some(why) = bound::overflow(&self.limits, h.state.since_ms, h.pending_bytes, now_ms)
+        {
+            return drop_all(h, why);
         }
         if let Some(added) = h.rewriting.as_mut() {
             added.push(key.clone());
@@ -237,7 +314,12 @@ impl Hints {
             for (k, generation) in keys {
                 if h.pending.get(k) == Some(generation) {
                     h.pending.remove(k);
+                    h.pending_bytes -= record_bytes(k);
                 }
+            }
+            if h.pending.is_empty() && h.state.since_ms.is_some() {
+                h.state.since_ms = None; // the episode is over
+                h.state_dirty = true;
             }
             if !h.pending.is_empty() || (h.records == 0 && !h.dirty && !h.broken) {
                 return Ok(());
@@ -264,12 +346,76 @@ impl Hints {
         let nodes: Vec<usize> = self.nodes.lock().keys().copied().collect();
         let mut first = Ok(());
         for node in nodes {
-            let result = self.sync_one(node);
+            let result = self.sync_one(node).and_then(|()| self.sync_state(node));
             if first.is_ok() {
                 first = result;
             }
         }
         first
+    }
+
+    /// Drops the hints of every peer whose episode is past the window at
+    /// `now_ms` (see `bound`). Errors are the emptied files' (rewritten by
+    /// the next `sync`).
+    pub fn enforce(&self, now_ms: u64) -> Result<()> {
+        let mut first = Ok(());
+        for h in self.nodes.lock().values_mut() {
+            if h.pending.is_empty() {
+                continue;
+            }
+            if let Some(why) =
+                bound::overflow(&self.limits, h.state.since_ms, h.pending_bytes, now_ms)
+            {
+                let result = drop_all(h, why);
+                if first.is_ok() {
+                    first = result;
+                }
+            }
+        }
+        first
+    }
+
+    /// `node` was seen up: hints for it are recorded again.
+    pub fn seen_up(&self, node: usize) {
+        if let Some(h) = self.nodes.lock().get_mut(&node)
+            && h.refusing
+        {
+            h.refusing = false;
+            info!(peer = %h.id, "peer is back: hinting it again (it still needs a repair)");
+        }
+    }
+
+    /// What this node holds for `node`.
+    pub fn report(&self, node: usize) -> HintReport {
+        self.nodes
+            .lock()
+            .get(&node)
+            .map_or_else(HintReport::default, |h| HintReport {
+                pending: h.pending.len() as u64,
+                dropped: h.dropped,
+                since_ms: h.state.since_ms,
+                needs_repair: h.state.needs_repair,
+            })
+    }
+
+    /// Writes `node`'s state file if it lags; on an error it is tried
+    /// again by the next `sync`.
+    fn sync_state(&self, node: usize) -> Result<()> {
+        let (state, path) = {
+            let mut nodes = self.nodes.lock();
+            let Some(h) = nodes.get_mut(&node) else {
+                return Ok(());
+            };
+            if !std::mem::take(&mut h.state_dirty) {
+                return Ok(());
+            }
+            (h.state, state_path(&h.path))
+        };
+        file::replace(&path, &bound::encode(&state)).inspect_err(|_| {
+            if let Some(h) = self.nodes.lock().get_mut(&node) {
+                h.state_dirty = true;
+            }
+        })
     }
 
     /// One file's upkeep, decided under the lock and done outside it.
@@ -350,6 +496,59 @@ impl Hints {
     }
 }
 
+/// The peer state kept beside the hints file at `hints_path`, and whether
+/// it must be written again: an episode begins (now) if hints were read
+/// back without one, and ends if none were. A damaged state file reads as
+/// needing repair.
+fn open_state(hints_path: &Path, pending: bool) -> Result<(State, bool)> {
+    let path = state_path(hints_path);
+    let mut state = match file::read_small(&path)? {
+        None => State::default(),
+        Some(bytes) => bound::decode(&bytes).unwrap_or_else(|why| {
+            warn!(file = %path.display(), why, "damaged hint state: the peer is taken to need a repair");
+            State {
+                since_ms: None,
+                needs_repair: true,
+            }
+        }),
+    };
+    let before = state;
+    match (pending, state.since_ms) {
+        (true, None) => state.since_ms = Some(tally_engine::now_ms()),
+        (false, Some(_)) => state.since_ms = None,
+        _ => {}
+    }
+    Ok((state, state != before))
+}
+
+/// Drops every hint pending for `h`'s peer (it overflowed: `why`), marks
+/// it as needing repair and refuses its hints until it is seen up. The
+/// emptied file is fsync'd by the next `sync`; on an error it is rewritten.
+fn drop_all(h: &mut NodeHints, why: bound::Overflow) -> Result<()> {
+    warn!(
+        peer = %h.id,
+        dropped = h.pending.len(),
+        reason = %why,
+        "dropping hints: the peer needs a repair (`tally repair`)"
+    );
+    h.dropped += h.pending.len() as u64;
+    h.pending.clear();
+    h.pending_bytes = 0;
+    h.state = State {
+        since_ms: None,
+        needs_repair: true,
+    };
+    h.state_dirty = true;
+    h.refusing = true;
+    if let Err(e) = h.file.set_len(0) {
+        h.broken = true;
+        return Err(e).with_context(|| format!("empty {}", h.path.display()));
+    }
+    h.records = 0;
+    h.dirty = true;
+    Ok(())
+}
+
 /// Starts a rewrite of `h`: the keys the new file starts with.
 fn begin_rewrite(h: &mut NodeHints) -> Vec<Key> {
     assert!(
@@ -415,7 +614,7 @@ mod tests {
     fn hints_survive_reopen_dedupe_and_empty_when_delivered() {
         let dir = tempfile::tempdir().unwrap();
         let nodes = [(1, "n2".to_string()), (2, "n3".to_string())];
-        let h = Hints::open(dir.path(), &nodes).unwrap();
+        let h = Hints::open(dir.path(), &nodes, HintLimits::default()).unwrap();
         h.add(1, &key("a", "")).unwrap();
         h.add(1, &key("a", "")).unwrap();
         h.add(1, &key("b", "x")).unwrap();
@@ -423,7 +622,7 @@ mod tests {
         h.sync().unwrap();
         drop(h);
 
-        let h = Hints::open(dir.path(), &nodes).unwrap();
+        let h = Hints::open(dir.path(), &nodes, HintLimits::default()).unwrap();
         assert_eq!(h.count(1), 2);
         assert_eq!(h.count(2), 1);
         let len = fs::metadata(dir.path().join("n2.hints")).unwrap().len();
@@ -435,7 +634,7 @@ mod tests {
         h.delivered(1, &h.pending(1, 10)).unwrap();
         assert_eq!(fs::metadata(dir.path().join("n2.hints")).unwrap().len(), 0);
         drop(h);
-        let h = Hints::open(dir.path(), &nodes).unwrap();
+        let h = Hints::open(dir.path(), &nodes, HintLimits::default()).unwrap();
         assert_eq!(h.count(1), 0);
         assert_eq!(h.count(2), 1);
     }
@@ -443,7 +642,7 @@ mod tests {
     #[test]
     fn a_hint_renewed_during_delivery_is_kept() {
         let dir = tempfile::tempdir().unwrap();
-        let h = Hints::open(dir.path(), &[(1, "n2".to_string())]).unwrap();
+        let h = Hints::open(dir.path(), &[(1, "n2".to_string())], HintLimits::default()).unwrap();
         h.add(1, &key("a", "")).unwrap();
         let listed = h.pending(1, 10);
         h.add(1, &key("a", "")).unwrap(); // a newer version missed the replica meanwhile
@@ -461,7 +660,7 @@ mod tests {
     fn a_torn_tail_keeps_the_whole_records() {
         let dir = tempfile::tempdir().unwrap();
         let nodes = [(1, "n2".to_string())];
-        let h = Hints::open(dir.path(), &nodes).unwrap();
+        let h = Hints::open(dir.path(), &nodes, HintLimits::default()).unwrap();
         for i in 0..5 {
             h.add(1, &key(&format!("k{i}"), "")).unwrap();
         }
@@ -470,7 +669,7 @@ mod tests {
         let full = fs::read(&path).unwrap();
         for cut in 0..full.len() {
             fs::write(&path, &full[..cut]).unwrap();
-            let h = Hints::open(dir.path(), &nodes).unwrap();
+            let h = Hints::open(dir.path(), &nodes, HintLimits::default()).unwrap();
             let record = full.len() / 5;
             assert_eq!(h.count(1), cut / record, "cut at {cut}");
             assert_eq!(
@@ -515,7 +714,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let nodes = [(1, "n2".to_string())];
         let path = dir.path().join("n2.hints");
-        let h = Hints::open(dir.path(), &nodes).unwrap();
+        let h = Hints::open(dir.path(), &nodes, HintLimits::default()).unwrap();
         h.add(1, &key("before", "")).unwrap();
         h.add(1, &key("gone", "")).unwrap();
         let keys = begin_rewrite(h.nodes.lock().get_mut(&1).unwrap());
@@ -552,20 +751,24 @@ mod tests {
     fn a_hint_is_in_the_file_when_add_returns_and_fsyncd_by_the_next_sync() {
         let dir = tempfile::tempdir().unwrap();
         let nodes = [(1, "n2".to_string())];
-        let h = Hints::open(dir.path(), &nodes).unwrap();
+        let h = Hints::open(dir.path(), &nodes, HintLimits::default()).unwrap();
         h.add(1, &key("a", "b")).unwrap();
         let path = dir.path().join("n2.hints");
         assert_eq!(
             fs::metadata(&path).unwrap().len() as usize,
             record_bytes("a", "b")
         );
-        let again = Hints::open(dir.path(), &nodes).unwrap();
+        let again = Hints::open(dir.path(), &nodes, HintLimits::default()).unwrap();
         assert_eq!(again.count(1), 1, "a second reader sees the unsynced hint");
         let before = fault::syncs();
         h.sync().unwrap();
-        assert_eq!(fault::syncs(), before + 1, "sync fsyncs the new record");
+        assert_eq!(
+            fault::syncs(),
+            before + 3,
+            "sync fsyncs the new record, and the new episode's state file and its directory"
+        );
         h.sync().unwrap();
-        assert_eq!(fault::syncs(), before + 1, "nothing new, no fsync");
+        assert_eq!(fault::syncs(), before + 3, "nothing new, no fsync");
     }
 
     /// A peer whose deliveries keep partly failing never lets a file empty:
@@ -574,7 +777,7 @@ mod tests {
     fn files_are_compacted_while_keys_are_still_pending() {
         let dir = tempfile::tempdir().unwrap();
         let nodes = [(1, "n2".to_string())];
-        let h = Hints::open(dir.path(), &nodes).unwrap();
+        let h = Hints::open(dir.path(), &nodes, HintLimits::default()).unwrap();
         h.add(1, &key("stuck", "")).unwrap();
         for round in 0..100 {
             for i in 0..100 {
@@ -597,7 +800,7 @@ mod tests {
             "the hint file is {len} bytes for one pending key (bound {bound}): never compacted"
         );
         drop(h);
-        let h = Hints::open(dir.path(), &nodes).unwrap();
+        let h = Hints::open(dir.path(), &nodes, HintLimits::default()).unwrap();
         // Records of keys delivered since the last compaction come back
         // too (delivering them again is a merge); the pending key must.
         assert!(
@@ -612,7 +815,7 @@ mod tests {
     fn a_huge_damaged_tail_is_not_read_into_memory() {
         let dir = tempfile::tempdir().unwrap();
         let nodes = [(1, "n2".to_string())];
-        let h = Hints::open(dir.path(), &nodes).unwrap();
+        let h = Hints::open(dir.path(), &nodes, HintLimits::default()).unwrap();
         h.add(1, &key("a", "")).unwrap();
         h.add(1, &key("b", "")).unwrap();
         drop(h);
@@ -626,7 +829,8 @@ mod tests {
             .unwrap()
             .set_len(1 << 40)
             .unwrap();
-        let h = Hints::open(dir.path(), &nodes).expect("open reads a hint file as a stream");
+        let h = Hints::open(dir.path(), &nodes, HintLimits::default())
+            .expect("open reads a hint file as a stream");
         assert_eq!(h.count(1), 2);
         assert_eq!(
             fs::metadata(&path).unwrap().len(),
@@ -641,7 +845,7 @@ mod tests {
         let nodes = [(1, "n2".to_string())];
         let path = dir.path().join("n2.hints");
         let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&fs::metadata(p).unwrap());
-        let h = Hints::open(dir.path(), &nodes).unwrap();
+        let h = Hints::open(dir.path(), &nodes, HintLimits::default()).unwrap();
         h.add(1, &key("a", "")).unwrap();
         let first = inode(&path);
         fault::fail_next_syncs(1);
@@ -655,7 +859,12 @@ mod tests {
         // Linux may drop the pages behind a failed fsync and let the next
         // one succeed: the file is written anew from memory.
         assert_ne!(inode(&path), first, "the file was not written anew");
-        assert_eq!(Hints::open(dir.path(), &nodes).unwrap().count(1), 1);
+        assert_eq!(
+            Hints::open(dir.path(), &nodes, HintLimits::default())
+                .unwrap()
+                .count(1),
+            1
+        );
 
         // Emptied once delivered: a failed fsync of that is an error too.
         fault::fail_next_syncs(1);
@@ -667,6 +876,118 @@ mod tests {
             "the emptied file whose fsync failed was never fsync'd again"
         );
         assert_eq!(fs::metadata(&path).unwrap().len(), 0);
-        assert_eq!(Hints::open(dir.path(), &nodes).unwrap().count(1), 0);
+        assert_eq!(
+            Hints::open(dir.path(), &nodes, HintLimits::default())
+                .unwrap()
+                .count(1),
+            0
+        );
+    }
+
+    const T0: u64 = 1_764_000_000_000;
+
+    fn bounded(window_ms: u64, bytes_max: u64) -> HintLimits {
+        HintLimits {
+            window_ms,
+            bytes_max,
+        }
+    }
+
+    /// Past the window, a peer's hints are dropped and it needs a repair,
+    /// durably; hints for it are dropped until it is seen up, and then a
+    /// new episode starts.
+    #[test]
+    fn hints_past_the_window_are_dropped_and_the_peer_needs_repair() {
+        let dir = tempfile::tempdir().unwrap();
+        let nodes = [(1, "n2".to_string())];
+        let h = Hints::open(dir.path(), &nodes, bounded(1000, 1 << 20)).unwrap();
+        h.add_at(1, &key("a", ""), T0).unwrap();
+        h.add_at(1, &key("b", ""), T0 + 500).unwrap();
+        h.enforce(T0 + 1000).unwrap();
+        assert_eq!(h.report(1).pending, 2, "within the window");
+        assert_eq!(h.report(1).since_ms, Some(T0));
+
+        h.enforce(T0 + 1001).unwrap();
+        let r = h.report(1);
+        assert_eq!(
+            (r.pending, r.dropped, r.needs_repair),
+            (0, 2, true),
+            "{r:?}"
+        );
+        h.add_at(1, &key("c", ""), T0 + 1100).unwrap();
+        assert_eq!(h.report(1).dropped, 3, "refused while the peer is away");
+        assert_eq!(h.report(1).pending, 0);
+
+        h.seen_up(1);
+        h.add_at(1, &key("d", ""), T0 + 2000).unwrap();
+        let r = h.report(1);
+        assert_eq!(
+            (r.pending, r.since_ms, r.needs_repair),
+            (1, Some(T0 + 2000), true)
+        );
+        h.sync().unwrap();
+        drop(h);
+
+        let again = Hints::open(dir.path(), &nodes, bounded(1000, 1 << 20)).unwrap();
+        let r = again.report(1);
+        assert_eq!(
+            (r.pending, r.since_ms, r.needs_repair),
+            (1, Some(T0 + 2000), true),
+            "the episode and the repair flag survive a restart"
+        );
+        assert_eq!(again.pending(1, 10)[0].0, key("d", ""));
+    }
+
+    /// Records past `bytes_max` drop the peer's hints at once.
+    #[test]
+    fn hints_past_the_size_limit_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let nodes = [(1, "n2".to_string())];
+        // Keys "k000".."k999": 14 bytes a record; 4200 bytes hold 300.
+        let h = Hints::open(dir.path(), &nodes, bounded(u64::MAX, 4200)).unwrap();
+        for i in 0..300 {
+            h.add_at(1, &key(&format!("k{i:03}"), ""), T0).unwrap();
+        }
+        assert_eq!(h.report(1).pending, 300);
+        assert!(!h.report(1).needs_repair);
+        h.add_at(1, &key("k300", ""), T0).unwrap();
+        let r = h.report(1);
+        assert_eq!(
+            (r.pending, r.dropped, r.needs_repair),
+            (0, 301, true),
+            "{r:?}"
+        );
+        h.sync().unwrap();
+        assert_eq!(fs::metadata(dir.path().join("n2.hints")).unwrap().len(), 0);
+    }
+
+    /// Delivering the last pending hint ends the episode: the next hint
+    /// starts a window of its own.
+    #[test]
+    fn delivering_every_hint_ends_the_episode() {
+        let dir = tempfile::tempdir().unwrap();
+        let nodes = [(1, "n2".to_string())];
+        let h = Hints::open(dir.path(), &nodes, bounded(1000, 1 << 20)).unwrap();
+        h.add_at(1, &key("a", ""), T0).unwrap();
+        h.delivered(1, &h.pending(1, 10)).unwrap();
+        assert_eq!(h.report(1).since_ms, None);
+        h.add_at(1, &key("b", ""), T0 + 5000).unwrap();
+        h.enforce(T0 + 5500).unwrap();
+        let r = h.report(1);
+        assert_eq!(
+            (r.pending, r.since_ms, r.needs_repair),
+            (1, Some(T0 + 5000), false)
+        );
+    }
+
+    /// A damaged state file reads as needing repair: hints may have been
+    /// dropped.
+    #[test]
+    fn a_damaged_state_file_reads_as_needing_repair() {
+        let dir = tempfile::tempdir().unwrap();
+        let nodes = [(1, "n2".to_string())];
+        fs::write(dir.path().join("n2.state"), b"TALLYHST garbage").unwrap();
+        let h = Hints::open(dir.path(), &nodes, HintLimits::default()).unwrap();
+        assert!(h.report(1).needs_repair);
     }
 }

@@ -14,8 +14,8 @@ use anyhow::{Context, Result};
 use tally_engine::{Engine, Options, ParkCommit, SyncMode};
 use tally_net::peer::{PeerAddr, PeerSettings, Transport};
 use tally_net::wire::{
-    ClientOp, ClientReply, ClusterStatus, Consistency, NodeStats, NodeStatus, WireChange,
-    WireChanged, WireError, WireKey,
+    ClientOp, ClientReply, ClusterStatus, Consistency, NodeStats, NodeStatus, PeerHints,
+    WireChange, WireChanged, WireError, WireKey,
 };
 
 use crate::config::{Config, SyncKind};
@@ -82,7 +82,7 @@ impl Node {
             .filter(|(i, _)| *i != me)
             .map(|(i, n)| (i, n.id.clone()))
             .collect();
-        let hints = Hints::open(&dir.join("hints"), &others)?;
+        let hints = Hints::open(&dir.join("hints"), &others, c.hints.clone())?;
         let ring = Ring::new(&config.node_ids(), c.vnodes, c.replication_factor);
         let retired = engine.retired().context("read the retired incarnations")?;
         let tails = crate::tails::Gate::new(config.nodes.len(), me, retired);
@@ -366,9 +366,20 @@ impl Node {
             })
             .collect();
         let e = ctx.engine.stats();
-        let hints_pending = (0..ctx.config.nodes.len())
-            .map(|i| ctx.hints.count(i) as u64)
-            .sum();
+        let hints: Vec<PeerHints> = (0..ctx.config.nodes.len())
+            .filter(|&i| i != ctx.me)
+            .map(|i| {
+                let r = ctx.hints.report(i);
+                PeerHints {
+                    node: ctx.config.nodes[i].id.clone(),
+                    pending: r.pending,
+                    dropped: r.dropped,
+                    since_ms: r.since_ms.unwrap_or(0),
+                    needs_repair: r.needs_repair,
+                }
+            })
+            .collect();
+        let hints_pending = hints.iter().map(|h| h.pending).sum();
         let c = &ctx.config.cluster;
         ClientReply::Status(ClusterStatus {
             cluster: c.name.clone(),
@@ -382,6 +393,8 @@ impl Node {
                 table_bytes: e.table_bytes,
                 hints_pending,
                 adds_led: e.adds,
+                counter_id: e.counter_id,
+                hints,
             },
         })
     }

@@ -113,6 +113,11 @@ pub struct ChaosOptions {
     pub ignore_deadlines: bool,
     /// The fault kinds to take turns with (see the module doc).
     pub fault_kinds: &'static [&'static str],
+    /// The nodes' hint window (`[cluster.hints] window_ms`): shorter than
+    /// the faults, nodes drop their hints for a peer that is away and mark
+    /// it as needing repair; the final reads at ALL must converge anyway.
+    /// `None`: the product's default (three hours).
+    pub hint_window: Option<Duration>,
 }
 
 /// Every change of an epoch the workload makes (see `workload`).
@@ -146,6 +151,7 @@ impl Default for ChaosOptions {
             skip_tails: false,
             ignore_deadlines: false,
             fault_kinds: FAULT_KINDS,
+            hint_window: None,
         }
     }
 }
@@ -177,6 +183,9 @@ pub struct Summary {
     /// Adds and reads sent in RESP pipelines (part of `ops`), and how many
     /// of them were answered.
     pub resp: (usize, usize),
+    /// Hints the nodes dropped (as counted since each last started), and
+    /// the nodes some node says need a repair for it.
+    pub hints_dropped: (u64, Vec<String>),
 }
 
 impl std::fmt::Display for Summary {
@@ -220,6 +229,11 @@ impl std::fmt::Display for Summary {
         writeln!(
             f,
             "RESP pipelines: {piped} adds and reads ({answered} answered), checked with the rest"
+        )?;
+        let (dropped, flagged) = &self.hints_dropped;
+        writeln!(
+            f,
+            "hints dropped past the hint window: {dropped}; nodes marked as needing repair: {flagged:?}"
         )?;
         writeln!(
             f,
@@ -320,6 +334,7 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     let after = started + Duration::from_nanos(last_deadline_ns + 2 * checker::epochs::SLOP_NS);
     std::thread::sleep(after.saturating_duration_since(Instant::now()));
     let finals = rt.block_on(settle_and_read(&cluster, opts.keys))?;
+    let hints_dropped = rt.block_on(hints_dropped(&cluster));
     let mut report = checker::check(&history, rf, &finals);
     let (unique_violations, expected) =
         rt.block_on(unique::check(&addrs, &unique_log, opts.unique_sets));
@@ -330,6 +345,7 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
         write_history(path, &history, &exact_log)?;
     }
     let mut summary = summarize(&history, faults, report, workload.reset_range());
+    summary.hints_dropped = hints_dropped;
     let u = &unique_log;
     summary.unique = (u.adds, u.retries, u.races, expected);
     let (adds, retries, races, resends) = exact_log.counts();
@@ -367,6 +383,12 @@ fn start(
     }
     if opts.skip_tails {
         cluster_opts.run_args.push("--unsafe-skip-tails".into());
+    }
+    if let Some(window) = opts.hint_window {
+        cluster_opts.cluster_tables += &format!(
+            "[cluster.hints]\nwindow_ms = {}\n",
+            window.as_millis().max(1)
+        );
     }
     if opts.ignore_deadlines {
         cluster_opts
@@ -492,6 +514,7 @@ fn summarize(
         unique: (0, 0, 0, Vec::new()),
         exact: (0, 0, 0, 0, Vec::new()),
         resp: (0, 0),
+        hints_dropped: (0, Vec::new()),
     }
 }
 
@@ -553,6 +576,27 @@ fn inject(
         }
     }
     Ok(())
+}
+
+/// The hints the nodes dropped, and the nodes marked as needing repair.
+async fn hints_dropped(cluster: &Cluster) -> (u64, Vec<String>) {
+    let mut dropped = 0;
+    let mut flagged = std::collections::BTreeSet::new();
+    for i in 0..cluster.nodes.len() {
+        let Ok(c) = cluster.client(i).await else {
+            continue;
+        };
+        let Ok(status) = c.status().await else {
+            continue;
+        };
+        for h in &status.stats.hints {
+            dropped += h.dropped;
+            if h.needs_repair {
+                flagged.insert(h.node.clone());
+            }
+        }
+    }
+    (dropped, flagged.into_iter().collect())
 }
 
 /// Waits until no node has hints pending, then reads every key at ALL

@@ -25,6 +25,9 @@ fn a_short_chaos_run_finds_no_violation() {
         fault_interval: Duration::from_secs(3),
         seed: 7,
         history: Some(dir.path().join("history.txt")),
+        // Shorter than the faults: hints are dropped, and nodes converge
+        // all the same.
+        hint_window: Some(Duration::from_millis(500)),
         ..ChaosOptions::default()
     };
     let summary = run(&opts).unwrap();
@@ -52,6 +55,10 @@ fn a_short_chaos_run_finds_no_violation() {
     assert!(
         summary.resp.1 > 100,
         "too few RESP pipelined ops answered: {summary}"
+    );
+    assert!(
+        !summary.hints_dropped.1.is_empty(),
+        "no node dropped hints past the window: {summary}"
     );
     let (id_adds, retries, races, resends, _) = &summary.exact;
     assert!(*id_adds > 100, "too few adds with ids: {summary}");

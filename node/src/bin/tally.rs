@@ -492,6 +492,19 @@ struct Row<'a> {
     not_writable: Option<String>,
 }
 
+/// The nodes that dropped hints for `id` (see `tally_node::hints::bound`):
+/// it needs a repair if any did.
+fn dropped_hints_for<'r>(id: &str, rows: &'r [Row<'_>]) -> Vec<&'r str> {
+    rows.iter()
+        .filter(|r| {
+            r.stats
+                .as_ref()
+                .is_some_and(|s| s.hints.iter().any(|h| h.node == id && h.needs_repair))
+        })
+        .map(|r| r.node.id.as_str())
+        .collect()
+}
+
 impl Row<'_> {
     fn state(&self) -> &'static str {
         match (self.node.up, &self.not_writable) {
@@ -533,11 +546,17 @@ async fn print_status(cli: &Cli, status: &ClusterStatus) -> Result<()> {
             .iter()
             .map(|r| {
                 let (n, s) = (r.node, &r.stats);
+                let hints: Vec<_> = s.iter().flat_map(|s| &s.hints).map(|h| json!({
+                    "node": h.node, "pending": h.pending, "dropped": h.dropped,
+                    "since_ms": (h.since_ms > 0).then_some(h.since_ms), "needs_repair": h.needs_repair,
+                })).collect();
                 json!({
                     "id": n.id, "up": n.up, "client": n.client_addr, "ownership": n.ownership,
                     "writable": n.up && r.not_writable.is_none(), "not_writable": r.not_writable,
+                    "counter_id": s.as_ref().map(|s| format!("{:016x}", s.counter_id)),
                     "cells": s.as_ref().map(|s| s.cells), "log_bytes": s.as_ref().map(|s| s.log_bytes),
                     "table_bytes": s.as_ref().map(|s| s.table_bytes), "hints_pending": s.as_ref().map(|s| s.hints_pending),
+                    "hints": hints, "needs_repair": !dropped_hints_for(&n.id, &rows).is_empty(),
                 })
             })
             .collect();
@@ -552,21 +571,22 @@ async fn print_status(cli: &Cli, status: &ClusterStatus) -> Result<()> {
         status.cluster, status.replication_factor, status.vnodes, status.node
     );
     println!(
-        "{:<6} {:<12} {:<22} {:>6} {:>10} {:>11} {:>6}",
-        "node", "state", "client", "ring", "counters", "commit log", "hints"
+        "{:<6} {:<12} {:<22} {:>6} {:>10} {:>11} {:>6}  {:<16}",
+        "node", "state", "client", "ring", "counters", "commit log", "hints", "counter id"
     );
     for r in &rows {
         let n = r.node;
-        let (cells, log, hints) = match &r.stats {
+        let (cells, log, hints, id) = match &r.stats {
             Some(s) => (
                 s.cells.to_string(),
                 human(s.log_bytes),
                 s.hints_pending.to_string(),
+                format!("{:016x}", s.counter_id),
             ),
-            None => ("-".into(), "-".into(), "-".into()),
+            None => ("-".into(), "-".into(), "-".into(), "-".into()),
         };
         println!(
-            "{:<6} {:<12} {:<22} {:>5.1}% {:>10} {:>11} {:>6}",
+            "{:<6} {:<12} {:<22} {:>5.1}% {:>10} {:>11} {:>6}  {id}",
             n.id,
             r.state(),
             n.client_addr,
@@ -579,6 +599,16 @@ async fn print_status(cli: &Cli, status: &ClusterStatus) -> Result<()> {
     for r in rows.iter().filter(|r| r.node.up) {
         if let Some(why) = &r.not_writable {
             println!("{}: not writable: {why}", r.node.id);
+        }
+    }
+    for r in &rows {
+        let by = dropped_hints_for(&r.node.id, &rows);
+        if !by.is_empty() {
+            println!(
+                "{}: needs repair: {} dropped hints for it (past the hint window or size limit)",
+                r.node.id,
+                by.join(", ")
+            );
         }
     }
     Ok(())

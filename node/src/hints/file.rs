@@ -166,6 +166,33 @@ pub(super) fn sync_dir(dir: &Path) -> Result<()> {
     super::sync_file(&d).with_context(|| format!("fsync {}", dir.display()))
 }
 
+/// Replaces the file at `path` with `bytes`, durably: a fresh
+/// `new_path(path)`, fsync'd, renamed over it, the directory fsync'd.
+pub(super) fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
+    let new = new_path(path);
+    let mut file = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(&new)
+        .with_context(|| format!("create {}", new.display()))?;
+    file.write_all(bytes)
+        .with_context(|| format!("write {}", new.display()))?;
+    super::sync_file(&file).with_context(|| format!("fsync {}", new.display()))?;
+    std::fs::rename(&new, path)
+        .with_context(|| format!("rename {} to {}", new.display(), path.display()))?;
+    sync_dir(path.parent().unwrap_or(Path::new(".")))
+}
+
+/// The bytes of the file at `path`; `None` if there is none.
+pub(super) fn read_small(path: &Path) -> Result<Option<Vec<u8>>> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("read {}", path.display())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]

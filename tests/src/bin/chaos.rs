@@ -82,6 +82,10 @@ struct Args {
     /// no `Stale` answer for a deadline a leader missed).
     #[arg(long)]
     unsafe_ignore_deadlines: bool,
+    /// The nodes' hint window, like 500ms: shorter than the faults, nodes
+    /// drop hints and mark peers as needing repair (default: three hours).
+    #[arg(long, value_parser = parse_duration)]
+    hint_window: Option<Duration>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -119,6 +123,7 @@ fn main() {
         ignore_ids: a.unsafe_ignore_ids,
         skip_tails: a.unsafe_skip_tails,
         ignore_deadlines: a.unsafe_ignore_deadlines,
+        hint_window: a.hint_window,
         ..ChaosOptions::default()
     };
     match run(&opts) {
