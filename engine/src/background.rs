@@ -272,15 +272,16 @@ fn pick_tier(tables: &[Arc<Table>], min: usize) -> Option<Vec<Arc<Table>>> {
 /// behind still finds them within this.
 pub(crate) const EXPIRED_GRACE_MS: u64 = 60 * 60 * 1000;
 
-/// Merges sorted table iterators into one sorted stream, merging equal
-/// keys; a counter expired before `fold_before_ms` becomes a tombstone
-/// ([`Cell::fold_expired`]).
-struct MergeIter {
-    fold_before_ms: u64,
-    inputs: Vec<std::iter::Peekable<TableIter>>,
+/// Merges sorted streams of cells (tables, sorted memtables) into one
+/// sorted stream, merging equal keys; a counter expired before
+/// `fold_before_ms` becomes a tombstone ([`Cell::fold_expired`]; 0 folds
+/// nothing).
+pub(crate) struct MergeIter<I: Iterator<Item = Result<(Key, Cell)>> = TableIter> {
+    pub(crate) fold_before_ms: u64,
+    pub(crate) inputs: Vec<std::iter::Peekable<I>>,
 }
 
-impl Iterator for MergeIter {
+impl<I: Iterator<Item = Result<(Key, Cell)>>> Iterator for MergeIter<I> {
     type Item = Result<(Key, Cell)>;
 
     fn next(&mut self) -> Option<Self::Item> {

@@ -72,6 +72,8 @@ pub fn check_answer(answer: &PeerResponse) -> Result<(), NearWrap> {
         | PeerResponse::Admitted(_)
         | PeerResponse::Reset
         | PeerResponse::Changed(_)
+        | PeerResponse::Digests(_)
+        | PeerResponse::Leaves { .. }
         | PeerResponse::Error(_)
         | PeerResponse::Stale { .. } => Ok(()),
     }

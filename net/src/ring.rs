@@ -129,6 +129,52 @@ fn fmix64(mut k: u64) -> u64 {
     k
 }
 
+/// The tokens `(start, end]`, wrapping past `i64::MAX` when `start >= end`;
+/// the whole ring when they are equal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenRange {
+    /// Exclusive.
+    pub start: i64,
+    /// Inclusive.
+    pub end: i64,
+}
+
+impl TokenRange {
+    /// How many tokens it holds (2^64 for the whole ring).
+    fn width(self) -> u128 {
+        match self.end.wrapping_sub(self.start) as u64 {
+            0 => 1 << 64,
+            w => u128::from(w),
+        }
+    }
+
+    /// Where `token` lies in the range, from 1 (just after `start`) to
+    /// `width` (at `end`); `None` outside it.
+    fn offset(self, token: i64) -> Option<u128> {
+        let width = self.width();
+        let offset = match token.wrapping_sub(self.start) as u64 {
+            // `start` itself: outside, but for the whole ring, whose end it is.
+            0 if self.start == self.end => width,
+            0 => return None,
+            o => u128::from(o),
+        };
+        (offset <= width).then_some(offset)
+    }
+
+    /// Whether `token` is in the range.
+    pub fn contains(self, token: i64) -> bool {
+        self.offset(token).is_some()
+    }
+
+    /// Which of `slices` equal parts of the range holds `token` (0 is the
+    /// part after `start`); `None` outside the range.
+    pub fn slice_of(self, token: i64, slices: u32) -> Option<u32> {
+        let offset = self.offset(token)?;
+        let slice = (offset - 1) * u128::from(slices.max(1)) / self.width();
+        Some(u32::try_from(slice).expect("below slices"))
+    }
+}
+
 /// The nodes (indices into the config's node list) that hold a partition,
 /// primary owner first.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -258,6 +304,22 @@ impl Ring {
         Replicas(chosen.into())
     }
 
+    /// Every vnode's token range with its replicas, in token order: the
+    /// ranges are disjoint and cover the ring.
+    pub fn ranges(&self) -> Vec<(TokenRange, Replicas)> {
+        let last = self.vnodes.len() - 1;
+        self.vnodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, &(end, _))| {
+                let start = self.vnodes[if i == 0 { last } else { i - 1 }].0;
+                // A token shared by two vnodes leaves the second nothing.
+                (start != end || self.vnodes.len() == 1)
+                    .then(|| (TokenRange { start, end }, self.placements[i].clone()))
+            })
+            .collect()
+    }
+
     /// Each node's share of the token space as primary owner; sums to 1.
     pub fn ownership(&self) -> Vec<f64> {
         const SPACE: f64 = 18_446_744_073_709_551_616.0; // 2^64 tokens
@@ -308,6 +370,64 @@ impl Ring {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn ranges_cover_the_ring_once_and_agree_with_lookups() {
+        let ids: Vec<String> = ["n1", "n2", "n3"].iter().map(|s| s.to_string()).collect();
+        let ring = Ring::new(&ids, 16, 3);
+        let ranges = ring.ranges();
+        assert_eq!(ranges.len(), 48);
+        let width: u128 = ranges.iter().map(|(r, _)| r.width()).sum();
+        assert_eq!(width, 1 << 64, "the ranges cover the ring exactly once");
+        for partition in (0..2000).map(|i| format!("key:{i}")) {
+            let token = murmur3_token(partition.as_bytes());
+            let holding: Vec<_> = ranges.iter().filter(|(r, _)| r.contains(token)).collect();
+            assert_eq!(holding.len(), 1, "{partition}");
+            assert_eq!(
+                holding[0].1,
+                ring.replicas(partition.as_bytes()),
+                "{partition}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_range_splits_into_equal_slices_wrapping_or_not() {
+        let r = TokenRange { start: 0, end: 100 };
+        let cases = [
+            (1, Some(0)),
+            (25, Some(0)),
+            (26, Some(1)),
+            (100, Some(3)),
+            (0, None),
+            (101, None),
+            (-5, None),
+        ];
+        for (token, slice) in cases {
+            assert_eq!(r.slice_of(token, 4), slice, "token {token}");
+        }
+        let wrap = TokenRange {
+            start: i64::MAX - 9,
+            end: i64::MIN + 9,
+        };
+        assert_eq!(
+            wrap.width(),
+            19,
+            "9 tokens up to i64::MAX, 10 from i64::MIN"
+        );
+        assert_eq!(wrap.slice_of(i64::MAX, 2), Some(0));
+        assert_eq!(wrap.slice_of(i64::MIN, 2), Some(0));
+        assert_eq!(wrap.slice_of(i64::MIN + 1, 2), Some(1));
+        assert_eq!(wrap.slice_of(i64::MIN + 9, 2), Some(1));
+        assert_eq!(wrap.slice_of(0, 2), None);
+        let all = TokenRange { start: 7, end: 7 };
+        for token in [i64::MIN, -1, 0, 7, 8, i64::MAX] {
+            assert!(all.contains(token), "{token}");
+            assert!(all.slice_of(token, 1024).is_some_and(|s| s < 1024));
+        }
+        assert_eq!(all.slice_of(8, 2), Some(0));
+        assert_eq!(all.slice_of(7, 2), Some(1), "start is the whole ring's end");
+    }
+
     use super::*;
     use proptest::prelude::*;
 

@@ -568,6 +568,79 @@ pub enum PeerRequest {
         /// Replicas that must hold it before the answer.
         cl: Consistency,
     },
+    /// Repair: for each of `segments` equal token slices of each range,
+    /// the wrapping sum of the digests of the cells whose partition's token
+    /// falls in it; answered `Digests` (range-major). At most
+    /// [`REPAIR_RANGES_MAX`] ranges and [`REPAIR_SEGMENTS_MAX`] slices in all.
+    RepairDigests {
+        /// The token ranges.
+        ranges: Vec<WireRange>,
+        /// Slices per range.
+        segments: u32,
+    },
+    /// Repair: the key and cell digest of each cell in the `wanted`
+    /// slices (indices as in `Digests`), in key order from after `after`,
+    /// at most `limit` (≤ [`REPAIR_LEAVES_MAX`]); answered `Leaves`.
+    RepairLeaves {
+        /// The token ranges.
+        ranges: Vec<WireRange>,
+        /// Slices per range.
+        segments: u32,
+        /// The slices wanted, ascending.
+        wanted: Vec<u32>,
+        /// Where the last page ended.
+        after: Option<WireKey>,
+        /// Leaves per page, at most.
+        limit: u32,
+    },
+    /// A repair of `node` that began at `started_ms` finished: hints for it
+    /// dropped before then need no repair any more; answered `Applied`.
+    Repaired {
+        /// The repaired node's id.
+        node: String,
+        /// When the repair began, in ms since the Unix epoch.
+        started_ms: u64,
+    },
+}
+
+/// Most token ranges one repair request names.
+pub const REPAIR_RANGES_MAX: usize = 4096;
+/// Most token slices one repair request covers (8 MiB of digests).
+pub const REPAIR_SEGMENTS_MAX: usize = 1 << 20;
+/// Most leaves one `Leaves` answer holds.
+pub const REPAIR_LEAVES_MAX: usize = 10_000;
+
+/// The token range `(start, end]`, wrapping past `i64::MAX` when
+/// `start >= end` (the whole ring when they are equal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
+pub struct WireRange {
+    /// Exclusive.
+    pub start: i64,
+    /// Inclusive.
+    pub end: i64,
+}
+
+/// What one repair did, for `tally repair`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Encode, Decode)]
+pub struct WireRepaired {
+    /// The node whose ranges were repaired.
+    pub node: String,
+    /// Token ranges compared.
+    pub ranges: u64,
+    /// Token slices compared, and how many differed between replicas.
+    pub segments: u64,
+    /// Token slices that differed.
+    pub segments_differing: u64,
+    /// Cells whose digests were compared (in differing slices).
+    pub keys_compared: u64,
+    /// Keys that differed between replicas.
+    pub keys_differing: u64,
+    /// Cells sent to a replica that was behind.
+    pub cells_moved: u64,
+    /// Bytes of those cells, as encoded on the wire.
+    pub bytes_moved: u64,
+    /// How long it took.
+    pub millis: u64,
 }
 
 /// A change of a counter's epoch, as the engine's `change::Change`.
@@ -730,6 +803,16 @@ pub enum PeerResponse {
     },
     /// Answer to `LeaderChange`.
     Changed(WireChanged),
+    /// Answer to `RepairDigests`.
+    Digests(Vec<u64>),
+    /// Answer to `RepairLeaves`: keys and cell digests in key order, and
+    /// the key to ask again after when the page was full.
+    Leaves {
+        /// The leaves.
+        leaves: Vec<(WireKey, u64)>,
+        /// Where to go on from, if there is more.
+        more: Option<WireKey>,
+    },
 }
 
 /// Longest reason a node gives for not taking writes.
@@ -835,6 +918,10 @@ pub enum ClientOp {
         /// Consistency level.
         cl: Consistency,
     },
+    /// Repair the ranges the answering node replicates: compare every
+    /// replica's cells by digests of token slices, and merge the cells that
+    /// differ into every replica; answered `Repaired`.
+    Repair,
 }
 
 /// A client request frame.
@@ -933,6 +1020,8 @@ pub enum ClientReply {
     Changed(WireChanged),
     /// Answer to `GetCell`: the merged cell as the replicas read hold it.
     Cell(WireCell),
+    /// Answer to `Repair`.
+    Repaired(WireRepaired),
 }
 
 /// A client response frame.

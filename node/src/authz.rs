@@ -162,7 +162,10 @@ pub(crate) fn authorize(from: usize, req: &PeerRequest, local: &impl Local) -> R
         | PeerRequest::LeaderAddOnce { .. }
         | PeerRequest::LeaderAdmit { .. }
         | PeerRequest::LeaderReset { .. }
-        | PeerRequest::LeaderChange { .. } => Ok(()),
+        | PeerRequest::LeaderChange { .. }
+        | PeerRequest::RepairDigests { .. }
+        | PeerRequest::RepairLeaves { .. }
+        | PeerRequest::Repaired { .. } => Ok(()),
     }
 }
 

@@ -259,7 +259,7 @@ impl Hints {
         }
         if let Some(why) = bound::overflow(&self.limits, h.state.since_ms, h.pending_bytes, now_ms)
         {
-            return drop_all(h, why);
+            return drop_all(h, why, now_ms);
         }
         if let Some(added) = h.rewriting.as_mut() {
             added.push(key.clone());
@@ -366,7 +366,7 @@ impl Hints {
             if let Some(why) =
                 bound::overflow(&self.limits, h.state.since_ms, h.pending_bytes, now_ms)
             {
-                let result = drop_all(h, why);
+                let result = drop_all(h, why, now_ms);
                 if first.is_ok() {
                     first = result;
                 }
@@ -385,6 +385,17 @@ impl Hints {
         }
     }
 
+    /// A repair of `node` that began at `started_ms` completed (see
+    /// `bound::State::repaired`).
+    pub fn repaired(&self, node: usize, started_ms: u64) {
+        if let Some(h) = self.nodes.lock().get_mut(&node)
+            && h.state.repaired(started_ms)
+        {
+            h.state_dirty = true;
+            info!(peer = %h.id, "peer repaired: it no longer needs a repair");
+        }
+    }
+
     /// What this node holds for `node`.
     pub fn report(&self, node: usize) -> HintReport {
         self.nodes
@@ -394,7 +405,7 @@ impl Hints {
                 pending: h.pending.len() as u64,
                 dropped: h.dropped,
                 since_ms: h.state.since_ms,
-                needs_repair: h.state.needs_repair,
+                needs_repair: h.state.repair_due_ms.is_some(),
             })
     }
 
@@ -508,7 +519,7 @@ fn open_state(hints_path: &Path, pending: bool) -> Result<(State, bool)> {
             warn!(file = %path.display(), why, "damaged hint state: the peer is taken to need a repair");
             State {
                 since_ms: None,
-                needs_repair: true,
+                repair_due_ms: Some(tally_engine::now_ms()),
             }
         }),
     };
@@ -524,7 +535,7 @@ fn open_state(hints_path: &Path, pending: bool) -> Result<(State, bool)> {
 /// Drops every hint pending for `h`'s peer (it overflowed: `why`), marks
 /// it as needing repair and refuses its hints until it is seen up. The
 /// emptied file is fsync'd by the next `sync`; on an error it is rewritten.
-fn drop_all(h: &mut NodeHints, why: bound::Overflow) -> Result<()> {
+fn drop_all(h: &mut NodeHints, why: bound::Overflow, now_ms: u64) -> Result<()> {
     warn!(
         peer = %h.id,
         dropped = h.pending.len(),
@@ -534,10 +545,7 @@ fn drop_all(h: &mut NodeHints, why: bound::Overflow) -> Result<()> {
     h.dropped += h.pending.len() as u64;
     h.pending.clear();
     h.pending_bytes = 0;
-    h.state = State {
-        since_ms: None,
-        needs_repair: true,
-    };
+    h.state.dropped(now_ms);
     h.state_dirty = true;
     h.refusing = true;
     if let Err(e) = h.file.set_len(0) {

@@ -49,6 +49,7 @@ mod output;
 mod peer;
 mod placement;
 mod read;
+mod repair;
 pub mod resp;
 pub mod server;
 mod tails;

@@ -43,6 +43,7 @@ enum Task {
     LeaderAdmit(Vec<u8>, Vec<Vec<u8>>, Consistency),
     LearnTails(Vec<u64>, u64),
     ForgetTails(Vec<u64>),
+    Repair(PeerRequest),
 }
 
 impl Handler for PeerHandler {
@@ -94,6 +95,9 @@ impl Handler for PeerHandler {
                         continue;
                     }
                     PeerRequest::LearnTails { retired, from } => Task::LearnTails(retired, from),
+                    req @ (PeerRequest::RepairDigests { .. }
+                    | PeerRequest::RepairLeaves { .. }
+                    | PeerRequest::Repaired { .. }) => Task::Repair(req),
                     PeerRequest::ForgetTails { retired } => Task::ForgetTails(retired),
                     // Heartbeats are answered by the transport; one that
                     // gets here is answered all the same.
@@ -249,6 +253,7 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, task: Task) -> PeerResponse {
                 .map(PeerResponse::Admitted)
         }
         Task::LearnTails(retired, from) => learn_tails(&ctx, &retired, from),
+        Task::Repair(req) => crate::repair::serve::serve(&ctx, req).await,
         Task::ForgetTails(retired) => ctx
             .engine
             .forget_tails(&retired)

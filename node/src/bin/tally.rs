@@ -28,6 +28,8 @@ use tally_node::config::Config;
 
 #[path = "tally/expiry.rs"]
 mod expiry;
+#[path = "tally/repair.rs"]
+mod repair;
 
 #[derive(Parser)]
 #[command(name = "tally", version, about = "Talk to a Tally cluster")]
@@ -144,6 +146,10 @@ enum Cmd {
     /// Every node: up, down or not writable (and why), address, share of the
     /// ring, counters, commit log.
     Status,
+    /// Compare the replicas of a node's token ranges (every node's in turn,
+    /// or the one `--node` names) and merge the cells that differ; prints
+    /// what moved. Every replica of the ranges must be up.
+    Repair,
     /// Unique counters: each member counted once.
     #[command(subcommand)]
     Unique(UniqueCmd),
@@ -277,6 +283,9 @@ async fn connect(cli: &Cli) -> Result<Target> {
 }
 
 async fn run(cli: &Cli) -> Result<(), Failure> {
+    if matches!(cli.command, Cmd::Repair) {
+        return repair::run(cli).await.map_err(Failure::other);
+    }
     let writes = matches!(
         cli.command,
         Cmd::Add { .. }
@@ -420,6 +429,8 @@ async fn run(cli: &Cli) -> Result<(), Failure> {
             };
             print_status(cli, &status).await?;
         }
+        // Repaired node by node above, before any connection.
+        Cmd::Repair => {}
     }
     Ok(())
 }

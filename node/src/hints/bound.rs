@@ -7,7 +7,7 @@
 //! records would pass `bytes_max`, *overflows*:
 //! - its pending hints are dropped (the peer is further behind than hints
 //!   are for), and the peer is marked as **needing repair**, durably, until
-//!   a repair of it completes;
+//!   a repair of it that began after the first hint was dropped completes;
 //! - while the peer stays unreachable, new hints for it are dropped too
 //!   (counted): a node away longer than the window is repaired, not hinted.
 //!   Once it is seen up again, the next hint starts a new episode.
@@ -24,10 +24,11 @@
 //!
 //! ```text
 //! hints/<node id>.state   magic "TALLYHST" | version u32 LE | since_ms u64 LE
-//!                         | needs_repair u8 | crc32 u32 LE (of everything before)
+//!                         | repair_due_ms u64 LE | crc32 u32 LE (of everything before)
 //! ```
 //!
-//! `since_ms` is when the pending episode began (0: none). Written to a
+//! `since_ms` is when the pending episode began, `repair_due_ms` when hints
+//! were first dropped since the peer's last repair (0: none). Written to a
 //! temporary file, fsync'd and renamed into place when it changes; a
 //! missing file is "no episode, no repair needed". A damaged one is read as
 //! needing repair: a hint may have been dropped.
@@ -117,13 +118,32 @@ pub fn overflow(
 pub struct State {
     /// When the pending episode began.
     pub since_ms: Option<u64>,
-    /// A repair of the peer is due.
-    pub needs_repair: bool,
+    /// A repair of the peer is due: hints were dropped from then on.
+    pub repair_due_ms: Option<u64>,
+}
+
+impl State {
+    /// Hints for the peer were dropped at `now_ms`.
+    pub fn dropped(&mut self, now_ms: u64) {
+        self.since_ms = None;
+        self.repair_due_ms.get_or_insert(now_ms.max(1));
+    }
+
+    /// A repair of the peer that began at `started_ms` completed: no
+    /// repair is due if every dropped hint was dropped before it began.
+    /// Answers whether that changed anything.
+    pub fn repaired(&mut self, started_ms: u64) -> bool {
+        let done = self.repair_due_ms.is_some_and(|due| due <= started_ms);
+        if done {
+            self.repair_due_ms = None;
+        }
+        done
+    }
 }
 
 const MAGIC: &[u8; 8] = b"TALLYHST";
 const VERSION: u32 = 1;
-const STATE_BYTES: usize = 8 + 4 + 8 + 1 + 4;
+const STATE_BYTES: usize = 8 + 4 + 8 + 8 + 4;
 
 /// The bytes of `state`.
 pub fn encode(state: &State) -> Vec<u8> {
@@ -131,7 +151,7 @@ pub fn encode(state: &State) -> Vec<u8> {
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
     out.extend_from_slice(&state.since_ms.unwrap_or(0).to_le_bytes());
-    out.push(u8::from(state.needs_repair));
+    out.extend_from_slice(&state.repair_due_ms.unwrap_or(0).to_le_bytes());
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
@@ -151,16 +171,14 @@ pub fn decode(bytes: &[u8]) -> Result<State, &'static str> {
     if u32::from_le_bytes(word) != VERSION {
         return Err("unsupported hint state version");
     }
-    let mut since = [0u8; 8];
-    since.copy_from_slice(&body[12..20]);
-    let since = u64::from_le_bytes(since);
+    let ms = |at: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&body[at..at + 8]);
+        Some(u64::from_le_bytes(b)).filter(|&ms| ms != 0)
+    };
     Ok(State {
-        since_ms: (since != 0).then_some(since),
-        needs_repair: match body[20] {
-            0 => false,
-            1 => true,
-            _ => return Err("hint state flag out of range"),
-        },
+        since_ms: ms(12),
+        repair_due_ms: ms(20),
     })
 }
 
@@ -196,6 +214,19 @@ mod tests {
     }
 
     #[test]
+    fn a_repair_clears_only_what_was_dropped_before_it_began() {
+        let mut s = State::default();
+        s.dropped(1_000);
+        s.dropped(2_000);
+        assert_eq!(s.repair_due_ms, Some(1_000), "the first drop counts");
+        assert!(!s.repaired(999), "began before the first drop");
+        assert_eq!(s.repair_due_ms, Some(1_000));
+        assert!(s.repaired(1_000));
+        assert_eq!(s.repair_due_ms, None);
+        assert!(!s.repaired(5_000), "nothing was due");
+    }
+
+    #[test]
     fn limits_refuse_a_zero_window_and_a_cap_below_one_record() {
         assert!(HintLimits::default().validate().is_ok());
         let zero = HintLimits {
@@ -216,14 +247,14 @@ mod tests {
             State::default(),
             State {
                 since_ms: Some(1_764_000_000_000),
-                needs_repair: true,
+                repair_due_ms: Some(1_763_000_000_000),
             },
         ] {
             assert_eq!(decode(&encode(&state)).unwrap(), state);
         }
         let mut bytes = encode(&State {
             since_ms: Some(7),
-            needs_repair: false,
+            repair_due_ms: None,
         });
         bytes[13] ^= 1;
         assert_eq!(decode(&bytes).unwrap_err(), "hint state checksum mismatch");

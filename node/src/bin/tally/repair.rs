@@ -1,0 +1,86 @@
+//! `tally repair`: the ranges of one node (`--node`), or of every node in
+//! turn, compared across their replicas and brought to the same cells
+//! (see `tally_node::repair`). Each node's repair prints when it starts
+//! and what it moved, like `nodetool repair`.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+use tally_net::Client;
+use tally_net::wire::{ClientOp, ClientReply, WireRepaired};
+use tally_node::config::Config;
+
+use super::{Cli, human};
+
+/// How long one node's repair may take.
+const REPAIR_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// Repairs the nodes the command line names; stops at the first failure.
+pub(crate) async fn run(cli: &Cli) -> Result<()> {
+    let nodes: Vec<(String, SocketAddr)> = match cli.addr {
+        Some(addr) => vec![(addr.to_string(), addr)],
+        None => {
+            let config = Config::load(&cli.config)?;
+            match &cli.node {
+                Some(id) => vec![(id.clone(), config.node(id)?.1.client)],
+                None => config
+                    .nodes
+                    .iter()
+                    .map(|n| (n.id.clone(), n.client))
+                    .collect(),
+            }
+        }
+    };
+    let timeout = REPAIR_TIMEOUT.max(Duration::from_millis(cli.timeout_ms));
+    let mut done = Vec::new();
+    for (id, addr) in nodes {
+        if !cli.json {
+            println!("repair of {id} started");
+        }
+        let client = Client::connect_with_timeout(addr, timeout)
+            .await
+            .with_context(|| format!("repair of {id}: connect to {addr}"))?;
+        let repaired = match client.call(ClientOp::Repair).await {
+            Ok(ClientReply::Repaired(r)) => r,
+            Ok(other) => bail!("repair of {id}: unexpected answer {other:?}"),
+            Err(e) => return Err(e).with_context(|| format!("repair of {id} failed")),
+        };
+        if !cli.json {
+            println!("{}", summary(&repaired));
+        }
+        done.push(repaired);
+    }
+    if cli.json {
+        let nodes: Vec<_> = done
+            .iter()
+            .map(|r| {
+                json!({
+                    "node": r.node, "ranges": r.ranges, "slices": r.segments,
+                    "slices_differing": r.segments_differing, "keys_compared": r.keys_compared,
+                    "keys_differing": r.keys_differing, "cells_moved": r.cells_moved,
+                    "bytes_moved": r.bytes_moved, "ms": r.millis,
+                })
+            })
+            .collect();
+        println!("{}", json!({ "repaired": nodes }));
+    }
+    Ok(())
+}
+
+/// One node's repair, in one line.
+fn summary(r: &WireRepaired) -> String {
+    format!(
+        "repair of {} finished in {:.1} s: {} ranges, {} of {} token slices differed, {} keys compared, {} differed, {} cells moved ({})",
+        r.node,
+        r.millis as f64 / 1000.0,
+        r.ranges,
+        r.segments_differing,
+        r.segments,
+        r.keys_compared,
+        r.keys_differing,
+        r.cells_moved,
+        human(r.bytes_moved)
+    )
+}

@@ -1,0 +1,286 @@
+//! The repairing node's side: compares the replicas of every range this
+//! node replicates and merges the cells that differ (see `repair`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tally_engine::{Cell, Key, cell_digest};
+use tally_net::ring::TokenRange;
+use tally_net::wire::{
+    ErrorKind, PeerRequest, PeerResponse, REPAIR_LEAVES_MAX, WireError, WireRange, WireRepaired,
+};
+use tokio::task::JoinSet;
+use tracing::{info, warn};
+
+use super::{Page, compare_pages, differing, serve::serve, slices_per_range};
+use crate::convert::{cell, engine_error, key, wire_cell, wire_key};
+use crate::ctx::Ctx;
+
+/// How long one replica may take to answer a scan (digests or a page).
+const SCAN_TIMEOUT: Duration = Duration::from_secs(30);
+/// Differing keys fixed at once.
+const FIXES_IN_FLIGHT: usize = 32;
+
+/// Repairs every range this node replicates; answers what it did.
+pub(crate) async fn repair(ctx: &Arc<Ctx>) -> Result<WireRepaired, WireError> {
+    let started = Instant::now();
+    let started_ms = tally_engine::now_ms();
+    let me = ctx.name(ctx.me).to_string();
+    let groups = groups(ctx);
+    if let Some(&down) = groups.keys().flatten().find(|&&n| !ctx.is_up(n)) {
+        return Err(WireError::not_applied(
+            ErrorKind::Unavailable,
+            format!(
+                "cannot repair {me}: {} is down, and a repair needs every replica of the ranges",
+                ctx.name(down)
+            ),
+        ));
+    }
+    let ranges: usize = groups.values().map(Vec::len).sum();
+    info!(node = %me, ranges, "repair started");
+    let mut done = WireRepaired {
+        node: me.clone(),
+        ..WireRepaired::default()
+    };
+    for (replicas, ranges) in &groups {
+        repair_group(ctx, replicas, ranges, &mut done).await?;
+        info!(
+            node = %me,
+            ranges = done.ranges,
+            of = ranges.len(),
+            cells_moved = done.cells_moved,
+            "repair progress"
+        );
+    }
+    for n in 0..ctx.config.nodes.len() {
+        let told = PeerRequest::Repaired {
+            node: me.clone(),
+            started_ms,
+        };
+        if let Err(e) = ask(ctx, n, told).await {
+            warn!(peer = %ctx.name(n), error = %e, "could not tell a node of the repair");
+        }
+    }
+    done.millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    info!(summary = ?done, "repair finished");
+    Ok(done)
+}
+
+/// The ranges this node replicates, by their replicas (sorted).
+fn groups(ctx: &Ctx) -> BTreeMap<Vec<usize>, Vec<TokenRange>> {
+    let mut groups: BTreeMap<Vec<usize>, Vec<TokenRange>> = BTreeMap::new();
+    for (range, replicas) in ctx.ring.ranges() {
+        if replicas.contains(&ctx.me) {
+            let mut set = replicas.to_vec();
+            set.sort_unstable();
+            groups.entry(set).or_default().push(range);
+        }
+    }
+    groups
+}
+
+/// Repairs `ranges`, replicated by `replicas`: digests, then the leaves
+/// of the slices that differ, a page at a time, then the keys that differ.
+async fn repair_group(
+    ctx: &Arc<Ctx>,
+    replicas: &[usize],
+    ranges: &[TokenRange],
+    done: &mut WireRepaired,
+) -> Result<(), WireError> {
+    let segments = slices_per_range(ranges.len());
+    let wire: Vec<WireRange> = ranges
+        .iter()
+        .map(|r| WireRange {
+            start: r.start,
+            end: r.end,
+        })
+        .collect();
+    let total = wire.len() * segments as usize;
+    let asked = replicas.iter().map(|&r| {
+        let req = PeerRequest::RepairDigests {
+            ranges: wire.clone(),
+            segments,
+        };
+        let ctx = ctx.clone();
+        async move {
+            match ask(&ctx, r, req).await? {
+                PeerResponse::Digests(d) if d.len() == total => Ok(d),
+                other => Err(unexpected(&ctx, r, &other)),
+            }
+        }
+    });
+    let digests = all(asked).await?;
+    let wanted = differing(&digests);
+    done.ranges += wire.len() as u64;
+    done.segments += total as u64;
+    done.segments_differing += wanted.len() as u64;
+    let mut after: Option<Key> = None;
+    while !wanted.is_empty() {
+        let pages = pages(ctx, replicas, &wire, segments, &wanted, after.as_ref()).await?;
+        let compared = compare_pages(&pages);
+        done.keys_compared += compared.keys as u64;
+        done.keys_differing += compared.differing.len() as u64;
+        for chunk in compared.differing.chunks(FIXES_IN_FLIGHT) {
+            let fixes = chunk.iter().cloned().map(|(k, d)| {
+                let (ctx, replicas) = (ctx.clone(), replicas.to_vec());
+                async move { fix(&ctx, &replicas, &k, &d).await }
+            });
+            for (moved, bytes) in all(fixes).await? {
+                done.cells_moved += moved;
+                done.bytes_moved += bytes;
+            }
+        }
+        match compared.next {
+            Some(k) => after = Some(k),
+            None => break,
+        }
+    }
+    Ok(())
+}
+
+/// One page of leaves of the `wanted` slices from every replica.
+async fn pages(
+    ctx: &Arc<Ctx>,
+    replicas: &[usize],
+    ranges: &[WireRange],
+    segments: u32,
+    wanted: &[u32],
+    after: Option<&Key>,
+) -> Result<Vec<Page>, WireError> {
+    let asked = replicas.iter().map(|&r| {
+        let req = PeerRequest::RepairLeaves {
+            ranges: ranges.to_vec(),
+            segments,
+            wanted: wanted.to_vec(),
+            after: after.map(wire_key),
+            limit: u32::try_from(REPAIR_LEAVES_MAX).expect("small"),
+        };
+        let ctx = ctx.clone();
+        async move {
+            match ask(&ctx, r, req).await? {
+                PeerResponse::Leaves { leaves, more } => Ok(Page {
+                    leaves: leaves
+                        .iter()
+                        .map(|(k, d)| Ok((key(k)?, *d)))
+                        .collect::<Result<_, WireError>>()?,
+                    more: more.as_ref().map(key).transpose()?,
+                }),
+                other => Err(unexpected(&ctx, r, &other)),
+            }
+        }
+    });
+    all(asked).await
+}
+
+/// Runs each future on a task of its own; answers their results in order,
+/// or the first error.
+async fn all<T: Send + 'static>(
+    futures: impl Iterator<Item = impl Future<Output = Result<T, WireError>> + Send + 'static>,
+) -> Result<Vec<T>, WireError> {
+    let mut set = JoinSet::new();
+    let mut n = 0;
+    for (i, f) in futures.enumerate() {
+        set.spawn(async move { (i, f.await) });
+        n += 1;
+    }
+    let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
+    while let Some(joined) = set.join_next().await {
+        let (i, result) = joined
+            .map_err(|e| WireError::new(ErrorKind::Internal, format!("repair task failed: {e}")))?;
+        out[i] = Some(result?);
+    }
+    Ok(out
+        .into_iter()
+        .map(|r| r.expect("every task answered"))
+        .collect())
+}
+
+/// Brings every replica of `key` to the merge of their cells; answers the
+/// cells sent and their bytes. `digests` are the replicas' (`None`: none).
+async fn fix(
+    ctx: &Arc<Ctx>,
+    replicas: &[usize],
+    key: &Key,
+    digests: &[Option<u64>],
+) -> Result<(u64, u64), WireError> {
+    let mut merged = Cell::new();
+    for (&r, d) in replicas.iter().zip(digests) {
+        if d.is_some() {
+            merged.merge(&read(ctx, r, key).await?);
+        }
+    }
+    let want = cell_digest(key, &merged, &mut Vec::new());
+    let (mut moved, mut bytes) = (0, 0);
+    for (&r, d) in replicas.iter().zip(digests) {
+        if *d != Some(want) {
+            bytes += push(ctx, r, key, &merged).await?;
+            moved += 1;
+        }
+    }
+    Ok((moved, bytes))
+}
+
+/// Replica `r`'s cell of `key`.
+async fn read(ctx: &Arc<Ctx>, r: usize, k: &Key) -> Result<Cell, WireError> {
+    if r == ctx.me {
+        return ctx.engine.get(k).map_err(|e| engine_error(&e));
+    }
+    let req = PeerRequest::Read { key: wire_key(k) };
+    match ask(ctx, r, req).await? {
+        PeerResponse::Cell(c) => Ok(cell(&c)),
+        other => Err(unexpected(ctx, r, &other)),
+    }
+}
+
+/// Merges `merged` into replica `r`; answers the bytes sent.
+async fn push(ctx: &Arc<Ctx>, r: usize, k: &Key, merged: &Cell) -> Result<u64, WireError> {
+    let req = PeerRequest::Apply {
+        key: wire_key(k),
+        cell: wire_cell(merged),
+    };
+    let bytes = tally_net::wire::encode(&req).len() as u64;
+    if r == ctx.me {
+        ctx.engine
+            .apply(k, merged)
+            .await
+            .map_err(|e| engine_error(&e))?;
+        return Ok(bytes);
+    }
+    match ask(ctx, r, req).await? {
+        // Stale: the replica is at a newer epoch, which the merge on the
+        // next repair (or read) brings everywhere.
+        PeerResponse::Applied | PeerResponse::Stale { .. } => Ok(bytes),
+        other => Err(unexpected(ctx, r, &other)),
+    }
+}
+
+/// Sends `req` to node `n`, or answers it here when `n` is this node.
+async fn ask(ctx: &Arc<Ctx>, n: usize, req: PeerRequest) -> Result<PeerResponse, WireError> {
+    if n == ctx.me {
+        return serve(ctx, req).await;
+    }
+    ctx.transport()
+        .call(n, req, SCAN_TIMEOUT)
+        .await
+        .map_err(|e| {
+            WireError::unknown(
+                ErrorKind::Timeout,
+                format!("repair: {} did not answer: {e}", ctx.name(n)),
+            )
+        })
+}
+
+/// An answer that is not the one asked for (an error, most often).
+fn unexpected(ctx: &Ctx, r: usize, answer: &PeerResponse) -> WireError {
+    match answer {
+        PeerResponse::Error(e) => WireError::new(
+            e.kind,
+            format!("repair: {} answered: {}", ctx.name(r), e.message),
+        ),
+        other => WireError::new(
+            ErrorKind::Internal,
+            format!("repair: {} answered {other:?}", ctx.name(r)),
+        ),
+    }
+}

@@ -1,0 +1,149 @@
+//! A replica's side of a repair: digests of token slices, pages of leaves,
+//! and "repaired" (see `repair`). Scans run on the blocking pool, never on
+//! the runtime's threads.
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use tally_engine::{Engine, Key, cell_digest};
+use tally_net::ring::{TokenRange, murmur3_token};
+use tally_net::wire::{
+    ErrorKind, PeerRequest, PeerResponse, REPAIR_LEAVES_MAX, REPAIR_RANGES_MAX,
+    REPAIR_SEGMENTS_MAX, WireError, WireRange,
+};
+
+use super::Locator;
+use crate::convert::{engine_error, key, wire_key};
+use crate::ctx::Ctx;
+
+/// Answers a repair request (`RepairDigests`, `RepairLeaves`, `Repaired`).
+pub(crate) async fn serve(ctx: &Arc<Ctx>, req: PeerRequest) -> Result<PeerResponse, WireError> {
+    match req {
+        PeerRequest::RepairDigests { ranges, segments } => {
+            let ranges = check(&ranges, segments)?;
+            let ctx = ctx.clone();
+            blocking(move || digests(&ctx.engine, &ranges, segments)).await
+        }
+        PeerRequest::RepairLeaves {
+            ranges,
+            segments,
+            wanted,
+            after,
+            limit,
+        } => {
+            let ranges = check(&ranges, segments)?;
+            let total = ranges.len() * segments as usize;
+            if wanted.len() > total
+                || wanted.windows(2).any(|w| w[0] >= w[1])
+                || wanted.last().is_some_and(|&w| w as usize >= total)
+            {
+                return Err(invalid("wanted slices out of order or out of range"));
+            }
+            let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+            if !(1..=REPAIR_LEAVES_MAX).contains(&limit) {
+                return Err(invalid("leaves per page out of range"));
+            }
+            let after = after.as_ref().map(key).transpose()?;
+            let ctx = ctx.clone();
+            blocking(move || {
+                leaves(
+                    &ctx.engine,
+                    &Locator::new(&ranges, segments),
+                    &wanted,
+                    after,
+                    limit,
+                )
+            })
+            .await
+        }
+        PeerRequest::Repaired { node, started_ms } => {
+            if let Some(i) = ctx.config.nodes.iter().position(|n| n.id == node) {
+                ctx.hints.repaired(i, started_ms);
+            }
+            Ok(PeerResponse::Applied)
+        }
+        _ => Err(invalid("not a repair request")),
+    }
+}
+
+fn invalid(why: &str) -> WireError {
+    WireError::new(ErrorKind::Invalid, format!("repair request refused: {why}"))
+}
+
+/// The ranges of a request, checked against the bounds.
+fn check(ranges: &[WireRange], segments: u32) -> Result<Vec<TokenRange>, WireError> {
+    if ranges.is_empty() || ranges.len() > REPAIR_RANGES_MAX {
+        return Err(invalid("1 to 4096 ranges"));
+    }
+    if segments == 0 || ranges.len() * segments as usize > REPAIR_SEGMENTS_MAX {
+        return Err(invalid("too many slices"));
+    }
+    Ok(ranges
+        .iter()
+        .map(|r| TokenRange {
+            start: r.start,
+            end: r.end,
+        })
+        .collect())
+}
+
+/// Runs a scan on the blocking pool.
+async fn blocking(
+    f: impl FnOnce() -> Result<PeerResponse, WireError> + Send + 'static,
+) -> Result<PeerResponse, WireError> {
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
+        Err(WireError::new(
+            ErrorKind::Internal,
+            format!("repair scan failed: {e}"),
+        ))
+    })
+}
+
+/// Per slice, the wrapping sum of its cells' digests: one scan.
+fn digests(
+    engine: &Engine,
+    ranges: &[TokenRange],
+    segments: u32,
+) -> Result<PeerResponse, WireError> {
+    let locator = Locator::new(ranges, segments);
+    let mut sums = vec![0u64; ranges.len() * segments as usize];
+    let mut scratch = Vec::new();
+    engine
+        .scan(None, |k, c| {
+            if let Some(i) = locator.locate(murmur3_token(k.partition())) {
+                let sum = &mut sums[i as usize];
+                *sum = sum.wrapping_add(cell_digest(k, c, &mut scratch));
+            }
+            ControlFlow::Continue(())
+        })
+        .map_err(|e| engine_error(&e))?;
+    Ok(PeerResponse::Digests(sums))
+}
+
+/// Up to `limit` keys and cell digests in the `wanted` slices, after
+/// `after`, in key order.
+fn leaves(
+    engine: &Engine,
+    locator: &Locator,
+    wanted: &[u32],
+    after: Option<Key>,
+    limit: usize,
+) -> Result<PeerResponse, WireError> {
+    let mut out = Vec::new();
+    let mut more = None;
+    let mut scratch = Vec::new();
+    engine
+        .scan(after.as_ref(), |k, c| {
+            let slice = locator.locate(murmur3_token(k.partition()));
+            if slice.is_some_and(|s| wanted.binary_search(&s).is_ok()) {
+                out.push((wire_key(k), cell_digest(k, c, &mut scratch)));
+                if out.len() == limit {
+                    more = Some(wire_key(k));
+                    return ControlFlow::Break(());
+                }
+            }
+            ControlFlow::Continue(())
+        })
+        .map_err(|e| engine_error(&e))?;
+    Ok(PeerResponse::Leaves { leaves: out, more })
+}

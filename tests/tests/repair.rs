@@ -1,0 +1,143 @@
+//! `tally repair` over real `tallyd` processes: a node kept down past the
+//! hint window, and a node whose data directory was wiped, are brought back
+//! to exact values (read through them alone), moving only the cells that
+//! differ; a second repair moves nothing; a repair needs every replica up.
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+use tally_net::Consistency;
+use tally_tests::{Cluster, ClusterOptions, bin, runtime as rt};
+
+/// Runs `tally --node N repair --json`; answers the node's summary, or the
+/// error line.
+fn repair(cluster: &Cluster, node: &str) -> Result<Value, String> {
+    let out = Command::new(bin("tally").unwrap())
+        .arg("--config")
+        .arg(&cluster.config_path)
+        .args(["--node", node, "--json", "repair"])
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    Ok(v["repaired"][0].clone())
+}
+
+/// Whether `tally status` says `id` needs a repair.
+fn needs_repair(cluster: &Cluster, id: &str) -> bool {
+    let out = Command::new(bin("tally").unwrap())
+        .arg("--config")
+        .arg(&cluster.config_path)
+        .args(["status", "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["id"] == id)
+        .unwrap()["needs_repair"]
+        .as_bool()
+        .unwrap()
+}
+
+fn key(i: usize) -> String {
+    format!("k{i}")
+}
+
+/// Adds `delta` to keys `range` through node `via` at QUORUM.
+fn add(cluster: &Cluster, via: usize, range: std::ops::Range<usize>, delta: i64) {
+    rt().block_on(async {
+        let c = cluster.client(via).await.unwrap();
+        for i in range {
+            c.add(key(i).as_bytes(), b"", delta, Consistency::Quorum)
+                .await
+                .unwrap();
+        }
+    });
+}
+
+/// Asserts that node `i`, the only one running, holds `expected(k)` for
+/// every key (read at ONE through it: its own copy).
+fn assert_alone_reads(cluster: &Cluster, i: usize, keys: usize, expected: impl Fn(usize) -> i64) {
+    rt().block_on(async {
+        let c = cluster.client(i).await.unwrap();
+        for k in 0..keys {
+            let got = c
+                .get(key(k).as_bytes(), b"", Consistency::One)
+                .await
+                .unwrap();
+            assert_eq!(got, expected(k), "{} on n{}", key(k), i + 1);
+        }
+    });
+}
+
+#[test]
+fn a_node_down_past_the_hint_window_is_repaired_to_exact_values() {
+    let mut cluster = Cluster::start(ClusterOptions {
+        cluster_tables: "[cluster.hints]\nwindow_ms = 1000\n".into(),
+        ..ClusterOptions::default()
+    })
+    .unwrap();
+    add(&cluster, 0, 0..200, 1);
+    cluster.kill(2).unwrap();
+    cluster.wait_view(Duration::from_secs(10)).unwrap();
+
+    // A repair needs every replica: refused while n3 is down, clearly.
+    let err = repair(&cluster, "n1").unwrap_err();
+    assert!(err.contains("n3 is down"), "{err}");
+
+    add(&cluster, 0, 0..300, 2);
+    std::thread::sleep(Duration::from_millis(1500));
+    cluster.restart(2).unwrap();
+    cluster.wait_all_up(Duration::from_secs(20)).unwrap();
+    cluster.wait_calm(Duration::from_millis(500)).unwrap();
+    assert!(needs_repair(&cluster, "n3"), "its hints were dropped");
+
+    let done = repair(&cluster, "n3").unwrap();
+    // n3 missed 200 updates and 100 new counters; n1 and n2 agree.
+    assert_eq!(done["keys_differing"], 300, "{done}");
+    assert_eq!(
+        done["cells_moved"], 300,
+        "only the cells that differ: {done}"
+    );
+    assert!(done["slices_differing"].as_u64().unwrap() > 0, "{done}");
+    assert!(done["bytes_moved"].as_u64().unwrap() > 300 * 10, "{done}");
+    assert!(!needs_repair(&cluster, "n3"), "the repair cleared the flag");
+    let again = repair(&cluster, "n1").unwrap();
+    assert_eq!(
+        (&again["slices_differing"], &again["cells_moved"]),
+        (&0.into(), &0.into()),
+        "{again}"
+    );
+
+    // n3 alone holds every acknowledged add.
+    cluster.kill(0).unwrap();
+    cluster.kill(1).unwrap();
+    assert_alone_reads(&cluster, 2, 300, |k| if k < 200 { 3 } else { 2 });
+}
+
+#[test]
+fn a_wiped_node_is_repaired_back_under_a_new_counter_id() {
+    let mut cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    add(&cluster, 0, 0..100, 5);
+    add(&cluster, 2, 0..100, 1); // n3's own shards, which the wipe loses
+    cluster.kill(2).unwrap();
+    std::fs::remove_dir_all(&cluster.config.nodes[2].data_dir).unwrap();
+    cluster.restart(2).unwrap();
+    cluster.wait_all_up(Duration::from_secs(20)).unwrap();
+    cluster.wait_calm(Duration::from_millis(500)).unwrap();
+
+    let done = repair(&cluster, "n3").unwrap();
+    assert_eq!(done["cells_moved"], 100, "{done}");
+    // n3 adds again under its new id; then it alone holds it all.
+    add(&cluster, 2, 0..10, 1);
+    cluster.kill(0).unwrap();
+    cluster.kill(1).unwrap();
+    assert_alone_reads(&cluster, 2, 100, |k| if k < 10 { 7 } else { 6 });
+}
