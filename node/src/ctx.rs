@@ -37,9 +37,25 @@ pub(crate) struct Ctx {
     /// did not know has passed.
     #[cfg(feature = "fault-injection")]
     pub(crate) ignore_deadlines: std::sync::atomic::AtomicBool,
+    /// Fault injection: repairs this node runs count the cells they would
+    /// send, and send none.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) idle_repair: std::sync::atomic::AtomicBool,
 }
 
 impl Ctx {
+    /// Whether fault injection says repairs send nothing.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn idle_repair(&self) -> bool {
+        self.idle_repair.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Never: this build has no fault injection.
+    #[cfg(not(feature = "fault-injection"))]
+    pub(crate) fn idle_repair(&self) -> bool {
+        false
+    }
+
     /// Whether a replica holding `mine` must answer `Stale` to a shard
     /// sent in epoch `sent` (see `tally_engine::Epoch::outdates`).
     pub(crate) fn outdates(&self, mine: &Epoch, sent: &Epoch, now_ms: u64) -> bool {

@@ -98,6 +98,8 @@ impl Node {
             config,
             #[cfg(feature = "fault-injection")]
             ignore_deadlines: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(feature = "fault-injection")]
+            idle_repair: std::sync::atomic::AtomicBool::new(false),
         });
         let writes = Writes::new(ctx.clone());
         Ok(Arc::new(Node { ctx, writes }))
@@ -175,6 +177,16 @@ impl Node {
     pub fn inject_ignore_deadlines(&self) {
         self.ctx
             .ignore_deadlines
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// FAULT INJECTION for testing checkers: repairs this node runs find
+    /// what differs and report it moved, but send nothing, so replicas stay
+    /// apart. Only with the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_idle_repair(&self) {
+        self.ctx
+            .idle_repair
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 

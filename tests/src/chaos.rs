@@ -45,6 +45,7 @@ use anyhow::{Context, Result};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tally_net::Consistency;
+use tally_net::wire::{ClientOp, ClientReply};
 
 use crate::checker::{self, Kind, Op, Outcome, Report};
 use crate::proxy::UdpProxy;
@@ -118,6 +119,9 @@ pub struct ChaosOptions {
     /// it as needing repair; the final reads at ALL must converge anyway.
     /// `None`: the product's default (three hours).
     pub hint_window: Option<Duration>,
+    /// FAULT INJECTION in the product, to prove the checker: repairs find
+    /// what differs and move nothing (`--unsafe-idle-repair`).
+    pub idle_repair: bool,
 }
 
 /// Every change of an epoch the workload makes (see `workload`).
@@ -152,6 +156,7 @@ impl Default for ChaosOptions {
             ignore_deadlines: false,
             fault_kinds: FAULT_KINDS,
             hint_window: None,
+            idle_repair: false,
         }
     }
 }
@@ -186,6 +191,9 @@ pub struct Summary {
     /// Hints the nodes dropped (as counted since each last started), and
     /// the nodes some node says need a repair for it.
     pub hints_dropped: (u64, Vec<String>),
+    /// After the faults: cells a repair of every node moved, and the token
+    /// slices a second repair still found differing (a violation).
+    pub repair: (u64, u64),
 }
 
 impl std::fmt::Display for Summary {
@@ -234,6 +242,11 @@ impl std::fmt::Display for Summary {
         writeln!(
             f,
             "hints dropped past the hint window: {dropped}; nodes marked as needing repair: {flagged:?}"
+        )?;
+        let (moved, left) = self.repair;
+        writeln!(
+            f,
+            "repair of every node: {moved} cells moved; a second repair found {left} token slices differing"
         )?;
         writeln!(
             f,
@@ -333,9 +346,18 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
         .unwrap_or(0);
     let after = started + Duration::from_nanos(last_deadline_ns + 2 * checker::epochs::SLOP_NS);
     std::thread::sleep(after.saturating_duration_since(Instant::now()));
-    let finals = rt.block_on(settle_and_read(&cluster, opts.keys))?;
+    rt.block_on(wait_for_hints(&cluster))?;
     let hints_dropped = rt.block_on(hints_dropped(&cluster));
+    // Before the final reads, whose read repair would hide what differs.
+    let repair = rt.block_on(repair_twice(&cluster))?;
+    let finals = rt.block_on(read_finals(&cluster, opts.keys))?;
     let mut report = checker::check(&history, rf, &finals);
+    if repair.1 > 0 {
+        report.violations.push(format!(
+            "replicas differ after a repair of every node: a second repair found {} token slices that differ",
+            repair.1
+        ));
+    }
     let (unique_violations, expected) =
         rt.block_on(unique::check(&addrs, &unique_log, opts.unique_sets));
     report.violations.extend(unique_violations);
@@ -346,6 +368,7 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     }
     let mut summary = summarize(&history, faults, report, workload.reset_range());
     summary.hints_dropped = hints_dropped;
+    summary.repair = repair;
     let u = &unique_log;
     summary.unique = (u.adds, u.retries, u.races, expected);
     let (adds, retries, races, resends) = exact_log.counts();
@@ -383,6 +406,9 @@ fn start(
     }
     if opts.skip_tails {
         cluster_opts.run_args.push("--unsafe-skip-tails".into());
+    }
+    if opts.idle_repair {
+        cluster_opts.run_args.push("--unsafe-idle-repair".into());
     }
     if let Some(window) = opts.hint_window {
         cluster_opts.cluster_tables += &format!(
@@ -515,6 +541,7 @@ fn summarize(
         exact: (0, 0, 0, 0, Vec::new()),
         resp: (0, 0),
         hints_dropped: (0, Vec::new()),
+        repair: (0, 0),
     }
 }
 
@@ -599,9 +626,42 @@ async fn hints_dropped(cluster: &Cluster) -> (u64, Vec<String>) {
     (dropped, flagged.into_iter().collect())
 }
 
-/// Waits until no node has hints pending, then reads every key at ALL
-/// through every node.
-async fn settle_and_read(cluster: &Cluster, keys: usize) -> Result<Vec<(usize, usize, i64)>> {
+/// Repairs every node's ranges, twice: the first pass brings every replica
+/// to the same cells, the second must find nothing that differs. Answers
+/// the cells the first moved and the token slices the second found.
+async fn repair_twice(cluster: &Cluster) -> Result<(u64, u64)> {
+    let (mut moved, mut left) = (0, 0);
+    for pass in 0..2 {
+        for i in 0..cluster.nodes.len() {
+            // A node restarted by the last fault may not be seen up yet.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let r = loop {
+                let answer = match cluster.client(i).await {
+                    Ok(c) => c.call(ClientOp::Repair).await.map_err(anyhow::Error::from),
+                    Err(e) => Err(e),
+                };
+                match answer {
+                    Ok(ClientReply::Repaired(r)) => break r,
+                    Ok(other) => anyhow::bail!("repair of n{}: answered {other:?}", i + 1),
+                    Err(e) if Instant::now() < deadline => {
+                        let _ = e;
+                        tokio::time::sleep(Duration::from_millis(250)).await;
+                    }
+                    Err(e) => return Err(e).context(format!("repair of n{}", i + 1)),
+                }
+            };
+            if pass == 0 {
+                moved += r.cells_moved;
+            } else {
+                left += r.segments_differing;
+            }
+        }
+    }
+    Ok((moved, left))
+}
+
+/// Waits until no node has hints pending.
+async fn wait_for_hints(cluster: &Cluster) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     'wait: loop {
         anyhow::ensure!(
@@ -618,8 +678,12 @@ async fn settle_and_read(cluster: &Cluster, keys: usize) -> Result<Vec<(usize, u
                 continue 'wait;
             }
         }
-        break;
+        return Ok(());
     }
+}
+
+/// Reads every key at ALL through every node.
+async fn read_finals(cluster: &Cluster, keys: usize) -> Result<Vec<(usize, usize, i64)>> {
     let mut finals = Vec::new();
     for i in 0..cluster.nodes.len() {
         let c = cluster.client(i).await?;

@@ -101,6 +101,32 @@ fn the_checker_catches_a_node_that_ignores_ids() {
     }
 }
 
+/// Replicas kept apart (a node killed past a short hint window, reads at
+/// ONE that repair nothing) and a repair that moves nothing: the second
+/// repair of every node finds them still apart.
+#[test]
+fn the_checker_catches_a_repair_that_moves_nothing() {
+    let opts = ChaosOptions {
+        duration: Duration::from_secs(10),
+        fault_interval: Duration::from_secs(4),
+        fault_kinds: &["kill"],
+        levels: &[Consistency::One],
+        hint_window: Some(Duration::from_millis(300)),
+        idle_repair: true,
+        seed: 5,
+        ..ChaosOptions::default()
+    };
+    let summary = run(&opts).unwrap();
+    assert!(
+        summary
+            .report
+            .violations
+            .iter()
+            .any(|v| v.starts_with("replicas differ after a repair")),
+        "an idle repair passed: {summary}"
+    );
+}
+
 #[test]
 fn the_checker_catches_a_cluster_that_loses_adds() {
     let opts = ChaosOptions {

@@ -240,6 +240,9 @@ async fn push(ctx: &Arc<Ctx>, r: usize, k: &Key, merged: &Cell) -> Result<u64, W
         cell: wire_cell(merged),
     };
     let bytes = tally_net::wire::encode(&req).len() as u64;
+    if ctx.idle_repair() {
+        return Ok(bytes); // fault injection: reported, never sent
+    }
     if r == ctx.me {
         ctx.engine
             .apply(k, merged)

@@ -86,6 +86,10 @@ struct Args {
     /// drop hints and mark peers as needing repair (default: three hours).
     #[arg(long, value_parser = parse_duration)]
     hint_window: Option<Duration>,
+    /// FAULT INJECTION in the product, to prove the checker: repairs move
+    /// nothing, so replicas that missed writes stay apart.
+    #[arg(long)]
+    unsafe_idle_repair: bool,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -124,6 +128,7 @@ fn main() {
         skip_tails: a.unsafe_skip_tails,
         ignore_deadlines: a.unsafe_ignore_deadlines,
         hint_window: a.hint_window,
+        idle_repair: a.unsafe_idle_repair,
         ..ChaosOptions::default()
     };
     match run(&opts) {

@@ -50,6 +50,10 @@ enum Cmd {
         /// deadline go into the expired epoch, acknowledged, invisible).
         #[arg(long)]
         unsafe_ignore_deadlines: bool,
+        /// FAULT INJECTION: repairs this node runs report the cells they
+        /// would move and move none.
+        #[arg(long)]
+        unsafe_idle_repair: bool,
         /// TEST SEAM: on SIGUSR1 the disk stops taking commit log writes
         /// (records stay in memory until the node is killed).
         #[arg(long)]
@@ -64,6 +68,7 @@ fn main() {
         unsafe_ignore_ids,
         unsafe_skip_tails,
         unsafe_ignore_deadlines,
+        unsafe_idle_repair,
         stall_writes_on_sigusr1,
     } = Cli::parse().command;
     let stall = Arc::new(AtomicBool::new(false));
@@ -100,6 +105,10 @@ fn main() {
         if unsafe_ignore_deadlines {
             tracing::warn!("FAULT INJECTION: replicas ignore deadlines their leaders missed");
             n.inject_ignore_deadlines();
+        }
+        if unsafe_idle_repair {
+            tracing::warn!("FAULT INJECTION: repairs move nothing");
+            n.inject_idle_repair();
         }
         if unsafe_ignore_ids {
             tracing::warn!(
