@@ -1,6 +1,10 @@
 //! A replica's side of a repair: digests of token slices, pages of leaves,
-//! and "repaired" (see `repair`). Scans run on the blocking pool, never on
-//! the runtime's threads.
+//! and "repaired" (see `repair`).
+//!
+//! Scans run on a thread of their own at the lowest CPU priority
+//! ([`SCAN_NICE`]), never on the runtime's threads: a repair takes the CPU
+//! adds leave idle, so adds keep flowing while it runs, and an idle node
+//! scans at full speed.
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -87,16 +91,29 @@ fn check(ranges: &[WireRange], segments: u32) -> Result<Vec<TokenRange>, WireErr
         .collect())
 }
 
-/// Runs a scan on the blocking pool.
+/// The nice value of scan threads: the lowest priority (see the module docs).
+const SCAN_NICE: libc::c_int = 19;
+
+/// Runs a scan on a thread of its own at [`SCAN_NICE`].
 async fn blocking(
     f: impl FnOnce() -> Result<PeerResponse, WireError> + Send + 'static,
 ) -> Result<PeerResponse, WireError> {
-    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
-        Err(WireError::new(
-            ErrorKind::Internal,
-            format!("repair scan failed: {e}"),
-        ))
-    })
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new()
+        .name("tally-repair".into())
+        .spawn(move || {
+            // On Linux this is the calling thread's nice value alone. A
+            // failure leaves the scan at normal priority: it still works.
+            // SAFETY: setpriority(2) takes plain integers and touches no memory of ours.
+            #[expect(unsafe_code, reason = "setpriority(2) has no safe std wrapper")]
+            let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, SCAN_NICE) };
+            let _ = tx.send(f());
+        });
+    let failed =
+        |why: String| WireError::new(ErrorKind::Internal, format!("repair scan failed: {why}"));
+    spawned.map_err(|e| failed(e.to_string()))?;
+    rx.await
+        .unwrap_or_else(|_| Err(failed("the scan thread panicked".into())))
 }
 
 /// Per slice, the wrapping sum of its cells' digests: one scan.
