@@ -966,6 +966,8 @@ pub struct NodeStats {
     pub counter_id: u64,
     /// Per peer: the hints this node holds for it.
     pub hints: Vec<PeerHints>,
+    /// The repair this node is running, as far as it got.
+    pub repairing: Option<WireRepaired>,
 }
 
 /// The hints one node holds for one peer.

@@ -29,6 +29,8 @@ pub(crate) struct Ctx {
     pub(crate) hints: Hints,
     /// Whether this node may apply ids yet, after an unclean restart.
     pub(crate) tails: crate::tails::Gate,
+    /// The repair this node is running, as far as it got (one at a time).
+    pub(crate) repairing: parking_lot::Mutex<Option<tally_net::wire::WireRepaired>>,
     /// Set once by `Node::start_peers`, before any request is served.
     pub(crate) transport: OnceLock<Arc<Transport>>,
     pub(crate) write_timeout: Duration,

@@ -92,6 +92,7 @@ impl Node {
             engine,
             hints,
             tails,
+            repairing: parking_lot::Mutex::new(None),
             transport: OnceLock::new(),
             write_timeout: Duration::from_millis(c.write_timeout_ms),
             read_timeout: Duration::from_millis(c.read_timeout_ms),
@@ -410,6 +411,7 @@ impl Node {
                 adds_led: e.adds,
                 counter_id: e.counter_id,
                 hints,
+                repairing: ctx.repairing.lock().clone(),
             },
         })
     }

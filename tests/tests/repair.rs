@@ -141,3 +141,41 @@ fn a_wiped_node_is_repaired_back_under_a_new_counter_id() {
     cluster.kill(1).unwrap();
     assert_alone_reads(&cluster, 2, 100, |k| if k < 10 { 7 } else { 6 });
 }
+
+/// One repair at a time per node: a second one, while the first waits for
+/// a frozen replica, is refused and names the first; `tally status` shows
+/// the one running.
+#[test]
+fn a_second_repair_of_a_node_is_refused_while_one_runs() {
+    let mut cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    add(&cluster, 0, 0..50, 1);
+    let rt = rt();
+    let c = rt.block_on(cluster.client(0)).unwrap();
+    // Frozen, n2 still counts as up for a heartbeat timeout: the repair
+    // starts, and waits for n2's digests.
+    cluster.signal_stop(1, false).unwrap();
+    let first = rt.spawn(async move { c.call(tally_net::wire::ClientOp::Repair).await });
+    let started = std::time::Instant::now();
+    rt.block_on(async {
+        let c = cluster.client(0).await.unwrap();
+        while c.status().await.unwrap().stats.repairing.is_none() {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "no repair running"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let err = repair(&cluster, "n1").unwrap_err();
+    assert!(err.contains("a repair of n1 is already running"), "{err}");
+    cluster.signal_stop(1, true).unwrap();
+    let done = rt.block_on(first).unwrap();
+    assert!(
+        matches!(done, Ok(tally_net::wire::ClientReply::Repaired(_))),
+        "{done:?}"
+    );
+    assert!(
+        repair(&cluster, "n1").is_ok(),
+        "one after the other is fine"
+    );
+}

@@ -22,11 +22,38 @@ const SCAN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Differing keys fixed at once.
 const FIXES_IN_FLIGHT: usize = 32;
 
-/// Repairs every range this node replicates; answers what it did.
+/// Clears the node's running repair when the repair ends, however it ends.
+struct Running<'a>(&'a Ctx);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        *self.0.repairing.lock() = None;
+    }
+}
+
+/// Repairs every range this node replicates; answers what it did. One
+/// repair at a time: a second one is refused, naming the first.
 pub(crate) async fn repair(ctx: &Arc<Ctx>) -> Result<WireRepaired, WireError> {
     let started = Instant::now();
     let started_ms = tally_engine::now_ms();
     let me = ctx.name(ctx.me).to_string();
+    {
+        let mut running = ctx.repairing.lock();
+        if let Some(r) = running.as_ref() {
+            return Err(WireError::not_applied(
+                ErrorKind::Invalid,
+                format!(
+                    "a repair of {me} is already running ({} cells moved so far): one at a time",
+                    r.cells_moved
+                ),
+            ));
+        }
+        *running = Some(WireRepaired {
+            node: me.clone(),
+            ..WireRepaired::default()
+        });
+    }
+    let _running = Running(ctx);
     let groups = groups(ctx);
     if let Some(&down) = groups.keys().flatten().find(|&&n| !ctx.is_up(n)) {
         return Err(WireError::not_applied(
@@ -45,6 +72,7 @@ pub(crate) async fn repair(ctx: &Arc<Ctx>) -> Result<WireRepaired, WireError> {
     };
     for (replicas, ranges) in &groups {
         repair_group(ctx, replicas, ranges, &mut done).await?;
+        *ctx.repairing.lock() = Some(done.clone());
         info!(
             node = %me,
             ranges = done.ranges,
@@ -115,6 +143,7 @@ async fn repair_group(
     done.ranges += wire.len() as u64;
     done.segments += total as u64;
     done.segments_differing += wanted.len() as u64;
+    *ctx.repairing.lock() = Some(done.clone());
     let mut after: Option<Key> = None;
     while !wanted.is_empty() {
         let pages = pages(ctx, replicas, &wire, segments, &wanted, after.as_ref()).await?;
@@ -131,6 +160,7 @@ async fn repair_group(
                 done.bytes_moved += bytes;
             }
         }
+        *ctx.repairing.lock() = Some(done.clone());
         match compared.next {
             Some(k) => after = Some(k),
             None => break,

@@ -42,7 +42,13 @@ pub(crate) async fn run(cli: &Cli) -> Result<()> {
         let client = Client::connect_with_timeout(addr, timeout)
             .await
             .with_context(|| format!("repair of {id}: connect to {addr}"))?;
-        let repaired = match client.call(ClientOp::Repair).await {
+        let call = client.call(ClientOp::Repair);
+        let answer = if cli.json {
+            call.await
+        } else {
+            with_progress(call, addr).await
+        };
+        let repaired = match answer {
             Ok(ClientReply::Repaired(r)) => r,
             Ok(other) => bail!("repair of {id}: unexpected answer {other:?}"),
             Err(e) => return Err(e).with_context(|| format!("repair of {id} failed")),
@@ -68,6 +74,38 @@ pub(crate) async fn run(cli: &Cli) -> Result<()> {
     }
     Ok(())
 }
+
+/// Awaits `call`, printing the node's progress (from its status, on a
+/// connection of its own) every second it changed.
+async fn with_progress<F: std::future::Future>(call: F, addr: SocketAddr) -> F::Output {
+    let mut call = std::pin::pin!(call);
+    let mut tick = tokio::time::interval(PROGRESS_EVERY);
+    tick.tick().await;
+    let mut last = None;
+    loop {
+        tokio::select! {
+            answer = &mut call => return answer,
+            _ = tick.tick() => {
+                let Ok(status) = Client::connect_with_timeout(addr, PROGRESS_EVERY).await else {
+                    continue;
+                };
+                let Ok(s) = status.status().await else { continue };
+                if let Some(r) = s.stats.repairing
+                    && last.as_ref() != Some(&r)
+                {
+                    println!(
+                        "repair of {}: {} of {} token slices differ, {} keys compared, {} differ, {} cells moved",
+                        r.node, r.segments_differing, r.segments, r.keys_compared, r.keys_differing, r.cells_moved
+                    );
+                    last = Some(r);
+                }
+            }
+        }
+    }
+}
+
+/// How often `tally repair` prints progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
 /// One node's repair, in one line.
 fn summary(r: &WireRepaired) -> String {
