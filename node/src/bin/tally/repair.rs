@@ -90,7 +90,9 @@ async fn with_progress<F: std::future::Future>(call: F, addr: SocketAddr) -> F::
                     continue;
                 };
                 let Ok(s) = status.status().await else { continue };
+                // Nothing to say until the digests are compared.
                 if let Some(r) = s.stats.repairing
+                    && r.segments > 0
                     && last.as_ref() != Some(&r)
                 {
                     println!(
