@@ -579,15 +579,16 @@ pub enum PeerRequest {
         segments: u32,
     },
     /// Repair: the key and cell digest of each cell in the `wanted`
-    /// slices (indices as in `Digests`), in key order from after `after`,
-    /// at most `limit` (≤ [`REPAIR_LEAVES_MAX`]); answered `Leaves`.
+    /// slices (runs `(first, count)` of indices as in `Digests`), in key
+    /// order from after `after`, at most `limit` (≤ [`REPAIR_LEAVES_MAX`]);
+    /// answered `Leaves`.
     RepairLeaves {
         /// The token ranges.
         ranges: Vec<WireRange>,
         /// Slices per range.
         segments: u32,
-        /// The slices wanted, ascending.
-        wanted: Vec<u32>,
+        /// The slices wanted: ascending, disjoint runs `(first, count)`.
+        wanted: Vec<(u32, u32)>,
         /// Where the last page ended.
         after: Option<WireKey>,
         /// Leaves per page, at most.

@@ -110,6 +110,38 @@ pub(crate) fn differing(digests: &[Vec<u64>]) -> Vec<u32> {
         .collect()
 }
 
+/// `slices` (ascending) as runs `(first, count)` of consecutive indices:
+/// what a repair sends for them, however many differ.
+pub(crate) fn runs(slices: &[u32]) -> Vec<(u32, u32)> {
+    let mut out: Vec<(u32, u32)> = Vec::new();
+    for &s in slices {
+        match out.last_mut() {
+            Some((first, count)) if *first + *count == s => *count += 1,
+            _ => out.push((s, 1)),
+        }
+    }
+    out
+}
+
+/// Whether slice `s` is in `runs` (ascending, disjoint).
+pub(crate) fn in_runs(runs: &[(u32, u32)], s: u32) -> bool {
+    let at = runs.partition_point(|&(first, _)| first <= s);
+    at > 0 && {
+        let (first, count) = runs[at - 1];
+        u64::from(s) < u64::from(first) + u64::from(count)
+    }
+}
+
+/// Whether `runs` are ascending, disjoint, non-empty and below `total`.
+pub(crate) fn runs_valid(runs: &[(u32, u32)], total: usize) -> bool {
+    let mut next = 0u64;
+    runs.iter().all(|&(first, count)| {
+        let ok = count > 0 && u64::from(first) >= next;
+        next = u64::from(first) + u64::from(count);
+        ok
+    }) && next <= total as u64
+}
+
 /// One replica's page of leaves: keys and cell digests in key order, and
 /// the last key it scanned if it stopped early.
 #[derive(Debug, Clone, Default)]
@@ -234,6 +266,23 @@ mod tests {
             [0, 1]
         );
         assert_eq!(differing(&[]), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn slices_travel_as_runs() {
+        let slices = [0, 1, 2, 7, 9, 10];
+        let r = runs(&slices);
+        assert_eq!(r, [(0, 3), (7, 1), (9, 2)]);
+        for s in 0..12 {
+            assert_eq!(in_runs(&r, s), slices.contains(&s), "{s}");
+        }
+        assert!(runs_valid(&r, 11));
+        assert!(!runs_valid(&r, 10), "past the end");
+        assert!(!runs_valid(&[(3, 2), (4, 1)], 10), "overlapping");
+        assert!(!runs_valid(&[(3, 0)], 10), "empty run");
+        assert!(runs_valid(&[(0, u32::MAX)], u32::MAX as usize));
+        assert!(!runs_valid(&[(1, u32::MAX)], u32::MAX as usize));
+        assert_eq!(runs(&[]), []);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use tally_net::wire::{
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
-use super::{Page, compare_pages, differing, serve::serve, slices_per_range};
+use super::{Page, compare_pages, differing, runs, serve::serve, slices_per_range};
 use crate::convert::{cell, engine_error, key, wire_cell, wire_key};
 use crate::ctx::Ctx;
 
@@ -144,6 +144,7 @@ async fn repair_group(
     done.segments += total as u64;
     done.segments_differing += wanted.len() as u64;
     *ctx.repairing.lock() = Some(done.clone());
+    let wanted = runs(&wanted);
     let mut after: Option<Key> = None;
     while !wanted.is_empty() {
         let pages = pages(ctx, replicas, &wire, segments, &wanted, after.as_ref()).await?;
@@ -175,7 +176,7 @@ async fn pages(
     replicas: &[usize],
     ranges: &[WireRange],
     segments: u32,
-    wanted: &[u32],
+    wanted: &[(u32, u32)],
     after: Option<&Key>,
 ) -> Result<Vec<Page>, WireError> {
     let asked = replicas.iter().map(|&r| {

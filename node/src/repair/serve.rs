@@ -16,7 +16,7 @@ use tally_net::wire::{
     REPAIR_SEGMENTS_MAX, WireError, WireRange,
 };
 
-use super::Locator;
+use super::{Locator, in_runs, runs_valid};
 use crate::convert::{engine_error, key, wire_key};
 use crate::ctx::Ctx;
 
@@ -36,11 +36,7 @@ pub(crate) async fn serve(ctx: &Arc<Ctx>, req: PeerRequest) -> Result<PeerRespon
             limit,
         } => {
             let ranges = check(&ranges, segments)?;
-            let total = ranges.len() * segments as usize;
-            if wanted.len() > total
-                || wanted.windows(2).any(|w| w[0] >= w[1])
-                || wanted.last().is_some_and(|&w| w as usize >= total)
-            {
+            if !runs_valid(&wanted, ranges.len() * segments as usize) {
                 return Err(invalid("wanted slices out of order or out of range"));
             }
             let limit = usize::try_from(limit).unwrap_or(usize::MAX);
@@ -142,7 +138,7 @@ fn digests(
 fn leaves(
     engine: &Engine,
     locator: &Locator,
-    wanted: &[u32],
+    wanted: &[(u32, u32)],
     after: Option<Key>,
     limit: usize,
 ) -> Result<PeerResponse, WireError> {
@@ -152,7 +148,7 @@ fn leaves(
     engine
         .scan(after.as_ref(), |k, c| {
             let slice = locator.locate(murmur3_token(k.partition()));
-            if slice.is_some_and(|s| wanted.binary_search(&s).is_ok()) {
+            if slice.is_some_and(|s| in_runs(wanted, s)) {
                 out.push((wire_key(k), cell_digest(k, c, &mut scratch)));
                 if out.len() == limit {
                     more = Some(wire_key(k));
