@@ -316,9 +316,6 @@ impl Node {
     /// Runs one client operation.
     pub async fn execute(&self, op: ClientOp) -> Result<ClientReply, WireError> {
         match op {
-            ClientOp::Repair => crate::repair::run::repair(&self.ctx)
-                .await
-                .map(ClientReply::Repaired),
             ClientOp::Ping => Ok(ClientReply::Pong),
             ClientOp::Add { key, delta, cl } => {
                 self.add(&key, delta, cl).await.map(ClientReply::Value)
@@ -362,6 +359,9 @@ impl Node {
                 .get_cell(&key, cl)
                 .await
                 .map(|c| ClientReply::Cell(convert::wire_cell(&c))),
+            ClientOp::Repair => crate::repair::run::repair(&self.ctx)
+                .await
+                .map(ClientReply::Repaired),
         }
     }
 
