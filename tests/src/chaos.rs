@@ -17,6 +17,9 @@
 //!   file (no root needed): its writes soon fail with EFBIG as on a full
 //!   disk, and the engine refuses writes until it has room; then it is
 //!   restarted with room again;
+//! - `repair`: not a fault but an operation that races the workload: a
+//!   `tally repair` of a node's ranges while adds keep coming (refused
+//!   when a replica is not seen up yet, which counts as tried);
 //! - `stall`: a node's disk stops taking commit log writes while the node
 //!   keeps serving (its new records stay in memory, its shards and their
 //!   ids still reach the replicas), then it is killed with `kill -9` and
@@ -128,7 +131,7 @@ pub struct ChaosOptions {
 pub const CHANGES: &[&str] = &["reset", "set", "expire"];
 
 /// Every fault kind (see the module doc).
-pub const FAULT_KINDS: &[&str] = &["kill", "pause", "partition", "disk", "stall"];
+pub const FAULT_KINDS: &[&str] = &["kill", "pause", "partition", "disk", "stall", "repair"];
 
 impl Default for ChaosOptions {
     fn default() -> Self {
@@ -194,6 +197,9 @@ pub struct Summary {
     /// After the faults: cells a repair of every node moved, and the token
     /// slices a second repair still found differing (a violation).
     pub repair: (u64, u64),
+    /// Repairs during the run (the `repair` fault): finished, and the
+    /// cells they moved.
+    pub repairs_racing: (usize, u64),
 }
 
 impl std::fmt::Display for Summary {
@@ -242,6 +248,11 @@ impl std::fmt::Display for Summary {
         writeln!(
             f,
             "hints dropped past the hint window: {dropped}; nodes marked as needing repair: {flagged:?}"
+        )?;
+        let (finished, racing_moved) = self.repairs_racing;
+        writeln!(
+            f,
+            "repairs racing the workload: {finished} finished, {racing_moved} cells moved"
         )?;
         let (moved, left) = self.repair;
         writeln!(
@@ -316,7 +327,7 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
         })
         .collect();
 
-    let faults = inject_all(opts, &mut cluster, &proxies, started)?;
+    let (faults, repairs_racing) = inject_all(opts, &mut cluster, &proxies, started)?;
     stop.store(true, Ordering::Release);
     let mut history = Vec::new();
     for w in workers {
@@ -369,6 +380,7 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     let mut summary = summarize(&history, faults, report, workload.reset_range());
     summary.hints_dropped = hints_dropped;
     summary.repair = repair;
+    summary.repairs_racing = repairs_racing;
     let u = &unique_log;
     summary.unique = (u.adds, u.retries, u.races, expected);
     let (adds, retries, races, resends) = exact_log.counts();
@@ -451,8 +463,9 @@ fn inject_all(
     cluster: &mut Cluster,
     proxies: &[UdpProxy],
     started: Instant,
-) -> Result<BTreeMap<&'static str, usize>> {
+) -> Result<(BTreeMap<&'static str, usize>, (usize, u64))> {
     let mut faults = BTreeMap::new();
+    let mut repairs = (0, 0);
     let mut rng = SmallRng::seed_from_u64(opts.seed);
     let kinds = opts.fault_kinds;
     let mut turn = 0;
@@ -462,13 +475,13 @@ fn inject_all(
             let kind = kinds[turn % kinds.len()];
             turn += 1;
             let hold = Duration::from_millis(rng.random_range(1000..3000));
-            inject(cluster, proxies, kind, hold, &mut rng)?;
+            inject(cluster, proxies, kind, hold, &mut rng, &mut repairs)?;
             *faults.entry(kind).or_insert(0) += 1;
         }
         std::thread::sleep(opts.fault_interval.saturating_sub(tick.elapsed()));
     }
     std::thread::sleep(opts.duration.saturating_sub(started.elapsed()));
-    Ok(faults)
+    Ok((faults, repairs))
 }
 
 /// Heals every partition, restarts every stopped node, and waits until
@@ -542,6 +555,7 @@ fn summarize(
         resp: (0, 0),
         hints_dropped: (0, Vec::new()),
         repair: (0, 0),
+        repairs_racing: (0, 0),
     }
 }
 
@@ -552,10 +566,23 @@ fn inject(
     kind: &str,
     hold: Duration,
     rng: &mut SmallRng,
+    repairs: &mut (usize, u64),
 ) -> Result<()> {
     let n = cluster.nodes.len();
     let victim = rng.random_range(0..n);
     match kind {
+        "repair" => {
+            let started = Instant::now();
+            let done = crate::runtime().block_on(async {
+                let c = cluster.client(victim).await?;
+                anyhow::Ok(c.call(ClientOp::Repair).await)
+            })?;
+            if let Ok(ClientReply::Repaired(r)) = done {
+                repairs.0 += 1;
+                repairs.1 += r.cells_moved;
+            }
+            std::thread::sleep(hold.saturating_sub(started.elapsed()));
+        }
         "kill" => {
             cluster.kill(victim)?;
             std::thread::sleep(hold);

@@ -60,6 +60,10 @@ fn a_short_chaos_run_finds_no_violation() {
         !summary.hints_dropped.1.is_empty(),
         "no node dropped hints past the window: {summary}"
     );
+    assert!(
+        summary.repairs_racing.0 >= 1,
+        "no repair finished while the workload ran: {summary}"
+    );
     let (id_adds, retries, races, resends, _) = &summary.exact;
     assert!(*id_adds > 100, "too few adds with ids: {summary}");
     assert!(*retries > 0 && *races > 0 && *resends > 0, "{summary}");
