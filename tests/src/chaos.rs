@@ -456,14 +456,18 @@ fn start(
     Ok((cluster, rt, proxies))
 }
 
+/// Faults injected, by kind.
+type Faults = BTreeMap<&'static str, usize>;
+
 /// Injects faults from the seeded schedule until the run's end (or only
-/// waits, without faults); answers how many of each kind.
+/// waits, without faults); answers how many of each kind, and the repairs
+/// that raced the workload (finished, cells moved).
 fn inject_all(
     opts: &ChaosOptions,
     cluster: &mut Cluster,
     proxies: &[UdpProxy],
     started: Instant,
-) -> Result<(BTreeMap<&'static str, usize>, (usize, u64))> {
+) -> Result<(Faults, (usize, u64))> {
     let mut faults = BTreeMap::new();
     let mut repairs = (0, 0);
     let mut rng = SmallRng::seed_from_u64(opts.seed);
