@@ -88,9 +88,12 @@ fn a_node_down_past_the_hint_window_is_repaired_to_exact_values() {
     cluster.kill(2).unwrap();
     cluster.wait_view(Duration::from_secs(10)).unwrap();
 
-    // A repair needs every replica: refused while n3 is down, clearly.
+    // A repair needs every replica: refused while n3 is down, clearly,
+    // and a repair of n3 itself cannot reach it.
     let err = repair(&cluster, "n1").unwrap_err();
     assert!(err.contains("n3 is down"), "{err}");
+    let err = repair(&cluster, "n3").unwrap_err();
+    assert!(err.contains("repair of n3: connect to"), "{err}");
 
     add(&cluster, 0, 0..300, 2);
     std::thread::sleep(Duration::from_millis(1500));

@@ -160,3 +160,25 @@ fn leaves(
         .map_err(|e| engine_error(&e))?;
     Ok(PeerResponse::Leaves { leaves: out, more })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range(start: i64, end: i64) -> WireRange {
+        WireRange { start, end }
+    }
+
+    #[test]
+    fn requests_past_the_bounds_are_refused() {
+        assert_eq!(check(&[range(0, 10)], 16).unwrap().len(), 1);
+        assert!(check(&[], 16).is_err(), "no ranges");
+        assert!(check(&[range(0, 10)], 0).is_err(), "no slices");
+        let many = vec![range(0, 10); REPAIR_RANGES_MAX + 1];
+        assert!(check(&many, 1).is_err(), "too many ranges");
+        let most = vec![range(0, 10); REPAIR_RANGES_MAX];
+        assert!(check(&most, 256).is_ok());
+        assert!(check(&most, 257).is_err(), "too many slices");
+        assert!(check(&[range(0, 10)], u32::MAX).is_err());
+    }
+}
