@@ -22,7 +22,7 @@ trap 'stop; [ -n "${KEEP:-}" ] && echo "kept $dir" || rm -rf "$dir"' EXIT
 start() { "$tallyd" run --config "$dir/cluster.toml" --node "$1" --threads 1 >> "$dir/$1.log" 2>&1 & pids[$1]=$!; }
 up() { # waits until `tally status` counts every node up, and a little more for every view
     for _ in $(seq 100); do
-        [ "$("$tally" --config "$dir/cluster.toml" status 2>/dev/null | grep -c ' up ')" = 3 ] && sleep 2 && return 0
+        [ "$("$tally" --config "$dir/cluster.toml" status 2>/dev/null | grep -c ' UN ')" = 3 ] && sleep 2 && return 0
         sleep 0.2
     done
     echo "the cluster did not come up: see $dir" >&2; exit 1

@@ -46,7 +46,7 @@ fn the_cli_adds_reads_resets_and_reports() {
 
     let status = ok(&cluster, &["status"]);
     assert_eq!(
-        status.lines().filter(|l| l.contains(" up ")).count(),
+        status.lines().filter(|l| l.contains(" UN ")).count(),
         3,
         "{status}"
     );
@@ -82,7 +82,7 @@ fn the_cli_adds_reads_resets_and_reports() {
     assert!(
         status
             .lines()
-            .any(|l| l.starts_with("n3") && l.contains("down")),
+            .any(|l| l.starts_with("n3") && l.contains(" DN ")),
         "{status}"
     );
     // Quorum still works with one node down, for an add whose applier

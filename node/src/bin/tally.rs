@@ -143,8 +143,9 @@ enum Cmd {
         #[arg(long, default_value = "")]
         column: String,
     },
-    /// Every node: up, down or not writable (and why), address, share of the
-    /// ring, counters, commit log.
+    /// Every node: up or down (UN, DN) and whether it takes writes, address,
+    /// share of the ring, counters, bytes on disk, hints, counter id, and
+    /// which nodes need a repair.
     Status,
     /// Compare the replicas of a node's token ranges (every node's in turn,
     /// or the one `--node` names) and merge the cells that differ; prints
@@ -517,11 +518,13 @@ fn dropped_hints_for<'r>(id: &str, rows: &'r [Row<'_>]) -> Vec<&'r str> {
 }
 
 impl Row<'_> {
+    /// Like `nodetool status`: U(p) or D(own), then N(ormal) (no node joins
+    /// or leaves: membership is `cluster.toml`'s); and whether it takes writes.
     fn state(&self) -> &'static str {
         match (self.node.up, &self.not_writable) {
-            (false, _) => "down",
-            (true, Some(_)) => "not writable",
-            (true, None) => "up",
+            (false, _) => "DN",
+            (true, Some(_)) => "UN not writable",
+            (true, None) => "UN",
         }
     }
 }
@@ -581,29 +584,30 @@ async fn print_status(cli: &Cli, status: &ClusterStatus) -> Result<()> {
         "cluster {} (replication factor {}, {} vnodes per node), seen from {}",
         status.cluster, status.replication_factor, status.vnodes, status.node
     );
+    println!("state: U(p) or D(own), N(ormal); load: commit log and SSTables on disk");
     println!(
-        "{:<6} {:<12} {:<22} {:>6} {:>10} {:>11} {:>6}  {:<16}",
-        "node", "state", "client", "ring", "counters", "commit log", "hints", "counter id"
+        "{:<6} {:<15} {:<22} {:>6} {:>10} {:>10} {:>6}  {:<16}",
+        "node", "state", "client", "owns", "counters", "load", "hints", "counter id"
     );
     for r in &rows {
         let n = r.node;
-        let (cells, log, hints, id) = match &r.stats {
+        let (cells, load, hints, id) = match &r.stats {
             Some(s) => (
                 s.cells.to_string(),
-                human(s.log_bytes),
+                human(s.log_bytes + s.table_bytes),
                 s.hints_pending.to_string(),
                 format!("{:016x}", s.counter_id),
             ),
             None => ("-".into(), "-".into(), "-".into(), "-".into()),
         };
         println!(
-            "{:<6} {:<12} {:<22} {:>5.1}% {:>10} {:>11} {:>6}  {id}",
+            "{:<6} {:<15} {:<22} {:>5.1}% {:>10} {:>10} {:>6}  {id}",
             n.id,
             r.state(),
             n.client_addr,
             n.ownership * 100.0,
             cells,
-            log,
+            load,
             hints
         );
     }
