@@ -642,6 +642,8 @@ pub struct WireRepaired {
     pub bytes_moved: u64,
     /// How long it took.
     pub millis: u64,
+    /// It resumed where an unfinished repair stopped.
+    pub resumed: bool,
 }
 
 /// A change of a counter's epoch, as the engine's `change::Change`.

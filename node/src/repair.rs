@@ -18,13 +18,16 @@
 //!    cell to each replica that did not hold exactly it: whole cells, both
 //!    ways, as merges (idempotent, so a write racing the repair is safe).
 //!
-//! A repair needs every replica of its ranges up. It ends by telling every
+//! A repair needs every replica of its ranges up. One that stops half way
+//! (a replica went down, the node restarted) leaves a `checkpoint`, and the
+//! next one resumes there. A repair ends by telling every
 //! node that the repaired node is repaired as of when it began, which
 //! clears hints' "needs repair" flags set before then (`hints::bound`).
 //!
 //! The rules are pure functions here; `serve` answers replicas' side,
 //! `run` moves the bytes.
 
+mod checkpoint;
 pub(crate) mod run;
 pub(crate) mod serve;
 

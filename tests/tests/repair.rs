@@ -182,3 +182,72 @@ fn a_second_repair_of_a_node_is_refused_while_one_runs() {
         "one after the other is fine"
     );
 }
+
+/// A repair cut short (its node killed half way) leaves a checkpoint, and
+/// the next repair resumes there: it compares fewer keys, and the node
+/// ends up exact all the same.
+#[test]
+fn a_repair_cut_short_resumes_where_it_stopped() {
+    const KEYS: usize = 25_000;
+    let mut cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    rt().block_on(async {
+        let mut tasks = tokio::task::JoinSet::new();
+        for t in 0..32 {
+            let c = cluster.client(t % 2).await.unwrap();
+            tasks.spawn(async move {
+                for i in (t..KEYS).step_by(32) {
+                    c.add(key(i).as_bytes(), b"", 1, Consistency::Quorum)
+                        .await
+                        .unwrap();
+                }
+            });
+        }
+        while let Some(done) = tasks.join_next().await {
+            done.unwrap();
+        }
+    });
+    cluster.kill(2).unwrap();
+    std::fs::remove_dir_all(&cluster.config.nodes[2].data_dir).unwrap();
+    cluster.restart(2).unwrap();
+    cluster.wait_all_up(Duration::from_secs(20)).unwrap();
+    cluster.wait_calm(Duration::from_millis(500)).unwrap();
+
+    // Cut short once a first page of keys is settled.
+    let mut first = Command::new(bin("tally").unwrap())
+        .arg("--config")
+        .arg(&cluster.config_path)
+        .args(["--node", "n3", "--json", "repair"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    rt().block_on(async {
+        let c = cluster.client(2).await.unwrap();
+        loop {
+            let s = c.status().await.unwrap().stats;
+            if s.repairing.is_some_and(|r| r.keys_compared > 0) {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "no page settled"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    cluster.kill(2).unwrap();
+    assert!(!first.wait().unwrap().success(), "the cut repair failed");
+    cluster.restart(2).unwrap();
+    cluster.wait_all_up(Duration::from_secs(20)).unwrap();
+    cluster.wait_calm(Duration::from_millis(500)).unwrap();
+
+    let done = repair(&cluster, "n3").unwrap();
+    assert_eq!(done["resumed"], true, "{done}");
+    let compared = done["keys_compared"].as_u64().unwrap();
+    assert!(compared < KEYS as u64, "it started over: {done}");
+    assert_eq!(repair(&cluster, "n3").unwrap()["resumed"], false);
+    cluster.kill(0).unwrap();
+    cluster.kill(1).unwrap();
+    assert_alone_reads(&cluster, 2, KEYS, |_| 1);
+}

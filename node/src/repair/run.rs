@@ -13,6 +13,7 @@ use tally_net::wire::{
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
+use super::checkpoint::{self, Checkpoint};
 use super::{Page, compare_pages, differing, runs, serve::serve, slices_per_range};
 use crate::convert::{cell, engine_error, key, wire_cell, wire_key};
 use crate::ctx::Ctx;
@@ -22,22 +23,12 @@ const SCAN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Differing keys fixed at once.
 const FIXES_IN_FLIGHT: usize = 32;
 
-/// Clears the node's running repair when the repair ends, however it ends.
+/// The node's running repair, cleared when the repair ends, however it ends.
 struct Running<'a>(&'a Ctx);
 
-impl Drop for Running<'_> {
-    fn drop(&mut self) {
-        *self.0.repairing.lock() = None;
-    }
-}
-
-/// Repairs every range this node replicates; answers what it did. One
-/// repair at a time: a second one is refused, naming the first.
-pub(crate) async fn repair(ctx: &Arc<Ctx>) -> Result<WireRepaired, WireError> {
-    let started = Instant::now();
-    let started_ms = tally_engine::now_ms();
-    let me = ctx.name(ctx.me).to_string();
-    {
+impl<'a> Running<'a> {
+    /// Marks a repair of this node (`me`) as running, unless one is.
+    fn begin(ctx: &'a Ctx, me: &str) -> Result<Running<'a>, WireError> {
         let mut running = ctx.repairing.lock();
         if let Some(r) = running.as_ref() {
             return Err(WireError::not_applied(
@@ -49,11 +40,26 @@ pub(crate) async fn repair(ctx: &Arc<Ctx>) -> Result<WireRepaired, WireError> {
             ));
         }
         *running = Some(WireRepaired {
-            node: me.clone(),
+            node: me.to_string(),
             ..WireRepaired::default()
         });
+        Ok(Running(ctx))
     }
-    let _running = Running(ctx);
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        *self.0.repairing.lock() = None;
+    }
+}
+
+/// Repairs every range this node replicates, from where an unfinished
+/// repair stopped if one did; answers what it did. One repair at a time:
+/// a second one is refused, naming the first.
+pub(crate) async fn repair(ctx: &Arc<Ctx>) -> Result<WireRepaired, WireError> {
+    let started = Instant::now();
+    let me = ctx.name(ctx.me).to_string();
+    let _running = Running::begin(ctx, &me)?;
     let groups = groups(ctx);
     if let Some(&down) = groups.keys().flatten().find(|&&n| !ctx.is_up(n)) {
         return Err(WireError::not_applied(
@@ -64,35 +70,61 @@ pub(crate) async fn repair(ctx: &Arc<Ctx>) -> Result<WireRepaired, WireError> {
             ),
         ));
     }
+    let dir = ctx.config.nodes[ctx.me].data_dir.clone();
+    let c = &ctx.config.cluster;
+    let ring = checkpoint::ring_id(&ctx.config.node_ids(), c.vnodes, c.replication_factor);
+    let resumed = checkpoint::load(&dir, ring);
+    let mut mark = resumed.clone().unwrap_or(Checkpoint {
+        ring,
+        started_ms: tally_engine::now_ms(),
+        group: 0,
+        after: None,
+    });
     let ranges: usize = groups.values().map(Vec::len).sum();
-    info!(node = %me, ranges, "repair started");
+    info!(node = %me, ranges, resumed = ?resumed, "repair started");
     let mut done = WireRepaired {
         node: me.clone(),
+        resumed: resumed.is_some(),
         ..WireRepaired::default()
     };
-    for (replicas, ranges) in &groups {
-        repair_group(ctx, replicas, ranges, &mut done).await?;
+    for (i, (replicas, ranges)) in (0u32..).zip(&groups) {
+        if i < mark.group {
+            continue;
+        }
+        let from = if i == mark.group {
+            mark.after.take()
+        } else {
+            None
+        };
+        mark.group = i;
+        repair_group(ctx, replicas, ranges, from, &mut mark, &mut done).await?;
+        mark.group = i + 1;
+        save(&dir, &mark);
         *ctx.repairing.lock() = Some(done.clone());
-        info!(
-            node = %me,
-            ranges = done.ranges,
-            of = ranges.len(),
-            cells_moved = done.cells_moved,
-            "repair progress"
-        );
+        info!(node = %me, ranges = done.ranges, cells_moved = done.cells_moved, "repair progress");
     }
     for n in 0..ctx.config.nodes.len() {
         let told = PeerRequest::Repaired {
             node: me.clone(),
-            started_ms,
+            started_ms: mark.started_ms,
         };
         if let Err(e) = ask(ctx, n, told).await {
             warn!(peer = %ctx.name(n), error = %e, "could not tell a node of the repair");
         }
     }
+    if let Err(e) = checkpoint::clear(&dir) {
+        warn!(error = %e, "could not remove the repair checkpoint");
+    }
     done.millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     info!(summary = ?done, "repair finished");
     Ok(done)
+}
+
+/// Writes the checkpoint `mark` (a failure costs only work again).
+fn save(dir: &std::path::Path, mark: &Checkpoint) {
+    if let Err(e) = checkpoint::save(dir, mark) {
+        warn!(error = %e, "could not write the repair checkpoint");
+    }
 }
 
 /// The ranges this node replicates, by their replicas (sorted).
@@ -108,12 +140,15 @@ fn groups(ctx: &Ctx) -> BTreeMap<Vec<usize>, Vec<TokenRange>> {
     groups
 }
 
-/// Repairs `ranges`, replicated by `replicas`: digests, then the leaves
-/// of the slices that differ, a page at a time, then the keys that differ.
+/// Repairs `ranges`, replicated by `replicas`, from after key `from`:
+/// digests, then the leaves of the slices that differ, a page at a time,
+/// then the keys that differ; `mark` is saved after each page.
 async fn repair_group(
     ctx: &Arc<Ctx>,
     replicas: &[usize],
     ranges: &[TokenRange],
+    from: Option<Key>,
+    mark: &mut Checkpoint,
     done: &mut WireRepaired,
 ) -> Result<(), WireError> {
     let segments = slices_per_range(ranges.len());
@@ -145,7 +180,7 @@ async fn repair_group(
     done.segments_differing += wanted.len() as u64;
     *ctx.repairing.lock() = Some(done.clone());
     let wanted = runs(&wanted);
-    let mut after: Option<Key> = None;
+    let mut after = from;
     while !wanted.is_empty() {
         let pages = pages(ctx, replicas, &wire, segments, &wanted, after.as_ref()).await?;
         let compared = compare_pages(&pages);
@@ -162,6 +197,8 @@ async fn repair_group(
             }
         }
         *ctx.repairing.lock() = Some(done.clone());
+        mark.after.clone_from(&compared.next);
+        save(&ctx.config.nodes[ctx.me].data_dir, mark);
         match compared.next {
             Some(k) => after = Some(k),
             None => break,

@@ -66,7 +66,7 @@ pub(crate) async fn run(cli: &Cli) -> Result<()> {
                     "node": r.node, "ranges": r.ranges, "slices": r.segments,
                     "slices_differing": r.segments_differing, "keys_compared": r.keys_compared,
                     "keys_differing": r.keys_differing, "cells_moved": r.cells_moved,
-                    "bytes_moved": r.bytes_moved, "ms": r.millis,
+                    "bytes_moved": r.bytes_moved, "ms": r.millis, "resumed": r.resumed,
                 })
             })
             .collect();
@@ -112,8 +112,13 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 /// One node's repair, in one line.
 fn summary(r: &WireRepaired) -> String {
     format!(
-        "repair of {} finished in {:.1} s: {} ranges, {} of {} token slices differed, {} keys compared, {} differed, {} cells moved ({})",
+        "repair of {}{} finished in {:.1} s: {} ranges, {} of {} token slices differed, {} keys compared, {} differed, {} cells moved ({})",
         r.node,
+        if r.resumed {
+            " (resumed where the last one stopped)"
+        } else {
+            ""
+        },
         r.millis as f64 / 1000.0,
         r.ranges,
         r.segments_differing,
