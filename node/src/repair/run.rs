@@ -103,21 +103,27 @@ pub(crate) async fn repair(ctx: &Arc<Ctx>) -> Result<WireRepaired, WireError> {
         *ctx.repairing.lock() = Some(done.clone());
         info!(node = %me, ranges = done.ranges, cells_moved = done.cells_moved, "repair progress");
     }
-    for n in 0..ctx.config.nodes.len() {
-        let told = PeerRequest::Repaired {
-            node: me.clone(),
-            started_ms: mark.started_ms,
-        };
-        if let Err(e) = ask(ctx, n, told).await {
-            warn!(peer = %ctx.name(n), error = %e, "could not tell a node of the repair");
-        }
-    }
+    tell_repaired(ctx, &me, mark.started_ms).await;
     if let Err(e) = checkpoint::clear(&dir) {
         warn!(error = %e, "could not remove the repair checkpoint");
     }
     done.millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     info!(summary = ?done, "repair finished");
     Ok(done)
+}
+
+/// Tells every node that `me` is repaired as of `started_ms`, which clears
+/// the hints' "needs repair" flags set before then.
+async fn tell_repaired(ctx: &Arc<Ctx>, me: &str, started_ms: u64) {
+    for n in 0..ctx.config.nodes.len() {
+        let told = PeerRequest::Repaired {
+            node: me.to_string(),
+            started_ms,
+        };
+        if let Err(e) = ask(ctx, n, told).await {
+            warn!(peer = %ctx.name(n), error = %e, "could not tell a node of the repair");
+        }
+    }
 }
 
 /// Writes the checkpoint `mark` (a failure costs only work again).
