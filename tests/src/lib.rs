@@ -105,6 +105,19 @@ pub fn assert_script_ok(script: &mut Command, what: &str) {
     );
 }
 
+/// Whether a `tally status --json` answer says node `id` needs a repair.
+pub fn needs_repair(status: &serde_json::Value, id: &str) -> bool {
+    let nodes = status["nodes"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    nodes
+        .iter()
+        .find(|n| n["id"] == id)
+        .and_then(|n| n["needs_repair"].as_bool())
+        .unwrap_or_else(|| panic!("status lists no node {id}: {status}"))
+}
+
 /// A two-worker runtime for tests that drive clients between process faults.
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -557,6 +570,31 @@ impl Cluster {
             std::thread::sleep(Duration::from_millis(50));
         }
         Ok(())
+    }
+
+    /// Runs the `tally` CLI against this cluster with `args`.
+    pub fn tally(&self, args: &[&str]) -> Result<std::process::Output> {
+        Command::new(bin("tally")?)
+            .arg("--config")
+            .arg(&self.config_path)
+            .args(args)
+            .output()
+            .context("run tally")
+    }
+
+    /// `tally status --json` (through node `via`, e.g. "n1", if given).
+    pub fn status_json(&self, via: Option<&str>) -> Result<serde_json::Value> {
+        let mut args = vec!["status", "--json"];
+        if let Some(node) = via {
+            args.extend(["--node", node]);
+        }
+        let out = self.tally(&args)?;
+        anyhow::ensure!(
+            out.status.success(),
+            "tally status: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(serde_json::from_slice(&out.stdout)?)
     }
 
     /// A client connected to node `i`.

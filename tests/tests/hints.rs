@@ -4,30 +4,18 @@
 //! at ALL bring it back to exact values.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tally_net::Consistency;
-use tally_tests::{Cluster, ClusterOptions, bin, runtime as rt};
+use tally_tests::{Cluster, ClusterOptions, needs_repair, runtime as rt};
 
 /// The hint window of these clusters.
 const WINDOW: Duration = Duration::from_millis(1500);
 
 /// `tally status --json` through node `i`.
 fn status(cluster: &Cluster, i: usize) -> Value {
-    let out = Command::new(bin("tally").unwrap())
-        .arg("--config")
-        .arg(&cluster.config_path)
-        .args(["--node", &format!("n{}", i + 1), "status", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "tally status: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    cluster.status_json(Some(&format!("n{}", i + 1))).unwrap()
 }
 
 /// What node `holder` says of its hints for node `peer` (ids like "n3").
@@ -45,18 +33,6 @@ fn hints_for(status: &Value, holder: &str, peer: &str) -> Value {
         .find(|h| h["node"] == peer)
         .cloned()
         .unwrap_or_else(|| panic!("{holder} reports no hints for {peer}: {node}"))
-}
-
-/// Whether `status` says node `id` needs a repair.
-fn needs_repair(status: &Value, id: &str) -> bool {
-    status["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["id"] == id)
-        .unwrap()["needs_repair"]
-        .as_bool()
-        .unwrap()
 }
 
 /// Polls `f` until it holds, for up to ten seconds.
@@ -153,12 +129,7 @@ fn a_node_down_past_the_hint_window_is_not_hinted_and_needs_a_repair() {
     let s = status(&cluster, 1);
     assert!(needs_repair(&s, "n3"), "{s}");
     assert!(!needs_repair(&s, "n1") && !needs_repair(&s, "n2"), "{s}");
-    let text = Command::new(bin("tally").unwrap())
-        .arg("--config")
-        .arg(&cluster.config_path)
-        .arg("status")
-        .output()
-        .unwrap();
+    let text = cluster.tally(&["status"]).unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(
         text.contains("n3: needs repair: n1 dropped hints for it"),

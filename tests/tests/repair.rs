@@ -9,41 +9,19 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tally_net::Consistency;
-use tally_tests::{Cluster, ClusterOptions, bin, runtime as rt};
+use tally_tests::{Cluster, ClusterOptions, bin, needs_repair, runtime as rt};
 
 /// Runs `tally --node N repair --json`; answers the node's summary, or the
 /// error line.
 fn repair(cluster: &Cluster, node: &str) -> Result<Value, String> {
-    let out = Command::new(bin("tally").unwrap())
-        .arg("--config")
-        .arg(&cluster.config_path)
-        .args(["--node", node, "--json", "repair"])
-        .output()
+    let out = cluster
+        .tally(&["--node", node, "--json", "repair"])
         .unwrap();
     if !out.status.success() {
         return Err(String::from_utf8_lossy(&out.stderr).into_owned());
     }
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     Ok(v["repaired"][0].clone())
-}
-
-/// Whether `tally status` says `id` needs a repair.
-fn needs_repair(cluster: &Cluster, id: &str) -> bool {
-    let out = Command::new(bin("tally").unwrap())
-        .arg("--config")
-        .arg(&cluster.config_path)
-        .args(["status", "--json"])
-        .output()
-        .unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["id"] == id)
-        .unwrap()["needs_repair"]
-        .as_bool()
-        .unwrap()
 }
 
 fn key(i: usize) -> String {
@@ -100,7 +78,10 @@ fn a_node_down_past_the_hint_window_is_repaired_to_exact_values() {
     cluster.restart(2).unwrap();
     cluster.wait_all_up(Duration::from_secs(20)).unwrap();
     cluster.wait_calm(Duration::from_millis(500)).unwrap();
-    assert!(needs_repair(&cluster, "n3"), "its hints were dropped");
+    assert!(
+        needs_repair(&cluster.status_json(None).unwrap(), "n3"),
+        "its hints were dropped"
+    );
 
     let done = repair(&cluster, "n3").unwrap();
     // n3 missed 200 updates and 100 new counters; n1 and n2 agree.
@@ -111,7 +92,10 @@ fn a_node_down_past_the_hint_window_is_repaired_to_exact_values() {
     );
     assert!(done["slices_differing"].as_u64().unwrap() > 0, "{done}");
     assert!(done["bytes_moved"].as_u64().unwrap() > 300 * 10, "{done}");
-    assert!(!needs_repair(&cluster, "n3"), "the repair cleared the flag");
+    assert!(
+        !needs_repair(&cluster.status_json(None).unwrap(), "n3"),
+        "the repair cleared the flag"
+    );
     let again = repair(&cluster, "n1").unwrap();
     assert_eq!(
         (&again["slices_differing"], &again["cells_moved"]),
