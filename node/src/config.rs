@@ -16,8 +16,9 @@
 //! - Optional, with defaults: `vnodes` (16), `sync_interval_ms` (10),
 //!   `heartbeat_interval_ms` (200), `failure_timeout_ms` (1000),
 //!   `certs_dir` (`"data/certs"`), `group_commit_window_us` (1000), and the
-//!   `[cluster.limits]` table (see [`crate::limits`]). Everything else is
-//!   required.
+//!   `[cluster.limits]`, `[cluster.ids]` and `[cluster.hints]` tables (see
+//!   [`crate::limits`], [`crate::ids`], [`crate::hints::bound`]).
+//!   Everything else is required.
 //! - At least one node; ids non-empty, unique without regard to case (they
 //!   are certificate names), made of `[A-Za-z0-9_-]`
 //!   (they end up in file names and vnode token seeds); every address
@@ -689,6 +690,32 @@ data_dir = "/abs/b"
             "\n[[node]]",
             "\n[cluster.limits]\nmaxclients = 5\n[[node]]",
             "cluster.limits.maxclients",
+        );
+        bad(
+            "\n[[node]]",
+            "\n[cluster.hints]\nwindow_ms = 0\n[[node]]",
+            "cluster.hints.window_ms",
+        );
+        bad(
+            "\n[[node]]",
+            "\n[cluster.hints]\nbytes_max = 10\n[[node]]",
+            "cluster.hints.bytes_max",
+        );
+    }
+
+    #[test]
+    fn hint_limits_have_defaults_and_can_be_set() {
+        assert_eq!(good().cluster.hints, crate::hints::HintLimits::default());
+        let text = GOOD.replacen(
+            "\n[[node]]",
+            "\n[cluster.hints]\nwindow_ms = 60000\n[[node]]",
+            1,
+        );
+        let c = Config::parse(&text, Path::new(FILE)).expect("hints parse");
+        assert_eq!(c.cluster.hints.window_ms, 60_000);
+        assert_eq!(
+            c.cluster.hints.bytes_max,
+            crate::hints::bound::BYTES_MAX_DEFAULT
         );
     }
 
