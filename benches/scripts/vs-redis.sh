@@ -5,7 +5,8 @@
 # run: a one-node cluster (replication factor 1), the 3-node cluster of
 # cluster.toml (replication factor 3) and Redis, each at -P 1 and -P 16,
 # on uniform keys (-r 100000 INCRBY k:__rand_int__ 1) and one hot key
-# (-t incr). Prints every run, then per case the medians and Tally/Redis.
+# (-t incr), each measured after a warm-up run. Prints every run, then per
+# case the medians and Tally/Redis.
 #
 # Usage: vs-redis.sh TALLYD [ROUNDS]     (needs redis-server and redis-benchmark)
 set -euo pipefail
@@ -30,11 +31,14 @@ wait_pong() {
     echo "nothing answers PONG on port $1" >&2; exit 1
 }
 
-# rate PORT P uniform|hot: requests per second of one redis-benchmark run.
+# rate PORT P uniform|hot: requests per second of one redis-benchmark run,
+# after a warm-up run of half as many requests (every system gets one: it
+# leaves out first touches of keys, memtable flushes and connection setup).
 rate() {
-    local args=(-t incr)
+    local args=(-t incr) n=$(( $2 == 1 ? 100000 : 400000 ))
     [ "$3" = uniform ] && args=(-r 100000 INCRBY 'k:__rand_int__' 1)
-    redis-benchmark -p "$1" -c 50 -P "$2" -n $(( $2 == 1 ? 100000 : 400000 )) -q "${args[@]}" 2>/dev/null \
+    redis-benchmark -p "$1" -c 50 -P "$2" -n $(( n / 2 )) -q "${args[@]}" > /dev/null 2>&1
+    redis-benchmark -p "$1" -c 50 -P "$2" -n "$n" -q "${args[@]}" 2>/dev/null \
         | tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | cut -d' ' -f1
 }
 
