@@ -10,7 +10,9 @@
 //!   a repair of it that began after the first hint was dropped completes;
 //! - while the peer stays unreachable, new hints for it are dropped too
 //!   (counted): a node away longer than the window is repaired, not hinted.
-//!   Once it is seen up again, the next hint starts a new episode.
+//!   Once it is seen up again, the next hint starts a new episode (as it
+//!   does after the hinting node restarts: refusing is not kept on disk,
+//!   the repair flag is).
 //!
 //! Dropping hints loses no acknowledged add: an add is acknowledged only
 //! once its level's replicas hold it, and a hint only says which replica
