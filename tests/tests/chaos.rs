@@ -7,9 +7,18 @@
 use std::time::Duration;
 
 use tally_net::Consistency;
-use tally_tests::chaos::{ChaosOptions, FAULT_KINDS, run};
+use tally_tests::chaos::{ChaosOptions, FAULT_KINDS, Summary, run};
 
 /// `TALLY_CHAOS_SECONDS` lengthens the run (CI uses the default).
+/// Whether the checker reported a violation starting with `prefix`.
+fn found(summary: &Summary, prefix: &str) -> bool {
+    summary
+        .report
+        .violations
+        .iter()
+        .any(|v| v.starts_with(prefix))
+}
+
 fn seconds() -> u64 {
     std::env::var("TALLY_CHAOS_SECONDS")
         .ok()
@@ -95,11 +104,7 @@ fn the_checker_catches_a_node_that_ignores_ids() {
     let summary = run(&opts).unwrap();
     for (checker, prefix) in [("adds with ids", "exact key"), ("unique", "unique counter")] {
         assert!(
-            summary
-                .report
-                .violations
-                .iter()
-                .any(|v| v.starts_with(prefix)),
+            found(&summary, prefix),
             "the {checker} checker passed a node that ignores ids: {summary}"
         );
     }
@@ -122,11 +127,7 @@ fn the_checker_catches_a_repair_that_moves_nothing() {
     };
     let summary = run(&opts).unwrap();
     assert!(
-        summary
-            .report
-            .violations
-            .iter()
-            .any(|v| v.starts_with("replicas differ after a repair")),
+        found(&summary, "replicas differ after a repair"),
         "an idle repair passed: {summary}"
     );
 }
@@ -214,11 +215,7 @@ fn the_checker_catches_nodes_that_skip_learning_their_lost_ids() {
     };
     let summary = run(&opts).unwrap();
     assert!(
-        summary
-            .report
-            .violations
-            .iter()
-            .any(|v| v.starts_with("exact key")),
+        found(&summary, "exact key"),
         "the exact checker passed nodes that skip learning their lost ids: {summary}"
     );
 }
