@@ -65,8 +65,9 @@ pub fn check_answer(answer: &PeerResponse) -> Result<(), NearWrap> {
             what: "epoch",
             value: epoch.n,
         }),
-        PeerResponse::Pong
+        PeerResponse::Pong { .. }
         | PeerResponse::PongNotWritable { .. }
+        | PeerResponse::Topology(_)
         | PeerResponse::Applied
         | PeerResponse::Added(_)
         | PeerResponse::Admitted(_)

@@ -90,6 +90,12 @@ pub trait Handler: Send + Sync + 'static {
     fn not_writable(&self) -> Option<String> {
         None
     }
+
+    /// The version of the ring this node uses; every heartbeat answer
+    /// tells the peers, so that one behind learns it is. Keep it cheap.
+    fn ring_version(&self) -> u64 {
+        0
+    }
 }
 
 /// Error code a connection is closed with when a peer sent a bad batch.
@@ -214,6 +220,8 @@ struct Link {
     up: AtomicBool,
     /// Why the peer takes no writes, as its last heartbeat answer said.
     not_writable: Mutex<Option<String>>,
+    /// The peer's ring version, as its last heartbeat answer said.
+    ring: std::sync::atomic::AtomicU64,
     last_ok: Mutex<Option<Instant>>,
     /// The heartbeat found the peer down: the sender's next batch goes on
     /// a new connection (the cached one may be a dead incarnation's).
@@ -280,6 +288,7 @@ impl Transport {
                     queue,
                     up: AtomicBool::new(false),
                     not_writable: Mutex::new(None),
+                    ring: std::sync::atomic::AtomicU64::new(0),
                     last_ok: Mutex::new(None),
                     redial: AtomicBool::new(false),
                     dialler: Dialler::default(),
@@ -360,6 +369,14 @@ impl Transport {
             }
             Some(None) => true,
             None => false,
+        }
+    }
+
+    /// The ring version `node` last said it uses (0 before it answered).
+    pub fn ring_version(&self, node: usize) -> u64 {
+        match self.links.get(node) {
+            Some(Some(link)) => link.ring.load(Ordering::Acquire),
+            _ => 0,
         }
     }
 
@@ -738,11 +755,13 @@ async fn heartbeat(transport: std::sync::Weak<Transport>, link: Arc<Link>) {
             .await;
         drop(t);
         let ok = match result {
-            Ok(PeerResponse::Pong) => {
+            Ok(PeerResponse::Pong { ring }) => {
+                link.ring.store(ring, Ordering::Release);
                 note_writable(&link, None);
                 true
             }
-            Ok(PeerResponse::PongNotWritable { why }) => {
+            Ok(PeerResponse::PongNotWritable { why, ring }) => {
+                link.ring.store(ring, Ordering::Release);
                 note_writable(&link, Some(why));
                 true
             }
@@ -901,10 +920,12 @@ async fn serve_stream(
     for (i, req) in reqs.into_iter().enumerate() {
         match req {
             PeerRequest::Ping { cluster: theirs } if theirs == cluster => {
+                let ring = handler.ring_version();
                 answers[i] = Some(match handler.not_writable() {
-                    None => PeerResponse::Pong,
+                    None => PeerResponse::Pong { ring },
                     Some(why) => PeerResponse::PongNotWritable {
                         why: wire::bounded_reason(&why),
+                        ring,
                     },
                 })
             }

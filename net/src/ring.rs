@@ -176,21 +176,51 @@ impl TokenRange {
 }
 
 /// The nodes (indices into the config's node list) that hold a partition,
-/// primary owner first.
+/// primary owner first, and while the ring changes, the *pending* ones that
+/// will hold it after the change.
+///
+/// It dereferences to the natural replicas alone: reads, leaders and
+/// operation-id appliers are chosen among them. Writes also go to the
+/// pending ones ([`Replicas::all`]), and need one more answer for each.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Replicas(std::sync::Arc<[usize]>);
+pub struct Replicas {
+    nodes: std::sync::Arc<[usize]>,
+    natural: usize,
+}
 
 impl Replicas {
+    /// `natural` replicas, primary first, then `pending` ones (none of
+    /// them natural).
+    pub fn new(natural: &[usize], pending: &[usize]) -> Replicas {
+        debug_assert!(pending.iter().all(|p| !natural.contains(p)));
+        let nodes: Vec<usize> = natural.iter().chain(pending).copied().collect();
+        Replicas {
+            nodes: nodes.into(),
+            natural: natural.len(),
+        }
+    }
+
     /// The primary owner: the node of the first vnode at or after the token.
     pub fn primary(&self) -> usize {
-        self.0[0]
+        self.nodes[0]
+    }
+
+    /// The replicas that will hold the partition once the ring change in
+    /// progress is done, and do not now.
+    pub fn pending(&self) -> &[usize] {
+        &self.nodes[self.natural..]
+    }
+
+    /// The natural replicas, then the pending ones: every node a write goes to.
+    pub fn all(&self) -> &[usize] {
+        &self.nodes
     }
 }
 
 impl Deref for Replicas {
     type Target = [usize];
     fn deref(&self) -> &[usize] {
-        &self.0
+        &self.nodes[..self.natural]
     }
 }
 
@@ -198,7 +228,7 @@ impl<'a> IntoIterator for &'a Replicas {
     type Item = &'a usize;
     type IntoIter = std::slice::Iter<'a, usize>;
     fn into_iter(self) -> Self::IntoIter {
-        self.0.iter()
+        self.iter()
     }
 }
 
@@ -233,7 +263,27 @@ impl Ring {
     /// is zero: the config validation rules these out, so reaching here with
     /// them is a caller bug.
     pub fn new(node_ids: &[String], vnodes_per_node: usize, replication_factor: usize) -> Ring {
+        let members = vec![true; node_ids.len()];
+        Ring::with_members(node_ids, &members, vnodes_per_node, replication_factor)
+    }
+
+    /// The ring of the nodes of `node_ids` whose `members` entry is true;
+    /// node indices stay those of `node_ids`, so that a node keeps its index
+    /// as the membership changes.
+    ///
+    /// # Panics
+    ///
+    /// As [`Ring::new`], and if no node is a member.
+    pub fn with_members(
+        node_ids: &[String],
+        members: &[bool],
+        vnodes_per_node: usize,
+        replication_factor: usize,
+    ) -> Ring {
         assert!(!node_ids.is_empty(), "a ring needs at least one node");
+        assert_eq!(node_ids.len(), members.len(), "one membership per node");
+        let count = members.iter().filter(|&&m| m).count();
+        assert!(count >= 1, "a ring needs at least one member");
         assert!(vnodes_per_node >= 1, "vnodes_per_node must be >= 1, got 0");
         assert!(
             replication_factor >= 1,
@@ -243,6 +293,7 @@ impl Ring {
         let mut vnodes: Vec<(i64, usize)> = node_ids
             .iter()
             .enumerate()
+            .filter(|&(node, _)| members[node])
             .flat_map(|(node, id)| {
                 (0..vnodes_per_node)
                     .map(move |i| (murmur3_token(format!("{id}#{i}").as_bytes()), node))
@@ -254,11 +305,39 @@ impl Ring {
             placements: Vec::new(),
             nodes: node_ids.len(),
             vnodes_per_node,
-            replicas_per_partition: replication_factor.min(node_ids.len()),
+            replicas_per_partition: replication_factor.min(count),
         };
         ring.placements = (0..ring.vnodes.len()).map(|v| ring.walk(v)).collect();
         ring.check_invariants();
         ring
+    }
+
+    /// The ring while this one changes into `next`: every token of both,
+    /// each range replicated by its replicas here, with those of `next`
+    /// that are not among them as pending replicas (see [`Replicas`]).
+    pub fn during(&self, next: &Ring) -> Ring {
+        let mut vnodes: Vec<(i64, usize)> =
+            self.vnodes.iter().chain(&next.vnodes).copied().collect();
+        vnodes.sort_unstable();
+        // A token both rings have is one range end.
+        vnodes.dedup_by_key(|v| v.0);
+        let placements = vnodes
+            .iter()
+            .map(|&(token, _)| {
+                let now = self.replicas_for_token(token);
+                let then = next.replicas_for_token(token);
+                let pending: Vec<usize> =
+                    then.iter().copied().filter(|n| !now.contains(n)).collect();
+                Replicas::new(&now, &pending)
+            })
+            .collect();
+        Ring {
+            vnodes,
+            placements,
+            nodes: self.nodes,
+            vnodes_per_node: self.vnodes_per_node,
+            replicas_per_partition: self.replicas_per_partition,
+        }
     }
 
     /// The number of nodes in the ring.
@@ -301,7 +380,7 @@ impl Ring {
             self.replicas_per_partition,
             "ring walk came up short"
         );
-        Replicas(chosen.into())
+        Replicas::new(&chosen, &[])
     }
 
     /// Every vnode's token range with its replicas, in token order: the
@@ -361,7 +440,7 @@ impl Ring {
                 count[node] += 1;
             }
             assert!(
-                count.iter().all(|&c| c == self.vnodes_per_node),
+                count.iter().all(|&c| c == 0 || c == self.vnodes_per_node),
                 "vnode counts {count:?}"
             );
         }
@@ -387,6 +466,37 @@ mod tests {
                 ring.replicas(partition.as_bytes()),
                 "{partition}"
             );
+        }
+    }
+
+    #[test]
+    fn members_keep_their_indices_and_a_change_adds_pending_replicas() {
+        let ids: Vec<String> = (1..=4).map(|i| format!("n{i}")).collect();
+        let three = Ring::with_members(&ids, &[true, true, true, false], 16, 3);
+        let four = Ring::new(&ids, 16, 3);
+        let during = three.during(&four);
+        let mut gained = 0;
+        for partition in (0..2000).map(|i| format!("key:{i}")) {
+            let p = partition.as_bytes();
+            let (now, then, mid) = (three.replicas(p), four.replicas(p), during.replicas(p));
+            assert!(!now.contains(&3), "n4 is no member yet");
+            assert_eq!(*mid, *now, "the natural replicas are today's");
+            let pending: Vec<usize> = then.iter().copied().filter(|n| !now.contains(n)).collect();
+            assert_eq!(mid.pending(), &pending[..], "{partition}");
+            assert_eq!(mid.all().len(), now.len() + pending.len());
+            gained += usize::from(!pending.is_empty());
+        }
+        // n4 takes about a quarter of the partitions as a replica.
+        assert!((300..1300).contains(&gained), "{gained}");
+        let width: u128 = during.ranges().iter().map(|(r, _)| r.width()).sum();
+        assert_eq!(width, 1 << 64, "the ranges of a change cover the ring once");
+        for (range, replicas) in during.ranges() {
+            let (now, then) = (
+                three.replicas_for_token(range.end),
+                four.replicas_for_token(range.end),
+            );
+            assert_eq!(*replicas, *now);
+            assert!(replicas.pending().iter().all(|p| then.contains(p)));
         }
     }
 

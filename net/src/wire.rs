@@ -602,6 +602,47 @@ pub enum PeerRequest {
         /// When the repair began, in ms since the Unix epoch.
         started_ms: u64,
     },
+    /// The receiver's ring; answered `Topology`.
+    GetTopology,
+    /// Store this ring durably and use it, if it is newer than the
+    /// receiver's; answered `Applied`, or an error when the receiver holds
+    /// another ring of the same or a newer version.
+    Adopt {
+        /// The ring.
+        topology: WireTopology,
+    },
+}
+
+/// Most nodes a cluster's ring may name.
+pub const TOPOLOGY_NODES_MAX: usize = 1024;
+
+/// Where a node stands in the ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Encode, Decode)]
+pub enum NodeState {
+    /// Named by the configuration, never a member yet.
+    #[default]
+    Absent,
+    /// Becoming a member: a pending replica of its ranges.
+    Joining,
+    /// A member.
+    Normal,
+    /// Leaving the ring (decommission): still a replica, its ranges
+    /// streaming to their next owners.
+    Leaving,
+    /// Being removed while down (removenode): its ranges re-replicated
+    /// among the others.
+    Removing,
+    /// Left the ring; its counter ids are retired.
+    Left,
+}
+
+/// A version of the ring: every configured node's state, in config order.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Encode, Decode)]
+pub struct WireTopology {
+    /// Grows by one with every change.
+    pub version: u64,
+    /// Per configured node (at most [`TOPOLOGY_NODES_MAX`]).
+    pub states: Vec<NodeState>,
 }
 
 /// Most token ranges one repair request names.
@@ -767,8 +808,12 @@ pub const LEARNED_OPS_MAX: usize = 64 * 1024;
 /// The answer to a [`PeerRequest`], in the same position of the batch.
 #[derive(Debug, Clone, PartialEq, Eq, Encode, Decode)]
 pub enum PeerResponse {
-    /// Answer to `Ping` from a node that can take writes.
-    Pong,
+    /// Answer to `Ping` from a node that can take writes, with the version
+    /// of its ring.
+    Pong {
+        /// The answering node's ring version.
+        ring: u64,
+    },
     /// The state was merged and is durable.
     Applied,
     /// Answer to `Read`.
@@ -793,6 +838,8 @@ pub enum PeerResponse {
     PongNotWritable {
         /// Why, for people (at most [`REASON_BYTES_MAX`]).
         why: String,
+        /// The answering node's ring version.
+        ring: u64,
     },
     /// Answer to `LeaderAdmit`: per member, whether it was new.
     Admitted(Vec<bool>),
@@ -816,6 +863,8 @@ pub enum PeerResponse {
         /// Where to go on from, if there is more.
         more: Option<WireKey>,
     },
+    /// Answer to `GetTopology`.
+    Topology(WireTopology),
 }
 
 /// Longest reason a node gives for not taking writes.
@@ -925,6 +974,18 @@ pub enum ClientOp {
     /// replica's cells by digests of token slices, and merge the cells that
     /// differ into every replica; answered `Repaired`.
     Repair,
+    /// Take `node` (up) out of the ring: its ranges stream to their next
+    /// owners, then it leaves; answered `Ring` with the ring after.
+    Decommission {
+        /// The leaving node's id.
+        node: String,
+    },
+    /// Take `node` (down for good) out of the ring: the others
+    /// re-replicate its ranges among themselves; answered `Ring`.
+    RemoveNode {
+        /// The removed node's id.
+        node: String,
+    },
 }
 
 /// A client request frame.
@@ -971,6 +1032,8 @@ pub struct NodeStats {
     pub hints: Vec<PeerHints>,
     /// The repair this node is running, as far as it got.
     pub repairing: Option<WireRepaired>,
+    /// The ring as this node knows it.
+    pub ring: WireTopology,
 }
 
 /// The hints one node holds for one peer.
@@ -1027,6 +1090,8 @@ pub enum ClientReply {
     Cell(WireCell),
     /// Answer to `Repair`.
     Repaired(WireRepaired),
+    /// Answer to `Decommission` and `RemoveNode`: the ring after.
+    Ring(WireTopology),
 }
 
 /// A client response frame.
@@ -1147,7 +1212,10 @@ mod tests {
         assert_eq!(cut.len(), REASON_BYTES_MAX);
         let odd = format!("x{long}");
         assert_eq!(bounded_reason(&odd).len(), REASON_BYTES_MAX - 1);
-        let pong = vec![PeerResponse::PongNotWritable { why: cut }];
+        let pong = vec![PeerResponse::PongNotWritable {
+            why: cut,
+            ring: u64::MAX,
+        }];
         assert_eq!(decode::<Vec<PeerResponse>>(&encode(&pong)).unwrap(), pong);
     }
 
@@ -1162,7 +1230,7 @@ mod tests {
                 n
             ];
             assert_eq!(decode::<Vec<PeerRequest>>(&encode(&pings)).unwrap(), pings);
-            let pongs = vec![PeerResponse::Pong; n];
+            let pongs = vec![PeerResponse::Pong { ring: 0 }; n];
             assert_eq!(decode::<Vec<PeerResponse>>(&encode(&pongs)).unwrap(), pongs);
         }
         for n in [0, 1, 85, 86, 1365, 1366, ROW_COLUMNS_MAX] {

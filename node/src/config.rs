@@ -18,13 +18,16 @@
 //!   `certs_dir` (`"data/certs"`), `group_commit_window_us` (300), and the
 //!   `[cluster.limits]`, `[cluster.ids]` and `[cluster.hints]` tables (see
 //!   [`crate::limits`], [`crate::ids`], [`crate::hints::bound`]).
-//!   Everything else is required.
+//!   Everything else is required. A node with `join = true` is not in the
+//!   first ring: it joins a running cluster later (`tallyd run --join`).
+//!   After the first start the ring is the one the nodes store and agree
+//!   on ([`crate::topology`]); the file names the nodes that may be in it.
 //! - At least one node; ids non-empty, unique without regard to case (they
 //!   are certificate names), made of `[A-Za-z0-9_-]`
 //!   (they end up in file names and vnode token seeds); every address
 //!   (peer, client and resp, over all nodes) distinct; data directories
 //!   distinct, since two nodes cannot share one.
-//! - `1 <= replication_factor <= nodes`, `1 <= vnodes <= 4096`, every
+//! - `1 <= replication_factor <= nodes` of the first ring, `1 <= vnodes <= 4096`, every
 //!   interval and timeout `> 0`, and `failure_timeout_ms >
 //!   heartbeat_interval_ms` (or a healthy peer would be marked down between
 //!   two heartbeats).
@@ -151,6 +154,10 @@ pub struct NodeConfig {
     pub resp: SocketAddr,
     /// The node's storage directory (resolved).
     pub data_dir: PathBuf,
+    /// Not in the first ring: the node becomes a member later, with
+    /// `tallyd run --join` (see [`crate::topology`]). Optional, false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub join: bool,
 }
 
 /// The file as written. The public types deserialize themselves; paths
@@ -333,7 +340,13 @@ fn validate(raw: &RawConfig, path: &Path) -> Result<(), ConfigError> {
             );
         }
     }
-    let nodes = raw.node.len();
+    let nodes = raw.node.iter().filter(|n| !n.join).count();
+    if nodes == 0 {
+        return fail(
+            "node",
+            "every node has join = true; the first ring needs at least one member".into(),
+        );
+    }
     if !(1..=nodes).contains(&c.replication_factor) {
         let rf = c.replication_factor;
         return fail(

@@ -17,6 +17,28 @@ use crate::config::Config;
 use crate::hints::Hints;
 use crate::placement::{self, OnceRefusal, Refusal, Route, Shortfall, State};
 use crate::ring::{Replicas, Ring};
+use crate::topology::Topology;
+
+/// A membership and the rings it gives.
+pub(crate) struct Placed {
+    pub(crate) topology: Topology,
+    pub(crate) ring: Arc<Ring>,
+    /// The ring before the last change, for requests from peers that have
+    /// not switched yet.
+    pub(crate) previous: Option<Arc<Ring>>,
+}
+
+impl Placed {
+    pub(crate) fn new(topology: Topology, config: &Config) -> Placed {
+        let c = &config.cluster;
+        let ring = topology.ring(&config.node_ids(), c.vnodes, c.replication_factor);
+        Placed {
+            topology,
+            ring: Arc::new(ring),
+            previous: None,
+        }
+    }
+}
 
 /// One node's shared handles.
 pub(crate) struct Ctx {
@@ -24,7 +46,12 @@ pub(crate) struct Ctx {
     pub(crate) config: Config,
     /// This node's index in `config.nodes` and on the ring.
     pub(crate) me: usize,
-    pub(crate) ring: Ring,
+    /// The ring this node places data by, and the membership it comes from.
+    pub(crate) placed: parking_lot::RwLock<Placed>,
+    /// Held by the topology change this node runs (one at a time).
+    pub(crate) changing: tokio::sync::Mutex<()>,
+    /// Held while a ring is stored and switched to.
+    pub(crate) adopting: parking_lot::Mutex<()>,
     pub(crate) engine: Engine,
     pub(crate) hints: Hints,
     /// Whether this node may apply ids yet, after an unclean restart.
@@ -43,9 +70,24 @@ pub(crate) struct Ctx {
     /// send, and send none.
     #[cfg(feature = "fault-injection")]
     pub(crate) idle_repair: std::sync::atomic::AtomicBool,
+    /// Test seam: a topology change this node runs waits this long (ms)
+    /// between beginning and syncing.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) sync_delay_ms: std::sync::atomic::AtomicU64,
 }
 
 impl Ctx {
+    /// Waits as long as the test seam says before a change syncs.
+    pub(crate) async fn sync_delay(&self) {
+        #[cfg(feature = "fault-injection")]
+        {
+            let ms = self
+                .sync_delay_ms
+                .load(std::sync::atomic::Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+    }
+
     /// Whether fault injection says repairs send nothing.
     #[cfg(feature = "fault-injection")]
     pub(crate) fn idle_repair(&self) -> bool {
@@ -77,9 +119,20 @@ impl Ctx {
             .expect("start_peers runs before any request")
     }
 
-    /// The replicas of a partition, primary first.
+    /// The replicas of a partition, primary first, with the pending ones
+    /// of a ring change in progress.
     pub(crate) fn replicas(&self, partition: &[u8]) -> Replicas {
-        self.ring.replicas(partition)
+        self.placed.read().ring.replicas(partition)
+    }
+
+    /// The ring this node places data by now.
+    pub(crate) fn ring(&self) -> Arc<Ring> {
+        self.placed.read().ring.clone()
+    }
+
+    /// The membership this node knows.
+    pub(crate) fn topology(&self) -> Topology {
+        self.placed.read().topology.clone()
     }
 
     /// Whether `node` answers heartbeats (this node always does).
@@ -202,11 +255,16 @@ impl Ctx {
                     self.not_writable(self.me).unwrap_or_default()
                 ),
             ),
+            // Unavailable, so that the coordinator tries the next
+            // replica: the two rings differ for the moment a change takes
+            // to reach every node.
             Refusal::NotAReplica => WireError::not_applied(
-                ErrorKind::Invalid,
+                ErrorKind::Unavailable,
                 format!(
-                    "{} is not a replica of the key and leads no {what} for it; nothing was applied",
-                    self.name(self.me)
+                    "{} is not a replica of the key in ring version {} and leads no {what} \
+                     for it; nothing was applied",
+                    self.name(self.me),
+                    self.topology().version
                 ),
             ),
             Refusal::NotTheApplier { applier } => WireError::not_applied(

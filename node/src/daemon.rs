@@ -81,6 +81,11 @@ pub struct RunArgs {
     /// one thread).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Join a running cluster: become a member of the ring (the node's
+    /// `[[node]]` has `join = true`), syncing its ranges from the members.
+    /// A join that stopped half way is finished by starting the node again.
+    #[arg(long)]
+    pub join: bool,
 }
 
 /// Runs the node `args` name in the foreground until SIGTERM or Ctrl-C.
@@ -122,6 +127,8 @@ pub fn run_with(
         let node = blocking(|| Node::open_with(config, id, park_commit, tweak))?;
         prepare(&node);
         node.start_peers()?;
+        // A node that was away may hold an old ring: learn the newest first.
+        node.learn_ring().await;
         let listener = tokio::net::TcpListener::bind(me.client)
             .await
             .with_context(|| format!("bind the client address {}", me.client))?;
@@ -132,6 +139,22 @@ pub fn run_with(
         tokio::spawn(server::serve(listener, node.clone(), gate.clone()));
         tokio::spawn(resp::serve(resp, node.clone(), gate));
         tracing::info!(node = %id, peer = %me.peer, client = %me.client, resp = %me.resp, data = %me.data_dir.display(), "node is serving");
+        if args.join {
+            tokio::select! {
+                joined = node.join() => {
+                    if let Err(e) = joined {
+                        blocking(|| node.close())?;
+                        bail!("{id} could not join the cluster: {e}");
+                    }
+                    tracing::info!(node = %id, "joined the ring");
+                }
+                signal = wait_for_signal() => {
+                    signal?;
+                    tracing::info!(node = %id, "shutting down during the join");
+                    return blocking(|| node.close());
+                }
+            }
+        }
         wait_for_signal().await?;
         tracing::info!(node = %id, "shutting down");
         blocking(|| node.close())

@@ -55,7 +55,7 @@
 //! stream; a torn or damaged tail ends a file (logged).
 
 pub mod bound;
-mod file;
+pub(crate) mod file;
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -373,6 +373,14 @@ impl Hints {
             }
         }
         first
+    }
+
+    /// `node` left the ring: its hints are dropped and it needs no repair
+    /// (its ranges were synced into their next owners).
+    pub fn forget(&self, node: usize) -> Result<()> {
+        let all = self.pending(node, usize::MAX);
+        self.repaired(node, tally_engine::now_ms());
+        self.delivered(node, &all)
     }
 
     /// `node` was seen up: hints for it are recorded again.

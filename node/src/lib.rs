@@ -53,6 +53,7 @@ mod repair;
 pub mod resp;
 pub mod server;
 mod tails;
+pub mod topology;
 mod unique;
 mod write;
 

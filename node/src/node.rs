@@ -20,11 +20,10 @@ use tally_net::wire::{
 
 use crate::config::{Config, SyncKind};
 use crate::convert;
-use crate::ctx::Ctx;
+use crate::ctx::{Ctx, Placed};
 use crate::hints::Hints;
 use crate::peer::PeerHandler;
 use crate::read;
-use crate::ring::Ring;
 use crate::write::Writes;
 use crate::write::queue::{Origin, QueuedAdd};
 
@@ -83,12 +82,15 @@ impl Node {
             .map(|(i, n)| (i, n.id.clone()))
             .collect();
         let hints = Hints::open(&dir.join("hints"), &others, c.hints.clone())?;
-        let ring = Ring::new(&config.node_ids(), c.vnodes, c.replication_factor);
+        let topology = crate::topology::change::initial(&config, me)?;
+        let placed = parking_lot::RwLock::new(Placed::new(topology, &config));
         let retired = engine.retired().context("read the retired incarnations")?;
         let tails = crate::tails::Gate::new(config.nodes.len(), me, retired);
         let ctx = Arc::new(Ctx {
             me,
-            ring,
+            placed,
+            changing: tokio::sync::Mutex::new(()),
+            adopting: parking_lot::Mutex::new(()),
             engine,
             hints,
             tails,
@@ -101,6 +103,8 @@ impl Node {
             ignore_deadlines: std::sync::atomic::AtomicBool::new(false),
             #[cfg(feature = "fault-injection")]
             idle_repair: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(feature = "fault-injection")]
+            sync_delay_ms: std::sync::atomic::AtomicU64::new(0),
         });
         let writes = Writes::new(ctx.clone());
         Ok(Arc::new(Node { ctx, writes }))
@@ -139,7 +143,29 @@ impl Node {
         self.writes.start();
         crate::handoff::start(Arc::downgrade(ctx));
         crate::tails::start(Arc::downgrade(ctx));
+        crate::topology::change::start(Arc::downgrade(ctx));
         Ok(transport)
+    }
+
+    /// Learns the newest ring the peers that answer within a second hold;
+    /// what a node does before it serves clients.
+    pub async fn learn_ring(&self) {
+        crate::topology::change::learn(&self.ctx).await;
+    }
+
+    /// Makes this node a member of the ring (`tallyd run --join`), or
+    /// finishes its join if one was begun; nothing if it is a member.
+    pub async fn join(&self) -> Result<(), WireError> {
+        use tally_net::wire::NodeState;
+        let state = self.ctx.topology().states[self.ctx.me];
+        if state == NodeState::Normal {
+            tracing::info!("this node is a member of the ring already");
+            return Ok(());
+        }
+        let change = crate::topology::Change::Join(self.ctx.me);
+        crate::topology::change::run(&self.ctx, change)
+            .await
+            .map(|_| ())
     }
 
     /// The cluster's configuration.
@@ -189,6 +215,16 @@ impl Node {
         self.ctx
             .idle_repair
             .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// TEST SEAM: a topology change this node runs waits `ms` between
+    /// beginning (every node storing the ring with it) and syncing, so
+    /// that tests can act while it is in progress.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_sync_delay(&self, ms: u64) {
+        self.ctx
+            .sync_delay_ms
+            .store(ms, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// FAULT INJECTION for testing checkers: this node applies ids at once
@@ -362,12 +398,41 @@ impl Node {
             ClientOp::Repair => crate::repair::run::repair(&self.ctx)
                 .await
                 .map(ClientReply::Repaired),
+            ClientOp::Decommission { node } => self.change_ring(&node, false).await,
+            ClientOp::RemoveNode { node } => self.change_ring(&node, true).await,
         }
+    }
+
+    /// Takes `node` out of the ring: decommissioned, or `removed` (down).
+    async fn change_ring(&self, node: &str, removed: bool) -> Result<ClientReply, WireError> {
+        use crate::topology::Change;
+        let Some(n) = self.ctx.config.nodes.iter().position(|c| c.id == node) else {
+            return Err(WireError::not_applied(
+                tally_net::wire::ErrorKind::Invalid,
+                format!("no node {node:?} in the configuration"),
+            ));
+        };
+        let change = if removed {
+            Change::Remove(n)
+        } else {
+            Change::Decommission(n)
+        };
+        crate::topology::change::run(&self.ctx, change)
+            .await
+            .map(|t| ClientReply::Ring(t.to_wire()))
     }
 
     fn status(&self) -> ClientReply {
         let ctx = &self.ctx;
-        let ownership = ctx.ring.ownership();
+        let topology = ctx.topology();
+        let c = &ctx.config.cluster;
+        let ownership = crate::ring::Ring::with_members(
+            &ctx.config.node_ids(),
+            &topology.members_now(),
+            c.vnodes,
+            c.replication_factor,
+        )
+        .ownership();
         let nodes = ctx
             .config
             .nodes
@@ -412,6 +477,7 @@ impl Node {
                 counter_id: e.counter_id,
                 hints,
                 repairing: ctx.repairing.lock().clone(),
+                ring: topology.to_wire(),
             },
         })
     }

@@ -54,6 +54,10 @@ impl Handler for PeerHandler {
         }
     }
 
+    fn ring_version(&self) -> u64 {
+        self.ctx.upgrade().map_or(0, |ctx| ctx.topology().version)
+    }
+
     fn handle(&self, from: usize, reqs: Vec<PeerRequest>) -> BoxFuture<Vec<PeerResponse>> {
         let parts = self.ctx.upgrade().zip(self.writes.upgrade());
         Box::pin(async move {
@@ -102,12 +106,18 @@ impl Handler for PeerHandler {
                     // Heartbeats are answered by the transport; one that
                     // gets here is answered all the same.
                     PeerRequest::Ping { .. } => {
+                        let ring = ctx.topology().version;
                         out[i] = Some(match ctx.engine.not_writable() {
-                            None => PeerResponse::Pong,
+                            None => PeerResponse::Pong { ring },
                             Some(why) => PeerResponse::PongNotWritable {
                                 why: tally_net::wire::bounded_reason(&why),
+                                ring,
                             },
                         });
+                        continue;
+                    }
+                    req @ (PeerRequest::GetTopology | PeerRequest::Adopt { .. }) => {
+                        out[i] = Some(crate::topology::change::serve(&ctx, req));
                         continue;
                     }
                     PeerRequest::Read { key } => Task::Read(key),
@@ -170,8 +180,15 @@ impl Local for Ctx {
         self.engine.counter_id()
     }
 
+    /// A replica, pending or natural, in this node's ring or the one before
+    /// its last change (a peer may not have switched yet).
     fn is_replica(&self, partition: &[u8]) -> bool {
-        self.replicas(partition).contains(&self.me)
+        let placed = self.placed.read();
+        placed.ring.replicas(partition).all().contains(&self.me)
+            || placed
+                .previous
+                .as_ref()
+                .is_some_and(|r| r.replicas(partition).all().contains(&self.me))
     }
 
     fn own(&self, key: &WireKey) -> Result<Own, String> {

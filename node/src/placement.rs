@@ -104,26 +104,34 @@ pub(crate) fn check(
     state: impl Fn(usize) -> State,
     cl: Consistency,
 ) -> Result<(), Shortfall> {
-    check_by(replicas, &state, cl, State::live)
+    check_by(replicas, cl.required(replicas.len()), &state, State::live)
 }
 
-/// Checks that a write at `cl` can be met: `required` of `replicas`
-/// writable. Counts without allocating unless it fails: every add asks.
+/// Checks that a write at `cl` can be met: `required` of the natural
+/// replicas writable, and one more for each pending one (a ring change in
+/// progress: the write must reach the node that will replace one).
+/// Counts without allocating unless it fails: every add asks.
 pub(crate) fn check_write(
-    replicas: &[usize],
+    replicas: &Replicas,
     state: impl Fn(usize) -> State,
     cl: Consistency,
 ) -> Result<(), Shortfall> {
-    check_by(replicas, &state, cl, State::writable)
+    let required = write_acks(replicas, cl);
+    check_by(replicas.all(), required, &state, State::writable)
+}
+
+/// Answers a write at `cl` needs from `replicas`: the level's count of the
+/// natural replicas, plus every pending one.
+pub(crate) fn write_acks(replicas: &Replicas, cl: Consistency) -> usize {
+    cl.required(replicas.len()) + replicas.pending().len()
 }
 
 fn check_by(
     replicas: &[usize],
+    required: usize,
     state: &impl Fn(usize) -> State,
-    cl: Consistency,
     counts: fn(State) -> bool,
 ) -> Result<(), Shortfall> {
-    let required = cl.required(replicas.len());
     if replicas.iter().filter(|&&r| counts(state(r))).count() >= required {
         return Ok(());
     }

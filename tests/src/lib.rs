@@ -148,6 +148,9 @@ pub struct ClusterOptions {
     pub cluster_tables: String,
     /// Extra arguments for one node's `<daemon> run`: `(node index, args)`.
     pub node_args: Vec<(usize, Vec<String>)>,
+    /// Nodes after the first `nodes`, configured with `join = true`: not
+    /// started by [`Cluster::start_all`]; see [`Cluster::join`].
+    pub joining: usize,
 }
 
 impl Default for ClusterOptions {
@@ -161,6 +164,7 @@ impl Default for ClusterOptions {
             proxied: false,
             cluster_tables: String::new(),
             node_args: Vec::new(),
+            joining: 0,
         }
     }
 }
@@ -278,12 +282,45 @@ impl Cluster {
         Ok(cluster)
     }
 
-    /// Starts every node and waits until they all see each other up.
+    /// Starts every node of the first ring and waits until they all see
+    /// each other up.
     pub fn start_all(&mut self) -> Result<()> {
         for i in 0..self.nodes.len() {
-            self.spawn(i)?;
+            if !self.config.nodes[i].join {
+                self.spawn(i)?;
+            }
         }
         self.wait_all_up(Duration::from_secs(30))
+    }
+
+    /// Starts node `i` with `run --join` (it joins the ring in the
+    /// background) and waits until it serves.
+    pub fn join(&mut self, i: usize) -> Result<()> {
+        self.spawn_args(i, None, &["--join"])?;
+        self.wait_serving(i, Duration::from_secs(30))
+    }
+
+    /// Starts node `i` with `run --join` and waits for the process to end:
+    /// its exit status and log (a refused join exits).
+    pub fn join_refused(&mut self, i: usize, timeout: Duration) -> Result<String> {
+        self.spawn_args(i, None, &["--join"])?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            let n = &mut self.nodes[i];
+            if let Some(c) = n.child.as_mut()
+                && let Ok(Some(status)) = c.try_wait()
+            {
+                n.child = None;
+                if status.success() {
+                    bail!("{} exited successfully", n.id);
+                }
+                return Ok(self.log_text(i));
+            }
+            if Instant::now() > deadline {
+                bail!("{} kept running: {}", self.nodes[i].id, self.log_tail(i));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Writes the config and certificates without starting any node, so a
@@ -307,7 +344,7 @@ impl Cluster {
             c.failure_timeout_ms,
         );
         toml += &opts.cluster_tables;
-        for i in 0..opts.nodes {
+        for i in 0..opts.nodes + opts.joining {
             toml += &format!(
                 "\n[[node]]\nid = \"n{}\"\npeer = \"{}\"\nclient = \"{}\"\nresp = \"{}\"\ndata_dir = \"data/n{}\"\n",
                 i + 1,
@@ -316,6 +353,9 @@ impl Cluster {
                 free_port()?,
                 i + 1
             );
+            if i >= opts.nodes {
+                toml += "join = true\n";
+            }
             if opts.proxied {
                 // Peers dial `peer` (a proxy the test runs); the node binds this.
                 toml += &format!("peer_bind = \"{}\"\n", free_port()?);
@@ -361,10 +401,19 @@ impl Cluster {
         self.spawn_with(i, None)
     }
 
-    /// Starts node `i`, optionally under a file size limit (`RLIMIT_FSIZE`,
-    /// in the shell's `ulimit -f` blocks) with SIGXFSZ ignored, so writes
-    /// past it fail with EFBIG, as on a full disk.
     fn spawn_with(&mut self, i: usize, file_limit_blocks: Option<u64>) -> Result<()> {
+        self.spawn_args(i, file_limit_blocks, &[])
+    }
+
+    /// Starts node `i` with `extra` arguments, optionally under a file
+    /// size limit (`RLIMIT_FSIZE`, in the shell's `ulimit -f` blocks) with
+    /// SIGXFSZ ignored, so writes past it fail with EFBIG, as on a full disk.
+    fn spawn_args(
+        &mut self,
+        i: usize,
+        file_limit_blocks: Option<u64>,
+        extra: &[&str],
+    ) -> Result<()> {
         let n = &mut self.nodes[i];
         let log = fs::OpenOptions::new()
             .create(true)
@@ -387,6 +436,7 @@ impl Cluster {
             .arg(&self.config_path)
             .args(["--node", &n.id])
             .args(&self.run_args)
+            .args(extra)
             .args(
                 self.node_args
                     .iter()

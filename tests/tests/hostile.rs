@@ -18,7 +18,11 @@ use tokio::net::TcpStream;
 struct Refuse;
 impl Handler for Refuse {
     fn handle(&self, _from: usize, reqs: Vec<PeerRequest>) -> BoxFuture<Vec<PeerResponse>> {
-        Box::pin(async move { reqs.iter().map(|_| PeerResponse::Pong).collect() })
+        Box::pin(async move {
+            reqs.iter()
+                .map(|_| PeerResponse::Pong { ring: 0 })
+                .collect()
+        })
     }
 }
 
@@ -190,7 +194,7 @@ fn garbage_on_the_peer_port_closes_only_that_connection() {
         send.finish().unwrap();
         let answer: Vec<PeerResponse> =
             wire::decode(&recv.read_to_end(1 << 20).await.unwrap()).unwrap();
-        assert_eq!(answer, vec![PeerResponse::Pong]);
+        assert_eq!(answer, vec![PeerResponse::Pong { ring: 0 }]);
 
         still_serving(&cluster, b"kept", 7).await;
     });

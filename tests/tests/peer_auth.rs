@@ -102,7 +102,7 @@ fn a_certificate_from_the_ca_that_names_no_node_is_refused() {
     certs::ensure(&cluster.certs_dir(), "test", &["intruder".to_string()]).unwrap();
     let files = certs::node_files(&cluster.certs_dir(), "intruder");
     rt().block_on(async {
-        let t = fake(&cluster, 0, files, None, PeerResponse::Pong);
+        let t = fake(&cluster, 0, files, None, PeerResponse::Pong { ring: 0 });
         let answer = t
             .call(
                 1,
@@ -158,7 +158,7 @@ fn a_node_cannot_forge_the_receivers_own_shard() {
         // n2 leads this add: the cell holds n2's own shard.
         let c = cluster.client(1).await.unwrap();
         c.add(b"own", b"", 5, Consistency::All).await.unwrap();
-        let t = fake(&cluster, 0, files, None, PeerResponse::Pong);
+        let t = fake(&cluster, 0, files, None, PeerResponse::Pong { ring: 0 });
         let read = PeerRequest::Read {
             key: WireKey::new(b"own", b""),
         };
@@ -191,7 +191,7 @@ fn shards_near_wrapping_are_refused() {
     let cluster = Cluster::start(ClusterOptions::default()).unwrap();
     let files = certs::node_files(&cluster.certs_dir(), "n1");
     rt().block_on(async {
-        let t = fake(&cluster, 0, files, None, PeerResponse::Pong);
+        let t = fake(&cluster, 0, files, None, PeerResponse::Pong { ring: 0 });
         let near = u64::MAX - 5;
         for (what, c) in [
             ("clock", cell(WireEpoch::at(0), 0xbad, near, 7)),

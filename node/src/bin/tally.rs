@@ -22,7 +22,7 @@ use clap::{Parser, Subcommand};
 use serde_json::json;
 use tally_net::once::OpId;
 use tally_net::retry::{self, RetryPolicy};
-use tally_net::wire::{ClusterStatus, NodeStats, NodeStatus, WireWhen};
+use tally_net::wire::{ClusterStatus, NodeState, NodeStats, NodeStatus, WireWhen};
 use tally_net::{Client, ClientError, ClusterClient, ClusterOptions, Consistency, Outcome};
 use tally_node::config::Config;
 
@@ -30,6 +30,8 @@ use tally_node::config::Config;
 mod expiry;
 #[path = "tally/repair.rs"]
 mod repair;
+#[path = "tally/ring.rs"]
+mod ring;
 
 #[derive(Parser)]
 #[command(name = "tally", version, about = "Talk to a Tally cluster")]
@@ -151,6 +153,15 @@ enum Cmd {
     /// or the one `--node` names) and merge the cells that differ; prints
     /// what moved. Every replica of the ranges must be up.
     Repair,
+    /// Take the node `--node` names out of the ring: its ranges stream to
+    /// their next owners, then it leaves (it may be stopped after).
+    Decommission,
+    /// Take a dead node out of the ring: the others re-replicate its ranges
+    /// among themselves.
+    Removenode {
+        /// The dead node's id.
+        node: String,
+    },
     /// Unique counters: each member counted once.
     #[command(subcommand)]
     Unique(UniqueCmd),
@@ -284,8 +295,13 @@ async fn connect(cli: &Cli) -> Result<Target> {
 }
 
 async fn run(cli: &Cli) -> Result<(), Failure> {
-    if matches!(cli.command, Cmd::Repair) {
-        return repair::run(cli).await.map_err(Failure::other);
+    match &cli.command {
+        Cmd::Repair => return repair::run(cli).await.map_err(Failure::other),
+        Cmd::Decommission => return ring::decommission(cli).await.map_err(Failure::other),
+        Cmd::Removenode { node } => {
+            return ring::removenode(cli, node).await.map_err(Failure::other);
+        }
+        _ => {}
     }
     let writes = matches!(
         cli.command,
@@ -431,7 +447,7 @@ async fn run(cli: &Cli) -> Result<(), Failure> {
             print_status(cli, &status).await?;
         }
         // Repaired node by node above, before any connection.
-        Cmd::Repair => {}
+        Cmd::Repair | Cmd::Decommission | Cmd::Removenode { .. } => {}
     }
     Ok(())
 }
@@ -502,6 +518,8 @@ struct Row<'a> {
     stats: Option<NodeStats>,
     /// Why it takes no writes: its own word if it answered, else the seed's.
     not_writable: Option<String>,
+    /// Its place in the ring, as the seed knows it.
+    ring: NodeState,
 }
 
 /// The nodes that dropped hints for `id` (see `tally_node::hints::bound`):
@@ -518,13 +536,13 @@ fn dropped_hints_for<'r>(id: &str, rows: &'r [Row<'_>]) -> Vec<&'r str> {
 }
 
 impl Row<'_> {
-    /// Like `nodetool status`: U(p) or D(own), then N(ormal) (no node joins
-    /// or leaves: membership is `cluster.toml`'s); and whether it takes writes.
-    fn state(&self) -> &'static str {
+    /// Like `nodetool status`: U(p) or D(own), then N(ormal), J(oining) or
+    /// L(eaving); and whether it takes writes.
+    fn state(&self) -> String {
+        let code = tally_node::topology::status_code(self.node.up, self.ring);
         match (self.node.up, &self.not_writable) {
-            (false, _) => "DN",
-            (true, Some(_)) => "UN not writable",
-            (true, None) => "UN",
+            (true, Some(_)) => format!("{code} not writable"),
+            _ => code.to_string(),
         }
     }
 }
@@ -532,7 +550,8 @@ impl Row<'_> {
 async fn print_status(cli: &Cli, status: &ClusterStatus) -> Result<()> {
     // Each node reports its own numbers; a node that does not answer is shown as such.
     let mut rows = Vec::new();
-    for n in &status.nodes {
+    let ring = &status.stats.ring;
+    for (i, n) in status.nodes.iter().enumerate() {
         let addr: SocketAddr = n.client_addr.parse().context("node address")?;
         let own = match Client::connect_with_timeout(addr, Duration::from_millis(1000)).await {
             Ok(c) => c.status().await.ok(),
@@ -550,6 +569,7 @@ async fn print_status(cli: &Cli, status: &ClusterStatus) -> Result<()> {
             node: n,
             stats: own.map(|s| s.stats),
             not_writable,
+            ring: ring.states.get(i).copied().unwrap_or_default(),
         });
     }
     if rows.is_empty() {
@@ -566,6 +586,7 @@ async fn print_status(cli: &Cli, status: &ClusterStatus) -> Result<()> {
                 })).collect();
                 json!({
                     "id": n.id, "up": n.up, "client": n.client_addr, "ownership": n.ownership,
+                    "state": format!("{:?}", r.ring).to_lowercase(), "status": r.state(),
                     "writable": n.up && r.not_writable.is_none(), "not_writable": r.not_writable,
                     "counter_id": s.as_ref().map(|s| format!("{:016x}", s.counter_id)),
                     "cells": s.as_ref().map(|s| s.cells), "log_bytes": s.as_ref().map(|s| s.log_bytes),
@@ -576,15 +597,18 @@ async fn print_status(cli: &Cli, status: &ClusterStatus) -> Result<()> {
             .collect();
         println!(
             "{}",
-            json!({ "cluster": status.cluster, "seen_from": status.node, "replication_factor": status.replication_factor, "vnodes": status.vnodes, "nodes": nodes })
+            json!({ "cluster": status.cluster, "seen_from": status.node, "replication_factor": status.replication_factor, "vnodes": status.vnodes, "ring_version": ring.version, "nodes": nodes })
         );
         return Ok(());
     }
     println!(
-        "cluster {} (replication factor {}, {} vnodes per node), seen from {}",
-        status.cluster, status.replication_factor, status.vnodes, status.node
+        "cluster {} (replication factor {}, {} vnodes per node, ring version {}), seen from {}",
+        status.cluster, status.replication_factor, status.vnodes, ring.version, status.node
     );
-    println!("state: U(p) or D(own), N(ormal); load: commit log and SSTables on disk");
+    println!(
+        "state: U(p) or D(own), N(ormal), J(oining), L(eaving); LE left, -- not a member; \
+         load: commit log and SSTables on disk"
+    );
     println!(
         "{:<6} {:<15} {:<22} {:>6} {:>10} {:>10} {:>6}  {:<16}",
         "node", "state", "client", "owns", "counters", "load", "hints", "counter id"

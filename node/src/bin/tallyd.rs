@@ -114,7 +114,15 @@ fn up(path: &Path, threads: Option<usize>) -> Result<()> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = threads.unwrap_or(daemon::threads_per_node(cores, config.nodes.len()));
     let mut children: Vec<(String, Child)> = Vec::new();
-    for n in &config.nodes {
+    for n in config.nodes.iter().filter(|n| n.join) {
+        println!(
+            "  {} has join = true: not started; add it with `tallyd run --config {} --node {} --join`",
+            n.id,
+            path.display(),
+            n.id
+        );
+    }
+    for n in config.nodes.iter().filter(|n| !n.join) {
         let mut child = Command::new(&exe)
             .args(["run", "--config"])
             .arg(path)
@@ -134,7 +142,7 @@ fn up(path: &Path, threads: Option<usize>) -> Result<()> {
         children.push((n.id.clone(), child));
     }
     let deadline = Instant::now() + Duration::from_secs(60);
-    for n in &config.nodes {
+    for n in config.nodes.iter().filter(|n| !n.join) {
         while std::net::TcpStream::connect_timeout(&n.client, Duration::from_millis(200)).is_err() {
             if Instant::now() > deadline {
                 stop(&mut children);
@@ -195,10 +203,11 @@ fn up(path: &Path, threads: Option<usize>) -> Result<()> {
 /// once every node sees the others: proof the cluster works end to end.
 async fn smoke_check(config: &Config) -> Result<()> {
     use tally_net::{Client, Consistency};
-    let first = config.nodes.first().context("no nodes")?;
-    let last = config.nodes.last().context("no nodes")?;
-    let mut clients = Vec::with_capacity(config.nodes.len());
-    for n in &config.nodes {
+    let members: Vec<_> = config.nodes.iter().filter(|n| !n.join).collect();
+    let first = members.first().context("no nodes")?;
+    let last = members.last().context("no nodes")?;
+    let mut clients = Vec::with_capacity(members.len());
+    for n in &members {
         clients.push(Client::connect(n.client).await?);
     }
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -206,7 +215,13 @@ async fn smoke_check(config: &Config) -> Result<()> {
     // takes up to a dial timeout to see it.
     'wait: loop {
         for c in &clients {
-            if !c.status().await?.nodes.iter().all(|n| n.up) {
+            let status = c.status().await?;
+            let ids: Vec<&str> = members.iter().map(|m| m.id.as_str()).collect();
+            if !status
+                .nodes
+                .iter()
+                .all(|n| n.up || !ids.contains(&n.id.as_str()))
+            {
                 if Instant::now() > deadline {
                     bail!("peers did not see each other within 10 s");
                 }

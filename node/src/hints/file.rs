@@ -168,7 +168,7 @@ pub(super) fn sync_dir(dir: &Path) -> Result<()> {
 
 /// Replaces the file at `path` with `bytes`, durably: a fresh
 /// `new_path(path)`, fsync'd, renamed over it, the directory fsync'd.
-pub(super) fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
     let new = new_path(path);
     let mut file = OpenOptions::new()
         .create(true)
@@ -185,7 +185,7 @@ pub(super) fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// The bytes of the file at `path`; `None` if there is none.
-pub(super) fn read_small(path: &Path) -> Result<Option<Vec<u8>>> {
+pub(crate) fn read_small(path: &Path) -> Result<Option<Vec<u8>>> {
     match std::fs::read(path) {
         Ok(bytes) => Ok(Some(bytes)),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),

@@ -72,7 +72,8 @@ pub(crate) async fn repair(ctx: &Arc<Ctx>) -> Result<WireRepaired, WireError> {
     }
     let dir = ctx.config.nodes[ctx.me].data_dir.clone();
     let c = &ctx.config.cluster;
-    let ring = checkpoint::ring_id(&ctx.config.node_ids(), c.vnodes, c.replication_factor);
+    let ring = checkpoint::ring_id(&ctx.config.node_ids(), c.vnodes, c.replication_factor)
+        ^ ctx.topology().version.rotate_left(17);
     let resumed = checkpoint::load(&dir, ring);
     let mut mark = resumed.clone().unwrap_or(Checkpoint {
         ring,
@@ -97,7 +98,7 @@ pub(crate) async fn repair(ctx: &Arc<Ctx>) -> Result<WireRepaired, WireError> {
             None
         };
         mark.group = i;
-        repair_group(ctx, replicas, ranges, from, &mut mark, &mut done).await?;
+        repair_group(ctx, replicas, ranges, from, Some(&mut mark), &mut done).await?;
         mark.group = i + 1;
         save(&dir, &mark);
         *ctx.repairing.lock() = Some(done.clone());
@@ -136,7 +137,7 @@ fn save(dir: &std::path::Path, mark: &Checkpoint) {
 /// The ranges this node replicates, by their replicas (sorted).
 fn groups(ctx: &Ctx) -> BTreeMap<Vec<usize>, Vec<TokenRange>> {
     let mut groups: BTreeMap<Vec<usize>, Vec<TokenRange>> = BTreeMap::new();
-    for (range, replicas) in ctx.ring.ranges() {
+    for (range, replicas) in ctx.ring().ranges() {
         if replicas.contains(&ctx.me) {
             let mut set = replicas.to_vec();
             set.sort_unstable();
@@ -146,15 +147,44 @@ fn groups(ctx: &Ctx) -> BTreeMap<Vec<usize>, Vec<TokenRange>> {
     groups
 }
 
+/// Brings every node of each group to the merge of the group's cells in
+/// its ranges: how a ring change syncs the ranges a node gains, from
+/// every current replica (see `topology::change`). Not resumable by
+/// itself: a change run again syncs again, finding less to move.
+pub(crate) async fn sync(
+    ctx: &Arc<Ctx>,
+    groups: BTreeMap<Vec<usize>, Vec<TokenRange>>,
+) -> Result<WireRepaired, WireError> {
+    let started = Instant::now();
+    if let Some(&down) = groups.keys().flatten().find(|&&n| !ctx.is_up(n)) {
+        return Err(WireError::not_applied(
+            ErrorKind::Unavailable,
+            format!(
+                "cannot sync the ranges that move: {} is down, and a sync reads every replica",
+                ctx.name(down)
+            ),
+        ));
+    }
+    let mut done = WireRepaired {
+        node: ctx.name(ctx.me).to_string(),
+        ..WireRepaired::default()
+    };
+    for (replicas, ranges) in &groups {
+        repair_group(ctx, replicas, ranges, None, None, &mut done).await?;
+    }
+    done.millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    Ok(done)
+}
+
 /// Repairs `ranges`, replicated by `replicas`, from after key `from`:
 /// digests, then the leaves of the slices that differ, a page at a time,
-/// then the keys that differ; `mark` is saved after each page.
+/// then the keys that differ; `mark`, if any, is saved after each page.
 async fn repair_group(
     ctx: &Arc<Ctx>,
     replicas: &[usize],
     ranges: &[TokenRange],
     from: Option<Key>,
-    mark: &mut Checkpoint,
+    mut mark: Option<&mut Checkpoint>,
     done: &mut WireRepaired,
 ) -> Result<(), WireError> {
     let segments = slices_per_range(ranges.len());
@@ -184,7 +214,9 @@ async fn repair_group(
     done.ranges += wire.len() as u64;
     done.segments += total as u64;
     done.segments_differing += wanted.len() as u64;
-    *ctx.repairing.lock() = Some(done.clone());
+    if mark.is_some() {
+        *ctx.repairing.lock() = Some(done.clone());
+    }
     let wanted = runs(&wanted);
     let mut after = from;
     while !wanted.is_empty() {
@@ -202,9 +234,11 @@ async fn repair_group(
                 done.bytes_moved += bytes;
             }
         }
-        *ctx.repairing.lock() = Some(done.clone());
-        mark.after.clone_from(&compared.next);
-        save(&ctx.config.nodes[ctx.me].data_dir, mark);
+        if let Some(mark) = mark.as_deref_mut() {
+            *ctx.repairing.lock() = Some(done.clone());
+            mark.after.clone_from(&compared.next);
+            save(&ctx.config.nodes[ctx.me].data_dir, mark);
+        }
         match compared.next {
             Some(k) => after = Some(k),
             None => break,

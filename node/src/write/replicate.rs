@@ -141,7 +141,7 @@ fn send(ctx: &Ctx, groups: &[Vec<usize>], writes: &mut [Write]) -> Vec<Call> {
     let mut calls = Vec::new();
     for (group, members) in groups.iter().enumerate() {
         let replicas = writes[members[0]].replicas.clone();
-        for &r in replicas.iter().filter(|&&r| r != ctx.me) {
+        for &r in replicas.all().iter().filter(|&&r| r != ctx.me) {
             let answers = if ctx.is_up(r) {
                 let reqs = members
                     .iter()

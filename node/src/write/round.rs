@@ -48,6 +48,7 @@
 //! - A replica is hinted at most once per round.
 //! - Once given, a verdict never changes: later events only add hints.
 
+use crate::ring::Replicas;
 use smallvec::SmallVec;
 use tally_engine::Epoch;
 use tally_net::wire::{Consistency, ErrorKind, PeerResponse, WireError};
@@ -127,21 +128,24 @@ pub(crate) struct Round {
 
 impl Round {
     /// A round for a write this node (`me`, one of `replicas`) leads, its
-    /// `attempt`-th (from 1), with replicas given `timeout_ms`.
+    /// `attempt`-th (from 1), with replicas given `timeout_ms`. Pending
+    /// replicas (a ring change in progress) are sent the write and each
+    /// must answer besides the level's count (`placement::write_acks`).
     pub(crate) fn new(
         cl: Consistency,
-        replicas: &[usize],
+        replicas: &Replicas,
         me: usize,
         attempt: u32,
         timeout_ms: u64,
     ) -> Round {
         Round {
             cl,
-            required: cl.required(replicas.len()),
+            required: crate::placement::write_acks(replicas, cl),
             attempt,
             timeout_ms,
             local: Local::Pending,
             peers: replicas
+                .all()
                 .iter()
                 .filter(|&&r| r != me)
                 .map(|&r| (r, Peer::Waiting))
@@ -323,9 +327,14 @@ mod tests {
         }
     }
 
-    /// Runs `script` (one event per line: `event => verdict [hints]`).
+    /// Runs `script` (one event per line: `event => verdict [hints]`) on
+    /// n1's write to n1, n2 and n3.
     fn run(cl: Consistency, attempt: u32, script: &str) {
-        let mut round = Round::new(cl, &[0, 1, 2], 0, attempt, 500);
+        run_on(&Replicas::new(&[0, 1, 2], &[]), cl, attempt, script);
+    }
+
+    fn run_on(replicas: &Replicas, cl: Consistency, attempt: u32, script: &str) {
+        let mut round = Round::new(cl, replicas, 0, attempt, 500);
         for line in script.lines().map(str::trim).filter(|l| !l.is_empty()) {
             let (event, want) = line.split_once("=>").unwrap();
             let words: Vec<&str> = event.split_whitespace().collect();
@@ -359,6 +368,40 @@ mod tests {
                 event.trim()
             );
         }
+    }
+
+    #[test]
+    fn a_pending_replica_needs_one_more_answer() {
+        // n4 joins: n1, n2, n3 natural, n4 pending; QUORUM needs 2 + 1.
+        let joining = Replicas::new(&[0, 1, 2], &[3]);
+        run_on(
+            &joining,
+            Consistency::Quorum,
+            1,
+            "
+            local ok => -
+            n2 applied => -
+            n4 applied => ack
+            n3 failed => ack [n3]",
+        );
+        run_on(
+            &joining,
+            Consistency::Quorum,
+            1,
+            "
+            local ok => -
+            n4 down => - [n4]
+            n2 applied => -
+            n3 applied => ack",
+        );
+        run_on(
+            &joining,
+            Consistency::One,
+            1,
+            "
+            local ok => -
+            n4 applied => ack",
+        );
     }
 
     #[test]

@@ -58,6 +58,10 @@ enum Cmd {
         /// (records stay in memory until the node is killed).
         #[arg(long)]
         stall_writes_on_sigusr1: bool,
+        /// TEST SEAM: a topology change this node runs waits this long
+        /// (ms) between beginning and syncing its ranges.
+        #[arg(long)]
+        sync_delay_ms: Option<u64>,
     },
 }
 
@@ -70,6 +74,7 @@ fn main() {
         unsafe_ignore_deadlines,
         unsafe_idle_repair,
         stall_writes_on_sigusr1,
+        sync_delay_ms,
     } = Cli::parse().command;
     let stall = Arc::new(AtomicBool::new(false));
     let tweak = |o: &mut Options| {
@@ -105,6 +110,10 @@ fn main() {
         if unsafe_ignore_deadlines {
             tracing::warn!("FAULT INJECTION: replicas ignore deadlines their leaders missed");
             n.inject_ignore_deadlines();
+        }
+        if let Some(ms) = sync_delay_ms {
+            tracing::warn!(ms, "TEST SEAM: topology changes wait before they sync");
+            n.inject_sync_delay(ms);
         }
         if unsafe_idle_repair {
             tracing::warn!("FAULT INJECTION: repairs move nothing");

@@ -1,0 +1,90 @@
+//! `tally decommission` and `tally removenode`: taking a node out of the
+//! ring (see `tally_node::topology`). Each waits for the change to end
+//! and prints the ring after it.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+use tally_net::Client;
+use tally_net::wire::{ClientOp, ClientReply, WireTopology};
+use tally_node::config::Config;
+
+use super::Cli;
+
+/// How long a change may take (it syncs every range that moves).
+const CHANGE_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// `tally decommission --node N`: N streams its ranges away and leaves.
+pub(crate) async fn decommission(cli: &Cli) -> Result<()> {
+    let Some(id) = &cli.node else {
+        bail!("name the node to decommission: tally decommission --node ID");
+    };
+    let config = Config::load(&cli.config)?;
+    let addr = config.node(id)?.1.client;
+    let op = ClientOp::Decommission { node: id.clone() };
+    let ring = call(addr, op)
+        .await
+        .with_context(|| format!("decommission of {id} failed"))?;
+    print(cli, &config, &format!("{id} left the ring"), &ring);
+    Ok(())
+}
+
+/// `tally removenode ID`: the first other node that answers re-replicates
+/// the dead node's ranges and takes it out of the ring.
+pub(crate) async fn removenode(cli: &Cli, id: &str) -> Result<()> {
+    let config = Config::load(&cli.config)?;
+    config.node(id)?;
+    let mut last = None;
+    for n in config.nodes.iter().filter(|n| n.id != id) {
+        let op = ClientOp::RemoveNode {
+            node: id.to_string(),
+        };
+        match Client::connect_with_timeout(n.client, Duration::from_secs(2)).await {
+            Ok(_) => {
+                let ring = call(n.client, op)
+                    .await
+                    .with_context(|| format!("removenode of {id} (run by {}) failed", n.id))?;
+                print(cli, &config, &format!("{id} removed from the ring"), &ring);
+                return Ok(());
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    match last {
+        Some(e) => Err(e).context("no other node answers"),
+        None => bail!("the configuration names no other node"),
+    }
+}
+
+async fn call(addr: SocketAddr, op: ClientOp) -> Result<WireTopology> {
+    let client = Client::connect_with_timeout(addr, CHANGE_TIMEOUT)
+        .await
+        .with_context(|| format!("connect to {addr}"))?;
+    match client.call(op).await? {
+        ClientReply::Ring(t) => Ok(t),
+        other => bail!("unexpected answer {other:?}"),
+    }
+}
+
+fn print(cli: &Cli, config: &Config, what: &str, ring: &WireTopology) {
+    let states: Vec<_> = config
+        .nodes
+        .iter()
+        .zip(&ring.states)
+        .map(|(n, s)| (n.id.clone(), format!("{s:?}").to_lowercase()))
+        .collect();
+    if cli.json {
+        let nodes: serde_json::Map<_, _> = states.into_iter().map(|(n, s)| (n, json!(s))).collect();
+        println!(
+            "{}",
+            json!({ "ring_version": ring.version, "nodes": nodes })
+        );
+    } else {
+        println!("{what}; ring version {}:", ring.version);
+        for (n, s) in states {
+            println!("  {n:<8} {s}");
+        }
+    }
+}

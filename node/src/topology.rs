@@ -1,0 +1,383 @@
+//! Membership: which configured nodes are in the ring, as a versioned
+//! state every node stores and agrees on (see `topology::change`).
+//!
+//! `cluster.toml` names every node that may ever be a member, with its
+//! addresses, and which of them form the first ring (those without
+//! `join = true`). From then on the ring is this state, not the file:
+//!
+//! ```text
+//!   Absent ──join──▶ Joining ──synced──▶ Normal ──decommission──▶ Leaving ──synced──▶ Left
+//!                                          └─────removenode─────▶ Removing ─synced──▶ Left
+//! ```
+//!
+//! At most one node is between states: that is the change in progress,
+//! and a second change is refused naming it. While a change is in progress
+//! the ring is the one before it with, per range, the replicas the change
+//! brings as *pending* replicas (`Ring::during`): they get every write and
+//! are synced from every current replica, then the ring switches.
+//!
+//! Every step is a new version, one higher. A node stores a version
+//! durably before it uses it (`topology::store`), takes only newer ones,
+//! and learns a newer one from any peer whose heartbeats announce it.
+
+pub(crate) mod change;
+pub(crate) mod store;
+
+use tally_net::wire::{NodeState, WireTopology};
+
+use crate::ring::Ring;
+
+/// A topology change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// The node becomes a member.
+    Join(usize),
+    /// The node, up, leaves.
+    Decommission(usize),
+    /// The node, down, is taken out.
+    Remove(usize),
+}
+
+impl Change {
+    /// The node the change is about.
+    pub(crate) fn node(self) -> usize {
+        match self {
+            Change::Join(n) | Change::Decommission(n) | Change::Remove(n) => n,
+        }
+    }
+
+    /// The state its node is in while the change runs.
+    fn during(self) -> NodeState {
+        match self {
+            Change::Join(_) => NodeState::Joining,
+            Change::Decommission(_) => NodeState::Leaving,
+            Change::Remove(_) => NodeState::Removing,
+        }
+    }
+
+    /// What the change is called, for people.
+    pub(crate) fn verb(self) -> &'static str {
+        match self {
+            Change::Join(_) => "joining",
+            Change::Decommission(_) => "leaving (decommission)",
+            Change::Remove(_) => "being removed (removenode)",
+        }
+    }
+}
+
+/// Why a change cannot begin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// Another change is in progress.
+    Busy(Change),
+    /// A join of a node that is a member already (or has left: a node id
+    /// is not reused).
+    NotAbsent(NodeState),
+    /// A decommission or removal of a node that is not a member.
+    NotAMember(NodeState),
+    /// It would leave fewer members than the replication factor.
+    TooFew {
+        /// Members after it.
+        left: usize,
+        /// The replication factor.
+        rf: usize,
+    },
+}
+
+/// Every configured node's state, at a version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Topology {
+    pub(crate) version: u64,
+    pub(crate) states: Vec<NodeState>,
+}
+
+impl Topology {
+    /// The first ring (version 1): every configured node, except those the
+    /// configuration says join later.
+    pub(crate) fn seed(joins_later: &[bool]) -> Topology {
+        Topology {
+            version: 1,
+            states: joins_later
+                .iter()
+                .map(|&later| {
+                    if later {
+                        NodeState::Absent
+                    } else {
+                        NodeState::Normal
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    /// The change in progress, if one is.
+    pub(crate) fn in_progress(&self) -> Option<Change> {
+        self.states.iter().enumerate().find_map(|(n, s)| match s {
+            NodeState::Joining => Some(Change::Join(n)),
+            NodeState::Leaving => Some(Change::Decommission(n)),
+            NodeState::Removing => Some(Change::Remove(n)),
+            NodeState::Absent | NodeState::Normal | NodeState::Left => None,
+        })
+    }
+
+    /// The topology with `change` begun: the same one when it is the
+    /// change in progress (a resumed change), else one version on.
+    pub(crate) fn begin(&self, change: Change, rf: usize) -> Result<Topology, Refused> {
+        if let Some(busy) = self.in_progress() {
+            return if busy == change {
+                Ok(self.clone())
+            } else {
+                Err(Refused::Busy(busy))
+            };
+        }
+        let state = self.states[change.node()];
+        match change {
+            Change::Join(_) if state != NodeState::Absent => return Err(Refused::NotAbsent(state)),
+            Change::Decommission(_) | Change::Remove(_) => {
+                if state != NodeState::Normal {
+                    return Err(Refused::NotAMember(state));
+                }
+                let left = self.members_now().iter().filter(|&&m| m).count() - 1;
+                if left < rf {
+                    return Err(Refused::TooFew { left, rf });
+                }
+            }
+            Change::Join(_) => {}
+        }
+        let mut next = self.clone();
+        next.version += 1;
+        next.states[change.node()] = change.during();
+        Ok(next)
+    }
+
+    /// The topology with the change in progress done, one version on;
+    /// `None` when none is.
+    pub(crate) fn finish(&self) -> Option<Topology> {
+        let change = self.in_progress()?;
+        let mut next = self.clone();
+        next.version += 1;
+        next.states[change.node()] = match change {
+            Change::Join(_) => NodeState::Normal,
+            Change::Decommission(_) | Change::Remove(_) => NodeState::Left,
+        };
+        Some(next)
+    }
+
+    /// Per node: a replica of its ranges now.
+    pub(crate) fn members_now(&self) -> Vec<bool> {
+        self.states
+            .iter()
+            .map(|s| {
+                matches!(
+                    s,
+                    NodeState::Normal | NodeState::Leaving | NodeState::Removing
+                )
+            })
+            .collect()
+    }
+
+    /// Per node: a replica of its ranges once the change in progress is done.
+    pub(crate) fn members_next(&self) -> Vec<bool> {
+        self.states
+            .iter()
+            .map(|s| matches!(s, NodeState::Normal | NodeState::Joining))
+            .collect()
+    }
+
+    /// The ring to place data by: with pending replicas while a change is
+    /// in progress.
+    pub(crate) fn ring(&self, ids: &[String], vnodes: usize, rf: usize) -> Ring {
+        let now = Ring::with_members(ids, &self.members_now(), vnodes, rf);
+        if self.in_progress().is_none() {
+            return now;
+        }
+        now.during(&Ring::with_members(ids, &self.members_next(), vnodes, rf))
+    }
+
+    /// The nodes that must store a new version before it counts: every
+    /// node in the ring before or after it, except one being removed (it
+    /// is down for good).
+    pub(crate) fn participants(&self) -> Vec<usize> {
+        self.states
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| {
+                matches!(
+                    s,
+                    NodeState::Joining | NodeState::Normal | NodeState::Leaving
+                )
+            })
+            .map(|(n, _)| n)
+            .collect()
+    }
+
+    /// Whether `theirs`, sent by a peer, may replace this one: it is newer.
+    /// The same version with other states is a conflict (two changes
+    /// begun at once); the first one a node stored wins.
+    pub(crate) fn accepts(&self, theirs: &Topology) -> Result<bool, String> {
+        if theirs.states.len() != self.states.len() {
+            return Err(format!(
+                "a ring of {} nodes, and this node's configuration names {}",
+                theirs.states.len(),
+                self.states.len()
+            ));
+        }
+        if theirs.version > self.version {
+            return Ok(true);
+        }
+        if theirs.version == self.version && theirs.states != self.states {
+            return Err(format!(
+                "ring version {} differs from this node's: another topology change won",
+                theirs.version
+            ));
+        }
+        Ok(false)
+    }
+
+    pub(crate) fn to_wire(&self) -> WireTopology {
+        WireTopology {
+            version: self.version,
+            states: self.states.clone(),
+        }
+    }
+
+    pub(crate) fn from_wire(w: &WireTopology) -> Topology {
+        Topology {
+            version: w.version,
+            states: w.states.clone(),
+        }
+    }
+}
+
+/// The two-letter status nodetool prints: up or down, then the state.
+pub fn status_code(up: bool, state: NodeState) -> &'static str {
+    match (up, state) {
+        (true, NodeState::Normal) => "UN",
+        (false, NodeState::Normal) => "DN",
+        (true, NodeState::Joining) => "UJ",
+        (false, NodeState::Joining) => "DJ",
+        (true, NodeState::Leaving | NodeState::Removing) => "UL",
+        (false, NodeState::Leaving | NodeState::Removing) => "DL",
+        (_, NodeState::Absent) => "--",
+        (_, NodeState::Left) => "LE",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use NodeState::{Absent, Joining, Leaving, Left, Normal, Removing};
+
+    fn five() -> Topology {
+        Topology::seed(&[false, false, false, true, true])
+    }
+
+    #[test]
+    fn a_join_goes_through_joining_to_normal_one_version_at_a_time() {
+        let t = five();
+        assert_eq!(t.states, [Normal, Normal, Normal, Absent, Absent]);
+        let joining = t.begin(Change::Join(3), 3).unwrap();
+        assert_eq!(joining.version, 2);
+        assert_eq!(joining.states[3], Joining);
+        assert_eq!(joining.in_progress(), Some(Change::Join(3)));
+        assert_eq!(joining.members_now(), [true, true, true, false, false]);
+        assert_eq!(joining.members_next(), [true, true, true, true, false]);
+        assert_eq!(joining.participants(), [0, 1, 2, 3]);
+        // Resuming the same change changes nothing; another is refused.
+        assert_eq!(joining.begin(Change::Join(3), 3), Ok(joining.clone()));
+        assert_eq!(
+            joining.begin(Change::Join(4), 3),
+            Err(Refused::Busy(Change::Join(3)))
+        );
+        assert_eq!(
+            joining.begin(Change::Decommission(0), 3),
+            Err(Refused::Busy(Change::Join(3)))
+        );
+        let joined = joining.finish().unwrap();
+        assert_eq!((joined.version, joined.states[3]), (3, Normal));
+        assert_eq!(joined.in_progress(), None);
+        assert_eq!(joined.finish(), None);
+        assert_eq!(
+            joined.begin(Change::Join(3), 3),
+            Err(Refused::NotAbsent(Normal))
+        );
+    }
+
+    #[test]
+    fn leaving_keeps_a_node_a_replica_until_it_has_left() {
+        let t = Topology::seed(&[false; 4]);
+        let leaving = t.begin(Change::Decommission(1), 3).unwrap();
+        assert_eq!(leaving.states[1], Leaving);
+        assert_eq!(leaving.members_now(), [true; 4]);
+        assert_eq!(leaving.members_next(), [true, false, true, true]);
+        assert_eq!(leaving.participants(), [0, 1, 2, 3]);
+        let left = leaving.finish().unwrap();
+        assert_eq!(left.states[1], Left);
+        assert_eq!(left.participants(), [0, 2, 3]);
+        // A node id is not reused, and the ring keeps rf members.
+        assert_eq!(
+            left.begin(Change::Join(1), 3),
+            Err(Refused::NotAbsent(Left))
+        );
+        assert_eq!(
+            left.begin(Change::Decommission(0), 3),
+            Err(Refused::TooFew { left: 2, rf: 3 })
+        );
+        assert_eq!(
+            left.begin(Change::Remove(1), 3),
+            Err(Refused::NotAMember(Left))
+        );
+    }
+
+    #[test]
+    fn a_removed_node_does_not_vote() {
+        let t = Topology::seed(&[false; 4]);
+        let removing = t.begin(Change::Remove(2), 3).unwrap();
+        assert_eq!(removing.states[2], Removing);
+        assert_eq!(removing.participants(), [0, 1, 3]);
+        assert_eq!(removing.in_progress(), Some(Change::Remove(2)));
+    }
+
+    #[test]
+    fn only_a_newer_version_replaces_a_ring() {
+        let t = five();
+        let a = t.begin(Change::Join(3), 3).unwrap();
+        let b = t.begin(Change::Join(4), 3).unwrap();
+        assert_eq!(t.accepts(&a), Ok(true));
+        assert_eq!(a.accepts(&a), Ok(false));
+        assert_eq!(a.accepts(&t), Ok(false));
+        assert!(
+            a.accepts(&b)
+                .unwrap_err()
+                .contains("another topology change won")
+        );
+        let short = Topology::seed(&[false; 3]);
+        assert!(t.accepts(&short).is_err());
+    }
+
+    #[test]
+    fn the_ring_of_a_change_has_the_joiner_pending() {
+        let ids: Vec<String> = (1..=5).map(|i| format!("n{i}")).collect();
+        let joining = five().begin(Change::Join(3), 3).unwrap();
+        let ring = joining.ring(&ids, 16, 3);
+        let mut pending = 0;
+        for (_, replicas) in ring.ranges() {
+            assert!(!replicas.contains(&3) && !replicas.contains(&4));
+            assert!(replicas.pending().iter().all(|&p| p == 3));
+            pending += replicas.pending().len();
+        }
+        assert!(pending > 0);
+        let joined = joining.finish().unwrap().ring(&ids, 16, 3);
+        assert!(joined.ranges().iter().any(|(_, r)| r.contains(&3)));
+        assert!(joined.ranges().iter().all(|(_, r)| r.pending().is_empty()));
+    }
+
+    #[test]
+    fn status_codes_are_nodetools() {
+        assert_eq!(status_code(true, Normal), "UN");
+        assert_eq!(status_code(false, Normal), "DN");
+        assert_eq!(status_code(true, Joining), "UJ");
+        assert_eq!(status_code(true, Leaving), "UL");
+        assert_eq!(status_code(false, Removing), "DL");
+    }
+}

@@ -1,0 +1,313 @@
+//! Running a topology change, storing and spreading rings.
+//!
+//! A change runs on one node, its coordinator (the joiner itself, or the
+//! node `tally decommission` / `tally removenode` reached):
+//!
+//! 1. it learns the newest ring its peers hold, and refuses the change if
+//!    another one is in progress (`Topology::begin`);
+//! 2. every participant stores the ring with the change begun, in config
+//!    order, before it counts: a participant that already holds another
+//!    ring of that version refuses it (two changes begun at once: the
+//!    first node in config order decides which one wins, and the loser
+//!    stops there);
+//! 3. the ranges that gain a replica are synced into it from every current
+//!    replica, by the repair machinery (`repair::run::sync`), while every
+//!    write also goes to it;
+//! 4. every participant stores the ring with the change done.
+//!
+//! Every step can be run again: a change that stopped half way (its
+//! coordinator died, a participant was down) is resumed by starting it
+//! again, on any node. Nodes also learn newer rings by themselves: each
+//! heartbeat answer carries the peer's ring version, and a node that sees a
+//! newer one fetches it ([`start`]).
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use anyhow::Result;
+use tally_net::wire::{ErrorKind, NodeState, PeerRequest, PeerResponse, WireError, WireRepaired};
+use tokio::task::JoinSet;
+use tracing::{info, warn};
+
+use super::{Change, Refused, Topology, store};
+use crate::config::Config;
+use crate::ctx::{Ctx, Placed};
+
+/// How long a peer may take to answer for its ring or store one.
+const RING_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The ring a node starts with: the one it stored, or the seed of its
+/// configuration. A configuration may name more nodes than the stored
+/// ring (nodes added to the file since): they are absent.
+pub(crate) fn initial(config: &Config, me: usize) -> Result<Topology> {
+    let dir = &config.nodes[me].data_dir;
+    let seed = Topology::seed(&config.nodes.iter().map(|n| n.join).collect::<Vec<_>>());
+    let Some(mut stored) = store::load(dir)? else {
+        return Ok(seed);
+    };
+    if stored.states.len() > seed.states.len() {
+        anyhow::bail!(
+            "the ring stored in {} names {} nodes, and the configuration only {}: \
+             a node of the ring is missing from the configuration",
+            dir.display(),
+            stored.states.len(),
+            seed.states.len()
+        );
+    }
+    stored.states.resize(seed.states.len(), NodeState::Absent);
+    Ok(stored)
+}
+
+/// Stores `theirs` and switches to it, if it is newer than this node's
+/// ring; answers whether it did.
+pub(crate) fn adopt(ctx: &Ctx, theirs: &Topology) -> Result<bool, String> {
+    let _one = ctx.adopting.lock();
+    let mine = ctx.topology();
+    if !mine.accepts(theirs)? {
+        return Ok(false);
+    }
+    store::save(&ctx.config.nodes[ctx.me].data_dir, theirs).map_err(|e| format!("{e:#}"))?;
+    let mut placed = Placed::new(theirs.clone(), &ctx.config);
+    placed.previous = Some(ctx.ring());
+    *ctx.placed.write() = placed;
+    for (n, (&was, &now)) in mine.states.iter().zip(&theirs.states).enumerate() {
+        if was != now {
+            info!(version = theirs.version, node = %ctx.name(n), from = ?was, to = ?now, "ring changed");
+        }
+        if now == NodeState::Left
+            && n != ctx.me
+            && let Err(e) = ctx.hints.forget(n)
+        {
+            warn!(peer = %ctx.name(n), error = %e, "could not drop the hints of a node that left");
+        }
+    }
+    Ok(true)
+}
+
+/// Answers a peer's `GetTopology` or `Adopt`.
+pub(crate) fn serve(ctx: &Ctx, req: PeerRequest) -> PeerResponse {
+    match req {
+        PeerRequest::GetTopology => PeerResponse::Topology(ctx.topology().to_wire()),
+        PeerRequest::Adopt { topology } => match adopt(ctx, &Topology::from_wire(&topology)) {
+            Ok(_) => PeerResponse::Applied,
+            Err(why) => PeerResponse::Error(WireError::not_applied(
+                ErrorKind::Invalid,
+                format!(
+                    "{} refused ring version {}: {why}",
+                    ctx.name(ctx.me),
+                    topology.version
+                ),
+            )),
+        },
+        other => PeerResponse::Error(WireError::new(
+            ErrorKind::Internal,
+            format!("not a ring request: {other:?}"),
+        )),
+    }
+}
+
+/// Asks every peer for its ring (within a second) and switches to the
+/// newest; what a node does before it serves.
+pub(crate) async fn learn(ctx: &Arc<Ctx>) {
+    let mut asked = JoinSet::new();
+    for n in (0..ctx.config.nodes.len()).filter(|&n| n != ctx.me) {
+        let ctx = ctx.clone();
+        asked.spawn(async move {
+            let t = ctx.transport();
+            match t
+                .call(n, PeerRequest::GetTopology, Duration::from_secs(1))
+                .await
+            {
+                Ok(PeerResponse::Topology(w)) => Some(Topology::from_wire(&w)),
+                _ => None,
+            }
+        });
+    }
+    let mut newest: Option<Topology> = None;
+    while let Some(answer) = asked.join_next().await {
+        if let Ok(Some(t)) = answer
+            && newest.as_ref().is_none_or(|n| t.version > n.version)
+        {
+            newest = Some(t);
+        }
+    }
+    if let Some(t) = newest
+        && let Err(why) = adopt(ctx, &t)
+    {
+        warn!(version = t.version, reason = %why, "did not take a peer's ring");
+    }
+}
+
+/// Runs in the background: fetches the ring of any peer whose heartbeats
+/// announce a newer one than this node's.
+pub(crate) fn start(ctx: Weak<Ctx>) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        loop {
+            tick.tick().await;
+            let Some(ctx) = ctx.upgrade() else { return };
+            if ctx.transport().is_closed() {
+                return;
+            }
+            let mine = ctx.topology().version;
+            let ahead = (0..ctx.config.nodes.len())
+                .filter(|&n| n != ctx.me && ctx.is_up(n))
+                .max_by_key(|&n| ctx.transport().ring_version(n))
+                .filter(|&n| ctx.transport().ring_version(n) > mine);
+            if let Some(n) = ahead {
+                let t = ctx.transport();
+                if let Ok(PeerResponse::Topology(w)) =
+                    t.call(n, PeerRequest::GetTopology, RING_TIMEOUT).await
+                    && let Err(why) = adopt(&ctx, &Topology::from_wire(&w))
+                {
+                    warn!(peer = %ctx.name(n), reason = %why, "did not take a peer's ring");
+                }
+            }
+        }
+    });
+}
+
+/// Runs `change` to its end, from where it stopped if it was begun
+/// before; answers the ring after it. One change at a time, cluster-wide.
+pub(crate) async fn run(ctx: &Arc<Ctx>, change: Change) -> Result<Topology, WireError> {
+    let Ok(_one) = ctx.changing.try_lock() else {
+        return Err(invalid(format!(
+            "{} is already running a topology change; one at a time",
+            ctx.name(ctx.me)
+        )));
+    };
+    learn(ctx).await;
+    let rf = ctx.config.cluster.replication_factor;
+    let now = ctx.topology();
+    let begun = now
+        .begin(change, rf)
+        .map_err(|r| refused(ctx, &now, change, &r))?;
+    ready(ctx, &begun, change)?;
+    if begun.version != now.version {
+        commit(ctx, &begun).await?;
+    }
+    ctx.sync_delay().await;
+    info!(version = begun.version, node = %ctx.name(change.node()), "{}: syncing", change.verb());
+    let synced = sync(ctx, &begun).await?;
+    info!(version = begun.version, summary = ?synced, "synced");
+    let done = begun.finish().expect("a change is in progress");
+    commit(ctx, &done).await?;
+    info!(version = done.version, node = %ctx.name(change.node()), "topology change done");
+    Ok(done)
+}
+
+/// Whether the nodes `change` needs are as it needs them: every
+/// participant up (a ring counts once all of them stored it), and the
+/// removed node down.
+fn ready(ctx: &Ctx, begun: &Topology, change: Change) -> Result<(), WireError> {
+    if let Change::Remove(n) = change
+        && ctx.is_up(n)
+    {
+        return Err(invalid(format!(
+            "{} is up: decommission it instead (removenode is for a node that is gone)",
+            ctx.name(n)
+        )));
+    }
+    if let Some(&down) = begun.participants().iter().find(|&&n| !ctx.is_up(n)) {
+        return Err(WireError::not_applied(
+            ErrorKind::Unavailable,
+            format!(
+                "cannot change the ring while {} is down: every member must store it \
+                 (start it again, or removenode it)",
+                ctx.name(down)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Has every participant of `next` store it, in config order.
+async fn commit(ctx: &Arc<Ctx>, next: &Topology) -> Result<(), WireError> {
+    for n in next.participants() {
+        let answer = if n == ctx.me {
+            serve(
+                ctx,
+                PeerRequest::Adopt {
+                    topology: next.to_wire(),
+                },
+            )
+        } else {
+            let req = PeerRequest::Adopt {
+                topology: next.to_wire(),
+            };
+            ctx.transport()
+                .call(n, req, RING_TIMEOUT)
+                .await
+                .unwrap_or_else(|e| {
+                    PeerResponse::Error(WireError::unknown(
+                        ErrorKind::Unavailable,
+                        format!(
+                            "{} did not store ring version {}: {e}",
+                            ctx.name(n),
+                            next.version
+                        ),
+                    ))
+                })
+        };
+        match answer {
+            PeerResponse::Applied => {}
+            PeerResponse::Error(e) => return Err(e),
+            other => {
+                return Err(WireError::new(
+                    ErrorKind::Internal,
+                    format!("{} answered {other:?} to a ring", ctx.name(n)),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Syncs every range that gains a replica in `begun` into it, from every
+/// current replica of the range (but a removed one).
+async fn sync(ctx: &Arc<Ctx>, begun: &Topology) -> Result<WireRepaired, WireError> {
+    let c = &ctx.config.cluster;
+    let ring = begun.ring(&ctx.config.node_ids(), c.vnodes, c.replication_factor);
+    let gone = |n: usize| begun.states[n] == NodeState::Removing;
+    let mut groups: std::collections::BTreeMap<Vec<usize>, Vec<_>> = Default::default();
+    for (range, replicas) in ring.ranges() {
+        if replicas.pending().is_empty() {
+            continue;
+        }
+        let mut set: Vec<usize> = replicas
+            .all()
+            .iter()
+            .copied()
+            .filter(|&n| !gone(n))
+            .collect();
+        set.sort_unstable();
+        groups.entry(set).or_default().push(range);
+    }
+    crate::repair::run::sync(ctx, groups).await
+}
+
+fn invalid(message: String) -> WireError {
+    WireError::not_applied(ErrorKind::Invalid, message)
+}
+
+/// The error for a change `begin` refused.
+fn refused(ctx: &Ctx, now: &Topology, change: Change, r: &Refused) -> WireError {
+    let name = ctx.name(change.node());
+    invalid(match r {
+        Refused::Busy(busy) => format!(
+            "a topology change is in progress: {} is {} (ring version {}); one at a time",
+            ctx.name(busy.node()),
+            busy.verb(),
+            now.version
+        ),
+        Refused::NotAbsent(state) => {
+            format!("{name} cannot join: it is {state:?} in the ring (a node id is never reused)")
+        }
+        Refused::NotAMember(state) => {
+            format!("{name} is not a member of the ring (it is {state:?})")
+        }
+        Refused::TooFew { left, rf } => format!(
+            "taking {name} out would leave {left} members, fewer than the replication factor {rf}"
+        ),
+    })
+}

@@ -1,0 +1,273 @@
+//! The ring changes over real `tallyd` processes: nodes join and leave
+//! while clients add, a dead node is removed, and a second change is
+//! refused while one is in progress. Every acknowledged add is read back
+//! exactly, at ALL, through every member.
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tally_net::{Client, Consistency};
+use tally_tests::{Cluster, ClusterOptions, runtime as rt};
+
+const KEYS: usize = 300;
+
+fn key(i: usize) -> String {
+    format!("k{i}")
+}
+
+/// Adds running in the background until stopped.
+struct Load {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<Tally>,
+}
+
+/// What the load did: acknowledged adds per key, and the errors.
+#[derive(Default)]
+struct Tally {
+    acked: Vec<i64>,
+    errors: Vec<String>,
+}
+
+/// Adds 1 at QUORUM to the keys in turn, through each of `via` in turn.
+fn start_load(via: Vec<SocketAddr>) -> Load {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let handle = std::thread::spawn(move || {
+        rt().block_on(async move {
+            let mut clients = Vec::new();
+            for a in &via {
+                clients.push(Client::connect(*a).await.unwrap());
+            }
+            let mut t = Tally {
+                acked: vec![0; KEYS],
+                errors: Vec::new(),
+            };
+            let mut i = 0usize;
+            while !flag.load(Ordering::Relaxed) {
+                let k = i % KEYS;
+                let c = &clients[i % clients.len()];
+                match c.add(key(k).as_bytes(), b"", 1, Consistency::Quorum).await {
+                    Ok(_) => t.acked[k] += 1,
+                    Err(e) => t.errors.push(e.to_string()),
+                }
+                i += 1;
+            }
+            t
+        })
+    });
+    Load { stop, handle }
+}
+
+impl Load {
+    fn stop(self) -> Tally {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.join().unwrap()
+    }
+}
+
+/// `tally status --json` through `via`.
+fn status(cluster: &Cluster, via: &str) -> Value {
+    cluster.status_json(Some(via)).unwrap()
+}
+
+/// The state `via` reports for node `id` ("normal", "joining", ...).
+fn state_of(cluster: &Cluster, via: &str, id: &str) -> String {
+    let s = status(cluster, via);
+    let nodes = s["nodes"].as_array().unwrap();
+    let n = nodes.iter().find(|n| n["id"] == id).unwrap();
+    n["state"].as_str().unwrap().to_string()
+}
+
+/// Waits until `via` sees node `id` in `state`.
+fn wait_state(cluster: &Cluster, via: &str, id: &str, state: &str, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let now = state_of(cluster, via, id);
+        if now == state {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{id} is {now}, not {state}, after {timeout:?}: {}",
+            cluster.log_tail(cluster.nodes.iter().position(|n| n.id == id).unwrap())
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Reads every key at ALL through each node of `members`, expecting
+/// `want[k]`.
+fn assert_reads(cluster: &Cluster, members: &[usize], want: &[i64]) {
+    rt().block_on(async {
+        for &m in members {
+            let c = cluster.client(m).await.unwrap();
+            for (k, &w) in want.iter().enumerate() {
+                let got = c
+                    .get(key(k).as_bytes(), b"", Consistency::All)
+                    .await
+                    .unwrap();
+                assert_eq!(got, w, "{} through n{}", key(k), m + 1);
+            }
+        }
+    });
+}
+
+/// Cells node `i` holds, by its own status.
+fn cells(cluster: &Cluster, i: usize) -> u64 {
+    let id = &cluster.nodes[i].id;
+    let s = status(cluster, id);
+    let n = s["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["id"] == *id)
+        .unwrap()
+        .clone();
+    n["cells"].as_u64().unwrap()
+}
+
+fn tally_ok(cluster: &Cluster, args: &[&str]) -> String {
+    let out = cluster.tally(args).unwrap();
+    assert!(
+        out.status.success(),
+        "tally {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn the_cluster_grows_to_five_and_shrinks_to_three_under_load() {
+    let mut cluster = Cluster::start(ClusterOptions {
+        joining: 2,
+        ..ClusterOptions::default()
+    })
+    .unwrap();
+    let first: Vec<SocketAddr> = cluster.nodes[..3].iter().map(|n| n.client).collect();
+    let load = start_load(first);
+    std::thread::sleep(Duration::from_millis(500));
+
+    // Grow: n4, then n5, each a member once synced.
+    for (i, id) in [(3, "n4"), (4, "n5")] {
+        cluster.join(i).unwrap();
+        wait_state(&cluster, "n1", id, "normal", Duration::from_secs(60));
+        assert!(cells(&cluster, i) > 0, "{id} holds none of its ranges");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let s = status(&cluster, "n2");
+    assert_eq!(s["ring_version"], 5, "two joins are four versions: {s}");
+
+    // Shrink: n5 leaves, then n4; each is stopped once it has left.
+    for (i, id) in [(4, "n5"), (3, "n4")] {
+        let out = tally_ok(&cluster, &["--node", id, "decommission"]);
+        assert!(out.contains(&format!("{id} left the ring")), "{out}");
+        assert_eq!(state_of(&cluster, "n1", id), "left");
+        cluster.kill(i).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let tally = load.stop();
+    assert!(
+        tally.errors.is_empty(),
+        "{} adds failed during the changes, e.g. {:?}",
+        tally.errors.len(),
+        &tally.errors[..tally.errors.len().min(5)]
+    );
+    let total: i64 = tally.acked.iter().sum();
+    assert!(total > 500, "only {total} adds in all");
+    assert_reads(&cluster, &[0, 1, 2], &tally.acked);
+    let s = status(&cluster, "n3");
+    assert_eq!(s["ring_version"], 9);
+}
+
+#[test]
+fn a_dead_node_is_removed_and_its_ranges_re_replicated() {
+    let mut cluster = Cluster::start(ClusterOptions {
+        nodes: 4,
+        ..ClusterOptions::default()
+    })
+    .unwrap();
+    let want: Vec<i64> = (0..KEYS as i64).map(|k| k % 7 + 1).collect();
+    rt().block_on(async {
+        let c = cluster.client(0).await.unwrap();
+        for (k, &w) in want.iter().enumerate() {
+            c.add(key(k).as_bytes(), b"", w, Consistency::All)
+                .await
+                .unwrap();
+        }
+    });
+    cluster.kill(3).unwrap();
+    cluster.wait_view(Duration::from_secs(10)).unwrap();
+
+    // Refused while up, or for a node that is no member.
+    let out = cluster.tally(&["removenode", "n9"]).unwrap();
+    assert!(!out.status.success());
+    let out = tally_ok(&cluster, &["removenode", "n4"]);
+    assert!(out.contains("n4 removed from the ring"), "{out}");
+    assert_eq!(state_of(&cluster, "n2", "n4"), "left");
+
+    // Every range has its three replicas among n1..n3 again: each alone
+    // holds every value.
+    for alone in 0..3 {
+        for other in (0..3).filter(|&o| o != alone) {
+            cluster.kill(other).unwrap();
+        }
+        rt().block_on(async {
+            let c = cluster.client(alone).await.unwrap();
+            for (k, &w) in want.iter().enumerate() {
+                let got = c
+                    .get(key(k).as_bytes(), b"", Consistency::One)
+                    .await
+                    .unwrap();
+                assert_eq!(got, w, "{} on n{} alone", key(k), alone + 1);
+            }
+        });
+        for other in (0..3).filter(|&o| o != alone) {
+            cluster.restart(other).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_second_change_is_refused_while_one_is_in_progress() {
+    let mut cluster = Cluster::start(ClusterOptions {
+        joining: 2,
+        daemon: "tallyd-faults",
+        // n4's join waits 2 s after it began, every time.
+        node_args: vec![(3, vec!["--sync-delay-ms".into(), "2000".into()])],
+        ..ClusterOptions::default()
+    })
+    .unwrap();
+    rt().block_on(async {
+        let c = cluster.client(0).await.unwrap();
+        for k in 0..KEYS {
+            c.add(key(k).as_bytes(), b"", 1, Consistency::All)
+                .await
+                .unwrap();
+        }
+    });
+    // n4's join stops half way: killed while joining.
+    cluster.join(3).unwrap();
+    wait_state(&cluster, "n1", "n4", "joining", Duration::from_secs(30));
+    cluster.kill(3).unwrap();
+    let log = cluster.join_refused(4, Duration::from_secs(30)).unwrap();
+    assert!(
+        log.contains("a topology change is in progress: n4 is joining"),
+        "{log}"
+    );
+    let out = cluster.tally(&["--node", "n2", "decommission"]).unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("n4 is joining"), "{err}");
+    // Started again, n4 finishes its join; then n5 may join.
+    cluster.join(3).unwrap();
+    wait_state(&cluster, "n1", "n4", "normal", Duration::from_secs(60));
+    cluster.join(4).unwrap();
+    wait_state(&cluster, "n1", "n5", "normal", Duration::from_secs(60));
+    cluster.wait_view(Duration::from_secs(10)).unwrap();
+    assert_reads(&cluster, &[0, 3, 4], &vec![1; KEYS]);
+}
