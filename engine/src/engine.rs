@@ -70,6 +70,7 @@ use crate::version::{Version, VersionSet};
 use crate::work::{WorkReceiver, WorkSender};
 
 pub(crate) mod changes;
+pub(crate) mod handover;
 pub(crate) mod scan;
 pub(crate) mod tails;
 

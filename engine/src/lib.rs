@@ -154,6 +154,7 @@ mod work;
 
 pub use cell::{Cell, Epoch, Expiry, Shard, Stamp, now_ms};
 pub use commitlog::ReplayStats;
+pub use engine::handover::IDS_BLOCK_BYTES_MAX;
 pub use engine::scan::cell_digest;
 pub use engine::tails::LearnedTail;
 pub use engine::{Engine, Stats};

@@ -611,7 +611,23 @@ pub enum PeerRequest {
         /// The ring.
         topology: WireTopology,
     },
+    /// Send every operation id this node remembers to each of `to` (node
+    /// indices) with `TakeIds`; answered `Applied` once all took them.
+    HandOverIds {
+        /// The nodes to send them to.
+        to: Vec<u32>,
+    },
+    /// Remember these operation ids as applied (another applier's, handed
+    /// over in a ring change); at most [`IDS_BLOCK_BYTES_MAX`] bytes;
+    /// answered `Applied`.
+    TakeIds {
+        /// Encoded ids (the engine's format).
+        block: Vec<u8>,
+    },
 }
+
+/// Most bytes of ids one `TakeIds` carries.
+pub const IDS_BLOCK_BYTES_MAX: usize = 1 << 20;
 
 /// Most nodes a cluster's ring may name.
 pub const TOPOLOGY_NODES_MAX: usize = 1024;
@@ -643,6 +659,9 @@ pub struct WireTopology {
     pub version: u64,
     /// Per configured node (at most [`TOPOLOGY_NODES_MAX`]).
     pub states: Vec<NodeState>,
+    /// The change in progress is switching over: adds with ids whose
+    /// applier it moves are refused while appliers hand their ids over.
+    pub switching: bool,
 }
 
 /// Most token ranges one repair request names.

@@ -57,7 +57,9 @@
 
 use tally_engine::TAIL_OPS_MAX;
 use tally_net::bounds::{self, NearWrap};
-use tally_net::wire::{ErrorKind, PeerRequest, WireCell, WireError, WireKey, WireTail};
+use tally_net::wire::{
+    ErrorKind, IDS_BLOCK_BYTES_MAX, PeerRequest, WireCell, WireError, WireKey, WireTail,
+};
 
 /// This node's own shard of one cell, as far as [`authorize`] needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +122,9 @@ pub(crate) enum Refusal {
     /// A tail of ids that no honest applier sends.
     #[error("a tail of ids {0}")]
     BadTail(&'static str),
+    /// A hand-over of ids (a ring change) that no honest node sends.
+    #[error("a hand-over of ids {0}")]
+    BadHandOver(&'static str),
 }
 
 impl Refusal {
@@ -168,6 +173,13 @@ pub(crate) fn authorize(from: usize, req: &PeerRequest, local: &impl Local) -> R
         | PeerRequest::Repaired { .. }
         | PeerRequest::GetTopology
         | PeerRequest::Adopt { .. } => Ok(()),
+        PeerRequest::TakeIds { block } if block.len() > IDS_BLOCK_BYTES_MAX => {
+            Err(Refusal::BadHandOver("over the size limit"))
+        }
+        PeerRequest::HandOverIds { to } if to.iter().any(|&t| t as usize >= local.nodes()) => {
+            Err(Refusal::BadHandOver("to a node that does not exist"))
+        }
+        PeerRequest::TakeIds { .. } | PeerRequest::HandOverIds { .. } => Ok(()),
     }
 }
 

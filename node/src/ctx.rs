@@ -23,6 +23,8 @@ use crate::topology::Topology;
 pub(crate) struct Placed {
     pub(crate) topology: Topology,
     pub(crate) ring: Arc<Ring>,
+    /// The ring once the change in progress is done, if one is.
+    pub(crate) next: Option<Arc<Ring>>,
     /// The ring before the last change, for requests from peers that have
     /// not switched yet.
     pub(crate) previous: Option<Arc<Ring>>,
@@ -31,10 +33,13 @@ pub(crate) struct Placed {
 impl Placed {
     pub(crate) fn new(topology: Topology, config: &Config) -> Placed {
         let c = &config.cluster;
-        let ring = topology.ring(&config.node_ids(), c.vnodes, c.replication_factor);
+        let ids = config.node_ids();
+        let ring = topology.ring(&ids, c.vnodes, c.replication_factor);
+        let next = topology.next_ring(&ids, c.vnodes, c.replication_factor);
         Placed {
             topology,
             ring: Arc::new(ring),
+            next: next.map(Arc::new),
             previous: None,
         }
     }
@@ -52,6 +57,11 @@ pub(crate) struct Ctx {
     pub(crate) changing: tokio::sync::Mutex<()>,
     /// Held while a ring is stored and switched to.
     pub(crate) adopting: parking_lot::Mutex<()>,
+    /// Held for reading from the check that an add with an id may be
+    /// applied here through its read-modify-write; for writing when a
+    /// ring switching over is taken, so that once it is, every add that
+    /// passed the check is in the ledger (see `topology::change`).
+    pub(crate) id_fence: parking_lot::RwLock<()>,
     pub(crate) engine: Engine,
     pub(crate) hints: Hints,
     /// Whether this node may apply ids yet, after an unclean restart.
@@ -128,6 +138,21 @@ impl Ctx {
     /// The ring this node places data by now.
     pub(crate) fn ring(&self) -> Arc<Ring> {
         self.placed.read().ring.clone()
+    }
+
+    /// Whether an add with an id from `client` to `partition` must wait:
+    /// the ring is switching over and moves its applier (see
+    /// `topology::change`).
+    pub(crate) fn applier_moving(&self, partition: &[u8], client: &[u8]) -> bool {
+        let placed = self.placed.read();
+        if !placed.topology.switching {
+            return false;
+        }
+        let Some(next) = &placed.next else {
+            return false;
+        };
+        let (now, then) = (placed.ring.replicas(partition), next.replicas(partition));
+        tally_net::once::applier(&now, client) != tally_net::once::applier(&then, client)
     }
 
     /// The membership this node knows.

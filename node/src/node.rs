@@ -91,6 +91,7 @@ impl Node {
             placed,
             changing: tokio::sync::Mutex::new(()),
             adopting: parking_lot::Mutex::new(()),
+            id_fence: parking_lot::RwLock::new(()),
             engine,
             hints,
             tails,

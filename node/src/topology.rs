@@ -89,6 +89,10 @@ pub(crate) enum Refused {
 pub(crate) struct Topology {
     pub(crate) version: u64,
     pub(crate) states: Vec<NodeState>,
+    /// The change in progress is switching over: its ranges are synced,
+    /// and appliers hand their ids to each other before the ring switches
+    /// (adds with ids whose applier moves are refused meanwhile).
+    pub(crate) switching: bool,
 }
 
 impl Topology {
@@ -97,6 +101,7 @@ impl Topology {
     pub(crate) fn seed(joins_later: &[bool]) -> Topology {
         Topology {
             version: 1,
+            switching: false,
             states: joins_later
                 .iter()
                 .map(|&later| {
@@ -150,12 +155,26 @@ impl Topology {
         Ok(next)
     }
 
+    /// The topology with the change in progress switching over, one
+    /// version on (the same when it is switching already); `None` when no
+    /// change is in progress.
+    pub(crate) fn switch(&self) -> Option<Topology> {
+        self.in_progress()?;
+        let mut next = self.clone();
+        if !self.switching {
+            next.version += 1;
+            next.switching = true;
+        }
+        Some(next)
+    }
+
     /// The topology with the change in progress done, one version on;
     /// `None` when none is.
     pub(crate) fn finish(&self) -> Option<Topology> {
         let change = self.in_progress()?;
         let mut next = self.clone();
         next.version += 1;
+        next.switching = false;
         next.states[change.node()] = match change {
             Change::Join(_) => NodeState::Normal,
             Change::Decommission(_) | Change::Remove(_) => NodeState::Left,
@@ -188,10 +207,16 @@ impl Topology {
     /// in progress.
     pub(crate) fn ring(&self, ids: &[String], vnodes: usize, rf: usize) -> Ring {
         let now = Ring::with_members(ids, &self.members_now(), vnodes, rf);
-        if self.in_progress().is_none() {
-            return now;
+        match self.next_ring(ids, vnodes, rf) {
+            Some(next) => now.during(&next),
+            None => now,
         }
-        now.during(&Ring::with_members(ids, &self.members_next(), vnodes, rf))
+    }
+
+    /// The ring once the change in progress is done, if one is.
+    pub(crate) fn next_ring(&self, ids: &[String], vnodes: usize, rf: usize) -> Option<Ring> {
+        self.in_progress()?;
+        Some(Ring::with_members(ids, &self.members_next(), vnodes, rf))
     }
 
     /// The nodes that must store a new version before it counts: every
@@ -225,7 +250,7 @@ impl Topology {
         if theirs.version > self.version {
             return Ok(true);
         }
-        if theirs.version == self.version && theirs.states != self.states {
+        if theirs.version == self.version && theirs != self {
             return Err(format!(
                 "ring version {} differs from this node's: another topology change won",
                 theirs.version
@@ -238,6 +263,7 @@ impl Topology {
         WireTopology {
             version: self.version,
             states: self.states.clone(),
+            switching: self.switching,
         }
     }
 
@@ -245,6 +271,7 @@ impl Topology {
         Topology {
             version: w.version,
             states: w.states.clone(),
+            switching: w.switching,
         }
     }
 }
@@ -293,8 +320,14 @@ mod tests {
             joining.begin(Change::Decommission(0), 3),
             Err(Refused::Busy(Change::Join(3)))
         );
-        let joined = joining.finish().unwrap();
-        assert_eq!((joined.version, joined.states[3]), (3, Normal));
+        let switching = joining.switch().unwrap();
+        assert_eq!((switching.version, switching.switching), (3, true));
+        assert_eq!(switching.switch(), Some(switching.clone()), "once");
+        assert_eq!(switching.in_progress(), Some(Change::Join(3)));
+        let joined = switching.finish().unwrap();
+        assert_eq!((joined.version, joined.states[3]), (4, Normal));
+        assert!(!joined.switching);
+        assert_eq!(joined.switch(), None);
         assert_eq!(joined.in_progress(), None);
         assert_eq!(joined.finish(), None);
         assert_eq!(

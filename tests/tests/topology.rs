@@ -11,6 +11,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use tally_net::once::OpId;
 use tally_net::{Client, Consistency};
 use tally_tests::{Cluster, ClusterOptions, runtime as rt};
 
@@ -160,7 +161,7 @@ fn the_cluster_grows_to_five_and_shrinks_to_three_under_load() {
         std::thread::sleep(Duration::from_millis(300));
     }
     let s = status(&cluster, "n2");
-    assert_eq!(s["ring_version"], 5, "two joins are four versions: {s}");
+    assert_eq!(s["ring_version"], 7, "two joins are six versions: {s}");
 
     // Shrink: n5 leaves, then n4; each is stopped once it has left.
     for (i, id) in [(4, "n5"), (3, "n4")] {
@@ -181,7 +182,51 @@ fn the_cluster_grows_to_five_and_shrinks_to_three_under_load() {
     assert!(total > 500, "only {total} adds in all");
     assert_reads(&cluster, &[0, 1, 2], &tally.acked);
     let s = status(&cluster, "n3");
-    assert_eq!(s["ring_version"], 9);
+    assert_eq!(s["ring_version"], 13);
+}
+
+/// Adds 1 with id (`client`, k) to key k through node `via`, for every key;
+/// answers the values the adds produced.
+fn add_ids(cluster: &Cluster, via: usize, client: &[u8]) -> Vec<i64> {
+    rt().block_on(async {
+        let c = cluster.client(via).await.unwrap();
+        let mut values = Vec::new();
+        for k in 0..KEYS {
+            let id = OpId::new(client.to_vec(), k as u64 + 1).unwrap();
+            let v = c
+                .add_once(key(k).as_bytes(), b"", 1, &id, Consistency::Quorum)
+                .await;
+            values.push(v.unwrap());
+        }
+        values
+    })
+}
+
+#[test]
+fn an_add_with_an_id_is_applied_once_across_ring_changes() {
+    let mut cluster = Cluster::start(ClusterOptions {
+        joining: 1,
+        ..ClusterOptions::default()
+    })
+    .unwrap();
+    let client = b"retrying-client";
+    let first = add_ids(&cluster, 0, client);
+    assert_eq!(first, vec![1; KEYS]);
+    // n4 joins: a quarter of the partitions or so get another applier for
+    // this client; each retry is answered, never applied again.
+    cluster.join(3).unwrap();
+    wait_state(&cluster, "n1", "n4", "normal", Duration::from_secs(60));
+    cluster.wait_view(Duration::from_secs(10)).unwrap();
+    let applied_again = |values: Vec<i64>| values.iter().filter(|&&v| v != 1).count();
+    for via in [3, 1] {
+        let again = applied_again(add_ids(&cluster, via, client));
+        assert_eq!(again, 0, "retries through n{} applied again", via + 1);
+    }
+    // And n2 leaves: the partitions it applied move again.
+    tally_ok(&cluster, &["--node", "n2", "decommission"]);
+    cluster.kill(1).unwrap();
+    assert_eq!(applied_again(add_ids(&cluster, 2, client)), 0);
+    assert_reads(&cluster, &[0, 2, 3], &vec![1; KEYS]);
 }
 
 #[test]

@@ -13,7 +13,13 @@
 //! 3. the ranges that gain a replica are synced into it from every current
 //!    replica, by the repair machinery (`repair::run::sync`), while every
 //!    write also goes to it;
-//! 4. every participant stores the ring with the change done.
+//! 4. the ring switches over: every participant stores it with
+//!    `switching` set, from when on adds with ids whose applier the change
+//!    moves are refused (not applied: the client retries the same id), and
+//!    then every participant hands the ids it applied to every other, so
+//!    that the next applier answers a retry of an add the last one applied
+//!    (exactly once across ring changes);
+//! 5. every participant stores the ring with the change done.
 //!
 //! Every step can be run again: a change that stopped half way (its
 //! coordinator died, a participant was down) is resumed by starting it
@@ -35,6 +41,8 @@ use crate::ctx::{Ctx, Placed};
 
 /// How long a peer may take to answer for its ring or store one.
 const RING_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a node may take to hand its ids to every other.
+const HAND_OVER_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The ring a node starts with: the one it stored, or the seed of its
 /// configuration. A configuration may name more nodes than the stored
@@ -69,7 +77,12 @@ pub(crate) fn adopt(ctx: &Ctx, theirs: &Topology) -> Result<bool, String> {
     store::save(&ctx.config.nodes[ctx.me].data_dir, theirs).map_err(|e| format!("{e:#}"))?;
     let mut placed = Placed::new(theirs.clone(), &ctx.config);
     placed.previous = Some(ctx.ring());
-    *ctx.placed.write() = placed;
+    {
+        // Adds with ids that passed the fence before are in the ledger
+        // once this is taken (see `Ctx::id_fence`).
+        let _fence = theirs.switching.then(|| ctx.id_fence.write());
+        *ctx.placed.write() = placed;
+    }
     for (n, (&was, &now)) in mine.states.iter().zip(&theirs.states).enumerate() {
         if was != now {
             info!(version = theirs.version, node = %ctx.name(n), from = ?was, to = ?now, "ring changed");
@@ -190,7 +203,12 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, change: Change) -> Result<Topology, Wire
     info!(version = begun.version, node = %ctx.name(change.node()), "{}: syncing", change.verb());
     let synced = sync(ctx, &begun).await?;
     info!(version = begun.version, summary = ?synced, "synced");
-    let done = begun.finish().expect("a change is in progress");
+    let switching = begun.switch().expect("a change is in progress");
+    if switching.version != begun.version {
+        commit(ctx, &switching).await?;
+    }
+    hand_over_ids(ctx, &switching).await?;
+    let done = switching.finish().expect("a change is in progress");
     commit(ctx, &done).await?;
     info!(version = done.version, node = %ctx.name(change.node()), "topology change done");
     Ok(done)
@@ -224,43 +242,107 @@ fn ready(ctx: &Ctx, begun: &Topology, change: Change) -> Result<(), WireError> {
 /// Has every participant of `next` store it, in config order.
 async fn commit(ctx: &Arc<Ctx>, next: &Topology) -> Result<(), WireError> {
     for n in next.participants() {
-        let answer = if n == ctx.me {
-            serve(
-                ctx,
-                PeerRequest::Adopt {
-                    topology: next.to_wire(),
-                },
-            )
-        } else {
-            let req = PeerRequest::Adopt {
-                topology: next.to_wire(),
-            };
-            ctx.transport()
-                .call(n, req, RING_TIMEOUT)
-                .await
-                .unwrap_or_else(|e| {
-                    PeerResponse::Error(WireError::unknown(
-                        ErrorKind::Unavailable,
-                        format!(
-                            "{} did not store ring version {}: {e}",
-                            ctx.name(n),
-                            next.version
-                        ),
-                    ))
-                })
+        let req = PeerRequest::Adopt {
+            topology: next.to_wire(),
         };
-        match answer {
-            PeerResponse::Applied => {}
-            PeerResponse::Error(e) => return Err(e),
-            other => {
-                return Err(WireError::new(
-                    ErrorKind::Internal,
-                    format!("{} answered {other:?} to a ring", ctx.name(n)),
-                ));
-            }
-        }
+        let what = format!("store ring version {}", next.version);
+        ask(ctx, n, req, RING_TIMEOUT, &what).await?;
     }
     Ok(())
+}
+
+/// Has every participant of `switching` hand the ids it applied to every
+/// other: whoever applies a client's ids for a partition after the switch
+/// then answers the retry of an add applied before it. Every participant
+/// holds the ring `switching` already, so no add whose applier moves is
+/// applied any more.
+async fn hand_over_ids(ctx: &Arc<Ctx>, switching: &Topology) -> Result<(), WireError> {
+    let nodes = switching.participants();
+    for &n in &nodes {
+        let to = nodes
+            .iter()
+            .filter(|&&t| t != n)
+            .map(|&t| u32::try_from(t).expect("node indices are small"))
+            .collect();
+        let req = PeerRequest::HandOverIds { to };
+        ask(ctx, n, req, HAND_OVER_TIMEOUT, "hand over its ids").await?;
+    }
+    Ok(())
+}
+
+/// Answers `HandOverIds` (sends this node's ids to each node asked) and
+/// `TakeIds` (takes another's).
+pub(crate) async fn serve_hand_over(ctx: &Arc<Ctx>, req: PeerRequest) -> PeerResponse {
+    match req {
+        PeerRequest::TakeIds { block } => match ctx.engine.ids_import(&block) {
+            Ok(_) => PeerResponse::Applied,
+            Err(e) => PeerResponse::Error(crate::convert::engine_error(&e)),
+        },
+        PeerRequest::HandOverIds { to } => {
+            let blocks = ctx.engine.ids_export();
+            for t in to.into_iter().map(|t| t as usize).filter(|&t| t != ctx.me) {
+                for block in &blocks {
+                    let req = PeerRequest::TakeIds {
+                        block: block.clone(),
+                    };
+                    if let Err(e) = ask(ctx, t, req, RING_TIMEOUT, "take the ids").await {
+                        return PeerResponse::Error(e);
+                    }
+                }
+            }
+            PeerResponse::Applied
+        }
+        other => PeerResponse::Error(WireError::new(
+            ErrorKind::Internal,
+            format!("not a hand-over request: {other:?}"),
+        )),
+    }
+}
+
+/// Attempts at a request a change makes of a node that does not answer.
+const ATTEMPTS: u32 = 5;
+
+/// Has node `n` (this one, or a peer) do `req`, which answers `Applied`;
+/// a peer that does not answer is asked again, up to [`ATTEMPTS`] times
+/// (every request a change makes can be made twice). `what` says what
+/// for the error.
+async fn ask(
+    ctx: &Arc<Ctx>,
+    n: usize,
+    req: PeerRequest,
+    timeout: Duration,
+    what: &str,
+) -> Result<(), WireError> {
+    let mut attempt = 1;
+    let answer = loop {
+        if n == ctx.me {
+            break match req {
+                PeerRequest::Adopt { .. } | PeerRequest::GetTopology => serve(ctx, req),
+                req => Box::pin(serve_hand_over(ctx, req)).await,
+            };
+        }
+        match ctx.transport().call(n, req.clone(), timeout).await {
+            Ok(answer) => break answer,
+            Err(e) if attempt >= ATTEMPTS => {
+                return Err(WireError::unknown(
+                    ErrorKind::Unavailable,
+                    format!("{} did not {what}: {e}", ctx.name(n)),
+                ));
+            }
+            Err(_) => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
+            }
+        }
+    };
+    match answer {
+        PeerResponse::Applied => Ok(()),
+        PeerResponse::Error(e) => Err(e),
+        other => Err(WireError::new(
+            ErrorKind::Internal,
+            format!("{} answered {other:?} when asked to {what}", ctx.name(n)),
+        )),
+    }
 }
 
 /// Syncs every range that gains a replica in `begun` into it, from every

@@ -3,8 +3,8 @@
 //! # Format (version 1)
 //!
 //! ```text
-//! magic "TALLYRNG" | format u32 LE | ring version u64 LE | count u32 LE
-//!     | state u8 * count | crc32 u32 LE (of everything before)
+//! magic "TALLYRNG" | format u32 LE | ring version u64 LE | switching u8
+//!     | count u32 LE | state u8 * count | crc32 u32 LE (of everything before)
 //! ```
 //!
 //! States: 0 absent, 1 joining, 2 normal, 3 leaving, 4 removing, 5 left.
@@ -49,10 +49,11 @@ fn code(s: NodeState) -> u8 {
 
 /// The bytes of `t`.
 pub(crate) fn encode(t: &Topology) -> Vec<u8> {
-    let mut out = Vec::with_capacity(28 + t.states.len());
+    let mut out = Vec::with_capacity(29 + t.states.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&FORMAT.to_le_bytes());
     out.extend_from_slice(&t.version.to_le_bytes());
+    out.push(u8::from(t.switching));
     let count = u32::try_from(t.states.len()).expect("at most TOPOLOGY_NODES_MAX nodes");
     out.extend_from_slice(&count.to_le_bytes());
     out.extend(t.states.iter().map(|&s| code(s)));
@@ -63,7 +64,7 @@ pub(crate) fn encode(t: &Topology) -> Vec<u8> {
 
 /// The ring in `bytes`, or why they are not one.
 pub(crate) fn decode(bytes: &[u8]) -> Result<Topology, String> {
-    if bytes.len() < 28 || &bytes[..8] != MAGIC {
+    if bytes.len() < 29 || &bytes[..8] != MAGIC {
         return Err("not a ring file".into());
     }
     let (body, crc) = bytes.split_at(bytes.len() - 4);
@@ -75,11 +76,16 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Topology, String> {
         return Err(format!("unsupported format {}", u32_at(8)));
     }
     let version = u64::from_le_bytes(body[12..20].try_into().expect("8 bytes"));
-    let count = u32_at(20) as usize;
-    if count > TOPOLOGY_NODES_MAX || body.len() != 24 + count {
+    let switching = match body[20] {
+        0 => false,
+        1 => true,
+        b => return Err(format!("switching flag {b}")),
+    };
+    let count = u32_at(21) as usize;
+    if count > TOPOLOGY_NODES_MAX || body.len() != 25 + count {
         return Err("node count does not match the file".into());
     }
-    let states = body[24..]
+    let states = body[25..]
         .iter()
         .map(|&c| {
             STATES
@@ -88,7 +94,11 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Topology, String> {
                 .ok_or(format!("unknown state {c}"))
         })
         .collect::<Result<_, _>>()?;
-    Ok(Topology { version, states })
+    Ok(Topology {
+        version,
+        states,
+        switching,
+    })
 }
 
 /// The ring stored in `data_dir`, if one is.
@@ -122,6 +132,7 @@ mod tests {
         let t = Topology {
             version: 7,
             states: STATES.to_vec(),
+            switching: true,
         };
         let bytes = encode(&t);
         assert_eq!(decode(&bytes), Ok(t));

@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 use tally_engine::{Cell, Epoch, Key, OnceAdd};
-use tally_net::wire::{Consistency, WireError};
+use tally_net::wire::{Consistency, ErrorKind, WireError};
 use tracing::debug;
 
 use super::Writes;
@@ -36,6 +36,7 @@ use super::queue::{OnceId, Origin, QueuedAdd, Replies, Reply};
 use super::replicate::{Write, replicate};
 use super::round::Verdict;
 use crate::convert::{self, engine_error};
+use crate::ctx::Ctx;
 use crate::ring::Replicas;
 use crate::tails;
 
@@ -109,7 +110,18 @@ pub(super) async fn lead(
 ) {
     let ctx = &writes.ctx;
     let mut replies = Replies::default();
-    let (mut groups, waiting): (Vec<Group>, Vec<Group>) = group(adds)
+    // Held from the check through the read-modify-write (see `Ctx::id_fence`).
+    let fence = ctx.id_fence.read();
+    let (groups, moving): (Vec<Group>, Vec<Group>) = group(adds).into_iter().partition(|g| {
+        let partition = g.key.partition();
+        !g.adds
+            .iter()
+            .any(|a| ctx.applier_moving(partition, &a.id.client))
+    });
+    for mut g in moving {
+        g.fail(&mut replies, &applier_moving(ctx));
+    }
+    let (mut groups, waiting): (Vec<Group>, Vec<Group>) = groups
         .into_iter()
         .partition(|g| ctx.tails.ready(&g.replicas));
     for mut g in waiting {
@@ -118,6 +130,7 @@ pub(super) async fn lead(
     let sealed = ctx
         .engine
         .leader_add_once_batch(groups.iter().map(|g| (&g.key, g.adds.as_slice())));
+    drop(fence);
     let (sealed, durable) = match sealed {
         Ok(s) => s,
         Err(e) => {
@@ -188,6 +201,19 @@ pub(super) async fn lead(
         replies.send();
     })
     .await;
+}
+
+/// The error of an add with an id refused while the ring switches over
+/// and moves its applier: nothing was applied.
+fn applier_moving(ctx: &Ctx) -> WireError {
+    WireError::not_applied(
+        ErrorKind::Unavailable,
+        format!(
+            "the ring is switching over (version {}) and moves the applier of this client's \
+             ids for the partition; nothing was applied: retry the same id",
+            ctx.topology().version
+        ),
+    )
 }
 
 fn settle(writes: &Arc<Writes>, g: &mut Group, verdict: Option<&Verdict>, replies: &mut Replies) {
