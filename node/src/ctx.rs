@@ -62,6 +62,11 @@ pub(crate) struct Ctx {
     /// ring switching over is taken, so that once it is, every add that
     /// passed the check is in the ledger (see `topology::change`).
     pub(crate) id_fence: parking_lot::RwLock<()>,
+    /// Held for reading by an admission of unique members through its
+    /// replication; for writing once a ring switching over is taken, so
+    /// that every admission whose applier it moves has ended (see
+    /// `topology::change`).
+    pub(crate) admit_fence: tokio::sync::RwLock<()>,
     pub(crate) engine: Engine,
     pub(crate) hints: Hints,
     /// Whether this node may apply ids yet, after an unclean restart.
@@ -84,6 +89,9 @@ pub(crate) struct Ctx {
     /// between beginning and syncing.
     #[cfg(feature = "fault-injection")]
     pub(crate) sync_delay_ms: std::sync::atomic::AtomicU64,
+    /// Fault injection: topology changes this node runs skip the sync.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) skip_sync: std::sync::atomic::AtomicBool,
 }
 
 impl Ctx {
@@ -96,6 +104,18 @@ impl Ctx {
                 .load(std::sync::atomic::Ordering::Relaxed);
             tokio::time::sleep(Duration::from_millis(ms)).await;
         }
+    }
+
+    /// Whether fault injection says changes sync nothing.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn skip_sync(&self) -> bool {
+        self.skip_sync.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Never: this build has no fault injection.
+    #[cfg(not(feature = "fault-injection"))]
+    pub(crate) fn skip_sync(&self) -> bool {
+        false
     }
 
     /// Whether fault injection says repairs send nothing.
@@ -292,11 +312,15 @@ impl Ctx {
                     self.topology().version
                 ),
             ),
+            // Unavailable, so that it is retried: the sender's ring may
+            // be a version behind this node's for a moment.
             Refusal::NotTheApplier { applier } => WireError::not_applied(
-                ErrorKind::Invalid,
+                ErrorKind::Unavailable,
                 format!(
-                    "{} does not apply this client's ids for the key ({} does); nothing was applied",
+                    "{} does not apply this client's ids for the key in ring version {} \
+                     ({} does); nothing was applied",
                     self.name(self.me),
+                    self.topology().version,
                     self.name(applier)
                 ),
             ),

@@ -35,6 +35,17 @@ async fn deliver(ctx: Weak<Ctx>) {
             if peer == ctx.me {
                 continue;
             }
+            // A node that left the ring needs none (its ranges moved with
+            // every write they had); hints for it can still come from
+            // writes begun before it left.
+            if ctx.topology().states[peer] == tally_net::wire::NodeState::Left {
+                if ctx.hints.count(peer) > 0
+                    && let Err(e) = ctx.hints.forget(peer)
+                {
+                    tracing::warn!(peer = %ctx.name(peer), error = %e, "could not drop the hints of a node that left");
+                }
+                continue;
+            }
             if ctx.is_up(peer) {
                 ctx.hints.seen_up(peer);
             }

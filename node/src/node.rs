@@ -92,6 +92,7 @@ impl Node {
             changing: tokio::sync::Mutex::new(()),
             adopting: parking_lot::Mutex::new(()),
             id_fence: parking_lot::RwLock::new(()),
+            admit_fence: tokio::sync::RwLock::new(()),
             engine,
             hints,
             tails,
@@ -106,6 +107,8 @@ impl Node {
             idle_repair: std::sync::atomic::AtomicBool::new(false),
             #[cfg(feature = "fault-injection")]
             sync_delay_ms: std::sync::atomic::AtomicU64::new(0),
+            #[cfg(feature = "fault-injection")]
+            skip_sync: std::sync::atomic::AtomicBool::new(false),
         });
         let writes = Writes::new(ctx.clone());
         Ok(Arc::new(Node { ctx, writes }))
@@ -164,9 +167,18 @@ impl Node {
             return Ok(());
         }
         let change = crate::topology::Change::Join(self.ctx.me);
-        crate::topology::change::run(&self.ctx, change)
-            .await
-            .map(|_| ())
+        loop {
+            match crate::topology::change::run(&self.ctx, change).await {
+                Ok(_) => return Ok(()),
+                // Refused (another change, not absent): nothing to wait for.
+                Err(e) if e.kind == tally_net::wire::ErrorKind::Invalid => return Err(e),
+                // A node down, or not answering: the join resumes once it is.
+                Err(e) => {
+                    tracing::warn!(error = %e, "the join stopped; trying again in 2 s");
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                }
+            }
+        }
     }
 
     /// The cluster's configuration.
@@ -226,6 +238,16 @@ impl Node {
         self.ctx
             .sync_delay_ms
             .store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// FAULT INJECTION for testing checkers: topology changes this node
+    /// runs do not sync the ranges that move (the new replicas start
+    /// empty). Only with the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_skip_sync(&self) {
+        self.ctx
+            .skip_sync
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// FAULT INJECTION for testing checkers: this node applies ids at once

@@ -44,7 +44,7 @@ enum Task {
     LearnTails(Vec<u64>, u64),
     ForgetTails(Vec<u64>),
     Repair(PeerRequest),
-    HandOver(PeerRequest),
+    Ring(PeerRequest),
 }
 
 impl Handler for PeerHandler {
@@ -117,13 +117,10 @@ impl Handler for PeerHandler {
                         });
                         continue;
                     }
-                    req @ (PeerRequest::HandOverIds { .. } | PeerRequest::TakeIds { .. }) => {
-                        Task::HandOver(req)
-                    }
-                    req @ (PeerRequest::GetTopology | PeerRequest::Adopt { .. }) => {
-                        out[i] = Some(crate::topology::change::serve(&ctx, req));
-                        continue;
-                    }
+                    req @ (PeerRequest::HandOverIds { .. }
+                    | PeerRequest::TakeIds { .. }
+                    | PeerRequest::GetTopology
+                    | PeerRequest::Adopt { .. }) => Task::Ring(req),
                     PeerRequest::Read { key } => Task::Read(key),
                     PeerRequest::ReadRow { partition } => Task::ReadRow(partition),
                     PeerRequest::LeaderAdd { key, delta, cl } => {
@@ -275,7 +272,7 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, task: Task) -> PeerResponse {
         }
         Task::LearnTails(retired, from) => learn_tails(&ctx, &retired, from),
         Task::Repair(req) => crate::repair::serve::serve(&ctx, req).await,
-        Task::HandOver(req) => Ok(crate::topology::change::serve_hand_over(&ctx, req).await),
+        Task::Ring(req) => Ok(crate::topology::change::serve(&ctx, req).await),
         Task::ForgetTails(retired) => ctx
             .engine
             .forget_tails(&retired)

@@ -20,6 +20,9 @@
 //! - `repair`: not a fault but an operation that races the workload: a
 //!   `tally repair` of a node's ranges while adds keep coming (refused
 //!   when a replica is not seen up yet, which counts as tried);
+//! - `join`, `decommission`, `removenode`: the ring changes (see
+//!   `topology`): a spare node joins, a member leaves, a member is killed
+//!   and removed; every later fault picks among the members;
 //! - `stall`: a node's disk stops taking commit log writes while the node
 //!   keeps serving (its new records stay in memory, its shards and their
 //!   ids still reach the replicas), then it is killed with `kill -9` and
@@ -56,8 +59,10 @@ use crate::{Cluster, ClusterOptions};
 
 mod exact;
 mod resp;
+mod topology;
 mod unique;
 mod workload;
+pub use topology::Changes;
 use workload::{Workload, key_name, worker};
 
 /// How to run.
@@ -125,6 +130,11 @@ pub struct ChaosOptions {
     /// FAULT INJECTION in the product, to prove the checker: repairs find
     /// what differs and move nothing (`--unsafe-idle-repair`).
     pub idle_repair: bool,
+    /// Spare nodes (`join = true`) the `join` fault starts, one each.
+    pub spares: usize,
+    /// FAULT INJECTION in the product, to prove the checker: topology
+    /// changes do not sync the ranges that move (`--unsafe-skip-sync`).
+    pub skip_sync: bool,
 }
 
 /// Every change of an epoch the workload makes (see `workload`).
@@ -132,6 +142,21 @@ pub const CHANGES: &[&str] = &["reset", "set", "expire"];
 
 /// Every fault kind (see the module doc).
 pub const FAULT_KINDS: &[&str] = &["kill", "pause", "partition", "disk", "stall", "repair"];
+
+/// Every fault kind, the ring changes too (see the module doc); the run
+/// needs spare nodes for its joins.
+pub const ALL_FAULT_KINDS: &[&str] = &[
+    "kill",
+    "join",
+    "pause",
+    "partition",
+    "decommission",
+    "disk",
+    "join",
+    "stall",
+    "removenode",
+    "repair",
+];
 
 impl Default for ChaosOptions {
     fn default() -> Self {
@@ -160,6 +185,8 @@ impl Default for ChaosOptions {
             fault_kinds: FAULT_KINDS,
             hint_window: None,
             idle_repair: false,
+            spares: 0,
+            skip_sync: false,
         }
     }
 }
@@ -200,6 +227,8 @@ pub struct Summary {
     /// Repairs during the run (the `repair` fault): finished, and the
     /// cells they moved.
     pub repairs_racing: (usize, u64),
+    /// Ring changes during the run, and the members at its end.
+    pub topology: (Changes, Vec<String>),
 }
 
 impl std::fmt::Display for Summary {
@@ -254,6 +283,12 @@ impl std::fmt::Display for Summary {
             f,
             "repairs racing the workload: {finished} finished, {racing_moved} cells moved"
         )?;
+        let (c, members) = &self.topology;
+        writeln!(
+            f,
+            "ring changes: {} joined, {} decommissioned, {} removed; members at the end: {members:?}",
+            c.joined, c.decommissioned, c.removed
+        )?;
         let (moved, left) = self.repair;
         writeln!(
             f,
@@ -281,7 +316,9 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     let (mut cluster, rt, proxies) = start(opts, rf)?;
     let started = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
-    let addrs = cluster.client_addrs();
+    let mut ring = topology::Membership::new(opts.nodes, opts.spares, rf);
+    // The first ring's nodes: spares join later, members may leave.
+    let addrs = cluster.client_addrs()[..opts.nodes].to_vec();
     let workload = Workload {
         keys: opts.keys,
         reset_keys: opts.reset_keys,
@@ -327,7 +364,8 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
         })
         .collect();
 
-    let (faults, repairs_racing) = inject_all(opts, &mut cluster, &proxies, started)?;
+    let (faults, repairs_racing, changes) =
+        inject_all(opts, &mut cluster, &mut ring, &proxies, started)?;
     stop.store(true, Ordering::Release);
     let mut history = Vec::new();
     for w in workers {
@@ -345,7 +383,9 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
         unique_log.absorb(rt.block_on(w).context("a unique worker panicked")?);
     }
 
-    heal(&mut cluster, &proxies)?;
+    heal(&mut cluster, &ring.members, &proxies)?;
+    let members = &ring.members;
+    let final_addrs: Vec<_> = members.iter().map(|&n| cluster.nodes[n].client).collect();
     // The final reads are judged as after everything: after every deadline too.
     let last_deadline_ns = history
         .iter()
@@ -357,12 +397,15 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
         .unwrap_or(0);
     let after = started + Duration::from_nanos(last_deadline_ns + 2 * checker::epochs::SLOP_NS);
     std::thread::sleep(after.saturating_duration_since(Instant::now()));
-    rt.block_on(wait_for_hints(&cluster))?;
-    let hints_dropped = rt.block_on(hints_dropped(&cluster));
+    rt.block_on(wait_for_hints(&cluster, members))?;
+    let hints_dropped = rt.block_on(hints_dropped(&cluster, members));
     // Before the final reads, whose read repair would hide what differs.
-    let repair = rt.block_on(repair_twice(&cluster))?;
-    let finals = rt.block_on(read_finals(&cluster, opts.keys))?;
+    let repair = rt.block_on(repair_twice(&cluster, members))?;
+    let finals = rt.block_on(read_finals(&cluster, members, opts.keys))?;
     let mut report = checker::check(&history, rf, &finals);
+    report
+        .violations
+        .extend(topology::check_ring(&cluster, &ring)?);
     if repair.1 > 0 {
         report.violations.push(format!(
             "replicas differ after a repair of every node: a second repair found {} token slices that differ",
@@ -370,9 +413,9 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
         ));
     }
     let (unique_violations, expected) =
-        rt.block_on(unique::check(&addrs, &unique_log, opts.unique_sets));
+        rt.block_on(unique::check(&final_addrs, &unique_log, opts.unique_sets));
     report.violations.extend(unique_violations);
-    let exact_report = rt.block_on(exact::check(&addrs, &exact_log, opts.exact_keys));
+    let exact_report = rt.block_on(exact::check(&final_addrs, &exact_log, opts.exact_keys));
     report.violations.extend(exact_report.violations);
     if let Some(path) = &opts.history {
         write_history(path, &history, &exact_log)?;
@@ -381,6 +424,8 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     summary.hints_dropped = hints_dropped;
     summary.repair = repair;
     summary.repairs_racing = repairs_racing;
+    let ids = |n: &usize| cluster.nodes[*n].id.clone();
+    summary.topology = (changes, ring.members.iter().map(ids).collect());
     let u = &unique_log;
     summary.unique = (u.adds, u.retries, u.races, expected);
     let (adds, retries, races, resends) = exact_log.counts();
@@ -409,8 +454,12 @@ fn start(
         proxied: true,
         daemon: "tallyd-faults",
         run_args: vec!["--stall-writes-on-sigusr1".into()],
+        joining: opts.spares,
         ..ClusterOptions::default()
     };
+    if opts.skip_sync {
+        cluster_opts.run_args.push("--unsafe-skip-sync".into());
+    }
     if let Some(node) = opts.ignore_ids {
         cluster_opts
             .node_args
@@ -465,11 +514,13 @@ type Faults = BTreeMap<&'static str, usize>;
 fn inject_all(
     opts: &ChaosOptions,
     cluster: &mut Cluster,
+    ring: &mut topology::Membership,
     proxies: &[UdpProxy],
     started: Instant,
-) -> Result<(Faults, (usize, u64))> {
+) -> Result<(Faults, (usize, u64), Changes)> {
     let mut faults = BTreeMap::new();
     let mut repairs = (0, 0);
+    let mut changes = Changes::default();
     let mut rng = SmallRng::seed_from_u64(opts.seed);
     let kinds = opts.fault_kinds;
     let mut turn = 0;
@@ -479,22 +530,30 @@ fn inject_all(
             let kind = kinds[turn % kinds.len()];
             turn += 1;
             let hold = Duration::from_millis(rng.random_range(1000..3000));
-            inject(cluster, proxies, kind, hold, &mut rng, &mut repairs)?;
+            if ["join", "decommission", "removenode"].contains(&kind) {
+                topology::inject(cluster, ring, kind, &mut rng, &mut changes)?;
+            } else {
+                let mut f = Fault {
+                    rng: &mut rng,
+                    repairs: &mut repairs,
+                };
+                inject(cluster, ring, proxies, kind, hold, &mut f)?;
+            }
             *faults.entry(kind).or_insert(0) += 1;
         }
         std::thread::sleep(opts.fault_interval.saturating_sub(tick.elapsed()));
     }
     std::thread::sleep(opts.duration.saturating_sub(started.elapsed()));
-    Ok((faults, repairs))
+    Ok((faults, repairs, changes))
 }
 
-/// Heals every partition, restarts every stopped node, and waits until
+/// Heals every partition, restarts every stopped member, and waits until
 /// every node sees every other.
-fn heal(cluster: &mut Cluster, proxies: &[UdpProxy]) -> Result<()> {
+fn heal(cluster: &mut Cluster, members: &[usize], proxies: &[UdpProxy]) -> Result<()> {
     for p in proxies {
         p.heal();
     }
-    for i in 0..cluster.nodes.len() {
+    for &i in members {
         if !cluster.is_running(i) {
             cluster.restart(i)?;
         }
@@ -560,20 +619,30 @@ fn summarize(
         hints_dropped: (0, Vec::new()),
         repair: (0, 0),
         repairs_racing: (0, 0),
+        topology: (Changes::default(), Vec::new()),
     }
 }
 
 /// Injects one fault, holds it, heals it.
+/// What a fault draws from and counts into.
+struct Fault<'a> {
+    rng: &'a mut SmallRng,
+    repairs: &'a mut (usize, u64),
+}
+
 fn inject(
     cluster: &mut Cluster,
+    ring: &topology::Membership,
     proxies: &[UdpProxy],
     kind: &str,
     hold: Duration,
-    rng: &mut SmallRng,
-    repairs: &mut (usize, u64),
+    f: &mut Fault<'_>,
 ) -> Result<()> {
-    let n = cluster.nodes.len();
-    let victim = rng.random_range(0..n);
+    let (rng, repairs) = (&mut *f.rng, &mut *f.repairs);
+    let members = &ring.members;
+    let n = members.len();
+    let at = rng.random_range(0..n);
+    let victim = members[at];
     match kind {
         "repair" => {
             let started = Instant::now();
@@ -615,7 +684,7 @@ fn inject(
             cluster.restart(victim)?;
         }
         _ => {
-            let other = (victim + rng.random_range(1..n.max(2))) % n;
+            let other = members[(at + rng.random_range(1..n.max(2))) % n];
             let bind = |i: usize| cluster.config.nodes[i].peer_bind.context("proxied");
             let (a, b) = (bind(victim)?, bind(other)?);
             // a → b, b → a, or both.
@@ -637,10 +706,10 @@ fn inject(
 }
 
 /// The hints the nodes dropped, and the nodes marked as needing repair.
-async fn hints_dropped(cluster: &Cluster) -> (u64, Vec<String>) {
+async fn hints_dropped(cluster: &Cluster, members: &[usize]) -> (u64, Vec<String>) {
     let mut dropped = 0;
     let mut flagged = std::collections::BTreeSet::new();
-    for i in 0..cluster.nodes.len() {
+    for &i in members {
         let Ok(c) = cluster.client(i).await else {
             continue;
         };
@@ -660,10 +729,10 @@ async fn hints_dropped(cluster: &Cluster) -> (u64, Vec<String>) {
 /// Repairs every node's ranges, twice: the first pass brings every replica
 /// to the same cells, the second must find nothing that differs. Answers
 /// the cells the first moved and the token slices the second found.
-async fn repair_twice(cluster: &Cluster) -> Result<(u64, u64)> {
+async fn repair_twice(cluster: &Cluster, members: &[usize]) -> Result<(u64, u64)> {
     let (mut moved, mut left) = (0, 0);
     for pass in 0..2 {
-        for i in 0..cluster.nodes.len() {
+        for &i in members {
             // A node restarted by the last fault may not be seen up yet.
             let deadline = Instant::now() + Duration::from_secs(30);
             let r = loop {
@@ -692,19 +761,26 @@ async fn repair_twice(cluster: &Cluster) -> Result<(u64, u64)> {
 }
 
 /// Waits until no node has hints pending.
-async fn wait_for_hints(cluster: &Cluster) -> Result<()> {
+async fn wait_for_hints(cluster: &Cluster, members: &[usize]) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     'wait: loop {
         anyhow::ensure!(
             Instant::now() < deadline,
             "hints were not delivered within 60 s"
         );
-        for i in 0..cluster.nodes.len() {
+        for &i in members {
             let pending = match cluster.client(i).await {
-                Ok(c) => c.status().await.map(|s| s.stats.hints_pending).unwrap_or(1),
-                Err(_) => 1,
+                Ok(c) => c.status().await.map(|s| s.stats.hints).ok(),
+                Err(_) => None,
             };
-            if pending > 0 {
+            let waiting = pending
+                .as_ref()
+                .is_none_or(|h| h.iter().any(|h| h.pending > 0));
+            if waiting {
+                if Instant::now() + Duration::from_millis(300) >= deadline {
+                    let id = &cluster.nodes[i].id;
+                    anyhow::bail!("{id} still holds hints after 60 s: {pending:?}");
+                }
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 continue 'wait;
             }
@@ -714,9 +790,13 @@ async fn wait_for_hints(cluster: &Cluster) -> Result<()> {
 }
 
 /// Reads every key at ALL through every node.
-async fn read_finals(cluster: &Cluster, keys: usize) -> Result<Vec<(usize, usize, i64)>> {
+async fn read_finals(
+    cluster: &Cluster,
+    members: &[usize],
+    keys: usize,
+) -> Result<Vec<(usize, usize, i64)>> {
     let mut finals = Vec::new();
-    for i in 0..cluster.nodes.len() {
+    for &i in members {
         let c = cluster.client(i).await?;
         for k in 0..keys {
             let mut tries = 0;

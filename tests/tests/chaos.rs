@@ -1,7 +1,8 @@
 //! The chaos run in CI: every fault kind several times against three real
 //! nodes, adds with ids among the workload, and the checkers shown able to
 //! fail on a build that loses adds, on one that ignores ids and on one
-//! that does not learn the ids a crash lost.
+//! that does not learn the ids a crash lost; the same with ring changes
+//! (joins, decommissions, removals), and a build whose changes skip the sync.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use std::time::Duration;
@@ -217,5 +218,56 @@ fn the_checker_catches_nodes_that_skip_learning_their_lost_ids() {
     assert!(
         found(&summary, "exact key"),
         "the exact checker passed nodes that skip learning their lost ids: {summary}"
+    );
+}
+
+/// Ring changes under the workload: spare nodes join, members are
+/// decommissioned and removed, among kills and pauses. Every acknowledged
+/// add, id and member is read back through the members at the end.
+#[test]
+fn a_chaos_run_with_ring_changes_finds_no_violation() {
+    let opts = ChaosOptions {
+        duration: Duration::from_secs(seconds().min(40)),
+        fault_interval: Duration::from_secs(3),
+        fault_kinds: &[
+            "join",
+            "kill",
+            "decommission",
+            "join",
+            "pause",
+            "removenode",
+        ],
+        spares: 2,
+        seed: 9,
+        ..ChaosOptions::default()
+    };
+    let summary = run(&opts).unwrap();
+    println!("{summary}");
+    let (changes, members) = &summary.topology;
+    assert!(changes.joined >= 2, "{summary}");
+    assert!(changes.decommissioned + changes.removed >= 2, "{summary}");
+    assert_eq!(members.len(), 3, "{summary}");
+    assert!(summary.exact.0 > 100 && summary.unique.0 > 100, "{summary}");
+    assert!(summary.report.violations.is_empty(), "{summary}");
+}
+
+/// Ring changes that do not sync the ranges that move: the new replicas
+/// start empty, and the checkers must say what that lost or counted twice.
+#[test]
+fn the_checker_catches_ring_changes_that_skip_the_sync() {
+    let opts = ChaosOptions {
+        duration: Duration::from_secs(24),
+        fault_interval: Duration::from_secs(3),
+        fault_kinds: &["join", "decommission", "join", "removenode"],
+        spares: 2,
+        skip_sync: true,
+        seed: 9,
+        ..ChaosOptions::default()
+    };
+    let summary = run(&opts).unwrap();
+    assert!(summary.topology.0.joined >= 2, "{summary}");
+    assert!(
+        !summary.report.violations.is_empty(),
+        "ring changes without a sync passed: {summary}"
     );
 }

@@ -297,6 +297,18 @@ async fn lead(
     cl: Consistency,
 ) -> Result<Vec<bool>, WireError> {
     let names: Vec<&[u8]> = members.iter().map(Vec::as_slice).collect();
+    // Held until the members are replicated (see `Ctx::admit_fence`).
+    let _fence = ctx.admit_fence.read().await;
+    if members
+        .iter()
+        .any(|m| ctx.applier_moving(count.partition(), m))
+    {
+        return Err(WireError::not_applied(
+            ErrorKind::Unavailable,
+            "the ring is switching over and moves the applier of these members; \
+             nothing was added: adding them again is safe",
+        ));
+    }
     let replicas = ctx.replicas(count.partition());
     let mut first_new: Option<Vec<bool>> = None;
     for attempt in 1..=ATTEMPTS_MAX {

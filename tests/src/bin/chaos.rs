@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use tally_tests::chaos::{ChaosOptions, run};
+use tally_tests::chaos::{ALL_FAULT_KINDS, ChaosOptions, FAULT_KINDS, run};
 
 #[derive(Parser)]
 #[command(
@@ -90,6 +90,14 @@ struct Args {
     /// nothing, so replicas that missed writes stay apart.
     #[arg(long)]
     unsafe_idle_repair: bool,
+    /// Spare nodes for the ring changes: with any, the faults include
+    /// join, decommission and removenode.
+    #[arg(long, default_value_t = 0)]
+    spares: usize,
+    /// FAULT INJECTION in the product, to prove the checker: ring changes
+    /// do not sync the ranges that move.
+    #[arg(long)]
+    unsafe_skip_sync: bool,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -129,6 +137,13 @@ fn main() {
         ignore_deadlines: a.unsafe_ignore_deadlines,
         hint_window: a.hint_window,
         idle_repair: a.unsafe_idle_repair,
+        spares: a.spares,
+        skip_sync: a.unsafe_skip_sync,
+        fault_kinds: if a.spares > 0 {
+            ALL_FAULT_KINDS
+        } else {
+            FAULT_KINDS
+        },
         ..ChaosOptions::default()
     };
     match run(&opts) {

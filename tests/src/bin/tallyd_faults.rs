@@ -62,6 +62,10 @@ enum Cmd {
         /// (ms) between beginning and syncing its ranges.
         #[arg(long)]
         sync_delay_ms: Option<u64>,
+        /// FAULT INJECTION: topology changes this node runs do not sync
+        /// the ranges that move.
+        #[arg(long)]
+        unsafe_skip_sync: bool,
     },
 }
 
@@ -75,6 +79,7 @@ fn main() {
         unsafe_idle_repair,
         stall_writes_on_sigusr1,
         sync_delay_ms,
+        unsafe_skip_sync,
     } = Cli::parse().command;
     let stall = Arc::new(AtomicBool::new(false));
     let tweak = |o: &mut Options| {
@@ -114,6 +119,10 @@ fn main() {
         if let Some(ms) = sync_delay_ms {
             tracing::warn!(ms, "TEST SEAM: topology changes wait before they sync");
             n.inject_sync_delay(ms);
+        }
+        if unsafe_skip_sync {
+            tracing::warn!("FAULT INJECTION: topology changes sync nothing");
+            n.inject_skip_sync();
         }
         if unsafe_idle_repair {
             tracing::warn!("FAULT INJECTION: repairs move nothing");

@@ -1,0 +1,202 @@
+//! Topology faults: nodes join, are decommissioned and are removed while
+//! the workload runs (see `tally_node::topology`).
+//!
+//! The run keeps the ring between its first size and that plus the spare
+//! nodes: a `join` starts the next spare (a `[[node]]` with `join = true`)
+//! with `--join` and waits until the ring has it as a member; a
+//! `decommission` or `removenode` takes a member out while there are more
+//! than the replication factor (else it joins instead). A decommissioned
+//! node is stopped once it has left; a removed one is killed first, as a
+//! dead machine. Node ids are never reused, so each join takes a spare.
+//!
+//! A change that cannot run now (a member restarted by the last fault is
+//! not seen up yet) is tried again for up to a minute: a change left half
+//! way would block every later one.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use rand::Rng;
+use rand::rngs::SmallRng;
+use serde_json::Value;
+use tally_net::wire::{ClientOp, ClientReply};
+
+use crate::Cluster;
+
+/// How long one change may take, retries included.
+const CHANGE_DEADLINE: Duration = Duration::from_secs(90);
+
+/// Which nodes are members, which are spares, which are gone.
+#[derive(Debug, Clone)]
+pub(crate) struct Membership {
+    /// Members of the ring, running (or held down by a fault).
+    pub(crate) members: Vec<usize>,
+    /// Configured with `join = true`, never started.
+    pub(crate) spares: Vec<usize>,
+    /// Left the ring; stopped for good.
+    pub(crate) gone: Vec<usize>,
+    /// The replication factor: the fewest members.
+    pub(crate) rf: usize,
+}
+
+/// The topology faults done: joins, decommissions, removals.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// Nodes that joined.
+    pub joined: usize,
+    /// Nodes decommissioned.
+    pub decommissioned: usize,
+    /// Nodes removed while dead.
+    pub removed: usize,
+}
+
+impl Membership {
+    pub(crate) fn new(first: usize, spares: usize, rf: usize) -> Membership {
+        Membership {
+            members: (0..first).collect(),
+            spares: (first..first + spares).collect(),
+            gone: Vec::new(),
+            rf,
+        }
+    }
+
+    /// A member, at random.
+    pub(crate) fn pick(&self, rng: &mut SmallRng) -> usize {
+        self.members[rng.random_range(0..self.members.len())]
+    }
+}
+
+/// Runs topology fault `kind` ("join", "decommission", "removenode"): a
+/// leave when no spare is left, a join when the ring is as small as it
+/// may be; nothing when neither can run.
+pub(crate) fn inject(
+    cluster: &mut Cluster,
+    m: &mut Membership,
+    kind: &str,
+    rng: &mut SmallRng,
+    done: &mut Changes,
+) -> Result<()> {
+    let can_leave = m.members.len() > m.rf;
+    let kind = match kind {
+        "join" if m.spares.is_empty() && can_leave => "decommission",
+        "decommission" | "removenode" if !can_leave && !m.spares.is_empty() => "join",
+        k => k,
+    };
+    match kind {
+        "join" if !m.spares.is_empty() => {
+            let node = m.spares.remove(0);
+            cluster.join(node)?;
+            wait_member(cluster, node)?;
+            m.members.push(node);
+            done.joined += 1;
+        }
+        "decommission" if can_leave => {
+            let node = m.pick(rng);
+            let id = cluster.nodes[node].id.clone();
+            change(cluster, node, ClientOp::Decommission { node: id })?;
+            leave(cluster, m, node)?;
+            done.decommissioned += 1;
+        }
+        "removenode" if can_leave => {
+            let node = m.pick(rng);
+            cluster.kill(node)?;
+            let others: Vec<usize> = m.members.iter().copied().filter(|&n| n != node).collect();
+            let via = others[rng.random_range(0..others.len())];
+            let id = cluster.nodes[node].id.clone();
+            change(cluster, via, ClientOp::RemoveNode { node: id })?;
+            leave(cluster, m, node)?;
+            done.removed += 1;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// `node` left the ring: it is stopped for good.
+fn leave(cluster: &mut Cluster, m: &mut Membership, node: usize) -> Result<()> {
+    cluster.kill(node)?;
+    m.members.retain(|&n| n != node);
+    m.gone.push(node);
+    Ok(())
+}
+
+/// Runs a change through node `via`, again and again while it cannot run
+/// yet, until it is done.
+fn change(cluster: &Cluster, via: usize, op: ClientOp) -> Result<()> {
+    let deadline = Instant::now() + CHANGE_DEADLINE;
+    loop {
+        let answer = crate::runtime().block_on(async {
+            let c = cluster.client(via).await?;
+            anyhow::Ok(c.call(op.clone()).await)
+        });
+        let why = match answer {
+            Ok(Ok(ClientReply::Ring(_))) => return Ok(()),
+            Ok(Ok(other)) => bail!("{op:?} answered {other:?}"),
+            Ok(Err(e)) => e.to_string(),
+            Err(e) => e.to_string(),
+        };
+        if Instant::now() > deadline {
+            bail!("{op:?} through n{} did not finish: {why}", via + 1);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Waits until node `node`, joining, is a member of the ring as it sees it.
+fn wait_member(cluster: &Cluster, node: usize) -> Result<()> {
+    let deadline = Instant::now() + CHANGE_DEADLINE;
+    let id = cluster.nodes[node].id.clone();
+    loop {
+        if let Ok(status) = cluster.status_json(Some(&id))
+            && state(&status, &id).as_deref() == Some("normal")
+        {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("{id} did not join: {}", cluster.log_tail(node));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Node `id`'s state in `tally status --json`.
+fn state(status: &Value, id: &str) -> Option<String> {
+    let nodes = status["nodes"].as_array()?;
+    let n = nodes.iter().find(|n| n["id"] == id)?;
+    Some(n["state"].as_str()?.to_string())
+}
+
+/// Every member's ring version, which must be one and the same with no
+/// change in progress.
+pub(crate) fn check_ring(cluster: &Cluster, m: &Membership) -> Result<Vec<String>> {
+    let mut versions = Vec::new();
+    let mut violations = Vec::new();
+    for &n in &m.members {
+        let id = &cluster.nodes[n].id;
+        let status = cluster.status_json(Some(id)).context("status")?;
+        versions.push((id.clone(), status["ring_version"].as_u64()));
+        for node in status["nodes"].as_array().into_iter().flatten() {
+            let (nid, s) = (node["id"].as_str().unwrap_or("?"), node["state"].as_str());
+            let member = cluster
+                .nodes
+                .iter()
+                .position(|p| p.id == nid)
+                .is_some_and(|i| m.members.contains(&i));
+            let want = if member { "normal" } else { "absent or left" };
+            let ok = match s {
+                Some("normal") => member,
+                Some("absent" | "left") => !member,
+                _ => false,
+            };
+            if !ok {
+                violations.push(format!("{id} sees {nid} as {s:?}, not {want}"));
+            }
+        }
+    }
+    if versions.windows(2).any(|w| w[0].1 != w[1].1) {
+        violations.push(format!(
+            "the members disagree on the ring version: {versions:?}"
+        ));
+    }
+    Ok(violations)
+}
