@@ -34,7 +34,7 @@ use crate::client::{Client, ClientError};
 use crate::once::{self, OpId};
 use crate::retry::{self, RetryPolicy};
 use crate::ring::Ring;
-use crate::wire::{ClusterStatus, Consistency, WireCell, WireChange, WireChanged};
+use crate::wire::{ClusterStatus, Consistency, NodeState, WireCell, WireChange, WireChanged};
 
 /// Most nodes a cluster description may list.
 const NODES_MAX: usize = 1024;
@@ -203,8 +203,28 @@ impl ClusterClient {
                 "the cluster described itself as empty: {status:?}"
             )));
         }
-        let ring = Ring::new(
+        // The members of the ring as the seed knows them (every node when
+        // it does not say): a node not yet joined, or gone, leads nothing.
+        let states = &status.stats.ring.states;
+        let mut members: Vec<bool> = if states.len() == ids.len() {
+            states
+                .iter()
+                .map(|s| {
+                    matches!(
+                        s,
+                        NodeState::Normal | NodeState::Leaving | NodeState::Removing
+                    )
+                })
+                .collect()
+        } else {
+            vec![true; ids.len()]
+        };
+        if !members.contains(&true) {
+            members = vec![true; ids.len()];
+        }
+        let ring = Ring::with_members(
             &ids,
+            &members,
             status.vnodes as usize,
             status.replication_factor as usize,
         );

@@ -174,7 +174,16 @@ impl Node {
                 Err(e) if e.kind == tally_net::wire::ErrorKind::Invalid => return Err(e),
                 // A node down, or not answering: the join resumes once it is.
                 Err(e) => {
-                    tracing::warn!(error = %e, "the join stopped; trying again in 2 s");
+                    let ctx = &self.ctx;
+                    if (0..ctx.config.nodes.len()).all(|n| n == ctx.me || !ctx.is_up(n)) {
+                        tracing::warn!(
+                            error = %e,
+                            "no node of the cluster answers this one: check the cluster name, \
+                             the CA and the addresses of the configuration; trying again in 2 s"
+                        );
+                    } else {
+                        tracing::warn!(error = %e, "the join stopped; trying again in 2 s");
+                    }
                     tokio::time::sleep(Duration::from_secs(2)).await;
                 }
             }

@@ -316,3 +316,43 @@ fn a_second_change_is_refused_while_one_is_in_progress() {
     cluster.wait_view(Duration::from_secs(10)).unwrap();
     assert_reads(&cluster, &[0, 3, 4], &vec![1; KEYS]);
 }
+
+#[test]
+fn a_node_of_another_cluster_cannot_join() {
+    let cluster = Cluster::start(ClusterOptions {
+        joining: 1,
+        ..ClusterOptions::default()
+    })
+    .unwrap();
+    // n4 with the same CA and addresses, but another cluster's name.
+    let text = std::fs::read_to_string(&cluster.config_path).unwrap();
+    assert!(text.contains("name = \"test\""));
+    let other = cluster.dir.path().join("other.toml");
+    std::fs::write(&other, text.replace("name = \"test\"", "name = \"other\"")).unwrap();
+    let log_path = cluster.dir.path().join("n4-other.log");
+    let mut child = std::process::Command::new(tally_tests::bin("tallyd").unwrap())
+        .args(["run", "--config"])
+        .arg(&other)
+        .args(["--node", "n4", "--join"])
+        .env("TALLY_LOG", "info")
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let log = loop {
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        if log.contains("no node of the cluster answers") || Instant::now() > deadline {
+            break log;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(log.contains("no node of the cluster answers"), "{log}");
+    assert!(log.contains("check the cluster name"), "{log}");
+    let s = status(&cluster, "n1");
+    assert_eq!(s["ring_version"], 1, "the ring did not change: {s}");
+    assert_eq!(state_of(&cluster, "n1", "n4"), "absent");
+    // The members say why: n4 logs their answer to its heartbeats.
+    assert!(log.contains(r#"cluster \"other\" is not \"test\""#), "{log}");
+}
