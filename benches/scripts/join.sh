@@ -29,7 +29,7 @@ stop() { for n in "${!pids[@]}"; do kill -INT "${pids[$n]}" 2>/dev/null || true;
 trap 'stop; [ -n "${KEEP:-}" ] && echo "kept $dir" || rm -rf "$dir"' EXIT
 start() { "$tallyd" run --config "$dir/cluster.toml" --node "$1" --threads 1 "${@:2}" >> "$dir/$1.log" 2>&1 & pids[$1]=$!; }
 state() { "$tally" --config "$dir/cluster.toml" --node n1 status --json 2>/dev/null \
-    | python3 -c 'import json,sys; print(next(n["status"] for n in json.load(sys.stdin)["nodes"] if n["id"] == sys.argv[1]))' "$1" || true; }
+    | python3 -c 'import json,sys; print(next(n["status"] for n in json.load(sys.stdin)["nodes"] if n["id"] == sys.argv[1]))' "$1" 2>/dev/null || true; }
 "$tallyd" certs --config "$dir/cluster.toml" > /dev/null
 for n in n1 n2 n3; do start $n; done
 for _ in $(seq 100); do [ "$(state n3)" = UN ] && [ "$(state n1)" = UN ] && break; sleep 0.2; done

@@ -166,6 +166,36 @@ impl TokenRange {
         self.offset(token).is_some()
     }
 
+    /// The tokens both ranges hold, as ranges (none, one, or two when
+    /// both wrap past `i64::MAX` or one is the whole ring).
+    pub fn intersect(self, other: TokenRange) -> Vec<TokenRange> {
+        let mut out = Vec::new();
+        for (a1, b1) in self.pieces() {
+            for (a2, b2) in other.pieces() {
+                let (a, b) = (a1.max(a2), b1.min(b2));
+                if a < b {
+                    out.push(TokenRange {
+                        start: from_linear(a.wrapping_sub(1) & LINEAR_MASK),
+                        end: from_linear(b - 1),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// The range as half-open intervals `[a, b)` of the tokens counted
+    /// from `i64::MIN` (0) up to `i64::MAX` (2^64 - 1), without wrapping.
+    fn pieces(self) -> Vec<(u128, u128)> {
+        const END: u128 = 1 << 64;
+        let (s, e) = (linear(self.start) + 1, linear(self.end) + 1);
+        match s.cmp(&e) {
+            std::cmp::Ordering::Less => vec![(s, e)],
+            std::cmp::Ordering::Equal => vec![(0, END)],
+            std::cmp::Ordering::Greater => vec![(s, END), (0, e)],
+        }
+    }
+
     /// Which of `slices` equal parts of the range holds `token` (0 is the
     /// part after `start`); `None` outside the range.
     pub fn slice_of(self, token: i64, slices: u32) -> Option<u32> {
@@ -173,6 +203,17 @@ impl TokenRange {
         let slice = (offset - 1) * u128::from(slices.max(1)) / self.width();
         Some(u32::try_from(slice).expect("below slices"))
     }
+}
+
+/// Tokens counted from `i64::MIN`, as `TokenRange::pieces` uses them.
+const LINEAR_MASK: u128 = (1 << 64) - 1;
+
+fn linear(token: i64) -> u128 {
+    u128::from(token.wrapping_sub(i64::MIN) as u64)
+}
+
+fn from_linear(u: u128) -> i64 {
+    (u as u64 as i64).wrapping_add(i64::MIN)
 }
 
 /// The nodes (indices into the config's node list) that hold a partition,
@@ -498,6 +539,67 @@ mod tests {
             assert_eq!(*replicas, *now);
             assert!(replicas.pending().iter().all(|p| then.contains(p)));
         }
+    }
+
+    #[test]
+    fn intersections_hold_exactly_the_tokens_both_ranges_hold() {
+        let r = |start, end| TokenRange { start, end };
+        let (min, max) = (i64::MIN, i64::MAX);
+        let cases = [
+            r(0, 100),
+            r(50, 150),
+            r(90, -90),
+            r(max - 5, min + 5),
+            r(7, 7),
+            r(min, max),
+            r(max, min),
+            r(-3, 2),
+        ];
+        let probes: Vec<i64> = [
+            min,
+            min + 1,
+            min + 5,
+            min + 6,
+            -91,
+            -90,
+            -89,
+            -3,
+            -2,
+            0,
+            1,
+            2,
+            7,
+            8,
+        ]
+        .into_iter()
+        .chain([
+            49,
+            50,
+            51,
+            89,
+            90,
+            91,
+            100,
+            101,
+            150,
+            151,
+            max - 5,
+            max - 4,
+            max,
+        ])
+        .collect();
+        for a in cases {
+            for b in cases {
+                let both = a.intersect(b);
+                for &t in &probes {
+                    let want = a.contains(t) && b.contains(t);
+                    let got = both.iter().filter(|p| p.contains(t)).count();
+                    assert_eq!(got, usize::from(want), "{a:?} ∩ {b:?} at {t}: {both:?}");
+                }
+            }
+        }
+        assert_eq!(r(0, 100).intersect(r(50, 150)), vec![r(50, 100)]);
+        assert_eq!(r(0, 100).intersect(r(100, 200)), vec![]);
     }
 
     #[test]

@@ -991,8 +991,12 @@ pub enum ClientOp {
     },
     /// Repair the ranges the answering node replicates: compare every
     /// replica's cells by digests of token slices, and merge the cells that
-    /// differ into every replica; answered `Repaired`.
-    Repair,
+    /// differ into every replica; answered `Repaired`. With a range, only
+    /// the tokens of those ranges in it.
+    Repair {
+        /// The tokens to repair, if not all of the node's.
+        range: Option<WireRange>,
+    },
     /// Take `node` (up) out of the ring: its ranges stream to their next
     /// owners, then it leaves; answered `Ring` with the ring after.
     Decommission {

@@ -427,7 +427,7 @@ impl Node {
                 .get_cell(&key, cl)
                 .await
                 .map(|c| ClientReply::Cell(convert::wire_cell(&c))),
-            ClientOp::Repair => crate::repair::run::repair(&self.ctx)
+            ClientOp::Repair { range } => crate::repair::run::repair(&self.ctx, range)
                 .await
                 .map(ClientReply::Repaired),
             ClientOp::Decommission { node } => self.change_ring(&node, false).await,

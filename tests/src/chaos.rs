@@ -317,8 +317,8 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     let started = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let mut ring = topology::Membership::new(opts.nodes, opts.spares, rf);
-    // The first ring's nodes: spares join later, members may leave.
-    let addrs = cluster.client_addrs()[..opts.nodes].to_vec();
+    // Every node: clients move on from one that is down or gone.
+    let addrs = cluster.client_addrs();
     let workload = Workload {
         keys: opts.keys,
         reset_keys: opts.reset_keys,
@@ -341,7 +341,9 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
             rt.spawn(unique::worker(addrs, opts.unique_sets, seed, stop))
         })
         .collect();
-    let resp_addrs: Vec<_> = (0..opts.nodes).map(|i| cluster.resp_addr(i)).collect();
+    let resp_addrs: Vec<_> = (0..cluster.nodes.len())
+        .map(|i| cluster.resp_addr(i))
+        .collect();
     let resp_workers: Vec<_> = (0..opts.resp_workers)
         .map(|w| {
             let (stop, addrs) = (stop.clone(), resp_addrs.clone());
@@ -648,7 +650,7 @@ fn inject(
             let started = Instant::now();
             let done = crate::runtime().block_on(async {
                 let c = cluster.client(victim).await?;
-                anyhow::Ok(c.call(ClientOp::Repair).await)
+                anyhow::Ok(c.call(ClientOp::Repair { range: None }).await)
             })?;
             if let Ok(ClientReply::Repaired(r)) = done {
                 repairs.0 += 1;
@@ -737,7 +739,10 @@ async fn repair_twice(cluster: &Cluster, members: &[usize]) -> Result<(u64, u64)
             let deadline = Instant::now() + Duration::from_secs(30);
             let r = loop {
                 let answer = match cluster.client(i).await {
-                    Ok(c) => c.call(ClientOp::Repair).await.map_err(anyhow::Error::from),
+                    Ok(c) => c
+                        .call(ClientOp::Repair { range: None })
+                        .await
+                        .map_err(anyhow::Error::from),
                     Err(e) => Err(e),
                 };
                 match answer {

@@ -354,5 +354,8 @@ fn a_node_of_another_cluster_cannot_join() {
     assert_eq!(s["ring_version"], 1, "the ring did not change: {s}");
     assert_eq!(state_of(&cluster, "n1", "n4"), "absent");
     // The members say why: n4 logs their answer to its heartbeats.
-    assert!(log.contains(r#"cluster \"other\" is not \"test\""#), "{log}");
+    assert!(
+        log.contains(r#"cluster \"other\" is not \"test\""#),
+        "{log}"
+    );
 }

@@ -152,7 +152,12 @@ enum Cmd {
     /// Compare the replicas of a node's token ranges (every node's in turn,
     /// or the one `--node` names) and merge the cells that differ; prints
     /// what moved. Every replica of the ranges must be up.
-    Repair,
+    Repair {
+        /// Only the tokens in START:END (`(START, END]`, signed 64-bit
+        /// Murmur3 tokens, wrapping past the largest when START >= END).
+        #[arg(long, value_parser = repair::parse_range, allow_hyphen_values = true)]
+        range: Option<tally_net::wire::WireRange>,
+    },
     /// Take the node `--node` names out of the ring: its ranges stream to
     /// their next owners, then it leaves (it may be stopped after).
     Decommission,
@@ -296,7 +301,7 @@ async fn connect(cli: &Cli) -> Result<Target> {
 
 async fn run(cli: &Cli) -> Result<(), Failure> {
     match &cli.command {
-        Cmd::Repair => return repair::run(cli).await.map_err(Failure::other),
+        Cmd::Repair { range } => return repair::run(cli, *range).await.map_err(Failure::other),
         Cmd::Decommission => return ring::decommission(cli).await.map_err(Failure::other),
         Cmd::Removenode { node } => {
             return ring::removenode(cli, node).await.map_err(Failure::other);
@@ -447,7 +452,7 @@ async fn run(cli: &Cli) -> Result<(), Failure> {
             print_status(cli, &status).await?;
         }
         // Repaired node by node above, before any connection.
-        Cmd::Repair | Cmd::Decommission | Cmd::Removenode { .. } => {}
+        Cmd::Repair { .. } | Cmd::Decommission | Cmd::Removenode { .. } => {}
     }
     Ok(())
 }

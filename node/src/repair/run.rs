@@ -53,14 +53,22 @@ impl Drop for Running<'_> {
     }
 }
 
-/// Repairs every range this node replicates, from where an unfinished
-/// repair stopped if one did; answers what it did. One repair at a time:
-/// a second one is refused, naming the first.
-pub(crate) async fn repair(ctx: &Arc<Ctx>) -> Result<WireRepaired, WireError> {
+/// Repairs every range this node replicates (its tokens in `only`, if
+/// given), from where an unfinished repair stopped if one did; answers
+/// what it did. One repair at a time: a second one is refused, naming the
+/// first.
+pub(crate) async fn repair(
+    ctx: &Arc<Ctx>,
+    only: Option<WireRange>,
+) -> Result<WireRepaired, WireError> {
     let started = Instant::now();
     let me = ctx.name(ctx.me).to_string();
     let _running = Running::begin(ctx, &me)?;
-    let groups = groups(ctx);
+    let only = only.map(|r| TokenRange {
+        start: r.start,
+        end: r.end,
+    });
+    let groups = groups(ctx, only);
     if let Some(&down) = groups.keys().flatten().find(|&&n| !ctx.is_up(n)) {
         return Err(WireError::not_applied(
             ErrorKind::Unavailable,
@@ -72,8 +80,11 @@ pub(crate) async fn repair(ctx: &Arc<Ctx>) -> Result<WireRepaired, WireError> {
     }
     let dir = ctx.config.nodes[ctx.me].data_dir.clone();
     let c = &ctx.config.cluster;
+    // A checkpoint of another ring, or of another range, is not resumed.
+    let range_id = only.map_or(0, |r| (r.start as u64).rotate_left(29) ^ r.end as u64);
     let ring = checkpoint::ring_id(&ctx.config.node_ids(), c.vnodes, c.replication_factor)
-        ^ ctx.topology().version.rotate_left(17);
+        ^ ctx.topology().version.rotate_left(17)
+        ^ range_id;
     let resumed = checkpoint::load(&dir, ring);
     let mut mark = resumed.clone().unwrap_or(Checkpoint {
         ring,
@@ -134,14 +145,22 @@ fn save(dir: &std::path::Path, mark: &Checkpoint) {
     }
 }
 
-/// The ranges this node replicates, by their replicas (sorted).
-fn groups(ctx: &Ctx) -> BTreeMap<Vec<usize>, Vec<TokenRange>> {
+/// The ranges this node replicates (their parts in `only`, if given), by
+/// their replicas (sorted).
+fn groups(ctx: &Ctx, only: Option<TokenRange>) -> BTreeMap<Vec<usize>, Vec<TokenRange>> {
     let mut groups: BTreeMap<Vec<usize>, Vec<TokenRange>> = BTreeMap::new();
     for (range, replicas) in ctx.ring().ranges() {
         if replicas.contains(&ctx.me) {
+            let parts = match only {
+                Some(only) => range.intersect(only),
+                None => vec![range],
+            };
+            if parts.is_empty() {
+                continue;
+            }
             let mut set = replicas.to_vec();
             set.sort_unstable();
-            groups.entry(set).or_default().push(range);
+            groups.entry(set).or_default().extend(parts);
         }
     }
     groups

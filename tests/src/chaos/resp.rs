@@ -90,7 +90,7 @@ pub(crate) async fn worker(
     stop: Arc<AtomicBool>,
 ) -> Vec<Op> {
     let mut rng = SmallRng::seed_from_u64(seed);
-    let node = process % addrs.len();
+    let mut node = process % addrs.len();
     let now = |t: Instant| u64::try_from(t.duration_since(started).as_nanos()).unwrap_or(u64::MAX);
     let mut conn: Option<BufReader<TcpStream>> = None;
     let mut history = Vec::new();
@@ -103,6 +103,8 @@ pub(crate) async fn worker(
                 {
                     Ok(Ok(s)) => conn.insert(BufReader::new(s)),
                     _ => {
+                        // Down, or gone from the ring: try the next node.
+                        node = (node + 1) % addrs.len();
                         tokio::time::sleep(Duration::from_millis(100)).await;
                         continue;
                     }

@@ -104,7 +104,8 @@ fn outcome(result: &Result<i64, ClientError>) -> Outcome {
 }
 
 /// One client: operations through one node until told to stop;
-/// reconnects when its node goes away.
+/// moves on to the next node when its node cannot be reached (down, or
+/// gone from the ring).
 pub(crate) async fn worker(
     id: usize,
     addrs: Vec<SocketAddr>,
@@ -114,7 +115,7 @@ pub(crate) async fn worker(
     stop: Arc<AtomicBool>,
 ) -> Vec<Op> {
     let mut rng = SmallRng::seed_from_u64(seed);
-    let node = id % addrs.len();
+    let mut node = id % addrs.len();
     let mut client: Option<Client> = None;
     let mut history = Vec::new();
     let now = |t: Instant| u64::try_from(t.duration_since(started).as_nanos()).unwrap_or(u64::MAX);
@@ -126,6 +127,8 @@ pub(crate) async fn worker(
             _ => match Client::connect_with_timeout(addrs[node], Duration::from_secs(5)).await {
                 Ok(c) => client.insert(c),
                 Err(_) => {
+                    // Down, or gone from the ring: try the next node.
+                    node = (node + 1) % addrs.len();
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }

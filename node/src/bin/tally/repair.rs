@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 use tally_net::Client;
-use tally_net::wire::{ClientOp, ClientReply, WireRepaired};
+use tally_net::wire::{ClientOp, ClientReply, WireRange, WireRepaired};
 use tally_node::config::Config;
 
 use super::{Cli, human};
@@ -17,8 +17,19 @@ use super::{Cli, human};
 /// How long one node's repair may take.
 const REPAIR_TIMEOUT: Duration = Duration::from_secs(3600);
 
-/// Repairs the nodes the command line names; stops at the first failure.
-pub(crate) async fn run(cli: &Cli) -> Result<()> {
+/// `START:END` as a token range.
+pub(crate) fn parse_range(s: &str) -> Result<WireRange, String> {
+    let bad = || format!("{s:?} is not START:END (two signed 64-bit tokens)");
+    let (a, b) = s.split_once(':').ok_or_else(bad)?;
+    Ok(WireRange {
+        start: a.trim().parse().map_err(|_| bad())?,
+        end: b.trim().parse().map_err(|_| bad())?,
+    })
+}
+
+/// Repairs the nodes the command line names (their tokens in `range`, if
+/// given); stops at the first failure.
+pub(crate) async fn run(cli: &Cli, range: Option<WireRange>) -> Result<()> {
     let nodes: Vec<(String, SocketAddr)> = match cli.addr {
         Some(addr) => vec![(addr.to_string(), addr)],
         None => {
@@ -42,7 +53,7 @@ pub(crate) async fn run(cli: &Cli) -> Result<()> {
         let client = Client::connect_with_timeout(addr, timeout)
             .await
             .with_context(|| format!("repair of {id}: connect to {addr}"))?;
-        let call = client.call(ClientOp::Repair);
+        let call = client.call(ClientOp::Repair { range });
         let answer = if cli.json {
             call.await
         } else {
