@@ -240,6 +240,50 @@ impl Background {
         );
         Ok(())
     }
+
+    /// Rewrites every table into one without the cells of the keys `keep`
+    /// refuses, but for `own`'s shard of each (with its epoch); answers the
+    /// cells kept whole and the cells dropped (own shards kept or not).
+    pub(crate) fn rewrite(&self, keep: &dyn Fn(&Key) -> bool, own: u64) -> Result<(u64, u64)> {
+        let _one_at_a_time = self.compaction_lock.lock();
+        let inputs = self.versions.current().tables.clone();
+        if inputs.is_empty() {
+            return Ok((0, 0));
+        }
+        let ids: Vec<u64> = inputs
+            .iter()
+            .flat_map(|t| t.counter_ids().iter().copied())
+            .collect();
+        let merged = MergeIter {
+            fold_before_ms: crate::cell::now_ms().saturating_sub(EXPIRED_GRACE_MS),
+            inputs: inputs
+                .iter()
+                .map(|t| t.iter_from(None).peekable())
+                .collect(),
+        };
+        let (mut kept, mut dropped) = (0, 0);
+        let filtered = merged.filter_map(|item| match item {
+            Ok((k, c)) if keep(&k) => {
+                kept += 1;
+                Some(Ok((k, c)))
+            }
+            Ok((k, c)) => {
+                dropped += 1;
+                let mine = c.shard(own).cloned();
+                mine.map(|s| Ok((k, Cell::from_parts(c.epoch(), [s]))))
+            }
+            Err(e) => Some(Err(e)),
+        });
+        let output = self.write_table(ids, filtered)?;
+        self.versions.install_compacted(&inputs, output);
+        for t in &inputs {
+            if let Err(e) = std::fs::remove_file(t.path()) {
+                tracing::warn!(path = %t.path().display(), error = %e, "could not remove a rewritten table");
+            }
+        }
+        fsutil::sync_dir(&self.dir)?;
+        Ok((kept, dropped))
+    }
 }
 
 /// The largest group of similar-sized tables, if it has at least `min` of them.

@@ -70,6 +70,8 @@ use crate::version::{Version, VersionSet};
 use crate::work::{WorkReceiver, WorkSender};
 
 pub(crate) mod changes;
+#[cfg(test)]
+mod cleanup_tests;
 pub(crate) mod handover;
 pub(crate) mod scan;
 pub(crate) mod tails;
@@ -675,6 +677,18 @@ impl Engine {
     pub fn flush(&self) -> Result<()> {
         self.versions.freeze();
         self.background.flush_frozen()
+    }
+
+    /// Drops the cells of every key `keep` refuses (data this node no
+    /// longer replicates) from its tables, keeping this node's own shard of
+    /// each: a range that moves away and back must not lose an update this
+    /// node made (ScyllaDB #27306). Flushes first, then rewrites every
+    /// table into one. Answers the cells kept whole and those dropped.
+    pub fn cleanup(&self, keep: impl Fn(&Key) -> bool) -> Result<(u64, u64)> {
+        self.check_writable()?;
+        self.cache.trim(&keep, self.counter_id);
+        self.flush()?;
+        self.background.rewrite(&keep, self.counter_id)
     }
 
     /// Compacts every SSTable into one (a major compaction), and the

@@ -1009,6 +1009,24 @@ pub enum ClientOp {
         /// The removed node's id.
         node: String,
     },
+    /// Drop the data the answering node no longer replicates, but its own
+    /// shards; answered `Cleaned`.
+    Cleanup,
+}
+
+/// What a cleanup did, for `tally cleanup`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Encode, Decode)]
+pub struct WireCleaned {
+    /// The node cleaned up.
+    pub node: String,
+    /// Cells it replicates, kept.
+    pub kept: u64,
+    /// Cells of keys it no longer replicates, dropped (but its own shards).
+    pub dropped: u64,
+    /// SSTable bytes before and after.
+    pub bytes_before: u64,
+    /// SSTable bytes after.
+    pub bytes_after: u64,
 }
 
 /// A client request frame.
@@ -1115,6 +1133,8 @@ pub enum ClientReply {
     Repaired(WireRepaired),
     /// Answer to `Decommission` and `RemoveNode`: the ring after.
     Ring(WireTopology),
+    /// Answer to `Cleanup`.
+    Cleaned(WireCleaned),
 }
 
 /// A client response frame.

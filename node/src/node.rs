@@ -432,6 +432,9 @@ impl Node {
                 .map(ClientReply::Repaired),
             ClientOp::Decommission { node } => self.change_ring(&node, false).await,
             ClientOp::RemoveNode { node } => self.change_ring(&node, true).await,
+            ClientOp::Cleanup => crate::topology::cleanup::run(&self.ctx)
+                .await
+                .map(ClientReply::Cleaned),
         }
     }
 

@@ -21,6 +21,7 @@
 //! and learns a newer one from any peer whose heartbeats announce it.
 
 pub(crate) mod change;
+pub(crate) mod cleanup;
 pub(crate) mod store;
 
 use tally_net::wire::{NodeState, WireTopology};

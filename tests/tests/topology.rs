@@ -359,3 +359,80 @@ fn a_node_of_another_cluster_cannot_join() {
         "{log}"
     );
 }
+
+#[test]
+fn cleanup_drops_what_moved_away_and_a_range_can_come_back() {
+    let mut cluster = Cluster::start(ClusterOptions {
+        joining: 1,
+        ..ClusterOptions::default()
+    })
+    .unwrap();
+    let want: Vec<i64> = (0..KEYS as i64).map(|k| k % 5 + 1).collect();
+    // Through each node in turn: every node leads some, so holds own shards.
+    rt().block_on(async {
+        for (k, &w) in want.iter().enumerate() {
+            let c = cluster.client(k % 3).await.unwrap();
+            c.add(key(k).as_bytes(), b"", w, Consistency::All)
+                .await
+                .unwrap();
+        }
+    });
+    cluster.join(3).unwrap();
+    wait_state(&cluster, "n1", "n4", "normal", Duration::from_secs(60));
+    cluster.wait_view(Duration::from_secs(10)).unwrap();
+    let out = tally_ok(&cluster, &["--json", "cleanup"]);
+    let cleaned: Value = serde_json::from_str(&out).unwrap();
+    let nodes = cleaned["cleaned"].as_array().unwrap();
+    assert_eq!(nodes.len(), 3, "the first ring's nodes: {out}");
+    for n in nodes {
+        let (kept, dropped) = (n["kept"].as_u64().unwrap(), n["dropped"].as_u64().unwrap());
+        // Four nodes, three replicas: each keeps about three quarters.
+        assert!(dropped > 20 && kept > 2 * dropped, "{n}");
+    }
+    let n4 = tally_ok(&cluster, &["--json", "--node", "n4", "cleanup"]);
+    assert!(
+        n4.contains("\"dropped\":0"),
+        "n4 replicates all it holds: {n4}"
+    );
+    assert_reads(&cluster, &[0, 1, 2, 3], &want);
+    // Restarted, the nodes know only what their files hold (no cache).
+    for i in 0..3 {
+        cluster.kill(i).unwrap();
+        cluster.restart(i).unwrap();
+    }
+    cluster.wait_all_up(Duration::from_secs(20)).unwrap();
+    cluster.wait_calm(Duration::from_millis(500)).unwrap();
+    // n4 leaves: its ranges come back to nodes that dropped them, which
+    // lead adds to them again from their own shards (ScyllaDB #27306).
+    tally_ok(&cluster, &["--node", "n4", "decommission"]);
+    cluster.kill(3).unwrap();
+    rt().block_on(async {
+        for via in 0..3 {
+            let c = cluster.client(via).await.unwrap();
+            for k in 0..KEYS {
+                c.add(key(k).as_bytes(), b"", 1, Consistency::All)
+                    .await
+                    .unwrap();
+            }
+        }
+    });
+    let want: Vec<i64> = want.iter().map(|w| w + 3).collect();
+    for alone in 0..3 {
+        for other in (0..3).filter(|&o| o != alone) {
+            cluster.kill(other).unwrap();
+        }
+        rt().block_on(async {
+            let c = cluster.client(alone).await.unwrap();
+            for (k, &w) in want.iter().enumerate() {
+                let got = c
+                    .get(key(k).as_bytes(), b"", Consistency::One)
+                    .await
+                    .unwrap();
+                assert_eq!(got, w, "{} on n{} alone", key(k), alone + 1);
+            }
+        });
+        for other in (0..3).filter(|&o| o != alone) {
+            cluster.restart(other).unwrap();
+        }
+    }
+}

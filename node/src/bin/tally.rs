@@ -167,6 +167,9 @@ enum Cmd {
         /// The dead node's id.
         node: String,
     },
+    /// After the ring changed: drop the data a node no longer replicates
+    /// (every node in turn, or the one `--node` names), but its own shards.
+    Cleanup,
     /// Unique counters: each member counted once.
     #[command(subcommand)]
     Unique(UniqueCmd),
@@ -306,6 +309,7 @@ async fn run(cli: &Cli) -> Result<(), Failure> {
         Cmd::Removenode { node } => {
             return ring::removenode(cli, node).await.map_err(Failure::other);
         }
+        Cmd::Cleanup => return ring::cleanup(cli).await.map_err(Failure::other),
         _ => {}
     }
     let writes = matches!(
@@ -452,7 +456,7 @@ async fn run(cli: &Cli) -> Result<(), Failure> {
             print_status(cli, &status).await?;
         }
         // Repaired node by node above, before any connection.
-        Cmd::Repair { .. } | Cmd::Decommission | Cmd::Removenode { .. } => {}
+        Cmd::Repair { .. } | Cmd::Decommission | Cmd::Removenode { .. } | Cmd::Cleanup => {}
     }
     Ok(())
 }

@@ -41,6 +41,8 @@ use crate::ctx::{Ctx, Placed};
 
 /// How long a peer may take to answer for its ring or store one.
 const RING_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a change waits for its participants to be seen up.
+const READY_WAIT: Duration = Duration::from_secs(5);
 /// How long a node may take to hand its ids to every other.
 const HAND_OVER_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -206,7 +208,14 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, change: Change) -> Result<Topology, Wire
     let begun = now
         .begin(change, rf)
         .map_err(|r| refused(ctx, &now, change, &r))?;
-    ready(ctx, &begun, change)?;
+    // A node restarted a moment ago may not be seen up yet: wait a little.
+    let deadline = tokio::time::Instant::now() + READY_WAIT;
+    while let Err(e) = ready(ctx, &begun, change) {
+        if e.kind != ErrorKind::Unavailable || tokio::time::Instant::now() >= deadline {
+            return Err(e);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     if begun.version != now.version {
         commit(ctx, &begun).await?;
     }

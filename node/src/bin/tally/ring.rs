@@ -1,6 +1,6 @@
 //! `tally decommission` and `tally removenode`: taking a node out of the
-//! ring (see `tally_node::topology`). Each waits for the change to end
-//! and prints the ring after it.
+//! ring (see `tally_node::topology`), each waiting for the change to end
+//! and printing the ring after it; and `tally cleanup` once it changed.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -8,10 +8,10 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 use tally_net::Client;
-use tally_net::wire::{ClientOp, ClientReply, WireTopology};
+use tally_net::wire::{ClientOp, ClientReply, WireCleaned, WireTopology};
 use tally_node::config::Config;
 
-use super::Cli;
+use super::{Cli, human};
 
 /// How long a change may take (it syncs every range that moves).
 const CHANGE_TIMEOUT: Duration = Duration::from_secs(3600);
@@ -56,6 +56,44 @@ pub(crate) async fn removenode(cli: &Cli, id: &str) -> Result<()> {
         Some(e) => Err(e).context("no other node answers"),
         None => bail!("the configuration names no other node"),
     }
+}
+
+/// `tally cleanup`: the node `--node` names, or every node in turn.
+pub(crate) async fn cleanup(cli: &Cli) -> Result<()> {
+    let config = Config::load(&cli.config)?;
+    let nodes: Vec<_> = match &cli.node {
+        Some(id) => vec![config.node(id)?.1.clone()],
+        None => config.nodes.iter().filter(|n| !n.join).cloned().collect(),
+    };
+    let mut done = Vec::new();
+    for n in nodes {
+        let client = Client::connect_with_timeout(n.client, CHANGE_TIMEOUT)
+            .await
+            .with_context(|| format!("cleanup of {}: connect to {}", n.id, n.client))?;
+        let c: WireCleaned = match client.call(ClientOp::Cleanup).await {
+            Ok(ClientReply::Cleaned(c)) => c,
+            Ok(other) => bail!("cleanup of {}: unexpected answer {other:?}", n.id),
+            Err(e) => return Err(e).with_context(|| format!("cleanup of {} failed", n.id)),
+        };
+        if !cli.json {
+            println!(
+                "cleanup of {}: {} cells kept, {} dropped (own shards kept); tables {} -> {}",
+                c.node,
+                c.kept,
+                c.dropped,
+                human(c.bytes_before),
+                human(c.bytes_after)
+            );
+        }
+        done.push(json!({
+            "node": c.node, "kept": c.kept, "dropped": c.dropped,
+            "bytes_before": c.bytes_before, "bytes_after": c.bytes_after,
+        }));
+    }
+    if cli.json {
+        println!("{}", json!({ "cleaned": done }));
+    }
+    Ok(())
 }
 
 async fn call(addr: SocketAddr, op: ClientOp) -> Result<WireTopology> {

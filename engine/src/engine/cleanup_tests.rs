@@ -1,0 +1,54 @@
+//! `Engine::cleanup`: the data a node no longer replicates goes, its own
+//! shards stay.
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use crate::{Cell, Engine, Key, Options, Shard};
+
+#[tokio::test]
+async fn cleanup_drops_what_is_not_kept_but_this_nodes_own_shards() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(dir.path(), Options::default()).unwrap();
+    let own = e.counter_id();
+    let key = |i: u32| Key::new(format!("k{i}").as_bytes(), b"").unwrap();
+    for i in 0..100 {
+        // Another node's shard on every key; this node's own on the even ones.
+        let theirs = Shard {
+            counter_id: 7,
+            clock: 1,
+            value: 10,
+        };
+        e.apply(
+            &key(i),
+            &Cell::from_parts(crate::Epoch::default(), [theirs]),
+        )
+        .await
+        .unwrap();
+        if i % 2 == 0 {
+            e.leader_add(&key(i), 1).await.unwrap();
+        }
+    }
+    let keep = |k: &Key| k.partition().ends_with(b"0") || k.partition().ends_with(b"5");
+    let (kept, dropped) = e.cleanup(keep).unwrap();
+    assert_eq!((kept, dropped), (20, 80));
+    for i in 0..100u32 {
+        let c = e.get(&key(i)).unwrap();
+        let want = match (i % 5 == 0, i % 2 == 0) {
+            (true, true) => 11, // kept whole
+            (true, false) => 10,
+            (false, true) => 1, // only its own shard
+            (false, false) => 0,
+        };
+        assert_eq!(c.value(), Ok(want), "k{i}");
+        assert_eq!(c.shard(own).is_some(), i % 2 == 0, "k{i}");
+    }
+    // Keeping nothing: the 60 cells left go, but for the own shards.
+    assert_eq!(e.cleanup(|_| false).unwrap(), (0, 60));
+    for i in 0..100u32 {
+        let want = if i % 2 == 0 { 1 } else { 0 };
+        assert_eq!(e.get(&key(i)).unwrap().value(), Ok(want), "k{i}");
+    }
+    // An empty engine cleans up to nothing.
+    let empty = tempfile::tempdir().unwrap();
+    let e2 = Engine::open(empty.path(), Options::default()).unwrap();
+    assert_eq!(e2.cleanup(|_| false).unwrap(), (0, 0));
+}
