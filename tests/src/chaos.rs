@@ -23,6 +23,8 @@
 //! - `join`, `decommission`, `removenode`: the ring changes (see
 //!   `topology`): a spare node joins, a member leaves, a member is killed
 //!   and removed; every later fault picks among the members;
+//! - `cleanup`: not a fault but an operation that races the workload: a
+//!   `tally cleanup` of a member (refused while a ring change runs);
 //! - `stall`: a node's disk stops taking commit log writes while the node
 //!   keeps serving (its new records stay in memory, its shards and their
 //!   ids still reach the replicas), then it is killed with `kill -9` and
@@ -156,6 +158,7 @@ pub const ALL_FAULT_KINDS: &[&str] = &[
     "stall",
     "removenode",
     "repair",
+    "cleanup",
 ];
 
 impl Default for ChaosOptions {
@@ -286,8 +289,8 @@ impl std::fmt::Display for Summary {
         let (c, members) = &self.topology;
         writeln!(
             f,
-            "ring changes: {} joined, {} decommissioned, {} removed; members at the end: {members:?}",
-            c.joined, c.decommissioned, c.removed
+            "ring changes: {} joined, {} decommissioned, {} removed; {} cleanups dropped {} cells; members at the end: {members:?}",
+            c.joined, c.decommissioned, c.removed, c.cleanups, c.cells_dropped
         )?;
         let (moved, left) = self.repair;
         writeln!(
@@ -538,6 +541,7 @@ fn inject_all(
                 let mut f = Fault {
                     rng: &mut rng,
                     repairs: &mut repairs,
+                    changes: &mut changes,
                 };
                 inject(cluster, ring, proxies, kind, hold, &mut f)?;
             }
@@ -630,6 +634,7 @@ fn summarize(
 struct Fault<'a> {
     rng: &'a mut SmallRng,
     repairs: &'a mut (usize, u64),
+    changes: &'a mut Changes,
 }
 
 fn inject(
@@ -646,6 +651,18 @@ fn inject(
     let at = rng.random_range(0..n);
     let victim = members[at];
     match kind {
+        "cleanup" => {
+            let started = Instant::now();
+            let done = crate::runtime().block_on(async {
+                let c = cluster.client(victim).await?;
+                anyhow::Ok(c.call(ClientOp::Cleanup).await)
+            })?;
+            if let Ok(ClientReply::Cleaned(c)) = done {
+                f.changes.cleanups += 1;
+                f.changes.cells_dropped += c.dropped;
+            }
+            std::thread::sleep(hold.saturating_sub(started.elapsed()));
+        }
         "repair" => {
             let started = Instant::now();
             let done = crate::runtime().block_on(async {

@@ -229,9 +229,11 @@ fn a_chaos_run_with_ring_changes_finds_no_violation() {
     let opts = ChaosOptions {
         duration: Duration::from_secs(seconds().min(40)),
         fault_interval: Duration::from_secs(3),
+        // A cleanup while four nodes hold three replicas drops cells.
         fault_kinds: &[
             "join",
             "kill",
+            "cleanup",
             "decommission",
             "join",
             "pause",
@@ -239,6 +241,8 @@ fn a_chaos_run_with_ring_changes_finds_no_violation() {
         ],
         spares: 2,
         seed: 9,
+        // Enough partitions that a node of four holds only some of them.
+        keys: 16,
         ..ChaosOptions::default()
     };
     let summary = run(&opts).unwrap();
@@ -246,6 +250,10 @@ fn a_chaos_run_with_ring_changes_finds_no_violation() {
     let (changes, members) = &summary.topology;
     assert!(changes.joined >= 2, "{summary}");
     assert!(changes.decommissioned + changes.removed >= 2, "{summary}");
+    assert!(
+        changes.cleanups >= 1 && changes.cells_dropped > 0,
+        "{summary}"
+    );
     assert_eq!(members.len(), 3, "{summary}");
     assert!(summary.exact.0 > 100 && summary.unique.0 > 100, "{summary}");
     assert!(summary.report.violations.is_empty(), "{summary}");

@@ -26,9 +26,9 @@ impl Engine {
         encoded.all_blocks().map(<[u8]>::to_vec).collect()
     }
 
-    /// Takes in a block another node exported: its adds are answered here
-    /// from now on, and reach this node's ids files with the next flush.
-    /// Answers how many entries it held; a malformed block is refused whole.
+    /// Takes in a block another node exported: written to an ids file of
+    /// its own (fsync'd) before its adds are answered here. Answers how
+    /// many entries it held; a malformed block is refused whole.
     pub fn ids_import(&self, block: &[u8]) -> Result<u64> {
         let bad = |why: String| Error::BadOpId(format!("handed-over ids: {why}"));
         if block.len() > IDS_BLOCK_BYTES_MAX {
@@ -43,11 +43,7 @@ impl Engine {
                 .map_err(|e| bad(e.0.to_string()))?;
             entries.push(entry);
         }
-        let now = crate::ids::now_ms();
-        let ledger = self.ids.ledger();
-        for entry in &entries {
-            ledger.load(entry.clone(), now, true);
-        }
+        self.ids.import(&entries)?;
         Ok(entries.len() as u64)
     }
 }
@@ -76,11 +72,29 @@ mod tests {
         let key = Key::new(b"p", b"").unwrap();
         let first = add_once(&a, &key, 5, 7);
         assert_eq!(first.value(), 5);
+        let ids_files = |dir: &std::path::Path| {
+            std::fs::read_dir(dir)
+                .unwrap()
+                .filter(|e| {
+                    e.as_ref()
+                        .unwrap()
+                        .path()
+                        .extension()
+                        .is_some_and(|x| x == "ids")
+                })
+                .count()
+        };
+        let before = ids_files(b_dir.path());
         let mut entries = 0;
         for block in a.ids_export() {
             entries += b.ids_import(&block).unwrap();
         }
         assert_eq!(entries, 1);
+        assert_eq!(
+            ids_files(b_dir.path()),
+            before + 1,
+            "durable before it answers"
+        );
         let retried = add_once(&b, &key, 5, 7);
         assert!(!matches!(retried, Once::Applied(_)), "{retried:?}");
         assert_eq!(retried.value(), 5, "answered with the first value");

@@ -103,6 +103,22 @@ impl IdsStore {
         Ok(())
     }
 
+    /// Takes in another applier's entries (a ring change): written to a
+    /// file of their own, durably, before the ledger answers from them, so
+    /// that a crash right after cannot forget them.
+    pub(crate) fn import(&self, entries: &[super::Entry]) -> Result<()> {
+        let mut files = self.files.lock();
+        let id = files.last().map_or(1, |(id, _)| id + 1);
+        let path = file::write(&self.dir, id, entries, &[])?;
+        files.push((id, path));
+        drop(files);
+        let now = now_ms();
+        for entry in entries {
+            self.ledger.load(entry.clone(), now, false);
+        }
+        Ok(())
+    }
+
     /// Bytes of ids files on disk.
     pub(crate) fn file_bytes(&self) -> u64 {
         self.files

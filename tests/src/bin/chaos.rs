@@ -98,6 +98,10 @@ struct Args {
     /// do not sync the ranges that move.
     #[arg(long)]
     unsafe_skip_sync: bool,
+    /// The fault kinds to take turns with, comma-separated (default: all
+    /// of them, the ring changes only with spares).
+    #[arg(long, value_delimiter = ',')]
+    faults_only: Vec<String>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -139,10 +143,16 @@ fn main() {
         idle_repair: a.unsafe_idle_repair,
         spares: a.spares,
         skip_sync: a.unsafe_skip_sync,
-        fault_kinds: if a.spares > 0 {
-            ALL_FAULT_KINDS
-        } else {
-            FAULT_KINDS
+        fault_kinds: match a.faults_only.as_slice() {
+            [] if a.spares > 0 => ALL_FAULT_KINDS,
+            [] => FAULT_KINDS,
+            // Leaked: the options live as long as the run, and it ends the process.
+            kinds => Vec::leak(
+                kinds
+                    .iter()
+                    .map(|k| &*String::leak(k.clone()))
+                    .collect::<Vec<&'static str>>(),
+            ),
         },
         ..ChaosOptions::default()
     };

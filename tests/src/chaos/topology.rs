@@ -48,6 +48,10 @@ pub struct Changes {
     pub decommissioned: usize,
     /// Nodes removed while dead.
     pub removed: usize,
+    /// Cleanups that ran (the `cleanup` operation).
+    pub cleanups: usize,
+    /// Cells they dropped.
+    pub cells_dropped: u64,
 }
 
 impl Membership {
