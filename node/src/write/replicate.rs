@@ -244,9 +244,11 @@ fn groups(writes: &[Write]) -> Vec<Vec<usize>> {
     groups
 }
 
-/// Whether two replica lists name the same nodes, in any order.
-fn same_nodes(a: &[usize], b: &[usize]) -> bool {
-    a.len() == b.len() && b.iter().all(|r| a.contains(r))
+/// Whether two writes go to the same nodes, in any order: the same
+/// natural replicas and the same pending ones (a ring change in progress).
+fn same_nodes(a: &Replicas, b: &Replicas) -> bool {
+    let same = |x: &[usize], y: &[usize]| x.len() == y.len() && y.iter().all(|r| x.contains(r));
+    same(a, b) && same(a.pending(), b.pending())
 }
 
 #[cfg(test)]
@@ -278,5 +280,18 @@ mod tests {
         }
         assert!(orders > 0, "the ring gave no set of replicas in two orders");
         assert!(sets > 0, "the ring gave one set of replicas only");
+    }
+
+    /// During a ring change writes to the same natural replicas may have
+    /// different pending ones: each must reach its own.
+    #[test]
+    fn writes_with_other_pending_replicas_are_grouped_apart() {
+        let plain = Replicas::new(&[0, 1, 2], &[]);
+        let to_n4 = Replicas::new(&[1, 0, 2], &[3]);
+        let to_n5 = Replicas::new(&[0, 1, 2], &[4]);
+        assert!(same_nodes(&plain, &Replicas::new(&[2, 1, 0], &[])));
+        assert!(!same_nodes(&plain, &to_n4));
+        assert!(!same_nodes(&to_n4, &to_n5));
+        assert!(same_nodes(&to_n4, &Replicas::new(&[0, 1, 2], &[3])));
     }
 }
