@@ -168,6 +168,7 @@ fn the_cluster_grows_to_five_and_shrinks_to_three_under_load() {
         let out = tally_ok(&cluster, &["--node", id, "decommission"]);
         assert!(out.contains(&format!("{id} left the ring")), "{out}");
         assert_eq!(state_of(&cluster, "n1", id), "left");
+        assert_eq!(state_of(&cluster, id, id), "left", "{id} knows it left");
         cluster.kill(i).unwrap();
         std::thread::sleep(Duration::from_millis(300));
     }

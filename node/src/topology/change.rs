@@ -217,7 +217,7 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, change: Change) -> Result<Topology, Wire
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     if begun.version != now.version {
-        commit(ctx, &begun).await?;
+        commit(ctx, &now, &begun).await?;
     }
     ctx.sync_delay().await;
     info!(version = begun.version, node = %ctx.name(change.node()), "{}: syncing", change.verb());
@@ -229,7 +229,7 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, change: Change) -> Result<Topology, Wire
     info!(version = begun.version, summary = ?synced, "synced");
     let switching = begun.switch().expect("a change is in progress");
     if switching.version != begun.version {
-        commit(ctx, &switching).await?;
+        commit(ctx, &begun, &switching).await?;
     }
     // Members admitted by their old appliers until the switch reach the
     // new ones: ranges synced again, now that no such admission is made.
@@ -238,7 +238,7 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, change: Change) -> Result<Topology, Wire
     }
     hand_over_ids(ctx, &switching).await?;
     let done = switching.finish().expect("a change is in progress");
-    commit(ctx, &done).await?;
+    commit(ctx, &switching, &done).await?;
     info!(version = done.version, node = %ctx.name(change.node()), "topology change done");
     Ok(done)
 }
@@ -268,9 +268,16 @@ fn ready(ctx: &Ctx, begun: &Topology, change: Change) -> Result<(), WireError> {
     Ok(())
 }
 
-/// Has every participant of `next` store it, in config order.
-async fn commit(ctx: &Arc<Ctx>, next: &Topology) -> Result<(), WireError> {
-    for n in next.participants() {
+/// Has every participant of `next` store it, and those of `from` (a
+/// node that has just left learns it too), in config order.
+async fn commit(ctx: &Arc<Ctx>, from: &Topology, next: &Topology) -> Result<(), WireError> {
+    let mut nodes = next.participants();
+    // Not a node being removed: it is down for good.
+    let removed = |n: &usize| next.states[*n] == NodeState::Removing;
+    nodes.extend(from.participants().into_iter().filter(|n| !removed(n)));
+    nodes.sort_unstable();
+    nodes.dedup();
+    for n in nodes {
         let req = PeerRequest::Adopt {
             topology: next.to_wire(),
         };
