@@ -222,14 +222,14 @@ fn the_checker_catches_nodes_that_skip_learning_their_lost_ids() {
 }
 
 /// Ring changes under the workload: spare nodes join, members are
-/// decommissioned and removed, among kills and pauses. Every acknowledged
-/// add, id and member is read back through the members at the end.
+/// decommissioned, a cleanup runs while four nodes hold three replicas,
+/// among kills and pauses. Every acknowledged add, id and member is read
+/// back through the members at the end.
 #[test]
 fn a_chaos_run_with_ring_changes_finds_no_violation() {
     let opts = ChaosOptions {
         duration: Duration::from_secs(seconds().min(40)),
         fault_interval: Duration::from_secs(3),
-        // A cleanup while four nodes hold three replicas drops cells.
         fault_kinds: &[
             "join",
             "kill",
@@ -237,7 +237,7 @@ fn a_chaos_run_with_ring_changes_finds_no_violation() {
             "decommission",
             "join",
             "pause",
-            "removenode",
+            "decommission",
         ],
         spares: 2,
         seed: 9,
@@ -249,13 +249,37 @@ fn a_chaos_run_with_ring_changes_finds_no_violation() {
     println!("{summary}");
     let (changes, members) = &summary.topology;
     assert!(changes.joined >= 2, "{summary}");
-    assert!(changes.decommissioned + changes.removed >= 2, "{summary}");
+    assert!(changes.decommissioned >= 2, "{summary}");
     assert!(
         changes.cleanups >= 1 && changes.cells_dropped > 0,
         "{summary}"
     );
     assert_eq!(members.len(), 3, "{summary}");
     assert!(summary.exact.0 > 100 && summary.unique.0 > 100, "{summary}");
+    assert!(summary.report.violations.is_empty(), "{summary}");
+}
+
+/// Members killed and removed under the workload. Without adds with ids:
+/// a removed node takes the ids it alone remembered with it, so a retry
+/// of an add it applied but whose answer was lost is applied again (the
+/// README says so, and the exact checker reports it when it happens).
+#[test]
+fn a_chaos_run_with_removed_nodes_finds_no_violation() {
+    let opts = ChaosOptions {
+        duration: Duration::from_secs(seconds().min(30)),
+        fault_interval: Duration::from_secs(3),
+        fault_kinds: &["join", "kill", "removenode", "join", "pause", "removenode"],
+        spares: 2,
+        seed: 10,
+        exact_workers: 0,
+        ..ChaosOptions::default()
+    };
+    let summary = run(&opts).unwrap();
+    println!("{summary}");
+    let (changes, members) = &summary.topology;
+    assert!(changes.joined >= 2 && changes.removed >= 2, "{summary}");
+    assert_eq!(members.len(), 3, "{summary}");
+    assert!(summary.unique.0 > 100, "{summary}");
     assert!(summary.report.violations.is_empty(), "{summary}");
 }
 
