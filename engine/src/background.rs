@@ -213,25 +213,7 @@ impl Background {
         {
             return Ok(()); // Someone compacted these already.
         }
-        let ids: Vec<u64> = inputs
-            .iter()
-            .flat_map(|t| t.counter_ids().iter().copied())
-            .collect();
-        let merged = MergeIter {
-            fold_before_ms: crate::cell::now_ms().saturating_sub(EXPIRED_GRACE_MS),
-            inputs: inputs
-                .iter()
-                .map(|t| t.iter_from(None).peekable())
-                .collect(),
-        };
-        let output = self.write_table(ids, merged)?;
-        self.versions.install_compacted(&inputs, output.clone());
-        for t in &inputs {
-            if let Err(e) = std::fs::remove_file(t.path()) {
-                tracing::warn!(path = %t.path().display(), error = %e, "could not remove compacted table");
-            }
-        }
-        fsutil::sync_dir(&self.dir)?;
+        let output = self.replace(&inputs, merged(&inputs))?;
         tracing::debug!(
             inputs = inputs.len(),
             output = output.id(),
@@ -250,19 +232,8 @@ impl Background {
         if inputs.is_empty() {
             return Ok((0, 0));
         }
-        let ids: Vec<u64> = inputs
-            .iter()
-            .flat_map(|t| t.counter_ids().iter().copied())
-            .collect();
-        let merged = MergeIter {
-            fold_before_ms: crate::cell::now_ms().saturating_sub(EXPIRED_GRACE_MS),
-            inputs: inputs
-                .iter()
-                .map(|t| t.iter_from(None).peekable())
-                .collect(),
-        };
         let (mut kept, mut dropped) = (0, 0);
-        let filtered = merged.filter_map(|item| match item {
+        let filtered = merged(&inputs).filter_map(|item| match item {
             Ok((k, c)) if keep(&k) => {
                 kept += 1;
                 Some(Ok((k, c)))
@@ -274,15 +245,42 @@ impl Background {
             }
             Err(e) => Some(Err(e)),
         });
-        let output = self.write_table(ids, filtered)?;
-        self.versions.install_compacted(&inputs, output);
-        for t in &inputs {
+        self.replace(&inputs, filtered)?;
+        Ok((kept, dropped))
+    }
+
+    /// Writes `cells` (made of `inputs`) to one new table and swaps it in
+    /// for them, durably.
+    fn replace(
+        &self,
+        inputs: &[Arc<Table>],
+        cells: impl Iterator<Item = Result<(Key, Cell)>>,
+    ) -> Result<Arc<Table>> {
+        let ids: Vec<u64> = inputs
+            .iter()
+            .flat_map(|t| t.counter_ids().iter().copied())
+            .collect();
+        let output = self.write_table(ids, cells)?;
+        self.versions.install_compacted(inputs, output.clone());
+        for t in inputs {
             if let Err(e) = std::fs::remove_file(t.path()) {
-                tracing::warn!(path = %t.path().display(), error = %e, "could not remove a rewritten table");
+                tracing::warn!(path = %t.path().display(), error = %e, "could not remove a replaced table");
             }
         }
         fsutil::sync_dir(&self.dir)?;
-        Ok((kept, dropped))
+        Ok(output)
+    }
+}
+
+/// Every cell of `inputs`, merged; counters expired past the grace fold
+/// into tombstones.
+fn merged(inputs: &[Arc<Table>]) -> MergeIter {
+    MergeIter {
+        fold_before_ms: crate::cell::now_ms().saturating_sub(EXPIRED_GRACE_MS),
+        inputs: inputs
+            .iter()
+            .map(|t| t.iter_from(None).peekable())
+            .collect(),
     }
 }
 

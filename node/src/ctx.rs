@@ -175,6 +175,16 @@ impl Ctx {
         tally_net::once::applier(&now, client) != tally_net::once::applier(&then, client)
     }
 
+    /// The version of the ring this node uses (no copy of the ring).
+    pub(crate) fn ring_version(&self) -> u64 {
+        self.placed.read().topology.version
+    }
+
+    /// Where `node` stands in this node's ring (no copy of the ring).
+    pub(crate) fn node_state(&self, node: usize) -> tally_net::wire::NodeState {
+        self.placed.read().topology.states[node]
+    }
+
     /// The membership this node knows.
     pub(crate) fn topology(&self) -> Topology {
         self.placed.read().topology.clone()
@@ -309,7 +319,7 @@ impl Ctx {
                     "{} is not a replica of the key in ring version {} and leads no {what} \
                      for it; nothing was applied",
                     self.name(self.me),
-                    self.topology().version
+                    self.ring_version()
                 ),
             ),
             // Unavailable, so that it is retried: the sender's ring may
@@ -320,7 +330,7 @@ impl Ctx {
                     "{} does not apply this client's ids for the key in ring version {} \
                      ({} does); nothing was applied",
                     self.name(self.me),
-                    self.topology().version,
+                    self.ring_version(),
                     self.name(applier)
                 ),
             ),

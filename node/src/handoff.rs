@@ -38,7 +38,7 @@ async fn deliver(ctx: Weak<Ctx>) {
             // A node that left the ring needs none (its ranges moved with
             // every write they had); hints for it can still come from
             // writes begun before it left.
-            if ctx.topology().states[peer] == tally_net::wire::NodeState::Left {
+            if ctx.node_state(peer) == tally_net::wire::NodeState::Left {
                 if ctx.hints.count(peer) > 0
                     && let Err(e) = ctx.hints.forget(peer)
                 {

@@ -161,7 +161,7 @@ impl Node {
     /// finishes its join if one was begun; nothing if it is a member.
     pub async fn join(&self) -> Result<(), WireError> {
         use tally_net::wire::NodeState;
-        let state = self.ctx.topology().states[self.ctx.me];
+        let state = self.ctx.node_state(self.ctx.me);
         if state == NodeState::Normal {
             tracing::info!("this node is a member of the ring already");
             return Ok(());

@@ -56,7 +56,7 @@ impl Handler for PeerHandler {
     }
 
     fn ring_version(&self) -> u64 {
-        self.ctx.upgrade().map_or(0, |ctx| ctx.topology().version)
+        self.ctx.upgrade().map_or(0, |ctx| ctx.ring_version())
     }
 
     fn handle(&self, from: usize, reqs: Vec<PeerRequest>) -> BoxFuture<Vec<PeerResponse>> {
@@ -107,7 +107,7 @@ impl Handler for PeerHandler {
                     // Heartbeats are answered by the transport; one that
                     // gets here is answered all the same.
                     PeerRequest::Ping { .. } => {
-                        let ring = ctx.topology().version;
+                        let ring = ctx.ring_version();
                         out[i] = Some(match ctx.engine.not_writable() {
                             None => PeerResponse::Pong { ring },
                             Some(why) => PeerResponse::PongNotWritable {

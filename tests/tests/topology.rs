@@ -118,6 +118,29 @@ fn assert_reads(cluster: &Cluster, members: &[usize], want: &[i64]) {
     });
 }
 
+/// Asserts that each of n1..n3, the others killed, holds `want[k]` for
+/// every key (read at ONE through it: its own copy); restarts the others.
+fn assert_each_alone_reads(cluster: &mut Cluster, want: &[i64]) {
+    for alone in 0..3 {
+        for other in (0..3).filter(|&o| o != alone) {
+            cluster.kill(other).unwrap();
+        }
+        rt().block_on(async {
+            let c = cluster.client(alone).await.unwrap();
+            for (k, &w) in want.iter().enumerate() {
+                let got = c
+                    .get(key(k).as_bytes(), b"", Consistency::One)
+                    .await
+                    .unwrap();
+                assert_eq!(got, w, "{} on n{} alone", key(k), alone + 1);
+            }
+        });
+        for other in (0..3).filter(|&o| o != alone) {
+            cluster.restart(other).unwrap();
+        }
+    }
+}
+
 /// Cells node `i` holds, by its own status.
 fn cells(cluster: &Cluster, i: usize) -> u64 {
     let id = &cluster.nodes[i].id;
@@ -258,24 +281,7 @@ fn a_dead_node_is_removed_and_its_ranges_re_replicated() {
 
     // Every range has its three replicas among n1..n3 again: each alone
     // holds every value.
-    for alone in 0..3 {
-        for other in (0..3).filter(|&o| o != alone) {
-            cluster.kill(other).unwrap();
-        }
-        rt().block_on(async {
-            let c = cluster.client(alone).await.unwrap();
-            for (k, &w) in want.iter().enumerate() {
-                let got = c
-                    .get(key(k).as_bytes(), b"", Consistency::One)
-                    .await
-                    .unwrap();
-                assert_eq!(got, w, "{} on n{} alone", key(k), alone + 1);
-            }
-        });
-        for other in (0..3).filter(|&o| o != alone) {
-            cluster.restart(other).unwrap();
-        }
-    }
+    assert_each_alone_reads(&mut cluster, &want);
 }
 
 #[test]
@@ -418,22 +424,5 @@ fn cleanup_drops_what_moved_away_and_a_range_can_come_back() {
         }
     });
     let want: Vec<i64> = want.iter().map(|w| w + 3).collect();
-    for alone in 0..3 {
-        for other in (0..3).filter(|&o| o != alone) {
-            cluster.kill(other).unwrap();
-        }
-        rt().block_on(async {
-            let c = cluster.client(alone).await.unwrap();
-            for (k, &w) in want.iter().enumerate() {
-                let got = c
-                    .get(key(k).as_bytes(), b"", Consistency::One)
-                    .await
-                    .unwrap();
-                assert_eq!(got, w, "{} on n{} alone", key(k), alone + 1);
-            }
-        });
-        for other in (0..3).filter(|&o| o != alone) {
-            cluster.restart(other).unwrap();
-        }
-    }
+    assert_each_alone_reads(&mut cluster, &want);
 }

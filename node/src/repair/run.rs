@@ -83,7 +83,7 @@ pub(crate) async fn repair(
     // A checkpoint of another ring, or of another range, is not resumed.
     let range_id = only.map_or(0, |r| (r.start as u64).rotate_left(29) ^ r.end as u64);
     let ring = checkpoint::ring_id(&ctx.config.node_ids(), c.vnodes, c.replication_factor)
-        ^ ctx.topology().version.rotate_left(17)
+        ^ ctx.ring_version().rotate_left(17)
         ^ range_id;
     let resumed = checkpoint::load(&dir, ring);
     let mut mark = resumed.clone().unwrap_or(Checkpoint {

@@ -211,7 +211,7 @@ fn applier_moving(ctx: &Ctx) -> WireError {
         format!(
             "the ring is switching over (version {}) and moves the applier of this client's \
              ids for the partition; nothing was applied: retry the same id",
-            ctx.topology().version
+            ctx.ring_version()
         ),
     )
 }
