@@ -19,6 +19,7 @@ use anyhow::{Context, Result, bail};
 use rand::Rng;
 use rand::rngs::SmallRng;
 use serde_json::Value;
+use tally_net::Client;
 use tally_net::wire::{ClientOp, ClientReply};
 
 use crate::Cluster;
@@ -97,7 +98,7 @@ pub(crate) fn inject(
         "decommission" if can_leave => {
             let node = m.pick(rng);
             let id = cluster.nodes[node].id.clone();
-            change(cluster, node, ClientOp::Decommission { node: id })?;
+            change(cluster, node, node, ClientOp::Decommission { node: id })?;
             leave(cluster, m, node)?;
             done.decommissioned += 1;
         }
@@ -107,7 +108,7 @@ pub(crate) fn inject(
             let others: Vec<usize> = m.members.iter().copied().filter(|&n| n != node).collect();
             let via = others[rng.random_range(0..others.len())];
             let id = cluster.nodes[node].id.clone();
-            change(cluster, via, ClientOp::RemoveNode { node: id })?;
+            change(cluster, via, node, ClientOp::RemoveNode { node: id })?;
             leave(cluster, m, node)?;
             done.removed += 1;
         }
@@ -124,13 +125,17 @@ fn leave(cluster: &mut Cluster, m: &mut Membership, node: usize) -> Result<()> {
     Ok(())
 }
 
-/// Runs a change through node `via`, again and again while it cannot run
-/// yet, until it is done.
-fn change(cluster: &Cluster, via: usize, op: ClientOp) -> Result<()> {
+/// Runs a change that takes node `node` out of the ring through node
+/// `via`, again and again while it cannot run yet, until it is done. The
+/// call waits as long as the change may take, as `tally decommission` does;
+/// an attempt that failed on the way may still have finished the change,
+/// which the next attempt then finds (`node` has left).
+fn change(cluster: &Cluster, via: usize, node: usize, op: ClientOp) -> Result<()> {
     let deadline = Instant::now() + CHANGE_DEADLINE;
+    let addr = cluster.nodes[via].client;
     loop {
         let answer = crate::runtime().block_on(async {
-            let c = cluster.client(via).await?;
+            let c = Client::connect_with_timeout(addr, CHANGE_DEADLINE).await?;
             anyhow::Ok(c.call(op.clone()).await)
         });
         let why = match answer {
@@ -139,6 +144,9 @@ fn change(cluster: &Cluster, via: usize, op: ClientOp) -> Result<()> {
             Ok(Err(e)) => e.to_string(),
             Err(e) => e.to_string(),
         };
+        if has_left(cluster, via, node) {
+            return Ok(());
+        }
         if Instant::now() > deadline {
             bail!("{op:?} through n{} did not finish: {why}", via + 1);
         }
@@ -161,6 +169,14 @@ fn wait_member(cluster: &Cluster, node: usize) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// Whether node `via` sees node `node` as left the ring.
+fn has_left(cluster: &Cluster, via: usize, node: usize) -> bool {
+    let id = &cluster.nodes[node].id;
+    cluster
+        .status_json(Some(&cluster.nodes[via].id))
+        .is_ok_and(|s| state(&s, id).as_deref() == Some("left"))
 }
 
 /// Node `id`'s state in `tally status --json`.
