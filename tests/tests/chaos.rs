@@ -212,6 +212,9 @@ fn the_checker_catches_nodes_that_skip_learning_their_lost_ids() {
         fault_kinds: &["stall"],
         seed: 5,
         skip_tails: true,
+        // Keys enough that every node applies some, whichever one stalls.
+        exact_keys: 6,
+        exact_workers: 4,
         ..ChaosOptions::default()
     };
     let summary = run(&opts).unwrap();
