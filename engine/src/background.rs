@@ -273,10 +273,12 @@ impl Background {
 }
 
 /// Every cell of `inputs`, merged; counters expired past the grace fold
-/// into tombstones.
+/// into tombstones, and retired incarnations' shards into bases (by the
+/// generations installed: `cell::fold`).
 fn merged(inputs: &[Arc<Table>]) -> MergeIter {
     MergeIter {
         fold_before_ms: crate::cell::now_ms().saturating_sub(EXPIRED_GRACE_MS),
+        folds: Some(crate::cell::fold::installed()),
         inputs: inputs
             .iter()
             .map(|t| t.iter_from(None).peekable())
@@ -320,6 +322,8 @@ pub(crate) const EXPIRED_GRACE_MS: u64 = 60 * 60 * 1000;
 /// nothing).
 pub(crate) struct MergeIter<I: Iterator<Item = Result<(Key, Cell)>> = TableIter> {
     pub(crate) fold_before_ms: u64,
+    /// The fold generations to fold cells by, if any.
+    pub(crate) folds: Option<Arc<crate::cell::Folds>>,
     pub(crate) inputs: Vec<std::iter::Peekable<I>>,
 }
 
@@ -347,6 +351,9 @@ impl<I: Iterator<Item = Result<(Key, Cell)>>> Iterator for MergeIter<I> {
             }
         }
         cell.fold_expired(self.fold_before_ms);
+        if let Some(folds) = &self.folds {
+            cell.fold_retired(folds);
+        }
         Some(Ok((min, cell)))
     }
 }

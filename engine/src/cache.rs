@@ -94,6 +94,24 @@ impl CounterCache {
         }
     }
 
+    /// Folds every cached cell by `folds` (see `Engine::fold`).
+    pub(crate) fn fold(&self, folds: &crate::cell::Folds) {
+        for stripe in self.stripes.iter() {
+            for cached in stripe.lock().cells.values_mut() {
+                cached.cell.fold_retired(folds);
+            }
+        }
+    }
+
+    /// Adds the counter_ids of every cached cell's shards to `ids`.
+    pub(crate) fn counter_ids(&self, ids: &mut std::collections::BTreeSet<u64>) {
+        for stripe in self.stripes.iter() {
+            for cached in stripe.lock().cells.values() {
+                ids.extend(cached.cell.shards().iter().map(|s| s.counter_id));
+            }
+        }
+    }
+
     /// Cells cached now.
     pub(crate) fn len(&self) -> usize {
         self.stripes.iter().map(|s| s.lock().cells.len()).sum()

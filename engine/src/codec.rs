@@ -7,8 +7,10 @@
 //! log) or a varint index into the table's counter-id dictionary (SSTable).
 //! The header (`varint origin | zigzag base | varint at_ms | varint stamp ms |
 //! varint stamp id`) is there only when the `EXTENDED` bit is set: an epoch
-//! that was SET or expires. A plain counter's cell is written as before the
-//! header existed, so files of older versions read the same.
+//! that was SET or expires. A `varint fold` (the fold generation its base
+//! includes, see `cell::fold`) follows when the `FOLDED` bit is set. A plain
+//! counter's cell is written as before either existed, so files of older
+//! versions read the same.
 //!
 //! Decoding never trusts a length: each one is checked against its limit and
 //! against the bytes that remain before anything is allocated.
@@ -18,6 +20,8 @@ use crate::cell::{Cell, Epoch, Expiry, SHARDS_MAX, Shard, Stamp};
 /// The bit of a cell's shard count that says a header follows: above any
 /// count a cell may hold, so no older file has it set.
 const EXTENDED: u64 = 1 << 13;
+/// The bit of a cell's shard count that says a fold generation follows.
+const FOLDED: u64 = 1 << 14;
 const _: () = assert!(SHARDS_MAX < EXTENDED as usize);
 use crate::key::{self, Key};
 
@@ -60,10 +64,11 @@ pub fn put_cell_parts(
     mut put_id: impl FnMut(&mut Vec<u8>, u64),
 ) {
     put_varint(buf, epoch.n);
-    let extended = epoch != Epoch::at(epoch.n);
+    let extended = Epoch { fold: 0, ..epoch } != Epoch::at(epoch.n);
+    let folded = epoch.fold != 0;
     put_varint(
         buf,
-        shards.len() as u64 | if extended { EXTENDED } else { 0 },
+        shards.len() as u64 | if extended { EXTENDED } else { 0 } | if folded { FOLDED } else { 0 },
     );
     if extended {
         put_varint(buf, epoch.origin);
@@ -71,6 +76,9 @@ pub fn put_cell_parts(
         put_varint(buf, epoch.expiry.at_ms);
         put_varint(buf, epoch.expiry.stamp.ms);
         put_varint(buf, epoch.expiry.stamp.id);
+    }
+    if folded {
+        put_varint(buf, u64::from(epoch.fold));
     }
     for s in shards {
         put_id(buf, s.counter_id);
@@ -217,7 +225,7 @@ impl<'a> Cursor<'a> {
     fn epoch(&mut self) -> Result<(Epoch, usize), DecodeError> {
         let n = self.varint()?;
         let count = self.varint()?;
-        let shards = usize::try_from(count & !EXTENDED)
+        let shards = usize::try_from(count & !(EXTENDED | FOLDED))
             .ok()
             .filter(|c| *c <= SHARDS_MAX)
             .ok_or(DecodeError("shard count over the limit"))?;
@@ -232,6 +240,10 @@ impl<'a> Cursor<'a> {
                     id: self.varint()?,
                 },
             };
+        }
+        if count & FOLDED != 0 {
+            epoch.fold = u32::try_from(self.varint()?)
+                .map_err(|_| DecodeError("fold generation over the limit"))?;
         }
         Ok((epoch, shards))
     }
@@ -277,12 +289,14 @@ mod tests {
         fn cells_round_trip(
             n: u64,
             header in proptest::option::of((any::<u64>(), any::<i64>(), any::<u64>(), any::<u64>(), any::<u64>())),
+            fold in proptest::option::of(any::<u32>()),
             shards in proptest::collection::vec((any::<u64>(), any::<u64>(), any::<i64>()), 0..8),
         ) {
             let mut epoch = Epoch::at(n);
             if let Some((origin, base, at_ms, ms, id)) = header {
-                epoch = Epoch { n, origin, base, expiry: Expiry { at_ms, stamp: Stamp { ms, id } } };
+                epoch = Epoch { n, origin, base, expiry: Expiry { at_ms, stamp: Stamp { ms, id } }, fold: 0 };
             }
+            epoch.fold = fold.unwrap_or(0);
             let cell = Cell::from_parts(epoch, shards.into_iter().map(|(counter_id, clock, value)| Shard { counter_id, clock, value }));
             let key = Key::new(b"part", b"col").unwrap();
             let mut buf = Vec::new();

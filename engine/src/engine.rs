@@ -72,6 +72,7 @@ use crate::work::{WorkReceiver, WorkSender};
 pub(crate) mod changes;
 #[cfg(test)]
 mod cleanup_tests;
+pub(crate) mod fold;
 pub(crate) mod handover;
 pub(crate) mod scan;
 pub(crate) mod tails;

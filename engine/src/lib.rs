@@ -152,8 +152,10 @@ pub mod unique;
 mod version;
 mod work;
 
+pub use cell::Folds;
 pub use cell::{Cell, Epoch, Expiry, Shard, Stamp, now_ms};
 pub use commitlog::ReplayStats;
+pub use engine::fold::FoldReport;
 pub use engine::handover::IDS_BLOCK_BYTES_MAX;
 pub use engine::scan::cell_digest;
 pub use engine::tails::LearnedTail;

@@ -53,6 +53,11 @@ pub struct Epoch {
     pub base: i64,
     /// When the counter expires.
     pub expiry: Expiry,
+    /// The fold generation `base` includes: the shards of the incarnations
+    /// retired up to it are in `base` and no longer in the cell (see
+    /// `fold`). Not part of the identity: copies of one epoch at
+    /// different generations merge.
+    pub fold: u32,
 }
 
 /// How an incoming epoch compares to the one a cell holds.
@@ -77,6 +82,7 @@ impl Epoch {
                 at_ms: 0,
                 stamp: Stamp { ms: 0, id: 0 },
             },
+            fold: 0,
         }
     }
 
@@ -110,12 +116,13 @@ impl Epoch {
 
     /// Merges the header of an epoch of the same identity: the later
     /// expiry stamp wins (equal stamps: the later deadline, so every
-    /// replica picks the same); two bases keep the larger. Answers whether
-    /// `self` changed.
+    /// replica picks the same); at one fold generation two bases keep the
+    /// larger (a later generation's base is taken by the cell's merge, see
+    /// `fold`). Answers whether `self` changed.
     pub fn merge_same(&mut self, other: &Epoch) -> bool {
         debug_assert_eq!(self.id(), other.id());
         let mut changed = false;
-        if other.base != self.base {
+        if other.fold == self.fold && other.base != self.base {
             changed |= other.base > self.base;
             self.base = self.base.max(other.base);
         }
@@ -157,6 +164,7 @@ impl Epoch {
             origin: leader,
             base,
             expiry,
+            fold: 0,
         }
     }
 }

@@ -35,9 +35,11 @@ use smallvec::SmallVec;
 use crate::rate_limit::{LOG_EVERY, RateLimit};
 
 mod epoch;
+pub mod fold;
 mod limits;
 
 pub use epoch::{Epoch, Expiry, Order, Stamp, now_ms};
+pub use fold::Folds;
 pub use limits::{CLOCK_MAX, Limit};
 
 /// Most shards a cell may hold: one per node incarnation that ever wrote it.
@@ -127,9 +129,10 @@ impl Cell {
         self.epoch
     }
 
-    /// Whether the counter exists: it has a shard, or a SET made it.
+    /// Whether the counter exists: it has a shard, a SET made it, or its
+    /// shards were folded into its base.
     pub fn exists(&self) -> bool {
-        !self.shards.is_empty() || self.epoch.origin != 0
+        !self.shards.is_empty() || self.epoch.origin != 0 || self.epoch.fold != 0
     }
 
     /// Whether the counter is live at `now_ms`: it exists and has not expired.
@@ -231,6 +234,9 @@ impl Cell {
         }
         if order == Order::Older {
             return false;
+        }
+        if epoch.fold != self.epoch.fold {
+            return self.merge_other_generation(epoch, shards);
         }
         let mut changed = self.epoch.merge_same(&epoch);
         for shard in shards {
@@ -365,6 +371,7 @@ mod tests {
                     at_ms: at * 100,
                     stamp: Stamp { ms, id },
                 },
+                fold: 0,
             })
     }
 

@@ -52,6 +52,7 @@ impl Engine {
         }
         let merged = MergeIter {
             fold_before_ms: 0,
+            folds: None,
             inputs: inputs.into_iter().map(Iterator::peekable).collect(),
         };
         for item in merged {
