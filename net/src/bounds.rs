@@ -68,6 +68,8 @@ pub fn check_answer(answer: &PeerResponse) -> Result<(), NearWrap> {
         PeerResponse::Pong { .. }
         | PeerResponse::PongNotWritable { .. }
         | PeerResponse::Topology(_)
+        | PeerResponse::Survey { .. }
+        | PeerResponse::Folded(_)
         | PeerResponse::Applied
         | PeerResponse::Added(_)
         | PeerResponse::Admitted(_)

@@ -258,6 +258,8 @@ pub struct WireEpoch {
     pub stamp_ms: u64,
     /// The counter id that made it.
     pub stamp_id: u64,
+    /// The fold generation its base includes (retired shards folded in).
+    pub fold: u32,
 }
 
 impl WireEpoch {
@@ -270,6 +272,7 @@ impl WireEpoch {
             expire_at_ms: 0,
             stamp_ms: 0,
             stamp_id: 0,
+            fold: 0,
         }
     }
 }
@@ -624,6 +627,12 @@ pub enum PeerRequest {
         /// Encoded ids (the engine's format).
         block: Vec<u8>,
     },
+    /// The receiver's counter_id and every counter_id whose shards it may
+    /// hold; answered `Survey`.
+    Survey,
+    /// Fold every cell the receiver holds by its ring's active fold
+    /// generation; answered `Folded`.
+    Fold,
 }
 
 /// Most bytes of ids one `TakeIds` carries.
@@ -662,7 +671,15 @@ pub struct WireTopology {
     /// The change in progress is switching over: adds with ids whose
     /// applier it moves are refused while appliers hand their ids over.
     pub switching: bool,
+    /// The retired counter_ids of each fold generation, oldest first (at
+    /// most [`FOLD_IDS_MAX`] in all).
+    pub folds: Vec<Vec<u64>>,
+    /// The generation cells fold up to; a later one is agreed, not used yet.
+    pub folds_active: u32,
 }
+
+/// Most retired counter_ids the fold generations of a ring name in all.
+pub const FOLD_IDS_MAX: usize = 1 << 16;
 
 /// Most token ranges one repair request names.
 pub const REPAIR_RANGES_MAX: usize = 4096;
@@ -884,6 +901,42 @@ pub enum PeerResponse {
     },
     /// Answer to `GetTopology`.
     Topology(WireTopology),
+    /// Answer to `Survey`.
+    Survey {
+        /// The answering node's counter_id (its incarnation now).
+        counter_id: u64,
+        /// The counter_ids whose shards it may hold (at most
+        /// [`FOLD_IDS_MAX`]).
+        held: Vec<u64>,
+    },
+    /// Answer to `Fold`.
+    Folded(WireFoldedNode),
+}
+
+/// What one node holds after a fold.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Encode, Decode)]
+pub struct WireFoldedNode {
+    /// The node.
+    pub node: String,
+    /// Cells it holds.
+    pub cells: u64,
+    /// Shards of its widest cell.
+    pub widest: u64,
+    /// Bytes of its SSTables.
+    pub table_bytes: u64,
+}
+
+/// What `tally fold` did.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Encode, Decode)]
+pub struct WireFolded {
+    /// The fold generation it agreed (0: nothing to fold, none agreed).
+    pub generation: u32,
+    /// The retired counter_ids it folded.
+    pub retired: Vec<u64>,
+    /// The full repair before it.
+    pub repaired: WireRepaired,
+    /// Every member after it.
+    pub nodes: Vec<WireFoldedNode>,
 }
 
 /// Longest reason a node gives for not taking writes.
@@ -1012,6 +1065,9 @@ pub enum ClientOp {
     /// Drop the data the answering node no longer replicates, but its own
     /// shards; answered `Cleaned`.
     Cleanup,
+    /// Fold the shards of retired incarnations into cells' bases, cluster
+    /// wide, after a full repair; answered `Folded`.
+    Fold,
 }
 
 /// What a cleanup did, for `tally cleanup`.
@@ -1135,6 +1191,8 @@ pub enum ClientReply {
     Ring(WireTopology),
     /// Answer to `Cleanup`.
     Cleaned(WireCleaned),
+    /// Answer to `Fold`.
+    Folded(WireFolded),
 }
 
 /// A client response frame.

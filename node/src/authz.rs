@@ -172,7 +172,9 @@ pub(crate) fn authorize(from: usize, req: &PeerRequest, local: &impl Local) -> R
         | PeerRequest::RepairLeaves { .. }
         | PeerRequest::Repaired { .. }
         | PeerRequest::GetTopology
-        | PeerRequest::Adopt { .. } => Ok(()),
+        | PeerRequest::Adopt { .. }
+        | PeerRequest::Survey
+        | PeerRequest::Fold => Ok(()),
         PeerRequest::TakeIds { block } if block.len() > IDS_BLOCK_BYTES_MAX => {
             Err(Refusal::BadHandOver("over the size limit"))
         }

@@ -49,6 +49,7 @@ pub fn wire_epoch(e: &Epoch) -> WireEpoch {
         expire_at_ms: e.expiry.at_ms,
         stamp_ms: e.expiry.stamp.ms,
         stamp_id: e.expiry.stamp.id,
+        fold: e.fold,
     }
 }
 
@@ -65,6 +66,7 @@ pub fn epoch(e: &WireEpoch) -> Epoch {
                 id: e.stamp_id,
             },
         },
+        fold: e.fold,
     }
 }
 

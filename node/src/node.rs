@@ -71,6 +71,9 @@ impl Node {
             ..Options::default()
         };
         tweak(&mut opts);
+        let topology = crate::topology::change::initial(&config, me)?;
+        // Replay merges cells of every fold generation the ring agreed.
+        tally_engine::cell::fold::install(topology.engine_folds());
         let engine_dir = dir.join("engine");
         let engine = Engine::open(&engine_dir, opts)
             .with_context(|| format!("open the engine in {}", engine_dir.display()))?;
@@ -82,7 +85,6 @@ impl Node {
             .map(|(i, n)| (i, n.id.clone()))
             .collect();
         let hints = Hints::open(&dir.join("hints"), &others, c.hints.clone())?;
-        let topology = crate::topology::change::initial(&config, me)?;
         let placed = parking_lot::RwLock::new(Placed::new(topology, &config));
         let retired = engine.retired().context("read the retired incarnations")?;
         let tails = crate::tails::Gate::new(config.nodes.len(), me, retired);
@@ -435,6 +437,9 @@ impl Node {
             ClientOp::Cleanup => crate::topology::cleanup::run(&self.ctx)
                 .await
                 .map(ClientReply::Cleaned),
+            ClientOp::Fold => crate::topology::fold::run(&self.ctx)
+                .await
+                .map(ClientReply::Folded),
         }
     }
 

@@ -45,6 +45,7 @@ enum Task {
     ForgetTails(Vec<u64>),
     Repair(PeerRequest),
     Ring(PeerRequest),
+    Fold(PeerRequest),
 }
 
 impl Handler for PeerHandler {
@@ -121,6 +122,7 @@ impl Handler for PeerHandler {
                     | PeerRequest::TakeIds { .. }
                     | PeerRequest::GetTopology
                     | PeerRequest::Adopt { .. }) => Task::Ring(req),
+                    req @ (PeerRequest::Survey | PeerRequest::Fold) => Task::Fold(req),
                     PeerRequest::Read { key } => Task::Read(key),
                     PeerRequest::ReadRow { partition } => Task::ReadRow(partition),
                     PeerRequest::LeaderAdd { key, delta, cl } => {
@@ -273,6 +275,7 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, task: Task) -> PeerResponse {
         Task::LearnTails(retired, from) => learn_tails(&ctx, &retired, from),
         Task::Repair(req) => crate::repair::serve::serve(&ctx, req).await,
         Task::Ring(req) => Ok(crate::topology::change::serve(&ctx, req).await),
+        Task::Fold(req) => Ok(crate::topology::fold::serve(&ctx, req).await),
         Task::ForgetTails(retired) => ctx
             .engine
             .forget_tails(&retired)

@@ -22,6 +22,7 @@
 
 pub(crate) mod change;
 pub(crate) mod cleanup;
+pub(crate) mod fold;
 pub(crate) mod store;
 
 use tally_net::wire::{NodeState, WireTopology};
@@ -83,6 +84,9 @@ pub(crate) enum Refused {
         /// The replication factor.
         rf: usize,
     },
+    /// A fold generation is agreed and not active yet (`tally fold` is
+    /// running, or stopped half way: run it again).
+    Folding(u32),
 }
 
 /// Every configured node's state, at a version.
@@ -94,6 +98,12 @@ pub(crate) struct Topology {
     /// and appliers hand their ids to each other before the ring switches
     /// (adds with ids whose applier moves are refused meanwhile).
     pub(crate) switching: bool,
+    /// The retired counter_ids of each fold generation, oldest first
+    /// (`tally_engine::cell::fold`).
+    pub(crate) folds: Vec<Vec<u64>>,
+    /// The generation cells fold up to; a later one is agreed by every
+    /// member before any node folds by it.
+    pub(crate) folds_active: u32,
 }
 
 impl Topology {
@@ -103,6 +113,8 @@ impl Topology {
         Topology {
             version: 1,
             switching: false,
+            folds: Vec::new(),
+            folds_active: 0,
             states: joins_later
                 .iter()
                 .map(|&later| {
@@ -135,6 +147,9 @@ impl Topology {
             } else {
                 Err(Refused::Busy(busy))
             };
+        }
+        if let Some(g) = self.fold_pending() {
+            return Err(Refused::Folding(g));
         }
         let state = self.states[change.node()];
         match change {
@@ -181,6 +196,53 @@ impl Topology {
             Change::Decommission(_) | Change::Remove(_) => NodeState::Left,
         };
         Some(next)
+    }
+
+    /// The fold generation agreed and not active yet, if one is.
+    pub(crate) fn fold_pending(&self) -> Option<u32> {
+        let known = u32::try_from(self.folds.len()).unwrap_or(u32::MAX);
+        (known > self.folds_active).then_some(known)
+    }
+
+    /// The topology with a fold generation of `retired` agreed, one
+    /// version on; the same one when that generation is agreed already (a
+    /// fold run again). Refused while a change runs or another generation
+    /// is pending.
+    pub(crate) fn begin_fold(&self, retired: &[u64]) -> Result<Topology, Refused> {
+        if let Some(busy) = self.in_progress() {
+            return Err(Refused::Busy(busy));
+        }
+        if let Some(g) = self.fold_pending() {
+            return if self.folds.last().is_some_and(|ids| ids == retired) {
+                Ok(self.clone())
+            } else {
+                Err(Refused::Folding(g))
+            };
+        }
+        let mut next = self.clone();
+        next.version += 1;
+        next.folds.push(retired.to_vec());
+        Ok(next)
+    }
+
+    /// The topology with the pending fold generation active, one version
+    /// on; `None` when none is pending.
+    pub(crate) fn activate_fold(&self) -> Option<Topology> {
+        let g = self.fold_pending()?;
+        let mut next = self.clone();
+        next.version += 1;
+        next.folds_active = g;
+        Some(next)
+    }
+
+    /// Whether `counter_id` is retired by some fold generation.
+    pub(crate) fn folded(&self, counter_id: u64) -> bool {
+        self.folds.iter().any(|ids| ids.contains(&counter_id))
+    }
+
+    /// The fold generations as the engine merges and folds by them.
+    pub(crate) fn engine_folds(&self) -> tally_engine::Folds {
+        tally_engine::Folds::new(self.folds.clone(), self.folds_active)
     }
 
     /// Per node: a replica of its ranges now.
@@ -265,6 +327,8 @@ impl Topology {
             version: self.version,
             states: self.states.clone(),
             switching: self.switching,
+            folds: self.folds.clone(),
+            folds_active: self.folds_active,
         }
     }
 
@@ -273,6 +337,8 @@ impl Topology {
             version: w.version,
             states: w.states.clone(),
             switching: w.switching,
+            folds: w.folds.clone(),
+            folds_active: w.folds_active,
         }
     }
 }

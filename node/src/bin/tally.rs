@@ -170,6 +170,11 @@ enum Cmd {
     /// After the ring changed: drop the data a node no longer replicates
     /// (every node in turn, or the one `--node` names), but its own shards.
     Cleanup,
+    /// Fold the shards of retired incarnations (nodes that left, wiped or
+    /// uncleanly restarted) into the counters' bases, cluster-wide, after a
+    /// full repair: every cell is then at most a replication factor's
+    /// worth of shards wide. Prints each node's widest cell.
+    Fold,
     /// Unique counters: each member counted once.
     #[command(subcommand)]
     Unique(UniqueCmd),
@@ -310,6 +315,7 @@ async fn run(cli: &Cli) -> Result<(), Failure> {
             return ring::removenode(cli, node).await.map_err(Failure::other);
         }
         Cmd::Cleanup => return ring::cleanup(cli).await.map_err(Failure::other),
+        Cmd::Fold => return ring::fold(cli).await.map_err(Failure::other),
         _ => {}
     }
     let writes = matches!(
@@ -456,7 +462,11 @@ async fn run(cli: &Cli) -> Result<(), Failure> {
             print_status(cli, &status).await?;
         }
         // Repaired node by node above, before any connection.
-        Cmd::Repair { .. } | Cmd::Decommission | Cmd::Removenode { .. } | Cmd::Cleanup => {}
+        Cmd::Repair { .. }
+        | Cmd::Decommission
+        | Cmd::Removenode { .. }
+        | Cmd::Cleanup
+        | Cmd::Fold => {}
     }
     Ok(())
 }

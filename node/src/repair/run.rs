@@ -166,6 +166,17 @@ fn groups(ctx: &Ctx, only: Option<TokenRange>) -> BTreeMap<Vec<usize>, Vec<Token
     groups
 }
 
+/// Every range of the ring, by its replicas (sorted): a repair of all.
+pub(crate) fn all_groups(ctx: &Ctx) -> BTreeMap<Vec<usize>, Vec<TokenRange>> {
+    let mut groups: BTreeMap<Vec<usize>, Vec<TokenRange>> = BTreeMap::new();
+    for (range, replicas) in ctx.ring().ranges() {
+        let mut set = replicas.all().to_vec();
+        set.sort_unstable();
+        groups.entry(set).or_default().push(range);
+    }
+    groups
+}
+
 /// Brings every node of each group to the merge of the group's cells in
 /// its ranges: how a ring change syncs the ranges a node gains, from
 /// every current replica (see `topology::change`). Not resumable by

@@ -77,6 +77,8 @@ pub(crate) fn adopt(ctx: &Ctx, theirs: &Topology) -> Result<bool, String> {
         return Ok(false);
     }
     store::save(&ctx.config.nodes[ctx.me].data_dir, theirs).map_err(|e| format!("{e:#}"))?;
+    // Known before any cell of a new generation can arrive (see `fold`).
+    tally_engine::cell::fold::install(theirs.engine_folds());
     let mut placed = Placed::new(theirs.clone(), &ctx.config);
     placed.previous = Some(ctx.ring());
     {
@@ -270,7 +272,11 @@ fn ready(ctx: &Ctx, begun: &Topology, change: Change) -> Result<(), WireError> {
 
 /// Has every participant of `next` store it, and those of `from` (a
 /// node that has just left learns it too), in config order.
-async fn commit(ctx: &Arc<Ctx>, from: &Topology, next: &Topology) -> Result<(), WireError> {
+pub(crate) async fn commit(
+    ctx: &Arc<Ctx>,
+    from: &Topology,
+    next: &Topology,
+) -> Result<(), WireError> {
     let mut nodes = next.participants();
     // Not a node being removed: it is down for good.
     let removed = |n: &usize| next.states[*n] == NodeState::Removing;
@@ -424,5 +430,14 @@ fn refused(ctx: &Ctx, now: &Topology, change: Change, r: &Refused) -> WireError 
         Refused::TooFew { left, rf } => format!(
             "taking {name} out would leave {left} members, fewer than the replication factor {rf}"
         ),
+        Refused::Folding(g) => folding(*g, now.version),
     })
+}
+
+/// Why nothing else may change while fold generation `g` is pending.
+pub(crate) fn folding(g: u32, version: u64) -> String {
+    format!(
+        "fold generation {g} is agreed and not active yet (ring version {version}): \
+         `tally fold` is running, or stopped half way (run it again)"
+    )
 }

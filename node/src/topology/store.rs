@@ -1,11 +1,15 @@
 //! The ring, durably: `<data_dir>/ring`.
 //!
-//! # Format (version 1)
+//! # Format (version 2)
 //!
 //! ```text
 //! magic "TALLYRNG" | format u32 LE | ring version u64 LE | switching u8
-//!     | count u32 LE | state u8 * count | crc32 u32 LE (of everything before)
+//!     | count u32 LE | state u8 * count
+//!     | folds_active u32 LE | generations u32 LE | (ids u32 LE | counter_id u64 LE * ids) * generations
+//!     | crc32 u32 LE (of everything before)
 //! ```
+//!
+//! Version 1 ended after the states (no fold generations); it still reads.
 //!
 //! States: 0 absent, 1 joining, 2 normal, 3 leaving, 4 removing, 5 left.
 //! Written to a new file, fsync'd and renamed over the old one, the
@@ -17,13 +21,13 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use tally_net::wire::{NodeState, TOPOLOGY_NODES_MAX};
+use tally_net::wire::{FOLD_IDS_MAX, NodeState, TOPOLOGY_NODES_MAX};
 
 use super::Topology;
 use crate::hints::file::{read_small, replace};
 
 const MAGIC: &[u8; 8] = b"TALLYRNG";
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
 /// Where a node keeps its ring.
 pub(crate) fn path(data_dir: &Path) -> PathBuf {
@@ -57,6 +61,16 @@ pub(crate) fn encode(t: &Topology) -> Vec<u8> {
     let count = u32::try_from(t.states.len()).expect("at most TOPOLOGY_NODES_MAX nodes");
     out.extend_from_slice(&count.to_le_bytes());
     out.extend(t.states.iter().map(|&s| code(s)));
+    out.extend_from_slice(&t.folds_active.to_le_bytes());
+    let generations = u32::try_from(t.folds.len()).expect("at most FOLD_IDS_MAX generations");
+    out.extend_from_slice(&generations.to_le_bytes());
+    for ids in &t.folds {
+        let n = u32::try_from(ids.len()).expect("at most FOLD_IDS_MAX ids");
+        out.extend_from_slice(&n.to_le_bytes());
+        for id in ids {
+            out.extend_from_slice(&id.to_le_bytes());
+        }
+    }
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
@@ -72,8 +86,9 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Topology, String> {
         return Err("checksum mismatch".into());
     }
     let u32_at = |at: usize| u32::from_le_bytes(body[at..at + 4].try_into().expect("4 bytes"));
-    if u32_at(8) != FORMAT {
-        return Err(format!("unsupported format {}", u32_at(8)));
+    let format = u32_at(8);
+    if format != 1 && format != FORMAT {
+        return Err(format!("unsupported format {format}"));
     }
     let version = u64::from_le_bytes(body[12..20].try_into().expect("8 bytes"));
     let switching = match body[20] {
@@ -82,10 +97,10 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Topology, String> {
         b => return Err(format!("switching flag {b}")),
     };
     let count = u32_at(21) as usize;
-    if count > TOPOLOGY_NODES_MAX || body.len() != 25 + count {
+    if count > TOPOLOGY_NODES_MAX || body.len() < 25 + count {
         return Err("node count does not match the file".into());
     }
-    let states = body[25..]
+    let states = body[25..25 + count]
         .iter()
         .map(|&c| {
             STATES
@@ -94,11 +109,55 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Topology, String> {
                 .ok_or(format!("unknown state {c}"))
         })
         .collect::<Result<_, _>>()?;
+    let rest = &body[25 + count..];
+    let (folds_active, folds) = if format == 1 {
+        (0, Vec::new())
+    } else {
+        decode_folds(rest)?
+    };
+    if format == 1 && !rest.is_empty() {
+        return Err("node count does not match the file".into());
+    }
     Ok(Topology {
         version,
         states,
         switching,
+        folds,
+        folds_active,
     })
+}
+
+/// The fold generations at the end of a ring file (format 2).
+fn decode_folds(mut rest: &[u8]) -> Result<(u32, Vec<Vec<u64>>), String> {
+    let u32_next = |rest: &mut &[u8]| -> Result<u32, String> {
+        let (head, tail) = rest
+            .split_first_chunk::<4>()
+            .ok_or("fold generations cut short")?;
+        *rest = tail;
+        Ok(u32::from_le_bytes(*head))
+    };
+    let active = u32_next(&mut rest)?;
+    let generations = u32_next(&mut rest)? as usize;
+    let mut folds = Vec::new();
+    let mut total = 0usize;
+    for _ in 0..generations {
+        let n = u32_next(&mut rest)? as usize;
+        total += n;
+        if total > FOLD_IDS_MAX || rest.len() < n * 8 {
+            return Err("fold generations do not match the file".into());
+        }
+        let (ids, tail) = rest.split_at(n * 8);
+        folds.push(
+            ids.chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+                .collect(),
+        );
+        rest = tail;
+    }
+    if !rest.is_empty() || active as usize > folds.len() {
+        return Err("fold generations do not match the file".into());
+    }
+    Ok((active, folds))
 }
 
 /// The ring stored in `data_dir`, if one is.
@@ -133,6 +192,8 @@ mod tests {
             version: 7,
             states: STATES.to_vec(),
             switching: true,
+            folds: vec![vec![3, u64::MAX], vec![], vec![9]],
+            folds_active: 2,
         };
         let bytes = encode(&t);
         assert_eq!(decode(&bytes), Ok(t));
@@ -143,6 +204,21 @@ mod tests {
         }
         assert!(decode(&bytes[..bytes.len() - 1]).is_err());
         assert!(decode(b"").is_err());
+    }
+
+    #[test]
+    fn a_ring_of_format_1_reads_with_no_fold_generations() {
+        let mut v1 = MAGIC.to_vec();
+        v1.extend_from_slice(&1u32.to_le_bytes());
+        v1.extend_from_slice(&5u64.to_le_bytes());
+        v1.push(0);
+        v1.extend_from_slice(&2u32.to_le_bytes());
+        v1.extend_from_slice(&[2, 0]);
+        let crc = crc32fast::hash(&v1);
+        v1.extend_from_slice(&crc.to_le_bytes());
+        let t = decode(&v1).unwrap();
+        assert_eq!((t.version, t.states.len()), (5, 2));
+        assert_eq!((t.folds.len(), t.folds_active), (0, 0));
     }
 
     #[test]

@@ -70,7 +70,7 @@ pub(crate) async fn ttl(
 /// `TTL` of `cell` at `now`.
 fn seconds_left(cell: &WireCell, now: u64) -> i64 {
     let at = cell.epoch.expire_at_ms;
-    let exists = !cell.shards.is_empty() || cell.epoch.origin != 0;
+    let exists = !cell.shards.is_empty() || cell.epoch.origin != 0 || cell.epoch.fold != 0;
     if !exists || (at != 0 && now >= at) {
         return -2;
     }

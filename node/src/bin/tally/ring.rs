@@ -1,6 +1,7 @@
 //! `tally decommission` and `tally removenode`: taking a node out of the
 //! ring (see `tally_node::topology`), each waiting for the change to end
-//! and printing the ring after it; and `tally cleanup` once it changed.
+//! and printing the ring after it; `tally cleanup` once it changed; and
+//! `tally fold`, which folds retired incarnations' shards into the bases.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -8,7 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 use tally_net::Client;
-use tally_net::wire::{ClientOp, ClientReply, WireCleaned, WireTopology};
+use tally_net::wire::{ClientOp, ClientReply, WireCleaned, WireFolded, WireTopology};
 use tally_node::config::Config;
 
 use super::{Cli, human};
@@ -55,6 +56,74 @@ pub(crate) async fn removenode(cli: &Cli, id: &str) -> Result<()> {
     match last {
         Some(e) => Err(e).context("no other node answers"),
         None => bail!("the configuration names no other node"),
+    }
+}
+
+/// `tally fold`: run by the node `--node` names, or the first that answers.
+pub(crate) async fn fold(cli: &Cli) -> Result<()> {
+    let config = Config::load(&cli.config)?;
+    let nodes: Vec<_> = match &cli.node {
+        Some(id) => vec![config.node(id)?.1.clone()],
+        None => config.nodes.clone(),
+    };
+    let mut last = None;
+    for n in nodes {
+        let client = match Client::connect_with_timeout(n.client, CHANGE_TIMEOUT).await {
+            Ok(c) => c,
+            Err(e) => {
+                last = Some(anyhow::Error::from(e).context(format!("connect to {}", n.id)));
+                continue;
+            }
+        };
+        let done = match client.call(ClientOp::Fold).await {
+            Ok(ClientReply::Folded(f)) => f,
+            Ok(other) => bail!("fold (run by {}): unexpected answer {other:?}", n.id),
+            Err(e) => return Err(e).with_context(|| format!("fold (run by {}) failed", n.id)),
+        };
+        print_folded(cli, &done);
+        return Ok(());
+    }
+    Err(last.unwrap_or_else(|| anyhow::anyhow!("the configuration names no node")))
+        .context("no node answers")
+}
+
+fn print_folded(cli: &Cli, f: &WireFolded) {
+    if cli.json {
+        let nodes: Vec<_> = f
+            .nodes
+            .iter()
+            .map(|n| json!({ "node": n.node, "cells": n.cells, "widest": n.widest, "table_bytes": n.table_bytes }))
+            .collect();
+        println!(
+            "{}",
+            json!({
+                "generation": f.generation, "retired": f.retired.len(),
+                "repair_cells_moved": f.repaired.cells_moved,
+                "repair_bytes_moved": f.repaired.bytes_moved, "nodes": nodes,
+            })
+        );
+        return;
+    }
+    if f.generation == 0 {
+        println!("nothing to fold: no retired incarnation holds shards");
+    } else {
+        println!(
+            "fold generation {}: {} retired incarnations folded into the bases \
+             (the repair before it moved {} cells, {})",
+            f.generation,
+            f.retired.len(),
+            f.repaired.cells_moved,
+            human(f.repaired.bytes_moved)
+        );
+    }
+    for n in &f.nodes {
+        println!(
+            "  {:<8} {} cells, widest {} shards, tables {}",
+            n.node,
+            n.cells,
+            n.widest,
+            human(n.table_bytes)
+        );
     }
 }
 
