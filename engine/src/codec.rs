@@ -8,7 +8,8 @@
 //! The header (`varint origin | zigzag base | varint at_ms | varint stamp ms |
 //! varint stamp id`) is there only when the `EXTENDED` bit is set: an epoch
 //! that was SET or expires. A `varint fold` (the fold generation its base
-//! includes, see `cell::fold`) follows when the `FOLDED` bit is set. A plain
+//! includes, see `cell::fold`) follows when the `FOLDED` bit is set, and
+//! then the `zigzag base` if the header is not there. A plain
 //! counter's cell is written as before either existed, so files of older
 //! versions read the same.
 //!
@@ -64,8 +65,15 @@ pub fn put_cell_parts(
     mut put_id: impl FnMut(&mut Vec<u8>, u64),
 ) {
     put_varint(buf, epoch.n);
-    let extended = Epoch { fold: 0, ..epoch } != Epoch::at(epoch.n);
     let folded = epoch.fold != 0;
+    // A folded cell's base goes with its generation, unless the header
+    // is there anyway (a SET or a deadline).
+    let plain = Epoch {
+        fold: 0,
+        base: if folded { 0 } else { epoch.base },
+        ..epoch
+    };
+    let extended = plain != Epoch::at(epoch.n);
     put_varint(
         buf,
         shards.len() as u64 | if extended { EXTENDED } else { 0 } | if folded { FOLDED } else { 0 },
@@ -79,6 +87,9 @@ pub fn put_cell_parts(
     }
     if folded {
         put_varint(buf, u64::from(epoch.fold));
+        if !extended {
+            put_zigzag(buf, epoch.base);
+        }
     }
     for s in shards {
         put_id(buf, s.counter_id);
@@ -244,6 +255,9 @@ impl<'a> Cursor<'a> {
         if count & FOLDED != 0 {
             epoch.fold = u32::try_from(self.varint()?)
                 .map_err(|_| DecodeError("fold generation over the limit"))?;
+            if count & EXTENDED == 0 {
+                epoch.base = self.zigzag()?;
+            }
         }
         Ok((epoch, shards))
     }
@@ -289,14 +303,19 @@ mod tests {
         fn cells_round_trip(
             n: u64,
             header in proptest::option::of((any::<u64>(), any::<i64>(), any::<u64>(), any::<u64>(), any::<u64>())),
-            fold in proptest::option::of(any::<u32>()),
+            fold in proptest::option::of((any::<u32>(), any::<i64>())),
             shards in proptest::collection::vec((any::<u64>(), any::<u64>(), any::<i64>()), 0..8),
         ) {
             let mut epoch = Epoch::at(n);
             if let Some((origin, base, at_ms, ms, id)) = header {
                 epoch = Epoch { n, origin, base, expiry: Expiry { at_ms, stamp: Stamp { ms, id } }, fold: 0 };
             }
-            epoch.fold = fold.unwrap_or(0);
+            if let Some((fold, base)) = fold {
+                epoch.fold = fold;
+                if header.is_none() {
+                    epoch.base = base;
+                }
+            }
             let cell = Cell::from_parts(epoch, shards.into_iter().map(|(counter_id, clock, value)| Shard { counter_id, clock, value }));
             let key = Key::new(b"part", b"col").unwrap();
             let mut buf = Vec::new();
