@@ -154,11 +154,7 @@ impl Background {
                         (k, c)
                     })
                     .collect();
-                let ids: std::collections::BTreeSet<u64> = cells
-                    .iter()
-                    .flat_map(|(_, c)| c.shards().iter().map(|s| s.counter_id))
-                    .collect();
-                Some(self.write_table(ids, cells.into_iter().map(Ok))?)
+                Some(self.write_table(cells.into_iter().map(Ok))?)
             };
             self.versions.install_flushed(m.generation(), table);
             // The ids in the generation's log records reach a file before
@@ -174,13 +170,9 @@ impl Background {
         }
     }
 
-    fn write_table(
-        &self,
-        ids: impl IntoIterator<Item = u64>,
-        cells: impl Iterator<Item = Result<(Key, Cell)>>,
-    ) -> Result<Arc<Table>> {
+    fn write_table(&self, cells: impl Iterator<Item = Result<(Key, Cell)>>) -> Result<Arc<Table>> {
         let id = self.versions.new_table_id();
-        let mut w = TableWriter::create(&self.dir, id, ids, self.block_bytes)?;
+        let mut w = TableWriter::create(&self.dir, id, self.block_bytes)?;
         for item in cells {
             let (k, c) = item?;
             w.add(&k, &c)?;
@@ -256,11 +248,7 @@ impl Background {
         inputs: &[Arc<Table>],
         cells: impl Iterator<Item = Result<(Key, Cell)>>,
     ) -> Result<Arc<Table>> {
-        let ids: Vec<u64> = inputs
-            .iter()
-            .flat_map(|t| t.counter_ids().iter().copied())
-            .collect();
-        let output = self.write_table(ids, cells)?;
+        let output = self.write_table(cells)?;
         self.versions.install_compacted(inputs, output.clone());
         for t in inputs {
             if let Err(e) = std::fs::remove_file(t.path()) {

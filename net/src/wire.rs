@@ -924,6 +924,9 @@ pub struct WireFoldedNode {
     pub widest: u64,
     /// Bytes of its SSTables.
     pub table_bytes: u64,
+    /// Retired incarnations of the active generations it still holds
+    /// shards of (0 but for cells whose base would overflow).
+    pub retired_held: u64,
 }
 
 /// What `tally fold` did.

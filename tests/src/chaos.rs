@@ -25,6 +25,11 @@
 //!   and removed; every later fault picks among the members;
 //! - `cleanup`: not a fault but an operation that races the workload: a
 //!   `tally cleanup` of a member (refused while a ring change runs);
+//! - `fold`: not a fault but an operation that races the workload: a
+//!   `tally fold` through a member, folding the shards of every retired
+//!   incarnation (nodes that left, killed and stalled nodes' old ones)
+//!   into the bases. A run with it folds once more at the end, and a
+//!   member that still holds a retired shard is a violation;
 //! - `stall`: a node's disk stops taking commit log writes while the node
 //!   keeps serving (its new records stay in memory, its shards and their
 //!   ids still reach the replicas), then it is killed with `kill -9` and
@@ -137,13 +142,24 @@ pub struct ChaosOptions {
     /// FAULT INJECTION in the product, to prove the checker: topology
     /// changes do not sync the ranges that move (`--unsafe-skip-sync`).
     pub skip_sync: bool,
+    /// Broken build for the checker to catch: merges ignore fold
+    /// generations (`--unsafe-merge-ignoring-folds`).
+    pub merge_ignoring_folds: bool,
 }
 
 /// Every change of an epoch the workload makes (see `workload`).
 pub const CHANGES: &[&str] = &["reset", "set", "expire"];
 
 /// Every fault kind (see the module doc).
-pub const FAULT_KINDS: &[&str] = &["kill", "pause", "partition", "disk", "stall", "repair"];
+pub const FAULT_KINDS: &[&str] = &[
+    "kill",
+    "pause",
+    "partition",
+    "disk",
+    "stall",
+    "repair",
+    "fold",
+];
 
 /// Every fault kind, the ring changes too (see the module doc); the run
 /// needs spare nodes for its joins.
@@ -159,6 +175,7 @@ pub const ALL_FAULT_KINDS: &[&str] = &[
     "removenode",
     "repair",
     "cleanup",
+    "fold",
 ];
 
 impl Default for ChaosOptions {
@@ -190,6 +207,7 @@ impl Default for ChaosOptions {
             idle_repair: false,
             spares: 0,
             skip_sync: false,
+            merge_ignoring_folds: false,
         }
     }
 }
@@ -291,6 +309,11 @@ impl std::fmt::Display for Summary {
             f,
             "ring changes: {} joined, {} decommissioned, {} removed; {} cleanups dropped {} cells; members at the end: {members:?}",
             c.joined, c.decommissioned, c.removed, c.cleanups, c.cells_dropped
+        )?;
+        writeln!(
+            f,
+            "folds: {} folded {} retired incarnations; widest cell after the last: {} shards",
+            c.folds, c.folded, c.widest
         )?;
         let (moved, left) = self.repair;
         writeln!(
@@ -406,8 +429,16 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     let hints_dropped = rt.block_on(hints_dropped(&cluster, members));
     // Before the final reads, whose read repair would hide what differs.
     let repair = rt.block_on(repair_twice(&cluster, members))?;
+    let mut changes = changes;
+    let folded = match opts.fault_kinds.contains(&"fold") {
+        true => Some(topology::fold(&cluster, members[0], &mut changes)?),
+        false => None,
+    };
     let finals = rt.block_on(read_finals(&cluster, members, opts.keys))?;
     let mut report = checker::check(&history, rf, &finals);
+    report
+        .violations
+        .extend(folded.iter().flat_map(topology::check_fold));
     report
         .violations
         .extend(topology::check_ring(&cluster, &ring)?);
@@ -464,6 +495,11 @@ fn start(
     };
     if opts.skip_sync {
         cluster_opts.run_args.push("--unsafe-skip-sync".into());
+    }
+    if opts.merge_ignoring_folds {
+        cluster_opts
+            .run_args
+            .push("--unsafe-merge-ignoring-folds".into());
     }
     if let Some(node) = opts.ignore_ids {
         cluster_opts
@@ -629,7 +665,6 @@ fn summarize(
     }
 }
 
-/// Injects one fault, holds it, heals it.
 /// What a fault draws from and counts into.
 struct Fault<'a> {
     rng: &'a mut SmallRng,
@@ -637,6 +672,7 @@ struct Fault<'a> {
     changes: &'a mut Changes,
 }
 
+/// Injects one fault, holds it, heals it.
 fn inject(
     cluster: &mut Cluster,
     ring: &topology::Membership,
@@ -651,6 +687,11 @@ fn inject(
     let at = rng.random_range(0..n);
     let victim = members[at];
     match kind {
+        "fold" => {
+            let started = Instant::now();
+            topology::fold(cluster, victim, f.changes)?;
+            std::thread::sleep(hold.saturating_sub(started.elapsed()));
+        }
         "cleanup" => {
             let started = Instant::now();
             let done = crate::runtime().block_on(async {

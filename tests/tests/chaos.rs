@@ -241,6 +241,7 @@ fn a_chaos_run_with_ring_changes_finds_no_violation() {
             "join",
             "pause",
             "decommission",
+            "fold",
         ],
         spares: 2,
         seed: 9,
@@ -258,8 +259,34 @@ fn a_chaos_run_with_ring_changes_finds_no_violation() {
         "{summary}"
     );
     assert_eq!(members.len(), 3, "{summary}");
+    // The nodes that left and the killed one's old incarnation, folded:
+    // the three members' incarnations are all a cell holds.
+    assert!(changes.folds >= 1 && changes.folded >= 3, "{summary}");
+    assert!(changes.widest <= 3, "{summary}");
     assert!(summary.exact.0 > 100 && summary.unique.0 > 100, "{summary}");
     assert!(summary.report.violations.is_empty(), "{summary}");
+}
+
+/// Folds on nodes whose merges ignore fold generations: a copy that still
+/// holds a retired shard meets one whose base has it (a read's replicas
+/// during the fold, a restarted node's replay), and the shard counts
+/// twice; the checkers must say so.
+#[test]
+fn the_checker_catches_merges_that_ignore_fold_generations() {
+    let opts = ChaosOptions {
+        duration: Duration::from_secs(16),
+        fault_interval: Duration::from_secs(2),
+        fault_kinds: &["kill", "fold", "stall", "fold"],
+        merge_ignoring_folds: true,
+        seed: 11,
+        ..ChaosOptions::default()
+    };
+    let summary = run(&opts).unwrap();
+    assert!(summary.topology.0.folds >= 1, "{summary}");
+    assert!(
+        !summary.report.violations.is_empty(),
+        "the checker passed merges that ignore fold generations: {summary}"
+    );
 }
 
 /// Members killed and removed under the workload. Without adds with ids:

@@ -29,6 +29,7 @@
 //! differ.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
 
 use parking_lot::RwLock;
@@ -102,6 +103,16 @@ pub fn installed() -> Arc<Folds> {
     INSTALLED.read().clone()
 }
 
+static MERGE_IGNORES_GENERATIONS: AtomicBool = AtomicBool::new(false);
+
+/// FAULT INJECTION, for the chaos checker's broken build alone: merges
+/// then treat copies at two generations as one (the larger base, every
+/// shard), so that a retired shard folded into one copy's base counts
+/// again when an unfolded copy meets it.
+pub fn inject_merge_ignoring_generations() {
+    MERGE_IGNORES_GENERATIONS.store(true, Ordering::Relaxed);
+}
+
 /// Held by the tests that install generations: they are the process's.
 #[cfg(test)]
 pub(crate) static TEST_INSTALL: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
@@ -143,6 +154,19 @@ impl Cell {
         let folds = installed();
         let (mine, theirs) = (self.epoch.fold, epoch.fold);
         let mut changed = false;
+        if MERGE_IGNORES_GENERATIONS.load(Ordering::Relaxed) {
+            // The broken merge (fault injection): one generation.
+            let header = Epoch {
+                fold: mine,
+                ..epoch
+            };
+            self.epoch.fold = mine.max(theirs);
+            changed |= self.epoch.merge_same(&header) || theirs > mine;
+            for shard in shards {
+                changed |= self.merge_shard(*shard);
+            }
+            return changed;
+        }
         if theirs > mine {
             self.shards
                 .retain(|s| !folds.retired_between(s.counter_id, mine, theirs));

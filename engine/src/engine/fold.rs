@@ -17,6 +17,9 @@ pub struct FoldReport {
     pub widest: usize,
     /// Bytes of its SSTables.
     pub table_bytes: u64,
+    /// Retired incarnations (of the active generations) it still holds
+    /// shards of: 0 but for a cell whose base would overflow.
+    pub retired_held: usize,
 }
 
 impl Engine {
@@ -56,6 +59,11 @@ impl Engine {
             ControlFlow::Continue(())
         })?;
         report.table_bytes = self.stats().table_bytes;
+        report.retired_held = self
+            .counter_ids_held()
+            .into_iter()
+            .filter(|&id| folds.retired_between(id, 0, folds.active()))
+            .count();
         Ok(report)
     }
 }
@@ -100,6 +108,7 @@ mod tests {
         fold::install(Folds::new(vec![RETIRED.to_vec()], 1));
         let report = e.fold().unwrap();
         assert_eq!((report.cells, report.widest), (50, 1));
+        assert_eq!(report.retired_held, 0);
         for i in 0..50 {
             let c = e.get(&key(i)).unwrap();
             assert_eq!(c.value(), Ok(if i % 2 == 0 { 7 } else { 6 }), "fold{i}");

@@ -20,7 +20,9 @@ use crate::key::Key;
 ///
 /// # Invariants
 /// - Keys are added in strictly increasing order.
-/// - Every shard's counter id is in the dictionary given at creation.
+/// - The dictionary holds the counter ids of the cells added, each once,
+///   in the order they first appear (so it never names an id the table
+///   does not hold, such as a retired one folded away).
 pub(crate) struct TableWriter {
     tmp_path: PathBuf,
     /// Removes the temporary file unless the table was finished.
@@ -41,25 +43,12 @@ pub(crate) struct TableWriter {
 }
 
 impl TableWriter {
-    /// Starts table `id` in `dir`; `ids` are all counter ids its cells may hold.
-    pub(crate) fn create(
-        dir: &Path,
-        id: u64,
-        ids: impl IntoIterator<Item = u64>,
-        block_bytes: usize,
-    ) -> Result<Self> {
+    /// Starts table `id` in `dir`.
+    pub(crate) fn create(dir: &Path, id: u64, block_bytes: usize) -> Result<Self> {
         let path = table_path(dir, id);
         let tmp_path = path.with_extension("sst.tmp");
         let file = File::create(&tmp_path).map_err(|e| Error::io("create table", &tmp_path, e))?;
         let tmp = Temporary(Some(tmp_path.clone()));
-        let mut dict_ids: Vec<u64> = ids.into_iter().collect();
-        dict_ids.sort_unstable();
-        dict_ids.dedup();
-        let dict = dict_ids
-            .iter()
-            .enumerate()
-            .map(|(i, id)| (*id, i as u64))
-            .collect();
         Ok(TableWriter {
             tmp_path,
             tmp,
@@ -72,8 +61,8 @@ impl TableWriter {
             block_bytes,
             index: Vec::new(),
             blocks: 0,
-            dict,
-            dict_ids,
+            dict: HashMap::new(),
+            dict_ids: Vec::new(),
             hashes: Vec::new(),
             last: None,
         })
@@ -91,12 +80,13 @@ impl TableWriter {
             self.block_first = Some(key.clone());
         }
         codec::put_key(&mut self.block, key);
-        let dict = &self.dict;
+        let (dict, dict_ids) = (&mut self.dict, &mut self.dict_ids);
         codec::put_cell(&mut self.block, cell, |b, id| {
-            let i = dict
-                .get(&id)
-                .unwrap_or_else(|| panic!("counter id {id:#x} missing from the dictionary"));
-            put_varint(b, *i);
+            let i = *dict.entry(id).or_insert_with(|| {
+                dict_ids.push(id);
+                dict_ids.len() as u64 - 1
+            });
+            put_varint(b, i);
         });
         self.hashes.push(Bloom::hash(key.partition(), key.column()));
         self.last = Some(key.clone());

@@ -212,6 +212,7 @@ pub(crate) async fn serve(ctx: &Arc<Ctx>, req: PeerRequest) -> PeerResponse {
                     cells: r.cells,
                     widest: r.widest as u64,
                     table_bytes: r.table_bytes,
+                    retired_held: r.retired_held as u64,
                 })
             })
             .map_err(|e| engine_error(&e)),

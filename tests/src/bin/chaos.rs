@@ -98,6 +98,10 @@ struct Args {
     /// do not sync the ranges that move.
     #[arg(long)]
     unsafe_skip_sync: bool,
+    /// FAULT INJECTION in the product, to prove the checker: merges ignore
+    /// fold generations, so folded shards count twice.
+    #[arg(long)]
+    unsafe_merge_ignoring_folds: bool,
     /// The fault kinds to take turns with, comma-separated (default: all
     /// of them, the ring changes only with spares).
     #[arg(long, value_delimiter = ',')]
@@ -143,6 +147,7 @@ fn main() {
         idle_repair: a.unsafe_idle_repair,
         spares: a.spares,
         skip_sync: a.unsafe_skip_sync,
+        merge_ignoring_folds: a.unsafe_merge_ignoring_folds,
         fault_kinds: match a.faults_only.as_slice() {
             [] if a.spares > 0 => ALL_FAULT_KINDS,
             [] => FAULT_KINDS,

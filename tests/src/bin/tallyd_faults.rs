@@ -66,6 +66,10 @@ enum Cmd {
         /// the ranges that move.
         #[arg(long)]
         unsafe_skip_sync: bool,
+        /// FAULT INJECTION: merges treat copies of a cell at two fold
+        /// generations as one, so a folded shard counts again.
+        #[arg(long)]
+        unsafe_merge_ignoring_folds: bool,
     },
 }
 
@@ -80,7 +84,13 @@ fn main() {
         stall_writes_on_sigusr1,
         sync_delay_ms,
         unsafe_skip_sync,
+        unsafe_merge_ignoring_folds,
     } = Cli::parse().command;
+    if unsafe_merge_ignoring_folds {
+        // Before the engine opens: its replay merges too.
+        eprintln!("FAULT INJECTION: merges ignore fold generations");
+        tally_engine::cell::fold::inject_merge_ignoring_generations();
+    }
     let stall = Arc::new(AtomicBool::new(false));
     let tweak = |o: &mut Options| {
         if stall_writes_on_sigusr1 {

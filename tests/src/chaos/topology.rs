@@ -20,7 +20,7 @@ use rand::Rng;
 use rand::rngs::SmallRng;
 use serde_json::Value;
 use tally_net::Client;
-use tally_net::wire::{ClientOp, ClientReply};
+use tally_net::wire::{ClientOp, ClientReply, WireFolded};
 
 use crate::Cluster;
 
@@ -53,6 +53,13 @@ pub struct Changes {
     pub cleanups: usize,
     /// Cells they dropped.
     pub cells_dropped: u64,
+    /// Folds that agreed a generation (the `fold` operation, and the one
+    /// after the run).
+    pub folds: usize,
+    /// Retired incarnations they folded.
+    pub folded: usize,
+    /// The widest cell the last fold left on any member.
+    pub widest: u64,
 }
 
 impl Membership {
@@ -152,6 +159,53 @@ fn change(cluster: &Cluster, via: usize, node: usize, op: ClientOp) -> Result<()
         }
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// Runs `tally fold` through node `via`, again and again while it cannot
+/// run yet (a member restarted by the last fault is not seen up), until
+/// it is done; counts it in `done`.
+pub(crate) fn fold(cluster: &Cluster, via: usize, done: &mut Changes) -> Result<WireFolded> {
+    let deadline = Instant::now() + CHANGE_DEADLINE;
+    let addr = cluster.nodes[via].client;
+    loop {
+        let answer = crate::runtime().block_on(async {
+            let c = Client::connect_with_timeout(addr, CHANGE_DEADLINE).await?;
+            anyhow::Ok(c.call(ClientOp::Fold).await)
+        });
+        let why = match answer {
+            Ok(Ok(ClientReply::Folded(f))) => {
+                if f.generation > 0 {
+                    done.folds += 1;
+                    done.folded += f.retired.len();
+                }
+                done.widest = f.nodes.iter().map(|n| n.widest).max().unwrap_or(0);
+                return Ok(f);
+            }
+            Ok(Ok(other)) => bail!("fold answered {other:?}"),
+            Ok(Err(e)) => e.to_string(),
+            Err(e) => e.to_string(),
+        };
+        if Instant::now() > deadline {
+            bail!("fold through n{} did not finish: {why}", via + 1);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// The violations a fold left: a member that still holds shards of an
+/// incarnation folded (no cell here comes near an overflowing base).
+pub(crate) fn check_fold(folded: &WireFolded) -> Vec<String> {
+    folded
+        .nodes
+        .iter()
+        .filter(|n| n.retired_held > 0)
+        .map(|n| {
+            format!(
+                "{} holds shards of {} retired incarnations after a fold",
+                n.node, n.retired_held
+            )
+        })
+        .collect()
 }
 
 /// Waits until node `node`, joining, is a member of the ring as it sees it.

@@ -92,7 +92,12 @@ fn print_folded(cli: &Cli, f: &WireFolded) {
         let nodes: Vec<_> = f
             .nodes
             .iter()
-            .map(|n| json!({ "node": n.node, "cells": n.cells, "widest": n.widest, "table_bytes": n.table_bytes }))
+            .map(|n| {
+                json!({
+                    "node": n.node, "cells": n.cells, "widest": n.widest,
+                    "table_bytes": n.table_bytes, "retired_held": n.retired_held,
+                })
+            })
             .collect();
         println!(
             "{}",
@@ -118,11 +123,19 @@ fn print_folded(cli: &Cli, f: &WireFolded) {
     }
     for n in &f.nodes {
         println!(
-            "  {:<8} {} cells, widest {} shards, tables {}",
+            "  {:<8} {} cells, widest {} shards, tables {}{}",
             n.node,
             n.cells,
             n.widest,
-            human(n.table_bytes)
+            human(n.table_bytes),
+            if n.retired_held > 0 {
+                format!(
+                    "; {} retired incarnations left unfolded (a base would overflow)",
+                    n.retired_held
+                )
+            } else {
+                String::new()
+            }
         );
     }
 }
