@@ -71,6 +71,10 @@ pub(crate) struct Ctx {
     pub(crate) hints: Hints,
     /// Whether this node may apply ids yet, after an unclean restart.
     pub(crate) tails: crate::tails::Gate,
+    /// This node is being replaced (`tallyd run --replace`): it syncs its
+    /// ranges, takes replicated writes, and neither leads nor answers
+    /// replica reads until it is done (see `topology::replace`).
+    pub(crate) replacing: std::sync::atomic::AtomicBool,
     /// The repair this node is running, as far as it got (one at a time).
     pub(crate) repairing: parking_lot::Mutex<Option<tally_net::wire::WireRepaired>>,
     /// Set once by `Node::start_peers`, before any request is served.
@@ -200,7 +204,7 @@ impl Ctx {
     /// heartbeats say.
     pub(crate) fn state(&self, node: usize) -> State {
         let writable = if node == self.me {
-            self.engine.is_writable()
+            self.own_not_writable().is_none()
         } else if !self.transport().is_up(node) {
             return State::Down;
         } else {
@@ -216,9 +220,39 @@ impl Ctx {
     /// Why `node` takes no writes, if it is up and does not.
     pub(crate) fn not_writable(&self, node: usize) -> Option<String> {
         if node == self.me {
-            self.engine.not_writable()
+            self.own_not_writable()
         } else {
             self.transport().not_writable(node)
+        }
+    }
+
+    /// Why this node leads no writes: its engine's reason, or that it is
+    /// being replaced; what its heartbeats tell the peers.
+    pub(crate) fn own_not_writable(&self) -> Option<String> {
+        self.engine.not_writable().or_else(|| {
+            self.is_replacing()
+                .then(|| crate::topology::replace::NOT_READY.to_string())
+        })
+    }
+
+    /// Whether this node is being replaced (see [`Ctx::replacing`]).
+    pub(crate) fn is_replacing(&self) -> bool {
+        self.replacing.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Refuses a replica read while this node is being replaced: its
+    /// ranges are not synced yet, and its answer must not count.
+    pub(crate) fn check_readable(&self) -> Result<(), WireError> {
+        match self.is_replacing() {
+            false => Ok(()),
+            true => Err(WireError::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "{} {}",
+                    self.name(self.me),
+                    crate::topology::replace::NOT_READY
+                ),
+            )),
         }
     }
 

@@ -86,6 +86,12 @@ pub struct RunArgs {
     /// A join that stopped half way is finished by starting the node again.
     #[arg(long)]
     pub join: bool,
+    /// This node's data directory was lost: come back under a new
+    /// incarnation, sync its ranges from the other replicas, and only then
+    /// lead and answer reads. Refused when the directory holds data. A
+    /// replace that stopped half way resumes at the next start.
+    #[arg(long, conflicts_with = "join")]
+    pub replace: bool,
 }
 
 /// Runs the node `args` name in the foreground until SIGTERM or Ctrl-C.
@@ -122,6 +128,7 @@ pub fn run_with(
     // Before anything opens a file: the engine's reserve is counted on it.
     let files = limits::raise_files_limit().context("raise the open files limit")?;
     let (runtime, park_commit) = runtime(threads)?;
+    let replacing = crate::topology::replace::prepare(&me.data_dir, args.replace)?;
     runtime.block_on(async {
         // Replay before any port opens: never answer with less than was acknowledged.
         let node = blocking(|| Node::open_with(config, id, park_commit, tweak))?;
@@ -139,6 +146,21 @@ pub fn run_with(
         tokio::spawn(server::serve(listener, node.clone(), gate.clone()));
         tokio::spawn(resp::serve(resp, node.clone(), gate));
         tracing::info!(node = %id, peer = %me.peer, client = %me.client, resp = %me.resp, data = %me.data_dir.display(), "node is serving");
+        if replacing {
+            tokio::select! {
+                replaced = node.replace() => {
+                    if let Err(e) = replaced {
+                        blocking(|| node.close())?;
+                        bail!("{id} could not be replaced: {e}");
+                    }
+                }
+                signal = wait_for_signal() => {
+                    signal?;
+                    tracing::info!(node = %id, "shutting down during the replace");
+                    return blocking(|| node.close());
+                }
+            }
+        }
         if args.join {
             tokio::select! {
                 joined = node.join() => {

@@ -98,6 +98,9 @@ impl Node {
             engine,
             hints,
             tails,
+            replacing: std::sync::atomic::AtomicBool::new(crate::topology::replace::in_progress(
+                &dir,
+            )),
             repairing: parking_lot::Mutex::new(None),
             transport: OnceLock::new(),
             write_timeout: Duration::from_millis(c.write_timeout_ms),
@@ -190,6 +193,16 @@ impl Node {
                 }
             }
         }
+    }
+
+    /// Finishes a replace of this node (`tallyd run --replace`) if one is
+    /// in progress: syncs its ranges, then it serves them; nothing if none
+    /// is.
+    pub async fn replace(&self) -> Result<(), WireError> {
+        if !self.ctx.is_replacing() {
+            return Ok(());
+        }
+        crate::topology::replace::run(&self.ctx).await.map(|_| ())
     }
 
     /// The cluster's configuration.

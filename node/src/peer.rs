@@ -51,7 +51,7 @@ enum Task {
 impl Handler for PeerHandler {
     fn not_writable(&self) -> Option<String> {
         match self.ctx.upgrade() {
-            Some(ctx) => ctx.engine.not_writable(),
+            Some(ctx) => ctx.own_not_writable(),
             None => Some("the node is shutting down".into()),
         }
     }
@@ -109,7 +109,7 @@ impl Handler for PeerHandler {
                     // gets here is answered all the same.
                     PeerRequest::Ping { .. } => {
                         let ring = ctx.ring_version();
-                        out[i] = Some(match ctx.engine.not_writable() {
+                        out[i] = Some(match ctx.own_not_writable() {
                             None => PeerResponse::Pong { ring },
                             Some(why) => PeerResponse::PongNotWritable {
                                 why: tally_net::wire::bounded_reason(&why),
@@ -244,7 +244,7 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, task: Task) -> PeerResponse {
     // hold is durable (see `tally_engine::Engine::settled`).
     let reads = matches!(task, Task::Read(_) | Task::ReadRow(_));
     let result = match task {
-        Task::Read(key) => convert::key(&key).and_then(|k| {
+        Task::Read(key) => ctx.check_readable().and(convert::key(&key)).and_then(|k| {
             ctx.engine
                 .get(&k)
                 .map(|c| PeerResponse::Cell(wire_cell(&c)))

@@ -64,7 +64,10 @@ pub(crate) async fn read_key(
         cl,
         reach,
         PeerRequest::Read { key: wire_key(key) },
-        |ctx| ctx.engine.get(key).map_err(|e| engine_error(&e)),
+        |ctx| {
+            ctx.check_readable()?;
+            ctx.engine.get(key).map_err(|e| engine_error(&e))
+        },
         |resp| match resp {
             PeerResponse::Cell(c) => Some(convert::cell(&c)),
             _ => None,
@@ -185,6 +188,7 @@ pub(crate) async fn scan_row(
     ctx: &Arc<Ctx>,
     partition: &[u8],
 ) -> Result<Vec<(Key, Cell)>, WireError> {
+    ctx.check_readable()?;
     static SCANS: Semaphore = Semaphore::const_new(ROW_SCANS_MAX);
     let _turn = SCANS
         .acquire()

@@ -23,6 +23,7 @@
 pub(crate) mod change;
 pub(crate) mod cleanup;
 pub(crate) mod fold;
+pub(crate) mod replace;
 pub(crate) mod store;
 
 use tally_net::wire::{NodeState, WireTopology};

@@ -303,7 +303,24 @@ impl Cluster {
     /// Starts node `i` with `run --join` and waits for the process to end:
     /// its exit status and log (a refused join exits).
     pub fn join_refused(&mut self, i: usize, timeout: Duration) -> Result<String> {
-        self.spawn_args(i, None, &["--join"])?;
+        self.run_refused(i, &["--join"], timeout)
+    }
+
+    /// Wipes node `i`'s data directory (the node must be stopped), as a
+    /// lost disk would, and starts it with `run --replace`; waits until it
+    /// serves (its replace goes on in the background).
+    pub fn replace_wiped(&mut self, i: usize) -> Result<()> {
+        let dir = self.config.nodes[i].data_dir.clone();
+        fs::remove_dir_all(&dir).with_context(|| format!("wipe {}", dir.display()))?;
+        self.spawn_args(i, None, &["--replace"])?;
+        self.wait_serving(i, Duration::from_secs(30))
+    }
+
+    /// Starts node `i` with `run` and `extra` arguments and waits for the
+    /// process to end: its log, or an error if it succeeded or kept
+    /// running past `timeout`.
+    pub fn run_refused(&mut self, i: usize, extra: &[&str], timeout: Duration) -> Result<String> {
+        self.spawn_args(i, None, extra)?;
         let deadline = Instant::now() + timeout;
         loop {
             let n = &mut self.nodes[i];

@@ -426,3 +426,66 @@ fn cleanup_drops_what_moved_away_and_a_range_can_come_back() {
     let want: Vec<i64> = want.iter().map(|w| w + 3).collect();
     assert_each_alone_reads(&mut cluster, &want);
 }
+
+/// Whether node `id` says it leads writes (it is not being replaced).
+fn writable(cluster: &Cluster, id: &str) -> bool {
+    let s = status(cluster, id);
+    let nodes = s["nodes"].as_array().unwrap();
+    nodes.iter().any(|n| n["id"] == id && n["writable"] == true)
+}
+
+#[test]
+fn a_wiped_node_is_replaced_and_repaired_back() {
+    let mut cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    let mut want: Vec<i64> = (0..KEYS as i64).map(|k| k % 5 + 1).collect();
+    rt().block_on(async {
+        let c = cluster.client(0).await.unwrap();
+        for (k, &w) in want.iter().enumerate() {
+            c.add(key(k).as_bytes(), b"", w, Consistency::Quorum)
+                .await
+                .unwrap();
+        }
+    });
+    cluster.kill(2).unwrap();
+    // A node that has its data is not replaced: it restarts as it is.
+    let log = cluster
+        .run_refused(2, &["--replace"], Duration::from_secs(30))
+        .unwrap();
+    assert!(log.contains("--replace is for a node whose data"), "{log}");
+
+    // Its disk is lost: it comes back empty, under a new incarnation, and
+    // syncs its ranges while the load goes on through the others.
+    cluster.replace_wiped(2).unwrap();
+    let load = start_load(vec![cluster.nodes[0].client, cluster.nodes[1].client]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !writable(&cluster, "n3") {
+        assert!(Instant::now() < deadline, "{}", cluster.log_tail(2));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let tally = load.stop();
+    assert!(
+        tally.errors.is_empty(),
+        "{:?}",
+        &tally.errors[..3.min(tally.errors.len())]
+    );
+    assert!(cluster.log_text(2).contains("replaced: this node leads"));
+    for (w, acked) in want.iter_mut().zip(&tally.acked) {
+        *w += acked;
+    }
+    // The last adds reach their third replica (or a hint that is
+    // delivered) before nodes are killed for the reads alone.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let s = status(&cluster, "n1");
+        let nodes = s["nodes"].as_array().unwrap();
+        if nodes.iter().all(|n| n["hints_pending"] == 0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "hints pending: {s}");
+    }
+    // n3 alone holds every acknowledged add: those before its disk was
+    // lost, and those made while it synced.
+    assert_each_alone_reads(&mut cluster, &want);
+}

@@ -184,6 +184,16 @@ pub(crate) fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
     sync_dir(path.parent().unwrap_or(Path::new(".")))
 }
 
+/// Removes the file at `path` (if it is there), durably.
+pub(crate) fn remove(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("remove {}", path.display())),
+    }
+    sync_dir(path.parent().unwrap_or(Path::new(".")))
+}
+
 /// The bytes of the file at `path`; `None` if there is none.
 pub(crate) fn read_small(path: &Path) -> Result<Option<Vec<u8>>> {
     match std::fs::read(path) {

@@ -147,7 +147,7 @@ fn save(dir: &std::path::Path, mark: &Checkpoint) {
 
 /// The ranges this node replicates (their parts in `only`, if given), by
 /// their replicas (sorted).
-fn groups(ctx: &Ctx, only: Option<TokenRange>) -> BTreeMap<Vec<usize>, Vec<TokenRange>> {
+pub(crate) fn groups(ctx: &Ctx, only: Option<TokenRange>) -> BTreeMap<Vec<usize>, Vec<TokenRange>> {
     let mut groups: BTreeMap<Vec<usize>, Vec<TokenRange>> = BTreeMap::new();
     for (range, replicas) in ctx.ring().ranges() {
         if replicas.contains(&ctx.me) {
