@@ -25,6 +25,11 @@
 //!   and removed; every later fault picks among the members;
 //! - `cleanup`: not a fault but an operation that races the workload: a
 //!   `tally cleanup` of a member (refused while a ring change runs);
+//! - `replace`: `kill -9` of a member, its data directory wiped as a lost
+//!   disk, then `tallyd run --replace`: it syncs its ranges back while the
+//!   workload runs, and the fault waits until it serves again (the ids it
+//!   applied are lost with its disk, so runs with it leave out the exact
+//!   workers, as removals do);
 //! - `fold`: not a fault but an operation that races the workload: a
 //!   `tally fold` through a member, folding the shards of every retired
 //!   incarnation (nodes that left, killed and stalled nodes' old ones)
@@ -312,8 +317,8 @@ impl std::fmt::Display for Summary {
         )?;
         writeln!(
             f,
-            "folds: {} folded {} retired incarnations; widest cell after the last: {} shards",
-            c.folds, c.folded, c.widest
+            "folds: {} folded {} retired incarnations; widest cell after the last: {} shards; {} members wiped and replaced",
+            c.folds, c.folded, c.widest, c.replaced
         )?;
         let (moved, left) = self.repair;
         writeln!(
@@ -720,6 +725,12 @@ fn inject(
             cluster.kill(victim)?;
             std::thread::sleep(hold);
             cluster.restart(victim)?;
+        }
+        "replace" => {
+            cluster.kill(victim)?;
+            std::thread::sleep(hold);
+            topology::replace(cluster, victim)?;
+            f.changes.replaced += 1;
         }
         "pause" => {
             cluster.signal_stop(victim, false)?;

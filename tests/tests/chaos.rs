@@ -289,16 +289,25 @@ fn the_checker_catches_merges_that_ignore_fold_generations() {
     );
 }
 
-/// Members killed and removed under the workload. Without adds with ids:
-/// a removed node takes the ids it alone remembered with it, so a retry
-/// of an add it applied but whose answer was lost is applied again (the
-/// README says so, and the exact checker reports it when it happens).
+/// Members killed and removed, and one wiped and replaced, under the
+/// workload. Without adds with ids: a removed or wiped node takes the ids
+/// it alone remembered with it, so a retry of an add it applied but whose
+/// answer was lost is applied again (the README says so, and the exact
+/// checker reports it when it happens).
 #[test]
 fn a_chaos_run_with_removed_nodes_finds_no_violation() {
     let opts = ChaosOptions {
         duration: Duration::from_secs(seconds().min(30)),
         fault_interval: Duration::from_secs(3),
-        fault_kinds: &["join", "kill", "removenode", "join", "pause", "removenode"],
+        fault_kinds: &[
+            "join",
+            "kill",
+            "removenode",
+            "replace",
+            "join",
+            "pause",
+            "removenode",
+        ],
         spares: 2,
         seed: 10,
         exact_workers: 0,
@@ -308,6 +317,7 @@ fn a_chaos_run_with_removed_nodes_finds_no_violation() {
     println!("{summary}");
     let (changes, members) = &summary.topology;
     assert!(changes.joined >= 2 && changes.removed >= 2, "{summary}");
+    assert!(changes.replaced >= 1, "{summary}");
     assert_eq!(members.len(), 3, "{summary}");
     assert!(summary.unique.0 > 100, "{summary}");
     assert!(summary.report.violations.is_empty(), "{summary}");

@@ -58,6 +58,8 @@ pub struct Changes {
     pub folds: usize,
     /// Retired incarnations they folded.
     pub folded: usize,
+    /// Members wiped and replaced (the `replace` fault).
+    pub replaced: usize,
     /// The widest cell the last fold left on any member.
     pub widest: u64,
 }
@@ -158,6 +160,28 @@ fn change(cluster: &Cluster, via: usize, node: usize, op: ClientOp) -> Result<()
             bail!("{op:?} through n{} did not finish: {why}", via + 1);
         }
         std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Node `node`, stopped, comes back with a wiped data directory through
+/// `tallyd run --replace`; waits until it has synced and leads again.
+pub(crate) fn replace(cluster: &mut Cluster, node: usize) -> Result<()> {
+    cluster.replace_wiped(node)?;
+    let id = cluster.nodes[node].id.clone();
+    let deadline = Instant::now() + CHANGE_DEADLINE;
+    loop {
+        if let Ok(status) = cluster.status_json(Some(&id))
+            && let Some(nodes) = status["nodes"].as_array()
+            && nodes
+                .iter()
+                .any(|n| n["id"] == id.as_str() && n["writable"] == true)
+        {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("{id} was not replaced: {}", cluster.log_tail(node));
+        }
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 
