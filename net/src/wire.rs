@@ -628,8 +628,12 @@ pub enum PeerRequest {
         block: Vec<u8>,
     },
     /// The receiver's counter_id and every counter_id whose shards it may
-    /// hold; answered `Survey`.
-    Survey,
+    /// hold, after a cleanup if `cleanup` (the data of ranges it no longer
+    /// replicates dropped, but its own shards); answered `Survey`.
+    Survey {
+        /// Clean up first.
+        cleanup: bool,
+    },
     /// Fold every cell the receiver holds by its ring's active fold
     /// generation; answered `Folded`.
     Fold,

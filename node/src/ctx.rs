@@ -71,6 +71,10 @@ pub(crate) struct Ctx {
     pub(crate) hints: Hints,
     /// Whether this node may apply ids yet, after an unclean restart.
     pub(crate) tails: crate::tails::Gate,
+    /// The node being decommissioned, if one is (`usize::MAX`: none): it
+    /// leads writes only when no other replica can (see `State::Leaving`).
+    /// At most one node leaves at a time.
+    pub(crate) leaving: std::sync::atomic::AtomicUsize,
     /// This node is being replaced (`tallyd run --replace`): it syncs its
     /// ranges, takes replicated writes, and neither leads nor answers
     /// replica reads until it is done (see `topology::replace`).
@@ -210,10 +214,13 @@ impl Ctx {
         } else {
             self.transport().is_writable(node)
         };
-        if writable {
-            State::Writable
-        } else {
-            State::ReadOnly
+        match (
+            writable,
+            self.leaving.load(std::sync::atomic::Ordering::Relaxed) == node,
+        ) {
+            (true, false) => State::Writable,
+            (true, true) => State::Leaving,
+            (false, _) => State::ReadOnly,
         }
     }
 

@@ -85,6 +85,7 @@ impl Node {
             .map(|(i, n)| (i, n.id.clone()))
             .collect();
         let hints = Hints::open(&dir.join("hints"), &others, c.hints.clone())?;
+        let leaving = std::sync::atomic::AtomicUsize::new(topology.leaving());
         let placed = parking_lot::RwLock::new(Placed::new(topology, &config));
         let retired = engine.retired().context("read the retired incarnations")?;
         let tails = crate::tails::Gate::new(config.nodes.len(), me, retired);
@@ -98,6 +99,7 @@ impl Node {
             engine,
             hints,
             tails,
+            leaving,
             replacing: std::sync::atomic::AtomicBool::new(crate::topology::replace::in_progress(
                 &dir,
             )),

@@ -122,7 +122,7 @@ impl Handler for PeerHandler {
                     | PeerRequest::TakeIds { .. }
                     | PeerRequest::GetTopology
                     | PeerRequest::Adopt { .. }) => Task::Ring(req),
-                    req @ (PeerRequest::Survey | PeerRequest::Fold) => Task::Fold(req),
+                    req @ (PeerRequest::Survey { .. } | PeerRequest::Fold) => Task::Fold(req),
                     PeerRequest::Read { key } => Task::Read(key),
                     PeerRequest::ReadRow { partition } => Task::ReadRow(partition),
                     PeerRequest::LeaderAdd { key, delta, cl } => {

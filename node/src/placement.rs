@@ -31,6 +31,9 @@ pub(crate) enum State {
     ReadOnly,
     /// Up and taking writes.
     Writable,
+    /// Up and taking writes, and leaving the ring (decommission): it
+    /// leads a write only when no other replica can.
+    Leaving,
 }
 
 impl State {
@@ -39,7 +42,7 @@ impl State {
     }
 
     fn writable(self) -> bool {
-        self == State::Writable
+        matches!(self, State::Writable | State::Leaving)
     }
 }
 
@@ -164,16 +167,22 @@ pub(crate) fn route(
     cl: Consistency,
 ) -> Result<Route, Shortfall> {
     check_write(&replicas, &state, cl)?;
-    Ok(if replicas.contains(&me) && state(me).writable() {
+    let mine = replicas.contains(&me);
+    if mine && state(me) == State::Writable {
+        return Ok(Route::Lead(replicas));
+    }
+    // A leaving replica last: it leads only when no other can.
+    let mut others: Vec<usize> = replicas
+        .iter()
+        .copied()
+        .filter(|&r| r != me && state(r).writable())
+        .collect();
+    others.sort_by_key(|&r| state(r) == State::Leaving);
+    let only_leaving = others.iter().all(|&r| state(r) == State::Leaving);
+    Ok(if mine && state(me).writable() && only_leaving {
         Route::Lead(replicas)
     } else {
-        Route::Forward(
-            replicas
-                .iter()
-                .copied()
-                .filter(|&r| r != me && state(r).writable())
-                .collect(),
-        )
+        Route::Forward(others)
     })
 }
 
@@ -459,6 +468,41 @@ mod tests {
                 None => assert!(got.is_err(), "me {me}, down {down:?}, ro {ro:?}: {got:?}"),
             }
         }
+    }
+
+    #[test]
+    fn a_leaving_replica_leads_only_when_no_other_can() {
+        let r = replicas();
+        let leaving = |l: usize, down: &'static [usize]| {
+            move |x: usize| match x {
+                _ if down.contains(&x) => Down,
+                _ if x == l => State::Leaving,
+                _ => Writable,
+            }
+        };
+        let others = in_ring_order(&r, &[1, 2]);
+        assert_eq!(
+            route(r.clone(), 0, leaving(0, &[]), Quorum),
+            Ok(Route::Forward(others.clone()))
+        );
+        // An outsider forwards to it last.
+        let mut last = others.clone();
+        last.push(0);
+        assert_eq!(
+            route(r.clone(), 9, leaving(0, &[]), Quorum),
+            Ok(Route::Forward(last))
+        );
+        // Alone, it leads; and it counts as writable for the level.
+        assert_eq!(
+            route(r.clone(), 0, leaving(0, &[1, 2]), One),
+            Ok(Route::Lead(r.clone()))
+        );
+        assert_eq!(check_write(&r, leaving(0, &[1]), Quorum), Ok(()));
+        // Another replica leaving changes nothing for a writable one here.
+        assert_eq!(
+            route(r.clone(), 0, leaving(1, &[]), Quorum),
+            Ok(Route::Lead(r.clone()))
+        );
     }
 
     #[test]

@@ -199,6 +199,14 @@ impl Topology {
         Some(next)
     }
 
+    /// The node being decommissioned, or `usize::MAX` when none is.
+    pub(crate) fn leaving(&self) -> usize {
+        match self.in_progress() {
+            Some(Change::Decommission(n)) => n,
+            _ => usize::MAX,
+        }
+    }
+
     /// The fold generation agreed and not active yet, if one is.
     pub(crate) fn fold_pending(&self) -> Option<u32> {
         let known = u32::try_from(self.folds.len()).unwrap_or(u32::MAX);
@@ -412,7 +420,9 @@ mod tests {
         assert_eq!(leaving.members_now(), [true; 4]);
         assert_eq!(leaving.members_next(), [true, false, true, true]);
         assert_eq!(leaving.participants(), [0, 1, 2, 3]);
+        assert_eq!((t.leaving(), leaving.leaving()), (usize::MAX, 1));
         let left = leaving.finish().unwrap();
+        assert_eq!(left.leaving(), usize::MAX);
         assert_eq!(left.states[1], Left);
         assert_eq!(left.participants(), [0, 2, 3]);
         // A node id is not reused, and the ring keeps rf members.

@@ -12,7 +12,9 @@
 //!    stops there);
 //! 3. the ranges that gain a replica are synced into it from every current
 //!    replica, by the repair machinery (`repair::run::sync`), while every
-//!    write also goes to it;
+//!    write also goes to it; a leaving node leads no writes meanwhile
+//!    (unless no other replica can: `placement::State::Leaving`), and
+//!    delivers its hints before the ring switches;
 //! 4. the ring switches over: every participant stores it with
 //!    `switching` set, from when on adds with ids whose applier the change
 //!    moves are refused (not applied: the client retries the same id), and
@@ -43,6 +45,8 @@ use crate::ctx::{Ctx, Placed};
 const RING_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a change waits for its participants to be seen up.
 const READY_WAIT: Duration = Duration::from_secs(5);
+/// How long a leaving node waits for its hints to be delivered.
+const HINTS_DRAIN_WAIT: Duration = Duration::from_secs(60);
 /// How long a node may take to hand its ids to every other.
 const HAND_OVER_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -87,6 +91,8 @@ pub(crate) fn adopt(ctx: &Ctx, theirs: &Topology) -> Result<bool, String> {
         let _fence = theirs.switching.then(|| ctx.id_fence.write());
         *ctx.placed.write() = placed;
     }
+    ctx.leaving
+        .store(theirs.leaving(), std::sync::atomic::Ordering::Relaxed);
     for (n, (&was, &now)) in mine.states.iter().zip(&theirs.states).enumerate() {
         if was != now {
             info!(version = theirs.version, node = %ctx.name(n), from = ?was, to = ?now, "ring changed");
@@ -229,6 +235,9 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, change: Change) -> Result<Topology, Wire
         sync(ctx, &begun).await?
     };
     info!(version = begun.version, summary = ?synced, "synced");
+    if change == Change::Decommission(ctx.me) {
+        drain_hints(ctx).await;
+    }
     let switching = begun.switch().expect("a change is in progress");
     if switching.version != begun.version {
         commit(ctx, &begun, &switching).await?;
@@ -243,6 +252,35 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, change: Change) -> Result<Topology, Wire
     commit(ctx, &switching, &done).await?;
     info!(version = done.version, node = %ctx.name(change.node()), "topology change done");
     Ok(done)
+}
+
+/// A leaving node delivers its hints before it leaves: a write it led
+/// that a replica which stays missed would otherwise reach it only by
+/// repair. Waits up to [`HINTS_DRAIN_WAIT`] (every member is up: handoff
+/// delivers them), then leaves anyway, saying what is left.
+async fn drain_hints(ctx: &Ctx) {
+    let deadline = tokio::time::Instant::now() + HINTS_DRAIN_WAIT;
+    let pending = || -> usize {
+        (0..ctx.config.nodes.len())
+            .filter(|&n| n != ctx.me)
+            .map(|n| ctx.hints.count(n))
+            .sum()
+    };
+    loop {
+        let left = pending();
+        if left == 0 {
+            return;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            warn!(
+                hints = left,
+                "leaving with hints undelivered: repair the nodes they were for"
+            );
+            return;
+        }
+        info!(hints = left, "leaving: delivering this node's hints first");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// Whether the nodes `change` needs are as it needs them: every

@@ -7,9 +7,12 @@
 //! It runs on one node, like a topology change, and one at a time with
 //! them:
 //!
-//! 1. every member answers its counter_id and the counter_ids whose shards
-//!    it may hold (`Survey`); the retired ones are those held and no
-//!    member's now, less those folded already ([`retired`]);
+//! 1. every member cleans up (drops the data of ranges it no longer
+//!    replicates, but its own shards: no repair reaches those copies, so
+//!    none may be folded from a stale version), then answers its
+//!    counter_id and the counter_ids whose shards it may hold (`Survey`);
+//!    the retired ones are those held and no member's now, less those
+//!    folded already ([`retired`]);
 //! 2. a full repair brings every replica of every range to the merge of
 //!    all, so that every replica holds the last version of every retired
 //!    shard (`repair::run::sync`);
@@ -139,7 +142,7 @@ async fn agree(
     members: &[usize],
     done: &mut WireFolded,
 ) -> Result<Option<Topology>, WireError> {
-    let before = survey(ctx, members).await?;
+    let before = survey(ctx, members, true).await?;
     let ids = retired(now, &before);
     if ids.is_empty() {
         info!("fold: no retired incarnation holds shards");
@@ -148,7 +151,7 @@ async fn agree(
     info!(retired = ids.len(), "fold: repairing every range first");
     let groups = crate::repair::run::all_groups(ctx);
     done.repaired = crate::repair::run::sync(ctx, groups).await?;
-    let after = survey(ctx, members).await?;
+    let after = survey(ctx, members, false).await?;
     if let Err(i) = same_incarnations(&before, &after) {
         return Err(WireError::not_applied(
             ErrorKind::Unavailable,
@@ -168,11 +171,16 @@ async fn agree(
     Ok(Some(begun))
 }
 
-/// Every member's `Survey`, in the order of `members`.
-async fn survey(ctx: &Arc<Ctx>, members: &[usize]) -> Result<Vec<Surveyed>, WireError> {
+/// Every member's `Survey`, in the order of `members`, each cleaned up
+/// first if `cleanup`.
+async fn survey(
+    ctx: &Arc<Ctx>,
+    members: &[usize],
+    cleanup: bool,
+) -> Result<Vec<Surveyed>, WireError> {
     let mut out = Vec::with_capacity(members.len());
     for &n in members {
-        match call(ctx, n, PeerRequest::Survey).await? {
+        match call(ctx, n, PeerRequest::Survey { cleanup }).await? {
             PeerResponse::Survey { counter_id, held } => out.push(Surveyed { counter_id, held }),
             other => return Err(unexpected(ctx, n, &other)),
         }
@@ -194,9 +202,14 @@ async fn fold_members(ctx: &Arc<Ctx>, members: &[usize]) -> Result<Vec<WireFolde
 
 /// Answers a peer's `Survey` or `Fold`.
 pub(crate) async fn serve(ctx: &Arc<Ctx>, req: PeerRequest) -> PeerResponse {
+    if let PeerRequest::Survey { cleanup: true } = req
+        && let Err(e) = super::cleanup::run(ctx).await
+    {
+        return PeerResponse::Error(e);
+    }
     let worker = ctx.clone();
     let answer = tokio::task::spawn_blocking(move || match req {
-        PeerRequest::Survey => {
+        PeerRequest::Survey { .. } => {
             let held = worker.engine.counter_ids_held();
             Ok(PeerResponse::Survey {
                 counter_id: worker.engine.counter_id(),
