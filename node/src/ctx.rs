@@ -55,6 +55,8 @@ pub(crate) struct Ctx {
     pub(crate) placed: parking_lot::RwLock<Placed>,
     /// Held by the topology change this node runs (one at a time).
     pub(crate) changing: tokio::sync::Mutex<()>,
+    /// Held by the cleanup this node runs (one at a time).
+    pub(crate) cleaning: tokio::sync::Mutex<()>,
     /// Held while a ring is stored and switched to.
     pub(crate) adopting: parking_lot::Mutex<()>,
     /// Held for reading from the check that an add with an id may be

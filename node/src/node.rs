@@ -93,6 +93,7 @@ impl Node {
             me,
             placed,
             changing: tokio::sync::Mutex::new(()),
+            cleaning: tokio::sync::Mutex::new(()),
             adopting: parking_lot::Mutex::new(()),
             id_fence: parking_lot::RwLock::new(()),
             admit_fence: tokio::sync::RwLock::new(()),

@@ -308,6 +308,22 @@ impl Topology {
             .collect()
     }
 
+    /// Who must store `next`, the version after this one, and in which
+    /// order: every participant of either (a node that has just left
+    /// learns it too) but a node being removed (it is down for good), in
+    /// config order (of two changes begun at once, the first node decides
+    /// which wins); a node that leaves in `next` last, so that once it
+    /// holds the ring that says so every other member does, and it may be
+    /// stopped.
+    pub(crate) fn commit_order(&self, next: &Topology) -> Vec<usize> {
+        let mut nodes = next.participants();
+        let removed = |n: &usize| next.states[*n] == NodeState::Removing;
+        nodes.extend(self.participants().into_iter().filter(|n| !removed(n)));
+        nodes.sort_unstable_by_key(|&n| (next.states[n] == NodeState::Left, n));
+        nodes.dedup();
+        nodes
+    }
+
     /// Whether `theirs`, sent by a peer, may replace this one: it is newer.
     /// The same version with other states is a conflict (two changes
     /// begun at once); the first one a node stored wins.
@@ -421,8 +437,14 @@ mod tests {
         assert_eq!(leaving.members_next(), [true, false, true, true]);
         assert_eq!(leaving.participants(), [0, 1, 2, 3]);
         assert_eq!((t.leaving(), leaving.leaving()), (usize::MAX, 1));
+        assert_eq!(t.commit_order(&leaving), [0, 1, 2, 3]);
         let left = leaving.finish().unwrap();
         assert_eq!(left.leaving(), usize::MAX);
+        assert_eq!(
+            leaving.commit_order(&left),
+            [0, 2, 3, 1],
+            "the leaving node learns it has left last"
+        );
         assert_eq!(left.states[1], Left);
         assert_eq!(left.participants(), [0, 2, 3]);
         // A node id is not reused, and the ring keeps rf members.
@@ -447,6 +469,9 @@ mod tests {
         assert_eq!(removing.states[2], Removing);
         assert_eq!(removing.participants(), [0, 1, 3]);
         assert_eq!(removing.in_progress(), Some(Change::Remove(2)));
+        assert_eq!(t.commit_order(&removing), [0, 1, 3], "not the removed node");
+        let removed = removing.switch().unwrap().finish().unwrap();
+        assert_eq!(removing.commit_order(&removed), [0, 1, 3]);
     }
 
     #[test]

@@ -710,8 +710,9 @@ impl Drop for Cluster {
                 let _ = c.wait();
             }
         }
-        if std::thread::panicking() {
-            // Keep the logs and data of a failed test for a post-mortem.
+        if std::thread::panicking() || std::env::var_os("TALLY_KEEP_CLUSTER").is_some() {
+            // Keep the logs and data of a failed test (or of any, when
+            // asked) for a post-mortem.
             let kept =
                 std::mem::replace(&mut self.dir, tempfile::TempDir::new().expect("a temp dir"))
                     .keep();

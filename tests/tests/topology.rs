@@ -436,7 +436,16 @@ fn writable(cluster: &Cluster, id: &str) -> bool {
 
 #[test]
 fn a_wiped_node_is_replaced_and_repaired_back() {
-    let mut cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    let mut cluster = Cluster::start(ClusterOptions {
+        joining: 1,
+        ..ClusterOptions::default()
+    })
+    .unwrap();
+    // A node that never was a member has nothing to be replaced.
+    let log = cluster
+        .run_refused(3, &["--replace"], Duration::from_secs(30))
+        .unwrap();
+    assert!(log.contains("n4 is not a member of the ring"), "{log}");
     let mut want: Vec<i64> = (0..KEYS as i64).map(|k| k % 5 + 1).collect();
     rt().block_on(async {
         let c = cluster.client(0).await.unwrap();
@@ -480,7 +489,11 @@ fn a_wiped_node_is_replaced_and_repaired_back() {
         std::thread::sleep(Duration::from_millis(500));
         let s = status(&cluster, "n1");
         let nodes = s["nodes"].as_array().unwrap();
-        if nodes.iter().all(|n| n["hints_pending"] == 0) {
+        if nodes
+            .iter()
+            .filter(|n| n["up"] == true)
+            .all(|n| n["hints_pending"] == 0)
+        {
             break;
         }
         assert!(Instant::now() < deadline, "hints pending: {s}");

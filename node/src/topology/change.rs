@@ -308,20 +308,14 @@ fn ready(ctx: &Ctx, begun: &Topology, change: Change) -> Result<(), WireError> {
     Ok(())
 }
 
-/// Has every participant of `next` store it, and those of `from` (a
-/// node that has just left learns it too), in config order.
+/// Has every node [`Topology::commit_order`] names store `next`, in
+/// that order.
 pub(crate) async fn commit(
     ctx: &Arc<Ctx>,
     from: &Topology,
     next: &Topology,
 ) -> Result<(), WireError> {
-    let mut nodes = next.participants();
-    // Not a node being removed: it is down for good.
-    let removed = |n: &usize| next.states[*n] == NodeState::Removing;
-    nodes.extend(from.participants().into_iter().filter(|n| !removed(n)));
-    nodes.sort_unstable();
-    nodes.dedup();
-    for n in nodes {
+    for n in from.commit_order(next) {
         let req = PeerRequest::Adopt {
             topology: next.to_wire(),
         };

@@ -12,8 +12,11 @@ use crate::convert::engine_error;
 use crate::ctx::Ctx;
 
 /// Cleans this node up; refused while a ring change is in progress (its
-/// pending replicas are not synced yet).
+/// pending replicas are not synced yet). One at a time: a cleanup asked
+/// for while one runs (a retried `tally cleanup` or `tally fold`) waits
+/// for it, and then finds little to do.
 pub(crate) async fn run(ctx: &Arc<Ctx>) -> Result<WireCleaned, WireError> {
+    let _one = ctx.cleaning.lock().await;
     let topology = ctx.topology();
     if let Some(change) = topology.in_progress() {
         return Err(WireError::not_applied(

@@ -38,8 +38,8 @@ use tally_net::wire::{
 };
 use tracing::info;
 
-use super::Topology;
 use super::change::{commit, folding, learn};
+use super::{Refused, Topology};
 use crate::convert::engine_error;
 use crate::ctx::Ctx;
 
@@ -111,7 +111,13 @@ pub(crate) async fn run(ctx: &Arc<Ctx>) -> Result<WireFolded, WireError> {
     }
     let mut done = WireFolded::default();
     let pending = match now.fold_pending() {
-        Some(_) => now.clone(),
+        // Resumed: a commit that stopped half way may have left members
+        // without the generation, and every one must know it before any
+        // folds by it.
+        Some(_) => {
+            commit(ctx, &now, &now).await?;
+            now.clone()
+        }
         None => match agree(ctx, &now, &members, &mut done).await? {
             Some(begun) => begun,
             None => {
@@ -161,11 +167,9 @@ async fn agree(
             ),
         ));
     }
-    let begun = now.begin_fold(&ids).map_err(|_| {
-        invalid(folding(
-            u32::try_from(now.folds.len()).unwrap_or(u32::MAX),
-            now.version,
-        ))
+    let begun = now.begin_fold(&ids).map_err(|r| match r {
+        Refused::Folding(g) => invalid(folding(g, now.version)),
+        other => invalid(format!("the ring cannot take a fold now: {other:?}")),
     })?;
     commit(ctx, now, &begun).await?;
     Ok(Some(begun))

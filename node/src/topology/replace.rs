@@ -81,6 +81,12 @@ pub(crate) fn prepare(data_dir: &Path, replace: bool) -> anyhow::Result<bool> {
 pub(crate) async fn run(ctx: &Arc<Ctx>) -> Result<WireRepaired, WireError> {
     let state = ctx.node_state(ctx.me);
     if state != NodeState::Normal {
+        // Nothing to replace: the next start is a plain one.
+        let path = marker(&ctx.config.nodes[ctx.me].data_dir);
+        if let Err(e) = crate::hints::file::remove(&path) {
+            warn!(error = %e, "could not remove the replace marker");
+        }
+        ctx.replacing.store(false, Ordering::Release);
         return Err(WireError::not_applied(
             ErrorKind::Invalid,
             format!(

@@ -107,7 +107,9 @@ pub(crate) fn inject(
         "decommission" if can_leave => {
             let node = m.pick(rng);
             let id = cluster.nodes[node].id.clone();
-            change(cluster, node, node, ClientOp::Decommission { node: id })?;
+            let others: Vec<usize> = m.members.iter().copied().filter(|&n| n != node).collect();
+            let op = ClientOp::Decommission { node: id };
+            change(cluster, node, node, &others, op)?;
             leave(cluster, m, node)?;
             done.decommissioned += 1;
         }
@@ -117,7 +119,13 @@ pub(crate) fn inject(
             let others: Vec<usize> = m.members.iter().copied().filter(|&n| n != node).collect();
             let via = others[rng.random_range(0..others.len())];
             let id = cluster.nodes[node].id.clone();
-            change(cluster, via, node, ClientOp::RemoveNode { node: id })?;
+            change(
+                cluster,
+                via,
+                node,
+                &others,
+                ClientOp::RemoveNode { node: id },
+            )?;
             leave(cluster, m, node)?;
             done.removed += 1;
         }
@@ -138,8 +146,15 @@ fn leave(cluster: &mut Cluster, m: &mut Membership, node: usize) -> Result<()> {
 /// `via`, again and again while it cannot run yet, until it is done. The
 /// call waits as long as the change may take, as `tally decommission` does;
 /// an attempt that failed on the way may still have finished the change,
-/// which the next attempt then finds (`node` has left).
-fn change(cluster: &Cluster, via: usize, node: usize, op: ClientOp) -> Result<()> {
+/// which the next attempt then finds: every member of `others` sees that
+/// `node` has left.
+fn change(
+    cluster: &Cluster,
+    via: usize,
+    node: usize,
+    others: &[usize],
+    op: ClientOp,
+) -> Result<()> {
     let deadline = Instant::now() + CHANGE_DEADLINE;
     let addr = cluster.nodes[via].client;
     loop {
@@ -153,7 +168,7 @@ fn change(cluster: &Cluster, via: usize, node: usize, op: ClientOp) -> Result<()
             Ok(Err(e)) => e.to_string(),
             Err(e) => e.to_string(),
         };
-        if has_left(cluster, via, node) {
+        if others.iter().all(|&o| has_left(cluster, o, node)) {
             return Ok(());
         }
         if Instant::now() > deadline {
@@ -249,7 +264,7 @@ fn wait_member(cluster: &Cluster, node: usize) -> Result<()> {
     }
 }
 
-/// Whether node `via` sees node `node` as left the ring.
+/// Whether node `via` sees node `node` as having left the ring.
 fn has_left(cluster: &Cluster, via: usize, node: usize) -> bool {
     let id = &cluster.nodes[node].id;
     cluster
