@@ -153,10 +153,32 @@ fn tail_op(cur: &mut Cursor<'_>) -> Result<TailOp, DecodeError> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fenced(pub u64);
 
+/// One applier incarnation's tail.
 #[derive(Default)]
 struct Source {
     durable: u64,
     ops: Vec<(Key, TailOp)>,
+    /// The ops held, by `(client, seq, batch)`: every message of a cell
+    /// carries all of its ids not durable yet, so one op comes many times
+    /// (a stalled applier's hot counter: once per message), and is kept
+    /// once.
+    held: HashSet<(ClientId, u64, u64)>,
+}
+
+impl Source {
+    /// Keeps `op` of `key` unless it is held already.
+    fn add(&mut self, key: &Key, op: &TailOp) {
+        if self.held.insert((op.client.clone(), op.op.seq, op.batch)) {
+            self.ops.push((key.clone(), op.clone()));
+        }
+    }
+
+    /// Drops what group commit `durable` covers.
+    fn prune(&mut self, durable: u64) {
+        self.durable = durable;
+        self.ops.retain(|(_, op)| op.batch > durable);
+        self.held.retain(|&(_, _, batch)| batch > durable);
+    }
 }
 
 #[derive(Default)]
@@ -183,17 +205,12 @@ impl Tails {
         }
         let s = inner.sources.entry(source).or_default();
         if ids.durable > s.durable {
-            s.durable = ids.durable;
-            let durable = s.durable;
-            s.ops.retain(|(_, op)| op.batch > durable);
+            s.prune(ids.durable);
         }
         let durable = s.durable;
-        s.ops.extend(
-            ids.ops
-                .iter()
-                .filter(|op| op.batch > durable)
-                .map(|op| (key.clone(), op.clone())),
-        );
+        for op in ids.ops.iter().filter(|op| op.batch > durable) {
+            s.add(key, op);
+        }
         if s.ops.is_empty() {
             inner.sources.remove(&source);
         }
@@ -207,7 +224,7 @@ impl Tails {
         match entry {
             TailEntry::Op { source, key, op } => {
                 if !inner.forgotten.contains(&source) {
-                    inner.sources.entry(source).or_default().ops.push((key, op));
+                    inner.sources.entry(source).or_default().add(&key, &op);
                 }
             }
             TailEntry::Forgotten { source } => {
@@ -308,9 +325,11 @@ mod tests {
         t.take(&k, &ids(7, 0, vec![op(1, 1), op(2, 2)])).unwrap();
         // Batch 1 durable at the applier: only batch 2 and later stay.
         t.take(&k, &ids(7, 1, vec![op(2, 2), op(3, 3)])).unwrap();
-        assert_eq!(seqs(&t.fence(&[7])), [2, 2, 3]);
+        // An op sent again with the cell's next shard is kept once.
+        t.take(&k, &ids(7, 1, vec![op(2, 2), op(3, 3)])).unwrap();
+        assert_eq!(seqs(&t.fence(&[7])), [2, 3]);
         // A late message with an older watermark prunes nothing more.
-        assert_eq!(t.len(), 3);
+        assert_eq!(t.len(), 2);
         // Fenced: nothing more is taken from it; others still are.
         assert_eq!(t.take(&k, &ids(7, 3, vec![op(4, 4)])), Err(Fenced(7)));
         t.take(&k, &ids(8, 0, vec![op(1, 9)])).unwrap();
