@@ -206,8 +206,9 @@ impl Ctx {
     }
 
     /// What this node's view says of `node`: this node is always up to
-    /// itself, and writable unless its engine is poisoned or its disk full; a peer is as its
-    /// heartbeats say.
+    /// itself, and writable unless its engine is poisoned, its disk full or
+    /// it is being replaced; a peer is as its heartbeats say; a writable
+    /// node being decommissioned is `Leaving`.
     pub(crate) fn state(&self, node: usize) -> State {
         let writable = if node == self.me {
             self.own_not_writable().is_none()

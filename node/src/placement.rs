@@ -27,7 +27,8 @@ use crate::ring::Replicas;
 pub(crate) enum State {
     /// It does not answer heartbeats.
     Down,
-    /// Up, but its storage takes no writes: it may answer reads only.
+    /// Up, but its storage takes no writes (or it is being replaced): it
+    /// leads none.
     ReadOnly,
     /// Up and taking writes.
     Writable,
