@@ -211,7 +211,8 @@ impl Ctx {
     /// node being decommissioned is `Leaving`.
     pub(crate) fn state(&self, node: usize) -> State {
         let writable = if node == self.me {
-            self.own_not_writable().is_none()
+            // Atomic loads: every add asks.
+            self.engine.is_writable() && !self.is_replacing()
         } else if !self.transport().is_up(node) {
             return State::Down;
         } else {

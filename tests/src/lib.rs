@@ -649,6 +649,16 @@ impl Cluster {
             .context("run tally")
     }
 
+    /// [`Cluster::tally`] that must succeed: its stdout, or an error with
+    /// its stderr.
+    pub fn tally_ok(&self, args: &[&str]) -> Result<String> {
+        let out = self.tally(args)?;
+        if !out.status.success() {
+            bail!("tally {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
     /// `tally status --json` (through node `via`, e.g. "n1", if given).
     pub fn status_json(&self, via: Option<&str>) -> Result<serde_json::Value> {
         let mut args = vec!["status", "--json"];

@@ -28,16 +28,6 @@ fn cycles() -> usize {
         .unwrap_or(3)
 }
 
-fn tally_ok(cluster: &Cluster, args: &[&str]) -> String {
-    let out = cluster.tally(args).unwrap();
-    assert!(
-        out.status.success(),
-        "tally {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// Adds `round + 1` to every key through each of `members` in turn (each
 /// member leads the adds it coordinates, so each incarnation gets a shard
 /// of every key); answers what it added per key.
@@ -91,9 +81,19 @@ fn widest_and_values(cluster: &Cluster, via: usize) -> (usize, Vec<i64>) {
     })
 }
 
+/// `kill -9` of node `i` and a restart: a new incarnation; waits until
+/// every node sees it up.
+fn restart_uncleanly(cluster: &mut Cluster, i: usize) {
+    cluster.kill(i).unwrap();
+    cluster.restart(i).unwrap();
+    cluster.wait_view(Duration::from_secs(20)).unwrap();
+}
+
 /// `tally fold --json` through `via`.
 fn fold(cluster: &Cluster, via: &str) -> Value {
-    let out = tally_ok(cluster, &["--node", via, "--json", "fold"]);
+    let out = cluster
+        .tally_ok(&["--node", via, "--json", "fold"])
+        .unwrap();
     serde_json::from_str(out.trim()).unwrap()
 }
 
@@ -132,14 +132,12 @@ fn churned_cells_fold_back_to_replication_factor_shards() {
         // ...the oldest member leaves for good...
         let leaver = members.remove(0);
         let id = cluster.nodes[leaver].id.clone();
-        tally_ok(&cluster, &["--node", &id, "decommission"]);
+        cluster.tally_ok(&["--node", &id, "decommission"]).unwrap();
         cluster.kill(leaver).unwrap();
         // ...and every other cycle a member restarts uncleanly (a new
         // incarnation) and leads adds too.
         if cycle % 2 == 0 {
-            cluster.kill(members[0]).unwrap();
-            cluster.restart(members[0]).unwrap();
-            cluster.wait_view(Duration::from_secs(20)).unwrap();
+            restart_uncleanly(&mut cluster, members[0]);
             round += 1;
             want += add_round(&cluster, &members, round);
         }
@@ -168,9 +166,7 @@ fn churned_cells_fold_back_to_replication_factor_shards() {
         assert!(widest <= 3, "n{}: {widest} shards", m + 1);
         assert_eq!(values, vec![want; KEYS], "through n{}", m + 1);
     }
-    cluster.kill(members[2]).unwrap();
-    cluster.restart(members[2]).unwrap();
-    cluster.wait_view(Duration::from_secs(20)).unwrap();
+    restart_uncleanly(&mut cluster, members[2]);
     round += 1;
     want += add_round(&cluster, &members, round);
     let (_, values) = widest_and_values(&cluster, members[2]);

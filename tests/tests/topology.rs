@@ -155,16 +155,6 @@ fn cells(cluster: &Cluster, i: usize) -> u64 {
     n["cells"].as_u64().unwrap()
 }
 
-fn tally_ok(cluster: &Cluster, args: &[&str]) -> String {
-    let out = cluster.tally(args).unwrap();
-    assert!(
-        out.status.success(),
-        "tally {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[test]
 fn the_cluster_grows_to_five_and_shrinks_to_three_under_load() {
     let mut cluster = Cluster::start(ClusterOptions {
@@ -188,7 +178,7 @@ fn the_cluster_grows_to_five_and_shrinks_to_three_under_load() {
 
     // Shrink: n5 leaves, then n4; each is stopped once it has left.
     for (i, id) in [(4, "n5"), (3, "n4")] {
-        let out = tally_ok(&cluster, &["--node", id, "decommission"]);
+        let out = cluster.tally_ok(&["--node", id, "decommission"]).unwrap();
         assert!(out.contains(&format!("{id} left the ring")), "{out}");
         assert_eq!(state_of(&cluster, "n1", id), "left");
         assert_eq!(state_of(&cluster, id, id), "left", "{id} knows it left");
@@ -247,7 +237,7 @@ fn an_add_with_an_id_is_applied_once_across_ring_changes() {
         assert_eq!(again, 0, "retries through n{} applied again", via + 1);
     }
     // And n2 leaves: the partitions it applied move again.
-    tally_ok(&cluster, &["--node", "n2", "decommission"]);
+    cluster.tally_ok(&["--node", "n2", "decommission"]).unwrap();
     cluster.kill(1).unwrap();
     assert_eq!(applied_again(add_ids(&cluster, 2, client)), 0);
     assert_reads(&cluster, &[0, 2, 3], &vec![1; KEYS]);
@@ -275,7 +265,7 @@ fn a_dead_node_is_removed_and_its_ranges_re_replicated() {
     // Refused while up, or for a node that is no member.
     let out = cluster.tally(&["removenode", "n9"]).unwrap();
     assert!(!out.status.success());
-    let out = tally_ok(&cluster, &["removenode", "n4"]);
+    let out = cluster.tally_ok(&["removenode", "n4"]).unwrap();
     assert!(out.contains("n4 removed from the ring"), "{out}");
     assert_eq!(state_of(&cluster, "n2", "n4"), "left");
 
@@ -387,7 +377,7 @@ fn cleanup_drops_what_moved_away_and_a_range_can_come_back() {
     cluster.join(3).unwrap();
     wait_state(&cluster, "n1", "n4", "normal", Duration::from_secs(60));
     cluster.wait_view(Duration::from_secs(10)).unwrap();
-    let out = tally_ok(&cluster, &["--json", "cleanup"]);
+    let out = cluster.tally_ok(&["--json", "cleanup"]).unwrap();
     let cleaned: Value = serde_json::from_str(&out).unwrap();
     let nodes = cleaned["cleaned"].as_array().unwrap();
     assert_eq!(nodes.len(), 3, "the first ring's nodes: {out}");
@@ -396,7 +386,9 @@ fn cleanup_drops_what_moved_away_and_a_range_can_come_back() {
         // Four nodes, three replicas: each keeps about three quarters.
         assert!(dropped > 20 && kept > 2 * dropped, "{n}");
     }
-    let n4 = tally_ok(&cluster, &["--json", "--node", "n4", "cleanup"]);
+    let n4 = cluster
+        .tally_ok(&["--json", "--node", "n4", "cleanup"])
+        .unwrap();
     assert!(
         n4.contains("\"dropped\":0"),
         "n4 replicates all it holds: {n4}"
@@ -411,7 +403,7 @@ fn cleanup_drops_what_moved_away_and_a_range_can_come_back() {
     cluster.wait_calm(Duration::from_millis(500)).unwrap();
     // n4 leaves: its ranges come back to nodes that dropped them, which
     // lead adds to them again from their own shards (ScyllaDB #27306).
-    tally_ok(&cluster, &["--node", "n4", "decommission"]);
+    cluster.tally_ok(&["--node", "n4", "decommission"]).unwrap();
     cluster.kill(3).unwrap();
     rt().block_on(async {
         for via in 0..3 {

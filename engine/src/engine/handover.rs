@@ -72,18 +72,8 @@ mod tests {
         let key = Key::new(b"p", b"").unwrap();
         let first = add_once(&a, &key, 5, 7);
         assert_eq!(first.value(), 5);
-        let ids_files = |dir: &std::path::Path| {
-            std::fs::read_dir(dir)
-                .unwrap()
-                .filter(|e| {
-                    e.as_ref()
-                        .unwrap()
-                        .path()
-                        .extension()
-                        .is_some_and(|x| x == "ids")
-                })
-                .count()
-        };
+        let ids_files =
+            |dir: &std::path::Path| crate::fsutil::numbered_files(dir, "ids").unwrap().len();
         let before = ids_files(b_dir.path());
         let mut entries = 0;
         for block in a.ids_export() {

@@ -143,11 +143,9 @@ fn leave(cluster: &mut Cluster, m: &mut Membership, node: usize) -> Result<()> {
 }
 
 /// Runs a change that takes node `node` out of the ring through node
-/// `via`, again and again while it cannot run yet, until it is done. The
-/// call waits as long as the change may take, as `tally decommission` does;
-/// an attempt that failed on the way may still have finished the change,
-/// which the next attempt then finds: every member of `others` sees that
-/// `node` has left.
+/// `via` until it is done (see [`call_until`]); an attempt that failed on
+/// the way may still have finished the change, which the next attempt
+/// then finds: every member of `others` sees that `node` has left.
 fn change(
     cluster: &Cluster,
     via: usize,
@@ -155,6 +153,24 @@ fn change(
     others: &[usize],
     op: ClientOp,
 ) -> Result<()> {
+    let left = || others.iter().all(|&o| has_left(cluster, o, node));
+    match call_until(cluster, via, &op, left)? {
+        Some(ClientReply::Ring(_)) | None => Ok(()),
+        Some(other) => bail!("{op:?} answered {other:?}"),
+    }
+}
+
+/// Sends `op` (a ring change or a fold) through node `via`, again and
+/// again while it fails (a member restarted by the last fault is not seen
+/// up yet), until it answers or `finished` says an attempt that failed
+/// did the work after all (`None`). Each call waits as long as the
+/// operation may take, as the `tally` commands do.
+fn call_until(
+    cluster: &Cluster,
+    via: usize,
+    op: &ClientOp,
+    finished: impl Fn() -> bool,
+) -> Result<Option<ClientReply>> {
     let deadline = Instant::now() + CHANGE_DEADLINE;
     let addr = cluster.nodes[via].client;
     loop {
@@ -163,13 +179,12 @@ fn change(
             anyhow::Ok(c.call(op.clone()).await)
         });
         let why = match answer {
-            Ok(Ok(ClientReply::Ring(_))) => return Ok(()),
-            Ok(Ok(other)) => bail!("{op:?} answered {other:?}"),
+            Ok(Ok(reply)) => return Ok(Some(reply)),
             Ok(Err(e)) => e.to_string(),
             Err(e) => e.to_string(),
         };
-        if others.iter().all(|&o| has_left(cluster, o, node)) {
-            return Ok(());
+        if finished() {
+            return Ok(None);
         }
         if Instant::now() > deadline {
             bail!("{op:?} through n{} did not finish: {why}", via + 1);
@@ -200,34 +215,19 @@ pub(crate) fn replace(cluster: &mut Cluster, node: usize) -> Result<()> {
     }
 }
 
-/// Runs `tally fold` through node `via`, again and again while it cannot
-/// run yet (a member restarted by the last fault is not seen up), until
-/// it is done; counts it in `done`.
+/// Runs `tally fold` through node `via` until it is done (see
+/// [`call_until`]); counts it in `done`.
 pub(crate) fn fold(cluster: &Cluster, via: usize, done: &mut Changes) -> Result<WireFolded> {
-    let deadline = Instant::now() + CHANGE_DEADLINE;
-    let addr = cluster.nodes[via].client;
-    loop {
-        let answer = crate::runtime().block_on(async {
-            let c = Client::connect_with_timeout(addr, CHANGE_DEADLINE).await?;
-            anyhow::Ok(c.call(ClientOp::Fold).await)
-        });
-        let why = match answer {
-            Ok(Ok(ClientReply::Folded(f))) => {
-                if f.generation > 0 {
-                    done.folds += 1;
-                    done.folded += f.retired.len();
-                }
-                done.widest = f.nodes.iter().map(|n| n.widest).max().unwrap_or(0);
-                return Ok(f);
+    match call_until(cluster, via, &ClientOp::Fold, || false)? {
+        Some(ClientReply::Folded(f)) => {
+            if f.generation > 0 {
+                done.folds += 1;
+                done.folded += f.retired.len();
             }
-            Ok(Ok(other)) => bail!("fold answered {other:?}"),
-            Ok(Err(e)) => e.to_string(),
-            Err(e) => e.to_string(),
-        };
-        if Instant::now() > deadline {
-            bail!("fold through n{} did not finish: {why}", via + 1);
+            done.widest = f.nodes.iter().map(|n| n.widest).max().unwrap_or(0);
+            Ok(f)
         }
-        std::thread::sleep(Duration::from_millis(500));
+        other => bail!("fold answered {other:?}"),
     }
 }
 
