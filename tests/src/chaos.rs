@@ -134,6 +134,10 @@ pub struct ChaosOptions {
     pub ignore_deadlines: bool,
     /// The fault kinds to take turns with (see the module doc).
     pub fault_kinds: &'static [&'static str],
+    /// Faults injected even when the run's duration has passed: a test that
+    /// counts on its whole schedule sets it, so a slow machine runs longer
+    /// instead of skipping the last faults.
+    pub min_faults: usize,
     /// The nodes' hint window (`[cluster.hints] window_ms`): shorter than
     /// the faults, nodes drop their hints for a peer that is away and mark
     /// it as needing repair; the final reads at ALL must converge anyway.
@@ -208,6 +212,7 @@ impl Default for ChaosOptions {
             skip_tails: false,
             ignore_deadlines: false,
             fault_kinds: FAULT_KINDS,
+            min_faults: 0,
             hint_window: None,
             idle_repair: false,
             spares: 0,
@@ -570,7 +575,11 @@ fn inject_all(
     let mut rng = SmallRng::seed_from_u64(opts.seed);
     let kinds = opts.fault_kinds;
     let mut turn = 0;
-    while started.elapsed() + opts.fault_interval <= opts.duration {
+    let more = |turn: usize| {
+        started.elapsed() + opts.fault_interval <= opts.duration
+            || (opts.faults && turn < opts.min_faults)
+    };
+    while more(turn) {
         let tick = Instant::now();
         if opts.faults {
             let kind = kinds[turn % kinds.len()];

@@ -230,19 +230,21 @@ fn the_checker_catches_nodes_that_skip_learning_their_lost_ids() {
 /// back through the members at the end.
 #[test]
 fn a_chaos_run_with_ring_changes_finds_no_violation() {
+    const KINDS: &[&str] = &[
+        "join",
+        "kill",
+        "cleanup",
+        "decommission",
+        "join",
+        "pause",
+        "decommission",
+        "fold",
+    ];
     let opts = ChaosOptions {
         duration: Duration::from_secs(seconds().min(40)),
         fault_interval: Duration::from_secs(3),
-        fault_kinds: &[
-            "join",
-            "kill",
-            "cleanup",
-            "decommission",
-            "join",
-            "pause",
-            "decommission",
-            "fold",
-        ],
+        fault_kinds: KINDS,
+        min_faults: KINDS.len(),
         spares: 2,
         seed: 9,
         // Enough partitions that a node of four holds only some of them.
@@ -277,6 +279,7 @@ fn the_checker_catches_merges_that_ignore_fold_generations() {
         duration: Duration::from_secs(16),
         fault_interval: Duration::from_secs(2),
         fault_kinds: &["kill", "fold", "stall", "fold"],
+        min_faults: 4,
         merge_ignoring_folds: true,
         seed: 11,
         ..ChaosOptions::default()
@@ -296,18 +299,20 @@ fn the_checker_catches_merges_that_ignore_fold_generations() {
 /// checker reports it when it happens).
 #[test]
 fn a_chaos_run_with_removed_nodes_finds_no_violation() {
+    const KINDS: &[&str] = &[
+        "join",
+        "kill",
+        "removenode",
+        "replace",
+        "join",
+        "pause",
+        "removenode",
+    ];
     let opts = ChaosOptions {
         duration: Duration::from_secs(seconds().min(30)),
         fault_interval: Duration::from_secs(3),
-        fault_kinds: &[
-            "join",
-            "kill",
-            "removenode",
-            "replace",
-            "join",
-            "pause",
-            "removenode",
-        ],
+        fault_kinds: KINDS,
+        min_faults: KINDS.len(),
         spares: 2,
         seed: 10,
         exact_workers: 0,
@@ -331,6 +336,7 @@ fn the_checker_catches_ring_changes_that_skip_the_sync() {
         duration: Duration::from_secs(24),
         fault_interval: Duration::from_secs(3),
         fault_kinds: &["join", "decommission", "join", "removenode"],
+        min_faults: 4,
         spares: 2,
         skip_sync: true,
         seed: 9,
