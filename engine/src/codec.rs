@@ -173,7 +173,10 @@ impl<'a> Cursor<'a> {
 
     /// Reads a key's raw parts without copying.
     pub fn key_parts(&mut self) -> Result<(&'a [u8], &'a [u8]), DecodeError> {
-        let plen = self.varint_max(key::PARTITION_BYTES_MAX, "partition length over the limit")?;
+        let plen = self.varint_max(
+            key::STORED_PARTITION_BYTES_MAX,
+            "partition length over the limit",
+        )?;
         let partition = self.bytes(plen)?;
         let clen = self.varint_max(key::STORED_COLUMN_BYTES_MAX, "column length over the limit")?;
         let column = self.bytes(clen)?;

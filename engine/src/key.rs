@@ -9,8 +9,11 @@ use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 
-/// Longest partition key accepted, in bytes.
+/// Longest partition key a client may use, in bytes.
 pub const PARTITION_BYTES_MAX: usize = 1024;
+/// Longest partition stored: a client's, behind the few bytes a node may
+/// put before it to name its keyspace (Redis' databases).
+pub const STORED_PARTITION_BYTES_MAX: usize = PARTITION_BYTES_MAX + 8;
 /// Longest column name a client may use, in bytes.
 pub const COLUMN_BYTES_MAX: usize = 256;
 /// Longest column stored: a client's, or a reserved one, which is a byte
@@ -87,7 +90,7 @@ fn seed() -> &'static RandomState {
     SEED.get_or_init(RandomState::default)
 }
 
-const _: () = assert!(PARTITION_BYTES_MAX <= u16::MAX as usize);
+const _: () = assert!(STORED_PARTITION_BYTES_MAX <= u16::MAX as usize);
 
 impl Key {
     /// A key from its parts, refusing oversized ones.
@@ -153,10 +156,10 @@ pub(crate) fn partition_hash(partition: &[u8]) -> u64 {
 
 /// Checks the size limits of a key's parts.
 pub(crate) fn check_lengths(partition: usize, column: usize) -> Result<()> {
-    if partition > PARTITION_BYTES_MAX {
+    if partition > STORED_PARTITION_BYTES_MAX {
         return Err(Error::PartitionTooLong {
             len: partition,
-            max: PARTITION_BYTES_MAX,
+            max: STORED_PARTITION_BYTES_MAX,
         });
     }
     if column > STORED_COLUMN_BYTES_MAX {
@@ -253,7 +256,7 @@ mod tests {
 
     #[test]
     fn refuses_oversized_parts() {
-        let long = vec![0u8; PARTITION_BYTES_MAX + 1];
+        let long = vec![0u8; STORED_PARTITION_BYTES_MAX + 1];
         assert!(matches!(
             Key::new(&long, b""),
             Err(Error::PartitionTooLong { .. })

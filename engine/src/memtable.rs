@@ -211,6 +211,27 @@ impl Memtable {
         row.finish()
     }
 
+    /// The first `window` entries from `start`, sorted by key, and whether
+    /// more entries follow them. Every entry is looked at, and only the
+    /// ones kept are cloned.
+    pub(crate) fn window_from(
+        &self,
+        start: std::ops::Bound<&Key>,
+        window: usize,
+    ) -> (Vec<(Key, Slot)>, bool) {
+        let mut first = Bounded::new(window);
+        for shard in self.shards.iter() {
+            for (k, slot) in shard.lock().iter() {
+                if std::ops::RangeBounds::contains(&(start, std::ops::Bound::<&Key>::Unbounded), k)
+                {
+                    // One entry per key in a map: nothing to merge.
+                    first.offer(k, slot.clone(), |_, _| {});
+                }
+            }
+        }
+        first.finish()
+    }
+
     /// Every entry, sorted by key (for a flush of a frozen memtable).
     pub(crate) fn sorted(&self) -> Vec<(Key, Slot)> {
         let mut all = Vec::with_capacity(self.len());

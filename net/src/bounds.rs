@@ -77,6 +77,7 @@ pub fn check_answer(answer: &PeerResponse) -> Result<(), NearWrap> {
         | PeerResponse::Changed(_)
         | PeerResponse::Digests(_)
         | PeerResponse::Leaves { .. }
+        | PeerResponse::Keys(_)
         | PeerResponse::Error(_)
         | PeerResponse::Stale { .. } => Ok(()),
     }

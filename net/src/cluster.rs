@@ -302,6 +302,12 @@ impl ClusterClient {
             return Ok(c);
         }
         // No replica reachable from here: any node can coordinate.
+        self.any()
+    }
+
+    /// A connection to any node that has one alive, in turn.
+    pub fn any(&self) -> Result<&Client, ClientError> {
+        let turn = self.next.fetch_add(1, Ordering::Relaxed);
         (0..self.conns.len())
             .find_map(|i| self.conn((turn + i) % self.conns.len(), turn))
             .map(|c| c.as_ref())

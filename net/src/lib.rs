@@ -29,6 +29,7 @@ pub mod once;
 pub mod peer;
 pub mod retry;
 pub mod ring;
+pub mod scan;
 pub mod tls;
 pub mod tls_reload;
 pub mod wire;

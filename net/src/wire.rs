@@ -637,6 +637,65 @@ pub enum PeerRequest {
     /// Fold every cell the receiver holds by its ring's active fold
     /// generation; answered `Folded`.
     Fold,
+    /// A page of the live keys of `scan` whose partition's token falls in
+    /// `ranges` (at most [`REPAIR_RANGES_MAX`]); answered `Keys`.
+    ScanKeys {
+        /// Which keys, from where.
+        scan: WireScan,
+        /// The token ranges.
+        ranges: Vec<WireRange>,
+    },
+}
+
+/// Most keys one page of a scan holds.
+pub const SCAN_KEYS_MAX: usize = 10_000;
+/// Most databases (Redis' `SELECT 0..15`).
+pub const DATABASES: u8 = 16;
+
+/// One page of a scan: which keys, from where.
+#[derive(Debug, Clone, PartialEq, Eq, Encode, Decode)]
+pub struct WireScan {
+    /// The database, below [`DATABASES`] (0 for the native protocol).
+    pub db: u8,
+    /// Only partitions that begin with this.
+    pub prefix: Vec<u8>,
+    /// Where the last page ended (a key as stored, from `WireKeys::more`);
+    /// from the first key when `None`.
+    pub after: Option<WireKey>,
+    /// Keys per page, at most: 1 to [`SCAN_KEYS_MAX`].
+    pub limit: u32,
+}
+
+/// What a live key of a scan holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Encode, Decode)]
+pub enum WireKind {
+    /// A counter of the partition's empty column (a Redis string).
+    Counter,
+    /// Counters of other columns (a Redis hash).
+    Row,
+    /// A unique counter (a Redis set).
+    Unique,
+}
+
+/// One live key of a scan.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Encode, Decode)]
+pub struct WireScanned {
+    /// The partition, as the client names it.
+    pub partition: Vec<u8>,
+    /// The first column found of that kind: with the partition, where
+    /// in key order it was found.
+    pub column: Vec<u8>,
+    /// What it holds (a partition holding two kinds is listed for each).
+    pub kind: WireKind,
+}
+
+/// A page of a scan: live keys in key order, and where to go on from.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Encode, Decode)]
+pub struct WireKeys {
+    /// The keys, at most the page's limit.
+    pub keys: Vec<WireScanned>,
+    /// The key to go on after (as stored), if the scan is not over.
+    pub more: Option<WireKey>,
 }
 
 /// Most bytes of ids one `TakeIds` carries.
@@ -915,6 +974,8 @@ pub enum PeerResponse {
     },
     /// Answer to `Fold`.
     Folded(WireFoldedNode),
+    /// Answer to `ScanKeys`.
+    Keys(WireKeys),
 }
 
 /// What one node holds after a fold.
@@ -1075,6 +1136,14 @@ pub enum ClientOp {
     /// Fold the shards of retired incarnations into cells' bases, cluster
     /// wide, after a full repair; answered `Folded`.
     Fold,
+    /// A page of the live keys of the cluster, each token range read from
+    /// as many replicas as `cl` asks; answered `Keys`.
+    Scan {
+        /// Which keys, from where.
+        scan: WireScan,
+        /// Replicas read per range.
+        cl: Consistency,
+    },
 }
 
 /// What a cleanup did, for `tally cleanup`.
@@ -1200,6 +1269,8 @@ pub enum ClientReply {
     Cleaned(WireCleaned),
     /// Answer to `Fold`.
     Folded(WireFolded),
+    /// Answer to `Scan`.
+    Keys(WireKeys),
 }
 
 /// A client response frame.

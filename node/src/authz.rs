@@ -174,6 +174,7 @@ pub(crate) fn authorize(from: usize, req: &PeerRequest, local: &impl Local) -> R
         | PeerRequest::GetTopology
         | PeerRequest::Adopt { .. }
         | PeerRequest::Survey { .. }
+        | PeerRequest::ScanKeys { .. }
         | PeerRequest::Fold => Ok(()),
         PeerRequest::TakeIds { block } if block.len() > IDS_BLOCK_BYTES_MAX => {
             Err(Refusal::BadHandOver("over the size limit"))

@@ -15,7 +15,7 @@ use tally_engine::{Engine, Options, ParkCommit, SyncMode};
 use tally_net::peer::{PeerAddr, PeerSettings, Transport};
 use tally_net::wire::{
     ClientOp, ClientReply, ClusterStatus, Consistency, NodeStats, NodeStatus, PeerHints,
-    WireChange, WireChanged, WireError, WireKey,
+    WireChange, WireChanged, WireError, WireKey, WireKeys, WireScan,
 };
 
 use crate::config::{Config, SyncKind};
@@ -399,8 +399,14 @@ impl Node {
         read::get_row(&self.ctx, partition, cl).await
     }
 
+    /// One page of the live keys of a keyspace, cluster-wide (see `scan`).
+    pub async fn scan(&self, scan: WireScan, cl: Consistency) -> Result<WireKeys, WireError> {
+        crate::scan::page(&self.ctx, scan, cl).await
+    }
+
     /// Runs one client operation.
     pub async fn execute(&self, op: ClientOp) -> Result<ClientReply, WireError> {
+        crate::keyspace::check_op(&op)?;
         match op {
             ClientOp::Ping => Ok(ClientReply::Pong),
             ClientOp::Add { key, delta, cl } => {
@@ -456,6 +462,7 @@ impl Node {
             ClientOp::Fold => crate::topology::fold::run(&self.ctx)
                 .await
                 .map(ClientReply::Folded),
+            ClientOp::Scan { scan, cl } => self.scan(scan, cl).await.map(ClientReply::Keys),
         }
     }
 

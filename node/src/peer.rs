@@ -17,7 +17,7 @@ use tally_net::once::OpId;
 use tally_net::peer::{BoxFuture, Handler};
 use tally_net::wire::{
     Consistency, ErrorKind, LEARNED_KEYS_MAX, LEARNED_OPS_MAX, PeerRequest, PeerResponse,
-    WireChange, WireError, WireKey,
+    WireChange, WireError, WireKey, WireRange, WireScan,
 };
 
 use crate::authz::{self, Local, Own};
@@ -46,6 +46,7 @@ enum Task {
     Repair(PeerRequest),
     Ring(PeerRequest),
     Fold(PeerRequest),
+    Scan(WireScan, Vec<WireRange>),
 }
 
 impl Handler for PeerHandler {
@@ -123,6 +124,7 @@ impl Handler for PeerHandler {
                     | PeerRequest::GetTopology
                     | PeerRequest::Adopt { .. }) => Task::Ring(req),
                     req @ (PeerRequest::Survey { .. } | PeerRequest::Fold) => Task::Fold(req),
+                    PeerRequest::ScanKeys { scan, ranges } => Task::Scan(scan, ranges),
                     PeerRequest::Read { key } => Task::Read(key),
                     PeerRequest::ReadRow { partition } => Task::ReadRow(partition),
                     PeerRequest::LeaderAdd { key, delta, cl } => {
@@ -276,6 +278,7 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, task: Task) -> PeerResponse {
         Task::Repair(req) => crate::repair::serve::serve(&ctx, req).await,
         Task::Ring(req) => Ok(crate::topology::change::serve(&ctx, req).await),
         Task::Fold(req) => Ok(crate::topology::fold::serve(&ctx, req).await),
+        Task::Scan(scan, ranges) => crate::scan::answer(&ctx, scan, ranges).await,
         Task::ForgetTails(retired) => ctx
             .engine
             .forget_tails(&retired)

@@ -199,6 +199,9 @@ fn queued_add(op: ClientOp, reply: Reply) -> Result<QueuedAdd, (Reply, WireError
         ClientOp::AddOnce { key, delta, id, cl } => (key, delta, Some(id), cl),
         _ => unreachable!("only adds are queued"),
     };
+    if let Err(e) = crate::keyspace::Keyspace::check(key.partition()) {
+        return Err((reply, e.into()));
+    }
     let key = match crate::convert::user_key(&key) {
         Ok(k) => k,
         Err(e) => return Err((reply, e)),

@@ -136,3 +136,75 @@ fn redis_py_counts_pipelines_and_transactions_in_resp3_and_resp2() {
         tally_tests::assert_script_ok(&mut python, &format!("protocol {proto}"));
     }
 }
+
+/// Three databases of 10,000 counters each, written and listed from
+/// redis-py: `scan_iter` gives every key of its database once, and only
+/// those; `KEYS`, `DBSIZE`, `TYPE` and `RANDOMKEY` agree. With `down`, two
+/// of the three nodes are down and the scan runs at ONE.
+const KEYSPACES: &str = r#"
+import sys, redis
+port, phase = int(sys.argv[1]), sys.argv[2]
+DBS, N = (0, 3, 7), 10000
+def names(db):
+    return {f"k{db}:{i}".encode() for i in range(N)}
+def connect(db):
+    return redis.Redis(host="127.0.0.1", port=port, db=db, single_connection_client=True)
+if phase == "fill":
+    for db in DBS:
+        pipe = connect(db).pipeline(transaction=False)
+        for i in range(N):
+            pipe.incrby(f"k{db}:{i}", i + 1)
+        assert pipe.execute() == [i + 1 for i in range(N)]
+    r = connect(3)
+    assert r.hincrby("h3", "f", 1) == 1 and r.sadd("s3", "m") == 1
+    assert r.type("h3") == b"hash" and r.type("s3") == b"set" and r.type("k3:1") == b"string"
+    assert r.type("k0:1") == b"none", "another database's key"
+    assert r.get("k0:1") is None and connect(0).get("k0:1") == b"2"
+    assert sorted(r.keys("k3:99?")) == sorted(f"k3:99{d}".encode() for d in range(10))
+    assert r.dbsize() == N + 2
+    assert set(r.scan_iter(_type="hash")) == {b"h3"}
+    assert r.hdel("h3", "f") == 1 and r.delete("s3") == 1
+    assert r.randomkey() in names(3)
+    assert connect(9).randomkey() is None and connect(9).dbsize() == 0
+for db in DBS:
+    r = connect(db)
+    if phase == "down":
+        assert r.execute_command("CLIENT", "CONSISTENCY", "ONE") in (b"OK", "OK", True)
+    for count in (None, 1000):
+        seen = list(r.scan_iter(count=count))
+        assert len(seen) == len(set(seen)), (db, len(seen) - len(set(seen)), "listed twice")
+        assert set(seen) == names(db), (db, len(names(db) - set(seen)), "missing")
+    matched = set(r.scan_iter(match=f"k{db}:12*"))
+    assert matched == {k for k in names(db) if k.startswith(f"k{db}:12".encode())}, matched
+    assert r.dbsize() == N
+if phase == "down":
+    r = connect(3)
+    try:
+        r.execute_command("CLIENT", "CONSISTENCY", "QUORUM")
+        r.scan(0)
+        raise SystemExit("a scan at QUORUM answered with two of three nodes down")
+    except redis.ResponseError as e:
+        assert "scan" in str(e), e
+print("ok")
+"#;
+
+#[test]
+fn redis_py_scans_three_databases_and_at_one_with_two_nodes_down() {
+    let mut cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    let port = cluster.resp_addr(0).port().to_string();
+    let script = |phase: &str| {
+        let mut python = Command::new("python3");
+        python
+            .env("PYTHONPATH", redis_py())
+            .args(["-c", KEYSPACES])
+            .arg(&port)
+            .arg(phase);
+        python
+    };
+    tally_tests::assert_script_ok(&mut script("fill"), "databases filled and scanned");
+    cluster.kill(1).unwrap();
+    cluster.kill(2).unwrap();
+    // Until node 0 sees them down, it would ask them.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    tally_tests::assert_script_ok(&mut script("down"), "scanned at ONE, two nodes down");
+}

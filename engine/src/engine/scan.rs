@@ -1,7 +1,7 @@
 //! Reading every cell a node holds, in key order, and a digest of a cell
 //! that two nodes holding the same state agree on: what repair compares.
 
-use std::ops::ControlFlow;
+use std::ops::{Bound, ControlFlow};
 
 use super::Engine;
 use crate::background::MergeIter;
@@ -26,15 +26,38 @@ impl Engine {
     pub fn scan(
         &self,
         after: Option<&Key>,
-        mut visit: impl FnMut(&Key, &Cell) -> ControlFlow<()>,
+        visit: impl FnMut(&Key, &Cell) -> ControlFlow<()>,
     ) -> Result<()> {
+        let start = after.map_or(Bound::Unbounded, Bound::Excluded);
+        self.scan_window(start, usize::MAX, visit).map(|_| ())
+    }
+
+    /// [`Engine::scan`] for a page, from `start`: each memtable gives at
+    /// most its first `window` cells from there, and the visit stops where one that had
+    /// more ran out, so no cell is skipped. Answers that key, the one to
+    /// scan on after, when the window ended the visit; `None` when the
+    /// cells did or `visit` broke. A page of a large memtable costs a pass
+    /// over its entries, not a sort of all of them.
+    pub fn scan_window(
+        &self,
+        start: Bound<&Key>,
+        window: usize,
+        mut visit: impl FnMut(&Key, &Cell) -> ControlFlow<()>,
+    ) -> Result<Option<Key>> {
         let v = self.versions.current();
         let mut inputs: Vec<Cells<'_>> = Vec::new();
+        // The smallest last key of a memtable that had more than the window.
+        let mut horizon: Option<Key> = None;
         for m in v.memtables() {
-            let cells: Vec<Result<(Key, Cell)>> = m
-                .sorted()
+            let (first, more) = m.window_from(start, window);
+            if more && let Some((last, _)) = first.last() {
+                horizon = Some(match horizon {
+                    Some(h) if h <= *last => h,
+                    _ => last.clone(),
+                });
+            }
+            let cells: Vec<Result<(Key, Cell)>> = first
                 .into_iter()
-                .filter(|(k, _)| after.is_none_or(|a| k > a))
                 .map(|(k, slot)| {
                     let cell = self.cache.slot_cell(m, &k, slot);
                     Ok((k, cell))
@@ -43,10 +66,14 @@ impl Engine {
             inputs.push(Box::new(cells.into_iter()));
         }
         for t in &v.tables {
-            let after = after.cloned();
-            // `iter_from` starts at `after` itself.
+            let (from, after) = match start {
+                Bound::Included(k) => (Some(k), None),
+                Bound::Excluded(k) => (Some(k), Some(k.clone())),
+                Bound::Unbounded => (None, None),
+            };
+            // `iter_from` starts at `from` itself.
             let cells = t
-                .iter_from(after.as_ref())
+                .iter_from(from)
                 .filter(move |item| !matches!((item, &after), (Ok((k, _)), Some(a)) if k == a));
             inputs.push(Box::new(cells));
         }
@@ -57,11 +84,17 @@ impl Engine {
         };
         for item in merged {
             let (key, cell) = item?;
+            if horizon.as_ref().is_some_and(|h| key > *h) {
+                return Ok(horizon);
+            }
             if visit(&key, &cell).is_break() {
-                break;
+                return Ok(None);
+            }
+            if horizon.as_ref() == Some(&key) {
+                return Ok(horizon);
             }
         }
-        Ok(())
+        Ok(None)
     }
 }
 
@@ -147,6 +180,76 @@ mod tests {
             })
             .unwrap();
         assert_eq!(after, [key("k50"), key("k51"), key("k52")]);
+    }
+
+    /// Pages through windows of the memtables see every cell once, in key
+    /// order, however the cells are split between memtables and tables.
+    #[test]
+    fn windowed_pages_see_every_cell_once_in_key_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::open(dir.path(), Options::default()).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            // Tables hold every third key, the memtable the others.
+            for i in (0..90).step_by(3) {
+                engine
+                    .leader_add(&key(&format!("k{i:02}")), 1)
+                    .await
+                    .unwrap();
+            }
+            engine.flush().unwrap();
+            for i in (0..90).filter(|i| i % 3 != 0) {
+                engine
+                    .leader_add(&key(&format!("k{i:02}")), 1)
+                    .await
+                    .unwrap();
+            }
+        });
+        for window in [1, 7, 89, 1000] {
+            let (mut seen, mut after, mut pages) = (Vec::new(), Bound::Unbounded, 0);
+            loop {
+                pages += 1;
+                let mut page = 0;
+                let more = engine
+                    .scan_window(after.as_ref(), window, |k, _| {
+                        seen.push(k.clone());
+                        page += 1;
+                        ControlFlow::Continue(())
+                    })
+                    .unwrap();
+                assert!(
+                    page <= 2 * window,
+                    "a page of {page} for a window of {window}"
+                );
+                match more {
+                    Some(k) => after = Bound::Excluded(k),
+                    None => break,
+                }
+            }
+            let expected: Vec<Key> = (0..90).map(|i| key(&format!("k{i:02}"))).collect();
+            assert_eq!(seen, expected, "window {window}");
+            assert!(
+                pages >= 60 / window.min(60),
+                "window {window}: {pages} pages"
+            );
+        }
+        let from = |start: Bound<&Key>| {
+            let mut first = None;
+            engine
+                .scan_window(start, 5, |k, _| {
+                    first = Some(k.clone());
+                    ControlFlow::Break(())
+                })
+                .unwrap();
+            first
+        };
+        assert_eq!(from(Bound::Included(&key("k42"))), Some(key("k42")));
+        assert_eq!(from(Bound::Excluded(&key("k42"))), Some(key("k43")));
+        assert_eq!(from(Bound::Included(&key("k43"))), Some(key("k43")));
+        assert_eq!(from(Bound::Excluded(&key("k43"))), Some(key("k44")));
     }
 
     /// The digest depends on the key and the whole cell, not on where the

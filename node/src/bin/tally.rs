@@ -32,6 +32,8 @@ mod expiry;
 mod repair;
 #[path = "tally/ring.rs"]
 mod ring;
+#[path = "tally/scan.rs"]
+mod scan;
 
 #[derive(Parser)]
 #[command(name = "tally", version, about = "Talk to a Tally cluster")]
@@ -178,6 +180,16 @@ enum Cmd {
     /// Unique counters: each member counted once.
     #[command(subcommand)]
     Unique(UniqueCmd),
+    /// List the live keys (partitions) of the cluster, in key order, one a
+    /// line with what each holds: counter, row (columns) or unique.
+    Scan {
+        /// Only partitions that begin with this.
+        #[arg(long, default_value = "")]
+        prefix: String,
+        /// At most this many keys.
+        #[arg(long)]
+        limit: Option<u64>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -453,6 +465,11 @@ async fn run(cli: &Cli) -> Result<(), Failure> {
             } else {
                 println!("OK");
             }
+        }
+        Cmd::Scan { prefix, limit } => {
+            scan::run(&target, prefix.as_bytes(), *limit, cl, cli.json)
+                .await
+                .map_err(Failure::other)?;
         }
         Cmd::Status => {
             let status = match &target {

@@ -41,8 +41,13 @@ pub(crate) fn execute(
     let reply = match (name, rest.len()) {
         ("ping", 0) => Reply::Simple("PONG"),
         ("ping", 1) | ("echo", 1) => Reply::bulk(rest[0].clone()),
-        ("select", 1) if rest[0] == b"0" => Reply::Simple("OK"),
-        ("select", 1) => Reply::err("ERR DB index is out of range"),
+        ("select", 1) => match super::db::select(&rest[0]) {
+            Ok(db) => {
+                s.db = db;
+                Reply::Simple("OK")
+            }
+            Err(e) => e,
+        },
         ("readonly" | "readwrite", 0) => Reply::Simple("OK"),
         ("hello", _) => hello(node, s, rest),
         ("auth", 1) => Reply::err(
@@ -226,11 +231,12 @@ fn level_name(cl: Consistency) -> &'static str {
 fn client_info(s: &Session) -> String {
     let text = |v: &Option<String>| v.clone().unwrap_or_default();
     format!(
-        "id={} addr={} laddr={} name={} db=0 multi={} user=default resp={} lib-name={} lib-ver={} consistency={}\n",
+        "id={} addr={} laddr={} name={} db={} multi={} user=default resp={} lib-name={} lib-ver={} consistency={}\n",
         s.id,
         s.addrs.0,
         s.addrs.1,
         String::from_utf8_lossy(s.name.as_deref().unwrap_or_default()),
+        s.db,
         if s.in_multi() { 0 } else { -1 },
         s.proto.version(),
         text(&s.lib.0),

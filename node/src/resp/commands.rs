@@ -356,9 +356,73 @@ pub(crate) const COMMANDS: &[Command] = &[
         &["loading", "stale", "fast"],
         NONE,
         "connection",
-        "Selects database 0, the only one.",
+        "Selects a database, 0 to 15: a keyspace of its own.",
     ),
     cmd("quit", -1, C, NONE, "connection", "Closes the connection."),
+    cmd(
+        "scan",
+        -2,
+        &["readonly"],
+        NONE,
+        "generic",
+        "Lists the database's keys, a step at a time; MATCH, COUNT, TYPE.",
+    ),
+    cmd(
+        "keys",
+        2,
+        &["readonly"],
+        NONE,
+        "generic",
+        "Lists the database's keys that match a pattern (a whole scan).",
+    ),
+    cmd(
+        "dbsize",
+        1,
+        &["readonly", "fast"],
+        NONE,
+        "server",
+        "Counts the database's keys (a whole scan).",
+    ),
+    cmd(
+        "randomkey",
+        1,
+        &["readonly"],
+        NONE,
+        "generic",
+        "A key of the database, from a random place.",
+    ),
+    cmd(
+        "type",
+        2,
+        R,
+        ONE,
+        "generic",
+        "What a key holds: string, hash, set or none.",
+    ),
+    cmd(
+        "hscan",
+        -3,
+        &["readonly"],
+        ONE,
+        "hash",
+        "Lists a hash's fields and values in one step; MATCH, COUNT, NOVALUES.",
+    ),
+    cmd(
+        "swapdb",
+        3,
+        &["write", "fast"],
+        NONE,
+        "server",
+        "Not supported: answers an error.",
+    ),
+    cmd(
+        "move",
+        3,
+        &["write", "fast"],
+        ONE,
+        "generic",
+        "Not supported: answers an error.",
+    ),
     cmd(
         "hello",
         -1,
@@ -487,6 +551,21 @@ impl Command {
         } else {
             words >= -self.arity
         }
+    }
+
+    /// Where its keys are among `words` words (the name is word 0): none
+    /// for a command without keys.
+    pub(crate) fn key_positions(&self, words: usize) -> impl Iterator<Item = usize> + use<> {
+        let (first, last, step) = self.keys;
+        let end = words.saturating_sub(1);
+        let last = usize::try_from(last).map_or(end, |l| l.min(end));
+        let (first, step) = match (usize::try_from(first), usize::try_from(step)) {
+            (Ok(f @ 1..), Ok(s @ 1..)) => (f, s),
+            _ => (1, 0),
+        };
+        // A step of 0 marks a command without keys: an empty range.
+        let last = if step == 0 { 0 } else { last };
+        (first..=last).step_by(step.max(1))
     }
 
     /// `COMMAND INFO`'s entry (Redis 7's ten fields).

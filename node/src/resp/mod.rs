@@ -38,8 +38,12 @@
 mod admin;
 mod commands;
 mod counters;
+mod cursors;
+mod db;
 mod expiry;
+mod glob;
 mod join;
+mod keys;
 mod pipeline;
 pub mod proto;
 mod session;
@@ -57,6 +61,7 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use crate::accept::{ClientGate, ClientSlot, Listener, accept_loop};
+use crate::keyspace::Keyspace;
 use crate::limits::Limits;
 use crate::node::Node;
 use join::join_all;
@@ -109,10 +114,10 @@ async fn connection(stream: TcpStream, node: Arc<Node>, slot: ClientSlot) {
                 pipeline::together(&cmds[i..])
             };
             if together >= 2 {
-                let cl = session.cl;
+                let (cl, space) = (session.cl, session.keyspace());
                 let group = cmds[i..i + together]
                     .iter()
-                    .map(|(name, args)| keyed(&node, cl, name, args));
+                    .map(|(name, args)| keyed(&node, cl, space, name, args));
                 for reply in join_all(group).await {
                     reply.encode(&mut out, session.proto);
                 }
@@ -185,8 +190,19 @@ fn parse_all(buf: &[u8]) -> (Vec<Named>, usize, Option<String>) {
     (cmds, used, None)
 }
 
-/// Runs a keyed command that `pipeline` let run beside others.
-async fn keyed(node: &Arc<Node>, cl: Consistency, name: &str, args: &[Vec<u8>]) -> Reply {
+/// Runs a keyed command (one that `pipeline` let run beside others, too)
+/// on its keys in `space`.
+async fn keyed(
+    node: &Arc<Node>,
+    cl: Consistency,
+    space: Keyspace,
+    name: &str,
+    args: &[Vec<u8>],
+) -> Reply {
+    let args = match db::in_keyspace(name, args, space) {
+        Ok(args) => args,
+        Err(e) => return e,
+    };
     let rest = &args[1..];
     if let Some(reply) = counters::execute(node, cl, name, rest).await {
         return reply;
@@ -203,11 +219,14 @@ async fn keyed(node: &Arc<Node>, cl: Consistency, name: &str, args: &[Vec<u8>]) 
     if let Some(reply) = tally::execute(node, cl, name, rest).await {
         return reply;
     }
+    if let Some(reply) = keys::keyed(node, cl, name, rest).await {
+        return reply;
+    }
     // A command of the table that no module took has the wrong arity
     // (MULTI with arguments, say).
     match commands::find(name) {
         Some(_) => session::arity(name),
-        None => session::unknown(args),
+        None => session::unknown(&args),
     }
 }
 
@@ -249,7 +268,11 @@ async fn execute(
     if let Some(reply) = admin::execute(node, slot, session, name, args) {
         return (reply, false);
     }
-    (keyed(node, session.cl, name, args).await, false)
+    if let Some(reply) = keys::execute(node, session, name, args).await {
+        return (reply, false);
+    }
+    let space = session.keyspace();
+    (keyed(node, session.cl, space, name, args).await, false)
 }
 
 /// Writes and clears `out`; false if the client did not take it within

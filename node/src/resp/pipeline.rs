@@ -38,15 +38,11 @@ fn footprint<'a>(name: &str, args: &'a [Vec<u8>]) -> Option<(Access, SmallVec<[&
     if !c.arity_ok(args.len()) || !KEYED_GROUPS.contains(&c.group) {
         return None;
     }
-    let (first, last, step) = c.keys;
-    let first = usize::try_from(first).ok().filter(|&f| f >= 1)?;
-    let step = usize::try_from(step).ok().filter(|&s| s >= 1)?;
-    let last = match usize::try_from(last) {
-        Ok(l) => l,
-        Err(_) => args.len() - 1,
-    };
-    let keys = (first..=last.min(args.len() - 1))
-        .step_by(step)
+    if c.keys.0 < 1 {
+        return None;
+    }
+    let keys = c
+        .key_positions(args.len())
         .map(|i| args[i].as_slice())
         .collect();
     let access = match name {

@@ -35,6 +35,8 @@ pub(crate) struct Session {
     pub lib: (Option<String>, Option<String>),
     /// The level of this connection's reads and writes.
     pub cl: Consistency,
+    /// The database `SELECT` chose.
+    pub db: u8,
     /// The client's address and ours, for `CLIENT INFO`.
     pub addrs: (String, String),
     multi: Option<Multi>,
@@ -71,8 +73,17 @@ impl Session {
             name: None,
             lib: (None, None),
             cl: Consistency::Quorum,
+            db: 0,
             addrs,
             multi: None,
+        }
+    }
+
+    /// The keyspace of the database `SELECT` chose.
+    pub(crate) fn keyspace(&self) -> crate::keyspace::Keyspace {
+        crate::keyspace::Keyspace {
+            db: self.db,
+            generation: 0,
         }
     }
 
