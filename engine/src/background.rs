@@ -218,24 +218,37 @@ impl Background {
     /// Rewrites every table into one without the cells of the keys `keep`
     /// refuses, but for `own`'s shard of each (with its epoch); answers the
     /// cells kept whole and the cells dropped (own shards kept or not).
-    pub(crate) fn rewrite(&self, keep: &dyn Fn(&Key) -> bool, own: u64) -> Result<(u64, u64)> {
+    pub(crate) fn rewrite(
+        &self,
+        keep: &dyn Fn(&Key) -> crate::Keep,
+        own: u64,
+    ) -> Result<(u64, u64)> {
         let _one_at_a_time = self.compaction_lock.lock();
         let inputs = self.versions.current().tables.clone();
         if inputs.is_empty() {
             return Ok((0, 0));
         }
         let (mut kept, mut dropped) = (0, 0);
-        let filtered = merged(&inputs).filter_map(|item| match item {
-            Ok((k, c)) if keep(&k) => {
-                kept += 1;
-                Some(Ok((k, c)))
+        let filtered = merged(&inputs).filter_map(|item| {
+            let (k, c) = match item {
+                Ok(kc) => kc,
+                Err(e) => return Some(Err(e)),
+            };
+            match keep(&k) {
+                crate::Keep::Whole => {
+                    kept += 1;
+                    Some(Ok((k, c)))
+                }
+                crate::Keep::Own => {
+                    dropped += 1;
+                    let mine = c.shard(own).cloned();
+                    mine.map(|s| Ok((k, Cell::from_parts(c.epoch(), [s]))))
+                }
+                crate::Keep::Nothing => {
+                    dropped += 1;
+                    None
+                }
             }
-            Ok((k, c)) => {
-                dropped += 1;
-                let mine = c.shard(own).cloned();
-                mine.map(|s| Ok((k, Cell::from_parts(c.epoch(), [s]))))
-            }
-            Err(e) => Some(Err(e)),
         });
         self.replace(&inputs, filtered)?;
         Ok((kept, dropped))

@@ -80,16 +80,18 @@ impl CounterCache {
             .map(|c| c.cell.clone())
     }
 
-    /// Cuts every cached cell of a key `keep` refuses down to `own`'s
-    /// shard (see `Engine::cleanup`): the cache is the state of the keys it
-    /// holds, which the memtables only mark.
-    pub(crate) fn trim(&self, keep: &dyn Fn(&Key) -> bool, own: u64) {
+    /// Cuts every cached cell of a key `keep` does not keep whole down to
+    /// what it keeps (see `Engine::cleanup`): the cache is the state of the
+    /// keys it holds, which the memtables only mark.
+    pub(crate) fn trim(&self, keep: &dyn Fn(&Key) -> crate::Keep, own: u64) {
         for stripe in self.stripes.iter() {
             for (key, cached) in stripe.lock().cells.iter_mut() {
-                if !keep(key) {
-                    let mine = cached.cell.shard(own).cloned();
-                    cached.cell = Cell::from_parts(cached.cell.epoch(), mine);
-                }
+                let kept = match keep(key) {
+                    crate::Keep::Whole => continue,
+                    crate::Keep::Own => cached.cell.shard(own).cloned(),
+                    crate::Keep::Nothing => None,
+                };
+                cached.cell = Cell::from_parts(cached.cell.epoch(), kept);
             }
         }
     }

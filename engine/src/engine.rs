@@ -121,6 +121,18 @@ pub struct Stats {
     pub shard_limit_refusals: u64,
 }
 
+/// What [`Engine::cleanup`] keeps of a key's cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// All of it.
+    Whole,
+    /// This node's own shard (with the epoch), if it has one.
+    Own,
+    /// Nothing: for data nothing reads or writes any more (a flushed
+    /// database), as a later write starts this node's shard afresh.
+    Nothing,
+}
+
 /// One node's storage engine. Cheap to share behind an `Arc`; all methods take `&self`.
 pub struct Engine {
     dir: PathBuf,
@@ -680,12 +692,14 @@ impl Engine {
         self.background.flush_frozen()
     }
 
-    /// Drops the cells of every key `keep` refuses (data this node no
-    /// longer replicates) from its tables, keeping this node's own shard of
-    /// each: a range that moves away and back must not lose an update this
-    /// node made (ScyllaDB #27306). Flushes first, then rewrites every
-    /// table into one. Answers the cells kept whole and those dropped.
-    pub fn cleanup(&self, keep: impl Fn(&Key) -> bool) -> Result<(u64, u64)> {
+    /// Drops from its tables what `keep` says of each key: all of a cell
+    /// but this node's own shard ([`Keep::Own`], data this node no longer
+    /// replicates: a range that moves away and back must not lose an update
+    /// this node made, ScyllaDB #27306), or the whole cell
+    /// ([`Keep::Nothing`], data nothing reads any more). Flushes first,
+    /// then rewrites every table into one. Answers the cells kept whole and
+    /// those dropped.
+    pub fn cleanup(&self, keep: impl Fn(&Key) -> Keep) -> Result<(u64, u64)> {
         self.check_writable()?;
         self.cache.trim(&keep, self.counter_id);
         self.flush()?;

@@ -159,7 +159,7 @@ pub use engine::fold::FoldReport;
 pub use engine::handover::IDS_BLOCK_BYTES_MAX;
 pub use engine::scan::cell_digest;
 pub use engine::tails::LearnedTail;
-pub use engine::{Engine, Stats};
+pub use engine::{Engine, Keep, Stats};
 pub use error::{Error, Result};
 pub use group_commit::Admission;
 pub use group_commit::once::{Once, OnceAdd, OnceSealed};

@@ -739,6 +739,8 @@ pub struct WireTopology {
     pub folds: Vec<Vec<u64>>,
     /// The generation cells fold up to; a later one is agreed, not used yet.
     pub folds_active: u32,
+    /// Each database's flush generation (at most [`DATABASES`]).
+    pub flushes: Vec<u32>,
 }
 
 /// Most retired counter_ids the fold generations of a ring name in all.

@@ -185,6 +185,11 @@ impl Ctx {
         tally_net::once::applier(&now, client) != tally_net::once::applier(&then, client)
     }
 
+    /// The keyspace database `db` writes to now (no copy of the ring).
+    pub(crate) fn keyspace(&self, db: u8) -> crate::keyspace::Keyspace {
+        self.placed.read().topology.keyspace(db)
+    }
+
     /// The version of the ring this node uses (no copy of the ring).
     pub(crate) fn ring_version(&self) -> u64 {
         self.placed.read().topology.version

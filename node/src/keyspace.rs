@@ -18,7 +18,7 @@
 //! not the keyspace's (see `scan`).
 
 use tally_engine::PARTITION_BYTES_MAX;
-use tally_net::wire::{ClientOp, ErrorKind, WireError};
+use tally_net::wire::{ClientOp, ErrorKind, WireError, WireKey};
 
 /// How many databases there are (`SELECT 0` to `SELECT 15`).
 pub(crate) const DATABASES: u8 = 16;
@@ -106,6 +106,18 @@ impl Keyspace {
         Ok(stored)
     }
 
+    /// The keyspace a stored partition is of.
+    pub(crate) fn of(stored: &[u8]) -> Option<Keyspace> {
+        match stored {
+            [MARK, db, g0, g1, g2, g3, ..] if *db < DATABASES => Some(Keyspace {
+                db: *db,
+                generation: u32::from_be_bytes([*g0, *g1, *g2, *g3]),
+            }),
+            [MARK, ..] => None,
+            _ => Some(Keyspace::DEFAULT),
+        }
+    }
+
     /// The client's partition of a stored one, if it is this keyspace's.
     pub(crate) fn client(self, stored: &[u8]) -> Option<&[u8]> {
         if self == Keyspace::DEFAULT {
@@ -115,16 +127,22 @@ impl Keyspace {
     }
 }
 
-/// Checks the partition a native client's operation names: the native
-/// protocol addresses the default keyspace.
-pub(crate) fn check_op(op: &ClientOp) -> Result<(), Refused> {
-    let partition = match op {
+/// A native client's operation with the partition it names as stored in
+/// `space` (the native protocol addresses database 0), checked.
+pub(crate) fn op_in(mut op: ClientOp, space: Keyspace) -> Result<ClientOp, Refused> {
+    let partition: &mut Vec<u8> = match &mut op {
         ClientOp::Add { key, .. }
         | ClientOp::AddOnce { key, .. }
         | ClientOp::Get { key, .. }
         | ClientOp::GetCell { key, .. }
         | ClientOp::Reset { key, .. }
-        | ClientOp::Change { key, .. } => key.partition(),
+        | ClientOp::Change { key, .. } => {
+            Keyspace::check(key.partition())?;
+            if space != Keyspace::DEFAULT {
+                *key = WireKey::new(&space.stored(key.partition())?, key.column());
+            }
+            return Ok(op);
+        }
         ClientOp::GetRow { partition, .. }
         | ClientOp::UniqueAdd { partition, .. }
         | ClientOp::UniqueCount { partition, .. }
@@ -136,9 +154,10 @@ pub(crate) fn check_op(op: &ClientOp) -> Result<(), Refused> {
         | ClientOp::RemoveNode { .. }
         | ClientOp::Cleanup
         | ClientOp::Fold
-        | ClientOp::Scan { .. } => return Ok(()),
+        | ClientOp::Scan { .. } => return Ok(op),
     };
-    Keyspace::check(partition)
+    *partition = space.stored(partition)?;
+    Ok(op)
 }
 
 #[cfg(test)]
@@ -167,6 +186,14 @@ mod tests {
         assert_eq!(space(3, 0).client(&stored), None, "another generation");
         assert_eq!(space(4, 258).client(&stored), None, "another database");
         assert_eq!(Keyspace::DEFAULT.client(&stored), None);
+        assert_eq!(Keyspace::of(&stored), Some(s));
+        assert_eq!(Keyspace::of(b"k"), Some(Keyspace::DEFAULT));
+        assert_eq!(
+            Keyspace::of(&[MARK, 16, 0, 0, 0, 0]),
+            None,
+            "no such database"
+        );
+        assert_eq!(Keyspace::of(&[MARK, 1, 0]), None, "cut short");
         assert_eq!(space(0, 1).stored(b"").unwrap(), [MARK, 0, 0, 0, 0, 1]);
     }
 
@@ -181,6 +208,40 @@ mod tests {
         );
         assert_eq!(space(2, 0).stored(&[MARK, 1]), Err(Refused::Reserved));
         assert!(Keyspace::DEFAULT.stored(&[0xFE, MARK]).is_ok());
+    }
+
+    #[test]
+    fn native_operations_name_partitions_of_database_0_at_its_generation() {
+        let add = |p: &[u8]| ClientOp::Add {
+            key: WireKey::new(p, b"c"),
+            delta: 1,
+            cl: tally_net::wire::Consistency::One,
+        };
+        let key_of = |op: ClientOp| match op {
+            ClientOp::Add { key, .. } => key,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            key_of(op_in(add(b"k"), Keyspace::DEFAULT).unwrap()),
+            WireKey::new(b"k", b"c")
+        );
+        let flushed = space(0, 2);
+        let stored = key_of(op_in(add(b"k"), flushed).unwrap());
+        assert_eq!(stored, WireKey::new(&flushed.stored(b"k").unwrap(), b"c"));
+        assert_eq!(
+            op_in(add(&[MARK]), Keyspace::DEFAULT).unwrap_err(),
+            Refused::Reserved
+        );
+        let row = ClientOp::GetRow {
+            partition: b"p".to_vec(),
+            cl: tally_net::wire::Consistency::One,
+        };
+        match op_in(row, flushed).unwrap() {
+            ClientOp::GetRow { partition, .. } => {
+                assert_eq!(partition, flushed.stored(b"p").unwrap())
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     /// Each keyspace's keys are one run of the engine's order, which

@@ -399,6 +399,16 @@ impl Node {
         read::get_row(&self.ctx, partition, cl).await
     }
 
+    /// The keyspace database `db` reads and writes now.
+    pub(crate) fn keyspace(&self, db: u8) -> crate::keyspace::Keyspace {
+        self.ctx.keyspace(db)
+    }
+
+    /// Empties each of `dbs`, cluster-wide (see `topology::flush`).
+    pub(crate) async fn flush(&self, dbs: &[u8]) -> Result<(), WireError> {
+        crate::topology::flush::run(&self.ctx, dbs).await
+    }
+
     /// One page of the live keys of a keyspace, cluster-wide (see `scan`).
     pub async fn scan(&self, scan: WireScan, cl: Consistency) -> Result<WireKeys, WireError> {
         crate::scan::page(&self.ctx, scan, cl).await
@@ -406,7 +416,7 @@ impl Node {
 
     /// Runs one client operation.
     pub async fn execute(&self, op: ClientOp) -> Result<ClientReply, WireError> {
-        crate::keyspace::check_op(&op)?;
+        let op = crate::keyspace::op_in(op, self.ctx.keyspace(0))?;
         match op {
             ClientOp::Ping => Ok(ClientReply::Pong),
             ClientOp::Add { key, delta, cl } => {

@@ -125,7 +125,8 @@ pub(crate) async fn page(
     cl: Consistency,
 ) -> Result<WireKeys, WireError> {
     let whole = WireRange { start: 0, end: 0 };
-    let (space, _) = serve::check(&scan, &[whole])?;
+    serve::check(&scan, &[whole])?;
+    let space = ctx.keyspace(scan.db);
     let plan = plan(ctx.ring().ranges(), |r| ctx.live(r), cl).map_err(|s| {
         WireError::not_applied(
             ErrorKind::Unavailable,
@@ -162,7 +163,7 @@ async fn ask(
     if node == ctx.me {
         ctx.check_readable()?;
         let ctx = ctx.clone();
-        let (space, _) = serve::check(&scan, &[WireRange { start: 0, end: 0 }])?;
+        let space = ctx.keyspace(scan.db);
         return tokio::task::spawn_blocking(move || {
             serve::page(&ctx.engine, space, &scan, &ranges)
         })
@@ -192,7 +193,8 @@ pub(crate) async fn answer(
     ranges: Vec<WireRange>,
 ) -> Result<PeerResponse, WireError> {
     ctx.check_readable()?;
-    let (space, ranges) = serve::check(&scan, &ranges)?;
+    let ranges = serve::check(&scan, &ranges)?;
+    let space = ctx.keyspace(scan.db);
     let ctx = ctx.clone();
     tokio::task::spawn_blocking(move || serve::page(&ctx.engine, space, &scan, &ranges))
         .await

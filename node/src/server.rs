@@ -34,6 +34,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tracing::{debug, warn};
 
 use crate::accept::{ClientGate, ClientSlot, Listener, accept_loop};
+use crate::keyspace::Keyspace;
 use crate::limits::Limits;
 use crate::node::Node;
 use crate::output::{OutputGauge, Pressure, write_answers};
@@ -121,7 +122,7 @@ async fn connection(stream: TcpStream, node: Arc<Node>, _slot: ClientSlot) {
                 conn: tx.clone(),
                 slot: permit,
             };
-            match queued_add(req.op, reply) {
+            match queued_add(req.op, node.keyspace(0), reply) {
                 Ok(add) => node.submit(add),
                 Err((reply, e)) => reply_one(reply, Err(e)),
             }
@@ -191,17 +192,22 @@ async fn next_frame(
     }
 }
 
-/// A client's add as a queued add answered by `reply`; its reply back when
-/// the key or the id is out of bounds.
-fn queued_add(op: ClientOp, reply: Reply) -> Result<QueuedAdd, (Reply, WireError)> {
+/// A client's add, its key in `space`, as a queued add answered by
+/// `reply`; its reply back when the key or the id is out of bounds.
+fn queued_add(
+    op: ClientOp,
+    space: Keyspace,
+    reply: Reply,
+) -> Result<QueuedAdd, (Reply, WireError)> {
+    let op = match crate::keyspace::op_in(op, space) {
+        Ok(op) => op,
+        Err(e) => return Err((reply, e.into())),
+    };
     let (key, delta, id, cl) = match op {
         ClientOp::Add { key, delta, cl } => (key, delta, None, cl),
         ClientOp::AddOnce { key, delta, id, cl } => (key, delta, Some(id), cl),
         _ => unreachable!("only adds are queued"),
     };
-    if let Err(e) = crate::keyspace::Keyspace::check(key.partition()) {
-        return Err((reply, e.into()));
-    }
     let key = match crate::convert::user_key(&key) {
         Ok(k) => k,
         Err(e) => return Err((reply, e)),

@@ -22,12 +22,14 @@
 
 pub(crate) mod change;
 pub(crate) mod cleanup;
+pub(crate) mod flush;
 pub(crate) mod fold;
 pub(crate) mod replace;
 pub(crate) mod store;
 
 use tally_net::wire::{NodeState, WireTopology};
 
+use crate::keyspace::{DATABASES, Keyspace};
 use crate::ring::Ring;
 
 /// A topology change.
@@ -105,6 +107,9 @@ pub(crate) struct Topology {
     /// The generation cells fold up to; a later one is agreed by every
     /// member before any node folds by it.
     pub(crate) folds_active: u32,
+    /// Each database's flush generation (see `keyspace`): how many times
+    /// it was flushed; missing ones are 0.
+    pub(crate) flushes: Vec<u32>,
 }
 
 impl Topology {
@@ -116,6 +121,7 @@ impl Topology {
             switching: false,
             folds: Vec::new(),
             folds_active: 0,
+            flushes: Vec::new(),
             states: joins_later
                 .iter()
                 .map(|&later| {
@@ -347,6 +353,39 @@ impl Topology {
         Ok(false)
     }
 
+    /// The keyspace database `db` writes to now.
+    pub(crate) fn keyspace(&self, db: u8) -> Keyspace {
+        Keyspace {
+            db,
+            generation: self.flushes.get(usize::from(db)).copied().unwrap_or(0),
+        }
+    }
+
+    /// The topology with each of `dbs` flushed (its generation one on),
+    /// one version on. Refused while a change runs or a fold is pending.
+    pub(crate) fn flush(&self, dbs: &[u8]) -> Result<Topology, Refused> {
+        if let Some(busy) = self.in_progress() {
+            return Err(Refused::Busy(busy));
+        }
+        if let Some(g) = self.fold_pending() {
+            return Err(Refused::Folding(g));
+        }
+        let mut next = self.clone();
+        next.version += 1;
+        next.flushes.resize(usize::from(DATABASES), 0);
+        for &db in dbs {
+            let g = &mut next.flushes[usize::from(db)];
+            *g = g.wrapping_add(1);
+        }
+        Ok(next)
+    }
+
+    /// Whether a stored partition is of a flushed generation: nothing
+    /// reads it any more.
+    pub(crate) fn flushed(&self, stored: &[u8]) -> bool {
+        Keyspace::of(stored).is_some_and(|s| s.generation != self.keyspace(s.db).generation)
+    }
+
     pub(crate) fn to_wire(&self) -> WireTopology {
         WireTopology {
             version: self.version,
@@ -354,6 +393,7 @@ impl Topology {
             switching: self.switching,
             folds: self.folds.clone(),
             folds_active: self.folds_active,
+            flushes: self.flushes.clone(),
         }
     }
 
@@ -364,6 +404,12 @@ impl Topology {
             switching: w.switching,
             folds: w.folds.clone(),
             folds_active: w.folds_active,
+            flushes: w
+                .flushes
+                .iter()
+                .take(usize::from(DATABASES))
+                .copied()
+                .collect(),
         }
     }
 }
@@ -506,6 +552,41 @@ mod tests {
         let joined = joining.finish().unwrap().ring(&ids, 16, 3);
         assert!(joined.ranges().iter().any(|(_, r)| r.contains(&3)));
         assert!(joined.ranges().iter().all(|(_, r)| r.pending().is_empty()));
+    }
+
+    #[test]
+    fn a_flush_moves_its_databases_on_a_generation_in_one_version() {
+        let t = Topology::seed(&[false, false, false]);
+        assert_eq!(
+            t.keyspace(3),
+            Keyspace {
+                db: 3,
+                generation: 0
+            }
+        );
+        let once = t.flush(&[3]).unwrap();
+        assert_eq!(once.version, t.version + 1);
+        assert_eq!(once.keyspace(3).generation, 1);
+        assert_eq!(once.keyspace(0), Keyspace::DEFAULT);
+        let all: Vec<u8> = (0..DATABASES).collect();
+        let twice = once.flush(&all).unwrap();
+        assert_eq!(
+            (twice.keyspace(3).generation, twice.keyspace(0).generation),
+            (2, 1)
+        );
+        // What the generations before hold is read by nothing.
+        let old3 = Keyspace {
+            db: 3,
+            generation: 1,
+        }
+        .stored(b"k")
+        .unwrap();
+        let now3 = twice.keyspace(3).stored(b"k").unwrap();
+        assert!(twice.flushed(&old3) && twice.flushed(b"k"));
+        assert!(!twice.flushed(&now3) && !once.flushed(&old3) && !once.flushed(b"k"));
+        let mut joining = t.clone();
+        joining.states[2] = NodeState::Joining;
+        assert_eq!(joining.flush(&[0]), Err(Refused::Busy(Change::Join(2))));
     }
 
     #[test]

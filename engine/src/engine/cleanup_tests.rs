@@ -2,7 +2,7 @@
 //! shards stay.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
-use crate::{Cell, Engine, Key, Options, Shard};
+use crate::{Cell, Engine, Keep, Key, Options, Shard};
 
 #[tokio::test]
 async fn cleanup_drops_what_is_not_kept_but_this_nodes_own_shards() {
@@ -27,7 +27,10 @@ async fn cleanup_drops_what_is_not_kept_but_this_nodes_own_shards() {
             e.leader_add(&key(i), 1).await.unwrap();
         }
     }
-    let keep = |k: &Key| k.partition().ends_with(b"0") || k.partition().ends_with(b"5");
+    let keep = |k: &Key| match k.partition().ends_with(b"0") || k.partition().ends_with(b"5") {
+        true => Keep::Whole,
+        false => Keep::Own,
+    };
     let (kept, dropped) = e.cleanup(keep).unwrap();
     assert_eq!((kept, dropped), (20, 80));
     for i in 0..100u32 {
@@ -42,13 +45,24 @@ async fn cleanup_drops_what_is_not_kept_but_this_nodes_own_shards() {
         assert_eq!(c.shard(own).is_some(), i % 2 == 0, "k{i}");
     }
     // Keeping nothing: the 60 cells left go, but for the own shards.
-    assert_eq!(e.cleanup(|_| false).unwrap(), (0, 60));
+    assert_eq!(e.cleanup(|_| Keep::Own).unwrap(), (0, 60));
     for i in 0..100u32 {
         let want = if i % 2 == 0 { 1 } else { 0 };
         assert_eq!(e.get(&key(i)).unwrap().value(), Ok(want), "k{i}");
     }
+    // Keeping nothing at all of the first ten: their own shards go too.
+    let nothing = |k: &Key| match k.partition().len() == 2 {
+        true => Keep::Nothing,
+        false => Keep::Whole,
+    };
+    assert_eq!(e.cleanup(nothing).unwrap(), (45, 5));
+    for i in 0..100u32 {
+        let c = e.get(&key(i)).unwrap();
+        assert_eq!(c.value(), Ok(i64::from(i >= 10 && i % 2 == 0)), "k{i}");
+        assert_eq!(c.exists(), i >= 10 && i % 2 == 0, "k{i}");
+    }
     // An empty engine cleans up to nothing.
     let empty = tempfile::tempdir().unwrap();
     let e2 = Engine::open(empty.path(), Options::default()).unwrap();
-    assert_eq!(e2.cleanup(|_| false).unwrap(), (0, 0));
+    assert_eq!(e2.cleanup(|_| Keep::Own).unwrap(), (0, 0));
 }

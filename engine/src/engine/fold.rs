@@ -51,7 +51,8 @@ impl Engine {
         let folds = fold::installed();
         self.cache.fold(&folds);
         self.flush()?;
-        self.background.rewrite(&|_| true, self.counter_id)?;
+        self.background
+            .rewrite(&|_| crate::Keep::Whole, self.counter_id)?;
         let mut report = FoldReport::default();
         self.scan(None, |_, cell| {
             report.cells += 1;

@@ -408,6 +408,22 @@ pub(crate) const COMMANDS: &[Command] = &[
         "Lists a hash's fields and values in one step; MATCH, COUNT, NOVALUES.",
     ),
     cmd(
+        "flushdb",
+        -1,
+        &["write"],
+        NONE,
+        "server",
+        "Resets every counter of the database, cluster-wide, at once; ASYNC, SYNC.",
+    ),
+    cmd(
+        "flushall",
+        -1,
+        &["write"],
+        NONE,
+        "server",
+        "Resets every counter of every database, cluster-wide, at once; ASYNC, SYNC.",
+    ),
+    cmd(
         "swapdb",
         3,
         &["write", "fast"],
@@ -614,6 +630,6 @@ mod tests {
         assert!(get.arity_ok(2) && !get.arity_ok(1) && !get.arity_ok(3));
         let mget = find("mget").expect("mget");
         assert!(mget.arity_ok(2) && mget.arity_ok(9) && !mget.arity_ok(1));
-        assert!(find("flushall").is_none());
+        assert!(find("swapdb").is_some() && find("bgsave").is_none());
     }
 }

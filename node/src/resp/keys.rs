@@ -1,5 +1,8 @@
 //! Listing keys: `SCAN`, `KEYS`, `DBSIZE`, `RANDOMKEY`, `TYPE`, `HSCAN`
-//! (see `scan` for how a scan walks the cluster).
+//! (see `scan` for how a scan walks the cluster); and emptying databases:
+//! `FLUSHDB`, `FLUSHALL` (see `topology::flush`: `ASYNC` and `SYNC` both
+//! answer once every member reads the database as empty, and each node
+//! drops the old cells in the background).
 //!
 //! A key is listed by the kind Redis would give it: `string` (a counter),
 //! `hash` (a partition's columns), `set` (a unique counter); a partition
@@ -41,13 +44,35 @@ pub(crate) async fn execute(
         ("keys", 1) => keys(node, s, &rest[0]).await,
         ("dbsize", 0) => dbsize(node, s).await,
         ("randomkey", 0) => randomkey(node, s).await,
+        ("flushdb", n) if n <= 1 => flush(node, &[s.db], rest).await,
+        ("flushall", n) if n <= 1 => flush(node, &ALL_DATABASES, rest).await,
         ("swapdb", 2) => Reply::err(
             "ERR SWAPDB is not supported: Tally's databases are keyspaces of the cluster",
         ),
-        ("scan" | "keys" | "dbsize" | "randomkey" | "swapdb", _) => arity(name),
+        ("scan" | "keys" | "dbsize" | "randomkey" | "swapdb" | "flushdb" | "flushall", _) => {
+            arity(name)
+        }
         _ => return None,
     };
     Some(reply)
+}
+
+/// Every database, for `FLUSHALL`.
+const ALL_DATABASES: [u8; crate::keyspace::DATABASES as usize] =
+    [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
+
+/// `FLUSHDB` or `FLUSHALL` of `dbs`, `[ASYNC|SYNC]`.
+async fn flush(node: &Arc<Node>, dbs: &[u8], rest: &[Vec<u8>]) -> Reply {
+    if let Some(mode) = rest.first()
+        && !mode.eq_ignore_ascii_case(b"async")
+        && !mode.eq_ignore_ascii_case(b"sync")
+    {
+        return Reply::err("ERR syntax error");
+    }
+    match node.flush(dbs).await {
+        Ok(()) => Reply::Simple("OK"),
+        Err(e) => Reply::err(format!("ERR {}", e.message)),
+    }
 }
 
 /// Answers `name` if it is one of this module's keyed commands (its key

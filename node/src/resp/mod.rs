@@ -114,7 +114,7 @@ async fn connection(stream: TcpStream, node: Arc<Node>, slot: ClientSlot) {
                 pipeline::together(&cmds[i..])
             };
             if together >= 2 {
-                let (cl, space) = (session.cl, session.keyspace());
+                let (cl, space) = (session.cl, node.keyspace(session.db));
                 let group = cmds[i..i + together]
                     .iter()
                     .map(|(name, args)| keyed(&node, cl, space, name, args));
@@ -271,7 +271,7 @@ async fn execute(
     if let Some(reply) = keys::execute(node, session, name, args).await {
         return (reply, false);
     }
-    let space = session.keyspace();
+    let space = node.keyspace(session.db);
     (keyed(node, session.cl, space, name, args).await, false)
 }
 

@@ -79,14 +79,6 @@ impl Session {
         }
     }
 
-    /// The keyspace of the database `SELECT` chose.
-    pub(crate) fn keyspace(&self) -> crate::keyspace::Keyspace {
-        crate::keyspace::Keyspace {
-            db: self.db,
-            generation: 0,
-        }
-    }
-
     /// Whether a `MULTI` is open.
     pub(crate) fn in_multi(&self) -> bool {
         self.multi.is_some()

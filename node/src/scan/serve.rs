@@ -17,11 +17,8 @@ use crate::keyspace::Keyspace;
 /// other ranges, dead cells and members of unique counters come between.
 const WINDOW_PER_KEY: usize = 4;
 
-/// Checks a scan request's bounds; answers its keyspace and token ranges.
-pub(crate) fn check(
-    scan: &WireScan,
-    ranges: &[WireRange],
-) -> Result<(Keyspace, Vec<TokenRange>), WireError> {
+/// Checks a scan request's bounds; answers its token ranges.
+pub(crate) fn check(scan: &WireScan, ranges: &[WireRange]) -> Result<Vec<TokenRange>, WireError> {
     let invalid = |why: String| WireError::not_applied(ErrorKind::Invalid, why);
     if scan.db >= crate::keyspace::DATABASES {
         return Err(invalid(format!("database {} does not exist", scan.db)));
@@ -35,18 +32,13 @@ pub(crate) fn check(
         )));
     }
     Keyspace::check(&scan.prefix)?;
-    let space = Keyspace {
-        db: scan.db,
-        generation: 0,
-    };
-    let ranges = ranges
+    Ok(ranges
         .iter()
         .map(|r| TokenRange {
             start: r.start,
             end: r.end,
         })
-        .collect();
-    Ok((space, ranges))
+        .collect())
 }
 
 /// What a live cell makes of its partition, if it lists it at all.

@@ -74,7 +74,7 @@ pub(crate) fn initial(config: &Config, me: usize) -> Result<Topology> {
 
 /// Stores `theirs` and switches to it, if it is newer than this node's
 /// ring; answers whether it did.
-pub(crate) fn adopt(ctx: &Ctx, theirs: &Topology) -> Result<bool, String> {
+pub(crate) fn adopt(ctx: &Arc<Ctx>, theirs: &Topology) -> Result<bool, String> {
     let _one = ctx.adopting.lock();
     let mine = ctx.topology();
     if !mine.accepts(theirs)? {
@@ -93,6 +93,9 @@ pub(crate) fn adopt(ctx: &Ctx, theirs: &Topology) -> Result<bool, String> {
     }
     ctx.leaving
         .store(theirs.leaving(), std::sync::atomic::Ordering::Relaxed);
+    if theirs.flushes != mine.flushes {
+        super::flush::collect(ctx);
+    }
     for (n, (&was, &now)) in mine.states.iter().zip(&theirs.states).enumerate() {
         if was != now {
             info!(version = theirs.version, node = %ctx.name(n), from = ?was, to = ?now, "ring changed");

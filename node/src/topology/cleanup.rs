@@ -1,10 +1,12 @@
 //! `tally cleanup`: once the ring has changed, a node drops the data of the
 //! ranges it no longer replicates, keeping its own shards of them (a range
 //! that moves away and back must not lose an update this node made:
-//! ScyllaDB #27306).
+//! ScyllaDB #27306); and all of the data of flushed databases' old
+//! generations, which nothing reads (see `flush`).
 
 use std::sync::Arc;
 
+use tally_engine::Keep;
 use tally_net::wire::{ErrorKind, WireCleaned, WireError};
 use tracing::info;
 
@@ -33,7 +35,15 @@ pub(crate) async fn run(ctx: &Arc<Ctx>) -> Result<WireCleaned, WireError> {
     let before = ctx.engine.stats().table_bytes;
     let worker = ctx.clone();
     let (kept, dropped) = tokio::task::spawn_blocking(move || {
-        let keep = |k: &tally_engine::Key| ring.replicas(k.partition()).all().contains(&me);
+        let keep = |k: &tally_engine::Key| {
+            if topology.flushed(k.partition()) {
+                Keep::Nothing
+            } else if ring.replicas(k.partition()).all().contains(&me) {
+                Keep::Whole
+            } else {
+                Keep::Own
+            }
+        };
         worker.engine.cleanup(keep)
     })
     .await

@@ -1,15 +1,18 @@
 //! The ring, durably: `<data_dir>/ring`.
 //!
-//! # Format (version 2)
+//! # Format (version 3)
 //!
 //! ```text
 //! magic "TALLYRNG" | format u32 LE | ring version u64 LE | switching u8
 //!     | count u32 LE | state u8 * count
 //!     | folds_active u32 LE | generations u32 LE | (ids u32 LE | counter_id u64 LE * ids) * generations
+//!     | databases u32 LE | flush generation u32 LE * databases
 //!     | crc32 u32 LE (of everything before)
 //! ```
 //!
-//! Version 1 ended after the states (no fold generations); it still reads.
+//! Version 2 ended after the fold generations (no database flushed yet),
+//! version 1 after the states (no fold generations either); both still
+//! read.
 //!
 //! States: 0 absent, 1 joining, 2 normal, 3 leaving, 4 removing, 5 left.
 //! Written to a new file, fsync'd and renamed over the old one, the
@@ -27,7 +30,7 @@ use super::Topology;
 use crate::hints::file::{read_small, replace};
 
 const MAGIC: &[u8; 8] = b"TALLYRNG";
-const FORMAT: u32 = 2;
+const FORMAT: u32 = 3;
 
 /// Where a node keeps its ring.
 pub(crate) fn path(data_dir: &Path) -> PathBuf {
@@ -71,6 +74,11 @@ pub(crate) fn encode(t: &Topology) -> Vec<u8> {
             out.extend_from_slice(&id.to_le_bytes());
         }
     }
+    let databases = u32::try_from(t.flushes.len()).expect("at most DATABASES databases");
+    out.extend_from_slice(&databases.to_le_bytes());
+    for g in &t.flushes {
+        out.extend_from_slice(&g.to_le_bytes());
+    }
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
@@ -87,7 +95,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Topology, String> {
     }
     let u32_at = |at: usize| u32::from_le_bytes(body[at..at + 4].try_into().expect("4 bytes"));
     let format = u32_at(8);
-    if format != 1 && format != FORMAT {
+    if !(1..=FORMAT).contains(&format) {
         return Err(format!("unsupported format {format}"));
     }
     let version = u64::from_le_bytes(body[12..20].try_into().expect("8 bytes"));
@@ -109,14 +117,17 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Topology, String> {
                 .ok_or(format!("unknown state {c}"))
         })
         .collect::<Result<_, _>>()?;
-    let rest = &body[25 + count..];
-    let (folds_active, folds) = if format == 1 {
-        (0, Vec::new())
-    } else {
-        decode_folds(rest)?
+    let mut rest = &body[25 + count..];
+    let (folds_active, folds) = match format {
+        1 => (0, Vec::new()),
+        _ => decode_folds(&mut rest)?,
     };
-    if format == 1 && !rest.is_empty() {
-        return Err("node count does not match the file".into());
+    let flushes = match format {
+        1 | 2 => Vec::new(),
+        _ => decode_flushes(&mut rest)?,
+    };
+    if !rest.is_empty() {
+        return Err("the ring does not match the file's length".into());
     }
     Ok(Topology {
         version,
@@ -124,24 +135,38 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Topology, String> {
         switching,
         folds,
         folds_active,
+        flushes,
     })
 }
 
-/// The fold generations at the end of a ring file (format 2).
-fn decode_folds(mut rest: &[u8]) -> Result<(u32, Vec<Vec<u64>>), String> {
-    let u32_next = |rest: &mut &[u8]| -> Result<u32, String> {
-        let (head, tail) = rest
-            .split_first_chunk::<4>()
-            .ok_or("fold generations cut short")?;
-        *rest = tail;
-        Ok(u32::from_le_bytes(*head))
-    };
-    let active = u32_next(&mut rest)?;
-    let generations = u32_next(&mut rest)? as usize;
+/// The next u32 of `rest`, taken off it.
+fn u32_next(rest: &mut &[u8], what: &str) -> Result<u32, String> {
+    let (head, tail) = rest
+        .split_first_chunk::<4>()
+        .ok_or(format!("{what} cut short"))?;
+    *rest = tail;
+    Ok(u32::from_le_bytes(*head))
+}
+
+/// The databases' flush generations at the end of a ring file (format 3).
+fn decode_flushes(rest: &mut &[u8]) -> Result<Vec<u32>, String> {
+    let n = u32_next(rest, "flush generations")? as usize;
+    if n > usize::from(crate::keyspace::DATABASES) {
+        return Err(format!("{n} databases"));
+    }
+    (0..n)
+        .map(|_| u32_next(rest, "flush generations"))
+        .collect()
+}
+
+/// The fold generations after the states of a ring file (formats 2, 3).
+fn decode_folds(rest: &mut &[u8]) -> Result<(u32, Vec<Vec<u64>>), String> {
+    let active = u32_next(rest, "fold generations")?;
+    let generations = u32_next(rest, "fold generations")? as usize;
     let mut folds = Vec::new();
     let mut total = 0usize;
     for _ in 0..generations {
-        let n = u32_next(&mut rest)? as usize;
+        let n = u32_next(rest, "fold generations")? as usize;
         total += n;
         if total > FOLD_IDS_MAX || rest.len() < n * 8 {
             return Err("fold generations do not match the file".into());
@@ -152,9 +177,9 @@ fn decode_folds(mut rest: &[u8]) -> Result<(u32, Vec<Vec<u64>>), String> {
                 .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
                 .collect(),
         );
-        rest = tail;
+        *rest = tail;
     }
-    if !rest.is_empty() || active as usize > folds.len() {
+    if active as usize > folds.len() {
         return Err("fold generations do not match the file".into());
     }
     Ok((active, folds))
@@ -194,6 +219,7 @@ mod tests {
             switching: true,
             folds: vec![vec![3, u64::MAX], vec![], vec![9]],
             folds_active: 2,
+            flushes: vec![0, 4, u32::MAX],
         };
         let bytes = encode(&t);
         assert_eq!(decode(&bytes), Ok(t));
@@ -219,6 +245,22 @@ mod tests {
         let t = decode(&v1).unwrap();
         assert_eq!((t.version, t.states.len()), (5, 2));
         assert_eq!((t.folds.len(), t.folds_active), (0, 0));
+    }
+
+    #[test]
+    fn a_ring_of_format_2_reads_with_no_database_flushed() {
+        let t = Topology {
+            folds: vec![vec![3]],
+            folds_active: 1,
+            ..Topology::seed(&[false, true])
+        };
+        let v3 = encode(&t);
+        // Format 2: no flush generations.
+        let mut v2 = v3[..v3.len() - 8].to_vec();
+        v2[8..12].copy_from_slice(&2u32.to_le_bytes());
+        let crc = crc32fast::hash(&v2);
+        v2.extend_from_slice(&crc.to_le_bytes());
+        assert_eq!(decode(&v2), Ok(t));
     }
 
     #[test]
