@@ -139,18 +139,32 @@ fn redis_py_counts_pipelines_and_transactions_in_resp3_and_resp2() {
 
 /// Three databases of 10,000 counters each, written and listed from
 /// redis-py: `scan_iter` gives every key of its database once, and only
-/// those; `KEYS`, `DBSIZE`, `TYPE` and `RANDOMKEY` agree. With `down`, two
-/// of the three nodes are down and the scan runs at ONE.
+/// those; `KEYS`, `DBSIZE`, `TYPE` and `RANDOMKEY` agree. `flush` empties
+/// database 3 and leaves the others as they were (a `FLUSHALL` with a node
+/// down is refused); then, with two of the three nodes down, the scans
+/// run at ONE.
 const KEYSPACES: &str = r#"
 import sys, redis
 port, phase = int(sys.argv[1]), sys.argv[2]
-DBS, N = (0, 3, 7), 10000
+N = 10000
 def names(db):
     return {f"k{db}:{i}".encode() for i in range(N)}
+CONNS = {}
 def connect(db):
-    return redis.Redis(host="127.0.0.1", port=port, db=db, single_connection_client=True)
-if phase == "fill":
-    for db in DBS:
+    if db not in CONNS:
+        CONNS[db] = redis.Redis(host="127.0.0.1", port=port, db=db, single_connection_client=True)
+    return CONNS[db]
+def scans(db, want):
+    r = connect(db)
+    for count in (None, 1000):
+        seen = list(r.scan_iter(count=count))
+        assert len(seen) == len(set(seen)), (db, len(seen) - len(set(seen)), "listed twice")
+        assert set(seen) == want, (db, len(want - set(seen)), "missing")
+    matched = set(r.scan_iter(match=f"k{db}:12*"))
+    assert matched == {k for k in want if k.startswith(f"k{db}:12".encode())}, matched
+    assert r.dbsize() == len(want)
+def fill():
+    for db in (0, 3, 7):
         pipe = connect(db).pipeline(transaction=False)
         for i in range(N):
             pipe.incrby(f"k{db}:{i}", i + 1)
@@ -166,25 +180,36 @@ if phase == "fill":
     assert r.hdel("h3", "f") == 1 and r.delete("s3") == 1
     assert r.randomkey() in names(3)
     assert connect(9).randomkey() is None and connect(9).dbsize() == 0
-for db in DBS:
-    r = connect(db)
-    if phase == "down":
-        assert r.execute_command("CLIENT", "CONSISTENCY", "ONE") in (b"OK", "OK", True)
-    for count in (None, 1000):
-        seen = list(r.scan_iter(count=count))
-        assert len(seen) == len(set(seen)), (db, len(seen) - len(set(seen)), "listed twice")
-        assert set(seen) == names(db), (db, len(names(db) - set(seen)), "missing")
-    matched = set(r.scan_iter(match=f"k{db}:12*"))
-    assert matched == {k for k in names(db) if k.startswith(f"k{db}:12".encode())}, matched
-    assert r.dbsize() == N
-if phase == "down":
-    r = connect(3)
+    for db in (0, 3, 7):
+        scans(db, names(db))
+def flush():
+    r3 = connect(3)
+    assert r3.flushdb() is True
+    assert r3.dbsize() == 0 and list(r3.scan_iter()) == [] and r3.get("k3:5") is None
+    assert r3.incr("k3:5") == 1, "a flushed database is usable at once"
+    for db in (0, 7):
+        assert connect(db).dbsize() == N and connect(db).get(f"k{db}:5") == b"6"
+def refused():
     try:
-        r.execute_command("CLIENT", "CONSISTENCY", "QUORUM")
+        connect(3).flushall()
+        raise SystemExit("FLUSHALL answered with a node down")
+    except redis.ResponseError as e:
+        assert "down" in str(e), e
+    assert connect(0).get("k0:5") == b"6"
+def down():
+    for db in (0, 3, 7):
+        assert connect(db).execute_command("CLIENT", "CONSISTENCY", "ONE") in (b"OK", "OK", True)
+    scans(0, names(0))
+    scans(7, names(7))
+    assert list(connect(3).scan_iter()) == [b"k3:5"]
+    r = connect(3)
+    r.execute_command("CLIENT", "CONSISTENCY", "QUORUM")
+    try:
         r.scan(0)
         raise SystemExit("a scan at QUORUM answered with two of three nodes down")
     except redis.ResponseError as e:
         assert "scan" in str(e), e
+{"fill": fill, "flush": flush, "refused": refused, "down": down}[phase]()
 print("ok")
 "#;
 
@@ -202,7 +227,11 @@ fn redis_py_scans_three_databases_and_at_one_with_two_nodes_down() {
         python
     };
     tally_tests::assert_script_ok(&mut script("fill"), "databases filled and scanned");
+    tally_tests::assert_script_ok(&mut script("flush"), "database 3 flushed");
     cluster.kill(1).unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    tally_tests::assert_script_ok(&mut script("refused"), "no flush with a node down");
+    cluster.kill(2).unwrap();
     cluster.kill(2).unwrap();
     // Until node 0 sees them down, it would ask them.
     std::thread::sleep(std::time::Duration::from_secs(3));
