@@ -351,7 +351,7 @@ fn config_get(names: &[Vec<u8>]) -> Reply {
     )
 }
 
-fn time() -> Reply {
+pub(crate) fn time() -> Reply {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();

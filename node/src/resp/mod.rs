@@ -46,6 +46,7 @@ mod join;
 mod keys;
 mod pipeline;
 pub mod proto;
+mod script;
 mod session;
 mod sets;
 mod strings;
@@ -266,6 +267,9 @@ async fn execute(
         return (Reply::Simple("OK"), true);
     }
     if let Some(reply) = admin::execute(node, slot, session, name, args) {
+        return (reply, false);
+    }
+    if let Some(reply) = script::execute(node, session, name, args).await {
         return (reply, false);
     }
     if let Some(reply) = keys::execute(node, session, name, args).await {

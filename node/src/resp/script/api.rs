@@ -1,0 +1,163 @@
+//! The `redis` table scripts call: `redis.call`, `redis.pcall`,
+//! `redis.error_reply`, `redis.status_reply`, `redis.sha1hex`,
+//! `redis.log`, and the no-ops Redis 7 keeps for old scripts.
+
+use mlua::{Lua, MultiValue, Value};
+
+use super::super::commands;
+use super::super::proto::Reply;
+
+/// Commands a script may not run: scripts, transactions, and what only a
+/// connection does.
+const NOT_IN_SCRIPTS: &[&str] = &[
+    "eval",
+    "evalsha",
+    "eval_ro",
+    "evalsha_ro",
+    "script",
+    "multi",
+    "exec",
+    "discard",
+    "watch",
+    "unwatch",
+    "select",
+    "hello",
+    "auth",
+    "client",
+    "quit",
+    "readonly",
+    "readwrite",
+    "swapdb",
+    "flushdb",
+    "flushall",
+    "scan",
+    "keys",
+    "dbsize",
+    "randomkey",
+];
+
+/// Puts the `redis` table in `lua`'s globals.
+pub(crate) fn install(lua: &Lua) -> mlua::Result<()> {
+    let redis = lua.create_table()?;
+    redis.raw_set(
+        "call",
+        lua.create_function(|lua, args: MultiValue| super::vm::command(lua, args, true))?,
+    )?;
+    redis.raw_set(
+        "pcall",
+        lua.create_function(|lua, args: MultiValue| super::vm::command(lua, args, false))?,
+    )?;
+    let reply = |key: &'static str| {
+        lua.create_function(move |lua, msg: mlua::String| {
+            let t = lua.create_table()?;
+            t.raw_set(key, msg)?;
+            Ok(t)
+        })
+    };
+    redis.raw_set("error_reply", reply("err")?)?;
+    redis.raw_set("status_reply", reply("ok")?)?;
+    redis.raw_set(
+        "sha1hex",
+        lua.create_function(|_, s: mlua::String| Ok(super::sha1_hex(&s.as_bytes())))?,
+    )?;
+    redis.raw_set(
+        "log",
+        lua.create_function(|_, (level, msg): (i64, mlua::String)| {
+            tracing::info!(level, message = %msg.to_string_lossy(), "script log");
+            Ok(())
+        })?,
+    )?;
+    for (i, name) in ["LOG_DEBUG", "LOG_VERBOSE", "LOG_NOTICE", "LOG_WARNING"]
+        .iter()
+        .enumerate()
+    {
+        redis.raw_set(*name, i)?;
+    }
+    let yes = lua.create_function(|_, _: MultiValue| Ok(true))?;
+    for name in [
+        "replicate_commands",
+        "set_repl",
+        "setresp",
+        "breakpoint",
+        "debug",
+    ] {
+        redis.raw_set(name, yes.clone())?;
+    }
+    for (i, name) in [
+        "REPL_NONE",
+        "REPL_AOF",
+        "REPL_SLAVE",
+        "REPL_REPLICA",
+        "REPL_ALL",
+    ]
+    .iter()
+    .enumerate()
+    {
+        redis.raw_set(*name, i)?;
+    }
+    lua.globals().raw_set("redis", redis)
+}
+
+/// A `redis.call`'s arguments as a command's words: strings, and numbers
+/// as Lua writes them.
+pub(crate) fn words(args: MultiValue) -> mlua::Result<Vec<Vec<u8>>> {
+    if args.is_empty() {
+        return Err(mlua::Error::runtime(
+            "ERR Please specify at least one argument for this redis lib call",
+        ));
+    }
+    args.iter()
+        .map(|a| match a {
+            Value::String(s) => Ok(s.as_bytes().to_vec()),
+            Value::Integer(_) | Value::Number(_) => Ok(a.to_string()?.into_bytes()),
+            _ => Err(mlua::Error::runtime(
+                "ERR Lua redis lib command arguments must be strings or integers",
+            )),
+        })
+        .collect()
+}
+
+/// The error a command gets instead of running in a script, if it does.
+pub(crate) fn refuse(name: &str, words: usize, read_only: bool) -> Option<Reply> {
+    let Some(cmd) = commands::find(name) else {
+        return Some(Reply::err("ERR Unknown Redis command called from script"));
+    };
+    if NOT_IN_SCRIPTS.contains(&name) {
+        return Some(Reply::err(
+            "ERR This Redis command is not allowed from script",
+        ));
+    }
+    if !cmd.arity_ok(words) {
+        return Some(Reply::err(
+            "ERR Wrong number of args calling Redis command from script",
+        ));
+    }
+    if read_only && cmd.flags.contains(&"write") {
+        return Some(Reply::err(
+            "ERR Write commands are not allowed from read-only scripts.",
+        ));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(r: Option<Reply>) -> String {
+        match r {
+            Some(Reply::Error(e)) => e,
+            other => format!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn commands_a_script_may_not_run_get_redis_errors() {
+        assert_eq!(refuse("incr", 2, false), None);
+        assert!(text(refuse("lpush", 3, false)).contains("Unknown Redis command"));
+        assert!(text(refuse("incr", 3, false)).contains("Wrong number of args"));
+        assert!(text(refuse("eval", 3, false)).contains("not allowed from script"));
+        assert!(text(refuse("incr", 2, true)).contains("read-only scripts"));
+        assert_eq!(refuse("get", 2, true), None);
+    }
+}

@@ -1,0 +1,294 @@
+//! Scripts: `EVAL`, `EVALSHA`, `EVAL_RO`, `EVALSHA_RO` and `SCRIPT LOAD`,
+//! `EXISTS`, `FLUSH`, `KILL`, with a real Lua 5.1 interpreter, as Redis
+//! has (`vm`, `api`, `convert`).
+//!
+//! A script's commands run one after another on this node as coordinator,
+//! at the connection's database and consistency level, each as if the
+//! client had sent it: there is no isolation from other clients (unlike
+//! Redis, where a script runs alone). A command Tally lacks fails in the
+//! script with Redis' error. A script past its time limit (5 s, Redis'
+//! `busy-reply-threshold`) or its memory limit (32 MiB) is aborted with a
+//! clear error, and so is one `SCRIPT KILL` names; it runs on a thread of
+//! its own meanwhile, and the node keeps serving.
+//!
+//! Scripts are cached by sha1, node-wide: `SCRIPT LOAD` on one connection
+//! serves `EVALSHA` on another, and an unknown sha answers `NOSCRIPT`, so
+//! clients send the script again (`EVAL`), as they do with Redis. Each
+//! connection compiles a script once into its own interpreter.
+
+mod api;
+mod convert;
+mod vm;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tally_net::wire::Consistency;
+
+use super::proto::Reply;
+use super::session::{Session, arity};
+use crate::keyspace::Keyspace;
+use crate::node::Node;
+pub(crate) use vm::Vm;
+
+/// How long a script may run (Redis' `busy-reply-threshold`).
+pub(crate) const TIME_LIMIT: Duration = Duration::from_secs(5);
+/// Most scripts the node caches; past it, `EVAL` runs a script uncached
+/// and `SCRIPT LOAD` is refused.
+pub(crate) const SCRIPTS_MAX: usize = 10_000;
+
+/// The node's scripts by sha1, and how many times they were flushed.
+#[derive(Default)]
+struct Cache {
+    scripts: HashMap<String, Arc<[u8]>>,
+    generation: u64,
+}
+
+fn cache() -> &'static Mutex<Cache> {
+    static CACHE: std::sync::OnceLock<Mutex<Cache>> = std::sync::OnceLock::new();
+    CACHE.get_or_init(Mutex::default)
+}
+
+/// Scripts running now, and how many `SCRIPT KILL`s there were.
+static RUNNING: AtomicUsize = AtomicUsize::new(0);
+static KILLS: AtomicU64 = AtomicU64::new(0);
+
+/// The lowercase hex sha1 of `body`, as Redis names scripts.
+pub(crate) fn sha1_hex(body: &[u8]) -> String {
+    sha1_smol::Sha1::from(body).digest().to_string()
+}
+
+/// Answers `name` if it is one of this module's commands.
+pub(crate) async fn execute(
+    node: &Arc<Node>,
+    s: &mut Session,
+    name: &str,
+    args: &[Vec<u8>],
+) -> Option<Reply> {
+    let reply = match name {
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" if args.len() >= 3 => {
+            eval(node, s, name, args).await
+        }
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => arity(name),
+        "script" if args.len() >= 2 => script(&args[1..]),
+        "script" => arity(name),
+        _ => return None,
+    };
+    Some(reply)
+}
+
+/// Where a script's commands go: this node, at the connection's level and
+/// database; called from the script's thread.
+struct NodeHost {
+    node: Arc<Node>,
+    cl: Consistency,
+    space: Keyspace,
+    runtime: tokio::runtime::Handle,
+}
+
+impl vm::Host for NodeHost {
+    fn call(&self, args: Vec<Vec<u8>>) -> Reply {
+        let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+        match name.as_str() {
+            "ping" => Reply::Simple("PONG"),
+            "time" => super::admin::time(),
+            _ => self
+                .runtime
+                .block_on(super::keyed(&self.node, self.cl, self.space, &name, &args)),
+        }
+    }
+}
+
+/// The script an `EVAL` or `EVALSHA` names, with its sha.
+fn script_of(name: &str, arg: &[u8]) -> Result<(String, Arc<[u8]>), Reply> {
+    if name.starts_with("evalsha") {
+        let sha = String::from_utf8_lossy(arg).to_ascii_lowercase();
+        return match cache().lock().scripts.get(&sha) {
+            Some(body) => Ok((sha, body.clone())),
+            None => Err(Reply::err("NOSCRIPT No matching script. Please use EVAL.")),
+        };
+    }
+    let sha = sha1_hex(arg);
+    let body: Arc<[u8]> = arg.into();
+    let mut c = cache().lock();
+    if c.scripts.len() < SCRIPTS_MAX {
+        c.scripts.entry(sha.clone()).or_insert_with(|| body.clone());
+    }
+    Ok((sha, body))
+}
+
+/// How many of an `EVAL`'s words are keys, or Redis' error.
+fn key_count(word: &[u8], rest: usize) -> Result<usize, Reply> {
+    let n: i64 = std::str::from_utf8(word)
+        .ok()
+        .and_then(|w| w.parse().ok())
+        .ok_or_else(|| Reply::err("ERR value is not an integer or out of range"))?;
+    if n < 0 {
+        return Err(Reply::err("ERR Number of keys can't be negative"));
+    }
+    usize::try_from(n)
+        .ok()
+        .filter(|&n| n <= rest)
+        .ok_or_else(|| Reply::err("ERR Number of keys can't be greater than number of args"))
+}
+
+/// `EVAL script numkeys key... arg...` and its kin.
+async fn eval(node: &Arc<Node>, s: &mut Session, name: &str, args: &[Vec<u8>]) -> Reply {
+    let (sha, body) = match script_of(name, &args[1]) {
+        Ok(found) => found,
+        Err(e) => return e,
+    };
+    let n = match key_count(&args[2], args.len() - 3) {
+        Ok(n) => n,
+        Err(e) => return e,
+    };
+    let (keys, argv) = (args[3..3 + n].to_vec(), args[3 + n..].to_vec());
+    let generation = cache().lock().generation;
+    let mut vm = match s.vm.take() {
+        Some(vm) => vm,
+        None => match Vm::new(generation) {
+            Ok(vm) => Box::new(vm),
+            Err(e) => return Reply::err(format!("ERR could not start a script interpreter: {e}")),
+        },
+    };
+    if vm.generation != generation {
+        vm.forget(generation);
+    }
+    let host = NodeHost {
+        node: node.clone(),
+        cl: s.cl,
+        space: node.keyspace(s.db),
+        runtime: tokio::runtime::Handle::current(),
+    };
+    let kills = KILLS.load(Ordering::Acquire);
+    let killed = Box::new(move || KILLS.load(Ordering::Acquire) != kills);
+    let read_only = name.ends_with("_ro");
+    RUNNING.fetch_add(1, Ordering::AcqRel);
+    let ran = tokio::task::spawn_blocking(move || {
+        let answer = vm.run(
+            &sha,
+            &body,
+            &keys,
+            &argv,
+            Box::new(host),
+            TIME_LIMIT,
+            killed,
+            read_only,
+        );
+        (vm, answer)
+    })
+    .await;
+    RUNNING.fetch_sub(1, Ordering::AcqRel);
+    match ran {
+        Ok((vm, Ok(reply))) => {
+            s.vm = Some(vm);
+            reply
+        }
+        // The interpreter hit a limit: the next script gets a new one.
+        Ok((_, Err((reply, vm::Spoiled)))) => reply,
+        Err(e) => Reply::err(format!("ERR the script's thread failed: {e}")),
+    }
+}
+
+/// `SCRIPT LOAD | EXISTS | FLUSH | KILL`.
+fn script(rest: &[Vec<u8>]) -> Reply {
+    let sub = String::from_utf8_lossy(&rest[0]).to_ascii_lowercase();
+    match (sub.as_str(), rest.len() - 1) {
+        ("load", 1) => load(&rest[1]),
+        ("exists", n) if n >= 1 => {
+            let c = cache().lock();
+            Reply::Array(
+                rest[1..]
+                    .iter()
+                    .map(|sha| {
+                        let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
+                        Reply::Int(i64::from(c.scripts.contains_key(&sha)))
+                    })
+                    .collect(),
+            )
+        }
+        ("flush", 0) => flush(),
+        ("flush", 1)
+            if [&b"async"[..], b"sync"].contains(&rest[1].to_ascii_lowercase().as_slice()) =>
+        {
+            flush()
+        }
+        ("flush", _) => Reply::err("ERR SCRIPT FLUSH only support SYNC|ASYNC option"),
+        ("kill", 0) if RUNNING.load(Ordering::Acquire) == 0 => {
+            Reply::err("NOTBUSY No scripts in execution right now.")
+        }
+        ("kill", 0) => {
+            KILLS.fetch_add(1, Ordering::AcqRel);
+            Reply::Simple("OK")
+        }
+        ("load" | "exists" | "kill", _) => Reply::err(format!(
+            "ERR wrong number of arguments for 'script|{sub}' command"
+        )),
+        _ => Reply::err(format!(
+            "ERR unknown subcommand '{}'. Try SCRIPT HELP.",
+            String::from_utf8_lossy(&rest[0])
+        )),
+    }
+}
+
+/// `SCRIPT LOAD body`: compiled first, so a syntax error is told now.
+fn load(body: &[u8]) -> Reply {
+    if let Err(e) = vm::check_syntax(body) {
+        return Reply::err(e);
+    }
+    let sha = sha1_hex(body);
+    let mut c = cache().lock();
+    if c.scripts.len() >= SCRIPTS_MAX && !c.scripts.contains_key(&sha) {
+        return Reply::err(format!(
+            "ERR the node caches at most {SCRIPTS_MAX} scripts: SCRIPT FLUSH, or use EVAL"
+        ));
+    }
+    c.scripts.entry(sha.clone()).or_insert_with(|| body.into());
+    Reply::bulk(sha)
+}
+
+fn flush() -> Reply {
+    let mut c = cache().lock();
+    c.scripts.clear();
+    c.generation += 1;
+    Reply::Simple("OK")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shas_are_redis_ones() {
+        // redis-cli SCRIPT LOAD "return 1"
+        assert_eq!(
+            sha1_hex(b"return 1"),
+            "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
+        );
+    }
+
+    #[test]
+    fn key_counts_get_redis_errors() {
+        assert_eq!(key_count(b"2", 3).ok(), Some(2));
+        assert_eq!(key_count(b"0", 0).ok(), Some(0));
+        let err = |r: Result<usize, Reply>| match r {
+            Err(Reply::Error(e)) => e,
+            other => format!("{other:?}"),
+        };
+        assert_eq!(
+            err(key_count(b"-1", 3)),
+            "ERR Number of keys can't be negative"
+        );
+        assert_eq!(
+            err(key_count(b"4", 3)),
+            "ERR Number of keys can't be greater than number of args"
+        );
+        assert_eq!(
+            err(key_count(b"x", 3)),
+            "ERR value is not an integer or out of range"
+        );
+    }
+}
