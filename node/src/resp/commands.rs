@@ -172,6 +172,22 @@ pub(crate) const COMMANDS: &[Command] = &[
         "Sets several counters, one after another.",
     ),
     cmd(
+        "rename",
+        3,
+        &["write"],
+        (1, 2, 1),
+        "generic",
+        "Moves a counter's value and deadline to another key (two steps, not atomic).",
+    ),
+    cmd(
+        "renamenx",
+        3,
+        &["write", "fast"],
+        (1, 2, 1),
+        "generic",
+        "RENAME, if the new key does not exist.",
+    ),
+    cmd(
         "expire",
         -3,
         W,

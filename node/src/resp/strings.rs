@@ -78,9 +78,11 @@ pub(crate) async fn execute(
         ("mset", n) if n >= 2 && n % 2 == 0 => mset(node, cl, rest).await,
         ("hset", n) if n >= 3 && n % 2 == 1 => hset(node, cl, rest, WirePresence::Any).await,
         ("hsetnx", 3) => hset(node, cl, rest, WirePresence::Absent).await,
+        ("rename", 2) => rename(node, cl, &rest[0], &rest[1], false).await,
+        ("renamenx", 2) => rename(node, cl, &rest[0], &rest[1], true).await,
         (
             "set" | "setnx" | "setex" | "psetex" | "getset" | "getdel" | "getex" | "mset" | "hset"
-            | "hsetnx",
+            | "hsetnx" | "rename" | "renamenx",
             _,
         ) => arity(name),
         _ => return None,
@@ -217,6 +219,39 @@ async fn set(
             .map_or(Reply::NIL, |v| Reply::bulk(v.to_string())),
         Ok(done) if done.applied => Reply::Simple("OK"),
         Ok(_) => Reply::NIL,
+        Err(e) => wire_err(&e),
+    }
+}
+
+/// `RENAME src dst` (`nx`: `RENAMENX`) of a counter: `dst` is set to its
+/// value and deadline, then `src` is deleted; two changes one after the
+/// other, not one atomic step as in Redis.
+async fn rename(node: &Arc<Node>, cl: Consistency, src: &[u8], dst: &[u8], nx: bool) -> Reply {
+    let cell = match node.get_cell(&key(src, b""), cl).await {
+        Ok(c) if c.live(now_ms()) => c,
+        Ok(_) => return Reply::err("ERR no such key"),
+        Err(e) => return wire_err(&e),
+    };
+    let value = match cell.value() {
+        Ok(v) => v,
+        Err(_) => return Reply::err("ERR the counter's value overflows 64 bits"),
+    };
+    if src == dst {
+        return if nx { Reply::Int(0) } else { Reply::Simple("OK") };
+    }
+    let ttl = match super::expiry::deadline_of(&cell) {
+        super::expiry::Deadline::At(at) => WireTtl::At(at),
+        _ => WireTtl::Clear,
+    };
+    let only = if nx { WirePresence::Absent } else { WirePresence::Any };
+    match node.change(&key(dst, b""), set_change(value, ttl, only), cl).await {
+        Ok(done) if !done.applied => return Reply::Int(0),
+        Ok(_) => {}
+        Err(e) => return wire_err(&e),
+    }
+    match node.change(&key(src, b""), WireChange::Delete, cl).await {
+        Ok(_) if nx => Reply::Int(1),
+        Ok(_) => Reply::Simple("OK"),
         Err(e) => wire_err(&e),
     }
 }
