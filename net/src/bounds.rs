@@ -78,6 +78,7 @@ pub fn check_answer(answer: &PeerResponse) -> Result<(), NearWrap> {
         | PeerResponse::Digests(_)
         | PeerResponse::Leaves { .. }
         | PeerResponse::Keys(_)
+        | PeerResponse::Script(_)
         | PeerResponse::Error(_)
         | PeerResponse::Stale { .. } => Ok(()),
     }

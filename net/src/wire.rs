@@ -645,6 +645,14 @@ pub enum PeerRequest {
         /// The token ranges.
         ranges: Vec<WireRange>,
     },
+    /// The Lua script of this sha1, if the receiver has it; answered
+    /// `Script`.
+    Script {
+        /// The script's sha1, in hex.
+        sha: String,
+    },
+    /// Empty the receiver's cache of scripts; answered `Applied`.
+    FlushScripts,
 }
 
 /// Most keys one page of a scan holds.
@@ -978,6 +986,8 @@ pub enum PeerResponse {
     Folded(WireFoldedNode),
     /// Answer to `ScanKeys`.
     Keys(WireKeys),
+    /// Answer to `Script`.
+    Script(Option<Vec<u8>>),
 }
 
 /// What one node holds after a fold.

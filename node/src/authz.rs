@@ -175,6 +175,8 @@ pub(crate) fn authorize(from: usize, req: &PeerRequest, local: &impl Local) -> R
         | PeerRequest::Adopt { .. }
         | PeerRequest::Survey { .. }
         | PeerRequest::ScanKeys { .. }
+        | PeerRequest::Script { .. }
+        | PeerRequest::FlushScripts
         | PeerRequest::Fold => Ok(()),
         PeerRequest::TakeIds { block } if block.len() > IDS_BLOCK_BYTES_MAX => {
             Err(Refusal::BadHandOver("over the size limit"))

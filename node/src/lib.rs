@@ -53,6 +53,7 @@ mod read;
 mod repair;
 pub mod resp;
 mod scan;
+mod scripts;
 pub mod server;
 mod tails;
 pub mod topology;

@@ -409,6 +409,16 @@ impl Node {
         crate::topology::flush::run(&self.ctx, dbs).await
     }
 
+    /// The Lua script of `sha`, from this node or another (see `scripts`).
+    pub(crate) async fn find_script(&self, sha: &str) -> Option<Arc<[u8]>> {
+        crate::scripts::find(&self.ctx, sha).await
+    }
+
+    /// Empties every node's cache of scripts.
+    pub(crate) async fn flush_scripts(&self) {
+        crate::scripts::flush_everywhere(&self.ctx).await;
+    }
+
     /// One page of the live keys of a keyspace, cluster-wide (see `scan`).
     pub async fn scan(&self, scan: WireScan, cl: Consistency) -> Result<WireKeys, WireError> {
         crate::scan::page(&self.ctx, scan, cl).await

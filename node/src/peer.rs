@@ -125,6 +125,10 @@ impl Handler for PeerHandler {
                     | PeerRequest::Adopt { .. }) => Task::Ring(req),
                     req @ (PeerRequest::Survey { .. } | PeerRequest::Fold) => Task::Fold(req),
                     PeerRequest::ScanKeys { scan, ranges } => Task::Scan(scan, ranges),
+                    req @ (PeerRequest::Script { .. } | PeerRequest::FlushScripts) => {
+                        out[i] = Some(crate::scripts::serve(req));
+                        continue;
+                    }
                     PeerRequest::Read { key } => Task::Read(key),
                     PeerRequest::ReadRow { partition } => Task::ReadRow(partition),
                     PeerRequest::LeaderAdd { key, delta, cl } => {

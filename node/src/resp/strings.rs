@@ -237,14 +237,25 @@ async fn rename(node: &Arc<Node>, cl: Consistency, src: &[u8], dst: &[u8], nx: b
         Err(_) => return Reply::err("ERR the counter's value overflows 64 bits"),
     };
     if src == dst {
-        return if nx { Reply::Int(0) } else { Reply::Simple("OK") };
+        return if nx {
+            Reply::Int(0)
+        } else {
+            Reply::Simple("OK")
+        };
     }
     let ttl = match super::expiry::deadline_of(&cell) {
         super::expiry::Deadline::At(at) => WireTtl::At(at),
         _ => WireTtl::Clear,
     };
-    let only = if nx { WirePresence::Absent } else { WirePresence::Any };
-    match node.change(&key(dst, b""), set_change(value, ttl, only), cl).await {
+    let only = if nx {
+        WirePresence::Absent
+    } else {
+        WirePresence::Any
+    };
+    match node
+        .change(&key(dst, b""), set_change(value, ttl, only), cl)
+        .await
+    {
         Ok(done) if !done.applied => return Reply::Int(0),
         Ok(_) => {}
         Err(e) => return wire_err(&e),

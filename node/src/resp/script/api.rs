@@ -58,7 +58,7 @@ pub(crate) fn install(lua: &Lua) -> mlua::Result<()> {
     redis.raw_set("status_reply", reply("ok")?)?;
     redis.raw_set(
         "sha1hex",
-        lua.create_function(|_, s: mlua::String| Ok(super::sha1_hex(&s.as_bytes())))?,
+        lua.create_function(|_, s: mlua::String| Ok(crate::scripts::sha1_hex(&s.as_bytes())))?,
     )?;
     redis.raw_set(
         "log",

@@ -11,55 +11,33 @@
 //! clear error, and so is one `SCRIPT KILL` names; it runs on a thread of
 //! its own meanwhile, and the node keeps serving.
 //!
-//! Scripts are cached by sha1, node-wide: `SCRIPT LOAD` on one connection
-//! serves `EVALSHA` on another, and an unknown sha answers `NOSCRIPT`, so
-//! clients send the script again (`EVAL`), as they do with Redis. Each
-//! connection compiles a script once into its own interpreter.
+//! Scripts are cached by sha1 (`crate::scripts`): `SCRIPT LOAD` through one
+//! node serves `EVALSHA` through any other, and a sha no node has answers
+//! `NOSCRIPT`, so clients send the script again (`EVAL`), as they do with
+//! Redis. Each connection compiles a script once into its own interpreter.
 
 mod api;
 mod convert;
 mod vm;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use tally_net::wire::Consistency;
 
 use super::proto::Reply;
 use super::session::{Session, arity};
 use crate::keyspace::Keyspace;
 use crate::node::Node;
+use crate::scripts;
 pub(crate) use vm::Vm;
 
 /// How long a script may run (Redis' `busy-reply-threshold`).
 pub(crate) const TIME_LIMIT: Duration = Duration::from_secs(5);
-/// Most scripts the node caches; past it, `EVAL` runs a script uncached
-/// and `SCRIPT LOAD` is refused.
-pub(crate) const SCRIPTS_MAX: usize = 10_000;
-
-/// The node's scripts by sha1, and how many times they were flushed.
-#[derive(Default)]
-struct Cache {
-    scripts: HashMap<String, Arc<[u8]>>,
-    generation: u64,
-}
-
-fn cache() -> &'static Mutex<Cache> {
-    static CACHE: std::sync::OnceLock<Mutex<Cache>> = std::sync::OnceLock::new();
-    CACHE.get_or_init(Mutex::default)
-}
-
 /// Scripts running now, and how many `SCRIPT KILL`s there were.
 static RUNNING: AtomicUsize = AtomicUsize::new(0);
 static KILLS: AtomicU64 = AtomicU64::new(0);
-
-/// The lowercase hex sha1 of `body`, as Redis names scripts.
-pub(crate) fn sha1_hex(body: &[u8]) -> String {
-    sha1_smol::Sha1::from(body).digest().to_string()
-}
 
 /// Answers `name` if it is one of this module's commands.
 pub(crate) async fn execute(
@@ -73,7 +51,7 @@ pub(crate) async fn execute(
             eval(node, s, name, args).await
         }
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => arity(name),
-        "script" if args.len() >= 2 => script(&args[1..]),
+        "script" if args.len() >= 2 => script(node, &args[1..]).await,
         "script" => arity(name),
         _ => return None,
     };
@@ -102,22 +80,36 @@ impl vm::Host for NodeHost {
     }
 }
 
-/// The script an `EVAL` or `EVALSHA` names, with its sha.
-fn script_of(name: &str, arg: &[u8]) -> Result<(String, Arc<[u8]>), Reply> {
+/// The script an `EVAL` or `EVALSHA` names, with its sha: an `EVALSHA`'s
+/// from this node's cache or another node's.
+async fn script_of(node: &Node, name: &str, arg: &[u8]) -> Result<(String, Arc<[u8]>), Reply> {
     if name.starts_with("evalsha") {
         let sha = String::from_utf8_lossy(arg).to_ascii_lowercase();
-        return match cache().lock().scripts.get(&sha) {
-            Some(body) => Ok((sha, body.clone())),
-            None => Err(Reply::err("NOSCRIPT No matching script. Please use EVAL.")),
+        if sha.len() != 40 {
+            return Err(Reply::err(NOSCRIPT));
+        }
+        return match node.find_script(&sha).await {
+            Some(body) => Ok((sha, body)),
+            None => Err(Reply::err(NOSCRIPT)),
         };
     }
-    let sha = sha1_hex(arg);
-    let body: Arc<[u8]> = arg.into();
-    let mut c = cache().lock();
-    if c.scripts.len() < SCRIPTS_MAX {
-        c.scripts.entry(sha.clone()).or_insert_with(|| body.clone());
+    if arg.len() > scripts::SCRIPT_BYTES_MAX {
+        return Err(too_long());
     }
+    let sha = scripts::sha1_hex(arg);
+    let body: Arc<[u8]> = arg.into();
+    // A full cache runs the script all the same.
+    scripts::insert(&sha, body.clone());
     Ok((sha, body))
+}
+
+const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
+
+fn too_long() -> Reply {
+    Reply::err(format!(
+        "ERR a script may be {} MiB at most",
+        scripts::SCRIPT_BYTES_MAX >> 20
+    ))
 }
 
 /// How many of an `EVAL`'s words are keys, or Redis' error.
@@ -137,7 +129,7 @@ fn key_count(word: &[u8], rest: usize) -> Result<usize, Reply> {
 
 /// `EVAL script numkeys key... arg...` and its kin.
 async fn eval(node: &Arc<Node>, s: &mut Session, name: &str, args: &[Vec<u8>]) -> Reply {
-    let (sha, body) = match script_of(name, &args[1]) {
+    let (sha, body) = match script_of(node, name, &args[1]).await {
         Ok(found) => found,
         Err(e) => return e,
     };
@@ -146,7 +138,7 @@ async fn eval(node: &Arc<Node>, s: &mut Session, name: &str, args: &[Vec<u8>]) -
         Err(e) => return e,
     };
     let (keys, argv) = (args[3..3 + n].to_vec(), args[3 + n..].to_vec());
-    let generation = cache().lock().generation;
+    let generation = scripts::generation();
     let mut vm = match s.vm.take() {
         Some(vm) => vm,
         None => match Vm::new(generation) {
@@ -194,27 +186,24 @@ async fn eval(node: &Arc<Node>, s: &mut Session, name: &str, args: &[Vec<u8>]) -
 }
 
 /// `SCRIPT LOAD | EXISTS | FLUSH | KILL`.
-fn script(rest: &[Vec<u8>]) -> Reply {
+async fn script(node: &Node, rest: &[Vec<u8>]) -> Reply {
     let sub = String::from_utf8_lossy(&rest[0]).to_ascii_lowercase();
     match (sub.as_str(), rest.len() - 1) {
         ("load", 1) => load(&rest[1]),
-        ("exists", n) if n >= 1 => {
-            let c = cache().lock();
-            Reply::Array(
-                rest[1..]
-                    .iter()
-                    .map(|sha| {
-                        let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
-                        Reply::Int(i64::from(c.scripts.contains_key(&sha)))
-                    })
-                    .collect(),
-            )
-        }
-        ("flush", 0) => flush(),
+        ("exists", n) if n >= 1 => Reply::Array(
+            rest[1..]
+                .iter()
+                .map(|sha| {
+                    let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
+                    Reply::Int(i64::from(scripts::contains(&sha)))
+                })
+                .collect(),
+        ),
+        ("flush", 0) => flush(node).await,
         ("flush", 1)
             if [&b"async"[..], b"sync"].contains(&rest[1].to_ascii_lowercase().as_slice()) =>
         {
-            flush()
+            flush(node).await
         }
         ("flush", _) => Reply::err("ERR SCRIPT FLUSH only support SYNC|ASYNC option"),
         ("kill", 0) if RUNNING.load(Ordering::Acquire) == 0 => {
@@ -236,24 +225,25 @@ fn script(rest: &[Vec<u8>]) -> Reply {
 
 /// `SCRIPT LOAD body`: compiled first, so a syntax error is told now.
 fn load(body: &[u8]) -> Reply {
+    if body.len() > scripts::SCRIPT_BYTES_MAX {
+        return too_long();
+    }
     if let Err(e) = vm::check_syntax(body) {
         return Reply::err(e);
     }
-    let sha = sha1_hex(body);
-    let mut c = cache().lock();
-    if c.scripts.len() >= SCRIPTS_MAX && !c.scripts.contains_key(&sha) {
+    let sha = scripts::sha1_hex(body);
+    if !scripts::insert(&sha, body.into()) {
         return Reply::err(format!(
-            "ERR the node caches at most {SCRIPTS_MAX} scripts: SCRIPT FLUSH, or use EVAL"
+            "ERR the node caches at most {} scripts: SCRIPT FLUSH, or use EVAL",
+            scripts::SCRIPTS_MAX
         ));
     }
-    c.scripts.entry(sha.clone()).or_insert_with(|| body.into());
     Reply::bulk(sha)
 }
 
-fn flush() -> Reply {
-    let mut c = cache().lock();
-    c.scripts.clear();
-    c.generation += 1;
+/// `SCRIPT FLUSH`: this node's cache and every live peer's.
+async fn flush(node: &Node) -> Reply {
+    node.flush_scripts().await;
     Reply::Simple("OK")
 }
 
