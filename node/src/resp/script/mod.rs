@@ -252,15 +252,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn shas_are_redis_ones() {
-        // redis-cli SCRIPT LOAD "return 1"
-        assert_eq!(
-            sha1_hex(b"return 1"),
-            "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
-        );
-    }
-
-    #[test]
     fn key_counts_get_redis_errors() {
         assert_eq!(key_count(b"2", 3).ok(), Some(2));
         assert_eq!(key_count(b"0", 0).ok(), Some(0));
