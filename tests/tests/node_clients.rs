@@ -41,3 +41,15 @@ fn node_redis_and_ioredis_count_pipeline_and_transact() {
         .arg(cluster.resp_addr(2).port().to_string());
     tally_tests::assert_script_ok(&mut node, "node-redis and ioredis");
 }
+
+#[test]
+fn ioredis_scans_three_databases_flushes_one_and_runs_scripts() {
+    let modules = node_modules();
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("js/keyspaces.js");
+    let mut node = Command::new("node");
+    node.env("NODE_PATH", &modules)
+        .arg(script)
+        .arg(cluster.resp_addr(1).port().to_string());
+    tally_tests::assert_script_ok(&mut node, "ioredis keyspaces and scripts");
+}

@@ -180,6 +180,11 @@ def fill():
     assert r.hdel("h3", "f") == 1 and r.delete("s3") == 1
     assert r.randomkey() in names(3)
     assert connect(9).randomkey() is None and connect(9).dbsize() == 0
+    # register_script: EVALSHA, NOSCRIPT, SCRIPT LOAD, EVALSHA again.
+    add = r.register_script("return redis.call('INCRBY', KEYS[1], ARGV[1])")
+    assert add(keys=["scripted"], args=[5]) == 5 and add(keys=["scripted"], args=[2]) == 7
+    assert r.get("scripted") == b"7" and connect(0).get("scripted") is None
+    r.delete("scripted")
     for db in (0, 3, 7):
         scans(db, names(db))
 def flush():
