@@ -82,6 +82,9 @@ pub(crate) trait Local {
     fn is_replica(&self, partition: &[u8]) -> bool;
     /// This node's cell of `key`, reduced to its own shard.
     fn own(&self, key: &WireKey) -> Result<Own, String>;
+    /// Whether `partition` is of a flushed database's old generation,
+    /// which nothing reads or writes any more.
+    fn flushed(&self, partition: &[u8]) -> bool;
 }
 
 /// Why a peer's request was refused.
@@ -213,6 +216,12 @@ fn authorize_apply(key: &WireKey, cell: &WireCell, local: &impl Local) -> Result
     let Some(theirs) = cell.shards.iter().find(|s| s.counter_id == me) else {
         return Ok(());
     };
+    // A flushed generation's cell is garbage this node may have dropped
+    // already, its own shards too (`topology::flush`): it is taken as it
+    // comes, and dropped again by the next cleanup.
+    if local.flushed(key.partition()) {
+        return Ok(());
+    }
     let ours = local.own(key).map_err(Refusal::Unchecked)?;
     let epoch = (cell.epoch.n, cell.epoch.origin);
     if own_shard_possible(epoch, (theirs.clock, theirs.value), ours) {
@@ -271,6 +280,9 @@ mod tests {
         }
         fn own(&self, _: &WireKey) -> Result<Own, String> {
             self.own.clone()
+        }
+        fn flushed(&self, partition: &[u8]) -> bool {
+            partition == b"flushed"
         }
     }
 
@@ -351,6 +363,9 @@ mod tests {
             (apply(b"k", 5, &[(ME, 1, 1)]), forged(5, 1, Some(10))),
             // Shards of other ids are not this check's business.
             (apply(b"k", 9, &[(OTHER, 1_000, 5)]), Ok(())),
+            // Nor a flushed generation's garbage, which this node may have
+            // dropped its own shards of.
+            (apply(b"flushed", 4, &[(ME, 11, 101)]), Ok(())),
         ];
         for (req, want) in cases {
             assert_eq!(authorize(0, &req, &l), want, "{req:?}");

@@ -102,6 +102,9 @@ pub(crate) struct Ctx {
     /// Fault injection: topology changes this node runs skip the sync.
     #[cfg(feature = "fault-injection")]
     pub(crate) skip_sync: std::sync::atomic::AtomicBool,
+    /// Fault injection: flushes this node runs are stored by it alone.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) flush_locally: std::sync::atomic::AtomicBool,
 }
 
 impl Ctx {
@@ -125,6 +128,19 @@ impl Ctx {
     /// Never: this build has no fault injection.
     #[cfg(not(feature = "fault-injection"))]
     pub(crate) fn skip_sync(&self) -> bool {
+        false
+    }
+
+    /// Whether fault injection says a flush is stored here alone.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn flush_locally(&self) -> bool {
+        self.flush_locally
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Never: this build has no fault injection.
+    #[cfg(not(feature = "fault-injection"))]
+    pub(crate) fn flush_locally(&self) -> bool {
         false
     }
 

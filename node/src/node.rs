@@ -117,6 +117,8 @@ impl Node {
             sync_delay_ms: std::sync::atomic::AtomicU64::new(0),
             #[cfg(feature = "fault-injection")]
             skip_sync: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(feature = "fault-injection")]
+            flush_locally: std::sync::atomic::AtomicBool::new(false),
         });
         let writes = Writes::new(ctx.clone());
         Ok(Arc::new(Node { ctx, writes }))
@@ -274,6 +276,16 @@ impl Node {
     pub fn inject_skip_sync(&self) {
         self.ctx
             .skip_sync
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// FAULT INJECTION for testing checkers: flushes this node runs answer
+    /// once it stored the flush itself; the others learn it later, from
+    /// its heartbeats. Only with the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_flush_locally(&self) {
+        self.ctx
+            .flush_locally
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 

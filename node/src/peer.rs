@@ -200,6 +200,10 @@ impl Local for Ctx {
                 .is_some_and(|r| r.replicas(partition).all().contains(&self.me))
     }
 
+    fn flushed(&self, partition: &[u8]) -> bool {
+        self.placed.read().topology.flushed(partition)
+    }
+
     fn own(&self, key: &WireKey) -> Result<Own, String> {
         let key = convert::key(key).map_err(|e| e.to_string())?;
         let cell = self.engine.get(&key).map_err(|e| e.to_string())?;

@@ -35,6 +35,10 @@
 //!   incarnation (nodes that left, killed and stalled nodes' old ones)
 //!   into the bases. A run with it folds once more at the end, and a
 //!   member that still holds a retired shard is a violation;
+//! - `flush`: not a fault but an operation that races the workload: a
+//!   `FLUSHALL` through a member's RESP port, which the checker reads as a
+//!   reset of every key at ALL (`flush`); it resets the exact workers' and
+//!   unique counters' keys too, so runs with it leave those workers out;
 //! - `stall`: a node's disk stops taking commit log writes while the node
 //!   keeps serving (its new records stay in memory, its shards and their
 //!   ids still reach the replicas), then it is killed with `kill -9` and
@@ -70,6 +74,7 @@ use crate::proxy::UdpProxy;
 use crate::{Cluster, ClusterOptions};
 
 mod exact;
+mod flush;
 mod resp;
 mod topology;
 mod unique;
@@ -154,6 +159,10 @@ pub struct ChaosOptions {
     /// Broken build for the checker to catch: merges ignore fold
     /// generations (`--unsafe-merge-ignoring-folds`).
     pub merge_ignoring_folds: bool,
+    /// FAULT INJECTION in the product, to prove the checker: a flush
+    /// answers once its node stored it, before the others
+    /// (`--unsafe-flush-locally`).
+    pub flush_locally: bool,
 }
 
 /// Every change of an epoch the workload makes (see `workload`).
@@ -218,6 +227,7 @@ impl Default for ChaosOptions {
             spares: 0,
             skip_sync: false,
             merge_ignoring_folds: false,
+            flush_locally: false,
         }
     }
 }
@@ -260,6 +270,8 @@ pub struct Summary {
     pub repairs_racing: (usize, u64),
     /// Ring changes during the run, and the members at its end.
     pub topology: (Changes, Vec<String>),
+    /// `FLUSHALL`s: answered OK, refused, outcome unknown.
+    pub flushes: (usize, usize, usize),
 }
 
 impl std::fmt::Display for Summary {
@@ -289,6 +301,13 @@ impl std::fmt::Display for Summary {
             "SETs: {sets} ({sets_ok} ok); EXPIREs a fraction of a second ahead: {expires} ({expires_set} gave a deadline)"
         )?;
         writeln!(f, "faults: {:?}", self.faults)?;
+        let (ok, refused, unknown) = self.flushes;
+        if ok + refused + unknown > 0 {
+            writeln!(
+                f,
+                "FLUSHALLs: {ok} ok, {refused} refused, {unknown} unknown"
+            )?;
+        }
         let (adds, retries, races, resends, sums) = &self.exact;
         writeln!(
             f,
@@ -402,10 +421,10 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
         })
         .collect();
 
-    let (faults, repairs_racing, changes) =
+    let (faults, repairs_racing, changes, flushes) =
         inject_all(opts, &mut cluster, &mut ring, &proxies, started)?;
     stop.store(true, Ordering::Release);
-    let mut history = Vec::new();
+    let mut history = flushes;
     for w in workers {
         history.extend(rt.block_on(w).context("a worker panicked")?);
     }
@@ -476,7 +495,27 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     summary.unique = (u.adds, u.retries, u.races, expected);
     let (adds, retries, races, resends) = exact_log.counts();
     summary.exact = (adds, retries, races, resends, exact_report.sums);
-    let piped = || history.iter().filter(|o| o.process >= opts.workers);
+    let flushed = |o: &Outcome| {
+        history
+            .iter()
+            .filter(|op| op.process == flush::PROCESS && op.key == 0 && op.outcome == *o)
+            .count()
+    };
+    summary.flushes = (
+        history
+            .iter()
+            .filter(|op| {
+                op.process == flush::PROCESS && op.key == 0 && matches!(op.outcome, Outcome::Ok(_))
+            })
+            .count(),
+        flushed(&Outcome::Fail),
+        flushed(&Outcome::Unknown),
+    );
+    let piped = || {
+        history
+            .iter()
+            .filter(|o| o.process >= opts.workers && o.process != flush::PROCESS)
+    };
     summary.resp = (
         piped().count(),
         piped()
@@ -510,6 +549,9 @@ fn start(
         cluster_opts
             .run_args
             .push("--unsafe-merge-ignoring-folds".into());
+    }
+    if opts.flush_locally {
+        cluster_opts.run_args.push("--unsafe-flush-locally".into());
     }
     if let Some(node) = opts.ignore_ids {
         cluster_opts
@@ -568,10 +610,11 @@ fn inject_all(
     ring: &mut topology::Membership,
     proxies: &[UdpProxy],
     started: Instant,
-) -> Result<(Faults, (usize, u64), Changes)> {
+) -> Result<(Faults, (usize, u64), Changes, Vec<Op>)> {
     let mut faults = BTreeMap::new();
     let mut repairs = (0, 0);
     let mut changes = Changes::default();
+    let mut flushes = Vec::new();
     let mut rng = SmallRng::seed_from_u64(opts.seed);
     let kinds = opts.fault_kinds;
     let mut turn = 0;
@@ -592,6 +635,9 @@ fn inject_all(
                     rng: &mut rng,
                     repairs: &mut repairs,
                     changes: &mut changes,
+                    flushes: &mut flushes,
+                    started,
+                    keys: opts.keys,
                 };
                 inject(cluster, ring, proxies, kind, hold, &mut f)?;
             }
@@ -600,7 +646,7 @@ fn inject_all(
         std::thread::sleep(opts.fault_interval.saturating_sub(tick.elapsed()));
     }
     std::thread::sleep(opts.duration.saturating_sub(started.elapsed()));
-    Ok((faults, repairs, changes))
+    Ok((faults, repairs, changes, flushes))
 }
 
 /// Heals every partition, restarts every stopped member, and waits until
@@ -676,6 +722,7 @@ fn summarize(
         repair: (0, 0),
         repairs_racing: (0, 0),
         topology: (Changes::default(), Vec::new()),
+        flushes: (0, 0, 0),
     }
 }
 
@@ -684,6 +731,11 @@ struct Fault<'a> {
     rng: &'a mut SmallRng,
     repairs: &'a mut (usize, u64),
     changes: &'a mut Changes,
+    /// The resets `flush` faults made, for the history.
+    flushes: &'a mut Vec<Op>,
+    started: Instant,
+    /// The workload's keys (a flush resets them all).
+    keys: usize,
 }
 
 /// Injects one fault, holds it, heals it.
@@ -704,6 +756,13 @@ fn inject(
         "fold" => {
             let started = Instant::now();
             topology::fold(cluster, victim, f.changes)?;
+            std::thread::sleep(hold.saturating_sub(started.elapsed()));
+        }
+        "flush" => {
+            let started = Instant::now();
+            let addr = cluster.resp_addr(victim);
+            f.flushes
+                .extend(flush::flush(addr, victim, f.keys, f.started));
             std::thread::sleep(hold.saturating_sub(started.elapsed()));
         }
         "cleanup" => {

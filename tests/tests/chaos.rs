@@ -349,3 +349,64 @@ fn the_checker_catches_ring_changes_that_skip_the_sync() {
         "ring changes without a sync passed: {summary}"
     );
 }
+
+/// `FLUSHALL`s race the adds, reads, resets, SETs and EXPIREs, among kills
+/// and pauses: each is a reset of every key, certainly before whatever is
+/// invoked after its answer.
+#[test]
+fn a_chaos_run_with_flushes_finds_no_violation() {
+    const KINDS: &[&str] = &[
+        "flush",
+        "kill",
+        "flush",
+        "pause",
+        "flush",
+        "partition",
+        "flush",
+    ];
+    let opts = ChaosOptions {
+        duration: Duration::from_secs(seconds().min(24)),
+        fault_interval: Duration::from_secs(3),
+        fault_kinds: KINDS,
+        min_faults: KINDS.len(),
+        exact_workers: 0,
+        unique_workers: 0,
+        seed: 12,
+        ..ChaosOptions::default()
+    };
+    let summary = run(&opts).unwrap();
+    println!("{summary}");
+    assert_eq!(summary.faults.get("flush"), Some(&4), "{summary}");
+    assert!(
+        summary.flushes.0 >= 2,
+        "too few flushes answered OK: {summary}"
+    );
+    assert!(summary.report.reads_checked > 100, "{summary}");
+    assert!(summary.report.violations.is_empty(), "{summary}");
+}
+
+/// Flushes that answer once their node stored them, before the other
+/// members: reads through those see the flushed values a while longer,
+/// and the checker must say so.
+#[test]
+fn the_checker_catches_a_flush_the_other_nodes_learn_late() {
+    let opts = ChaosOptions {
+        duration: Duration::from_secs(20),
+        fault_interval: Duration::from_secs(2),
+        fault_kinds: &["flush"],
+        exact_workers: 0,
+        unique_workers: 0,
+        flush_locally: true,
+        seed: 13,
+        ..ChaosOptions::default()
+    };
+    let summary = run(&opts).unwrap();
+    assert!(
+        summary.faults.get("flush").is_some_and(|n| *n >= 5),
+        "{summary}"
+    );
+    assert!(
+        !summary.report.violations.is_empty(),
+        "a flush the other nodes learn late passed: {summary}"
+    );
+}

@@ -26,7 +26,11 @@ pub(crate) async fn serve(ctx: &Arc<Ctx>, req: PeerRequest) -> Result<PeerRespon
         PeerRequest::RepairDigests { ranges, segments } => {
             let ranges = check(&ranges, segments)?;
             let ctx = ctx.clone();
-            blocking(move || digests(&ctx.engine, &ranges, segments)).await
+            blocking(move || {
+                let topology = ctx.topology();
+                digests(&ctx.engine, &ranges, segments, &|p| topology.flushed(p))
+            })
+            .await
         }
         PeerRequest::RepairLeaves {
             ranges,
@@ -46,12 +50,13 @@ pub(crate) async fn serve(ctx: &Arc<Ctx>, req: PeerRequest) -> Result<PeerRespon
             let after = after.as_ref().map(key).transpose()?;
             let ctx = ctx.clone();
             blocking(move || {
+                let topology = ctx.topology();
                 leaves(
                     &ctx.engine,
                     &Locator::new(&ranges, segments),
                     &wanted,
-                    after,
-                    limit,
+                    (after, limit),
+                    &|p| topology.flushed(p),
                 )
             })
             .await
@@ -112,17 +117,22 @@ async fn blocking(
         .unwrap_or_else(|_| Err(failed("the scan thread panicked".into())))
 }
 
-/// Per slice, the wrapping sum of its cells' digests: one scan.
+/// Per slice, the wrapping sum of its cells' digests: one scan. Cells of
+/// flushed generations are garbage, left out (see `topology::flush`).
 fn digests(
     engine: &Engine,
     ranges: &[TokenRange],
     segments: u32,
+    flushed: &dyn Fn(&[u8]) -> bool,
 ) -> Result<PeerResponse, WireError> {
     let locator = Locator::new(ranges, segments);
     let mut sums = vec![0u64; ranges.len() * segments as usize];
     let mut scratch = Vec::new();
     engine
         .scan(None, |k, c| {
+            if flushed(k.partition()) {
+                return ControlFlow::Continue(());
+            }
             if let Some(i) = locator.locate(murmur3_token(k.partition())) {
                 let sum = &mut sums[i as usize];
                 *sum = sum.wrapping_add(cell_digest(k, c, &mut scratch));
@@ -134,13 +144,13 @@ fn digests(
 }
 
 /// Up to `limit` keys and cell digests in the `wanted` slices, after
-/// `after`, in key order.
+/// `after`, in key order; none of flushed generations.
 fn leaves(
     engine: &Engine,
     locator: &Locator,
     wanted: &[(u32, u32)],
-    after: Option<Key>,
-    limit: usize,
+    (after, limit): (Option<Key>, usize),
+    flushed: &dyn Fn(&[u8]) -> bool,
 ) -> Result<PeerResponse, WireError> {
     let mut out = Vec::new();
     let mut more = None;
@@ -148,7 +158,7 @@ fn leaves(
     engine
         .scan(after.as_ref(), |k, c| {
             let slice = locator.locate(murmur3_token(k.partition()));
-            if slice.is_some_and(|s| in_runs(wanted, s)) {
+            if slice.is_some_and(|s| in_runs(wanted, s)) && !flushed(k.partition()) {
                 out.push((wire_key(k), cell_digest(k, c, &mut scratch)));
                 if out.len() == limit {
                     more = Some(wire_key(k));

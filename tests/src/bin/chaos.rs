@@ -98,6 +98,10 @@ struct Args {
     /// do not sync the ranges that move.
     #[arg(long)]
     unsafe_skip_sync: bool,
+    /// FAULT INJECTION: a flush answers once its node stored it, before
+    /// the other members (with `--faults-only flush`).
+    #[arg(long)]
+    unsafe_flush_locally: bool,
     /// FAULT INJECTION in the product, to prove the checker: merges ignore
     /// fold generations, so folded shards count twice.
     #[arg(long)]
@@ -147,6 +151,7 @@ fn main() {
         idle_repair: a.unsafe_idle_repair,
         spares: a.spares,
         skip_sync: a.unsafe_skip_sync,
+        flush_locally: a.unsafe_flush_locally,
         merge_ignoring_folds: a.unsafe_merge_ignoring_folds,
         fault_kinds: match a.faults_only.as_slice() {
             [] if a.spares > 0 => ALL_FAULT_KINDS,

@@ -70,6 +70,10 @@ enum Cmd {
         /// generations as one, so a folded shard counts again.
         #[arg(long)]
         unsafe_merge_ignoring_folds: bool,
+        /// FAULT INJECTION: a flush this node runs answers once this node
+        /// stored it; the others learn it later.
+        #[arg(long)]
+        unsafe_flush_locally: bool,
     },
 }
 
@@ -85,6 +89,7 @@ fn main() {
         sync_delay_ms,
         unsafe_skip_sync,
         unsafe_merge_ignoring_folds,
+        unsafe_flush_locally,
     } = Cli::parse().command;
     if unsafe_merge_ignoring_folds {
         // Before the engine opens: its replay merges too.
@@ -133,6 +138,10 @@ fn main() {
         if unsafe_skip_sync {
             tracing::warn!("FAULT INJECTION: topology changes sync nothing");
             n.inject_skip_sync();
+        }
+        if unsafe_flush_locally {
+            tracing::warn!("FAULT INJECTION: flushes are stored by their node alone");
+            n.inject_flush_locally();
         }
         if unsafe_idle_repair {
             tracing::warn!("FAULT INJECTION: repairs move nothing");

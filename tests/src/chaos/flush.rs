@@ -1,0 +1,56 @@
+//! The `flush` fault: a `FLUSHALL` through a member's RESP port, which the
+//! checker sees as a reset of every key at once (a reset at ALL: once it is
+//! answered, every member reads the new, empty generation).
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use tally_net::Consistency;
+
+use crate::checker::{Kind, Op, Outcome};
+
+/// How long a flush may take to answer.
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The history's process number for flushes.
+pub(crate) const PROCESS: usize = 1 << 20;
+
+/// Flushes every database through node `node` (at `addr`); answers the
+/// resets of keys `0..keys` it makes, as the checker reads them.
+pub(crate) fn flush(addr: SocketAddr, node: usize, keys: usize, started: Instant) -> Vec<Op> {
+    let invoke_ns = since(started);
+    let outcome = match flushall(addr) {
+        Ok(line) if line == "+OK" => Outcome::Ok(0),
+        // Refused before any member stored it.
+        Ok(line) if line.starts_with("-ERR cannot flush") => Outcome::Fail,
+        Ok(_) | Err(_) => Outcome::Unknown,
+    };
+    let complete_ns = since(started);
+    (0..keys)
+        .map(|key| Op {
+            process: PROCESS,
+            key,
+            kind: Kind::Reset,
+            cl: Consistency::All,
+            node,
+            invoke_ns,
+            complete_ns,
+            outcome,
+        })
+        .collect()
+}
+
+fn since(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Sends `FLUSHALL`; answers the reply's line.
+fn flushall(addr: SocketAddr) -> std::io::Result<String> {
+    let mut s = TcpStream::connect_timeout(&addr, FLUSH_TIMEOUT)?;
+    s.set_read_timeout(Some(FLUSH_TIMEOUT))?;
+    s.write_all(b"*1\r\n$8\r\nFLUSHALL\r\n")?;
+    let mut line = String::new();
+    BufReader::new(s).read_line(&mut line)?;
+    Ok(line.trim_end().to_string())
+}
