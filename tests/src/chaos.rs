@@ -421,8 +421,12 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
         })
         .collect();
 
-    let (faults, repairs_racing, changes, flushes) =
-        inject_all(opts, &mut cluster, &mut ring, &proxies, started)?;
+    let Injected {
+        faults,
+        repairs: repairs_racing,
+        changes,
+        flushes,
+    } = inject_all(opts, &mut cluster, &mut ring, &proxies, started)?;
     stop.store(true, Ordering::Release);
     let mut history = flushes;
     for w in workers {
@@ -601,16 +605,26 @@ fn start(
 /// Faults injected, by kind.
 type Faults = BTreeMap<&'static str, usize>;
 
+/// What the faults of a run did.
+struct Injected {
+    /// How many of each kind.
+    faults: Faults,
+    /// Repairs that raced the workload: finished, cells moved.
+    repairs: (usize, u64),
+    changes: Changes,
+    /// The resets `flush` faults made, for the history.
+    flushes: Vec<Op>,
+}
+
 /// Injects faults from the seeded schedule until the run's end (or only
-/// waits, without faults); answers how many of each kind, and the repairs
-/// that raced the workload (finished, cells moved).
+/// waits, without faults); answers what they did.
 fn inject_all(
     opts: &ChaosOptions,
     cluster: &mut Cluster,
     ring: &mut topology::Membership,
     proxies: &[UdpProxy],
     started: Instant,
-) -> Result<(Faults, (usize, u64), Changes, Vec<Op>)> {
+) -> Result<Injected> {
     let mut faults = BTreeMap::new();
     let mut repairs = (0, 0);
     let mut changes = Changes::default();
@@ -646,7 +660,12 @@ fn inject_all(
         std::thread::sleep(opts.fault_interval.saturating_sub(tick.elapsed()));
     }
     std::thread::sleep(opts.duration.saturating_sub(started.elapsed()));
-    Ok((faults, repairs, changes, flushes))
+    Ok(Injected {
+        faults,
+        repairs,
+        changes,
+        flushes,
+    })
 }
 
 /// Heals every partition, restarts every stopped member, and waits until
