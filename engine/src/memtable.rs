@@ -1,6 +1,7 @@
 //! The memtable: recent cells, in memory, until they are flushed.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
@@ -64,6 +65,11 @@ pub(crate) struct Memtable {
     len: AtomicUsize,
     /// How many slots are [`Slot::Cell`]s.
     cells: AtomicUsize,
+    /// Its keys in order, as of when it held `.0` of them (see
+    /// [`Memtable::window_from`]).
+    sorted: Mutex<Option<(usize, Arc<Vec<Key>>)>>,
+    /// How many keys it held at the last window taken without `sorted`.
+    seen_len: AtomicUsize,
 }
 
 impl Memtable {
@@ -75,6 +81,8 @@ impl Memtable {
             bytes: AtomicUsize::new(0),
             len: AtomicUsize::new(0),
             cells: AtomicUsize::new(0),
+            sorted: Mutex::new(None),
+            seen_len: AtomicUsize::new(usize::MAX),
         }
     }
 
@@ -212,9 +220,67 @@ impl Memtable {
     }
 
     /// The first `window` entries from `start`, sorted by key, and whether
-    /// more entries follow them. Every entry is looked at, and only the
-    /// ones kept are cloned.
+    /// more entries follow them.
+    ///
+    /// Keys are never removed from a memtable, so its sorted keys stay
+    /// exact while its length does: a memtable that took no key since the
+    /// last window (a frozen one, or any while nothing new is written) is
+    /// sorted once, and each window after is a binary search. One that is
+    /// taking keys is passed over whole instead, each entry looked at and
+    /// only the ones kept cloned.
     pub(crate) fn window_from(
+        &self,
+        start: std::ops::Bound<&Key>,
+        window: usize,
+    ) -> (Vec<(Key, Slot)>, bool) {
+        let len = self.len();
+        let cached = self.sorted.lock().clone().filter(|(at, _)| *at == len);
+        let sorted = match cached {
+            Some((_, keys)) => Some(keys),
+            None if self.seen_len.swap(len, Ordering::Relaxed) == len => Some(self.sort_keys(len)),
+            None => None,
+        };
+        match sorted {
+            Some(keys) => self.window_of(&keys, start, window),
+            None => self.window_by_pass(start, window),
+        }
+    }
+
+    /// Sorts the keys, held `len` when asked, and keeps them.
+    fn sort_keys(&self, len: usize) -> Arc<Vec<Key>> {
+        let mut keys = Vec::with_capacity(len);
+        for shard in self.shards.iter() {
+            keys.extend(shard.lock().keys().cloned());
+        }
+        keys.sort_unstable();
+        let keys = Arc::new(keys);
+        *self.sorted.lock() = Some((len, keys.clone()));
+        keys
+    }
+
+    /// [`Memtable::window_from`] out of the sorted keys.
+    fn window_of(
+        &self,
+        keys: &[Key],
+        start: std::ops::Bound<&Key>,
+        window: usize,
+    ) -> (Vec<(Key, Slot)>, bool) {
+        use std::ops::Bound;
+        let from = match start {
+            Bound::Included(s) => keys.partition_point(|k| k < s),
+            Bound::Excluded(s) => keys.partition_point(|k| k <= s),
+            Bound::Unbounded => 0,
+        };
+        let to = from.saturating_add(window).min(keys.len());
+        let out = keys[from..to]
+            .iter()
+            .filter_map(|k| self.get(k).map(|slot| (k.clone(), slot)))
+            .collect();
+        (out, to < keys.len())
+    }
+
+    /// [`Memtable::window_from`] by a pass over every entry.
+    fn window_by_pass(
         &self,
         start: std::ops::Bound<&Key>,
         window: usize,
@@ -268,6 +334,35 @@ mod tests {
     use super::*;
     use crate::cell::Shard;
     use proptest::prelude::*;
+
+    /// Windows are right whether the memtable took keys since the last
+    /// one (a pass over it) or not (its sorted keys, kept).
+    #[test]
+    fn windows_see_keys_taken_between_them() {
+        use std::ops::Bound;
+        let key = |i: u32| Key::new(format!("k{i:03}").as_bytes(), b"").expect("short");
+        let m = Memtable::new(1);
+        let put = |i: u32| m.insert(key(i), Cell::from_parts(crate::cell::Epoch::at(0), []));
+        let names = |w: (Vec<(Key, Slot)>, bool)| {
+            let keys: Vec<Key> = w.0.into_iter().map(|(k, _)| k).collect();
+            (keys, w.1)
+        };
+        (0..100).step_by(2).for_each(put);
+        let after = key(10);
+        let first = names(m.window_from(Bound::Excluded(&after), 3));
+        assert_eq!(first, (vec![key(12), key(14), key(16)], true));
+        // Nothing new: the second window sorts, the third reuses it.
+        for _ in 0..2 {
+            assert_eq!(names(m.window_from(Bound::Excluded(&after), 3)), first);
+        }
+        put(11);
+        put(13);
+        let taken = names(m.window_from(Bound::Excluded(&after), 3));
+        assert_eq!(taken, (vec![key(11), key(12), key(13)], true));
+        assert_eq!(names(m.window_from(Bound::Excluded(&after), 3)), taken);
+        let last = names(m.window_from(Bound::Included(&key(98)), 3));
+        assert_eq!(last, (vec![key(98)], false));
+    }
 
     fn key(partition: &str, column: &str) -> Key {
         Key::new(partition.as_bytes(), column.as_bytes()).expect("short key")

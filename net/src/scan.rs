@@ -13,7 +13,7 @@ use crate::cluster::ClusterClient;
 use crate::wire::{ClientOp, ClientReply, Consistency, WireKeys, WireKind, WireScan, WireScanned};
 
 /// Keys a page asks for by default.
-pub const PAGE_KEYS: u32 = 1000;
+pub const PAGE_KEYS: u32 = 5000;
 
 /// Anything that reads a page of a scan.
 pub trait Pages {

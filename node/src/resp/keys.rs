@@ -24,7 +24,7 @@ use super::session::{Session, arity};
 use crate::node::Node;
 
 /// Keys one page reads at least.
-const PAGE_MIN: usize = 256;
+const PAGE_MIN: usize = 1000;
 /// Pages one `SCAN` step reads at most, when a `MATCH` or `TYPE` leaves
 /// too few keys: the step answers what it found.
 const PAGES_PER_STEP: usize = 8;

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Scans, flushes and scripts on the 3-node cluster of cluster.toml
+# (replication factor 3, one thread per node, as `tallyd up` runs it):
+#   1. writes COUNTERS counters (k:0 .. k:N-1, redis-benchmark pipelines),
+#   2. SCAN of all of them through redis-py's scan_iter(count=1000) and
+#      through `tally scan` (keys/s, each checked to list every key once),
+#   3. FLUSHALL (seconds to the answer, and until every node dropped them),
+#   4. EVALSHA of Python limits' fixed-window script (incr_expire.lua) with
+#      redis-benchmark -c 50 -r 100000, against redis-server with
+#      --appendonly yes --appendfsync always, alternated ROUNDS times.
+#
+# Usage: keyspace.sh TALLYD [COUNTERS] [ROUNDS]   (needs redis-server,
+# redis-benchmark, and redis-py on PYTHONPATH: target/pyredis after the tests)
+set -euo pipefail
+tallyd=$(realpath "$1"); counters=${2:-1000000}; rounds=${3:-3}
+tally=$(dirname "$tallyd")/tally
+root=$(cd "$(dirname "$0")/../.." && pwd)
+export PYTHONPATH=${PYTHONPATH:-$root/target/pyredis}
+dir=$(mktemp -d /tmp/tally-keyspace.XXXXXX)
+pid=""
+trap '[ -n "$pid" ] && { kill -INT "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }; rm -rf "$dir"' EXIT
+redis_port=7399
+script="local current
+local amount = tonumber(ARGV[2])
+current = redis.call(\"incrby\", KEYS[1], amount)
+
+if tonumber(current) == amount then
+    redis.call(\"expire\", KEYS[1], ARGV[1])
+end
+
+return current
+"
+
+wait_pong() {
+    for _ in $(seq 100); do
+        redis-cli -p "$1" ping 2>/dev/null | grep -q PONG && return 0
+        sleep 0.1
+    done
+    echo "nothing answers PONG on port $1" >&2; exit 1
+}
+
+start_tally() {
+    rm -rf "$dir/three"; mkdir -p "$dir/three"
+    sed -e "s#data/#$dir/three/#" "$root/cluster.toml" > "$dir/three/cluster.toml"
+    "$tallyd" up --config "$dir/three/cluster.toml" > "$dir/three/up.log" 2>&1 & pid=$!
+    wait_pong 7301; sleep 2
+}
+
+stop() { kill -INT "$pid" 2>/dev/null || kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }
+
+# evalsha PORT: requests per second of the fixed-window script.
+evalsha() {
+    local sha; sha=$(redis-cli -p "$1" SCRIPT LOAD "$script")
+    local args=(-p "$1" -c 50 -r 100000 -q EVALSHA "$sha" 1 'rl:__rand_int__' 60 1)
+    redis-benchmark -n 20000 "${args[@]}" > /dev/null 2>&1
+    redis-benchmark -n 100000 "${args[@]}" 2>/dev/null \
+        | tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | cut -d' ' -f1
+}
+
+echo "== $counters counters on 3 nodes"
+start_tally
+t0=$(date +%s.%N)
+python3 - "$counters" <<'EOF'
+import sys, redis
+n = int(sys.argv[1])
+r = redis.Redis(port=7301, protocol=2)
+for start in range(0, n, 10000):
+    p = r.pipeline(transaction=False)
+    for i in range(start, min(n, start + 10000)):
+        p.incr(f"k:{i}")
+    p.execute()
+EOF
+echo "written in $(echo "$(date +%s.%N) - $t0" | bc) s"
+python3 - "$counters" <<'EOF'
+import sys, time, redis
+n = int(sys.argv[1])
+r = redis.Redis(port=7301, protocol=2)
+t = time.time()
+seen = list(r.scan_iter(count=1000))
+dt = time.time() - t
+ours = [k for k in seen if k.startswith(b"k:")]
+assert len(seen) == len(set(seen)) and len(ours) == n, (len(seen), len(set(seen)), len(ours))
+print(f"SCAN (redis-py scan_iter, COUNT 1000): {len(seen)} keys in {dt:.1f} s: {len(seen) / dt:.0f} keys/s")
+EOF
+t0=$(date +%s.%N)
+listed=$("$tally" --config "$dir/three/cluster.toml" scan | wc -l)
+dt=$(echo "$(date +%s.%N) - $t0" | bc)
+echo "tally scan: $listed keys in $dt s: $(echo "$listed / $dt" | bc) keys/s"
+t0=$(date +%s.%N)
+redis-cli -p 7301 FLUSHALL > /dev/null
+echo "FLUSHALL answered in $(echo "$(date +%s.%N) - $t0" | bc) s; DBSIZE after: $(redis-cli -p 7301 DBSIZE)"
+for _ in $(seq 600); do
+    [ "$(grep -c 'flushed generations collected' "$dir/three/up.log")" -ge 3 ] && break
+    sleep 0.1
+done
+echo "every node dropped the flushed cells $(echo "$(date +%s.%N) - $t0" | bc) s after the FLUSHALL"
+stop
+
+echo "== EVALSHA of limits' fixed-window script, redis-benchmark -c 50"
+runs=()
+for round in $(seq "$rounds"); do
+    start_tally
+    t=$(evalsha 7301); echo "round $round tally-3: $t"; runs+=("tally $t")
+    stop
+    mkdir -p "$dir/redis"; rm -rf "$dir/redis"/*
+    redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$dir/redis" --save "" \
+        --appendonly yes --appendfsync always > "$dir/redis.log" 2>&1 & pid=$!
+    wait_pong "$redis_port"
+    r=$(evalsha "$redis_port"); echo "round $round redis: $r"; runs+=("redis $r")
+    kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
+done
+printf '%s\n' "${runs[@]}" | python3 -c "
+import statistics, sys
+rows = [l.split() for l in sys.stdin if l.strip()]
+med = lambda s: statistics.median(float(r[1]) for r in rows if r[0] == s)
+print(f'median EVALSHA: redis {med(\"redis\"):.0f}, tally-3 {med(\"tally\"):.0f} ({med(\"tally\") / med(\"redis\"):.2f}x)')"
