@@ -37,8 +37,6 @@ pub(crate) struct Session {
     pub cl: Consistency,
     /// The database `SELECT` chose.
     pub db: u8,
-    /// The connection's script interpreter, once it ran a script.
-    pub vm: Option<Box<super::script::Vm>>,
     /// The client's address and ours, for `CLIENT INFO`.
     pub addrs: (String, String),
     multi: Option<Multi>,
@@ -76,7 +74,6 @@ impl Session {
             lib: (None, None),
             cl: Consistency::Quorum,
             db: 0,
-            vm: None,
             addrs,
             multi: None,
         }

@@ -14,7 +14,9 @@
 //! Scripts are cached by sha1 (`crate::scripts`): `SCRIPT LOAD` through one
 //! node serves `EVALSHA` through any other, and a sha no node has answers
 //! `NOSCRIPT`, so clients send the script again (`EVAL`), as they do with
-//! Redis. Each connection compiles a script once into its own interpreter.
+//! Redis. Interpreters are pooled node-wide ([`IDLE_VMS_MAX`] kept idle),
+//! each compiling a script once: a script takes one for its run and gives
+//! it back, so memory does not grow with the connections that run scripts.
 
 mod api;
 mod convert;
@@ -31,10 +33,39 @@ use super::session::{Session, arity};
 use crate::keyspace::Keyspace;
 use crate::node::Node;
 use crate::scripts;
-pub(crate) use vm::Vm;
+use vm::Vm;
 
 /// How long a script may run (Redis' `busy-reply-threshold`).
 pub(crate) const TIME_LIMIT: Duration = Duration::from_secs(5);
+/// Interpreters kept idle between scripts.
+pub(crate) const IDLE_VMS_MAX: usize = 32;
+
+/// The idle interpreters.
+fn idle() -> &'static parking_lot::Mutex<Vec<Vm>> {
+    static IDLE: std::sync::OnceLock<parking_lot::Mutex<Vec<Vm>>> = std::sync::OnceLock::new();
+    IDLE.get_or_init(Default::default)
+}
+
+/// An interpreter for a script: an idle one, or a new one.
+fn take_vm(generation: u64) -> mlua::Result<Vm> {
+    let mut vm = match idle().lock().pop() {
+        Some(vm) => vm,
+        None => Vm::new(generation)?,
+    };
+    if vm.generation != generation {
+        vm.forget(generation);
+    }
+    Ok(vm)
+}
+
+/// Keeps an interpreter for the next script, if fewer than the limit are idle.
+fn give_vm(vm: Vm) {
+    let mut idle = idle().lock();
+    if idle.len() < IDLE_VMS_MAX {
+        idle.push(vm);
+    }
+}
+
 /// Scripts running now, and how many `SCRIPT KILL`s there were.
 static RUNNING: AtomicUsize = AtomicUsize::new(0);
 static KILLS: AtomicU64 = AtomicU64::new(0);
@@ -138,17 +169,10 @@ async fn eval(node: &Arc<Node>, s: &mut Session, name: &str, args: &[Vec<u8>]) -
         Err(e) => return e,
     };
     let (keys, argv) = (args[3..3 + n].to_vec(), args[3 + n..].to_vec());
-    let generation = scripts::generation();
-    let mut vm = match s.vm.take() {
-        Some(vm) => vm,
-        None => match Vm::new(generation) {
-            Ok(vm) => Box::new(vm),
-            Err(e) => return Reply::err(format!("ERR could not start a script interpreter: {e}")),
-        },
+    let mut vm = match take_vm(scripts::generation()) {
+        Ok(vm) => vm,
+        Err(e) => return Reply::err(format!("ERR could not start a script interpreter: {e}")),
     };
-    if vm.generation != generation {
-        vm.forget(generation);
-    }
     let host = NodeHost {
         node: node.clone(),
         cl: s.cl,
@@ -176,7 +200,7 @@ async fn eval(node: &Arc<Node>, s: &mut Session, name: &str, args: &[Vec<u8>]) -
     RUNNING.fetch_sub(1, Ordering::AcqRel);
     match ran {
         Ok((vm, Ok(reply))) => {
-            s.vm = Some(vm);
+            give_vm(vm);
             reply
         }
         // The interpreter hit a limit: the next script gets a new one.
