@@ -16,6 +16,9 @@
 //! | `SADD`, `SCARD`, `SISMEMBER`, `SMISMEMBER`, `PFADD`, `PFCOUNT` | unique counters (`sets`) |
 //! | `TALLY.INCRBY`, `TALLY.HINCRBY` | adds with operation ids (`tally`) |
 //! | `MULTI`, `EXEC`, `DISCARD` | queued commands run in order, without isolation (`session`) |
+//! | `SELECT 0..15` | the connection's database: every key is put in its keyspace (`db`) |
+//! | `SCAN`, `KEYS`, `DBSIZE`, `TYPE`, `RANDOMKEY`, `HSCAN`, `FLUSHDB`, `FLUSHALL` | listing and emptying databases, cluster-wide (`keys`, `cursors`, `glob`) |
+//! | `EVAL`, `EVALSHA`, `EVAL_RO`, `EVALSHA_RO`, `SCRIPT` | Lua 5.1 scripts, without isolation (`script`) |
 //! | `HELLO`, `AUTH`, `CLIENT`, `INFO`, `COMMAND`, `TIME`, `PING`, ... | what clients and tools expect (`admin`) |
 //!
 //! Requests are RESP arrays of bulk strings or inline commands, pipelined or
