@@ -21,7 +21,7 @@ use tally_engine::PARTITION_BYTES_MAX;
 use tally_net::wire::{ClientOp, ErrorKind, WireError, WireKey};
 
 /// How many databases there are (`SELECT 0` to `SELECT 15`).
-pub(crate) const DATABASES: u8 = 16;
+pub(crate) use tally_net::wire::DATABASES;
 /// The first byte of every prefixed partition, which client partitions may
 /// not begin with.
 pub(crate) const MARK: u8 = 0xFF;

@@ -140,7 +140,7 @@ pub(crate) async fn page(
     for (node, ranges) in plan {
         let (ctx, scan) = (ctx.clone(), scan.clone());
         calls.spawn(async move {
-            let answer = ask(&ctx, node, scan, ranges).await;
+            let answer = ask(&ctx, node, (space, scan), ranges).await;
             answer.map_err(|e| format!("{}: {e}", ctx.name(node)))
         });
     }
@@ -153,17 +153,17 @@ pub(crate) async fn page(
     Ok(merge(space, pages))
 }
 
-/// Asks `node` (this one too) for its page of `ranges`.
+/// Asks `node` (this one too) for its page of `ranges` of `scan` (in
+/// `space`, the keyspace of its database now).
 async fn ask(
     ctx: &Arc<Ctx>,
     node: usize,
-    scan: WireScan,
+    (space, scan): (Keyspace, WireScan),
     ranges: Vec<TokenRange>,
 ) -> Result<WireKeys, WireError> {
     if node == ctx.me {
         ctx.check_readable()?;
         let ctx = ctx.clone();
-        let space = ctx.keyspace(scan.db);
         return tokio::task::spawn_blocking(move || {
             serve::page(&ctx.engine, space, &scan, &ranges)
         })

@@ -499,21 +499,19 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     summary.unique = (u.adds, u.retries, u.races, expected);
     let (adds, retries, races, resends) = exact_log.counts();
     summary.exact = (adds, retries, races, resends, exact_report.sums);
-    let flushed = |o: &Outcome| {
+    // A flush is one reset of each key: count key 0's.
+    let flushed = |ended: fn(&Outcome) -> bool| {
+        let flush = |op: &&Op| op.process == flush::PROCESS && op.key == 0;
         history
             .iter()
-            .filter(|op| op.process == flush::PROCESS && op.key == 0 && op.outcome == *o)
+            .filter(flush)
+            .filter(|op| ended(&op.outcome))
             .count()
     };
     summary.flushes = (
-        history
-            .iter()
-            .filter(|op| {
-                op.process == flush::PROCESS && op.key == 0 && matches!(op.outcome, Outcome::Ok(_))
-            })
-            .count(),
-        flushed(&Outcome::Fail),
-        flushed(&Outcome::Unknown),
+        flushed(|o| matches!(o, Outcome::Ok(_))),
+        flushed(|o| *o == Outcome::Fail),
+        flushed(|o| *o == Outcome::Unknown),
     );
     let piped = || {
         history

@@ -121,16 +121,22 @@ mod tests {
         Key::new(p.as_bytes(), b"").unwrap()
     }
 
-    /// Every cell, once, in key order, merged across the memtables and the
-    /// tables, and from after a key.
-    #[test]
-    fn a_scan_sees_every_cell_once_in_key_order() {
+    /// An engine in a directory of its own, and a runtime to add with.
+    fn open() -> (tempfile::TempDir, Engine, tokio::runtime::Runtime) {
         let dir = tempfile::tempdir().unwrap();
         let engine = Engine::open(dir.path(), Options::default()).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
+        (dir, engine, rt)
+    }
+
+    /// Every cell, once, in key order, merged across the memtables and the
+    /// tables, and from after a key.
+    #[test]
+    fn a_scan_sees_every_cell_once_in_key_order() {
+        let (_dir, engine, rt) = open();
         rt.block_on(async {
             for i in 0..50 {
                 engine
@@ -186,12 +192,7 @@ mod tests {
     /// order, however the cells are split between memtables and tables.
     #[test]
     fn windowed_pages_see_every_cell_once_in_key_order() {
-        let dir = tempfile::tempdir().unwrap();
-        let engine = Engine::open(dir.path(), Options::default()).unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let (_dir, engine, rt) = open();
         rt.block_on(async {
             // Tables hold every third key, the memtable the others.
             for i in (0..90).step_by(3) {

@@ -637,7 +637,14 @@ pub(crate) const COMMANDS: &[Command] = &[
 
 /// The command named `name` (lowercase).
 pub(crate) fn find(name: &str) -> Option<&'static Command> {
-    COMMANDS.iter().find(|c| c.name == name)
+    // A map: every command a client sends is looked up, by the pipeline
+    // and by its keyspace, and the table has about 80 entries.
+    static BY_NAME: std::sync::OnceLock<std::collections::HashMap<&str, &Command>> =
+        std::sync::OnceLock::new();
+    BY_NAME
+        .get_or_init(|| COMMANDS.iter().map(|c| (c.name, c)).collect())
+        .get(name)
+        .copied()
 }
 
 impl Command {

@@ -45,7 +45,10 @@ pub(crate) async fn execute(
         ("dbsize", 0) => dbsize(node, s).await,
         ("randomkey", 0) => randomkey(node, s).await,
         ("flushdb", n) if n <= 1 => flush(node, &[s.db], rest).await,
-        ("flushall", n) if n <= 1 => flush(node, &ALL_DATABASES, rest).await,
+        ("flushall", n) if n <= 1 => {
+            let all: Vec<u8> = (0..crate::keyspace::DATABASES).collect();
+            flush(node, &all, rest).await
+        }
         ("swapdb", 2) => Reply::err(
             "ERR SWAPDB is not supported: Tally's databases are keyspaces of the cluster",
         ),
@@ -56,10 +59,6 @@ pub(crate) async fn execute(
     };
     Some(reply)
 }
-
-/// Every database, for `FLUSHALL`.
-const ALL_DATABASES: [u8; crate::keyspace::DATABASES as usize] =
-    [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
 
 /// `FLUSHDB` or `FLUSHALL` of `dbs`, `[ASYNC|SYNC]`.
 async fn flush(node: &Arc<Node>, dbs: &[u8], rest: &[Vec<u8>]) -> Reply {

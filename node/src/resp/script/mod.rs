@@ -73,7 +73,7 @@ static KILLS: AtomicU64 = AtomicU64::new(0);
 /// Answers `name` if it is one of this module's commands.
 pub(crate) async fn execute(
     node: &Arc<Node>,
-    s: &mut Session,
+    s: &Session,
     name: &str,
     args: &[Vec<u8>],
 ) -> Option<Reply> {
@@ -159,7 +159,7 @@ fn key_count(word: &[u8], rest: usize) -> Result<usize, Reply> {
 }
 
 /// `EVAL script numkeys key... arg...` and its kin.
-async fn eval(node: &Arc<Node>, s: &mut Session, name: &str, args: &[Vec<u8>]) -> Reply {
+async fn eval(node: &Arc<Node>, s: &Session, name: &str, args: &[Vec<u8>]) -> Reply {
     let (sha, body) = match script_of(node, name, &args[1]).await {
         Ok(found) => found,
         Err(e) => return e,
