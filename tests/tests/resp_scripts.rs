@@ -48,6 +48,24 @@ fn scripts_run_commands_and_are_found_through_any_node() {
         ),
         "ERR Wrong number of args calling Redis command from script"
     );
+    // A command inside `pcall` or `xpcall` runs like any other (the script
+    // waits for it as a coroutine, which Lua 5.1's own pcall would refuse).
+    let protected = "local ok, v = pcall(redis.call, 'INCRBY', KEYS[1], 10) \
+                     return {tostring(ok), v}";
+    assert_eq!(cli(0, &["EVAL", protected, "1", "p"]), "true\n10");
+    let handled = "local ok, v = xpcall(function() return redis.call(ARGV[1], KEYS[1]) end, \
+                                        function(e) return 'handled' end) \
+                   return {tostring(ok), v}";
+    assert_eq!(cli(1, &["EVAL", handled, "1", "p", "INCR"]), "true\n11");
+    assert_eq!(
+        cli(1, &["EVAL", handled, "1", "p", "NOPE"]),
+        "false\nhandled"
+    );
+    // `false` is a nil element (the empty line the trim drops).
+    assert_eq!(
+        cli(0, &["EVAL", "return {pcall(error, 'boom')}", "0"]),
+        "boom"
+    );
     // A script's commands run in the connection's database.
     assert_eq!(
         cli(
@@ -110,6 +128,15 @@ fn bad_scripts_cursors_and_patterns_get_clear_errors_and_the_node_keeps_serving(
             "ERR Number of keys can't be greater than number of args",
         ),
         (&["EVALSHA", "nope", "0"], "NOSCRIPT"),
+        (
+            &[
+                "EVAL",
+                "local t = {2, 1} table.sort(t, function(a, b) \
+                 redis.call('INCR', 'sorted') return a < b end)",
+                "0",
+            ],
+            "ERR redis.call waited for its command inside a metamethod",
+        ),
         (
             &["EVAL_RO", "return redis.call('INCR', KEYS[1])", "1", "k"],
             "ERR Write commands are not allowed from read-only scripts.",

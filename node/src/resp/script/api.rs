@@ -41,11 +41,11 @@ pub(crate) fn install(lua: &Lua) -> mlua::Result<()> {
     let redis = lua.create_table()?;
     redis.raw_set(
         "call",
-        lua.create_function(|lua, args: MultiValue| super::vm::command(lua, args, true))?,
+        lua.create_async_function(|lua, args: MultiValue| super::vm::command(lua, args, true))?,
     )?;
     redis.raw_set(
         "pcall",
-        lua.create_function(|lua, args: MultiValue| super::vm::command(lua, args, false))?,
+        lua.create_async_function(|lua, args: MultiValue| super::vm::command(lua, args, false))?,
     )?;
     let reply = |key: &'static str| {
         lua.create_function(move |lua, msg: mlua::String| {
@@ -96,6 +96,47 @@ pub(crate) fn install(lua: &Lua) -> mlua::Result<()> {
         redis.raw_set(*name, i)?;
     }
     lua.globals().raw_set("redis", redis)
+}
+
+/// `pcall` and `xpcall` that let a yield through: each runs its function
+/// as a coroutine and passes on what it yields (a `redis.call` waiting for
+/// its command), as Kepler's coxpcall does. Lua 5.1's own raise "attempt
+/// to yield across metamethod/C-call boundary" instead.
+const PCALL: &str = r#"
+local create, resume, yield, status =
+    coroutine.create, coroutine.resume, coroutine.yield, coroutine.status
+local pcall_, xpcall_ = pcall, xpcall
+local function finish(co, handler, ok, ...)
+    if not ok then
+        if handler then return false, handler(...) end
+        return false, ...
+    end
+    if status(co) == "suspended" then
+        return finish(co, handler, resume(co, yield(...)))
+    end
+    return true, ...
+end
+-- A coroutine of `f`, if `f` is a Lua function (only those can be one:
+-- C functions get the old pcall, and cannot yield anyway).
+local function coroutine_of(f)
+    local ok, co = pcall_(create, f)
+    if ok then return co end
+end
+function pcall(f, ...)
+    local co = coroutine_of(f)
+    if not co then return pcall_(f, ...) end
+    return finish(co, nil, resume(co, ...))
+end
+function xpcall(f, handler)
+    local co = coroutine_of(f)
+    if not co then return xpcall_(f, handler) end
+    return finish(co, handler, resume(co))
+end
+"#;
+
+/// Replaces `pcall` and `xpcall` (see [`PCALL`]).
+pub(crate) fn install_pcall(lua: &Lua) -> mlua::Result<()> {
+    lua.load(PCALL).set_name("=pcall").exec()
 }
 
 /// A `redis.call`'s arguments as a command's words: strings, and numbers

@@ -14,12 +14,13 @@
 //! Scripts are cached by sha1 (`crate::scripts`): `SCRIPT LOAD` through one
 //! node serves `EVALSHA` through any other, and a sha no node has answers
 //! `NOSCRIPT`, so clients send the script again (`EVAL`), as they do with
-//! Redis. Interpreters are pooled node-wide ([`IDLE_VMS_MAX`] kept idle),
-//! each compiling a script once: a script takes one for its run and gives
-//! it back, so memory does not grow with the connections that run scripts.
+//! Redis. Scripts run on one thread of their own (`runner`), each as a
+//! coroutine; interpreters are pooled there, each compiling a script once,
+//! so memory does not grow with the connections that run scripts.
 
 mod api;
 mod convert;
+mod runner;
 mod vm;
 
 use std::sync::Arc;
@@ -33,38 +34,9 @@ use super::session::{Session, arity};
 use crate::keyspace::Keyspace;
 use crate::node::Node;
 use crate::scripts;
-use vm::Vm;
 
 /// How long a script may run (Redis' `busy-reply-threshold`).
 pub(crate) const TIME_LIMIT: Duration = Duration::from_secs(5);
-/// Interpreters kept idle between scripts.
-pub(crate) const IDLE_VMS_MAX: usize = 32;
-
-/// The idle interpreters.
-fn idle() -> &'static parking_lot::Mutex<Vec<Vm>> {
-    static IDLE: std::sync::OnceLock<parking_lot::Mutex<Vec<Vm>>> = std::sync::OnceLock::new();
-    IDLE.get_or_init(Default::default)
-}
-
-/// An interpreter for a script: an idle one, or a new one.
-fn take_vm(generation: u64) -> mlua::Result<Vm> {
-    let mut vm = match idle().lock().pop() {
-        Some(vm) => vm,
-        None => Vm::new(generation)?,
-    };
-    if vm.generation != generation {
-        vm.forget(generation);
-    }
-    Ok(vm)
-}
-
-/// Keeps an interpreter for the next script, if fewer than the limit are idle.
-fn give_vm(vm: Vm) {
-    let mut idle = idle().lock();
-    if idle.len() < IDLE_VMS_MAX {
-        idle.push(vm);
-    }
-}
 
 /// Scripts running now, and how many `SCRIPT KILL`s there were.
 static RUNNING: AtomicUsize = AtomicUsize::new(0);
@@ -99,14 +71,23 @@ struct NodeHost {
 }
 
 impl vm::Host for NodeHost {
-    fn call(&self, args: Vec<Vec<u8>>) -> Reply {
+    fn call(&self, args: Vec<Vec<u8>>) -> vm::Pending {
         let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+        let now = |reply: Reply| -> vm::Pending { Box::pin(std::future::ready(reply)) };
         match name.as_str() {
-            "ping" => Reply::Simple("PONG"),
-            "time" => super::admin::time(),
-            _ => self
-                .runtime
-                .block_on(super::keyed(&self.node, self.cl, self.space, &name, &args)),
+            "ping" => now(Reply::Simple("PONG")),
+            "time" => now(super::admin::time()),
+            _ => {
+                let (node, cl, space) = (self.node.clone(), self.cl, self.space);
+                let command = self
+                    .runtime
+                    .spawn(async move { super::keyed(&node, cl, space, &name, &args).await });
+                Box::pin(async move {
+                    command
+                        .await
+                        .unwrap_or_else(|e| Reply::err(format!("ERR the command failed: {e}")))
+                })
+            }
         }
     }
 }
@@ -169,10 +150,6 @@ async fn eval(node: &Arc<Node>, s: &Session, name: &str, args: &[Vec<u8>]) -> Re
         Err(e) => return e,
     };
     let (keys, argv) = (args[3..3 + n].to_vec(), args[3 + n..].to_vec());
-    let mut vm = match take_vm(scripts::generation()) {
-        Ok(vm) => vm,
-        Err(e) => return Reply::err(format!("ERR could not start a script interpreter: {e}")),
-    };
     let host = NodeHost {
         node: node.clone(),
         cl: s.cl,
@@ -180,33 +157,21 @@ async fn eval(node: &Arc<Node>, s: &Session, name: &str, args: &[Vec<u8>]) -> Re
         runtime: tokio::runtime::Handle::current(),
     };
     let kills = KILLS.load(Ordering::Acquire);
-    let killed = Box::new(move || KILLS.load(Ordering::Acquire) != kills);
-    let read_only = name.ends_with("_ro");
+    let job = runner::Job {
+        sha,
+        body,
+        keys,
+        argv,
+        host: Arc::new(host),
+        limit: TIME_LIMIT,
+        killed: Box::new(move || KILLS.load(Ordering::Acquire) != kills),
+        read_only: name.ends_with("_ro"),
+        generation: scripts::generation(),
+    };
     RUNNING.fetch_add(1, Ordering::AcqRel);
-    let ran = tokio::task::spawn_blocking(move || {
-        let answer = vm.run(
-            &sha,
-            &body,
-            &keys,
-            &argv,
-            Box::new(host),
-            TIME_LIMIT,
-            killed,
-            read_only,
-        );
-        (vm, answer)
-    })
-    .await;
+    let reply = runner::run(job).await;
     RUNNING.fetch_sub(1, Ordering::AcqRel);
-    match ran {
-        Ok((vm, Ok(reply))) => {
-            give_vm(vm);
-            reply
-        }
-        // The interpreter hit a limit: the next script gets a new one.
-        Ok((_, Err((reply, vm::Spoiled)))) => reply,
-        Err(e) => Reply::err(format!("ERR the script's thread failed: {e}")),
-    }
+    reply
 }
 
 /// `SCRIPT LOAD | EXISTS | FLUSH | KILL`.

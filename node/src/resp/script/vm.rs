@@ -1,17 +1,21 @@
-//! One connection's Lua 5.1 interpreter, sandboxed as Redis sandboxes its
-//! own: the base, `table`, `string` and `math` libraries, without `os`,
-//! `io`, `dofile`, `loadfile` or coroutines; the `redis` table; a memory
-//! limit; and a hook that aborts a script past its time limit or killed by
+//! One Lua 5.1 interpreter, sandboxed as Redis sandboxes its own: the
+//! base, `table`, `string` and `math` libraries, without `os`, `io`,
+//! `dofile`, `loadfile` or coroutines; the `redis` table; a memory limit;
+//! and a hook that aborts a script past its time limit or killed by
 //! `SCRIPT KILL`.
 //!
-//! A script runs on a blocking thread, never on the runtime's: a script
-//! that loops holds its own thread, and the node keeps serving. Its
-//! `redis.call` runs the command on the runtime and waits for it
-//! ([`Host`]). Once a script is past its time, the hook raises an error on
-//! every line and every thousand instructions, so a script that catches
-//! errors (`pcall`) cannot go on.
+//! A script runs as a coroutine (see `super::runner`): its `redis.call`
+//! yields while the command runs on the node ([`Host`]), so one thread
+//! runs every script in flight. `pcall` and `xpcall` are replaced by
+//! versions that let a yield through (Lua 5.1's own cannot), so
+//! `pcall(redis.call, ...)` works. Once a script is past its time, the hook
+//! raises an error on every line and every thousand instructions, so a
+//! script that catches errors (`pcall`) cannot go on.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Value, VmState};
@@ -22,16 +26,23 @@ use super::convert::{from_lua, to_lua};
 /// Memory one interpreter may hold.
 pub(crate) const MEMORY_MAX: usize = 32 << 20;
 
+/// When a garbage collection starts: at this percentage of the heap the
+/// last one left (Lua's default is 200).
+const GC_PAUSE: std::ffi::c_int = 1000;
+
+/// A command's reply, when it comes.
+pub(crate) type Pending = Pin<Box<dyn Future<Output = Reply> + Send>>;
+
 /// What runs a script's commands (the node, at the connection's database
-/// and level); a blocking call.
-pub(crate) trait Host: Send + 'static {
-    /// Runs one command (its name first) and answers its reply.
-    fn call(&self, args: Vec<Vec<u8>>) -> Reply;
+/// and level).
+pub(crate) trait Host: Send + Sync + 'static {
+    /// Runs one command (its name first).
+    fn call(&self, args: Vec<Vec<u8>>) -> Pending;
 }
 
 /// What the hook checks, and how the current script runs.
 struct Running {
-    host: Box<dyn Host>,
+    host: Arc<dyn Host>,
     deadline: Instant,
     limit: Duration,
     /// Killed by `SCRIPT KILL` (see `super::kills`).
@@ -74,6 +85,10 @@ impl Vm {
     pub(crate) fn new(generation: u64) -> mlua::Result<Vm> {
         let libs = StdLib::TABLE | StdLib::STRING | StdLib::MATH;
         let lua = Lua::new_with(libs, LuaOptions::default())?;
+        // Before `coroutine` goes: the new `pcall` and `redis.call` (async
+        // functions) keep what they need of it.
+        super::api::install_pcall(&lua)?;
+        super::api::install(&lua)?;
         let g = lua.globals();
         for name in [
             "dofile",
@@ -85,8 +100,8 @@ impl Vm {
         ] {
             g.raw_set(name, Value::Nil)?;
         }
-        super::api::install(&lua)?;
-        lua.set_hook(
+        // Global: the coroutines a run makes (its call, `pcall`) get it too.
+        lua.set_global_hook(
             HookTriggers::new().every_line().every_nth_instruction(1000),
             |lua, _| match lua.app_data_ref::<Running>() {
                 Some(r) if (r.killed)() => Err(mlua::Error::runtime(
@@ -100,6 +115,10 @@ impl Vm {
             },
         )?;
         lua.set_memory_limit(MEMORY_MAX)?;
+        // A script's garbage is small and short-lived: a collection starts
+        // when the heap is ten times what the last one kept (not twice), so
+        // short scripts rarely pay for one.
+        lua.gc_set_pause(GC_PAUSE);
         Ok(Vm {
             lua,
             compiled: HashMap::new(),
@@ -113,16 +132,16 @@ impl Vm {
         self.generation = generation;
     }
 
-    /// Runs the script `body` (of `sha`) with `KEYS` and `ARGV`. Blocking.
-    /// `Err` when the interpreter should not be used again.
+    /// Runs the script `body` (of `sha`) with `KEYS` and `ARGV`. `Err` when
+    /// the interpreter should not be used again.
     #[allow(clippy::too_many_arguments, reason = "one script run's inputs")]
-    pub(crate) fn run(
+    pub(crate) async fn run(
         &mut self,
         sha: &str,
         body: &[u8],
         keys: &[Vec<u8>],
         argv: &[Vec<u8>],
-        host: Box<dyn Host>,
+        host: Arc<dyn Host>,
         limit: Duration,
         killed: Box<dyn Fn() -> bool + Send>,
         read_only: bool,
@@ -139,9 +158,10 @@ impl Vm {
             read_only,
         };
         self.lua.set_app_data(running);
-        let answer = self
-            .set_args(keys, argv)
-            .and_then(|()| f.call::<MultiValue>(()));
+        let answer = match self.set_args(keys, argv) {
+            Ok(()) => f.call_async::<MultiValue>(()).await,
+            Err(e) => Err(e),
+        };
         self.lua.remove_app_data::<Running>();
         match answer {
             Ok(values) => Ok(from_lua(values.front().unwrap_or(&Value::Nil))),
@@ -184,21 +204,25 @@ impl Vm {
 
 /// Runs a script's command through the current run's host: its reply as
 /// Lua sees it, or the error `redis.call` raises (`raise`).
-pub(crate) fn command(lua: &Lua, args: MultiValue, raise: bool) -> mlua::Result<Value> {
+pub(crate) async fn command(lua: Lua, args: MultiValue, raise: bool) -> mlua::Result<Value> {
     let words = super::api::words(args)?;
-    let reply = {
+    let call = {
         let Some(r) = lua.app_data_ref::<Running>() else {
             return Err(mlua::Error::runtime("ERR redis.call outside of a script"));
         };
         let name = String::from_utf8_lossy(&words[0]).to_ascii_lowercase();
         match super::api::refuse(&name, words.len(), r.read_only) {
-            Some(refused) => refused,
-            None => r.host.call(words),
+            Some(refused) => Err(refused),
+            None => Ok(r.host.call(words)),
         }
+    };
+    let reply = match call {
+        Ok(pending) => pending.await,
+        Err(refused) => refused,
     };
     match reply {
         Reply::Error(e) if raise => Err(mlua::Error::external(CommandError(e))),
-        other => to_lua(lua, &other),
+        other => to_lua(&lua, &other),
     }
 }
 
@@ -232,6 +256,12 @@ fn run_error(e: &mlua::Error) -> String {
             Some(CommandError(msg)) => msg.clone(),
             None => format!("ERR {x}"),
         },
+        mlua::Error::RuntimeError(msg) if msg.contains("attempt to yield across") => {
+            "ERR redis.call waited for its command inside a metamethod or a C \
+             function's callback (table.sort, string.gsub), where a Tally script \
+             cannot wait; the command may have run"
+                .to_string()
+        }
         mlua::Error::RuntimeError(msg) => {
             // The message, without the traceback Lua appends.
             let msg = msg.split("\nstack traceback:").next().unwrap_or_default();
