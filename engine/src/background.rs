@@ -60,6 +60,8 @@ pub(crate) struct Background {
     failures: Mutex<RateLimit>,
     flush_lock: Mutex<()>,
     compaction_lock: Mutex<()>,
+    /// Compactions done since open.
+    pub(crate) compactions: std::sync::atomic::AtomicU64,
 }
 
 impl Background {
@@ -86,6 +88,7 @@ impl Background {
             failures: Mutex::new(RateLimit::default()),
             flush_lock: Mutex::new(()),
             compaction_lock: Mutex::new(()),
+            compactions: Default::default(),
         }
     }
 
@@ -206,6 +209,8 @@ impl Background {
             return Ok(()); // Someone compacted these already.
         }
         let output = self.replace(&inputs, merged(&inputs))?;
+        self.compactions
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         tracing::debug!(
             inputs = inputs.len(),
             output = output.id(),

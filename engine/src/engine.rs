@@ -119,6 +119,12 @@ pub struct Stats {
     /// Writes refused since open because the cell would have held more than
     /// [`SHARDS_MAX`](crate::cell::SHARDS_MAX) shards (merges, or a leader's new shard).
     pub shard_limit_refusals: u64,
+    /// Memtables: the active one and those waiting to be flushed.
+    pub memtables: usize,
+    /// Compactions since open.
+    pub compactions: u64,
+    /// How long the commit log's fsyncs took (every engine of the process).
+    pub log_sync_latency: crate::latency::LatencySnapshot,
 }
 
 /// What [`Engine::cleanup`] keeps of a key's cell.
@@ -737,6 +743,9 @@ impl Engine {
             memtable_cells: v.memtables().map(|m| m.len()).sum(),
             log_bytes: log_bytes(&self.dir),
             shard_limit_refusals: self.shard_limit_refusals.load(Ordering::Relaxed),
+            memtables: v.memtables().count(),
+            compactions: self.background.compactions.load(Ordering::Relaxed),
+            log_sync_latency: crate::latency::LOG_SYNCS.snapshot(),
         }
     }
 

@@ -139,6 +139,7 @@ mod group_commit;
 mod identity;
 pub mod ids;
 mod key;
+pub mod latency;
 mod memtable;
 mod options;
 mod outcome;

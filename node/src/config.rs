@@ -25,7 +25,7 @@
 //! - At least one node; ids non-empty, unique without regard to case (they
 //!   are certificate names), made of `[A-Za-z0-9_-]`
 //!   (they end up in file names and vnode token seeds); every address
-//!   (peer, client and resp, over all nodes) distinct; data directories
+//!   (peer, client, resp and metrics, over all nodes) distinct; data directories
 //!   distinct, since two nodes cannot share one.
 //! - `1 <= replication_factor <= nodes` of the first ring, `1 <= vnodes <= 4096`, every
 //!   interval and timeout `> 0`, and `failure_timeout_ms >
@@ -152,6 +152,9 @@ pub struct NodeConfig {
     pub client: SocketAddr,
     /// TCP address of the RESP listener.
     pub resp: SocketAddr,
+    /// HTTP address serving Prometheus metrics at `/metrics`; optional.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<SocketAddr>,
     /// The node's storage directory (resolved).
     pub data_dir: PathBuf,
     /// Not in the first ring: the node becomes a member later, with
@@ -318,9 +321,11 @@ fn validate(raw: &RawConfig, path: &Path) -> Result<(), ConfigError> {
             );
         }
         let bind = n.peer_bind.map(|b| ("peer_bind", b));
+        let metrics = n.metrics.map(|m| ("metrics", m));
         for (name, addr) in [("peer", n.peer), ("client", n.client), ("resp", n.resp)]
             .into_iter()
             .chain(bind)
+            .chain(metrics)
         {
             if let Some(first) = addrs.insert(addr, field(name)) {
                 return fail(
@@ -642,6 +647,11 @@ data_dir = "/abs/b"
             "resp = \"127.0.0.1:6\"",
             "resp = \"127.0.0.1:5\"",
             "node[1].resp",
+        );
+        bad(
+            "resp = \"127.0.0.1:6\"",
+            "resp = \"127.0.0.1:6\"\nmetrics = \"127.0.0.1:3\"",
+            "node[1].metrics",
         );
         bad(
             "data_dir = \"/abs/b\"",

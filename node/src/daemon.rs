@@ -142,10 +142,15 @@ pub fn run_with(
         let resp = tokio::net::TcpListener::bind(me.resp)
             .await
             .with_context(|| format!("bind the RESP address {}", me.resp))?;
+        let metrics = crate::metrics::http::bind(me.metrics).await?;
         let gate = client_gate(&node, files)?;
         tokio::spawn(server::serve(listener, node.clone(), gate.clone()));
-        tokio::spawn(resp::serve(resp, node.clone(), gate));
-        tracing::info!(node = %id, peer = %me.peer, client = %me.client, resp = %me.resp, data = %me.data_dir.display(), "node is serving");
+        tokio::spawn(resp::serve(resp, node.clone(), gate.clone()));
+        if let Some(metrics) = metrics {
+            tokio::spawn(crate::metrics::http::serve(metrics, node.clone(), gate));
+        }
+        let metrics = me.metrics.map_or_else(|| "none".to_string(), |m| m.to_string());
+        tracing::info!(node = %id, peer = %me.peer, client = %me.client, resp = %me.resp, %metrics, data = %me.data_dir.display(), "node is serving");
         if replacing {
             tokio::select! {
                 replaced = node.replace() => {

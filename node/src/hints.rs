@@ -232,6 +232,9 @@ impl Hints {
     /// still pending (delivered from memory) and the file is rewritten by
     /// the next `sync`.
     pub fn add(&self, node: usize, key: &Key) -> Result<()> {
+        crate::metrics::registry::get()
+            .hints_written
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.add_at(node, key, tally_engine::now_ms())
     }
 
@@ -306,6 +309,9 @@ impl Hints {
     /// emptied (under the same lock as `add`, so no hint is lost) and
     /// fsync'd after the lock is released.
     pub fn delivered(&self, node: usize, keys: &[(Key, u64)]) -> Result<()> {
+        crate::metrics::registry::get()
+            .hints_sent
+            .fetch_add(keys.len() as u64, std::sync::atomic::Ordering::Relaxed);
         let (f, path) = {
             let mut nodes = self.nodes.lock();
             let Some(h) = nodes.get_mut(&node) else {

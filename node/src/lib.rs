@@ -45,6 +45,7 @@ pub mod hints;
 pub mod ids;
 mod keyspace;
 pub mod limits;
+mod metrics;
 pub mod node;
 mod output;
 mod peer;

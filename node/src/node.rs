@@ -22,6 +22,7 @@ use crate::config::{Config, SyncKind};
 use crate::convert;
 use crate::ctx::{Ctx, Placed};
 use crate::hints::Hints;
+use crate::metrics::registry::Op;
 use crate::peer::PeerHandler;
 use crate::read;
 use crate::write::Writes;
@@ -389,7 +390,13 @@ impl Node {
         key: &WireKey,
         cl: Consistency,
     ) -> Result<tally_engine::Cell, WireError> {
-        read::get_cell(&self.ctx, &convert::user_key(key)?, cl).await
+        let started = std::time::Instant::now();
+        let read = match convert::user_key(key) {
+            Ok(key) => read::get_cell(&self.ctx, &key, cl).await,
+            Err(e) => Err(e),
+        };
+        crate::metrics::registry::get().coordinated(Op::Read, cl, started.elapsed(), &read);
+        read
     }
 
     /// Reads the merged cell of every column of a partition at `cl`, live
@@ -399,7 +406,10 @@ impl Node {
         partition: &[u8],
         cl: Consistency,
     ) -> Result<std::collections::BTreeMap<Vec<u8>, tally_engine::Cell>, WireError> {
-        read::get_row_cells(&self.ctx, partition, cl).await
+        let started = std::time::Instant::now();
+        let read = read::get_row_cells(&self.ctx, partition, cl).await;
+        crate::metrics::registry::get().coordinated(Op::Read, cl, started.elapsed(), &read);
+        read
     }
 
     /// Reads every column of a partition at `cl`.
@@ -408,7 +418,10 @@ impl Node {
         partition: &[u8],
         cl: Consistency,
     ) -> Result<Vec<(Vec<u8>, i64)>, WireError> {
-        read::get_row(&self.ctx, partition, cl).await
+        let started = std::time::Instant::now();
+        let read = read::get_row(&self.ctx, partition, cl).await;
+        crate::metrics::registry::get().coordinated(Op::Read, cl, started.elapsed(), &read);
+        read
     }
 
     /// The keyspace database `db` reads and writes now.
@@ -575,6 +588,20 @@ impl Node {
                 ring: topology.to_wire(),
             },
         })
+    }
+
+    /// The engine's numbers.
+    pub(crate) fn engine_stats(&self) -> tally_engine::Stats {
+        self.ctx.engine.stats()
+    }
+
+    /// Each other node's hints held here, by its id.
+    pub(crate) fn hint_reports(&self) -> Vec<(String, crate::hints::HintReport)> {
+        let ctx = &self.ctx;
+        (0..ctx.config.nodes.len())
+            .filter(|&i| i != ctx.me)
+            .map(|i| (ctx.config.nodes[i].id.clone(), ctx.hints.report(i)))
+            .collect()
     }
 
     /// Stops the engine and syncs the hints; called once at shutdown.

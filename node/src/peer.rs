@@ -227,6 +227,9 @@ async fn apply(
 ) {
     match ctx.engine.apply_with_tails(&applies).await {
         Ok(results) => {
+            crate::metrics::registry::get()
+                .replica_applies
+                .fetch_add(applies.len() as u64, std::sync::atomic::Ordering::Relaxed);
             let now_ms = tally_engine::now_ms();
             for ((&i, (_, cell, _)), r) in slots.iter().zip(&applies).zip(results) {
                 out[i] = Some(match r {

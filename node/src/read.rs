@@ -314,6 +314,9 @@ async fn gather_from<T: Send + 'static>(
 
 /// Sends the merged cell to a replica that was behind, in the background.
 fn repair(ctx: &Arc<Ctx>, replica: usize, key: Key, cell: Cell) {
+    crate::metrics::registry::get()
+        .read_repairs
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let ctx = ctx.clone();
     tokio::spawn(async move {
         if replica == ctx.me {

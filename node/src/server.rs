@@ -38,7 +38,7 @@ use crate::keyspace::Keyspace;
 use crate::limits::Limits;
 use crate::node::Node;
 use crate::output::{OutputGauge, Pressure, write_answers};
-use crate::write::queue::{Origin, QueuedAdd, Reply, reply_one};
+use crate::write::queue::{Origin, QueuedAdd, Reply, Timer, reply_one};
 
 /// Requests one connection may have running at once.
 const IN_FLIGHT_MAX: usize = 4096;
@@ -116,11 +116,12 @@ async fn connection(stream: TcpStream, node: Arc<Node>, _slot: ClientSlot) {
         let Ok(permit) = permits.clone().acquire_owned().await else {
             break Stop::Quiet;
         };
-        if let ClientOp::Add { .. } | ClientOp::AddOnce { .. } = &req.op {
+        if let ClientOp::Add { cl, .. } | ClientOp::AddOnce { cl, .. } = &req.op {
             let reply = Reply::Frame {
                 id: req.id,
                 conn: tx.clone(),
                 slot: permit,
+                timer: Some(Timer::start(*cl)),
             };
             match queued_add(req.op, node.keyspace(0), reply) {
                 Ok(add) => node.submit(add),

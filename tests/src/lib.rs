@@ -363,8 +363,9 @@ impl Cluster {
         toml += &opts.cluster_tables;
         for i in 0..opts.nodes + opts.joining {
             toml += &format!(
-                "\n[[node]]\nid = \"n{}\"\npeer = \"{}\"\nclient = \"{}\"\nresp = \"{}\"\ndata_dir = \"data/n{}\"\n",
+                "\n[[node]]\nid = \"n{}\"\npeer = \"{}\"\nclient = \"{}\"\nresp = \"{}\"\nmetrics = \"{}\"\ndata_dir = \"data/n{}\"\n",
                 i + 1,
+                free_port()?,
                 free_port()?,
                 free_port()?,
                 free_port()?,
@@ -687,6 +688,13 @@ impl Cluster {
     /// RESP address of node `i`.
     pub fn resp_addr(&self, i: usize) -> std::net::SocketAddr {
         self.config.nodes[i].resp
+    }
+
+    /// Metrics address of node `i` (every test node has one).
+    pub fn metrics_addr(&self, i: usize) -> std::net::SocketAddr {
+        self.config.nodes[i]
+            .metrics
+            .expect("test configs give every node a metrics address")
     }
 
     /// Runs `redis-cli ARGS` against node `i`'s RESP port; answers its

@@ -154,9 +154,13 @@ impl LogWriter {
         if let Some(us) = &self.slow_sync {
             std::thread::sleep(std::time::Duration::from_micros(us.load(Ordering::Relaxed)));
         }
-        self.file
+        let started = std::time::Instant::now();
+        let synced = self
+            .file
             .sync_data()
-            .map_err(|e| Error::io("fsync commit log", &self.path, e))
+            .map_err(|e| Error::io("fsync commit log", &self.path, e));
+        crate::latency::LOG_SYNCS.observe(started.elapsed());
+        synced
     }
 
     /// Lays down durable zeros up to at least `end` (a whole number of chunks).

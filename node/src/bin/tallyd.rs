@@ -164,8 +164,12 @@ fn up(path: &Path, threads: Option<usize>) -> Result<()> {
         c.sync
     );
     for n in &config.nodes {
+        let metrics = n
+            .metrics
+            .map(|m| format!("  metrics http://{m}/metrics"))
+            .unwrap_or_default();
         println!(
-            "  {:<4} client {}  resp {}  peer {} (QUIC)  data {}",
+            "  {:<4} client {}  resp {}  peer {} (QUIC){metrics}  data {}",
             n.id,
             n.client,
             n.resp,

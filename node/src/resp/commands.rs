@@ -637,12 +637,23 @@ pub(crate) const COMMANDS: &[Command] = &[
 
 /// The command named `name` (lowercase).
 pub(crate) fn find(name: &str) -> Option<&'static Command> {
-    // A map: every command a client sends is looked up, by the pipeline
-    // and by its keyspace, and the table has about 80 entries.
-    static BY_NAME: std::sync::OnceLock<std::collections::HashMap<&str, &Command>> =
+    index(name).map(|i| &COMMANDS[i])
+}
+
+/// The position of the command `name` (lowercase) in [`COMMANDS`].
+pub(crate) fn index(name: &str) -> Option<usize> {
+    // A map: every command a client sends is looked up, by the pipeline,
+    // by its keyspace and by the metrics, and the table has about 80 entries.
+    static BY_NAME: std::sync::OnceLock<std::collections::HashMap<&str, usize>> =
         std::sync::OnceLock::new();
     BY_NAME
-        .get_or_init(|| COMMANDS.iter().map(|c| (c.name, c)).collect())
+        .get_or_init(|| {
+            COMMANDS
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (c.name, i))
+                .collect()
+        })
         .get(name)
         .copied()
 }

@@ -39,7 +39,7 @@
 //! byte, and an idle connection may be closed (see `limits`).
 
 mod admin;
-mod commands;
+pub(crate) mod commands;
 mod counters;
 mod cursors;
 mod db;
@@ -184,6 +184,7 @@ fn parse_all(buf: &[u8]) -> (Vec<Named>, usize, Option<String>) {
                 used += n;
                 if let Some(first) = args.first() {
                     let name = String::from_utf8_lossy(first).to_ascii_lowercase();
+                    crate::metrics::registry::get().resp_command(&name);
                     cmds.push((name, args));
                 }
             }

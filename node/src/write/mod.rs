@@ -125,6 +125,7 @@ impl Writes {
         cl: Consistency,
         origin: Origin,
     ) -> Result<i64, WireError> {
+        let timer = (origin == Origin::Client).then(|| queue::Timer::start(cl));
         let (tx, rx) = oneshot::channel();
         let reply = Reply::Task(tx);
         self.submit(match id {
@@ -132,12 +133,16 @@ impl Writes {
             None => QueuedAdd::new(key, delta, cl, origin, reply),
         });
         // Unanswered: the node stopped, perhaps after the batch was made.
-        rx.await.unwrap_or_else(|_| {
+        let answer = rx.await.unwrap_or_else(|_| {
             Err(WireError::unknown(
                 ErrorKind::Storage,
                 "the node is shutting down; the add may or may not have been applied",
             ))
-        })
+        });
+        if let Some(t) = timer {
+            t.stop(&answer);
+        }
+        answer
     }
 
     /// Changes a counter's epoch at `cl`: SET, EXPIRE, reset (see `change`).

@@ -23,7 +23,37 @@ pub(crate) enum Reply {
         conn: mpsc::Sender<Vec<u8>>,
         /// The connection's in-flight slot.
         slot: OwnedSemaphorePermit,
+        /// A client's add, timed for the metrics.
+        timer: Option<Timer>,
     },
+}
+
+/// When a client's add came, and at which level: its latency is counted
+/// in the metrics once it is answered.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timer {
+    since: std::time::Instant,
+    cl: Consistency,
+}
+
+impl Timer {
+    /// A timer started now.
+    pub(crate) fn start(cl: Consistency) -> Timer {
+        Timer {
+            since: std::time::Instant::now(),
+            cl,
+        }
+    }
+
+    /// Counts the answer `result` in the metrics.
+    pub(crate) fn stop<T>(self, result: &Result<T, WireError>) {
+        crate::metrics::registry::get().coordinated(
+            crate::metrics::registry::Op::Add,
+            self.cl,
+            self.since.elapsed(),
+            result,
+        );
+    }
 }
 
 /// Where an add came from.
@@ -150,7 +180,15 @@ impl Replies {
             Reply::Task(tx) => {
                 let _ = tx.send(result);
             }
-            Reply::Frame { id, conn, slot } => {
+            Reply::Frame {
+                id,
+                conn,
+                slot,
+                timer,
+            } => {
+                if let Some(t) = timer {
+                    t.stop(&result);
+                }
                 let i = match self.conns.iter().position(|c| c.conn.same_channel(&conn)) {
                     Some(i) => i,
                     None => {
@@ -212,6 +250,7 @@ mod tests {
             id,
             conn: conn.clone(),
             slot: slots.clone().try_acquire_owned().unwrap(),
+            timer: None,
         }
     }
 
