@@ -7,7 +7,7 @@
 //! generation is flushed, so that log segments may go. `Engine::flush` and
 //! `Engine::compact` run the same code on the caller's thread.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -218,6 +218,18 @@ impl Background {
             "compacted"
         );
         Ok(())
+    }
+
+    /// Hard-links every live table into `dir` (see `engine::snapshot`);
+    /// no compaction deletes one meanwhile.
+    pub(crate) fn link_tables(&self, dir: &Path) -> Result<crate::Snapshotted> {
+        let _one_at_a_time = self.compaction_lock.lock();
+        let mut done = crate::Snapshotted::default();
+        for t in &self.versions.current().tables {
+            let path = crate::sstable::table_path(&self.dir, t.id());
+            crate::engine::snapshot::link(&path, dir, &mut done)?;
+        }
+        Ok(done)
     }
 
     /// Rewrites every table into one without the cells of the keys `keep`

@@ -75,6 +75,7 @@ mod cleanup_tests;
 pub(crate) mod fold;
 pub(crate) mod handover;
 pub(crate) mod scan;
+pub(crate) mod snapshot;
 pub(crate) mod tails;
 
 /// Numbers for status pages and benchmarks.

@@ -1156,6 +1156,9 @@ pub enum ClientOp {
         /// Replicas read per range.
         cl: Consistency,
     },
+    /// Take, list or clear the answering node's snapshots; answered
+    /// `Snapshots` (the node's snapshots after).
+    Snapshot(WireSnapshotOp),
 }
 
 /// What a cleanup did, for `tally cleanup`.
@@ -1171,6 +1174,45 @@ pub struct WireCleaned {
     pub bytes_before: u64,
     /// SSTable bytes after.
     pub bytes_after: u64,
+}
+
+/// What to do with a node's snapshots.
+#[derive(Debug, Clone, PartialEq, Eq, Encode, Decode)]
+pub enum WireSnapshotOp {
+    /// Flush, and hard-link the node's SSTables into `snapshots/<tag>`.
+    Take {
+        /// The snapshot's name: `[A-Za-z0-9._-]`, at most 64 bytes.
+        tag: String,
+    },
+    /// Only list them.
+    List,
+    /// Delete the one tagged so, or every one.
+    Clear {
+        /// The snapshot to delete; `None`: all of them.
+        tag: Option<String>,
+    },
+}
+
+/// One node's snapshots.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Encode, Decode)]
+pub struct WireSnapshots {
+    /// The node.
+    pub node: String,
+    /// Its data directory's `snapshots` directory, where they are.
+    pub dir: String,
+    /// Each snapshot, by tag.
+    pub snapshots: Vec<WireSnapshot>,
+}
+
+/// One snapshot of one node.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Encode, Decode)]
+pub struct WireSnapshot {
+    /// Its tag.
+    pub tag: String,
+    /// Files in it.
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
 }
 
 /// A client request frame.
@@ -1283,6 +1325,8 @@ pub enum ClientReply {
     Folded(WireFolded),
     /// Answer to `Scan`.
     Keys(WireKeys),
+    /// Answer to `Snapshot`.
+    Snapshots(WireSnapshots),
 }
 
 /// A client response frame.

@@ -154,7 +154,8 @@ pub(crate) fn op_in(mut op: ClientOp, space: Keyspace) -> Result<ClientOp, Refus
         | ClientOp::RemoveNode { .. }
         | ClientOp::Cleanup
         | ClientOp::Fold
-        | ClientOp::Scan { .. } => return Ok(op),
+        | ClientOp::Scan { .. }
+        | ClientOp::Snapshot(_) => return Ok(op),
     };
     *partition = space.stored(partition)?;
     Ok(op)

@@ -56,6 +56,7 @@ pub mod resp;
 mod scan;
 mod scripts;
 pub mod server;
+mod snapshot;
 mod tails;
 pub mod topology;
 mod unique;

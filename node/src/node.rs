@@ -15,7 +15,7 @@ use tally_engine::{Engine, Options, ParkCommit, SyncMode};
 use tally_net::peer::{PeerAddr, PeerSettings, Transport};
 use tally_net::wire::{
     ClientOp, ClientReply, ClusterStatus, Consistency, NodeStats, NodeStatus, PeerHints,
-    WireChange, WireChanged, WireError, WireKey, WireKeys, WireScan,
+    WireChange, WireChanged, WireError, WireKey, WireKeys, WireScan, WireSnapshotOp, WireSnapshots,
 };
 
 use crate::config::{Config, SyncKind};
@@ -444,6 +444,11 @@ impl Node {
         crate::scripts::flush_everywhere(&self.ctx).await;
     }
 
+    /// Takes, lists or clears this node's snapshots (see `snapshot`).
+    pub async fn snapshot(&self, op: WireSnapshotOp) -> Result<WireSnapshots, WireError> {
+        crate::snapshot::run(&self.ctx, op).await
+    }
+
     /// One page of the live keys of a keyspace, cluster-wide (see `scan`).
     pub async fn scan(&self, scan: WireScan, cl: Consistency) -> Result<WireKeys, WireError> {
         crate::scan::page(&self.ctx, scan, cl).await
@@ -508,6 +513,7 @@ impl Node {
                 .await
                 .map(ClientReply::Folded),
             ClientOp::Scan { scan, cl } => self.scan(scan, cl).await.map(ClientReply::Keys),
+            ClientOp::Snapshot(op) => self.snapshot(op).await.map(ClientReply::Snapshots),
         }
     }
 

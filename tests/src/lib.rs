@@ -520,6 +520,13 @@ impl Cluster {
         Ok(())
     }
 
+    /// Starts node `i` with `run --replace` on whatever its data directory
+    /// holds (a restored snapshot, say) and waits until it answers.
+    pub fn restart_replacing(&mut self, i: usize) -> Result<()> {
+        self.spawn_args(i, None, &["--replace"])?;
+        self.wait_serving(i, Duration::from_secs(30))
+    }
+
     /// Starts node `i` again on its data and waits until it answers.
     pub fn restart(&mut self, i: usize) -> Result<()> {
         self.spawn(i)?;

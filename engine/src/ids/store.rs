@@ -119,6 +119,17 @@ impl IdsStore {
         Ok(())
     }
 
+    /// Hard-links every ids file into `dir` (see `engine::snapshot`); no
+    /// write replaces one meanwhile.
+    pub(crate) fn link_into(&self, dir: &Path) -> Result<crate::Snapshotted> {
+        let files = self.files.lock();
+        let mut done = crate::Snapshotted::default();
+        for (_, path) in files.iter() {
+            crate::engine::snapshot::link(path, dir, &mut done)?;
+        }
+        Ok(done)
+    }
+
     /// Bytes of ids files on disk.
     pub(crate) fn file_bytes(&self) -> u64 {
         self.files

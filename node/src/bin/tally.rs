@@ -34,6 +34,8 @@ mod repair;
 mod ring;
 #[path = "tally/scan.rs"]
 mod scan;
+#[path = "tally/snapshot.rs"]
+mod snapshot;
 
 #[derive(Parser)]
 #[command(name = "tally", version, about = "Talk to a Tally cluster")]
@@ -177,6 +179,21 @@ enum Cmd {
     /// full repair: every cell is then at most a replication factor's
     /// worth of shards wide. Prints each node's widest cell.
     Fold,
+    /// Snapshot every node (or the one `--node` names): flush, and
+    /// hard-link its SSTables into `<data_dir>/snapshots/<tag>`; or list
+    /// or clear them.
+    Snapshot {
+        /// The snapshot's name (default: now, in ms since the Unix epoch);
+        /// with --clear, the one to delete.
+        #[arg(long)]
+        tag: Option<String>,
+        /// List the snapshots.
+        #[arg(long)]
+        list: bool,
+        /// Delete the snapshot --tag names, or every one.
+        #[arg(long)]
+        clear: bool,
+    },
     /// Unique counters: each member counted once.
     #[command(subcommand)]
     Unique(UniqueCmd),
@@ -328,6 +345,10 @@ async fn run(cli: &Cli) -> Result<(), Failure> {
         }
         Cmd::Cleanup => return ring::cleanup(cli).await.map_err(Failure::other),
         Cmd::Fold => return ring::fold(cli).await.map_err(Failure::other),
+        Cmd::Snapshot { tag, list, clear } => {
+            let op = snapshot::op(tag.clone(), *list, *clear).map_err(Failure::other)?;
+            return snapshot::run(cli, op).await.map_err(Failure::other);
+        }
         _ => {}
     }
     let writes = matches!(
@@ -483,7 +504,8 @@ async fn run(cli: &Cli) -> Result<(), Failure> {
         | Cmd::Decommission
         | Cmd::Removenode { .. }
         | Cmd::Cleanup
-        | Cmd::Fold => {}
+        | Cmd::Fold
+        | Cmd::Snapshot { .. } => {}
     }
     Ok(())
 }
