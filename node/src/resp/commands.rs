@@ -644,7 +644,7 @@ pub(crate) fn find(name: &str) -> Option<&'static Command> {
 pub(crate) fn index(name: &str) -> Option<usize> {
     // A map: every command a client sends is looked up, by the pipeline,
     // by its keyspace and by the metrics, and the table has about 80 entries.
-    static BY_NAME: std::sync::OnceLock<std::collections::HashMap<&str, usize>> =
+    static BY_NAME: std::sync::OnceLock<foldhash::HashMap<&str, usize>> =
         std::sync::OnceLock::new();
     BY_NAME
         .get_or_init(|| {

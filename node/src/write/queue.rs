@@ -47,10 +47,15 @@ impl Timer {
 
     /// Counts the answer `result` in the metrics.
     pub(crate) fn stop<T>(self, result: &Result<T, WireError>) {
+        self.stop_at(std::time::Instant::now(), result);
+    }
+
+    /// [`Timer::stop`] for an answer given at `now`.
+    pub(crate) fn stop_at<T>(self, now: std::time::Instant, result: &Result<T, WireError>) {
         crate::metrics::registry::get().coordinated(
             crate::metrics::registry::Op::Add,
             self.cl,
-            self.since.elapsed(),
+            now.saturating_duration_since(self.since),
             result,
         );
     }
@@ -163,6 +168,8 @@ impl AddQueue {
 #[derive(Default)]
 pub(crate) struct Replies {
     conns: Vec<ConnReplies>,
+    /// When the first timed answer was added: one clock read for a batch.
+    now: Option<std::time::Instant>,
 }
 
 /// One connection's answers, and the in-flight slots they free.
@@ -187,7 +194,8 @@ impl Replies {
                 timer,
             } => {
                 if let Some(t) = timer {
-                    t.stop(&result);
+                    let now = *self.now.get_or_insert_with(std::time::Instant::now);
+                    t.stop_at(now, &result);
                 }
                 let i = match self.conns.iter().position(|c| c.conn.same_channel(&conn)) {
                     Some(i) => i,
