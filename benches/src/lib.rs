@@ -1,2 +1,4 @@
-//! Tally's benchmarks: the engine bench (`engine-bench`) and, later, the
-//! cluster load generator.
+//! Tally's benchmarks: the engine bench (`engine-bench`) and the cluster
+//! load generator (`tally-bench`), whose runs `plot` draws.
+
+pub mod plot;

@@ -6,7 +6,8 @@
 //! `--read-ratio`) at `--cl`, waits, and goes again, until `--duration`
 //! seconds or `--ops` operations are done. A line every second shows
 //! throughput, p99 and errors; the end prints a latency table from an HDR
-//! histogram (or JSON with `--json`).
+//! histogram (or JSON with `--json`, which holds the per-second series
+//! too), and `--plot out.svg` draws throughput and p50/p99 over time.
 //!
 //! `--verify` keeps, per key, the sum of acknowledged adds and of adds whose
 //! outcome is unknown (timeouts, lost connections), then reads every key it
@@ -36,6 +37,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 use serde_json::json;
+use tally_benches::plot::Second;
 use tally_net::{ClientError, ClusterClient, ClusterOptions, Consistency, Outcome};
 use tally_node::config::Config;
 
@@ -92,6 +94,9 @@ struct Args {
     /// `--verify` then checks the exact sum.
     #[arg(long)]
     exactly_once: bool,
+    /// Draw throughput and p50/p99 latency per second into this SVG file.
+    #[arg(long)]
+    plot: Option<std::path::PathBuf>,
 }
 
 #[derive(Clone, Copy)]
@@ -293,6 +298,7 @@ async fn run(args: Args) -> Result<bool> {
     );
     let mut last = Instant::now();
     let mut done_ops = 0u64;
+    let mut seconds: Vec<Second> = Vec::new();
     while !tasks.iter().all(|t| t.is_finished()) {
         tokio::time::sleep(Duration::from_millis(100)).await;
         if last.elapsed() < Duration::from_secs(1) {
@@ -308,6 +314,13 @@ async fn run(args: Args) -> Result<bool> {
         let secs = last.elapsed().as_secs_f64();
         last = Instant::now();
         done_ops += h.len();
+        seconds.push(Second {
+            at: started.elapsed().as_secs_f64(),
+            ops_per_s: h.len() as f64 / secs,
+            p50_ms: h.value_at_quantile(0.5) as f64 / 1000.0,
+            p99_ms: h.value_at_quantile(0.99) as f64 / 1000.0,
+            errors: errs,
+        });
         let line = format!(
             "{:>8.0} ops/s  p99 {:>6.2} ms  errors {}",
             h.len() as f64 / secs,
@@ -375,6 +388,9 @@ async fn run(args: Args) -> Result<bool> {
                 "ops_per_s": ops_per_s, "errors": errors, "unknown_outcome_adds": unknown,
                 "latency_ms": { "p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "p999": q(0.999), "max": hist.max() as f64 / 1000.0 },
                 "verify": verified.as_ref().map(|v| json!({ "keys": v.keys, "violations": v.violations, "exact": v.exact })),
+                "per_second": seconds.iter().map(|s| json!({
+                    "at": s.at, "ops_per_s": s.ops_per_s, "p50_ms": s.p50_ms, "p99_ms": s.p99_ms, "errors": s.errors,
+                })).collect::<Vec<_>>(),
             })
         );
     } else {
@@ -411,6 +427,17 @@ async fn run(args: Args) -> Result<bool> {
                 v.violations
             );
         }
+    }
+    if let Some(path) = &args.plot {
+        let title = format!(
+            "tally-bench {}{} at {}, {} in flight: {ops_per_s:.0} ops/s",
+            args.workload,
+            if args.exactly_once { " with ids" } else { "" },
+            args.cl,
+            args.concurrency
+        );
+        tally_benches::plot::draw(path, &title, &seconds)
+            .with_context(|| format!("write the plot {}", path.display()))?;
     }
     Ok(verified.is_none_or(|v| v.violations == 0))
 }
