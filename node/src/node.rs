@@ -561,17 +561,15 @@ impl Node {
             })
             .collect();
         let e = ctx.engine.stats();
-        let hints: Vec<PeerHints> = (0..ctx.config.nodes.len())
-            .filter(|&i| i != ctx.me)
-            .map(|i| {
-                let r = ctx.hints.report(i);
-                PeerHints {
-                    node: ctx.config.nodes[i].id.clone(),
-                    pending: r.pending,
-                    dropped: r.dropped,
-                    since_ms: r.since_ms.unwrap_or(0),
-                    needs_repair: r.needs_repair,
-                }
+        let hints: Vec<PeerHints> = self
+            .hint_reports()
+            .into_iter()
+            .map(|(node, r)| PeerHints {
+                node,
+                pending: r.pending,
+                dropped: r.dropped,
+                since_ms: r.since_ms.unwrap_or(0),
+                needs_repair: r.needs_repair,
             })
             .collect();
         let hints_pending = hints.iter().map(|h| h.pending).sum();

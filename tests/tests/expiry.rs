@@ -5,10 +5,10 @@
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use std::process::Command;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tally_net::Consistency;
 use tally_net::wire::{WireChange, WirePresence, WireTtl, WireWhen};
+use tally_net::{ClientError, Consistency, ErrorKind, Outcome};
 use tally_tests::{Cluster, ClusterOptions, bin, runtime as rt};
 
 fn now_ms() -> u64 {
@@ -174,9 +174,25 @@ fn an_add_led_by_a_node_that_missed_the_deadline_is_not_lost() {
     cluster.signal_stop(2, true).unwrap();
     rt.block_on(async {
         // n3 leads at once, before a hint can reach it: the replicas that
-        // know the deadline make it add again in the next epoch.
+        // know the deadline make it add again in the next epoch. Just
+        // thawed, n3 may still count its peers down (their heartbeats are
+        // more than a failure timeout old) and refuse the add, applying
+        // nothing: then it tries again until it sees them.
         let n3 = cluster.client(2).await.unwrap();
-        assert_eq!(n3.add(b"k", b"", 7, Consistency::Quorum).await.unwrap(), 7);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let added = loop {
+            match n3.add(b"k", b"", 7, Consistency::Quorum).await {
+                Err(ClientError::Server(e))
+                    if e.kind == ErrorKind::Unavailable
+                        && e.outcome == Outcome::NotApplied
+                        && Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                other => break other.unwrap(),
+            }
+        };
+        assert_eq!(added, 7);
     });
     cluster.wait_view(Duration::from_secs(10)).unwrap();
     assert_every_node_reads(&rt, &cluster, 7);

@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::json;
 use tally_net::Client;
 use tally_net::wire::{ClientOp, ClientReply, WireCleaned, WireFolded, WireTopology};
-use tally_node::config::Config;
+use tally_node::config::{Config, NodeConfig};
 
 use super::{Cli, human};
 
@@ -140,18 +140,28 @@ fn print_folded(cli: &Cli, f: &WireFolded) {
     }
 }
 
+/// The nodes a per-node command goes to: the one `--node` names, or every
+/// node of the first ring, in the config's order.
+pub(crate) fn each_node(cli: &Cli) -> Result<Vec<NodeConfig>> {
+    let config = Config::load(&cli.config)?;
+    Ok(match &cli.node {
+        Some(id) => vec![config.node(id)?.1.clone()],
+        None => config.nodes.into_iter().filter(|n| !n.join).collect(),
+    })
+}
+
+/// A connection to `n` for a command that may take long.
+pub(crate) async fn connect(n: &NodeConfig, what: &str, timeout: Duration) -> Result<Client> {
+    Client::connect_with_timeout(n.client, timeout)
+        .await
+        .with_context(|| format!("{what} on {}: connect to {}", n.id, n.client))
+}
+
 /// `tally cleanup`: the node `--node` names, or every node in turn.
 pub(crate) async fn cleanup(cli: &Cli) -> Result<()> {
-    let config = Config::load(&cli.config)?;
-    let nodes: Vec<_> = match &cli.node {
-        Some(id) => vec![config.node(id)?.1.clone()],
-        None => config.nodes.iter().filter(|n| !n.join).cloned().collect(),
-    };
     let mut done = Vec::new();
-    for n in nodes {
-        let client = Client::connect_with_timeout(n.client, CHANGE_TIMEOUT)
-            .await
-            .with_context(|| format!("cleanup of {}: connect to {}", n.id, n.client))?;
+    for n in each_node(cli)? {
+        let client = connect(&n, "cleanup", CHANGE_TIMEOUT).await?;
         let c: WireCleaned = match client.call(ClientOp::Cleanup).await {
             Ok(ClientReply::Cleaned(c)) => c,
             Ok(other) => bail!("cleanup of {}: unexpected answer {other:?}", n.id),

@@ -3,9 +3,7 @@
 
 use anyhow::{Context, Result, bail};
 use serde_json::json;
-use tally_net::Client;
 use tally_net::wire::{ClientOp, ClientReply, WireSnapshotOp, WireSnapshots};
-use tally_node::config::Config;
 
 use super::{Cli, human};
 
@@ -30,16 +28,9 @@ pub(crate) fn op(tag: Option<String>, list: bool, clear: bool) -> Result<WireSna
 }
 
 pub(crate) async fn run(cli: &Cli, op: WireSnapshotOp) -> Result<()> {
-    let config = Config::load(&cli.config)?;
-    let nodes: Vec<_> = match &cli.node {
-        Some(id) => vec![config.node(id)?.1.clone()],
-        None => config.nodes.iter().filter(|n| !n.join).cloned().collect(),
-    };
     let mut done = Vec::new();
-    for n in nodes {
-        let client = Client::connect_with_timeout(n.client, TIMEOUT)
-            .await
-            .with_context(|| format!("snapshot on {}: connect to {}", n.id, n.client))?;
+    for n in super::ring::each_node(cli)? {
+        let client = super::ring::connect(&n, "snapshot", TIMEOUT).await?;
         let s: WireSnapshots = match client.call(ClientOp::Snapshot(op.clone())).await {
             Ok(ClientReply::Snapshots(s)) => s,
             Ok(other) => bail!("snapshot on {}: unexpected answer {other:?}", n.id),
