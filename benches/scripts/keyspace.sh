@@ -31,13 +31,8 @@ end
 return current
 "
 
-wait_pong() {
-    for _ in $(seq 100); do
-        redis-cli -p "$1" ping 2>/dev/null | grep -q PONG && return 0
-        sleep 0.1
-    done
-    echo "nothing answers PONG on port $1" >&2; exit 1
-}
+# shellcheck source=common.sh
+. "$(dirname "$0")/common.sh"
 
 start_tally() {
     rm -rf "$dir/three"; mkdir -p "$dir/three"

@@ -23,13 +23,8 @@ one_node() {
         | sed -e "s#data/#$1/#" -e 's/^replication_factor = .*/replication_factor = 1/' > "$1/cluster.toml"
 }
 
-wait_pong() {
-    for _ in $(seq 100); do
-        redis-cli -p "$1" ping 2>/dev/null | grep -q PONG && return 0
-        sleep 0.1
-    done
-    echo "nothing answers PONG on port $1" >&2; exit 1
-}
+# shellcheck source=common.sh
+. "$(dirname "$0")/common.sh"
 
 # rate PORT P uniform|hot: requests per second of one redis-benchmark run,
 # after a warm-up run of half as many requests (every system gets one: it

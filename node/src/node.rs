@@ -390,13 +390,10 @@ impl Node {
         key: &WireKey,
         cl: Consistency,
     ) -> Result<tally_engine::Cell, WireError> {
-        let started = std::time::Instant::now();
-        let read = match convert::user_key(key) {
-            Ok(key) => read::get_cell(&self.ctx, &key, cl).await,
-            Err(e) => Err(e),
-        };
-        crate::metrics::registry::get().coordinated(Op::Read, cl, started.elapsed(), &read);
-        read
+        timed_read(cl, async {
+            read::get_cell(&self.ctx, &convert::user_key(key)?, cl).await
+        })
+        .await
     }
 
     /// Reads the merged cell of every column of a partition at `cl`, live
@@ -406,10 +403,7 @@ impl Node {
         partition: &[u8],
         cl: Consistency,
     ) -> Result<std::collections::BTreeMap<Vec<u8>, tally_engine::Cell>, WireError> {
-        let started = std::time::Instant::now();
-        let read = read::get_row_cells(&self.ctx, partition, cl).await;
-        crate::metrics::registry::get().coordinated(Op::Read, cl, started.elapsed(), &read);
-        read
+        timed_read(cl, read::get_row_cells(&self.ctx, partition, cl)).await
     }
 
     /// Reads every column of a partition at `cl`.
@@ -418,10 +412,7 @@ impl Node {
         partition: &[u8],
         cl: Consistency,
     ) -> Result<Vec<(Vec<u8>, i64)>, WireError> {
-        let started = std::time::Instant::now();
-        let read = read::get_row(&self.ctx, partition, cl).await;
-        crate::metrics::registry::get().coordinated(Op::Read, cl, started.elapsed(), &read);
-        read
+        timed_read(cl, read::get_row(&self.ctx, partition, cl)).await
     }
 
     /// The keyspace database `db` reads and writes now.
@@ -617,4 +608,15 @@ impl Node {
         self.ctx.engine.shutdown().context("close the engine")?;
         Ok(())
     }
+}
+
+/// Runs a coordinated read at `cl`, counted in the metrics.
+async fn timed_read<T>(
+    cl: Consistency,
+    read: impl std::future::Future<Output = Result<T, WireError>>,
+) -> Result<T, WireError> {
+    let started = std::time::Instant::now();
+    let answer = read.await;
+    crate::metrics::registry::get().coordinated(Op::Read, cl, started.elapsed(), &answer);
+    answer
 }

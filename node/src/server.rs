@@ -121,7 +121,7 @@ async fn connection(stream: TcpStream, node: Arc<Node>, _slot: ClientSlot) {
                 id: req.id,
                 conn: tx.clone(),
                 slot: permit,
-                timer: Some(Timer::start(*cl)),
+                timer: Timer::start(*cl),
             };
             match queued_add(req.op, node.keyspace(0), reply) {
                 Ok(add) => node.submit(add),

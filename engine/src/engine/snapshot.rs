@@ -31,6 +31,16 @@ impl Engine {
         }
         std::fs::create_dir_all(into)
             .map_err(|e| Error::io("create the snapshot directory", into, e))?;
+        let taken = self.link_all(into);
+        if taken.is_err() {
+            // No half snapshot is left to be listed or restored.
+            let _ = std::fs::remove_dir_all(into);
+        }
+        taken
+    }
+
+    /// [`Engine::snapshot`] into the new directory `into`.
+    fn link_all(&self, into: &Path) -> Result<Snapshotted> {
         self.flush()?;
         self.ids.persist()?;
         let tables = self.background.link_tables(into)?;

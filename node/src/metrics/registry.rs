@@ -42,25 +42,32 @@ pub(crate) struct Registry {
     pub(crate) hints_written: AtomicU64,
     pub(crate) hints_sent: AtomicU64,
     /// RESP commands, by the command table's order; unknown ones last.
-    resp: Vec<AtomicU64>,
+    resp: [AtomicU64; COMMANDS.len() + 1],
 }
 
 /// The process's registry.
+static REGISTRY: Registry = Registry {
+    latency: [const { [const { Latencies::new() }; 3] }; 2],
+    errors: [const { [const { AtomicU64::new(0) }; 3] }; 2],
+    replica_applies: AtomicU64::new(0),
+    read_repairs: AtomicU64::new(0),
+    hints_written: AtomicU64::new(0),
+    hints_sent: AtomicU64::new(0),
+    resp: [const { AtomicU64::new(0) }; COMMANDS.len() + 1],
+};
+
+/// The process's registry.
 pub(crate) fn get() -> &'static Registry {
-    static REGISTRY: std::sync::OnceLock<Registry> = std::sync::OnceLock::new();
-    REGISTRY.get_or_init(|| Registry {
-        latency: Default::default(),
-        errors: Default::default(),
-        replica_applies: AtomicU64::new(0),
-        read_repairs: AtomicU64::new(0),
-        hints_written: AtomicU64::new(0),
-        hints_sent: AtomicU64::new(0),
-        resp: (0..=COMMANDS.len()).map(|_| AtomicU64::new(0)).collect(),
-    })
+    &REGISTRY
 }
 
+/// The index of `cl` in [`LEVELS`].
 fn level(cl: Consistency) -> usize {
-    LEVELS.iter().position(|(l, _)| *l == cl).unwrap_or(1)
+    match cl {
+        Consistency::One => 0,
+        Consistency::Quorum => 1,
+        Consistency::All => 2,
+    }
 }
 
 impl Registry {

@@ -23,8 +23,8 @@ pub(crate) enum Reply {
         conn: mpsc::Sender<Vec<u8>>,
         /// The connection's in-flight slot.
         slot: OwnedSemaphorePermit,
-        /// A client's add, timed for the metrics.
-        timer: Option<Timer>,
+        /// When the client's add came, for the metrics.
+        timer: Timer,
     },
 }
 
@@ -168,7 +168,7 @@ impl AddQueue {
 #[derive(Default)]
 pub(crate) struct Replies {
     conns: Vec<ConnReplies>,
-    /// When the first timed answer was added: one clock read for a batch.
+    /// When the first frame was added: one clock read for a batch.
     now: Option<std::time::Instant>,
 }
 
@@ -193,10 +193,8 @@ impl Replies {
                 slot,
                 timer,
             } => {
-                if let Some(t) = timer {
-                    let now = *self.now.get_or_insert_with(std::time::Instant::now);
-                    t.stop_at(now, &result);
-                }
+                let now = *self.now.get_or_insert_with(std::time::Instant::now);
+                timer.stop_at(now, &result);
                 let i = match self.conns.iter().position(|c| c.conn.same_channel(&conn)) {
                     Some(i) => i,
                     None => {
@@ -258,7 +256,7 @@ mod tests {
             id,
             conn: conn.clone(),
             slot: slots.clone().try_acquire_owned().unwrap(),
-            timer: None,
+            timer: Timer::start(Consistency::Quorum),
         }
     }
 

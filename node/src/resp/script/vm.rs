@@ -26,10 +26,6 @@ use super::convert::{from_lua, to_lua};
 /// Memory one interpreter may hold.
 pub(crate) const MEMORY_MAX: usize = 32 << 20;
 
-/// When a garbage collection starts: at this percentage of the heap the
-/// last one left (Lua's default is 200).
-const GC_PAUSE: std::ffi::c_int = 1000;
-
 /// A command's reply, when it comes.
 pub(crate) type Pending = Pin<Box<dyn Future<Output = Reply> + Send>>;
 
@@ -115,10 +111,6 @@ impl Vm {
             },
         )?;
         lua.set_memory_limit(MEMORY_MAX)?;
-        // A script's garbage is small and short-lived: a collection starts
-        // when the heap is ten times what the last one kept (not twice), so
-        // short scripts rarely pay for one.
-        lua.gc_set_pause(GC_PAUSE);
         Ok(Vm {
             lua,
             compiled: HashMap::new(),
