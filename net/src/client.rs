@@ -18,6 +18,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use rustls_pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, oneshot};
@@ -28,6 +30,53 @@ use crate::wire::{
     ClientOp, ClientReply, ClientRequest, ClientResponse, ClusterStatus, Consistency, ErrorKind,
     MESSAGE_BYTES_MAX, Outcome, WireCell, WireChange, WireChanged, WireError, WireKey,
 };
+
+/// How a connection is secured: TLS, and a login.
+#[derive(Debug, Clone, Default)]
+pub struct Security {
+    /// Speak TLS to the node.
+    pub tls: Option<ClientTls>,
+    /// Log in as this user first.
+    pub login: Option<Login>,
+}
+
+/// TLS towards the client ports.
+#[derive(Debug, Clone)]
+pub struct ClientTls {
+    /// Whom to trust (see [`crate::client_tls::client_config`]).
+    pub config: Arc<rustls::ClientConfig>,
+    /// The name the node's certificate must bear; `None`: the IP address
+    /// dialled.
+    pub server_name: Option<String>,
+}
+
+impl ClientTls {
+    fn server_name(&self, addr: SocketAddr) -> Result<ServerName<'static>, String> {
+        match &self.server_name {
+            None => Ok(ServerName::IpAddress(addr.ip().into())),
+            Some(name) => ServerName::try_from(name.clone())
+                .map_err(|e| format!("TLS server name {name:?}: {e}")),
+        }
+    }
+}
+
+/// A user and password to log in with.
+#[derive(Clone)]
+pub struct Login {
+    /// The user.
+    pub user: String,
+    /// The password.
+    pub password: String,
+}
+
+impl std::fmt::Debug for Login {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Login")
+            .field("user", &self.user)
+            .field("password", &"<hidden>")
+            .finish()
+    }
+}
 
 /// Default deadline of one call.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -115,68 +164,77 @@ impl Client {
         addr: SocketAddr,
         timeout: Duration,
     ) -> Result<Client, ClientError> {
+        Client::connect_secure(addr, timeout, &Security::default()).await
+    }
+
+    /// Connects over TLS and logs in as `security` says; every call then
+    /// waits at most `timeout`. A login the node refuses is an error here.
+    pub async fn connect_secure(
+        addr: SocketAddr,
+        timeout: Duration,
+        security: &Security,
+    ) -> Result<Client, ClientError> {
         let connect_err = |reason: String| ClientError::Connect { addr, reason };
+        let in_time =
+            |what: &str| connect_err(format!("no {what} within {} ms", timeout.as_millis()));
         let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
             .await
-            .map_err(|_| connect_err(format!("no answer within {} ms", timeout.as_millis())))?
+            .map_err(|_| in_time("answer"))?
             .map_err(|e| connect_err(e.to_string()))?;
         stream
             .set_nodelay(true)
             .map_err(|e| connect_err(e.to_string()))?;
-        let (rd, wr) = stream.into_split();
+        let client = match &security.tls {
+            None => {
+                let (rd, wr) = stream.into_split();
+                Client::start(addr, rd, wr, timeout)
+            }
+            Some(tls) => {
+                let name = tls.server_name(addr).map_err(connect_err)?;
+                let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
+                let stream = tokio::time::timeout(timeout, connector.connect(name, stream))
+                    .await
+                    .map_err(|_| in_time("TLS handshake"))?
+                    .map_err(|e| connect_err(format!("TLS handshake: {e}")))?;
+                let (rd, wr) = tokio::io::split(stream);
+                Client::start(addr, rd, wr, timeout)
+            }
+        };
+        if let Some(login) = &security.login {
+            let op = ClientOp::Auth {
+                user: login.user.clone(),
+                password: login.password.clone(),
+            };
+            client.call(op).await?;
+        }
+        Ok(client)
+    }
+
+    /// The client over a connected stream's halves: a writer task, a
+    /// reader task, and the task that expires calls.
+    fn start<R, W>(addr: SocketAddr, rd: R, wr: W, timeout: Duration) -> Client
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
         // Answers arrive many to a segment: one `recv` for all of them.
-        let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
+        let rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
         let waiters: Waiters = Arc::new(Mutex::new(Some(HashMap::new())));
         let (frames, rx) = mpsc::channel::<Vec<u8>>(QUEUE_REQUESTS_MAX);
         tokio::spawn(crate::frame::write_coalesced(wr, rx));
-        let reader_waiters = waiters.clone();
-        tokio::spawn(async move {
-            let mut buf = Vec::new();
-            let why = loop {
-                match read_frame(&mut rd, &mut buf, MESSAGE_BYTES_MAX).await {
-                    Ok(true) => {}
-                    Ok(false) => break "server closed the connection".to_string(),
-                    Err(e) => break e.to_string(),
-                }
-                let resp: ClientResponse = match crate::wire::decode(&buf) {
-                    Ok(r) => r,
-                    Err(e) => break format!("malformed response: {e}"),
-                };
-                let waiter = reader_waiters
-                    .lock()
-                    .as_mut()
-                    .and_then(|w| w.remove(&resp.id));
-                match waiter {
-                    Some(w) => {
-                        let _ = w.answer.send(resp.result.map_err(ClientError::Server));
-                    }
-                    None if resp.id == 0 => {
-                        // The server's last word about the connection itself.
-                        break match resp.result {
-                            Err(e) => e.to_string(),
-                            Ok(_) => "unexpected response".into(),
-                        };
-                    }
-                    None => {} // the caller timed out
-                }
-            };
-            let waiters = reader_waiters.lock().take().unwrap_or_default();
-            for (_, w) in waiters {
-                let _ = w.answer.send(Err(ClientError::Closed(why.clone())));
-            }
-        });
+        tokio::spawn(read_answers(rd, waiters.clone()));
         tokio::spawn(expire(
             Arc::downgrade(&waiters),
             frames.downgrade(),
             timeout,
         ));
-        Ok(Client {
+        Client {
             addr,
             frames,
             waiters,
             next_id: AtomicU64::new(1),
             timeout,
-        })
+        }
     }
 
     /// The node this client talks to.
@@ -392,6 +450,41 @@ fn answered(
     answer: Result<Result<ClientReply, ClientError>, oneshot::error::RecvError>,
 ) -> Result<ClientReply, ClientError> {
     answer.map_err(|_| ClientError::Closed("reader stopped".into()))?
+}
+
+/// Hands each answer to the call waiting for it, until the connection
+/// ends; then fails every call still waiting, saying why.
+async fn read_answers<R: AsyncRead + Unpin>(mut rd: R, waiters: Waiters) {
+    let mut buf = Vec::new();
+    let why = loop {
+        match read_frame(&mut rd, &mut buf, MESSAGE_BYTES_MAX).await {
+            Ok(true) => {}
+            Ok(false) => break "server closed the connection".to_string(),
+            Err(e) => break e.to_string(),
+        }
+        let resp: ClientResponse = match crate::wire::decode(&buf) {
+            Ok(r) => r,
+            Err(e) => break format!("malformed response: {e}"),
+        };
+        let waiter = waiters.lock().as_mut().and_then(|w| w.remove(&resp.id));
+        match waiter {
+            Some(w) => {
+                let _ = w.answer.send(resp.result.map_err(ClientError::Server));
+            }
+            None if resp.id == 0 => {
+                // The server's last word about the connection itself.
+                break match resp.result {
+                    Err(e) => e.to_string(),
+                    Ok(_) => "unexpected response".into(),
+                };
+            }
+            None => {} // the caller timed out
+        }
+    };
+    let waiting = waiters.lock().take().unwrap_or_default();
+    for (_, w) in waiting {
+        let _ = w.answer.send(Err(ClientError::Closed(why.clone())));
+    }
 }
 
 /// Fails the calls that waited past their deadline with a timeout, checking

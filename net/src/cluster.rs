@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::client::{Client, ClientError};
+use crate::client::{Client, ClientError, Security};
 use crate::once::{self, OpId};
 use crate::retry::{self, RetryPolicy};
 use crate::ring::Ring;
@@ -54,6 +54,8 @@ pub struct ClusterOptions {
     pub exactly_once: bool,
     /// How adds with ids are retried.
     pub retry: RetryPolicy,
+    /// TLS and login on every connection.
+    pub security: Security,
 }
 
 impl Default for ClusterOptions {
@@ -63,6 +65,7 @@ impl Default for ClusterOptions {
             timeout: crate::client::DEFAULT_TIMEOUT,
             exactly_once: true,
             retry: RetryPolicy::default(),
+            security: Security::default(),
         }
     }
 }
@@ -175,7 +178,7 @@ impl ClusterClient {
         let mut last = None;
         let mut status = None;
         for &seed in seeds {
-            match Client::connect_with_timeout(seed, opts.timeout).await {
+            match Client::connect_secure(seed, opts.timeout, &opts.security).await {
                 Ok(c) => match c.status().await {
                     Ok(s) => {
                         status = Some(s);
@@ -233,7 +236,7 @@ impl ClusterClient {
             let mut node_conns = Vec::new();
             if let Ok(addr) = n.client_addr.parse::<SocketAddr>() {
                 for _ in 0..opts.connections_per_node.max(1) {
-                    match Client::connect_with_timeout(addr, opts.timeout).await {
+                    match Client::connect_secure(addr, opts.timeout, &opts.security).await {
                         Ok(c) => node_conns.push(Arc::new(c)),
                         Err(_) => break, // down now; its replicas' peers serve instead
                     }

@@ -51,7 +51,8 @@ pub async fn write_coalesced<W: AsyncWrite + Unpin>(mut wr: W, mut rx: mpsc::Rec
         while let Ok(more) = rx.try_recv() {
             out.extend_from_slice(&more);
         }
-        if wr.write_all(&out).await.is_err() {
+        // The flush matters under TLS: records may wait in the session.
+        if wr.write_all(&out).await.is_err() || wr.flush().await.is_err() {
             return;
         }
     }

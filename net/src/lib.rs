@@ -13,13 +13,15 @@
 //! - [`ring`]: token placement, shared by nodes and token-aware clients.
 //! - [`frame`] and [`client`]: the client protocol, length-prefixed frames
 //!   over TCP with request ids, the thin async client, and [`cluster`], its
-//!   token-aware form that sends each request to a replica.
+//!   token-aware form that sends each request to a replica; [`client_tls`]
+//!   secures the client ports (both ends).
 //!
 //! `net` knows nothing of storage: cells travel as [`wire::WireCell`] and
 //! the node converts them.
 
 pub mod bounds;
 pub mod client;
+pub mod client_tls;
 pub mod cluster;
 mod dial;
 pub mod frame;

@@ -70,7 +70,9 @@ pub fn decide(
             ErrorKind::Invalid
             | ErrorKind::Overflow
             | ErrorKind::IdConflict
-            | ErrorKind::IdExpired => return Decision::GiveUp,
+            | ErrorKind::IdExpired
+            | ErrorKind::NoAuth
+            | ErrorKind::Denied => return Decision::GiveUp,
         },
     };
     let doubled = policy

@@ -383,6 +383,10 @@ pub enum ErrorKind {
     /// An add's operation id is older than the retention window: whether
     /// it was applied is no longer known, and it is not applied again.
     IdExpired,
+    /// The node has users and the connection has not logged in.
+    NoAuth,
+    /// A wrong user or password, or a role that may not do this.
+    Denied,
 }
 
 impl ErrorKind {
@@ -395,7 +399,9 @@ impl ErrorKind {
             ErrorKind::Unavailable
             | ErrorKind::Overflow
             | ErrorKind::Invalid
-            | ErrorKind::IdConflict => Outcome::NotApplied,
+            | ErrorKind::IdConflict
+            | ErrorKind::NoAuth
+            | ErrorKind::Denied => Outcome::NotApplied,
             ErrorKind::Timeout
             | ErrorKind::Storage
             | ErrorKind::Internal
@@ -467,6 +473,8 @@ impl std::fmt::Display for WireError {
             ErrorKind::Internal => "internal error",
             ErrorKind::IdConflict => "operation id conflict",
             ErrorKind::IdExpired => "outcome unknown",
+            ErrorKind::NoAuth => "authentication required",
+            ErrorKind::Denied => "denied",
         };
         write!(f, "{what}: {}", self.message)
     }
@@ -1159,7 +1167,19 @@ pub enum ClientOp {
     /// Take, list or clear the answering node's snapshots; answered
     /// `Snapshots` (the node's snapshots after).
     Snapshot(WireSnapshotOp),
+    /// Log the connection in as `user` (each at most
+    /// [`CREDENTIAL_BYTES_MAX`] bytes); answered `Done`, or `Denied` after a
+    /// delay. Where the node has users, nothing else is served before it.
+    Auth {
+        /// The user's name.
+        user: String,
+        /// The password, in the clear: use TLS where the network is not trusted.
+        password: String,
+    },
 }
+
+/// The most bytes of a user name or a password the nodes take.
+pub const CREDENTIAL_BYTES_MAX: usize = 1024;
 
 /// What a cleanup did, for `tally cleanup`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Encode, Decode)]

@@ -1,5 +1,8 @@
-//! Accepting client connections, under the node's cap on them.
+//! Accepting client connections: protected mode, the node's cap on them,
+//! and their TLS handshake.
 //!
+//! Without users (and with protected mode on, see `auth`), a client off
+//! loopback is told why and closed before it takes a slot.
 //! Both listeners (native and RESP) share one [`ClientGate`]: a connection
 //! holds a [`ClientSlot`] for as long as it is open. One that finds no
 //! slot free is accepted only to be refused, so that its client learns why
@@ -14,9 +17,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
-use tracing::warn;
+use tokio_rustls::TlsAcceptor;
+use tracing::{debug, warn};
 
+use crate::auth::Auth;
 use crate::node::Node;
+use crate::stream::ClientStream;
 use tally_net::log_limit::LogLimit;
 
 /// How often a flood of refusals or failed accepts may log a line.
@@ -89,49 +95,102 @@ impl ClientGate {
     }
 }
 
-/// What a listener tells a connection it refuses, and how it serves the
-/// ones it admits.
+/// What a listener tells the connections it refuses, how it secures and
+/// serves the ones it admits.
 pub(crate) struct Listener<F> {
     /// For logs: `client` or `RESP`.
     pub(crate) what: &'static str,
-    /// Sent to a refused connection before it is closed.
+    /// Sent to a connection over the cap before it is closed.
     pub(crate) refusal: Vec<u8>,
+    /// Sent to a client off loopback in protected mode before it is closed.
+    pub(crate) protected: Vec<u8>,
+    /// The node's users.
+    pub(crate) auth: Arc<Auth>,
+    /// TLS on this port, if any.
+    pub(crate) tls: Option<TlsAcceptor>,
     /// Serves one admitted connection, holding its slot until it ends.
     pub(crate) handle: F,
 }
 
+/// An admitted connection, its TLS handshake done, and what serving it takes.
+pub(crate) struct Accepted {
+    /// The connection.
+    pub(crate) stream: ClientStream,
+    /// The node.
+    pub(crate) node: Arc<Node>,
+    /// Its place under the cap.
+    pub(crate) slot: ClientSlot,
+    /// The node's users.
+    pub(crate) auth: Arc<Auth>,
+}
+
 /// Accepts connections until the listener fails; runs `l.handle` on each
-/// admitted one in its own task, refuses the others.
+/// admitted one in its own task (after its TLS handshake, which must end
+/// within the request timeout), refuses the others.
 pub(crate) async fn accept_loop<F, Fut>(
     listener: TcpListener,
     node: Arc<Node>,
     gate: Arc<ClientGate>,
     l: Listener<F>,
 ) where
-    F: Fn(TcpStream, Arc<Node>, ClientSlot) -> Fut,
+    F: Fn(Accepted) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     let failures = LogLimit::every(LOG_INTERVAL);
+    let protected = LogLimit::every(LOG_INTERVAL);
     loop {
-        match listener.accept().await {
-            Ok((stream, _)) => match gate.admit() {
-                Some(slot) => {
-                    let _ = stream.set_nodelay(true);
-                    tokio::spawn((l.handle)(stream, node.clone(), slot));
-                }
-                None => {
-                    gate.log_refusal(l.what);
-                    refuse(stream, &l.refusal);
-                }
-            },
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
             Err(e) => {
                 // Out of file descriptors and the like: back off, keep serving.
                 if let Some(suppressed) = failures.admit() {
                     warn!(listener = l.what, error = %e, suppressed, "accept failed");
                 }
                 tokio::time::sleep(ACCEPT_RETRY).await;
+                continue;
             }
+        };
+        if !l.auth.admits(peer.ip()) {
+            if let Some(suppressed) = protected.admit() {
+                warn!(listener = l.what, client = %peer, suppressed, "refused a client off loopback: protected mode (no users configured)");
+            }
+            refuse(stream, &l.protected);
+            continue;
         }
+        let Some(slot) = gate.admit() else {
+            gate.log_refusal(l.what);
+            refuse(stream, &l.refusal);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let (node, auth, tls, handle) = (
+            node.clone(),
+            l.auth.clone(),
+            l.tls.clone(),
+            l.handle.clone(),
+        );
+        tokio::spawn(async move {
+            let stream = match tls {
+                None => ClientStream::Plain(stream),
+                Some(tls) => {
+                    let deadline = node.config().cluster.limits.request_timeout();
+                    match tokio::time::timeout(deadline, tls.accept(stream)).await {
+                        Ok(Ok(s)) => ClientStream::Tls(Box::new(s)),
+                        Ok(Err(e)) => {
+                            return debug!(client = %peer, error = %e, "TLS handshake failed");
+                        }
+                        Err(_) => return debug!(client = %peer, "TLS handshake timed out"),
+                    }
+                }
+            };
+            handle(Accepted {
+                stream,
+                node,
+                slot,
+                auth,
+            })
+            .await
+        });
     }
 }
 

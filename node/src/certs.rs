@@ -6,6 +6,8 @@
 //! ```text
 //! ca.pem  ca.key         the cluster CA (self-signed, 10 years; the key signs nodes)
 //! <id>.pem  <id>.key     one per node (1 year); the certificate's one DNS name is the id
+//! <id>.clients.pem/.key  its client ports' certificate, for client TLS (see `client_certs`)
+//! clients/<name>.pem/.key  client certificates, `tallyd certs --client <name>`
 //! ```
 //!
 //! A node presents `<id>.pem` both as a server and as a client, and trusts
@@ -146,7 +148,10 @@ pub fn ensure(certs_dir: &Path, cluster: &str, node_ids: &[String]) -> Result<Ve
 
 /// The CA as an issuer: its parameters are a function of the cluster name,
 /// so it is rebuilt from them and the key rather than parsed from ca.pem.
-fn load_issuer(ca_key: &Path, ca_params: CertificateParams) -> Result<Issuer<'static, KeyPair>> {
+pub(crate) fn load_issuer(
+    ca_key: &Path,
+    ca_params: CertificateParams,
+) -> Result<Issuer<'static, KeyPair>> {
     tls::check_key_file(ca_key)?;
     let key_pem =
         fs::read_to_string(ca_key).with_context(|| format!("read {}", ca_key.display()))?;
@@ -156,7 +161,7 @@ fn load_issuer(ca_key: &Path, ca_params: CertificateParams) -> Result<Issuer<'st
 }
 
 /// Sets a certificate's validity: from a little before now, for `days`.
-fn set_validity(params: &mut CertificateParams, days: u64) {
+pub(crate) fn set_validity(params: &mut CertificateParams, days: u64) {
     let epoch = rcgen::date_time_ymd(1970, 1, 1);
     let now = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -165,7 +170,7 @@ fn set_validity(params: &mut CertificateParams, days: u64) {
     params.not_after = epoch + now + DAY * u32::try_from(days).unwrap_or(u32::MAX);
 }
 
-fn ca_params(cluster: &str) -> CertificateParams {
+pub(crate) fn ca_params(cluster: &str) -> CertificateParams {
     let mut params = CertificateParams::default();
     set_validity(&mut params, CA_CERT_DAYS);
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -206,11 +211,11 @@ pub fn node_cert(
     Ok((cert.pem(), key.serialize_pem()))
 }
 
-fn write_private(path: &Path, text: &str) -> Result<()> {
+pub(crate) fn write_private(path: &Path, text: &str) -> Result<()> {
     write_atomic(path, text, 0o600)
 }
 
-fn write_public(path: &Path, text: &str) -> Result<()> {
+pub(crate) fn write_public(path: &Path, text: &str) -> Result<()> {
     write_atomic(path, text, 0o644)
 }
 

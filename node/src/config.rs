@@ -16,8 +16,10 @@
 //! - Optional, with defaults: `vnodes` (16), `sync_interval_ms` (10),
 //!   `heartbeat_interval_ms` (200), `failure_timeout_ms` (1000),
 //!   `certs_dir` (`"data/certs"`), `group_commit_window_us` (300), and the
-//!   `[cluster.limits]`, `[cluster.ids]` and `[cluster.hints]` tables (see
-//!   [`crate::limits`], [`crate::ids`], [`crate::hints::bound`]).
+//!   `[cluster.limits]`, `[cluster.ids]`, `[cluster.hints]`, `[cluster.auth]`
+//!   and `[cluster.client_tls]` tables (see [`crate::limits`],
+//!   [`crate::ids`], [`crate::hints::bound`], [`crate::auth`],
+//!   [`crate::client_tls`]).
 //!   Everything else is required. A node with `join = true` is not in the
 //!   first ring: it joins a running cluster later (`tallyd run --join`).
 //!   After the first start the ring is the one the nodes store and agree
@@ -124,6 +126,14 @@ pub struct ClusterConfig {
     /// How long and how much each node hints a peer (`[cluster.hints]`, optional).
     #[serde(default)]
     pub hints: crate::hints::HintLimits,
+    /// Who may use the client ports (`[cluster.auth]`, optional: without
+    /// users, loopback clients only).
+    #[serde(default)]
+    pub auth: crate::auth::AuthConfig,
+    /// TLS on the client ports (`[cluster.client_tls]`, optional: plain
+    /// TCP without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_tls: Option<crate::client_tls::ClientTlsConfig>,
 }
 
 /// When the commit log is fsynced.
@@ -211,6 +221,12 @@ impl Config {
         // `join` keeps an absolute path as it is.
         let mut cluster = raw.cluster;
         cluster.certs_dir = base.join(&cluster.certs_dir);
+        if let Some(users) = &mut cluster.auth.users_file {
+            *users = base.join(&*users);
+        }
+        if let Some(tls) = &mut cluster.client_tls {
+            tls.resolve(base);
+        }
         let mut nodes = raw.node;
         for n in &mut nodes {
             n.data_dir = base.join(&n.data_dir);
@@ -394,6 +410,14 @@ fn validate(raw: &RawConfig, path: &Path) -> Result<(), ConfigError> {
     }
     if let Err((name, reason)) = c.hints.validate() {
         return fail(&format!("cluster.hints.{name}"), reason);
+    }
+    for (i, u) in c.auth.user.iter().enumerate() {
+        if let Err(reason) = crate::auth::users::check_entry(u) {
+            return fail(&format!("cluster.auth.user[{i}]"), reason);
+        }
+    }
+    if let Some(Err((name, reason))) = c.client_tls.as_ref().map(|t| t.validate()) {
+        return fail(&format!("cluster.client_tls.{name}"), reason);
     }
     if c.group_commit_window_us > 10_000 {
         return fail(

@@ -144,10 +144,12 @@ pub fn run_with(
             .with_context(|| format!("bind the RESP address {}", me.resp))?;
         let metrics = crate::metrics::http::bind(me.metrics).await?;
         let gate = client_gate(&node, files)?;
-        tokio::spawn(server::serve(listener, node.clone(), gate.clone()));
-        tokio::spawn(resp::serve(resp, node.clone(), gate.clone()));
+        let (native_doors, resp_doors) = doors(&node)?;
+        let auth = native_doors.auth.clone();
+        tokio::spawn(server::serve(listener, node.clone(), gate.clone(), native_doors));
+        tokio::spawn(resp::serve(resp, node.clone(), gate.clone(), resp_doors));
         if let Some(metrics) = metrics {
-            tokio::spawn(crate::metrics::http::serve(metrics, node.clone(), gate));
+            tokio::spawn(crate::metrics::http::serve(metrics, node.clone(), gate, auth));
         }
         let metrics = me.metrics.map_or_else(|| "none".to_string(), |m| m.to_string());
         tracing::info!(node = %id, peer = %me.peer, client = %me.client, resp = %me.resp, %metrics, data = %me.data_dir.display(), "node is serving");
@@ -186,6 +188,30 @@ pub fn run_with(
         tracing::info!(node = %id, "shutting down");
         blocking(|| node.close())
     })
+}
+
+/// What the native and RESP ports need besides the node: its users (the
+/// same for both), and TLS where `[cluster.client_tls]` asks for it.
+fn doors(node: &Node) -> Result<(server::Doors, server::Doors)> {
+    let config = node.config();
+    let auth = Arc::new(crate::auth::Auth::load(&config.cluster.auth).map_err(anyhow::Error::msg)?);
+    auth.announce();
+    let me = &config.nodes[node.me()];
+    let (native, resp) = crate::client_tls::acceptors(
+        config.cluster.client_tls.as_ref(),
+        &config.cluster.certs_dir,
+        &me.id,
+    )?;
+    tracing::info!(
+        native = native.is_some(),
+        resp = resp.is_some(),
+        "client TLS"
+    );
+    let door = |tls| server::Doors {
+        auth: auth.clone(),
+        tls,
+    };
+    Ok((door(native), door(resp)))
 }
 
 /// The cap on client connections: what the file limit leaves once the

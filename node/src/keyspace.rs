@@ -155,7 +155,8 @@ pub(crate) fn op_in(mut op: ClientOp, space: Keyspace) -> Result<ClientOp, Refus
         | ClientOp::Cleanup
         | ClientOp::Fold
         | ClientOp::Scan { .. }
-        | ClientOp::Snapshot(_) => return Ok(op),
+        | ClientOp::Snapshot(_)
+        | ClientOp::Auth { .. } => return Ok(op),
     };
     *partition = space.stored(partition)?;
     Ok(op)

@@ -29,13 +29,20 @@
 //! - [`limits`]: what clients may hold (connections, file descriptors,
 //!   output, time); [`accept`]: the cap on connections both listeners
 //!   share; `output`: a native connection's answers and backpressure.
-//! - [`certs`]: the cluster CA and node certificates.
+//! - [`auth`]: users, passwords and roles on the client ports;
+//!   [`client_tls`]: TLS on them, `stream` the connection either way.
+//! - [`certs`]: the cluster CA and node certificates; [`client_certs`]:
+//!   the client ports' and the clients' certificates.
 //! - [`daemon`]: one node as a process (what `tallyd run` runs).
 
 pub mod accept;
+pub mod auth;
 mod authz;
 pub mod certs;
 pub mod check_log;
+pub mod client_certs;
+pub mod client_security;
+pub mod client_tls;
 pub mod config;
 mod convert;
 mod ctx;
@@ -57,6 +64,7 @@ mod scan;
 mod scripts;
 pub mod server;
 mod snapshot;
+mod stream;
 mod tails;
 pub mod topology;
 mod unique;

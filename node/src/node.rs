@@ -505,6 +505,11 @@ impl Node {
                 .map(ClientReply::Folded),
             ClientOp::Scan { scan, cl } => self.scan(scan, cl).await.map(ClientReply::Keys),
             ClientOp::Snapshot(op) => self.snapshot(op).await.map(ClientReply::Snapshots),
+            // The connection answers logins itself (see `server`).
+            ClientOp::Auth { .. } => Err(WireError::not_applied(
+                tally_net::wire::ErrorKind::Invalid,
+                "a login is answered by the connection",
+            )),
         }
     }
 

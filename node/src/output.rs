@@ -143,7 +143,12 @@ pub(crate) async fn write_answers<W: AsyncWrite + Unpin>(
             counted += f.len();
             out.extend_from_slice(&f);
         }
-        let wrote = tokio::time::timeout(timeout, wr.write_all(&out)).await;
+        // The flush matters under TLS: records may wait in the session.
+        let write = async {
+            wr.write_all(&out).await?;
+            wr.flush().await
+        };
+        let wrote = tokio::time::timeout(timeout, write).await;
         gauge.release(counted);
         if !matches!(wrote, Ok(Ok(()))) {
             gauge.close();

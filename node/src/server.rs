@@ -13,6 +13,10 @@
 //! goes on serving every other connection. So does a request not complete
 //! within the request timeout, and an idle connection (see `limits`).
 //!
+//! Where the node has users, a connection must log in (`ClientOp::Auth`)
+//! before anything else is served, and then only what its role allows
+//! (see `auth`); the port may speak only TLS (see `client_tls`).
+//!
 //! A connection over the node's cap gets a frame with request id 0 and an
 //! `Unavailable` error, "max number of clients reached", and is closed
 //! (see `accept`). Answers the client does not take stop the reading of
@@ -20,24 +24,27 @@
 //! the hard one or after the output timeout (see `output`). What a client can cause to be logged is logged at most
 //! once a second, with the number of lines left out.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tally_net::frame::{put_frame, read_frame};
 use tally_net::log_limit::LogLimit;
 use tally_net::wire::{
-    self, ClientOp, ClientRequest, ClientResponse, ErrorKind, REQUEST_FRAME_BYTES_MAX, WireError,
+    self, ClientOp, ClientReply, ClientRequest, ClientResponse, ErrorKind, REQUEST_FRAME_BYTES_MAX,
+    WireError,
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::net::tcp::OwnedReadHalf;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc};
 use tracing::{debug, warn};
 
-use crate::accept::{ClientGate, ClientSlot, Listener, accept_loop};
+use crate::accept::{Accepted, ClientGate, Listener, accept_loop};
+use crate::auth::{Auth, Login, Refusal, access};
 use crate::keyspace::Keyspace;
 use crate::limits::Limits;
 use crate::node::Node;
 use crate::output::{OutputGauge, Pressure, write_answers};
+use crate::stream::ReadHalf;
 use crate::write::queue::{Origin, QueuedAdd, Reply, Timer, reply_one};
 
 /// Requests one connection may have running at once.
@@ -47,19 +54,39 @@ const IN_FLIGHT_MAX: usize = 4096;
 const READ_BUFFER_BYTES: usize = 64 * 1024;
 /// What a connection over the node's cap is told before it is closed.
 const REFUSAL: &str = "max number of clients reached";
+/// What a client off loopback is told without users, in protected mode.
+const PROTECTED: &str = "protected mode: no users are configured, so this node serves \
+     clients on loopback addresses only; add users under [cluster.auth] (see `tallyd passwd`) \
+     or set protected_mode = false";
 
 /// Accepts client connections until the listener fails, at most as many
 /// at once as `gate` allows.
-pub async fn serve(listener: TcpListener, node: Arc<Node>, gate: Arc<ClientGate>) {
-    let mut refusal = Vec::new();
-    let result = Err(WireError::new(ErrorKind::Unavailable, REFUSAL));
-    put_frame(&mut refusal, &ClientResponse { id: 0, result });
+pub async fn serve(listener: TcpListener, node: Arc<Node>, gate: Arc<ClientGate>, doors: Doors) {
+    let last_word = |kind, why: &str| {
+        let mut frame = Vec::new();
+        let result = Err(WireError::new(kind, why));
+        put_frame(&mut frame, &ClientResponse { id: 0, result });
+        frame
+    };
     let l = Listener {
         what: "client",
-        refusal,
+        refusal: last_word(ErrorKind::Unavailable, REFUSAL),
+        protected: last_word(ErrorKind::Denied, PROTECTED),
+        auth: doors.auth,
+        tls: doors.tls,
         handle: connection,
     };
     accept_loop(listener, node, gate, l).await
+}
+
+/// What a listener's connections need besides the node: its users, and
+/// TLS if the port speaks it.
+#[derive(Clone)]
+pub struct Doors {
+    /// The node's users.
+    pub auth: Arc<Auth>,
+    /// TLS on the port, if any.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 /// Why the reader stopped.
@@ -72,10 +99,14 @@ enum Stop {
     Abandon(&'static str),
 }
 
-async fn connection(stream: TcpStream, node: Arc<Node>, _slot: ClientSlot) {
+async fn connection(c: Accepted) {
+    let Accepted {
+        stream, node, auth, ..
+    } = c;
     let limits = node.config().cluster.limits.clone();
     let peer = stream.peer_addr().ok();
-    let (rd, wr) = stream.into_split();
+    let mut login = Login::new(&auth);
+    let (rd, wr) = stream.split();
     let mut rd = BufReader::with_capacity(READ_BUFFER_BYTES, rd);
     let (tx, rx) = mpsc::channel::<Vec<u8>>(IN_FLIGHT_MAX);
     let (others_tx, others_rx) = mpsc::channel::<Vec<u8>>(IN_FLIGHT_MAX);
@@ -113,6 +144,20 @@ async fn connection(stream: TcpStream, node: Arc<Node>, _slot: ClientSlot) {
             Ok(r) => r,
             Err(e) => break Stop::Say(format!("malformed request: {e}")),
         };
+        if let Err(result) = gatekeep(&mut login, &auth, &req.op, peer).await {
+            let answer = result.map(|()| ClientReply::Done);
+            let mut frame = Vec::new();
+            put_frame(
+                &mut frame,
+                &ClientResponse {
+                    id: req.id,
+                    result: answer,
+                },
+            );
+            gauge.add(frame.len());
+            let _ = others_tx.send(frame).await;
+            continue;
+        }
         let Ok(permit) = permits.clone().acquire_owned().await else {
             break Stop::Quiet;
         };
@@ -163,11 +208,48 @@ async fn connection(stream: TcpStream, node: Arc<Node>, _slot: ClientSlot) {
     debug!(client = ?peer, "client connection closed");
 }
 
+/// `Ok` to serve `op`; otherwise the answer it gets instead: a login's
+/// (`Ok(())` when it succeeded), or a refusal.
+async fn gatekeep(
+    login: &mut Login,
+    auth: &Auth,
+    op: &ClientOp,
+    peer: Option<SocketAddr>,
+) -> Result<(), Result<(), WireError>> {
+    if let ClientOp::Auth { user, password } = op {
+        return Err(match login.login(auth, user, password, peer).await {
+            true => Ok(()),
+            false => Err(WireError::new(ErrorKind::Denied, WRONGPASS)),
+        });
+    }
+    login
+        .check(access::native_need(op))
+        .map_err(|r| Err(refusal(r, login.user())))
+}
+
+/// The error a refused request gets.
+fn refusal(r: Refusal, user: Option<&str>) -> WireError {
+    match r {
+        Refusal::NoAuth => WireError::new(ErrorKind::NoAuth, "NOAUTH Authentication required."),
+        Refusal::NoPerm(role) => WireError::new(
+            ErrorKind::Denied,
+            format!(
+                "NOPERM user {} (role {}) may not do this",
+                user.unwrap_or("default"),
+                role.name()
+            ),
+        ),
+    }
+}
+
+/// What a wrong login is told (Redis' words).
+const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+
 /// Reads the next request frame into `buf`: `Ok(false)` at a clean end.
 /// Its first byte may take the idle timeout to come, the rest of it the
 /// request timeout.
 async fn next_frame(
-    rd: &mut BufReader<OwnedReadHalf>,
+    rd: &mut BufReader<ReadHalf>,
     buf: &mut Vec<u8>,
     limits: &Limits,
 ) -> Result<bool, String> {

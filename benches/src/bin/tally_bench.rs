@@ -97,6 +97,9 @@ struct Args {
     /// Draw throughput and p50/p99 latency per second into this SVG file.
     #[arg(long)]
     plot: Option<std::path::PathBuf>,
+    /// TLS and login (as `tally`'s).
+    #[command(flatten)]
+    security: tally_node::client_security::Flags,
 }
 
 #[derive(Clone, Copy)]
@@ -188,10 +191,13 @@ async fn run(args: Args) -> Result<bool> {
     } else {
         args.addr.clone()
     };
+    let config = Config::load(&args.config).ok();
+    let security = tally_node::client_security::security(&args.security, config.as_ref())?;
     let opts = ClusterOptions {
         connections_per_node: args.connections.max(1),
         timeout: Duration::from_secs(5),
         exactly_once: args.exactly_once,
+        security,
         ..ClusterOptions::default()
     };
     let client = Arc::new(

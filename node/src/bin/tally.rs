@@ -34,6 +34,8 @@ mod repair;
 mod ring;
 #[path = "tally/scan.rs"]
 mod scan;
+#[path = "tally/secure.rs"]
+mod secure;
 #[path = "tally/snapshot.rs"]
 mod snapshot;
 
@@ -58,6 +60,8 @@ struct Cli {
     /// Deadline of a request, in milliseconds.
     #[arg(long, default_value_t = 5000, global = true)]
     timeout_ms: u64,
+    #[command(flatten)]
+    security: tally_node::client_security::Flags,
     #[command(subcommand)]
     command: Cmd,
 }
@@ -305,16 +309,12 @@ fn main() {
 async fn connect(cli: &Cli) -> Result<Target> {
     let timeout = Duration::from_millis(cli.timeout_ms);
     if let Some(addr) = cli.addr {
-        return Ok(Target::One(
-            Client::connect_with_timeout(addr, timeout).await?,
-        ));
+        return Ok(Target::One(crate::secure::dial(addr, timeout).await?));
     }
     let config = Config::load(&cli.config)?;
     if let Some(id) = &cli.node {
         let (_, n) = config.node(id)?;
-        return Ok(Target::One(
-            Client::connect_with_timeout(n.client, timeout).await?,
-        ));
+        return Ok(Target::One(crate::secure::dial(n.client, timeout).await?));
     }
     let seeds: Vec<SocketAddr> = config.nodes.iter().map(|n| n.client).collect();
     let deadline = match &cli.command {
@@ -329,6 +329,7 @@ async fn connect(cli: &Cli) -> Result<Target> {
             deadline,
             ..RetryPolicy::default()
         },
+        security: secure::security(),
     };
     let client = ClusterClient::connect(&seeds, &opts)
         .await
@@ -337,6 +338,8 @@ async fn connect(cli: &Cli) -> Result<Target> {
 }
 
 async fn run(cli: &Cli) -> Result<(), Failure> {
+    let config = Config::load(&cli.config).ok();
+    secure::init(&cli.security, config.as_ref()).map_err(Failure::other)?;
     match &cli.command {
         Cmd::Repair { range } => return repair::run(cli, *range).await.map_err(Failure::other),
         Cmd::Decommission => return ring::decommission(cli).await.map_err(Failure::other),
@@ -611,7 +614,7 @@ async fn print_status(cli: &Cli, status: &ClusterStatus) -> Result<()> {
     let ring = &status.stats.ring;
     for (i, n) in status.nodes.iter().enumerate() {
         let addr: SocketAddr = n.client_addr.parse().context("node address")?;
-        let own = match Client::connect_with_timeout(addr, Duration::from_millis(1000)).await {
+        let own = match crate::secure::dial(addr, Duration::from_millis(1000)).await {
             Ok(c) => c.status().await.ok(),
             Err(_) => None,
         };

@@ -15,8 +15,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
-use tally_node::certs;
 use tally_node::config::Config;
+use tally_node::{certs, client_certs};
+
+#[path = "tallyd/passwd.rs"]
+mod passwd;
 use tally_node::daemon::{self, RunArgs, runtime, wait_for_signal};
 
 // A node allocates per request and per message (frames, cells, tasks);
@@ -49,11 +52,38 @@ enum Cmd {
         #[arg(long)]
         threads: Option<usize>,
     },
-    /// Create the cluster CA and a certificate for each node (missing ones only).
+    /// Create the cluster CA, a certificate for each node and for its
+    /// client ports (missing or due ones only); with --client, a client
+    /// certificate.
     Certs {
         /// The cluster's configuration.
         #[arg(long, default_value = "cluster.toml")]
         config: PathBuf,
+        /// Issue a client certificate of this name (`clients/NAME.pem`).
+        #[arg(long)]
+        client: Option<String>,
+    },
+    /// Add a user or change its password and role, in the users file; the
+    /// password is read from stdin (one line). Nodes take the change up at
+    /// their next login.
+    Passwd {
+        /// The user.
+        user: String,
+        /// What it may do: readonly, readwrite or admin.
+        #[arg(long, default_value = "readwrite")]
+        role: String,
+        /// The cluster's configuration (its `[cluster.auth] users_file`).
+        #[arg(long, default_value = "cluster.toml")]
+        config: PathBuf,
+        /// The users file, instead of the config's.
+        #[arg(long)]
+        users_file: Option<PathBuf>,
+        /// Only print the hash, for a `[[cluster.auth.user]]` table.
+        #[arg(long)]
+        hash_only: bool,
+        /// Remove the user instead.
+        #[arg(long, conflicts_with = "hash_only")]
+        delete: bool,
     },
     /// Check a stopped node's commit log as start-up would; optionally cut
     /// a torn or corrupt tail (the records after it are given up).
@@ -72,7 +102,22 @@ fn main() {
     let result = match cli.command {
         Cmd::Run(args) => daemon::run(&args, |_| {}),
         Cmd::Up { config, threads } => up(&config, threads),
-        Cmd::Certs { config } => make_certs(&config).map(|_| ()),
+        Cmd::Certs { config, client } => certs_command(&config, client.as_deref()),
+        Cmd::Passwd {
+            user,
+            role,
+            config,
+            users_file,
+            hash_only,
+            delete,
+        } => passwd::run(&passwd::Args {
+            user,
+            role,
+            config,
+            users_file,
+            hash_only,
+            delete,
+        }),
         Cmd::CheckLog { data, truncate } => {
             tally_node::check_log::run(&data, truncate, &mut std::io::stdout())
         }
@@ -83,10 +128,30 @@ fn main() {
     }
 }
 
+fn certs_command(path: &Path, client: Option<&str>) -> Result<()> {
+    let config = make_certs(path)?;
+    if let Some(name) = client {
+        let (cert, key) =
+            client_certs::issue_client(&config.cluster.certs_dir, &config.cluster.name, name)?;
+        println!(
+            "client certificate {} and key {}",
+            cert.display(),
+            key.display()
+        );
+    }
+    Ok(())
+}
+
 fn make_certs(path: &Path) -> Result<Config> {
     let config = Config::load(path)?;
     let dir = &config.cluster.certs_dir;
-    let written = certs::ensure(dir, &config.cluster.name, &config.node_ids())?;
+    let mut written = certs::ensure(dir, &config.cluster.name, &config.node_ids())?;
+    let c = &config.cluster;
+    match client_certs::ensure_listeners(dir, &c.name, &config.nodes, renewal_horizon()) {
+        Ok(files) => written.extend(files),
+        Err(e) if c.client_tls.is_some() => return Err(e),
+        Err(e) => eprintln!("tallyd: client-port certificates (for client TLS) not issued: {e:#}"),
+    }
     if written.is_empty() {
         println!("certificates in {} are complete", dir.display());
     } else {
@@ -210,9 +275,15 @@ async fn smoke_check(config: &Config) -> Result<()> {
     let members: Vec<_> = config.nodes.iter().filter(|n| !n.join).collect();
     let first = members.first().context("no nodes")?;
     let last = members.last().context("no nodes")?;
+    let Some(security) = passwd::smoke_security(config)? else {
+        println!(
+            "smoke check skipped: the cluster wants a login (set TALLY_USER and TALLY_PASSWORD) or a client certificate"
+        );
+        return Ok(());
+    };
     let mut clients = Vec::with_capacity(members.len());
     for n in &members {
-        clients.push(Client::connect(n.client).await?);
+        clients.push(Client::connect_secure(n.client, Duration::from_secs(5), &security).await?);
     }
     let deadline = Instant::now() + Duration::from_secs(10);
     // Each node's own view: one that started before a peer listened

@@ -2,7 +2,10 @@
 //! Prometheus' text format; any other request gets a clear HTTP error. One
 //! request per connection (`Connection: close`), a request head of at most
 //! 8 KiB read within 5 s, and at most 32 connections at once: whatever
-//! reaches the port, the node keeps serving.
+//! reaches the port, the node keeps serving. Where the node has users, a
+//! request must carry one's name and password (HTTP Basic authentication,
+//! which Prometheus' `basic_auth` sends), or it is answered `401`; a wrong
+//! password is answered after the same delay as on the client ports.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,6 +16,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
 use crate::accept::ClientGate;
+use crate::auth::{Auth, Login};
 use crate::node::Node;
 
 /// Longest request head read.
@@ -25,8 +29,14 @@ const CONNECTIONS_MAX: usize = 32;
 /// What a request head asks for.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Request {
-    /// `GET /metrics` (or `HEAD`, without the body).
-    Metrics { head_only: bool },
+    /// `GET /metrics` (or `HEAD`, without the body), with the Basic
+    /// credentials it carries, if any.
+    Metrics {
+        /// `HEAD`: the answer without its body.
+        head_only: bool,
+        /// The user and password of its `Authorization: Basic` header.
+        login: Option<(String, String)>,
+    },
     /// An answer other than the metrics: status line and a reason.
     Refuse(&'static str, &'static str),
 }
@@ -51,14 +61,39 @@ pub(crate) fn parse(head: &[u8]) -> Request {
     match (method, path) {
         ("GET" | "HEAD", "/metrics") => Request::Metrics {
             head_only: method == "HEAD",
+            login: head.split("\r\n").skip(1).find_map(basic_login),
         },
         ("GET" | "HEAD", _) => Request::Refuse("404 Not Found", "the metrics are at /metrics"),
         _ => Request::Refuse("405 Method Not Allowed", "only GET and HEAD"),
     }
 }
 
+/// The user and password of a header line `Authorization: Basic <base64
+/// of user:password>`, if it is one.
+fn basic_login(line: &str) -> Option<(String, String)> {
+    use base64::Engine;
+    let (name, value) = line.split_once(':')?;
+    if !name.trim().eq_ignore_ascii_case("authorization") {
+        return None;
+    }
+    let (scheme, encoded) = value.trim().split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .ok()?;
+    let (user, password) = std::str::from_utf8(&decoded).ok()?.split_once(':')?;
+    Some((user.to_string(), password.to_string()))
+}
+
 /// Serves the metrics port until the node stops.
-pub(crate) async fn serve(listener: TcpListener, node: Arc<Node>, gate: Arc<ClientGate>) {
+pub(crate) async fn serve(
+    listener: TcpListener,
+    node: Arc<Node>,
+    gate: Arc<ClientGate>,
+    auth: Arc<Auth>,
+) {
     let slots = Arc::new(Semaphore::new(CONNECTIONS_MAX));
     loop {
         let Ok(slot) = slots.clone().acquire_owned().await else {
@@ -72,9 +107,9 @@ pub(crate) async fn serve(listener: TcpListener, node: Arc<Node>, gate: Arc<Clie
                 continue;
             }
         };
-        let (node, gate) = (node.clone(), gate.clone());
+        let (node, gate, auth) = (node.clone(), gate.clone(), auth.clone());
         tokio::spawn(async move {
-            if let Err(e) = answer(stream, &node, &gate).await {
+            if let Err(e) = answer(stream, &node, &gate, &auth).await {
                 tracing::debug!(error = %e, %from, "metrics request ended early");
             }
             drop(slot);
@@ -82,7 +117,12 @@ pub(crate) async fn serve(listener: TcpListener, node: Arc<Node>, gate: Arc<Clie
     }
 }
 
-async fn answer(mut stream: TcpStream, node: &Node, gate: &ClientGate) -> std::io::Result<()> {
+async fn answer(
+    mut stream: TcpStream,
+    node: &Node,
+    gate: &ClientGate,
+    auth: &Auth,
+) -> std::io::Result<()> {
     let request = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut stream)).await {
         Ok(Ok(Some(head))) => parse(&head),
         Ok(Ok(None)) => Request::Refuse(
@@ -92,8 +132,19 @@ async fn answer(mut stream: TcpStream, node: &Node, gate: &ClientGate) -> std::i
         Ok(Err(e)) => return Err(e),
         Err(_) => Request::Refuse("408 Request Timeout", "no request head within 5 s"),
     };
+    let from = stream.peer_addr().ok();
+    let request = match request {
+        Request::Metrics { head_only, login } => match logged_in(auth, login, from).await {
+            true => Request::Metrics {
+                head_only,
+                login: None,
+            },
+            false => Request::Refuse("401 Unauthorized", "log in: HTTP Basic authentication"),
+        },
+        r => r,
+    };
     let (status, content_type, body, head_only) = match request {
-        Request::Metrics { head_only } => (
+        Request::Metrics { head_only, .. } => (
             "200 OK",
             super::text::CONTENT_TYPE,
             super::render(node, gate),
@@ -106,8 +157,12 @@ async fn answer(mut stream: TcpStream, node: &Node, gate: &ClientGate) -> std::i
             false,
         ),
     };
+    let challenge = match status.starts_with("401") {
+        true => "WWW-Authenticate: Basic realm=\"tally\", charset=\"UTF-8\"\r\n",
+        false => "",
+    };
     let mut out = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n{challenge}Connection: close\r\n\r\n",
         body.len()
     )
     .into_bytes();
@@ -116,6 +171,18 @@ async fn answer(mut stream: TcpStream, node: &Node, gate: &ClientGate) -> std::i
     }
     stream.write_all(&out).await?;
     stream.shutdown().await
+}
+
+/// Whether the request may read the metrics: always without users; with
+/// them, when its credentials log in (a wrong password waits its penalty).
+async fn logged_in(auth: &Auth, login: Option<(String, String)>, from: Option<SocketAddr>) -> bool {
+    if !auth.has_users() {
+        return true;
+    }
+    let Some((user, password)) = login else {
+        return false;
+    };
+    Login::new(auth).login(auth, &user, &password, from).await
 }
 
 /// The request head, or `None` when it is longer than the limit.
@@ -159,11 +226,17 @@ mod tests {
         };
         assert_eq!(
             parse(b"GET /metrics HTTP/1.1\r\nHost: x"),
-            Request::Metrics { head_only: false }
+            Request::Metrics {
+                head_only: false,
+                login: None
+            }
         );
         assert_eq!(
             parse(b"HEAD /metrics?x=1 HTTP/1.0"),
-            Request::Metrics { head_only: true }
+            Request::Metrics {
+                head_only: true,
+                login: None
+            }
         );
         assert_eq!(refused(b"GET / HTTP/1.1"), "404 Not Found");
         assert_eq!(refused(b"POST /metrics HTTP/1.1"), "405 Method Not Allowed");
@@ -176,5 +249,35 @@ mod tests {
         assert_eq!(refused(b"GET  /metrics HTTP/1.1"), "400 Bad Request");
         assert_eq!(refused(&[0xff, 0xfe, 0x00]), "400 Bad Request");
         assert_eq!(refused(b"\x16\x03\x01\x02\x00"), "400 Bad Request");
+    }
+
+    #[test]
+    fn basic_credentials_are_read_from_their_header() {
+        // base64("prom:pa:ss") = cHJvbTpwYTpzcw==
+        let login = |head: &[u8]| match parse(head) {
+            Request::Metrics { login, .. } => login,
+            Request::Refuse(..) => panic!("refused"),
+        };
+        let want = Some(("prom".to_string(), "pa:ss".to_string()));
+        assert_eq!(
+            login(b"GET /metrics HTTP/1.1\r\nAuthorization: Basic cHJvbTpwYTpzcw=="),
+            want
+        );
+        assert_eq!(
+            login(b"GET /metrics HTTP/1.1\r\nauthorization:  basic cHJvbTpwYTpzcw== "),
+            want
+        );
+        assert_eq!(
+            login(b"GET /metrics HTTP/1.1\r\nAuthorization: Bearer x"),
+            None
+        );
+        assert_eq!(
+            login(b"GET /metrics HTTP/1.1\r\nAuthorization: Basic !!!"),
+            None
+        );
+        assert_eq!(
+            login(b"GET /metrics HTTP/1.1\r\nAuthorization: Basic bm9jb2xvbg=="),
+            None
+        );
     }
 }

@@ -2,10 +2,7 @@
 //! `HELLO`, `AUTH`, `CLIENT`, `INFO`, `COMMAND`, `CONFIG GET`, `TIME`,
 //! `PING`, `ECHO`, `SELECT`, `READONLY`, `READWRITE`.
 //!
-//! No users are configured yet, so the connection is the `default` user,
-//! which (as in a Redis without `requirepass`) takes any password:
-//! `AUTH default x` and `HELLO 3 AUTH default x` succeed, another user
-//! gets `-WRONGPASS`.
+//! `AUTH` and the login in `HELLO ... AUTH` are `login`'s.
 
 use std::sync::Arc;
 use std::sync::OnceLock;
@@ -50,11 +47,6 @@ pub(crate) fn execute(
         },
         ("readonly" | "readwrite", 0) => Reply::Simple("OK"),
         ("hello", _) => hello(node, s, rest),
-        ("auth", 1) => Reply::err(
-            "ERR AUTH <password> called without any password configured for the default user. \
-             Are you sure your configuration is correct?",
-        ),
-        ("auth", 2) => auth(&rest[0]).unwrap_or(Reply::Simple("OK")),
         ("client", n) if n >= 1 => client(s, rest),
         ("info", _) => Reply::Verbatim("txt", info(node, slot, rest).into_bytes()),
         ("command", _) => command(rest),
@@ -65,8 +57,7 @@ pub(crate) fn execute(
         )),
         ("time", 0) => time(),
         (
-            "ping" | "echo" | "select" | "readonly" | "readwrite" | "auth" | "client" | "config"
-            | "time",
+            "ping" | "echo" | "select" | "readonly" | "readwrite" | "client" | "config" | "time",
             _,
         ) => arity(name),
         _ => return None,
@@ -93,12 +84,8 @@ fn hello(node: &Node, s: &mut Session, rest: &[Vec<u8>]) -> Reply {
         while i < rest.len() {
             let opt = rest[i].to_ascii_lowercase();
             match (opt.as_slice(), rest.len() - i - 1) {
-                (b"auth", n) if n >= 2 => {
-                    if let Some(refused) = auth(&rest[i + 1]) {
-                        return refused;
-                    }
-                    i += 3;
-                }
+                // Checked before, by `login::hello`.
+                (b"auth", n) if n >= 2 => i += 3,
                 (b"setname", n) if n >= 1 => {
                     if let Err(e) = check_name(&rest[i + 1]) {
                         return e;
@@ -132,12 +119,6 @@ fn hello(node: &Node, s: &mut Session, rest: &[Vec<u8>]) -> Reply {
         pair("tally_version", Reply::bulk(env!("CARGO_PKG_VERSION"))),
         pair("tally_node", Reply::bulk(me.id.as_str())),
     ])
-}
-
-/// `None` if `user` may log in: the default user, passwordless.
-fn auth(user: &[u8]) -> Option<Reply> {
-    (user != b"default")
-        .then(|| Reply::err("WRONGPASS invalid username-password pair or user is disabled."))
 }
 
 fn check_name(name: &[u8]) -> Result<(), Reply> {
@@ -231,13 +212,14 @@ fn level_name(cl: Consistency) -> &'static str {
 fn client_info(s: &Session) -> String {
     let text = |v: &Option<String>| v.clone().unwrap_or_default();
     format!(
-        "id={} addr={} laddr={} name={} db={} multi={} user=default resp={} lib-name={} lib-ver={} consistency={}\n",
+        "id={} addr={} laddr={} name={} db={} multi={} user={} resp={} lib-name={} lib-ver={} consistency={}\n",
         s.id,
         s.addrs.0,
         s.addrs.1,
         String::from_utf8_lossy(s.name.as_deref().unwrap_or_default()),
         s.db,
         if s.in_multi() { 0 } else { -1 },
+        s.login.user().unwrap_or("default"),
         s.proto.version(),
         text(&s.lib.0),
         text(&s.lib.1),
@@ -371,7 +353,10 @@ mod tests {
 
     #[test]
     fn client_settings_and_their_errors() {
-        let mut s = Session::new(("127.0.0.1:1".into(), "127.0.0.1:2".into()));
+        let mut s = Session::new(
+            ("127.0.0.1:1".into(), "127.0.0.1:2".into()),
+            crate::auth::Login::admin(),
+        );
         assert_eq!(client(&mut s, &words("GETNAME")), Reply::NIL);
         assert_eq!(client(&mut s, &words("SETNAME app-1")), Reply::Simple("OK"));
         assert_eq!(client(&mut s, &words("getname")), Reply::bulk("app-1"));
@@ -418,11 +403,5 @@ mod tests {
         };
         assert_eq!(docs.len(), 1);
         assert!(command(&words("GETKEYS get a")).is_error());
-    }
-
-    #[test]
-    fn auth_takes_the_default_user_only() {
-        assert_eq!(auth(b"default"), None);
-        assert!(auth(b"admin").is_some());
     }
 }

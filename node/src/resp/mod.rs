@@ -29,6 +29,10 @@
 //! get Redis' own `-ERR` texts; a protocol error gets `-ERR Protocol
 //! error: ...` and the connection is closed, like Redis.
 //!
+//! Where the node has users, a connection must log in (`AUTH`, or
+//! `HELLO ... AUTH`) before any other command, and then runs what its
+//! role allows (`login`, `crate::auth`); the port may speak only TLS.
+//!
 //! A connection over the node's cap is told `-ERR max number of clients
 //! reached` and closed, as Redis does (see `accept`). Replies pile up in
 //! the connection's output buffer while a pipeline runs; past the soft
@@ -47,6 +51,7 @@ mod expiry;
 mod glob;
 mod join;
 mod keys;
+mod login;
 mod pipeline;
 pub mod proto;
 mod script;
@@ -55,19 +60,22 @@ mod sets;
 mod strings;
 mod tally;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tally_net::wire::Consistency;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tracing::debug;
 
-use crate::accept::{ClientGate, ClientSlot, Listener, accept_loop};
+use crate::accept::{Accepted, ClientGate, ClientSlot, Listener, accept_loop};
+use crate::auth::{Auth, Login, access};
 use crate::keyspace::Keyspace;
 use crate::limits::Limits;
 use crate::node::Node;
+use crate::server::Doors;
+use crate::stream::{ReadHalf, WriteHalf};
 use join::join_all;
 use pipeline::Named;
 pub use proto::{Proto, Reply, parse};
@@ -80,17 +88,39 @@ const PARSED_MAX: usize = 1024;
 
 /// Accepts RESP connections until the listener fails, at most as many at
 /// once as `gate` allows.
-pub async fn serve(listener: TcpListener, node: Arc<Node>, gate: Arc<ClientGate>) {
+pub async fn serve(listener: TcpListener, node: Arc<Node>, gate: Arc<ClientGate>, doors: Doors) {
     admin::started();
     let l = Listener {
         what: "RESP",
         refusal: b"-ERR max number of clients reached\r\n".to_vec(),
+        protected: PROTECTED.to_vec(),
+        auth: doors.auth,
+        tls: doors.tls,
         handle: connection,
     };
     accept_loop(listener, node, gate, l).await
 }
 
-async fn connection(stream: TcpStream, node: Arc<Node>, slot: ClientSlot) {
+/// What a client off loopback is told without users, in protected mode.
+const PROTECTED: &[u8] = b"-DENIED Tally is running in protected mode: no users are configured, \
+    so only clients on loopback addresses are served. Add users under [cluster.auth] \
+    (see `tallyd passwd`), or set protected_mode = false.\r\n";
+
+/// A connection's own parts: its place under the cap, the node's users,
+/// the client's address.
+struct Conn {
+    slot: ClientSlot,
+    auth: Arc<Auth>,
+    peer: Option<SocketAddr>,
+}
+
+async fn connection(c: Accepted) {
+    let Accepted {
+        stream,
+        node,
+        slot,
+        auth,
+    } = c;
     let limits = node.config().cluster.limits.clone();
     let peer = stream.peer_addr().ok();
     let addrs = (
@@ -100,8 +130,9 @@ async fn connection(stream: TcpStream, node: Arc<Node>, slot: ClientSlot) {
             .map(|a| a.to_string())
             .unwrap_or_default(),
     );
-    let (mut rd, mut wr) = stream.into_split();
-    let mut session = Session::new(addrs);
+    let (mut rd, mut wr) = stream.split();
+    let mut session = Session::new(addrs, Login::new(&auth));
+    let conn = Conn { slot, auth, peer };
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut out = Vec::new();
     // When the first byte of the unfinished request at the end of `buf` came.
@@ -112,7 +143,9 @@ async fn connection(stream: TcpStream, node: Arc<Node>, slot: ClientSlot) {
         let mut close = false;
         let mut i = 0;
         while i < cmds.len() && !close {
-            let together = if session.in_multi() {
+            // A login that may not write runs each command through `run`,
+            // which checks it.
+            let together = if session.in_multi() || !session.login.may_write() {
                 0
             } else {
                 pipeline::together(&cmds[i..])
@@ -129,7 +162,7 @@ async fn connection(stream: TcpStream, node: Arc<Node>, slot: ClientSlot) {
             } else {
                 let (name, args) = &mut cmds[i];
                 let (reply, quit) =
-                    run(&node, &slot, &mut session, name, std::mem::take(args)).await;
+                    run(&node, &conn, &mut session, name, std::mem::take(args)).await;
                 reply.encode(&mut out, session.proto);
                 close = quit;
                 i += 1;
@@ -239,19 +272,23 @@ async fn keyed(
 /// or a whole `EXEC`. The flag asks to close the connection after the reply.
 async fn run(
     node: &Arc<Node>,
-    slot: &ClientSlot,
+    conn: &Conn,
     session: &mut Session,
     name: &str,
     args: Vec<Vec<u8>>,
 ) -> (Reply, bool) {
+    if let Err(r) = session.login.check(access::resp_need(name)) {
+        session.refused();
+        return (login::refusal(r, session, name), false);
+    }
     match session.step(name, args) {
         Step::Answer(reply) => (reply, false),
-        Step::Run(args) => execute(node, slot, session, name, &args).await,
+        Step::Run(args) => execute(node, conn, session, name, &args).await,
         Step::Exec(queued) => {
             let mut replies = Vec::with_capacity(queued.len());
             for args in queued {
                 let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
-                let (reply, _) = execute(node, slot, session, &name, &args).await;
+                let (reply, _) = execute(node, conn, session, &name, &args).await;
                 replies.push(reply);
             }
             (Reply::Array(replies), false)
@@ -262,15 +299,23 @@ async fn run(
 /// Runs one command now; the flag asks to close the connection after the reply.
 async fn execute(
     node: &Arc<Node>,
-    slot: &ClientSlot,
+    conn: &Conn,
     session: &mut Session,
     name: &str,
     args: &[Vec<u8>],
 ) -> (Reply, bool) {
-    if name == "quit" {
-        return (Reply::Simple("OK"), true);
+    let (auth, peer) = (&conn.auth, conn.peer);
+    match name {
+        "quit" => return (Reply::Simple("OK"), true),
+        "auth" => return (login::auth(auth, session, &args[1..], peer).await, false),
+        "hello" => {
+            if let Err(refused) = login::hello(auth, session, &args[1..], peer).await {
+                return (refused, false);
+            }
+        }
+        _ => {}
     }
-    if let Some(reply) = admin::execute(node, slot, session, name, args) {
+    if let Some(reply) = admin::execute(node, &conn.slot, session, name, args) {
         return (reply, false);
     }
     if let Some(reply) = script::execute(node, session, name, args).await {
@@ -285,11 +330,16 @@ async fn execute(
 
 /// Writes and clears `out`; false if the client did not take it within
 /// the output timeout, or more than the hard output bound is waiting.
-async fn send(wr: &mut OwnedWriteHalf, out: &mut Vec<u8>, limits: &Limits) -> bool {
+async fn send(wr: &mut WriteHalf, out: &mut Vec<u8>, limits: &Limits) -> bool {
     if out.len() > limits.output_hard_bytes {
         return false;
     }
-    let sent = tokio::time::timeout(limits.output_timeout(), wr.write_all(out)).await;
+    // The flush matters under TLS: records may wait in the session.
+    let write = async {
+        wr.write_all(out).await?;
+        wr.flush().await
+    };
+    let sent = tokio::time::timeout(limits.output_timeout(), write).await;
     out.clear();
     matches!(sent, Ok(Ok(())))
 }
@@ -298,7 +348,7 @@ async fn send(wr: &mut OwnedWriteHalf, out: &mut Vec<u8>, limits: &Limits) -> bo
 /// within the request timeout of its first byte; with none under way the
 /// client may take the idle timeout. A timeout is an error.
 async fn read_more(
-    rd: &mut OwnedReadHalf,
+    rd: &mut ReadHalf,
     buf: &mut Vec<u8>,
     limits: &Limits,
     partial_since: Option<Instant>,

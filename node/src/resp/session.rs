@@ -16,6 +16,7 @@ use tally_net::wire::Consistency;
 
 use super::commands;
 use super::proto::{Proto, Reply};
+use crate::auth::Login;
 
 /// Most commands one `MULTI` may queue.
 pub(crate) const MULTI_QUEUED_MAX: usize = 10_000;
@@ -39,6 +40,8 @@ pub(crate) struct Session {
     pub db: u8,
     /// The client's address and ours, for `CLIENT INFO`.
     pub addrs: (String, String),
+    /// Who it is logged in as, and what it may do.
+    pub login: Login,
     multi: Option<Multi>,
 }
 
@@ -66,7 +69,7 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Session {
     /// A new connection's session.
-    pub(crate) fn new(addrs: (String, String)) -> Session {
+    pub(crate) fn new(addrs: (String, String), login: Login) -> Session {
         Session {
             proto: Proto::Resp2,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -75,7 +78,16 @@ impl Session {
             cl: Consistency::Quorum,
             db: 0,
             addrs,
+            login,
             multi: None,
+        }
+    }
+
+    /// A command was refused before it could be queued: the open
+    /// `MULTI`, if any, is refused at `EXEC`, as Redis does.
+    pub(crate) fn refused(&mut self) {
+        if let Some(multi) = &mut self.multi {
+            multi.dirty = true;
         }
     }
 
@@ -198,7 +210,7 @@ mod tests {
     }
 
     fn session() -> Session {
-        Session::new((String::new(), String::new()))
+        Session::new((String::new(), String::new()), Login::admin())
     }
 
     #[test]

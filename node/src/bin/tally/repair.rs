@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde_json::json;
-use tally_net::Client;
 use tally_net::wire::{ClientOp, ClientReply, WireRange, WireRepaired};
 use tally_node::config::Config;
 
@@ -50,7 +49,7 @@ pub(crate) async fn run(cli: &Cli, range: Option<WireRange>) -> Result<()> {
         if !cli.json {
             println!("repair of {id} started");
         }
-        let client = Client::connect_with_timeout(addr, timeout)
+        let client = crate::secure::dial(addr, timeout)
             .await
             .with_context(|| format!("repair of {id}: connect to {addr}"))?;
         let call = client.call(ClientOp::Repair { range });
@@ -97,7 +96,7 @@ async fn with_progress<F: std::future::Future>(call: F, addr: SocketAddr) -> F::
         tokio::select! {
             answer = &mut call => return answer,
             _ = tick.tick() => {
-                let Ok(status) = Client::connect_with_timeout(addr, PROGRESS_EVERY).await else {
+                let Ok(status) = crate::secure::dial(addr, PROGRESS_EVERY).await else {
                     continue;
                 };
                 let Ok(s) = status.status().await else { continue };

@@ -42,7 +42,7 @@ pub(crate) async fn removenode(cli: &Cli, id: &str) -> Result<()> {
         let op = ClientOp::RemoveNode {
             node: id.to_string(),
         };
-        match Client::connect_with_timeout(n.client, Duration::from_secs(2)).await {
+        match crate::secure::dial(n.client, Duration::from_secs(2)).await {
             Ok(_) => {
                 let ring = call(n.client, op)
                     .await
@@ -68,7 +68,7 @@ pub(crate) async fn fold(cli: &Cli) -> Result<()> {
     };
     let mut last = None;
     for n in nodes {
-        let client = match Client::connect_with_timeout(n.client, CHANGE_TIMEOUT).await {
+        let client = match crate::secure::dial(n.client, CHANGE_TIMEOUT).await {
             Ok(c) => c,
             Err(e) => {
                 last = Some(anyhow::Error::from(e).context(format!("connect to {}", n.id)));
@@ -152,7 +152,7 @@ pub(crate) fn each_node(cli: &Cli) -> Result<Vec<NodeConfig>> {
 
 /// A connection to `n` for a command that may take long.
 pub(crate) async fn connect(n: &NodeConfig, what: &str, timeout: Duration) -> Result<Client> {
-    Client::connect_with_timeout(n.client, timeout)
+    crate::secure::dial(n.client, timeout)
         .await
         .with_context(|| format!("{what} on {}: connect to {}", n.id, n.client))
 }
@@ -189,7 +189,7 @@ pub(crate) async fn cleanup(cli: &Cli) -> Result<()> {
 }
 
 async fn call(addr: SocketAddr, op: ClientOp) -> Result<WireTopology> {
-    let client = Client::connect_with_timeout(addr, CHANGE_TIMEOUT)
+    let client = crate::secure::dial(addr, CHANGE_TIMEOUT)
         .await
         .with_context(|| format!("connect to {addr}"))?;
     match client.call(op).await? {

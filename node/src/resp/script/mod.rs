@@ -165,7 +165,8 @@ async fn eval(node: &Arc<Node>, s: &Session, name: &str, args: &[Vec<u8>]) -> Re
         host: Arc::new(host),
         limit: TIME_LIMIT,
         killed: Box::new(move || KILLS.load(Ordering::Acquire) != kills),
-        read_only: name.ends_with("_ro"),
+        // A user who may not write runs every script as read-only.
+        read_only: name.ends_with("_ro") || !s.login.may_write(),
         generation: scripts::generation(),
     };
     RUNNING.fetch_add(1, Ordering::AcqRel);

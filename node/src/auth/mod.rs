@@ -1,0 +1,384 @@
+//! Client authentication: users, passwords, roles, protected mode.
+//!
+//! Users come from `cluster.toml` (`[[cluster.auth.user]]`) and from an
+//! optional users file (`[cluster.auth] users_file`, which `tallyd passwd`
+//! writes); each has a name, an argon2id hash of its password (never the
+//! password: see `password`) and a role (`access`). The users file is read
+//! again when it changes, at the next login; connections already logged
+//! in keep their login.
+//!
+//! With users, a connection serves nothing but logging in until it has
+//! (native: `ClientOp::Auth`, answered `NoAuth` before; RESP: `AUTH`,
+//! `HELLO ... AUTH`, answered `-NOAUTH` before), and then what its role
+//! allows. A wrong password is answered only after a delay that doubles
+//! with each failure in a row on the connection (`access::penalty`), is
+//! logged with the user and the client's address but never the password,
+//! and an unknown user costs the same hashing as a known one, so timing
+//! does not tell which names exist. Hash checks run on blocking threads,
+//! at most [`VERIFY_PARALLEL`] at once, so a flood of logins cannot take
+//! the node's async threads; a user's last good password is remembered
+//! (as a keyed digest) so clients that reconnect do not pay the hash again.
+//!
+//! Without users every client is an administrator, as before there were
+//! users, and (unless `protected_mode = false`) only clients on loopback
+//! addresses are served, as Redis' protected mode: the node says so when
+//! it starts.
+
+pub mod access;
+pub mod password;
+pub mod users;
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use parking_lot::{Mutex, RwLock};
+use serde::{Deserialize, Serialize};
+use tally_net::log_limit::LogLimit;
+use tokio::sync::Semaphore;
+use tracing::{info, warn};
+
+pub use access::{Need, Role};
+pub use users::{UserEntry, Users};
+
+/// Password hash checks that may run at once.
+pub const VERIFY_PARALLEL: usize = 2;
+
+/// The `[cluster.auth]` table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// Users listed in the config itself (`[[cluster.auth.user]]`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub user: Vec<UserEntry>,
+    /// A file of more users (resolved against the config's directory).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub users_file: Option<PathBuf>,
+    /// Without users, serve only loopback clients.
+    pub protected_mode: bool,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            user: Vec::new(),
+            users_file: None,
+            protected_mode: true,
+        }
+    }
+}
+
+/// A login refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Not logged in, and the node has users.
+    NoAuth,
+    /// Logged in, but the role does not allow it.
+    NoPerm(Role),
+}
+
+/// One node's users and the state of its logins.
+pub struct Auth {
+    config: AuthConfig,
+    users: RwLock<Arc<Users>>,
+    /// The users file's modification time when it was read.
+    file_stamp: Mutex<Option<SystemTime>>,
+    /// Per user, a keyed digest of the last password that logged in.
+    remembered: Mutex<HashMap<String, ring::hmac::Tag>>,
+    secret: ring::hmac::Key,
+    verifying: Semaphore,
+    failures: LogLimit,
+}
+
+impl Auth {
+    /// The users of `config` and of its users file.
+    pub fn load(config: &AuthConfig) -> Result<Auth, String> {
+        let (users, stamp) = Users::load(config)?;
+        let rng = ring::rand::SystemRandom::new();
+        let secret = ring::hmac::Key::generate(ring::hmac::HMAC_SHA256, &rng)
+            .map_err(|_| "no randomness for the login digests".to_string())?;
+        Ok(Auth {
+            config: config.clone(),
+            users: RwLock::new(Arc::new(users)),
+            file_stamp: Mutex::new(stamp),
+            remembered: Mutex::new(HashMap::new()),
+            secret,
+            verifying: Semaphore::new(VERIFY_PARALLEL),
+            failures: LogLimit::per_second(),
+        })
+    }
+
+    /// Whether any user is configured (then every client must log in).
+    pub fn has_users(&self) -> bool {
+        !self.users.read().is_empty()
+    }
+
+    /// What a new connection may do before it logs in: everything without
+    /// users, nothing with them.
+    pub fn initial(&self) -> Option<Role> {
+        (!self.has_users()).then_some(Role::Admin)
+    }
+
+    /// Whether a client at `peer` is served at all (protected mode).
+    pub fn admits(&self, peer: IpAddr) -> bool {
+        access::admits(self.has_users(), self.config.protected_mode, peer)
+    }
+
+    /// Logs what start-up should say about clients' access.
+    pub fn announce(&self) {
+        let users = self.users.read().len();
+        match (users, self.config.protected_mode) {
+            (0, true) => warn!(
+                "no users are configured: protected mode, serving clients on loopback \
+                 addresses only (add users under [cluster.auth], or set protected_mode = false)"
+            ),
+            (0, false) => warn!(
+                "no users are configured and protected mode is off: anyone who reaches \
+                 the client ports may do anything"
+            ),
+            (n, _) => info!(users = n, "clients must log in"),
+        }
+    }
+
+    /// The role `user` logs in with, if `password` is its password. Slow
+    /// on purpose when it is not; `peer` is for the log.
+    pub async fn login(
+        &self,
+        user: &str,
+        password: &str,
+        peer: Option<SocketAddr>,
+    ) -> Option<Role> {
+        self.reload_if_changed();
+        let entry = self.users.read().get(user).cloned();
+        let msg = digest_input(user, password);
+        if let Some(e) = &entry
+            && let Some(tag) = self.remembered.lock().get(user)
+            && ring::hmac::verify(&self.secret, &msg, tag.as_ref()).is_ok()
+        {
+            return Some(e.role);
+        }
+        // An unknown user costs the same hashing as a known one.
+        let phc = entry.as_ref().map_or_else(
+            || users::decoy_hash().to_string(),
+            |e| e.password_hash.clone(),
+        );
+        let good = self.verify(phc, password.to_string()).await && entry.is_some();
+        match entry {
+            Some(e) if good => {
+                let tag = ring::hmac::sign(&self.secret, &msg);
+                self.remembered.lock().insert(user.to_string(), tag);
+                Some(e.role)
+            }
+            _ => {
+                if let Some(suppressed) = self.failures.admit() {
+                    warn!(user, client = ?peer, suppressed, "authentication failed: wrong user or password");
+                }
+                None
+            }
+        }
+    }
+
+    async fn verify(&self, phc: String, password: String) -> bool {
+        let Ok(_permit) = self.verifying.acquire().await else {
+            return false;
+        };
+        tokio::task::spawn_blocking(move || password::verify(&phc, &password))
+            .await
+            .unwrap_or(false)
+    }
+
+    /// Reads the users file again if it changed; a file that no longer
+    /// loads is logged and the users as they were are kept.
+    fn reload_if_changed(&self) {
+        let Some(path) = &self.config.users_file else {
+            return;
+        };
+        let now = users::stamp(path);
+        if now == *self.file_stamp.lock() {
+            return;
+        }
+        match Users::load(&self.config) {
+            Ok((users, stamp)) => {
+                info!(file = %path.display(), users = users.len(), "read the users file again");
+                *self.users.write() = Arc::new(users);
+                *self.file_stamp.lock() = stamp;
+                self.remembered.lock().clear();
+            }
+            Err(e) => {
+                warn!(error = %e, "the users file changed and does not load: keeping the users as they were");
+                *self.file_stamp.lock() = now;
+            }
+        }
+    }
+}
+
+/// What the remembered digest of a login covers.
+fn digest_input(user: &str, password: &str) -> Vec<u8> {
+    let mut msg = Vec::with_capacity(user.len() + 1 + password.len());
+    msg.extend_from_slice(user.as_bytes());
+    msg.push(0);
+    msg.extend_from_slice(password.as_bytes());
+    msg
+}
+
+/// One connection's login.
+#[derive(Debug, Clone)]
+pub struct Login {
+    role: Option<Role>,
+    user: Option<String>,
+    failures: u32,
+}
+
+impl Login {
+    /// A new connection's: logged in as administrator without users.
+    pub fn new(auth: &Auth) -> Login {
+        Login {
+            role: auth.initial(),
+            user: None,
+            failures: 0,
+        }
+    }
+
+    /// A login with every right, as a node without users gives.
+    #[cfg(test)]
+    pub fn admin() -> Login {
+        Login {
+            role: Some(Role::Admin),
+            user: None,
+            failures: 0,
+        }
+    }
+
+    /// The user logged in, if any.
+    pub fn user(&self) -> Option<&str> {
+        self.user.as_deref()
+    }
+
+    /// Whether the connection may do what `need` asks.
+    pub fn check(&self, need: Need) -> Result<(), Refusal> {
+        match self.role {
+            _ if need == Need::Nothing => Ok(()),
+            None => Err(Refusal::NoAuth),
+            Some(role) if role.allows(need) => Ok(()),
+            Some(role) => Err(Refusal::NoPerm(role)),
+        }
+    }
+
+    /// Whether everything short of administration is allowed.
+    pub fn may_write(&self) -> bool {
+        self.role.is_some_and(|r| r.allows(Need::Write))
+    }
+
+    /// Logs in as `user`; on a wrong password, waits the penalty first
+    /// and keeps the connection's login as it was. Credentials over the
+    /// size limit are refused without hashing.
+    pub async fn login(
+        &mut self,
+        auth: &Auth,
+        user: &str,
+        password: &str,
+        peer: Option<SocketAddr>,
+    ) -> bool {
+        let max = tally_net::wire::CREDENTIAL_BYTES_MAX;
+        let role = if user.len() > max || password.len() > max {
+            None
+        } else {
+            auth.login(user, password, peer).await
+        };
+        match role {
+            Some(role) => {
+                self.role = Some(role);
+                self.user = Some(user.to_string());
+                self.failures = 0;
+                true
+            }
+            None => {
+                self.refuse().await;
+                false
+            }
+        }
+    }
+
+    /// Counts a failed login, and waits its penalty.
+    pub async fn refuse(&mut self) {
+        self.failures = self.failures.saturating_add(1);
+        tokio::time::sleep(access::penalty(self.failures)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+
+    fn auth_with(users: &[(&str, &str, Role)]) -> Auth {
+        let user = users
+            .iter()
+            .map(|(name, pw, role)| UserEntry {
+                name: name.to_string(),
+                password_hash: password::hash(pw).unwrap(),
+                role: *role,
+            })
+            .collect();
+        Auth::load(&AuthConfig {
+            user,
+            ..AuthConfig::default()
+        })
+        .unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn logins_take_the_right_password_and_give_the_users_role() {
+        let auth = auth_with(&[
+            ("app", "pw1", Role::ReadWrite),
+            ("ro", "pw2", Role::ReadOnly),
+        ]);
+        let mut login = Login::new(&auth);
+        assert_eq!(login.check(Need::Read), Err(Refusal::NoAuth));
+        assert_eq!(login.check(Need::Nothing), Ok(()));
+        assert!(!login.login(&auth, "app", "wrong", None).await);
+        assert!(!login.login(&auth, "nobody", "pw1", None).await);
+        assert_eq!(login.check(Need::Read), Err(Refusal::NoAuth));
+        assert!(login.login(&auth, "ro", "pw2", None).await);
+        assert_eq!(login.check(Need::Read), Ok(()));
+        assert_eq!(
+            login.check(Need::Write),
+            Err(Refusal::NoPerm(Role::ReadOnly))
+        );
+        // Again, from the remembered digest; a wrong one keeps the login.
+        assert!(login.login(&auth, "app", "pw1", None).await);
+        assert!(login.login(&auth, "app", "pw1", None).await);
+        assert!(!login.login(&auth, "app", "pw2", None).await);
+        assert_eq!(login.user(), Some("app"));
+        assert!(login.may_write());
+        assert_eq!(
+            login.check(Need::Admin),
+            Err(Refusal::NoPerm(Role::ReadWrite))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_users_everyone_is_admin_on_loopback() {
+        let auth = auth_with(&[]);
+        assert!(!auth.has_users());
+        assert_eq!(Login::new(&auth).check(Need::Admin), Ok(()));
+        assert!(auth.admits("127.0.0.1".parse().unwrap()));
+        assert!(!auth.admits("192.168.1.2".parse().unwrap()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn wrong_passwords_wait_longer_each_time() {
+        let auth = auth_with(&[("app", "pw", Role::Admin)]);
+        let mut login = Login::new(&auth);
+        let start = tokio::time::Instant::now();
+        for _ in 0..3 {
+            assert!(!login.login(&auth, "app", "no", None).await);
+        }
+        assert!(start.elapsed() >= std::time::Duration::from_millis(700));
+        let huge = "x".repeat(tally_net::wire::CREDENTIAL_BYTES_MAX + 1);
+        assert!(!login.login(&auth, "app", &huge, None).await);
+        assert!(login.login(&auth, "app", "pw", None).await);
+    }
+}

@@ -1,0 +1,125 @@
+//! `tallyd passwd`: users in the users file; and the security of
+//! `tallyd up`'s smoke check.
+
+use std::io::BufRead;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use tally_net::client::{ClientTls, Login, Security};
+use tally_net::client_tls::{ClientFiles, client_config};
+use tally_node::auth::{Role, UserEntry, password, users};
+use tally_node::config::Config;
+
+/// What `tallyd passwd` was asked.
+pub struct Args {
+    pub user: String,
+    pub role: String,
+    pub config: PathBuf,
+    pub users_file: Option<PathBuf>,
+    pub hash_only: bool,
+    pub delete: bool,
+}
+
+pub fn run(a: &Args) -> Result<()> {
+    users::check_name(&a.user).map_err(anyhow::Error::msg)?;
+    let role = parse_role(&a.role)?;
+    if a.delete {
+        let path = users_file(a)?;
+        let was = users::update_file(&path, &a.user, None).map_err(anyhow::Error::msg)?;
+        match was {
+            true => println!("removed user {} from {}", a.user, path.display()),
+            false => println!("no user {} in {}", a.user, path.display()),
+        }
+        return Ok(());
+    }
+    let password = read_password()?;
+    let password_hash = password::hash(&password).map_err(anyhow::Error::msg)?;
+    if a.hash_only {
+        println!("{password_hash}");
+        return Ok(());
+    }
+    let path = users_file(a)?;
+    let entry = UserEntry {
+        name: a.user.clone(),
+        password_hash,
+        role,
+    };
+    let was = users::update_file(&path, &a.user, Some(entry)).map_err(anyhow::Error::msg)?;
+    let verb = if was { "changed" } else { "added" };
+    println!(
+        "{verb} user {} ({}) in {}",
+        a.user,
+        role.name(),
+        path.display()
+    );
+    Ok(())
+}
+
+fn parse_role(role: &str) -> Result<Role> {
+    Ok(match role {
+        "readonly" => Role::ReadOnly,
+        "readwrite" => Role::ReadWrite,
+        "admin" => Role::Admin,
+        other => bail!("role {other:?}: readonly, readwrite or admin"),
+    })
+}
+
+fn users_file(a: &Args) -> Result<PathBuf> {
+    if let Some(path) = &a.users_file {
+        return Ok(path.clone());
+    }
+    let config = Config::load(&a.config)?;
+    config.cluster.auth.users_file.context(
+        "the config names no users file: set `users_file` under [cluster.auth], or give --users-file",
+    )
+}
+
+/// The password: the first line of stdin, without its line ending.
+fn read_password() -> Result<String> {
+    let mut line = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .context("read the password from stdin")?;
+    let password = line.trim_end_matches(['\n', '\r']).to_string();
+    if password.is_empty() {
+        bail!("no password on stdin: `echo 'the password' | tallyd passwd USER`");
+    }
+    Ok(password)
+}
+
+/// How the smoke check of `tallyd up` connects: TLS as the config says,
+/// logged in from `TALLY_USER`/`TALLY_PASSWORD`; `None` when the cluster
+/// has users and the environment gives none.
+pub fn smoke_security(config: &Config) -> Result<Option<Security>> {
+    let c = &config.cluster;
+    let tls = match &c.client_tls {
+        Some(t) if t.native => {
+            let files = ClientFiles {
+                ca: c.certs_dir.join("ca.pem"),
+                identity: None,
+            };
+            if t.verify_clients {
+                return Ok(None);
+            }
+            Some(ClientTls {
+                config: client_config(&files).context("client TLS")?,
+                server_name: None,
+            })
+        }
+        _ => None,
+    };
+    let login = match std::env::var("TALLY_PASSWORD") {
+        Ok(password) => Some(Login {
+            user: std::env::var("TALLY_USER").unwrap_or_else(|_| "default".into()),
+            password,
+        }),
+        Err(_) => None,
+    };
+    let has_users =
+        !c.auth.user.is_empty() || c.auth.users_file.as_ref().is_some_and(|f| f.exists());
+    if has_users && login.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(Security { tls, login }))
+}
