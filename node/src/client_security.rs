@@ -2,8 +2,8 @@
 //! connections to the client ports: TLS and a login.
 //!
 //! TLS is used when `--tls` is given or the config's `[cluster.client_tls]`
-//! puts it on the native port; the CA is `--ca` or the cluster's
-//! (`<certs_dir>/ca.pem`), and `--cert`/`--key` present a client
+//! puts it on the native port; the CA is `--tls-ca` or the cluster's
+//! (`<certs_dir>/ca.pem`), and `--tls-cert`/`--tls-key` present a client
 //! certificate to nodes that ask for one. `--user` and `--password` (or
 //! `TALLY_USER` and `TALLY_PASSWORD`, which keep the password out of the
 //! process list) log every connection in; a password alone logs in as
@@ -31,13 +31,13 @@ pub struct Flags {
     tls: bool,
     /// The CA the nodes' certificates are signed by (default: the cluster's).
     #[arg(long, global = true)]
-    ca: Option<PathBuf>,
+    tls_ca: Option<PathBuf>,
     /// A client certificate to present, for nodes that ask for one.
-    #[arg(long, global = true, requires = "key")]
-    cert: Option<PathBuf>,
+    #[arg(long, global = true, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
     /// Its private key.
-    #[arg(long, global = true, requires = "cert")]
-    key: Option<PathBuf>,
+    #[arg(long, global = true, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// The name the nodes' certificates must bear (default: the IP dialled).
     #[arg(long, global = true)]
     tls_server_name: Option<String>,
@@ -50,14 +50,14 @@ pub fn security(flags: &Flags, config: Option<&Config>) -> Result<Security> {
         .and_then(|c| c.cluster.client_tls.as_ref())
         .is_some_and(|t| t.native);
     let tls = if flags.tls || tls_in_config {
-        let ca = match (&flags.ca, config) {
+        let ca = match (&flags.tls_ca, config) {
             (Some(ca), _) => ca.clone(),
             (None, Some(c)) => c.cluster.certs_dir.join("ca.pem"),
-            (None, None) => bail!("--tls needs --ca (or a config whose certs_dir has ca.pem)"),
+            (None, None) => bail!("--tls needs --tls-ca (or a config whose certs_dir has ca.pem)"),
         };
         let files = ClientFiles {
             ca,
-            identity: flags.cert.clone().zip(flags.key.clone()),
+            identity: flags.tls_cert.clone().zip(flags.tls_key.clone()),
         };
         let config = client_config(&files).context("client TLS")?;
         Some(ClientTls {

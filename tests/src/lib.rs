@@ -91,6 +91,44 @@ pub fn client_packages(
     Ok(dir)
 }
 
+/// Runs `tallyd passwd ARGS` with `password` on its stdin; answers its stdout.
+pub fn passwd(args: &[&str], password: &str) -> Result<String> {
+    use std::io::Write;
+    let mut child = Command::new(bin("tallyd")?)
+        .arg("passwd")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("run tallyd passwd")?;
+    child
+        .stdin
+        .take()
+        .context("stdin")?
+        .write_all(format!("{password}\n").as_bytes())?;
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        bail!(
+            "tallyd passwd {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The redis-py release the tests use.
+pub const REDIS_PY: &str = "redis==8.1.0";
+
+/// Where redis-py ([`REDIS_PY`], from PyPI) is installed for the tests,
+/// installing it there if it is not yet (`target/pyredis`).
+pub fn redis_py() -> PathBuf {
+    let mut pip = Command::new("python3");
+    pip.args(["-m", "pip", "install", "--quiet", REDIS_PY, "--target"]);
+    let installed = |dir: &Path| dir.join("redis-8.1.0.dist-info").exists();
+    client_packages("pyredis", installed, pip).expect("redis-py installs from PyPI")
+}
+
 /// Runs a client script that prints `ok` when every check of it passed;
 /// panics with its output otherwise (`what` says which run it was).
 pub fn assert_script_ok(script: &mut Command, what: &str) {
@@ -216,6 +254,9 @@ pub struct Cluster {
     pub config: Config,
     /// The nodes, in config order.
     pub nodes: Vec<NodeProc>,
+    /// TLS and login of the harness' own connections ([`Cluster::client`],
+    /// the waits), for clusters that ask for them.
+    pub security: tally_net::client::Security,
     bin: PathBuf,
     run_args: Vec<String>,
     node_args: Vec<(usize, Vec<String>)>,
@@ -409,6 +450,7 @@ impl Cluster {
             config_path,
             config,
             nodes,
+            security: tally_net::client::Security::default(),
             bin: bin(opts.daemon)?,
             run_args: opts.run_args.clone(),
             node_args: opts.node_args.clone(),
@@ -609,7 +651,7 @@ impl Cluster {
                     if !running[i] {
                         continue;
                     }
-                    let ok = match Client::connect(n.client).await {
+                    let ok = match self.connect(n.client).await {
                         Ok(c) => match c.status().await {
                             Ok(status) => {
                                 status.nodes.iter().zip(&running).all(|(s, r)| s.up == *r)
@@ -657,6 +699,34 @@ impl Cluster {
             .context("run tally")
     }
 
+    /// [`Cluster::tally`] with environment variables set (`TALLY_USER`,
+    /// `TALLY_PASSWORD`).
+    pub fn tally_env(&self, env: &[(&str, &str)], args: &[&str]) -> Result<std::process::Output> {
+        Command::new(bin("tally")?)
+            .arg("--config")
+            .arg(&self.config_path)
+            .args(args)
+            .envs(env.iter().copied())
+            .output()
+            .context("run tally")
+    }
+
+    /// `tallyd passwd USER --role ROLE`, with `password` on its stdin:
+    /// adds or changes a user in the config's users file.
+    pub fn passwd(&self, user: &str, role: &str, password: &str) -> Result<()> {
+        passwd(
+            &[
+                "--config",
+                &self.config_path.to_string_lossy(),
+                user,
+                "--role",
+                role,
+            ],
+            password,
+        )
+        .map(|_| ())
+    }
+
     /// [`Cluster::tally`] that must succeed: its stdout, or an error with
     /// its stderr.
     pub fn tally_ok(&self, args: &[&str]) -> Result<String> {
@@ -682,9 +752,14 @@ impl Cluster {
         Ok(serde_json::from_slice(&out.stdout)?)
     }
 
-    /// A client connected to node `i`.
+    /// A client connected to node `i` (with [`Cluster::security`]).
     pub async fn client(&self, i: usize) -> Result<Client> {
-        Ok(Client::connect(self.nodes[i].client).await?)
+        Ok(self.connect(self.nodes[i].client).await?)
+    }
+
+    async fn connect(&self, addr: SocketAddr) -> Result<Client, tally_net::ClientError> {
+        let timeout = tally_net::client::DEFAULT_TIMEOUT;
+        Client::connect_secure(addr, timeout, &self.security).await
     }
 
     /// Client addresses of every node.

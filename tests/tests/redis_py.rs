@@ -3,20 +3,13 @@
 //! and unique counters from Python.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use tally_tests::{Cluster, ClusterOptions};
 
-/// The redis-py release the example is tested with.
-const REDIS_PY: &str = "redis==8.1.0";
-
-/// Where redis-py is installed, installing it there if it is not yet.
 fn redis_py() -> PathBuf {
-    let mut pip = Command::new("python3");
-    pip.args(["-m", "pip", "install", "--quiet", REDIS_PY, "--target"]);
-    let installed = |dir: &Path| dir.join("redis-8.1.0.dist-info").exists();
-    tally_tests::client_packages("pyredis", installed, pip).unwrap()
+    tally_tests::redis_py()
 }
 
 const EXAMPLE: &str = r#"
