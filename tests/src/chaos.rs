@@ -76,6 +76,7 @@ use crate::{Cluster, ClusterOptions};
 mod exact;
 mod flush;
 mod resp;
+mod secure;
 mod topology;
 mod unique;
 mod workload;
@@ -163,6 +164,9 @@ pub struct ChaosOptions {
     /// answers once its node stored it, before the others
     /// (`--unsafe-flush-locally`).
     pub flush_locally: bool,
+    /// Logins and TLS on the client ports, and every connection of the
+    /// run logging in over TLS (`--secure`, see `secure`).
+    pub secure: bool,
 }
 
 /// Every change of an epoch the workload makes (see `workload`).
@@ -228,6 +232,7 @@ impl Default for ChaosOptions {
             skip_sync: false,
             merge_ignoring_folds: false,
             flush_locally: false,
+            secure: false,
         }
     }
 }
@@ -582,7 +587,13 @@ fn start(
             .run_args
             .extend(["--unsafe-drop-every".into(), every.to_string()]);
     }
+    if opts.secure {
+        cluster_opts.cluster_tables += secure::TABLES;
+    }
     let mut cluster = Cluster::configure(cluster_opts)?;
+    if opts.secure {
+        secure::enable(&mut cluster)?;
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -689,10 +689,16 @@ impl Cluster {
         Ok(())
     }
 
-    /// Runs the `tally` CLI against this cluster with `args`.
+    /// Runs the `tally` CLI against this cluster with `args` (logged in
+    /// as [`Cluster::security`] says, through `TALLY_USER` and
+    /// `TALLY_PASSWORD`; TLS comes from the config).
     pub fn tally(&self, args: &[&str]) -> Result<std::process::Output> {
-        Command::new(bin("tally")?)
-            .arg("--config")
+        let mut cmd = Command::new(bin("tally")?);
+        if let Some(login) = &self.security.login {
+            cmd.env("TALLY_USER", &login.user)
+                .env("TALLY_PASSWORD", &login.password);
+        }
+        cmd.arg("--config")
             .arg(&self.config_path)
             .args(args)
             .output()

@@ -410,3 +410,44 @@ fn the_checker_catches_a_flush_the_other_nodes_learn_late() {
         "a flush the other nodes learn late passed: {summary}"
     );
 }
+
+/// Logins and TLS on the client ports: every connection of the run (native
+/// workers, RESP pipelines, the faults' calls, the CLI) logs in over TLS,
+/// through kills, pauses, partitions and stalled disks.
+#[test]
+fn a_secure_chaos_run_finds_no_violation() {
+    let opts = ChaosOptions {
+        duration: Duration::from_secs(20),
+        fault_interval: Duration::from_secs(3),
+        seed: 11,
+        secure: true,
+        ..ChaosOptions::default()
+    };
+    let summary = run(&opts).unwrap();
+    println!("{summary}");
+    assert!(summary.report.reads_checked > 100, "{summary}");
+    assert!(summary.resp.1 > 100, "too few RESP ops over TLS: {summary}");
+    let (id_adds, ..) = &summary.exact;
+    assert!(*id_adds > 100, "too few adds with ids over TLS: {summary}");
+    assert!(summary.faults.values().sum::<usize>() >= 3, "{summary}");
+    assert!(summary.report.violations.is_empty(), "{summary}");
+}
+
+/// The checker still sees lost adds when every connection speaks TLS.
+#[test]
+fn the_checker_catches_lost_adds_over_tls() {
+    let opts = ChaosOptions {
+        duration: Duration::from_secs(8),
+        faults: false,
+        seed: 12,
+        drop_every: Some(25),
+        secure: true,
+        ..ChaosOptions::default()
+    };
+    let summary = run(&opts).unwrap();
+    assert!(summary.resp.1 > 100, "{summary}");
+    assert!(
+        !summary.report.violations.is_empty(),
+        "a lossy cluster passed over TLS: {summary}"
+    );
+}

@@ -145,7 +145,7 @@ fn every_port_wants_a_login_and_roles_limit_what_it_may_do() {
         assert!(admin.call(snapshot).await.is_ok());
     });
     // The CLI logs in from the environment.
-    let out = cluster.tally(&["get", "k"]).unwrap();
+    let out = cluster.tally_env(&[], &["get", "k"]).unwrap();
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("NOAUTH"),

@@ -102,6 +102,10 @@ struct Args {
     /// the other members (with `--faults-only flush`).
     #[arg(long)]
     unsafe_flush_locally: bool,
+    /// Logins and TLS on the client ports: every connection of the run
+    /// logs in over TLS.
+    #[arg(long)]
+    secure: bool,
     /// FAULT INJECTION in the product, to prove the checker: merges ignore
     /// fold generations, so folded shards count twice.
     #[arg(long)]
@@ -152,6 +156,7 @@ fn main() {
         spares: a.spares,
         skip_sync: a.unsafe_skip_sync,
         flush_locally: a.unsafe_flush_locally,
+        secure: a.secure,
         merge_ignoring_folds: a.unsafe_merge_ignoring_folds,
         fault_kinds: match a.faults_only.as_slice() {
             [] if a.spares > 0 => ALL_FAULT_KINDS,

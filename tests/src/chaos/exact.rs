@@ -230,7 +230,10 @@ impl Sender {
     /// (Re)connects to `node` if it has no open connection.
     async fn connect(&mut self, node: usize) {
         if self.conns[node].as_ref().is_none_or(|c| c.is_closed()) {
-            self.conns[node] = Client::connect(self.addrs[node]).await.ok();
+            self.conns[node] =
+                super::secure::dial(self.addrs[node], tally_net::client::DEFAULT_TIMEOUT)
+                    .await
+                    .ok();
         }
     }
 }
@@ -260,7 +263,9 @@ pub(crate) async fn check(addrs: &[SocketAddr], log: &ExactLog, keys: usize) -> 
 
 /// Reads exact key `key` at ALL through `addr`, retrying a while.
 async fn read_all(addr: SocketAddr, key: usize) -> Result<i64, String> {
-    let c = Client::connect(addr).await.map_err(|e| e.to_string())?;
+    let c = super::secure::dial(addr, tally_net::client::DEFAULT_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
     let mut tries = 0;
     loop {
         match c.get(&exact_key(key), b"", Consistency::All).await {

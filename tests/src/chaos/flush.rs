@@ -2,11 +2,11 @@
 //! checker sees as a reset of every key at once (a reset at ALL: once it is
 //! answered, every member reads the new, empty generation).
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use tally_net::Consistency;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 use crate::checker::{Kind, Op, Outcome};
 
@@ -45,12 +45,25 @@ fn since(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// Sends `FLUSHALL`; answers the reply's line.
+/// Sends `FLUSHALL` (on a connection secured as the run is); answers the
+/// reply's line.
 fn flushall(addr: SocketAddr) -> std::io::Result<String> {
-    let mut s = TcpStream::connect_timeout(&addr, FLUSH_TIMEOUT)?;
-    s.set_read_timeout(Some(FLUSH_TIMEOUT))?;
-    s.write_all(b"*1\r\n$8\r\nFLUSHALL\r\n")?;
-    let mut line = String::new();
-    BufReader::new(s).read_line(&mut line)?;
-    Ok(line.trim_end().to_string())
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let ask = async {
+            let mut conn = super::secure::resp(addr).await?;
+            conn.get_mut()
+                .write_all(b"*1\r\n$8\r\nFLUSHALL\r\n")
+                .await?;
+            conn.get_mut().flush().await?;
+            let mut line = String::new();
+            conn.read_line(&mut line).await?;
+            Ok(line.trim_end().to_string())
+        };
+        tokio::time::timeout(FLUSH_TIMEOUT, ask)
+            .await
+            .map_err(|_| std::io::Error::other("no answer to FLUSHALL"))?
+    })
 }

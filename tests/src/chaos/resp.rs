@@ -18,8 +18,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tally_net::Consistency;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
 
+use super::secure::{self, RespStream};
 use super::workload::{key_name, wall_ms};
 use crate::checker::{Kind, Op, Outcome};
 
@@ -47,7 +47,7 @@ enum Answer {
 
 /// Reads one reply (never an aggregate here); `None` if the connection
 /// broke or the reply is malformed.
-async fn answer(r: &mut BufReader<TcpStream>) -> Option<Answer> {
+async fn answer(r: &mut BufReader<RespStream>) -> Option<Answer> {
     let mut line = String::new();
     r.read_line(&mut line).await.ok().filter(|&n| n > 0)?;
     let body = line.strip_suffix("\r\n")?;
@@ -92,16 +92,15 @@ pub(crate) async fn worker(
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut node = process % addrs.len();
     let now = |t: Instant| u64::try_from(t.duration_since(started).as_nanos()).unwrap_or(u64::MAX);
-    let mut conn: Option<BufReader<TcpStream>> = None;
+    let mut conn: Option<BufReader<RespStream>> = None;
     let mut history = Vec::new();
     while !stop.load(Ordering::Acquire) {
         let c = match conn.as_mut() {
             Some(c) => c,
             None => {
-                match tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(addrs[node]))
-                    .await
+                match tokio::time::timeout(Duration::from_secs(5), secure::resp(addrs[node])).await
                 {
-                    Ok(Ok(s)) => conn.insert(BufReader::new(s)),
+                    Ok(Ok(s)) => conn.insert(s),
                     _ => {
                         // Down, or gone from the ring: try the next node.
                         node = (node + 1) % addrs.len();
@@ -132,7 +131,8 @@ pub(crate) async fn worker(
             }
         }
         let invoke = Instant::now();
-        let mut broken = c.get_mut().write_all(sent.as_bytes()).await.is_err();
+        let mut broken = c.get_mut().write_all(sent.as_bytes()).await.is_err()
+            || c.get_mut().flush().await.is_err();
         let level_set = !broken
             && matches!(
                 tokio::time::timeout(REPLY_TIMEOUT, answer(c)).await,

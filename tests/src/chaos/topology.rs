@@ -19,7 +19,6 @@ use anyhow::{Context, Result, bail};
 use rand::Rng;
 use rand::rngs::SmallRng;
 use serde_json::Value;
-use tally_net::Client;
 use tally_net::wire::{ClientOp, ClientReply, WireFolded};
 
 use crate::Cluster;
@@ -175,7 +174,7 @@ fn call_until(
     let addr = cluster.nodes[via].client;
     loop {
         let answer = crate::runtime().block_on(async {
-            let c = Client::connect_with_timeout(addr, CHANGE_DEADLINE).await?;
+            let c = super::secure::dial(addr, CHANGE_DEADLINE).await?;
             anyhow::Ok(c.call(op.clone()).await)
         });
         let why = match answer {

@@ -88,7 +88,7 @@ pub(crate) async fn worker(
             let other = rng.random_range(0..addrs.len());
             let (addr, set_b, members_b) = (addrs[other], set_name(set), members.clone());
             tokio::spawn(async move {
-                if let Ok(c) = Client::connect(addr).await {
+                if let Ok(c) = super::secure::dial(addr, tally_net::client::DEFAULT_TIMEOUT).await {
                     let refs: Vec<&[u8]> = members_b.iter().map(String::as_bytes).collect();
                     let _ = c.unique_add(&set_b, &refs, Consistency::Quorum).await;
                 }
@@ -132,7 +132,9 @@ async fn add_until_acked(
         }
         let node = rng.random_range(0..addrs.len());
         if conns[node].as_ref().is_none_or(|c| c.is_closed()) {
-            conns[node] = Client::connect(addrs[node]).await.ok();
+            conns[node] = super::secure::dial(addrs[node], tally_net::client::DEFAULT_TIMEOUT)
+                .await
+                .ok();
         }
         let Some(c) = &conns[node] else { continue };
         let cl = levels[rng.random_range(0..levels.len())];
@@ -190,7 +192,9 @@ async fn read_exactly(
     set: usize,
     log: &UniqueLog,
 ) -> Result<(i64, Option<String>), String> {
-    let c = Client::connect(addr).await.map_err(|e| e.to_string())?;
+    let c = super::secure::dial(addr, tally_net::client::DEFAULT_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
     let name = set_name(set);
     let mut tries = 0;
     let count = loop {

@@ -124,7 +124,7 @@ pub(crate) async fn worker(
     while !stop.load(Ordering::Acquire) {
         let c = match &client {
             Some(c) if !c.is_closed() => c,
-            _ => match Client::connect_with_timeout(addrs[node], Duration::from_secs(5)).await {
+            _ => match super::secure::dial(addrs[node], Duration::from_secs(5)).await {
                 Ok(c) => client.insert(c),
                 Err(_) => {
                     // Down, or gone from the ring: try the next node.
