@@ -9,12 +9,14 @@
 #
 # Usage: cpu-per-add.sh TALLYD TALLY_BENCH [WORKLOAD] [ADDS] [TALLY-BENCH ARGS...]
 # e.g. `... uniform 300000 --keys 3` for one record per batch on each leader.
+# TALLY_TABLES (TOML) is added to the config, e.g. "[cluster.client_tls]".
 set -euo pipefail
 tallyd=$(realpath "$1"); bench=$(realpath "$2"); workload=${3:-uniform}; adds=${4:-150000}
 shift $(( $# < 4 ? $# : 4 ))
 root=$(cd "$(dirname "$0")/../.." && pwd)
 dir=$(mktemp -d /tmp/tally-cpu.XXXXXX)
 sed -e "s#data/#$dir/#" "$root/cluster.toml" > "$dir/cluster.toml"
+printf '%b\n' "${TALLY_TABLES:-}" >> "$dir/cluster.toml"
 "$tallyd" up --config "$dir/cluster.toml" > "$dir/up.log" 2>&1 &
 up=$!
 trap 'kill $up 2>/dev/null; wait $up 2>/dev/null; rm -rf "$dir"' EXIT

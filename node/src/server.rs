@@ -100,8 +100,12 @@ enum Stop {
 }
 
 async fn connection(c: Accepted) {
+    // The slot is held until the connection ends.
     let Accepted {
-        stream, node, auth, ..
+        stream,
+        node,
+        auth,
+        slot: _slot,
     } = c;
     let limits = node.config().cluster.limits.clone();
     let peer = stream.peer_addr().ok();
@@ -145,15 +149,9 @@ async fn connection(c: Accepted) {
             Err(e) => break Stop::Say(format!("malformed request: {e}")),
         };
         if let Err(result) = gatekeep(&mut login, &auth, &req.op, peer).await {
-            let answer = result.map(|()| ClientReply::Done);
+            let result = result.map(|()| ClientReply::Done);
             let mut frame = Vec::new();
-            put_frame(
-                &mut frame,
-                &ClientResponse {
-                    id: req.id,
-                    result: answer,
-                },
-            );
+            put_frame(&mut frame, &ClientResponse { id: req.id, result });
             gauge.add(frame.len());
             let _ = others_tx.send(frame).await;
             continue;

@@ -1,8 +1,10 @@
 //! A client connection's byte stream: plain TCP or TLS over it.
 //!
-//! Split into halves for a reader task and a writer task. Plain TCP keeps
-//! tokio's lock-free owned halves; a TLS session is one state for both
-//! directions, so its halves share it through `tokio::io::split`.
+//! A task that reads and writes in turn (RESP) uses it whole; one that
+//! has a reader task and a writer task (native) splits it into halves.
+//! Plain TCP keeps tokio's lock-free owned halves; a TLS session is one
+//! state for both directions, so its halves share it through
+//! `tokio::io::split`, a lock taken on every read and write.
 
 use std::io;
 use std::net::SocketAddr;
@@ -69,6 +71,46 @@ impl ClientStream {
                 let (r, w) = tokio::io::split(s);
                 (ReadHalf::Tls(r), WriteHalf::Tls(w))
             }
+        }
+    }
+}
+
+impl AsyncRead for ClientStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            ClientStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            ClientStream::Tls(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for ClientStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            ClientStream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            ClientStream::Tls(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            ClientStream::Plain(s) => Pin::new(s).poll_flush(cx),
+            ClientStream::Tls(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            ClientStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            ClientStream::Tls(s) => Pin::new(s).poll_shutdown(cx),
         }
     }
 }

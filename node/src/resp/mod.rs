@@ -75,7 +75,7 @@ use crate::keyspace::Keyspace;
 use crate::limits::Limits;
 use crate::node::Node;
 use crate::server::Doors;
-use crate::stream::{ReadHalf, WriteHalf};
+use crate::stream::ClientStream;
 use join::join_all;
 use pipeline::Named;
 pub use proto::{Proto, Reply, parse};
@@ -130,7 +130,8 @@ async fn connection(c: Accepted) {
             .map(|a| a.to_string())
             .unwrap_or_default(),
     );
-    let (mut rd, mut wr) = stream.split();
+    // Reads and writes take turns here: the stream is not split.
+    let mut stream = stream;
     let mut session = Session::new(addrs, Login::new(&auth));
     let conn = Conn { slot, auth, peer };
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
@@ -169,7 +170,8 @@ async fn connection(c: Accepted) {
             }
             // Replies the client has not taken stop the pipeline here
             // until it does: no more commands run for it.
-            if out.len() >= limits.output_soft_bytes && !send(&mut wr, &mut out, &limits).await {
+            if out.len() >= limits.output_soft_bytes && !send(&mut stream, &mut out, &limits).await
+            {
                 debug!(client = ?peer, "RESP client left its replies untaken");
                 return;
             }
@@ -179,11 +181,11 @@ async fn connection(c: Accepted) {
             Reply::err(format!("ERR Protocol error: {e}")).encode(&mut out, session.proto);
             close = true;
         }
-        if !out.is_empty() && !send(&mut wr, &mut out, &limits).await {
+        if !out.is_empty() && !send(&mut stream, &mut out, &limits).await {
             return;
         }
         if close {
-            let _ = wr.shutdown().await;
+            let _ = stream.shutdown().await;
             return;
         }
         if cmds.len() == PARSED_MAX {
@@ -198,7 +200,7 @@ async fn connection(c: Accepted) {
             (false, 1..) => Some(Instant::now()),
             (false, 0) => partial_since.or_else(|| Some(Instant::now())),
         };
-        match read_more(&mut rd, &mut buf, &limits, partial_since).await {
+        match read_more(&mut stream, &mut buf, &limits, partial_since).await {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
@@ -330,7 +332,7 @@ async fn execute(
 
 /// Writes and clears `out`; false if the client did not take it within
 /// the output timeout, or more than the hard output bound is waiting.
-async fn send(wr: &mut WriteHalf, out: &mut Vec<u8>, limits: &Limits) -> bool {
+async fn send(wr: &mut ClientStream, out: &mut Vec<u8>, limits: &Limits) -> bool {
     if out.len() > limits.output_hard_bytes {
         return false;
     }
@@ -348,7 +350,7 @@ async fn send(wr: &mut WriteHalf, out: &mut Vec<u8>, limits: &Limits) -> bool {
 /// within the request timeout of its first byte; with none under way the
 /// client may take the idle timeout. A timeout is an error.
 async fn read_more(
-    rd: &mut ReadHalf,
+    rd: &mut ClientStream,
     buf: &mut Vec<u8>,
     limits: &Limits,
     partial_since: Option<Instant>,
