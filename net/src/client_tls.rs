@@ -14,10 +14,10 @@ use std::sync::Arc;
 
 use rustls::RootCertStore;
 use rustls::server::WebPkiClientVerifier;
+use rustls_pki_types::PrivateKeyDer;
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::tls::{TlsError, check_key_file};
+use crate::tls::{TlsError, check_key_file, load_certs, pem_err};
 
 /// What a node's client listeners present, and whom they let in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,32 +44,13 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-fn pem_err(what: &'static str, path: &Path, reason: impl ToString) -> TlsError {
-    TlsError::Pem {
-        what,
-        path: path.to_path_buf(),
-        reason: reason.to_string(),
-    }
-}
-
 fn rustls_err(e: impl ToString) -> TlsError {
     TlsError::Rustls(e.to_string())
 }
 
-fn certs(what: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let certs = CertificateDer::pem_file_iter(path)
-        .map_err(|e| pem_err(what, path, e))?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| pem_err(what, path, e))?;
-    if certs.is_empty() {
-        return Err(pem_err(what, path, "no certificate in the file"));
-    }
-    Ok(certs)
-}
-
 fn roots(what: &'static str, path: &Path) -> Result<Arc<RootCertStore>, TlsError> {
     let mut roots = RootCertStore::empty();
-    for ca in certs(what, path)? {
+    for ca in load_certs(what, path)? {
         roots.add(ca).map_err(|e| pem_err(what, path, e))?;
     }
     Ok(Arc::new(roots))
@@ -82,7 +63,7 @@ fn key(what: &'static str, path: &Path) -> Result<PrivateKeyDer<'static>, TlsErr
 
 /// The rustls configuration of a node's client listeners.
 pub fn server_config(files: &ListenerFiles) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-    let chain = certs("listener certificate", &files.cert)?;
+    let chain = load_certs("listener certificate", &files.cert)?;
     let key = key("listener key", &files.key)?;
     let builder = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
@@ -113,7 +94,7 @@ pub fn client_config(files: &ClientFiles) -> Result<Arc<rustls::ClientConfig>, T
         None => builder.with_no_client_auth(),
         Some((cert, key_path)) => builder
             .with_client_auth_cert(
-                certs("client certificate", cert)?,
+                load_certs("client certificate", cert)?,
                 key("client key", key_path)?,
             )
             .map_err(rustls_err)?,

@@ -77,7 +77,7 @@ pub struct TlsConfigs {
     pub client: quinn::ClientConfig,
 }
 
-fn pem_err(what: &'static str, path: &Path, reason: impl ToString) -> TlsError {
+pub(crate) fn pem_err(what: &'static str, path: &Path, reason: impl ToString) -> TlsError {
     TlsError::Pem {
         what,
         path: path.to_path_buf(),
@@ -85,7 +85,10 @@ fn pem_err(what: &'static str, path: &Path, reason: impl ToString) -> TlsError {
     }
 }
 
-fn load_certs(what: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+pub(crate) fn load_certs(
+    what: &'static str,
+    path: &Path,
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs = CertificateDer::pem_file_iter(path)
         .map_err(|e| pem_err(what, path, e))?
         .collect::<Result<Vec<_>, _>>()

@@ -22,7 +22,7 @@ use tracing::{debug, warn};
 
 use crate::auth::Auth;
 use crate::node::Node;
-use crate::stream::ClientStream;
+use crate::stream::{ClientStream, Either};
 use tally_net::log_limit::LogLimit;
 
 /// How often a flood of refusals or failed accepts may log a line.
@@ -171,11 +171,11 @@ pub(crate) async fn accept_loop<F, Fut>(
         );
         tokio::spawn(async move {
             let stream = match tls {
-                None => ClientStream::Plain(stream),
+                None => Either::Plain(stream),
                 Some(tls) => {
                     let deadline = node.config().cluster.limits.request_timeout();
                     match tokio::time::timeout(deadline, tls.accept(stream)).await {
-                        Ok(Ok(s)) => ClientStream::Tls(Box::new(s)),
+                        Ok(Ok(s)) => Either::Tls(Box::new(s)),
                         Ok(Err(e)) => {
                             return debug!(client = %peer, error = %e, "TLS handshake failed");
                         }

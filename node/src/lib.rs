@@ -64,7 +64,7 @@ mod scan;
 mod scripts;
 pub mod server;
 mod snapshot;
-mod stream;
+pub mod stream;
 mod tails;
 pub mod topology;
 mod unique;

@@ -18,35 +18,26 @@ use tokio_rustls::server::TlsStream;
 
 type Tls = TlsStream<TcpStream>;
 
+/// Bytes in the clear or under TLS: reads and writes go to whichever it is.
+pub enum Either<P, T> {
+    /// Plain TCP (or its half).
+    Plain(P),
+    /// TLS (or its half).
+    Tls(T),
+}
+
 /// An accepted client connection.
-pub enum ClientStream {
-    /// Plain TCP.
-    Plain(TcpStream),
-    /// TLS, its handshake done.
-    Tls(Box<Tls>),
-}
-
+pub type ClientStream = Either<TcpStream, Box<Tls>>;
 /// The reading half of a [`ClientStream`].
-pub enum ReadHalf {
-    /// Plain TCP.
-    Plain(OwnedReadHalf),
-    /// TLS.
-    Tls(tokio::io::ReadHalf<Box<Tls>>),
-}
-
+pub type ReadHalf = Either<OwnedReadHalf, tokio::io::ReadHalf<Box<Tls>>>;
 /// The writing half of a [`ClientStream`].
-pub enum WriteHalf {
-    /// Plain TCP.
-    Plain(OwnedWriteHalf),
-    /// TLS.
-    Tls(tokio::io::WriteHalf<Box<Tls>>),
-}
+pub type WriteHalf = Either<OwnedWriteHalf, tokio::io::WriteHalf<Box<Tls>>>;
 
 impl ClientStream {
     fn tcp(&self) -> &TcpStream {
         match self {
-            ClientStream::Plain(s) => s,
-            ClientStream::Tls(s) => s.get_ref().0,
+            Either::Plain(s) => s,
+            Either::Tls(s) => s.get_ref().0,
         }
     }
 
@@ -63,94 +54,54 @@ impl ClientStream {
     /// The two halves.
     pub fn split(self) -> (ReadHalf, WriteHalf) {
         match self {
-            ClientStream::Plain(s) => {
+            Either::Plain(s) => {
                 let (r, w) = s.into_split();
-                (ReadHalf::Plain(r), WriteHalf::Plain(w))
+                (Either::Plain(r), Either::Plain(w))
             }
-            ClientStream::Tls(s) => {
+            Either::Tls(s) => {
                 let (r, w) = tokio::io::split(s);
-                (ReadHalf::Tls(r), WriteHalf::Tls(w))
+                (Either::Tls(r), Either::Tls(w))
             }
         }
     }
 }
 
-impl AsyncRead for ClientStream {
+impl<P: AsyncRead + Unpin, T: AsyncRead + Unpin> AsyncRead for Either<P, T> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            ClientStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            ClientStream::Tls(s) => Pin::new(s).poll_read(cx, buf),
+            Either::Plain(r) => Pin::new(r).poll_read(cx, buf),
+            Either::Tls(r) => Pin::new(r).poll_read(cx, buf),
         }
     }
 }
 
-impl AsyncWrite for ClientStream {
+impl<P: AsyncWrite + Unpin, T: AsyncWrite + Unpin> AsyncWrite for Either<P, T> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
-            ClientStream::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            ClientStream::Tls(s) => Pin::new(s).poll_write(cx, buf),
+            Either::Plain(w) => Pin::new(w).poll_write(cx, buf),
+            Either::Tls(w) => Pin::new(w).poll_write(cx, buf),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            ClientStream::Plain(s) => Pin::new(s).poll_flush(cx),
-            ClientStream::Tls(s) => Pin::new(s).poll_flush(cx),
+            Either::Plain(w) => Pin::new(w).poll_flush(cx),
+            Either::Tls(w) => Pin::new(w).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            ClientStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            ClientStream::Tls(s) => Pin::new(s).poll_shutdown(cx),
-        }
-    }
-}
-
-impl AsyncRead for ReadHalf {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ReadHalf::Plain(r) => Pin::new(r).poll_read(cx, buf),
-            ReadHalf::Tls(r) => Pin::new(r).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for WriteHalf {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            WriteHalf::Plain(w) => Pin::new(w).poll_write(cx, buf),
-            WriteHalf::Tls(w) => Pin::new(w).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            WriteHalf::Plain(w) => Pin::new(w).poll_flush(cx),
-            WriteHalf::Tls(w) => Pin::new(w).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            WriteHalf::Plain(w) => Pin::new(w).poll_shutdown(cx),
-            WriteHalf::Tls(w) => Pin::new(w).poll_shutdown(cx),
+            Either::Plain(w) => Pin::new(w).poll_shutdown(cx),
+            Either::Tls(w) => Pin::new(w).poll_shutdown(cx),
         }
     }
 }

@@ -91,6 +91,17 @@ pub fn client_packages(
     Ok(dir)
 }
 
+/// One RESP command as an array of bulk strings, as client libraries send it.
+pub fn resp_command(words: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", words.len()).into_bytes();
+    for w in words {
+        out.extend_from_slice(format!("${}\r\n", w.len()).as_bytes());
+        out.extend_from_slice(w);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
 /// Runs `tallyd passwd ARGS` with `password` on its stdin; answers its stdout.
 pub fn passwd(args: &[&str], password: &str) -> Result<String> {
     use std::io::Write;

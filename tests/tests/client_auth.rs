@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use tally_net::client::{Login, Security};
 use tally_net::{Client, ClientError, Consistency, ErrorKind};
-use tally_tests::{Cluster, ClusterOptions, runtime as rt};
+use tally_tests::{Cluster, ClusterOptions, resp_command as command, runtime as rt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -78,17 +78,6 @@ fn redis_cli(cluster: &Cluster, args: &[&str]) -> String {
     let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
     text += &String::from_utf8_lossy(&out.stderr);
     text
-}
-
-/// One RESP command, as a client library sends it.
-fn command(words: &[&[u8]]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", words.len()).into_bytes();
-    for w in words {
-        out.extend_from_slice(format!("${}\r\n", w.len()).as_bytes());
-        out.extend_from_slice(w);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
 }
 
 /// Sends `words` on `conn` and reads its one-line reply.

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use tally_net::frame::put_frame;
 use tally_net::wire::{self, ErrorKind};
 use tally_net::{Client, Consistency};
-use tally_tests::{Cluster, ClusterOptions, runtime as rt};
+use tally_tests::{Cluster, ClusterOptions, resp_command as command, runtime as rt};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
@@ -133,17 +133,6 @@ impl Nodes {
             .unwrap();
         kib << 10
     }
-}
-
-/// One RESP command as an array of bulk strings.
-fn command(args: &[&[u8]]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
 }
 
 /// Reads one RESP reply line (integers and errors are one line each).

@@ -240,26 +240,25 @@ mod tests {
             users_file: Some(path.clone()),
             ..AuthConfig::default()
         };
-        std::fs::write(
-            &path,
-            "[[user]]\nname = \"a\"\npassword = \"x\"\nrole = \"admin\"\n",
-        )
-        .unwrap();
-        let e = Users::load(&config).unwrap_err();
-        assert!(e.contains("unknown field `password`"), "{e}");
-        std::fs::write(
-            &path,
-            "[[user]]\nname = \"a\"\npassword_hash = \"x\"\nrole = \"admin\"\n",
-        )
-        .unwrap();
-        let e = Users::load(&config).unwrap_err();
-        assert!(e.contains("user[0]: password_hash"), "{e}");
-        std::fs::write(
-            &path,
-            "[[user]]\nname = \"a\"\npassword_hash = \"x\"\nrole = \"root\"\n",
-        )
-        .unwrap();
-        assert!(Users::load(&config).is_err());
+        let cases = [
+            (
+                "password = \"x\"\nrole = \"admin\"",
+                "unknown field `password`",
+            ),
+            (
+                "password_hash = \"x\"\nrole = \"admin\"",
+                "user[0]: password_hash",
+            ),
+            (
+                "password_hash = \"x\"\nrole = \"root\"",
+                "unknown variant `root`",
+            ),
+        ];
+        for (fields, want) in cases {
+            std::fs::write(&path, format!("[[user]]\nname = \"a\"\n{fields}\n")).unwrap();
+            let e = Users::load(&config).unwrap_err();
+            assert!(e.contains(want), "{e}");
+        }
         for bad in ["", "a b", "a/b", &"x".repeat(65)] {
             assert!(check_name(bad).is_err(), "{bad:?}");
         }

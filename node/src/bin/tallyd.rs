@@ -66,25 +66,7 @@ enum Cmd {
     /// Add a user or change its password and role, in the users file; the
     /// password is read from stdin (one line). Nodes take the change up at
     /// their next login.
-    Passwd {
-        /// The user.
-        user: String,
-        /// What it may do: readonly, readwrite or admin.
-        #[arg(long, default_value = "readwrite")]
-        role: String,
-        /// The cluster's configuration (its `[cluster.auth] users_file`).
-        #[arg(long, default_value = "cluster.toml")]
-        config: PathBuf,
-        /// The users file, instead of the config's.
-        #[arg(long)]
-        users_file: Option<PathBuf>,
-        /// Only print the hash, for a `[[cluster.auth.user]]` table.
-        #[arg(long)]
-        hash_only: bool,
-        /// Remove the user instead.
-        #[arg(long, conflicts_with = "hash_only")]
-        delete: bool,
-    },
+    Passwd(passwd::Args),
     /// Check a stopped node's commit log as start-up would; optionally cut
     /// a torn or corrupt tail (the records after it are given up).
     CheckLog {
@@ -103,21 +85,7 @@ fn main() {
         Cmd::Run(args) => daemon::run(&args, |_| {}),
         Cmd::Up { config, threads } => up(&config, threads),
         Cmd::Certs { config, client } => certs_command(&config, client.as_deref()),
-        Cmd::Passwd {
-            user,
-            role,
-            config,
-            users_file,
-            hash_only,
-            delete,
-        } => passwd::run(&passwd::Args {
-            user,
-            role,
-            config,
-            users_file,
-            hash_only,
-            delete,
-        }),
+        Cmd::Passwd(args) => passwd::run(&args),
         Cmd::CheckLog { data, truncate } => {
             tally_node::check_log::run(&data, truncate, &mut std::io::stdout())
         }

@@ -5,15 +5,14 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use tally_net::client::{ClientTls, Login, Security};
 use tally_net::client_tls::{ClientFiles, client_config};
 use tally_net::{Client, ClientError};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, ReadBuf};
+use tally_node::stream::Either;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 use crate::Cluster;
@@ -72,12 +71,7 @@ pub(crate) async fn dial(addr: SocketAddr, timeout: Duration) -> Result<Client, 
 }
 
 /// A RESP connection: plain TCP, or TLS.
-pub(crate) enum RespStream {
-    /// Plain TCP.
-    Plain(TcpStream),
-    /// TLS.
-    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
-}
+pub(crate) type RespStream = Either<TcpStream, Box<tokio_rustls::client::TlsStream<TcpStream>>>;
 
 /// A RESP connection, secured and logged in as the run is.
 pub(crate) async fn resp(addr: SocketAddr) -> std::io::Result<BufReader<RespStream>> {
@@ -85,11 +79,11 @@ pub(crate) async fn resp(addr: SocketAddr) -> std::io::Result<BufReader<RespStre
     let _ = tcp.set_nodelay(true);
     let s = security(addr);
     let stream = match &s.tls {
-        None => RespStream::Plain(tcp),
+        None => Either::Plain(tcp),
         Some(tls) => {
             let name = rustls_pki_types::ServerName::IpAddress(addr.ip().into());
             let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
-            RespStream::Tls(Box::new(connector.connect(name, tcp).await?))
+            Either::Tls(Box::new(connector.connect(name, tcp).await?))
         }
     };
     let mut conn = BufReader::new(stream);
@@ -104,44 +98,4 @@ pub(crate) async fn resp(addr: SocketAddr) -> std::io::Result<BufReader<RespStre
         }
     }
     Ok(conn)
-}
-
-impl AsyncRead for RespStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            RespStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            RespStream::Tls(s) => Pin::new(s).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for RespStream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            RespStream::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            RespStream::Tls(s) => Pin::new(s).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            RespStream::Plain(s) => Pin::new(s).poll_flush(cx),
-            RespStream::Tls(s) => Pin::new(s).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            RespStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            RespStream::Tls(s) => Pin::new(s).poll_shutdown(cx),
-        }
-    }
 }

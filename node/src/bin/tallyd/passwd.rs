@@ -11,13 +11,25 @@ use tally_node::auth::{Role, UserEntry, password, users};
 use tally_node::config::Config;
 
 /// What `tallyd passwd` was asked.
+#[derive(clap::Args)]
 pub struct Args {
-    pub user: String,
-    pub role: String,
-    pub config: PathBuf,
-    pub users_file: Option<PathBuf>,
-    pub hash_only: bool,
-    pub delete: bool,
+    /// The user.
+    user: String,
+    /// What it may do: readonly, readwrite or admin.
+    #[arg(long, default_value = "readwrite")]
+    role: String,
+    /// The cluster's configuration (its `[cluster.auth] users_file`).
+    #[arg(long, default_value = "cluster.toml")]
+    config: PathBuf,
+    /// The users file, instead of the config's.
+    #[arg(long)]
+    users_file: Option<PathBuf>,
+    /// Only print the hash, for a `[[cluster.auth.user]]` table.
+    #[arg(long)]
+    hash_only: bool,
+    /// Remove the user instead.
+    #[arg(long, conflicts_with = "hash_only")]
+    delete: bool,
 }
 
 pub fn run(a: &Args) -> Result<()> {
