@@ -17,10 +17,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
-use tokio_rustls::TlsAcceptor;
 use tracing::{debug, warn};
 
 use crate::auth::Auth;
+use crate::client_tls::LiveTls;
 use crate::node::Node;
 use crate::stream::{ClientStream, Either};
 use tally_net::log_limit::LogLimit;
@@ -107,7 +107,7 @@ pub(crate) struct Listener<F> {
     /// The node's users.
     pub(crate) auth: Arc<Auth>,
     /// TLS on this port, if any.
-    pub(crate) tls: Option<TlsAcceptor>,
+    pub(crate) tls: Option<Arc<LiveTls>>,
     /// Serves one admitted connection, holding its slot until it ends.
     pub(crate) handle: F,
 }
@@ -174,7 +174,8 @@ pub(crate) async fn accept_loop<F, Fut>(
                 None => Either::Plain(stream),
                 Some(tls) => {
                     let deadline = node.config().cluster.limits.request_timeout();
-                    match tokio::time::timeout(deadline, tls.accept(stream)).await {
+                    let accept = tls.acceptor().accept(stream);
+                    match tokio::time::timeout(deadline, accept).await {
                         Ok(Ok(s)) => Either::Tls(Box::new(s)),
                         Ok(Err(e)) => {
                             return debug!(client = %peer, error = %e, "TLS handshake failed");

@@ -16,13 +16,17 @@
 //! certificates signed by the cluster CA (`tallyd certs --client NAME`).
 //! A port with TLS speaks nothing else: a plaintext client fails its
 //! handshake, which must complete within the request timeout. Passwords
-//! still apply over TLS (see `auth`).
+//! still apply over TLS (see `auth`). Renewed files are taken up within
+//! seconds, without a restart ([`watch`]).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
+use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use tally_net::client_tls::{self, ListenerFiles};
+use tally_net::tls::TlsFiles;
+use tally_net::tls_reload;
 use tokio_rustls::TlsAcceptor;
 
 /// The `[cluster.client_tls]` table.
@@ -98,24 +102,89 @@ impl ClientTlsConfig {
     }
 }
 
-/// The TLS acceptors of node `id`'s native and RESP ports (`None`: plain TCP).
+/// The client ports' TLS: the acceptor of the files as they were last
+/// loaded. [`watch`] loads them again when they change, as the peer
+/// transport does its own (`tally_net::tls_reload`): connections accepted
+/// after that get the new certificate, open ones keep their session.
+pub struct LiveTls {
+    files: ListenerFiles,
+    acceptor: RwLock<TlsAcceptor>,
+}
+
+impl LiveTls {
+    /// Loads `files`.
+    pub fn load(files: ListenerFiles) -> anyhow::Result<LiveTls> {
+        let acceptor = RwLock::new(Self::build(&files)?);
+        Ok(LiveTls { files, acceptor })
+    }
+
+    fn build(files: &ListenerFiles) -> anyhow::Result<TlsAcceptor> {
+        let server = client_tls::server_config(files).map_err(|e| {
+            anyhow::anyhow!(
+                "client TLS: {e} (`tallyd certs` issues the client ports' certificates)"
+            )
+        })?;
+        Ok(TlsAcceptor::from(server))
+    }
+
+    /// The acceptor for a new connection.
+    pub fn acceptor(&self) -> TlsAcceptor {
+        self.acceptor.read().clone()
+    }
+
+    /// What the files look like now (the client CA, or the certificate
+    /// again when there is none; the certificate; the key).
+    fn stamps(&self) -> tls_reload::Stamps {
+        let f = &self.files;
+        tls_reload::stamps(&TlsFiles {
+            ca_cert: f.client_ca.clone().unwrap_or_else(|| f.cert.clone()),
+            cert: f.cert.clone(),
+            key: f.key.clone(),
+        })
+    }
+}
+
+/// Looks at `live`'s files every second until it is dropped, and loads
+/// them again once they changed and settled; files that do not load are
+/// reported and the previous ones kept.
+pub async fn watch(live: Weak<LiveTls>) {
+    let Some(first) = live.upgrade().map(|l| l.stamps()) else {
+        return;
+    };
+    let mut w = tls_reload::Watch::new(first);
+    let mut tick = tokio::time::interval(tls_reload::CHECK_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(l) = live.upgrade() else { return };
+        if !w.step(l.stamps()) {
+            continue;
+        }
+        match LiveTls::build(&l.files) {
+            Ok(acceptor) => {
+                *l.acceptor.write() = acceptor;
+                tracing::info!(cert = %l.files.cert.display(), "reloaded the client ports' TLS certificate");
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the changed client TLS files do not load; keeping the previous ones")
+            }
+        }
+    }
+}
+
+/// The TLS of node `id`'s native and RESP ports (`None`: plain TCP),
+/// watched for renewed files.
 pub fn acceptors(
     config: Option<&ClientTlsConfig>,
     certs_dir: &Path,
     id: &str,
-) -> anyhow::Result<(Option<TlsAcceptor>, Option<TlsAcceptor>)> {
+) -> anyhow::Result<(Option<Arc<LiveTls>>, Option<Arc<LiveTls>>)> {
     let Some(c) = config else {
         return Ok((None, None));
     };
-    let files = c.files(certs_dir, id);
-    let server = client_tls::server_config(&files).map_err(|e| {
-        anyhow::anyhow!("client TLS: {e} (`tallyd certs` issues the client ports' certificates)")
-    })?;
-    let acceptor = TlsAcceptor::from(Arc::clone(&server));
-    Ok((
-        c.native.then(|| acceptor.clone()),
-        c.resp.then_some(acceptor),
-    ))
+    let live = Arc::new(LiveTls::load(c.files(certs_dir, id))?);
+    tokio::spawn(watch(Arc::downgrade(&live)));
+    Ok((c.native.then(|| live.clone()), c.resp.then_some(live)))
 }
 
 #[cfg(test)]

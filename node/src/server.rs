@@ -86,7 +86,7 @@ pub struct Doors {
     /// The node's users.
     pub auth: Arc<Auth>,
     /// TLS on the port, if any.
-    pub tls: Option<tokio_rustls::TlsAcceptor>,
+    pub tls: Option<Arc<crate::client_tls::LiveTls>>,
 }
 
 /// Why the reader stopped.

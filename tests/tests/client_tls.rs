@@ -100,6 +100,26 @@ except redis.ConnectionError:
 print("ok")
 "#;
 
+/// The DER of the certificate in the PEM file at `path`.
+fn pem_der(path: &Path) -> Vec<u8> {
+    use rustls_pki_types::pem::PemObject;
+    rustls_pki_types::CertificateDer::from_pem_file(path)
+        .unwrap()
+        .to_vec()
+}
+
+/// The certificate the node at `addr` presents in a TLS handshake.
+async fn served_cert(addr: std::net::SocketAddr, ca: &Path) -> Vec<u8> {
+    let config = tls(ca, None).config;
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = rustls_pki_types::ServerName::IpAddress(addr.ip().into());
+    let s = tokio_rustls::TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    s.get_ref().1.peer_certificates().unwrap()[0].to_vec()
+}
+
 #[test]
 fn clients_speak_tls_with_a_login_and_nothing_else_gets_in() {
     let tables = "[cluster.auth]\nusers_file = \"users.toml\"\n[cluster.client_tls]\n";
@@ -145,6 +165,35 @@ fn clients_speak_tls_with_a_login_and_nothing_else_gets_in() {
     );
     let plain = redis_cli(&cluster, &["--user", "app", "--pass", "app-pw", "GET", "k"]);
     assert!(!plain.contains("10"), "plaintext got an answer: {plain}");
+
+    // Renewed client-port certificates are served without a restart.
+    let (cert_file, key_file) =
+        tally_node::client_certs::listener_files(&cluster.certs_dir(), "n1");
+    let on_disk = || pem_der(&cert_file);
+    rt().block_on(async {
+        let c = cluster.client(0).await.unwrap();
+        assert_eq!(served_cert(addr, &ca).await, on_disk());
+        let before = on_disk();
+        std::fs::remove_file(&cert_file).unwrap();
+        std::fs::remove_file(&key_file).unwrap();
+        let out = Command::new(tally_tests::bin("tallyd").unwrap())
+            .args(["certs", "--config"])
+            .arg(&cluster.config_path)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        assert_ne!(on_disk(), before, "tallyd certs issued a new certificate");
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while served_cert(addr, &ca).await != on_disk() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the renewed certificate was not taken up"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        // A connection opened before keeps its session.
+        assert_eq!(c.get(b"k", b"", Consistency::All).await.unwrap(), 10);
+    });
 
     // redis-py with ssl=True, at its default protocol (HELLO 3 AUTH).
     let mut python = Command::new("python3");
