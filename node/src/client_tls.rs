@@ -172,13 +172,16 @@ pub async fn watch(live: Weak<LiveTls>) {
     }
 }
 
+/// A port's TLS, if it speaks TLS.
+pub type PortTls = Option<Arc<LiveTls>>;
+
 /// The TLS of node `id`'s native and RESP ports (`None`: plain TCP),
 /// watched for renewed files.
 pub fn acceptors(
     config: Option<&ClientTlsConfig>,
     certs_dir: &Path,
     id: &str,
-) -> anyhow::Result<(Option<Arc<LiveTls>>, Option<Arc<LiveTls>>)> {
+) -> anyhow::Result<(PortTls, PortTls)> {
     let Some(c) = config else {
         return Ok((None, None));
     };
