@@ -223,7 +223,7 @@ pub(crate) fn write_public(path: &Path, text: &str) -> Result<()> {
 /// exclusively with `mode` (never an existing file, never a symlink),
 /// synced, renamed into place, and the directory synced.
 fn write_atomic(path: &Path, text: &str, mode: u32) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir = directory_of(path);
     let (tmp, mut f) = create_temporary(path, mode)?;
     let written = f
         .write_all(text.as_bytes())
@@ -240,6 +240,15 @@ fn write_atomic(path: &Path, text: &str, mode: u32) -> Result<()> {
     fs::File::open(dir)
         .and_then(|d| d.sync_all())
         .with_context(|| format!("sync directory {}", dir.display()))
+}
+
+/// The directory `path` is in: `.` for a bare file name, whose parent is
+/// the empty path (which names no directory to sync).
+fn directory_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
 }
 
 /// A new file next to `path`, of a name no other writer picks: this
@@ -281,6 +290,13 @@ mod tests {
 
     fn ids(ids: &[&str]) -> Vec<String> {
         ids.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_bare_file_name_is_in_the_working_directory() {
+        assert_eq!(directory_of(Path::new("users.toml")), Path::new("."));
+        assert_eq!(directory_of(Path::new("a/users.toml")), Path::new("a"));
+        assert_eq!(directory_of(Path::new("/users.toml")), Path::new("/"));
     }
 
     #[test]
