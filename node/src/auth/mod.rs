@@ -160,10 +160,7 @@ impl Auth {
             return Some(e.role);
         }
         // An unknown user costs the same hashing as a known one.
-        let phc = entry.as_ref().map_or_else(
-            || users::decoy_hash().to_string(),
-            |e| e.password_hash.clone(),
-        );
+        let phc = entry.as_ref().map(|e| e.password_hash.clone());
         let good = self.verify(phc, password.to_string()).await && entry.is_some();
         match entry {
             Some(e) if good => {
@@ -180,13 +177,18 @@ impl Auth {
         }
     }
 
-    async fn verify(&self, phc: String, password: String) -> bool {
+    /// Whether `password` matches `phc` (the decoy's when `None`), checked
+    /// on a blocking thread, at most [`VERIFY_PARALLEL`] at once.
+    async fn verify(&self, phc: Option<String>, password: String) -> bool {
         let Ok(_permit) = self.verifying.acquire().await else {
             return false;
         };
-        tokio::task::spawn_blocking(move || password::verify(&phc, &password))
-            .await
-            .unwrap_or(false)
+        tokio::task::spawn_blocking(move || {
+            let phc = phc.as_deref().unwrap_or_else(|| users::decoy_hash());
+            password::verify(phc, &password)
+        })
+        .await
+        .unwrap_or(false)
     }
 
     /// Reads the users file again if it changed; a file that no longer
