@@ -130,6 +130,19 @@ fn every_node_serves_its_metrics_and_any_request_gets_a_clear_answer() {
     assert!(get(addr, "/metrics").starts_with("HTTP/1.1 200 OK"));
 }
 
+/// A scrape job of `targets` in Prometheus' config, logging in with
+/// `basic_auth` (user, password) if given.
+fn job(name: &str, targets: &[SocketAddr], basic_auth: Option<(&str, &str)>) -> String {
+    let targets: Vec<String> = targets.iter().map(|t| format!("\"{t}\"")).collect();
+    let auth = basic_auth.map_or_else(String::new, |(u, p)| {
+        format!("    basic_auth:\n      username: {u}\n      password: {p}\n")
+    });
+    format!(
+        "  - job_name: {name}\n{auth}    static_configs:\n      - targets: [{}]\n",
+        targets.join(", ")
+    )
+}
+
 /// A Prometheus server scraping `targets` every second.
 struct Prometheus {
     child: Child,
@@ -139,11 +152,15 @@ struct Prometheus {
 
 impl Prometheus {
     fn start(targets: &[SocketAddr]) -> Prometheus {
+        Prometheus::start_jobs(&[job("tally", targets, None)])
+    }
+
+    /// A Prometheus server scraping each of `jobs` (see [`job`]) every second.
+    fn start_jobs(jobs: &[String]) -> Prometheus {
         let dir = tempfile::tempdir().unwrap();
-        let targets: Vec<String> = targets.iter().map(|t| format!("\"{t}\"")).collect();
         let config = format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: tally\n    static_configs:\n      - targets: [{}]\n",
-            targets.join(", ")
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n{}",
+            jobs.concat()
         );
         let config_path = dir.path().join("prometheus.yml");
         std::fs::write(&config_path, config).unwrap();
@@ -255,4 +272,51 @@ fn a_real_prometheus_scrapes_every_node_and_sees_the_adds_it_makes() {
         .query("histogram_quantile(0.99, sum by (le) (tally_coordinator_add_seconds_bucket))")
         .unwrap();
     assert!(p99 > 0.0 && p99 < 10.0, "p99 add latency {p99} s");
+}
+
+/// Where the cluster has users, Prometheus scrapes with `basic_auth`: a
+/// user's login is served, a wrong password is not.
+#[test]
+fn a_real_prometheus_logs_in_where_the_cluster_has_users() {
+    let mut cluster = Cluster::configure(ClusterOptions {
+        nodes: 1,
+        replication_factor: 1,
+        cluster_tables: "[cluster.auth]\nusers_file = \"users.toml\"\n".into(),
+        ..ClusterOptions::default()
+    })
+    .unwrap();
+    cluster.passwd("prom", "readonly", "prom-pw").unwrap();
+    cluster.security = tally_net::client::Security {
+        tls: None,
+        login: Some(tally_net::client::Login {
+            user: "prom".into(),
+            password: "prom-pw".into(),
+        }),
+    };
+    cluster.start_all().unwrap();
+    let targets = [cluster.metrics_addr(0)];
+    let prometheus = Prometheus::start_jobs(&[
+        job("tally", &targets, Some(("prom", "prom-pw"))),
+        job("stranger", &targets, Some(("prom", "wrong"))),
+        job("anonymous", &targets, None),
+    ]);
+    prometheus.wait(Duration::from_secs(30), "scraping with a login", || {
+        prometheus.query("up{job=\"tally\"}") == Some(1.0)
+    });
+    prometheus.wait(Duration::from_secs(30), "refused without one", || {
+        prometheus.query("up{job=\"stranger\"}") == Some(0.0)
+            && prometheus.query("up{job=\"anonymous\"}") == Some(0.0)
+    });
+    let adds = "tally_coordinator_add_seconds_count{job=\"tally\",cl=\"quorum\"}";
+    assert_eq!(
+        prometheus.query(adds),
+        Some(0.0),
+        "the logged-in scrape read the metrics"
+    );
+    let stranger = "tally_coordinator_add_seconds_count{job=\"stranger\",cl=\"quorum\"}";
+    assert_eq!(
+        prometheus.query(stranger),
+        None,
+        "a wrong password read the metrics"
+    );
 }
