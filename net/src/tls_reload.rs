@@ -92,23 +92,39 @@ impl Watch {
 
 /// Looks at the transport's files until it is dropped or closed, and
 /// reloads them when they change.
-pub(crate) async fn watch(transport: Weak<Transport>, files: TlsFiles, mut w: Watch) {
+pub(crate) async fn watch(transport: Weak<Transport>, files: TlsFiles, w: Watch) {
+    let cert = files.cert.display().to_string();
+    let look = || {
+        let t = transport.upgrade()?;
+        (!t.is_closed()).then(|| stamps(&files))
+    };
+    let reload = || transport.upgrade().map_or(Ok(()), |t| t.reload_tls());
+    watch_files(w, look, reload, &cert).await
+}
+
+/// Every [`CHECK_INTERVAL`], asks `look` for the files' stamps (`None`:
+/// whoever uses them is gone, stop) and calls `reload` once they changed
+/// and settled ([`Watch::step`]); logs the outcome, naming `cert`. A
+/// reload that fails keeps what was loaded before, as `reload` must.
+pub async fn watch_files<E: std::fmt::Display>(
+    mut w: Watch,
+    mut look: impl FnMut() -> Option<Stamps>,
+    mut reload: impl FnMut() -> Result<(), E>,
+    cert: &str,
+) {
     let mut tick = tokio::time::interval(CHECK_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
     loop {
         tick.tick().await;
-        let Some(t) = transport.upgrade() else { return };
-        if t.is_closed() {
-            return;
-        }
-        if !w.step(stamps(&files)) {
+        let Some(now) = look() else { return };
+        if !w.step(now) {
             continue;
         }
-        match t.reload_tls() {
-            Ok(()) => info!(cert = %files.cert.display(), "reloaded TLS certificates"),
+        match reload() {
+            Ok(()) => info!(cert, "reloaded TLS certificates"),
             Err(e) => {
-                warn!(error = %e, "the changed TLS files do not load; keeping the previous ones")
+                warn!(cert, error = %e, "the changed TLS files do not load; keeping the previous ones")
             }
         }
     }

@@ -43,6 +43,21 @@ pub struct Flags {
     tls_server_name: Option<String>,
 }
 
+impl Flags {
+    /// No flags given: a login only from `TALLY_USER` and `TALLY_PASSWORD`.
+    pub fn from_env() -> Flags {
+        Flags {
+            user: std::env::var("TALLY_USER").ok(),
+            password: std::env::var("TALLY_PASSWORD").ok(),
+            tls: false,
+            tls_ca: None,
+            tls_cert: None,
+            tls_key: None,
+            tls_server_name: None,
+        }
+    }
+}
+
 /// The security of every connection, from the flags and the config (if
 /// there is one).
 pub fn security(flags: &Flags, config: Option<&Config>) -> Result<Security> {

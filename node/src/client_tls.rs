@@ -144,32 +144,23 @@ impl LiveTls {
     }
 }
 
-/// Looks at `live`'s files every second until it is dropped, and loads
-/// them again once they changed and settled; files that do not load are
-/// reported and the previous ones kept.
+/// Looks at `live`'s files until it is dropped, and loads them again
+/// once they changed and settled (`tls_reload::watch_files`).
 pub async fn watch(live: Weak<LiveTls>) {
-    let Some(first) = live.upgrade().map(|l| l.stamps()) else {
+    let Some((first, cert)) = live
+        .upgrade()
+        .map(|l| (l.stamps(), l.files.cert.display().to_string()))
+    else {
         return;
     };
-    let mut w = tls_reload::Watch::new(first);
-    let mut tick = tokio::time::interval(tls_reload::CHECK_INTERVAL);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let Some(l) = live.upgrade() else { return };
-        if !w.step(l.stamps()) {
-            continue;
+    let look = || live.upgrade().map(|l| l.stamps());
+    let reload = || -> anyhow::Result<()> {
+        if let Some(l) = live.upgrade() {
+            *l.acceptor.write() = LiveTls::build(&l.files)?;
         }
-        match LiveTls::build(&l.files) {
-            Ok(acceptor) => {
-                *l.acceptor.write() = acceptor;
-                tracing::info!(cert = %l.files.cert.display(), "reloaded the client ports' TLS certificate");
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "the changed client TLS files do not load; keeping the previous ones")
-            }
-        }
-    }
+        Ok(())
+    };
+    tls_reload::watch_files(tls_reload::Watch::new(first), look, reload, &cert).await
 }
 
 /// A port's TLS, if it speaks TLS.

@@ -148,8 +148,17 @@ async fn connection(c: Accepted) {
             Ok(r) => r,
             Err(e) => break Stop::Say(format!("malformed request: {e}")),
         };
-        if let Err(result) = gatekeep(&mut login, &auth, &req.op, peer).await {
-            let result = result.map(|()| ClientReply::Done);
+        // A login is answered here; anything its login does not allow, too.
+        let answered = match &req.op {
+            ClientOp::Auth { user, password } => {
+                Some(log_in(&mut login, &auth, user, password, peer).await)
+            }
+            op => login
+                .check(access::native_need(op))
+                .err()
+                .map(|r| Err(refusal(r, login.user()))),
+        };
+        if let Some(result) = answered {
             let mut frame = Vec::new();
             put_frame(&mut frame, &ClientResponse { id: req.id, result });
             gauge.add(frame.len());
@@ -206,23 +215,18 @@ async fn connection(c: Accepted) {
     debug!(client = ?peer, "client connection closed");
 }
 
-/// `Ok` to serve `op`; otherwise the answer it gets instead: a login's
-/// (`Ok(())` when it succeeded), or a refusal.
-async fn gatekeep(
+/// A login's answer: `Done`, or `Denied` after the penalty.
+async fn log_in(
     login: &mut Login,
     auth: &Auth,
-    op: &ClientOp,
+    user: &str,
+    password: &str,
     peer: Option<SocketAddr>,
-) -> Result<(), Result<(), WireError>> {
-    if let ClientOp::Auth { user, password } = op {
-        return Err(match login.login(auth, user, password, peer).await {
-            true => Ok(()),
-            false => Err(WireError::new(ErrorKind::Denied, WRONGPASS)),
-        });
+) -> Result<ClientReply, WireError> {
+    match login.login(auth, user, password, peer).await {
+        true => Ok(ClientReply::Done),
+        false => Err(WireError::new(ErrorKind::Denied, WRONGPASS)),
     }
-    login
-        .check(access::native_need(op))
-        .map_err(|r| Err(refusal(r, login.user())))
 }
 
 /// The error a refused request gets.

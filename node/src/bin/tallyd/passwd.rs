@@ -5,9 +5,9 @@ use std::io::BufRead;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
-use tally_net::client::{ClientTls, Login, Security};
-use tally_net::client_tls::{ClientFiles, client_config};
+use tally_net::client::Security;
 use tally_node::auth::{Role, UserEntry, password, users};
+use tally_node::client_security::{self, Flags};
 use tally_node::config::Config;
 
 /// What `tallyd passwd` was asked.
@@ -102,36 +102,17 @@ fn read_password() -> Result<String> {
 
 /// How the smoke check of `tallyd up` connects: TLS as the config says,
 /// logged in from `TALLY_USER`/`TALLY_PASSWORD`; `None` when the cluster
-/// has users and the environment gives none.
+/// has users and the environment gives none, or wants client certificates.
 pub fn smoke_security(config: &Config) -> Result<Option<Security>> {
     let c = &config.cluster;
-    let tls = match &c.client_tls {
-        Some(t) if t.native => {
-            let files = ClientFiles {
-                ca: c.certs_dir.join("ca.pem"),
-                identity: None,
-            };
-            if t.verify_clients {
-                return Ok(None);
-            }
-            Some(ClientTls {
-                config: client_config(&files).context("client TLS")?,
-                server_name: None,
-            })
-        }
-        _ => None,
-    };
-    let login = match std::env::var("TALLY_PASSWORD") {
-        Ok(password) => Some(Login {
-            user: std::env::var("TALLY_USER").unwrap_or_else(|_| "default".into()),
-            password,
-        }),
-        Err(_) => None,
-    };
-    let has_users =
-        !c.auth.user.is_empty() || c.auth.users_file.as_ref().is_some_and(|f| f.exists());
-    if has_users && login.is_none() {
+    if c.client_tls
+        .as_ref()
+        .is_some_and(|t| t.native && t.verify_clients)
+    {
         return Ok(None);
     }
-    Ok(Some(Security { tls, login }))
+    let security = client_security::security(&Flags::from_env(), Some(config))?;
+    let has_users =
+        !c.auth.user.is_empty() || c.auth.users_file.as_ref().is_some_and(|f| f.exists());
+    Ok((!has_users || security.login.is_some()).then_some(security))
 }
