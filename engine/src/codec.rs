@@ -9,20 +9,24 @@
 //! varint stamp id`) is there only when the `EXTENDED` bit is set: an epoch
 //! that was SET or expires. A `varint fold` (the fold generation its base
 //! includes, see `cell::fold`) follows when the `FOLDED` bit is set, and
-//! then the `zigzag base` if the header is not there. A plain
+//! then the `zigzag base` if the header is not there. A list key's cell
+//! has the `LISTED` bit set, and its list follows (`varint count |
+//! (varint len | bytes)*`, see `cell::list`) before the shards. A plain
 //! counter's cell is written as before either existed, so files of older
 //! versions read the same.
 //!
 //! Decoding never trusts a length: each one is checked against its limit and
 //! against the bytes that remain before anything is allocated.
 
-use crate::cell::{Cell, Epoch, Expiry, SHARDS_MAX, Shard, Stamp};
+use crate::cell::{Cell, Epoch, Expiry, LIST_BYTES_MAX, List, SHARDS_MAX, Shard, Stamp};
 
 /// The bit of a cell's shard count that says a header follows: above any
 /// count a cell may hold, so no older file has it set.
 const EXTENDED: u64 = 1 << 13;
 /// The bit of a cell's shard count that says a fold generation follows.
 const FOLDED: u64 = 1 << 14;
+/// The bit of a cell's shard count that says a list follows.
+const LISTED: u64 = 1 << 15;
 const _: () = assert!(SHARDS_MAX < EXTENDED as usize);
 use crate::key::{self, Key};
 
@@ -54,14 +58,15 @@ pub fn put_key(buf: &mut Vec<u8>, key: &Key) {
 
 /// Appends a cell, writing each shard's counter id with `put_id`.
 pub fn put_cell(buf: &mut Vec<u8>, cell: &Cell, put_id: impl FnMut(&mut Vec<u8>, u64)) {
-    put_cell_parts(buf, cell.epoch(), cell.shards(), put_id);
+    put_cell_parts(buf, cell.epoch(), cell.shards(), cell.list(), put_id);
 }
 
-/// Appends the cell `{epoch, shards}`.
+/// Appends the cell `{epoch, shards, list}`.
 pub fn put_cell_parts(
     buf: &mut Vec<u8>,
     epoch: Epoch,
     shards: &[Shard],
+    list: Option<&List>,
     mut put_id: impl FnMut(&mut Vec<u8>, u64),
 ) {
     put_varint(buf, epoch.n);
@@ -76,7 +81,10 @@ pub fn put_cell_parts(
     let extended = plain != Epoch::at(epoch.n);
     put_varint(
         buf,
-        shards.len() as u64 | if extended { EXTENDED } else { 0 } | if folded { FOLDED } else { 0 },
+        shards.len() as u64
+            | if extended { EXTENDED } else { 0 }
+            | if folded { FOLDED } else { 0 }
+            | if list.is_some() { LISTED } else { 0 },
     );
     if extended {
         put_varint(buf, epoch.origin);
@@ -89,6 +97,13 @@ pub fn put_cell_parts(
         put_varint(buf, u64::from(epoch.fold));
         if !extended {
             put_zigzag(buf, epoch.base);
+        }
+    }
+    if let Some(list) = list {
+        put_varint(buf, list.len() as u64);
+        for e in list.elements() {
+            put_varint(buf, e.len() as u64);
+            buf.extend_from_slice(e);
         }
     }
     for s in shards {
@@ -191,7 +206,10 @@ impl<'a> Cursor<'a> {
 
     /// Skips a cell whose shard ids are varints (an SSTable entry).
     pub fn skip_cell(&mut self) -> Result<(), DecodeError> {
-        let (_, n) = self.epoch()?;
+        let (_, n, listed) = self.epoch()?;
+        if listed {
+            self.list()?;
+        }
         for _ in 0..n * 3 {
             self.varint()?;
         }
@@ -204,19 +222,20 @@ impl<'a> Cursor<'a> {
         get_id: impl FnMut(&mut Self) -> Result<u64, DecodeError>,
     ) -> Result<Cell, DecodeError> {
         let mut shards = Vec::new();
-        let epoch = self.cell_into(get_id, &mut shards)?;
-        Ok(Cell::from_parts(epoch, shards))
+        let (epoch, list) = self.cell_into(get_id, &mut shards)?;
+        Ok(Cell::from_parts(epoch, shards).with_list(list))
     }
 
     /// Reads a cell's shards into `shards` (cleared first, in stored order,
-    /// unchecked for order or repeats) and returns its epoch.
+    /// unchecked for order or repeats) and returns its epoch and list.
     pub fn cell_into(
         &mut self,
         mut get_id: impl FnMut(&mut Self) -> Result<u64, DecodeError>,
         shards: &mut Vec<Shard>,
-    ) -> Result<Epoch, DecodeError> {
+    ) -> Result<(Epoch, Option<List>), DecodeError> {
         shards.clear();
-        let (epoch, n) = self.epoch()?;
+        let (epoch, n, listed) = self.epoch()?;
+        let list = if listed { Some(self.list()?) } else { None };
         // Each shard takes at least three bytes: refuse counts the input cannot hold.
         if n > self.remaining() / 3 {
             return Err(DecodeError("shard count larger than the record"));
@@ -232,14 +251,30 @@ impl<'a> Cursor<'a> {
                 value,
             });
         }
-        Ok(epoch)
+        Ok((epoch, list))
     }
 
-    /// Reads a cell's epoch and shard count.
-    fn epoch(&mut self) -> Result<(Epoch, usize), DecodeError> {
+    /// Reads a list (see `cell::list`), within its limit.
+    fn list(&mut self) -> Result<List, DecodeError> {
+        // Each element takes at least one byte.
+        let count = self.varint_max(self.remaining().min(LIST_BYTES_MAX), "list over the limit")?;
+        let mut elements = Vec::with_capacity(count);
+        for _ in 0..count {
+            let len = self.varint_max(LIST_BYTES_MAX, "list element over the limit")?;
+            elements.push(self.bytes(len)?.to_vec());
+        }
+        match List::new(elements) {
+            Ok(Some(list)) => Ok(list),
+            Ok(None) => Err(DecodeError("an empty list")),
+            Err(_) => Err(DecodeError("list over the limit")),
+        }
+    }
+
+    /// Reads a cell's epoch, shard count and whether a list follows.
+    fn epoch(&mut self) -> Result<(Epoch, usize, bool), DecodeError> {
         let n = self.varint()?;
         let count = self.varint()?;
-        let shards = usize::try_from(count & !(EXTENDED | FOLDED))
+        let shards = usize::try_from(count & !(EXTENDED | FOLDED | LISTED))
             .ok()
             .filter(|c| *c <= SHARDS_MAX)
             .ok_or(DecodeError("shard count over the limit"))?;
@@ -262,7 +297,7 @@ impl<'a> Cursor<'a> {
                 epoch.base = self.zigzag()?;
             }
         }
-        Ok((epoch, shards))
+        Ok((epoch, shards, count & LISTED != 0))
     }
 }
 
@@ -308,6 +343,7 @@ mod tests {
             header in proptest::option::of((any::<u64>(), any::<i64>(), any::<u64>(), any::<u64>(), any::<u64>())),
             fold in proptest::option::of((any::<u32>(), any::<i64>())),
             shards in proptest::collection::vec((any::<u64>(), any::<u64>(), any::<i64>()), 0..8),
+            list in proptest::option::of(proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..200), 1..8)),
         ) {
             let mut epoch = Epoch::at(n);
             if let Some((origin, base, at_ms, ms, id)) = header {
@@ -319,7 +355,8 @@ mod tests {
                     epoch.base = base;
                 }
             }
-            let cell = Cell::from_parts(epoch, shards.into_iter().map(|(counter_id, clock, value)| Shard { counter_id, clock, value }));
+            let list = list.and_then(|l| List::new(l).unwrap());
+            let cell = Cell::from_parts(epoch, shards.into_iter().map(|(counter_id, clock, value)| Shard { counter_id, clock, value })).with_list(list);
             let key = Key::new(b"part", b"col").unwrap();
             let mut buf = Vec::new();
             put_key(&mut buf, &key);
@@ -353,6 +390,41 @@ mod tests {
             b.extend_from_slice(&id.to_le_bytes())
         });
         assert_eq!(buf, old);
+    }
+
+    #[test]
+    fn refuses_lists_over_the_limit_and_empty_ones() {
+        let cell_with = |count: u64, element: &[u8]| {
+            let mut buf = Vec::new();
+            put_varint(&mut buf, 0);
+            put_varint(&mut buf, LISTED);
+            put_varint(&mut buf, count);
+            for _ in 0..count {
+                put_varint(&mut buf, element.len() as u64);
+                buf.extend_from_slice(element);
+            }
+            buf
+        };
+        assert!(
+            Cursor::new(&cell_with(1, b"a"))
+                .cell(|c| c.varint())
+                .is_ok()
+        );
+        let empty = cell_with(0, b"");
+        assert_eq!(
+            Cursor::new(&empty).cell(|c| c.varint()),
+            Err(DecodeError("an empty list"))
+        );
+        let over = cell_with(200, &[7; 1000]);
+        assert_eq!(
+            Cursor::new(&over).cell(|c| c.varint()),
+            Err(DecodeError("list over the limit"))
+        );
+        let mut lying = Vec::new();
+        put_varint(&mut lying, 0);
+        put_varint(&mut lying, LISTED);
+        put_varint(&mut lying, 1 << 40);
+        assert!(Cursor::new(&lying).cell(|c| c.varint()).is_err());
     }
 
     #[test]

@@ -82,6 +82,20 @@ pub enum Error {
         /// The limit.
         max: usize,
     },
+    /// An add to, or a list change of, a key that holds the other kind of
+    /// value (a list; a counter). Refused, nothing changed.
+    #[error("WRONGTYPE Operation against a key holding the wrong kind of value")]
+    WrongType,
+    /// `LSET` of a key that holds nothing. Refused.
+    #[error("ERR no such key")]
+    NoSuchKey,
+    /// `LSET` past either end of the list. Refused.
+    #[error("ERR index out of range")]
+    IndexOutOfRange,
+    /// A list change would make the list longer than the limit. Refused,
+    /// nothing changed.
+    #[error(transparent)]
+    ListTooLong(#[from] crate::cell::ListTooLong),
     /// A clock, an epoch or a deadline's stamp is too close to `u64::MAX`
     /// to move on without wrapping (see [`crate::cell::CLOCK_MAX`]).
     /// Refused, nothing changed.
@@ -155,6 +169,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl From<Limit> for Error {
     fn from(limit: Limit) -> Error {
         match limit {
+            Limit::WrongType => Error::WrongType,
             Limit::Shards { count } => Error::TooManyShards {
                 count,
                 max: SHARDS_MAX,
@@ -164,6 +179,19 @@ impl From<Limit> for Error {
                 value,
                 max: CLOCK_MAX,
             },
+        }
+    }
+}
+
+impl From<crate::list::ListRefusal> for Error {
+    fn from(refusal: crate::list::ListRefusal) -> Error {
+        use crate::list::ListRefusal as R;
+        match refusal {
+            R::WrongType => Error::WrongType,
+            R::NoSuchKey => Error::NoSuchKey,
+            R::OutOfRange => Error::IndexOutOfRange,
+            R::TooLong(e) => Error::ListTooLong(e),
+            R::Limit(limit) => limit.into(),
         }
     }
 }

@@ -140,6 +140,7 @@ mod identity;
 pub mod ids;
 mod key;
 pub mod latency;
+pub mod list;
 mod memtable;
 mod options;
 mod outcome;

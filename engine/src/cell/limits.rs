@@ -32,6 +32,8 @@ pub enum Limit {
         /// The shard count it would have.
         count: usize,
     },
+    /// An add to a list key, which holds no counter.
+    WrongType,
     /// A clock or an epoch past [`CLOCK_MAX`].
     Clock {
         /// `"clock"`, `"epoch"` or `"stamp"`.
@@ -48,6 +50,7 @@ impl Cell {
         next_version("epoch", self.epoch.n)?;
         self.epoch = self.epoch.restart();
         self.shards.clear();
+        self.list = None;
         Ok(())
     }
 
@@ -58,6 +61,21 @@ impl Cell {
         next_version("epoch", self.epoch.n)?;
         self.epoch = self.epoch.set(leader, base, expiry);
         self.shards.clear();
+        self.list = None;
+        Ok(())
+    }
+
+    /// Moves the cell to the epoch a list change by `leader` makes: the
+    /// list `list`, expiring `expiry`, no shards; refused (and nothing
+    /// changed) when the epoch is at [`CLOCK_MAX`].
+    pub fn try_set_list(
+        &mut self,
+        leader: u64,
+        list: super::List,
+        expiry: super::Expiry,
+    ) -> Result<(), Limit> {
+        self.try_set(leader, 0, expiry)?;
+        self.list = Some(list);
         Ok(())
     }
 
@@ -120,6 +138,9 @@ impl Cell {
     /// when that shard would be one too many or its clock is at
     /// [`CLOCK_MAX`].
     pub fn next_own_clock(&self, counter_id: u64) -> Result<u64, Limit> {
+        if self.list.is_some() {
+            return Err(Limit::WrongType);
+        }
         match self.shard(counter_id) {
             Some(own) => next_version("clock", own.clock),
             None if self.shards.len() >= SHARDS_MAX => Err(Limit::Shards {

@@ -37,10 +37,12 @@ use crate::rate_limit::{LOG_EVERY, RateLimit};
 mod epoch;
 pub mod fold;
 mod limits;
+pub mod list;
 
 pub use epoch::{Epoch, Expiry, Order, Stamp, now_ms};
 pub use fold::Folds;
 pub use limits::{CLOCK_MAX, Limit};
+pub use list::{LIST_BYTES_MAX, List, ListTooLong};
 
 /// Most shards a cell may hold: one per node incarnation that ever wrote it.
 pub const SHARDS_MAX: usize = 4096;
@@ -71,15 +73,18 @@ pub struct Shard {
     pub value: i64,
 }
 
-/// A counter's replicated state.
+/// A counter's replicated state, or a list's (see `list`).
 ///
 /// # Invariants
 /// - `shards` is sorted by `counter_id`, with no duplicates.
 /// - `shards.len() <= SHARDS_MAX`.
+/// - A cell with a list is at an epoch a leader made for it (origin set).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Cell {
     epoch: Epoch,
     shards: Shards,
+    /// The list its epoch carries, for a list key.
+    list: Option<List>,
 }
 
 impl From<u64> for Epoch {
@@ -117,6 +122,7 @@ impl Cell {
         let mut cell = Cell {
             epoch: epoch.into(),
             shards: Shards::new(),
+            list: None,
         };
         for shard in shards {
             cell.merge_shard(shard);
@@ -124,9 +130,30 @@ impl Cell {
         cell
     }
 
+    /// The cell with `list` as its epoch's list (a decoded cell's).
+    pub fn with_list(mut self, list: Option<List>) -> Cell {
+        self.list = list;
+        self
+    }
+
     /// The epoch: generation, base and expiry.
     pub fn epoch(&self) -> Epoch {
         self.epoch
+    }
+
+    /// The list its epoch carries, if the key is a list.
+    pub fn list(&self) -> Option<&List> {
+        self.list.as_ref()
+    }
+
+    /// Whether the key is a list (live or not: see [`Cell::live`]).
+    pub fn is_list(&self) -> bool {
+        self.list.is_some()
+    }
+
+    /// The header a change replicates: the epoch and its list, no shards.
+    pub fn header(&self) -> Cell {
+        Cell::from_parts(self.epoch, []).with_list(self.list.clone())
     }
 
     /// Whether the counter exists: it has a shard, a SET made it, or its
@@ -182,23 +209,34 @@ impl Cell {
 
     /// Merges `other` into `self` (see the module doc).
     pub fn merge(&mut self, other: &Cell) {
-        self.merge_epoch(other.epoch, &other.shards, Input::Valid);
+        self.merge_epoch(
+            other.epoch,
+            &other.shards,
+            other.list.as_ref(),
+            Input::Valid,
+        );
     }
 
     /// [`Cell::merge`], answering whether this cell changed.
     pub fn merge_changed(&mut self, other: &Cell) -> bool {
-        self.merge_epoch(other.epoch, &other.shards, Input::Valid)
+        self.merge_epoch(
+            other.epoch,
+            &other.shards,
+            other.list.as_ref(),
+            Input::Valid,
+        )
     }
 
     /// Merges the cell `{epoch, shards}` (shards sorted and unique by id).
     pub fn merge_parts(&mut self, epoch: Epoch, shards: &[Shard]) {
-        self.merge_epoch(epoch, shards, Input::Valid);
+        self.merge_epoch(epoch, shards, None, Input::Valid);
     }
 
-    /// Merges the cell `{epoch, shards}` whose shards may come in any order,
-    /// with repeated ids (untrusted input), without allocating a cell for it.
-    pub fn merge_unsorted(&mut self, epoch: Epoch, shards: &[Shard]) {
-        self.merge_epoch(epoch, shards, Input::Unsorted);
+    /// Merges the cell `{epoch, shards, list}` whose shards may come in any
+    /// order, with repeated ids (untrusted input), without allocating a
+    /// cell for it.
+    pub fn merge_unsorted(&mut self, epoch: Epoch, shards: &[Shard], list: Option<&List>) {
+        self.merge_epoch(epoch, shards, list, Input::Unsorted);
     }
 
     /// The merge, written once: the newer epoch wins whole; at the same
@@ -210,11 +248,18 @@ impl Cell {
     /// branches keep the order of the copies this replaced (newer epoch,
     /// older, same), so each caller compiles to what it did before.
     #[inline(always)]
-    fn merge_epoch(&mut self, epoch: Epoch, shards: &[Shard], input: Input) -> bool {
+    fn merge_epoch(
+        &mut self,
+        epoch: Epoch,
+        shards: &[Shard],
+        list: Option<&List>,
+        input: Input,
+    ) -> bool {
         let order = self.epoch.order(&epoch);
         if order == Order::Newer {
             self.epoch = epoch;
             self.shards.clear();
+            self.list = list.cloned();
             match input {
                 Input::Valid => {
                     debug_assert!(
@@ -235,14 +280,51 @@ impl Cell {
         if order == Order::Older {
             return false;
         }
+        let mut changed = match list {
+            Some(theirs) => self.merge_list(theirs),
+            None => false,
+        };
         if epoch.fold != self.epoch.fold {
-            return self.merge_other_generation(epoch, shards);
+            return self.merge_other_generation(epoch, shards) || changed;
         }
-        let mut changed = self.epoch.merge_same(&epoch);
+        changed |= self.epoch.merge_same(&epoch);
         for shard in shards {
             changed |= self.merge_shard(*shard);
         }
         changed
+    }
+
+    /// Merges the list of a copy of this cell's epoch: one identity carries
+    /// one list, so a different one is corruption, resolved the same way
+    /// everywhere (the larger is kept). Answers whether it changed the cell.
+    #[cold]
+    fn merge_list(&mut self, theirs: &List) -> bool {
+        match &self.list {
+            Some(mine) if mine == theirs => false,
+            Some(mine) => {
+                CLOCK_CONFLICTS.fetch_add(1, Ordering::Relaxed);
+                // A peer can send these at will: one line a second.
+                static LOG: parking_lot::Mutex<RateLimit> =
+                    parking_lot::Mutex::new(RateLimit::new(LOG_EVERY));
+                if let Some(suppressed) = LOG.lock().allow(std::time::Instant::now()) {
+                    tracing::error!(
+                        epoch = self.epoch.n,
+                        origin = self.epoch.origin,
+                        suppressed,
+                        "corrupt list state: one epoch with two lists; keeping the larger"
+                    );
+                }
+                let changed = theirs > mine;
+                if changed {
+                    self.list = Some(theirs.clone());
+                }
+                changed
+            }
+            None => {
+                self.list = Some(theirs.clone());
+                true
+            }
+        }
     }
 
     /// Merges one shard of this cell's epoch, the rule written once: the
@@ -317,7 +399,10 @@ impl Cell {
         } else {
             0
         };
-        std::mem::size_of::<Cell>() + spilled * std::mem::size_of::<Shard>()
+        let list = self.list.as_ref().map_or(0, |l| {
+            l.encoded_len() + l.len() * std::mem::size_of::<Vec<u8>>()
+        });
+        std::mem::size_of::<Cell>() + spilled * std::mem::size_of::<Shard>() + list
     }
 
     /// Asserts the type's invariants (debug builds only).
@@ -333,6 +418,10 @@ impl Cell {
                     pair[0].counter_id < pair[1].counter_id,
                     "shards out of order: {pair:?}"
                 );
+            }
+            if let Some(list) = &self.list {
+                assert!(self.epoch.origin != 0, "a list at a reset's epoch");
+                assert!(!list.is_empty() && list.encoded_len() <= LIST_BYTES_MAX);
             }
         }
     }
@@ -375,9 +464,25 @@ mod tests {
             })
     }
 
+    /// The list a correct leader makes for an identity: one per identity.
+    fn list_of(epoch: &Epoch) -> Option<List> {
+        let element = format!("{}-{}", epoch.n, epoch.origin).into_bytes();
+        List::new(vec![element; epoch.n as usize + 1]).unwrap()
+    }
+
+    /// Cells as correct leaders make them; a SET's epoch (origin set) may
+    /// be a list's instead, or a copy of it without its list (a cleanup's).
     fn cell() -> impl Strategy<Value = Cell> {
-        (epoch(), proptest::collection::vec(shard(), 0..6))
-            .prop_map(|(epoch, shards)| Cell::from_parts(epoch, shards))
+        (epoch(), proptest::collection::vec(shard(), 0..6), 0u8..3).prop_map(
+            |(epoch, shards, listed)| {
+                if epoch.origin != 0 && listed > 0 {
+                    let list = (listed == 1).then(|| list_of(&epoch)).flatten();
+                    Cell::from_parts(epoch, []).with_list(list)
+                } else {
+                    Cell::from_parts(epoch, shards)
+                }
+            },
+        )
     }
 
     /// Shards as a buggy or corrupt owner could make them: one (id, clock)
@@ -390,9 +495,27 @@ mod tests {
         })
     }
 
+    /// Cells as a corrupt peer could send them: one identity may carry
+    /// different lists.
     fn corrupt_cell() -> impl Strategy<Value = Cell> {
-        (0u64..2, proptest::collection::vec(corrupt_shard(), 0..5))
-            .prop_map(|(epoch, shards)| Cell::from_parts(epoch, shards))
+        (
+            0u64..2,
+            proptest::collection::vec(corrupt_shard(), 0..5),
+            0u8..3,
+        )
+            .prop_map(|(epoch, shards, listed)| {
+                let list = (listed > 0)
+                    .then(|| List::new(vec![vec![listed]]).unwrap())
+                    .flatten();
+                Cell::from_parts(
+                    Epoch {
+                        origin: 5,
+                        ..Epoch::at(epoch)
+                    },
+                    shards,
+                )
+                .with_list(list)
+            })
     }
 
     fn merged(a: &Cell, b: &Cell) -> Cell {
@@ -477,7 +600,7 @@ mod tests {
             shards in proptest::collection::vec(corrupt_shard(), 0..6),
         ) {
             let mut m = a.clone();
-            m.merge_unsorted(epoch, &shards);
+            m.merge_unsorted(epoch, &shards, None);
             m.check_invariants();
             prop_assert_eq!(m, merged(&a, &Cell::from_parts(epoch, shards)));
         }
@@ -559,7 +682,7 @@ mod tests {
         assert!(!high.merge_changed(&at(5)), "the smaller value is not");
         assert_eq!(high, at(9));
         let mut same = at(5);
-        same.merge_unsorted(Epoch::at(4), &[at(9).shards()[0], at(5).shards()[0]]);
+        same.merge_unsorted(Epoch::at(4), &[at(9).shards()[0], at(5).shards()[0]], None);
         assert_eq!(same, at(9));
         assert!(
             clock_conflicts() >= before + 4,

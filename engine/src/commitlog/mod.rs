@@ -84,7 +84,7 @@ use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
 
-use crate::cell::{Cell, Epoch, Shard};
+use crate::cell::{Cell, Epoch, List, Shard};
 use crate::codec::{self, Cursor};
 use crate::error::{Error, Result};
 use crate::fsutil;
@@ -127,7 +127,7 @@ pub fn header() -> [u8; HEADER_BYTES] {
 
 /// Appends one framed record for `(key, cell)` to `buf`.
 pub fn encode_record(buf: &mut Vec<u8>, key: &Key, cell: &Cell) {
-    encode_record_parts(buf, key, cell.epoch(), cell.shards());
+    encode_record_full(buf, key, cell, &[], &[], None);
 }
 
 /// Appends one framed record for `(key, {epoch, shards})` to `buf`.
@@ -144,23 +144,62 @@ pub(crate) fn encode_record_ops(
     shards: &[Shard],
     ops: &[(ClientId, Applied)],
 ) {
-    encode_record_full(buf, key, epoch, shards, ops, &[], None);
+    encode_record_members(buf, key, epoch, shards, ops, &[]);
 }
 
 /// Appends one framed record for a replica's `(key, cell)` and the tail of
 /// ids that came with it.
 pub(crate) fn encode_record_tail(buf: &mut Vec<u8>, key: &Key, cell: &Cell, tail: &TailIds) {
-    encode_record_full(buf, key, cell.epoch(), cell.shards(), &[], &[], Some(tail));
+    encode_record_full(buf, key, cell, &[], &[], Some(tail));
 }
 
 /// Appends one framed record for `(key, {epoch, shards})`, the operation
-/// ids its adds applied, the members its count admitted and the tail a
-/// replica keeps.
-pub(crate) fn encode_record_full(
+/// ids its adds applied and the members its count admitted.
+pub(crate) fn encode_record_members(
     buf: &mut Vec<u8>,
     key: &Key,
     epoch: Epoch,
     shards: &[Shard],
+    ops: &[(ClientId, Applied)],
+    members: &[&[u8]],
+) {
+    let cell = CellParts {
+        epoch,
+        shards,
+        list: None,
+    };
+    encode_record_with(buf, key, cell, ops, members, None);
+}
+
+/// Appends one framed record for `(key, cell)`, the operation ids its adds
+/// applied, the members its count admitted and the tail a replica keeps.
+pub(crate) fn encode_record_full(
+    buf: &mut Vec<u8>,
+    key: &Key,
+    cell: &Cell,
+    ops: &[(ClientId, Applied)],
+    members: &[&[u8]],
+    tail: Option<&TailIds>,
+) {
+    let parts = CellParts {
+        epoch: cell.epoch(),
+        shards: cell.shards(),
+        list: cell.list(),
+    };
+    encode_record_with(buf, key, parts, ops, members, tail);
+}
+
+/// A cell as its parts, to encode.
+struct CellParts<'a> {
+    epoch: Epoch,
+    shards: &'a [Shard],
+    list: Option<&'a List>,
+}
+
+fn encode_record_with(
+    buf: &mut Vec<u8>,
+    key: &Key,
+    cell: CellParts<'_>,
     ops: &[(ClientId, Applied)],
     members: &[&[u8]],
     tail: Option<&TailIds>,
@@ -168,7 +207,7 @@ pub(crate) fn encode_record_full(
     let start = buf.len();
     buf.extend_from_slice(&[0; FRAME_BYTES]);
     codec::put_key(buf, key);
-    codec::put_cell_parts(buf, epoch, shards, |b, id| {
+    codec::put_cell_parts(buf, cell.epoch, cell.shards, cell.list, |b, id| {
         b.extend_from_slice(&id.to_le_bytes())
     });
     if !ops.is_empty() || !members.is_empty() || tail.is_some() {
@@ -455,7 +494,7 @@ fn replay_round(
                     members: &mut members,
                     tail: &mut tail,
                 };
-                let (key, epoch) = decode_record(data, offset, &mut parts)
+                let (key, epoch, list) = decode_record(data, offset, &mut parts)
                     .map_err(|e| corrupt(&format!("undecodable record: {}", e.0)))?;
                 if let Some(t) = tail.take() {
                     load_tail(key, t, tails)
@@ -475,9 +514,10 @@ fn replay_round(
                     bytes: key,
                 };
                 match cells.get_mut(&key) {
-                    Some(cell) => cell.merge_unsorted(epoch, &shards),
+                    Some(cell) => cell.merge_unsorted(epoch, &shards, list.as_ref()),
                     None => {
-                        cells.insert(key, Cell::from_parts(epoch, shards.iter().copied()));
+                        let cell = Cell::from_parts(epoch, shards.iter().copied());
+                        cells.insert(key, cell.with_list(list));
                     }
                 }
             }
@@ -603,12 +643,12 @@ pub(crate) struct Parts<'p, 'a> {
 }
 
 /// Decodes the record framed at `offset` (checked by the scan): its encoded
-/// key and its cell's epoch, with everything else in `parts`.
+/// key and its cell's epoch and list, with everything else in `parts`.
 fn decode_record<'a>(
     data: &'a [u8],
     offset: usize,
     parts: &mut Parts<'_, 'a>,
-) -> std::result::Result<(&'a [u8], Epoch), codec::DecodeError> {
+) -> std::result::Result<(&'a [u8], Epoch, Option<List>), codec::DecodeError> {
     let Parts {
         shards,
         ops,
@@ -625,7 +665,7 @@ fn decode_record<'a>(
     let mut cur = Cursor::new(payload);
     cur.key_parts()?;
     let key = &payload[..payload.len() - cur.remaining()];
-    let epoch = cur.cell_into(|c| c.u64(), shards)?;
+    let (epoch, list) = cur.cell_into(|c| c.u64(), shards)?;
     ops.clear();
     members.clear();
     **tail = None;
@@ -653,5 +693,5 @@ fn decode_record<'a>(
     if cur.remaining() != 0 {
         return Err(codec::DecodeError("trailing bytes in record"));
     }
-    Ok((key, epoch))
+    Ok((key, epoch, list))
 }

@@ -6,6 +6,7 @@ use crate::cell::{Cell, Epoch};
 use crate::change::{Change, Changed, decide};
 use crate::error::{Error, Result};
 use crate::key::Key;
+use crate::list::{ListChange, ListDone, decide_list};
 
 impl Engine {
     /// Makes `change` to the counter at `now_ms` (wall-clock ms) as its
@@ -18,7 +19,36 @@ impl Engine {
         self.check_writable()?;
         let (done, state, rx) = self.cache.with_cell(key, |cached, v| {
             let done = decide(&mut cached.cell, change, self.counter_id(), now_ms)?;
-            let state = Cell::from_parts(cached.cell.epoch(), []);
+            let state = cached.cell.header();
+            if !done.applied {
+                return Ok::<_, Error>((done, state, None));
+            }
+            cached.mark_written(key, v);
+            let rx = self
+                .commit
+                .log_record(key, &cached.cell, v.active.generation());
+            Ok((done, state, Some(rx)))
+        })??;
+        if let Some(rx) = rx {
+            rx.await.map_err(|_| Error::Closed)??;
+        }
+        Ok((done, state))
+    }
+
+    /// Makes `change` to the list at `now_ms` as its leader, and waits
+    /// until it is durable here; like [`Engine::change`] (the rule is
+    /// [`crate::list::decide_list`]), the state for the other replicas is
+    /// the new epoch with its list.
+    pub async fn change_list(
+        &self,
+        key: &Key,
+        change: &ListChange,
+        now_ms: u64,
+    ) -> Result<(ListDone, Cell)> {
+        self.check_writable()?;
+        let (done, state, rx) = self.cache.with_cell(key, |cached, v| {
+            let done = decide_list(&mut cached.cell, change, self.counter_id(), now_ms)?;
+            let state = cached.cell.header();
             if !done.applied {
                 return Ok::<_, Error>((done, state, None));
             }

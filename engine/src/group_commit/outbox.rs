@@ -203,7 +203,7 @@ impl Outbox {
         generation: u64,
     ) {
         let own = std::slice::from_ref(own);
-        commitlog::encode_record_full(&mut self.records, key, epoch, own, &[], members, None);
+        commitlog::encode_record_members(&mut self.records, key, epoch, own, &[], members);
         self.gen_max = self.gen_max.max(generation);
         self.batched_adds += 1;
         self.check_invariants();

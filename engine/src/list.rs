@@ -1,0 +1,477 @@
+//! Changes of a list that a leader makes under the cell lock: Redis'
+//! `LPUSH`/`RPUSH` (and their `X` forms), `LPOP`/`RPOP`, `LTRIM`, `LSET`,
+//! `LREM` and `LINSERT`. Pure: [`decide_list`] takes the cell and the wall
+//! clock and changes the cell in place; the engine logs and replicates
+//! what it made (see `cell::list` for how a list lives in a cell).
+//!
+//! - A change that changes the list moves the cell to a new epoch
+//!   `(n + 1, leader)` carrying the new list, with the deadline it had
+//!   (Redis keeps a key's TTL when its list changes).
+//! - A change that empties the list deletes the key (Redis has no empty
+//!   lists): the epoch a `DEL` makes.
+//! - A change that changes nothing (a pop of an absent key, a trim that
+//!   keeps all) changes nothing: nothing is logged or replicated.
+//! - On a live counter every change is refused (`WRONGTYPE`); an expired
+//!   key of either kind is absent.
+
+use crate::cell::{Cell, Expiry, Limit, List, ListTooLong};
+
+/// Which end of a list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    /// The head (`L...`, index 0).
+    Left,
+    /// The tail (`R...`, index -1).
+    Right,
+}
+
+/// A change of a list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ListChange {
+    /// `LPUSH`/`RPUSH` (each value in turn), `LPUSHX`/`RPUSHX` when
+    /// `only_existing`. Answers the new length.
+    Push {
+        /// Where.
+        end: End,
+        /// What, in the order given.
+        values: Vec<Vec<u8>>,
+        /// Only onto a list that exists.
+        only_existing: bool,
+    },
+    /// `LPOP`/`RPOP`: up to `count` elements. Answers them.
+    Pop {
+        /// From where.
+        end: End,
+        /// How many at most.
+        count: usize,
+    },
+    /// `LTRIM start stop`: keeps that range (Redis' indexes).
+    Trim {
+        /// First index kept.
+        start: i64,
+        /// Last index kept.
+        stop: i64,
+    },
+    /// `LSET index value`.
+    Set {
+        /// Which element.
+        index: i64,
+        /// Its new value.
+        value: Vec<u8>,
+    },
+    /// `LREM count value`: removes up to |count| elements equal to
+    /// `value`, from the head (count > 0), the tail (< 0) or all (0).
+    /// Answers how many.
+    Remove {
+        /// How many and from where.
+        count: i64,
+        /// Which.
+        value: Vec<u8>,
+    },
+    /// `LINSERT BEFORE|AFTER pivot value`. Answers the new length, -1
+    /// without the pivot.
+    Insert {
+        /// Before the pivot (else after).
+        before: bool,
+        /// The element to insert next to.
+        pivot: Vec<u8>,
+        /// What.
+        value: Vec<u8>,
+    },
+}
+
+/// What a list change answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ListReply {
+    /// A length or a count (`0` for an absent key's push with `X`).
+    Int(i64),
+    /// Popped elements (none: the key was absent).
+    Popped(Vec<Vec<u8>>),
+    /// `LTRIM`, `LSET`: done.
+    Done,
+}
+
+/// Why a list change was refused, nothing changed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ListRefusal {
+    /// The key holds a counter.
+    #[error("WRONGTYPE Operation against a key holding the wrong kind of value")]
+    WrongType,
+    /// `LSET` on an absent key.
+    #[error("ERR no such key")]
+    NoSuchKey,
+    /// `LSET` past either end.
+    #[error("ERR index out of range")]
+    OutOfRange,
+    /// The list would be over its limit.
+    #[error(transparent)]
+    TooLong(#[from] ListTooLong),
+    /// The epoch is at its limit.
+    #[error("{0:?}")]
+    Limit(Limit),
+}
+
+/// What [`decide_list`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListDone {
+    /// Whether it changed the cell (then it is logged and replicated).
+    pub applied: bool,
+    /// The answer for the client.
+    pub reply: ListReply,
+}
+
+/// Applies `change` by `leader` at `now_ms` to `cell` (see the module doc).
+pub fn decide_list(
+    cell: &mut Cell,
+    change: &ListChange,
+    leader: u64,
+    now_ms: u64,
+) -> Result<ListDone, ListRefusal> {
+    let live = cell.live(now_ms);
+    if live && !cell.is_list() {
+        return Err(ListRefusal::WrongType);
+    }
+    let before: &[Vec<u8>] = match cell.list() {
+        Some(list) if live => list.elements(),
+        _ => &[],
+    };
+    let Some((after, reply)) = apply(before, change)? else {
+        return Ok(ListDone {
+            applied: false,
+            reply: unchanged(before, change),
+        });
+    };
+    match List::new(after)? {
+        None => cell.try_reset().map_err(ListRefusal::Limit)?,
+        Some(list) => {
+            let at_ms = if live { cell.epoch().expiry.at_ms } else { 0 };
+            let expiry = Expiry {
+                at_ms,
+                stamp: cell.epoch().expiry.next_stamp(leader, now_ms),
+            };
+            cell.try_set_list(leader, list, expiry)
+                .map_err(ListRefusal::Limit)?;
+        }
+    }
+    Ok(ListDone {
+        applied: true,
+        reply,
+    })
+}
+
+/// The reply of a change that changed nothing.
+fn unchanged(before: &[Vec<u8>], change: &ListChange) -> ListReply {
+    match change {
+        ListChange::Push { .. } => ListReply::Int(before.len() as i64),
+        ListChange::Pop { .. } => ListReply::Popped(Vec::new()),
+        ListChange::Trim { .. } | ListChange::Set { .. } => ListReply::Done,
+        ListChange::Remove { .. } => ListReply::Int(0),
+        ListChange::Insert { .. } if before.is_empty() => ListReply::Int(0),
+        ListChange::Insert { .. } => ListReply::Int(-1),
+    }
+}
+
+/// The list `change` makes of `list` and its reply, `None` if it changes
+/// nothing.
+fn apply(
+    list: &[Vec<u8>],
+    change: &ListChange,
+) -> Result<Option<(Vec<Vec<u8>>, ListReply)>, ListRefusal> {
+    let mut out = list.to_vec();
+    let reply = match change {
+        ListChange::Push {
+            end,
+            values,
+            only_existing,
+        } => {
+            if values.is_empty() || (*only_existing && list.is_empty()) {
+                return Ok(None);
+            }
+            for v in values {
+                match end {
+                    End::Left => out.insert(0, v.clone()),
+                    End::Right => out.push(v.clone()),
+                }
+            }
+            ListReply::Int(out.len() as i64)
+        }
+        ListChange::Pop { end, count } => {
+            let n = (*count).min(out.len());
+            if n == 0 {
+                return Ok(None);
+            }
+            let popped = match end {
+                End::Left => out.drain(..n).collect(),
+                End::Right => out.drain(out.len() - n..).rev().collect(),
+            };
+            ListReply::Popped(popped)
+        }
+        ListChange::Trim { start, stop } => {
+            let kept = match range(list.len(), *start, *stop) {
+                Some((a, b)) => list[a..=b].to_vec(),
+                None => Vec::new(),
+            };
+            if kept.len() == list.len() {
+                return Ok(None);
+            }
+            out = kept;
+            ListReply::Done
+        }
+        ListChange::Set { index, value } => {
+            if list.is_empty() {
+                return Err(ListRefusal::NoSuchKey);
+            }
+            let i = index_of(list.len(), *index).ok_or(ListRefusal::OutOfRange)?;
+            if out[i] == *value {
+                return Ok(None);
+            }
+            out[i] = value.clone();
+            ListReply::Done
+        }
+        ListChange::Remove { count, value } => {
+            let removed = remove(&mut out, *count, value);
+            if removed == 0 {
+                return Ok(None);
+            }
+            ListReply::Int(removed)
+        }
+        ListChange::Insert {
+            before,
+            pivot,
+            value,
+        } => {
+            let Some(at) = out.iter().position(|e| e == pivot) else {
+                return Ok(None);
+            };
+            out.insert(if *before { at } else { at + 1 }, value.clone());
+            ListReply::Int(out.len() as i64)
+        }
+    };
+    Ok(Some((out, reply)))
+}
+
+/// Removes up to |count| elements equal to `value` (see [`ListChange::Remove`]).
+fn remove(out: &mut Vec<Vec<u8>>, count: i64, value: &[u8]) -> i64 {
+    let max = if count == 0 {
+        u64::MAX
+    } else {
+        count.unsigned_abs()
+    };
+    let mut removed = 0u64;
+    let mut keep = |e: &Vec<u8>| {
+        if removed < max && e == value {
+            removed += 1;
+            false
+        } else {
+            true
+        }
+    };
+    if count < 0 {
+        out.reverse();
+        out.retain(&mut keep);
+        out.reverse();
+    } else {
+        out.retain(&mut keep);
+    }
+    removed as i64
+}
+
+/// The position of Redis' `index` (negative: from the tail) in a list of
+/// `len` elements, if it is in it.
+pub fn index_of(len: usize, index: i64) -> Option<usize> {
+    let len = len as i64;
+    let i = if index < 0 { len + index } else { index };
+    (0..len).contains(&i).then_some(i as usize)
+}
+
+/// The inclusive positions Redis' `start stop` (as `LRANGE`, `LTRIM` take
+/// them) cover in a list of `len` elements, `None` when none.
+pub fn range(len: usize, start: i64, stop: i64) -> Option<(usize, usize)> {
+    let len = len as i64;
+    let norm = |i: i64| if i < 0 { (len + i).max(0) } else { i };
+    let (start, stop) = (norm(start), norm(stop).min(len - 1));
+    (start <= stop && start < len).then_some((start as usize, stop as usize))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cell::{Epoch, Shard};
+
+    const ME: u64 = 7;
+    const NOW: u64 = 1_000_000;
+
+    fn b(s: &str) -> Vec<u8> {
+        s.as_bytes().to_vec()
+    }
+
+    fn elements(c: &Cell) -> Vec<String> {
+        c.list().map_or(Vec::new(), |l| {
+            l.elements()
+                .iter()
+                .map(|e| String::from_utf8(e.clone()).unwrap())
+                .collect()
+        })
+    }
+
+    fn push(end: End, values: &[&str]) -> ListChange {
+        ListChange::Push {
+            end,
+            values: values.iter().map(|v| b(v)).collect(),
+            only_existing: false,
+        }
+    }
+
+    fn run(c: &mut Cell, change: ListChange) -> Result<ListDone, ListRefusal> {
+        decide_list(c, &change, ME, NOW)
+    }
+
+    #[test]
+    fn pushes_make_a_list_in_a_new_epoch_of_its_leader() {
+        let mut c = Cell::new();
+        let done = run(&mut c, push(End::Left, &["a", "b", "c"])).unwrap();
+        assert_eq!(done.reply, ListReply::Int(3));
+        assert_eq!(elements(&c), ["c", "b", "a"], "LPUSH a b c");
+        assert_eq!(c.epoch().id(), (1, ME));
+        run(&mut c, push(End::Right, &["d"])).unwrap();
+        assert_eq!(elements(&c), ["c", "b", "a", "d"]);
+        assert_eq!(c.epoch().id(), (2, ME));
+        c.check_invariants();
+        let mut absent = Cell::new();
+        let x = ListChange::Push {
+            end: End::Left,
+            values: vec![b("a")],
+            only_existing: true,
+        };
+        let done = run(&mut absent, x).unwrap();
+        assert_eq!((done.applied, done.reply), (false, ListReply::Int(0)));
+        assert_eq!(absent, Cell::new());
+    }
+
+    #[test]
+    fn a_counter_refuses_list_changes_and_a_list_refuses_adds() {
+        let mut counter = Cell::from_parts(
+            Epoch::at(1),
+            [Shard {
+                counter_id: 3,
+                clock: 1,
+                value: 5,
+            }],
+        );
+        let before = counter.clone();
+        assert_eq!(
+            run(&mut counter, push(End::Left, &["a"])),
+            Err(ListRefusal::WrongType)
+        );
+        assert_eq!(counter, before);
+        let mut list = Cell::new();
+        run(&mut list, push(End::Left, &["a"])).unwrap();
+        assert_eq!(list.next_own_clock(ME), Err(Limit::WrongType));
+    }
+
+    #[test]
+    fn the_deadline_is_kept_and_an_expired_list_is_absent() {
+        let mut c = Cell::new();
+        run(&mut c, push(End::Left, &["a"])).unwrap();
+        let change = crate::change::Change::Expire {
+            at_ms: NOW + 50,
+            only: crate::change::When::Always,
+        };
+        crate::change::decide(&mut c, change, ME, NOW).unwrap();
+        run(&mut c, push(End::Left, &["b"])).unwrap();
+        assert_eq!(c.epoch().expiry.at_ms, NOW + 50, "LPUSH keeps the TTL");
+        assert_eq!(elements(&c), ["b", "a"]);
+        let later = NOW + 50;
+        let done = decide_list(&mut c, &push(End::Left, &["c"]), ME, later).unwrap();
+        assert_eq!(done.reply, ListReply::Int(1), "expired: a new list");
+        assert_eq!(c.epoch().expiry.at_ms, 0);
+        assert_eq!(elements(&c), ["c"]);
+    }
+
+    #[test]
+    fn emptying_a_list_deletes_the_key() {
+        let mut c = Cell::new();
+        run(&mut c, push(End::Right, &["a", "b"])).unwrap();
+        let pop = ListChange::Pop {
+            end: End::Right,
+            count: 5,
+        };
+        let done = run(&mut c, pop.clone()).unwrap();
+        assert_eq!(done.reply, ListReply::Popped(vec![b("b"), b("a")]));
+        assert!(!c.exists() && !c.is_list());
+        assert_eq!(c.epoch(), Epoch::at(2));
+        let done = run(&mut c, pop).unwrap();
+        assert_eq!(
+            (done.applied, done.reply),
+            (false, ListReply::Popped(vec![]))
+        );
+    }
+
+    #[test]
+    fn trim_set_remove_insert_follow_redis() {
+        let mut c = Cell::new();
+        run(&mut c, push(End::Right, &["a", "b", "a", "c", "a"])).unwrap();
+        let rem = ListChange::Remove {
+            count: -2,
+            value: b("a"),
+        };
+        assert_eq!(run(&mut c, rem).unwrap().reply, ListReply::Int(2));
+        assert_eq!(elements(&c), ["a", "b", "c"]);
+        let ins = ListChange::Insert {
+            before: false,
+            pivot: b("b"),
+            value: b("x"),
+        };
+        assert_eq!(run(&mut c, ins).unwrap().reply, ListReply::Int(4));
+        assert_eq!(elements(&c), ["a", "b", "x", "c"]);
+        let set = ListChange::Set {
+            index: -1,
+            value: b("z"),
+        };
+        run(&mut c, set).unwrap();
+        assert_eq!(elements(&c), ["a", "b", "x", "z"]);
+        let far = ListChange::Set {
+            index: 4,
+            value: b("z"),
+        };
+        assert_eq!(run(&mut c, far), Err(ListRefusal::OutOfRange));
+        let keep_all = ListChange::Trim { start: 0, stop: -1 };
+        assert!(!run(&mut c, keep_all).unwrap().applied);
+        let trim = ListChange::Trim { start: 1, stop: 2 };
+        assert!(run(&mut c, trim).unwrap().applied);
+        assert_eq!(elements(&c), ["b", "x"]);
+        let none = ListChange::Trim { start: 5, stop: 9 };
+        run(&mut c, none).unwrap();
+        assert!(!c.exists(), "a trim to nothing deletes");
+        let set = ListChange::Set {
+            index: 0,
+            value: b("z"),
+        };
+        assert_eq!(run(&mut c, set), Err(ListRefusal::NoSuchKey));
+    }
+
+    #[test]
+    fn ranges_and_indexes_follow_redis() {
+        assert_eq!(range(5, 0, -1), Some((0, 4)));
+        assert_eq!(range(5, -100, 100), Some((0, 4)));
+        assert_eq!(range(5, 3, 1), None);
+        assert_eq!(range(5, 5, 9), None);
+        assert_eq!(range(0, 0, -1), None);
+        assert_eq!(range(5, -2, -1), Some((3, 4)));
+        assert_eq!(index_of(3, -1), Some(2));
+        assert_eq!(index_of(3, 3), None);
+        assert_eq!(index_of(3, -4), None);
+    }
+
+    #[test]
+    fn a_list_over_the_limit_is_refused_and_nothing_changes() {
+        let mut c = Cell::new();
+        let big = ListChange::Push {
+            end: End::Left,
+            values: vec![vec![0u8; 60_000]; 4],
+            only_existing: false,
+        };
+        assert!(matches!(run(&mut c, big), Err(ListRefusal::TooLong(_))));
+        assert_eq!(c, Cell::new());
+    }
+}
