@@ -415,7 +415,7 @@ mod tests {
             Cursor::new(&empty).cell(|c| c.varint()),
             Err(DecodeError("an empty list"))
         );
-        let over = cell_with(200, &[7; 1000]);
+        let over = cell_with(30, &[7; 1000]);
         assert_eq!(
             Cursor::new(&over).cell(|c| c.varint()),
             Err(DecodeError("list over the limit"))

@@ -71,6 +71,7 @@ pub fn check_answer(answer: &PeerResponse) -> Result<(), NearWrap> {
         | PeerResponse::Survey { .. }
         | PeerResponse::Folded(_)
         | PeerResponse::Applied
+        | PeerResponse::Listed(_)
         | PeerResponse::Added(_)
         | PeerResponse::Admitted(_)
         | PeerResponse::Reset
@@ -91,6 +92,7 @@ mod tests {
 
     fn cell(epoch: u64, clocks: &[u64]) -> WireCell {
         WireCell {
+            list: None,
             epoch: WireEpoch::at(epoch),
             shards: clocks
                 .iter()
@@ -115,6 +117,7 @@ mod tests {
             (cell(u64::MAX, &[]), near("epoch", u64::MAX)),
             (
                 WireCell {
+            list: None,
                     epoch: WireEpoch {
                         stamp_ms: u64::MAX,
                         ..WireEpoch::at(1)

@@ -26,6 +26,7 @@ pub mod cluster;
 mod dial;
 pub mod frame;
 pub mod identity;
+pub mod list;
 pub mod log_limit;
 pub mod once;
 pub mod peer;

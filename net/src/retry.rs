@@ -72,7 +72,8 @@ pub fn decide(
             | ErrorKind::IdConflict
             | ErrorKind::IdExpired
             | ErrorKind::NoAuth
-            | ErrorKind::Denied => return Decision::GiveUp,
+            | ErrorKind::Denied
+            | ErrorKind::WrongType => return Decision::GiveUp,
         },
     };
     let doubled = policy

@@ -285,12 +285,16 @@ pub struct WireCell {
     pub epoch: WireEpoch,
     /// At most one per counter id.
     pub shards: WireShards,
+    /// A list key's elements (see [`crate::list`]), at most
+    /// [`crate::list::LIST_BYTES_MAX`] bytes (checked where it is used).
+    pub list: Option<Box<[Vec<u8>]>>,
 }
 
 impl Encode for WireCell {
     fn encode<E: Encoder>(&self, encoder: &mut E) -> Result<(), EncodeError> {
         self.epoch.encode(encoder)?;
-        self.shards.as_slice().encode(encoder)
+        self.shards.as_slice().encode(encoder)?;
+        self.list.encode(encoder)
     }
 }
 
@@ -309,7 +313,12 @@ impl<Context> Decode<Context> for WireCell {
             decoder.unclaim_bytes_read(std::mem::size_of::<WireShard>());
             shards.push(WireShard::decode(decoder)?);
         }
-        Ok(WireCell { epoch, shards })
+        let list = Option::<Box<[Vec<u8>]>>::decode(decoder)?;
+        Ok(WireCell {
+            epoch,
+            shards,
+            list,
+        })
     }
 }
 bincode::impl_borrow_decode!(WireCell);
@@ -387,6 +396,8 @@ pub enum ErrorKind {
     NoAuth,
     /// A wrong user or password, or a role that may not do this.
     Denied,
+    /// A counter's request of a list key, or a list's of a counter.
+    WrongType,
 }
 
 impl ErrorKind {
@@ -401,7 +412,8 @@ impl ErrorKind {
             | ErrorKind::Invalid
             | ErrorKind::IdConflict
             | ErrorKind::NoAuth
-            | ErrorKind::Denied => Outcome::NotApplied,
+            | ErrorKind::Denied
+            | ErrorKind::WrongType => Outcome::NotApplied,
             ErrorKind::Timeout
             | ErrorKind::Storage
             | ErrorKind::Internal
@@ -475,6 +487,7 @@ impl std::fmt::Display for WireError {
             ErrorKind::IdExpired => "outcome unknown",
             ErrorKind::NoAuth => "authentication required",
             ErrorKind::Denied => "denied",
+            ErrorKind::WrongType => "wrong type",
         };
         write!(f, "{what}: {}", self.message)
     }
@@ -551,8 +564,8 @@ pub enum PeerRequest {
         key: WireKey,
         /// State to merge.
         cell: WireCell,
-        /// The ids.
-        tail: WireTail,
+        /// The ids (boxed: the largest request stays small).
+        tail: Box<WireTail>,
     },
     /// The sender restarted uncleanly: fence its `retired` incarnations and
     /// answer their tails held here, from the `from`-th key on; answered
@@ -661,6 +674,16 @@ pub enum PeerRequest {
     },
     /// Empty the receiver's cache of scripts; answered `Applied`.
     FlushScripts,
+    /// Make this change of a list as its leader and replicate it at `cl`;
+    /// answered `Listed`.
+    LeaderList {
+        /// The list.
+        key: WireKey,
+        /// The change.
+        change: crate::list::WireListChange,
+        /// Replicas that must hold it before the answer.
+        cl: Consistency,
+    },
 }
 
 /// Most keys one page of a scan holds.
@@ -691,6 +714,8 @@ pub enum WireKind {
     Row,
     /// A unique counter (a Redis set).
     Unique,
+    /// A list of the partition's empty column (a Redis list).
+    List,
 }
 
 /// One live key of a scan.
@@ -996,6 +1021,8 @@ pub enum PeerResponse {
     Keys(WireKeys),
     /// Answer to `Script`.
     Script(Option<Vec<u8>>),
+    /// Answer to `LeaderList`.
+    Listed(crate::list::WireListReply),
 }
 
 /// What one node holds after a fold.
@@ -1369,6 +1396,7 @@ mod tests {
         let req = PeerRequest::Apply {
             key: WireKey::new(b"p", b"c"),
             cell: WireCell {
+            list: None,
                 epoch: WireEpoch::at(3),
                 shards: smallvec::smallvec![WireShard {
                     counter_id: 7,
@@ -1428,6 +1456,7 @@ mod tests {
             .collect();
         for n in [0, 1, 3, 5] {
             let cell = WireCell {
+            list: None,
                 epoch: WireEpoch::at(4),
                 shards: shards[..n].iter().copied().collect(),
             };

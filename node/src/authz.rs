@@ -128,6 +128,12 @@ pub(crate) enum Refusal {
     /// A hand-over of ids (a ring change) that no honest node sends.
     #[error("a hand-over of ids {0}")]
     BadHandOver(&'static str),
+    /// A list that no honest leader makes: empty, or over the limit.
+    #[error("a list of {bytes} bytes, empty or over the limit")]
+    BadList {
+        /// Its bytes, encoded.
+        bytes: usize,
+    },
 }
 
 impl Refusal {
@@ -171,6 +177,7 @@ pub(crate) fn authorize(from: usize, req: &PeerRequest, local: &impl Local) -> R
         | PeerRequest::LeaderAdmit { .. }
         | PeerRequest::LeaderReset { .. }
         | PeerRequest::LeaderChange { .. }
+        | PeerRequest::LeaderList { .. }
         | PeerRequest::RepairDigests { .. }
         | PeerRequest::RepairLeaves { .. }
         | PeerRequest::Repaired { .. }
@@ -209,6 +216,12 @@ fn authorize_tail(tail: &WireTail, local: &impl Local) -> Result<(), Refusal> {
 
 fn authorize_apply(key: &WireKey, cell: &WireCell, local: &impl Local) -> Result<(), Refusal> {
     bounds::check_cell(cell)?;
+    if let Some(list) = &cell.list {
+        let bytes = tally_engine::cell::list::encoded_len(list);
+        if list.is_empty() || bytes > tally_net::list::LIST_BYTES_MAX {
+            return Err(Refusal::BadList { bytes });
+        }
+    }
     if !local.is_replica(key.partition()) {
         return Err(Refusal::NotAReplica);
     }
@@ -299,6 +312,7 @@ mod tests {
         PeerRequest::Apply {
             key: WireKey::new(partition, b""),
             cell: WireCell {
+            list: None,
                 epoch: tally_net::wire::WireEpoch::at(epoch),
                 shards: shards
                     .iter()
@@ -457,11 +471,11 @@ mod tests {
             PeerRequest::ApplyTail {
                 key,
                 cell,
-                tail: WireTail {
+                tail: Box::new(WireTail {
                     counter_id,
                     durable: 0,
                     ops,
-                },
+                }),
             }
         };
         assert_eq!(

@@ -1,6 +1,7 @@
 //! Conversions between the engine's types and the wire's.
 
 use tally_engine::ids::record::Applied;
+use tally_engine::cell::List;
 use tally_engine::{Cell, Epoch, Expiry, Key, LearnedTail, Shard, Stamp, TailIds, TailOp};
 use tally_net::wire::{
     ErrorKind, WireCell, WireEpoch, WireError, WireKey, WireLearned, WireShard, WireTail,
@@ -83,12 +84,19 @@ pub fn wire_cell(c: &Cell) -> WireCell {
                 value: s.value,
             })
             .collect(),
+        list: c.list().map(|l| l.elements().into()),
     }
 }
 
 /// A wire cell as an engine cell. Duplicate counter ids are resolved by
-/// the cell's own merge rule, so a hostile cell cannot break its invariants.
+/// the cell's own merge rule, so a hostile cell cannot break its invariants;
+/// a list over its limit (which no correct peer sends: `authz` refuses it
+/// in a write) is dropped, the rest of the cell kept.
 pub fn cell(c: &WireCell) -> Cell {
+    let list = c
+        .list
+        .as_ref()
+        .and_then(|l| List::new(l.to_vec()).ok().flatten());
     Cell::from_parts(
         epoch(&c.epoch),
         c.shards.iter().map(|s| Shard {
@@ -97,7 +105,10 @@ pub fn cell(c: &WireCell) -> Cell {
             value: s.value,
         }),
     )
+    .with_list(list)
 }
+
+const _: () = assert!(tally_engine::cell::LIST_BYTES_MAX == tally_net::list::LIST_BYTES_MAX);
 
 /// A cell's value for a client: an [`ErrorKind::Overflow`] error when its
 /// shards sum past the range of an `i64`, never a saturated number.
@@ -127,6 +138,8 @@ pub fn engine_error(e: &tally_engine::Error) -> WireError {
         | E::BadOpId(_)
         | E::MemberTooLong { .. }
         | E::ReservedColumn => ErrorKind::Invalid,
+        E::NoSuchKey | E::IndexOutOfRange | E::ListTooLong(_) => ErrorKind::Invalid,
+        E::WrongType => ErrorKind::WrongType,
         E::IdConflict { .. } => ErrorKind::IdConflict,
         // Its sender is gone: whoever asks, nothing was applied.
         E::Fenced { .. } => return WireError::not_applied(ErrorKind::Storage, e.to_string()),

@@ -304,6 +304,18 @@ impl Ctx {
         .map_err(|s| self.unavailable(&s, cl, what))
     }
 
+    /// Who leads a change of the list `key` at `cl` (see
+    /// `placement::route_first`).
+    pub(crate) fn route_first(&self, key: &Key, cl: Consistency, what: &str) -> Result<Route, WireError> {
+        placement::route_first(
+            self.replicas(key.partition()),
+            self.me,
+            |r| self.state(r),
+            cl,
+        )
+        .map_err(|s| self.unavailable(&s, cl, what))
+    }
+
     /// The replicas of a write a peer forwarded here to lead; refused as
     /// not applied when this node cannot write, so that the peer tries the
     /// next replica.

@@ -376,6 +376,18 @@ impl Node {
         self.writes.change(&key, change, cl).await
     }
 
+    /// Changes a list at `cl` (`LPUSH`, `LTRIM` ...): led by its first
+    /// writable replica (see `write::list`).
+    pub async fn change_list(
+        &self,
+        key: &WireKey,
+        change: tally_net::list::WireListChange,
+        cl: Consistency,
+    ) -> Result<tally_net::list::WireListReply, WireError> {
+        let key = convert::user_key(key)?;
+        self.writes.change_list(&key, change, cl).await
+    }
+
     /// Reads a counter at `cl`: 0 when it is absent (never written, reset,
     /// or expired).
     pub async fn get(&self, key: &WireKey, cl: Consistency) -> Result<i64, WireError> {

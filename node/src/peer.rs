@@ -14,6 +14,7 @@ use std::sync::{Arc, Weak};
 use tally_engine::{Key, TailIds};
 use tally_net::log_limit::LogLimit;
 use tally_net::once::OpId;
+use tally_net::list::WireListChange;
 use tally_net::peer::{BoxFuture, Handler};
 use tally_net::wire::{
     Consistency, ErrorKind, LEARNED_KEYS_MAX, LEARNED_OPS_MAX, PeerRequest, PeerResponse,
@@ -40,6 +41,7 @@ enum Task {
     LeaderAdd(WireKey, i64, Option<OpId>, Consistency),
     LeaderReset(WireKey, Consistency),
     LeaderChange(WireKey, WireChange, Consistency),
+    LeaderList(WireKey, WireListChange, Consistency),
     LeaderAdmit(Vec<u8>, Vec<Vec<u8>>, Consistency),
     LearnTails(Vec<u64>, u64),
     ForgetTails(Vec<u64>),
@@ -140,6 +142,9 @@ impl Handler for PeerHandler {
                     PeerRequest::LeaderReset { key, cl } => Task::LeaderReset(key, cl),
                     PeerRequest::LeaderChange { key, change, cl } => {
                         Task::LeaderChange(key, change, cl)
+                    }
+                    PeerRequest::LeaderList { key, change, cl } => {
+                        Task::LeaderList(key, change, cl)
                     }
                     PeerRequest::LeaderAdmit {
                         partition,
@@ -307,6 +312,13 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, task: Task) -> PeerResponse {
                 .lead_change(&k, change, cl)
                 .await
                 .map(PeerResponse::Changed),
+            Err(e) => Err(e),
+        },
+        Task::LeaderList(key, change, cl) => match convert::key(&key) {
+            Ok(k) => writes
+                .lead_list_forwarded(&k, change, cl)
+                .await
+                .map(PeerResponse::Listed),
             Err(e) => Err(e),
         },
     };

@@ -187,6 +187,33 @@ pub(crate) fn route(
     })
 }
 
+/// Who leads a change of a list: its first writable natural replica in
+/// ring order (a leaving one only when no other can), here or forwarded,
+/// so that changes through any coordinator meet under one cell lock and
+/// none overwrites another it raced; after it, the others in turn (a list
+/// is a last-writer-wins value: two leaders at once, during a failover,
+/// may lose one change to the other). Fails fast when `cl` cannot be met.
+pub(crate) fn route_first(
+    replicas: Replicas,
+    me: usize,
+    state: impl Fn(usize) -> State,
+    cl: Consistency,
+) -> Result<Route, Shortfall> {
+    check_write(&replicas, &state, cl)?;
+    let mut order: Vec<usize> = replicas
+        .iter()
+        .copied()
+        .filter(|&r| state(r).writable())
+        .collect();
+    // Stable: ring order otherwise.
+    order.sort_by_key(|&r| state(r) == State::Leaving);
+    if order.first() == Some(&me) {
+        return Ok(Route::Lead(replicas));
+    }
+    order.retain(|&r| r != me);
+    Ok(Route::Forward(order))
+}
+
 /// The replicas of a write a peer forwarded here to lead: this node leads
 /// if it can write and `cl` can be met in its own view, never forwarding
 /// again.
@@ -272,6 +299,46 @@ pub(crate) fn live_first(
             .filter(|&r| r != me && state(r).live()),
     );
     live
+}
+
+#[cfg(test)]
+mod first_tests {
+    use super::*;
+    use State::{Down, Leaving, Writable};
+
+    fn replicas() -> Replicas {
+        Replicas::new(&[2, 0, 1], &[])
+    }
+
+    #[test]
+    fn a_list_is_led_by_its_first_writable_replica_in_ring_order() {
+        let q = Consistency::Quorum;
+        let up = |_| Writable;
+        assert_eq!(route_first(replicas(), 2, up, q), Ok(Route::Lead(replicas())));
+        assert_eq!(route_first(replicas(), 0, up, q), Ok(Route::Forward(vec![2, 1])));
+        assert_eq!(route_first(replicas(), 5, up, q), Ok(Route::Forward(vec![2, 0, 1])));
+        let first_down = |r| if r == 2 { Down } else { Writable };
+        assert_eq!(
+            route_first(replicas(), 0, first_down, q),
+            Ok(Route::Lead(replicas()))
+        );
+        assert_eq!(
+            route_first(replicas(), 1, first_down, q),
+            Ok(Route::Forward(vec![0]))
+        );
+        let first_leaving = |r| if r == 2 { Leaving } else { Writable };
+        assert_eq!(
+            route_first(replicas(), 0, first_leaving, q),
+            Ok(Route::Lead(replicas())),
+            "a leaving replica leads only when no other can"
+        );
+        let two_down = |r| if r == 1 { Writable } else { Down };
+        assert!(route_first(replicas(), 1, two_down, q).is_err());
+        assert_eq!(
+            route_first(replicas(), 1, two_down, Consistency::One),
+            Ok(Route::Lead(replicas()))
+        );
+    }
 }
 
 #[cfg(test)]

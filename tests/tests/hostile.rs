@@ -30,6 +30,7 @@ fn injected_shard() -> PeerRequest {
     PeerRequest::Apply {
         key: WireKey::new(b"victim", b""),
         cell: WireCell {
+            list: None,
             epoch: tally_net::wire::WireEpoch::at(0),
             shards: [WireShard {
                 counter_id: 0xbad,

@@ -17,12 +17,15 @@
 //! # Limits
 //! A list is written whole on every change (log record, replication), so
 //! it is bounded: at most [`LIST_BYTES_MAX`] bytes as encoded (each element
-//! its length's varint plus its bytes), which also bounds its length.
+//! its length's varint plus its bytes), which also bounds its length. The
+//! bound is what a peer batch of replicated cells can carry (the network's
+//! `LIST_BYTES_MAX`, the same number): about 1,500 timestamps, a moving
+//! window of 1,500 hits.
 
 use std::sync::Arc;
 
 /// Most bytes a list takes encoded (elements and their lengths).
-pub const LIST_BYTES_MAX: usize = 192 * 1024;
+pub const LIST_BYTES_MAX: usize = 28 * 1024;
 
 /// A list's elements, shared by the copies of a cell.
 ///

@@ -143,6 +143,7 @@ fn type_name(kind: WireKind) -> &'static str {
         WireKind::Counter => "string",
         WireKind::Row => "hash",
         WireKind::Unique => "set",
+        WireKind::List => "list",
     }
 }
 

@@ -47,6 +47,7 @@ pub(crate) fn kind(key: &Key, cell: &Cell, now_ms: u64) -> Option<WireKind> {
         return None;
     }
     Some(match key.column() {
+        [] if cell.is_list() => WireKind::List,
         [] => WireKind::Counter,
         c if unique::is_reserved(c) => WireKind::Unique,
         _ => WireKind::Row,

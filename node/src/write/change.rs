@@ -86,11 +86,7 @@ async fn lead(
     cl: Consistency,
     replicas: Replicas,
 ) -> Result<WireChanged, WireError> {
-    let (merged, _) = read::read_key(ctx, key, &replicas, cl, read::Reach::AllLive).await?;
-    ctx.engine
-        .apply(key, &merged)
-        .await
-        .map_err(|e| engine_error(&e))?;
+    catch_up(ctx, key, &replicas, cl).await?;
     let (done, state) = ctx
         .engine
         .change(key, engine_change(change), now_ms())
@@ -113,12 +109,41 @@ async fn lead(
     if !done.applied {
         return Ok(done); // nothing changed, nothing to replicate
     }
+    replicate_header(ctx, key, state, replicas, cl).await?;
+    Ok(done)
+}
+
+/// The leader's first step of a change: reads the cell from every live
+/// replica (at least `cl`'s count) and merges it here, so that the change
+/// is judged on, and made after, the newest epoch any of them knows.
+pub(super) async fn catch_up(
+    ctx: &Arc<Ctx>,
+    key: &Key,
+    replicas: &Replicas,
+    cl: Consistency,
+) -> Result<(), WireError> {
+    let (merged, _) = read::read_key(ctx, key, replicas, cl, read::Reach::AllLive).await?;
+    ctx.engine
+        .apply(key, &merged)
+        .await
+        .map_err(|e| engine_error(&e))
+}
+
+/// Replicates a change's new header (`state`, durable here) to `replicas`
+/// by an add's round; answers at the verdict of `cl`, and the replication
+/// goes on for its hints.
+pub(super) async fn replicate_header(
+    ctx: &Arc<Ctx>,
+    key: &Key,
+    state: tally_engine::Cell,
+    replicas: Replicas,
+    cl: Consistency,
+) -> Result<(), WireError> {
     let write = Write::new(ctx, key.clone(), state, replicas, cl, 1);
-    // Answered at the verdict; the replication goes on for its hints.
     let (tx, rx) = oneshot::channel();
     let task_ctx = ctx.clone();
     tokio::spawn(async move {
-        // `change` returned once the new state was durable here.
+        // The change returned once the new state was durable here.
         let local = std::future::ready(Ok(()));
         replicate(&task_ctx, &mut [write], local, |w| {
             let _ = tx.send(w[0].round.verdict().cloned());
@@ -126,7 +151,7 @@ async fn lead(
         .await;
     });
     match rx.await {
-        Ok(Some(Verdict::Ack | Verdict::Retry { .. })) => Ok(done),
+        Ok(Some(Verdict::Ack | Verdict::Retry { .. })) => Ok(()),
         Ok(Some(Verdict::Fail(e))) => Err(e),
         Ok(None) | Err(_) => Err(WireError::unknown(
             tally_net::wire::ErrorKind::Internal,

@@ -39,6 +39,7 @@ mod batch;
 mod change;
 mod combine;
 mod forward;
+mod list;
 mod once;
 pub(crate) mod queue;
 mod replicate;
@@ -208,6 +209,12 @@ impl Writes {
     #[cfg(not(feature = "fault-injection"))]
     fn drop_this_add(&self) -> bool {
         false
+    }
+
+    /// Whether fault injection says to acknowledge this led list change
+    /// without making it (counted with the adds: every `n`th).
+    fn drop_this_list_change(&self) -> bool {
+        self.drop_this_add()
     }
 
     /// Where an add goes: led here (a client's add to a partition this node

@@ -152,7 +152,7 @@ fn send(ctx: &Ctx, groups: &[Vec<usize>], writes: &mut [Write]) -> Vec<Call> {
                             Some(tail) => PeerRequest::ApplyTail {
                                 key,
                                 cell,
-                                tail: tail.clone(),
+                                tail: Box::new(tail.clone()),
                             },
                         }
                     })

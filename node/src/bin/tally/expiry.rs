@@ -107,6 +107,7 @@ mod tests {
             value: 3,
         };
         let cell = |at, shards: &[WireShard]| WireCell {
+            list: None,
             epoch: WireEpoch {
                 expire_at_ms: at,
                 ..WireEpoch::at(1)

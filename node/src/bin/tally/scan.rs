@@ -13,6 +13,7 @@ use super::Target;
 fn kind_name(kind: WireKind) -> &'static str {
     match kind {
         WireKind::Counter => "counter",
+        WireKind::List => "list",
         WireKind::Row => "row",
         WireKind::Unique => "unique",
     }
