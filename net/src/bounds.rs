@@ -117,7 +117,7 @@ mod tests {
             (cell(u64::MAX, &[]), near("epoch", u64::MAX)),
             (
                 WireCell {
-            list: None,
+                    list: None,
                     epoch: WireEpoch {
                         stamp_ms: u64::MAX,
                         ..WireEpoch::at(1)

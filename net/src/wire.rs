@@ -1396,7 +1396,7 @@ mod tests {
         let req = PeerRequest::Apply {
             key: WireKey::new(b"p", b"c"),
             cell: WireCell {
-            list: None,
+                list: None,
                 epoch: WireEpoch::at(3),
                 shards: smallvec::smallvec![WireShard {
                     counter_id: 7,
@@ -1456,7 +1456,7 @@ mod tests {
             .collect();
         for n in [0, 1, 3, 5] {
             let cell = WireCell {
-            list: None,
+                list: None,
                 epoch: WireEpoch::at(4),
                 shards: shards[..n].iter().copied().collect(),
             };

@@ -312,7 +312,7 @@ mod tests {
         PeerRequest::Apply {
             key: WireKey::new(partition, b""),
             cell: WireCell {
-            list: None,
+                list: None,
                 epoch: tally_net::wire::WireEpoch::at(epoch),
                 shards: shards
                     .iter()

@@ -1,7 +1,7 @@
 //! Conversions between the engine's types and the wire's.
 
-use tally_engine::ids::record::Applied;
 use tally_engine::cell::List;
+use tally_engine::ids::record::Applied;
 use tally_engine::{Cell, Epoch, Expiry, Key, LearnedTail, Shard, Stamp, TailIds, TailOp};
 use tally_net::wire::{
     ErrorKind, WireCell, WireEpoch, WireError, WireKey, WireLearned, WireShard, WireTail,
@@ -122,6 +122,12 @@ pub fn value(c: &Cell) -> Result<i64, WireError> {
 pub fn live_value(c: &Cell, now_ms: u64) -> Result<Option<i64>, WireError> {
     if !c.live(now_ms) {
         return Ok(None);
+    }
+    if c.is_list() {
+        return Err(WireError::new(
+            ErrorKind::WrongType,
+            "the key holds a list, not a counter",
+        ));
     }
     value(c).map(Some)
 }

@@ -306,7 +306,12 @@ impl Ctx {
 
     /// Who leads a change of the list `key` at `cl` (see
     /// `placement::route_first`).
-    pub(crate) fn route_first(&self, key: &Key, cl: Consistency, what: &str) -> Result<Route, WireError> {
+    pub(crate) fn route_first(
+        &self,
+        key: &Key,
+        cl: Consistency,
+        what: &str,
+    ) -> Result<Route, WireError> {
         placement::route_first(
             self.replicas(key.partition()),
             self.me,

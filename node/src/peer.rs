@@ -12,9 +12,9 @@
 use std::sync::{Arc, Weak};
 
 use tally_engine::{Key, TailIds};
+use tally_net::list::WireListChange;
 use tally_net::log_limit::LogLimit;
 use tally_net::once::OpId;
-use tally_net::list::WireListChange;
 use tally_net::peer::{BoxFuture, Handler};
 use tally_net::wire::{
     Consistency, ErrorKind, LEARNED_KEYS_MAX, LEARNED_OPS_MAX, PeerRequest, PeerResponse,

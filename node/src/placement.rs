@@ -314,9 +314,18 @@ mod first_tests {
     fn a_list_is_led_by_its_first_writable_replica_in_ring_order() {
         let q = Consistency::Quorum;
         let up = |_| Writable;
-        assert_eq!(route_first(replicas(), 2, up, q), Ok(Route::Lead(replicas())));
-        assert_eq!(route_first(replicas(), 0, up, q), Ok(Route::Forward(vec![2, 1])));
-        assert_eq!(route_first(replicas(), 5, up, q), Ok(Route::Forward(vec![2, 0, 1])));
+        assert_eq!(
+            route_first(replicas(), 2, up, q),
+            Ok(Route::Lead(replicas()))
+        );
+        assert_eq!(
+            route_first(replicas(), 0, up, q),
+            Ok(Route::Forward(vec![2, 1]))
+        );
+        assert_eq!(
+            route_first(replicas(), 5, up, q),
+            Ok(Route::Forward(vec![2, 0, 1]))
+        );
         let first_down = |r| if r == 2 { Down } else { Writable };
         assert_eq!(
             route_first(replicas(), 0, first_down, q),

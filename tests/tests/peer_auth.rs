@@ -28,7 +28,7 @@ impl Handler for Answer {
 
 fn cell(epoch: WireEpoch, counter_id: u64, clock: u64, value: i64) -> WireCell {
     WireCell {
-            list: None,
+        list: None,
         epoch,
         shards: [WireShard {
             counter_id,

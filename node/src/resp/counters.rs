@@ -85,10 +85,15 @@ fn key(partition: &[u8], column: &[u8]) -> WireKey {
     WireKey::new(partition, column)
 }
 
+/// Redis' error for a command on a key of the other kind.
+pub(crate) const WRONGTYPE: &str =
+    "WRONGTYPE Operation against a key holding the wrong kind of value";
+
 /// A write's error, in Redis' words where Redis has them.
 pub(crate) fn wire_err(e: &WireError) -> Reply {
     match e.kind {
         ErrorKind::Overflow => Reply::err("ERR increment or decrement would overflow"),
+        ErrorKind::WrongType => Reply::err(WRONGTYPE),
         _ => Reply::err(format!("ERR {e}")),
     }
 }

@@ -355,6 +355,7 @@ async fn kind_of(node: &Arc<Node>, cl: Consistency, key: &[u8]) -> Reply {
         .get_cell(&tally_net::wire::WireKey::new(key, b""), cl)
         .await
     {
+        Ok(c) if c.live(now_ms) && c.is_list() => return Reply::Status("list".into()),
         Ok(c) if c.live(now_ms) => return Reply::Status("string".into()),
         Ok(_) => {}
         Err(e) => return read_err(e),

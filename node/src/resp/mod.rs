@@ -51,6 +51,7 @@ mod expiry;
 mod glob;
 mod join;
 mod keys;
+mod lists;
 mod login;
 mod pipeline;
 pub mod proto;
@@ -254,6 +255,9 @@ async fn keyed(
         return reply;
     }
     if let Some(reply) = expiry::execute(node, cl, name, rest).await {
+        return reply;
+    }
+    if let Some(reply) = lists::execute(node, cl, name, rest).await {
         return reply;
     }
     if let Some(reply) = tally::execute(node, cl, name, rest).await {

@@ -30,7 +30,7 @@ enum Access {
 }
 
 /// The command groups whose commands touch only their keys.
-const KEYED_GROUPS: &[&str] = &["string", "hash", "set", "hyperloglog", "generic"];
+const KEYED_GROUPS: &[&str] = &["string", "hash", "set", "hyperloglog", "generic", "list"];
 
 /// The partitions `args` touches and how, or `None` if it must run alone.
 fn footprint<'a>(name: &str, args: &'a [Vec<u8>]) -> Option<(Access, SmallVec<[&'a [u8]; 4]>)> {

@@ -73,6 +73,7 @@ fn error(e: &WireError) -> Reply {
         ErrorKind::IdConflict => Reply::Error(format!("IDCONFLICT {}", e.message)),
         ErrorKind::IdExpired => Reply::Error(format!("IDEXPIRED {}", e.message)),
         ErrorKind::Overflow => Reply::Error("ERR increment or decrement would overflow".into()),
+        ErrorKind::WrongType => Reply::err(super::counters::WRONGTYPE),
         _ => Reply::Error(format!("ERR {e}")),
     }
 }
