@@ -5,8 +5,13 @@
 //! what it made (see `cell::list` for how a list lives in a cell).
 //!
 //! - A change that changes the list moves the cell to a new epoch
-//!   `(n + 1, leader)` carrying the new list, with the deadline it had
-//!   (Redis keeps a key's TTL when its list changes).
+//!   `(max(n + 1, now_ms), leader)` carrying the new list, with the
+//!   deadline it had (Redis keeps a key's TTL when its list changes). The
+//!   wall clock in the generation makes changes that never saw each other
+//!   (one made on a replica cut off from the others, whose client got no
+//!   answer, and one made after it elsewhere) last-writer-wins by time,
+//!   as Cassandra orders its writes: the later one is kept whole. Clock
+//!   skew between leaders can reorder such changes (see the README).
 //! - A change that empties the list deletes the key (Redis has no empty
 //!   lists): the epoch a `DEL` makes.
 //! - A change that changes nothing (a pop of an absent key, a trim that
@@ -149,7 +154,7 @@ pub fn decide_list(
                 at_ms,
                 stamp: cell.epoch().expiry.next_stamp(leader, now_ms),
             };
-            cell.try_set_list(leader, list, expiry)
+            cell.try_set_list(leader, list, expiry, now_ms)
                 .map_err(ListRefusal::Limit)?;
         }
     }
@@ -171,12 +176,12 @@ fn unchanged(before: &[Vec<u8>], change: &ListChange) -> ListReply {
     }
 }
 
+/// A new list's elements and the reply of the change that made them.
+type Made = (Vec<Vec<u8>>, ListReply);
+
 /// The list `change` makes of `list` and its reply, `None` if it changes
 /// nothing.
-fn apply(
-    list: &[Vec<u8>],
-    change: &ListChange,
-) -> Result<Option<(Vec<Vec<u8>>, ListReply)>, ListRefusal> {
+fn apply(list: &[Vec<u8>], change: &ListChange) -> Result<Option<Made>, ListRefusal> {
     let mut out = list.to_vec();
     let reply = match change {
         ListChange::Push {
@@ -332,10 +337,10 @@ mod tests {
         let done = run(&mut c, push(End::Left, &["a", "b", "c"])).unwrap();
         assert_eq!(done.reply, ListReply::Int(3));
         assert_eq!(elements(&c), ["c", "b", "a"], "LPUSH a b c");
-        assert_eq!(c.epoch().id(), (1, ME));
+        assert_eq!(c.epoch().id(), (NOW, ME));
         run(&mut c, push(End::Right, &["d"])).unwrap();
         assert_eq!(elements(&c), ["c", "b", "a", "d"]);
-        assert_eq!(c.epoch().id(), (2, ME));
+        assert_eq!(c.epoch().id(), (NOW + 1, ME), "within one ms: n + 1");
         c.check_invariants();
         let mut absent = Cell::new();
         let x = ListChange::Push {
@@ -399,7 +404,7 @@ mod tests {
         let done = run(&mut c, pop.clone()).unwrap();
         assert_eq!(done.reply, ListReply::Popped(vec![b("b"), b("a")]));
         assert!(!c.exists() && !c.is_list());
-        assert_eq!(c.epoch(), Epoch::at(2));
+        assert_eq!(c.epoch(), Epoch::at(NOW + 1));
         let done = run(&mut c, pop).unwrap();
         assert_eq!(
             (done.applied, done.reply),
@@ -448,6 +453,25 @@ mod tests {
             value: b("z"),
         };
         assert_eq!(run(&mut c, set), Err(ListRefusal::NoSuchKey));
+    }
+
+    #[test]
+    fn of_two_changes_that_never_saw_each_other_the_later_wins_on_every_replica() {
+        let mut base = Cell::new();
+        run(&mut base, push(End::Right, &["a"])).unwrap();
+        // A leader cut off makes one change; another, later, makes one on
+        // the state before it, with a smaller counter_id.
+        let mut cut_off = base.clone();
+        decide_list(&mut cut_off, &push(End::Right, &["lost"]), 99, NOW + 10).unwrap();
+        let mut later = base.clone();
+        decide_list(&mut later, &push(End::Right, &["kept"]), 3, NOW + 20).unwrap();
+        let mut a = cut_off.clone();
+        a.merge(&later);
+        let mut b = later.clone();
+        b.merge(&cut_off);
+        assert_eq!(a, later);
+        assert_eq!(b, later);
+        assert_eq!(elements(&later), ["a", "kept"]);
     }
 
     #[test]

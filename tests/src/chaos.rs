@@ -3,7 +3,8 @@
 //! injected faults, then a healing phase and a check of the whole history
 //! (see [`crate::checker`]). Beside it, on keys of their own, adds with
 //! operation ids (`exact`) and unique counters (`unique`), retried until
-//! known and judged exactly.
+//! known and judged exactly, and lists pushed onto (`lists`), judged by
+//! what was acknowledged.
 //!
 //! Faults, chosen from a seeded schedule, one at a time, each held for one
 //! to three seconds before it is healed:
@@ -37,8 +38,9 @@
 //!   member that still holds a retired shard is a violation;
 //! - `flush`: not a fault but an operation that races the workload: a
 //!   `FLUSHALL` through a member's RESP port, which the checker reads as a
-//!   reset of every key at ALL (`flush`); it resets the exact workers' and
-//!   unique counters' keys too, so runs with it leave those workers out;
+//!   reset of every key at ALL (`flush`); it resets the exact workers',
+//!   unique counters' and lists' keys too, so runs with it leave those
+//!   workers out;
 //! - `stall`: a node's disk stops taking commit log writes while the node
 //!   keeps serving (its new records stay in memory, its shards and their
 //!   ids still reach the replicas), then it is killed with `kill -9` and
@@ -49,7 +51,8 @@
 //!   SIGUSR1 stalls the disk.
 //!
 //! Clock jumps are not injected: nothing in Tally orders counter state by
-//! wall-clock time. Shards are ordered by their owner's logical clock and
+//! wall-clock time (lists are: their changes that never saw each other
+//! are last-writer-wins by their leaders' clocks, which here are one). Shards are ordered by their owner's logical clock and
 //! resets by epochs; timeouts and heartbeats use the monotonic clock.
 //!
 //! A slow disk is not injected beyond the stall: without root there is no
@@ -75,6 +78,7 @@ use crate::{Cluster, ClusterOptions};
 
 mod exact;
 mod flush;
+mod lists;
 mod resp;
 mod secure;
 mod topology;
@@ -126,6 +130,8 @@ pub struct ChaosOptions {
     pub exact_workers: usize,
     /// Workers sending pipelines of adds and reads over RESP (see `resp`).
     pub resp_workers: usize,
+    /// Workers pushing onto lists over RESP (see `lists`).
+    pub list_workers: usize,
     /// FAULT INJECTION in the product, to prove the checker: this node
     /// applies adds with ids as new and admits members at any replica (see
     /// [`ClusterOptions::ignoring_ids`]).
@@ -221,6 +227,7 @@ impl Default for ChaosOptions {
             exact_keys: 2,
             exact_workers: 2,
             resp_workers: 2,
+            list_workers: 2,
             ignore_ids: None,
             skip_tails: false,
             ignore_deadlines: false,
@@ -277,6 +284,8 @@ pub struct Summary {
     pub topology: (Changes, Vec<String>),
     /// `FLUSHALL`s: answered OK, refused, outcome unknown.
     pub flushes: (usize, usize, usize),
+    /// Lists: how many, pushes onto them, acknowledged pushes.
+    pub lists: (usize, usize, usize),
 }
 
 impl std::fmt::Display for Summary {
@@ -327,6 +336,11 @@ impl std::fmt::Display for Summary {
         writeln!(
             f,
             "RESP pipelines: {piped} adds and reads ({answered} answered), checked with the rest"
+        )?;
+        let (lists, pushes, acked) = self.lists;
+        writeln!(
+            f,
+            "lists: {lists} ({pushes} pushes, {acked} acknowledged), each read at ALL through every member and judged"
         )?;
         let (dropped, flagged) = &self.hints_dropped;
         writeln!(
@@ -418,6 +432,13 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
             ))
         })
         .collect();
+    let list_workers: Vec<_> = (0..opts.list_workers)
+        .map(|w| {
+            let (stop, addrs) = (stop.clone(), resp_addrs.clone());
+            let seed = opts.seed.wrapping_mul(0x1405_7b7e_f767_814f) ^ (w as u64 + 1);
+            rt.spawn(lists::worker(w, addrs, seed, stop))
+        })
+        .collect();
     let exact_workers: Vec<_> = (0..opts.exact_workers)
         .map(|w| {
             let (stop, addrs) = (stop.clone(), addrs.clone());
@@ -447,6 +468,10 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     let mut unique_log = unique::UniqueLog::default();
     for w in unique_workers {
         unique_log.absorb(rt.block_on(w).context("a unique worker panicked")?);
+    }
+    let mut list_log = lists::ListLog::default();
+    for w in list_workers {
+        list_log.absorb(rt.block_on(w).context("a list worker panicked")?);
     }
 
     heal(&mut cluster, &ring.members, &proxies)?;
@@ -491,6 +516,10 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     report.violations.extend(unique_violations);
     let exact_report = rt.block_on(exact::check(&final_addrs, &exact_log, opts.exact_keys));
     report.violations.extend(exact_report.violations);
+    let member_resp: Vec<_> = members.iter().map(|&n| cluster.resp_addr(n)).collect();
+    report
+        .violations
+        .extend(rt.block_on(lists::check(&member_resp, &list_log)));
     if let Some(path) = &opts.history {
         write_history(path, &history, &exact_log)?;
     }
@@ -504,6 +533,8 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     summary.unique = (u.adds, u.retries, u.races, expected);
     let (adds, retries, races, resends) = exact_log.counts();
     summary.exact = (adds, retries, races, resends, exact_report.sums);
+    let (pushes, acked) = list_log.counts();
+    summary.lists = (list_log.lists.len(), pushes, acked);
     // A flush is one reset of each key: count key 0's.
     let flushed = |ended: fn(&Outcome) -> bool| {
         let flush = |op: &&Op| op.process == flush::PROCESS && op.key == 0;
@@ -751,6 +782,7 @@ fn summarize(
         repairs_racing: (0, 0),
         topology: (Changes::default(), Vec::new()),
         flushes: (0, 0, 0),
+        lists: (0, 0, 0),
     }
 }
 

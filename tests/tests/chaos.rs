@@ -76,6 +76,11 @@ fn a_short_chaos_run_finds_no_violation() {
     );
     let (id_adds, retries, races, resends, _) = &summary.exact;
     assert!(*id_adds > 100, "too few adds with ids: {summary}");
+    let (lists, _, pushes_acked) = summary.lists;
+    assert!(
+        lists >= 2 && pushes_acked > 100,
+        "too few list pushes: {summary}"
+    );
     assert!(*retries > 0 && *races > 0 && *resends > 0, "{summary}");
     assert!(summary.report.violations.is_empty(), "{summary}");
     assert!(
@@ -146,6 +151,31 @@ fn the_checker_catches_a_cluster_that_loses_adds() {
     assert!(
         !summary.report.violations.is_empty(),
         "a lossy cluster passed: {summary}"
+    );
+}
+
+/// Lists pushed onto by their own workers alone, on nodes that acknowledge
+/// every 25th change they lead without making it: the list checker must
+/// find the pushes lost.
+#[test]
+fn the_checker_catches_lost_list_pushes() {
+    let opts = ChaosOptions {
+        duration: Duration::from_secs(8),
+        faults: false,
+        seed: 6,
+        drop_every: Some(25),
+        workers: 0,
+        resp_workers: 0,
+        unique_workers: 0,
+        exact_workers: 0,
+        list_workers: 4,
+        ..ChaosOptions::default()
+    };
+    let summary = run(&opts).unwrap();
+    assert!(summary.lists.2 > 100, "{summary}");
+    assert!(
+        found(&summary, "list chaos-list-"),
+        "a cluster losing list pushes passed: {summary}"
     );
 }
 
@@ -371,6 +401,7 @@ fn a_chaos_run_with_flushes_finds_no_violation() {
         min_faults: KINDS.len(),
         exact_workers: 0,
         unique_workers: 0,
+        list_workers: 0,
         seed: 12,
         ..ChaosOptions::default()
     };
@@ -396,6 +427,7 @@ fn the_checker_catches_a_flush_the_other_nodes_learn_late() {
         fault_kinds: &["flush"],
         exact_workers: 0,
         unique_workers: 0,
+        list_workers: 0,
         flush_locally: true,
         seed: 13,
         ..ChaosOptions::default()

@@ -65,16 +65,24 @@ impl Cell {
         Ok(())
     }
 
-    /// Moves the cell to the epoch a list change by `leader` makes: the
-    /// list `list`, expiring `expiry`, no shards; refused (and nothing
-    /// changed) when the epoch is at [`CLOCK_MAX`].
+    /// Moves the cell to the epoch a list change by `leader` at `now_ms`
+    /// makes: generation `max(n + 1, now_ms)`, the list `list`, expiring
+    /// `expiry`, no shards; refused (and nothing changed) when the epoch is
+    /// at [`CLOCK_MAX`]. The wall clock in the generation orders list
+    /// changes that did not see each other by time, last writer winning:
+    /// a change whose outcome its client never learned, made on a replica
+    /// that was then cut off, loses to the changes made after it elsewhere
+    /// (see `list`).
     pub fn try_set_list(
         &mut self,
         leader: u64,
         list: super::List,
         expiry: super::Expiry,
+        now_ms: u64,
     ) -> Result<(), Limit> {
+        let n = next_version("epoch", self.epoch.n)?.max(check_version("epoch", now_ms)?);
         self.try_set(leader, 0, expiry)?;
+        self.epoch.n = n;
         self.list = Some(list);
         Ok(())
     }

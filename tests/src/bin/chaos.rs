@@ -67,6 +67,9 @@ struct Args {
     /// chosen per pipeline.
     #[arg(long, default_value_t = 2)]
     resp_workers: usize,
+    /// Clients pushing onto lists over RESP, each onto lists of its own.
+    #[arg(long, default_value_t = 2)]
+    list_workers: usize,
     /// FAULT INJECTION in the product, to prove the checker: this node
     /// (index from 0) runs as the test-only tallyd-faults, applying adds
     /// with ids as new and members at any replica.
@@ -148,6 +151,7 @@ fn main() {
         exact_keys: a.exact_keys,
         exact_workers: a.exact_workers,
         resp_workers: a.resp_workers,
+        list_workers: a.list_workers,
         ignore_ids: a.unsafe_ignore_ids,
         skip_tails: a.unsafe_skip_tails,
         ignore_deadlines: a.unsafe_ignore_deadlines,
