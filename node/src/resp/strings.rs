@@ -232,6 +232,9 @@ async fn rename(node: &Arc<Node>, cl: Consistency, src: &[u8], dst: &[u8], nx: b
         Ok(_) => return Reply::err("ERR no such key"),
         Err(e) => return wire_err(&e),
     };
+    if cell.is_list() {
+        return Reply::err("ERR RENAME of a list is not supported");
+    }
     let value = match cell.value() {
         Ok(v) => v,
         Err(_) => return Reply::err("ERR the counter's value overflows 64 bits"),
