@@ -16,23 +16,12 @@ impl Engine {
     /// same epoch). A change whose condition fails logs nothing. Adds
     /// racing a SET or a reset that lose are discarded ("reset wins").
     pub async fn change(&self, key: &Key, change: Change, now_ms: u64) -> Result<(Changed, Cell)> {
-        self.check_writable()?;
-        let (done, state, rx) = self.cache.with_cell(key, |cached, v| {
-            let done = decide(&mut cached.cell, change, self.counter_id(), now_ms)?;
-            let state = cached.cell.header();
-            if !done.applied {
-                return Ok::<_, Error>((done, state, None));
-            }
-            cached.mark_written(key, v);
-            let rx = self
-                .commit
-                .log_record(key, &cached.cell, v.active.generation());
-            Ok((done, state, Some(rx)))
-        })??;
-        if let Some(rx) = rx {
-            rx.await.map_err(|_| Error::Closed)??;
-        }
-        Ok((done, state))
+        let leader = self.counter_id();
+        self.change_with(key, |cell| {
+            let done = decide(cell, change, leader, now_ms)?;
+            Ok((done.applied, done))
+        })
+        .await
     }
 
     /// Makes `change` to the list at `now_ms` as its leader, and waits
@@ -45,11 +34,27 @@ impl Engine {
         change: &ListChange,
         now_ms: u64,
     ) -> Result<(ListDone, Cell)> {
+        let leader = self.counter_id();
+        self.change_with(key, |cell| {
+            let done = decide_list(cell, change, leader, now_ms)?;
+            Ok((done.applied, done))
+        })
+        .await
+    }
+
+    /// A change of the cell's header under its lock by `decide`, which
+    /// says whether it changed it: logged if it did, and answered once
+    /// durable here, with the header for the other replicas.
+    async fn change_with<T>(
+        &self,
+        key: &Key,
+        decide: impl FnOnce(&mut Cell) -> Result<(bool, T)>,
+    ) -> Result<(T, Cell)> {
         self.check_writable()?;
         let (done, state, rx) = self.cache.with_cell(key, |cached, v| {
-            let done = decide_list(&mut cached.cell, change, self.counter_id(), now_ms)?;
+            let (applied, done) = decide(&mut cached.cell)?;
             let state = cached.cell.header();
-            if !done.applied {
+            if !applied {
                 return Ok::<_, Error>((done, state, None));
             }
             cached.mark_written(key, v);
