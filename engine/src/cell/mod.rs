@@ -26,7 +26,8 @@
 //! [`clock_conflicts`].
 //!
 //! The limits a cell keeps within, and how writes that would cross them
-//! are refused, are in `limits` ([`Limit`], [`CLOCK_MAX`]).
+//! are refused, are in `limits` ([`Limit`], [`CLOCK_MAX`]). A list key's
+//! cell carries its list on its epoch, a last-writer-wins value (`list`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

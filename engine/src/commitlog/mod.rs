@@ -1,6 +1,6 @@
 //! The commit log: every write is here, durably, before it is acknowledged.
 //!
-//! # Format (version 4)
+//! # Format (version 6)
 //!
 //! A log is a sequence of segment files `NNNNNN.log`, numbered in write order.
 //!
@@ -22,9 +22,10 @@
 //! `len` is at most [`RECORD_BYTES_MAX`]; the top bit of the first word
 //! tells a sync mark from a record. Every write of records (a group commit)
 //! ends in a sync mark: the offset up to which the segment was fsync'd
-//! before that write was issued. Version 3 is the same without tails,
-//! version 2 also without ids, version 1 also without marks; all are
-//! still read.
+//! before that write was issued. Version 5 is the same without list cells,
+//! version 4 also without epoch headers (see `codec`), version 3 also
+//! without tails, version 2 also without ids, version 1 also without
+//! marks; all are still read.
 //!
 //! An add with an operation id is applied in the same record as the ids
 //! it applied: one checksum covers the new shard and the ids, so a crash
@@ -96,9 +97,9 @@ use crate::unique;
 
 /// Segment file magic.
 pub(crate) const MAGIC: &[u8; 8] = b"TALLYLOG";
-/// Version of the format above: 5 may hold cells with an epoch header
-/// (see `codec`); older versions read the same way.
-pub(crate) const VERSION: u32 = 5;
+/// Version of the format above: 5 may hold cells with an epoch header, 6
+/// list cells too (see `codec`); older versions read the same way.
+pub(crate) const VERSION: u32 = 6;
 /// Size of a segment header.
 pub const HEADER_BYTES: usize = 16;
 /// Size of a record's frame (length and checksum).

@@ -1,6 +1,6 @@
 //! SSTables: immutable, sorted, checksummed files of cells.
 //!
-//! # Format (version 1)
+//! # Format (version 3)
 //!
 //! ```text
 //! file   = block* dict index bloom footer
@@ -44,9 +44,9 @@ pub(crate) use writer::TableWriter;
 
 /// Table file magic.
 pub(crate) const MAGIC: &[u8; 8] = b"TALLYSST";
-/// Version of the format above: 2 may hold cells with an epoch header
-/// (see `codec`); version 1 tables read the same way.
-pub(crate) const VERSION: u32 = 2;
+/// Version of the format above: 2 may hold cells with an epoch header, 3
+/// list cells too (see `codec`); tables of 1 and 2 read the same way.
+pub(crate) const VERSION: u32 = 3;
 /// Size of the footer.
 pub(crate) const FOOTER_BYTES: usize = 60;
 /// Size of a section checksum.
