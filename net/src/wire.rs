@@ -1426,6 +1426,7 @@ mod tests {
     struct VecCell {
         epoch: WireEpoch,
         shards: Vec<WireShard>,
+        list: Option<Vec<Vec<u8>>>,
     }
 
     #[test]
@@ -1463,10 +1464,25 @@ mod tests {
             let old = VecCell {
                 epoch: WireEpoch::at(4),
                 shards: shards[..n].to_vec(),
+                list: None,
             };
             assert_eq!(encode(&cell), encode(&old));
             assert_eq!(decode::<WireCell>(&encode(&cell)).unwrap(), cell);
         }
+        // A list's cell: its elements after the shards, as an option of a Vec.
+        let elements = vec![b"1700000000.5".to_vec(), Vec::new()];
+        let cell = WireCell {
+            list: Some(elements.clone().into()),
+            epoch: WireEpoch::at(4),
+            shards: Default::default(),
+        };
+        let old = VecCell {
+            epoch: WireEpoch::at(4),
+            shards: Vec::new(),
+            list: Some(elements),
+        };
+        assert_eq!(encode(&cell), encode(&old));
+        assert_eq!(decode::<WireCell>(&encode(&cell)).unwrap(), cell);
     }
 
     #[test]
@@ -1476,6 +1492,12 @@ mod tests {
         bytes.extend_from_slice(&(1u64 << 40).to_le_bytes());
         assert!(decode::<WireKey>(&bytes).is_err());
         let mut bytes = vec![0u8; 6]; // the epoch's six fields
+        bytes.push(253);
+        bytes.extend_from_slice(&(1u64 << 40).to_le_bytes());
+        assert!(decode::<WireCell>(&bytes).is_err());
+        // A list claiming 2^40 elements.
+        let mut bytes = vec![0u8; 8]; // the epoch, no shards
+        bytes.push(1); // Some
         bytes.push(253);
         bytes.extend_from_slice(&(1u64 << 40).to_le_bytes());
         assert!(decode::<WireCell>(&bytes).is_err());
