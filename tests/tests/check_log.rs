@@ -79,7 +79,7 @@ fn check_log_reports_and_cuts_only_when_told() {
     let out = check_log(&data, false);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
-        text(&out).contains(&format!("{name}: format 5")),
+        text(&out).contains(&format!("{name}: format 6")),
         "{}",
         text(&out)
     );
