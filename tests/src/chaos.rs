@@ -286,6 +286,8 @@ pub struct Summary {
     pub flushes: (usize, usize, usize),
     /// Lists: how many, pushes onto them, acknowledged pushes.
     pub lists: (usize, usize, usize),
+    /// Why list pushes were not acknowledged, and how often.
+    pub list_errors: BTreeMap<String, usize>,
 }
 
 impl std::fmt::Display for Summary {
@@ -340,7 +342,8 @@ impl std::fmt::Display for Summary {
         let (lists, pushes, acked) = self.lists;
         writeln!(
             f,
-            "lists: {lists} ({pushes} pushes, {acked} acknowledged), each read at ALL through every member and judged"
+            "lists: {lists} ({pushes} pushes, {acked} acknowledged), each read at ALL through every member and judged; not acknowledged: {:?}",
+            self.list_errors
         )?;
         let (dropped, flagged) = &self.hints_dropped;
         writeln!(
@@ -535,6 +538,7 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     summary.exact = (adds, retries, races, resends, exact_report.sums);
     let (pushes, acked) = list_log.counts();
     summary.lists = (list_log.lists.len(), pushes, acked);
+    summary.list_errors = std::mem::take(&mut list_log.errors);
     // A flush is one reset of each key: count key 0's.
     let flushed = |ended: fn(&Outcome) -> bool| {
         let flush = |op: &&Op| op.process == flush::PROCESS && op.key == 0;
@@ -783,6 +787,7 @@ fn summarize(
         topology: (Changes::default(), Vec::new()),
         flushes: (0, 0, 0),
         lists: (0, 0, 0),
+        list_errors: BTreeMap::new(),
     }
 }
 

@@ -35,12 +35,17 @@ const FINAL_READ_TRIES: usize = 20;
 pub(crate) struct ListLog {
     /// List name → pushes.
     pub(crate) lists: BTreeMap<String, Vec<Push>>,
+    /// Why pushes were not acknowledged (the start of each error), and how often.
+    pub(crate) errors: BTreeMap<String, usize>,
 }
 
 impl ListLog {
     /// Merges another worker's log into this one.
     pub(crate) fn absorb(&mut self, other: ListLog) {
         self.lists.extend(other.lists);
+        for (e, n) in other.errors {
+            *self.errors.entry(e).or_default() += n;
+        }
     }
 
     /// Pushes made, and how many were acknowledged.
@@ -67,43 +72,55 @@ pub(crate) async fn worker(
     while !stop.load(Ordering::Acquire) {
         let name = format!("chaos-list-{w}-{}", value / PUSHES_PER_LIST);
         let node = rng.random_range(0..addrs.len());
-        let acked = push(&mut conns[node], addrs[node], &name, value).await;
+        let Some(answer) = push(&mut conns[node], addrs[node], &name, value).await else {
+            // Nothing was sent: the node is down, or not a member (yet).
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let acked = answer.is_ok();
+        if let Err(why) = answer {
+            *log.errors.entry(why).or_default() += 1;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         log.lists
             .entry(name)
             .or_default()
             .push(Push { value, acked });
         value += 1;
-        if !acked {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
     }
     log
 }
 
-/// One `RPUSH` through `addr`; whether it was acknowledged. A connection
-/// that failed is dropped.
-async fn push(conn: &mut Option<Conn>, addr: SocketAddr, name: &str, value: u64) -> bool {
+/// One `RPUSH` through `addr`: acknowledged, or why not; `None` when it
+/// could not be sent (no connection). A connection that failed is dropped.
+async fn push(
+    conn: &mut Option<Conn>,
+    addr: SocketAddr,
+    name: &str,
+    value: u64,
+) -> Option<Result<(), String>> {
     if conn.is_none() {
         let dialed = tokio::time::timeout(Duration::from_secs(5), secure::resp(addr)).await;
         *conn = dialed.ok().and_then(Result::ok);
     }
-    let Some(c) = conn.as_mut() else {
-        return false;
-    };
+    let c = conn.as_mut()?;
     let command = format!("RPUSH {name} {value}\r\n");
     let reply = async {
         c.get_mut().write_all(command.as_bytes()).await.ok()?;
         c.get_mut().flush().await.ok()?;
         line(c).await
     };
-    match tokio::time::timeout(REPLY_TIMEOUT, reply).await {
-        Ok(Some(l)) if l.starts_with(':') => true,
-        Ok(Some(l)) if l.starts_with('-') => false,
-        _ => {
+    Some(match tokio::time::timeout(REPLY_TIMEOUT, reply).await {
+        Ok(Some(l)) if l.starts_with(':') => Ok(()),
+        Ok(Some(l)) if l.starts_with('-') => Err(l.chars().take(48).collect()),
+        answer => {
             *conn = None;
-            false
+            Err(match answer {
+                Err(_) => "no reply in time".into(),
+                _ => "the connection broke".into(),
+            })
         }
-    }
+    })
 }
 
 /// One reply line, without its CRLF.
