@@ -354,6 +354,27 @@ mod tests {
     }
 
     #[test]
+    fn a_list_no_leader_makes_is_refused() {
+        let with = |list: Vec<Vec<u8>>| {
+            let PeerRequest::Apply { key, mut cell } = apply(b"k", 4, &[]) else {
+                unreachable!()
+            };
+            cell.list = Some(list.into());
+            PeerRequest::Apply { key, cell }
+        };
+        assert_eq!(authorize(0, &with(vec![b"a".to_vec()]), &local()), Ok(()));
+        assert_eq!(
+            authorize(0, &with(Vec::new()), &local()),
+            Err(Refusal::BadList { bytes: 0 })
+        );
+        let over = vec![vec![7u8; 1000]; 29];
+        assert_eq!(
+            authorize(0, &with(over), &local()),
+            Err(Refusal::BadList { bytes: 29 * 1002 })
+        );
+    }
+
+    #[test]
     fn shards_of_this_nodes_counter_id_must_be_versions_it_made() {
         let l = local();
         let cases = [
