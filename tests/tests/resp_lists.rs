@@ -56,6 +56,7 @@ WT = "WRONGTYPE Operation against a key holding the wrong kind of value"
 assert err(r.lpush, p + "n", "x") == WT and err(r.lrange, p + "n", 0, -1) == WT
 assert err(r.incr, L) == WT and err(r.get, L) == WT
 assert r.lrange(L, 0, -1) == [b"only"] and r.get(p + "n") == b"1"
+assert r.mget(L, p + "n") == [None, b"1"], "an MGET answers nil for a list, as Redis"
 assert err(r.rename, L, p + "other") == "RENAME of a list is not supported"
 # A SET makes it a counter again; DEL removes it.
 assert r.set(L, 5) is True and r.get(L) == b"5" and r.delete(L) == 1

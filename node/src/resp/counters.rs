@@ -44,6 +44,12 @@ pub(crate) async fn execute(
             for keys in rest.chunks(READS_AT_ONCE) {
                 items.extend(join_all(keys.iter().map(|k| get(node, cl, k, b""))).await);
             }
+            // As Redis: a key of another kind (a list) is nil in an MGET.
+            for item in &mut items {
+                if matches!(item, Reply::Error(e) if e == WRONGTYPE) {
+                    *item = Reply::NIL;
+                }
+            }
             match items.iter().find(|r| r.is_error()) {
                 Some(e) => e.clone(),
                 None => Reply::Array(items),
