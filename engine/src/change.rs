@@ -92,7 +92,24 @@ pub struct Changed {
 /// Applies `change` by `leader` at `now_ms` to `cell` (see the module
 /// doc); refused, with nothing changed, when the epoch is at its limit.
 pub fn decide(cell: &mut Cell, change: Change, leader: u64, now_ms: u64) -> Result<Changed, Limit> {
+    decide_reading(cell, change, leader, now_ms, false)
+}
+
+/// [`decide`], for a change that answers the value before (`GETSET`,
+/// `SET ... GET`, `GETDEL`, `GETEX`) when `reads`: a live list has no such
+/// value, so the change is refused ([`Limit::WrongType`]), nothing changed,
+/// as Redis refuses them on a list.
+pub fn decide_reading(
+    cell: &mut Cell,
+    change: Change,
+    leader: u64,
+    now_ms: u64,
+    reads: bool,
+) -> Result<Changed, Limit> {
     let live = cell.live(now_ms);
+    if reads && live && cell.is_list() {
+        return Err(Limit::WrongType);
+    }
     let before = live.then(|| cell.sum());
     let epoch = cell.epoch();
     let applied = match change {

@@ -375,6 +375,33 @@ mod tests {
     }
 
     #[test]
+    fn a_change_that_reads_the_value_before_refuses_a_list_and_others_replace_it() {
+        use crate::change::{Change, Presence, Ttl, decide_reading};
+        let mut list = Cell::new();
+        run(&mut list, push(End::Left, &["a"])).unwrap();
+        let before = list.clone();
+        let set = Change::Set {
+            value: 5,
+            ttl: Ttl::Clear,
+            only: Presence::Any,
+        };
+        assert_eq!(
+            decide_reading(&mut list, set, ME, NOW, true),
+            Err(Limit::WrongType),
+            "GETSET"
+        );
+        assert_eq!(
+            decide_reading(&mut list, Change::Delete, ME, NOW, true),
+            Err(Limit::WrongType),
+            "GETDEL"
+        );
+        assert_eq!(list, before, "nothing changed");
+        let done = decide_reading(&mut list, set, ME, NOW, false).unwrap();
+        assert!(done.applied && !list.is_list(), "SET replaces a list");
+        assert_eq!(list.value(), Ok(5));
+    }
+
+    #[test]
     fn the_deadline_is_kept_and_an_expired_list_is_absent() {
         let mut c = Cell::new();
         run(&mut c, push(End::Left, &["a"])).unwrap();

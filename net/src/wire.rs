@@ -589,6 +589,8 @@ pub enum PeerRequest {
         key: WireKey,
         /// The change.
         change: WireChange,
+        /// It answers the value before (refused on a list).
+        reads: bool,
         /// Replicas that must hold it before the answer.
         cl: Consistency,
     },

@@ -373,7 +373,20 @@ impl Node {
         cl: Consistency,
     ) -> Result<WireChanged, WireError> {
         let key = convert::user_key(key)?;
-        self.writes.change(&key, change, cl).await
+        self.writes.change(&key, change, cl, false).await
+    }
+
+    /// [`Node::change`] of a change that answers the value before
+    /// (`GETSET`, `GETDEL` ...): refused on a list (`WRONGTYPE`), nothing
+    /// changed, as Redis refuses them.
+    pub async fn change_reading(
+        &self,
+        key: &WireKey,
+        change: WireChange,
+        cl: Consistency,
+    ) -> Result<WireChanged, WireError> {
+        let key = convert::user_key(key)?;
+        self.writes.change(&key, change, cl, true).await
     }
 
     /// Changes a list at `cl` (`LPUSH`, `LTRIM` ...): led by its first

@@ -40,7 +40,7 @@ enum Task {
     ReadRow(Vec<u8>),
     LeaderAdd(WireKey, i64, Option<OpId>, Consistency),
     LeaderReset(WireKey, Consistency),
-    LeaderChange(WireKey, WireChange, Consistency),
+    LeaderChange(WireKey, (WireChange, bool), Consistency),
     LeaderList(WireKey, WireListChange, Consistency),
     LeaderAdmit(Vec<u8>, Vec<Vec<u8>>, Consistency),
     LearnTails(Vec<u64>, u64),
@@ -140,9 +140,12 @@ impl Handler for PeerHandler {
                         Task::LeaderAdd(key, delta, Some(id), cl)
                     }
                     PeerRequest::LeaderReset { key, cl } => Task::LeaderReset(key, cl),
-                    PeerRequest::LeaderChange { key, change, cl } => {
-                        Task::LeaderChange(key, change, cl)
-                    }
+                    PeerRequest::LeaderChange {
+                        key,
+                        change,
+                        reads,
+                        cl,
+                    } => Task::LeaderChange(key, (change, reads), cl),
                     PeerRequest::LeaderList { key, change, cl } => {
                         Task::LeaderList(key, change, cl)
                     }
@@ -302,7 +305,7 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, task: Task) -> PeerResponse {
             .map_err(|e| engine_error(&e)),
         Task::LeaderReset(key, cl) => match convert::key(&key) {
             Ok(k) => writes
-                .lead_change(&k, WireChange::Delete, cl)
+                .lead_change(&k, (WireChange::Delete, false), cl)
                 .await
                 .map(|_| PeerResponse::Reset),
             Err(e) => Err(e),

@@ -58,6 +58,10 @@ assert err(r.incr, L) == WT and err(r.get, L) == WT
 assert r.lrange(L, 0, -1) == [b"only"] and r.get(p + "n") == b"1"
 assert r.mget(L, p + "n") == [None, b"1"], "an MGET answers nil for a list, as Redis"
 assert err(r.rename, L, p + "other") == "RENAME of a list is not supported"
+assert err(r.getset, L, 1) == WT and err(r.getdel, L) == WT
+assert err(r.execute_command, "GETEX", L, "EX", 9) == WT
+assert err(r.execute_command, "SET", L, 1, "GET") == WT
+assert r.lrange(L, 0, -1) == [b"only"] and r.ttl(L) == -1, "nothing changed"
 # A SET makes it a counter again; DEL removes it.
 assert r.set(L, 5) is True and r.get(L) == b"5" and r.delete(L) == 1
 # Over the size limit: refused whole, the list as it was.

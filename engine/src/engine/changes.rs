@@ -3,7 +3,7 @@
 
 use super::Engine;
 use crate::cell::{Cell, Epoch};
-use crate::change::{Change, Changed, decide};
+use crate::change::{Change, Changed, decide_reading};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::list::{ListChange, ListDone, decide_list};
@@ -16,9 +16,21 @@ impl Engine {
     /// same epoch). A change whose condition fails logs nothing. Adds
     /// racing a SET or a reset that lose are discarded ("reset wins").
     pub async fn change(&self, key: &Key, change: Change, now_ms: u64) -> Result<(Changed, Cell)> {
+        self.change_reading(key, change, now_ms, false).await
+    }
+
+    /// [`Engine::change`] of a change that answers the value before when
+    /// `reads` (refused on a list: see [`crate::change::decide_reading`]).
+    pub async fn change_reading(
+        &self,
+        key: &Key,
+        change: Change,
+        now_ms: u64,
+        reads: bool,
+    ) -> Result<(Changed, Cell)> {
         let leader = self.counter_id();
         self.change_with(key, |cell| {
-            let done = decide(cell, change, leader, now_ms)?;
+            let done = decide_reading(cell, change, leader, now_ms, reads)?;
             Ok((done.applied, done))
         })
         .await

@@ -213,7 +213,12 @@ async fn set(
     column: &[u8],
     a: SetArgs,
 ) -> Reply {
-    match node.change(&key(partition, column), a.change, cl).await {
+    let key = key(partition, column);
+    let done = match a.get {
+        true => node.change_reading(&key, a.change, cl).await,
+        false => node.change(&key, a.change, cl).await,
+    };
+    match done {
         Ok(done) if a.get => done
             .before
             .map_or(Reply::NIL, |v| Reply::bulk(v.to_string())),

@@ -35,19 +35,22 @@ use crate::placement::Route;
 use crate::read;
 use crate::ring::Replicas;
 
-/// Makes `change` to a counter at `cl`, led here or by a live replica.
+/// Makes `change` to a counter at `cl`, led here or by a live replica;
+/// `reads`: it answers the value before (refused on a list).
 pub(crate) async fn change(
     ctx: &Arc<Ctx>,
     key: &Key,
     change: WireChange,
     cl: Consistency,
+    reads: bool,
 ) -> Result<WireChanged, WireError> {
     match ctx.route(key, cl, what(&change))? {
-        Route::Lead(replicas) => lead(ctx, key, change, cl, replicas).await,
+        Route::Lead(replicas) => lead(ctx, key, (change, reads), cl, replicas).await,
         Route::Forward(live) => {
             let req = PeerRequest::LeaderChange {
                 key: wire_key(key),
                 change,
+                reads,
                 cl,
             };
             match forward(ctx, &live, req).await? {
@@ -62,11 +65,11 @@ pub(crate) async fn change(
 pub(crate) async fn lead_forwarded(
     ctx: &Arc<Ctx>,
     key: &Key,
-    change: WireChange,
+    (change, reads): (WireChange, bool),
     cl: Consistency,
 ) -> Result<WireChanged, WireError> {
     let replicas = ctx.lead_here(key, cl, what(&change))?;
-    lead(ctx, key, change, cl, replicas).await
+    lead(ctx, key, (change, reads), cl, replicas).await
 }
 
 /// What a change is called in errors.
@@ -78,18 +81,19 @@ fn what(change: &WireChange) -> &'static str {
     }
 }
 
-/// The leader's change: catch up to the newest epoch, change, replicate.
+/// The leader's change (and whether it reads the value before): catch
+/// up to the newest epoch, change, replicate.
 async fn lead(
     ctx: &Arc<Ctx>,
     key: &Key,
-    change: WireChange,
+    (change, reads): (WireChange, bool),
     cl: Consistency,
     replicas: Replicas,
 ) -> Result<WireChanged, WireError> {
     catch_up(ctx, key, &replicas, cl).await?;
     let (done, state) = ctx
         .engine
-        .change(key, engine_change(change), now_ms())
+        .change_reading(key, engine_change(change), now_ms(), reads)
         .await
         .map_err(|e| engine_error(&e))?;
     let before = match done.before.map(i64::try_from) {

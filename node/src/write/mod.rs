@@ -146,21 +146,23 @@ impl Writes {
         answer
     }
 
-    /// Changes a counter's epoch at `cl`: SET, EXPIRE, reset (see `change`).
+    /// Changes a counter's epoch at `cl`: SET, EXPIRE, reset (see
+    /// `change`); `reads`: the change answers the value before.
     pub(crate) async fn change(
         &self,
         key: &Key,
         c: WireChange,
         cl: Consistency,
+        reads: bool,
     ) -> Result<WireChanged, WireError> {
-        change::change(&self.ctx, key, c, cl).await
+        change::change(&self.ctx, key, c, cl, reads).await
     }
 
     /// The leader's change for a coordinator that forwarded it.
     pub(crate) async fn lead_change(
         &self,
         key: &Key,
-        c: WireChange,
+        c: (WireChange, bool),
         cl: Consistency,
     ) -> Result<WireChanged, WireError> {
         change::lead_forwarded(&self.ctx, key, c, cl).await
@@ -168,7 +170,9 @@ impl Writes {
 
     /// Resets a counter at `cl`.
     pub(crate) async fn reset(&self, key: &Key, cl: Consistency) -> Result<(), WireError> {
-        self.change(key, WireChange::Delete, cl).await.map(|_| ())
+        self.change(key, WireChange::Delete, cl, false)
+            .await
+            .map(|_| ())
     }
 
     /// FAULT INJECTION for testing checkers: from now on, every `n`th add
