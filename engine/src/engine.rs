@@ -555,6 +555,39 @@ impl Engine {
         rx.await.map_err(|_| Error::Closed)?
     }
 
+    /// [`Engine::apply`] of a leader's catch-up before a change: when the
+    /// cell brings nothing new it answers `false` at once, without waiting
+    /// for the state it matches to be durable (the change made next logs
+    /// its whole cell, and a change that is not made waits for
+    /// [`Engine::barrier`]).
+    pub async fn apply_news(&self, key: &Key, cell: &Cell) -> Result<bool> {
+        self.check_writable()?;
+        if unique::is_member(key) {
+            return self.apply(key, cell).await.map(|()| true);
+        }
+        let rx = self.cache.with_cell(key, |cached, v| {
+            if !cached.cell.try_merge(cell).map_err(Error::from)? {
+                return Ok(None);
+            }
+            cached.mark_written(key, v);
+            Ok(Some(self.commit.log_record(
+                key,
+                cell,
+                v.active.generation(),
+            )))
+        });
+        match self.counted(rx.and_then(|logged| logged))? {
+            None => Ok(false),
+            Some(rx) => rx.await.map_err(|_| Error::Closed)?.map(|()| true),
+        }
+    }
+
+    /// Resolves once every record logged or sealed so far is durable.
+    pub async fn barrier(&self) -> Result<()> {
+        let rx = self.counted(Ok(self.commit.log_barrier()))?;
+        rx.await.map_err(|_| Error::Closed)?
+    }
+
     /// Merges many cells (one replication batch) and waits for one fsync
     /// that covers them all: the batch costs one wake-up, not one per cell.
     /// Each item answers the cell's epoch after the merge: higher than the

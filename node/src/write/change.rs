@@ -111,6 +111,7 @@ async fn lead(
         before,
     };
     if !done.applied {
+        settle_unmade(ctx).await?;
         return Ok(done); // nothing changed, nothing to replicate
     }
     replicate_header(ctx, key, state, replicas, cl).await?;
@@ -119,7 +120,10 @@ async fn lead(
 
 /// The leader's first step of a change: reads the cell from every live
 /// replica (at least `cl`'s count) and merges it here, so that the change
-/// is judged on, and made after, the newest epoch any of them knows.
+/// is judged on, and made after, the newest epoch any of them knows. What
+/// it learns is durable here before the change; what it already had may
+/// not be yet: a change made logs its whole cell, and one not made waits
+/// for [`settle_unmade`] before it answers.
 pub(super) async fn catch_up(
     ctx: &Arc<Ctx>,
     key: &Key,
@@ -128,9 +132,16 @@ pub(super) async fn catch_up(
 ) -> Result<(), WireError> {
     let (merged, _) = read::read_key(ctx, key, replicas, cl, read::Reach::AllLive).await?;
     ctx.engine
-        .apply(key, &merged)
+        .apply_news(key, &merged)
         .await
+        .map(|_| ())
         .map_err(|e| engine_error(&e))
+}
+
+/// Waits until the state a change that was not made was judged on is
+/// durable here, so that its answer never rests on state a crash loses.
+pub(super) async fn settle_unmade(ctx: &Ctx) -> Result<(), WireError> {
+    ctx.engine.barrier().await.map_err(|e| engine_error(&e))
 }
 
 /// Replicates a change's new header (`state`, durable here) to `replicas`

@@ -20,7 +20,7 @@ use tally_net::list::{WireEnd, WireListChange, WireListReply};
 use tally_net::wire::{Consistency, PeerRequest, PeerResponse, WireError};
 
 use super::Writes;
-use super::change::{catch_up, replicate_header};
+use super::change::{catch_up, replicate_header, settle_unmade};
 use super::forward::{forward, unexpected};
 use crate::convert::{engine_error, wire_key};
 use crate::ctx::Ctx;
@@ -86,8 +86,9 @@ impl Writes {
             .change_list(key, &change, now_ms())
             .await
             .map_err(|e| engine_error(&e))?;
-        if done.applied {
-            replicate_header(ctx, key, state, replicas, cl).await?;
+        match done.applied {
+            true => replicate_header(ctx, key, state, replicas, cl).await?,
+            false => settle_unmade(ctx).await?,
         }
         Ok(wire_reply(done.reply))
     }
