@@ -9,3 +9,39 @@ wait_pong() {
     done
     echo "nothing answers PONG on port $1" >&2; exit 1
 }
+
+# start_three: `tallyd up` of the repository's cluster.toml, its data
+# under $dir/three (uses $tallyd, $root and $dir; sets $pid).
+start_three() {
+    rm -rf "$dir/three"; mkdir -p "$dir/three"
+    sed -e "s#data/#$dir/three/#" "$root/cluster.toml" > "$dir/three/cluster.toml"
+    "$tallyd" up --config "$dir/three/cluster.toml" > "$dir/three/up.log" 2>&1 & pid=$!
+    wait_pong 7301; sleep 2
+}
+
+# stop_pid: stops $pid (Ctrl-C, as an operator would) and waits for it.
+stop_pid() { kill -INT "$pid" 2>/dev/null || kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }
+
+# vs_redis ROUNDS WHAT BENCH: alternates `BENCH 7301` on a fresh start_three
+# cluster and `BENCH $redis_port` on a fresh redis-server --appendonly yes
+# --appendfsync always (under $dir/redis), ROUNDS times; BENCH prints a
+# rate. Prints each round, then the medians and their ratio.
+vs_redis() {
+    local rounds=$1 what=$2 bench=$3 runs=() t r
+    for round in $(seq "$rounds"); do
+        start_three
+        t=$("$bench" 7301); echo "round $round tally-3: $t"; runs+=("tally $t")
+        stop_pid
+        mkdir -p "$dir/redis"; rm -rf "$dir/redis"/*
+        redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$dir/redis" --save "" \
+            --appendonly yes --appendfsync always > "$dir/redis.log" 2>&1 & pid=$!
+        wait_pong "$redis_port"
+        r=$("$bench" "$redis_port"); echo "round $round redis: $r"; runs+=("redis $r")
+        kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
+    done
+    printf '%s\n' "${runs[@]}" | python3 -c "
+import statistics, sys
+rows = [l.split() for l in sys.stdin if l.strip()]
+med = lambda s: statistics.median(float(r[1]) for r in rows if r[0] == s)
+print(f'median $what: redis {med(\"redis\"):.0f}, tally-3 {med(\"tally\"):.0f} ({med(\"tally\") / med(\"redis\"):.2f}x)')"
+}

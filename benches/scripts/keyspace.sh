@@ -34,15 +34,6 @@ return current
 # shellcheck source=common.sh
 . "$(dirname "$0")/common.sh"
 
-start_tally() {
-    rm -rf "$dir/three"; mkdir -p "$dir/three"
-    sed -e "s#data/#$dir/three/#" "$root/cluster.toml" > "$dir/three/cluster.toml"
-    "$tallyd" up --config "$dir/three/cluster.toml" > "$dir/three/up.log" 2>&1 & pid=$!
-    wait_pong 7301; sleep 2
-}
-
-stop() { kill -INT "$pid" 2>/dev/null || kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }
-
 # evalsha PORT: requests per second of the fixed-window script.
 evalsha() {
     local sha; sha=$(redis-cli -p "$1" SCRIPT LOAD "$script")
@@ -53,7 +44,7 @@ evalsha() {
 }
 
 echo "== $counters counters on 3 nodes"
-start_tally
+start_three
 t0=$(date +%s.%N)
 python3 - "$counters" <<'EOF'
 import sys, redis
@@ -89,23 +80,7 @@ for _ in $(seq 600); do
     sleep 0.1
 done
 echo "every node dropped the flushed cells $(echo "$(date +%s.%N) - $t0" | bc) s after the FLUSHALL"
-stop
+stop_pid
 
 echo "== EVALSHA of limits' fixed-window script, redis-benchmark -c 50"
-runs=()
-for round in $(seq "$rounds"); do
-    start_tally
-    t=$(evalsha 7301); echo "round $round tally-3: $t"; runs+=("tally $t")
-    stop
-    mkdir -p "$dir/redis"; rm -rf "$dir/redis"/*
-    redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$dir/redis" --save "" \
-        --appendonly yes --appendfsync always > "$dir/redis.log" 2>&1 & pid=$!
-    wait_pong "$redis_port"
-    r=$(evalsha "$redis_port"); echo "round $round redis: $r"; runs+=("redis $r")
-    kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
-done
-printf '%s\n' "${runs[@]}" | python3 -c "
-import statistics, sys
-rows = [l.split() for l in sys.stdin if l.strip()]
-med = lambda s: statistics.median(float(r[1]) for r in rows if r[0] == s)
-print(f'median EVALSHA: redis {med(\"redis\"):.0f}, tally-3 {med(\"tally\"):.0f} ({med(\"tally\") / med(\"redis\"):.2f}x)')"
+vs_redis "$rounds" EVALSHA evalsha

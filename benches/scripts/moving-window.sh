@@ -42,15 +42,6 @@ return true
 # shellcheck source=common.sh
 . "$(dirname "$0")/common.sh"
 
-start_tally() {
-    rm -rf "$dir/three"; mkdir -p "$dir/three"
-    sed -e "s#data/#$dir/three/#" "$root/cluster.toml" > "$dir/three/cluster.toml"
-    "$tallyd" up --config "$dir/three/cluster.toml" > "$dir/three/up.log" 2>&1 & pid=$!
-    wait_pong 7301; sleep 2
-}
-
-stop() { kill -INT "$pid" 2>/dev/null || kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }
-
 # evalsha PORT: requests per second of the moving-window script.
 evalsha() {
     local sha; sha=$(redis-cli -p "$1" SCRIPT LOAD "$script")
@@ -60,20 +51,4 @@ evalsha() {
         | tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | cut -d' ' -f1
 }
 
-runs=()
-for round in $(seq "$rounds"); do
-    start_tally
-    t=$(evalsha 7301); echo "round $round tally-3: $t"; runs+=("tally $t")
-    stop
-    mkdir -p "$dir/redis"; rm -rf "$dir/redis"/*
-    redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$dir/redis" --save "" \
-        --appendonly yes --appendfsync always > "$dir/redis.log" 2>&1 & pid=$!
-    wait_pong "$redis_port"
-    r=$(evalsha "$redis_port"); echo "round $round redis: $r"; runs+=("redis $r")
-    kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
-done
-printf '%s\n' "${runs[@]}" | python3 -c "
-import statistics, sys
-rows = [l.split() for l in sys.stdin if l.strip()]
-med = lambda s: statistics.median(float(r[1]) for r in rows if r[0] == s)
-print(f'median EVALSHA (moving window): redis {med(\"redis\"):.0f}, tally-3 {med(\"tally\"):.0f} ({med(\"tally\") / med(\"redis\"):.2f}x)')"
+vs_redis "$rounds" "EVALSHA (moving window)" evalsha

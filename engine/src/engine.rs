@@ -542,16 +542,11 @@ impl Engine {
             let rx = self.counted(self.apply_member(key, cell))?;
             return rx.await.map_err(|_| Error::Closed)?;
         }
-        let rx = self.cache.with_cell(key, |cached, v| {
-            if !cached.cell.try_merge(cell).map_err(Error::from)? {
-                // Nothing new to log, but the state may come from a record
-                // still waiting for its fsync: answer after the next one.
-                return Ok(self.commit.log_barrier());
-            }
-            cached.mark_written(key, v);
-            Ok(self.commit.log_record(key, cell, v.active.generation()))
-        });
-        let rx = self.counted(rx.and_then(|merged| merged))?;
+        // Nothing new to log, but the state may come from a record still
+        // waiting for its fsync: answer after the next one.
+        let rx = self
+            .merge_in(key, cell)?
+            .unwrap_or_else(|| self.commit.log_barrier());
         rx.await.map_err(|_| Error::Closed)?
     }
 
@@ -565,6 +560,16 @@ impl Engine {
         if unique::is_member(key) {
             return self.apply(key, cell).await.map(|()| true);
         }
+        match self.merge_in(key, cell)? {
+            None => Ok(false),
+            Some(rx) => rx.await.map_err(|_| Error::Closed)?.map(|()| true),
+        }
+    }
+
+    /// Merges `cell` into `key`'s cell under its lock, within the limits;
+    /// logs it if it changed anything and answers that record's ack
+    /// (`None`: nothing new).
+    fn merge_in(&self, key: &Key, cell: &Cell) -> Result<Option<oneshot::Receiver<Result<()>>>> {
         let rx = self.cache.with_cell(key, |cached, v| {
             if !cached.cell.try_merge(cell).map_err(Error::from)? {
                 return Ok(None);
@@ -576,10 +581,7 @@ impl Engine {
                 v.active.generation(),
             )))
         });
-        match self.counted(rx.and_then(|logged| logged))? {
-            None => Ok(false),
-            Some(rx) => rx.await.map_err(|_| Error::Closed)?.map(|()| true),
-        }
+        self.counted(rx.and_then(|logged| logged))
     }
 
     /// Resolves once every record logged or sealed so far is durable.

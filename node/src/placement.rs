@@ -172,19 +172,27 @@ pub(crate) fn route(
     if mine && state(me) == State::Writable {
         return Ok(Route::Lead(replicas));
     }
-    // A leaving replica last: it leads only when no other can.
-    let mut others: Vec<usize> = replicas
-        .iter()
-        .copied()
-        .filter(|&r| r != me && state(r).writable())
-        .collect();
-    others.sort_by_key(|&r| state(r) == State::Leaving);
+    let mut others = leaders_in_order(&replicas, &state);
+    others.retain(|&r| r != me);
     let only_leaving = others.iter().all(|&r| state(r) == State::Leaving);
     Ok(if mine && state(me).writable() && only_leaving {
         Route::Lead(replicas)
     } else {
         Route::Forward(others)
     })
+}
+
+/// The writable natural replicas in the order they may lead: ring order,
+/// a leaving one last (it leads only when no other can).
+fn leaders_in_order(replicas: &Replicas, state: impl Fn(usize) -> State) -> Vec<usize> {
+    let mut order: Vec<usize> = replicas
+        .iter()
+        .copied()
+        .filter(|&r| state(r).writable())
+        .collect();
+    // Stable: ring order otherwise.
+    order.sort_by_key(|&r| state(r) == State::Leaving);
+    order
 }
 
 /// Who leads a change of a list: its first writable natural replica in
@@ -200,13 +208,7 @@ pub(crate) fn route_first(
     cl: Consistency,
 ) -> Result<Route, Shortfall> {
     check_write(&replicas, &state, cl)?;
-    let mut order: Vec<usize> = replicas
-        .iter()
-        .copied()
-        .filter(|&r| state(r).writable())
-        .collect();
-    // Stable: ring order otherwise.
-    order.sort_by_key(|&r| state(r) == State::Leaving);
+    let mut order = leaders_in_order(&replicas, &state);
     if order.first() == Some(&me) {
         return Ok(Route::Lead(replicas));
     }

@@ -74,8 +74,9 @@ impl Writes {
         let ctx: &Arc<Ctx> = &self.ctx;
         catch_up(ctx, key, &replicas, cl).await?;
         let change = engine_list_change(change);
-        if self.drop_this_list_change() {
-            // FAULT INJECTION: acknowledged as if made, never made.
+        if self.drop_this_add() {
+            // FAULT INJECTION: acknowledged as if made, never made (counted
+            // with the adds: every `n`th led write).
             let mut cell = ctx.engine.get(key).map_err(|e| engine_error(&e))?;
             let done = tally_engine::list::decide_list(&mut cell, &change, 0, now_ms())
                 .map_err(|e| engine_error(&e.into()))?;

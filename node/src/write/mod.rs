@@ -215,12 +215,6 @@ impl Writes {
         false
     }
 
-    /// Whether fault injection says to acknowledge this led list change
-    /// without making it (counted with the adds: every `n`th).
-    fn drop_this_list_change(&self) -> bool {
-        self.drop_this_add()
-    }
-
     /// Where an add goes: led here (a client's add to a partition this node
     /// replicates, or one forwarded or queued again here), or forwarded.
     fn route(&self, add: &QueuedAdd) -> Result<Route, WireError> {
