@@ -193,9 +193,11 @@ async fn writes_fail_promptly_while_flushes_cannot_and_work_again_after() {
     let _turn = ONE_AT_A_TIME.lock().await;
     let _room = Room;
     let dir = tempfile::tempdir().unwrap();
-    // Small log segments fit under the limit; memtables' tables do not.
+    // Small log segments fit under the limit; memtables' tables do not,
+    // by far (a table takes about a quarter of its memtable's bytes: one
+    // near the limit would flush whenever a memtable freezes early).
     let opts = Options {
-        memtable_bytes_max: 256 << 10,
+        memtable_bytes_max: 1 << 20,
         frozen_memtables_max: 1,
         segment_bytes_max: 32 << 10,
         ..Options::default()
@@ -222,6 +224,7 @@ async fn writes_fail_promptly_while_flushes_cannot_and_work_again_after() {
         }
     };
     assert!(matches!(refused, Error::DiskFull(_)), "{refused}");
+    assert_eq!(engine.stats().tables, 0, "a table fit under the limit");
     let r = promptly("an add", engine.leader_add(&key(0), 1)).await;
     assert!(matches!(r, Err(Error::DiskFull(_))), "{r:?}");
 
