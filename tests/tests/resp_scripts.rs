@@ -119,6 +119,20 @@ fn bad_scripts_cursors_and_patterns_get_clear_errors_and_the_node_keeps_serving(
             &["EVAL", "local t = {} for i = 1, 1e9 do t[i] = i end", "0"],
             "ERR Script used more than 32 MiB of memory",
         ),
+        // One allocation past the limit, at the first line, and on the line
+        // of a command, after its reply.
+        (
+            &["EVAL", "return #string.rep('x', 1e9)", "0"],
+            "ERR Script used more than 32 MiB of memory",
+        ),
+        (
+            &[
+                "EVAL",
+                "local n = redis.call('INCR', 'm') .. string.rep('x', 1e9) return #n",
+                "0",
+            ],
+            "ERR Script used more than 32 MiB of memory",
+        ),
         (
             &["EVAL", "return 1", "-1"],
             "ERR Number of keys can't be negative",

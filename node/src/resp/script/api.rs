@@ -36,17 +36,54 @@ const NOT_IN_SCRIPTS: &[&str] = &[
     "randomkey",
 ];
 
-/// Puts the `redis` table in `lua`'s globals.
+/// `redis.call` and `redis.pcall`: each yields its arguments to the run
+/// (see `super::vm`), which resumes it with the command's reply as Lua
+/// sees it and whether that is an error; `redis.call` raises an error
+/// reply ([`CommandError`], through `raise`), `redis.pcall` answers it as
+/// the table `{err = ...}`.
+///
+/// Each yield has a line of its own after it: the line hook turns the
+/// memory limit back on there, before the script goes on (see `super::vm`).
+const CALLS: &str = r#"
+local yield, raise = ...
+function redis.call(...)
+    local reply, failed = yield(...)
+    if failed then return raise(reply) end
+    return reply
+end
+function redis.pcall(...)
+    local reply = yield(...)
+    return reply
+end
+"#;
+
+/// A command error a script's `redis.call` raised: the script's answer if
+/// the script does not catch it.
+#[derive(Debug)]
+pub(crate) struct CommandError(pub(crate) String);
+
+impl std::fmt::Display for CommandError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CommandError {}
+
+/// Puts the `redis` table in `lua`'s globals (before `coroutine` goes).
 pub(crate) fn install(lua: &Lua) -> mlua::Result<()> {
     let redis = lua.create_table()?;
-    redis.raw_set(
-        "call",
-        lua.create_async_function(|lua, args: MultiValue| super::vm::command(lua, args, true))?,
-    )?;
-    redis.raw_set(
-        "pcall",
-        lua.create_async_function(|lua, args: MultiValue| super::vm::command(lua, args, false))?,
-    )?;
+    lua.globals().raw_set("redis", &redis)?;
+    let coroutine: mlua::Table = lua.globals().raw_get("coroutine")?;
+    let raise = lua.create_function(|_, reply: mlua::Table| -> mlua::Result<()> {
+        let message: mlua::String = reply.raw_get("err")?;
+        Err(mlua::Error::external(CommandError(
+            message.to_string_lossy(),
+        )))
+    })?;
+    lua.load(CALLS)
+        .set_name("=redis")
+        .call::<()>((coroutine.raw_get::<mlua::Function>("yield")?, raise))?;
     let reply = |key: &'static str| {
         lua.create_function(move |lua, msg: mlua::String| {
             let t = lua.create_table()?;
@@ -95,7 +132,7 @@ pub(crate) fn install(lua: &Lua) -> mlua::Result<()> {
     {
         redis.raw_set(*name, i)?;
     }
-    lua.globals().raw_set("redis", redis)
+    Ok(())
 }
 
 /// `pcall` and `xpcall` that let a yield through: each runs its function
@@ -139,27 +176,39 @@ pub(crate) fn install_pcall(lua: &Lua) -> mlua::Result<()> {
     lua.load(PCALL).set_name("=pcall").exec()
 }
 
+/// The command a script's `redis.call` or `redis.pcall` yielded (`args`),
+/// as words to run, or the error reply it gets instead.
+pub(crate) fn command(args: &MultiValue, read_only: bool) -> Result<Vec<Vec<u8>>, Reply> {
+    let words = words(args)?;
+    let name = String::from_utf8_lossy(&words[0]).to_ascii_lowercase();
+    match refuse(&name, words.len(), read_only) {
+        Some(refused) => Err(refused),
+        None => Ok(words),
+    }
+}
+
 /// A `redis.call`'s arguments as a command's words: strings, and numbers
 /// as Lua writes them.
-pub(crate) fn words(args: MultiValue) -> mlua::Result<Vec<Vec<u8>>> {
+fn words(args: &MultiValue) -> Result<Vec<Vec<u8>>, Reply> {
     if args.is_empty() {
-        return Err(mlua::Error::runtime(
+        return Err(Reply::err(
             "ERR Please specify at least one argument for this redis lib call",
         ));
     }
+    let bad = || Reply::err("ERR Lua redis lib command arguments must be strings or integers");
     args.iter()
         .map(|a| match a {
             Value::String(s) => Ok(s.as_bytes().to_vec()),
-            Value::Integer(_) | Value::Number(_) => Ok(a.to_string()?.into_bytes()),
-            _ => Err(mlua::Error::runtime(
-                "ERR Lua redis lib command arguments must be strings or integers",
-            )),
+            Value::Integer(_) | Value::Number(_) => {
+                a.to_string().map(String::into_bytes).map_err(|_| bad())
+            }
+            _ => Err(bad()),
         })
         .collect()
 }
 
 /// The error a command gets instead of running in a script, if it does.
-pub(crate) fn refuse(name: &str, words: usize, read_only: bool) -> Option<Reply> {
+fn refuse(name: &str, words: usize, read_only: bool) -> Option<Reply> {
     let Some(cmd) = commands::find(name) else {
         return Some(Reply::err("ERR Unknown Redis command called from script"));
     };
