@@ -74,9 +74,12 @@ pub(crate) mod changes;
 mod cleanup_tests;
 pub(crate) mod fold;
 pub(crate) mod handover;
+mod logged;
 pub(crate) mod scan;
 pub(crate) mod snapshot;
 pub(crate) mod tails;
+
+use logged::Logged;
 
 /// Numbers for status pages and benchmarks.
 #[derive(Clone, Debug, Default)]
@@ -542,12 +545,12 @@ impl Engine {
             let rx = self.counted(self.apply_member(key, cell))?;
             return rx.await.map_err(|_| Error::Closed)?;
         }
-        // Nothing new to log, but the state may come from a record still
-        // waiting for its fsync: answer after the next one.
-        let rx = self
-            .merge_in(key, cell)?
-            .unwrap_or_else(|| self.commit.log_barrier());
-        rx.await.map_err(|_| Error::Closed)?
+        match self.merge_in(key, cell)? {
+            Some(logged) => self.durable(logged).await,
+            // Nothing new to log, but the state may come from a record
+            // still waiting for its fsync: answer after the next one.
+            None => self.barrier().await,
+        }
     }
 
     /// [`Engine::apply`] of a leader's catch-up before a change: when the
@@ -562,26 +565,21 @@ impl Engine {
         }
         match self.merge_in(key, cell)? {
             None => Ok(false),
-            Some(rx) => rx.await.map_err(|_| Error::Closed)?.map(|()| true),
+            Some(logged) => self.durable(logged).await.map(|()| true),
         }
     }
 
     /// Merges `cell` into `key`'s cell under its lock, within the limits;
-    /// logs it if it changed anything and answers that record's ack
-    /// (`None`: nothing new).
-    fn merge_in(&self, key: &Key, cell: &Cell) -> Result<Option<oneshot::Receiver<Result<()>>>> {
-        let rx = self.cache.with_cell(key, |cached, v| {
+    /// logs it if it changed anything (`None`: nothing new).
+    fn merge_in(&self, key: &Key, cell: &Cell) -> Result<Option<Logged>> {
+        let logged = self.cache.with_cell(key, |cached, v| {
             if !cached.cell.try_merge(cell).map_err(Error::from)? {
                 return Ok(None);
             }
             cached.mark_written(key, v);
-            Ok(Some(self.commit.log_record(
-                key,
-                cell,
-                v.active.generation(),
-            )))
+            self.log_cell(key, cell, v).map(Some)
         });
-        self.counted(rx.and_then(|logged| logged))
+        self.counted(logged.and_then(|logged| logged))
     }
 
     /// Resolves once every record logged or sealed so far is durable.

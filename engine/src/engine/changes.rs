@@ -63,20 +63,18 @@ impl Engine {
         decide: impl FnOnce(&mut Cell) -> Result<(bool, T)>,
     ) -> Result<(T, Cell)> {
         self.check_writable()?;
-        let (done, state, rx) = self.cache.with_cell(key, |cached, v| {
+        let (done, state, logged) = self.cache.with_cell(key, |cached, v| {
             let (applied, done) = decide(&mut cached.cell)?;
             let state = cached.cell.header();
             if !applied {
                 return Ok::<_, Error>((done, state, None));
             }
             cached.mark_written(key, v);
-            let rx = self
-                .commit
-                .log_record(key, &cached.cell, v.active.generation());
-            Ok((done, state, Some(rx)))
+            let logged = self.log_cell(key, &cached.cell, v)?;
+            Ok((done, state, Some(logged)))
         })??;
-        if let Some(rx) = rx {
-            rx.await.map_err(|_| Error::Closed)??;
+        if let Some(logged) = logged {
+            self.durable(logged).await?;
         }
         Ok((done, state))
     }
