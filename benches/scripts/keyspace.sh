@@ -6,8 +6,9 @@
 #      through `tally scan` (keys/s, each checked to list every key once),
 #   3. FLUSHALL (seconds to the answer, and until every node dropped them),
 #   4. EVALSHA of Python limits' fixed-window script (incr_expire.lua) with
-#      redis-benchmark -c 50 -r 100000, against redis-server with
-#      --appendonly yes --appendfsync always, alternated ROUNDS times.
+#      redis-benchmark -c 50 -r 100000 on one node (replication factor 1)
+#      and on the three, each against redis-server with --appendonly yes
+#      --appendfsync always, alternated ROUNDS times.
 #
 # Usage: keyspace.sh TALLYD [COUNTERS] [ROUNDS]   (needs redis-server,
 # redis-benchmark, and redis-py on PYTHONPATH: target/pyredis after the tests)
@@ -83,4 +84,5 @@ echo "every node dropped the flushed cells $(echo "$(date +%s.%N) - $t0" | bc) s
 stop_pid
 
 echo "== EVALSHA of limits' fixed-window script, redis-benchmark -c 50"
-vs_redis "$rounds" EVALSHA evalsha
+vs_redis "$rounds" "EVALSHA (one node, RF 1)" evalsha start_one
+vs_redis "$rounds" "EVALSHA (three nodes, RF 3)" evalsha

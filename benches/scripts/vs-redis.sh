@@ -17,12 +17,6 @@ pid=""
 trap '[ -n "$pid" ] && { kill -INT "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }; rm -rf "$dir"' EXIT
 redis_port=7399
 
-# one_node DIR: cluster.toml's first node alone, replication factor 1.
-one_node() {
-    awk '/^\[\[node\]\]/ { n++ } n < 2' "$root/cluster.toml" \
-        | sed -e "s#data/#$1/#" -e 's/^replication_factor = .*/replication_factor = 1/' > "$1/cluster.toml"
-}
-
 # shellcheck source=common.sh
 . "$(dirname "$0")/common.sh"
 
@@ -49,17 +43,10 @@ measure() { # SYSTEM PORT
 }
 
 for round in $(seq "$rounds"); do
-    rm -rf "$dir/one" "$dir/three" "$dir/redis"; mkdir -p "$dir/one" "$dir/three" "$dir/redis"
-    one_node "$dir/one"
-    "$tallyd" up --config "$dir/one/cluster.toml" > "$dir/one/up.log" 2>&1 & pid=$!
-    wait_pong 7301; measure tally-1 7301
-    kill -INT "$pid"; wait "$pid" 2>/dev/null || true; pid=""
+    start_one; measure tally-1 7301; stop_pid
+    start_three; measure tally-3 7301; stop_pid
 
-    sed -e "s#data/#$dir/three/#" "$root/cluster.toml" > "$dir/three/cluster.toml"
-    "$tallyd" up --config "$dir/three/cluster.toml" > "$dir/three/up.log" 2>&1 & pid=$!
-    wait_pong 7301; sleep 2; measure tally-3 7301
-    kill -INT "$pid"; wait "$pid" 2>/dev/null || true; pid=""
-
+    rm -rf "$dir/redis"; mkdir -p "$dir/redis"
     redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$dir/redis" --save "" \
         --appendonly yes --appendfsync always > "$dir/redis/log" 2>&1 & pid=$!
     wait_pong "$redis_port"; measure redis "$redis_port"

@@ -16,9 +16,8 @@
 //! The memory limit holds while Lua code runs: the hook turns it on at
 //! the script's first line and at the line after each yield, and the run
 //! turns it off while it makes the script's arguments and replies (of
-//! bounded size). With a limit on, mlua guards every value it makes with
-//! a protected call of its own; made without one, they cost a fifth of a
-//! script's run less.
+//! bounded size). With a limit on, mlua makes each value inside a
+//! protected call of its own, which cost a short script a fifth of its run.
 
 use std::collections::HashMap;
 use std::future::Future;
