@@ -260,6 +260,22 @@ impl Node {
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// TEST SEAM: a push of `value` onto a list this node leads waits
+    /// `hold` between its catch-up and its change, as a leader paused
+    /// there would. Only with the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_hold_list_push(&self, value: Vec<u8>, hold: std::time::Duration) {
+        self.writes.inject_hold_list_push(value, hold);
+    }
+
+    /// FAULT INJECTION for testing checks: list changes this node leads
+    /// take the time they are made, not the time their catch-up began.
+    /// Only with the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_list_stamp_when_made(&self) {
+        self.writes.inject_list_stamp_when_made();
+    }
+
     /// TEST SEAM: a topology change this node runs waits `ms` between
     /// beginning (every node storing the ring with it) and syncing, so
     /// that tests can act while it is in progress.

@@ -114,6 +114,7 @@ async fn lead(
         settle_unmade(ctx).await?;
         return Ok(done); // nothing changed, nothing to replicate
     }
+    // Overtaken by a newer change: acknowledged as made before it.
     replicate_header(ctx, key, state, replicas, cl).await?;
     Ok(done)
 }
@@ -144,6 +145,17 @@ pub(super) async fn settle_unmade(ctx: &Ctx) -> Result<(), WireError> {
     ctx.engine.barrier().await.map_err(|e| engine_error(&e))
 }
 
+/// How a change's replication was acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Replicated {
+    /// Held by as many replicas as the level asks.
+    Held,
+    /// A replica answered `Stale`: it holds this newer epoch, which wins
+    /// over this change's (made by a later change, which saw this one if
+    /// it was led here too).
+    Overtaken(tally_engine::Epoch),
+}
+
 /// Replicates a change's new header (`state`, durable here) to `replicas`
 /// by an add's round; answers at the verdict of `cl`, and the replication
 /// goes on for its hints.
@@ -153,7 +165,7 @@ pub(super) async fn replicate_header(
     state: tally_engine::Cell,
     replicas: Replicas,
     cl: Consistency,
-) -> Result<(), WireError> {
+) -> Result<Replicated, WireError> {
     let write = Write::new(ctx, key.clone(), state, replicas, cl, 1);
     let (tx, rx) = oneshot::channel();
     let task_ctx = ctx.clone();
@@ -166,7 +178,8 @@ pub(super) async fn replicate_header(
         .await;
     });
     match rx.await {
-        Ok(Some(Verdict::Ack | Verdict::Retry { .. })) => Ok(()),
+        Ok(Some(Verdict::Ack)) => Ok(Replicated::Held),
+        Ok(Some(Verdict::Retry { epoch })) => Ok(Replicated::Overtaken(epoch)),
         Ok(Some(Verdict::Fail(e))) => Err(e),
         Ok(None) | Err(_) => Err(WireError::unknown(
             tally_net::wire::ErrorKind::Internal,

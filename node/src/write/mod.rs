@@ -73,6 +73,9 @@ pub(crate) struct Writes {
     /// Fault injection: adds with ids are applied without checking them.
     #[cfg(feature = "fault-injection")]
     ignore_ids: std::sync::atomic::AtomicBool,
+    /// Fault injection and a test seam for list changes.
+    #[cfg(feature = "fault-injection")]
+    list_faults: list::ListFaults,
 }
 
 impl Writes {
@@ -88,6 +91,8 @@ impl Writes {
             led_adds: AtomicU64::new(0),
             #[cfg(feature = "fault-injection")]
             ignore_ids: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(feature = "fault-injection")]
+            list_faults: list::ListFaults::default(),
         })
     }
 

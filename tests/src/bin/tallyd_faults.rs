@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use tally_engine::Options;
@@ -74,6 +75,17 @@ enum Cmd {
         /// stored it; the others learn it later.
         #[arg(long)]
         unsafe_flush_locally: bool,
+        /// TEST SEAM: a push of this value onto a list this node leads
+        /// waits `--hold-list-ms` between its catch-up and its change.
+        #[arg(long)]
+        hold_list_push_of: Option<String>,
+        /// How long `--hold-list-push-of` holds, in ms.
+        #[arg(long, default_value_t = 1000)]
+        hold_list_ms: u64,
+        /// FAULT INJECTION: list changes this node leads take the time they
+        /// are made, not the time their catch-up began.
+        #[arg(long)]
+        unsafe_list_stamp_when_made: bool,
     },
 }
 
@@ -90,6 +102,9 @@ fn main() {
         unsafe_skip_sync,
         unsafe_merge_ignoring_folds,
         unsafe_flush_locally,
+        hold_list_push_of,
+        hold_list_ms,
+        unsafe_list_stamp_when_made,
     } = Cli::parse().command;
     if unsafe_merge_ignoring_folds {
         // Before the engine opens: its replay merges too.
@@ -142,6 +157,21 @@ fn main() {
         if unsafe_flush_locally {
             tracing::warn!("FAULT INJECTION: flushes are stored by their node alone");
             n.inject_flush_locally();
+        }
+        if let Some(value) = &hold_list_push_of {
+            tracing::warn!(
+                value,
+                hold_list_ms,
+                "TEST SEAM: list pushes of this value are held"
+            );
+            n.inject_hold_list_push(
+                value.clone().into_bytes(),
+                Duration::from_millis(hold_list_ms),
+            );
+        }
+        if unsafe_list_stamp_when_made {
+            tracing::warn!("FAULT INJECTION: list changes take the time they are made");
+            n.inject_list_stamp_when_made();
         }
         if unsafe_idle_repair {
             tracing::warn!("FAULT INJECTION: repairs move nothing");
