@@ -72,7 +72,8 @@ impl Cell {
     /// changes that did not see each other by time, last writer winning:
     /// a change whose outcome its client never learned, made on a replica
     /// that was then cut off, loses to the changes made after it elsewhere
-    /// (see `list`).
+    /// (see `list`). A leader passes the time it began reading the cell,
+    /// so that a change held up since loses to those made meanwhile.
     pub fn try_set_list(
         &mut self,
         leader: u64,
