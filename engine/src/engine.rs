@@ -375,11 +375,12 @@ impl Engine {
     ) -> Result<(Vec<Staged>, Durable)> {
         self.check_writable()?;
         let stall_at = self.opts.frozen_memtables_max.max(1);
-        let adds = adds.into_iter();
-        let mut staged = Vec::with_capacity(adds.size_hint().0);
+        let (keys, deltas): (Vec<&Key>, Vec<i64>) = adds.into_iter().unzip();
+        let mut staged = Vec::with_capacity(keys.len());
         let mut sealed_any = false;
         let mut full = false;
-        for (key, delta) in adds {
+        for (i, (&key, delta)) in keys.iter().zip(deltas).enumerate() {
+            self.cache.fetch_ahead(&keys, i);
             let one = self.cache.with_cell(key, |cached, v| {
                 // Unlike a lone add, a batch's add does not wait to be
                 // combined when the cell's last record is not durable yet:
@@ -605,21 +606,23 @@ impl Engine {
     /// through the sealer instead, as do records made while flushes are
     /// behind (the sealer stalls those).
     pub async fn apply_many(&self, items: &[(Key, Cell)]) -> Result<Vec<Result<Epoch>>> {
-        self.apply_items(items.iter().map(|(k, c)| (k, c, None)), items.len())
+        self.apply_items(items.iter().map(|(k, c)| (k, c, None)))
             .await
     }
 
     async fn apply_items<'i>(
         &self,
         items: impl Iterator<Item = (&'i Key, &'i Cell, Option<&'i TailIds>)>,
-        len: usize,
     ) -> Result<Vec<Result<Epoch>>> {
         self.check_writable()?;
         let stall_at = self.opts.frozen_memtables_max.max(1);
-        let mut results = Vec::with_capacity(len);
+        let items: Vec<_> = items.collect();
+        let keys: Vec<&Key> = items.iter().map(|&(key, ..)| key).collect();
+        let mut results = Vec::with_capacity(items.len());
         let mut direct_only = true;
         let mut full = false;
-        for (key, cell, tail) in items {
+        for (i, &(key, cell, tail)) in items.iter().enumerate() {
+            self.cache.fetch_ahead(&keys, i);
             if let Some(tail) = tail {
                 let applied = self.apply_tail(key, cell, tail);
                 full |= matches!(applied, Ok((_, true)));

@@ -74,8 +74,9 @@ impl Handler for PeerHandler {
                     .collect();
             };
             let mut out: Vec<Option<PeerResponse>> = vec![None; reqs.len()];
-            let mut applies = Vec::new();
-            let mut slots = Vec::new();
+            // Most batches are all applies: room for every request.
+            let mut applies = Vec::with_capacity(reqs.len());
+            let mut slots = Vec::with_capacity(reqs.len());
             let mut tasks = Vec::new();
             for (i, req) in reqs.into_iter().enumerate() {
                 if let Err(refusal) = authz::authorize(from, &req, &*ctx) {

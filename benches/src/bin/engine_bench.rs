@@ -58,6 +58,10 @@ enum Bench {
     All,
     Adds,
     Hot,
+    /// The leader's read-modify-write alone: batches of 400 adds to
+    /// random cached keys through `leader_add_batch` on one thread, as a
+    /// node's batch task makes them (periodic sync: the CPU, not the disk).
+    LeaderBatch,
     Gets,
     Replay,
     Size,
@@ -115,6 +119,15 @@ fn main() -> Result<()> {
         match uniform64 {
             Some(u) => println!("  hot/uniform = {:.2}", rate / u),
             None => println!(),
+        }
+    }
+    if want(Bench::LeaderBatch) {
+        for round in 1..=3 {
+            let rate = leader_batch(scratch.path(), &args)?;
+            println!(
+                "leader-batch round {round}: {rate:>10.0} adds/s over {} keys",
+                args.keys
+            );
         }
     }
     if want(Bench::Gets) {
@@ -196,6 +209,40 @@ async fn batch_adds(root: &Path, args: &Args, with_ids: bool) -> Result<f64> {
     drop(engine);
     std::fs::remove_dir_all(&dir).ok();
     Ok(rate)
+}
+
+/// Adds/s of `leader_add_batch` alone on one thread, in batches of 400
+/// adds to uniform keys, every key cached first. Only the calls are
+/// timed: each batch's keys are made before, as a node makes them from
+/// its requests.
+fn leader_batch(root: &Path, args: &Args) -> Result<f64> {
+    const BATCH: u64 = 400;
+    let dir = fresh_dir(root, "leader-batch")?;
+    let opts = Options {
+        sync: SyncMode::Periodic { interval_ms: 10 },
+        ..Options::default()
+    };
+    let engine = Engine::open(&dir, opts)?;
+    for first in (0..args.keys).step_by(BATCH as usize) {
+        let keys: Vec<Key> = (first..args.keys.min(first + BATCH)).map(key).collect();
+        engine.leader_add_batch(keys.iter().map(|k| (k, 1)))?;
+    }
+    let mut rng = 0x9e37_79b9_u64;
+    let mut done = 0u64;
+    let mut spent = Duration::ZERO;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(args.seconds) {
+        let batch: Vec<Key> = (0..BATCH)
+            .map(|_| key(next(&mut rng) % args.keys))
+            .collect();
+        let call = Instant::now();
+        engine.leader_add_batch(batch.iter().map(|k| (k, 1)))?;
+        spent += call.elapsed();
+        done += BATCH;
+    }
+    drop(engine);
+    std::fs::remove_dir_all(&dir).ok();
+    Ok(done as f64 / spent.as_secs_f64())
 }
 
 /// A 16-byte key for counter `i`.

@@ -26,11 +26,8 @@ impl Engine {
         &self,
         items: &[(Key, Cell, Option<TailIds>)],
     ) -> Result<Vec<Result<Epoch>>> {
-        self.apply_items(
-            items.iter().map(|(k, c, t)| (k, c, t.as_ref())),
-            items.len(),
-        )
-        .await
+        self.apply_items(items.iter().map(|(k, c, t)| (k, c, t.as_ref())))
+            .await
     }
 
     /// Merges a replica's `cell` that came with the ids `tail` and logs

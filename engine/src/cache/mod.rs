@@ -15,10 +15,9 @@
 //! The lock is only ever held for in-memory work: a cold cell is read from
 //! the SSTables before it is taken ([`CounterCache::with_cell`]).
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::Acquire;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
@@ -26,10 +25,13 @@ use tokio::sync::oneshot;
 use crate::cell::Cell;
 use crate::error::Result;
 use crate::ids::tail::TailOp;
-use crate::key::{Key, KeyHashBuilder};
+use crate::key::Key;
 use crate::memtable::{Memtable, Slot};
 use crate::outcome::AddOutcome;
 use crate::version::{Version, VersionSet};
+
+mod cells;
+use cells::{Cells, Span};
 
 /// Number of stripes (a power of two).
 const STRIPES: usize = 1024;
@@ -41,7 +43,7 @@ const STRIPES: usize = 1024;
 ///   by pending adds (see [`Stripe`]).
 /// - A memtable marks a key ([`Slot::Cached`]) only while it is cached here.
 pub(crate) struct CounterCache {
-    stripes: Box<[Mutex<Stripe>]>,
+    stripes: Box<[Locked]>,
     cap_per_stripe: usize,
     /// Where cells not cached live.
     versions: Arc<VersionSet>,
@@ -57,9 +59,7 @@ impl CounterCache {
         durable_batch: Arc<AtomicU64>,
     ) -> Self {
         CounterCache {
-            stripes: (0..STRIPES)
-                .map(|_| Mutex::new(Stripe::default()))
-                .collect(),
+            stripes: (0..STRIPES).map(|_| Locked::default()).collect(),
             cap_per_stripe: (cells_max / STRIPES).max(1),
             versions,
             durable_batch,
@@ -68,7 +68,21 @@ impl CounterCache {
 
     /// The cell lock of `key`.
     pub(crate) fn stripe(&self, key: &Key) -> &Mutex<Stripe> {
-        &self.stripes[stripe_of(key)]
+        &self.stripes[stripe_of(key)].stripe
+    }
+
+    /// Asks the CPU to fetch what the read-modify-writes of `keys[i + 1..]`
+    /// will read, while the caller works on `keys[i]`: the entry of
+    /// `keys[i + AHEAD]` (reading its index slot, under its lock) and the
+    /// index slot of `keys[i + 2 * AHEAD]` (without a lock). A batch calls
+    /// it before each of its keys, so that no lookup waits for memory.
+    pub(crate) fn fetch_ahead(&self, keys: &[&Key], i: usize) {
+        if let Some(key) = keys.get(i + 2 * AHEAD) {
+            self.stripes[stripe_of(key)].span().prefetch(key.hash_u64());
+        }
+        if let Some(key) = keys.get(i + AHEAD) {
+            self.stripe(key).lock().cells.prefetch(key.hash_u64());
+        }
     }
 
     /// The cached cell of `key`, if it is cached.
@@ -85,7 +99,7 @@ impl CounterCache {
     /// keys it holds, which the memtables only mark.
     pub(crate) fn trim(&self, keep: &dyn Fn(&Key) -> crate::Keep, own: u64) {
         for stripe in self.stripes.iter() {
-            for (key, cached) in stripe.lock().cells.iter_mut() {
+            for (key, cached) in stripe.stripe.lock().cells.iter_mut() {
                 let kept = match keep(key) {
                     crate::Keep::Whole => continue,
                     crate::Keep::Own => cached.cell.shard(own).cloned(),
@@ -99,7 +113,7 @@ impl CounterCache {
     /// Folds every cached cell by `folds` (see `Engine::fold`).
     pub(crate) fn fold(&self, folds: &crate::cell::Folds) {
         for stripe in self.stripes.iter() {
-            for cached in stripe.lock().cells.values_mut() {
+            for (_, cached) in stripe.stripe.lock().cells.iter_mut() {
                 cached.cell.fold_retired(folds);
             }
         }
@@ -108,7 +122,7 @@ impl CounterCache {
     /// Adds the counter_ids of every cached cell's shards to `ids`.
     pub(crate) fn counter_ids(&self, ids: &mut std::collections::BTreeSet<u64>) {
         for stripe in self.stripes.iter() {
-            for cached in stripe.lock().cells.values() {
+            for (_, cached) in stripe.stripe.lock().cells.iter() {
                 ids.extend(cached.cell.shards().iter().map(|s| s.counter_id));
             }
         }
@@ -116,7 +130,10 @@ impl CounterCache {
 
     /// Cells cached now.
     pub(crate) fn len(&self) -> usize {
-        self.stripes.iter().map(|s| s.lock().cells.len()).sum()
+        self.stripes
+            .iter()
+            .map(|s| s.stripe.lock().cells.len())
+            .sum()
     }
 
     /// Runs `f` under the cell lock on the key's counter cache entry, loading
@@ -165,6 +182,7 @@ impl CounterCache {
                 }
                 let durable = self.durable_batch.load(Acquire);
                 stripe.cache(key.clone(), cell, self.cap_per_stripe, &v, durable);
+                self.stripes[stripe_of(key)].publish(stripe.cells.span());
             }
             let cached = stripe
                 .cells
@@ -201,8 +219,8 @@ impl CounterCache {
     /// hands it to `f` (for answering them when the sealer is gone).
     pub(crate) fn drain_pending(&self, mut f: impl FnMut(PendingAdd)) {
         for stripe in &self.stripes {
-            let mut stripe = stripe.lock();
-            for cached in stripe.cells.values_mut() {
+            let mut stripe = stripe.stripe.lock();
+            for (_, cached) in stripe.cells.iter_mut() {
                 cached.pending.drain(..).for_each(&mut f);
             }
         }
@@ -258,7 +276,7 @@ impl Cached {
 ///   unsynced ids whose newest record is not durable.
 #[derive(Default)]
 pub(crate) struct Stripe {
-    cells: HashMap<Key, Cached, KeyHashBuilder>,
+    cells: Cells,
 }
 
 impl Stripe {
@@ -270,20 +288,20 @@ impl Stripe {
     /// Caches `cell` for `key` (not cached yet), evicting an unpinned entry
     /// when over `cap`. `v` is the version the caller holds.
     ///
-    /// The victim is whichever unpinned key the hash map yields first, which
-    /// is effectively random; evicting a live key only costs a memtable or
+    /// The victim is the first unpinned entry from a place the new key's
+    /// hash picks, which is effectively random; evicting a live key only costs a memtable or
     /// SSTable read on its next write. A victim that memtables mark as held
     /// here leaves its whole cell in them instead.
     fn cache(&mut self, key: Key, cell: Cell, cap: usize, v: &Version, durable: u64) {
         if self.cells.len() >= cap {
             let victim = self
                 .cells
-                .iter()
+                .iter_from(key.hash_u64() as usize)
                 .find(|(_, c)| {
                     c.pending.is_empty() && (c.unsynced.is_empty() || c.sealed_batch <= durable)
                 })
                 .map(|(k, _)| k.clone());
-            if let Some((gone, entry)) = victim.and_then(|k| self.cells.remove_entry(&k))
+            if let Some((gone, entry)) = victim.and_then(|k| self.cells.remove(&k))
                 && entry.marked_in != 0
             {
                 for m in v.memtables() {
@@ -301,6 +319,39 @@ impl Stripe {
                 unsynced: Vec::new(),
             },
         );
+    }
+}
+
+/// How many keys ahead a batch fetches entries (see
+/// [`CounterCache::fetch_ahead`]): enough work between to cover a memory
+/// access.
+const AHEAD: usize = 4;
+
+/// A stripe behind its lock, and where its index lies, for fetching ahead
+/// without the lock.
+#[derive(Default)]
+struct Locked {
+    stripe: Mutex<Stripe>,
+    /// The index's [`Span`], published under the lock whenever it moves.
+    /// Read without it, the two may be torn or stale: only a prefetch
+    /// (which reads nothing) uses them.
+    span_at: AtomicUsize,
+    span_mask: AtomicUsize,
+}
+
+impl Locked {
+    fn span(&self) -> Span {
+        Span {
+            at: self.span_at.load(Relaxed),
+            mask: self.span_mask.load(Relaxed),
+        }
+    }
+
+    fn publish(&self, span: Span) {
+        if span != self.span() {
+            self.span_at.store(span.at, Relaxed);
+            self.span_mask.store(span.mask, Relaxed);
+        }
     }
 }
 
