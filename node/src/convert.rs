@@ -17,8 +17,12 @@ pub fn key(k: &WireKey) -> Result<Key, WireError> {
 /// A wire key from a client as an engine key: over-long parts and
 /// reserved columns (unique counters' own) are `Invalid`.
 pub fn user_key(k: &WireKey) -> Result<Key, WireError> {
-    Key::user(k.partition(), k.column())
-        .map_err(|e| WireError::new(ErrorKind::Invalid, e.to_string()))
+    user_key_of(k.partition(), k.column())
+}
+
+/// [`user_key`] of a partition and a column.
+pub fn user_key_of(partition: &[u8], column: &[u8]) -> Result<Key, WireError> {
+    Key::user(partition, column).map_err(|e| WireError::new(ErrorKind::Invalid, e.to_string()))
 }
 
 /// An engine key for the wire.

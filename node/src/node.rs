@@ -322,6 +322,19 @@ impl Node {
         self.writes.add(key, delta, cl, Origin::Client).await
     }
 
+    /// Queues a client's add to `(partition, column)` without waiting for
+    /// it (see [`Node::add`]): a pipeline's adds share batches.
+    pub(crate) fn queue_add(
+        &self,
+        partition: &[u8],
+        column: &[u8],
+        delta: i64,
+        cl: Consistency,
+    ) -> Result<crate::write::Queued, WireError> {
+        let key = convert::user_key_of(partition, column)?;
+        Ok(self.writes.queue(key, delta, cl))
+    }
+
     /// Coordinates an add with an operation id: applied at most once,
     /// answering the value it produced to every retry (see `write::once`).
     pub async fn add_once(

@@ -23,7 +23,8 @@
 //!
 //! Requests are RESP arrays of bulk strings or inline commands, pipelined or
 //! not (`proto`). A pipeline's commands on distinct keys run at once and
-//! share the node's batches (`pipeline`); they are answered in order, and
+//! share the node's batches (`pipeline`, `group`: its adds go to the write
+//! queue straight away); they are answered in order, and
 //! commands on one key keep their order, as Redis runs them, so `INCR a`
 //! then `GET a` in one pipeline sees the add. Unknown commands, wrong arity and non-integers
 //! get Redis' own `-ERR` texts; a protocol error gets `-ERR Protocol
@@ -49,6 +50,7 @@ mod cursors;
 mod db;
 mod expiry;
 mod glob;
+mod group;
 mod join;
 mod keys;
 mod lists;
@@ -77,7 +79,6 @@ use crate::limits::Limits;
 use crate::node::Node;
 use crate::server::Doors;
 use crate::stream::ClientStream;
-use join::join_all;
 use pipeline::Named;
 pub use proto::{Proto, Reply, parse};
 use session::{Session, Step};
@@ -154,10 +155,7 @@ async fn connection(c: Accepted) {
             };
             if together >= 2 {
                 let (cl, space) = (session.cl, node.keyspace(session.db));
-                let group = cmds[i..i + together]
-                    .iter()
-                    .map(|(name, args)| keyed(&node, cl, space, name, args));
-                for reply in join_all(group).await {
+                for reply in group::run(&node, cl, space, &cmds[i..i + together]).await {
                     reply.encode(&mut out, session.proto);
                 }
                 i += together;

@@ -58,6 +58,30 @@ use crate::ctx::Ctx;
 use crate::placement::Route;
 use queue::{AddQueue, Origin, QueuedAdd, Reply};
 
+/// A client's add in the queue (see [`Writes::queue`]).
+pub(crate) struct Queued {
+    rx: oneshot::Receiver<Result<i64, WireError>>,
+    timer: queue::Timer,
+}
+
+impl Queued {
+    /// The add's answer, as [`Writes::add`] gives it.
+    pub(crate) async fn answer(self) -> Result<i64, WireError> {
+        let answer = self.rx.await.unwrap_or_else(|_| Err(shutting_down()));
+        self.timer.stop(&answer);
+        answer
+    }
+}
+
+/// The answer to an add the node stopped before answering: it may have
+/// been made.
+fn shutting_down() -> WireError {
+    WireError::unknown(
+        ErrorKind::Storage,
+        "the node is shutting down; the add may or may not have been applied",
+    )
+}
+
 /// The write path of one node.
 pub(crate) struct Writes {
     ctx: Arc<Ctx>,
@@ -139,16 +163,26 @@ impl Writes {
             None => QueuedAdd::new(key, delta, cl, origin, reply),
         });
         // Unanswered: the node stopped, perhaps after the batch was made.
-        let answer = rx.await.unwrap_or_else(|_| {
-            Err(WireError::unknown(
-                ErrorKind::Storage,
-                "the node is shutting down; the add may or may not have been applied",
-            ))
-        });
+        let answer = rx.await.unwrap_or_else(|_| Err(shutting_down()));
         if let Some(t) = timer {
             t.stop(&answer);
         }
         answer
+    }
+
+    /// Queues a client's add now and answers it later ([`Queued::answer`]):
+    /// a pipeline queues all of its adds before it waits for any.
+    pub(crate) fn queue(&self, key: Key, delta: i64, cl: Consistency) -> Queued {
+        let timer = queue::Timer::start(cl);
+        let (tx, rx) = oneshot::channel();
+        self.submit(QueuedAdd::new(
+            key,
+            delta,
+            cl,
+            Origin::Client,
+            Reply::Task(tx),
+        ));
+        Queued { rx, timer }
     }
 
     /// Changes a counter's epoch at `cl`: SET, EXPIRE, reset (see
