@@ -3,7 +3,8 @@
 //! - [`wire`]: every message, and the one bincode configuration (with a size
 //!   limit) that encodes them.
 //! - [`tls`] and [`peer`]: node-to-node QUIC with mutual TLS under the
-//!   cluster's own CA; requests to a peer are batched onto one stream.
+//!   cluster's own CA; requests to a peer are batched onto one stream,
+//!   each call [`encoded`] once whatever the number of peers it goes to.
 //!   [`identity`] names the node a certificate belongs to, [`tls_reload`]
 //!   takes up renewed certificates, [`bounds`] refuses cells near wrapping,
 //!   and [`log_limit`] keeps what outsiders can trigger out of the logs.
@@ -24,6 +25,7 @@ pub mod client;
 pub mod client_tls;
 pub mod cluster;
 mod dial;
+pub mod encoded;
 pub mod frame;
 pub mod identity;
 pub mod list;

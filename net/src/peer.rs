@@ -54,6 +54,7 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
 use crate::dial::{Dialler, Target, Want};
+use crate::encoded::{self, Encoded, Kind};
 use crate::identity::{self, Members};
 use crate::log_limit::LogLimit;
 use crate::tls::{TlsError, TlsFiles};
@@ -206,7 +207,7 @@ pub enum StartError {
 /// Requests that travel in one batch and are answered together. Callers
 /// keep a call's requests of one kind (see `sender`, which sorts by the first).
 struct Call {
-    reqs: Vec<PeerRequest>,
+    body: Encoded,
     done: oneshot::Sender<Result<Vec<PeerResponse>, PeerError>>,
 }
 
@@ -401,7 +402,7 @@ impl Transport {
         let link = self.link(node)?;
         let (done, rx) = oneshot::channel();
         let call = Call {
-            reqs: vec![req],
+            body: Encoded::new(&[req]),
             done,
         };
         let timed_out = || PeerError::Timeout {
@@ -431,18 +432,24 @@ impl Transport {
     /// timer: the caller bounds its wait. Fails at once, with nothing sent,
     /// when the peer's queue is full. At most `BATCH_MESSAGES_MAX` requests.
     pub fn submit(&self, node: usize, reqs: Vec<PeerRequest>) -> Result<Answers, PeerError> {
+        self.submit_encoded(node, Encoded::new(&reqs))
+    }
+
+    /// [`Transport::submit`] of requests already encoded: the same ones
+    /// go to several peers for the cost of one encoding.
+    pub fn submit_encoded(&self, node: usize, body: Encoded) -> Result<Answers, PeerError> {
         let link = self.link(node)?;
-        if reqs.len() > BATCH_MESSAGES_MAX {
+        if body.len() > BATCH_MESSAGES_MAX {
             return Err(PeerError::Unreachable {
                 peer: link.id.clone(),
                 reason: format!(
                     "{} requests in one call, over the {BATCH_MESSAGES_MAX} of a batch",
-                    reqs.len()
+                    body.len()
                 ),
             });
         }
         let (done, rx) = oneshot::channel();
-        match link.queue.try_send(Call { reqs, done }) {
+        match link.queue.try_send(Call { body, done }) {
             Ok(()) => Ok(rx),
             Err(mpsc::error::TrySendError::Full(_)) => Err(PeerError::Overloaded {
                 peer: link.id.clone(),
@@ -508,16 +515,16 @@ async fn sender(
         // Let the tasks that are ready run first, so that the calls they
         // make (one fsync's worth of replications) share this batch.
         tokio::task::yield_now().await;
-        let mut requests = first.reqs.len();
+        let mut requests = first.body.len();
         let mut batch = vec![first];
         while requests < BATCH_MESSAGES_MAX {
             match rx.try_recv() {
-                Ok(call) if requests + call.reqs.len() > BATCH_MESSAGES_MAX => {
+                Ok(call) if requests + call.body.len() > BATCH_MESSAGES_MAX => {
                     carried = Some(call);
                     break;
                 }
                 Ok(call) => {
-                    requests += call.reqs.len();
+                    requests += call.body.len();
                     batch.push(call);
                 }
                 Err(_) => break,
@@ -548,26 +555,14 @@ async fn sender(
         // A peer answers a batch when its slowest request is done: keep
         // heartbeats and leader requests (which wait for replication) out
         // of batches whose answers they would hold up, or be held up by.
-        let first_is = |c: &Call, f: fn(&PeerRequest) -> bool| c.reqs.first().is_some_and(f);
-        let (pings, rest): (Vec<Call>, Vec<Call>) = batch
-            .into_iter()
-            .partition(|c| first_is(c, |r| matches!(r, PeerRequest::Ping { .. })));
-        let (leads, rest): (Vec<Call>, Vec<Call>) = rest.into_iter().partition(|c| {
-            first_is(c, |r| {
-                matches!(
-                    r,
-                    PeerRequest::LeaderAdd { .. }
-                        | PeerRequest::LeaderAddOnce { .. }
-                        | PeerRequest::LeaderAdmit { .. }
-                        | PeerRequest::LeaderReset { .. }
-                )
-            })
-        });
+        let (pings, rest): (Vec<Call>, Vec<Call>) =
+            batch.into_iter().partition(|c| c.body.kind() == Kind::Ping);
+        let (leads, rest): (Vec<Call>, Vec<Call>) =
+            rest.into_iter().partition(|c| c.body.kind() == Kind::Lead);
         // A row answer can be megabytes: one per stream keeps every answer
         // under the message limit.
-        let (rows, plain): (Vec<Call>, Vec<Call>) = rest
-            .into_iter()
-            .partition(|c| first_is(c, |r| matches!(r, PeerRequest::ReadRow { .. })));
+        let (rows, plain): (Vec<Call>, Vec<Call>) =
+            rest.into_iter().partition(|c| c.body.kind() == Kind::Row);
         let groups = [pings, plain, leads]
             .into_iter()
             .chain(rows.into_iter().map(|r| vec![r]));
@@ -627,23 +622,11 @@ async fn exchange(
     dial_timeout: Duration,
     batch: Vec<Call>,
 ) {
-    let mut reqs = Vec::with_capacity(batch.iter().map(|c| c.reqs.len()).sum());
-    let mut dones = Vec::with_capacity(batch.len());
-    for call in batch {
-        dones.push((call.reqs.len(), call.done));
-        reqs.extend(call.reqs);
-    }
-    let bytes = wire::encode(&reqs);
+    let bytes = encoded::join(batch.iter().map(|c| &c.body));
+    let requests: usize = batch.iter().map(|c| c.body.len()).sum();
+    let idempotent = batch.iter().all(|c| c.body.idempotent());
+    let dones: Vec<_> = batch.into_iter().map(|c| (c.body.len(), c.done)).collect();
     let peer = link.id.clone();
-    let idempotent = reqs.iter().all(|r| {
-        matches!(
-            r,
-            PeerRequest::Ping { .. }
-                | PeerRequest::Apply { .. }
-                | PeerRequest::Read { .. }
-                | PeerRequest::ReadRow { .. }
-        )
-    });
     let bytes = bytes::Bytes::from(bytes);
     let timed = |conn: Connection, bytes: bytes::Bytes| async move {
         tokio::time::timeout(EXCHANGE_TIMEOUT, send_batch(&conn, &bytes))
@@ -675,14 +658,14 @@ async fn exchange(
     match answer {
         Err(reason) => fail(dones, PeerError::Lost { peer, reason }),
         Ok(bytes) => match wire::decode::<Vec<PeerResponse>>(&bytes) {
-            Ok(resps) if resps.len() == reqs.len() => {
+            Ok(resps) if resps.len() == requests => {
                 let mut resps = screen_answers(&peer, resps).into_iter();
                 for (n, d) in dones {
                     let _ = d.send(Ok(resps.by_ref().take(n).collect()));
                 }
             }
             Ok(resps) => {
-                let reason = format!("{} answers to {} requests", resps.len(), reqs.len());
+                let reason = format!("{} answers to {requests} requests", resps.len());
                 fail(dones, PeerError::Malformed { peer, reason })
             }
             Err(e) => fail(

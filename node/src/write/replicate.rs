@@ -13,6 +13,7 @@ use std::pin::{Pin, pin};
 use std::task::{Context, Poll};
 
 use tally_engine::{Cell, Key};
+use tally_net::encoded::Encoded;
 use tally_net::peer::Answers;
 use tally_net::wire::{Consistency, PeerRequest, WireError, WireTail};
 use tokio::time::Instant;
@@ -141,24 +142,13 @@ fn send(ctx: &Ctx, groups: &[Vec<usize>], writes: &mut [Write]) -> Vec<Call> {
     let mut calls = Vec::new();
     for (group, members) in groups.iter().enumerate() {
         let replicas = writes[members[0]].replicas.clone();
+        // Encoded once, for every replica that is up.
+        let mut body = None;
         for &r in replicas.all().iter().filter(|&&r| r != ctx.me) {
             let answers = if ctx.is_up(r) {
-                let reqs = members
-                    .iter()
-                    .map(|&i| {
-                        let (key, cell) = (wire_key(&writes[i].key), wire_cell(&writes[i].cell));
-                        match &writes[i].tail {
-                            None => PeerRequest::Apply { key, cell },
-                            Some(tail) => PeerRequest::ApplyTail {
-                                key,
-                                cell,
-                                tail: Box::new(tail.clone()),
-                            },
-                        }
-                    })
-                    .collect();
+                let body = body.get_or_insert_with(|| encode(members, writes)).clone();
                 ctx.transport()
-                    .submit(r, reqs)
+                    .submit_encoded(r, body)
                     .inspect_err(|e| debug!(replica = r, error = %e, "replication failed"))
                     .ok()
             } else {
@@ -175,6 +165,25 @@ fn send(ctx: &Ctx, groups: &[Vec<usize>], writes: &mut [Write]) -> Vec<Call> {
         }
     }
     calls
+}
+
+/// The shard states of a group's writes, as the requests that carry them.
+fn encode(members: &[usize], writes: &[Write]) -> Encoded {
+    let reqs: Vec<PeerRequest> = members
+        .iter()
+        .map(|&i| {
+            let (key, cell) = (wire_key(&writes[i].key), wire_cell(&writes[i].cell));
+            match &writes[i].tail {
+                None => PeerRequest::Apply { key, cell },
+                Some(tail) => PeerRequest::ApplyTail {
+                    key,
+                    cell,
+                    tail: Box::new(tail.clone()),
+                },
+            }
+        })
+        .collect();
+    Encoded::new(&reqs)
 }
 
 /// Feeds every call that answered to its writes' rounds; whether any did.

@@ -1,0 +1,161 @@
+//! Requests encoded once, for any number of peers.
+//!
+//! A coordinator replicating a batch sends the same shards to every other
+//! replica: encoded once ([`Encoded::new`]), the bytes are shared by each
+//! peer's call (cloning them is a reference count), and a peer's sender
+//! joins the calls it batches onto one stream by writing their count and
+//! then their bytes ([`join`]), which is exactly the encoding of the
+//! `Vec<PeerRequest>` of all of them that the peer decodes.
+
+use bytes::Bytes;
+
+use crate::wire::{self, PeerRequest};
+
+/// Requests in their wire encoding, back to back.
+#[derive(Clone, Debug)]
+pub struct Encoded {
+    bytes: Bytes,
+    count: usize,
+    kind: Kind,
+    idempotent: bool,
+}
+
+/// What a call's first request is: the sender keeps heartbeats, leader
+/// requests and row reads on streams of their own (see `peer::sender`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A heartbeat.
+    Ping,
+    /// A request to lead a write, answered after its replication.
+    Lead,
+    /// A row read, whose answer may be large.
+    Row,
+    /// Anything else.
+    Plain,
+}
+
+impl Kind {
+    fn of(req: &PeerRequest) -> Kind {
+        match req {
+            PeerRequest::Ping { .. } => Kind::Ping,
+            PeerRequest::LeaderAdd { .. }
+            | PeerRequest::LeaderAddOnce { .. }
+            | PeerRequest::LeaderAdmit { .. }
+            | PeerRequest::LeaderReset { .. } => Kind::Lead,
+            PeerRequest::ReadRow { .. } => Kind::Row,
+            _ => Kind::Plain,
+        }
+    }
+}
+
+/// Whether a request may be sent again after its connection failed: it
+/// changes nothing a second time.
+fn idempotent(req: &PeerRequest) -> bool {
+    matches!(
+        req,
+        PeerRequest::Ping { .. }
+            | PeerRequest::Apply { .. }
+            | PeerRequest::Read { .. }
+            | PeerRequest::ReadRow { .. }
+    )
+}
+
+impl Encoded {
+    /// `reqs`, encoded.
+    pub fn new(reqs: &[PeerRequest]) -> Encoded {
+        let mut buf = Vec::new();
+        for req in reqs {
+            wire::encode_into(req, &mut buf);
+        }
+        Encoded {
+            bytes: buf.into(),
+            count: reqs.len(),
+            kind: reqs.first().map_or(Kind::Plain, Kind::of),
+            idempotent: reqs.iter().all(idempotent),
+        }
+    }
+
+    /// How many requests.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// What the first request is.
+    pub(crate) fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// Whether every request may be sent twice.
+    pub(crate) fn idempotent(&self) -> bool {
+        self.idempotent
+    }
+}
+
+/// The message of all of `parts`' requests, in order: the encoding of
+/// the `Vec<PeerRequest>` of them.
+pub(crate) fn join<'a>(parts: impl Iterator<Item = &'a Encoded> + Clone) -> Vec<u8> {
+    let count: usize = parts.clone().map(Encoded::len).sum();
+    let bytes: usize = parts.clone().map(|p| p.bytes.len()).sum();
+    let mut buf = Vec::with_capacity(bytes + 10);
+    wire::encode_into(&(count as u64), &mut buf);
+    for part in parts {
+        buf.extend_from_slice(&part.bytes);
+    }
+    buf
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+    use crate::wire::{Consistency, WireKey};
+
+    fn read(i: u8) -> PeerRequest {
+        PeerRequest::Read {
+            key: WireKey::new(&[i; 3], b"c"),
+        }
+    }
+
+    /// Joined calls are the batch the peer decodes, whatever their sizes
+    /// (the count's varint grows past 250).
+    #[test]
+    fn joined_calls_are_the_encoding_of_all_their_requests() {
+        for sizes in [vec![1], vec![2, 3], vec![0, 251, 1], vec![300]] {
+            let calls: Vec<Vec<PeerRequest>> = sizes
+                .iter()
+                .map(|&n| (0..n).map(|i| read(i as u8)).collect())
+                .collect();
+            let parts: Vec<Encoded> = calls.iter().map(|c| Encoded::new(c)).collect();
+            let all: Vec<PeerRequest> = calls.concat();
+            assert_eq!(join(parts.iter()), wire::encode(&all), "{sizes:?}");
+            let back: Vec<PeerRequest> = wire::decode(&join(parts.iter())).unwrap();
+            assert_eq!(back.len(), all.len());
+        }
+    }
+
+    #[test]
+    fn a_call_knows_its_kind_and_whether_it_may_be_sent_twice() {
+        let lead = PeerRequest::LeaderAdd {
+            key: WireKey::new(b"k", b""),
+            delta: 1,
+            cl: Consistency::One,
+        };
+        let e = Encoded::new(&[read(1), lead]);
+        assert_eq!((e.kind(), e.idempotent(), e.len()), (Kind::Plain, false, 2));
+        let e = Encoded::new(&[PeerRequest::LeaderReset {
+            key: WireKey::new(b"k", b""),
+            cl: Consistency::One,
+        }]);
+        assert_eq!(e.kind(), Kind::Lead);
+        let e = Encoded::new(&[PeerRequest::Ping {
+            cluster: "c".into(),
+        }]);
+        assert_eq!((e.kind(), e.idempotent()), (Kind::Ping, true));
+    }
+}
