@@ -132,9 +132,7 @@ pub(crate) async fn run(writes: Weak<Writes>) {
 /// Routes a batch's adds, seals the ones this node leads and replicates them.
 async fn run_batch(writes: Arc<Writes>, adds: Vec<QueuedAdd>, in_flight: Arc<InFlight>) {
     let mut replies = Replies::default();
-    let (once, lead): (Vec<_>, Vec<_>) = route(&writes, adds, &mut replies)
-        .into_iter()
-        .partition(|(add, _)| add.id.is_some());
+    let (once, lead) = route(&writes, adds, &mut replies);
     if !once.is_empty() {
         tokio::spawn(super::once::lead(writes.clone(), once, in_flight.clone()));
     }
@@ -156,21 +154,23 @@ async fn run_batch(writes: Arc<Writes>, adds: Vec<QueuedAdd>, in_flight: Arc<InF
             return;
         }
     };
+    // The sealed ones, by their place in `combined`, and their values.
     let mut led = Vec::with_capacity(combined.len());
     let mut shards = Vec::with_capacity(combined.len());
-    for (mut adds, staged) in combined.into_iter().zip(staged) {
+    for (i, staged) in staged.into_iter().enumerate() {
+        let adds = &mut combined[i];
         match staged {
             Staged::Sealed(outcome) => {
                 shards.push(adds.write(ctx, outcome.replica_cell()));
-                led.push((adds, outcome.value));
+                led.push((i, outcome.value));
             }
             Staged::Hot => {
-                tokio::spawn(lead_hot(writes.clone(), adds));
+                tokio::spawn(lead_hot(writes.clone(), adds.take()));
             }
             // A sum may overflow where some of its adds alone would not.
             Staged::Refused(_) if adds.members.len() > 1 => {
                 let attempt = adds.attempt;
-                adds.queue_again(&writes.queue, attempt, true);
+                adds.take().queue_again(&writes.queue, attempt, true);
             }
             Staged::Refused(e) => adds.fail(&mut replies, &engine_error(&e)),
         }
@@ -182,8 +182,14 @@ async fn run_batch(writes: Arc<Writes>, adds: Vec<QueuedAdd>, in_flight: Arc<InF
     }
     let local = async { durable.wait().await.map_err(|e| engine_error(&e)) };
     replicate(ctx, &mut shards, local, |shards| {
-        for ((adds, value), shard) in led.iter_mut().zip(shards.iter()) {
-            settle(&writes, adds, *value, shard.round.verdict(), &mut replies);
+        for (&(i, value), shard) in led.iter().zip(shards.iter()) {
+            settle(
+                &writes,
+                &mut combined[i],
+                value,
+                shard.round.verdict(),
+                &mut replies,
+            );
         }
         replies.send();
         // Answered: the next batch may start.
@@ -193,12 +199,10 @@ async fn run_batch(writes: Arc<Writes>, adds: Vec<QueuedAdd>, in_flight: Arc<InF
 }
 
 /// Routes each add: the ones this node leads are returned with their
-/// replicas, the others are forwarded or refused.
-fn route(
-    writes: &Arc<Writes>,
-    adds: Vec<QueuedAdd>,
-    replies: &mut Replies,
-) -> Vec<(QueuedAdd, Replicas)> {
+/// replicas, those with operation ids first, the others are forwarded or
+/// refused.
+fn route(writes: &Arc<Writes>, adds: Vec<QueuedAdd>, replies: &mut Replies) -> (Led, Led) {
+    let mut once = Vec::new();
     let mut lead = Vec::with_capacity(adds.len());
     for add in adds {
         match writes.route(&add) {
@@ -206,12 +210,16 @@ fn route(
             Ok(Route::Lead(_)) if writes.drop_this_add() => {
                 replies.add(add.reply, Ok(0)); // fault injection: a lost write
             }
+            Ok(Route::Lead(replicas)) if add.id.is_some() => once.push((add, replicas)),
             Ok(Route::Lead(replicas)) => lead.push((add, replicas)),
             Ok(Route::Forward(live)) => super::forward::spawn_add(writes, add, live),
         }
     }
-    lead
+    (once, lead)
 }
+
+/// Adds this node leads, with their replicas.
+type Led = Vec<(QueuedAdd, Replicas)>;
 
 /// Answers combined adds by their round's verdict, or makes them again.
 fn settle(

@@ -13,8 +13,9 @@
 //! combines itself by the same rule, so the rule holds on every path.
 //! Through one leader, adds of +1 thus answer distinct values.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+
+use hashbrown::HashTable;
 
 use smallvec::{SmallVec, smallvec};
 use tally_engine::{Cell, Key};
@@ -133,12 +134,16 @@ pub(crate) fn sequential_values(
 /// that must be made alone, starts a new one.
 pub(crate) fn combine(lead: Vec<(QueuedAdd, Replicas)>) -> Vec<Combined> {
     let mut combined: Vec<Combined> = Vec::with_capacity(lead.len());
-    let mut index: HashMap<(Key, Consistency), usize, BuildHasherDefault<Fold>> =
-        HashMap::with_capacity_and_hasher(lead.len(), BuildHasherDefault::default());
+    // The newest of each counter and level that later adds may join, by
+    // its place in `combined`.
+    let mut open: HashTable<usize> = HashTable::with_capacity(lead.len());
+    let hash =
+        |key: &Key, cl: Consistency| BuildHasherDefault::<Fold>::default().hash_one((key, cl));
     for (add, replicas) in lead {
-        let id = (add.key, add.cl);
+        let h = hash(&add.key, add.cl);
+        let same = |c: &Combined| c.key == add.key && c.cl == add.cl;
         if !add.alone
-            && let Some(&i) = index.get(&id)
+            && let Some(&i) = open.find(h, |&i| same(&combined[i]))
             && let Some(sum) = combined[i].delta.checked_add(add.delta)
         {
             let c = &mut combined[i];
@@ -148,11 +153,17 @@ pub(crate) fn combine(lead: Vec<(QueuedAdd, Replicas)>) -> Vec<Combined> {
             continue;
         }
         if !add.alone {
-            index.insert(id.clone(), combined.len());
+            let at = combined.len();
+            match open.find_mut(h, |&i| same(&combined[i])) {
+                Some(newest) => *newest = at,
+                None => {
+                    open.insert_unique(h, at, |&i| hash(&combined[i].key, combined[i].cl));
+                }
+            }
         }
         combined.push(Combined {
-            key: id.0,
-            cl: id.1,
+            key: add.key,
+            cl: add.cl,
             replicas,
             delta: add.delta,
             attempt: add.attempt,
