@@ -147,13 +147,14 @@ async fn connection(c: Accepted) {
         let mut i = 0;
         while i < cmds.len() && !close {
             // A login that may not write runs each command through `run`,
-            // which checks it.
+            // which checks it. A keyed command alone takes the group's
+            // path too: an add goes straight to the write queue.
             let together = if session.in_multi() || !session.login.may_write() {
                 0
             } else {
                 pipeline::together(&cmds[i..])
             };
-            if together >= 2 {
+            if together >= 1 {
                 let (cl, space) = (session.cl, node.keyspace(session.db));
                 for reply in group::run(&node, cl, space, &cmds[i..i + together]).await {
                     reply.encode(&mut out, session.proto);
