@@ -128,9 +128,8 @@ impl Cells {
         while self.slots[s] != 0 {
             s = (s + 1) & mask;
         }
-        let at = u64::try_from(at + 1).expect("positions fit in 32 bits");
-        debug_assert!(at <= 0xffff_ffff);
-        self.slots[s] = tag(hash) | at;
+        let at = u32::try_from(at + 1).expect("a stripe holds far fewer than 2^32 cells");
+        self.slots[s] = tag(hash) | u64::from(at);
     }
 
     /// Doubles the index.
