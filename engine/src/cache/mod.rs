@@ -289,9 +289,9 @@ impl Stripe {
     /// when over `cap`. `v` is the version the caller holds.
     ///
     /// The victim is the first unpinned entry from a place the new key's
-    /// hash picks, which is effectively random; evicting a live key only costs a memtable or
-    /// SSTable read on its next write. A victim that memtables mark as held
-    /// here leaves its whole cell in them instead.
+    /// hash picks, which is effectively random; evicting a live key only
+    /// costs a memtable or SSTable read on its next write. A victim that
+    /// memtables mark as held here leaves its whole cell in them instead.
     fn cache(&mut self, key: Key, cell: Cell, cap: usize, v: &Version, durable: u64) {
         if self.cells.len() >= cap {
             let victim = self
