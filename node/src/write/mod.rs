@@ -58,28 +58,29 @@ use crate::ctx::Ctx;
 use crate::placement::Route;
 use queue::{AddQueue, Origin, QueuedAdd, Reply};
 
-/// A client's add in the queue (see [`Writes::queue`]).
+/// An add in the queue (see [`Writes::queue`]).
 pub(crate) struct Queued {
     rx: oneshot::Receiver<Result<i64, WireError>>,
-    timer: queue::Timer,
+    /// A client's add is timed for the metrics.
+    timer: Option<queue::Timer>,
 }
 
 impl Queued {
-    /// The add's answer, as [`Writes::add`] gives it.
+    /// The add's answer: the value its leader sees after it (see the
+    /// module docs).
     pub(crate) async fn answer(self) -> Result<i64, WireError> {
-        let answer = self.rx.await.unwrap_or_else(|_| Err(shutting_down()));
-        self.timer.stop(&answer);
+        // Unanswered: the node stopped, perhaps after the batch was made.
+        let answer = self.rx.await.unwrap_or_else(|_| {
+            Err(WireError::unknown(
+                ErrorKind::Storage,
+                "the node is shutting down; the add may or may not have been applied",
+            ))
+        });
+        if let Some(t) = self.timer {
+            t.stop(&answer);
+        }
         answer
     }
-}
-
-/// The answer to an add the node stopped before answering: it may have
-/// been made.
-fn shutting_down() -> WireError {
-    WireError::unknown(
-        ErrorKind::Storage,
-        "the node is shutting down; the add may or may not have been applied",
-    )
 }
 
 /// The write path of one node.
@@ -155,6 +156,25 @@ impl Writes {
         cl: Consistency,
         origin: Origin,
     ) -> Result<i64, WireError> {
+        self.queue_with(key, delta, id, cl, origin).answer().await
+    }
+
+    /// Queues a client's add now and answers it later ([`Queued::answer`]):
+    /// a pipeline queues all of its adds before it waits for any.
+    pub(crate) fn queue(&self, key: Key, delta: i64, cl: Consistency) -> Queued {
+        self.queue_with(key, delta, None, cl, Origin::Client)
+    }
+
+    /// Queues an add, with its operation id if it has one; a client's is
+    /// timed for the metrics.
+    fn queue_with(
+        &self,
+        key: Key,
+        delta: i64,
+        id: Option<OpId>,
+        cl: Consistency,
+        origin: Origin,
+    ) -> Queued {
         let timer = (origin == Origin::Client).then(|| queue::Timer::start(cl));
         let (tx, rx) = oneshot::channel();
         let reply = Reply::Task(tx);
@@ -162,26 +182,6 @@ impl Writes {
             Some(id) => QueuedAdd::with_id(key, delta, id, cl, origin, reply),
             None => QueuedAdd::new(key, delta, cl, origin, reply),
         });
-        // Unanswered: the node stopped, perhaps after the batch was made.
-        let answer = rx.await.unwrap_or_else(|_| Err(shutting_down()));
-        if let Some(t) = timer {
-            t.stop(&answer);
-        }
-        answer
-    }
-
-    /// Queues a client's add now and answers it later ([`Queued::answer`]):
-    /// a pipeline queues all of its adds before it waits for any.
-    pub(crate) fn queue(&self, key: Key, delta: i64, cl: Consistency) -> Queued {
-        let timer = queue::Timer::start(cl);
-        let (tx, rx) = oneshot::channel();
-        self.submit(QueuedAdd::new(
-            key,
-            delta,
-            cl,
-            Origin::Client,
-            Reply::Task(tx),
-        ));
         Queued { rx, timer }
     }
 
