@@ -109,11 +109,11 @@ fn bad_scripts_cursors_and_patterns_get_clear_errors_and_the_node_keeps_serving(
         ),
         (
             &["EVAL", "return os.time()", "0"],
-            "ERR user_script:1: attempt to index global 'os'",
+            "ERR user_script:1: Script attempted to access nonexistent global variable 'os'",
         ),
         (
             &["EVAL", "return loadfile('/etc/passwd')", "0"],
-            "ERR user_script:1: attempt to call global 'loadfile'",
+            "ERR user_script:1: Script attempted to access nonexistent global variable 'loadfile'",
         ),
         (
             &["EVAL", "local t = {} for i = 1, 1e9 do t[i] = i end", "0"],

@@ -3,9 +3,13 @@
 //! `redis.log`, and the no-ops Redis 7 keeps for old scripts.
 
 use mlua::{Lua, MultiValue, Value};
+use tally_net::log_limit::LogLimit;
 
 use super::super::commands;
 use super::super::proto::Reply;
+
+/// `redis.log` lines: at most ten a second from all scripts of the node.
+static SCRIPT_LOG: LogLimit = LogLimit::every(std::time::Duration::from_millis(100));
 
 /// Commands a script may not run: scripts, transactions, and what only a
 /// connection does.
@@ -41,9 +45,6 @@ const NOT_IN_SCRIPTS: &[&str] = &[
 /// sees it and whether that is an error; `redis.call` raises an error
 /// reply ([`CommandError`], through `raise`), `redis.pcall` answers it as
 /// the table `{err = ...}`.
-///
-/// Each yield has a line of its own after it: the line hook turns the
-/// memory limit back on there, before the script goes on (see `super::vm`).
 const CALLS: &str = r#"
 local yield, raise = ...
 function redis.call(...)
@@ -70,7 +71,8 @@ impl std::fmt::Display for CommandError {
 
 impl std::error::Error for CommandError {}
 
-/// Puts the `redis` table in `lua`'s globals (before `coroutine` goes).
+/// Puts the `redis` table in `lua`'s globals (before `coroutine` goes:
+/// `redis.call` keeps its `yield`).
 pub(crate) fn install(lua: &Lua) -> mlua::Result<()> {
     let redis = lua.create_table()?;
     lua.globals().raw_set("redis", &redis)?;
@@ -100,7 +102,9 @@ pub(crate) fn install(lua: &Lua) -> mlua::Result<()> {
     redis.raw_set(
         "log",
         lua.create_function(|_, (level, msg): (i64, mlua::String)| {
-            tracing::info!(level, message = %msg.to_string_lossy(), "script log");
+            if let Some(suppressed) = SCRIPT_LOG.admit() {
+                tracing::info!(level, suppressed, message = %msg.to_string_lossy(), "script log");
+            }
             Ok(())
         })?,
     )?;
@@ -135,56 +139,15 @@ pub(crate) fn install(lua: &Lua) -> mlua::Result<()> {
     Ok(())
 }
 
-/// `pcall` and `xpcall` that let a yield through: each runs its function
-/// as a coroutine and passes on what it yields (a `redis.call` waiting for
-/// its command), as Kepler's coxpcall does. Lua 5.1's own raise "attempt
-/// to yield across metamethod/C-call boundary" instead.
-const PCALL: &str = r#"
-local create, resume, yield, status =
-    coroutine.create, coroutine.resume, coroutine.yield, coroutine.status
-local pcall_, xpcall_ = pcall, xpcall
-local function finish(co, handler, ok, ...)
-    if not ok then
-        if handler then return false, handler(...) end
-        return false, ...
-    end
-    if status(co) == "suspended" then
-        return finish(co, handler, resume(co, yield(...)))
-    end
-    return true, ...
-end
--- A coroutine of `f`, if `f` is a Lua function (only those can be one:
--- C functions get the old pcall, and cannot yield anyway).
-local function coroutine_of(f)
-    local ok, co = pcall_(create, f)
-    if ok then return co end
-end
-function pcall(f, ...)
-    local co = coroutine_of(f)
-    if not co then return pcall_(f, ...) end
-    return finish(co, nil, resume(co, ...))
-end
-function xpcall(f, handler)
-    local co = coroutine_of(f)
-    if not co then return xpcall_(f, handler) end
-    return finish(co, handler, resume(co))
-end
-"#;
-
-/// Replaces `pcall` and `xpcall` (see [`PCALL`]).
-pub(crate) fn install_pcall(lua: &Lua) -> mlua::Result<()> {
-    lua.load(PCALL).set_name("=pcall").exec()
-}
-
 /// The command a script's `redis.call` or `redis.pcall` yielded (`args`),
-/// as words to run, or the error reply it gets instead.
-pub(crate) fn command(args: &MultiValue, read_only: bool) -> Result<Vec<Vec<u8>>, Reply> {
+/// as words to run and whether it writes, or the error reply it gets
+/// instead.
+pub(crate) fn command(args: &MultiValue, read_only: bool) -> Result<(Vec<Vec<u8>>, bool), Reply> {
     let words = words(args)?;
     let name = String::from_utf8_lossy(&words[0]).to_ascii_lowercase();
-    match refuse(&name, words.len(), read_only) {
-        Some(refused) => Err(refused),
-        None => Ok(words),
-    }
+    refuse(&name, words.len(), read_only)?;
+    let writes = commands::find(&name).is_some_and(|c| c.flags.contains(&"write"));
+    Ok((words, writes))
 }
 
 /// A `redis.call`'s arguments as a command's words: strings, and numbers
@@ -208,48 +171,48 @@ fn words(args: &MultiValue) -> Result<Vec<Vec<u8>>, Reply> {
 }
 
 /// The error a command gets instead of running in a script, if it does.
-fn refuse(name: &str, words: usize, read_only: bool) -> Option<Reply> {
+fn refuse(name: &str, words: usize, read_only: bool) -> Result<(), Reply> {
     let Some(cmd) = commands::find(name) else {
-        return Some(Reply::err("ERR Unknown Redis command called from script"));
+        return Err(Reply::err("ERR Unknown Redis command called from script"));
     };
     if NOT_IN_SCRIPTS.contains(&name) {
-        return Some(Reply::err(
+        return Err(Reply::err(
             "ERR This Redis command is not allowed from script",
         ));
     }
     if !cmd.arity_ok(words) {
-        return Some(Reply::err(
+        return Err(Reply::err(
             "ERR Wrong number of args calling Redis command from script",
         ));
     }
     if read_only && cmd.flags.contains(&"write") {
-        return Some(Reply::err(
+        return Err(Reply::err(
             "ERR Write commands are not allowed from read-only scripts.",
         ));
     }
-    None
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn text(r: Option<Reply>) -> String {
+    fn text(r: Result<(), Reply>) -> String {
         match r {
-            Some(Reply::Error(e)) => e,
+            Err(Reply::Error(e)) => e,
             other => format!("{other:?}"),
         }
     }
 
     #[test]
     fn commands_a_script_may_not_run_get_redis_errors() {
-        assert_eq!(refuse("incr", 2, false), None);
-        assert_eq!(refuse("lpush", 3, false), None);
+        assert_eq!(refuse("incr", 2, false), Ok(()));
+        assert_eq!(refuse("lpush", 3, false), Ok(()));
         assert!(text(refuse("zadd", 4, false)).contains("Unknown Redis command"));
         assert!(text(refuse("lpush", 3, true)).contains("read-only scripts"));
         assert!(text(refuse("incr", 3, false)).contains("Wrong number of args"));
         assert!(text(refuse("eval", 3, false)).contains("not allowed from script"));
         assert!(text(refuse("incr", 2, true)).contains("read-only scripts"));
-        assert_eq!(refuse("get", 2, true), None);
+        assert_eq!(refuse("get", 2, true), Ok(()));
     }
 }

@@ -11,13 +11,18 @@
 //! | error | `{err = ...}` (`redis.pcall`) | a table with `err` |
 //! | double, verbatim | string | |
 
+use std::collections::HashSet;
+
 use mlua::{Lua, Table, Value};
 
 use super::super::proto::Reply;
 
-/// How deep a table may nest in a script's answer (a table holding itself
-/// would never end).
+/// How deep a table may nest in a script's answer.
 const DEPTH_MAX: usize = 64;
+/// Most values a script's answer may hold (each table and each element).
+pub(crate) const REPLY_VALUES_MAX: usize = 1 << 20;
+/// Most bytes of strings a script's answer may hold.
+pub(crate) const REPLY_BYTES_MAX: usize = 64 << 20;
 
 /// A command's reply as a script sees it.
 pub(crate) fn to_lua(lua: &Lua, reply: &Reply) -> mlua::Result<Value> {
@@ -53,42 +58,93 @@ pub(crate) fn to_lua(lua: &Lua, reply: &Reply) -> mlua::Result<Value> {
     })
 }
 
-/// A script's answer as a reply.
-pub(crate) fn from_lua(v: &Value) -> Reply {
-    from_lua_at(v, 0)
+/// Why a script's answer cannot be a reply.
+#[derive(Debug, PartialEq, Eq)]
+enum TooBig {
+    Deep,
+    Twice,
+    Values,
+    Bytes,
 }
 
-fn from_lua_at(v: &Value, depth: usize) -> Reply {
-    match v {
+/// What a script's answer may still take, and the tables it took.
+struct Budget {
+    values: usize,
+    bytes: usize,
+    seen: HashSet<*const std::ffi::c_void>,
+}
+
+impl Budget {
+    fn take(&mut self, bytes: usize) -> Result<(), TooBig> {
+        self.values = self.values.checked_sub(1).ok_or(TooBig::Values)?;
+        self.bytes = self.bytes.checked_sub(bytes).ok_or(TooBig::Bytes)?;
+        Ok(())
+    }
+}
+
+/// A script's answer as a reply: within [`REPLY_VALUES_MAX`] values and
+/// [`REPLY_BYTES_MAX`] bytes, each table once (a table held twice, or
+/// holding itself, would be made again each time), or else an error.
+pub(crate) fn from_lua(v: &Value) -> Reply {
+    let mut budget = Budget {
+        values: REPLY_VALUES_MAX,
+        bytes: REPLY_BYTES_MAX,
+        seen: HashSet::new(),
+    };
+    match from_lua_at(v, 0, &mut budget) {
+        Ok(reply) => reply,
+        Err(TooBig::Deep) => Reply::err("ERR reached lua stack limit"),
+        Err(TooBig::Twice) => {
+            Reply::err("ERR the script's answer holds a table twice, or a table that holds itself")
+        }
+        Err(TooBig::Values) => Reply::err(format!(
+            "ERR the script's answer holds more than {REPLY_VALUES_MAX} values"
+        )),
+        Err(TooBig::Bytes) => Reply::err(format!(
+            "ERR the script's answer holds more than {} MiB",
+            REPLY_BYTES_MAX >> 20
+        )),
+    }
+}
+
+fn from_lua_at(v: &Value, depth: usize, budget: &mut Budget) -> Result<Reply, TooBig> {
+    let bytes = match v {
+        Value::String(s) => s.as_bytes().len(),
+        _ => 0,
+    };
+    budget.take(bytes)?;
+    Ok(match v {
         Value::Boolean(true) => Reply::Int(1),
         Value::Integer(i) => Reply::Int(*i),
         // As Redis casts: toward zero (and saturating, where C is undefined).
         Value::Number(n) => Reply::Int(*n as i64),
         Value::String(s) => Reply::bulk(s.as_bytes().to_vec()),
-        Value::Table(t) if depth >= DEPTH_MAX => {
-            let _ = t;
-            Reply::err("ERR reached lua stack limit")
+        Value::Table(_) if depth >= DEPTH_MAX => return Err(TooBig::Deep),
+        Value::Table(t) => {
+            if !budget.seen.insert(t.to_pointer()) {
+                return Err(TooBig::Twice);
+            }
+            from_table(t, depth, budget)?
         }
-        Value::Table(t) => from_table(t, depth),
         _ => Reply::NIL,
-    }
+    })
 }
 
-fn from_table(t: &Table, depth: usize) -> Reply {
+fn from_table(t: &Table, depth: usize, budget: &mut Budget) -> Result<Reply, TooBig> {
     if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
-        return Reply::err(one_line(&e.to_string_lossy()));
+        return Ok(Reply::err(one_line(&e.to_string_lossy())));
     }
     if let Ok(Value::String(ok)) = t.raw_get::<Value>("ok") {
-        return Reply::Status(one_line(&ok.to_string_lossy()));
+        return Ok(Reply::Status(one_line(&ok.to_string_lossy())));
     }
     let mut items = Vec::new();
     for i in 1.. {
         match t.raw_get::<Value>(i) {
             Ok(Value::Nil) | Err(_) => break,
-            Ok(v) => items.push(from_lua_at(&v, depth + 1)),
+            Ok(v) => items.push(from_lua_at(&v, depth + 1, budget)?),
         }
     }
-    Reply::Array(items)
+    Ok(Reply::Array(items))
 }
 
 /// A status or error line: no CR or LF may break the protocol.
@@ -131,12 +187,23 @@ mod tests {
             eval(&lua, "return {err = 'BAD\\r\\nx'}"),
             Reply::err("BAD  x")
         );
-        let cyclic = eval(&lua, "local t = {} t[1] = t return t");
-        let mut r = &cyclic;
-        while let Reply::Array(items) = r {
-            r = &items[0];
-        }
-        assert_eq!(*r, Reply::err("ERR reached lua stack limit"));
+        let twice = "ERR the script's answer holds a table twice, or a table that holds itself";
+        assert_eq!(
+            eval(&lua, "local t = {} t[1] = t return t"),
+            Reply::err(twice)
+        );
+        assert_eq!(eval(&lua, "local t = {1} return {t, t}"), Reply::err(twice));
+        // Doubling a table 40 times would make 2^40 values.
+        let doubled = "local t = {1} for i = 1, 40 do t = {t, t} end return t";
+        assert_eq!(eval(&lua, doubled), Reply::err(twice));
+        let deep = "local t = {} for i = 1, 100 do t = {t} end return t";
+        assert_eq!(eval(&lua, deep), Reply::err("ERR reached lua stack limit"));
+        let wide = "local t = {} for i = 1, 1100000 do t[i] = i end return t";
+        assert!(
+            matches!(eval(&lua, wide), Reply::Error(e) if e.contains("more than 1048576 values"))
+        );
+        let long = "local t = {} for i = 1, 20 do t[i] = string.rep('x', 4e6) end return t";
+        assert!(matches!(eval(&lua, long), Reply::Error(e) if e.contains("more than 64 MiB")));
     }
 
     #[test]

@@ -1,46 +1,47 @@
 //! Scripts: `EVAL`, `EVALSHA`, `EVAL_RO`, `EVALSHA_RO` and `SCRIPT LOAD`,
-//! `EXISTS`, `FLUSH`, `KILL`, with a real Lua 5.1 interpreter, as Redis
-//! has (`vm`, `api`, `convert`).
+//! `EXISTS`, `FLUSH`, `KILL`, in Luau, the sandboxed Lua 5.1 dialect
+//! (`vm`, `sandbox`, `api`, `convert`).
 //!
 //! A script's commands run one after another on this node as coordinator,
 //! at the connection's database and consistency level, each as if the
 //! client had sent it: there is no isolation from other clients (unlike
 //! Redis, where a script runs alone). A command Tally lacks fails in the
 //! script with Redis' error. A script past its time limit (5 s, Redis'
-//! `busy-reply-threshold`) or its memory limit (32 MiB) is aborted with a
-//! clear error, and so is one `SCRIPT KILL` names; it runs on a thread of
-//! its own meanwhile, and the node keeps serving.
+//! `busy-reply-threshold`) or its memory limit (32 MiB, and 256 MiB for
+//! all scripts of the node: `budget`) is aborted with a clear error, and
+//! so is one `SCRIPT KILL` names (`runs`); scripts run on threads of their
+//! own meanwhile, and the node keeps serving.
 //!
 //! Scripts are cached by sha1 (`crate::scripts`): `SCRIPT LOAD` through one
 //! node serves `EVALSHA` through any other, and a sha no node has answers
 //! `NOSCRIPT`, so clients send the script again (`EVAL`), as they do with
-//! Redis. Scripts run on one thread of their own (`runner`), each as a
+//! Redis. Scripts run on a few threads of their own (`runner`), each as a
 //! coroutine; interpreters are pooled there, each compiling a script once,
 //! so memory does not grow with the connections that run scripts.
+//! `SCRIPT FLUSH` needs an administrator.
 
 mod api;
+mod budget;
 mod convert;
 mod runner;
+mod runs;
+mod sandbox;
 mod vm;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tally_net::wire::Consistency;
 
 use super::proto::Reply;
 use super::session::{Session, arity};
+use crate::auth::Need;
 use crate::keyspace::Keyspace;
 use crate::node::Node;
 use crate::scripts;
 
 /// How long a script may run (Redis' `busy-reply-threshold`).
 pub(crate) const TIME_LIMIT: Duration = Duration::from_secs(5);
-
-/// Scripts running now, and how many `SCRIPT KILL`s there were.
-static RUNNING: AtomicUsize = AtomicUsize::new(0);
-static KILLS: AtomicU64 = AtomicU64::new(0);
 
 /// Answers `name` if it is one of this module's commands.
 pub(crate) async fn execute(
@@ -54,7 +55,7 @@ pub(crate) async fn execute(
             eval(node, s, name, args).await
         }
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => arity(name),
-        "script" if args.len() >= 2 => script(node, &args[1..]).await,
+        "script" if args.len() >= 2 => script(node, s, &args[1..]).await,
         "script" => arity(name),
         _ => return None,
     };
@@ -110,8 +111,7 @@ async fn script_of(node: &Node, name: &str, arg: &[u8]) -> Result<(String, Arc<[
     }
     let sha = scripts::sha1_hex(arg);
     let body: Arc<[u8]> = arg.into();
-    // A full cache runs the script all the same.
-    scripts::insert(&sha, body.clone());
+    scripts::insert_eval(&sha, body.clone());
     Ok((sha, body))
 }
 
@@ -156,7 +156,7 @@ async fn eval(node: &Arc<Node>, s: &Session, name: &str, args: &[Vec<u8>]) -> Re
         space: node.keyspace(s.db),
         runtime: tokio::runtime::Handle::current(),
     };
-    let kills = KILLS.load(Ordering::Acquire);
+    let registered = runs::start(s.login.user());
     let job = runner::Job {
         sha,
         body,
@@ -164,19 +164,21 @@ async fn eval(node: &Arc<Node>, s: &Session, name: &str, args: &[Vec<u8>]) -> Re
         argv,
         host: Arc::new(host),
         limit: TIME_LIMIT,
-        killed: Box::new(move || KILLS.load(Ordering::Acquire) != kills),
+        run: registered.run.clone(),
         // A user who may not write runs every script as read-only.
         read_only: name.ends_with("_ro") || !s.login.may_write(),
         generation: scripts::generation(),
     };
-    RUNNING.fetch_add(1, Ordering::AcqRel);
-    let reply = runner::run(job).await;
-    RUNNING.fetch_sub(1, Ordering::AcqRel);
-    reply
+    runner::run(job).await
+}
+
+/// Whether the connection is an administrator's.
+fn admin(s: &Session) -> bool {
+    s.login.check(Need::Admin).is_ok()
 }
 
 /// `SCRIPT LOAD | EXISTS | FLUSH | KILL`.
-async fn script(node: &Node, rest: &[Vec<u8>]) -> Reply {
+async fn script(node: &Node, s: &Session, rest: &[Vec<u8>]) -> Reply {
     let sub = String::from_utf8_lossy(&rest[0]).to_ascii_lowercase();
     match (sub.as_str(), rest.len() - 1) {
         ("load", 1) => load(&rest[1]),
@@ -189,6 +191,7 @@ async fn script(node: &Node, rest: &[Vec<u8>]) -> Reply {
                 })
                 .collect(),
         ),
+        ("flush", _) if !admin(s) => no_permission(s, "script|flush"),
         ("flush", 0) => flush(node).await,
         ("flush", 1)
             if [&b"async"[..], b"sync"].contains(&rest[1].to_ascii_lowercase().as_slice()) =>
@@ -196,13 +199,15 @@ async fn script(node: &Node, rest: &[Vec<u8>]) -> Reply {
             flush(node).await
         }
         ("flush", _) => Reply::err("ERR SCRIPT FLUSH only support SYNC|ASYNC option"),
-        ("kill", 0) if RUNNING.load(Ordering::Acquire) == 0 => {
-            Reply::err("NOTBUSY No scripts in execution right now.")
-        }
-        ("kill", 0) => {
-            KILLS.fetch_add(1, Ordering::AcqRel);
-            Reply::Simple("OK")
-        }
+        ("kill", 0) => match runs::kill(s.login.user(), admin(s)) {
+            runs::Kill::NotBusy => Reply::err("NOTBUSY No scripts in execution right now."),
+            runs::Kill::Unkillable => Reply::err(
+                "UNKILLABLE Sorry the script already executed write commands against the \
+                 dataset. You can either wait the script termination or kill the server in \
+                 a hard way using the SHUTDOWN NOSAVE command.",
+            ),
+            runs::Kill::Kill(_) => Reply::Simple("OK"),
+        },
         ("load" | "exists" | "kill", _) => Reply::err(format!(
             "ERR wrong number of arguments for 'script|{sub}' command"
         )),
@@ -211,6 +216,14 @@ async fn script(node: &Node, rest: &[Vec<u8>]) -> Reply {
             String::from_utf8_lossy(&rest[0])
         )),
     }
+}
+
+/// Redis' refusal of a command the user's role does not allow.
+fn no_permission(s: &Session, command: &str) -> Reply {
+    Reply::err(format!(
+        "NOPERM User {} has no permissions to run the '{command}' command",
+        s.login.user().unwrap_or("default")
+    ))
 }
 
 /// `SCRIPT LOAD body`: compiled first, so a syntax error is told now.
@@ -222,10 +235,11 @@ fn load(body: &[u8]) -> Reply {
         return Reply::err(e);
     }
     let sha = scripts::sha1_hex(body);
-    if !scripts::insert(&sha, body.into()) {
+    if !scripts::insert_loaded(&sha, body.into()) {
         return Reply::err(format!(
-            "ERR the node caches at most {} scripts: SCRIPT FLUSH, or use EVAL",
-            scripts::SCRIPTS_MAX
+            "ERR the node keeps at most {} loaded scripts ({} MiB): SCRIPT FLUSH, or use EVAL",
+            scripts::SCRIPTS_MAX,
+            scripts::LOADED_BYTES_MAX >> 20
         ));
     }
     Reply::bulk(sha)

@@ -1,21 +1,36 @@
-//! The thread every script of the process runs on. Each script is a
-//! coroutine there (see `vm`): while its `redis.call` waits for the node,
-//! the thread runs the others, so scripts in flight cost no thread each and
-//! the node's own threads never run Lua. A script that computes without
-//! calling the node holds the thread, and the scripts behind it wait, until
-//! it ends or is aborted at its time limit, as Redis' busy scripts hold the
-//! whole server; the node keeps serving everything else.
+//! The threads scripts run on. Each script is a coroutine on one of them
+//! (see `vm`): while its `redis.call` waits for the node, the thread runs
+//! the others, so scripts in flight cost no thread each and the node's
+//! own threads never run Lua.
+//!
+//! A script that computes without calling the node holds its thread, and
+//! the scripts on it wait, until it ends or is aborted at its time limit.
+//! So no one script holds them all, there are several threads
+//! ([`THREADS_MIN`], more up to [`THREADS_MAX`] while every one is held),
+//! and a new script goes to a thread that is not held ([`pick`]): each
+//! thread shows since when it has run Lua without a break, and one that
+//! has for [`HELD_AFTER`] is held.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
 
 use super::super::proto::Reply;
-use super::vm::{self, Host, Vm};
+use super::budget;
+use super::runs::Run;
+use super::vm::{self, Host, Script, Vm};
 
-/// Interpreters kept idle between scripts: enough for a hundred scripts
-/// in flight without making new ones.
+/// Threads started at first.
+pub(crate) const THREADS_MIN: usize = 2;
+/// Most threads: started while every thread is held.
+pub(crate) const THREADS_MAX: usize = 8;
+/// How long a thread runs Lua without a break before it counts as held.
+pub(crate) const HELD_AFTER: Duration = Duration::from_millis(50);
+/// Interpreters a thread keeps idle between scripts: enough for a hundred
+/// scripts in flight without making new ones.
 pub(crate) const IDLE_VMS_MAX: usize = 128;
 
 /// One script run.
@@ -26,49 +41,114 @@ pub(crate) struct Job {
     pub(crate) argv: Vec<Vec<u8>>,
     pub(crate) host: Arc<dyn Host>,
     pub(crate) limit: Duration,
-    /// Whether `SCRIPT KILL` named this run.
-    pub(crate) killed: Box<dyn Fn() -> bool + Send>,
+    /// The run as `SCRIPT KILL` sees it.
+    pub(crate) run: Arc<Run>,
     pub(crate) read_only: bool,
     /// The script cache's generation (compiled scripts of older ones go).
     pub(crate) generation: u64,
 }
 
-/// Runs `job` on the script thread and answers its reply.
-pub(crate) async fn run(job: Job) -> Reply {
-    let Some(jobs) = jobs() else {
-        return Reply::err("ERR the script thread could not be started");
-    };
-    let (done, answer) = oneshot::channel();
-    if jobs.send((job, done)).is_err() {
-        return Reply::err("ERR the script thread has stopped");
-    }
-    answer
-        .await
-        .unwrap_or_else(|_| Reply::err("ERR the script thread has stopped"))
-}
-
 type Queue = mpsc::UnboundedSender<(Job, oneshot::Sender<Reply>)>;
 
-/// The script thread's queue, started on first use.
-fn jobs() -> Option<&'static Queue> {
-    static JOBS: OnceLock<Option<Queue>> = OnceLock::new();
-    JOBS.get_or_init(|| {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let started = std::thread::Builder::new()
-            .name("tally-scripts".into())
-            .spawn(move || serve(rx));
-        match started {
-            Ok(_) => Some(tx),
-            Err(e) => {
-                tracing::error!(error = %e, "could not start the script thread");
-                None
-            }
-        }
-    })
-    .as_ref()
+/// One script thread.
+struct Worker {
+    queue: Queue,
+    /// Since when (see [`vm::Busy`]) it runs Lua, or 0.
+    busy: Arc<vm::Busy>,
+    /// Scripts on it now.
+    scripts: AtomicUsize,
 }
 
-fn serve(mut rx: mpsc::UnboundedReceiver<(Job, oneshot::Sender<Reply>)>) {
+/// Where a new script goes.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Pick {
+    /// To this thread.
+    Thread(usize),
+    /// To a new thread.
+    New,
+}
+
+/// Where a new script goes, the threads being (held, scripts on it): to
+/// the one not held with the fewest scripts; if every one is held, to a
+/// new one while there may be more, or else to the one with the fewest.
+pub(crate) fn pick(threads: &[(bool, usize)], may_grow: bool) -> Pick {
+    let fewest = |free_only: bool| {
+        (0..threads.len())
+            .filter(|&i| !free_only || !threads[i].0)
+            .min_by_key(|&i| threads[i].1)
+    };
+    match (fewest(true), may_grow) {
+        (Some(i), _) => Pick::Thread(i),
+        (None, true) => Pick::New,
+        (None, false) => fewest(false).map_or(Pick::New, Pick::Thread),
+    }
+}
+
+/// Runs `job` on a script thread and answers its reply.
+pub(crate) async fn run(job: Job) -> Reply {
+    let Some(worker) = worker() else {
+        return Reply::err("ERR the script threads could not be started");
+    };
+    worker.scripts.fetch_add(1, Ordering::AcqRel);
+    let (done, answer) = oneshot::channel();
+    let reply = match worker.queue.send((job, done)) {
+        Ok(()) => answer
+            .await
+            .unwrap_or_else(|_| Reply::err("ERR the script thread has stopped")),
+        Err(_) => Reply::err("ERR the script thread has stopped"),
+    };
+    worker.scripts.fetch_sub(1, Ordering::AcqRel);
+    reply
+}
+
+fn pool() -> &'static Mutex<Vec<Arc<Worker>>> {
+    static POOL: OnceLock<Mutex<Vec<Arc<Worker>>>> = OnceLock::new();
+    POOL.get_or_init(|| Mutex::new((0..THREADS_MIN).filter_map(|_| start()).collect()))
+}
+
+/// The thread a new script goes to.
+fn worker() -> Option<Arc<Worker>> {
+    let mut pool = pool().lock();
+    let now = vm::Busy::now();
+    let seen: Vec<(bool, usize)> = pool
+        .iter()
+        .map(|w| {
+            let held = w.busy.since(now).is_some_and(|d| d >= HELD_AFTER);
+            (held, w.scripts.load(Ordering::Acquire))
+        })
+        .collect();
+    match pick(&seen, pool.len() < THREADS_MAX) {
+        Pick::Thread(i) => Some(pool[i].clone()),
+        Pick::New => {
+            let w = start()?;
+            pool.push(w.clone());
+            Some(w)
+        }
+    }
+}
+
+/// Starts a script thread.
+fn start() -> Option<Arc<Worker>> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let busy = Arc::new(vm::Busy::default());
+    let shown = busy.clone();
+    let started = std::thread::Builder::new()
+        .name("tally-scripts".into())
+        .spawn(move || serve(rx, shown));
+    match started {
+        Ok(_) => Some(Arc::new(Worker {
+            queue: tx,
+            busy,
+            scripts: AtomicUsize::new(0),
+        })),
+        Err(e) => {
+            tracing::error!(error = %e, "could not start a script thread");
+            None
+        }
+    }
+}
+
+fn serve(mut rx: mpsc::UnboundedReceiver<(Job, oneshot::Sender<Reply>)>, busy: Arc<vm::Busy>) {
     let runtime = match tokio::runtime::Builder::new_current_thread().build() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -79,31 +159,27 @@ fn serve(mut rx: mpsc::UnboundedReceiver<(Job, oneshot::Sender<Reply>)>) {
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
         while let Some((job, done)) = rx.recv().await {
+            let busy = busy.clone();
             tokio::task::spawn_local(async move {
-                let _ = done.send(one(job).await);
+                let _ = done.send(one(job, busy).await);
             });
         }
     });
 }
 
-async fn one(job: Job) -> Reply {
+async fn one(job: Job, busy: Arc<vm::Busy>) -> Reply {
     let mut vm = match take_vm(job.generation) {
         Ok(vm) => vm,
         Err(e) => return Reply::err(format!("ERR could not start a script interpreter: {e}")),
     };
-    let ran = vm
-        .run(
-            &job.sha,
-            &job.body,
-            &job.keys,
-            &job.argv,
-            job.host,
-            job.limit,
-            job.killed,
-            job.read_only,
-        )
-        .await;
-    match ran {
+    let script = Script {
+        sha: &job.sha,
+        body: &job.body,
+        keys: &job.keys,
+        argv: &job.argv,
+        read_only: job.read_only,
+    };
+    match vm.run(script, job.host, job.limit, job.run, &busy).await {
         Ok(reply) => {
             give_vm(vm);
             reply
@@ -114,7 +190,7 @@ async fn one(job: Job) -> Reply {
 }
 
 thread_local! {
-    /// The idle interpreters (only the script thread has any).
+    /// The idle interpreters of this script thread.
     static IDLE: std::cell::RefCell<Vec<Vm>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
@@ -130,11 +206,31 @@ fn take_vm(generation: u64) -> mlua::Result<Vm> {
     Ok(vm)
 }
 
-/// Keeps an interpreter for the next script, if fewer than the limit are idle.
+/// Keeps an interpreter for the next script, if fewer than the limit are
+/// idle and the node's interpreters have memory to spare.
 fn give_vm(vm: Vm) {
     IDLE.with_borrow_mut(|idle| {
-        if idle.len() < IDLE_VMS_MAX {
+        if idle.len() < IDLE_VMS_MAX && budget::roomy() {
             idle.push(vm);
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_script_goes_to_a_thread_no_script_holds() {
+        // The free thread with the fewest scripts.
+        assert_eq!(
+            pick(&[(false, 3), (true, 0), (false, 1)], true),
+            Pick::Thread(2)
+        );
+        // Every thread held: a new one, while there may be more.
+        assert_eq!(pick(&[(true, 0), (true, 1)], true), Pick::New);
+        // Else the one with the fewest scripts, held or not.
+        assert_eq!(pick(&[(true, 4), (true, 1)], false), Pick::Thread(1));
+        assert_eq!(pick(&[], true), Pick::New);
+    }
 }
