@@ -184,6 +184,18 @@ impl TokenRange {
         out
     }
 
+    /// Whether every token of `other` is in this range.
+    pub fn covers(self, other: TokenRange) -> bool {
+        let mine = self.pieces();
+        // Pieces split only at the wrap, so a piece of `other` in this
+        // range lies within one of its pieces.
+        other
+            .pieces()
+            .iter()
+            .filter(|&&(a, b)| a < b)
+            .all(|&(a, b)| mine.iter().any(|&(x, y)| x <= a && b <= y))
+    }
+
     /// The range as half-open intervals `[a, b)` of the tokens counted
     /// from `i64::MIN` (0) up to `i64::MAX` (2^64 - 1), without wrapping.
     fn pieces(self) -> Vec<(u128, u128)> {
@@ -538,6 +550,38 @@ mod tests {
             );
             assert_eq!(*replicas, *now);
             assert!(replicas.pending().iter().all(|p| then.contains(p)));
+        }
+    }
+
+    #[test]
+    fn a_range_covers_exactly_the_ranges_within_it() {
+        let r = |start, end| TokenRange { start, end };
+        let (min, max) = (i64::MIN, i64::MAX);
+        let whole = r(7, 7);
+        let cases = [
+            (r(0, 100), r(0, 100), true),
+            (r(0, 100), r(10, 90), true),
+            // Token 0 is outside.
+            (r(0, 100), r(-1, 100), false),
+            (r(0, 100), r(0, 101), false),
+            (r(90, -90), r(max - 5, min + 5), true),
+            (r(90, -90), r(100, 200), true),
+            (r(90, -90), r(-100, -91), true),
+            (r(90, -90), r(0, 100), false),
+            (r(max - 5, min + 5), r(90, -90), false),
+            (whole, r(90, -90), true),
+            (whole, r(min, min), true),
+            // `min` itself is outside.
+            (r(min, max), r(min, min), false),
+            (r(min, 0), r(max, 0), false),
+            (r(max, 0), r(min, 0), true),
+            (r(max, 0), r(max, min + 1), true),
+            (r(min, 0), r(0, min), false),
+            (r(-3, 2), whole, false),
+        ];
+        for (a, b, want) in cases {
+            assert_eq!(a.covers(b), want, "{a:?} covers {b:?}");
+            assert!(a.covers(a), "{a:?} covers itself");
         }
     }
 

@@ -20,9 +20,12 @@
 //!
 //! A repair needs every replica of its ranges up. One that stops half way
 //! (a replica went down, the node restarted) leaves a `checkpoint`, and the
-//! next one resumes there. A repair ends by telling every
-//! node that the repaired node is repaired as of when it began, which
-//! clears hints' "needs repair" flags set before then (`hints::bound`).
+//! next one resumes there. A repair of every range the node replicates
+//! ends by telling every node that the repaired node is repaired as of
+//! when it began, which clears hints' "needs repair" flags set before then
+//! (`hints::bound`); a repair of some of its ranges (`--range`) leaves the
+//! flags, which do not say where the dropped hints' keys were
+//! ([`clears_needs_repair`]).
 //!
 //! The rules are pure functions here; `serve` answers replicas' side,
 //! `run` moves the bytes.
@@ -145,6 +148,14 @@ pub(crate) fn runs_valid(runs: &[(u32, u32)], total: usize) -> bool {
     }) && next <= total as u64
 }
 
+/// Whether a repair of the tokens in `only` (every token when `None`) may
+/// clear the repaired node's "needs repair": only when it repaired every
+/// range the node replicates, `replicated`. The writes whose hints were
+/// dropped may be in any of them, and the flag does not say which.
+pub(crate) fn clears_needs_repair(replicated: &[TokenRange], only: Option<TokenRange>) -> bool {
+    only.is_none_or(|only| replicated.iter().all(|&r| only.covers(r)))
+}
+
 /// One replica's page of leaves: keys and cell digests in key order, and
 /// the last key it scanned if it stopped early.
 #[derive(Debug, Clone, Default)]
@@ -212,6 +223,31 @@ mod tests {
 
     fn key(p: &str) -> Key {
         Key::new(p.as_bytes(), b"").unwrap()
+    }
+
+    #[test]
+    fn only_a_repair_of_every_replicated_range_clears_the_flag() {
+        let r = |start, end| TokenRange { start, end };
+        let (min, max) = (i64::MIN, i64::MAX);
+        let replicated = [r(-100, -50), r(10, 20), r(max - 5, min + 5)];
+        let cases = [
+            (None, true),
+            (Some(r(0, 0)), true),
+            (Some(r(-200, -50)), false),
+            (Some(r(-100, 20)), false),
+            (Some(r(max - 10, 20)), true),
+            (Some(r(max - 5, 20)), true),
+            (Some(r(max - 4, 20)), false),
+            (Some(r(min, 0)), false),
+            (Some(r(11, 20)), false),
+        ];
+        for (only, want) in cases {
+            assert_eq!(clears_needs_repair(&replicated, only), want, "{only:?}");
+        }
+        assert!(
+            clears_needs_repair(&[], Some(r(1, 2))),
+            "a node with no ranges"
+        );
     }
 
     fn page(leaves: &[(&str, u64)], more: Option<&str>) -> Page {

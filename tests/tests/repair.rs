@@ -109,6 +109,45 @@ fn a_node_down_past_the_hint_window_is_repaired_to_exact_values() {
     assert_alone_reads(&cluster, 2, 300, |k| if k < 200 { 3 } else { 2 });
 }
 
+/// A repair of some of a node's ranges (`--range`) leaves its "needs
+/// repair" flag: the dropped hints may be for keys elsewhere. A repair of
+/// all of them clears it.
+#[test]
+fn a_repair_of_some_ranges_leaves_the_needs_repair_flag() {
+    let mut cluster = Cluster::start(ClusterOptions {
+        cluster_tables: "[cluster.hints]\nwindow_ms = 1000\n".into(),
+        ..ClusterOptions::default()
+    })
+    .unwrap();
+    cluster.kill(2).unwrap();
+    cluster.wait_view(Duration::from_secs(10)).unwrap();
+    add(&cluster, 0, 0..100, 1);
+    std::thread::sleep(Duration::from_millis(1500));
+    cluster.restart(2).unwrap();
+    cluster.wait_all_up(Duration::from_secs(20)).unwrap();
+    cluster.wait_calm(Duration::from_millis(500)).unwrap();
+    assert!(needs_repair(&cluster.status_json(None).unwrap(), "n3"));
+
+    let range = format!("{}:0", i64::MIN);
+    let out = cluster
+        .tally(&["--node", "n3", "--json", "repair", "--range", &range])
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        needs_repair(&cluster.status_json(None).unwrap(), "n3"),
+        "a repair of the negative tokens alone cleared n3's flag"
+    );
+    repair(&cluster, "n3").unwrap();
+    assert!(
+        !needs_repair(&cluster.status_json(None).unwrap(), "n3"),
+        "a repair of every range clears it"
+    );
+}
+
 #[test]
 fn a_wiped_node_is_repaired_back_under_a_new_counter_id() {
     let mut cluster = Cluster::start(ClusterOptions::default()).unwrap();

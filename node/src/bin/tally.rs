@@ -162,7 +162,8 @@ enum Cmd {
     /// what moved. Every replica of the ranges must be up.
     Repair {
         /// Only the tokens in START:END (`(START, END]`, signed 64-bit
-        /// Murmur3 tokens, wrapping past the largest when START >= END).
+        /// Murmur3 tokens, wrapping past the largest when START >= END);
+        /// a node's "needs repair" stays unless they hold all its ranges.
         #[arg(long, value_parser = repair::parse_range, allow_hyphen_values = true)]
         range: Option<tally_net::wire::WireRange>,
     },

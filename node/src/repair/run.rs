@@ -14,7 +14,9 @@ use tokio::task::JoinSet;
 use tracing::{info, warn};
 
 use super::checkpoint::{self, Checkpoint};
-use super::{Page, compare_pages, differing, runs, serve::serve, slices_per_range};
+use super::{
+    Page, clears_needs_repair, compare_pages, differing, runs, serve::serve, slices_per_range,
+};
 use crate::convert::{cell, engine_error, key, wire_cell, wire_key};
 use crate::ctx::Ctx;
 
@@ -55,8 +57,9 @@ impl Drop for Running<'_> {
 
 /// Repairs every range this node replicates (its tokens in `only`, if
 /// given), from where an unfinished repair stopped if one did; answers
-/// what it did. One repair at a time: a second one is refused, naming the
-/// first.
+/// what it did. Only a repair of every range clears the node's "needs
+/// repair" flags. One repair at a time: a second one is refused, naming
+/// the first.
 pub(crate) async fn repair(
     ctx: &Arc<Ctx>,
     only: Option<WireRange>,
@@ -68,6 +71,7 @@ pub(crate) async fn repair(
         start: r.start,
         end: r.end,
     });
+    let replicated: Vec<TokenRange> = groups(ctx, None).into_values().flatten().collect();
     let groups = groups(ctx, only);
     if let Some(&down) = groups.keys().flatten().find(|&&n| !ctx.is_up(n)) {
         return Err(WireError::not_applied(
@@ -115,7 +119,11 @@ pub(crate) async fn repair(
         *ctx.repairing.lock() = Some(done.clone());
         info!(node = %me, ranges = done.ranges, cells_moved = done.cells_moved, "repair progress");
     }
-    tell_repaired(ctx, &me, mark.started_ms).await;
+    if clears_needs_repair(&replicated, only) {
+        tell_repaired(ctx, &me, mark.started_ms).await;
+    } else {
+        info!(node = %me, "repaired some of the node's ranges: its \"needs repair\" flags stay");
+    }
     if let Err(e) = checkpoint::clear(&dir) {
         warn!(error = %e, "could not remove the repair checkpoint");
     }

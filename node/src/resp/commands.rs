@@ -97,7 +97,15 @@ pub(crate) const COMMANDS: &[Command] = &[
         &["write"],
         ALL,
         "generic",
-        "Resets counters and unique counters.",
+        "Deletes keys of every kind: counters, lists, hashes, unique counters.",
+    ),
+    cmd(
+        "unlink",
+        -2,
+        &["write", "fast"],
+        ALL,
+        "generic",
+        "Deletes keys, as DEL does (nothing is left to free in the background).",
     ),
     cmd(
         "exists",
@@ -413,7 +421,7 @@ pub(crate) const COMMANDS: &[Command] = &[
         R,
         ONE,
         "generic",
-        "What a key holds: string, hash, set or none.",
+        "What a key holds: string, list, hash, set or none.",
     ),
     cmd(
         "hscan",

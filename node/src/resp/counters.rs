@@ -1,8 +1,9 @@
 //! The counter commands: `INCR`, `INCRBY`, `DECR`, `DECRBY`, `GET`,
-//! `MGET`, `EXISTS`, `DEL`, and on a partition's columns `HINCRBY`,
-//! `HGET`, `HGETALL`, `HDEL`. Each runs at the connection's level
-//! (`CLIENT CONSISTENCY`, QUORUM by default) through this node as
-//! coordinator; the keys of one `MGET` or `EXISTS` are read at once.
+//! `MGET`, and on a partition's columns `HINCRBY`, `HGET`, `HGETALL`,
+//! `HDEL` (`EXISTS` and `DEL`, on keys of every kind, are `generic`'s).
+//! Each runs at the connection's level (`CLIENT CONSISTENCY`, QUORUM by
+//! default) through this node as coordinator; the keys of one `MGET` are
+//! read at once.
 
 use std::sync::Arc;
 
@@ -15,7 +16,7 @@ use super::session::arity;
 use crate::convert;
 use crate::node::Node;
 
-/// Most keys of one `MGET` or `EXISTS` read at once.
+/// Most keys of one `MGET` read at once.
 const READS_AT_ONCE: usize = 256;
 
 /// Answers `name` if it is one of this module's commands.
@@ -55,8 +56,6 @@ pub(crate) async fn execute(
                 None => Reply::Array(items),
             }
         }
-        ("exists", n) if n >= 1 => exists(node, cl, rest).await,
-        ("del", n) if n >= 1 => delete_keys(node, cl, rest).await,
         ("hdel", n) if n >= 2 => delete(node, cl, rest[1..].iter().map(|f| key(&rest[0], f))).await,
         ("hgetall", 1) => match node.get_row(&rest[0], cl).await {
             Ok(row) => Reply::Map(
@@ -71,8 +70,8 @@ pub(crate) async fn execute(
             name.to_ascii_uppercase()
         )),
         (
-            "incr" | "decr" | "incrby" | "decrby" | "hincrby" | "get" | "hget" | "mget" | "exists"
-            | "del" | "hdel" | "hgetall",
+            "incr" | "decr" | "incrby" | "decrby" | "hincrby" | "get" | "hget" | "mget" | "hdel"
+            | "hgetall",
             _,
         ) => arity(name),
         _ => return None,
@@ -145,40 +144,7 @@ pub(crate) async fn get(
     }
 }
 
-async fn exists(node: &Arc<Node>, cl: Consistency, keys: &[Vec<u8>]) -> Reply {
-    let mut count = 0;
-    for keys in keys.chunks(READS_AT_ONCE) {
-        let reads = keys
-            .iter()
-            .map(|k| async move { node.get_cell(&key(k, b""), cl).await });
-        for cell in join_all(reads).await {
-            match cell {
-                Ok(c) => count += i64::from(c.live(now_ms())),
-                Err(e) => return wire_err(&e),
-            }
-        }
-    }
-    Reply::Int(count)
-}
-
-/// `DEL`: each key's counter and unique counter are reset, those that
-/// exist; answers how many keys had one.
-async fn delete_keys(node: &Arc<Node>, cl: Consistency, keys: &[Vec<u8>]) -> Reply {
-    let mut count = 0;
-    for k in keys {
-        let counter = match delete(node, cl, std::iter::once(key(k, b""))).await {
-            Reply::Int(n) => n,
-            other => return other,
-        };
-        let unique = match node.unique_reset(k, cl).await {
-            Ok(had) => i64::from(had),
-            Err(e) => return wire_err(&e),
-        };
-        count += counter.max(unique);
-    }
-    Reply::Int(count)
-}
-
+/// Resets each of `keys` that is live; answers how many were.
 async fn delete(node: &Arc<Node>, cl: Consistency, keys: impl Iterator<Item = WireKey>) -> Reply {
     let mut count = 0;
     for k in keys {

@@ -1,12 +1,13 @@
-//! Listing keys: `SCAN`, `KEYS`, `DBSIZE`, `RANDOMKEY`, `TYPE`, `HSCAN`
+//! Listing keys: `SCAN`, `KEYS`, `DBSIZE`, `RANDOMKEY`, `HSCAN`
 //! (see `scan` for how a scan walks the cluster); and emptying databases:
 //! `FLUSHDB`, `FLUSHALL` (see `topology::flush`: `ASYNC` and `SYNC` both
 //! answer once every member reads the database as empty, and each node
 //! drops the old cells in the background).
 //!
 //! A key is listed by the kind Redis would give it: `string` (a counter),
-//! `hash` (a partition's columns), `set` (a unique counter); a partition
-//! holding a counter and columns is listed once, as a string. `COUNT` is a
+//! `list`, `hash` (a partition's columns), `set` (a unique counter); a
+//! partition holding several is listed once, by the first of them in key
+//! order, the kind `TYPE` names it by (`generic::kind`). `COUNT` is a
 //! hint, as in Redis: a step answers at least that many keys unless the
 //! scan ends, and often more (a page reads at least [`PAGE_MIN`]). `KEYS`
 //! and `DBSIZE` walk the whole keyspace: their time grows with it.
@@ -14,10 +15,11 @@
 
 use std::sync::Arc;
 
-use tally_net::wire::{Consistency, SCAN_KEYS_MAX, WireError, WireKeys, WireKind, WireScan};
+use tally_net::wire::{Consistency, SCAN_KEYS_MAX, WireError, WireKeys, WireScan};
 
 use super::counters::int_arg;
 use super::cursors::{Place, cursors};
+use super::generic::type_name;
 use super::glob;
 use super::proto::Reply;
 use super::session::{Session, arity};
@@ -83,12 +85,11 @@ pub(crate) async fn keyed(
     rest: &[Vec<u8>],
 ) -> Option<Reply> {
     let reply = match (name, rest.len()) {
-        ("type", 1) => kind_of(node, cl, &rest[0]).await,
         ("hscan", n) if n >= 2 => hscan(node, cl, rest).await,
         ("move", 2) => {
             Reply::err("ERR MOVE is not supported: Tally's databases are keyspaces of the cluster")
         }
-        ("type" | "hscan" | "move", _) => arity(name),
+        ("hscan" | "move", _) => arity(name),
         _ => return None,
     };
     Some(reply)
@@ -137,16 +138,6 @@ pub(crate) fn options(opts: &[Vec<u8>], hash: bool) -> Result<Options, Reply> {
     Ok(o)
 }
 
-/// Redis' name for a kind of key.
-fn type_name(kind: WireKind) -> &'static str {
-    match kind {
-        WireKind::Counter => "string",
-        WireKind::Row => "hash",
-        WireKind::Unique => "set",
-        WireKind::List => "list",
-    }
-}
-
 /// The literal start of a glob pattern: every key it matches begins with it.
 pub(crate) fn literal_prefix(pattern: &[u8]) -> &[u8] {
     let end = pattern
@@ -156,23 +147,24 @@ pub(crate) fn literal_prefix(pattern: &[u8]) -> &[u8] {
     &pattern[..end]
 }
 
-/// The keys of one page that a step lists, given the partition listed
-/// last (which a page may begin with again); updates it.
+/// The keys of one page that a step lists, given the partition seen
+/// last (which a page may begin with again); updates it. A partition is
+/// of the kind it is first seen with: its other kinds are not listed.
 fn listed(page: &WireKeys, o: &Options, last: &mut Option<Vec<u8>>) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     for s in &page.keys {
         if last.as_deref() == Some(s.partition.as_slice()) {
             continue;
         }
+        *last = Some(s.partition.clone());
         let wanted = o
             .kind
             .as_deref()
-            .is_none_or(|k| k == type_name(s.kind).as_bytes())
+            .is_none_or(|k| k == type_name(Some(s.kind)).as_bytes())
             && o.pattern
                 .as_deref()
                 .is_none_or(|p| glob::matches(p, &s.partition));
         if wanted {
-            *last = Some(s.partition.clone());
             out.push(s.partition.clone());
         }
     }
@@ -347,31 +339,6 @@ fn rand_bytes() -> [u8; 8] {
     h.finish().to_be_bytes()
 }
 
-/// `TYPE key` (the key as stored): `string`, `set`, `hash` or `none`.
-async fn kind_of(node: &Arc<Node>, cl: Consistency, key: &[u8]) -> Reply {
-    let read_err = |e: WireError| Reply::err(format!("ERR {}", e.message));
-    let now_ms = tally_engine::now_ms();
-    match node
-        .get_cell(&tally_net::wire::WireKey::new(key, b""), cl)
-        .await
-    {
-        Ok(c) if c.live(now_ms) && c.is_list() => return Reply::Status("list".into()),
-        Ok(c) if c.live(now_ms) => return Reply::Status("string".into()),
-        Ok(_) => {}
-        Err(e) => return read_err(e),
-    }
-    match node.unique_count(key, cl).await {
-        Ok(n) if n > 0 => return Reply::Status("set".into()),
-        Ok(_) => {}
-        Err(e) => return read_err(e),
-    }
-    match node.get_row(key, cl).await {
-        Ok(row) if !row.is_empty() => Reply::Status("hash".into()),
-        Ok(_) => Reply::Status("none".into()),
-        Err(e) => read_err(e),
-    }
-}
-
 /// `HSCAN key cursor [MATCH p] [COUNT n] [NOVALUES]`: the whole row, and
 /// cursor 0.
 async fn hscan(node: &Arc<Node>, cl: Consistency, rest: &[Vec<u8>]) -> Reply {
@@ -405,7 +372,7 @@ async fn hscan(node: &Arc<Node>, cl: Consistency, rest: &[Vec<u8>]) -> Reply {
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
-    use tally_net::wire::WireScanned;
+    use tally_net::wire::{WireKind, WireScanned};
 
     fn words(line: &str) -> Vec<Vec<u8>> {
         line.split(' ')
@@ -455,20 +422,31 @@ mod tests {
                 s("b", WireKind::Counter),
                 s("b", WireKind::Row),
                 s("c", WireKind::Unique),
+                s("d", WireKind::Row),
+                s("d", WireKind::Unique),
             ],
             more: None,
         };
         let mut last = Some(b"a".to_vec());
         assert_eq!(
             listed(&page, &Options::default(), &mut last),
-            [b"b".to_vec(), b"c".to_vec()]
+            [b"b".to_vec(), b"c".to_vec(), b"d".to_vec()]
         );
-        assert_eq!(last.as_deref(), Some(&b"c"[..]));
-        let hashes = Options {
-            kind: Some(b"hash".to_vec()),
+        assert_eq!(last.as_deref(), Some(&b"d"[..]));
+        let of = |kind: &str| Options {
+            kind: Some(kind.as_bytes().to_vec()),
             ..Options::default()
         };
-        assert_eq!(listed(&page, &hashes, &mut None), [b"b".to_vec()]);
+        // `b` is a string and `d` a hash, as `TYPE` names them.
+        assert_eq!(listed(&page, &of("hash"), &mut None), [b"d".to_vec()]);
+        assert_eq!(listed(&page, &of("set"), &mut None), [b"c".to_vec()]);
+        assert_eq!(
+            listed(&page, &of("string"), &mut None),
+            [b"a".to_vec(), b"b".to_vec()]
+        );
+        let mut last = None;
+        assert!(listed(&page, &of("list"), &mut last).is_empty());
+        assert_eq!(last.as_deref(), Some(&b"d"[..]), "seen, if not listed");
         let pattern = Options {
             pattern: Some(b"[ac]".to_vec()),
             ..Options::default()

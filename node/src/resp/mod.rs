@@ -10,14 +10,14 @@
 //! |---|---|
 //! | `INCR k`, `INCRBY k n`, `DECR k`, `DECRBY k n` | add; answers the new value |
 //! | `GET k`, `MGET k...` | read; nil for a counter never written (or reset) |
-//! | `DEL k...` | reset; answers how many held a value |
-//! | `EXISTS k...` | how many hold a value |
+//! | `DEL k...`, `UNLINK k...` | delete keys of every kind (reset each column); answers how many held anything |
+//! | `EXISTS k...`, `TYPE k` | how many hold anything; what one holds (`generic`) |
 //! | `HINCRBY k f n`, `HGET k f`, `HGETALL k`, `HDEL k f...` | the same on columns |
 //! | `SADD`, `SCARD`, `SISMEMBER`, `SMISMEMBER`, `PFADD`, `PFCOUNT` | unique counters (`sets`) |
 //! | `TALLY.INCRBY`, `TALLY.HINCRBY` | adds with operation ids (`tally`) |
 //! | `MULTI`, `EXEC`, `DISCARD` | queued commands run in order, without isolation (`session`) |
 //! | `SELECT 0..15` | the connection's database: every key is put in its keyspace (`db`) |
-//! | `SCAN`, `KEYS`, `DBSIZE`, `TYPE`, `RANDOMKEY`, `HSCAN`, `FLUSHDB`, `FLUSHALL` | listing and emptying databases, cluster-wide (`keys`, `cursors`, `glob`) |
+//! | `SCAN`, `KEYS`, `DBSIZE`, `RANDOMKEY`, `HSCAN`, `FLUSHDB`, `FLUSHALL` | listing and emptying databases, cluster-wide (`keys`, `cursors`, `glob`) |
 //! | `EVAL`, `EVALSHA`, `EVAL_RO`, `EVALSHA_RO`, `SCRIPT` | Lua 5.1 scripts, without isolation (`script`) |
 //! | `HELLO`, `AUTH`, `CLIENT`, `INFO`, `COMMAND`, `TIME`, `PING`, ... | what clients and tools expect (`admin`) |
 //!
@@ -49,6 +49,7 @@ mod counters;
 mod cursors;
 mod db;
 mod expiry;
+mod generic;
 mod glob;
 mod group;
 mod join;
@@ -244,6 +245,9 @@ async fn keyed(
         Err(e) => return e,
     };
     let rest = &args[1..];
+    if let Some(reply) = generic::execute(node, cl, name, rest).await {
+        return reply;
+    }
     if let Some(reply) = counters::execute(node, cl, name, rest).await {
         return reply;
     }
