@@ -339,3 +339,123 @@ fn bad_logins_get_clear_answers_and_a_flood_of_them_does_not_stop_the_node() {
         assert_eq!(app.get(b"during", b"", Consistency::All).await.unwrap(), 20);
     });
 }
+
+/// One node whose users come only from its users file, `users.toml`
+/// (none yet: the caller adds them).
+fn start_with_users_file_only() -> Cluster {
+    let mut cluster = Cluster::configure(ClusterOptions {
+        nodes: 1,
+        replication_factor: 1,
+        cluster_tables: "[cluster.auth]\nusers_file = \"users.toml\"\n".into(),
+        ..ClusterOptions::default()
+    })
+    .unwrap();
+    cluster.start_all().unwrap();
+    cluster
+}
+
+/// GET on a new RESP connection to `addr` that has not logged in.
+async fn anonymous_get(addr: SocketAddr) -> String {
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    ask(&mut c, &[b"GET", b"k"]).await
+}
+
+#[test]
+fn users_added_to_a_node_without_users_are_asked_for_on_every_port() {
+    let mut cluster = start_with_users_file_only();
+    cluster.passwd("admin", "admin", "admin-pw").unwrap();
+    cluster.passwd("app", "readwrite", "app-pw").unwrap();
+    cluster.security = security("admin", "admin-pw");
+    let (resp, native) = (cluster.resp_addr(0), cluster.nodes[0].client);
+    rt().block_on(async {
+        // RESP: before any login reads the file again, a new connection
+        // already has to log in, and AUTH takes the new users.
+        assert_eq!(
+            anonymous_get(resp).await,
+            "-NOAUTH Authentication required."
+        );
+        let mut c = TcpStream::connect(resp).await.unwrap();
+        assert_eq!(ask(&mut c, &[b"AUTH", b"app", b"app-pw"]).await, "+OK");
+        assert_eq!(
+            ask(&mut c, &[b"AUTH", b"app", b"nope"]).await,
+            "-WRONGPASS invalid username-password pair or user is disabled."
+        );
+        // Native.
+        let anon = Client::connect(native).await.unwrap();
+        let got = anon.get(b"k", b"", Consistency::Quorum).await;
+        assert_eq!(kind(got), Some(ErrorKind::NoAuth));
+    });
+    // Metrics.
+    let anon = http(
+        cluster.metrics_addr(0),
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert!(anon.starts_with("HTTP/1.1 401"), "{anon}");
+}
+
+#[test]
+fn an_emptied_missing_or_unreadable_users_file_keeps_the_users() {
+    let mut cluster = start_with_users_file_only();
+    cluster.passwd("admin", "admin", "admin-pw").unwrap();
+    cluster.passwd("app", "readwrite", "app-pw").unwrap();
+    cluster.security = security("admin", "admin-pw");
+    let users = cluster.dir.path().join("users.toml");
+    let resp = cluster.resp_addr(0);
+    let still_closed = |what: &str| {
+        rt().block_on(async {
+            let mut c = TcpStream::connect(resp).await.unwrap();
+            assert_eq!(
+                ask(&mut c, &[b"AUTH", b"app", b"app-pw"]).await,
+                "+OK",
+                "{what}: the users were dropped"
+            );
+            assert_eq!(
+                anonymous_get(resp).await,
+                "-NOAUTH Authentication required.",
+                "{what}: authentication turned itself off"
+            );
+            let anon = Client::connect(cluster.nodes[0].client).await.unwrap();
+            let got = anon.get(b"k", b"", Consistency::Quorum).await;
+            assert_eq!(kind(got), Some(ErrorKind::NoAuth), "{what}: native");
+        });
+        let page = http(
+            cluster.metrics_addr(0),
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        );
+        assert!(page.starts_with("HTTP/1.1 401"), "{what}: metrics: {page}");
+    };
+    // The node reads the users at a login.
+    rt().block_on(async { login(cluster.nodes[0].client, "app", "app-pw").await })
+        .expect("the users file was read");
+    std::fs::write(&users, "").unwrap();
+    still_closed("an empty file");
+    std::fs::write(&users, "# no users\n").unwrap();
+    still_closed("a file of comments");
+    std::fs::remove_file(&users).unwrap();
+    still_closed("a missing file");
+    std::fs::create_dir(&users).unwrap();
+    still_closed("an unreadable file");
+    let log = cluster.log_text(0);
+    assert!(log.contains("keeping the users as they were"), "{log}");
+}
+
+#[test]
+fn deleting_the_last_user_needs_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("users.toml");
+    let file = file.to_str().unwrap();
+    for user in ["a", "b"] {
+        tally_tests::passwd(&["--users-file", file, user], "pw").unwrap();
+    }
+    tally_tests::passwd(&["--users-file", file, "--delete", "a"], "").unwrap();
+    let refused = tally_tests::passwd(&["--users-file", file, "--delete", "b"], "");
+    let e = refused.expect_err("the last user was deleted without --force");
+    assert!(e.to_string().contains("--force"), "{e}");
+    assert!(
+        std::fs::read_to_string(file)
+            .unwrap()
+            .contains("name = \"b\"")
+    );
+    let out = tally_tests::passwd(&["--users-file", file, "--delete", "--force", "b"], "");
+    assert!(out.unwrap().contains("removed user b"));
+}
