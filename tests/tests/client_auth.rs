@@ -459,3 +459,57 @@ fn deleting_the_last_user_needs_force() {
     let out = tally_tests::passwd(&["--users-file", file, "--delete", "--force", "b"], "");
     assert!(out.unwrap().contains("removed user b"));
 }
+
+#[test]
+fn dangerous_commands_need_an_admin() {
+    let cluster = start();
+    let resp = cluster.resp_addr(0);
+    rt().block_on(async {
+        let mut app = TcpStream::connect(resp).await.unwrap();
+        assert_eq!(ask(&mut app, &[b"AUTH", b"app", b"app-pw"]).await, "+OK");
+        assert_eq!(ask(&mut app, &[b"INCRBY", b"kept", b"7"]).await, ":7");
+        let noperm =
+            |cmd: &str| format!("-NOPERM User app has no permissions to run the '{cmd}' command");
+        // Redis' @dangerous commands that Tally serves, and SCRIPT FLUSH.
+        let refused: [(&[&[u8]], &str); 11] = [
+            (&[b"FLUSHALL"], "flushall"),
+            (&[b"FLUSHALL", b"SYNC"], "flushall"),
+            (&[b"FLUSHDB"], "flushdb"),
+            (&[b"flushdb", b"ASYNC"], "flushdb"),
+            (&[b"SCRIPT", b"FLUSH"], "script|flush"),
+            (&[b"script", b"flush", b"sync"], "script|flush"),
+            (&[b"KEYS", b"*"], "keys"),
+            (&[b"SWAPDB", b"0", b"1"], "swapdb"),
+            (&[b"CONFIG", b"GET", b"maxmemory"], "config|get"),
+            (&[b"INFO"], "info"),
+            (&[b"INFO", b"server"], "info"),
+        ];
+        for (words, name) in refused {
+            let shown: Vec<_> = words.iter().map(|w| String::from_utf8_lossy(w)).collect();
+            assert_eq!(ask(&mut app, words).await, noperm(name), "{shown:?}");
+        }
+        // What is not dangerous still runs; the counter is still there.
+        assert!(
+            ask(&mut app, &[b"SCRIPT", b"KILL"])
+                .await
+                .starts_with("-NOTBUSY")
+        );
+        assert_eq!(ask(&mut app, &[b"EXISTS", b"kept"]).await, ":1");
+        // Queued in a transaction: refused there, and EXEC aborts.
+        assert_eq!(ask(&mut app, &[b"MULTI"]).await, "+OK");
+        assert_eq!(ask(&mut app, &[b"FLUSHALL"]).await, noperm("flushall"));
+        assert!(
+            ask(&mut app, &[b"EXEC"]).await.starts_with("-EXECABORT"),
+            "EXEC ran a transaction with a refused command"
+        );
+        // The administrator may.
+        let mut admin = TcpStream::connect(resp).await.unwrap();
+        assert_eq!(
+            ask(&mut admin, &[b"AUTH", b"admin", b"admin-pw"]).await,
+            "+OK"
+        );
+        assert_eq!(ask(&mut admin, &[b"SCRIPT", b"FLUSH"]).await, "+OK");
+        assert_eq!(ask(&mut admin, &[b"FLUSHALL"]).await, "+OK");
+        assert_eq!(ask(&mut app, &[b"EXISTS", b"kept"]).await, ":0");
+    });
+}

@@ -282,9 +282,11 @@ async fn run(
     name: &str,
     args: Vec<Vec<u8>>,
 ) -> (Reply, bool) {
-    if let Err(r) = session.login.check(access::resp_need(name)) {
+    let rest = args.get(1..).unwrap_or_default();
+    if let Err(r) = session.login.check(access::resp_need(name, rest)) {
         session.refused();
-        return (login::refusal(r, session, name), false);
+        let name = access::acl_name(name, rest);
+        return (login::refusal(r, session, &name), false);
     }
     match session.step(name, args) {
         Step::Answer(reply) => (reply, false),
