@@ -57,6 +57,7 @@ mod lists;
 mod login;
 mod pipeline;
 pub mod proto;
+mod queued;
 mod script;
 mod session;
 mod sets;
@@ -92,13 +93,15 @@ const PARSED_MAX: usize = 1024;
 /// once as `gate` allows.
 pub async fn serve(listener: TcpListener, node: Arc<Node>, gate: Arc<ClientGate>, doors: Doors) {
     admin::started();
+    let limits = &node.config().cluster.limits;
+    let budget = queued::Budget::new(limits.multi_bytes_max, limits.multi_node_bytes_max);
     let l = Listener {
         what: "RESP",
         refusal: b"-ERR max number of clients reached\r\n".to_vec(),
         protected: PROTECTED.to_vec(),
         auth: doors.auth,
         tls: doors.tls,
-        handle: connection,
+        handle: move |accepted| connection(accepted, budget.clone()),
     };
     accept_loop(listener, node, gate, l).await
 }
@@ -116,7 +119,7 @@ struct Conn {
     peer: Option<SocketAddr>,
 }
 
-async fn connection(c: Accepted) {
+async fn connection(c: Accepted, budget: Arc<queued::Budget>) {
     let Accepted {
         stream,
         node,
@@ -134,7 +137,7 @@ async fn connection(c: Accepted) {
     );
     // Reads and writes take turns here: the stream is not split.
     let mut stream = stream;
-    let mut session = Session::new(addrs, Login::new(&auth));
+    let mut session = Session::new(addrs, Login::new(&auth), budget);
     let conn = Conn { slot, auth, peer };
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut out = Vec::new();
