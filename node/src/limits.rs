@@ -50,6 +50,11 @@ pub struct Limits {
     pub output_hard_bytes: usize,
     /// Replies the client leaves untaken this long close its connection.
     pub output_timeout_ms: u64,
+    /// Most one queued transaction (`MULTI`) may hold: its arguments'
+    /// allocations and their arrays.
+    pub multi_bytes_max: usize,
+    /// Most the open transactions of a node may hold together.
+    pub multi_node_bytes_max: usize,
 }
 
 impl Default for Limits {
@@ -62,6 +67,8 @@ impl Default for Limits {
             output_soft_bytes: 1 << 20,
             output_hard_bytes: 64 << 20,
             output_timeout_ms: 60_000,
+            multi_bytes_max: 16 << 20,
+            multi_node_bytes_max: 256 << 20,
         }
     }
 }
@@ -86,6 +93,15 @@ impl Limits {
                 format!(
                     "{} is not between 1 and output_hard_bytes ({})",
                     self.output_soft_bytes, self.output_hard_bytes
+                ),
+            ));
+        }
+        if self.multi_bytes_max == 0 || self.multi_bytes_max > self.multi_node_bytes_max {
+            return Err((
+                "multi_bytes_max",
+                format!(
+                    "{} is not between 1 and multi_node_bytes_max ({})",
+                    self.multi_bytes_max, self.multi_node_bytes_max
                 ),
             ));
         }
@@ -218,6 +234,14 @@ mod tests {
                 output_hard_bytes: 1000,
                 ..Limits::default()
             },
+            Limits {
+                multi_bytes_max: 0,
+                ..Limits::default()
+            },
+            Limits {
+                multi_node_bytes_max: 1 << 20,
+                ..Limits::default()
+            },
         ];
         let fields: Vec<&str> = bad.iter().map(|l| l.validate().unwrap_err().0).collect();
         assert_eq!(
@@ -227,7 +251,9 @@ mod tests {
                 "request_timeout_ms",
                 "output_timeout_ms",
                 "output_soft_bytes",
-                "output_soft_bytes"
+                "output_soft_bytes",
+                "multi_bytes_max",
+                "multi_bytes_max"
             ]
         );
         assert_eq!(Limits::default().idle_timeout(), None);

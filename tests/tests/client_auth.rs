@@ -339,3 +339,177 @@ fn bad_logins_get_clear_answers_and_a_flood_of_them_does_not_stop_the_node() {
         assert_eq!(app.get(b"during", b"", Consistency::All).await.unwrap(), 20);
     });
 }
+
+/// One node whose users come only from its users file, `users.toml`
+/// (none yet: the caller adds them).
+fn start_with_users_file_only() -> Cluster {
+    let mut cluster = Cluster::configure(ClusterOptions {
+        nodes: 1,
+        replication_factor: 1,
+        cluster_tables: "[cluster.auth]\nusers_file = \"users.toml\"\n".into(),
+        ..ClusterOptions::default()
+    })
+    .unwrap();
+    cluster.start_all().unwrap();
+    cluster
+}
+
+/// GET on a new RESP connection to `addr` that has not logged in.
+async fn anonymous_get(addr: SocketAddr) -> String {
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    ask(&mut c, &[b"GET", b"k"]).await
+}
+
+#[test]
+fn users_added_to_a_node_without_users_are_asked_for_on_every_port() {
+    let mut cluster = start_with_users_file_only();
+    cluster.passwd("admin", "admin", "admin-pw").unwrap();
+    cluster.passwd("app", "readwrite", "app-pw").unwrap();
+    cluster.security = security("admin", "admin-pw");
+    let (resp, native) = (cluster.resp_addr(0), cluster.nodes[0].client);
+    rt().block_on(async {
+        // RESP: before any login reads the file again, a new connection
+        // already has to log in, and AUTH takes the new users.
+        assert_eq!(
+            anonymous_get(resp).await,
+            "-NOAUTH Authentication required."
+        );
+        let mut c = TcpStream::connect(resp).await.unwrap();
+        assert_eq!(ask(&mut c, &[b"AUTH", b"app", b"app-pw"]).await, "+OK");
+        assert_eq!(
+            ask(&mut c, &[b"AUTH", b"app", b"nope"]).await,
+            "-WRONGPASS invalid username-password pair or user is disabled."
+        );
+        // Native.
+        let anon = Client::connect(native).await.unwrap();
+        let got = anon.get(b"k", b"", Consistency::Quorum).await;
+        assert_eq!(kind(got), Some(ErrorKind::NoAuth));
+    });
+    // Metrics.
+    let anon = http(
+        cluster.metrics_addr(0),
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert!(anon.starts_with("HTTP/1.1 401"), "{anon}");
+}
+
+#[test]
+fn an_emptied_missing_or_unreadable_users_file_keeps_the_users() {
+    let mut cluster = start_with_users_file_only();
+    cluster.passwd("admin", "admin", "admin-pw").unwrap();
+    cluster.passwd("app", "readwrite", "app-pw").unwrap();
+    cluster.security = security("admin", "admin-pw");
+    let users = cluster.dir.path().join("users.toml");
+    let resp = cluster.resp_addr(0);
+    let still_closed = |what: &str| {
+        rt().block_on(async {
+            let mut c = TcpStream::connect(resp).await.unwrap();
+            assert_eq!(
+                ask(&mut c, &[b"AUTH", b"app", b"app-pw"]).await,
+                "+OK",
+                "{what}: the users were dropped"
+            );
+            assert_eq!(
+                anonymous_get(resp).await,
+                "-NOAUTH Authentication required.",
+                "{what}: authentication turned itself off"
+            );
+            let anon = Client::connect(cluster.nodes[0].client).await.unwrap();
+            let got = anon.get(b"k", b"", Consistency::Quorum).await;
+            assert_eq!(kind(got), Some(ErrorKind::NoAuth), "{what}: native");
+        });
+        let page = http(
+            cluster.metrics_addr(0),
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        );
+        assert!(page.starts_with("HTTP/1.1 401"), "{what}: metrics: {page}");
+    };
+    // The node reads the users at a login.
+    rt().block_on(async { login(cluster.nodes[0].client, "app", "app-pw").await })
+        .expect("the users file was read");
+    std::fs::write(&users, "").unwrap();
+    still_closed("an empty file");
+    std::fs::write(&users, "# no users\n").unwrap();
+    still_closed("a file of comments");
+    std::fs::remove_file(&users).unwrap();
+    still_closed("a missing file");
+    std::fs::create_dir(&users).unwrap();
+    still_closed("an unreadable file");
+    let log = cluster.log_text(0);
+    assert!(log.contains("keeping the users as they were"), "{log}");
+}
+
+#[test]
+fn deleting_the_last_user_needs_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("users.toml");
+    let file = file.to_str().unwrap();
+    for user in ["a", "b"] {
+        tally_tests::passwd(&["--users-file", file, user], "pw").unwrap();
+    }
+    tally_tests::passwd(&["--users-file", file, "--delete", "a"], "").unwrap();
+    let refused = tally_tests::passwd(&["--users-file", file, "--delete", "b"], "");
+    let e = refused.expect_err("the last user was deleted without --force");
+    assert!(e.to_string().contains("--force"), "{e}");
+    assert!(
+        std::fs::read_to_string(file)
+            .unwrap()
+            .contains("name = \"b\"")
+    );
+    let out = tally_tests::passwd(&["--users-file", file, "--delete", "--force", "b"], "");
+    assert!(out.unwrap().contains("removed user b"));
+}
+
+#[test]
+fn dangerous_commands_need_an_admin() {
+    let cluster = start();
+    let resp = cluster.resp_addr(0);
+    rt().block_on(async {
+        let mut app = TcpStream::connect(resp).await.unwrap();
+        assert_eq!(ask(&mut app, &[b"AUTH", b"app", b"app-pw"]).await, "+OK");
+        assert_eq!(ask(&mut app, &[b"INCRBY", b"kept", b"7"]).await, ":7");
+        let noperm =
+            |cmd: &str| format!("-NOPERM User app has no permissions to run the '{cmd}' command");
+        // Redis' @dangerous commands that Tally serves, and SCRIPT FLUSH.
+        let refused: [(&[&[u8]], &str); 11] = [
+            (&[b"FLUSHALL"], "flushall"),
+            (&[b"FLUSHALL", b"SYNC"], "flushall"),
+            (&[b"FLUSHDB"], "flushdb"),
+            (&[b"flushdb", b"ASYNC"], "flushdb"),
+            (&[b"SCRIPT", b"FLUSH"], "script|flush"),
+            (&[b"script", b"flush", b"sync"], "script|flush"),
+            (&[b"KEYS", b"*"], "keys"),
+            (&[b"SWAPDB", b"0", b"1"], "swapdb"),
+            (&[b"CONFIG", b"GET", b"maxmemory"], "config|get"),
+            (&[b"INFO"], "info"),
+            (&[b"INFO", b"server"], "info"),
+        ];
+        for (words, name) in refused {
+            let shown: Vec<_> = words.iter().map(|w| String::from_utf8_lossy(w)).collect();
+            assert_eq!(ask(&mut app, words).await, noperm(name), "{shown:?}");
+        }
+        // What is not dangerous still runs; the counter is still there.
+        assert!(
+            ask(&mut app, &[b"SCRIPT", b"KILL"])
+                .await
+                .starts_with("-NOTBUSY")
+        );
+        assert_eq!(ask(&mut app, &[b"EXISTS", b"kept"]).await, ":1");
+        // Queued in a transaction: refused there, and EXEC aborts.
+        assert_eq!(ask(&mut app, &[b"MULTI"]).await, "+OK");
+        assert_eq!(ask(&mut app, &[b"FLUSHALL"]).await, noperm("flushall"));
+        assert!(
+            ask(&mut app, &[b"EXEC"]).await.starts_with("-EXECABORT"),
+            "EXEC ran a transaction with a refused command"
+        );
+        // The administrator may.
+        let mut admin = TcpStream::connect(resp).await.unwrap();
+        assert_eq!(
+            ask(&mut admin, &[b"AUTH", b"admin", b"admin-pw"]).await,
+            "+OK"
+        );
+        assert_eq!(ask(&mut admin, &[b"SCRIPT", b"FLUSH"]).await, "+OK");
+        assert_eq!(ask(&mut admin, &[b"FLUSHALL"]).await, "+OK");
+        assert_eq!(ask(&mut app, &[b"EXISTS", b"kept"]).await, ":0");
+    });
+}

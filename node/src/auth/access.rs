@@ -4,7 +4,8 @@
 //! allows the levels up to its own. Reads (gets, scans, `tally status`)
 //! need `Read`; anything that changes counters needs `Write`; what changes
 //! the cluster or its files (repair, ring changes, cleanup, fold,
-//! snapshots) needs `Admin`. Logging in needs nothing.
+//! snapshots) needs `Admin`, as do the RESP commands Redis calls
+//! dangerous ([`DANGEROUS`]). Logging in needs nothing.
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -85,14 +86,56 @@ pub fn native_need(op: &ClientOp) -> Need {
     }
 }
 
-/// What a RESP command (lowercase name) needs: Redis' own flags say it
-/// (`no-auth`, `write`); an unknown command needs a login, to be told it
-/// is unknown.
-pub fn resp_need(name: &str) -> Need {
+/// The RESP commands only an administrator runs: those of Redis' `@dangerous`
+/// ACL category that Tally serves (wiping databases, whole-keyspace walks,
+/// the server's settings and state), as `command` or `command|subcommand`.
+/// `SCRIPT FLUSH` is not `@dangerous` in Redis, but here it drops every
+/// user's cached scripts on every node.
+pub const DANGEROUS: &[&str] = &[
+    "flushall",
+    "flushdb",
+    "keys",
+    "swapdb",
+    "info",
+    "config",
+    "script|flush",
+];
+
+/// Commands whose first argument names a subcommand, as Redis names it in
+/// ACL rules and errors (`script|flush`).
+const CONTAINERS: &[&str] = &["script", "config", "client", "command"];
+
+/// What a RESP command (lowercase `name`, then its arguments `rest`)
+/// needs: [`DANGEROUS`] and Redis' `admin` flag ask for an administrator;
+/// otherwise Redis' own flags say it (`no-auth`, `write`); an unknown
+/// command needs a login, to be told it is unknown.
+pub fn resp_need(name: &str, rest: &[Vec<u8>]) -> Need {
+    let dangerous = || {
+        DANGEROUS.contains(&name)
+            || (CONTAINERS.contains(&name) && DANGEROUS.contains(&acl_name(name, rest).as_str()))
+    };
     match commands::find(name) {
         Some(c) if c.flags.contains(&"no-auth") => Need::Nothing,
+        Some(c) if c.flags.contains(&"admin") || dangerous() => Need::Admin,
         Some(c) if c.flags.contains(&"write") => Need::Write,
         _ => Need::Read,
+    }
+}
+
+/// A RESP command's name as Redis' ACL errors give it: `name`, or
+/// `name|subcommand` for a container whose subcommand looks like one.
+pub fn acl_name(name: &str, rest: &[Vec<u8>]) -> String {
+    let sub = rest.first().filter(|s| {
+        CONTAINERS.contains(&name)
+            && (1..=32).contains(&s.len())
+            && s.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'-')
+    });
+    match sub {
+        Some(sub) => format!(
+            "{name}|{}",
+            String::from_utf8_lossy(sub).to_ascii_lowercase()
+        ),
+        None => name.to_string(),
     }
 }
 
@@ -167,10 +210,55 @@ mod tests {
             ("incr", Need::Write),
             ("set", Need::Write),
             ("del", Need::Write),
-            ("flushall", Need::Write),
+            ("flushall", Need::Admin),
             ("nosuchcommand", Need::Read),
         ] {
-            assert_eq!(resp_need(name), need, "{name}");
+            assert_eq!(resp_need(name, &[]), need, "{name}");
+        }
+    }
+
+    #[test]
+    fn dangerous_commands_need_admin() {
+        let words = |line: &str| -> Vec<Vec<u8>> {
+            line.split_whitespace()
+                .map(|w| w.as_bytes().to_vec())
+                .collect()
+        };
+        let need = |line: &str| {
+            let w = words(line);
+            let name = String::from_utf8_lossy(&w[0]).to_ascii_lowercase();
+            (resp_need(&name, &w[1..]), acl_name(&name, &w[1..]))
+        };
+        let admin = |n: &str| (Need::Admin, n.to_string());
+        assert_eq!(need("flushall"), admin("flushall"));
+        assert_eq!(need("FLUSHALL ASYNC"), admin("flushall"));
+        assert_eq!(need("flushdb sync"), admin("flushdb"));
+        assert_eq!(need("script flush"), admin("script|flush"));
+        assert_eq!(need("SCRIPT FLUSH ASYNC"), admin("script|flush"));
+        assert_eq!(need("keys *"), admin("keys"));
+        assert_eq!(need("swapdb 0 1"), admin("swapdb"));
+        assert_eq!(need("info"), admin("info"));
+        assert_eq!(need("config get maxmemory"), admin("config|get"));
+        assert_eq!(need("config"), admin("config"));
+        // Not dangerous: other script subcommands, the connection's own settings.
+        assert_eq!(need("script load x"), (Need::Read, "script|load".into()));
+        assert_eq!(need("script kill"), (Need::Read, "script|kill".into()));
+        assert_eq!(
+            need("client setname x"),
+            (Need::Read, "client|setname".into())
+        );
+        assert_eq!(need("dbsize"), (Need::Read, "dbsize".into()));
+        assert_eq!(need("scan 0"), (Need::Read, "scan".into()));
+        // A subcommand that is not a word is not echoed back.
+        assert_eq!(need("script fl\u{0}sh").1, "script");
+        assert_eq!(need("get flush").1, "get");
+        // Every dangerous name is a command Tally serves, without keys, so
+        // the pipeline's group of keyed commands (which a writer's commands
+        // take without this check) never holds one.
+        for name in DANGEROUS {
+            let command = name.split('|').next().unwrap_or_default();
+            let found = commands::find(command);
+            assert!(found.is_some_and(|c| c.keys.0 == 0), "{name}: {found:?}");
         }
     }
 

@@ -4,8 +4,10 @@
 //! optional users file (`[cluster.auth] users_file`, which `tallyd passwd`
 //! writes); each has a name, an argon2id hash of its password (never the
 //! password: see `password`) and a role (`access`). The users file is read
-//! again when it changes, at the next login; connections already logged
-//! in keep their login.
+//! again when it changes, at the next connection or login on any port
+//! (native, RESP `AUTH` and `HELLO AUTH`, metrics); connections already
+//! logged in keep their login. Once the file has users, a node never
+//! drops them by accident: see `users::keep_previous`.
 //!
 //! With users, a connection serves nothing but logging in until it has
 //! (native: `ClientOp::Auth`, answered `NoAuth` before; RESP: `AUTH`,
@@ -32,7 +34,6 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
@@ -83,8 +84,8 @@ pub enum Refusal {
 pub struct Auth {
     config: AuthConfig,
     users: RwLock<Arc<Users>>,
-    /// The users file's modification time when it was read.
-    file_stamp: Mutex<Option<SystemTime>>,
+    /// The users file as last read; held while it is read again.
+    file: Mutex<FileSeen>,
     /// Per user, a keyed digest of the last password that logged in.
     remembered: Mutex<HashMap<String, ring::hmac::Tag>>,
     secret: ring::hmac::Key,
@@ -95,14 +96,17 @@ pub struct Auth {
 impl Auth {
     /// The users of `config` and of its users file.
     pub fn load(config: &AuthConfig) -> Result<Auth, String> {
-        let (users, stamp) = Users::load(config)?;
+        let loaded = Users::load(config)?;
         let rng = ring::rand::SystemRandom::new();
         let secret = ring::hmac::Key::generate(ring::hmac::HMAC_SHA256, &rng)
             .map_err(|_| "no randomness for the login digests".to_string())?;
         Ok(Auth {
             config: config.clone(),
-            users: RwLock::new(Arc::new(users)),
-            file_stamp: Mutex::new(stamp),
+            users: RwLock::new(Arc::new(loaded.users)),
+            file: Mutex::new(FileSeen {
+                stamp: loaded.stamp,
+                users: loaded.file.count(),
+            }),
             remembered: Mutex::new(HashMap::new()),
             secret,
             verifying: Semaphore::new(VERIFY_PARALLEL),
@@ -110,8 +114,10 @@ impl Auth {
         })
     }
 
-    /// Whether any user is configured (then every client must log in).
+    /// Whether any user is configured (then every client must log in),
+    /// after reading the users file again if it changed.
     pub fn has_users(&self) -> bool {
+        self.reload_if_changed();
         !self.users.read().is_empty()
     }
 
@@ -191,29 +197,40 @@ impl Auth {
         .unwrap_or(false)
     }
 
-    /// Reads the users file again if it changed; a file that no longer
-    /// loads is logged and the users as they were are kept.
+    /// Reads the users file again if it changed; one that no longer loads,
+    /// or lost its users by accident (`users::keep_previous`), is logged
+    /// and the users as they were are kept.
     fn reload_if_changed(&self) {
         let Some(path) = &self.config.users_file else {
             return;
         };
         let now = users::stamp(path);
-        if now == *self.file_stamp.lock() {
+        let mut seen = self.file.lock();
+        if now == seen.stamp {
             return;
         }
-        match Users::load(&self.config) {
-            Ok((users, stamp)) => {
-                info!(file = %path.display(), users = users.len(), "read the users file again");
-                *self.users.write() = Arc::new(users);
-                *self.file_stamp.lock() = stamp;
-                self.remembered.lock().clear();
-            }
-            Err(e) => {
-                warn!(error = %e, "the users file changed and does not load: keeping the users as they were");
-                *self.file_stamp.lock() = now;
-            }
+        seen.stamp = now;
+        let loaded = Users::load(&self.config);
+        let read = loaded.as_ref().map(|l| l.file).map_err(String::as_str);
+        if let Some(why) = users::keep_previous(seen.users, read) {
+            warn!(file = %path.display(), "the users file changed and {why}: keeping the users as they were");
+            return;
+        }
+        if let Ok(l) = loaded {
+            info!(file = %path.display(), users = l.users.len(), "read the users file again");
+            seen.users = l.file.count();
+            *self.users.write() = Arc::new(l.users);
+            self.remembered.lock().clear();
         }
     }
+}
+
+/// The users file as a node last read it.
+struct FileSeen {
+    /// Its stamp then.
+    stamp: Option<users::Stamp>,
+    /// How many users of the node it gave.
+    users: usize,
 }
 
 /// What the remembered digest of a login covers.
@@ -382,5 +399,34 @@ mod tests {
         let huge = "x".repeat(tally_net::wire::CREDENTIAL_BYTES_MAX + 1);
         assert!(!login.login(&auth, "app", &huge, None).await);
         assert!(login.login(&auth, "app", "pw", None).await);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_users_file_that_empties_or_goes_keeps_its_users() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("users.toml");
+        let entry = UserEntry {
+            name: "app".into(),
+            password_hash: password::hash("pw").unwrap(),
+            role: Role::ReadWrite,
+        };
+        users::update_file(&path, "app", Some(entry), false).unwrap();
+        let auth = Auth::load(&AuthConfig {
+            users_file: Some(path.clone()),
+            ..AuthConfig::default()
+        })
+        .unwrap();
+        let changes: [(&str, &dyn Fn()); 3] = [
+            ("emptied", &|| std::fs::write(&path, "").unwrap()),
+            ("removed", &|| std::fs::remove_file(&path).unwrap()),
+            ("unreadable", &|| std::fs::create_dir(&path).unwrap()),
+        ];
+        for (what, change) in changes {
+            change();
+            let mut login = Login::new(&auth);
+            assert_eq!(login.check(Need::Read), Err(Refusal::NoAuth), "{what}");
+            assert!(auth.has_users(), "{what}");
+            assert!(login.login(&auth, "app", "pw", None).await, "{what}");
+        }
     }
 }

@@ -6,6 +6,8 @@
 //! request must carry one's name and password (HTTP Basic authentication,
 //! which Prometheus' `basic_auth` sends), or it is answered `401`; a wrong
 //! password is answered after the same delay as on the client ports.
+//! Without users, protected mode holds here as on the client ports: a
+//! client off loopback is answered `403`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -134,12 +136,12 @@ async fn answer(
     };
     let from = stream.peer_addr().ok();
     let request = match request {
-        Request::Metrics { head_only, login } => match logged_in(auth, login, from).await {
-            true => Request::Metrics {
+        Request::Metrics { head_only, login } => match allowed(auth, login, from).await {
+            Ok(()) => Request::Metrics {
                 head_only,
                 login: None,
             },
-            false => Request::Refuse("401 Unauthorized", "log in: HTTP Basic authentication"),
+            Err(refusal) => refusal,
         },
         r => r,
     };
@@ -173,16 +175,32 @@ async fn answer(
     stream.shutdown().await
 }
 
-/// Whether the request may read the metrics: always without users; with
-/// them, when its credentials log in (a wrong password waits its penalty).
-async fn logged_in(auth: &Auth, login: Option<(String, String)>, from: Option<SocketAddr>) -> bool {
+/// Whether the request may read the metrics, or its refusal: without
+/// users, when protected mode admits its address; with them, when its
+/// credentials log in (a wrong password waits its penalty).
+async fn allowed(
+    auth: &Auth,
+    login: Option<(String, String)>,
+    from: Option<SocketAddr>,
+) -> Result<(), Request> {
+    const LOG_IN: Request =
+        Request::Refuse("401 Unauthorized", "log in: HTTP Basic authentication");
     if !auth.has_users() {
-        return true;
+        return match from.is_some_and(|a| auth.admits(a.ip())) {
+            true => Ok(()),
+            false => Err(Request::Refuse(
+                "403 Forbidden",
+                "protected mode: a node without users serves its metrics to loopback clients only",
+            )),
+        };
     }
     let Some((user, password)) = login else {
-        return false;
+        return Err(LOG_IN);
     };
-    Login::new(auth).login(auth, &user, &password, from).await
+    match Login::new(auth).login(auth, &user, &password, from).await {
+        true => Ok(()),
+        false => Err(LOG_IN),
+    }
 }
 
 /// The request head, or `None` when it is longer than the limit.
@@ -249,6 +267,19 @@ mod tests {
         assert_eq!(refused(b"GET  /metrics HTTP/1.1"), "400 Bad Request");
         assert_eq!(refused(&[0xff, 0xfe, 0x00]), "400 Bad Request");
         assert_eq!(refused(b"\x16\x03\x01\x02\x00"), "400 Bad Request");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn metrics_honour_protected_mode() {
+        let auth = Auth::load(&crate::auth::AuthConfig::default()).expect("no users load");
+        let from = |a: &str| Some(a.parse::<SocketAddr>().expect("an address"));
+        assert_eq!(allowed(&auth, None, from("127.0.0.1:9")).await, Ok(()));
+        let off = allowed(&auth, None, from("10.0.0.5:9")).await;
+        assert!(
+            matches!(off, Err(Request::Refuse("403 Forbidden", _))),
+            "a client off loopback read the metrics of a node without users: {off:?}"
+        );
+        assert!(allowed(&auth, None, None).await.is_err(), "no address");
     }
 
     #[test]

@@ -356,6 +356,7 @@ mod tests {
         let mut s = Session::new(
             ("127.0.0.1:1".into(), "127.0.0.1:2".into()),
             crate::auth::Login::admin(),
+            super::super::queued::Budget::new(1 << 20, 1 << 20),
         );
         assert_eq!(client(&mut s, &words("GETNAME")), Reply::NIL);
         assert_eq!(client(&mut s, &words("SETNAME app-1")), Reply::Simple("OK"));

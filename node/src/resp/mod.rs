@@ -58,6 +58,7 @@ mod lists;
 mod login;
 mod pipeline;
 pub mod proto;
+mod queued;
 mod script;
 mod session;
 mod sets;
@@ -93,13 +94,15 @@ const PARSED_MAX: usize = 1024;
 /// once as `gate` allows.
 pub async fn serve(listener: TcpListener, node: Arc<Node>, gate: Arc<ClientGate>, doors: Doors) {
     admin::started();
+    let limits = &node.config().cluster.limits;
+    let budget = queued::Budget::new(limits.multi_bytes_max, limits.multi_node_bytes_max);
     let l = Listener {
         what: "RESP",
         refusal: b"-ERR max number of clients reached\r\n".to_vec(),
         protected: PROTECTED.to_vec(),
         auth: doors.auth,
         tls: doors.tls,
-        handle: connection,
+        handle: move |accepted| connection(accepted, budget.clone()),
     };
     accept_loop(listener, node, gate, l).await
 }
@@ -117,7 +120,7 @@ struct Conn {
     peer: Option<SocketAddr>,
 }
 
-async fn connection(c: Accepted) {
+async fn connection(c: Accepted, budget: Arc<queued::Budget>) {
     let Accepted {
         stream,
         node,
@@ -135,7 +138,7 @@ async fn connection(c: Accepted) {
     );
     // Reads and writes take turns here: the stream is not split.
     let mut stream = stream;
-    let mut session = Session::new(addrs, Login::new(&auth));
+    let mut session = Session::new(addrs, Login::new(&auth), budget);
     let conn = Conn { slot, auth, peer };
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut out = Vec::new();
@@ -286,9 +289,11 @@ async fn run(
     name: &str,
     args: Vec<Vec<u8>>,
 ) -> (Reply, bool) {
-    if let Err(r) = session.login.check(access::resp_need(name)) {
+    let rest = args.get(1..).unwrap_or_default();
+    if let Err(r) = session.login.check(access::resp_need(name, rest)) {
         session.refused();
-        return (login::refusal(r, session, name), false);
+        let name = access::acl_name(name, rest);
+        return (login::refusal(r, session, &name), false);
     }
     match session.step(name, args) {
         Step::Answer(reply) => (reply, false),

@@ -8,20 +8,18 @@
 //! queued, and makes `EXEC` refuse the whole transaction. The commands of
 //! an `EXEC` run one after another on this node as coordinator, without
 //! isolation: another client's commands may run between them, and there
-//! is no rollback (`WATCH` is refused, saying so).
+//! is no rollback (`WATCH` is refused, saying so). A queue is bounded by
+//! what it holds, and a node's queues by a budget they share (`queued`).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tally_net::wire::Consistency;
 
 use super::commands;
 use super::proto::{Proto, Reply};
+use super::queued::{self, Budget, Charge};
 use crate::auth::Login;
-
-/// Most commands one `MULTI` may queue.
-pub(crate) const MULTI_QUEUED_MAX: usize = 10_000;
-/// Most bytes of arguments one `MULTI` may queue.
-pub(crate) const MULTI_QUEUED_BYTES_MAX: usize = 16 << 20;
 
 /// A connection's settings and transaction.
 #[derive(Debug)]
@@ -43,15 +41,35 @@ pub(crate) struct Session {
     /// Who it is logged in as, and what it may do.
     pub login: Login,
     multi: Option<Multi>,
+    /// The node's budget for queued transactions.
+    budget: Arc<Budget>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Multi {
     queued: Vec<Vec<Vec<u8>>>,
-    /// Bytes of arguments in `queued`.
-    bytes: usize,
+    /// What `queued` holds, charged to the node's budget.
+    charge: Charge,
     /// A command was refused while queueing: `EXEC` refuses them all.
     dirty: bool,
+}
+
+impl Multi {
+    fn new(budget: Arc<Budget>) -> Multi {
+        Multi {
+            queued: Vec::new(),
+            charge: Charge::new(budget),
+            dirty: false,
+        }
+    }
+
+    /// A command was refused: `EXEC` will refuse the transaction, so its
+    /// queue is dropped now, and gives its budget back.
+    fn spoil(&mut self) {
+        self.dirty = true;
+        self.queued = Vec::new();
+        self.charge = Charge::new(self.charge.budget_arc());
+    }
 }
 
 /// What to do with a command, given the transaction state.
@@ -68,8 +86,8 @@ pub(crate) enum Step {
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Session {
-    /// A new connection's session.
-    pub(crate) fn new(addrs: (String, String), login: Login) -> Session {
+    /// A new connection's session; its transactions draw on `budget`.
+    pub(crate) fn new(addrs: (String, String), login: Login, budget: Arc<Budget>) -> Session {
         Session {
             proto: Proto::Resp2,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -80,6 +98,7 @@ impl Session {
             addrs,
             login,
             multi: None,
+            budget,
         }
     }
 
@@ -87,7 +106,7 @@ impl Session {
     /// `MULTI`, if any, is refused at `EXEC`, as Redis does.
     pub(crate) fn refused(&mut self) {
         if let Some(multi) = &mut self.multi {
-            multi.dirty = true;
+            multi.spoil();
         }
     }
 
@@ -101,7 +120,7 @@ impl Session {
         let Some(multi) = &mut self.multi else {
             return match name {
                 "multi" if args.len() == 1 => {
-                    self.multi = Some(Multi::default());
+                    self.multi = Some(Multi::new(self.budget.clone()));
                     Step::Answer(Reply::Simple("OK"))
                 }
                 "exec" if args.len() == 1 => Step::Answer(Reply::err("ERR EXEC without MULTI")),
@@ -137,32 +156,25 @@ impl Session {
             "quit" => Step::Run(args),
             _ => match queueable(name, &args) {
                 Err(refusal) => {
-                    multi.dirty = true;
+                    multi.spoil();
                     Step::Answer(refusal)
                 }
-                Ok(())
-                    if multi.queued.len() >= MULTI_QUEUED_MAX
-                        || multi.bytes + words_bytes(&args) > MULTI_QUEUED_BYTES_MAX =>
-                {
-                    multi.dirty = true;
-                    Step::Answer(Reply::err(format!(
-                        "ERR MULTI queue is full: at most {MULTI_QUEUED_MAX} commands and {} MiB \
-                         in one transaction",
-                        MULTI_QUEUED_BYTES_MAX >> 20
-                    )))
-                }
-                Ok(()) => {
-                    multi.bytes += words_bytes(&args);
-                    multi.queued.push(args);
-                    Step::Answer(Reply::Simple("QUEUED"))
-                }
+                // Redis keeps nothing more of a transaction EXEC will refuse.
+                Ok(()) if multi.dirty => Step::Answer(Reply::Simple("QUEUED")),
+                Ok(()) => match multi.charge.take(multi.queued.len(), queued::cost(&args)) {
+                    Ok(()) => {
+                        multi.queued.push(args);
+                        Step::Answer(Reply::Simple("QUEUED"))
+                    }
+                    Err(over) => {
+                        let reply = over.reply(multi.charge.budget());
+                        multi.spoil();
+                        Step::Answer(reply)
+                    }
+                },
             },
         }
     }
-}
-
-fn words_bytes(args: &[Vec<u8>]) -> usize {
-    args.iter().map(Vec::len).sum()
 }
 
 /// Whether a command may be queued: known, and of the right arity.
@@ -209,8 +221,14 @@ mod tests {
         s.step(&name, args)
     }
 
+    use crate::resp::queued::MULTI_QUEUED_MAX;
+
+    /// One transaction's share, as `[cluster.limits]` has it by default.
+    const MULTI_QUEUED_BYTES_MAX: usize = 16 << 20;
+
     fn session() -> Session {
-        Session::new((String::new(), String::new()), Login::admin())
+        let budget = Budget::new(MULTI_QUEUED_BYTES_MAX, 256 << 20);
+        Session::new((String::new(), String::new()), Login::admin(), budget)
     }
 
     #[test]
@@ -305,6 +323,30 @@ mod tests {
         );
         assert!(
             matches!(s.step("mget", big), Step::Answer(Reply::Error(e)) if e.contains("queue is full"))
+        );
+    }
+
+    #[test]
+    fn a_transaction_counts_what_each_argument_holds() {
+        // Empty arguments: no bytes of content, but each is a slot of the
+        // command's argument array. Redis counts them (multiStateMemOverhead).
+        let mut s = session();
+        step(&mut s, "MULTI");
+        let empties: Vec<Vec<u8>> = std::iter::once(b"SADD".to_vec())
+            .chain(std::iter::repeat_with(Vec::new).take(4095))
+            .collect();
+        let held_per_command = empties.len() * std::mem::size_of::<Vec<u8>>();
+        let commands = MULTI_QUEUED_BYTES_MAX / held_per_command + 1;
+        let refused = (0..commands)
+            .map(|_| s.step("sadd", empties.clone()))
+            .position(|r| r != Step::Answer(Reply::Simple("QUEUED")));
+        assert!(
+            refused.is_some(),
+            "{commands} commands holding {} MiB were queued",
+            (commands * held_per_command) >> 20
+        );
+        assert!(
+            matches!(step(&mut s, "EXEC"), Step::Answer(Reply::Error(e)) if e.starts_with("EXECABORT"))
         );
     }
 

@@ -30,6 +30,10 @@ pub struct Args {
     /// Remove the user instead.
     #[arg(long, conflicts_with = "hash_only")]
     delete: bool,
+    /// With --delete, remove the last user too (nodes then take the file's
+    /// users away; without users they serve loopback clients as admin).
+    #[arg(long, requires = "delete")]
+    force: bool,
 }
 
 pub fn run(a: &Args) -> Result<()> {
@@ -37,7 +41,7 @@ pub fn run(a: &Args) -> Result<()> {
     let role = parse_role(&a.role)?;
     if a.delete {
         let path = users_file(a)?;
-        let was = users::update_file(&path, &a.user, None).map_err(anyhow::Error::msg)?;
+        let was = users::update_file(&path, &a.user, None, a.force).map_err(anyhow::Error::msg)?;
         match was {
             true => println!("removed user {} from {}", a.user, path.display()),
             false => println!("no user {} in {}", a.user, path.display()),
@@ -56,7 +60,7 @@ pub fn run(a: &Args) -> Result<()> {
         password_hash,
         role,
     };
-    let was = users::update_file(&path, &a.user, Some(entry)).map_err(anyhow::Error::msg)?;
+    let was = users::update_file(&path, &a.user, Some(entry), false).map_err(anyhow::Error::msg)?;
     let verb = if was { "changed" } else { "added" };
     println!(
         "{verb} user {} ({}) in {}",
