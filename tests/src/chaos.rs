@@ -80,6 +80,7 @@ mod exact;
 mod flush;
 mod lists;
 mod resp;
+mod scripts;
 mod secure;
 mod topology;
 mod unique;
@@ -173,6 +174,10 @@ pub struct ChaosOptions {
     /// Logins and TLS on the client ports, and every connection of the
     /// run logging in over TLS (`--secure`, see `secure`).
     pub secure: bool,
+    /// Broken build for the checker to catch: script interpreters are not
+    /// sealed, so the hostile user's scripts plant code the others' run
+    /// (`--unsafe-unsealed-scripts`, see `scripts`).
+    pub unsealed_scripts: bool,
 }
 
 /// Every change of an epoch the workload makes (see `workload`).
@@ -240,6 +245,7 @@ impl Default for ChaosOptions {
             merge_ignoring_folds: false,
             flush_locally: false,
             secure: false,
+            unsealed_scripts: false,
         }
     }
 }
@@ -286,6 +292,9 @@ pub struct Summary {
     pub flushes: (usize, usize, usize),
     /// Lists: how many, pushes onto them, acknowledged pushes.
     pub lists: (usize, usize, usize),
+    /// Scripts: the workers' answered, and the hostile user's sent and
+    /// not refused (a sealed node refuses them all).
+    pub scripts: (usize, usize, usize),
     /// Why list pushes were not acknowledged, and how often.
     pub list_errors: BTreeMap<String, usize>,
 }
@@ -338,6 +347,11 @@ impl std::fmt::Display for Summary {
         writeln!(
             f,
             "RESP pipelines: {piped} adds and reads ({answered} answered), checked with the rest"
+        )?;
+        let (scripted, planted, taken) = self.scripts;
+        writeln!(
+            f,
+            "scripts: {scripted} adds and reads answered through EVAL (among the RESP ones); a hostile user's {planted} scripts planting code, {taken} not refused"
         )?;
         let (lists, pushes, acked) = self.lists;
         writeln!(
@@ -425,8 +439,9 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
         .map(|w| {
             let (stop, addrs) = (stop.clone(), resp_addrs.clone());
             let seed = opts.seed.wrapping_mul(0x6c07_8965_d2b3_1b95) ^ (w as u64 + 1);
+            let user = opts.secure.then(|| secure::writer(w)).flatten();
             rt.spawn(resp::worker(
-                opts.workers + w,
+                (opts.workers + w, user),
                 addrs,
                 (opts.keys, workload.reset_range()),
                 seed,
@@ -435,6 +450,10 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
             ))
         })
         .collect();
+    let hostile = (opts.resp_workers > 0).then(|| {
+        let seed = opts.seed.wrapping_mul(0x2f6b_1d3e_9a47_c5b1);
+        rt.spawn(scripts::hostile(resp_addrs.clone(), seed, stop.clone()))
+    });
     let list_workers: Vec<_> = (0..opts.list_workers)
         .map(|w| {
             let (stop, addrs) = (stop.clone(), resp_addrs.clone());
@@ -461,9 +480,16 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     for w in workers {
         history.extend(rt.block_on(w).context("a worker panicked")?);
     }
+    let mut scripted = 0;
     for w in resp_workers {
-        history.extend(rt.block_on(w).context("a RESP worker panicked")?);
+        let (ops, answered) = rt.block_on(w).context("a RESP worker panicked")?;
+        history.extend(ops);
+        scripted += answered;
     }
+    let (planted, taken) = match hostile {
+        Some(h) => rt.block_on(h).context("the hostile worker panicked")?,
+        None => (0, 0),
+    };
     let mut exact_log = exact::ExactLog::default();
     for w in exact_workers {
         exact_log.absorb(rt.block_on(w).context("an exact worker panicked")?);
@@ -564,6 +590,7 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
             .filter(|o| matches!(o.outcome, Outcome::Ok(_)))
             .count(),
     );
+    summary.scripts = (scripted, planted, taken);
     Ok(summary)
 }
 
@@ -594,6 +621,11 @@ fn start(
     }
     if opts.flush_locally {
         cluster_opts.run_args.push("--unsafe-flush-locally".into());
+    }
+    if opts.unsealed_scripts {
+        cluster_opts
+            .run_args
+            .push("--unsafe-unsealed-scripts".into());
     }
     if let Some(node) = opts.ignore_ids {
         cluster_opts
@@ -788,6 +820,7 @@ fn summarize(
         flushes: (0, 0, 0),
         lists: (0, 0, 0),
         list_errors: BTreeMap::new(),
+        scripts: (0, 0, 0),
     }
 }
 

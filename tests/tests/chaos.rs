@@ -66,6 +66,9 @@ fn a_short_chaos_run_finds_no_violation() {
         summary.resp.1 > 100,
         "too few RESP pipelined ops answered: {summary}"
     );
+    let (scripted, planted, taken) = summary.scripts;
+    assert!(scripted > 30, "too few scripts answered: {summary}");
+    assert!(planted > 10 && taken == 0, "{summary}");
     assert!(
         !summary.hints_dropped.1.is_empty(),
         "no node dropped hints past the window: {summary}"
@@ -459,10 +462,40 @@ fn a_secure_chaos_run_finds_no_violation() {
     println!("{summary}");
     assert!(summary.report.reads_checked > 100, "{summary}");
     assert!(summary.resp.1 > 100, "too few RESP ops over TLS: {summary}");
+    // Two users' scripts, and a third's that plant code, all refused.
+    let (scripted, planted, taken) = summary.scripts;
+    assert!(scripted > 30, "too few scripts answered: {summary}");
+    assert!(planted > 10 && taken == 0, "{summary}");
     let (id_adds, ..) = &summary.exact;
     assert!(*id_adds > 100, "too few adds with ids over TLS: {summary}");
     assert!(summary.faults.values().sum::<usize>() >= 3, "{summary}");
     assert!(summary.report.violations.is_empty(), "{summary}");
+}
+
+/// Nodes whose script interpreters are not sealed: the hostile user's
+/// scripts plant a `redis.call` that answers without writing, the other
+/// users' scripts run it, and the checker must see their adds lost.
+#[test]
+fn the_checker_catches_scripts_that_plant_code_for_others() {
+    let opts = ChaosOptions {
+        duration: Duration::from_secs(8),
+        faults: false,
+        seed: 13,
+        unsealed_scripts: true,
+        secure: true,
+        workers: 0,
+        resp_workers: 4,
+        unique_workers: 0,
+        exact_workers: 0,
+        list_workers: 0,
+        ..ChaosOptions::default()
+    };
+    let summary = run(&opts).unwrap();
+    assert!(summary.scripts.2 > 0, "no plant took: {summary}");
+    assert!(
+        !summary.report.violations.is_empty(),
+        "code planted for other users' scripts passed: {summary}"
+    );
 }
 
 /// The checker still sees lost adds when every connection speaks TLS.

@@ -68,6 +68,9 @@ mod tally;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+#[cfg(feature = "fault-injection")]
+pub(crate) use script::inject_unsealed as inject_unsealed_scripts;
+
 use tally_net::wire::Consistency;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;

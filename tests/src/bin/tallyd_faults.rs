@@ -86,6 +86,10 @@ enum Cmd {
         /// are made, not the time their catch-up began.
         #[arg(long)]
         unsafe_list_stamp_when_made: bool,
+        /// FAULT INJECTION: script interpreters leave their libraries and
+        /// globals writable (a script can plant code for later ones).
+        #[arg(long)]
+        unsafe_unsealed_scripts: bool,
     },
 }
 
@@ -105,6 +109,7 @@ fn main() {
         hold_list_push_of,
         hold_list_ms,
         unsafe_list_stamp_when_made,
+        unsafe_unsealed_scripts,
     } = Cli::parse().command;
     if unsafe_merge_ignoring_folds {
         // Before the engine opens: its replay merges too.
@@ -172,6 +177,10 @@ fn main() {
         if unsafe_list_stamp_when_made {
             tracing::warn!("FAULT INJECTION: list changes take the time they are made");
             n.inject_list_stamp_when_made();
+        }
+        if unsafe_unsealed_scripts {
+            tracing::warn!("FAULT INJECTION: script interpreters are not sealed");
+            n.inject_unsealed_scripts();
         }
         if unsafe_idle_repair {
             tracing::warn!("FAULT INJECTION: repairs move nothing");

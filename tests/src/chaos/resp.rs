@@ -6,6 +6,9 @@
 //! invoked when the pipeline was sent and completed when its own reply
 //! came; the checker judges them with everything else.
 //!
+//! A share of the adds and reads go as scripts (`EVAL`, see `scripts`),
+//! each worker logged in as a user of its own in a secure run.
+//!
 //! A RESP error does not say whether an add was applied, so every refused
 //! or unanswered add is recorded as unknown, never as failed.
 
@@ -19,6 +22,7 @@ use rand::{Rng, SeedableRng};
 use tally_net::Consistency;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
+use super::scripts;
 use super::secure::{self, RespStream};
 use super::workload::{key_name, wall_ms};
 use crate::checker::{Kind, Op, Outcome};
@@ -27,6 +31,8 @@ use crate::checker::{Kind, Op, Outcome};
 const PIPELINE_MAX: usize = 16;
 /// The share of a reset key's commands that are a SET or a PEXPIREAT.
 const CHANGE_SHARE: f64 = 0.03;
+/// The share of adds and reads sent as scripts.
+const SCRIPT_SHARE: f64 = 0.3;
 /// How long a reply may take before the rest of its pipeline is unknown.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -79,27 +85,29 @@ fn outcome(kind: Kind, reply: Option<&Answer>) -> Outcome {
     }
 }
 
-/// One RESP client: pipelines through one node until told to stop;
-/// reconnects when its node goes away.
+/// One RESP client, logged in as `user` (in a secure run): pipelines
+/// through one node until told to stop; reconnects when its node goes
+/// away. Answers its history and how many of its scripts were answered.
 pub(crate) async fn worker(
-    process: usize,
+    (process, user): (usize, Option<&'static str>),
     addrs: Vec<SocketAddr>,
     (keys, reset_keys): (usize, std::ops::Range<usize>),
     seed: u64,
     started: Instant,
     stop: Arc<AtomicBool>,
-) -> Vec<Op> {
+) -> (Vec<Op>, usize) {
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut node = process % addrs.len();
     let now = |t: Instant| u64::try_from(t.duration_since(started).as_nanos()).unwrap_or(u64::MAX);
     let mut conn: Option<BufReader<RespStream>> = None;
     let mut history = Vec::new();
+    let mut scripted = 0;
     while !stop.load(Ordering::Acquire) {
         let c = match conn.as_mut() {
             Some(c) => c,
             None => {
-                match tokio::time::timeout(Duration::from_secs(5), secure::resp(addrs[node])).await
-                {
+                let dial = secure::resp_as(addrs[node], user);
+                match tokio::time::timeout(Duration::from_secs(5), dial).await {
                     Ok(Ok(s)) => conn.insert(s),
                     _ => {
                         // Down, or gone from the ring: try the next node.
@@ -116,18 +124,27 @@ pub(crate) async fn worker(
         for _ in 0..rng.random_range(1..=PIPELINE_MAX) {
             let key = rng.random_range(0..keys);
             let name = String::from_utf8_lossy(&key_name(key)).into_owned();
+            let script = rng.random_bool(SCRIPT_SHARE);
             if reset_keys.contains(&key) && rng.random_bool(CHANGE_SHARE) {
                 let (command, kind) = change(&mut rng, &name, started);
                 sent.push_str(&command);
-                ops.push((key, kind));
+                ops.push((key, kind, false));
             } else if rng.random_bool(0.6) {
                 let d = rng.random_range(-5..=10);
                 let d = if d == 0 { 1 } else { d };
-                sent.push_str(&format!("INCRBY {name} {d}\r\n"));
-                ops.push((key, Kind::Add(d)));
+                match script {
+                    true => {
+                        sent.push_str(&scripts::eval(scripts::ADD, &name, Some(&d.to_string())))
+                    }
+                    false => sent.push_str(&format!("INCRBY {name} {d}\r\n")),
+                }
+                ops.push((key, Kind::Add(d), script));
             } else {
-                sent.push_str(&format!("GET {name}\r\n"));
-                ops.push((key, Kind::Read));
+                match script {
+                    true => sent.push_str(&scripts::eval(scripts::GET, &name, None)),
+                    false => sent.push_str(&format!("GET {name}\r\n")),
+                }
+                ops.push((key, Kind::Read, script));
             }
         }
         let invoke = Instant::now();
@@ -139,7 +156,7 @@ pub(crate) async fn worker(
                 Ok(Some(Answer::Other))
             );
         broken |= !level_set;
-        for (key, kind) in ops {
+        for (key, kind, script) in ops {
             let reply = if broken {
                 None
             } else {
@@ -149,6 +166,7 @@ pub(crate) async fn worker(
                     .flatten()
             };
             broken |= reply.is_none();
+            scripted += usize::from(script && reply.is_some());
             history.push(Op {
                 process,
                 key,
@@ -170,7 +188,7 @@ pub(crate) async fn worker(
             conn = None;
         }
     }
-    history
+    (history, scripted)
 }
 
 /// A SET, or a PEXPIREAT 200 ms to 1.5 s ahead (its deadline, in ns

@@ -17,8 +17,26 @@ use tokio::net::TcpStream;
 
 use crate::Cluster;
 
-/// The user every connection of a secure run logs in as.
+/// The user every connection of a secure run logs in as, unless it says
+/// which of [`OTHERS`] it is.
 const USER: (&str, &str) = ("chaos", "chaos-pw");
+
+/// The other users of a secure run: (name, role); each one's password is
+/// its name and `-pw`.
+const OTHERS: &[(&str, &str)] = &[
+    ("writer-0", "readwrite"),
+    ("writer-1", "readwrite"),
+    ("mallory", "readwrite"),
+];
+
+/// The user whose scripts try to plant code for the others' (the last of
+/// [`OTHERS`]).
+pub(crate) const HOSTILE: Option<&str> = Some("mallory");
+
+/// The user RESP worker `w` logs in as (in a secure run).
+pub(crate) fn writer(w: usize) -> Option<&'static str> {
+    Some(OTHERS[w % 2].0)
+}
 
 /// The tables a secure run adds to the config.
 pub(crate) const TABLES: &str =
@@ -32,6 +50,9 @@ static BY_ADDR: Mutex<Option<HashMap<SocketAddr, Security>>> = Mutex::new(None);
 /// user, and every connection's TLS and login from now on.
 pub(crate) fn enable(cluster: &mut Cluster) -> anyhow::Result<()> {
     cluster.passwd(USER.0, "admin", USER.1)?;
+    for (user, role) in OTHERS {
+        cluster.passwd(user, role, &format!("{user}-pw"))?;
+    }
     let files = ClientFiles {
         ca: cluster.certs_dir().join("ca.pem"),
         identity: None,
@@ -75,6 +96,15 @@ pub(crate) type RespStream = Either<TcpStream, Box<tokio_rustls::client::TlsStre
 
 /// A RESP connection, secured and logged in as the run is.
 pub(crate) async fn resp(addr: SocketAddr) -> std::io::Result<BufReader<RespStream>> {
+    resp_as(addr, None).await
+}
+
+/// A RESP connection, secured as the run is, and logged in as `user` (one
+/// of [`OTHERS`]) or as the run's user.
+pub(crate) async fn resp_as(
+    addr: SocketAddr,
+    user: Option<&str>,
+) -> std::io::Result<BufReader<RespStream>> {
     let tcp = TcpStream::connect(addr).await?;
     let _ = tcp.set_nodelay(true);
     let s = security(addr);
@@ -88,7 +118,10 @@ pub(crate) async fn resp(addr: SocketAddr) -> std::io::Result<BufReader<RespStre
     };
     let mut conn = BufReader::new(stream);
     if let Some(login) = &s.login {
-        let auth = format!("AUTH {} {}\r\n", login.user, login.password);
+        let auth = match user {
+            Some(user) => format!("AUTH {user} {user}-pw\r\n"),
+            None => format!("AUTH {} {}\r\n", login.user, login.password),
+        };
         conn.get_mut().write_all(auth.as_bytes()).await?;
         conn.get_mut().flush().await?;
         let mut line = String::new();

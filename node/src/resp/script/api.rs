@@ -7,6 +7,7 @@ use tally_net::log_limit::LogLimit;
 
 use super::super::commands;
 use super::super::proto::Reply;
+use crate::auth::{Need, access};
 
 /// `redis.log` lines: at most ten a second from all scripts of the node.
 static SCRIPT_LOG: LogLimit = LogLimit::every(std::time::Duration::from_millis(100));
@@ -139,13 +140,27 @@ pub(crate) fn install(lua: &Lua) -> mlua::Result<()> {
     Ok(())
 }
 
+/// What a script's user may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct May {
+    /// No writes (`EVAL_RO`, or a read-only user).
+    pub(crate) read_only: bool,
+    /// What only an administrator runs, too.
+    pub(crate) admin: bool,
+}
+
 /// The command a script's `redis.call` or `redis.pcall` yielded (`args`),
 /// as words to run and whether it writes, or the error reply it gets
 /// instead.
-pub(crate) fn command(args: &MultiValue, read_only: bool) -> Result<(Vec<Vec<u8>>, bool), Reply> {
+pub(crate) fn command(args: &MultiValue, may: May) -> Result<(Vec<Vec<u8>>, bool), Reply> {
     let words = words(args)?;
     let name = String::from_utf8_lossy(&words[0]).to_ascii_lowercase();
-    refuse(&name, words.len(), read_only)?;
+    refuse(&name, words.len(), may.read_only)?;
+    if !may.admin && access::resp_need(&name, &words[1..]) == Need::Admin {
+        return Err(Reply::err(
+            "ERR The user executing the script can't run this command or subcommand",
+        ));
+    }
     let writes = commands::find(&name).is_some_and(|c| c.flags.contains(&"write"));
     Ok((words, writes))
 }
@@ -201,6 +216,46 @@ mod tests {
         match r {
             Err(Reply::Error(e)) => e,
             other => format!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_scripts_commands_need_what_its_user_may_do() {
+        let lua = Lua::new();
+        let args = |words: &[&str]| -> MultiValue {
+            words
+                .iter()
+                .map(|w| Value::String(lua.create_string(w).unwrap()))
+                .collect()
+        };
+        let writer = May {
+            read_only: false,
+            admin: false,
+        };
+        let admin = May {
+            read_only: false,
+            admin: true,
+        };
+        let viewer = May {
+            read_only: true,
+            admin: false,
+        };
+        assert_eq!(
+            command(&args(&["INCR", "k"]), writer).map(|c| c.1),
+            Ok(true)
+        );
+        assert_eq!(
+            command(&args(&["GET", "k"]), viewer).map(|c| c.1),
+            Ok(false)
+        );
+        assert!(text(command(&args(&["INCR", "k"]), viewer).map(|_| ())).contains("read-only"));
+        for dangerous in [&["INFO"][..], &["CONFIG", "GET", "x"]] {
+            assert!(
+                text(command(&args(dangerous), writer).map(|_| ()))
+                    .contains("can't run this command"),
+                "{dangerous:?}"
+            );
+            assert!(command(&args(dangerous), admin).is_ok(), "{dangerous:?}");
         }
     }
 

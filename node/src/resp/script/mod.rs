@@ -18,7 +18,8 @@
 //! Redis. Scripts run on a few threads of their own (`runner`), each as a
 //! coroutine; interpreters are pooled there, each compiling a script once,
 //! so memory does not grow with the connections that run scripts.
-//! `SCRIPT FLUSH` needs an administrator.
+//! `SCRIPT FLUSH` needs an administrator (`crate::auth::access`), and so
+//! do the commands a script runs that need one.
 
 mod api;
 mod budget;
@@ -39,6 +40,13 @@ use crate::auth::Need;
 use crate::keyspace::Keyspace;
 use crate::node::Node;
 use crate::scripts;
+
+/// FAULT INJECTION for testing checkers: interpreters made from now on
+/// are not sealed (see `sandbox`). Only with the `fault-injection` feature.
+#[cfg(feature = "fault-injection")]
+pub(crate) fn inject_unsealed() {
+    sandbox::inject_unsealed();
+}
 
 /// How long a script may run (Redis' `busy-reply-threshold`).
 pub(crate) const TIME_LIMIT: Duration = Duration::from_secs(5);
@@ -165,8 +173,11 @@ async fn eval(node: &Arc<Node>, s: &Session, name: &str, args: &[Vec<u8>]) -> Re
         host: Arc::new(host),
         limit: TIME_LIMIT,
         run: registered.run.clone(),
-        // A user who may not write runs every script as read-only.
-        read_only: name.ends_with("_ro") || !s.login.may_write(),
+        may: api::May {
+            // A user who may not write runs every script as read-only.
+            read_only: name.ends_with("_ro") || !s.login.may_write(),
+            admin: admin(s),
+        },
         generation: scripts::generation(),
     };
     runner::run(job).await
@@ -191,7 +202,6 @@ async fn script(node: &Node, s: &Session, rest: &[Vec<u8>]) -> Reply {
                 })
                 .collect(),
         ),
-        ("flush", _) if !admin(s) => no_permission(s, "script|flush"),
         ("flush", 0) => flush(node).await,
         ("flush", 1)
             if [&b"async"[..], b"sync"].contains(&rest[1].to_ascii_lowercase().as_slice()) =>
@@ -206,7 +216,7 @@ async fn script(node: &Node, s: &Session, rest: &[Vec<u8>]) -> Reply {
                  dataset. You can either wait the script termination or kill the server in \
                  a hard way using the SHUTDOWN NOSAVE command.",
             ),
-            runs::Kill::Kill(_) => Reply::Simple("OK"),
+            runs::Kill::End(_) => Reply::Simple("OK"),
         },
         ("load" | "exists" | "kill", _) => Reply::err(format!(
             "ERR wrong number of arguments for 'script|{sub}' command"
@@ -216,14 +226,6 @@ async fn script(node: &Node, s: &Session, rest: &[Vec<u8>]) -> Reply {
             String::from_utf8_lossy(&rest[0])
         )),
     }
-}
-
-/// Redis' refusal of a command the user's role does not allow.
-fn no_permission(s: &Session, command: &str) -> Reply {
-    Reply::err(format!(
-        "NOPERM User {} has no permissions to run the '{command}' command",
-        s.login.user().unwrap_or("default")
-    ))
 }
 
 /// `SCRIPT LOAD body`: compiled first, so a syntax error is told now.
@@ -277,3 +279,6 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod fuzz;

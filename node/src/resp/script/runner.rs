@@ -19,6 +19,7 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
 
 use super::super::proto::Reply;
+use super::api::May;
 use super::budget;
 use super::runs::Run;
 use super::vm::{self, Host, Script, Vm};
@@ -43,7 +44,7 @@ pub(crate) struct Job {
     pub(crate) limit: Duration,
     /// The run as `SCRIPT KILL` sees it.
     pub(crate) run: Arc<Run>,
-    pub(crate) read_only: bool,
+    pub(crate) may: May,
     /// The script cache's generation (compiled scripts of older ones go).
     pub(crate) generation: u64,
 }
@@ -177,7 +178,7 @@ async fn one(job: Job, busy: Arc<vm::Busy>) -> Reply {
         body: &job.body,
         keys: &job.keys,
         argv: &job.argv,
-        read_only: job.read_only,
+        may: job.may,
     };
     match vm.run(script, job.host, job.limit, job.run, &busy).await {
         Ok(reply) => {

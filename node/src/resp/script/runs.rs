@@ -42,7 +42,7 @@ pub(crate) enum Kill {
     /// Every one of them has written.
     Unkillable,
     /// These (indexes into the runs asked about) are to end.
-    Kill(Vec<usize>),
+    End(Vec<usize>),
 }
 
 /// Which of `runs` (each its user and whether it wrote) a `SCRIPT KILL`
@@ -57,7 +57,7 @@ pub(crate) fn decide(runs: &[(Option<&str>, bool)], caller: Option<&str>, admin:
     let killable: Vec<usize> = mine.into_iter().filter(|&i| !runs[i].1).collect();
     match killable.is_empty() {
         true => Kill::Unkillable,
-        false => Kill::Kill(killable),
+        false => Kill::End(killable),
     }
 }
 
@@ -100,7 +100,7 @@ pub(crate) fn kill(caller: Option<&str>, admin: bool) -> Kill {
         .map(|r| (r.user.as_deref(), r.wrote.load(Ordering::Acquire)))
         .collect();
     let outcome = decide(&seen, caller, admin);
-    if let Kill::Kill(which) = &outcome {
+    if let Kill::End(which) = &outcome {
         for &i in which {
             listed[i].killed.store(true, Ordering::Release);
         }
@@ -120,12 +120,12 @@ mod tests {
             (Some("ann"), true),
             (Some("bob"), true),
         ];
-        assert_eq!(decide(&runs, Some("ann"), false), Kill::Kill(vec![0]));
+        assert_eq!(decide(&runs, Some("ann"), false), Kill::End(vec![0]));
         assert_eq!(decide(&runs, Some("cat"), false), Kill::NotBusy);
-        assert_eq!(decide(&runs, Some("cat"), true), Kill::Kill(vec![0, 1]));
+        assert_eq!(decide(&runs, Some("cat"), true), Kill::End(vec![0, 1]));
         assert_eq!(decide(&runs[2..], Some("ann"), false), Kill::Unkillable);
         assert_eq!(decide(&[], None, true), Kill::NotBusy);
         // Without users every connection is an administrator.
-        assert_eq!(decide(&[(None, false)], None, true), Kill::Kill(vec![0]));
+        assert_eq!(decide(&[(None, false)], None, true), Kill::End(vec![0]));
     }
 }

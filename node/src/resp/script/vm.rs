@@ -33,7 +33,7 @@ use mlua::{
 };
 
 use super::super::proto::Reply;
-use super::api::CommandError;
+use super::api::{CommandError, May};
 use super::budget::{self, Limit, Share};
 use super::convert::{from_lua, to_lua};
 use super::runs::Run;
@@ -118,7 +118,7 @@ pub(crate) struct Script<'a> {
     pub(crate) body: &'a [u8],
     pub(crate) keys: &'a [Vec<u8>],
     pub(crate) argv: &'a [Vec<u8>],
-    pub(crate) read_only: bool,
+    pub(crate) may: May,
 }
 
 /// An interpreter and the scripts it compiled, by sha1.
@@ -153,7 +153,7 @@ impl Vm {
         let stopping = AtomicBool::new(false);
         lua.set_interrupt(move |lua| {
             let tick = ticks.fetch_add(1, Ordering::Relaxed);
-            match tick % TICKS_PER_CHECK == 0 || stopping.load(Ordering::Relaxed) {
+            match tick.is_multiple_of(TICKS_PER_CHECK) || stopping.load(Ordering::Relaxed) {
                 true => check(lua, &stopping),
                 false => Ok(VmState::Continue),
             }
@@ -197,7 +197,7 @@ impl Vm {
         });
         let env = super::sandbox::environment(&self.lua, &self.env_meta, script.keys, script.argv);
         let answer = match env.and_then(|env| f.set_environment(env)) {
-            Ok(_) => self.drive(f, &*host, script.read_only, &run, busy).await,
+            Ok(_) => self.drive(f, &*host, script.may, &run, busy).await,
             Err(e) => Err(e),
         };
         let memory = self.lua.remove_app_data::<Running>().map(|r| r.memory);
@@ -222,14 +222,14 @@ impl Vm {
         &mut self,
         f: Function,
         host: &dyn Host,
-        read_only: bool,
+        may: May,
         run: &Run,
         busy: &Busy,
     ) -> mlua::Result<Value> {
         let thread = self.lua.create_thread(f)?;
         let mut values = self.resume(&thread, (), busy)?;
         while thread.status() == ThreadStatus::Resumable {
-            let reply = match super::api::command(&values, read_only) {
+            let reply = match super::api::command(&values, may) {
                 Ok((words, writes)) => {
                     if writes {
                         run.wrote();
@@ -397,7 +397,10 @@ mod tests {
             body,
             keys: &[b"k".to_vec()],
             argv: &[b"secret".to_vec()],
-            read_only: false,
+            may: May {
+                read_only: false,
+                admin: false,
+            },
         };
         let busy = Busy::default();
         match rt.block_on(vm.run(script, Arc::new(Ones), limit, run, &busy)) {
@@ -599,7 +602,7 @@ mod tests {
             run.run.clone(),
         );
         // (Other tests' runs may be listed too.)
-        assert!(matches!(killer.join().unwrap(), runs::Kill::Kill(v) if v.len() == 1));
+        assert!(matches!(killer.join().unwrap(), runs::Kill::End(v) if v.len() == 1));
         assert!(error(&reply).contains("SCRIPT KILL"), "{reply:?}");
     }
 
