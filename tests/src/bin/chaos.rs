@@ -113,6 +113,11 @@ struct Args {
     /// fold generations, so folded shards count twice.
     #[arg(long)]
     unsafe_merge_ignoring_folds: bool,
+    /// FAULT INJECTION in the product, to prove the checker: script
+    /// interpreters are not sealed, so a hostile user's scripts plant code
+    /// the other users' scripts run.
+    #[arg(long)]
+    unsafe_unsealed_scripts: bool,
     /// The fault kinds to take turns with, comma-separated (default: all
     /// of them, the ring changes only with spares).
     #[arg(long, value_delimiter = ',')]
@@ -162,6 +167,7 @@ fn main() {
         flush_locally: a.unsafe_flush_locally,
         secure: a.secure,
         merge_ignoring_folds: a.unsafe_merge_ignoring_folds,
+        unsealed_scripts: a.unsafe_unsealed_scripts,
         fault_kinds: match a.faults_only.as_slice() {
             [] if a.spares > 0 => ALL_FAULT_KINDS,
             [] => FAULT_KINDS,
