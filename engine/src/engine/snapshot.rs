@@ -57,6 +57,13 @@ impl Engine {
     }
 }
 
+/// Locks the engine directory `dir` of a stopped node, for a tool that
+/// replaces its files (a restore): [`Error::Locked`] while an engine, or
+/// another tool, holds it; held until the file is dropped.
+pub fn lock_stopped(dir: &Path) -> Result<std::fs::File> {
+    crate::identity::lock(dir)
+}
+
 /// Hard-links `from` into `dir` under its own name; adds it to `done`.
 pub(crate) fn link(from: &Path, dir: &Path, done: &mut Snapshotted) -> Result<()> {
     let name = from.file_name().ok_or_else(|| {
