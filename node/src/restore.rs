@@ -23,8 +23,12 @@
 //! - one node restored while the others keep their data: at start it
 //!   learns the newer ring from them, so the flushes since hold for it
 //!   too (its cells of flushed generations are dropped, as everyone's
-//!   were), and `tally repair` (or starting it with `--replace`) merges
-//!   in what it missed; the CRDT merge never lets its older shards win.
+//!   were), and starting it with `--replace` merges in what it missed
+//!   before it leads or answers reads (a node that served with the
+//!   snapshot's ring before it learned the newer one would write to a
+//!   flushed generation); the CRDT merge never lets its older shards win;
+//! - some restored, some not: the newer ring of those not restored wins,
+//!   as for one node.
 //!
 //! A restore is refused when the ring's members changed since the
 //! snapshot, or it was taken during a ring change ([`check_rings`]): the

@@ -247,3 +247,51 @@ fn a_cluster_restored_after_a_flushall_reads_back_its_snapshot_and_cleanup_keeps
     assert_eq!(cluster.redis_cli(0, &["-n", "1", "DBSIZE"]).trim(), "0");
     assert_eq!(cluster.redis_cli(0, &["GET", &key(4)]).trim(), "5");
 }
+
+/// Two `tally snapshot --tag T` at once: on each node one takes the tag
+/// and the other is told so; a whole snapshot (its ring last) is left.
+#[test]
+fn two_snapshots_of_one_tag_at_once_leave_one_whole_snapshot_on_each_node() {
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    rt().block_on(async {
+        let c = cluster.client(0).await.unwrap();
+        for i in 0..COUNTERS {
+            c.add(key(i).as_bytes(), b"", 1, Consistency::All)
+                .await
+                .unwrap();
+        }
+    });
+    let racers: Vec<_> = (0..2)
+        .map(|_| {
+            std::process::Command::new(tally_tests::bin("tally").unwrap())
+                .arg("--config")
+                .arg(&cluster.config_path)
+                .args(["snapshot", "--tag", "race"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for r in racers {
+        let out = r.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() || err.contains("already has a snapshot \"race\""),
+            "{err}"
+        );
+    }
+    for n in &cluster.config.nodes {
+        let dir = n.data_dir.join("snapshots/race");
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().any(|f| f == "RING"), "{}: {names:?}", n.id);
+        assert!(
+            names.iter().any(|f| f.ends_with(".sst")),
+            "{}: {names:?}",
+            n.id
+        );
+    }
+}

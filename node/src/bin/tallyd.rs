@@ -83,7 +83,7 @@ enum Cmd {
     /// --tag T`): its data and the ring it was taken under, so that data
     /// of databases flushed since reads back. Restore every node from the
     /// same tag to put the cluster back; a node restored alone learns the
-    /// newer ring from the others (then run `tally repair`).
+    /// newer ring from the others (start it with `--replace`).
     Restore {
         /// The cluster's configuration.
         #[arg(long, default_value = "cluster.toml")]
