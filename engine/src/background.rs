@@ -242,11 +242,40 @@ impl Background {
     ) -> Result<(u64, u64)> {
         let _one_at_a_time = self.compaction_lock.lock();
         let inputs = self.versions.current().tables.clone();
+        self.rewrite_tables(&inputs, keep, own)
+    }
+
+    /// [`Background::rewrite`] of the tables holding a key in one of
+    /// `ranges` alone (see `Engine::cleanup_in`).
+    pub(crate) fn rewrite_holding(
+        &self,
+        ranges: &[(Key, Option<Key>)],
+        keep: &dyn Fn(&Key) -> crate::Keep,
+        own: u64,
+    ) -> Result<(u64, u64)> {
+        let _one_at_a_time = self.compaction_lock.lock();
+        let mut inputs = Vec::new();
+        for t in &self.versions.current().tables {
+            if holds_any(t, ranges)? {
+                inputs.push(t.clone());
+            }
+        }
+        self.rewrite_tables(&inputs, keep, own)
+    }
+
+    /// Rewrites `inputs` (live tables; the caller holds the compaction
+    /// lock) into one, filtered by `keep` (see [`Background::rewrite`]).
+    fn rewrite_tables(
+        &self,
+        inputs: &[Arc<Table>],
+        keep: &dyn Fn(&Key) -> crate::Keep,
+        own: u64,
+    ) -> Result<(u64, u64)> {
         if inputs.is_empty() {
             return Ok((0, 0));
         }
         let (mut kept, mut dropped) = (0, 0);
-        let filtered = merged(&inputs).filter_map(|item| {
+        let filtered = merged(inputs).filter_map(|item| {
             let (k, c) = match item {
                 Ok(kc) => kc,
                 Err(e) => return Some(Err(e)),
@@ -267,7 +296,7 @@ impl Background {
                 }
             }
         });
-        self.replace(&inputs, filtered)?;
+        self.replace(inputs, filtered)?;
         Ok((kept, dropped))
     }
 
@@ -288,6 +317,20 @@ impl Background {
         fsutil::sync_dir(&self.dir)?;
         Ok(output)
     }
+}
+
+/// Whether `table` holds a key in one of `ranges` (from the first key
+/// up to, not including, the second; to the end for `None`): one seek each.
+fn holds_any(table: &Arc<Table>, ranges: &[(Key, Option<Key>)]) -> Result<bool> {
+    for (from, to) in ranges {
+        if let Some(first) = table.iter_from(Some(from)).next() {
+            let (k, _) = first?;
+            if to.as_ref().is_none_or(|to| k < *to) {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
 }
 
 /// Every cell of `inputs`, merged; counters expired past the grace fold

@@ -749,6 +749,24 @@ impl Engine {
         self.background.rewrite(&keep, self.counter_id)
     }
 
+    /// [`Engine::cleanup`] of the keys in `ranges` alone (each from its
+    /// first key up to, not including, its second; to the end for `None`):
+    /// flushes first, then rewrites into one only the tables holding a key
+    /// in one of them, so the rest of the data is not rewritten (a
+    /// `FLUSHDB`'s collection). `keep` must keep whole every key outside
+    /// the ranges. Answers the cells kept whole and those dropped.
+    pub fn cleanup_in(
+        &self,
+        ranges: &[(Key, Option<Key>)],
+        keep: impl Fn(&Key) -> Keep,
+    ) -> Result<(u64, u64)> {
+        self.check_writable()?;
+        self.cache.trim(&keep, self.counter_id);
+        self.flush()?;
+        self.background
+            .rewrite_holding(ranges, &keep, self.counter_id)
+    }
+
     /// Compacts every SSTable into one (a major compaction), and the
     /// operation ids into one file without those past their retention.
     pub fn compact(&self) -> Result<()> {

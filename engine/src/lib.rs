@@ -160,7 +160,7 @@ pub use commitlog::ReplayStats;
 pub use engine::fold::FoldReport;
 pub use engine::handover::IDS_BLOCK_BYTES_MAX;
 pub use engine::scan::cell_digest;
-pub use engine::snapshot::Snapshotted;
+pub use engine::snapshot::{Snapshotted, lock_stopped};
 pub use engine::tails::LearnedTail;
 pub use engine::{Engine, Keep, Stats};
 pub use error::{Error, Result};

@@ -57,6 +57,10 @@ pub(crate) struct Ctx {
     pub(crate) changing: tokio::sync::Mutex<()>,
     /// Held by the cleanup this node runs (one at a time).
     pub(crate) cleaning: tokio::sync::Mutex<()>,
+    /// A collection of flushed generations is queued and has not read the
+    /// ring yet: the flushes stored meanwhile need no other
+    /// (`topology::flush::collect`).
+    pub(crate) collect_queued: crate::topology::flush::Coalesced,
     /// Held while a ring is stored and switched to.
     pub(crate) adopting: parking_lot::Mutex<()>,
     /// Held for reading from the check that an add with an id may be

@@ -128,6 +128,10 @@ pub fn run_with(
     // Before anything opens a file: the engine's reserve is counted on it.
     let files = limits::raise_files_limit().context("raise the open files limit")?;
     let (runtime, park_commit) = runtime(threads)?;
+    // A `tallyd restore` cut short is finished before anything reads the data.
+    if crate::restore::finish(&me.data_dir).context("finish a restore staged before")? {
+        tracing::info!(node = %id, "finished a restore staged before the node started");
+    }
     let replacing = crate::topology::replace::prepare(&me.data_dir, args.replace)?;
     runtime.block_on(async {
         // Replay before any port opens: never answer with less than was acknowledged.

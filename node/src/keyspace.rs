@@ -80,6 +80,12 @@ impl Keyspace {
         if self == Keyspace::DEFAULT {
             return Vec::new();
         }
+        self.prefix_bytes()
+    }
+
+    /// [`MARK`], the database and the generation: the prefix every
+    /// keyspace but the default stores its partitions under.
+    fn prefix_bytes(self) -> Vec<u8> {
         let mut p = Vec::with_capacity(PREFIX_BYTES);
         p.push(MARK);
         p.push(self.db);
@@ -125,6 +131,27 @@ impl Keyspace {
         }
         stored.strip_prefix(self.prefix().as_slice())
     }
+}
+
+/// The partitions of database `db`'s generations other than `current`,
+/// as ranges `[from, to)` (`to` `None`: to the end), in the engine's
+/// order: each prefix of a generation before `current` (and, for database
+/// 0 flushed at least once, every unprefixed partition), and each after
+/// it (only a ring put back by a restore leaves such cells). What a flush
+/// of `db` to `current` leaves for collection lies within them.
+pub(crate) fn other_generations(db: u8, current: u32) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    let at = |g: u32| Keyspace { db, generation: g }.prefix_bytes();
+    let mut out = Vec::new();
+    if current > 0 {
+        if db == 0 {
+            out.push((Vec::new(), Some(vec![MARK])));
+        }
+        out.push((vec![MARK, db], Some(at(current))));
+    }
+    if let Some(next) = current.checked_add(1) {
+        out.push((at(next), Some(vec![MARK, db + 1])));
+    }
+    out
 }
 
 /// A native client's operation with the partition it names as stored in
@@ -243,6 +270,41 @@ mod tests {
                 assert_eq!(partition, flushed.stored(b"p").unwrap())
             }
             other => panic!("{other:?}"),
+        }
+    }
+
+    /// Every partition of another generation of the database, and none of
+    /// the current one or of another database, lies in its ranges.
+    #[test]
+    fn other_generations_cover_exactly_the_flushed_keyspaces_of_a_database() {
+        let inside = |p: &[u8], ranges: &[(Vec<u8>, Option<Vec<u8>>)]| {
+            ranges.iter().any(|(from, to)| {
+                p >= from.as_slice() && to.as_ref().is_none_or(|to| p < to.as_slice())
+            })
+        };
+        for (db, current) in [
+            (0u8, 0u32),
+            (0, 1),
+            (0, 300),
+            (3, 0),
+            (3, 2),
+            (15, 7),
+            (4, u32::MAX),
+        ] {
+            let ranges = other_generations(db, current);
+            for other_db in [0u8, 2, 3, 4, 15] {
+                for g in [0u32, 1, 2, 7, 299, 300, 301, u32::MAX] {
+                    for user in [&b""[..], b"k", &[0xFE, 0xFF]] {
+                        let p = space(other_db, g).stored(user).unwrap();
+                        let flushed = other_db == db && g != current;
+                        assert_eq!(
+                            inside(&p, &ranges),
+                            flushed,
+                            "db {db} at {current}: {p:?} of db {other_db} generation {g}"
+                        );
+                    }
+                }
+            }
         }
     }
 

@@ -60,6 +60,7 @@ mod placement;
 mod read;
 mod repair;
 pub mod resp;
+pub mod restore;
 mod scan;
 mod scripts;
 pub mod server;

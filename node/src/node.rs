@@ -95,6 +95,7 @@ impl Node {
             placed,
             changing: tokio::sync::Mutex::new(()),
             cleaning: tokio::sync::Mutex::new(()),
+            collect_queued: Default::default(),
             adopting: parking_lot::Mutex::new(()),
             id_fence: parking_lot::RwLock::new(()),
             admit_fence: tokio::sync::RwLock::new(()),

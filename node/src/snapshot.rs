@@ -1,8 +1,13 @@
 //! Snapshots of a node (`tally snapshot`): its SSTables and operation ids
-//! hard-linked into `<data_dir>/snapshots/<tag>` after a flush, listed
-//! and cleared by tag. A snapshot costs no copy and holds the data as of
-//! its flush while the node goes on; restoring one is opening an engine on
-//! a copy of it (README, "Snapshots").
+//! hard-linked into `<data_dir>/snapshots/<tag>` after a flush, with the
+//! ring they were taken under ([`RING`]: the ring version and the
+//! databases' flush generations), listed and cleared by tag. A snapshot
+//! costs no copy and holds the data as of its flush while the node goes
+//! on; `tallyd restore` puts a stopped node back to one (see `restore`).
+//!
+//! A tag's directory is created exclusively (`Engine::snapshot`): of two
+//! `snapshot --tag T` racing on a node, one takes it and the other is
+//! refused, and neither removes the other's files.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -10,6 +15,11 @@ use std::sync::Arc;
 use tally_net::wire::{ErrorKind, WireError, WireSnapshot, WireSnapshotOp, WireSnapshots};
 
 use crate::ctx::Ctx;
+
+/// The file in a snapshot holding the ring it was taken under (its
+/// version and the databases' flush generations), in the ring file's
+/// format (`topology::store`). A snapshot is whole once it is there.
+pub(crate) const RING: &str = "RING";
 
 /// Longest tag, in bytes.
 pub(crate) const TAG_BYTES_MAX: usize = 64;
@@ -41,22 +51,7 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, op: WireSnapshotOp) -> Result<WireSnapsh
     let me = &ctx.config.nodes[ctx.me];
     let dir = dir(&me.data_dir);
     match op {
-        WireSnapshotOp::Take { tag } => {
-            check_tag(&tag)?;
-            let into = dir.join(&tag);
-            if into.exists() {
-                return Err(WireError::new(
-                    ErrorKind::Invalid,
-                    format!("{} already has a snapshot {tag:?}", me.id),
-                ));
-            }
-            let worker = ctx.clone();
-            let taken = tokio::task::spawn_blocking(move || worker.engine.snapshot(&into))
-                .await
-                .map_err(|e| internal(&format!("the snapshot task failed: {e}")))?;
-            let taken = taken.map_err(|e| crate::convert::engine_error(&e))?;
-            tracing::info!(node = %me.id, tag, files = taken.files, bytes = taken.bytes, "snapshot taken");
-        }
+        WireSnapshotOp::Take { tag } => take(ctx, &dir, &tag).await?,
         WireSnapshotOp::List => {}
         WireSnapshotOp::Clear { tag: Some(tag) } => {
             check_tag(&tag)?;
@@ -81,6 +76,46 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, op: WireSnapshotOp) -> Result<WireSnapsh
         dir: dir.display().to_string(),
         snapshots: list(&dir)?,
     })
+}
+
+/// Takes snapshot `tag` into `dir`: the engine's files, then the ring
+/// ([`RING`]), read after them so that no cell in the snapshot is of a
+/// generation the ring has not flushed to yet.
+async fn take(ctx: &Arc<Ctx>, dir: &Path, tag: &str) -> Result<(), WireError> {
+    let me = &ctx.config.nodes[ctx.me];
+    check_tag(tag)?;
+    let into = dir.join(tag);
+    let taken_already = || {
+        WireError::new(
+            ErrorKind::Invalid,
+            format!("{} already has a snapshot {tag:?}", me.id),
+        )
+    };
+    if into.exists() {
+        return Err(taken_already());
+    }
+    let worker = ctx.clone();
+    let linked = into.clone();
+    let taken = tokio::task::spawn_blocking(move || worker.engine.snapshot(&linked))
+        .await
+        .map_err(|e| internal(&format!("the snapshot task failed: {e}")))?;
+    let taken = match taken {
+        Ok(taken) => taken,
+        // Another `snapshot --tag` of the same tag won the race.
+        Err(tally_engine::Error::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::AlreadyExists =>
+        {
+            return Err(taken_already());
+        }
+        Err(e) => return Err(crate::convert::engine_error(&e)),
+    };
+    let ring = ctx.topology();
+    let path = into.join(RING);
+    crate::hints::file::replace(&path, &crate::topology::store::encode(&ring))
+        .map_err(|e| internal(&format!("write {}: {e:#}", path.display())))?;
+    tracing::info!(node = %me.id, tag, files = taken.files, bytes = taken.bytes,
+        ring_version = ring.version, generations = ?ring.flushes, "snapshot taken");
+    Ok(())
 }
 
 /// The snapshots in `dir`, by tag.

@@ -380,6 +380,14 @@ impl Topology {
         Ok(next)
     }
 
+    /// The ranges of stored partitions that hold every flushed
+    /// generation's cells (see `keyspace::other_generations`).
+    pub(crate) fn flushed_ranges(&self) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        (0..DATABASES)
+            .flat_map(|db| crate::keyspace::other_generations(db, self.keyspace(db).generation))
+            .collect()
+    }
+
     /// Whether a stored partition is of a flushed generation: nothing
     /// reads it any more.
     pub(crate) fn flushed(&self, stored: &[u8]) -> bool {

@@ -1,11 +1,9 @@
 //! Snapshots: `tally snapshot` flushes and hard-links every node's
-//! SSTables; a cluster restored from them (each node's engine directory
-//! replaced by its snapshot) reads back exactly the values of the moment
-//! they were taken; bad tags and a tag taken twice are refused.
+//! SSTables; a cluster restored from them (`tallyd restore` on each node)
+//! reads back exactly the values of the moment they were taken, after a
+//! `FLUSHALL` too; bad tags and a tag taken twice are refused.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
-use std::fs;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tally_net::Consistency;
@@ -15,17 +13,6 @@ const COUNTERS: i64 = 200;
 
 fn key(i: i64) -> String {
     format!("snap:{i}")
-}
-
-/// Replaces `engine` (a stopped node's engine directory) by a copy of the
-/// snapshot in `snapshot`, as the README's restore does.
-fn restore(engine: &Path, snapshot: &Path) {
-    fs::remove_dir_all(engine).unwrap();
-    fs::create_dir_all(engine).unwrap();
-    for f in fs::read_dir(snapshot).unwrap() {
-        let f = f.unwrap();
-        fs::copy(f.path(), engine.join(f.file_name())).unwrap();
-    }
 }
 
 #[test]
@@ -73,10 +60,12 @@ fn a_cluster_restored_from_its_snapshots_reads_back_the_values_they_hold() {
     for i in 0..3 {
         cluster.kill(i).unwrap();
     }
-    for n in &cluster.config.nodes {
-        restore(
-            &n.data_dir.join("engine"),
-            &n.data_dir.join("snapshots/before"),
+    for i in 0..3 {
+        let out = tallyd_restore(&cluster, i, "before");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
         );
     }
     cluster.start_all().unwrap();
@@ -107,8 +96,12 @@ fn a_cluster_restored_from_its_snapshots_reads_back_the_values_they_hold() {
         }
     });
     cluster.kill(0).unwrap();
-    let n1 = cluster.config.nodes[0].data_dir.clone();
-    restore(&n1.join("engine"), &n1.join("snapshots/one"));
+    let out = tallyd_restore(&cluster, 0, "one");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     cluster.restart_replacing(0).unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     while !cluster.log_text(0).contains("replaced: this node leads") {
@@ -148,4 +141,157 @@ fn a_cluster_restored_from_its_snapshots_reads_back_the_values_they_hold() {
     assert!(String::from_utf8_lossy(&missing.stderr).contains("has no snapshot"));
     let cleared = cluster.tally_ok(&["snapshot", "--clear"]).unwrap();
     assert_eq!(cleared.matches("0 snapshots left").count(), 3, "{cleared}");
+}
+
+/// `tallyd restore --node N --tag T` on stopped node `i`.
+fn tallyd_restore(cluster: &Cluster, i: usize, tag: &str) -> std::process::Output {
+    std::process::Command::new(tally_tests::bin("tallyd").unwrap())
+        .arg("restore")
+        .arg("--config")
+        .arg(&cluster.config_path)
+        .args(["--node", &cluster.config.nodes[i].id, "--tag", tag])
+        .output()
+        .unwrap()
+}
+
+/// Every counter of database 0 (native, at ALL) and of database 1 (RESP)
+/// through each node: `plus` on top of what they were written with.
+fn assert_read_back(cluster: &Cluster, plus: i64, when: &str) {
+    rt().block_on(async {
+        for via in 0..3 {
+            let c = cluster.client(via).await.unwrap();
+            for i in 0..COUNTERS {
+                let v = c
+                    .get(key(i).as_bytes(), b"", Consistency::All)
+                    .await
+                    .unwrap();
+                assert_eq!(v, i + 1 + plus, "{} through node {via} {when}", key(i));
+            }
+        }
+    });
+    for via in 0..3 {
+        for i in 0..5 {
+            let got = cluster.redis_cli(via, &["-n", "1", "GET", &format!("db1:{i}")]);
+            let want = (10 * (i + 1) + plus).to_string();
+            assert_eq!(got.trim(), want, "db1:{i} through node {via} {when}");
+        }
+    }
+}
+
+/// The README's restore after a `FLUSHALL`: every node restored from the
+/// snapshot of one tag reads back what it holds, in database 0 (stored
+/// unprefixed at generation 0) and database 1, and a cleanup (which drops
+/// flushed generations) keeps it.
+#[test]
+fn a_cluster_restored_after_a_flushall_reads_back_its_snapshot_and_cleanup_keeps_it() {
+    let mut cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    rt().block_on(async {
+        let c = cluster.client(0).await.unwrap();
+        for i in 0..COUNTERS {
+            c.add(key(i).as_bytes(), b"", i + 1, Consistency::All)
+                .await
+                .unwrap();
+        }
+    });
+    for i in 0..5 {
+        let by = (10 * (i + 1)).to_string();
+        let out = cluster.redis_cli(0, &["-n", "1", "INCRBY", &format!("db1:{i}"), &by]);
+        assert_eq!(out.trim(), by);
+    }
+    cluster.tally_ok(&["snapshot", "--tag", "before"]).unwrap();
+    assert_eq!(cluster.redis_cli(1, &["FLUSHALL"]).trim(), "OK");
+    assert_eq!(cluster.redis_cli(2, &["GET", &key(3)]).trim(), "");
+
+    for i in 0..3 {
+        cluster.kill(i).unwrap();
+    }
+    for i in 0..3 {
+        let out = tallyd_restore(&cluster, i, "before");
+        assert!(
+            out.status.success(),
+            "tallyd restore of node {i}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    cluster.start_all().unwrap();
+    assert_read_back(&cluster, 0, "after the restore");
+    cluster.tally_ok(&["cleanup"]).unwrap();
+    assert_read_back(&cluster, 0, "after a cleanup");
+    // The restored databases go on: they take adds and flush again.
+    for i in 0..5 {
+        cluster.redis_cli(2, &["-n", "1", "INCRBY", &format!("db1:{i}"), "1"]);
+    }
+    assert_eq!(cluster.redis_cli(0, &["-n", "1", "FLUSHDB"]).trim(), "OK");
+    assert_eq!(cluster.redis_cli(1, &["-n", "1", "DBSIZE"]).trim(), "0");
+    assert_eq!(cluster.redis_cli(1, &["GET", &key(4)]).trim(), "5");
+
+    // One node restored alone, while the others keep their data: it learns
+    // the ring of the flush made since from them, and that flush holds.
+    cluster.kill(0).unwrap();
+    let out = tallyd_restore(&cluster, 0, "before");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    cluster.restart_replacing(0).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !cluster.log_text(0).contains("replaced: this node leads") {
+        assert!(Instant::now() < deadline, "{}", cluster.log_tail(0));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        cluster.redis_cli(0, &["-n", "1", "GET", "db1:0"]).trim(),
+        ""
+    );
+    assert_eq!(cluster.redis_cli(0, &["-n", "1", "DBSIZE"]).trim(), "0");
+    assert_eq!(cluster.redis_cli(0, &["GET", &key(4)]).trim(), "5");
+}
+
+/// Two `tally snapshot --tag T` at once: on each node one takes the tag
+/// and the other is told so; a whole snapshot (its ring last) is left.
+#[test]
+fn two_snapshots_of_one_tag_at_once_leave_one_whole_snapshot_on_each_node() {
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    rt().block_on(async {
+        let c = cluster.client(0).await.unwrap();
+        for i in 0..COUNTERS {
+            c.add(key(i).as_bytes(), b"", 1, Consistency::All)
+                .await
+                .unwrap();
+        }
+    });
+    let racers: Vec<_> = (0..2)
+        .map(|_| {
+            std::process::Command::new(tally_tests::bin("tally").unwrap())
+                .arg("--config")
+                .arg(&cluster.config_path)
+                .args(["snapshot", "--tag", "race"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for r in racers {
+        let out = r.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() || err.contains("already has a snapshot \"race\""),
+            "{err}"
+        );
+    }
+    for n in &cluster.config.nodes {
+        let dir = n.data_dir.join("snapshots/race");
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().any(|f| f == "RING"), "{}: {names:?}", n.id);
+        assert!(
+            names.iter().any(|f| f.ends_with(".sst")),
+            "{}: {names:?}",
+            n.id
+        );
+    }
 }

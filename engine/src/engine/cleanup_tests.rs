@@ -66,3 +66,50 @@ async fn cleanup_drops_what_is_not_kept_but_this_nodes_own_shards() {
     let e2 = Engine::open(empty.path(), Options::default()).unwrap();
     assert_eq!(e2.cleanup(|_| Keep::Own).unwrap(), (0, 0));
 }
+
+/// A cleanup of some ranges (a `FLUSHDB`'s) rewrites the tables holding
+/// keys in them and leaves the others' files as they are.
+#[tokio::test]
+async fn a_cleanup_of_some_ranges_rewrites_only_the_tables_that_hold_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(dir.path(), Options::default()).unwrap();
+    let key = |p: &str, i: u32| Key::new(format!("{p}{i}").as_bytes(), b"").unwrap();
+    let tables = || crate::fsutil::numbered_files(dir.path(), "sst").unwrap();
+    for i in 0..50 {
+        e.leader_add(&key("a", i), 1).await.unwrap();
+    }
+    e.flush().unwrap();
+    let a = tables();
+    for i in 0..50 {
+        e.leader_add(&key("m", i), 2).await.unwrap();
+    }
+    e.flush().unwrap();
+    assert_eq!(tables().len(), 2);
+    let range = |from: &str, to: Option<&str>| {
+        let k = |p: &str| Key::new(p.as_bytes(), b"").unwrap();
+        (k(from), to.map(k))
+    };
+    let nothing_of_m = |k: &Key| match k.partition().starts_with(b"m") {
+        true => Keep::Nothing,
+        false => Keep::Whole,
+    };
+    // Ranges no table holds a key of: nothing is rewritten.
+    let none = [range("b", Some("m")), range("n", None)];
+    assert_eq!(e.cleanup_in(&none, nothing_of_m).unwrap(), (0, 0));
+    assert_eq!(tables().len(), 2);
+    assert_eq!(
+        e.cleanup_in(&[range("m", Some("n"))], nothing_of_m)
+            .unwrap(),
+        (0, 50)
+    );
+    let after = tables();
+    assert!(
+        after.contains(&a[0]),
+        "the table of a* was rewritten: {after:?}"
+    );
+    assert_eq!(after.len(), 2, "{after:?}");
+    for i in 0..50 {
+        assert_eq!(e.get(&key("a", i)).unwrap().value(), Ok(1));
+        assert_eq!(e.get(&key("m", i)).unwrap().value(), Ok(0));
+    }
+}

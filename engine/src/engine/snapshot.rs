@@ -21,19 +21,23 @@ pub struct Snapshotted {
 
 impl Engine {
     /// Flushes the memtables and the pending operation ids, then
-    /// hard-links every live SSTable and ids file into `into` (created; it
-    /// must not exist yet, and be on the same file system).
+    /// hard-links every live SSTable and ids file into `into` (created
+    /// exclusively: an `AlreadyExists` error if it exists, even if another
+    /// snapshot is creating it now; it must be on the same file system).
     pub fn snapshot(&self, into: &Path) -> Result<Snapshotted> {
         self.check_writable()?;
-        if into.exists() {
-            let e = std::io::Error::new(std::io::ErrorKind::AlreadyExists, "already exists");
-            return Err(Error::io("create the snapshot directory", into, e));
+        if let Some(parent) = into.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| Error::io("create the snapshots directory", parent, e))?;
         }
-        std::fs::create_dir_all(into)
+        // Created exclusively: of two snapshots racing for one name, one
+        // gets `AlreadyExists` here and never touches the other's files.
+        std::fs::create_dir(into)
             .map_err(|e| Error::io("create the snapshot directory", into, e))?;
         let taken = self.link_all(into);
         if taken.is_err() {
-            // No half snapshot is left to be listed or restored.
+            // No half snapshot is left to be listed or restored; the
+            // directory is this call's own.
             let _ = std::fs::remove_dir_all(into);
         }
         taken
@@ -51,6 +55,13 @@ impl Engine {
             bytes: tables.bytes + ids.bytes,
         })
     }
+}
+
+/// Locks the engine directory `dir` of a stopped node, for a tool that
+/// replaces its files (a restore): [`Error::Locked`] while an engine, or
+/// another tool, holds it; held until the file is dropped.
+pub fn lock_stopped(dir: &Path) -> Result<std::fs::File> {
+    crate::identity::lock(dir)
 }
 
 /// Hard-links `from` into `dir` under its own name; adds it to `done`.
@@ -108,5 +119,44 @@ mod tests {
             old_id,
             "a restore is a new incarnation"
         );
+    }
+    /// Two snapshots racing for one tag: one wins, the other is refused,
+    /// and the winner's files stay (the loser once removed the directory
+    /// both had passed the "does it exist" check for).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_snapshots_racing_for_one_tag_never_delete_each_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::open(dir.path().join("engine"), Options::default()).unwrap();
+        for i in 0..50 {
+            engine.leader_add(&key(i), 1).await.unwrap();
+        }
+        let engine = std::sync::Arc::new(engine);
+        for round in 0..20 {
+            let snap = dir.path().join(format!("snap{round}"));
+            let start = std::sync::Arc::new(std::sync::Barrier::new(2));
+            let racers: Vec<_> = (0..2)
+                .map(|_| {
+                    let (engine, snap, start) = (engine.clone(), snap.clone(), start.clone());
+                    std::thread::spawn(move || {
+                        start.wait();
+                        engine.snapshot(&snap)
+                    })
+                })
+                .collect();
+            let results: Vec<_> = racers.into_iter().map(|r| r.join().unwrap()).collect();
+            let won = results.iter().filter(|r| r.is_ok()).count();
+            assert_eq!(won, 1, "round {round}: {results:?}");
+            let lost = results.iter().find_map(|r| r.as_ref().err()).unwrap();
+            assert!(
+                lost.to_string().contains("exists"),
+                "round {round}: the loser says why: {lost}"
+            );
+            let taken = results.iter().find_map(|r| r.as_ref().ok()).unwrap();
+            let files = std::fs::read_dir(&snap).map(|d| d.count()).unwrap_or(0);
+            assert_eq!(
+                files as u64, taken.files,
+                "round {round}: the winner's snapshot lost files"
+            );
+        }
     }
 }

@@ -7,6 +7,8 @@
 //!   (missing ones, and renewals of those expiring within 30 days). Only this
 //!   needs the CA's key; `run` and `up` work without it.
 //! - `tallyd check-log --data DIR [--truncate]`: a stopped node's commit log.
+//! - `tallyd restore --config cluster.toml --node n1 --tag T`: a stopped node
+//!   put back to its snapshot `T`, data and ring (`tally_node::restore`).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -77,6 +79,22 @@ enum Cmd {
         #[arg(long)]
         truncate: bool,
     },
+    /// Put a stopped node back to one of its snapshots (`tally snapshot
+    /// --tag T`): its data and the ring it was taken under, so that data
+    /// of databases flushed since reads back. Restore every node from the
+    /// same tag to put the cluster back; a node restored alone learns the
+    /// newer ring from the others (start it with `--replace`).
+    Restore {
+        /// The cluster's configuration.
+        #[arg(long, default_value = "cluster.toml")]
+        config: PathBuf,
+        /// The node to restore (it must be stopped).
+        #[arg(long)]
+        node: String,
+        /// The snapshot's tag.
+        #[arg(long)]
+        tag: String,
+    },
 }
 
 fn main() {
@@ -89,11 +107,25 @@ fn main() {
         Cmd::CheckLog { data, truncate } => {
             tally_node::check_log::run(&data, truncate, &mut std::io::stdout())
         }
+        Cmd::Restore { config, node, tag } => restore(&config, &node, &tag),
     };
     if let Err(e) = result {
         eprintln!("tallyd: {e:#}");
         std::process::exit(1);
     }
+}
+
+fn restore(config: &Path, node: &str, tag: &str) -> Result<()> {
+    let r = tally_node::restore::run(config, node, tag)?;
+    let had = r
+        .was_version
+        .map_or_else(|| "none".to_string(), |v| v.to_string());
+    println!(
+        "{node}: restored snapshot {tag}: {} files, {} bytes; ring version {} (the node had {had}), \
+         database generations {:?}",
+        r.files, r.bytes, r.ring_version, r.generations
+    );
+    Ok(())
 }
 
 fn certs_command(path: &Path, client: Option<&str>) -> Result<()> {
