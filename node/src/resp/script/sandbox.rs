@@ -14,9 +14,10 @@
 //! - Nothing shared that a script can change: [`seal`] makes every library
 //!   table, `redis`, the strings' metatable and the globals read-only
 //!   (Luau's own read-only tables, which `rawset` and `setmetatable`
-//!   respect too), and each run gets an environment of its own holding its
-//!   `KEYS` and `ARGV`, read-only as well: a new global is refused, as
-//!   Redis 7 refuses it, and so is reading one that does not exist.
+//!   respect too): a new global is refused, as Redis 7 refuses it, and so
+//!   is reading one that does not exist. A run's `KEYS` and `ARGV` are
+//!   its own: each script is compiled as a function of them ([`wrap`]),
+//!   not given them as globals.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -59,8 +60,8 @@ end }
 
 /// Removes what scripts must not have from `lua`'s globals, and makes
 /// them, every table they hold and the strings' metatable read-only.
-/// Answers the metatable each run's environment gets (reads fall through
-/// to the globals).
+/// Answers the globals, which scripts are compiled with (the main thread's
+/// own become a writable table of Luau's, which no script may see).
 pub(crate) fn seal(lua: &Lua) -> mlua::Result<Table> {
     let globals = lua.globals();
     for name in REMOVED {
@@ -73,20 +74,25 @@ pub(crate) fn seal(lua: &Lua) -> mlua::Result<Table> {
     if !UNSEALED.load(Ordering::Relaxed) {
         lua.sandbox(true)?;
     }
-    let env_meta = lua.create_table()?;
-    env_meta.raw_set("__index", globals)?;
-    env_meta.set_readonly(true);
-    Ok(env_meta)
+    Ok(globals)
 }
 
-/// A run's environment: its `KEYS` and `ARGV`, and the globals behind
-/// them, read-only.
-pub(crate) fn environment(
+/// What a script's body is compiled as: a function of its `KEYS` and
+/// `ARGV`, as locals on its first line (so its lines keep their numbers).
+pub(crate) fn wrap(body: &[u8]) -> Vec<u8> {
+    const HEAD: &[u8] = b"local KEYS, ARGV = ... ";
+    let mut wrapped = Vec::with_capacity(HEAD.len() + body.len());
+    wrapped.extend_from_slice(HEAD);
+    wrapped.extend_from_slice(body);
+    wrapped
+}
+
+/// A run's `KEYS` and `ARGV`, as tables of strings.
+pub(crate) fn arguments(
     lua: &Lua,
-    meta: &Table,
     keys: &[Vec<u8>],
     argv: &[Vec<u8>],
-) -> mlua::Result<Table> {
+) -> mlua::Result<(Table, Table)> {
     let strings = |words: &[Vec<u8>]| -> mlua::Result<Table> {
         let t = lua.create_table_with_capacity(words.len(), 0)?;
         for (i, w) in words.iter().enumerate() {
@@ -94,10 +100,5 @@ pub(crate) fn environment(
         }
         Ok(t)
     };
-    let env = lua.create_table_with_capacity(0, 2)?;
-    env.raw_set("KEYS", strings(keys)?)?;
-    env.raw_set("ARGV", strings(argv)?)?;
-    env.set_metatable(Some(meta.clone()))?;
-    env.set_readonly(true);
-    Ok(env)
+    Ok((strings(keys)?, strings(argv)?))
 }

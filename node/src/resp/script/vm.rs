@@ -125,8 +125,8 @@ pub(crate) struct Script<'a> {
 pub(crate) struct Vm {
     lua: Lua,
     compiled: HashMap<String, Function>,
-    /// The metatable of each run's environment.
-    env_meta: Table,
+    /// The sealed globals scripts are compiled with.
+    globals: Table,
     /// Its part of the node's script memory.
     share: Share,
     /// The script cache's generation the compiled scripts are of.
@@ -148,7 +148,7 @@ impl Vm {
         let libs = StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::COROUTINE;
         let lua = Lua::new_with(libs, LuaOptions::default())?;
         super::api::install(&lua)?;
-        let env_meta = super::sandbox::seal(&lua)?;
+        let globals = super::sandbox::seal(&lua)?;
         let ticks = AtomicU32::new(0);
         let stopping = AtomicBool::new(false);
         lua.set_interrupt(move |lua| {
@@ -163,7 +163,7 @@ impl Vm {
         Ok(Vm {
             lua,
             compiled: HashMap::new(),
-            env_meta,
+            globals,
             share,
             generation,
         })
@@ -195,9 +195,8 @@ impl Vm {
             run: run.clone(),
             memory: Limit::Own(budget::VM_MEMORY_MAX),
         });
-        let env = super::sandbox::environment(&self.lua, &self.env_meta, script.keys, script.argv);
-        let answer = match env.and_then(|env| f.set_environment(env)) {
-            Ok(_) => self.drive(f, &*host, script.may, &run, busy).await,
+        let answer = match super::sandbox::arguments(&self.lua, script.keys, script.argv) {
+            Ok(args) => self.drive(f, args, &*host, script.may, (&run, busy)).await,
             Err(e) => Err(e),
         };
         let memory = self.lua.remove_app_data::<Running>().map(|r| r.memory);
@@ -215,19 +214,20 @@ impl Vm {
         }
     }
 
-    /// Runs `f` as a coroutine until it returns: each time it yields (a
-    /// `redis.call`), runs the command on `host` and resumes it with the
-    /// reply and whether that is an error. Answers its first value.
+    /// Runs `f` on `args` (its `KEYS` and `ARGV`) as a coroutine until it
+    /// returns: each time it yields (a `redis.call`), runs the command on
+    /// `host` and resumes it with the reply and whether that is an error.
+    /// Answers its first value.
     async fn drive(
         &mut self,
         f: Function,
+        args: (Table, Table),
         host: &dyn Host,
         may: May,
-        run: &Run,
-        busy: &Busy,
+        (run, busy): (&Run, &Busy),
     ) -> mlua::Result<Value> {
         let thread = self.lua.create_thread(f)?;
-        let mut values = self.resume(&thread, (), busy)?;
+        let mut values = self.resume(&thread, args, busy)?;
         while thread.status() == ThreadStatus::Resumable {
             let reply = match super::api::command(&values, may) {
                 Ok((words, writes)) => {
@@ -270,7 +270,7 @@ impl Vm {
         if let Some(f) = self.compiled.get(sha) {
             return Ok(f.clone());
         }
-        let f = load_text(&self.lua, body)?;
+        let f = load_text(&self.lua, body, Some(&self.globals))?;
         if self.compiled.len() >= COMPILED_MAX {
             self.compiled.clear();
         }
@@ -279,13 +279,18 @@ impl Vm {
     }
 }
 
-/// Compiles `body` as source text, never as bytecode.
-fn load_text(lua: &Lua, body: &[u8]) -> mlua::Result<Function> {
+/// Compiles `body` as source text, never as bytecode, as a function of
+/// its `KEYS` and `ARGV` whose globals are `globals`.
+fn load_text(lua: &Lua, body: &[u8], globals: Option<&Table>) -> mlua::Result<Function> {
     refuse_bytecode(body)?;
-    lua.load(body)
+    let chunk = lua
+        .load(super::sandbox::wrap(body))
         .set_name("=user_script")
-        .set_mode(ChunkMode::Text)
-        .into_function()
+        .set_mode(ChunkMode::Text);
+    match globals {
+        Some(g) => chunk.set_environment(g.clone()).into_function(),
+        None => chunk.into_function(),
+    }
 }
 
 /// Refuses a precompiled chunk (Lua 5.1's, which starts `\x1bLua`, or
@@ -303,7 +308,7 @@ fn refuse_bytecode(body: &[u8]) -> mlua::Result<()> {
 /// Whether `body` compiles, or the error Redis gives when it does not.
 pub(crate) fn check_syntax(body: &[u8]) -> Result<(), String> {
     let lua = Lua::new_with(StdLib::NONE, LuaOptions::default()).map_err(|e| e.to_string())?;
-    load_text(&lua, body)
+    load_text(&lua, body, None)
         .map(|_| ())
         .map_err(|e| compile_error(&e))
 }
@@ -528,7 +533,7 @@ mod tests {
             "_G.redis = {}",
             "rawset(_G, 'tostring', function() return 'planted' end)",
             "planted = ARGV[1]",
-            "KEYS = {'planted'}",
+            "_G.KEYS = {'planted'}",
             "table.insert = nil",
             "math.floor = nil",
         ] {
