@@ -26,6 +26,13 @@ pub struct Ids {
     /// A client's ids read as expired this long after its last add to a
     /// counter; after that, the counter no longer knows the client.
     pub forget_ms: u64,
+    /// The same for a client that made one add only (a one-off id; at most
+    /// `forget_ms` counts): it is forgotten sooner, so one-off clients do
+    /// not fill the budget.
+    pub one_add_forget_ms: u64,
+    /// The most clients a node remembers ids of: an add with the id of a
+    /// client it does not know is refused past it, as not applied.
+    pub clients_max: usize,
 }
 
 impl Default for Ids {
@@ -34,6 +41,8 @@ impl Default for Ids {
         Ids {
             window_ms: r.window_ms,
             forget_ms: r.forget_ms,
+            one_add_forget_ms: r.one_add_forget_ms,
+            clients_max: r.clients_max,
         }
     }
 }
@@ -50,6 +59,9 @@ impl Ids {
                 format!("must be at least window_ms ({})", self.window_ms),
             ));
         }
+        if self.clients_max == 0 {
+            return Err(("clients_max", "must be > 0".into()));
+        }
         Ok(())
     }
 
@@ -58,6 +70,8 @@ impl Ids {
         tally_engine::Retention {
             window_ms: self.window_ms,
             forget_ms: self.forget_ms,
+            one_add_forget_ms: self.one_add_forget_ms,
+            clients_max: self.clients_max,
         }
     }
 }

@@ -158,3 +158,39 @@ fn one_users_operation_ids_are_not_another_users() {
     cluster.wait_all_up(Duration::from_secs(30)).unwrap();
     retries_answer_each_user_its_own(&cluster);
 }
+
+#[test]
+fn past_the_ids_budget_a_new_client_is_refused_as_not_applied() {
+    let cluster = Cluster::start(ClusterOptions {
+        nodes: 1,
+        replication_factor: 1,
+        cluster_tables: "[cluster.ids]\nclients_max = 3\n".into(),
+        ..ClusterOptions::default()
+    })
+    .unwrap();
+    let rt = rt();
+    let c = rt.block_on(cluster.client(0)).unwrap();
+    let add = |client: &str, seq: u64| {
+        let id = OpId::new(client.as_bytes().to_vec(), seq).unwrap();
+        rt.block_on(c.add_once(b"votes", b"", 1, &id, Q))
+    };
+    for (i, client) in ["a", "b", "c"].into_iter().enumerate() {
+        assert_eq!(add(client, 1).unwrap(), i as i64 + 1, "{client}");
+    }
+    let e = add("d", 1).unwrap_err();
+    assert_eq!(
+        (e.kind(), e.outcome()),
+        (
+            Some(tally_net::ErrorKind::Unavailable),
+            tally_net::Outcome::NotApplied
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("clients_max"), "{e}");
+    // Known clients go on; a retry is answered; nothing was counted for d.
+    assert_eq!(add("a", 2).unwrap(), 4);
+    assert_eq!(add("b", 1).unwrap(), 2);
+    let got = cluster.redis_cli(0, &["TALLY.INCRBY", "votes", "1", "e", "1"]);
+    assert!(got.contains("clients_max"), "{got}");
+    assert_eq!(cluster.redis_cli(0, &["GET", "votes"]), "4\n");
+}
