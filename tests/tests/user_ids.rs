@@ -153,6 +153,9 @@ fn one_users_operation_ids_are_not_another_users() {
     same_ids_of_two_users_count_twice(&cluster, [0, 1]);
     retries_answer_each_user_its_own(&cluster);
     for i in 0..3 {
+        cluster.kill(i).unwrap();
+    }
+    for i in 0..3 {
         cluster.restart(i).unwrap();
     }
     cluster.wait_all_up(Duration::from_secs(30)).unwrap();
