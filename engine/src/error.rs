@@ -155,6 +155,16 @@ pub enum Error {
         /// The retention window.
         window_ms: u64,
     },
+    /// An add with an id of a client the ledger does not know, while it
+    /// remembers as many clients as its budget: refused, nothing changed;
+    /// safe to retry once idle clients are forgotten.
+    #[error(
+        "operation ids of {clients_max} clients are remembered, the node's budget ([cluster.ids] clients_max): an add with a new client id is not applied; retry it later, or reuse a client id"
+    )]
+    IdsFull {
+        /// The budget.
+        clients_max: usize,
+    },
     /// Another process holds this data directory.
     #[error("data directory {} is in use by another process", .0.display())]
     Locked(PathBuf),

@@ -148,6 +148,7 @@ fn expired_ids_are_refused_and_leave_the_disk() {
         ids_retention: Retention {
             window_ms: 1_000,
             forget_ms: 60_000,
+            ..Retention::default()
         },
         ..small_options()
     };

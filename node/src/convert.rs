@@ -155,6 +155,8 @@ pub fn engine_error(e: &tally_engine::Error) -> WireError {
         E::Fenced { .. } => return WireError::not_applied(ErrorKind::Storage, e.to_string()),
         E::IdExpired { .. } => ErrorKind::IdExpired,
         // Refused before it changed anything: safe to retry.
+        E::IdsFull { .. } => return WireError::not_applied(ErrorKind::Unavailable, e.to_string()),
+        // Refused before it changed anything: safe to retry.
         E::DiskFull(_) => return WireError::not_applied(ErrorKind::Storage, e.to_string()),
         _ => ErrorKind::Storage,
     };

@@ -175,7 +175,7 @@ async fn connection(c: Accepted) {
                 slot: permit,
                 timer: Timer::start(*cl),
             };
-            match queued_add(req.op, node.keyspace(0), reply) {
+            match queued_add(req.op, node.keyspace(0), login.user(), reply) {
                 Ok(add) => node.submit(add),
                 Err((reply, e)) => reply_one(reply, Err(e)),
             }
@@ -277,11 +277,13 @@ async fn next_frame(
     }
 }
 
-/// A client's add, its key in `space`, as a queued add answered by
+/// A client's add, its key in `space` and its id `user`'s (`None` without
+/// users, see `crate::ids::user_client`), as a queued add answered by
 /// `reply`; its reply back when the key or the id is out of bounds.
 fn queued_add(
     op: ClientOp,
     space: Keyspace,
+    user: Option<&str>,
     reply: Reply,
 ) -> Result<QueuedAdd, (Reply, WireError)> {
     let op = match crate::keyspace::op_in(op, space) {
@@ -296,6 +298,11 @@ fn queued_add(
     let key = match crate::convert::user_key(&key) {
         Ok(k) => k,
         Err(e) => return Err((reply, e)),
+    };
+    // Checked as the client gave it, so the limits read as they are written.
+    let id = match id.as_ref().map(|id| id.check()) {
+        Some(Err(e)) => return Err((reply, e)),
+        _ => id.map(|id| crate::ids::user_op_id(user, id)),
     };
     Ok(match id.as_ref().map(crate::convert::op_id) {
         None => QueuedAdd::new(key, delta, cl, Origin::Client, reply),

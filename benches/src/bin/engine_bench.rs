@@ -483,6 +483,8 @@ async fn ids_size(root: &Path, keys: u64) -> Result<()> {
         ids_retention: Retention {
             window_ms,
             forget_ms: window_ms,
+            one_add_forget_ms: window_ms,
+            clients_max: usize::MAX,
         },
         ..Options::default()
     };

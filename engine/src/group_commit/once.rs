@@ -158,6 +158,9 @@ impl GroupCommit {
                     delta: add.delta,
                 })),
                 Check::Expired => Fate::Answer(Err(Error::IdExpired { window_ms })),
+                Check::Full => Fate::Answer(Err(Error::IdsFull {
+                    clients_max: ledger.retention().clients_max,
+                })),
                 Check::New => match (&clock, added(others, own.value, add.delta)) {
                     (Err(limit), _) => Fate::Answer(Err((*limit).into())),
                     (Ok(_), Err(e)) => Fate::Answer(Err(e)),

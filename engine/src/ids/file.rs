@@ -175,6 +175,7 @@ mod tests {
         Ledger::new(Retention {
             window_ms: 60_000,
             forget_ms: 600_000,
+            ..Retention::default()
         })
     }
 

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use foldhash::fast::RandomState;
 use parking_lot::Mutex;
@@ -23,7 +24,7 @@ struct Stripe {
     ops: usize,
 }
 
-/// Retention: how long ids are remembered.
+/// Retention: how long ids are remembered, and of how many clients.
 #[derive(Clone, Copy, Debug)]
 pub struct Retention {
     /// An applied add is answered for this long (ms), then expired.
@@ -31,15 +32,30 @@ pub struct Retention {
     /// A client's forgotten mark is kept this long (ms) after its last add
     /// here; after that its old ids read as new.
     pub forget_ms: u64,
+    /// The same, for a client that made one add only (a one-off id).
+    pub one_add_forget_ms: u64,
+    /// The most clients remembered: an add of a client not known past it
+    /// is refused, not applied ([`Check::Full`]).
+    pub clients_max: usize,
 }
 
 impl Default for Retention {
-    /// Ten minutes to answer a retry; a client's mark kept for a day.
+    /// Ten minutes to answer a retry; a client's mark kept for a day, a
+    /// one-add client's for an hour; a million clients.
     fn default() -> Self {
         Retention {
             window_ms: 10 * 60 * 1000,
             forget_ms: 24 * 60 * 60 * 1000,
+            one_add_forget_ms: 60 * 60 * 1000,
+            clients_max: 1_000_000,
         }
+    }
+}
+
+impl Retention {
+    /// Whether a client not known may take a place when `clients` are.
+    pub fn admits_new_client(&self, clients: usize) -> bool {
+        clients < self.clients_max
     }
 }
 
@@ -50,6 +66,11 @@ pub(crate) struct Ledger {
     /// Picks a client's stripe; the maps inside hash with seeds of their own.
     spread: RandomState,
     retention: Retention,
+    /// Clients remembered, over every stripe (each stripe's map is exact;
+    /// this is their sum, for the budget).
+    clients: AtomicUsize,
+    /// The next stripe a refused client sweeps besides its own.
+    sweep_next: AtomicUsize,
 }
 
 impl Ledger {
@@ -58,6 +79,8 @@ impl Ledger {
             stripes: (0..STRIPES).map(|_| Mutex::default()).collect(),
             spread: RandomState::default(),
             retention,
+            clients: AtomicUsize::new(0),
+            sweep_next: AtomicUsize::new(0),
         }
     }
 
@@ -65,9 +88,61 @@ impl Ledger {
         self.retention
     }
 
-    fn stripe(&self, client: &[u8]) -> &Mutex<Stripe> {
+    fn stripe_of(&self, client: &[u8]) -> usize {
         let h = self.spread.hash_one(client);
-        &self.stripes[(h >> 32) as usize & (STRIPES - 1)]
+        (h >> 32) as usize & (STRIPES - 1)
+    }
+
+    fn stripe(&self, client: &[u8]) -> &Mutex<Stripe> {
+        &self.stripes[self.stripe_of(client)]
+    }
+
+    /// Keeps the count of clients: a stripe went from `before` to `after`.
+    fn counted(&self, before: usize, after: usize) {
+        if after > before {
+            self.clients.fetch_add(after - before, Relaxed);
+        } else if before > after {
+            self.clients.fetch_sub(before - after, Relaxed);
+        }
+    }
+
+    /// Clients remembered now.
+    pub(crate) fn clients(&self) -> usize {
+        self.clients.load(Relaxed)
+    }
+
+    /// Forgets a stripe's clients past the window and idle (see
+    /// [`ClientLog::idle`]).
+    fn forget_idle(&self, s: &mut Stripe, now_ms: u64) {
+        let expired_before = now_ms.saturating_sub(self.retention.window_ms);
+        let before = s.clients.len();
+        let mut ops_left = 0;
+        s.clients.retain(|_, log| {
+            log.prune(expired_before);
+            ops_left += log.ops.len();
+            !log.idle(now_ms, &self.retention)
+        });
+        s.ops = ops_left;
+        self.counted(before, s.clients.len());
+    }
+
+    /// A client not known, at `now_ms`: [`Check::New`] if the budget has
+    /// room, after forgetting the idle clients of its stripe and of the
+    /// next stripe in turn if it had none (so that the retries of refused
+    /// clients sweep every stripe); else [`Check::Full`].
+    fn new_client(&self, stripe: usize, now_ms: u64) -> Check {
+        if self.retention.admits_new_client(self.clients()) {
+            return Check::New;
+        }
+        let next = self.sweep_next.fetch_add(1, Relaxed) % STRIPES;
+        for i in [stripe, next] {
+            self.forget_idle(&mut self.stripes[i].lock(), now_ms);
+        }
+        if self.retention.admits_new_client(self.clients()) {
+            Check::New
+        } else {
+            Check::Full
+        }
     }
 
     /// What an add with `id` and `delta` to the counter with key
@@ -80,10 +155,12 @@ impl Ledger {
         reapply_unless: Option<u64>,
         now_ms: u64,
     ) -> Check {
-        let mut s = self.stripe(&id.client).lock();
-        let s = &mut *s;
+        let stripe = self.stripe_of(&id.client);
+        let mut guard = self.stripes[stripe].lock();
+        let s = &mut *guard;
         let Some(log) = s.clients.get_mut(id.client.as_slice()) else {
-            return Check::New;
+            drop(guard);
+            return self.new_client(stripe, now_ms);
         };
         s.ops -= log.prune(now_ms.saturating_sub(self.retention.window_ms));
         log.check(key, id.seq, delta, reapply_unless)
@@ -101,6 +178,7 @@ impl Ledger {
                 let mut log = ClientLog::default();
                 let added = log.record(key, op);
                 s.clients.insert(client.clone(), log);
+                self.clients.fetch_add(1, Relaxed);
                 added
             }
         };
@@ -112,13 +190,13 @@ impl Ledger {
     /// Entries already out of the window only raise the forgotten mark.
     pub(crate) fn load(&self, entry: Entry, now_ms: u64, pending: bool) {
         let expired_before = now_ms.saturating_sub(self.retention.window_ms);
-        let idle_before = now_ms.saturating_sub(self.retention.forget_ms);
         let mut s = self.stripe(entry.client()).lock();
         let s = &mut *s;
         if pending {
             s.pending.push(&entry);
         }
         let client = entry.client();
+        let before = s.clients.len();
         if !s.clients.contains_key(client.as_slice()) {
             s.clients.insert(client.clone(), ClientLog::default());
         }
@@ -127,19 +205,18 @@ impl Ledger {
             .get_mut(client.as_slice())
             .expect("inserted above");
         match &entry {
-            Entry::Op { op, .. } if op.at_ms < expired_before => {
-                s.ops -= log.forget_through(op.seq, op.at_ms);
-            }
+            Entry::Op { op, .. } if op.at_ms < expired_before => s.ops -= log.load_expired(op),
             Entry::Op { key, op, .. } => s.ops += usize::from(log.record(*key, *op)),
             Entry::Forgotten {
                 through,
                 last_at_ms,
                 ..
-            } => s.ops -= log.forget_through(*through, *last_at_ms),
+            } => s.ops -= log.load_mark(*through, *last_at_ms),
         }
-        if log.idle(idle_before) {
+        if log.idle(now_ms, &self.retention) {
             s.clients.remove(client.as_slice());
         }
+        self.counted(before, s.clients.len());
     }
 
     /// The entries recorded since the last call, to be written to a file.
@@ -160,19 +237,12 @@ impl Ledger {
     /// Forgets what is past the retention at `now_ms`, and answers every
     /// entry still remembered: adds in the window and forgotten marks.
     pub(crate) fn snapshot(&self, now_ms: u64) -> Vec<Entry> {
-        let expired_before = now_ms.saturating_sub(self.retention.window_ms);
-        let idle_before = now_ms.saturating_sub(self.retention.forget_ms);
         let mut all = Vec::new();
         for s in self.stripes.iter() {
             let mut s = s.lock();
             let s = &mut *s;
-            let mut ops_left = 0;
-            s.clients.retain(|client, log| {
-                log.prune(expired_before);
-                if log.idle(idle_before) {
-                    return false;
-                }
-                ops_left += log.ops.len();
+            self.forget_idle(s, now_ms);
+            for (client, log) in &s.clients {
                 if log.forgotten_through > 0 {
                     all.push(Entry::Forgotten {
                         client: client.clone(),
@@ -185,9 +255,7 @@ impl Ledger {
                     client: client.clone(),
                     op: l.op,
                 }));
-                true
-            });
-            s.ops = ops_left;
+            }
         }
         all
     }
@@ -209,6 +277,7 @@ mod tests {
         Ledger::new(Retention {
             window_ms: 1_000,
             forget_ms: 10_000,
+            ..Retention::default()
         })
     }
 
@@ -270,6 +339,39 @@ mod tests {
         assert!(back.snapshot(20_000).is_empty());
         assert_eq!(back.check(K, &id(b"a", 1), 1, None, 20_000), Check::New);
         assert_eq!(back.len(), 0);
+    }
+
+    #[test]
+    fn a_new_client_past_the_budget_is_refused_and_one_add_clients_go_first() {
+        let l = Ledger::new(Retention {
+            window_ms: 1_000,
+            forget_ms: 100_000,
+            one_add_forget_ms: 5_000,
+            clients_max: 2,
+        });
+        let client = |c: &[u8]| ClientId::from_slice(c);
+        l.record(K, &client(b"many"), applied(1, 100));
+        l.record(K, &client(b"many"), applied(2, 100));
+        l.record(K, &client(b"once"), applied(1, 100));
+        // At the budget: a new client is refused, known ones are answered.
+        assert_eq!(l.check(K, &id(b"new", 1), 1, None, 200), Check::Full);
+        assert_eq!(l.check(K, &id(b"many", 3), 1, None, 200), Check::New);
+        assert!(matches!(
+            l.check(K, &id(b"once", 1), 1, None, 200),
+            Check::Duplicate(_)
+        ));
+        // Past the window, both are marks only: still no room.
+        assert_eq!(l.check(K, &id(b"new", 1), 1, None, 2_000), Check::Full);
+        // Past one_add_forget_ms the one-add client goes (a refused add
+        // sweeps its stripe and the next, so retries find the room); the
+        // other stays, and its old ids read as expired still.
+        let mut tries = 0;
+        while l.check(K, &id(b"new", 1), 1, None, 6_000) == Check::Full {
+            tries += 1;
+            assert!(tries <= STRIPES, "no room made after {tries} tries");
+        }
+        assert_eq!(l.clients(), 1);
+        assert_eq!(l.check(K, &id(b"many", 1), 1, None, 6_000), Check::Expired);
     }
 
     #[test]

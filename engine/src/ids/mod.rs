@@ -30,6 +30,21 @@
 //! `window_ms` and a few dozen per client, which is the price of answering
 //! any retry in the window.
 //!
+//! # A budget of clients
+//!
+//! A node remembers at most `clients_max` clients ([`Retention`]): an add
+//! of a client it does not know, past that, is refused before anything
+//! changes ([`Check::Full`](record::Check::Full), `Error::IdsFull`), so
+//! retrying it is safe. A refusal first forgets the idle clients of its
+//! stripe and of the next stripe in turn, so retries find room as soon as
+//! clients go. A client that made one add only (a one-off id, the most
+//! numerous kind) is idle after `one_add_forget_ms` (an hour by default)
+//! instead of `forget_ms`: after that a retry of its add would read as
+//! new, which no client does an hour on. The budget is checked before an
+//! add and counted when it is recorded, so adds racing it may pass it by
+//! a batch. The engine knows ids only; whose they are (a user's) is
+//! decided above it.
+//!
 //! # Durability
 //!
 //! An applied add's entry is in the same commit log record as the shard

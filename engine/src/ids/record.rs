@@ -3,6 +3,8 @@
 
 use std::collections::VecDeque;
 
+use super::ledger::Retention;
+
 /// One applied add, kept for the retention window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Applied {
@@ -29,6 +31,9 @@ pub enum Check {
     Conflict(Applied),
     /// Older than what is remembered: whether it was applied is unknown.
     Expired,
+    /// A client the ledger does not know, past its budget of clients
+    /// ([`Retention::clients_max`]): refused, nothing applied.
+    Full,
 }
 
 /// An applied add to the counter whose key has fingerprint `key`
@@ -60,6 +65,9 @@ pub struct ClientLog {
     pub last_at_ms: u64,
     /// Adds within the window.
     pub ops: VecDeque<Logged>,
+    /// Adds of the client this node knows of (saturating); a mark read
+    /// back counts as two, since how many adds it covers is not kept.
+    pub adds: u32,
 }
 
 impl ClientLog {
@@ -105,6 +113,7 @@ impl ClientLog {
             }
             Err(i) => {
                 self.ops.insert(i, Logged { key, op });
+                self.adds = self.adds.saturating_add(1);
                 true
             }
         }
@@ -125,6 +134,23 @@ impl ClientLog {
         before - self.ops.len()
     }
 
+    /// Takes in an add read back already out of the window: it raises the
+    /// mark, and counts as an add if it was not known; answers how many
+    /// adds it dropped.
+    pub fn load_expired(&mut self, op: &Applied) -> usize {
+        if op.seq > self.forgotten_through {
+            self.adds = self.adds.saturating_add(1);
+        }
+        self.forget_through(op.seq, op.at_ms)
+    }
+
+    /// Takes in a mark read back (see [`ClientLog::adds`]); answers how
+    /// many adds it dropped.
+    pub fn load_mark(&mut self, through: u64, last_at_ms: u64) -> usize {
+        self.adds = self.adds.max(2);
+        self.forget_through(through, last_at_ms)
+    }
+
     /// Forgets the adds applied before `expired_before` (ms), oldest seq
     /// first: it stops at the first one still in the window, so an add
     /// that came out of order may be kept a little longer, never shorter.
@@ -141,10 +167,17 @@ impl ClientLog {
         before - self.ops.len()
     }
 
-    /// Whether the whole record may go: nothing left in the window and no
-    /// add since `idle_before` (ms).
-    pub fn idle(&self, idle_before: u64) -> bool {
-        self.ops.is_empty() && self.last_at_ms < idle_before
+    /// Whether the whole record may go at `now_ms`: nothing left in the
+    /// window, and no add for `forget_ms`, or for `one_add_forget_ms` if
+    /// the client made one add only (one-off clients, the most numerous,
+    /// are forgotten first). After that its old ids read as new.
+    pub fn idle(&self, now_ms: u64, r: &Retention) -> bool {
+        let keep_ms = if self.adds <= 1 {
+            r.one_add_forget_ms.min(r.forget_ms)
+        } else {
+            r.forget_ms
+        };
+        self.ops.is_empty() && self.last_at_ms < now_ms.saturating_sub(keep_ms)
     }
 
     /// The position of `(seq, key)`, or where it would go. A new add is
@@ -219,7 +252,7 @@ mod tests {
         c.record(K + 1, op(2, 1, 200));
         c.record(K, op(4, 1, 300));
         assert_eq!(c.prune(250), 2, "4 is still in the window");
-        assert!(!c.idle(0));
+        assert!(!c.idle(0, &Retention::default()));
         assert_eq!(c.forgotten_through, 2);
         assert_eq!(c.check(K, 1, 1, None), Check::Expired);
         assert_eq!(c.check(K + 1, 2, 1, None), Check::Expired);
@@ -236,15 +269,55 @@ mod tests {
         c.check_invariants();
     }
 
+    fn retention(forget_ms: u64, one_add_forget_ms: u64) -> Retention {
+        Retention {
+            window_ms: 50,
+            forget_ms,
+            one_add_forget_ms,
+            clients_max: usize::MAX,
+        }
+    }
+
     #[test]
     fn a_record_goes_only_when_empty_and_idle() {
+        let r = retention(1_000, 1_000);
         let mut c = ClientLog::default();
         c.record(K, op(1, 1, 100));
         assert_eq!(c.prune(50), 0, "still in the window");
-        assert!(!c.idle(1000));
+        assert!(!c.idle(2_000, &r));
         assert_eq!(c.prune(150), 1);
-        assert!(!c.idle(90), "forgotten, but the client was active since");
-        assert!(c.idle(101));
+        assert!(
+            !c.idle(1_090, &r),
+            "forgotten, but the client was active since"
+        );
+        assert!(c.idle(1_101, &r));
+    }
+
+    #[test]
+    fn one_add_clients_are_forgotten_sooner() {
+        let r = retention(10_000, 1_000);
+        let mut once = ClientLog::default();
+        once.record(K, op(1, 1, 100));
+        let mut twice = once.clone();
+        twice.record(K + 1, op(2, 1, 100));
+        assert!(!once.record(K, op(1, 1, 100)), "a retry is not another add");
+        for c in [&mut once, &mut twice] {
+            assert!(c.prune(200) > 0);
+        }
+        assert_eq!((once.adds, twice.adds), (1, 2));
+        assert!(once.idle(1_101, &r) && !twice.idle(1_101, &r));
+        assert!(twice.idle(10_101, &r));
+        // Read back: an expired add counts once however often it is read;
+        // a mark counts as many (how many it covers is not kept).
+        let mut back = ClientLog::default();
+        assert_eq!(back.load_expired(&op(1, 1, 100)), 0);
+        back.load_expired(&op(1, 1, 100));
+        assert_eq!(back.adds, 1);
+        back.load_mark(1, 100);
+        assert!(
+            !back.idle(1_101, &r),
+            "kept as long as a client of many adds"
+        );
     }
 
     #[test]

@@ -20,11 +20,13 @@ use super::proto::Reply;
 use crate::keyspace::Keyspace;
 use crate::node::Node;
 
-/// The replies to `cmds`, in order, run at `cl` in `space`.
+/// The replies to `cmds` of `user` (`None` without users), in order, run
+/// at `cl` in `space`.
 pub(crate) async fn run(
     node: &Arc<Node>,
     cl: Consistency,
     space: Keyspace,
+    user: Option<&str>,
     cmds: &[Named],
 ) -> Vec<Reply> {
     let mut adds = Vec::with_capacity(cmds.len());
@@ -42,7 +44,7 @@ pub(crate) async fn run(
     }
     let others = others
         .into_iter()
-        .map(|(name, args)| super::keyed(node, cl, space, name, args));
+        .map(|(name, args)| super::keyed_as(node, cl, space, user, name, args));
     let mut others = join_all(others).await.into_iter();
     let mut replies = Vec::with_capacity(cmds.len());
     for add in adds {

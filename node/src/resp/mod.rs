@@ -163,7 +163,8 @@ async fn connection(c: Accepted, budget: Arc<queued::Budget>) {
             };
             if together >= 1 {
                 let (cl, space) = (session.cl, node.keyspace(session.db));
-                for reply in group::run(&node, cl, space, &cmds[i..i + together]).await {
+                let group = &cmds[i..i + together];
+                for reply in group::run(&node, cl, space, session.login.user(), group).await {
                     reply.encode(&mut out, session.proto);
                 }
                 i += together;
@@ -238,11 +239,25 @@ fn parse_all(buf: &[u8]) -> (Vec<Named>, usize, Option<String>) {
 }
 
 /// Runs a keyed command (one that `pipeline` let run beside others, too)
-/// on its keys in `space`.
+/// on its keys in `space`, with operation ids shared by every user (a
+/// script's commands: see `keyed_as`).
 async fn keyed(
     node: &Arc<Node>,
     cl: Consistency,
     space: Keyspace,
+    name: &str,
+    args: &[Vec<u8>],
+) -> Reply {
+    keyed_as(node, cl, space, None, name, args).await
+}
+
+/// Runs a keyed command of `user` (whose operation ids it names; `None`
+/// without users) on its keys in `space`.
+async fn keyed_as(
+    node: &Arc<Node>,
+    cl: Consistency,
+    space: Keyspace,
+    user: Option<&str>,
     name: &str,
     args: &[Vec<u8>],
 ) -> Reply {
@@ -269,7 +284,7 @@ async fn keyed(
     if let Some(reply) = lists::execute(node, cl, name, rest).await {
         return reply;
     }
-    if let Some(reply) = tally::execute(node, cl, name, rest).await {
+    if let Some(reply) = tally::execute(node, cl, user, name, rest).await {
         return reply;
     }
     if let Some(reply) = keys::keyed(node, cl, name, rest).await {
@@ -342,7 +357,11 @@ async fn execute(
         return (reply, false);
     }
     let space = node.keyspace(session.db);
-    (keyed(node, session.cl, space, name, args).await, false)
+    let user = session.login.user();
+    (
+        keyed_as(node, session.cl, space, user, name, args).await,
+        false,
+    )
 }
 
 /// Writes and clears `out`; false if the client did not take it within
