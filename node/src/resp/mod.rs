@@ -238,20 +238,8 @@ fn parse_all(buf: &[u8]) -> (Vec<Named>, usize, Option<String>) {
     (cmds, used, None)
 }
 
-/// Runs a keyed command (one that `pipeline` let run beside others, too)
-/// on its keys in `space`, with operation ids shared by every user (a
-/// script's commands: see `keyed_as`).
-async fn keyed(
-    node: &Arc<Node>,
-    cl: Consistency,
-    space: Keyspace,
-    name: &str,
-    args: &[Vec<u8>],
-) -> Reply {
-    keyed_as(node, cl, space, None, name, args).await
-}
-
-/// Runs a keyed command of `user` (whose operation ids it names; `None`
+/// Runs a keyed command (one that `pipeline` let run beside others, too,
+/// and a script's) of `user` (whose operation ids it names; `None`
 /// without users) on its keys in `space`.
 async fn keyed_as(
     node: &Arc<Node>,

@@ -71,11 +71,13 @@ pub(crate) async fn execute(
 }
 
 /// Where a script's commands go: this node, at the connection's level and
-/// database; called from the script's thread.
+/// database, as its user (whose operation ids they name); called from the
+/// script's thread.
 struct NodeHost {
     node: Arc<Node>,
     cl: Consistency,
     space: Keyspace,
+    user: Option<Arc<str>>,
     runtime: tokio::runtime::Handle,
 }
 
@@ -88,9 +90,10 @@ impl vm::Host for NodeHost {
             "time" => now(super::admin::time()),
             _ => {
                 let (node, cl, space) = (self.node.clone(), self.cl, self.space);
-                let command = self
-                    .runtime
-                    .spawn(async move { super::keyed(&node, cl, space, &name, &args).await });
+                let user = self.user.clone();
+                let command = self.runtime.spawn(async move {
+                    super::keyed_as(&node, cl, space, user.as_deref(), &name, &args).await
+                });
                 Box::pin(async move {
                     command
                         .await
@@ -162,6 +165,7 @@ async fn eval(node: &Arc<Node>, s: &Session, name: &str, args: &[Vec<u8>]) -> Re
         node: node.clone(),
         cl: s.cl,
         space: node.keyspace(s.db),
+        user: s.login.user().map(Arc::from),
         runtime: tokio::runtime::Handle::current(),
     };
     let registered = runs::start(s.login.user());
