@@ -95,6 +95,8 @@ enum Stop {
     Quiet,
     /// Tell the client why, then close.
     Say(String),
+    /// The user was deleted or given a new password: say so, and close.
+    Revoked(String),
     /// The client does not take its answers: close without waiting.
     Abandon(&'static str),
 }
@@ -138,6 +140,7 @@ async fn connection(c: Accepted) {
         let next = tokio::select! {
             r = next_frame(&mut rd, &mut buf, &limits) => r,
             () = gauge.closed() => break Stop::Abandon("answers not taken"),
+            () = login.until_revoked() => break Stop::Revoked(login.revoked_words()),
         };
         match next {
             Ok(true) => {}
@@ -148,6 +151,9 @@ async fn connection(c: Accepted) {
             Ok(r) => r,
             Err(e) => break Stop::Say(format!("malformed request: {e}")),
         };
+        if login.revoked() {
+            break Stop::Revoked(login.revoked_words());
+        }
         // A login is answered here; anything its login does not allow, too.
         let answered = match &req.op {
             ClientOp::Auth { user, password } => {
@@ -200,6 +206,14 @@ async fn connection(c: Accepted) {
             }
             let mut frame = Vec::new();
             let result = Err(WireError::new(ErrorKind::Invalid, why));
+            put_frame(&mut frame, &ClientResponse { id: 0, result });
+            gauge.add(frame.len());
+            let _ = others_tx.send(frame).await;
+        }
+        Stop::Revoked(why) => {
+            debug!(client = ?peer, user = login.user(), "closing a client connection: its login was revoked");
+            let mut frame = Vec::new();
+            let result = Err(WireError::new(ErrorKind::Denied, why));
             put_frame(&mut frame, &ClientResponse { id: 0, result });
             gauge.add(frame.len());
             let _ = others_tx.send(frame).await;

@@ -5,9 +5,11 @@
 //! writes); each has a name, an argon2id hash of its password (never the
 //! password: see `password`) and a role (`access`). The users file is read
 //! again when it changes, at the next connection or login on any port
-//! (native, RESP `AUTH` and `HELLO AUTH`, metrics); connections already
-//! logged in keep their login. Once the file has users, a node never
-//! drops them by accident: see `users::keep_previous`.
+//! (native, RESP `AUTH` and `HELLO AUTH`, metrics), and every second
+//! ([`Auth::watch_file`]). A user deleted, or given a new password, loses
+//! the connections it has open, and one given a new role has them served
+//! with it, within about a second (see `revoke`). Once the file has users,
+//! a node never drops them by accident: see `users::keep_previous`.
 //!
 //! With users, a connection serves nothing but logging in until it has
 //! (native: `ClientOp::Auth`, answered `NoAuth` before; RESP: `AUTH`,
@@ -28,6 +30,7 @@
 
 pub mod access;
 pub mod password;
+pub mod revoke;
 pub mod users;
 
 use std::collections::HashMap;
@@ -42,10 +45,14 @@ use tokio::sync::Semaphore;
 use tracing::{info, warn};
 
 pub use access::{Need, Role};
+pub use revoke::Ticket;
+use revoke::Tickets;
 pub use users::{UserEntry, Users};
 
 /// Password hash checks that may run at once.
 pub const VERIFY_PARALLEL: usize = 2;
+/// How often a node looks whether its users file changed.
+pub const FILE_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The `[cluster.auth]` table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -91,6 +98,8 @@ pub struct Auth {
     secret: ring::hmac::Key,
     verifying: Semaphore,
     failures: LogLimit,
+    /// The tickets of the logins of each user (see `revoke`).
+    tickets: Tickets,
 }
 
 impl Auth {
@@ -111,6 +120,7 @@ impl Auth {
             secret,
             verifying: Semaphore::new(VERIFY_PARALLEL),
             failures: LogLimit::per_second(),
+            tickets: Tickets::default(),
         })
     }
 
@@ -148,14 +158,15 @@ impl Auth {
         }
     }
 
-    /// The role `user` logs in with, if `password` is its password. Slow
-    /// on purpose when it is not; `peer` is for the log.
+    /// The ticket `user` logs in with (its role, until it changes), if
+    /// `password` is its password. Slow on purpose when it is not; `peer`
+    /// is for the log.
     pub async fn login(
         &self,
         user: &str,
         password: &str,
         peer: Option<SocketAddr>,
-    ) -> Option<Role> {
+    ) -> Option<Arc<Ticket>> {
         self.reload_if_changed();
         let entry = self.users.read().get(user).cloned();
         let msg = digest_input(user, password);
@@ -163,16 +174,17 @@ impl Auth {
             && let Some(tag) = self.remembered.lock().get(user)
             && ring::hmac::verify(&self.secret, &msg, tag.as_ref()).is_ok()
         {
-            return Some(e.role);
+            return self.ticket(e);
         }
         // An unknown user costs the same hashing as a known one.
         let phc = entry.as_ref().map(|e| e.password_hash.clone());
         let good = self.verify(phc, password.to_string()).await && entry.is_some();
         match entry {
             Some(e) if good => {
+                let ticket = self.ticket(&e)?;
                 let tag = ring::hmac::sign(&self.secret, &msg);
                 self.remembered.lock().insert(user.to_string(), tag);
-                Some(e.role)
+                Some(ticket)
             }
             _ => {
                 if let Some(suppressed) = self.failures.admit() {
@@ -180,6 +192,29 @@ impl Auth {
                 }
                 None
             }
+        }
+    }
+
+    /// A ticket for a login checked against `verified`; `None` if the
+    /// user was deleted or its password changed meanwhile.
+    fn ticket(&self, verified: &UserEntry) -> Option<Arc<Ticket>> {
+        self.tickets.issue(verified, || self.users.read().clone())
+    }
+
+    /// Reads the users file again whenever it changes, checking every
+    /// second, so that a change reaches open connections without waiting
+    /// for a login. Runs until the node stops.
+    pub async fn watch_file(self: Arc<Self>) {
+        if self.config.users_file.is_none() {
+            return;
+        }
+        let mut tick = tokio::time::interval(FILE_CHECK_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let auth = self.clone();
+            // Reading a file blocks: not on an async thread.
+            let _ = tokio::task::spawn_blocking(move || auth.reload_if_changed()).await;
         }
     }
 
@@ -219,8 +254,18 @@ impl Auth {
         if let Ok(l) = loaded {
             info!(file = %path.display(), users = l.users.len(), "read the users file again");
             seen.users = l.file.count();
-            *self.users.write() = Arc::new(l.users);
+            let users = Arc::new(l.users);
+            *self.users.write() = users.clone();
             self.remembered.lock().clear();
+            let reached = self.tickets.apply(&users);
+            if reached != revoke::Reached::default() {
+                info!(
+                    closed = reached.closed,
+                    changed = reached.changed,
+                    "users deleted or with a new password lose their connections; \
+                     users with a new role have it on theirs"
+                );
+            }
         }
     }
 }
@@ -245,8 +290,10 @@ fn digest_input(user: &str, password: &str) -> Vec<u8> {
 /// One connection's login.
 #[derive(Debug, Clone)]
 pub struct Login {
+    /// Without users: what a connection may do before it logs in.
     role: Option<Role>,
-    user: Option<String>,
+    /// Once logged in: the user's ticket, which says its role now.
+    ticket: Option<Arc<Ticket>>,
     failures: u32,
 }
 
@@ -255,7 +302,7 @@ impl Login {
     pub fn new(auth: &Auth) -> Login {
         Login {
             role: auth.initial(),
-            user: None,
+            ticket: None,
             failures: 0,
         }
     }
@@ -265,19 +312,50 @@ impl Login {
     pub fn admin() -> Login {
         Login {
             role: Some(Role::Admin),
-            user: None,
+            ticket: None,
             failures: 0,
         }
     }
 
     /// The user logged in, if any.
     pub fn user(&self) -> Option<&str> {
-        self.user.as_deref()
+        self.ticket.as_deref().map(Ticket::user)
+    }
+
+    /// What the connection may do now: its user's role, as changed since
+    /// it logged in; none once the user is deleted or has a new password.
+    fn role(&self) -> Option<Role> {
+        match &self.ticket {
+            Some(t) => t.role(),
+            None => self.role,
+        }
+    }
+
+    /// Whether the connection must close: its user was deleted or given a
+    /// new password since it logged in.
+    pub fn revoked(&self) -> bool {
+        self.ticket.as_ref().is_some_and(|t| t.role().is_none())
+    }
+
+    /// Resolves once [`Login::revoked`] holds; never without a login.
+    pub async fn until_revoked(&self) {
+        match &self.ticket {
+            Some(t) => t.closed().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// What a revoked connection is told before it is closed.
+    pub fn revoked_words(&self) -> String {
+        format!(
+            "user {} was deleted or given a new password: this connection is closed, log in again",
+            self.user().unwrap_or("default")
+        )
     }
 
     /// Whether the connection may do what `need` asks.
     pub fn check(&self, need: Need) -> Result<(), Refusal> {
-        match self.role {
+        match self.role() {
             _ if need == Need::Nothing => Ok(()),
             None => Err(Refusal::NoAuth),
             Some(role) if role.allows(need) => Ok(()),
@@ -287,7 +365,7 @@ impl Login {
 
     /// Whether everything short of administration is allowed.
     pub fn may_write(&self) -> bool {
-        self.role.is_some_and(|r| r.allows(Need::Write))
+        self.role().is_some_and(|r| r.allows(Need::Write))
     }
 
     /// Logs in as `user`; on a wrong password, waits the penalty first
@@ -301,15 +379,15 @@ impl Login {
         peer: Option<SocketAddr>,
     ) -> bool {
         let max = tally_net::wire::CREDENTIAL_BYTES_MAX;
-        let role = if user.len() > max || password.len() > max {
+        let ticket = if user.len() > max || password.len() > max {
             None
         } else {
             auth.login(user, password, peer).await
         };
-        match role {
-            Some(role) => {
-                self.role = Some(role);
-                self.user = Some(user.to_string());
+        match ticket {
+            Some(ticket) => {
+                self.ticket = Some(ticket);
+                self.role = None;
                 self.failures = 0;
                 true
             }

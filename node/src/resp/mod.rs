@@ -150,6 +150,9 @@ async fn connection(c: Accepted, budget: Arc<queued::Budget>) {
         let mut close = false;
         let mut i = 0;
         while i < cmds.len() && !close {
+            if session.login.revoked() {
+                return revoked(&mut stream, &mut out, &session, &limits).await;
+            }
             // A login that may not write runs each command through `run`,
             // which checks it. A keyed command alone takes the group's
             // path too: an add goes straight to the write queue.
@@ -204,10 +207,29 @@ async fn connection(c: Accepted, budget: Arc<queued::Budget>) {
             (false, 1..) => Some(Instant::now()),
             (false, 0) => partial_since.or_else(|| Some(Instant::now())),
         };
-        match read_more(&mut stream, &mut buf, &limits, partial_since).await {
+        let read = tokio::select! {
+            r = read_more(&mut stream, &mut buf, &limits, partial_since) => r,
+            () = session.login.until_revoked() => {
+                return revoked(&mut stream, &mut out, &session, &limits).await;
+            }
+        };
+        match read {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
+    }
+}
+
+/// Closes a connection whose user was deleted or given a new password,
+/// after the replies it has and a word why.
+async fn revoked(stream: &mut ClientStream, out: &mut Vec<u8>, s: &Session, limits: &Limits) {
+    debug!(
+        user = s.login.user(),
+        "closing a RESP connection: its login was revoked"
+    );
+    Reply::err(format!("ERR {}", s.login.revoked_words())).encode(out, s.proto);
+    if send(stream, out, limits).await {
+        let _ = stream.shutdown().await;
     }
 }
 

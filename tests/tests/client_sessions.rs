@@ -1,0 +1,160 @@
+//! Logged-in connections over time, over a real node process: deleting a
+//! user, changing its password or its role reaches the connections it
+//! already has within seconds (closed, or left with the new role), on the
+//! RESP and the native port; a connection that does not log in is closed
+//! at its deadline, and such connections hold only a share of the slots.
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tally_net::client::{Login, Security};
+use tally_net::{Client, ClientError, Consistency, ErrorKind};
+use tally_tests::{Cluster, ClusterOptions, resp_command as command, runtime as rt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// How long a change to the users file may take to reach a connection.
+const REACH: Duration = Duration::from_secs(5);
+
+/// One node whose users come from its users file: `(user, role, password)`.
+fn start(users: &[(&str, &str, &str)], limits: &str) -> Cluster {
+    let mut cluster = Cluster::configure(ClusterOptions {
+        nodes: 1,
+        replication_factor: 1,
+        cluster_tables: format!("[cluster.auth]\nusers_file = \"users.toml\"\n{limits}"),
+        ..ClusterOptions::default()
+    })
+    .unwrap();
+    for (user, role, password) in users {
+        cluster.passwd(user, role, password).unwrap();
+    }
+    cluster.security = security("admin", "admin-pw");
+    cluster.start_all().unwrap();
+    cluster
+}
+
+fn security(user: &str, password: &str) -> Security {
+    Security {
+        tls: None,
+        login: Some(Login {
+            user: user.into(),
+            password: password.into(),
+        }),
+    }
+}
+
+async fn native_login(addr: SocketAddr, user: &str, password: &str) -> Client {
+    Client::connect_secure(addr, Duration::from_secs(10), &security(user, password))
+        .await
+        .unwrap()
+}
+
+/// Sends `words` on `conn` and reads its one-line reply.
+async fn ask(conn: &mut TcpStream, words: &[&[u8]]) -> String {
+    conn.write_all(&command(words)).await.unwrap();
+    let mut reply = Vec::new();
+    let mut byte = [0u8; 1];
+    while !reply.ends_with(b"\r\n") {
+        assert_eq!(conn.read(&mut byte).await.unwrap(), 1, "the node closed");
+        reply.push(byte[0]);
+    }
+    String::from_utf8_lossy(&reply).trim_end().to_string()
+}
+
+/// What the node sends on `conn` until it closes it, if it does within
+/// `within` (without being asked anything).
+async fn closed_within(conn: &mut TcpStream, within: Duration) -> Option<String> {
+    let deadline = Instant::now() + within;
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 512];
+    loop {
+        match tokio::time::timeout_at(deadline, conn.read(&mut chunk)).await {
+            Err(_) => return None,
+            Ok(Ok(0) | Err(_)) => return Some(String::from_utf8_lossy(&got).into_owned()),
+            Ok(Ok(n)) => got.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// The error of `client`'s next GET once it fails, if it does within `within`.
+async fn native_fails_within(client: &Client, within: Duration) -> Option<ClientError> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if let Err(e) = client.get(b"k", b"", Consistency::One).await {
+            return Some(e);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
+}
+
+/// A RESP connection and a native client, both logged in as `user`.
+async fn both(cluster: &Cluster, user: &str, password: &str) -> (TcpStream, Client) {
+    let mut resp = TcpStream::connect(cluster.resp_addr(0)).await.unwrap();
+    let auth = ask(&mut resp, &[b"AUTH", user.as_bytes(), password.as_bytes()]).await;
+    assert_eq!(auth, "+OK", "{user}");
+    let native = native_login(cluster.nodes[0].client, user, password).await;
+    (resp, native)
+}
+
+#[test]
+fn a_deleted_or_changed_user_loses_its_open_connections_within_seconds() {
+    let cluster = start(
+        &[
+            ("admin", "admin", "admin-pw"),
+            ("gone", "readwrite", "gone-pw"),
+            ("app", "readwrite", "app-pw"),
+            ("writer", "readwrite", "writer-pw"),
+        ],
+        "",
+    );
+    let config = cluster.config_path.to_string_lossy().into_owned();
+    rt().block_on(async {
+        let (mut gone, gone_native) = both(&cluster, "gone", "gone-pw").await;
+        let (mut app, app_native) = both(&cluster, "app", "app-pw").await;
+        let (mut writer, writer_native) = both(&cluster, "writer", "writer-pw").await;
+        assert_eq!(ask(&mut writer, &[b"INCR", b"k"]).await, ":1");
+
+        tally_tests::passwd(&["--config", &config, "--delete", "gone"], "").unwrap();
+        cluster.passwd("app", "readwrite", "app-pw-2").unwrap();
+        // The same password, a lower role.
+        cluster.passwd("writer", "readonly", "writer-pw").unwrap();
+
+        // Closed with a word why, though idle: a deleted user, a changed password.
+        for (user, conn, native) in [
+            ("gone", &mut gone, &gone_native),
+            ("app", &mut app, &app_native),
+        ] {
+            let last = closed_within(conn, REACH).await;
+            let last = last.unwrap_or_else(|| panic!("{user}'s RESP connection still open"));
+            assert!(
+                last.starts_with("-ERR") && last.contains(user),
+                "{user}: {last:?}"
+            );
+            let e = native_fails_within(native, REACH).await;
+            let e = e.unwrap_or_else(|| panic!("{user}'s native connection still serves"));
+            assert!(e.to_string().contains(user), "{user}: {e}");
+        }
+        // Downgraded, still open.
+        let deadline = Instant::now() + REACH;
+        let mut incr = ask(&mut writer, &[b"INCR", b"k"]).await;
+        while incr.starts_with(':') && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            incr = ask(&mut writer, &[b"INCR", b"k"]).await;
+        }
+        assert_eq!(
+            incr,
+            "-NOPERM User writer has no permissions to run the 'incr' command"
+        );
+        let get = ask(&mut writer, &[b"GET", b"k"]).await;
+        assert!(!get.starts_with('-'), "{get}");
+        let add = writer_native.add(b"k", b"", 1, Consistency::One).await;
+        assert_eq!(add.err().and_then(|e| e.kind()), Some(ErrorKind::Denied));
+        assert!(writer_native.get(b"k", b"", Consistency::One).await.is_ok());
+        // The new password logs in.
+        let (mut again, _) = both(&cluster, "app", "app-pw-2").await;
+        assert_eq!(ask(&mut again, &[b"PING"]).await, "+PONG");
+    });
+}
