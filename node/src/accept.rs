@@ -11,12 +11,19 @@
 //! Redis says; native: an error frame) and is closed, giving its file
 //! descriptor back. Refusals and failed accepts are logged at most once a
 //! second each, with a count of those held back.
+//!
+//! Where the node has users, a connection also holds an [`Anonymous`]
+//! place until it logs in: at most `limits::anonymous_max` of the slots,
+//! so connections that never log in cannot take every slot, and one over
+//! that is refused at once as above (RESP: `-ERR max number of clients not
+//! logged in reached`). Its place carries the connection's login deadline.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::auth::Auth;
@@ -38,7 +45,40 @@ const ACCEPT_RETRY: Duration = Duration::from_millis(50);
 pub struct ClientGate {
     max: usize,
     open: AtomicUsize,
+    /// Most connections not logged in at once.
+    anonymous_max: usize,
+    /// Connections not logged in now (each holds a slot too).
+    anonymous: AtomicUsize,
     refusals: LogLimit,
+}
+
+/// A connection's place among those not logged in yet, and its login
+/// deadline; dropped once it logs in.
+#[derive(Debug)]
+pub struct Anonymous {
+    gate: Arc<ClientGate>,
+    deadline: Instant,
+}
+
+impl Anonymous {
+    /// When the connection must have logged in.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+}
+
+impl Drop for Anonymous {
+    fn drop(&mut self) {
+        self.gate.anonymous.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Resolves at `anonymous`'s login deadline; never once logged in.
+pub async fn login_deadline(anonymous: &Option<Anonymous>) {
+    match anonymous {
+        Some(a) => tokio::time::sleep_until(a.deadline).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// One open client connection's place under the cap; dropping it frees it.
@@ -64,6 +104,8 @@ impl ClientGate {
         Arc::new(ClientGate {
             max,
             open: AtomicUsize::new(0),
+            anonymous_max: crate::limits::anonymous_max(max),
+            anonymous: AtomicUsize::new(0),
             refusals: LogLimit::every(LOG_INTERVAL),
         })
     }
@@ -83,13 +125,28 @@ impl ClientGate {
             .map(|_| ClientSlot(self.clone()))
     }
 
-    fn log_refusal(&self, listener: &str) {
+    /// A place among the connections not logged in, if one is free; the
+    /// connection must log in within `login_timeout`.
+    pub fn admit_anonymous(self: &Arc<Self>, login_timeout: Duration) -> Option<Anonymous> {
+        self.anonymous
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.anonymous_max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Anonymous {
+                gate: self.clone(),
+                deadline: Instant::now() + login_timeout,
+            })
+    }
+
+    fn log_refusal(&self, listener: &str, reached: &str) {
         if let Some(suppressed) = self.refusals.admit() {
             warn!(
                 listener,
                 clients_max = self.max,
+                anonymous_max = self.anonymous_max,
                 suppressed,
-                "refused a client connection: max number of clients reached"
+                "refused a client connection: max number of {reached} reached"
             );
         }
     }
@@ -102,6 +159,8 @@ pub(crate) struct Listener<F> {
     pub(crate) what: &'static str,
     /// Sent to a connection over the cap before it is closed.
     pub(crate) refusal: Vec<u8>,
+    /// Sent to a connection over the cap of those not logged in.
+    pub(crate) refusal_anonymous: Vec<u8>,
     /// Sent to a client off loopback in protected mode before it is closed.
     pub(crate) protected: Vec<u8>,
     /// The node's users.
@@ -122,6 +181,8 @@ pub(crate) struct Accepted {
     pub(crate) slot: ClientSlot,
     /// The node's users.
     pub(crate) auth: Arc<Auth>,
+    /// Until it logs in (where the node has users).
+    pub(crate) anonymous: Option<Anonymous>,
 }
 
 /// Accepts connections until the listener fails; runs `l.handle` on each
@@ -158,9 +219,20 @@ pub(crate) async fn accept_loop<F, Fut>(
             continue;
         }
         let Some(slot) = gate.admit() else {
-            gate.log_refusal(l.what);
+            gate.log_refusal(l.what, "clients");
             refuse(stream, &l.refusal);
             continue;
+        };
+        let anonymous = match l.auth.has_users() {
+            false => None,
+            true => match gate.admit_anonymous(node.config().cluster.limits.login_timeout()) {
+                Some(a) => Some(a),
+                None => {
+                    gate.log_refusal(l.what, "clients not logged in");
+                    refuse(stream, &l.refusal_anonymous);
+                    continue;
+                }
+            },
         };
         let _ = stream.set_nodelay(true);
         let (node, auth, tls, handle) = (
@@ -189,6 +261,7 @@ pub(crate) async fn accept_loop<F, Fut>(
                 node,
                 slot,
                 auth,
+                anonymous,
             })
             .await
         });
@@ -221,5 +294,22 @@ mod tests {
         drop((b, c));
         assert_eq!(gate.open(), 0);
         assert!(ClientGate::new(0).admit().is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn connections_not_logged_in_get_half_the_slots_and_a_deadline() {
+        let gate = ClientGate::new(4);
+        let timeout = Duration::from_secs(10);
+        let a = gate.admit_anonymous(timeout).unwrap();
+        let _b = gate.admit_anonymous(timeout).unwrap();
+        assert!(gate.admit_anonymous(timeout).is_none(), "a third of four");
+        assert_eq!(a.deadline(), Instant::now() + timeout);
+        drop(a);
+        let c = Some(gate.admit_anonymous(timeout).unwrap());
+        let start = Instant::now();
+        login_deadline(&c).await;
+        assert_eq!(start.elapsed(), timeout);
+        let never = tokio::time::timeout(Duration::from_secs(3600), login_deadline(&None));
+        assert!(never.await.is_err(), "a login has no deadline");
     }
 }

@@ -36,9 +36,10 @@ use tally_net::wire::{
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc};
+use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use crate::accept::{Accepted, ClientGate, Listener, accept_loop};
+use crate::accept::{Accepted, ClientGate, Listener, accept_loop, login_deadline};
 use crate::auth::{Auth, Login, Refusal, access};
 use crate::keyspace::Keyspace;
 use crate::limits::Limits;
@@ -54,6 +55,8 @@ const IN_FLIGHT_MAX: usize = 4096;
 const READ_BUFFER_BYTES: usize = 64 * 1024;
 /// What a connection over the node's cap is told before it is closed.
 const REFUSAL: &str = "max number of clients reached";
+/// What a connection over the cap of those not logged in is told.
+const REFUSAL_ANONYMOUS: &str = "max number of clients not logged in reached";
 /// What a client off loopback is told without users, in protected mode.
 const PROTECTED: &str = "protected mode: no users are configured, so this node serves \
      clients on loopback addresses only; add users under [cluster.auth] (see `tallyd passwd`) \
@@ -71,6 +74,7 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>, gate: Arc<ClientGate>
     let l = Listener {
         what: "client",
         refusal: last_word(ErrorKind::Unavailable, REFUSAL),
+        refusal_anonymous: last_word(ErrorKind::Unavailable, REFUSAL_ANONYMOUS),
         protected: last_word(ErrorKind::Denied, PROTECTED),
         auth: doors.auth,
         tls: doors.tls,
@@ -95,8 +99,9 @@ enum Stop {
     Quiet,
     /// Tell the client why, then close.
     Say(String),
-    /// The user was deleted or given a new password: say so, and close.
-    Revoked(String),
+    /// Tell the client why with this kind of error, then close: its user
+    /// was deleted or given a new password, or it did not log in in time.
+    Tell(ErrorKind, String),
     /// The client does not take its answers: close without waiting.
     Abandon(&'static str),
 }
@@ -108,6 +113,7 @@ async fn connection(c: Accepted) {
         node,
         auth,
         slot: _slot,
+        mut anonymous,
     } = c;
     let limits = node.config().cluster.limits.clone();
     let peer = stream.peer_addr().ok();
@@ -137,10 +143,16 @@ async fn connection(c: Accepted) {
             Pressure::Stuck => break Stop::Abandon("answers untaken for the output timeout"),
             Pressure::Over => break Stop::Abandon("answers over the output limit"),
         }
+        if login.user().is_some() {
+            anonymous = None; // its place is free for another
+        }
         let next = tokio::select! {
             r = next_frame(&mut rd, &mut buf, &limits) => r,
             () = gauge.closed() => break Stop::Abandon("answers not taken"),
-            () = login.until_revoked() => break Stop::Revoked(login.revoked_words()),
+            () = login.until_revoked() => break Stop::Tell(ErrorKind::Denied, login.revoked_words()),
+            () = login_deadline(&anonymous), if login.user().is_none() => {
+                break Stop::Tell(ErrorKind::NoAuth, limits.login_timeout_words())
+            }
         };
         match next {
             Ok(true) => {}
@@ -152,7 +164,14 @@ async fn connection(c: Accepted) {
             Err(e) => break Stop::Say(format!("malformed request: {e}")),
         };
         if login.revoked() {
-            break Stop::Revoked(login.revoked_words());
+            break Stop::Tell(ErrorKind::Denied, login.revoked_words());
+        }
+        if login.user().is_none()
+            && anonymous
+                .as_ref()
+                .is_some_and(|a| a.deadline() <= Instant::now())
+        {
+            break Stop::Tell(ErrorKind::NoAuth, limits.login_timeout_words());
         }
         // A login is answered here; anything its login does not allow, too.
         let answered = match &req.op {
@@ -210,10 +229,10 @@ async fn connection(c: Accepted) {
             gauge.add(frame.len());
             let _ = others_tx.send(frame).await;
         }
-        Stop::Revoked(why) => {
-            debug!(client = ?peer, user = login.user(), "closing a client connection: its login was revoked");
+        Stop::Tell(kind, why) => {
+            debug!(client = ?peer, user = login.user(), reason = %why, "closing a client connection");
             let mut frame = Vec::new();
-            let result = Err(WireError::new(ErrorKind::Denied, why));
+            let result = Err(WireError::new(kind, why));
             put_frame(&mut frame, &ClientResponse { id: 0, result });
             gauge.add(frame.len());
             let _ = others_tx.send(frame).await;

@@ -158,3 +158,81 @@ fn a_deleted_or_changed_user_loses_its_open_connections_within_seconds() {
         assert_eq!(ask(&mut again, &[b"PING"]).await, "+PONG");
     });
 }
+
+#[test]
+fn a_connection_that_does_not_log_in_is_closed_at_its_deadline() {
+    let cluster = start(&[("admin", "admin", "admin-pw")], "");
+    rt().block_on(async {
+        let opened = Instant::now();
+        let mut anonymous = TcpStream::connect(cluster.resp_addr(0)).await.unwrap();
+        let (mut logged_in, _) = both(&cluster, "admin", "admin-pw").await;
+        let native = Client::connect(cluster.nodes[0].client).await.unwrap();
+        // Busy, but never logged in: the deadline is not an idle timeout.
+        let mut last = String::new();
+        while opened.elapsed() < Duration::from_secs(15) {
+            match closed_within(&mut anonymous, Duration::ZERO).await {
+                Some(words) => {
+                    last = words;
+                    break;
+                }
+                None => {
+                    anonymous.write_all(&command(&[b"PING"])).await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+        let took = opened.elapsed();
+        assert!(
+            (Duration::from_secs(9)..Duration::from_secs(15)).contains(&took),
+            "closed after {took:?}: {last:?}"
+        );
+        assert!(last.contains("log in within 10 s"), "{last:?}");
+        let e = native_fails_within(&native, Duration::from_secs(3)).await;
+        let e = e.map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("log in within 10 s"), "native: {e:?}");
+        // A connection that logged in stays.
+        assert_eq!(ask(&mut logged_in, &[b"PING"]).await, "+PONG");
+    });
+}
+
+#[test]
+fn connections_not_logged_in_hold_at_most_half_the_slots() {
+    let cluster = start(
+        &[("admin", "admin", "admin-pw")],
+        "[cluster.limits]\nclients_max = 8\n",
+    );
+    let resp = cluster.resp_addr(0);
+    rt().block_on(async {
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            let mut c = TcpStream::connect(resp).await.unwrap();
+            assert_eq!(
+                ask(&mut c, &[b"PING"]).await,
+                "-NOAUTH Authentication required."
+            );
+            held.push(c);
+        }
+        let mut fifth = TcpStream::connect(resp).await.unwrap();
+        let refused = closed_within(&mut fifth, Duration::from_secs(2)).await;
+        assert_eq!(
+            refused.as_deref(),
+            Some("-ERR max number of clients not logged in reached\r\n"),
+            "a fifth connection not logged in, of 8 slots"
+        );
+        let native = Client::connect(cluster.nodes[0].client).await.unwrap();
+        let e = native_fails_within(&native, Duration::from_secs(2)).await;
+        let e = e.map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("not logged in reached"), "native: {e:?}");
+        // One logs in: its place before a login is free again.
+        assert_eq!(
+            ask(&mut held[0], &[b"AUTH", b"admin", b"admin-pw"]).await,
+            "+OK"
+        );
+        let mut next = TcpStream::connect(resp).await.unwrap();
+        assert_eq!(
+            ask(&mut next, &[b"PING"]).await,
+            "-NOAUTH Authentication required."
+        );
+        assert_eq!(ask(&mut held[0], &[b"PING"]).await, "+PONG");
+    });
+}

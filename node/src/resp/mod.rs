@@ -74,7 +74,7 @@ use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tracing::debug;
 
-use crate::accept::{Accepted, ClientGate, ClientSlot, Listener, accept_loop};
+use crate::accept::{Accepted, ClientGate, ClientSlot, Listener, accept_loop, login_deadline};
 use crate::auth::{Auth, Login, access};
 use crate::keyspace::Keyspace;
 use crate::limits::Limits;
@@ -99,6 +99,7 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>, gate: Arc<ClientGate>
     let l = Listener {
         what: "RESP",
         refusal: b"-ERR max number of clients reached\r\n".to_vec(),
+        refusal_anonymous: b"-ERR max number of clients not logged in reached\r\n".to_vec(),
         protected: PROTECTED.to_vec(),
         auth: doors.auth,
         tls: doors.tls,
@@ -126,6 +127,7 @@ async fn connection(c: Accepted, budget: Arc<queued::Budget>) {
         node,
         slot,
         auth,
+        mut anonymous,
     } = c;
     let limits = node.config().cluster.limits.clone();
     let peer = stream.peer_addr().ok();
@@ -151,7 +153,18 @@ async fn connection(c: Accepted, budget: Arc<queued::Budget>) {
         let mut i = 0;
         while i < cmds.len() && !close {
             if session.login.revoked() {
-                return revoked(&mut stream, &mut out, &session, &limits).await;
+                let why = session.login.revoked_words();
+                return last_word(&mut stream, &mut out, &session, &limits, &why).await;
+            }
+            if anonymous.is_some() && session.login.user().is_some() {
+                anonymous = None;
+            }
+            if anonymous
+                .as_ref()
+                .is_some_and(|a| a.deadline() <= Instant::now())
+            {
+                let why = limits.login_timeout_words();
+                return last_word(&mut stream, &mut out, &session, &limits, &why).await;
             }
             // A login that may not write runs each command through `run`,
             // which checks it. A keyed command alone takes the group's
@@ -207,11 +220,19 @@ async fn connection(c: Accepted, budget: Arc<queued::Budget>) {
             (false, 1..) => Some(Instant::now()),
             (false, 0) => partial_since.or_else(|| Some(Instant::now())),
         };
+        if session.login.user().is_some() {
+            anonymous = None; // its place is free for another
+        }
         let read = tokio::select! {
-            r = read_more(&mut stream, &mut buf, &limits, partial_since) => r,
-            () = session.login.until_revoked() => {
-                return revoked(&mut stream, &mut out, &session, &limits).await;
+            r = read_more(&mut stream, &mut buf, &limits, partial_since) => Ok(r),
+            () = session.login.until_revoked() => Err(session.login.revoked_words()),
+            () = login_deadline(&anonymous), if session.login.user().is_none() => {
+                Err(limits.login_timeout_words())
             }
+        };
+        let read = match read {
+            Ok(read) => read,
+            Err(why) => return last_word(&mut stream, &mut out, &session, &limits, &why).await,
         };
         match read {
             Ok(0) | Err(_) => return,
@@ -220,14 +241,17 @@ async fn connection(c: Accepted, budget: Arc<queued::Budget>) {
     }
 }
 
-/// Closes a connection whose user was deleted or given a new password,
-/// after the replies it has and a word why.
-async fn revoked(stream: &mut ClientStream, out: &mut Vec<u8>, s: &Session, limits: &Limits) {
-    debug!(
-        user = s.login.user(),
-        "closing a RESP connection: its login was revoked"
-    );
-    Reply::err(format!("ERR {}", s.login.revoked_words())).encode(out, s.proto);
+/// Closes a connection after the replies it has and a word why: its user
+/// was deleted or given a new password, or it did not log in in time.
+async fn last_word(
+    stream: &mut ClientStream,
+    out: &mut Vec<u8>,
+    s: &Session,
+    limits: &Limits,
+    why: &str,
+) {
+    debug!(user = s.login.user(), why, "closing a RESP connection");
+    Reply::err(format!("ERR {why}")).encode(out, s.proto);
     if send(stream, out, limits).await {
         let _ = stream.shutdown().await;
     }
