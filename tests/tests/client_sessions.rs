@@ -236,3 +236,65 @@ fn connections_not_logged_in_hold_at_most_half_the_slots() {
         assert_eq!(ask(&mut held[0], &[b"PING"]).await, "+PONG");
     });
 }
+
+#[test]
+fn failed_logins_are_limited_per_user_not_only_per_connection() {
+    let cluster = start(
+        &[
+            ("admin", "admin", "admin-pw"),
+            ("app", "readwrite", "app-pw"),
+        ],
+        "",
+    );
+    let resp = cluster.resp_addr(0);
+    rt().block_on(async {
+        // Guessers on fresh connections, each guess on a new one, for 3 s.
+        let flood_end = Instant::now() + Duration::from_secs(3);
+        let guessers: Vec<_> = (0..8)
+            .map(|i| {
+                tokio::spawn(async move {
+                    let mut j = 0;
+                    while Instant::now() < flood_end {
+                        let mut g = TcpStream::connect(resp).await.unwrap();
+                        let guess = format!("guess-{i}-{j}");
+                        let reply = ask(&mut g, &[b"AUTH", b"app", guess.as_bytes()]).await;
+                        assert!(reply.starts_with("-WRONGPASS"), "{reply}");
+                        j += 1;
+                    }
+                })
+            })
+            .collect();
+        // Meanwhile the right password, now and then.
+        let mut refused = 0;
+        while Instant::now() < flood_end {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let mut c = TcpStream::connect(resp).await.unwrap();
+            if ask(&mut c, &[b"AUTH", b"app", b"app-pw"]).await != "+OK" {
+                refused += 1;
+            }
+        }
+        assert!(
+            refused > 0,
+            "no login of app was refused during a flood of wrong ones"
+        );
+        // Another user at the same (loopback) address is not held up.
+        let mut admin = TcpStream::connect(resp).await.unwrap();
+        assert_eq!(
+            ask(&mut admin, &[b"AUTH", b"admin", b"admin-pw"]).await,
+            "+OK"
+        );
+        for g in guessers {
+            g.await.unwrap();
+        }
+        // Once the guessing stops, app logs in again within seconds.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut c = TcpStream::connect(resp).await.unwrap();
+        while ask(&mut c, &[b"AUTH", b"app", b"app-pw"]).await != "+OK" {
+            assert!(
+                Instant::now() < deadline,
+                "app still refused after the flood"
+            );
+        }
+    });
+    assert!(cluster.log_text(0).contains("too many failed logins"));
+}

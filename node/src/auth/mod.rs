@@ -18,10 +18,12 @@
 //! with each failure in a row on the connection (`access::penalty`), is
 //! logged with the user and the client's address but never the password,
 //! and an unknown user costs the same hashing as a known one, so timing
-//! does not tell which names exist. Hash checks run on blocking threads,
-//! at most [`VERIFY_PARALLEL`] at once, so a flood of logins cannot take
-//! the node's async threads; a user's last good password is remembered
-//! (as a keyed digest) so clients that reconnect do not pay the hash again.
+//! does not tell which names exist. Failures are also limited per client
+//! address and per user name across connections and ports (`throttle`).
+//! Hash checks run on blocking threads, at most [`VERIFY_PARALLEL`] at
+//! once, so a flood of logins cannot take the node's async threads; a
+//! user's last good password is remembered (as a keyed digest) so clients
+//! that reconnect do not pay the hash again.
 //!
 //! Without users every client is an administrator, as before there were
 //! users, and (unless `protected_mode = false`) only clients on loopback
@@ -31,6 +33,7 @@
 pub mod access;
 pub mod password;
 pub mod revoke;
+pub mod throttle;
 pub mod users;
 
 use std::collections::HashMap;
@@ -100,6 +103,9 @@ pub struct Auth {
     failures: LogLimit,
     /// The tickets of the logins of each user (see `revoke`).
     tickets: Tickets,
+    /// Failed logins per address and per user (see `throttle`).
+    throttle: Mutex<throttle::Throttle>,
+    limited: LogLimit,
 }
 
 impl Auth {
@@ -121,6 +127,8 @@ impl Auth {
             verifying: Semaphore::new(VERIFY_PARALLEL),
             failures: LogLimit::per_second(),
             tickets: Tickets::default(),
+            throttle: Mutex::new(throttle::Throttle::new(tokio::time::Instant::now())),
+            limited: LogLimit::per_second(),
         })
     }
 
@@ -168,6 +176,14 @@ impl Auth {
         peer: Option<SocketAddr>,
     ) -> Option<Arc<Ticket>> {
         self.reload_if_changed();
+        let addr = peer.map(|p| p.ip());
+        let now = tokio::time::Instant::now();
+        if let Err(why) = self.throttle.lock().may_try(addr, user, now) {
+            if let Some(suppressed) = self.limited.admit() {
+                warn!(user, client = ?peer, ?why, suppressed, "login refused unchecked: too many failed logins lately");
+            }
+            return None;
+        }
         let entry = self.users.read().get(user).cloned();
         let msg = digest_input(user, password);
         if let Some(e) = &entry
@@ -187,6 +203,8 @@ impl Auth {
                 Some(ticket)
             }
             _ => {
+                let now = tokio::time::Instant::now();
+                self.throttle.lock().failed(addr, user, now);
                 if let Some(suppressed) = self.failures.admit() {
                     warn!(user, client = ?peer, suppressed, "authentication failed: wrong user or password");
                 }
