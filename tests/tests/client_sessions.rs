@@ -298,3 +298,67 @@ fn failed_logins_are_limited_per_user_not_only_per_connection() {
     });
     assert!(cluster.log_text(0).contains("too many failed logins"));
 }
+
+/// A metrics request as `admin`, and the status line of its answer, if
+/// one comes within `within`.
+async fn scrape(addr: SocketAddr, within: Duration) -> Option<String> {
+    // base64("admin:admin-pw")
+    let request =
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic YWRtaW46YWRtaW4tcHc=\r\n\r\n";
+    let ask = async {
+        let mut s = TcpStream::connect(addr).await.ok()?;
+        s.write_all(request.as_bytes()).await.ok()?;
+        let mut back = Vec::new();
+        s.read_to_end(&mut back).await.ok()?;
+        let text = String::from_utf8_lossy(&back).into_owned();
+        text.lines().next().map(str::to_string)
+    };
+    tokio::time::timeout(within, ask).await.ok().flatten()
+}
+
+#[test]
+fn the_metrics_port_answers_during_a_slow_client_flood() {
+    let cluster = start(&[("admin", "admin", "admin-pw")], "");
+    let metrics = cluster.metrics_addr(0);
+    rt().block_on(async {
+        assert_eq!(
+            scrape(metrics, Duration::from_secs(5)).await.as_deref(),
+            Some("HTTP/1.1 200 OK")
+        );
+        // 100 connections that start a request and never finish it,
+        // opened again as the node closes them, for 6 s.
+        let flood_end = Instant::now() + Duration::from_secs(6);
+        let slow: Vec<_> = (0..100)
+            .map(|_| {
+                tokio::spawn(async move {
+                    while Instant::now() < flood_end {
+                        let Ok(mut s) = TcpStream::connect(metrics).await else {
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                            continue;
+                        };
+                        let _ = s.write_all(b"GET /metrics HTTP/1.1\r\n").await;
+                        let mut sink = [0u8; 256];
+                        let _ = tokio::time::timeout_at(flood_end, s.read(&mut sink)).await;
+                    }
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let mut answered = Vec::new();
+        while Instant::now() + Duration::from_secs(1) < flood_end {
+            answered.push(scrape(metrics, Duration::from_secs(1)).await);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        let missed = answered
+            .iter()
+            .filter(|a| a.as_deref() != Some("HTTP/1.1 200 OK"));
+        assert_eq!(
+            missed.count(),
+            0,
+            "scrapes not answered within 1 s during the flood: {answered:?}"
+        );
+        for s in slow {
+            s.await.unwrap();
+        }
+    });
+}
