@@ -26,8 +26,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use crate::auth::Auth;
+use crate::auth::{Auth, Login};
 use crate::client_tls::LiveTls;
+use crate::limits::Limits;
 use crate::node::Node;
 use crate::stream::{ClientStream, Either};
 use tally_net::log_limit::LogLimit;
@@ -78,6 +79,52 @@ pub async fn login_deadline(anonymous: &Option<Anonymous>) {
     match anonymous {
         Some(a) => tokio::time::sleep_until(a.deadline).await,
         None => std::future::pending().await,
+    }
+}
+
+/// Why a connection must close before its next request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Closing {
+    /// Its user was deleted or given a new password.
+    Revoked,
+    /// It did not log in by its deadline.
+    NoLogin,
+}
+
+impl Closing {
+    /// What the client is told.
+    pub(crate) fn words(self, login: &Login, limits: &Limits) -> String {
+        match self {
+            Closing::Revoked => login.revoked_words(),
+            Closing::NoLogin => limits.login_timeout_words(),
+        }
+    }
+}
+
+/// Whether a connection logged in as `login`, with its place among those
+/// not logged in `anonymous`, must close at `now`; frees that place once
+/// it has logged in.
+pub(crate) fn closing(
+    login: &Login,
+    anonymous: &mut Option<Anonymous>,
+    now: Instant,
+) -> Option<Closing> {
+    if login.revoked() {
+        return Some(Closing::Revoked);
+    }
+    if login.user().is_some() {
+        *anonymous = None;
+    }
+    let late = anonymous.as_ref().is_some_and(|a| a.deadline <= now);
+    late.then_some(Closing::NoLogin)
+}
+
+/// Resolves when a connection waiting for its next request must close
+/// (after [`closing`] said it need not yet).
+pub(crate) async fn until_closing(login: &Login, anonymous: &Option<Anonymous>) -> Closing {
+    tokio::select! {
+        () = login.until_revoked() => Closing::Revoked,
+        () = login_deadline(anonymous) => Closing::NoLogin,
     }
 }
 
@@ -218,21 +265,19 @@ pub(crate) async fn accept_loop<F, Fut>(
             refuse(stream, &l.protected);
             continue;
         }
-        let Some(slot) = gate.admit() else {
-            gate.log_refusal(l.what, "clients");
-            refuse(stream, &l.refusal);
-            continue;
-        };
-        let anonymous = match l.auth.has_users() {
-            false => None,
-            true => match gate.admit_anonymous(node.config().cluster.limits.login_timeout()) {
-                Some(a) => Some(a),
-                None => {
-                    gate.log_refusal(l.what, "clients not logged in");
-                    refuse(stream, &l.refusal_anonymous);
-                    continue;
-                }
-            },
+        let login_timeout = node.config().cluster.limits.login_timeout();
+        let (slot, anonymous) = match places(&gate, &l.auth, login_timeout) {
+            Ok(places) => places,
+            Err(Full::Clients) => {
+                gate.log_refusal(l.what, "clients");
+                refuse(stream, &l.refusal);
+                continue;
+            }
+            Err(Full::Anonymous) => {
+                gate.log_refusal(l.what, "clients not logged in");
+                refuse(stream, &l.refusal_anonymous);
+                continue;
+            }
         };
         let _ = stream.set_nodelay(true);
         let (node, auth, tls, handle) = (
@@ -265,6 +310,31 @@ pub(crate) async fn accept_loop<F, Fut>(
             })
             .await
         });
+    }
+}
+
+/// Which places a new connection lacks.
+enum Full {
+    /// Every client slot is taken.
+    Clients,
+    /// Those for connections not logged in are.
+    Anonymous,
+}
+
+/// A new connection's slot and, where the node has users, its place
+/// among those not logged in (with a deadline `login_timeout` away).
+fn places(
+    gate: &Arc<ClientGate>,
+    auth: &Auth,
+    login_timeout: Duration,
+) -> Result<(ClientSlot, Option<Anonymous>), Full> {
+    let slot = gate.admit().ok_or(Full::Clients)?;
+    if !auth.has_users() {
+        return Ok((slot, None));
+    }
+    match gate.admit_anonymous(login_timeout) {
+        Some(a) => Ok((slot, Some(a))),
+        None => Err(Full::Anonymous),
     }
 }
 
@@ -311,5 +381,37 @@ mod tests {
         assert_eq!(start.elapsed(), timeout);
         let never = tokio::time::timeout(Duration::from_secs(3600), login_deadline(&None));
         assert!(never.await.is_err(), "a login has no deadline");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_closes_when_late_to_log_in_or_revoked() {
+        use crate::auth::{AuthConfig, Role, UserEntry, password};
+        let gate = ClientGate::new(4);
+        let timeout = Duration::from_secs(10);
+        let auth = Auth::load(&AuthConfig {
+            user: vec![UserEntry {
+                name: "app".into(),
+                password_hash: password::hash("pw").unwrap(),
+                role: Role::ReadWrite,
+            }],
+            ..AuthConfig::default()
+        })
+        .unwrap();
+        let mut login = Login::new(&auth);
+        let mut anonymous = gate.admit_anonymous(timeout);
+        let now = Instant::now();
+        assert_eq!(closing(&login, &mut anonymous, now), None);
+        let late = now + timeout;
+        assert_eq!(
+            closing(&login, &mut anonymous, late),
+            Some(Closing::NoLogin)
+        );
+        let waited = until_closing(&login, &anonymous).await;
+        assert_eq!(waited, Closing::NoLogin);
+        // Logged in: the place is given back, the deadline gone.
+        assert!(login.login(&auth, "app", "pw", None).await);
+        assert_eq!(closing(&login, &mut anonymous, late), None);
+        assert!(anonymous.is_none());
+        assert_eq!(gate.anonymous.load(Ordering::Acquire), 0);
     }
 }

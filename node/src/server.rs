@@ -39,7 +39,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use crate::accept::{Accepted, ClientGate, Listener, accept_loop, login_deadline};
+use crate::accept::{Accepted, ClientGate, Closing, Listener, accept_loop, closing, until_closing};
 use crate::auth::{Auth, Login, Refusal, access};
 use crate::keyspace::Keyspace;
 use crate::limits::Limits;
@@ -143,15 +143,14 @@ async fn connection(c: Accepted) {
             Pressure::Stuck => break Stop::Abandon("answers untaken for the output timeout"),
             Pressure::Over => break Stop::Abandon("answers over the output limit"),
         }
-        if login.user().is_some() {
-            anonymous = None; // its place is free for another
+        if let Some(c) = closing(&login, &mut anonymous, Instant::now()) {
+            break Stop::Tell(closing_kind(c), c.words(&login, &limits));
         }
         let next = tokio::select! {
             r = next_frame(&mut rd, &mut buf, &limits) => r,
             () = gauge.closed() => break Stop::Abandon("answers not taken"),
-            () = login.until_revoked() => break Stop::Tell(ErrorKind::Denied, login.revoked_words()),
-            () = login_deadline(&anonymous), if login.user().is_none() => {
-                break Stop::Tell(ErrorKind::NoAuth, limits.login_timeout_words())
+            c = until_closing(&login, &anonymous) => {
+                break Stop::Tell(closing_kind(c), c.words(&login, &limits))
             }
         };
         match next {
@@ -163,16 +162,6 @@ async fn connection(c: Accepted) {
             Ok(r) => r,
             Err(e) => break Stop::Say(format!("malformed request: {e}")),
         };
-        if login.revoked() {
-            break Stop::Tell(ErrorKind::Denied, login.revoked_words());
-        }
-        if login.user().is_none()
-            && anonymous
-                .as_ref()
-                .is_some_and(|a| a.deadline() <= Instant::now())
-        {
-            break Stop::Tell(ErrorKind::NoAuth, limits.login_timeout_words());
-        }
         // A login is answered here; anything its login does not allow, too.
         let answered = match &req.op {
             ClientOp::Auth { user, password } => {
@@ -216,36 +205,48 @@ async fn connection(c: Accepted) {
             drop(permit);
         });
     };
-    match stop {
-        Stop::Quiet => {}
+    if let Stop::Abandon(why) = stop {
+        debug!(client = ?peer, reason = why, "closing a client connection");
+        writer.abort();
+        return;
+    }
+    if let Some(frame) = last_frame(stop, peer, login.user()) {
+        gauge.add(frame.len());
+        let _ = others_tx.send(frame).await;
+    }
+    drop((tx, others_tx));
+    let _ = writer.await;
+    debug!(client = ?peer, "client connection closed");
+}
+
+/// The frame that tells a client why its connection stops, if it is told.
+fn last_frame(stop: Stop, peer: Option<SocketAddr>, user: Option<&str>) -> Option<Vec<u8>> {
+    let (kind, why) = match stop {
+        Stop::Quiet | Stop::Abandon(_) => return None,
         Stop::Say(why) => {
             static CLOSING: LogLimit = LogLimit::per_second();
             if let Some(suppressed) = CLOSING.admit() {
                 warn!(client = ?peer, reason = %why, suppressed, "closing a client connection");
             }
-            let mut frame = Vec::new();
-            let result = Err(WireError::new(ErrorKind::Invalid, why));
-            put_frame(&mut frame, &ClientResponse { id: 0, result });
-            gauge.add(frame.len());
-            let _ = others_tx.send(frame).await;
+            (ErrorKind::Invalid, why)
         }
         Stop::Tell(kind, why) => {
-            debug!(client = ?peer, user = login.user(), reason = %why, "closing a client connection");
-            let mut frame = Vec::new();
-            let result = Err(WireError::new(kind, why));
-            put_frame(&mut frame, &ClientResponse { id: 0, result });
-            gauge.add(frame.len());
-            let _ = others_tx.send(frame).await;
+            debug!(client = ?peer, user, reason = %why, "closing a client connection");
+            (kind, why)
         }
-        Stop::Abandon(why) => {
-            debug!(client = ?peer, reason = why, "closing a client connection");
-            writer.abort();
-            return;
-        }
+    };
+    let mut frame = Vec::new();
+    let result = Err(WireError::new(kind, why));
+    put_frame(&mut frame, &ClientResponse { id: 0, result });
+    Some(frame)
+}
+
+/// The kind of error a connection closed for `c` is told.
+fn closing_kind(c: Closing) -> ErrorKind {
+    match c {
+        Closing::Revoked => ErrorKind::Denied,
+        Closing::NoLogin => ErrorKind::NoAuth,
     }
-    drop((tx, others_tx));
-    let _ = writer.await;
-    debug!(client = ?peer, "client connection closed");
 }
 
 /// A login's answer: `Done`, or `Denied` after the penalty.

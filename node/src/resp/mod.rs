@@ -74,7 +74,10 @@ use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tracing::debug;
 
-use crate::accept::{Accepted, ClientGate, ClientSlot, Listener, accept_loop, login_deadline};
+use crate::accept::{
+    Accepted, Anonymous, ClientGate, ClientSlot, Closing, Listener, accept_loop, closing,
+    until_closing,
+};
 use crate::auth::{Auth, Login, access};
 use crate::keyspace::Keyspace;
 use crate::limits::Limits;
@@ -152,19 +155,8 @@ async fn connection(c: Accepted, budget: Arc<queued::Budget>) {
         let mut close = false;
         let mut i = 0;
         while i < cmds.len() && !close {
-            if session.login.revoked() {
-                let why = session.login.revoked_words();
-                return last_word(&mut stream, &mut out, &session, &limits, &why).await;
-            }
-            if anonymous.is_some() && session.login.user().is_some() {
-                anonymous = None;
-            }
-            if anonymous
-                .as_ref()
-                .is_some_and(|a| a.deadline() <= Instant::now())
-            {
-                let why = limits.login_timeout_words();
-                return last_word(&mut stream, &mut out, &session, &limits, &why).await;
+            if let Some(c) = closing(&session.login, &mut anonymous, Instant::now()) {
+                return last_word(&mut stream, &mut out, &session, &limits, c).await;
             }
             // A login that may not write runs each command through `run`,
             // which checks it. A keyed command alone takes the group's
@@ -220,19 +212,17 @@ async fn connection(c: Accepted, budget: Arc<queued::Budget>) {
             (false, 1..) => Some(Instant::now()),
             (false, 0) => partial_since.or_else(|| Some(Instant::now())),
         };
-        if session.login.user().is_some() {
-            anonymous = None; // its place is free for another
-        }
-        let read = tokio::select! {
-            r = read_more(&mut stream, &mut buf, &limits, partial_since) => Ok(r),
-            () = session.login.until_revoked() => Err(session.login.revoked_words()),
-            () = login_deadline(&anonymous), if session.login.user().is_none() => {
-                Err(limits.login_timeout_words())
-            }
-        };
+        let read = read_or_close(
+            (&mut stream, &mut buf),
+            &limits,
+            partial_since,
+            &session.login,
+            &mut anonymous,
+        )
+        .await;
         let read = match read {
             Ok(read) => read,
-            Err(why) => return last_word(&mut stream, &mut out, &session, &limits, &why).await,
+            Err(c) => return last_word(&mut stream, &mut out, &session, &limits, c).await,
         };
         match read {
             Ok(0) | Err(_) => return,
@@ -248,8 +238,9 @@ async fn last_word(
     out: &mut Vec<u8>,
     s: &Session,
     limits: &Limits,
-    why: &str,
+    c: Closing,
 ) {
+    let why = c.words(&s.login, limits);
     debug!(user = s.login.user(), why, "closing a RESP connection");
     Reply::err(format!("ERR {why}")).encode(out, s.proto);
     if send(stream, out, limits).await {
@@ -402,6 +393,23 @@ async fn send(wr: &mut ClientStream, out: &mut Vec<u8>, limits: &Limits) -> bool
     let sent = tokio::time::timeout(limits.output_timeout(), write).await;
     out.clear();
     matches!(sent, Ok(Ok(())))
+}
+
+/// [`read_more`], unless the connection must close first (`closing`).
+async fn read_or_close(
+    (stream, buf): (&mut ClientStream, &mut Vec<u8>),
+    limits: &Limits,
+    partial_since: Option<Instant>,
+    login: &Login,
+    anonymous: &mut Option<Anonymous>,
+) -> Result<std::io::Result<usize>, Closing> {
+    if let Some(c) = closing(login, anonymous, Instant::now()) {
+        return Err(c);
+    }
+    tokio::select! {
+        r = read_more(stream, buf, limits, partial_since) => Ok(r),
+        c = until_closing(login, anonymous) => Err(c),
+    }
 }
 
 /// Reads more of the client's requests: an unfinished one must be complete
