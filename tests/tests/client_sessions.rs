@@ -362,3 +362,32 @@ fn the_metrics_port_answers_during_a_slow_client_flood() {
         }
     });
 }
+
+#[test]
+fn a_connection_opened_before_the_first_user_is_closed_when_users_come() {
+    let mut cluster = Cluster::configure(ClusterOptions {
+        nodes: 1,
+        replication_factor: 1,
+        cluster_tables: "[cluster.auth]\nusers_file = \"users.toml\"\n".into(),
+        ..ClusterOptions::default()
+    })
+    .unwrap();
+    cluster.start_all().unwrap();
+    rt().block_on(async {
+        let mut early = TcpStream::connect(cluster.resp_addr(0)).await.unwrap();
+        assert_eq!(ask(&mut early, &[b"PING"]).await, "+PONG");
+        let native = Client::connect(cluster.nodes[0].client).await.unwrap();
+        assert!(native.get(b"k", b"", Consistency::One).await.is_ok());
+        cluster.passwd("admin", "admin", "admin-pw").unwrap();
+        let last = closed_within(&mut early, REACH).await;
+        let last = last.expect("a connection without a login still open once users came");
+        assert!(
+            last.starts_with("-ERR") && last.contains("log in"),
+            "{last:?}"
+        );
+        let e = native_fails_within(&native, REACH).await;
+        let e = e.map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("log in"), "native: {e:?}");
+    });
+    cluster.security = security("admin", "admin-pw");
+}

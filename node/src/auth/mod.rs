@@ -8,7 +8,8 @@
 //! (native, RESP `AUTH` and `HELLO AUTH`, metrics), and every second
 //! ([`Auth::watch_file`]). A user deleted, or given a new password, loses
 //! the connections it has open, and one given a new role has them served
-//! with it, within about a second (see `revoke`). Once the file has users,
+//! with it, within about a second (see `revoke`); so are connections let
+//! in while the node had no users, once users come. Once the file has users,
 //! a node never drops them by accident: see `users::keep_previous`.
 //!
 //! With users, a connection serves nothing but logging in until it has
@@ -103,6 +104,8 @@ pub struct Auth {
     failures: LogLimit,
     /// The tickets of the logins of each user (see `revoke`).
     tickets: Tickets,
+    /// The ticket of connections let in while the node has no users.
+    without_users: Mutex<Arc<Ticket>>,
     /// Failed logins per address and per user (see `throttle`).
     throttle: Mutex<throttle::Throttle>,
     limited: LogLimit,
@@ -127,6 +130,7 @@ impl Auth {
             verifying: Semaphore::new(VERIFY_PARALLEL),
             failures: LogLimit::per_second(),
             tickets: Tickets::default(),
+            without_users: Mutex::new(Arc::new(Ticket::without_users())),
             throttle: Mutex::new(throttle::Throttle::new(tokio::time::Instant::now())),
             limited: LogLimit::per_second(),
         })
@@ -140,9 +144,12 @@ impl Auth {
     }
 
     /// What a new connection may do before it logs in: everything without
-    /// users, nothing with them.
-    pub fn initial(&self) -> Option<Role> {
-        (!self.has_users()).then_some(Role::Admin)
+    /// users (until users come: the ticket says so), nothing with them.
+    pub fn initial(&self) -> Option<Arc<Ticket>> {
+        self.reload_if_changed();
+        let ticket = self.without_users.lock();
+        // Read under the lock a change of the users takes to close it.
+        self.users.read().is_empty().then(|| ticket.clone())
     }
 
     /// Whether a client at `peer` is served at all (protected mode).
@@ -275,6 +282,11 @@ impl Auth {
             let users = Arc::new(l.users);
             *self.users.write() = users.clone();
             self.remembered.lock().clear();
+            if !users.is_empty() {
+                let mut ticket = self.without_users.lock();
+                ticket.close();
+                *ticket = Arc::new(Ticket::without_users());
+            }
             let reached = self.tickets.apply(&users);
             if reached != revoke::Reached::default() {
                 info!(
@@ -308,8 +320,9 @@ fn digest_input(user: &str, password: &str) -> Vec<u8> {
 /// One connection's login.
 #[derive(Debug, Clone)]
 pub struct Login {
-    /// Without users: what a connection may do before it logs in.
-    role: Option<Role>,
+    /// Without users: the ticket that lets it in as administrator until
+    /// users come.
+    without_users: Option<Arc<Ticket>>,
     /// Once logged in: the user's ticket, which says its role now.
     ticket: Option<Arc<Ticket>>,
     failures: u32,
@@ -319,7 +332,7 @@ impl Login {
     /// A new connection's: logged in as administrator without users.
     pub fn new(auth: &Auth) -> Login {
         Login {
-            role: auth.initial(),
+            without_users: auth.initial(),
             ticket: None,
             failures: 0,
         }
@@ -329,7 +342,7 @@ impl Login {
     #[cfg(test)]
     pub fn admin() -> Login {
         Login {
-            role: Some(Role::Admin),
+            without_users: Some(Arc::new(Ticket::without_users())),
             ticket: None,
             failures: 0,
         }
@@ -343,21 +356,24 @@ impl Login {
     /// What the connection may do now: its user's role, as changed since
     /// it logged in; none once the user is deleted or has a new password.
     fn role(&self) -> Option<Role> {
-        match &self.ticket {
-            Some(t) => t.role(),
-            None => self.role,
-        }
+        self.held().and_then(|t| t.role())
+    }
+
+    /// The ticket the connection is served under, if any.
+    fn held(&self) -> Option<&Arc<Ticket>> {
+        self.ticket.as_ref().or(self.without_users.as_ref())
     }
 
     /// Whether the connection must close: its user was deleted or given a
-    /// new password since it logged in.
+    /// new password since it logged in, or users came to a node that let
+    /// it in without.
     pub fn revoked(&self) -> bool {
-        self.ticket.as_ref().is_some_and(|t| t.role().is_none())
+        self.held().is_some_and(|t| t.role().is_none())
     }
 
-    /// Resolves once [`Login::revoked`] holds; never without a login.
+    /// Resolves once [`Login::revoked`] holds; never without a ticket.
     pub async fn until_revoked(&self) {
-        match &self.ticket {
+        match self.held() {
             Some(t) => t.closed().await,
             None => std::future::pending().await,
         }
@@ -365,10 +381,15 @@ impl Login {
 
     /// What a revoked connection is told before it is closed.
     pub fn revoked_words(&self) -> String {
-        format!(
-            "user {} was deleted or given a new password: this connection is closed, log in again",
-            self.user().unwrap_or("default")
-        )
+        match self.user() {
+            Some(user) => format!(
+                "user {user} was deleted or given a new password: this connection is closed, \
+                 log in again"
+            ),
+            None => "users were added to this node: this connection, opened without a login, \
+                 is closed; log in"
+                .into(),
+        }
     }
 
     /// Whether the connection may do what `need` asks.
@@ -405,7 +426,7 @@ impl Login {
         match ticket {
             Some(ticket) => {
                 self.ticket = Some(ticket);
-                self.role = None;
+                self.without_users = None;
                 self.failures = 0;
                 true
             }
@@ -495,6 +516,36 @@ mod tests {
         let huge = "x".repeat(tally_net::wire::CREDENTIAL_BYTES_MAX + 1);
         assert!(!login.login(&auth, "app", &huge, None).await);
         assert!(login.login(&auth, "app", "pw", None).await);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn connections_let_in_without_users_close_when_users_come() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("users.toml");
+        let auth = Auth::load(&AuthConfig {
+            users_file: Some(path.clone()),
+            ..AuthConfig::default()
+        })
+        .unwrap();
+        let early = Login::new(&auth);
+        assert_eq!(early.check(Need::Admin), Ok(()));
+        assert!(!early.revoked());
+        let entry = UserEntry {
+            name: "app".into(),
+            password_hash: password::hash("pw").unwrap(),
+            role: Role::ReadWrite,
+        };
+        users::update_file(&path, "app", Some(entry), false).unwrap();
+        assert!(auth.has_users());
+        assert!(early.revoked());
+        early.until_revoked().await;
+        assert_eq!(early.check(Need::Read), Err(Refusal::NoAuth));
+        assert!(early.revoked_words().contains("users were added"));
+        let late = Login::new(&auth);
+        assert!(
+            !late.revoked(),
+            "a new connection is not closed: it must log in"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -68,6 +68,21 @@ fn code(role: Role) -> u8 {
 }
 
 impl Ticket {
+    /// The ticket of the connections a node without users lets in as
+    /// administrators; closed when users come.
+    pub(super) fn without_users() -> Ticket {
+        Ticket {
+            user: "default".into(),
+            state: AtomicU8::new(code(Role::Admin)),
+            closed: watch::Sender::new(false),
+        }
+    }
+
+    /// Closes it: its connections stop.
+    pub(super) fn close(&self) {
+        self.apply(Verdict::Close);
+    }
+
     fn new(entry: &UserEntry) -> Ticket {
         Ticket {
             user: entry.name.clone(),
