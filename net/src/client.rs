@@ -149,6 +149,8 @@ pub struct Client {
     addr: SocketAddr,
     frames: mpsc::Sender<Vec<u8>>,
     waiters: Waiters,
+    /// Why the connection ended, once it has.
+    gone: Arc<std::sync::OnceLock<String>>,
     next_id: AtomicU64,
     timeout: Duration,
 }
@@ -222,7 +224,8 @@ impl Client {
         let waiters: Waiters = Arc::new(Mutex::new(Some(HashMap::new())));
         let (frames, rx) = mpsc::channel::<Vec<u8>>(QUEUE_REQUESTS_MAX);
         tokio::spawn(crate::frame::write_coalesced(wr, rx));
-        tokio::spawn(read_answers(rd, waiters.clone()));
+        let gone = Arc::new(std::sync::OnceLock::new());
+        tokio::spawn(read_answers(rd, waiters.clone(), gone.clone()));
         tokio::spawn(expire(
             Arc::downgrade(&waiters),
             frames.downgrade(),
@@ -232,6 +235,7 @@ impl Client {
             addr,
             frames,
             waiters,
+            gone,
             next_id: AtomicU64::new(1),
             timeout,
         }
@@ -255,7 +259,13 @@ impl Client {
         let deadline = Instant::now() + self.timeout;
         match self.waiters.lock().as_mut() {
             Some(w) => w.insert(id, Waiter { deadline, answer }),
-            None => return Err(ClientError::Closed("connection is closed".into())),
+            None => {
+                let why = self
+                    .gone
+                    .get()
+                    .map_or("connection is closed", String::as_str);
+                return Err(ClientError::Closed(why.into()));
+            }
         };
         let mut frame = Vec::new();
         put_frame(&mut frame, &ClientRequest { id, op });
@@ -454,7 +464,11 @@ fn answered(
 
 /// Hands each answer to the call waiting for it, until the connection
 /// ends; then fails every call still waiting, saying why.
-async fn read_answers<R: AsyncRead + Unpin>(mut rd: R, waiters: Waiters) {
+async fn read_answers<R: AsyncRead + Unpin>(
+    mut rd: R,
+    waiters: Waiters,
+    gone: Arc<std::sync::OnceLock<String>>,
+) {
     let mut buf = Vec::new();
     let why = loop {
         match read_frame(&mut rd, &mut buf, MESSAGE_BYTES_MAX).await {
@@ -481,6 +495,8 @@ async fn read_answers<R: AsyncRead + Unpin>(mut rd: R, waiters: Waiters) {
             None => {} // the caller timed out
         }
     };
+    // Calls made later are told too (a node's last word: why it closed).
+    let _ = gone.set(why.clone());
     let waiting = waiters.lock().take().unwrap_or_default();
     for (_, w) in waiting {
         let _ = w.answer.send(Err(ClientError::Closed(why.clone())));

@@ -150,6 +150,7 @@ pub fn run_with(
         let gate = client_gate(&node, files)?;
         let (native_doors, resp_doors) = doors(&node)?;
         let auth = native_doors.auth.clone();
+        tokio::spawn(auth.clone().watch_file());
         tokio::spawn(server::serve(listener, node.clone(), gate.clone(), native_doors));
         tokio::spawn(resp::serve(resp, node.clone(), gate.clone(), resp_doors));
         if let Some(metrics) = metrics {

@@ -24,6 +24,11 @@
 //! - A request whose first bytes arrived must be complete within
 //!   `request_timeout_ms`, or the connection is closed: a client cannot
 //!   hold a buffer and a connection by trickling a request.
+//! - Where the node has users, a connection must log in within
+//!   `login_timeout_ms` of its accept, however busy it keeps, or it is
+//!   closed; and connections not logged in hold at most half the client
+//!   slots ([`anonymous_max`]), so a flood of them leaves room for
+//!   clients that log in.
 //! - A connection that sends nothing for `idle_timeout_ms` is closed,
 //!   even with answers still to come (set it above the write and read
 //!   timeouts); 0, the default, never closes one (Redis' `timeout 0`).
@@ -44,6 +49,9 @@ pub struct Limits {
     pub request_timeout_ms: u64,
     /// A connection without a request this long is closed; 0 is never.
     pub idle_timeout_ms: u64,
+    /// A connection not logged in this long after its accept is closed
+    /// (where the node has users).
+    pub login_timeout_ms: u64,
     /// Unsent replies past which a connection stops reading requests.
     pub output_soft_bytes: usize,
     /// Unsent replies past which a connection is closed.
@@ -64,6 +72,7 @@ impl Default for Limits {
             fd_reserve: 64,
             request_timeout_ms: 10_000,
             idle_timeout_ms: 0,
+            login_timeout_ms: 10_000,
             output_soft_bytes: 1 << 20,
             output_hard_bytes: 64 << 20,
             output_timeout_ms: 60_000,
@@ -82,6 +91,7 @@ impl Limits {
         for (name, ms) in [
             ("request_timeout_ms", self.request_timeout_ms),
             ("output_timeout_ms", self.output_timeout_ms),
+            ("login_timeout_ms", self.login_timeout_ms),
         ] {
             if ms == 0 {
                 return Err((name, "must be > 0".into()));
@@ -118,6 +128,21 @@ impl Limits {
         (self.idle_timeout_ms > 0).then(|| Duration::from_millis(self.idle_timeout_ms))
     }
 
+    /// [`Limits::login_timeout_ms`] as a duration.
+    pub fn login_timeout(&self) -> Duration {
+        Duration::from_millis(self.login_timeout_ms)
+    }
+
+    /// What a connection closed at its login deadline is told.
+    pub fn login_timeout_words(&self) -> String {
+        let ms = self.login_timeout_ms;
+        let within = match ms % 1000 {
+            0 => format!("{} s", ms / 1000),
+            _ => format!("{ms} ms"),
+        };
+        format!("a connection must log in within {within}: closing it")
+    }
+
     /// [`Limits::output_timeout_ms`] as a duration.
     pub fn output_timeout(&self) -> Duration {
         Duration::from_millis(self.output_timeout_ms)
@@ -134,6 +159,12 @@ pub fn clients_max(files_limit: u64, files_open: usize, reserve: usize, cap: usi
         .saturating_add(1);
     let room = usize::try_from(files_limit.saturating_sub(taken)).unwrap_or(usize::MAX);
     room.min(cap)
+}
+
+/// How many of a node's `clients` slots connections that have not logged
+/// in may hold at once: half, and at least one.
+pub fn anonymous_max(clients: usize) -> usize {
+    (clients / 2).max(1)
 }
 
 /// The soft file limit before and after raising it to the hard limit.
@@ -227,6 +258,10 @@ mod tests {
                 ..Limits::default()
             },
             Limits {
+                login_timeout_ms: 0,
+                ..Limits::default()
+            },
+            Limits {
                 output_soft_bytes: 0,
                 ..Limits::default()
             },
@@ -250,6 +285,7 @@ mod tests {
                 "clients_max",
                 "request_timeout_ms",
                 "output_timeout_ms",
+                "login_timeout_ms",
                 "output_soft_bytes",
                 "output_soft_bytes",
                 "multi_bytes_max",
@@ -257,5 +293,18 @@ mod tests {
             ]
         );
         assert_eq!(Limits::default().idle_timeout(), None);
+        let words = Limits::default().login_timeout_words();
+        assert!(words.contains("log in within 10 s"), "{words}");
+        let quick = Limits {
+            login_timeout_ms: 1500,
+            ..Limits::default()
+        };
+        assert!(quick.login_timeout_words().contains("within 1500 ms"));
+    }
+
+    #[test]
+    fn clients_not_logged_in_get_half_the_slots() {
+        let got: Vec<usize> = [0, 1, 2, 3, 8, 10_000].map(anonymous_max).to_vec();
+        assert_eq!(got, [1, 1, 1, 1, 4, 5_000]);
     }
 }

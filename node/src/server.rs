@@ -36,9 +36,10 @@ use tally_net::wire::{
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc};
+use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use crate::accept::{Accepted, ClientGate, Listener, accept_loop};
+use crate::accept::{Accepted, ClientGate, Closing, Listener, accept_loop, closing, until_closing};
 use crate::auth::{Auth, Login, Refusal, access};
 use crate::keyspace::Keyspace;
 use crate::limits::Limits;
@@ -54,6 +55,8 @@ const IN_FLIGHT_MAX: usize = 4096;
 const READ_BUFFER_BYTES: usize = 64 * 1024;
 /// What a connection over the node's cap is told before it is closed.
 const REFUSAL: &str = "max number of clients reached";
+/// What a connection over the cap of those not logged in is told.
+const REFUSAL_ANONYMOUS: &str = "max number of clients not logged in reached";
 /// What a client off loopback is told without users, in protected mode.
 const PROTECTED: &str = "protected mode: no users are configured, so this node serves \
      clients on loopback addresses only; add users under [cluster.auth] (see `tallyd passwd`) \
@@ -71,6 +74,7 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>, gate: Arc<ClientGate>
     let l = Listener {
         what: "client",
         refusal: last_word(ErrorKind::Unavailable, REFUSAL),
+        refusal_anonymous: last_word(ErrorKind::Unavailable, REFUSAL_ANONYMOUS),
         protected: last_word(ErrorKind::Denied, PROTECTED),
         auth: doors.auth,
         tls: doors.tls,
@@ -95,6 +99,9 @@ enum Stop {
     Quiet,
     /// Tell the client why, then close.
     Say(String),
+    /// Tell the client why with this kind of error, then close: its user
+    /// was deleted or given a new password, or it did not log in in time.
+    Tell(ErrorKind, String),
     /// The client does not take its answers: close without waiting.
     Abandon(&'static str),
 }
@@ -106,6 +113,7 @@ async fn connection(c: Accepted) {
         node,
         auth,
         slot: _slot,
+        mut anonymous,
     } = c;
     let limits = node.config().cluster.limits.clone();
     let peer = stream.peer_addr().ok();
@@ -135,9 +143,15 @@ async fn connection(c: Accepted) {
             Pressure::Stuck => break Stop::Abandon("answers untaken for the output timeout"),
             Pressure::Over => break Stop::Abandon("answers over the output limit"),
         }
+        if let Some(c) = closing(&login, &mut anonymous, Instant::now()) {
+            break Stop::Tell(closing_kind(c), c.words(&login, &limits));
+        }
         let next = tokio::select! {
             r = next_frame(&mut rd, &mut buf, &limits) => r,
             () = gauge.closed() => break Stop::Abandon("answers not taken"),
+            c = until_closing(&login, &anonymous) => {
+                break Stop::Tell(closing_kind(c), c.words(&login, &limits))
+            }
         };
         match next {
             Ok(true) => {}
@@ -191,28 +205,48 @@ async fn connection(c: Accepted) {
             drop(permit);
         });
     };
-    match stop {
-        Stop::Quiet => {}
+    if let Stop::Abandon(why) = stop {
+        debug!(client = ?peer, reason = why, "closing a client connection");
+        writer.abort();
+        return;
+    }
+    if let Some(frame) = last_frame(stop, peer, login.user()) {
+        gauge.add(frame.len());
+        let _ = others_tx.send(frame).await;
+    }
+    drop((tx, others_tx));
+    let _ = writer.await;
+    debug!(client = ?peer, "client connection closed");
+}
+
+/// The frame that tells a client why its connection stops, if it is told.
+fn last_frame(stop: Stop, peer: Option<SocketAddr>, user: Option<&str>) -> Option<Vec<u8>> {
+    let (kind, why) = match stop {
+        Stop::Quiet | Stop::Abandon(_) => return None,
         Stop::Say(why) => {
             static CLOSING: LogLimit = LogLimit::per_second();
             if let Some(suppressed) = CLOSING.admit() {
                 warn!(client = ?peer, reason = %why, suppressed, "closing a client connection");
             }
-            let mut frame = Vec::new();
-            let result = Err(WireError::new(ErrorKind::Invalid, why));
-            put_frame(&mut frame, &ClientResponse { id: 0, result });
-            gauge.add(frame.len());
-            let _ = others_tx.send(frame).await;
+            (ErrorKind::Invalid, why)
         }
-        Stop::Abandon(why) => {
-            debug!(client = ?peer, reason = why, "closing a client connection");
-            writer.abort();
-            return;
+        Stop::Tell(kind, why) => {
+            debug!(client = ?peer, user, reason = %why, "closing a client connection");
+            (kind, why)
         }
+    };
+    let mut frame = Vec::new();
+    let result = Err(WireError::new(kind, why));
+    put_frame(&mut frame, &ClientResponse { id: 0, result });
+    Some(frame)
+}
+
+/// The kind of error a connection closed for `c` is told.
+fn closing_kind(c: Closing) -> ErrorKind {
+    match c {
+        Closing::Revoked => ErrorKind::Denied,
+        Closing::NoLogin => ErrorKind::NoAuth,
     }
-    drop((tx, others_tx));
-    let _ = writer.await;
-    debug!(client = ?peer, "client connection closed");
 }
 
 /// A login's answer: `Done`, or `Denied` after the penalty.

@@ -5,9 +5,12 @@
 //! writes); each has a name, an argon2id hash of its password (never the
 //! password: see `password`) and a role (`access`). The users file is read
 //! again when it changes, at the next connection or login on any port
-//! (native, RESP `AUTH` and `HELLO AUTH`, metrics); connections already
-//! logged in keep their login. Once the file has users, a node never
-//! drops them by accident: see `users::keep_previous`.
+//! (native, RESP `AUTH` and `HELLO AUTH`, metrics), and every second
+//! ([`Auth::watch_file`]). A user deleted, or given a new password, loses
+//! the connections it has open, and one given a new role has them served
+//! with it, within about a second (see `revoke`); so are connections let
+//! in while the node had no users, once users come. Once the file has users,
+//! a node never drops them by accident: see `users::keep_previous`.
 //!
 //! With users, a connection serves nothing but logging in until it has
 //! (native: `ClientOp::Auth`, answered `NoAuth` before; RESP: `AUTH`,
@@ -16,10 +19,12 @@
 //! with each failure in a row on the connection (`access::penalty`), is
 //! logged with the user and the client's address but never the password,
 //! and an unknown user costs the same hashing as a known one, so timing
-//! does not tell which names exist. Hash checks run on blocking threads,
-//! at most [`VERIFY_PARALLEL`] at once, so a flood of logins cannot take
-//! the node's async threads; a user's last good password is remembered
-//! (as a keyed digest) so clients that reconnect do not pay the hash again.
+//! does not tell which names exist. Failures are also limited per client
+//! address and per user name across connections and ports (`throttle`).
+//! Hash checks run on blocking threads, at most [`VERIFY_PARALLEL`] at
+//! once, so a flood of logins cannot take the node's async threads; a
+//! user's last good password is remembered (as a keyed digest) so clients
+//! that reconnect do not pay the hash again.
 //!
 //! Without users every client is an administrator, as before there were
 //! users, and (unless `protected_mode = false`) only clients on loopback
@@ -28,6 +33,8 @@
 
 pub mod access;
 pub mod password;
+pub mod revoke;
+pub mod throttle;
 pub mod users;
 
 use std::collections::HashMap;
@@ -42,10 +49,14 @@ use tokio::sync::Semaphore;
 use tracing::{info, warn};
 
 pub use access::{Need, Role};
+pub use revoke::Ticket;
+use revoke::Tickets;
 pub use users::{UserEntry, Users};
 
 /// Password hash checks that may run at once.
 pub const VERIFY_PARALLEL: usize = 2;
+/// How often a node looks whether its users file changed.
+pub const FILE_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The `[cluster.auth]` table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -91,6 +102,13 @@ pub struct Auth {
     secret: ring::hmac::Key,
     verifying: Semaphore,
     failures: LogLimit,
+    /// The tickets of the logins of each user (see `revoke`).
+    tickets: Tickets,
+    /// The ticket of connections let in while the node has no users.
+    without_users: Mutex<Arc<Ticket>>,
+    /// Failed logins per address and per user (see `throttle`).
+    throttle: Mutex<throttle::Throttle>,
+    limited: LogLimit,
 }
 
 impl Auth {
@@ -111,6 +129,10 @@ impl Auth {
             secret,
             verifying: Semaphore::new(VERIFY_PARALLEL),
             failures: LogLimit::per_second(),
+            tickets: Tickets::default(),
+            without_users: Mutex::new(Arc::new(Ticket::without_users())),
+            throttle: Mutex::new(throttle::Throttle::new(tokio::time::Instant::now())),
+            limited: LogLimit::per_second(),
         })
     }
 
@@ -122,9 +144,12 @@ impl Auth {
     }
 
     /// What a new connection may do before it logs in: everything without
-    /// users, nothing with them.
-    pub fn initial(&self) -> Option<Role> {
-        (!self.has_users()).then_some(Role::Admin)
+    /// users (until users come: the ticket says so), nothing with them.
+    pub fn initial(&self) -> Option<Arc<Ticket>> {
+        self.reload_if_changed();
+        let ticket = self.without_users.lock();
+        // Read under the lock a change of the users takes to close it.
+        self.users.read().is_empty().then(|| ticket.clone())
     }
 
     /// Whether a client at `peer` is served at all (protected mode).
@@ -148,38 +173,73 @@ impl Auth {
         }
     }
 
-    /// The role `user` logs in with, if `password` is its password. Slow
-    /// on purpose when it is not; `peer` is for the log.
+    /// The ticket `user` logs in with (its role, until it changes), if
+    /// `password` is its password. Slow on purpose when it is not; `peer`
+    /// is for the log.
     pub async fn login(
         &self,
         user: &str,
         password: &str,
         peer: Option<SocketAddr>,
-    ) -> Option<Role> {
+    ) -> Option<Arc<Ticket>> {
         self.reload_if_changed();
+        let addr = peer.map(|p| p.ip());
+        let now = tokio::time::Instant::now();
+        if let Err(why) = self.throttle.lock().may_try(addr, user, now) {
+            if let Some(suppressed) = self.limited.admit() {
+                warn!(user, client = ?peer, ?why, suppressed, "login refused unchecked: too many failed logins lately");
+            }
+            return None;
+        }
         let entry = self.users.read().get(user).cloned();
         let msg = digest_input(user, password);
         if let Some(e) = &entry
             && let Some(tag) = self.remembered.lock().get(user)
             && ring::hmac::verify(&self.secret, &msg, tag.as_ref()).is_ok()
         {
-            return Some(e.role);
+            return self.ticket(e);
         }
         // An unknown user costs the same hashing as a known one.
         let phc = entry.as_ref().map(|e| e.password_hash.clone());
         let good = self.verify(phc, password.to_string()).await && entry.is_some();
         match entry {
             Some(e) if good => {
+                let ticket = self.ticket(&e)?;
                 let tag = ring::hmac::sign(&self.secret, &msg);
                 self.remembered.lock().insert(user.to_string(), tag);
-                Some(e.role)
+                Some(ticket)
             }
             _ => {
+                let now = tokio::time::Instant::now();
+                self.throttle.lock().failed(addr, user, now);
                 if let Some(suppressed) = self.failures.admit() {
                     warn!(user, client = ?peer, suppressed, "authentication failed: wrong user or password");
                 }
                 None
             }
+        }
+    }
+
+    /// A ticket for a login checked against `verified`; `None` if the
+    /// user was deleted or its password changed meanwhile.
+    fn ticket(&self, verified: &UserEntry) -> Option<Arc<Ticket>> {
+        self.tickets.issue(verified, || self.users.read().clone())
+    }
+
+    /// Reads the users file again whenever it changes, checking every
+    /// second, so that a change reaches open connections without waiting
+    /// for a login. Runs until the node stops.
+    pub async fn watch_file(self: Arc<Self>) {
+        if self.config.users_file.is_none() {
+            return;
+        }
+        let mut tick = tokio::time::interval(FILE_CHECK_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let auth = self.clone();
+            // Reading a file blocks: not on an async thread.
+            let _ = tokio::task::spawn_blocking(move || auth.reload_if_changed()).await;
         }
     }
 
@@ -219,8 +279,23 @@ impl Auth {
         if let Ok(l) = loaded {
             info!(file = %path.display(), users = l.users.len(), "read the users file again");
             seen.users = l.file.count();
-            *self.users.write() = Arc::new(l.users);
+            let users = Arc::new(l.users);
+            *self.users.write() = users.clone();
             self.remembered.lock().clear();
+            if !users.is_empty() {
+                let mut ticket = self.without_users.lock();
+                ticket.close();
+                *ticket = Arc::new(Ticket::without_users());
+            }
+            let reached = self.tickets.apply(&users);
+            if reached != revoke::Reached::default() {
+                info!(
+                    closed = reached.closed,
+                    changed = reached.changed,
+                    "users deleted or with a new password lose their connections; \
+                     users with a new role have it on theirs"
+                );
+            }
         }
     }
 }
@@ -245,8 +320,11 @@ fn digest_input(user: &str, password: &str) -> Vec<u8> {
 /// One connection's login.
 #[derive(Debug, Clone)]
 pub struct Login {
-    role: Option<Role>,
-    user: Option<String>,
+    /// Without users: the ticket that lets it in as administrator until
+    /// users come.
+    without_users: Option<Arc<Ticket>>,
+    /// Once logged in: the user's ticket, which says its role now.
+    ticket: Option<Arc<Ticket>>,
     failures: u32,
 }
 
@@ -254,8 +332,8 @@ impl Login {
     /// A new connection's: logged in as administrator without users.
     pub fn new(auth: &Auth) -> Login {
         Login {
-            role: auth.initial(),
-            user: None,
+            without_users: auth.initial(),
+            ticket: None,
             failures: 0,
         }
     }
@@ -264,20 +342,59 @@ impl Login {
     #[cfg(test)]
     pub fn admin() -> Login {
         Login {
-            role: Some(Role::Admin),
-            user: None,
+            without_users: Some(Arc::new(Ticket::without_users())),
+            ticket: None,
             failures: 0,
         }
     }
 
     /// The user logged in, if any.
     pub fn user(&self) -> Option<&str> {
-        self.user.as_deref()
+        self.ticket.as_deref().map(Ticket::user)
+    }
+
+    /// What the connection may do now: its user's role, as changed since
+    /// it logged in; none once the user is deleted or has a new password.
+    fn role(&self) -> Option<Role> {
+        self.held().and_then(|t| t.role())
+    }
+
+    /// The ticket the connection is served under, if any.
+    fn held(&self) -> Option<&Arc<Ticket>> {
+        self.ticket.as_ref().or(self.without_users.as_ref())
+    }
+
+    /// Whether the connection must close: its user was deleted or given a
+    /// new password since it logged in, or users came to a node that let
+    /// it in without.
+    pub fn revoked(&self) -> bool {
+        self.held().is_some_and(|t| t.role().is_none())
+    }
+
+    /// Resolves once [`Login::revoked`] holds; never without a ticket.
+    pub async fn until_revoked(&self) {
+        match self.held() {
+            Some(t) => t.closed().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// What a revoked connection is told before it is closed.
+    pub fn revoked_words(&self) -> String {
+        match self.user() {
+            Some(user) => format!(
+                "user {user} was deleted or given a new password: this connection is closed, \
+                 log in again"
+            ),
+            None => "users were added to this node: this connection, opened without a login, \
+                 is closed; log in"
+                .into(),
+        }
     }
 
     /// Whether the connection may do what `need` asks.
     pub fn check(&self, need: Need) -> Result<(), Refusal> {
-        match self.role {
+        match self.role() {
             _ if need == Need::Nothing => Ok(()),
             None => Err(Refusal::NoAuth),
             Some(role) if role.allows(need) => Ok(()),
@@ -287,7 +404,7 @@ impl Login {
 
     /// Whether everything short of administration is allowed.
     pub fn may_write(&self) -> bool {
-        self.role.is_some_and(|r| r.allows(Need::Write))
+        self.role().is_some_and(|r| r.allows(Need::Write))
     }
 
     /// Logs in as `user`; on a wrong password, waits the penalty first
@@ -301,15 +418,15 @@ impl Login {
         peer: Option<SocketAddr>,
     ) -> bool {
         let max = tally_net::wire::CREDENTIAL_BYTES_MAX;
-        let role = if user.len() > max || password.len() > max {
+        let ticket = if user.len() > max || password.len() > max {
             None
         } else {
             auth.login(user, password, peer).await
         };
-        match role {
-            Some(role) => {
-                self.role = Some(role);
-                self.user = Some(user.to_string());
+        match ticket {
+            Some(ticket) => {
+                self.ticket = Some(ticket);
+                self.without_users = None;
                 self.failures = 0;
                 true
             }
@@ -399,6 +516,36 @@ mod tests {
         let huge = "x".repeat(tally_net::wire::CREDENTIAL_BYTES_MAX + 1);
         assert!(!login.login(&auth, "app", &huge, None).await);
         assert!(login.login(&auth, "app", "pw", None).await);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn connections_let_in_without_users_close_when_users_come() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("users.toml");
+        let auth = Auth::load(&AuthConfig {
+            users_file: Some(path.clone()),
+            ..AuthConfig::default()
+        })
+        .unwrap();
+        let early = Login::new(&auth);
+        assert_eq!(early.check(Need::Admin), Ok(()));
+        assert!(!early.revoked());
+        let entry = UserEntry {
+            name: "app".into(),
+            password_hash: password::hash("pw").unwrap(),
+            role: Role::ReadWrite,
+        };
+        users::update_file(&path, "app", Some(entry), false).unwrap();
+        assert!(auth.has_users());
+        assert!(early.revoked());
+        early.until_revoked().await;
+        assert_eq!(early.check(Need::Read), Err(Refusal::NoAuth));
+        assert!(early.revoked_words().contains("users were added"));
+        let late = Login::new(&auth);
+        assert!(
+            !late.revoked(),
+            "a new connection is not closed: it must log in"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -166,6 +166,12 @@ impl Users {
         })
     }
 
+    /// Users made of `entries`, unchecked.
+    #[cfg(test)]
+    pub fn from_entries(entries: Vec<UserEntry>) -> Users {
+        Users(entries.into_iter().map(|u| (u.name.clone(), u)).collect())
+    }
+
     /// The user called `name`.
     pub fn get(&self, name: &str) -> Option<&UserEntry> {
         self.0.get(name)

@@ -1,8 +1,10 @@
 //! The metrics port: HTTP/1.1 `GET /metrics` answers the node's metrics in
 //! Prometheus' text format; any other request gets a clear HTTP error. One
 //! request per connection (`Connection: close`), a request head of at most
-//! 8 KiB read within 5 s, and at most 32 connections at once: whatever
-//! reaches the port, the node keeps serving. Where the node has users, a
+//! 8 KiB read within 5 s, the answer taken within 5 s, and at most 32
+//! connections at once, shared fairly between addresses, a new one
+//! closing the oldest still sending its request if need be (`slots`):
+//! whatever reaches the port, and however slowly, the node keeps serving. Where the node has users, a
 //! request must carry one's name and password (HTTP Basic authentication,
 //! which Prometheus' `basic_auth` sends), or it is answered `401`; a wrong
 //! password is answered after the same delay as on the client ports.
@@ -15,18 +17,23 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::oneshot;
 
 use crate::accept::ClientGate;
 use crate::auth::{Auth, Login};
 use crate::node::Node;
 
+use super::slots::{CONNECTIONS_MAX, Held, Slots};
+
 /// Longest request head read.
 const HEAD_BYTES_MAX: usize = 8 << 10;
 /// How long a client may take to send its request head.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
-/// Connections served at once; more wait to be accepted.
-const CONNECTIONS_MAX: usize = 32;
+/// How long a client may take to take its answer.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+/// What a connection gets when every place is answering.
+const BUSY: &[u8] =
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
 
 /// What a request head asks for.
 #[derive(Debug, PartialEq, Eq)]
@@ -96,11 +103,9 @@ pub(crate) async fn serve(
     gate: Arc<ClientGate>,
     auth: Arc<Auth>,
 ) {
-    let slots = Arc::new(Semaphore::new(CONNECTIONS_MAX));
+    let slots = Slots::new(CONNECTIONS_MAX);
     loop {
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            return;
-        };
+        slots.room().await;
         let (stream, from) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(e) => {
@@ -109,23 +114,32 @@ pub(crate) async fn serve(
                 continue;
             }
         };
+        let Some((held, evicted)) = slots.admit(from.ip()) else {
+            let _ = stream.try_write(BUSY); // not after `room`, but say so
+            continue;
+        };
         let (node, gate, auth) = (node.clone(), gate.clone(), auth.clone());
         tokio::spawn(async move {
-            if let Err(e) = answer(stream, &node, &gate, &auth).await {
+            if let Err(e) = answer(stream, (held, evicted), &node, &gate, &auth).await {
                 tracing::debug!(error = %e, %from, "metrics request ended early");
             }
-            drop(slot);
         });
     }
 }
 
 async fn answer(
     mut stream: TcpStream,
+    (mut held, evicted): (Held, oneshot::Receiver<()>),
     node: &Node,
     gate: &ClientGate,
     auth: &Auth,
 ) -> std::io::Result<()> {
-    let request = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut stream)).await {
+    let head = tokio::select! {
+        head = tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut stream)) => head,
+        Ok(()) = evicted => return Ok(()), // closed to make room
+    };
+    held.answering();
+    let request = match head {
         Ok(Ok(Some(head))) => parse(&head),
         Ok(Ok(None)) => Request::Refuse(
             "431 Request Header Fields Too Large",
@@ -171,8 +185,13 @@ async fn answer(
     if !head_only {
         out.extend_from_slice(body.as_bytes());
     }
-    stream.write_all(&out).await?;
-    stream.shutdown().await
+    let write = async {
+        stream.write_all(&out).await?;
+        stream.shutdown().await
+    };
+    tokio::time::timeout(ANSWER_TIMEOUT, write)
+        .await
+        .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
 }
 
 /// Whether the request may read the metrics, or its refusal: without

@@ -7,6 +7,7 @@
 
 pub(crate) mod http;
 pub(crate) mod registry;
+pub(crate) mod slots;
 pub(crate) mod text;
 
 use std::sync::atomic::Ordering::Relaxed;

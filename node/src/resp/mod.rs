@@ -77,7 +77,10 @@ use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tracing::debug;
 
-use crate::accept::{Accepted, ClientGate, ClientSlot, Listener, accept_loop};
+use crate::accept::{
+    Accepted, Anonymous, ClientGate, ClientSlot, Closing, Listener, accept_loop, closing,
+    until_closing,
+};
 use crate::auth::{Auth, Login, access};
 use crate::keyspace::Keyspace;
 use crate::limits::Limits;
@@ -102,6 +105,7 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>, gate: Arc<ClientGate>
     let l = Listener {
         what: "RESP",
         refusal: b"-ERR max number of clients reached\r\n".to_vec(),
+        refusal_anonymous: b"-ERR max number of clients not logged in reached\r\n".to_vec(),
         protected: PROTECTED.to_vec(),
         auth: doors.auth,
         tls: doors.tls,
@@ -129,6 +133,7 @@ async fn connection(c: Accepted, budget: Arc<queued::Budget>) {
         node,
         slot,
         auth,
+        mut anonymous,
     } = c;
     let limits = node.config().cluster.limits.clone();
     let peer = stream.peer_addr().ok();
@@ -153,6 +158,9 @@ async fn connection(c: Accepted, budget: Arc<queued::Budget>) {
         let mut close = false;
         let mut i = 0;
         while i < cmds.len() && !close {
+            if let Some(c) = closing(&session.login, &mut anonymous, Instant::now()) {
+                return last_word(&mut stream, &mut out, &session, &limits, c).await;
+            }
             // A login that may not write runs each command through `run`,
             // which checks it. A keyed command alone takes the group's
             // path too: an add goes straight to the write queue.
@@ -208,10 +216,39 @@ async fn connection(c: Accepted, budget: Arc<queued::Budget>) {
             (false, 1..) => Some(Instant::now()),
             (false, 0) => partial_since.or_else(|| Some(Instant::now())),
         };
-        match read_more(&mut stream, &mut buf, &limits, partial_since).await {
+        let read = read_or_close(
+            (&mut stream, &mut buf),
+            &limits,
+            partial_since,
+            &session.login,
+            &mut anonymous,
+        )
+        .await;
+        let read = match read {
+            Ok(read) => read,
+            Err(c) => return last_word(&mut stream, &mut out, &session, &limits, c).await,
+        };
+        match read {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
+    }
+}
+
+/// Closes a connection after the replies it has and a word why: its user
+/// was deleted or given a new password, or it did not log in in time.
+async fn last_word(
+    stream: &mut ClientStream,
+    out: &mut Vec<u8>,
+    s: &Session,
+    limits: &Limits,
+    c: Closing,
+) {
+    let why = c.words(&s.login, limits);
+    debug!(user = s.login.user(), why, "closing a RESP connection");
+    Reply::err(format!("ERR {why}")).encode(out, s.proto);
+    if send(stream, out, limits).await {
+        let _ = stream.shutdown().await;
     }
 }
 
@@ -366,6 +403,23 @@ async fn send(wr: &mut ClientStream, out: &mut Vec<u8>, limits: &Limits) -> bool
     let sent = tokio::time::timeout(limits.output_timeout(), write).await;
     out.clear();
     matches!(sent, Ok(Ok(())))
+}
+
+/// [`read_more`], unless the connection must close first (`closing`).
+async fn read_or_close(
+    (stream, buf): (&mut ClientStream, &mut Vec<u8>),
+    limits: &Limits,
+    partial_since: Option<Instant>,
+    login: &Login,
+    anonymous: &mut Option<Anonymous>,
+) -> Result<std::io::Result<usize>, Closing> {
+    if let Some(c) = closing(login, anonymous, Instant::now()) {
+        return Err(c);
+    }
+    tokio::select! {
+        r = read_more(stream, buf, limits, partial_since) => Ok(r),
+        c = until_closing(login, anonymous) => Err(c),
+    }
 }
 
 /// Reads more of the client's requests: an unfinished one must be complete

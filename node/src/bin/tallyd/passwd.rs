@@ -49,12 +49,18 @@ pub fn run(a: &Args) -> Result<()> {
         return Ok(());
     }
     let password = read_password()?;
-    let password_hash = password::hash(&password).map_err(anyhow::Error::msg)?;
     if a.hash_only {
+        let password_hash = password::hash(&password).map_err(anyhow::Error::msg)?;
         println!("{password_hash}");
         return Ok(());
     }
     let path = users_file(a)?;
+    // The same password keeps its hash: nodes then take a new role for a
+    // new role, and leave the user's open connections open.
+    let password_hash = match same_password_hash(&path, &a.user, &password)? {
+        Some(kept) => kept,
+        None => password::hash(&password).map_err(anyhow::Error::msg)?,
+    };
     let entry = UserEntry {
         name: a.user.clone(),
         password_hash,
@@ -78,6 +84,21 @@ fn parse_role(role: &str) -> Result<Role> {
         "admin" => Role::Admin,
         other => bail!("role {other:?}: readonly, readwrite or admin"),
     })
+}
+
+/// The hash `user` has in the users file at `path`, if `password` is its
+/// password already.
+fn same_password_hash(
+    path: &std::path::Path,
+    user: &str,
+    password: &str,
+) -> Result<Option<String>> {
+    let file = users::read_file(path).map_err(anyhow::Error::msg)?;
+    Ok(file
+        .user
+        .into_iter()
+        .find(|u| u.name == user && password::verify(&u.password_hash, password))
+        .map(|u| u.password_hash))
 }
 
 fn users_file(a: &Args) -> Result<PathBuf> {
