@@ -9,7 +9,8 @@
 //! ([`THREADS_MIN`], more up to [`THREADS_MAX`] while every one is held),
 //! and a new script goes to a thread that is not held ([`pick`]): each
 //! thread shows since when it has run Lua without a break, and one that
-//! has for [`HELD_AFTER`] is held.
+//! has for [`HELD_AFTER`] is held. Scripts go to the first thread that is
+//! not held, not spread over all: a thread kept busy needs no waking.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -70,18 +71,15 @@ pub(crate) enum Pick {
 }
 
 /// Where a new script goes, the threads being (held, scripts on it): to
-/// the one not held with the fewest scripts; if every one is held, to a
-/// new one while there may be more, or else to the one with the fewest.
+/// the first one not held; if every one is held, to a new one while there
+/// may be more, or else to the one with the fewest scripts.
 pub(crate) fn pick(threads: &[(bool, usize)], may_grow: bool) -> Pick {
-    let fewest = |free_only: bool| {
-        (0..threads.len())
-            .filter(|&i| !free_only || !threads[i].0)
-            .min_by_key(|&i| threads[i].1)
-    };
-    match (fewest(true), may_grow) {
+    let first_free = threads.iter().position(|&(held, _)| !held);
+    let fewest = (0..threads.len()).min_by_key(|&i| threads[i].1);
+    match (first_free, may_grow) {
         (Some(i), _) => Pick::Thread(i),
         (None, true) => Pick::New,
-        (None, false) => fewest(false).map_or(Pick::New, Pick::Thread),
+        (None, false) => fewest.map_or(Pick::New, Pick::Thread),
     }
 }
 
@@ -223,10 +221,10 @@ mod tests {
 
     #[test]
     fn a_script_goes_to_a_thread_no_script_holds() {
-        // The free thread with the fewest scripts.
+        // The first free thread, however many scripts wait on it.
         assert_eq!(
-            pick(&[(false, 3), (true, 0), (false, 1)], true),
-            Pick::Thread(2)
+            pick(&[(true, 0), (false, 3), (false, 1)], true),
+            Pick::Thread(1)
         );
         // Every thread held: a new one, while there may be more.
         assert_eq!(pick(&[(true, 0), (true, 1)], true), Pick::New);
