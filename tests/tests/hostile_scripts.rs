@@ -264,3 +264,18 @@ fn the_script_cache_keeps_the_last_500_evals_and_logs_are_limited() {
     let lines = cluster.log_text(0).matches("loud line").count();
     assert!((1..=20).contains(&lines), "{lines} lines logged");
 }
+
+#[test]
+fn a_scripts_operation_ids_are_its_users_own() {
+    let cluster = start();
+    let add = "return redis.call('TALLY.INCRBY', KEYS[1], ARGV[1], ARGV[2], ARGV[3])";
+    let mut app = Conn::new(&cluster, "app");
+    let mut mallory = Conn::new(&cluster, "mallory");
+    assert_eq!(app.eval(add, &["1", "votes", "5", "web", "7"]), ":5");
+    // Mallory's add of the same client id and sequence is an add of her
+    // own: not answered app's value, not refused as its conflict.
+    assert_eq!(mallory.eval(add, &["1", "votes", "3", "web", "7"]), ":8");
+    // A retry by app is answered its first value, once applied.
+    assert_eq!(app.eval(add, &["1", "votes", "5", "web", "7"]), ":5");
+    assert_eq!(app.call(&[b"GET", b"votes"]), "8");
+}
