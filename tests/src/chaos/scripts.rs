@@ -67,7 +67,12 @@ pub(crate) async fn hostile(
             conn.read_line(&mut line).await?;
             Ok::<_, std::io::Error>(line)
         };
-        if let Ok(Ok(line)) = tokio::time::timeout(Duration::from_secs(5), line).await {
+        let answer = tokio::time::timeout(Duration::from_secs(5), line).await;
+        // An empty line is a connection closed before an answer (a node
+        // killed under it): no answer either way.
+        if let Ok(Ok(line)) = answer
+            && !line.is_empty()
+        {
             sent += 1;
             // An error (the table is read-only) is what a sealed node says.
             taken += usize::from(!line.starts_with('-'));
