@@ -61,6 +61,10 @@ pub(crate) struct Ctx {
     /// ring yet: the flushes stored meanwhile need no other
     /// (`topology::flush::collect`).
     pub(crate) collect_queued: crate::topology::flush::Coalesced,
+    /// The flushes this node coordinates, one batch at a time
+    /// (`topology::flush_queue`).
+    pub(crate) flushes:
+        parking_lot::Mutex<crate::topology::flush_queue::Queue<crate::topology::flush::Waiter>>,
     /// Held while a ring is stored and switched to.
     pub(crate) adopting: parking_lot::Mutex<()>,
     /// Held for reading from the check that an add with an id may be

@@ -96,6 +96,7 @@ impl Node {
             changing: tokio::sync::Mutex::new(()),
             cleaning: tokio::sync::Mutex::new(()),
             collect_queued: Default::default(),
+            flushes: Default::default(),
             adopting: parking_lot::Mutex::new(()),
             id_fence: parking_lot::RwLock::new(()),
             admit_fence: tokio::sync::RwLock::new(()),

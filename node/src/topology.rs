@@ -23,6 +23,7 @@
 pub(crate) mod change;
 pub(crate) mod cleanup;
 pub(crate) mod flush;
+pub(crate) mod flush_queue;
 pub(crate) mod fold;
 pub(crate) mod replace;
 pub(crate) mod store;

@@ -73,3 +73,37 @@ fn a_flushdb_rewrites_only_the_tables_that_hold_the_flushed_database() {
     assert_eq!(cluster.redis_cli(2, &["-n", "3", "DBSIZE"]).trim(), "0");
     assert_eq!(cluster.redis_cli(2, &["GET", "db0:9"]).trim(), "10");
 }
+
+/// Flushes asked of one coordinator at once run together: each answers
+/// `OK` (none is refused as "cannot flush now"), and the keys written
+/// before them are gone.
+#[test]
+fn flushes_asked_of_one_coordinator_at_once_all_succeed() {
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    for i in 0..20 {
+        cluster.redis_cli(0, &["INCRBY", &format!("k{i}"), "3"]);
+        cluster.redis_cli(0, &["-n", "2", "INCRBY", &format!("k{i}"), "3"]);
+    }
+    let asks = [
+        vec!["FLUSHALL"],
+        vec!["-n", "2", "FLUSHDB"],
+        vec!["FLUSHALL"],
+        vec!["FLUSHDB"],
+        vec!["-n", "2", "FLUSHDB"],
+        vec!["FLUSHALL"],
+    ];
+    let answers: Vec<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = asks
+            .iter()
+            .map(|args| s.spawn(|| cluster.redis_cli(1, args)))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (args, answer) in asks.iter().zip(&answers) {
+        assert_eq!(answer.trim(), "OK", "{args:?}: {answer}");
+    }
+    for db in ["0", "2"] {
+        assert_eq!(cluster.redis_cli(2, &["-n", db, "DBSIZE"]).trim(), "0");
+    }
+    assert_eq!(cluster.redis_cli(0, &["INCRBY", "k1", "5"]).trim(), "5");
+}

@@ -15,21 +15,69 @@
 //! An add that races the flush may land in the old generation and be
 //! dropped with it, as an add that races a reset is ("reset wins"). A
 //! flush needs every member up, and runs one at a time with ring changes
-//! and folds.
+//! and folds; flushes asked of one coordinator at once run together
+//! (`flush_queue`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use tally_engine::{Keep, Key};
 use tally_net::wire::{ErrorKind, WireError};
+use tokio::sync::oneshot;
 use tracing::{info, warn};
 
 use super::Refused;
 use super::change::{commit, folding, learn};
 use crate::ctx::Ctx;
 
-/// Moves each of `dbs` to a new generation, on every member.
+/// Who waits for a flush's answer.
+pub(crate) type Waiter = oneshot::Sender<Result<(), WireError>>;
+
+/// Moves each of `dbs` to a new generation, on every member: in the next
+/// batch of this coordinator's flushes (`flush_queue`), which begins
+/// after this call and may flush other databases too.
 pub(crate) async fn run(ctx: &Arc<Ctx>, dbs: &[u8]) -> Result<(), WireError> {
+    let (waiter, answer) = oneshot::channel();
+    if ctx.flushes.lock().join(dbs, waiter) {
+        let ctx = ctx.clone();
+        tokio::spawn(async move { drive(&ctx).await });
+    }
+    answer.await.unwrap_or_else(|_| {
+        Err(WireError::new(
+            ErrorKind::Internal,
+            "the flush ended without an answer",
+        ))
+    })
+}
+
+/// Runs the queued batches of flushes one after another until none is
+/// queued, answering each batch's callers.
+async fn drive(ctx: &Arc<Ctx>) {
+    loop {
+        let Some(batch) = ctx.flushes.lock().take() else {
+            return;
+        };
+        let dbs: Vec<u8> = batch.dbs.into_iter().collect();
+        let worker = ctx.clone();
+        // A batch that panics answers its callers and leaves the queue
+        // running, so later flushes are not stuck behind it.
+        let answer = tokio::spawn(async move { flush_once(&worker, &dbs).await })
+            .await
+            .unwrap_or_else(|e| {
+                Err(WireError::new(
+                    ErrorKind::Internal,
+                    format!("the flush failed: {e}"),
+                ))
+            });
+        for waiter in batch.waiters {
+            // A caller gone (its connection closed) needs no answer.
+            let _ = waiter.send(answer.clone());
+        }
+    }
+}
+
+/// One flush of `dbs`, run by the batch's driver.
+async fn flush_once(ctx: &Arc<Ctx>, dbs: &[u8]) -> Result<(), WireError> {
     let Ok(_one) = ctx.changing.try_lock() else {
         return Err(WireError::not_applied(
             ErrorKind::Unavailable,
