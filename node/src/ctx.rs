@@ -113,6 +113,10 @@ pub(crate) struct Ctx {
     /// Fault injection: flushes this node runs are stored by it alone.
     #[cfg(feature = "fault-injection")]
     pub(crate) flush_locally: std::sync::atomic::AtomicBool,
+    /// Fault injection: a flush asked while this node runs another
+    /// answers at once.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) flush_join_running: std::sync::atomic::AtomicBool,
 }
 
 impl Ctx {
@@ -149,6 +153,20 @@ impl Ctx {
     /// Never: this build has no fault injection.
     #[cfg(not(feature = "fault-injection"))]
     pub(crate) fn flush_locally(&self) -> bool {
+        false
+    }
+
+    /// Whether fault injection says a flush asked while one runs answers
+    /// at once.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn flush_join_running(&self) -> bool {
+        self.flush_join_running
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Never: this build has no fault injection.
+    #[cfg(not(feature = "fault-injection"))]
+    pub(crate) fn flush_join_running(&self) -> bool {
         false
     }
 

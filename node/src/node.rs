@@ -122,6 +122,8 @@ impl Node {
             skip_sync: std::sync::atomic::AtomicBool::new(false),
             #[cfg(feature = "fault-injection")]
             flush_locally: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(feature = "fault-injection")]
+            flush_join_running: std::sync::atomic::AtomicBool::new(false),
         });
         let writes = Writes::new(ctx.clone());
         Ok(Arc::new(Node { ctx, writes }))
@@ -314,6 +316,17 @@ impl Node {
     pub fn inject_flush_locally(&self) {
         self.ctx
             .flush_locally
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// FAULT INJECTION for testing checkers: a flush asked while this
+    /// node runs another answers at once, as if the running one covered
+    /// it (adds acknowledged meanwhile survive it). Only with the
+    /// `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_flush_join_running(&self) {
+        self.ctx
+            .flush_join_running
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 

@@ -171,6 +171,10 @@ pub struct ChaosOptions {
     /// answers once its node stored it, before the others
     /// (`--unsafe-flush-locally`).
     pub flush_locally: bool,
+    /// FAULT INJECTION in the product, to prove the checker: a flush
+    /// asked of a node while it runs another answers at once, as if the
+    /// running one covered it (`--unsafe-flush-join-running`).
+    pub flush_join_running: bool,
     /// Logins and TLS on the client ports, and every connection of the
     /// run logging in over TLS (`--secure`, see `secure`).
     pub secure: bool,
@@ -244,6 +248,7 @@ impl Default for ChaosOptions {
             skip_sync: false,
             merge_ignoring_folds: false,
             flush_locally: false,
+            flush_join_running: false,
             secure: false,
             unsealed_scripts: false,
         }
@@ -567,7 +572,7 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     summary.list_errors = std::mem::take(&mut list_log.errors);
     // A flush is one reset of each key: count key 0's.
     let flushed = |ended: fn(&Outcome) -> bool| {
-        let flush = |op: &&Op| op.process == flush::PROCESS && op.key == 0;
+        let flush = |op: &&Op| op.process >= flush::PROCESS && op.key == 0;
         history
             .iter()
             .filter(flush)
@@ -582,7 +587,7 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     let piped = || {
         history
             .iter()
-            .filter(|o| o.process >= opts.workers && o.process != flush::PROCESS)
+            .filter(|o| (opts.workers..flush::PROCESS).contains(&o.process))
     };
     summary.resp = (
         piped().count(),
@@ -621,6 +626,11 @@ fn start(
     }
     if opts.flush_locally {
         cluster_opts.run_args.push("--unsafe-flush-locally".into());
+    }
+    if opts.flush_join_running {
+        cluster_opts
+            .run_args
+            .push("--unsafe-flush-join-running".into());
     }
     if opts.unsealed_scripts {
         cluster_opts
@@ -859,8 +869,9 @@ fn inject(
         "flush" => {
             let started = Instant::now();
             let addr = cluster.resp_addr(victim);
+            let at_once = 1 + usize::from(rng.random_bool(0.5));
             f.flushes
-                .extend(flush::flush(addr, victim, f.keys, f.started));
+                .extend(flush::flushes(addr, victim, at_once, f.keys, f.started));
             std::thread::sleep(hold.saturating_sub(started.elapsed()));
         }
         "cleanup" => {

@@ -446,6 +446,33 @@ fn the_checker_catches_a_flush_the_other_nodes_learn_late() {
     );
 }
 
+/// Flushes asked of a node while it runs another answer at once, as if
+/// the running one covered them: adds acknowledged after such an answer
+/// are dropped when the running flush lands, and the checker must say so.
+#[test]
+fn the_checker_catches_a_flush_answered_by_the_one_running() {
+    let opts = ChaosOptions {
+        duration: Duration::from_secs(20),
+        fault_interval: Duration::from_secs(1),
+        fault_kinds: &["flush"],
+        exact_workers: 0,
+        unique_workers: 0,
+        list_workers: 0,
+        flush_join_running: true,
+        seed: 14,
+        ..ChaosOptions::default()
+    };
+    let summary = run(&opts).unwrap();
+    assert!(
+        summary.faults.get("flush").is_some_and(|n| *n >= 8),
+        "{summary}"
+    );
+    assert!(
+        !summary.report.violations.is_empty(),
+        "a flush answered by the one running passed: {summary}"
+    );
+}
+
 /// Logins and TLS on the client ports: every connection of the run (native
 /// workers, RESP pipelines, the faults' calls, the CLI) logs in over TLS,
 /// through kills, pauses, partitions and stalled disks.

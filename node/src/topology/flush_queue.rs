@@ -61,6 +61,11 @@ impl<W> Queue<W> {
         !std::mem::replace(&mut self.driving, true)
     }
 
+    /// Whether a driver is running batches.
+    pub(crate) fn is_driving(&self) -> bool {
+        self.driving
+    }
+
     /// The driver's next batch; `None` when none is queued, and the driver
     /// stops (the next join starts another).
     pub(crate) fn take(&mut self) -> Option<Batch<W>> {

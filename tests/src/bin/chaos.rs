@@ -105,6 +105,10 @@ struct Args {
     /// the other members (with `--faults-only flush`).
     #[arg(long)]
     unsafe_flush_locally: bool,
+    /// FAULT INJECTION: a flush asked of a node while it runs another
+    /// answers at once (with `--faults-only flush`).
+    #[arg(long)]
+    unsafe_flush_join_running: bool,
     /// Logins and TLS on the client ports: every connection of the run
     /// logs in over TLS.
     #[arg(long)]
@@ -172,6 +176,7 @@ fn main() {
         spares: a.spares,
         skip_sync: a.unsafe_skip_sync,
         flush_locally: a.unsafe_flush_locally,
+        flush_join_running: a.unsafe_flush_join_running,
         secure: a.secure,
         merge_ignoring_folds: a.unsafe_merge_ignoring_folds,
         unsealed_scripts: a.unsafe_unsealed_scripts,

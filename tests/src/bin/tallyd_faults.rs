@@ -75,6 +75,10 @@ enum Cmd {
         /// stored it; the others learn it later.
         #[arg(long)]
         unsafe_flush_locally: bool,
+        /// FAULT INJECTION: a flush asked while this node runs another
+        /// answers at once, as if the running one covered it.
+        #[arg(long)]
+        unsafe_flush_join_running: bool,
         /// TEST SEAM: a push of this value onto a list this node leads
         /// waits `--hold-list-ms` between its catch-up and its change.
         #[arg(long)]
@@ -106,6 +110,7 @@ fn main() {
         unsafe_skip_sync,
         unsafe_merge_ignoring_folds,
         unsafe_flush_locally,
+        unsafe_flush_join_running,
         hold_list_push_of,
         hold_list_ms,
         unsafe_list_stamp_when_made,
@@ -162,6 +167,10 @@ fn main() {
         if unsafe_flush_locally {
             tracing::warn!("FAULT INJECTION: flushes are stored by their node alone");
             n.inject_flush_locally();
+        }
+        if unsafe_flush_join_running {
+            tracing::warn!("FAULT INJECTION: flushes asked while one runs answer at once");
+            n.inject_flush_join_running();
         }
         if let Some(value) = &hold_list_push_of {
             tracing::warn!(

@@ -1,6 +1,9 @@
 //! The `flush` fault: a `FLUSHALL` through a member's RESP port, which the
 //! checker sees as a reset of every key at once (a reset at ALL: once it is
-//! answered, every member reads the new, empty generation).
+//! answered, every member reads the new, empty generation). Every other
+//! one is two `FLUSHALL`s at once through the same member, which it runs
+//! together after the one running (`flush_queue`): each must still reset
+//! every key after it was asked.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -13,12 +16,32 @@ use crate::checker::{Kind, Op, Outcome};
 /// How long a flush may take to answer.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The history's process number for flushes.
+/// The history's first process number for flushes (each flush sent at
+/// once with another has one of its own).
 pub(crate) const PROCESS: usize = 1 << 20;
 
-/// Flushes every database through node `node` (at `addr`); answers the
-/// resets of keys `0..keys` it makes, as the checker reads them.
-pub(crate) fn flush(addr: SocketAddr, node: usize, keys: usize, started: Instant) -> Vec<Op> {
+/// Flushes every database through node `node` (at `addr`), `at_once`
+/// times at once; answers the resets of keys `0..keys` they make, as the
+/// checker reads them.
+pub(crate) fn flushes(
+    addr: SocketAddr,
+    node: usize,
+    at_once: usize,
+    keys: usize,
+    started: Instant,
+) -> Vec<Op> {
+    std::thread::scope(|s| {
+        let each: Vec<_> = (0..at_once)
+            .map(|i| s.spawn(move || flush(addr, PROCESS + i, node, keys, started)))
+            .collect();
+        each.into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    })
+}
+
+/// One `FLUSHALL`, as the resets of history process `process`.
+fn flush(addr: SocketAddr, process: usize, node: usize, keys: usize, started: Instant) -> Vec<Op> {
     let invoke_ns = since(started);
     let outcome = match flushall(addr) {
         Ok(line) if line == "+OK" => Outcome::Ok(0),
@@ -29,7 +52,7 @@ pub(crate) fn flush(addr: SocketAddr, node: usize, keys: usize, started: Instant
     let complete_ns = since(started);
     (0..keys)
         .map(|key| Op {
-            process: PROCESS,
+            process,
             key,
             kind: Kind::Reset,
             cl: Consistency::All,
