@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use tally_engine::unique;
+use tally_engine::{now_ms, unique};
 use tally_net::wire::{Consistency, ErrorKind, MEMBERS_MAX, WireError};
 
 use crate::convert::{engine_error, value};
@@ -35,10 +35,8 @@ pub(crate) async fn contains(
     let mut out = Vec::with_capacity(members.len());
     for m in members {
         let key = unique::member_key(partition, m).map_err(|e| engine_error(&e))?;
-        out.push(unique::is_present(
-            &read::get_cell(ctx, &key, cl).await?,
-            epoch,
-        ));
+        let cell = read::get_cell(ctx, &key, cl).await?;
+        out.push(unique::is_present(&cell, epoch, now_ms()));
     }
     Ok(out)
 }
