@@ -9,10 +9,24 @@
 //!   `{epoch: the count's epoch when admitted, one shard {the admitting
 //!   incarnation, clock 1, value 1}}`.
 //!
-//! A member is present iff its cell's epoch is at least the count's and its
-//! value is positive. A reset moves the count to a new epoch, so every
+//! A member is present iff its cell's value is positive and its epoch is
+//! later than the count's, or the count's own while that has not expired
+//! ([`is_present`]). A reset moves the count to a new epoch, so every
 //! member of an older one reads absent; a member admitted again gets a cell
 //! in the new epoch, which wins any merge.
+//!
+//! # Expiry
+//!
+//! The count is an ordinary counter cell, so its epoch's deadline
+//! (`EXPIRE`, `PERSIST`) is the unique counter's, as a Redis set's TTL:
+//! once it passes, the count reads absent and so does every member of its
+//! epoch. The next admission restarts the count as an add restarts an
+//! expired counter, in the epoch a reset makes (`(n + 1, 0)`, every
+//! applier the same), so the old members read absent there and count
+//! again. A member cell carries the count's epoch without its deadline:
+//! the deadline is the count's alone, and may change after the member
+//! was admitted (a member cell with one would be folded into a tombstone
+//! by compaction although a `PERSIST` kept its count).
 //!
 //! # Admission
 //!
@@ -38,7 +52,9 @@
 //! memtable, under its own lock, which is what lets an admission write
 //! many of them under one cell lock.
 
-use crate::cell::{Cell, Epoch, Shard};
+use std::cmp::Ordering;
+
+use crate::cell::{Cell, Epoch, Expiry, Shard};
 use crate::error::{Error, Result};
 use crate::key::Key;
 
@@ -81,10 +97,14 @@ pub fn member_of(key: &Key) -> &[u8] {
     &key.column()[1..]
 }
 
-/// A member cell: present in `epoch`, admitted by `counter_id`.
+/// A member cell: present in the count's `epoch` (its deadline left out:
+/// see the module doc), admitted by `counter_id`.
 pub fn member_cell(epoch: Epoch, counter_id: u64) -> Cell {
     Cell::from_parts(
-        epoch,
+        Epoch {
+            expiry: Expiry::NONE,
+            ..epoch
+        },
         [Shard {
             counter_id,
             clock: 1,
@@ -93,16 +113,37 @@ pub fn member_cell(epoch: Epoch, counter_id: u64) -> Cell {
     )
 }
 
-/// Whether a member whose cell is `member` is present in a counter whose
-/// count is at `epoch`.
-pub fn is_present(member: &Cell, epoch: Epoch) -> bool {
-    member.epoch().id() >= epoch.id() && member.sum() > 0
+/// Whether a member whose cell is `member` is present, at `now_ms`, in a
+/// counter whose count is at `count`: admitted in a later epoch (the count
+/// read is behind a reset or restart), or in the count's own while its
+/// deadline has not passed.
+pub fn is_present(member: &Cell, count: Epoch, now_ms: u64) -> bool {
+    let in_epoch = match member.epoch().id().cmp(&count.id()) {
+        Ordering::Greater => true,
+        Ordering::Equal => !count.expired(now_ms),
+        Ordering::Less => false,
+    };
+    in_epoch && member.sum() > 0
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
+    use crate::cell::Stamp;
+
+    const NOW: u64 = 1_700_000_000_000;
+
+    /// Generation `n` of a count, expiring at `at_ms` (0: never).
+    fn count(n: u64, at_ms: u64) -> Epoch {
+        Epoch {
+            expiry: Expiry {
+                at_ms,
+                stamp: Stamp { ms: 1, id: 2 },
+            },
+            ..Epoch::at(n)
+        }
+    }
 
     #[test]
     fn keys_and_presence() {
@@ -110,15 +151,49 @@ mod tests {
         assert!(is_member(&m) && !is_member(&count_key(b"voters").unwrap()));
         assert_eq!(member_of(&m), &[7; MEMBER_BYTES_MAX][..]);
         assert!(member_key(b"v", &[0; MEMBER_BYTES_MAX + 1]).is_err());
-        assert!(is_present(&member_cell(Epoch::at(3), 9), Epoch::at(3)));
+        assert!(is_present(&member_cell(Epoch::at(3), 9), Epoch::at(3), NOW));
         assert!(
-            is_present(&member_cell(Epoch::at(4), 9), Epoch::at(3)),
+            is_present(&member_cell(Epoch::at(4), 9), Epoch::at(3), NOW),
             "a stale count read"
         );
         assert!(
-            !is_present(&member_cell(Epoch::at(2), 9), Epoch::at(3)),
+            !is_present(&member_cell(Epoch::at(2), 9), Epoch::at(3), NOW),
             "reset since"
         );
-        assert!(!is_present(&Cell::new(), Epoch::at(0)), "never admitted");
+        assert!(
+            !is_present(&Cell::new(), Epoch::at(0), NOW),
+            "never admitted"
+        );
+    }
+
+    #[test]
+    fn a_member_is_absent_once_its_counts_epoch_has_expired() {
+        let member = member_cell(count(3, NOW), 9);
+        let table = [
+            (count(3, 0), NOW, true, "no deadline"),
+            (count(3, NOW + 1), NOW, true, "before the deadline"),
+            (count(3, NOW), NOW, false, "at the deadline"),
+            (count(3, NOW), NOW + 5_000, false, "after it"),
+            (count(3, NOW), NOW - 1, true, "a reader's clock behind"),
+            // A count read behind a restart: the member is in the new epoch.
+            (count(2, NOW - 10), NOW, true, "the old count expired"),
+            (count(4, 0), NOW, false, "restarted since"),
+        ];
+        for (count, now, present, why) in table {
+            assert_eq!(is_present(&member, count, now), present, "{why}");
+        }
+    }
+
+    #[test]
+    fn a_member_cell_leaves_the_counts_deadline_out() {
+        let cell = member_cell(count(3, NOW), 9);
+        assert_eq!(cell.epoch(), Epoch::at(3), "same identity, no deadline");
+        assert!(cell.live(u64::MAX), "compaction never folds it away");
+        assert_eq!(cell.sum(), 1);
+        assert!(
+            !is_present(&cell, count(3, NOW), NOW),
+            "the count's deadline decides"
+        );
+        assert!(is_present(&cell, count(3, 0), NOW), "PERSIST keeps it");
     }
 }

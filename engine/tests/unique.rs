@@ -1,5 +1,6 @@
 //! Unique counters in one engine: each member counted once, through
-//! restarts, crashes, flushes and compactions; a reset starts over.
+//! restarts, crashes, flushes and compactions; a reset starts over, and so
+//! does a count whose deadline passed.
 
 #![allow(
     clippy::unwrap_used,
@@ -9,7 +10,8 @@
 mod common;
 
 use common::{open, small_options};
-use tally_engine::{Engine, unique};
+use tally_engine::change::{Change, When};
+use tally_engine::{Engine, now_ms, unique};
 
 async fn admit(e: &Engine, members: &[&str]) -> Vec<bool> {
     let members: Vec<&[u8]> = members.iter().map(|m| m.as_bytes()).collect();
@@ -99,6 +101,67 @@ fn members_are_bounded_and_client_columns_cannot_reach_them() {
         d.wait().await.unwrap();
         assert_eq!(a.new, [true]);
         assert!(tally_engine::Key::user(b"voters", &[unique::RESERVED]).is_err());
+        e.close().unwrap();
+    });
+}
+
+/// Gives the count of `voters` the deadline `at_ms` (0: `PERSIST`).
+async fn expire(e: &Engine, at_ms: u64) -> bool {
+    let change = Change::Expire {
+        at_ms,
+        only: When::Always,
+    };
+    let key = unique::count_key(b"voters").unwrap();
+    let (done, _) = e.change(&key, change, now_ms()).await.unwrap();
+    done.applied
+}
+
+/// Whether `member` is in `voters` now.
+fn present(e: &Engine, member: &str) -> bool {
+    let count = e.get(&unique::count_key(b"voters").unwrap()).unwrap();
+    let cell = e
+        .get(&unique::member_key(b"voters", member.as_bytes()).unwrap())
+        .unwrap();
+    unique::is_present(&cell, count.epoch(), now_ms())
+}
+
+#[test]
+fn an_expired_count_starts_over_and_its_members_count_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = small_options();
+    rt().block_on(async {
+        let e = open(dir.path(), &opts);
+        admit(&e, &["ann", "bob"]).await;
+        // A deadline far off changes nothing yet; PERSIST takes it away.
+        assert!(expire(&e, now_ms() + 3_600_000).await);
+        assert_eq!(admit(&e, &["ann"]).await, [false]);
+        assert!(expire(&e, 0).await, "PERSIST");
+        // A deadline passed: the count and its members are gone.
+        assert!(expire(&e, now_ms() - 1).await);
+        let key = unique::count_key(b"voters").unwrap();
+        let old = e.get(&key).unwrap();
+        assert!(!old.live(now_ms()), "the count expired");
+        assert!(!present(&e, "ann") && !present(&e, "bob"));
+        assert!(!expire(&e, now_ms() + 1_000).await, "nothing to expire");
+        // The next admission restarts the count in a new epoch: a member
+        // of the old one counts again.
+        assert_eq!(admit(&e, &["ann", "ann"]).await, [true, false]);
+        let count = e.get(&key).unwrap();
+        assert_eq!(count.epoch(), old.epoch().restart(), "no deadline");
+        assert_eq!(count.value().unwrap(), 1);
+        assert!(present(&e, "ann") && !present(&e, "bob"));
+        let ann = e
+            .get(&unique::member_key(b"voters", b"ann").unwrap())
+            .unwrap();
+        assert_eq!(ann.epoch(), count.epoch(), "the member in the new epoch");
+        drop(e); // a crash: the log replays the restart with its members
+    });
+    rt().block_on(async {
+        let e = open(dir.path(), &opts);
+        assert_eq!(count(&e), 1);
+        assert!(present(&e, "ann") && !present(&e, "bob"));
+        assert_eq!(admit(&e, &["ann", "bob"]).await, [false, true]);
+        assert_eq!(count(&e), 2);
         e.close().unwrap();
     });
 }

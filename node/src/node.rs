@@ -401,6 +401,27 @@ impl Node {
         crate::unique::contains(&self.ctx, partition, members, cl).await
     }
 
+    /// The merged cell of the unique counter `partition`'s count: its epoch
+    /// holds the counter's deadline (see `unique`).
+    pub async fn unique_count_cell(
+        &self,
+        partition: &[u8],
+        cl: Consistency,
+    ) -> Result<tally_engine::Cell, WireError> {
+        timed_read(cl, crate::unique::count_cell(&self.ctx, partition, cl)).await
+    }
+
+    /// Gives the unique counter `partition` the deadline `at_ms` (0: none)
+    /// if `only` allows (`EXPIRE`, `PERSIST` on a set).
+    pub async fn unique_expire(
+        &self,
+        partition: &[u8],
+        deadline: (u64, tally_net::wire::WireWhen),
+        cl: Consistency,
+    ) -> Result<WireChanged, WireError> {
+        crate::unique::expire(&self.writes, partition, deadline, cl).await
+    }
+
     /// Resets the unique counter `partition` if it has members; answers
     /// whether it had.
     pub async fn unique_reset(&self, partition: &[u8], cl: Consistency) -> Result<bool, WireError> {

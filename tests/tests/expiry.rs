@@ -266,10 +266,11 @@ fn bad_set_and_expire_input_gets_clear_errors_and_nothing_acknowledged_is_lost()
     assert_eq!(cli(&["SET", "gone", "3"]), "OK\n");
     assert_eq!(cli(&["PEXPIREAT", "gone", "0"]), "1\n");
     assert_eq!(cli(&["TTL", "gone"]), "-2\n");
-    // Unique counters do not expire: EXPIRE changes nothing, TTL says none.
+    // A unique counter takes a deadline as a Redis set does.
     assert_eq!(cli(&["SADD", "voters", "ann"]), "1\n");
-    assert_eq!(cli(&["EXPIRE", "voters", "5"]), "0\n");
     assert_eq!(cli(&["TTL", "voters"]), "-1\n");
+    assert_eq!(cli(&["EXPIRE", "voters", "5"]), "1\n");
+    assert_ttl_near(&cli(&["TTL", "voters"]), 5);
     // A huge deadline within range is kept.
     assert_eq!(cli(&["EXPIREAT", "kept", "99999999999"]), "1\n");
     assert_eq!(cli(&["EXPIRETIME", "kept"]), "99999999999\n");

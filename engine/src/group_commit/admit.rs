@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering::Release;
 
 use super::GroupCommit;
-use super::sealer::{added, own_shard, put_next_version};
+use super::sealer::{added, own_shard, put_next_version, restart_expired};
 use crate::cache::Cached;
 use crate::cell::Cell;
 use crate::error::{Error, Result};
@@ -30,7 +30,9 @@ impl GroupCommit {
     /// read just before) absent from the count `key`'s epoch, under its
     /// cell lock (held by `cached`'s owner) and the version `v`
     /// (read-locked): one new own shard of the count, one record with the
-    /// members, their cells into `v`'s active memtable.
+    /// members, their cells into `v`'s active memtable. A count whose
+    /// deadline passed is restarted first (`restart_expired`): the shard,
+    /// the record and the member cells are all in the new epoch.
     pub(crate) fn seal_admission(
         &self,
         key: &Key,
@@ -39,12 +41,16 @@ impl GroupCommit {
         members: &[Key],
         found: &[Cell],
     ) -> Result<Admission> {
+        // An expired count starts again, as an add restarts an expired
+        // counter: every member of its epoch is absent from the new one.
+        restart_expired(&mut cached.cell);
         let epoch = cached.cell.epoch();
+        let now_ms = crate::cell::now_ms();
         let mut new = vec![false; members.len()];
         let mut admitted: Vec<usize> = Vec::new();
         for (i, (m, cell)) in members.iter().zip(found).enumerate() {
             let twin = admitted.iter().any(|&j| members[j] == *m);
-            if !twin && !unique::is_present(cell, epoch) {
+            if !twin && !unique::is_present(cell, epoch, now_ms) {
                 new[i] = true;
                 admitted.push(i);
             }

@@ -1,15 +1,17 @@
 //! Expiring counters over RESP: `EXPIRE`, `PEXPIRE`, `EXPIREAT`,
 //! `PEXPIREAT` (with `NX`, `XX`, `GT`, `LT`), `PERSIST`, `TTL`, `PTTL`,
-//! `EXPIRETIME`, `PEXPIRETIME`. A key is a partition: its counter (the
-//! empty column) when it has one, else every column of it (a hash), as
-//! Redis expires a hash whole. Columns made after an `EXPIRE` do not take
-//! its deadline. The deadline is wall-clock time, read here when the
-//! command arrives (see the README on clock skew).
+//! `EXPIRETIME`, `PEXPIRETIME`. A key is a partition, named by the first
+//! kind it holds (`generic::kind`): its counter (the empty column) when it
+//! has one, else every column of it (a hash), as Redis expires a hash
+//! whole, else its unique counter (a set), whose deadline is its count's
+//! (see `crate::unique`). Columns made after an `EXPIRE` do not take its
+//! deadline. The deadline is wall-clock time, read here when the command
+//! arrives (see the README on clock skew).
 
 use std::sync::Arc;
 
 use tally_engine::{Cell, now_ms};
-use tally_net::wire::{Consistency, WireChange, WireKey, WireWhen};
+use tally_net::wire::{Consistency, WireChange, WireError, WireKey, WireWhen};
 
 use super::counters::wire_err;
 use super::proto::Reply;
@@ -142,8 +144,8 @@ fn expire_when(opts: &[Vec<u8>]) -> Result<WireWhen, Reply> {
     })
 }
 
-/// Gives `key` the deadline `at_ms` (0: none) if `only` allows: its
-/// counter when it has one, else each live column. Answers 1 if any changed.
+/// Gives `key` the deadline `at_ms` (0: none) if `only` allows; answers 1
+/// if anything changed.
 async fn expire(
     node: &Arc<Node>,
     cl: Consistency,
@@ -151,29 +153,48 @@ async fn expire(
     at_ms: u64,
     only: WireWhen,
 ) -> Reply {
+    match expire_first_kind(node, cl, key, (at_ms, only)).await {
+        Ok(applied) => Reply::Int(i64::from(applied)),
+        Err(e) => wire_err(&e),
+    }
+}
+
+/// Gives the first kind `key` holds the deadline: its counter when it has
+/// one, else each live column of its hash, else its unique counter;
+/// answers whether any changed.
+async fn expire_first_kind(
+    node: &Arc<Node>,
+    cl: Consistency,
+    key: &[u8],
+    (at_ms, only): (u64, WireWhen),
+) -> Result<bool, WireError> {
     let change = WireChange::Expire { at_ms, only };
-    match node.change(&WireKey::new(key, b""), change, cl).await {
-        Ok(done) if done.before.is_some() => return Reply::Int(i64::from(done.applied)),
-        Ok(_) => {}
-        Err(e) => return wire_err(&e),
+    let done = node.change(&WireKey::new(key, b""), change, cl).await?;
+    if done.before.is_some() {
+        return Ok(done.applied);
     }
-    let row = match node.get_row_cells(key, cl).await {
-        Ok(row) => row,
-        Err(e) => return wire_err(&e),
-    };
+    let row = node.get_row_cells(key, cl).await?;
     let now = now_ms();
-    let mut applied = false;
-    for (column, _) in row.iter().filter(|(_, c)| c.live(now)) {
-        match node.change(&WireKey::new(key, column), change, cl).await {
-            Ok(done) => applied |= done.applied,
-            Err(e) => return wire_err(&e),
-        }
+    let live: Vec<&[u8]> = row
+        .iter()
+        .filter(|(_, c)| c.live(now))
+        .map(|(column, _)| column.as_slice())
+        .collect();
+    if live.is_empty() {
+        return Ok(node.unique_expire(key, (at_ms, only), cl).await?.applied);
     }
-    Reply::Int(i64::from(applied))
+    let mut applied = false;
+    for column in live {
+        applied |= node
+            .change(&WireKey::new(key, column), change, cl)
+            .await?
+            .applied;
+    }
+    Ok(applied)
 }
 
 /// `key`'s deadline: its counter's when it has one, else its first live
-/// column's; a unique counter (which never expires) has none.
+/// column's, else its unique counter's.
 async fn deadline(node: &Arc<Node>, cl: Consistency, key: &[u8]) -> Result<Deadline, Reply> {
     let now = now_ms();
     let cell = node
@@ -190,11 +211,14 @@ async fn deadline(node: &Arc<Node>, cl: Consistency, key: &[u8]) -> Result<Deadl
     if let Some(c) = row.values().find(|c| c.live(now)) {
         return Ok(deadline_of(c));
     }
-    match node.unique_count(key, cl).await {
-        Ok(n) if n > 0 => Ok(Deadline::Never),
-        Ok(_) => Ok(Deadline::Absent),
-        Err(e) => Err(wire_err(&e)),
-    }
+    let count = node
+        .unique_count_cell(key, cl)
+        .await
+        .map_err(|e| wire_err(&e))?;
+    Ok(match count.live(now) {
+        true => deadline_of(&count),
+        false => Deadline::Absent,
+    })
 }
 
 /// A live cell's deadline.

@@ -6,11 +6,12 @@
 //! columns, which sort last); a Redis key holds one kind, so a key holding
 //! several is named by the first in column order ([`kind`]): the order in
 //! which `SCAN` meets them (`keys::listed`) and in which `EXPIRE` and `TTL`
-//! look (`expiry`: the counter, else the hash; unique counters do not
-//! expire).
+//! look (`expiry`: the counter, else the hash, else the unique counter,
+//! whose deadline is its count's). A unique counter whose deadline passed
+//! holds nothing, as an expired Redis set: it is not a kind of the key.
 //!
 //! `DEL` resets every live column of the key, the counter (or list) and
-//! each field of the hash, and its unique counter: each reset is a
+//! each field of the hash, and its live unique counter: each reset is a
 //! counter's reset (a new epoch with no shards, logged before it is
 //! answered and replicated at the connection's level, winning over the
 //! adds it races), so a hash is deleted with a counter's guarantees. A
@@ -61,7 +62,8 @@ pub(crate) struct Holds {
     pub(crate) counter: Option<WireKind>,
     /// Whether a client column is live.
     pub(crate) hash: bool,
-    /// Whether its unique counter has members.
+    /// Whether its unique counter has members (its deadline, if any, not
+    /// passed).
     pub(crate) set: bool,
 }
 
