@@ -35,41 +35,13 @@
 //!   the client ports' and the clients' certificates.
 //! - [`daemon`]: one node as a process (what `tallyd run` runs).
 
-pub mod accept;
-pub mod auth;
-mod authz;
-pub mod certs;
-pub mod check_log;
-pub mod client_certs;
-pub mod client_security;
-pub mod client_tls;
+pub mod base;
+pub mod client;
+pub mod cluster;
 pub mod config;
-mod convert;
-mod ctx;
-pub mod daemon;
-mod handoff;
-pub mod hints;
-pub mod ids;
-mod keyspace;
-pub mod limits;
-mod metrics;
 pub mod node;
-mod output;
-mod peer;
-mod placement;
-mod read;
-mod repair;
-pub mod resp;
-pub mod restore;
-mod scan;
-mod scripts;
-pub mod server;
-mod snapshot;
-pub mod stream;
-mod tails;
-pub mod topology;
-mod unique;
-mod write;
+pub mod ops;
+pub mod security;
 
 pub use node::Node;
 pub use tally_net::ring;

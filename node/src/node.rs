@@ -18,15 +18,15 @@ use tally_net::wire::{
     WireChange, WireChanged, WireError, WireKey, WireKeys, WireScan, WireSnapshotOp, WireSnapshots,
 };
 
+use crate::base::convert;
+use crate::base::registry::Op;
+use crate::cluster::ctx::{Ctx, Placed};
+use crate::cluster::hints::Hints;
+use crate::cluster::peer::PeerHandler;
+use crate::cluster::read;
+use crate::cluster::write::Writes;
+use crate::cluster::write::queue::{Origin, QueuedAdd};
 use crate::config::{Config, SyncKind};
-use crate::convert;
-use crate::ctx::{Ctx, Placed};
-use crate::hints::Hints;
-use crate::metrics::registry::Op;
-use crate::peer::PeerHandler;
-use crate::read;
-use crate::write::Writes;
-use crate::write::queue::{Origin, QueuedAdd};
 
 /// A node of the cluster.
 pub struct Node {
@@ -72,7 +72,7 @@ impl Node {
             ..Options::default()
         };
         tweak(&mut opts);
-        let topology = crate::topology::change::initial(&config, me)?;
+        let topology = crate::cluster::topology::change::initial(&config, me)?;
         // Replay merges cells of every fold generation the ring agreed.
         tally_engine::cell::fold::install(topology.engine_folds());
         let engine_dir = dir.join("engine");
@@ -89,7 +89,7 @@ impl Node {
         let leaving = std::sync::atomic::AtomicUsize::new(topology.leaving());
         let placed = parking_lot::RwLock::new(Placed::new(topology, &config));
         let retired = engine.retired().context("read the retired incarnations")?;
-        let tails = crate::tails::Gate::new(config.nodes.len(), me, retired);
+        let tails = crate::cluster::tails::Gate::new(config.nodes.len(), me, retired);
         let ctx = Arc::new(Ctx {
             me,
             placed,
@@ -104,9 +104,9 @@ impl Node {
             hints,
             tails,
             leaving,
-            replacing: std::sync::atomic::AtomicBool::new(crate::topology::replace::in_progress(
-                &dir,
-            )),
+            replacing: std::sync::atomic::AtomicBool::new(
+                crate::cluster::topology::replace::in_progress(&dir),
+            ),
             repairing: parking_lot::Mutex::new(None),
             transport: OnceLock::new(),
             write_timeout: Duration::from_millis(c.write_timeout_ms),
@@ -147,7 +147,7 @@ impl Node {
                 .collect(),
             me: ctx.me,
             bind: ctx.config.nodes[ctx.me].peer_bind,
-            tls: crate::certs::node_files(&c.certs_dir, &ctx.config.nodes[ctx.me].id),
+            tls: crate::security::certs::node_files(&c.certs_dir, &ctx.config.nodes[ctx.me].id),
             heartbeat_interval: Duration::from_millis(c.heartbeat_interval_ms),
             failure_timeout: Duration::from_millis(c.failure_timeout_ms),
         };
@@ -160,16 +160,16 @@ impl Node {
             anyhow::bail!("the peer transport is already running");
         }
         self.writes.start();
-        crate::handoff::start(Arc::downgrade(ctx));
-        crate::tails::start(Arc::downgrade(ctx));
-        crate::topology::change::start(Arc::downgrade(ctx));
+        crate::cluster::handoff::start(Arc::downgrade(ctx));
+        crate::cluster::tails::start(Arc::downgrade(ctx));
+        crate::cluster::topology::change::start(Arc::downgrade(ctx));
         Ok(transport)
     }
 
     /// Learns the newest ring the peers that answer within a second hold;
     /// what a node does before it serves clients.
     pub async fn learn_ring(&self) {
-        crate::topology::change::learn(&self.ctx).await;
+        crate::cluster::topology::change::learn(&self.ctx).await;
     }
 
     /// Makes this node a member of the ring (`tallyd run --join`), or
@@ -181,9 +181,9 @@ impl Node {
             tracing::info!("this node is a member of the ring already");
             return Ok(());
         }
-        let change = crate::topology::Change::Join(self.ctx.me);
+        let change = crate::cluster::topology::Change::Join(self.ctx.me);
         loop {
-            match crate::topology::change::run(&self.ctx, change).await {
+            match crate::cluster::topology::change::run(&self.ctx, change).await {
                 Ok(_) => return Ok(()),
                 // Refused (another change, not absent): nothing to wait for.
                 Err(e) if e.kind == tally_net::wire::ErrorKind::Invalid => return Err(e),
@@ -212,7 +212,9 @@ impl Node {
         if !self.ctx.is_replacing() {
             return Ok(());
         }
-        crate::topology::replace::run(&self.ctx).await.map(|_| ())
+        crate::cluster::topology::replace::run(&self.ctx)
+            .await
+            .map(|_| ())
     }
 
     /// The cluster's configuration.
@@ -239,7 +241,7 @@ impl Node {
     /// `fault-injection` feature.
     #[cfg(feature = "fault-injection")]
     pub fn inject_unsealed_scripts(&self) {
-        crate::resp::inject_unsealed_scripts();
+        crate::client::resp::inject_unsealed_scripts();
     }
 
     /// FAULT INJECTION for testing checkers: from now on, this node applies
@@ -354,7 +356,7 @@ impl Node {
         column: &[u8],
         delta: i64,
         cl: Consistency,
-    ) -> Result<crate::write::Queued, WireError> {
+    ) -> Result<crate::cluster::write::Queued, WireError> {
         let key = convert::user_key_of(partition, column)?;
         Ok(self.writes.queue(key, delta, cl))
     }
@@ -383,12 +385,13 @@ impl Node {
         members: &[Vec<u8>],
         cl: Consistency,
     ) -> Result<Vec<bool>, WireError> {
-        crate::write::unique::add(&self.ctx, &self.writes.admits, partition, members, cl).await
+        crate::cluster::write::unique::add(&self.ctx, &self.writes.admits, partition, members, cl)
+            .await
     }
 
     /// The number of distinct members of the unique counter `partition`.
     pub async fn unique_count(&self, partition: &[u8], cl: Consistency) -> Result<i64, WireError> {
-        crate::unique::count(&self.ctx, partition, cl).await
+        crate::cluster::unique::count(&self.ctx, partition, cl).await
     }
 
     /// Whether each of `members` is in the unique counter `partition`.
@@ -398,7 +401,7 @@ impl Node {
         members: &[Vec<u8>],
         cl: Consistency,
     ) -> Result<Vec<bool>, WireError> {
-        crate::unique::contains(&self.ctx, partition, members, cl).await
+        crate::cluster::unique::contains(&self.ctx, partition, members, cl).await
     }
 
     /// The merged cell of the unique counter `partition`'s count: its epoch
@@ -408,7 +411,11 @@ impl Node {
         partition: &[u8],
         cl: Consistency,
     ) -> Result<tally_engine::Cell, WireError> {
-        timed_read(cl, crate::unique::count_cell(&self.ctx, partition, cl)).await
+        timed_read(
+            cl,
+            crate::cluster::unique::count_cell(&self.ctx, partition, cl),
+        )
+        .await
     }
 
     /// Gives the unique counter `partition` the deadline `at_ms` (0: none)
@@ -419,13 +426,13 @@ impl Node {
         deadline: (u64, tally_net::wire::WireWhen),
         cl: Consistency,
     ) -> Result<WireChanged, WireError> {
-        crate::unique::expire(&self.writes, partition, deadline, cl).await
+        crate::cluster::unique::expire(&self.writes, partition, deadline, cl).await
     }
 
     /// Resets the unique counter `partition` if it has members; answers
     /// whether it had.
     pub async fn unique_reset(&self, partition: &[u8], cl: Consistency) -> Result<bool, WireError> {
-        crate::unique::reset(&self.ctx, &self.writes, partition, cl).await
+        crate::cluster::unique::reset(&self.ctx, &self.writes, partition, cl).await
     }
 
     /// Queues a client's add whose answer goes where `add.reply` says.
@@ -515,38 +522,38 @@ impl Node {
     }
 
     /// The keyspace database `db` reads and writes now.
-    pub(crate) fn keyspace(&self, db: u8) -> crate::keyspace::Keyspace {
+    pub(crate) fn keyspace(&self, db: u8) -> crate::base::keyspace::Keyspace {
         self.ctx.keyspace(db)
     }
 
     /// Empties each of `dbs`, cluster-wide (see `topology::flush`).
     pub(crate) async fn flush(&self, dbs: &[u8]) -> Result<(), WireError> {
-        crate::topology::flush::run(&self.ctx, dbs).await
+        crate::cluster::topology::flush::run(&self.ctx, dbs).await
     }
 
     /// The Lua script of `sha`, from this node or another (see `scripts`).
     pub(crate) async fn find_script(&self, sha: &str) -> Option<Arc<[u8]>> {
-        crate::scripts::find(&self.ctx, sha).await
+        crate::cluster::scripts::find(&self.ctx, sha).await
     }
 
     /// Empties every node's cache of scripts.
     pub(crate) async fn flush_scripts(&self) {
-        crate::scripts::flush_everywhere(&self.ctx).await;
+        crate::cluster::scripts::flush_everywhere(&self.ctx).await;
     }
 
     /// Takes, lists or clears this node's snapshots (see `snapshot`).
     pub async fn snapshot(&self, op: WireSnapshotOp) -> Result<WireSnapshots, WireError> {
-        crate::snapshot::run(&self.ctx, op).await
+        crate::cluster::snapshot::run(&self.ctx, op).await
     }
 
     /// One page of the live keys of a keyspace, cluster-wide (see `scan`).
     pub async fn scan(&self, scan: WireScan, cl: Consistency) -> Result<WireKeys, WireError> {
-        crate::scan::page(&self.ctx, scan, cl).await
+        crate::cluster::scan::page(&self.ctx, scan, cl).await
     }
 
     /// Runs one client operation.
     pub async fn execute(&self, op: ClientOp) -> Result<ClientReply, WireError> {
-        let op = crate::keyspace::op_in(op, self.ctx.keyspace(0))?;
+        let op = crate::base::keyspace::op_in(op, self.ctx.keyspace(0))?;
         match op {
             ClientOp::Ping => Ok(ClientReply::Pong),
             ClientOp::Add { key, delta, cl } => {
@@ -567,7 +574,7 @@ impl Node {
                 .await
                 .map(|new| ClientReply::Value(new.iter().filter(|n| **n).count() as i64)),
             ClientOp::UniqueCount { partition, cl } => {
-                crate::unique::count(&self.ctx, &partition, cl)
+                crate::cluster::unique::count(&self.ctx, &partition, cl)
                     .await
                     .map(ClientReply::Value)
             }
@@ -591,15 +598,15 @@ impl Node {
                 .get_cell(&key, cl)
                 .await
                 .map(|c| ClientReply::Cell(convert::wire_cell(&c))),
-            ClientOp::Repair { range } => crate::repair::run::repair(&self.ctx, range)
+            ClientOp::Repair { range } => crate::cluster::repair::run::repair(&self.ctx, range)
                 .await
                 .map(ClientReply::Repaired),
             ClientOp::Decommission { node } => self.change_ring(&node, false).await,
             ClientOp::RemoveNode { node } => self.change_ring(&node, true).await,
-            ClientOp::Cleanup => crate::topology::cleanup::run(&self.ctx)
+            ClientOp::Cleanup => crate::cluster::topology::cleanup::run(&self.ctx)
                 .await
                 .map(ClientReply::Cleaned),
-            ClientOp::Fold => crate::topology::fold::run(&self.ctx)
+            ClientOp::Fold => crate::cluster::topology::fold::run(&self.ctx)
                 .await
                 .map(ClientReply::Folded),
             ClientOp::Scan { scan, cl } => self.scan(scan, cl).await.map(ClientReply::Keys),
@@ -614,7 +621,7 @@ impl Node {
 
     /// Takes `node` out of the ring: decommissioned, or `removed` (down).
     async fn change_ring(&self, node: &str, removed: bool) -> Result<ClientReply, WireError> {
-        use crate::topology::Change;
+        use crate::cluster::topology::Change;
         let Some(n) = self.ctx.config.nodes.iter().position(|c| c.id == node) else {
             return Err(WireError::not_applied(
                 tally_net::wire::ErrorKind::Invalid,
@@ -626,7 +633,7 @@ impl Node {
         } else {
             Change::Decommission(n)
         };
-        crate::topology::change::run(&self.ctx, change)
+        crate::cluster::topology::change::run(&self.ctx, change)
             .await
             .map(|t| ClientReply::Ring(t.to_wire()))
     }
@@ -695,7 +702,7 @@ impl Node {
     }
 
     /// Each other node's hints held here, by its id.
-    pub(crate) fn hint_reports(&self) -> Vec<(String, crate::hints::HintReport)> {
+    pub(crate) fn hint_reports(&self) -> Vec<(String, crate::cluster::hints::HintReport)> {
         let ctx = &self.ctx;
         (0..ctx.config.nodes.len())
             .filter(|&i| i != ctx.me)
@@ -721,6 +728,6 @@ async fn timed_read<T>(
 ) -> Result<T, WireError> {
     let started = std::time::Instant::now();
     let answer = read.await;
-    crate::metrics::registry::get().coordinated(Op::Read, cl, started.elapsed(), &answer);
+    crate::base::registry::get().coordinated(Op::Read, cl, started.elapsed(), &answer);
     answer
 }

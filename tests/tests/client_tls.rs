@@ -168,7 +168,7 @@ fn clients_speak_tls_with_a_login_and_nothing_else_gets_in() {
 
     // Renewed client-port certificates are served without a restart.
     let (cert_file, key_file) =
-        tally_node::client_certs::listener_files(&cluster.certs_dir(), "n1");
+        tally_node::security::client_certs::listener_files(&cluster.certs_dir(), "n1");
     let on_disk = || pem_der(&cert_file);
     rt().block_on(async {
         let c = cluster.client(0).await.unwrap();
@@ -225,7 +225,7 @@ fn with_verify_clients_only_a_client_certificate_of_the_ca_gets_in() {
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "4");
     // A node's own client-port certificate is no client certificate.
-    let (own_cert, own_key) = tally_node::client_certs::listener_files(&certs, "n1");
+    let (own_cert, own_key) = tally_node::security::client_certs::listener_files(&certs, "n1");
     let (oc, ok) = (own_cert.to_string_lossy(), own_key.to_string_lossy());
     let out = cluster
         .tally(&["--tls-cert", &oc, "--tls-key", &ok, "get", "c"])

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tally_net::peer::{BoxFuture, Handler, PeerAddr, PeerError, PeerSettings, Transport};
 use tally_net::wire::{self, PeerRequest, PeerResponse, WireCell, WireKey, WireShard};
 use tally_net::{Consistency, tls};
-use tally_node::certs;
+use tally_node::security::certs;
 use tally_tests::{Cluster, ClusterOptions, runtime as rt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

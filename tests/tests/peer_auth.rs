@@ -14,7 +14,7 @@ use quinn::rustls::pki_types::pem::PemObject;
 use tally_net::peer::{BoxFuture, Handler, PeerAddr, PeerError, PeerSettings, Transport};
 use tally_net::wire::{PeerRequest, PeerResponse, WireCell, WireEpoch, WireKey, WireShard};
 use tally_net::{Consistency, tls};
-use tally_node::certs;
+use tally_node::security::certs;
 use tally_tests::{Cluster, ClusterOptions, runtime as rt};
 
 /// Answers every request the same way.

@@ -99,7 +99,7 @@ struct Args {
     plot: Option<std::path::PathBuf>,
     /// TLS and login (as `tally`'s).
     #[command(flatten)]
-    security: tally_node::client_security::Flags,
+    security: tally_node::security::client_security::Flags,
 }
 
 #[derive(Clone, Copy)]
@@ -192,7 +192,8 @@ async fn run(args: Args) -> Result<bool> {
         args.addr.clone()
     };
     let config = Config::load(&args.config).ok();
-    let security = tally_node::client_security::security(&args.security, config.as_ref())?;
+    let security =
+        tally_node::security::client_security::security(&args.security, config.as_ref())?;
     let opts = ClusterOptions {
         connections_per_node: args.connections.max(1),
         timeout: Duration::from_secs(5),

@@ -61,7 +61,7 @@ struct Cli {
     #[arg(long, default_value_t = 5000, global = true)]
     timeout_ms: u64,
     #[command(flatten)]
-    security: tally_node::client_security::Flags,
+    security: tally_node::security::client_security::Flags,
     #[command(subcommand)]
     command: Cmd,
 }
@@ -584,7 +584,7 @@ struct Row<'a> {
     ring: NodeState,
 }
 
-/// The nodes that dropped hints for `id` (see `tally_node::hints::bound`):
+/// The nodes that dropped hints for `id` (see `tally_node::cluster::hints::bound`):
 /// it needs a repair if any did.
 fn dropped_hints_for<'r>(id: &str, rows: &'r [Row<'_>]) -> Vec<&'r str> {
     rows.iter()
@@ -601,7 +601,7 @@ impl Row<'_> {
     /// Like `nodetool status`: U(p) or D(own), then N(ormal), J(oining) or
     /// L(eaving); and whether it takes writes.
     fn state(&self) -> String {
-        let code = tally_node::topology::status_code(self.node.up, self.ring);
+        let code = tally_node::cluster::topology::status_code(self.node.up, self.ring);
         match (self.node.up, &self.not_writable) {
             (true, Some(_)) => format!("{code} not writable"),
             _ => code.to_string(),

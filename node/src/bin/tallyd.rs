@@ -8,7 +8,7 @@
 //!   needs the CA's key; `run` and `up` work without it.
 //! - `tallyd check-log --data DIR [--truncate]`: a stopped node's commit log.
 //! - `tallyd restore --config cluster.toml --node n1 --tag T`: a stopped node
-//!   put back to its snapshot `T`, data and ring (`tally_node::restore`).
+//!   put back to its snapshot `T`, data and ring (`tally_node::ops::restore`).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -18,11 +18,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use tally_node::config::Config;
-use tally_node::{certs, client_certs};
+use tally_node::{security::certs, security::client_certs};
 
 #[path = "tallyd/passwd.rs"]
 mod passwd;
-use tally_node::daemon::{self, RunArgs, runtime, wait_for_signal};
+use tally_node::ops::daemon::{self, RunArgs, runtime, wait_for_signal};
 
 // A node allocates per request and per message (frames, cells, tasks);
 // glibc's malloc spent about a fifth of a node's CPU under load.
@@ -105,7 +105,7 @@ fn main() {
         Cmd::Certs { config, client } => certs_command(&config, client.as_deref()),
         Cmd::Passwd(args) => passwd::run(&args),
         Cmd::CheckLog { data, truncate } => {
-            tally_node::check_log::run(&data, truncate, &mut std::io::stdout())
+            tally_node::ops::check_log::run(&data, truncate, &mut std::io::stdout())
         }
         Cmd::Restore { config, node, tag } => restore(&config, &node, &tag),
     };
@@ -116,7 +116,7 @@ fn main() {
 }
 
 fn restore(config: &Path, node: &str, tag: &str) -> Result<()> {
-    let r = tally_node::restore::run(config, node, tag)?;
+    let r = tally_node::ops::restore::run(config, node, tag)?;
     let had = r
         .was_version
         .map_or_else(|| "none".to_string(), |v| v.to_string());

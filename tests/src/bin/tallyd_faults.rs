@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use tally_engine::Options;
-use tally_node::daemon::{self, RunArgs};
+use tally_node::ops::daemon::{self, RunArgs};
 use tokio::signal::unix::{SignalKind, signal};
 
 // As in `tallyd`, so a faulty node runs like a real one in every other way.

@@ -2,7 +2,7 @@
 //! one node's RESP port, at a level chosen per pipeline with `CLIENT
 //! CONSISTENCY`, and now and then a `SET` or a `PEXPIREAT` (a fraction of
 //! a second ahead) of a reset key. The node runs a pipeline's commands at once (see
-//! `tally_node::resp::pipeline`), so every command of it is recorded as
+//! `tally_node::client::resp::pipeline`), so every command of it is recorded as
 //! invoked when the pipeline was sent and completed when its own reply
 //! came; the checker judges them with everything else.
 //!

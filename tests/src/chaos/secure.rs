@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use tally_net::client::{ClientTls, Login, Security};
 use tally_net::client_tls::{ClientFiles, client_config};
 use tally_net::{Client, ClientError};
-use tally_node::stream::Either;
+use tally_node::client::stream::Either;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 

@@ -1,5 +1,5 @@
 //! Topology faults: nodes join, are decommissioned and are removed while
-//! the workload runs (see `tally_node::topology`).
+//! the workload runs (see `tally_node::cluster::topology`).
 //!
 //! The run keeps the ring between its first size and that plus the spare
 //! nodes: a `join` starts the next spare (a `[[node]]` with `join = true`)

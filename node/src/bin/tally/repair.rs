@@ -1,6 +1,6 @@
 //! `tally repair`: the ranges of one node (`--node`), or of every node in
 //! turn, compared across their replicas and brought to the same cells
-//! (see `tally_node::repair`). Each node's repair prints when it starts
+//! (see `tally_node::cluster::repair`). Each node's repair prints when it starts
 //! and what it moved, like `nodetool repair`.
 
 use std::net::SocketAddr;

@@ -1,5 +1,5 @@
 //! `tally decommission` and `tally removenode`: taking a node out of the
-//! ring (see `tally_node::topology`), each waiting for the change to end
+//! ring (see `tally_node::cluster::topology`), each waiting for the change to end
 //! and printing the ring after it; `tally cleanup` once it changed; and
 //! `tally fold`, which folds retired incarnations' shards into the bases.
 

@@ -1,5 +1,5 @@
 //! The security of `tally`'s connections (see
-//! `tally_node::client_security`), set once at start.
+//! `tally_node::security::client_security`), set once at start.
 
 use std::net::SocketAddr;
 use std::sync::OnceLock;
@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::Result;
 use tally_net::client::Security;
 use tally_net::{Client, ClientError};
-use tally_node::client_security::{Flags, security as from_flags};
 use tally_node::config::Config;
+use tally_node::security::client_security::{Flags, security as from_flags};
 
 static SECURITY: OnceLock<Security> = OnceLock::new();
 

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use tally_net::client::Security;
-use tally_node::auth::{Role, UserEntry, password, users};
-use tally_node::client_security::{self, Flags};
 use tally_node::config::Config;
+use tally_node::security::auth::{Role, UserEntry, password, users};
+use tally_node::security::client_security::{self, Flags};
 
 /// What `tallyd passwd` was asked.
 #[derive(clap::Args)]

@@ -1,0 +1,114 @@
+//! What the node counts as it serves: the process's registry of counters
+//! and latency histograms, updated on the data path with relaxed atomics
+//! (a node runs in a process of its own). A leaf: it imports nothing of the
+//! node but the RESP command table.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use tally_engine::latency::{Latencies, LatencySnapshot};
+use tally_net::wire::{Consistency, ErrorKind, WireError};
+
+use crate::base::commands::COMMANDS;
+
+/// The consistency levels, in the order of the registry's arrays.
+pub(crate) const LEVELS: [(Consistency, &str); 3] = [
+    (Consistency::One, "one"),
+    (Consistency::Quorum, "quorum"),
+    (Consistency::All, "all"),
+];
+
+/// What a coordinated operation was.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Op {
+    Add = 0,
+    Read = 1,
+}
+
+pub(crate) const OPS: [&str; 2] = ["add", "read"];
+pub(crate) const ERROR_KINDS: [&str; 3] = ["timeout", "unavailable", "other"];
+
+/// What the node counts as it serves.
+pub(crate) struct Registry {
+    /// Coordinated operations' latencies, by operation and level.
+    latency: [[Latencies; 3]; 2],
+    /// Their failures, by operation and kind.
+    errors: [[AtomicU64; 3]; 2],
+    /// Cells merged here for another node's write (replication, hints).
+    pub(crate) replica_applies: AtomicU64,
+    /// Read repairs sent.
+    pub(crate) read_repairs: AtomicU64,
+    /// Hints written, and delivered.
+    pub(crate) hints_written: AtomicU64,
+    pub(crate) hints_sent: AtomicU64,
+    /// RESP commands, by the command table's order; unknown ones last.
+    resp: [AtomicU64; COMMANDS.len() + 1],
+}
+
+/// The process's registry.
+static REGISTRY: Registry = Registry {
+    latency: [const { [const { Latencies::new() }; 3] }; 2],
+    errors: [const { [const { AtomicU64::new(0) }; 3] }; 2],
+    replica_applies: AtomicU64::new(0),
+    read_repairs: AtomicU64::new(0),
+    hints_written: AtomicU64::new(0),
+    hints_sent: AtomicU64::new(0),
+    resp: [const { AtomicU64::new(0) }; COMMANDS.len() + 1],
+};
+
+/// The process's registry.
+pub(crate) fn get() -> &'static Registry {
+    &REGISTRY
+}
+
+/// The index of `cl` in [`LEVELS`].
+fn level(cl: Consistency) -> usize {
+    match cl {
+        Consistency::One => 0,
+        Consistency::Quorum => 1,
+        Consistency::All => 2,
+    }
+}
+
+impl Registry {
+    /// Counts a coordinated operation that took `took` and ended so.
+    pub(crate) fn coordinated<T>(
+        &self,
+        op: Op,
+        cl: Consistency,
+        took: Duration,
+        result: &Result<T, WireError>,
+    ) {
+        self.latency[op as usize][level(cl)].observe(took);
+        if let Err(e) = result {
+            let kind = match e.kind {
+                ErrorKind::Timeout => 0,
+                ErrorKind::Unavailable => 1,
+                _ => 2,
+            };
+            self.errors[op as usize][kind].fetch_add(1, Relaxed);
+        }
+    }
+
+    /// The latencies of `op` at the level of index `level`.
+    pub(crate) fn latency(&self, op: usize, level: usize) -> LatencySnapshot {
+        self.latency[op][level].snapshot()
+    }
+
+    /// Failures of `op` of the kind of index `kind`.
+    pub(crate) fn errors(&self, op: usize, kind: usize) -> u64 {
+        self.errors[op][kind].load(Relaxed)
+    }
+
+    /// Each RESP command's count, in the command table's order (unknown
+    /// commands last).
+    pub(crate) fn resp_commands(&self) -> impl Iterator<Item = u64> + '_ {
+        self.resp.iter().map(|c| c.load(Relaxed))
+    }
+
+    /// Counts a RESP command by its name (lowercase).
+    pub(crate) fn resp_command(&self, name: &str) {
+        let i = crate::base::commands::index(name).unwrap_or(COMMANDS.len());
+        self.resp[i].fetch_add(1, Relaxed);
+    }
+}

@@ -1,0 +1,8 @@
+//! The client ports: accepting connections, the native protocol, RESP,
+//! and the streams and answers they move.
+
+pub mod accept;
+pub(crate) mod output;
+pub mod resp;
+pub mod server;
+pub mod stream;

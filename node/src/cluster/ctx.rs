@@ -1,0 +1,510 @@
+//! The handles every role of a node shares: its place in the cluster, its
+//! engine, its peer transport and its hints. The roles (`write`, `read`,
+//! `peer`, `handoff`) each take this and nothing else of the node, so
+//! that none of them imports another's internals or the node that wires
+//! them.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tally_engine::{Engine, Epoch, Key};
+use tally_net::log_limit::LogLimit;
+use tally_net::peer::Transport;
+use tally_net::wire::{Consistency, ErrorKind, WireError};
+use tracing::warn;
+
+use crate::cluster::hints::Hints;
+use crate::cluster::placement::{self, OnceRefusal, Refusal, Route, Shortfall, State};
+use crate::cluster::topology::Topology;
+use crate::config::Config;
+use crate::ring::{Replicas, Ring};
+
+/// A membership and the rings it gives.
+pub(crate) struct Placed {
+    pub(crate) topology: Topology,
+    pub(crate) ring: Arc<Ring>,
+    /// The ring once the change in progress is done, if one is.
+    pub(crate) next: Option<Arc<Ring>>,
+    /// The ring before the last change, for requests from peers that have
+    /// not switched yet.
+    pub(crate) previous: Option<Arc<Ring>>,
+}
+
+impl Placed {
+    pub(crate) fn new(topology: Topology, config: &Config) -> Placed {
+        let c = &config.cluster;
+        let ids = config.node_ids();
+        let ring = topology.ring(&ids, c.vnodes, c.replication_factor);
+        let next = topology.next_ring(&ids, c.vnodes, c.replication_factor);
+        Placed {
+            topology,
+            ring: Arc::new(ring),
+            next: next.map(Arc::new),
+            previous: None,
+        }
+    }
+}
+
+/// One node's shared handles.
+pub(crate) struct Ctx {
+    /// The cluster's configuration.
+    pub(crate) config: Config,
+    /// This node's index in `config.nodes` and on the ring.
+    pub(crate) me: usize,
+    /// The ring this node places data by, and the membership it comes from.
+    pub(crate) placed: parking_lot::RwLock<Placed>,
+    /// Held by the topology change this node runs (one at a time).
+    pub(crate) changing: tokio::sync::Mutex<()>,
+    /// Held by the cleanup this node runs (one at a time).
+    pub(crate) cleaning: tokio::sync::Mutex<()>,
+    /// A collection of flushed generations is queued and has not read the
+    /// ring yet: the flushes stored meanwhile need no other
+    /// (`topology::flush::collect`).
+    pub(crate) collect_queued: crate::cluster::topology::flush::Coalesced,
+    /// The flushes this node coordinates, one batch at a time
+    /// (`topology::flush_queue`).
+    pub(crate) flushes: parking_lot::Mutex<
+        crate::cluster::topology::flush_queue::Queue<crate::cluster::topology::flush::Waiter>,
+    >,
+    /// Held while a ring is stored and switched to.
+    pub(crate) adopting: parking_lot::Mutex<()>,
+    /// Held for reading from the check that an add with an id may be
+    /// applied here through its read-modify-write; for writing when a
+    /// ring switching over is taken, so that once it is, every add that
+    /// passed the check is in the ledger (see `topology::change`).
+    pub(crate) id_fence: parking_lot::RwLock<()>,
+    /// Held for reading by an admission of unique members through its
+    /// replication; for writing once a ring switching over is taken, so
+    /// that every admission whose applier it moves has ended (see
+    /// `topology::change`).
+    pub(crate) admit_fence: tokio::sync::RwLock<()>,
+    pub(crate) engine: Engine,
+    pub(crate) hints: Hints,
+    /// Whether this node may apply ids yet, after an unclean restart.
+    pub(crate) tails: crate::cluster::tails::Gate,
+    /// The node being decommissioned, if one is (`usize::MAX`: none): it
+    /// leads writes only when no other replica can (see `State::Leaving`).
+    /// At most one node leaves at a time.
+    pub(crate) leaving: std::sync::atomic::AtomicUsize,
+    /// This node is being replaced (`tallyd run --replace`): it syncs its
+    /// ranges, takes replicated writes, and neither leads nor answers
+    /// replica reads until it is done (see `topology::replace`).
+    pub(crate) replacing: std::sync::atomic::AtomicBool,
+    /// The repair this node is running, as far as it got (one at a time).
+    pub(crate) repairing: parking_lot::Mutex<Option<tally_net::wire::WireRepaired>>,
+    /// Set once by `Node::start_peers`, before any request is served.
+    pub(crate) transport: OnceLock<Arc<Transport>>,
+    pub(crate) write_timeout: Duration,
+    pub(crate) read_timeout: Duration,
+    /// Fault injection: a replica never tells a leader that a deadline it
+    /// did not know has passed.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) ignore_deadlines: std::sync::atomic::AtomicBool,
+    /// Fault injection: repairs this node runs count the cells they would
+    /// send, and send none.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) idle_repair: std::sync::atomic::AtomicBool,
+    /// Test seam: a topology change this node runs waits this long (ms)
+    /// between beginning and syncing.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) sync_delay_ms: std::sync::atomic::AtomicU64,
+    /// Fault injection: topology changes this node runs skip the sync.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) skip_sync: std::sync::atomic::AtomicBool,
+    /// Fault injection: flushes this node runs are stored by it alone.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) flush_locally: std::sync::atomic::AtomicBool,
+    /// Fault injection: a flush asked while this node runs another
+    /// answers at once.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) flush_join_running: std::sync::atomic::AtomicBool,
+}
+
+impl Ctx {
+    /// Waits as long as the test seam says before a change syncs.
+    pub(crate) async fn sync_delay(&self) {
+        #[cfg(feature = "fault-injection")]
+        {
+            let ms = self
+                .sync_delay_ms
+                .load(std::sync::atomic::Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+    }
+
+    /// Whether fault injection says changes sync nothing.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn skip_sync(&self) -> bool {
+        self.skip_sync.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Never: this build has no fault injection.
+    #[cfg(not(feature = "fault-injection"))]
+    pub(crate) fn skip_sync(&self) -> bool {
+        false
+    }
+
+    /// Whether fault injection says a flush is stored here alone.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn flush_locally(&self) -> bool {
+        self.flush_locally
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Never: this build has no fault injection.
+    #[cfg(not(feature = "fault-injection"))]
+    pub(crate) fn flush_locally(&self) -> bool {
+        false
+    }
+
+    /// Whether fault injection says a flush asked while one runs answers
+    /// at once.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn flush_join_running(&self) -> bool {
+        self.flush_join_running
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Never: this build has no fault injection.
+    #[cfg(not(feature = "fault-injection"))]
+    pub(crate) fn flush_join_running(&self) -> bool {
+        false
+    }
+
+    /// Whether fault injection says repairs send nothing.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn idle_repair(&self) -> bool {
+        self.idle_repair.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Never: this build has no fault injection.
+    #[cfg(not(feature = "fault-injection"))]
+    pub(crate) fn idle_repair(&self) -> bool {
+        false
+    }
+
+    /// Whether a replica holding `mine` must answer `Stale` to a shard
+    /// sent in epoch `sent` (see `tally_engine::Epoch::outdates`).
+    pub(crate) fn outdates(&self, mine: &Epoch, sent: &Epoch, now_ms: u64) -> bool {
+        #[cfg(feature = "fault-injection")]
+        if self
+            .ignore_deadlines
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return mine.id() > sent.id();
+        }
+        mine.outdates(sent, now_ms)
+    }
+
+    pub(crate) fn transport(&self) -> &Transport {
+        self.transport
+            .get()
+            .expect("start_peers runs before any request")
+    }
+
+    /// The replicas of a partition, primary first, with the pending ones
+    /// of a ring change in progress.
+    pub(crate) fn replicas(&self, partition: &[u8]) -> Replicas {
+        self.placed.read().ring.replicas(partition)
+    }
+
+    /// The ring this node places data by now.
+    pub(crate) fn ring(&self) -> Arc<Ring> {
+        self.placed.read().ring.clone()
+    }
+
+    /// Whether an add with an id from `client` to `partition` must wait:
+    /// the ring is switching over and moves its applier (see
+    /// `topology::change`).
+    pub(crate) fn applier_moving(&self, partition: &[u8], client: &[u8]) -> bool {
+        let placed = self.placed.read();
+        if !placed.topology.switching {
+            return false;
+        }
+        let Some(next) = &placed.next else {
+            return false;
+        };
+        let (now, then) = (placed.ring.replicas(partition), next.replicas(partition));
+        tally_net::once::applier(&now, client) != tally_net::once::applier(&then, client)
+    }
+
+    /// The keyspace database `db` writes to now (no copy of the ring).
+    pub(crate) fn keyspace(&self, db: u8) -> crate::base::keyspace::Keyspace {
+        self.placed.read().topology.keyspace(db)
+    }
+
+    /// The version of the ring this node uses (no copy of the ring).
+    pub(crate) fn ring_version(&self) -> u64 {
+        self.placed.read().topology.version
+    }
+
+    /// Where `node` stands in this node's ring (no copy of the ring).
+    pub(crate) fn node_state(&self, node: usize) -> tally_net::wire::NodeState {
+        self.placed.read().topology.states[node]
+    }
+
+    /// The membership this node knows.
+    pub(crate) fn topology(&self) -> Topology {
+        self.placed.read().topology.clone()
+    }
+
+    /// Whether `node` answers heartbeats (this node always does).
+    pub(crate) fn is_up(&self, node: usize) -> bool {
+        node == self.me || self.transport().is_up(node)
+    }
+
+    /// What this node's view says of `node`: this node is always up to
+    /// itself, and writable unless its engine is poisoned, its disk full or
+    /// it is being replaced; a peer is as its heartbeats say; a writable
+    /// node being decommissioned is `Leaving`.
+    pub(crate) fn state(&self, node: usize) -> State {
+        let writable = if node == self.me {
+            // Atomic loads: every add asks.
+            self.engine.is_writable() && !self.is_replacing()
+        } else if !self.transport().is_up(node) {
+            return State::Down;
+        } else {
+            self.transport().is_writable(node)
+        };
+        match (
+            writable,
+            self.leaving.load(std::sync::atomic::Ordering::Relaxed) == node,
+        ) {
+            (true, false) => State::Writable,
+            (true, true) => State::Leaving,
+            (false, _) => State::ReadOnly,
+        }
+    }
+
+    /// Why `node` takes no writes, if it is up and does not.
+    pub(crate) fn not_writable(&self, node: usize) -> Option<String> {
+        if node == self.me {
+            self.own_not_writable()
+        } else {
+            self.transport().not_writable(node)
+        }
+    }
+
+    /// Why this node leads no writes: its engine's reason, or that it is
+    /// being replaced; what its heartbeats tell the peers.
+    pub(crate) fn own_not_writable(&self) -> Option<String> {
+        self.engine.not_writable().or_else(|| {
+            self.is_replacing()
+                .then(|| crate::cluster::topology::replace::NOT_READY.to_string())
+        })
+    }
+
+    /// Whether this node is being replaced (see [`Ctx::replacing`]).
+    pub(crate) fn is_replacing(&self) -> bool {
+        self.replacing.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Refuses a replica read while this node is being replaced: its
+    /// ranges are not synced yet, and its answer must not count.
+    pub(crate) fn check_readable(&self) -> Result<(), WireError> {
+        match self.is_replacing() {
+            false => Ok(()),
+            true => Err(WireError::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "{} {}",
+                    self.name(self.me),
+                    crate::cluster::topology::replace::NOT_READY
+                ),
+            )),
+        }
+    }
+
+    /// A node's id, for messages.
+    pub(crate) fn name(&self, node: usize) -> &str {
+        self.config.nodes.get(node).map_or("?", |n| n.id.as_str())
+    }
+
+    /// Who leads a write of `key` from a client (see `placement::route`).
+    pub(crate) fn route(&self, key: &Key, cl: Consistency, what: &str) -> Result<Route, WireError> {
+        placement::route(
+            self.replicas(key.partition()),
+            self.me,
+            |r| self.state(r),
+            cl,
+        )
+        .map_err(|s| self.unavailable(&s, cl, what))
+    }
+
+    /// Who leads a change of the list `key` at `cl` (see
+    /// `placement::route_first`).
+    pub(crate) fn route_first(
+        &self,
+        key: &Key,
+        cl: Consistency,
+        what: &str,
+    ) -> Result<Route, WireError> {
+        placement::route_first(
+            self.replicas(key.partition()),
+            self.me,
+            |r| self.state(r),
+            cl,
+        )
+        .map_err(|s| self.unavailable(&s, cl, what))
+    }
+
+    /// The replicas of a write a peer forwarded here to lead; refused as
+    /// not applied when this node cannot write, so that the peer tries the
+    /// next replica.
+    pub(crate) fn lead_here(
+        &self,
+        key: &Key,
+        cl: Consistency,
+        what: &str,
+    ) -> Result<Replicas, WireError> {
+        placement::lead_here(
+            self.replicas(key.partition()),
+            self.me,
+            |r| self.state(r),
+            cl,
+        )
+        .map_err(|refusal| self.refused(refusal, cl, what))
+    }
+
+    /// Who leads an add with an operation id from a client: its applier
+    /// alone (see `placement::route_once`).
+    pub(crate) fn route_once(
+        &self,
+        key: &Key,
+        client: &[u8],
+        cl: Consistency,
+    ) -> Result<Route, WireError> {
+        let replicas = self.replicas(key.partition());
+        let applier = tally_net::once::applier(&replicas, client);
+        placement::route_once(replicas, self.me, applier, |r| self.state(r), cl).map_err(
+            |r| match r {
+                OnceRefusal::Shortfall(s) => self.unavailable(&s, cl, "add"),
+                OnceRefusal::ApplierUnavailable { applier, state } => WireError::not_applied(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "{} applies this client's ids for the partition and is {}; \
+                         nothing was applied: retry the same id",
+                        self.name(applier),
+                        if state == State::Down {
+                            "down"
+                        } else {
+                            "not writable"
+                        }
+                    ),
+                ),
+            },
+        )
+    }
+
+    /// The replicas of an add with an operation id a peer forwarded here:
+    /// led only by its applier (see `placement::lead_once_here`).
+    pub(crate) fn lead_once_here(
+        &self,
+        key: &Key,
+        client: &[u8],
+        cl: Consistency,
+    ) -> Result<Replicas, WireError> {
+        let replicas = self.replicas(key.partition());
+        let applier = tally_net::once::applier(&replicas, client);
+        placement::lead_once_here(replicas, self.me, applier, |r| self.state(r), cl)
+            .map_err(|refusal| self.refused(refusal, cl, "add"))
+    }
+
+    fn refused(&self, refusal: Refusal, cl: Consistency, what: &str) -> WireError {
+        match refusal {
+            Refusal::ReadOnly => WireError::not_applied(
+                ErrorKind::Storage,
+                format!(
+                    "{} cannot lead the {what}: {}; nothing was applied",
+                    self.name(self.me),
+                    self.not_writable(self.me).unwrap_or_default()
+                ),
+            ),
+            // Unavailable, so that the coordinator tries the next
+            // replica: the two rings differ for the moment a change takes
+            // to reach every node.
+            Refusal::NotAReplica => WireError::not_applied(
+                ErrorKind::Unavailable,
+                format!(
+                    "{} is not a replica of the key in ring version {} and leads no {what} \
+                     for it; nothing was applied",
+                    self.name(self.me),
+                    self.ring_version()
+                ),
+            ),
+            // Unavailable, so that it is retried: the sender's ring may
+            // be a version behind this node's for a moment.
+            Refusal::NotTheApplier { applier } => WireError::not_applied(
+                ErrorKind::Unavailable,
+                format!(
+                    "{} does not apply this client's ids for the key in ring version {} \
+                     ({} does); nothing was applied",
+                    self.name(self.me),
+                    self.ring_version(),
+                    self.name(applier)
+                ),
+            ),
+            Refusal::Shortfall(s) => self.unavailable(&s, cl, what),
+        }
+    }
+
+    /// `Unavailable` when fewer of `replicas` are live than a read at `cl` needs.
+    pub(crate) fn check_available(
+        &self,
+        replicas: &[usize],
+        cl: Consistency,
+        what: &str,
+    ) -> Result<(), WireError> {
+        placement::check(replicas, |r| self.state(r), cl)
+            .map_err(|s| self.unavailable(&s, cl, what))
+    }
+
+    /// The live replicas, this node first.
+    pub(crate) fn live(&self, replicas: &[usize]) -> Vec<usize> {
+        placement::live_first(replicas, self.me, |r| self.state(r))
+    }
+
+    fn unavailable(&self, s: &Shortfall, cl: Consistency, what: &str) -> WireError {
+        let names = |nodes: &[usize]| {
+            nodes
+                .iter()
+                .map(|&r| self.name(r))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut missing = Vec::new();
+        if !s.down.is_empty() {
+            missing.push(format!("{} down", names(&s.down)));
+        }
+        if !s.read_only.is_empty() {
+            missing.push(format!("{} not writable", names(&s.read_only)));
+        }
+        let able = s.replicas - s.down.len() - s.read_only.len();
+        let adjective = if s.read_only.is_empty() {
+            "live"
+        } else {
+            "writable"
+        };
+        WireError::new(
+            ErrorKind::Unavailable,
+            format!(
+                "{what} at {cl} needs {} of {} replicas, {able} {adjective} ({}); nothing was applied",
+                s.required,
+                s.replicas,
+                missing.join("; ")
+            ),
+        )
+    }
+
+    /// Records a hint; a failure to write one is logged, not fatal: the
+    /// shard is durable on this node and read repair still reaches the replica.
+    pub(crate) fn hint(&self, replica: usize, key: &Key) {
+        if let Err(e) = self.hints.add(replica, key) {
+            // A full disk fails every hint at once: one line a second.
+            static LOG: LogLimit = LogLimit::per_second();
+            if let Some(suppressed) = LOG.admit() {
+                warn!(replica = %self.name(replica), error = %e, suppressed, "could not record a hint");
+            }
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! The cluster's roles on one node: placement, the write and read paths,
+//! the peer handler, hints, repair, topology changes, scans, unique
+//! counters, the script cache and snapshots, sharing `ctx`.
+
+pub(crate) mod ctx;
+pub(crate) mod handoff;
+pub mod hints;
+pub(crate) mod peer;
+pub(crate) mod placement;
+pub(crate) mod read;
+pub(crate) mod repair;
+pub(crate) mod scan;
+pub(crate) mod scripts;
+pub(crate) mod snapshot;
+pub(crate) mod tails;
+pub mod topology;
+pub(crate) mod unique;
+pub(crate) mod write;

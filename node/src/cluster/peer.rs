@@ -1,0 +1,390 @@
+//! The peer handler: what this node does with its peers' requests.
+//!
+//! A batch of requests from one peer is answered in order. The shards in it
+//! (replication, hints, read repair) are merged as one batch under one
+//! fsync; reads and forwarded leader requests each run on a task of their
+//! own, the adds joining this node's write path like any other.
+//!
+//! Every request is first checked against what its sender may ask
+//! (`authz`); a refused one is answered with an error and logged, at most
+//! once a second.
+
+use std::sync::{Arc, Weak};
+
+use tally_engine::{Key, TailIds};
+use tally_net::list::WireListChange;
+use tally_net::log_limit::LogLimit;
+use tally_net::once::OpId;
+use tally_net::peer::{BoxFuture, Handler};
+use tally_net::wire::{
+    Consistency, ErrorKind, LEARNED_KEYS_MAX, LEARNED_OPS_MAX, PeerRequest, PeerResponse,
+    WireChange, WireError, WireKey, WireRange, WireScan,
+};
+
+use crate::base::convert::{self, engine_error, wire_cell};
+use crate::cluster::ctx::Ctx;
+use crate::cluster::read::scan_row;
+use crate::cluster::write::Writes;
+use crate::cluster::write::queue::Origin;
+use crate::security::authz::{self, Local, Own};
+
+/// Answers peers' requests for as long as the node lives.
+pub(crate) struct PeerHandler {
+    pub(crate) ctx: Weak<Ctx>,
+    pub(crate) writes: Weak<Writes>,
+}
+
+/// A request that runs on a task of its own.
+enum Task {
+    Read(WireKey),
+    ReadRow(Vec<u8>),
+    LeaderAdd(WireKey, i64, Option<OpId>, Consistency),
+    LeaderReset(WireKey, Consistency),
+    LeaderChange(WireKey, (WireChange, bool), Consistency),
+    LeaderList(WireKey, WireListChange, Consistency),
+    LeaderAdmit(Vec<u8>, Vec<Vec<u8>>, Consistency),
+    LearnTails(Vec<u64>, u64),
+    ForgetTails(Vec<u64>),
+    Repair(PeerRequest),
+    Ring(PeerRequest),
+    Fold(PeerRequest),
+    Scan(WireScan, Vec<WireRange>),
+}
+
+impl Handler for PeerHandler {
+    fn not_writable(&self) -> Option<String> {
+        match self.ctx.upgrade() {
+            Some(ctx) => ctx.own_not_writable(),
+            None => Some("the node is shutting down".into()),
+        }
+    }
+
+    fn ring_version(&self) -> u64 {
+        self.ctx.upgrade().map_or(0, |ctx| ctx.ring_version())
+    }
+
+    fn handle(&self, from: usize, reqs: Vec<PeerRequest>) -> BoxFuture<Vec<PeerResponse>> {
+        let parts = self.ctx.upgrade().zip(self.writes.upgrade());
+        Box::pin(async move {
+            let Some((ctx, writes)) = parts else {
+                let e = WireError::new(ErrorKind::Storage, "node is shutting down");
+                return reqs
+                    .iter()
+                    .map(|_| PeerResponse::Error(e.clone()))
+                    .collect();
+            };
+            let mut out: Vec<Option<PeerResponse>> = vec![None; reqs.len()];
+            // Most batches are all applies: room for every request.
+            let mut applies = Vec::with_capacity(reqs.len());
+            let mut slots = Vec::with_capacity(reqs.len());
+            let mut tasks = Vec::new();
+            for (i, req) in reqs.into_iter().enumerate() {
+                if let Err(refusal) = authz::authorize(from, &req, &*ctx) {
+                    out[i] = Some(refuse(&ctx, from, &refusal));
+                    continue;
+                }
+                let task = match req {
+                    PeerRequest::Apply { key, cell } => {
+                        match convert::key(&key) {
+                            Ok(k) => {
+                                applies.push((k, convert::cell(&cell), None));
+                                slots.push(i);
+                            }
+                            Err(e) => out[i] = Some(PeerResponse::Error(e)),
+                        }
+                        continue;
+                    }
+                    PeerRequest::ApplyTail { key, cell, tail } => {
+                        match convert::key(&key).and_then(|k| Ok((k, convert::tail(&tail)?))) {
+                            Ok((k, tail)) => {
+                                applies.push((k, convert::cell(&cell), Some(tail)));
+                                slots.push(i);
+                            }
+                            Err(e) => out[i] = Some(PeerResponse::Error(e)),
+                        }
+                        continue;
+                    }
+                    PeerRequest::LearnTails { retired, from } => Task::LearnTails(retired, from),
+                    req @ (PeerRequest::RepairDigests { .. }
+                    | PeerRequest::RepairLeaves { .. }
+                    | PeerRequest::Repaired { .. }) => Task::Repair(req),
+                    PeerRequest::ForgetTails { retired } => Task::ForgetTails(retired),
+                    // Heartbeats are answered by the transport; one that
+                    // gets here is answered all the same.
+                    PeerRequest::Ping { .. } => {
+                        let ring = ctx.ring_version();
+                        out[i] = Some(match ctx.own_not_writable() {
+                            None => PeerResponse::Pong { ring },
+                            Some(why) => PeerResponse::PongNotWritable {
+                                why: tally_net::wire::bounded_reason(&why),
+                                ring,
+                            },
+                        });
+                        continue;
+                    }
+                    req @ (PeerRequest::HandOverIds { .. }
+                    | PeerRequest::TakeIds { .. }
+                    | PeerRequest::GetTopology
+                    | PeerRequest::Adopt { .. }) => Task::Ring(req),
+                    req @ (PeerRequest::Survey { .. } | PeerRequest::Fold) => Task::Fold(req),
+                    PeerRequest::ScanKeys { scan, ranges } => Task::Scan(scan, ranges),
+                    req @ (PeerRequest::Script { .. } | PeerRequest::FlushScripts) => {
+                        out[i] = Some(crate::cluster::scripts::serve(req));
+                        continue;
+                    }
+                    PeerRequest::Read { key } => Task::Read(key),
+                    PeerRequest::ReadRow { partition } => Task::ReadRow(partition),
+                    PeerRequest::LeaderAdd { key, delta, cl } => {
+                        Task::LeaderAdd(key, delta, None, cl)
+                    }
+                    PeerRequest::LeaderAddOnce { key, delta, id, cl } => {
+                        Task::LeaderAdd(key, delta, Some(id), cl)
+                    }
+                    PeerRequest::LeaderReset { key, cl } => Task::LeaderReset(key, cl),
+                    PeerRequest::LeaderChange {
+                        key,
+                        change,
+                        reads,
+                        cl,
+                    } => Task::LeaderChange(key, (change, reads), cl),
+                    PeerRequest::LeaderList { key, change, cl } => {
+                        Task::LeaderList(key, change, cl)
+                    }
+                    PeerRequest::LeaderAdmit {
+                        partition,
+                        members,
+                        cl,
+                    } => Task::LeaderAdmit(partition, members, cl),
+                };
+                tasks.push((i, tokio::spawn(run(ctx.clone(), writes.clone(), task))));
+            }
+            if !applies.is_empty() {
+                apply(&ctx, applies, &slots, &mut out).await;
+            }
+            for (i, task) in tasks {
+                out[i] = Some(task.await.unwrap_or_else(|e| {
+                    PeerResponse::Error(WireError::new(
+                        ErrorKind::Internal,
+                        format!("request failed: {e}"),
+                    ))
+                }));
+            }
+            out.into_iter()
+                .map(|a| a.expect("every request got an answer above"))
+                .collect()
+        })
+    }
+}
+
+/// The answer to a refused request, logged at most once a second.
+fn refuse(ctx: &Ctx, from: usize, refusal: &authz::Refusal) -> PeerResponse {
+    static REFUSED: LogLimit = LogLimit::per_second();
+    if let Some(suppressed) = REFUSED.admit() {
+        tracing::warn!(peer = %ctx.name(from), reason = %refusal, suppressed, "refused a peer request");
+    }
+    PeerResponse::Error(refusal.wire_error())
+}
+
+impl Local for Ctx {
+    fn me(&self) -> usize {
+        self.me
+    }
+
+    fn nodes(&self) -> usize {
+        self.config.nodes.len()
+    }
+
+    fn counter_id(&self) -> u64 {
+        self.engine.counter_id()
+    }
+
+    /// A replica, pending or natural, in this node's ring or the one before
+    /// its last change (a peer may not have switched yet).
+    fn is_replica(&self, partition: &[u8]) -> bool {
+        let placed = self.placed.read();
+        placed.ring.replicas(partition).all().contains(&self.me)
+            || placed
+                .previous
+                .as_ref()
+                .is_some_and(|r| r.replicas(partition).all().contains(&self.me))
+    }
+
+    fn flushed(&self, partition: &[u8]) -> bool {
+        self.placed.read().topology.flushed(partition)
+    }
+
+    fn own(&self, key: &WireKey) -> Result<Own, String> {
+        let key = convert::key(key).map_err(|e| e.to_string())?;
+        let cell = self.engine.get(&key).map_err(|e| e.to_string())?;
+        Ok(Own {
+            epoch: cell.epoch().id(),
+            shard: cell
+                .shard(self.engine.counter_id())
+                .map(|s| (s.clock, s.value)),
+        })
+    }
+}
+
+/// Merges a batch's shards under one fsync; answers each `Applied`, or
+/// `Stale` when this node has seen a newer reset than the shard's epoch,
+/// or a deadline of it the sender did not know has passed.
+async fn apply(
+    ctx: &Ctx,
+    applies: Vec<(Key, tally_engine::Cell, Option<TailIds>)>,
+    slots: &[usize],
+    out: &mut [Option<PeerResponse>],
+) {
+    match ctx.engine.apply_with_tails(&applies).await {
+        Ok(results) => {
+            crate::base::registry::get()
+                .replica_applies
+                .fetch_add(applies.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            let now_ms = tally_engine::now_ms();
+            for ((&i, (_, cell, _)), r) in slots.iter().zip(&applies).zip(results) {
+                out[i] = Some(match r {
+                    Ok(epoch) if ctx.outdates(&epoch, &cell.epoch(), now_ms) => {
+                        PeerResponse::Stale {
+                            epoch: convert::wire_epoch(&epoch),
+                        }
+                    }
+                    Ok(_) => PeerResponse::Applied,
+                    Err(e) => PeerResponse::Error(engine_error(&e)),
+                });
+            }
+        }
+        Err(e) => {
+            for &i in slots {
+                out[i] = Some(PeerResponse::Error(engine_error(&e)));
+            }
+        }
+    }
+}
+
+/// Answers one request that is not part of an apply batch.
+async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, task: Task) -> PeerResponse {
+    // State read here leaves this node once every add with an id it may
+    // hold is durable (see `tally_engine::Engine::settled`).
+    let reads = matches!(task, Task::Read(_) | Task::ReadRow(_));
+    let result = match task {
+        Task::Read(key) => ctx.check_readable().and(convert::key(&key)).and_then(|k| {
+            ctx.engine
+                .get(&k)
+                .map(|c| PeerResponse::Cell(wire_cell(&c)))
+                .map_err(|e| engine_error(&e))
+        }),
+        Task::ReadRow(partition) => scan_row(&ctx, &partition).await.map(|row| {
+            PeerResponse::Row(
+                row.into_iter()
+                    .map(|(k, c)| (k.column().to_vec(), wire_cell(&c)))
+                    .collect(),
+            )
+        }),
+        Task::LeaderAdd(key, delta, id, cl) => match (
+            convert::key(&key),
+            id.as_ref().map(convert::op_id).transpose(),
+        ) {
+            (Ok(k), Ok(id)) => writes
+                .add_with(k, delta, id, cl, Origin::Lead)
+                .await
+                .map(PeerResponse::Added),
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        },
+        Task::LeaderAdmit(partition, members, cl) => crate::cluster::write::unique::lead_forwarded(
+            &ctx,
+            &writes.admits,
+            &partition,
+            &members,
+            cl,
+        )
+        .await
+        .map(PeerResponse::Admitted),
+        Task::LearnTails(retired, from) => learn_tails(&ctx, &retired, from),
+        Task::Repair(req) => crate::cluster::repair::serve::serve(&ctx, req).await,
+        Task::Ring(req) => Ok(crate::cluster::topology::change::serve(&ctx, req).await),
+        Task::Fold(req) => Ok(crate::cluster::topology::fold::serve(&ctx, req).await),
+        Task::Scan(scan, ranges) => crate::cluster::scan::answer(&ctx, scan, ranges).await,
+        Task::ForgetTails(retired) => ctx
+            .engine
+            .forget_tails(&retired)
+            .map(|()| PeerResponse::Applied)
+            .map_err(|e| engine_error(&e)),
+        Task::LeaderReset(key, cl) => match convert::key(&key) {
+            Ok(k) => writes
+                .lead_change(&k, (WireChange::Delete, false), cl)
+                .await
+                .map(|_| PeerResponse::Reset),
+            Err(e) => Err(e),
+        },
+        Task::LeaderChange(key, change, cl) => match convert::key(&key) {
+            Ok(k) => writes
+                .lead_change(&k, change, cl)
+                .await
+                .map(PeerResponse::Changed),
+            Err(e) => Err(e),
+        },
+        Task::LeaderList(key, change, cl) => match convert::key(&key) {
+            Ok(k) => writes
+                .lead_list_forwarded(&k, change, cl)
+                .await
+                .map(PeerResponse::Listed),
+            Err(e) => Err(e),
+        },
+    };
+    if reads && let Err(e) = ctx.engine.settled().await {
+        return PeerResponse::Error(engine_error(&e));
+    }
+    result.unwrap_or_else(PeerResponse::Error)
+}
+
+/// Fences another node's `retired` incarnations and answers their tails
+/// held here, from the `from`-th key on (see `tally_engine::ids::tail`).
+fn learn_tails(ctx: &Ctx, retired: &[u64], from: u64) -> Result<PeerResponse, WireError> {
+    let all = ctx.engine.fence_tails(retired);
+    let from = usize::try_from(from).unwrap_or(usize::MAX).min(all.len());
+    let end = page_end(all.iter().map(|(_, ops)| ops.len()), from);
+    let learned = all[from..end]
+        .iter()
+        .map(|(key, ops)| {
+            let cell = ctx.engine.get(key).map_err(|e| engine_error(&e))?;
+            Ok(convert::wire_learned(key, &cell, ops))
+        })
+        .collect::<Result<_, WireError>>()?;
+    Ok(PeerResponse::Tails {
+        learned,
+        more: end < all.len(),
+    })
+}
+
+/// Where a page of learned tails that starts at key `from` ends: at most
+/// [`LEARNED_KEYS_MAX`] keys and [`LEARNED_OPS_MAX`] ids (at least one key),
+/// so that an answer stays far below the message limit.
+fn page_end(ops_per_key: impl Iterator<Item = usize>, from: usize) -> usize {
+    let mut ops = 0;
+    let mut end = from;
+    for n in ops_per_key.skip(from).take(LEARNED_KEYS_MAX) {
+        if end > from && ops + n > LEARNED_OPS_MAX {
+            break;
+        }
+        ops += n;
+        end += 1;
+    }
+    end
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_page_of_tails_is_bounded_by_keys_and_ids() {
+        assert_eq!(page_end([].into_iter(), 0), 0);
+        assert_eq!(page_end([1, 2, 3].into_iter(), 0), 3);
+        assert_eq!(page_end([1, 2, 3].into_iter(), 2), 3);
+        let many = std::iter::repeat_n(1, LEARNED_KEYS_MAX + 5);
+        assert_eq!(page_end(many, 0), LEARNED_KEYS_MAX);
+        let big = [LEARNED_OPS_MAX - 1, 1, 1];
+        assert_eq!(page_end(big.into_iter(), 0), 2);
+        // One key over the limit still goes, alone.
+        assert_eq!(page_end([LEARNED_OPS_MAX + 9, 1].into_iter(), 0), 1);
+    }
+}

@@ -1,0 +1,346 @@
+//! The read path: ask `required` live replicas (this node first when it is
+//! one); a replica that fails is replaced by the next live one. The cells
+//! are merged and summed. Any replica whose cell differs from the merge is
+//! sent the merged cell (read repair), after the answer.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tally_engine::{Cell, Key};
+use tally_net::wire::{
+    Consistency, ErrorKind, PeerRequest, PeerResponse, ROW_COLUMNS_MAX, WireError,
+};
+use tokio::sync::{Semaphore, mpsc};
+use tokio::time::Instant;
+use tracing::warn;
+
+use crate::base::convert::{self, engine_error, wire_cell, wire_key};
+use crate::cluster::ctx::Ctx;
+
+/// Columns one row read repairs on one replica.
+const ROW_REPAIRS_MAX: usize = 256;
+/// Row scans this node runs at once: each holds a blocking thread and up
+/// to [`ROW_COLUMNS_MAX`] cells.
+const ROW_SCANS_MAX: usize = 4;
+
+/// A partition's row as replicas return it: column → cell.
+pub(crate) type Row = BTreeMap<Vec<u8>, Cell>;
+
+/// Reads a counter's merged cell at `cl` (no shards: never written, or
+/// reset and not written since).
+pub(crate) async fn get_cell(
+    ctx: &Arc<Ctx>,
+    key: &Key,
+    cl: Consistency,
+) -> Result<Cell, WireError> {
+    let replicas = ctx.replicas(key.partition());
+    let (merged, _) = read_key(ctx, key, &replicas, cl, Reach::Level).await?;
+    Ok(merged)
+}
+
+/// How many replicas a read asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// As many as the consistency level requires.
+    Level,
+    /// Every live replica, within the read timeout, and at least as many
+    /// as the level requires: a reset learning the newest epoch.
+    AllLive,
+}
+
+/// Reads and merges one key from `required` of `replicas` (or as many as
+/// `reach` says), then repairs the ones that were behind. Answers the
+/// merge and how many answered.
+pub(crate) async fn read_key(
+    ctx: &Arc<Ctx>,
+    key: &Key,
+    replicas: &[usize],
+    cl: Consistency,
+    reach: Reach,
+) -> Result<(Cell, usize), WireError> {
+    let answers = gather_from(
+        ctx,
+        replicas,
+        cl,
+        reach,
+        PeerRequest::Read { key: wire_key(key) },
+        |ctx| {
+            ctx.check_readable()?;
+            ctx.engine.get(key).map_err(|e| engine_error(&e))
+        },
+        |resp| match resp {
+            PeerResponse::Cell(c) => Some(convert::cell(&c)),
+            _ => None,
+        },
+    )
+    .await?;
+    let mut merged = Cell::new();
+    for (_, c) in &answers {
+        merged.merge(c);
+    }
+    let n = answers.len();
+    for (r, c) in answers {
+        if c != merged {
+            repair(ctx, r, key.clone(), merged.clone());
+        }
+    }
+    Ok((merged, n))
+}
+
+/// Reads every live column of a partition at `cl`, with its value.
+pub(crate) async fn get_row(
+    ctx: &Arc<Ctx>,
+    partition: &[u8],
+    cl: Consistency,
+) -> Result<Vec<(Vec<u8>, i64)>, WireError> {
+    let merged = get_row_cells(ctx, partition, cl).await?;
+    // A column that was reset and not written since, or that expired, is
+    // gone, as a deleted Redis hash field is.
+    let now_ms = tally_engine::now_ms();
+    merged
+        .into_iter()
+        .filter_map(|(col, c)| {
+            convert::live_value(&c, now_ms)
+                .transpose()
+                .map(|v| Ok((col, v?)))
+        })
+        .collect()
+}
+
+/// Reads every column's merged cell of a partition at `cl`, live or not.
+pub(crate) async fn get_row_cells(
+    ctx: &Arc<Ctx>,
+    partition: &[u8],
+    cl: Consistency,
+) -> Result<Row, WireError> {
+    let start = Key::new(partition, b"").map_err(|e| engine_error(&e))?;
+    let replicas = ctx.replicas(start.partition());
+    // A replica's own scan runs before `gather`, which asks this node first
+    // whenever it is a replica, so that the scan can leave the runtime's
+    // threads (`gather` takes local answers as they are, without waiting).
+    let local = match replicas.contains(&ctx.me) {
+        true => Some(local_row(ctx, partition).await),
+        false => None,
+    };
+    let local = parking_lot::Mutex::new(local);
+    let answers = gather(
+        ctx,
+        &replicas,
+        cl,
+        PeerRequest::ReadRow {
+            partition: partition.to_vec(),
+        },
+        |_| {
+            local.lock().take().unwrap_or_else(|| {
+                Err(WireError::new(
+                    ErrorKind::Internal,
+                    "this node's row was asked for twice",
+                ))
+            })
+        },
+        |resp| match resp {
+            PeerResponse::Row(cols) => Some(
+                cols.iter()
+                    .map(|(col, c)| (col.clone(), convert::cell(c)))
+                    .collect::<Row>(),
+            ),
+            _ => None,
+        },
+    )
+    .await?;
+    let mut merged = Row::new();
+    for (_, row) in &answers {
+        for (col, c) in row {
+            merged.entry(col.clone()).or_default().merge(c);
+        }
+    }
+    if merged.len() > ROW_COLUMNS_MAX {
+        return Err(row_too_long());
+    }
+    // Repair the columns a replica is behind on, a bounded number per
+    // read so that a replica far behind does not flood the peer queue;
+    // later reads and hints do the rest.
+    for (r, row) in answers {
+        let behind = merged.iter().filter(|&(col, c)| row.get(col) != Some(c));
+        for (col, c) in behind.take(ROW_REPAIRS_MAX) {
+            if let Ok(key) = Key::new(partition, col) {
+                repair(ctx, r, key, c.clone());
+            }
+        }
+    }
+    Ok(merged)
+}
+
+/// This node's own cells of a partition, as a row.
+async fn local_row(ctx: &Arc<Ctx>, partition: &[u8]) -> Result<Row, WireError> {
+    Ok(scan_row(ctx, partition)
+        .await?
+        .into_iter()
+        .map(|(k, c)| (k.column().to_vec(), c))
+        .collect())
+}
+
+/// Reads this node's cells of a partition, at most [`ROW_COLUMNS_MAX`]
+/// (more is an error), on a blocking thread: a wide row costs a long scan,
+/// which must not hold up the tasks of the runtime (heartbeats among them).
+/// At most [`ROW_SCANS_MAX`] run at once.
+pub(crate) async fn scan_row(
+    ctx: &Arc<Ctx>,
+    partition: &[u8],
+) -> Result<Vec<(Key, Cell)>, WireError> {
+    ctx.check_readable()?;
+    static SCANS: Semaphore = Semaphore::const_new(ROW_SCANS_MAX);
+    let _turn = SCANS
+        .acquire()
+        .await
+        .map_err(|_| WireError::new(ErrorKind::Internal, "row scans are closed"))?;
+    let (ctx, partition) = (ctx.clone(), partition.to_vec());
+    let row = tokio::task::spawn_blocking(move || ctx.engine.get_row(&partition, ROW_COLUMNS_MAX))
+        .await
+        .map_err(|e| WireError::new(ErrorKind::Internal, format!("row scan failed: {e}")))?
+        .map_err(|e| engine_error(&e))?;
+    if row.truncated {
+        return Err(row_too_long());
+    }
+    Ok(row.cells)
+}
+
+/// The error for a row over [`ROW_COLUMNS_MAX`] columns.
+pub(crate) fn row_too_long() -> WireError {
+    WireError::new(
+        ErrorKind::Invalid,
+        format!(
+            "the row has more than the {ROW_COLUMNS_MAX} columns one read returns; read its columns one by one"
+        ),
+    )
+}
+
+/// Asks `required` live replicas (this node first), replacing any that
+/// fail with the next live one, until `required` have answered.
+async fn gather<T: Send + 'static>(
+    ctx: &Arc<Ctx>,
+    replicas: &[usize],
+    cl: Consistency,
+    req: PeerRequest,
+    local: impl Fn(&Ctx) -> Result<T, WireError>,
+    parse: fn(PeerResponse) -> Option<T>,
+) -> Result<Vec<(usize, T)>, WireError> {
+    gather_from(ctx, replicas, cl, Reach::Level, req, local, parse).await
+}
+
+/// [`gather`], asking as many replicas as `reach` says: with
+/// [`Reach::AllLive`] it waits for every live one (or the read timeout)
+/// and succeeds with `required` answers.
+async fn gather_from<T: Send + 'static>(
+    ctx: &Arc<Ctx>,
+    replicas: &[usize],
+    cl: Consistency,
+    reach: Reach,
+    req: PeerRequest,
+    local: impl Fn(&Ctx) -> Result<T, WireError>,
+    parse: fn(PeerResponse) -> Option<T>,
+) -> Result<Vec<(usize, T)>, WireError> {
+    ctx.check_available(replicas, cl, "read")?;
+    let live = ctx.live(replicas);
+    let required = cl.required(replicas.len());
+    let want = match reach {
+        Reach::Level => required,
+        Reach::AllLive => live.len().max(required),
+    };
+    let deadline = Instant::now() + ctx.read_timeout;
+    let (tx, mut rx) = mpsc::channel::<(usize, Result<T, String>)>(live.len());
+    let mut got = Vec::with_capacity(want);
+    let mut failures = Vec::new();
+    let mut next = 0;
+    let mut in_flight = 0;
+    while got.len() < want {
+        while got.len() + in_flight < want && next < live.len() {
+            let r = live[next];
+            next += 1;
+            if r == ctx.me {
+                match local(ctx) {
+                    Ok(t) => got.push((r, t)),
+                    Err(e) => failures.push(format!("{}: {e}", ctx.name(r))),
+                }
+                continue;
+            }
+            in_flight += 1;
+            let ctx = ctx.clone();
+            let tx = tx.clone();
+            let req = req.clone();
+            tokio::spawn(async move {
+                let answer = match ctx.transport().call(r, req, ctx.read_timeout).await {
+                    Ok(PeerResponse::Error(e)) => Err(e.to_string()),
+                    Ok(resp) => parse(resp).ok_or_else(|| "unexpected answer".to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
+                let _ = tx.send((r, answer)).await;
+            });
+        }
+        if got.len() >= want || in_flight == 0 {
+            break;
+        }
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some((r, Ok(t)))) => {
+                in_flight -= 1;
+                got.push((r, t));
+            }
+            Ok(Some((r, Err(e)))) => {
+                in_flight -= 1;
+                failures.push(format!("{}: {e}", ctx.name(r)));
+            }
+            Ok(None) => break,
+            Err(_) => {
+                failures.push(format!(
+                    "{in_flight} replicas silent for {} ms",
+                    ctx.read_timeout.as_millis()
+                ));
+                break;
+            }
+        }
+    }
+    if got.len() >= required {
+        return Ok(got);
+    }
+    Err(WireError::new(
+        ErrorKind::Timeout,
+        format!(
+            "read at {cl}: {} of {required} replicas answered ({})",
+            got.len(),
+            failures.join("; ")
+        ),
+    ))
+}
+
+/// Sends the merged cell to a replica that was behind, in the background.
+fn repair(ctx: &Arc<Ctx>, replica: usize, key: Key, cell: Cell) {
+    crate::base::registry::get()
+        .read_repairs
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let ctx = ctx.clone();
+    tokio::spawn(async move {
+        if replica == ctx.me {
+            if let Err(e) = ctx.engine.apply(&key, &cell).await {
+                warn!(error = %e, "local read repair failed");
+            }
+            return;
+        }
+        // The cell may hold this node's add with an id not durable yet:
+        // it leaves once it is (see `tally_engine::Engine::settled`).
+        if let Err(e) = ctx.engine.settled().await {
+            warn!(error = %e, "read repair skipped");
+            return;
+        }
+        let req = PeerRequest::Apply {
+            key: wire_key(&key),
+            cell: wire_cell(&cell),
+        };
+        match ctx.transport().call(replica, req, ctx.write_timeout).await {
+            Ok(PeerResponse::Applied | PeerResponse::Stale { .. }) => {}
+            // A hint is delivered from this node's own cell: only a
+            // replica holds the merged state it stands for.
+            _ if ctx.replicas(key.partition()).contains(&ctx.me) => ctx.hint(replica, &key),
+            _ => {}
+        }
+    });
+}

@@ -1,0 +1,308 @@
+//! The queue every add enters by, and the answers that leave by it.
+//!
+//! An add is a [`QueuedAdd`]: the counter, the delta, the level, where it
+//! came from, and where its answer goes ([`Reply`]). Answers to one client
+//! connection are gathered and written with one send ([`Replies`]).
+
+use parking_lot::Mutex;
+use tally_engine::{Key, OpId};
+use tally_net::frame::put_frame;
+use tally_net::wire::{ClientReply, ClientResponse, Consistency, WireError};
+use tokio::sync::{Notify, OwnedSemaphorePermit, mpsc, oneshot};
+
+/// Where an add's answer goes.
+pub(crate) enum Reply {
+    /// To a waiting task.
+    Task(oneshot::Sender<Result<i64, WireError>>),
+    /// As a response frame to a client connection's writer. The permit is
+    /// the connection's in-flight slot, freed once answered.
+    Frame {
+        /// The request id.
+        id: u64,
+        /// The connection's writer.
+        conn: mpsc::Sender<Vec<u8>>,
+        /// The connection's in-flight slot.
+        slot: OwnedSemaphorePermit,
+        /// When the client's add came, for the metrics.
+        timer: Timer,
+    },
+}
+
+/// When a client's add came, and at which level: its latency is counted
+/// in the metrics once it is answered.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timer {
+    since: std::time::Instant,
+    cl: Consistency,
+}
+
+impl Timer {
+    /// A timer started now.
+    pub(crate) fn start(cl: Consistency) -> Timer {
+        Timer {
+            since: std::time::Instant::now(),
+            cl,
+        }
+    }
+
+    /// Counts the answer `result` in the metrics.
+    pub(crate) fn stop<T>(self, result: &Result<T, WireError>) {
+        self.stop_at(std::time::Instant::now(), result);
+    }
+
+    /// [`Timer::stop`] for an answer given at `now`.
+    pub(crate) fn stop_at<T>(self, now: std::time::Instant, result: &Result<T, WireError>) {
+        crate::base::registry::get().coordinated(
+            crate::base::registry::Op::Add,
+            self.cl,
+            now.saturating_duration_since(self.since),
+            result,
+        );
+    }
+}
+
+/// Where an add came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// A client of this node: this node leads it or forwards it.
+    Client,
+    /// A peer forwarded it here to lead, or this node queued it again
+    /// (see `Again`): never forwarded.
+    Lead,
+}
+
+/// One add waiting for its batch.
+pub(crate) struct QueuedAdd {
+    pub(crate) key: Key,
+    pub(crate) delta: i64,
+    pub(crate) cl: Consistency,
+    pub(crate) origin: Origin,
+    /// Its attempt (from 1): more after resets overtook it.
+    pub(crate) attempt: u32,
+    /// Made on its own, not combined with others (an add split out of a
+    /// sum that would overflow).
+    pub(crate) alone: bool,
+    pub(crate) reply: Reply,
+    /// Its operation id, if it has one: applied at most once (see `once`).
+    pub(crate) id: Option<Box<OnceId>>,
+}
+
+/// An add's operation id, and what its leader's catch-up asks of it.
+#[derive(Debug, Clone)]
+pub(crate) struct OnceId {
+    pub(crate) id: OpId,
+    /// Made again if it was applied in an epoch other than the cell's
+    /// current one (see `tally_engine::OnceAdd::reapply_stale`).
+    pub(crate) reapply_stale: bool,
+}
+
+impl QueuedAdd {
+    /// A first attempt from `origin`.
+    pub(crate) fn new(key: Key, delta: i64, cl: Consistency, origin: Origin, reply: Reply) -> Self {
+        QueuedAdd {
+            key,
+            delta,
+            cl,
+            origin,
+            attempt: 1,
+            alone: false,
+            reply,
+            id: None,
+        }
+    }
+
+    /// A first attempt of an add with an operation id.
+    pub(crate) fn with_id(
+        key: Key,
+        delta: i64,
+        id: OpId,
+        cl: Consistency,
+        origin: Origin,
+        reply: Reply,
+    ) -> Self {
+        QueuedAdd {
+            id: Some(Box::new(OnceId {
+                id,
+                reapply_stale: false,
+            })),
+            ..QueuedAdd::new(key, delta, cl, origin, reply)
+        }
+    }
+}
+
+/// The adds waiting for the batch task.
+///
+/// # Invariants
+/// - `ready` holds a permit whenever `adds` is not empty and the batch task
+///   has not taken them yet.
+#[derive(Default)]
+pub(crate) struct AddQueue {
+    adds: Mutex<Vec<QueuedAdd>>,
+    ready: Notify,
+}
+
+impl AddQueue {
+    /// Queues an add for the next batch.
+    pub(crate) fn push(&self, add: QueuedAdd) {
+        let mut adds = self.adds.lock();
+        adds.push(add);
+        if adds.len() == 1 {
+            // A stored permit if the task is busy: it looks again.
+            self.ready.notify_one();
+        }
+    }
+
+    /// Waits until adds are queued.
+    pub(crate) async fn ready(&self) {
+        self.ready.notified().await;
+    }
+
+    /// Takes every queued add, leaving `spare` (empty, kept allocated).
+    pub(crate) fn take(&self, spare: Vec<QueuedAdd>) -> Vec<QueuedAdd> {
+        debug_assert!(spare.is_empty());
+        std::mem::replace(&mut *self.adds.lock(), spare)
+    }
+}
+
+/// Answers grouped per client connection, sent with one write each.
+#[derive(Default)]
+pub(crate) struct Replies {
+    conns: Vec<ConnReplies>,
+    /// When the first frame was added: one clock read for a batch.
+    now: Option<std::time::Instant>,
+}
+
+/// One connection's answers, and the in-flight slots they free.
+struct ConnReplies {
+    conn: mpsc::Sender<Vec<u8>>,
+    frames: Vec<u8>,
+    /// Freed once the frames are queued for the connection's writer.
+    slots: Vec<OwnedSemaphorePermit>,
+}
+
+impl Replies {
+    /// Adds an answer; tasks are answered at once, frames by [`Replies::send`].
+    pub(crate) fn add(&mut self, reply: Reply, result: Result<i64, WireError>) {
+        match reply {
+            Reply::Task(tx) => {
+                let _ = tx.send(result);
+            }
+            Reply::Frame {
+                id,
+                conn,
+                slot,
+                timer,
+            } => {
+                let now = *self.now.get_or_insert_with(std::time::Instant::now);
+                timer.stop_at(now, &result);
+                let i = match self.conns.iter().position(|c| c.conn.same_channel(&conn)) {
+                    Some(i) => i,
+                    None => {
+                        self.conns.push(ConnReplies {
+                            conn,
+                            frames: Vec::new(),
+                            slots: Vec::new(),
+                        });
+                        self.conns.len() - 1
+                    }
+                };
+                let c = &mut self.conns[i];
+                let result = result.map(ClientReply::Value);
+                put_frame(&mut c.frames, &ClientResponse { id, result });
+                c.slots.push(slot);
+            }
+        }
+    }
+
+    /// Queues the frames for their connections' writers, never waiting: a
+    /// client that does not read its answers must not hold up the other
+    /// adds of a batch. Its frames wait on a task of their own instead,
+    /// keeping its slots, so that it runs out of them and its connection
+    /// stops being read.
+    pub(crate) fn send(&mut self) {
+        for c in self.conns.drain(..) {
+            match c.conn.try_send(c.frames) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(frames)) => {
+                    tokio::spawn(async move {
+                        let _ = c.conn.send(frames).await;
+                        drop(c.slots);
+                    });
+                }
+                // A connection that closed needs no answers.
+                Err(mpsc::error::TrySendError::Closed(_)) => {}
+            }
+        }
+    }
+}
+
+/// Answers one add on its own.
+pub(crate) fn reply_one(reply: Reply, result: Result<i64, WireError>) {
+    let mut replies = Replies::default();
+    replies.add(reply, result);
+    replies.send();
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+    use std::sync::Arc;
+    use tokio::sync::Semaphore;
+
+    fn frame_reply(id: u64, conn: &mpsc::Sender<Vec<u8>>, slots: &Arc<Semaphore>) -> Reply {
+        Reply::Frame {
+            id,
+            conn: conn.clone(),
+            slot: slots.clone().try_acquire_owned().unwrap(),
+            timer: Timer::start(Consistency::Quorum),
+        }
+    }
+
+    /// A connection whose writer is stuck (a client that reads no answers)
+    /// does not hold up the answers to anyone else in the batch; its own
+    /// wait on a task, keeping their slots until they are queued.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_stuck_connection_holds_up_no_one_else() {
+        let (stuck, mut stuck_rx) = mpsc::channel::<Vec<u8>>(1);
+        stuck.try_send(b"queued earlier".to_vec()).unwrap();
+        let (fine, mut fine_rx) = mpsc::channel::<Vec<u8>>(1);
+        let stuck_slots = Arc::new(Semaphore::new(2));
+        let fine_slots = Arc::new(Semaphore::new(2));
+
+        let mut replies = Replies::default();
+        replies.add(frame_reply(1, &stuck, &stuck_slots), Ok(10));
+        replies.add(frame_reply(2, &fine, &fine_slots), Ok(20));
+        replies.add(frame_reply(3, &stuck, &stuck_slots), Ok(30));
+        replies.send(); // returns without waiting for the stuck writer
+
+        let mut expected = Vec::new();
+        put_frame(
+            &mut expected,
+            &ClientResponse {
+                id: 2,
+                result: Ok(ClientReply::Value(20)),
+            },
+        );
+        assert_eq!(fine_rx.try_recv().unwrap(), expected);
+        assert_eq!(fine_slots.available_permits(), 2);
+        assert_eq!(stuck_slots.available_permits(), 0, "held until queued");
+
+        assert_eq!(stuck_rx.recv().await.unwrap(), b"queued earlier");
+        let frames = stuck_rx.recv().await.unwrap();
+        let mut expected = Vec::new();
+        for (id, v) in [(1, 10), (3, 30)] {
+            put_frame(
+                &mut expected,
+                &ClientResponse {
+                    id,
+                    result: Ok(ClientReply::Value(v)),
+                },
+            );
+        }
+        assert_eq!(frames, expected, "one buffer, in order");
+        tokio::task::yield_now().await;
+        assert_eq!(stuck_slots.available_permits(), 2);
+    }
+}
