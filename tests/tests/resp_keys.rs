@@ -76,7 +76,7 @@ struct Kind {
     key: &'static str,
     made: &'static [&'static str],
     kind: &'static str,
-    /// What `EXPIRE` answers: unique counters do not expire (README).
+    /// What `EXPIRE` answers: unique counters do not expire (`docs/redis.md`).
     expires: bool,
 }
 

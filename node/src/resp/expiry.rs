@@ -4,7 +4,7 @@
 //! empty column) when it has one, else every column of it (a hash), as
 //! Redis expires a hash whole. Columns made after an `EXPIRE` do not take
 //! its deadline. The deadline is wall-clock time, read here when the
-//! command arrives (see the README on clock skew).
+//! command arrives (see `docs/counters.md` on clock skew).
 
 use std::sync::Arc;
 
