@@ -11,7 +11,7 @@
 //!   (one made on a replica cut off from the others, whose client got no
 //!   answer, and one made after it elsewhere) last-writer-wins by time,
 //!   as Cassandra orders its writes: the later one is kept whole. Clock
-//!   skew between leaders can reorder such changes (see the README).
+//!   skew between leaders can reorder such changes (see `docs/redis.md`).
 //! - A change that empties the list deletes the key (Redis has no empty
 //!   lists): the epoch a `DEL` makes.
 //! - A change that changes nothing (a pop of an absent key, a trim that

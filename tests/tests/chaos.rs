@@ -328,8 +328,8 @@ fn the_checker_catches_merges_that_ignore_fold_generations() {
 /// Members killed and removed, and one wiped and replaced, under the
 /// workload. Without adds with ids: a removed or wiped node takes the ids
 /// it alone remembered with it, so a retry of an add it applied but whose
-/// answer was lost is applied again (the README says so, and the exact
-/// checker reports it when it happens).
+/// answer was lost is applied again (`docs/exactly-once.md` says so, and
+/// the exact checker reports it when it happens).
 #[test]
 fn a_chaos_run_with_removed_nodes_finds_no_violation() {
     const KINDS: &[&str] = &[

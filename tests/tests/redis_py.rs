@@ -1,6 +1,6 @@
-//! The README's redis-py example, run with the real redis-py from PyPI
-//! (installed on first use under `target/pyredis`, pinned): adds with ids
-//! and unique counters from Python.
+//! The redis-py example of `docs/exactly-once.md`, extended, run with the
+//! real redis-py from PyPI (installed on first use under `target/pyredis`,
+//! pinned): adds with ids and unique counters from Python.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use std::path::PathBuf;
@@ -30,14 +30,14 @@ print("ok")
 "#;
 
 #[test]
-fn the_readme_redis_py_example_works() {
+fn the_redis_py_example_works() {
     let cluster = Cluster::start(ClusterOptions::default()).unwrap();
     let mut python = Command::new("python3");
     python
         .env("PYTHONPATH", redis_py())
         .args(["-c", EXAMPLE])
         .arg(cluster.resp_addr(0).port().to_string());
-    tally_tests::assert_script_ok(&mut python, "the README example");
+    tally_tests::assert_script_ok(&mut python, "the redis-py example");
 }
 
 /// Counters, pipelines and a MULTI/EXEC pipeline from redis-py, at the

@@ -178,10 +178,10 @@ fn assert_read_back(cluster: &Cluster, plus: i64, when: &str) {
     }
 }
 
-/// The README's restore after a `FLUSHALL`: every node restored from the
-/// snapshot of one tag reads back what it holds, in database 0 (stored
-/// unprefixed at generation 0) and database 1, and a cleanup (which drops
-/// flushed generations) keeps it.
+/// The restore after a `FLUSHALL` of `docs/operations.md`: every node
+/// restored from the snapshot of one tag reads back what it holds, in
+/// database 0 (stored unprefixed at generation 0) and database 1, and a
+/// cleanup (which drops flushed generations) keeps it.
 #[test]
 fn a_cluster_restored_after_a_flushall_reads_back_its_snapshot_and_cleanup_keeps_it() {
     let mut cluster = Cluster::start(ClusterOptions::default()).unwrap();

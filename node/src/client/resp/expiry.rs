@@ -6,7 +6,7 @@
 //! whole, else its unique counter (a set), whose deadline is its count's
 //! (see `crate::cluster::unique`). Columns made after an `EXPIRE` do not take its
 //! deadline. The deadline is wall-clock time, read here when the command
-//! arrives (see the README on clock skew).
+//! arrives (see `docs/counters.md` on clock skew).
 
 use std::sync::Arc;
 

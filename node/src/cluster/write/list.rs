@@ -10,7 +10,7 @@
 //! changes through different coordinators meet under one cell lock, and
 //! neither overwrites the other. Only while that replica is down or cut
 //! off can two leaders race, and then one change may lose to the other
-//! (last writer wins); documented in the README.
+//! (last writer wins); documented in `docs/redis.md`.
 //!
 //! The race is decided by when each leader *began reading* the list: a
 //! change's epoch is at least the wall-clock time its catch-up began (and

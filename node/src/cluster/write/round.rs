@@ -32,7 +32,7 @@
 //!   has discarded (the two sets overlap). Only while every other replica
 //!   is unreachable does ONE acknowledge on the leader's copy alone: that is
 //!   what ONE is for, and such an add may be lost to a reset it could not
-//!   see (see the README).
+//!   see (see `docs/counters.md`).
 //! - Otherwise nothing is decided while this node's fsync runs (its result
 //!   is always waited for), nor while a replica may still answer before the
 //!   write timeout.
