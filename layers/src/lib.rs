@@ -334,7 +334,7 @@ fn resolve(
             found = abs.clone();
         } else if i == 0
             && found.is_empty()
-            && let Some(m) = exports.get(part)
+            && let Some(m) = exports.get(part).filter(|m| known.contains(*m))
         {
             return Some(m.clone());
         } else {
