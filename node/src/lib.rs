@@ -1,39 +1,35 @@
-//! The node (`tallyd`): config, placement, the write and read paths,
-//! replication, hints and the client listeners.
+//! The node (`tallyd`): the engine and the peer transport wired into one
+//! server, in layers by role. Each layer imports only from itself and the
+//! layers below it, and no modules import each other in a cycle (the
+//! `layers` test below checks both on every build):
 //!
 //! ```text
-//! client ──TCP──▶ server / resp ──▶ Node ──▶ write: queue ─▶ batch ─▶ engine (leader RMW)
-//!                                     │          └─▶ replicate: a Round per counter ──QUIC──▶ peer (replicas apply)
-//!                                     │                 └─▶ hints ──▶ handoff delivers when back up
-//!                                     └────▶ read: gather ─▶ merge ─▶ read repair
+//! ops/       the daemon (`tallyd run`), metrics, check-log, restore
+//!   │
+//! client/    the client ports: accept (caps, TLS), server (native), resp/
+//!   │
+//! node.rs    one node's roles wired together; the API the clients call
+//!   │
+//! cluster/   ctx (engine, ring, transport, hints) and the roles on it:
+//!            placement, write/, read, peer, hints/, handoff, repair/,
+//!            topology/ over the pure membership, scan/, tails, unique,
+//!            scripts (the cache), snapshot
+//!   │
+//! security/  logins, users and roles (auth/), what a peer may ask (authz),
+//!            certificates, client TLS
+//!   │
+//! base/ config/   the command table, the metrics registry, keyspaces,
+//!                 conversions; `cluster.toml` and its tables
 //! ```
 //!
-//! Each role is one module, and imports run one way: `node` wires the
-//! roles; the roles (`peer` → `write` → `read`, `handoff`) share only
-//! `ctx` (the engine, ring, transport and hints) and the pure
-//! `placement`; the rules each applies are pure functions or state
-//! machines (`placement`, `write::round`, `write::combine`) tested without
-//! a network.
-//!
-//! - [`config`]: `cluster.toml`, validated with errors that name the field.
-//! - [`ring`]: Murmur3 tokens, virtual nodes, replica placement.
-//! - `placement`: who leads a write, who answers a read, availability.
-//! - `write`: every add and reset, through one queue, one batch path and
-//!   one replication round.
-//! - `read`: gets and row reads at a consistency level, with read repair.
-//! - `peer`: the handler of peers' requests, each first checked by `authz`
-//!   against what its sender may ask; `handoff`: hint delivery.
-//! - [`node`]: one node's parts wired together.
-//! - [`hints`]: durable hinted handoff files.
-//! - [`server`]: the client protocol listener; [`resp`]: the RESP listener (RESP2 and RESP3).
-//! - [`limits`]: what clients may hold (connections, file descriptors,
-//!   output, time); [`accept`]: the cap on connections both listeners
-//!   share; `output`: a native connection's answers and backpressure.
-//! - [`auth`]: users, passwords and roles on the client ports;
-//!   [`client_tls`]: TLS on them, `stream` the connection either way.
-//! - [`certs`]: the cluster CA and node certificates; [`client_certs`]:
-//!   the client ports' and the clients' certificates.
-//! - [`daemon`]: one node as a process (what `tallyd run` runs).
+//! A client's add enters through `client` (`resp` or `server`), is
+//! authorized by `security::auth`, and goes through `Node` to
+//! `cluster::write`: a queue, a batch led by one replica's engine
+//! (its locked read-modify-write), and one replication round to the
+//! others over QUIC; `cluster::read` gathers and merges. The rules each
+//! role applies are pure functions or state machines (`placement`,
+//! `write::round`, `write::combine`, `membership`, `flush_queue`), tested
+//! without a network.
 
 pub mod base;
 pub mod client;
@@ -45,3 +41,26 @@ pub mod security;
 
 pub use node::Node;
 pub use tally_net::ring;
+
+#[cfg(test)]
+mod layers {
+    /// The node's layers, lowest first: each imports only from its own
+    /// and lower ones, and no modules anywhere import each other in a
+    /// cycle.
+    const LAYERS: &[&[&str]] = &[
+        &["base", "config"],
+        &["security"],
+        &["cluster"],
+        &["node"],
+        &["client"],
+        &["ops"],
+    ];
+
+    #[test]
+    fn imports_run_one_way() {
+        let src = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"));
+        if let Err(wrong) = tally_layers::check(src, LAYERS) {
+            panic!("{wrong}");
+        }
+    }
+}

@@ -235,15 +235,6 @@ impl Node {
         self.writes.inject_drop_every(n);
     }
 
-    /// FAULT INJECTION for testing checkers: script interpreters made from
-    /// now on leave their libraries and globals writable, so a script can
-    /// plant code another user's script then runs. Only with the
-    /// `fault-injection` feature.
-    #[cfg(feature = "fault-injection")]
-    pub fn inject_unsealed_scripts(&self) {
-        crate::client::resp::inject_unsealed_scripts();
-    }
-
     /// FAULT INJECTION for testing checkers: from now on, this node applies
     /// every add with an operation id it applies as new, without looking
     /// at the ids it has applied (retries count twice), and admits members

@@ -14,8 +14,8 @@ use tally_net::wire::{Consistency, ErrorKind, WireError};
 use tracing::warn;
 
 use crate::cluster::hints::Hints;
+use crate::cluster::membership::Topology;
 use crate::cluster::placement::{self, OnceRefusal, Refusal, Route, Shortfall, State};
-use crate::cluster::topology::Topology;
 use crate::config::Config;
 use crate::ring::{Replicas, Ring};
 
@@ -60,12 +60,11 @@ pub(crate) struct Ctx {
     /// A collection of flushed generations is queued and has not read the
     /// ring yet: the flushes stored meanwhile need no other
     /// (`topology::flush::collect`).
-    pub(crate) collect_queued: crate::cluster::topology::flush::Coalesced,
+    pub(crate) collect_queued: crate::cluster::flush_queue::Coalesced,
     /// The flushes this node coordinates, one batch at a time
-    /// (`topology::flush_queue`).
-    pub(crate) flushes: parking_lot::Mutex<
-        crate::cluster::topology::flush_queue::Queue<crate::cluster::topology::flush::Waiter>,
-    >,
+    /// (`flush_queue`).
+    pub(crate) flushes:
+        parking_lot::Mutex<crate::cluster::flush_queue::Queue<crate::cluster::flush_queue::Waiter>>,
     /// Held while a ring is stored and switched to.
     pub(crate) adopting: parking_lot::Mutex<()>,
     /// Held for reading from the check that an add with an id may be
@@ -81,7 +80,7 @@ pub(crate) struct Ctx {
     pub(crate) engine: Engine,
     pub(crate) hints: Hints,
     /// Whether this node may apply ids yet, after an unclean restart.
-    pub(crate) tails: crate::cluster::tails::Gate,
+    pub(crate) tails: crate::cluster::tails_gate::Gate,
     /// The node being decommissioned, if one is (`usize::MAX`: none): it
     /// leads writes only when no other replica can (see `State::Leaving`).
     /// At most one node leaves at a time.
@@ -290,7 +289,7 @@ impl Ctx {
     pub(crate) fn own_not_writable(&self) -> Option<String> {
         self.engine.not_writable().or_else(|| {
             self.is_replacing()
-                .then(|| crate::cluster::topology::replace::NOT_READY.to_string())
+                .then(|| crate::cluster::membership::NOT_READY.to_string())
         })
     }
 
@@ -309,7 +308,7 @@ impl Ctx {
                 format!(
                     "{} {}",
                     self.name(self.me),
-                    crate::cluster::topology::replace::NOT_READY
+                    crate::cluster::membership::NOT_READY
                 ),
             )),
         }

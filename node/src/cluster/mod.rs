@@ -3,8 +3,10 @@
 //! counters, the script cache and snapshots, sharing `ctx`.
 
 pub(crate) mod ctx;
+pub(crate) mod flush_queue;
 pub(crate) mod handoff;
 pub mod hints;
+pub(crate) mod membership;
 pub(crate) mod peer;
 pub(crate) mod placement;
 pub(crate) mod read;
@@ -13,6 +15,7 @@ pub(crate) mod scan;
 pub(crate) mod scripts;
 pub(crate) mod snapshot;
 pub(crate) mod tails;
+pub(crate) mod tails_gate;
 pub mod topology;
 pub(crate) mod unique;
 pub(crate) mod write;

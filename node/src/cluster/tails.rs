@@ -21,7 +21,6 @@
 //! ```
 
 use std::sync::Weak;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tally_net::log_limit::LogLimit;
@@ -30,69 +29,10 @@ use tracing::{info, warn};
 
 use crate::base::convert::{self, engine_error};
 use crate::cluster::ctx::Ctx;
+pub(crate) use crate::cluster::tails_gate::Gate;
 
 /// How long a peer that did not answer is left before it is asked again.
 const RETRY_AFTER: Duration = Duration::from_millis(500);
-
-/// Which peers this node has learned its retired incarnations' tails
-/// from, and so for which keys it may apply ids.
-///
-/// # Invariants
-/// - `open` is set only once every entry of `learned` is.
-pub(crate) struct Gate {
-    /// The retired incarnations to learn about (empty: nothing to learn).
-    retired: Vec<u64>,
-    /// Per node: learned from it (this node's own entry is set).
-    learned: Box<[AtomicBool]>,
-    /// Learned from every node.
-    open: AtomicBool,
-}
-
-impl Gate {
-    /// The gate of node `me` of `nodes` with `retired` incarnations to learn about.
-    pub(crate) fn new(nodes: usize, me: usize, retired: Vec<u64>) -> Gate {
-        let done = retired.is_empty();
-        Gate {
-            learned: (0..nodes)
-                .map(|n| AtomicBool::new(done || n == me))
-                .collect(),
-            open: AtomicBool::new(done),
-            retired,
-        }
-    }
-
-    /// Whether ids may be applied here for a key of `replicas`.
-    pub(crate) fn ready(&self, replicas: &[usize]) -> bool {
-        self.open.load(Ordering::Acquire)
-            || replicas.iter().all(|&r| {
-                self.learned
-                    .get(r)
-                    .is_some_and(|l| l.load(Ordering::Acquire))
-            })
-    }
-
-    /// Opens the gate without learning anything: FAULT INJECTION only.
-    #[cfg(feature = "fault-injection")]
-    pub(crate) fn force_open(&self) {
-        self.learned
-            .iter()
-            .for_each(|l| l.store(true, Ordering::Release));
-        self.open.store(true, Ordering::Release);
-    }
-
-    fn set_learned(&self, node: usize) {
-        if let Some(l) = self.learned.get(node) {
-            l.store(true, Ordering::Release);
-        }
-        if self.learned.iter().all(|l| l.load(Ordering::Acquire)) {
-            self.open.store(true, Ordering::Release);
-        }
-    }
-
-    fn is_open(&self) -> bool {
-        self.open.load(Ordering::Acquire)
-    }
-}
 
 /// The refusal of an add with an id this node may not apply yet.
 pub(crate) fn not_ready(ctx: &Ctx) -> WireError {
@@ -114,7 +54,7 @@ pub(crate) fn start(ctx: Weak<Ctx>) {
         if c.tails.is_open() {
             return;
         }
-        let retired = c.tails.retired.clone();
+        let retired = c.tails.retired().to_vec();
         info!(retired = ?retired, "learning the ids of this node's last runs from its peers");
         let peers: Vec<usize> = (0..c.config.nodes.len()).filter(|&n| n != c.me).collect();
         drop(c);

@@ -13,13 +13,12 @@
 use std::sync::Arc;
 
 use tally_engine::{Cell, now_ms, unique};
-use tally_net::wire::{
-    Consistency, ErrorKind, MEMBERS_MAX, WireChange, WireChanged, WireError, WireWhen,
-};
+use tally_net::wire::{Consistency, WireChange, WireChanged, WireError, WireWhen};
 
 use crate::base::convert::{engine_error, live_value};
 use crate::cluster::ctx::Ctx;
 use crate::cluster::read;
+use crate::cluster::write::unique::check_members;
 
 /// The number of distinct members of `partition` at `cl`: 0 once its
 /// deadline has passed.
@@ -94,18 +93,4 @@ pub(crate) async fn reset(
         return Ok(false);
     }
     writes.reset(&key, cl).await.map(|()| true)
-}
-
-/// Refuses a request with no members or too many.
-pub(crate) fn check_members(members: &[Vec<u8>]) -> Result<(), WireError> {
-    if members.is_empty() || members.len() > MEMBERS_MAX {
-        return Err(WireError::new(
-            ErrorKind::Invalid,
-            format!(
-                "{} members in one request (1 to {MEMBERS_MAX})",
-                members.len()
-            ),
-        ));
-    }
-    Ok(())
 }

@@ -41,6 +41,9 @@
 //! (`cluster.replication_factor`, `node[1].peer`; node indices count from 0)
 //! and the reason, with the line and column for syntax and type errors.
 
+pub mod auth;
+pub mod client_tls;
+pub mod hints;
 pub mod ids;
 pub mod limits;
 
@@ -128,15 +131,15 @@ pub struct ClusterConfig {
     pub ids: crate::config::ids::Ids,
     /// How long and how much each node hints a peer (`[cluster.hints]`, optional).
     #[serde(default)]
-    pub hints: crate::cluster::hints::HintLimits,
+    pub hints: hints::HintLimits,
     /// Who may use the client ports (`[cluster.auth]`, optional: without
     /// users, loopback clients only).
     #[serde(default)]
-    pub auth: crate::security::auth::AuthConfig,
+    pub auth: auth::AuthConfig,
     /// TLS on the client ports (`[cluster.client_tls]`, optional: plain
     /// TCP without it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client_tls: Option<crate::security::client_tls::ClientTlsConfig>,
+    pub client_tls: Option<client_tls::ClientTlsConfig>,
 }
 
 /// When the commit log is fsynced.
@@ -415,7 +418,7 @@ fn validate(raw: &RawConfig, path: &Path) -> Result<(), ConfigError> {
         return fail(&format!("cluster.hints.{name}"), reason);
     }
     for (i, u) in c.auth.user.iter().enumerate() {
-        if let Err(reason) = crate::security::auth::users::check_entry(u) {
+        if let Err(reason) = auth::check_entry(u) {
             return fail(&format!("cluster.auth.user[{i}]"), reason);
         }
     }
@@ -759,10 +762,7 @@ data_dir = "/abs/b"
 
     #[test]
     fn hint_limits_have_defaults_and_can_be_set() {
-        assert_eq!(
-            good().cluster.hints,
-            crate::cluster::hints::HintLimits::default()
-        );
+        assert_eq!(good().cluster.hints, hints::HintLimits::default());
         let text = GOOD.replacen(
             "\n[[node]]",
             "\n[cluster.hints]\nwindow_ms = 60000\n[[node]]",
@@ -770,10 +770,7 @@ data_dir = "/abs/b"
         );
         let c = Config::parse(&text, Path::new(FILE)).expect("hints parse");
         assert_eq!(c.cluster.hints.window_ms, 60_000);
-        assert_eq!(
-            c.cluster.hints.bytes_max,
-            crate::cluster::hints::bound::BYTES_MAX_DEFAULT
-        );
+        assert_eq!(c.cluster.hints.bytes_max, hints::BYTES_MAX_DEFAULT);
     }
 
     #[test]

@@ -68,7 +68,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 #[cfg(feature = "fault-injection")]
-pub(crate) use script::inject_unsealed as inject_unsealed_scripts;
+/// FAULT INJECTION for testing checkers: script interpreters made from
+/// now on leave their libraries and globals writable, so a script can
+/// plant code another user's script then runs. Only with the
+/// `fault-injection` feature.
+#[cfg(feature = "fault-injection")]
+pub use script::inject_unsealed as inject_unsealed_scripts;
 
 use tally_net::wire::Consistency;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

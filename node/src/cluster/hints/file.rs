@@ -25,7 +25,7 @@ use anyhow::{Context, Result};
 use tally_engine::Key;
 
 /// Largest record accepted when reading a hint file back.
-pub(super) const RECORD_BYTES_MAX: usize = 4096;
+pub(super) use crate::config::hints::RECORD_BYTES_MAX;
 /// Bytes before a record's body: its length and its crc.
 const HEADER_BYTES: usize = 8;
 /// Read buffer of a hint file being read back.

@@ -94,7 +94,7 @@ pub(crate) fn adopt(ctx: &Arc<Ctx>, theirs: &Topology) -> Result<bool, String> {
     ctx.leaving
         .store(theirs.leaving(), std::sync::atomic::Ordering::Relaxed);
     if theirs.flushes != mine.flushes {
-        super::flush::collect(ctx);
+        super::collect::collect(ctx);
     }
     for (n, (&was, &now)) in mine.states.iter().zip(&theirs.states).enumerate() {
         if was != now {

@@ -19,19 +19,14 @@
 //! (`flush_queue`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use tally_engine::{Keep, Key};
 use tally_net::wire::{ErrorKind, WireError};
 use tokio::sync::oneshot;
-use tracing::{info, warn};
+use tracing::info;
 
 use super::Refused;
 use super::change::{commit, folding, learn};
 use crate::cluster::ctx::Ctx;
-
-/// Who waits for a flush's answer.
-pub(crate) type Waiter = oneshot::Sender<Result<(), WireError>>;
 
 /// Moves each of `dbs` to a new generation, on every member: in the next
 /// batch of this coordinator's flushes (`flush_queue`), which begins
@@ -132,93 +127,4 @@ async fn flush_once(ctx: &Arc<Ctx>, dbs: &[u8]) -> Result<(), WireError> {
     })?;
     info!(?dbs, version = next.version, "databases flushed");
     Ok(())
-}
-
-/// After this node stored a ring that flushed a database: drops the old
-/// generations' cells, in the background, rewriting only the tables that
-/// hold some (`Engine::cleanup_in`). Flushes coalesce: while a
-/// collection is queued, not yet reading the ring, another flush adds
-/// none (the queued one reads the newer ring).
-pub(crate) fn collect(ctx: &Arc<Ctx>) {
-    if !ctx.collect_queued.ask() {
-        return;
-    }
-    let ctx = ctx.clone();
-    tokio::spawn(async move {
-        match collect_now(&ctx).await {
-            Ok((kept, dropped)) => info!(kept, dropped, "flushed generations collected"),
-            Err(e) => {
-                warn!(error = %e, "flushed generations not collected yet (tally cleanup does it)")
-            }
-        }
-    });
-}
-
-/// A job asked for again while a run of it is queued runs once: the
-/// queued run reads what it works on only when it begins.
-///
-/// # Invariants
-/// - Every [`Coalesced::ask`] is followed by a [`Coalesced::begin`] that
-///   comes after it: the one it queued, or the queued one it joined.
-#[derive(Debug, Default)]
-pub(crate) struct Coalesced(AtomicBool);
-
-impl Coalesced {
-    /// Asks for a run: whether the caller must queue one (none is).
-    pub(crate) fn ask(&self) -> bool {
-        !self.0.swap(true, Ordering::AcqRel)
-    }
-
-    /// A queued run begins: asks from here on queue another.
-    pub(crate) fn begin(&self) {
-        self.0.store(false, Ordering::Release);
-    }
-}
-
-/// Drops the cells of the generations the ring has flushed; answers the
-/// cells kept whole and those dropped, of the tables rewritten.
-async fn collect_now(ctx: &Arc<Ctx>) -> Result<(u64, u64), WireError> {
-    let _one = ctx.cleaning.lock().await;
-    // Rings stored from here on may not be seen below: they queue another.
-    ctx.collect_queued.begin();
-    let topology = ctx.topology();
-    let key = |p: &[u8]| Key::new(p, b"").expect("a keyspace prefix is a short partition");
-    let ranges: Vec<(Key, Option<Key>)> = topology
-        .flushed_ranges()
-        .iter()
-        .map(|(from, to)| (key(from), to.as_deref().map(key)))
-        .collect();
-    let worker = ctx.clone();
-    tokio::task::spawn_blocking(move || {
-        worker
-            .engine
-            .cleanup_in(&ranges, |k| match topology.flushed(k.partition()) {
-                true => Keep::Nothing,
-                false => Keep::Whole,
-            })
-    })
-    .await
-    .map_err(|e| WireError::new(ErrorKind::Internal, format!("collection failed: {e}")))?
-    .map_err(|e| crate::base::convert::engine_error(&e))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn asks_while_a_run_is_queued_join_it_and_asks_after_it_began_queue_another() {
-        let c = Coalesced::default();
-        assert!(c.ask(), "none queued: queue one");
-        assert!(
-            !c.ask() && !c.ask(),
-            "flushes meanwhile join the queued run"
-        );
-        c.begin();
-        assert!(c.ask(), "the run may have read the ring before this flush");
-        assert!(!c.ask());
-        c.begin();
-        c.begin();
-        assert!(c.ask());
-    }
 }

@@ -33,10 +33,6 @@ use tracing::{info, warn};
 
 use crate::cluster::ctx::Ctx;
 
-/// What a node being replaced says instead of leading or reading.
-pub(crate) const NOT_READY: &str =
-    "is being replaced: syncing its ranges from the other replicas (tallyd run --replace)";
-
 /// Where the marker of a replace in progress is.
 fn marker(data_dir: &Path) -> PathBuf {
     data_dir.join("replacing")

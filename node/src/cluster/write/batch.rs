@@ -40,6 +40,7 @@
 //! - an add a replica answered `Stale` for: this node catches up to the
 //!   newer epoch and queues it again (`catch_up`).
 
+use super::in_flight::InFlight;
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -68,18 +69,6 @@ const OVERLAP_FACTOR: u32 = 2;
 const OVERLAP_MIN: Duration = Duration::from_millis(1);
 /// The next batch never waits longer than this for the one in flight.
 const OVERLAP_MAX: Duration = Duration::from_millis(10);
-
-/// Held by the batch in flight (shared by its parts when it is split);
-/// tells when it ended once the last part drops it, its adds answered.
-pub(super) struct InFlight(Option<oneshot::Sender<Instant>>);
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        if let Some(done) = self.0.take() {
-            let _ = done.send(Instant::now());
-        }
-    }
-}
 
 /// Takes the queue's adds in batches and runs each batch on its own task,
 /// until the node's write path is gone.

@@ -39,6 +39,7 @@ mod batch;
 mod change;
 mod combine;
 mod forward;
+mod in_flight;
 mod list;
 mod once;
 pub(crate) mod queue;

@@ -31,7 +31,7 @@ use tally_net::wire::{Consistency, ErrorKind, WireError};
 use tracing::debug;
 
 use super::Writes;
-use super::batch::InFlight;
+use super::in_flight::InFlight;
 use super::queue::{OnceId, Origin, QueuedAdd, Replies, Reply};
 use super::replicate::{Write, replicate};
 use super::round::Verdict;

@@ -27,7 +27,7 @@ use parking_lot::Mutex;
 use tokio::sync::{Notify, oneshot};
 
 use tally_engine::{Cell, Key, unique};
-use tally_net::wire::{Consistency, ErrorKind, PeerRequest, PeerResponse, WireError};
+use tally_net::wire::{Consistency, ErrorKind, MEMBERS_MAX, PeerRequest, PeerResponse, WireError};
 
 use super::forward::{forward, unexpected};
 use super::replicate::{Write, replicate};
@@ -170,7 +170,7 @@ pub(crate) async fn add(
     members: &[Vec<u8>],
     cl: Consistency,
 ) -> Result<Vec<bool>, WireError> {
-    crate::cluster::unique::check_members(members)?;
+    check_members(members)?;
     let count = unique::count_key(partition).map_err(|e| engine_error(&e))?;
     let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     let replicas = ctx.replicas(partition);
@@ -261,7 +261,7 @@ pub(crate) async fn lead_forwarded(
     members: &[Vec<u8>],
     cl: Consistency,
 ) -> Result<Vec<bool>, WireError> {
-    crate::cluster::unique::check_members(members)?;
+    check_members(members)?;
     let count = unique::count_key(partition).map_err(|e| engine_error(&e))?;
     let Some(first) = members.first() else {
         return Ok(Vec::new());
@@ -358,4 +358,18 @@ async fn lead(
         ErrorKind::Unavailable,
         "the unique counter kept being reset while members were added; adding them again is safe",
     ))
+}
+
+/// Refuses a request with no members or too many.
+pub(crate) fn check_members(members: &[Vec<u8>]) -> Result<(), WireError> {
+    if members.is_empty() || members.len() > MEMBERS_MAX {
+        return Err(WireError::new(
+            ErrorKind::Invalid,
+            format!(
+                "{} members in one request (1 to {MEMBERS_MAX})",
+                members.len()
+            ),
+        ));
+    }
+    Ok(())
 }

@@ -10,22 +10,10 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tally_net::wire::ClientOp;
 
 use crate::base::commands;
-
-/// What a user may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// Reads only.
-    ReadOnly,
-    /// Reads and writes of counters.
-    ReadWrite,
-    /// Everything, the cluster's operations too.
-    Admin,
-}
+pub use crate::config::auth::Role;
 
 /// What a request needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -47,15 +35,6 @@ impl Role {
             Need::Nothing | Need::Read => true,
             Need::Write => self >= Role::ReadWrite,
             Need::Admin => self == Role::Admin,
-        }
-    }
-
-    /// Its name in configs and messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::ReadOnly => "readonly",
-            Role::ReadWrite => "readwrite",
-            Role::Admin => "admin",
         }
     }
 }

@@ -39,48 +39,23 @@ pub mod users;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use serde::{Deserialize, Serialize};
 use tally_net::log_limit::LogLimit;
 use tokio::sync::Semaphore;
 use tracing::{info, warn};
 
+pub use crate::config::auth::{AuthConfig, UserEntry};
 pub use access::{Need, Role};
 pub use revoke::Ticket;
 use revoke::Tickets;
-pub use users::{UserEntry, Users};
+pub use users::Users;
 
 /// Password hash checks that may run at once.
 pub const VERIFY_PARALLEL: usize = 2;
 /// How often a node looks whether its users file changed.
 pub const FILE_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// The `[cluster.auth]` table.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct AuthConfig {
-    /// Users listed in the config itself (`[[cluster.auth.user]]`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub user: Vec<UserEntry>,
-    /// A file of more users (resolved against the config's directory).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub users_file: Option<PathBuf>,
-    /// Without users, serve only loopback clients.
-    pub protected_mode: bool,
-}
-
-impl Default for AuthConfig {
-    fn default() -> Self {
-        AuthConfig {
-            user: Vec::new(),
-            users_file: None,
-            protected_mode: true,
-        }
-    }
-}
 
 /// A login refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,8 +5,10 @@
 //! runs them off its async threads, a few at a time, and remembers the
 //! last good password of each user (see [`super::Auth`]).
 
+use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use argon2::{Algorithm, Argon2};
+
+pub use crate::config::auth::check_hash as check;
 
 /// The longest password hashed or checked: beyond it only costs CPU.
 pub const PASSWORD_BYTES_MAX: usize = tally_net::wire::CREDENTIAL_BYTES_MAX;
@@ -27,23 +29,6 @@ pub fn hash(password: &str) -> Result<String, String> {
         .hash_password(password.as_bytes(), &salt)
         .map(|h| h.to_string())
         .map_err(|e| e.to_string())
-}
-
-/// Whether `phc` is an argon2 hash this node can check passwords against.
-pub fn check(phc: &str) -> Result<(), String> {
-    let parsed = PasswordHash::new(phc).map_err(|e| format!("not a PHC hash string: {e}"))?;
-    Algorithm::try_from(parsed.algorithm)
-        .map(|_| ())
-        .map_err(|_| {
-            format!(
-                "{} is not argon2 (argon2id, argon2i, argon2d)",
-                parsed.algorithm
-            )
-        })?;
-    if parsed.hash.is_none() {
-        return Err("the hash string holds no hash".into());
-    }
-    Ok(())
 }
 
 /// Whether `password` matches `phc` (slow by design; false for a hash

@@ -27,20 +27,8 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use super::access::Role;
 use super::{AuthConfig, password};
-
-/// One user.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct UserEntry {
-    /// The name it logs in with.
-    pub name: String,
-    /// Its password's argon2 hash, as a PHC string.
-    pub password_hash: String,
-    /// What it may do.
-    pub role: Role,
-}
+pub use crate::config::auth::{UserEntry, check_entry, check_name};
 
 /// The users file as written.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -188,27 +176,6 @@ impl Users {
     }
 }
 
-/// Why `u` is not a valid user, if it is not.
-pub fn check_entry(u: &UserEntry) -> Result<(), String> {
-    check_name(&u.name)?;
-    password::check(&u.password_hash).map_err(|e| format!("password_hash: {e}"))
-}
-
-/// A user name: 1 to 64 of `[A-Za-z0-9_.@-]`.
-pub fn check_name(name: &str) -> Result<(), String> {
-    let ok = (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_.@-".contains(&b));
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "user name {name:?}: use 1 to 64 of A-Z, a-z, 0-9 and _ . @ -"
-        ))
-    }
-}
-
 /// The users file at `path`; a missing file has no users.
 pub fn read_file(path: &Path) -> Result<UsersFile, String> {
     Ok(read_existing(path)?.unwrap_or_default())
@@ -312,6 +279,7 @@ pub fn decoy_hash() -> &'static str {
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
+    use crate::config::auth::Role;
 
     fn entry(name: &str) -> UserEntry {
         UserEntry {

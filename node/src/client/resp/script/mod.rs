@@ -44,7 +44,7 @@ use crate::security::auth::Need;
 /// FAULT INJECTION for testing checkers: interpreters made from now on
 /// are not sealed (see `sandbox`). Only with the `fault-injection` feature.
 #[cfg(feature = "fault-injection")]
-pub(crate) fn inject_unsealed() {
+pub fn inject_unsealed() {
     sandbox::inject_unsealed();
 }
 

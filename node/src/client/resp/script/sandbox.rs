@@ -31,7 +31,7 @@ static UNSEALED: AtomicBool = AtomicBool::new(false);
 /// plant code that later scripts on the same interpreter run. Only the
 /// test-only `tallyd-faults` calls it.
 #[cfg(feature = "fault-injection")]
-pub(crate) fn inject_unsealed() {
+pub fn inject_unsealed() {
     UNSEALED.store(true, Ordering::Relaxed);
 }
 

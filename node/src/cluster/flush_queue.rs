@@ -13,6 +13,13 @@
 //! driver must start. `flush::run` drives it.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tally_net::wire::WireError;
+use tokio::sync::oneshot;
+
+/// Who waits for a flush's answer.
+pub(crate) type Waiter = oneshot::Sender<Result<(), WireError>>;
 
 /// The flushes that will run together, and who waits for their answer.
 #[derive(Debug)]
@@ -75,6 +82,27 @@ impl<W> Queue<W> {
     }
 }
 
+/// A job asked for again while a run of it is queued runs once: the
+/// queued run reads what it works on only when it begins.
+///
+/// # Invariants
+/// - Every [`Coalesced::ask`] is followed by a [`Coalesced::begin`] that
+///   comes after it: the one it queued, or the queued one it joined.
+#[derive(Debug, Default)]
+pub(crate) struct Coalesced(AtomicBool);
+
+impl Coalesced {
+    /// Asks for a run: whether the caller must queue one (none is).
+    pub(crate) fn ask(&self) -> bool {
+        !self.0.swap(true, Ordering::AcqRel)
+    }
+
+    /// A queued run begins: asks from here on queue another.
+    pub(crate) fn begin(&self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
@@ -95,5 +123,21 @@ mod tests {
         assert_eq!(q.take().unwrap().waiters, vec!['e']);
         assert!(q.take().is_none(), "nothing queued: the driver stops");
         assert!(q.join(&[1], 'f'), "and the next flush starts another");
+    }
+
+    #[test]
+    fn asks_while_a_run_is_queued_join_it_and_asks_after_it_began_queue_another() {
+        let c = Coalesced::default();
+        assert!(c.ask(), "none queued: queue one");
+        assert!(
+            !c.ask() && !c.ask(),
+            "flushes meanwhile join the queued run"
+        );
+        c.begin();
+        assert!(c.ask(), "the run may have read the ring before this flush");
+        assert!(!c.ask());
+        c.begin();
+        c.begin();
+        assert!(c.ask());
     }
 }
