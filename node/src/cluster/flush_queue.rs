@@ -10,7 +10,10 @@
 //! databases; each caller gets that batch's answer.
 //!
 //! [`Queue`] is the rule, with no I/O: who joins which batch and when a
-//! driver must start. `flush::run` drives it.
+//! driver must start. `topology::flush::run` drives it. [`Coalesced`] is
+//! the simpler rule the background collection of flushed generations
+//! follows (`topology::collect`): a run asked for while one is queued
+//! joins it.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
