@@ -140,6 +140,7 @@ mod identity;
 pub mod ids;
 mod key;
 pub mod latency;
+mod limits;
 pub mod list;
 mod memtable;
 mod options;
