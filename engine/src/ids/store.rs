@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::Retention;
 use super::file::{self, FILES_MAX};
-use super::ledger::{Ledger, Retention};
+use super::ledger::Ledger;
 use super::now_ms;
 use super::tail::Tails;
 use crate::error::Result;
