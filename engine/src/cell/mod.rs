@@ -85,6 +85,18 @@ pub struct Cell {
     list: Option<List>,
 }
 
+/// What `Engine::cleanup` keeps of a key's cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// All of it.
+    Whole,
+    /// This node's own shard (with the epoch), if it has one.
+    Own,
+    /// Nothing: for data nothing reads or writes any more (a flushed
+    /// database), as a later write starts this node's shard afresh.
+    Nothing,
+}
+
 impl From<u64> for Epoch {
     /// Generation `n` of a plain counter.
     fn from(n: u64) -> Epoch {

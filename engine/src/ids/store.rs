@@ -122,11 +122,11 @@ impl IdsStore {
 
     /// Hard-links every ids file into `dir` (see `engine::snapshot`); no
     /// write replaces one meanwhile.
-    pub(crate) fn link_into(&self, dir: &Path) -> Result<crate::Snapshotted> {
+    pub(crate) fn link_into(&self, dir: &Path) -> Result<crate::fsutil::Snapshotted> {
         let files = self.files.lock();
-        let mut done = crate::Snapshotted::default();
+        let mut done = crate::fsutil::Snapshotted::default();
         for (_, path) in files.iter() {
-            crate::engine::snapshot::link(path, dir, &mut done)?;
+            crate::fsutil::link(path, dir, &mut done)?;
         }
         Ok(done)
     }
