@@ -101,23 +101,34 @@
 //!
 //! The core is a few components, each owning its state behind one handle,
 //! wired together by `engine` (which also writes down the lock order).
-//! Imports go one way, down this list; a module may skip levels but never
-//! import one above it:
+//! Imports go one way, down these layers: a module imports its own layer
+//! and those below, never one above, and modules that import one another
+//! never do so in a cycle, at any depth (a unit test, `layers`, checks
+//! both with `tally-layers`):
 //!
 //! ```text
-//! engine        the public API; opens, wires and shuts down the components
+//! engine          the public API; opens, wires and shuts down the components
 //!   │
-//! background    flushes and compactions, asked for by `work` messages;
-//!   │           tells the group commit which generation is flushed
-//! group_commit  queue → sealer → outbox → syncer, one handle (`GroupCommit`);
-//!   │           direct (caller's-thread) path, park, window, relay
-//! cache         the cell locks and the counter cache (`CounterCache`)
+//! background      flushes and compactions, asked for by `work` messages;
+//!   │             tells the group commit which generation is flushed
+//! group_commit    queue → sealer → outbox → syncer, one handle (`GroupCommit`);
+//!   │             direct (caller's-thread) path, park, window, relay
+//! cache           the cell locks and the counter cache (`CounterCache`)
 //!   │
-//! version       the version set: memtables, tables, generations, write stall
+//! commitlog       the log, and its replay into memtables and the ids ledger;
+//! version         the version set: memtables, tables, generations, write stall
 //!   │
-//! leaves        options, outcome, poison, space, work (import no component)
-//!               commitlog, sstable, memtable, identity, ids, unique, codec,
-//!               fsutil, cell, key, error              (storage and data)
+//! memtable        cells in memory; SSTables on disk; operation ids (ledger,
+//! sstable, ids    tails, their files)
+//!   │
+//! rules, files    what writes decide and answer over cells and keys: codec,
+//!   │             row, change, list, outcome, unique; the files and flags
+//!   │             beside them: fsutil, identity, retired, poison, space
+//! cell, key       the data: the CRDT and its checked writes; addresses
+//!   │
+//! error           the engine's error type
+//!   │
+//! leaves          limits, options, rate_limit, latency, work (import nothing)
 //! ```
 //!
 //! Threads take only the handles they need: the sealer and the syncer run
@@ -176,3 +187,33 @@ pub use key::{
 pub use options::{Options, ParkCommit, SyncMode};
 pub use outcome::{AddOutcome, Durable, Staged};
 pub use row::Row;
+
+#[cfg(test)]
+mod layers {
+    /// The crate's layers, lowest first (drawn in the essay above): a
+    /// module imports only modules of its own layer or lower ones, and
+    /// siblings at every level import one another without a cycle.
+    const LAYERS: &[&[&str]] = &[
+        &["limits", "options", "rate_limit", "latency", "work"],
+        &["error"],
+        &["cell", "key"],
+        &[
+            "fsutil", "poison", "space", "retired", "identity", "codec", "row", "change", "list",
+            "outcome", "unique",
+        ],
+        &["memtable", "sstable", "ids"],
+        &["commitlog", "version"],
+        &["cache"],
+        &["group_commit"],
+        &["background"],
+        &["engine"],
+    ];
+
+    #[test]
+    fn imports_go_one_way() {
+        let src = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"));
+        if let Err(wrong) = tally_layers::check(src, LAYERS) {
+            panic!("imports that climb or go round:\n{wrong}");
+        }
+    }
+}
