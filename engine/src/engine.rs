@@ -161,7 +161,7 @@ impl Engine {
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Engine> {
         let dir = dir.as_ref().to_path_buf();
         if opts.keep_expired {
-            crate::group_commit::keep_expired();
+            crate::add::keep_expired();
         }
         let identity = Identity::open(&dir)?;
         remove_temporaries(&dir)?;

@@ -17,15 +17,20 @@
 //!   otherwise the caller's delta waits in a per-key pending list. The
 //!   sealer thread takes every key with pending adds at once and does one
 //!   read-modify-write of this node's own shard per key (clock + 1, value +
-//!   Σ deltas) in the counter cache. Either way the key is marked in the
-//!   memtable (whose flush takes the cached cell) and a record of the new
-//!   shard goes to the group commit's outbox. The syncer thread covers
-//!   everything in the outbox with one fsync (group commit), then every
-//!   waiter gets the new shard to replicate and the value it would have
-//!   seen had the combined adds run one after another in arrival order: the
-//!   value before the RMW plus the deltas up to and including its own, so
-//!   the last one sees the cell's value. Concurrent adds to a hot counter
-//!   thus become one RMW, one log record, one replication message.
+//!   Σ deltas) in the counter cache. Either way, and for every other write
+//!   a leader makes to its own shard (a batch's add, adds with ids,
+//!   admissions), one rule decides the adds ([`add`]: the value each
+//!   answers, the overflows and limits that refuse one) and one order seals
+//!   them (`group_commit::seal`): the new shard and its record go into the
+//!   cache and the group commit's outbox together, then the key is marked
+//!   in the memtable (whose flush takes the cached cell). The syncer thread
+//!   covers everything in the outbox with one fsync (group commit), then
+//!   every waiter gets the new shard to replicate and the value it would
+//!   have seen had the combined adds run one after another in arrival
+//!   order: the value before the RMW plus the deltas up to and including
+//!   its own, so the last one sees the cell's value. Concurrent adds to a
+//!   hot counter thus become one RMW, one log record, one replication
+//!   message.
 //! - [`Engine::apply`]: merges a cell from elsewhere into the counter cache
 //!   (a cold cell is read from disk first, outside the lock), logs it, and
 //!   returns after its fsync. A cell past a limit (clocks or epoch near
@@ -121,9 +126,9 @@
 //! memtable        cells in memory; SSTables on disk; operation ids (ledger,
 //! sstable, ids    tails, their files)
 //!   │
-//! rules, files    what writes decide and answer over cells and keys: codec,
-//!   │             row, change, list, outcome, unique; the files and flags
-//!   │             beside them: fsutil, identity, retired, poison, space
+//! rules, files    what writes decide and answer over cells and keys: add,
+//!   │             change, list, unique, outcome, row, codec; the files and
+//!   │             flags beside them: fsutil, identity, retired, poison, space
 //! cell, key       the data: the CRDT and its checked writes; addresses
 //!   │
 //! error           the engine's error type
@@ -137,6 +142,7 @@
 //! starts under a poison guard (`engine`) that answers all waiters if it
 //! panics.
 
+pub mod add;
 mod background;
 mod cache;
 pub mod cell;
@@ -199,7 +205,7 @@ mod layers {
         &["cell", "key"],
         &[
             "fsutil", "poison", "space", "retired", "identity", "codec", "row", "change", "list",
-            "outcome", "unique",
+            "outcome", "unique", "add",
         ],
         &["memtable", "sstable", "ids"],
         &["commitlog", "version"],

@@ -26,11 +26,17 @@ impl Cell {
     /// Moves the cell to a new epoch with no shards; refused (and nothing
     /// changed) when the epoch is at [`CLOCK_MAX`].
     pub fn try_reset(&mut self) -> Result<(), Limit> {
-        next_version("epoch", self.epoch.n)?;
-        self.epoch = self.epoch.restart();
+        self.epoch = self.reset_epoch()?;
         self.shards.clear();
         self.list = None;
         Ok(())
+    }
+
+    /// The epoch [`Cell::try_reset`] moves the cell to (base 0, no
+    /// deadline, no shards), refused when the epoch is at [`CLOCK_MAX`].
+    pub fn reset_epoch(&self) -> Result<super::Epoch, Limit> {
+        next_version("epoch", self.epoch.n)?;
+        Ok(self.epoch.restart())
     }
 
     /// Moves the cell to the epoch a SET by `leader` makes: value `base`,
