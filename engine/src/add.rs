@@ -75,6 +75,7 @@ pub(crate) fn keep_expired() {
 impl OwnAdd {
     /// The rule over `cell` for `counter_id`'s shard, restarting the cell
     /// first when its deadline has passed.
+    #[inline]
     pub fn start(cell: &Cell, counter_id: u64) -> OwnAdd {
         let epoch = cell.epoch();
         // Most counters have no deadline: one comparison on the add path.
@@ -85,6 +86,7 @@ impl OwnAdd {
 
     /// [`OwnAdd::start`] with the clock read: `restart` when the cell's
     /// deadline has passed.
+    #[inline]
     pub fn new(cell: &Cell, counter_id: u64, restart: bool) -> OwnAdd {
         if restart && let Ok(epoch) = cell.reset_epoch() {
             return OwnAdd {
@@ -111,6 +113,7 @@ impl OwnAdd {
 
     /// Takes the next add of `delta`: the counter's value right after it,
     /// or why it is refused (nothing taken then).
+    #[inline]
     pub fn add(&mut self, delta: i64) -> Result<i64> {
         self.clock?;
         let refused = || Error::Overflow {
@@ -139,6 +142,9 @@ impl OwnAdd {
     /// cell this rule was started on, unchanged since (its lock held
     /// throughout), and answers what the adds did. At least one add must
     /// have been taken.
+    // Inlined into each sealing path: as a call it cost a batch's add 1.6%
+    // more instructions than the code it replaced (callgrind).
+    #[inline(always)]
     pub fn install(&self, cell: &mut Cell) -> AddOutcome {
         assert!(self.kept > 0, "a new version of a shard no add moved");
         let clock = self
@@ -155,12 +161,12 @@ impl OwnAdd {
         };
         cell.put_own(shard);
         cell.check_invariants();
-        let value = cell
-            .value()
+        // Known without summing the shards again: checked by every add taken.
+        let value = i64::try_from(self.others + i128::from(self.own))
             .expect("the adds taken leave the value in range");
         debug_assert_eq!(
-            i128::from(value),
-            self.others + i128::from(self.own),
+            cell.value(),
+            Ok(value),
             "the cell is not the one the rule started on"
         );
         AddOutcome {
