@@ -19,8 +19,11 @@
 //!    taken by anyone who sees the new version follows its record.
 //! 3. With the outbox lock released: the key is marked in the active
 //!    memtable (`Cached::mark_written`), whose flush then takes the cached
-//!    cell. The version read is held throughout, so that memtable is the
-//!    generation the record names.
+//!    cell. After step 2, so a refused write marks nothing; outside the
+//!    outbox lock, which the syncer and every writer take, so that lock is
+//!    held for the append alone. The version read is held throughout, so
+//!    the marked memtable is the generation the record names, and no
+//!    flush comes in between.
 //! 4. Only then do staged adds learn their outcome, early (before the
 //!    fsync): a shard version never leaves the node without its record
 //!    in the outbox.
