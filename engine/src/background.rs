@@ -222,12 +222,12 @@ impl Background {
 
     /// Hard-links every live table into `dir` (see `engine::snapshot`);
     /// no compaction deletes one meanwhile.
-    pub(crate) fn link_tables(&self, dir: &Path) -> Result<crate::Snapshotted> {
+    pub(crate) fn link_tables(&self, dir: &Path) -> Result<crate::fsutil::Snapshotted> {
         let _one_at_a_time = self.compaction_lock.lock();
-        let mut done = crate::Snapshotted::default();
+        let mut done = crate::fsutil::Snapshotted::default();
         for t in &self.versions.current().tables {
             let path = crate::sstable::table_path(&self.dir, t.id());
-            crate::engine::snapshot::link(&path, dir, &mut done)?;
+            crate::fsutil::link(&path, dir, &mut done)?;
         }
         Ok(done)
     }
@@ -237,7 +237,7 @@ impl Background {
     /// cells kept whole and the cells dropped (own shards kept or not).
     pub(crate) fn rewrite(
         &self,
-        keep: &dyn Fn(&Key) -> crate::Keep,
+        keep: &dyn Fn(&Key) -> crate::cell::Keep,
         own: u64,
     ) -> Result<(u64, u64)> {
         let _one_at_a_time = self.compaction_lock.lock();
@@ -250,7 +250,7 @@ impl Background {
     pub(crate) fn rewrite_holding(
         &self,
         ranges: &[(Key, Option<Key>)],
-        keep: &dyn Fn(&Key) -> crate::Keep,
+        keep: &dyn Fn(&Key) -> crate::cell::Keep,
         own: u64,
     ) -> Result<(u64, u64)> {
         let _one_at_a_time = self.compaction_lock.lock();
@@ -268,7 +268,7 @@ impl Background {
     fn rewrite_tables(
         &self,
         inputs: &[Arc<Table>],
-        keep: &dyn Fn(&Key) -> crate::Keep,
+        keep: &dyn Fn(&Key) -> crate::cell::Keep,
         own: u64,
     ) -> Result<(u64, u64)> {
         if inputs.is_empty() {
@@ -281,16 +281,16 @@ impl Background {
                 Err(e) => return Some(Err(e)),
             };
             match keep(&k) {
-                crate::Keep::Whole => {
+                crate::cell::Keep::Whole => {
                     kept += 1;
                     Some(Ok((k, c)))
                 }
-                crate::Keep::Own => {
+                crate::cell::Keep::Own => {
                     dropped += 1;
                     let mine = c.shard(own).cloned();
                     mine.map(|s| Ok((k, Cell::from_parts(c.epoch(), [s]))))
                 }
-                crate::Keep::Nothing => {
+                crate::cell::Keep::Nothing => {
                     dropped += 1;
                     None
                 }

@@ -47,7 +47,7 @@ use tokio::sync::oneshot;
 
 use crate::background::Background;
 use crate::cache::{CounterCache, PendingAdd};
-use crate::cell::{Cell, Epoch};
+use crate::cell::{Cell, Epoch, Keep};
 use crate::commitlog::{self, LogWriter, ReplayStats};
 use crate::error::{Error, Result};
 use crate::fsutil;
@@ -131,18 +131,6 @@ pub struct Stats {
     pub log_sync_latency: crate::latency::LatencySnapshot,
 }
 
-/// What [`Engine::cleanup`] keeps of a key's cell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Keep {
-    /// All of it.
-    Whole,
-    /// This node's own shard (with the epoch), if it has one.
-    Own,
-    /// Nothing: for data nothing reads or writes any more (a flushed
-    /// database), as a later write starts this node's shard afresh.
-    Nothing,
-}
-
 /// One node's storage engine. Cheap to share behind an `Arc`; all methods take `&self`.
 pub struct Engine {
     dir: PathBuf,
@@ -173,7 +161,7 @@ impl Engine {
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Engine> {
         let dir = dir.as_ref().to_path_buf();
         if opts.keep_expired {
-            crate::group_commit::keep_expired();
+            crate::add::keep_expired();
         }
         let identity = Identity::open(&dir)?;
         remove_temporaries(&dir)?;

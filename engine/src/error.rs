@@ -3,7 +3,7 @@
 use std::io;
 use std::path::PathBuf;
 
-use crate::cell::{CLOCK_MAX, Limit, SHARDS_MAX};
+use crate::limits::{CLOCK_MAX, Limit, ListTooLong, SHARDS_MAX};
 
 /// Everything that can go wrong inside the storage engine.
 #[derive(Debug, thiserror::Error)]
@@ -95,7 +95,7 @@ pub enum Error {
     /// A list change would make the list longer than the limit. Refused,
     /// nothing changed.
     #[error(transparent)]
-    ListTooLong(#[from] crate::cell::ListTooLong),
+    ListTooLong(#[from] ListTooLong),
     /// A clock, an epoch or a deadline's stamp is too close to `u64::MAX`
     /// to move on without wrapping (see [`crate::cell::CLOCK_MAX`]).
     /// Refused, nothing changed.
@@ -193,19 +193,6 @@ impl From<Limit> for Error {
     }
 }
 
-impl From<crate::list::ListRefusal> for Error {
-    fn from(refusal: crate::list::ListRefusal) -> Error {
-        use crate::list::ListRefusal as R;
-        match refusal {
-            R::WrongType => Error::WrongType,
-            R::NoSuchKey => Error::NoSuchKey,
-            R::OutOfRange => Error::IndexOutOfRange,
-            R::TooLong(e) => Error::ListTooLong(e),
-            R::Limit(limit) => limit.into(),
-        }
-    }
-}
-
 impl Error {
     /// Builds an [`Error::Io`].
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
@@ -223,7 +210,7 @@ impl Error {
         path: impl Into<PathBuf>,
         source: io::Error,
     ) -> Self {
-        if crate::space::is_out_of_space(&source) {
+        if is_out_of_space(&source) {
             Error::NoSpace {
                 op,
                 path: path.into(),
@@ -248,7 +235,7 @@ impl Error {
     pub(crate) fn is_out_of_space(&self) -> bool {
         match self {
             Error::NoSpace { .. } => true,
-            Error::Io { source, .. } => crate::space::is_out_of_space(source),
+            Error::Io { source, .. } => is_out_of_space(source),
             _ => false,
         }
     }
@@ -276,5 +263,41 @@ impl Error {
             offset,
             reason: reason.into(),
         }
+    }
+}
+
+/// Whether an I/O error means the disk (or the quota, or the file size
+/// limit) has no room for the write: ENOSPC, EDQUOT, EFBIG.
+fn is_out_of_space(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded | io::ErrorKind::FileTooLarge
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_full_disk_counts_as_one() {
+        for kind in [
+            io::ErrorKind::StorageFull,
+            io::ErrorKind::QuotaExceeded,
+            io::ErrorKind::FileTooLarge,
+        ] {
+            assert!(is_out_of_space(&io::Error::from(kind)), "{kind:?}");
+        }
+        assert!(is_out_of_space(
+            &io::Error::from_raw_os_error(libc_enospc())
+        ));
+        for kind in [io::ErrorKind::Other, io::ErrorKind::PermissionDenied] {
+            assert!(!is_out_of_space(&io::Error::from(kind)), "{kind:?}");
+        }
+    }
+
+    /// ENOSPC on Linux.
+    fn libc_enospc() -> i32 {
+        28
     }
 }

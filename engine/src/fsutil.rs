@@ -46,3 +46,28 @@ pub fn numbered_files(dir: &Path, ext: &str) -> Result<Vec<(u64, std::path::Path
     out.sort();
     Ok(out)
 }
+
+/// What a snapshot holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Snapshotted {
+    /// Files linked (SSTables and ids files).
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+/// Hard-links `from` into `dir` under its own name; adds it to `done`.
+pub(crate) fn link(from: &Path, dir: &Path, done: &mut Snapshotted) -> Result<()> {
+    let name = from.file_name().ok_or_else(|| {
+        Error::io(
+            "link into a snapshot",
+            from,
+            std::io::ErrorKind::InvalidInput.into(),
+        )
+    })?;
+    let to = dir.join(name);
+    std::fs::hard_link(from, &to).map_err(|e| Error::io("link into a snapshot", &to, e))?;
+    done.files += 1;
+    done.bytes += std::fs::metadata(&to).map(|m| m.len()).unwrap_or(0);
+    Ok(())
+}

@@ -20,6 +20,16 @@ pub const COLUMN_BYTES_MAX: usize = 256;
 /// longer (a unique counter's member: see `unique`).
 pub const STORED_COLUMN_BYTES_MAX: usize = COLUMN_BYTES_MAX + 1;
 
+/// The first byte of every reserved column: client columns may not start
+/// with it (unique counters keep their count and members there, see
+/// `unique`).
+pub const RESERVED: u8 = 0xFF;
+
+/// Whether `column` is reserved (client columns may not start so).
+pub fn is_reserved(column: &[u8]) -> bool {
+    column.first() == Some(&RESERVED)
+}
+
 /// The address of one counter: a partition (which decides placement and
 /// groups a "wide row") and a column inside it.
 ///
@@ -117,7 +127,7 @@ impl Key {
                 max: COLUMN_BYTES_MAX,
             });
         }
-        if crate::unique::is_reserved(column) {
+        if is_reserved(column) {
             return Err(Error::ReservedColumn);
         }
         Key::new(partition, column)

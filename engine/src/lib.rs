@@ -17,15 +17,20 @@
 //!   otherwise the caller's delta waits in a per-key pending list. The
 //!   sealer thread takes every key with pending adds at once and does one
 //!   read-modify-write of this node's own shard per key (clock + 1, value +
-//!   Σ deltas) in the counter cache. Either way the key is marked in the
-//!   memtable (whose flush takes the cached cell) and a record of the new
-//!   shard goes to the group commit's outbox. The syncer thread covers
-//!   everything in the outbox with one fsync (group commit), then every
-//!   waiter gets the new shard to replicate and the value it would have
-//!   seen had the combined adds run one after another in arrival order: the
-//!   value before the RMW plus the deltas up to and including its own, so
-//!   the last one sees the cell's value. Concurrent adds to a hot counter
-//!   thus become one RMW, one log record, one replication message.
+//!   Σ deltas) in the counter cache. Either way, and for every other write
+//!   a leader makes to its own shard (a batch's add, adds with ids,
+//!   admissions), one rule decides the adds ([`add`]: the value each
+//!   answers, the overflows and limits that refuse one) and one order seals
+//!   them (`group_commit::seal`): the new shard and its record go into the
+//!   cache and the group commit's outbox together, then the key is marked
+//!   in the memtable (whose flush takes the cached cell). The syncer thread
+//!   covers everything in the outbox with one fsync (group commit), then
+//!   every waiter gets the new shard to replicate and the value it would
+//!   have seen had the combined adds run one after another in arrival
+//!   order: the value before the RMW plus the deltas up to and including
+//!   its own, so the last one sees the cell's value. Concurrent adds to a
+//!   hot counter thus become one RMW, one log record, one replication
+//!   message.
 //! - [`Engine::apply`]: merges a cell from elsewhere into the counter cache
 //!   (a cold cell is read from disk first, outside the lock), logs it, and
 //!   returns after its fsync. A cell past a limit (clocks or epoch near
@@ -101,23 +106,34 @@
 //!
 //! The core is a few components, each owning its state behind one handle,
 //! wired together by `engine` (which also writes down the lock order).
-//! Imports go one way, down this list; a module may skip levels but never
-//! import one above it:
+//! Imports go one way, down these layers: a module imports its own layer
+//! and those below, never one above, and modules that import one another
+//! never do so in a cycle, at any depth (a unit test, `layers`, checks
+//! both with `tally-layers`):
 //!
 //! ```text
-//! engine        the public API; opens, wires and shuts down the components
+//! engine          the public API; opens, wires and shuts down the components
 //!   │
-//! background    flushes and compactions, asked for by `work` messages;
-//!   │           tells the group commit which generation is flushed
-//! group_commit  queue → sealer → outbox → syncer, one handle (`GroupCommit`);
-//!   │           direct (caller's-thread) path, park, window, relay
-//! cache         the cell locks and the counter cache (`CounterCache`)
+//! background      flushes and compactions, asked for by `work` messages;
+//!   │             tells the group commit which generation is flushed
+//! group_commit    queue → sealer → outbox → syncer, one handle (`GroupCommit`);
+//!   │             direct (caller's-thread) path, park, window, relay
+//! cache           the cell locks and the counter cache (`CounterCache`)
 //!   │
-//! version       the version set: memtables, tables, generations, write stall
+//! commitlog       the log, and its replay into memtables and the ids ledger;
+//! version         the version set: memtables, tables, generations, write stall
 //!   │
-//! leaves        options, outcome, poison, space, work (import no component)
-//!               commitlog, sstable, memtable, identity, ids, unique, codec,
-//!               fsutil, cell, key, error              (storage and data)
+//! memtable        cells in memory; SSTables on disk; operation ids (ledger,
+//! sstable, ids    tails, their files)
+//!   │
+//! rules, files    what writes decide and answer over cells and keys: add,
+//!   │             change, list, unique, outcome, row, codec; the files and
+//!   │             flags beside them: fsutil, identity, retired, poison, space
+//! cell, key       the data: the CRDT and its checked writes; addresses
+//!   │
+//! error           the engine's error type
+//!   │
+//! leaves          limits, options, rate_limit, latency, work (import nothing)
 //! ```
 //!
 //! Threads take only the handles they need: the sealer and the syncer run
@@ -126,6 +142,7 @@
 //! starts under a poison guard (`engine`) that answers all waiters if it
 //! panics.
 
+pub mod add;
 mod background;
 mod cache;
 pub mod cell;
@@ -140,6 +157,7 @@ mod identity;
 pub mod ids;
 mod key;
 pub mod latency;
+mod limits;
 pub mod list;
 mod memtable;
 mod options;
@@ -155,15 +173,16 @@ mod version;
 mod work;
 
 pub use cell::Folds;
-pub use cell::{Cell, Epoch, Expiry, Shard, Stamp, now_ms};
+pub use cell::{Cell, Epoch, Expiry, Keep, Shard, Stamp, now_ms};
 pub use commitlog::ReplayStats;
 pub use engine::fold::FoldReport;
 pub use engine::handover::IDS_BLOCK_BYTES_MAX;
 pub use engine::scan::cell_digest;
-pub use engine::snapshot::{Snapshotted, lock_stopped};
+pub use engine::snapshot::lock_stopped;
 pub use engine::tails::LearnedTail;
-pub use engine::{Engine, Keep, Stats};
+pub use engine::{Engine, Stats};
 pub use error::{Error, Result};
+pub use fsutil::Snapshotted;
 pub use group_commit::Admission;
 pub use group_commit::once::{Once, OnceAdd, OnceSealed};
 pub use ids::tail::{Fenced, TAIL_OPS_MAX, TailIds, TailOp};
@@ -174,3 +193,33 @@ pub use key::{
 pub use options::{Options, ParkCommit, SyncMode};
 pub use outcome::{AddOutcome, Durable, Staged};
 pub use row::Row;
+
+#[cfg(test)]
+mod layers {
+    /// The crate's layers, lowest first (drawn in the essay above): a
+    /// module imports only modules of its own layer or lower ones, and
+    /// siblings at every level import one another without a cycle.
+    const LAYERS: &[&[&str]] = &[
+        &["limits", "options", "rate_limit", "latency", "work"],
+        &["error"],
+        &["cell", "key"],
+        &[
+            "fsutil", "poison", "space", "retired", "identity", "codec", "row", "change", "list",
+            "outcome", "unique", "add",
+        ],
+        &["memtable", "sstable", "ids"],
+        &["commitlog", "version"],
+        &["cache"],
+        &["group_commit"],
+        &["background"],
+        &["engine"],
+    ];
+
+    #[test]
+    fn imports_go_one_way() {
+        let src = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"));
+        if let Err(wrong) = tally_layers::check(src, LAYERS) {
+            panic!("imports that climb or go round:\n{wrong}");
+        }
+    }
+}

@@ -20,6 +20,7 @@
 //!   key of either kind is absent.
 
 use crate::cell::{Cell, Expiry, Limit, List, ListTooLong};
+use crate::error::Error;
 
 /// Which end of a list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,6 +115,18 @@ pub enum ListRefusal {
     /// The epoch is at its limit.
     #[error("{0:?}")]
     Limit(Limit),
+}
+
+impl From<ListRefusal> for Error {
+    fn from(refusal: ListRefusal) -> Error {
+        match refusal {
+            ListRefusal::WrongType => Error::WrongType,
+            ListRefusal::NoSuchKey => Error::NoSuchKey,
+            ListRefusal::OutOfRange => Error::IndexOutOfRange,
+            ListRefusal::TooLong(e) => Error::ListTooLong(e),
+            ListRefusal::Limit(limit) => limit.into(),
+        }
+    }
 }
 
 /// What [`decide_list`] did.

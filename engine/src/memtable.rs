@@ -209,7 +209,7 @@ impl Memtable {
         for (k, slot) in shard.iter() {
             if k.partition_hash() == hash
                 && k.partition() == partition
-                && !crate::unique::is_reserved(k.column())
+                && !crate::key::is_reserved(k.column())
             {
                 // One entry per key in a map: nothing to merge.
                 row.offer(k, slot.clone(), |_, _| {});

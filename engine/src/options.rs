@@ -54,7 +54,7 @@ pub struct Options {
     /// one of its fsyncs is this fast again.
     pub park_sync_max_us: u64,
     /// How long operation ids are remembered (see `ids`).
-    pub ids_retention: crate::ids::Retention,
+    pub ids_retention: Retention,
     /// Test seam: while set, every commit log fsync fails with ENOSPC.
     #[doc(hidden)]
     pub fail_sync: Option<Arc<AtomicBool>>,
@@ -92,7 +92,7 @@ impl Default for Options {
             compaction_tables_min: 4,
             answer_on: None,
             park_commit: None,
-            ids_retention: crate::ids::Retention::default(),
+            ids_retention: Retention::default(),
             fail_sync: None,
             slow_sync: None,
             stall_writes: None,
@@ -152,5 +152,40 @@ impl std::fmt::Debug for ParkCommit {
         f.debug_struct("ParkCommit")
             .field("engine_open", &open)
             .finish()
+    }
+}
+
+/// Retention: how long ids are remembered, and of how many clients.
+#[derive(Clone, Copy, Debug)]
+pub struct Retention {
+    /// An applied add is answered for this long (ms), then expired.
+    pub window_ms: u64,
+    /// A client's forgotten mark is kept this long (ms) after its last add
+    /// here; after that its old ids read as new.
+    pub forget_ms: u64,
+    /// The same, for a client that made one add only (a one-off id).
+    pub one_add_forget_ms: u64,
+    /// The most clients remembered: an add of a client not known past it
+    /// is refused, not applied (`ids::record::Check::Full`).
+    pub clients_max: usize,
+}
+
+impl Default for Retention {
+    /// Ten minutes to answer a retry; a client's mark kept for a day, a
+    /// one-add client's for an hour; a million clients.
+    fn default() -> Self {
+        Retention {
+            window_ms: 10 * 60 * 1000,
+            forget_ms: 24 * 60 * 60 * 1000,
+            one_add_forget_ms: 60 * 60 * 1000,
+            clients_max: 1_000_000,
+        }
+    }
+}
+
+impl Retention {
+    /// Whether a client not known may take a place when `clients` are.
+    pub fn admits_new_client(&self, clients: usize) -> bool {
+        clients < self.clients_max
     }
 }

@@ -21,7 +21,6 @@
 //! flush, goes through. The errors are logged at most once a second
 //! ([`RateLimit`]), with a count of the ones left out.
 
-use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -29,15 +28,6 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 use crate::rate_limit::RateLimit;
-
-/// Whether an I/O error means the disk (or the quota, or the file size
-/// limit) has no room for the write: ENOSPC, EDQUOT, EFBIG.
-pub(crate) fn is_out_of_space(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded | io::ErrorKind::FileTooLarge
-    )
-}
 
 /// Which parts of the engine have found the disk full.
 #[derive(Default)]
@@ -101,28 +91,6 @@ impl Space {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_a_full_disk_counts_as_one() {
-        for kind in [
-            io::ErrorKind::StorageFull,
-            io::ErrorKind::QuotaExceeded,
-            io::ErrorKind::FileTooLarge,
-        ] {
-            assert!(is_out_of_space(&io::Error::from(kind)), "{kind:?}");
-        }
-        assert!(is_out_of_space(
-            &io::Error::from_raw_os_error(libc_enospc())
-        ));
-        for kind in [io::ErrorKind::Other, io::ErrorKind::PermissionDenied] {
-            assert!(!is_out_of_space(&io::Error::from(kind)), "{kind:?}");
-        }
-    }
-
-    /// ENOSPC on Linux.
-    fn libc_enospc() -> i32 {
-        28
-    }
 
     #[test]
     fn writes_are_refused_while_the_log_is_full_or_flushes_are_behind() {

@@ -58,15 +58,10 @@ use crate::cell::{Cell, Epoch, Expiry, Shard};
 use crate::error::{Error, Result};
 use crate::key::Key;
 
-/// The first byte of every reserved column.
-pub const RESERVED: u8 = 0xFF;
+pub use crate::key::{RESERVED, is_reserved};
+
 /// Longest member, in bytes.
 pub const MEMBER_BYTES_MAX: usize = 256;
-
-/// Whether `column` is reserved (client columns may not start so).
-pub fn is_reserved(column: &[u8]) -> bool {
-    column.first() == Some(&RESERVED)
-}
 
 /// Whether `key` is a member cell's.
 pub fn is_member(key: &Key) -> bool {

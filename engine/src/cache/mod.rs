@@ -97,13 +97,13 @@ impl CounterCache {
     /// Cuts every cached cell of a key `keep` does not keep whole down to
     /// what it keeps (see `Engine::cleanup`): the cache is the state of the
     /// keys it holds, which the memtables only mark.
-    pub(crate) fn trim(&self, keep: &dyn Fn(&Key) -> crate::Keep, own: u64) {
+    pub(crate) fn trim(&self, keep: &dyn Fn(&Key) -> crate::cell::Keep, own: u64) {
         for stripe in self.stripes.iter() {
             for (key, cached) in stripe.stripe.lock().cells.iter_mut() {
                 let kept = match keep(key) {
-                    crate::Keep::Whole => continue,
-                    crate::Keep::Own => cached.cell.shard(own).cloned(),
-                    crate::Keep::Nothing => None,
+                    crate::cell::Keep::Whole => continue,
+                    crate::cell::Keep::Own => cached.cell.shard(own).cloned(),
+                    crate::cell::Keep::Nothing => None,
                 };
                 cached.cell = Cell::from_parts(cached.cell.epoch(), kept);
             }

@@ -24,8 +24,7 @@
 
 use std::sync::Arc;
 
-/// Most bytes a list takes encoded (elements and their lengths).
-pub const LIST_BYTES_MAX: usize = 28 * 1024;
+pub use crate::limits::{LIST_BYTES_MAX, ListTooLong};
 
 /// A list's elements, shared by the copies of a cell.
 ///
@@ -34,14 +33,6 @@ pub const LIST_BYTES_MAX: usize = 28 * 1024;
 /// - never empty (an emptied list is a deleted key).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct List(Arc<Vec<Vec<u8>>>);
-
-/// A list would be longer than [`LIST_BYTES_MAX`] encoded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("a list of {bytes} bytes is over the limit of {LIST_BYTES_MAX}")]
-pub struct ListTooLong {
-    /// The bytes it would take.
-    pub bytes: usize,
-}
 
 impl List {
     /// The list of `elements`, refused when it is over the limit or empty

@@ -25,8 +25,8 @@
 //! value (so every replica picks the same one), logs it and counts it in
 //! [`clock_conflicts`].
 //!
-//! The limits a cell keeps within, and how writes that would cross them
-//! are refused, are in `limits` ([`Limit`], [`CLOCK_MAX`]). A list key's
+//! The limits a cell keeps within are in `crate::limits` ([`Limit`],
+//! [`CLOCK_MAX`]), and the writes that check them in `checked`. A list key's
 //! cell carries its list on its epoch, a last-writer-wins value (`list`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,18 +35,15 @@ use smallvec::SmallVec;
 
 use crate::rate_limit::{LOG_EVERY, RateLimit};
 
+mod checked;
 mod epoch;
 pub mod fold;
-mod limits;
 pub mod list;
 
+pub use crate::limits::{CLOCK_MAX, Limit, SHARDS_MAX};
 pub use epoch::{Epoch, Expiry, Order, Stamp, now_ms};
 pub use fold::Folds;
-pub use limits::{CLOCK_MAX, Limit};
 pub use list::{LIST_BYTES_MAX, List, ListTooLong};
-
-/// Most shards a cell may hold: one per node incarnation that ever wrote it.
-pub const SHARDS_MAX: usize = 4096;
 
 static CLOCK_CONFLICTS: AtomicU64 = AtomicU64::new(0);
 
@@ -86,6 +83,18 @@ pub struct Cell {
     shards: Shards,
     /// The list its epoch carries, for a list key.
     list: Option<List>,
+}
+
+/// What `Engine::cleanup` keeps of a key's cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// All of it.
+    Whole,
+    /// This node's own shard (with the epoch), if it has one.
+    Own,
+    /// Nothing: for data nothing reads or writes any more (a flushed
+    /// database), as a later write starts this node's shard afresh.
+    Nothing,
 }
 
 impl From<u64> for Epoch {

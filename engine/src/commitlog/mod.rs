@@ -390,8 +390,6 @@ struct Round {
     stats: ReplayStats,
 }
 
-/// Replays `files` (one round) into `memtable`; `last` is the index among
-/// them of the log's last segment, if it is in this round.
 /// Where replayed records go.
 struct Sinks<'a> {
     memtable: &'a Memtable,
@@ -399,30 +397,22 @@ struct Sinks<'a> {
     tails: &'a Tails,
 }
 
+/// Replays `files` (one round) into `sinks`; `last` is the index among
+/// them of the log's last segment, if it is in this round. Two passes,
+/// each on up to 8 threads: the segments are read and scanned, their
+/// records filed by the partition of their key's hash; then each
+/// partition's records are merged into cells.
 fn replay_round(
     files: &[(u64, PathBuf)],
     last: Option<usize>,
     seed: &foldhash::quality::RandomState,
     sinks: &Sinks<'_>,
 ) -> Result<Round> {
-    let Sinks {
-        memtable,
-        ledger,
-        tails,
-    } = *sinks;
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, 8)
         .min(files.len());
-
-    // Pass 1: read and scan.
-    struct Scanned {
-        data: Vec<(usize, Vec<u8>)>,
-        parts: Vec<Vec<RecordRef>>,
-        endings: Vec<(usize, Ending)>,
-        stats: ReplayStats,
-    }
-    let scanned: Vec<Scanned> = in_parallel(threads, |t| {
+    let scanned = in_parallel(threads, |t| {
         let mut out = Scanned {
             data: Vec::new(),
             parts: vec![Vec::new(); 1 << PARTITION_BITS],
@@ -430,37 +420,7 @@ fn replay_round(
             stats: ReplayStats::default(),
         };
         for (i, (_, path)) in files.iter().enumerate().skip(t).step_by(threads) {
-            let data =
-                std::fs::read(path).map_err(|e| Error::io("read commit log segment", path, e))?;
-            if data.len() as u64 > u64::from(u32::MAX) {
-                return Err(Error::corruption(path, 0, "segment over 4 GiB"));
-            }
-            out.stats.bytes += data.len() as u64;
-            let segment = u32::try_from(i).expect("fewer than 2^32 segments");
-            let parts = &mut out.parts;
-            let mut file = |offset: usize, key: &[u8]| {
-                let hash = seed.hash_one(key);
-                parts[(hash >> (64 - PARTITION_BITS)) as usize].push(RecordRef {
-                    hash,
-                    segment,
-                    offset: offset as u32,
-                });
-            };
-            let scanned = scan::scan(&data, Some(i) == last, &mut file);
-            out.stats.records += scanned.records;
-            let ending = match scanned.end {
-                SegmentEnd::Clean => Ending::Sync,
-                SegmentEnd::Zeros { offset } => Ending::Cut(offset),
-                SegmentEnd::Torn { offset, reason } => {
-                    tracing::warn!(path = %path.display(), offset, reason, "torn commit log tail");
-                    Ending::Cut(offset)
-                }
-                SegmentEnd::Corrupt { offset, reason } => {
-                    return Err(Error::corruption(path, offset, reason));
-                }
-            };
-            out.endings.push((i, ending));
-            out.data.push((i, data));
+            scan_segment(i, path, Some(i) == last, seed, &mut out)?;
         }
         Ok(out)
     })?;
@@ -471,68 +431,20 @@ fn replay_round(
             segments[*i].1 = data;
         }
     }
-
-    // Pass 2: merge, partition by partition.
     in_parallel(threads, |t| {
-        let mut cells: HashMap<RawKey, Cell, KeyHashBuilder> = HashMap::default();
-        let mut shards = Vec::new();
-        let mut ops = Vec::new();
-        let mut members = Vec::new();
-        let mut tail = None;
-        let now = ids::now_ms();
+        let mut merge = Merge::new(sinks);
         for p in (t..1 << PARTITION_BITS).step_by(threads) {
             for r in scanned
                 .iter()
                 .flat_map(|sc| sc.parts[p].chunks(TOUCH_AHEAD))
                 .flat_map(|chunk| touch(&segments, chunk))
             {
-                let (path, data) = segments[r.segment as usize];
-                let offset = r.offset as usize;
-                let corrupt = |why: &str| Error::corruption(path, offset as u64, why);
-                let mut parts = Parts {
-                    shards: &mut shards,
-                    ops: &mut ops,
-                    members: &mut members,
-                    tail: &mut tail,
-                };
-                let (key, epoch, list) = decode_record(data, offset, &mut parts)
-                    .map_err(|e| corrupt(&format!("undecodable record: {}", e.0)))?;
-                if let Some(t) = tail.take() {
-                    load_tail(key, t, tails)
-                        .map_err(|e| corrupt(&format!("undecodable record: {}", e.0)))?;
-                }
-                if !ops.is_empty() {
-                    load_ops(key, &mut ops, ledger, now)
-                        .map_err(|e| corrupt(&format!("undecodable record: {}", e.0)))?;
-                }
-                if !members.is_empty() {
-                    let admitter = shards[0].counter_id;
-                    load_members(key, epoch, admitter, &mut members, memtable)
-                        .map_err(|e| corrupt(&format!("undecodable record: {}", e.0)))?;
-                }
-                let key = RawKey {
-                    hash: r.hash,
-                    bytes: key,
-                };
-                match cells.get_mut(&key) {
-                    Some(cell) => cell.merge_unsorted(epoch, &shards, list.as_ref()),
-                    None => {
-                        let cell = Cell::from_parts(epoch, shards.iter().copied());
-                        cells.insert(key, cell.with_list(list));
-                    }
-                }
+                merge.record(&segments, r)?;
             }
-            for (raw, cell) in cells.drain() {
-                // Decoded once already (in `decode_record`): cannot fail here.
-                let key = Cursor::new(raw.bytes)
-                    .key()
-                    .map_err(|e| Error::corruption(files[0].1.as_path(), 0, e.0))?;
-                memtable.insert(key, cell);
-            }
+            merge.hand_over(files[0].1.as_path())?;
         }
         Ok(())
     })?;
-
     let mut round = Round {
         endings: Vec::new(),
         stats: ReplayStats::default(),
@@ -543,6 +455,142 @@ fn replay_round(
         round.stats.bytes += sc.stats.bytes;
     }
     Ok(round)
+}
+
+/// What one thread of a round's first pass read and found.
+struct Scanned {
+    /// The segments it read, by their index in the round.
+    data: Vec<(usize, Vec<u8>)>,
+    /// Their records, by partition.
+    parts: Vec<Vec<RecordRef>>,
+    endings: Vec<(usize, Ending)>,
+    stats: ReplayStats,
+}
+
+/// Reads segment `i` of a round, at `path`, and files its records in
+/// `out` by partition; `last`: the log's last segment, whose torn tail is
+/// cut rather than corruption.
+fn scan_segment(
+    i: usize,
+    path: &Path,
+    last: bool,
+    seed: &foldhash::quality::RandomState,
+    out: &mut Scanned,
+) -> Result<()> {
+    let data = std::fs::read(path).map_err(|e| Error::io("read commit log segment", path, e))?;
+    if data.len() as u64 > u64::from(u32::MAX) {
+        return Err(Error::corruption(path, 0, "segment over 4 GiB"));
+    }
+    out.stats.bytes += data.len() as u64;
+    let segment = u32::try_from(i).expect("fewer than 2^32 segments");
+    let parts = &mut out.parts;
+    let mut file = |offset: usize, key: &[u8]| {
+        let hash = seed.hash_one(key);
+        parts[(hash >> (64 - PARTITION_BITS)) as usize].push(RecordRef {
+            hash,
+            segment,
+            offset: offset as u32,
+        });
+    };
+    let scanned = scan::scan(&data, last, &mut file);
+    out.stats.records += scanned.records;
+    let ending = match scanned.end {
+        SegmentEnd::Clean => Ending::Sync,
+        SegmentEnd::Zeros { offset } => Ending::Cut(offset),
+        SegmentEnd::Torn { offset, reason } => {
+            tracing::warn!(path = %path.display(), offset, reason, "torn commit log tail");
+            Ending::Cut(offset)
+        }
+        SegmentEnd::Corrupt { offset, reason } => {
+            return Err(Error::corruption(path, offset, reason));
+        }
+    };
+    out.endings.push((i, ending));
+    out.data.push((i, data));
+    Ok(())
+}
+
+/// One thread of a round's second pass: merges the records of one
+/// partition at a time into cells, with the buffers it decodes into.
+struct Merge<'s> {
+    sinks: &'s Sinks<'s>,
+    cells: HashMap<RawKey<'s>, Cell, KeyHashBuilder>,
+    shards: Vec<Shard>,
+    ops: Vec<(ClientId, Applied)>,
+    members: Vec<&'s [u8]>,
+    tail: Option<TailIds>,
+    now: u64,
+}
+
+impl<'s> Merge<'s> {
+    fn new(sinks: &'s Sinks<'s>) -> Self {
+        Merge {
+            sinks,
+            cells: HashMap::default(),
+            shards: Vec::new(),
+            ops: Vec::new(),
+            members: Vec::new(),
+            tail: None,
+            now: ids::now_ms(),
+        }
+    }
+
+    /// Decodes the record `r` points at and merges it into its key's
+    /// cell; loads the ids, tail and members it carries.
+    fn record(&mut self, segments: &[(&'s Path, &'s [u8])], r: &RecordRef) -> Result<()> {
+        let (path, data) = segments[r.segment as usize];
+        let offset = r.offset as usize;
+        let undecodable = |e: codec::DecodeError| {
+            Error::corruption(path, offset as u64, format!("undecodable record: {}", e.0))
+        };
+        let mut parts = Parts {
+            shards: &mut self.shards,
+            ops: &mut self.ops,
+            members: &mut self.members,
+            tail: &mut self.tail,
+        };
+        let (key, epoch, list) = decode_record(data, offset, &mut parts).map_err(undecodable)?;
+        let Sinks {
+            memtable,
+            ledger,
+            tails,
+        } = *self.sinks;
+        if let Some(t) = self.tail.take() {
+            load_tail(key, t, tails).map_err(undecodable)?;
+        }
+        if !self.ops.is_empty() {
+            load_ops(key, &mut self.ops, ledger, self.now).map_err(undecodable)?;
+        }
+        if !self.members.is_empty() {
+            let admitter = self.shards[0].counter_id;
+            load_members(key, epoch, admitter, &mut self.members, memtable).map_err(undecodable)?;
+        }
+        let key = RawKey {
+            hash: r.hash,
+            bytes: key,
+        };
+        match self.cells.get_mut(&key) {
+            Some(cell) => cell.merge_unsorted(epoch, &self.shards, list.as_ref()),
+            None => {
+                let cell = Cell::from_parts(epoch, self.shards.iter().copied());
+                self.cells.insert(key, cell.with_list(list));
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts the partition's cells into the memtable (`first`: a segment's
+    /// path, for an error that cannot happen).
+    fn hand_over(&mut self, first: &Path) -> Result<()> {
+        for (raw, cell) in self.cells.drain() {
+            // Decoded once already (in `decode_record`): cannot fail here.
+            let key = Cursor::new(raw.bytes)
+                .key()
+                .map_err(|e| Error::corruption(first, 0, e.0))?;
+            self.sinks.memtable.insert(key, cell);
+        }
+        Ok(())
+    }
 }
 
 /// Records whose first bytes are loaded together before any is decoded.

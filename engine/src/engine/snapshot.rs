@@ -8,16 +8,7 @@ use std::path::Path;
 
 use super::Engine;
 use crate::error::{Error, Result};
-use crate::fsutil;
-
-/// What a snapshot holds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Snapshotted {
-    /// Files linked (SSTables and ids files).
-    pub files: u64,
-    /// Their bytes.
-    pub bytes: u64,
-}
+use crate::fsutil::{self, Snapshotted};
 
 impl Engine {
     /// Flushes the memtables and the pending operation ids, then
@@ -62,22 +53,6 @@ impl Engine {
 /// another tool, holds it; held until the file is dropped.
 pub fn lock_stopped(dir: &Path) -> Result<std::fs::File> {
     crate::identity::lock(dir)
-}
-
-/// Hard-links `from` into `dir` under its own name; adds it to `done`.
-pub(crate) fn link(from: &Path, dir: &Path, done: &mut Snapshotted) -> Result<()> {
-    let name = from.file_name().ok_or_else(|| {
-        Error::io(
-            "link into a snapshot",
-            from,
-            std::io::ErrorKind::InvalidInput.into(),
-        )
-    })?;
-    let to = dir.join(name);
-    std::fs::hard_link(from, &to).map_err(|e| Error::io("link into a snapshot", &to, e))?;
-    done.files += 1;
-    done.bytes += std::fs::metadata(&to).map(|m| m.len()).unwrap_or(0);
-    Ok(())
 }
 
 #[cfg(test)]

@@ -4,10 +4,10 @@
 use std::sync::atomic::Ordering::Release;
 
 use super::GroupCommit;
-use super::sealer::{added, own_shard, put_next_version, restart_expired};
+use crate::add::OwnAdd;
 use crate::cache::Cached;
 use crate::cell::Cell;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::key::Key;
 use crate::unique;
 use crate::version::Version;
@@ -29,10 +29,11 @@ impl GroupCommit {
     /// Counts the members of `members` (their keys, with their cells as
     /// read just before) absent from the count `key`'s epoch, under its
     /// cell lock (held by `cached`'s owner) and the version `v`
-    /// (read-locked): one new own shard of the count, one record with the
-    /// members, their cells into `v`'s active memtable. A count whose
-    /// deadline passed is restarted first (`restart_expired`): the shard,
-    /// the record and the member cells are all in the new epoch.
+    /// (read-locked): one new own shard of the count, sealed as every one
+    /// is (see `seal`), one record with the members, their cells into
+    /// `v`'s active memtable. A count whose deadline passed is restarted
+    /// by the rule: the shard, the record and the member cells are all in
+    /// the new epoch, where every member of the old one is absent.
     pub(crate) fn seal_admission(
         &self,
         key: &Key,
@@ -41,10 +42,10 @@ impl GroupCommit {
         members: &[Key],
         found: &[Cell],
     ) -> Result<Admission> {
-        // An expired count starts again, as an add restarts an expired
-        // counter: every member of its epoch is absent from the new one.
-        restart_expired(&mut cached.cell);
-        let epoch = cached.cell.epoch();
+        let mut rule = OwnAdd::start(&cached.cell, self.counter_id);
+        // The epoch the count's new version lands in: a member admitted
+        // before it is absent from it.
+        let epoch = rule.epoch();
         let now_ms = crate::cell::now_ms();
         let mut new = vec![false; members.len()];
         let mut admitted: Vec<usize> = Vec::new();
@@ -60,31 +61,22 @@ impl GroupCommit {
         if admitted.is_empty() {
             replicate.push((key.clone(), cached.cell.clone()));
         } else {
-            let cell = &mut cached.cell;
-            let clock = cell.next_own_clock(self.counter_id)?;
-            let own = own_shard(cell, self.counter_id);
-            let others = cell.sum() - i128::from(own.value);
-            let n = i64::try_from(admitted.len()).expect("a call's members fit an i64");
-            let (value, _) = added(others, own.value, n)?;
-            let mut out = self.outbox.lock();
-            if out.closed {
-                return Err(Error::Closed);
-            }
-            let outcome = put_next_version(cell, crate::cell::Shard { value, ..own }, clock, 1);
+            rule.add(i64::try_from(admitted.len()).expect("a call's members fit an i64"))?;
             let names: Vec<&[u8]> = admitted
                 .iter()
                 .map(|&i| unique::member_of(&members[i]))
                 .collect();
-            out.add_admission(key, &outcome.shard, epoch, &names, v.active.generation());
-            cached.sealed_batch = out.batch;
-            self.ids_batch.fetch_max(out.batch, Release);
-            drop(out);
-            cached.mark_written(key, v);
+            let generation = v.active.generation();
+            let outcome = self.seal_own(key, cached, v, &rule, |out, outcome| {
+                out.add_admission(key, outcome, &names, generation);
+                self.ids_batch.fetch_max(out.batch, Release);
+                false // the call's ack wakes the syncer
+            })?;
             // Same version as the record: a flush takes both or neither.
             for &i in &admitted {
                 v.active.insert(members[i].clone(), member_cell.clone());
             }
-            replicate.push((key.clone(), Cell::from_parts(epoch, [outcome.shard])));
+            replicate.push((key.clone(), outcome.replica_cell()));
         }
         for (i, m) in members.iter().enumerate() {
             if members[..i].contains(m) {

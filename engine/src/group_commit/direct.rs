@@ -3,12 +3,14 @@
 //! sealer.
 //!
 //! A record is in the outbox before the cell lock is released, so a barrier
-//! queued by anyone who then sees the new state follows it.
+//! queued by anyone who then sees the new state follows it. New versions
+//! of this node's shards are sealed as every one is (see `seal`).
 
 use std::sync::atomic::Ordering::{Relaxed, Release};
 
 use tokio::sync::oneshot;
 
+use crate::add::OwnAdd;
 use crate::cache::{Cached, PendingAdd};
 use crate::cell::Cell;
 use crate::error::{Error, Result};
@@ -19,50 +21,27 @@ use crate::version::Version;
 
 use super::GroupCommit;
 use super::relay::Answer;
-use super::sealer::{added, own_shard, put_next_version, restart_expired, seal};
 
 impl GroupCommit {
     /// Seals one add on the caller's thread, under the cell lock held by
     /// `cached`'s owner and the version `v` (read-locked), straight into the
     /// outbox. For an add with nothing to combine with: it skips the
     /// hand-off to the sealer, and sealing runs on every thread that adds.
+    /// Its waiter is answered on this thread if refused (a closed outbox
+    /// drops it: it reads as `Closed`), by the syncer otherwise.
     pub(crate) fn seal_now(&self, key: &Key, cached: &mut Cached, v: &Version, add: PendingAdd) {
-        cached.pending.push(add);
-        let mut sealed = Vec::with_capacity(1);
-        // On the adding thread, its own waiter is answered without a hand-off.
-        let Some(outcome) = seal(
-            self.counter_id,
-            &mut cached.cell,
-            &mut cached.pending,
-            &mut sealed,
-            !self.ids_unsynced(),
-            &mut Answer::send,
-        ) else {
-            return; // refused (overflow, a limit of the cell), and answered
-        };
-        let own = outcome.shard;
-        let epoch = outcome.epoch;
-        cached.mark_written(key, v);
-        let one = sealed
-            .pop()
-            .expect("seal answered an outcome, so it sealed one key");
-        let mut out = self.outbox.lock();
-        if out.closed {
-            return; // closing: the dropped waiter reads as `Closed`
-        }
-        out.add_sealed(key, &own, epoch, v.active.generation(), one);
-        cached.sealed_batch = out.batch;
-        let wake = out.wake_for(|| self.parks_soon());
-        drop(out);
-        if wake {
-            self.outbox_cv.notify_one();
-        }
+        // The cell's pending list is empty: it holds the one add meanwhile.
+        let mut waiting = std::mem::take(&mut cached.pending);
+        waiting.push(add);
+        self.seal_adds(key, cached, v, &mut waiting, true, &mut Answer::send);
+        cached.pending = waiting;
     }
 
     /// Seals one add of [`Engine::leader_add_batch`](crate::Engine) on the
     /// caller's thread, like [`GroupCommit::seal_now`] but with no waiter:
     /// the batch's one ack, from [`GroupCommit::ack_now`], covers its
-    /// record. An add that would overflow is refused and changes nothing.
+    /// record. An add the rule refuses changes nothing; a closed outbox
+    /// refuses the batch (`Closed`).
     pub(crate) fn seal_one_now(
         &self,
         key: &Key,
@@ -70,27 +49,15 @@ impl GroupCommit {
         v: &Version,
         delta: i64,
     ) -> Result<Staged> {
-        let cell = &mut cached.cell;
-        restart_expired(cell);
-        let clock = match cell.next_own_clock(self.counter_id) {
-            Ok(clock) => clock,
-            Err(limit) => return Ok(Staged::Refused(limit.into())),
-        };
-        let mut own = own_shard(cell, self.counter_id);
-        let others = cell.sum() - i128::from(own.value);
-        let value = match added(others, own.value, delta) {
-            Ok((value, _)) => value,
-            Err(e) => return Ok(Staged::Refused(e)),
-        };
-        let mut out = self.outbox.lock();
-        if out.closed {
-            return Err(Error::Closed);
+        let mut rule = OwnAdd::start(&cached.cell, self.counter_id);
+        if let Err(e) = rule.add(delta) {
+            return Ok(Staged::Refused(e));
         }
-        own.value = value;
-        let outcome = put_next_version(cell, own, clock, 1);
-        cached.mark_written(key, v);
-        out.add_batched(key, &outcome.shard, outcome.epoch, v.active.generation());
-        cached.sealed_batch = out.batch;
+        let generation = v.active.generation();
+        let outcome = self.seal_own(key, cached, v, &rule, |out, outcome| {
+            out.add_batched(key, outcome, generation);
+            false // the batch's ack wakes the syncer
+        })?;
         Ok(Staged::Sealed(outcome))
     }
 
@@ -149,7 +116,7 @@ impl GroupCommit {
 
     /// Whether this thread's runtime writes this group commit's work as it
     /// parks, and fsyncs are fast enough for it to.
-    fn parks_soon(&self) -> bool {
+    pub(super) fn parks_soon(&self) -> bool {
         self.fast_syncs.load(Relaxed) && !self.writes_stalled() && self.commits_on_park()
     }
 

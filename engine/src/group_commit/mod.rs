@@ -12,8 +12,9 @@
 //!   from `apply`/`reset`, and the keys with pending leader adds. For each
 //!   such key it does *one* read-modify-write of this node's shard covering
 //!   every add waiting on it (clock + 1, value + Σ deltas), one memtable
-//!   update and one log record, all in memory, and moves the result to the
-//!   [`outbox`].
+//!   update and one log record, all in memory, into the [`outbox`]. Every
+//!   new version of this node's shard, on the sealer or on a caller's
+//!   thread, is sealed in the one order [`seal`] gives.
 //! - The **syncer** ([`syncer`]) takes everything in the outbox, writes it
 //!   with one `write` and covers it with one fsync, then answers every
 //!   waiter.
@@ -84,6 +85,7 @@ pub use admit::Admission;
 mod outbox;
 mod park;
 mod relay;
+mod seal;
 mod sealer;
 mod syncer;
 mod window;
@@ -111,12 +113,6 @@ use outbox::Outbox;
 use relay::{Answer, Relay};
 use sealer::Queue;
 use syncer::Committer;
-
-/// Test seam `Options::keep_expired`: from now on, in this process,
-/// leaders never restart a counter whose deadline passed.
-pub(crate) fn keep_expired() {
-    sealer::KEEP_EXPIRED.store(true, Relaxed);
-}
 
 /// The group commit: the sealer's queue, the outbox, the commit log, and
 /// how waiters are answered. One handle for the engine, its threads and a

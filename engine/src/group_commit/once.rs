@@ -24,7 +24,7 @@ use std::sync::atomic::Ordering::{Acquire, Release};
 use smallvec::SmallVec;
 
 use super::GroupCommit;
-use super::sealer::{added, own_shard, put_next_version, restart_expired};
+use crate::add::OwnAdd;
 use crate::cache::Cached;
 use crate::cell::Cell;
 use crate::error::{Error, Result};
@@ -110,7 +110,8 @@ impl GroupCommit {
 
     /// Seals `adds` to `key` under its cell lock (held by `cached`'s
     /// owner) and the version `v` (read-locked), straight into the
-    /// outbox. Covered by the next ack there ([`GroupCommit::ack_now`]).
+    /// outbox, as every new version of this node's shard is (see `seal`).
+    /// Covered by the next ack there ([`GroupCommit::ack_now`]).
     pub(crate) fn seal_once_now(
         &self,
         key: &Key,
@@ -120,66 +121,13 @@ impl GroupCommit {
         ledger: &Ledger,
         now_ms: u64,
     ) -> Result<OnceSealed> {
-        let cell = &mut cached.cell;
-        restart_expired(cell);
-        let clock = cell.next_own_clock(self.counter_id);
-        let mut own = own_shard(cell, self.counter_id);
-        let others = cell.sum() - i128::from(own.value);
-        let epoch = cell.epoch();
-        let window_ms = ledger.retention().window_ms;
         let fingerprint = crate::ids::fingerprint(key);
-        let mut ops: SmallVec<[(ClientId, Applied); 1]> = SmallVec::new();
-        let mut fates = Vec::with_capacity(adds.len());
-        let mut retried = false;
-        for add in adds {
-            let id = &add.id;
-            // A retry within this batch finds the add in `ops`, not the ledger.
-            let seen = ops
-                .iter()
-                .position(|(c, op)| *c == id.client && op.seq == id.seq);
-            let check = match seen {
-                Some(i) if ops[i].1.delta != add.delta => Check::Conflict(ops[i].1),
-                Some(i) => Check::Duplicate(ops[i].1),
-                None => ledger.check(
-                    fingerprint,
-                    id,
-                    add.delta,
-                    add.reapply_stale.then_some(epoch.tag()),
-                    now_ms,
-                ),
-            };
-            let fate = match check {
-                Check::Duplicate(op) => {
-                    retried = true;
-                    Fate::Answer(Ok(Once::Duplicate(op.value)))
-                }
-                Check::Conflict(op) => Fate::Answer(Err(Error::IdConflict {
-                    delta_was: op.delta,
-                    delta: add.delta,
-                })),
-                Check::Expired => Fate::Answer(Err(Error::IdExpired { window_ms })),
-                Check::Full => Fate::Answer(Err(Error::IdsFull {
-                    clients_max: ledger.retention().clients_max,
-                })),
-                Check::New => match (&clock, added(others, own.value, add.delta)) {
-                    (Err(limit), _) => Fate::Answer(Err((*limit).into())),
-                    (Ok(_), Err(e)) => Fate::Answer(Err(e)),
-                    (Ok(_), Ok((o, value))) => {
-                        own.value = o;
-                        let op = Applied {
-                            seq: id.seq,
-                            delta: add.delta,
-                            value,
-                            epoch: epoch.tag(),
-                            at_ms: now_ms,
-                        };
-                        ops.push((id.client.clone(), op));
-                        Fate::Apply(ops.len() - 1)
-                    }
-                },
-            };
-            fates.push(fate);
-        }
+        let mut rule = OwnAdd::start(&cached.cell, self.counter_id);
+        let Decided {
+            ops,
+            fates,
+            retried,
+        } = decide(&mut rule, adds, ledger, fingerprint, now_ms);
         let durable = self.durable_batch();
         cached.unsynced.retain(|op| op.batch > durable);
         if cached.unsynced.is_empty() {
@@ -187,21 +135,17 @@ impl GroupCommit {
             cached.unsynced = Vec::with_capacity(ops.len());
         }
         let mut sealed_own = None;
-        if let (false, Ok(clock)) = (ops.is_empty(), clock) {
-            let mut out = self.outbox.lock();
-            if out.closed {
-                return Err(Error::Closed);
-            }
-            let combined = u32::try_from(ops.len()).unwrap_or(u32::MAX);
-            let outcome = put_next_version(cell, own, clock, combined);
-            for (client, op) in &ops {
-                ledger.record(fingerprint, client, *op);
-            }
-            out.add_once(key, &outcome.shard, epoch, &ops, v.active.generation());
-            cached.sealed_batch = out.batch;
-            self.ids_batch.fetch_max(out.batch, Release);
-            let batch = out.batch;
-            drop(out);
+        if !ops.is_empty() {
+            let generation = v.active.generation();
+            let outcome = self.seal_own(key, cached, v, &rule, |out, outcome| {
+                for (client, op) in &ops {
+                    ledger.record(fingerprint, client, *op);
+                }
+                out.add_once(key, outcome, &ops, generation);
+                self.ids_batch.fetch_max(out.batch, Release);
+                false // the batch's ack wakes the syncer
+            })?;
+            let batch = cached.sealed_batch;
             cached
                 .unsynced
                 .extend(ops.iter().map(|(client, op)| TailOp {
@@ -209,7 +153,6 @@ impl GroupCommit {
                     client: client.clone(),
                     op: *op,
                 }));
-            cached.mark_written(key, v);
             sealed_own = Some(outcome.shard);
         }
         let tail = (cached.unsynced.len() <= TAIL_SEND_MAX).then(|| TailIds {
@@ -226,7 +169,7 @@ impl GroupCommit {
             .collect();
         let replicate = match (retried, sealed_own) {
             (true, _) => Some(cached.cell.clone()),
-            (false, Some(own)) => Some(Cell::from_parts(epoch, [own])),
+            (false, Some(own)) => Some(Cell::from_parts(rule.epoch(), [own])),
             (false, None) => None,
         };
         Ok(OnceSealed {
@@ -234,5 +177,83 @@ impl GroupCommit {
             replicate,
             tail,
         })
+    }
+}
+
+/// What the ledger and the add rule decided of one call's adds to a cell.
+struct Decided {
+    /// The adds taken, as the record holds them.
+    ops: SmallVec<[(ClientId, Applied); 1]>,
+    /// Each add's fate, in order.
+    fates: Vec<Fate>,
+    /// Some add is a retry of one applied before.
+    retried: bool,
+}
+
+/// Asks the ledger about each of `adds` in turn, and feeds the new ones
+/// to `rule`; nothing is recorded or written yet.
+fn decide(
+    rule: &mut OwnAdd,
+    adds: &[OnceAdd],
+    ledger: &Ledger,
+    fingerprint: u64,
+    now_ms: u64,
+) -> Decided {
+    let epoch = rule.epoch();
+    let window_ms = ledger.retention().window_ms;
+    let mut ops: SmallVec<[(ClientId, Applied); 1]> = SmallVec::new();
+    let mut fates = Vec::with_capacity(adds.len());
+    let mut retried = false;
+    for add in adds {
+        let id = &add.id;
+        // A retry within this batch finds the add in `ops`, not the ledger.
+        let seen = ops
+            .iter()
+            .position(|(c, op)| *c == id.client && op.seq == id.seq);
+        let check = match seen {
+            Some(i) if ops[i].1.delta != add.delta => Check::Conflict(ops[i].1),
+            Some(i) => Check::Duplicate(ops[i].1),
+            None => ledger.check(
+                fingerprint,
+                id,
+                add.delta,
+                add.reapply_stale.then_some(epoch.tag()),
+                now_ms,
+            ),
+        };
+        let fate = match check {
+            Check::Duplicate(op) => {
+                retried = true;
+                Fate::Answer(Ok(Once::Duplicate(op.value)))
+            }
+            Check::Conflict(op) => Fate::Answer(Err(Error::IdConflict {
+                delta_was: op.delta,
+                delta: add.delta,
+            })),
+            Check::Expired => Fate::Answer(Err(Error::IdExpired { window_ms })),
+            Check::Full => Fate::Answer(Err(Error::IdsFull {
+                clients_max: ledger.retention().clients_max,
+            })),
+            Check::New => match rule.add(add.delta) {
+                Err(e) => Fate::Answer(Err(e)),
+                Ok(value) => {
+                    let op = Applied {
+                        seq: id.seq,
+                        delta: add.delta,
+                        value,
+                        epoch: epoch.tag(),
+                        at_ms: now_ms,
+                    };
+                    ops.push((id.client.clone(), op));
+                    Fate::Apply(ops.len() - 1)
+                }
+            },
+        };
+        fates.push(fate);
+    }
+    Decided {
+        ops,
+        fates,
+        retried,
     }
 }

@@ -1,17 +1,20 @@
 //! The outbox: sealed work waiting for the next group commit, and what the
 //! syncer sleeps for.
 //!
-//! Work comes in from the sealer ([`Outbox::hand_over`]) and from callers'
-//! threads ([`Outbox::add_sealed`], [`Outbox::add_batched`],
-//! [`Outbox::add_cell`], [`Outbox::add_ack`]); whoever writes a group
-//! commit takes it all at once ([`Outbox::take_group`]). Each of these
-//! checks the invariants in debug builds.
+//! Work comes in from the sealer and from callers' threads: new versions
+//! of this node's shards, sealed in one order (see `seal`:
+//! [`Outbox::add_sealed`], [`Outbox::add_batched`], [`Outbox::add_once`],
+//! [`Outbox::add_admission`]), replicas' cells ([`Outbox::add_cell`]), the
+//! records the sealer took from its queue ([`Outbox::add_records`]), and
+//! waiters ([`Outbox::add_ack`], [`Outbox::hand_over`]); whoever writes a
+//! group commit takes it all at once ([`Outbox::take_group`]). Each of
+//! these checks the invariants in debug builds.
 
 use std::time::Instant;
 
 use tokio::sync::oneshot;
 
-use crate::cell::{Cell, Epoch, Shard};
+use crate::cell::Cell;
 use crate::commitlog;
 use crate::error::Result;
 use crate::ids::ClientId;
@@ -20,9 +23,12 @@ use crate::ids::tail::TailIds;
 use crate::key::Key;
 use crate::outcome::AddOutcome;
 
+/// The waiters of adds sealed together, each with the value it answers.
+pub(super) type Waiters = Vec<(i64, oneshot::Sender<Result<AddOutcome>>)>;
+
 /// One sealed key: its outcome, and its waiters, answered after the fsync,
-/// each with the value it answers (see `sealer::seal`).
-pub(super) type Sealed = (AddOutcome, Vec<(i64, oneshot::Sender<Result<AddOutcome>>)>);
+/// each with the value it answers (see `seal`).
+pub(super) type Sealed = (AddOutcome, Waiters);
 
 /// A waiter for records (or for a barrier).
 pub(super) type Ack = oneshot::Sender<Result<()>>;
@@ -49,7 +55,8 @@ pub(super) struct Outbox {
     gen_max: u64,
     acks: Vec<Ack>,
     sealed: Vec<Sealed>,
-    /// Adds sealed by `seal_one_now`, acknowledged through `acks`.
+    /// Records of new versions without waiters of their own (a batch's
+    /// add, adds with ids, admissions), acknowledged through `acks`.
     batched_adds: u64,
     /// Waiters behind `acks` and `sealed`.
     pub(super) waiters: usize,
@@ -151,25 +158,25 @@ impl Outbox {
         self.syncer_would_act()
     }
 
-    /// Adds the record of a key sealed on its caller's thread, written into
-    /// memtable `generation`, with its waiters.
+    /// Adds the record of combined adds' new version of this node's shard
+    /// of `key` (`outcome`), written into memtable `generation`, with the
+    /// adds' waiters.
     pub(super) fn add_sealed(
         &mut self,
         key: &Key,
-        own: &Shard,
-        epoch: Epoch,
+        outcome: &AddOutcome,
         generation: u64,
-        sealed: Sealed,
+        waiters: Waiters,
     ) {
-        self.append_parts(key, epoch, own, generation);
-        self.waiters += sealed.1.len();
-        self.sealed.push(sealed);
+        self.append_own(key, outcome, generation);
+        self.waiters += waiters.len();
+        self.sealed.push((outcome.clone(), waiters));
         self.check_invariants();
     }
 
     /// Adds the record of one add of a batch; the batch's ack comes apart.
-    pub(super) fn add_batched(&mut self, key: &Key, own: &Shard, epoch: Epoch, generation: u64) {
-        self.append_parts(key, epoch, own, generation);
+    pub(super) fn add_batched(&mut self, key: &Key, outcome: &AddOutcome, generation: u64) {
+        self.append_own(key, outcome, generation);
         self.batched_adds += 1;
         self.check_invariants();
     }
@@ -179,13 +186,12 @@ impl Outbox {
     pub(super) fn add_once(
         &mut self,
         key: &Key,
-        own: &Shard,
-        epoch: Epoch,
+        outcome: &AddOutcome,
         ops: &[(ClientId, Applied)],
         generation: u64,
     ) {
-        let own = std::slice::from_ref(own);
-        commitlog::encode_record_ops(&mut self.records, key, epoch, own, ops);
+        let own = std::slice::from_ref(&outcome.shard);
+        commitlog::encode_record_ops(&mut self.records, key, outcome.epoch, own, ops);
         self.gen_max = self.gen_max.max(generation);
         self.batched_adds += 1;
         self.check_invariants();
@@ -197,12 +203,12 @@ impl Outbox {
     pub(super) fn add_admission(
         &mut self,
         key: &Key,
-        own: &Shard,
-        epoch: Epoch,
+        outcome: &AddOutcome,
         members: &[&[u8]],
         generation: u64,
     ) {
-        let own = std::slice::from_ref(own);
+        let own = std::slice::from_ref(&outcome.shard);
+        let epoch = outcome.epoch;
         commitlog::encode_record_members(&mut self.records, key, epoch, own, &[], members);
         self.gen_max = self.gen_max.max(generation);
         self.batched_adds += 1;
@@ -237,20 +243,20 @@ impl Outbox {
         self.check_invariants();
     }
 
-    /// Takes one turn of the sealer: its `records` (written into memtables
-    /// up to `gen_max`), the acks queued with them and the keys it sealed.
-    pub(super) fn hand_over(
-        &mut self,
-        records: &[u8],
-        gen_max: u64,
-        acks: Vec<Ack>,
-        sealed: Vec<Sealed>,
-    ) {
+    /// Adds the framed records the sealer took from its queue (`apply`'s
+    /// and `reset`'s, applied in memory already), written into memtables
+    /// up to `gen_max`; their acks come with [`Outbox::hand_over`].
+    pub(super) fn add_records(&mut self, records: &[u8], gen_max: u64) {
         self.records.extend_from_slice(records);
         self.gen_max = self.gen_max.max(gen_max);
-        self.waiters += acks.len() + sealed.iter().map(|(_, w)| w.len()).sum::<usize>();
+        self.check_invariants();
+    }
+
+    /// Ends one turn of the sealer: the acks queued with its records, behind
+    /// everything it put here; the syncer acts now.
+    pub(super) fn hand_over(&mut self, acks: Vec<Ack>) {
+        self.waiters += acks.len();
         self.acks.extend(acks);
-        self.sealed.extend(sealed);
         self.act_now = true;
         self.check_invariants();
     }
@@ -308,8 +314,11 @@ impl Outbox {
         taken
     }
 
-    fn append_parts(&mut self, key: &Key, epoch: Epoch, own: &Shard, generation: u64) {
-        commitlog::encode_record_parts(&mut self.records, key, epoch, std::slice::from_ref(own));
+    /// The record of a new own shard alone: the rest of the cell is
+    /// already wherever it came from.
+    fn append_own(&mut self, key: &Key, outcome: &AddOutcome, generation: u64) {
+        let own = std::slice::from_ref(&outcome.shard);
+        commitlog::encode_record_parts(&mut self.records, key, outcome.epoch, own);
         self.gen_max = self.gen_max.max(generation);
     }
 

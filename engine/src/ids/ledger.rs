@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 
 use super::pending::Encoded;
 use super::record::{Applied, Check, ClientLog};
-use super::{ClientId, Entry, OpId};
+use super::{ClientId, Entry, OpId, Retention};
 
 /// Number of stripes (a power of two).
 const STRIPES: usize = 256;
@@ -22,41 +22,6 @@ struct Stripe {
     pending: Encoded,
     /// Adds remembered in `clients`.
     ops: usize,
-}
-
-/// Retention: how long ids are remembered, and of how many clients.
-#[derive(Clone, Copy, Debug)]
-pub struct Retention {
-    /// An applied add is answered for this long (ms), then expired.
-    pub window_ms: u64,
-    /// A client's forgotten mark is kept this long (ms) after its last add
-    /// here; after that its old ids read as new.
-    pub forget_ms: u64,
-    /// The same, for a client that made one add only (a one-off id).
-    pub one_add_forget_ms: u64,
-    /// The most clients remembered: an add of a client not known past it
-    /// is refused, not applied ([`Check::Full`]).
-    pub clients_max: usize,
-}
-
-impl Default for Retention {
-    /// Ten minutes to answer a retry; a client's mark kept for a day, a
-    /// one-add client's for an hour; a million clients.
-    fn default() -> Self {
-        Retention {
-            window_ms: 10 * 60 * 1000,
-            forget_ms: 24 * 60 * 60 * 1000,
-            one_add_forget_ms: 60 * 60 * 1000,
-            clients_max: 1_000_000,
-        }
-    }
-}
-
-impl Retention {
-    /// Whether a client not known may take a place when `clients` are.
-    pub fn admits_new_client(&self, clients: usize) -> bool {
-        clients < self.clients_max
-    }
 }
 
 /// The in-memory ledger. Its stripe locks are leaves: taken under a cell

@@ -80,7 +80,7 @@ use smallvec::SmallVec;
 use crate::codec::{self, Cursor, DecodeError};
 use crate::error::{Error, Result};
 use crate::key::Key;
-pub use ledger::Retention;
+pub use crate::options::Retention;
 use record::Applied;
 
 /// Longest client id, in bytes.

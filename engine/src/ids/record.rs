@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use super::ledger::Retention;
+use super::Retention;
 
 /// One applied add, kept for the retention window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::Retention;
 use super::file::{self, FILES_MAX};
-use super::ledger::{Ledger, Retention};
+use super::ledger::Ledger;
 use super::now_ms;
 use super::tail::Tails;
 use crate::error::Result;
@@ -121,11 +122,11 @@ impl IdsStore {
 
     /// Hard-links every ids file into `dir` (see `engine::snapshot`); no
     /// write replaces one meanwhile.
-    pub(crate) fn link_into(&self, dir: &Path) -> Result<crate::Snapshotted> {
+    pub(crate) fn link_into(&self, dir: &Path) -> Result<crate::fsutil::Snapshotted> {
         let files = self.files.lock();
-        let mut done = crate::Snapshotted::default();
+        let mut done = crate::fsutil::Snapshotted::default();
         for (_, path) in files.iter() {
-            crate::engine::snapshot::link(path, dir, &mut done)?;
+            crate::fsutil::link(path, dir, &mut done)?;
         }
         Ok(done)
     }

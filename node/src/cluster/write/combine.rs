@@ -9,8 +9,8 @@
 //! Every add answers the value the leader sees right after it, as if the
 //! adds it was combined with ran one after another in arrival order: the
 //! last one the value after all of them, each earlier one that minus the
-//! deltas after it ([`sequential_values`]). The engine answers adds it
-//! combines itself by the same rule, so the rule holds on every path.
+//! deltas after it: the engine's rule ([`sequential_values`]), by which
+//! it answers the adds it combines itself, so the rule holds on every path.
 //! Through one leader, adds of +1 thus answer distinct values.
 
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
@@ -18,6 +18,7 @@ use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use hashbrown::HashTable;
 
 use smallvec::{SmallVec, smallvec};
+use tally_engine::add::sequential_values;
 use tally_engine::{Cell, Key};
 use tally_net::wire::{Consistency, WireError};
 
@@ -114,21 +115,6 @@ impl Combined {
     }
 }
 
-/// The values adds with `deltas` answer when the last leaves the counter
-/// at `last` (see the module docs), in the adds' order.
-pub(crate) fn sequential_values(
-    last: i64,
-    deltas: impl DoubleEndedIterator<Item = i64> + ExactSizeIterator,
-) -> SmallVec<[i64; 1]> {
-    let mut values: SmallVec<[i64; 1]> = smallvec![0; deltas.len()];
-    let mut after = last;
-    for (slot, delta) in values.iter_mut().rev().zip(deltas.rev()) {
-        *slot = after;
-        after = after.wrapping_sub(delta);
-    }
-    values
-}
-
 /// Combines the adds to one counter (and level) into one [`Combined`], in
 /// order of first arrival. An add whose delta would overflow the sum, or
 /// that must be made alone, starts a new one.
@@ -205,22 +191,6 @@ mod tests {
     use super::*;
     use crate::cluster::write::queue::Reply;
     use tokio::sync::oneshot;
-
-    #[test]
-    fn each_add_answers_the_value_right_after_it() {
-        let cases: &[(i64, &[i64], &[i64])] = &[
-            (5, &[5], &[5]),
-            (10, &[1, 1, 1], &[8, 9, 10]),
-            (7, &[3, -2, 4], &[5, 3, 7]),
-            (0, &[], &[]),
-            // At the edge of i64 the arithmetic stays exact.
-            (i64::MAX, &[i64::MAX, 0], &[i64::MAX, i64::MAX]),
-        ];
-        for (last, deltas, want) in cases {
-            let got = sequential_values(*last, deltas.iter().copied());
-            assert_eq!(&got[..], *want, "last {last}, deltas {deltas:?}");
-        }
-    }
 
     fn add(key: &str, delta: i64, alone: bool) -> (QueuedAdd, Replicas) {
         let ids: Vec<String> = ["n1"].map(String::from).into();

@@ -1,4 +1,5 @@
-//! The limits of a cell, and the checked writes that keep it within them.
+//! The checked writes that keep a cell within its limits (the numbers and
+//! the refusal naming them are in `crate::limits`).
 //!
 //! A cell stays within what every reader accepts, and what is refused is
 //! refused where a cell would cross a limit, by the write that would make it
@@ -18,40 +19,24 @@
 //! compaction) stay infallible: what is stored never crossed a limit, and
 //! the union of versions of one cell has no shard its newest version lacks.
 
-use super::{Cell, SHARDS_MAX};
-
-/// Largest clock or epoch a cell takes: `2^32` short of `u64::MAX`, so a
-/// version can never be moved past the end of its range and wrap.
-pub const CLOCK_MAX: u64 = u64::MAX - (1 << 32);
-
-/// A limit (see the module doc) a write would take a cell past.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Limit {
-    /// The cell would hold `count` shards, more than [`SHARDS_MAX`].
-    Shards {
-        /// The shard count it would have.
-        count: usize,
-    },
-    /// An add to a list key, which holds no counter.
-    WrongType,
-    /// A clock or an epoch past [`CLOCK_MAX`].
-    Clock {
-        /// `"clock"`, `"epoch"` or `"stamp"`.
-        what: &'static str,
-        /// The clock or epoch.
-        value: u64,
-    },
-}
+use super::Cell;
+use crate::limits::{CLOCK_MAX, Limit, SHARDS_MAX};
 
 impl Cell {
     /// Moves the cell to a new epoch with no shards; refused (and nothing
     /// changed) when the epoch is at [`CLOCK_MAX`].
     pub fn try_reset(&mut self) -> Result<(), Limit> {
-        next_version("epoch", self.epoch.n)?;
-        self.epoch = self.epoch.restart();
+        self.epoch = self.reset_epoch()?;
         self.shards.clear();
         self.list = None;
         Ok(())
+    }
+
+    /// The epoch [`Cell::try_reset`] moves the cell to (base 0, no
+    /// deadline, no shards), refused when the epoch is at [`CLOCK_MAX`].
+    pub fn reset_epoch(&self) -> Result<super::Epoch, Limit> {
+        next_version("epoch", self.epoch.n)?;
+        Ok(self.epoch.restart())
     }
 
     /// Moves the cell to the epoch a SET by `leader` makes: value `base`,
