@@ -1,7 +1,8 @@
 //! Tally's wire: what crosses the network, and how.
 //!
 //! - [`wire`]: every message, and the one bincode configuration (with a size
-//!   limit) that encodes them.
+//!   limit) that encodes them; [`error`] the errors and [`limits`] the
+//!   sizes they share with the rest.
 //! - [`tls`] and [`peer`]: node-to-node QUIC with mutual TLS under the
 //!   cluster's own CA; requests to a peer are batched onto one stream,
 //!   each call [`encoded`] once whatever the number of peers it goes to.
@@ -17,6 +18,10 @@
 //!   token-aware form that sends each request to a replica; [`client_tls`]
 //!   secures the client ports (both ends).
 //!
+//! Imports run one way, lowest first: `error`, `limits`, `ring` and the
+//! other leaves; `list`, `once`, `tls`; `wire`; the framing; `client` and
+//! `peer`; `retry`; `cluster`; `scan` (the `layers` test checks it).
+//!
 //! `net` knows nothing of storage: cells travel as [`wire::WireCell`] and
 //! the node converts them.
 
@@ -26,8 +31,10 @@ pub mod client_tls;
 pub mod cluster;
 mod dial;
 pub mod encoded;
+pub mod error;
 pub mod frame;
 pub mod identity;
+pub mod limits;
 pub mod list;
 pub mod log_limit;
 pub mod once;
@@ -42,3 +49,28 @@ pub mod wire;
 pub use client::{Client, ClientError};
 pub use cluster::{ClusterClient, ClusterOptions};
 pub use wire::{Consistency, ErrorKind, Outcome, WireCell, WireError, WireKey, WireShard};
+
+#[cfg(test)]
+mod layers {
+    /// The crate's layers, lowest first: each module imports only from its
+    /// own layer and lower ones, and no modules import each other in a
+    /// cycle.
+    const LAYERS: &[&[&str]] = &[
+        &["error", "limits", "ring", "log_limit", "identity"],
+        &["list", "once", "tls", "dial"],
+        &["wire", "tls_reload", "client_tls"],
+        &["bounds", "encoded", "frame"],
+        &["client", "peer"],
+        &["retry"],
+        &["cluster"],
+        &["scan"],
+    ];
+
+    #[test]
+    fn imports_run_one_way() {
+        let src = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"));
+        if let Err(wrong) = tally_layers::check(src, LAYERS) {
+            panic!("{wrong}");
+        }
+    }
+}

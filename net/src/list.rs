@@ -4,7 +4,7 @@
 
 use bincode::{Decode, Encode};
 
-use crate::wire::{BATCH_MESSAGES_MAX, MESSAGE_BYTES_MAX};
+use crate::limits::{BATCH_MESSAGES_MAX, MESSAGE_BYTES_MAX};
 
 /// Most bytes a list takes encoded (each element its length's varint and
 /// its bytes): a peer batch of replicated list cells, each with a key of

@@ -23,8 +23,8 @@
 
 use bincode::{Decode, Encode};
 
+use crate::error::{ErrorKind, WireError};
 use crate::ring::murmur3_x64_128_cassandra;
-use crate::wire::{ErrorKind, WireError};
 
 /// Longest client id, in bytes.
 pub const CLIENT_ID_BYTES_MAX: usize = 64;

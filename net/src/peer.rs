@@ -319,7 +319,7 @@ impl Transport {
             transport.settings.cluster.clone(),
             members,
         ));
-        tokio::spawn(crate::tls_reload::watch(
+        tokio::spawn(watch_tls(
             Arc::downgrade(&transport),
             transport.settings.tls.clone(),
             crate::tls_reload::Watch::new(tls_stamps),
@@ -949,4 +949,20 @@ async fn serve_stream(
         return;
     }
     let _ = send.finish();
+}
+
+/// Looks at the transport's files until it is dropped or closed, and
+/// reloads them when they change.
+async fn watch_tls(
+    transport: std::sync::Weak<Transport>,
+    files: TlsFiles,
+    w: crate::tls_reload::Watch,
+) {
+    let cert = files.cert.display().to_string();
+    let look = || {
+        let t = transport.upgrade()?;
+        (!t.is_closed()).then(|| crate::tls_reload::stamps(&files))
+    };
+    let reload = || transport.upgrade().map_or(Ok(()), |t| t.reload_tls());
+    crate::tls_reload::watch_files(w, look, reload, &cert).await
 }

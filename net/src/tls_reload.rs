@@ -21,12 +21,10 @@
 //! like at each look.
 
 use std::os::unix::fs::MetadataExt;
-use std::sync::Weak;
 use std::time::{Duration, SystemTime};
 
 use tracing::{info, warn};
 
-use crate::peer::Transport;
 use crate::tls::TlsFiles;
 
 /// Time between two looks at the files.
@@ -88,18 +86,6 @@ impl Watch {
         }
         false
     }
-}
-
-/// Looks at the transport's files until it is dropped or closed, and
-/// reloads them when they change.
-pub(crate) async fn watch(transport: Weak<Transport>, files: TlsFiles, w: Watch) {
-    let cert = files.cert.display().to_string();
-    let look = || {
-        let t = transport.upgrade()?;
-        (!t.is_closed()).then(|| stamps(&files))
-    };
-    let reload = || transport.upgrade().map_or(Ok(()), |t| t.reload_tls());
-    watch_files(w, look, reload, &cert).await
 }
 
 /// Every [`CHECK_INTERVAL`], asks `look` for the files' stamps (`None`:
