@@ -35,7 +35,7 @@ use tally_net::wire::{
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
@@ -184,28 +184,8 @@ async fn connection(c: Accepted) {
         let Ok(permit) = permits.clone().acquire_owned().await else {
             break Stop::Quiet;
         };
-        if let ClientOp::Add { cl, .. } | ClientOp::AddOnce { cl, .. } = &req.op {
-            let reply = Reply::Frame {
-                id: req.id,
-                conn: tx.clone(),
-                slot: permit,
-                timer: Timer::start(*cl),
-            };
-            match queued_add(req.op, node.keyspace(0), login.user(), reply) {
-                Ok(add) => node.submit(add),
-                Err((reply, e)) => reply_one(reply, Err(e)),
-            }
-            continue;
-        }
-        let (node, tx, gauge) = (node.clone(), others_tx.clone(), gauge.clone());
-        tokio::spawn(async move {
-            let result = node.execute(req.op).await;
-            let mut frame = Vec::new();
-            put_frame(&mut frame, &ClientResponse { id: req.id, result });
-            gauge.add(frame.len());
-            let _ = tx.send(frame).await;
-            drop(permit);
-        });
+        let outs = (&tx, &others_tx, &gauge);
+        run_request(req, permit, &node, login.user(), outs);
     };
     if let Stop::Abandon(why) = stop {
         debug!(client = ?peer, reason = why, "closing a client connection");
@@ -219,6 +199,44 @@ async fn connection(c: Accepted) {
     drop((tx, others_tx));
     let _ = writer.await;
     debug!(client = ?peer, "client connection closed");
+}
+
+/// Runs an allowed request holding `permit`: an add joins the node's
+/// write queue and answers through `adds`; anything else runs on a task
+/// of its own and answers through `others`, counted by `gauge`.
+fn run_request(
+    req: ClientRequest,
+    permit: OwnedSemaphorePermit,
+    node: &Arc<Node>,
+    user: Option<&str>,
+    (adds, others, gauge): (
+        &mpsc::Sender<Vec<u8>>,
+        &mpsc::Sender<Vec<u8>>,
+        &Arc<OutputGauge>,
+    ),
+) {
+    if let ClientOp::Add { cl, .. } | ClientOp::AddOnce { cl, .. } = &req.op {
+        let reply = Reply::Frame {
+            id: req.id,
+            conn: adds.clone(),
+            slot: permit,
+            timer: Timer::start(*cl),
+        };
+        match queued_add(req.op, node.keyspace(0), user, reply) {
+            Ok(add) => node.submit(add),
+            Err((reply, e)) => reply_one(reply, Err(e)),
+        }
+        return;
+    }
+    let (node, tx, gauge) = (node.clone(), others.clone(), gauge.clone());
+    tokio::spawn(async move {
+        let result = node.execute(req.op).await;
+        let mut frame = Vec::new();
+        put_frame(&mut frame, &ClientResponse { id: req.id, result });
+        gauge.add(frame.len());
+        let _ = tx.send(frame).await;
+        drop(permit);
+    });
 }
 
 /// The frame that tells a client why its connection stops, if it is told.

@@ -83,80 +83,16 @@ impl Handler for PeerHandler {
                     out[i] = Some(refuse(&ctx, from, &refusal));
                     continue;
                 }
-                let task = match req {
-                    PeerRequest::Apply { key, cell } => {
-                        match convert::key(&key) {
-                            Ok(k) => {
-                                applies.push((k, convert::cell(&cell), None));
-                                slots.push(i);
-                            }
-                            Err(e) => out[i] = Some(PeerResponse::Error(e)),
-                        }
-                        continue;
+                match sort(&ctx, req) {
+                    Sorted::Answer(answer) => out[i] = Some(answer),
+                    Sorted::Apply(key, cell, tail) => {
+                        applies.push((key, cell, tail));
+                        slots.push(i);
                     }
-                    PeerRequest::ApplyTail { key, cell, tail } => {
-                        match convert::key(&key).and_then(|k| Ok((k, convert::tail(&tail)?))) {
-                            Ok((k, tail)) => {
-                                applies.push((k, convert::cell(&cell), Some(tail)));
-                                slots.push(i);
-                            }
-                            Err(e) => out[i] = Some(PeerResponse::Error(e)),
-                        }
-                        continue;
+                    Sorted::Run(task) => {
+                        tasks.push((i, tokio::spawn(run(ctx.clone(), writes.clone(), task))));
                     }
-                    PeerRequest::LearnTails { retired, from } => Task::LearnTails(retired, from),
-                    req @ (PeerRequest::RepairDigests { .. }
-                    | PeerRequest::RepairLeaves { .. }
-                    | PeerRequest::Repaired { .. }) => Task::Repair(req),
-                    PeerRequest::ForgetTails { retired } => Task::ForgetTails(retired),
-                    // Heartbeats are answered by the transport; one that
-                    // gets here is answered all the same.
-                    PeerRequest::Ping { .. } => {
-                        let ring = ctx.ring_version();
-                        out[i] = Some(match ctx.own_not_writable() {
-                            None => PeerResponse::Pong { ring },
-                            Some(why) => PeerResponse::PongNotWritable {
-                                why: tally_net::wire::bounded_reason(&why),
-                                ring,
-                            },
-                        });
-                        continue;
-                    }
-                    req @ (PeerRequest::HandOverIds { .. }
-                    | PeerRequest::TakeIds { .. }
-                    | PeerRequest::GetTopology
-                    | PeerRequest::Adopt { .. }) => Task::Ring(req),
-                    req @ (PeerRequest::Survey { .. } | PeerRequest::Fold) => Task::Fold(req),
-                    PeerRequest::ScanKeys { scan, ranges } => Task::Scan(scan, ranges),
-                    req @ (PeerRequest::Script { .. } | PeerRequest::FlushScripts) => {
-                        out[i] = Some(crate::cluster::scripts::serve(req));
-                        continue;
-                    }
-                    PeerRequest::Read { key } => Task::Read(key),
-                    PeerRequest::ReadRow { partition } => Task::ReadRow(partition),
-                    PeerRequest::LeaderAdd { key, delta, cl } => {
-                        Task::LeaderAdd(key, delta, None, cl)
-                    }
-                    PeerRequest::LeaderAddOnce { key, delta, id, cl } => {
-                        Task::LeaderAdd(key, delta, Some(id), cl)
-                    }
-                    PeerRequest::LeaderReset { key, cl } => Task::LeaderReset(key, cl),
-                    PeerRequest::LeaderChange {
-                        key,
-                        change,
-                        reads,
-                        cl,
-                    } => Task::LeaderChange(key, (change, reads), cl),
-                    PeerRequest::LeaderList { key, change, cl } => {
-                        Task::LeaderList(key, change, cl)
-                    }
-                    PeerRequest::LeaderAdmit {
-                        partition,
-                        members,
-                        cl,
-                    } => Task::LeaderAdmit(partition, members, cl),
-                };
-                tasks.push((i, tokio::spawn(run(ctx.clone(), writes.clone(), task))));
+                }
             }
             if !applies.is_empty() {
                 apply(&ctx, applies, &slots, &mut out).await;
@@ -174,6 +110,80 @@ impl Handler for PeerHandler {
                 .collect()
         })
     }
+}
+
+/// What to do with one authorized request.
+enum Sorted {
+    /// Answered at once.
+    Answer(PeerResponse),
+    /// A cell to apply, with the batch's other applies.
+    Apply(Key, tally_engine::Cell, Option<TailIds>),
+    /// A task of its own.
+    Run(Task),
+}
+
+/// Sorts `req`: an answer now, an apply for the batch, or a task.
+fn sort(ctx: &Ctx, req: PeerRequest) -> Sorted {
+    let task = match req {
+        PeerRequest::Apply { key, cell } => {
+            return match convert::key(&key) {
+                Ok(k) => Sorted::Apply(k, convert::cell(&cell), None),
+                Err(e) => Sorted::Answer(PeerResponse::Error(e)),
+            };
+        }
+        PeerRequest::ApplyTail { key, cell, tail } => {
+            return match convert::key(&key).and_then(|k| Ok((k, convert::tail(&tail)?))) {
+                Ok((k, tail)) => Sorted::Apply(k, convert::cell(&cell), Some(tail)),
+                Err(e) => Sorted::Answer(PeerResponse::Error(e)),
+            };
+        }
+        PeerRequest::LearnTails { retired, from } => Task::LearnTails(retired, from),
+        req @ (PeerRequest::RepairDigests { .. }
+        | PeerRequest::RepairLeaves { .. }
+        | PeerRequest::Repaired { .. }) => Task::Repair(req),
+        PeerRequest::ForgetTails { retired } => Task::ForgetTails(retired),
+        // Heartbeats are answered by the transport; one that
+        // gets here is answered all the same.
+        PeerRequest::Ping { .. } => {
+            let ring = ctx.ring_version();
+            return Sorted::Answer(match ctx.own_not_writable() {
+                None => PeerResponse::Pong { ring },
+                Some(why) => PeerResponse::PongNotWritable {
+                    why: tally_net::wire::bounded_reason(&why),
+                    ring,
+                },
+            });
+        }
+        req @ (PeerRequest::HandOverIds { .. }
+        | PeerRequest::TakeIds { .. }
+        | PeerRequest::GetTopology
+        | PeerRequest::Adopt { .. }) => Task::Ring(req),
+        req @ (PeerRequest::Survey { .. } | PeerRequest::Fold) => Task::Fold(req),
+        PeerRequest::ScanKeys { scan, ranges } => Task::Scan(scan, ranges),
+        req @ (PeerRequest::Script { .. } | PeerRequest::FlushScripts) => {
+            return Sorted::Answer(crate::cluster::scripts::serve(req));
+        }
+        PeerRequest::Read { key } => Task::Read(key),
+        PeerRequest::ReadRow { partition } => Task::ReadRow(partition),
+        PeerRequest::LeaderAdd { key, delta, cl } => Task::LeaderAdd(key, delta, None, cl),
+        PeerRequest::LeaderAddOnce { key, delta, id, cl } => {
+            Task::LeaderAdd(key, delta, Some(id), cl)
+        }
+        PeerRequest::LeaderReset { key, cl } => Task::LeaderReset(key, cl),
+        PeerRequest::LeaderChange {
+            key,
+            change,
+            reads,
+            cl,
+        } => Task::LeaderChange(key, (change, reads), cl),
+        PeerRequest::LeaderList { key, change, cl } => Task::LeaderList(key, change, cl),
+        PeerRequest::LeaderAdmit {
+            partition,
+            members,
+            cl,
+        } => Task::LeaderAdmit(partition, members, cl),
+    };
+    Sorted::Run(task)
 }
 
 /// The answer to a refused request, logged at most once a second.

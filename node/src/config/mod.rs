@@ -307,10 +307,17 @@ fn error(file: &Path, field: impl Into<String>, reason: impl Into<String>) -> Co
 /// Applies the rules of the module docs to a syntactically valid file.
 fn validate(raw: &RawConfig, path: &Path) -> Result<(), ConfigError> {
     let fail = |field: &str, reason: String| Err(error(path, field, reason));
-    let c = &raw.cluster;
-    if c.name.trim().is_empty() {
+    if raw.cluster.name.trim().is_empty() {
         return fail("cluster.name", "must not be empty".into());
     }
+    validate_nodes(raw, path)?;
+    validate_cluster(raw, path)
+}
+
+/// The `[[node]]` tables: ids, addresses and data directories, each
+/// distinct.
+fn validate_nodes(raw: &RawConfig, path: &Path) -> Result<(), ConfigError> {
+    let fail = |field: &str, reason: String| Err(error(path, field, reason));
     if raw.node.is_empty() {
         return fail("node", "at least one [[node]] table is required".into());
     }
@@ -367,6 +374,13 @@ fn validate(raw: &RawConfig, path: &Path) -> Result<(), ConfigError> {
             );
         }
     }
+    Ok(())
+}
+
+/// The `[cluster]` table and its sub-tables.
+fn validate_cluster(raw: &RawConfig, path: &Path) -> Result<(), ConfigError> {
+    let fail = |field: &str, reason: String| Err(error(path, field, reason));
+    let c = &raw.cluster;
     let nodes = raw.node.iter().filter(|n| !n.join).count();
     if nodes == 0 {
         return fail(

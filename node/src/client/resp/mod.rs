@@ -166,29 +166,9 @@ async fn connection(c: Accepted, budget: Arc<queued::Budget>) {
             if let Some(c) = closing(&session.login, &mut anonymous, Instant::now()) {
                 return last_word(&mut stream, &mut out, &session, &limits, c).await;
             }
-            // A login that may not write runs each command through `run`,
-            // which checks it. A keyed command alone takes the group's
-            // path too: an add goes straight to the write queue.
-            let together = if session.in_multi() || !session.login.may_write() {
-                0
-            } else {
-                pipeline::together(&cmds[i..])
-            };
-            if together >= 1 {
-                let (cl, space) = (session.cl, node.keyspace(session.db));
-                let group = &cmds[i..i + together];
-                for reply in group::run(&node, cl, space, session.login.user(), group).await {
-                    reply.encode(&mut out, session.proto);
-                }
-                i += together;
-            } else {
-                let (name, args) = &mut cmds[i];
-                let (reply, quit) =
-                    run(&node, &conn, &mut session, name, std::mem::take(args)).await;
-                reply.encode(&mut out, session.proto);
-                close = quit;
-                i += 1;
-            }
+            let (ran, quit) = step(&node, &conn, &mut session, &mut cmds[i..], &mut out).await;
+            i += ran;
+            close = quit;
             // Replies the client has not taken stop the pipeline here
             // until it does: no more commands run for it.
             if out.len() >= limits.output_soft_bytes && !send(&mut stream, &mut out, &limits).await
@@ -238,6 +218,38 @@ async fn connection(c: Accepted, budget: Arc<queued::Budget>) {
             Ok(_) => {}
         }
     }
+}
+
+/// Runs the next of `cmds`, or the next ones together, encoding their
+/// replies into `out`; answers how many ran and whether the connection
+/// closes after them.
+async fn step(
+    node: &Arc<Node>,
+    conn: &Conn,
+    session: &mut Session,
+    cmds: &mut [Named],
+    out: &mut Vec<u8>,
+) -> (usize, bool) {
+    // A login that may not write runs each command through `run`, which
+    // checks it. A keyed command alone takes the group's path too: an add
+    // goes straight to the write queue.
+    let together = if session.in_multi() || !session.login.may_write() {
+        0
+    } else {
+        pipeline::together(cmds)
+    };
+    if together >= 1 {
+        let (cl, space) = (session.cl, node.keyspace(session.db));
+        let group = &cmds[..together];
+        for reply in group::run(node, cl, space, session.login.user(), group).await {
+            reply.encode(out, session.proto);
+        }
+        return (together, false);
+    }
+    let (name, args) = &mut cmds[0];
+    let (reply, quit) = run(node, conn, session, name, std::mem::take(args)).await;
+    reply.encode(out, session.proto);
+    (1, quit)
 }
 
 /// Closes a connection after the replies it has and a word why: its user
