@@ -320,10 +320,12 @@ impl Engine {
     /// [`Engine::leader_add`] in two steps: returns the outcome as soon as
     /// the read-modify-write is sealed, before its fsync, with a [`Durable`]
     /// that resolves once it is on disk. A leader can then replicate the
-    /// shard while its own fsync runs; it must not acknowledge the add
-    /// before `Durable::wait` succeeds. Replicas holding a version this
-    /// engine later loses in a crash are harmless: an engine that was not
-    /// closed cleanly comes back under a new counter id (see `identity`).
+    /// shard while its own fsync runs, and count this node's copy as
+    /// durable only once `Durable::wait` succeeds (an add may still be
+    /// acknowledged on enough other durable copies: the caller's rule).
+    /// Replicas holding a version this engine later loses in a crash are
+    /// harmless: an engine that was not closed cleanly comes back under a
+    /// new counter id (see `identity`).
     pub async fn leader_add_staged(&self, key: &Key, delta: i64) -> Result<(AddOutcome, Durable)> {
         let (done, rx) = oneshot::channel();
         let (sealed, early) = oneshot::channel();
@@ -356,7 +358,7 @@ impl Engine {
     /// [`Staged`] per add, in order. Each add is its own read-modify-write:
     /// the caller combines adds to one key first. The rules of
     /// [`Engine::leader_add_staged`] apply: replicate while the fsync runs,
-    /// acknowledge only after `Durable::wait`.
+    /// and count this node's copy only after `Durable::wait`.
     pub fn leader_add_batch<'k>(
         &self,
         adds: impl IntoIterator<Item = (&'k Key, i64)>,

@@ -28,9 +28,10 @@
 //! panic) may lose the hints of the last interval.
 //!
 //! We chose not to fsync before acknowledging, because a hint is not the
-//! data. An add is acknowledged only once its shard is in the leader's own
-//! fsync'd commit log and on as many replicas as its level asks; a hint
-//! says which replica is behind, and delivery reads the leader's own cell.
+//! data. An add is acknowledged only once its shard is durable on as many
+//! copies as its level asks (`write::round`: the leader's fsync'd log is
+//! one, each replica that applied it another); a hint says which replica
+//! is behind, and delivery reads the leader's own cell.
 //! A hint thus never holds anything the leader's log does not, and it lives
 //! on the same disk as that log: fsyncing it first protects no acknowledged
 //! add against any failure. A lost hint costs convergence time only: the
