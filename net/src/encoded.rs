@@ -26,7 +26,9 @@ pub struct Encoded {
 pub(crate) enum Kind {
     /// A heartbeat.
     Ping,
-    /// A request to lead a write, answered after its replication.
+    /// A request to lead a write (an add, a reset, an admission, a change
+    /// or a list change), answered after its replication: kept off the
+    /// streams that carry the replication it waits for.
     Lead,
     /// A row read, whose answer may be large.
     Row,
@@ -41,7 +43,9 @@ impl Kind {
             PeerRequest::LeaderAdd { .. }
             | PeerRequest::LeaderAddOnce { .. }
             | PeerRequest::LeaderAdmit { .. }
-            | PeerRequest::LeaderReset { .. } => Kind::Lead,
+            | PeerRequest::LeaderReset { .. }
+            | PeerRequest::LeaderChange { .. }
+            | PeerRequest::LeaderList { .. } => Kind::Lead,
             PeerRequest::ReadRow { .. } => Kind::Row,
             _ => Kind::Plain,
         }
@@ -153,6 +157,13 @@ mod tests {
             cl: Consistency::One,
         }]);
         assert_eq!(e.kind(), Kind::Lead);
+        let e = Encoded::new(&[PeerRequest::LeaderChange {
+            key: WireKey::new(b"k", b""),
+            change: crate::wire::WireChange::Delete,
+            reads: false,
+            cl: Consistency::One,
+        }]);
+        assert_eq!((e.kind(), e.idempotent()), (Kind::Lead, false));
         let e = Encoded::new(&[PeerRequest::Ping {
             cluster: "c".into(),
         }]);
