@@ -33,6 +33,8 @@ mod dial;
 pub mod encoded;
 pub mod error;
 pub mod frame;
+#[cfg(test)]
+mod golden;
 pub mod identity;
 pub mod limits;
 pub mod list;
@@ -63,7 +65,7 @@ mod layers {
         &["client", "peer"],
         &["retry"],
         &["cluster"],
-        &["scan"],
+        &["scan", "golden"],
     ];
 
     #[test]
