@@ -40,10 +40,10 @@ pub fn check_cell(cell: &WireCell) -> Result<(), NearWrap> {
             value: cell.epoch.n,
         });
     }
-    if cell.epoch.stamp_ms >= WRAP_FLOOR {
+    if cell.epoch.expiry.stamp.ms >= WRAP_FLOOR {
         return Err(NearWrap {
             what: "stamp",
-            value: cell.epoch.stamp_ms,
+            value: cell.epoch.expiry.stamp.ms,
         });
     }
     match cell.shards.iter().find(|s| s.clock >= WRAP_FLOOR) {
@@ -88,7 +88,7 @@ pub fn check_answer(answer: &PeerResponse) -> Result<(), NearWrap> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{WireEpoch, WireShard};
+    use crate::wire::{Expiry, Stamp, WireEpoch, WireShard};
 
     fn cell(epoch: u64, clocks: &[u64]) -> WireCell {
         WireCell {
@@ -119,7 +119,13 @@ mod tests {
                 WireCell {
                     list: None,
                     epoch: WireEpoch {
-                        stamp_ms: u64::MAX,
+                        expiry: Expiry {
+                            at_ms: 0,
+                            stamp: Stamp {
+                                ms: u64::MAX,
+                                id: 0,
+                            },
+                        },
                         ..WireEpoch::at(1)
                     },
                     ..cell(1, &[])

@@ -17,9 +17,13 @@ fn epoch() -> WireEpoch {
         n: 300,
         origin: 7,
         base: -5,
-        expire_at_ms: 1_700_000_000_123,
-        stamp_ms: 1_700_000_000_000,
-        stamp_id: 9,
+        expiry: Expiry {
+            at_ms: 1_700_000_000_123,
+            stamp: Stamp {
+                ms: 1_700_000_000_000,
+                id: 9,
+            },
+        },
         fold: 2,
     }
 }

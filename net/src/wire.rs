@@ -1,8 +1,10 @@
 //! Messages on the wire, and the one bincode configuration that encodes them.
 //!
 //! Both protocols carry the same building blocks: a key is a partition and a
-//! column, a cell is an epoch and shards, exactly as the engine defines them
-//! (the node converts; `net` knows nothing of storage).
+//! column, a cell is an epoch and shards. The epoch, the shard and the
+//! changes are the shared data of `tally-model`, sent as they are; a key
+//! and a cell have their own wire forms here, untrusted until the node
+//! checks them into the engine's (`net` knows nothing of storage).
 //!
 //! - Peers talk QUIC: one bidirectional stream per batch; the request side is
 //!   a bincode `Vec<PeerRequest>`, the answer a `Vec<PeerResponse>` of the
@@ -27,6 +29,22 @@ use crate::once::OpId;
 
 pub use crate::error::{ErrorKind, Outcome, WireError};
 pub use crate::limits::*;
+pub use tally_model::{Change, Changed, Epoch, Expiry, Presence, Shard, Stamp, Ttl, When};
+
+/// The old name of [`Change`] (renamed away in the next commit).
+pub type WireChange = Change;
+/// The old name of [`Changed`] (renamed away in the next commit).
+pub type WireChanged = Changed;
+/// The old name of [`Epoch`] (renamed away in the next commit).
+pub type WireEpoch = Epoch;
+/// The old name of [`Presence`] (renamed away in the next commit).
+pub type WirePresence = Presence;
+/// The old name of [`Shard`] (renamed away in the next commit).
+pub type WireShard = Shard;
+/// The old name of [`Ttl`] (renamed away in the next commit).
+pub type WireTtl = Ttl;
+/// The old name of [`When`] (renamed away in the next commit).
+pub type WireWhen = When;
 
 /// The one bincode configuration for everything Tally puts on the wire.
 pub type WireConfig = bincode::config::Configuration<
@@ -213,54 +231,8 @@ fn decode_len<D: Decoder>(decoder: &mut D) -> Result<usize, bincode::error::Deco
     usize::try_from(len).map_err(|_| bincode::error::DecodeError::OutsideUsizeRange(len))
 }
 
-/// One node incarnation's part of a counter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
-pub struct WireShard {
-    /// The incarnation that owns the shard.
-    pub counter_id: u64,
-    /// Version of the shard; larger wins.
-    pub clock: u64,
-    /// This incarnation's contribution.
-    pub value: i64,
-}
-
 /// A cell's shards: inline up to three, like the engine's.
-pub type WireShards = SmallVec<[WireShard; 3]>;
-
-/// A cell's epoch: its generation and what it starts at and when it
-/// expires, exactly as the engine's `Epoch`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Encode, Decode)]
-pub struct WireEpoch {
-    /// Bumped by every reset, SET and restart.
-    pub n: u64,
-    /// 0, or the counter id of the leader that SET it.
-    pub origin: u64,
-    /// The value it starts at.
-    pub base: i64,
-    /// Its deadline, ms since the Unix epoch; 0 for none.
-    pub expire_at_ms: u64,
-    /// The wall clock of the last change of the deadline.
-    pub stamp_ms: u64,
-    /// The counter id that made it.
-    pub stamp_id: u64,
-    /// The fold generation its base includes (retired shards folded in).
-    pub fold: u32,
-}
-
-impl WireEpoch {
-    /// Generation `n` of a plain counter.
-    pub const fn at(n: u64) -> WireEpoch {
-        WireEpoch {
-            n,
-            origin: 0,
-            base: 0,
-            expire_at_ms: 0,
-            stamp_ms: 0,
-            stamp_id: 0,
-            fold: 0,
-        }
-    }
-}
+pub type WireShards = SmallVec<[Shard; 3]>;
 
 /// A counter cell: the shards of one epoch. On the wire: the epoch, then
 /// the shards as a bincode `Vec<WireShard>`.
@@ -691,78 +663,6 @@ pub struct WireRepaired {
     pub millis: u64,
     /// It resumed where an unfinished repair stopped.
     pub resumed: bool,
-}
-
-/// A change of a counter's epoch, as the engine's `change::Change`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
-pub enum WireChange {
-    /// The counter becomes `value`.
-    Set {
-        /// The new value.
-        value: i64,
-        /// Its deadline.
-        ttl: WireTtl,
-        /// Only if the counter is (or is not) live.
-        only: WirePresence,
-    },
-    /// A new deadline (ms since the Unix epoch; 0: none).
-    Expire {
-        /// The deadline.
-        at_ms: u64,
-        /// Which deadlines it may replace.
-        only: WireWhen,
-    },
-    /// Back to nothing.
-    Delete,
-}
-
-/// The deadline a SET gives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
-pub enum WireTtl {
-    /// None.
-    Clear,
-    /// The one the counter has.
-    Keep,
-    /// This one, ms since the Unix epoch.
-    At(u64),
-}
-
-/// Whether a SET needs the counter live or absent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
-pub enum WirePresence {
-    /// Either.
-    Any,
-    /// Absent (`NX`).
-    Absent,
-    /// Live (`XX`).
-    Live,
-}
-
-/// Which deadlines an EXPIRE may replace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
-pub enum WireWhen {
-    /// Any.
-    Always,
-    /// None yet (`NX`).
-    NoDeadline,
-    /// One already (`XX`).
-    HasDeadline,
-    /// A nearer one (`GT`).
-    Later,
-    /// A farther one or none (`LT`).
-    Sooner,
-    /// A farther one, not none (`XX LT`).
-    SoonerThanOne,
-}
-
-/// What a change did: whether it applied, and the value before (`None`
-/// when the counter was absent).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
-pub struct WireChanged {
-    /// Whether its condition held.
-    pub applied: bool,
-    /// The value before.
-    pub before: Option<i64>,
 }
 
 /// One add with an id as its applier sealed it (see the engine's

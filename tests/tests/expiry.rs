@@ -90,7 +90,7 @@ fn a_counter_expires_on_every_node_and_a_stale_replica_cannot_revive_it() {
         for i in 0..3 {
             let c = cluster.client(i).await.unwrap();
             let cell = c.get_cell(b"k", b"", Consistency::All).await.unwrap();
-            assert_eq!(cell.epoch.expire_at_ms, at_ms, "n{}: {cell:?}", i + 1);
+            assert_eq!(cell.epoch.expiry.at_ms, at_ms, "n{}: {cell:?}", i + 1);
             assert_eq!(
                 c.get(b"k", b"", Consistency::All).await.unwrap(),
                 0,

@@ -3,7 +3,7 @@
 
 use super::Engine;
 use crate::cell::{Cell, Epoch};
-use crate::change::{Change, Changed, decide_reading};
+use crate::change::{Change, Decided, decide_reading};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::list::{ListChange, ListDone, decide_list};
@@ -15,7 +15,7 @@ impl Engine {
     /// (a new epoch replaces theirs whole; a new deadline merges into the
     /// same epoch). A change whose condition fails logs nothing. Adds
     /// racing a SET or a reset that lose are discarded ("reset wins").
-    pub async fn change(&self, key: &Key, change: Change, now_ms: u64) -> Result<(Changed, Cell)> {
+    pub async fn change(&self, key: &Key, change: Change, now_ms: u64) -> Result<(Decided, Cell)> {
         self.change_reading(key, change, now_ms, false).await
     }
 
@@ -27,7 +27,7 @@ impl Engine {
         change: Change,
         now_ms: u64,
         reads: bool,
-    ) -> Result<(Changed, Cell)> {
+    ) -> Result<(Decided, Cell)> {
         let leader = self.counter_id();
         self.change_with(key, |cell| {
             let done = decide_reading(cell, change, leader, now_ms, reads)?;

@@ -253,9 +253,7 @@ async fn apply(
             for ((&i, (_, cell, _)), r) in slots.iter().zip(&applies).zip(results) {
                 out[i] = Some(match r {
                     Ok(epoch) if ctx.outdates(&epoch, &cell.epoch(), now_ms) => {
-                        PeerResponse::Stale {
-                            epoch: convert::wire_epoch(&epoch),
-                        }
+                        PeerResponse::Stale { epoch }
                     }
                     Ok(_) => PeerResponse::Applied,
                     Err(e) => PeerResponse::Error(engine_error(&e)),

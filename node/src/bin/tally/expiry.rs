@@ -69,7 +69,7 @@ pub(crate) async fn ttl(
 
 /// `TTL` of `cell` at `now`.
 fn seconds_left(cell: &WireCell, now: u64) -> i64 {
-    let at = cell.epoch.expire_at_ms;
+    let at = cell.epoch.expiry.at_ms;
     let exists = !cell.shards.is_empty() || cell.epoch.origin != 0 || cell.epoch.fold != 0;
     if !exists || (at != 0 && now >= at) {
         return -2;
@@ -109,7 +109,10 @@ mod tests {
         let cell = |at, shards: &[WireShard]| WireCell {
             list: None,
             epoch: WireEpoch {
-                expire_at_ms: at,
+                expiry: tally_net::wire::Expiry {
+                    at_ms: at,
+                    ..Default::default()
+                },
                 ..WireEpoch::at(1)
             },
             shards: shards.iter().copied().collect(),

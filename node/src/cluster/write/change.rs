@@ -18,12 +18,8 @@
 
 use std::sync::Arc;
 
-use tally_engine::change::{Change, Presence, Ttl, When};
 use tally_engine::{Key, now_ms};
-use tally_net::wire::{
-    Consistency, PeerRequest, PeerResponse, WireChange, WireChanged, WireError, WirePresence,
-    WireTtl, WireWhen,
-};
+use tally_net::wire::{Consistency, PeerRequest, PeerResponse, WireChange, WireChanged, WireError};
 use tokio::sync::oneshot;
 
 use super::forward::{forward, unexpected};
@@ -93,7 +89,7 @@ async fn lead(
     catch_up(ctx, key, &replicas, cl).await?;
     let (done, state) = ctx
         .engine
-        .change_reading(key, engine_change(change), now_ms(), reads)
+        .change_reading(key, change, now_ms(), reads)
         .await
         .map_err(|e| engine_error(&e))?;
     let before = match done.before.map(i64::try_from) {
@@ -185,36 +181,5 @@ pub(super) async fn replicate_header(
             tally_net::wire::ErrorKind::Internal,
             "the change's replication ended without a verdict",
         )),
-    }
-}
-
-/// A change from the wire as the engine's.
-pub(crate) fn engine_change(c: WireChange) -> Change {
-    match c {
-        WireChange::Set { value, ttl, only } => Change::Set {
-            value,
-            ttl: match ttl {
-                WireTtl::Clear => Ttl::Clear,
-                WireTtl::Keep => Ttl::Keep,
-                WireTtl::At(ms) => Ttl::At(ms),
-            },
-            only: match only {
-                WirePresence::Any => Presence::Any,
-                WirePresence::Absent => Presence::Absent,
-                WirePresence::Live => Presence::Live,
-            },
-        },
-        WireChange::Expire { at_ms, only } => Change::Expire {
-            at_ms,
-            only: match only {
-                WireWhen::Always => When::Always,
-                WireWhen::NoDeadline => When::NoDeadline,
-                WireWhen::HasDeadline => When::HasDeadline,
-                WireWhen::Later => When::Later,
-                WireWhen::Sooner => When::Sooner,
-                WireWhen::SoonerThanOne => When::SoonerThanOne,
-            },
-        },
-        WireChange::Delete => Change::Delete,
     }
 }
