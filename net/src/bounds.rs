@@ -88,16 +88,16 @@ pub fn check_answer(answer: &PeerResponse) -> Result<(), NearWrap> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{Expiry, Stamp, WireEpoch, WireShard};
+    use crate::wire::{Epoch, Expiry, Shard, Stamp};
 
     fn cell(epoch: u64, clocks: &[u64]) -> WireCell {
         WireCell {
             list: None,
-            epoch: WireEpoch::at(epoch),
+            epoch: Epoch::at(epoch),
             shards: clocks
                 .iter()
                 .enumerate()
-                .map(|(i, &clock)| WireShard {
+                .map(|(i, &clock)| Shard {
                     counter_id: i as u64,
                     clock,
                     value: 1,
@@ -118,7 +118,7 @@ mod tests {
             (
                 WireCell {
                     list: None,
-                    epoch: WireEpoch {
+                    epoch: Epoch {
                         expiry: Expiry {
                             at_ms: 0,
                             stamp: Stamp {
@@ -126,7 +126,7 @@ mod tests {
                                 id: 0,
                             },
                         },
-                        ..WireEpoch::at(1)
+                        ..Epoch::at(1)
                     },
                     ..cell(1, &[])
                 },
@@ -157,13 +157,13 @@ mod tests {
             (PeerResponse::Row(vec![(b"a".to_vec(), ok)]), Ok(())),
             (
                 PeerResponse::Stale {
-                    epoch: WireEpoch::at(9),
+                    epoch: Epoch::at(9),
                 },
                 Ok(()),
             ),
             (
                 PeerResponse::Stale {
-                    epoch: WireEpoch::at(WRAP_FLOOR),
+                    epoch: Epoch::at(WRAP_FLOOR),
                 },
                 near("epoch", WRAP_FLOOR),
             ),

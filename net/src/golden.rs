@@ -5,15 +5,15 @@
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
-use crate::list::{WireEnd, WireListChange, WireListReply};
+use crate::list::{End, ListChange, ListReply};
 use crate::wire::*;
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn epoch() -> WireEpoch {
-    WireEpoch {
+fn epoch() -> Epoch {
+    Epoch {
         n: 300,
         origin: 7,
         base: -5,
@@ -33,7 +33,7 @@ fn cell(list: Option<Vec<Vec<u8>>>) -> WireCell {
         epoch: epoch(),
         shards: [(1, 2, -3), (u64::MAX, 70_000, i64::MIN)]
             .into_iter()
-            .map(|(counter_id, clock, value)| WireShard {
+            .map(|(counter_id, clock, value)| Shard {
                 counter_id,
                 clock,
                 value,
@@ -43,62 +43,62 @@ fn cell(list: Option<Vec<Vec<u8>>>) -> WireCell {
     }
 }
 
-fn changes() -> Vec<WireChange> {
+fn changes() -> Vec<Change> {
     let mut out = Vec::new();
     for (ttl, only) in [
-        (WireTtl::Clear, WirePresence::Any),
-        (WireTtl::Keep, WirePresence::Absent),
-        (WireTtl::At(1_700_000_000_999), WirePresence::Live),
+        (Ttl::Clear, Presence::Any),
+        (Ttl::Keep, Presence::Absent),
+        (Ttl::At(1_700_000_000_999), Presence::Live),
     ] {
-        out.push(WireChange::Set {
+        out.push(Change::Set {
             value: -42,
             ttl,
             only,
         });
     }
     for only in [
-        WireWhen::Always,
-        WireWhen::NoDeadline,
-        WireWhen::HasDeadline,
-        WireWhen::Later,
-        WireWhen::Sooner,
-        WireWhen::SoonerThanOne,
+        When::Always,
+        When::NoDeadline,
+        When::HasDeadline,
+        When::Later,
+        When::Sooner,
+        When::SoonerThanOne,
     ] {
-        out.push(WireChange::Expire { at_ms: 5_000, only });
+        out.push(Change::Expire { at_ms: 5_000, only });
     }
-    out.push(WireChange::Delete);
+    out.push(Change::Delete);
     out
 }
 
-fn list_changes() -> Vec<WireListChange> {
+fn list_changes() -> Vec<ListChange> {
     vec![
-        WireListChange::Push {
-            end: WireEnd::Left,
+        ListChange::Push {
+            end: End::Left,
             values: vec![b"a".to_vec(), Vec::new()],
             only_existing: false,
         },
-        WireListChange::Push {
-            end: WireEnd::Right,
+        ListChange::Push {
+            end: End::Right,
             values: vec![b"bc".to_vec()],
             only_existing: true,
         },
-        WireListChange::Pop {
-            end: WireEnd::Right,
+        ListChange::Pop {
+            end: End::Right,
             count: 300,
         },
-        WireListChange::Trim {
+        ListChange::Trim {
             start: -1,
             stop: 200,
         },
-        WireListChange::Set {
+        ListChange::Set {
             index: -2,
             value: b"v".to_vec(),
         },
-        WireListChange::Remove {
+        ListChange::Remove {
             count: -3,
             value: b"r".to_vec(),
         },
-        WireListChange::Insert {
+        ListChange::Insert {
             before: true,
             pivot: b"p".to_vec(),
             value: b"x".to_vec(),
@@ -140,17 +140,17 @@ fn responses() -> Vec<PeerResponse> {
     vec![
         PeerResponse::Cell(cell(None)),
         PeerResponse::Stale { epoch: epoch() },
-        PeerResponse::Changed(WireChanged {
+        PeerResponse::Changed(Changed {
             applied: true,
             before: Some(-7),
         }),
-        PeerResponse::Changed(WireChanged {
+        PeerResponse::Changed(Changed {
             applied: false,
             before: None,
         }),
-        PeerResponse::Listed(WireListReply::Int(-1)),
-        PeerResponse::Listed(WireListReply::Popped(vec![b"a".to_vec(), b"bc".to_vec()])),
-        PeerResponse::Listed(WireListReply::Done),
+        PeerResponse::Listed(ListReply::Int(-1)),
+        PeerResponse::Listed(ListReply::Popped(vec![b"a".to_vec(), b"bc".to_vec()])),
+        PeerResponse::Listed(ListReply::Done),
     ]
 }
 
@@ -169,7 +169,7 @@ fn client_messages() -> Vec<Vec<u8>> {
     }
     out.push(encode(&ClientResponse {
         id: 5,
-        result: Ok(ClientReply::Changed(WireChanged {
+        result: Ok(ClientReply::Changed(Changed {
             applied: true,
             before: Some(i64::MAX),
         })),

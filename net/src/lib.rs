@@ -50,7 +50,7 @@ pub mod wire;
 
 pub use client::{Client, ClientError};
 pub use cluster::{ClusterClient, ClusterOptions};
-pub use wire::{Consistency, ErrorKind, Outcome, WireCell, WireError, WireKey, WireShard};
+pub use wire::{Consistency, ErrorKind, Outcome, Shard, WireCell, WireError, WireKey};
 
 #[cfg(test)]
 mod layers {

@@ -6,13 +6,6 @@ use crate::limits::{BATCH_MESSAGES_MAX, MESSAGE_BYTES_MAX};
 
 pub use tally_model::list::{End, LIST_BYTES_MAX, ListChange, ListReply};
 
-/// The old name of [`End`] (renamed away in the next commit).
-pub type WireEnd = End;
-/// The old name of [`ListChange`] (renamed away in the next commit).
-pub type WireListChange = ListChange;
-/// The old name of [`ListReply`] (renamed away in the next commit).
-pub type WireListReply = ListReply;
-
 /// A peer batch of replicated list cells, each with a key of the largest
 /// size, fits one message.
 const _: () = assert!(BATCH_MESSAGES_MAX * (LIST_BYTES_MAX + 2 * 1024) <= MESSAGE_BYTES_MAX);

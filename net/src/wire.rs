@@ -31,21 +31,6 @@ pub use crate::error::{ErrorKind, Outcome, WireError};
 pub use crate::limits::*;
 pub use tally_model::{Change, Changed, Epoch, Expiry, Presence, Shard, Stamp, Ttl, When};
 
-/// The old name of [`Change`] (renamed away in the next commit).
-pub type WireChange = Change;
-/// The old name of [`Changed`] (renamed away in the next commit).
-pub type WireChanged = Changed;
-/// The old name of [`Epoch`] (renamed away in the next commit).
-pub type WireEpoch = Epoch;
-/// The old name of [`Presence`] (renamed away in the next commit).
-pub type WirePresence = Presence;
-/// The old name of [`Shard`] (renamed away in the next commit).
-pub type WireShard = Shard;
-/// The old name of [`Ttl`] (renamed away in the next commit).
-pub type WireTtl = Ttl;
-/// The old name of [`When`] (renamed away in the next commit).
-pub type WireWhen = When;
-
 /// The one bincode configuration for everything Tally puts on the wire.
 pub type WireConfig = bincode::config::Configuration<
     bincode::config::LittleEndian,
@@ -100,7 +85,7 @@ const _: () = assert!(
         && size_of::<PeerResponse>() <= CLAIM_BYTES_PER_BYTE
         && size_of::<(Vec<u8>, WireCell)>() <= CLAIM_BYTES_PER_BYTE
         && size_of::<NodeStatus>() <= CLAIM_BYTES_PER_BYTE
-        && size_of::<WireShard>() <= CLAIM_BYTES_PER_BYTE
+        && size_of::<Shard>() <= CLAIM_BYTES_PER_BYTE
         // The largest tier below is the message limit itself.
         && (64 << 10) * CLAIM_BYTES_PER_BYTE == MESSAGE_BYTES_MAX
 );
@@ -235,11 +220,11 @@ fn decode_len<D: Decoder>(decoder: &mut D) -> Result<usize, bincode::error::Deco
 pub type WireShards = SmallVec<[Shard; 3]>;
 
 /// A counter cell: the shards of one epoch. On the wire: the epoch, then
-/// the shards as a bincode `Vec<WireShard>`.
+/// the shards as a bincode `Vec<Shard>`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct WireCell {
     /// The epoch the shards belong to.
-    pub epoch: WireEpoch,
+    pub epoch: Epoch,
     /// At most one per counter id.
     pub shards: WireShards,
     /// A list key's elements (see [`crate::list`]), at most
@@ -259,16 +244,16 @@ impl<Context> Decode<Context> for WireCell {
     fn decode<D: Decoder<Context = Context>>(
         decoder: &mut D,
     ) -> Result<Self, bincode::error::DecodeError> {
-        let epoch = WireEpoch::decode(decoder)?;
+        let epoch = Epoch::decode(decoder)?;
         let len = decode_len(decoder)?;
-        decoder.claim_container_read::<WireShard>(len)?;
+        decoder.claim_container_read::<Shard>(len)?;
         // Grown as shards decode: the length is not trusted for capacity.
         let mut shards = WireShards::new();
         for _ in 0..len {
             // As bincode's own Vec decode does: the claim above already
             // counted these bytes, and decoding a shard counts them again.
-            decoder.unclaim_bytes_read(std::mem::size_of::<WireShard>());
-            shards.push(WireShard::decode(decoder)?);
+            decoder.unclaim_bytes_read(std::mem::size_of::<Shard>());
+            shards.push(Shard::decode(decoder)?);
         }
         let list = Option::<Box<[Vec<u8>]>>::decode(decoder)?;
         Ok(WireCell {
@@ -422,7 +407,7 @@ pub enum PeerRequest {
         /// The counter.
         key: WireKey,
         /// The change.
-        change: WireChange,
+        change: Change,
         /// It answers the value before (refused on a list).
         reads: bool,
         /// Replicas that must hold it before the answer.
@@ -516,7 +501,7 @@ pub enum PeerRequest {
         /// The list.
         key: WireKey,
         /// The change.
-        change: crate::list::WireListChange,
+        change: crate::list::ListChange,
         /// Replicas that must hold it before the answer.
         cl: Consistency,
     },
@@ -736,7 +721,7 @@ pub enum PeerResponse {
     /// saw a reset the sender missed), so the sent shards were discarded.
     Stale {
         /// The replica's epoch for the key.
-        epoch: WireEpoch,
+        epoch: Epoch,
     },
     /// Answer to `Ping` from a node that is up but cannot take writes (its
     /// engine is poisoned): peers choose another replica to lead. Last, so
@@ -758,7 +743,7 @@ pub enum PeerResponse {
         more: bool,
     },
     /// Answer to `LeaderChange`.
-    Changed(WireChanged),
+    Changed(Changed),
     /// Answer to `RepairDigests`.
     Digests(Vec<u64>),
     /// Answer to `RepairLeaves`: keys and cell digests in key order, and
@@ -786,7 +771,7 @@ pub enum PeerResponse {
     /// Answer to `Script`.
     Script(Option<Vec<u8>>),
     /// Answer to `LeaderList`.
-    Listed(crate::list::WireListReply),
+    Listed(crate::list::ListReply),
 }
 
 /// What one node holds after a fold.
@@ -910,7 +895,7 @@ pub enum ClientOp {
         /// The counter.
         key: WireKey,
         /// The change.
-        change: WireChange,
+        change: Change,
         /// Consistency level.
         cl: Consistency,
     },
@@ -1123,7 +1108,7 @@ pub enum ClientReply {
     /// Per member asked, in order: whether it is in the unique counter.
     Flags(Vec<bool>),
     /// Answer to `Change`.
-    Changed(WireChanged),
+    Changed(Changed),
     /// Answer to `GetCell`: the merged cell as the replicas read hold it.
     Cell(WireCell),
     /// Answer to `Repair`.
@@ -1161,8 +1146,8 @@ mod tests {
             key: WireKey::new(b"p", b"c"),
             cell: WireCell {
                 list: None,
-                epoch: WireEpoch::at(3),
-                shards: smallvec::smallvec![WireShard {
+                epoch: Epoch::at(3),
+                shards: smallvec::smallvec![Shard {
                     counter_id: 7,
                     clock: 9,
                     value: -4,
@@ -1188,8 +1173,8 @@ mod tests {
 
     #[derive(Encode)]
     struct VecCell {
-        epoch: WireEpoch,
-        shards: Vec<WireShard>,
+        epoch: Epoch,
+        shards: Vec<Shard>,
         list: Option<Vec<Vec<u8>>>,
     }
 
@@ -1212,8 +1197,8 @@ mod tests {
             let back: WireKey = decode(&encode(&key)).unwrap();
             assert_eq!((back.partition(), back.column()), (p, c));
         }
-        let shards: Vec<WireShard> = (0..5u64)
-            .map(|i| WireShard {
+        let shards: Vec<Shard> = (0..5u64)
+            .map(|i| Shard {
                 counter_id: i << 60,
                 clock: i * 3,
                 value: -(i as i64),
@@ -1222,11 +1207,11 @@ mod tests {
         for n in [0, 1, 3, 5] {
             let cell = WireCell {
                 list: None,
-                epoch: WireEpoch::at(4),
+                epoch: Epoch::at(4),
                 shards: shards[..n].iter().copied().collect(),
             };
             let old = VecCell {
-                epoch: WireEpoch::at(4),
+                epoch: Epoch::at(4),
                 shards: shards[..n].to_vec(),
                 list: None,
             };
@@ -1237,11 +1222,11 @@ mod tests {
         let elements = vec![b"1700000000.5".to_vec(), Vec::new()];
         let cell = WireCell {
             list: Some(elements.clone().into()),
-            epoch: WireEpoch::at(4),
+            epoch: Epoch::at(4),
             shards: Default::default(),
         };
         let old = VecCell {
-            epoch: WireEpoch::at(4),
+            epoch: Epoch::at(4),
             shards: Vec::new(),
             list: Some(elements),
         };

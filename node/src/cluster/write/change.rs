@@ -19,7 +19,7 @@
 use std::sync::Arc;
 
 use tally_engine::{Key, now_ms};
-use tally_net::wire::{Consistency, PeerRequest, PeerResponse, WireChange, WireChanged, WireError};
+use tally_net::wire::{Change, Changed, Consistency, PeerRequest, PeerResponse, WireError};
 use tokio::sync::oneshot;
 
 use super::forward::{forward, unexpected};
@@ -36,10 +36,10 @@ use crate::ring::Replicas;
 pub(crate) async fn change(
     ctx: &Arc<Ctx>,
     key: &Key,
-    change: WireChange,
+    change: Change,
     cl: Consistency,
     reads: bool,
-) -> Result<WireChanged, WireError> {
+) -> Result<Changed, WireError> {
     match ctx.route(key, cl, what(&change))? {
         Route::Lead(replicas) => lead(ctx, key, (change, reads), cl, replicas).await,
         Route::Forward(live) => {
@@ -61,19 +61,19 @@ pub(crate) async fn change(
 pub(crate) async fn lead_forwarded(
     ctx: &Arc<Ctx>,
     key: &Key,
-    (change, reads): (WireChange, bool),
+    (change, reads): (Change, bool),
     cl: Consistency,
-) -> Result<WireChanged, WireError> {
+) -> Result<Changed, WireError> {
     let replicas = ctx.lead_here(key, cl, what(&change))?;
     lead(ctx, key, (change, reads), cl, replicas).await
 }
 
 /// What a change is called in errors.
-fn what(change: &WireChange) -> &'static str {
+fn what(change: &Change) -> &'static str {
     match change {
-        WireChange::Set { .. } => "set",
-        WireChange::Expire { .. } => "expire",
-        WireChange::Delete => "reset",
+        Change::Set { .. } => "set",
+        Change::Expire { .. } => "expire",
+        Change::Delete => "reset",
     }
 }
 
@@ -82,10 +82,10 @@ fn what(change: &WireChange) -> &'static str {
 async fn lead(
     ctx: &Arc<Ctx>,
     key: &Key,
-    (change, reads): (WireChange, bool),
+    (change, reads): (Change, bool),
     cl: Consistency,
     replicas: Replicas,
-) -> Result<WireChanged, WireError> {
+) -> Result<Changed, WireError> {
     catch_up(ctx, key, &replicas, cl).await?;
     let (done, state) = ctx
         .engine
@@ -102,7 +102,7 @@ async fn lead(
             ));
         }
     };
-    let done = WireChanged {
+    let done = Changed {
         applied: done.applied,
         before,
     };

@@ -27,7 +27,7 @@
 use std::sync::Arc;
 
 use tally_engine::{Key, now_ms};
-use tally_net::list::{WireListChange, WireListReply};
+use tally_net::list::{ListChange, ListReply};
 use tally_net::wire::{Consistency, ErrorKind, PeerRequest, PeerResponse, WireError};
 
 use super::Writes;
@@ -44,9 +44,9 @@ impl Writes {
     pub(crate) async fn change_list(
         &self,
         key: &Key,
-        change: WireListChange,
+        change: ListChange,
         cl: Consistency,
-    ) -> Result<WireListReply, WireError> {
+    ) -> Result<ListReply, WireError> {
         match self.ctx.route_first(key, cl, change.name())? {
             Route::Lead(replicas) => self.lead_list(key, change, cl, replicas).await,
             Route::Forward(live) => {
@@ -67,9 +67,9 @@ impl Writes {
     pub(crate) async fn lead_list_forwarded(
         &self,
         key: &Key,
-        change: WireListChange,
+        change: ListChange,
         cl: Consistency,
-    ) -> Result<WireListReply, WireError> {
+    ) -> Result<ListReply, WireError> {
         let replicas = self.ctx.lead_here(key, cl, change.name())?;
         self.lead_list(key, change, cl, replicas).await
     }
@@ -80,10 +80,10 @@ impl Writes {
     async fn lead_list(
         &self,
         key: &Key,
-        change: WireListChange,
+        change: ListChange,
         cl: Consistency,
         replicas: Replicas,
-    ) -> Result<WireListReply, WireError> {
+    ) -> Result<ListReply, WireError> {
         let ctx: &Arc<Ctx> = &self.ctx;
         let read_at = now_ms();
         catch_up(ctx, key, &replicas, cl).await?;
@@ -165,12 +165,12 @@ impl Writes {
     }
 
     /// Waits as the test seam says, if `change` is the push it holds.
-    async fn hold_list_change(&self, change: &WireListChange) {
+    async fn hold_list_change(&self, change: &ListChange) {
         let held = self.list_faults.hold.lock().clone();
         let Some((value, hold)) = held else {
             return;
         };
-        if let WireListChange::Push { values, .. } = change
+        if let ListChange::Push { values, .. } = change
             && values.contains(&value)
         {
             tracing::warn!(
@@ -190,5 +190,5 @@ impl Writes {
     }
 
     /// No test seam in this build.
-    async fn hold_list_change(&self, _change: &WireListChange) {}
+    async fn hold_list_change(&self, _change: &ListChange) {}
 }
