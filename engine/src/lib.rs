@@ -181,7 +181,7 @@ pub use engine::scan::cell_digest;
 pub use engine::snapshot::lock_stopped;
 pub use engine::tails::LearnedTail;
 pub use engine::{Engine, Stats};
-pub use error::{Error, Result};
+pub use error::{Error, Refusal, Result};
 pub use fsutil::Snapshotted;
 pub use group_commit::Admission;
 pub use group_commit::once::{Once, OnceAdd, OnceSealed};

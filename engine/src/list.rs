@@ -16,25 +16,25 @@
 //!   lists): the epoch a `DEL` makes.
 //! - A change that changes nothing (a pop of an absent key, a trim that
 //!   keeps all) changes nothing: nothing is logged or replicated.
-//! - On a live counter every change is refused (`WRONGTYPE`); an expired
-//!   key of either kind is absent.
+//! - On a live counter every change is refused ([`Refusal::WrongType`]);
+//!   an expired key of either kind is absent.
 
 pub use tally_model::list::{End, ListChange, ListReply};
 
 use crate::cell::{Cell, Expiry, Limit, List, ListTooLong};
-use crate::error::Error;
+use crate::error::{Error, Refusal};
 
 /// Why a list change was refused, nothing changed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ListRefusal {
     /// The key holds a counter.
-    #[error("WRONGTYPE Operation against a key holding the wrong kind of value")]
+    #[error("{}", Refusal::WrongType)]
     WrongType,
     /// `LSET` on an absent key.
-    #[error("ERR no such key")]
+    #[error("{}", Refusal::NoSuchKey)]
     NoSuchKey,
     /// `LSET` past either end.
-    #[error("ERR index out of range")]
+    #[error("{}", Refusal::IndexOutOfRange)]
     OutOfRange,
     /// The list would be over its limit.
     #[error(transparent)]
@@ -47,9 +47,9 @@ pub enum ListRefusal {
 impl From<ListRefusal> for Error {
     fn from(refusal: ListRefusal) -> Error {
         match refusal {
-            ListRefusal::WrongType => Error::WrongType,
-            ListRefusal::NoSuchKey => Error::NoSuchKey,
-            ListRefusal::OutOfRange => Error::IndexOutOfRange,
+            ListRefusal::WrongType => Refusal::WrongType.into(),
+            ListRefusal::NoSuchKey => Refusal::NoSuchKey.into(),
+            ListRefusal::OutOfRange => Refusal::IndexOutOfRange.into(),
             ListRefusal::TooLong(e) => Error::ListTooLong(e),
             ListRefusal::Limit(limit) => limit.into(),
         }

@@ -9,6 +9,8 @@ use tally_engine::ids::record::Applied;
 use tally_engine::{Cell, Key, LearnedTail, TailIds, TailOp};
 use tally_net::wire::{ErrorKind, WireCell, WireError, WireKey, WireLearned, WireTail, WireTailOp};
 
+use super::refusal;
+
 /// A wire key from a peer as an engine key; over-long parts are `Invalid`.
 pub fn key(k: &WireKey) -> Result<Key, WireError> {
     Key::new(k.partition(), k.column())
@@ -101,8 +103,9 @@ pub fn engine_error(e: &tally_engine::Error) -> WireError {
         | E::BadOpId(_)
         | E::MemberTooLong { .. }
         | E::ReservedColumn => ErrorKind::Invalid,
-        E::NoSuchKey | E::IndexOutOfRange | E::ListTooLong(_) => ErrorKind::Invalid,
-        E::WrongType => ErrorKind::WrongType,
+        E::ListTooLong(_) => ErrorKind::Invalid,
+        // Redis' words, which the wire has always carried.
+        E::Refused(r) => return WireError::new(refusal::kind(*r), refusal::redis(*r)),
         E::IdConflict { .. } => ErrorKind::IdConflict,
         // Its sender is gone: whoever asks, nothing was applied.
         E::Fenced { .. } => return WireError::not_applied(ErrorKind::Storage, e.to_string()),

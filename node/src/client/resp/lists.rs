@@ -8,13 +8,14 @@
 use std::sync::Arc;
 
 use tally_engine::list::{index_of, range};
-use tally_engine::now_ms;
+use tally_engine::{Refusal, now_ms};
 use tally_net::list::{End, ListChange, ListReply};
 use tally_net::wire::{Consistency, ErrorKind, WireError, WireKey};
 
 use super::counters::{WRONGTYPE, int_arg, wire_err};
 use super::proto::Reply;
 use super::session::arity;
+use crate::base::refusal;
 use crate::node::Node;
 
 /// Answers `name` if it is one of this module's commands.
@@ -135,8 +136,10 @@ fn unexpected(r: &ListReply) -> Reply {
 
 /// A list change's error, in Redis' words.
 pub(crate) fn list_err(e: &WireError) -> Reply {
-    match (e.kind, e.message.as_str()) {
-        (ErrorKind::Invalid, m @ ("ERR no such key" | "ERR index out of range")) => Reply::err(m),
+    match (e.kind, refusal::of_text(&e.message)) {
+        (ErrorKind::Invalid, Some(r @ (Refusal::NoSuchKey | Refusal::IndexOutOfRange))) => {
+            Reply::err(refusal::redis(r))
+        }
         _ => wire_err(e),
     }
 }
