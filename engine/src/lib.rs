@@ -38,8 +38,9 @@
 //!   leave the stored cell too wide, is refused and changes nothing (see
 //!   [`cell`]); so is a leader add that would.
 //! - [`Engine::change`]: SET, EXPIRE/PERSIST and reset (`change`), under
-//!   the cell lock; [`Engine::reset`] is its reset. An add to a counter
-//!   whose deadline passed first restarts it in a new epoch.
+//!   the cell lock; [`Engine::change_list`] likewise for a list's changes
+//!   (`list`). An add to a counter whose deadline passed first restarts
+//!   it in a new epoch.
 //!
 //! The cell lock (a striped mutex) is held only for in-memory work: a cold
 //! cell is read from SSTables before the lock is taken, and no lock is held

@@ -2,7 +2,7 @@
 //! (the rule is [`crate::change::decide`]; this logs what it made).
 
 use super::Engine;
-use crate::cell::{Cell, Epoch};
+use crate::cell::Cell;
 use crate::change::{Change, Decided, decide_reading};
 use crate::error::{Error, Result};
 use crate::key::Key;
@@ -15,13 +15,9 @@ impl Engine {
     /// (a new epoch replaces theirs whole; a new deadline merges into the
     /// same epoch). A change whose condition fails logs nothing. Adds
     /// racing a SET or a reset that lose are discarded ("reset wins").
-    pub async fn change(&self, key: &Key, change: Change, now_ms: u64) -> Result<(Decided, Cell)> {
-        self.change_reading(key, change, now_ms, false).await
-    }
-
-    /// [`Engine::change`] of a change that answers the value before when
-    /// `reads` (refused on a list: see [`crate::change::decide_reading`]).
-    pub async fn change_reading(
+    /// When `reads`, it answers the value before, and is refused on a list
+    /// (see [`crate::change::decide_reading`]).
+    pub async fn change(
         &self,
         key: &Key,
         change: Change,
@@ -77,15 +73,5 @@ impl Engine {
             self.durable(logged).await?;
         }
         Ok((done, state))
-    }
-
-    /// Resets the counter: moves its cell to a new epoch with no shards
-    /// ([`Change::Delete`]). Returns the new epoch; refused when the epoch
-    /// is at [`crate::cell::CLOCK_MAX`].
-    pub async fn reset(&self, key: &Key) -> Result<Epoch> {
-        let (_, state) = self
-            .change(key, Change::Delete, crate::cell::now_ms())
-            .await?;
-        Ok(state.epoch())
     }
 }

@@ -89,7 +89,7 @@ async fn lead(
     catch_up(ctx, key, &replicas, cl).await?;
     let (done, state) = ctx
         .engine
-        .change_reading(key, change, now_ms(), reads)
+        .change(key, change, now_ms(), reads)
         .await
         .map_err(|e| engine_error(&e))?;
     let before = match done.before.map(i64::try_from) {
