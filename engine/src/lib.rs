@@ -8,7 +8,9 @@
 //! plus the sum of the shards (an error when that is past the range of an
 //! `i64`), absent once the deadline has passed. Only the owner of a `counter_id` makes new
 //! versions of its shard; everything else is a `merge` (see [`cell`]), which
-//! is commutative, associative and idempotent.
+//! is commutative, associative and idempotent. The plain data the wire
+//! carries too (the epoch, the shard, the changes of `change` and `list`)
+//! is defined once in `tally-model`, and re-exported here.
 //!
 //! # Write path
 //!

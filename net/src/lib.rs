@@ -22,8 +22,10 @@
 //! other leaves; `list`, `once`, `tls`; `wire`; the framing; `client` and
 //! `peer`; `retry`; `cluster`; `scan` (the `layers` test checks it).
 //!
-//! `net` knows nothing of storage: cells travel as [`wire::WireCell`] and
-//! the node converts them.
+//! `net` knows nothing of storage: it depends on `tally-model` alone for
+//! the data it carries as is (epochs, shards, changes, list changes), and
+//! keys and cells travel as [`wire::WireKey`] and [`wire::WireCell`],
+//! untrusted wire forms the node checks into the engine's.
 
 pub mod bounds;
 pub mod client;
