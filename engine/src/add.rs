@@ -369,7 +369,7 @@ mod tests {
             Error::Overflow { value, delta } => format!("overflow of {value} by {delta}"),
             Error::ClockExhausted { what, .. } => format!("{what} exhausted"),
             Error::TooManyShards { count, .. } => format!("{count} shards"),
-            Error::WrongType => "wrong type".into(),
+            Error::Refused(crate::error::Refusal::WrongType) => "wrong type".into(),
             e => format!("unexpected: {e}"),
         })
     }

@@ -246,7 +246,7 @@ impl Background {
     }
 
     /// [`Background::rewrite`] of the tables holding a key in one of
-    /// `ranges` alone (see `Engine::cleanup_in`).
+    /// `ranges` alone (see `Engine::cleanup`).
     pub(crate) fn rewrite_holding(
         &self,
         ranges: &[(Key, Option<Key>)],

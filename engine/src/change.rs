@@ -14,73 +14,14 @@
 //! A counter whose deadline passed is absent: `SET ... NX` sets it,
 //! `EXPIRE` answers that nothing changed.
 
+pub use tally_model::change::{Change, Presence, Ttl, When};
+
 use crate::cell::{Cell, Expiry, Limit};
 
-/// A change of a counter's epoch.
+/// What a change did to a cell (the engine's side of [`tally_model::Changed`]: the
+/// value before is the exact sum, which may be out of an `i64`'s range).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Change {
-    /// `SET`: the counter becomes `value`.
-    Set {
-        /// The new value.
-        value: i64,
-        /// Its deadline.
-        ttl: Ttl,
-        /// Only if the counter is (or is not) live.
-        only: Presence,
-    },
-    /// `EXPIRE`: a new deadline, ms since the Unix epoch (0: none, `PERSIST`).
-    Expire {
-        /// The deadline; a past one makes the counter absent at once.
-        at_ms: u64,
-        /// Redis' `NX`, `XX`, `GT`, `LT`.
-        only: When,
-    },
-    /// `DEL`: back to nothing, whatever it was.
-    Delete,
-}
-
-/// The deadline a `SET` gives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ttl {
-    /// None.
-    Clear,
-    /// The one the counter has (`KEEPTTL`).
-    Keep,
-    /// This one, ms since the Unix epoch.
-    At(u64),
-}
-
-/// Whether a `SET` needs the counter live or absent first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Presence {
-    /// Either.
-    Any,
-    /// Absent (`NX`).
-    Absent,
-    /// Live (`XX`).
-    Live,
-}
-
-/// Which deadlines an `EXPIRE` may replace.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum When {
-    /// Any.
-    Always,
-    /// None yet (`NX`).
-    NoDeadline,
-    /// One already (`XX`).
-    HasDeadline,
-    /// A nearer one (`GT`; no deadline is the farthest).
-    Later,
-    /// A farther one, or none (`LT`).
-    Sooner,
-    /// A farther one, not none (`XX LT`).
-    SoonerThanOne,
-}
-
-/// What a change did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Changed {
+pub struct Decided {
     /// Whether it changed the cell (its condition held; for `PERSIST`,
     /// the counter had a deadline).
     pub applied: bool,
@@ -91,7 +32,7 @@ pub struct Changed {
 
 /// Applies `change` by `leader` at `now_ms` to `cell` (see the module
 /// doc); refused, with nothing changed, when the epoch is at its limit.
-pub fn decide(cell: &mut Cell, change: Change, leader: u64, now_ms: u64) -> Result<Changed, Limit> {
+pub fn decide(cell: &mut Cell, change: Change, leader: u64, now_ms: u64) -> Result<Decided, Limit> {
     decide_reading(cell, change, leader, now_ms, false)
 }
 
@@ -105,7 +46,7 @@ pub fn decide_reading(
     leader: u64,
     now_ms: u64,
     reads: bool,
-) -> Result<Changed, Limit> {
+) -> Result<Decided, Limit> {
     let live = cell.live(now_ms);
     if reads && live && cell.is_list() {
         return Err(Limit::WrongType);
@@ -154,7 +95,7 @@ pub fn decide_reading(
             true
         }
     };
-    Ok(Changed { applied, before })
+    Ok(Decided { applied, before })
 }
 
 /// The expiry `at_ms` written by `leader` at `now_ms`, stamped past `prev`.
@@ -206,7 +147,7 @@ mod tests {
         let done = decide(&mut c, set(-40, Ttl::Clear, Presence::Any), ME, NOW).unwrap();
         assert_eq!(
             done,
-            Changed {
+            Decided {
                 applied: true,
                 before: Some(5)
             }
@@ -225,7 +166,7 @@ mod tests {
         let nx = decide(&mut c, set(1, Ttl::Clear, Presence::Absent), ME, NOW).unwrap();
         assert_eq!(
             nx,
-            Changed {
+            Decided {
                 applied: false,
                 before: Some(5)
             }
@@ -235,7 +176,7 @@ mod tests {
         let nx = decide(&mut expired, set(1, Ttl::Clear, Presence::Absent), ME, NOW).unwrap();
         assert_eq!(
             nx,
-            Changed {
+            Decided {
                 applied: true,
                 before: None
             }
@@ -312,7 +253,7 @@ mod tests {
         let done = decide(&mut d, Change::Delete, ME, NOW).unwrap();
         assert_eq!(
             done,
-            Changed {
+            Decided {
                 applied: true,
                 before: Some(5)
             }

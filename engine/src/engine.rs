@@ -260,14 +260,8 @@ impl Engine {
         self.counter_id
     }
 
-    /// Whether the engine is poisoned and refuses writes for good (one
-    /// atomic load: cheap enough to ask before every write).
-    pub fn is_poisoned(&self) -> bool {
-        self.poison.is_set()
-    }
-
     /// Why the engine refuses writes, if it is poisoned.
-    pub fn poisoned(&self) -> Option<String> {
+    fn poisoned(&self) -> Option<String> {
         // The load first: the reason takes a lock.
         self.poison.is_set().then(|| self.poison.why()).flatten()
     }
@@ -730,31 +724,26 @@ impl Engine {
     /// replicates: a range that moves away and back must not lose an update
     /// this node made, ScyllaDB #27306), or the whole cell
     /// ([`Keep::Nothing`], data nothing reads any more). Flushes first,
-    /// then rewrites every table into one. Answers the cells kept whole and
-    /// those dropped.
-    pub fn cleanup(&self, keep: impl Fn(&Key) -> Keep) -> Result<(u64, u64)> {
-        self.check_writable()?;
-        self.cache.trim(&keep, self.counter_id);
-        self.flush()?;
-        self.background.rewrite(&keep, self.counter_id)
-    }
-
-    /// [`Engine::cleanup`] of the keys in `ranges` alone (each from its
-    /// first key up to, not including, its second; to the end for `None`):
-    /// flushes first, then rewrites into one only the tables holding a key
-    /// in one of them, so the rest of the data is not rewritten (a
-    /// `FLUSHDB`'s collection). `keep` must keep whole every key outside
-    /// the ranges. Answers the cells kept whole and those dropped.
-    pub fn cleanup_in(
+    /// then rewrites every table into one; or, `within` some key ranges
+    /// (each from its first key up to, not including, its second; to the
+    /// end for `None`), only the tables holding a key in one of them, so
+    /// the rest of the data is not rewritten (a `FLUSHDB`'s collection:
+    /// `keep` must then keep whole every key outside the ranges). Answers
+    /// the cells kept whole and those dropped.
+    pub fn cleanup(
         &self,
-        ranges: &[(Key, Option<Key>)],
+        within: Option<&[(Key, Option<Key>)]>,
         keep: impl Fn(&Key) -> Keep,
     ) -> Result<(u64, u64)> {
         self.check_writable()?;
         self.cache.trim(&keep, self.counter_id);
         self.flush()?;
-        self.background
-            .rewrite_holding(ranges, &keep, self.counter_id)
+        match within {
+            None => self.background.rewrite(&keep, self.counter_id),
+            Some(ranges) => self
+                .background
+                .rewrite_holding(ranges, &keep, self.counter_id),
+        }
     }
 
     /// Compacts every SSTable into one (a major compaction), and the

@@ -82,16 +82,10 @@ pub enum Error {
         /// The limit.
         max: usize,
     },
-    /// An add to, or a list change of, a key that holds the other kind of
-    /// value (a list; a counter). Refused, nothing changed.
-    #[error("WRONGTYPE Operation against a key holding the wrong kind of value")]
-    WrongType,
-    /// `LSET` of a key that holds nothing. Refused.
-    #[error("ERR no such key")]
-    NoSuchKey,
-    /// `LSET` past either end of the list. Refused.
-    #[error("ERR index out of range")]
-    IndexOutOfRange,
+    /// A write the key's value does not allow (see [`Refusal`]). Refused,
+    /// nothing changed.
+    #[error(transparent)]
+    Refused(#[from] Refusal),
     /// A list change would make the list longer than the limit. Refused,
     /// nothing changed.
     #[error(transparent)]
@@ -173,13 +167,30 @@ pub enum Error {
     Closed,
 }
 
+/// Why a write was refused by what the key holds, nothing changed: the
+/// request, not the engine, is at fault. Each front door words these in
+/// its own protocol (the node renders Redis' errors for RESP).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// An add to, or a list change of, a key that holds the other kind of
+    /// value (a list; a counter).
+    #[error("the key holds another kind of value")]
+    WrongType,
+    /// A change of an element of a key that holds nothing (`LSET`).
+    #[error("no such key")]
+    NoSuchKey,
+    /// A change of an element past either end of the list (`LSET`).
+    #[error("index out of range")]
+    IndexOutOfRange,
+}
+
 /// Result with the engine's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl From<Limit> for Error {
     fn from(limit: Limit) -> Error {
         match limit {
-            Limit::WrongType => Error::WrongType,
+            Limit::WrongType => Error::Refused(Refusal::WrongType),
             Limit::Shards { count } => Error::TooManyShards {
                 count,
                 max: SHARDS_MAX,

@@ -8,7 +8,9 @@
 //! plus the sum of the shards (an error when that is past the range of an
 //! `i64`), absent once the deadline has passed. Only the owner of a `counter_id` makes new
 //! versions of its shard; everything else is a `merge` (see [`cell`]), which
-//! is commutative, associative and idempotent.
+//! is commutative, associative and idempotent. The plain data the wire
+//! carries too (the epoch, the shard, the changes of `change` and `list`)
+//! is defined once in `tally-model`, and re-exported here.
 //!
 //! # Write path
 //!
@@ -38,8 +40,9 @@
 //!   leave the stored cell too wide, is refused and changes nothing (see
 //!   [`cell`]); so is a leader add that would.
 //! - [`Engine::change`]: SET, EXPIRE/PERSIST and reset (`change`), under
-//!   the cell lock; [`Engine::reset`] is its reset. An add to a counter
-//!   whose deadline passed first restarts it in a new epoch.
+//!   the cell lock; [`Engine::change_list`] likewise for a list's changes
+//!   (`list`). An add to a counter whose deadline passed first restarts
+//!   it in a new epoch.
 //!
 //! The cell lock (a striped mutex) is held only for in-memory work: a cold
 //! cell is read from SSTables before the lock is taken, and no lock is held
@@ -181,7 +184,7 @@ pub use engine::scan::cell_digest;
 pub use engine::snapshot::lock_stopped;
 pub use engine::tails::LearnedTail;
 pub use engine::{Engine, Stats};
-pub use error::{Error, Result};
+pub use error::{Error, Refusal, Result};
 pub use fsutil::Snapshotted;
 pub use group_commit::Admission;
 pub use group_commit::once::{Once, OnceAdd, OnceSealed};

@@ -11,7 +11,7 @@ pub const SHARDS_MAX: usize = 4096;
 pub const CLOCK_MAX: u64 = u64::MAX - (1 << 32);
 
 /// Most bytes a list takes encoded (elements and their lengths).
-pub const LIST_BYTES_MAX: usize = 28 * 1024;
+pub use tally_model::list::LIST_BYTES_MAX;
 
 /// A limit a write would take a cell past.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

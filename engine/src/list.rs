@@ -16,98 +16,25 @@
 //!   lists): the epoch a `DEL` makes.
 //! - A change that changes nothing (a pop of an absent key, a trim that
 //!   keeps all) changes nothing: nothing is logged or replicated.
-//! - On a live counter every change is refused (`WRONGTYPE`); an expired
-//!   key of either kind is absent.
+//! - On a live counter every change is refused ([`Refusal::WrongType`]);
+//!   an expired key of either kind is absent.
+
+pub use tally_model::list::{End, ListChange, ListReply};
 
 use crate::cell::{Cell, Expiry, Limit, List, ListTooLong};
-use crate::error::Error;
-
-/// Which end of a list.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum End {
-    /// The head (`L...`, index 0).
-    Left,
-    /// The tail (`R...`, index -1).
-    Right,
-}
-
-/// A change of a list.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ListChange {
-    /// `LPUSH`/`RPUSH` (each value in turn), `LPUSHX`/`RPUSHX` when
-    /// `only_existing`. Answers the new length.
-    Push {
-        /// Where.
-        end: End,
-        /// What, in the order given.
-        values: Vec<Vec<u8>>,
-        /// Only onto a list that exists.
-        only_existing: bool,
-    },
-    /// `LPOP`/`RPOP`: up to `count` elements. Answers them.
-    Pop {
-        /// From where.
-        end: End,
-        /// How many at most.
-        count: usize,
-    },
-    /// `LTRIM start stop`: keeps that range (Redis' indexes).
-    Trim {
-        /// First index kept.
-        start: i64,
-        /// Last index kept.
-        stop: i64,
-    },
-    /// `LSET index value`.
-    Set {
-        /// Which element.
-        index: i64,
-        /// Its new value.
-        value: Vec<u8>,
-    },
-    /// `LREM count value`: removes up to |count| elements equal to
-    /// `value`, from the head (count > 0), the tail (< 0) or all (0).
-    /// Answers how many.
-    Remove {
-        /// How many and from where.
-        count: i64,
-        /// Which.
-        value: Vec<u8>,
-    },
-    /// `LINSERT BEFORE|AFTER pivot value`. Answers the new length, -1
-    /// without the pivot.
-    Insert {
-        /// Before the pivot (else after).
-        before: bool,
-        /// The element to insert next to.
-        pivot: Vec<u8>,
-        /// What.
-        value: Vec<u8>,
-    },
-}
-
-/// What a list change answers.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ListReply {
-    /// A length or a count (`0` for an absent key's push with `X`).
-    Int(i64),
-    /// Popped elements (none: the key was absent).
-    Popped(Vec<Vec<u8>>),
-    /// `LTRIM`, `LSET`: done.
-    Done,
-}
+use crate::error::{Error, Refusal};
 
 /// Why a list change was refused, nothing changed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ListRefusal {
     /// The key holds a counter.
-    #[error("WRONGTYPE Operation against a key holding the wrong kind of value")]
+    #[error("{}", Refusal::WrongType)]
     WrongType,
     /// `LSET` on an absent key.
-    #[error("ERR no such key")]
+    #[error("{}", Refusal::NoSuchKey)]
     NoSuchKey,
     /// `LSET` past either end.
-    #[error("ERR index out of range")]
+    #[error("{}", Refusal::IndexOutOfRange)]
     OutOfRange,
     /// The list would be over its limit.
     #[error(transparent)]
@@ -120,9 +47,9 @@ pub enum ListRefusal {
 impl From<ListRefusal> for Error {
     fn from(refusal: ListRefusal) -> Error {
         match refusal {
-            ListRefusal::WrongType => Error::WrongType,
-            ListRefusal::NoSuchKey => Error::NoSuchKey,
-            ListRefusal::OutOfRange => Error::IndexOutOfRange,
+            ListRefusal::WrongType => Refusal::WrongType.into(),
+            ListRefusal::NoSuchKey => Refusal::NoSuchKey.into(),
+            ListRefusal::OutOfRange => Refusal::IndexOutOfRange.into(),
             ListRefusal::TooLong(e) => Error::ListTooLong(e),
             ListRefusal::Limit(limit) => limit.into(),
         }
@@ -214,7 +141,7 @@ fn apply(list: &[Vec<u8>], change: &ListChange) -> Result<Option<Made>, ListRefu
             ListReply::Int(out.len() as i64)
         }
         ListChange::Pop { end, count } => {
-            let n = (*count).min(out.len());
+            let n = usize::try_from(*count).unwrap_or(usize::MAX).min(out.len());
             if n == 0 {
                 return Ok(None);
             }

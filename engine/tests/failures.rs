@@ -45,7 +45,7 @@ async fn a_failed_fsync_poisons_the_engine() {
         Err(Error::Poisoned(_))
     ));
     assert!(matches!(
-        engine.reset(&key(1)).await,
+        common::reset(&engine, &key(1)).await,
         Err(Error::Poisoned(_))
     ));
     let cell = tally_engine::Cell::new();

@@ -171,7 +171,7 @@ async fn clocks_and_epochs_near_u64_max_are_refused_before_they_wrap() {
     let k2 = key(5);
     let epoch_at_max = Cell::from_parts(u64::MAX - 1, []);
     let applied_epoch = engine.apply(&k2, &epoch_at_max).await;
-    let reset = engine.reset(&k2).await;
+    let reset = common::reset(&engine, &k2).await;
     let many = engine
         .apply_many(&[(key(6), Cell::from_parts(u64::MAX - (1 << 31), []))])
         .await

@@ -11,7 +11,7 @@ mod common;
 
 use common::{hooked_runtime, key, open, small_options};
 use tally_engine::list::{End, ListChange, ListReply};
-use tally_engine::{Cell, Error, now_ms};
+use tally_engine::{Cell, Error, Refusal, now_ms};
 
 fn push(values: &[&str]) -> ListChange {
     ListChange::Push {
@@ -40,7 +40,10 @@ fn a_list_survives_replay_flush_and_compaction_and_refuses_adds() {
         assert_eq!(elements(&state), want, "the state replicated has the list");
         assert!(state.shards().is_empty());
         let add = rt.block_on(engine.leader_add(&key(1), 1));
-        assert!(matches!(add, Err(Error::WrongType)), "{add:?}");
+        assert!(
+            matches!(add, Err(Error::Refused(Refusal::WrongType))),
+            "{add:?}"
+        );
         engine.close().unwrap();
     }
     let engine = open(dir.path(), &opts);

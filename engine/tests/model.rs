@@ -98,7 +98,7 @@ async fn run(seed: u64, ops: usize) {
                 }
             }
             78..84 => {
-                let epoch = engine.reset(&key(k)).await.unwrap();
+                let epoch = common::reset(&engine, &key(k)).await.unwrap();
                 m.epoch += 1;
                 m.own = 0;
                 for (_, v) in m.foreign.values_mut() {

@@ -75,7 +75,7 @@ fn a_reset_starts_the_count_over() {
     rt().block_on(async {
         let e = open(dir.path(), &small_options());
         admit(&e, &["ann", "bob"]).await;
-        e.reset(&unique::count_key(b"voters").unwrap())
+        common::reset(&e, &unique::count_key(b"voters").unwrap())
             .await
             .unwrap();
         assert_eq!(count(&e), 0);
@@ -112,7 +112,7 @@ async fn expire(e: &Engine, at_ms: u64) -> bool {
         only: When::Always,
     };
     let key = unique::count_key(b"voters").unwrap();
-    let (done, _) = e.change(&key, change, now_ms()).await.unwrap();
+    let (done, _) = e.change(&key, change, now_ms(), false).await.unwrap();
     done.applied
 }
 

@@ -40,10 +40,10 @@ pub fn check_cell(cell: &WireCell) -> Result<(), NearWrap> {
             value: cell.epoch.n,
         });
     }
-    if cell.epoch.stamp_ms >= WRAP_FLOOR {
+    if cell.epoch.expiry.stamp.ms >= WRAP_FLOOR {
         return Err(NearWrap {
             what: "stamp",
-            value: cell.epoch.stamp_ms,
+            value: cell.epoch.expiry.stamp.ms,
         });
     }
     match cell.shards.iter().find(|s| s.clock >= WRAP_FLOOR) {
@@ -88,16 +88,16 @@ pub fn check_answer(answer: &PeerResponse) -> Result<(), NearWrap> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{WireEpoch, WireShard};
+    use crate::wire::{Epoch, Expiry, Shard, Stamp};
 
     fn cell(epoch: u64, clocks: &[u64]) -> WireCell {
         WireCell {
             list: None,
-            epoch: WireEpoch::at(epoch),
+            epoch: Epoch::at(epoch),
             shards: clocks
                 .iter()
                 .enumerate()
-                .map(|(i, &clock)| WireShard {
+                .map(|(i, &clock)| Shard {
                     counter_id: i as u64,
                     clock,
                     value: 1,
@@ -118,9 +118,15 @@ mod tests {
             (
                 WireCell {
                     list: None,
-                    epoch: WireEpoch {
-                        stamp_ms: u64::MAX,
-                        ..WireEpoch::at(1)
+                    epoch: Epoch {
+                        expiry: Expiry {
+                            at_ms: 0,
+                            stamp: Stamp {
+                                ms: u64::MAX,
+                                id: 0,
+                            },
+                        },
+                        ..Epoch::at(1)
                     },
                     ..cell(1, &[])
                 },
@@ -151,13 +157,13 @@ mod tests {
             (PeerResponse::Row(vec![(b"a".to_vec(), ok)]), Ok(())),
             (
                 PeerResponse::Stale {
-                    epoch: WireEpoch::at(9),
+                    epoch: Epoch::at(9),
                 },
                 Ok(()),
             ),
             (
                 PeerResponse::Stale {
-                    epoch: WireEpoch::at(WRAP_FLOOR),
+                    epoch: Epoch::at(WRAP_FLOOR),
                 },
                 near("epoch", WRAP_FLOOR),
             ),

@@ -27,8 +27,8 @@ use tokio::sync::{mpsc, oneshot};
 use crate::frame::{put_frame, read_frame};
 use crate::once::OpId;
 use crate::wire::{
-    ClientOp, ClientReply, ClientRequest, ClientResponse, ClusterStatus, Consistency, ErrorKind,
-    MESSAGE_BYTES_MAX, Outcome, WireCell, WireChange, WireChanged, WireError, WireKey,
+    Change, Changed, ClientOp, ClientReply, ClientRequest, ClientResponse, ClusterStatus,
+    Consistency, ErrorKind, MESSAGE_BYTES_MAX, Outcome, WireCell, WireError, WireKey,
 };
 
 /// How a connection is secured: TLS, and a login.
@@ -415,9 +415,9 @@ impl Client {
         &self,
         partition: &[u8],
         column: &[u8],
-        change: WireChange,
+        change: Change,
         cl: Consistency,
-    ) -> Result<WireChanged, ClientError> {
+    ) -> Result<Changed, ClientError> {
         let key = key(partition, column);
         match self.call(ClientOp::Change { key, change, cl }).await? {
             ClientReply::Changed(done) => Ok(done),

@@ -34,7 +34,7 @@ use crate::client::{Client, ClientError, Security};
 use crate::once::{self, OpId};
 use crate::retry::{self, RetryPolicy};
 use crate::ring::Ring;
-use crate::wire::{ClusterStatus, Consistency, NodeState, WireCell, WireChange, WireChanged};
+use crate::wire::{Change, Changed, ClusterStatus, Consistency, NodeState, WireCell};
 
 /// Most nodes a cluster description may list.
 const NODES_MAX: usize = 1024;
@@ -485,9 +485,9 @@ impl ClusterClient {
         &self,
         partition: &[u8],
         column: &[u8],
-        change: WireChange,
+        change: Change,
         cl: Consistency,
-    ) -> Result<WireChanged, ClientError> {
+    ) -> Result<Changed, ClientError> {
         self.pick(partition, true)?
             .change(partition, column, change, cl)
             .await

@@ -22,8 +22,10 @@
 //! other leaves; `list`, `once`, `tls`; `wire`; the framing; `client` and
 //! `peer`; `retry`; `cluster`; `scan` (the `layers` test checks it).
 //!
-//! `net` knows nothing of storage: cells travel as [`wire::WireCell`] and
-//! the node converts them.
+//! `net` knows nothing of storage: it depends on `tally-model` alone for
+//! the data it carries as is (epochs, shards, changes, list changes), and
+//! keys and cells travel as [`wire::WireKey`] and [`wire::WireCell`],
+//! untrusted wire forms the node checks into the engine's.
 
 pub mod bounds;
 pub mod client;
@@ -33,6 +35,8 @@ mod dial;
 pub mod encoded;
 pub mod error;
 pub mod frame;
+#[cfg(test)]
+mod golden;
 pub mod identity;
 pub mod limits;
 pub mod list;
@@ -48,7 +52,7 @@ pub mod wire;
 
 pub use client::{Client, ClientError};
 pub use cluster::{ClusterClient, ClusterOptions};
-pub use wire::{Consistency, ErrorKind, Outcome, WireCell, WireError, WireKey, WireShard};
+pub use wire::{Consistency, ErrorKind, Outcome, Shard, WireCell, WireError, WireKey};
 
 #[cfg(test)]
 mod layers {
@@ -63,7 +67,7 @@ mod layers {
         &["client", "peer"],
         &["retry"],
         &["cluster"],
-        &["scan"],
+        &["scan", "golden"],
     ];
 
     #[test]

@@ -1,8 +1,10 @@
 //! Messages on the wire, and the one bincode configuration that encodes them.
 //!
 //! Both protocols carry the same building blocks: a key is a partition and a
-//! column, a cell is an epoch and shards, exactly as the engine defines them
-//! (the node converts; `net` knows nothing of storage).
+//! column, a cell is an epoch and shards. The epoch, the shard and the
+//! changes are the shared data of `tally-model`, sent as they are; a key
+//! and a cell have their own wire forms here, untrusted until the node
+//! checks them into the engine's (`net` knows nothing of storage).
 //!
 //! - Peers talk QUIC: one bidirectional stream per batch; the request side is
 //!   a bincode `Vec<PeerRequest>`, the answer a `Vec<PeerResponse>` of the
@@ -27,6 +29,7 @@ use crate::once::OpId;
 
 pub use crate::error::{ErrorKind, Outcome, WireError};
 pub use crate::limits::*;
+pub use tally_model::{Change, Changed, Epoch, Expiry, Presence, Shard, Stamp, Ttl, When};
 
 /// The one bincode configuration for everything Tally puts on the wire.
 pub type WireConfig = bincode::config::Configuration<
@@ -82,7 +85,7 @@ const _: () = assert!(
         && size_of::<PeerResponse>() <= CLAIM_BYTES_PER_BYTE
         && size_of::<(Vec<u8>, WireCell)>() <= CLAIM_BYTES_PER_BYTE
         && size_of::<NodeStatus>() <= CLAIM_BYTES_PER_BYTE
-        && size_of::<WireShard>() <= CLAIM_BYTES_PER_BYTE
+        && size_of::<Shard>() <= CLAIM_BYTES_PER_BYTE
         // The largest tier below is the message limit itself.
         && (64 << 10) * CLAIM_BYTES_PER_BYTE == MESSAGE_BYTES_MAX
 );
@@ -213,61 +216,15 @@ fn decode_len<D: Decoder>(decoder: &mut D) -> Result<usize, bincode::error::Deco
     usize::try_from(len).map_err(|_| bincode::error::DecodeError::OutsideUsizeRange(len))
 }
 
-/// One node incarnation's part of a counter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
-pub struct WireShard {
-    /// The incarnation that owns the shard.
-    pub counter_id: u64,
-    /// Version of the shard; larger wins.
-    pub clock: u64,
-    /// This incarnation's contribution.
-    pub value: i64,
-}
-
 /// A cell's shards: inline up to three, like the engine's.
-pub type WireShards = SmallVec<[WireShard; 3]>;
-
-/// A cell's epoch: its generation and what it starts at and when it
-/// expires, exactly as the engine's `Epoch`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Encode, Decode)]
-pub struct WireEpoch {
-    /// Bumped by every reset, SET and restart.
-    pub n: u64,
-    /// 0, or the counter id of the leader that SET it.
-    pub origin: u64,
-    /// The value it starts at.
-    pub base: i64,
-    /// Its deadline, ms since the Unix epoch; 0 for none.
-    pub expire_at_ms: u64,
-    /// The wall clock of the last change of the deadline.
-    pub stamp_ms: u64,
-    /// The counter id that made it.
-    pub stamp_id: u64,
-    /// The fold generation its base includes (retired shards folded in).
-    pub fold: u32,
-}
-
-impl WireEpoch {
-    /// Generation `n` of a plain counter.
-    pub const fn at(n: u64) -> WireEpoch {
-        WireEpoch {
-            n,
-            origin: 0,
-            base: 0,
-            expire_at_ms: 0,
-            stamp_ms: 0,
-            stamp_id: 0,
-            fold: 0,
-        }
-    }
-}
+pub type WireShards = SmallVec<[Shard; 3]>;
 
 /// A counter cell: the shards of one epoch. On the wire: the epoch, then
-/// the shards as a bincode `Vec<WireShard>`.
+/// the shards as a bincode `Vec<Shard>`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct WireCell {
     /// The epoch the shards belong to.
-    pub epoch: WireEpoch,
+    pub epoch: Epoch,
     /// At most one per counter id.
     pub shards: WireShards,
     /// A list key's elements (see [`crate::list`]), at most
@@ -287,16 +244,16 @@ impl<Context> Decode<Context> for WireCell {
     fn decode<D: Decoder<Context = Context>>(
         decoder: &mut D,
     ) -> Result<Self, bincode::error::DecodeError> {
-        let epoch = WireEpoch::decode(decoder)?;
+        let epoch = Epoch::decode(decoder)?;
         let len = decode_len(decoder)?;
-        decoder.claim_container_read::<WireShard>(len)?;
+        decoder.claim_container_read::<Shard>(len)?;
         // Grown as shards decode: the length is not trusted for capacity.
         let mut shards = WireShards::new();
         for _ in 0..len {
             // As bincode's own Vec decode does: the claim above already
             // counted these bytes, and decoding a shard counts them again.
-            decoder.unclaim_bytes_read(std::mem::size_of::<WireShard>());
-            shards.push(WireShard::decode(decoder)?);
+            decoder.unclaim_bytes_read(std::mem::size_of::<Shard>());
+            shards.push(Shard::decode(decoder)?);
         }
         let list = Option::<Box<[Vec<u8>]>>::decode(decoder)?;
         Ok(WireCell {
@@ -450,7 +407,7 @@ pub enum PeerRequest {
         /// The counter.
         key: WireKey,
         /// The change.
-        change: WireChange,
+        change: Change,
         /// It answers the value before (refused on a list).
         reads: bool,
         /// Replicas that must hold it before the answer.
@@ -544,7 +501,7 @@ pub enum PeerRequest {
         /// The list.
         key: WireKey,
         /// The change.
-        change: crate::list::WireListChange,
+        change: crate::list::ListChange,
         /// Replicas that must hold it before the answer.
         cl: Consistency,
     },
@@ -693,78 +650,6 @@ pub struct WireRepaired {
     pub resumed: bool,
 }
 
-/// A change of a counter's epoch, as the engine's `change::Change`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
-pub enum WireChange {
-    /// The counter becomes `value`.
-    Set {
-        /// The new value.
-        value: i64,
-        /// Its deadline.
-        ttl: WireTtl,
-        /// Only if the counter is (or is not) live.
-        only: WirePresence,
-    },
-    /// A new deadline (ms since the Unix epoch; 0: none).
-    Expire {
-        /// The deadline.
-        at_ms: u64,
-        /// Which deadlines it may replace.
-        only: WireWhen,
-    },
-    /// Back to nothing.
-    Delete,
-}
-
-/// The deadline a SET gives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
-pub enum WireTtl {
-    /// None.
-    Clear,
-    /// The one the counter has.
-    Keep,
-    /// This one, ms since the Unix epoch.
-    At(u64),
-}
-
-/// Whether a SET needs the counter live or absent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
-pub enum WirePresence {
-    /// Either.
-    Any,
-    /// Absent (`NX`).
-    Absent,
-    /// Live (`XX`).
-    Live,
-}
-
-/// Which deadlines an EXPIRE may replace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
-pub enum WireWhen {
-    /// Any.
-    Always,
-    /// None yet (`NX`).
-    NoDeadline,
-    /// One already (`XX`).
-    HasDeadline,
-    /// A nearer one (`GT`).
-    Later,
-    /// A farther one or none (`LT`).
-    Sooner,
-    /// A farther one, not none (`XX LT`).
-    SoonerThanOne,
-}
-
-/// What a change did: whether it applied, and the value before (`None`
-/// when the counter was absent).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
-pub struct WireChanged {
-    /// Whether its condition held.
-    pub applied: bool,
-    /// The value before.
-    pub before: Option<i64>,
-}
-
 /// One add with an id as its applier sealed it (see the engine's
 /// `ids::tail`): what a replica keeps until the applier made it durable.
 #[derive(Debug, Clone, PartialEq, Eq, Encode, Decode)]
@@ -836,7 +721,7 @@ pub enum PeerResponse {
     /// saw a reset the sender missed), so the sent shards were discarded.
     Stale {
         /// The replica's epoch for the key.
-        epoch: WireEpoch,
+        epoch: Epoch,
     },
     /// Answer to `Ping` from a node that is up but cannot take writes (its
     /// engine is poisoned): peers choose another replica to lead. Last, so
@@ -858,7 +743,7 @@ pub enum PeerResponse {
         more: bool,
     },
     /// Answer to `LeaderChange`.
-    Changed(WireChanged),
+    Changed(Changed),
     /// Answer to `RepairDigests`.
     Digests(Vec<u64>),
     /// Answer to `RepairLeaves`: keys and cell digests in key order, and
@@ -886,7 +771,7 @@ pub enum PeerResponse {
     /// Answer to `Script`.
     Script(Option<Vec<u8>>),
     /// Answer to `LeaderList`.
-    Listed(crate::list::WireListReply),
+    Listed(crate::list::ListReply),
 }
 
 /// What one node holds after a fold.
@@ -1010,7 +895,7 @@ pub enum ClientOp {
         /// The counter.
         key: WireKey,
         /// The change.
-        change: WireChange,
+        change: Change,
         /// Consistency level.
         cl: Consistency,
     },
@@ -1223,7 +1108,7 @@ pub enum ClientReply {
     /// Per member asked, in order: whether it is in the unique counter.
     Flags(Vec<bool>),
     /// Answer to `Change`.
-    Changed(WireChanged),
+    Changed(Changed),
     /// Answer to `GetCell`: the merged cell as the replicas read hold it.
     Cell(WireCell),
     /// Answer to `Repair`.
@@ -1261,8 +1146,8 @@ mod tests {
             key: WireKey::new(b"p", b"c"),
             cell: WireCell {
                 list: None,
-                epoch: WireEpoch::at(3),
-                shards: smallvec::smallvec![WireShard {
+                epoch: Epoch::at(3),
+                shards: smallvec::smallvec![Shard {
                     counter_id: 7,
                     clock: 9,
                     value: -4,
@@ -1288,8 +1173,8 @@ mod tests {
 
     #[derive(Encode)]
     struct VecCell {
-        epoch: WireEpoch,
-        shards: Vec<WireShard>,
+        epoch: Epoch,
+        shards: Vec<Shard>,
         list: Option<Vec<Vec<u8>>>,
     }
 
@@ -1312,8 +1197,8 @@ mod tests {
             let back: WireKey = decode(&encode(&key)).unwrap();
             assert_eq!((back.partition(), back.column()), (p, c));
         }
-        let shards: Vec<WireShard> = (0..5u64)
-            .map(|i| WireShard {
+        let shards: Vec<Shard> = (0..5u64)
+            .map(|i| Shard {
                 counter_id: i << 60,
                 clock: i * 3,
                 value: -(i as i64),
@@ -1322,11 +1207,11 @@ mod tests {
         for n in [0, 1, 3, 5] {
             let cell = WireCell {
                 list: None,
-                epoch: WireEpoch::at(4),
+                epoch: Epoch::at(4),
                 shards: shards[..n].iter().copied().collect(),
             };
             let old = VecCell {
-                epoch: WireEpoch::at(4),
+                epoch: Epoch::at(4),
                 shards: shards[..n].to_vec(),
                 list: None,
             };
@@ -1337,11 +1222,11 @@ mod tests {
         let elements = vec![b"1700000000.5".to_vec(), Vec::new()];
         let cell = WireCell {
             list: Some(elements.clone().into()),
-            epoch: WireEpoch::at(4),
+            epoch: Epoch::at(4),
             shards: Default::default(),
         };
         let old = VecCell {
-            epoch: WireEpoch::at(4),
+            epoch: Epoch::at(4),
             shards: Vec::new(),
             list: Some(elements),
         };

@@ -14,8 +14,8 @@ use anyhow::{Context, Result};
 use tally_engine::{Engine, Options, ParkCommit, SyncMode};
 use tally_net::peer::{PeerAddr, PeerSettings, Transport};
 use tally_net::wire::{
-    ClientOp, ClientReply, ClusterStatus, Consistency, NodeStats, NodeStatus, PeerHints,
-    WireChange, WireChanged, WireError, WireKey, WireKeys, WireScan, WireSnapshotOp, WireSnapshots,
+    Change, Changed, ClientOp, ClientReply, ClusterStatus, Consistency, NodeStats, NodeStatus,
+    PeerHints, WireError, WireKey, WireKeys, WireScan, WireSnapshotOp, WireSnapshots,
 };
 
 use crate::base::convert;
@@ -414,9 +414,9 @@ impl Node {
     pub async fn unique_expire(
         &self,
         partition: &[u8],
-        deadline: (u64, tally_net::wire::WireWhen),
+        deadline: (u64, tally_net::wire::When),
         cl: Consistency,
-    ) -> Result<WireChanged, WireError> {
+    ) -> Result<Changed, WireError> {
         crate::cluster::unique::expire(&self.writes, partition, deadline, cl).await
     }
 
@@ -441,9 +441,9 @@ impl Node {
     pub async fn change(
         &self,
         key: &WireKey,
-        change: WireChange,
+        change: Change,
         cl: Consistency,
-    ) -> Result<WireChanged, WireError> {
+    ) -> Result<Changed, WireError> {
         let key = convert::user_key(key)?;
         self.writes.change(&key, change, cl, false).await
     }
@@ -454,9 +454,9 @@ impl Node {
     pub async fn change_reading(
         &self,
         key: &WireKey,
-        change: WireChange,
+        change: Change,
         cl: Consistency,
-    ) -> Result<WireChanged, WireError> {
+    ) -> Result<Changed, WireError> {
         let key = convert::user_key(key)?;
         self.writes.change(&key, change, cl, true).await
     }
@@ -466,9 +466,9 @@ impl Node {
     pub async fn change_list(
         &self,
         key: &WireKey,
-        change: tally_net::list::WireListChange,
+        change: tally_net::list::ListChange,
         cl: Consistency,
-    ) -> Result<tally_net::list::WireListReply, WireError> {
+    ) -> Result<tally_net::list::ListReply, WireError> {
         let key = convert::user_key(key)?;
         self.writes.change_list(&key, change, cl).await
     }

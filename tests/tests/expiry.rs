@@ -7,7 +7,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tally_net::wire::{WireChange, WirePresence, WireTtl, WireWhen};
+use tally_net::wire::{Change, Presence, Ttl, When};
 use tally_net::{ClientError, Consistency, ErrorKind, Outcome};
 use tally_tests::{Cluster, ClusterOptions, bin, runtime as rt};
 
@@ -68,9 +68,9 @@ fn a_counter_expires_on_every_node_and_a_stale_replica_cannot_revive_it() {
     });
     rt.block_on(async {
         let n1 = cluster.client(0).await.unwrap();
-        let expire = WireChange::Expire {
+        let expire = Change::Expire {
             at_ms,
-            only: WireWhen::Always,
+            only: When::Always,
         };
         let done = n1
             .change(b"k", b"", expire, Consistency::Quorum)
@@ -90,7 +90,7 @@ fn a_counter_expires_on_every_node_and_a_stale_replica_cannot_revive_it() {
         for i in 0..3 {
             let c = cluster.client(i).await.unwrap();
             let cell = c.get_cell(b"k", b"", Consistency::All).await.unwrap();
-            assert_eq!(cell.epoch.expire_at_ms, at_ms, "n{}: {cell:?}", i + 1);
+            assert_eq!(cell.epoch.expiry.at_ms, at_ms, "n{}: {cell:?}", i + 1);
             assert_eq!(
                 c.get(b"k", b"", Consistency::All).await.unwrap(),
                 0,
@@ -122,10 +122,10 @@ fn a_set_wins_over_the_shards_a_stale_replica_kept_and_adds_count_from_it() {
     cluster.kill(2).unwrap();
     rt.block_on(async {
         let n1 = cluster.client(0).await.unwrap();
-        let set = WireChange::Set {
+        let set = Change::Set {
             value: 100,
-            ttl: WireTtl::Clear,
-            only: WirePresence::Any,
+            ttl: Ttl::Clear,
+            only: Presence::Any,
         };
         let done = n1
             .change(b"k", b"", set, Consistency::Quorum)
@@ -159,9 +159,9 @@ fn an_add_led_by_a_node_that_missed_the_deadline_is_not_lost() {
         let n1 = cluster.client(0).await.unwrap();
         wait_marked_down(&n1, 2).await;
         let at_ms = now_ms() + 300;
-        let expire = WireChange::Expire {
+        let expire = Change::Expire {
             at_ms,
-            only: WireWhen::Always,
+            only: When::Always,
         };
         let done = n1
             .change(b"k", b"", expire, Consistency::Quorum)

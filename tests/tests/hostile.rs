@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tally_net::peer::{BoxFuture, Handler, PeerAddr, PeerError, PeerSettings, Transport};
-use tally_net::wire::{self, PeerRequest, PeerResponse, WireCell, WireKey, WireShard};
+use tally_net::wire::{self, PeerRequest, PeerResponse, Shard, WireCell, WireKey};
 use tally_net::{Consistency, tls};
 use tally_node::security::certs;
 use tally_tests::{Cluster, ClusterOptions, runtime as rt};
@@ -31,8 +31,8 @@ fn injected_shard() -> PeerRequest {
         key: WireKey::new(b"victim", b""),
         cell: WireCell {
             list: None,
-            epoch: tally_net::wire::WireEpoch::at(0),
-            shards: [WireShard {
+            epoch: tally_net::wire::Epoch::at(0),
+            shards: [Shard {
                 counter_id: 0xbad,
                 clock: 1,
                 value: 1_000_000,

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use quinn::rustls::pki_types::CertificateDer;
 use quinn::rustls::pki_types::pem::PemObject;
 use tally_net::peer::{BoxFuture, Handler, PeerAddr, PeerError, PeerSettings, Transport};
-use tally_net::wire::{PeerRequest, PeerResponse, WireCell, WireEpoch, WireKey, WireShard};
+use tally_net::wire::{Epoch, PeerRequest, PeerResponse, Shard, WireCell, WireKey};
 use tally_net::{Consistency, tls};
 use tally_node::security::certs;
 use tally_tests::{Cluster, ClusterOptions, runtime as rt};
@@ -26,11 +26,11 @@ impl Handler for Answer {
     }
 }
 
-fn cell(epoch: WireEpoch, counter_id: u64, clock: u64, value: i64) -> WireCell {
+fn cell(epoch: Epoch, counter_id: u64, clock: u64, value: i64) -> WireCell {
     WireCell {
         list: None,
         epoch,
-        shards: [WireShard {
+        shards: [Shard {
             counter_id,
             clock,
             value,
@@ -107,7 +107,7 @@ fn a_certificate_from_the_ca_that_names_no_node_is_refused() {
         let answer = t
             .call(
                 1,
-                apply(b"victim", cell(WireEpoch::at(0), 0xbad, 1, 1_000)),
+                apply(b"victim", cell(Epoch::at(0), 0xbad, 1, 1_000)),
                 Duration::from_secs(2),
             )
             .await;
@@ -195,11 +195,11 @@ fn shards_near_wrapping_are_refused() {
         let t = fake(&cluster, 0, files, None, PeerResponse::Pong { ring: 0 });
         let near = u64::MAX - 5;
         for (what, c) in [
-            ("clock", cell(WireEpoch::at(0), 0xbad, near, 7)),
-            ("epoch", cell(WireEpoch::at(near), 0xbad, 1, 7)),
+            ("clock", cell(Epoch::at(0), 0xbad, near, 7)),
+            ("epoch", cell(Epoch::at(near), 0xbad, 1, 7)),
             (
                 "clock one past the largest a node makes",
-                cell(WireEpoch::at(0), 0xbad, u64::MAX - (1 << 32) + 1, 7),
+                cell(Epoch::at(0), 0xbad, u64::MAX - (1 << 32) + 1, 7),
             ),
         ] {
             let answer = t
@@ -215,7 +215,7 @@ fn shards_near_wrapping_are_refused() {
         let answer = t
             .call(
                 1,
-                apply(b"wrap", cell(WireEpoch::at(0), 0xbad, 1 << 40, 7)),
+                apply(b"wrap", cell(Epoch::at(0), 0xbad, 1 << 40, 7)),
                 Duration::from_secs(5),
             )
             .await
@@ -240,7 +240,7 @@ fn a_replica_answering_a_cell_near_wrapping_is_not_believed() {
     // read with a shard whose clock is about to wrap.
     let files = certs::node_files(&cluster.certs_dir(), "n3");
     rt().block_on(async {
-        let bogus = PeerResponse::Cell(cell(WireEpoch::at(0), 0xbad, u64::MAX - 1, 1_000_000));
+        let bogus = PeerResponse::Cell(cell(Epoch::at(0), 0xbad, u64::MAX - 1, 1_000_000));
         let t = fake(&cluster, 2, files, Some(cluster.nodes[2].peer), bogus);
         let c = cluster.client(0).await.unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);

@@ -44,6 +44,7 @@ pub use crate::limits::{CLOCK_MAX, Limit, SHARDS_MAX};
 pub use epoch::{Epoch, Expiry, Order, Stamp, now_ms};
 pub use fold::Folds;
 pub use list::{LIST_BYTES_MAX, List, ListTooLong};
+pub use tally_model::Shard;
 
 static CLOCK_CONFLICTS: AtomicU64 = AtomicU64::new(0);
 
@@ -58,17 +59,6 @@ pub struct Overflow {
 /// How many equal-clock/different-value shard pairs merges have met since start.
 pub fn clock_conflicts() -> u64 {
     CLOCK_CONFLICTS.load(Ordering::Relaxed)
-}
-
-/// One node incarnation's contribution to a counter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Shard {
-    /// The incarnation that owns (and alone writes) this shard.
-    pub counter_id: u64,
-    /// Version of this shard; the owner bumps it on every change.
-    pub clock: u64,
-    /// The sum of the owner's adds.
-    pub value: i64,
 }
 
 /// A counter's replicated state, or a list's (see `list`).
@@ -95,13 +85,6 @@ pub enum Keep {
     /// Nothing: for data nothing reads or writes any more (a flushed
     /// database), as a later write starts this node's shard afresh.
     Nothing,
-}
-
-impl From<u64> for Epoch {
-    /// Generation `n` of a plain counter.
-    fn from(n: u64) -> Epoch {
-        Epoch::at(n)
-    }
 }
 
 /// A cell's shards: inline up to three (a counter written by one

@@ -2,8 +2,8 @@
 //! (the rule is [`crate::change::decide`]; this logs what it made).
 
 use super::Engine;
-use crate::cell::{Cell, Epoch};
-use crate::change::{Change, Changed, decide_reading};
+use crate::cell::Cell;
+use crate::change::{Change, Decided, decide_reading};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::list::{ListChange, ListDone, decide_list};
@@ -15,19 +15,15 @@ impl Engine {
     /// (a new epoch replaces theirs whole; a new deadline merges into the
     /// same epoch). A change whose condition fails logs nothing. Adds
     /// racing a SET or a reset that lose are discarded ("reset wins").
-    pub async fn change(&self, key: &Key, change: Change, now_ms: u64) -> Result<(Changed, Cell)> {
-        self.change_reading(key, change, now_ms, false).await
-    }
-
-    /// [`Engine::change`] of a change that answers the value before when
-    /// `reads` (refused on a list: see [`crate::change::decide_reading`]).
-    pub async fn change_reading(
+    /// When `reads`, it answers the value before, and is refused on a list
+    /// (see [`crate::change::decide_reading`]).
+    pub async fn change(
         &self,
         key: &Key,
         change: Change,
         now_ms: u64,
         reads: bool,
-    ) -> Result<(Changed, Cell)> {
+    ) -> Result<(Decided, Cell)> {
         let leader = self.counter_id();
         self.change_with(key, |cell| {
             let done = decide_reading(cell, change, leader, now_ms, reads)?;
@@ -77,15 +73,5 @@ impl Engine {
             self.durable(logged).await?;
         }
         Ok((done, state))
-    }
-
-    /// Resets the counter: moves its cell to a new epoch with no shards
-    /// ([`Change::Delete`]). Returns the new epoch; refused when the epoch
-    /// is at [`crate::cell::CLOCK_MAX`].
-    pub async fn reset(&self, key: &Key) -> Result<Epoch> {
-        let (_, state) = self
-            .change(key, Change::Delete, crate::cell::now_ms())
-            .await?;
-        Ok(state.epoch())
     }
 }

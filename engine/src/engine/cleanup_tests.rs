@@ -31,7 +31,7 @@ async fn cleanup_drops_what_is_not_kept_but_this_nodes_own_shards() {
         true => Keep::Whole,
         false => Keep::Own,
     };
-    let (kept, dropped) = e.cleanup(keep).unwrap();
+    let (kept, dropped) = e.cleanup(None, keep).unwrap();
     assert_eq!((kept, dropped), (20, 80));
     for i in 0..100u32 {
         let c = e.get(&key(i)).unwrap();
@@ -45,7 +45,7 @@ async fn cleanup_drops_what_is_not_kept_but_this_nodes_own_shards() {
         assert_eq!(c.shard(own).is_some(), i % 2 == 0, "k{i}");
     }
     // Keeping nothing: the 60 cells left go, but for the own shards.
-    assert_eq!(e.cleanup(|_| Keep::Own).unwrap(), (0, 60));
+    assert_eq!(e.cleanup(None, |_| Keep::Own).unwrap(), (0, 60));
     for i in 0..100u32 {
         let want = if i % 2 == 0 { 1 } else { 0 };
         assert_eq!(e.get(&key(i)).unwrap().value(), Ok(want), "k{i}");
@@ -55,7 +55,7 @@ async fn cleanup_drops_what_is_not_kept_but_this_nodes_own_shards() {
         true => Keep::Nothing,
         false => Keep::Whole,
     };
-    assert_eq!(e.cleanup(nothing).unwrap(), (45, 5));
+    assert_eq!(e.cleanup(None, nothing).unwrap(), (45, 5));
     for i in 0..100u32 {
         let c = e.get(&key(i)).unwrap();
         assert_eq!(c.value(), Ok(i64::from(i >= 10 && i % 2 == 0)), "k{i}");
@@ -64,7 +64,7 @@ async fn cleanup_drops_what_is_not_kept_but_this_nodes_own_shards() {
     // An empty engine cleans up to nothing.
     let empty = tempfile::tempdir().unwrap();
     let e2 = Engine::open(empty.path(), Options::default()).unwrap();
-    assert_eq!(e2.cleanup(|_| Keep::Own).unwrap(), (0, 0));
+    assert_eq!(e2.cleanup(None, |_| Keep::Own).unwrap(), (0, 0));
 }
 
 /// A cleanup of some ranges (a `FLUSHDB`'s) rewrites the tables holding
@@ -95,10 +95,10 @@ async fn a_cleanup_of_some_ranges_rewrites_only_the_tables_that_hold_them() {
     };
     // Ranges no table holds a key of: nothing is rewritten.
     let none = [range("b", Some("m")), range("n", None)];
-    assert_eq!(e.cleanup_in(&none, nothing_of_m).unwrap(), (0, 0));
+    assert_eq!(e.cleanup(Some(&none), nothing_of_m).unwrap(), (0, 0));
     assert_eq!(tables().len(), 2);
     assert_eq!(
-        e.cleanup_in(&[range("m", Some("n"))], nothing_of_m)
+        e.cleanup(Some(&[range("m", Some("n"))]), nothing_of_m)
             .unwrap(),
         (0, 50)
     );

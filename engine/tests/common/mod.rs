@@ -1,7 +1,8 @@
 //! Helpers shared by the engine's integration tests.
 #![allow(dead_code, missing_docs)]
 
-use tally_engine::{Engine, Key, Options, ParkCommit};
+use tally_engine::change::Change;
+use tally_engine::{Engine, Epoch, Key, Options, ParkCommit, Result, now_ms};
 
 /// A small deterministic RNG (xorshift64*), so failures replay from a seed.
 pub struct Rng(pub u64);
@@ -59,4 +60,10 @@ pub fn only_table(dir: &std::path::Path) -> std::path::PathBuf {
         .map(|e| e.unwrap().path())
         .find(|p| p.extension().is_some_and(|e| e == "sst"))
         .expect("flush wrote a table")
+}
+
+/// Resets the counter `k` (a `DEL`): answers its new epoch.
+pub async fn reset(e: &Engine, k: &Key) -> Result<Epoch> {
+    let (_, state) = e.change(k, Change::Delete, now_ms(), false).await?;
+    Ok(state.epoch())
 }

@@ -1,12 +1,15 @@
-//! Conversions between the engine's types and the wire's.
+//! Conversions between the engine's types and the wire's, where the two
+//! differ: a key and a cell are checked into the engine's forms (lengths,
+//! reserved columns, a list's limit, duplicate shards), an operation id
+//! and a tail of ids too. Epochs, shards, changes and list changes are
+//! `tally-model`'s, one type on both sides, and need none.
 
 use tally_engine::cell::List;
 use tally_engine::ids::record::Applied;
-use tally_engine::{Cell, Epoch, Expiry, Key, LearnedTail, Shard, Stamp, TailIds, TailOp};
-use tally_net::wire::{
-    ErrorKind, WireCell, WireEpoch, WireError, WireKey, WireLearned, WireShard, WireTail,
-    WireTailOp,
-};
+use tally_engine::{Cell, Key, LearnedTail, TailIds, TailOp};
+use tally_net::wire::{ErrorKind, WireCell, WireError, WireKey, WireLearned, WireTail, WireTailOp};
+
+use super::refusal;
 
 /// A wire key from a peer as an engine key; over-long parts are `Invalid`.
 pub fn key(k: &WireKey) -> Result<Key, WireError> {
@@ -45,49 +48,11 @@ pub fn wire_op_id(id: &tally_engine::OpId) -> tally_net::once::OpId {
     }
 }
 
-/// An engine epoch for the wire.
-pub fn wire_epoch(e: &Epoch) -> WireEpoch {
-    WireEpoch {
-        n: e.n,
-        origin: e.origin,
-        base: e.base,
-        expire_at_ms: e.expiry.at_ms,
-        stamp_ms: e.expiry.stamp.ms,
-        stamp_id: e.expiry.stamp.id,
-        fold: e.fold,
-    }
-}
-
-/// A wire epoch as the engine's.
-pub fn epoch(e: &WireEpoch) -> Epoch {
-    Epoch {
-        n: e.n,
-        origin: e.origin,
-        base: e.base,
-        expiry: Expiry {
-            at_ms: e.expire_at_ms,
-            stamp: Stamp {
-                ms: e.stamp_ms,
-                id: e.stamp_id,
-            },
-        },
-        fold: e.fold,
-    }
-}
-
 /// An engine cell for the wire.
 pub fn wire_cell(c: &Cell) -> WireCell {
     WireCell {
-        epoch: wire_epoch(&c.epoch()),
-        shards: c
-            .shards()
-            .iter()
-            .map(|s| WireShard {
-                counter_id: s.counter_id,
-                clock: s.clock,
-                value: s.value,
-            })
-            .collect(),
+        epoch: c.epoch(),
+        shards: c.shards().iter().copied().collect(),
         list: c.list().map(|l| l.elements().into()),
     }
 }
@@ -101,18 +66,8 @@ pub fn cell(c: &WireCell) -> Cell {
         .list
         .as_ref()
         .and_then(|l| List::new(l.to_vec()).ok().flatten());
-    Cell::from_parts(
-        epoch(&c.epoch),
-        c.shards.iter().map(|s| Shard {
-            counter_id: s.counter_id,
-            clock: s.clock,
-            value: s.value,
-        }),
-    )
-    .with_list(list)
+    Cell::from_parts(c.epoch, c.shards.iter().copied()).with_list(list)
 }
-
-const _: () = assert!(tally_engine::cell::LIST_BYTES_MAX == tally_net::list::LIST_BYTES_MAX);
 
 /// A cell's value for a client: an [`ErrorKind::Overflow`] error when its
 /// shards sum past the range of an `i64`, never a saturated number.
@@ -148,8 +103,9 @@ pub fn engine_error(e: &tally_engine::Error) -> WireError {
         | E::BadOpId(_)
         | E::MemberTooLong { .. }
         | E::ReservedColumn => ErrorKind::Invalid,
-        E::NoSuchKey | E::IndexOutOfRange | E::ListTooLong(_) => ErrorKind::Invalid,
-        E::WrongType => ErrorKind::WrongType,
+        E::ListTooLong(_) => ErrorKind::Invalid,
+        // Redis' words, which the wire has always carried.
+        E::Refused(r) => return WireError::new(refusal::kind(*r), refusal::redis(*r)),
         E::IdConflict { .. } => ErrorKind::IdConflict,
         // Its sender is gone: whoever asks, nothing was applied.
         E::Fenced { .. } => return WireError::not_applied(ErrorKind::Storage, e.to_string()),

@@ -1,7 +1,9 @@
 //! What every layer speaks: the RESP command table, the metrics
-//! registry, keyspaces and the conversions between engine and wire types.
+//! registry, keyspaces, the conversions between engine and wire types,
+//! and the engine's refusals in Redis' words.
 
 pub(crate) mod commands;
 pub(crate) mod convert;
 pub(crate) mod keyspace;
+pub(crate) mod refusal;
 pub(crate) mod registry;

@@ -22,7 +22,7 @@ use clap::{Parser, Subcommand};
 use serde_json::json;
 use tally_net::once::OpId;
 use tally_net::retry::{self, RetryPolicy};
-use tally_net::wire::{ClusterStatus, NodeState, NodeStats, NodeStatus, WireWhen};
+use tally_net::wire::{ClusterStatus, NodeState, NodeStats, NodeStatus, When};
 use tally_net::{Client, ClientError, ClusterClient, ClusterOptions, Consistency, Outcome};
 use tally_node::config::Config;
 
@@ -402,7 +402,7 @@ async fn run(cli: &Cli) -> Result<(), Failure> {
                 f
             })?;
             if let Some(secs) = ttl {
-                let change = expiry::expire(Some(*secs), WireWhen::NoDeadline);
+                let change = expiry::expire(Some(*secs), When::NoDeadline);
                 expiry::change(&target, k, c, change, cl)
                     .await
                     .map_err(Failure::write)?;
@@ -426,14 +426,14 @@ async fn run(cli: &Cli) -> Result<(), Failure> {
             seconds,
             column,
         } => {
-            let change = expiry::expire(Some(*seconds), WireWhen::Always);
+            let change = expiry::expire(Some(*seconds), When::Always);
             let done = expiry::change(&target, key.as_bytes(), column.as_bytes(), change, cl)
                 .await
                 .map_err(Failure::write)?;
             expiry::print_changed(cli.json, key, column, "expire", &done);
         }
         Cmd::Persist { key, column } => {
-            let change = expiry::expire(None, WireWhen::Always);
+            let change = expiry::expire(None, When::Always);
             let done = expiry::change(&target, key.as_bytes(), column.as_bytes(), change, cl)
                 .await
                 .map_err(Failure::write)?;

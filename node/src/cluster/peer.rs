@@ -12,13 +12,13 @@
 use std::sync::{Arc, Weak};
 
 use tally_engine::{Key, TailIds};
-use tally_net::list::WireListChange;
+use tally_net::list::ListChange;
 use tally_net::log_limit::LogLimit;
 use tally_net::once::OpId;
 use tally_net::peer::{BoxFuture, Handler};
 use tally_net::wire::{
-    Consistency, ErrorKind, LEARNED_KEYS_MAX, LEARNED_OPS_MAX, PeerRequest, PeerResponse,
-    WireChange, WireError, WireKey, WireRange, WireScan,
+    Change, Consistency, ErrorKind, LEARNED_KEYS_MAX, LEARNED_OPS_MAX, PeerRequest, PeerResponse,
+    WireError, WireKey, WireRange, WireScan,
 };
 
 use crate::base::convert::{self, engine_error, wire_cell};
@@ -40,8 +40,8 @@ enum Task {
     ReadRow(Vec<u8>),
     LeaderAdd(WireKey, i64, Option<OpId>, Consistency),
     LeaderReset(WireKey, Consistency),
-    LeaderChange(WireKey, (WireChange, bool), Consistency),
-    LeaderList(WireKey, WireListChange, Consistency),
+    LeaderChange(WireKey, (Change, bool), Consistency),
+    LeaderList(WireKey, ListChange, Consistency),
     LeaderAdmit(Vec<u8>, Vec<Vec<u8>>, Consistency),
     LearnTails(Vec<u64>, u64),
     ForgetTails(Vec<u64>),
@@ -253,9 +253,7 @@ async fn apply(
             for ((&i, (_, cell, _)), r) in slots.iter().zip(&applies).zip(results) {
                 out[i] = Some(match r {
                     Ok(epoch) if ctx.outdates(&epoch, &cell.epoch(), now_ms) => {
-                        PeerResponse::Stale {
-                            epoch: convert::wire_epoch(&epoch),
-                        }
+                        PeerResponse::Stale { epoch }
                     }
                     Ok(_) => PeerResponse::Applied,
                     Err(e) => PeerResponse::Error(engine_error(&e)),
@@ -320,7 +318,7 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, task: Task) -> PeerResponse {
             .map_err(|e| engine_error(&e)),
         Task::LeaderReset(key, cl) => match convert::key(&key) {
             Ok(k) => writes
-                .lead_change(&k, (WireChange::Delete, false), cl)
+                .lead_change(&k, (Change::Delete, false), cl)
                 .await
                 .map(|_| PeerResponse::Reset),
             Err(e) => Err(e),

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use tally_engine::{Cell, now_ms, unique};
-use tally_net::wire::{Consistency, WireChange, WireChanged, WireError, WireWhen};
+use tally_net::wire::{Change, Changed, Consistency, When, WireError};
 
 use crate::base::convert::{engine_error, live_value};
 use crate::cluster::ctx::Ctx;
@@ -48,12 +48,12 @@ pub(crate) async fn count_cell(
 pub(crate) async fn expire(
     writes: &crate::cluster::write::Writes,
     partition: &[u8],
-    (at_ms, only): (u64, WireWhen),
+    (at_ms, only): (u64, When),
     cl: Consistency,
-) -> Result<WireChanged, WireError> {
+) -> Result<Changed, WireError> {
     let key = unique::count_key(partition).map_err(|e| engine_error(&e))?;
     writes
-        .change(&key, WireChange::Expire { at_ms, only }, cl, false)
+        .change(&key, Change::Expire { at_ms, only }, cl, false)
         .await
 }
 

@@ -268,7 +268,7 @@ pub(crate) fn own_shard_possible(epoch: (u64, u64), (clock, value): (u64, i64), 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tally_net::wire::WireShard;
+    use tally_net::wire::Shard;
 
     const ME: u64 = 0xAAAA;
     const OTHER: u64 = 0xBBBB;
@@ -313,10 +313,10 @@ mod tests {
             key: WireKey::new(partition, b""),
             cell: WireCell {
                 list: None,
-                epoch: tally_net::wire::WireEpoch::at(epoch),
+                epoch: tally_net::wire::Epoch::at(epoch),
                 shards: shards
                     .iter()
-                    .map(|&(counter_id, clock, value)| WireShard {
+                    .map(|&(counter_id, clock, value)| Shard {
                         counter_id,
                         clock,
                         value,

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tally_net::wire::{WireChange, WirePresence, WireTtl, WireWhen};
+use tally_net::wire::{Change, Presence, Ttl, When};
 use tally_net::{Client, ClientError, Consistency};
 
 use crate::checker::{Kind, Op, Outcome};
@@ -145,19 +145,19 @@ pub(crate) async fn worker(
             Kind::Read => c.get(&key_name(key), b"", cl).await,
             Kind::Reset => c.reset(&key_name(key), b"", cl).await.map(|()| 0),
             Kind::Set(value) => {
-                let set = WireChange::Set {
+                let set = Change::Set {
                     value: *value,
-                    ttl: WireTtl::Clear,
-                    only: WirePresence::Any,
+                    ttl: Ttl::Clear,
+                    only: Presence::Any,
                 };
                 c.change(&key_name(key), b"", set, cl).await.map(|_| 0)
             }
             Kind::Expire { at_ns } => {
                 let ttl_ns = *at_ns;
                 *at_ns = now(invoke).saturating_add(ttl_ns);
-                let expire = WireChange::Expire {
+                let expire = Change::Expire {
                     at_ms: wall_ms().saturating_add(ttl_ns / 1_000_000),
-                    only: WireWhen::Always,
+                    only: When::Always,
                 };
                 let done = c.change(&key_name(key), b"", expire, cl).await;
                 done.map(|d| i64::from(d.applied))

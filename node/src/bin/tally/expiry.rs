@@ -4,7 +4,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
-use tally_net::wire::{WireCell, WireChange, WireChanged, WirePresence, WireTtl, WireWhen};
+use tally_net::wire::{Change, Changed, Presence, Ttl, When, WireCell};
 use tally_net::{ClientError, Consistency};
 
 use super::Target;
@@ -22,17 +22,17 @@ pub(crate) fn in_secs(secs: u64) -> u64 {
 }
 
 /// `SET` of `value`, with a deadline `ttl` seconds from now if given.
-pub(crate) fn set(value: i64, ttl: Option<u64>) -> WireChange {
-    WireChange::Set {
+pub(crate) fn set(value: i64, ttl: Option<u64>) -> Change {
+    Change::Set {
         value,
-        ttl: ttl.map_or(WireTtl::Clear, |s| WireTtl::At(in_secs(s))),
-        only: WirePresence::Any,
+        ttl: ttl.map_or(Ttl::Clear, |s| Ttl::At(in_secs(s))),
+        only: Presence::Any,
     }
 }
 
 /// A new deadline `secs` from now (or none, for `persist`), if `only` allows.
-pub(crate) fn expire(secs: Option<u64>, only: WireWhen) -> WireChange {
-    WireChange::Expire {
+pub(crate) fn expire(secs: Option<u64>, only: When) -> Change {
+    Change::Expire {
         at_ms: secs.map_or(0, in_secs),
         only,
     }
@@ -43,9 +43,9 @@ pub(crate) async fn change(
     target: &Target,
     key: &[u8],
     column: &[u8],
-    change: WireChange,
+    change: Change,
     cl: Consistency,
-) -> Result<WireChanged, ClientError> {
+) -> Result<Changed, ClientError> {
     match target {
         Target::One(c) => c.change(key, column, change, cl).await,
         Target::Ring(c) => c.change(key, column, change, cl).await,
@@ -69,7 +69,7 @@ pub(crate) async fn ttl(
 
 /// `TTL` of `cell` at `now`.
 fn seconds_left(cell: &WireCell, now: u64) -> i64 {
-    let at = cell.epoch.expire_at_ms;
+    let at = cell.epoch.expiry.at_ms;
     let exists = !cell.shards.is_empty() || cell.epoch.origin != 0 || cell.epoch.fold != 0;
     if !exists || (at != 0 && now >= at) {
         return -2;
@@ -81,7 +81,7 @@ fn seconds_left(cell: &WireCell, now: u64) -> i64 {
 }
 
 /// Prints whether a change applied.
-pub(crate) fn print_changed(json: bool, key: &str, column: &str, what: &str, done: &WireChanged) {
+pub(crate) fn print_changed(json: bool, key: &str, column: &str, what: &str, done: &Changed) {
     if json {
         println!(
             "{}",
@@ -97,20 +97,23 @@ pub(crate) fn print_changed(json: bool, key: &str, column: &str, what: &str, don
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tally_net::wire::{WireEpoch, WireShard};
+    use tally_net::wire::{Epoch, Shard};
 
     #[test]
     fn ttl_answers_as_redis_does() {
-        let shard = WireShard {
+        let shard = Shard {
             counter_id: 1,
             clock: 1,
             value: 3,
         };
-        let cell = |at, shards: &[WireShard]| WireCell {
+        let cell = |at, shards: &[Shard]| WireCell {
             list: None,
-            epoch: WireEpoch {
-                expire_at_ms: at,
-                ..WireEpoch::at(1)
+            epoch: Epoch {
+                expiry: tally_net::wire::Expiry {
+                    at_ms: at,
+                    ..Default::default()
+                },
+                ..Epoch::at(1)
             },
             shards: shards.iter().copied().collect(),
         };

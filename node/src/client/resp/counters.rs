@@ -91,8 +91,7 @@ fn key(partition: &[u8], column: &[u8]) -> WireKey {
 }
 
 /// Redis' error for a command on a key of the other kind.
-pub(crate) const WRONGTYPE: &str =
-    "WRONGTYPE Operation against a key holding the wrong kind of value";
+pub(crate) use crate::base::refusal::WRONGTYPE;
 
 /// A write's error, in Redis' words where Redis has them.
 pub(crate) fn wire_err(e: &WireError) -> Reply {

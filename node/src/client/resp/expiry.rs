@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use tally_engine::{Cell, now_ms};
-use tally_net::wire::{Consistency, WireChange, WireError, WireKey, WireWhen};
+use tally_net::wire::{Change, Consistency, When, WireError, WireKey};
 
 use super::counters::wire_err;
 use super::proto::Reply;
@@ -33,7 +33,7 @@ pub(crate) async fn execute(
                 Err(e) => e,
             }
         }
-        ("persist", 1) => expire(node, cl, &rest[0], 0, WireWhen::Always).await,
+        ("persist", 1) => expire(node, cl, &rest[0], 0, When::Always).await,
         ("ttl" | "pttl" | "expiretime" | "pexpiretime", 1) => {
             match deadline(node, cl, &rest[0]).await {
                 Ok(d) => Reply::Int(time_reply(name, d, now)),
@@ -89,7 +89,7 @@ pub(crate) fn expire_args(
     time: &[u8],
     opts: &[Vec<u8>],
     now_ms: u64,
-) -> Result<(u64, WireWhen), Reply> {
+) -> Result<(u64, When), Reply> {
     let t = super::counters::int_arg(time)?;
     let invalid = || Reply::err(format!("ERR invalid expire time in '{name}' command"));
     let ms = match name {
@@ -108,7 +108,7 @@ pub(crate) fn expire_args(
 }
 
 /// The condition `NX`, `XX`, `GT` or `LT` of an `EXPIRE`, as Redis checks them.
-fn expire_when(opts: &[Vec<u8>]) -> Result<WireWhen, Reply> {
+fn expire_when(opts: &[Vec<u8>]) -> Result<When, Reply> {
     let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
     for o in opts {
         match o.to_ascii_lowercase().as_slice() {
@@ -135,24 +135,18 @@ fn expire_when(opts: &[Vec<u8>]) -> Result<WireWhen, Reply> {
         ));
     }
     Ok(match (nx, xx, gt, lt) {
-        (true, ..) => WireWhen::NoDeadline,
-        (_, _, true, _) => WireWhen::Later,
-        (_, true, _, true) => WireWhen::SoonerThanOne,
-        (_, _, _, true) => WireWhen::Sooner,
-        (_, true, ..) => WireWhen::HasDeadline,
-        _ => WireWhen::Always,
+        (true, ..) => When::NoDeadline,
+        (_, _, true, _) => When::Later,
+        (_, true, _, true) => When::SoonerThanOne,
+        (_, _, _, true) => When::Sooner,
+        (_, true, ..) => When::HasDeadline,
+        _ => When::Always,
     })
 }
 
 /// Gives `key` the deadline `at_ms` (0: none) if `only` allows; answers 1
 /// if anything changed.
-async fn expire(
-    node: &Arc<Node>,
-    cl: Consistency,
-    key: &[u8],
-    at_ms: u64,
-    only: WireWhen,
-) -> Reply {
+async fn expire(node: &Arc<Node>, cl: Consistency, key: &[u8], at_ms: u64, only: When) -> Reply {
     match expire_first_kind(node, cl, key, (at_ms, only)).await {
         Ok(applied) => Reply::Int(i64::from(applied)),
         Err(e) => wire_err(&e),
@@ -166,9 +160,9 @@ async fn expire_first_kind(
     node: &Arc<Node>,
     cl: Consistency,
     key: &[u8],
-    (at_ms, only): (u64, WireWhen),
+    (at_ms, only): (u64, When),
 ) -> Result<bool, WireError> {
-    let change = WireChange::Expire { at_ms, only };
+    let change = Change::Expire { at_ms, only };
     let done = node.change(&WireKey::new(key, b""), change, cl).await?;
     if done.before.is_some() {
         return Ok(done.applied);
@@ -239,7 +233,7 @@ mod tests {
         words.iter().map(|w| w.as_bytes().to_vec()).collect()
     }
 
-    fn err_text(r: Result<(u64, WireWhen), Reply>) -> String {
+    fn err_text(r: Result<(u64, When), Reply>) -> String {
         match r {
             Err(Reply::Error(e)) => e,
             other => panic!("not an error: {other:?}"),
@@ -290,13 +284,13 @@ mod tests {
     #[test]
     fn options_map_to_conditions() {
         let when = |o: &[&str]| expire_args("expire", b"5", &opts(o), NOW).unwrap().1;
-        assert_eq!(when(&[]), WireWhen::Always);
-        assert_eq!(when(&["nx"]), WireWhen::NoDeadline);
-        assert_eq!(when(&["XX"]), WireWhen::HasDeadline);
-        assert_eq!(when(&["GT"]), WireWhen::Later);
-        assert_eq!(when(&["xx", "gt"]), WireWhen::Later);
-        assert_eq!(when(&["LT"]), WireWhen::Sooner);
-        assert_eq!(when(&["lt", "xx"]), WireWhen::SoonerThanOne);
+        assert_eq!(when(&[]), When::Always);
+        assert_eq!(when(&["nx"]), When::NoDeadline);
+        assert_eq!(when(&["XX"]), When::HasDeadline);
+        assert_eq!(when(&["GT"]), When::Later);
+        assert_eq!(when(&["xx", "gt"]), When::Later);
+        assert_eq!(when(&["LT"]), When::Sooner);
+        assert_eq!(when(&["lt", "xx"]), When::SoonerThanOne);
     }
 
     #[test]

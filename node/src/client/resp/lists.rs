@@ -8,13 +8,14 @@
 use std::sync::Arc;
 
 use tally_engine::list::{index_of, range};
-use tally_engine::now_ms;
-use tally_net::list::{WireEnd, WireListChange, WireListReply};
+use tally_engine::{Refusal, now_ms};
+use tally_net::list::{End, ListChange, ListReply};
 use tally_net::wire::{Consistency, ErrorKind, WireError, WireKey};
 
 use super::counters::{WRONGTYPE, int_arg, wire_err};
 use super::proto::Reply;
 use super::session::arity;
+use crate::base::refusal;
 use crate::node::Node;
 
 /// Answers `name` if it is one of this module's commands.
@@ -26,7 +27,7 @@ pub(crate) async fn execute(
 ) -> Option<Reply> {
     let reply = match (name, rest.len()) {
         ("lpush" | "rpush" | "lpushx" | "rpushx", n) if n >= 2 => {
-            let change = WireListChange::Push {
+            let change = ListChange::Push {
                 end: end_of(name),
                 values: rest[1..].to_vec(),
                 only_existing: name.ends_with('x'),
@@ -36,7 +37,7 @@ pub(crate) async fn execute(
         ("lpop" | "rpop", 1 | 2) => pop(node, cl, name, rest).await,
         ("ltrim", 3) => match (int_arg(&rest[1]), int_arg(&rest[2])) {
             (Ok(start), Ok(stop)) => {
-                let change = WireListChange::Trim { start, stop };
+                let change = ListChange::Trim { start, stop };
                 change_list(node, cl, &rest[0], change).await
             }
             (Err(e), _) | (_, Err(e)) => e,
@@ -44,14 +45,14 @@ pub(crate) async fn execute(
         ("lset", 3) => match int_arg(&rest[1]) {
             Ok(index) => {
                 let value = rest[2].clone();
-                change_list(node, cl, &rest[0], WireListChange::Set { index, value }).await
+                change_list(node, cl, &rest[0], ListChange::Set { index, value }).await
             }
             Err(e) => e,
         },
         ("lrem", 3) => match int_arg(&rest[1]) {
             Ok(count) => {
                 let value = rest[2].clone();
-                change_list(node, cl, &rest[0], WireListChange::Remove { count, value }).await
+                change_list(node, cl, &rest[0], ListChange::Remove { count, value }).await
             }
             Err(e) => e,
         },
@@ -70,22 +71,22 @@ pub(crate) async fn execute(
     Some(reply)
 }
 
-fn end_of(name: &str) -> WireEnd {
+fn end_of(name: &str) -> End {
     if name.starts_with('l') {
-        WireEnd::Left
+        End::Left
     } else {
-        WireEnd::Right
+        End::Right
     }
 }
 
 /// `LINSERT key BEFORE|AFTER pivot element`.
-fn insert_args(rest: &[Vec<u8>]) -> Result<WireListChange, Reply> {
+fn insert_args(rest: &[Vec<u8>]) -> Result<ListChange, Reply> {
     let before = match rest[1].to_ascii_lowercase().as_slice() {
         b"before" => true,
         b"after" => false,
         _ => return Err(Reply::err("ERR syntax error")),
     };
-    Ok(WireListChange::Insert {
+    Ok(ListChange::Insert {
         before,
         pivot: rest[2].clone(),
         value: rest[3].clone(),
@@ -100,7 +101,7 @@ async fn pop(node: &Arc<Node>, cl: Consistency, name: &str, rest: &[Vec<u8>]) ->
         Some(Ok(n)) if n >= 0 => Some(n as u64),
         Some(_) => return Reply::err("ERR value is out of range, must be positive"),
     };
-    let change = WireListChange::Pop {
+    let change = ListChange::Pop {
         end: end_of(name),
         count: count.unwrap_or(1),
     };
@@ -108,7 +109,7 @@ async fn pop(node: &Arc<Node>, cl: Consistency, name: &str, rest: &[Vec<u8>]) ->
         .change_list(&WireKey::new(&rest[0], b""), change, cl)
         .await
     {
-        Ok(WireListReply::Popped(p)) => p,
+        Ok(ListReply::Popped(p)) => p,
         Ok(other) => return unexpected(&other),
         Err(e) => return list_err(&e),
     };
@@ -120,28 +121,25 @@ async fn pop(node: &Arc<Node>, cl: Consistency, name: &str, rest: &[Vec<u8>]) ->
 }
 
 /// Makes a change; answers its reply as Redis does.
-async fn change_list(
-    node: &Arc<Node>,
-    cl: Consistency,
-    key: &[u8],
-    change: WireListChange,
-) -> Reply {
+async fn change_list(node: &Arc<Node>, cl: Consistency, key: &[u8], change: ListChange) -> Reply {
     match node.change_list(&WireKey::new(key, b""), change, cl).await {
-        Ok(WireListReply::Int(n)) => Reply::Int(n),
-        Ok(WireListReply::Done) => Reply::Simple("OK"),
-        Ok(other @ WireListReply::Popped(_)) => unexpected(&other),
+        Ok(ListReply::Int(n)) => Reply::Int(n),
+        Ok(ListReply::Done) => Reply::Simple("OK"),
+        Ok(other @ ListReply::Popped(_)) => unexpected(&other),
         Err(e) => list_err(&e),
     }
 }
 
-fn unexpected(r: &WireListReply) -> Reply {
+fn unexpected(r: &ListReply) -> Reply {
     Reply::err(format!("ERR internal error: unexpected answer {r:?}"))
 }
 
 /// A list change's error, in Redis' words.
 pub(crate) fn list_err(e: &WireError) -> Reply {
-    match (e.kind, e.message.as_str()) {
-        (ErrorKind::Invalid, m @ ("ERR no such key" | "ERR index out of range")) => Reply::err(m),
+    match (e.kind, refusal::of_text(&e.message)) {
+        (ErrorKind::Invalid, Some(r @ (Refusal::NoSuchKey | Refusal::IndexOutOfRange))) => {
+            Reply::err(refusal::redis(r))
+        }
         _ => wire_err(e),
     }
 }

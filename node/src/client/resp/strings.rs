@@ -9,9 +9,7 @@
 use std::sync::Arc;
 
 use tally_engine::now_ms;
-use tally_net::wire::{
-    Consistency, WireChange, WireChanged, WireKey, WirePresence, WireTtl, WireWhen,
-};
+use tally_net::wire::{Change, Changed, Consistency, Presence, Ttl, When, WireKey};
 
 use super::counters::wire_err;
 use super::proto::Reply;
@@ -22,7 +20,7 @@ use crate::node::Node;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct SetArgs {
     /// The change.
-    pub change: WireChange,
+    pub change: Change,
     /// Whether to answer the value before (`GET`).
     pub get: bool,
 }
@@ -42,13 +40,13 @@ pub(crate) async fn execute(
         },
         ("setnx", 2) => match value_arg(&rest[1]) {
             Ok(value) => {
-                let change = set_change(value, WireTtl::Clear, WirePresence::Absent);
+                let change = set_change(value, Ttl::Clear, Presence::Absent);
                 applied(node.change(&key(&rest[0], b""), change, cl).await)
             }
             Err(e) => e,
         },
         ("setex" | "psetex", 3) => match ttl_arg(name, &rest[1], now)
-            .and_then(|ttl| value_arg(&rest[2]).map(|v| set_change(v, ttl, WirePresence::Any)))
+            .and_then(|ttl| value_arg(&rest[2]).map(|v| set_change(v, ttl, Presence::Any)))
         {
             Ok(change) => {
                 let a = SetArgs { change, get: false };
@@ -58,14 +56,14 @@ pub(crate) async fn execute(
         },
         ("getset", 2) => match value_arg(&rest[1]) {
             Ok(value) => {
-                let change = set_change(value, WireTtl::Clear, WirePresence::Any);
+                let change = set_change(value, Ttl::Clear, Presence::Any);
                 set(node, cl, &rest[0], b"", SetArgs { change, get: true }).await
             }
             Err(e) => e,
         },
         ("getdel", 1) => {
             let a = SetArgs {
-                change: WireChange::Delete,
+                change: Change::Delete,
                 get: true,
             };
             set(node, cl, &rest[0], b"", a).await
@@ -76,8 +74,8 @@ pub(crate) async fn execute(
             Err(e) => e,
         },
         ("mset", n) if n >= 2 && n % 2 == 0 => mset(node, cl, rest).await,
-        ("hset", n) if n >= 3 && n % 2 == 1 => hset(node, cl, rest, WirePresence::Any).await,
-        ("hsetnx", 3) => hset(node, cl, rest, WirePresence::Absent).await,
+        ("hset", n) if n >= 3 && n % 2 == 1 => hset(node, cl, rest, Presence::Any).await,
+        ("hsetnx", 3) => hset(node, cl, rest, Presence::Absent).await,
         ("rename", 2) => rename(node, cl, &rest[0], &rest[1], false).await,
         ("renamenx", 2) => rename(node, cl, &rest[0], &rest[1], true).await,
         (
@@ -94,8 +92,8 @@ fn key(partition: &[u8], column: &[u8]) -> WireKey {
     WireKey::new(partition, column)
 }
 
-fn set_change(value: i64, ttl: WireTtl, only: WirePresence) -> WireChange {
-    WireChange::Set { value, ttl, only }
+fn set_change(value: i64, ttl: Ttl, only: Presence) -> Change {
+    Change::Set { value, ttl, only }
 }
 
 /// A value to set: a 64-bit integer, or a clear error.
@@ -111,7 +109,7 @@ pub(crate) fn value_arg(a: &[u8]) -> Result<i64, Reply> {
 }
 
 /// The deadline of `SETEX`/`PSETEX`: a positive time from now.
-fn ttl_arg(name: &str, a: &[u8], now_ms: u64) -> Result<WireTtl, Reply> {
+fn ttl_arg(name: &str, a: &[u8], now_ms: u64) -> Result<Ttl, Reply> {
     let t = super::counters::int_arg(a)?;
     let unit = if name == "setex" { "EX" } else { "PX" };
     deadline(unit, t, now_ms).map_err(|()| invalid_time(name))
@@ -124,7 +122,7 @@ fn invalid_time(name: &str) -> Reply {
 /// The deadline `unit t` (`EX`, `PX`, `EXAT`, `PXAT`) gives at `now_ms`:
 /// the time must be positive and the deadline within range, as Redis
 /// requires of `SET`.
-fn deadline(unit: &str, t: i64, now_ms: u64) -> Result<WireTtl, ()> {
+fn deadline(unit: &str, t: i64, now_ms: u64) -> Result<Ttl, ()> {
     if t <= 0 {
         return Err(());
     }
@@ -139,26 +137,26 @@ fn deadline(unit: &str, t: i64, now_ms: u64) -> Result<WireTtl, ()> {
             .ok_or(())?,
         _ => ms,
     };
-    Ok(WireTtl::At(u64::try_from(at).map_err(|_| ())?))
+    Ok(Ttl::At(u64::try_from(at).map_err(|_| ())?))
 }
 
 /// `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`,
 /// after the key: Redis' rules and errors.
 pub(crate) fn set_args(value: &[u8], opts: &[Vec<u8>], now_ms: u64) -> Result<SetArgs, Reply> {
     let syntax = || Reply::err("ERR syntax error");
-    let mut only = WirePresence::Any;
-    let mut ttl: Option<WireTtl> = None;
+    let mut only = Presence::Any;
+    let mut ttl: Option<Ttl> = None;
     let mut get = false;
     let mut i = 0;
     while i < opts.len() {
         let word = opts[i].to_ascii_uppercase();
         match word.as_slice() {
-            b"NX" | b"XX" if only != WirePresence::Any => return Err(syntax()),
-            b"NX" => only = WirePresence::Absent,
-            b"XX" => only = WirePresence::Live,
+            b"NX" | b"XX" if only != Presence::Any => return Err(syntax()),
+            b"NX" => only = Presence::Absent,
+            b"XX" => only = Presence::Live,
             b"GET" => get = true,
             b"KEEPTTL" if ttl.is_some() => return Err(syntax()),
-            b"KEEPTTL" => ttl = Some(WireTtl::Keep),
+            b"KEEPTTL" => ttl = Some(Ttl::Keep),
             b"EX" | b"PX" | b"EXAT" | b"PXAT" => {
                 let (Some(t), None) = (opts.get(i + 1), ttl) else {
                     return Err(syntax());
@@ -173,18 +171,18 @@ pub(crate) fn set_args(value: &[u8], opts: &[Vec<u8>], now_ms: u64) -> Result<Se
         i += 1;
     }
     let value = value_arg(value)?;
-    let change = set_change(value, ttl.unwrap_or(WireTtl::Clear), only);
+    let change = set_change(value, ttl.unwrap_or(Ttl::Clear), only);
     Ok(SetArgs { change, get })
 }
 
 /// `GETEX`'s options: `None` for a plain read, else the deadline change.
-fn getex_args(opts: &[Vec<u8>], now_ms: u64) -> Result<Option<WireChange>, Reply> {
+fn getex_args(opts: &[Vec<u8>], now_ms: u64) -> Result<Option<Change>, Reply> {
     let syntax = || Reply::err("ERR syntax error");
     match opts {
         [] => Ok(None),
-        [p] if p.eq_ignore_ascii_case(b"persist") => Ok(Some(WireChange::Expire {
+        [p] if p.eq_ignore_ascii_case(b"persist") => Ok(Some(Change::Expire {
             at_ms: 0,
-            only: WireWhen::Always,
+            only: When::Always,
         })),
         [unit, t] => {
             let unit = String::from_utf8_lossy(unit).to_ascii_uppercase();
@@ -193,9 +191,9 @@ fn getex_args(opts: &[Vec<u8>], now_ms: u64) -> Result<Option<WireChange>, Reply
             }
             let t = super::counters::int_arg(t)?;
             match deadline(&unit, t, now_ms) {
-                Ok(WireTtl::At(at_ms)) => Ok(Some(WireChange::Expire {
+                Ok(Ttl::At(at_ms)) => Ok(Some(Change::Expire {
                     at_ms,
-                    only: WireWhen::Always,
+                    only: When::Always,
                 })),
                 _ => Err(invalid_time("getex")),
             }
@@ -252,14 +250,10 @@ async fn rename(node: &Arc<Node>, cl: Consistency, src: &[u8], dst: &[u8], nx: b
         };
     }
     let ttl = match super::expiry::deadline_of(&cell) {
-        super::expiry::Deadline::At(at) => WireTtl::At(at),
-        _ => WireTtl::Clear,
+        super::expiry::Deadline::At(at) => Ttl::At(at),
+        _ => Ttl::Clear,
     };
-    let only = if nx {
-        WirePresence::Absent
-    } else {
-        WirePresence::Any
-    };
+    let only = if nx { Presence::Absent } else { Presence::Any };
     match node
         .change(&key(dst, b""), set_change(value, ttl, only), cl)
         .await
@@ -268,14 +262,14 @@ async fn rename(node: &Arc<Node>, cl: Consistency, src: &[u8], dst: &[u8], nx: b
         Ok(_) => {}
         Err(e) => return wire_err(&e),
     }
-    match node.change(&key(src, b""), WireChange::Delete, cl).await {
+    match node.change(&key(src, b""), Change::Delete, cl).await {
         Ok(_) if nx => Reply::Int(1),
         Ok(_) => Reply::Simple("OK"),
         Err(e) => wire_err(&e),
     }
 }
 
-fn applied(done: Result<WireChanged, tally_net::wire::WireError>) -> Reply {
+fn applied(done: Result<Changed, tally_net::wire::WireError>) -> Reply {
     match done {
         Ok(done) => Reply::Int(i64::from(done.applied)),
         Err(e) => wire_err(&e),
@@ -292,7 +286,7 @@ async fn mset(node: &Arc<Node>, cl: Consistency, rest: &[Vec<u8>]) -> Reply {
         }
     }
     for (k, value) in sets {
-        let change = set_change(value, WireTtl::Clear, WirePresence::Any);
+        let change = set_change(value, Ttl::Clear, Presence::Any);
         if let Err(e) = node.change(&key(k, b""), change, cl).await {
             return wire_err(&e);
         }
@@ -302,7 +296,7 @@ async fn mset(node: &Arc<Node>, cl: Consistency, rest: &[Vec<u8>]) -> Reply {
 
 /// `HSET key field value [field value ...]` (answers how many fields were
 /// new) and `HSETNX key field value` (answers whether it set it).
-async fn hset(node: &Arc<Node>, cl: Consistency, rest: &[Vec<u8>], only: WirePresence) -> Reply {
+async fn hset(node: &Arc<Node>, cl: Consistency, rest: &[Vec<u8>], only: Presence) -> Reply {
     let mut sets = Vec::with_capacity(rest.len() / 2);
     for pair in rest[1..].chunks(2) {
         match value_arg(&pair[1]) {
@@ -312,9 +306,9 @@ async fn hset(node: &Arc<Node>, cl: Consistency, rest: &[Vec<u8>], only: WirePre
     }
     let mut count = 0;
     for (field, value) in sets {
-        let change = set_change(value, WireTtl::Clear, only);
+        let change = set_change(value, Ttl::Clear, only);
         match node.change(&key(&rest[0], field), change, cl).await {
-            Ok(done) if only == WirePresence::Absent => count += i64::from(done.applied),
+            Ok(done) if only == Presence::Absent => count += i64::from(done.applied),
             Ok(done) => count += i64::from(done.before.is_none()),
             Err(e) => return wire_err(&e),
         }
@@ -336,49 +330,37 @@ mod tests {
         })
     }
 
-    fn change(value: i64, ttl: WireTtl, only: WirePresence) -> WireChange {
+    fn change(value: i64, ttl: Ttl, only: Presence) -> Change {
         set_change(value, ttl, only)
     }
 
     #[test]
     fn set_options_follow_redis() {
         let ok = |line, c, get| assert_eq!(parse(line), Ok(SetArgs { change: c, get }), "{line}");
-        ok("5", change(5, WireTtl::Clear, WirePresence::Any), false);
-        ok(
-            "-5 nx",
-            change(-5, WireTtl::Clear, WirePresence::Absent),
-            false,
-        );
-        ok(
-            "5 XX GET",
-            change(5, WireTtl::Clear, WirePresence::Live),
-            true,
-        );
+        ok("5", change(5, Ttl::Clear, Presence::Any), false);
+        ok("-5 nx", change(-5, Ttl::Clear, Presence::Absent), false);
+        ok("5 XX GET", change(5, Ttl::Clear, Presence::Live), true);
         ok(
             "5 EX 10",
-            change(5, WireTtl::At(NOW + 10_000), WirePresence::Any),
+            change(5, Ttl::At(NOW + 10_000), Presence::Any),
             false,
         );
         ok(
             "5 px 10 NX",
-            change(5, WireTtl::At(NOW + 10), WirePresence::Absent),
+            change(5, Ttl::At(NOW + 10), Presence::Absent),
             false,
         );
         ok(
             "5 EXAT 1800000000",
-            change(5, WireTtl::At(1_800_000_000_000), WirePresence::Any),
+            change(5, Ttl::At(1_800_000_000_000), Presence::Any),
             false,
         );
         ok(
             "5 PXAT 1800000000001",
-            change(5, WireTtl::At(1_800_000_000_001), WirePresence::Any),
+            change(5, Ttl::At(1_800_000_000_001), Presence::Any),
             false,
         );
-        ok(
-            "5 KEEPTTL",
-            change(5, WireTtl::Keep, WirePresence::Any),
-            false,
-        );
+        ok("5 KEEPTTL", change(5, Ttl::Keep, Presence::Any), false);
     }
 
     #[test]
@@ -420,8 +402,8 @@ mod tests {
 
     #[test]
     fn setex_and_getex_times_must_be_positive() {
-        assert_eq!(ttl_arg("setex", b"3", NOW), Ok(WireTtl::At(NOW + 3_000)));
-        assert_eq!(ttl_arg("psetex", b"3", NOW), Ok(WireTtl::At(NOW + 3)));
+        assert_eq!(ttl_arg("setex", b"3", NOW), Ok(Ttl::At(NOW + 3_000)));
+        assert_eq!(ttl_arg("psetex", b"3", NOW), Ok(Ttl::At(NOW + 3)));
         assert!(ttl_arg("setex", b"0", NOW).is_err());
         assert!(ttl_arg("psetex", b"-3", NOW).is_err());
         let words =
@@ -429,16 +411,16 @@ mod tests {
         assert_eq!(getex_args(&[], NOW), Ok(None));
         assert_eq!(
             getex_args(&words("PERSIST"), NOW),
-            Ok(Some(WireChange::Expire {
+            Ok(Some(Change::Expire {
                 at_ms: 0,
-                only: WireWhen::Always
+                only: When::Always
             }))
         );
         assert_eq!(
             getex_args(&words("ex 2"), NOW),
-            Ok(Some(WireChange::Expire {
+            Ok(Some(Change::Expire {
                 at_ms: NOW + 2_000,
-                only: WireWhen::Always
+                only: When::Always
             }))
         );
         assert!(getex_args(&words("EX 0"), NOW).is_err());

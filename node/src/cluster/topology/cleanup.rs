@@ -44,7 +44,7 @@ pub(crate) async fn run(ctx: &Arc<Ctx>) -> Result<WireCleaned, WireError> {
                 Keep::Own
             }
         };
-        worker.engine.cleanup(keep)
+        worker.engine.cleanup(None, keep)
     })
     .await
     .map_err(|e| WireError::new(ErrorKind::Internal, format!("cleanup failed: {e}")))?

@@ -13,7 +13,7 @@ use crate::cluster::ctx::Ctx;
 
 /// After this node stored a ring that flushed a database: drops the old
 /// generations' cells, in the background, rewriting only the tables that
-/// hold some (`Engine::cleanup_in`). Flushes coalesce: while a
+/// hold some (`Engine::cleanup` within ranges). Flushes coalesce: while a
 /// collection is queued, not yet reading the ring, another flush adds
 /// none (the queued one reads the newer ring).
 pub(crate) fn collect(ctx: &Arc<Ctx>) {
@@ -48,7 +48,7 @@ async fn collect_now(ctx: &Arc<Ctx>) -> Result<(u64, u64), WireError> {
     tokio::task::spawn_blocking(move || {
         worker
             .engine
-            .cleanup_in(&ranges, |k| match topology.flushed(k.partition()) {
+            .cleanup(Some(&ranges), |k| match topology.flushed(k.partition()) {
                 true => Keep::Nothing,
                 false => Keep::Whole,
             })

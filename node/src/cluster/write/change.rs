@@ -18,12 +18,8 @@
 
 use std::sync::Arc;
 
-use tally_engine::change::{Change, Presence, Ttl, When};
 use tally_engine::{Key, now_ms};
-use tally_net::wire::{
-    Consistency, PeerRequest, PeerResponse, WireChange, WireChanged, WireError, WirePresence,
-    WireTtl, WireWhen,
-};
+use tally_net::wire::{Change, Changed, Consistency, PeerRequest, PeerResponse, WireError};
 use tokio::sync::oneshot;
 
 use super::forward::{forward, unexpected};
@@ -40,10 +36,10 @@ use crate::ring::Replicas;
 pub(crate) async fn change(
     ctx: &Arc<Ctx>,
     key: &Key,
-    change: WireChange,
+    change: Change,
     cl: Consistency,
     reads: bool,
-) -> Result<WireChanged, WireError> {
+) -> Result<Changed, WireError> {
     match ctx.route(key, cl, what(&change))? {
         Route::Lead(replicas) => lead(ctx, key, (change, reads), cl, replicas).await,
         Route::Forward(live) => {
@@ -65,19 +61,19 @@ pub(crate) async fn change(
 pub(crate) async fn lead_forwarded(
     ctx: &Arc<Ctx>,
     key: &Key,
-    (change, reads): (WireChange, bool),
+    (change, reads): (Change, bool),
     cl: Consistency,
-) -> Result<WireChanged, WireError> {
+) -> Result<Changed, WireError> {
     let replicas = ctx.lead_here(key, cl, what(&change))?;
     lead(ctx, key, (change, reads), cl, replicas).await
 }
 
 /// What a change is called in errors.
-fn what(change: &WireChange) -> &'static str {
+fn what(change: &Change) -> &'static str {
     match change {
-        WireChange::Set { .. } => "set",
-        WireChange::Expire { .. } => "expire",
-        WireChange::Delete => "reset",
+        Change::Set { .. } => "set",
+        Change::Expire { .. } => "expire",
+        Change::Delete => "reset",
     }
 }
 
@@ -86,14 +82,14 @@ fn what(change: &WireChange) -> &'static str {
 async fn lead(
     ctx: &Arc<Ctx>,
     key: &Key,
-    (change, reads): (WireChange, bool),
+    (change, reads): (Change, bool),
     cl: Consistency,
     replicas: Replicas,
-) -> Result<WireChanged, WireError> {
+) -> Result<Changed, WireError> {
     catch_up(ctx, key, &replicas, cl).await?;
     let (done, state) = ctx
         .engine
-        .change_reading(key, engine_change(change), now_ms(), reads)
+        .change(key, change, now_ms(), reads)
         .await
         .map_err(|e| engine_error(&e))?;
     let before = match done.before.map(i64::try_from) {
@@ -106,7 +102,7 @@ async fn lead(
             ));
         }
     };
-    let done = WireChanged {
+    let done = Changed {
         applied: done.applied,
         before,
     };
@@ -185,36 +181,5 @@ pub(super) async fn replicate_header(
             tally_net::wire::ErrorKind::Internal,
             "the change's replication ended without a verdict",
         )),
-    }
-}
-
-/// A change from the wire as the engine's.
-pub(crate) fn engine_change(c: WireChange) -> Change {
-    match c {
-        WireChange::Set { value, ttl, only } => Change::Set {
-            value,
-            ttl: match ttl {
-                WireTtl::Clear => Ttl::Clear,
-                WireTtl::Keep => Ttl::Keep,
-                WireTtl::At(ms) => Ttl::At(ms),
-            },
-            only: match only {
-                WirePresence::Any => Presence::Any,
-                WirePresence::Absent => Presence::Absent,
-                WirePresence::Live => Presence::Live,
-            },
-        },
-        WireChange::Expire { at_ms, only } => Change::Expire {
-            at_ms,
-            only: match only {
-                WireWhen::Always => When::Always,
-                WireWhen::NoDeadline => When::NoDeadline,
-                WireWhen::HasDeadline => When::HasDeadline,
-                WireWhen::Later => When::Later,
-                WireWhen::Sooner => When::Sooner,
-                WireWhen::SoonerThanOne => When::SoonerThanOne,
-            },
-        },
-        WireChange::Delete => Change::Delete,
     }
 }

@@ -26,9 +26,8 @@
 
 use std::sync::Arc;
 
-use tally_engine::list::{End, ListChange, ListReply};
 use tally_engine::{Key, now_ms};
-use tally_net::list::{WireEnd, WireListChange, WireListReply};
+use tally_net::list::{ListChange, ListReply};
 use tally_net::wire::{Consistency, ErrorKind, PeerRequest, PeerResponse, WireError};
 
 use super::Writes;
@@ -45,9 +44,9 @@ impl Writes {
     pub(crate) async fn change_list(
         &self,
         key: &Key,
-        change: WireListChange,
+        change: ListChange,
         cl: Consistency,
-    ) -> Result<WireListReply, WireError> {
+    ) -> Result<ListReply, WireError> {
         match self.ctx.route_first(key, cl, change.name())? {
             Route::Lead(replicas) => self.lead_list(key, change, cl, replicas).await,
             Route::Forward(live) => {
@@ -68,9 +67,9 @@ impl Writes {
     pub(crate) async fn lead_list_forwarded(
         &self,
         key: &Key,
-        change: WireListChange,
+        change: ListChange,
         cl: Consistency,
-    ) -> Result<WireListReply, WireError> {
+    ) -> Result<ListReply, WireError> {
         let replicas = self.ctx.lead_here(key, cl, change.name())?;
         self.lead_list(key, change, cl, replicas).await
     }
@@ -81,23 +80,22 @@ impl Writes {
     async fn lead_list(
         &self,
         key: &Key,
-        change: WireListChange,
+        change: ListChange,
         cl: Consistency,
         replicas: Replicas,
-    ) -> Result<WireListReply, WireError> {
+    ) -> Result<ListReply, WireError> {
         let ctx: &Arc<Ctx> = &self.ctx;
         let read_at = now_ms();
         catch_up(ctx, key, &replicas, cl).await?;
         self.hold_list_change(&change).await;
         let at = self.list_stamp(read_at);
-        let change = engine_list_change(change);
         if self.drop_this_add() {
             // FAULT INJECTION: acknowledged as if made, never made (counted
             // with the adds: every `n`th led write).
             let mut cell = ctx.engine.get(key).map_err(|e| engine_error(&e))?;
             let done = tally_engine::list::decide_list(&mut cell, &change, 0, at)
                 .map_err(|e| engine_error(&e.into()))?;
-            return Ok(wire_reply(done.reply));
+            return Ok(done.reply);
         }
         let (done, state) = ctx
             .engine
@@ -106,14 +104,14 @@ impl Writes {
             .map_err(|e| engine_error(&e))?;
         if !done.applied {
             settle_unmade(ctx).await?;
-            return Ok(wire_reply(done.reply));
+            return Ok(done.reply);
         }
         match replicate_header(ctx, key, state, replicas, cl).await? {
             // A later change led here was made on this one: it holds it.
             Replicated::Overtaken(newer) if newer.origin != ctx.engine.counter_id() => {
                 Err(overtaken())
             }
-            Replicated::Held | Replicated::Overtaken(_) => Ok(wire_reply(done.reply)),
+            Replicated::Held | Replicated::Overtaken(_) => Ok(done.reply),
         }
     }
 }
@@ -125,50 +123,6 @@ fn overtaken() -> WireError {
         ErrorKind::Timeout,
         "a newer change of the list, made meanwhile through another replica, overtook this one; it may not be in the list",
     )
-}
-
-/// A list change from the wire as the engine's.
-fn engine_list_change(c: WireListChange) -> ListChange {
-    let end = |e| match e {
-        WireEnd::Left => End::Left,
-        WireEnd::Right => End::Right,
-    };
-    match c {
-        WireListChange::Push {
-            end: e,
-            values,
-            only_existing,
-        } => ListChange::Push {
-            end: end(e),
-            values,
-            only_existing,
-        },
-        WireListChange::Pop { end: e, count } => ListChange::Pop {
-            end: end(e),
-            count: usize::try_from(count).unwrap_or(usize::MAX),
-        },
-        WireListChange::Trim { start, stop } => ListChange::Trim { start, stop },
-        WireListChange::Set { index, value } => ListChange::Set { index, value },
-        WireListChange::Remove { count, value } => ListChange::Remove { count, value },
-        WireListChange::Insert {
-            before,
-            pivot,
-            value,
-        } => ListChange::Insert {
-            before,
-            pivot,
-            value,
-        },
-    }
-}
-
-/// An engine list reply for the wire.
-fn wire_reply(r: ListReply) -> WireListReply {
-    match r {
-        ListReply::Int(n) => WireListReply::Int(n),
-        ListReply::Popped(elements) => WireListReply::Popped(elements),
-        ListReply::Done => WireListReply::Done,
-    }
 }
 
 /// Fault injection and a test seam for list changes (the test-only
@@ -211,12 +165,12 @@ impl Writes {
     }
 
     /// Waits as the test seam says, if `change` is the push it holds.
-    async fn hold_list_change(&self, change: &WireListChange) {
+    async fn hold_list_change(&self, change: &ListChange) {
         let held = self.list_faults.hold.lock().clone();
         let Some((value, hold)) = held else {
             return;
         };
-        if let WireListChange::Push { values, .. } = change
+        if let ListChange::Push { values, .. } = change
             && values.contains(&value)
         {
             tracing::warn!(
@@ -236,5 +190,5 @@ impl Writes {
     }
 
     /// No test seam in this build.
-    async fn hold_list_change(&self, _change: &WireListChange) {}
+    async fn hold_list_change(&self, _change: &ListChange) {}
 }

@@ -52,7 +52,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tally_engine::{Key, OpId};
-use tally_net::wire::{Consistency, ErrorKind, WireChange, WireChanged, WireError};
+use tally_net::wire::{Change, Changed, Consistency, ErrorKind, WireError};
 use tokio::sync::oneshot;
 
 use crate::cluster::ctx::Ctx;
@@ -191,10 +191,10 @@ impl Writes {
     pub(crate) async fn change(
         &self,
         key: &Key,
-        c: WireChange,
+        c: Change,
         cl: Consistency,
         reads: bool,
-    ) -> Result<WireChanged, WireError> {
+    ) -> Result<Changed, WireError> {
         change::change(&self.ctx, key, c, cl, reads).await
     }
 
@@ -202,15 +202,15 @@ impl Writes {
     pub(crate) async fn lead_change(
         &self,
         key: &Key,
-        c: (WireChange, bool),
+        c: (Change, bool),
         cl: Consistency,
-    ) -> Result<WireChanged, WireError> {
+    ) -> Result<Changed, WireError> {
         change::lead_forwarded(&self.ctx, key, c, cl).await
     }
 
     /// Resets a counter at `cl`.
     pub(crate) async fn reset(&self, key: &Key, cl: Consistency) -> Result<(), WireError> {
-        self.change(key, WireChange::Delete, cl, false)
+        self.change(key, Change::Delete, cl, false)
             .await
             .map(|_| ())
     }

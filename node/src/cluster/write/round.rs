@@ -72,7 +72,7 @@ impl Answer {
     pub(crate) fn of(resp: &PeerResponse) -> Answer {
         match resp {
             PeerResponse::Applied => Answer::Applied,
-            PeerResponse::Stale { epoch } => Answer::Stale(crate::base::convert::epoch(epoch)),
+            PeerResponse::Stale { epoch } => Answer::Stale(*epoch),
             _ => Answer::Failed,
         }
     }
