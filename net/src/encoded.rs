@@ -159,7 +159,7 @@ mod tests {
         assert_eq!(e.kind(), Kind::Lead);
         let e = Encoded::new(&[PeerRequest::LeaderChange {
             key: WireKey::new(b"k", b""),
-            change: crate::wire::WireChange::Delete,
+            change: crate::wire::Change::Delete,
             reads: false,
             cl: Consistency::One,
         }]);
