@@ -22,7 +22,10 @@
 //! | `HELLO`, `AUTH`, `CLIENT`, `INFO`, `COMMAND`, `TIME`, `PING`, ... | what clients and tools expect (`admin`) |
 //!
 //! Requests are RESP arrays of bulk strings or inline commands, pipelined or
-//! not (`proto`). A pipeline's commands on distinct keys run at once and
+//! not (`proto`), each parsed once into a typed command (`command`) that
+//! every path runs: authorized by one rule (`access::authorize`), then
+//! answered by the one module its entry in the command table names
+//! (`base::commands`). A pipeline's commands on distinct keys run at once and
 //! share the node's batches (`pipeline`, `group`: its adds go to the write
 //! queue straight away); they are answered in order, and
 //! commands on one key keep their order, as Redis runs them, so `INCR a`
@@ -32,7 +35,9 @@
 //!
 //! Where the node has users, a connection must log in (`AUTH`, or
 //! `HELLO ... AUTH`) before any other command, and then runs what its
-//! role allows (`login`, `crate::security::auth`); the port may speak only TLS.
+//! role allows (`login`, `crate::security::auth`), alike alone, in a
+//! pipeline, in a transaction (as queued and as `EXEC` runs it) and in a
+//! script; the port may speak only TLS.
 //!
 //! A connection over the node's cap is told `-ERR max number of clients
 //! reached` and closed, as Redis does (see `accept`). Replies pile up in

@@ -6,9 +6,12 @@
 //! go back in the order the commands came, and commands on one key keep
 //! their order: a run of commands goes together only while no two touch
 //! the same partition, except adds, which the write queue takes in arrival
-//! order and answers as if they ran one after another. Anything that is
-//! not a plain keyed command (connection settings, transactions, unknown
-//! commands, wrong arity) runs alone, in its place.
+//! order and answers as if they ran one after another. The command table
+//! says how each command may join (`commands::Pipe`); a barrier
+//! (connection settings such as `SELECT`, transactions, scripts, flushes),
+//! an unknown command, one of the wrong arity and one the login may not
+//! run end the group and run alone, in their places, and the commands
+//! after them group again: in any database, before and after a flush.
 
 use smallvec::SmallVec;
 

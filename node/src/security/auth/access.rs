@@ -6,7 +6,7 @@
 //! the cluster or its files (repair, ring changes, cleanup, fold,
 //! snapshots) needs `Admin`, as do the RESP commands Redis calls
 //! dangerous (`base::commands` says which). Logging in needs nothing.
-//! [`authorize`] is the one decision for every RESP command.
+//! `authorize` is the one decision for every RESP command.
 
 use std::net::IpAddr;
 use std::time::Duration;
