@@ -9,6 +9,7 @@
 //! `super::keyed_as`), which hands a command to the one module its table
 //! entry names.
 
+use super::proto::Reply;
 use crate::base::commands::{self, COMMANDS, Command};
 
 /// Redis' answer to an amount that is not an integer.
@@ -95,6 +96,49 @@ impl Cmd {
     }
 }
 
+/// Redis commands the table lacks because Tally does not serve them, and
+/// why: a client hears the reason rather than "unknown command".
+const UNSERVED: &[(&[&str], &str)] = &[
+    (
+        &["incrbyfloat", "hincrbyfloat"],
+        "Tally counts integers (use INCRBY)",
+    ),
+    (
+        &["smembers", "srem", "spop", "sscan", "pfmerge"],
+        "Tally's sets are unique counters, which count members but do not list or remove them",
+    ),
+];
+
+/// What a command the table does not know (`words`, the name first) is
+/// told: why Tally does not serve it, or Redis' unknown command.
+pub(crate) fn unknown(words: &[Vec<u8>]) -> Reply {
+    let name = String::from_utf8_lossy(&words[0]).to_ascii_lowercase();
+    let why = UNSERVED
+        .iter()
+        .find(|(names, _)| names.contains(&name.as_str()));
+    match why {
+        Some((_, why)) => Reply::err(format!(
+            "ERR {} is not supported: {why}",
+            name.to_ascii_uppercase()
+        )),
+        None => redis_unknown(words),
+    }
+}
+
+/// Redis' answer to an unknown command (`words`, the name first).
+pub(crate) fn redis_unknown(args: &[Vec<u8>]) -> Reply {
+    let shown: Vec<String> = args[1..]
+        .iter()
+        .take(3)
+        .map(|a| format!("'{}'", String::from_utf8_lossy(a)))
+        .collect();
+    Reply::err(format!(
+        "ERR unknown command '{}', with args beginning with: {}",
+        String::from_utf8_lossy(&args[0]),
+        shown.join(" ")
+    ))
+}
+
 /// The fast path's reading of `words`, a command `name` of the right arity.
 fn op_of(name: &str, words: &[Vec<u8>]) -> Op {
     let add = |column, delta| Op::Add { column, delta };
@@ -143,6 +187,26 @@ mod tests {
         let unknown = cmd("NOPE a");
         assert_eq!((unknown.name(), unknown.op), (None, Op::Unknown));
         assert_eq!(cmd("tally.INCRBY k 1 c 1").name(), Some("tally.incrby"));
+    }
+
+    #[test]
+    fn unknown_commands_hear_why_when_tally_knows() {
+        let told = |line: &str| match unknown(&cmd(line).words) {
+            Reply::Error(e) => e,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            told("incrbyfloat a 1.5"),
+            "ERR INCRBYFLOAT is not supported: Tally counts integers (use INCRBY)"
+        );
+        assert!(told("SMembers s").starts_with("ERR SMEMBERS is not supported: Tally's sets"));
+        assert_eq!(
+            told("NOPE a b"),
+            "ERR unknown command 'NOPE', with args beginning with: 'a' 'b'"
+        );
+        for line in ["INCRBYFLOAT a 1", "SREM s x", "PFMERGE a b"] {
+            assert_eq!(cmd(line).op, Op::Unknown, "{line}: not in the table");
+        }
     }
 
     #[test]

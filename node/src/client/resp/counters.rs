@@ -59,10 +59,6 @@ pub(crate) async fn execute(
             ),
             Err(e) => read_err(&e),
         },
-        ("incrbyfloat" | "hincrbyfloat", _) => Reply::err(format!(
-            "ERR {} is not supported: Tally counts integers (use INCRBY)",
-            name.to_ascii_uppercase()
-        )),
         (
             "incr" | "decr" | "incrby" | "decrby" | "hincrby" | "get" | "hget" | "mget" | "hdel"
             | "hgetall",

@@ -315,7 +315,7 @@ async fn keyed_as(
     cmd: &Cmd,
 ) -> Reply {
     let c = match (cmd.command(), cmd.op) {
-        (None, _) => return unknown(node, cl, user, cmd).await,
+        (None, _) => return command::unknown(&cmd.words),
         (Some(c), Op::Arity) => return session::arity(c.name),
         (Some(_), Op::Add { column, delta }) => {
             return match counters::queue_add(node, cl, space, cmd, column, delta) {
@@ -354,37 +354,6 @@ async fn keyed_as(
         | Handler::Script => None,
     };
     reply.unwrap_or_else(|| session::arity(name))
-}
-
-/// A command the table does not know: a module may know it as one Tally
-/// does not serve, and say why (`INCRBYFLOAT`, `SMEMBERS`, ...); any
-/// other is Redis' unknown command. Its name is lowercased only here, off
-/// the hot path.
-async fn unknown(node: &Arc<Node>, cl: Consistency, user: Option<&str>, cmd: &Cmd) -> Reply {
-    let name = String::from_utf8_lossy(&cmd.words[0]).to_ascii_lowercase();
-    let (name, rest) = (name.as_str(), cmd.rest());
-    if let Some(reply) = counters::execute(node, cl, name, rest).await {
-        return reply;
-    }
-    if let Some(reply) = sets::execute(node, cl, name, rest).await {
-        return reply;
-    }
-    if let Some(reply) = strings::execute(node, cl, name, rest).await {
-        return reply;
-    }
-    if let Some(reply) = expiry::execute(node, cl, name, rest).await {
-        return reply;
-    }
-    if let Some(reply) = lists::execute(node, cl, name, rest).await {
-        return reply;
-    }
-    if let Some(reply) = generic::execute(node, cl, name, rest).await {
-        return reply;
-    }
-    match tally::execute(node, cl, user, name, rest).await {
-        Some(reply) => reply,
-        None => session::unknown(&cmd.words),
-    }
 }
 
 /// Runs one command as the session's transaction state says: now, queued,

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tally_net::wire::Consistency;
 
-use super::command::{Cmd, Op};
+use super::command::{Cmd, Op, redis_unknown};
 use super::proto::{Proto, Reply};
 use super::queued::{self, Budget, Charge};
 use crate::security::auth::Login;
@@ -181,7 +181,7 @@ impl Session {
 /// Whether a command may be queued: known, and of the right arity.
 fn queueable(cmd: &Cmd) -> Result<(), Reply> {
     match (cmd.name(), cmd.op) {
-        (None, _) => Err(unknown(&cmd.words)),
+        (None, _) => Err(redis_unknown(&cmd.words)),
         (Some(name), Op::Arity) => Err(arity(name)),
         (Some(_), _) => Ok(()),
     }
@@ -191,20 +191,6 @@ fn queueable(cmd: &Cmd) -> Result<(), Reply> {
 pub(crate) fn arity(name: &str) -> Reply {
     Reply::err(format!(
         "ERR wrong number of arguments for '{name}' command"
-    ))
-}
-
-/// Redis' answer to an unknown command.
-pub(crate) fn unknown(args: &[Vec<u8>]) -> Reply {
-    let shown: Vec<String> = args[1..]
-        .iter()
-        .take(3)
-        .map(|a| format!("'{}'", String::from_utf8_lossy(a)))
-        .collect();
-    Reply::err(format!(
-        "ERR unknown command '{}', with args beginning with: {}",
-        String::from_utf8_lossy(&args[0]),
-        shown.join(" ")
     ))
 }
 

@@ -4,7 +4,8 @@
 //! partition. `DEL` resets one (in `resp`).
 //!
 //! Only the counting part of a set is here: members cannot be listed or
-//! removed one by one (`SMEMBERS`, `SREM` answer an error), and `PFCOUNT`
+//! removed one by one (`SMEMBERS`, `SREM` answer an error: see
+//! `command::UNSERVED`), and `PFCOUNT`
 //! of several keys, which would need the union of their members, too.
 
 use std::sync::Arc;
@@ -53,11 +54,6 @@ pub(crate) async fn execute(
             ),
             Err(e) => err(&e),
         },
-        ("smembers" | "srem" | "spop" | "sscan" | "pfmerge", _) => Reply::Error(format!(
-            "ERR {} is not supported: Tally's sets are unique counters, which count members \
-             but do not list or remove them",
-            name.to_ascii_uppercase()
-        )),
         ("sadd" | "pfadd" | "scard" | "pfcount" | "sismember" | "smismember", _) => Reply::Error(
             format!("ERR wrong number of arguments for '{name}' command"),
         ),
