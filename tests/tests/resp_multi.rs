@@ -202,11 +202,22 @@ fn pipelines_run_in_the_selected_database_before_and_after_a_flush() {
             "1",
         ];
         assert_eq!(replies, want);
-        // A connection that stays in database 3 sees its adds.
+        // A connection that stays in database 3 sees its adds, and its
+        // sets are its own.
         assert_eq!(c.ask(&[b"SELECT", b"3"]).await, "+OK");
-        assert_eq!(
-            pipeline(&mut c, &[&[b"GET", b"a"], &[b"INCR", b"a"]]).await,
-            ["1", ":2"]
-        );
+        let replies = pipeline(
+            &mut c,
+            &[
+                &[b"GET", b"a"],
+                &[b"INCR", b"a"],
+                &[b"SADD", b"s", b"x", b"y"],
+                &[b"SADD", b"s", b"y", b"z"],
+                &[b"SCARD", b"s"],
+                &[b"SELECT", b"0"],
+                &[b"SCARD", b"s"],
+            ],
+        )
+        .await;
+        assert_eq!(replies, ["1", ":2", ":2", ":1", ":3", "+OK", ":0"]);
     });
 }

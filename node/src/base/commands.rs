@@ -84,8 +84,12 @@ pub(crate) enum Handler {
     Keys,
     /// `admin`: the server and the connection's settings.
     Admin,
-    /// `login` and the connection itself: `AUTH`, `HELLO`, `QUIT`.
-    Connection,
+    /// `QUIT`: the connection closes after the reply.
+    Quit,
+    /// `login`'s `AUTH`.
+    Auth,
+    /// `login`'s `HELLO ... AUTH`, then `admin`'s `HELLO`.
+    Hello,
     /// `session`: `MULTI` and its kin.
     Session,
     /// `script`.
@@ -514,8 +518,7 @@ pub(crate) const COMMANDS: &[Command] = &[
         "Selects a database, 0 to 15: a keyspace of its own.",
     )
     .runs(Admin, Read, Barrier),
-    cmd("quit", -1, C, NONE, "connection", "Closes the connection.")
-        .runs(Connection, Nothing, Barrier),
+    cmd("quit", -1, C, NONE, "connection", "Closes the connection.").runs(Quit, Nothing, Barrier),
     cmd(
         "scan",
         -2,
@@ -685,7 +688,7 @@ pub(crate) const COMMANDS: &[Command] = &[
         "connection",
         "Handshake: protocol 2 or 3, client name.",
     )
-    .runs(Connection, Nothing, Barrier),
+    .runs(Hello, Nothing, Barrier),
     cmd(
         "auth",
         -2,
@@ -694,7 +697,7 @@ pub(crate) const COMMANDS: &[Command] = &[
         "connection",
         "Authenticates (the default user has no password).",
     )
-    .runs(Connection, Nothing, Barrier),
+    .runs(Auth, Nothing, Barrier),
     cmd(
         "client",
         -2,

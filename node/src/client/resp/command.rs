@@ -46,6 +46,11 @@ pub(crate) enum Op {
     /// `GET`, `HGET`: a read of the counter `words[1]` (its column
     /// `words[2]` if `column`).
     Get { column: bool },
+    /// `MGET`: reads of the counters `words[1..]`.
+    MGet,
+    /// `SADD`: the members `words[2..]` counted once in the unique
+    /// counter `words[1]`.
+    SAdd,
     /// Any other command: its module reads its words.
     Words,
 }
@@ -153,6 +158,8 @@ fn op_of(name: &str, words: &[Vec<u8>]) -> Op {
         ("hincrby", [_, _, _, d]) => add(true, int(d)),
         ("get", _) => Op::Get { column: false },
         ("hget", _) => Op::Get { column: true },
+        ("mget", _) => Op::MGet,
+        ("sadd", _) => Op::SAdd,
         _ => Op::Words,
     }
 }
@@ -222,7 +229,7 @@ mod tests {
         ] {
             assert_eq!(cmd(line).op, Op::Arity, "{line}");
         }
-        for line in ["MGET a b c", "SADD s x y", "PING", "PING x", "SET a 1 EX 9"] {
+        for line in ["PFADD s x", "PING", "PING x", "SET a 1 EX 9"] {
             assert_eq!(cmd(line).op, Op::Words, "{line}");
         }
     }
@@ -236,6 +243,8 @@ mod tests {
         assert_eq!(cmd("HINCRBY h f 2").op, add(true, Ok(2)));
         assert_eq!(cmd("GET a").op, Op::Get { column: false });
         assert_eq!(cmd("HGET h f").op, Op::Get { column: true });
+        assert_eq!(cmd("MGET a b c").op, Op::MGet);
+        assert_eq!(cmd("sadd s x y").op, Op::SAdd);
     }
 
     #[test]

@@ -31,25 +31,9 @@ pub(crate) async fn execute(
     name: &str,
     rest: &[Vec<u8>],
 ) -> Option<Reply> {
-    // Adds and reads of one key (`Op::Add`, `Op::Get`) never come here:
+    // Adds and reads (`Op::Add`, `Op::Get`, `Op::MGet`) never come here:
     // `super::keyed_as` runs them as parsed, with the functions below.
     let reply = match (name, rest.len()) {
-        ("mget", n) if n >= 1 => {
-            let mut items = Vec::with_capacity(n);
-            for keys in rest.chunks(READS_AT_ONCE) {
-                items.extend(join_all(keys.iter().map(|k| get(node, cl, k, b""))).await);
-            }
-            // As Redis: a key of another kind (a list) is nil in an MGET.
-            for item in &mut items {
-                if matches!(item, Reply::Error(e) if e == WRONGTYPE) {
-                    *item = Reply::NIL;
-                }
-            }
-            match items.iter().find(|r| r.is_error()) {
-                Some(e) => e.clone(),
-                None => Reply::Array(items),
-            }
-        }
         ("hdel", n) if n >= 2 => delete(node, cl, rest[1..].iter().map(|f| key(&rest[0], f))).await,
         ("hgetall", 1) => match node.get_row(&rest[0], cl).await {
             Ok(row) => Reply::Map(
@@ -90,6 +74,36 @@ pub(crate) fn key_of(
         .map_err(|e| Reply::err(format!("ERR {e}")))?;
     let column = if column { cmd.words[2].as_slice() } else { &[] };
     Ok((partition, column))
+}
+
+/// The reply to a parsed `MGET` of `keys` in `space`: each key's value,
+/// read `READS_AT_ONCE` at a time; a key with no place in `space` gets
+/// Redis' error for it.
+pub(crate) async fn mget(
+    node: &Arc<Node>,
+    cl: Consistency,
+    space: Keyspace,
+    keys: &[Vec<u8>],
+) -> Reply {
+    let placed: Result<Vec<Cow<'_, [u8]>>, _> = keys.iter().map(|k| space.place(k)).collect();
+    let placed = match placed {
+        Ok(placed) => placed,
+        Err(e) => return Reply::err(format!("ERR {e}")),
+    };
+    let mut items = Vec::with_capacity(placed.len());
+    for keys in placed.chunks(READS_AT_ONCE) {
+        items.extend(join_all(keys.iter().map(|k| get(node, cl, k, b""))).await);
+    }
+    // As Redis: a key of another kind (a list) is nil in an MGET.
+    for item in &mut items {
+        if matches!(item, Reply::Error(e) if e == WRONGTYPE) {
+            *item = Reply::NIL;
+        }
+    }
+    match items.iter().find(|r| r.is_error()) {
+        Some(e) => e.clone(),
+        None => Reply::Array(items),
+    }
 }
 
 /// Queues a parsed add (`Op::Add`'s `column` and `delta`) of `cmd` in

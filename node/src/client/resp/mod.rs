@@ -87,7 +87,7 @@ use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tracing::debug;
 
-use crate::base::commands::Handler;
+use crate::base::commands::{self, Handler};
 use crate::base::keyspace::Keyspace;
 use crate::client::accept::{
     Accepted, Anonymous, ClientGate, ClientSlot, Closing, Listener, accept_loop, closing,
@@ -314,23 +314,35 @@ async fn keyed_as(
     user: Option<&str>,
     cmd: &Cmd,
 ) -> Reply {
-    let c = match (cmd.command(), cmd.op) {
-        (None, _) => return command::unknown(&cmd.words),
-        (Some(c), Op::Arity) => return session::arity(c.name),
-        (Some(_), Op::Add { column, delta }) => {
-            return match counters::queue_add(node, cl, space, cmd, column, delta) {
-                Ok(queued) => counters::answer(queued).await,
-                Err(refused) => refused,
-            };
-        }
-        (Some(_), Op::Get { column }) => {
-            return match counters::key_of(space, cmd, column) {
-                Ok((partition, column)) => counters::get(node, cl, &partition, column).await,
-                Err(refused) => refused,
-            };
-        }
-        (Some(c), Op::Words | Op::Unknown) => c,
+    let Some(c) = cmd.command() else {
+        return command::unknown(&cmd.words);
     };
+    match cmd.op {
+        Op::Arity => session::arity(c.name),
+        Op::Add { column, delta } => match counters::queue_add(node, cl, space, cmd, column, delta)
+        {
+            Ok(queued) => counters::answer(queued).await,
+            Err(refused) => refused,
+        },
+        Op::Get { column } => match counters::key_of(space, cmd, column) {
+            Ok((partition, column)) => counters::get(node, cl, &partition, column).await,
+            Err(refused) => refused,
+        },
+        Op::MGet => counters::mget(node, cl, space, cmd.rest()).await,
+        Op::SAdd => sets::sadd(node, cl, space, &cmd.words[1], &cmd.words[2..]).await,
+        Op::Words | Op::Unknown => by_handler(node, (cl, space), user, c, cmd).await,
+    }
+}
+
+/// Runs the keyed command `cmd` (whose table entry is `c`) by the module
+/// its entry names, with its keys as stored in `space`.
+async fn by_handler(
+    node: &Arc<Node>,
+    (cl, space): (Consistency, Keyspace),
+    user: Option<&str>,
+    c: &'static commands::Command,
+    cmd: &Cmd,
+) -> Reply {
     let args = match db::in_keyspace(c, &cmd.words, space) {
         Ok(args) => args,
         Err(e) => return e,
@@ -349,7 +361,9 @@ async fn keyed_as(
         // module refused (MULTI with arguments, say).
         Handler::Keys
         | Handler::Admin
-        | Handler::Connection
+        | Handler::Quit
+        | Handler::Auth
+        | Handler::Hello
         | Handler::Session
         | Handler::Script => None,
     };
@@ -404,13 +418,11 @@ async fn execute(node: &Arc<Node>, conn: &Conn, session: &mut Session, cmd: &Cmd
     };
     let (name, args) = (c.name, cmd.words.as_slice());
     let reply = match c.handler {
-        Handler::Connection => match name {
-            "quit" => return (Reply::Simple("OK"), true),
-            "auth" => Some(login::auth(auth, session, &args[1..], peer).await),
-            _ => match login::hello(auth, session, &args[1..], peer).await {
-                Err(refused) => Some(refused),
-                Ok(()) => admin::execute(node, &conn.slot, session, name, args),
-            },
+        Handler::Quit => return (Reply::Simple("OK"), true),
+        Handler::Auth => Some(login::auth(auth, session, &args[1..], peer).await),
+        Handler::Hello => match login::hello(auth, session, &args[1..], peer).await {
+            Err(refused) => Some(refused),
+            Ok(()) => admin::execute(node, &conn.slot, session, name, args),
         },
         Handler::Admin => admin::execute(node, &conn.slot, session, name, args),
         Handler::Script => script::execute(node, session, name, args).await,

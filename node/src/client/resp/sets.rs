@@ -13,6 +13,7 @@ use std::sync::Arc;
 use tally_net::wire::{Consistency, MEMBERS_MAX, WireError};
 
 use super::proto::Reply;
+use crate::base::keyspace::Keyspace;
 use crate::node::Node;
 
 /// Answers `name` if it is one of this module's commands.
@@ -22,11 +23,9 @@ pub(crate) async fn execute(
     name: &str,
     rest: &[Vec<u8>],
 ) -> Option<Reply> {
+    // `SADD` (`Op::SAdd`) never comes here: `super::keyed_as` runs it as
+    // parsed, with [`sadd`].
     let reply = match (name, rest.len()) {
-        ("sadd", n) if n >= 2 => match add(node, cl, &rest[0], &rest[1..]).await {
-            Ok(new) => Reply::Int(count_new(&new)),
-            Err(e) => err(&e),
-        },
         ("pfadd", 1) => Reply::Int(0),
         ("pfadd", n) if n >= 2 => match add(node, cl, &rest[0], &rest[1..]).await {
             Ok(new) => Reply::Int(i64::from(new.contains(&true))),
@@ -60,6 +59,25 @@ pub(crate) async fn execute(
         _ => return None,
     };
     Some(reply)
+}
+
+/// The reply to a parsed `SADD` of `members` to the unique counter
+/// `key` (as its client sent it) in `space`: how many were new.
+pub(crate) async fn sadd(
+    node: &Arc<Node>,
+    cl: Consistency,
+    space: Keyspace,
+    key: &[u8],
+    members: &[Vec<u8>],
+) -> Reply {
+    let key = match space.place(key) {
+        Ok(key) => key,
+        Err(e) => return Reply::err(format!("ERR {e}")),
+    };
+    match add(node, cl, &key, members).await {
+        Ok(new) => Reply::Int(count_new(&new)),
+        Err(e) => err(&e),
+    }
 }
 
 fn count_new(new: &[bool]) -> i64 {
