@@ -513,3 +513,99 @@ fn dangerous_commands_need_an_admin() {
         assert_eq!(ask(&mut app, &[b"EXISTS", b"kept"]).await, ":0");
     });
 }
+
+/// Reads one line of `conn`.
+async fn line(conn: &mut TcpStream) -> String {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\r\n") {
+        assert_eq!(conn.read(&mut byte).await.unwrap(), 1, "the node closed");
+        line.push(byte[0]);
+    }
+    String::from_utf8_lossy(&line).trim_end().to_string()
+}
+
+/// Reads one reply of `conn` as a line (a bulk string as its value).
+async fn reply(conn: &mut TcpStream) -> String {
+    let first = line(conn).await;
+    if first.starts_with('$') && first != "$-1" {
+        return line(conn).await;
+    }
+    first
+}
+
+/// One rule refuses a command on every path: alone, in a pipeline (where
+/// the commands around it still run, in order), queued in a `MULTI`, and
+/// in a script.
+#[test]
+fn a_refused_command_is_refused_alike_on_every_path() {
+    let cluster = start();
+    let resp = cluster.resp_addr(0);
+    rt().block_on(async {
+        let mut app = TcpStream::connect(resp).await.unwrap();
+        assert_eq!(ask(&mut app, &[b"AUTH", b"app", b"app-pw"]).await, "+OK");
+        assert_eq!(ask(&mut app, &[b"INCRBY", b"k", b"5"]).await, ":5");
+        let mut viewer = TcpStream::connect(resp).await.unwrap();
+        assert_eq!(
+            ask(&mut viewer, &[b"AUTH", b"viewer", b"viewer-pw"]).await,
+            "+OK"
+        );
+        let noperm = |user: &str, cmd: &str| {
+            format!("-NOPERM User {user} has no permissions to run the '{cmd}' command")
+        };
+        // Alone.
+        assert_eq!(
+            ask(&mut viewer, &[b"INCR", b"k"]).await,
+            noperm("viewer", "incr")
+        );
+        // In a pipeline: the reads around the refused write run.
+        let cmds: [&[&[u8]]; 5] = [
+            &[b"GET", b"k"],
+            &[b"INCR", b"k"],
+            &[b"HINCRBY", b"h", b"f", b"1"],
+            &[b"MGET", b"k", b"nope"],
+            &[b"GET", b"k"],
+        ];
+        let bytes: Vec<u8> = cmds.iter().flat_map(|w| command(w)).collect();
+        viewer.write_all(&bytes).await.unwrap();
+        let mut replies = Vec::new();
+        for _ in 0..4 {
+            replies.push(reply(&mut viewer).await);
+        }
+        assert_eq!(
+            replies,
+            [
+                "5".to_string(),
+                noperm("viewer", "incr"),
+                noperm("viewer", "hincrby"),
+                "*2".into()
+            ]
+        );
+        assert_eq!(reply(&mut viewer).await, "5", "MGET's first");
+        assert_eq!(reply(&mut viewer).await, "$-1", "MGET's second");
+        assert_eq!(reply(&mut viewer).await, "5");
+        // Queued in a transaction: refused there, and EXEC aborts.
+        assert_eq!(ask(&mut viewer, &[b"MULTI"]).await, "+OK");
+        assert_eq!(ask(&mut viewer, &[b"GET", b"k"]).await, "+QUEUED");
+        assert_eq!(
+            ask(&mut viewer, &[b"DECR", b"k"]).await,
+            noperm("viewer", "decr")
+        );
+        assert!(ask(&mut viewer, &[b"EXEC"]).await.starts_with("-EXECABORT"));
+        // A writer's pipeline: a flush it may not run is refused in its
+        // place, and the adds on either side of it run.
+        let cmds: [&[&[u8]]; 3] = [&[b"INCR", b"k"], &[b"FLUSHDB"], &[b"INCR", b"k"]];
+        let bytes: Vec<u8> = cmds.iter().flat_map(|w| command(w)).collect();
+        app.write_all(&bytes).await.unwrap();
+        let mut replies = Vec::new();
+        for _ in cmds {
+            replies.push(reply(&mut app).await);
+        }
+        assert_eq!(
+            replies,
+            [":6".to_string(), noperm("app", "flushdb"), ":7".into()]
+        );
+        viewer.write_all(&command(&[b"GET", b"k"])).await.unwrap();
+        assert_eq!(reply(&mut viewer).await, "7");
+    });
+}

@@ -135,3 +135,89 @@ fn the_open_transactions_of_a_node_share_its_budget() {
         assert!(refused.contains("MULTI queue is full"), "{refused}");
     });
 }
+
+/// Sends `cmds` as one pipeline, in one write, and reads a one-line reply
+/// for each (a bulk string as its value).
+async fn pipeline(c: &mut Conn, cmds: &[&[&[u8]]]) -> Vec<String> {
+    let bytes: Vec<u8> = cmds.iter().flat_map(|w| command(w)).collect();
+    c.0.get_mut().write_all(&bytes).await.unwrap();
+    let mut replies = Vec::with_capacity(cmds.len());
+    for _ in cmds {
+        let line = c.line().await;
+        replies.push(match line.starts_with('$') && line != "$-1" {
+            true => c.line().await,
+            false => line,
+        });
+    }
+    replies
+}
+
+/// A pipeline's commands run in the connection's database, and after a
+/// `FLUSHDB` in the database's new generation: `SELECT` and the flush are
+/// barriers, in their places, and the adds after them are served as before
+/// (the grouped path serves every keyspace: see `pipeline` and `counters`).
+#[test]
+fn pipelines_run_in_the_selected_database_before_and_after_a_flush() {
+    let cluster = one_node("");
+    rt().block_on(async {
+        let mut c = Conn::open(cluster.resp_addr(0)).await;
+        let replies = pipeline(
+            &mut c,
+            &[
+                &[b"INCR", b"a"],
+                &[b"SELECT", b"3"],
+                &[b"INCR", b"a"],
+                &[b"INCRBY", b"a", b"4"],
+                &[b"HINCRBY", b"h", b"f", b"2"],
+                &[b"GET", b"a"],
+                &[b"INCRBY", b"a", b"x"],
+                &[b"DECRBY", b"b", b"-9223372036854775808"],
+                &[b"FLUSHDB"],
+                &[b"GET", b"a"],
+                &[b"INCR", b"a"],
+                &[b"DECR", b"a"],
+                &[b"HGET", b"h", b"f"],
+                &[b"INCR", b"a"],
+                &[b"SELECT", b"0"],
+                &[b"GET", b"a"],
+            ],
+        )
+        .await;
+        let want = [
+            ":1",
+            "+OK",
+            ":1",
+            ":5",
+            ":2",
+            "5",
+            "-ERR value is not an integer or out of range",
+            "-ERR decrement would overflow",
+            "+OK",
+            "$-1",
+            ":1",
+            ":0",
+            "$-1",
+            ":1",
+            "+OK",
+            "1",
+        ];
+        assert_eq!(replies, want);
+        // A connection that stays in database 3 sees its adds, and its
+        // sets are its own.
+        assert_eq!(c.ask(&[b"SELECT", b"3"]).await, "+OK");
+        let replies = pipeline(
+            &mut c,
+            &[
+                &[b"GET", b"a"],
+                &[b"INCR", b"a"],
+                &[b"SADD", b"s", b"x", b"y"],
+                &[b"SADD", b"s", b"y", b"z"],
+                &[b"SCARD", b"s"],
+                &[b"SELECT", b"0"],
+                &[b"SCARD", b"s"],
+            ],
+        )
+        .await;
+        assert_eq!(replies, ["1", ":2", ":2", ":1", ":3", "+OK", ":0"]);
+    });
+}

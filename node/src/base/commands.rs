@@ -1,6 +1,13 @@
-//! The commands the RESP listener knows: arity, flags and docs, as Redis
-//! describes its own. `COMMAND` answers from this table, and a command
-//! queued in a `MULTI` is checked against it, as Redis checks it then.
+//! The commands the RESP listener knows, as one table: Redis' own
+//! description of each (arity, flags, key positions, group, docs), which
+//! `COMMAND` answers from, and what Tally does with it, typed: the module
+//! that runs it ([`Handler`]), the role it needs ([`Need`]) and how it may
+//! join a pipeline's group ([`Pipe`]). A request is looked up here once
+//! (`client::resp::command`), and every path runs what it found.
+//!
+//! Redis' flags are for `COMMAND` only: what a command needs is its
+//! [`Need`] (with [`need`] for the subcommands that need more), and a
+//! test checks that the two agree.
 
 /// One command Tally serves over RESP.
 #[derive(Debug, Clone, Copy)]
@@ -9,7 +16,7 @@ pub(crate) struct Command {
     pub name: &'static str,
     /// Redis' arity: `n` exactly n words with the name, `-n` at least n.
     pub arity: i64,
-    /// Redis' flags for it.
+    /// Redis' flags for it, as `COMMAND` shows them.
     pub flags: &'static [&'static str],
     /// First key, last key (-1: the last word) and step; 0 for none.
     pub keys: (i64, i64, i64),
@@ -17,13 +24,88 @@ pub(crate) struct Command {
     pub group: &'static str,
     /// One line on what it does here.
     pub summary: &'static str,
+    /// The client module that runs it.
+    pub handler: Handler,
+    /// What a login needs to run it (see [`need`] for subcommands).
+    pub need: Need,
+    /// How it may run beside a pipeline's other commands.
+    pub pipe: Pipe,
 }
+
+/// What a request needs of a login: a role allows the levels up to its
+/// own (`security::auth::access`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Need {
+    /// Nothing: logging in, leaving.
+    Nothing,
+    /// A logged-in user.
+    Read,
+    /// A user who may change counters.
+    Write,
+    /// An administrator.
+    Admin,
+}
+
+/// How a command may run beside a pipeline's others (see
+/// `client::resp::pipeline`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pipe {
+    /// A plain add to one key: adds to one key go together, the write
+    /// queue keeping their order.
+    Add,
+    /// A command on its keys only: goes together with commands on other keys.
+    Keyed,
+    /// Anything else (connection settings, transactions, scripts, flushes,
+    /// whole-keyspace walks): runs alone, in its place, after the commands
+    /// before it and before those after it.
+    Barrier,
+}
+
+/// The client module that runs a command (`client::resp`'s dispatch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Handler {
+    /// `counters`: adds and reads of counters and columns.
+    Counters,
+    /// `generic`: keys of every kind.
+    Generic,
+    /// `strings`: sets of counters and columns, renames.
+    Strings,
+    /// `expiry`: deadlines.
+    Expiry,
+    /// `sets`: unique counters.
+    Sets,
+    /// `tally`: adds with operation ids.
+    Tally,
+    /// `lists`.
+    Lists,
+    /// `keys::keyed`: the keyed ones of `keys` (`HSCAN`, `MOVE`).
+    KeysKeyed,
+    /// `keys`: whole-database walks and flushes.
+    Keys,
+    /// `admin`: the server and the connection's settings.
+    Admin,
+    /// `QUIT`: the connection closes after the reply.
+    Quit,
+    /// `login`'s `AUTH`.
+    Auth,
+    /// `login`'s `HELLO ... AUTH`, then `admin`'s `HELLO`.
+    Hello,
+    /// `session`: `MULTI` and its kin.
+    Session,
+    /// `script`.
+    Script,
+}
+
+use Handler::*;
+use Need::{Admin as AdminOnly, Nothing, Read, Write};
+use Pipe::{Add, Barrier, Keyed};
 
 const W: &[&str] = &["write", "denyoom", "fast"];
 const R: &[&str] = &["readonly", "fast"];
 const C: &[&str] = &["fast", "no-auth", "loading", "stale"];
 const T: &[&str] = &["noscript", "loading", "stale", "fast", "allow-busy"];
 
+/// Redis' description of a command; [`Command::runs`] says what Tally does with it.
 const fn cmd(
     name: &'static str,
     arity: i64,
@@ -39,6 +121,21 @@ const fn cmd(
         keys,
         group,
         summary,
+        handler: Admin,
+        need: Read,
+        pipe: Barrier,
+    }
+}
+
+impl Command {
+    /// This command, run by `handler`, needing `need`, joining a pipeline as `pipe`.
+    const fn runs(self, handler: Handler, need: Need, pipe: Pipe) -> Command {
+        Command {
+            handler,
+            need,
+            pipe,
+            ..self
+        }
     }
 }
 
@@ -55,7 +152,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "string",
         "Adds 1 to a counter; answers its new value.",
-    ),
+    )
+    .runs(Counters, Write, Add),
     cmd(
         "decr",
         2,
@@ -63,7 +161,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "string",
         "Subtracts 1 from a counter; answers its new value.",
-    ),
+    )
+    .runs(Counters, Write, Add),
     cmd(
         "incrby",
         3,
@@ -71,7 +170,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "string",
         "Adds an integer to a counter; answers its new value.",
-    ),
+    )
+    .runs(Counters, Write, Add),
     cmd(
         "decrby",
         3,
@@ -79,7 +179,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "string",
         "Subtracts an integer from a counter; answers its new value.",
-    ),
+    )
+    .runs(Counters, Write, Add),
     cmd(
         "get",
         2,
@@ -87,8 +188,9 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "string",
         "Reads a counter; nil if never written or reset.",
-    ),
-    cmd("mget", -2, R, ALL, "string", "Reads several counters."),
+    )
+    .runs(Counters, Read, Keyed),
+    cmd("mget", -2, R, ALL, "string", "Reads several counters.").runs(Counters, Read, Keyed),
     cmd(
         "del",
         -2,
@@ -96,7 +198,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ALL,
         "generic",
         "Deletes keys of every kind: counters, lists, hashes, unique counters.",
-    ),
+    )
+    .runs(Generic, Write, Keyed),
     cmd(
         "unlink",
         -2,
@@ -104,7 +207,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ALL,
         "generic",
         "Deletes keys, as DEL does (nothing is left to free in the background).",
-    ),
+    )
+    .runs(Generic, Write, Keyed),
     cmd(
         "exists",
         -2,
@@ -112,7 +216,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ALL,
         "generic",
         "Counts the keys that hold a value.",
-    ),
+    )
+    .runs(Generic, Read, Keyed),
     cmd(
         "set",
         -3,
@@ -120,7 +225,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "string",
         "Sets a counter to an integer; NX, XX, GET, EX, PX, EXAT, PXAT, KEEPTTL.",
-    ),
+    )
+    .runs(Strings, Write, Keyed),
     cmd(
         "setnx",
         3,
@@ -128,7 +234,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "string",
         "Sets a counter that does not exist; answers 1 if it did.",
-    ),
+    )
+    .runs(Strings, Write, Keyed),
     cmd(
         "setex",
         4,
@@ -136,7 +243,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "string",
         "Sets a counter with a deadline in seconds.",
-    ),
+    )
+    .runs(Strings, Write, Keyed),
     cmd(
         "psetex",
         4,
@@ -144,7 +252,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "string",
         "Sets a counter with a deadline in milliseconds.",
-    ),
+    )
+    .runs(Strings, Write, Keyed),
     cmd(
         "getset",
         3,
@@ -152,7 +261,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "string",
         "Sets a counter; answers its value before.",
-    ),
+    )
+    .runs(Strings, Write, Keyed),
     cmd(
         "getdel",
         2,
@@ -160,7 +270,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "string",
         "Resets a counter; answers its value before.",
-    ),
+    )
+    .runs(Strings, Write, Keyed),
     cmd(
         "getex",
         -2,
@@ -168,7 +279,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "string",
         "Reads a counter and sets or removes its deadline.",
-    ),
+    )
+    .runs(Strings, Write, Keyed),
     cmd(
         "mset",
         -3,
@@ -176,7 +288,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         (1, -1, 2),
         "string",
         "Sets several counters, one after another.",
-    ),
+    )
+    .runs(Strings, Write, Keyed),
     cmd(
         "rename",
         3,
@@ -184,7 +297,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         (1, 2, 1),
         "generic",
         "Moves a counter's value and deadline to another key (two steps, not atomic).",
-    ),
+    )
+    .runs(Strings, Write, Keyed),
     cmd(
         "renamenx",
         3,
@@ -192,7 +306,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         (1, 2, 1),
         "generic",
         "RENAME, if the new key does not exist.",
-    ),
+    )
+    .runs(Strings, Write, Keyed),
     cmd(
         "expire",
         -3,
@@ -200,7 +315,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "generic",
         "Gives a key a deadline in seconds; NX, XX, GT, LT.",
-    ),
+    )
+    .runs(Expiry, Write, Keyed),
     cmd(
         "pexpire",
         -3,
@@ -208,7 +324,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "generic",
         "Gives a key a deadline in milliseconds; NX, XX, GT, LT.",
-    ),
+    )
+    .runs(Expiry, Write, Keyed),
     cmd(
         "expireat",
         -3,
@@ -216,7 +333,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "generic",
         "Gives a key a deadline as a Unix time in seconds.",
-    ),
+    )
+    .runs(Expiry, Write, Keyed),
     cmd(
         "pexpireat",
         -3,
@@ -224,8 +342,9 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "generic",
         "Gives a key a deadline as a Unix time in milliseconds.",
-    ),
-    cmd("persist", 2, W, ONE, "generic", "Removes a key's deadline."),
+    )
+    .runs(Expiry, Write, Keyed),
+    cmd("persist", 2, W, ONE, "generic", "Removes a key's deadline.").runs(Expiry, Write, Keyed),
     cmd(
         "ttl",
         2,
@@ -233,7 +352,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "generic",
         "Seconds until a key's deadline; -1 none, -2 no key.",
-    ),
+    )
+    .runs(Expiry, Read, Keyed),
     cmd(
         "pttl",
         2,
@@ -241,7 +361,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "generic",
         "Milliseconds until a key's deadline; -1 none, -2 no key.",
-    ),
+    )
+    .runs(Expiry, Read, Keyed),
     cmd(
         "expiretime",
         2,
@@ -249,7 +370,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "generic",
         "A key's deadline as a Unix time in seconds.",
-    ),
+    )
+    .runs(Expiry, Read, Keyed),
     cmd(
         "pexpiretime",
         2,
@@ -257,7 +379,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "generic",
         "A key's deadline as a Unix time in milliseconds.",
-    ),
+    )
+    .runs(Expiry, Read, Keyed),
     cmd(
         "hset",
         -4,
@@ -265,7 +388,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "hash",
         "Sets columns of a partition to integers; answers how many were new.",
-    ),
+    )
+    .runs(Strings, Write, Keyed),
     cmd(
         "hsetnx",
         4,
@@ -273,7 +397,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "hash",
         "Sets a column that does not exist.",
-    ),
+    )
+    .runs(Strings, Write, Keyed),
     cmd(
         "hincrby",
         4,
@@ -281,8 +406,9 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "hash",
         "Adds an integer to a column of a partition.",
-    ),
-    cmd("hget", 3, R, ONE, "hash", "Reads a column of a partition."),
+    )
+    .runs(Counters, Write, Add),
+    cmd("hget", 3, R, ONE, "hash", "Reads a column of a partition.").runs(Counters, Read, Keyed),
     cmd(
         "hgetall",
         2,
@@ -290,8 +416,9 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "hash",
         "Reads every column of a partition.",
-    ),
-    cmd("hdel", -3, W, ONE, "hash", "Resets columns of a partition."),
+    )
+    .runs(Counters, Read, Keyed),
+    cmd("hdel", -3, W, ONE, "hash", "Resets columns of a partition.").runs(Counters, Write, Keyed),
     cmd(
         "sadd",
         -3,
@@ -299,7 +426,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "set",
         "Counts members once; answers how many were new.",
-    ),
+    )
+    .runs(Sets, Write, Keyed),
     cmd(
         "scard",
         2,
@@ -307,7 +435,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "set",
         "The exact number of members of a unique counter.",
-    ),
+    )
+    .runs(Sets, Read, Keyed),
     cmd(
         "sismember",
         3,
@@ -315,7 +444,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "set",
         "Whether a member was counted.",
-    ),
+    )
+    .runs(Sets, Read, Keyed),
     cmd(
         "smismember",
         -3,
@@ -323,7 +453,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "set",
         "Whether each member was counted.",
-    ),
+    )
+    .runs(Sets, Read, Keyed),
     cmd(
         "pfadd",
         -2,
@@ -331,7 +462,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "hyperloglog",
         "Counts members once, exactly.",
-    ),
+    )
+    .runs(Sets, Write, Keyed),
     cmd(
         "pfcount",
         -2,
@@ -339,7 +471,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "hyperloglog",
         "The exact number of members of one key.",
-    ),
+    )
+    .runs(Sets, Read, Keyed),
     cmd(
         "tally.incrby",
         5,
@@ -347,7 +480,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "string",
         "An add with an operation id: applied at most once.",
-    ),
+    )
+    .runs(Tally, Write, Keyed),
     cmd(
         "tally.hincrby",
         6,
@@ -355,7 +489,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "hash",
         "A column add with an operation id: applied at most once.",
-    ),
+    )
+    .runs(Tally, Write, Keyed),
     cmd(
         "ping",
         -1,
@@ -363,7 +498,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "connection",
         "Answers PONG, or the message.",
-    ),
+    )
+    .runs(Admin, Read, Barrier),
     cmd(
         "echo",
         2,
@@ -371,7 +507,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "connection",
         "Answers the message.",
-    ),
+    )
+    .runs(Admin, Read, Barrier),
     cmd(
         "select",
         2,
@@ -379,8 +516,9 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "connection",
         "Selects a database, 0 to 15: a keyspace of its own.",
-    ),
-    cmd("quit", -1, C, NONE, "connection", "Closes the connection."),
+    )
+    .runs(Admin, Read, Barrier),
+    cmd("quit", -1, C, NONE, "connection", "Closes the connection.").runs(Quit, Nothing, Barrier),
     cmd(
         "scan",
         -2,
@@ -388,7 +526,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "generic",
         "Lists the database's keys, a step at a time; MATCH, COUNT, TYPE.",
-    ),
+    )
+    .runs(Keys, Read, Barrier),
     cmd(
         "keys",
         2,
@@ -396,7 +535,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "generic",
         "Lists the database's keys that match a pattern (a whole scan).",
-    ),
+    )
+    .runs(Keys, AdminOnly, Barrier),
     cmd(
         "dbsize",
         1,
@@ -404,7 +544,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "server",
         "Counts the database's keys (a whole scan).",
-    ),
+    )
+    .runs(Keys, Read, Barrier),
     cmd(
         "randomkey",
         1,
@@ -412,7 +553,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "generic",
         "A key of the database, from a random place.",
-    ),
+    )
+    .runs(Keys, Read, Barrier),
     cmd(
         "type",
         2,
@@ -420,7 +562,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "generic",
         "What a key holds: string, list, hash, set or none.",
-    ),
+    )
+    .runs(Generic, Read, Keyed),
     cmd(
         "hscan",
         -3,
@@ -428,7 +571,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "hash",
         "Lists a hash's fields and values in one step; MATCH, COUNT, NOVALUES.",
-    ),
+    )
+    .runs(KeysKeyed, Read, Keyed),
     cmd(
         "eval",
         -3,
@@ -442,7 +586,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "scripting",
         "Runs a Lua script; its commands run in order, without isolation.",
-    ),
+    )
+    .runs(Script, Read, Barrier),
     cmd(
         "evalsha",
         -3,
@@ -456,7 +601,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "scripting",
         "Runs a cached Lua script by its sha1.",
-    ),
+    )
+    .runs(Script, Read, Barrier),
     cmd(
         "eval_ro",
         -3,
@@ -471,7 +617,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "scripting",
         "Runs a Lua script that may only read.",
-    ),
+    )
+    .runs(Script, Read, Barrier),
     cmd(
         "evalsha_ro",
         -3,
@@ -486,7 +633,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "scripting",
         "Runs a cached Lua script that may only read.",
-    ),
+    )
+    .runs(Script, Read, Barrier),
     cmd(
         "script",
         -2,
@@ -494,7 +642,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "scripting",
         "SCRIPT LOAD, EXISTS, FLUSH, KILL: the node's cache of scripts.",
-    ),
+    )
+    .runs(Script, Read, Barrier),
     cmd(
         "flushdb",
         -1,
@@ -502,7 +651,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "server",
         "Resets every counter of the database, cluster-wide, at once; ASYNC, SYNC.",
-    ),
+    )
+    .runs(Keys, AdminOnly, Barrier),
     cmd(
         "flushall",
         -1,
@@ -510,7 +660,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "server",
         "Resets every counter of every database, cluster-wide, at once; ASYNC, SYNC.",
-    ),
+    )
+    .runs(Keys, AdminOnly, Barrier),
     cmd(
         "swapdb",
         3,
@@ -518,7 +669,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "server",
         "Not supported: answers an error.",
-    ),
+    )
+    .runs(Keys, AdminOnly, Barrier),
     cmd(
         "move",
         3,
@@ -526,7 +678,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "generic",
         "Not supported: answers an error.",
-    ),
+    )
+    .runs(KeysKeyed, Write, Keyed),
     cmd(
         "hello",
         -1,
@@ -534,7 +687,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "connection",
         "Handshake: protocol 2 or 3, client name.",
-    ),
+    )
+    .runs(Hello, Nothing, Barrier),
     cmd(
         "auth",
         -2,
@@ -542,7 +696,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "connection",
         "Authenticates (the default user has no password).",
-    ),
+    )
+    .runs(Auth, Nothing, Barrier),
     cmd(
         "client",
         -2,
@@ -550,7 +705,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "connection",
         "Connection settings: SETNAME, GETNAME, ID, INFO, SETINFO, CONSISTENCY.",
-    ),
+    )
+    .runs(Admin, Read, Barrier),
     cmd(
         "readonly",
         1,
@@ -558,7 +714,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "cluster",
         "Accepted: every node serves reads.",
-    ),
+    )
+    .runs(Admin, Read, Barrier),
     cmd(
         "readwrite",
         1,
@@ -566,7 +723,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "cluster",
         "Accepted: every node serves writes.",
-    ),
+    )
+    .runs(Admin, Read, Barrier),
     cmd(
         "command",
         -1,
@@ -574,7 +732,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "server",
         "Describes the commands: COUNT, LIST, INFO, DOCS.",
-    ),
+    )
+    .runs(Admin, Read, Barrier),
     cmd(
         "config",
         -2,
@@ -582,7 +741,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "server",
         "CONFIG GET answers empty values.",
-    ),
+    )
+    .runs(Admin, AdminOnly, Barrier),
     cmd(
         "info",
         -1,
@@ -590,7 +750,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "server",
         "Server, clients, persistence and replication sections.",
-    ),
+    )
+    .runs(Admin, AdminOnly, Barrier),
     cmd(
         "time",
         1,
@@ -598,7 +759,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "server",
         "The node's clock: seconds and microseconds.",
-    ),
+    )
+    .runs(Admin, Read, Barrier),
     cmd(
         "multi",
         1,
@@ -606,7 +768,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "transactions",
         "Queues the next commands until EXEC.",
-    ),
+    )
+    .runs(Session, Read, Barrier),
     cmd(
         "exec",
         1,
@@ -614,7 +777,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "transactions",
         "Runs the queued commands in order, without isolation.",
-    ),
+    )
+    .runs(Session, Read, Barrier),
     cmd(
         "discard",
         1,
@@ -622,7 +786,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "transactions",
         "Drops the queued commands.",
-    ),
+    )
+    .runs(Session, Read, Barrier),
     cmd(
         "watch",
         -2,
@@ -630,7 +795,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ALL,
         "transactions",
         "Refused: transactions run without isolation.",
-    ),
+    )
+    .runs(Session, Read, Barrier),
     cmd(
         "unwatch",
         1,
@@ -638,7 +804,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "transactions",
         "Accepted: nothing is watched.",
-    ),
+    )
+    .runs(Session, Read, Barrier),
     cmd(
         "lpush",
         -3,
@@ -646,7 +813,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "list",
         "Pushes elements onto the head of a list; answers its length.",
-    ),
+    )
+    .runs(Lists, Write, Keyed),
     cmd(
         "rpush",
         -3,
@@ -654,7 +822,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "list",
         "Pushes elements onto the tail of a list; answers its length.",
-    ),
+    )
+    .runs(Lists, Write, Keyed),
     cmd(
         "lpushx",
         -3,
@@ -662,7 +831,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "list",
         "LPUSH, only onto a list that exists.",
-    ),
+    )
+    .runs(Lists, Write, Keyed),
     cmd(
         "rpushx",
         -3,
@@ -670,7 +840,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "list",
         "RPUSH, only onto a list that exists.",
-    ),
+    )
+    .runs(Lists, Write, Keyed),
     cmd(
         "lpop",
         -2,
@@ -678,7 +849,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "list",
         "Removes and answers the first elements of a list.",
-    ),
+    )
+    .runs(Lists, Write, Keyed),
     cmd(
         "rpop",
         -2,
@@ -686,7 +858,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "list",
         "Removes and answers the last elements of a list.",
-    ),
+    )
+    .runs(Lists, Write, Keyed),
     cmd(
         "ltrim",
         4,
@@ -694,7 +867,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "list",
         "Keeps a range of a list.",
-    ),
+    )
+    .runs(Lists, Write, Keyed),
     cmd(
         "lset",
         4,
@@ -702,7 +876,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "list",
         "Sets an element of a list by index.",
-    ),
+    )
+    .runs(Lists, Write, Keyed),
     cmd(
         "lrem",
         4,
@@ -710,7 +885,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "list",
         "Removes elements equal to a value from a list.",
-    ),
+    )
+    .runs(Lists, Write, Keyed),
     cmd(
         "linsert",
         5,
@@ -718,8 +894,9 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "list",
         "Inserts an element before or after another.",
-    ),
-    cmd("llen", 2, R, ONE, "list", "Answers the length of a list."),
+    )
+    .runs(Lists, Write, Keyed),
+    cmd("llen", 2, R, ONE, "list", "Answers the length of a list.").runs(Lists, Read, Keyed),
     cmd(
         "lrange",
         4,
@@ -727,7 +904,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "list",
         "Answers a range of a list.",
-    ),
+    )
+    .runs(Lists, Read, Keyed),
     cmd(
         "lindex",
         3,
@@ -735,12 +913,27 @@ pub(crate) const COMMANDS: &[Command] = &[
         ONE,
         "list",
         "Answers an element of a list by index.",
-    ),
+    )
+    .runs(Lists, Read, Keyed),
 ];
 
 /// The command named `name` (lowercase).
 pub(crate) fn find(name: &str) -> Option<&'static Command> {
     index(name).map(|i| &COMMANDS[i])
+}
+
+/// Longest name in [`COMMANDS`] that [`index_of_word`] looks up.
+const NAME_BYTES_MAX: usize = 16;
+
+/// The position in [`COMMANDS`] of the command a client's first word
+/// names, in any case, without allocating.
+pub(crate) fn index_of_word(word: &[u8]) -> Option<usize> {
+    let mut lower = [0u8; NAME_BYTES_MAX];
+    let lower = lower.get_mut(..word.len())?;
+    for (l, b) in lower.iter_mut().zip(word) {
+        *l = b.to_ascii_lowercase();
+    }
+    index(std::str::from_utf8(lower).ok()?)
 }
 
 /// The position of the command `name` (lowercase) in [`COMMANDS`].
@@ -759,6 +952,20 @@ pub(crate) fn index(name: &str) -> Option<usize> {
         })
         .get(name)
         .copied()
+}
+
+/// Subcommands that need more than their command, as `command|subcommand`:
+/// `SCRIPT FLUSH` is not `@dangerous` in Redis, but here it drops every
+/// user's cached scripts on every node.
+pub(crate) const ADMIN_SUBCOMMANDS: &[(&str, &[u8])] = &[("script", b"flush")];
+
+/// What `c` needs when its arguments (the name not included) are `rest`:
+/// its [`Need`], or an administrator for one of [`ADMIN_SUBCOMMANDS`].
+pub(crate) fn need(c: &Command, rest: &[Vec<u8>]) -> Need {
+    let admin_sub = ADMIN_SUBCOMMANDS.iter().any(|(name, sub)| {
+        *name == c.name && rest.first().is_some_and(|s| s.eq_ignore_ascii_case(sub))
+    });
+    if admin_sub { Need::Admin } else { c.need }
 }
 
 impl Command {
@@ -802,11 +1009,58 @@ mod tests {
                 c.name
             );
             assert_ne!(c.arity, 0, "{}", c.name);
+            assert!(c.name.len() <= NAME_BYTES_MAX, "{}", c.name);
+            assert_eq!(
+                index_of_word(c.name.to_ascii_uppercase().as_bytes()),
+                index(c.name)
+            );
         }
+        assert_eq!(index_of_word(b"GeT"), index("get"));
+        assert_eq!(index_of_word(b"getx"), None);
+        assert_eq!(index_of_word(&[b'g'; NAME_BYTES_MAX + 1]), None);
+        assert_eq!(index_of_word(&[0xC3, 0xA9]), None);
         let get = find("get").expect("get");
         assert!(get.arity_ok(2) && !get.arity_ok(1) && !get.arity_ok(3));
         let mget = find("mget").expect("mget");
         assert!(mget.arity_ok(2) && mget.arity_ok(9) && !mget.arity_ok(1));
         assert!(find("swapdb").is_some() && find("bgsave").is_none());
+    }
+
+    /// The typed columns agree with Redis' flags: `no-auth` needs nothing,
+    /// `admin` and Redis' `@dangerous` commands an administrator, `write`
+    /// a writer; only keyed commands join a pipeline's group.
+    #[test]
+    fn needs_and_pipes_agree_with_redis_flags() {
+        const DANGEROUS: &[&str] = &["flushall", "flushdb", "keys", "swapdb", "info", "config"];
+        for c in COMMANDS {
+            let has = |f: &str| c.flags.contains(&f);
+            let want = if has("no-auth") {
+                Need::Nothing
+            } else if has("admin") || DANGEROUS.contains(&c.name) {
+                Need::Admin
+            } else if has("write") {
+                Need::Write
+            } else {
+                Need::Read
+            };
+            assert_eq!(c.need, want, "{}", c.name);
+            assert_eq!(
+                c.pipe != Pipe::Barrier,
+                c.keys.0 >= 1 && c.group != "transactions",
+                "{}",
+                c.name
+            );
+            let add = ["incr", "decr", "incrby", "decrby", "hincrby"].contains(&c.name);
+            assert_eq!(c.pipe == Pipe::Add, add, "{}", c.name);
+        }
+        let script = find("script").expect("script");
+        assert_eq!(need(script, &[b"FLUSH".to_vec()]), Need::Admin);
+        assert_eq!(
+            need(script, &[b"load".to_vec(), b"flush".to_vec()]),
+            Need::Read
+        );
+        assert_eq!(need(script, &[]), Need::Read);
+        let get = find("get").expect("get");
+        assert_eq!(need(get, &[b"flush".to_vec()]), Need::Read);
     }
 }

@@ -17,6 +17,8 @@
 //! of one keyspace starts at its prefix and ends at its first key that is
 //! not the keyspace's (see `scan`).
 
+use std::borrow::Cow;
+
 use tally_engine::PARTITION_BYTES_MAX;
 use tally_net::wire::{ClientOp, ErrorKind, WireError, WireKey};
 
@@ -110,6 +112,17 @@ impl Keyspace {
         let mut stored = self.prefix();
         stored.extend_from_slice(partition);
         Ok(stored)
+    }
+
+    /// The stored partition of a client's, borrowed in the default
+    /// keyspace (which stores it as it is), so the hot path copies nothing
+    /// there.
+    pub(crate) fn place(self, partition: &[u8]) -> Result<Cow<'_, [u8]>, Refused> {
+        if self == Keyspace::DEFAULT {
+            Keyspace::check(partition)?;
+            return Ok(Cow::Borrowed(partition));
+        }
+        self.stored(partition).map(Cow::Owned)
     }
 
     /// The keyspace a stored partition is of.
@@ -224,6 +237,19 @@ mod tests {
         );
         assert_eq!(Keyspace::of(&[MARK, 1, 0]), None, "cut short");
         assert_eq!(space(0, 1).stored(b"").unwrap(), [MARK, 0, 0, 0, 0, 1]);
+    }
+
+    #[test]
+    fn placing_borrows_in_the_default_keyspace_only() {
+        assert!(matches!(
+            Keyspace::DEFAULT.place(b"k"),
+            Ok(Cow::Borrowed(b"k"))
+        ));
+        for s in [space(3, 0), space(0, 1)] {
+            assert_eq!(s.place(b"k").unwrap().as_ref(), s.stored(b"k").unwrap());
+        }
+        assert_eq!(Keyspace::DEFAULT.place(&[MARK]), Err(Refused::Reserved));
+        assert_eq!(space(3, 0).place(&[MARK]), Err(Refused::Reserved));
     }
 
     #[test]

@@ -106,9 +106,12 @@ impl Registry {
         self.resp.iter().map(|c| c.load(Relaxed))
     }
 
-    /// Counts a RESP command by its name (lowercase).
-    pub(crate) fn resp_command(&self, name: &str) {
-        let i = crate::base::commands::index(name).unwrap_or(COMMANDS.len());
+    /// Counts a RESP command by its place in the command table (`None`:
+    /// one the table does not know).
+    pub(crate) fn resp_command_at(&self, index: Option<usize>) {
+        let i = index
+            .filter(|i| *i < COMMANDS.len())
+            .unwrap_or(COMMANDS.len());
         self.resp[i].fetch_add(1, Relaxed);
     }
 }

@@ -10,10 +10,15 @@ use std::sync::Arc;
 use tally_engine::now_ms;
 use tally_net::wire::{Consistency, ErrorKind, WireError, WireKey};
 
+use std::borrow::Cow;
+
+use super::command::{Cmd, NOT_AN_INTEGER};
 use super::join::join_all;
 use super::proto::Reply;
 use super::session::arity;
 use crate::base::convert;
+use crate::base::keyspace::Keyspace;
+use crate::cluster::write::Queued;
 use crate::node::Node;
 
 /// Most keys of one `MGET` read at once.
@@ -26,36 +31,9 @@ pub(crate) async fn execute(
     name: &str,
     rest: &[Vec<u8>],
 ) -> Option<Reply> {
+    // Adds and reads (`Op::Add`, `Op::Get`, `Op::MGet`) never come here:
+    // `super::keyed_as` runs them as parsed, with the functions below.
     let reply = match (name, rest.len()) {
-        ("incr", 1) => add(node, cl, &rest[0], b"", Ok(1)).await,
-        ("decr", 1) => add(node, cl, &rest[0], b"", Ok(-1)).await,
-        ("incrby", 2) => add(node, cl, &rest[0], b"", int_arg(&rest[1])).await,
-        ("decrby", 2) => {
-            let delta = int_arg(&rest[1]).and_then(|d| {
-                d.checked_neg()
-                    .ok_or_else(|| Reply::err("ERR decrement would overflow"))
-            });
-            add(node, cl, &rest[0], b"", delta).await
-        }
-        ("hincrby", 3) => add(node, cl, &rest[0], &rest[1], int_arg(&rest[2])).await,
-        ("get", 1) => get(node, cl, &rest[0], b"").await,
-        ("hget", 2) => get(node, cl, &rest[0], &rest[1]).await,
-        ("mget", n) if n >= 1 => {
-            let mut items = Vec::with_capacity(n);
-            for keys in rest.chunks(READS_AT_ONCE) {
-                items.extend(join_all(keys.iter().map(|k| get(node, cl, k, b""))).await);
-            }
-            // As Redis: a key of another kind (a list) is nil in an MGET.
-            for item in &mut items {
-                if matches!(item, Reply::Error(e) if e == WRONGTYPE) {
-                    *item = Reply::NIL;
-                }
-            }
-            match items.iter().find(|r| r.is_error()) {
-                Some(e) => e.clone(),
-                None => Reply::Array(items),
-            }
-        }
         ("hdel", n) if n >= 2 => delete(node, cl, rest[1..].iter().map(|f| key(&rest[0], f))).await,
         ("hgetall", 1) => match node.get_row(&rest[0], cl).await {
             Ok(row) => Reply::Map(
@@ -65,10 +43,6 @@ pub(crate) async fn execute(
             ),
             Err(e) => read_err(&e),
         },
-        ("incrbyfloat" | "hincrbyfloat", _) => Reply::err(format!(
-            "ERR {} is not supported: Tally counts integers (use INCRBY)",
-            name.to_ascii_uppercase()
-        )),
         (
             "incr" | "decr" | "incrby" | "decrby" | "hincrby" | "get" | "hget" | "mget" | "hdel"
             | "hgetall",
@@ -79,11 +53,84 @@ pub(crate) async fn execute(
     Some(reply)
 }
 
+/// An integer argument, or Redis' error.
 pub(crate) fn int_arg(a: &[u8]) -> Result<i64, Reply> {
     std::str::from_utf8(a)
         .ok()
         .and_then(|s| s.parse::<i64>().ok())
-        .ok_or_else(|| Reply::err("ERR value is not an integer or out of range"))
+        .ok_or_else(|| Reply::err(NOT_AN_INTEGER))
+}
+
+/// The key of a parsed add or read (`Op::Add`, `Op::Get`): the partition
+/// `words[1]` as stored in `space`, and the column `words[2]` if `column`
+/// (else none); a partition with no place there gets Redis' error for it.
+pub(crate) fn key_of(
+    space: Keyspace,
+    cmd: &Cmd,
+    column: bool,
+) -> Result<(Cow<'_, [u8]>, &[u8]), Reply> {
+    let partition = space
+        .place(&cmd.words[1])
+        .map_err(|e| Reply::err(format!("ERR {e}")))?;
+    let column = if column { cmd.words[2].as_slice() } else { &[] };
+    Ok((partition, column))
+}
+
+/// The reply to a parsed `MGET` of `keys` in `space`: each key's value,
+/// read `READS_AT_ONCE` at a time; a key with no place in `space` gets
+/// Redis' error for it.
+pub(crate) async fn mget(
+    node: &Arc<Node>,
+    cl: Consistency,
+    space: Keyspace,
+    keys: &[Vec<u8>],
+) -> Reply {
+    let placed: Result<Vec<Cow<'_, [u8]>>, _> = keys.iter().map(|k| space.place(k)).collect();
+    let placed = match placed {
+        Ok(placed) => placed,
+        Err(e) => return Reply::err(format!("ERR {e}")),
+    };
+    let mut items = Vec::with_capacity(placed.len());
+    for keys in placed.chunks(READS_AT_ONCE) {
+        items.extend(join_all(keys.iter().map(|k| get(node, cl, k, b""))).await);
+    }
+    // As Redis: a key of another kind (a list) is nil in an MGET.
+    for item in &mut items {
+        if matches!(item, Reply::Error(e) if e == WRONGTYPE) {
+            *item = Reply::NIL;
+        }
+    }
+    match items.iter().find(|r| r.is_error()) {
+        Some(e) => e.clone(),
+        None => Reply::Array(items),
+    }
+}
+
+/// Queues a parsed add (`Op::Add`'s `column` and `delta`) of `cmd` in
+/// `space` at `cl`, to be answered by [`answer`]; the general path and a
+/// pipeline's group both run this. A key with no place in `space` comes
+/// before an amount that is not an integer, as Redis checks them.
+pub(crate) fn queue_add(
+    node: &Node,
+    cl: Consistency,
+    space: Keyspace,
+    cmd: &Cmd,
+    column: bool,
+    delta: Result<i64, &'static str>,
+) -> Result<Queued, Reply> {
+    let (partition, column) = key_of(space, cmd, column)?;
+    let delta = delta.map_err(Reply::err)?;
+    node.queue_add(&partition, column, delta, cl)
+        .map_err(|e| wire_err(&e))
+}
+
+/// The reply to an add [`queue_add`] queued: its new value, once the write
+/// is acknowledged.
+pub(crate) async fn answer(queued: Queued) -> Reply {
+    match queued.answer().await {
+        Ok(value) => Reply::Int(value),
+        Err(e) => wire_err(&e),
+    }
 }
 
 fn key(partition: &[u8], column: &[u8]) -> WireKey {
@@ -107,23 +154,6 @@ fn read_err(e: &WireError) -> Reply {
     match e.kind {
         ErrorKind::Overflow => Reply::err(format!("ERR {}", e.message)),
         _ => wire_err(e),
-    }
-}
-
-async fn add(
-    node: &Arc<Node>,
-    cl: Consistency,
-    partition: &[u8],
-    column: &[u8],
-    delta: Result<i64, Reply>,
-) -> Reply {
-    let delta = match delta {
-        Ok(d) => d,
-        Err(r) => return r,
-    };
-    match node.add(&key(partition, column), delta, cl).await {
-        Ok(v) => Reply::Int(v),
-        Err(e) => wire_err(&e),
     }
 }
 
@@ -158,4 +188,63 @@ async fn delete(node: &Arc<Node>, cl: Consistency, keys: impl Iterator<Item = Wi
         count += 1;
     }
     Reply::Int(count)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+
+    fn cmd(line: &str) -> Cmd {
+        Cmd::parse(line.split(' ').map(|w| w.as_bytes().to_vec()).collect())
+    }
+
+    /// An add's key is placed in every database, and after a flush: the
+    /// fast path serves them all.
+    #[test]
+    fn a_parsed_add_has_its_key_in_every_keyspace() {
+        let incr = cmd("INCR a");
+        let (p, c) = key_of(Keyspace::DEFAULT, &incr, false).unwrap();
+        assert!(matches!(p, Cow::Borrowed(b"a")) && c.is_empty());
+        for space in [
+            Keyspace {
+                db: 3,
+                generation: 0,
+            },
+            Keyspace {
+                db: 0,
+                generation: 1,
+            },
+            Keyspace {
+                db: 15,
+                generation: 9,
+            },
+        ] {
+            let (p, c) = key_of(space, &incr, false).unwrap();
+            assert_eq!(p.as_ref(), space.stored(b"a").unwrap());
+            assert!(c.is_empty());
+        }
+        let h = cmd("HINCRBY h f 2");
+        let (p, c) = key_of(
+            Keyspace {
+                db: 3,
+                generation: 0,
+            },
+            &h,
+            true,
+        )
+        .unwrap();
+        assert_eq!(
+            (p.len(), c),
+            (1 + crate::base::keyspace::PREFIX_BYTES, &b"f"[..])
+        );
+        let long = cmd(&format!(
+            "INCR {}",
+            "k".repeat(tally_engine::PARTITION_BYTES_MAX + 1)
+        ));
+        let Err(Reply::Error(e)) = key_of(Keyspace::DEFAULT, &long, false) else {
+            panic!("a long key has no place")
+        };
+        assert!(e.contains("the limit is"), "{e}");
+    }
 }

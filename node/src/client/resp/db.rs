@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 
 use super::proto::Reply;
-use crate::base::commands;
+use crate::base::commands::Command;
 use crate::base::keyspace::{DATABASES, Keyspace};
 
 /// `SELECT index`'s database, or Redis' error.
@@ -23,16 +23,13 @@ pub(crate) fn select(index: &[u8]) -> Result<u8, Reply> {
         .ok_or_else(|| Reply::err("ERR DB index is out of range"))
 }
 
-/// `args` (the command's name first) with each of its keys as stored in
-/// `space`; a key that has no place there is Redis' error for it.
+/// `args` (the command `cmd`'s words, its name first) with each of its
+/// keys as stored in `space`; a key that has no place there is Redis' error for it.
 pub(crate) fn in_keyspace<'a>(
-    name: &str,
+    cmd: &Command,
     args: &'a [Vec<u8>],
     space: Keyspace,
 ) -> Result<Cow<'a, [Vec<u8>]>, Reply> {
-    let Some(cmd) = commands::find(name) else {
-        return Ok(Cow::Borrowed(args));
-    };
     let refused = |e: crate::base::keyspace::Refused| Reply::err(format!("ERR {e}"));
     if space == Keyspace::DEFAULT {
         for i in cmd.key_positions(args.len()) {
@@ -51,6 +48,10 @@ pub(crate) fn in_keyspace<'a>(
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
+
+    fn c(name: &str) -> &'static Command {
+        crate::base::commands::find(name).unwrap()
+    }
 
     fn words(line: &str) -> Vec<Vec<u8>> {
         line.split(' ').map(|w| w.as_bytes().to_vec()).collect()
@@ -95,7 +96,7 @@ mod tests {
             words("del a b c"),
             words("ping x"),
         );
-        let mset = in_keyspace("mset", &mset, db2).unwrap();
+        let mset = in_keyspace(c("mset"), &mset, db2).unwrap();
         assert_eq!(
             mset.as_ref(),
             [
@@ -106,15 +107,15 @@ mod tests {
                 b"2".to_vec()
             ]
         );
-        let hincrby = in_keyspace("hincrby", &hincrby, db2).unwrap();
+        let hincrby = in_keyspace(c("hincrby"), &hincrby, db2).unwrap();
         assert_eq!(hincrby[1], k("h"));
         assert_eq!(hincrby[2], b"f");
-        let del = in_keyspace("del", &del, db2).unwrap();
+        let del = in_keyspace(c("del"), &del, db2).unwrap();
         assert_eq!(&del[1..], [k("a"), k("b"), k("c")]);
-        let ping = in_keyspace("ping", &ping, db2).unwrap();
+        let ping = in_keyspace(c("ping"), &ping, db2).unwrap();
         assert_eq!(ping.as_ref(), words("ping x"));
         assert!(matches!(
-            in_keyspace("get", &words("get a"), Keyspace::DEFAULT).unwrap(),
+            in_keyspace(c("get"), &words("get a"), Keyspace::DEFAULT).unwrap(),
             Cow::Borrowed(_)
         ));
     }
@@ -123,13 +124,14 @@ mod tests {
     fn keys_that_have_no_place_get_a_clear_error() {
         let reserved = vec![b"get".to_vec(), vec![0xFF, b'x']];
         assert!(
-            err(in_keyspace("get", &reserved, Keyspace::DEFAULT).unwrap_err()).contains("reserved")
+            err(in_keyspace(c("get"), &reserved, Keyspace::DEFAULT).unwrap_err())
+                .contains("reserved")
         );
         let long = vec![b"incr".to_vec(), vec![b'a'; 1025]];
         let db5 = Keyspace {
             db: 5,
             generation: 0,
         };
-        assert!(err(in_keyspace("incr", &long, db5).unwrap_err()).contains("the limit is 1024"));
+        assert!(err(in_keyspace(c("incr"), &long, db5).unwrap_err()).contains("the limit is 1024"));
     }
 }

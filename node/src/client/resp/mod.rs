@@ -22,7 +22,10 @@
 //! | `HELLO`, `AUTH`, `CLIENT`, `INFO`, `COMMAND`, `TIME`, `PING`, ... | what clients and tools expect (`admin`) |
 //!
 //! Requests are RESP arrays of bulk strings or inline commands, pipelined or
-//! not (`proto`). A pipeline's commands on distinct keys run at once and
+//! not (`proto`), each parsed once into a typed command (`command`) that
+//! every path runs: authorized by one rule (`access::authorize`), then
+//! answered by the one module its entry in the command table names
+//! (`base::commands`). A pipeline's commands on distinct keys run at once and
 //! share the node's batches (`pipeline`, `group`: its adds go to the write
 //! queue straight away); they are answered in order, and
 //! commands on one key keep their order, as Redis runs them, so `INCR a`
@@ -32,7 +35,9 @@
 //!
 //! Where the node has users, a connection must log in (`AUTH`, or
 //! `HELLO ... AUTH`) before any other command, and then runs what its
-//! role allows (`login`, `crate::security::auth`); the port may speak only TLS.
+//! role allows (`login`, `crate::security::auth`), alike alone, in a
+//! pipeline, in a transaction (as queued and as `EXEC` runs it) and in a
+//! script; the port may speak only TLS.
 //!
 //! A connection over the node's cap is told `-ERR max number of clients
 //! reached` and closed, as Redis does (see `accept`). Replies pile up in
@@ -44,6 +49,7 @@
 //! byte, and an idle connection may be closed (see `limits`).
 
 mod admin;
+mod command;
 mod counters;
 mod cursors;
 mod db;
@@ -81,7 +87,7 @@ use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tracing::debug;
 
-use crate::base::commands;
+use crate::base::commands::{self, Handler};
 use crate::base::keyspace::Keyspace;
 use crate::client::accept::{
     Accepted, Anonymous, ClientGate, ClientSlot, Closing, Listener, accept_loop, closing,
@@ -92,7 +98,7 @@ use crate::client::stream::ClientStream;
 use crate::config::limits::Limits;
 use crate::node::Node;
 use crate::security::auth::{Auth, Login, access};
-use pipeline::Named;
+use command::{Cmd, Op};
 pub use proto::{Proto, Reply, parse};
 use session::{Session, Step};
 
@@ -227,16 +233,20 @@ async fn step(
     node: &Arc<Node>,
     conn: &Conn,
     session: &mut Session,
-    cmds: &mut [Named],
+    cmds: &mut [Cmd],
     out: &mut Vec<u8>,
 ) -> (usize, bool) {
-    // A login that may not write runs each command through `run`, which
-    // checks it. A keyed command alone takes the group's path too: an add
-    // goes straight to the write queue.
-    let together = if session.in_multi() || !session.login.may_write() {
+    // The group holds only commands the login may run (`authorize`, as
+    // everywhere); the first it may not ends the group and is refused by
+    // `run`, in its place. A keyed command alone takes the group's path
+    // too: an add goes straight to the write queue.
+    let together = if session.in_multi() {
         0
     } else {
-        pipeline::together(cmds)
+        let role = session.login.role();
+        pipeline::together(cmds, |c| {
+            access::authorize(role, c.command(), c.rest()).is_ok()
+        })
     };
     if together >= 1 {
         let (cl, space) = (session.cl, node.keyspace(session.db));
@@ -246,8 +256,8 @@ async fn step(
         }
         return (together, false);
     }
-    let (name, args) = &mut cmds[0];
-    let (reply, quit) = run(node, conn, session, name, std::mem::take(args)).await;
+    let cmd = cmds[0].take();
+    let (reply, quit) = run(node, conn, session, cmd).await;
     reply.encode(out, session.proto);
     (1, quit)
 }
@@ -270,19 +280,19 @@ async fn last_word(
 }
 
 /// A pipeline's commands: the complete ones at the front of `buf`, at most
-/// [`PARSED_MAX`], each with its name lowercased, the bytes they used, and
-/// the protocol error that ends them, if one does.
-fn parse_all(buf: &[u8]) -> (Vec<Named>, usize, Option<String>) {
+/// [`PARSED_MAX`], each parsed once ([`Cmd::parse`]), the bytes they used,
+/// and the protocol error that ends them, if one does.
+fn parse_all(buf: &[u8]) -> (Vec<Cmd>, usize, Option<String>) {
     let mut cmds = Vec::new();
     let mut used = 0;
     while cmds.len() < PARSED_MAX {
         match parse(&buf[used..]) {
             Ok(Some((args, n))) => {
                 used += n;
-                if let Some(first) = args.first() {
-                    let name = String::from_utf8_lossy(first).to_ascii_lowercase();
-                    crate::base::registry::get().resp_command(&name);
-                    cmds.push((name, args));
+                if !args.is_empty() {
+                    let cmd = Cmd::parse(args);
+                    crate::base::registry::get().resp_command_at(cmd.id());
+                    cmds.push(cmd);
                 }
             }
             Ok(None) => break,
@@ -294,75 +304,90 @@ fn parse_all(buf: &[u8]) -> (Vec<Named>, usize, Option<String>) {
 
 /// Runs a keyed command (one that `pipeline` let run beside others, too,
 /// and a script's) of `user` (whose operation ids it names; `None`
-/// without users) on its keys in `space`.
+/// without users) on its keys in `space`: an add or a read of one key as
+/// parsed, anything else by the one module its table entry names, with
+/// its keys as stored.
 async fn keyed_as(
     node: &Arc<Node>,
     cl: Consistency,
     space: Keyspace,
     user: Option<&str>,
-    name: &str,
-    args: &[Vec<u8>],
+    cmd: &Cmd,
 ) -> Reply {
-    let args = match db::in_keyspace(name, args, space) {
+    let Some(c) = cmd.command() else {
+        return command::unknown(&cmd.words);
+    };
+    match cmd.op {
+        Op::Arity => session::arity(c.name),
+        Op::Add { column, delta } => match counters::queue_add(node, cl, space, cmd, column, delta)
+        {
+            Ok(queued) => counters::answer(queued).await,
+            Err(refused) => refused,
+        },
+        Op::Get { column } => match counters::key_of(space, cmd, column) {
+            Ok((partition, column)) => counters::get(node, cl, &partition, column).await,
+            Err(refused) => refused,
+        },
+        Op::MGet => counters::mget(node, cl, space, cmd.rest()).await,
+        Op::SAdd => sets::sadd(node, cl, space, &cmd.words[1], &cmd.words[2..]).await,
+        Op::Words | Op::Unknown => by_handler(node, (cl, space), user, c, cmd).await,
+    }
+}
+
+/// Runs the keyed command `cmd` (whose table entry is `c`) by the module
+/// its entry names, with its keys as stored in `space`.
+async fn by_handler(
+    node: &Arc<Node>,
+    (cl, space): (Consistency, Keyspace),
+    user: Option<&str>,
+    c: &'static commands::Command,
+    cmd: &Cmd,
+) -> Reply {
+    let args = match db::in_keyspace(c, &cmd.words, space) {
         Ok(args) => args,
         Err(e) => return e,
     };
-    let rest = &args[1..];
-    if let Some(reply) = generic::execute(node, cl, name, rest).await {
-        return reply;
-    }
-    if let Some(reply) = counters::execute(node, cl, name, rest).await {
-        return reply;
-    }
-    if let Some(reply) = sets::execute(node, cl, name, rest).await {
-        return reply;
-    }
-    if let Some(reply) = strings::execute(node, cl, name, rest).await {
-        return reply;
-    }
-    if let Some(reply) = expiry::execute(node, cl, name, rest).await {
-        return reply;
-    }
-    if let Some(reply) = lists::execute(node, cl, name, rest).await {
-        return reply;
-    }
-    if let Some(reply) = tally::execute(node, cl, user, name, rest).await {
-        return reply;
-    }
-    if let Some(reply) = keys::keyed(node, cl, name, rest).await {
-        return reply;
-    }
-    // A command of the table that no module took has the wrong arity
-    // (MULTI with arguments, say).
-    match commands::find(name) {
-        Some(_) => session::arity(name),
-        None => session::unknown(&args),
-    }
+    let (name, rest) = (c.name, &args[1..]);
+    let reply = match c.handler {
+        Handler::Counters => counters::execute(node, cl, name, rest).await,
+        Handler::Generic => generic::execute(node, cl, name, rest).await,
+        Handler::Strings => strings::execute(node, cl, name, rest).await,
+        Handler::Expiry => expiry::execute(node, cl, name, rest).await,
+        Handler::Sets => sets::execute(node, cl, name, rest).await,
+        Handler::Lists => lists::execute(node, cl, name, rest).await,
+        Handler::Tally => tally::execute(node, cl, user, name, rest).await,
+        Handler::KeysKeyed => keys::keyed(node, cl, name, rest).await,
+        // Not keyed: here only from a script, or with arguments its own
+        // module refused (MULTI with arguments, say).
+        Handler::Keys
+        | Handler::Admin
+        | Handler::Quit
+        | Handler::Auth
+        | Handler::Hello
+        | Handler::Session
+        | Handler::Script => None,
+    };
+    reply.unwrap_or_else(|| session::arity(name))
 }
 
 /// Runs one command as the session's transaction state says: now, queued,
 /// or a whole `EXEC`. The flag asks to close the connection after the reply.
-async fn run(
-    node: &Arc<Node>,
-    conn: &Conn,
-    session: &mut Session,
-    name: &str,
-    args: Vec<Vec<u8>>,
-) -> (Reply, bool) {
-    let rest = args.get(1..).unwrap_or_default();
-    if let Err(r) = session.login.check(access::resp_need(name, rest)) {
+async fn run(node: &Arc<Node>, conn: &Conn, session: &mut Session, cmd: Cmd) -> (Reply, bool) {
+    if let Some(refused) = refusal(session, &cmd) {
         session.refused();
-        let name = access::acl_name(name, rest);
-        return (login::refusal(r, session, &name), false);
+        return (refused, false);
     }
-    match session.step(name, args) {
+    match session.step(cmd) {
         Step::Answer(reply) => (reply, false),
-        Step::Run(args) => execute(node, conn, session, name, &args).await,
+        Step::Run(cmd) => execute(node, conn, session, &cmd).await,
         Step::Exec(queued) => {
             let mut replies = Vec::with_capacity(queued.len());
-            for args in queued {
-                let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
-                let (reply, _) = execute(node, conn, session, &name, &args).await;
+            for cmd in queued {
+                // Asked again as it runs: the login's role may have changed.
+                let reply = match refusal(session, &cmd) {
+                    Some(refused) => refused,
+                    None => execute(node, conn, session, &cmd).await.0,
+                };
                 replies.push(reply);
             }
             (Reply::Array(replies), false)
@@ -370,40 +395,45 @@ async fn run(
     }
 }
 
-/// Runs one command now; the flag asks to close the connection after the reply.
-async fn execute(
-    node: &Arc<Node>,
-    conn: &Conn,
-    session: &mut Session,
-    name: &str,
-    args: &[Vec<u8>],
-) -> (Reply, bool) {
+/// What the connection is told instead of running `cmd`, if its login may
+/// not run it ([`access::authorize`]).
+fn refusal(session: &Session, cmd: &Cmd) -> Option<Reply> {
+    let rest = cmd.rest();
+    let refused = session.login.authorize(cmd.command(), rest).err()?;
+    let name = cmd.name().map_or_else(
+        || String::from_utf8_lossy(&cmd.words[0]).to_ascii_lowercase(),
+        |n| access::acl_name(n, rest),
+    );
+    Some(login::refusal(refused, session, &name))
+}
+
+/// Runs one command now, in the module its table entry names; the flag
+/// asks to close the connection after the reply.
+async fn execute(node: &Arc<Node>, conn: &Conn, session: &mut Session, cmd: &Cmd) -> (Reply, bool) {
     let (auth, peer) = (&conn.auth, conn.peer);
-    match name {
-        "quit" => return (Reply::Simple("OK"), true),
-        "auth" => return (login::auth(auth, session, &args[1..], peer).await, false),
-        "hello" => {
-            if let Err(refused) = login::hello(auth, session, &args[1..], peer).await {
-                return (refused, false);
-            }
+    let (Some(c), false) = (cmd.command(), cmd.op == Op::Arity) else {
+        let space = node.keyspace(session.db);
+        let user = session.login.user();
+        return (keyed_as(node, session.cl, space, user, cmd).await, false);
+    };
+    let (name, args) = (c.name, cmd.words.as_slice());
+    let reply = match c.handler {
+        Handler::Quit => return (Reply::Simple("OK"), true),
+        Handler::Auth => Some(login::auth(auth, session, &args[1..], peer).await),
+        Handler::Hello => match login::hello(auth, session, &args[1..], peer).await {
+            Err(refused) => Some(refused),
+            Ok(()) => admin::execute(node, &conn.slot, session, name, args),
+        },
+        Handler::Admin => admin::execute(node, &conn.slot, session, name, args),
+        Handler::Script => script::execute(node, session, name, args).await,
+        Handler::Keys => keys::execute(node, session, name, args).await,
+        _ => {
+            let space = node.keyspace(session.db);
+            let user = session.login.user();
+            Some(keyed_as(node, session.cl, space, user, cmd).await)
         }
-        _ => {}
-    }
-    if let Some(reply) = admin::execute(node, &conn.slot, session, name, args) {
-        return (reply, false);
-    }
-    if let Some(reply) = script::execute(node, session, name, args).await {
-        return (reply, false);
-    }
-    if let Some(reply) = keys::execute(node, session, name, args).await {
-        return (reply, false);
-    }
-    let space = node.keyspace(session.db);
-    let user = session.login.user();
-    (
-        keyed_as(node, session.cl, space, user, name, args).await,
-        false,
-    )
+    };
+    (reply.unwrap_or_else(|| session::arity(name)), false)
 }
 
 /// Writes and clears `out`; false if the client did not take it within

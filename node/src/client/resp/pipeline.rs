@@ -6,68 +6,54 @@
 //! go back in the order the commands came, and commands on one key keep
 //! their order: a run of commands goes together only while no two touch
 //! the same partition, except adds, which the write queue takes in arrival
-//! order and answers as if they ran one after another. Anything that is
-//! not a plain keyed command (connection settings, transactions, unknown
-//! commands, wrong arity) runs alone, in its place.
+//! order and answers as if they ran one after another. The command table
+//! says how each command may join (`commands::Pipe`); a barrier
+//! (connection settings such as `SELECT`, transactions, scripts, flushes),
+//! an unknown command, one of the wrong arity and one the login may not
+//! run end the group and run alone, in their places, and the commands
+//! after them group again: in any database, before and after a flush.
 
 use smallvec::SmallVec;
 
-use crate::base::commands;
-
-/// A command's name, lowercased, and its words (the name first).
-pub(crate) type Named = (String, Vec<Vec<u8>>);
+use super::command::{Cmd, Op};
+use crate::base::commands::Pipe;
 
 /// Most commands run together.
 pub(crate) const GROUP_MAX: usize = 256;
 
-/// How a command touches its partitions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Access {
-    /// A plain add: adds to one key may run together.
-    Add,
-    /// Anything else: runs after what came before it on its keys.
-    Other,
-}
-
-/// The command groups whose commands touch only their keys.
-const KEYED_GROUPS: &[&str] = &["string", "hash", "set", "hyperloglog", "generic", "list"];
-
-/// The partitions `args` touches and how, or `None` if it must run alone.
-fn footprint<'a>(name: &str, args: &'a [Vec<u8>]) -> Option<(Access, SmallVec<[&'a [u8]; 4]>)> {
-    let c = commands::find(name)?;
-    if !c.arity_ok(args.len()) || !KEYED_GROUPS.contains(&c.group) {
-        return None;
-    }
-    if c.keys.0 < 1 {
+/// The partitions `cmd` touches and how (its table entry's [`Pipe`]), or
+/// `None` if it must run alone: a barrier, an unknown command, one of the
+/// wrong arity. Nothing here depends on the connection's database: a
+/// pipeline groups the same in every one.
+fn footprint(cmd: &Cmd) -> Option<(Pipe, SmallVec<[&[u8]; 4]>)> {
+    let c = cmd.command()?;
+    if matches!(cmd.op, Op::Arity | Op::Unknown) || c.pipe == Pipe::Barrier {
         return None;
     }
     let keys = c
-        .key_positions(args.len())
-        .map(|i| args[i].as_slice())
+        .key_positions(cmd.words.len())
+        .map(|i| cmd.words[i].as_slice())
         .collect();
-    let access = match name {
-        "incr" | "decr" | "incrby" | "decrby" | "hincrby" => Access::Add,
-        _ => Access::Other,
-    };
-    Some((access, keys))
+    Some((c.pipe, keys))
 }
 
-/// How many of the commands at the front of `cmds` (name lowercased,
-/// arguments) may run together: 0 when the first must run alone.
-pub(crate) fn together(cmds: &[Named]) -> usize {
-    let mut seen: Vec<(&[u8], Access)> = Vec::new();
-    for (n, (name, args)) in cmds.iter().take(GROUP_MAX).enumerate() {
-        let Some((access, keys)) = footprint(name, args) else {
+/// How many of the commands at the front of `cmds` may run together: 0
+/// when the first must run alone. A command `allowed` refuses (the login
+/// may not run it) ends the group, to be refused in its place.
+pub(crate) fn together(cmds: &[Cmd], allowed: impl Fn(&Cmd) -> bool) -> usize {
+    let mut seen: Vec<(&[u8], Pipe)> = Vec::new();
+    for (n, cmd) in cmds.iter().take(GROUP_MAX).enumerate() {
+        let Some((pipe, keys)) = footprint(cmd).filter(|_| allowed(cmd)) else {
             return n;
         };
         let clash = keys.iter().any(|k| {
             seen.iter()
-                .any(|(s, a)| s == k && (*a, access) != (Access::Add, Access::Add))
+                .any(|(s, p)| s == k && (*p, pipe) != (Pipe::Add, Pipe::Add))
         });
         if clash {
             return n;
         }
-        seen.extend(keys.iter().map(|k| (*k, access)));
+        seen.extend(keys.iter().map(|k| (*k, pipe)));
     }
     cmds.len().min(GROUP_MAX)
 }
@@ -76,17 +62,15 @@ pub(crate) fn together(cmds: &[Named]) -> usize {
 mod tests {
     use super::*;
 
-    fn cmds(lines: &[&str]) -> Vec<Named> {
+    fn cmds(lines: &[&str]) -> Vec<Cmd> {
         lines
             .iter()
-            .map(|l| {
-                let args: Vec<Vec<u8>> = l.split(' ').map(|w| w.as_bytes().to_vec()).collect();
-                (
-                    l.split(' ').next().unwrap_or_default().to_ascii_lowercase(),
-                    args,
-                )
-            })
+            .map(|l| Cmd::parse(l.split(' ').map(|w| w.as_bytes().to_vec()).collect()))
             .collect()
+    }
+
+    fn together(cmds: &[Cmd]) -> usize {
+        super::together(cmds, |_| true)
     }
 
     #[test]
@@ -131,5 +115,38 @@ mod tests {
         assert_eq!(together(&cmds(&["INCR a", "MULTI", "INCR b"])), 1);
         let many = vec!["INCR a"; GROUP_MAX + 5];
         assert_eq!(together(&cmds(&many)), GROUP_MAX);
+    }
+
+    /// `SELECT` and `FLUSHDB` are barriers: each runs alone, in its place,
+    /// and the commands after it group again, whatever the database.
+    #[test]
+    fn select_and_flushes_are_barriers_the_pipeline_groups_after() {
+        let p = cmds(&[
+            "INCR a", "SELECT 3", "INCR a", "INCR b", "FLUSHDB", "INCR a", "GET b",
+        ]);
+        assert_eq!(together(&p), 1);
+        assert_eq!(together(&p[1..]), 0, "SELECT runs alone");
+        assert_eq!(together(&p[2..]), 2);
+        assert_eq!(together(&p[4..]), 0, "FLUSHDB runs alone");
+        assert_eq!(together(&p[5..]), 2);
+        for alone in [
+            "FLUSHALL",
+            "FLUSHDB ASYNC",
+            "SWAPDB 0 1",
+            "SCAN 0",
+            "EVAL x 0",
+        ] {
+            assert_eq!(together(&cmds(&[alone, "INCR a"])), 0, "{alone}");
+        }
+    }
+
+    /// A command the login may not run ends the group before it.
+    #[test]
+    fn a_refused_command_ends_the_group() {
+        let p = cmds(&["GET a", "GET b", "INCR c", "GET d"]);
+        let reads_only = |c: &Cmd| c.name() == Some("get");
+        assert_eq!(super::together(&p, reads_only), 2);
+        assert_eq!(super::together(&p[2..], reads_only), 0);
+        assert_eq!(super::together(&p[3..], reads_only), 1);
     }
 }

@@ -16,9 +16,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tally_net::wire::Consistency;
 
+use super::command::{Cmd, Op, redis_unknown};
 use super::proto::{Proto, Reply};
 use super::queued::{self, Budget, Charge};
-use crate::base::commands;
 use crate::security::auth::Login;
 
 /// A connection's settings and transaction.
@@ -47,7 +47,8 @@ pub(crate) struct Session {
 
 #[derive(Debug)]
 struct Multi {
-    queued: Vec<Vec<Vec<u8>>>,
+    /// The commands, as parsed when they came.
+    queued: Vec<Cmd>,
     /// What `queued` holds, charged to the node's budget.
     charge: Charge,
     /// A command was refused while queueing: `EXEC` refuses them all.
@@ -76,11 +77,11 @@ impl Multi {
 #[derive(Debug, PartialEq)]
 pub(crate) enum Step {
     /// Run it now.
-    Run(Vec<Vec<u8>>),
+    Run(Cmd),
     /// Answer this, run nothing.
     Answer(Reply),
     /// Run these, in order, and answer their replies as one array.
-    Exec(Vec<Vec<Vec<u8>>>),
+    Exec(Vec<Cmd>),
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -115,27 +116,26 @@ impl Session {
         self.multi.is_some()
     }
 
-    /// Decides what to do with `args` (`name` is `args[0]` lowercased).
-    pub(crate) fn step(&mut self, name: &str, args: Vec<Vec<u8>>) -> Step {
+    /// Decides what to do with `cmd`.
+    pub(crate) fn step(&mut self, cmd: Cmd) -> Step {
+        let (name, words) = (cmd.name().unwrap_or_default(), cmd.words.len());
         let Some(multi) = &mut self.multi else {
             return match name {
-                "multi" if args.len() == 1 => {
+                "multi" if words == 1 => {
                     self.multi = Some(Multi::new(self.budget.clone()));
                     Step::Answer(Reply::Simple("OK"))
                 }
-                "exec" if args.len() == 1 => Step::Answer(Reply::err("ERR EXEC without MULTI")),
-                "discard" if args.len() == 1 => {
-                    Step::Answer(Reply::err("ERR DISCARD without MULTI"))
-                }
-                "watch" if args.len() >= 2 => Step::Answer(Reply::err(
+                "exec" if words == 1 => Step::Answer(Reply::err("ERR EXEC without MULTI")),
+                "discard" if words == 1 => Step::Answer(Reply::err("ERR DISCARD without MULTI")),
+                "watch" if words >= 2 => Step::Answer(Reply::err(
                     "ERR WATCH is not supported: Tally runs MULTI/EXEC without isolation",
                 )),
-                "unwatch" if args.len() == 1 => Step::Answer(Reply::Simple("OK")),
-                _ => Step::Run(args),
+                "unwatch" if words == 1 => Step::Answer(Reply::Simple("OK")),
+                _ => Step::Run(cmd),
             };
         };
         match name {
-            "exec" if args.len() == 1 => {
+            "exec" if words == 1 => {
                 let multi = self.multi.take().expect("in a MULTI here");
                 if multi.dirty {
                     Step::Answer(Reply::err(
@@ -145,25 +145,26 @@ impl Session {
                     Step::Exec(multi.queued)
                 }
             }
-            "discard" if args.len() == 1 => {
+            "discard" if words == 1 => {
                 self.multi = None;
                 Step::Answer(Reply::Simple("OK"))
             }
-            "multi" if args.len() == 1 => {
-                Step::Answer(Reply::err("ERR MULTI calls can not be nested"))
-            }
+            "multi" if words == 1 => Step::Answer(Reply::err("ERR MULTI calls can not be nested")),
             "watch" => Step::Answer(Reply::err("ERR WATCH inside MULTI is not allowed")),
-            "quit" => Step::Run(args),
-            _ => match queueable(name, &args) {
+            "quit" => Step::Run(cmd),
+            _ => match queueable(&cmd) {
                 Err(refusal) => {
                     multi.spoil();
                     Step::Answer(refusal)
                 }
                 // Redis keeps nothing more of a transaction EXEC will refuse.
                 Ok(()) if multi.dirty => Step::Answer(Reply::Simple("QUEUED")),
-                Ok(()) => match multi.charge.take(multi.queued.len(), queued::cost(&args)) {
+                Ok(()) => match multi
+                    .charge
+                    .take(multi.queued.len(), queued::cost(&cmd.words))
+                {
                     Ok(()) => {
-                        multi.queued.push(args);
+                        multi.queued.push(cmd);
                         Step::Answer(Reply::Simple("QUEUED"))
                     }
                     Err(over) => {
@@ -178,11 +179,11 @@ impl Session {
 }
 
 /// Whether a command may be queued: known, and of the right arity.
-fn queueable(name: &str, args: &[Vec<u8>]) -> Result<(), Reply> {
-    match commands::find(name) {
-        Some(c) if c.arity_ok(args.len()) => Ok(()),
-        Some(_) => Err(arity(name)),
-        None => Err(unknown(args)),
+fn queueable(cmd: &Cmd) -> Result<(), Reply> {
+    match (cmd.name(), cmd.op) {
+        (None, _) => Err(redis_unknown(&cmd.words)),
+        (Some(name), Op::Arity) => Err(arity(name)),
+        (Some(_), _) => Ok(()),
     }
 }
 
@@ -193,32 +194,14 @@ pub(crate) fn arity(name: &str) -> Reply {
     ))
 }
 
-/// Redis' answer to an unknown command.
-pub(crate) fn unknown(args: &[Vec<u8>]) -> Reply {
-    let shown: Vec<String> = args[1..]
-        .iter()
-        .take(3)
-        .map(|a| format!("'{}'", String::from_utf8_lossy(a)))
-        .collect();
-    Reply::err(format!(
-        "ERR unknown command '{}', with args beginning with: {}",
-        String::from_utf8_lossy(&args[0]),
-        shown.join(" ")
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn step(s: &mut Session, line: &str) -> Step {
-        let args: Vec<Vec<u8>> = line.split(' ').map(|w| w.as_bytes().to_vec()).collect();
-        let name = line
-            .split(' ')
-            .next()
-            .unwrap_or_default()
-            .to_ascii_lowercase();
-        s.step(&name, args)
+        s.step(Cmd::parse(
+            line.split(' ').map(|w| w.as_bytes().to_vec()).collect(),
+        ))
     }
 
     use crate::client::resp::queued::MULTI_QUEUED_MAX;
@@ -248,8 +231,9 @@ mod tests {
         let Step::Exec(cmds) = step(&mut s, "EXEC") else {
             panic!("EXEC runs the queue")
         };
+        let words: Vec<_> = cmds.into_iter().map(|c| c.words).collect();
         assert_eq!(
-            cmds,
+            words,
             [
                 vec![b"INCR".to_vec(), b"a".to_vec()],
                 vec![b"GET".to_vec(), b"a".to_vec()]
@@ -318,11 +302,11 @@ mod tests {
         step(&mut s, "MULTI");
         let big = vec![b"MGET".to_vec(), vec![b'k'; MULTI_QUEUED_BYTES_MAX / 2]];
         assert_eq!(
-            s.step("mget", big.clone()),
+            s.step(Cmd::parse(big.clone())),
             Step::Answer(Reply::Simple("QUEUED"))
         );
         assert!(
-            matches!(s.step("mget", big), Step::Answer(Reply::Error(e)) if e.contains("queue is full"))
+            matches!(s.step(Cmd::parse(big)), Step::Answer(Reply::Error(e)) if e.contains("queue is full"))
         );
     }
 
@@ -338,7 +322,7 @@ mod tests {
         let held_per_command = empties.len() * std::mem::size_of::<Vec<u8>>();
         let commands = MULTI_QUEUED_BYTES_MAX / held_per_command + 1;
         let refused = (0..commands)
-            .map(|_| s.step("sadd", empties.clone()))
+            .map(|_| s.step(Cmd::parse(empties.clone())))
             .position(|r| r != Step::Answer(Reply::Simple("QUEUED")));
         assert!(
             refused.is_some(),

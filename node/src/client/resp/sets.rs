@@ -4,7 +4,8 @@
 //! partition. `DEL` resets one (in `resp`).
 //!
 //! Only the counting part of a set is here: members cannot be listed or
-//! removed one by one (`SMEMBERS`, `SREM` answer an error), and `PFCOUNT`
+//! removed one by one (`SMEMBERS`, `SREM` answer an error: see
+//! `command::UNSERVED`), and `PFCOUNT`
 //! of several keys, which would need the union of their members, too.
 
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use std::sync::Arc;
 use tally_net::wire::{Consistency, MEMBERS_MAX, WireError};
 
 use super::proto::Reply;
+use crate::base::keyspace::Keyspace;
 use crate::node::Node;
 
 /// Answers `name` if it is one of this module's commands.
@@ -21,11 +23,9 @@ pub(crate) async fn execute(
     name: &str,
     rest: &[Vec<u8>],
 ) -> Option<Reply> {
+    // `SADD` (`Op::SAdd`) never comes here: `super::keyed_as` runs it as
+    // parsed, with [`sadd`].
     let reply = match (name, rest.len()) {
-        ("sadd", n) if n >= 2 => match add(node, cl, &rest[0], &rest[1..]).await {
-            Ok(new) => Reply::Int(count_new(&new)),
-            Err(e) => err(&e),
-        },
         ("pfadd", 1) => Reply::Int(0),
         ("pfadd", n) if n >= 2 => match add(node, cl, &rest[0], &rest[1..]).await {
             Ok(new) => Reply::Int(i64::from(new.contains(&true))),
@@ -53,17 +53,31 @@ pub(crate) async fn execute(
             ),
             Err(e) => err(&e),
         },
-        ("smembers" | "srem" | "spop" | "sscan" | "pfmerge", _) => Reply::Error(format!(
-            "ERR {} is not supported: Tally's sets are unique counters, which count members \
-             but do not list or remove them",
-            name.to_ascii_uppercase()
-        )),
         ("sadd" | "pfadd" | "scard" | "pfcount" | "sismember" | "smismember", _) => Reply::Error(
             format!("ERR wrong number of arguments for '{name}' command"),
         ),
         _ => return None,
     };
     Some(reply)
+}
+
+/// The reply to a parsed `SADD` of `members` to the unique counter
+/// `key` (as its client sent it) in `space`: how many were new.
+pub(crate) async fn sadd(
+    node: &Arc<Node>,
+    cl: Consistency,
+    space: Keyspace,
+    key: &[u8],
+    members: &[Vec<u8>],
+) -> Reply {
+    let key = match space.place(key) {
+        Ok(key) => key,
+        Err(e) => return Reply::err(format!("ERR {e}")),
+    };
+    match add(node, cl, &key, members).await {
+        Ok(new) => Reply::Int(count_new(&new)),
+        Err(e) => err(&e),
+    }
 }
 
 fn count_new(new: &[bool]) -> i64 {

@@ -1,32 +1,25 @@
 //! Who may do what: the rules, apart from any I/O.
 //!
-//! A user has a [`Role`]; each request needs a level ([`Need`]); a role
-//! allows the levels up to its own. Reads (gets, scans, `tally status`)
+//! A user has a [`Role`]; each request needs a level ([`Need`], for RESP
+//! the command table's); a role allows the levels up to its own. Reads (gets, scans, `tally status`)
 //! need `Read`; anything that changes counters needs `Write`; what changes
 //! the cluster or its files (repair, ring changes, cleanup, fold,
 //! snapshots) needs `Admin`, as do the RESP commands Redis calls
-//! dangerous ([`DANGEROUS`]). Logging in needs nothing.
+//! dangerous (`base::commands` says which). Logging in needs nothing.
+//! `authorize` is the one decision for every RESP command.
 
 use std::net::IpAddr;
 use std::time::Duration;
 
 use tally_net::wire::ClientOp;
 
+use super::Refusal;
 use crate::base::commands;
 pub use crate::config::auth::Role;
 
-/// What a request needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Need {
-    /// Nothing: logging in, leaving.
-    Nothing,
-    /// A logged-in user.
-    Read,
-    /// A user who may change counters.
-    Write,
-    /// An administrator.
-    Admin,
-}
+/// What a request needs: the command table's typed level, shared with
+/// the native protocol's requests.
+pub use crate::base::commands::Need;
 
 impl Role {
     /// Whether this role allows what `need` asks.
@@ -65,39 +58,33 @@ pub fn native_need(op: &ClientOp) -> Need {
     }
 }
 
-/// The RESP commands only an administrator runs: those of Redis' `@dangerous`
-/// ACL category that Tally serves (wiping databases, whole-keyspace walks,
-/// the server's settings and state), as `command` or `command|subcommand`.
-/// `SCRIPT FLUSH` is not `@dangerous` in Redis, but here it drops every
-/// user's cached scripts on every node.
-pub const DANGEROUS: &[&str] = &[
-    "flushall",
-    "flushdb",
-    "keys",
-    "swapdb",
-    "info",
-    "config",
-    "script|flush",
-];
-
 /// Commands whose first argument names a subcommand, as Redis names it in
 /// ACL rules and errors (`script|flush`).
 const CONTAINERS: &[&str] = &["script", "config", "client", "command"];
 
-/// What a RESP command (lowercase `name`, then its arguments `rest`)
-/// needs: [`DANGEROUS`] and Redis' `admin` flag ask for an administrator;
-/// otherwise Redis' own flags say it (`no-auth`, `write`); an unknown
+/// Whether a login of `role` (`None`: not logged in) may run the RESP
+/// command `c` (`None`: one the table does not know) with the arguments
+/// `rest`. Every RESP path asks this, and only this: a command alone, a
+/// pipeline's group, a transaction's commands as they are queued and as
+/// `EXEC` runs them. What a command needs is the table's: its [`Need`],
+/// more for an administrator's subcommand (`commands::need`); an unknown
 /// command needs a login, to be told it is unknown.
-pub fn resp_need(name: &str, rest: &[Vec<u8>]) -> Need {
-    let dangerous = || {
-        DANGEROUS.contains(&name)
-            || (CONTAINERS.contains(&name) && DANGEROUS.contains(&acl_name(name, rest).as_str()))
-    };
-    match commands::find(name) {
-        Some(c) if c.flags.contains(&"no-auth") => Need::Nothing,
-        Some(c) if c.flags.contains(&"admin") || dangerous() => Need::Admin,
-        Some(c) if c.flags.contains(&"write") => Need::Write,
-        _ => Need::Read,
+pub(crate) fn authorize(
+    role: Option<Role>,
+    c: Option<&commands::Command>,
+    rest: &[Vec<u8>],
+) -> Result<(), Refusal> {
+    permits(role, c.map_or(Need::Read, |c| commands::need(c, rest)))
+}
+
+/// Whether a login of `role` (`None`: not logged in) may do what `need`
+/// asks: a native request's, or a RESP command's (by [`authorize`]).
+pub fn permits(role: Option<Role>, need: Need) -> Result<(), Refusal> {
+    match role {
+        _ if need == Need::Nothing => Ok(()),
+        None => Err(Refusal::NoAuth),
+        Some(role) if role.allows(need) => Ok(()),
+        Some(role) => Err(Refusal::NoPerm(role)),
     }
 }
 
@@ -158,6 +145,36 @@ mod tests {
         }
     }
 
+    fn words(line: &str) -> Vec<Vec<u8>> {
+        line.split_whitespace()
+            .map(|w| w.as_bytes().to_vec())
+            .collect()
+    }
+
+    /// The least a login needs for [`authorize`] to let it run `line`,
+    /// checking each refusal on the way.
+    fn needs(line: &str) -> Need {
+        let w = words(line);
+        let name = String::from_utf8_lossy(&w[0]).to_ascii_lowercase();
+        let c = commands::find(&name);
+        let rest = &w[1..];
+        if authorize(None, c, rest).is_ok() {
+            return Need::Nothing;
+        }
+        assert_eq!(authorize(None, c, rest), Err(Refusal::NoAuth), "{line}");
+        for (role, need) in [
+            (Role::ReadOnly, Need::Read),
+            (Role::ReadWrite, Need::Write),
+            (Role::Admin, Need::Admin),
+        ] {
+            match authorize(Some(role), c, rest) {
+                Ok(()) => return need,
+                Err(r) => assert_eq!(r, Refusal::NoPerm(role), "{line}"),
+            }
+        }
+        panic!("{line}: not even an administrator may run it")
+    }
+
     #[test]
     fn requests_need_what_they_change() {
         let key = WireKey::new(b"k", b"");
@@ -192,21 +209,16 @@ mod tests {
             ("flushall", Need::Admin),
             ("nosuchcommand", Need::Read),
         ] {
-            assert_eq!(resp_need(name, &[]), need, "{name}");
+            assert_eq!(needs(name), need, "{name}");
         }
     }
 
     #[test]
     fn dangerous_commands_need_admin() {
-        let words = |line: &str| -> Vec<Vec<u8>> {
-            line.split_whitespace()
-                .map(|w| w.as_bytes().to_vec())
-                .collect()
-        };
         let need = |line: &str| {
             let w = words(line);
             let name = String::from_utf8_lossy(&w[0]).to_ascii_lowercase();
-            (resp_need(&name, &w[1..]), acl_name(&name, &w[1..]))
+            (needs(line), acl_name(&name, &w[1..]))
         };
         let admin = |n: &str| (Need::Admin, n.to_string());
         assert_eq!(need("flushall"), admin("flushall"));
@@ -231,13 +243,23 @@ mod tests {
         // A subcommand that is not a word is not echoed back.
         assert_eq!(need("script fl\u{0}sh").1, "script");
         assert_eq!(need("get flush").1, "get");
-        // Every dangerous name is a command Tally serves, without keys, so
-        // the pipeline's group of keyed commands (which a writer's commands
-        // take without this check) never holds one.
-        for name in DANGEROUS {
-            let command = name.split('|').next().unwrap_or_default();
-            let found = commands::find(command);
-            assert!(found.is_some_and(|c| c.keys.0 == 0), "{name}: {found:?}");
+        // A read-only login reads, and is refused every write, whatever
+        // the case or arguments.
+        for line in ["GET a", "mget a b", "HGET h f", "SCARD s", "TTL a", "PING"] {
+            assert!(needs(line) <= Need::Read, "{line}");
+        }
+        for line in [
+            "INCR a",
+            "incrby a 2",
+            "DECR a",
+            "HINCRBY h f 1",
+            "SADD s x",
+            "SET a 1",
+            "EXPIRE a 9",
+            "DEL a",
+            "LPUSH l x",
+        ] {
+            assert_eq!(needs(line), Need::Write, "{line}");
         }
     }
 

@@ -330,7 +330,7 @@ impl Login {
 
     /// What the connection may do now: its user's role, as changed since
     /// it logged in; none once the user is deleted or has a new password.
-    fn role(&self) -> Option<Role> {
+    pub(crate) fn role(&self) -> Option<Role> {
         self.held().and_then(|t| t.role())
     }
 
@@ -369,12 +369,18 @@ impl Login {
 
     /// Whether the connection may do what `need` asks.
     pub fn check(&self, need: Need) -> Result<(), Refusal> {
-        match self.role() {
-            _ if need == Need::Nothing => Ok(()),
-            None => Err(Refusal::NoAuth),
-            Some(role) if role.allows(need) => Ok(()),
-            Some(role) => Err(Refusal::NoPerm(role)),
-        }
+        access::permits(self.role(), need)
+    }
+
+    /// Whether the connection may run the RESP command `c` (`None`: one
+    /// the table does not know) with the arguments `rest`
+    /// ([`access::authorize`], the one rule every RESP path asks).
+    pub(crate) fn authorize(
+        &self,
+        c: Option<&crate::base::commands::Command>,
+        rest: &[Vec<u8>],
+    ) -> Result<(), Refusal> {
+        access::authorize(self.role(), c, rest)
     }
 
     /// Whether everything short of administration is allowed.

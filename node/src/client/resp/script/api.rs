@@ -7,7 +7,7 @@ use tally_net::log_limit::LogLimit;
 
 use super::super::proto::Reply;
 use crate::base::commands::{self, Command};
-use crate::security::auth::{Need, access};
+use crate::security::auth::{Role, access};
 
 /// `redis.log` lines: at most ten a second from all scripts of the node.
 static SCRIPT_LOG: LogLimit = LogLimit::every(std::time::Duration::from_millis(100));
@@ -158,7 +158,14 @@ pub(crate) fn command(args: &MultiValue, may: May) -> Result<(Vec<Vec<u8>>, bool
     let words = words(args)?;
     let name = String::from_utf8_lossy(&words[0]).to_ascii_lowercase();
     let cmd = refuse(&name, words.len(), may.read_only)?;
-    if !may.admin && access::resp_need(&name, &words[1..]) == Need::Admin {
+    // The one RESP rule (`access::authorize`), for the role the script's
+    // rights amount to; its writes were refused above if it may not write.
+    let role = if may.admin {
+        Role::Admin
+    } else {
+        Role::ReadWrite
+    };
+    if access::authorize(Some(role), Some(cmd), &words[1..]).is_err() {
         return Err(Reply::err(
             "ERR The user executing the script can't run this command or subcommand",
         ));

@@ -92,7 +92,8 @@ impl vm::Host for NodeHost {
                 let (node, cl, space) = (self.node.clone(), self.cl, self.space);
                 let user = self.user.clone();
                 let command = self.runtime.spawn(async move {
-                    super::keyed_as(&node, cl, space, user.as_deref(), &name, &args).await
+                    let cmd = super::command::Cmd::parse(args);
+                    super::keyed_as(&node, cl, space, user.as_deref(), &cmd).await
                 });
                 Box::pin(async move {
                     command
