@@ -133,7 +133,7 @@ async fn run_batch(writes: Arc<Writes>, adds: Vec<QueuedAdd>, in_flight: Arc<InF
     let ctx = &writes.ctx;
     let (staged, durable) = match ctx
         .engine
-        .leader_add_batch(combined.iter().map(|c| (&c.key, c.delta)))
+        .leader_add_batch(combined.iter().map(|c| (&c.key, c.delta())))
     {
         Ok(s) => s,
         Err(e) => {
@@ -157,7 +157,7 @@ async fn run_batch(writes: Arc<Writes>, adds: Vec<QueuedAdd>, in_flight: Arc<InF
                 tokio::spawn(lead_hot(writes.clone(), adds.take()));
             }
             // A sum may overflow where some of its adds alone would not.
-            Staged::Refused(_) if adds.members.len() > 1 => {
+            Staged::Refused(e) if adds.adds.splits(&e) => {
                 let attempt = adds.attempt;
                 adds.take().queue_again(&writes.queue, attempt, true);
             }
@@ -231,9 +231,9 @@ fn settle(
 /// stall): joins them there, then the same round and answers as a batch.
 async fn lead_hot(writes: Arc<Writes>, mut adds: Combined) {
     let ctx = &writes.ctx;
-    let (outcome, durable) = match ctx.engine.leader_add_staged(&adds.key, adds.delta).await {
+    let (outcome, durable) = match ctx.engine.leader_add_staged(&adds.key, adds.delta()).await {
         Ok(staged) => staged,
-        Err(tally_engine::Error::Overflow { .. }) if adds.members.len() > 1 => {
+        Err(e) if adds.adds.splits(&e) => {
             let attempt = adds.attempt;
             adds.queue_again(&writes.queue, attempt, true);
             return;
