@@ -38,23 +38,23 @@
 //! - a sum that would overflow where its adds alone may not: each is
 //!   queued again on its own;
 //! - an add a replica answered `Stale` for: this node catches up to the
-//!   newer epoch and queues it again (`catch_up`).
+//!   newer epoch and queues it again (`catch_up`, by `retry`'s rule).
 
 use super::in_flight::InFlight;
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use tally_engine::{Cell, Epoch, Staged};
+use tally_engine::{Epoch, Staged};
 use tally_net::wire::BATCH_MESSAGES_MAX;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
-use tracing::debug;
 
 use super::Writes;
 use super::combine::{Combined, combine};
 use super::queue::{QueuedAdd, Replies};
 use super::replicate::replicate;
+use super::retry::{self, Next};
 use super::round::Verdict;
 use crate::base::convert::engine_error;
 use crate::cluster::placement::Route;
@@ -218,11 +218,12 @@ fn settle(
     verdict: Option<&Verdict>,
     replies: &mut Replies,
 ) {
-    match verdict.expect("replicate reports once every round has a verdict") {
-        Verdict::Ack => adds.succeed(replies, value),
-        Verdict::Fail(e) => adds.fail(replies, e),
-        Verdict::Retry { epoch } => {
-            tokio::spawn(catch_up(writes.clone(), adds.take(), *epoch));
+    let verdict = verdict.expect("replicate reports once every round has a verdict");
+    match retry::next([verdict]) {
+        Next::Answer => adds.succeed(replies, value),
+        Next::Fail(e) => adds.fail(replies, e),
+        Next::Again(epoch) => {
+            tokio::spawn(catch_up(writes.clone(), adds.take(), epoch));
         }
     }
 }
@@ -263,20 +264,11 @@ async fn lead_hot(writes: Arc<Writes>, mut adds: Combined) {
 /// are in the old epoch, which every replica discards. Catch up to the
 /// newer epoch and queue them again.
 async fn catch_up(writes: Arc<Writes>, mut adds: Combined, epoch: Epoch) {
-    debug!(
-        epoch = epoch.n,
-        "leader was behind a reset; adding again in the new epoch"
-    );
-    let caught_up = writes
-        .ctx
-        .engine
-        .apply(&adds.key, &Cell::from_parts(epoch, []))
-        .await;
-    match caught_up {
+    match retry::catch_up(&writes.ctx, &adds.key, epoch).await {
         Ok(()) => {
             let attempt = adds.attempt + 1;
             adds.queue_again(&writes.queue, attempt, false);
         }
-        Err(e) => adds.fail_now(&engine_error(&e)),
+        Err(e) => adds.fail_now(&e),
     }
 }

@@ -28,7 +28,7 @@ use tokio::sync::oneshot;
 
 use super::forward::{forward, unexpected};
 use super::replicate::{Write, replicate};
-use super::round::Verdict;
+use super::retry::{self, Next};
 use crate::base::convert::{engine_error, wire_key};
 use crate::cluster::ctx::Ctx;
 use crate::cluster::placement::Route;
@@ -178,9 +178,11 @@ pub(super) async fn replicate_header(
         .await;
     });
     match rx.await {
-        Ok(Some(Verdict::Ack)) => Ok(Replicated::Held),
-        Ok(Some(Verdict::Retry { epoch })) => Ok(Replicated::Overtaken(epoch)),
-        Ok(Some(Verdict::Fail(e))) => Err(e),
+        Ok(Some(verdict)) => match retry::next([&verdict]) {
+            Next::Answer => Ok(Replicated::Held),
+            Next::Again(epoch) => Ok(Replicated::Overtaken(epoch)),
+            Next::Fail(e) => Err(e.clone()),
+        },
         Ok(None) | Err(_) => Err(WireError::unknown(
             tally_net::wire::ErrorKind::Internal,
             "the change's replication ended without a verdict",

@@ -44,6 +44,7 @@ mod list;
 mod once;
 pub(crate) mod queue;
 mod replicate;
+mod retry;
 pub(crate) mod round;
 pub(crate) mod unique;
 

@@ -16,7 +16,7 @@
 //! were admitted says so, and the caller retries the whole add.
 //!
 //! A round that ends in `Retry` (a replica had seen a reset the applier had
-//! not) catches the count up to the newer epoch and admits again, where
+//! not) catches the count up to the newer epoch (`retry`) and admits again, where
 //! the members of the discarded epoch read absent.
 
 use std::collections::BTreeMap;
@@ -26,11 +26,12 @@ use std::sync::{Arc, Weak};
 use parking_lot::Mutex;
 use tokio::sync::{Notify, oneshot};
 
-use tally_engine::{Cell, Key, unique};
+use tally_engine::{Key, unique};
 use tally_net::wire::{Consistency, ErrorKind, MEMBERS_MAX, PeerRequest, PeerResponse, WireError};
 
 use super::forward::{forward, unexpected};
 use super::replicate::{Write, replicate};
+use super::retry::{self, Next};
 use super::round::Verdict;
 use crate::base::convert::engine_error;
 use crate::cluster::ctx::Ctx;
@@ -338,21 +339,14 @@ async fn lead(
         })
         .await;
         let verdicts: Vec<Verdict> = verdicts.into_iter().flatten().collect();
-        if let Some(Verdict::Fail(e)) = verdicts.iter().find(|v| matches!(v, Verdict::Fail(_))) {
-            return Err(e.clone());
+        match retry::next(&verdicts) {
+            Next::Answer => return Ok(new),
+            Next::Fail(e) => return Err(e.clone()),
+            Next::Again(epoch) => {
+                first_new = Some(new);
+                retry::catch_up(ctx, count, epoch).await?;
+            }
         }
-        let newer = verdicts.iter().find_map(|v| match v {
-            Verdict::Retry { epoch } => Some(*epoch),
-            _ => None,
-        });
-        let Some(epoch) = newer else {
-            return Ok(new);
-        };
-        first_new = Some(new);
-        ctx.engine
-            .apply(count, &Cell::from_parts(epoch, []))
-            .await
-            .map_err(|e| engine_error(&e))?;
     }
     Err(WireError::unknown(
         ErrorKind::Unavailable,
