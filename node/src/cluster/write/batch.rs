@@ -45,18 +45,19 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use tally_engine::{Epoch, Staged};
-use tally_net::wire::BATCH_MESSAGES_MAX;
+use tally_engine::{Epoch, Key, Staged};
+use tally_net::wire::{BATCH_MESSAGES_MAX, Consistency, PeerRequest, PeerResponse};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::Writes;
 use super::combine::{Combined, combine};
-use super::queue::{QueuedAdd, Replies};
+use super::coordinate::{self, Leader, Op};
+use super::queue::{QueuedAdd, Replies, reply_one};
 use super::replicate::replicate;
 use super::retry::{self, Next};
 use super::round::Verdict;
-use crate::base::convert::engine_error;
+use crate::base::convert::{engine_error, wire_key, wire_op_id};
 use crate::cluster::placement::Route;
 use crate::ring::Replicas;
 
@@ -194,17 +195,84 @@ fn route(writes: &Arc<Writes>, adds: Vec<QueuedAdd>, replies: &mut Replies) -> (
     let mut once = Vec::new();
     let mut lead = Vec::with_capacity(adds.len());
     for add in adds {
-        match writes.route(&add) {
+        let op = AddOp(&add);
+        let rule = coordinate::rule(op.leader(), add.origin);
+        match coordinate::route(&writes.ctx, op.key(), op.cl(), op.what(), rule) {
             Err(e) => replies.add(add.reply, Err(e)),
             Ok(Route::Lead(_)) if writes.drop_this_add() => {
                 replies.add(add.reply, Ok(0)); // fault injection: a lost write
             }
             Ok(Route::Lead(replicas)) if add.id.is_some() => once.push((add, replicas)),
             Ok(Route::Lead(replicas)) => lead.push((add, replicas)),
-            Ok(Route::Forward(live)) => super::forward::spawn_add(writes, add, live),
+            Ok(Route::Forward(live)) => forward(writes, add, live),
         }
     }
     (once, lead)
+}
+
+/// Forwards an add to the writable replicas in turn, on a task of its own.
+fn forward(writes: &Arc<Writes>, add: QueuedAdd, writable: Vec<usize>) {
+    let ctx = writes.ctx.clone();
+    tokio::spawn(async move {
+        let result = coordinate::ask(&ctx, &writable, AddOp(&add)).await;
+        reply_one(add.reply, result);
+    });
+}
+
+/// An add as the coordinator skeleton sees it: routed (here, in bulk) and
+/// forwarded by its rules; its lead step is the batch.
+pub(super) struct AddOp<'a>(pub(super) &'a QueuedAdd);
+
+impl Op for AddOp<'_> {
+    type Answer = i64;
+
+    #[inline]
+    fn what(&self) -> &'static str {
+        "add"
+    }
+
+    #[inline]
+    fn key(&self) -> &Key {
+        &self.0.key
+    }
+
+    #[inline]
+    fn cl(&self) -> Consistency {
+        self.0.cl
+    }
+
+    /// Any writable replica; an add with an id, its applier alone.
+    #[inline]
+    fn leader(&self) -> Leader<'_> {
+        match &self.0.id {
+            None => Leader::Any,
+            Some(once) => Leader::Applier(&once.id.client),
+        }
+    }
+
+    fn request(self) -> PeerRequest {
+        let (key, delta, cl) = (wire_key(&self.0.key), self.0.delta, self.0.cl);
+        match &self.0.id {
+            None => PeerRequest::LeaderAdd { key, delta, cl },
+            Some(once) => PeerRequest::LeaderAddOnce {
+                key,
+                delta,
+                id: wire_op_id(&once.id),
+                cl,
+            },
+        }
+    }
+
+    fn answer(resp: PeerResponse) -> Result<i64, PeerResponse> {
+        match resp {
+            PeerResponse::Added(value) => Ok(value),
+            other => Err(other),
+        }
+    }
+
+    fn respond(value: i64) -> PeerResponse {
+        PeerResponse::Added(value)
+    }
 }
 
 /// Adds this node leads, with their replicas.
