@@ -68,6 +68,7 @@ pub(crate) enum Rule<'a> {
 /// Which rule routes a write that `leader` may lead and that came from
 /// `origin`: a forwarded one (or one queued again here) is led here or
 /// refused, never forwarded again, so that it cannot go round the ring.
+#[inline]
 pub(crate) fn rule(leader: Leader<'_>, origin: Origin) -> Rule<'_> {
     match (origin, leader) {
         (Origin::Client, Leader::Any) => Rule::Route,
