@@ -29,8 +29,12 @@
 //! sequential counter.
 //!
 //! Adds a caller combines into one before the engine sees them (a node's
-//! batch) answer by the same rule, counted back from the value the
-//! combined add answered ([`sequential_values`]).
+//! batch) are [`Combined`]: their exact sum, an add whose delta would
+//! take it outside an `i64` starting a combined add of its own; each
+//! answers by the same rule, counted back from the value the combined add
+//! answered ([`sequential_values`]); and a combined add refused for an
+//! overflow is made again add by add ([`Combined::splits`]), since some
+//! of its adds alone may be taken.
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
@@ -192,6 +196,97 @@ pub fn sequential_values(
         *slot = back.value_after(delta);
     }
     values
+}
+
+/// Adds to one counter combined into one before the rule sees them (a
+/// node's batch): their sum, and each add's `T` (where its answer goes)
+/// and delta, in arrival order, inline for the usual one.
+///
+/// # Invariants
+/// - `delta` is the exact sum of the members' deltas, unless the members
+///   were taken out ([`Combined::take`]).
+#[derive(Debug)]
+pub struct Combined<T> {
+    delta: i64,
+    members: SmallVec<[(T, i64); 1]>,
+}
+
+impl<T> Combined<T> {
+    /// One add of `delta`, which later adds may join.
+    #[inline]
+    pub fn one(member: T, delta: i64) -> Combined<T> {
+        Combined {
+            delta,
+            members: smallvec![(member, delta)],
+        }
+    }
+
+    /// Joins an add of `delta`; gives `member` back, nothing joined, when
+    /// the sum would leave an `i64` (it starts a combined add of its own).
+    #[inline]
+    pub fn join(&mut self, member: T, delta: i64) -> std::result::Result<(), T> {
+        match self.delta.checked_add(delta) {
+            Some(sum) => {
+                self.delta = sum;
+                self.members.push((member, delta));
+                Ok(())
+            }
+            None => Err(member),
+        }
+    }
+
+    /// The delta of the one add they make.
+    #[inline]
+    pub fn delta(&self) -> i64 {
+        self.delta
+    }
+
+    /// How many adds it combines.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Whether it combines none (its members were taken out).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// Each member, with the value it answers when the combined add
+    /// answered `last`: as if the adds ran one after another in arrival
+    /// order ([`sequential_values`]).
+    pub fn answers(&mut self, last: i64) -> impl Iterator<Item = (&mut T, i64)> {
+        let values = sequential_values(last, self.members.iter().map(|(_, d)| *d));
+        self.members.iter_mut().map(|(m, _)| m).zip(values)
+    }
+
+    /// Each member, to answer it something else (an error).
+    pub fn members_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.members.iter_mut().map(|(m, _)| m)
+    }
+
+    /// The members, taken out (to be answered elsewhere), as a combined
+    /// add of their own; this one is left with none.
+    pub fn take(&mut self) -> Combined<T> {
+        Combined {
+            delta: self.delta,
+            members: std::mem::take(&mut self.members),
+        }
+    }
+
+    /// The members and their deltas, in arrival order.
+    pub fn into_members(self) -> impl Iterator<Item = (T, i64)> {
+        self.members.into_iter()
+    }
+
+    /// Whether the combined add's refusal `e` is one its adds alone may
+    /// not meet, so that each is made again on its own: a sum that
+    /// overflows where some of its adds do not. Any other refusal (a
+    /// limit of the cell, a closed engine) meets each alone as well.
+    pub fn splits(&self, e: &Error) -> bool {
+        self.members.len() > 1 && matches!(e, Error::Overflow { .. })
+    }
 }
 
 /// The value rule counted back from the last add's value, without a
@@ -428,6 +523,105 @@ mod tests {
             let answered: Vec<i64> = taken.iter().map(|&(_, v)| v).collect();
             prop_assert_eq!(&values[..], &answered[..], "counted back from the last");
         }
+    }
+
+    /// Combines `deltas` as a node's batch does: each joins the newest
+    /// combined add, or starts one when the sum would overflow.
+    fn combine(deltas: &[i64]) -> Vec<Combined<usize>> {
+        let mut all: Vec<Combined<usize>> = Vec::new();
+        for (i, &delta) in deltas.iter().enumerate() {
+            let refused = match all.last_mut() {
+                Some(open) => open.join(i, delta).err(),
+                None => Some(i),
+            };
+            if let Some(i) = refused {
+                all.push(Combined::one(i, delta));
+            }
+        }
+        all
+    }
+
+    proptest! {
+        /// Combined adds, each decided by the rule and split add by add
+        /// when it overflows, answer what the adds one by one answer
+        /// whenever each add's value is an `i64` along the way; and every
+        /// add is in exactly one combined add, in arrival order, whose
+        /// delta is their sum.
+        #[test]
+        fn combined_adds_answer_as_the_adds_one_by_one(
+            (cell, restart) in case(),
+            deltas in proptest::collection::vec(value(), 0..8),
+        ) {
+            let mut combined = combine(&deltas);
+            let members: Vec<usize> = combined
+                .iter_mut()
+                .flat_map(|c| c.members_mut().map(|m| *m).collect::<Vec<_>>())
+                .collect();
+            prop_assert_eq!(members, (0..deltas.len()).collect::<Vec<_>>());
+            for c in &mut combined {
+                let sum: i128 = c.members.iter().map(|&(_, d)| i128::from(d)).sum();
+                prop_assert_eq!(i128::from(c.delta()), sum);
+            }
+            let mut model = Model::of(&cell, restart);
+            let alone: Vec<Result<i64, String>> = deltas.iter().map(|&d| model.add(d)).collect();
+            if alone.iter().any(Result::is_err) {
+                return Ok(()); // refusals are the rule's, tested above
+            }
+            let mut now = cell.clone();
+            let mut restart = restart;
+            let mut answered = vec![None; deltas.len()];
+            // The cell restarts with the first version made, if at all.
+            let seal = |now: &mut Cell, restart: &mut bool, adds: &mut Combined<usize>| {
+                let mut rule = OwnAdd::new(now, ME, *restart);
+                let got = rule.add(adds.delta());
+                if got.is_ok() {
+                    rule.install(now);
+                    *restart = false;
+                }
+                got
+            };
+            for mut c in combined {
+                match seal(&mut now, &mut restart, &mut c) {
+                    Ok(last) => c.answers(last).for_each(|(&mut i, v)| answered[i] = Some(v)),
+                    Err(e) => {
+                        prop_assert!(c.splits(&e), "only an overflow of a sum splits: {}", e);
+                        for (i, delta) in c.into_members() {
+                            let v = seal(&mut now, &mut restart, &mut Combined::one(i, delta));
+                            answered[i] = v.ok();
+                        }
+                    }
+                }
+            }
+            let want: Vec<Option<i64>> = alone.into_iter().map(Result::ok).collect();
+            prop_assert_eq!(answered, want);
+        }
+    }
+
+    #[test]
+    fn a_combined_add_refuses_an_add_that_overflows_its_sum() {
+        let mut c = Combined::one('a', i64::MAX - 1);
+        assert_eq!(c.join('b', 1), Ok(()));
+        assert_eq!(c.join('c', 1), Err('c'), "the sum would overflow");
+        assert_eq!(c.join('d', -5), Ok(()));
+        assert_eq!((c.delta(), c.len()), (i64::MAX - 5, 3));
+        let overflow = Error::Overflow { value: 9, delta: 1 };
+        assert!(c.splits(&overflow));
+        assert!(
+            !c.splits(&Error::Refused(crate::error::Refusal::WrongType)),
+            "a limit meets each add alone too"
+        );
+        assert!(
+            !Combined::one('a', 1).splits(&overflow),
+            "one add is alone already"
+        );
+        let taken = c.take();
+        assert!(c.is_empty());
+        assert_eq!(taken.len(), 3);
+        let values: Vec<(char, i64)> = Combined::one('x', 2)
+            .answers(10)
+            .map(|(m, v)| (*m, v))
+            .collect();
+        assert_eq!(values, [('x', 10)]);
     }
 
     #[test]

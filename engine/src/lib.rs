@@ -22,7 +22,8 @@
 //!   Σ deltas) in the counter cache. Either way, and for every other write
 //!   a leader makes to its own shard (a batch's add, adds with ids,
 //!   admissions), one rule decides the adds ([`add`]: the value each
-//!   answers, the overflows and limits that refuse one) and one order seals
+//!   answers, the overflows and limits that refuse one; adds a caller
+//!   combines first, `add::Combined`, answer by the same rule) and one order seals
 //!   them (`group_commit::seal`): the new shard and its record go into the
 //!   cache and the group commit's outbox together, then the key is marked
 //!   in the memtable (whose flush takes the cached cell). The syncer thread

@@ -26,10 +26,14 @@
 //! authorized by `security::auth`, and goes through `Node` to
 //! `cluster::write`: a queue, a batch led by one replica's engine
 //! (its locked read-modify-write), and one replication round to the
-//! others over QUIC; `cluster::read` gathers and merges. The rules each
-//! role applies are pure functions or state machines (`placement`,
-//! `write::round`, `write::combine`, `membership`, `flush_queue`), tested
-//! without a network.
+//! others over QUIC; `cluster::read` gathers and merges. Every other
+//! write (a change, a list change, an admission) and every write a peer
+//! forwards takes one coordinator skeleton (`write::coordinate`: route,
+//! lead here or forward, the answer expected). The rules each role applies
+//! are pure functions or state machines (`placement`, `write::coordinate`,
+//! `write::round`, `write::retry`, `membership`, `flush_queue`; the
+//! combiner's arithmetic is the engine's `add::Combined`), tested without
+//! a network.
 
 pub mod base;
 pub mod client;

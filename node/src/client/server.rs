@@ -45,7 +45,7 @@ use crate::client::accept::{
 };
 use crate::client::output::{OutputGauge, Pressure, write_answers};
 use crate::client::stream::ReadHalf;
-use crate::cluster::write::queue::{Origin, QueuedAdd, Reply, Timer, reply_one};
+use crate::cluster::write::queue::{Origin, QueuedAdd, Reply, Sink, Timer, reply_one};
 use crate::config::limits::Limits;
 use crate::node::Node;
 use crate::security::auth::{Auth, Login, Refusal, access};
@@ -216,9 +216,15 @@ fn run_request(
     ),
 ) {
     if let ClientOp::Add { cl, .. } | ClientOp::AddOnce { cl, .. } = &req.op {
+        // The write path answers into the connection's sink, which frames
+        // each answer as this protocol does.
+        let put: fn(&mut Vec<u8>, u64, Result<i64, WireError>) = |frame, id, result| {
+            let result = result.map(ClientReply::Value);
+            put_frame(frame, &ClientResponse { id, result });
+        };
         let reply = Reply::Frame {
             id: req.id,
-            conn: adds.clone(),
+            conn: Sink::new(adds.clone(), put),
             slot: permit,
             timer: Timer::start(*cl),
         };

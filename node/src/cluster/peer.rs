@@ -12,43 +12,22 @@
 use std::sync::{Arc, Weak};
 
 use tally_engine::{Key, TailIds};
-use tally_net::list::ListChange;
 use tally_net::log_limit::LogLimit;
-use tally_net::once::OpId;
 use tally_net::peer::{BoxFuture, Handler};
 use tally_net::wire::{
-    Change, Consistency, ErrorKind, LEARNED_KEYS_MAX, LEARNED_OPS_MAX, PeerRequest, PeerResponse,
-    WireError, WireKey, WireRange, WireScan,
+    ErrorKind, LEARNED_KEYS_MAX, LEARNED_OPS_MAX, PeerRequest, PeerResponse, WireError, WireKey,
 };
 
 use crate::base::convert::{self, engine_error, wire_cell};
 use crate::cluster::ctx::Ctx;
 use crate::cluster::read::scan_row;
-use crate::cluster::write::Writes;
-use crate::cluster::write::queue::Origin;
+use crate::cluster::write::{self, Writes};
 use crate::security::authz::{self, Local, Own};
 
 /// Answers peers' requests for as long as the node lives.
 pub(crate) struct PeerHandler {
     pub(crate) ctx: Weak<Ctx>,
     pub(crate) writes: Weak<Writes>,
-}
-
-/// A request that runs on a task of its own.
-enum Task {
-    Read(WireKey),
-    ReadRow(Vec<u8>),
-    LeaderAdd(WireKey, i64, Option<OpId>, Consistency),
-    LeaderReset(WireKey, Consistency),
-    LeaderChange(WireKey, (Change, bool), Consistency),
-    LeaderList(WireKey, ListChange, Consistency),
-    LeaderAdmit(Vec<u8>, Vec<Vec<u8>>, Consistency),
-    LearnTails(Vec<u64>, u64),
-    ForgetTails(Vec<u64>),
-    Repair(PeerRequest),
-    Ring(PeerRequest),
-    Fold(PeerRequest),
-    Scan(WireScan, Vec<WireRange>),
 }
 
 impl Handler for PeerHandler {
@@ -89,8 +68,8 @@ impl Handler for PeerHandler {
                         applies.push((key, cell, tail));
                         slots.push(i);
                     }
-                    Sorted::Run(task) => {
-                        tasks.push((i, tokio::spawn(run(ctx.clone(), writes.clone(), task))));
+                    Sorted::Run(req) => {
+                        tasks.push((i, tokio::spawn(run(ctx.clone(), writes.clone(), req))));
                     }
                 }
             }
@@ -118,72 +97,40 @@ enum Sorted {
     Answer(PeerResponse),
     /// A cell to apply, with the batch's other applies.
     Apply(Key, tally_engine::Cell, Option<TailIds>),
-    /// A task of its own.
-    Run(Task),
+    /// A request that runs on a task of its own (see [`run`]).
+    Run(PeerRequest),
 }
 
 /// Sorts `req`: an answer now, an apply for the batch, or a task.
 fn sort(ctx: &Ctx, req: PeerRequest) -> Sorted {
-    let task = match req {
-        PeerRequest::Apply { key, cell } => {
-            return match convert::key(&key) {
-                Ok(k) => Sorted::Apply(k, convert::cell(&cell), None),
-                Err(e) => Sorted::Answer(PeerResponse::Error(e)),
-            };
-        }
+    match req {
+        PeerRequest::Apply { key, cell } => match convert::key(&key) {
+            Ok(k) => Sorted::Apply(k, convert::cell(&cell), None),
+            Err(e) => Sorted::Answer(PeerResponse::Error(e)),
+        },
         PeerRequest::ApplyTail { key, cell, tail } => {
-            return match convert::key(&key).and_then(|k| Ok((k, convert::tail(&tail)?))) {
+            match convert::key(&key).and_then(|k| Ok((k, convert::tail(&tail)?))) {
                 Ok((k, tail)) => Sorted::Apply(k, convert::cell(&cell), Some(tail)),
                 Err(e) => Sorted::Answer(PeerResponse::Error(e)),
-            };
+            }
         }
-        PeerRequest::LearnTails { retired, from } => Task::LearnTails(retired, from),
-        req @ (PeerRequest::RepairDigests { .. }
-        | PeerRequest::RepairLeaves { .. }
-        | PeerRequest::Repaired { .. }) => Task::Repair(req),
-        PeerRequest::ForgetTails { retired } => Task::ForgetTails(retired),
         // Heartbeats are answered by the transport; one that
         // gets here is answered all the same.
         PeerRequest::Ping { .. } => {
             let ring = ctx.ring_version();
-            return Sorted::Answer(match ctx.own_not_writable() {
+            Sorted::Answer(match ctx.own_not_writable() {
                 None => PeerResponse::Pong { ring },
                 Some(why) => PeerResponse::PongNotWritable {
                     why: tally_net::wire::bounded_reason(&why),
                     ring,
                 },
-            });
+            })
         }
-        req @ (PeerRequest::HandOverIds { .. }
-        | PeerRequest::TakeIds { .. }
-        | PeerRequest::GetTopology
-        | PeerRequest::Adopt { .. }) => Task::Ring(req),
-        req @ (PeerRequest::Survey { .. } | PeerRequest::Fold) => Task::Fold(req),
-        PeerRequest::ScanKeys { scan, ranges } => Task::Scan(scan, ranges),
         req @ (PeerRequest::Script { .. } | PeerRequest::FlushScripts) => {
-            return Sorted::Answer(crate::cluster::scripts::serve(req));
+            Sorted::Answer(crate::cluster::scripts::serve(req))
         }
-        PeerRequest::Read { key } => Task::Read(key),
-        PeerRequest::ReadRow { partition } => Task::ReadRow(partition),
-        PeerRequest::LeaderAdd { key, delta, cl } => Task::LeaderAdd(key, delta, None, cl),
-        PeerRequest::LeaderAddOnce { key, delta, id, cl } => {
-            Task::LeaderAdd(key, delta, Some(id), cl)
-        }
-        PeerRequest::LeaderReset { key, cl } => Task::LeaderReset(key, cl),
-        PeerRequest::LeaderChange {
-            key,
-            change,
-            reads,
-            cl,
-        } => Task::LeaderChange(key, (change, reads), cl),
-        PeerRequest::LeaderList { key, change, cl } => Task::LeaderList(key, change, cl),
-        PeerRequest::LeaderAdmit {
-            partition,
-            members,
-            cl,
-        } => Task::LeaderAdmit(partition, members, cl),
-    };
-    Sorted::Run(task)
+        req => Sorted::Run(req),
+    }
 }
 
 /// The answer to a refused request, logged at most once a second.
@@ -268,75 +215,64 @@ async fn apply(
     }
 }
 
-/// Answers one request that is not part of an apply batch.
-async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, task: Task) -> PeerResponse {
+/// Answers one request that is not part of an apply batch: a read, a
+/// repair, topology or scan request, or a write forwarded here to lead
+/// (`PeerRequest::Leader*`, through the coordinator skeleton:
+/// `write::serve`).
+async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, req: PeerRequest) -> PeerResponse {
     // State read here leaves this node once every add with an id it may
     // hold is durable (see `tally_engine::Engine::settled`).
-    let reads = matches!(task, Task::Read(_) | Task::ReadRow(_));
-    let result = match task {
-        Task::Read(key) => ctx.check_readable().and(convert::key(&key)).and_then(|k| {
+    let reads = matches!(req, PeerRequest::Read { .. } | PeerRequest::ReadRow { .. });
+    let result = match req {
+        PeerRequest::Read { key } => ctx.check_readable().and(convert::key(&key)).and_then(|k| {
             ctx.engine
                 .get(&k)
                 .map(|c| PeerResponse::Cell(wire_cell(&c)))
                 .map_err(|e| engine_error(&e))
         }),
-        Task::ReadRow(partition) => scan_row(&ctx, &partition).await.map(|row| {
+        PeerRequest::ReadRow { partition } => scan_row(&ctx, &partition).await.map(|row| {
             PeerResponse::Row(
                 row.into_iter()
                     .map(|(k, c)| (k.column().to_vec(), wire_cell(&c)))
                     .collect(),
             )
         }),
-        Task::LeaderAdd(key, delta, id, cl) => match (
-            convert::key(&key),
-            id.as_ref().map(convert::op_id).transpose(),
-        ) {
-            (Ok(k), Ok(id)) => writes
-                .add_with(k, delta, id, cl, Origin::Lead)
-                .await
-                .map(PeerResponse::Added),
-            (Err(e), _) | (_, Err(e)) => Err(e),
-        },
-        Task::LeaderAdmit(partition, members, cl) => crate::cluster::write::unique::lead_forwarded(
-            &ctx,
-            &writes.admits,
-            &partition,
-            &members,
-            cl,
-        )
-        .await
-        .map(PeerResponse::Admitted),
-        Task::LearnTails(retired, from) => learn_tails(&ctx, &retired, from),
-        Task::Repair(req) => crate::cluster::repair::serve::serve(&ctx, req).await,
-        Task::Ring(req) => Ok(crate::cluster::topology::change::serve(&ctx, req).await),
-        Task::Fold(req) => Ok(crate::cluster::topology::fold::serve(&ctx, req).await),
-        Task::Scan(scan, ranges) => crate::cluster::scan::answer(&ctx, scan, ranges).await,
-        Task::ForgetTails(retired) => ctx
+        req @ (PeerRequest::LeaderAdd { .. }
+        | PeerRequest::LeaderAddOnce { .. }
+        | PeerRequest::LeaderReset { .. }
+        | PeerRequest::LeaderChange { .. }
+        | PeerRequest::LeaderList { .. }
+        | PeerRequest::LeaderAdmit { .. }) => write::serve(&writes, req).await,
+        PeerRequest::LearnTails { retired, from } => learn_tails(&ctx, &retired, from),
+        PeerRequest::ForgetTails { retired } => ctx
             .engine
             .forget_tails(&retired)
             .map(|()| PeerResponse::Applied)
             .map_err(|e| engine_error(&e)),
-        Task::LeaderReset(key, cl) => match convert::key(&key) {
-            Ok(k) => writes
-                .lead_change(&k, (Change::Delete, false), cl)
-                .await
-                .map(|_| PeerResponse::Reset),
-            Err(e) => Err(e),
-        },
-        Task::LeaderChange(key, change, cl) => match convert::key(&key) {
-            Ok(k) => writes
-                .lead_change(&k, change, cl)
-                .await
-                .map(PeerResponse::Changed),
-            Err(e) => Err(e),
-        },
-        Task::LeaderList(key, change, cl) => match convert::key(&key) {
-            Ok(k) => writes
-                .lead_list_forwarded(&k, change, cl)
-                .await
-                .map(PeerResponse::Listed),
-            Err(e) => Err(e),
-        },
+        req @ (PeerRequest::RepairDigests { .. }
+        | PeerRequest::RepairLeaves { .. }
+        | PeerRequest::Repaired { .. }) => crate::cluster::repair::serve::serve(&ctx, req).await,
+        req @ (PeerRequest::HandOverIds { .. }
+        | PeerRequest::TakeIds { .. }
+        | PeerRequest::GetTopology
+        | PeerRequest::Adopt { .. }) => {
+            Ok(crate::cluster::topology::change::serve(&ctx, req).await)
+        }
+        req @ (PeerRequest::Survey { .. } | PeerRequest::Fold) => {
+            Ok(crate::cluster::topology::fold::serve(&ctx, req).await)
+        }
+        PeerRequest::ScanKeys { scan, ranges } => {
+            crate::cluster::scan::answer(&ctx, scan, ranges).await
+        }
+        // Sorted out before: answered at once, or applied in the batch.
+        PeerRequest::Apply { .. }
+        | PeerRequest::ApplyTail { .. }
+        | PeerRequest::Ping { .. }
+        | PeerRequest::Script { .. }
+        | PeerRequest::FlushScripts => Err(WireError::new(
+            ErrorKind::Internal,
+            "a request answered with its batch ran on a task",
+        )),
     };
     if reads && let Err(e) = ctx.engine.settled().await {
         return PeerResponse::Error(engine_error(&e));

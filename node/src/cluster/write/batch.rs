@@ -38,25 +38,26 @@
 //! - a sum that would overflow where its adds alone may not: each is
 //!   queued again on its own;
 //! - an add a replica answered `Stale` for: this node catches up to the
-//!   newer epoch and queues it again (`catch_up`).
+//!   newer epoch and queues it again (`catch_up`, by `retry`'s rule).
 
 use super::in_flight::InFlight;
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use tally_engine::{Cell, Epoch, Staged};
-use tally_net::wire::BATCH_MESSAGES_MAX;
+use tally_engine::{Epoch, Key, Staged};
+use tally_net::wire::{BATCH_MESSAGES_MAX, Consistency, PeerRequest, PeerResponse};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
-use tracing::debug;
 
 use super::Writes;
 use super::combine::{Combined, combine};
-use super::queue::{QueuedAdd, Replies};
+use super::coordinate::{self, Leader, Op};
+use super::queue::{QueuedAdd, Replies, reply_one};
 use super::replicate::replicate;
+use super::retry::{self, Next};
 use super::round::Verdict;
-use crate::base::convert::engine_error;
+use crate::base::convert::{engine_error, wire_key, wire_op_id};
 use crate::cluster::placement::Route;
 use crate::ring::Replicas;
 
@@ -133,7 +134,7 @@ async fn run_batch(writes: Arc<Writes>, adds: Vec<QueuedAdd>, in_flight: Arc<InF
     let ctx = &writes.ctx;
     let (staged, durable) = match ctx
         .engine
-        .leader_add_batch(combined.iter().map(|c| (&c.key, c.delta)))
+        .leader_add_batch(combined.iter().map(|c| (&c.key, c.delta())))
     {
         Ok(s) => s,
         Err(e) => {
@@ -157,7 +158,7 @@ async fn run_batch(writes: Arc<Writes>, adds: Vec<QueuedAdd>, in_flight: Arc<InF
                 tokio::spawn(lead_hot(writes.clone(), adds.take()));
             }
             // A sum may overflow where some of its adds alone would not.
-            Staged::Refused(_) if adds.members.len() > 1 => {
+            Staged::Refused(e) if adds.adds.splits(&e) => {
                 let attempt = adds.attempt;
                 adds.take().queue_again(&writes.queue, attempt, true);
             }
@@ -194,17 +195,84 @@ fn route(writes: &Arc<Writes>, adds: Vec<QueuedAdd>, replies: &mut Replies) -> (
     let mut once = Vec::new();
     let mut lead = Vec::with_capacity(adds.len());
     for add in adds {
-        match writes.route(&add) {
+        let op = AddOp(&add);
+        let rule = coordinate::rule(op.leader(), add.origin);
+        match coordinate::route(&writes.ctx, op.key(), op.cl(), op.what(), rule) {
             Err(e) => replies.add(add.reply, Err(e)),
             Ok(Route::Lead(_)) if writes.drop_this_add() => {
                 replies.add(add.reply, Ok(0)); // fault injection: a lost write
             }
             Ok(Route::Lead(replicas)) if add.id.is_some() => once.push((add, replicas)),
             Ok(Route::Lead(replicas)) => lead.push((add, replicas)),
-            Ok(Route::Forward(live)) => super::forward::spawn_add(writes, add, live),
+            Ok(Route::Forward(live)) => forward(writes, add, live),
         }
     }
     (once, lead)
+}
+
+/// Forwards an add to the writable replicas in turn, on a task of its own.
+fn forward(writes: &Arc<Writes>, add: QueuedAdd, writable: Vec<usize>) {
+    let ctx = writes.ctx.clone();
+    tokio::spawn(async move {
+        let result = coordinate::ask(&ctx, &writable, AddOp(&add)).await;
+        reply_one(add.reply, result);
+    });
+}
+
+/// An add as the coordinator skeleton sees it: routed (here, in bulk) and
+/// forwarded by its rules; its lead step is the batch.
+pub(super) struct AddOp<'a>(pub(super) &'a QueuedAdd);
+
+impl Op for AddOp<'_> {
+    type Answer = i64;
+
+    #[inline]
+    fn what(&self) -> &'static str {
+        "add"
+    }
+
+    #[inline]
+    fn key(&self) -> &Key {
+        &self.0.key
+    }
+
+    #[inline]
+    fn cl(&self) -> Consistency {
+        self.0.cl
+    }
+
+    /// Any writable replica; an add with an id, its applier alone.
+    #[inline]
+    fn leader(&self) -> Leader<'_> {
+        match &self.0.id {
+            None => Leader::Any,
+            Some(once) => Leader::Applier(&once.id.client),
+        }
+    }
+
+    fn request(self) -> PeerRequest {
+        let (key, delta, cl) = (wire_key(&self.0.key), self.0.delta, self.0.cl);
+        match &self.0.id {
+            None => PeerRequest::LeaderAdd { key, delta, cl },
+            Some(once) => PeerRequest::LeaderAddOnce {
+                key,
+                delta,
+                id: wire_op_id(&once.id),
+                cl,
+            },
+        }
+    }
+
+    fn answer(resp: PeerResponse) -> Result<i64, PeerResponse> {
+        match resp {
+            PeerResponse::Added(value) => Ok(value),
+            other => Err(other),
+        }
+    }
+
+    fn respond(value: i64) -> PeerResponse {
+        PeerResponse::Added(value)
+    }
 }
 
 /// Adds this node leads, with their replicas.
@@ -218,11 +286,12 @@ fn settle(
     verdict: Option<&Verdict>,
     replies: &mut Replies,
 ) {
-    match verdict.expect("replicate reports once every round has a verdict") {
-        Verdict::Ack => adds.succeed(replies, value),
-        Verdict::Fail(e) => adds.fail(replies, e),
-        Verdict::Retry { epoch } => {
-            tokio::spawn(catch_up(writes.clone(), adds.take(), *epoch));
+    let verdict = verdict.expect("replicate reports once every round has a verdict");
+    match retry::next([verdict]) {
+        Next::Answer => adds.succeed(replies, value),
+        Next::Fail(e) => adds.fail(replies, e),
+        Next::Again(epoch) => {
+            tokio::spawn(catch_up(writes.clone(), adds.take(), epoch));
         }
     }
 }
@@ -231,9 +300,9 @@ fn settle(
 /// stall): joins them there, then the same round and answers as a batch.
 async fn lead_hot(writes: Arc<Writes>, mut adds: Combined) {
     let ctx = &writes.ctx;
-    let (outcome, durable) = match ctx.engine.leader_add_staged(&adds.key, adds.delta).await {
+    let (outcome, durable) = match ctx.engine.leader_add_staged(&adds.key, adds.delta()).await {
         Ok(staged) => staged,
-        Err(tally_engine::Error::Overflow { .. }) if adds.members.len() > 1 => {
+        Err(e) if adds.adds.splits(&e) => {
             let attempt = adds.attempt;
             adds.queue_again(&writes.queue, attempt, true);
             return;
@@ -263,20 +332,11 @@ async fn lead_hot(writes: Arc<Writes>, mut adds: Combined) {
 /// are in the old epoch, which every replica discards. Catch up to the
 /// newer epoch and queue them again.
 async fn catch_up(writes: Arc<Writes>, mut adds: Combined, epoch: Epoch) {
-    debug!(
-        epoch = epoch.n,
-        "leader was behind a reset; adding again in the new epoch"
-    );
-    let caught_up = writes
-        .ctx
-        .engine
-        .apply(&adds.key, &Cell::from_parts(epoch, []))
-        .await;
-    match caught_up {
+    match retry::catch_up(&writes.ctx, &adds.key, epoch).await {
         Ok(()) => {
             let attempt = adds.attempt + 1;
             adds.queue_again(&writes.queue, attempt, false);
         }
-        Err(e) => adds.fail_now(&engine_error(&e)),
+        Err(e) => adds.fail_now(&e),
     }
 }

@@ -16,64 +16,95 @@
 //! trip more, and up to the read timeout while a replica is silent but not
 //! yet marked down; changes are rare next to adds.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use tally_engine::{Key, now_ms};
 use tally_net::wire::{Change, Changed, Consistency, PeerRequest, PeerResponse, WireError};
 use tokio::sync::oneshot;
 
-use super::forward::{forward, unexpected};
+use super::coordinate::{Lead, Leader, Op};
 use super::replicate::{Write, replicate};
-use super::round::Verdict;
+use super::retry::{self, Next};
 use crate::base::convert::{engine_error, wire_key};
 use crate::cluster::ctx::Ctx;
-use crate::cluster::placement::Route;
 use crate::cluster::read;
 use crate::ring::Replicas;
 
-/// Makes `change` to a counter at `cl`, led here or by a live replica;
-/// `reads`: it answers the value before (refused on a list).
-pub(crate) async fn change(
-    ctx: &Arc<Ctx>,
-    key: &Key,
+/// A change of a counter's epoch, as the coordinator skeleton runs it
+/// (`coordinate::run`): led by any writable replica.
+pub(crate) struct ChangeOp<'k> {
+    key: &'k Key,
     change: Change,
     cl: Consistency,
+    /// It answers the value before (refused on a list).
     reads: bool,
-) -> Result<Changed, WireError> {
-    match ctx.route(key, cl, what(&change))? {
-        Route::Lead(replicas) => lead(ctx, key, (change, reads), cl, replicas).await,
-        Route::Forward(live) => {
-            let req = PeerRequest::LeaderChange {
-                key: wire_key(key),
-                change,
-                reads,
-                cl,
-            };
-            match forward(ctx, &live, req).await? {
-                PeerResponse::Changed(done) => Ok(done),
-                other => Err(unexpected(&other)),
-            }
+}
+
+impl<'k> ChangeOp<'k> {
+    /// `change` to the counter `key` at `cl`; `reads`: it answers the
+    /// value before.
+    pub(crate) fn new(key: &'k Key, change: Change, cl: Consistency, reads: bool) -> Self {
+        ChangeOp {
+            key,
+            change,
+            cl,
+            reads,
         }
     }
 }
 
-/// The leader's change for a coordinator that forwarded it.
-pub(crate) async fn lead_forwarded(
-    ctx: &Arc<Ctx>,
-    key: &Key,
-    (change, reads): (Change, bool),
-    cl: Consistency,
-) -> Result<Changed, WireError> {
-    let replicas = ctx.lead_here(key, cl, what(&change))?;
-    lead(ctx, key, (change, reads), cl, replicas).await
+impl Op for ChangeOp<'_> {
+    type Answer = Changed;
+
+    fn what(&self) -> &'static str {
+        match self.change {
+            Change::Set { .. } => "set",
+            Change::Expire { .. } => "expire",
+            Change::Delete => "reset",
+        }
+    }
+
+    fn key(&self) -> &Key {
+        self.key
+    }
+
+    fn cl(&self) -> Consistency {
+        self.cl
+    }
+
+    fn leader(&self) -> Leader<'_> {
+        Leader::Any
+    }
+
+    fn request(self) -> PeerRequest {
+        PeerRequest::LeaderChange {
+            key: wire_key(self.key),
+            change: self.change,
+            reads: self.reads,
+            cl: self.cl,
+        }
+    }
+
+    fn answer(resp: PeerResponse) -> Result<Changed, PeerResponse> {
+        match resp {
+            PeerResponse::Changed(done) => Ok(done),
+            other => Err(other),
+        }
+    }
+
+    fn respond(done: Changed) -> PeerResponse {
+        PeerResponse::Changed(done)
+    }
 }
 
-/// What a change is called in errors.
-fn what(change: &Change) -> &'static str {
-    match change {
-        Change::Set { .. } => "set",
-        Change::Expire { .. } => "expire",
-        Change::Delete => "reset",
+impl Lead for ChangeOp<'_> {
+    fn lead(
+        self,
+        ctx: &Arc<Ctx>,
+        replicas: Replicas,
+    ) -> impl Future<Output = Result<Changed, WireError>> + Send {
+        lead(ctx, self.key, (self.change, self.reads), self.cl, replicas)
     }
 }
 
@@ -174,9 +205,11 @@ pub(super) async fn replicate_header(
         .await;
     });
     match rx.await {
-        Ok(Some(Verdict::Ack)) => Ok(Replicated::Held),
-        Ok(Some(Verdict::Retry { epoch })) => Ok(Replicated::Overtaken(epoch)),
-        Ok(Some(Verdict::Fail(e))) => Err(e),
+        Ok(Some(verdict)) => match retry::next([&verdict]) {
+            Next::Answer => Ok(Replicated::Held),
+            Next::Again(epoch) => Ok(Replicated::Overtaken(epoch)),
+            Next::Fail(e) => Err(e.clone()),
+        },
         Ok(None) | Err(_) => Err(WireError::unknown(
             tally_net::wire::ErrorKind::Internal,
             "the change's replication ended without a verdict",

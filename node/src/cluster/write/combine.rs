@@ -1,24 +1,21 @@
-//! Adds to one counter in one batch, made as one add of their sum, and
-//! the rule for the value each of them answers.
+//! Adds to one counter in one batch, made as one add of their sum.
 //!
 //! A hot counter's adds thus cost about what one add costs: one
 //! read-modify-write, one record, one shard to replicate.
 //!
-//! # The value an add answers
-//!
-//! Every add answers the value the leader sees right after it, as if the
-//! adds it was combined with ran one after another in arrival order: the
-//! last one the value after all of them, each earlier one that minus the
-//! deltas after it: the engine's rule ([`sequential_values`]), by which
-//! it answers the adds it combines itself, so the rule holds on every path.
-//! Through one leader, adds of +1 thus answer distinct values.
+//! The arithmetic is the engine's ([`tally_engine::add::Combined`]): the
+//! exact sum, an add that would overflow it starting a combined add of its
+//! own, the value each add answers (as if the adds combined ran one after
+//! another in arrival order, the rule by which the engine answers the adds
+//! it combines itself, so it holds on every path), and which refusals of
+//! a sum make its adds again one by one. This module only groups a
+//! batch's adds by counter and level and says where each answer goes.
 
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
 use hashbrown::HashTable;
 
-use smallvec::{SmallVec, smallvec};
-use tally_engine::add::sequential_values;
+use tally_engine::add::Combined as Adds;
 use tally_engine::{Cell, Key};
 use tally_net::wire::{Consistency, WireError};
 
@@ -29,22 +26,23 @@ use crate::ring::Replicas;
 
 /// The batch's adds to one counter at one level, made as one add of their
 /// sum.
-///
-/// # Invariants
-/// - `delta` is the sum of the members' deltas, without overflow.
 pub(crate) struct Combined {
     pub(crate) key: Key,
     pub(crate) cl: Consistency,
     pub(crate) replicas: Replicas,
-    pub(crate) delta: i64,
     /// The highest attempt among the members.
     pub(crate) attempt: u32,
-    /// Each add's answer (taken when answered) and delta, in arrival order;
-    /// inline for the usual one.
-    pub(crate) members: SmallVec<[(Option<Reply>, i64); 1]>,
+    /// The adds and the sum they make; each add's answer is taken when
+    /// answered.
+    pub(crate) adds: Adds<Option<Reply>>,
 }
 
 impl Combined {
+    /// The delta of the one add they make.
+    pub(crate) fn delta(&self) -> i64 {
+        self.adds.delta()
+    }
+
     /// The write of `cell`, this counter's new state, to its replicas.
     pub(crate) fn write(&self, ctx: &Ctx, cell: Cell) -> Write {
         Write::new(
@@ -63,9 +61,8 @@ impl Combined {
             key: self.key.clone(),
             cl: self.cl,
             replicas: self.replicas.clone(),
-            delta: self.delta,
             attempt: self.attempt,
-            members: std::mem::take(&mut self.members),
+            adds: self.adds.take(),
         }
     }
 
@@ -78,7 +75,7 @@ impl Combined {
 
     /// Answers every member the same error.
     pub(crate) fn fail(&mut self, replies: &mut Replies, e: &WireError) {
-        for (reply, _) in &mut self.members {
+        for reply in self.adds.members_mut() {
             if let Some(reply) = reply.take() {
                 replies.add(reply, Err(e.clone()));
             }
@@ -87,8 +84,7 @@ impl Combined {
 
     /// Answers the members as-if-sequential values, the last one `value`.
     pub(crate) fn succeed(&mut self, replies: &mut Replies, value: i64) {
-        let values = sequential_values(value, self.members.iter().map(|(_, d)| *d));
-        for ((reply, _), v) in self.members.iter_mut().zip(values) {
+        for (reply, v) in self.adds.answers(value) {
             if let Some(reply) = reply.take() {
                 replies.add(reply, Ok(v));
             }
@@ -98,7 +94,7 @@ impl Combined {
     /// Queues every member again, to be led here. `alone`: each on its
     /// own (a sum that would overflow, where some members alone may not).
     pub(crate) fn queue_again(self, queue: &AddQueue, attempt: u32, alone: bool) {
-        for (reply, delta) in self.members {
+        for (reply, delta) in self.adds.into_members() {
             if let Some(reply) = reply {
                 queue.push(QueuedAdd {
                     key: self.key.clone(),
@@ -128,15 +124,18 @@ pub(crate) fn combine(lead: Vec<(QueuedAdd, Replicas)>) -> Vec<Combined> {
     for (add, replicas) in lead {
         let h = hash(&add.key, add.cl);
         let same = |c: &Combined| c.key == add.key && c.cl == add.cl;
+        let mut reply = Some(add.reply);
         if !add.alone
             && let Some(&i) = open.find(h, |&i| same(&combined[i]))
-            && let Some(sum) = combined[i].delta.checked_add(add.delta)
         {
             let c = &mut combined[i];
-            c.delta = sum;
-            c.attempt = c.attempt.max(add.attempt);
-            c.members.push((Some(add.reply), add.delta));
-            continue;
+            match c.adds.join(reply, add.delta) {
+                Ok(()) => {
+                    c.attempt = c.attempt.max(add.attempt);
+                    continue;
+                }
+                Err(back) => reply = back, // the sum would overflow
+            }
         }
         if !add.alone {
             let at = combined.len();
@@ -151,9 +150,8 @@ pub(crate) fn combine(lead: Vec<(QueuedAdd, Replicas)>) -> Vec<Combined> {
             key: add.key,
             cl: add.cl,
             replicas,
-            delta: add.delta,
             attempt: add.attempt,
-            members: smallvec![(Some(add.reply), add.delta)],
+            adds: Adds::one(reply, add.delta),
         });
     }
     combined
@@ -220,7 +218,7 @@ mod tests {
         ]);
         let summary: Vec<(Vec<u8>, i64, usize)> = got
             .iter()
-            .map(|c| (c.key.partition().to_vec(), c.delta, c.members.len()))
+            .map(|c| (c.key.partition().to_vec(), c.delta(), c.adds.len()))
             .collect();
         assert_eq!(
             summary,

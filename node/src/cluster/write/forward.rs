@@ -2,52 +2,53 @@
 //! that leads them.
 //!
 //! A replica that could not be reached never saw the request, and one that
-//! refused it with nothing applied (it cannot write) did nothing with it:
-//! the next writable one may lead instead. Any other failure ends the
-//! forward with the error it had: a timeout or a lost connection leaves
-//! the outcome unknown, and the next leader is never tried then.
-
-use std::sync::Arc;
+//! refused it with nothing applied (it cannot write, or its ring moved and
+//! it is no replica of the key any more) did nothing with it: the next
+//! writable one may lead instead. Any other failure ends the forward with
+//! the error it had: a timeout or a lost connection leaves the outcome
+//! unknown, and the next leader is never tried then. [`step`] is that
+//! rule; [`forward`] only sends.
 
 use tally_net::peer::PeerError;
 use tally_net::wire::{ErrorKind, PeerRequest, PeerResponse, WireError};
 use tracing::debug;
 
-use super::Writes;
-use super::queue::{QueuedAdd, reply_one};
-use crate::base::convert::{wire_key, wire_op_id};
 use crate::cluster::ctx::Ctx;
 use crate::cluster::placement;
 
-/// Forwards an add to the writable replicas in turn, on a task of its own.
-pub(crate) fn spawn_add(writes: &Arc<Writes>, add: QueuedAdd, writable: Vec<usize>) {
-    let ctx = writes.ctx.clone();
-    tokio::spawn(async move {
-        let key = wire_key(&add.key);
-        let (delta, cl) = (add.delta, add.cl);
-        let req = match &add.id {
-            None => PeerRequest::LeaderAdd { key, delta, cl },
-            Some(once) => PeerRequest::LeaderAddOnce {
-                key,
-                delta,
-                id: wire_op_id(&once.id),
-                cl,
-            },
-        };
-        let result = match forward(&ctx, &writable, req).await {
-            Ok(PeerResponse::Added(v)) => Ok(v),
-            Ok(other) => Err(unexpected(&other)),
-            Err(e) => Err(e),
-        };
-        reply_one(add.reply, result);
-    });
+/// What a coordinator does after one leader's answer to a forwarded write.
+#[derive(Debug, PartialEq)]
+pub(super) enum Step {
+    /// The leader answered: that is the write's answer.
+    Done(PeerResponse),
+    /// Nothing was applied where the next leader may not refuse alike:
+    /// try the next one (this is the error if none is left).
+    Next(WireError),
+    /// The write ends with this error.
+    Stop(WireError),
+}
+
+/// The rule of the module doc for one leader's answer: another leader is
+/// tried only after nothing was applied, and only for what another leader
+/// may not share (see `placement::next_leader_may_try`).
+pub(super) fn step(answer: Result<PeerResponse, PeerError>) -> Step {
+    match answer {
+        Ok(PeerResponse::Error(e)) if placement::next_leader_may_try(&e) => Step::Next(e),
+        Ok(PeerResponse::Error(e)) => Step::Stop(e),
+        Ok(resp) => Step::Done(resp),
+        Err(e @ PeerError::Unreachable { .. }) => Step::Next(WireError::not_applied(
+            ErrorKind::Unavailable,
+            format!("no replica could lead: {e}"),
+        )),
+        Err(e) => Step::Stop(WireError::unknown(
+            ErrorKind::Timeout,
+            format!("{e}; the leader may or may not have applied it"),
+        )),
+    }
 }
 
 /// Sends a leader request to the writable replicas in turn, until one
-/// answers. A replica that was not reached, or that refused the request
-/// with nothing applied where another leader may not refuse it (it cannot
-/// write, say: see `placement::next_leader_may_try`), hands it to the
-/// next; any other failure ends it.
+/// answers ([`step`]).
 pub(crate) async fn forward(
     ctx: &Ctx,
     writable: &[usize],
@@ -58,25 +59,13 @@ pub(crate) async fn forward(
     // answer with its own verdict.
     let patience = ctx.write_timeout + ctx.write_timeout / 2;
     for &leader in writable {
-        match ctx.transport().call(leader, req.clone(), patience).await {
-            Ok(PeerResponse::Error(e)) if placement::next_leader_may_try(&e) => {
+        match step(ctx.transport().call(leader, req.clone(), patience).await) {
+            Step::Done(resp) => return Ok(resp),
+            Step::Next(e) => {
                 debug!(leader = %ctx.name(leader), error = %e, "leader refused; trying the next");
                 last = Some(e);
             }
-            Ok(PeerResponse::Error(e)) => return Err(e),
-            Ok(resp) => return Ok(resp),
-            Err(e @ PeerError::Unreachable { .. }) => {
-                last = Some(WireError::not_applied(
-                    ErrorKind::Unavailable,
-                    format!("no replica could lead: {e}"),
-                ));
-            }
-            Err(e) => {
-                return Err(WireError::unknown(
-                    ErrorKind::Timeout,
-                    format!("{e}; the leader may or may not have applied it"),
-                ));
-            }
+            Step::Stop(e) => return Err(e),
         }
     }
     Err(last.unwrap_or_else(|| {
@@ -93,4 +82,54 @@ pub(crate) fn unexpected(resp: &PeerResponse) -> WireError {
         ErrorKind::Internal,
         format!("unexpected answer from the leader: {resp:?}"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tally_net::wire::Outcome;
+
+    #[test]
+    fn the_next_leader_is_tried_only_when_nothing_was_applied() {
+        let peer = || "n2".to_string();
+        let refused = WireError::not_applied(ErrorKind::Unavailable, "no replica in ring 7");
+        let failed = WireError::new(ErrorKind::Overflow, "too big");
+        assert_eq!(
+            step(Ok(PeerResponse::Added(5))),
+            Step::Done(PeerResponse::Added(5))
+        );
+        assert_eq!(
+            step(Ok(PeerResponse::Error(refused.clone()))),
+            Step::Next(refused),
+            "a moved ring: the next leader may take it"
+        );
+        assert_eq!(
+            step(Ok(PeerResponse::Error(failed.clone()))),
+            Step::Stop(failed),
+            "every leader would refuse it alike"
+        );
+        let unreachable = PeerError::Unreachable {
+            peer: peer(),
+            reason: "refused".into(),
+        };
+        assert!(matches!(
+            step(Err(unreachable)),
+            Step::Next(e) if e.outcome == Outcome::NotApplied && e.kind == ErrorKind::Unavailable
+        ));
+        for e in [
+            PeerError::Lost {
+                peer: peer(),
+                reason: "reset".into(),
+            },
+            PeerError::Timeout {
+                peer: peer(),
+                ms: 9,
+            },
+        ] {
+            assert!(matches!(
+                step(Err(e)),
+                Step::Stop(e) if e.outcome == Outcome::Unknown && e.kind == ErrorKind::Timeout
+            ));
+        }
+    }
 }

@@ -24,6 +24,7 @@
 //! `Replicated::Overtaken`) answers an error, not success; a newer epoch
 //! this node made holds the change (it was made on it).
 
+use std::future::Future;
 use std::sync::Arc;
 
 use tally_engine::{Key, now_ms};
@@ -32,10 +33,10 @@ use tally_net::wire::{Consistency, ErrorKind, PeerRequest, PeerResponse, WireErr
 
 use super::Writes;
 use super::change::{Replicated, catch_up, replicate_header, settle_unmade};
-use super::forward::{forward, unexpected};
+use super::coordinate::{self, Lead, Leader, Op};
+use super::queue::Origin;
 use crate::base::convert::{engine_error, wire_key};
 use crate::cluster::ctx::Ctx;
-use crate::cluster::placement::Route;
 use crate::ring::Replicas;
 
 impl Writes {
@@ -47,33 +48,88 @@ impl Writes {
         change: ListChange,
         cl: Consistency,
     ) -> Result<ListReply, WireError> {
-        match self.ctx.route_first(key, cl, change.name())? {
-            Route::Lead(replicas) => self.lead_list(key, change, cl, replicas).await,
-            Route::Forward(live) => {
-                let req = PeerRequest::LeaderList {
-                    key: wire_key(key),
-                    change,
-                    cl,
-                };
-                match forward(&self.ctx, &live, req).await? {
-                    PeerResponse::Listed(reply) => Ok(reply),
-                    other => Err(unexpected(&other)),
-                }
-            }
+        let op = ListOp::new(self, key, change, cl);
+        coordinate::run(&self.ctx, op, Origin::Client).await
+    }
+}
+
+/// A change of a list, as the coordinator skeleton runs it
+/// (`coordinate::run`): led by the list's first writable replica.
+pub(crate) struct ListOp<'a> {
+    writes: &'a Writes,
+    key: &'a Key,
+    change: ListChange,
+    cl: Consistency,
+}
+
+impl<'a> ListOp<'a> {
+    /// `change` to the list `key` at `cl`, led (if here) by `writes`.
+    pub(crate) fn new(
+        writes: &'a Writes,
+        key: &'a Key,
+        change: ListChange,
+        cl: Consistency,
+    ) -> Self {
+        ListOp {
+            writes,
+            key,
+            change,
+            cl,
+        }
+    }
+}
+
+impl Op for ListOp<'_> {
+    type Answer = ListReply;
+
+    fn what(&self) -> &'static str {
+        self.change.name()
+    }
+
+    fn key(&self) -> &Key {
+        self.key
+    }
+
+    fn cl(&self) -> Consistency {
+        self.cl
+    }
+
+    fn leader(&self) -> Leader<'_> {
+        Leader::First
+    }
+
+    fn request(self) -> PeerRequest {
+        PeerRequest::LeaderList {
+            key: wire_key(self.key),
+            change: self.change,
+            cl: self.cl,
         }
     }
 
-    /// The leader's list change for a coordinator that forwarded it.
-    pub(crate) async fn lead_list_forwarded(
-        &self,
-        key: &Key,
-        change: ListChange,
-        cl: Consistency,
-    ) -> Result<ListReply, WireError> {
-        let replicas = self.ctx.lead_here(key, cl, change.name())?;
-        self.lead_list(key, change, cl, replicas).await
+    fn answer(resp: PeerResponse) -> Result<ListReply, PeerResponse> {
+        match resp {
+            PeerResponse::Listed(reply) => Ok(reply),
+            other => Err(other),
+        }
     }
 
+    fn respond(reply: ListReply) -> PeerResponse {
+        PeerResponse::Listed(reply)
+    }
+}
+
+impl Lead for ListOp<'_> {
+    fn lead(
+        self,
+        _ctx: &Arc<Ctx>,
+        replicas: Replicas,
+    ) -> impl Future<Output = Result<ListReply, WireError>> + Send {
+        self.writes
+            .lead_list(self.key, self.change, self.cl, replicas)
+    }
+}
+
+impl Writes {
     /// The leader's change: catch up, change, replicate. The change takes
     /// the time its catch-up began, not the time it is made (see the module
     /// docs), and is not acknowledged if a replica holds a newer one.

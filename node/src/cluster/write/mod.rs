@@ -4,17 +4,26 @@
 //! it came from the client protocol (answered as a frame), the RESP
 //! listener or a peer that forwarded it here to lead (answered to a
 //! waiting task, [`Writes::add`]). The batch task (`batch`) takes the
-//! queue once per scheduler turn: it routes each add (`placement`),
-//! forwards the ones another node leads (`forward`), combines the adds to
-//! one counter (`combine`), seals them in the engine, and replicates them
-//! (`replicate`), whose every decision is a pure [`round::Round`]. Resets
-//! (`change`) use the same round.
+//! queue once per scheduler turn: it routes each add (`coordinate::route`,
+//! by `placement`), forwards the ones another node leads
+//! (`coordinate::ask`), combines the adds to one counter (`combine`),
+//! seals them in the engine, and replicates them (`replicate`), whose
+//! every decision is a pure [`round::Round`]; a round overtaken by a
+//! newer epoch catches up and makes the write again (`retry`).
 //!
 //! ```text
 //! server / resp / peer ─▶ Writes::submit ─▶ queue ─▶ batch::run_batch
-//!    ─▶ placement::route ─▶ combine ─▶ engine.leader_add_batch
+//!    ─▶ coordinate::route ─▶ combine ─▶ engine.leader_add_batch
 //!    ─▶ replicate (Round per counter) ─▶ settle: answer, or catch up and queue again
 //! ```
+//!
+//! Every other write takes the coordinator skeleton whole
+//! (`coordinate::run`: route, then lead here or forward, then the answer
+//! it expects): changes of a counter (`change`: SET, EXPIRE, resets), of
+//! a list (`list`), admissions to a unique counter (`unique`), each by
+//! the same round. A write a peer forwarded here (`PeerRequest::Leader*`)
+//! enters by [`serve`], into the same skeleton (an add, into the same
+//! queue), and is led here or refused, never forwarded again.
 //!
 //! # What an add answers
 //!
@@ -38,14 +47,19 @@
 mod batch;
 mod change;
 mod combine;
+mod coordinate;
 mod forward;
 mod in_flight;
 mod list;
 mod once;
 pub(crate) mod queue;
 mod replicate;
+mod retry;
 pub(crate) mod round;
+mod serve;
 pub(crate) mod unique;
+
+pub(crate) use serve::serve;
 
 use std::sync::Arc;
 #[cfg(feature = "fault-injection")]
@@ -56,7 +70,6 @@ use tally_net::wire::{Change, Changed, Consistency, ErrorKind, WireError};
 use tokio::sync::oneshot;
 
 use crate::cluster::ctx::Ctx;
-use crate::cluster::placement::Route;
 use queue::{AddQueue, Origin, QueuedAdd, Reply};
 
 /// An add in the queue (see [`Writes::queue`]).
@@ -195,17 +208,8 @@ impl Writes {
         cl: Consistency,
         reads: bool,
     ) -> Result<Changed, WireError> {
-        change::change(&self.ctx, key, c, cl, reads).await
-    }
-
-    /// The leader's change for a coordinator that forwarded it.
-    pub(crate) async fn lead_change(
-        &self,
-        key: &Key,
-        c: (Change, bool),
-        cl: Consistency,
-    ) -> Result<Changed, WireError> {
-        change::lead_forwarded(&self.ctx, key, c, cl).await
+        let op = change::ChangeOp::new(key, c, cl, reads);
+        coordinate::run(&self.ctx, op, Origin::Client).await
     }
 
     /// Resets a counter at `cl`.
@@ -253,20 +257,5 @@ impl Writes {
     #[cfg(not(feature = "fault-injection"))]
     fn drop_this_add(&self) -> bool {
         false
-    }
-
-    /// Where an add goes: led here (a client's add to a partition this node
-    /// replicates, or one forwarded or queued again here), or forwarded.
-    fn route(&self, add: &QueuedAdd) -> Result<Route, WireError> {
-        let (key, cl) = (&add.key, add.cl);
-        match (add.origin, &add.id) {
-            (Origin::Client, None) => self.ctx.route(key, cl, "add"),
-            (Origin::Lead, None) => self.ctx.lead_here(key, cl, "add").map(Route::Lead),
-            (Origin::Client, Some(id)) => self.ctx.route_once(key, &id.id.client, cl),
-            (Origin::Lead, Some(id)) => self
-                .ctx
-                .lead_once_here(key, &id.id.client, cl)
-                .map(Route::Lead),
-        }
     }
 }

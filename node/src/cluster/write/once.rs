@@ -18,7 +18,7 @@
 //! first attempt may have failed before it reached the level it asked for.
 //!
 //! A round that ends in `Retry` (a replica had seen a reset this node had
-//! not) catches up to the newer epoch and queues the adds again with
+//! not) catches up to the newer epoch (`retry`) and queues the adds again with
 //! `reapply_stale`, so that the ledger applies them again in the new epoch
 //! rather than answering the discarded application.
 
@@ -26,14 +26,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use smallvec::SmallVec;
-use tally_engine::{Cell, Epoch, Key, OnceAdd};
+use tally_engine::{Epoch, Key, OnceAdd};
 use tally_net::wire::{Consistency, ErrorKind, WireError};
-use tracing::debug;
 
 use super::Writes;
 use super::in_flight::InFlight;
 use super::queue::{OnceId, Origin, QueuedAdd, Replies, Reply};
 use super::replicate::{Write, replicate};
+use super::retry::{self, Next};
 use super::round::Verdict;
 use crate::base::convert::{self, engine_error};
 use crate::cluster::ctx::Ctx;
@@ -217,10 +217,11 @@ fn applier_moving(ctx: &Ctx) -> WireError {
 }
 
 fn settle(writes: &Arc<Writes>, g: &mut Group, verdict: Option<&Verdict>, replies: &mut Replies) {
-    match verdict.expect("replicate reports once every round has a verdict") {
-        Verdict::Ack => g.succeed(replies),
-        Verdict::Fail(e) => g.fail(replies, e),
-        Verdict::Retry { epoch } => {
+    let verdict = verdict.expect("replicate reports once every round has a verdict");
+    match retry::next([verdict]) {
+        Next::Answer => g.succeed(replies),
+        Next::Fail(e) => g.fail(replies, e),
+        Next::Again(epoch) => {
             let again = Group {
                 key: g.key.clone(),
                 cl: g.cl,
@@ -230,7 +231,7 @@ fn settle(writes: &Arc<Writes>, g: &mut Group, verdict: Option<&Verdict>, replie
                 replies: std::mem::take(&mut g.replies),
                 values: std::mem::take(&mut g.values),
             };
-            tokio::spawn(catch_up(writes.clone(), again, *epoch));
+            tokio::spawn(catch_up(writes.clone(), again, epoch));
         }
     }
 }
@@ -238,18 +239,9 @@ fn settle(writes: &Arc<Writes>, g: &mut Group, verdict: Option<&Verdict>, replie
 /// This node missed a reset a replica has seen: catch up to the newer
 /// epoch and queue the adds again, to be applied again in it.
 async fn catch_up(writes: Arc<Writes>, mut g: Group, epoch: Epoch) {
-    debug!(
-        epoch = epoch.n,
-        "leader was behind a reset; applying ids again in the new epoch"
-    );
-    let caught_up = writes
-        .ctx
-        .engine
-        .apply(&g.key, &Cell::from_parts(epoch, []))
-        .await;
-    if let Err(e) = caught_up {
+    if let Err(e) = retry::catch_up(&writes.ctx, &g.key, epoch).await {
         let mut replies = Replies::default();
-        g.fail(&mut replies, &engine_error(&e));
+        g.fail(&mut replies, &e);
         replies.send();
         return;
     }

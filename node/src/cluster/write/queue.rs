@@ -2,12 +2,13 @@
 //!
 //! An add is a [`QueuedAdd`]: the counter, the delta, the level, where it
 //! came from, and where its answer goes ([`Reply`]). Answers to one client
-//! connection are gathered and written with one send ([`Replies`]).
+//! connection are gathered and written with one send ([`Replies`]), in
+//! the framing its client layer gives ([`Sink`]): the write path knows
+//! none.
 
 use parking_lot::Mutex;
 use tally_engine::{Key, OpId};
-use tally_net::frame::put_frame;
-use tally_net::wire::{ClientReply, ClientResponse, Consistency, WireError};
+use tally_net::wire::{Consistency, WireError};
 use tokio::sync::{Notify, OwnedSemaphorePermit, mpsc, oneshot};
 
 /// Where an add's answer goes.
@@ -19,13 +20,31 @@ pub(crate) enum Reply {
     Frame {
         /// The request id.
         id: u64,
-        /// The connection's writer.
-        conn: mpsc::Sender<Vec<u8>>,
+        /// The connection's writer, and its framing.
+        conn: Sink,
         /// The connection's in-flight slot.
         slot: OwnedSemaphorePermit,
         /// When the client's add came, for the metrics.
         timer: Timer,
     },
+}
+
+/// A client connection's answers to adds: its writer, and how the client
+/// layer frames one answer for it.
+pub(crate) struct Sink {
+    writer: mpsc::Sender<Vec<u8>>,
+    put: Put,
+}
+
+/// Appends the answer to the request `id` to a connection's buffer, in
+/// its client protocol's framing.
+pub(crate) type Put = fn(&mut Vec<u8>, u64, Result<i64, WireError>);
+
+impl Sink {
+    /// Answers framed by `put`, written by `writer`.
+    pub(crate) fn new(writer: mpsc::Sender<Vec<u8>>, put: Put) -> Sink {
+        Sink { writer, put }
+    }
 }
 
 /// When a client's add came, and at which level: its latency is counted
@@ -174,7 +193,7 @@ pub(crate) struct Replies {
 
 /// One connection's answers, and the in-flight slots they free.
 struct ConnReplies {
-    conn: mpsc::Sender<Vec<u8>>,
+    conn: Sink,
     frames: Vec<u8>,
     /// Freed once the frames are queued for the connection's writer.
     slots: Vec<OwnedSemaphorePermit>,
@@ -195,7 +214,11 @@ impl Replies {
             } => {
                 let now = *self.now.get_or_insert_with(std::time::Instant::now);
                 timer.stop_at(now, &result);
-                let i = match self.conns.iter().position(|c| c.conn.same_channel(&conn)) {
+                let i = match self
+                    .conns
+                    .iter()
+                    .position(|c| c.conn.writer.same_channel(&conn.writer))
+                {
                     Some(i) => i,
                     None => {
                         self.conns.push(ConnReplies {
@@ -207,8 +230,7 @@ impl Replies {
                     }
                 };
                 let c = &mut self.conns[i];
-                let result = result.map(ClientReply::Value);
-                put_frame(&mut c.frames, &ClientResponse { id, result });
+                (c.conn.put)(&mut c.frames, id, result);
                 c.slots.push(slot);
             }
         }
@@ -221,11 +243,11 @@ impl Replies {
     /// stops being read.
     pub(crate) fn send(&mut self) {
         for c in self.conns.drain(..) {
-            match c.conn.try_send(c.frames) {
+            match c.conn.writer.try_send(c.frames) {
                 Ok(()) => {}
                 Err(mpsc::error::TrySendError::Full(frames)) => {
                     tokio::spawn(async move {
-                        let _ = c.conn.send(frames).await;
+                        let _ = c.conn.writer.send(frames).await;
                         drop(c.slots);
                     });
                 }
@@ -249,12 +271,20 @@ mod tests {
 
     use super::*;
     use std::sync::Arc;
+    use tally_net::frame::put_frame;
+    use tally_net::wire::{ClientReply, ClientResponse};
     use tokio::sync::Semaphore;
+
+    /// The native protocol's framing, as `client::server` gives it.
+    fn put(frames: &mut Vec<u8>, id: u64, result: Result<i64, WireError>) {
+        let result = result.map(ClientReply::Value);
+        put_frame(frames, &ClientResponse { id, result });
+    }
 
     fn frame_reply(id: u64, conn: &mpsc::Sender<Vec<u8>>, slots: &Arc<Semaphore>) -> Reply {
         Reply::Frame {
             id,
-            conn: conn.clone(),
+            conn: Sink::new(conn.clone(), put),
             slot: slots.clone().try_acquire_owned().unwrap(),
             timer: Timer::start(Consistency::Quorum),
         }

@@ -16,25 +16,28 @@
 //! were admitted says so, and the caller retries the whole add.
 //!
 //! A round that ends in `Retry` (a replica had seen a reset the applier had
-//! not) catches the count up to the newer epoch and admits again, where
+//! not) catches the count up to the newer epoch (`retry`) and admits again, where
 //! the members of the discarded epoch read absent.
 
 use std::collections::BTreeMap;
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use tokio::sync::{Notify, oneshot};
 
-use tally_engine::{Cell, Key, unique};
+use tally_engine::{Key, unique};
 use tally_net::wire::{Consistency, ErrorKind, MEMBERS_MAX, PeerRequest, PeerResponse, WireError};
 
-use super::forward::{forward, unexpected};
+use super::coordinate::{self, Lead, Leader, Op};
+use super::queue::Origin;
 use super::replicate::{Write, replicate};
+use super::retry::{self, Next};
 use super::round::Verdict;
 use crate::base::convert::engine_error;
 use crate::cluster::ctx::Ctx;
-use crate::cluster::placement::Route;
+use crate::ring::Replicas;
 
 /// Admissions that met a newer epoch, tried again at most this often.
 const ATTEMPTS_MAX: u32 = 4;
@@ -230,62 +233,125 @@ async fn add_group(
     members: Vec<Vec<u8>>,
     cl: Consistency,
 ) -> Result<Vec<bool>, WireError> {
-    let route = match admits
-        .any_applier
-        .load(std::sync::atomic::Ordering::Relaxed)
-    {
-        true => ctx.route(count, cl, "add")?, // fault injection
-        false => ctx.route_once(count, &members[0], cl)?,
+    let op = AdmitOp {
+        admits,
+        count,
+        members,
+        cl,
     };
-    match route {
-        Route::Lead(_) => admits.admit(count, members, cl).await,
-        Route::Forward(applier) => {
-            let req = PeerRequest::LeaderAdmit {
-                partition: count.partition().to_vec(),
-                members,
-                cl,
-            };
-            match forward(ctx, &applier, req).await? {
-                PeerResponse::Admitted(flags) => Ok(flags),
-                other => Err(unexpected(&other)),
-            }
+    coordinate::run(ctx, op, Origin::Client).await
+}
+
+/// An admission of members of one applier to a unique counter, as the
+/// coordinator skeleton runs it (`coordinate::run`): led by their applier
+/// alone, whose lead step queues it for the admission task.
+///
+/// # Invariants
+/// - `members` is not empty, and one replica applies them all (unless
+///   fault injection says any may: `AdmitQueue::any_applier`).
+pub(crate) struct AdmitOp<'a> {
+    admits: &'a AdmitQueue,
+    count: &'a Key,
+    members: Vec<Vec<u8>>,
+    cl: Consistency,
+}
+
+impl<'a> AdmitOp<'a> {
+    /// The key of the unique counter `partition`'s count.
+    pub(crate) fn count_key(partition: &[u8]) -> Result<Key, WireError> {
+        unique::count_key(partition).map_err(|e| engine_error(&e))
+    }
+
+    /// The admission a coordinator forwarded here: refused unless its
+    /// members are between 1 and `MEMBERS_MAX`, all of one applier.
+    pub(crate) fn forwarded(
+        ctx: &Ctx,
+        admits: &'a AdmitQueue,
+        count: &'a Key,
+        members: Vec<Vec<u8>>,
+        cl: Consistency,
+    ) -> Result<Self, WireError> {
+        check_members(&members)?;
+        let op = AdmitOp {
+            admits,
+            count,
+            members,
+            cl,
+        };
+        let replicas = ctx.replicas(count.partition());
+        let first = tally_net::once::applier(&replicas, &op.members[0]);
+        if !op.any_applier()
+            && op
+                .members
+                .iter()
+                .any(|m| tally_net::once::applier(&replicas, m) != first)
+        {
+            return Err(WireError::new(
+                ErrorKind::Invalid,
+                "members of several appliers in one admission",
+            ));
         }
+        Ok(op)
+    }
+
+    /// Fault injection: any replica admits members.
+    fn any_applier(&self) -> bool {
+        self.admits
+            .any_applier
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
-/// The applier's admission for a coordinator that forwarded it.
-pub(crate) async fn lead_forwarded(
-    ctx: &Arc<Ctx>,
-    admits: &AdmitQueue,
-    partition: &[u8],
-    members: &[Vec<u8>],
-    cl: Consistency,
-) -> Result<Vec<bool>, WireError> {
-    check_members(members)?;
-    let count = unique::count_key(partition).map_err(|e| engine_error(&e))?;
-    let Some(first) = members.first() else {
-        return Ok(Vec::new());
-    };
-    let replicas = ctx.replicas(partition);
-    if !admits
-        .any_applier
-        .load(std::sync::atomic::Ordering::Relaxed)
-        && members.iter().any(|m| {
-            tally_net::once::applier(&replicas, m) != tally_net::once::applier(&replicas, first)
-        })
-    {
-        return Err(WireError::new(
-            ErrorKind::Invalid,
-            "members of several appliers in one admission",
-        ));
+impl Op for AdmitOp<'_> {
+    type Answer = Vec<bool>;
+
+    fn what(&self) -> &'static str {
+        "add"
     }
-    if !admits
-        .any_applier
-        .load(std::sync::atomic::Ordering::Relaxed)
-    {
-        ctx.lead_once_here(&count, first, cl)?;
+
+    fn key(&self) -> &Key {
+        self.count
     }
-    admits.admit(&count, members.to_vec(), cl).await
+
+    fn cl(&self) -> Consistency {
+        self.cl
+    }
+
+    fn leader(&self) -> Leader<'_> {
+        match self.any_applier() {
+            true => Leader::Any, // fault injection
+            false => Leader::Applier(&self.members[0]),
+        }
+    }
+
+    fn request(self) -> PeerRequest {
+        PeerRequest::LeaderAdmit {
+            partition: self.count.partition().to_vec(),
+            members: self.members,
+            cl: self.cl,
+        }
+    }
+
+    fn answer(resp: PeerResponse) -> Result<Vec<bool>, PeerResponse> {
+        match resp {
+            PeerResponse::Admitted(flags) => Ok(flags),
+            other => Err(other),
+        }
+    }
+
+    fn respond(flags: Vec<bool>) -> PeerResponse {
+        PeerResponse::Admitted(flags)
+    }
+}
+
+impl Lead for AdmitOp<'_> {
+    fn lead(
+        self,
+        _ctx: &Arc<Ctx>,
+        _replicas: Replicas,
+    ) -> impl Future<Output = Result<Vec<bool>, WireError>> + Send {
+        self.admits.admit(self.count, self.members, self.cl)
+    }
 }
 
 /// Admits here, syncs, replicates; again in a newer epoch if a replica
@@ -338,21 +404,14 @@ async fn lead(
         })
         .await;
         let verdicts: Vec<Verdict> = verdicts.into_iter().flatten().collect();
-        if let Some(Verdict::Fail(e)) = verdicts.iter().find(|v| matches!(v, Verdict::Fail(_))) {
-            return Err(e.clone());
+        match retry::next(&verdicts) {
+            Next::Answer => return Ok(new),
+            Next::Fail(e) => return Err(e.clone()),
+            Next::Again(epoch) => {
+                first_new = Some(new);
+                retry::catch_up(ctx, count, epoch).await?;
+            }
         }
-        let newer = verdicts.iter().find_map(|v| match v {
-            Verdict::Retry { epoch } => Some(*epoch),
-            _ => None,
-        });
-        let Some(epoch) = newer else {
-            return Ok(new);
-        };
-        first_new = Some(new);
-        ctx.engine
-            .apply(count, &Cell::from_parts(epoch, []))
-            .await
-            .map_err(|e| engine_error(&e))?;
     }
     Err(WireError::unknown(
         ErrorKind::Unavailable,
