@@ -74,7 +74,7 @@ impl Node {
         tweak(&mut opts);
         let topology = crate::cluster::topology::change::initial(&config, me)?;
         // Replay merges cells of every fold generation the ring agreed.
-        tally_engine::cell::fold::install(topology.engine_folds());
+        opts.folds = topology.engine_folds();
         let engine_dir = dir.join("engine");
         let engine = Engine::open(&engine_dir, opts)
             .with_context(|| format!("open the engine in {}", engine_dir.display()))?;

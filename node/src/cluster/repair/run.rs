@@ -353,7 +353,7 @@ async fn fix(
     let mut merged = Cell::new();
     for (&r, d) in replicas.iter().zip(digests) {
         if d.is_some() {
-            merged.merge(&read(ctx, r, key).await?);
+            merged.merge(&read(ctx, r, key).await?, ctx.engine.merger());
         }
     }
     let want = cell_digest(key, &merged, &mut Vec::new());

@@ -82,7 +82,7 @@ pub(crate) fn adopt(ctx: &Arc<Ctx>, theirs: &Topology) -> Result<bool, String> {
     }
     store::save(&ctx.config.nodes[ctx.me].data_dir, theirs).map_err(|e| format!("{e:#}"))?;
     // Known before any cell of a new generation can arrive (see `fold`).
-    tally_engine::cell::fold::install(theirs.engine_folds());
+    ctx.engine.merger().install(theirs.engine_folds());
     let mut placed = Placed::new(theirs.clone(), &ctx.config);
     placed.previous = Some(ctx.ring());
     {
