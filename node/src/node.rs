@@ -19,7 +19,7 @@ use tally_net::wire::{
 };
 
 use crate::base::convert;
-use crate::base::registry::Op;
+use crate::base::registry::{Op, Registry};
 use crate::cluster::ctx::{Ctx, Placed};
 use crate::cluster::hints::Hints;
 use crate::cluster::peer::PeerHandler;
@@ -85,7 +85,8 @@ impl Node {
             .filter(|(i, _)| *i != me)
             .map(|(i, n)| (i, n.id.clone()))
             .collect();
-        let hints = Hints::open(&dir.join("hints"), &others, c.hints.clone())?;
+        let metrics = Registry::leak();
+        let hints = Hints::open(&dir.join("hints"), &others, c.hints.clone(), metrics)?;
         let leaving = std::sync::atomic::AtomicUsize::new(topology.leaving());
         let placed = parking_lot::RwLock::new(Placed::new(topology, &config));
         let retired = engine.retired().context("read the retired incarnations")?;
@@ -109,6 +110,7 @@ impl Node {
             ),
             repairing: parking_lot::Mutex::new(None),
             transport: OnceLock::new(),
+            metrics,
             write_timeout: Duration::from_millis(c.write_timeout_ms),
             read_timeout: Duration::from_millis(c.read_timeout_ms),
             config,
@@ -403,6 +405,7 @@ impl Node {
         cl: Consistency,
     ) -> Result<tally_engine::Cell, WireError> {
         timed_read(
+            self.ctx.metrics,
             cl,
             crate::cluster::unique::count_cell(&self.ctx, partition, cl),
         )
@@ -487,7 +490,7 @@ impl Node {
         key: &WireKey,
         cl: Consistency,
     ) -> Result<tally_engine::Cell, WireError> {
-        timed_read(cl, async {
+        timed_read(self.ctx.metrics, cl, async {
             read::get_cell(&self.ctx, &convert::user_key(key)?, cl).await
         })
         .await
@@ -500,7 +503,12 @@ impl Node {
         partition: &[u8],
         cl: Consistency,
     ) -> Result<std::collections::BTreeMap<Vec<u8>, tally_engine::Cell>, WireError> {
-        timed_read(cl, read::get_row_cells(&self.ctx, partition, cl)).await
+        timed_read(
+            self.ctx.metrics,
+            cl,
+            read::get_row_cells(&self.ctx, partition, cl),
+        )
+        .await
     }
 
     /// Reads every column of a partition at `cl`.
@@ -509,7 +517,12 @@ impl Node {
         partition: &[u8],
         cl: Consistency,
     ) -> Result<Vec<(Vec<u8>, i64)>, WireError> {
-        timed_read(cl, read::get_row(&self.ctx, partition, cl)).await
+        timed_read(
+            self.ctx.metrics,
+            cl,
+            read::get_row(&self.ctx, partition, cl),
+        )
+        .await
     }
 
     /// The keyspace database `db` reads and writes now.
@@ -687,6 +700,11 @@ impl Node {
         })
     }
 
+    /// What this node counts as it serves.
+    pub(crate) fn metrics(&self) -> &'static Registry {
+        self.ctx.metrics
+    }
+
     /// The engine's numbers.
     pub(crate) fn engine_stats(&self) -> tally_engine::Stats {
         self.ctx.engine.stats()
@@ -714,11 +732,12 @@ impl Node {
 
 /// Runs a coordinated read at `cl`, counted in the metrics.
 async fn timed_read<T>(
+    metrics: &Registry,
     cl: Consistency,
     read: impl std::future::Future<Output = Result<T, WireError>>,
 ) -> Result<T, WireError> {
     let started = std::time::Instant::now();
     let answer = read.await;
-    crate::base::registry::get().coordinated(Op::Read, cl, started.elapsed(), &answer);
+    metrics.coordinated(Op::Read, cl, started.elapsed(), &answer);
     answer
 }

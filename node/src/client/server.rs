@@ -220,7 +220,7 @@ fn run_request(
             id: req.id,
             conn: adds.clone(),
             slot: permit,
-            timer: Timer::start(*cl),
+            timer: Timer::start(*cl, node.metrics()),
         };
         match queued_add(req.op, node.keyspace(0), user, reply) {
             Ok(add) => node.submit(add),

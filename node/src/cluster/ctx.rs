@@ -13,6 +13,7 @@ use tally_net::peer::Transport;
 use tally_net::wire::{Consistency, ErrorKind, WireError};
 use tracing::warn;
 
+use crate::base::registry::Registry;
 use crate::cluster::hints::Hints;
 use crate::cluster::membership::Topology;
 use crate::cluster::placement::{self, OnceRefusal, Refusal, Route, Shortfall, State};
@@ -93,6 +94,8 @@ pub(crate) struct Ctx {
     pub(crate) repairing: parking_lot::Mutex<Option<tally_net::wire::WireRepaired>>,
     /// Set once by `Node::start_peers`, before any request is served.
     pub(crate) transport: OnceLock<Arc<Transport>>,
+    /// What this node counts as it serves (every role counts).
+    pub(crate) metrics: &'static Registry,
     pub(crate) write_timeout: Duration,
     pub(crate) read_timeout: Duration,
     /// Fault injection: a replica never tells a leader that a deadline it

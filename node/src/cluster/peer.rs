@@ -246,7 +246,7 @@ async fn apply(
 ) {
     match ctx.engine.apply_with_tails(&applies).await {
         Ok(results) => {
-            crate::base::registry::get()
+            ctx.metrics
                 .replica_applies
                 .fetch_add(applies.len() as u64, std::sync::atomic::Ordering::Relaxed);
             let now_ms = tally_engine::now_ms();

@@ -317,7 +317,7 @@ async fn gather_from<T: Send + 'static>(
 
 /// Sends the merged cell to a replica that was behind, in the background.
 fn repair(ctx: &Arc<Ctx>, replica: usize, key: Key, cell: Cell) {
-    crate::base::registry::get()
+    ctx.metrics
         .read_repairs
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let ctx = ctx.clone();

@@ -158,7 +158,7 @@ async fn connection(c: Accepted, budget: Arc<queued::Budget>) {
     // When the first byte of the unfinished request at the end of `buf` came.
     let mut partial_since = None;
     loop {
-        let (mut cmds, used, bad) = parse_all(&buf);
+        let (mut cmds, used, bad) = parse_all(&buf, node.metrics());
         buf.drain(..used);
         let mut close = false;
         let mut i = 0;
@@ -272,7 +272,10 @@ async fn last_word(
 /// A pipeline's commands: the complete ones at the front of `buf`, at most
 /// [`PARSED_MAX`], each with its name lowercased, the bytes they used, and
 /// the protocol error that ends them, if one does.
-fn parse_all(buf: &[u8]) -> (Vec<Named>, usize, Option<String>) {
+fn parse_all(
+    buf: &[u8],
+    metrics: &crate::base::registry::Registry,
+) -> (Vec<Named>, usize, Option<String>) {
     let mut cmds = Vec::new();
     let mut used = 0;
     while cmds.len() < PARSED_MAX {
@@ -281,7 +284,7 @@ fn parse_all(buf: &[u8]) -> (Vec<Named>, usize, Option<String>) {
                 used += n;
                 if let Some(first) = args.first() {
                     let name = String::from_utf8_lossy(first).to_ascii_lowercase();
-                    crate::base::registry::get().resp_command(&name);
+                    metrics.resp_command(&name);
                     cmds.push((name, args));
                 }
             }
