@@ -111,6 +111,7 @@ impl Node {
             repairing: parking_lot::Mutex::new(None),
             transport: OnceLock::new(),
             metrics,
+            scripts: Default::default(),
             write_timeout: Duration::from_millis(c.write_timeout_ms),
             read_timeout: Duration::from_millis(c.read_timeout_ms),
             config,
@@ -698,6 +699,11 @@ impl Node {
                 ring: topology.to_wire(),
             },
         })
+    }
+
+    /// This node's cache of scripts.
+    pub(crate) fn scripts(&self) -> &crate::cluster::scripts::Scripts {
+        &self.ctx.scripts
     }
 
     /// What this node counts as it serves.

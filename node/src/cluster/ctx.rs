@@ -96,6 +96,8 @@ pub(crate) struct Ctx {
     pub(crate) transport: OnceLock<Arc<Transport>>,
     /// What this node counts as it serves (every role counts).
     pub(crate) metrics: &'static Registry,
+    /// This node's cache of scripts (RESP connections and peers use it).
+    pub(crate) scripts: crate::cluster::scripts::Scripts,
     pub(crate) write_timeout: Duration,
     pub(crate) read_timeout: Duration,
     /// Fault injection: a replica never tells a leader that a deadline it

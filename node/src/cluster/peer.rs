@@ -161,7 +161,7 @@ fn sort(ctx: &Ctx, req: PeerRequest) -> Sorted {
         req @ (PeerRequest::Survey { .. } | PeerRequest::Fold) => Task::Fold(req),
         PeerRequest::ScanKeys { scan, ranges } => Task::Scan(scan, ranges),
         req @ (PeerRequest::Script { .. } | PeerRequest::FlushScripts) => {
-            return Sorted::Answer(crate::cluster::scripts::serve(req));
+            return Sorted::Answer(ctx.scripts.serve(req));
         }
         PeerRequest::Read { key } => Task::Read(key),
         PeerRequest::ReadRow { partition } => Task::ReadRow(partition),

@@ -122,7 +122,7 @@ async fn script_of(node: &Node, name: &str, arg: &[u8]) -> Result<(String, Arc<[
     }
     let sha = scripts::sha1_hex(arg);
     let body: Arc<[u8]> = arg.into();
-    scripts::insert_eval(&sha, body.clone());
+    node.scripts().insert_eval(&sha, body.clone());
     Ok((sha, body))
 }
 
@@ -182,7 +182,7 @@ async fn eval(node: &Arc<Node>, s: &Session, name: &str, args: &[Vec<u8>]) -> Re
             read_only: name.ends_with("_ro") || !s.login.may_write(),
             admin: admin(s),
         },
-        generation: scripts::generation(),
+        generation: node.scripts().generation(),
     };
     runner::run(job).await
 }
@@ -196,13 +196,13 @@ fn admin(s: &Session) -> bool {
 async fn script(node: &Node, s: &Session, rest: &[Vec<u8>]) -> Reply {
     let sub = String::from_utf8_lossy(&rest[0]).to_ascii_lowercase();
     match (sub.as_str(), rest.len() - 1) {
-        ("load", 1) => load(&rest[1]),
+        ("load", 1) => load(node, &rest[1]),
         ("exists", n) if n >= 1 => Reply::Array(
             rest[1..]
                 .iter()
                 .map(|sha| {
                     let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
-                    Reply::Int(i64::from(scripts::contains(&sha)))
+                    Reply::Int(i64::from(node.scripts().contains(&sha)))
                 })
                 .collect(),
         ),
@@ -233,7 +233,7 @@ async fn script(node: &Node, s: &Session, rest: &[Vec<u8>]) -> Reply {
 }
 
 /// `SCRIPT LOAD body`: compiled first, so a syntax error is told now.
-fn load(body: &[u8]) -> Reply {
+fn load(node: &Node, body: &[u8]) -> Reply {
     if body.len() > scripts::SCRIPT_BYTES_MAX {
         return too_long();
     }
@@ -241,7 +241,7 @@ fn load(body: &[u8]) -> Reply {
         return Reply::err(e);
     }
     let sha = scripts::sha1_hex(body);
-    if !scripts::insert_loaded(&sha, body.into()) {
+    if !node.scripts().insert_loaded(&sha, body.into()) {
         return Reply::err(format!(
             "ERR the node keeps at most {} loaded scripts ({} MiB): SCRIPT FLUSH, or use EVAL",
             scripts::SCRIPTS_MAX,
