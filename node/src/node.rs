@@ -94,11 +94,7 @@ impl Node {
         let ctx = Arc::new(Ctx {
             me,
             placed,
-            changing: tokio::sync::Mutex::new(()),
-            cleaning: tokio::sync::Mutex::new(()),
-            collect_queued: Default::default(),
-            flushes: Default::default(),
-            adopting: parking_lot::Mutex::new(()),
+            changes: Default::default(),
             id_fence: parking_lot::RwLock::new(()),
             admit_fence: tokio::sync::RwLock::new(()),
             engine,

@@ -14,6 +14,7 @@ use tally_net::wire::{Consistency, ErrorKind, WireError};
 use tracing::warn;
 
 use crate::base::registry::Registry;
+use crate::cluster::changes::Changes;
 use crate::cluster::hints::Hints;
 use crate::cluster::membership::Topology;
 use crate::cluster::placement::{self, OnceRefusal, Refusal, Route, Shortfall, State};
@@ -54,20 +55,8 @@ pub(crate) struct Ctx {
     pub(crate) me: usize,
     /// The ring this node places data by, and the membership it comes from.
     pub(crate) placed: parking_lot::RwLock<Placed>,
-    /// Held by the topology change this node runs (one at a time).
-    pub(crate) changing: tokio::sync::Mutex<()>,
-    /// Held by the cleanup this node runs (one at a time).
-    pub(crate) cleaning: tokio::sync::Mutex<()>,
-    /// A collection of flushed generations is queued and has not read the
-    /// ring yet: the flushes stored meanwhile need no other
-    /// (`topology::flush::collect`).
-    pub(crate) collect_queued: crate::cluster::flush_queue::Coalesced,
-    /// The flushes this node coordinates, one batch at a time
-    /// (`flush_queue`).
-    pub(crate) flushes:
-        parking_lot::Mutex<crate::cluster::flush_queue::Queue<crate::cluster::flush_queue::Waiter>>,
-    /// Held while a ring is stored and switched to.
-    pub(crate) adopting: parking_lot::Mutex<()>,
+    /// The topology role's locks and queues (`topology` alone takes them).
+    pub(crate) changes: Changes,
     /// Held for reading from the check that an add with an id may be
     /// applied here through its read-modify-write; for writing when a
     /// ring switching over is taken, so that once it is, every add that

@@ -2,6 +2,7 @@
 //! the peer handler, hints, repair, topology changes, scans, unique
 //! counters, the script cache and snapshots, sharing `ctx`.
 
+pub(crate) mod changes;
 pub(crate) mod ctx;
 pub(crate) mod flush_queue;
 pub(crate) mod handoff;

@@ -75,7 +75,7 @@ pub(crate) fn initial(config: &Config, me: usize) -> Result<Topology> {
 /// Stores `theirs` and switches to it, if it is newer than this node's
 /// ring; answers whether it did.
 pub(crate) fn adopt(ctx: &Arc<Ctx>, theirs: &Topology) -> Result<bool, String> {
-    let _one = ctx.adopting.lock();
+    let _one = ctx.changes.adopting();
     let mine = ctx.topology();
     if !mine.accepts(theirs)? {
         return Ok(false);
@@ -207,7 +207,7 @@ pub(crate) fn start(ctx: Weak<Ctx>) {
 /// Runs `change` to its end, from where it stopped if it was begun
 /// before; answers the ring after it. One change at a time, cluster-wide.
 pub(crate) async fn run(ctx: &Arc<Ctx>, change: Change) -> Result<Topology, WireError> {
-    let Ok(_one) = ctx.changing.try_lock() else {
+    let Some(_one) = ctx.changes.try_change() else {
         return Err(invalid(format!(
             "{} is already running a topology change; one at a time",
             ctx.name(ctx.me)

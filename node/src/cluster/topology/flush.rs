@@ -34,7 +34,7 @@ use crate::cluster::ctx::Ctx;
 pub(crate) async fn run(ctx: &Arc<Ctx>, dbs: &[u8]) -> Result<(), WireError> {
     let (waiter, answer) = oneshot::channel();
     let start = {
-        let mut queue = ctx.flushes.lock();
+        let mut queue = ctx.changes.flushes();
         if queue.is_driving() && ctx.flush_join_running() {
             // FAULT INJECTION: as if the running flush covered this one.
             return Ok(());
@@ -57,7 +57,7 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, dbs: &[u8]) -> Result<(), WireError> {
 /// queued, answering each batch's callers.
 async fn drive(ctx: &Arc<Ctx>) {
     loop {
-        let Some(batch) = ctx.flushes.lock().take() else {
+        let Some(batch) = ctx.changes.flushes().take() else {
             return;
         };
         let dbs: Vec<u8> = batch.dbs.into_iter().collect();
@@ -81,7 +81,7 @@ async fn drive(ctx: &Arc<Ctx>) {
 
 /// One flush of `dbs`, run by the batch's driver.
 async fn flush_once(ctx: &Arc<Ctx>, dbs: &[u8]) -> Result<(), WireError> {
-    let Ok(_one) = ctx.changing.try_lock() else {
+    let Some(_one) = ctx.changes.try_change() else {
         return Err(WireError::not_applied(
             ErrorKind::Unavailable,
             format!(
