@@ -104,7 +104,7 @@ impl Node {
             replacing: std::sync::atomic::AtomicBool::new(
                 crate::cluster::topology::replace::in_progress(&dir),
             ),
-            repairing: parking_lot::Mutex::new(None),
+            repairing: Default::default(),
             transport: OnceLock::new(),
             metrics,
             scripts: Default::default(),
@@ -691,7 +691,7 @@ impl Node {
                 adds_led: e.adds,
                 counter_id: e.counter_id,
                 hints,
-                repairing: ctx.repairing.lock().clone(),
+                repairing: ctx.repairing.running(),
                 ring: topology.to_wire(),
             },
         })

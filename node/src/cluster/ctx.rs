@@ -79,8 +79,9 @@ pub(crate) struct Ctx {
     /// ranges, takes replicated writes, and neither leads nor answers
     /// replica reads until it is done (see `topology::replace`).
     pub(crate) replacing: std::sync::atomic::AtomicBool,
-    /// The repair this node is running, as far as it got (one at a time).
-    pub(crate) repairing: parking_lot::Mutex<Option<tally_net::wire::WireRepaired>>,
+    /// The repair role's state: the repair this node runs (`repair` alone
+    /// takes it; the node reports it).
+    pub(crate) repairing: crate::cluster::repairing::Repairing,
     /// Set once by `Node::start_peers`, before any request is served.
     pub(crate) transport: OnceLock<Arc<Transport>>,
     /// What this node counts as it serves (every role counts).

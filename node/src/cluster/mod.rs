@@ -12,6 +12,7 @@ pub(crate) mod peer;
 pub(crate) mod placement;
 pub(crate) mod read;
 pub(crate) mod repair;
+pub(crate) mod repairing;
 pub(crate) mod scan;
 pub(crate) mod scripts;
 pub(crate) mod snapshot;
