@@ -57,16 +57,8 @@ pub(crate) struct Ctx {
     pub(crate) placed: parking_lot::RwLock<Placed>,
     /// The topology role's locks and queues (`topology` alone takes them).
     pub(crate) changes: Changes,
-    /// Held for reading from the check that an add with an id may be
-    /// applied here through its read-modify-write; for writing when a
-    /// ring switching over is taken, so that once it is, every add that
-    /// passed the check is in the ledger (see `topology::change`).
-    pub(crate) id_fence: parking_lot::RwLock<()>,
-    /// Held for reading by an admission of unique members through its
-    /// replication; for writing once a ring switching over is taken, so
-    /// that every admission whose applier it moves has ended (see
-    /// `topology::change`).
-    pub(crate) admit_fence: tokio::sync::RwLock<()>,
+    /// The write role's fences, which a ring switching over closes.
+    pub(crate) fences: crate::cluster::fences::Fences,
     pub(crate) engine: Engine,
     pub(crate) hints: Hints,
     /// Whether this node may apply ids yet, after an unclean restart.

@@ -87,8 +87,8 @@ pub(crate) fn adopt(ctx: &Arc<Ctx>, theirs: &Topology) -> Result<bool, String> {
     placed.previous = Some(ctx.ring());
     {
         // Adds with ids that passed the fence before are in the ledger
-        // once this is taken (see `Ctx::id_fence`).
-        let _fence = theirs.switching.then(|| ctx.id_fence.write());
+        // once this is taken (see `fences`).
+        let _fence = theirs.switching.then(|| ctx.fences.close_ids());
         *ctx.placed.write() = placed;
     }
     ctx.leaving
@@ -120,7 +120,7 @@ pub(crate) async fn serve(ctx: &Arc<Ctx>, req: PeerRequest) -> PeerResponse {
                     // Admissions of members whose applier moves that began
                     // before the ring are done once this is taken (see
                     // `write::unique::lead`).
-                    drop(ctx.admit_fence.write().await);
+                    ctx.fences.wait_admissions().await;
                 }
                 PeerResponse::Applied
             }
