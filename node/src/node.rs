@@ -21,6 +21,8 @@ use tally_net::wire::{
 use crate::base::convert;
 use crate::base::registry::{Op, Registry};
 use crate::cluster::ctx::{Ctx, Placed};
+#[cfg(feature = "fault-injection")]
+use crate::cluster::faults::Fault;
 use crate::cluster::hints::Hints;
 use crate::cluster::peer::PeerHandler;
 use crate::cluster::read;
@@ -107,21 +109,10 @@ impl Node {
             transport: OnceLock::new(),
             metrics,
             scripts: Default::default(),
+            faults: Default::default(),
             write_timeout: Duration::from_millis(c.write_timeout_ms),
             read_timeout: Duration::from_millis(c.read_timeout_ms),
             config,
-            #[cfg(feature = "fault-injection")]
-            ignore_deadlines: std::sync::atomic::AtomicBool::new(false),
-            #[cfg(feature = "fault-injection")]
-            idle_repair: std::sync::atomic::AtomicBool::new(false),
-            #[cfg(feature = "fault-injection")]
-            sync_delay_ms: std::sync::atomic::AtomicU64::new(0),
-            #[cfg(feature = "fault-injection")]
-            skip_sync: std::sync::atomic::AtomicBool::new(false),
-            #[cfg(feature = "fault-injection")]
-            flush_locally: std::sync::atomic::AtomicBool::new(false),
-            #[cfg(feature = "fault-injection")]
-            flush_join_running: std::sync::atomic::AtomicBool::new(false),
         });
         let writes = Writes::new(ctx.clone());
         Ok(Arc::new(Node { ctx, writes }))
@@ -249,9 +240,7 @@ impl Node {
     /// and then invisible (lost). Only with the `fault-injection` feature.
     #[cfg(feature = "fault-injection")]
     pub fn inject_ignore_deadlines(&self) {
-        self.ctx
-            .ignore_deadlines
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.ctx.faults.inject(Fault::IgnoreDeadlines);
     }
 
     /// FAULT INJECTION for testing checkers: repairs this node runs find
@@ -259,9 +248,7 @@ impl Node {
     /// apart. Only with the `fault-injection` feature.
     #[cfg(feature = "fault-injection")]
     pub fn inject_idle_repair(&self) {
-        self.ctx
-            .idle_repair
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.ctx.faults.inject(Fault::IdleRepair);
     }
 
     /// TEST SEAM: a push of `value` onto a list this node leads waits
@@ -285,9 +272,7 @@ impl Node {
     /// that tests can act while it is in progress.
     #[cfg(feature = "fault-injection")]
     pub fn inject_sync_delay(&self, ms: u64) {
-        self.ctx
-            .sync_delay_ms
-            .store(ms, std::sync::atomic::Ordering::Relaxed);
+        self.ctx.faults.set_sync_delay_ms(ms);
     }
 
     /// FAULT INJECTION for testing checkers: topology changes this node
@@ -295,9 +280,7 @@ impl Node {
     /// empty). Only with the `fault-injection` feature.
     #[cfg(feature = "fault-injection")]
     pub fn inject_skip_sync(&self) {
-        self.ctx
-            .skip_sync
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.ctx.faults.inject(Fault::SkipSync);
     }
 
     /// FAULT INJECTION for testing checkers: flushes this node runs answer
@@ -305,9 +288,7 @@ impl Node {
     /// its heartbeats. Only with the `fault-injection` feature.
     #[cfg(feature = "fault-injection")]
     pub fn inject_flush_locally(&self) {
-        self.ctx
-            .flush_locally
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.ctx.faults.inject(Fault::FlushLocally);
     }
 
     /// FAULT INJECTION for testing checkers: a flush asked while this
@@ -316,9 +297,7 @@ impl Node {
     /// `fault-injection` feature.
     #[cfg(feature = "fault-injection")]
     pub fn inject_flush_join_running(&self) {
-        self.ctx
-            .flush_join_running
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.ctx.faults.inject(Fault::FlushJoinRunning);
     }
 
     /// FAULT INJECTION for testing checkers: this node applies ids at once

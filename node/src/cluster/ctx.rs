@@ -15,6 +15,7 @@ use tracing::warn;
 
 use crate::base::registry::Registry;
 use crate::cluster::changes::Changes;
+use crate::cluster::faults::{Fault, Faults};
 use crate::cluster::hints::Hints;
 use crate::cluster::membership::Topology;
 use crate::cluster::placement::{self, OnceRefusal, Refusal, Route, Shortfall, State};
@@ -82,101 +83,15 @@ pub(crate) struct Ctx {
     pub(crate) scripts: crate::cluster::scripts::Scripts,
     pub(crate) write_timeout: Duration,
     pub(crate) read_timeout: Duration,
-    /// Fault injection: a replica never tells a leader that a deadline it
-    /// did not know has passed.
-    #[cfg(feature = "fault-injection")]
-    pub(crate) ignore_deadlines: std::sync::atomic::AtomicBool,
-    /// Fault injection: repairs this node runs count the cells they would
-    /// send, and send none.
-    #[cfg(feature = "fault-injection")]
-    pub(crate) idle_repair: std::sync::atomic::AtomicBool,
-    /// Test seam: a topology change this node runs waits this long (ms)
-    /// between beginning and syncing.
-    #[cfg(feature = "fault-injection")]
-    pub(crate) sync_delay_ms: std::sync::atomic::AtomicU64,
-    /// Fault injection: topology changes this node runs skip the sync.
-    #[cfg(feature = "fault-injection")]
-    pub(crate) skip_sync: std::sync::atomic::AtomicBool,
-    /// Fault injection: flushes this node runs are stored by it alone.
-    #[cfg(feature = "fault-injection")]
-    pub(crate) flush_locally: std::sync::atomic::AtomicBool,
-    /// Fault injection: a flush asked while this node runs another
-    /// answers at once.
-    #[cfg(feature = "fault-injection")]
-    pub(crate) flush_join_running: std::sync::atomic::AtomicBool,
+    /// The switches that break this node on purpose (tests only).
+    pub(crate) faults: Faults,
 }
 
 impl Ctx {
-    /// Waits as long as the test seam says before a change syncs.
-    pub(crate) async fn sync_delay(&self) {
-        #[cfg(feature = "fault-injection")]
-        {
-            let ms = self
-                .sync_delay_ms
-                .load(std::sync::atomic::Ordering::Relaxed);
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-        }
-    }
-
-    /// Whether fault injection says changes sync nothing.
-    #[cfg(feature = "fault-injection")]
-    pub(crate) fn skip_sync(&self) -> bool {
-        self.skip_sync.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Never: this build has no fault injection.
-    #[cfg(not(feature = "fault-injection"))]
-    pub(crate) fn skip_sync(&self) -> bool {
-        false
-    }
-
-    /// Whether fault injection says a flush is stored here alone.
-    #[cfg(feature = "fault-injection")]
-    pub(crate) fn flush_locally(&self) -> bool {
-        self.flush_locally
-            .load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Never: this build has no fault injection.
-    #[cfg(not(feature = "fault-injection"))]
-    pub(crate) fn flush_locally(&self) -> bool {
-        false
-    }
-
-    /// Whether fault injection says a flush asked while one runs answers
-    /// at once.
-    #[cfg(feature = "fault-injection")]
-    pub(crate) fn flush_join_running(&self) -> bool {
-        self.flush_join_running
-            .load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Never: this build has no fault injection.
-    #[cfg(not(feature = "fault-injection"))]
-    pub(crate) fn flush_join_running(&self) -> bool {
-        false
-    }
-
-    /// Whether fault injection says repairs send nothing.
-    #[cfg(feature = "fault-injection")]
-    pub(crate) fn idle_repair(&self) -> bool {
-        self.idle_repair.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Never: this build has no fault injection.
-    #[cfg(not(feature = "fault-injection"))]
-    pub(crate) fn idle_repair(&self) -> bool {
-        false
-    }
-
     /// Whether a replica holding `mine` must answer `Stale` to a shard
     /// sent in epoch `sent` (see `tally_engine::Epoch::outdates`).
     pub(crate) fn outdates(&self, mine: &Epoch, sent: &Epoch, now_ms: u64) -> bool {
-        #[cfg(feature = "fault-injection")]
-        if self
-            .ignore_deadlines
-            .load(std::sync::atomic::Ordering::Relaxed)
-        {
+        if self.faults.has(Fault::IgnoreDeadlines) {
             return mine.id() > sent.id();
         }
         mine.outdates(sent, now_ms)

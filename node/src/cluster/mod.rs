@@ -4,6 +4,7 @@
 
 pub(crate) mod changes;
 pub(crate) mod ctx;
+pub(crate) mod faults;
 pub(crate) mod fences;
 pub(crate) mod flush_queue;
 pub(crate) mod handoff;

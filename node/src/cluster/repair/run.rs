@@ -19,6 +19,7 @@ use super::{
 };
 use crate::base::convert::{cell, engine_error, key, wire_cell, wire_key};
 use crate::cluster::ctx::Ctx;
+use crate::cluster::faults::Fault;
 
 /// How long one replica may take to answer a scan (digests or a page).
 const SCAN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -385,7 +386,7 @@ async fn push(ctx: &Arc<Ctx>, r: usize, k: &Key, merged: &Cell) -> Result<u64, W
         cell: wire_cell(merged),
     };
     let bytes = tally_net::wire::encode(&req).len() as u64;
-    if ctx.idle_repair() {
+    if ctx.faults.has(Fault::IdleRepair) {
         return Ok(bytes); // fault injection: reported, never sent
     }
     if r == ctx.me {

@@ -39,6 +39,7 @@ use tracing::{info, warn};
 
 use super::{Change, Refused, Topology, store};
 use crate::cluster::ctx::{Ctx, Placed};
+use crate::cluster::faults::Fault;
 use crate::config::Config;
 
 /// How long a peer may take to answer for its ring or store one.
@@ -230,9 +231,9 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, change: Change) -> Result<Topology, Wire
     if begun.version != now.version {
         commit(ctx, &now, &begun).await?;
     }
-    ctx.sync_delay().await;
+    ctx.faults.sync_delay().await;
     info!(version = begun.version, node = %ctx.name(change.node()), "{}: syncing", change.verb());
-    let synced = if ctx.skip_sync() {
+    let synced = if ctx.faults.has(Fault::SkipSync) {
         WireRepaired::default() // fault injection: the new replicas start empty
     } else {
         sync(ctx, &begun).await?
@@ -247,7 +248,7 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, change: Change) -> Result<Topology, Wire
     }
     // Members admitted by their old appliers until the switch reach the
     // new ones: ranges synced again, now that no such admission is made.
-    if !ctx.skip_sync() {
+    if !ctx.faults.has(Fault::SkipSync) {
         sync(ctx, &switching).await?;
     }
     hand_over_ids(ctx, &switching).await?;

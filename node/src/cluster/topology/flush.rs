@@ -27,6 +27,7 @@ use tracing::info;
 use super::Refused;
 use super::change::{commit, folding, learn};
 use crate::cluster::ctx::Ctx;
+use crate::cluster::faults::Fault;
 
 /// Moves each of `dbs` to a new generation, on every member: in the next
 /// batch of this coordinator's flushes (`flush_queue`), which begins
@@ -35,7 +36,7 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, dbs: &[u8]) -> Result<(), WireError> {
     let (waiter, answer) = oneshot::channel();
     let start = {
         let mut queue = ctx.changes.flushes();
-        if queue.is_driving() && ctx.flush_join_running() {
+        if queue.is_driving() && ctx.faults.has(Fault::FlushJoinRunning) {
             // FAULT INJECTION: as if the running flush covered this one.
             return Ok(());
         }
@@ -113,7 +114,7 @@ async fn flush_once(ctx: &Arc<Ctx>, dbs: &[u8]) -> Result<(), WireError> {
             ),
         ));
     }
-    if ctx.flush_locally() {
+    if ctx.faults.has(Fault::FlushLocally) {
         // FAULT INJECTION: the others learn it from this node's heartbeats.
         super::change::adopt(ctx, &next).map_err(|e| WireError::new(ErrorKind::Internal, e))?;
         return Ok(());
