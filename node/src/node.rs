@@ -510,14 +510,14 @@ impl Node {
         crate::cluster::topology::flush::run(&self.ctx, dbs).await
     }
 
-    /// The Lua script of `sha`, from this node or another (see `scripts`).
+    /// The Lua script of `sha`, from this node or another (see `script_peers`).
     pub(crate) async fn find_script(&self, sha: &str) -> Option<Arc<[u8]>> {
-        crate::cluster::scripts::find(&self.ctx, sha).await
+        crate::cluster::script_peers::find(&self.ctx, sha).await
     }
 
     /// Empties every node's cache of scripts.
     pub(crate) async fn flush_scripts(&self) {
-        crate::cluster::scripts::flush_everywhere(&self.ctx).await;
+        crate::cluster::script_peers::flush_everywhere(&self.ctx).await;
     }
 
     /// Takes, lists or clears this node's snapshots (see `snapshot`).

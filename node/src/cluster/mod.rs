@@ -16,6 +16,7 @@ pub(crate) mod read;
 pub(crate) mod repair;
 pub(crate) mod repairing;
 pub(crate) mod scan;
+pub(crate) mod script_peers;
 pub(crate) mod scripts;
 pub(crate) mod snapshot;
 pub(crate) mod tails;

@@ -2,17 +2,14 @@
 //! ([`Scripts`], held by `Ctx`), shared by every RESP connection, and filled from the other nodes on a miss: a
 //! script loaded through one node runs by its sha through any other, so a
 //! client may send `SCRIPT LOAD` and `EVALSHA` through different nodes. A
-//! script a peer answers is kept only if its sha1 is the one asked for.
+//! script a peer answers is kept only if its sha1 is the one asked for
+//! (`script_peers`: the cache is a leaf, which `Ctx` holds).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
 
 use parking_lot::Mutex;
 use tally_net::wire::{PeerRequest, PeerResponse};
-use tokio::task::JoinSet;
-
-use crate::cluster::ctx::Ctx;
 
 /// Most scripts `SCRIPT LOAD` keeps on a node (until `SCRIPT FLUSH`).
 pub(crate) const SCRIPTS_MAX: usize = 10_000;
@@ -25,8 +22,6 @@ pub(crate) const EVALS_MAX: usize = 500;
 pub(crate) const EVAL_BYTES_MAX: usize = 32 << 20;
 /// Longest script a node caches (or runs), in bytes.
 pub(crate) const SCRIPT_BYTES_MAX: usize = 4 << 20;
-/// How long a peer may take to answer for a script.
-const FETCH_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Scripts kept while they are used: past `count` scripts or `bytes`
 /// bytes, the one used longest ago goes.
@@ -181,50 +176,6 @@ impl Scripts {
             )),
         }
     }
-}
-
-/// The script of `sha` from this node, or else from the first live peer
-/// that has it (kept here then).
-pub(crate) async fn find(ctx: &Arc<Ctx>, sha: &str) -> Option<Arc<[u8]>> {
-    if let Some(body) = ctx.scripts.get(sha) {
-        return Some(body);
-    }
-    let mut asked = JoinSet::new();
-    for n in (0..ctx.config.nodes.len()).filter(|&n| n != ctx.me && ctx.is_up(n)) {
-        let (ctx, req) = (
-            ctx.clone(),
-            PeerRequest::Script {
-                sha: sha.to_string(),
-            },
-        );
-        asked.spawn(async move { ctx.transport().call(n, req, FETCH_TIMEOUT).await });
-    }
-    while let Some(answer) = asked.join_next().await {
-        if let Ok(Ok(PeerResponse::Script(Some(body)))) = answer
-            && sha1_hex(&body) == sha
-        {
-            let body: Arc<[u8]> = body.into();
-            ctx.scripts.insert_eval(sha, body.clone());
-            return Some(body);
-        }
-    }
-    None
-}
-
-/// Empties every live peer's cache too (best effort: a peer that does not
-/// answer keeps its scripts).
-pub(crate) async fn flush_everywhere(ctx: &Arc<Ctx>) {
-    ctx.scripts.flush();
-    let mut asked = JoinSet::new();
-    for n in (0..ctx.config.nodes.len()).filter(|&n| n != ctx.me && ctx.is_up(n)) {
-        let ctx = ctx.clone();
-        asked.spawn(async move {
-            ctx.transport()
-                .call(n, PeerRequest::FlushScripts, FETCH_TIMEOUT)
-                .await
-        });
-    }
-    while asked.join_next().await.is_some() {}
 }
 
 #[cfg(test)]

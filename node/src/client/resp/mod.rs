@@ -61,6 +61,7 @@ mod queued;
 mod script;
 mod session;
 mod sets;
+mod shared;
 mod strings;
 mod tally;
 
@@ -104,7 +105,7 @@ const PARSED_MAX: usize = 1024;
 /// Accepts RESP connections until the listener fails, at most as many at
 /// once as `gate` allows.
 pub async fn serve(listener: TcpListener, node: Arc<Node>, gate: Arc<ClientGate>, doors: Doors) {
-    admin::started();
+    let shared = shared::Shared::new();
     let limits = &node.config().cluster.limits;
     let budget = queued::Budget::new(limits.multi_bytes_max, limits.multi_node_bytes_max);
     let l = Listener {
@@ -114,7 +115,7 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>, gate: Arc<ClientGate>
         protected: PROTECTED.to_vec(),
         auth: doors.auth,
         tls: doors.tls,
-        handle: move |accepted| connection(accepted, budget.clone()),
+        handle: move |accepted| connection(accepted, budget.clone(), shared.clone()),
     };
     accept_loop(listener, node, gate, l).await
 }
@@ -132,7 +133,7 @@ struct Conn {
     peer: Option<SocketAddr>,
 }
 
-async fn connection(c: Accepted, budget: Arc<queued::Budget>) {
+async fn connection(c: Accepted, budget: Arc<queued::Budget>, shared: Arc<shared::Shared>) {
     let Accepted {
         stream,
         node,
@@ -151,7 +152,7 @@ async fn connection(c: Accepted, budget: Arc<queued::Budget>) {
     );
     // Reads and writes take turns here: the stream is not split.
     let mut stream = stream;
-    let mut session = Session::new(addrs, Login::new(&auth), budget);
+    let mut session = Session::new(addrs, Login::new(&auth), budget, shared);
     let conn = Conn { slot, auth, peer };
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut out = Vec::new();
