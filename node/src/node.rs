@@ -267,6 +267,15 @@ impl Node {
         self.writes.inject_list_stamp_when_made();
     }
 
+    /// FAULT INJECTION for testing checkers: script interpreters this node
+    /// makes from now on leave their libraries and globals writable, so a
+    /// script can plant code another user's script then runs. Only with
+    /// the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_unsealed_scripts(&self) {
+        self.ctx.faults.inject(Fault::UnsealedScripts);
+    }
+
     /// TEST SEAM: a topology change this node runs waits `ms` between
     /// beginning (every node storing the ring with it) and syncing, so
     /// that tests can act while it is in progress.
@@ -673,6 +682,15 @@ impl Node {
                 ring: topology.to_wire(),
             },
         })
+    }
+
+    /// Whether the script interpreters this node makes are sealed (all
+    /// but under fault injection: [`Node::inject_unsealed_scripts`]).
+    pub(crate) fn seals_scripts(&self) -> bool {
+        !self
+            .ctx
+            .faults
+            .has(crate::cluster::faults::Fault::UnsealedScripts)
     }
 
     /// This node's cache of scripts.

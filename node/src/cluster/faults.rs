@@ -22,13 +22,16 @@ pub(crate) enum Fault {
     FlushLocally = 3,
     /// A flush asked while this node runs another answers at once.
     FlushJoinRunning = 4,
+    /// Script interpreters made from now on leave their libraries and
+    /// globals writable (`resp::lua::sandbox`).
+    UnsealedScripts = 5,
 }
 
 /// One node's switches, all off at first.
 #[derive(Debug, Default)]
 pub(crate) struct Faults {
     #[cfg(feature = "fault-injection")]
-    on: [AtomicBool; 5],
+    on: [AtomicBool; 6],
     /// Test seam: a topology change this node runs waits this long (ms)
     /// between beginning and syncing.
     #[cfg(feature = "fault-injection")]

@@ -189,7 +189,7 @@ fn main() {
         }
         if unsafe_unsealed_scripts {
             tracing::warn!("FAULT INJECTION: script interpreters are not sealed");
-            tally_node::client::resp::inject_unsealed_scripts();
+            n.inject_unsealed_scripts();
         }
         if unsafe_idle_repair {
             tracing::warn!("FAULT INJECTION: repairs move nothing");

@@ -55,6 +55,7 @@ mod join;
 mod keys;
 mod lists;
 mod login;
+mod lua;
 mod pipeline;
 pub mod proto;
 mod queued;
@@ -67,14 +68,6 @@ mod tally;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-
-#[cfg(feature = "fault-injection")]
-/// FAULT INJECTION for testing checkers: script interpreters made from
-/// now on leave their libraries and globals writable, so a script can
-/// plant code another user's script then runs. Only with the
-/// `fault-injection` feature.
-#[cfg(feature = "fault-injection")]
-pub use script::inject_unsealed as inject_unsealed_scripts;
 
 use tally_net::wire::Consistency;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

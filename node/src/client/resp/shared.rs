@@ -1,6 +1,6 @@
 //! What every RESP connection of one node shares: when it began serving
-//! (`INFO`'s uptime), the numbers of its connections (`CLIENT ID`) and its
-//! `SCAN` cursors. One per `serve`, which a node runs once; each
+//! (`INFO`'s uptime), the numbers of its connections (`CLIENT ID`), its
+//! `SCAN` cursors, and its scripts' threads, memory and runs (`lua`). One per `serve`, which a node runs once; each
 //! connection's `Session` holds it, so that two nodes in one process keep
 //! their own.
 
@@ -11,6 +11,8 @@ use std::time::Instant;
 use parking_lot::{Mutex, MutexGuard};
 
 use super::cursors::{CURSORS_MAX, Cursors};
+use super::lua::runner::Pool;
+use super::lua::runs::Runs;
 
 /// One node's RESP state.
 #[derive(Debug)]
@@ -18,6 +20,8 @@ pub(crate) struct Shared {
     started: Instant,
     next_session: AtomicU64,
     cursors: Mutex<Cursors>,
+    scripts: Pool,
+    runs: Runs,
 }
 
 impl Shared {
@@ -32,6 +36,8 @@ impl Shared {
             started: Instant::now(),
             next_session: AtomicU64::new(1),
             cursors: Mutex::new(Cursors::new(CURSORS_MAX, seed << 8)),
+            scripts: Pool::default(),
+            runs: Runs::default(),
         })
     }
 
@@ -43,6 +49,16 @@ impl Shared {
     /// A new connection's id, unique on this node.
     pub(crate) fn next_session_id(&self) -> u64 {
         self.next_session.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The threads this node's scripts run on.
+    pub(crate) fn scripts(&self) -> &Pool {
+        &self.scripts
+    }
+
+    /// The runs of this node's scripts, as `SCRIPT KILL` sees them.
+    pub(crate) fn runs(&self) -> &Runs {
+        &self.runs
     }
 
     /// This node's `SCAN` cursors.
