@@ -145,7 +145,7 @@ impl Node {
             writes: Arc::downgrade(&self.writes),
         });
         let transport = Transport::start(settings, handler).context("start the peer transport")?;
-        if ctx.transport.set(transport.clone()).is_err() {
+        if ctx.set_transport(transport.clone()).is_err() {
             anyhow::bail!("the peer transport is already running");
         }
         self.writes.start();
@@ -719,7 +719,7 @@ impl Node {
 
     /// Stops the engine and syncs the hints; called once at shutdown.
     pub fn close(&self) -> Result<()> {
-        if let Some(t) = self.ctx.transport.get() {
+        if let Some(t) = self.ctx.started_transport() {
             t.close();
         }
         self.ctx.hints.sync().context("sync hints")?;

@@ -88,6 +88,41 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
+    /// Stores and switches to `placed` (`topology::change::adopt`, under
+    /// its lock and the fences it takes).
+    pub(crate) fn switch_to(&self, placed: Placed) {
+        *self.placed.write() = placed;
+    }
+
+    /// The ring and membership this node places data by, read-locked:
+    /// drop it at once.
+    pub(crate) fn placed(&self) -> parking_lot::RwLockReadGuard<'_, Placed> {
+        self.placed.read()
+    }
+
+    /// Records the node being decommissioned (`usize::MAX`: none).
+    pub(crate) fn set_leaving(&self, node: usize) {
+        self.leaving
+            .store(node, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// This node's replacement is done: it leads and answers reads again.
+    pub(crate) fn replaced(&self) {
+        self.replacing
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Sets the transport, once (`Node::start_peers`); answers it back
+    /// if one was set already.
+    pub(crate) fn set_transport(&self, transport: Arc<Transport>) -> Result<(), Arc<Transport>> {
+        self.transport.set(transport)
+    }
+
+    /// The transport, if the peers were started.
+    pub(crate) fn started_transport(&self) -> Option<&Arc<Transport>> {
+        self.transport.get()
+    }
+
     /// Whether a replica holding `mine` must answer `Stale` to a shard
     /// sent in epoch `sent` (see `tally_engine::Epoch::outdates`).
     pub(crate) fn outdates(&self, mine: &Epoch, sent: &Epoch, now_ms: u64) -> bool {

@@ -211,7 +211,7 @@ impl Local for Ctx {
     /// A replica, pending or natural, in this node's ring or the one before
     /// its last change (a peer may not have switched yet).
     fn is_replica(&self, partition: &[u8]) -> bool {
-        let placed = self.placed.read();
+        let placed = self.placed();
         placed.ring.replicas(partition).all().contains(&self.me)
             || placed
                 .previous
@@ -220,7 +220,7 @@ impl Local for Ctx {
     }
 
     fn flushed(&self, partition: &[u8]) -> bool {
-        self.placed.read().topology.flushed(partition)
+        self.placed().topology.flushed(partition)
     }
 
     fn own(&self, key: &WireKey) -> Result<Own, String> {

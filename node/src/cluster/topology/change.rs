@@ -90,10 +90,9 @@ pub(crate) fn adopt(ctx: &Arc<Ctx>, theirs: &Topology) -> Result<bool, String> {
         // Adds with ids that passed the fence before are in the ledger
         // once this is taken (see `fences`).
         let _fence = theirs.switching.then(|| ctx.fences.close_ids());
-        *ctx.placed.write() = placed;
+        ctx.switch_to(placed);
     }
-    ctx.leaving
-        .store(theirs.leaving(), std::sync::atomic::Ordering::Relaxed);
+    ctx.set_leaving(theirs.leaving());
     if theirs.flushes != mine.flushes {
         super::collect::collect(ctx);
     }
