@@ -7,7 +7,7 @@
 //! less than it has acknowledged. Shutdown runs the other way: listeners
 //! stop, the transport closes, hints are fsync'd, the engine closes cleanly.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -20,7 +20,7 @@ use tally_net::wire::{
 
 use crate::base::convert;
 use crate::base::registry::{Op, Registry};
-use crate::cluster::ctx::{Ctx, Placed};
+use crate::cluster::ctx::{Ctx, Parts};
 #[cfg(feature = "fault-injection")]
 use crate::cluster::faults::Fault;
 use crate::cluster::hints::Hints;
@@ -89,31 +89,18 @@ impl Node {
             .collect();
         let metrics = Registry::leak();
         let hints = Hints::open(&dir.join("hints"), &others, c.hints.clone(), metrics)?;
-        let leaving = std::sync::atomic::AtomicUsize::new(topology.leaving());
-        let placed = parking_lot::RwLock::new(Placed::new(topology, &config));
         let retired = engine.retired().context("read the retired incarnations")?;
         let tails = crate::cluster::tails::Gate::new(config.nodes.len(), me, retired);
-        let ctx = Arc::new(Ctx {
+        let ctx = Arc::new(Ctx::new(Parts {
             me,
-            placed,
-            changes: Default::default(),
-            fences: Default::default(),
+            topology,
             engine,
             hints,
             tails,
-            leaving,
-            replacing: std::sync::atomic::AtomicBool::new(
-                crate::cluster::topology::replace::in_progress(&dir),
-            ),
-            repairing: Default::default(),
-            transport: OnceLock::new(),
+            replacing: crate::cluster::topology::replace::in_progress(&dir),
             metrics,
-            scripts: Default::default(),
-            faults: Default::default(),
-            write_timeout: Duration::from_millis(c.write_timeout_ms),
-            read_timeout: Duration::from_millis(c.read_timeout_ms),
             config,
-        });
+        }));
         let writes = Writes::new(ctx.clone());
         Ok(Arc::new(Node { ctx, writes }))
     }
@@ -738,4 +725,41 @@ async fn timed_read<T>(
     let answer = read.await;
     metrics.coordinated(Op::Read, cl, started.elapsed(), &answer);
     answer
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use std::sync::atomic::Ordering::Relaxed;
+
+    use super::*;
+
+    /// A one-node cluster whose data lives under `dir`.
+    fn config(dir: &std::path::Path) -> Config {
+        let text = "[cluster]\nname = \"two\"\nreplication_factor = 1\nsync = \"batch\"\nwrite_timeout_ms = 1000\nread_timeout_ms = 1000\n\n[[node]]\nid = \"a\"\n\
+                    peer = \"127.0.0.1:1\"\nclient = \"127.0.0.1:2\"\nresp = \"127.0.0.1:3\"\n\
+                    data_dir = \"a\"\n";
+        Config::parse(text, &dir.join("cluster.toml")).unwrap()
+    }
+
+    #[tokio::test]
+    async fn two_nodes_in_one_process_keep_their_own_state() {
+        let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let one = Node::open(config(d1.path()), "a", None).unwrap();
+        let two = Node::open(config(d2.path()), "a", None).unwrap();
+        // Scripts.
+        let body: Arc<[u8]> = b"return 1".to_vec().into();
+        assert!(one.scripts().insert_loaded("s", body));
+        assert!(!two.scripts().contains("s"));
+        // Metrics.
+        one.metrics().read_repairs.fetch_add(3, Relaxed);
+        assert_eq!(two.metrics().read_repairs.load(Relaxed), 0);
+        // Fold generations.
+        let folds = tally_engine::Folds::new(vec![vec![7]], 1);
+        one.ctx.engine.merger().install(folds);
+        assert_eq!(two.ctx.engine.merger().installed().known(), 0);
+        one.close().unwrap();
+        two.close().unwrap();
+    }
 }

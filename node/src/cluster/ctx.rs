@@ -48,6 +48,20 @@ impl Placed {
     }
 }
 
+/// What a node opens before its [`Ctx`]: the parts every role shares.
+pub(crate) struct Parts {
+    pub(crate) config: Config,
+    pub(crate) me: usize,
+    /// The membership stored, or the configured one.
+    pub(crate) topology: Topology,
+    pub(crate) engine: Engine,
+    pub(crate) hints: Hints,
+    pub(crate) tails: crate::cluster::tails_gate::Gate,
+    /// Whether a replacement of this node is in progress.
+    pub(crate) replacing: bool,
+    pub(crate) metrics: &'static Registry,
+}
+
 /// One node's shared handles.
 pub(crate) struct Ctx {
     /// The cluster's configuration.
@@ -88,6 +102,35 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
+    /// The handles of a node opened with `parts`; its roles' own state
+    /// begins empty, its transport unset (`Node::start_peers` sets it).
+    pub(crate) fn new(parts: Parts) -> Ctx {
+        let c = &parts.config.cluster;
+        let (write_timeout, read_timeout) = (
+            Duration::from_millis(c.write_timeout_ms),
+            Duration::from_millis(c.read_timeout_ms),
+        );
+        Ctx {
+            me: parts.me,
+            leaving: std::sync::atomic::AtomicUsize::new(parts.topology.leaving()),
+            placed: parking_lot::RwLock::new(Placed::new(parts.topology, &parts.config)),
+            changes: Changes::default(),
+            fences: Default::default(),
+            engine: parts.engine,
+            hints: parts.hints,
+            tails: parts.tails,
+            replacing: std::sync::atomic::AtomicBool::new(parts.replacing),
+            repairing: Default::default(),
+            transport: OnceLock::new(),
+            metrics: parts.metrics,
+            scripts: Default::default(),
+            faults: Faults::default(),
+            write_timeout,
+            read_timeout,
+            config: parts.config,
+        }
+    }
+
     /// Stores and switches to `placed` (`topology::change::adopt`, under
     /// its lock and the fences it takes).
     pub(crate) fn switch_to(&self, placed: Placed) {
