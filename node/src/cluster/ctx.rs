@@ -1,8 +1,10 @@
 //! The handles every role of a node shares: its place in the cluster, its
-//! engine, its peer transport and its hints. The roles (`write`, `read`,
-//! `peer`, `handoff`) each take this and nothing else of the node, so
-//! that none of them imports another's internals or the node that wires
-//! them.
+//! engine, its peer transport, its metrics, and each role's own state as
+//! a typed handle (`changes`, `fences`, `repairing`, `hints`, the tails
+//! gate, `scripts`, `faults`), which only that role takes. The roles
+//! (`write`, `read`, `peer`, `handoff`, `topology`, `repair`) each take
+//! this and nothing else of the node, so that none of them imports
+//! another's internals or the node that wires them.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
