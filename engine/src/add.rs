@@ -36,8 +36,6 @@
 //! overflow is made again add by add ([`Combined::splits`]), since some
 //! of its adds alone may be taken.
 
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-
 use smallvec::{SmallVec, smallvec};
 
 use crate::cell::{Cell, Epoch, Limit, Shard, now_ms};
@@ -67,24 +65,15 @@ pub struct OwnAdd {
     kept: u32,
 }
 
-/// Test seam `Options::keep_expired`: leaders never restart.
-static KEEP_EXPIRED: AtomicBool = AtomicBool::new(false);
-
-/// From now on, in this process, leaders never restart a counter whose
-/// deadline passed (`Options::keep_expired`).
-pub(crate) fn keep_expired() {
-    KEEP_EXPIRED.store(true, Relaxed);
-}
-
 impl OwnAdd {
     /// The rule over `cell` for `counter_id`'s shard, restarting the cell
-    /// first when its deadline has passed.
+    /// first when its deadline has passed (unless `keep_expired`, the test
+    /// seam `Options::keep_expired`).
     #[inline]
-    pub fn start(cell: &Cell, counter_id: u64) -> OwnAdd {
+    pub fn start(cell: &Cell, counter_id: u64, keep_expired: bool) -> OwnAdd {
         let epoch = cell.epoch();
         // Most counters have no deadline: one comparison on the add path.
-        let restart =
-            epoch.expiry.at_ms != 0 && !KEEP_EXPIRED.load(Relaxed) && epoch.expired(now_ms());
+        let restart = epoch.expiry.at_ms != 0 && !keep_expired && epoch.expired(now_ms());
         OwnAdd::new(cell, counter_id, restart)
     }
 
@@ -517,7 +506,7 @@ mod tests {
                 prop_assert_eq!(outcome.epoch, cell.epoch());
             }
             let mut replica = cell.clone();
-            replica.merge(&outcome.replica_cell());
+            replica.merge(&outcome.replica_cell(), &crate::cell::Merger::default());
             prop_assert_eq!(&replica, &after);
             let values = sequential_values(last, taken.iter().map(|&(d, _)| d));
             let answered: Vec<i64> = taken.iter().map(|&(_, v)| v).collect();

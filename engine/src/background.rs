@@ -208,7 +208,7 @@ impl Background {
         {
             return Ok(()); // Someone compacted these already.
         }
-        let output = self.replace(&inputs, merged(&inputs))?;
+        let output = self.replace(&inputs, merged(&inputs, self.versions.merger()))?;
         self.compactions
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         tracing::debug!(
@@ -275,7 +275,7 @@ impl Background {
             return Ok((0, 0));
         }
         let (mut kept, mut dropped) = (0, 0);
-        let filtered = merged(inputs).filter_map(|item| {
+        let filtered = merged(inputs, self.versions.merger()).filter_map(|item| {
             let (k, c) = match item {
                 Ok(kc) => kc,
                 Err(e) => return Some(Err(e)),
@@ -335,11 +335,12 @@ fn holds_any(table: &Arc<Table>, ranges: &[(Key, Option<Key>)]) -> Result<bool> 
 
 /// Every cell of `inputs`, merged; counters expired past the grace fold
 /// into tombstones, and retired incarnations' shards into bases (by the
-/// generations installed: `cell::fold`).
-fn merged(inputs: &[Arc<Table>]) -> MergeIter {
+/// generations `merger` holds: `cell::fold`).
+fn merged(inputs: &[Arc<Table>], merger: &crate::cell::Merger) -> MergeIter {
     MergeIter {
         fold_before_ms: crate::cell::now_ms().saturating_sub(EXPIRED_GRACE_MS),
-        folds: Some(crate::cell::fold::installed()),
+        folds: Some(merger.installed()),
+        merger: merger.clone(),
         inputs: inputs
             .iter()
             .map(|t| t.iter_from(None).peekable())
@@ -385,6 +386,8 @@ pub(crate) struct MergeIter<I: Iterator<Item = Result<(Key, Cell)>> = TableIter>
     pub(crate) fold_before_ms: u64,
     /// The fold generations to fold cells by, if any.
     pub(crate) folds: Option<Arc<crate::cell::Folds>>,
+    /// How the cells merge.
+    pub(crate) merger: crate::cell::Merger,
     pub(crate) inputs: Vec<std::iter::Peekable<I>>,
 }
 
@@ -408,7 +411,7 @@ impl<I: Iterator<Item = Result<(Key, Cell)>>> Iterator for MergeIter<I> {
                 && *k == min
                 && let Some(Ok((_, c))) = input.next()
             {
-                cell.merge(&c);
+                cell.merge(&c, &self.merger);
             }
         }
         cell.fold_expired(self.fold_before_ms);

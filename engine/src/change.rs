@@ -270,7 +270,10 @@ mod tests {
         let replica = c.clone();
         decide(&mut c, expire(0, When::Always), ME, NOW).unwrap();
         let mut r = replica;
-        r.merge(&Cell::from_parts(c.epoch(), []));
+        r.merge(
+            &Cell::from_parts(c.epoch(), []),
+            &crate::cell::Merger::default(),
+        );
         assert_eq!(r.epoch().expiry.at_ms, 0, "the PERSIST made later wins");
         assert_eq!(r, c);
     }

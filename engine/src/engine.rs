@@ -47,7 +47,7 @@ use tokio::sync::oneshot;
 
 use crate::background::Background;
 use crate::cache::{CounterCache, PendingAdd};
-use crate::cell::{Cell, Epoch, Keep};
+use crate::cell::{Cell, Epoch, Keep, Merger};
 use crate::commitlog::{self, LogWriter, ReplayStats};
 use crate::error::{Error, Result};
 use crate::fsutil;
@@ -58,6 +58,7 @@ use crate::identity::Identity;
 use crate::ids::store::IdsStore;
 use crate::ids::tail::TailIds;
 use crate::key::Key;
+use crate::latency::Latencies;
 use crate::memtable::Memtable;
 use crate::options::{Options, ParkCommit};
 use crate::outcome::{AddOutcome, Durable, DurableBy, Staged};
@@ -127,7 +128,7 @@ pub struct Stats {
     pub memtables: usize,
     /// Compactions since open.
     pub compactions: u64,
-    /// How long the commit log's fsyncs took (every engine of the process).
+    /// How long the commit log's fsyncs took.
     pub log_sync_latency: crate::latency::LatencySnapshot,
 }
 
@@ -152,6 +153,8 @@ pub struct Engine {
     admissions: Box<[tokio::sync::Mutex<()>]>,
     /// See [`Stats::shard_limit_refusals`].
     shard_limit_refusals: AtomicU64,
+    /// See [`Stats::log_sync_latency`].
+    log_syncs: Arc<Latencies>,
     /// Holds the directory lock while the engine is open.
     _identity: Identity,
 }
@@ -160,16 +163,19 @@ impl Engine {
     /// Opens (creating if needed) the engine in `dir`, replaying its commit log.
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Engine> {
         let dir = dir.as_ref().to_path_buf();
-        if opts.keep_expired {
-            crate::add::keep_expired();
-        }
         let identity = Identity::open(&dir)?;
         remove_temporaries(&dir)?;
 
         let (tables, next_table_id) = open_tables(&dir)?;
         let ids = Arc::new(IdsStore::open(&dir, opts.ids_retention)?);
         let replayed = Memtable::new(1);
-        let replay = commitlog::replay(&dir, &replayed, ids.ledger(), ids.tails())?;
+        let merger = Merger::default();
+        merger.install(opts.folds.clone());
+        if opts.merge_ignoring_generations {
+            merger.inject_merge_ignoring_generations();
+        }
+        let replay = commitlog::replay(&dir, &replayed, &merger, ids.ledger(), ids.tails())?;
+        let log_syncs = Arc::new(Latencies::default());
         let log = LogWriter::open(
             &dir,
             &replay.segments,
@@ -177,6 +183,7 @@ impl Engine {
             opts.segment_bytes_max,
             opts.fail_sync.clone(),
             opts.slow_sync.clone(),
+            log_syncs.clone(),
         )?;
         tracing::info!(
             dir = %dir.display(), counter_id = %format!("{:#018x}", identity.counter_id),
@@ -192,6 +199,7 @@ impl Engine {
                 tables,
             },
             next_table_id,
+            merger,
         ));
         let durable_batch = Arc::new(AtomicU64::new(identity.batch_base));
         let cache = Arc::new(CounterCache::new(
@@ -251,8 +259,16 @@ impl Engine {
             ids,
             admissions: (0..256).map(|_| tokio::sync::Mutex::new(())).collect(),
             shard_limit_refusals: AtomicU64::new(0),
+            log_syncs,
             _identity: identity,
         })
+    }
+
+    /// How this engine's cells merge: the fold generations the node
+    /// installs in it ([`Merger::install`]), its clock conflicts. A node
+    /// merges cells from several replicas with it too.
+    pub fn merger(&self) -> &Merger {
+        self.versions.merger()
     }
 
     /// This incarnation's counter id.
@@ -473,9 +489,11 @@ impl Engine {
     /// Merges a member cell (see `unique`: never cached) into the active
     /// memtable and logs it; answers the receiver of its record's fsync.
     fn apply_member(&self, key: &Key, cell: &Cell) -> Result<oneshot::Receiver<Result<()>>> {
-        Cell::new().try_merge(cell).map_err(Error::from)?;
+        Cell::new()
+            .try_merge(cell, self.merger())
+            .map_err(Error::from)?;
         let v = self.versions.read();
-        v.active.insert(key.clone(), cell.clone());
+        v.active.insert(key.clone(), cell.clone(), self.merger());
         Ok(self.commit.log_record(key, cell, v.active.generation()))
     }
 
@@ -557,8 +575,9 @@ impl Engine {
     /// Merges `cell` into `key`'s cell under its lock, within the limits;
     /// logs it if it changed anything (`None`: nothing new).
     fn merge_in(&self, key: &Key, cell: &Cell) -> Result<Option<Logged>> {
+        let merger = self.merger();
         let logged = self.cache.with_cell(key, |cached, v| {
-            if !cached.cell.try_merge(cell).map_err(Error::from)? {
+            if !cached.cell.try_merge(cell, merger).map_err(Error::from)? {
                 return Ok(None);
             }
             cached.mark_written(key, v);
@@ -623,7 +642,7 @@ impl Engine {
                 continue;
             }
             let epoch = self.cache.with_cell(key, |cached, v| {
-                let changed = match cached.cell.try_merge(cell) {
+                let changed = match cached.cell.try_merge(cell, self.merger()) {
                     Ok(changed) => changed,
                     Err(limit) => return Ok(Err(Error::from(limit))),
                 };
@@ -667,10 +686,11 @@ impl Engine {
             return Ok(cell);
         }
         let v = self.versions.current();
-        let mut cell = v.read_tables(key)?;
+        let merger = self.merger();
+        let mut cell = v.read_tables(key, merger)?;
         for m in v.memtables() {
             if let Some(slot) = m.get(key) {
-                cell.merge(&self.cache.slot_cell(m, key, slot));
+                cell.merge(&self.cache.slot_cell(m, key, slot), merger);
             }
         }
         Ok(cell)
@@ -686,7 +706,7 @@ impl Engine {
         let start = Key::new(partition, b"")?;
         let v = self.versions.current();
         let mut row = Bounded::new(columns_max);
-        let merge = |have: &mut Cell, c: Cell| have.merge(&c);
+        let merge = |have: &mut Cell, c: Cell| have.merge(&c, self.merger());
         for m in v.memtables() {
             let (slots, truncated) = m.row(partition, columns_max);
             if truncated {
@@ -769,7 +789,7 @@ impl Engine {
             table_cells: v.tables.iter().map(|t| t.entries()).sum(),
             log_segments: commit.log_segments,
             cached_cells: self.cache.len(),
-            clock_conflicts: crate::cell::clock_conflicts(),
+            clock_conflicts: self.merger().clock_conflicts(),
             log_syncs: commit.syncs,
             log_syncs_on_park: commit.park_syncs,
             adds: commit.adds,
@@ -779,7 +799,7 @@ impl Engine {
             shard_limit_refusals: self.shard_limit_refusals.load(Ordering::Relaxed),
             memtables: v.memtables().count(),
             compactions: self.background.compactions.load(Ordering::Relaxed),
-            log_sync_latency: crate::latency::LOG_SYNCS.snapshot(),
+            log_sync_latency: self.log_syncs.snapshot(),
         }
     }
 

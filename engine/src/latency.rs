@@ -67,9 +67,6 @@ impl Latencies {
     }
 }
 
-/// The commit log's fsyncs (every engine of the process: one per node).
-pub(crate) static LOG_SYNCS: Latencies = Latencies::new();
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -132,12 +132,13 @@
 //!   │
 //! rules, files    what writes decide and answer over cells and keys: add,
 //!   │             change, list, unique, outcome, row, codec; the files and
-//!   │             flags beside them: fsutil, identity, retired, poison, space
+//!   │             flags beside them: fsutil, identity, retired, poison, space;
+//!   │             options (the settings, with the fold generations to install)
 //! cell, key       the data: the CRDT and its checked writes; addresses
 //!   │
 //! error           the engine's error type
 //!   │
-//! leaves          limits, options, rate_limit, latency, work (import nothing)
+//! leaves          limits, rate_limit, latency, work (import nothing)
 //! ```
 //!
 //! Threads take only the handles they need: the sealer and the syncer run
@@ -176,8 +177,8 @@ pub mod unique;
 mod version;
 mod work;
 
-pub use cell::Folds;
 pub use cell::{Cell, Epoch, Expiry, Keep, Shard, Stamp, now_ms};
+pub use cell::{Folds, Merger};
 pub use commitlog::ReplayStats;
 pub use engine::fold::FoldReport;
 pub use engine::handover::IDS_BLOCK_BYTES_MAX;
@@ -204,12 +205,12 @@ mod layers {
     /// module imports only modules of its own layer or lower ones, and
     /// siblings at every level import one another without a cycle.
     const LAYERS: &[&[&str]] = &[
-        &["limits", "options", "rate_limit", "latency", "work"],
+        &["limits", "rate_limit", "latency", "work"],
         &["error"],
         &["cell", "key"],
         &[
             "fsutil", "poison", "space", "retired", "identity", "codec", "row", "change", "list",
-            "outcome", "unique", "add",
+            "outcome", "unique", "add", "options",
         ],
         &["memtable", "sstable", "ids"],
         &["commitlog", "version"],

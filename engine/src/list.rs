@@ -433,9 +433,9 @@ mod tests {
         let mut later = base.clone();
         decide_list(&mut later, &push(End::Right, &["kept"]), 3, NOW + 20).unwrap();
         let mut a = cut_off.clone();
-        a.merge(&later);
+        a.merge(&later, &crate::cell::Merger::default());
         let mut b = later.clone();
-        b.merge(&cut_off);
+        b.merge(&cut_off, &crate::cell::Merger::default());
         assert_eq!(a, later);
         assert_eq!(b, later);
         assert_eq!(elements(&later), ["a", "kept"]);

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
-use crate::cell::Cell;
+use crate::cell::{Cell, Merger};
 use crate::key::{Key, KeyHashBuilder};
 use crate::row::Bounded;
 
@@ -125,10 +125,10 @@ impl Memtable {
     /// Merges `cell`, written while `key` was not in the counter cache
     /// (replay, before anything is cached), into the entry for `key`; moves
     /// it in when the key is new.
-    pub(crate) fn insert(&self, key: Key, cell: Cell) {
+    pub(crate) fn insert(&self, key: Key, cell: Cell, merger: &Merger) {
         let mut map = self.shard(&key).lock();
         match map.get_mut(&key) {
-            Some(Slot::Cell(have)) => have.merge(&cell),
+            Some(Slot::Cell(have)) => have.merge(&cell, merger),
             Some(slot) => self.replace_stray_cached(&key, slot, cell),
             None => self.insert_new(&mut map, key, cell),
         }
@@ -342,7 +342,13 @@ mod tests {
         use std::ops::Bound;
         let key = |i: u32| Key::new(format!("k{i:03}").as_bytes(), b"").expect("short");
         let m = Memtable::new(1);
-        let put = |i: u32| m.insert(key(i), Cell::from_parts(crate::cell::Epoch::at(0), []));
+        let put = |i: u32| {
+            m.insert(
+                key(i),
+                Cell::from_parts(crate::cell::Epoch::at(0), []),
+                &Merger::default(),
+            )
+        };
         let names = |w: (Vec<(Key, Slot)>, bool)| {
             let keys: Vec<Key> = w.0.into_iter().map(|(k, _)| k).collect();
             (keys, w.1)
@@ -394,11 +400,11 @@ mod tests {
         let (a, b) = (key("p", "a"), key("p", "b"));
         assert!(!m.holds_cells());
 
-        m.insert(a.clone(), cell(0, 1, 1));
-        m.insert(a.clone(), cell(0, 1, 2));
-        m.insert(a.clone(), cell(0, 2, 1));
+        m.insert(a.clone(), cell(0, 1, 1), &Merger::default());
+        m.insert(a.clone(), cell(0, 1, 2), &Merger::default());
+        m.insert(a.clone(), cell(0, 2, 1), &Merger::default());
         let mut want = cell(0, 1, 2);
-        want.merge(&cell(0, 2, 1));
+        want.merge(&cell(0, 2, 1), &crate::cell::Merger::default());
         assert_eq!(held(m.get(&a)), Some(want.clone()));
         assert_eq!((m.len(), m.holds_cells()), (1, true));
         let one_key = m.bytes();
@@ -435,8 +441,8 @@ mod tests {
             let mut model: std::collections::BTreeMap<Key, Cell> = Default::default();
             for &(k, epoch, id, clock) in &writes {
                 let (k, c) = (key(&format!("p{}", k % 3), &k.to_string()), cell(epoch, id, clock));
-                model.entry(k.clone()).or_default().merge(&c);
-                m.insert(k, c);
+                model.entry(k.clone()).or_default().merge(&c, &crate::cell::Merger::default());
+                m.insert(k, c, &Merger::default());
             }
             m.check_invariants();
             prop_assert_eq!(m.len(), model.len());

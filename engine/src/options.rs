@@ -1,9 +1,12 @@
-//! Engine settings: a leaf, read by every component and importing none.
+//! Engine settings: read by every component, importing only the data
+//! types (the fold generations to install, `cell::Folds`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
+
+use crate::cell::Folds;
 
 /// When a write counts as durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,9 +70,20 @@ pub struct Options {
     pub stall_writes: Option<Arc<AtomicBool>>,
     /// Test seam (a deliberately broken build, for the chaos checker): a
     /// leader never restarts a counter whose deadline passed; its adds go
-    /// into the expired epoch. Once set by any engine, for the process.
+    /// into the expired epoch.
     #[doc(hidden)]
     pub keep_expired: bool,
+    /// The fold generations installed in the engine's [`Merger`] at open,
+    /// before the commit log is replayed (the replay merges cells of every
+    /// generation the ring agreed).
+    ///
+    /// [`Merger`]: crate::cell::Merger
+    pub folds: Folds,
+    /// Test seam (a deliberately broken build, for the chaos checker):
+    /// merges ignore fold generations, from the replay on
+    /// (`Merger::inject_merge_ignoring_generations`).
+    #[doc(hidden)]
+    pub merge_ignoring_generations: bool,
     /// Test seam: while set, the sealer panics when it wakes with work.
     #[doc(hidden)]
     pub panic_seal: Option<Arc<AtomicBool>>,
@@ -97,6 +111,8 @@ impl Default for Options {
             slow_sync: None,
             stall_writes: None,
             keep_expired: false,
+            folds: Folds::default(),
+            merge_ignoring_generations: false,
             park_sync_max_us: 1_000,
             panic_seal: None,
             panic_sync: None,

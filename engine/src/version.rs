@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard};
 
-use crate::cell::Cell;
+use crate::cell::{Cell, Merger};
 use crate::error::Result;
 use crate::key::Key;
 use crate::memtable::Memtable;
@@ -46,11 +46,11 @@ impl Version {
     }
 
     /// Merges the cells this version's SSTables hold for `key` (may read disk).
-    pub(crate) fn read_tables(&self, key: &Key) -> Result<Cell> {
+    pub(crate) fn read_tables(&self, key: &Key, merger: &Merger) -> Result<Cell> {
         let mut cell = Cell::new();
         for t in &self.tables {
             if let Some(c) = t.get(key)? {
-                cell.merge(&c);
+                cell.merge(&c, merger);
             }
         }
         Ok(cell)
@@ -87,19 +87,28 @@ pub(crate) struct VersionSet {
     /// Signalled when a frozen memtable is flushed (for stalled writers);
     /// waits on `stall`.
     flushed: Condvar,
+    /// How every cell this engine holds merges (its fold generations).
+    merger: Merger,
 }
 
 impl VersionSet {
-    /// A set starting at `version`; new tables are numbered from `next_table_id`.
-    pub(crate) fn new(version: Version, next_table_id: u64) -> Self {
+    /// A set starting at `version`; new tables are numbered from
+    /// `next_table_id`; its cells merge by `merger`.
+    pub(crate) fn new(version: Version, next_table_id: u64, merger: Merger) -> Self {
         version.check_invariants();
         VersionSet {
+            merger,
             next_gen: AtomicU64::new(version.active.generation() + 1),
             state: RwLock::new(Arc::new(version)),
             next_table_id: AtomicU64::new(next_table_id),
             stall: Mutex::new(false),
             flushed: Condvar::new(),
         }
+    }
+
+    /// How the cells this engine holds merge.
+    pub(crate) fn merger(&self) -> &Merger {
+        &self.merger
     }
 
     /// The current version, for a reader that does not mind a switch

@@ -55,14 +55,17 @@ async fn a_merge_past_the_shard_limit_is_refused_and_everything_stays_readable()
     // A second table holding the key, so that compaction merges it.
     engine.apply(&k, &shards(0..1)).await.unwrap();
     let mut bumped = shards(1..2);
-    bumped.merge(&Cell::from_parts(
-        0,
-        [Shard {
-            counter_id: 1_001,
-            clock: 2,
-            value: 5,
-        }],
-    ));
+    bumped.merge(
+        &Cell::from_parts(
+            0,
+            [Shard {
+                counter_id: 1_001,
+                clock: 2,
+                value: 5,
+            }],
+        ),
+        &tally_engine::cell::Merger::default(),
+    );
     engine.apply(&k, &bumped).await.unwrap();
     engine.flush().unwrap();
     engine.compact().expect("compaction reads every table");
@@ -105,14 +108,17 @@ async fn refusals_past_the_shard_limit_are_counted() {
     assert_eq!(engine.stats().shard_limit_refusals, 2);
     // A shard the cell already has may still move on.
     let mut newer = shards(0..1);
-    newer.merge(&Cell::from_parts(
-        0,
-        [Shard {
-            counter_id: 1_000,
-            clock: 7,
-            value: 3,
-        }],
-    ));
+    newer.merge(
+        &Cell::from_parts(
+            0,
+            [Shard {
+                counter_id: 1_000,
+                clock: 7,
+                value: 3,
+            }],
+        ),
+        &tally_engine::cell::Merger::default(),
+    );
     engine.apply(&k, &newer).await.unwrap();
     assert_eq!(engine.get(&k).unwrap().value(), Ok(SHARDS_MAX as i64 + 2));
 }

@@ -63,6 +63,6 @@ fn a_list_survives_replay_flush_and_compaction_and_refuses_adds() {
     let mut stale = cell.clone();
     let mut newer = cell.clone();
     tally_engine::list::decide_list(&mut newer, &push(&["e"]), 99, now_ms()).unwrap();
-    stale.merge(&newer);
+    stale.merge(&newer, &tally_engine::cell::Merger::default());
     assert_eq!(stale, newer);
 }

@@ -10,10 +10,11 @@
 //!   │
 //! node.rs    one node's roles wired together; the API the clients call
 //!   │
-//! cluster/   ctx (engine, ring, transport, hints) and the roles on it:
-//!            placement, write/, read, peer, hints/, handoff, repair/,
-//!            topology/ over the pure membership, scan/, tails, unique,
-//!            scripts (the cache), snapshot
+//! cluster/   ctx (config, engine, ring, transport, metrics, and the roles'
+//!            own handles: changes, fences, repairing, hints, tails gate,
+//!            scripts, faults) and the roles on it: placement, write/,
+//!            read, peer, hints/, handoff, repair/, topology/ over the
+//!            pure membership, scan/, tails, unique, snapshot
 //!   │
 //! security/  logins, users and roles (auth/), what a peer may ask (authz),
 //!            certificates, client TLS

@@ -7,7 +7,7 @@
 //! less than it has acknowledged. Shutdown runs the other way: listeners
 //! stop, the transport closes, hints are fsync'd, the engine closes cleanly.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -19,8 +19,10 @@ use tally_net::wire::{
 };
 
 use crate::base::convert;
-use crate::base::registry::Op;
-use crate::cluster::ctx::{Ctx, Placed};
+use crate::base::registry::{Op, Registry};
+use crate::cluster::ctx::{Ctx, Parts};
+#[cfg(feature = "fault-injection")]
+use crate::cluster::faults::Fault;
 use crate::cluster::hints::Hints;
 use crate::cluster::peer::PeerHandler;
 use crate::cluster::read;
@@ -74,7 +76,7 @@ impl Node {
         tweak(&mut opts);
         let topology = crate::cluster::topology::change::initial(&config, me)?;
         // Replay merges cells of every fold generation the ring agreed.
-        tally_engine::cell::fold::install(topology.engine_folds());
+        opts.folds = topology.engine_folds();
         let engine_dir = dir.join("engine");
         let engine = Engine::open(&engine_dir, opts)
             .with_context(|| format!("open the engine in {}", engine_dir.display()))?;
@@ -85,46 +87,20 @@ impl Node {
             .filter(|(i, _)| *i != me)
             .map(|(i, n)| (i, n.id.clone()))
             .collect();
-        let hints = Hints::open(&dir.join("hints"), &others, c.hints.clone())?;
-        let leaving = std::sync::atomic::AtomicUsize::new(topology.leaving());
-        let placed = parking_lot::RwLock::new(Placed::new(topology, &config));
+        let metrics = Registry::leak();
+        let hints = Hints::open(&dir.join("hints"), &others, c.hints.clone(), metrics)?;
         let retired = engine.retired().context("read the retired incarnations")?;
         let tails = crate::cluster::tails::Gate::new(config.nodes.len(), me, retired);
-        let ctx = Arc::new(Ctx {
+        let ctx = Arc::new(Ctx::new(Parts {
             me,
-            placed,
-            changing: tokio::sync::Mutex::new(()),
-            cleaning: tokio::sync::Mutex::new(()),
-            collect_queued: Default::default(),
-            flushes: Default::default(),
-            adopting: parking_lot::Mutex::new(()),
-            id_fence: parking_lot::RwLock::new(()),
-            admit_fence: tokio::sync::RwLock::new(()),
+            topology,
             engine,
             hints,
             tails,
-            leaving,
-            replacing: std::sync::atomic::AtomicBool::new(
-                crate::cluster::topology::replace::in_progress(&dir),
-            ),
-            repairing: parking_lot::Mutex::new(None),
-            transport: OnceLock::new(),
-            write_timeout: Duration::from_millis(c.write_timeout_ms),
-            read_timeout: Duration::from_millis(c.read_timeout_ms),
+            replacing: crate::cluster::topology::replace::in_progress(&dir),
+            metrics,
             config,
-            #[cfg(feature = "fault-injection")]
-            ignore_deadlines: std::sync::atomic::AtomicBool::new(false),
-            #[cfg(feature = "fault-injection")]
-            idle_repair: std::sync::atomic::AtomicBool::new(false),
-            #[cfg(feature = "fault-injection")]
-            sync_delay_ms: std::sync::atomic::AtomicU64::new(0),
-            #[cfg(feature = "fault-injection")]
-            skip_sync: std::sync::atomic::AtomicBool::new(false),
-            #[cfg(feature = "fault-injection")]
-            flush_locally: std::sync::atomic::AtomicBool::new(false),
-            #[cfg(feature = "fault-injection")]
-            flush_join_running: std::sync::atomic::AtomicBool::new(false),
-        });
+        }));
         let writes = Writes::new(ctx.clone());
         Ok(Arc::new(Node { ctx, writes }))
     }
@@ -156,7 +132,7 @@ impl Node {
             writes: Arc::downgrade(&self.writes),
         });
         let transport = Transport::start(settings, handler).context("start the peer transport")?;
-        if ctx.transport.set(transport.clone()).is_err() {
+        if ctx.set_transport(transport.clone()).is_err() {
             anyhow::bail!("the peer transport is already running");
         }
         self.writes.start();
@@ -251,9 +227,7 @@ impl Node {
     /// and then invisible (lost). Only with the `fault-injection` feature.
     #[cfg(feature = "fault-injection")]
     pub fn inject_ignore_deadlines(&self) {
-        self.ctx
-            .ignore_deadlines
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.ctx.faults.inject(Fault::IgnoreDeadlines);
     }
 
     /// FAULT INJECTION for testing checkers: repairs this node runs find
@@ -261,9 +235,7 @@ impl Node {
     /// apart. Only with the `fault-injection` feature.
     #[cfg(feature = "fault-injection")]
     pub fn inject_idle_repair(&self) {
-        self.ctx
-            .idle_repair
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.ctx.faults.inject(Fault::IdleRepair);
     }
 
     /// TEST SEAM: a push of `value` onto a list this node leads waits
@@ -282,14 +254,21 @@ impl Node {
         self.writes.inject_list_stamp_when_made();
     }
 
+    /// FAULT INJECTION for testing checkers: script interpreters this node
+    /// makes from now on leave their libraries and globals writable, so a
+    /// script can plant code another user's script then runs. Only with
+    /// the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_unsealed_scripts(&self) {
+        self.ctx.faults.inject(Fault::UnsealedScripts);
+    }
+
     /// TEST SEAM: a topology change this node runs waits `ms` between
     /// beginning (every node storing the ring with it) and syncing, so
     /// that tests can act while it is in progress.
     #[cfg(feature = "fault-injection")]
     pub fn inject_sync_delay(&self, ms: u64) {
-        self.ctx
-            .sync_delay_ms
-            .store(ms, std::sync::atomic::Ordering::Relaxed);
+        self.ctx.faults.set_sync_delay_ms(ms);
     }
 
     /// FAULT INJECTION for testing checkers: topology changes this node
@@ -297,9 +276,7 @@ impl Node {
     /// empty). Only with the `fault-injection` feature.
     #[cfg(feature = "fault-injection")]
     pub fn inject_skip_sync(&self) {
-        self.ctx
-            .skip_sync
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.ctx.faults.inject(Fault::SkipSync);
     }
 
     /// FAULT INJECTION for testing checkers: flushes this node runs answer
@@ -307,9 +284,7 @@ impl Node {
     /// its heartbeats. Only with the `fault-injection` feature.
     #[cfg(feature = "fault-injection")]
     pub fn inject_flush_locally(&self) {
-        self.ctx
-            .flush_locally
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.ctx.faults.inject(Fault::FlushLocally);
     }
 
     /// FAULT INJECTION for testing checkers: a flush asked while this
@@ -318,9 +293,7 @@ impl Node {
     /// `fault-injection` feature.
     #[cfg(feature = "fault-injection")]
     pub fn inject_flush_join_running(&self) {
-        self.ctx
-            .flush_join_running
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.ctx.faults.inject(Fault::FlushJoinRunning);
     }
 
     /// FAULT INJECTION for testing checkers: this node applies ids at once
@@ -403,6 +376,7 @@ impl Node {
         cl: Consistency,
     ) -> Result<tally_engine::Cell, WireError> {
         timed_read(
+            self.ctx.metrics,
             cl,
             crate::cluster::unique::count_cell(&self.ctx, partition, cl),
         )
@@ -487,7 +461,7 @@ impl Node {
         key: &WireKey,
         cl: Consistency,
     ) -> Result<tally_engine::Cell, WireError> {
-        timed_read(cl, async {
+        timed_read(self.ctx.metrics, cl, async {
             read::get_cell(&self.ctx, &convert::user_key(key)?, cl).await
         })
         .await
@@ -500,7 +474,12 @@ impl Node {
         partition: &[u8],
         cl: Consistency,
     ) -> Result<std::collections::BTreeMap<Vec<u8>, tally_engine::Cell>, WireError> {
-        timed_read(cl, read::get_row_cells(&self.ctx, partition, cl)).await
+        timed_read(
+            self.ctx.metrics,
+            cl,
+            read::get_row_cells(&self.ctx, partition, cl),
+        )
+        .await
     }
 
     /// Reads every column of a partition at `cl`.
@@ -509,7 +488,12 @@ impl Node {
         partition: &[u8],
         cl: Consistency,
     ) -> Result<Vec<(Vec<u8>, i64)>, WireError> {
-        timed_read(cl, read::get_row(&self.ctx, partition, cl)).await
+        timed_read(
+            self.ctx.metrics,
+            cl,
+            read::get_row(&self.ctx, partition, cl),
+        )
+        .await
     }
 
     /// The keyspace database `db` reads and writes now.
@@ -522,14 +506,14 @@ impl Node {
         crate::cluster::topology::flush::run(&self.ctx, dbs).await
     }
 
-    /// The Lua script of `sha`, from this node or another (see `scripts`).
+    /// The Lua script of `sha`, from this node or another (see `script_peers`).
     pub(crate) async fn find_script(&self, sha: &str) -> Option<Arc<[u8]>> {
-        crate::cluster::scripts::find(&self.ctx, sha).await
+        crate::cluster::script_peers::find(&self.ctx, sha).await
     }
 
     /// Empties every node's cache of scripts.
     pub(crate) async fn flush_scripts(&self) {
-        crate::cluster::scripts::flush_everywhere(&self.ctx).await;
+        crate::cluster::script_peers::flush_everywhere(&self.ctx).await;
     }
 
     /// Takes, lists or clears this node's snapshots (see `snapshot`).
@@ -681,10 +665,29 @@ impl Node {
                 adds_led: e.adds,
                 counter_id: e.counter_id,
                 hints,
-                repairing: ctx.repairing.lock().clone(),
+                repairing: ctx.repairing.running(),
                 ring: topology.to_wire(),
             },
         })
+    }
+
+    /// Whether the script interpreters this node makes are sealed (all
+    /// but under fault injection: [`Node::inject_unsealed_scripts`]).
+    pub(crate) fn seals_scripts(&self) -> bool {
+        !self
+            .ctx
+            .faults
+            .has(crate::cluster::faults::Fault::UnsealedScripts)
+    }
+
+    /// This node's cache of scripts.
+    pub(crate) fn scripts(&self) -> &crate::cluster::scripts::Scripts {
+        &self.ctx.scripts
+    }
+
+    /// What this node counts as it serves.
+    pub(crate) fn metrics(&self) -> &'static Registry {
+        self.ctx.metrics
     }
 
     /// The engine's numbers.
@@ -703,7 +706,7 @@ impl Node {
 
     /// Stops the engine and syncs the hints; called once at shutdown.
     pub fn close(&self) -> Result<()> {
-        if let Some(t) = self.ctx.transport.get() {
+        if let Some(t) = self.ctx.started_transport() {
             t.close();
         }
         self.ctx.hints.sync().context("sync hints")?;
@@ -714,11 +717,49 @@ impl Node {
 
 /// Runs a coordinated read at `cl`, counted in the metrics.
 async fn timed_read<T>(
+    metrics: &Registry,
     cl: Consistency,
     read: impl std::future::Future<Output = Result<T, WireError>>,
 ) -> Result<T, WireError> {
     let started = std::time::Instant::now();
     let answer = read.await;
-    crate::base::registry::get().coordinated(Op::Read, cl, started.elapsed(), &answer);
+    metrics.coordinated(Op::Read, cl, started.elapsed(), &answer);
     answer
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use std::sync::atomic::Ordering::Relaxed;
+
+    use super::*;
+
+    /// A one-node cluster whose data lives under `dir`.
+    fn config(dir: &std::path::Path) -> Config {
+        let text = "[cluster]\nname = \"two\"\nreplication_factor = 1\nsync = \"batch\"\nwrite_timeout_ms = 1000\nread_timeout_ms = 1000\n\n[[node]]\nid = \"a\"\n\
+                    peer = \"127.0.0.1:1\"\nclient = \"127.0.0.1:2\"\nresp = \"127.0.0.1:3\"\n\
+                    data_dir = \"a\"\n";
+        Config::parse(text, &dir.join("cluster.toml")).unwrap()
+    }
+
+    #[tokio::test]
+    async fn two_nodes_in_one_process_keep_their_own_state() {
+        let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let one = Node::open(config(d1.path()), "a", None).unwrap();
+        let two = Node::open(config(d2.path()), "a", None).unwrap();
+        // Scripts.
+        let body: Arc<[u8]> = b"return 1".to_vec().into();
+        assert!(one.scripts().insert_loaded("s", body));
+        assert!(!two.scripts().contains("s"));
+        // Metrics.
+        one.metrics().read_repairs.fetch_add(3, Relaxed);
+        assert_eq!(two.metrics().read_repairs.load(Relaxed), 0);
+        // Fold generations.
+        let folds = tally_engine::Folds::new(vec![vec![7]], 1);
+        one.ctx.engine.merger().install(folds);
+        assert_eq!(two.ctx.engine.merger().installed().known(), 0);
+        one.close().unwrap();
+        two.close().unwrap();
+    }
 }

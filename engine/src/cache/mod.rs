@@ -165,7 +165,8 @@ impl CounterCache {
             if snapshot.seq != seq {
                 continue;
             }
-            let mut cell = snapshot.read_tables(key)?;
+            let merger = self.versions.merger();
+            let mut cell = snapshot.read_tables(key, merger)?;
             let v = self.versions.read();
             if v.seq != seq {
                 continue;
@@ -174,7 +175,7 @@ impl CounterCache {
             if !stripe.cells.contains_key(key) {
                 for m in v.memtables().filter(|m| m.holds_cells()) {
                     match m.get(key) {
-                        Some(Slot::Cell(c)) => cell.merge(&c),
+                        Some(Slot::Cell(c)) => cell.merge(&c, merger),
                         // Not cached, under the cell lock: none (see `Memtable`).
                         Some(Slot::Cached) => debug_assert!(false, "{key:?} marked, not cached"),
                         None => {}

@@ -95,13 +95,13 @@ impl Cell {
     /// [`Cell::merge_changed`] of a cell from elsewhere, refused (and
     /// nothing changed) when `other` is past a limit or the merge would
     /// leave more than [`SHARDS_MAX`] shards.
-    pub fn try_merge(&mut self, other: &Cell) -> Result<bool, Limit> {
+    pub fn try_merge(&mut self, other: &Cell, merger: &super::Merger) -> Result<bool, Limit> {
         other.check_limits()?;
         let count = self.merged_len(other);
         if count > SHARDS_MAX {
             return Err(Limit::Shards { count });
         }
-        Ok(self.merge_changed(other))
+        Ok(self.merge_changed(other, merger))
     }
 
     /// How many shards `self` would hold after merging `other` into it.
@@ -187,27 +187,36 @@ mod tests {
         let max = SHARDS_MAX as u64;
         let mut full = wide(3, 0, max - 1);
         assert_eq!(
-            full.try_merge(&wide(3, max - 2, 2)),
+            full.try_merge(&wide(3, max - 2, 2), &crate::cell::Merger::default()),
             Ok(true),
             "exactly full"
         );
         let before = full.clone();
         assert_eq!(
-            full.try_merge(&wide(3, max - 8, 10)),
+            full.try_merge(&wide(3, max - 8, 10), &crate::cell::Merger::default()),
             Err(Limit::Shards {
                 count: SHARDS_MAX + 2
             })
         );
         assert_eq!(full, before);
         // Known ids, an older epoch, or a newer epoch that replaces them all: fine.
-        assert_eq!(full.try_merge(&wide(3, 0, max)), Ok(false));
-        assert_eq!(full.try_merge(&wide(2, max, 5)), Ok(false));
-        assert_eq!(full.try_merge(&wide(4, max, 5)), Ok(true));
+        assert_eq!(
+            full.try_merge(&wide(3, 0, max), &crate::cell::Merger::default()),
+            Ok(false)
+        );
+        assert_eq!(
+            full.try_merge(&wide(2, max, 5), &crate::cell::Merger::default()),
+            Ok(false)
+        );
+        assert_eq!(
+            full.try_merge(&wide(4, max, 5), &crate::cell::Merger::default()),
+            Ok(true)
+        );
         assert_eq!(full.shards().len(), 5);
         // A cell that is past the limit on its own.
         let too_wide = Cell::from_parts(0, wide(0, 0, max + 1).shards().iter().copied());
         assert_eq!(
-            Cell::new().try_merge(&too_wide),
+            Cell::new().try_merge(&too_wide, &crate::cell::Merger::default()),
             Err(Limit::Shards {
                 count: SHARDS_MAX + 1
             })
@@ -269,11 +278,11 @@ mod tests {
             })
         );
         assert_eq!(
-            Cell::new().try_merge(&at(0, u64::MAX)),
+            Cell::new().try_merge(&at(0, u64::MAX), &crate::cell::Merger::default()),
             Err(clock(u64::MAX))
         );
         assert_eq!(
-            Cell::new().try_merge(&at(CLOCK_MAX + 1, 1)),
+            Cell::new().try_merge(&at(CLOCK_MAX + 1, 1), &crate::cell::Merger::default()),
             Err(epoch(CLOCK_MAX + 1))
         );
 

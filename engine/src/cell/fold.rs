@@ -22,15 +22,15 @@
 //! later version of a retired shard, and dropping it loses nothing.
 //!
 //! The generations are cluster state: the ring carries them, and every
-//! node installs them here ([`install`]) before any cell of a new
+//! node installs them in its engine's [`Merger`] before any cell of a new
 //! generation can reach it (a generation is first agreed, then *active*:
 //! only then does a node fold by it). A cell merges with the generations
-//! installed in this process, read only when two copies' generations
+//! of the merger it is given, read only when two copies' generations
 //! differ.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::RwLock;
 
@@ -91,31 +91,51 @@ impl Folds {
     }
 }
 
-static INSTALLED: LazyLock<RwLock<Arc<Folds>>> = LazyLock::new(Default::default);
+/// What the merges of one engine share: the fold generations installed
+/// (cluster state: see the module doc), the count of clock conflicts met
+/// ([`Cell::merge`]), and a fault-injection switch. One per engine, so that
+/// two engines in one process keep their own; cheap to clone (an `Arc`).
+/// Merges read the generations only when two copies' generations differ.
+#[derive(Clone, Debug, Default)]
+pub struct Merger(Arc<Shared>);
 
-/// Makes `folds` the generations every merge in this process uses.
-pub fn install(folds: Folds) {
-    *INSTALLED.write() = Arc::new(folds);
+#[derive(Debug, Default)]
+struct Shared {
+    installed: RwLock<Arc<Folds>>,
+    ignores_generations: AtomicBool,
+    clock_conflicts: AtomicU64,
 }
 
-/// The generations installed (none until [`install`]).
-pub fn installed() -> Arc<Folds> {
-    INSTALLED.read().clone()
+impl Merger {
+    /// Makes `folds` the generations every merge through this merger uses.
+    pub fn install(&self, folds: Folds) {
+        *self.0.installed.write() = Arc::new(folds);
+    }
+
+    /// The generations installed (none until [`Merger::install`]).
+    pub fn installed(&self) -> Arc<Folds> {
+        self.0.installed.read().clone()
+    }
+
+    /// FAULT INJECTION, for the chaos checker's broken build alone: merges
+    /// then treat copies at two generations as one (the larger base, every
+    /// shard), so that a retired shard folded into one copy's base counts
+    /// again when an unfolded copy meets it.
+    pub fn inject_merge_ignoring_generations(&self) {
+        self.0.ignores_generations.store(true, Ordering::Relaxed);
+    }
+
+    /// How many equal-clock/different-value shard pairs (or two lists of
+    /// one epoch) merges through this merger have met.
+    pub fn clock_conflicts(&self) -> u64 {
+        self.0.clock_conflicts.load(Ordering::Relaxed)
+    }
+
+    /// Counts one clock conflict.
+    pub(super) fn count_conflict(&self) {
+        self.0.clock_conflicts.fetch_add(1, Ordering::Relaxed);
+    }
 }
-
-static MERGE_IGNORES_GENERATIONS: AtomicBool = AtomicBool::new(false);
-
-/// FAULT INJECTION, for the chaos checker's broken build alone: merges
-/// then treat copies at two generations as one (the larger base, every
-/// shard), so that a retired shard folded into one copy's base counts
-/// again when an unfolded copy meets it.
-pub fn inject_merge_ignoring_generations() {
-    MERGE_IGNORES_GENERATIONS.store(true, Ordering::Relaxed);
-}
-
-/// Held by the tests that install generations: they are the process's.
-#[cfg(test)]
-pub(crate) static TEST_INSTALL: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
 
 impl Cell {
     /// Folds the shards of incarnations retired after the cell's generation,
@@ -150,11 +170,16 @@ impl Cell {
     /// The merge of a copy of this cell's epoch at another fold generation
     /// (see the module doc); answers whether this cell changed.
     #[cold]
-    pub(super) fn merge_other_generation(&mut self, epoch: Epoch, shards: &[Shard]) -> bool {
-        let folds = installed();
+    pub(super) fn merge_other_generation(
+        &mut self,
+        epoch: Epoch,
+        shards: &[Shard],
+        merger: &Merger,
+    ) -> bool {
+        let folds = merger.installed();
         let (mine, theirs) = (self.epoch.fold, epoch.fold);
         let mut changed = false;
-        if MERGE_IGNORES_GENERATIONS.load(Ordering::Relaxed) {
+        if merger.0.ignores_generations.load(Ordering::Relaxed) {
             // The broken merge (fault injection): one generation.
             let header = Epoch {
                 fold: mine,
@@ -163,7 +188,7 @@ impl Cell {
             self.epoch.fold = mine.max(theirs);
             changed |= self.epoch.merge_same(&header) || theirs > mine;
             for shard in shards {
-                changed |= self.merge_shard(*shard);
+                changed |= self.merge_shard(*shard, Some(merger));
             }
             return changed;
         }
@@ -184,7 +209,7 @@ impl Cell {
             if theirs < mine && folds.retired_between(shard.counter_id, theirs, mine) {
                 continue;
             }
-            changed |= self.merge_shard(*shard);
+            changed |= self.merge_shard(*shard, Some(merger));
         }
         changed
     }
@@ -283,12 +308,12 @@ mod tests {
             folded in proptest::collection::vec(0u32..3, 4),
             order in Just((0..6usize).collect::<Vec<_>>()).prop_shuffle(),
         ) {
-            let _installing = TEST_INSTALL.lock();
-            install(folds());
+            let m = Merger::default();
+            m.install(folds());
             let live: Vec<Shard> = live.into_iter().filter(|s| s.counter_id == A || s.counter_id == B).collect();
             let last = [shard(X, 9, last_x), shard(Y, 9, last_y)];
             let mut plain = Cell::from_parts(3, last);
-            for s in &live { plain.merge(&Cell::from_parts(3, [*s])); }
+            for s in &live { plain.merge(&Cell::from_parts(3, [*s]), &m); }
             // Four replicas, each with the last retired versions and a part
             // of the live shards, folded to generation 0, 1 or 2.
             let mut copies: Vec<Cell> = (0..4).map(|r| {
@@ -302,12 +327,12 @@ mod tests {
             copies.push(cell(&[shard(Y, 9, last_y), shard(X, 1, -7)]));
             let mut merged = Cell::from_parts(3, []);
             for &i in &order {
-                merged.merge(&copies[i]);
+                merged.merge(&copies[i], &m);
             }
             prop_assert_eq!(merged.value().unwrap(), plain.value().unwrap());
             let mut back = copies[order[5]].clone();
             for &i in order.iter().rev() {
-                back.merge(&copies[i]);
+                back.merge(&copies[i], &m);
             }
             prop_assert_eq!(back.value().unwrap(), plain.value().unwrap());
             if folded.contains(&2) {

@@ -23,13 +23,11 @@
 //! Two shards with the same counter_id and clock but different values cannot
 //! come from a correct owner: that is corruption. `merge` keeps the larger
 //! value (so every replica picks the same one), logs it and counts it in
-//! [`clock_conflicts`].
+//! its engine's [`Merger`] ([`Merger::clock_conflicts`]).
 //!
 //! The limits a cell keeps within are in `crate::limits` ([`Limit`],
 //! [`CLOCK_MAX`]), and the writes that check them in `checked`. A list key's
 //! cell carries its list on its epoch, a last-writer-wins value (`list`).
-
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use smallvec::SmallVec;
 
@@ -42,11 +40,9 @@ pub mod list;
 
 pub use crate::limits::{CLOCK_MAX, Limit, SHARDS_MAX};
 pub use epoch::{Epoch, Expiry, Order, Stamp, now_ms};
-pub use fold::Folds;
+pub use fold::{Folds, Merger};
 pub use list::{LIST_BYTES_MAX, List, ListTooLong};
 pub use tally_model::Shard;
-
-static CLOCK_CONFLICTS: AtomicU64 = AtomicU64::new(0);
 
 /// A cell's shards add up to `sum`, outside the range of an `i64`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -54,11 +50,6 @@ static CLOCK_CONFLICTS: AtomicU64 = AtomicU64::new(0);
 pub struct Overflow {
     /// The exact sum.
     pub sum: i128,
-}
-
-/// How many equal-clock/different-value shard pairs merges have met since start.
-pub fn clock_conflicts() -> u64 {
-    CLOCK_CONFLICTS.load(Ordering::Relaxed)
 }
 
 /// A counter's replicated state, or a list's (see `list`).
@@ -110,7 +101,8 @@ impl Cell {
     /// A cell from parts; shards may come in any order.
     ///
     /// Repeated ids are folded with the merge rule, so this never builds an
-    /// invalid cell from untrusted input.
+    /// invalid cell from untrusted input (a clock conflict among them is
+    /// logged, and counted by no engine's [`Merger`]).
     pub fn from_parts(epoch: impl Into<Epoch>, shards: impl IntoIterator<Item = Shard>) -> Cell {
         let mut cell = Cell {
             epoch: epoch.into(),
@@ -118,7 +110,7 @@ impl Cell {
             list: None,
         };
         for shard in shards {
-            cell.merge_shard(shard);
+            cell.merge_shard(shard, None);
         }
         cell
     }
@@ -200,36 +192,53 @@ impl Cell {
             .map(|i| &self.shards[i])
     }
 
-    /// Merges `other` into `self` (see the module doc).
-    pub fn merge(&mut self, other: &Cell) {
+    /// Merges `other` into `self` (see the module doc), by the fold
+    /// generations `merger` holds, counting a clock conflict there.
+    pub fn merge(&mut self, other: &Cell, merger: &Merger) {
         self.merge_epoch(
             other.epoch,
             &other.shards,
             other.list.as_ref(),
             Input::Valid,
+            Some(merger),
         );
     }
 
     /// [`Cell::merge`], answering whether this cell changed.
-    pub fn merge_changed(&mut self, other: &Cell) -> bool {
+    pub fn merge_changed(&mut self, other: &Cell, merger: &Merger) -> bool {
         self.merge_epoch(
             other.epoch,
             &other.shards,
             other.list.as_ref(),
             Input::Valid,
+            Some(merger),
         )
     }
 
-    /// Merges the cell `{epoch, shards}` (shards sorted and unique by id).
+    /// Merges the cell `{epoch, shards}` (shards sorted and unique by id)
+    /// made here from this cell's own epoch: at its fold generation, so no
+    /// merger's generations are read (a clock conflict among `shards`,
+    /// which a change made here cannot hold, is not counted).
     pub fn merge_parts(&mut self, epoch: Epoch, shards: &[Shard]) {
-        self.merge_epoch(epoch, shards, None, Input::Valid);
+        assert_eq!(
+            epoch.fold, self.epoch.fold,
+            "merge_parts of another fold generation: {epoch:?} into {:?}",
+            self.epoch
+        );
+        self.merge_epoch(epoch, shards, None, Input::Valid, None);
     }
 
     /// Merges the cell `{epoch, shards, list}` whose shards may come in any
     /// order, with repeated ids (untrusted input), without allocating a
     /// cell for it.
-    pub fn merge_unsorted(&mut self, epoch: Epoch, shards: &[Shard], list: Option<&List>) {
-        self.merge_epoch(epoch, shards, list, Input::Unsorted);
+    pub fn merge_unsorted(
+        &mut self,
+        epoch: Epoch,
+        shards: &[Shard],
+        list: Option<&List>,
+        merger: &Merger,
+    ) {
+        self.merge_epoch(epoch, shards, list, Input::Unsorted, Some(merger));
     }
 
     /// The merge, written once: the newer epoch wins whole; at the same
@@ -247,6 +256,7 @@ impl Cell {
         shards: &[Shard],
         list: Option<&List>,
         input: Input,
+        merger: Option<&Merger>,
     ) -> bool {
         let order = self.epoch.order(&epoch);
         if order == Order::Newer {
@@ -264,7 +274,7 @@ impl Cell {
                 }
                 Input::Unsorted => {
                     for shard in shards {
-                        self.merge_shard(*shard);
+                        self.merge_shard(*shard, merger);
                     }
                 }
             }
@@ -274,15 +284,16 @@ impl Cell {
             return false;
         }
         let mut changed = match list {
-            Some(theirs) => self.merge_list(theirs),
+            Some(theirs) => self.merge_list(theirs, merger),
             None => false,
         };
         if epoch.fold != self.epoch.fold {
-            return self.merge_other_generation(epoch, shards) || changed;
+            let merger = merger.expect("a merge without a merger is at one fold generation");
+            return self.merge_other_generation(epoch, shards, merger) || changed;
         }
         changed |= self.epoch.merge_same(&epoch);
         for shard in shards {
-            changed |= self.merge_shard(*shard);
+            changed |= self.merge_shard(*shard, merger);
         }
         changed
     }
@@ -291,11 +302,11 @@ impl Cell {
     /// one list, so a different one is corruption, resolved the same way
     /// everywhere (the larger is kept). Answers whether it changed the cell.
     #[cold]
-    fn merge_list(&mut self, theirs: &List) -> bool {
+    fn merge_list(&mut self, theirs: &List, merger: Option<&Merger>) -> bool {
         match &self.list {
             Some(mine) if mine == theirs => false,
             Some(mine) => {
-                CLOCK_CONFLICTS.fetch_add(1, Ordering::Relaxed);
+                merger.inspect(|m| m.count_conflict());
                 // A peer can send these at will: one line a second.
                 static LOG: parking_lot::Mutex<RateLimit> =
                     parking_lot::Mutex::new(RateLimit::new(LOG_EVERY));
@@ -324,7 +335,7 @@ impl Cell {
     /// larger clock wins; an equal clock with a different value is a
     /// conflict (counted, logged) that keeps the larger value. Answers
     /// whether it changed the cell.
-    fn merge_shard(&mut self, shard: Shard) -> bool {
+    fn merge_shard(&mut self, shard: Shard, merger: Option<&Merger>) -> bool {
         match self
             .shards
             .binary_search_by_key(&shard.counter_id, |s| s.counter_id)
@@ -335,7 +346,7 @@ impl Cell {
                     *mine = shard;
                     true
                 } else if shard.clock == mine.clock && shard.value != mine.value {
-                    CLOCK_CONFLICTS.fetch_add(1, Ordering::Relaxed);
+                    merger.inspect(|m| m.count_conflict());
                     // A peer can send these at will: one line a second.
                     static LOG: parking_lot::Mutex<RateLimit> =
                         parking_lot::Mutex::new(RateLimit::new(LOG_EVERY));
@@ -513,7 +524,7 @@ mod tests {
 
     fn merged(a: &Cell, b: &Cell) -> Cell {
         let mut m = a.clone();
-        m.merge(b);
+        m.merge(b, &crate::cell::Merger::default());
         m.check_invariants();
         m
     }
@@ -532,7 +543,7 @@ mod tests {
         #[test]
         fn merge_changed_says_whether_the_cell_changed(a in cell(), b in cell()) {
             let mut m = a.clone();
-            let changed = m.merge_changed(&b);
+            let changed = m.merge_changed(&b, &crate::cell::Merger::default());
             prop_assert_eq!(&m, &merged(&a, &b));
             prop_assert_eq!(changed, m != a);
         }
@@ -566,7 +577,7 @@ mod tests {
         #[test]
         fn try_merge_is_merge_within_the_limits(a in cell(), b in cell()) {
             let mut m = a.clone();
-            let changed = m.try_merge(&b);
+            let changed = m.try_merge(&b, &crate::cell::Merger::default());
             prop_assert_eq!(changed, Ok(merged(&a, &b) != a));
             prop_assert_eq!(&m, &merged(&a, &b));
             prop_assert_eq!(a.merged_len(&b), m.shards().len());
@@ -593,7 +604,7 @@ mod tests {
             shards in proptest::collection::vec(corrupt_shard(), 0..6),
         ) {
             let mut m = a.clone();
-            m.merge_unsorted(epoch, &shards, None);
+            m.merge_unsorted(epoch, &shards, None, &crate::cell::Merger::default());
             m.check_invariants();
             prop_assert_eq!(m, merged(&a, &Cell::from_parts(epoch, shards)));
         }
@@ -608,7 +619,7 @@ mod tests {
             prop_assert_eq!(merged(&merged(&a, &b), &c), merged(&a, &merged(&b, &c)));
             prop_assert_eq!(merged(&a, &a), a.clone());
             let mut m = a.clone();
-            let changed = m.merge_changed(&b);
+            let changed = m.merge_changed(&b, &crate::cell::Merger::default());
             prop_assert_eq!(&m, &merged(&a, &b));
             prop_assert_eq!(changed, m != a);
         }
@@ -646,7 +657,7 @@ mod tests {
         assert_eq!(c, Cell::from_parts(Epoch::at(7), []));
         assert!(!c.exists());
         assert!(
-            !c.merge_changed(&stale),
+            !c.merge_changed(&stale, &crate::cell::Merger::default()),
             "the old epoch's state is discarded"
         );
         let mut persistent = Cell::from_parts(Epoch::at(6), [shard]);
@@ -666,22 +677,19 @@ mod tests {
                 }],
             )
         };
-        // Other tests add conflicts concurrently: only a lower bound holds.
-        let before = clock_conflicts();
+        let m = Merger::default();
         let mut low = at(5);
-        assert!(low.merge_changed(&at(9)), "the larger value is news");
+        assert!(low.merge_changed(&at(9), &m), "the larger value is news");
         assert_eq!(low, at(9));
         let mut high = at(9);
-        assert!(!high.merge_changed(&at(5)), "the smaller value is not");
+        assert!(!high.merge_changed(&at(5), &m), "the smaller value is not");
         assert_eq!(high, at(9));
         let mut same = at(5);
-        same.merge_unsorted(Epoch::at(4), &[at(9).shards()[0], at(5).shards()[0]], None);
+        let both = [at(9).shards()[0], at(5).shards()[0]];
+        same.merge_unsorted(Epoch::at(4), &both, None, &m);
         assert_eq!(same, at(9));
-        assert!(
-            clock_conflicts() >= before + 4,
-            "{} conflicts counted since {before}",
-            clock_conflicts()
-        );
+        assert_eq!(m.clock_conflicts(), 4);
+        assert_eq!(Merger::default().clock_conflicts(), 0, "counted per merger");
     }
 
     #[test]

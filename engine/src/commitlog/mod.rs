@@ -85,7 +85,7 @@ use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
 
-use crate::cell::{Cell, Epoch, List, Shard};
+use crate::cell::{Cell, Epoch, List, Merger, Shard};
 use crate::codec::{self, Cursor};
 use crate::error::{Error, Result};
 use crate::fsutil;
@@ -323,6 +323,7 @@ const ROUND_BYTES: u64 = 2 << 30;
 pub(crate) fn replay(
     dir: &Path,
     memtable: &Memtable,
+    merger: &Merger,
     ledger: &Ledger,
     tails: &Tails,
 ) -> Result<ReplayStats> {
@@ -349,6 +350,7 @@ pub(crate) fn replay(
         let last = (end == files.len()).then(|| end - 1 - start);
         let sinks = Sinks {
             memtable,
+            merger,
             ledger,
             tails,
         };
@@ -393,6 +395,7 @@ struct Round {
 /// Where replayed records go.
 struct Sinks<'a> {
     memtable: &'a Memtable,
+    merger: &'a Merger,
     ledger: &'a Ledger,
     tails: &'a Tails,
 }
@@ -552,6 +555,7 @@ impl<'s> Merge<'s> {
         let (key, epoch, list) = decode_record(data, offset, &mut parts).map_err(undecodable)?;
         let Sinks {
             memtable,
+            merger,
             ledger,
             tails,
         } = *self.sinks;
@@ -563,14 +567,17 @@ impl<'s> Merge<'s> {
         }
         if !self.members.is_empty() {
             let admitter = self.shards[0].counter_id;
-            load_members(key, epoch, admitter, &mut self.members, memtable).map_err(undecodable)?;
+            load_members(key, epoch, admitter, &mut self.members, memtable, merger)
+                .map_err(undecodable)?;
         }
         let key = RawKey {
             hash: r.hash,
             bytes: key,
         };
         match self.cells.get_mut(&key) {
-            Some(cell) => cell.merge_unsorted(epoch, &self.shards, list.as_ref()),
+            Some(cell) => {
+                cell.merge_unsorted(epoch, &self.shards, list.as_ref(), self.sinks.merger);
+            }
             None => {
                 let cell = Cell::from_parts(epoch, self.shards.iter().copied());
                 self.cells.insert(key, cell.with_list(list));
@@ -587,7 +594,7 @@ impl<'s> Merge<'s> {
             let key = Cursor::new(raw.bytes)
                 .key()
                 .map_err(|e| Error::corruption(first, 0, e.0))?;
-            self.sinks.memtable.insert(key, cell);
+            self.sinks.memtable.insert(key, cell, self.sinks.merger);
         }
         Ok(())
     }
@@ -669,12 +676,13 @@ fn load_members(
     admitter: u64,
     members: &mut Vec<&[u8]>,
     memtable: &Memtable,
+    merger: &Merger,
 ) -> std::result::Result<(), codec::DecodeError> {
     let count = Cursor::new(key).key()?;
     for m in members.drain(..) {
         let key = unique::member_key(count.partition(), m)
             .map_err(|_| codec::DecodeError("member key over the limits"))?;
-        memtable.insert(key, unique::member_cell(epoch, admitter));
+        memtable.insert(key, unique::member_cell(epoch, admitter), merger);
     }
     Ok(())
 }

@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use super::header;
 use crate::error::{Error, Result};
 use crate::fsutil;
+use crate::latency::Latencies;
 
 /// Zeros laid down ahead of the records at a time.
 pub(crate) const PREZERO_BYTES: u64 = 64 << 10;
@@ -59,6 +60,8 @@ pub(crate) struct LogWriter {
     unsynced: bool,
     fail_sync: Option<Arc<AtomicBool>>,
     slow_sync: Option<Arc<AtomicU64>>,
+    /// How long this log's fsyncs took (the engine's `Stats`).
+    syncs: Arc<Latencies>,
 }
 
 impl LogWriter {
@@ -71,6 +74,7 @@ impl LogWriter {
         segment_bytes_max: u64,
         fail_sync: Option<Arc<AtomicBool>>,
         slow_sync: Option<Arc<AtomicU64>>,
+        syncs: Arc<Latencies>,
     ) -> Result<Self> {
         let next = existing.last().map_or(1, |id| id + 1);
         let (file, path) = create_segment(dir, next)?;
@@ -89,6 +93,7 @@ impl LogWriter {
             unsynced: false,
             fail_sync,
             slow_sync,
+            syncs,
         })
     }
 
@@ -159,7 +164,7 @@ impl LogWriter {
             .file
             .sync_data()
             .map_err(|e| Error::io("fsync commit log", &self.path, e));
-        crate::latency::LOG_SYNCS.observe(started.elapsed());
+        self.syncs.observe(started.elapsed());
         synced
     }
 

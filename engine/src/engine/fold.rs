@@ -5,7 +5,6 @@ use std::collections::BTreeSet;
 use std::ops::ControlFlow;
 
 use super::Engine;
-use crate::cell::fold;
 use crate::error::Result;
 
 /// What this node holds after a fold.
@@ -42,13 +41,13 @@ impl Engine {
     }
 
     /// Folds every cell this node holds by the generations installed
-    /// (`cell::fold::install`) up to the active one: the cached cells,
+    /// ([`Merger::install`](crate::cell::Merger::install)) up to the active one: the cached cells,
     /// then every table, flushed and rewritten into one. Then reads every
     /// cell to say how wide the widest is. Blocking (disk, CPU): call it
     /// off an async runtime's threads.
     pub fn fold(&self) -> Result<FoldReport> {
         self.check_writable()?;
-        let folds = fold::installed();
+        let folds = self.merger().installed();
         self.cache.fold(&folds);
         self.flush()?;
         self.background
@@ -77,15 +76,10 @@ mod tests {
     use crate::cell::Folds;
     use crate::{Cell, Epoch, Key, Options, Shard};
 
-    /// Retired incarnations of this test alone (the generations installed
-    /// are the process's).
+    /// Retired incarnations of this test.
     const RETIRED: [u64; 2] = [0xf01d_0000_0001, 0xf01d_0000_0002];
 
     #[tokio::test]
-    #[allow(
-        clippy::await_holding_lock,
-        reason = "one test at a time installs generations; nothing here waits on another"
-    )]
     async fn a_fold_moves_retired_shards_into_bases_and_keeps_every_value() {
         let dir = tempfile::tempdir().unwrap();
         let e = Engine::open(dir.path(), Options::default()).unwrap();
@@ -105,8 +99,7 @@ mod tests {
         }
         e.flush().unwrap();
         assert!(e.counter_ids_held().is_superset(&RETIRED.into()));
-        let _installing = fold::TEST_INSTALL.lock();
-        fold::install(Folds::new(vec![RETIRED.to_vec()], 1));
+        e.merger().install(Folds::new(vec![RETIRED.to_vec()], 1));
         let report = e.fold().unwrap();
         assert_eq!((report.cells, report.widest), (50, 1));
         assert_eq!(report.retired_held, 0);
@@ -121,8 +114,39 @@ mod tests {
             assert_eq!(e.get(&key(i)).unwrap().value(), c.value());
         }
         e.close().unwrap();
-        let e = Engine::open(dir.path(), Options::default()).unwrap();
+        let opts = Options {
+            folds: Folds::new(vec![RETIRED.to_vec()], 1),
+            ..Options::default()
+        };
+        let e = Engine::open(dir.path(), opts).unwrap();
         assert_eq!(e.get(&key(1)).unwrap().value(), Ok(6), "after a reopen");
         assert!(e.get(&key(1)).unwrap().shards().is_empty());
+    }
+
+    #[tokio::test]
+    async fn two_engines_in_one_process_keep_their_own_generations() {
+        let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let one = Engine::open(d1.path(), Options::default()).unwrap();
+        let two = Engine::open(d2.path(), Options::default()).unwrap();
+        let key = Key::new(b"gen", b"").unwrap();
+        let retired = Shard {
+            counter_id: RETIRED[0],
+            clock: 3,
+            value: 5,
+        };
+        for e in [&one, &two] {
+            let cell = Cell::from_parts(Epoch::default(), [retired]);
+            e.apply(&key, &cell).await.unwrap();
+        }
+        one.merger().install(Folds::new(vec![RETIRED.to_vec()], 1));
+        assert_eq!(two.merger().installed().known(), 0, "not the other's");
+        one.fold().unwrap();
+        two.fold().unwrap();
+        let (a, b) = (one.get(&key).unwrap(), two.get(&key).unwrap());
+        assert_eq!((a.epoch().fold, a.shards().len()), (1, 0));
+        assert_eq!((b.epoch().fold, b.shards()), (0, &[retired][..]));
+        assert_eq!((a.value(), b.value()), (Ok(5), Ok(5)));
+        one.close().unwrap();
+        two.close().unwrap();
     }
 }

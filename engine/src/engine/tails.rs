@@ -45,7 +45,10 @@ impl Engine {
             if let Err(Fenced(source)) = tails.take(key, tail) {
                 return Err(Error::Fenced { counter_id: source });
             }
-            cached.cell.try_merge(cell).map_err(Error::from)?;
+            cached
+                .cell
+                .try_merge(cell, self.merger())
+                .map_err(Error::from)?;
             cached.mark_written(key, v);
             // Logged even when the cell did not change: the tail may be new.
             self.commit.append_tail_now(key, cell, tail, v)?;

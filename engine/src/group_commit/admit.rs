@@ -42,7 +42,7 @@ impl GroupCommit {
         members: &[Key],
         found: &[Cell],
     ) -> Result<Admission> {
-        let mut rule = OwnAdd::start(&cached.cell, self.counter_id);
+        let mut rule = OwnAdd::start(&cached.cell, self.counter_id, self.opts.keep_expired);
         // The epoch the count's new version lands in: a member admitted
         // before it is absent from it.
         let epoch = rule.epoch();
@@ -74,7 +74,11 @@ impl GroupCommit {
             })?;
             // Same version as the record: a flush takes both or neither.
             for &i in &admitted {
-                v.active.insert(members[i].clone(), member_cell.clone());
+                v.active.insert(
+                    members[i].clone(),
+                    member_cell.clone(),
+                    self.versions.merger(),
+                );
             }
             replicate.push((key.clone(), outcome.replica_cell()));
         }

@@ -226,7 +226,7 @@ fn run_request(
             id: req.id,
             conn: Sink::new(adds.clone(), put),
             slot: permit,
-            timer: Timer::start(*cl),
+            timer: Timer::start(*cl, node.metrics()),
         };
         match queued_add(req.op, node.keyspace(0), user, reply) {
             Ok(add) => node.submit(add),

@@ -1,8 +1,10 @@
 //! The handles every role of a node shares: its place in the cluster, its
-//! engine, its peer transport and its hints. The roles (`write`, `read`,
-//! `peer`, `handoff`) each take this and nothing else of the node, so
-//! that none of them imports another's internals or the node that wires
-//! them.
+//! engine, its peer transport, its metrics, and each role's own state as
+//! a typed handle (`changes`, `fences`, `repairing`, `hints`, the tails
+//! gate, `scripts`, `faults`), which only that role takes. The roles
+//! (`write`, `read`, `peer`, `handoff`, `topology`, `repair`) each take
+//! this and nothing else of the node, so that none of them imports
+//! another's internals or the node that wires them.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -13,6 +15,9 @@ use tally_net::peer::Transport;
 use tally_net::wire::{Consistency, ErrorKind, WireError};
 use tracing::warn;
 
+use crate::base::registry::Registry;
+use crate::cluster::changes::Changes;
+use crate::cluster::faults::{Fault, Faults};
 use crate::cluster::hints::Hints;
 use crate::cluster::membership::Topology;
 use crate::cluster::placement::{self, OnceRefusal, Refusal, Route, Shortfall, State};
@@ -45,6 +50,20 @@ impl Placed {
     }
 }
 
+/// What a node opens before its [`Ctx`]: the parts every role shares.
+pub(crate) struct Parts {
+    pub(crate) config: Config,
+    pub(crate) me: usize,
+    /// The membership stored, or the configured one.
+    pub(crate) topology: Topology,
+    pub(crate) engine: Engine,
+    pub(crate) hints: Hints,
+    pub(crate) tails: crate::cluster::tails_gate::Gate,
+    /// Whether a replacement of this node is in progress.
+    pub(crate) replacing: bool,
+    pub(crate) metrics: &'static Registry,
+}
+
 /// One node's shared handles.
 pub(crate) struct Ctx {
     /// The cluster's configuration.
@@ -53,30 +72,10 @@ pub(crate) struct Ctx {
     pub(crate) me: usize,
     /// The ring this node places data by, and the membership it comes from.
     pub(crate) placed: parking_lot::RwLock<Placed>,
-    /// Held by the topology change this node runs (one at a time).
-    pub(crate) changing: tokio::sync::Mutex<()>,
-    /// Held by the cleanup this node runs (one at a time).
-    pub(crate) cleaning: tokio::sync::Mutex<()>,
-    /// A collection of flushed generations is queued and has not read the
-    /// ring yet: the flushes stored meanwhile need no other
-    /// (`topology::flush::collect`).
-    pub(crate) collect_queued: crate::cluster::flush_queue::Coalesced,
-    /// The flushes this node coordinates, one batch at a time
-    /// (`flush_queue`).
-    pub(crate) flushes:
-        parking_lot::Mutex<crate::cluster::flush_queue::Queue<crate::cluster::flush_queue::Waiter>>,
-    /// Held while a ring is stored and switched to.
-    pub(crate) adopting: parking_lot::Mutex<()>,
-    /// Held for reading from the check that an add with an id may be
-    /// applied here through its read-modify-write; for writing when a
-    /// ring switching over is taken, so that once it is, every add that
-    /// passed the check is in the ledger (see `topology::change`).
-    pub(crate) id_fence: parking_lot::RwLock<()>,
-    /// Held for reading by an admission of unique members through its
-    /// replication; for writing once a ring switching over is taken, so
-    /// that every admission whose applier it moves has ended (see
-    /// `topology::change`).
-    pub(crate) admit_fence: tokio::sync::RwLock<()>,
+    /// The topology role's locks and queues (`topology` alone takes them).
+    pub(crate) changes: Changes,
+    /// The write role's fences, which a ring switching over closes.
+    pub(crate) fences: crate::cluster::fences::Fences,
     pub(crate) engine: Engine,
     pub(crate) hints: Hints,
     /// Whether this node may apply ids yet, after an unclean restart.
@@ -89,107 +88,90 @@ pub(crate) struct Ctx {
     /// ranges, takes replicated writes, and neither leads nor answers
     /// replica reads until it is done (see `topology::replace`).
     pub(crate) replacing: std::sync::atomic::AtomicBool,
-    /// The repair this node is running, as far as it got (one at a time).
-    pub(crate) repairing: parking_lot::Mutex<Option<tally_net::wire::WireRepaired>>,
+    /// The repair role's state: the repair this node runs (`repair` alone
+    /// takes it; the node reports it).
+    pub(crate) repairing: crate::cluster::repairing::Repairing,
     /// Set once by `Node::start_peers`, before any request is served.
     pub(crate) transport: OnceLock<Arc<Transport>>,
+    /// What this node counts as it serves (every role counts).
+    pub(crate) metrics: &'static Registry,
+    /// This node's cache of scripts (RESP connections and peers use it).
+    pub(crate) scripts: crate::cluster::scripts::Scripts,
     pub(crate) write_timeout: Duration,
     pub(crate) read_timeout: Duration,
-    /// Fault injection: a replica never tells a leader that a deadline it
-    /// did not know has passed.
-    #[cfg(feature = "fault-injection")]
-    pub(crate) ignore_deadlines: std::sync::atomic::AtomicBool,
-    /// Fault injection: repairs this node runs count the cells they would
-    /// send, and send none.
-    #[cfg(feature = "fault-injection")]
-    pub(crate) idle_repair: std::sync::atomic::AtomicBool,
-    /// Test seam: a topology change this node runs waits this long (ms)
-    /// between beginning and syncing.
-    #[cfg(feature = "fault-injection")]
-    pub(crate) sync_delay_ms: std::sync::atomic::AtomicU64,
-    /// Fault injection: topology changes this node runs skip the sync.
-    #[cfg(feature = "fault-injection")]
-    pub(crate) skip_sync: std::sync::atomic::AtomicBool,
-    /// Fault injection: flushes this node runs are stored by it alone.
-    #[cfg(feature = "fault-injection")]
-    pub(crate) flush_locally: std::sync::atomic::AtomicBool,
-    /// Fault injection: a flush asked while this node runs another
-    /// answers at once.
-    #[cfg(feature = "fault-injection")]
-    pub(crate) flush_join_running: std::sync::atomic::AtomicBool,
+    /// The switches that break this node on purpose (tests only).
+    pub(crate) faults: Faults,
 }
 
 impl Ctx {
-    /// Waits as long as the test seam says before a change syncs.
-    pub(crate) async fn sync_delay(&self) {
-        #[cfg(feature = "fault-injection")]
-        {
-            let ms = self
-                .sync_delay_ms
-                .load(std::sync::atomic::Ordering::Relaxed);
-            tokio::time::sleep(Duration::from_millis(ms)).await;
+    /// The handles of a node opened with `parts`; its roles' own state
+    /// begins empty, its transport unset (`Node::start_peers` sets it).
+    pub(crate) fn new(parts: Parts) -> Ctx {
+        let c = &parts.config.cluster;
+        let (write_timeout, read_timeout) = (
+            Duration::from_millis(c.write_timeout_ms),
+            Duration::from_millis(c.read_timeout_ms),
+        );
+        Ctx {
+            me: parts.me,
+            leaving: std::sync::atomic::AtomicUsize::new(parts.topology.leaving()),
+            placed: parking_lot::RwLock::new(Placed::new(parts.topology, &parts.config)),
+            changes: Changes::default(),
+            fences: Default::default(),
+            engine: parts.engine,
+            hints: parts.hints,
+            tails: parts.tails,
+            replacing: std::sync::atomic::AtomicBool::new(parts.replacing),
+            repairing: Default::default(),
+            transport: OnceLock::new(),
+            metrics: parts.metrics,
+            scripts: Default::default(),
+            faults: Faults::default(),
+            write_timeout,
+            read_timeout,
+            config: parts.config,
         }
     }
 
-    /// Whether fault injection says changes sync nothing.
-    #[cfg(feature = "fault-injection")]
-    pub(crate) fn skip_sync(&self) -> bool {
-        self.skip_sync.load(std::sync::atomic::Ordering::Relaxed)
+    /// Stores and switches to `placed` (`topology::change::adopt`, under
+    /// its lock and the fences it takes).
+    pub(crate) fn switch_to(&self, placed: Placed) {
+        *self.placed.write() = placed;
     }
 
-    /// Never: this build has no fault injection.
-    #[cfg(not(feature = "fault-injection"))]
-    pub(crate) fn skip_sync(&self) -> bool {
-        false
+    /// The ring and membership this node places data by, read-locked:
+    /// drop it at once.
+    pub(crate) fn placed(&self) -> parking_lot::RwLockReadGuard<'_, Placed> {
+        self.placed.read()
     }
 
-    /// Whether fault injection says a flush is stored here alone.
-    #[cfg(feature = "fault-injection")]
-    pub(crate) fn flush_locally(&self) -> bool {
-        self.flush_locally
-            .load(std::sync::atomic::Ordering::Relaxed)
+    /// Records the node being decommissioned (`usize::MAX`: none).
+    pub(crate) fn set_leaving(&self, node: usize) {
+        self.leaving
+            .store(node, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Never: this build has no fault injection.
-    #[cfg(not(feature = "fault-injection"))]
-    pub(crate) fn flush_locally(&self) -> bool {
-        false
+    /// This node's replacement is done: it leads and answers reads again.
+    pub(crate) fn replaced(&self) {
+        self.replacing
+            .store(false, std::sync::atomic::Ordering::Release);
     }
 
-    /// Whether fault injection says a flush asked while one runs answers
-    /// at once.
-    #[cfg(feature = "fault-injection")]
-    pub(crate) fn flush_join_running(&self) -> bool {
-        self.flush_join_running
-            .load(std::sync::atomic::Ordering::Relaxed)
+    /// Sets the transport, once (`Node::start_peers`); answers it back
+    /// if one was set already.
+    pub(crate) fn set_transport(&self, transport: Arc<Transport>) -> Result<(), Arc<Transport>> {
+        self.transport.set(transport)
     }
 
-    /// Never: this build has no fault injection.
-    #[cfg(not(feature = "fault-injection"))]
-    pub(crate) fn flush_join_running(&self) -> bool {
-        false
-    }
-
-    /// Whether fault injection says repairs send nothing.
-    #[cfg(feature = "fault-injection")]
-    pub(crate) fn idle_repair(&self) -> bool {
-        self.idle_repair.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Never: this build has no fault injection.
-    #[cfg(not(feature = "fault-injection"))]
-    pub(crate) fn idle_repair(&self) -> bool {
-        false
+    /// The transport, if the peers were started.
+    pub(crate) fn started_transport(&self) -> Option<&Arc<Transport>> {
+        self.transport.get()
     }
 
     /// Whether a replica holding `mine` must answer `Stale` to a shard
     /// sent in epoch `sent` (see `tally_engine::Epoch::outdates`).
     pub(crate) fn outdates(&self, mine: &Epoch, sent: &Epoch, now_ms: u64) -> bool {
-        #[cfg(feature = "fault-injection")]
-        if self
-            .ignore_deadlines
-            .load(std::sync::atomic::Ordering::Relaxed)
-        {
+        if self.faults.has(Fault::IgnoreDeadlines) {
             return mine.id() > sent.id();
         }
         mine.outdates(sent, now_ms)

@@ -68,6 +68,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use parking_lot::Mutex;
 use tally_engine::Key;
+
+use crate::base::registry::Registry;
 use tracing::{info, warn};
 
 pub use bound::HintLimits;
@@ -167,12 +169,19 @@ pub struct Hints {
     dir: PathBuf,
     limits: HintLimits,
     nodes: Mutex<HashMap<usize, NodeHints>>,
+    /// The node's metrics, which count hints written and sent.
+    metrics: &'static Registry,
 }
 
 impl Hints {
     /// Opens (and reads back) the hint files under `dir` for the given nodes,
-    /// `(index, id)` pairs, kept within `limits`.
-    pub fn open(dir: &Path, nodes: &[(usize, String)], limits: HintLimits) -> Result<Hints> {
+    /// `(index, id)` pairs, kept within `limits`, counted in `metrics`.
+    pub(crate) fn open(
+        dir: &Path,
+        nodes: &[(usize, String)],
+        limits: HintLimits,
+        metrics: &'static Registry,
+    ) -> Result<Hints> {
         fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
         let mut map = HashMap::new();
         for (index, id) in nodes {
@@ -226,6 +235,7 @@ impl Hints {
             dir: dir.to_path_buf(),
             limits,
             nodes: Mutex::new(map),
+            metrics,
         })
     }
 
@@ -233,7 +243,7 @@ impl Hints {
     /// still pending (delivered from memory) and the file is rewritten by
     /// the next `sync`.
     pub fn add(&self, node: usize, key: &Key) -> Result<()> {
-        crate::base::registry::get()
+        self.metrics
             .hints_written
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.add_at(node, key, tally_engine::now_ms())
@@ -310,7 +320,7 @@ impl Hints {
     /// emptied (under the same lock as `add`, so no hint is lost) and
     /// fsync'd after the lock is released.
     pub fn delivered(&self, node: usize, keys: &[(Key, u64)]) -> Result<()> {
-        crate::base::registry::get()
+        self.metrics
             .hints_sent
             .fetch_add(keys.len() as u64, std::sync::atomic::Ordering::Relaxed);
         let (f, path) = {
@@ -637,7 +647,7 @@ mod tests {
     fn hints_survive_reopen_dedupe_and_empty_when_delivered() {
         let dir = tempfile::tempdir().unwrap();
         let nodes = [(1, "n2".to_string()), (2, "n3".to_string())];
-        let h = Hints::open(dir.path(), &nodes, HintLimits::default()).unwrap();
+        let h = Hints::open(dir.path(), &nodes, HintLimits::default(), Registry::leak()).unwrap();
         h.add(1, &key("a", "")).unwrap();
         h.add(1, &key("a", "")).unwrap();
         h.add(1, &key("b", "x")).unwrap();
@@ -645,7 +655,7 @@ mod tests {
         h.sync().unwrap();
         drop(h);
 
-        let h = Hints::open(dir.path(), &nodes, HintLimits::default()).unwrap();
+        let h = Hints::open(dir.path(), &nodes, HintLimits::default(), Registry::leak()).unwrap();
         assert_eq!(h.count(1), 2);
         assert_eq!(h.count(2), 1);
         let len = fs::metadata(dir.path().join("n2.hints")).unwrap().len();
@@ -657,7 +667,7 @@ mod tests {
         h.delivered(1, &h.pending(1, 10)).unwrap();
         assert_eq!(fs::metadata(dir.path().join("n2.hints")).unwrap().len(), 0);
         drop(h);
-        let h = Hints::open(dir.path(), &nodes, HintLimits::default()).unwrap();
+        let h = Hints::open(dir.path(), &nodes, HintLimits::default(), Registry::leak()).unwrap();
         assert_eq!(h.count(1), 0);
         assert_eq!(h.count(2), 1);
     }
@@ -665,7 +675,13 @@ mod tests {
     #[test]
     fn a_hint_renewed_during_delivery_is_kept() {
         let dir = tempfile::tempdir().unwrap();
-        let h = Hints::open(dir.path(), &[(1, "n2".to_string())], HintLimits::default()).unwrap();
+        let h = Hints::open(
+            dir.path(),
+            &[(1, "n2".to_string())],
+            HintLimits::default(),
+            Registry::leak(),
+        )
+        .unwrap();
         h.add(1, &key("a", "")).unwrap();
         let listed = h.pending(1, 10);
         h.add(1, &key("a", "")).unwrap(); // a newer version missed the replica meanwhile
@@ -683,7 +699,7 @@ mod tests {
     fn a_torn_tail_keeps_the_whole_records() {
         let dir = tempfile::tempdir().unwrap();
         let nodes = [(1, "n2".to_string())];
-        let h = Hints::open(dir.path(), &nodes, HintLimits::default()).unwrap();
+        let h = Hints::open(dir.path(), &nodes, HintLimits::default(), Registry::leak()).unwrap();
         for i in 0..5 {
             h.add(1, &key(&format!("k{i}"), "")).unwrap();
         }
@@ -692,7 +708,8 @@ mod tests {
         let full = fs::read(&path).unwrap();
         for cut in 0..full.len() {
             fs::write(&path, &full[..cut]).unwrap();
-            let h = Hints::open(dir.path(), &nodes, HintLimits::default()).unwrap();
+            let h =
+                Hints::open(dir.path(), &nodes, HintLimits::default(), Registry::leak()).unwrap();
             let record = full.len() / 5;
             assert_eq!(h.count(1), cut / record, "cut at {cut}");
             assert_eq!(
@@ -737,7 +754,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let nodes = [(1, "n2".to_string())];
         let path = dir.path().join("n2.hints");
-        let h = Hints::open(dir.path(), &nodes, HintLimits::default()).unwrap();
+        let h = Hints::open(dir.path(), &nodes, HintLimits::default(), Registry::leak()).unwrap();
         h.add(1, &key("before", "")).unwrap();
         h.add(1, &key("gone", "")).unwrap();
         let keys = begin_rewrite(h.nodes.lock().get_mut(&1).unwrap());
@@ -774,14 +791,15 @@ mod tests {
     fn a_hint_is_in_the_file_when_add_returns_and_fsyncd_by_the_next_sync() {
         let dir = tempfile::tempdir().unwrap();
         let nodes = [(1, "n2".to_string())];
-        let h = Hints::open(dir.path(), &nodes, HintLimits::default()).unwrap();
+        let h = Hints::open(dir.path(), &nodes, HintLimits::default(), Registry::leak()).unwrap();
         h.add(1, &key("a", "b")).unwrap();
         let path = dir.path().join("n2.hints");
         assert_eq!(
             fs::metadata(&path).unwrap().len() as usize,
             record_bytes("a", "b")
         );
-        let again = Hints::open(dir.path(), &nodes, HintLimits::default()).unwrap();
+        let again =
+            Hints::open(dir.path(), &nodes, HintLimits::default(), Registry::leak()).unwrap();
         assert_eq!(again.count(1), 1, "a second reader sees the unsynced hint");
         let before = fault::syncs();
         h.sync().unwrap();
@@ -800,7 +818,7 @@ mod tests {
     fn files_are_compacted_while_keys_are_still_pending() {
         let dir = tempfile::tempdir().unwrap();
         let nodes = [(1, "n2".to_string())];
-        let h = Hints::open(dir.path(), &nodes, HintLimits::default()).unwrap();
+        let h = Hints::open(dir.path(), &nodes, HintLimits::default(), Registry::leak()).unwrap();
         h.add(1, &key("stuck", "")).unwrap();
         for round in 0..100 {
             for i in 0..100 {
@@ -823,7 +841,7 @@ mod tests {
             "the hint file is {len} bytes for one pending key (bound {bound}): never compacted"
         );
         drop(h);
-        let h = Hints::open(dir.path(), &nodes, HintLimits::default()).unwrap();
+        let h = Hints::open(dir.path(), &nodes, HintLimits::default(), Registry::leak()).unwrap();
         // Records of keys delivered since the last compaction come back
         // too (delivering them again is a merge); the pending key must.
         assert!(
@@ -838,7 +856,7 @@ mod tests {
     fn a_huge_damaged_tail_is_not_read_into_memory() {
         let dir = tempfile::tempdir().unwrap();
         let nodes = [(1, "n2".to_string())];
-        let h = Hints::open(dir.path(), &nodes, HintLimits::default()).unwrap();
+        let h = Hints::open(dir.path(), &nodes, HintLimits::default(), Registry::leak()).unwrap();
         h.add(1, &key("a", "")).unwrap();
         h.add(1, &key("b", "")).unwrap();
         drop(h);
@@ -852,7 +870,7 @@ mod tests {
             .unwrap()
             .set_len(1 << 40)
             .unwrap();
-        let h = Hints::open(dir.path(), &nodes, HintLimits::default())
+        let h = Hints::open(dir.path(), &nodes, HintLimits::default(), Registry::leak())
             .expect("open reads a hint file as a stream");
         assert_eq!(h.count(1), 2);
         assert_eq!(
@@ -868,7 +886,7 @@ mod tests {
         let nodes = [(1, "n2".to_string())];
         let path = dir.path().join("n2.hints");
         let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&fs::metadata(p).unwrap());
-        let h = Hints::open(dir.path(), &nodes, HintLimits::default()).unwrap();
+        let h = Hints::open(dir.path(), &nodes, HintLimits::default(), Registry::leak()).unwrap();
         h.add(1, &key("a", "")).unwrap();
         let first = inode(&path);
         fault::fail_next_syncs(1);
@@ -883,7 +901,7 @@ mod tests {
         // one succeed: the file is written anew from memory.
         assert_ne!(inode(&path), first, "the file was not written anew");
         assert_eq!(
-            Hints::open(dir.path(), &nodes, HintLimits::default())
+            Hints::open(dir.path(), &nodes, HintLimits::default(), Registry::leak())
                 .unwrap()
                 .count(1),
             1
@@ -900,7 +918,7 @@ mod tests {
         );
         assert_eq!(fs::metadata(&path).unwrap().len(), 0);
         assert_eq!(
-            Hints::open(dir.path(), &nodes, HintLimits::default())
+            Hints::open(dir.path(), &nodes, HintLimits::default(), Registry::leak())
                 .unwrap()
                 .count(1),
             0
@@ -923,7 +941,7 @@ mod tests {
     fn hints_past_the_window_are_dropped_and_the_peer_needs_repair() {
         let dir = tempfile::tempdir().unwrap();
         let nodes = [(1, "n2".to_string())];
-        let h = Hints::open(dir.path(), &nodes, bounded(1000, 1 << 20)).unwrap();
+        let h = Hints::open(dir.path(), &nodes, bounded(1000, 1 << 20), Registry::leak()).unwrap();
         h.add_at(1, &key("a", ""), T0).unwrap();
         h.add_at(1, &key("b", ""), T0 + 500).unwrap();
         h.enforce(T0 + 1000).unwrap();
@@ -951,7 +969,8 @@ mod tests {
         h.sync().unwrap();
         drop(h);
 
-        let again = Hints::open(dir.path(), &nodes, bounded(1000, 1 << 20)).unwrap();
+        let again =
+            Hints::open(dir.path(), &nodes, bounded(1000, 1 << 20), Registry::leak()).unwrap();
         let r = again.report(1);
         assert_eq!(
             (r.pending, r.since_ms, r.needs_repair),
@@ -967,7 +986,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let nodes = [(1, "n2".to_string())];
         // Keys "k000".."k999": 14 bytes a record; 4200 bytes hold 300.
-        let h = Hints::open(dir.path(), &nodes, bounded(u64::MAX, 4200)).unwrap();
+        let h = Hints::open(
+            dir.path(),
+            &nodes,
+            bounded(u64::MAX, 4200),
+            Registry::leak(),
+        )
+        .unwrap();
         for i in 0..300 {
             h.add_at(1, &key(&format!("k{i:03}"), ""), T0).unwrap();
         }
@@ -990,7 +1015,7 @@ mod tests {
     fn delivering_every_hint_ends_the_episode() {
         let dir = tempfile::tempdir().unwrap();
         let nodes = [(1, "n2".to_string())];
-        let h = Hints::open(dir.path(), &nodes, bounded(1000, 1 << 20)).unwrap();
+        let h = Hints::open(dir.path(), &nodes, bounded(1000, 1 << 20), Registry::leak()).unwrap();
         h.add_at(1, &key("a", ""), T0).unwrap();
         h.delivered(1, &h.pending(1, 10)).unwrap();
         assert_eq!(h.report(1).since_ms, None);
@@ -1010,7 +1035,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let nodes = [(1, "n2".to_string())];
         fs::write(dir.path().join("n2.state"), b"TALLYHST garbage").unwrap();
-        let h = Hints::open(dir.path(), &nodes, HintLimits::default()).unwrap();
+        let h = Hints::open(dir.path(), &nodes, HintLimits::default(), Registry::leak()).unwrap();
         assert!(h.report(1).needs_repair);
     }
 }

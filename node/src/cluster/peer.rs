@@ -127,7 +127,7 @@ fn sort(ctx: &Ctx, req: PeerRequest) -> Sorted {
             })
         }
         req @ (PeerRequest::Script { .. } | PeerRequest::FlushScripts) => {
-            Sorted::Answer(crate::cluster::scripts::serve(req))
+            Sorted::Answer(ctx.scripts.serve(req))
         }
         req => Sorted::Run(req),
     }
@@ -158,7 +158,7 @@ impl Local for Ctx {
     /// A replica, pending or natural, in this node's ring or the one before
     /// its last change (a peer may not have switched yet).
     fn is_replica(&self, partition: &[u8]) -> bool {
-        let placed = self.placed.read();
+        let placed = self.placed();
         placed.ring.replicas(partition).all().contains(&self.me)
             || placed
                 .previous
@@ -167,7 +167,7 @@ impl Local for Ctx {
     }
 
     fn flushed(&self, partition: &[u8]) -> bool {
-        self.placed.read().topology.flushed(partition)
+        self.placed().topology.flushed(partition)
     }
 
     fn own(&self, key: &WireKey) -> Result<Own, String> {
@@ -193,7 +193,7 @@ async fn apply(
 ) {
     match ctx.engine.apply_with_tails(&applies).await {
         Ok(results) => {
-            crate::base::registry::get()
+            ctx.metrics
                 .replica_applies
                 .fetch_add(applies.len() as u64, std::sync::atomic::Ordering::Relaxed);
             let now_ms = tally_engine::now_ms();

@@ -76,7 +76,7 @@ pub(crate) async fn read_key(
     .await?;
     let mut merged = Cell::new();
     for (_, c) in &answers {
-        merged.merge(c);
+        merged.merge(c, ctx.engine.merger());
     }
     let n = answers.len();
     for (r, c) in answers {
@@ -151,7 +151,10 @@ pub(crate) async fn get_row_cells(
     let mut merged = Row::new();
     for (_, row) in &answers {
         for (col, c) in row {
-            merged.entry(col.clone()).or_default().merge(c);
+            merged
+                .entry(col.clone())
+                .or_default()
+                .merge(c, ctx.engine.merger());
         }
     }
     if merged.len() > ROW_COLUMNS_MAX {
@@ -314,7 +317,7 @@ async fn gather_from<T: Send + 'static>(
 
 /// Sends the merged cell to a replica that was behind, in the background.
 fn repair(ctx: &Arc<Ctx>, replica: usize, key: Key, cell: Cell) {
-    crate::base::registry::get()
+    ctx.metrics
         .read_repairs
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let ctx = ctx.clone();

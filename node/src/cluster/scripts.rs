@@ -1,18 +1,15 @@
-//! The node's cache of Lua scripts by sha1 (see `resp::script`), shared by
-//! every RESP connection, and filled from the other nodes on a miss: a
+//! The node's cache of Lua scripts by sha1 (see `resp::script`), its own
+//! ([`Scripts`], held by `Ctx`), shared by every RESP connection, and filled from the other nodes on a miss: a
 //! script loaded through one node runs by its sha through any other, so a
 //! client may send `SCRIPT LOAD` and `EVALSHA` through different nodes. A
-//! script a peer answers is kept only if its sha1 is the one asked for.
+//! script a peer answers is kept only if its sha1 is the one asked for
+//! (`script_peers`: the cache is a leaf, which `Ctx` holds).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use tally_net::wire::{PeerRequest, PeerResponse};
-use tokio::task::JoinSet;
-
-use crate::cluster::ctx::Ctx;
 
 /// Most scripts `SCRIPT LOAD` keeps on a node (until `SCRIPT FLUSH`).
 pub(crate) const SCRIPTS_MAX: usize = 10_000;
@@ -25,8 +22,6 @@ pub(crate) const EVALS_MAX: usize = 500;
 pub(crate) const EVAL_BYTES_MAX: usize = 32 << 20;
 /// Longest script a node caches (or runs), in bytes.
 pub(crate) const SCRIPT_BYTES_MAX: usize = 4 << 20;
-/// How long a peer may take to answer for a script.
-const FETCH_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Scripts kept while they are used: past `count` scripts or `bytes`
 /// bytes, the one used longest ago goes.
@@ -94,131 +89,92 @@ struct Cache {
     generation: u64,
 }
 
-fn cache() -> &'static Mutex<Cache> {
-    static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
-    CACHE.get_or_init(|| {
-        Mutex::new(Cache {
-            loaded: HashMap::new(),
-            loaded_bytes: 0,
-            evals: Lru::new(EVALS_MAX, EVAL_BYTES_MAX),
-            generation: 0,
-        })
-    })
-}
-
 /// The lowercase hex sha1 of `body`, as Redis names scripts.
 pub(crate) fn sha1_hex(body: &[u8]) -> String {
     sha1_smol::Sha1::from(body).digest().to_string()
 }
 
-/// The script of `sha`, if this node has it.
-pub(crate) fn get(sha: &str) -> Option<Arc<[u8]>> {
-    let mut c = cache().lock();
-    match c.loaded.get(sha) {
-        Some(body) => Some(body.clone()),
-        None => c.evals.get(sha),
+/// A node's cache of scripts (one per node: see the module doc).
+#[derive(Debug)]
+pub(crate) struct Scripts(Mutex<Cache>);
+
+impl Default for Scripts {
+    fn default() -> Scripts {
+        Scripts(Mutex::new(Cache {
+            loaded: HashMap::new(),
+            loaded_bytes: 0,
+            evals: Lru::new(EVALS_MAX, EVAL_BYTES_MAX),
+            generation: 0,
+        }))
     }
 }
 
-/// Whether this node has the script of `sha`.
-pub(crate) fn contains(sha: &str) -> bool {
-    let c = cache().lock();
-    c.loaded.contains_key(sha) || c.evals.scripts.contains_key(sha)
-}
-
-/// Keeps the body of an `EVAL` (or one found at a peer) while it is used.
-pub(crate) fn insert_eval(sha: &str, body: Arc<[u8]>) {
-    let mut c = cache().lock();
-    if !c.loaded.contains_key(sha) {
-        c.evals.insert(sha, body);
-    }
-}
-
-/// Keeps the body of a `SCRIPT LOAD` until the cache is flushed; false
-/// when the node keeps all it may (and not this one already).
-pub(crate) fn insert_loaded(sha: &str, body: Arc<[u8]>) -> bool {
-    let mut c = cache().lock();
-    if c.loaded.contains_key(sha) {
-        return true;
-    }
-    if c.loaded.len() >= SCRIPTS_MAX || c.loaded_bytes + body.len() > LOADED_BYTES_MAX {
-        return false;
-    }
-    c.loaded_bytes += body.len();
-    c.loaded.insert(sha.to_string(), body);
-    true
-}
-
-/// Empties this node's cache.
-pub(crate) fn flush() {
-    let mut c = cache().lock();
-    c.loaded.clear();
-    c.loaded_bytes = 0;
-    c.evals = Lru::new(EVALS_MAX, EVAL_BYTES_MAX);
-    c.generation += 1;
-}
-
-/// How many times this node's cache was emptied.
-pub(crate) fn generation() -> u64 {
-    cache().lock().generation
-}
-
-/// The script of `sha` from this node, or else from the first live peer
-/// that has it (kept here then).
-pub(crate) async fn find(ctx: &Arc<Ctx>, sha: &str) -> Option<Arc<[u8]>> {
-    if let Some(body) = get(sha) {
-        return Some(body);
-    }
-    let mut asked = JoinSet::new();
-    for n in (0..ctx.config.nodes.len()).filter(|&n| n != ctx.me && ctx.is_up(n)) {
-        let (ctx, req) = (
-            ctx.clone(),
-            PeerRequest::Script {
-                sha: sha.to_string(),
-            },
-        );
-        asked.spawn(async move { ctx.transport().call(n, req, FETCH_TIMEOUT).await });
-    }
-    while let Some(answer) = asked.join_next().await {
-        if let Ok(Ok(PeerResponse::Script(Some(body)))) = answer
-            && sha1_hex(&body) == sha
-        {
-            let body: Arc<[u8]> = body.into();
-            insert_eval(sha, body.clone());
-            return Some(body);
+impl Scripts {
+    /// The script of `sha`, if this node has it.
+    pub(crate) fn get(&self, sha: &str) -> Option<Arc<[u8]>> {
+        let mut c = self.0.lock();
+        match c.loaded.get(sha) {
+            Some(body) => Some(body.clone()),
+            None => c.evals.get(sha),
         }
     }
-    None
-}
 
-/// Empties every live peer's cache too (best effort: a peer that does not
-/// answer keeps its scripts).
-pub(crate) async fn flush_everywhere(ctx: &Arc<Ctx>) {
-    flush();
-    let mut asked = JoinSet::new();
-    for n in (0..ctx.config.nodes.len()).filter(|&n| n != ctx.me && ctx.is_up(n)) {
-        let ctx = ctx.clone();
-        asked.spawn(async move {
-            ctx.transport()
-                .call(n, PeerRequest::FlushScripts, FETCH_TIMEOUT)
-                .await
-        });
+    /// Whether this node has the script of `sha`.
+    pub(crate) fn contains(&self, sha: &str) -> bool {
+        let c = self.0.lock();
+        c.loaded.contains_key(sha) || c.evals.scripts.contains_key(sha)
     }
-    while asked.join_next().await.is_some() {}
-}
 
-/// A peer's `Script` or `FlushScripts`.
-pub(crate) fn serve(req: PeerRequest) -> PeerResponse {
-    match req {
-        PeerRequest::Script { sha } => PeerResponse::Script(get(&sha).map(|b| b.to_vec())),
-        PeerRequest::FlushScripts => {
-            flush();
-            PeerResponse::Applied
+    /// Keeps the body of an `EVAL` (or one found at a peer) while it is used.
+    pub(crate) fn insert_eval(&self, sha: &str, body: Arc<[u8]>) {
+        let mut c = self.0.lock();
+        if !c.loaded.contains_key(sha) {
+            c.evals.insert(sha, body);
         }
-        other => PeerResponse::Error(tally_net::wire::WireError::new(
-            tally_net::wire::ErrorKind::Internal,
-            format!("not a script request: {other:?}"),
-        )),
+    }
+
+    /// Keeps the body of a `SCRIPT LOAD` until the cache is flushed; false
+    /// when the node keeps all it may (and not this one already).
+    pub(crate) fn insert_loaded(&self, sha: &str, body: Arc<[u8]>) -> bool {
+        let mut c = self.0.lock();
+        if c.loaded.contains_key(sha) {
+            return true;
+        }
+        if c.loaded.len() >= SCRIPTS_MAX || c.loaded_bytes + body.len() > LOADED_BYTES_MAX {
+            return false;
+        }
+        c.loaded_bytes += body.len();
+        c.loaded.insert(sha.to_string(), body);
+        true
+    }
+
+    /// Empties this node's cache.
+    pub(crate) fn flush(&self) {
+        let mut c = self.0.lock();
+        c.loaded.clear();
+        c.loaded_bytes = 0;
+        c.evals = Lru::new(EVALS_MAX, EVAL_BYTES_MAX);
+        c.generation += 1;
+    }
+
+    /// How many times this node's cache was emptied.
+    pub(crate) fn generation(&self) -> u64 {
+        self.0.lock().generation
+    }
+
+    /// A peer's `Script` or `FlushScripts`.
+    pub(crate) fn serve(&self, req: PeerRequest) -> PeerResponse {
+        match req {
+            PeerRequest::Script { sha } => PeerResponse::Script(self.get(&sha).map(|b| b.to_vec())),
+            PeerRequest::FlushScripts => {
+                self.flush();
+                PeerResponse::Applied
+            }
+            other => PeerResponse::Error(tally_net::wire::WireError::new(
+                tally_net::wire::ErrorKind::Internal,
+                format!("not a script request: {other:?}"),
+            )),
+        }
     }
 }
 
@@ -254,5 +210,18 @@ mod tests {
         // Inserting one it has changes nothing.
         lru.insert("e", body(85));
         assert_eq!((lru.scripts.len(), lru.bytes), (2, 95));
+    }
+
+    #[test]
+    fn each_node_keeps_its_own_scripts() {
+        let (one, two) = (Scripts::default(), Scripts::default());
+        let body: Arc<[u8]> = b"return 1".to_vec().into();
+        assert!(one.insert_loaded("a", body.clone()));
+        one.insert_eval("b", body);
+        assert!(one.contains("a") && one.contains("b"));
+        assert!(!two.contains("a") && !two.contains("b"));
+        two.flush();
+        assert_eq!((one.generation(), two.generation()), (0, 1));
+        assert!(one.get("a").is_some());
     }
 }

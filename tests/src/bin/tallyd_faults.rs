@@ -117,9 +117,7 @@ fn main() {
         unsafe_unsealed_scripts,
     } = Cli::parse().command;
     if unsafe_merge_ignoring_folds {
-        // Before the engine opens: its replay merges too.
         eprintln!("FAULT INJECTION: merges ignore fold generations");
-        tally_engine::cell::fold::inject_merge_ignoring_generations();
     }
     let stall = Arc::new(AtomicBool::new(false));
     let tweak = |o: &mut Options| {
@@ -127,6 +125,8 @@ fn main() {
             o.stall_writes = Some(stall.clone());
         }
         o.keep_expired = unsafe_ignore_deadlines;
+        // From the engine's open on: its replay merges too.
+        o.merge_ignoring_generations = unsafe_merge_ignoring_folds;
     };
     let result = daemon::run_with(&run, tweak, |n| {
         if stall_writes_on_sigusr1 {
@@ -189,7 +189,7 @@ fn main() {
         }
         if unsafe_unsealed_scripts {
             tracing::warn!("FAULT INJECTION: script interpreters are not sealed");
-            tally_node::client::resp::inject_unsealed_scripts();
+            n.inject_unsealed_scripts();
         }
         if unsafe_idle_repair {
             tracing::warn!("FAULT INJECTION: repairs move nothing");

@@ -5,7 +5,6 @@
 //! `AUTH` and the login in `HELLO ... AUTH` are `login`'s.
 
 use std::sync::Arc;
-use std::sync::OnceLock;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use tally_net::wire::Consistency;
@@ -19,12 +18,6 @@ use crate::node::Node;
 /// The Redis version Tally answers as: the commands it serves behave as
 /// Redis 7.2's do.
 const REDIS_VERSION: &str = "7.2.0";
-
-/// When this process started serving RESP (`INFO`'s uptime).
-pub(crate) fn started() -> Instant {
-    static STARTED: OnceLock<Instant> = OnceLock::new();
-    *STARTED.get_or_init(Instant::now)
-}
 
 /// Answers `name` if it is one of this module's commands.
 pub(crate) fn execute(
@@ -48,7 +41,10 @@ pub(crate) fn execute(
         ("readonly" | "readwrite", 0) => Reply::Simple("OK"),
         ("hello", _) => hello(node, s, rest),
         ("client", n) if n >= 1 => client(s, rest),
-        ("info", _) => Reply::Verbatim("txt", info(node, slot, rest).into_bytes()),
+        ("info", _) => {
+            let text = info(node, slot, s.shared.started(), rest);
+            Reply::Verbatim("txt", text.into_bytes())
+        }
         ("command", _) => command(rest),
         ("config", n) if n >= 2 && rest[0].eq_ignore_ascii_case(b"get") => config_get(&rest[1..]),
         ("config", n) if n >= 1 && !rest[0].eq_ignore_ascii_case(b"get") => Reply::err(format!(
@@ -228,7 +224,7 @@ fn client_info(s: &Session) -> String {
 }
 
 /// `INFO [section ...]`: `# Section` headers and `key:value` lines.
-fn info(node: &Node, slot: &ClientSlot, rest: &[Vec<u8>]) -> String {
+fn info(node: &Node, slot: &ClientSlot, started: Instant, rest: &[Vec<u8>]) -> String {
     let me = &node.config().nodes[node.me()];
     let sections: [(&str, Vec<(&str, String)>); 5] = [
         (
@@ -241,10 +237,7 @@ fn info(node: &Node, slot: &ClientSlot, rest: &[Vec<u8>]) -> String {
                 ("tally_node", me.id.clone()),
                 ("process_id", std::process::id().to_string()),
                 ("tcp_port", me.resp.port().to_string()),
-                (
-                    "uptime_in_seconds",
-                    started().elapsed().as_secs().to_string(),
-                ),
+                ("uptime_in_seconds", started.elapsed().as_secs().to_string()),
             ],
         ),
         (
@@ -381,6 +374,7 @@ mod tests {
             ("127.0.0.1:1".into(), "127.0.0.1:2".into()),
             crate::security::auth::Login::admin(),
             super::super::queued::Budget::new(1 << 20, 1 << 20),
+            super::super::shared::Shared::new(),
         );
         assert_eq!(client(&mut s, &words("GETNAME")), Reply::NIL);
         assert_eq!(client(&mut s, &words("SETNAME app-1")), Reply::Simple("OK"));

@@ -7,12 +7,11 @@
 //! answer) reads the same page again. A node keeps the last
 //! [`CURSORS_MAX`] cursors it issued; an older one, or one it never
 //! issued (another node's, or one from before a restart), is refused with
-//! `ERR invalid cursor`: the client starts its scan again from 0.
+//! `ERR invalid cursor`: the client starts its scan again from 0. The
+//! node's cursors are its RESP state's (`shared`).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::OnceLock;
 
-use parking_lot::Mutex;
 use tally_net::wire::WireKey;
 
 /// Cursors a node keeps.
@@ -34,6 +33,7 @@ pub(crate) struct Place {
 /// # Invariants
 /// - `order` holds each key of `places` once, in the order issued.
 /// - `places.len() <= max`.
+#[derive(Debug)]
 pub(crate) struct Cursors {
     places: HashMap<u64, Place>,
     order: VecDeque<u64>,
@@ -72,19 +72,6 @@ impl Cursors {
     pub(crate) fn place(&self, id: u64) -> Option<Place> {
         self.places.get(&id).cloned()
     }
-}
-
-/// The node's cursors (one node serves RESP per process).
-pub(crate) fn cursors() -> &'static Mutex<Cursors> {
-    static CURSORS: OnceLock<Mutex<Cursors>> = OnceLock::new();
-    CURSORS.get_or_init(|| {
-        // Numbers from a clock: a cursor from before a restart is unlikely
-        // to name a place of this run.
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_micros() as u64 & 0x0000_FFFF_FFFF_FFFF);
-        Mutex::new(Cursors::new(CURSORS_MAX, seed << 8))
-    })
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use tally_net::wire::{Consistency, SCAN_KEYS_MAX, WireError, WireKeys, WireScan};
 
 use super::counters::int_arg;
-use super::cursors::{Place, cursors};
+use super::cursors::Place;
 use super::generic::type_name;
 use super::glob;
 use super::proto::Reply;
@@ -193,7 +193,7 @@ async fn scan(node: &Arc<Node>, s: &Session, rest: &[Vec<u8>]) -> Reply {
         .and_then(|c| c.parse::<u64>().ok());
     let (mut req, mut last) = match cursor {
         Some(0) => (first_page(s.db, &o, o.count), None),
-        Some(id) => match cursors().lock().place(id) {
+        Some(id) => match s.shared.cursors().place(id) {
             Some(p) => {
                 let req = WireScan {
                     after: Some(p.after),
@@ -219,7 +219,7 @@ async fn scan(node: &Arc<Node>, s: &Session, rest: &[Vec<u8>]) -> Reply {
     }
     let next = match req.after {
         None => 0,
-        Some(after) => cursors().lock().issue(Place {
+        Some(after) => s.shared.cursors().issue(Place {
             db: req.db,
             after,
             last,

@@ -61,25 +61,19 @@ mod join;
 mod keys;
 mod lists;
 mod login;
+mod lua;
 mod pipeline;
 pub mod proto;
 mod queued;
 mod script;
 mod session;
 mod sets;
+mod shared;
 mod strings;
 mod tally;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-
-#[cfg(feature = "fault-injection")]
-/// FAULT INJECTION for testing checkers: script interpreters made from
-/// now on leave their libraries and globals writable, so a script can
-/// plant code another user's script then runs. Only with the
-/// `fault-injection` feature.
-#[cfg(feature = "fault-injection")]
-pub use script::inject_unsealed as inject_unsealed_scripts;
 
 use tally_net::wire::Consistency;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -110,7 +104,7 @@ const PARSED_MAX: usize = 1024;
 /// Accepts RESP connections until the listener fails, at most as many at
 /// once as `gate` allows.
 pub async fn serve(listener: TcpListener, node: Arc<Node>, gate: Arc<ClientGate>, doors: Doors) {
-    admin::started();
+    let shared = shared::Shared::new();
     let limits = &node.config().cluster.limits;
     let budget = queued::Budget::new(limits.multi_bytes_max, limits.multi_node_bytes_max);
     let l = Listener {
@@ -120,7 +114,7 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>, gate: Arc<ClientGate>
         protected: PROTECTED.to_vec(),
         auth: doors.auth,
         tls: doors.tls,
-        handle: move |accepted| connection(accepted, budget.clone()),
+        handle: move |accepted| connection(accepted, budget.clone(), shared.clone()),
     };
     accept_loop(listener, node, gate, l).await
 }
@@ -138,7 +132,7 @@ struct Conn {
     peer: Option<SocketAddr>,
 }
 
-async fn connection(c: Accepted, budget: Arc<queued::Budget>) {
+async fn connection(c: Accepted, budget: Arc<queued::Budget>, shared: Arc<shared::Shared>) {
     let Accepted {
         stream,
         node,
@@ -157,14 +151,14 @@ async fn connection(c: Accepted, budget: Arc<queued::Budget>) {
     );
     // Reads and writes take turns here: the stream is not split.
     let mut stream = stream;
-    let mut session = Session::new(addrs, Login::new(&auth), budget);
+    let mut session = Session::new(addrs, Login::new(&auth), budget, shared);
     let conn = Conn { slot, auth, peer };
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut out = Vec::new();
     // When the first byte of the unfinished request at the end of `buf` came.
     let mut partial_since = None;
     loop {
-        let (mut cmds, used, bad) = parse_all(&buf);
+        let (mut cmds, used, bad) = parse_all(&buf, node.metrics());
         buf.drain(..used);
         let mut close = false;
         let mut i = 0;
@@ -280,9 +274,13 @@ async fn last_word(
 }
 
 /// A pipeline's commands: the complete ones at the front of `buf`, at most
-/// [`PARSED_MAX`], each parsed once ([`Cmd::parse`]), the bytes they used,
-/// and the protocol error that ends them, if one does.
-fn parse_all(buf: &[u8]) -> (Vec<Cmd>, usize, Option<String>) {
+/// [`PARSED_MAX`], each parsed once ([`Cmd::parse`]) and counted in the
+/// node's `metrics`, the bytes they used, and the protocol error that ends
+/// them, if one does.
+fn parse_all(
+    buf: &[u8],
+    metrics: &crate::base::registry::Registry,
+) -> (Vec<Cmd>, usize, Option<String>) {
     let mut cmds = Vec::new();
     let mut used = 0;
     while cmds.len() < PARSED_MAX {
@@ -291,7 +289,7 @@ fn parse_all(buf: &[u8]) -> (Vec<Cmd>, usize, Option<String>) {
                 used += n;
                 if !args.is_empty() {
                     let cmd = Cmd::parse(args);
-                    crate::base::registry::get().resp_command_at(cmd.id());
+                    metrics.resp_command_at(cmd.id());
                     cmds.push(cmd);
                 }
             }

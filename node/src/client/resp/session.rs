@@ -12,13 +12,13 @@
 //! what it holds, and a node's queues by a budget they share (`queued`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use tally_net::wire::Consistency;
 
 use super::command::{Cmd, Op, redis_unknown};
 use super::proto::{Proto, Reply};
 use super::queued::{self, Budget, Charge};
+use super::shared::Shared;
 use crate::security::auth::Login;
 
 /// A connection's settings and transaction.
@@ -26,7 +26,7 @@ use crate::security::auth::Login;
 pub(crate) struct Session {
     /// The protocol replies are encoded in.
     pub proto: Proto,
-    /// The connection's id, unique in this process (`CLIENT ID`).
+    /// The connection's id, unique on this node (`CLIENT ID`).
     pub id: u64,
     /// `CLIENT SETNAME`'s name.
     pub name: Option<Vec<u8>>,
@@ -43,6 +43,8 @@ pub(crate) struct Session {
     multi: Option<Multi>,
     /// The node's budget for queued transactions.
     budget: Arc<Budget>,
+    /// The node's RESP state (cursors, connection ids).
+    pub(crate) shared: Arc<Shared>,
 }
 
 #[derive(Debug)]
@@ -84,14 +86,18 @@ pub(crate) enum Step {
     Exec(Vec<Cmd>),
 }
 
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
 impl Session {
-    /// A new connection's session; its transactions draw on `budget`.
-    pub(crate) fn new(addrs: (String, String), login: Login, budget: Arc<Budget>) -> Session {
+    /// A new connection's session; its transactions draw on `budget`;
+    /// `shared` is its node's RESP state.
+    pub(crate) fn new(
+        addrs: (String, String),
+        login: Login,
+        budget: Arc<Budget>,
+        shared: Arc<Shared>,
+    ) -> Session {
         Session {
             proto: Proto::Resp2,
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            id: shared.next_session_id(),
             name: None,
             lib: (None, None),
             cl: Consistency::Quorum,
@@ -100,6 +106,7 @@ impl Session {
             login,
             multi: None,
             budget,
+            shared,
         }
     }
 
@@ -211,7 +218,12 @@ mod tests {
 
     fn session() -> Session {
         let budget = Budget::new(MULTI_QUEUED_BYTES_MAX, 256 << 20);
-        Session::new((String::new(), String::new()), Login::admin(), budget)
+        Session::new(
+            (String::new(), String::new()),
+            Login::admin(),
+            budget,
+            Shared::new(),
+        )
     }
 
     #[test]
@@ -335,7 +347,13 @@ mod tests {
     }
 
     #[test]
-    fn sessions_get_distinct_ids() {
-        assert_ne!(session().id, session().id);
+    fn sessions_of_a_node_get_distinct_ids() {
+        let shared = Shared::new();
+        let budget = Budget::new(MULTI_QUEUED_BYTES_MAX, 256 << 20);
+        let login = || Login::admin();
+        let addrs = || (String::new(), String::new());
+        let one = Session::new(addrs(), login(), budget.clone(), shared.clone());
+        let two = Session::new(addrs(), login(), budget, shared);
+        assert_ne!(one.id, two.id);
     }
 }

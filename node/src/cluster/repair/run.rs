@@ -19,6 +19,7 @@ use super::{
 };
 use crate::base::convert::{cell, engine_error, key, wire_cell, wire_key};
 use crate::cluster::ctx::Ctx;
+use crate::cluster::faults::Fault;
 
 /// How long one replica may take to answer a scan (digests or a page).
 const SCAN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -31,27 +32,26 @@ struct Running<'a>(&'a Ctx);
 impl<'a> Running<'a> {
     /// Marks a repair of this node (`me`) as running, unless one is.
     fn begin(ctx: &'a Ctx, me: &str) -> Result<Running<'a>, WireError> {
-        let mut running = ctx.repairing.lock();
-        if let Some(r) = running.as_ref() {
-            return Err(WireError::not_applied(
+        let started = WireRepaired {
+            node: me.to_string(),
+            ..WireRepaired::default()
+        };
+        ctx.repairing.begin(started).map_err(|r| {
+            WireError::not_applied(
                 ErrorKind::Invalid,
                 format!(
                     "a repair of {me} is already running ({} cells moved so far): one at a time",
                     r.cells_moved
                 ),
-            ));
-        }
-        *running = Some(WireRepaired {
-            node: me.to_string(),
-            ..WireRepaired::default()
-        });
+            )
+        })?;
         Ok(Running(ctx))
     }
 }
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        *self.0.repairing.lock() = None;
+        self.0.repairing.end();
     }
 }
 
@@ -116,7 +116,7 @@ pub(crate) async fn repair(
         repair_group(ctx, replicas, ranges, from, Some(&mut mark), &mut done).await?;
         mark.group = i + 1;
         save(&dir, &mark);
-        *ctx.repairing.lock() = Some(done.clone());
+        ctx.repairing.progress(&done);
         info!(node = %me, ranges = done.ranges, cells_moved = done.cells_moved, "repair progress");
     }
     if clears_needs_repair(&replicated, only) {
@@ -253,7 +253,7 @@ async fn repair_group(
     done.segments += total as u64;
     done.segments_differing += wanted.len() as u64;
     if mark.is_some() {
-        *ctx.repairing.lock() = Some(done.clone());
+        ctx.repairing.progress(done);
     }
     let wanted = runs(&wanted);
     let mut after = from;
@@ -273,7 +273,7 @@ async fn repair_group(
             }
         }
         if let Some(mark) = mark.as_deref_mut() {
-            *ctx.repairing.lock() = Some(done.clone());
+            ctx.repairing.progress(done);
             mark.after.clone_from(&compared.next);
             save(&ctx.config.nodes[ctx.me].data_dir, mark);
         }
@@ -353,7 +353,7 @@ async fn fix(
     let mut merged = Cell::new();
     for (&r, d) in replicas.iter().zip(digests) {
         if d.is_some() {
-            merged.merge(&read(ctx, r, key).await?);
+            merged.merge(&read(ctx, r, key).await?, ctx.engine.merger());
         }
     }
     let want = cell_digest(key, &merged, &mut Vec::new());
@@ -386,7 +386,7 @@ async fn push(ctx: &Arc<Ctx>, r: usize, k: &Key, merged: &Cell) -> Result<u64, W
         cell: wire_cell(merged),
     };
     let bytes = tally_net::wire::encode(&req).len() as u64;
-    if ctx.idle_repair() {
+    if ctx.faults.has(Fault::IdleRepair) {
         return Ok(bytes); // fault injection: reported, never sent
     }
     if r == ctx.me {

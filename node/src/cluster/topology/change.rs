@@ -39,6 +39,7 @@ use tracing::{info, warn};
 
 use super::{Change, Refused, Topology, store};
 use crate::cluster::ctx::{Ctx, Placed};
+use crate::cluster::faults::Fault;
 use crate::config::Config;
 
 /// How long a peer may take to answer for its ring or store one.
@@ -75,24 +76,23 @@ pub(crate) fn initial(config: &Config, me: usize) -> Result<Topology> {
 /// Stores `theirs` and switches to it, if it is newer than this node's
 /// ring; answers whether it did.
 pub(crate) fn adopt(ctx: &Arc<Ctx>, theirs: &Topology) -> Result<bool, String> {
-    let _one = ctx.adopting.lock();
+    let _one = ctx.changes.adopting();
     let mine = ctx.topology();
     if !mine.accepts(theirs)? {
         return Ok(false);
     }
     store::save(&ctx.config.nodes[ctx.me].data_dir, theirs).map_err(|e| format!("{e:#}"))?;
     // Known before any cell of a new generation can arrive (see `fold`).
-    tally_engine::cell::fold::install(theirs.engine_folds());
+    ctx.engine.merger().install(theirs.engine_folds());
     let mut placed = Placed::new(theirs.clone(), &ctx.config);
     placed.previous = Some(ctx.ring());
     {
         // Adds with ids that passed the fence before are in the ledger
-        // once this is taken (see `Ctx::id_fence`).
-        let _fence = theirs.switching.then(|| ctx.id_fence.write());
-        *ctx.placed.write() = placed;
+        // once this is taken (see `fences`).
+        let _fence = theirs.switching.then(|| ctx.fences.close_ids());
+        ctx.switch_to(placed);
     }
-    ctx.leaving
-        .store(theirs.leaving(), std::sync::atomic::Ordering::Relaxed);
+    ctx.set_leaving(theirs.leaving());
     if theirs.flushes != mine.flushes {
         super::collect::collect(ctx);
     }
@@ -120,7 +120,7 @@ pub(crate) async fn serve(ctx: &Arc<Ctx>, req: PeerRequest) -> PeerResponse {
                     // Admissions of members whose applier moves that began
                     // before the ring are done once this is taken (see
                     // `write::unique::lead`).
-                    drop(ctx.admit_fence.write().await);
+                    ctx.fences.wait_admissions().await;
                 }
                 PeerResponse::Applied
             }
@@ -207,7 +207,7 @@ pub(crate) fn start(ctx: Weak<Ctx>) {
 /// Runs `change` to its end, from where it stopped if it was begun
 /// before; answers the ring after it. One change at a time, cluster-wide.
 pub(crate) async fn run(ctx: &Arc<Ctx>, change: Change) -> Result<Topology, WireError> {
-    let Ok(_one) = ctx.changing.try_lock() else {
+    let Some(_one) = ctx.changes.try_change() else {
         return Err(invalid(format!(
             "{} is already running a topology change; one at a time",
             ctx.name(ctx.me)
@@ -230,9 +230,9 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, change: Change) -> Result<Topology, Wire
     if begun.version != now.version {
         commit(ctx, &now, &begun).await?;
     }
-    ctx.sync_delay().await;
+    ctx.faults.sync_delay().await;
     info!(version = begun.version, node = %ctx.name(change.node()), "{}: syncing", change.verb());
-    let synced = if ctx.skip_sync() {
+    let synced = if ctx.faults.has(Fault::SkipSync) {
         WireRepaired::default() // fault injection: the new replicas start empty
     } else {
         sync(ctx, &begun).await?
@@ -247,7 +247,7 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, change: Change) -> Result<Topology, Wire
     }
     // Members admitted by their old appliers until the switch reach the
     // new ones: ranges synced again, now that no such admission is made.
-    if !ctx.skip_sync() {
+    if !ctx.faults.has(Fault::SkipSync) {
         sync(ctx, &switching).await?;
     }
     hand_over_ids(ctx, &switching).await?;

@@ -18,7 +18,7 @@ use crate::cluster::ctx::Ctx;
 /// for while one runs (a retried `tally cleanup` or `tally fold`) waits
 /// for it, and then finds little to do.
 pub(crate) async fn run(ctx: &Arc<Ctx>) -> Result<WireCleaned, WireError> {
-    let _one = ctx.cleaning.lock().await;
+    let _one = ctx.changes.cleaning().await;
     let topology = ctx.topology();
     if let Some(change) = topology.in_progress() {
         return Err(WireError::not_applied(

@@ -27,6 +27,7 @@ use tracing::info;
 use super::Refused;
 use super::change::{commit, folding, learn};
 use crate::cluster::ctx::Ctx;
+use crate::cluster::faults::Fault;
 
 /// Moves each of `dbs` to a new generation, on every member: in the next
 /// batch of this coordinator's flushes (`flush_queue`), which begins
@@ -34,8 +35,8 @@ use crate::cluster::ctx::Ctx;
 pub(crate) async fn run(ctx: &Arc<Ctx>, dbs: &[u8]) -> Result<(), WireError> {
     let (waiter, answer) = oneshot::channel();
     let start = {
-        let mut queue = ctx.flushes.lock();
-        if queue.is_driving() && ctx.flush_join_running() {
+        let mut queue = ctx.changes.flushes();
+        if queue.is_driving() && ctx.faults.has(Fault::FlushJoinRunning) {
             // FAULT INJECTION: as if the running flush covered this one.
             return Ok(());
         }
@@ -57,7 +58,7 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, dbs: &[u8]) -> Result<(), WireError> {
 /// queued, answering each batch's callers.
 async fn drive(ctx: &Arc<Ctx>) {
     loop {
-        let Some(batch) = ctx.flushes.lock().take() else {
+        let Some(batch) = ctx.changes.flushes().take() else {
             return;
         };
         let dbs: Vec<u8> = batch.dbs.into_iter().collect();
@@ -81,7 +82,7 @@ async fn drive(ctx: &Arc<Ctx>) {
 
 /// One flush of `dbs`, run by the batch's driver.
 async fn flush_once(ctx: &Arc<Ctx>, dbs: &[u8]) -> Result<(), WireError> {
-    let Ok(_one) = ctx.changing.try_lock() else {
+    let Some(_one) = ctx.changes.try_change() else {
         return Err(WireError::not_applied(
             ErrorKind::Unavailable,
             format!(
@@ -113,7 +114,7 @@ async fn flush_once(ctx: &Arc<Ctx>, dbs: &[u8]) -> Result<(), WireError> {
             ),
         ));
     }
-    if ctx.flush_locally() {
+    if ctx.faults.has(Fault::FlushLocally) {
         // FAULT INJECTION: the others learn it from this node's heartbeats.
         super::change::adopt(ctx, &next).map_err(|e| WireError::new(ErrorKind::Internal, e))?;
         return Ok(());

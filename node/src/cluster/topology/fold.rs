@@ -83,7 +83,7 @@ pub(crate) fn same_incarnations(before: &[Surveyed], after: &[Surveyed]) -> Resu
 
 /// Runs a fold to its end; answers what it did.
 pub(crate) async fn run(ctx: &Arc<Ctx>) -> Result<WireFolded, WireError> {
-    let Ok(_one) = ctx.changing.try_lock() else {
+    let Some(_one) = ctx.changes.try_change() else {
         return Err(invalid(format!(
             "{} is already running a topology change or a fold; one at a time",
             ctx.name(ctx.me)

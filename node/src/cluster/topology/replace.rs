@@ -24,7 +24,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -82,7 +81,7 @@ pub(crate) async fn run(ctx: &Arc<Ctx>) -> Result<WireRepaired, WireError> {
         if let Err(e) = crate::cluster::hints::file::remove(&path) {
             warn!(error = %e, "could not remove the replace marker");
         }
-        ctx.replacing.store(false, Ordering::Release);
+        ctx.replaced();
         return Err(WireError::not_applied(
             ErrorKind::Invalid,
             format!(
@@ -110,7 +109,7 @@ pub(crate) async fn run(ctx: &Arc<Ctx>) -> Result<WireRepaired, WireError> {
             format!("could not remove {}: {e:#}", path.display()),
         )
     })?;
-    ctx.replacing.store(false, Ordering::Release);
+    ctx.replaced();
     info!(summary = ?synced, "replaced: this node leads and answers reads again");
     Ok(synced)
 }

@@ -110,8 +110,8 @@ pub(super) async fn lead(
 ) {
     let ctx = &writes.ctx;
     let mut replies = Replies::default();
-    // Held from the check through the read-modify-write (see `Ctx::id_fence`).
-    let fence = ctx.id_fence.read();
+    // Held from the check through the read-modify-write (see `fences`).
+    let fence = ctx.fences.pass_ids();
     let (groups, moving): (Vec<Group>, Vec<Group>) = group(adds).into_iter().partition(|g| {
         let partition = g.key.partition();
         !g.adds

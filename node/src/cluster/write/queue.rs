@@ -11,6 +11,8 @@ use tally_engine::{Key, OpId};
 use tally_net::wire::{Consistency, WireError};
 use tokio::sync::{Notify, OwnedSemaphorePermit, mpsc, oneshot};
 
+use crate::base::registry::Registry;
+
 /// Where an add's answer goes.
 pub(crate) enum Reply {
     /// To a waiting task.
@@ -53,14 +55,17 @@ impl Sink {
 pub(crate) struct Timer {
     since: std::time::Instant,
     cl: Consistency,
+    /// The node's metrics, which count it.
+    metrics: &'static Registry,
 }
 
 impl Timer {
-    /// A timer started now.
-    pub(crate) fn start(cl: Consistency) -> Timer {
+    /// A timer started now, counted in `metrics`.
+    pub(crate) fn start(cl: Consistency, metrics: &'static Registry) -> Timer {
         Timer {
             since: std::time::Instant::now(),
             cl,
+            metrics,
         }
     }
 
@@ -71,7 +76,7 @@ impl Timer {
 
     /// [`Timer::stop`] for an answer given at `now`.
     pub(crate) fn stop_at<T>(self, now: std::time::Instant, result: &Result<T, WireError>) {
-        crate::base::registry::get().coordinated(
+        self.metrics.coordinated(
             crate::base::registry::Op::Add,
             self.cl,
             now.saturating_duration_since(self.since),
@@ -286,7 +291,7 @@ mod tests {
             id,
             conn: Sink::new(conn.clone(), put),
             slot: slots.clone().try_acquire_owned().unwrap(),
-            timer: Timer::start(Consistency::Quorum),
+            timer: Timer::start(Consistency::Quorum, Registry::leak()),
         }
     }
 

@@ -363,8 +363,8 @@ async fn lead(
     cl: Consistency,
 ) -> Result<Vec<bool>, WireError> {
     let names: Vec<&[u8]> = members.iter().map(Vec::as_slice).collect();
-    // Held until the members are replicated (see `Ctx::admit_fence`).
-    let _fence = ctx.admit_fence.read().await;
+    // Held until the members are replicated (see `fences`).
+    let _fence = ctx.fences.pass_admissions().await;
     if members
         .iter()
         .any(|m| ctx.applier_moving(count.partition(), m))

@@ -3,7 +3,7 @@
 //! text format (`text`) and served over HTTP at `/metrics` (`http`) on the
 //! node's `metrics` address.
 //!
-//! The registry is the process's: a node runs in a process of its own.
+//! The registry is the node's (`Node::metrics`).
 
 pub(crate) mod http;
 pub(crate) mod slots;
@@ -12,14 +12,14 @@ pub(crate) mod text;
 use std::sync::atomic::Ordering::Relaxed;
 
 use crate::base::commands::COMMANDS;
-use crate::base::registry::{self, ERROR_KINDS, LEVELS, OPS, Registry};
+use crate::base::registry::{ERROR_KINDS, LEVELS, OPS, Registry};
 use crate::client::accept::ClientGate;
 use crate::node::Node;
 use text::Page;
 
 /// Every metric of `node`, in Prometheus' text format.
 pub(crate) fn render(node: &Node, gate: &ClientGate) -> String {
-    let r = registry::get();
+    let r = node.metrics();
     let mut p = Page::default();
     coordinator(&mut p, r);
     let e = node.engine_stats();

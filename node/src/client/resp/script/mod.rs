@@ -1,6 +1,6 @@
 //! Scripts: `EVAL`, `EVALSHA`, `EVAL_RO`, `EVALSHA_RO` and `SCRIPT LOAD`,
 //! `EXISTS`, `FLUSH`, `KILL`, in Luau, the sandboxed Lua 5.1 dialect
-//! (`vm`, `sandbox`, `api`, `convert`).
+//! (`resp::lua`: `vm`, `sandbox`, `api`, `convert`).
 //!
 //! A script's commands run one after another on this node as coordinator,
 //! at the connection's database and consistency level, each as if the
@@ -8,45 +8,32 @@
 //! Redis, where a script runs alone). A command Tally lacks fails in the
 //! script with Redis' error. A script past its time limit (5 s, Redis'
 //! `busy-reply-threshold`) or its memory limit (32 MiB, and 256 MiB for
-//! all scripts of the node: `budget`) is aborted with a clear error, and
-//! so is one `SCRIPT KILL` names (`runs`); scripts run on threads of their
+//! all scripts of the node: `lua::budget`) is aborted with a clear error, and
+//! so is one `SCRIPT KILL` names (`lua::runs`); scripts run on threads of their
 //! own meanwhile, and the node keeps serving.
 //!
 //! Scripts are cached by sha1 (`crate::cluster::scripts`): `SCRIPT LOAD` through one
 //! node serves `EVALSHA` through any other, and a sha no node has answers
 //! `NOSCRIPT`, so clients send the script again (`EVAL`), as they do with
-//! Redis. Scripts run on a few threads of their own (`runner`), each as a
+//! Redis. Scripts run on a few threads of their own (`lua::runner`), each as a
 //! coroutine; interpreters are pooled there, each compiling a script once,
-//! so memory does not grow with the connections that run scripts.
+//! so memory does not grow with the connections that run scripts. A
+//! node's threads, memory and runs are its own (`resp::shared`).
 //! `SCRIPT FLUSH` needs an administrator (`crate::security::auth::access`), and so
 //! do the commands a script runs that need one.
-
-mod api;
-mod budget;
-mod convert;
-mod runner;
-mod runs;
-mod sandbox;
-mod vm;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tally_net::wire::Consistency;
 
+use super::lua::{api, runner, runs, vm};
 use super::proto::Reply;
 use super::session::{Session, arity};
 use crate::base::keyspace::Keyspace;
 use crate::cluster::scripts;
 use crate::node::Node;
 use crate::security::auth::Need;
-
-/// FAULT INJECTION for testing checkers: interpreters made from now on
-/// are not sealed (see `sandbox`). Only with the `fault-injection` feature.
-#[cfg(feature = "fault-injection")]
-pub fn inject_unsealed() {
-    sandbox::inject_unsealed();
-}
 
 /// How long a script may run (Redis' `busy-reply-threshold`).
 pub(crate) const TIME_LIMIT: Duration = Duration::from_secs(5);
@@ -123,7 +110,7 @@ async fn script_of(node: &Node, name: &str, arg: &[u8]) -> Result<(String, Arc<[
     }
     let sha = scripts::sha1_hex(arg);
     let body: Arc<[u8]> = arg.into();
-    scripts::insert_eval(&sha, body.clone());
+    node.scripts().insert_eval(&sha, body.clone());
     Ok((sha, body))
 }
 
@@ -169,7 +156,7 @@ async fn eval(node: &Arc<Node>, s: &Session, name: &str, args: &[Vec<u8>]) -> Re
         user: s.login.user().map(Arc::from),
         runtime: tokio::runtime::Handle::current(),
     };
-    let registered = runs::start(s.login.user());
+    let registered = s.shared.runs().start(s.login.user());
     let job = runner::Job {
         sha,
         body,
@@ -183,9 +170,10 @@ async fn eval(node: &Arc<Node>, s: &Session, name: &str, args: &[Vec<u8>]) -> Re
             read_only: name.ends_with("_ro") || !s.login.may_write(),
             admin: admin(s),
         },
-        generation: scripts::generation(),
+        generation: node.scripts().generation(),
+        sealed: node.seals_scripts(),
     };
-    runner::run(job).await
+    s.shared.scripts().run(job).await
 }
 
 /// Whether the connection is an administrator's.
@@ -197,13 +185,13 @@ fn admin(s: &Session) -> bool {
 async fn script(node: &Node, s: &Session, rest: &[Vec<u8>]) -> Reply {
     let sub = String::from_utf8_lossy(&rest[0]).to_ascii_lowercase();
     match (sub.as_str(), rest.len() - 1) {
-        ("load", 1) => load(&rest[1]),
+        ("load", 1) => load(node, &rest[1]),
         ("exists", n) if n >= 1 => Reply::Array(
             rest[1..]
                 .iter()
                 .map(|sha| {
                     let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
-                    Reply::Int(i64::from(scripts::contains(&sha)))
+                    Reply::Int(i64::from(node.scripts().contains(&sha)))
                 })
                 .collect(),
         ),
@@ -214,7 +202,7 @@ async fn script(node: &Node, s: &Session, rest: &[Vec<u8>]) -> Reply {
             flush(node).await
         }
         ("flush", _) => Reply::err("ERR SCRIPT FLUSH only support SYNC|ASYNC option"),
-        ("kill", 0) => match runs::kill(s.login.user(), admin(s)) {
+        ("kill", 0) => match s.shared.runs().kill(s.login.user(), admin(s)) {
             runs::Kill::NotBusy => Reply::err("NOTBUSY No scripts in execution right now."),
             runs::Kill::Unkillable => Reply::err(
                 "UNKILLABLE Sorry the script already executed write commands against the \
@@ -234,7 +222,7 @@ async fn script(node: &Node, s: &Session, rest: &[Vec<u8>]) -> Reply {
 }
 
 /// `SCRIPT LOAD body`: compiled first, so a syntax error is told now.
-fn load(body: &[u8]) -> Reply {
+fn load(node: &Node, body: &[u8]) -> Reply {
     if body.len() > scripts::SCRIPT_BYTES_MAX {
         return too_long();
     }
@@ -242,7 +230,7 @@ fn load(body: &[u8]) -> Reply {
         return Reply::err(e);
     }
     let sha = scripts::sha1_hex(body);
-    if !scripts::insert_loaded(&sha, body.into()) {
+    if !node.scripts().insert_loaded(&sha, body.into()) {
         return Reply::err(format!(
             "ERR the node keeps at most {} loaded scripts ({} MiB): SCRIPT FLUSH, or use EVAL",
             scripts::SCRIPTS_MAX,
@@ -284,6 +272,3 @@ mod tests {
         );
     }
 }
-
-#[cfg(test)]
-mod fuzz;

@@ -1,10 +1,11 @@
 //! The memory every script interpreter of the node holds, together: each
 //! may hold [`VM_MEMORY_MAX`], and all of them [`NODE_MEMORY_MAX`], so
 //! that scripts in flight on every connection cannot take the node's
-//! memory. An interpreter's [`Share`] tells the total what it holds after
-//! each step of a run, and its limit for the next step is what the others
-//! leave ([`limit`]).
+//! memory. An interpreter's [`Share`] tells the node's total ([`Memory`])
+//! what it holds after each step of a run, and its limit for the next
+//! step is what the others leave ([`limit`]).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Memory one interpreter may hold.
@@ -12,8 +13,17 @@ pub(crate) const VM_MEMORY_MAX: usize = 32 << 20;
 /// Memory all interpreters of the node may hold together.
 pub(crate) const NODE_MEMORY_MAX: usize = 256 << 20;
 
-/// What all interpreters hold, as they last told it.
-static HELD: AtomicUsize = AtomicUsize::new(0);
+/// What all interpreters of one node hold, as they last told it.
+#[derive(Debug, Default)]
+pub(crate) struct Memory(AtomicUsize);
+
+impl Memory {
+    /// Whether idle interpreters may be kept: not once the node's
+    /// interpreters hold half of what they may.
+    pub(crate) fn roomy(&self) -> bool {
+        self.0.load(Ordering::Acquire) < NODE_MEMORY_MAX / 2
+    }
+}
 
 /// An interpreter's memory limit for its next step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,19 +54,26 @@ pub(crate) fn limit(mine: usize, held: usize, own_max: usize, node_max: usize) -
     }
 }
 
-/// One interpreter's part of [`HELD`]; given back when it is dropped.
-#[derive(Debug, Default)]
+/// One interpreter's part of its node's [`Memory`]; given back when it
+/// is dropped.
+#[derive(Debug)]
 pub(crate) struct Share {
     told: usize,
+    memory: Arc<Memory>,
 }
 
 impl Share {
+    /// A part of `memory`, holding nothing yet.
+    pub(crate) fn new(memory: Arc<Memory>) -> Share {
+        Share { told: 0, memory }
+    }
+
     /// Tells the total that the interpreter now holds `used` bytes.
     pub(crate) fn tell(&mut self, used: usize) {
         if used >= self.told {
-            HELD.fetch_add(used - self.told, Ordering::AcqRel);
+            self.memory.0.fetch_add(used - self.told, Ordering::AcqRel);
         } else {
-            HELD.fetch_sub(self.told - used, Ordering::AcqRel);
+            self.memory.0.fetch_sub(self.told - used, Ordering::AcqRel);
         }
         self.told = used;
     }
@@ -65,7 +82,7 @@ impl Share {
     pub(crate) fn limit(&self) -> Limit {
         limit(
             self.told,
-            HELD.load(Ordering::Acquire),
+            self.memory.0.load(Ordering::Acquire),
             VM_MEMORY_MAX,
             NODE_MEMORY_MAX,
         )
@@ -76,12 +93,6 @@ impl Drop for Share {
     fn drop(&mut self) {
         self.tell(0);
     }
-}
-
-/// Whether idle interpreters may be kept: not once the node's
-/// interpreters hold half of what they may.
-pub(crate) fn roomy() -> bool {
-    HELD.load(Ordering::Acquire) < NODE_MEMORY_MAX / 2
 }
 
 #[cfg(test)]

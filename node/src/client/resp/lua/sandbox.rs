@@ -19,21 +19,7 @@
 //!   its own: each script is compiled as a function of them ([`wrap`]),
 //!   not given them as globals.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use mlua::{Lua, Table, Value};
-
-/// Fault injection: interpreters are not sealed (see [`inject_unsealed`]).
-static UNSEALED: AtomicBool = AtomicBool::new(false);
-
-/// FAULT INJECTION for testing checkers: from now on, new interpreters
-/// leave their libraries, `redis` and globals writable, so one script can
-/// plant code that later scripts on the same interpreter run. Only the
-/// test-only `tallyd-faults` calls it.
-#[cfg(feature = "fault-injection")]
-pub fn inject_unsealed() {
-    UNSEALED.store(true, Ordering::Relaxed);
-}
 
 /// The base library's globals a script does not get.
 const REMOVED: &[&str] = &[
@@ -62,7 +48,10 @@ end }
 /// them, every table they hold and the strings' metatable read-only.
 /// Answers the globals, which scripts are compiled with (the main thread's
 /// own become a writable table of Luau's, which no script may see).
-pub(crate) fn seal(lua: &Lua) -> mlua::Result<Table> {
+/// Unless `sealed` (FAULT INJECTION, `Fault::UnsealedScripts`): then the
+/// libraries, `redis` and the globals stay writable, so one script can
+/// plant code that later scripts on the same interpreter run.
+pub(crate) fn seal(lua: &Lua, sealed: bool) -> mlua::Result<Table> {
     let globals = lua.globals();
     for name in REMOVED {
         globals.raw_set(*name, Value::Nil)?;
@@ -71,7 +60,7 @@ pub(crate) fn seal(lua: &Lua) -> mlua::Result<Table> {
     strict.set_readonly(true);
     globals.set_metatable(Some(strict))?;
     // Every library table, the strings' metatable and the globals.
-    if !UNSEALED.load(Ordering::Relaxed) {
+    if sealed {
         lua.sandbox(true)?;
     }
     Ok(globals)

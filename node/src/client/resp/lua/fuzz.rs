@@ -137,7 +137,8 @@ fn run(vm: &mut Vm, body: &[u8], keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<R
             admin: false,
         },
     };
-    let registered = runs::start(None);
+    let runs = runs::Runs::default();
+    let registered = runs.start(None);
     let ran = rt.block_on(vm.run(
         script,
         Arc::new(Echo),
@@ -157,7 +158,7 @@ proptest! {
         keys in words(),
         argv in words(),
     ) {
-        let mut vm = Vm::new(0).unwrap();
+        let mut vm = Vm::new(0, &std::sync::Arc::default(), true).unwrap();
         let started = Instant::now();
         let ran = run(&mut vm, &body, &keys, &argv);
 

@@ -8,8 +8,8 @@
 //! written still ends at its time limit.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
@@ -61,51 +61,59 @@ pub(crate) fn decide(runs: &[(Option<&str>, bool)], caller: Option<&str>, admin:
     }
 }
 
-fn runs() -> &'static Mutex<HashMap<u64, Arc<Run>>> {
-    static RUNS: OnceLock<Mutex<HashMap<u64, Arc<Run>>>> = OnceLock::new();
-    RUNS.get_or_init(Mutex::default)
+/// The runs of one node's scripts, by number.
+#[derive(Debug, Default)]
+pub(crate) struct Runs {
+    running: Mutex<HashMap<u64, Arc<Run>>>,
+    next: AtomicU64,
 }
 
 /// A run, known to `SCRIPT KILL` until this is dropped.
-pub(crate) struct Registered {
+pub(crate) struct Registered<'a> {
     id: u64,
+    runs: &'a Runs,
     pub(crate) run: Arc<Run>,
 }
 
-impl Drop for Registered {
+impl Drop for Registered<'_> {
     fn drop(&mut self) {
-        runs().lock().remove(&self.id);
+        self.runs.running.lock().remove(&self.id);
     }
 }
 
-/// Registers a run of `user`'s.
-pub(crate) fn start(user: Option<&str>) -> Registered {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let id = NEXT.fetch_add(1, Ordering::Relaxed);
-    let run = Arc::new(Run {
-        user: user.map(str::to_string),
-        wrote: AtomicBool::new(false),
-        killed: AtomicBool::new(false),
-    });
-    runs().lock().insert(id, run.clone());
-    Registered { id, run }
-}
-
-/// `SCRIPT KILL` by `caller`: marks the runs [`decide`] picks.
-pub(crate) fn kill(caller: Option<&str>, admin: bool) -> Kill {
-    let all = runs().lock();
-    let listed: Vec<&Arc<Run>> = all.values().collect();
-    let seen: Vec<(Option<&str>, bool)> = listed
-        .iter()
-        .map(|r| (r.user.as_deref(), r.wrote.load(Ordering::Acquire)))
-        .collect();
-    let outcome = decide(&seen, caller, admin);
-    if let Kill::End(which) = &outcome {
-        for &i in which {
-            listed[i].killed.store(true, Ordering::Release);
+impl Runs {
+    /// Registers a run of `user`'s.
+    pub(crate) fn start(&self, user: Option<&str>) -> Registered<'_> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let run = Arc::new(Run {
+            user: user.map(str::to_string),
+            wrote: AtomicBool::new(false),
+            killed: AtomicBool::new(false),
+        });
+        self.running.lock().insert(id, run.clone());
+        Registered {
+            id,
+            runs: self,
+            run,
         }
     }
-    outcome
+
+    /// `SCRIPT KILL` by `caller`: marks the runs [`decide`] picks.
+    pub(crate) fn kill(&self, caller: Option<&str>, admin: bool) -> Kill {
+        let all = self.running.lock();
+        let listed: Vec<&Arc<Run>> = all.values().collect();
+        let seen: Vec<(Option<&str>, bool)> = listed
+            .iter()
+            .map(|r| (r.user.as_deref(), r.wrote.load(Ordering::Acquire)))
+            .collect();
+        let outcome = decide(&seen, caller, admin);
+        if let Kill::End(which) = &outcome {
+            for &i in which {
+                listed[i].killed.store(true, Ordering::Release);
+            }
+        }
+        outcome
+    }
 }
 
 #[cfg(test)]

@@ -34,7 +34,7 @@ use mlua::{
 
 use super::super::proto::Reply;
 use super::api::{CommandError, May};
-use super::budget::{self, Limit, Share};
+use super::budget::{self, Limit, Memory, Share};
 use super::convert::{from_lua, to_lua};
 use super::runs::Run;
 
@@ -143,12 +143,13 @@ impl std::fmt::Debug for Vm {
 pub(crate) struct Spoiled;
 
 impl Vm {
-    /// A sandboxed interpreter with the `redis` table.
-    pub(crate) fn new(generation: u64) -> mlua::Result<Vm> {
+    /// A sandboxed interpreter (unless not `sealed`: see `sandbox::seal`)
+    /// with the `redis` table, its memory counted in its node's `memory`.
+    pub(crate) fn new(generation: u64, memory: &Arc<Memory>, sealed: bool) -> mlua::Result<Vm> {
         let libs = StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::COROUTINE;
         let lua = Lua::new_with(libs, LuaOptions::default())?;
         super::api::install(&lua)?;
-        let globals = super::sandbox::seal(&lua)?;
+        let globals = super::sandbox::seal(&lua, sealed)?;
         let ticks = AtomicU32::new(0);
         let stopping = AtomicBool::new(false);
         lua.set_interrupt(move |lua| {
@@ -158,7 +159,7 @@ impl Vm {
                 false => Ok(VmState::Continue),
             }
         });
-        let mut share = Share::default();
+        let mut share = Share::new(memory.clone());
         share.tell(lua.used_memory());
         Ok(Vm {
             lua,
@@ -415,7 +416,8 @@ mod tests {
     }
 
     fn run(vm: &mut Vm, body: &str) -> (Reply, bool) {
-        let run = runs::start(None);
+        let all = runs::Runs::default();
+        let run = all.start(None);
         run_for(vm, body.as_bytes(), Duration::from_secs(5), run.run.clone())
     }
 
@@ -428,7 +430,7 @@ mod tests {
 
     #[test]
     fn commands_yield_to_the_run_and_errors_raise_or_return() {
-        let mut vm = Vm::new(0).unwrap();
+        let mut vm = Vm::new(0, &Arc::default(), true).unwrap();
         let two = "return redis.call('INCR', KEYS[1]) + redis.call('INCR', KEYS[1])";
         assert_eq!(run(&mut vm, two), (Reply::Int(2), false));
         let (raised, spoiled) = run(&mut vm, "return redis.call('GET', KEYS[1])");
@@ -457,7 +459,7 @@ mod tests {
             "local ok, n = pcall(redis.call, 'INCR', KEYS[1]) return #(n .. string.rep('x', 1e8))",
             "local t = {} for i = 1, 1e8 do t[i] = i end",
         ] {
-            let mut vm = Vm::new(0).unwrap();
+            let mut vm = Vm::new(0, &Arc::default(), true).unwrap();
             let (reply, spoiled) = run(&mut vm, body);
             assert!(
                 error(&reply).contains("more than 32 MiB"),
@@ -466,21 +468,21 @@ mod tests {
             assert!(spoiled, "{body}");
         }
         // Under the limit, a run goes on as before.
-        let mut vm = Vm::new(0).unwrap();
+        let mut vm = Vm::new(0, &Arc::default(), true).unwrap();
         let fits = "return #(redis.call('INCR', KEYS[1]) .. string.rep('x', 1e6))";
         assert_eq!(run(&mut vm, fits), (Reply::Int(1_000_001), false));
     }
 
     #[test]
     fn no_script_can_load_or_make_bytecode() {
-        let mut vm = Vm::new(0).unwrap();
+        let mut vm = Vm::new(0, &Arc::default(), true).unwrap();
         // Lua 5.1's precompiled chunk, and Luau's (a version byte first).
         for body in [&b"\x1bLuaQ\x00\x01\x04\x08"[..], b"\x05\x01\x02return"] {
             let (reply, _) = run_for(
                 &mut vm,
                 body,
                 Duration::from_secs(5),
-                runs::start(None).run.clone(),
+                runs::Runs::default().start(None).run.clone(),
             );
             assert!(
                 error(&reply).contains("bytecode is not accepted"),
@@ -521,7 +523,7 @@ mod tests {
 
     #[test]
     fn a_script_changes_nothing_another_script_sees() {
-        let mut vm = Vm::new(0).unwrap();
+        let mut vm = Vm::new(0, &Arc::default(), true).unwrap();
         for body in [
             "redis.call = function() return 'planted' end",
             "redis.pcall = nil",
@@ -577,9 +579,10 @@ mod tests {
             "for m in string.gmatch(string.rep('a', 5e4), string.rep('a*', 12) .. 'b') do end",
         ];
         for body in patterns {
-            let mut vm = Vm::new(0).unwrap();
+            let mut vm = Vm::new(0, &Arc::default(), true).unwrap();
             let started = Instant::now();
-            let run = runs::start(None);
+            let all = runs::Runs::default();
+            let run = all.start(None);
             let (reply, spoiled) = run_for(
                 &mut vm,
                 body.as_bytes(),
@@ -594,11 +597,13 @@ mod tests {
             assert!(started.elapsed() < Duration::from_secs(3), "{body}");
         }
         // SCRIPT KILL, from another thread, stops one too.
-        let mut vm = Vm::new(0).unwrap();
-        let run = runs::start(Some("pattern-killer"));
-        let killer = std::thread::spawn(|| {
+        let mut vm = Vm::new(0, &Arc::default(), true).unwrap();
+        let runs = Arc::new(runs::Runs::default());
+        let run = runs.start(Some("pattern-killer"));
+        let other = runs.clone();
+        let killer = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(200));
-            runs::kill(Some("pattern-killer"), false)
+            other.kill(Some("pattern-killer"), false)
         });
         let (reply, _) = run_for(
             &mut vm,
@@ -606,18 +611,19 @@ mod tests {
             Duration::from_secs(60),
             run.run.clone(),
         );
-        // (Other tests' runs may be listed too.)
         assert!(matches!(killer.join().unwrap(), runs::Kill::End(v) if v.len() == 1));
         assert!(error(&reply).contains("SCRIPT KILL"), "{reply:?}");
     }
 
     #[test]
     fn a_script_that_wrote_is_not_killed() {
-        let mut vm = Vm::new(0).unwrap();
-        let run = runs::start(Some("writer-of-a-test"));
-        let killer = std::thread::spawn(|| {
+        let mut vm = Vm::new(0, &Arc::default(), true).unwrap();
+        let runs = Arc::new(runs::Runs::default());
+        let run = runs.start(Some("writer-of-a-test"));
+        let other = runs.clone();
+        let killer = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(200));
-            runs::kill(Some("writer-of-a-test"), false)
+            other.kill(Some("writer-of-a-test"), false)
         });
         let body = "redis.call('SET', KEYS[1], 1) local t = os_clock or 0 \
                     local n = 0 for i = 1, 3e8 do n = n + 1 end return n";

@@ -12,8 +12,8 @@
 //! has for [`HELD_AFTER`] is held. Scripts go to the first thread that is
 //! not held, not spread over all: a thread kept busy needs no waking.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -48,6 +48,26 @@ pub(crate) struct Job {
     pub(crate) may: May,
     /// The script cache's generation (compiled scripts of older ones go).
     pub(crate) generation: u64,
+    /// Whether a new interpreter for it is sealed (see `sandbox::seal`).
+    pub(crate) sealed: bool,
+}
+
+/// One node's script threads, started as scripts come (at first
+/// [`THREADS_MIN`]), and the memory their interpreters hold. The threads
+/// end once it is dropped.
+#[derive(Default)]
+pub(crate) struct Pool {
+    workers: Mutex<Vec<Arc<Worker>>>,
+    memory: Arc<budget::Memory>,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("threads", &self.workers.lock().len())
+            .field("memory", &self.memory)
+            .finish()
+    }
 }
 
 type Queue = mpsc::UnboundedSender<(Job, oneshot::Sender<Reply>)>;
@@ -83,57 +103,58 @@ pub(crate) fn pick(threads: &[(bool, usize)], may_grow: bool) -> Pick {
     }
 }
 
-/// Runs `job` on a script thread and answers its reply.
-pub(crate) async fn run(job: Job) -> Reply {
-    let Some(worker) = worker() else {
-        return Reply::err("ERR the script threads could not be started");
-    };
-    worker.scripts.fetch_add(1, Ordering::AcqRel);
-    let (done, answer) = oneshot::channel();
-    let reply = match worker.queue.send((job, done)) {
-        Ok(()) => answer
-            .await
-            .unwrap_or_else(|_| Reply::err("ERR the script thread has stopped")),
-        Err(_) => Reply::err("ERR the script thread has stopped"),
-    };
-    worker.scripts.fetch_sub(1, Ordering::AcqRel);
-    reply
-}
+impl Pool {
+    /// Runs `job` on a script thread and answers its reply.
+    pub(crate) async fn run(&self, job: Job) -> Reply {
+        let Some(worker) = self.worker() else {
+            return Reply::err("ERR the script threads could not be started");
+        };
+        worker.scripts.fetch_add(1, Ordering::AcqRel);
+        let (done, answer) = oneshot::channel();
+        let reply = match worker.queue.send((job, done)) {
+            Ok(()) => answer
+                .await
+                .unwrap_or_else(|_| Reply::err("ERR the script thread has stopped")),
+            Err(_) => Reply::err("ERR the script thread has stopped"),
+        };
+        worker.scripts.fetch_sub(1, Ordering::AcqRel);
+        reply
+    }
 
-fn pool() -> &'static Mutex<Vec<Arc<Worker>>> {
-    static POOL: OnceLock<Mutex<Vec<Arc<Worker>>>> = OnceLock::new();
-    POOL.get_or_init(|| Mutex::new((0..THREADS_MIN).filter_map(|_| start()).collect()))
-}
-
-/// The thread a new script goes to.
-fn worker() -> Option<Arc<Worker>> {
-    let mut pool = pool().lock();
-    let now = vm::Busy::now();
-    let seen: Vec<(bool, usize)> = pool
-        .iter()
-        .map(|w| {
-            let held = w.busy.since(now).is_some_and(|d| d >= HELD_AFTER);
-            (held, w.scripts.load(Ordering::Acquire))
-        })
-        .collect();
-    match pick(&seen, pool.len() < THREADS_MAX) {
-        Pick::Thread(i) => Some(pool[i].clone()),
-        Pick::New => {
-            let w = start()?;
-            pool.push(w.clone());
-            Some(w)
+    /// The thread a new script goes to.
+    fn worker(&self) -> Option<Arc<Worker>> {
+        let mut pool = self.workers.lock();
+        if pool.is_empty() {
+            pool.extend((0..THREADS_MIN).filter_map(|_| start(&self.memory)));
+        }
+        let now = vm::Busy::now();
+        let seen: Vec<(bool, usize)> = pool
+            .iter()
+            .map(|w| {
+                let held = w.busy.since(now).is_some_and(|d| d >= HELD_AFTER);
+                (held, w.scripts.load(Ordering::Acquire))
+            })
+            .collect();
+        match pick(&seen, pool.len() < THREADS_MAX) {
+            Pick::Thread(i) => Some(pool[i].clone()),
+            Pick::New => {
+                let w = start(&self.memory)?;
+                pool.push(w.clone());
+                Some(w)
+            }
         }
     }
 }
 
-/// Starts a script thread.
-fn start() -> Option<Arc<Worker>> {
+/// Starts a script thread, its interpreters counted in `memory`.
+fn start(memory: &Arc<budget::Memory>) -> Option<Arc<Worker>> {
     let (tx, rx) = mpsc::unbounded_channel();
     let busy = Arc::new(vm::Busy::default());
     let shown = busy.clone();
+    let memory = memory.clone();
     let started = std::thread::Builder::new()
         .name("tally-scripts".into())
-        .spawn(move || serve(rx, shown));
+        .spawn(move || serve(rx, shown, memory));
     match started {
         Ok(_) => Some(Arc::new(Worker {
             queue: tx,
@@ -147,7 +168,11 @@ fn start() -> Option<Arc<Worker>> {
     }
 }
 
-fn serve(mut rx: mpsc::UnboundedReceiver<(Job, oneshot::Sender<Reply>)>, busy: Arc<vm::Busy>) {
+fn serve(
+    mut rx: mpsc::UnboundedReceiver<(Job, oneshot::Sender<Reply>)>,
+    busy: Arc<vm::Busy>,
+    memory: Arc<budget::Memory>,
+) {
     let runtime = match tokio::runtime::Builder::new_current_thread().build() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -158,16 +183,16 @@ fn serve(mut rx: mpsc::UnboundedReceiver<(Job, oneshot::Sender<Reply>)>, busy: A
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
         while let Some((job, done)) = rx.recv().await {
-            let busy = busy.clone();
+            let (busy, memory) = (busy.clone(), memory.clone());
             tokio::task::spawn_local(async move {
-                let _ = done.send(one(job, busy).await);
+                let _ = done.send(one(job, busy, &memory).await);
             });
         }
     });
 }
 
-async fn one(job: Job, busy: Arc<vm::Busy>) -> Reply {
-    let mut vm = match take_vm(job.generation) {
+async fn one(job: Job, busy: Arc<vm::Busy>, memory: &Arc<budget::Memory>) -> Reply {
+    let mut vm = match take_vm(job.generation, memory, job.sealed) {
         Ok(vm) => vm,
         Err(e) => return Reply::err(format!("ERR could not start a script interpreter: {e}")),
     };
@@ -180,7 +205,7 @@ async fn one(job: Job, busy: Arc<vm::Busy>) -> Reply {
     };
     match vm.run(script, job.host, job.limit, job.run, &busy).await {
         Ok(reply) => {
-            give_vm(vm);
+            give_vm(vm, memory);
             reply
         }
         // The interpreter hit a limit: the next script gets a new one.
@@ -193,11 +218,12 @@ thread_local! {
     static IDLE: std::cell::RefCell<Vec<Vm>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// An interpreter for a script: an idle one, or a new one.
-fn take_vm(generation: u64) -> mlua::Result<Vm> {
+/// An interpreter for a script: an idle one, or a new one (`sealed`
+/// unless fault injection says not).
+fn take_vm(generation: u64, memory: &Arc<budget::Memory>, sealed: bool) -> mlua::Result<Vm> {
     let mut vm = match IDLE.with_borrow_mut(Vec::pop) {
         Some(vm) => vm,
-        None => Vm::new(generation)?,
+        None => Vm::new(generation, memory, sealed)?,
     };
     if vm.generation != generation {
         vm.forget(generation);
@@ -207,9 +233,9 @@ fn take_vm(generation: u64) -> mlua::Result<Vm> {
 
 /// Keeps an interpreter for the next script, if fewer than the limit are
 /// idle and the node's interpreters have memory to spare.
-fn give_vm(vm: Vm) {
+fn give_vm(vm: Vm, memory: &budget::Memory) {
     IDLE.with_borrow_mut(|idle| {
-        if idle.len() < IDLE_VMS_MAX && budget::roomy() {
+        if idle.len() < IDLE_VMS_MAX && memory.roomy() {
             idle.push(vm);
         }
     });

@@ -1,0 +1,96 @@
+//! The switches that break a node on purpose, for the chaos checker's
+//! broken builds and the tests that act while a change is in progress:
+//! set only with the `fault-injection` feature (`Node::inject_*`); without
+//! it every switch reads off, at no cost. A leaf beside `ctx`, so that
+//! every role asks `ctx.faults`.
+
+#[cfg(feature = "fault-injection")]
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+
+/// What a switch breaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// A replica never tells a leader that a deadline it did not know has
+    /// passed (`Ctx::outdates`).
+    IgnoreDeadlines = 0,
+    /// Repairs this node runs count the cells they would send, and send
+    /// none.
+    IdleRepair = 1,
+    /// Topology changes this node runs skip the sync.
+    SkipSync = 2,
+    /// Flushes this node runs are stored by it alone.
+    FlushLocally = 3,
+    /// A flush asked while this node runs another answers at once.
+    FlushJoinRunning = 4,
+    /// Script interpreters made from now on leave their libraries and
+    /// globals writable (`resp::lua::sandbox`).
+    UnsealedScripts = 5,
+}
+
+/// One node's switches, all off at first.
+#[derive(Debug, Default)]
+pub(crate) struct Faults {
+    #[cfg(feature = "fault-injection")]
+    on: [AtomicBool; 6],
+    /// Test seam: a topology change this node runs waits this long (ms)
+    /// between beginning and syncing.
+    #[cfg(feature = "fault-injection")]
+    sync_delay_ms: AtomicU64,
+}
+
+impl Faults {
+    /// Turns `fault` on, for good.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn inject(&self, fault: Fault) {
+        self.on[fault as usize].store(true, Relaxed);
+    }
+
+    /// Makes the topology changes this node runs wait `ms` before they sync.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn set_sync_delay_ms(&self, ms: u64) {
+        self.sync_delay_ms.store(ms, Relaxed);
+    }
+
+    /// Whether `fault` is on (never, in a build without fault injection).
+    #[inline]
+    pub(crate) fn has(&self, fault: Fault) -> bool {
+        #[cfg(feature = "fault-injection")]
+        {
+            self.on[fault as usize].load(Relaxed)
+        }
+        #[cfg(not(feature = "fault-injection"))]
+        {
+            let _ = fault;
+            false
+        }
+    }
+
+    /// Waits as long as the test seam says before a change syncs.
+    pub(crate) async fn sync_delay(&self) {
+        #[cfg(feature = "fault-injection")]
+        {
+            let ms = self.sync_delay_ms.load(Relaxed);
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
+    }
+}
+
+#[cfg(all(test, feature = "fault-injection"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_switch_is_its_own() {
+        let f = Faults::default();
+        f.inject(Fault::SkipSync);
+        assert!(f.has(Fault::SkipSync));
+        for other in [
+            Fault::IgnoreDeadlines,
+            Fault::IdleRepair,
+            Fault::FlushLocally,
+            Fault::FlushJoinRunning,
+        ] {
+            assert!(!f.has(other), "{other:?}");
+        }
+    }
+}
