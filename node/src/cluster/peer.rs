@@ -127,7 +127,7 @@ fn sort(ctx: &Ctx, req: PeerRequest) -> Sorted {
             })
         }
         req @ (PeerRequest::Script { .. } | PeerRequest::FlushScripts) => {
-            Sorted::Answer(ctx.scripts.serve(req))
+            Sorted::Answer(ctx.scripts().serve(req))
         }
         req => Sorted::Run(req),
     }
@@ -144,26 +144,26 @@ fn refuse(ctx: &Ctx, from: usize, refusal: &authz::Refusal) -> PeerResponse {
 
 impl Local for Ctx {
     fn me(&self) -> usize {
-        self.me
+        self.me()
     }
 
     fn nodes(&self) -> usize {
-        self.config.nodes.len()
+        self.config().nodes.len()
     }
 
     fn counter_id(&self) -> u64 {
-        self.engine.counter_id()
+        self.engine().counter_id()
     }
 
     /// A replica, pending or natural, in this node's ring or the one before
     /// its last change (a peer may not have switched yet).
     fn is_replica(&self, partition: &[u8]) -> bool {
         let placed = self.placed();
-        placed.ring.replicas(partition).all().contains(&self.me)
+        placed.ring.replicas(partition).all().contains(&self.me())
             || placed
                 .previous
                 .as_ref()
-                .is_some_and(|r| r.replicas(partition).all().contains(&self.me))
+                .is_some_and(|r| r.replicas(partition).all().contains(&self.me()))
     }
 
     fn flushed(&self, partition: &[u8]) -> bool {
@@ -172,11 +172,11 @@ impl Local for Ctx {
 
     fn own(&self, key: &WireKey) -> Result<Own, String> {
         let key = convert::key(key).map_err(|e| e.to_string())?;
-        let cell = self.engine.get(&key).map_err(|e| e.to_string())?;
+        let cell = self.engine().get(&key).map_err(|e| e.to_string())?;
         Ok(Own {
             epoch: cell.epoch().id(),
             shard: cell
-                .shard(self.engine.counter_id())
+                .shard(self.engine().counter_id())
                 .map(|s| (s.clock, s.value)),
         })
     }
@@ -191,9 +191,9 @@ async fn apply(
     slots: &[usize],
     out: &mut [Option<PeerResponse>],
 ) {
-    match ctx.engine.apply_with_tails(&applies).await {
+    match ctx.engine().apply_with_tails(&applies).await {
         Ok(results) => {
-            ctx.metrics
+            ctx.metrics()
                 .replica_applies
                 .fetch_add(applies.len() as u64, std::sync::atomic::Ordering::Relaxed);
             let now_ms = tally_engine::now_ms();
@@ -225,7 +225,7 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, req: PeerRequest) -> PeerRespon
     let reads = matches!(req, PeerRequest::Read { .. } | PeerRequest::ReadRow { .. });
     let result = match req {
         PeerRequest::Read { key } => ctx.check_readable().and(convert::key(&key)).and_then(|k| {
-            ctx.engine
+            ctx.engine()
                 .get(&k)
                 .map(|c| PeerResponse::Cell(wire_cell(&c)))
                 .map_err(|e| engine_error(&e))
@@ -245,7 +245,7 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, req: PeerRequest) -> PeerRespon
         | PeerRequest::LeaderAdmit { .. }) => write::serve(&writes, req).await,
         PeerRequest::LearnTails { retired, from } => learn_tails(&ctx, &retired, from),
         PeerRequest::ForgetTails { retired } => ctx
-            .engine
+            .engine()
             .forget_tails(&retired)
             .map(|()| PeerResponse::Applied)
             .map_err(|e| engine_error(&e)),
@@ -274,7 +274,7 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, req: PeerRequest) -> PeerRespon
             "a request answered with its batch ran on a task",
         )),
     };
-    if reads && let Err(e) = ctx.engine.settled().await {
+    if reads && let Err(e) = ctx.engine().settled().await {
         return PeerResponse::Error(engine_error(&e));
     }
     result.unwrap_or_else(PeerResponse::Error)
@@ -283,13 +283,13 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, req: PeerRequest) -> PeerRespon
 /// Fences another node's `retired` incarnations and answers their tails
 /// held here, from the `from`-th key on (see `tally_engine::ids::tail`).
 fn learn_tails(ctx: &Ctx, retired: &[u64], from: u64) -> Result<PeerResponse, WireError> {
-    let all = ctx.engine.fence_tails(retired);
+    let all = ctx.engine().fence_tails(retired);
     let from = usize::try_from(from).unwrap_or(usize::MAX).min(all.len());
     let end = page_end(all.iter().map(|(_, ops)| ops.len()), from);
     let learned = all[from..end]
         .iter()
         .map(|(key, ops)| {
-            let cell = ctx.engine.get(key).map_err(|e| engine_error(&e))?;
+            let cell = ctx.engine().get(key).map_err(|e| engine_error(&e))?;
             Ok(convert::wire_learned(key, &cell, ops))
         })
         .collect::<Result<_, WireError>>()?;

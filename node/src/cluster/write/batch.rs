@@ -133,7 +133,7 @@ async fn run_batch(writes: Arc<Writes>, adds: Vec<QueuedAdd>, in_flight: Arc<InF
     let mut combined = combine(lead);
     let ctx = &writes.ctx;
     let (staged, durable) = match ctx
-        .engine
+        .engine()
         .leader_add_batch(combined.iter().map(|c| (&c.key, c.delta())))
     {
         Ok(s) => s,
@@ -300,7 +300,11 @@ fn settle(
 /// stall): joins them there, then the same round and answers as a batch.
 async fn lead_hot(writes: Arc<Writes>, mut adds: Combined) {
     let ctx = &writes.ctx;
-    let (outcome, durable) = match ctx.engine.leader_add_staged(&adds.key, adds.delta()).await {
+    let (outcome, durable) = match ctx
+        .engine()
+        .leader_add_staged(&adds.key, adds.delta())
+        .await
+    {
         Ok(staged) => staged,
         Err(e) if adds.adds.splits(&e) => {
             let attempt = adds.attempt;

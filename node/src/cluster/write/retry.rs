@@ -61,7 +61,7 @@ pub(super) async fn catch_up(ctx: &Ctx, key: &Key, epoch: Epoch) -> Result<(), W
         epoch = epoch.n,
         "leader was behind a reset; making the write again in the new epoch"
     );
-    ctx.engine
+    ctx.engine()
         .apply(key, &Cell::from_parts(epoch, []))
         .await
         .map_err(|e| engine_error(&e))

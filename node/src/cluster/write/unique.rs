@@ -364,7 +364,7 @@ async fn lead(
 ) -> Result<Vec<bool>, WireError> {
     let names: Vec<&[u8]> = members.iter().map(Vec::as_slice).collect();
     // Held until the members are replicated (see `fences`).
-    let _fence = ctx.fences.pass_admissions().await;
+    let _fence = ctx.fences().pass_admissions().await;
     if members
         .iter()
         .any(|m| ctx.applier_moving(count.partition(), m))
@@ -379,7 +379,7 @@ async fn lead(
     let mut first_new: Option<Vec<bool>> = None;
     for attempt in 1..=ATTEMPTS_MAX {
         let (admission, durable) = ctx
-            .engine
+            .engine()
             .admit(count.partition(), &names)
             .await
             .map_err(|e| engine_error(&e))?;
