@@ -109,11 +109,11 @@ impl Node {
     /// transport so the caller can close it.
     pub fn start_peers(self: &Arc<Self>) -> Result<Arc<Transport>> {
         let ctx = &self.ctx;
-        let c = &ctx.config.cluster;
+        let c = &ctx.config().cluster;
         let settings = PeerSettings {
             cluster: c.name.clone(),
             nodes: ctx
-                .config
+                .config()
                 .nodes
                 .iter()
                 .map(|n| PeerAddr {
@@ -121,9 +121,9 @@ impl Node {
                     addr: n.peer,
                 })
                 .collect(),
-            me: ctx.me,
-            bind: ctx.config.nodes[ctx.me].peer_bind,
-            tls: crate::security::certs::node_files(&c.certs_dir, &ctx.config.nodes[ctx.me].id),
+            me: ctx.me(),
+            bind: ctx.config().nodes[ctx.me()].peer_bind,
+            tls: crate::security::certs::node_files(&c.certs_dir, &ctx.config().nodes[ctx.me()].id),
             heartbeat_interval: Duration::from_millis(c.heartbeat_interval_ms),
             failure_timeout: Duration::from_millis(c.failure_timeout_ms),
         };
@@ -152,12 +152,12 @@ impl Node {
     /// finishes its join if one was begun; nothing if it is a member.
     pub async fn join(&self) -> Result<(), WireError> {
         use tally_net::wire::NodeState;
-        let state = self.ctx.node_state(self.ctx.me);
+        let state = self.ctx.node_state(self.ctx.me());
         if state == NodeState::Normal {
             tracing::info!("this node is a member of the ring already");
             return Ok(());
         }
-        let change = crate::cluster::topology::Change::Join(self.ctx.me);
+        let change = crate::cluster::topology::Change::Join(self.ctx.me());
         loop {
             match crate::cluster::topology::change::run(&self.ctx, change).await {
                 Ok(_) => return Ok(()),
@@ -166,7 +166,7 @@ impl Node {
                 // A node down, or not answering: the join resumes once it is.
                 Err(e) => {
                     let ctx = &self.ctx;
-                    if (0..ctx.config.nodes.len()).all(|n| n == ctx.me || !ctx.is_up(n)) {
+                    if (0..ctx.config().nodes.len()).all(|n| n == ctx.me() || !ctx.is_up(n)) {
                         tracing::warn!(
                             error = %e,
                             "no node of the cluster answers this one: check the cluster name, \
@@ -195,12 +195,12 @@ impl Node {
 
     /// The cluster's configuration.
     pub fn config(&self) -> &Config {
-        &self.ctx.config
+        self.ctx.config()
     }
 
     /// This node's index in the configuration's node list.
     pub fn me(&self) -> usize {
-        self.ctx.me
+        self.ctx.me()
     }
 
     /// FAULT INJECTION for testing checkers: from now on, every `n`th add
@@ -227,7 +227,7 @@ impl Node {
     /// and then invisible (lost). Only with the `fault-injection` feature.
     #[cfg(feature = "fault-injection")]
     pub fn inject_ignore_deadlines(&self) {
-        self.ctx.faults.inject(Fault::IgnoreDeadlines);
+        self.ctx.faults().inject(Fault::IgnoreDeadlines);
     }
 
     /// FAULT INJECTION for testing checkers: repairs this node runs find
@@ -235,7 +235,7 @@ impl Node {
     /// apart. Only with the `fault-injection` feature.
     #[cfg(feature = "fault-injection")]
     pub fn inject_idle_repair(&self) {
-        self.ctx.faults.inject(Fault::IdleRepair);
+        self.ctx.faults().inject(Fault::IdleRepair);
     }
 
     /// TEST SEAM: a push of `value` onto a list this node leads waits
@@ -260,7 +260,7 @@ impl Node {
     /// the `fault-injection` feature.
     #[cfg(feature = "fault-injection")]
     pub fn inject_unsealed_scripts(&self) {
-        self.ctx.faults.inject(Fault::UnsealedScripts);
+        self.ctx.faults().inject(Fault::UnsealedScripts);
     }
 
     /// TEST SEAM: a topology change this node runs waits `ms` between
@@ -268,7 +268,7 @@ impl Node {
     /// that tests can act while it is in progress.
     #[cfg(feature = "fault-injection")]
     pub fn inject_sync_delay(&self, ms: u64) {
-        self.ctx.faults.set_sync_delay_ms(ms);
+        self.ctx.faults().set_sync_delay_ms(ms);
     }
 
     /// FAULT INJECTION for testing checkers: topology changes this node
@@ -276,7 +276,7 @@ impl Node {
     /// empty). Only with the `fault-injection` feature.
     #[cfg(feature = "fault-injection")]
     pub fn inject_skip_sync(&self) {
-        self.ctx.faults.inject(Fault::SkipSync);
+        self.ctx.faults().inject(Fault::SkipSync);
     }
 
     /// FAULT INJECTION for testing checkers: flushes this node runs answer
@@ -284,7 +284,7 @@ impl Node {
     /// its heartbeats. Only with the `fault-injection` feature.
     #[cfg(feature = "fault-injection")]
     pub fn inject_flush_locally(&self) {
-        self.ctx.faults.inject(Fault::FlushLocally);
+        self.ctx.faults().inject(Fault::FlushLocally);
     }
 
     /// FAULT INJECTION for testing checkers: a flush asked while this
@@ -293,7 +293,7 @@ impl Node {
     /// `fault-injection` feature.
     #[cfg(feature = "fault-injection")]
     pub fn inject_flush_join_running(&self) {
-        self.ctx.faults.inject(Fault::FlushJoinRunning);
+        self.ctx.faults().inject(Fault::FlushJoinRunning);
     }
 
     /// FAULT INJECTION for testing checkers: this node applies ids at once
@@ -302,7 +302,7 @@ impl Node {
     /// twice). Only with the `fault-injection` feature.
     #[cfg(feature = "fault-injection")]
     pub fn inject_skip_tails(&self) {
-        self.ctx.tails.force_open();
+        self.ctx.tails().force_open();
     }
 
     /// Coordinates an add; answers the value the leader sees after it (see
@@ -376,7 +376,7 @@ impl Node {
         cl: Consistency,
     ) -> Result<tally_engine::Cell, WireError> {
         timed_read(
-            self.ctx.metrics,
+            self.ctx.metrics(),
             cl,
             crate::cluster::unique::count_cell(&self.ctx, partition, cl),
         )
@@ -461,7 +461,7 @@ impl Node {
         key: &WireKey,
         cl: Consistency,
     ) -> Result<tally_engine::Cell, WireError> {
-        timed_read(self.ctx.metrics, cl, async {
+        timed_read(self.ctx.metrics(), cl, async {
             read::get_cell(&self.ctx, &convert::user_key(key)?, cl).await
         })
         .await
@@ -475,7 +475,7 @@ impl Node {
         cl: Consistency,
     ) -> Result<std::collections::BTreeMap<Vec<u8>, tally_engine::Cell>, WireError> {
         timed_read(
-            self.ctx.metrics,
+            self.ctx.metrics(),
             cl,
             read::get_row_cells(&self.ctx, partition, cl),
         )
@@ -489,7 +489,7 @@ impl Node {
         cl: Consistency,
     ) -> Result<Vec<(Vec<u8>, i64)>, WireError> {
         timed_read(
-            self.ctx.metrics,
+            self.ctx.metrics(),
             cl,
             read::get_row(&self.ctx, partition, cl),
         )
@@ -597,7 +597,7 @@ impl Node {
     /// Takes `node` out of the ring: decommissioned, or `removed` (down).
     async fn change_ring(&self, node: &str, removed: bool) -> Result<ClientReply, WireError> {
         use crate::cluster::topology::Change;
-        let Some(n) = self.ctx.config.nodes.iter().position(|c| c.id == node) else {
+        let Some(n) = self.ctx.config().nodes.iter().position(|c| c.id == node) else {
             return Err(WireError::not_applied(
                 tally_net::wire::ErrorKind::Invalid,
                 format!("no node {node:?} in the configuration"),
@@ -616,16 +616,16 @@ impl Node {
     fn status(&self) -> ClientReply {
         let ctx = &self.ctx;
         let topology = ctx.topology();
-        let c = &ctx.config.cluster;
+        let c = &ctx.config().cluster;
         let ownership = crate::ring::Ring::with_members(
-            &ctx.config.node_ids(),
+            &ctx.config().node_ids(),
             &topology.members_now(),
             c.vnodes,
             c.replication_factor,
         )
         .ownership();
         let nodes = ctx
-            .config
+            .config()
             .nodes
             .iter()
             .enumerate()
@@ -637,7 +637,7 @@ impl Node {
                 ownership: ownership.get(i).copied().unwrap_or(0.0),
             })
             .collect();
-        let e = ctx.engine.stats();
+        let e = ctx.engine().stats();
         let hints: Vec<PeerHints> = self
             .hint_reports()
             .into_iter()
@@ -650,10 +650,10 @@ impl Node {
             })
             .collect();
         let hints_pending = hints.iter().map(|h| h.pending).sum();
-        let c = &ctx.config.cluster;
+        let c = &ctx.config().cluster;
         ClientReply::Status(ClusterStatus {
             cluster: c.name.clone(),
-            node: ctx.config.nodes[ctx.me].id.clone(),
+            node: ctx.config().nodes[ctx.me()].id.clone(),
             replication_factor: u32::try_from(c.replication_factor).unwrap_or(u32::MAX),
             vnodes: u32::try_from(c.vnodes).unwrap_or(u32::MAX),
             nodes,
@@ -665,7 +665,7 @@ impl Node {
                 adds_led: e.adds,
                 counter_id: e.counter_id,
                 hints,
-                repairing: ctx.repairing.running(),
+                repairing: ctx.repairing().running(),
                 ring: topology.to_wire(),
             },
         })
@@ -676,31 +676,31 @@ impl Node {
     pub(crate) fn seals_scripts(&self) -> bool {
         !self
             .ctx
-            .faults
+            .faults()
             .has(crate::cluster::faults::Fault::UnsealedScripts)
     }
 
     /// This node's cache of scripts.
     pub(crate) fn scripts(&self) -> &crate::cluster::scripts::Scripts {
-        &self.ctx.scripts
+        self.ctx.scripts()
     }
 
     /// What this node counts as it serves.
     pub(crate) fn metrics(&self) -> &'static Registry {
-        self.ctx.metrics
+        self.ctx.metrics()
     }
 
     /// The engine's numbers.
     pub(crate) fn engine_stats(&self) -> tally_engine::Stats {
-        self.ctx.engine.stats()
+        self.ctx.engine().stats()
     }
 
     /// Each other node's hints held here, by its id.
     pub(crate) fn hint_reports(&self) -> Vec<(String, crate::cluster::hints::HintReport)> {
         let ctx = &self.ctx;
-        (0..ctx.config.nodes.len())
-            .filter(|&i| i != ctx.me)
-            .map(|i| (ctx.config.nodes[i].id.clone(), ctx.hints.report(i)))
+        (0..ctx.config().nodes.len())
+            .filter(|&i| i != ctx.me())
+            .map(|i| (ctx.config().nodes[i].id.clone(), ctx.hints().report(i)))
             .collect()
     }
 
@@ -709,8 +709,8 @@ impl Node {
         if let Some(t) = self.ctx.started_transport() {
             t.close();
         }
-        self.ctx.hints.sync().context("sync hints")?;
-        self.ctx.engine.shutdown().context("close the engine")?;
+        self.ctx.hints().sync().context("sync hints")?;
+        self.ctx.engine().shutdown().context("close the engine")?;
         Ok(())
     }
 }
@@ -757,8 +757,8 @@ mod tests {
         assert_eq!(two.metrics().read_repairs.load(Relaxed), 0);
         // Fold generations.
         let folds = tally_engine::Folds::new(vec![vec![7]], 1);
-        one.ctx.engine.merger().install(folds);
-        assert_eq!(two.ctx.engine.merger().installed().known(), 0);
+        one.ctx.engine().merger().install(folds);
+        assert_eq!(two.ctx.engine().merger().installed().known(), 0);
         one.close().unwrap();
         two.close().unwrap();
     }

@@ -67,40 +67,40 @@ pub(crate) struct Parts {
 /// One node's shared handles.
 pub(crate) struct Ctx {
     /// The cluster's configuration.
-    pub(crate) config: Config,
+    config: Config,
     /// This node's index in `config.nodes` and on the ring.
-    pub(crate) me: usize,
+    me: usize,
     /// The ring this node places data by, and the membership it comes from.
-    pub(crate) placed: parking_lot::RwLock<Placed>,
+    placed: parking_lot::RwLock<Placed>,
     /// The topology role's locks and queues (`topology` alone takes them).
-    pub(crate) changes: Changes,
+    changes: Changes,
     /// The write role's fences, which a ring switching over closes.
-    pub(crate) fences: crate::cluster::fences::Fences,
-    pub(crate) engine: Engine,
-    pub(crate) hints: Hints,
+    fences: crate::cluster::fences::Fences,
+    engine: Engine,
+    hints: Hints,
     /// Whether this node may apply ids yet, after an unclean restart.
-    pub(crate) tails: crate::cluster::tails_gate::Gate,
+    tails: crate::cluster::tails_gate::Gate,
     /// The node being decommissioned, if one is (`usize::MAX`: none): it
     /// leads writes only when no other replica can (see `State::Leaving`).
     /// At most one node leaves at a time.
-    pub(crate) leaving: std::sync::atomic::AtomicUsize,
+    leaving: std::sync::atomic::AtomicUsize,
     /// This node is being replaced (`tallyd run --replace`): it syncs its
     /// ranges, takes replicated writes, and neither leads nor answers
     /// replica reads until it is done (see `topology::replace`).
-    pub(crate) replacing: std::sync::atomic::AtomicBool,
+    replacing: std::sync::atomic::AtomicBool,
     /// The repair role's state: the repair this node runs (`repair` alone
     /// takes it; the node reports it).
-    pub(crate) repairing: crate::cluster::repairing::Repairing,
+    repairing: crate::cluster::repairing::Repairing,
     /// Set once by `Node::start_peers`, before any request is served.
-    pub(crate) transport: OnceLock<Arc<Transport>>,
+    transport: OnceLock<Arc<Transport>>,
     /// What this node counts as it serves (every role counts).
-    pub(crate) metrics: &'static Registry,
+    metrics: &'static Registry,
     /// This node's cache of scripts (RESP connections and peers use it).
-    pub(crate) scripts: crate::cluster::scripts::Scripts,
-    pub(crate) write_timeout: Duration,
-    pub(crate) read_timeout: Duration,
+    scripts: crate::cluster::scripts::Scripts,
+    write_timeout: Duration,
+    read_timeout: Duration,
     /// The switches that break this node on purpose (tests only).
-    pub(crate) faults: Faults,
+    faults: Faults,
 }
 
 impl Ctx {
@@ -131,6 +131,71 @@ impl Ctx {
             read_timeout,
             config: parts.config,
         }
+    }
+
+    /// The cluster's configuration.
+    pub(crate) fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// This node's index in `config.nodes` and on the ring.
+    pub(crate) fn me(&self) -> usize {
+        self.me
+    }
+
+    /// This node's storage engine.
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The hints this node keeps for its peers.
+    pub(crate) fn hints(&self) -> &Hints {
+        &self.hints
+    }
+
+    /// Whether this node may apply ids yet, after an unclean restart.
+    pub(crate) fn tails(&self) -> &crate::cluster::tails_gate::Gate {
+        &self.tails
+    }
+
+    /// The topology role's locks and queues.
+    pub(crate) fn changes(&self) -> &Changes {
+        &self.changes
+    }
+
+    /// The write role's fences.
+    pub(crate) fn fences(&self) -> &crate::cluster::fences::Fences {
+        &self.fences
+    }
+
+    /// The repair role's state.
+    pub(crate) fn repairing(&self) -> &crate::cluster::repairing::Repairing {
+        &self.repairing
+    }
+
+    /// What this node counts as it serves.
+    pub(crate) fn metrics(&self) -> &'static Registry {
+        self.metrics
+    }
+
+    /// This node's cache of scripts.
+    pub(crate) fn scripts(&self) -> &crate::cluster::scripts::Scripts {
+        &self.scripts
+    }
+
+    /// The switches that break this node on purpose (tests only).
+    pub(crate) fn faults(&self) -> &Faults {
+        &self.faults
+    }
+
+    /// How long a write this node coordinates may take.
+    pub(crate) fn write_timeout(&self) -> Duration {
+        self.write_timeout
+    }
+
+    /// How long a read this node coordinates may take.
+    pub(crate) fn read_timeout(&self) -> Duration {
+        self.read_timeout
     }
 
     /// Stores and switches to `placed` (`topology::change::adopt`, under

@@ -29,27 +29,27 @@ async fn deliver(ctx: Weak<Ctx>) {
     loop {
         tokio::time::sleep(HINT_ROUND_INTERVAL).await;
         let Some(ctx) = ctx.upgrade() else { return };
-        for peer in 0..ctx.config.nodes.len() {
+        for peer in 0..ctx.config().nodes.len() {
             // A peer that cannot write would refuse every cell: its hints
             // wait until it can (a restart on a good disk).
-            if peer == ctx.me {
+            if peer == ctx.me() {
                 continue;
             }
             // A node that left the ring needs none (its ranges moved with
             // every write they had); hints for it can still come from
             // writes begun before it left.
             if ctx.node_state(peer) == tally_net::wire::NodeState::Left {
-                if ctx.hints.count(peer) > 0
-                    && let Err(e) = ctx.hints.forget(peer)
+                if ctx.hints().count(peer) > 0
+                    && let Err(e) = ctx.hints().forget(peer)
                 {
                     tracing::warn!(peer = %ctx.name(peer), error = %e, "could not drop the hints of a node that left");
                 }
                 continue;
             }
             if ctx.is_up(peer) {
-                ctx.hints.seen_up(peer);
+                ctx.hints().seen_up(peer);
             }
-            if ctx.hints.count(peer) == 0 || !ctx.transport().is_writable(peer) {
+            if ctx.hints().count(peer) == 0 || !ctx.transport().is_writable(peer) {
                 continue;
             }
             deliver_round(&ctx, peer).await;
@@ -60,17 +60,17 @@ async fn deliver(ctx: Weak<Ctx>) {
 /// Sends `peer` the current cell of up to [`HINT_BATCH_KEYS_MAX`] of its
 /// hinted keys, and clears the ones it took.
 async fn deliver_round(ctx: &std::sync::Arc<Ctx>, peer: usize) {
-    let keys = ctx.hints.pending(peer, HINT_BATCH_KEYS_MAX);
+    let keys = ctx.hints().pending(peer, HINT_BATCH_KEYS_MAX);
     let mut cells = Vec::with_capacity(keys.len());
     for (key, generation) in keys {
-        match ctx.engine.get(&key) {
+        match ctx.engine().get(&key) {
             Ok(c) => cells.push((key, generation, c)),
             Err(e) => warn!(error = %e, "cannot read a hinted cell"),
         }
     }
     // The cells may hold this node's adds with ids not durable yet: they
     // leave once they are (see `tally_engine::Engine::settled`).
-    if ctx.engine.settled().await.is_err() {
+    if ctx.engine().settled().await.is_err() {
         return;
     }
     let mut sends = JoinSet::new();
@@ -82,7 +82,7 @@ async fn deliver_round(ctx: &std::sync::Arc<Ctx>, peer: usize) {
                 cell: wire_cell(&cell),
             };
             let ok = matches!(
-                ctx.transport().call(peer, req, ctx.write_timeout).await,
+                ctx.transport().call(peer, req, ctx.write_timeout()).await,
                 Ok(PeerResponse::Applied | PeerResponse::Stale { .. })
             );
             (key, generation, ok)
@@ -95,11 +95,11 @@ async fn deliver_round(ctx: &std::sync::Arc<Ctx>, peer: usize) {
         }
     }
     let count = delivered.len();
-    if let Err(e) = ctx.hints.delivered(peer, &delivered) {
+    if let Err(e) = ctx.hints().delivered(peer, &delivered) {
         warn!(error = %e, "could not record delivered hints");
     }
     if count > 0 {
-        info!(peer = %ctx.name(peer), delivered = count, left = ctx.hints.count(peer), "delivered hints");
+        info!(peer = %ctx.name(peer), delivered = count, left = ctx.hints().count(peer), "delivered hints");
     }
 }
 
@@ -109,10 +109,10 @@ async fn sync(ctx: Weak<Ctx>) {
     loop {
         tokio::time::sleep(hints::SYNC_INTERVAL).await;
         let Some(ctx) = ctx.upgrade() else { return };
-        if let Err(e) = ctx.hints.enforce(tally_engine::now_ms()) {
+        if let Err(e) = ctx.hints().enforce(tally_engine::now_ms()) {
             warn!(error = %e, "could not empty a hint file");
         }
-        let result = tokio::task::spawn_blocking(move || ctx.hints.sync()).await;
+        let result = tokio::task::spawn_blocking(move || ctx.hints().sync()).await;
         if let Ok(Err(e)) = result {
             warn!(error = %e, "could not fsync hints");
         }

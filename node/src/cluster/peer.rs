@@ -161,7 +161,7 @@ fn sort(ctx: &Ctx, req: PeerRequest) -> Sorted {
         req @ (PeerRequest::Survey { .. } | PeerRequest::Fold) => Task::Fold(req),
         PeerRequest::ScanKeys { scan, ranges } => Task::Scan(scan, ranges),
         req @ (PeerRequest::Script { .. } | PeerRequest::FlushScripts) => {
-            return Sorted::Answer(ctx.scripts.serve(req));
+            return Sorted::Answer(ctx.scripts().serve(req));
         }
         PeerRequest::Read { key } => Task::Read(key),
         PeerRequest::ReadRow { partition } => Task::ReadRow(partition),
@@ -197,26 +197,26 @@ fn refuse(ctx: &Ctx, from: usize, refusal: &authz::Refusal) -> PeerResponse {
 
 impl Local for Ctx {
     fn me(&self) -> usize {
-        self.me
+        self.me()
     }
 
     fn nodes(&self) -> usize {
-        self.config.nodes.len()
+        self.config().nodes.len()
     }
 
     fn counter_id(&self) -> u64 {
-        self.engine.counter_id()
+        self.engine().counter_id()
     }
 
     /// A replica, pending or natural, in this node's ring or the one before
     /// its last change (a peer may not have switched yet).
     fn is_replica(&self, partition: &[u8]) -> bool {
         let placed = self.placed();
-        placed.ring.replicas(partition).all().contains(&self.me)
+        placed.ring.replicas(partition).all().contains(&self.me())
             || placed
                 .previous
                 .as_ref()
-                .is_some_and(|r| r.replicas(partition).all().contains(&self.me))
+                .is_some_and(|r| r.replicas(partition).all().contains(&self.me()))
     }
 
     fn flushed(&self, partition: &[u8]) -> bool {
@@ -225,11 +225,11 @@ impl Local for Ctx {
 
     fn own(&self, key: &WireKey) -> Result<Own, String> {
         let key = convert::key(key).map_err(|e| e.to_string())?;
-        let cell = self.engine.get(&key).map_err(|e| e.to_string())?;
+        let cell = self.engine().get(&key).map_err(|e| e.to_string())?;
         Ok(Own {
             epoch: cell.epoch().id(),
             shard: cell
-                .shard(self.engine.counter_id())
+                .shard(self.engine().counter_id())
                 .map(|s| (s.clock, s.value)),
         })
     }
@@ -244,9 +244,9 @@ async fn apply(
     slots: &[usize],
     out: &mut [Option<PeerResponse>],
 ) {
-    match ctx.engine.apply_with_tails(&applies).await {
+    match ctx.engine().apply_with_tails(&applies).await {
         Ok(results) => {
-            ctx.metrics
+            ctx.metrics()
                 .replica_applies
                 .fetch_add(applies.len() as u64, std::sync::atomic::Ordering::Relaxed);
             let now_ms = tally_engine::now_ms();
@@ -277,7 +277,7 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, task: Task) -> PeerResponse {
     let reads = matches!(task, Task::Read(_) | Task::ReadRow(_));
     let result = match task {
         Task::Read(key) => ctx.check_readable().and(convert::key(&key)).and_then(|k| {
-            ctx.engine
+            ctx.engine()
                 .get(&k)
                 .map(|c| PeerResponse::Cell(wire_cell(&c)))
                 .map_err(|e| engine_error(&e))
@@ -314,7 +314,7 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, task: Task) -> PeerResponse {
         Task::Fold(req) => Ok(crate::cluster::topology::fold::serve(&ctx, req).await),
         Task::Scan(scan, ranges) => crate::cluster::scan::answer(&ctx, scan, ranges).await,
         Task::ForgetTails(retired) => ctx
-            .engine
+            .engine()
             .forget_tails(&retired)
             .map(|()| PeerResponse::Applied)
             .map_err(|e| engine_error(&e)),
@@ -340,7 +340,7 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, task: Task) -> PeerResponse {
             Err(e) => Err(e),
         },
     };
-    if reads && let Err(e) = ctx.engine.settled().await {
+    if reads && let Err(e) = ctx.engine().settled().await {
         return PeerResponse::Error(engine_error(&e));
     }
     result.unwrap_or_else(PeerResponse::Error)
@@ -349,13 +349,13 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, task: Task) -> PeerResponse {
 /// Fences another node's `retired` incarnations and answers their tails
 /// held here, from the `from`-th key on (see `tally_engine::ids::tail`).
 fn learn_tails(ctx: &Ctx, retired: &[u64], from: u64) -> Result<PeerResponse, WireError> {
-    let all = ctx.engine.fence_tails(retired);
+    let all = ctx.engine().fence_tails(retired);
     let from = usize::try_from(from).unwrap_or(usize::MAX).min(all.len());
     let end = page_end(all.iter().map(|(_, ops)| ops.len()), from);
     let learned = all[from..end]
         .iter()
         .map(|(key, ops)| {
-            let cell = ctx.engine.get(key).map_err(|e| engine_error(&e))?;
+            let cell = ctx.engine().get(key).map_err(|e| engine_error(&e))?;
             Ok(convert::wire_learned(key, &cell, ops))
         })
         .collect::<Result<_, WireError>>()?;

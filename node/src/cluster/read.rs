@@ -66,7 +66,7 @@ pub(crate) async fn read_key(
         PeerRequest::Read { key: wire_key(key) },
         |ctx| {
             ctx.check_readable()?;
-            ctx.engine.get(key).map_err(|e| engine_error(&e))
+            ctx.engine().get(key).map_err(|e| engine_error(&e))
         },
         |resp| match resp {
             PeerResponse::Cell(c) => Some(convert::cell(&c)),
@@ -76,7 +76,7 @@ pub(crate) async fn read_key(
     .await?;
     let mut merged = Cell::new();
     for (_, c) in &answers {
-        merged.merge(c, ctx.engine.merger());
+        merged.merge(c, ctx.engine().merger());
     }
     let n = answers.len();
     for (r, c) in answers {
@@ -118,7 +118,7 @@ pub(crate) async fn get_row_cells(
     // A replica's own scan runs before `gather`, which asks this node first
     // whenever it is a replica, so that the scan can leave the runtime's
     // threads (`gather` takes local answers as they are, without waiting).
-    let local = match replicas.contains(&ctx.me) {
+    let local = match replicas.contains(&ctx.me()) {
         true => Some(local_row(ctx, partition).await),
         false => None,
     };
@@ -154,7 +154,7 @@ pub(crate) async fn get_row_cells(
             merged
                 .entry(col.clone())
                 .or_default()
-                .merge(c, ctx.engine.merger());
+                .merge(c, ctx.engine().merger());
         }
     }
     if merged.len() > ROW_COLUMNS_MAX {
@@ -198,10 +198,11 @@ pub(crate) async fn scan_row(
         .await
         .map_err(|_| WireError::new(ErrorKind::Internal, "row scans are closed"))?;
     let (ctx, partition) = (ctx.clone(), partition.to_vec());
-    let row = tokio::task::spawn_blocking(move || ctx.engine.get_row(&partition, ROW_COLUMNS_MAX))
-        .await
-        .map_err(|e| WireError::new(ErrorKind::Internal, format!("row scan failed: {e}")))?
-        .map_err(|e| engine_error(&e))?;
+    let row =
+        tokio::task::spawn_blocking(move || ctx.engine().get_row(&partition, ROW_COLUMNS_MAX))
+            .await
+            .map_err(|e| WireError::new(ErrorKind::Internal, format!("row scan failed: {e}")))?
+            .map_err(|e| engine_error(&e))?;
     if row.truncated {
         return Err(row_too_long());
     }
@@ -250,7 +251,7 @@ async fn gather_from<T: Send + 'static>(
         Reach::Level => required,
         Reach::AllLive => live.len().max(required),
     };
-    let deadline = Instant::now() + ctx.read_timeout;
+    let deadline = Instant::now() + ctx.read_timeout();
     let (tx, mut rx) = mpsc::channel::<(usize, Result<T, String>)>(live.len());
     let mut got = Vec::with_capacity(want);
     let mut failures = Vec::new();
@@ -260,7 +261,7 @@ async fn gather_from<T: Send + 'static>(
         while got.len() + in_flight < want && next < live.len() {
             let r = live[next];
             next += 1;
-            if r == ctx.me {
+            if r == ctx.me() {
                 match local(ctx) {
                     Ok(t) => got.push((r, t)),
                     Err(e) => failures.push(format!("{}: {e}", ctx.name(r))),
@@ -272,7 +273,7 @@ async fn gather_from<T: Send + 'static>(
             let tx = tx.clone();
             let req = req.clone();
             tokio::spawn(async move {
-                let answer = match ctx.transport().call(r, req, ctx.read_timeout).await {
+                let answer = match ctx.transport().call(r, req, ctx.read_timeout()).await {
                     Ok(PeerResponse::Error(e)) => Err(e.to_string()),
                     Ok(resp) => parse(resp).ok_or_else(|| "unexpected answer".to_string()),
                     Err(e) => Err(e.to_string()),
@@ -296,7 +297,7 @@ async fn gather_from<T: Send + 'static>(
             Err(_) => {
                 failures.push(format!(
                     "{in_flight} replicas silent for {} ms",
-                    ctx.read_timeout.as_millis()
+                    ctx.read_timeout().as_millis()
                 ));
                 break;
             }
@@ -317,20 +318,20 @@ async fn gather_from<T: Send + 'static>(
 
 /// Sends the merged cell to a replica that was behind, in the background.
 fn repair(ctx: &Arc<Ctx>, replica: usize, key: Key, cell: Cell) {
-    ctx.metrics
+    ctx.metrics()
         .read_repairs
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let ctx = ctx.clone();
     tokio::spawn(async move {
-        if replica == ctx.me {
-            if let Err(e) = ctx.engine.apply(&key, &cell).await {
+        if replica == ctx.me() {
+            if let Err(e) = ctx.engine().apply(&key, &cell).await {
                 warn!(error = %e, "local read repair failed");
             }
             return;
         }
         // The cell may hold this node's add with an id not durable yet:
         // it leaves once it is (see `tally_engine::Engine::settled`).
-        if let Err(e) = ctx.engine.settled().await {
+        if let Err(e) = ctx.engine().settled().await {
             warn!(error = %e, "read repair skipped");
             return;
         }
@@ -338,11 +339,15 @@ fn repair(ctx: &Arc<Ctx>, replica: usize, key: Key, cell: Cell) {
             key: wire_key(&key),
             cell: wire_cell(&cell),
         };
-        match ctx.transport().call(replica, req, ctx.write_timeout).await {
+        match ctx
+            .transport()
+            .call(replica, req, ctx.write_timeout())
+            .await
+        {
             Ok(PeerResponse::Applied | PeerResponse::Stale { .. }) => {}
             // A hint is delivered from this node's own cell: only a
             // replica holds the merged state it stands for.
-            _ if ctx.replicas(key.partition()).contains(&ctx.me) => ctx.hint(replica, &key),
+            _ if ctx.replicas(key.partition()).contains(&ctx.me()) => ctx.hint(replica, &key),
             _ => {}
         }
     });

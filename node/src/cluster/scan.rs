@@ -161,11 +161,11 @@ async fn ask(
     (space, scan): (Keyspace, WireScan),
     ranges: Vec<TokenRange>,
 ) -> Result<WireKeys, WireError> {
-    if node == ctx.me {
+    if node == ctx.me() {
         ctx.check_readable()?;
         let ctx = ctx.clone();
         return tokio::task::spawn_blocking(move || {
-            serve::page(&ctx.engine, space, &scan, &ranges)
+            serve::page(ctx.engine(), space, &scan, &ranges)
         })
         .await
         .map_err(|e| WireError::new(ErrorKind::Internal, format!("scan failed: {e}")))?;
@@ -196,7 +196,7 @@ pub(crate) async fn answer(
     let ranges = serve::check(&scan, &ranges)?;
     let space = ctx.keyspace(scan.db);
     let ctx = ctx.clone();
-    tokio::task::spawn_blocking(move || serve::page(&ctx.engine, space, &scan, &ranges))
+    tokio::task::spawn_blocking(move || serve::page(ctx.engine(), space, &scan, &ranges))
         .await
         .map_err(|e| WireError::new(ErrorKind::Internal, format!("scan failed: {e}")))?
         .map(PeerResponse::Keys)

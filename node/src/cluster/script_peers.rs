@@ -17,11 +17,11 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(1);
 /// The script of `sha` from this node, or else from the first live peer
 /// that has it (kept here then).
 pub(crate) async fn find(ctx: &Arc<Ctx>, sha: &str) -> Option<Arc<[u8]>> {
-    if let Some(body) = ctx.scripts.get(sha) {
+    if let Some(body) = ctx.scripts().get(sha) {
         return Some(body);
     }
     let mut asked = JoinSet::new();
-    for n in (0..ctx.config.nodes.len()).filter(|&n| n != ctx.me && ctx.is_up(n)) {
+    for n in (0..ctx.config().nodes.len()).filter(|&n| n != ctx.me() && ctx.is_up(n)) {
         let (ctx, req) = (
             ctx.clone(),
             PeerRequest::Script {
@@ -35,7 +35,7 @@ pub(crate) async fn find(ctx: &Arc<Ctx>, sha: &str) -> Option<Arc<[u8]>> {
             && sha1_hex(&body) == sha
         {
             let body: Arc<[u8]> = body.into();
-            ctx.scripts.insert_eval(sha, body.clone());
+            ctx.scripts().insert_eval(sha, body.clone());
             return Some(body);
         }
     }
@@ -45,9 +45,9 @@ pub(crate) async fn find(ctx: &Arc<Ctx>, sha: &str) -> Option<Arc<[u8]>> {
 /// Empties every live peer's cache too (best effort: a peer that does not
 /// answer keeps its scripts).
 pub(crate) async fn flush_everywhere(ctx: &Arc<Ctx>) {
-    ctx.scripts.flush();
+    ctx.scripts().flush();
     let mut asked = JoinSet::new();
-    for n in (0..ctx.config.nodes.len()).filter(|&n| n != ctx.me && ctx.is_up(n)) {
+    for n in (0..ctx.config().nodes.len()).filter(|&n| n != ctx.me() && ctx.is_up(n)) {
         let ctx = ctx.clone();
         asked.spawn(async move {
             ctx.transport()

@@ -48,7 +48,7 @@ pub(crate) fn dir(data_dir: &Path) -> PathBuf {
 
 /// Takes, lists or clears this node's snapshots; answers them after.
 pub(crate) async fn run(ctx: &Arc<Ctx>, op: WireSnapshotOp) -> Result<WireSnapshots, WireError> {
-    let me = &ctx.config.nodes[ctx.me];
+    let me = &ctx.config().nodes[ctx.me()];
     let dir = dir(&me.data_dir);
     match op {
         WireSnapshotOp::Take { tag } => take(ctx, &dir, &tag).await?,
@@ -82,7 +82,7 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, op: WireSnapshotOp) -> Result<WireSnapsh
 /// ([`RING`]), read after them so that no cell in the snapshot is of a
 /// generation the ring has not flushed to yet.
 async fn take(ctx: &Arc<Ctx>, dir: &Path, tag: &str) -> Result<(), WireError> {
-    let me = &ctx.config.nodes[ctx.me];
+    let me = &ctx.config().nodes[ctx.me()];
     check_tag(tag)?;
     let into = dir.join(tag);
     let taken_already = || {
@@ -96,7 +96,7 @@ async fn take(ctx: &Arc<Ctx>, dir: &Path, tag: &str) -> Result<(), WireError> {
     }
     let worker = ctx.clone();
     let linked = into.clone();
-    let taken = tokio::task::spawn_blocking(move || worker.engine.snapshot(&linked))
+    let taken = tokio::task::spawn_blocking(move || worker.engine().snapshot(&linked))
         .await
         .map_err(|e| internal(&format!("the snapshot task failed: {e}")))?;
     let taken = match taken {

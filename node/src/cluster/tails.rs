@@ -41,7 +41,7 @@ pub(crate) fn not_ready(ctx: &Ctx) -> WireError {
         format!(
             "{} restarted uncleanly and is still learning the ids its last run applied \
              from the other replicas; nothing was applied: retry the same id",
-            ctx.name(ctx.me)
+            ctx.name(ctx.me())
         ),
     )
 }
@@ -50,13 +50,15 @@ pub(crate) fn not_ready(ctx: &Ctx) -> WireError {
 pub(crate) fn start(ctx: Weak<Ctx>) {
     tokio::spawn(async move {
         let Some(c) = ctx.upgrade() else { return };
-        c.tails.set_learned(c.me);
-        if c.tails.is_open() {
+        c.tails().set_learned(c.me());
+        if c.tails().is_open() {
             return;
         }
-        let retired = c.tails.retired().to_vec();
+        let retired = c.tails().retired().to_vec();
         info!(retired = ?retired, "learning the ids of this node's last runs from its peers");
-        let peers: Vec<usize> = (0..c.config.nodes.len()).filter(|&n| n != c.me).collect();
+        let peers: Vec<usize> = (0..c.config().nodes.len())
+            .filter(|&n| n != c.me())
+            .collect();
         drop(c);
         let tasks: Vec<_> = peers
             .iter()
@@ -68,10 +70,10 @@ pub(crate) fn start(ctx: Weak<Ctx>) {
             }
         }
         let Some(c) = ctx.upgrade() else { return };
-        if !c.tails.is_open() {
+        if !c.tails().is_open() {
             return; // the node is closing
         }
-        if let Err(e) = c.engine.tails_learned(&retired) {
+        if let Err(e) = c.engine().tails_learned(&retired) {
             warn!(error = %e, "could not take the learned incarnations off the list; learning again at the next start");
         }
         info!("learned the ids of this node's last runs from every peer");
@@ -80,7 +82,7 @@ pub(crate) fn start(ctx: Weak<Ctx>) {
                 retired: retired.clone(),
             };
             // Best effort: a peer that misses it keeps a few ids it never needs.
-            let _ = c.transport().call(peer, req, c.write_timeout).await;
+            let _ = c.transport().call(peer, req, c.write_timeout()).await;
         }
     });
 }
@@ -95,7 +97,7 @@ async fn learn_from(ctx: Weak<Ctx>, peer: usize, retired: Vec<u64>) {
             retired: retired.clone(),
             from,
         };
-        let answer = c.transport().call(peer, req, c.read_timeout).await;
+        let answer = c.transport().call(peer, req, c.read_timeout()).await;
         let learned = match answer {
             Ok(PeerResponse::Tails { learned, more }) => Some((learned, more)),
             Ok(other) => {
@@ -120,7 +122,7 @@ async fn learn_from(ctx: Weak<Ctx>, peer: usize, retired: Vec<u64>) {
             .collect::<Result<Vec<_>, _>>();
         let stored = match taken {
             Ok(tails) => c
-                .engine
+                .engine()
                 .learn_tails(tails)
                 .await
                 .map_err(|e| engine_error(&e)),
@@ -139,7 +141,7 @@ async fn learn_from(ctx: Weak<Ctx>, peer: usize, retired: Vec<u64>) {
         from += page;
         if !more {
             info!(peer = %c.name(peer), "learned this node's lost ids held by the peer");
-            c.tails.set_learned(peer);
+            c.tails().set_learned(peer);
             return;
         }
     }

@@ -36,7 +36,7 @@ impl<'a> Running<'a> {
             node: me.to_string(),
             ..WireRepaired::default()
         };
-        ctx.repairing.begin(started).map_err(|r| {
+        ctx.repairing().begin(started).map_err(|r| {
             WireError::not_applied(
                 ErrorKind::Invalid,
                 format!(
@@ -51,7 +51,7 @@ impl<'a> Running<'a> {
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        self.0.repairing.end();
+        self.0.repairing().end();
     }
 }
 
@@ -65,7 +65,7 @@ pub(crate) async fn repair(
     only: Option<WireRange>,
 ) -> Result<WireRepaired, WireError> {
     let started = Instant::now();
-    let me = ctx.name(ctx.me).to_string();
+    let me = ctx.name(ctx.me()).to_string();
     let _running = Running::begin(ctx, &me)?;
     let only = only.map(|r| TokenRange {
         start: r.start,
@@ -82,11 +82,11 @@ pub(crate) async fn repair(
             ),
         ));
     }
-    let dir = ctx.config.nodes[ctx.me].data_dir.clone();
-    let c = &ctx.config.cluster;
+    let dir = ctx.config().nodes[ctx.me()].data_dir.clone();
+    let c = &ctx.config().cluster;
     // A checkpoint of another ring, or of another range, is not resumed.
     let range_id = only.map_or(0, |r| (r.start as u64).rotate_left(29) ^ r.end as u64);
-    let ring = checkpoint::ring_id(&ctx.config.node_ids(), c.vnodes, c.replication_factor)
+    let ring = checkpoint::ring_id(&ctx.config().node_ids(), c.vnodes, c.replication_factor)
         ^ ctx.ring_version().rotate_left(17)
         ^ range_id;
     let resumed = checkpoint::load(&dir, ring);
@@ -116,7 +116,7 @@ pub(crate) async fn repair(
         repair_group(ctx, replicas, ranges, from, Some(&mut mark), &mut done).await?;
         mark.group = i + 1;
         save(&dir, &mark);
-        ctx.repairing.progress(&done);
+        ctx.repairing().progress(&done);
         info!(node = %me, ranges = done.ranges, cells_moved = done.cells_moved, "repair progress");
     }
     if clears_needs_repair(&replicated, only) {
@@ -135,7 +135,7 @@ pub(crate) async fn repair(
 /// Tells every node that `me` is repaired as of `started_ms`, which clears
 /// the hints' "needs repair" flags set before then.
 async fn tell_repaired(ctx: &Arc<Ctx>, me: &str, started_ms: u64) {
-    for n in 0..ctx.config.nodes.len() {
+    for n in 0..ctx.config().nodes.len() {
         let told = PeerRequest::Repaired {
             node: me.to_string(),
             started_ms,
@@ -158,7 +158,7 @@ fn save(dir: &std::path::Path, mark: &Checkpoint) {
 pub(crate) fn groups(ctx: &Ctx, only: Option<TokenRange>) -> BTreeMap<Vec<usize>, Vec<TokenRange>> {
     let mut groups: BTreeMap<Vec<usize>, Vec<TokenRange>> = BTreeMap::new();
     for (range, replicas) in ctx.ring().ranges() {
-        if replicas.contains(&ctx.me) {
+        if replicas.contains(&ctx.me()) {
             let parts = match only {
                 Some(only) => range.intersect(only),
                 None => vec![range],
@@ -204,7 +204,7 @@ pub(crate) async fn sync(
         ));
     }
     let mut done = WireRepaired {
-        node: ctx.name(ctx.me).to_string(),
+        node: ctx.name(ctx.me()).to_string(),
         ..WireRepaired::default()
     };
     for (replicas, ranges) in &groups {
@@ -253,7 +253,7 @@ async fn repair_group(
     done.segments += total as u64;
     done.segments_differing += wanted.len() as u64;
     if mark.is_some() {
-        ctx.repairing.progress(done);
+        ctx.repairing().progress(done);
     }
     let wanted = runs(&wanted);
     let mut after = from;
@@ -273,9 +273,9 @@ async fn repair_group(
             }
         }
         if let Some(mark) = mark.as_deref_mut() {
-            ctx.repairing.progress(done);
+            ctx.repairing().progress(done);
             mark.after.clone_from(&compared.next);
-            save(&ctx.config.nodes[ctx.me].data_dir, mark);
+            save(&ctx.config().nodes[ctx.me()].data_dir, mark);
         }
         match compared.next {
             Some(k) => after = Some(k),
@@ -353,7 +353,7 @@ async fn fix(
     let mut merged = Cell::new();
     for (&r, d) in replicas.iter().zip(digests) {
         if d.is_some() {
-            merged.merge(&read(ctx, r, key).await?, ctx.engine.merger());
+            merged.merge(&read(ctx, r, key).await?, ctx.engine().merger());
         }
     }
     let want = cell_digest(key, &merged, &mut Vec::new());
@@ -369,8 +369,8 @@ async fn fix(
 
 /// Replica `r`'s cell of `key`.
 async fn read(ctx: &Arc<Ctx>, r: usize, k: &Key) -> Result<Cell, WireError> {
-    if r == ctx.me {
-        return ctx.engine.get(k).map_err(|e| engine_error(&e));
+    if r == ctx.me() {
+        return ctx.engine().get(k).map_err(|e| engine_error(&e));
     }
     let req = PeerRequest::Read { key: wire_key(k) };
     match ask(ctx, r, req).await? {
@@ -386,11 +386,11 @@ async fn push(ctx: &Arc<Ctx>, r: usize, k: &Key, merged: &Cell) -> Result<u64, W
         cell: wire_cell(merged),
     };
     let bytes = tally_net::wire::encode(&req).len() as u64;
-    if ctx.faults.has(Fault::IdleRepair) {
+    if ctx.faults().has(Fault::IdleRepair) {
         return Ok(bytes); // fault injection: reported, never sent
     }
-    if r == ctx.me {
-        ctx.engine
+    if r == ctx.me() {
+        ctx.engine()
             .apply(k, merged)
             .await
             .map_err(|e| engine_error(&e))?;
@@ -406,7 +406,7 @@ async fn push(ctx: &Arc<Ctx>, r: usize, k: &Key, merged: &Cell) -> Result<u64, W
 
 /// Sends `req` to node `n`, or answers it here when `n` is this node.
 async fn ask(ctx: &Arc<Ctx>, n: usize, req: PeerRequest) -> Result<PeerResponse, WireError> {
-    if n == ctx.me {
+    if n == ctx.me() {
         return serve(ctx, req).await;
     }
     ctx.transport()

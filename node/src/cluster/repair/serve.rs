@@ -28,7 +28,7 @@ pub(crate) async fn serve(ctx: &Arc<Ctx>, req: PeerRequest) -> Result<PeerRespon
             let ctx = ctx.clone();
             blocking(move || {
                 let topology = ctx.topology();
-                digests(&ctx.engine, &ranges, segments, &|p| topology.flushed(p))
+                digests(ctx.engine(), &ranges, segments, &|p| topology.flushed(p))
             })
             .await
         }
@@ -52,7 +52,7 @@ pub(crate) async fn serve(ctx: &Arc<Ctx>, req: PeerRequest) -> Result<PeerRespon
             blocking(move || {
                 let topology = ctx.topology();
                 leaves(
-                    &ctx.engine,
+                    ctx.engine(),
                     &Locator::new(&ranges, segments),
                     &wanted,
                     (after, limit),
@@ -62,8 +62,8 @@ pub(crate) async fn serve(ctx: &Arc<Ctx>, req: PeerRequest) -> Result<PeerRespon
             .await
         }
         PeerRequest::Repaired { node, started_ms } => {
-            if let Some(i) = ctx.config.nodes.iter().position(|n| n.id == node) {
-                ctx.hints.repaired(i, started_ms);
+            if let Some(i) = ctx.config().nodes.iter().position(|n| n.id == node) {
+                ctx.hints().repaired(i, started_ms);
             }
             Ok(PeerResponse::Applied)
         }

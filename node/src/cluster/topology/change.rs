@@ -76,20 +76,20 @@ pub(crate) fn initial(config: &Config, me: usize) -> Result<Topology> {
 /// Stores `theirs` and switches to it, if it is newer than this node's
 /// ring; answers whether it did.
 pub(crate) fn adopt(ctx: &Arc<Ctx>, theirs: &Topology) -> Result<bool, String> {
-    let _one = ctx.changes.adopting();
+    let _one = ctx.changes().adopting();
     let mine = ctx.topology();
     if !mine.accepts(theirs)? {
         return Ok(false);
     }
-    store::save(&ctx.config.nodes[ctx.me].data_dir, theirs).map_err(|e| format!("{e:#}"))?;
+    store::save(&ctx.config().nodes[ctx.me()].data_dir, theirs).map_err(|e| format!("{e:#}"))?;
     // Known before any cell of a new generation can arrive (see `fold`).
-    ctx.engine.merger().install(theirs.engine_folds());
-    let mut placed = Placed::new(theirs.clone(), &ctx.config);
+    ctx.engine().merger().install(theirs.engine_folds());
+    let mut placed = Placed::new(theirs.clone(), ctx.config());
     placed.previous = Some(ctx.ring());
     {
         // Adds with ids that passed the fence before are in the ledger
         // once this is taken (see `fences`).
-        let _fence = theirs.switching.then(|| ctx.fences.close_ids());
+        let _fence = theirs.switching.then(|| ctx.fences().close_ids());
         ctx.switch_to(placed);
     }
     ctx.set_leaving(theirs.leaving());
@@ -101,8 +101,8 @@ pub(crate) fn adopt(ctx: &Arc<Ctx>, theirs: &Topology) -> Result<bool, String> {
             info!(version = theirs.version, node = %ctx.name(n), from = ?was, to = ?now, "ring changed");
         }
         if now == NodeState::Left
-            && n != ctx.me
-            && let Err(e) = ctx.hints.forget(n)
+            && n != ctx.me()
+            && let Err(e) = ctx.hints().forget(n)
         {
             warn!(peer = %ctx.name(n), error = %e, "could not drop the hints of a node that left");
         }
@@ -120,7 +120,7 @@ pub(crate) async fn serve(ctx: &Arc<Ctx>, req: PeerRequest) -> PeerResponse {
                     // Admissions of members whose applier moves that began
                     // before the ring are done once this is taken (see
                     // `write::unique::lead`).
-                    ctx.fences.wait_admissions().await;
+                    ctx.fences().wait_admissions().await;
                 }
                 PeerResponse::Applied
             }
@@ -128,7 +128,7 @@ pub(crate) async fn serve(ctx: &Arc<Ctx>, req: PeerRequest) -> PeerResponse {
                 ErrorKind::Invalid,
                 format!(
                     "{} refused ring version {}: {why}",
-                    ctx.name(ctx.me),
+                    ctx.name(ctx.me()),
                     topology.version
                 ),
             )),
@@ -147,7 +147,7 @@ pub(crate) async fn serve(ctx: &Arc<Ctx>, req: PeerRequest) -> PeerResponse {
 /// newest; what a node does before it serves.
 pub(crate) async fn learn(ctx: &Arc<Ctx>) {
     let mut asked = JoinSet::new();
-    for n in (0..ctx.config.nodes.len()).filter(|&n| n != ctx.me) {
+    for n in (0..ctx.config().nodes.len()).filter(|&n| n != ctx.me()) {
         let ctx = ctx.clone();
         asked.spawn(async move {
             let t = ctx.transport();
@@ -187,8 +187,8 @@ pub(crate) fn start(ctx: Weak<Ctx>) {
                 return;
             }
             let mine = ctx.topology().version;
-            let ahead = (0..ctx.config.nodes.len())
-                .filter(|&n| n != ctx.me && ctx.is_up(n))
+            let ahead = (0..ctx.config().nodes.len())
+                .filter(|&n| n != ctx.me() && ctx.is_up(n))
                 .max_by_key(|&n| ctx.transport().ring_version(n))
                 .filter(|&n| ctx.transport().ring_version(n) > mine);
             if let Some(n) = ahead {
@@ -207,14 +207,14 @@ pub(crate) fn start(ctx: Weak<Ctx>) {
 /// Runs `change` to its end, from where it stopped if it was begun
 /// before; answers the ring after it. One change at a time, cluster-wide.
 pub(crate) async fn run(ctx: &Arc<Ctx>, change: Change) -> Result<Topology, WireError> {
-    let Some(_one) = ctx.changes.try_change() else {
+    let Some(_one) = ctx.changes().try_change() else {
         return Err(invalid(format!(
             "{} is already running a topology change; one at a time",
-            ctx.name(ctx.me)
+            ctx.name(ctx.me())
         )));
     };
     learn(ctx).await;
-    let rf = ctx.config.cluster.replication_factor;
+    let rf = ctx.config().cluster.replication_factor;
     let now = ctx.topology();
     let begun = now
         .begin(change, rf)
@@ -230,15 +230,15 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, change: Change) -> Result<Topology, Wire
     if begun.version != now.version {
         commit(ctx, &now, &begun).await?;
     }
-    ctx.faults.sync_delay().await;
+    ctx.faults().sync_delay().await;
     info!(version = begun.version, node = %ctx.name(change.node()), "{}: syncing", change.verb());
-    let synced = if ctx.faults.has(Fault::SkipSync) {
+    let synced = if ctx.faults().has(Fault::SkipSync) {
         WireRepaired::default() // fault injection: the new replicas start empty
     } else {
         sync(ctx, &begun).await?
     };
     info!(version = begun.version, summary = ?synced, "synced");
-    if change == Change::Decommission(ctx.me) {
+    if change == Change::Decommission(ctx.me()) {
         drain_hints(ctx).await;
     }
     let switching = begun.switch().expect("a change is in progress");
@@ -247,7 +247,7 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, change: Change) -> Result<Topology, Wire
     }
     // Members admitted by their old appliers until the switch reach the
     // new ones: ranges synced again, now that no such admission is made.
-    if !ctx.faults.has(Fault::SkipSync) {
+    if !ctx.faults().has(Fault::SkipSync) {
         sync(ctx, &switching).await?;
     }
     hand_over_ids(ctx, &switching).await?;
@@ -264,9 +264,9 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, change: Change) -> Result<Topology, Wire
 async fn drain_hints(ctx: &Ctx) {
     let deadline = tokio::time::Instant::now() + HINTS_DRAIN_WAIT;
     let pending = || -> usize {
-        (0..ctx.config.nodes.len())
-            .filter(|&n| n != ctx.me)
-            .map(|n| ctx.hints.count(n))
+        (0..ctx.config().nodes.len())
+            .filter(|&n| n != ctx.me())
+            .map(|n| ctx.hints().count(n))
             .sum()
     };
     loop {
@@ -351,13 +351,17 @@ async fn hand_over_ids(ctx: &Arc<Ctx>, switching: &Topology) -> Result<(), WireE
 /// `TakeIds` (takes another's).
 async fn serve_hand_over(ctx: &Arc<Ctx>, req: PeerRequest) -> PeerResponse {
     match req {
-        PeerRequest::TakeIds { block } => match ctx.engine.ids_import(&block) {
+        PeerRequest::TakeIds { block } => match ctx.engine().ids_import(&block) {
             Ok(_) => PeerResponse::Applied,
             Err(e) => PeerResponse::Error(crate::base::convert::engine_error(&e)),
         },
         PeerRequest::HandOverIds { to } => {
-            let blocks = ctx.engine.ids_export();
-            for t in to.into_iter().map(|t| t as usize).filter(|&t| t != ctx.me) {
+            let blocks = ctx.engine().ids_export();
+            for t in to
+                .into_iter()
+                .map(|t| t as usize)
+                .filter(|&t| t != ctx.me())
+            {
                 for block in &blocks {
                     let req = PeerRequest::TakeIds {
                         block: block.clone(),
@@ -392,7 +396,7 @@ async fn ask(
 ) -> Result<(), WireError> {
     let mut attempt = 1;
     let answer = loop {
-        if n == ctx.me {
+        if n == ctx.me() {
             break Box::pin(serve(ctx, req)).await;
         }
         match ctx.transport().call(n, req.clone(), timeout).await {
@@ -422,8 +426,8 @@ async fn ask(
 /// Syncs every range that gains a replica in `begun` into it, from every
 /// current replica of the range (but a removed one).
 async fn sync(ctx: &Arc<Ctx>, begun: &Topology) -> Result<WireRepaired, WireError> {
-    let c = &ctx.config.cluster;
-    let ring = begun.ring(&ctx.config.node_ids(), c.vnodes, c.replication_factor);
+    let c = &ctx.config().cluster;
+    let ring = begun.ring(&ctx.config().node_ids(), c.vnodes, c.replication_factor);
     let gone = |n: usize| begun.states[n] == NodeState::Removing;
     let mut groups: std::collections::BTreeMap<Vec<usize>, Vec<_>> = Default::default();
     for (range, replicas) in ring.ranges() {

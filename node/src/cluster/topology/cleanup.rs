@@ -18,7 +18,7 @@ use crate::cluster::ctx::Ctx;
 /// for while one runs (a retried `tally cleanup` or `tally fold`) waits
 /// for it, and then finds little to do.
 pub(crate) async fn run(ctx: &Arc<Ctx>) -> Result<WireCleaned, WireError> {
-    let _one = ctx.changes.cleaning().await;
+    let _one = ctx.changes().cleaning().await;
     let topology = ctx.topology();
     if let Some(change) = topology.in_progress() {
         return Err(WireError::not_applied(
@@ -31,8 +31,8 @@ pub(crate) async fn run(ctx: &Arc<Ctx>) -> Result<WireCleaned, WireError> {
         ));
     }
     let ring = ctx.ring();
-    let me = ctx.me;
-    let before = ctx.engine.stats().table_bytes;
+    let me = ctx.me();
+    let before = ctx.engine().stats().table_bytes;
     let worker = ctx.clone();
     let (kept, dropped) = tokio::task::spawn_blocking(move || {
         let keep = |k: &tally_engine::Key| {
@@ -44,7 +44,7 @@ pub(crate) async fn run(ctx: &Arc<Ctx>) -> Result<WireCleaned, WireError> {
                 Keep::Own
             }
         };
-        worker.engine.cleanup(keep)
+        worker.engine().cleanup(keep)
     })
     .await
     .map_err(|e| WireError::new(ErrorKind::Internal, format!("cleanup failed: {e}")))?
@@ -54,7 +54,7 @@ pub(crate) async fn run(ctx: &Arc<Ctx>) -> Result<WireCleaned, WireError> {
         kept,
         dropped,
         bytes_before: before,
-        bytes_after: ctx.engine.stats().table_bytes,
+        bytes_after: ctx.engine().stats().table_bytes,
     };
     info!(summary = ?done, "cleanup finished");
     Ok(done)

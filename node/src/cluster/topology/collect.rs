@@ -17,7 +17,7 @@ use crate::cluster::ctx::Ctx;
 /// collection is queued, not yet reading the ring, another flush adds
 /// none (the queued one reads the newer ring).
 pub(crate) fn collect(ctx: &Arc<Ctx>) {
-    if !ctx.changes.collect_queued().ask() {
+    if !ctx.changes().collect_queued().ask() {
         return;
     }
     let ctx = ctx.clone();
@@ -34,9 +34,9 @@ pub(crate) fn collect(ctx: &Arc<Ctx>) {
 /// Drops the cells of the generations the ring has flushed; answers the
 /// cells kept whole and those dropped, of the tables rewritten.
 async fn collect_now(ctx: &Arc<Ctx>) -> Result<(u64, u64), WireError> {
-    let _one = ctx.changes.cleaning().await;
+    let _one = ctx.changes().cleaning().await;
     // Rings stored from here on may not be seen below: they queue another.
-    ctx.changes.collect_queued().begin();
+    ctx.changes().collect_queued().begin();
     let topology = ctx.topology();
     let key = |p: &[u8]| Key::new(p, b"").expect("a keyspace prefix is a short partition");
     let ranges: Vec<(Key, Option<Key>)> = topology
@@ -47,7 +47,7 @@ async fn collect_now(ctx: &Arc<Ctx>) -> Result<(u64, u64), WireError> {
     let worker = ctx.clone();
     tokio::task::spawn_blocking(move || {
         worker
-            .engine
+            .engine()
             .cleanup_in(&ranges, |k| match topology.flushed(k.partition()) {
                 true => Keep::Nothing,
                 false => Keep::Whole,

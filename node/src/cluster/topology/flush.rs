@@ -35,8 +35,8 @@ use crate::cluster::faults::Fault;
 pub(crate) async fn run(ctx: &Arc<Ctx>, dbs: &[u8]) -> Result<(), WireError> {
     let (waiter, answer) = oneshot::channel();
     let start = {
-        let mut queue = ctx.changes.flushes();
-        if queue.is_driving() && ctx.faults.has(Fault::FlushJoinRunning) {
+        let mut queue = ctx.changes().flushes();
+        if queue.is_driving() && ctx.faults().has(Fault::FlushJoinRunning) {
             // FAULT INJECTION: as if the running flush covered this one.
             return Ok(());
         }
@@ -58,7 +58,7 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, dbs: &[u8]) -> Result<(), WireError> {
 /// queued, answering each batch's callers.
 async fn drive(ctx: &Arc<Ctx>) {
     loop {
-        let Some(batch) = ctx.changes.flushes().take() else {
+        let Some(batch) = ctx.changes().flushes().take() else {
             return;
         };
         let dbs: Vec<u8> = batch.dbs.into_iter().collect();
@@ -82,12 +82,12 @@ async fn drive(ctx: &Arc<Ctx>) {
 
 /// One flush of `dbs`, run by the batch's driver.
 async fn flush_once(ctx: &Arc<Ctx>, dbs: &[u8]) -> Result<(), WireError> {
-    let Some(_one) = ctx.changes.try_change() else {
+    let Some(_one) = ctx.changes().try_change() else {
         return Err(WireError::not_applied(
             ErrorKind::Unavailable,
             format!(
                 "cannot flush now: {} is running a topology change, a fold or a flush",
-                ctx.name(ctx.me)
+                ctx.name(ctx.me())
             ),
         ));
     };
@@ -114,7 +114,7 @@ async fn flush_once(ctx: &Arc<Ctx>, dbs: &[u8]) -> Result<(), WireError> {
             ),
         ));
     }
-    if ctx.faults.has(Fault::FlushLocally) {
+    if ctx.faults().has(Fault::FlushLocally) {
         // FAULT INJECTION: the others learn it from this node's heartbeats.
         super::change::adopt(ctx, &next).map_err(|e| WireError::new(ErrorKind::Internal, e))?;
         return Ok(());

@@ -83,10 +83,10 @@ pub(crate) fn same_incarnations(before: &[Surveyed], after: &[Surveyed]) -> Resu
 
 /// Runs a fold to its end; answers what it did.
 pub(crate) async fn run(ctx: &Arc<Ctx>) -> Result<WireFolded, WireError> {
-    let Some(_one) = ctx.changes.try_change() else {
+    let Some(_one) = ctx.changes().try_change() else {
         return Err(invalid(format!(
             "{} is already running a topology change or a fold; one at a time",
-            ctx.name(ctx.me)
+            ctx.name(ctx.me())
         )));
     };
     learn(ctx).await;
@@ -214,18 +214,18 @@ pub(crate) async fn serve(ctx: &Arc<Ctx>, req: PeerRequest) -> PeerResponse {
     let worker = ctx.clone();
     let answer = tokio::task::spawn_blocking(move || match req {
         PeerRequest::Survey { .. } => {
-            let held = worker.engine.counter_ids_held();
+            let held = worker.engine().counter_ids_held();
             Ok(PeerResponse::Survey {
-                counter_id: worker.engine.counter_id(),
+                counter_id: worker.engine().counter_id(),
                 held: held.into_iter().take(FOLD_IDS_MAX).collect(),
             })
         }
         PeerRequest::Fold => worker
-            .engine
+            .engine()
             .fold()
             .map(|r| {
                 PeerResponse::Folded(WireFoldedNode {
-                    node: worker.name(worker.me).to_string(),
+                    node: worker.name(worker.me()).to_string(),
                     cells: r.cells,
                     widest: r.widest as u64,
                     table_bytes: r.table_bytes,
@@ -251,7 +251,7 @@ pub(crate) async fn serve(ctx: &Arc<Ctx>, req: PeerRequest) -> PeerResponse {
 
 /// Node `n`'s answer to `req` (this node answers itself).
 async fn call(ctx: &Arc<Ctx>, n: usize, req: PeerRequest) -> Result<PeerResponse, WireError> {
-    let answer = if n == ctx.me {
+    let answer = if n == ctx.me() {
         serve(ctx, req).await
     } else {
         ctx.transport()

@@ -74,10 +74,10 @@ pub(crate) fn prepare(data_dir: &Path, replace: bool) -> anyhow::Result<bool> {
 /// answers reads again. Refused when the node is not a member of the
 /// ring.
 pub(crate) async fn run(ctx: &Arc<Ctx>) -> Result<WireRepaired, WireError> {
-    let state = ctx.node_state(ctx.me);
+    let state = ctx.node_state(ctx.me());
     if state != NodeState::Normal {
         // Nothing to replace: the next start is a plain one.
-        let path = marker(&ctx.config.nodes[ctx.me].data_dir);
+        let path = marker(&ctx.config().nodes[ctx.me()].data_dir);
         if let Err(e) = crate::cluster::hints::file::remove(&path) {
             warn!(error = %e, "could not remove the replace marker");
         }
@@ -87,11 +87,11 @@ pub(crate) async fn run(ctx: &Arc<Ctx>) -> Result<WireRepaired, WireError> {
             format!(
                 "{} is not a member of the ring (it is {state:?}): a node that never was one \
                  joins (tallyd run --join)",
-                ctx.name(ctx.me)
+                ctx.name(ctx.me())
             ),
         ));
     }
-    info!(node = %ctx.name(ctx.me), "replacing: syncing this node's ranges from every replica");
+    info!(node = %ctx.name(ctx.me()), "replacing: syncing this node's ranges from every replica");
     let synced = loop {
         let groups = crate::cluster::repair::run::groups(ctx, None);
         match crate::cluster::repair::run::sync(ctx, groups).await {
@@ -102,7 +102,7 @@ pub(crate) async fn run(ctx: &Arc<Ctx>) -> Result<WireRepaired, WireError> {
             }
         }
     };
-    let path = marker(&ctx.config.nodes[ctx.me].data_dir);
+    let path = marker(&ctx.config().nodes[ctx.me()].data_dir);
     crate::cluster::hints::file::remove(&path).map_err(|e| {
         WireError::new(
             ErrorKind::Storage,

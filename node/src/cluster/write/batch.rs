@@ -132,7 +132,7 @@ async fn run_batch(writes: Arc<Writes>, adds: Vec<QueuedAdd>, in_flight: Arc<InF
     let mut combined = combine(lead);
     let ctx = &writes.ctx;
     let (staged, durable) = match ctx
-        .engine
+        .engine()
         .leader_add_batch(combined.iter().map(|c| (&c.key, c.delta)))
     {
         Ok(s) => s,
@@ -231,7 +231,7 @@ fn settle(
 /// stall): joins them there, then the same round and answers as a batch.
 async fn lead_hot(writes: Arc<Writes>, mut adds: Combined) {
     let ctx = &writes.ctx;
-    let (outcome, durable) = match ctx.engine.leader_add_staged(&adds.key, adds.delta).await {
+    let (outcome, durable) = match ctx.engine().leader_add_staged(&adds.key, adds.delta).await {
         Ok(staged) => staged,
         Err(tally_engine::Error::Overflow { .. }) if adds.members.len() > 1 => {
             let attempt = adds.attempt;
@@ -269,7 +269,7 @@ async fn catch_up(writes: Arc<Writes>, mut adds: Combined, epoch: Epoch) {
     );
     let caught_up = writes
         .ctx
-        .engine
+        .engine()
         .apply(&adds.key, &Cell::from_parts(epoch, []))
         .await;
     match caught_up {

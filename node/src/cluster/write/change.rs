@@ -92,7 +92,7 @@ async fn lead(
 ) -> Result<WireChanged, WireError> {
     catch_up(ctx, key, &replicas, cl).await?;
     let (done, state) = ctx
-        .engine
+        .engine()
         .change_reading(key, engine_change(change), now_ms(), reads)
         .await
         .map_err(|e| engine_error(&e))?;
@@ -132,7 +132,7 @@ pub(super) async fn catch_up(
     cl: Consistency,
 ) -> Result<(), WireError> {
     let (merged, _) = read::read_key(ctx, key, replicas, cl, read::Reach::AllLive).await?;
-    ctx.engine
+    ctx.engine()
         .apply_news(key, &merged)
         .await
         .map(|_| ())
@@ -142,7 +142,7 @@ pub(super) async fn catch_up(
 /// Waits until the state a change that was not made was judged on is
 /// durable here, so that its answer never rests on state a crash loses.
 pub(super) async fn settle_unmade(ctx: &Ctx) -> Result<(), WireError> {
-    ctx.engine.barrier().await.map_err(|e| engine_error(&e))
+    ctx.engine().barrier().await.map_err(|e| engine_error(&e))
 }
 
 /// How a change's replication was acknowledged.

@@ -56,7 +56,7 @@ pub(crate) async fn forward(
     let mut last: Option<WireError> = None;
     // The leader has write_timeout for its replication: leave it room to
     // answer with its own verdict.
-    let patience = ctx.write_timeout + ctx.write_timeout / 2;
+    let patience = ctx.write_timeout() + ctx.write_timeout() / 2;
     for &leader in writable {
         match ctx.transport().call(leader, req.clone(), patience).await {
             Ok(PeerResponse::Error(e)) if placement::next_leader_may_try(&e) => {

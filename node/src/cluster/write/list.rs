@@ -94,13 +94,13 @@ impl Writes {
         if self.drop_this_add() {
             // FAULT INJECTION: acknowledged as if made, never made (counted
             // with the adds: every `n`th led write).
-            let mut cell = ctx.engine.get(key).map_err(|e| engine_error(&e))?;
+            let mut cell = ctx.engine().get(key).map_err(|e| engine_error(&e))?;
             let done = tally_engine::list::decide_list(&mut cell, &change, 0, at)
                 .map_err(|e| engine_error(&e.into()))?;
             return Ok(wire_reply(done.reply));
         }
         let (done, state) = ctx
-            .engine
+            .engine()
             .change_list(key, &change, at)
             .await
             .map_err(|e| engine_error(&e))?;
@@ -110,7 +110,7 @@ impl Writes {
         }
         match replicate_header(ctx, key, state, replicas, cl).await? {
             // A later change led here was made on this one: it holds it.
-            Replicated::Overtaken(newer) if newer.origin != ctx.engine.counter_id() => {
+            Replicated::Overtaken(newer) if newer.origin != ctx.engine().counter_id() => {
                 Err(overtaken())
             }
             Replicated::Held | Replicated::Overtaken(_) => Ok(wire_reply(done.reply)),

@@ -176,7 +176,7 @@ impl Writes {
         cl: Consistency,
         origin: Origin,
     ) -> Queued {
-        let timer = (origin == Origin::Client).then(|| queue::Timer::start(cl, self.ctx.metrics));
+        let timer = (origin == Origin::Client).then(|| queue::Timer::start(cl, self.ctx.metrics()));
         let (tx, rx) = oneshot::channel();
         let reply = Reply::Task(tx);
         self.submit(match id {

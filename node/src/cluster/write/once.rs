@@ -111,7 +111,7 @@ pub(super) async fn lead(
     let ctx = &writes.ctx;
     let mut replies = Replies::default();
     // Held from the check through the read-modify-write (see `fences`).
-    let fence = ctx.fences.pass_ids();
+    let fence = ctx.fences().pass_ids();
     let (groups, moving): (Vec<Group>, Vec<Group>) = group(adds).into_iter().partition(|g| {
         let partition = g.key.partition();
         !g.adds
@@ -123,12 +123,12 @@ pub(super) async fn lead(
     }
     let (mut groups, waiting): (Vec<Group>, Vec<Group>) = groups
         .into_iter()
-        .partition(|g| ctx.tails.ready(&g.replicas));
+        .partition(|g| ctx.tails().ready(&g.replicas));
     for mut g in waiting {
         g.fail(&mut replies, &tails::not_ready(ctx));
     }
     let sealed = ctx
-        .engine
+        .engine()
         .leader_add_once_batch(groups.iter().map(|g| (&g.key, g.adds.as_slice())));
     drop(fence);
     let (sealed, durable) = match sealed {
@@ -244,7 +244,7 @@ async fn catch_up(writes: Arc<Writes>, mut g: Group, epoch: Epoch) {
     );
     let caught_up = writes
         .ctx
-        .engine
+        .engine()
         .apply(&g.key, &Cell::from_parts(epoch, []))
         .await;
     if let Err(e) = caught_up {

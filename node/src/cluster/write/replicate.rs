@@ -44,8 +44,8 @@ impl Write {
         cl: Consistency,
         attempt: u32,
     ) -> Write {
-        let timeout_ms = u64::try_from(ctx.write_timeout.as_millis()).unwrap_or(u64::MAX);
-        let round = Round::new(cl, &replicas, ctx.me, attempt, timeout_ms);
+        let timeout_ms = u64::try_from(ctx.write_timeout().as_millis()).unwrap_or(u64::MAX);
+        let round = Round::new(cl, &replicas, ctx.me(), attempt, timeout_ms);
         Write {
             key,
             cell,
@@ -84,7 +84,9 @@ pub(crate) async fn replicate(
     let mut calls = send(ctx, &groups, writes);
     let mut local = pin!(local);
     let mut local_done = false;
-    let mut timeout = pin!(tokio::time::sleep_until(Instant::now() + ctx.write_timeout));
+    let mut timeout = pin!(tokio::time::sleep_until(
+        Instant::now() + ctx.write_timeout()
+    ));
     let mut timed_out = false;
     poll_fn(|cx| {
         loop {
@@ -144,7 +146,7 @@ fn send(ctx: &Ctx, groups: &[Vec<usize>], writes: &mut [Write]) -> Vec<Call> {
         let replicas = writes[members[0]].replicas.clone();
         // Encoded once, for every replica that is up.
         let mut body = None;
-        for &r in replicas.all().iter().filter(|&&r| r != ctx.me) {
+        for &r in replicas.all().iter().filter(|&&r| r != ctx.me()) {
             let answers = if ctx.is_up(r) {
                 let body = body.get_or_insert_with(|| encode(members, writes)).clone();
                 ctx.transport()

@@ -298,7 +298,7 @@ async fn lead(
 ) -> Result<Vec<bool>, WireError> {
     let names: Vec<&[u8]> = members.iter().map(Vec::as_slice).collect();
     // Held until the members are replicated (see `fences`).
-    let _fence = ctx.fences.pass_admissions().await;
+    let _fence = ctx.fences().pass_admissions().await;
     if members
         .iter()
         .any(|m| ctx.applier_moving(count.partition(), m))
@@ -313,7 +313,7 @@ async fn lead(
     let mut first_new: Option<Vec<bool>> = None;
     for attempt in 1..=ATTEMPTS_MAX {
         let (admission, durable) = ctx
-            .engine
+            .engine()
             .admit(count.partition(), &names)
             .await
             .map_err(|e| engine_error(&e))?;
@@ -349,7 +349,7 @@ async fn lead(
             return Ok(new);
         };
         first_new = Some(new);
-        ctx.engine
+        ctx.engine()
             .apply(count, &Cell::from_parts(epoch, []))
             .await
             .map_err(|e| engine_error(&e))?;
