@@ -96,6 +96,7 @@ impl Bytes {
 
 /// The per-process seed for key hashes.
 fn seed() -> &'static RandomState {
+    // Process-wide on purpose: a pure cache; hashes never leave the process.
     static SEED: OnceLock<RandomState> = OnceLock::new();
     SEED.get_or_init(RandomState::default)
 }

@@ -1,7 +1,9 @@
 //! Logging a recurring error at most once a period: a flood (a full disk,
 //! corrupt shards arriving from a peer) costs one line a second, each line
 //! counting the ones left out. Engine code cannot use the network crate's
-//! limiter, so it has this one.
+//! limiter, so it has this one. A site's limit is a `static`,
+//! process-wide on purpose: the log is the process's, whatever engine in
+//! it logs.
 
 use std::time::{Duration, Instant};
 

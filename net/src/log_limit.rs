@@ -15,6 +15,8 @@
 //! ```
 //!
 //! The decision itself is [`Gate::admit`], a pure function of the time.
+//! A site's limit is a `static`, process-wide on purpose: the log is the
+//! process's, whatever node in it logs.
 
 use std::time::{Duration, Instant};
 

@@ -747,6 +747,7 @@ pub(crate) fn find(name: &str) -> Option<&'static Command> {
 pub(crate) fn index(name: &str) -> Option<usize> {
     // A map: every command a client sends is looked up, by the pipeline,
     // by its keyspace and by the metrics, and the table has about 80 entries.
+    // Process-wide on purpose: a pure cache of the table.
     static BY_NAME: std::sync::OnceLock<foldhash::HashMap<&str, usize>> =
         std::sync::OnceLock::new();
     BY_NAME

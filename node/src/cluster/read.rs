@@ -192,6 +192,8 @@ pub(crate) async fn scan_row(
     partition: &[u8],
 ) -> Result<Vec<(Key, Cell)>, WireError> {
     ctx.check_readable()?;
+    // Process-wide on purpose: it bounds the blocking threads row scans
+    // take from the process's runtime, which every node in it shares.
     static SCANS: Semaphore = Semaphore::const_new(ROW_SCANS_MAX);
     let _turn = SCANS
         .acquire()

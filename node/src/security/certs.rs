@@ -255,6 +255,7 @@ fn directory_of(path: &Path) -> &Path {
 /// process's id, a counter, and a retry on the rare collision.
 fn create_temporary(path: &Path, mode: u32) -> Result<(PathBuf, fs::File)> {
     use std::sync::atomic::{AtomicU64, Ordering};
+    // Process-wide on purpose: names unique among every writer of the process.
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let name = path
         .file_name()

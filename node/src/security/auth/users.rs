@@ -271,6 +271,7 @@ pub fn stamp(path: &Path) -> Option<Stamp> {
 /// A hash of no one's password, checked for unknown users so that they
 /// take as long to refuse as known ones.
 pub fn decoy_hash() -> &'static str {
+    // Process-wide on purpose: a pure cache (no one's password).
     static DECOY: OnceLock<String> = OnceLock::new();
     DECOY.get_or_init(|| password::hash("tally: no such user").unwrap_or_default())
 }

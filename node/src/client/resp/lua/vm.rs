@@ -93,6 +93,7 @@ pub(crate) struct Busy(AtomicU64);
 impl Busy {
     /// Now, as [`Busy`] counts time (microseconds, never 0).
     pub(crate) fn now() -> u64 {
+        // Process-wide on purpose: a time origin, the same for every node.
         static EPOCH: OnceLock<Instant> = OnceLock::new();
         let micros = EPOCH.get_or_init(Instant::now).elapsed().as_micros();
         u64::try_from(micros).unwrap_or(u64::MAX - 1) + 1
