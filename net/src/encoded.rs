@@ -45,7 +45,8 @@ impl Kind {
             | PeerRequest::LeaderAdmit { .. }
             | PeerRequest::LeaderReset { .. }
             | PeerRequest::LeaderChange { .. }
-            | PeerRequest::LeaderList { .. } => Kind::Lead,
+            | PeerRequest::LeaderList { .. }
+            | PeerRequest::LeaderExpireRow { .. } => Kind::Lead,
             PeerRequest::ReadRow { .. } => Kind::Row,
             _ => Kind::Plain,
         }
