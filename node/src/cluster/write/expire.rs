@@ -8,7 +8,9 @@
 //!    replica (at least the level's count, within the read timeout) and
 //!    merges what it learns, and the same for its unique counter's count
 //!    (a reserved column, which row reads leave out), as a change of one
-//!    counter catches up on its cell (`change::catch_up`);
+//!    counter catches up on its cell (`change::catch_up`); a live counter
+//!    is read alone, first, and is then all it changes, so an `EXPIRE` of
+//!    a counter costs what a change of one counter does;
 //! 2. picks the cells the key's first kind names
 //!    (`tally_engine::change::expire_targets`: its counter, else every
 //!    live column of its hash, else its unique counter's count) and makes
@@ -35,7 +37,7 @@ use tally_engine::{Key, now_ms, unique};
 use tally_net::wire::{Change, Changed, Consistency, PeerRequest, PeerResponse, When, WireError};
 use tokio::sync::oneshot;
 
-use super::change::{catch_up, settle_unmade};
+use super::change::settle_unmade;
 use super::coordinate::{Lead, Leader, Op};
 use super::replicate::{Write, replicate};
 use super::retry::{self, Next};
@@ -126,34 +128,15 @@ impl Lead for ExpireRowOp {
 /// row, change the cells of its first kind, replicate them in one round.
 async fn lead(ctx: &Arc<Ctx>, op: ExpireRowOp, replicas: Replicas) -> Result<Changed, WireError> {
     let (partition, cl) = (op.key.partition(), op.cl);
-    let count = unique::count_key(partition).map_err(|e| engine_error(&e))?;
-    let row = read::read_row(ctx, partition, &replicas, cl, Reach::AllLive).await?;
-    for (column, cell) in &row {
-        let key = Key::new(partition, column).map_err(|e| engine_error(&e))?;
-        ctx.engine
-            .apply_news(&key, cell)
-            .await
-            .map_err(|e| engine_error(&e))?;
-    }
-    catch_up(ctx, &count, &replicas, cl).await?;
-    let now = now_ms();
-    let count_live = ctx
-        .engine
-        .get(&count)
-        .map_err(|e| engine_error(&e))?
-        .live(now);
-    let cells = row
-        .iter()
-        .map(|(column, cell)| (column.as_slice(), cell.live(now)))
-        .chain([(count.column(), count_live)]);
-    let columns = expire_targets(cells);
+    let columns = targets(ctx, &op.key, &replicas, cl).await?;
+    let columns: Vec<&[u8]> = columns.iter().map(Vec::as_slice).collect();
     let change = Change::Expire {
         at_ms: op.at_ms,
         only: op.only,
     };
     let done = ctx
         .engine
-        .change_row(partition, &columns, change, now)
+        .change_row(partition, &columns, change, now_ms())
         .await
         .map_err(|e| engine_error(&e))?;
     let applied = expire_answer(done.iter().map(|(_, d, _)| d.applied));
@@ -170,6 +153,57 @@ async fn lead(ctx: &Arc<Ctx>, op: ExpireRowOp, replicas: Replicas) -> Result<Cha
         applied,
         before: None,
     })
+}
+
+/// Catches this node up on `key`'s partition from every live replica
+/// (at least `cl`'s count) and answers the columns an `EXPIRE` of it
+/// changes (`expire_targets`). A live counter is the whole answer, so its
+/// cell alone is read first, as a change of one counter reads it; only a
+/// key without one costs the row's read and its count's, at once.
+async fn targets(
+    ctx: &Arc<Ctx>,
+    key: &Key,
+    replicas: &Replicas,
+    cl: Consistency,
+) -> Result<Vec<Vec<u8>>, WireError> {
+    let partition = key.partition();
+    let counter = learn(ctx, key, replicas, cl).await?;
+    if counter.live(now_ms()) {
+        return Ok(vec![Vec::new()]);
+    }
+    let count = unique::count_key(partition).map_err(|e| engine_error(&e))?;
+    let (row, count_cell) = tokio::try_join!(
+        read::read_row(ctx, partition, replicas, cl, Reach::AllLive),
+        learn(ctx, &count, replicas, cl),
+    )?;
+    for (column, cell) in &row {
+        let key = Key::new(partition, column).map_err(|e| engine_error(&e))?;
+        ctx.engine
+            .apply_news(&key, cell)
+            .await
+            .map_err(|e| engine_error(&e))?;
+    }
+    let now = now_ms();
+    let cells = row
+        .iter()
+        .map(|(column, cell)| (column.as_slice(), cell.live(now)))
+        .chain([(count.column(), count_cell.live(now))]);
+    Ok(expire_targets(cells).into_iter().map(<[u8]>::to_vec).collect())
+}
+
+/// `change::catch_up` of one cell, answering the merge it learned.
+async fn learn(
+    ctx: &Arc<Ctx>,
+    key: &Key,
+    replicas: &Replicas,
+    cl: Consistency,
+) -> Result<tally_engine::Cell, WireError> {
+    let (merged, _) = read::read_key(ctx, key, replicas, cl, Reach::AllLive).await?;
+    ctx.engine
+        .apply_news(key, &merged)
+        .await
+        .map_err(|e| engine_error(&e))?;
+    Ok(merged)
 }
 
 /// Replicates the changed cells' headers (durable here) in one round;
