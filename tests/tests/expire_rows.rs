@@ -44,7 +44,10 @@ fn an_expire_forwarded_by_a_node_that_is_no_replica_expires_every_field() {
     let other = (via + 1) % 3;
     for (i, f) in ["a", "b", "c", "d"].iter().enumerate() {
         let n = (i + 1).to_string();
-        assert_eq!(cli(&cluster, i % 3, &["HINCRBY", "h", f, &n]), format!("{n}\n"));
+        assert_eq!(
+            cli(&cluster, i % 3, &["HINCRBY", "h", f, &n]),
+            format!("{n}\n")
+        );
     }
     // PERSIST of a hash without a deadline changes nothing; NX sets one.
     assert_eq!(cli(&cluster, via, &["PERSIST", "h"]), "0\n");
@@ -76,7 +79,10 @@ fn a_field_added_while_its_hash_expires_is_expired_with_it_or_added_after() {
     let other = (via + 1) % 3;
     // Answered before the EXPIRE was asked: always expired with the row.
     assert_eq!(cli(&cluster, other, &["HINCRBY", "r", "old", "1"]), "1\n");
-    assert_eq!(cli(&cluster, (via + 2) % 3, &["HINCRBY", "r", "new", "1"]), "1\n");
+    assert_eq!(
+        cli(&cluster, (via + 2) % 3, &["HINCRBY", "r", "new", "1"]),
+        "1\n"
+    );
     assert_eq!(cli(&cluster, via, &["PEXPIRE", "r", "300"]), "1\n");
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(cli(&cluster, via, &["EXISTS", "r"]), "0\n");

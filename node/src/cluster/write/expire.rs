@@ -188,7 +188,10 @@ async fn targets(
         .iter()
         .map(|(column, cell)| (column.as_slice(), cell.live(now)))
         .chain([(count.column(), count_cell.live(now))]);
-    Ok(expire_targets(cells).into_iter().map(<[u8]>::to_vec).collect())
+    Ok(expire_targets(cells)
+        .into_iter()
+        .map(<[u8]>::to_vec)
+        .collect())
 }
 
 /// `change::catch_up` of one cell, answering the merge it learned.
