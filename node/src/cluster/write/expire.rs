@@ -23,9 +23,10 @@
 //! A hash field first written while the `EXPIRE` runs is expired with the
 //! row when the leader's catch-up (or its own cell) sees it, else it was
 //! added after the `EXPIRE` and stays, without a deadline. A field whose
-//! write was answered before the `EXPIRE` was asked is always seen: that
-//! write is on `cl`'s count of replicas and the catch-up reads every live
-//! one. (Redis, which expires the key whole, would give a field added
+//! write was answered before the `EXPIRE` was asked is seen: that write is
+//! on its level's count of replicas and the catch-up reads every live one
+//! (as for a change of one counter, a replica down, and the only one that
+//! holds it, is not read: a write at `ONE` may then be missed). (Redis, which expires the key whole, would give a field added
 //! after the `EXPIRE` the key's deadline too; here a deadline is a cell's,
 //! and a new cell has none.)
 
