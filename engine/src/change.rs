@@ -98,6 +98,40 @@ pub fn decide_reading(
     Ok(Decided { applied, before })
 }
 
+/// The columns of one partition an `EXPIRE` (or `PERSIST`) of its key
+/// changes, given each column's liveness: the key is named by the first
+/// kind it holds, so its counter (the empty column) alone when that is
+/// live, else every live client column (a hash, expired whole as Redis
+/// does), else its unique counter's count (`unique::count_key`'s column),
+/// whose deadline is the set's. A member cell of a unique counter carries
+/// no deadline (see [`crate::unique`]): it is never one.
+pub fn expire_targets<'a>(row: impl IntoIterator<Item = (&'a [u8], bool)>) -> Vec<&'a [u8]> {
+    let live: Vec<&[u8]> = row
+        .into_iter()
+        .filter_map(|(column, live)| live.then_some(column))
+        .collect();
+    if live.contains(&&b""[..]) {
+        return vec![b""];
+    }
+    let hash: Vec<&[u8]> = live
+        .iter()
+        .copied()
+        .filter(|c| !crate::key::is_reserved(c))
+        .collect();
+    if !hash.is_empty() {
+        return hash;
+    }
+    live.into_iter()
+        .filter(|c| *c == [crate::key::RESERVED])
+        .collect()
+}
+
+/// What an `EXPIRE` of a whole key answers from what it did to each cell
+/// it tried: whether any changed (Redis' 1 or 0).
+pub fn expire_answer(applied: impl IntoIterator<Item = bool>) -> bool {
+    applied.into_iter().fold(false, |any, a| any | a)
+}
+
 /// The expiry `at_ms` written by `leader` at `now_ms`, stamped past `prev`.
 fn stamped(prev: &Expiry, at_ms: u64, leader: u64, now_ms: u64) -> Expiry {
     Expiry {
@@ -260,6 +294,39 @@ mod tests {
         );
         assert_eq!(d.epoch(), Epoch::at(3));
         assert!(!d.exists());
+    }
+
+    #[test]
+    fn an_expire_changes_the_first_kind_a_key_holds() {
+        const R: u8 = crate::key::RESERVED;
+        let (count, member): (&[u8], &[u8]) = (&[R], &[R, b'm']);
+        fn targets<'a>(row: &[(&'a [u8], bool)]) -> Vec<&'a [u8]> {
+            expire_targets(row.iter().copied())
+        }
+        // Its counter alone, when live, whatever else the row holds.
+        let all: [(&[u8], bool); 4] = [(b"", true), (b"f", true), (count, true), (member, true)];
+        assert_eq!(targets(&all), vec![&b""[..]]);
+        // Else every live field of its hash, never the count or a member.
+        let hash: [(&[u8], bool); 5] = [
+            (b"", false),
+            (b"f", true),
+            (b"g", false),
+            (b"h", true),
+            (count, true),
+        ];
+        assert_eq!(targets(&hash), vec![&b"f"[..], &b"h"[..]]);
+        // Else its unique counter's count; a member cell is never changed.
+        let set: [(&[u8], bool); 3] = [(b"f", false), (count, true), (member, true)];
+        assert_eq!(targets(&set), vec![count]);
+        let gone: [(&[u8], bool); 3] = [(b"", false), (count, false), (member, true)];
+        assert!(targets(&gone).is_empty());
+    }
+
+    #[test]
+    fn an_expire_of_a_key_answers_whether_any_cell_changed() {
+        assert!(!expire_answer([]));
+        assert!(!expire_answer([false, false]));
+        assert!(expire_answer([false, true, false]));
     }
 
     #[test]

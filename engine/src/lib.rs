@@ -41,8 +41,10 @@
 //!   leave the stored cell too wide, is refused and changes nothing (see
 //!   [`cell`]); so is a leader add that would.
 //! - [`Engine::change`]: SET, EXPIRE/PERSIST and reset (`change`), under
-//!   the cell lock; [`Engine::change_list`] likewise for a list's changes
-//!   (`list`). An add to a counter whose deadline passed first restarts
+//!   the cell lock; [`Engine::change_row`] the same `EXPIRE` of each of
+//!   some cells of one partition (a hash's fields, each under its own
+//!   lock, one wait for durability); [`Engine::change_list`] likewise
+//!   for a list's changes (`list`). An add to a counter whose deadline passed first restarts
 //!   it in a new epoch.
 //!
 //! The cell lock (a striped mutex) is held only for in-memory work: a cold

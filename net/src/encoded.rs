@@ -45,7 +45,8 @@ impl Kind {
             | PeerRequest::LeaderAdmit { .. }
             | PeerRequest::LeaderReset { .. }
             | PeerRequest::LeaderChange { .. }
-            | PeerRequest::LeaderList { .. } => Kind::Lead,
+            | PeerRequest::LeaderList { .. }
+            | PeerRequest::LeaderExpireRow { .. } => Kind::Lead,
             PeerRequest::ReadRow { .. } => Kind::Row,
             _ => Kind::Plain,
         }
@@ -164,6 +165,26 @@ mod tests {
             cl: Consistency::One,
         }]);
         assert_eq!((e.kind(), e.idempotent()), (Kind::Lead, false));
+        let expire = PeerRequest::LeaderExpireRow {
+            partition: b"h".to_vec(),
+            at_ms: 1_700_000_000_000,
+            only: crate::wire::When::Later,
+            cl: Consistency::Quorum,
+        };
+        let e = Encoded::new(std::slice::from_ref(&expire));
+        assert_eq!((e.kind(), e.idempotent()), (Kind::Lead, false));
+        // Appended last: every older variant keeps its index on the wire.
+        let list = crate::wire::encode(&PeerRequest::LeaderList {
+            key: WireKey::new(b"k", b""),
+            change: crate::list::ListChange::Pop {
+                end: crate::list::End::Left,
+                count: 1,
+            },
+            cl: Consistency::One,
+        });
+        let bytes = crate::wire::encode(&expire);
+        assert_eq!(bytes[0], list[0] + 1, "the index after LeaderList's");
+        assert_eq!(crate::wire::decode::<PeerRequest>(&bytes).unwrap(), expire);
         let e = Encoded::new(&[PeerRequest::Ping {
             cluster: "c".into(),
         }]);

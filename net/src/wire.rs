@@ -505,6 +505,21 @@ pub enum PeerRequest {
         /// Replicas that must hold it before the answer.
         cl: Consistency,
     },
+    /// Give this partition's key (its counter, else every live column of
+    /// its hash, else its unique counter's count) the deadline `at_ms` (0:
+    /// none, `PERSIST`) if `only` allows, as the row's leader, and
+    /// replicate the cells changed at `cl`; answered `Changed` (`before`
+    /// is `None`).
+    LeaderExpireRow {
+        /// The partition.
+        partition: Vec<u8>,
+        /// The deadline, ms since the Unix epoch (0: none).
+        at_ms: u64,
+        /// Redis' `NX`, `XX`, `GT`, `LT`.
+        only: When,
+        /// Replicas that must hold it before the answer.
+        cl: Consistency,
+    },
 }
 
 /// Most keys one page of a scan holds.

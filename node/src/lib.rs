@@ -28,13 +28,14 @@
 //! `cluster::write`: a queue, a batch led by one replica's engine
 //! (its locked read-modify-write), and one replication round to the
 //! others over QUIC; `cluster::read` gathers and merges. Every other
-//! write (a change, a list change, an admission) and every write a peer
-//! forwards takes one coordinator skeleton (`write::coordinate`: route,
-//! lead here or forward, the answer expected). The rules each role applies
-//! are pure functions or state machines (`placement`, `write::coordinate`,
-//! `write::round`, `write::retry`, `membership`, `flush_queue`; the
-//! combiner's arithmetic is the engine's `add::Combined`), tested without
-//! a network.
+//! write (a change, a whole key's `EXPIRE`, a list change, an admission)
+//! and every write a peer forwards takes one coordinator skeleton
+//! (`write::coordinate`: route, lead here or forward, the answer
+//! expected). The rules each role applies are pure functions or state
+//! machines (`placement`, `write::coordinate`, `write::round`,
+//! `write::retry`, `membership`, `flush_queue`; the combiner's arithmetic
+//! is the engine's `add::Combined`, which cells an `EXPIRE` of a key
+//! changes its `change::expire_targets`), tested without a network.
 
 pub mod base;
 pub mod client;

@@ -383,15 +383,17 @@ impl Node {
         .await
     }
 
-    /// Gives the unique counter `partition` the deadline `at_ms` (0: none)
-    /// if `only` allows (`EXPIRE`, `PERSIST` on a set).
-    pub async fn unique_expire(
+    /// Gives the key `partition` the deadline `at_ms` (0: none) if `only`
+    /// allows (`EXPIRE`, `PERSIST`): its counter when it has one, else
+    /// every live column of its hash, else its unique counter, in one
+    /// leader-side change of its row. Answers whether any cell changed.
+    pub async fn expire(
         &self,
         partition: &[u8],
         deadline: (u64, tally_net::wire::When),
         cl: Consistency,
-    ) -> Result<Changed, WireError> {
-        crate::cluster::unique::expire(&self.writes, partition, deadline, cl).await
+    ) -> Result<bool, WireError> {
+        self.writes.expire(partition, deadline, cl).await
     }
 
     /// Resets the unique counter `partition` if it has members; answers

@@ -50,6 +50,47 @@ impl Engine {
         .await
     }
 
+    /// Makes `change` (an `EXPIRE` of a whole key: see
+    /// [`crate::change::expire_targets`] for which columns) to each of
+    /// `columns` of `partition` at `now_ms` as their leader, each under its
+    /// own cell lock by the rule of [`crate::change::decide`], and waits
+    /// until every change made is durable here (one wait: all are logged
+    /// first). Answers, per column, what it did and the header for the
+    /// other replicas. The columns are changed one after the other, not
+    /// under one lock: a write racing the change lands before or after it
+    /// in each cell, as it would in one counter.
+    pub async fn change_row(
+        &self,
+        partition: &[u8],
+        columns: &[&[u8]],
+        change: Change,
+        now_ms: u64,
+    ) -> Result<Vec<(Key, Decided, Cell)>> {
+        self.check_writable()?;
+        let leader = self.counter_id();
+        let mut done = Vec::with_capacity(columns.len());
+        let mut logs = Vec::new();
+        for column in columns {
+            let key = Key::new(partition, column)?;
+            let (decided, state, logged) = self.cache.with_cell(&key, |cached, v| {
+                let decided = decide_reading(&mut cached.cell, change, leader, now_ms, false)?;
+                let state = cached.cell.header();
+                if !decided.applied {
+                    return Ok::<_, Error>((decided, state, None));
+                }
+                cached.mark_written(&key, v);
+                let logged = self.log_cell(&key, &cached.cell, v)?;
+                Ok((decided, state, Some(logged)))
+            })??;
+            logs.extend(logged);
+            done.push((key, decided, state));
+        }
+        for logged in logs {
+            self.durable(logged).await?;
+        }
+        Ok(done)
+    }
+
     /// A change of the cell's header under its lock by `decide`, which
     /// says whether it changed it: logged if it did, and answered once
     /// durable here, with the header for the other replicas.

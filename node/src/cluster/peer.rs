@@ -242,7 +242,8 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, req: PeerRequest) -> PeerRespon
         | PeerRequest::LeaderReset { .. }
         | PeerRequest::LeaderChange { .. }
         | PeerRequest::LeaderList { .. }
-        | PeerRequest::LeaderAdmit { .. }) => write::serve(&writes, req).await,
+        | PeerRequest::LeaderAdmit { .. }
+        | PeerRequest::LeaderExpireRow { .. }) => write::serve(&writes, req).await,
         PeerRequest::LearnTails { retired, from } => learn_tails(&ctx, &retired, from),
         PeerRequest::ForgetTails { retired } => ctx
             .engine()

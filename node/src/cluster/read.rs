@@ -115,18 +115,32 @@ pub(crate) async fn get_row_cells(
 ) -> Result<Row, WireError> {
     let start = Key::new(partition, b"").map_err(|e| engine_error(&e))?;
     let replicas = ctx.replicas(start.partition());
-    // A replica's own scan runs before `gather`, which asks this node first
+    read_row(ctx, partition, &replicas, cl, Reach::Level).await
+}
+
+/// Reads and merges every column's cell of a partition from `replicas`
+/// (as many as `reach` says, at least `cl`'s count), live or not, then
+/// repairs the ones that were behind.
+pub(crate) async fn read_row(
+    ctx: &Arc<Ctx>,
+    partition: &[u8],
+    replicas: &[usize],
+    cl: Consistency,
+    reach: Reach,
+) -> Result<Row, WireError> {
+    // A replica's own scan runs before `gather_from`, which asks this node first
     // whenever it is a replica, so that the scan can leave the runtime's
-    // threads (`gather` takes local answers as they are, without waiting).
+    // threads (`gather_from` takes local answers as they are, without waiting).
     let local = match replicas.contains(&ctx.me()) {
         true => Some(local_row(ctx, partition).await),
         false => None,
     };
     let local = parking_lot::Mutex::new(local);
-    let answers = gather(
+    let answers = gather_from(
         ctx,
-        &replicas,
+        replicas,
         cl,
+        reach,
         PeerRequest::ReadRow {
             partition: partition.to_vec(),
         },
@@ -222,19 +236,8 @@ pub(crate) fn row_too_long() -> WireError {
 }
 
 /// Asks `required` live replicas (this node first), replacing any that
-/// fail with the next live one, until `required` have answered.
-async fn gather<T: Send + 'static>(
-    ctx: &Arc<Ctx>,
-    replicas: &[usize],
-    cl: Consistency,
-    req: PeerRequest,
-    local: impl Fn(&Ctx) -> Result<T, WireError>,
-    parse: fn(PeerResponse) -> Option<T>,
-) -> Result<Vec<(usize, T)>, WireError> {
-    gather_from(ctx, replicas, cl, Reach::Level, req, local, parse).await
-}
-
-/// [`gather`], asking as many replicas as `reach` says: with
+/// fail with the next live one, until `required` have answered; or as
+/// many as `reach` says: with
 /// [`Reach::AllLive`] it waits for every live one (or the read timeout)
 /// and succeeds with `required` answers.
 async fn gather_from<T: Send + 'static>(

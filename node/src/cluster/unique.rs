@@ -5,15 +5,15 @@
 //! not passed (`tally_engine::unique::is_present`).
 //!
 //! A unique counter expires as a Redis set does: its deadline is the
-//! count's epoch's, changed by `EXPIRE`/`PERSIST` as any counter's
-//! ([`expire`]: the count's key is reserved, so clients reach it only
-//! through here). Past it the count reads 0 and every member absent; the
+//! count's epoch's, changed by `EXPIRE`/`PERSIST` as any counter's, by
+//! the expire of the whole key (`write::expire`: the count's key is
+//! reserved, so clients reach it only through there). Past it the count reads 0 and every member absent; the
 //! next admission restarts it (see `tally_engine::unique`).
 
 use std::sync::Arc;
 
 use tally_engine::{Cell, now_ms, unique};
-use tally_net::wire::{Change, Changed, Consistency, When, WireError};
+use tally_net::wire::{Consistency, WireError};
 
 use crate::base::convert::{engine_error, live_value};
 use crate::cluster::ctx::Ctx;
@@ -39,22 +39,6 @@ pub(crate) async fn count_cell(
 ) -> Result<Cell, WireError> {
     let key = unique::count_key(partition).map_err(|e| engine_error(&e))?;
     read::get_cell(ctx, &key, cl).await
-}
-
-/// Gives the unique counter `partition` the deadline `at_ms` (0: none,
-/// `PERSIST`) if `only` allows, at `cl`: a change of its count's epoch,
-/// made and replicated as a counter's `EXPIRE` (an absent count, never
-/// added to, reset or expired, is not changed).
-pub(crate) async fn expire(
-    writes: &crate::cluster::write::Writes,
-    partition: &[u8],
-    (at_ms, only): (u64, When),
-    cl: Consistency,
-) -> Result<Changed, WireError> {
-    let key = unique::count_key(partition).map_err(|e| engine_error(&e))?;
-    writes
-        .change(&key, Change::Expire { at_ms, only }, cl, false)
-        .await
 }
 
 /// Whether each of `members` is in `partition`, at `cl`.

@@ -178,6 +178,7 @@ pub(crate) fn authorize(from: usize, req: &PeerRequest, local: &impl Local) -> R
         | PeerRequest::LeaderReset { .. }
         | PeerRequest::LeaderChange { .. }
         | PeerRequest::LeaderList { .. }
+        | PeerRequest::LeaderExpireRow { .. }
         | PeerRequest::RepairDigests { .. }
         | PeerRequest::RepairLeaves { .. }
         | PeerRequest::Repaired { .. }

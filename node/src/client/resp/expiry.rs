@@ -4,14 +4,17 @@
 //! kind it holds (`generic::kind`): its counter (the empty column) when it
 //! has one, else every column of it (a hash), as Redis expires a hash
 //! whole, else its unique counter (a set), whose deadline is its count's
-//! (see `crate::cluster::unique`). Columns made after an `EXPIRE` do not take its
-//! deadline. The deadline is wall-clock time, read here when the command
-//! arrives (see `docs/counters.md` on clock skew).
+//! (see `crate::cluster::unique`). An `EXPIRE` or `PERSIST` is one
+//! leader-side change of the key's row (`Node::expire`); `TTL`, `PTTL`,
+//! `EXPIRETIME`, `PEXPIRETIME` read the key (its counter, its row, its
+//! count). Columns made after an `EXPIRE` do not take its deadline (see
+//! `crate::cluster::write::expire`). The deadline is wall-clock time, read
+//! here when the command arrives (see `docs/counters.md` on clock skew).
 
 use std::sync::Arc;
 
 use tally_engine::{Cell, now_ms};
-use tally_net::wire::{Change, Consistency, When, WireError, WireKey};
+use tally_net::wire::{Consistency, When, WireKey};
 
 use super::counters::wire_err;
 use super::proto::Reply;
@@ -145,50 +148,22 @@ fn expire_when(opts: &[Vec<u8>]) -> Result<When, Reply> {
 }
 
 /// Gives `key` the deadline `at_ms` (0: none) if `only` allows; answers 1
-/// if anything changed.
+/// if anything changed. One leader-side change of the key's row
+/// (`cluster::write::expire`): the leader catches up on the row, then
+/// gives the deadline to the first kind the key holds (its counter when it
+/// has one, else each live column of its hash, else its unique counter's
+/// count) and replicates the cells it changed in one round.
 async fn expire(node: &Arc<Node>, cl: Consistency, key: &[u8], at_ms: u64, only: When) -> Reply {
-    match expire_first_kind(node, cl, key, (at_ms, only)).await {
+    match node.expire(key, (at_ms, only), cl).await {
         Ok(applied) => Reply::Int(i64::from(applied)),
         Err(e) => wire_err(&e),
     }
 }
 
-/// Gives the first kind `key` holds the deadline: its counter when it has
-/// one, else each live column of its hash, else its unique counter;
-/// answers whether any changed.
-async fn expire_first_kind(
-    node: &Arc<Node>,
-    cl: Consistency,
-    key: &[u8],
-    (at_ms, only): (u64, When),
-) -> Result<bool, WireError> {
-    let change = Change::Expire { at_ms, only };
-    let done = node.change(&WireKey::new(key, b""), change, cl).await?;
-    if done.before.is_some() {
-        return Ok(done.applied);
-    }
-    let row = node.get_row_cells(key, cl).await?;
-    let now = now_ms();
-    let live: Vec<&[u8]> = row
-        .iter()
-        .filter(|(_, c)| c.live(now))
-        .map(|(column, _)| column.as_slice())
-        .collect();
-    if live.is_empty() {
-        return Ok(node.unique_expire(key, (at_ms, only), cl).await?.applied);
-    }
-    let mut applied = false;
-    for column in live {
-        applied |= node
-            .change(&WireKey::new(key, column), change, cl)
-            .await?
-            .applied;
-    }
-    Ok(applied)
-}
-
 /// `key`'s deadline: its counter's when it has one, else its first live
-/// column's, else its unique counter's.
+/// column's, else its unique counter's. A read, not a write: it reads the
+/// counter, then the row, then the count, each at `cl` (a key written
+/// between two of them may answer as the next kind it holds).
 async fn deadline(node: &Arc<Node>, cl: Consistency, key: &[u8]) -> Result<Deadline, Reply> {
     let now = now_ms();
     let cell = node

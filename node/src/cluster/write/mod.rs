@@ -20,7 +20,8 @@
 //! Every other write takes the coordinator skeleton whole
 //! (`coordinate::run`: route, then lead here or forward, then the answer
 //! it expects): changes of a counter (`change`: SET, EXPIRE, resets), of
-//! a list (`list`), admissions to a unique counter (`unique`), each by
+//! a whole key's deadline (`expire`: EXPIRE, PERSIST of a counter, a hash
+//! or a set, one leader-side change of the row), of a list (`list`), admissions to a unique counter (`unique`), each by
 //! the same round. A write a peer forwarded here (`PeerRequest::Leader*`)
 //! enters by [`serve`], into the same skeleton (an add, into the same
 //! queue), and is led here or refused, never forwarded again.
@@ -48,6 +49,7 @@ mod batch;
 mod change;
 mod combine;
 mod coordinate;
+mod expire;
 mod forward;
 mod in_flight;
 mod list;
@@ -210,6 +212,22 @@ impl Writes {
     ) -> Result<Changed, WireError> {
         let op = change::ChangeOp::new(key, c, cl, reads);
         coordinate::run(&self.ctx, op, Origin::Client).await
+    }
+
+    /// Gives the key `partition` (its counter, else every live column of
+    /// its hash, else its unique counter) the deadline `at_ms` (0: none)
+    /// if `only` allows, at `cl`: one leader-side change of its row
+    /// (`expire`). Answers whether any cell changed.
+    pub(crate) async fn expire(
+        &self,
+        partition: &[u8],
+        deadline: (u64, tally_net::wire::When),
+        cl: Consistency,
+    ) -> Result<bool, WireError> {
+        let op = expire::ExpireRowOp::new(partition, deadline, cl)?;
+        coordinate::run(&self.ctx, op, Origin::Client)
+            .await
+            .map(|done| done.applied)
     }
 
     /// Resets a counter at `cl`.

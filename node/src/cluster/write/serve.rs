@@ -9,6 +9,7 @@ use tally_net::wire::{Change, ErrorKind, PeerRequest, PeerResponse, WireError};
 use super::Writes;
 use super::change::ChangeOp;
 use super::coordinate::{Op, run};
+use super::expire::ExpireRowOp;
 use super::list::ListOp;
 use super::queue::Origin;
 use super::unique::AdmitOp;
@@ -57,6 +58,15 @@ pub(crate) async fn serve(writes: &Writes, req: PeerRequest) -> Result<PeerRespo
             let count = AdmitOp::count_key(&partition)?;
             let op = AdmitOp::forwarded(ctx, &writes.admits, &count, members, cl)?;
             run(ctx, op, led).await.map(AdmitOp::respond)
+        }
+        PeerRequest::LeaderExpireRow {
+            partition,
+            at_ms,
+            only,
+            cl,
+        } => {
+            let op = ExpireRowOp::new(&partition, (at_ms, only), cl)?;
+            run(ctx, op, led).await.map(ExpireRowOp::respond)
         }
         _ => Err(WireError::new(
             ErrorKind::Internal,
