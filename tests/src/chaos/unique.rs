@@ -208,10 +208,17 @@ async fn read_exactly(
     let members: Vec<&String> = log.added.get(&set).into_iter().flatten().collect();
     for chunk in members.chunks(500) {
         let refs: Vec<&[u8]> = chunk.iter().map(|m| m.as_bytes()).collect();
-        let flags = c
-            .unique_contains(&name, &refs, Consistency::All)
-            .await
-            .map_err(|e| format!("final membership: {e}"))?;
+        // Like the count: a read that times out (a loaded machine, a peer
+        // still reconnecting) is asked again, a bounded number of times.
+        let mut tries = 0;
+        let flags = loop {
+            match c.unique_contains(&name, &refs, Consistency::All).await {
+                Ok(flags) => break flags,
+                Err(e) if tries >= 20 => return Err(format!("final membership: {e}")),
+                Err(_) => tries += 1,
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
         if let Some(i) = flags.iter().position(|f| !f) {
             return Ok((count, Some(chunk[i].clone())));
         }
