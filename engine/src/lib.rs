@@ -43,7 +43,7 @@
 //! - [`Engine::change`]: SET, EXPIRE/PERSIST and reset (`change`), under
 //!   the cell lock; [`Engine::change_row`] the same `EXPIRE` of each of
 //!   some cells of one partition (a hash's fields, each under its own
-//!   lock, one wait for durability); [`Engine::change_list`] likewise
+//!   lock, waiting for durability once all are logged); [`Engine::change_list`] likewise
 //!   for a list's changes (`list`). An add to a counter whose deadline passed first restarts
 //!   it in a new epoch.
 //!

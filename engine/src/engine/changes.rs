@@ -54,8 +54,8 @@ impl Engine {
     /// [`crate::change::expire_targets`] for which columns) to each of
     /// `columns` of `partition` at `now_ms` as their leader, each under its
     /// own cell lock by the rule of [`crate::change::decide`], and waits
-    /// until every change made is durable here (one wait: all are logged
-    /// first). Answers, per column, what it did and the header for the
+    /// until every change made is durable here (all are logged before
+    /// the first wait, so one group commit usually covers them). Answers, per column, what it did and the header for the
     /// other replicas. The columns are changed one after the other, not
     /// under one lock: a write racing the change lands before or after it
     /// in each cell, as it would in one counter.

@@ -5,9 +5,11 @@
 //! join a pipeline's group ([`Pipe`]). A request is looked up here once
 //! (`client::resp::command`), and every path runs what it found.
 //!
-//! Redis' flags are for `COMMAND` only: what a command needs is its
-//! [`Need`] (with [`need`] for the subcommands that need more), and a
-//! test checks that the two agree.
+//! Redis' flags answer `COMMAND`, and one Redis rule reads them as Redis
+//! does: a script's `redis.call` of a `write` command (read-only scripts
+//! may not; `client::resp::lua::api`). What a login needs to run a
+//! command is its [`Need`] (with [`need`] for the subcommands that need
+//! more), and a test checks that flags and needs agree.
 
 /// One command Tally serves over RESP.
 #[derive(Debug, Clone, Copy)]

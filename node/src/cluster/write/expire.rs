@@ -26,7 +26,8 @@
 //! write was answered before the `EXPIRE` was asked is seen: that write is
 //! on its level's count of replicas and the catch-up reads every live one
 //! (as for a change of one counter, a replica down, and the only one that
-//! holds it, is not read: a write at `ONE` may then be missed). (Redis, which expires the key whole, would give a field added
+//! holds it, is not read: a write at `ONE` may then be missed).
+//! (Redis, which expires the key whole, would give a field added
 //! after the `EXPIRE` the key's deadline too; here a deadline is a cell's,
 //! and a new cell has none.)
 
@@ -139,7 +140,7 @@ async fn lead(ctx: &Arc<Ctx>, op: ExpireRowOp, replicas: Replicas) -> Result<Cha
         .engine()
         .change_row(partition, &columns, change, now_ms())
         .await
-        .map_err(|e| engine_error(&e))?;
+        .map_err(|e| partial(engine_error(&e), columns.len()))?;
     let applied = expire_answer(done.iter().map(|(_, d, _)| d.applied));
     let changed: Vec<Write> = done
         .into_iter()
@@ -235,5 +236,31 @@ async fn replicate_headers(ctx: &Arc<Ctx>, mut writes: Vec<Write>) -> Result<(),
             tally_net::wire::ErrorKind::Internal,
             "the expire's replication ended without a verdict",
         )),
+    }
+}
+
+/// The error of a row change that failed part way: the columns changed
+/// before the failure stay changed here, so with more than one column
+/// whether anything applied is unknown (never "not applied", which would
+/// let a coordinator try the next leader, or a client trust an `NX`).
+fn partial(e: WireError, columns: usize) -> WireError {
+    match columns > 1 {
+        true => WireError::unknown(e.kind, e.message),
+        false => e,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tally_net::wire::{ErrorKind, Outcome};
+
+    #[test]
+    fn a_row_change_that_failed_part_way_has_an_unknown_outcome() {
+        let full = || WireError::not_applied(ErrorKind::Unavailable, "disk full");
+        assert_eq!(partial(full(), 1).outcome, Outcome::NotApplied);
+        let e = partial(full(), 3);
+        assert_eq!((e.outcome, e.kind), (Outcome::Unknown, ErrorKind::Unavailable));
+        assert_eq!(e.message, "disk full");
     }
 }
