@@ -260,7 +260,10 @@ mod tests {
         let full = || WireError::not_applied(ErrorKind::Unavailable, "disk full");
         assert_eq!(partial(full(), 1).outcome, Outcome::NotApplied);
         let e = partial(full(), 3);
-        assert_eq!((e.outcome, e.kind), (Outcome::Unknown, ErrorKind::Unavailable));
+        assert_eq!(
+            (e.outcome, e.kind),
+            (Outcome::Unknown, ErrorKind::Unavailable)
+        );
         assert_eq!(e.message, "disk full");
     }
 }
