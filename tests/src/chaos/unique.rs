@@ -196,32 +196,35 @@ async fn read_exactly(
         .await
         .map_err(|e| e.to_string())?;
     let name = set_name(set);
-    let mut tries = 0;
-    let count = loop {
-        match c.unique_count(&name, Consistency::All).await {
-            Ok(n) => break n,
-            Err(e) if tries >= 20 => return Err(format!("final count: {e}")),
-            Err(_) => tries += 1,
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    };
+    let count = asked_again("final count", || c.unique_count(&name, Consistency::All)).await?;
     let members: Vec<&String> = log.added.get(&set).into_iter().flatten().collect();
     for chunk in members.chunks(500) {
         let refs: Vec<&[u8]> = chunk.iter().map(|m| m.as_bytes()).collect();
-        // Like the count: a read that times out (a loaded machine, a peer
-        // still reconnecting) is asked again, a bounded number of times.
-        let mut tries = 0;
-        let flags = loop {
-            match c.unique_contains(&name, &refs, Consistency::All).await {
-                Ok(flags) => break flags,
-                Err(e) if tries >= 20 => return Err(format!("final membership: {e}")),
-                Err(_) => tries += 1,
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        };
+        let flags = asked_again("final membership", || {
+            c.unique_contains(&name, &refs, Consistency::All)
+        })
+        .await?;
         if let Some(i) = flags.iter().position(|f| !f) {
             return Ok((count, Some(chunk[i].clone())));
         }
     }
     Ok((count, None))
+}
+
+/// A final read, asked again after a failure (a loaded machine, a peer
+/// still reconnecting: no answer is not a wrong answer) up to 20 times,
+/// 250 ms apart; the last failure, named `what`, if none answers.
+async fn asked_again<T, E: std::fmt::Display, F: std::future::Future<Output = Result<T, E>>>(
+    what: &str,
+    mut read: impl FnMut() -> F,
+) -> Result<T, String> {
+    let mut tries = 0;
+    loop {
+        match read().await {
+            Ok(v) => return Ok(v),
+            Err(e) if tries >= 20 => return Err(format!("{what}: {e}")),
+            Err(_) => tries += 1,
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
