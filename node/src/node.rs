@@ -349,8 +349,7 @@ impl Node {
         members: &[Vec<u8>],
         cl: Consistency,
     ) -> Result<Vec<bool>, WireError> {
-        crate::cluster::write::unique::add(&self.ctx, &self.writes.admits, partition, members, cl)
-            .await
+        self.writes.admit(partition, members, cl).await
     }
 
     /// The number of distinct members of the unique counter `partition`.

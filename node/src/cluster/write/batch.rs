@@ -1,5 +1,5 @@
-//! The batch task: every queued add, taken once per scheduler turn and
-//! run as one batch.
+//! The batch task: every queued add and admission, taken once per
+//! scheduler turn and run as one batch (admissions: see `unique`).
 //!
 //! ```text
 //! queue ─▶ batch: route each add (forward the ones another node leads),
@@ -53,7 +53,7 @@ use tokio::time::Instant;
 use super::Writes;
 use super::combine::{Combined, combine};
 use super::coordinate::{self, Leader, Op};
-use super::queue::{QueuedAdd, Replies, reply_one};
+use super::queue::{QueuedAdd, Replies, Waiting, reply_one};
 use super::replicate::replicate;
 use super::retry::{self, Next};
 use super::round::Verdict;
@@ -71,13 +71,13 @@ const OVERLAP_MIN: Duration = Duration::from_millis(1);
 /// The next batch never waits longer than this for the one in flight.
 const OVERLAP_MAX: Duration = Duration::from_millis(10);
 
-/// Takes the queue's adds in batches and runs each batch on its own task,
-/// until the node's write path is gone.
+/// Takes the queue's adds and admissions in batches and runs each batch on
+/// tasks of its own, until the node's write path is gone.
 pub(crate) async fn run(writes: Weak<Writes>) {
     let Some(queue) = writes.upgrade().map(|w| w.queue.clone()) else {
         return;
     };
-    let mut spare = Vec::new();
+    let mut spare = Waiting::default();
     // The batches in flight, oldest first: when each started, and its end.
     let mut in_flight: VecDeque<(Instant, oneshot::Receiver<Instant>)> = VecDeque::new();
     // How long the last batch that ended took.
@@ -106,16 +106,21 @@ pub(crate) async fn run(writes: Weak<Writes>) {
         let Some(writes) = writes.upgrade() else {
             return;
         };
-        let mut adds = queue.take(std::mem::take(&mut spare));
+        let mut waiting = queue.take(std::mem::take(&mut spare));
         let (done, end) = oneshot::channel();
         let batch = Arc::new(InFlight(Some(done)));
         in_flight.push_back((Instant::now(), end));
+        if !waiting.admissions.is_empty() {
+            let admissions = std::mem::take(&mut waiting.admissions);
+            super::unique::lead_batch(&writes, admissions, &batch);
+        }
+        let adds = &mut waiting.adds;
         while !adds.is_empty() {
             let rest = adds.split_off(adds.len().min(BATCH_MESSAGES_MAX));
-            let adds = std::mem::replace(&mut adds, rest);
+            let adds = std::mem::replace(adds, rest);
             tokio::spawn(run_batch(writes.clone(), adds, batch.clone()));
         }
-        spare = adds;
+        spare = waiting;
     }
 }
 

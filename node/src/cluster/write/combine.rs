@@ -19,7 +19,7 @@ use tally_engine::add::Combined as Adds;
 use tally_engine::{Cell, Key};
 use tally_net::wire::{Consistency, WireError};
 
-use super::queue::{AddQueue, Origin, QueuedAdd, Replies, Reply};
+use super::queue::{Origin, QueuedAdd, Replies, Reply, WriteQueue};
 use super::replicate::Write;
 use crate::cluster::ctx::Ctx;
 use crate::ring::Replicas;
@@ -93,7 +93,7 @@ impl Combined {
 
     /// Queues every member again, to be led here. `alone`: each on its
     /// own (a sum that would overflow, where some members alone may not).
-    pub(crate) fn queue_again(self, queue: &AddQueue, attempt: u32, alone: bool) {
+    pub(crate) fn queue_again(self, queue: &WriteQueue, attempt: u32, alone: bool) {
         for (reply, delta) in self.adds.into_members() {
             if let Some(reply) = reply {
                 queue.push(QueuedAdd {

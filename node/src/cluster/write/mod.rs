@@ -21,8 +21,10 @@
 //! (`coordinate::run`: route, then lead here or forward, then the answer
 //! it expects): changes of a counter (`change`: SET, EXPIRE, resets), of
 //! a whole key's deadline (`expire`: EXPIRE, PERSIST of a counter, a hash
-//! or a set, one leader-side change of the row), of a list (`list`), admissions to a unique counter (`unique`), each by
-//! the same round. A write a peer forwarded here (`PeerRequest::Leader*`)
+//! or a set, one leader-side change of the row), of a list (`list`),
+//! admissions to a unique counter (`unique`), each by the same round. An
+//! admission's lead step waits in the adds' queue and is taken by the same
+//! batch task, at the same pace. A write a peer forwarded here (`PeerRequest::Leader*`)
 //! enters by [`serve`], into the same skeleton (an add, into the same
 //! queue), and is led here or refused, never forwarded again.
 //!
@@ -72,7 +74,7 @@ use tally_net::wire::{Change, Changed, Consistency, ErrorKind, WireError};
 use tokio::sync::oneshot;
 
 use crate::cluster::ctx::Ctx;
-use queue::{AddQueue, Origin, QueuedAdd, Reply};
+use queue::{Origin, QueuedAdd, Reply, WriteQueue};
 
 /// An add in the queue (see [`Writes::queue`]).
 pub(crate) struct Queued {
@@ -102,10 +104,8 @@ impl Queued {
 /// The write path of one node.
 pub(crate) struct Writes {
     ctx: Arc<Ctx>,
-    /// Adds waiting for their batch.
-    queue: Arc<AddQueue>,
-    /// Unique counters' admissions waiting for theirs.
-    pub(crate) admits: Arc<unique::AdmitQueue>,
+    /// Adds and admissions waiting for their batch.
+    queue: Arc<WriteQueue>,
     /// Fault injection: every Nth led add is acknowledged but not applied.
     #[cfg(feature = "fault-injection")]
     drop_every: AtomicU64,
@@ -125,7 +125,6 @@ impl Writes {
         Arc::new(Writes {
             ctx,
             queue: Arc::default(),
-            admits: Arc::default(),
             #[cfg(feature = "fault-injection")]
             drop_every: AtomicU64::new(0),
             #[cfg(feature = "fault-injection")]
@@ -140,7 +139,6 @@ impl Writes {
     /// Starts the batch task; it ends once the write path is dropped.
     pub(crate) fn start(self: &Arc<Self>) {
         tokio::spawn(batch::run(Arc::downgrade(self)));
-        tokio::spawn(unique::run(Arc::downgrade(self)));
     }
 
     /// Queues an add; its answer goes where `add.reply` says.
@@ -201,6 +199,17 @@ impl Writes {
         Queued { rx, timer }
     }
 
+    /// Adds `members` to the unique counter `partition` at `cl` (see
+    /// `unique`); answers, per member, whether it was new.
+    pub(crate) async fn admit(
+        self: &Arc<Self>,
+        partition: &[u8],
+        members: &[Vec<u8>],
+        cl: Consistency,
+    ) -> Result<Vec<bool>, WireError> {
+        unique::add(self, partition, members, cl).await
+    }
+
     /// Changes a counter's epoch at `cl`: SET, EXPIRE, reset (see
     /// `change`); `reads`: the change answers the value before.
     pub(crate) async fn change(
@@ -249,10 +258,11 @@ impl Writes {
     #[cfg(feature = "fault-injection")]
     pub(crate) fn inject_ignore_ids(&self) {
         self.ignore_ids.store(true, Ordering::Relaxed);
-        self.admits.any_applier.store(true, Ordering::Relaxed);
     }
 
-    /// Whether fault injection says to apply adds with ids unchecked.
+    /// Whether fault injection says to apply adds with ids unchecked (and
+    /// to let any replica admit members to a unique counter, so that one
+    /// member can count twice).
     #[cfg(feature = "fault-injection")]
     fn ignores_ids(&self) -> bool {
         self.ignore_ids.load(Ordering::Relaxed)

@@ -1,10 +1,13 @@
-//! The queue every add enters by, and the answers that leave by it.
+//! The queue every add and every admission enters by, and the answers
+//! that leave by it.
 //!
 //! An add is a [`QueuedAdd`]: the counter, the delta, the level, where it
-//! came from, and where its answer goes ([`Reply`]). Answers to one client
-//! connection are gathered and written with one send ([`Replies`]), in
-//! the framing its client layer gives ([`Sink`]): the write path knows
-//! none.
+//! came from, and where its answer goes ([`Reply`]). An admission of
+//! members to a unique counter is a [`QueuedAdmission`]. Both wait in one
+//! [`WriteQueue`] for the batch task (`batch`), which takes them together
+//! once per scheduler turn. Answers to one client connection are gathered
+//! and written with one send ([`Replies`]), in the framing its client
+//! layer gives ([`Sink`]): the write path knows none.
 
 use parking_lot::Mutex;
 use tally_engine::{Key, OpId};
@@ -154,37 +157,76 @@ impl QueuedAdd {
     }
 }
 
-/// The adds waiting for the batch task.
+/// One caller's members of one applier to a unique counter, waiting for
+/// the batch task to admit them (see `unique`).
+pub(crate) struct QueuedAdmission {
+    /// The unique counter's count.
+    pub(crate) count: Key,
+    pub(crate) cl: Consistency,
+    /// Between 1 and `MEMBERS_MAX`, all of this node as their applier.
+    pub(crate) members: Vec<Vec<u8>>,
+    /// Which of `members` were new.
+    pub(crate) answer: oneshot::Sender<Result<Vec<bool>, WireError>>,
+}
+
+/// What waits for the next batch.
+#[derive(Default)]
+pub(crate) struct Waiting {
+    pub(crate) adds: Vec<QueuedAdd>,
+    pub(crate) admissions: Vec<QueuedAdmission>,
+}
+
+impl Waiting {
+    fn len(&self) -> usize {
+        self.adds.len() + self.admissions.len()
+    }
+}
+
+/// The adds and admissions waiting for the batch task: one queue, one
+/// task, one pace (see `batch`).
 ///
 /// # Invariants
-/// - `ready` holds a permit whenever `adds` is not empty and the batch task
-///   has not taken them yet.
+/// - `ready` holds a permit whenever `waiting` is not empty and the batch
+///   task has not taken it yet.
 #[derive(Default)]
-pub(crate) struct AddQueue {
-    adds: Mutex<Vec<QueuedAdd>>,
+pub(crate) struct WriteQueue {
+    waiting: Mutex<Waiting>,
     ready: Notify,
 }
 
-impl AddQueue {
+impl WriteQueue {
     /// Queues an add for the next batch.
     pub(crate) fn push(&self, add: QueuedAdd) {
-        let mut adds = self.adds.lock();
-        adds.push(add);
-        if adds.len() == 1 {
+        let mut waiting = self.waiting.lock();
+        waiting.adds.push(add);
+        Self::wake(&waiting, &self.ready);
+    }
+
+    /// Queues an admission for the next batch.
+    pub(crate) fn push_admission(&self, admission: QueuedAdmission) {
+        let mut waiting = self.waiting.lock();
+        waiting.admissions.push(admission);
+        Self::wake(&waiting, &self.ready);
+    }
+
+    /// Wakes the batch task for the first entry after it took the last.
+    #[inline]
+    fn wake(waiting: &Waiting, ready: &Notify) {
+        if waiting.len() == 1 {
             // A stored permit if the task is busy: it looks again.
-            self.ready.notify_one();
+            ready.notify_one();
         }
     }
 
-    /// Waits until adds are queued.
+    /// Waits until something is queued.
     pub(crate) async fn ready(&self) {
         self.ready.notified().await;
     }
 
-    /// Takes every queued add, leaving `spare` (empty, kept allocated).
-    pub(crate) fn take(&self, spare: Vec<QueuedAdd>) -> Vec<QueuedAdd> {
-        debug_assert!(spare.is_empty());
-        std::mem::replace(&mut *self.adds.lock(), spare)
+    /// Takes everything queued, leaving `spare` (empty, kept allocated).
+    pub(crate) fn take(&self, spare: Waiting) -> Waiting {
+        debug_assert_eq!(spare.len(), 0);
+        std::mem::replace(&mut *self.waiting.lock(), spare)
     }
 }
 

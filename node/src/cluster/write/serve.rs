@@ -56,7 +56,7 @@ pub(crate) async fn serve(writes: &Writes, req: PeerRequest) -> Result<PeerRespo
             cl,
         } => {
             let count = AdmitOp::count_key(&partition)?;
-            let op = AdmitOp::forwarded(ctx, &writes.admits, &count, members, cl)?;
+            let op = AdmitOp::forwarded(writes, &count, members, cl)?;
             run(ctx, op, led).await.map(AdmitOp::respond)
         }
         PeerRequest::LeaderExpireRow {

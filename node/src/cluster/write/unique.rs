@@ -6,7 +6,8 @@
 //!
 //! ```text
 //! coordinator: members grouped by applier ─▶ each group led here or forwarded
-//! applier: engine.admit (count + members, one record) ─▶ wait for the fsync
+//! applier: queued with the adds ─▶ the batch task merges one turn's members
+//!   to one counter ─▶ engine.admit (count + members, one record) ─▶ wait for the fsync
 //!   ─▶ replicate the count's shard and the member cells (a round each)
 //!   ─▶ answer which members were new
 //! ```
@@ -22,16 +23,17 @@
 use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
-use parking_lot::Mutex;
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::oneshot;
 
 use tally_engine::{Key, unique};
 use tally_net::wire::{Consistency, ErrorKind, MEMBERS_MAX, PeerRequest, PeerResponse, WireError};
 
+use super::Writes;
 use super::coordinate::{self, Lead, Leader, Op};
-use super::queue::Origin;
+use super::in_flight::InFlight;
+use super::queue::{Origin, QueuedAdmission};
 use super::replicate::{Write, replicate};
 use super::retry::{self, Next};
 use super::round::Verdict;
@@ -45,83 +47,52 @@ const ATTEMPTS_MAX: u32 = 4;
 /// peer batch.
 const ADMISSION_MEMBERS_MAX: usize = tally_net::wire::BATCH_MESSAGES_MAX - 1;
 
-/// Admissions waiting for the batch task: the adds of members to one
-/// counter that arrive in one scheduler turn become one admission, one
-/// record, one replication round.
-#[derive(Default)]
-pub(crate) struct AdmitQueue {
-    waiting: Mutex<Vec<Waiting>>,
-    ready: Notify,
-    /// Fault injection: any replica admits members (see
-    /// `Writes::inject_ignore_ids`), so one member can count twice.
-    pub(crate) any_applier: std::sync::atomic::AtomicBool,
-}
-
-/// One caller's members, waiting.
-struct Waiting {
-    count: Key,
-    cl: Consistency,
+/// Queues members for this node to admit in the next batch; answers which
+/// were new.
+async fn queue(
+    writes: &Writes,
+    count: &Key,
     members: Vec<Vec<u8>>,
-    answer: oneshot::Sender<Result<Vec<bool>, WireError>>,
+    cl: Consistency,
+) -> Result<Vec<bool>, WireError> {
+    let (answer, rx) = oneshot::channel();
+    writes.queue.push_admission(QueuedAdmission {
+        count: count.clone(),
+        cl,
+        members,
+        answer,
+    });
+    rx.await.unwrap_or_else(|_| {
+        Err(WireError::unknown(
+            ErrorKind::Storage,
+            "the node is shutting down; the members may or may not have been added",
+        ))
+    })
 }
 
-impl AdmitQueue {
-    /// Queues members for this node to admit; answers which were new.
-    async fn admit(
-        &self,
-        count: &Key,
-        members: Vec<Vec<u8>>,
-        cl: Consistency,
-    ) -> Result<Vec<bool>, WireError> {
-        let (answer, rx) = oneshot::channel();
-        {
-            let mut waiting = self.waiting.lock();
-            waiting.push(Waiting {
-                count: count.clone(),
-                cl,
-                members,
-                answer,
-            });
-            if waiting.len() == 1 {
-                self.ready.notify_one();
-            }
-        }
-        rx.await.unwrap_or_else(|_| {
-            Err(WireError::unknown(
-                ErrorKind::Storage,
-                "the node is shutting down; the members may or may not have been added",
-            ))
-        })
+/// Leads a batch's admissions: the members to one counter at one level
+/// that arrived in one scheduler turn become one admission, one record,
+/// one replication round. Each holds `in_flight` until answered, as the
+/// batch's adds do.
+pub(super) fn lead_batch(
+    writes: &Arc<Writes>,
+    taken: Vec<QueuedAdmission>,
+    in_flight: &Arc<InFlight>,
+) {
+    let mut groups: HashMap<(Key, Consistency), Vec<QueuedAdmission>> = HashMap::new();
+    for item in taken {
+        groups
+            .entry((item.count.clone(), item.cl))
+            .or_default()
+            .push(item);
     }
-}
-
-/// Takes the queued admissions once per scheduler turn and leads each
-/// counter's at one level as one, until the write path is gone.
-pub(crate) async fn run(writes: Weak<super::Writes>) {
-    loop {
-        let Some(queue) = writes.upgrade().map(|w| w.admits.clone()) else {
-            return;
-        };
-        queue.ready.notified().await;
-        // Let the tasks that are ready queue theirs first.
-        tokio::task::yield_now().await;
-        let Some(w) = writes.upgrade() else {
-            return;
-        };
-        let taken = std::mem::take(&mut *queue.waiting.lock());
-        let mut groups: HashMap<(Key, Consistency), Vec<Waiting>> = HashMap::new();
-        for item in taken {
-            groups
-                .entry((item.count.clone(), item.cl))
-                .or_default()
-                .push(item);
-        }
-        for ((count, cl), items) in groups {
-            for part in split(items) {
-                let ctx = w.ctx.clone();
-                let count = count.clone();
-                tokio::spawn(async move { lead_merged(&ctx, &count, part, cl).await });
-            }
+    for ((count, cl), items) in groups {
+        for part in split(items) {
+            let (ctx, count, in_flight) = (writes.ctx.clone(), count.clone(), in_flight.clone());
+            tokio::spawn(async move {
+                lead_merged(&ctx, &count, part, cl).await;
+                drop(in_flight);
+            });
         }
     }
 }
@@ -129,8 +100,8 @@ pub(crate) async fn run(writes: Weak<super::Writes>) {
 /// Callers' admissions in parts of at most [`ADMISSION_MEMBERS_MAX`]
 /// members (a caller's own are never more: see `MEMBERS_MAX`, checked
 /// before anything is queued).
-fn split(items: Vec<Waiting>) -> Vec<Vec<Waiting>> {
-    let mut parts: Vec<Vec<Waiting>> = Vec::new();
+fn split(items: Vec<QueuedAdmission>) -> Vec<Vec<QueuedAdmission>> {
+    let mut parts: Vec<Vec<QueuedAdmission>> = Vec::new();
     let mut size = 0;
     for item in items {
         if parts.is_empty() || size + item.members.len() > ADMISSION_MEMBERS_MAX {
@@ -146,7 +117,7 @@ fn split(items: Vec<Waiting>) -> Vec<Vec<Waiting>> {
 /// Leads several callers' members to one counter as one admission; each
 /// caller gets its own members' flags (a member two callers added is new
 /// to the first only).
-async fn lead_merged(ctx: &Arc<Ctx>, count: &Key, items: Vec<Waiting>, cl: Consistency) {
+async fn lead_merged(ctx: &Arc<Ctx>, count: &Key, items: Vec<QueuedAdmission>, cl: Consistency) {
     let all: Vec<Vec<u8>> = items
         .iter()
         .flat_map(|w| w.members.iter().cloned())
@@ -166,9 +137,8 @@ async fn lead_merged(ctx: &Arc<Ctx>, count: &Key, items: Vec<Waiting>, cl: Consi
 
 /// Adds `members` to the unique counter `partition` at `cl`; answers, per
 /// member, whether it was new.
-pub(crate) async fn add(
-    ctx: &Arc<Ctx>,
-    admits: &Arc<AdmitQueue>,
+pub(super) async fn add(
+    writes: &Arc<Writes>,
     partition: &[u8],
     members: &[Vec<u8>],
     cl: Consistency,
@@ -176,7 +146,7 @@ pub(crate) async fn add(
     check_members(members)?;
     let count = unique::count_key(partition).map_err(|e| engine_error(&e))?;
     let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    let replicas = ctx.replicas(partition);
+    let replicas = writes.ctx.replicas(partition);
     for (i, m) in members.iter().enumerate() {
         unique::member_key(partition, m).map_err(|e| engine_error(&e))?;
         groups
@@ -187,8 +157,8 @@ pub(crate) async fn add(
     let mut calls = tokio::task::JoinSet::new();
     for idx in groups.into_values() {
         let group: Vec<Vec<u8>> = idx.iter().map(|&i| members[i].clone()).collect();
-        let (ctx, admits, count) = (ctx.clone(), admits.clone(), count.clone());
-        calls.spawn(async move { (idx, add_group(&ctx, &admits, &count, group, cl).await) });
+        let (writes, count) = (writes.clone(), count.clone());
+        calls.spawn(async move { (idx, add_group(&writes, &count, group, cl).await) });
     }
     let mut new = vec![false; members.len()];
     let mut failed = None;
@@ -227,30 +197,29 @@ pub(crate) async fn add(
 
 /// One applier's members: admitted here, or forwarded to their applier.
 async fn add_group(
-    ctx: &Arc<Ctx>,
-    admits: &AdmitQueue,
+    writes: &Writes,
     count: &Key,
     members: Vec<Vec<u8>>,
     cl: Consistency,
 ) -> Result<Vec<bool>, WireError> {
     let op = AdmitOp {
-        admits,
+        writes,
         count,
         members,
         cl,
     };
-    coordinate::run(ctx, op, Origin::Client).await
+    coordinate::run(&writes.ctx, op, Origin::Client).await
 }
 
 /// An admission of members of one applier to a unique counter, as the
 /// coordinator skeleton runs it (`coordinate::run`): led by their applier
-/// alone, whose lead step queues it for the admission task.
+/// alone, whose lead step queues it for the batch task.
 ///
 /// # Invariants
 /// - `members` is not empty, and one replica applies them all (unless
-///   fault injection says any may: `AdmitQueue::any_applier`).
+///   fault injection says any may: `Writes::ignores_ids`).
 pub(crate) struct AdmitOp<'a> {
-    admits: &'a AdmitQueue,
+    writes: &'a Writes,
     count: &'a Key,
     members: Vec<Vec<u8>>,
     cl: Consistency,
@@ -265,20 +234,19 @@ impl<'a> AdmitOp<'a> {
     /// The admission a coordinator forwarded here: refused unless its
     /// members are between 1 and `MEMBERS_MAX`, all of one applier.
     pub(crate) fn forwarded(
-        ctx: &Ctx,
-        admits: &'a AdmitQueue,
+        writes: &'a Writes,
         count: &'a Key,
         members: Vec<Vec<u8>>,
         cl: Consistency,
     ) -> Result<Self, WireError> {
         check_members(&members)?;
         let op = AdmitOp {
-            admits,
+            writes,
             count,
             members,
             cl,
         };
-        let replicas = ctx.replicas(count.partition());
+        let replicas = writes.ctx.replicas(count.partition());
         let first = tally_net::once::applier(&replicas, &op.members[0]);
         if !op.any_applier()
             && op
@@ -296,9 +264,7 @@ impl<'a> AdmitOp<'a> {
 
     /// Fault injection: any replica admits members.
     fn any_applier(&self) -> bool {
-        self.admits
-            .any_applier
-            .load(std::sync::atomic::Ordering::Relaxed)
+        self.writes.ignores_ids()
     }
 }
 
@@ -350,7 +316,7 @@ impl Lead for AdmitOp<'_> {
         _ctx: &Arc<Ctx>,
         _replicas: Replicas,
     ) -> impl Future<Output = Result<Vec<bool>, WireError>> + Send {
-        self.admits.admit(self.count, self.members, self.cl)
+        queue(self.writes, self.count, self.members, self.cl)
     }
 }
 
