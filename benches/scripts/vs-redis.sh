@@ -8,9 +8,16 @@
 # (-t incr), each measured after a warm-up run. Prints every run, then per
 # case the medians and Tally/Redis.
 #
-# Usage: vs-redis.sh TALLYD [ROUNDS]     (needs redis-server and redis-benchmark)
+# With BEFORE set to another tallyd, every round also measures that build
+# beside TALLYD, on fresh nodes, in an order that alternates from round
+# to round, and the summary adds per case the median of the rounds'
+# TALLYD/BEFORE ratios: the before/after comparison of two builds.
+#
+# Usage: [BEFORE=old/tallyd] vs-redis.sh TALLYD [ROUNDS]
+#        (needs redis-server and redis-benchmark)
 set -euo pipefail
-tallyd=$(realpath "$1"); rounds=${2:-3}
+after=$(realpath "$1"); rounds=${2:-3}
+before=${BEFORE:+$(realpath "$BEFORE")}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 dir=$(mktemp -d /tmp/tally-vs-redis.XXXXXX)
 pid=""
@@ -37,14 +44,27 @@ measure() { # SYSTEM PORT
         for w in uniform hot; do
             r=$(rate "$2" "$p" "$w")
             echo "round $round $1 P$p $w: $r requests/s"
-            runs+=("$1 P$p $w $r")
+            runs+=("$round $1 P$p $w $r")
         done
     done
 }
 
+# builds ROUND: the builds to measure this round, in the order to run them.
+builds() {
+    if [ -z "$before" ]; then echo "$after"
+    elif [ $(( $1 % 2 )) = 1 ]; then echo "$after $before"
+    else echo "$before $after"; fi
+}
+# label TALLYD: how the runs of this build are named.
+label() { [ -n "$before" ] && [ "$1" = "$before" ] && echo -before || true; }
+
 for round in $(seq "$rounds"); do
-    start_one; measure tally-1 7301; stop_pid
-    start_three; measure tally-3 7301; stop_pid
+    for tallyd in $(builds "$round"); do
+        start_one; measure "tally-1$(label "$tallyd")" 7301; stop_pid
+    done
+    for tallyd in $(builds "$round"); do
+        start_three; measure "tally-3$(label "$tallyd")" 7301; stop_pid
+    done
 
     rm -rf "$dir/redis"; mkdir -p "$dir/redis"
     redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$dir/redis" --save "" \
@@ -56,9 +76,19 @@ done
 printf '%s\n' "${runs[@]}" | python3 -c "
 import statistics, sys
 rows = [l.split() for l in sys.stdin if l.strip()]
-med = lambda s, p, w: statistics.median(float(r[3]) for r in rows if r[:3] == [s, p, w])
+runs = lambda s, p, w: [float(r[4]) for r in rows if r[1:4] == [s, p, w]]
+med = lambda s, p, w: statistics.median(runs(s, p, w))
 for p in ('P1', 'P16'):
     for w in ('uniform', 'hot'):
         redis = med('redis', p, w)
         line = ', '.join(f'{s} {med(s, p, w):.0f} ({med(s, p, w) / redis:.2f}x)' for s in ('tally-1', 'tally-3'))
-        print(f'median {p} {w}: redis {redis:.0f}; {line}')"
+        print(f'median {p} {w}: redis {redis:.0f}; {line}')
+if '$before':
+    for s in ('tally-1', 'tally-3'):
+        for p in ('P1', 'P16'):
+            for w in ('uniform', 'hot'):
+                b = s + '-before'
+                pairs = [x / y for x, y in zip(runs(s, p, w), runs(b, p, w))]
+                print(f'after/before {s} {p} {w}: median {statistics.median(pairs):.3f} '
+                      f'of {len(pairs)} rounds ({min(pairs):.2f} to {max(pairs):.2f}); '
+                      f'{med(b, p, w):.0f} before, {med(s, p, w):.0f} after')"
