@@ -425,7 +425,7 @@ impl Engine {
     /// that state is replicated as its level asks: a shard holding an add
     /// with an id never leaves this node before the id is durable here
     /// (see `group_commit::once`).
-    pub fn leader_add_once_batch<'k>(
+    pub fn add_once<'k>(
         &self,
         groups: impl IntoIterator<Item = (&'k Key, &'k [OnceAdd])>,
     ) -> Result<(Vec<OnceSealed>, Durable)> {
@@ -457,7 +457,7 @@ impl Engine {
     /// (see `unique`): those absent from it are admitted, the count moves
     /// by their number, all in one record. This node must be the members'
     /// applier. Answers which members were new, and one [`Durable`];
-    /// the rules of [`Engine::leader_add_once_batch`] apply to
+    /// the rules of [`Engine::add_once`] apply to
     /// `Admission::replicate`.
     pub async fn admit(&self, partition: &[u8], members: &[&[u8]]) -> Result<(Admission, Durable)> {
         let count = unique::count_key(partition)?;

@@ -73,7 +73,7 @@
 //!
 //! # Exactly-once adds and unique counters
 //!
-//! [`Engine::leader_add_once_batch`] takes adds with operation ids: the
+//! [`Engine::add_once`] takes adds with operation ids: the
 //! ledger (`ids`) says under the cell lock which are new, and a retry
 //! answers the value its first application produced. [`Engine::admit`]
 //! counts a unique counter's members once each (`unique`). Both write the

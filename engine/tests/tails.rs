@@ -152,15 +152,15 @@ fn an_applier_sends_every_id_not_durable_yet_with_its_shard() {
     rt().block_on(async {
         let e = open(dir.path(), &opts);
         let k = key(1);
-        let (mut s, durable) = e.leader_add_once_batch([(&k, &[add(1, 1)][..])]).unwrap();
+        let (mut s, durable) = e.add_once([(&k, &[add(1, 1)][..])]).unwrap();
         durable.wait().await.unwrap();
         let first = s.pop().unwrap().tail.unwrap();
         assert_eq!(first.ops.len(), 1);
         assert_eq!(first.counter_id, e.counter_id());
         // The disk stops: two batches, the second carrying both.
         stall.store(true, Ordering::Relaxed);
-        let (mut s2, d2) = e.leader_add_once_batch([(&k, &[add(1, 2)][..])]).unwrap();
-        let (mut s3, d3) = e.leader_add_once_batch([(&k, &[add(1, 3)][..])]).unwrap();
+        let (mut s2, d2) = e.add_once([(&k, &[add(1, 2)][..])]).unwrap();
+        let (mut s3, d3) = e.add_once([(&k, &[add(1, 3)][..])]).unwrap();
         let t2 = s2.pop().unwrap().tail.unwrap();
         let t3 = s3.pop().unwrap().tail.unwrap();
         let seqs = |t: &TailIds| t.ops.iter().map(|o| o.op.seq).collect::<Vec<_>>();
@@ -171,7 +171,7 @@ fn an_applier_sends_every_id_not_durable_yet_with_its_shard() {
         d2.wait().await.unwrap();
         d3.wait().await.unwrap();
         // Durable now: a retry's whole cell goes with no ids.
-        let (mut s4, d4) = e.leader_add_once_batch([(&k, &[add(1, 3)][..])]).unwrap();
+        let (mut s4, d4) = e.add_once([(&k, &[add(1, 3)][..])]).unwrap();
         d4.wait().await.unwrap();
         let s4 = s4.pop().unwrap();
         assert_eq!(s4.answers[0].as_ref().unwrap(), &Once::Duplicate(3));
@@ -194,11 +194,11 @@ fn a_node_learns_its_lost_tail_and_answers_retries_from_it() {
         let a = open(a_dir.path(), &opts);
         let r = open(r_dir.path(), &small_options());
         let k = key(3);
-        let (mut s, d) = a.leader_add_once_batch([(&k, &[add(5, 1)][..])]).unwrap();
+        let (mut s, d) = a.add_once([(&k, &[add(5, 1)][..])]).unwrap();
         d.wait().await.unwrap();
         let first = s.pop().unwrap();
         stall.store(true, Ordering::Relaxed);
-        let (mut s, _lost) = a.leader_add_once_batch([(&k, &[add(7, 2)][..])]).unwrap();
+        let (mut s, _lost) = a.add_once([(&k, &[add(7, 2)][..])]).unwrap();
         let lost = s.pop().unwrap();
         assert_eq!(lost.answers[0].as_ref().unwrap(), &Once::Applied(12));
         for sealed in [first, lost] {
@@ -231,9 +231,7 @@ fn a_node_learns_its_lost_tail_and_answers_retries_from_it() {
             !a.retired().unwrap().contains(&old),
             "learned: off the list"
         );
-        let (mut s, d) = a
-            .leader_add_once_batch([(&k, &[add(7, 2), add(1, 3)][..])])
-            .unwrap();
+        let (mut s, d) = a.add_once([(&k, &[add(7, 2), add(1, 3)][..])]).unwrap();
         d.wait().await.unwrap();
         let answers = s.pop().unwrap().answers;
         assert_eq!(

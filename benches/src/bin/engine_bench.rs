@@ -160,7 +160,7 @@ fn main() -> Result<()> {
 }
 
 /// Adds/s of 16 writers over uniform keys, each call one add through the
-/// batch API a node uses (`leader_add_batch`, or `leader_add_once_batch`
+/// batch API a node uses (`leader_add_batch`, or `add_once`
 /// with a fresh id), periodic sync.
 async fn batch_adds(root: &Path, args: &Args, with_ids: bool) -> Result<f64> {
     let dir = fresh_dir(root, "batch-adds")?;
@@ -186,9 +186,7 @@ async fn batch_adds(root: &Path, args: &Args, with_ids: bool) -> Result<f64> {
                             id: OpId::new(client.as_bytes(), done + 1)?,
                             reapply_stale: false,
                         };
-                        engine
-                            .leader_add_once_batch([(&k, std::slice::from_ref(&add))])?
-                            .1
+                        engine.add_once([(&k, std::slice::from_ref(&add))])?.1
                     } else {
                         engine.leader_add_batch([(&k, 1)])?.1
                     };
@@ -502,8 +500,7 @@ async fn ids_size(root: &Path, keys: u64) -> Result<()> {
                         reapply_stale: false,
                     };
                     let k = key(i);
-                    let (_, durable) =
-                        engine.leader_add_once_batch([(&k, std::slice::from_ref(&add))])?;
+                    let (_, durable) = engine.add_once([(&k, std::slice::from_ref(&add))])?;
                     durable.wait().await?;
                 }
                 anyhow::Ok(())
