@@ -46,7 +46,7 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use crate::background::Background;
-use crate::cache::{CounterCache, PendingAdd};
+use crate::cache::{Cached, CounterCache, PendingAdd};
 use crate::cell::{Cell, Epoch, Keep, Merger};
 use crate::commitlog::{self, LogWriter, ReplayStats};
 use crate::error::{Error, Result};
@@ -61,7 +61,7 @@ use crate::key::Key;
 use crate::latency::Latencies;
 use crate::memtable::Memtable;
 use crate::options::{Options, ParkCommit};
-use crate::outcome::{AddOutcome, Durable, DurableBy, Staged};
+use crate::outcome::{Durable, DurableBy, Queued, Refusals, Staged};
 use crate::poison::Poison;
 use crate::row::{Bounded, Offer, Row};
 use crate::space::Space;
@@ -79,6 +79,8 @@ mod logged;
 pub(crate) mod scan;
 pub(crate) mod snapshot;
 pub(crate) mod tails;
+#[cfg(test)]
+pub(crate) mod test_support;
 
 use logged::Logged;
 
@@ -152,7 +154,7 @@ pub struct Engine {
     /// One admission per unique counter at a time (see [`Engine::admit`]).
     admissions: Box<[tokio::sync::Mutex<()>]>,
     /// See [`Stats::shard_limit_refusals`].
-    shard_limit_refusals: AtomicU64,
+    refusals: Arc<Refusals>,
     /// See [`Stats::log_sync_latency`].
     log_syncs: Arc<Latencies>,
     /// Holds the directory lock while the engine is open.
@@ -258,7 +260,7 @@ impl Engine {
             replay,
             ids,
             admissions: (0..256).map(|_| tokio::sync::Mutex::new(())).collect(),
-            shard_limit_refusals: AtomicU64::new(0),
+            refusals: Arc::default(),
             log_syncs,
             _identity: identity,
         })
@@ -310,66 +312,25 @@ impl Engine {
         &self.replay
     }
 
-    /// The leader's add: a locally locked read-modify-write of this node's
-    /// own shard, combined with concurrent adds to the same cell, returned
-    /// once durable.
-    pub async fn leader_add(&self, key: &Key, delta: i64) -> Result<AddOutcome> {
-        let (done, rx) = oneshot::channel();
-        self.queue_leader_add(
-            key,
-            PendingAdd {
-                delta,
-                done: Some(done),
-                sealed: None,
-            },
-        )?;
-        let added = rx.await.map_err(|_| Error::Closed)?;
-        self.counted(added)
-    }
-
-    /// [`Engine::leader_add`] in two steps: returns the outcome as soon as
-    /// the read-modify-write is sealed, before its fsync, with a [`Durable`]
-    /// that resolves once it is on disk. A leader can then replicate the
+    /// The leader's adds, for many keys at once: under each key's cell
+    /// lock, a locally locked read-modify-write of this node's own shard,
+    /// sealed on the calling thread, with one [`Durable`] for all of them:
+    /// a batch of adds costs one wake-up of the syncer and one waiter, not
+    /// one per add. Answers one [`Staged`] per add, in order. Each add is
+    /// its own read-modify-write: the caller combines adds to one key
+    /// first. An add to a cell that adds are already waiting on, or during
+    /// a write stall, or while a record with ids is not durable, goes to
+    /// the sealer instead ([`Staged::Queued`]), which combines concurrent
+    /// adds to one cell into one read-modify-write.
+    ///
+    /// The outcome comes before its fsync: a leader can replicate the
     /// shard while its own fsync runs, and count this node's copy as
     /// durable only once `Durable::wait` succeeds (an add may still be
     /// acknowledged on enough other durable copies: the caller's rule).
     /// Replicas holding a version this engine later loses in a crash are
     /// harmless: an engine that was not closed cleanly comes back under a
     /// new counter id (see `identity`).
-    pub async fn leader_add_staged(&self, key: &Key, delta: i64) -> Result<(AddOutcome, Durable)> {
-        let (done, rx) = oneshot::channel();
-        let (sealed, early) = oneshot::channel();
-        self.queue_leader_add(
-            key,
-            PendingAdd {
-                delta,
-                done: Some(done),
-                sealed: Some(sealed),
-            },
-        )?;
-        match early.await {
-            Ok(outcome) => Ok((outcome, Durable(DurableBy::Add(rx)))),
-            // Refused at sealing (overflow, a limit, poisoned): the reason
-            // is in `done`. Or sealed while a record with ids was not
-            // durable yet: the outcome comes once durable (see
-            // `group_commit::once`).
-            Err(_) => match rx.await {
-                Ok(Err(e)) => self.counted(Err(e)),
-                Ok(Ok(outcome)) => Ok((outcome, Durable(DurableBy::Nothing))),
-                Err(_) => Err(Error::Closed),
-            },
-        }
-    }
-
-    /// Leader adds for many keys at once, sealed on the calling thread
-    /// (unless adds are already waiting on the cell, see [`Staged`]), with
-    /// one [`Durable`] for all of them: a batch of adds costs one wake-up of
-    /// the syncer and one waiter, not one per add. Answers one
-    /// [`Staged`] per add, in order. Each add is its own read-modify-write:
-    /// the caller combines adds to one key first. The rules of
-    /// [`Engine::leader_add_staged`] apply: replicate while the fsync runs,
-    /// and count this node's copy only after `Durable::wait`.
-    pub fn leader_add_batch<'k>(
+    pub fn add<'k>(
         &self,
         adds: impl IntoIterator<Item = (&'k Key, i64)>,
     ) -> Result<(Vec<Staged>, Durable)> {
@@ -382,16 +343,18 @@ impl Engine {
         for (i, (&key, delta)) in keys.iter().zip(deltas).enumerate() {
             self.cache.fetch_ahead(&keys, i);
             let one = self.cache.with_cell(key, |cached, v| {
-                // Unlike a lone add, a batch's add does not wait to be
-                // combined when the cell's last record is not durable yet:
-                // the caller has combined the batch's adds to one cell.
-                // While a record with ids is not durable, its shard may not
-                // leave early: the engine's own path waits for the fsync.
+                // A batch's add does not wait to be combined when the
+                // cell's last record is not durable yet: the caller has
+                // combined the batch's adds to one cell. While a record
+                // with ids is not durable, its shard may not leave early:
+                // the sealer's path waits for the fsync.
                 if !cached.pending.is_empty()
                     || v.frozen.len() >= stall_at
                     || self.commit.ids_unsynced()
                 {
-                    return Ok(Staged::Hot);
+                    let (queued, filled) = self.queue_for_sealer(key, cached, v, delta)?;
+                    full |= filled;
+                    return Ok(Staged::Queued(queued));
                 }
                 let one = self.commit.seal_one_now(key, cached, v, delta)?;
                 full |= v.active.bytes() >= self.opts.memtable_bytes_max;
@@ -399,7 +362,7 @@ impl Engine {
             })??;
             sealed_any |= matches!(one, Staged::Sealed(_));
             if let Staged::Refused(e) = &one {
-                self.count_refusal(e);
+                self.refusals.count(e);
             }
             staged.push(one);
         }
@@ -412,6 +375,49 @@ impl Engine {
             DurableBy::Nothing
         };
         Ok((staged, Durable(durable)))
+    }
+
+    /// Hands an add to the sealer, under the cell lock held by `cached`'s
+    /// owner, in version `v` (read-locked): it joins the adds waiting on
+    /// the cell. A cold cell (no add waiting, no record in the last durable
+    /// group commit or after it) and no write stall has nothing to wait
+    /// for: its add is sealed here, as the sealer would (the outcome of one
+    /// with ids unsynced waits for durability all the same). Answers the
+    /// add's handle, and whether the active memtable is full.
+    fn queue_for_sealer(
+        &self,
+        key: &Key,
+        cached: &mut Cached,
+        v: &Version,
+        delta: i64,
+    ) -> Result<(Queued, bool)> {
+        let (done, done_rx) = oneshot::channel();
+        let (sealed, sealed_rx) = oneshot::channel();
+        let add = PendingAdd {
+            delta,
+            done: Some(done),
+            sealed: Some(sealed),
+        };
+        let queued = Queued {
+            sealed: sealed_rx,
+            done: done_rx,
+            refusals: self.refusals.clone(),
+        };
+        if cached.pending.is_empty()
+            && cached.sealed_batch < self.commit.durable_batch()
+            && v.frozen.len() < self.opts.frozen_memtables_max.max(1)
+        {
+            self.commit.seal_now(key, cached, v, add);
+            // The sealer, which checks otherwise, was not involved.
+            return Ok((queued, v.active.bytes() >= self.opts.memtable_bytes_max));
+        }
+        let first = cached.pending.is_empty();
+        cached.pending.push(add);
+        if first && let Err(e) = self.commit.queue_add(key) {
+            cached.pending.clear();
+            return Err(e);
+        }
+        Ok((queued, false))
     }
 
     /// Adds with operation ids, grouped per counter (see `ids`): under each
@@ -506,34 +512,6 @@ impl Engine {
             return Ok(());
         }
         self.commit.ack_now().await.map_err(|_| Error::Closed)?
-    }
-
-    fn queue_leader_add(&self, key: &Key, add: PendingAdd) -> Result<()> {
-        self.check_writable()?;
-        let full = self.cache.with_cell(key, |cached, v| {
-            // A cold cell (no add waiting, no record in the last durable
-            // group commit or after it) and no write stall: seal here. A hot
-            // cell stays with the sealer, where its adds are combined.
-            if cached.pending.is_empty()
-                && cached.sealed_batch < self.commit.durable_batch()
-                && v.frozen.len() < self.opts.frozen_memtables_max.max(1)
-            {
-                self.commit.seal_now(key, cached, v, add);
-                // The sealer, which checks otherwise, was not involved.
-                return Ok(v.active.bytes() >= self.opts.memtable_bytes_max);
-            }
-            let first = cached.pending.is_empty();
-            cached.pending.push(add);
-            if first && let Err(e) = self.commit.queue_add(key) {
-                cached.pending.clear();
-                return Err(e);
-            }
-            Ok(false)
-        })??;
-        if full {
-            self.work.flush();
-        }
-        Ok(())
     }
 
     /// Merges state from elsewhere (replication, hints, repair, read repair).
@@ -796,7 +774,7 @@ impl Engine {
             add_records: commit.add_records,
             memtable_cells: v.memtables().map(|m| m.len()).sum(),
             log_bytes: log_bytes(&self.dir),
-            shard_limit_refusals: self.shard_limit_refusals.load(Ordering::Relaxed),
+            shard_limit_refusals: self.refusals.get(),
             memtables: v.memtables().count(),
             compactions: self.background.compactions.load(Ordering::Relaxed),
             log_sync_latency: self.log_syncs.snapshot(),
@@ -822,9 +800,7 @@ impl Engine {
 
     /// Counts a write refused for a limit of the cell.
     fn count_refusal(&self, e: &Error) {
-        if matches!(e, Error::TooManyShards { .. }) {
-            self.shard_limit_refusals.fetch_add(1, Ordering::Relaxed);
-        }
+        self.refusals.count(e);
     }
 
     /// Stops accepting work, makes everything acknowledged durable, stops the

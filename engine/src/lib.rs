@@ -14,13 +14,15 @@
 //!
 //! # Write path
 //!
-//! - [`Engine::leader_add`]: under the key's cell lock, an add to a cell
-//!   with nothing in flight is sealed at once on the caller's thread;
-//!   otherwise the caller's delta waits in a per-key pending list. The
-//!   sealer thread takes every key with pending adds at once and does one
-//!   read-modify-write of this node's own shard per key (clock + 1, value +
-//!   Σ deltas) in the counter cache. Either way, and for every other write
-//!   a leader makes to its own shard (a batch's add, adds with ids,
+//! - [`Engine::add`]: a batch of adds, each under its key's cell lock
+//!   sealed at once on the caller's thread, with one [`Durable`] for the
+//!   batch; an add to a cell that adds are already waiting on (or during
+//!   a write stall, or while a record with operation ids is not durable)
+//!   joins a per-key pending list instead, and answers a [`Queued`]
+//!   handle. The sealer thread takes every key with pending adds at once
+//!   and does one read-modify-write of this node's own shard per key
+//!   (clock + 1, value + Σ deltas) in the counter cache. Either way, and
+//!   for every other write a leader makes to its own shard (adds with ids,
 //!   admissions), one rule decides the adds ([`add`]: the value each
 //!   answers, the overflows and limits that refuse one; adds a caller
 //!   combines first, `add::Combined`, answer by the same rule) and one order seals
@@ -198,7 +200,7 @@ pub use key::{
     COLUMN_BYTES_MAX, Key, PARTITION_BYTES_MAX, STORED_COLUMN_BYTES_MAX, STORED_PARTITION_BYTES_MAX,
 };
 pub use options::{Options, ParkCommit, SyncMode};
-pub use outcome::{AddOutcome, Durable, Staged};
+pub use outcome::{AddOutcome, Durable, Queued, Staged};
 pub use row::Row;
 
 #[cfg(test)]

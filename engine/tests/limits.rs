@@ -11,7 +11,7 @@ mod common;
 
 use std::ops::Range;
 
-use common::{key, open};
+use common::{add_one, key, open};
 use tally_engine::cell::SHARDS_MAX;
 use tally_engine::{Cell, Error, Options, Shard};
 
@@ -45,7 +45,7 @@ async fn a_merge_past_the_shard_limit_is_refused_and_everything_stays_readable()
         .apply_many(&[(k.clone(), shards(max + 4..max + 5))])
         .await
         .unwrap();
-    let added = engine.leader_add(&k, 1).await;
+    let added = add_one(&engine, &k, 1).await;
 
     // Whatever was accepted is flushed, reopened and compacted.
     engine.flush().unwrap();
@@ -104,7 +104,7 @@ async fn refusals_past_the_shard_limit_are_counted() {
         engine.apply(&k, &shards(chunk..chunk + 512)).await.unwrap();
     }
     assert!(engine.apply(&k, &shards(max..max + 1)).await.is_err());
-    assert!(engine.leader_add(&k, 1).await.is_err());
+    assert!(add_one(&engine, &k, 1).await.is_err());
     assert_eq!(engine.stats().shard_limit_refusals, 2);
     // A shard the cell already has may still move on.
     let mut newer = shards(0..1);
@@ -148,10 +148,10 @@ async fn a_read_past_i64_is_an_overflow_error_not_a_saturated_value() {
         "{value:?}"
     );
     // The leader's view is past i64 too: an add that leaves it there is refused.
-    let add = engine.leader_add(&k, -1).await;
+    let add = add_one(&engine, &k, -1).await;
     assert!(matches!(add, Err(Error::Overflow { .. })), "{add:?}");
     // One that brings it back into range is not.
-    let add = engine.leader_add(&k, -20).await.unwrap();
+    let add = add_one(&engine, &k, -20).await.unwrap();
     assert_eq!(add.value, i64::MAX - 11);
     assert_eq!(engine.get(&k).unwrap().value(), Ok(i64::MAX - 11));
 }
@@ -172,7 +172,7 @@ async fn clocks_and_epochs_near_u64_max_are_refused_before_they_wrap() {
         }],
     );
     let applied = engine.apply(&k, &own_at_max).await;
-    let added = engine.leader_add(&k, 1).await;
+    let added = add_one(&engine, &k, 1).await;
     // An epoch at the end of its range: a reset would wrap it.
     let k2 = key(5);
     let epoch_at_max = Cell::from_parts(u64::MAX - 1, []);

@@ -74,6 +74,7 @@ mod tests {
 
     use super::*;
     use crate::cell::Folds;
+    use crate::engine::test_support::add_one;
     use crate::{Cell, Epoch, Key, Options, Shard};
 
     /// Retired incarnations of this test.
@@ -94,7 +95,7 @@ mod tests {
             let cell = Cell::from_parts(Epoch::default(), retired);
             e.apply(&key(i), &cell).await.unwrap();
             if i % 2 == 0 {
-                e.leader_add(&key(i), 1).await.unwrap();
+                add_one(&e, &key(i), 1).await.unwrap();
             }
         }
         e.flush().unwrap();

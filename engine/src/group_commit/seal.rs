@@ -1,8 +1,8 @@
 //! Sealing a new version of this node's own shard: one order for every
 //! path that makes one.
 //!
-//! A lone add on its caller's thread and the adds the sealer combines
-//! ([`GroupCommit::seal_adds`]), a batch's add (`direct`), adds with ids
+//! An add for the sealer that finds its cell cold, on its caller's
+//! thread, and the adds the sealer combines ([`GroupCommit::seal_adds`]), a batch's add (`direct`), adds with ids
 //! (`once`) and a unique counter's admissions (`admit`) each decide their
 //! adds by the one add rule ([`OwnAdd`]), then seal its outcome with
 //! [`GroupCommit::seal_own`], under the cell lock and a read of the
@@ -71,7 +71,7 @@ impl GroupCommit {
 
     /// Seals the adds `waiting` on `key` (which it empties, keeping the
     /// allocation) as one new version: a hot cell's pending adds on the
-    /// sealer, or a lone add on its caller's thread. Refusals go to
+    /// sealer, or one for the sealer on its caller's thread. Refusals go to
     /// `answer` at once. Each add taken answers its own value after the
     /// fsync, and a staged one its outcome as soon as the record is in the
     /// outbox, unless a record with ids is not durable yet (see `once`).

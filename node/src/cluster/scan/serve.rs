@@ -175,7 +175,9 @@ mod tests {
                 (db3, "d", "f"),
             ] {
                 let k = Key::new(&space.stored(p.as_bytes()).unwrap(), c.as_bytes()).unwrap();
-                engine.leader_add(&k, 1).await.unwrap();
+                let (staged, durable) = engine.add([(&k, 1)]).unwrap();
+                assert!(matches!(staged[..], [tally_engine::Staged::Sealed(_)]));
+                durable.wait().await.unwrap();
             }
             engine.flush().unwrap();
             // A reset counter is not listed, a unique counter is, once.
