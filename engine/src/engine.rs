@@ -61,7 +61,7 @@ use crate::key::Key;
 use crate::latency::Latencies;
 use crate::memtable::Memtable;
 use crate::options::{Options, ParkCommit};
-use crate::outcome::{Durable, DurableBy, Queued, Refusals, Staged};
+use crate::outcome::{Durable, DurableBy, Queued, Refusals, Staged, Wait};
 use crate::poison::Poison;
 use crate::row::{Bounded, Offer, Row};
 use crate::space::Space;
@@ -82,7 +82,16 @@ pub(crate) mod tails;
 #[cfg(test)]
 pub(crate) mod test_support;
 
-use logged::Logged;
+/// What [`Engine::apply`] owes its items before it answers, least first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Owed {
+    /// Nothing was logged, and nothing unchanged is waited for.
+    Nothing,
+    /// Records in the outbox: an ack behind them there.
+    Ack,
+    /// Records or state with the sealer: a barrier through it.
+    Barrier,
+}
 
 /// Numbers for status pages and benchmarks.
 #[derive(Clone, Debug, Default)]
@@ -493,14 +502,15 @@ impl Engine {
     }
 
     /// Merges a member cell (see `unique`: never cached) into the active
-    /// memtable and logs it; answers the receiver of its record's fsync.
-    fn apply_member(&self, key: &Key, cell: &Cell) -> Result<oneshot::Receiver<Result<()>>> {
+    /// memtable and queues its record for the sealer: a barrier queued
+    /// after it covers it.
+    fn apply_member(&self, key: &Key, cell: &Cell) -> Result<()> {
         Cell::new()
             .try_merge(cell, self.merger())
             .map_err(Error::from)?;
         let v = self.versions.read();
         v.active.insert(key.clone(), cell.clone(), self.merger());
-        Ok(self.commit.log_record(key, cell, v.active.generation()))
+        self.commit.queue_record(key, cell, v.active.generation())
     }
 
     /// Resolves once every record with operation ids sealed so far is
@@ -514,108 +524,68 @@ impl Engine {
         self.commit.ack_now().await.map_err(|_| Error::Closed)?
     }
 
-    /// Merges state from elsewhere (replication, hints, repair, read repair).
-    /// Applying the same state twice changes nothing. A cell past a limit
-    /// (see [`crate::cell`]: clocks, epoch, shard count), or whose merge
-    /// would leave the stored cell wider than [`SHARDS_MAX`](crate::cell::SHARDS_MAX), is refused
-    /// and changes nothing. The whole cell is loaded to check that (a cold
-    /// one read from disk first, outside the lock).
-    pub async fn apply(&self, key: &Key, cell: &Cell) -> Result<()> {
-        self.check_writable()?;
-        if unique::is_member(key) {
-            let rx = self.counted(self.apply_member(key, cell))?;
-            return rx.await.map_err(|_| Error::Closed)?;
-        }
-        match self.merge_in(key, cell)? {
-            Some(logged) => self.durable(logged).await,
-            // Nothing new to log, but the state may come from a record
-            // still waiting for its fsync: answer after the next one.
-            None => self.barrier().await,
-        }
-    }
-
-    /// [`Engine::apply`] of a leader's catch-up before a change: when the
-    /// cell brings nothing new it answers `false` at once, without waiting
-    /// for the state it matches to be durable (the change made next logs
-    /// its whole cell, and a change that is not made waits for
-    /// [`Engine::barrier`]).
-    pub async fn apply_news(&self, key: &Key, cell: &Cell) -> Result<bool> {
-        self.check_writable()?;
-        if unique::is_member(key) {
-            return self.apply(key, cell).await.map(|()| true);
-        }
-        match self.merge_in(key, cell)? {
-            None => Ok(false),
-            Some(logged) => self.durable(logged).await.map(|()| true),
-        }
-    }
-
-    /// Merges `cell` into `key`'s cell under its lock, within the limits;
-    /// logs it if it changed anything (`None`: nothing new).
-    fn merge_in(&self, key: &Key, cell: &Cell) -> Result<Option<Logged>> {
-        let merger = self.merger();
-        let logged = self.cache.with_cell(key, |cached, v| {
-            if !cached.cell.try_merge(cell, merger).map_err(Error::from)? {
-                return Ok(None);
-            }
-            cached.mark_written(key, v);
-            self.log_cell(key, cell, v).map(Some)
-        });
-        self.counted(logged.and_then(|logged| logged))
-    }
-
-    /// Resolves once every record logged or sealed so far is durable.
-    pub async fn barrier(&self) -> Result<()> {
-        let rx = self.counted(Ok(self.commit.log_barrier()))?;
-        rx.await.map_err(|_| Error::Closed)?
-    }
-
-    /// Merges many cells (one replication batch) and waits for one fsync
-    /// that covers them all: the batch costs one wake-up, not one per cell.
-    /// Each item answers the cell's epoch after the merge: higher than the
-    /// item's own when this node has seen a reset the sender has not, so the
-    /// item's shards were discarded. The outer error (poisoned, closed)
-    /// applies to every item; the inner ones are per item (a cell over the
-    /// shard limit). Cells are loaded into the counter cache (a cold one is
-    /// read from disk first, outside the lock).
+    /// Merges state from elsewhere (replication, hints, repair, read
+    /// repair, a leader's catch-up): many cells at once, waiting for one
+    /// fsync that covers them all (a batch costs one wake-up, not one per
+    /// cell). Applying the same state twice changes nothing. Each item
+    /// answers the cell's epoch after the merge: higher than the item's own
+    /// when this node has seen a reset the sender has not, so the item's
+    /// shards were discarded. The outer error (poisoned, closed) applies to
+    /// every item; the inner ones are per item: a cell past a limit (see
+    /// [`crate::cell`]: clocks, epoch, shard count), or whose merge would
+    /// leave the stored cell wider than
+    /// [`SHARDS_MAX`](crate::cell::SHARDS_MAX), is refused and changes
+    /// nothing. Cells are loaded into the counter cache to check that (a
+    /// cold one is read from disk first, outside the lock); a unique
+    /// counter's member cell (`unique`) goes to the memtable alone.
+    ///
+    /// A replica's cell that came with the ids its applier may still lose
+    /// (see `ids::tail`) is logged in one record with its tail, even when
+    /// the cell brings nothing new, and kept until its applier says they
+    /// are durable there. A tail of an incarnation whose node learned its
+    /// tails already is refused ([`Error::Fenced`]), and its cell with it.
     ///
     /// A cell that changes is logged whole, so its own record is all its
     /// answer waits for; the records go straight into the group commit's
     /// outbox on this thread, without the sealer. A cell that does not
     /// change may owe its state to a record the sealer still holds (a
-    /// combined leader add), so a batch with one waits for a barrier
-    /// through the sealer instead, as do records made while flushes are
-    /// behind (the sealer stalls those).
-    pub async fn apply_many(&self, items: &[(Key, Cell)]) -> Result<Vec<Result<Epoch>>> {
-        self.apply_items(items.iter().map(|(k, c)| (k, c, None)))
-            .await
-    }
-
-    async fn apply_items<'i>(
+    /// queued leader add), so with [`Wait::Durable`] a batch with one waits
+    /// for a barrier through the sealer instead, as do records made while
+    /// flushes are behind (the sealer stalls those). With
+    /// [`Wait::IfChanged`] (a leader's catch-up before a change), a cell
+    /// that brings nothing new is not waited for: the change made next
+    /// logs its whole cell, and a change that is not made waits for
+    /// [`Engine::barrier`]; so a batch in which nothing changed answers at
+    /// once. Items refused wait for nothing.
+    pub async fn apply<'i>(
         &self,
-        items: impl Iterator<Item = (&'i Key, &'i Cell, Option<&'i TailIds>)>,
+        items: impl IntoIterator<Item = (&'i Key, &'i Cell, Option<&'i TailIds>)>,
+        wait: Wait,
     ) -> Result<Vec<Result<Epoch>>> {
         self.check_writable()?;
         let stall_at = self.opts.frozen_memtables_max.max(1);
-        let items: Vec<_> = items.collect();
+        let items: Vec<_> = items.into_iter().collect();
         let keys: Vec<&Key> = items.iter().map(|&(key, ..)| key).collect();
         let mut results = Vec::with_capacity(items.len());
-        let mut direct_only = true;
+        let mut owed = Owed::Nothing;
         let mut full = false;
         for (i, &(key, cell, tail)) in items.iter().enumerate() {
             self.cache.fetch_ahead(&keys, i);
             if let Some(tail) = tail {
                 let applied = self.apply_tail(key, cell, tail);
-                full |= matches!(applied, Ok((_, true)));
+                if let Ok((_, filled)) = applied {
+                    full |= filled;
+                    owed = owed.max(Owed::Ack);
+                }
                 results.push(applied.map(|(epoch, _)| epoch));
                 continue;
             }
             if unique::is_member(key) {
-                let applied = self.apply_member(key, cell).map(|_| cell.epoch());
-                if let Err(e) = &applied {
-                    self.count_refusal(e);
+                let applied = self.apply_member(key, cell).map(|()| cell.epoch());
+                match &applied {
+                    Ok(_) => owed = Owed::Barrier, // its record is with the sealer
+                    Err(e) => self.count_refusal(e),
                 }
-                direct_only = false; // its record is with the sealer
                 results.push(applied);
                 continue;
             }
@@ -626,16 +596,19 @@ impl Engine {
                 };
                 let epoch = cached.cell.epoch();
                 if !changed {
-                    direct_only = false;
+                    if wait == Wait::Durable {
+                        owed = Owed::Barrier;
+                    }
                     return Ok(Ok(epoch));
                 }
                 cached.mark_written(key, v);
                 if v.frozen.len() < stall_at {
                     self.commit.append_now(key, cell, v)?;
                     full |= v.active.bytes() >= self.opts.memtable_bytes_max;
+                    owed = owed.max(Owed::Ack);
                 } else {
                     self.commit.queue_record(key, cell, v.active.generation())?;
-                    direct_only = false;
+                    owed = Owed::Barrier;
                 }
                 Ok::<_, Error>(Ok(epoch))
             })??;
@@ -649,13 +622,19 @@ impl Engine {
         }
         // Records in the outbox are covered by any later ack there; records
         // (or state) with the sealer only by a barrier queued behind them.
-        let durable = if direct_only {
-            self.commit.ack_now()
-        } else {
-            self.commit.log_barrier()
+        let durable = match owed {
+            Owed::Nothing => return Ok(results),
+            Owed::Ack => self.commit.ack_now(),
+            Owed::Barrier => self.commit.log_barrier(),
         };
         durable.await.map_err(|_| Error::Closed)??;
         Ok(results)
+    }
+
+    /// Resolves once every record logged or sealed so far is durable.
+    pub async fn barrier(&self) -> Result<()> {
+        let rx = self.counted(Ok(self.commit.log_barrier()))?;
+        rx.await.map_err(|_| Error::Closed)?
     }
 
     /// The cell for `key` (empty if never written).

@@ -36,9 +36,11 @@
 //!   its own, so the last one sees the cell's value. Concurrent adds to a
 //!   hot counter thus become one RMW, one log record, one replication
 //!   message.
-//! - [`Engine::apply`]: merges a cell from elsewhere into the counter cache
-//!   (a cold cell is read from disk first, outside the lock), logs it, and
-//!   returns after its fsync. A cell past a limit (clocks or epoch near
+//! - [`Engine::apply`]: merges cells from elsewhere (a replica's batch, a
+//!   read repair, a leader's catch-up) into the counter cache (a cold cell
+//!   is read from disk first, outside the lock), logs those that changed,
+//!   and returns after one fsync that covers them all ([`Wait`]: a
+//!   catch-up waits only for what it changed). A cell past a limit (clocks or epoch near
 //!   `u64::MAX`, more shards than readers accept), or whose merge would
 //!   leave the stored cell too wide, is refused and changes nothing (see
 //!   [`cell`]); so is a leader add that would.
@@ -82,7 +84,7 @@
 //! new shard and what it applied (ids, members) in one log record. An
 //! admission's shard leaves the node only once durable; a shard with ids
 //! may leave before, carrying every id of its cell not durable yet, which
-//! replicas keep until it is ([`Engine::apply_with_tails`], `ids::tail`).
+//! replicas keep until it is ([`Engine::apply`], `ids::tail`).
 //! After an unclean restart the node learns those tails back
 //! ([`Engine::retired`], [`Engine::learn_tails`]) before it applies ids.
 //! State read for other nodes waits for both ([`Engine::settled`]; see
@@ -200,7 +202,7 @@ pub use key::{
     COLUMN_BYTES_MAX, Key, PARTITION_BYTES_MAX, STORED_COLUMN_BYTES_MAX, STORED_PARTITION_BYTES_MAX,
 };
 pub use options::{Options, ParkCommit, SyncMode};
-pub use outcome::{AddOutcome, Durable, Queued, Staged};
+pub use outcome::{AddOutcome, Durable, Queued, Staged, Wait};
 pub use row::Row;
 
 #[cfg(test)]

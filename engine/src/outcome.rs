@@ -118,6 +118,19 @@ impl Refusals {
     }
 }
 
+/// What [`Engine::apply`](crate::Engine::apply) waits for before it
+/// answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// Every item's state durable here, the state of a cell that brings
+    /// nothing new included (it may come from a record not durable yet).
+    Durable,
+    /// Only what the items changed: a batch that changed nothing answers
+    /// at once (a leader's catch-up before a change, which then logs its
+    /// whole cell, or waits for `Engine::barrier` if it makes none).
+    IfChanged,
+}
+
 impl AddOutcome {
     /// The cell to send to the other replicas.
     pub fn replica_cell(&self) -> Cell {

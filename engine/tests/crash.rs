@@ -14,7 +14,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{add_one, key};
+use common::{add_one, apply_cells, key};
 use tally_engine::{Cell, Engine, Options, Shard, Staged};
 
 const KEYS: u64 = 500;
@@ -110,7 +110,7 @@ fn crash_child() {
                         value: n,
                     };
                     let cell = Cell::from_parts(0, [shard]);
-                    engine.apply_many(&[(k.clone(), cell)]).await.unwrap();
+                    apply_cells(&engine, &[(k.clone(), cell)]).await.unwrap();
                     writeln!(out.lock().unwrap(), "r {t} {n}").unwrap();
                 }
             });

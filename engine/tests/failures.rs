@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{add_one, key, open, unsynced_ids};
+use common::{add_one, apply_one, key, open, unsynced_ids};
 use tally_engine::{Engine, Error, Options, Queued, Staged};
 
 /// An engine whose fsyncs fail while the returned switch is on.
@@ -50,7 +50,7 @@ async fn a_failed_fsync_poisons_the_engine() {
     ));
     let cell = tally_engine::Cell::new();
     assert!(matches!(
-        engine.apply(&key(3), &cell).await,
+        apply_one(&engine, &key(3), &cell).await,
         Err(Error::Poisoned(_))
     ));
     assert!(matches!(engine.close(), Err(Error::Poisoned(_))));
@@ -288,7 +288,7 @@ async fn check_poisoned_by_panic(engine: Arc<Engine>, dir: &std::path::Path) {
     let add = tokio::time::timeout(fast, add_one(&engine, &key(9), 1)).await;
     assert!(matches!(add, Ok(Err(Error::Poisoned(_)))), "{add:?}");
     let cell = tally_engine::Cell::new();
-    let apply = tokio::time::timeout(fast, engine.apply(&key(9), &cell)).await;
+    let apply = tokio::time::timeout(fast, apply_one(&engine, &key(9), &cell)).await;
     assert!(matches!(apply, Ok(Err(Error::Poisoned(_)))), "{apply:?}");
     assert!(matches!(
         engine.add([(&key(9), 1)]),

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{add_one, hooked_runtime, key};
+use common::{add_one, apply_cells, hooked_runtime, key};
 use tally_engine::{Cell, Engine, Options, ParkCommit, Shard, Staged};
 
 /// Opens the engine for tasks on the current runtime, with `hook`.
@@ -79,7 +79,7 @@ async fn write_everything(engine: &Arc<Engine>) {
                         add_one(&e, &key(0), 1).await.unwrap();
                     }
                 }
-                e.apply_many(&[(key(10_000 + i % 7), foreign(i + 1))])
+                apply_cells(&e, &[(key(10_000 + i % 7), foreign(i + 1))])
                     .await
                     .unwrap();
             }

@@ -11,7 +11,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{add_one, key, unsynced_ids};
+use common::{add_one, apply_cells, key, unsynced_ids};
 use tally_engine::{Cell, Engine, Error, Options, Shard};
 
 fn relayed(dir: &std::path::Path) -> Arc<Engine> {
@@ -48,7 +48,7 @@ async fn every_waiter_is_answered_through_the_relay() {
                     value: 1,
                 }],
             );
-            e.apply_many(&[(key(10_000 + i % 7), foreign)])
+            apply_cells(&e, &[(key(10_000 + i % 7), foreign)])
                 .await
                 .unwrap();
         });

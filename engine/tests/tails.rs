@@ -14,7 +14,7 @@ mod common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::{key, open, small_options};
+use common::{apply_tails, key, open, small_options};
 use tally_engine::{Cell, Engine, Error, Once, OnceAdd, OpId, Options, Shard, TailIds, TailOp};
 
 fn add(delta: i64, seq: u64) -> OnceAdd {
@@ -102,15 +102,14 @@ fn a_replica_keeps_a_tail_through_restarts_and_flushes_until_it_is_forgotten() {
         let e = open(dir.path(), &small_options());
         let (c1, t1) = sent(77, 1, 1, &[(1, 5)], 4);
         let (c2, t2) = sent(77, 2, 2, &[(1, 5), (2, 6)], 4);
-        let r = e
-            .apply_with_tails(&[(key(1), c1, Some(t1)), (key(1), c2, Some(t2))])
+        let r = apply_tails(&e, &[(key(1), c1, Some(t1)), (key(1), c2, Some(t2))])
             .await
             .unwrap();
         assert!(r.iter().all(Result::is_ok), "{r:?}");
         assert_eq!(e.get(&key(1)).unwrap().value().unwrap(), 2);
         // The applier's watermark passes batch 5: seq 1 goes.
         let (c3, t3) = sent(77, 2, 2, &[], 5);
-        e.apply_with_tails(&[(key(1), c3, Some(t3))]).await.unwrap();
+        apply_tails(&e, &[(key(1), c3, Some(t3))]).await.unwrap();
         assert_eq!(e.stats().tail_ids, 1);
         let crashed = crash(e, dir.path());
         let e = open(crashed.path(), &small_options());
@@ -123,7 +122,7 @@ fn a_replica_keeps_a_tail_through_restarts_and_flushes_until_it_is_forgotten() {
         assert!(seqs(&e, 77).contains(&2), "from the ids file");
         // Fenced by that read: a late message of the incarnation is refused.
         let (c4, t4) = sent(77, 3, 3, &[(3, 7)], 5);
-        let r = e.apply_with_tails(&[(key(2), c4, Some(t4))]).await.unwrap();
+        let r = apply_tails(&e, &[(key(2), c4, Some(t4))]).await.unwrap();
         assert!(
             matches!(r[0], Err(Error::Fenced { counter_id: 77 })),
             "{r:?}"
@@ -203,7 +202,7 @@ fn a_node_learns_its_lost_tail_and_answers_retries_from_it() {
         assert_eq!(lost.answers[0].as_ref().unwrap(), &Once::Applied(12));
         for sealed in [first, lost] {
             let item = (k.clone(), sealed.replicate.unwrap(), sealed.tail);
-            r.apply_with_tails(&[item]).await.unwrap();
+            apply_tails(&r, &[item]).await.unwrap();
         }
         let old = a.counter_id();
         // A crash with the last record never written.

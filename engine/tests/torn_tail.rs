@@ -14,7 +14,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{add_one, key, open};
+use common::{add_one, apply_cells, key, open};
 use tally_engine::commitlog::check::LogCheck;
 use tally_engine::{Cell, Engine, Error, Key, Options, Shard};
 
@@ -85,7 +85,7 @@ async fn logged(batches: usize) -> (tempfile::TempDir, PathBuf, Vec<Vec<Frame>>)
         let items: Vec<_> = (0..BATCH)
             .map(|i| (batch_key(b, i), batch_cell(i)))
             .collect();
-        for r in engine.apply_many(&items).await.unwrap() {
+        for r in apply_cells(&engine, &items).await.unwrap() {
             r.unwrap();
         }
     }

@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, ValueEnum};
 use tally_engine::{
     AddOutcome, Cell, Engine, Key, OnceAdd, OpId, Options, Retention, Shard, Staged, SyncMode,
-    commitlog,
+    Wait, commitlog,
 };
 
 /// The allocator `tallyd` runs with, so the figures are the server's.
@@ -410,7 +410,10 @@ async fn fill(engine: &Arc<Engine>, keys: u64, shards: u64) -> Result<()> {
                         value: (next(&mut rng) % 100_000) as i64,
                     });
                     if shards > 1 {
-                        engine.apply(&k, &Cell::from_parts(0, foreign)).await?;
+                        let cell = Cell::from_parts(0, foreign);
+                        for applied in engine.apply([(&k, &cell, None)], Wait::Durable).await? {
+                            applied?;
+                        }
                     }
                 }
                 anyhow::Ok(())

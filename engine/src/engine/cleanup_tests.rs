@@ -2,7 +2,7 @@
 //! shards stay.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
-use crate::engine::test_support::add_one;
+use crate::engine::test_support::{add_one, apply_one};
 use crate::{Cell, Engine, Keep, Key, Options, Shard};
 
 #[tokio::test]
@@ -18,7 +18,8 @@ async fn cleanup_drops_what_is_not_kept_but_this_nodes_own_shards() {
             clock: 1,
             value: 10,
         };
-        e.apply(
+        apply_one(
+            &e,
             &key(i),
             &Cell::from_parts(crate::Epoch::default(), [theirs]),
         )

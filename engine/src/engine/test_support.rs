@@ -1,9 +1,10 @@
 //! Helpers for the engine's unit tests.
 
 use super::Engine;
+use crate::cell::{Cell, Epoch};
 use crate::error::Result;
 use crate::key::Key;
-use crate::outcome::{AddOutcome, Staged};
+use crate::outcome::{AddOutcome, Staged, Wait};
 
 /// One add through [`Engine::add`], answered once durable here: a sealed
 /// add waits for the batch's `Durable`, a queued one for the sealer, then
@@ -18,4 +19,10 @@ pub(crate) async fn add_one(e: &Engine, key: &Key, delta: i64) -> Result<AddOutc
     };
     durable.wait().await?;
     Ok(outcome)
+}
+
+/// One cell through [`Engine::apply`], waited for until durable: its answer.
+pub(crate) async fn apply_one(e: &Engine, key: &Key, cell: &Cell) -> Result<Epoch> {
+    let mut answers = e.apply([(key, cell, None)], Wait::Durable).await?;
+    answers.pop().expect("one answer per cell")
 }

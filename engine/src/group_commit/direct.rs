@@ -97,7 +97,7 @@ impl GroupCommit {
     /// A receiver that fires once everything now in the outbox is durable:
     /// the barrier for records put there by [`GroupCommit::append_now`] and
     /// [`GroupCommit::seal_now`]. Records still with the sealer are not
-    /// covered (see `Engine::apply_many`).
+    /// covered (see `Engine::apply`).
     pub(crate) fn ack_now(&self) -> oneshot::Receiver<Result<()>> {
         let (tx, rx) = oneshot::channel();
         let mut out = self.outbox.lock();

@@ -3,8 +3,8 @@
 
 use tally_engine::change::Change;
 use tally_engine::{
-    AddOutcome, Durable, Engine, Epoch, Key, OnceAdd, OpId, Options, ParkCommit, Result, Staged,
-    now_ms,
+    AddOutcome, Cell, Durable, Engine, Epoch, Key, OnceAdd, OpId, Options, ParkCommit, Result,
+    Staged, TailIds, Wait, now_ms,
 };
 
 /// A small deterministic RNG (xorshift64*), so failures replay from a seed.
@@ -98,4 +98,29 @@ pub fn unsynced_ids(e: &Engine, n: u64) -> Durable {
     };
     let k = Key::new(b"unsynced-ids", b"").unwrap();
     e.add_once([(&k, std::slice::from_ref(&add))]).unwrap().1
+}
+
+/// One cell through `Engine::apply`, waited for until durable: its answer.
+pub async fn apply_one(e: &Engine, k: &Key, cell: &Cell) -> Result<Epoch> {
+    let mut answers = e.apply([(k, cell, None)], Wait::Durable).await?;
+    answers.pop().expect("one answer per cell")
+}
+
+/// Cells through `Engine::apply`, waited for until durable.
+pub async fn apply_cells(e: &Engine, items: &[(Key, Cell)]) -> Result<Vec<Result<Epoch>>> {
+    e.apply(items.iter().map(|(k, c)| (k, c, None)), Wait::Durable)
+        .await
+}
+
+/// A replica's cells, some with tails, through `Engine::apply`, waited for
+/// until durable.
+pub async fn apply_tails(
+    e: &Engine,
+    items: &[(Key, Cell, Option<TailIds>)],
+) -> Result<Vec<Result<Epoch>>> {
+    e.apply(
+        items.iter().map(|(k, c, t)| (k, c, t.as_ref())),
+        Wait::Durable,
+    )
+    .await
 }
