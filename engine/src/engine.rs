@@ -405,7 +405,7 @@ impl Engine {
         let add = PendingAdd {
             delta,
             done: Some(done),
-            sealed: Some(sealed),
+            sealed,
         };
         let queued = Queued {
             sealed: sealed_rx,

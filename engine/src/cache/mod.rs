@@ -235,7 +235,7 @@ pub(crate) struct PendingAdd {
     pub(crate) done: Option<oneshot::Sender<Result<AddOutcome>>>,
     /// Fires when the add is sealed, before its fsync; dropped unsent if
     /// the add is refused, or its outcome waits for durability.
-    pub(crate) sealed: Option<oneshot::Sender<AddOutcome>>,
+    pub(crate) sealed: oneshot::Sender<AddOutcome>,
 }
 
 /// A cached cell with the adds waiting to be sealed into it.

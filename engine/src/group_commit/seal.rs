@@ -24,7 +24,7 @@
 //!    held for the append alone. The version read is held throughout, so
 //!    the marked memtable is the generation the record names, and no
 //!    flush comes in between.
-//! 4. Only then do staged adds learn their outcome, early (before the
+//! 4. Only then do queued adds learn their outcome, early (before the
 //!    fsync): a shard version never leaves the node without its record
 //!    in the outbox.
 
@@ -73,7 +73,7 @@ impl GroupCommit {
     /// allocation) as one new version: a hot cell's pending adds on the
     /// sealer, or one for the sealer on its caller's thread. Refusals go to
     /// `answer` at once. Each add taken answers its own value after the
-    /// fsync, and a staged one its outcome as soon as the record is in the
+    /// fsync, and its outcome as soon as the record is in the
     /// outbox, unless a record with ids is not durable yet (see `once`).
     /// With `wake` this thread wakes the syncer for the record if it must
     /// (the sealer wakes it once per turn instead).
@@ -99,7 +99,7 @@ impl GroupCommit {
                 if let Some(tx) = add.done.take() {
                     answer(Answer::Add(tx, Err(e)));
                 }
-                false // a staged add's dropped `sealed` reads as refused
+                false // its dropped `sealed` reads as refused
             }
         });
         if waiting.is_empty() {
@@ -113,9 +113,7 @@ impl GroupCommit {
             let mut back = CountBack::from(outcome.value);
             for add in waiting.drain(..).rev() {
                 let value = back.value_after(add.delta);
-                if let Some(tx) = add.sealed {
-                    answer(Answer::Sealed(tx, AddOutcome { value, ..outcome }));
-                }
+                answer(Answer::Sealed(add.sealed, AddOutcome { value, ..outcome }));
             }
         }
         waiting.clear();
