@@ -33,9 +33,10 @@
 //!
 //! The few adds the batch cannot seal at once stay on this path too, each
 //! ending in the same round and the same answer rule:
-//! - a cell that adds are waiting on, or a write stall: the engine's
-//!   sealer combines it (`Staged::Queued`, awaited by `lead_hot` on a task
-//!   of its own);
+//! - a cell that adds are waiting on, a write stall, or a record with
+//!   operation ids not durable yet: the engine's sealer takes it, combined
+//!   with the others waiting on its cell (`Staged::Queued`, awaited by
+//!   `lead_hot` on a task of its own);
 //! - a sum that would overflow where its adds alone may not: each is
 //!   queued again on its own;
 //! - an add a replica answered `Stale` for: this node catches up to the
@@ -297,9 +298,9 @@ fn settle(
     }
 }
 
-/// Adds the engine handed to its sealer (a cell it holds adds for, or a
-/// write stall): waits for them to be sealed there, then the same round
-/// and answers as a batch.
+/// Adds the engine handed to its sealer (a cell it holds adds for, a
+/// write stall, or ids not durable yet): waits for them to be sealed
+/// there, then the same round and answers as a batch.
 async fn lead_hot(writes: Arc<Writes>, mut adds: Combined, queued: Queued) {
     let ctx = &writes.ctx;
     let (outcome, durable) = match queued.wait().await {
