@@ -2,8 +2,7 @@
 //! and what value each answers, as a pure read-modify-write.
 //!
 //! Every write a leader makes to its own shard goes through [`OwnAdd`]: a
-//! lone add sealed on its caller's thread, the adds the sealer combines,
-//! a batch's add, adds with operation ids, a unique counter's admissions
+//! batch's add sealed on its caller's thread, the adds the sealer combines, adds with operation ids, a unique counter's admissions
 //! (see `group_commit::seal` for the one way each is then sealed). Fed the
 //! adds to one cell in arrival order, it answers each one's value or
 //! refusal, and then the one new version of the shard they make together:

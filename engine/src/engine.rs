@@ -46,7 +46,7 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use crate::background::Background;
-use crate::cache::{CounterCache, PendingAdd};
+use crate::cache::{Cached, CounterCache, PendingAdd};
 use crate::cell::{Cell, Epoch, Keep, Merger};
 use crate::commitlog::{self, LogWriter, ReplayStats};
 use crate::error::{Error, Result};
@@ -61,7 +61,7 @@ use crate::key::Key;
 use crate::latency::Latencies;
 use crate::memtable::Memtable;
 use crate::options::{Options, ParkCommit};
-use crate::outcome::{AddOutcome, Durable, DurableBy, Staged};
+use crate::outcome::{Durable, DurableBy, Queued, Refusals, Staged, Wait};
 use crate::poison::Poison;
 use crate::row::{Bounded, Offer, Row};
 use crate::space::Space;
@@ -79,8 +79,19 @@ mod logged;
 pub(crate) mod scan;
 pub(crate) mod snapshot;
 pub(crate) mod tails;
+#[cfg(test)]
+pub(crate) mod test_support;
 
-use logged::Logged;
+/// What [`Engine::apply`] owes its items before it answers, least first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Owed {
+    /// Nothing was logged, and nothing unchanged is waited for.
+    Nothing,
+    /// Records in the outbox: an ack behind them there.
+    Ack,
+    /// Records or state with the sealer: a barrier through it.
+    Barrier,
+}
 
 /// Numbers for status pages and benchmarks.
 #[derive(Clone, Debug, Default)]
@@ -152,7 +163,7 @@ pub struct Engine {
     /// One admission per unique counter at a time (see [`Engine::admit`]).
     admissions: Box<[tokio::sync::Mutex<()>]>,
     /// See [`Stats::shard_limit_refusals`].
-    shard_limit_refusals: AtomicU64,
+    refusals: Arc<Refusals>,
     /// See [`Stats::log_sync_latency`].
     log_syncs: Arc<Latencies>,
     /// Holds the directory lock while the engine is open.
@@ -258,7 +269,7 @@ impl Engine {
             replay,
             ids,
             admissions: (0..256).map(|_| tokio::sync::Mutex::new(())).collect(),
-            shard_limit_refusals: AtomicU64::new(0),
+            refusals: Arc::default(),
             log_syncs,
             _identity: identity,
         })
@@ -310,66 +321,25 @@ impl Engine {
         &self.replay
     }
 
-    /// The leader's add: a locally locked read-modify-write of this node's
-    /// own shard, combined with concurrent adds to the same cell, returned
-    /// once durable.
-    pub async fn leader_add(&self, key: &Key, delta: i64) -> Result<AddOutcome> {
-        let (done, rx) = oneshot::channel();
-        self.queue_leader_add(
-            key,
-            PendingAdd {
-                delta,
-                done: Some(done),
-                sealed: None,
-            },
-        )?;
-        let added = rx.await.map_err(|_| Error::Closed)?;
-        self.counted(added)
-    }
-
-    /// [`Engine::leader_add`] in two steps: returns the outcome as soon as
-    /// the read-modify-write is sealed, before its fsync, with a [`Durable`]
-    /// that resolves once it is on disk. A leader can then replicate the
+    /// The leader's adds, for many keys at once: under each key's cell
+    /// lock, a locally locked read-modify-write of this node's own shard,
+    /// sealed on the calling thread, with one [`Durable`] for all of them:
+    /// a batch of adds costs one wake-up of the syncer and one waiter, not
+    /// one per add. Answers one [`Staged`] per add, in order. Each add is
+    /// its own read-modify-write: the caller combines adds to one key
+    /// first. An add to a cell that adds are already waiting on, or during
+    /// a write stall, or while a record with ids is not durable, goes to
+    /// the sealer instead ([`Staged::Queued`]), which combines concurrent
+    /// adds to one cell into one read-modify-write.
+    ///
+    /// The outcome comes before its fsync: a leader can replicate the
     /// shard while its own fsync runs, and count this node's copy as
     /// durable only once `Durable::wait` succeeds (an add may still be
     /// acknowledged on enough other durable copies: the caller's rule).
     /// Replicas holding a version this engine later loses in a crash are
     /// harmless: an engine that was not closed cleanly comes back under a
     /// new counter id (see `identity`).
-    pub async fn leader_add_staged(&self, key: &Key, delta: i64) -> Result<(AddOutcome, Durable)> {
-        let (done, rx) = oneshot::channel();
-        let (sealed, early) = oneshot::channel();
-        self.queue_leader_add(
-            key,
-            PendingAdd {
-                delta,
-                done: Some(done),
-                sealed: Some(sealed),
-            },
-        )?;
-        match early.await {
-            Ok(outcome) => Ok((outcome, Durable(DurableBy::Add(rx)))),
-            // Refused at sealing (overflow, a limit, poisoned): the reason
-            // is in `done`. Or sealed while a record with ids was not
-            // durable yet: the outcome comes once durable (see
-            // `group_commit::once`).
-            Err(_) => match rx.await {
-                Ok(Err(e)) => self.counted(Err(e)),
-                Ok(Ok(outcome)) => Ok((outcome, Durable(DurableBy::Nothing))),
-                Err(_) => Err(Error::Closed),
-            },
-        }
-    }
-
-    /// Leader adds for many keys at once, sealed on the calling thread
-    /// (unless adds are already waiting on the cell, see [`Staged`]), with
-    /// one [`Durable`] for all of them: a batch of adds costs one wake-up of
-    /// the syncer and one waiter, not one per add. Answers one
-    /// [`Staged`] per add, in order. Each add is its own read-modify-write:
-    /// the caller combines adds to one key first. The rules of
-    /// [`Engine::leader_add_staged`] apply: replicate while the fsync runs,
-    /// and count this node's copy only after `Durable::wait`.
-    pub fn leader_add_batch<'k>(
+    pub fn add<'k>(
         &self,
         adds: impl IntoIterator<Item = (&'k Key, i64)>,
     ) -> Result<(Vec<Staged>, Durable)> {
@@ -382,16 +352,18 @@ impl Engine {
         for (i, (&key, delta)) in keys.iter().zip(deltas).enumerate() {
             self.cache.fetch_ahead(&keys, i);
             let one = self.cache.with_cell(key, |cached, v| {
-                // Unlike a lone add, a batch's add does not wait to be
-                // combined when the cell's last record is not durable yet:
-                // the caller has combined the batch's adds to one cell.
-                // While a record with ids is not durable, its shard may not
-                // leave early: the engine's own path waits for the fsync.
+                // A batch's add does not wait to be combined when the
+                // cell's last record is not durable yet: the caller has
+                // combined the batch's adds to one cell. While a record
+                // with ids is not durable, its shard may not leave early:
+                // the sealer's path waits for the fsync.
                 if !cached.pending.is_empty()
                     || v.frozen.len() >= stall_at
                     || self.commit.ids_unsynced()
                 {
-                    return Ok(Staged::Hot);
+                    let (queued, filled) = self.queue_for_sealer(key, cached, v, delta)?;
+                    full |= filled;
+                    return Ok(Staged::Queued(queued));
                 }
                 let one = self.commit.seal_one_now(key, cached, v, delta)?;
                 full |= v.active.bytes() >= self.opts.memtable_bytes_max;
@@ -399,7 +371,7 @@ impl Engine {
             })??;
             sealed_any |= matches!(one, Staged::Sealed(_));
             if let Staged::Refused(e) = &one {
-                self.count_refusal(e);
+                self.refusals.count(e);
             }
             staged.push(one);
         }
@@ -414,6 +386,49 @@ impl Engine {
         Ok((staged, Durable(durable)))
     }
 
+    /// Hands an add to the sealer, under the cell lock held by `cached`'s
+    /// owner, in version `v` (read-locked): it joins the adds waiting on
+    /// the cell. A cold cell (no add waiting, no record in the last durable
+    /// group commit or after it) and no write stall has nothing to wait
+    /// for: its add is sealed here, as the sealer would (the outcome of one
+    /// with ids unsynced waits for durability all the same). Answers the
+    /// add's handle, and whether the active memtable is full.
+    fn queue_for_sealer(
+        &self,
+        key: &Key,
+        cached: &mut Cached,
+        v: &Version,
+        delta: i64,
+    ) -> Result<(Queued, bool)> {
+        let (done, done_rx) = oneshot::channel();
+        let (sealed, sealed_rx) = oneshot::channel();
+        let add = PendingAdd {
+            delta,
+            done: Some(done),
+            sealed,
+        };
+        let queued = Queued {
+            sealed: sealed_rx,
+            done: done_rx,
+            refusals: self.refusals.clone(),
+        };
+        if cached.pending.is_empty()
+            && cached.sealed_batch < self.commit.durable_batch()
+            && v.frozen.len() < self.opts.frozen_memtables_max.max(1)
+        {
+            self.commit.seal_now(key, cached, v, add);
+            // The sealer, which checks otherwise, was not involved.
+            return Ok((queued, v.active.bytes() >= self.opts.memtable_bytes_max));
+        }
+        let first = cached.pending.is_empty();
+        cached.pending.push(add);
+        if first && let Err(e) = self.commit.queue_add(key) {
+            cached.pending.clear();
+            return Err(e);
+        }
+        Ok((queued, false))
+    }
+
     /// Adds with operation ids, grouped per counter (see `ids`): under each
     /// cell lock the ledger says which adds are new; those make one
     /// read-modify-write and one record holding the ids too, sealed on
@@ -425,7 +440,7 @@ impl Engine {
     /// that state is replicated as its level asks: a shard holding an add
     /// with an id never leaves this node before the id is durable here
     /// (see `group_commit::once`).
-    pub fn leader_add_once_batch<'k>(
+    pub fn add_once<'k>(
         &self,
         groups: impl IntoIterator<Item = (&'k Key, &'k [OnceAdd])>,
     ) -> Result<(Vec<OnceSealed>, Durable)> {
@@ -457,7 +472,7 @@ impl Engine {
     /// (see `unique`): those absent from it are admitted, the count moves
     /// by their number, all in one record. This node must be the members'
     /// applier. Answers which members were new, and one [`Durable`];
-    /// the rules of [`Engine::leader_add_once_batch`] apply to
+    /// the rules of [`Engine::add_once`] apply to
     /// `Admission::replicate`.
     pub async fn admit(&self, partition: &[u8], members: &[&[u8]]) -> Result<(Admission, Durable)> {
         let count = unique::count_key(partition)?;
@@ -487,14 +502,15 @@ impl Engine {
     }
 
     /// Merges a member cell (see `unique`: never cached) into the active
-    /// memtable and logs it; answers the receiver of its record's fsync.
-    fn apply_member(&self, key: &Key, cell: &Cell) -> Result<oneshot::Receiver<Result<()>>> {
+    /// memtable and queues its record for the sealer: a barrier queued
+    /// after it covers it.
+    fn apply_member(&self, key: &Key, cell: &Cell) -> Result<()> {
         Cell::new()
             .try_merge(cell, self.merger())
             .map_err(Error::from)?;
         let v = self.versions.read();
         v.active.insert(key.clone(), cell.clone(), self.merger());
-        Ok(self.commit.log_record(key, cell, v.active.generation()))
+        self.commit.queue_record(key, cell, v.active.generation())
     }
 
     /// Resolves once every record with operation ids sealed so far is
@@ -508,136 +524,68 @@ impl Engine {
         self.commit.ack_now().await.map_err(|_| Error::Closed)?
     }
 
-    fn queue_leader_add(&self, key: &Key, add: PendingAdd) -> Result<()> {
-        self.check_writable()?;
-        let full = self.cache.with_cell(key, |cached, v| {
-            // A cold cell (no add waiting, no record in the last durable
-            // group commit or after it) and no write stall: seal here. A hot
-            // cell stays with the sealer, where its adds are combined.
-            if cached.pending.is_empty()
-                && cached.sealed_batch < self.commit.durable_batch()
-                && v.frozen.len() < self.opts.frozen_memtables_max.max(1)
-            {
-                self.commit.seal_now(key, cached, v, add);
-                // The sealer, which checks otherwise, was not involved.
-                return Ok(v.active.bytes() >= self.opts.memtable_bytes_max);
-            }
-            let first = cached.pending.is_empty();
-            cached.pending.push(add);
-            if first && let Err(e) = self.commit.queue_add(key) {
-                cached.pending.clear();
-                return Err(e);
-            }
-            Ok(false)
-        })??;
-        if full {
-            self.work.flush();
-        }
-        Ok(())
-    }
-
-    /// Merges state from elsewhere (replication, hints, repair, read repair).
-    /// Applying the same state twice changes nothing. A cell past a limit
-    /// (see [`crate::cell`]: clocks, epoch, shard count), or whose merge
-    /// would leave the stored cell wider than [`SHARDS_MAX`](crate::cell::SHARDS_MAX), is refused
-    /// and changes nothing. The whole cell is loaded to check that (a cold
-    /// one read from disk first, outside the lock).
-    pub async fn apply(&self, key: &Key, cell: &Cell) -> Result<()> {
-        self.check_writable()?;
-        if unique::is_member(key) {
-            let rx = self.counted(self.apply_member(key, cell))?;
-            return rx.await.map_err(|_| Error::Closed)?;
-        }
-        match self.merge_in(key, cell)? {
-            Some(logged) => self.durable(logged).await,
-            // Nothing new to log, but the state may come from a record
-            // still waiting for its fsync: answer after the next one.
-            None => self.barrier().await,
-        }
-    }
-
-    /// [`Engine::apply`] of a leader's catch-up before a change: when the
-    /// cell brings nothing new it answers `false` at once, without waiting
-    /// for the state it matches to be durable (the change made next logs
-    /// its whole cell, and a change that is not made waits for
-    /// [`Engine::barrier`]).
-    pub async fn apply_news(&self, key: &Key, cell: &Cell) -> Result<bool> {
-        self.check_writable()?;
-        if unique::is_member(key) {
-            return self.apply(key, cell).await.map(|()| true);
-        }
-        match self.merge_in(key, cell)? {
-            None => Ok(false),
-            Some(logged) => self.durable(logged).await.map(|()| true),
-        }
-    }
-
-    /// Merges `cell` into `key`'s cell under its lock, within the limits;
-    /// logs it if it changed anything (`None`: nothing new).
-    fn merge_in(&self, key: &Key, cell: &Cell) -> Result<Option<Logged>> {
-        let merger = self.merger();
-        let logged = self.cache.with_cell(key, |cached, v| {
-            if !cached.cell.try_merge(cell, merger).map_err(Error::from)? {
-                return Ok(None);
-            }
-            cached.mark_written(key, v);
-            self.log_cell(key, cell, v).map(Some)
-        });
-        self.counted(logged.and_then(|logged| logged))
-    }
-
-    /// Resolves once every record logged or sealed so far is durable.
-    pub async fn barrier(&self) -> Result<()> {
-        let rx = self.counted(Ok(self.commit.log_barrier()))?;
-        rx.await.map_err(|_| Error::Closed)?
-    }
-
-    /// Merges many cells (one replication batch) and waits for one fsync
-    /// that covers them all: the batch costs one wake-up, not one per cell.
-    /// Each item answers the cell's epoch after the merge: higher than the
-    /// item's own when this node has seen a reset the sender has not, so the
-    /// item's shards were discarded. The outer error (poisoned, closed)
-    /// applies to every item; the inner ones are per item (a cell over the
-    /// shard limit). Cells are loaded into the counter cache (a cold one is
-    /// read from disk first, outside the lock).
+    /// Merges state from elsewhere (replication, hints, repair, read
+    /// repair, a leader's catch-up): many cells at once, waiting for one
+    /// fsync that covers them all (a batch costs one wake-up, not one per
+    /// cell). Applying the same state twice changes nothing. Each item
+    /// answers the cell's epoch after the merge: higher than the item's own
+    /// when this node has seen a reset the sender has not, so the item's
+    /// shards were discarded. The outer error (poisoned, closed) applies to
+    /// every item; the inner ones are per item: a cell past a limit (see
+    /// [`crate::cell`]: clocks, epoch, shard count), or whose merge would
+    /// leave the stored cell wider than
+    /// [`SHARDS_MAX`](crate::cell::SHARDS_MAX), is refused and changes
+    /// nothing. Cells are loaded into the counter cache to check that (a
+    /// cold one is read from disk first, outside the lock); a unique
+    /// counter's member cell (`unique`) goes to the memtable alone.
+    ///
+    /// A replica's cell that came with the ids its applier may still lose
+    /// (see `ids::tail`) is logged in one record with its tail, even when
+    /// the cell brings nothing new, and kept until its applier says they
+    /// are durable there. A tail of an incarnation whose node learned its
+    /// tails already is refused ([`Error::Fenced`]), and its cell with it.
     ///
     /// A cell that changes is logged whole, so its own record is all its
     /// answer waits for; the records go straight into the group commit's
     /// outbox on this thread, without the sealer. A cell that does not
     /// change may owe its state to a record the sealer still holds (a
-    /// combined leader add), so a batch with one waits for a barrier
-    /// through the sealer instead, as do records made while flushes are
-    /// behind (the sealer stalls those).
-    pub async fn apply_many(&self, items: &[(Key, Cell)]) -> Result<Vec<Result<Epoch>>> {
-        self.apply_items(items.iter().map(|(k, c)| (k, c, None)))
-            .await
-    }
-
-    async fn apply_items<'i>(
+    /// queued leader add), so with [`Wait::Durable`] a batch with one waits
+    /// for a barrier through the sealer instead, as do records made while
+    /// flushes are behind (the sealer stalls those). With
+    /// [`Wait::IfChanged`] (a leader's catch-up before a change), a cell
+    /// that brings nothing new is not waited for: the change made next
+    /// logs its whole cell, and a change that is not made waits for
+    /// [`Engine::barrier`]; so a batch in which nothing changed answers at
+    /// once. Items refused wait for nothing.
+    pub async fn apply<'i>(
         &self,
-        items: impl Iterator<Item = (&'i Key, &'i Cell, Option<&'i TailIds>)>,
+        items: impl IntoIterator<Item = (&'i Key, &'i Cell, Option<&'i TailIds>)>,
+        wait: Wait,
     ) -> Result<Vec<Result<Epoch>>> {
         self.check_writable()?;
         let stall_at = self.opts.frozen_memtables_max.max(1);
-        let items: Vec<_> = items.collect();
+        let items: Vec<_> = items.into_iter().collect();
         let keys: Vec<&Key> = items.iter().map(|&(key, ..)| key).collect();
         let mut results = Vec::with_capacity(items.len());
-        let mut direct_only = true;
+        let mut owed = Owed::Nothing;
         let mut full = false;
         for (i, &(key, cell, tail)) in items.iter().enumerate() {
             self.cache.fetch_ahead(&keys, i);
             if let Some(tail) = tail {
                 let applied = self.apply_tail(key, cell, tail);
-                full |= matches!(applied, Ok((_, true)));
+                if let Ok((_, filled)) = applied {
+                    full |= filled;
+                    owed = owed.max(Owed::Ack);
+                }
                 results.push(applied.map(|(epoch, _)| epoch));
                 continue;
             }
             if unique::is_member(key) {
-                let applied = self.apply_member(key, cell).map(|_| cell.epoch());
-                if let Err(e) = &applied {
-                    self.count_refusal(e);
+                let applied = self.apply_member(key, cell).map(|()| cell.epoch());
+                match &applied {
+                    Ok(_) => owed = Owed::Barrier, // its record is with the sealer
+                    Err(e) => self.count_refusal(e),
                 }
-                direct_only = false; // its record is with the sealer
                 results.push(applied);
                 continue;
             }
@@ -648,16 +596,19 @@ impl Engine {
                 };
                 let epoch = cached.cell.epoch();
                 if !changed {
-                    direct_only = false;
+                    if wait == Wait::Durable {
+                        owed = Owed::Barrier;
+                    }
                     return Ok(Ok(epoch));
                 }
                 cached.mark_written(key, v);
                 if v.frozen.len() < stall_at {
                     self.commit.append_now(key, cell, v)?;
                     full |= v.active.bytes() >= self.opts.memtable_bytes_max;
+                    owed = owed.max(Owed::Ack);
                 } else {
                     self.commit.queue_record(key, cell, v.active.generation())?;
-                    direct_only = false;
+                    owed = Owed::Barrier;
                 }
                 Ok::<_, Error>(Ok(epoch))
             })??;
@@ -671,13 +622,19 @@ impl Engine {
         }
         // Records in the outbox are covered by any later ack there; records
         // (or state) with the sealer only by a barrier queued behind them.
-        let durable = if direct_only {
-            self.commit.ack_now()
-        } else {
-            self.commit.log_barrier()
+        let durable = match owed {
+            Owed::Nothing => return Ok(results),
+            Owed::Ack => self.commit.ack_now(),
+            Owed::Barrier => self.commit.log_barrier(),
         };
         durable.await.map_err(|_| Error::Closed)??;
         Ok(results)
+    }
+
+    /// Resolves once every record logged or sealed so far is durable.
+    pub async fn barrier(&self) -> Result<()> {
+        let rx = self.counted(Ok(self.commit.log_barrier()))?;
+        rx.await.map_err(|_| Error::Closed)?
     }
 
     /// The cell for `key` (empty if never written).
@@ -796,7 +753,7 @@ impl Engine {
             add_records: commit.add_records,
             memtable_cells: v.memtables().map(|m| m.len()).sum(),
             log_bytes: log_bytes(&self.dir),
-            shard_limit_refusals: self.shard_limit_refusals.load(Ordering::Relaxed),
+            shard_limit_refusals: self.refusals.get(),
             memtables: v.memtables().count(),
             compactions: self.background.compactions.load(Ordering::Relaxed),
             log_sync_latency: self.log_syncs.snapshot(),
@@ -822,9 +779,7 @@ impl Engine {
 
     /// Counts a write refused for a limit of the cell.
     fn count_refusal(&self, e: &Error) {
-        if matches!(e, Error::TooManyShards { .. }) {
-            self.shard_limit_refusals.fetch_add(1, Ordering::Relaxed);
-        }
+        self.refusals.count(e);
     }
 
     /// Stops accepting work, makes everything acknowledged durable, stops the

@@ -14,13 +14,15 @@
 //!
 //! # Write path
 //!
-//! - [`Engine::leader_add`]: under the key's cell lock, an add to a cell
-//!   with nothing in flight is sealed at once on the caller's thread;
-//!   otherwise the caller's delta waits in a per-key pending list. The
-//!   sealer thread takes every key with pending adds at once and does one
-//!   read-modify-write of this node's own shard per key (clock + 1, value +
-//!   Σ deltas) in the counter cache. Either way, and for every other write
-//!   a leader makes to its own shard (a batch's add, adds with ids,
+//! - [`Engine::add`]: a batch of adds, each under its key's cell lock
+//!   sealed at once on the caller's thread, with one [`Durable`] for the
+//!   batch; an add to a cell that adds are already waiting on (or during
+//!   a write stall, or while a record with operation ids is not durable)
+//!   joins a per-key pending list instead, and answers a [`Queued`]
+//!   handle. The sealer thread takes every key with pending adds at once
+//!   and does one read-modify-write of this node's own shard per key
+//!   (clock + 1, value + Σ deltas) in the counter cache. Either way, and
+//!   for every other write a leader makes to its own shard (adds with ids,
 //!   admissions), one rule decides the adds ([`add`]: the value each
 //!   answers, the overflows and limits that refuse one; adds a caller
 //!   combines first, `add::Combined`, answer by the same rule) and one order seals
@@ -34,9 +36,11 @@
 //!   its own, so the last one sees the cell's value. Concurrent adds to a
 //!   hot counter thus become one RMW, one log record, one replication
 //!   message.
-//! - [`Engine::apply`]: merges a cell from elsewhere into the counter cache
-//!   (a cold cell is read from disk first, outside the lock), logs it, and
-//!   returns after its fsync. A cell past a limit (clocks or epoch near
+//! - [`Engine::apply`]: merges cells from elsewhere (a replica's batch, a
+//!   read repair, a leader's catch-up) into the counter cache (a cold cell
+//!   is read from disk first, outside the lock), logs those that changed,
+//!   and returns after one fsync that covers them all ([`Wait`]: a
+//!   catch-up waits only for what it changed). A cell past a limit (clocks or epoch near
 //!   `u64::MAX`, more shards than readers accept), or whose merge would
 //!   leave the stored cell too wide, is refused and changes nothing (see
 //!   [`cell`]); so is a leader add that would.
@@ -73,14 +77,14 @@
 //!
 //! # Exactly-once adds and unique counters
 //!
-//! [`Engine::leader_add_once_batch`] takes adds with operation ids: the
+//! [`Engine::add_once`] takes adds with operation ids: the
 //! ledger (`ids`) says under the cell lock which are new, and a retry
 //! answers the value its first application produced. [`Engine::admit`]
 //! counts a unique counter's members once each (`unique`). Both write the
 //! new shard and what it applied (ids, members) in one log record. An
 //! admission's shard leaves the node only once durable; a shard with ids
 //! may leave before, carrying every id of its cell not durable yet, which
-//! replicas keep until it is ([`Engine::apply_with_tails`], `ids::tail`).
+//! replicas keep until it is ([`Engine::apply`], `ids::tail`).
 //! After an unclean restart the node learns those tails back
 //! ([`Engine::retired`], [`Engine::learn_tails`]) before it applies ids.
 //! State read for other nodes waits for both ([`Engine::settled`]; see
@@ -198,7 +202,7 @@ pub use key::{
     COLUMN_BYTES_MAX, Key, PARTITION_BYTES_MAX, STORED_COLUMN_BYTES_MAX, STORED_PARTITION_BYTES_MAX,
 };
 pub use options::{Options, ParkCommit, SyncMode};
-pub use outcome::{AddOutcome, Durable, Staged};
+pub use outcome::{AddOutcome, Durable, Queued, Staged, Wait};
 pub use row::Row;
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{open, small_options};
+use common::{add_one, open, small_options};
 use tally_engine::change::{Change, When, expire_targets};
 use tally_engine::{Key, now_ms, unique};
 
@@ -29,7 +29,7 @@ fn an_expire_of_a_hash_gives_every_live_field_the_deadline_and_no_member_one() {
     rt().block_on(async {
         let e = open(dir.path(), &opts);
         for f in ["a", "b"] {
-            e.leader_add(&field(f), 3).await.unwrap();
+            add_one(&e, &field(f), 3).await.unwrap();
         }
         let (_, durable) = e.admit(b"h", &[b"m".as_slice()]).await.unwrap();
         durable.wait().await.unwrap();

@@ -10,9 +10,9 @@
 mod common;
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::{key, open};
+use common::{add_one, key, open, unsynced_ids};
 use tally_engine::Options;
 
 /// Adds in flight at once on the one key.
@@ -21,31 +21,29 @@ const ADDS: i64 = 200;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn combined_adds_answer_the_values_they_would_have_seen_one_by_one() {
     let dir = tempfile::tempdir().unwrap();
-    // Slow fsyncs, so that adds pile up behind each and are combined.
+    let stall = Arc::new(AtomicBool::new(false));
     let opts = Options {
-        slow_sync: Some(Arc::new(AtomicU64::new(20_000))),
+        stall_writes: Some(stall.clone()),
         ..Options::default()
     };
     let engine = Arc::new(open(dir.path(), &opts));
+    // While a record with an id is not durable, adds go to the sealer,
+    // which combines those to one cell.
+    stall.store(true, Ordering::Relaxed);
+    let ids = unsynced_ids(&engine, 1);
     let mut adds = tokio::task::JoinSet::new();
-    for i in 0..ADDS {
+    for _ in 0..ADDS {
         let engine = engine.clone();
-        adds.spawn(async move {
-            // Both kinds of answer: the durable one, and a staged add's
-            // early one (given before the fsync).
-            if i % 2 == 0 {
-                engine.leader_add(&key(0), 1).await.unwrap().value
-            } else {
-                let (outcome, durable) = engine.leader_add_staged(&key(0), 1).await.unwrap();
-                durable.wait().await.unwrap();
-                outcome.value
-            }
-        });
+        adds.spawn(async move { add_one(&engine, &key(0), 1).await.unwrap().value });
     }
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    stall.store(false, Ordering::Relaxed);
+    ids.wait().await.unwrap();
     let mut values = adds.join_all().await;
     values.sort_unstable();
     let stats = engine.stats();
-    assert_eq!(stats.adds, ADDS as u64);
+    // And the add with an id.
+    assert_eq!(stats.adds, ADDS as u64 + 1);
     assert!(
         stats.add_records < stats.adds,
         "{} records for {} adds: none were combined",

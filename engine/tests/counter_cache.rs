@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{open, small_options};
+use common::{add_one, apply_cells, apply_one, open, small_options};
 use tally_engine::{Cell, Key, Options, Shard};
 
 const PARTITIONS: u64 = 60;
@@ -78,13 +78,11 @@ async fn a_counter_cache_smaller_than_the_keys_loses_nothing() {
             match (p + round) % 3 {
                 0 => {
                     for (k, d) in &adds {
-                        engine.leader_add(k, *d).await.unwrap();
+                        add_one(&engine, k, *d).await.unwrap();
                     }
                 }
                 _ => {
-                    let (staged, durable) = engine
-                        .leader_add_batch(adds.iter().map(|(k, d)| (k, *d)))
-                        .unwrap();
+                    let (staged, durable) = engine.add(adds.iter().map(|(k, d)| (k, *d))).unwrap();
                     durable.wait().await.unwrap();
                     assert!(
                         staged
@@ -106,10 +104,10 @@ async fn a_counter_cache_smaller_than_the_keys_loses_nothing() {
                 .collect();
             if p % 2 == 0 {
                 for (k, cell) in &foreign {
-                    engine.apply(k, cell).await.unwrap();
+                    apply_one(&engine, k, cell).await.unwrap();
                 }
             } else {
-                let answers = engine.apply_many(&foreign).await.unwrap();
+                let answers = apply_cells(&engine, &foreign).await.unwrap();
                 assert!(answers.iter().all(Result::is_ok));
             }
         }

@@ -14,7 +14,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::key;
+use common::{add_one, apply_cells, key};
 use tally_engine::{Cell, Engine, Options, Shard, Staged};
 
 const KEYS: u64 = 500;
@@ -26,8 +26,8 @@ const CHILD_ENV: &str = "TALLY_CRASH_CHILD_DIR";
 
 /// The child: adds forever from 32 tasks, printing `a k d` before each add
 /// and `k k d` once it is acknowledged, and from `BATCHERS` more in batches
-/// of eight (`leader_add_batch`, as a node's add pipeline does, with the
-/// hot ones one by one); and applies ever newer versions of
+/// of eight (`Engine::add`, as a node's add pipeline does, waiting
+/// for the ones queued to the sealer one by one); and applies ever newer versions of
 /// a foreign shard (clock = value = n) from `REPLICAS` tasks, as a replica
 /// does, printing `r t n` once version n of writer t is acknowledged.
 #[test]
@@ -54,7 +54,7 @@ fn crash_child() {
                     let k = rng.below(KEYS);
                     let d = 1 + rng.below(9) as i64;
                     writeln!(out.lock().unwrap(), "a {k} {d}").unwrap();
-                    engine.leader_add(&key(k), d).await.unwrap();
+                    add_one(&engine, &key(k), d).await.unwrap();
                     writeln!(out.lock().unwrap(), "k {k} {d}").unwrap();
                 }
             });
@@ -73,24 +73,24 @@ fn crash_child() {
                         writeln!(out.lock().unwrap(), "a {k} {d}").unwrap();
                     }
                     let (staged, durable) = engine
-                        .leader_add_batch(keys.iter().zip(adds.iter().map(|&(_, d)| d)))
+                        .add(keys.iter().zip(adds.iter().map(|&(_, d)| d)))
                         .unwrap();
-                    let mut hot = Vec::new();
+                    let mut sealed = Vec::new();
+                    let mut queued = Vec::new();
                     for (&(k, d), staged) in adds.iter().zip(staged) {
                         match staged {
-                            Staged::Sealed(_) => {}
-                            Staged::Hot => hot.push((k, d)),
+                            Staged::Sealed(_) => sealed.push((k, d)),
+                            Staged::Queued(q) => queued.push((k, d, q)),
                             Staged::Refused(e) => panic!("refused: {e}"),
                         }
                     }
                     durable.wait().await.unwrap();
-                    for &(k, d) in &adds {
-                        if !hot.contains(&(k, d)) {
-                            writeln!(out.lock().unwrap(), "k {k} {d}").unwrap();
-                        }
+                    for (k, d) in sealed {
+                        writeln!(out.lock().unwrap(), "k {k} {d}").unwrap();
                     }
-                    for (k, d) in hot {
-                        engine.leader_add(&key(k), d).await.unwrap();
+                    for (k, d, q) in queued {
+                        let (_, durable) = q.wait().await.unwrap();
+                        durable.wait().await.unwrap();
                         writeln!(out.lock().unwrap(), "k {k} {d}").unwrap();
                     }
                 }
@@ -110,7 +110,7 @@ fn crash_child() {
                         value: n,
                     };
                     let cell = Cell::from_parts(0, [shard]);
-                    engine.apply_many(&[(k.clone(), cell)]).await.unwrap();
+                    apply_cells(&engine, &[(k.clone(), cell)]).await.unwrap();
                     writeln!(out.lock().unwrap(), "r {t} {n}").unwrap();
                 }
             });

@@ -17,7 +17,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{key, open};
+use common::{add_one, apply_cells, apply_one, key, open};
 use tally_engine::{Cell, Engine, Error, Key, Options, Shard};
 
 /// The file size limit is per process: one test at a time.
@@ -95,7 +95,7 @@ async fn a_failed_flush_leaves_no_temporary_behind() {
         .map(|i| (wide_key(i), replica_cell(i as i64)))
         .collect();
     for chunk in items.chunks(500) {
-        engine.apply_many(chunk).await.unwrap();
+        apply_cells(&engine, chunk).await.unwrap();
     }
 
     // Room for 16 KiB files only: the table (some 100 KiB) does not fit.
@@ -154,16 +154,16 @@ async fn log_full_then_room(opts: Options) {
     let _room = Room;
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::open(dir.path(), opts.clone()).unwrap();
-    engine.leader_add(&key(0), 1).await.unwrap();
+    add_one(&engine, &key(0), 1).await.unwrap();
 
     // The log's next record is past the limit.
     file_limit(Some(64));
-    let first = promptly("an add", engine.leader_add(&key(1), 1)).await;
+    let first = promptly("an add", add_one(&engine, &key(1), 1)).await;
     assert!(first.is_err(), "{first:?}");
     for k in 2..5 {
-        let r = promptly("an add", engine.leader_add(&key(k), 1)).await;
+        let r = promptly("an add", add_one(&engine, &key(k), 1)).await;
         assert!(matches!(r, Err(Error::DiskFull(_))), "{r:?}");
-        let r = promptly("an apply", engine.apply(&key(k), &replica_cell(1))).await;
+        let r = promptly("an apply", apply_one(&engine, &key(k), &replica_cell(1))).await;
         assert!(matches!(r, Err(Error::DiskFull(_))), "{r:?}");
     }
 
@@ -171,7 +171,7 @@ async fn log_full_then_room(opts: Options) {
     file_limit(None);
     let deadline = Instant::now() + Duration::from_secs(5);
     let added = loop {
-        match promptly("an add", engine.leader_add(&key(1), 1)).await {
+        match promptly("an add", add_one(&engine, &key(1), 1)).await {
             Ok(added) => break added,
             Err(e) => assert!(Instant::now() < deadline, "still refused with room: {e}"),
         }
@@ -180,7 +180,7 @@ async fn log_full_then_room(opts: Options) {
     // The add that failed in flight may have gone through: it was in
     // memory, and reached the log with the next write.
     assert!((1..=2).contains(&added.value), "{added:?}");
-    engine.apply(&key(2), &replica_cell(7)).await.unwrap();
+    apply_one(&engine, &key(2), &replica_cell(7)).await.unwrap();
     engine.close().unwrap();
     let engine = Engine::open(dir.path(), opts).unwrap();
     assert_eq!(engine.get(&key(0)).unwrap().value(), Ok(1));
@@ -215,7 +215,7 @@ async fn writes_fail_promptly_while_flushes_cannot_and_work_again_after() {
         let items: Vec<(Key, Cell)> = (applied..applied + 200)
             .map(|i| (wide_key(i), replica_cell(i as i64)))
             .collect();
-        match promptly("a replica's batch", engine.apply_many(&items)).await {
+        match promptly("a replica's batch", apply_cells(&engine, &items)).await {
             Ok(results) => {
                 assert!(results.iter().all(Result::is_ok));
                 applied += 200;
@@ -225,13 +225,13 @@ async fn writes_fail_promptly_while_flushes_cannot_and_work_again_after() {
     };
     assert!(matches!(refused, Error::DiskFull(_)), "{refused}");
     assert_eq!(engine.stats().tables, 0, "a table fit under the limit");
-    let r = promptly("an add", engine.leader_add(&key(0), 1)).await;
+    let r = promptly("an add", add_one(&engine, &key(0), 1)).await;
     assert!(matches!(r, Err(Error::DiskFull(_))), "{r:?}");
 
     // Room again: flushes catch up and writes are taken again.
     file_limit(None);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while let Err(e) = promptly("an add", engine.leader_add(&key(0), 1)).await {
+    while let Err(e) = promptly("an add", add_one(&engine, &key(0), 1)).await {
         assert!(Instant::now() < deadline, "still refused with room: {e}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

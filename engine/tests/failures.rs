@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{key, open};
-use tally_engine::{Engine, Error, Options, Staged};
+use common::{add_one, apply_one, key, open, unsynced_ids};
+use tally_engine::{Engine, Error, Options, Queued, Staged};
 
 /// An engine whose fsyncs fail while the returned switch is on.
 fn with_fsync_switch(dir: &std::path::Path) -> (Engine, Arc<AtomicBool>) {
@@ -30,10 +30,10 @@ fn with_fsync_switch(dir: &std::path::Path) -> (Engine, Arc<AtomicBool>) {
 async fn a_failed_fsync_poisons_the_engine() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, fail) = with_fsync_switch(dir.path());
-    engine.leader_add(&key(1), 5).await.unwrap();
+    add_one(&engine, &key(1), 5).await.unwrap();
 
     fail.store(true, Ordering::Relaxed);
-    let err = engine.leader_add(&key(1), 7).await.unwrap_err();
+    let err = add_one(&engine, &key(1), 7).await.unwrap_err();
     assert!(matches!(err, Error::Poisoned(_)), "{err}");
     // The seam fails with ENOSPC: a failed fsync poisons whatever its
     // errno, never taken for a full disk to wait out.
@@ -41,7 +41,7 @@ async fn a_failed_fsync_poisons_the_engine() {
     // Even with the disk healthy again, no more writes are acknowledged.
     fail.store(false, Ordering::Relaxed);
     assert!(matches!(
-        engine.leader_add(&key(2), 1).await,
+        add_one(&engine, &key(2), 1).await,
         Err(Error::Poisoned(_))
     ));
     assert!(matches!(
@@ -50,7 +50,7 @@ async fn a_failed_fsync_poisons_the_engine() {
     ));
     let cell = tally_engine::Cell::new();
     assert!(matches!(
-        engine.apply(&key(3), &cell).await,
+        apply_one(&engine, &key(3), &cell).await,
         Err(Error::Poisoned(_))
     ));
     assert!(matches!(engine.close(), Err(Error::Poisoned(_))));
@@ -68,20 +68,20 @@ async fn a_failed_fsync_poisons_the_engine() {
 async fn overflow_is_refused_not_wrapped() {
     let dir = tempfile::tempdir().unwrap();
     let engine = open(dir.path(), &Options::default());
-    engine.leader_add(&key(1), i64::MAX - 1).await.unwrap();
-    let err = engine.leader_add(&key(1), 5).await.unwrap_err();
+    add_one(&engine, &key(1), i64::MAX - 1).await.unwrap();
+    let err = add_one(&engine, &key(1), 5).await.unwrap_err();
     assert!(
         matches!(err, Error::Overflow { value, delta: 5 } if value == i128::from(i64::MAX - 1)),
         "{err}"
     );
     assert_eq!(engine.get(&key(1)).unwrap().value().unwrap(), i64::MAX - 1);
     assert_eq!(
-        engine.leader_add(&key(1), -5).await.unwrap().value,
+        add_one(&engine, &key(1), -5).await.unwrap().value,
         i64::MAX - 6
     );
-    engine.leader_add(&key(2), i64::MIN + 1).await.unwrap();
+    add_one(&engine, &key(2), i64::MIN + 1).await.unwrap();
     assert!(matches!(
-        engine.leader_add(&key(2), -2).await,
+        add_one(&engine, &key(2), -2).await,
         Err(Error::Overflow { .. })
     ));
 }
@@ -89,17 +89,24 @@ async fn overflow_is_refused_not_wrapped() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_adds_to_a_hot_key_are_combined() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = Arc::new(open(dir.path(), &Options::default()));
+    let (engine, stall, _) = with_stall_switch(dir.path());
+    let engine = Arc::new(engine);
     let mut adds = 0u64;
     let mut combined_seen = 0;
     let mut clocks = std::collections::HashSet::new();
-    for _round in 0..20 {
+    for round in 0..20 {
+        // Until a record with an id is durable, adds go to the sealer.
+        stall.store(true, Ordering::Relaxed);
+        let ids = unsynced_ids(&engine, round + 1);
         let tasks: Vec<_> = (0..64)
             .map(|i| {
                 let engine = engine.clone();
-                tokio::spawn(async move { engine.leader_add(&key(0), i % 3 + 1).await.unwrap() })
+                tokio::spawn(async move { add_one(&engine, &key(0), i % 3 + 1).await.unwrap() })
             })
             .collect();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        stall.store(false, Ordering::Relaxed);
+        ids.wait().await.unwrap();
         for t in tasks {
             let out = t.await.unwrap();
             adds += 1;
@@ -135,7 +142,7 @@ async fn periodic_mode_survives_reopen() {
     let engine = open(dir.path(), &opts);
     let id = engine.counter_id();
     for i in 0..100 {
-        engine.leader_add(&key(i % 7), 1).await.unwrap();
+        add_one(&engine, &key(i % 7), 1).await.unwrap();
     }
     engine.close().unwrap();
     let engine = open(dir.path(), &opts);
@@ -150,44 +157,82 @@ async fn periodic_mode_survives_reopen() {
     assert_eq!(total, 100);
 }
 
+/// An engine whose disk takes no writes while the first switch is set,
+/// and whose fsyncs fail while the second is.
+fn with_stall_switch(dir: &std::path::Path) -> (Engine, Arc<AtomicBool>, Arc<AtomicBool>) {
+    let stall = Arc::new(AtomicBool::new(false));
+    let fail = Arc::new(AtomicBool::new(false));
+    let opts = Options {
+        stall_writes: Some(stall.clone()),
+        fail_sync: Some(fail.clone()),
+        ..Options::default()
+    };
+    (open(dir, &opts), stall, fail)
+}
+
+/// The handle of an add that must have gone to the sealer.
+fn queued(staged: Vec<Staged>) -> Queued {
+    match staged.into_iter().next() {
+        Some(Staged::Queued(queued)) => queued,
+        other => panic!("not queued to the sealer: {other:?}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_staged_add_is_sealed_before_it_is_durable() {
+async fn an_add_queued_to_the_sealer_answers_through_its_handle() {
     let dir = tempfile::tempdir().unwrap();
-    let (engine, fail) = with_fsync_switch(dir.path());
-    let (outcome, durable) = engine.leader_add_staged(&key(1), 5).await.unwrap();
-    assert_eq!((outcome.value, outcome.shard.clock), (5, 1));
-    durable.wait().await.unwrap();
-    let (outcome, durable) = engine.leader_add_staged(&key(1), 2).await.unwrap();
+    let (engine, stall, fail) = with_stall_switch(dir.path());
+    add_one(&engine, &key(1), 5).await.unwrap();
+
+    // While a record with ids is not durable, an add goes to the sealer,
+    // and its outcome waits for durability.
+    stall.store(true, Ordering::Relaxed);
+    let ids = unsynced_ids(&engine, 1);
+    let (staged, durable) = engine.add([(&key(1), 2)]).unwrap();
+    let waiting = tokio::spawn(queued(staged).wait());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!waiting.is_finished(), "answered before it was durable");
+    stall.store(false, Ordering::Relaxed);
+    let (outcome, own) = waiting.await.unwrap().unwrap();
     assert_eq!(
         (outcome.value, outcome.shard.value, outcome.shard.clock),
         (7, 7, 2)
     );
+    own.wait().await.unwrap();
     durable.wait().await.unwrap();
+    ids.wait().await.unwrap();
 
     // Refused at sealing: the error comes at once, not a durability wait.
-    let err = engine
-        .leader_add_staged(&key(1), i64::MAX)
+    stall.store(true, Ordering::Relaxed);
+    let ids = unsynced_ids(&engine, 2);
+    let (staged, _) = engine.add([(&key(1), i64::MAX)]).unwrap();
+    let err = tokio::time::timeout(ANSWER_WITHIN, queued(staged).wait())
         .await
+        .expect("a refusal waited")
         .err()
         .unwrap();
     assert!(matches!(err, Error::Overflow { .. }), "{err}");
+    stall.store(false, Ordering::Relaxed);
+    ids.wait().await.unwrap();
 
-    // A failed fsync after sealing: sealed, but never durable.
+    // A failed fsync after sealing: never durable.
+    stall.store(true, Ordering::Relaxed);
+    let ids = unsynced_ids(&engine, 3);
+    let (staged, _) = engine.add([(&key(2), 1)]).unwrap();
+    let waiting = queued(staged);
     fail.store(true, Ordering::Relaxed);
-    let (outcome, durable) = engine.leader_add_staged(&key(2), 1).await.unwrap();
-    assert_eq!(outcome.value, 1);
-    assert!(matches!(durable.wait().await, Err(Error::Poisoned(_))));
+    stall.store(false, Ordering::Relaxed);
+    assert!(matches!(waiting.wait().await, Err(Error::Poisoned(_))));
+    assert!(matches!(ids.wait().await, Err(Error::Poisoned(_))));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_of_adds_is_sealed_on_the_calling_thread() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, fail) = with_fsync_switch(dir.path());
-    engine.leader_add(&key(9), 1).await.unwrap();
+    add_one(&engine, &key(9), 1).await.unwrap();
     let keys = [key(1), key(2), key(1), key(9)];
-    let (staged, durable) = engine
-        .leader_add_batch(keys.iter().zip([5, 7, 1, i64::MAX]))
-        .unwrap();
+    let (staged, durable) = engine.add(keys.iter().zip([5, 7, 1, i64::MAX])).unwrap();
     let sealed = |s: &Staged| match s {
         Staged::Sealed(o) => Some((o.value, o.shard.clock)),
         _ => None,
@@ -210,57 +255,13 @@ async fn a_batch_of_adds_is_sealed_on_the_calling_thread() {
 
     // A failed fsync: sealed, but never durable, and the engine refuses more.
     fail.store(true, Ordering::Relaxed);
-    let (staged, durable) = engine.leader_add_batch([(&key(4), 1)]).unwrap();
+    let (staged, durable) = engine.add([(&key(4), 1)]).unwrap();
     assert_eq!(sealed(&staged[0]), Some((1, 1)));
     assert!(matches!(durable.wait().await, Err(Error::Poisoned(_))));
     assert!(matches!(
-        engine.leader_add_batch([(&key(5), 1)]),
+        engine.add([(&key(5), 1)]),
         Err(Error::Poisoned(_))
     ));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_batch_leaves_a_cell_with_lone_adds_waiting_to_them() {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = Arc::new(open(dir.path(), &Options::default()));
-    let hot = key(1);
-    // Lone adds to one cell keep adds waiting on it for the sealer.
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut lone = tokio::task::JoinSet::new();
-    for _ in 0..64 {
-        let (engine, stop, hot) = (engine.clone(), stop.clone(), hot.clone());
-        lone.spawn(async move {
-            let mut n = 0;
-            while !stop.load(Ordering::Relaxed) {
-                engine.leader_add(&hot, 1).await.unwrap();
-                n += 1;
-            }
-            n
-        });
-    }
-    let (mut batched, mut left_hot) = (0, 0);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while left_hot < 10 && std::time::Instant::now() < deadline {
-        let (staged, durable) = engine.leader_add_batch([(&hot, 1)]).unwrap();
-        match &staged[0] {
-            Staged::Sealed(_) => durable.wait().await.unwrap(),
-            // Not applied: the caller adds it the lone way.
-            Staged::Hot => {
-                left_hot += 1;
-                engine.leader_add(&hot, 1).await.unwrap();
-            }
-            Staged::Refused(e) => panic!("{e}"),
-        }
-        batched += 1;
-        tokio::task::yield_now().await;
-    }
-    stop.store(true, Ordering::Relaxed);
-    let mut total = batched;
-    while let Some(n) = lone.join_next().await {
-        total += n.unwrap();
-    }
-    assert!(left_hot >= 10, "adds were never waiting on the cell");
-    assert_eq!(engine.get(&hot).unwrap().value().unwrap(), total);
 }
 
 /// Longest a write may take to fail once an engine thread is dead.
@@ -284,13 +285,13 @@ fn poisoned_by_panic<T>(r: &Result<T, Error>) -> bool {
 /// and leaves no clean marker, so the next open takes a new counter id.
 async fn check_poisoned_by_panic(engine: Arc<Engine>, dir: &std::path::Path) {
     let fast = Duration::from_millis(500);
-    let add = tokio::time::timeout(fast, engine.leader_add(&key(9), 1)).await;
+    let add = tokio::time::timeout(fast, add_one(&engine, &key(9), 1)).await;
     assert!(matches!(add, Ok(Err(Error::Poisoned(_)))), "{add:?}");
     let cell = tally_engine::Cell::new();
-    let apply = tokio::time::timeout(fast, engine.apply(&key(9), &cell)).await;
+    let apply = tokio::time::timeout(fast, apply_one(&engine, &key(9), &cell)).await;
     assert!(matches!(apply, Ok(Err(Error::Poisoned(_)))), "{apply:?}");
     assert!(matches!(
-        engine.leader_add_batch([(&key(9), 1)]),
+        engine.add([(&key(9), 1)]),
         Err(Error::Poisoned(_))
     ));
     let id = engine.counter_id();
@@ -315,7 +316,7 @@ async fn a_panicking_syncer_poisons_the_engine_and_answers_its_waiters() {
     };
     let engine = never_dropped(open(dir.path(), &opts));
     // The add's record waits in the outbox of a syncer that dies.
-    let add = tokio::time::timeout(ANSWER_WITHIN, engine.leader_add(&key(1), 1))
+    let add = tokio::time::timeout(ANSWER_WITHIN, add_one(&engine, &key(1), 1))
         .await
         .expect("an add waiting on a dead syncer hung");
     assert!(poisoned_by_panic(&add), "{add:?}");
@@ -327,21 +328,23 @@ async fn a_panicking_sealer_poisons_the_engine_and_answers_its_waiters() {
     let dir = tempfile::tempdir().unwrap();
     let panic = Arc::new(AtomicBool::new(false));
     let opts = Options {
-        // The first add's fsync is slow: the next adds to the cell wait on
+        // The first adds' fsync is slow: the next adds to the cell wait on
         // it, for the sealer.
         slow_sync: Some(Arc::new(AtomicU64::new(100_000))),
         panic_seal: Some(panic.clone()),
         ..Options::default()
     };
     let engine = never_dropped(open(dir.path(), &opts));
-    let (_, first) = engine.leader_add_staged(&key(1), 1).await.unwrap();
+    let (_, first) = engine.add([(&key(1), 1)]).unwrap();
+    // And adds go to the sealer until a record with an id is durable.
+    drop(unsynced_ids(&engine, 1));
     panic.store(true, Ordering::Relaxed);
     let mut adds = tokio::task::JoinSet::new();
     for _ in 0..8 {
         // The `Arc`, not the `ManuallyDrop` around it.
         let engine = Arc::clone(&engine);
         adds.spawn(async move {
-            tokio::time::timeout(ANSWER_WITHIN, engine.leader_add(&key(1), 1)).await
+            tokio::time::timeout(ANSWER_WITHIN, add_one(&engine, &key(1), 1)).await
         });
     }
     for add in adds.join_all().await {

@@ -11,7 +11,7 @@ mod common;
 
 use std::ops::Range;
 
-use common::{key, open};
+use common::{add_one, apply_cells, apply_one, key, open};
 use tally_engine::cell::SHARDS_MAX;
 use tally_engine::{Cell, Error, Options, Shard};
 
@@ -36,16 +36,17 @@ async fn a_merge_past_the_shard_limit_is_refused_and_everything_stays_readable()
     let max = SHARDS_MAX as u64;
     // Up to the limit, 64 shards a merge: each cell is small, the merge wide.
     for chunk in (0..max).step_by(64) {
-        engine.apply(&k, &shards(chunk..chunk + 64)).await.unwrap();
+        apply_one(&engine, &k, &shards(chunk..chunk + 64))
+            .await
+            .unwrap();
     }
     assert_eq!(engine.get(&k).unwrap().shards().len(), SHARDS_MAX);
     // One more counter id, through every way a cell grows.
-    let past = engine.apply(&k, &shards(max..max + 4)).await;
-    let many = engine
-        .apply_many(&[(k.clone(), shards(max + 4..max + 5))])
+    let past = apply_one(&engine, &k, &shards(max..max + 4)).await;
+    let many = apply_cells(&engine, &[(k.clone(), shards(max + 4..max + 5))])
         .await
         .unwrap();
-    let added = engine.leader_add(&k, 1).await;
+    let added = add_one(&engine, &k, 1).await;
 
     // Whatever was accepted is flushed, reopened and compacted.
     engine.flush().unwrap();
@@ -53,7 +54,7 @@ async fn a_merge_past_the_shard_limit_is_refused_and_everything_stays_readable()
     let engine = open(dir.path(), &opts);
     let cell = engine.get(&k).expect("the cell is readable after a reopen");
     // A second table holding the key, so that compaction merges it.
-    engine.apply(&k, &shards(0..1)).await.unwrap();
+    apply_one(&engine, &k, &shards(0..1)).await.unwrap();
     let mut bumped = shards(1..2);
     bumped.merge(
         &Cell::from_parts(
@@ -66,7 +67,7 @@ async fn a_merge_past_the_shard_limit_is_refused_and_everything_stays_readable()
         ),
         &tally_engine::cell::Merger::default(),
     );
-    engine.apply(&k, &bumped).await.unwrap();
+    apply_one(&engine, &k, &bumped).await.unwrap();
     engine.flush().unwrap();
     engine.compact().expect("compaction reads every table");
     assert_eq!(engine.stats().tables, 1);
@@ -101,10 +102,12 @@ async fn refusals_past_the_shard_limit_are_counted() {
     let k = key(2);
     let max = SHARDS_MAX as u64;
     for chunk in (0..max).step_by(512) {
-        engine.apply(&k, &shards(chunk..chunk + 512)).await.unwrap();
+        apply_one(&engine, &k, &shards(chunk..chunk + 512))
+            .await
+            .unwrap();
     }
-    assert!(engine.apply(&k, &shards(max..max + 1)).await.is_err());
-    assert!(engine.leader_add(&k, 1).await.is_err());
+    assert!(apply_one(&engine, &k, &shards(max..max + 1)).await.is_err());
+    assert!(add_one(&engine, &k, 1).await.is_err());
     assert_eq!(engine.stats().shard_limit_refusals, 2);
     // A shard the cell already has may still move on.
     let mut newer = shards(0..1);
@@ -119,7 +122,7 @@ async fn refusals_past_the_shard_limit_are_counted() {
         ),
         &tally_engine::cell::Merger::default(),
     );
-    engine.apply(&k, &newer).await.unwrap();
+    apply_one(&engine, &k, &newer).await.unwrap();
     assert_eq!(engine.get(&k).unwrap().value(), Ok(SHARDS_MAX as i64 + 2));
 }
 
@@ -139,8 +142,10 @@ async fn a_read_past_i64_is_an_overflow_error_not_a_saturated_value() {
         )
     };
     // Two replicas' shards, each fine on its own, past i64::MAX together.
-    engine.apply(&k, &near_max(10, i64::MAX - 1)).await.unwrap();
-    engine.apply(&k, &near_max(11, 10)).await.unwrap();
+    apply_one(&engine, &k, &near_max(10, i64::MAX - 1))
+        .await
+        .unwrap();
+    apply_one(&engine, &k, &near_max(11, 10)).await.unwrap();
     let cell = engine.get(&k).unwrap();
     let value = cell.value();
     assert!(
@@ -148,10 +153,10 @@ async fn a_read_past_i64_is_an_overflow_error_not_a_saturated_value() {
         "{value:?}"
     );
     // The leader's view is past i64 too: an add that leaves it there is refused.
-    let add = engine.leader_add(&k, -1).await;
+    let add = add_one(&engine, &k, -1).await;
     assert!(matches!(add, Err(Error::Overflow { .. })), "{add:?}");
     // One that brings it back into range is not.
-    let add = engine.leader_add(&k, -20).await.unwrap();
+    let add = add_one(&engine, &k, -20).await.unwrap();
     assert_eq!(add.value, i64::MAX - 11);
     assert_eq!(engine.get(&k).unwrap().value(), Ok(i64::MAX - 11));
 }
@@ -171,17 +176,19 @@ async fn clocks_and_epochs_near_u64_max_are_refused_before_they_wrap() {
             value: 1,
         }],
     );
-    let applied = engine.apply(&k, &own_at_max).await;
-    let added = engine.leader_add(&k, 1).await;
+    let applied = apply_one(&engine, &k, &own_at_max).await;
+    let added = add_one(&engine, &k, 1).await;
     // An epoch at the end of its range: a reset would wrap it.
     let k2 = key(5);
     let epoch_at_max = Cell::from_parts(u64::MAX - 1, []);
-    let applied_epoch = engine.apply(&k2, &epoch_at_max).await;
+    let applied_epoch = apply_one(&engine, &k2, &epoch_at_max).await;
     let reset = common::reset(&engine, &k2).await;
-    let many = engine
-        .apply_many(&[(key(6), Cell::from_parts(u64::MAX - (1 << 31), []))])
-        .await
-        .unwrap();
+    let many = apply_cells(
+        &engine,
+        &[(key(6), Cell::from_parts(u64::MAX - (1 << 31), []))],
+    )
+    .await
+    .unwrap();
 
     assert!(
         matches!(applied, Err(Error::ClockExhausted { .. })),

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{hooked_runtime, key, open, small_options};
+use common::{add_one, hooked_runtime, key, open, small_options};
 use tally_engine::list::{End, ListChange, ListReply};
 use tally_engine::{Cell, Error, Refusal, now_ms};
 
@@ -39,7 +39,7 @@ fn a_list_survives_replay_flush_and_compaction_and_refuses_adds() {
         assert_eq!(done.reply, ListReply::Int(3));
         assert_eq!(elements(&state), want, "the state replicated has the list");
         assert!(state.shards().is_empty());
-        let add = rt.block_on(engine.leader_add(&key(1), 1));
+        let add = rt.block_on(add_one(&engine, &key(1), 1));
         assert!(
             matches!(add, Err(Error::Refused(Refusal::WrongType))),
             "{add:?}"

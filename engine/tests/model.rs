@@ -10,7 +10,7 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{Rng, key, open, small_options};
+use common::{Rng, add_one, apply_cells, apply_one, key, open, small_options};
 use tally_engine::{Cell, Shard};
 
 const KEYS: u64 = 24;
@@ -46,7 +46,7 @@ async fn run(seed: u64, ops: usize) {
         match rng.below(100) {
             0..45 => {
                 let delta = rng.below(2001) as i64 - 1000;
-                let out = engine.leader_add(&key(k), delta).await.unwrap();
+                let out = add_one(&engine, &key(k), delta).await.unwrap();
                 m.own += delta;
                 assert_eq!(out.value, m.value(), "seed {seed} step {step}: leader view");
                 assert_eq!(out.epoch.n, m.epoch);
@@ -65,12 +65,11 @@ async fn run(seed: u64, ops: usize) {
                     }],
                 );
                 if step % 2 == 0 {
-                    engine.apply(&key(k), &cell).await.unwrap();
+                    apply_one(&engine, &key(k), &cell).await.unwrap();
                 } else {
                     let items = [(key(k), cell.clone())];
                     assert!(
-                        engine
-                            .apply_many(&items)
+                        apply_cells(&engine, &items)
                             .await
                             .unwrap()
                             .iter()
@@ -84,12 +83,11 @@ async fn run(seed: u64, ops: usize) {
                 let mut pick = || sent[rng.below(sent.len() as u64) as usize].clone();
                 if step % 2 == 0 {
                     let (k, cell) = pick();
-                    engine.apply(&key(k), &cell).await.unwrap();
+                    apply_one(&engine, &key(k), &cell).await.unwrap();
                 } else {
                     let items: Vec<_> = (0..3).map(|_| pick()).map(|(k, c)| (key(k), c)).collect();
                     assert!(
-                        engine
-                            .apply_many(&items)
+                        apply_cells(&engine, &items)
                             .await
                             .unwrap()
                             .iter()

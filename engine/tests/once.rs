@@ -26,7 +26,7 @@ fn add(delta: i64, client: &[u8], seq: u64) -> OnceAdd {
 /// error as its `Debug` text).
 async fn once(e: &Engine, k: u64, adds: &[OnceAdd]) -> Vec<Result<Once, String>> {
     let key = key(k);
-    let (mut sealed, durable) = e.leader_add_once_batch([(&key, adds)]).unwrap();
+    let (mut sealed, durable) = e.add_once([(&key, adds)]).unwrap();
     durable.wait().await.unwrap();
     let answers = sealed.pop().unwrap().answers;
     answers

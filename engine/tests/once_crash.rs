@@ -70,8 +70,7 @@ fn once_crash_child() {
                             .unwrap();
                     }
                     let kk = key(k);
-                    let (sealed, durable) =
-                        engine.leader_add_once_batch([(&kk, &adds[..])]).unwrap();
+                    let (sealed, durable) = engine.add_once([(&kk, &adds[..])]).unwrap();
                     durable.wait().await.unwrap();
                     for (a, answer) in adds.iter().zip(&sealed[0].answers) {
                         let v = answer.as_ref().unwrap().value();
@@ -170,7 +169,7 @@ async fn retry_all(engine: &Engine, attempts: &mut BTreeMap<(u64, u64), Attempt>
         };
         let kk = key(a.key);
         let (sealed, durable) = engine
-            .leader_add_once_batch([(&kk, std::slice::from_ref(&add))])
+            .add_once([(&kk, std::slice::from_ref(&add))])
             .unwrap();
         durable.wait().await.unwrap();
         let answer = sealed[0].answers[0].as_ref().unwrap();

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{hooked_runtime, key};
+use common::{add_one, apply_cells, hooked_runtime, key};
 use tally_engine::{Cell, Engine, Options, ParkCommit, Shard, Staged};
 
 /// Opens the engine for tasks on the current runtime, with `hook`.
@@ -58,7 +58,8 @@ fn foreign(clock: u64) -> Cell {
 }
 
 /// Every kind of write from several tasks, each waiting for one write at a
-/// time: batched, staged, plain and hot leader adds, and replica applies.
+/// time: batched and single leader adds, to many keys and to one, and
+/// replica applies.
 async fn write_everything(engine: &Arc<Engine>) {
     let mut tasks = tokio::task::JoinSet::new();
     for t in 0..TASKS {
@@ -67,19 +68,18 @@ async fn write_everything(engine: &Arc<Engine>) {
             for i in (t..KEYS).step_by(TASKS as usize) {
                 match i % 3 {
                     0 => {
-                        let (staged, durable) = e.leader_add_batch([(&key(1 + i), 2)]).unwrap();
+                        let (staged, durable) = e.add([(&key(1 + i), 2)]).unwrap();
                         durable.wait().await.unwrap();
                         assert!(matches!(staged[0], Staged::Sealed(_)));
                     }
                     1 => {
-                        let (_, durable) = e.leader_add_staged(&key(1 + i), 2).await.unwrap();
-                        durable.wait().await.unwrap();
+                        add_one(&e, &key(1 + i), 2).await.unwrap();
                     }
                     _ => {
-                        e.leader_add(&key(0), 1).await.unwrap();
+                        add_one(&e, &key(0), 1).await.unwrap();
                     }
                 }
-                e.apply_many(&[(key(10_000 + i % 7), foreign(i + 1))])
+                apply_cells(&e, &[(key(10_000 + i % 7), foreign(i + 1))])
                     .await
                     .unwrap();
             }
@@ -149,7 +149,7 @@ fn work_a_busy_runtime_leaves_is_written_by_the_syncer() {
         let before = engine.stats();
 
         // Queue a write, then keep the runtime's thread busy: it cannot park.
-        let (_, durable) = engine.leader_add_batch([(&key(50_000), 5)]).unwrap();
+        let (_, durable) = engine.add([(&key(50_000), 5)]).unwrap();
         let busy_until = std::time::Instant::now() + Duration::from_millis(200);
         let mut written = engine.stats();
         while written.log_syncs == before.log_syncs && std::time::Instant::now() < busy_until {

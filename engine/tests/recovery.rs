@@ -10,7 +10,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{key, open};
+use common::{add_one, key, open};
 use tally_engine::{Engine, Error, Options};
 
 /// Where each record of a segment starts and ends (the sync mark that ends
@@ -67,7 +67,7 @@ async fn a_log_cut_at_every_offset_keeps_exactly_a_prefix() {
     {
         let engine = open(src.path(), &opts);
         for (k, d) in &plan {
-            engine.leader_add(&key(*k), *d).await.unwrap();
+            add_one(&engine, &key(*k), *d).await.unwrap();
         }
         engine.close().unwrap();
     }
@@ -106,7 +106,7 @@ async fn a_log_cut_at_every_offset_keeps_exactly_a_prefix() {
             );
         }
         // The torn tail is gone from disk, so new records follow whole ones.
-        engine.leader_add(&key(0), 1).await.unwrap();
+        add_one(&engine, &key(0), 1).await.unwrap();
         drop(engine);
         let engine = Engine::open(dir.path(), opts.clone()).unwrap();
         let expected0: i64 = plan[..survived]
@@ -130,7 +130,7 @@ async fn ten_acknowledged_adds(
     let dir = tempfile::tempdir().unwrap();
     let engine = open(dir.path(), opts);
     for i in 0..10 {
-        engine.leader_add(&key(i), 1).await.unwrap();
+        add_one(&engine, &key(i), 1).await.unwrap();
     }
     engine.close().unwrap();
     let segment = only_log_segment(dir.path());

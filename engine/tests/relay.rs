@@ -11,7 +11,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::key;
+use common::{add_one, apply_cells, key, unsynced_ids};
 use tally_engine::{Cell, Engine, Error, Options, Shard};
 
 fn relayed(dir: &std::path::Path) -> Arc<Engine> {
@@ -27,17 +27,18 @@ async fn every_waiter_is_answered_through_the_relay() {
     let dir = tempfile::tempdir().unwrap();
     let engine = relayed(dir.path());
     let mut tasks = tokio::task::JoinSet::new();
-    // One hot key (combined by the sealer) and many cold ones (sealed
-    // inline), staged and plain, and replica applies: every kind of answer.
+    // One hot key (its adds queued behind an add with an id, combined by
+    // the sealer) and many cold ones (sealed inline), and replica applies:
+    // every kind of answer.
     for i in 0..400u64 {
         let e = engine.clone();
         tasks.spawn(async move {
             if i % 2 == 0 {
-                let (outcome, durable) = e.leader_add_staged(&key(0), 1).await.unwrap();
-                durable.wait().await.unwrap();
+                drop(unsynced_ids(&e, i + 1));
+                let outcome = add_one(&e, &key(0), 1).await.unwrap();
                 assert!(outcome.value >= 1);
             } else {
-                e.leader_add(&key(1 + i), 2).await.unwrap();
+                add_one(&e, &key(1 + i), 2).await.unwrap();
             }
             let foreign = Cell::from_parts(
                 0,
@@ -47,7 +48,7 @@ async fn every_waiter_is_answered_through_the_relay() {
                     value: 1,
                 }],
             );
-            e.apply_many(&[(key(10_000 + i % 7), foreign)])
+            apply_cells(&e, &[(key(10_000 + i % 7), foreign)])
                 .await
                 .unwrap();
         });
@@ -59,8 +60,9 @@ async fn every_waiter_is_answered_through_the_relay() {
     assert_eq!(engine.get(&key(2)).unwrap().value().unwrap(), 2);
 
     // A refusal is an answer too.
-    engine.leader_add(&key(5_000), i64::MAX).await.unwrap();
-    let err = engine.leader_add(&key(5_000), 1).await.unwrap_err();
+    add_one(&engine, &key(5_000), i64::MAX).await.unwrap();
+    drop(unsynced_ids(&engine, 1_000));
+    let err = add_one(&engine, &key(5_000), 1).await.unwrap_err();
     assert!(matches!(err, Error::Overflow { .. }), "{err}");
 }
 
@@ -71,7 +73,7 @@ async fn closing_under_the_runtime_answers_or_fails_every_waiter() {
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..200u64 {
         let e = engine.clone();
-        tasks.spawn(async move { e.leader_add(&key(i % 3), 1).await.map(|o| o.value) });
+        tasks.spawn(async move { add_one(&e, &key(i % 3), 1).await.map(|o| o.value) });
     }
     // Let some adds reach the commit threads, then close while others wait.
     tokio::task::yield_now().await;

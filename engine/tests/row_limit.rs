@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::open;
+use common::{add_one, open};
 use tally_engine::{Engine, Error, Key, Options};
 
 fn col(i: usize) -> Key {
@@ -29,7 +29,7 @@ async fn a_row_read_stops_at_its_column_limit() {
     {
         let engine = open(src.path(), &opts);
         for i in 0..COLUMNS {
-            engine.leader_add(&col(i), i as i64 + 1).await.unwrap();
+            add_one(&engine, &col(i), i as i64 + 1).await.unwrap();
         }
         engine.flush().unwrap();
         engine.close().unwrap();
@@ -69,15 +69,14 @@ async fn the_limit_counts_distinct_columns_over_memtables_and_tables() {
     // Even columns in a table, odd ones in the memtable, and every tenth
     // one in both (one column, merged).
     for i in (0..COLUMNS).filter(|i| i % 2 == 0 || i % 10 == 5) {
-        engine.leader_add(&col(i), 1).await.unwrap();
+        add_one(&engine, &col(i), 1).await.unwrap();
     }
     engine.flush().unwrap();
     for i in (0..COLUMNS).filter(|i| i % 2 == 1) {
-        engine.leader_add(&col(i), 1).await.unwrap();
+        add_one(&engine, &col(i), 1).await.unwrap();
     }
     // Another partition's cells sort after the row's: never counted.
-    engine
-        .leader_add(&Key::new(b"wide2", b"x").unwrap(), 1)
+    add_one(&engine, &Key::new(b"wide2", b"x").unwrap(), 1)
         .await
         .unwrap();
     let value = |i: usize| if i % 10 == 5 { 2 } else { 1 };

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{key, open};
+use common::{add_one, key, open};
 use tally_engine::{Engine, Error, Options};
 
 const KEYS: u64 = 40;
@@ -23,8 +23,7 @@ async fn a_flipped_byte_is_reported_not_misread() {
     {
         let engine = open(src.path(), &opts);
         for i in 0..KEYS {
-            engine
-                .leader_add(&key(i), i as i64 * 11 - 100)
+            add_one(&engine, &key(i), i as i64 * 11 - 100)
                 .await
                 .unwrap();
         }

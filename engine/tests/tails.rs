@@ -14,7 +14,7 @@ mod common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::{key, open, small_options};
+use common::{apply_tails, key, open, small_options};
 use tally_engine::{Cell, Engine, Error, Once, OnceAdd, OpId, Options, Shard, TailIds, TailOp};
 
 fn add(delta: i64, seq: u64) -> OnceAdd {
@@ -102,15 +102,14 @@ fn a_replica_keeps_a_tail_through_restarts_and_flushes_until_it_is_forgotten() {
         let e = open(dir.path(), &small_options());
         let (c1, t1) = sent(77, 1, 1, &[(1, 5)], 4);
         let (c2, t2) = sent(77, 2, 2, &[(1, 5), (2, 6)], 4);
-        let r = e
-            .apply_with_tails(&[(key(1), c1, Some(t1)), (key(1), c2, Some(t2))])
+        let r = apply_tails(&e, &[(key(1), c1, Some(t1)), (key(1), c2, Some(t2))])
             .await
             .unwrap();
         assert!(r.iter().all(Result::is_ok), "{r:?}");
         assert_eq!(e.get(&key(1)).unwrap().value().unwrap(), 2);
         // The applier's watermark passes batch 5: seq 1 goes.
         let (c3, t3) = sent(77, 2, 2, &[], 5);
-        e.apply_with_tails(&[(key(1), c3, Some(t3))]).await.unwrap();
+        apply_tails(&e, &[(key(1), c3, Some(t3))]).await.unwrap();
         assert_eq!(e.stats().tail_ids, 1);
         let crashed = crash(e, dir.path());
         let e = open(crashed.path(), &small_options());
@@ -123,7 +122,7 @@ fn a_replica_keeps_a_tail_through_restarts_and_flushes_until_it_is_forgotten() {
         assert!(seqs(&e, 77).contains(&2), "from the ids file");
         // Fenced by that read: a late message of the incarnation is refused.
         let (c4, t4) = sent(77, 3, 3, &[(3, 7)], 5);
-        let r = e.apply_with_tails(&[(key(2), c4, Some(t4))]).await.unwrap();
+        let r = apply_tails(&e, &[(key(2), c4, Some(t4))]).await.unwrap();
         assert!(
             matches!(r[0], Err(Error::Fenced { counter_id: 77 })),
             "{r:?}"
@@ -152,15 +151,15 @@ fn an_applier_sends_every_id_not_durable_yet_with_its_shard() {
     rt().block_on(async {
         let e = open(dir.path(), &opts);
         let k = key(1);
-        let (mut s, durable) = e.leader_add_once_batch([(&k, &[add(1, 1)][..])]).unwrap();
+        let (mut s, durable) = e.add_once([(&k, &[add(1, 1)][..])]).unwrap();
         durable.wait().await.unwrap();
         let first = s.pop().unwrap().tail.unwrap();
         assert_eq!(first.ops.len(), 1);
         assert_eq!(first.counter_id, e.counter_id());
         // The disk stops: two batches, the second carrying both.
         stall.store(true, Ordering::Relaxed);
-        let (mut s2, d2) = e.leader_add_once_batch([(&k, &[add(1, 2)][..])]).unwrap();
-        let (mut s3, d3) = e.leader_add_once_batch([(&k, &[add(1, 3)][..])]).unwrap();
+        let (mut s2, d2) = e.add_once([(&k, &[add(1, 2)][..])]).unwrap();
+        let (mut s3, d3) = e.add_once([(&k, &[add(1, 3)][..])]).unwrap();
         let t2 = s2.pop().unwrap().tail.unwrap();
         let t3 = s3.pop().unwrap().tail.unwrap();
         let seqs = |t: &TailIds| t.ops.iter().map(|o| o.op.seq).collect::<Vec<_>>();
@@ -171,7 +170,7 @@ fn an_applier_sends_every_id_not_durable_yet_with_its_shard() {
         d2.wait().await.unwrap();
         d3.wait().await.unwrap();
         // Durable now: a retry's whole cell goes with no ids.
-        let (mut s4, d4) = e.leader_add_once_batch([(&k, &[add(1, 3)][..])]).unwrap();
+        let (mut s4, d4) = e.add_once([(&k, &[add(1, 3)][..])]).unwrap();
         d4.wait().await.unwrap();
         let s4 = s4.pop().unwrap();
         assert_eq!(s4.answers[0].as_ref().unwrap(), &Once::Duplicate(3));
@@ -194,16 +193,16 @@ fn a_node_learns_its_lost_tail_and_answers_retries_from_it() {
         let a = open(a_dir.path(), &opts);
         let r = open(r_dir.path(), &small_options());
         let k = key(3);
-        let (mut s, d) = a.leader_add_once_batch([(&k, &[add(5, 1)][..])]).unwrap();
+        let (mut s, d) = a.add_once([(&k, &[add(5, 1)][..])]).unwrap();
         d.wait().await.unwrap();
         let first = s.pop().unwrap();
         stall.store(true, Ordering::Relaxed);
-        let (mut s, _lost) = a.leader_add_once_batch([(&k, &[add(7, 2)][..])]).unwrap();
+        let (mut s, _lost) = a.add_once([(&k, &[add(7, 2)][..])]).unwrap();
         let lost = s.pop().unwrap();
         assert_eq!(lost.answers[0].as_ref().unwrap(), &Once::Applied(12));
         for sealed in [first, lost] {
             let item = (k.clone(), sealed.replicate.unwrap(), sealed.tail);
-            r.apply_with_tails(&[item]).await.unwrap();
+            apply_tails(&r, &[item]).await.unwrap();
         }
         let old = a.counter_id();
         // A crash with the last record never written.
@@ -231,9 +230,7 @@ fn a_node_learns_its_lost_tail_and_answers_retries_from_it() {
             !a.retired().unwrap().contains(&old),
             "learned: off the list"
         );
-        let (mut s, d) = a
-            .leader_add_once_batch([(&k, &[add(7, 2), add(1, 3)][..])])
-            .unwrap();
+        let (mut s, d) = a.add_once([(&k, &[add(7, 2), add(1, 3)][..])]).unwrap();
         d.wait().await.unwrap();
         let answers = s.pop().unwrap().answers;
         assert_eq!(

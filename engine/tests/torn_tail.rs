@@ -14,7 +14,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{key, open};
+use common::{add_one, apply_cells, key, open};
 use tally_engine::commitlog::check::LogCheck;
 use tally_engine::{Cell, Engine, Error, Key, Options, Shard};
 
@@ -75,7 +75,7 @@ async fn logged(batches: usize) -> (tempfile::TempDir, PathBuf, Vec<Vec<Frame>>)
     };
     let engine = open(dir.path(), &opts);
     for k in 0..5 {
-        engine.leader_add(&key(k), 1).await.unwrap();
+        add_one(&engine, &key(k), 1).await.unwrap();
     }
     for b in 0..batches {
         // Let the syncer finish the last group commit and sleep: a batch's
@@ -85,7 +85,7 @@ async fn logged(batches: usize) -> (tempfile::TempDir, PathBuf, Vec<Vec<Frame>>)
         let items: Vec<_> = (0..BATCH)
             .map(|i| (batch_key(b, i), batch_cell(i)))
             .collect();
-        for r in engine.apply_many(&items).await.unwrap() {
+        for r in apply_cells(&engine, &items).await.unwrap() {
             r.unwrap();
         }
     }
@@ -288,7 +288,7 @@ async fn cutting_a_tail_takes_a_new_counter_id() {
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::open(dir.path(), Options::default()).unwrap();
     let id = engine.counter_id();
-    engine.leader_add(&batch_key(0, 0), 1).await.unwrap();
+    add_one(&engine, &batch_key(0, 0), 1).await.unwrap();
     engine.close().unwrap();
     let segment = segment_with_records(dir.path());
     let mut bytes = std::fs::read(&segment).unwrap();

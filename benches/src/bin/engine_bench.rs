@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::{Parser, ValueEnum};
 use tally_engine::{
-    Cell, Engine, Key, OnceAdd, OpId, Options, Retention, Shard, SyncMode, commitlog,
+    AddOutcome, Cell, Engine, Key, OnceAdd, OpId, Options, Retention, Shard, Staged, SyncMode,
+    Wait, commitlog,
 };
 
 /// The allocator `tallyd` runs with, so the figures are the server's.
@@ -59,7 +60,7 @@ enum Bench {
     Adds,
     Hot,
     /// The leader's read-modify-write alone: batches of 400 adds to
-    /// random cached keys through `leader_add_batch` on one thread, as a
+    /// random cached keys through `Engine::add` on one thread, as a
     /// node's batch task makes them (periodic sync: the CPU, not the disk).
     LeaderBatch,
     Gets,
@@ -160,7 +161,7 @@ fn main() -> Result<()> {
 }
 
 /// Adds/s of 16 writers over uniform keys, each call one add through the
-/// batch API a node uses (`leader_add_batch`, or `leader_add_once_batch`
+/// batch API a node uses (`Engine::add`, or `add_once`
 /// with a fresh id), periodic sync.
 async fn batch_adds(root: &Path, args: &Args, with_ids: bool) -> Result<f64> {
     let dir = fresh_dir(root, "batch-adds")?;
@@ -186,11 +187,9 @@ async fn batch_adds(root: &Path, args: &Args, with_ids: bool) -> Result<f64> {
                             id: OpId::new(client.as_bytes(), done + 1)?,
                             reapply_stale: false,
                         };
-                        engine
-                            .leader_add_once_batch([(&k, std::slice::from_ref(&add))])?
-                            .1
+                        engine.add_once([(&k, std::slice::from_ref(&add))])?.1
                     } else {
-                        engine.leader_add_batch([(&k, 1)])?.1
+                        engine.add([(&k, 1)])?.1
                     };
                     durable.wait().await?;
                     done += 1;
@@ -211,7 +210,7 @@ async fn batch_adds(root: &Path, args: &Args, with_ids: bool) -> Result<f64> {
     Ok(rate)
 }
 
-/// Adds/s of `leader_add_batch` alone on one thread, in batches of 400
+/// Adds/s of `Engine::add` alone on one thread, in batches of 400
 /// adds to uniform keys, every key cached first. Only the calls are
 /// timed: each batch's keys are made before, as a node makes them from
 /// its requests.
@@ -225,7 +224,7 @@ fn leader_batch(root: &Path, args: &Args) -> Result<f64> {
     let engine = Engine::open(&dir, opts)?;
     for first in (0..args.keys).step_by(BATCH as usize) {
         let keys: Vec<Key> = (first..args.keys.min(first + BATCH)).map(key).collect();
-        engine.leader_add_batch(keys.iter().map(|k| (k, 1)))?;
+        engine.add(keys.iter().map(|k| (k, 1)))?;
     }
     let mut rng = 0x9e37_79b9_u64;
     let mut done = 0u64;
@@ -236,13 +235,28 @@ fn leader_batch(root: &Path, args: &Args) -> Result<f64> {
             .map(|_| key(next(&mut rng) % args.keys))
             .collect();
         let call = Instant::now();
-        engine.leader_add_batch(batch.iter().map(|k| (k, 1)))?;
+        engine.add(batch.iter().map(|k| (k, 1)))?;
         spent += call.elapsed();
         done += BATCH;
     }
     drop(engine);
     std::fs::remove_dir_all(&dir).ok();
     Ok(done as f64 / spent.as_secs_f64())
+}
+
+/// One add through [`Engine::add`], answered once durable: a sealed add
+/// waits for the batch's `Durable`, one queued to the sealer for the
+/// sealer, then for its own.
+async fn add_one(engine: &Engine, k: &Key, delta: i64) -> Result<AddOutcome> {
+    let (staged, durable) = engine.add([(k, delta)])?;
+    let (outcome, durable) = match staged.into_iter().next() {
+        Some(Staged::Sealed(outcome)) => (outcome, durable),
+        Some(Staged::Queued(queued)) => queued.wait().await?,
+        Some(Staged::Refused(e)) => return Err(e.into()),
+        None => anyhow::bail!("one add answered nothing"),
+    };
+    durable.wait().await?;
+    Ok(outcome)
 }
 
 /// A 16-byte key for counter `i`.
@@ -266,7 +280,8 @@ fn fresh_dir(root: &Path, name: &str) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// Durable adds/s with `writers` concurrent writers over `keys` uniform keys.
+/// Durable adds/s with `writers` concurrent writers over `keys` uniform
+/// keys, each waiting for one add at a time ([`add_one`]).
 async fn adds(
     root: &Path,
     args: &Args,
@@ -296,7 +311,7 @@ async fn adds(
                 let mut rng = w * 0x9e37_79b9 + 1;
                 let mut done = 0u64;
                 while !stop.load(Ordering::Relaxed) {
-                    engine.leader_add(&key(next(&mut rng) % keys), 1).await?;
+                    add_one(&engine, &key(next(&mut rng) % keys), 1).await?;
                     done += 1;
                 }
                 anyhow::Ok(done)
@@ -388,16 +403,17 @@ async fn fill(engine: &Arc<Engine>, keys: u64, shards: u64) -> Result<()> {
                 let mut rng = t + 5;
                 for i in (t..keys).step_by(64) {
                     let k = key(i);
-                    engine
-                        .leader_add(&k, (next(&mut rng) % 100_000) as i64)
-                        .await?;
+                    add_one(&engine, &k, (next(&mut rng) % 100_000) as i64).await?;
                     let foreign = (1..shards).map(|s| Shard {
                         counter_id: 0x5eed_0000 + s,
                         clock: 1 + next(&mut rng) % 1000,
                         value: (next(&mut rng) % 100_000) as i64,
                     });
                     if shards > 1 {
-                        engine.apply(&k, &Cell::from_parts(0, foreign)).await?;
+                        let cell = Cell::from_parts(0, foreign);
+                        for applied in engine.apply([(&k, &cell, None)], Wait::Durable).await? {
+                            applied?;
+                        }
                     }
                 }
                 anyhow::Ok(())
@@ -502,8 +518,7 @@ async fn ids_size(root: &Path, keys: u64) -> Result<()> {
                         reapply_stale: false,
                     };
                     let k = key(i);
-                    let (_, durable) =
-                        engine.leader_add_once_batch([(&k, std::slice::from_ref(&add))])?;
+                    let (_, durable) = engine.add_once([(&k, std::slice::from_ref(&add))])?;
                     durable.wait().await?;
                 }
                 anyhow::Ok(())

@@ -233,9 +233,9 @@ pub(crate) struct PendingAdd {
     pub(crate) delta: i64,
     /// Fires once the add is durable (or failed); taken when it is answered.
     pub(crate) done: Option<oneshot::Sender<Result<AddOutcome>>>,
-    /// Fires when the add is sealed, before its fsync (staged adds only);
-    /// dropped unsent if the add is refused.
-    pub(crate) sealed: Option<oneshot::Sender<AddOutcome>>,
+    /// Fires when the add is sealed, before its fsync; dropped unsent if
+    /// the add is refused, or its outcome waits for durability.
+    pub(crate) sealed: oneshot::Sender<AddOutcome>,
 }
 
 /// A cached cell with the adds waiting to be sealed into it.

@@ -2,6 +2,7 @@
 //! shards stay.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
+use crate::engine::test_support::{add_one, apply_one};
 use crate::{Cell, Engine, Keep, Key, Options, Shard};
 
 #[tokio::test]
@@ -17,14 +18,15 @@ async fn cleanup_drops_what_is_not_kept_but_this_nodes_own_shards() {
             clock: 1,
             value: 10,
         };
-        e.apply(
+        apply_one(
+            &e,
             &key(i),
             &Cell::from_parts(crate::Epoch::default(), [theirs]),
         )
         .await
         .unwrap();
         if i % 2 == 0 {
-            e.leader_add(&key(i), 1).await.unwrap();
+            add_one(&e, &key(i), 1).await.unwrap();
         }
     }
     let keep = |k: &Key| match k.partition().ends_with(b"0") || k.partition().ends_with(b"5") {
@@ -76,12 +78,12 @@ async fn a_cleanup_of_some_ranges_rewrites_only_the_tables_that_hold_them() {
     let key = |p: &str, i: u32| Key::new(format!("{p}{i}").as_bytes(), b"").unwrap();
     let tables = || crate::fsutil::numbered_files(dir.path(), "sst").unwrap();
     for i in 0..50 {
-        e.leader_add(&key("a", i), 1).await.unwrap();
+        add_one(&e, &key("a", i), 1).await.unwrap();
     }
     e.flush().unwrap();
     let a = tables();
     for i in 0..50 {
-        e.leader_add(&key("m", i), 2).await.unwrap();
+        add_one(&e, &key("m", i), 2).await.unwrap();
     }
     e.flush().unwrap();
     assert_eq!(tables().len(), 2);

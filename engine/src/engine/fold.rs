@@ -74,6 +74,7 @@ mod tests {
 
     use super::*;
     use crate::cell::Folds;
+    use crate::engine::test_support::{add_one, apply_one};
     use crate::{Cell, Epoch, Key, Options, Shard};
 
     /// Retired incarnations of this test.
@@ -92,9 +93,9 @@ mod tests {
         for i in 0..50 {
             let retired = [shard(RETIRED[0], 10), shard(RETIRED[1], -4)];
             let cell = Cell::from_parts(Epoch::default(), retired);
-            e.apply(&key(i), &cell).await.unwrap();
+            apply_one(&e, &key(i), &cell).await.unwrap();
             if i % 2 == 0 {
-                e.leader_add(&key(i), 1).await.unwrap();
+                add_one(&e, &key(i), 1).await.unwrap();
             }
         }
         e.flush().unwrap();
@@ -110,7 +111,7 @@ mod tests {
             assert!(c.exists());
             // A stale copy of a retired shard changes nothing.
             let stale = Cell::from_parts(Epoch::default(), [shard(RETIRED[0], 99)]);
-            e.apply(&key(i), &stale).await.unwrap();
+            apply_one(&e, &key(i), &stale).await.unwrap();
             assert_eq!(e.get(&key(i)).unwrap().value(), c.value());
         }
         e.close().unwrap();
@@ -136,7 +137,7 @@ mod tests {
         };
         for e in [&one, &two] {
             let cell = Cell::from_parts(Epoch::default(), [retired]);
-            e.apply(&key, &cell).await.unwrap();
+            apply_one(e, &key, &cell).await.unwrap();
         }
         one.merger().install(Folds::new(vec![RETIRED.to_vec()], 1));
         assert_eq!(two.merger().installed().known(), 0, "not the other's");

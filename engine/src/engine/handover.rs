@@ -60,7 +60,7 @@ mod tests {
             id: OpId::new(b"client", seq).unwrap(),
             reapply_stale: false,
         }];
-        let (mut sealed, _durable) = e.leader_add_once_batch([(key, &add[..])]).unwrap();
+        let (mut sealed, _durable) = e.add_once([(key, &add[..])]).unwrap();
         sealed.remove(0).answers.remove(0).unwrap()
     }
 

@@ -116,6 +116,7 @@ mod tests {
 
     use super::*;
     use crate::cell::{Epoch, Shard};
+    use crate::engine::test_support::add_one;
     use crate::options::Options;
 
     fn key(p: &str) -> Key {
@@ -140,15 +141,13 @@ mod tests {
         let (_dir, engine, rt) = open();
         rt.block_on(async {
             for i in 0..50 {
-                engine
-                    .leader_add(&key(&format!("k{i:02}")), 1)
+                add_one(&engine, &key(&format!("k{i:02}")), 1)
                     .await
                     .unwrap();
             }
             engine.flush().unwrap();
             for i in 25..75 {
-                engine
-                    .leader_add(&key(&format!("k{i:02}")), 10)
+                add_one(&engine, &key(&format!("k{i:02}")), 10)
                     .await
                     .unwrap();
             }
@@ -197,15 +196,13 @@ mod tests {
         rt.block_on(async {
             // Tables hold every third key, the memtable the others.
             for i in (0..90).step_by(3) {
-                engine
-                    .leader_add(&key(&format!("k{i:02}")), 1)
+                add_one(&engine, &key(&format!("k{i:02}")), 1)
                     .await
                     .unwrap();
             }
             engine.flush().unwrap();
             for i in (0..90).filter(|i| i % 3 != 0) {
-                engine
-                    .leader_add(&key(&format!("k{i:02}")), 1)
+                add_one(&engine, &key(&format!("k{i:02}")), 1)
                     .await
                     .unwrap();
             }

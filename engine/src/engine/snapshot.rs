@@ -60,6 +60,7 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
 
     use super::*;
+    use crate::engine::test_support::add_one;
     use crate::{Key, Options};
 
     fn key(i: u32) -> Key {
@@ -72,13 +73,13 @@ mod tests {
         let snap = dir.path().join("snap");
         let engine = Engine::open(dir.path().join("engine"), Options::default()).unwrap();
         for i in 0..100 {
-            engine.leader_add(&key(i), i64::from(i) + 1).await.unwrap();
+            add_one(&engine, &key(i), i64::from(i) + 1).await.unwrap();
         }
         let taken = engine.snapshot(&snap).unwrap();
         assert!(taken.files >= 1 && taken.bytes > 0, "{taken:?}");
         assert!(engine.snapshot(&snap).is_err(), "a tag is taken once");
         for i in 0..100 {
-            engine.leader_add(&key(i), 1000).await.unwrap();
+            add_one(&engine, &key(i), 1000).await.unwrap();
         }
         engine.compact().unwrap();
         let old_id = engine.stats().counter_id;
@@ -103,7 +104,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let engine = Engine::open(dir.path().join("engine"), Options::default()).unwrap();
         for i in 0..50 {
-            engine.leader_add(&key(i), 1).await.unwrap();
+            add_one(&engine, &key(i), 1).await.unwrap();
         }
         let engine = std::sync::Arc::new(engine);
         for round in 0..20 {

@@ -10,26 +10,13 @@ use crate::cell::{Cell, Epoch};
 use crate::error::{Error, Result};
 use crate::ids::tail::{Fenced, TailIds, TailOp};
 use crate::key::Key;
+use crate::outcome::Wait;
 use crate::retired;
 
 /// A key's tail ops, with the cell they were applied to.
 pub type LearnedTail = (Key, Cell, Vec<TailOp>);
 
 impl Engine {
-    /// [`Engine::apply_many`] for a replica's cells some of which came with
-    /// the ids their applier may still lose (see `ids::tail`): each such
-    /// cell is logged in one record with its tail, and kept until its
-    /// applier says they are durable there. A tail of an incarnation whose
-    /// node learned its tails already is refused ([`Error::Fenced`]), and
-    /// its cell with it.
-    pub async fn apply_with_tails(
-        &self,
-        items: &[(Key, Cell, Option<TailIds>)],
-    ) -> Result<Vec<Result<Epoch>>> {
-        self.apply_items(items.iter().map(|(k, c, t)| (k, c, t.as_ref())))
-            .await
-    }
-
     /// Merges a replica's `cell` that came with the ids `tail` and logs
     /// both in one record, straight into the outbox (never into the
     /// sealer's queue: the caller's ack covers it). Answers the cell's
@@ -102,11 +89,8 @@ impl Engine {
     /// its add here too, and replicates it), remembers the ops as applied
     /// here, and makes both durable before it answers.
     pub async fn learn_tails(&self, learned: Vec<LearnedTail>) -> Result<()> {
-        let cells: Vec<(Key, Cell)> = learned
-            .iter()
-            .map(|(k, c, _)| (k.clone(), c.clone()))
-            .collect();
-        for r in self.apply_many(&cells).await? {
+        let cells = learned.iter().map(|(k, c, _)| (k, c, None));
+        for r in self.apply(cells, Wait::Durable).await? {
             r?;
         }
         let ledger = self.ids.ledger();

@@ -25,8 +25,8 @@ use super::relay::Answer;
 impl GroupCommit {
     /// Seals one add on the caller's thread, under the cell lock held by
     /// `cached`'s owner and the version `v` (read-locked), straight into the
-    /// outbox. For an add with nothing to combine with: it skips the
-    /// hand-off to the sealer, and sealing runs on every thread that adds.
+    /// outbox. For an add handed to the sealer that finds nothing to
+    /// combine with (a cold cell): it skips the hand-off to the sealer.
     /// Its waiter is answered on this thread if refused (a closed outbox
     /// drops it: it reads as `Closed`), by the syncer otherwise.
     pub(crate) fn seal_now(&self, key: &Key, cached: &mut Cached, v: &Version, add: PendingAdd) {
@@ -37,7 +37,7 @@ impl GroupCommit {
         cached.pending = waiting;
     }
 
-    /// Seals one add of [`Engine::leader_add_batch`](crate::Engine) on the
+    /// Seals one add of [`Engine::add`](crate::Engine::add) on the
     /// caller's thread, like [`GroupCommit::seal_now`] but with no waiter:
     /// the batch's one ack, from [`GroupCommit::ack_now`], covers its
     /// record. An add the rule refuses changes nothing; a closed outbox
@@ -97,7 +97,7 @@ impl GroupCommit {
     /// A receiver that fires once everything now in the outbox is durable:
     /// the barrier for records put there by [`GroupCommit::append_now`] and
     /// [`GroupCommit::seal_now`]. Records still with the sealer are not
-    /// covered (see `Engine::apply_many`).
+    /// covered (see `Engine::apply`).
     pub(crate) fn ack_now(&self) -> oneshot::Receiver<Result<()>> {
         let (tx, rx) = oneshot::channel();
         let mut out = self.outbox.lock();

@@ -9,7 +9,8 @@
 //! ```
 //!
 //! - The **sealer** ([`sealer`]) takes everything queued: framed records
-//!   from `apply`/`reset`, and the keys with pending leader adds. For each
+//!   from `apply`/`reset`, and the keys with pending leader adds (see
+//!   `Engine::add`). For each
 //!   such key it does *one* read-modify-write of this node's shard covering
 //!   every add waiting on it (clock + 1, value + Σ deltas), one memtable
 //!   update and one log record, all in memory, into the [`outbox`]. Every
@@ -23,13 +24,17 @@
 //! grow with the load, and one hot counter's adds collapse into one record
 //! per turn.
 //!
-//! An add to a cold cell (no add waiting on it, and no record of it in the
-//! last durable group commit or after: `Cached::sealed_batch`) skips the
-//! sealer: the adding thread seals it under the cell lock and puts the
-//! record straight into the outbox ([`GroupCommit::seal_now`], in
-//! [`direct`]). Sealing then runs on every thread that adds, with one
-//! hand-off fewer; with 64 writers over 1M keys this took durable adds from
-//! 214k to 250k (medians of five alternating runs). Either path leaves the
+//! A batch's add (`Engine::add`) skips the sealer unless adds wait on its
+//! cell, writes stall or ids are not durable: the adding thread seals it
+//! under the cell lock and puts the record straight into the outbox
+//! ([`GroupCommit::seal_one_now`], in [`direct`]; the caller combined the
+//! batch's adds to one cell first). So does an add for the sealer whose
+//! cell is cold (no add waiting on it, and no record of it in the last
+//! durable group commit or after: `Cached::sealed_batch`;
+//! [`GroupCommit::seal_now`]). Sealing then runs on every thread that
+//! adds, with one hand-off fewer; with 64 writers over 1M keys this took
+//! durable adds one at a time from 214k to 250k (medians of five
+//! alternating runs). Either path leaves the
 //! same state: a record holds the whole own shard, so records of one cell
 //! may reach the log in any order. A replica's batch of cells skips the
 //! sealer the same way when every cell changes

@@ -73,7 +73,7 @@ impl Once {
     }
 }
 
-/// What [`Engine::leader_add_once_batch`](crate::Engine) did to one counter.
+/// What [`Engine::add_once`](crate::Engine) did to one counter.
 #[derive(Debug)]
 pub struct OnceSealed {
     /// Per add, in order: its answer, or why it was refused (nothing

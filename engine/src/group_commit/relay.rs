@@ -36,7 +36,7 @@ pub(crate) enum Answer {
     Ack(oneshot::Sender<Result<()>>, Result<()>),
     /// A leader add is durable (or failed).
     Add(oneshot::Sender<Result<AddOutcome>>, Result<AddOutcome>),
-    /// A staged leader add is sealed, its fsync still to come.
+    /// A queued leader add is sealed, its fsync still to come.
     Sealed(oneshot::Sender<AddOutcome>, AddOutcome),
 }
 

@@ -1,8 +1,8 @@
 //! Sealing a new version of this node's own shard: one order for every
 //! path that makes one.
 //!
-//! A lone add on its caller's thread and the adds the sealer combines
-//! ([`GroupCommit::seal_adds`]), a batch's add (`direct`), adds with ids
+//! An add for the sealer that finds its cell cold, on its caller's
+//! thread, and the adds the sealer combines ([`GroupCommit::seal_adds`]), a batch's add (`direct`), adds with ids
 //! (`once`) and a unique counter's admissions (`admit`) each decide their
 //! adds by the one add rule ([`OwnAdd`]), then seal its outcome with
 //! [`GroupCommit::seal_own`], under the cell lock and a read of the
@@ -24,7 +24,7 @@
 //!    held for the append alone. The version read is held throughout, so
 //!    the marked memtable is the generation the record names, and no
 //!    flush comes in between.
-//! 4. Only then do staged adds learn their outcome, early (before the
+//! 4. Only then do queued adds learn their outcome, early (before the
 //!    fsync): a shard version never leaves the node without its record
 //!    in the outbox.
 
@@ -71,9 +71,9 @@ impl GroupCommit {
 
     /// Seals the adds `waiting` on `key` (which it empties, keeping the
     /// allocation) as one new version: a hot cell's pending adds on the
-    /// sealer, or a lone add on its caller's thread. Refusals go to
+    /// sealer, or one for the sealer on its caller's thread. Refusals go to
     /// `answer` at once. Each add taken answers its own value after the
-    /// fsync, and a staged one its outcome as soon as the record is in the
+    /// fsync, and its outcome as soon as the record is in the
     /// outbox, unless a record with ids is not durable yet (see `once`).
     /// With `wake` this thread wakes the syncer for the record if it must
     /// (the sealer wakes it once per turn instead).
@@ -99,7 +99,7 @@ impl GroupCommit {
                 if let Some(tx) = add.done.take() {
                     answer(Answer::Add(tx, Err(e)));
                 }
-                false // a staged add's dropped `sealed` reads as refused
+                false // its dropped `sealed` reads as refused
             }
         });
         if waiting.is_empty() {
@@ -113,9 +113,7 @@ impl GroupCommit {
             let mut back = CountBack::from(outcome.value);
             for add in waiting.drain(..).rev() {
                 let value = back.value_after(add.delta);
-                if let Some(tx) = add.sealed {
-                    answer(Answer::Sealed(tx, AddOutcome { value, ..outcome }));
-                }
+                answer(Answer::Sealed(add.sealed, AddOutcome { value, ..outcome }));
             }
         }
         waiting.clear();

@@ -76,7 +76,7 @@ impl ClientLog {
     /// another add while both are in the window, and expired with the
     /// rest once the mark passes it. `reapply_unless`: an add applied in an
     /// epoch other than this one (a [`crate::Epoch::tag`]) is new again (its leader found its epoch stale
-    /// before anyone saw it acknowledged; see `Engine::leader_add_once`).
+    /// before anyone saw it acknowledged; see `Engine::add_once`).
     pub fn check(&self, key: u64, seq: u64, delta: i64, reapply_unless: Option<u64>) -> Check {
         match self.find(key, seq) {
             Ok(i) => {

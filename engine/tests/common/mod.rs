@@ -2,7 +2,10 @@
 #![allow(dead_code, missing_docs)]
 
 use tally_engine::change::Change;
-use tally_engine::{Engine, Epoch, Key, Options, ParkCommit, Result, now_ms};
+use tally_engine::{
+    AddOutcome, Cell, Durable, Engine, Epoch, Key, OnceAdd, OpId, Options, ParkCommit, Result,
+    Staged, TailIds, Wait, now_ms,
+};
 
 /// A small deterministic RNG (xorshift64*), so failures replay from a seed.
 pub struct Rng(pub u64);
@@ -66,4 +69,58 @@ pub fn only_table(dir: &std::path::Path) -> std::path::PathBuf {
 pub async fn reset(e: &Engine, k: &Key) -> Result<Epoch> {
     let (_, state) = e.change(k, Change::Delete, now_ms(), false).await?;
     Ok(state.epoch())
+}
+
+/// One add through `Engine::add`, answered once durable here: a sealed
+/// add waits for the batch's `Durable`, a queued one for the sealer, then
+/// for its own.
+pub async fn add_one(e: &Engine, k: &Key, delta: i64) -> Result<AddOutcome> {
+    let (staged, durable) = e.add([(k, delta)])?;
+    let (outcome, durable) = match staged.into_iter().next() {
+        Some(Staged::Sealed(outcome)) => (outcome, durable),
+        Some(Staged::Queued(queued)) => queued.wait().await?,
+        Some(Staged::Refused(e)) => return Err(e),
+        None => panic!("one add answered nothing"),
+    };
+    durable.wait().await?;
+    Ok(outcome)
+}
+
+/// Seals an add with an operation id (`n` makes it fresh) to a key of its
+/// own, and answers its `Durable` unawaited: until its record is durable,
+/// every add goes to the sealer (`Staged::Queued`), which combines those
+/// to one cell.
+pub fn unsynced_ids(e: &Engine, n: u64) -> Durable {
+    let add = OnceAdd {
+        delta: 1,
+        id: OpId::new(b"unsynced", n).unwrap(),
+        reapply_stale: false,
+    };
+    let k = Key::new(b"unsynced-ids", b"").unwrap();
+    e.add_once([(&k, std::slice::from_ref(&add))]).unwrap().1
+}
+
+/// One cell through `Engine::apply`, waited for until durable: its answer.
+pub async fn apply_one(e: &Engine, k: &Key, cell: &Cell) -> Result<Epoch> {
+    let mut answers = e.apply([(k, cell, None)], Wait::Durable).await?;
+    answers.pop().expect("one answer per cell")
+}
+
+/// Cells through `Engine::apply`, waited for until durable.
+pub async fn apply_cells(e: &Engine, items: &[(Key, Cell)]) -> Result<Vec<Result<Epoch>>> {
+    e.apply(items.iter().map(|(k, c)| (k, c, None)), Wait::Durable)
+        .await
+}
+
+/// A replica's cells, some with tails, through `Engine::apply`, waited for
+/// until durable.
+pub async fn apply_tails(
+    e: &Engine,
+    items: &[(Key, Cell, Option<TailIds>)],
+) -> Result<Vec<Result<Epoch>>> {
+    e.apply(
+        items.iter().map(|(k, c, t)| (k, c, t.as_ref())),
+        Wait::Durable,
+    )
+    .await
 }

@@ -191,7 +191,8 @@ async fn apply(
     slots: &[usize],
     out: &mut [Option<PeerResponse>],
 ) {
-    match ctx.engine().apply_with_tails(&applies).await {
+    let items = applies.iter().map(|(k, c, t)| (k, c, t.as_ref()));
+    match ctx.engine().apply(items, tally_engine::Wait::Durable).await {
         Ok(results) => {
             ctx.metrics()
                 .replica_applies

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use tally_engine::{Cell, Key};
+use tally_engine::{Cell, Epoch, Key, Wait};
 use tally_net::wire::{
     Consistency, ErrorKind, PeerRequest, PeerResponse, ROW_COLUMNS_MAX, WireError,
 };
@@ -321,6 +321,19 @@ async fn gather_from<T: Send + 'static>(
     ))
 }
 
+/// Merges one cell learned from elsewhere into this node's engine
+/// (`Engine::apply` of one item, waiting as `wait` says): answers the
+/// cell's epoch after the merge, or why it was refused.
+pub(crate) async fn apply_here(
+    ctx: &Ctx,
+    key: &Key,
+    cell: &Cell,
+    wait: Wait,
+) -> tally_engine::Result<Epoch> {
+    let mut answers = ctx.engine().apply([(key, cell, None)], wait).await?;
+    answers.pop().unwrap_or(Err(tally_engine::Error::Closed))
+}
+
 /// Sends the merged cell to a replica that was behind, in the background.
 fn repair(ctx: &Arc<Ctx>, replica: usize, key: Key, cell: Cell) {
     ctx.metrics()
@@ -329,7 +342,7 @@ fn repair(ctx: &Arc<Ctx>, replica: usize, key: Key, cell: Cell) {
     let ctx = ctx.clone();
     tokio::spawn(async move {
         if replica == ctx.me() {
-            if let Err(e) = ctx.engine().apply(&key, &cell).await {
+            if let Err(e) = apply_here(&ctx, &key, &cell, Wait::Durable).await {
                 warn!(error = %e, "local read repair failed");
             }
             return;

@@ -390,8 +390,7 @@ async fn push(ctx: &Arc<Ctx>, r: usize, k: &Key, merged: &Cell) -> Result<u64, W
         return Ok(bytes); // fault injection: reported, never sent
     }
     if r == ctx.me() {
-        ctx.engine()
-            .apply(k, merged)
+        crate::cluster::read::apply_here(ctx, k, merged, tally_engine::Wait::Durable)
             .await
             .map_err(|e| engine_error(&e))?;
         return Ok(bytes);

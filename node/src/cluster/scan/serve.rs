@@ -175,15 +175,19 @@ mod tests {
                 (db3, "d", "f"),
             ] {
                 let k = Key::new(&space.stored(p.as_bytes()).unwrap(), c.as_bytes()).unwrap();
-                engine.leader_add(&k, 1).await.unwrap();
+                let (staged, durable) = engine.add([(&k, 1)]).unwrap();
+                assert!(matches!(staged[..], [tally_engine::Staged::Sealed(_)]));
+                durable.wait().await.unwrap();
             }
             engine.flush().unwrap();
             // A reset counter is not listed, a unique counter is, once.
             let gone = Key::new(b"c", b"").unwrap();
-            engine
-                .apply(&gone, &Cell::from_parts(tally_engine::Epoch::at(5), []))
+            let reset = Cell::from_parts(tally_engine::Epoch::at(5), []);
+            let applied = engine
+                .apply([(&gone, &reset, None)], tally_engine::Wait::Durable)
                 .await
                 .unwrap();
+            assert!(applied.iter().all(Result::is_ok));
             engine
                 .admit(b"s", &[&b"m1"[..], b"m2", b"m3"])
                 .await

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! queue ─▶ batch: route each add (forward the ones another node leads),
-//!   combine the adds to one counter ─▶ engine.leader_add_batch (one
+//!   combine the adds to one counter ─▶ engine.add (one
 //!   read-modify-write per counter, one waiter for the fsync) ─▶ replicate
 //!   (one call per replica with every shard, a round per counter) ─▶
 //!   answer, grouped per client connection (one write each)
@@ -33,8 +33,10 @@
 //!
 //! The few adds the batch cannot seal at once stay on this path too, each
 //! ending in the same round and the same answer rule:
-//! - a cell that lone adds are waiting on, or a write stall: the engine's
-//!   sealer combines it (`lead_hot`, on a task of its own);
+//! - a cell that adds are waiting on, a write stall, or a record with
+//!   operation ids not durable yet: the engine's sealer takes it, combined
+//!   with the others waiting on its cell (`Staged::Queued`, awaited by
+//!   `lead_hot` on a task of its own);
 //! - a sum that would overflow where its adds alone may not: each is
 //!   queued again on its own;
 //! - an add a replica answered `Stale` for: this node catches up to the
@@ -45,7 +47,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use tally_engine::{Epoch, Key, Staged};
+use tally_engine::{Epoch, Key, Queued, Staged};
 use tally_net::wire::{BATCH_MESSAGES_MAX, Consistency, PeerRequest, PeerResponse};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -139,7 +141,7 @@ async fn run_batch(writes: Arc<Writes>, adds: Vec<QueuedAdd>, in_flight: Arc<InF
     let ctx = &writes.ctx;
     let (staged, durable) = match ctx
         .engine()
-        .leader_add_batch(combined.iter().map(|c| (&c.key, c.delta())))
+        .add(combined.iter().map(|c| (&c.key, c.delta())))
     {
         Ok(s) => s,
         Err(e) => {
@@ -159,8 +161,8 @@ async fn run_batch(writes: Arc<Writes>, adds: Vec<QueuedAdd>, in_flight: Arc<InF
                 shards.push(adds.write(ctx, outcome.replica_cell()));
                 led.push((i, outcome.value));
             }
-            Staged::Hot => {
-                tokio::spawn(lead_hot(writes.clone(), adds.take()));
+            Staged::Queued(queued) => {
+                tokio::spawn(lead_hot(writes.clone(), adds.take(), queued));
             }
             // A sum may overflow where some of its adds alone would not.
             Staged::Refused(e) if adds.adds.splits(&e) => {
@@ -301,15 +303,12 @@ fn settle(
     }
 }
 
-/// Adds to a cell the engine's sealer holds adds for (or during a write
-/// stall): joins them there, then the same round and answers as a batch.
-async fn lead_hot(writes: Arc<Writes>, mut adds: Combined) {
+/// Adds the engine handed to its sealer (a cell it holds adds for, a
+/// write stall, or ids not durable yet): waits for them to be sealed
+/// there, then the same round and answers as a batch.
+async fn lead_hot(writes: Arc<Writes>, mut adds: Combined, queued: Queued) {
     let ctx = &writes.ctx;
-    let (outcome, durable) = match ctx
-        .engine()
-        .leader_add_staged(&adds.key, adds.delta())
-        .await
-    {
+    let (outcome, durable) = match queued.wait().await {
         Ok(staged) => staged,
         Err(e) if adds.adds.splits(&e) => {
             let attempt = adds.attempt;

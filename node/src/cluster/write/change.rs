@@ -19,7 +19,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use tally_engine::{Key, now_ms};
+use tally_engine::{Key, Wait, now_ms};
 use tally_net::wire::{Change, Changed, Consistency, PeerRequest, PeerResponse, WireError};
 use tokio::sync::oneshot;
 
@@ -159,8 +159,7 @@ pub(super) async fn catch_up(
     cl: Consistency,
 ) -> Result<(), WireError> {
     let (merged, _) = read::read_key(ctx, key, replicas, cl, read::Reach::AllLive).await?;
-    ctx.engine()
-        .apply_news(key, &merged)
+    read::apply_here(ctx, key, &merged, Wait::IfChanged)
         .await
         .map(|_| ())
         .map_err(|e| engine_error(&e))

@@ -35,7 +35,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use tally_engine::change::{expire_answer, expire_targets};
-use tally_engine::{Key, now_ms, unique};
+use tally_engine::{Key, Wait, now_ms, unique};
 use tally_net::wire::{Change, Changed, Consistency, PeerRequest, PeerResponse, When, WireError};
 use tokio::sync::oneshot;
 
@@ -180,8 +180,7 @@ async fn targets(
     )?;
     for (column, cell) in &row {
         let key = Key::new(partition, column).map_err(|e| engine_error(&e))?;
-        ctx.engine()
-            .apply_news(&key, cell)
+        read::apply_here(ctx, &key, cell, Wait::IfChanged)
             .await
             .map_err(|e| engine_error(&e))?;
     }
@@ -204,8 +203,7 @@ async fn learn(
     cl: Consistency,
 ) -> Result<tally_engine::Cell, WireError> {
     let (merged, _) = read::read_key(ctx, key, replicas, cl, Reach::AllLive).await?;
-    ctx.engine()
-        .apply_news(key, &merged)
+    read::apply_here(ctx, key, &merged, Wait::IfChanged)
         .await
         .map_err(|e| engine_error(&e))?;
     Ok(merged)

@@ -13,7 +13,7 @@
 //!
 //! ```text
 //! server / resp / peer ─▶ Writes::submit ─▶ queue ─▶ batch::run_batch
-//!    ─▶ coordinate::route ─▶ combine ─▶ engine.leader_add_batch
+//!    ─▶ coordinate::route ─▶ combine ─▶ engine.add
 //!    ─▶ replicate (Round per counter) ─▶ settle: answer, or catch up and queue again
 //! ```
 //!

@@ -4,7 +4,7 @@
 //! ```text
 //! batch: the adds with ids it leads ─▶ grouped per counter
 //!   ─▶ refused at once while this node has not learned its lost tails (`tails`)
-//!   ─▶ engine.leader_add_once_batch (the ledger decides under each cell lock)
+//!   ─▶ engine.add_once (the ledger decides under each cell lock)
 //!   ─▶ refusals answered at once (conflict, expired, overflow)
 //!   ─▶ replicate with the ids, while the fsync runs (a round per counter) ─▶ answer
 //! ```
@@ -129,7 +129,7 @@ pub(super) async fn lead(
     }
     let sealed = ctx
         .engine()
-        .leader_add_once_batch(groups.iter().map(|g| (&g.key, g.adds.as_slice())));
+        .add_once(groups.iter().map(|g| (&g.key, g.adds.as_slice())));
     drop(fence);
     let (sealed, durable) = match sealed {
         Ok(s) => s,

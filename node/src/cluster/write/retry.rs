@@ -16,13 +16,14 @@
 //!                             ─▶ unique: admit again, in its loop
 //! ```
 
-use tally_engine::{Cell, Epoch, Key};
+use tally_engine::{Cell, Epoch, Key, Wait};
 use tally_net::wire::WireError;
 use tracing::debug;
 
 use super::round::Verdict;
 use crate::base::convert::engine_error;
 use crate::cluster::ctx::Ctx;
+use crate::cluster::read;
 
 /// What a write's verdicts say to do next.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,9 +62,10 @@ pub(super) async fn catch_up(ctx: &Ctx, key: &Key, epoch: Epoch) -> Result<(), W
         epoch = epoch.n,
         "leader was behind a reset; making the write again in the new epoch"
     );
-    ctx.engine()
-        .apply(key, &Cell::from_parts(epoch, []))
+    let cell = Cell::from_parts(epoch, []);
+    read::apply_here(ctx, key, &cell, Wait::Durable)
         .await
+        .map(|_| ())
         .map_err(|e| engine_error(&e))
 }
 
