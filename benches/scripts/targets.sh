@@ -34,6 +34,9 @@ stop() {
 }
 trap 'stop; rm -rf "$dir"' EXIT
 
+# shellcheck source=common.sh
+. "$(dirname "$0")/common.sh"
+
 # A free loopback port for Redis.
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 resp=$(sed -n 's/^resp *= *"127.0.0.1:\([0-9]*\)".*/\1/p' "$root/cluster.toml" | head -1)
@@ -70,13 +73,7 @@ redis_rps() {
     redis-server --port "$port" --bind 127.0.0.1 --appendonly yes --appendfsync everysec \
         --dir "$dir/redis" --save "" > "$dir/redis.log" 2>&1 &
     redis=$!
-    # (redis-cli exits 0 even when it cannot connect)
-    for _ in $(seq 100); do
-        [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] && break
-        sleep 0.1
-    done
-    [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] \
-        || { echo "redis-server did not start:" >&2; cat "$dir/redis.log" >&2; exit 1; }
+    wait_pong "$port"
     redis_rps=$(rps "$port")
     stop
     [ -n "$redis_rps" ] || { echo "round $round: redis-benchmark gave no figure" >&2; exit 1; }

@@ -13,20 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::{key, open};
-use tally_engine::{Cell, Engine, Options, Shard, Wait};
-
-/// A replica's cell: one foreign shard at `clock`.
-fn foreign(clock: u64) -> Cell {
-    Cell::from_parts(
-        0,
-        [Shard {
-            counter_id: 7,
-            clock,
-            value: 1,
-        }],
-    )
-}
+use common::{foreign, key, open};
+use tally_engine::{Cell, Engine, Options, Wait};
 
 /// Whether applying `cell` to `k` answers while the disk takes no writes.
 async fn answers_while_stalled(e: &Arc<Engine>, cell: Cell, wait: Wait) -> bool {

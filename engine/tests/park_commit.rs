@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{add_one, apply_cells, hooked_runtime, key};
-use tally_engine::{Cell, Engine, Options, ParkCommit, Shard, Staged};
+use common::{add_one, apply_cells, foreign, hooked_runtime, key};
+use tally_engine::{Engine, Options, ParkCommit, Staged};
 
 /// Opens the engine for tasks on the current runtime, with `hook`.
 fn open(dir: &std::path::Path, hook: Option<ParkCommit>) -> Arc<Engine> {
@@ -44,17 +44,6 @@ fn open_with(
         opts.park_sync_max_us = PARK_SYNC_MAX_US;
     }
     Arc::new(Engine::open(dir, opts).unwrap())
-}
-
-fn foreign(clock: u64) -> Cell {
-    Cell::from_parts(
-        0,
-        [Shard {
-            counter_id: 7,
-            clock,
-            value: 1,
-        }],
-    )
 }
 
 /// Every kind of write from several tasks, each waiting for one write at a

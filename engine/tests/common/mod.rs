@@ -4,7 +4,7 @@
 use tally_engine::change::Change;
 use tally_engine::{
     AddOutcome, Cell, Durable, Engine, Epoch, Key, OnceAdd, OpId, Options, ParkCommit, Result,
-    Staged, TailIds, Wait, now_ms,
+    Shard, Staged, TailIds, Wait, now_ms,
 };
 
 /// A small deterministic RNG (xorshift64*), so failures replay from a seed.
@@ -29,6 +29,18 @@ pub fn key(i: u64) -> Key {
         format!("c{}", i % 4).as_bytes(),
     )
     .unwrap()
+}
+
+/// A replica's cell: one foreign shard (counter 7) at `clock`, value 1.
+pub fn foreign(clock: u64) -> Cell {
+    Cell::from_parts(
+        0,
+        [Shard {
+            counter_id: 7,
+            clock,
+            value: 1,
+        }],
+    )
 }
 
 pub fn small_options() -> Options {
