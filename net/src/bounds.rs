@@ -67,6 +67,7 @@ pub fn check_answer(answer: &PeerResponse) -> Result<(), NearWrap> {
         }),
         PeerResponse::Pong { .. }
         | PeerResponse::PongNotWritable { .. }
+        | PeerResponse::Hello { .. }
         | PeerResponse::Topology(_)
         | PeerResponse::Survey { .. }
         | PeerResponse::Folded(_)

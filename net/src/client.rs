@@ -26,9 +26,10 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::frame::{put_frame, read_frame};
 use crate::once::OpId;
+use crate::version;
 use crate::wire::{
     Change, Changed, ClientOp, ClientReply, ClientRequest, ClientResponse, ClusterStatus,
-    Consistency, ErrorKind, MESSAGE_BYTES_MAX, Outcome, WireCell, WireError, WireKey,
+    Consistency, ErrorKind, MESSAGE_BYTES_MAX, Outcome, WireCell, WireError, WireKey, WireVersions,
 };
 
 /// How a connection is secured: TLS, and a login.
@@ -153,6 +154,8 @@ pub struct Client {
     gone: Arc<std::sync::OnceLock<String>>,
     next_id: AtomicU64,
     timeout: Duration,
+    /// The client protocol version agreed on.
+    protocol: u16,
 }
 
 impl Client {
@@ -171,7 +174,48 @@ impl Client {
 
     /// Connects over TLS and logs in as `security` says; every call then
     /// waits at most `timeout`. A login the node refuses is an error here.
+    ///
+    /// The first request agrees on the client protocol version
+    /// (`ClientOp::Hello`, see `crate::version`). A node of a build before
+    /// versions refuses it as malformed and closes: the client connects
+    /// again and speaks version 1. A node that shares no version with
+    /// this client is an error that says which versions each speaks.
     pub async fn connect_secure(
+        addr: SocketAddr,
+        timeout: Duration,
+        security: &Security,
+    ) -> Result<Client, ClientError> {
+        let mut client = Client::open(addr, timeout, security).await?;
+        let versions = (version::CLIENT_OLDEST..=version::CLIENT_NEWEST).collect();
+        client.protocol = match client.call(ClientOp::Hello { versions }).await {
+            Ok(ClientReply::Hello { version, .. }) => version,
+            Ok(other) => {
+                return Err(ClientError::Protocol(format!(
+                    "unexpected answer to a hello: {other:?}"
+                )));
+            }
+            Err(ClientError::Closed(why)) if why.contains("malformed request") => {
+                client = Client::open(addr, timeout, security).await?;
+                1
+            }
+            Err(ClientError::Closed(why)) => {
+                return Err(ClientError::Connect { addr, reason: why });
+            }
+            Err(e) => return Err(e),
+        };
+        if let Some(login) = &security.login {
+            let op = ClientOp::Auth {
+                user: login.user.clone(),
+                password: login.password.clone(),
+            };
+            client.call(op).await?;
+        }
+        Ok(client)
+    }
+
+    /// A connection to `addr`, over TLS where `security` says; no request
+    /// sent yet.
+    async fn open(
         addr: SocketAddr,
         timeout: Duration,
         security: &Security,
@@ -202,13 +246,6 @@ impl Client {
                 Client::start(addr, rd, wr, timeout)
             }
         };
-        if let Some(login) = &security.login {
-            let op = ClientOp::Auth {
-                user: login.user.clone(),
-                password: login.password.clone(),
-            };
-            client.call(op).await?;
-        }
         Ok(client)
     }
 
@@ -238,7 +275,13 @@ impl Client {
             gone,
             next_id: AtomicU64::new(1),
             timeout,
+            protocol: 1,
         }
+    }
+
+    /// The client protocol version the node and this client agreed on.
+    pub fn protocol(&self) -> u16 {
+        self.protocol
     }
 
     /// The node this client talks to.
@@ -447,6 +490,23 @@ impl Client {
         }
     }
 
+    /// Each node's build and peer protocol as the answering node knows
+    /// them, and the cluster features it has enabled. A node of client
+    /// protocol 1 (a build before versions) cannot tell: an error.
+    pub async fn versions(&self) -> Result<WireVersions, ClientError> {
+        if self.protocol < 2 {
+            return Err(ClientError::Protocol(
+                "the node speaks client protocol 1 only (a build before versions were \
+                 negotiated), which cannot tell its build"
+                    .into(),
+            ));
+        }
+        match self.call(ClientOp::Versions).await? {
+            ClientReply::Versions(v) => Ok(v),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// Round trip to the node.
     pub async fn ping(&self) -> Result<(), ClientError> {
         match self.call(ClientOp::Ping).await? {
@@ -592,8 +652,9 @@ mod tests {
         }
     }
 
-    /// A server that reads requests and never answers: every call must time
-    /// out on its own, near the client's timeout, and say so.
+    /// A server that answers the hello, then reads requests and never
+    /// answers: every call must time out on its own, near the client's
+    /// timeout, and say so.
     #[tokio::test]
     async fn a_call_nobody_answers_times_out() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -602,6 +663,27 @@ mod tests {
         let addr = listener.local_addr().expect("address");
         let server = tokio::spawn(async move {
             let (mut sock, _) = listener.accept().await.expect("accept");
+            let mut buf = Vec::new();
+            read_frame(&mut sock, &mut buf, MESSAGE_BYTES_MAX)
+                .await
+                .expect("a hello");
+            let hello: ClientRequest = crate::wire::decode(&buf).expect("a request");
+            assert!(matches!(hello.op, ClientOp::Hello { .. }), "{hello:?}");
+            let mut frame = Vec::new();
+            let result = Ok(ClientReply::Hello {
+                version: 2,
+                build: "test".into(),
+            });
+            put_frame(
+                &mut frame,
+                &ClientResponse {
+                    id: hello.id,
+                    result,
+                },
+            );
+            tokio::io::AsyncWriteExt::write_all(&mut sock, &frame)
+                .await
+                .expect("answer the hello");
             let mut sink = Vec::new();
             let _ = tokio::io::AsyncReadExt::read_to_end(&mut sock, &mut sink).await;
         });
@@ -625,6 +707,7 @@ mod tests {
         assert!(took >= timeout, "answered after {took:?}");
         assert!(took < timeout * 2, "answered after {took:?}");
         assert_eq!(client.waiters.lock().as_ref().map(HashMap::len), Some(0));
+        assert_eq!(client.protocol(), 2);
         drop(client);
         server.await.expect("server");
     }

@@ -18,6 +18,7 @@ pub struct Encoded {
     count: usize,
     kind: Kind,
     idempotent: bool,
+    since: u16,
 }
 
 /// What a call's first request is: the sender keeps heartbeats, leader
@@ -39,7 +40,7 @@ pub(crate) enum Kind {
 impl Kind {
     fn of(req: &PeerRequest) -> Kind {
         match req {
-            PeerRequest::Ping { .. } => Kind::Ping,
+            PeerRequest::Ping { .. } | PeerRequest::Hello { .. } => Kind::Ping,
             PeerRequest::LeaderAdd { .. }
             | PeerRequest::LeaderAddOnce { .. }
             | PeerRequest::LeaderAdmit { .. }
@@ -59,6 +60,8 @@ fn idempotent(req: &PeerRequest) -> bool {
     matches!(
         req,
         PeerRequest::Ping { .. }
+            | PeerRequest::Hello { .. }
+            | PeerRequest::Leaving
             | PeerRequest::Apply { .. }
             | PeerRequest::Read { .. }
             | PeerRequest::ReadRow { .. }
@@ -77,6 +80,7 @@ impl Encoded {
             count: reqs.len(),
             kind: reqs.first().map_or(Kind::Plain, Kind::of),
             idempotent: reqs.iter().all(idempotent),
+            since: reqs.iter().map(PeerRequest::since).max().unwrap_or(0),
         }
     }
 
@@ -93,6 +97,11 @@ impl Encoded {
     /// What the first request is.
     pub(crate) fn kind(&self) -> Kind {
         self.kind
+    }
+
+    /// The first peer protocol that knows every request.
+    pub(crate) fn since(&self) -> u16 {
+        self.since
     }
 
     /// Whether every request may be sent twice.

@@ -17,6 +17,9 @@
 //!   over TCP with request ids, the thin async client, and [`cluster`], its
 //!   token-aware form that sends each request to a replica; [`client_tls`]
 //!   secures the client ports (both ends).
+//! - [`version`]: the peer and client protocol versions each build speaks,
+//!   and how two sides agree on one (peers in the TLS handshake, clients
+//!   in their first request), so that a cluster upgrades node by node.
 //!
 //! Imports run one way, lowest first: `error`, `limits`, `ring` and the
 //! other leaves; `list`, `once`, `tls`; `wire`; the framing; `client` and
@@ -48,6 +51,7 @@ pub mod ring;
 pub mod scan;
 pub mod tls;
 pub mod tls_reload;
+pub mod version;
 pub mod wire;
 
 pub use client::{Client, ClientError};
@@ -60,7 +64,14 @@ mod layers {
     /// own layer and lower ones, and no modules import each other in a
     /// cycle.
     const LAYERS: &[&[&str]] = &[
-        &["error", "limits", "ring", "log_limit", "identity"],
+        &[
+            "error",
+            "limits",
+            "ring",
+            "log_limit",
+            "identity",
+            "version",
+        ],
         &["list", "once", "tls", "dial"],
         &["wire", "tls_reload", "client_tls"],
         &["bounds", "encoded", "frame"],

@@ -32,6 +32,17 @@
 //! go back in order. A malformed or oversized batch closes that connection
 //! with an error code; the node goes on serving everyone else.
 //!
+//! Versions ([`crate::version`]): each connection speaks the peer protocol
+//! its TLS handshake agreed on, the highest both builds know. A request a
+//! connection's protocol does not know is failed as unreachable, never
+//! sent ([`PeerRequest::since`]). On protocol 3 the heartbeat is `Hello`,
+//! which carries each side's build and cluster features
+//! ([`Transport::build_of`]); a peer whose build lacks a feature this node
+//! has enabled ([`Handler::admits`]), or that speaks a protocol older than
+//! the enabled features need ([`Handler::oldest_peer`]), is refused both
+//! ways and counted down. A clean stop closes every connection and waits
+//! until the peers were told ([`Transport::close_and_tell`]).
+//!
 //! Who sent a batch is the node its connection's certificate names
 //! ([`crate::identity`]); the handler gets that node's index with every
 //! batch, and a certificate that names no other node of the cluster is
@@ -45,7 +56,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -58,8 +69,10 @@ use crate::encoded::{self, Encoded, Kind};
 use crate::identity::{self, Members};
 use crate::log_limit::LogLimit;
 use crate::tls::{TlsError, TlsFiles};
+use crate::version;
 use crate::wire::{
-    self, BATCH_MESSAGES_MAX, ErrorKind, MESSAGE_BYTES_MAX, PeerRequest, PeerResponse, WireError,
+    self, BATCH_MESSAGES_MAX, ErrorKind, MESSAGE_BYTES_MAX, PeerRequest, PeerResponse, WireBuild,
+    WireError,
 };
 
 /// A boxed future, as handlers return them.
@@ -96,6 +109,28 @@ pub trait Handler: Send + Sync + 'static {
     /// tells the peers, so that one behind learns it is. Keep it cheap.
     fn ring_version(&self) -> u64 {
         0
+    }
+
+    /// This node's build and cluster features, announced in every
+    /// heartbeat of peer protocol 3. Keep it cheap.
+    fn build(&self) -> WireBuild {
+        WireBuild::default()
+    }
+
+    /// The oldest peer protocol this node speaks now. Once the cluster has
+    /// enabled a feature, a build that speaks only an older protocol (one
+    /// that cannot even announce its features) lacks it: its connections
+    /// are refused, both ways.
+    fn oldest_peer(&self) -> u16 {
+        version::PEER_OLDEST
+    }
+
+    /// Whether a peer that announces `build` may take part: `Err(why)`
+    /// when it lacks a feature this node has enabled. Its heartbeats are
+    /// refused, and it is counted down.
+    fn admits(&self, build: &WireBuild) -> Result<(), String> {
+        let _ = build;
+        Ok(())
     }
 }
 
@@ -223,6 +258,12 @@ struct Link {
     not_writable: Mutex<Option<String>>,
     /// The peer's ring version, as its last heartbeat answer said.
     ring: std::sync::atomic::AtomicU64,
+    /// The peer protocol of the last connection to the peer (0: none yet).
+    protocol: AtomicU16,
+    /// The peer's build, as its last heartbeat answer of protocol 3 said.
+    build: Mutex<Option<WireBuild>>,
+    /// What this node answers, and which protocols it speaks now.
+    handler: Arc<dyn Handler>,
     last_ok: Mutex<Option<Instant>>,
     /// The heartbeat found the peer down: the sender's next batch goes on
     /// a new connection (the cached one may be a dead incarnation's).
@@ -290,6 +331,9 @@ impl Transport {
                     up: AtomicBool::new(false),
                     not_writable: Mutex::new(None),
                     ring: std::sync::atomic::AtomicU64::new(0),
+                    protocol: AtomicU16::new(0),
+                    build: Mutex::new(None),
+                    handler: handler.clone(),
                     last_ok: Mutex::new(None),
                     redial: AtomicBool::new(false),
                     dialler: Dialler::default(),
@@ -381,6 +425,38 @@ impl Transport {
         }
     }
 
+    /// The peer protocol of the last connection to `node` (0: none yet;
+    /// this node: the newest it speaks).
+    pub fn protocol(&self, node: usize) -> u16 {
+        match self.links.get(node) {
+            Some(Some(link)) => link.protocol.load(Ordering::Acquire),
+            Some(None) => version::PEER_NEWEST,
+            None => 0,
+        }
+    }
+
+    /// `node`'s build as its last heartbeat answer of protocol 3 said
+    /// (`None`: not heard yet, or a build that does not announce itself).
+    pub fn build_of(&self, node: usize) -> Option<WireBuild> {
+        match self.links.get(node) {
+            Some(Some(link)) => link.build.lock().clone(),
+            _ => None,
+        }
+    }
+
+    /// Counts `node` down at once (it said it is leaving): coordinators
+    /// stop choosing it, and the next batch to it dials afresh. Its next
+    /// heartbeat answer counts it up again.
+    pub fn mark_down(&self, node: usize) {
+        if let Some(Some(link)) = self.links.get(node) {
+            *link.last_ok.lock() = None;
+            link.redial.store(true, Ordering::Release);
+            if link.up.swap(false, Ordering::AcqRel) {
+                info!(peer = %link.id, "peer is leaving: counted down");
+            }
+        }
+    }
+
     fn link(&self, node: usize) -> Result<&Link, PeerError> {
         match self.links.get(node) {
             Some(Some(link)) => Ok(link),
@@ -463,6 +539,15 @@ impl Transport {
         self.closed.store(true, Ordering::Release);
         self.endpoint
             .close(VarInt::from_u32(CLOSE_SHUTDOWN), b"shutting down");
+    }
+
+    /// [`Transport::close`], then waits up to `linger` for the peers to
+    /// have been told: each drops its connection at once and dials afresh,
+    /// so a node restarted within its failure timeout (a rolling upgrade)
+    /// is not sent batches on a connection that no longer leads anywhere.
+    pub async fn close_and_tell(&self, linger: Duration) {
+        self.close();
+        let _ = tokio::time::timeout(linger, self.endpoint.wait_idle()).await;
     }
 }
 
@@ -552,6 +637,18 @@ async fn sender(
                 continue;
             }
         };
+        // A request the peer's protocol does not know is never sent.
+        let protocol = link.protocol.load(Ordering::Acquire);
+        if batch.iter().any(|c| c.body.since() > protocol) {
+            let unknown;
+            (unknown, batch) = batch.into_iter().partition(|c| c.body.since() > protocol);
+            for call in unknown {
+                let _ = call.done.send(Err(PeerError::Unreachable {
+                    peer: link.id.clone(),
+                    reason: format!("the peer speaks peer protocol {protocol} only"),
+                }));
+            }
+        }
         // A peer answers a batch when its slowest request is done: keep
         // heartbeats and leader requests (which wait for replication) out
         // of batches whose answers they would hold up, or be held up by.
@@ -596,7 +693,38 @@ async fn connection(
         config: link.client_tls.lock().clone(),
         timeout,
     };
-    link.dialler.connection(want, target, CLOSE_SHUTDOWN).await
+    let conn = link
+        .dialler
+        .connection(want, target, CLOSE_SHUTDOWN)
+        .await?;
+    let protocol = protocol_of(&conn);
+    link.protocol.store(protocol, Ordering::Release);
+    let oldest = link.handler.oldest_peer();
+    if protocol < oldest {
+        conn.close(VarInt::from_u32(CLOSE_PROTOCOL), refusal(oldest).as_bytes());
+        return Err(format!(
+            "the peer speaks peer protocol {protocol}, and this cluster needs {oldest} or newer"
+        ));
+    }
+    Ok(conn)
+}
+
+/// The peer protocol `conn`'s handshake agreed on (ALPN).
+fn protocol_of(conn: &Connection) -> u16 {
+    let alpn = conn
+        .handshake_data()
+        .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
+        .and_then(|d| d.protocol);
+    version::peer_version(alpn.as_deref()).unwrap_or(0)
+}
+
+/// What a node of a build too old for the cluster is told as its
+/// connection is closed.
+fn refusal(oldest: u16) -> String {
+    format!(
+        "this cluster has enabled features that need peer protocol {oldest} or newer: \
+         upgrade this node's build"
+    )
 }
 
 async fn send_batch(conn: &Connection, bytes: &[u8]) -> Result<Vec<u8>, String> {
@@ -727,34 +855,10 @@ async fn heartbeat(transport: std::sync::Weak<Transport>, link: Arc<Link>) {
         if t.closed.load(Ordering::Acquire) {
             return;
         }
-        let result = t
-            .call(
-                node,
-                PeerRequest::Ping {
-                    cluster: cluster.clone(),
-                },
-                failure_timeout,
-            )
-            .await;
+        let result = t.call(node, ping(&link, &cluster), failure_timeout).await;
         drop(t);
         let ok = match result {
-            Ok(PeerResponse::Pong { ring }) => {
-                link.ring.store(ring, Ordering::Release);
-                note_writable(&link, None);
-                true
-            }
-            Ok(PeerResponse::PongNotWritable { why, ring }) => {
-                link.ring.store(ring, Ordering::Release);
-                note_writable(&link, Some(why));
-                true
-            }
-            Ok(other) => {
-                static REFUSED: LogLimit = LogLimit::per_second();
-                if let Some(suppressed) = REFUSED.admit() {
-                    warn!(peer = %link.id, answer = ?other, suppressed, "peer refused the heartbeat");
-                }
-                false
-            }
+            Ok(answer) => heard(&link, answer),
             Err(_) => false,
         };
         let now = Instant::now();
@@ -768,11 +872,71 @@ async fn heartbeat(transport: std::sync::Weak<Transport>, link: Arc<Link>) {
             let silent_since = last_ok.unwrap_or(started);
             if now.duration_since(silent_since) >= failure_timeout {
                 link.redial.store(true, Ordering::Release);
+                // It may come back on another build.
+                *link.build.lock() = None;
                 if link.up.swap(false, Ordering::AcqRel) {
                     info!(peer = %link.id, "peer is down");
                 }
             }
         }
+    }
+}
+
+/// The heartbeat to send on `link`: `Hello` where the last connection
+/// speaks protocol 3, else `Ping` (a first heartbeat, or a peer of the
+/// previous build).
+fn ping(link: &Link, cluster: &str) -> PeerRequest {
+    let cluster = cluster.to_string();
+    match link.protocol.load(Ordering::Acquire) {
+        p if p >= 3 => PeerRequest::Hello {
+            cluster,
+            build: link.handler.build(),
+        },
+        _ => PeerRequest::Ping { cluster },
+    }
+}
+
+/// Keeps what a peer's heartbeat answer says; whether it counts the peer up.
+fn heard(link: &Link, answer: PeerResponse) -> bool {
+    let (ring, why) = match answer {
+        // A build that does not announce itself (the previous one: a
+        // downgraded node) has no features, whatever it said before.
+        PeerResponse::Pong { ring } => {
+            *link.build.lock() = None;
+            (ring, None)
+        }
+        PeerResponse::PongNotWritable { why, ring } => {
+            *link.build.lock() = None;
+            (ring, Some(why))
+        }
+        PeerResponse::Hello {
+            ring,
+            not_writable,
+            build,
+        } => {
+            let admitted = build.check().and_then(|()| link.handler.admits(&build));
+            if let Err(why) = admitted {
+                refused_heartbeat(link, &why);
+                return false;
+            }
+            *link.build.lock() = Some(build);
+            (ring, not_writable.map(|w| wire::bounded_reason(&w)))
+        }
+        other => {
+            refused_heartbeat(link, &format!("{other:?}"));
+            return false;
+        }
+    };
+    link.ring.store(ring, Ordering::Release);
+    note_writable(link, why);
+    true
+}
+
+/// Logs, at most once a second, why a peer's heartbeat did not count.
+fn refused_heartbeat(link: &Link, why: &str) {
+    static REFUSED: LogLimit = LogLimit::per_second();
+    if let Some(suppressed) = REFUSED.admit() {
+        warn!(peer = %link.id, answer = %why, suppressed, "peer refused the heartbeat");
     }
 }
 
@@ -800,10 +964,18 @@ async fn accept_loop(
         let cluster = cluster.clone();
         let members = members.clone();
         tokio::spawn(async move {
-            let Some((conn, from)) = accept_peer(incoming, &members).await else {
+            let oldest = handler.oldest_peer();
+            let Some((conn, from)) = accept_peer(incoming, &members, oldest).await else {
                 return;
             };
+            let protocol = protocol_of(&conn);
             while let Ok((send, recv)) = conn.accept_bi().await {
+                // A feature enabled since the handshake ends it too.
+                let oldest = handler.oldest_peer();
+                if protocol < oldest {
+                    conn.close(VarInt::from_u32(CLOSE_PROTOCOL), refusal(oldest).as_bytes());
+                    return;
+                }
                 tokio::spawn(serve_stream(
                     conn.clone(),
                     from,
@@ -819,7 +991,11 @@ async fn accept_loop(
 
 /// Completes an incoming handshake and names the node on the other end;
 /// `None` (logged, at most once a second) when it is not a peer.
-async fn accept_peer(incoming: quinn::Incoming, members: &Members) -> Option<(Connection, usize)> {
+async fn accept_peer(
+    incoming: quinn::Incoming,
+    members: &Members,
+    oldest: u16,
+) -> Option<(Connection, usize)> {
     static REFUSED: LogLimit = LogLimit::per_second();
     let remote = incoming.remote_address();
     let conn = match incoming.await {
@@ -838,6 +1014,14 @@ async fn accept_peer(incoming: quinn::Incoming, members: &Members) -> Option<(Co
         }
     };
     match identity::peer_of(&conn, members) {
+        Ok(from) if protocol_of(&conn) < oldest => {
+            if let Some(suppressed) = REFUSED.admit() {
+                let protocol = protocol_of(&conn);
+                warn!(%remote, peer = from, protocol, suppressed, "refused a peer of a build too old for the cluster's features");
+            }
+            conn.close(VarInt::from_u32(CLOSE_PROTOCOL), refusal(oldest).as_bytes());
+            None
+        }
         Ok(from) => Some((conn, from)),
         Err(e) => {
             if let Some(suppressed) = REFUSED.admit() {
@@ -861,6 +1045,36 @@ fn close_bad_batch(conn: &Connection, why: &str, detail: &dyn std::fmt::Display,
         warn!(%remote, %detail, suppressed, "closing a peer connection: {why}");
     }
     conn.close(VarInt::from_u32(CLOSE_PROTOCOL), reason);
+}
+
+/// The answer to a heartbeat from cluster `theirs`: `Ping` (no `build`),
+/// or `Hello` with the sender's build.
+fn answer_ping(
+    handler: &dyn Handler,
+    ours: &str,
+    theirs: &str,
+    build: Option<&WireBuild>,
+) -> PeerResponse {
+    let refused = |why: String| PeerResponse::Error(WireError::new(ErrorKind::Invalid, why));
+    if theirs != ours {
+        return refused(format!("cluster {theirs:?} is not {ours:?}"));
+    }
+    let ring = handler.ring_version();
+    let why = handler.not_writable().map(|w| wire::bounded_reason(&w));
+    let Some(build) = build else {
+        return match why {
+            None => PeerResponse::Pong { ring },
+            Some(why) => PeerResponse::PongNotWritable { why, ring },
+        };
+    };
+    if let Err(why) = build.check().and_then(|()| handler.admits(build)) {
+        return refused(why);
+    }
+    PeerResponse::Hello {
+        ring,
+        not_writable: why,
+        build: handler.build(),
+    }
 }
 
 async fn serve_stream(
@@ -902,21 +1116,14 @@ async fn serve_stream(
     let mut slots = Vec::with_capacity(n);
     for (i, req) in reqs.into_iter().enumerate() {
         match req {
-            PeerRequest::Ping { cluster: theirs } if theirs == cluster => {
-                let ring = handler.ring_version();
-                answers[i] = Some(match handler.not_writable() {
-                    None => PeerResponse::Pong { ring },
-                    Some(why) => PeerResponse::PongNotWritable {
-                        why: wire::bounded_reason(&why),
-                        ring,
-                    },
-                })
-            }
             PeerRequest::Ping { cluster: theirs } => {
-                answers[i] = Some(PeerResponse::Error(WireError::new(
-                    ErrorKind::Invalid,
-                    format!("cluster {theirs:?} is not {cluster:?}"),
-                )))
+                answers[i] = Some(answer_ping(&*handler, &cluster, &theirs, None));
+            }
+            PeerRequest::Hello {
+                cluster: theirs,
+                build,
+            } => {
+                answers[i] = Some(answer_ping(&*handler, &cluster, &theirs, Some(&build)));
             }
             req => {
                 passed.push(req);

@@ -25,10 +25,6 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::identity::{Members, NodeVerifier};
 
-/// ALPN protocol id of the peer protocol; bump it with incompatible changes
-/// (2: errors carry their outcome).
-pub const ALPN: &[u8] = b"tally-peer/2";
-
 /// Where a node's TLS material lives.
 #[derive(Debug, Clone)]
 pub struct TlsFiles {
@@ -162,7 +158,7 @@ pub fn configs(
         .with_client_cert_verifier(verifier)
         .with_single_cert(chain.clone(), key.clone_key())
         .map_err(rustls_err)?;
-    server.alpn_protocols = vec![ALPN.to_vec()];
+    server.alpn_protocols = crate::version::peer_alpns();
     let server = quinn::crypto::rustls::QuicServerConfig::try_from(server)
         .map_err(|e| TlsError::Rustls(e.to_string()))?;
     let mut server = quinn::ServerConfig::with_crypto(Arc::new(server));
@@ -174,7 +170,7 @@ pub fn configs(
         .with_root_certificates(roots)
         .with_client_auth_cert(chain, key)
         .map_err(rustls_err)?;
-    client.alpn_protocols = vec![ALPN.to_vec()];
+    client.alpn_protocols = crate::version::peer_alpns();
     let client = quinn::crypto::rustls::QuicClientConfig::try_from(client)
         .map_err(|e| TlsError::Rustls(e.to_string()))?;
     let mut client = quinn::ClientConfig::new(Arc::new(client));

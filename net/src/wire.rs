@@ -26,6 +26,7 @@ use bincode::{Decode, Encode};
 use smallvec::SmallVec;
 
 use crate::once::OpId;
+use crate::version::{FEATURES_MAX, NAME_BYTES_MAX};
 
 pub use crate::error::{ErrorKind, Outcome, WireError};
 pub use crate::limits::*;
@@ -520,6 +521,58 @@ pub enum PeerRequest {
         /// Replicas that must hold it before the answer.
         cl: Consistency,
     },
+    /// Heartbeat of peer protocol 3 (`crate::version`): `Ping`, and what
+    /// the sender's build is. Answered `Hello`.
+    Hello {
+        /// The sender's cluster.
+        cluster: String,
+        /// The sender's build and cluster features.
+        build: WireBuild,
+    },
+    /// The sender stops (a clean shutdown): count it down now rather than
+    /// after the failure timeout. Answered `Applied`. Peer protocol 3.
+    Leaving,
+}
+
+impl PeerRequest {
+    /// The first peer protocol that knows this request (`crate::version`):
+    /// a connection of an older one never carries it.
+    pub fn since(&self) -> u16 {
+        match self {
+            PeerRequest::Hello { .. } | PeerRequest::Leaving => 3,
+            _ => 2,
+        }
+    }
+}
+
+/// A node's build, as it announces it to its peers (bounded: see
+/// [`WireBuild::check`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Encode, Decode)]
+pub struct WireBuild {
+    /// The build's version, e.g. `0.1.0+1a2b3c4d5e6f`.
+    pub version: String,
+    /// The cluster features the build has.
+    pub features: Vec<String>,
+    /// The cluster features the node has enabled, for good.
+    pub enabled: Vec<String>,
+}
+
+impl WireBuild {
+    /// Whether it is within bounds: at most [`FEATURES_MAX`] features of
+    /// each list, each name (and the version) at most [`NAME_BYTES_MAX`]
+    /// bytes.
+    pub fn check(&self) -> Result<(), String> {
+        if self.features.len() > FEATURES_MAX || self.enabled.len() > FEATURES_MAX {
+            return Err(format!("more than {FEATURES_MAX} cluster features"));
+        }
+        let names = std::iter::once(&self.version)
+            .chain(&self.features)
+            .chain(&self.enabled);
+        match names.map(String::len).find(|&n| n > NAME_BYTES_MAX) {
+            Some(n) => Err(format!("a name of {n} bytes, over {NAME_BYTES_MAX}")),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Most keys one page of a scan holds.
@@ -787,6 +840,17 @@ pub enum PeerResponse {
     Script(Option<Vec<u8>>),
     /// Answer to `LeaderList`.
     Listed(crate::list::ListReply),
+    /// Answer to `Hello`: `Pong` or `PongNotWritable`, and the answering
+    /// node's build.
+    Hello {
+        /// The answering node's ring version.
+        ring: u64,
+        /// Why it takes no writes (at most [`REASON_BYTES_MAX`]); `None`
+        /// when it can.
+        not_writable: Option<String>,
+        /// Its build and cluster features.
+        build: WireBuild,
+    },
 }
 
 /// What one node holds after a fold.
@@ -967,6 +1031,45 @@ pub enum ClientOp {
         /// The password, in the clear: use TLS where the network is not trusted.
         password: String,
     },
+    /// The client protocol versions the client speaks (at most
+    /// [`CLIENT_VERSIONS_MAX`]): the connection's first request, answered
+    /// `Hello`; a node that shares none answers why and closes. Without
+    /// it, a connection speaks version 1 (`crate::version`).
+    Hello {
+        /// The versions.
+        versions: Vec<u16>,
+    },
+    /// Each node's build and peer protocol, and the cluster's features;
+    /// answered `Versions`. Client protocol 2.
+    Versions,
+}
+
+/// The most versions a client's `Hello` may name.
+pub const CLIENT_VERSIONS_MAX: usize = 64;
+
+/// What `ClientOp::Versions` answers: the builds of a cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Encode, Decode)]
+pub struct WireVersions {
+    /// The answering node's id.
+    pub node: String,
+    /// Every node of the configuration, in its order.
+    pub nodes: Vec<WireNodeVersion>,
+    /// The cluster features the answering node has enabled.
+    pub enabled: Vec<String>,
+}
+
+/// One node's build, as the answering node knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Encode, Decode)]
+pub struct WireNodeVersion {
+    /// Node id.
+    pub id: String,
+    /// Its build and features, as it last announced them (`None`: not
+    /// heard since the answering node started, or a build that does not
+    /// announce itself).
+    pub build: Option<WireBuild>,
+    /// The peer protocol the answering node speaks with it (0: not
+    /// connected; for the answering node, the newest it speaks).
+    pub protocol: u16,
 }
 
 /// The most bytes of a user name or a password the nodes take.
@@ -1138,6 +1241,15 @@ pub enum ClientReply {
     Keys(WireKeys),
     /// Answer to `Snapshot`.
     Snapshots(WireSnapshots),
+    /// Answer to `Hello`.
+    Hello {
+        /// The client protocol version of the connection from now on.
+        version: u16,
+        /// The node's build.
+        build: String,
+    },
+    /// Answer to `Versions`.
+    Versions(WireVersions),
 }
 
 /// A client response frame.
@@ -1154,6 +1266,44 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn only_protocol_3_carries_hello_and_leaving() {
+        let hello = PeerRequest::Hello {
+            cluster: "c".into(),
+            build: WireBuild::default(),
+        };
+        assert_eq!(hello.since(), 3);
+        assert_eq!(PeerRequest::Leaving.since(), 3);
+        assert_eq!(
+            PeerRequest::Ping {
+                cluster: "c".into()
+            }
+            .since(),
+            2
+        );
+        assert_eq!(PeerRequest::GetTopology.since(), 2);
+    }
+
+    #[test]
+    fn an_announced_build_is_bounded() {
+        let ok = WireBuild {
+            version: "0.1.0+abc".into(),
+            features: vec!["leaving".into()],
+            enabled: vec![],
+        };
+        assert_eq!(ok.check(), Ok(()));
+        let long = WireBuild {
+            enabled: vec!["x".repeat(NAME_BYTES_MAX + 1)],
+            ..ok.clone()
+        };
+        assert!(long.check().is_err());
+        let many = WireBuild {
+            features: vec!["f".into(); FEATURES_MAX + 1],
+            ..ok
+        };
+        assert!(many.check().is_err());
+    }
 
     #[test]
     fn round_trip_and_trailing_bytes() {
