@@ -14,7 +14,8 @@
 //!            own handles: changes, fences, repairing, hints, tails gate,
 //!            scripts, faults) and the roles on it: placement, write/,
 //!            read, peer, hints/, handoff, repair/, topology/ over the
-//!            pure membership, scan/, tails, unique, snapshot
+//!            pure membership, scan/, tails, unique, snapshot, features
+//!            (what every member's build has: cluster features)
 //!   │
 //! security/  logins, users and roles (auth/), what a peer may ask (authz),
 //!            certificates, client TLS
@@ -45,6 +46,7 @@ pub mod node;
 pub mod ops;
 pub mod security;
 
+pub use cluster::features::BUILD;
 pub use node::Node;
 pub use tally_net::ring;
 

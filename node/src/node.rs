@@ -15,7 +15,8 @@ use tally_engine::{Engine, Options, ParkCommit, SyncMode};
 use tally_net::peer::{PeerAddr, PeerSettings, Transport};
 use tally_net::wire::{
     Change, Changed, ClientOp, ClientReply, ClusterStatus, Consistency, NodeStats, NodeStatus,
-    PeerHints, WireError, WireKey, WireKeys, WireScan, WireSnapshotOp, WireSnapshots,
+    PeerHints, PeerRequest, WireError, WireKey, WireKeys, WireNodeVersion, WireScan,
+    WireSnapshotOp, WireSnapshots, WireVersions,
 };
 
 use crate::base::convert;
@@ -23,6 +24,7 @@ use crate::base::registry::{Op, Registry};
 use crate::cluster::ctx::{Ctx, Parts};
 #[cfg(feature = "fault-injection")]
 use crate::cluster::faults::Fault;
+use crate::cluster::features::Features;
 use crate::cluster::hints::Hints;
 use crate::cluster::peer::PeerHandler;
 use crate::cluster::read;
@@ -34,6 +36,7 @@ use crate::config::{Config, SyncKind};
 pub struct Node {
     ctx: Arc<Ctx>,
     writes: Arc<Writes>,
+    features: Arc<Features>,
 }
 
 impl Node {
@@ -58,6 +61,8 @@ impl Node {
     ) -> Result<Arc<Node>> {
         let (me, node) = config.node(node_id)?;
         let dir = node.data_dir.clone();
+        // A build that lacks a feature the data has enabled stops here.
+        let features = Arc::new(Features::open(&dir)?);
         let c = &config.cluster;
         let mut opts = Options {
             sync: match c.sync {
@@ -102,7 +107,11 @@ impl Node {
             config,
         }));
         let writes = Writes::new(ctx.clone());
-        Ok(Arc::new(Node { ctx, writes }))
+        Ok(Arc::new(Node {
+            ctx,
+            writes,
+            features,
+        }))
     }
 
     /// Starts the peer transport and the background tasks. Returns the
@@ -130,6 +139,7 @@ impl Node {
         let handler = Arc::new(PeerHandler {
             ctx: Arc::downgrade(ctx),
             writes: Arc::downgrade(&self.writes),
+            features: self.features.clone(),
         });
         let transport = Transport::start(settings, handler).context("start the peer transport")?;
         if ctx.set_transport(transport.clone()).is_err() {
@@ -139,7 +149,64 @@ impl Node {
         crate::cluster::handoff::start(Arc::downgrade(ctx));
         crate::cluster::tails::start(Arc::downgrade(ctx));
         crate::cluster::topology::change::start(Arc::downgrade(ctx));
+        crate::cluster::features::start(Arc::downgrade(ctx), self.features.clone());
         Ok(transport)
+    }
+
+    /// Tells every peer that is up that this node stops, where the cluster
+    /// has enabled the leaving notice, and waits up to half a second for
+    /// their answers: they count it down at once instead of after the
+    /// failure timeout. Called before [`Node::close`] on a clean stop.
+    pub async fn say_leaving(&self) {
+        if !self.features.has(crate::cluster::features::LEAVING_NOTICE) {
+            return;
+        }
+        let Some(t) = self.ctx.started_transport() else {
+            return;
+        };
+        let answers: Vec<_> = (0..self.ctx.config().nodes.len())
+            .filter(|&i| i != self.ctx.me() && t.is_up(i))
+            .filter_map(|i| t.submit(i, vec![PeerRequest::Leaving]).ok())
+            .collect();
+        // Sent at once; the answers arrive together.
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(500);
+        for answer in answers {
+            let _ = tokio::time::timeout_at(deadline, answer).await;
+        }
+    }
+
+    /// Closes the peer connections and waits (half a second at most) until
+    /// the peers were told, so that they dial this node's next run afresh.
+    /// Called before [`Node::close`] on a clean stop.
+    pub async fn close_peers(&self) {
+        if let Some(t) = self.ctx.started_transport() {
+            t.close_and_tell(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// Each node's build and peer protocol, and the enabled features.
+    fn versions(&self) -> ClientReply {
+        let ctx = &self.ctx;
+        let t = ctx.started_transport();
+        let nodes = ctx
+            .config()
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| WireNodeVersion {
+                id: n.id.clone(),
+                build: match i == ctx.me() {
+                    true => Some(self.features.build()),
+                    false => t.and_then(|t| t.build_of(i)),
+                },
+                protocol: t.map_or(0, |t| t.protocol(i)),
+            })
+            .collect();
+        ClientReply::Versions(WireVersions {
+            node: ctx.config().nodes[ctx.me()].id.clone(),
+            nodes,
+            enabled: self.features.enabled(),
+        })
     }
 
     /// Learns the newest ring the peers that answer within a second hold;
@@ -541,6 +608,7 @@ impl Node {
             }
             ClientOp::Reset { key, cl } => self.reset(&key, cl).await.map(|()| ClientReply::Done),
             ClientOp::Status => Ok(self.status()),
+            ClientOp::Versions => Ok(self.versions()),
             ClientOp::UniqueAdd {
                 partition,
                 members,
@@ -587,10 +655,10 @@ impl Node {
                 .map(ClientReply::Folded),
             ClientOp::Scan { scan, cl } => self.scan(scan, cl).await.map(ClientReply::Keys),
             ClientOp::Snapshot(op) => self.snapshot(op).await.map(ClientReply::Snapshots),
-            // The connection answers logins itself (see `server`).
-            ClientOp::Auth { .. } => Err(WireError::not_applied(
+            // The connection answers logins and hellos itself (see `server`).
+            ClientOp::Auth { .. } | ClientOp::Hello { .. } => Err(WireError::not_applied(
                 tally_net::wire::ErrorKind::Invalid,
-                "a login is answered by the connection",
+                "a login or a hello is answered by the connection",
             )),
         }
     }

@@ -196,6 +196,8 @@ pub(crate) fn op_in(mut op: ClientOp, space: Keyspace) -> Result<ClientOp, Refus
         | ClientOp::Fold
         | ClientOp::Scan { .. }
         | ClientOp::Snapshot(_)
+        | ClientOp::Versions
+        | ClientOp::Hello { .. }
         | ClientOp::Auth { .. } => return Ok(op),
     };
     *partition = space.stored(partition)?;

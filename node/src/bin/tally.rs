@@ -38,9 +38,11 @@ mod scan;
 mod secure;
 #[path = "tally/snapshot.rs"]
 mod snapshot;
+#[path = "tally/versions.rs"]
+mod versions;
 
 #[derive(Parser)]
-#[command(name = "tally", version, about = "Talk to a Tally cluster")]
+#[command(name = "tally", version = tally_node::BUILD, about = "Talk to a Tally cluster")]
 struct Cli {
     /// The cluster's configuration (for node addresses).
     #[arg(long, default_value = "cluster.toml", global = true)]
@@ -582,6 +584,8 @@ struct Row<'a> {
     not_writable: Option<String>,
     /// Its place in the ring, as the seed knows it.
     ring: NodeState,
+    /// Its build, as it says, if it answered.
+    build: Option<versions::NodeBuild>,
 }
 
 /// The nodes that dropped hints for `id` (see `tally_node::cluster::hints::bound`):
@@ -615,9 +619,9 @@ async fn print_status(cli: &Cli, status: &ClusterStatus) -> Result<()> {
     let ring = &status.stats.ring;
     for (i, n) in status.nodes.iter().enumerate() {
         let addr: SocketAddr = n.client_addr.parse().context("node address")?;
-        let own = match crate::secure::dial(addr, Duration::from_millis(1000)).await {
-            Ok(c) => c.status().await.ok(),
-            Err(_) => None,
+        let (own, build) = match crate::secure::dial(addr, Duration::from_millis(1000)).await {
+            Ok(c) => (c.status().await.ok(), versions::of(&c, &n.id).await),
+            Err(_) => (None, None),
         };
         let not_writable = match &own {
             Some(s) => s
@@ -632,6 +636,7 @@ async fn print_status(cli: &Cli, status: &ClusterStatus) -> Result<()> {
             stats: own.map(|s| s.stats),
             not_writable,
             ring: ring.states.get(i).copied().unwrap_or_default(),
+            build,
         });
     }
     if rows.is_empty() {
@@ -654,6 +659,8 @@ async fn print_status(cli: &Cli, status: &ClusterStatus) -> Result<()> {
                     "cells": s.as_ref().map(|s| s.cells), "log_bytes": s.as_ref().map(|s| s.log_bytes),
                     "table_bytes": s.as_ref().map(|s| s.table_bytes), "hints_pending": s.as_ref().map(|s| s.hints_pending),
                     "hints": hints, "needs_repair": !dropped_hints_for(&n.id, &rows).is_empty(),
+                    "build": r.build.as_ref().map(|b| &b.version),
+                    "features_enabled": r.build.as_ref().map(|b| &b.enabled),
                 })
             })
             .collect();
@@ -672,7 +679,7 @@ async fn print_status(cli: &Cli, status: &ClusterStatus) -> Result<()> {
          load: commit log and SSTables on disk"
     );
     println!(
-        "{:<6} {:<15} {:<22} {:>6} {:>10} {:>10} {:>6}  {:<16}",
+        "{:<6} {:<15} {:<22} {:>6} {:>10} {:>10} {:>6}  {:<16}  build",
         "node", "state", "client", "owns", "counters", "load", "hints", "counter id"
     );
     for r in &rows {
@@ -686,8 +693,9 @@ async fn print_status(cli: &Cli, status: &ClusterStatus) -> Result<()> {
             ),
             None => ("-".into(), "-".into(), "-".into(), "-".into()),
         };
+        let build = r.build.as_ref().map_or("-", |b| b.version.as_str());
         println!(
-            "{:<6} {:<15} {:<22} {:>5.1}% {:>10} {:>10} {:>6}  {id}",
+            "{:<6} {:<15} {:<22} {:>5.1}% {:>10} {:>10} {:>6}  {id:<16}  {build}",
             n.id,
             r.state(),
             n.client_addr,
@@ -697,6 +705,10 @@ async fn print_status(cli: &Cli, status: &ClusterStatus) -> Result<()> {
             hints
         );
     }
+    let builds = rows
+        .iter()
+        .filter_map(|r| Some((r.node.id.as_str(), r.build.as_ref()?)));
+    println!("{}", versions::features_line(builds));
     for r in rows.iter().filter(|r| r.node.up) {
         if let Some(why) = &r.not_writable {
             println!("{}: not writable: {why}", r.node.id);

@@ -32,7 +32,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Parser)]
 #[command(
     name = "tallyd",
-    version,
+    version = tally_node::BUILD,
     about = "Tally: a distributed counter database"
 )]
 struct Cli {

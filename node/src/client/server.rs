@@ -30,8 +30,8 @@ use std::sync::Arc;
 use tally_net::frame::{put_frame, read_frame};
 use tally_net::log_limit::LogLimit;
 use tally_net::wire::{
-    self, ClientOp, ClientReply, ClientRequest, ClientResponse, ErrorKind, REQUEST_FRAME_BYTES_MAX,
-    WireError,
+    self, CLIENT_VERSIONS_MAX, ClientOp, ClientReply, ClientRequest, ClientResponse, ErrorKind,
+    REQUEST_FRAME_BYTES_MAX, WireError,
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::TcpListener;
@@ -164,11 +164,20 @@ async fn connection(c: Accepted) {
             Ok(r) => r,
             Err(e) => break Stop::Say(format!("malformed request: {e}")),
         };
+        // A login revoked as the request came in closes the connection
+        // with its reason, rather than refusing the request.
+        if let Some(c) = closing(&login, &mut anonymous, Instant::now()) {
+            break Stop::Tell(closing_kind(c), c.words(&login, &limits));
+        }
         // A login is answered here; anything its login does not allow, too.
         let answered = match &req.op {
             ClientOp::Auth { user, password } => {
                 Some(log_in(&mut login, &auth, user, password, peer).await)
             }
+            ClientOp::Hello { versions } => match hello(versions) {
+                Ok(reply) => Some(Ok(reply)),
+                Err(why) => break Stop::Say(why),
+            },
             op => login
                 .check(access::native_need(op))
                 .err()
@@ -199,6 +208,22 @@ async fn connection(c: Accepted) {
     drop((tx, others_tx));
     let _ = writer.await;
     debug!(client = ?peer, "client connection closed");
+}
+
+/// The answer to a client's `Hello`: the client protocol version both
+/// speak, or why there is none (the connection then closes).
+fn hello(versions: &[u16]) -> Result<ClientReply, String> {
+    if versions.len() > CLIENT_VERSIONS_MAX {
+        return Err(format!(
+            "a hello names {} versions, over {CLIENT_VERSIONS_MAX}",
+            versions.len()
+        ));
+    }
+    let version = tally_net::version::client_version(versions)?;
+    Ok(ClientReply::Hello {
+        version,
+        build: crate::cluster::features::BUILD.to_string(),
+    })
 }
 
 /// Runs an allowed request holding `permit`: an add joins the node's
@@ -369,4 +394,28 @@ fn queued_add(
         Some(Ok(id)) => QueuedAdd::with_id(key, delta, id, cl, Origin::Client, reply),
         Some(Err(e)) => return Err((reply, e)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+
+    #[test]
+    fn a_hello_agrees_on_a_version_or_says_which_each_side_speaks() {
+        match hello(&[1, 2, 3]).unwrap() {
+            ClientReply::Hello { version, build } => {
+                assert_eq!(version, 2);
+                assert_eq!(build, crate::cluster::features::BUILD);
+            }
+            other => panic!("{other:?}"),
+        }
+        let e = hello(&[7, 9]).unwrap_err();
+        assert!(
+            e.contains("this node speaks 1 to 2, the client [7, 9]"),
+            "{e}"
+        );
+        let e = hello(&[1; CLIENT_VERSIONS_MAX + 1]).unwrap_err();
+        assert!(e.contains("over 64"), "{e}");
+    }
 }

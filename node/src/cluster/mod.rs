@@ -12,6 +12,7 @@
 pub(crate) mod changes;
 pub(crate) mod ctx;
 pub(crate) mod faults;
+pub mod features;
 pub(crate) mod fences;
 pub(crate) mod flush_queue;
 pub(crate) mod handoff;

@@ -15,11 +15,13 @@ use tally_engine::{Key, TailIds};
 use tally_net::log_limit::LogLimit;
 use tally_net::peer::{BoxFuture, Handler};
 use tally_net::wire::{
-    ErrorKind, LEARNED_KEYS_MAX, LEARNED_OPS_MAX, PeerRequest, PeerResponse, WireError, WireKey,
+    ErrorKind, LEARNED_KEYS_MAX, LEARNED_OPS_MAX, PeerRequest, PeerResponse, WireBuild, WireError,
+    WireKey,
 };
 
 use crate::base::convert::{self, engine_error, wire_cell};
 use crate::cluster::ctx::Ctx;
+use crate::cluster::features::Features;
 use crate::cluster::read::scan_row;
 use crate::cluster::write::{self, Writes};
 use crate::security::authz::{self, Local, Own};
@@ -28,6 +30,7 @@ use crate::security::authz::{self, Local, Own};
 pub(crate) struct PeerHandler {
     pub(crate) ctx: Weak<Ctx>,
     pub(crate) writes: Weak<Writes>,
+    pub(crate) features: Arc<Features>,
 }
 
 impl Handler for PeerHandler {
@@ -40,6 +43,18 @@ impl Handler for PeerHandler {
 
     fn ring_version(&self) -> u64 {
         self.ctx.upgrade().map_or(0, |ctx| ctx.ring_version())
+    }
+
+    fn build(&self) -> WireBuild {
+        self.features.build()
+    }
+
+    fn oldest_peer(&self) -> u16 {
+        self.features.oldest_peer()
+    }
+
+    fn admits(&self, build: &WireBuild) -> Result<(), String> {
+        self.features.admits(build)
     }
 
     fn handle(&self, from: usize, reqs: Vec<PeerRequest>) -> BoxFuture<Vec<PeerResponse>> {
@@ -62,7 +77,7 @@ impl Handler for PeerHandler {
                     out[i] = Some(refuse(&ctx, from, &refusal));
                     continue;
                 }
-                match sort(&ctx, req) {
+                match sort(&ctx, from, req) {
                     Sorted::Answer(answer) => out[i] = Some(answer),
                     Sorted::Apply(key, cell, tail) => {
                         applies.push((key, cell, tail));
@@ -102,7 +117,7 @@ enum Sorted {
 }
 
 /// Sorts `req`: an answer now, an apply for the batch, or a task.
-fn sort(ctx: &Ctx, req: PeerRequest) -> Sorted {
+fn sort(ctx: &Ctx, from: usize, req: PeerRequest) -> Sorted {
     match req {
         PeerRequest::Apply { key, cell } => match convert::key(&key) {
             Ok(k) => Sorted::Apply(k, convert::cell(&cell), None),
@@ -116,7 +131,7 @@ fn sort(ctx: &Ctx, req: PeerRequest) -> Sorted {
         }
         // Heartbeats are answered by the transport; one that
         // gets here is answered all the same.
-        PeerRequest::Ping { .. } => {
+        PeerRequest::Ping { .. } | PeerRequest::Hello { .. } => {
             let ring = ctx.ring_version();
             Sorted::Answer(match ctx.own_not_writable() {
                 None => PeerResponse::Pong { ring },
@@ -125,6 +140,14 @@ fn sort(ctx: &Ctx, req: PeerRequest) -> Sorted {
                     ring,
                 },
             })
+        }
+        // A peer stopping cleanly: counted down now, not after the
+        // failure timeout.
+        PeerRequest::Leaving => {
+            if let Some(t) = ctx.started_transport() {
+                t.mark_down(from);
+            }
+            Sorted::Answer(PeerResponse::Applied)
         }
         req @ (PeerRequest::Script { .. } | PeerRequest::FlushScripts) => {
             Sorted::Answer(ctx.scripts().serve(req))
@@ -270,6 +293,8 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, req: PeerRequest) -> PeerRespon
         PeerRequest::Apply { .. }
         | PeerRequest::ApplyTail { .. }
         | PeerRequest::Ping { .. }
+        | PeerRequest::Hello { .. }
+        | PeerRequest::Leaving
         | PeerRequest::Script { .. }
         | PeerRequest::FlushScripts => Err(WireError::new(
             ErrorKind::Internal,

@@ -157,7 +157,7 @@ pub fn run_with(
             tokio::spawn(crate::ops::metrics::http::serve(metrics, node.clone(), gate, auth));
         }
         let metrics = me.metrics.map_or_else(|| "none".to_string(), |m| m.to_string());
-        tracing::info!(node = %id, peer = %me.peer, client = %me.client, resp = %me.resp, %metrics, data = %me.data_dir.display(), "node is serving");
+        tracing::info!(node = %id, build = crate::cluster::features::BUILD, peer = %me.peer, client = %me.client, resp = %me.resp, %metrics, data = %me.data_dir.display(), "node is serving");
         if replacing {
             tokio::select! {
                 replaced = node.replace() => {
@@ -191,6 +191,8 @@ pub fn run_with(
         }
         wait_for_signal().await?;
         tracing::info!(node = %id, "shutting down");
+        node.say_leaving().await;
+        node.close_peers().await;
         blocking(|| node.close())
     })
 }

@@ -170,6 +170,8 @@ pub(crate) fn authorize(from: usize, req: &PeerRequest, local: &impl Local) -> R
             Ok(())
         }
         PeerRequest::Ping { .. }
+        | PeerRequest::Hello { .. }
+        | PeerRequest::Leaving
         | PeerRequest::Read { .. }
         | PeerRequest::ReadRow { .. }
         | PeerRequest::LeaderAdd { .. }

@@ -35,12 +35,13 @@ impl Role {
 /// What a native request needs.
 pub fn native_need(op: &ClientOp) -> Need {
     match op {
-        ClientOp::Auth { .. } => Need::Nothing,
+        ClientOp::Auth { .. } | ClientOp::Hello { .. } => Need::Nothing,
         ClientOp::Ping
         | ClientOp::Get { .. }
         | ClientOp::GetRow { .. }
         | ClientOp::GetCell { .. }
         | ClientOp::Status
+        | ClientOp::Versions
         | ClientOp::UniqueCount { .. }
         | ClientOp::UniqueContains { .. }
         | ClientOp::Scan { .. } => Need::Read,
