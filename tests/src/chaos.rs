@@ -50,6 +50,12 @@
 //!   (`--stall-writes-on-sigusr1`; the product code is `tallyd`'s), and a
 //!   SIGUSR1 stalls the disk.
 //!
+//! - `upgrade`: with `upgrade_from` set, every node starts on that old
+//!   build, and each `upgrade` moves the next member on it to this build
+//!   by a clean stop and a start; a `kill` meanwhile restarts its node on
+//!   either build. The run ends with every member on this build and its
+//!   cluster features enabled (see `upgrade`).
+//!
 //! Clock jumps are not injected: nothing in Tally orders counter state by
 //! wall-clock time (lists are: their changes that never saw each other
 //! are last-writer-wins by their leaders' clocks, which here are one). Shards are ordered by their owner's logical clock and
@@ -84,6 +90,7 @@ mod scripts;
 mod secure;
 mod topology;
 mod unique;
+mod upgrade;
 mod workload;
 pub use topology::Changes;
 use workload::{Workload, key_name, worker};
@@ -182,6 +189,10 @@ pub struct ChaosOptions {
     /// sealed, so the hostile user's scripts plant code the others' run
     /// (`--unsafe-unsealed-scripts`, see `scripts`).
     pub unsealed_scripts: bool,
+    /// A rolling upgrade: every node starts on the build in this directory
+    /// (`crate::old_build`), and `upgrade` faults move them to this one
+    /// (see `upgrade`).
+    pub upgrade_from: Option<PathBuf>,
 }
 
 /// Every change of an epoch the workload makes (see `workload`).
@@ -251,6 +262,7 @@ impl Default for ChaosOptions {
             flush_join_running: false,
             secure: false,
             unsealed_scripts: false,
+            upgrade_from: None,
         }
     }
 }
@@ -302,6 +314,9 @@ pub struct Summary {
     pub scripts: (usize, usize, usize),
     /// Why list pushes were not acknowledged, and how often.
     pub list_errors: BTreeMap<String, usize>,
+    /// A rolling upgrade: nodes moved to this build by a clean stop, and
+    /// killed nodes restarted on the old one.
+    pub upgrade: Option<(usize, usize)>,
 }
 
 impl std::fmt::Display for Summary {
@@ -385,6 +400,12 @@ impl std::fmt::Display for Summary {
             "folds: {} folded {} retired incarnations; widest cell after the last: {} shards; {} members wiped and replaced",
             c.folds, c.folded, c.widest, c.replaced
         )?;
+        if let Some((upgraded, downgraded)) = self.upgrade {
+            writeln!(
+                f,
+                "rolling upgrade: {upgraded} nodes moved to this build by a clean stop, {downgraded} killed nodes restarted on the old one; every member ended on this build with its cluster features enabled"
+            )?;
+        }
         let (moved, left) = self.repair;
         writeln!(
             f,
@@ -409,7 +430,7 @@ impl std::fmt::Display for Summary {
 /// Runs the whole thing. Blocking; owns its own runtime.
 pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     let rf = opts.nodes.min(3);
-    let (mut cluster, rt, proxies) = start(opts, rf)?;
+    let (mut cluster, rt, proxies, mut upgrade) = start(opts, rf)?;
     let started = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let mut ring = topology::Membership::new(opts.nodes, opts.spares, rf);
@@ -479,7 +500,14 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
         repairs: repairs_racing,
         changes,
         flushes,
-    } = inject_all(opts, &mut cluster, &mut ring, &proxies, started)?;
+    } = inject_all(
+        opts,
+        &mut cluster,
+        &mut ring,
+        &proxies,
+        started,
+        &mut upgrade,
+    )?;
     stop.store(true, Ordering::Release);
     let mut history = flushes;
     for w in workers {
@@ -510,6 +538,9 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
 
     heal(&mut cluster, &ring.members, &proxies)?;
     let members = &ring.members;
+    if let Some(u) = upgrade.as_mut() {
+        u.finish(&mut cluster, members, tally_node::cluster::features::KNOWN)?;
+    }
     let final_addrs: Vec<_> = members.iter().map(|&n| cluster.nodes[n].client).collect();
     // The final reads are judged as after everything: after every deadline too.
     let last_deadline_ns = history
@@ -596,6 +627,7 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
             .count(),
     );
     summary.scripts = (scripted, planted, taken);
+    summary.upgrade = upgrade.map(|u| (u.upgraded, u.downgraded));
     Ok(summary)
 }
 
@@ -604,7 +636,12 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
 fn start(
     opts: &ChaosOptions,
     rf: usize,
-) -> Result<(Cluster, tokio::runtime::Runtime, Vec<UdpProxy>)> {
+) -> Result<(
+    Cluster,
+    tokio::runtime::Runtime,
+    Vec<UdpProxy>,
+    Option<upgrade::Upgrade>,
+)> {
     // `tallyd-faults` for the disk-stall seam (see the module doc); its
     // faults only where `opts` asks for them.
     let mut cluster_opts = ClusterOptions {
@@ -684,8 +721,12 @@ fn start(
             Ok(rt.block_on(UdpProxy::start(n.peer, bind))?)
         })
         .collect::<Result<_>>()?;
+    let upgrade = opts
+        .upgrade_from
+        .clone()
+        .map(|dir| upgrade::Upgrade::begin(&mut cluster, dir));
     cluster.start_all()?;
-    Ok((cluster, rt, proxies))
+    Ok((cluster, rt, proxies, upgrade))
 }
 
 /// Faults injected, by kind.
@@ -710,6 +751,7 @@ fn inject_all(
     ring: &mut topology::Membership,
     proxies: &[UdpProxy],
     started: Instant,
+    upgrade: &mut Option<upgrade::Upgrade>,
 ) -> Result<Injected> {
     let mut faults = BTreeMap::new();
     let mut repairs = (0, 0);
@@ -738,6 +780,7 @@ fn inject_all(
                     flushes: &mut flushes,
                     started,
                     keys: opts.keys,
+                    upgrade: &mut *upgrade,
                 };
                 inject(cluster, ring, proxies, kind, hold, &mut f)?;
             }
@@ -831,6 +874,7 @@ fn summarize(
         lists: (0, 0, 0),
         list_errors: BTreeMap::new(),
         scripts: (0, 0, 0),
+        upgrade: None,
     }
 }
 
@@ -844,6 +888,8 @@ struct Fault<'a> {
     started: Instant,
     /// The workload's keys (a flush resets them all).
     keys: usize,
+    /// The rolling upgrade, if the run makes one.
+    upgrade: &'a mut Option<upgrade::Upgrade>,
 }
 
 /// Injects one fault, holds it, heals it.
@@ -901,7 +947,17 @@ fn inject(
         "kill" => {
             cluster.kill(victim)?;
             std::thread::sleep(hold);
+            if let Some(u) = f.upgrade.as_mut() {
+                u.either_build(cluster, members, victim, rng);
+            }
             cluster.restart(victim)?;
+        }
+        "upgrade" => {
+            let started = Instant::now();
+            if let Some(u) = f.upgrade.as_mut() {
+                u.step(cluster, members)?;
+            }
+            std::thread::sleep(hold.saturating_sub(started.elapsed()));
         }
         "replace" => {
             cluster.kill(victim)?;

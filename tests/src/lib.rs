@@ -22,6 +22,7 @@ use anyhow::{Context, Result, bail};
 
 pub mod chaos;
 pub mod checker;
+pub mod old_build;
 pub mod proxy;
 use tally_net::Client;
 use tally_node::config::Config;
@@ -269,6 +270,8 @@ pub struct Cluster {
     /// the waits), for clusters that ask for them.
     pub security: tally_net::client::Security,
     bin: PathBuf,
+    /// Per node, the binary it runs instead of `bin` (a rolling upgrade).
+    node_bins: Vec<Option<PathBuf>>,
     run_args: Vec<String>,
     node_args: Vec<(usize, Vec<String>)>,
 }
@@ -462,6 +465,7 @@ impl Cluster {
             config,
             nodes,
             security: tally_net::client::Security::default(),
+            node_bins: vec![None; opts.nodes + opts.joining],
             bin: bin(opts.daemon)?,
             run_args: opts.run_args.clone(),
             node_args: opts.node_args.clone(),
@@ -490,15 +494,16 @@ impl Cluster {
             .create(true)
             .append(true)
             .open(&n.log)?;
+        let bin = self.node_bins[i].as_ref().unwrap_or(&self.bin);
         let mut cmd = match file_limit_blocks {
-            None => Command::new(&self.bin),
+            None => Command::new(bin),
             Some(blocks) => {
                 let mut c = Command::new("sh");
                 c.arg("-c")
                     .arg(format!(
                         "trap '' XFSZ; ulimit -f {blocks}; exec \"$0\" \"$@\""
                     ))
-                    .arg(&self.bin);
+                    .arg(bin);
                 c
             }
         };
@@ -536,6 +541,48 @@ impl Cluster {
     /// Whether node `i`'s process is running (not killed).
     pub fn is_running(&self, i: usize) -> bool {
         self.nodes[i].child.is_some()
+    }
+
+    /// Node `i` runs `daemon` from its next start on (`None`: the
+    /// cluster's own): how a rolling upgrade replaces a node's build.
+    pub fn set_daemon(&mut self, i: usize, daemon: Option<PathBuf>) {
+        self.node_bins[i] = daemon;
+    }
+
+    /// The binary node `i` runs from its next start on.
+    pub fn daemon(&self, i: usize) -> &std::path::Path {
+        self.node_bins[i].as_deref().unwrap_or(&self.bin)
+    }
+
+    /// A clean stop of node `i` (SIGTERM, as an operator's), waiting up to
+    /// `timeout` for it to exit; past that it is killed, and that is an
+    /// error.
+    pub fn stop(&mut self, i: usize, timeout: Duration) -> Result<()> {
+        if self.nodes[i].child.is_none() {
+            return Ok(());
+        }
+        self.signal(i, libc::SIGTERM)?;
+        let deadline = Instant::now() + timeout;
+        let n = &mut self.nodes[i];
+        let Some(child) = n.child.as_mut() else {
+            return Ok(());
+        };
+        loop {
+            if let Some(status) = child.try_wait()? {
+                n.child = None;
+                if !status.success() {
+                    bail!("{} stopped with {status}", n.id);
+                }
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                child.kill()?;
+                child.wait()?;
+                n.child = None;
+                bail!("{} did not stop within {timeout:?} of SIGTERM", n.id);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// `kill -9` of node `i`, waiting until the process is gone.
@@ -704,7 +751,12 @@ impl Cluster {
     /// as [`Cluster::security`] says, through `TALLY_USER` and
     /// `TALLY_PASSWORD`; TLS comes from the config).
     pub fn tally(&self, args: &[&str]) -> Result<std::process::Output> {
-        let mut cmd = Command::new(bin("tally")?);
+        self.tally_with(&bin("tally")?, args)
+    }
+
+    /// [`Cluster::tally`] with another build's `tally` (an upgrade's old one).
+    pub fn tally_with(&self, tally: &Path, args: &[&str]) -> Result<std::process::Output> {
+        let mut cmd = Command::new(tally);
         if let Some(login) = &self.security.login {
             cmd.env("TALLY_USER", &login.user)
                 .env("TALLY_PASSWORD", &login.password);

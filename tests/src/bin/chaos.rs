@@ -126,6 +126,11 @@ struct Args {
     /// of them, the ring changes only with spares).
     #[arg(long, value_delimiter = ',')]
     faults_only: Vec<String>,
+    /// A rolling upgrade: start every node on the build of the pinned old
+    /// commit (built into target/upgrade-from/ first), and add `upgrade`
+    /// to the faults (with `--faults-only`, name it there).
+    #[arg(long)]
+    upgrade: bool,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -180,7 +185,25 @@ fn main() {
         secure: a.secure,
         merge_ignoring_folds: a.unsafe_merge_ignoring_folds,
         unsealed_scripts: a.unsafe_unsealed_scripts,
+        upgrade_from: match a.upgrade {
+            true => match tally_tests::old_build::old_build() {
+                Ok(dir) => Some(dir),
+                Err(e) => {
+                    eprintln!("chaos: {e:#}");
+                    std::process::exit(2);
+                }
+            },
+            false => None,
+        },
         fault_kinds: match a.faults_only.as_slice() {
+            [] if a.upgrade => &[
+                "upgrade",
+                "kill",
+                "upgrade",
+                "pause",
+                "upgrade",
+                "partition",
+            ],
             [] if a.spares > 0 => ALL_FAULT_KINDS,
             [] => FAULT_KINDS,
             // Leaked: the options live as long as the run, and it ends the process.

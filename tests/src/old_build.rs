@@ -1,0 +1,98 @@
+//! The build a rolling upgrade starts from: the commit where versioned
+//! protocols began ([`UPGRADE_FROM`]), built from this repository's own
+//! history into `target/upgrade-from/<commit>/`, once (later runs reuse
+//! it; a lock keeps two tests from building it at once).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+
+/// The last commit before peer and client protocols were versioned: the
+/// build every rolling-upgrade test starts its cluster on.
+pub const UPGRADE_FROM: &str = "cf6f0e9461b9182ee9533ee06f87e2a4783bb1de";
+
+/// The directory holding the old build's binaries (`tallyd`, `tally`,
+/// `tallyd-faults`), building them first if they are not there yet.
+pub fn old_build() -> Result<PathBuf> {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .context("the tests package lives in the repository")?
+        .to_path_buf();
+    let root = target_dir(&repo).join("upgrade-from").join(UPGRADE_FROM);
+    let bins = root.join("target").join("debug");
+    std::fs::create_dir_all(&root).with_context(|| format!("create {}", root.display()))?;
+    let lock = std::fs::File::create(root.join("lock"))?;
+    lock.lock().context("lock the old build")?;
+    let done = root.join("built");
+    if !done.exists() {
+        build(&repo, &root).with_context(|| format!("build commit {UPGRADE_FROM}"))?;
+        std::fs::write(&done, UPGRADE_FROM)?;
+    }
+    for name in ["tallyd", "tally", "tallyd-faults"] {
+        if !bins.join(name).exists() {
+            bail!("the old build has no {name} in {}", bins.display());
+        }
+    }
+    Ok(bins)
+}
+
+/// Where cargo builds this workspace: `$CARGO_TARGET_DIR`, or `target/`.
+fn target_dir(repo: &Path) -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => repo.join("target"),
+    }
+}
+
+/// Exports the commit's tree to `root/src` and builds its node binaries
+/// into `root/target`.
+fn build(repo: &Path, root: &Path) -> Result<()> {
+    let src = root.join("src");
+    if src.exists() {
+        std::fs::remove_dir_all(&src)?;
+    }
+    std::fs::create_dir_all(&src)?;
+    let archive = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["archive", "--format=tar", UPGRADE_FROM])
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("run git archive (the tests need the repository's history)")?;
+    let untar = Command::new("tar")
+        .arg("-x")
+        .arg("-C")
+        .arg(&src)
+        .stdin(archive.stdout.context("git archive's output")?)
+        .status()
+        .context("run tar")?;
+    if !untar.success() {
+        bail!("could not export commit {UPGRADE_FROM}: is the clone shallow?");
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(cargo)
+        .current_dir(&src)
+        .args([
+            "build",
+            "--locked",
+            "-p",
+            "tally-node",
+            "-p",
+            "tally-tests",
+            "--bins",
+        ])
+        .env("CARGO_TARGET_DIR", root.join("target"))
+        .env_remove("RUSTFLAGS")
+        .output()
+        .context("run cargo build")?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(30).collect();
+        bail!(
+            "cargo build of the old commit failed:\n{}",
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
+    }
+    Ok(())
+}
