@@ -165,8 +165,10 @@ async fn connection(c: Accepted) {
             Err(e) => break Stop::Say(format!("malformed request: {e}")),
         };
         // A login revoked as the request came in closes the connection
-        // with its reason, rather than refusing the request.
-        if let Some(c) = closing(&login, &mut anonymous, Instant::now()) {
+        // with its reason, rather than refusing the request (one load: the
+        // login deadline was checked before the wait).
+        if login.revoked() {
+            let c = Closing::Revoked;
             break Stop::Tell(closing_kind(c), c.words(&login, &limits));
         }
         // A login is answered here; anything its login does not allow, too.
