@@ -11,12 +11,26 @@
 //! includes, see `cell::fold`) follows when the `FOLDED` bit is set, and
 //! then the `zigzag base` if the header is not there. A list key's cell
 //! has the `LISTED` bit set, and its list follows (`varint count |
-//! (varint len | bytes)*`, see `cell::list`) before the shards. A plain
-//! counter's cell is written as before either existed, so files of older
-//! versions read the same.
+//! (varint len | bytes)*`, see `cell::list`) before the shards. A cell
+//! with an agreed part (a partition's Paxos state, see `cell::agreed`) has
+//! the `AGREED` bit set, and that part follows the list: `ballot promised |
+//! u8 has-accepted | [ballot | registers] | ballot | registers`
+//! (committed), where a ballot is `varint ms | varint seq | u64 proposer`
+//! and registers are `varint count | (varint clen | column | varint vlen |
+//! value | varint at_ms)*`. A plain counter's cell is written as before
+//! either existed, so files of older versions read the same. Builds before
+//! agreement refuse a cell with the `AGREED` bit as a shard count over the
+//! limit: none is written until the cluster enables agreement, after which
+//! they cannot join.
 //!
 //! Decoding never trusts a length: each one is checked against its limit and
 //! against the bytes that remain before anything is allocated.
+
+use std::sync::Arc;
+
+use tally_model::paxos::{
+    Accepted, Acceptor, Ballot, REGISTERS_BYTES_MAX, Register, Registers, VALUE_BYTES_MAX,
+};
 
 use crate::cell::{Cell, Epoch, Expiry, LIST_BYTES_MAX, List, SHARDS_MAX, Shard, Stamp};
 
@@ -27,8 +41,17 @@ const EXTENDED: u64 = 1 << 13;
 const FOLDED: u64 = 1 << 14;
 /// The bit of a cell's shard count that says a list follows.
 const LISTED: u64 = 1 << 15;
+/// The bit of a cell's shard count that says an agreed part follows.
+const AGREED: u64 = 1 << 16;
 const _: () = assert!(SHARDS_MAX < EXTENDED as usize);
 use crate::key::{self, Key};
+
+/// Which optional parts of a cell follow its epoch.
+#[derive(Clone, Copy)]
+struct Parts {
+    listed: bool,
+    agreed: bool,
+}
 
 /// Why a byte string failed to decode (the caller adds file and offset).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,15 +81,22 @@ pub fn put_key(buf: &mut Vec<u8>, key: &Key) {
 
 /// Appends a cell, writing each shard's counter id with `put_id`.
 pub fn put_cell(buf: &mut Vec<u8>, cell: &Cell, put_id: impl FnMut(&mut Vec<u8>, u64)) {
-    put_cell_parts(buf, cell.epoch(), cell.shards(), cell.list(), put_id);
+    let agreed = cell.agreed().map(|a| &**a);
+    put_cell_parts(
+        buf,
+        (cell.epoch(), cell.shards()),
+        cell.list(),
+        agreed,
+        put_id,
+    );
 }
 
-/// Appends the cell `{epoch, shards, list}`.
+/// Appends the cell `{epoch, shards, list, agreed}`.
 pub fn put_cell_parts(
     buf: &mut Vec<u8>,
-    epoch: Epoch,
-    shards: &[Shard],
+    (epoch, shards): (Epoch, &[Shard]),
     list: Option<&List>,
+    agreed: Option<&Acceptor>,
     mut put_id: impl FnMut(&mut Vec<u8>, u64),
 ) {
     put_varint(buf, epoch.n);
@@ -84,7 +114,8 @@ pub fn put_cell_parts(
         shards.len() as u64
             | if extended { EXTENDED } else { 0 }
             | if folded { FOLDED } else { 0 }
-            | if list.is_some() { LISTED } else { 0 },
+            | if list.is_some() { LISTED } else { 0 }
+            | if agreed.is_some() { AGREED } else { 0 },
     );
     if extended {
         put_varint(buf, epoch.origin);
@@ -106,11 +137,46 @@ pub fn put_cell_parts(
             buf.extend_from_slice(e);
         }
     }
+    if let Some(a) = agreed {
+        put_agreed(buf, a);
+    }
     for s in shards {
         put_id(buf, s.counter_id);
         put_varint(buf, s.clock);
         put_zigzag(buf, s.value);
     }
+}
+
+fn put_ballot(buf: &mut Vec<u8>, b: Ballot) {
+    put_varint(buf, b.ms);
+    put_varint(buf, u64::from(b.seq));
+    buf.extend_from_slice(&b.proposer.to_le_bytes());
+}
+
+fn put_registers(buf: &mut Vec<u8>, r: &Registers) {
+    put_varint(buf, r.0.len() as u64);
+    for x in &r.0 {
+        put_varint(buf, x.column.len() as u64);
+        buf.extend_from_slice(&x.column);
+        put_varint(buf, x.value.len() as u64);
+        buf.extend_from_slice(&x.value);
+        put_varint(buf, x.at_ms);
+    }
+}
+
+/// Appends an agreed part (see the module doc).
+fn put_agreed(buf: &mut Vec<u8>, a: &Acceptor) {
+    put_ballot(buf, a.promised);
+    match &a.accepted {
+        Some(x) => {
+            buf.push(1);
+            put_ballot(buf, x.ballot);
+            put_registers(buf, &x.value);
+        }
+        None => buf.push(0),
+    }
+    put_ballot(buf, a.committed.ballot);
+    put_registers(buf, &a.committed.value);
 }
 
 /// A bounds-checked reader over a byte slice.
@@ -206,9 +272,12 @@ impl<'a> Cursor<'a> {
 
     /// Skips a cell whose shard ids are varints (an SSTable entry).
     pub fn skip_cell(&mut self) -> Result<(), DecodeError> {
-        let (_, n, listed) = self.epoch()?;
-        if listed {
+        let (_, n, parts) = self.epoch()?;
+        if parts.listed {
             self.list()?;
+        }
+        if parts.agreed {
+            self.agreed()?;
         }
         for _ in 0..n * 3 {
             self.varint()?;
@@ -222,20 +291,33 @@ impl<'a> Cursor<'a> {
         get_id: impl FnMut(&mut Self) -> Result<u64, DecodeError>,
     ) -> Result<Cell, DecodeError> {
         let mut shards = Vec::new();
-        let (epoch, list) = self.cell_into(get_id, &mut shards)?;
-        Ok(Cell::from_parts(epoch, shards).with_list(list))
+        let (epoch, list, agreed) = self.cell_into(get_id, &mut shards)?;
+        Ok(Cell::from_parts(epoch, shards)
+            .with_list(list)
+            .with_agreed(agreed))
     }
 
     /// Reads a cell's shards into `shards` (cleared first, in stored order,
-    /// unchecked for order or repeats) and returns its epoch and list.
+    /// unchecked for order or repeats) and returns its epoch, list and
+    /// agreed part.
+    #[allow(clippy::type_complexity, reason = "a cell's parts, named at once")]
     pub fn cell_into(
         &mut self,
         mut get_id: impl FnMut(&mut Self) -> Result<u64, DecodeError>,
         shards: &mut Vec<Shard>,
-    ) -> Result<(Epoch, Option<List>), DecodeError> {
+    ) -> Result<(Epoch, Option<List>, Option<Arc<Acceptor>>), DecodeError> {
         shards.clear();
-        let (epoch, n, listed) = self.epoch()?;
-        let list = if listed { Some(self.list()?) } else { None };
+        let (epoch, n, parts) = self.epoch()?;
+        let list = if parts.listed {
+            Some(self.list()?)
+        } else {
+            None
+        };
+        let agreed = if parts.agreed {
+            Some(Arc::new(self.agreed()?))
+        } else {
+            None
+        };
         // Each shard takes at least three bytes: refuse counts the input cannot hold.
         if n > self.remaining() / 3 {
             return Err(DecodeError("shard count larger than the record"));
@@ -251,7 +333,7 @@ impl<'a> Cursor<'a> {
                 value,
             });
         }
-        Ok((epoch, list))
+        Ok((epoch, list, agreed))
     }
 
     /// Reads a list (see `cell::list`), within its limit.
@@ -270,11 +352,70 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// Reads a cell's epoch, shard count and whether a list follows.
-    fn epoch(&mut self) -> Result<(Epoch, usize, bool), DecodeError> {
+    fn ballot(&mut self) -> Result<Ballot, DecodeError> {
+        Ok(Ballot {
+            ms: self.varint()?,
+            seq: u32::try_from(self.varint()?).map_err(|_| DecodeError("ballot over the limit"))?,
+            proposer: self.u64()?,
+        })
+    }
+
+    fn registers(&mut self) -> Result<Registers, DecodeError> {
+        // Each register takes at least three bytes.
+        let count = self.varint_max(self.remaining() / 3, "registers larger than the record")?;
+        let mut registers = Vec::with_capacity(count);
+        for _ in 0..count {
+            let clen =
+                self.varint_max(key::STORED_COLUMN_BYTES_MAX, "column length over the limit")?;
+            let column = self.bytes(clen)?.to_vec();
+            let vlen = self.varint_max(VALUE_BYTES_MAX, "register over the limit")?;
+            let value = self.bytes(vlen)?.to_vec();
+            let at_ms = self.varint()?;
+            registers.push(Register {
+                column,
+                value,
+                at_ms,
+            });
+        }
+        let registers = Registers(registers);
+        if registers.size() > REGISTERS_BYTES_MAX
+            || registers.0.windows(2).any(|w| w[0].column >= w[1].column)
+        {
+            return Err(DecodeError("registers over the limit or out of order"));
+        }
+        Ok(registers)
+    }
+
+    /// Reads an agreed part (see the module doc), checked.
+    fn agreed(&mut self) -> Result<Acceptor, DecodeError> {
+        let promised = self.ballot()?;
+        let accepted = match self.bytes(1)?[0] {
+            0 => None,
+            1 => Some(Accepted {
+                ballot: self.ballot()?,
+                value: self.registers()?,
+            }),
+            _ => return Err(DecodeError("bad agreed part")),
+        };
+        let committed = Accepted {
+            ballot: self.ballot()?,
+            value: self.registers()?,
+        };
+        let a = Acceptor {
+            promised,
+            accepted,
+            committed,
+        };
+        a.check()
+            .map_err(|_| DecodeError("agreed part out of order"))?;
+        Ok(a)
+    }
+
+    /// Reads a cell's epoch, shard count and which parts follow.
+    fn epoch(&mut self) -> Result<(Epoch, usize, Parts), DecodeError> {
         let n = self.varint()?;
         let count = self.varint()?;
-        let shards = usize::try_from(count & !(EXTENDED | FOLDED | LISTED))
+        let shards = usize::try_from(count & !(EXTENDED | FOLDED | LISTED | AGREED))
             .ok()
             .filter(|c| *c <= SHARDS_MAX)
             .ok_or(DecodeError("shard count over the limit"))?;
@@ -297,7 +438,11 @@ impl<'a> Cursor<'a> {
                 epoch.base = self.zigzag()?;
             }
         }
-        Ok((epoch, shards, count & LISTED != 0))
+        let parts = Parts {
+            listed: count & LISTED != 0,
+            agreed: count & AGREED != 0,
+        };
+        Ok((epoch, shards, parts))
     }
 }
 
@@ -432,6 +577,70 @@ mod tests {
         let mut buf = Vec::new();
         put_varint(&mut buf, 0);
         put_varint(&mut buf, 4000);
+        assert!(Cursor::new(&buf).cell(|c| c.varint()).is_err());
+    }
+
+    #[test]
+    fn an_agreed_part_round_trips_and_every_cut_of_it_is_refused() {
+        let ballot = |ms| Ballot {
+            ms,
+            seq: 3,
+            proposer: u64::MAX,
+        };
+        let registers = |v: &str| {
+            Registers(vec![
+                Register {
+                    column: Vec::new(),
+                    value: v.as_bytes().to_vec(),
+                    at_ms: 99,
+                },
+                Register {
+                    column: b"f".to_vec(),
+                    value: Vec::new(),
+                    at_ms: 0,
+                },
+            ])
+        };
+        let agreed = Acceptor {
+            promised: ballot(9),
+            accepted: Some(Accepted {
+                ballot: ballot(8),
+                value: registers("new"),
+            }),
+            committed: Accepted {
+                ballot: ballot(4),
+                value: registers("old"),
+            },
+        };
+        let cell = Cell::from_parts(
+            Epoch::at(2),
+            [Shard {
+                counter_id: 5,
+                clock: 1,
+                value: 3,
+            }],
+        )
+        .with_agreed(Some(Arc::new(agreed)));
+        let mut buf = Vec::new();
+        put_cell(&mut buf, &cell, put_varint);
+        let mut c = Cursor::new(&buf);
+        assert_eq!(c.cell(|c| c.varint()).unwrap(), cell);
+        assert_eq!(c.remaining(), 0);
+        let mut c = Cursor::new(&buf);
+        c.skip_cell().unwrap();
+        assert_eq!(c.remaining(), 0);
+        for cut in 0..buf.len() {
+            assert!(
+                Cursor::new(&buf[..cut]).cell(|c| c.varint()).is_err(),
+                "cut at {cut}"
+            );
+        }
+        // Out of order (accepted older than committed) is refused.
+        let mut bad = cell.clone();
+        let a = bad.agreed_mut();
+        a.accepted.as_mut().unwrap().ballot = ballot(1);
+        let mut buf = Vec::new();
+        put_cell(&mut buf, &bad, put_varint);
         assert!(Cursor::new(&buf).cell(|c| c.varint()).is_err());
     }
 }

@@ -6,7 +6,9 @@
 //! - [`shard`]: one node incarnation's part of a counter;
 //! - [`change`]: `SET`, `EXPIRE`/`PERSIST` and `DEL` of a counter's epoch,
 //!   and what a change answers;
-//! - [`list`]: the changes of a list and what they answer.
+//! - [`list`]: the changes of a list and what they answer;
+//! - [`paxos`]: ballots, a partition's registers and the acceptor's rules
+//!   of agreement.
 //!
 //! No I/O, no clock, no runtime: only data and the pure rules that belong
 //! to it. Every type derives bincode's `Encode`/`Decode`, and `tally-net`
@@ -22,6 +24,7 @@
 pub mod change;
 pub mod epoch;
 pub mod list;
+pub mod paxos;
 pub mod shard;
 
 pub use change::{Change, Changed, Presence, Ttl, When};

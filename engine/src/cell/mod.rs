@@ -28,17 +28,25 @@
 //! The limits a cell keeps within are in `crate::limits` ([`Limit`],
 //! [`CLOCK_MAX`]), and the writes that check them in `checked`. A list key's
 //! cell carries its list on its epoch, a last-writer-wins value (`list`).
+//! The cell at a partition's reserved column may also carry the
+//! partition's agreed registers: one acceptor's Paxos state (`agreed`),
+//! which merges by its own rule whatever the epochs do.
+
+use std::sync::Arc;
 
 use smallvec::SmallVec;
+use tally_model::paxos::Acceptor;
 
 use crate::rate_limit::{LOG_EVERY, RateLimit};
 
+mod agreed;
 mod checked;
 mod epoch;
 pub mod fold;
 pub mod list;
 
 pub use crate::limits::{CLOCK_MAX, Limit, SHARDS_MAX};
+pub use agreed::AGREED_BYTES_MAX;
 pub use epoch::{Epoch, Expiry, Order, Stamp, now_ms};
 pub use fold::{Folds, Merger};
 pub use list::{LIST_BYTES_MAX, List, ListTooLong};
@@ -64,6 +72,9 @@ pub struct Cell {
     shards: Shards,
     /// The list its epoch carries, for a list key.
     list: Option<List>,
+    /// This node's Paxos state of the partition's registers, in the cell
+    /// of its reserved column (see `agreed`).
+    agreed: Option<Arc<Acceptor>>,
 }
 
 /// What `Engine::cleanup` keeps of a key's cell.
@@ -108,6 +119,7 @@ impl Cell {
             epoch: epoch.into(),
             shards: Shards::new(),
             list: None,
+            agreed: None,
         };
         for shard in shards {
             cell.merge_shard(shard, None);
@@ -119,6 +131,22 @@ impl Cell {
     pub fn with_list(mut self, list: Option<List>) -> Cell {
         self.list = list;
         self
+    }
+
+    /// The cell with `agreed` as its Paxos state (a decoded cell's).
+    pub fn with_agreed(mut self, agreed: Option<Arc<Acceptor>>) -> Cell {
+        self.agreed = agreed;
+        self
+    }
+
+    /// This node's Paxos state of the partition's registers, if it has one.
+    pub fn agreed(&self) -> Option<&Arc<Acceptor>> {
+        self.agreed.as_ref()
+    }
+
+    /// The Paxos state to change in place (a default one if it had none).
+    pub fn agreed_mut(&mut self) -> &mut Acceptor {
+        Arc::make_mut(self.agreed.get_or_insert_with(Default::default))
     }
 
     /// The epoch: generation, base and expiry.
@@ -195,6 +223,9 @@ impl Cell {
     /// Merges `other` into `self` (see the module doc), by the fold
     /// generations `merger` holds, counting a clock conflict there.
     pub fn merge(&mut self, other: &Cell, merger: &Merger) {
+        if let Some(theirs) = &other.agreed {
+            self.merge_agreed(theirs);
+        }
         self.merge_epoch(
             other.epoch,
             &other.shards,
@@ -206,13 +237,14 @@ impl Cell {
 
     /// [`Cell::merge`], answering whether this cell changed.
     pub fn merge_changed(&mut self, other: &Cell, merger: &Merger) -> bool {
+        let agreed = other.agreed.as_ref().is_some_and(|a| self.merge_agreed(a));
         self.merge_epoch(
             other.epoch,
             &other.shards,
             other.list.as_ref(),
             Input::Valid,
             Some(merger),
-        )
+        ) || agreed
     }
 
     /// Merges the cell `{epoch, shards}` (shards sorted and unique by id)
@@ -236,8 +268,12 @@ impl Cell {
         epoch: Epoch,
         shards: &[Shard],
         list: Option<&List>,
+        agreed: Option<&Arc<Acceptor>>,
         merger: &Merger,
     ) {
+        if let Some(theirs) = agreed {
+            self.merge_agreed(theirs);
+        }
         self.merge_epoch(epoch, shards, list, Input::Unsorted, Some(merger));
     }
 
@@ -406,7 +442,8 @@ impl Cell {
         let list = self.list.as_ref().map_or(0, |l| {
             l.encoded_len() + l.len() * std::mem::size_of::<Vec<u8>>()
         });
-        std::mem::size_of::<Cell>() + spilled * std::mem::size_of::<Shard>() + list
+        let agreed = self.agreed.as_deref().map_or(0, agreed::size);
+        std::mem::size_of::<Cell>() + spilled * std::mem::size_of::<Shard>() + list + agreed
     }
 
     /// Asserts the type's invariants (debug builds only).
@@ -426,6 +463,9 @@ impl Cell {
             if let Some(list) = &self.list {
                 assert!(self.epoch.origin != 0, "a list at a reset's epoch");
                 assert!(!list.is_empty() && list.encoded_len() <= LIST_BYTES_MAX);
+            }
+            if let Some(agreed) = &self.agreed {
+                agreed.check().expect("agreed state within its rules");
             }
         }
     }
@@ -604,7 +644,7 @@ mod tests {
             shards in proptest::collection::vec(corrupt_shard(), 0..6),
         ) {
             let mut m = a.clone();
-            m.merge_unsorted(epoch, &shards, None, &crate::cell::Merger::default());
+            m.merge_unsorted(epoch, &shards, None, None, &crate::cell::Merger::default());
             m.check_invariants();
             prop_assert_eq!(m, merged(&a, &Cell::from_parts(epoch, shards)));
         }
@@ -686,7 +726,7 @@ mod tests {
         assert_eq!(high, at(9));
         let mut same = at(5);
         let both = [at(9).shards()[0], at(5).shards()[0]];
-        same.merge_unsorted(Epoch::at(4), &both, None, &m);
+        same.merge_unsorted(Epoch::at(4), &both, None, None, &m);
         assert_eq!(same, at(9));
         assert_eq!(m.clock_conflicts(), 4);
         assert_eq!(Merger::default().clock_conflicts(), 0, "counted per merger");

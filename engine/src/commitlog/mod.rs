@@ -84,6 +84,9 @@ pub use writer::segment_path;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tally_model::paxos::Acceptor;
 
 use crate::cell::{Cell, Epoch, List, Merger, Shard};
 use crate::codec::{self, Cursor};
@@ -104,8 +107,10 @@ pub(crate) const VERSION: u32 = 6;
 pub const HEADER_BYTES: usize = 16;
 /// Size of a record's frame (length and checksum).
 pub(crate) const FRAME_BYTES: usize = 8;
-/// Largest payload a record may have: a maximal key and a cell of 4096 shards fit.
-pub(crate) const RECORD_BYTES_MAX: usize = 256 * 1024;
+/// Largest payload a record may have: a maximal key and a cell of 4096
+/// shards fit, and so does a partition's largest agreed part.
+pub(crate) const RECORD_BYTES_MAX: usize = 4 << 20;
+const _: () = assert!(crate::cell::AGREED_BYTES_MAX + 4096 <= RECORD_BYTES_MAX);
 /// The first word of a sync mark: the top bit set, and its payload's length.
 pub(crate) const MARK_LEN: u32 = (1 << 31) | 8;
 /// Size of a sync mark.
@@ -168,6 +173,7 @@ pub(crate) fn encode_record_members(
         epoch,
         shards,
         list: None,
+        agreed: None,
     };
     encode_record_with(buf, key, cell, ops, members, None);
 }
@@ -186,6 +192,7 @@ pub(crate) fn encode_record_full(
         epoch: cell.epoch(),
         shards: cell.shards(),
         list: cell.list(),
+        agreed: cell.agreed().map(|a| &**a),
     };
     encode_record_with(buf, key, parts, ops, members, tail);
 }
@@ -195,6 +202,7 @@ struct CellParts<'a> {
     epoch: Epoch,
     shards: &'a [Shard],
     list: Option<&'a List>,
+    agreed: Option<&'a Acceptor>,
 }
 
 fn encode_record_with(
@@ -208,7 +216,8 @@ fn encode_record_with(
     let start = buf.len();
     buf.extend_from_slice(&[0; FRAME_BYTES]);
     codec::put_key(buf, key);
-    codec::put_cell_parts(buf, cell.epoch, cell.shards, cell.list, |b, id| {
+    let head = (cell.epoch, cell.shards);
+    codec::put_cell_parts(buf, head, cell.list, cell.agreed, |b, id| {
         b.extend_from_slice(&id.to_le_bytes())
     });
     if !ops.is_empty() || !members.is_empty() || tail.is_some() {
@@ -552,7 +561,8 @@ impl<'s> Merge<'s> {
             members: &mut self.members,
             tail: &mut self.tail,
         };
-        let (key, epoch, list) = decode_record(data, offset, &mut parts).map_err(undecodable)?;
+        let (key, (epoch, list, agreed)) =
+            decode_record(data, offset, &mut parts).map_err(undecodable)?;
         let Sinks {
             memtable,
             merger,
@@ -576,11 +586,13 @@ impl<'s> Merge<'s> {
         };
         match self.cells.get_mut(&key) {
             Some(cell) => {
-                cell.merge_unsorted(epoch, &self.shards, list.as_ref(), self.sinks.merger);
+                let merger = self.sinks.merger;
+                cell.merge_unsorted(epoch, &self.shards, list.as_ref(), agreed.as_ref(), merger);
             }
             None => {
                 let cell = Cell::from_parts(epoch, self.shards.iter().copied());
-                self.cells.insert(key, cell.with_list(list));
+                self.cells
+                    .insert(key, cell.with_list(list).with_agreed(agreed));
             }
         }
         Ok(())
@@ -699,13 +711,16 @@ pub(crate) struct Parts<'p, 'a> {
     pub(crate) tail: &'p mut Option<TailIds>,
 }
 
+/// A decoded record's cell but its shards: epoch, list, agreed part.
+type Header = (Epoch, Option<List>, Option<Arc<Acceptor>>);
+
 /// Decodes the record framed at `offset` (checked by the scan): its encoded
-/// key and its cell's epoch and list, with everything else in `parts`.
+/// key and its cell's header, with everything else in `parts`.
 fn decode_record<'a>(
     data: &'a [u8],
     offset: usize,
     parts: &mut Parts<'_, 'a>,
-) -> std::result::Result<(&'a [u8], Epoch, Option<List>), codec::DecodeError> {
+) -> std::result::Result<(&'a [u8], Header), codec::DecodeError> {
     let Parts {
         shards,
         ops,
@@ -722,7 +737,7 @@ fn decode_record<'a>(
     let mut cur = Cursor::new(payload);
     cur.key_parts()?;
     let key = &payload[..payload.len() - cur.remaining()];
-    let (epoch, list) = cur.cell_into(|c| c.u64(), shards)?;
+    let (epoch, list, agreed) = cur.cell_into(|c| c.u64(), shards)?;
     ops.clear();
     members.clear();
     **tail = None;
@@ -750,5 +765,5 @@ fn decode_record<'a>(
     if cur.remaining() != 0 {
         return Err(codec::DecodeError("trailing bytes in record"));
     }
-    Ok((key, epoch, list))
+    Ok((key, (epoch, list, agreed)))
 }

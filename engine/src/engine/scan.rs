@@ -104,7 +104,10 @@ impl Engine {
 /// (but for hash collisions). `scratch` is a buffer to reuse.
 pub fn cell_digest(key: &Key, cell: &Cell, scratch: &mut Vec<u8>) -> u64 {
     scratch.clear();
-    codec::put_cell(scratch, cell, |b, id| {
+    // The agreed part is this node's own Paxos state (its promises differ
+    // from its peers'): repair compares and moves counters only.
+    let head = (cell.epoch(), cell.shards());
+    codec::put_cell_parts(scratch, head, cell.list(), None, |b, id| {
         b.extend_from_slice(&id.to_le_bytes())
     });
     codec::hash64(&[key.partition(), key.column(), scratch])

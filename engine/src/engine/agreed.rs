@@ -1,0 +1,163 @@
+//! The acceptor's side of agreement: a partition's Paxos state, changed by
+//! the rules of `tally_model::paxos` under its cell's lock, and durable
+//! here before the answer (what an acceptor promises or accepts must
+//! survive its crash, or two values could be decided). The state lives in
+//! the cell of the partition's reserved column (`cell::agreed`).
+
+use super::Engine;
+use crate::error::Result;
+use crate::key::Key;
+use crate::unique;
+use tally_model::paxos::{Accepted, Acceptor, Ballot, Promise};
+
+impl Engine {
+    /// A prepare of `ballot` for `partition`: promised, durable here, with
+    /// what this node accepted and knows committed; or rejected with the
+    /// later ballot it promised.
+    pub async fn prepare(&self, partition: &[u8], ballot: Ballot) -> Result<Promise> {
+        self.agree_with(partition, |a| {
+            let promise = a.prepare(ballot);
+            let granted = matches!(promise, Promise::Promised { .. });
+            (granted, promise)
+        })
+        .await
+    }
+
+    /// A proposal for `partition`: accepted, durable here; or rejected with
+    /// the later ballot this node promised.
+    pub async fn accept(&self, partition: &[u8], proposal: Accepted) -> Result<Result<(), Ballot>> {
+        self.agree_with(partition, |a| {
+            let answer = a.accept(proposal);
+            (answer.is_ok(), answer)
+        })
+        .await
+    }
+
+    /// A value decided for `partition`: kept if later than the one this
+    /// node knows committed, durable here once it returns.
+    pub async fn commit(&self, partition: &[u8], decided: Accepted) -> Result<()> {
+        self.agree_with(partition, |a| {
+            let before = a.committed.ballot;
+            a.commit(decided);
+            (a.committed.ballot != before, ())
+        })
+        .await
+    }
+
+    /// This node's Paxos state of `partition` (a default one if it has
+    /// none): what a read at QUORUM compares across replicas.
+    pub fn agreed(&self, partition: &[u8]) -> Result<Acceptor> {
+        let cell = self.get(&unique::count_key(partition)?)?;
+        Ok(cell.agreed().map(|a| (**a).clone()).unwrap_or_default())
+    }
+
+    /// Runs `rule` on the partition's Paxos state under its cell lock; when
+    /// it says so, logs the cell and waits until it is durable. A rule
+    /// that grants a promise or an acceptance always logs, even when the
+    /// state did not change (the same ballot again): the answer then waits
+    /// for a record of it, never for one still in flight.
+    async fn agree_with<T>(
+        &self,
+        partition: &[u8],
+        rule: impl FnOnce(&mut Acceptor) -> (bool, T),
+    ) -> Result<T> {
+        self.check_writable()?;
+        let key: Key = unique::count_key(partition)?;
+        let (answer, logged) = self.cache.with_cell(&key, |cached, v| {
+            let (log, answer) = rule(cached.cell.agreed_mut());
+            if !log {
+                return Ok::<_, crate::error::Error>((answer, None));
+            }
+            cached.mark_written(&key, v);
+            let logged = self.log_cell(&key, &cached.cell, v)?;
+            Ok((answer, Some(logged)))
+        })??;
+        if let Some(logged) = logged {
+            self.durable(logged).await?;
+        }
+        Ok(answer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+    use crate::options::Options;
+    use tally_model::paxos::{Register, Registers};
+
+    fn ballot(ms: u64) -> Ballot {
+        Ballot {
+            ms,
+            seq: 0,
+            proposer: 7,
+        }
+    }
+
+    fn at(ms: u64, v: &str) -> Accepted {
+        Accepted {
+            ballot: ballot(ms),
+            value: Registers(vec![Register {
+                column: Vec::new(),
+                value: v.as_bytes().to_vec(),
+                at_ms: 0,
+            }]),
+        }
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn promises_accepts_and_commits_survive_a_restart_and_a_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = runtime();
+        {
+            let e = Engine::open(dir.path(), Options::default()).unwrap();
+            rt.block_on(async {
+                assert!(matches!(
+                    e.prepare(b"lock", ballot(5)).await.unwrap(),
+                    Promise::Promised { accepted: None, .. }
+                ));
+                e.accept(b"lock", at(5, "alice")).await.unwrap().unwrap();
+                e.commit(b"other", at(3, "bob")).await.unwrap();
+            });
+            e.close().unwrap();
+        }
+        // Replayed from the commit log.
+        let e = Engine::open(dir.path(), Options::default()).unwrap();
+        let lock = e.agreed(b"lock").unwrap();
+        assert_eq!(lock.promised, ballot(5));
+        assert_eq!(lock.accepted, Some(at(5, "alice")));
+        assert_eq!(e.agreed(b"other").unwrap().committed, at(3, "bob"));
+        rt.block_on(async {
+            assert_eq!(
+                e.prepare(b"lock", ballot(4)).await.unwrap(),
+                Promise::Rejected {
+                    promised: ballot(5)
+                }
+            );
+            assert_eq!(
+                e.accept(b"lock", at(4, "eve")).await.unwrap(),
+                Err(ballot(5))
+            );
+            e.commit(b"lock", at(5, "alice")).await.unwrap();
+        });
+        // Read back from an SSTable.
+        e.flush().unwrap();
+        e.close().unwrap();
+        let e = Engine::open(dir.path(), Options::default()).unwrap();
+        let lock = e.agreed(b"lock").unwrap();
+        assert_eq!(lock.accepted, None);
+        assert_eq!(lock.committed, at(5, "alice"));
+        assert_eq!(e.agreed(b"never").unwrap(), Acceptor::default());
+        // The partition's counter view is untouched: no counter there.
+        let count = e.get(&unique::count_key(b"lock").unwrap()).unwrap();
+        assert!(!count.exists());
+    }
+}
