@@ -9,9 +9,11 @@
 //! is within [`WRAP_MARGIN`] of the end is refused where it comes in from a
 //! peer, in a request ([`check_cell`], by the node's authorization) or in
 //! an answer ([`check_answer`], by the transport), before it reaches any
-//! merge. So is a `Stale` answer's epoch, which a writer would catch up to.
+//! merge. So is a `Stale` answer's epoch, which a writer would catch up to,
+//! and an agreement ballot's clock ([`check_ballot`]), which a proposer
+//! makes its next ballot above.
 
-use crate::wire::{PeerResponse, WireCell};
+use crate::wire::{Acceptor, Ballot, PeerResponse, Promise, WireCell};
 
 /// Clocks and epochs above `u64::MAX - WRAP_MARGIN` (the engine's
 /// `CLOCK_MAX`, the largest it makes) are refused.
@@ -55,9 +57,41 @@ pub fn check_cell(cell: &WireCell) -> Result<(), NearWrap> {
     }
 }
 
-/// Whether the cells (or the epoch) in a peer's answer are far from wrapping.
+/// Whether an agreement ballot's clock is far from wrapping (a proposer
+/// must always be able to make a later one).
+pub fn check_ballot(ballot: Ballot) -> Result<(), NearWrap> {
+    if ballot.ms >= WRAP_FLOOR {
+        return Err(NearWrap {
+            what: "ballot",
+            value: ballot.ms,
+        });
+    }
+    Ok(())
+}
+
+/// [`check_ballot`] of every ballot in an acceptor's state.
+pub fn check_acceptor(a: &Acceptor) -> Result<(), NearWrap> {
+    check_ballot(a.promised)?;
+    check_ballot(a.committed.ballot)?;
+    a.accepted
+        .as_ref()
+        .map_or(Ok(()), |x| check_ballot(x.ballot))
+}
+
+/// Whether the cells (or the epoch, or the ballots) in a peer's answer are
+/// far from wrapping.
 pub fn check_answer(answer: &PeerResponse) -> Result<(), NearWrap> {
     match answer {
+        PeerResponse::Promise(Promise::Rejected { promised }) => check_ballot(*promised),
+        PeerResponse::Promise(Promise::Promised {
+            accepted,
+            committed,
+        }) => {
+            check_ballot(committed.ballot)?;
+            accepted.as_ref().map_or(Ok(()), |x| check_ballot(x.ballot))
+        }
+        PeerResponse::Proposed(promised) => promised.map_or(Ok(()), check_ballot),
+        PeerResponse::Agreed(a) => check_acceptor(a),
         PeerResponse::Cell(c) => check_cell(c),
         PeerResponse::Row(rows) => rows.iter().try_for_each(|(_, c)| check_cell(c)),
         PeerResponse::Tails { learned, .. } => learned.iter().try_for_each(|l| check_cell(&l.cell)),

@@ -31,7 +31,9 @@ pub(crate) enum Kind {
     /// or a list change), answered after its replication: kept off the
     /// streams that carry the replication it waits for.
     Lead,
-    /// A row read, whose answer may be large.
+    /// A row read, whose answer may be large, or an agreement message,
+    /// which carries a partition's registers (up to megabytes) or answers
+    /// them.
     Row,
     /// Anything else.
     Plain,
@@ -48,7 +50,11 @@ impl Kind {
             | PeerRequest::LeaderChange { .. }
             | PeerRequest::LeaderList { .. }
             | PeerRequest::LeaderExpireRow { .. } => Kind::Lead,
-            PeerRequest::ReadRow { .. } => Kind::Row,
+            PeerRequest::ReadRow { .. }
+            | PeerRequest::Prepare { .. }
+            | PeerRequest::Propose { .. }
+            | PeerRequest::Commit { .. }
+            | PeerRequest::ReadAgreed { .. } => Kind::Row,
             _ => Kind::Plain,
         }
     }
@@ -65,6 +71,10 @@ fn idempotent(req: &PeerRequest) -> bool {
             | PeerRequest::Apply { .. }
             | PeerRequest::Read { .. }
             | PeerRequest::ReadRow { .. }
+            | PeerRequest::Prepare { .. }
+            | PeerRequest::Propose { .. }
+            | PeerRequest::Commit { .. }
+            | PeerRequest::ReadAgreed { .. }
     )
 }
 

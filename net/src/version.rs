@@ -13,6 +13,7 @@
 //! |---|---|
 //! | 2 | the protocol of the builds before versions were negotiated |
 //! | 3 | `Hello` heartbeats that announce a node's build and cluster features, `Leaving` |
+//! | 4 | agreement: `Prepare`, `Propose`, `Commit`, `ReadAgreed` |
 //!
 //! **Clients.** The native protocol's first request may be `Hello`, naming
 //! the versions the client speaks; the node answers the highest both speak
@@ -27,7 +28,7 @@
 //! | 2 | `Hello`, `Versions` (each node's build and the cluster's features) |
 
 /// The newest peer protocol this build speaks.
-pub const PEER_NEWEST: u16 = 3;
+pub const PEER_NEWEST: u16 = 4;
 /// The oldest peer protocol this build speaks: the previous build's.
 pub const PEER_OLDEST: u16 = 2;
 /// The newest client protocol this build speaks.
@@ -90,15 +91,20 @@ mod tests {
     fn peers_offer_every_version_newest_first_and_read_the_agreed_one() {
         assert_eq!(
             peer_alpns(),
-            vec![b"tally-peer/3".to_vec(), b"tally-peer/2".to_vec()]
+            vec![
+                b"tally-peer/4".to_vec(),
+                b"tally-peer/3".to_vec(),
+                b"tally-peer/2".to_vec()
+            ]
         );
         // The builds before negotiation offered exactly this id.
         assert_eq!(peer_alpn(2), b"tally-peer/2");
         assert_eq!(peer_version(Some(b"tally-peer/2")), Some(2));
         assert_eq!(peer_version(Some(b"tally-peer/3")), Some(3));
+        assert_eq!(peer_version(Some(b"tally-peer/4")), Some(4));
         for bad in [
             &b"tally-peer/1"[..],
-            b"tally-peer/4",
+            b"tally-peer/5",
             b"tally-peer/",
             b"h3",
             b"tally-peer/x",

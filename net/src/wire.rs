@@ -30,6 +30,8 @@ use crate::version::{FEATURES_MAX, NAME_BYTES_MAX};
 
 pub use crate::error::{ErrorKind, Outcome, WireError};
 pub use crate::limits::*;
+pub use tally_model::paxos::VALUE_BYTES_MAX as STRING_BYTES_MAX;
+pub use tally_model::paxos::{Accepted, Acceptor, Ballot, Promise, Register, Registers};
 pub use tally_model::{Change, Changed, Epoch, Expiry, Presence, Shard, Stamp, Ttl, When};
 
 /// The one bincode configuration for everything Tally puts on the wire.
@@ -532,6 +534,37 @@ pub enum PeerRequest {
     /// The sender stops (a clean shutdown): count it down now rather than
     /// after the failure timeout. Answered `Applied`. Peer protocol 3.
     Leaving,
+    /// Agreement (peer protocol 4): promise `ballot` for the partition's
+    /// registers unless a later ballot was promised, durably; answered
+    /// `Promise` (see `tally_model::paxos`).
+    Prepare {
+        /// The partition.
+        partition: Vec<u8>,
+        /// The proposer's ballot.
+        ballot: Ballot,
+    },
+    /// Agreement: accept this proposal unless a later ballot was
+    /// promised, durably; answered `Proposed`. Peer protocol 4.
+    Propose {
+        /// The partition.
+        partition: Vec<u8>,
+        /// The ballot and the partition's next registers.
+        proposal: Accepted,
+    },
+    /// Agreement: this value was decided; keep it if it is later than
+    /// the one the receiver knows. Answered `Applied`. Peer protocol 4.
+    Commit {
+        /// The partition.
+        partition: Vec<u8>,
+        /// The decided ballot and registers.
+        decided: Accepted,
+    },
+    /// Agreement: the receiver's Paxos state of the partition, changing
+    /// nothing (a read); answered `Agreed`. Peer protocol 4.
+    ReadAgreed {
+        /// The partition.
+        partition: Vec<u8>,
+    },
 }
 
 impl PeerRequest {
@@ -540,6 +573,10 @@ impl PeerRequest {
     pub fn since(&self) -> u16 {
         match self {
             PeerRequest::Hello { .. } | PeerRequest::Leaving => 3,
+            PeerRequest::Prepare { .. }
+            | PeerRequest::Propose { .. }
+            | PeerRequest::Commit { .. }
+            | PeerRequest::ReadAgreed { .. } => 4,
             _ => 2,
         }
     }
@@ -851,6 +888,13 @@ pub enum PeerResponse {
         /// Its build and cluster features.
         build: WireBuild,
     },
+    /// Answer to `Prepare`.
+    Promise(Promise),
+    /// Answer to `Propose`: `None` when accepted, else the later ballot
+    /// the receiver promised.
+    Proposed(Option<Ballot>),
+    /// Answer to `ReadAgreed`.
+    Agreed(Acceptor),
 }
 
 /// What one node holds after a fold.
@@ -1283,6 +1327,39 @@ mod tests {
             2
         );
         assert_eq!(PeerRequest::GetTopology.since(), 2);
+    }
+
+    #[test]
+    fn only_protocol_4_carries_agreement() {
+        let partition = b"p".to_vec();
+        let agreement = [
+            PeerRequest::Prepare {
+                partition: partition.clone(),
+                ballot: Ballot::ZERO,
+            },
+            PeerRequest::Propose {
+                partition: partition.clone(),
+                proposal: Accepted::default(),
+            },
+            PeerRequest::Commit {
+                partition: partition.clone(),
+                decided: Accepted::default(),
+            },
+            PeerRequest::ReadAgreed { partition },
+        ];
+        for req in &agreement {
+            assert_eq!(req.since(), 4, "{req:?}");
+            let bytes = encode(req);
+            assert_eq!(&decode::<PeerRequest>(&bytes).unwrap(), req);
+        }
+        let far = Ballot {
+            ms: u64::MAX,
+            seq: 0,
+            proposer: 1,
+        };
+        let answer = PeerResponse::Proposed(Some(far));
+        assert!(crate::bounds::check_answer(&answer).is_err());
+        assert!(crate::bounds::check_answer(&PeerResponse::Proposed(None)).is_ok());
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //!            scripts, faults) and the roles on it: placement, write/,
 //!            read, peer, hints/, handoff, repair/, topology/ over the
 //!            pure membership, scan/, tails, unique, snapshot, features
-//!            (what every member's build has: cluster features)
+//!            (what every member's build has: cluster features), agree/
+//!            (linearizable registers: Paxos per partition)
 //!   │
 //! security/  logins, users and roles (auth/), what a peer may ask (authz),
 //!            certificates, client TLS

@@ -15,12 +15,13 @@ use tally_engine::{Engine, Options, ParkCommit, SyncMode};
 use tally_net::peer::{PeerAddr, PeerSettings, Transport};
 use tally_net::wire::{
     Change, Changed, ClientOp, ClientReply, ClusterStatus, Consistency, NodeStats, NodeStatus,
-    PeerHints, PeerRequest, WireError, WireKey, WireKeys, WireNodeVersion, WireScan,
+    PeerHints, PeerRequest, Registers, WireError, WireKey, WireKeys, WireNodeVersion, WireScan,
     WireSnapshotOp, WireSnapshots, WireVersions,
 };
 
 use crate::base::convert;
 use crate::base::registry::{Op, Registry};
+use crate::cluster::agree::Proposer;
 use crate::cluster::ctx::{Ctx, Parts};
 #[cfg(feature = "fault-injection")]
 use crate::cluster::faults::Fault;
@@ -37,6 +38,7 @@ pub struct Node {
     ctx: Arc<Ctx>,
     writes: Arc<Writes>,
     features: Arc<Features>,
+    proposer: Proposer,
 }
 
 impl Node {
@@ -111,6 +113,7 @@ impl Node {
             ctx,
             writes,
             features,
+            proposer: Proposer::default(),
         }))
     }
 
@@ -151,6 +154,42 @@ impl Node {
         crate::cluster::topology::change::start(Arc::downgrade(ctx));
         crate::cluster::features::start(Arc::downgrade(ctx), self.features.clone());
         Ok(transport)
+    }
+
+    /// Makes `change` to `partition`'s registers through agreement
+    /// (`cluster::agree`): linearizable through any node, while nodes
+    /// crash and messages are lost. `change` gets the registers decided so
+    /// far and the wall clock, and answers the next ones and the reply (or
+    /// an error, which changes nothing); it may run once per attempt.
+    /// Refused until the cluster has enabled the `agreement` feature.
+    pub async fn agree<R>(
+        &self,
+        partition: &[u8],
+        change: impl FnMut(&Registers, u64) -> Result<(Registers, R), WireError>,
+    ) -> Result<R, WireError> {
+        if !self.features.has(crate::cluster::features::AGREEMENT) {
+            return Err(WireError::new(
+                tally_net::wire::ErrorKind::Unavailable,
+                "agreement is not enabled yet: every member of the cluster must be up on a \
+                 build that has it (see `tally status`)",
+            ));
+        }
+        self.proposer.agree(&self.ctx, partition, change).await
+    }
+
+    /// Whether the cluster has enabled agreement (`Node::agree`).
+    pub fn agrees(&self) -> bool {
+        self.features.has(crate::cluster::features::AGREEMENT)
+    }
+
+    /// The registers of `partition` decided so far, those live now,
+    /// linearizably (`cluster::agree::propose`); none before the cluster
+    /// has enabled agreement (nothing can have written one).
+    pub async fn read_registers(&self, partition: &[u8]) -> Result<Registers, WireError> {
+        if !self.agrees() {
+            return Ok(Registers::default());
+        }
+        self.proposer.read(&self.ctx, partition).await
     }
 
     /// Tells every peer that is up that this node stops, where the cluster

@@ -186,7 +186,9 @@ fn old_and_new_clients_talk_to_either_build() {
     upgrade(&mut cluster, 1);
     upgrade(&mut cluster, 2);
     let deadline = Instant::now() + Duration::from_secs(30);
-    let known: Vec<String> = KNOWN.iter().map(|f| f.to_string()).collect();
+    // Enabled features are listed by name, in order.
+    let mut known: Vec<String> = KNOWN.iter().map(|f| f.to_string()).collect();
+    known.sort();
     loop {
         let after = builds(&cluster);
         if after.iter().all(|b| b.0 == new && b.1 == known) {
@@ -200,9 +202,10 @@ fn old_and_new_clients_talk_to_either_build() {
     }
     let text = tally_ok(&cluster, &new_tally, &["status"]);
     assert!(
-        text.contains(&format!("cluster features enabled: {LEAVING_NOTICE}")),
+        text.contains(&format!("cluster features enabled: {}", known.join(", "))),
         "{text}"
     );
+    assert!(known.iter().any(|n| n == LEAVING_NOTICE), "{known:?}");
     assert_eq!(
         tally_ok(&cluster, &old_tally, &["get", "votes", "--cl", "all"]),
         "9"

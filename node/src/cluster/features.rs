@@ -19,9 +19,15 @@
 //! heartbeats refused ([`Features::admits`]), and a node whose own data
 //! directory records a feature its build lacks does not start.
 //!
-//! | feature | what it changes |
-//! |---|---|
-//! | `leaving-notice` | a node that stops cleanly sends `Leaving`, and its peers count it down at once |
+//! | feature | peer protocol | what it changes |
+//! |---|---|---|
+//! | `leaving-notice` | 3 | a node that stops cleanly sends `Leaving`, and its peers count it down at once |
+//! | `agreement` | 4 | linearizable registers: `Prepare`, `Propose`, `Commit`, `ReadAgreed`, and cells with an agreed part on disk |
+//!
+//! Each feature needs the peer protocol that brought its messages
+//! ([`protocol_of`]); once it is enabled, peers of an older protocol are
+//! refused. A later change that adds a peer message or a format adds a
+//! feature here, and a protocol version in `tally_net::version`.
 //!
 //! # File format (version 1)
 //!
@@ -35,7 +41,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -50,8 +56,30 @@ use crate::cluster::hints::file::{read_small, replace};
 /// A node that stops cleanly tells its peers (`PeerRequest::Leaving`).
 pub const LEAVING_NOTICE: &str = "leaving-notice";
 
+/// Linearizable registers through agreement (`cluster::agree`).
+pub const AGREEMENT: &str = "agreement";
+
 /// The cluster features this build has.
-pub const KNOWN: &[&str] = &[LEAVING_NOTICE];
+pub const KNOWN: &[&str] = &[LEAVING_NOTICE, AGREEMENT];
+
+/// The peer protocol a feature needs: the one that brought its messages.
+pub(crate) fn protocol_of(feature: &str) -> u16 {
+    match feature {
+        AGREEMENT => 4,
+        _ => 3,
+    }
+}
+
+/// The oldest peer protocol a node with `enabled` features speaks: the
+/// newest any of them needs, else the oldest this build speaks.
+fn oldest_for(enabled: &BTreeSet<String>) -> u16 {
+    enabled
+        .iter()
+        .map(|f| protocol_of(f))
+        .max()
+        .unwrap_or(PEER_OLDEST)
+        .clamp(PEER_OLDEST, PEER_NEWEST)
+}
 
 /// This build's version: the package's, and the commit it was built from.
 pub const BUILD: &str = env!("TALLY_BUILD");
@@ -104,8 +132,9 @@ pub(crate) fn counts(state: NodeState) -> bool {
 pub(crate) struct Features {
     path: PathBuf,
     enabled: RwLock<BTreeSet<String>>,
-    /// Whether any is: asked for every peer stream, without the lock.
-    any: AtomicBool,
+    /// The oldest peer protocol they allow ([`oldest_for`]): asked for
+    /// every peer stream, without the lock.
+    oldest: AtomicU16,
 }
 
 impl Features {
@@ -132,7 +161,7 @@ impl Features {
         }
         Ok(Features {
             path,
-            any: AtomicBool::new(!enabled.is_empty()),
+            oldest: AtomicU16::new(oldest_for(&enabled)),
             enabled: RwLock::new(enabled),
         })
     }
@@ -157,8 +186,8 @@ impl Features {
         }
         replace(&self.path, &encode(&after))
             .with_context(|| format!("store the cluster features in {}", self.path.display()))?;
+        self.oldest.store(oldest_for(&after), Ordering::Release);
         *enabled = after;
-        self.any.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -171,13 +200,11 @@ impl Features {
         }
     }
 
-    /// The oldest peer protocol this node speaks: the previous one until a
-    /// feature is enabled (a build of it cannot have any).
+    /// The oldest peer protocol this node speaks: the oldest this build
+    /// does until a feature is enabled, then the one its enabled features
+    /// need (a build of an older one cannot have them).
     pub(crate) fn oldest_peer(&self) -> u16 {
-        match self.any.load(Ordering::Acquire) {
-            false => PEER_OLDEST,
-            true => PEER_NEWEST,
-        }
+        self.oldest.load(Ordering::Acquire)
     }
 
     /// Whether a peer announcing `build` may take part: not when it lacks
@@ -319,13 +346,18 @@ mod tests {
         assert!(to_enable(&none, &[Some(&new), Some(&old), Some(&new)]).is_empty());
         assert!(to_enable(&none, &[]).is_empty());
         // Every member: now.
+        let mut all = to_enable(&none, &[Some(&new), Some(&new), Some(&new)]);
+        all.sort();
+        assert_eq!(all, vec![AGREEMENT.to_string(), LEAVING_NOTICE.to_string()]);
+        // Enabled already: nothing more.
+        let done: BTreeSet<String> = KNOWN.iter().map(|f| f.to_string()).collect();
+        assert!(to_enable(&done, &[Some(&new), Some(&new)]).is_empty());
+        // A member of the previous build has only the older one.
+        let previous = build(&[LEAVING_NOTICE], &[]);
         assert_eq!(
-            to_enable(&none, &[Some(&new), Some(&new), Some(&new)]),
+            to_enable(&none, &[Some(&new), Some(&previous)]),
             vec![LEAVING_NOTICE.to_string()]
         );
-        // Enabled already: nothing more.
-        let done: BTreeSet<String> = [LEAVING_NOTICE.to_string()].into();
-        assert!(to_enable(&done, &[Some(&new), Some(&new)]).is_empty());
     }
 
     #[test]
@@ -348,13 +380,20 @@ mod tests {
         assert_eq!(f.oldest_peer(), PEER_OLDEST);
         assert_eq!(f.admits(&build(&[], &[])), Ok(()));
         f.enable(&[LEAVING_NOTICE.to_string()]).unwrap();
-        assert_eq!(f.oldest_peer(), PEER_NEWEST);
+        // Peers of protocol 3 (the build before agreement) still take part.
+        assert_eq!(f.oldest_peer(), 3);
         let e = f.admits(&build(&["other"], &[])).unwrap_err();
         assert!(
             e.contains("leaving-notice") && e.contains("build v lacks"),
             "{e}"
         );
         assert_eq!(f.admits(&build(KNOWN, &[])), Ok(()));
+        assert_eq!(f.admits(&build(&[LEAVING_NOTICE], &[])), Ok(()));
+        f.enable(&[AGREEMENT.to_string()]).unwrap();
+        assert_eq!(f.oldest_peer(), PEER_NEWEST);
+        assert!(f.admits(&build(&[LEAVING_NOTICE], &[])).is_err());
+        // After a restart too.
+        assert_eq!(Features::open(dir.path()).unwrap().oldest_peer(), 4);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! are leaves beside `ctx`, not parts of their role's module, so that
 //! `Ctx` holds them without an import cycle (each role imports `ctx`).
 
+pub(crate) mod agree;
 pub(crate) mod changes;
 pub(crate) mod ctx;
 pub(crate) mod faults;

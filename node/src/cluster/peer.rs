@@ -289,6 +289,10 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, req: PeerRequest) -> PeerRespon
         PeerRequest::ScanKeys { scan, ranges } => {
             crate::cluster::scan::answer(&ctx, scan, ranges).await
         }
+        req @ (PeerRequest::Prepare { .. }
+        | PeerRequest::Propose { .. }
+        | PeerRequest::Commit { .. }
+        | PeerRequest::ReadAgreed { .. }) => crate::cluster::agree::serve(&ctx, req).await,
         // Sorted out before: answered at once, or applied in the batch.
         PeerRequest::Apply { .. }
         | PeerRequest::ApplyTail { .. }

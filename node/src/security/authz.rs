@@ -134,6 +134,9 @@ pub(crate) enum Refusal {
         /// Its bytes, encoded.
         bytes: usize,
     },
+    /// Registers that no honest proposer makes.
+    #[error("registers {0}")]
+    BadRegisters(String),
 }
 
 impl Refusal {
@@ -198,6 +201,33 @@ pub(crate) fn authorize(from: usize, req: &PeerRequest, local: &impl Local) -> R
             Err(Refusal::BadHandOver("to a node that does not exist"))
         }
         PeerRequest::TakeIds { .. } | PeerRequest::HandOverIds { .. } => Ok(()),
+        PeerRequest::Prepare { partition, ballot } => {
+            bounds::check_ballot(*ballot)?;
+            authorize_partition(partition, local)
+        }
+        PeerRequest::Propose {
+            partition,
+            proposal: value,
+        }
+        | PeerRequest::Commit {
+            partition,
+            decided: value,
+        } => {
+            bounds::check_ballot(value.ballot)?;
+            value.value.check().map_err(Refusal::BadRegisters)?;
+            authorize_partition(partition, local)
+        }
+        PeerRequest::ReadAgreed { partition } => authorize_partition(partition, local),
+    }
+}
+
+/// An agreement message names a partition this node replicates (natural
+/// or pending): an acceptor of any other would count in no quorum, and
+/// keep state nothing cleans up.
+fn authorize_partition(partition: &[u8], local: &impl Local) -> Result<(), Refusal> {
+    match local.is_replica(partition) {
+        true => Ok(()),
+        false => Err(Refusal::NotAReplica),
     }
 }
 

@@ -1,0 +1,60 @@
+//! Agreement: linearizable changes of a partition's registers (strings,
+//! leases, locks, compare-and-set), by single-decree Paxos among the
+//! partition's replicas, one instance per change (CASPaxos).
+//!
+//! - `round`: one ballot's decisions (prepare, read, propose, decide),
+//!   pure, with golden scripts; `plan` says what a change proposes from
+//!   what a quorum read, so that a change is applied once across retries.
+//! - `propose`: the proposer's shell: ballots from a hybrid clock, the
+//!   messages to every participant, the timeouts, retries with a random
+//!   backoff when outbid, and the commit sent without waiting.
+//! - `serve` (here): the acceptor's side of a peer's request, each rule
+//!   the engine's (`Engine::prepare`, `accept`, `commit`, `agreed`), made
+//!   durable before the answer.
+//!
+//! Used only once the cluster has enabled the `agreement` feature (every
+//! member's build has it), since older builds know neither the messages
+//! nor the cells that hold the state.
+
+pub(crate) mod propose;
+pub(crate) mod round;
+
+use tally_net::wire::{ErrorKind, PeerRequest, PeerResponse, WireError};
+
+use crate::base::convert::engine_error;
+use crate::cluster::ctx::Ctx;
+
+pub(crate) use propose::Proposer;
+
+/// Answers an agreement request from a peer (authorized already: this node
+/// replicates the partition, and the ballots and values are in bounds).
+pub(crate) async fn serve(ctx: &Ctx, req: PeerRequest) -> Result<PeerResponse, WireError> {
+    let engine = ctx.engine();
+    let answer = match req {
+        PeerRequest::Prepare { partition, ballot } => engine
+            .prepare(&partition, ballot)
+            .await
+            .map(PeerResponse::Promise),
+        PeerRequest::Propose {
+            partition,
+            proposal,
+        } => engine
+            .accept(&partition, proposal)
+            .await
+            .map(|r| PeerResponse::Proposed(r.err())),
+        PeerRequest::Commit { partition, decided } => engine
+            .commit(&partition, decided)
+            .await
+            .map(|()| PeerResponse::Applied),
+        PeerRequest::ReadAgreed { partition } => {
+            engine.agreed(&partition).map(PeerResponse::Agreed)
+        }
+        _ => {
+            return Err(WireError::new(
+                ErrorKind::Internal,
+                "not an agreement request",
+            ));
+        }
+    };
+    answer.map_err(|e| engine_error(&e))
+}

@@ -1,0 +1,299 @@
+//! The proposer's shell: runs a change's ballots ([`Round`]) over the
+//! network and this node's engine, and retries when outbid.
+//!
+//! Each attempt takes a ballot from the node's hybrid clock (later than any
+//! ballot this node has made or been refused with), prepares it on every
+//! participant at once (this node's engine among them), and once a quorum
+//! promised, asks [`plan`] what to propose, then proposes on every
+//! participant at once. A decided value is committed everywhere without
+//! waiting. Outbid, it waits a random backoff that doubles with each
+//! attempt and tries again, [`ATTEMPTS_MAX`] times at most.
+//!
+//! What a failure says: nothing was applied while no attempt proposed
+//! anything; after one did, the outcome is unknown (a later proposer may
+//! still finish that value), unless a later attempt read it decided or
+//! superseded.
+
+use std::hash::{BuildHasher, RandomState};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tally_engine::now_ms;
+use tally_net::wire::{
+    Accepted, Ballot, ErrorKind, PeerRequest, PeerResponse, Promise, Registers, WireError,
+};
+use tokio::task::JoinSet;
+use tracing::debug;
+
+use super::round::{ATTEMPTS_MAX, Plan, Round, Verdict, needs_proposal, plan};
+use crate::base::convert::engine_error;
+use crate::cluster::ctx::Ctx;
+
+/// The first backoff after being outbid, in ms; it doubles per attempt.
+const BACKOFF_MS: u64 = 2;
+/// The longest backoff, in ms.
+const BACKOFF_MAX_MS: u64 = 200;
+
+/// This node's proposer: its hybrid clock of ballots.
+#[derive(Default)]
+pub(crate) struct Proposer {
+    /// The latest ballot this node made or was refused with.
+    seen: Mutex<Ballot>,
+    jitter: RandomState,
+}
+
+/// One participant's answer: `None` when it could not be asked or its
+/// answer did not come.
+type Answer = (usize, Option<PeerResponse>);
+
+impl Proposer {
+    /// A ballot of this node (`proposer`, its counter_id) later than every
+    /// one it has seen.
+    fn next_ballot(&self, proposer: u64) -> Ballot {
+        let mut seen = self.seen.lock();
+        *seen = Ballot::next(now_ms(), *seen, proposer);
+        *seen
+    }
+
+    fn saw(&self, ballot: Ballot) {
+        let mut seen = self.seen.lock();
+        *seen = (*seen).max(ballot);
+    }
+
+    /// The backoff before attempt `attempt` (from 2): random, up to a
+    /// bound that doubles per attempt.
+    fn backoff(&self, attempt: u32) -> Duration {
+        let bound = (BACKOFF_MS << attempt.min(16)).min(BACKOFF_MAX_MS);
+        let r = self.jitter.hash_one((attempt, std::time::Instant::now()));
+        Duration::from_millis(r % bound + 1)
+    }
+
+    /// Makes `change` to `partition`'s registers, linearizably: `change`
+    /// gets the registers decided so far (those live at the wall clock's
+    /// reading it is given) and that reading, and answers the next
+    /// registers and what to tell the client (or an error, which changes
+    /// nothing). It may run more than once (once per attempt); the answer
+    /// of the attempt that took effect is returned.
+    pub(crate) async fn agree<R>(
+        &self,
+        ctx: &Arc<Ctx>,
+        partition: &[u8],
+        mut change: impl FnMut(&Registers, u64) -> Result<(Registers, R), WireError>,
+    ) -> Result<R, WireError> {
+        // Each attempt that proposed: its ballot, and what it answers.
+        let mut ours: Vec<Ballot> = Vec::new();
+        let mut answers: Vec<Result<R, WireError>> = Vec::new();
+        for attempt in 1..=ATTEMPTS_MAX {
+            if attempt > 1 {
+                tokio::time::sleep(self.backoff(attempt)).await;
+            }
+            let ballot = self.next_ballot(ctx.engine().counter_id());
+            let mut round = Round::new(ballot, &ctx.replicas(partition));
+            let prepare = PeerRequest::Prepare {
+                partition: partition.to_vec(),
+                ballot,
+            };
+            let read = match ask(ctx, &mut round, prepare).await {
+                Verdict::Read(read) => read,
+                Verdict::Outbid { seen } => {
+                    self.saw(seen);
+                    continue;
+                }
+                other => return Err(failed(&other, !ours.is_empty())),
+            };
+            commit_to(ctx, partition, &read.committed, &read.behind);
+            let (value, answer) = match plan(&read, &ours) {
+                Plan::Done(i) => return answers.swap_remove(i),
+                Plan::Finish(i, value) => (value.clone(), i),
+                Plan::Apply(current) => {
+                    // The change sees live registers only; what expired is
+                    // dropped for good by the next decided state.
+                    let now = now_ms();
+                    let mut live = current.clone();
+                    live.drop_expired(now);
+                    let (next, answer) = match change(&live, now) {
+                        Ok((next, r)) => (next, Ok(r)),
+                        Err(e) => (current.clone(), Err(e)),
+                    };
+                    if !needs_proposal(&read, &next, !ours.is_empty()) {
+                        return answer;
+                    }
+                    ours.push(ballot);
+                    answers.push(answer);
+                    (next, answers.len() - 1)
+                }
+            };
+            let proposal = round.propose(value);
+            let propose = PeerRequest::Propose {
+                partition: partition.to_vec(),
+                proposal: proposal.clone(),
+            };
+            match ask(ctx, &mut round, propose).await {
+                Verdict::Decided(decided) => {
+                    let all = ctx.replicas(partition).all().to_vec();
+                    commit_to(ctx, partition, &decided, &all);
+                    return answers.swap_remove(answer);
+                }
+                Verdict::Outbid { seen } => self.saw(seen),
+                other => return Err(failed(&other, true)),
+            }
+        }
+        Err(contended(!ours.is_empty()))
+    }
+
+    /// The registers of `partition` decided so far (those live now),
+    /// linearizably: a quorum's newest committed state when none of them
+    /// holds a newer accepted value, in one read that writes nothing; else
+    /// a round that finishes that value first. A value a quorum accepted
+    /// is seen by every quorum, committed or in flight, so nothing decided
+    /// before the read began is missed.
+    pub(crate) async fn read(
+        &self,
+        ctx: &Arc<Ctx>,
+        partition: &[u8],
+    ) -> Result<Registers, WireError> {
+        let mut round = Round::new(Ballot::ZERO, &ctx.replicas(partition));
+        let req = PeerRequest::ReadAgreed {
+            partition: partition.to_vec(),
+        };
+        match ask(ctx, &mut round, req).await {
+            Verdict::Read(read) if !read.in_flight => {
+                commit_to(ctx, partition, &read.committed, &read.behind);
+                let mut value = read.current.value;
+                value.drop_expired(now_ms());
+                Ok(value)
+            }
+            Verdict::Read(_) => {
+                self.agree(ctx, partition, |live, _| Ok((live.clone(), live.clone())))
+                    .await
+            }
+            other => Err(failed(&other, false)),
+        }
+    }
+}
+
+/// Sends `req` (a prepare or a proposal) to every participant of `round`,
+/// this node's engine included, and feeds their answers to the round until
+/// it has a verdict or the write timeout passes.
+async fn ask(ctx: &Arc<Ctx>, round: &mut Round, req: PeerRequest) -> Verdict {
+    // Dropped with the round's verdict: answers after it are not needed.
+    let mut pending: JoinSet<Answer> = JoinSet::new();
+    for r in round.participants() {
+        if r == ctx.me() {
+            let (ctx, req) = (ctx.clone(), req.clone());
+            pending.spawn(async move {
+                let answer = super::serve(&ctx, req).await;
+                (
+                    r,
+                    answer
+                        .inspect_err(|e| debug!(error = %e, "agreement here"))
+                        .ok(),
+                )
+            });
+        } else if !ctx.is_up(r) {
+            round.on_failed(r);
+        } else {
+            match ctx.transport().submit(r, vec![req.clone()]) {
+                Ok(rx) => {
+                    pending.spawn(async move {
+                        let answer = rx.await.ok().and_then(Result::ok).and_then(|mut a| a.pop());
+                        (r, answer)
+                    });
+                }
+                Err(_) => round.on_failed(r),
+            }
+        }
+    }
+    let deadline = tokio::time::sleep(ctx.write_timeout());
+    tokio::pin!(deadline);
+    while round.verdict().is_none() {
+        tokio::select! {
+            next = pending.join_next() => match next {
+                Some(Ok((r, answer))) => feed(round, r, answer),
+                Some(Err(_)) => {}
+                None => round.on_timeout(),
+            },
+            () = &mut deadline => round.on_timeout(),
+        }
+    }
+    round.verdict().cloned().unwrap_or(Verdict::Unavailable {
+        answered: 0,
+        required: 1,
+    })
+}
+
+/// One participant's answer, to the round.
+fn feed(round: &mut Round, from: usize, answer: Option<PeerResponse>) {
+    match answer {
+        Some(PeerResponse::Promise(p)) => round.on_promise(from, p),
+        Some(PeerResponse::Proposed(None)) => round.on_accepted(from),
+        Some(PeerResponse::Proposed(Some(promised))) => round.on_rejected(from, promised),
+        // A read's answer counts as a promise of nothing.
+        Some(PeerResponse::Agreed(a)) => round.on_promise(
+            from,
+            Promise::Promised {
+                accepted: a.accepted,
+                committed: a.committed,
+            },
+        ),
+        _ => round.on_failed(from),
+    }
+}
+
+/// Tells `to` that `decided` was decided, without waiting for them.
+fn commit_to(ctx: &Arc<Ctx>, partition: &[u8], decided: &Accepted, to: &[usize]) {
+    if to.is_empty() || decided.ballot == Ballot::ZERO {
+        return;
+    }
+    let req = PeerRequest::Commit {
+        partition: partition.to_vec(),
+        decided: decided.clone(),
+    };
+    for &r in to {
+        if r == ctx.me() {
+            let (ctx, partition, decided) = (ctx.clone(), partition.to_vec(), decided.clone());
+            tokio::spawn(async move {
+                if let Err(e) = ctx.engine().commit(&partition, decided).await {
+                    debug!(error = %engine_error(&e), "commit here failed");
+                }
+            });
+        } else if ctx.is_up(r) {
+            // Not waited for: the next prepare finishes a lost commit.
+            let _ = ctx.transport().submit(r, vec![req.clone()]);
+        }
+    }
+}
+
+/// The error of a round that could not go on.
+fn failed(verdict: &Verdict, proposed: bool) -> WireError {
+    let (answered, required) = match verdict {
+        Verdict::Unavailable { answered, required } => (*answered, *required),
+        _ => (0, 0),
+    };
+    let what = format!(
+        "agreement needs {required} of the partition's replicas and {answered} answered in time"
+    );
+    match proposed {
+        false => WireError::new(
+            ErrorKind::Unavailable,
+            format!("{what}; nothing was changed"),
+        ),
+        true => WireError::unknown(
+            ErrorKind::Timeout,
+            format!("{what}; the change was proposed and may or may not take effect"),
+        ),
+    }
+}
+
+/// The error once every attempt was outbid.
+fn contended(proposed: bool) -> WireError {
+    let what = format!("other proposers kept outbidding this change ({ATTEMPTS_MAX} attempts)");
+    match proposed {
+        false => WireError::not_applied(ErrorKind::Timeout, format!("{what}; nothing was changed")),
+        true => WireError::unknown(
+            ErrorKind::Timeout,
+            format!("{what}; it may or may not take effect"),
+        ),
+    }
+}

@@ -1,0 +1,544 @@
+//! One ballot of an agreed change: the proposer's decisions, apart from I/O.
+//!
+//! A change of a partition's registers (a `SET NX`, a compare-and-set, a
+//! lease) is one single-decree Paxos instance among the partition's
+//! replicas, CASPaxos-style: the proposer prepares a ballot, reads the
+//! newest state a quorum holds, makes the next state from it and proposes
+//! that. The round is told what happens ([`Round::on_promise`],
+//! [`Round::on_accepted`], [`Round::on_rejected`], [`Round::on_failed`],
+//! [`Round::on_timeout`]) and answers with a [`Verdict`] once it has one. It
+//! does no I/O and reads no clock: the shell in `agree::propose` sends,
+//! waits and feeds it. [`plan`] says what to propose from what was read.
+//!
+//! # The rules
+//!
+//! - **Participants** are the natural replicas and, while the ring changes,
+//!   the pending ones; a quorum is a majority of the natural ones plus one
+//!   answer for each pending one (as Cassandra counts them), so that a
+//!   quorum of the old placement and one of the new always meet.
+//! - **Prepare.** Once a quorum promised, the state is the newest value
+//!   any of them reported, accepted or committed ([`Read`]). An accepted
+//!   value newer than every committed one may be in flight: the next
+//!   proposal is made from it, so it is finished before anything new
+//!   (its proposer may have been told nothing, or may still be waiting).
+//! - **Propose.** Once a quorum accepted, the proposal is decided: its
+//!   proposer answers, and tells every participant (a commit it does not
+//!   wait for; the next prepare finishes it anyway where it was lost).
+//! - **Outbid** once a participant rejects with a later promise and a
+//!   quorum can no longer be reached without it: the shell retries with a
+//!   ballot later than every one seen, after a random backoff.
+//! - **Unavailable** once failures alone (down, broken, silent at the
+//!   timeout) leave too few participants for a quorum.
+//! - Answers are counted once per participant and phase; a verdict, once
+//!   given, never changes within its phase.
+//!
+//! # What a quorum proves
+//!
+//! A value is decided once a quorum accepted it at its ballot. A prepare
+//! that a quorum promised meets every quorum that accepted anything at a
+//! lower ballot, so the newest accepted value it reads is at least as new
+//! as every decided one; proposing from it (never from something older)
+//! keeps every decided change in every later state. A promise also makes
+//! its acceptor refuse every lower ballot from then on, so a proposer that
+//! read an old state cannot slip a value in behind a newer one.
+
+use smallvec::SmallVec;
+use tally_net::ring::Replicas;
+use tally_net::wire::{Accepted, Ballot, Promise, Registers};
+
+/// Ballots one change tries before it gives up (each after a backoff).
+pub(crate) const ATTEMPTS_MAX: u32 = 10;
+
+/// What the shell does next, once the round has a verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// A quorum promised: this is what the partition holds. Propose
+    /// ([`Round::propose`]) what [`plan`] says.
+    Read(Read),
+    /// A quorum accepted the proposal: decided. Commit it everywhere.
+    Decided(Accepted),
+    /// A later ballot was promised: retry with a ballot above `seen`.
+    Outbid {
+        /// The latest ballot a participant promised.
+        seen: Ballot,
+    },
+    /// Too few participants answered for a quorum.
+    Unavailable {
+        /// How many answered.
+        answered: usize,
+        /// How many a quorum needs.
+        required: usize,
+    },
+}
+
+/// What a quorum of promises says the partition holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Read {
+    /// The newest value reported, accepted or committed.
+    pub(crate) current: Accepted,
+    /// Whether `current` was only accepted, not known decided.
+    pub(crate) in_flight: bool,
+    /// Participants whose committed value is older than the newest
+    /// committed one reported: the shell sends them that commit.
+    pub(crate) behind: Vec<usize>,
+    /// The newest committed value reported.
+    pub(crate) committed: Accepted,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Preparing,
+    Proposing,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Slot {
+    Waiting,
+    /// Promised, with what it held (prepare), or accepted (propose).
+    Yes(Option<Box<(Option<Accepted>, Accepted)>>),
+    Rejected,
+    Failed,
+}
+
+/// One ballot's prepare and proposal (see the module docs).
+#[derive(Debug, Clone)]
+pub(crate) struct Round {
+    ballot: Ballot,
+    required: usize,
+    phase: Phase,
+    slots: SmallVec<[(usize, Slot); 4]>,
+    /// The latest ballot a rejection carried.
+    seen: Option<Ballot>,
+    proposal: Option<Accepted>,
+    verdict: Option<Verdict>,
+}
+
+impl Round {
+    /// A round of `ballot` among `replicas` (natural, then pending).
+    pub(crate) fn new(ballot: Ballot, replicas: &Replicas) -> Round {
+        Round {
+            ballot,
+            required: replicas.len() / 2 + 1 + replicas.pending().len(),
+            phase: Phase::Preparing,
+            slots: replicas.all().iter().map(|&r| (r, Slot::Waiting)).collect(),
+            seen: None,
+            proposal: None,
+            verdict: None,
+        }
+    }
+
+    /// The participants, by node index: the natural replicas, then the
+    /// pending ones.
+    pub(crate) fn participants(&self) -> Vec<usize> {
+        self.slots.iter().map(|(r, _)| *r).collect()
+    }
+
+    /// Moves to the proposal of `value` at this ballot, once the prepare
+    /// read ([`Verdict::Read`]); returns the proposal to send.
+    pub(crate) fn propose(&mut self, value: Registers) -> Accepted {
+        debug_assert!(matches!(self.verdict, Some(Verdict::Read(_))));
+        let proposal = Accepted {
+            ballot: self.ballot,
+            value,
+        };
+        self.phase = Phase::Proposing;
+        self.proposal = Some(proposal.clone());
+        self.verdict = None;
+        for (_, s) in &mut self.slots {
+            *s = Slot::Waiting;
+        }
+        proposal
+    }
+
+    /// `from` answered the prepare.
+    pub(crate) fn on_promise(&mut self, from: usize, promise: Promise) {
+        if self.phase != Phase::Preparing {
+            return;
+        }
+        match promise {
+            Promise::Promised {
+                accepted,
+                committed,
+            } => self.answer(from, Slot::Yes(Some(Box::new((accepted, committed))))),
+            Promise::Rejected { promised } => self.on_rejected(from, promised),
+        }
+    }
+
+    /// `from` accepted the proposal.
+    pub(crate) fn on_accepted(&mut self, from: usize) {
+        if self.phase == Phase::Proposing {
+            self.answer(from, Slot::Yes(None));
+        }
+    }
+
+    /// `from` refused this phase: it promised `promised`.
+    pub(crate) fn on_rejected(&mut self, from: usize, promised: Ballot) {
+        if self.slot(from) == Some(&Slot::Waiting) {
+            self.seen = self.seen.max(Some(promised));
+        }
+        self.answer(from, Slot::Rejected);
+    }
+
+    /// `from` could not be asked, or its answer was an error.
+    pub(crate) fn on_failed(&mut self, from: usize) {
+        self.answer(from, Slot::Failed);
+    }
+
+    /// The phase's timeout passed: whoever is silent has failed.
+    pub(crate) fn on_timeout(&mut self) {
+        let silent: Vec<usize> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| *s == Slot::Waiting)
+            .map(|(r, _)| *r)
+            .collect();
+        for r in silent {
+            self.answer(r, Slot::Failed);
+        }
+    }
+
+    /// The phase's verdict, once there is one.
+    pub(crate) fn verdict(&self) -> Option<&Verdict> {
+        self.verdict.as_ref()
+    }
+
+    fn slot(&self, from: usize) -> Option<&Slot> {
+        self.slots.iter().find(|(r, _)| *r == from).map(|(_, s)| s)
+    }
+
+    fn answer(&mut self, from: usize, answer: Slot) {
+        let Some((_, slot)) = self.slots.iter_mut().find(|(r, _)| *r == from) else {
+            return;
+        };
+        if *slot != Slot::Waiting || self.verdict.is_some() {
+            return;
+        }
+        *slot = answer;
+        self.verdict = self.judge();
+    }
+
+    /// The rules of the module docs, in order.
+    fn judge(&self) -> Option<Verdict> {
+        let count = |f: fn(&Slot) -> bool| self.slots.iter().filter(|(_, s)| f(s)).count();
+        let yes = count(|s| matches!(s, Slot::Yes(_)));
+        if yes >= self.required {
+            return Some(match self.phase {
+                Phase::Preparing => Verdict::Read(self.read()),
+                Phase::Proposing => Verdict::Decided(self.proposal.clone()?),
+            });
+        }
+        let waiting = count(|s| *s == Slot::Waiting);
+        if yes + waiting >= self.required {
+            return None;
+        }
+        Some(match self.seen {
+            Some(seen) => Verdict::Outbid { seen },
+            None => Verdict::Unavailable {
+                answered: yes,
+                required: self.required,
+            },
+        })
+    }
+
+    /// What the promises so far say (a quorum of them, once judged).
+    fn read(&self) -> Read {
+        let held = || {
+            self.slots.iter().filter_map(|(r, s)| match s {
+                Slot::Yes(Some(h)) => Some((*r, &h.0, &h.1)),
+                _ => None,
+            })
+        };
+        let committed = held().map(|(_, _, c)| c).max().cloned().unwrap_or_default();
+        let accepted = held()
+            .filter_map(|(_, a, _)| a.as_ref())
+            .filter(|a| a.ballot > committed.ballot)
+            .max()
+            .cloned();
+        let behind = held()
+            .filter(|(_, _, c)| c.ballot < committed.ballot)
+            .map(|(r, _, _)| r)
+            .collect();
+        Read {
+            in_flight: accepted.is_some(),
+            current: accepted.unwrap_or_else(|| committed.clone()),
+            behind,
+            committed,
+        }
+    }
+}
+
+/// What a change proposes once a prepare read the partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Plan<'a> {
+    /// The change's own earlier ballot (the `usize`-th attempt) is
+    /// decided: it took effect, answer what it answered.
+    Done(usize),
+    /// The change's own earlier attempt is in flight: propose its value
+    /// again, unchanged, then answer what it answered.
+    Finish(usize, &'a Registers),
+    /// Make the next state from this one (nothing of this change is in it).
+    Apply(&'a Registers),
+}
+
+/// What to propose after `read`, for a change whose earlier attempts
+/// proposed at `ours` (oldest first). A change is applied once: if an
+/// earlier attempt's value is the newest one read, that value carries it.
+pub(crate) fn plan<'a>(read: &'a Read, ours: &[Ballot]) -> Plan<'a> {
+    match ours.iter().position(|b| *b == read.current.ballot) {
+        Some(i) if read.in_flight => Plan::Finish(i, &read.current.value),
+        Some(i) => Plan::Done(i),
+        None => Plan::Apply(&read.current.value),
+    }
+}
+
+/// Whether the change's next state `next` needs a proposal: not when it
+/// leaves a decided state as it is (a `SET NX` that finds the key, a read
+/// at SERIAL), since the quorum that promised has shown nothing newer;
+/// always when an earlier attempt of the change `proposed_before`, whose
+/// value a later proposer could otherwise still finish.
+pub(crate) fn needs_proposal(read: &Read, next: &Registers, proposed_before: bool) -> bool {
+    read.in_flight || proposed_before || *next != read.current.value
+}
+
+#[cfg(test)]
+mod tests {
+    //! Golden scripts: each line an event (`nX promised [accepted B V]
+    //! [committed B V]`, `nX accepted`, `nX rejected B`, `nX failed`,
+    //! `timeout`, `propose V`) and, after it, the verdict so far. A ballot
+    //! `B` is written `ms` (proposer 1) or `ms@p`; a value `V` is the
+    //! string of column "".
+
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+    use tally_net::wire::Register;
+
+    fn node(name: &str) -> usize {
+        name.strip_prefix('n').unwrap().parse::<usize>().unwrap() - 1
+    }
+
+    fn ballot(s: &str) -> Ballot {
+        let (ms, p) = s.split_once('@').unwrap_or((s, "1"));
+        Ballot {
+            ms: ms.parse().unwrap(),
+            seq: 0,
+            proposer: p.parse().unwrap(),
+        }
+    }
+
+    fn value(s: &str) -> Registers {
+        Registers(vec![Register {
+            column: Vec::new(),
+            value: s.as_bytes().to_vec(),
+            at_ms: 0,
+        }])
+    }
+
+    fn text(v: &Registers) -> String {
+        v.0.iter()
+            .map(|r| String::from_utf8_lossy(&r.value).into_owned())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn at(b: &str, v: &str) -> Accepted {
+        Accepted {
+            ballot: ballot(b),
+            value: value(v),
+        }
+    }
+
+    fn verdict_text(v: Option<&Verdict>) -> String {
+        match v {
+            None => "-".into(),
+            Some(Verdict::Read(r)) => {
+                let mut s = format!(
+                    "read {}{} {}",
+                    r.current.ballot.ms,
+                    if r.in_flight { " in-flight" } else { "" },
+                    text(&r.current.value)
+                )
+                .trim_end()
+                .to_string();
+                if !r.behind.is_empty() {
+                    let behind: Vec<String> =
+                        r.behind.iter().map(|n| format!("n{}", n + 1)).collect();
+                    s += &format!(" behind {}", behind.join(" "));
+                }
+                s
+            }
+            Some(Verdict::Decided(a)) => format!("decided {} {}", a.ballot.ms, text(&a.value)),
+            Some(Verdict::Outbid { seen }) => format!("outbid {}", seen.ms),
+            Some(Verdict::Unavailable { answered, required }) => {
+                format!("unavailable {answered}/{required}")
+            }
+        }
+    }
+
+    /// Runs `script` (`event => verdict` per line) on a round of ballot
+    /// 10 among `replicas`.
+    fn run_on(replicas: &Replicas, script: &str) {
+        let mut round = Round::new(ballot("10"), replicas);
+        for line in script.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            let (event, want) = line.split_once("=>").unwrap();
+            let w: Vec<&str> = event.split_whitespace().collect();
+            match w[..] {
+                ["timeout"] => round.on_timeout(),
+                ["propose", v] => {
+                    let p = round.propose(value(v));
+                    assert_eq!(p.ballot, ballot("10"));
+                }
+                [n, "accepted"] => round.on_accepted(node(n)),
+                [n, "rejected", b] => round.on_rejected(node(n), ballot(b)),
+                [n, "failed"] => round.on_failed(node(n)),
+                [n, "promised", ref rest @ ..] => {
+                    let (mut accepted, mut committed) = (None, Accepted::default());
+                    for part in rest.chunks(3) {
+                        match part {
+                            ["accepted", b, v] => accepted = Some(at(b, v)),
+                            ["committed", b, v] => committed = at(b, v),
+                            _ => panic!("bad promise {part:?}"),
+                        }
+                    }
+                    round.on_promise(
+                        node(n),
+                        Promise::Promised {
+                            accepted,
+                            committed,
+                        },
+                    );
+                }
+                _ => panic!("bad event {event:?}"),
+            }
+            let got = verdict_text(round.verdict());
+            assert_eq!(got, want.trim(), "after `{}`", event.trim());
+        }
+    }
+
+    fn run(script: &str) {
+        run_on(&Replicas::new(&[0, 1, 2], &[]), script);
+    }
+
+    #[test]
+    fn uncontended_two_round_trips() {
+        run("
+            n1 promised committed 5 a => -
+            n2 promised committed 5 a => read 5 a
+            n3 promised committed 5 a => read 5 a
+            propose b => -
+            n1 accepted => -
+            n1 accepted => -
+            n3 accepted => decided 10 b
+            n2 failed => decided 10 b");
+    }
+
+    #[test]
+    fn the_newest_value_of_a_quorum_is_read_and_laggards_named() {
+        run("
+            n2 promised committed 3 old => -
+            n3 promised committed 5 new => read 5 new behind n2");
+        run("
+            n1 promised committed 5 a => -
+            n3 promised accepted 7 b committed 5 a => read 7 in-flight b");
+        // An accepted value older than a committed one is not in flight.
+        run("
+            n1 promised accepted 4 x committed 3 a => -
+            n2 promised committed 5 b => read 5 b behind n1");
+    }
+
+    #[test]
+    fn a_later_promise_outbids_once_no_quorum_is_left() {
+        run("
+            n1 rejected 12 => -
+            n2 promised => -
+            n3 rejected 11 => outbid 12");
+        run("
+            n1 rejected 12 => -
+            n2 promised => -
+            n3 promised => read 0");
+        run("
+            n1 promised => -
+            n2 promised => read 0
+            propose v => -
+            n2 rejected 15@3 => -
+            n3 failed => outbid 15");
+    }
+
+    #[test]
+    fn failures_alone_make_it_unavailable() {
+        run("
+            n2 failed => -
+            n3 failed => unavailable 0/2");
+        run("
+            n1 promised => -
+            timeout => unavailable 1/2");
+        run("
+            n1 promised => -
+            n2 promised => read 0
+            propose v => -
+            n1 accepted => -
+            timeout => unavailable 1/2");
+    }
+
+    #[test]
+    fn a_pending_replica_needs_one_more_answer() {
+        // n4 joins: n1..n3 natural, n4 pending: 2 + 1 of the four.
+        let joining = Replicas::new(&[0, 1, 2], &[3]);
+        run_on(
+            &joining,
+            "
+            n1 promised => -
+            n2 promised => -
+            n4 promised committed 4 a => read 4 a behind n1 n2
+            propose b => -
+            n1 accepted => -
+            n2 accepted => -
+            n3 accepted => decided 10 b",
+        );
+        run_on(
+            &joining,
+            "
+            n4 failed => -
+            n1 failed => unavailable 0/3",
+        );
+    }
+
+    #[test]
+    fn answers_of_strangers_and_repeats_change_nothing() {
+        run("
+            n7 promised committed 9 z => -
+            n1 promised committed 1 a => -
+            n1 promised committed 8 b => -
+            n2 promised committed 2 c => read 2 c behind n1");
+    }
+
+    fn read_of(b: &str, in_flight: bool) -> Read {
+        Read {
+            current: at(b, "v"),
+            in_flight,
+            behind: Vec::new(),
+            committed: Accepted::default(),
+        }
+    }
+
+    #[test]
+    fn a_change_is_applied_once_across_its_attempts() {
+        let ours = [ballot("3"), ballot("6")];
+        assert_eq!(plan(&read_of("6", false), &ours), Plan::Done(1));
+        assert_eq!(
+            plan(&read_of("3", true), &ours),
+            Plan::Finish(0, &value("v"))
+        );
+        assert_eq!(plan(&read_of("4@2", true), &ours), Plan::Apply(&value("v")));
+        assert_eq!(plan(&read_of("4@2", false), &[]), Plan::Apply(&value("v")));
+    }
+
+    #[test]
+    fn an_unchanged_decided_state_needs_no_proposal() {
+        assert!(!needs_proposal(&read_of("4", false), &value("v"), false));
+        assert!(needs_proposal(&read_of("4", true), &value("v"), false));
+        assert!(needs_proposal(&read_of("4", false), &value("w"), false));
+        // An earlier attempt is sealed off by deciding a later ballot.
+        assert!(needs_proposal(&read_of("4", false), &value("v"), true));
+    }
+}
