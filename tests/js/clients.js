@@ -45,7 +45,7 @@ async function nodeRedis() {
   assert.equal(await c.get(s), null);
   assert.equal(await c.incr(s), 1, "an expired counter restarts from 0");
   assert.equal(await c.ttl(s), -1);
-  await assert.rejects(c.set(s, "abc"), /integer/);
+  await assert.rejects(c.set(s, "abc"), /WRONGTYPE/, "no string over a counter");
   assert.deepEqual(
     await c.multi().set(p + "ps", "5", ex100).incr(p + "ps").ttl(p + "ps").execAsPipeline(),
     ["OK", 6, 100]);
@@ -89,7 +89,7 @@ async function ioRedis() {
   assert.equal(await r.get(s), null);
   assert.equal(await r.incr(s), 1, "an expired counter restarts from 0");
   assert.equal(await r.ttl(s), -1);
-  await assert.rejects(r.set(s, "abc"), /integer/);
+  await assert.rejects(r.set(s, "abc"), /WRONGTYPE/, "no string over a counter");
   const piped2 = await r.pipeline().set(p + "ps", 5, "EX", 100).incr(p + "ps").ttl(p + "ps").exec();
   assert.deepEqual(piped2, [[null, "OK"], [null, 6], [null, 100]]);
   const tx2 = await r.multi().set(p + "ts", 5).expire(p + "ts", 100).ttl(p + "ts").exec();

@@ -90,7 +90,7 @@ mod scripts;
 mod secure;
 mod topology;
 mod unique;
-mod upgrade;
+pub(crate) mod upgrade;
 mod workload;
 pub use topology::Changes;
 use workload::{Workload, key_name, worker};

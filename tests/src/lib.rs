@@ -865,6 +865,19 @@ impl Cluster {
         String::from_utf8(out.stdout).expect("redis-cli prints text")
     }
 
+    /// Waits until every node has enabled agreement (the cluster feature
+    /// strings need): a fresh cluster does once its members heard each
+    /// other.
+    pub fn wait_agreement(&self) -> Result<()> {
+        let members: Vec<usize> = (0..self.nodes.len()).collect();
+        chaos::upgrade::wait_enabled(
+            self,
+            &members,
+            &[tally_node::cluster::features::AGREEMENT],
+            Duration::from_secs(30),
+        )
+    }
+
     /// The certificates directory.
     pub fn certs_dir(&self) -> PathBuf {
         self.config.cluster.certs_dir.clone()

@@ -52,7 +52,13 @@ fn redis_cli_speaks_to_tally() {
     assert!(cli(&cluster, 0, &["SELECT", "16"]).starts_with("ERR DB index is out of range"));
     assert!(cli(&cluster, 0, &["INFO"]).contains("redis_version:"));
     assert!(cli(&cluster, 0, &["ZADD", "a", "1", "b"]).starts_with("ERR unknown command 'ZADD'"));
-    assert!(cli(&cluster, 0, &["SET", "a", "b"]).contains("Tally counters hold 64-bit integers"));
+    // A value that is not an integer is a string (once the cluster agrees).
+    cluster.wait_agreement().unwrap();
+    assert_eq!(cli(&cluster, 0, &["SET", "a", "b"]), "OK\n");
+    assert_eq!(cli(&cluster, 1, &["GET", "a"]), "b\n");
+    assert!(
+        cli(&cluster, 0, &["SETEX", "a", "9", "b"]).contains("Tally counters hold 64-bit integers")
+    );
     assert!(cli(&cluster, 0, &["INCRBY", "a", "x"]).starts_with("ERR value is not an integer"));
     assert!(cli(&cluster, 0, &["INCR"]).starts_with("ERR wrong number of arguments"));
     assert_eq!(

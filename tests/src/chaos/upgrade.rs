@@ -103,7 +103,7 @@ impl Upgrade {
 }
 
 /// Waits until every member says it has enabled `features`.
-pub(super) fn wait_enabled(
+pub(crate) fn wait_enabled(
     cluster: &Cluster,
     members: &[usize],
     features: &[&str],

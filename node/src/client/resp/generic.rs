@@ -27,6 +27,7 @@ use tally_net::wire::{Consistency, WireError, WireKey, WireKind};
 use super::counters::wire_err;
 use super::join::join_all;
 use super::proto::Reply;
+use super::registers;
 use super::session::arity;
 use crate::node::Node;
 
@@ -122,6 +123,10 @@ async fn first_kind(
     if h.counter.is_none() && !h.hash {
         h.set = node.unique_count(key, cl).await? > 0;
     }
+    // A string is named as a counter is ("string").
+    if kind(h).is_none() && node.agrees() && registers::get(node, key).await?.is_some() {
+        h.counter = Some(WireKind::Counter);
+    }
     Ok(kind(h))
 }
 
@@ -167,7 +172,8 @@ async fn delete(node: &Arc<Node>, cl: Consistency, key: &[u8]) -> Result<bool, W
         }
     }
     let set = node.unique_reset(key, cl).await?;
-    Ok(!live.is_empty() || set)
+    let string = node.agrees() && registers::delete(node, key).await?;
+    Ok(!live.is_empty() || set || string)
 }
 
 #[cfg(test)]

@@ -65,6 +65,7 @@ mod lua;
 mod pipeline;
 pub mod proto;
 mod queued;
+mod registers;
 mod script;
 mod session;
 mod sets;

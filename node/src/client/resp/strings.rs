@@ -13,6 +13,7 @@ use tally_net::wire::{Change, Changed, Consistency, Presence, Ttl, When, WireKey
 
 use super::counters::wire_err;
 use super::proto::Reply;
+use super::registers;
 use super::session::arity;
 use crate::node::Node;
 
@@ -34,8 +35,13 @@ pub(crate) async fn execute(
 ) -> Option<Reply> {
     let now = now_ms();
     let reply = match (name, rest.len()) {
-        ("set", n) if n >= 2 => match set_args(&rest[1], &rest[2..], now) {
-            Ok(a) => set(node, cl, &rest[0], b"", a).await,
+        ("set", n) if n >= 2 => match set_opts(&rest[2..], now) {
+            Ok(o) => match value_arg(&rest[1]) {
+                Ok(value) => set(node, cl, &rest[0], b"", o.counter(value)).await,
+                // Not an integer: a string, once the cluster agrees.
+                Err(_) if node.agrees() => set_string(node, cl, &rest[0], o.string(&rest[1])).await,
+                Err(e) => e,
+            },
             Err(e) => e,
         },
         ("setnx", 2) => match value_arg(&rest[1]) {
@@ -140,9 +146,36 @@ fn deadline(unit: &str, t: i64, now_ms: u64) -> Result<Ttl, ()> {
     Ok(Ttl::At(u64::try_from(at).map_err(|_| ())?))
 }
 
-/// `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`,
-/// after the key: Redis' rules and errors.
-pub(crate) fn set_args(value: &[u8], opts: &[Vec<u8>], now_ms: u64) -> Result<SetArgs, Reply> {
+/// `SET`'s options, parsed: the same for a counter and a string.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SetOpts {
+    only: Presence,
+    ttl: Ttl,
+    get: bool,
+}
+
+impl SetOpts {
+    /// The SET of a counter to `value`.
+    fn counter(self, value: i64) -> SetArgs {
+        SetArgs {
+            change: set_change(value, self.ttl, self.only),
+            get: self.get,
+        }
+    }
+
+    /// The SET of a string to `value`.
+    fn string(self, value: &[u8]) -> registers::SetString {
+        registers::SetString {
+            value: value.to_vec(),
+            ttl: self.ttl,
+            only: self.only,
+            get: self.get,
+        }
+    }
+}
+
+/// `SET`'s options after the key and value: Redis' rules and errors.
+fn set_opts(opts: &[Vec<u8>], now_ms: u64) -> Result<SetOpts, Reply> {
     let syntax = || Reply::err("ERR syntax error");
     let mut only = Presence::Any;
     let mut ttl: Option<Ttl> = None;
@@ -170,9 +203,11 @@ pub(crate) fn set_args(value: &[u8], opts: &[Vec<u8>], now_ms: u64) -> Result<Se
         }
         i += 1;
     }
-    let value = value_arg(value)?;
-    let change = set_change(value, ttl.unwrap_or(Ttl::Clear), only);
-    Ok(SetArgs { change, get })
+    Ok(SetOpts {
+        only,
+        ttl: ttl.unwrap_or(Ttl::Clear),
+        get,
+    })
 }
 
 /// `GETEX`'s options: `None` for a plain read, else the deadline change.
@@ -200,6 +235,42 @@ fn getex_args(opts: &[Vec<u8>], now_ms: u64) -> Result<Option<Change>, Reply> {
         }
         _ => Err(syntax()),
     }
+}
+
+/// `SET key value ...` of a string (`value` is not an integer): refused
+/// over a live counter, else agreed (`registers`); answers as Redis does.
+async fn set_string(
+    node: &Arc<Node>,
+    cl: Consistency,
+    key: &[u8],
+    set: registers::SetString,
+) -> Reply {
+    if set.value.len() > registers::STRING_BYTES_MAX {
+        return Reply::err(format!(
+            "ERR string exceeds maximum allowed size ({} bytes)",
+            registers::STRING_BYTES_MAX
+        ));
+    }
+    match node.get_cell(&key_of(key), cl).await {
+        Ok(c) if c.live(now_ms()) => {
+            return Reply::err(
+                "WRONGTYPE the key holds a counter; DEL it first to store a string there",
+            );
+        }
+        Ok(_) => {}
+        Err(e) => return wire_err(&e),
+    }
+    let get = set.get;
+    match registers::set(node, key, set).await {
+        Ok(done) if get => done.before.map_or(Reply::NIL, Reply::bulk),
+        Ok(done) if done.applied => Reply::Simple("OK"),
+        Ok(_) => Reply::NIL,
+        Err(e) => wire_err(&e),
+    }
+}
+
+fn key_of(partition: &[u8]) -> WireKey {
+    WireKey::new(partition, b"")
 }
 
 /// Runs a change and answers as `SET` does: the value before with `GET`,
@@ -321,6 +392,13 @@ mod tests {
     use super::*;
 
     const NOW: u64 = 1_700_000_000_000;
+
+    /// `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`,
+    /// after the key, of a counter.
+    fn set_args(value: &[u8], opts: &[Vec<u8>], now_ms: u64) -> Result<SetArgs, Reply> {
+        let o = set_opts(opts, now_ms)?;
+        Ok(o.counter(value_arg(value)?))
+    }
 
     fn parse(line: &str) -> Result<SetArgs, String> {
         let words: Vec<Vec<u8>> = line.split(' ').map(|w| w.as_bytes().to_vec()).collect();

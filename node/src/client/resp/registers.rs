@@ -1,0 +1,188 @@
+//! Strings: a key's byte string, kept as the register of the key's empty
+//! column and changed only through agreement (`cluster::agree`), so every
+//! change and read of it is linearizable through any node.
+//!
+//! A `SET` whose value is not a 64-bit integer stores a string (an
+//! integer still sets a counter, see `strings`); `GET` reads a string
+//! where the key holds no counter; `DEL`, `EXISTS` and `TYPE` see strings.
+//! A key holds one kind: a string is not stored over a live counter, nor
+//! counted into one (`INCR` of a string is not there yet).
+//!
+//! The rules are pure ([`set_string`]): a change of the partition's
+//! registers from the ones decided so far, which the proposer may run once
+//! per attempt.
+
+use std::sync::Arc;
+
+use tally_net::wire::{Presence, Register, Registers, Ttl, WireError};
+
+use crate::node::Node;
+
+/// The largest string, in bytes (Redis' is larger; an agreed value travels
+/// whole in every round).
+pub(crate) use tally_net::wire::STRING_BYTES_MAX;
+
+/// A `SET` of a string, parsed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SetString {
+    /// The value.
+    pub(crate) value: Vec<u8>,
+    /// The deadline asked for.
+    pub(crate) ttl: Ttl,
+    /// `NX`, `XX`, or neither.
+    pub(crate) only: Presence,
+    /// Whether to answer the value before (`GET`).
+    pub(crate) get: bool,
+}
+
+/// What a `SET` of a string did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SetDone {
+    /// Whether its condition held and it set the value.
+    pub(crate) applied: bool,
+    /// The string before, if there was one.
+    pub(crate) before: Option<Vec<u8>>,
+}
+
+/// The column of a key's string.
+const COLUMN: &[u8] = b"";
+
+/// `set` applied to `registers` (live at `now_ms`): the next registers
+/// and what it did; unchanged registers when its condition fails.
+pub(crate) fn set_string(
+    registers: &Registers,
+    set: &SetString,
+    now_ms: u64,
+) -> (Registers, SetDone) {
+    let current = registers.get(COLUMN, now_ms);
+    let before = current.map(|r| r.value.clone());
+    let wanted = match set.only {
+        Presence::Any => true,
+        Presence::Absent => current.is_none(),
+        Presence::Live => current.is_some(),
+    };
+    if !wanted {
+        return (
+            registers.clone(),
+            SetDone {
+                applied: false,
+                before,
+            },
+        );
+    }
+    let at_ms = match set.ttl {
+        Ttl::Clear => 0,
+        Ttl::Keep => current.map_or(0, |r| r.at_ms),
+        Ttl::At(at) => at,
+    };
+    let mut next = registers.clone();
+    next.put(Register {
+        column: COLUMN.to_vec(),
+        value: set.value.clone(),
+        at_ms,
+    });
+    (
+        next,
+        SetDone {
+            applied: true,
+            before,
+        },
+    )
+}
+
+/// `registers` without the key's string: the next registers and whether
+/// there was one.
+pub(crate) fn remove_string(registers: &Registers) -> (Registers, bool) {
+    let mut next = registers.clone();
+    let had = next.remove(COLUMN);
+    (next, had)
+}
+
+/// `set` of the key's string, agreed: what it did.
+pub(crate) async fn set(
+    node: &Arc<Node>,
+    key: &[u8],
+    set: SetString,
+) -> Result<SetDone, WireError> {
+    node.agree(key, |registers, now| Ok(set_string(registers, &set, now)))
+        .await
+}
+
+/// The key's string, if it has one.
+pub(crate) async fn get(node: &Arc<Node>, key: &[u8]) -> Result<Option<Vec<u8>>, WireError> {
+    let registers = node.read_registers(key).await?;
+    Ok(registers
+        .get(COLUMN, tally_engine::now_ms())
+        .map(|r| r.value.clone()))
+}
+
+/// Deletes the key's string; whether it had one. Reads first, so that a
+/// key without one costs no agreement round.
+pub(crate) async fn delete(node: &Arc<Node>, key: &[u8]) -> Result<bool, WireError> {
+    if get(node, key).await?.is_none() {
+        return Ok(false);
+    }
+    node.agree(key, |registers, _| Ok(remove_string(registers)))
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: u64 = 1_000_000;
+
+    fn string(value: &str, at_ms: u64) -> Registers {
+        Registers(vec![Register {
+            column: Vec::new(),
+            value: value.as_bytes().to_vec(),
+            at_ms,
+        }])
+    }
+
+    fn set(value: &str, ttl: Ttl, only: Presence) -> SetString {
+        SetString {
+            value: value.as_bytes().to_vec(),
+            ttl,
+            only,
+            get: false,
+        }
+    }
+
+    #[test]
+    fn set_keeps_redis_conditions_and_deadlines() {
+        let none = Registers::default();
+        let (next, done) = set_string(&none, &set("a", Ttl::At(NOW + 5), Presence::Absent), NOW);
+        assert_eq!(
+            (next.clone(), done.applied, done.before),
+            (string("a", NOW + 5), true, None)
+        );
+        // NX on a live string: nothing changes, the old value answered.
+        let (same, done) = set_string(&next, &set("b", Ttl::Clear, Presence::Absent), NOW);
+        assert_eq!((same, done.applied), (next.clone(), false));
+        assert_eq!(done.before, Some(b"a".to_vec()));
+        // XX on none: nothing.
+        let (same, done) = set_string(&none, &set("b", Ttl::Clear, Presence::Live), NOW);
+        assert_eq!((same, done.applied), (none.clone(), false));
+        // KEEPTTL keeps the deadline; a plain SET clears it.
+        let (kept, _) = set_string(&next, &set("c", Ttl::Keep, Presence::Live), NOW);
+        assert_eq!(kept, string("c", NOW + 5));
+        let (cleared, _) = set_string(&next, &set("c", Ttl::Clear, Presence::Any), NOW);
+        assert_eq!(cleared, string("c", 0));
+        // Once expired, the string is absent: NX takes it.
+        let (taken, done) = set_string(&next, &set("d", Ttl::Clear, Presence::Absent), NOW + 5);
+        assert_eq!(
+            (taken, done.applied, done.before),
+            (string("d", 0), true, None)
+        );
+    }
+
+    #[test]
+    fn remove_says_whether_there_was_a_string() {
+        assert_eq!(remove_string(&string("a", 0)), (Registers::default(), true));
+        assert_eq!(
+            remove_string(&Registers::default()),
+            (Registers::default(), false)
+        );
+    }
+}
