@@ -12,17 +12,28 @@ use std::time::{Duration, Instant};
 use quinn::rustls::pki_types::CertificateDer;
 use quinn::rustls::pki_types::pem::PemObject;
 use tally_net::peer::{BoxFuture, Handler, PeerAddr, PeerError, PeerSettings, Transport};
-use tally_net::wire::{Epoch, PeerRequest, PeerResponse, Shard, WireCell, WireKey};
+use tally_net::wire::{Epoch, PeerRequest, PeerResponse, Shard, WireBuild, WireCell, WireKey};
 use tally_net::{Consistency, tls};
+use tally_node::cluster::features::KNOWN;
 use tally_node::security::certs;
 use tally_tests::{Cluster, ClusterOptions, runtime as rt};
 
-/// Answers every request the same way.
+/// Answers every request the same way; its heartbeats announce this
+/// build's cluster features, so that the nodes admit it once they have
+/// enabled them.
 struct Answer(PeerResponse);
 impl Handler for Answer {
     fn handle(&self, _from: usize, reqs: Vec<PeerRequest>) -> BoxFuture<Vec<PeerResponse>> {
         let a = self.0.clone();
         Box::pin(async move { reqs.iter().map(|_| a.clone()).collect() })
+    }
+
+    fn build(&self) -> WireBuild {
+        WireBuild {
+            version: "fake".into(),
+            features: KNOWN.iter().map(|f| f.to_string()).collect(),
+            enabled: Vec::new(),
+        }
     }
 }
 
