@@ -1,10 +1,10 @@
 //! Settable counters over RESP: `SET` (with `NX`, `XX`, `GET`, `EX`, `PX`,
 //! `EXAT`, `PXAT`, `KEEPTTL`), `SETNX`, `SETEX`, `PSETEX`, `GETSET`,
 //! `GETDEL`, `GETEX`, `MSET`, and on a partition's columns `HSET` and
-//! `HSETNX`. Values are 64-bit integers: anything else is refused, since
-//! Tally counts. Each runs as a change of the counter's epoch (see
-//! `write::change`); `MSET` and a many-field `HSET` are one change per key,
-//! not atomic together.
+//! `HSETNX`. Their values are 64-bit integers, and each runs as a change
+//! of the counter's epoch (see `write::change`); `MSET` and a many-field
+//! `HSET` are one change per key, not atomic together. A `SET` of any
+//! other value stores a string instead, through agreement (`registers`).
 
 use std::sync::Arc;
 
@@ -148,7 +148,7 @@ fn deadline(unit: &str, t: i64, now_ms: u64) -> Result<Ttl, ()> {
 
 /// `SET`'s options, parsed: the same for a counter and a string.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct SetOpts {
+struct SetOpts {
     only: Presence,
     ttl: Ttl,
     get: bool,
@@ -251,7 +251,7 @@ async fn set_string(
             registers::STRING_BYTES_MAX
         ));
     }
-    match node.get_cell(&key_of(key), cl).await {
+    match node.get_cell(&self::key(key, b""), cl).await {
         Ok(c) if c.live(now_ms()) => {
             return Reply::err(
                 "WRONGTYPE the key holds a counter; DEL it first to store a string there",
@@ -267,10 +267,6 @@ async fn set_string(
         Ok(_) => Reply::NIL,
         Err(e) => wire_err(&e),
     }
-}
-
-fn key_of(partition: &[u8]) -> WireKey {
-    WireKey::new(partition, b"")
 }
 
 /// Runs a change and answers as `SET` does: the value before with `GET`,
