@@ -6,8 +6,13 @@
 //! participant at once (this node's engine among them), and once a quorum
 //! promised, asks [`plan`] what to propose, then proposes on every
 //! participant at once. A decided value is committed everywhere without
-//! waiting. Outbid, it waits a random backoff that doubles with each
-//! attempt and tries again, [`ATTEMPTS_MAX`] times at most.
+//! waiting. Outbid at the prepare, it waits a random backoff that doubles
+//! with each attempt and tries again, [`ATTEMPTS_MAX`] times at most.
+//! Outbid after it proposed, it stops: another proposer may have found
+//! its value in flight and finished it under its own ballot, which a new
+//! attempt cannot tell from a value that never took effect (that would
+//! need the change's identity in the agreed value), so the client is told
+//! the outcome is unknown.
 //!
 //! What a failure says: nothing was applied while no attempt proposed
 //! anything; after one did, the outcome is unknown (a later proposer may
@@ -135,7 +140,14 @@ impl Proposer {
                     commit_to(ctx, partition, &decided, &all);
                     return answers.swap_remove(answer);
                 }
-                Verdict::Outbid { seen } => self.saw(seen),
+                // Outbid after proposing: a later proposer may have read
+                // this value in flight and built on it under its own
+                // ballot, so a new attempt could apply the change twice.
+                // The outcome is unknown to the client.
+                Verdict::Outbid { seen } => {
+                    self.saw(seen);
+                    return Err(contended(true));
+                }
                 other => return Err(failed(&other, true)),
             }
         }
