@@ -167,26 +167,31 @@ impl Node {
         partition: &[u8],
         change: impl FnMut(&Registers, u64) -> Result<(Registers, R), WireError>,
     ) -> Result<R, WireError> {
-        if !self.features.has(crate::cluster::features::AGREEMENT) {
+        if !self.agrees() {
             return Err(WireError::new(
                 tally_net::wire::ErrorKind::Unavailable,
                 "agreement is not enabled yet: every member of the cluster must be up on a \
-                 build that has it (see `tally status`)",
+                 build that has it, and have enabled it (see `tally status`)",
             ));
         }
         self.proposer.agree(&self.ctx, partition, change).await
     }
 
-    /// Whether the cluster has enabled agreement (`Node::agree`).
+    /// Whether this node may change registers through agreement: it and
+    /// every member up have enabled it, so that every member reads what
+    /// is written (`features::enabled_by_all_up`).
     pub fn agrees(&self) -> bool {
-        self.features.has(crate::cluster::features::AGREEMENT)
+        use crate::cluster::features::{AGREEMENT, enabled_by_all_up};
+        enabled_by_all_up(&self.ctx, &self.features, AGREEMENT)
     }
 
     /// The registers of `partition` decided so far, those live now,
-    /// linearizably (`cluster::agree::propose`); none before the cluster
-    /// has enabled agreement (nothing can have written one).
+    /// linearizably (`cluster::agree::propose`); none while neither this
+    /// node nor any peer up has enabled agreement (nothing can have
+    /// written one).
     pub async fn read_registers(&self, partition: &[u8]) -> Result<Registers, WireError> {
-        if !self.agrees() {
+        use crate::cluster::features::{AGREEMENT, enabled_by_any};
+        if !enabled_by_any(&self.ctx, &self.features, AGREEMENT) {
             return Ok(Registers::default());
         }
         self.proposer.read(&self.ctx, partition).await

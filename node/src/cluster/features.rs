@@ -242,6 +242,48 @@ pub(crate) fn start(ctx: Weak<Ctx>, features: Arc<Features>) {
     });
 }
 
+/// Whether every member up now (this node included) has enabled
+/// `feature`, as far as their last heartbeats said: a feature that changes
+/// what every node must read (a kind of value) is used only then, so that
+/// no member still reads as the previous build does. A member that is down
+/// does not hold it back; once back, it enables the feature on hearing any
+/// peer has ([`to_enable`]).
+pub(crate) fn enabled_by_all_up(ctx: &Ctx, features: &Features, feature: &str) -> bool {
+    if !features.has(feature) {
+        return false;
+    }
+    let Some(transport) = ctx.started_transport() else {
+        return false;
+    };
+    let states = ctx.topology().to_wire().states;
+    (0..ctx.config().nodes.len())
+        .filter(|&i| i != ctx.me() && states.get(i).is_some_and(|s| counts(*s)))
+        .filter(|&i| transport.is_up(i))
+        .all(|i| {
+            transport
+                .build_of(i)
+                .is_some_and(|b| b.enabled.iter().any(|f| f == feature))
+        })
+}
+
+/// Whether this node or any peer up has enabled `feature`: what was
+/// written under it must then be read as it was written.
+pub(crate) fn enabled_by_any(ctx: &Ctx, features: &Features, feature: &str) -> bool {
+    if features.has(feature) {
+        return true;
+    }
+    let Some(transport) = ctx.started_transport() else {
+        return false;
+    };
+    (0..ctx.config().nodes.len())
+        .filter(|&i| i != ctx.me() && transport.is_up(i))
+        .any(|i| {
+            transport
+                .build_of(i)
+                .is_some_and(|b| b.enabled.iter().any(|f| f == feature))
+        })
+}
+
 /// One look at the members' builds (see [`to_enable`]).
 fn enable_agreed(ctx: &Ctx, features: &Features) -> Result<()> {
     let Some(transport) = ctx.started_transport() else {

@@ -167,13 +167,11 @@ pub(crate) async fn get(
         Ok(c) => match convert::live_value(&c, now_ms()) {
             Ok(Some(v)) => Reply::bulk(v.to_string()),
             // No counter: the key's string, if it holds one.
-            Ok(None) if column.is_empty() && node.agrees() => {
-                match super::registers::get(node, partition).await {
-                    Ok(Some(s)) => Reply::bulk(s),
-                    Ok(None) => Reply::NIL,
-                    Err(e) => read_err(&e),
-                }
-            }
+            Ok(None) if column.is_empty() => match super::registers::get(node, partition).await {
+                Ok(Some(s)) => Reply::bulk(s),
+                Ok(None) => Reply::NIL,
+                Err(e) => read_err(&e),
+            },
             Ok(None) => Reply::NIL,
             Err(e) => read_err(&e),
         },

@@ -124,7 +124,7 @@ async fn first_kind(
         h.set = node.unique_count(key, cl).await? > 0;
     }
     // A string is named as a counter is ("string").
-    if kind(h).is_none() && node.agrees() && registers::get(node, key).await?.is_some() {
+    if kind(h).is_none() && registers::get(node, key).await?.is_some() {
         h.counter = Some(WireKind::Counter);
     }
     Ok(kind(h))
@@ -172,7 +172,7 @@ async fn delete(node: &Arc<Node>, cl: Consistency, key: &[u8]) -> Result<bool, W
         }
     }
     let set = node.unique_reset(key, cl).await?;
-    let string = node.agrees() && registers::delete(node, key).await?;
+    let string = registers::delete(node, key).await?;
     Ok(!live.is_empty() || set || string)
 }
 
