@@ -88,6 +88,7 @@ mod lists;
 mod resp;
 mod scripts;
 mod secure;
+mod strings;
 mod topology;
 mod unique;
 pub(crate) mod upgrade;
@@ -140,6 +141,11 @@ pub struct ChaosOptions {
     pub resp_workers: usize,
     /// Workers pushing onto lists over RESP (see `lists`).
     pub list_workers: usize,
+    /// Workers changing and reading shared string keys over RESP, judged
+    /// for linearizability (see `strings`). Left out of runs with ring
+    /// changes or lost disks: a partition's agreed state does not move
+    /// with its ranges yet.
+    pub string_workers: usize,
     /// FAULT INJECTION in the product, to prove the checker: this node
     /// applies adds with ids as new and admits members at any replica (see
     /// [`ClusterOptions::ignoring_ids`]).
@@ -248,6 +254,7 @@ impl Default for ChaosOptions {
             exact_workers: 2,
             resp_workers: 2,
             list_workers: 2,
+            string_workers: 0,
             ignore_ids: None,
             skip_tails: false,
             ignore_deadlines: false,
@@ -309,6 +316,10 @@ pub struct Summary {
     pub flushes: (usize, usize, usize),
     /// Lists: how many, pushes onto them, acknowledged pushes.
     pub lists: (usize, usize, usize),
+    /// Strings: keys, operations recorded, operations answered.
+    pub strings: (usize, usize, usize),
+    /// Why string commands got no answer, and how often.
+    pub string_errors: BTreeMap<String, usize>,
     /// Scripts: the workers' answered, and the hostile user's sent and
     /// not refused (a sealed node refuses them all).
     pub scripts: (usize, usize, usize),
@@ -378,6 +389,12 @@ impl std::fmt::Display for Summary {
             f,
             "lists: {lists} ({pushes} pushes, {acked} acknowledged), each read at ALL through every member and judged; not acknowledged: {:?}",
             self.list_errors
+        )?;
+        let (keys, ops, known) = self.strings;
+        writeln!(
+            f,
+            "strings: {keys} keys, {ops} operations ({known} answered), each key's history judged linearizable; no answer: {:?}",
+            self.string_errors
         )?;
         let (dropped, flagged) = &self.hints_dropped;
         writeln!(
@@ -487,6 +504,13 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
             rt.spawn(lists::worker(w, addrs, seed, stop))
         })
         .collect();
+    let string_workers: Vec<_> = (0..opts.string_workers)
+        .map(|w| {
+            let (stop, addrs) = (stop.clone(), resp_addrs.clone());
+            let seed = opts.seed.wrapping_mul(0x3c6e_f372_fe94_f82b) ^ (w as u64 + 1);
+            rt.spawn(strings::worker(w, addrs, seed, started, stop))
+        })
+        .collect();
     let exact_workers: Vec<_> = (0..opts.exact_workers)
         .map(|w| {
             let (stop, addrs) = (stop.clone(), addrs.clone());
@@ -534,6 +558,10 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     let mut list_log = lists::ListLog::default();
     for w in list_workers {
         list_log.absorb(rt.block_on(w).context("a list worker panicked")?);
+    }
+    let mut string_log = strings::StringLog::default();
+    for w in string_workers {
+        string_log.absorb(rt.block_on(w).context("a string worker panicked")?);
     }
 
     heal(&mut cluster, &ring.members, &proxies)?;
@@ -585,6 +613,10 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     report
         .violations
         .extend(rt.block_on(lists::check(&member_resp, &list_log)));
+    if opts.string_workers > 0 {
+        let checked = strings::check_all(&member_resp, &mut string_log, started);
+        report.violations.extend(rt.block_on(checked));
+    }
     if let Some(path) = &opts.history {
         write_history(path, &history, &exact_log)?;
     }
@@ -601,6 +633,9 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     let (pushes, acked) = list_log.counts();
     summary.lists = (list_log.lists.len(), pushes, acked);
     summary.list_errors = std::mem::take(&mut list_log.errors);
+    let (ops, known) = string_log.counts();
+    summary.strings = (string_log.keys.len(), ops, known);
+    summary.string_errors = std::mem::take(&mut string_log.errors);
     // A flush is one reset of each key: count key 0's.
     let flushed = |ended: fn(&Outcome) -> bool| {
         let flush = |op: &&Op| op.process >= flush::PROCESS && op.key == 0;
@@ -873,6 +908,8 @@ fn summarize(
         flushes: (0, 0, 0),
         lists: (0, 0, 0),
         list_errors: BTreeMap::new(),
+        strings: (0, 0, 0),
+        string_errors: BTreeMap::new(),
         scripts: (0, 0, 0),
         upgrade: None,
     }

@@ -38,10 +38,16 @@ fn a_short_chaos_run_finds_no_violation() {
         // Shorter than the faults: hints are dropped, and nodes converge
         // all the same.
         hint_window: Some(Duration::from_millis(500)),
+        // Strings too, judged linearizable.
+        string_workers: 2,
         ..ChaosOptions::default()
     };
     let summary = run(&opts).unwrap();
     println!("{summary}");
+    assert!(
+        summary.strings.2 >= 100,
+        "few string operations answered: {summary}"
+    );
     let history = std::fs::read_to_string(dir.path().join("history.txt")).unwrap();
     for (cl, (_, acked)) in ["ONE", "QUORUM", "ALL"].iter().zip(summary.resets) {
         assert!(

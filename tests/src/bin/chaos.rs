@@ -70,6 +70,11 @@ struct Args {
     /// Clients pushing onto lists over RESP, each onto lists of its own.
     #[arg(long, default_value_t = 2)]
     list_workers: usize,
+    /// Clients changing and reading shared string keys over RESP, whose
+    /// histories are judged linearizable (none in runs with ring changes,
+    /// lost disks or flushes: agreed state does not move with ranges yet).
+    #[arg(long, default_value_t = 2)]
+    string_workers: usize,
     /// FAULT INJECTION in the product, to prove the checker: this node
     /// (index from 0) runs as the test-only tallyd-faults, applying adds
     /// with ids as new and members at any replica.
@@ -155,7 +160,7 @@ fn main() {
         eprintln!("faults include flush: no exact, unique or list workers");
     }
     let unless_flushes = |n: usize| if flushes { 0 } else { n };
-    let opts = ChaosOptions {
+    let mut opts = ChaosOptions {
         duration: a.duration,
         seed: a.seed,
         nodes: a.nodes,
@@ -215,6 +220,21 @@ fn main() {
             ),
         },
         ..ChaosOptions::default()
+    };
+    let moves = [
+        "join",
+        "decommission",
+        "removenode",
+        "replace",
+        "cleanup",
+        "flush",
+    ];
+    opts.string_workers = match opts.fault_kinds.iter().any(|k| moves.contains(k)) {
+        true => {
+            eprintln!("faults move ranges, lose disks or flush: no string workers");
+            0
+        }
+        false => a.string_workers,
     };
     match run(&opts) {
         Ok(summary) => {

@@ -384,3 +384,81 @@ mod tests {
         assert!(check(&h).is_err());
     }
 }
+
+#[cfg(test)]
+mod brute {
+    //! The search against brute force: every order of a small random
+    //! history that respects real time, tried one by one.
+    use super::*;
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+
+    fn brute(h: &[Op]) -> bool {
+        fn go(h: &[Op], done: &mut Vec<bool>, state: Option<Vec<u8>>) -> bool {
+            if done.iter().all(|d| *d) {
+                return true;
+            }
+            // An op may go next if no op not yet done returned before it was called.
+            let earliest_return = h
+                .iter()
+                .zip(done.iter())
+                .filter(|(o, d)| !**d && o.answer != Answer::Unknown)
+                .map(|(o, _)| o.completed)
+                .min()
+                .unwrap_or(u64::MAX);
+            for i in 0..h.len() {
+                if done[i] || h[i].invoked > earliest_return {
+                    continue;
+                }
+                if let Some(after) = step(&state, &h[i]) {
+                    done[i] = true;
+                    if go(h, done, after) {
+                        return true;
+                    }
+                    done[i] = false;
+                }
+            }
+            false
+        }
+        go(h, &mut vec![false; h.len()], None)
+    }
+
+    fn random_history(rng: &mut SmallRng) -> Vec<Op> {
+        let n = rng.random_range(1..7);
+        (0..n)
+            .map(|_| {
+                let value = vec![b'a' + rng.random_range(0..3u8)];
+                let call = match rng.random_range(0..4) {
+                    0 => Call::Write(value.clone()),
+                    1 => Call::SetIfAbsent(value.clone()),
+                    2 => Call::Delete,
+                    _ => Call::Read,
+                };
+                let answer = match (&call, rng.random_range(0..6)) {
+                    (_, 0) if call != Call::Read => Answer::Unknown,
+                    (Call::Write(_), _) => Answer::Done,
+                    (Call::Read, k) if k < 2 => Answer::Value(None),
+                    (Call::Read, _) => Answer::Value(Some(vec![b'a' + rng.random_range(0..3u8)])),
+                    (_, k) => Answer::Applied(k % 2 == 0),
+                };
+                let invoked = rng.random_range(0..20);
+                let completed = invoked + rng.random_range(0..10);
+                Op {
+                    call,
+                    answer,
+                    invoked,
+                    completed,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_search_agrees_with_brute_force() {
+        let mut rng = SmallRng::seed_from_u64(48);
+        for round in 0..20_000 {
+            let h = random_history(&mut rng);
+            assert_eq!(check(&h).is_ok(), brute(&h), "round {round}: {h:#?}");
+        }
+    }
+}

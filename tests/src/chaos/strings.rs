@@ -1,0 +1,263 @@
+//! Strings under chaos: every worker changes and reads the same few string
+//! keys through random nodes' RESP ports (`SET`, `SET ... NX`, `GET`,
+//! `DEL`), one command at a time, recording when each was sent and when it
+//! answered. An error, a timeout or a broken connection leaves a change's
+//! outcome unknown (it may take effect late or never) and a read
+//! unrecorded. After healing, each key is read through every member, and
+//! each key's whole history is judged by
+//! [`crate::checker::linear::check`]: linearizable, or a violation. With
+//! `TALLY_STRING_HISTORY=DIR` each key's history is also written to
+//! `DIR/<key>.txt`, in call order, for a violation's post-mortem.
+//!
+//! Caught so far: a proposer that was outbid after it proposed and then
+//! tried again applied its change twice when another proposer had
+//! finished its value meanwhile (a `SET NX` answered nil while holding the
+//! lock for its own token); fixed in `agree::propose`.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+use super::secure::{self, RespStream};
+use crate::checker::linear::{Answer, Call, Op, check};
+
+/// The string keys every worker shares.
+const KEYS: usize = 3;
+/// How long a reply may take before the command's outcome is unknown.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the workers did: per key, its operations.
+#[derive(Debug, Default)]
+pub(crate) struct StringLog {
+    /// Key → operations, in no particular order.
+    pub(crate) keys: BTreeMap<String, Vec<Op>>,
+    /// Why commands got no answer (the start of each error), and how often.
+    pub(crate) errors: BTreeMap<String, usize>,
+}
+
+impl StringLog {
+    /// Merges another worker's log into this one.
+    pub(crate) fn absorb(&mut self, other: StringLog) {
+        for (k, ops) in other.keys {
+            self.keys.entry(k).or_default().extend(ops);
+        }
+        for (e, n) in other.errors {
+            *self.errors.entry(e).or_default() += n;
+        }
+    }
+
+    /// Operations recorded, and how many of them answered.
+    pub(crate) fn counts(&self) -> (usize, usize) {
+        let all = self.keys.values().flatten();
+        let known = all.clone().filter(|o| o.answer != Answer::Unknown).count();
+        (all.count(), known)
+    }
+}
+
+type Conn = BufReader<RespStream>;
+
+/// A reply, as far as these commands need it.
+enum Reply {
+    Ok,
+    Nil,
+    Int(i64),
+    Bulk(Vec<u8>),
+}
+
+/// One worker (`w`): changes and reads the shared keys until `stop`.
+pub(crate) async fn worker(
+    w: usize,
+    addrs: Vec<SocketAddr>,
+    seed: u64,
+    started: Instant,
+    stop: Arc<AtomicBool>,
+) -> StringLog {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut conns: Vec<Option<Conn>> = addrs.iter().map(|_| None).collect();
+    let mut log = StringLog::default();
+    let mut n = 0u64;
+    while !stop.load(Ordering::Acquire) {
+        let key = format!("chaos-str-{}", rng.random_range(0..KEYS));
+        let value = format!("w{w}-{n}").into_bytes();
+        n += 1;
+        let call = match rng.random_range(0..4) {
+            0 => Call::Write(value),
+            1 => Call::SetIfAbsent(value),
+            2 => Call::Delete,
+            _ => Call::Read,
+        };
+        let node = rng.random_range(0..addrs.len());
+        let invoked = since(started);
+        let Some(reply) = send(&mut conns[node], addrs[node], &key, &call).await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let completed = since(started);
+        let answer = match reply.map(|r| answer(&call, r)) {
+            Ok(Some(a)) => a,
+            Ok(None) => Answer::Unknown,
+            Err(why) => {
+                let refused = why.starts_with("-ERR value is not an integer")
+                    || why.starts_with("-WRONGTYPE");
+                *log.errors.entry(why).or_default() += 1;
+                // Refused before anything was agreed: it never happened.
+                if refused {
+                    continue;
+                }
+                Answer::Unknown
+            }
+        };
+        // A read that did not answer says nothing.
+        if call == Call::Read && answer == Answer::Unknown {
+            continue;
+        }
+        let op = Op {
+            call,
+            answer,
+            invoked,
+            completed,
+        };
+        log.keys.entry(key).or_default().push(op);
+    }
+    log
+}
+
+fn since(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// What `reply` says `call` did; `None` for a reply it cannot give.
+fn answer(call: &Call, reply: Reply) -> Option<Answer> {
+    Some(match (call, reply) {
+        (Call::Write(_), Reply::Ok) => Answer::Done,
+        (Call::SetIfAbsent(_), Reply::Ok) => Answer::Applied(true),
+        (Call::SetIfAbsent(_), Reply::Nil) => Answer::Applied(false),
+        (Call::Delete, Reply::Int(n)) => Answer::Applied(n > 0),
+        (Call::Read, Reply::Nil) => Answer::Value(None),
+        (Call::Read, Reply::Bulk(v)) => Answer::Value(Some(v)),
+        _ => return None,
+    })
+}
+
+/// Sends `call` on `key` through `addr`: its reply, or why there is none;
+/// `None` when nothing was sent (no connection). A connection that failed
+/// is dropped.
+async fn send(
+    conn: &mut Option<Conn>,
+    addr: SocketAddr,
+    key: &str,
+    call: &Call,
+) -> Option<Result<Reply, String>> {
+    if conn.is_none() {
+        let dialed = tokio::time::timeout(Duration::from_secs(5), secure::resp(addr)).await;
+        *conn = dialed.ok().and_then(Result::ok);
+    }
+    let c = conn.as_mut()?;
+    let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
+    let command = match call {
+        Call::Write(v) => format!("SET {key} {}\r\n", text(v)),
+        Call::SetIfAbsent(v) => format!("SET {key} {} NX\r\n", text(v)),
+        Call::Delete => format!("DEL {key}\r\n"),
+        Call::Read | Call::Cas { .. } => format!("GET {key}\r\n"),
+    };
+    let reply = async {
+        c.get_mut().write_all(command.as_bytes()).await.ok()?;
+        c.get_mut().flush().await.ok()?;
+        read_reply(c).await
+    };
+    Some(match tokio::time::timeout(REPLY_TIMEOUT, reply).await {
+        Ok(Some(Ok(r))) => Ok(r),
+        Ok(Some(Err(e))) => Err(e),
+        answer => {
+            *conn = None;
+            Err(match answer {
+                Err(_) => "no reply in time".into(),
+                _ => "the connection broke".into(),
+            })
+        }
+    })
+}
+
+/// One reply: `None` when the connection broke, an error reply as `Err`.
+async fn read_reply(c: &mut Conn) -> Option<Result<Reply, String>> {
+    let mut l = String::new();
+    c.read_line(&mut l).await.ok().filter(|&n| n > 0)?;
+    let l = l.strip_suffix("\r\n")?;
+    Some(match l.as_bytes().first()? {
+        b'+' => Ok(Reply::Ok),
+        b'-' => Err(l.chars().take(48).collect()),
+        b':' => Ok(Reply::Int(l[1..].parse().ok()?)),
+        b'$' if l == "$-1" => Ok(Reply::Nil),
+        b'$' => {
+            let len: usize = l[1..].parse().ok()?;
+            let mut bulk = vec![0; len + 2];
+            c.read_exact(&mut bulk).await.ok()?;
+            bulk.truncate(len);
+            Ok(Reply::Bulk(bulk))
+        }
+        b'_' => Ok(Reply::Nil),
+        _ => Err(format!("unexpected reply {l}")),
+    })
+}
+
+/// Reads every key through every member (`addrs`), adds those reads to the
+/// histories as after everything else, and judges each key's history;
+/// answers the violations.
+pub(crate) async fn check_all(
+    addrs: &[SocketAddr],
+    log: &mut StringLog,
+    started: Instant,
+) -> Vec<String> {
+    let mut violations = Vec::new();
+    for k in 0..KEYS {
+        let key = format!("chaos-str-{k}");
+        for (node, addr) in addrs.iter().enumerate() {
+            let mut conn = None;
+            let invoked = since(started);
+            match send(&mut conn, *addr, &key, &Call::Read).await {
+                Some(Ok(r)) => {
+                    if let Some(answer) = answer(&Call::Read, r) {
+                        let completed = since(started);
+                        log.keys.entry(key.clone()).or_default().push(Op {
+                            call: Call::Read,
+                            answer,
+                            invoked,
+                            completed,
+                        });
+                    }
+                }
+                other => violations.push(format!(
+                    "string {key} cannot be read through n{}: {}",
+                    node + 1,
+                    match other {
+                        Some(Err(e)) => e,
+                        _ => "no connection".into(),
+                    }
+                )),
+            }
+        }
+    }
+    for (key, ops) in &log.keys {
+        if let Ok(dir) = std::env::var("TALLY_STRING_HISTORY") {
+            let mut sorted = ops.clone();
+            sorted.sort_by_key(|o| o.invoked);
+            let text: Vec<String> = sorted.iter().map(|o| format!("{o:?}")).collect();
+            let _ = std::fs::write(format!("{dir}/{key}.txt"), text.join("\n"));
+        }
+        if let Err(v) = check(ops) {
+            violations.push(format!(
+                "string {key} is not linearizable: {} operations; the longest linearizable prefix has {}, then {:?}",
+                ops.len(),
+                v.prefix.len(),
+                ops[v.stuck]
+            ));
+        }
+    }
+    violations
+}
