@@ -866,16 +866,23 @@ impl Cluster {
     }
 
     /// Waits until every node has enabled agreement (the cluster feature
-    /// strings need): a fresh cluster does once its members heard each
-    /// other.
+    /// strings need), and takes string writes: a node writes once it has
+    /// heard every member up enabled it too (a heartbeat later).
     pub fn wait_agreement(&self) -> Result<()> {
         let members: Vec<usize> = (0..self.nodes.len()).collect();
-        chaos::upgrade::wait_enabled(
-            self,
-            &members,
-            &[tally_node::cluster::features::AGREEMENT],
-            Duration::from_secs(30),
-        )
+        let timeout = Duration::from_secs(30);
+        let feature = tally_node::cluster::features::AGREEMENT;
+        chaos::upgrade::wait_enabled(self, &members, &[feature], timeout)?;
+        let deadline = Instant::now() + timeout;
+        for i in members {
+            while self.redis_cli(i, &["SET", "tally:probe", "agreed"]) != "OK\n" {
+                if Instant::now() > deadline {
+                    bail!("{} takes no string writes", self.nodes[i].id);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        Ok(())
     }
 
     /// The certificates directory.

@@ -75,6 +75,7 @@ fn strings_are_agreed_through_any_node_and_survive_kills() {
     cluster.wait_all_up(Duration::from_secs(20)).unwrap();
     assert_eq!(cli(&cluster, 1, &["GET", "name"]), "carol\n");
     assert_eq!(cli(&cluster, 2, &["GET", "lock"]), "tok-2\n");
+    cluster.wait_agreement().unwrap();
 
     // DEL removes a string, once.
     assert_eq!(cli(&cluster, 0, &["DEL", "name"]), "1\n");
