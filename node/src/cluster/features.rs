@@ -255,9 +255,8 @@ pub(crate) fn enabled_by_all_up(ctx: &Ctx, features: &Features, feature: &str) -
     let Some(transport) = ctx.started_transport() else {
         return false;
     };
-    let states = ctx.topology().to_wire().states;
     (0..ctx.config().nodes.len())
-        .filter(|&i| i != ctx.me() && states.get(i).is_some_and(|s| counts(*s)))
+        .filter(|&i| i != ctx.me() && counts(ctx.node_state(i)))
         .filter(|&i| transport.is_up(i))
         .all(|i| {
             transport
