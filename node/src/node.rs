@@ -374,6 +374,40 @@ impl Node {
         self.ctx.faults().inject(Fault::UnsealedScripts);
     }
 
+    /// FAULT INJECTION for testing checkers: agreed changes this node
+    /// proposes skip the prepare (two proposers that read the same state
+    /// both get their changes accepted). Only with the `fault-injection`
+    /// feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_skip_prepare(&self) {
+        self.ctx.faults().inject(Fault::SkipPrepare);
+    }
+
+    /// FAULT INJECTION for testing checkers: this node answers a prepare
+    /// before its promise is stored (it is stored a second later), so it may
+    /// accept a lower ballot after promising a higher one. Only with the
+    /// `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_promise_late(&self) {
+        self.ctx.faults().inject(Fault::PromiseLate);
+    }
+
+    /// FAULT INJECTION for testing checkers: agreed reads this node runs
+    /// answer the committed value and leave a newer one in flight
+    /// unfinished (a read may miss a change already acknowledged). Only
+    /// with the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_read_skips_in_flight(&self) {
+        self.ctx.faults().inject(Fault::ReadSkipsInFlight);
+    }
+
+    /// TEST SEAM: this node's proposers wait `ms` after a change is decided
+    /// before they send its commit (reads meanwhile find it in flight).
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_commit_delay(&self, ms: u64) {
+        self.ctx.faults().set_commit_delay_ms(ms);
+    }
+
     /// TEST SEAM: a topology change this node runs waits `ms` between
     /// beginning (every node storing the ring with it) and syncing, so
     /// that tests can act while it is in progress.

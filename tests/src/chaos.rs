@@ -93,6 +93,7 @@ mod topology;
 mod unique;
 pub(crate) mod upgrade;
 mod workload;
+pub use strings::BrokenAgreement;
 pub use topology::Changes;
 use workload::{Workload, key_name, worker};
 
@@ -195,6 +196,13 @@ pub struct ChaosOptions {
     /// sealed, so the hostile user's scripts plant code the others' run
     /// (`--unsafe-unsealed-scripts`, see `scripts`).
     pub unsealed_scripts: bool,
+    /// A broken build of the agreement path, on every node, for the
+    /// linearizability checker to catch (see `strings`).
+    pub broken_agreement: Option<BrokenAgreement>,
+    /// Test seam: every node's proposers send a decided change's commit
+    /// this long after deciding it, so reads find it in flight
+    /// (`--commit-delay-ms`).
+    pub commit_delay: Option<Duration>,
     /// A rolling upgrade: every node starts on the build in this directory
     /// (`crate::old_build`), and `upgrade` faults move them to this one
     /// (see `upgrade`).
@@ -269,6 +277,8 @@ impl Default for ChaosOptions {
             flush_join_running: false,
             secure: false,
             unsealed_scripts: false,
+            broken_agreement: None,
+            commit_delay: None,
             upgrade_from: None,
         }
     }
@@ -448,6 +458,11 @@ impl std::fmt::Display for Summary {
 pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     let rf = opts.nodes.min(3);
     let (mut cluster, rt, proxies, mut upgrade) = start(opts, rf)?;
+    if opts.string_workers > 0 && opts.upgrade_from.is_none() {
+        let members: Vec<usize> = (0..cluster.nodes.len()).collect();
+        let agreement = tally_node::cluster::features::AGREEMENT;
+        upgrade::wait_enabled(&cluster, &members, &[agreement], Duration::from_secs(30))?;
+    }
     let started = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let mut ring = topology::Membership::new(opts.nodes, opts.spares, rf);
@@ -708,6 +723,14 @@ fn start(
         cluster_opts
             .run_args
             .push("--unsafe-unsealed-scripts".into());
+    }
+    if let Some(broken) = opts.broken_agreement {
+        cluster_opts.run_args.push(broken.flag().into());
+    }
+    if let Some(delay) = opts.commit_delay {
+        cluster_opts
+            .run_args
+            .extend(["--commit-delay-ms".into(), delay.as_millis().to_string()]);
     }
     if let Some(node) = opts.ignore_ids {
         cluster_opts

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use tally_net::Consistency;
-use tally_tests::chaos::{ChaosOptions, FAULT_KINDS, Summary, run};
+use tally_tests::chaos::{BrokenAgreement, ChaosOptions, FAULT_KINDS, Summary, run};
 
 /// `TALLY_CHAOS_SECONDS` lengthens the run (CI uses the default).
 /// Whether the checker reported a violation starting with `prefix`.
@@ -548,4 +548,77 @@ fn the_checker_catches_lost_adds_over_tls() {
         !summary.report.violations.is_empty(),
         "a lossy cluster passed over TLS: {summary}"
     );
+}
+
+/// String workers alone, on nodes whose agreement path is broken in
+/// `broken` way, with decided changes' commits held `commit_delay`: the
+/// linearizability checker must find every key's history wrong.
+fn strings_on_a_broken_agreement(broken: BrokenAgreement, commit_delay: Option<Duration>) {
+    let opts = ChaosOptions {
+        duration: Duration::from_secs(10),
+        faults: false,
+        seed: 17,
+        workers: 0,
+        resp_workers: 0,
+        unique_workers: 0,
+        exact_workers: 0,
+        list_workers: 0,
+        string_workers: 4,
+        broken_agreement: Some(broken),
+        commit_delay,
+        ..ChaosOptions::default()
+    };
+    let summary = run(&opts).unwrap();
+    assert!(summary.strings.2 >= 300, "{summary}");
+    assert!(
+        found(&summary, "string chaos-str-"),
+        "{broken:?} passed the linearizability checker: {summary}"
+    );
+}
+
+/// Two proposers that read the same state both get their changes
+/// accepted: two `SET NX` both take the key.
+#[test]
+fn the_checker_catches_a_proposer_that_skips_the_prepare() {
+    strings_on_a_broken_agreement(BrokenAgreement::SkipPrepare, None);
+}
+
+/// An acceptor that answers before its promise is stored accepts a lower
+/// ballot after promising a higher one.
+#[test]
+fn the_checker_catches_an_acceptor_that_answers_before_its_promise_is_stored() {
+    strings_on_a_broken_agreement(BrokenAgreement::PromiseLate, None);
+}
+
+/// Commits held 300 ms after the decision: a read that does not finish
+/// the value in flight answers the one before a change already
+/// acknowledged (held commits alone break nothing: see the next test).
+#[test]
+fn the_checker_catches_reads_that_leave_a_value_in_flight() {
+    strings_on_a_broken_agreement(
+        BrokenAgreement::ReadSkipsInFlight,
+        Some(Duration::from_millis(300)),
+    );
+}
+
+/// The seam of the test above, on a correct build: reads finish the held
+/// values, and the histories are linearizable.
+#[test]
+fn strings_stay_linearizable_while_commits_are_held() {
+    let opts = ChaosOptions {
+        duration: Duration::from_secs(10),
+        faults: false,
+        seed: 17,
+        workers: 0,
+        resp_workers: 0,
+        unique_workers: 0,
+        exact_workers: 0,
+        list_workers: 0,
+        string_workers: 4,
+        commit_delay: Some(Duration::from_millis(300)),
+        ..ChaosOptions::default()
+    };
+    let summary = run(&opts).unwrap();
+    assert!(summary.strings.2 >= 300, "{summary}");
+    assert!(summary.report.violations.is_empty(), "{summary}");
 }

@@ -25,17 +25,34 @@ pub(crate) enum Fault {
     /// Script interpreters made from now on leave their libraries and
     /// globals writable (`resp::lua::sandbox`).
     UnsealedScripts = 5,
+    /// Agreed changes this node proposes skip the prepare: they read the
+    /// state a quorum holds (no promise asked) and propose from it.
+    SkipPrepare = 6,
+    /// This node answers a prepare with its promise before storing it; the
+    /// promise reaches its Paxos state [`PROMISE_LAG`] later, as if it had
+    /// answered, crashed before the write and come back.
+    PromiseLate = 7,
+    /// Agreed reads this node runs answer the value a quorum knows
+    /// committed, without finishing a newer one in flight.
+    ReadSkipsInFlight = 8,
 }
+
+/// How long a late promise (`Fault::PromiseLate`) takes to be stored.
+pub(crate) const PROMISE_LAG: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// One node's switches, all off at first.
 #[derive(Debug, Default)]
 pub(crate) struct Faults {
     #[cfg(feature = "fault-injection")]
-    on: [AtomicBool; 6],
+    on: [AtomicBool; 9],
     /// Test seam: a topology change this node runs waits this long (ms)
     /// between beginning and syncing.
     #[cfg(feature = "fault-injection")]
     sync_delay_ms: AtomicU64,
+    /// Test seam: a proposer of this node waits this long (ms) after a
+    /// change is decided before it tells the replicas it was.
+    #[cfg(feature = "fault-injection")]
+    commit_delay_ms: AtomicU64,
 }
 
 impl Faults {
@@ -49,6 +66,26 @@ impl Faults {
     #[cfg(feature = "fault-injection")]
     pub(crate) fn set_sync_delay_ms(&self, ms: u64) {
         self.sync_delay_ms.store(ms, Relaxed);
+    }
+
+    /// Makes this node's proposers wait `ms` before they send a commit.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn set_commit_delay_ms(&self, ms: u64) {
+        self.commit_delay_ms.store(ms, Relaxed);
+    }
+
+    /// How long this node's proposers hold a commit (zero, in a build
+    /// without fault injection).
+    #[inline]
+    pub(crate) fn commit_delay(&self) -> std::time::Duration {
+        #[cfg(feature = "fault-injection")]
+        {
+            std::time::Duration::from_millis(self.commit_delay_ms.load(Relaxed))
+        }
+        #[cfg(not(feature = "fault-injection"))]
+        {
+            std::time::Duration::ZERO
+        }
     }
 
     /// Whether `fault` is on (never, in a build without fault injection).
@@ -89,6 +126,9 @@ mod tests {
             Fault::IdleRepair,
             Fault::FlushLocally,
             Fault::FlushJoinRunning,
+            Fault::SkipPrepare,
+            Fault::PromiseLate,
+            Fault::ReadSkipsInFlight,
         ] {
             assert!(!f.has(other), "{other:?}");
         }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use tally_tests::chaos::{ALL_FAULT_KINDS, ChaosOptions, FAULT_KINDS, run};
+use tally_tests::chaos::{ALL_FAULT_KINDS, BrokenAgreement, ChaosOptions, FAULT_KINDS, run};
 
 #[derive(Parser)]
 #[command(
@@ -127,6 +127,14 @@ struct Args {
     /// the other users' scripts run.
     #[arg(long)]
     unsafe_unsealed_scripts: bool,
+    /// FAULT INJECTION in the product, to prove the linearizability
+    /// checker: a broken agreement path on every node.
+    #[arg(long, value_enum)]
+    unsafe_agreement: Option<BrokenAgreement>,
+    /// TEST SEAM: proposers send a decided change's commit this long after
+    /// deciding it (like 300ms), so reads find it in flight.
+    #[arg(long, value_parser = parse_duration)]
+    commit_delay: Option<Duration>,
     /// The fault kinds to take turns with, comma-separated (default: all
     /// of them, the ring changes only with spares).
     #[arg(long, value_delimiter = ',')]
@@ -190,6 +198,8 @@ fn main() {
         secure: a.secure,
         merge_ignoring_folds: a.unsafe_merge_ignoring_folds,
         unsealed_scripts: a.unsafe_unsealed_scripts,
+        broken_agreement: a.unsafe_agreement,
+        commit_delay: a.commit_delay,
         upgrade_from: match a.upgrade {
             true => match tally_tests::old_build::old_build() {
                 Ok(dir) => Some(dir),

@@ -94,7 +94,51 @@ enum Cmd {
         /// globals writable (a script can plant code for later ones).
         #[arg(long)]
         unsafe_unsealed_scripts: bool,
+        #[command(flatten)]
+        agreement: AgreementFaults,
     },
+}
+
+/// The agreement path's broken builds and seam.
+#[derive(clap::Args)]
+struct AgreementFaults {
+    /// FAULT INJECTION: agreed changes this node proposes skip the
+    /// prepare (they read a quorum's state and propose from it).
+    #[arg(long)]
+    unsafe_skip_prepare: bool,
+    /// FAULT INJECTION: this node answers a prepare before its promise is
+    /// stored (a second later).
+    #[arg(long)]
+    unsafe_promise_late: bool,
+    /// FAULT INJECTION: agreed reads this node runs answer the committed
+    /// value without finishing a newer one in flight.
+    #[arg(long)]
+    unsafe_read_skips_in_flight: bool,
+    /// TEST SEAM: this node's proposers send a decided change's commit
+    /// this long (ms) after deciding it.
+    #[arg(long)]
+    commit_delay_ms: Option<u64>,
+}
+
+impl AgreementFaults {
+    fn inject(&self, n: &tally_node::Node) {
+        if self.unsafe_skip_prepare {
+            tracing::warn!("FAULT INJECTION: agreed changes skip the prepare");
+            n.inject_skip_prepare();
+        }
+        if self.unsafe_promise_late {
+            tracing::warn!("FAULT INJECTION: promises are stored after the answer");
+            n.inject_promise_late();
+        }
+        if self.unsafe_read_skips_in_flight {
+            tracing::warn!("FAULT INJECTION: agreed reads leave values in flight unfinished");
+            n.inject_read_skips_in_flight();
+        }
+        if let Some(ms) = self.commit_delay_ms {
+            tracing::warn!(ms, "TEST SEAM: commits of decided changes are held");
+            n.inject_commit_delay(ms);
+        }
+    }
 }
 
 fn main() {
@@ -115,6 +159,7 @@ fn main() {
         hold_list_ms,
         unsafe_list_stamp_when_made,
         unsafe_unsealed_scripts,
+        agreement,
     } = Cli::parse().command;
     if unsafe_merge_ignoring_folds {
         eprintln!("FAULT INJECTION: merges ignore fold generations");
@@ -191,6 +236,7 @@ fn main() {
             tracing::warn!("FAULT INJECTION: script interpreters are not sealed");
             n.inject_unsealed_scripts();
         }
+        agreement.inject(n);
         if unsafe_idle_repair {
             tracing::warn!("FAULT INJECTION: repairs move nothing");
             n.inject_idle_repair();

@@ -27,6 +27,31 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use super::secure::{self, RespStream};
 use crate::checker::linear::{Answer, Call, Op, check};
 
+/// A broken build of the agreement path, for the linearizability checker
+/// to catch (`tallyd-faults`' flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BrokenAgreement {
+    /// Proposers skip the prepare (`--unsafe-skip-prepare`).
+    SkipPrepare,
+    /// Acceptors answer a prepare before storing the promise
+    /// (`--unsafe-promise-late`).
+    PromiseLate,
+    /// Reads answer the committed value and leave one in flight
+    /// unfinished (`--unsafe-read-skips-in-flight`).
+    ReadSkipsInFlight,
+}
+
+impl BrokenAgreement {
+    /// The node's flag for it.
+    pub fn flag(self) -> &'static str {
+        match self {
+            BrokenAgreement::SkipPrepare => "--unsafe-skip-prepare",
+            BrokenAgreement::PromiseLate => "--unsafe-promise-late",
+            BrokenAgreement::ReadSkipsInFlight => "--unsafe-read-skips-in-flight",
+        }
+    }
+}
+
 /// The string keys every worker shares.
 const KEYS: usize = 3;
 /// How long a reply may take before the command's outcome is unknown.

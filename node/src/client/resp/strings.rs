@@ -38,9 +38,9 @@ pub(crate) async fn execute(
         ("set", n) if n >= 2 => match set_opts(&rest[2..], now) {
             Ok(o) => match value_arg(&rest[1]) {
                 Ok(value) => set(node, cl, &rest[0], b"", o.counter(value)).await,
-                // Not an integer: a string, once the cluster agrees.
-                Err(_) if node.agrees() => set_string(node, cl, &rest[0], o.string(&rest[1])).await,
-                Err(e) => e,
+                // Not an integer: a string (refused until the cluster
+                // has enabled agreement).
+                Err(_) => set_string(node, cl, &rest[0], o.string(&rest[1])).await,
             },
             Err(e) => e,
         },

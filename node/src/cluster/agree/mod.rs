@@ -19,18 +19,24 @@
 pub(crate) mod propose;
 pub(crate) mod round;
 
-use tally_net::wire::{ErrorKind, PeerRequest, PeerResponse, WireError};
+use std::sync::Arc;
+
+use tally_net::wire::{Ballot, ErrorKind, PeerRequest, PeerResponse, WireError};
 
 use crate::base::convert::engine_error;
 use crate::cluster::ctx::Ctx;
+use crate::cluster::faults::{Fault, PROMISE_LAG};
 
 pub(crate) use propose::Proposer;
 
 /// Answers an agreement request from a peer (authorized already: this node
 /// replicates the partition, and the ballots and values are in bounds).
-pub(crate) async fn serve(ctx: &Ctx, req: PeerRequest) -> Result<PeerResponse, WireError> {
+pub(crate) async fn serve(ctx: &Arc<Ctx>, req: PeerRequest) -> Result<PeerResponse, WireError> {
     let engine = ctx.engine();
     let answer = match req {
+        PeerRequest::Prepare { partition, ballot } if ctx.faults().has(Fault::PromiseLate) => {
+            promise_late(ctx, partition, ballot)
+        }
         PeerRequest::Prepare { partition, ballot } => engine
             .prepare(&partition, ballot)
             .await
@@ -57,4 +63,20 @@ pub(crate) async fn serve(ctx: &Ctx, req: PeerRequest) -> Result<PeerResponse, W
         }
     };
     answer.map_err(|e| engine_error(&e))
+}
+
+/// The broken acceptor of `Fault::PromiseLate`: the promise this node's
+/// state would give, answered at once and stored only `PROMISE_LAG` later.
+fn promise_late(
+    ctx: &Arc<Ctx>,
+    partition: Vec<u8>,
+    ballot: Ballot,
+) -> Result<PeerResponse, tally_engine::Error> {
+    let promise = ctx.engine().agreed(&partition)?.prepare(ballot);
+    let ctx = ctx.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(PROMISE_LAG).await;
+        let _ = ctx.engine().prepare(&partition, ballot).await;
+    });
+    Ok(PeerResponse::Promise(promise))
 }

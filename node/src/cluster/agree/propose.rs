@@ -34,6 +34,7 @@ use tracing::debug;
 use super::round::{ATTEMPTS_MAX, Plan, Round, Verdict, needs_proposal, plan};
 use crate::base::convert::engine_error;
 use crate::cluster::ctx::Ctx;
+use crate::cluster::faults::Fault;
 
 /// The first backoff after being outbid, in ms; it doubles per attempt.
 const BACKOFF_MS: u64 = 2;
@@ -95,9 +96,14 @@ impl Proposer {
             }
             let ballot = self.next_ballot(ctx.engine().counter_id());
             let mut round = Round::new(ballot, &ctx.replicas(partition));
-            let prepare = PeerRequest::Prepare {
-                partition: partition.to_vec(),
-                ballot,
+            let prepare = match ctx.faults().has(Fault::SkipPrepare) {
+                false => PeerRequest::Prepare {
+                    partition: partition.to_vec(),
+                    ballot,
+                },
+                true => PeerRequest::ReadAgreed {
+                    partition: partition.to_vec(),
+                },
             };
             let read = match ask(ctx, &mut round, prepare).await {
                 Verdict::Read(read) => read,
@@ -136,8 +142,7 @@ impl Proposer {
             };
             match ask(ctx, &mut round, propose).await {
                 Verdict::Decided(decided) => {
-                    let all = ctx.replicas(partition).all().to_vec();
-                    commit_to(ctx, partition, &decided, &all);
+                    commit_decided(ctx, partition, decided);
                     return answers.swap_remove(answer);
                 }
                 // Outbid after proposing: a later proposer may have read
@@ -173,6 +178,11 @@ impl Proposer {
             Verdict::Read(read) if !read.in_flight => {
                 commit_to(ctx, partition, &read.committed, &read.behind);
                 let mut value = read.current.value;
+                value.drop_expired(now_ms());
+                Ok(value)
+            }
+            Verdict::Read(read) if ctx.faults().has(Fault::ReadSkipsInFlight) => {
+                let mut value = read.committed.value;
                 value.drop_expired(now_ms());
                 Ok(value)
             }
@@ -251,6 +261,21 @@ fn feed(round: &mut Round, from: usize, answer: Option<PeerResponse>) {
         ),
         _ => round.on_failed(from),
     }
+}
+
+/// Tells every participant that `decided` was decided, without waiting
+/// for them (after the test seam's delay, if one is set).
+fn commit_decided(ctx: &Arc<Ctx>, partition: &[u8], decided: Accepted) {
+    let all = ctx.replicas(partition).all().to_vec();
+    let delay = ctx.faults().commit_delay();
+    if delay.is_zero() {
+        return commit_to(ctx, partition, &decided, &all);
+    }
+    let (ctx, partition) = (ctx.clone(), partition.to_vec());
+    tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        commit_to(&ctx, &partition, &decided, &all);
+    });
 }
 
 /// Tells `to` that `decided` was decided, without waiting for them.
