@@ -74,15 +74,7 @@ pub fn decide_reading(
         }
         Change::Expire { at_ms, only } => {
             let current = epoch.expiry.at_ms;
-            let wanted = live
-                && match only {
-                    When::Always => at_ms != 0 || current != 0,
-                    When::NoDeadline => current == 0,
-                    When::HasDeadline => current != 0,
-                    When::Later => current != 0 && (at_ms == 0 || at_ms > current),
-                    When::Sooner => at_ms != 0 && (current == 0 || at_ms < current),
-                    When::SoonerThanOne => at_ms != 0 && current != 0 && at_ms < current,
-                };
+            let wanted = live && only.allows(current, at_ms);
             if wanted {
                 let mut next = epoch;
                 next.expiry = stamped(&epoch.expiry, at_ms, leader, now_ms);

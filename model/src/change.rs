@@ -68,6 +68,23 @@ pub enum When {
     SoonerThanOne,
 }
 
+impl When {
+    /// Whether a live key whose deadline is `current` takes the deadline
+    /// `at_ms` (0 is none, for both) under this condition, as Redis'
+    /// `EXPIRE` options (and `PERSIST`, `Always` to none) decide: a change
+    /// to the same nothing is no change.
+    pub fn allows(self, current: u64, at_ms: u64) -> bool {
+        match self {
+            When::Always => at_ms != 0 || current != 0,
+            When::NoDeadline => current == 0,
+            When::HasDeadline => current != 0,
+            When::Later => current != 0 && (at_ms == 0 || at_ms > current),
+            When::Sooner => at_ms != 0 && (current == 0 || at_ms < current),
+            When::SoonerThanOne => at_ms != 0 && current != 0 && at_ms < current,
+        }
+    }
+}
+
 /// What a change answered: whether it applied, and the value before
 /// (`None` when the counter was absent).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Encode, Decode)]

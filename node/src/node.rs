@@ -22,6 +22,7 @@ use tally_net::wire::{
 use crate::base::convert;
 use crate::base::registry::{Op, Registry};
 use crate::cluster::agree::Proposer;
+use crate::cluster::agree::queue::{self, Answer};
 use crate::cluster::ctx::{Ctx, Parts};
 #[cfg(feature = "fault-injection")]
 use crate::cluster::faults::Fault;
@@ -38,7 +39,7 @@ pub struct Node {
     ctx: Arc<Ctx>,
     writes: Arc<Writes>,
     features: Arc<Features>,
-    proposer: Proposer,
+    proposer: Arc<Proposer>,
 }
 
 impl Node {
@@ -113,7 +114,7 @@ impl Node {
             ctx,
             writes,
             features,
-            proposer: Proposer::default(),
+            proposer: Arc::new(Proposer::default()),
         }))
     }
 
@@ -162,10 +163,10 @@ impl Node {
     /// far and the wall clock, and answers the next ones and the reply (or
     /// an error, which changes nothing); it may run once per attempt.
     /// Refused until the cluster has enabled the `agreement` feature.
-    pub async fn agree<R>(
+    pub async fn agree<R: Send + 'static>(
         &self,
         partition: &[u8],
-        change: impl FnMut(&Registers, u64) -> Result<(Registers, R), WireError>,
+        mut change: impl FnMut(&Registers, u64) -> Result<(Registers, R), WireError> + Send + 'static,
     ) -> Result<R, WireError> {
         if !self.agrees() {
             return Err(WireError::new(
@@ -174,7 +175,16 @@ impl Node {
                  build that has it, and have enabled it (see `tally status`)",
             ));
         }
-        self.proposer.agree(&self.ctx, partition, change).await
+        let change: queue::Change = Box::new(move |registers, now| {
+            change(registers, now).map(|(next, r)| (next, Box::new(r) as Answer))
+        });
+        let answer = self.proposer.agree(&self.ctx, partition, change).await?;
+        answer.downcast::<R>().map(|r| *r).map_err(|_| {
+            WireError::new(
+                tally_net::wire::ErrorKind::Internal,
+                "an agreed change answered another type",
+            )
+        })
     }
 
     /// Whether this node may change registers through agreement: it and

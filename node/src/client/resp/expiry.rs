@@ -4,7 +4,8 @@
 //! kind it holds (`generic::kind`): its counter (the empty column) when it
 //! has one, else every column of it (a hash), as Redis expires a hash
 //! whole, else its unique counter (a set), whose deadline is its count's
-//! (see `crate::cluster::unique`). An `EXPIRE` or `PERSIST` is one
+//! (see `crate::cluster::unique`), else its string, whose deadline is
+//! part of its agreed value (see `registers`). An `EXPIRE` or `PERSIST` is one
 //! leader-side change of the key's row (`Node::expire`); `TTL`, `PTTL`,
 //! `EXPIRETIME`, `PEXPIRETIME` read the key (its counter, its row, its
 //! count). Columns made after an `EXPIRE` do not take its deadline (see
@@ -18,6 +19,7 @@ use tally_net::wire::{Consistency, When, WireKey};
 
 use super::counters::wire_err;
 use super::proto::Reply;
+use super::registers;
 use super::session::arity;
 use crate::node::Node;
 
@@ -153,15 +155,22 @@ fn expire_when(opts: &[Vec<u8>]) -> Result<When, Reply> {
 /// gives the deadline to the first kind the key holds (its counter when it
 /// has one, else each live column of its hash, else its unique counter's
 /// count) and replicates the cells it changed in one round.
+///
+/// A key the row change found nothing to expire in may hold a string:
+/// then the string's deadline is changed, agreed (`registers::expire`).
 async fn expire(node: &Arc<Node>, cl: Consistency, key: &[u8], at_ms: u64, only: When) -> Reply {
-    match node.expire(key, (at_ms, only), cl).await {
+    let applied = match node.expire(key, (at_ms, only), cl).await {
+        Ok(false) => registers::expire(node, key, at_ms, only).await,
+        other => other,
+    };
+    match applied {
         Ok(applied) => Reply::Int(i64::from(applied)),
         Err(e) => wire_err(&e),
     }
 }
 
 /// `key`'s deadline: its counter's when it has one, else its first live
-/// column's, else its unique counter's. A read, not a write: it reads the
+/// column's, else its unique counter's, else its string's. A read, not a write: it reads the
 /// counter, then the row, then the count, each at `cl` (a key written
 /// between two of them may answer as the next kind it holds).
 async fn deadline(node: &Arc<Node>, cl: Consistency, key: &[u8]) -> Result<Deadline, Reply> {
@@ -184,9 +193,16 @@ async fn deadline(node: &Arc<Node>, cl: Consistency, key: &[u8]) -> Result<Deadl
         .unique_count_cell(key, cl)
         .await
         .map_err(|e| wire_err(&e))?;
-    Ok(match count.live(now) {
-        true => deadline_of(&count),
-        false => Deadline::Absent,
+    if count.live(now) {
+        return Ok(deadline_of(&count));
+    }
+    let string = registers::get_with_deadline(node, key)
+        .await
+        .map_err(|e| wire_err(&e))?;
+    Ok(match string.map(|r| r.at_ms) {
+        None => Deadline::Absent,
+        Some(0) => Deadline::Never,
+        Some(at) => Deadline::At(at),
     })
 }
 

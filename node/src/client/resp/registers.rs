@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use tally_net::wire::{Presence, Register, Registers, Ttl, WireError};
+use tally_net::wire::{Presence, Register, Registers, Ttl, When, WireError};
 
 use crate::node::Node;
 
@@ -98,14 +98,34 @@ pub(crate) fn remove_string(registers: &Registers) -> (Registers, bool) {
     (next, had)
 }
 
+/// `registers` with the key's string given the deadline `at_ms` (0:
+/// none) if `only` allows it (`When::allows`): the next registers and
+/// whether it did. No string, no change.
+pub(crate) fn expire_string(registers: &Registers, at_ms: u64, only: When) -> (Registers, bool) {
+    let Some(current) = registers.get(COLUMN, 0) else {
+        return (registers.clone(), false);
+    };
+    if !only.allows(current.at_ms, at_ms) {
+        return (registers.clone(), false);
+    }
+    let mut next = registers.clone();
+    next.put(Register {
+        at_ms,
+        ..current.clone()
+    });
+    (next, true)
+}
+
 /// `set` of the key's string, agreed: what it did.
 pub(crate) async fn set(
     node: &Arc<Node>,
     key: &[u8],
     set: SetString,
 ) -> Result<SetDone, WireError> {
-    node.agree(key, |registers, now| Ok(set_string(registers, &set, now)))
-        .await
+    node.agree(key, move |registers, now| {
+        Ok(set_string(registers, &set, now))
+    })
+    .await
 }
 
 /// The key's string, if it has one.
@@ -114,6 +134,33 @@ pub(crate) async fn get(node: &Arc<Node>, key: &[u8]) -> Result<Option<Vec<u8>>,
     Ok(registers
         .get(COLUMN, tally_engine::now_ms())
         .map(|r| r.value.clone()))
+}
+
+/// The key's string and its deadline (0: none), if it has one.
+pub(crate) async fn get_with_deadline(
+    node: &Arc<Node>,
+    key: &[u8],
+) -> Result<Option<Register>, WireError> {
+    let registers = node.read_registers(key).await?;
+    Ok(registers.get(COLUMN, tally_engine::now_ms()).cloned())
+}
+
+/// Gives the key's string the deadline `at_ms` (0: none) if `only`
+/// allows; whether it did. Reads first, so that a key without a string
+/// costs no agreement round.
+pub(crate) async fn expire(
+    node: &Arc<Node>,
+    key: &[u8],
+    at_ms: u64,
+    only: When,
+) -> Result<bool, WireError> {
+    if get(node, key).await?.is_none() {
+        return Ok(false);
+    }
+    node.agree(key, move |registers, _| {
+        Ok(expire_string(registers, at_ms, only))
+    })
+    .await
 }
 
 /// Deletes the key's string; whether it had one. Reads first, so that a
@@ -175,6 +222,31 @@ mod tests {
             (taken, done.applied, done.before),
             (string("d", 0), true, None)
         );
+    }
+
+    #[test]
+    fn expire_follows_the_conditions_of_counters() {
+        let at = |registers: &Registers| registers.get(COLUMN, 0).map(|r| r.at_ms);
+        let (next, done) = expire_string(&string("a", 0), NOW + 9, When::NoDeadline);
+        assert_eq!((at(&next), done), (Some(NOW + 9), true));
+        let (same, done) = expire_string(&next, NOW + 5, When::NoDeadline);
+        assert_eq!((same, done), (next.clone(), false));
+        let (sooner, done) = expire_string(&next, NOW + 5, When::Sooner);
+        assert_eq!((at(&sooner), done), (Some(NOW + 5), true));
+        // GT never shortens, and no deadline is the farthest.
+        assert!(!expire_string(&next, NOW + 5, When::Later).1);
+        assert!(!expire_string(&string("a", 0), NOW + 5, When::Later).1);
+        // PERSIST: only a deadline to take away.
+        let (kept, done) = expire_string(&next, 0, When::Always);
+        assert_eq!((at(&kept), done), (Some(0), true));
+        assert!(!expire_string(&kept, 0, When::Always).1);
+        // The value stays; no string, no change.
+        assert_eq!(
+            kept.get(COLUMN, 0).map(|r| r.value.clone()),
+            Some(b"a".to_vec())
+        );
+        let none = Registers::default();
+        assert_eq!(expire_string(&none, NOW, When::Always), (none, false));
     }
 
     #[test]

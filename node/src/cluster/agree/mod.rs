@@ -5,6 +5,12 @@
 //! - `round`: one ballot's decisions (prepare, read, propose, decide),
 //!   pure, with golden scripts; `plan` says what a change proposes from
 //!   what a quorum read, so that a change is applied once across retries.
+//! - `history`: the rounds a state came through, kept in the state, so
+//!   that a proposer outbid after proposing can tell whether its value
+//!   took effect, and try again if not.
+//! - `queue`: a node's changes of a partition wait for its next round,
+//!   and each round makes all that waited (one proposer per partition
+//!   per node, so clients do not outbid each other).
 //! - `propose`: the proposer's shell: ballots from a hybrid clock, the
 //!   messages to every participant, the timeouts, retries with a random
 //!   backoff when outbid, and the commit sent without waiting.
@@ -16,7 +22,9 @@
 //! member's build has it), since older builds know neither the messages
 //! nor the cells that hold the state.
 
+pub(crate) mod history;
 pub(crate) mod propose;
+pub(crate) mod queue;
 pub(crate) mod round;
 
 use std::sync::Arc;

@@ -6,13 +6,12 @@
 //! participant at once (this node's engine among them), and once a quorum
 //! promised, asks [`plan`] what to propose, then proposes on every
 //! participant at once. A decided value is committed everywhere without
-//! waiting. Outbid at the prepare, it waits a random backoff that doubles
-//! with each attempt and tries again, [`ATTEMPTS_MAX`] times at most.
-//! Outbid after it proposed, it stops: another proposer may have found
-//! its value in flight and finished it under its own ballot, which a new
-//! attempt cannot tell from a value that never took effect (that would
-//! need the change's identity in the agreed value), so the client is told
-//! the outcome is unknown.
+//! waiting. Outbid, at the prepare or after it proposed, it waits a random
+//! backoff that doubles with each attempt and tries again,
+//! [`ATTEMPTS_MAX`] times at most. Every proposed state records its round
+//! (`history`), so a retry reads whether another proposer finished an
+//! earlier attempt's value: then that attempt answers, and the change is
+//! not made twice.
 //!
 //! What a failure says: nothing was applied while no attempt proposed
 //! anything; after one did, the outcome is unknown (a later proposer may
@@ -28,10 +27,13 @@ use tally_engine::now_ms;
 use tally_net::wire::{
     Accepted, Ballot, ErrorKind, PeerRequest, PeerResponse, Promise, Registers, WireError,
 };
+use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 use tracing::debug;
 
-use super::round::{ATTEMPTS_MAX, Plan, Round, Verdict, needs_proposal, plan};
+use super::history::Rounds;
+use super::queue::{Answer, Change, Queues, Waiting, apply_all};
+use super::round::{ATTEMPTS_MAX, Attempt, Plan, Round, Verdict, needs_proposal, plan};
 use crate::base::convert::engine_error;
 use crate::cluster::ctx::Ctx;
 use crate::cluster::faults::Fault;
@@ -47,11 +49,13 @@ pub(crate) struct Proposer {
     /// The latest ballot this node made or was refused with.
     seen: Mutex<Ballot>,
     jitter: RandomState,
+    /// The changes waiting for their partition's next round.
+    queues: Queues,
 }
 
 /// One participant's answer: `None` when it could not be asked or its
 /// answer did not come.
-type Answer = (usize, Option<PeerResponse>);
+type Reply = (usize, Option<PeerResponse>);
 
 impl Proposer {
     /// A ballot of this node (`proposer`, its counter_id) later than every
@@ -81,14 +85,62 @@ impl Proposer {
     /// registers and what to tell the client (or an error, which changes
     /// nothing). It may run more than once (once per attempt); the answer
     /// of the attempt that took effect is returned.
-    pub(crate) async fn agree<R>(
+    ///
+    /// The change waits for the partition's next round on this node, which
+    /// makes it with every other change that waited (see `queue`).
+    pub(crate) async fn agree(
+        self: &Arc<Self>,
+        ctx: &Arc<Ctx>,
+        partition: &[u8],
+        change: Change,
+    ) -> Result<Answer, WireError> {
+        let (reply, answer) = oneshot::channel();
+        if self.queues.push(partition, Waiting { change, reply }) {
+            let (me, ctx, partition) = (self.clone(), ctx.clone(), partition.to_vec());
+            tokio::spawn(async move { me.run(&ctx, &partition).await });
+        }
+        answer.await.unwrap_or_else(|_| {
+            Err(WireError::unknown(
+                ErrorKind::Internal,
+                "the partition's round stopped before it answered",
+            ))
+        })
+    }
+
+    /// The runner of `partition`'s rounds on this node: one batch of
+    /// waiting changes per round, until none waits.
+    async fn run(&self, ctx: &Arc<Ctx>, partition: &[u8]) {
+        while let Some(mut batch) = self.queues.take(partition) {
+            let answers = self
+                .round(ctx, partition, |registers, now| {
+                    Ok(apply_all(&mut batch, registers, now))
+                })
+                .await;
+            match answers {
+                Ok(answers) => {
+                    for (w, answer) in batch.into_iter().zip(answers) {
+                        let _ = w.reply.send(answer);
+                    }
+                }
+                Err(e) => {
+                    for w in batch {
+                        let _ = w.reply.send(Err(e.clone()));
+                    }
+                }
+            }
+        }
+    }
+
+    /// One change (of a batch) made through as many ballots as it takes.
+    async fn round<R>(
         &self,
         ctx: &Arc<Ctx>,
         partition: &[u8],
         mut change: impl FnMut(&Registers, u64) -> Result<(Registers, R), WireError>,
     ) -> Result<R, WireError> {
-        // Each attempt that proposed: its ballot, and what it answers.
-        let mut ours: Vec<Ballot> = Vec::new();
+        // Each attempt that proposed: its ballot and round, and what it
+        // answers.
+        let mut ours: Vec<Attempt> = Vec::new();
         let mut answers: Vec<Result<R, WireError>> = Vec::new();
         for attempt in 1..=ATTEMPTS_MAX {
             if attempt > 1 {
@@ -117,20 +169,26 @@ impl Proposer {
             let (value, answer) = match plan(&read, &ours) {
                 Plan::Done(i) => return answers.swap_remove(i),
                 Plan::Finish(i, value) => (value.clone(), i),
+                Plan::Unknown => return Err(forgotten()),
                 Plan::Apply(current) => {
                     // The change sees live registers only; what expired is
                     // dropped for good by the next decided state.
                     let now = now_ms();
                     let mut live = current.clone();
                     live.drop_expired(now);
-                    let (next, answer) = match change(&live, now) {
+                    let (mut next, answer) = match change(&live, now) {
                         Ok((next, r)) => (next, Ok(r)),
                         Err(e) => (current.clone(), Err(e)),
                     };
                     if !needs_proposal(&read, &next, !ours.is_empty()) {
                         return answer;
                     }
-                    ours.push(ballot);
+                    let rounds = Rounds::of(current).next(ballot);
+                    rounds.stamp(&mut next);
+                    ours.push(Attempt {
+                        ballot,
+                        seq: rounds.seq,
+                    });
                     answers.push(answer);
                     (next, answers.len() - 1)
                 }
@@ -145,14 +203,10 @@ impl Proposer {
                     commit_decided(ctx, partition, decided);
                     return answers.swap_remove(answer);
                 }
-                // Outbid after proposing: a later proposer may have read
-                // this value in flight and built on it under its own
-                // ballot, so a new attempt could apply the change twice.
-                // The outcome is unknown to the client.
-                Verdict::Outbid { seen } => {
-                    self.saw(seen);
-                    return Err(contended(true));
-                }
+                // Outbid after proposing: a later proposer may have found
+                // this value in flight and finished it; the next attempt
+                // reads whether it did (`plan`).
+                Verdict::Outbid { seen } => self.saw(seen),
                 other => return Err(failed(&other, true)),
             }
         }
@@ -166,7 +220,7 @@ impl Proposer {
     /// is seen by every quorum, committed or in flight, so nothing decided
     /// before the read began is missed.
     pub(crate) async fn read(
-        &self,
+        self: &Arc<Self>,
         ctx: &Arc<Ctx>,
         partition: &[u8],
     ) -> Result<Registers, WireError> {
@@ -187,8 +241,11 @@ impl Proposer {
                 Ok(value)
             }
             Verdict::Read(_) => {
-                self.agree(ctx, partition, |live, _| Ok((live.clone(), live.clone())))
-                    .await
+                let finish: Change = Box::new(|live, _| Ok((live.clone(), Box::new(live.clone()))));
+                let answer = self.agree(ctx, partition, finish).await?;
+                answer.downcast::<Registers>().map(|r| *r).map_err(|_| {
+                    WireError::new(ErrorKind::Internal, "a read's round answered no registers")
+                })
             }
             other => Err(failed(&other, false)),
         }
@@ -200,7 +257,7 @@ impl Proposer {
 /// it has a verdict or the write timeout passes.
 async fn ask(ctx: &Arc<Ctx>, round: &mut Round, req: PeerRequest) -> Verdict {
     // Dropped with the round's verdict: answers after it are not needed.
-    let mut pending: JoinSet<Answer> = JoinSet::new();
+    let mut pending: JoinSet<Reply> = JoinSet::new();
     for r in round.participants() {
         if r == ctx.me() {
             let (ctx, req) = (ctx.clone(), req.clone());
@@ -321,6 +378,16 @@ fn failed(verdict: &Verdict, proposed: bool) -> WireError {
             format!("{what}; the change was proposed and may or may not take effect"),
         ),
     }
+}
+
+/// The error once an attempt's round left the partition's remembered
+/// history (`history::WINDOW` rounds) before a retry could read it.
+fn forgotten() -> WireError {
+    WireError::unknown(
+        ErrorKind::Timeout,
+        "other changes of the key came through so fast that this change's outcome is unknown; \
+         it may or may not take effect",
+    )
 }
 
 /// The error once every attempt was outbid.

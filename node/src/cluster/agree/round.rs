@@ -21,6 +21,7 @@
 //!   value newer than every committed one may be in flight: the next
 //!   proposal is made from it, so it is finished before anything new
 //!   (its proposer may have been told nothing, or may still be waiting).
+//!   Unless the quorum itself accepted it: then it is decided already.
 //! - **Propose.** Once a quorum accepted, the proposal is decided: its
 //!   proposer answers, and tells every participant (a commit it does not
 //!   wait for; the next prepare finishes it anyway where it was lost).
@@ -46,8 +47,12 @@ use smallvec::SmallVec;
 use tally_net::ring::Replicas;
 use tally_net::wire::{Accepted, Ballot, Promise, Registers};
 
-/// Ballots one change tries before it gives up (each after a backoff).
-pub(crate) const ATTEMPTS_MAX: u32 = 10;
+use super::history::Rounds;
+
+/// Ballots one change tries before it gives up (each after a random
+/// backoff of up to 200 ms: a few seconds in all, so that a change to a
+/// hot key waits its turn rather than fails).
+pub(crate) const ATTEMPTS_MAX: u32 = 30;
 
 /// What the shell does next, once the round has a verdict.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -248,12 +253,20 @@ impl Round {
                 _ => None,
             })
         };
-        let committed = held().map(|(_, _, c)| c).max().cloned().unwrap_or_default();
-        let accepted = held()
+        let mut committed = held().map(|(_, _, c)| c).max().cloned().unwrap_or_default();
+        let mut accepted = held()
             .filter_map(|(_, a, _)| a.as_ref())
             .filter(|a| a.ballot > committed.ballot)
             .max()
             .cloned();
+        // Accepted by a quorum: decided, though none knows it committed
+        // yet (its commit on the way); nothing to finish.
+        if let Some(a) = accepted.take_if(|a| {
+            let at = |x: &Option<Accepted>| x.as_ref().is_some_and(|x| x.ballot == a.ballot);
+            held().filter(|(_, x, _)| at(x)).count() >= self.required
+        }) {
+            committed = a;
+        }
         let behind = held()
             .filter(|(_, _, c)| c.ballot < committed.ballot)
             .map(|(r, _, _)| r)
@@ -270,24 +283,44 @@ impl Round {
 /// What a change proposes once a prepare read the partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Plan<'a> {
-    /// The change's own earlier ballot (the `usize`-th attempt) is
-    /// decided: it took effect, answer what it answered.
+    /// The change's earlier attempt (the `usize`-th) is in the decided
+    /// state's history: it took effect, answer what it answered.
     Done(usize),
-    /// The change's own earlier attempt is in flight: propose its value
-    /// again, unchanged, then answer what it answered.
+    /// The change's earlier attempt is in the history of a state in
+    /// flight: propose that state again, unchanged, then answer what the
+    /// attempt answered.
     Finish(usize, &'a Registers),
-    /// Make the next state from this one (nothing of this change is in it).
+    /// Make the next state from this one (nothing of this change is in
+    /// its history, nor ever will be).
     Apply(&'a Registers),
+    /// An earlier attempt's round has left the state's remembered
+    /// history: whether it took effect cannot be told.
+    Unknown,
+}
+
+/// One earlier attempt of a change that proposed: its ballot and the
+/// round its state would be (`history::Rounds::seq`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Attempt {
+    pub(crate) ballot: Ballot,
+    pub(crate) seq: u64,
 }
 
 /// What to propose after `read`, for a change whose earlier attempts
-/// proposed at `ours` (oldest first). A change is applied once: if an
-/// earlier attempt's value is the newest one read, that value carries it.
-pub(crate) fn plan<'a>(read: &'a Read, ours: &[Ballot]) -> Plan<'a> {
-    match ours.iter().position(|b| *b == read.current.ballot) {
-        Some(i) if read.in_flight => Plan::Finish(i, &read.current.value),
-        Some(i) => Plan::Done(i),
-        None => Plan::Apply(&read.current.value),
+/// proposed `ours` (oldest first). A change is applied once: if the
+/// newest state read remembers an earlier attempt's round, that state
+/// carries it (see `history`).
+pub(crate) fn plan<'a>(read: &'a Read, ours: &[Attempt]) -> Plan<'a> {
+    let rounds = Rounds::of(&read.current.value);
+    if let Some(i) = ours.iter().position(|a| rounds.holds(a.ballot)) {
+        return match read.in_flight {
+            true => Plan::Finish(i, &read.current.value),
+            false => Plan::Done(i),
+        };
+    }
+    match ours.iter().all(|a| rounds.covers(a.seq)) {
+        true => Plan::Apply(&read.current.value),
+        false => Plan::Unknown,
     }
 }
 
@@ -444,6 +477,11 @@ mod tests {
         run("
             n1 promised accepted 4 x committed 3 a => -
             n2 promised committed 5 b => read 5 b behind n1");
+        // One a quorum accepted is decided, its commit on the way: nothing
+        // to finish, and those that do not know it committed are behind.
+        run("
+            n1 promised accepted 7 b committed 5 a => -
+            n3 promised accepted 7 b committed 5 a => read 7 b behind n1 n3");
     }
 
     #[test]
@@ -521,16 +559,44 @@ mod tests {
         }
     }
 
+    /// A read of a state whose history is the rounds of `ballots`.
+    fn read_after(ballots: &[&str], in_flight: bool) -> Read {
+        let mut read = read_of(ballots.last().unwrap_or(&"0"), in_flight);
+        let mut rounds = Rounds::default();
+        for b in ballots {
+            rounds = rounds.next(ballot(b));
+        }
+        rounds.stamp(&mut read.current.value);
+        read
+    }
+
+    fn attempt(b: &str, seq: u64) -> Attempt {
+        Attempt {
+            ballot: ballot(b),
+            seq,
+        }
+    }
+
     #[test]
     fn a_change_is_applied_once_across_its_attempts() {
-        let ours = [ballot("3"), ballot("6")];
-        assert_eq!(plan(&read_of("6", false), &ours), Plan::Done(1));
-        assert_eq!(
-            plan(&read_of("3", true), &ours),
-            Plan::Finish(0, &value("v"))
-        );
-        assert_eq!(plan(&read_of("4@2", true), &ours), Plan::Apply(&value("v")));
+        let ours = [attempt("3", 2), attempt("6", 3)];
+        // Our second attempt decided, or finished by another proposer and
+        // built on since (the state is another's, the history holds ours).
+        let done = read_after(&["1", "2@2", "6"], false);
+        assert_eq!(plan(&done, &ours), Plan::Done(1));
+        let built_on = read_after(&["1", "3", "8@2"], false);
+        assert_eq!(plan(&built_on, &ours), Plan::Done(0));
+        // In flight: finished first, as it is.
+        let flying = read_after(&["1", "3@2", "6", "7@3"], true);
+        assert_eq!(plan(&flying, &ours), Plan::Finish(1, &flying.current.value));
+        // Neither in the history that covers their rounds: apply anew.
+        let other = read_after(&["1", "4@2", "5@2"], false);
+        assert_eq!(plan(&other, &ours), Plan::Apply(&other.current.value));
         assert_eq!(plan(&read_of("4@2", false), &[]), Plan::Apply(&value("v")));
+        // Our round has left the window: unknown.
+        let long: Vec<String> = (10..100).map(|ms| format!("{ms}@2")).collect();
+        let long: Vec<&str> = long.iter().map(String::as_str).collect();
+        assert_eq!(plan(&read_after(&long, false), &ours), Plan::Unknown);
     }
 
     #[test]
