@@ -5,8 +5,9 @@
 //! has one, else every column of it (a hash), as Redis expires a hash
 //! whole, else its unique counter (a set), whose deadline is its count's
 //! (see `crate::cluster::unique`), else its string, whose deadline is
-//! part of its agreed value (see `registers`). An `EXPIRE` or `PERSIST` is one
-//! leader-side change of the key's row (`Node::expire`); `TTL`, `PTTL`,
+//! part of its agreed value (see `registers`). An `EXPIRE` or `PERSIST`
+//! is one leader-side change of the key's row (`Node::expire`), or an
+//! agreed change of the string where the row has nothing; `TTL`, `PTTL`,
 //! `EXPIRETIME`, `PEXPIRETIME` read the key (its counter, its row, its
 //! count). Columns made after an `EXPIRE` do not take its deadline (see
 //! `crate::cluster::write::expire`). The deadline is wall-clock time, read
@@ -170,9 +171,10 @@ async fn expire(node: &Arc<Node>, cl: Consistency, key: &[u8], at_ms: u64, only:
 }
 
 /// `key`'s deadline: its counter's when it has one, else its first live
-/// column's, else its unique counter's, else its string's. A read, not a write: it reads the
-/// counter, then the row, then the count, each at `cl` (a key written
-/// between two of them may answer as the next kind it holds).
+/// column's, else its unique counter's, else its string's. A read, not a
+/// write: it reads the counter, then the row, then the count, each at
+/// `cl`, then the string (a key written between two of them may answer as
+/// the next kind it holds).
 async fn deadline(node: &Arc<Node>, cl: Consistency, key: &[u8]) -> Result<Deadline, Reply> {
     let now = now_ms();
     let cell = node

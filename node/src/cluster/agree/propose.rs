@@ -32,7 +32,7 @@ use tokio::task::JoinSet;
 use tracing::debug;
 
 use super::history::Rounds;
-use super::queue::{Answer, Change, Queues, Waiting, apply_all};
+use super::queue::{Answer, Change, Queues, Running, Waiting, apply_all};
 use super::round::{ATTEMPTS_MAX, Attempt, Plan, Round, Verdict, needs_proposal, plan};
 use crate::base::convert::engine_error;
 use crate::cluster::ctx::Ctx;
@@ -110,6 +110,10 @@ impl Proposer {
     /// The runner of `partition`'s rounds on this node: one batch of
     /// waiting changes per round, until none waits.
     async fn run(&self, ctx: &Arc<Ctx>, partition: &[u8]) {
+        let _running = Running {
+            queues: &self.queues,
+            partition,
+        };
         while let Some(mut batch) = self.queues.take(partition) {
             let answers = self
                 .round(ctx, partition, |registers, now| {

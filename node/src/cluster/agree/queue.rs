@@ -76,6 +76,23 @@ impl Queues {
     }
 }
 
+/// A runner's hold on its partition: should the runner unwind, the
+/// changes still waiting are dropped (their clients told the round
+/// stopped) and the next change starts a new runner, rather than wait
+/// for one that is gone.
+pub(crate) struct Running<'a> {
+    pub(crate) queues: &'a Queues,
+    pub(crate) partition: &'a [u8],
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.queues.waiting.lock().remove(self.partition);
+        }
+    }
+}
+
 /// Runs `batch`'s changes in order on `registers`, each from the state
 /// the one before left (a change that fails leaves it as it was): the
 /// final state and each change's answer.
@@ -140,6 +157,24 @@ mod tests {
         // Nothing left: the runner stops, and the next push starts one.
         assert!(q.take(b"p").is_none());
         assert!(q.push(b"p", waiting(append(b'd')).0));
+    }
+
+    #[test]
+    fn a_runner_that_unwinds_lets_the_next_change_start_one() {
+        let q = Queues::default();
+        let (w, told) = waiting(append(b'a'));
+        assert!(q.push(b"p", w));
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _running = Running {
+                queues: &q,
+                partition: b"p",
+            };
+            panic!("a runner unwinds");
+        }));
+        assert!(unwound.is_err());
+        assert!(q.push(b"p", waiting(append(b'b')).0));
+        // The change that waited was dropped: its client hears so.
+        assert!(told.blocking_recv().is_err());
     }
 
     #[test]
