@@ -86,3 +86,59 @@ fn strings_are_agreed_through_any_node_and_survive_kills() {
     assert_eq!(cli(&cluster, 1, &["DEL", "name"]), "0\n");
     assert_eq!(cli(&cluster, 2, &["SET", "name", "dave", "NX"]), "OK\n");
 }
+
+/// The string commands beside `SET`, through different nodes, with
+/// Redis' answers; a counter reads as its digits.
+#[test]
+fn string_commands_answer_as_redis_does() {
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    cluster.wait_agreement().unwrap();
+    let c = |node: usize, args: &[&str]| cli(&cluster, node, args);
+
+    assert_eq!(c(0, &["APPEND", "s", "hello"]), "5\n");
+    assert_eq!(c(1, &["APPEND", "s", " world"]), "11\n");
+    assert_eq!(c(2, &["STRLEN", "s"]), "11\n");
+    assert_eq!(c(0, &["GETRANGE", "s", "0", "4"]), "hello\n");
+    assert_eq!(c(1, &["SUBSTR", "s", "-5", "-1"]), "world\n");
+    assert_eq!(c(2, &["SETRANGE", "s", "6", "WORLD"]), "11\n");
+    assert_eq!(c(0, &["GET", "s"]), "hello WORLD\n");
+    assert_eq!(c(1, &["SETRANGE", "padded", "2", "x"]), "3\n");
+    assert_eq!(c(2, &["GETRANGE", "padded", "2", "2"]), "x\n");
+    assert_eq!(c(0, &["STRLEN", "nothing"]), "0\n");
+    assert!(c(0, &["SETRANGE", "s", "-1", "x"]).starts_with("ERR offset is out of range"));
+
+    // A counter reads as its digits; its bytes are not changed in place.
+    assert_eq!(c(0, &["SET", "n", "12345"]), "OK\n");
+    assert_eq!(c(1, &["STRLEN", "n"]), "5\n");
+    assert_eq!(c(2, &["GETRANGE", "n", "1", "2"]), "23\n");
+    assert!(c(0, &["APPEND", "n", "6"]).starts_with("WRONGTYPE"));
+
+    assert_eq!(
+        c(0, &["MSET", "a", "ohmytext", "b", "mynewtext", "i", "7"]),
+        "OK\n"
+    );
+    assert_eq!(c(1, &["MGET", "a", "i", "none"]), "ohmytext\n7\n\n");
+    assert_eq!(c(2, &["LCS", "a", "b"]), "mytext\n");
+    assert_eq!(c(0, &["LCS", "a", "b", "LEN"]), "6\n");
+    assert_eq!(
+        c(
+            1,
+            &["LCS", "a", "b", "IDX", "MINMATCHLEN", "4", "WITHMATCHLEN"]
+        ),
+        "matches\n4\n7\n5\n8\n4\nlen\n6\n"
+    );
+
+    assert_eq!(c(0, &["SETNX", "nx", "first"]), "1\n");
+    assert_eq!(c(1, &["SETNX", "nx", "second"]), "0\n");
+    assert_eq!(c(2, &["GETSET", "nx", "third"]), "first\n");
+    assert_eq!(c(0, &["SETEX", "ex", "100", "v"]), "OK\n");
+    assert_eq!(c(1, &["TTL", "ex"]), "100\n");
+    assert_eq!(c(2, &["GETEX", "ex", "PERSIST"]), "v\n");
+    assert_eq!(c(0, &["TTL", "ex"]), "-1\n");
+    assert_eq!(c(1, &["GETEX", "ex", "PX", "5000"]), "v\n");
+    let pttl: i64 = c(2, &["PTTL", "ex"]).trim().parse().unwrap();
+    assert!((4000..=5000).contains(&pttl), "{pttl}");
+    assert_eq!(c(0, &["GETDEL", "ex"]), "v\n");
+    assert_eq!(c(1, &["EXISTS", "ex"]), "0\n");
+    assert_eq!(c(2, &["GETDEL", "ex"]), "\n");
+}

@@ -74,6 +74,8 @@ pub(crate) enum Handler {
     Strings,
     /// `expiry`: deadlines.
     Expiry,
+    /// `text`: commands on a key's bytes.
+    Text,
     /// `sets`: unique counters.
     Sets,
     /// `tally`: adds with operation ids.
@@ -292,6 +294,60 @@ pub(crate) const COMMANDS: &[Command] = &[
         "Sets several counters, one after another.",
     )
     .runs(Strings, Write, Keyed),
+    cmd(
+        "append",
+        3,
+        &["write", "denyoom", "fast"],
+        ONE,
+        "string",
+        "Appends to a string, agreed; answers its length.",
+    )
+    .runs(Text, Write, Keyed),
+    cmd(
+        "setrange",
+        4,
+        &["write", "denyoom"],
+        ONE,
+        "string",
+        "Overwrites part of a string, agreed; answers its length.",
+    )
+    .runs(Text, Write, Keyed),
+    cmd(
+        "strlen",
+        2,
+        R,
+        ONE,
+        "string",
+        "The length of a string (of a counter: its digits).",
+    )
+    .runs(Text, Read, Keyed),
+    cmd(
+        "getrange",
+        4,
+        &["readonly"],
+        ONE,
+        "string",
+        "Part of a string (of a counter: its digits).",
+    )
+    .runs(Text, Read, Keyed),
+    cmd(
+        "substr",
+        4,
+        &["readonly"],
+        ONE,
+        "string",
+        "GETRANGE, by its old name.",
+    )
+    .runs(Text, Read, Keyed),
+    cmd(
+        "lcs",
+        -3,
+        &["readonly"],
+        (1, 2, 1),
+        "string",
+        "The longest common subsequence of two strings (read one after the other).",
+    )
+    .runs(Text, Read, Keyed),
     cmd(
         "rename",
         3,

@@ -72,6 +72,7 @@ mod sets;
 mod shared;
 mod strings;
 mod tally;
+mod text;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -352,6 +353,7 @@ async fn by_handler(
         Handler::Generic => generic::execute(node, cl, name, rest).await,
         Handler::Strings => strings::execute(node, cl, name, rest).await,
         Handler::Expiry => expiry::execute(node, cl, name, rest).await,
+        Handler::Text => text::execute(node, cl, name, rest).await,
         Handler::Sets => sets::execute(node, cl, name, rest).await,
         Handler::Lists => lists::execute(node, cl, name, rest).await,
         Handler::Tally => tally::execute(node, cl, user, name, rest).await,

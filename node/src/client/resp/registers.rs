@@ -163,6 +163,36 @@ pub(crate) async fn expire(
     .await
 }
 
+/// Takes the key's string away (`GETDEL`): what it was, if there was one.
+pub(crate) async fn take(node: &Arc<Node>, key: &[u8]) -> Result<Option<Vec<u8>>, WireError> {
+    if get(node, key).await?.is_none() {
+        return Ok(None);
+    }
+    node.agree(key, |registers, now| {
+        let before = registers.get(COLUMN, now).map(|r| r.value.clone());
+        Ok((remove_string(registers).0, before))
+    })
+    .await
+}
+
+/// Gives the key's string the deadline `at_ms` (0: none) whatever it had
+/// (`GETEX`): the string, if there is one.
+pub(crate) async fn get_and_expire(
+    node: &Arc<Node>,
+    key: &[u8],
+    at_ms: u64,
+) -> Result<Option<Vec<u8>>, WireError> {
+    if get(node, key).await?.is_none() {
+        return Ok(None);
+    }
+    node.agree(key, move |registers, now| {
+        let before = registers.get(COLUMN, now).map(|r| r.value.clone());
+        let (next, _) = expire_string(registers, at_ms, When::Always);
+        Ok((next, before))
+    })
+    .await
+}
+
 /// Deletes the key's string; whether it had one. Reads first, so that a
 /// key without one costs no agreement round.
 pub(crate) async fn delete(node: &Arc<Node>, key: &[u8]) -> Result<bool, WireError> {

@@ -49,15 +49,26 @@ pub(crate) async fn execute(
                 let change = set_change(value, Ttl::Clear, Presence::Absent);
                 applied(node.change(&key(&rest[0], b""), change, cl).await)
             }
-            Err(e) => e,
-        },
-        ("setex" | "psetex", 3) => match ttl_arg(name, &rest[1], now)
-            .and_then(|ttl| value_arg(&rest[2]).map(|v| set_change(v, ttl, Presence::Any)))
-        {
-            Ok(change) => {
-                let a = SetArgs { change, get: false };
-                set(node, cl, &rest[0], b"", a).await
+            Err(_) => {
+                let s = string(&rest[1], Ttl::Clear, Presence::Absent, false);
+                match set_string(node, cl, &rest[0], s).await {
+                    Reply::Simple(_) => Reply::Int(1),
+                    Reply::Bulk(None) => Reply::Int(0),
+                    other => other,
+                }
             }
+        },
+        ("setex" | "psetex", 3) => match ttl_arg(name, &rest[1], now) {
+            Ok(ttl) => match value_arg(&rest[2]) {
+                Ok(v) => {
+                    let change = set_change(v, ttl, Presence::Any);
+                    set(node, cl, &rest[0], b"", SetArgs { change, get: false }).await
+                }
+                Err(_) => {
+                    let s = string(&rest[2], ttl, Presence::Any, false);
+                    set_string(node, cl, &rest[0], s).await
+                }
+            },
             Err(e) => e,
         },
         ("getset", 2) => match value_arg(&rest[1]) {
@@ -65,18 +76,36 @@ pub(crate) async fn execute(
                 let change = set_change(value, Ttl::Clear, Presence::Any);
                 set(node, cl, &rest[0], b"", SetArgs { change, get: true }).await
             }
-            Err(e) => e,
+            Err(_) => {
+                let s = string(&rest[1], Ttl::Clear, Presence::Any, true);
+                set_string(node, cl, &rest[0], s).await
+            }
         },
+        // A key without a counter may hold a string: then that is taken.
         ("getdel", 1) => {
             let a = SetArgs {
                 change: Change::Delete,
                 get: true,
             };
-            set(node, cl, &rest[0], b"", a).await
+            match set(node, cl, &rest[0], b"", a).await {
+                Reply::Bulk(None) => string_reply(registers::take(node, &rest[0]).await),
+                other => other,
+            }
         }
         ("getex", n) if n >= 1 => match getex_args(&rest[1..], now) {
             Ok(None) => super::counters::get(node, cl, &rest[0], b"").await,
-            Ok(Some(change)) => set(node, cl, &rest[0], b"", SetArgs { change, get: true }).await,
+            Ok(Some(change)) => {
+                let at_ms = match change {
+                    Change::Expire { at_ms, .. } => at_ms,
+                    _ => 0,
+                };
+                match set(node, cl, &rest[0], b"", SetArgs { change, get: true }).await {
+                    Reply::Bulk(None) => {
+                        string_reply(registers::get_and_expire(node, &rest[0], at_ms).await)
+                    }
+                    other => other,
+                }
+            }
             Err(e) => e,
         },
         ("mset", n) if n >= 2 && n % 2 == 0 => mset(node, cl, rest).await,
@@ -100,6 +129,24 @@ fn key(partition: &[u8], column: &[u8]) -> WireKey {
 
 fn set_change(value: i64, ttl: Ttl, only: Presence) -> Change {
     Change::Set { value, ttl, only }
+}
+
+/// A `SET` of the string `value`.
+fn string(value: &[u8], ttl: Ttl, only: Presence, get: bool) -> registers::SetString {
+    registers::SetString {
+        value: value.to_vec(),
+        ttl,
+        only,
+        get,
+    }
+}
+
+/// A string read or taken, as a reply.
+fn string_reply(r: Result<Option<Vec<u8>>, tally_net::wire::WireError>) -> Reply {
+    match r {
+        Ok(v) => v.map_or(Reply::NIL, Reply::bulk),
+        Err(e) => wire_err(&e),
+    }
 }
 
 /// A value to set: a 64-bit integer, or a clear error.
@@ -165,12 +212,7 @@ impl SetOpts {
 
     /// The SET of a string to `value`.
     fn string(self, value: &[u8]) -> registers::SetString {
-        registers::SetString {
-            value: value.to_vec(),
-            ttl: self.ttl,
-            only: self.only,
-            get: self.get,
-        }
+        string(value, self.ttl, self.only, self.get)
     }
 }
 
@@ -343,19 +385,25 @@ fn applied(done: Result<Changed, tally_net::wire::WireError>) -> Reply {
     }
 }
 
-/// `MSET k v [k v ...]`: every value is checked before any is set.
+/// `MSET k v [k v ...]`: one key after another, an integer as a counter,
+/// anything else as a string.
 async fn mset(node: &Arc<Node>, cl: Consistency, rest: &[Vec<u8>]) -> Reply {
-    let mut sets = Vec::with_capacity(rest.len() / 2);
     for pair in rest.chunks(2) {
-        match value_arg(&pair[1]) {
-            Ok(v) => sets.push((&pair[0], v)),
-            Err(e) => return e,
-        }
-    }
-    for (k, value) in sets {
-        let change = set_change(value, Ttl::Clear, Presence::Any);
-        if let Err(e) = node.change(&key(k, b""), change, cl).await {
-            return wire_err(&e);
+        let reply = match value_arg(&pair[1]) {
+            Ok(value) => {
+                let change = set_change(value, Ttl::Clear, Presence::Any);
+                match node.change(&key(&pair[0], b""), change, cl).await {
+                    Ok(_) => continue,
+                    Err(e) => wire_err(&e),
+                }
+            }
+            Err(_) => {
+                let s = string(&pair[1], Ttl::Clear, Presence::Any, false);
+                set_string(node, cl, &pair[0], s).await
+            }
+        };
+        if reply.is_error() {
+            return reply;
         }
     }
     Reply::Simple("OK")
