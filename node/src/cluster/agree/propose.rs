@@ -32,7 +32,7 @@ use tokio::task::JoinSet;
 use tracing::debug;
 
 use super::history::Rounds;
-use super::queue::{Answer, Change, Queues, Running, Waiting, apply_all};
+use super::queue::{Answer, Change, Hints, Queues, Running, Waiting, apply_all, changes_nothing};
 use super::round::{ATTEMPTS_MAX, Attempt, Plan, Round, Verdict, needs_proposal, plan};
 use crate::base::convert::engine_error;
 use crate::cluster::ctx::Ctx;
@@ -51,6 +51,8 @@ pub(crate) struct Proposer {
     jitter: RandomState,
     /// The changes waiting for their partition's next round.
     queues: Queues,
+    /// What this node last saw each partition hold.
+    hints: Hints,
 }
 
 /// One participant's answer: `None` when it could not be asked or its
@@ -115,11 +117,23 @@ impl Proposer {
             partition,
         };
         while let Some(mut batch) = self.queues.take(partition) {
+            if let Some(answers) = self.read_only(ctx, partition, &mut batch).await {
+                for (w, answer) in batch.into_iter().zip(answers) {
+                    let _ = w.reply.send(answer);
+                }
+                continue;
+            }
+            let mut last = None;
             let answers = self
                 .round(ctx, partition, |registers, now| {
-                    Ok(apply_all(&mut batch, registers, now))
+                    let (next, answers) = apply_all(&mut batch, registers, now);
+                    last = Some(next.clone());
+                    Ok((next, answers))
                 })
                 .await;
+            if let (Ok(_), Some(last)) = (&answers, last) {
+                self.hints.saw(partition, last);
+            }
             match answers {
                 Ok(answers) => {
                     for (w, answer) in batch.into_iter().zip(answers) {
@@ -133,6 +147,28 @@ impl Proposer {
                 }
             }
         }
+    }
+
+    /// Answers `batch` from a read, without a round, when this node last
+    /// saw the partition in a state the batch would not change and a
+    /// quorum shows it still is, nothing in flight: a change that changes
+    /// nothing is a read (many clients polling a held lock then take no
+    /// ballots from its holder). `None`: a round must make it.
+    async fn read_only(
+        &self,
+        ctx: &Arc<Ctx>,
+        partition: &[u8],
+        batch: &mut [Waiting],
+    ) -> Option<Vec<Result<Answer, WireError>>> {
+        let now = now_ms();
+        let hint = self.hints.get(partition)?;
+        if !changes_nothing(batch, &hint, now) {
+            return None;
+        }
+        let live = settled(ctx, partition).await.ok()??;
+        let (next, answers) = apply_all(batch, &live, now);
+        self.hints.saw(partition, live.clone());
+        (next == live).then_some(answers)
     }
 
     /// One change (of a batch) made through as many ballots as it takes.
@@ -228,32 +264,37 @@ impl Proposer {
         ctx: &Arc<Ctx>,
         partition: &[u8],
     ) -> Result<Registers, WireError> {
-        let mut round = Round::new(Ballot::ZERO, &ctx.replicas(partition));
-        let req = PeerRequest::ReadAgreed {
-            partition: partition.to_vec(),
-        };
-        match ask(ctx, &mut round, req).await {
-            Verdict::Read(read) if !read.in_flight => {
-                commit_to(ctx, partition, &read.committed, &read.behind);
-                let mut value = read.current.value;
-                value.drop_expired(now_ms());
-                Ok(value)
-            }
-            Verdict::Read(read) if ctx.faults().has(Fault::ReadSkipsInFlight) => {
-                let mut value = read.committed.value;
-                value.drop_expired(now_ms());
-                Ok(value)
-            }
-            Verdict::Read(_) => {
-                let finish: Change = Box::new(|live, _| Ok((live.clone(), Box::new(live.clone()))));
-                let answer = self.agree(ctx, partition, finish).await?;
-                answer.downcast::<Registers>().map(|r| *r).map_err(|_| {
-                    WireError::new(ErrorKind::Internal, "a read's round answered no registers")
-                })
-            }
-            other => Err(failed(&other, false)),
+        if let Some(value) = settled(ctx, partition).await? {
+            return Ok(value);
         }
+        let finish: Change = Box::new(|live, _| Ok((live.clone(), Box::new(live.clone()))));
+        let answer = self.agree(ctx, partition, finish).await?;
+        answer.downcast::<Registers>().map(|r| *r).map_err(|_| {
+            WireError::new(ErrorKind::Internal, "a read's round answered no registers")
+        })
     }
+}
+
+/// The registers of `partition` a quorum holds, live now, when none of
+/// them holds a newer value in flight (one read that writes nothing);
+/// `None` when one does, which a round must finish first.
+async fn settled(ctx: &Arc<Ctx>, partition: &[u8]) -> Result<Option<Registers>, WireError> {
+    let mut round = Round::new(Ballot::ZERO, &ctx.replicas(partition));
+    let req = PeerRequest::ReadAgreed {
+        partition: partition.to_vec(),
+    };
+    let value = match ask(ctx, &mut round, req).await {
+        Verdict::Read(read) if !read.in_flight => {
+            commit_to(ctx, partition, &read.committed, &read.behind);
+            read.current.value
+        }
+        Verdict::Read(read) if ctx.faults().has(Fault::ReadSkipsInFlight) => read.committed.value,
+        Verdict::Read(_) => return Ok(None),
+        other => return Err(failed(&other, false)),
+    };
+    let mut value = value;
+    value.drop_expired(now_ms());
+    Ok(Some(value))
 }
 
 /// Sends `req` (a prepare or a proposal) to every participant of `round`,

@@ -93,6 +93,40 @@ impl Drop for Running<'_> {
     }
 }
 
+/// The most partitions [`Hints`] remembers; past it, it forgets them all.
+const HINTS_MAX: usize = 4096;
+
+/// What this node last saw each partition's registers hold, after its
+/// own rounds: a hint of whether a batch would change anything (a poll of
+/// a held lock would not), never an answer.
+#[derive(Default)]
+pub(crate) struct Hints {
+    seen: Mutex<HashMap<Vec<u8>, Registers>>,
+}
+
+impl Hints {
+    /// What this node last saw of `partition`.
+    pub(crate) fn get(&self, partition: &[u8]) -> Option<Registers> {
+        self.seen.lock().get(partition).cloned()
+    }
+
+    /// Remembers `registers` as what `partition` holds.
+    pub(crate) fn saw(&self, partition: &[u8], registers: Registers) {
+        let mut seen = self.seen.lock();
+        if seen.len() >= HINTS_MAX && !seen.contains_key(partition) {
+            seen.clear();
+        }
+        seen.insert(partition.to_vec(), registers);
+    }
+}
+
+/// Whether `batch` would leave `registers` as they are: every change in
+/// it a no-op there (a `SET NX` of a key that is held, a compare that
+/// fails), so that a read can answer it rather than a round.
+pub(crate) fn changes_nothing(batch: &mut [Waiting], registers: &Registers, now_ms: u64) -> bool {
+    apply_all(batch, registers, now_ms).0 == *registers
+}
+
 /// Runs `batch`'s changes in order on `registers`, each from the state
 /// the one before left (a change that fails leaves it as it was): the
 /// final state and each change's answer.
@@ -175,6 +209,22 @@ mod tests {
         assert!(q.push(b"p", waiting(append(b'b')).0));
         // The change that waited was dropped: its client hears so.
         assert!(told.blocking_recv().is_err());
+    }
+
+    #[test]
+    fn hints_say_whether_a_batch_would_change_nothing() {
+        let hints = Hints::default();
+        assert!(hints.get(b"p").is_none());
+        let held = apply_all(&mut [waiting(append(b'a')).0], &Registers::default(), 0).0;
+        hints.saw(b"p", held.clone());
+        assert_eq!(hints.get(b"p"), Some(held.clone()));
+        let keep: Change = Box::new(|r: &Registers, _| Ok((r.clone(), Box::new(()) as Answer)));
+        assert!(changes_nothing(&mut [waiting(keep).0], &held, 0));
+        assert!(!changes_nothing(&mut [waiting(append(b'b')).0], &held, 0));
+        for i in 0..HINTS_MAX as u32 {
+            hints.saw(&i.to_be_bytes(), Registers::default());
+        }
+        assert!(hints.get(b"p").is_none(), "forgotten once full");
     }
 
     #[test]
