@@ -1,11 +1,56 @@
 //! Locks and leases from the client libraries people use, unchanged,
-//! against a 3-node cluster: each library's test drives it through one
-//! node and through a different node each call.
+//! against a 3-node cluster, from their registries (installed on first
+//! use under `target/`, pinned): each library's test drives it through
+//! one node and through a different node each call.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use tally_tests::{Cluster, ClusterOptions};
+
+/// The Python packages of the lock libraries' test.
+const PY_PACKAGES: [&str; 3] = ["python-redis-lock==4.0.1", "pottery==3.0.1", "redis==8.1.0"];
+/// The npm packages of the lock libraries' test.
+const JS_PACKAGES: [&str; 3] = [
+    "ioredis@5.11.1",
+    "redlock@5.0.0-beta.2",
+    "redis-semaphore@5.8.0",
+];
+
+fn ports(cluster: &Cluster) -> impl Iterator<Item = String> + '_ {
+    (0..3).map(|i| cluster.resp_addr(i).port().to_string())
+}
+
+fn python_locks() -> PathBuf {
+    let mut pip = Command::new("python3");
+    pip.args(["-m", "pip", "install", "--quiet"])
+        .args(PY_PACKAGES)
+        .arg("--target");
+    let installed = |dir: &Path| {
+        ["python_redis_lock-4.0.1", "pottery-3.0.1", "redis-8.1.0"]
+            .iter()
+            .all(|p| dir.join(format!("{p}.dist-info")).exists())
+    };
+    tally_tests::client_packages("pylocks", installed, pip).unwrap()
+}
+
+fn js_modules() -> PathBuf {
+    let mut npm = Command::new("npm");
+    npm.args(["install", "--no-audit", "--no-fund"])
+        .args(JS_PACKAGES)
+        .arg("--prefix");
+    let installed = |dir: &Path| {
+        JS_PACKAGES.iter().all(|p| {
+            let (name, version) = p.rsplit_once('@').expect("name@version");
+            std::fs::read_to_string(dir.join("node_modules").join(name).join("package.json"))
+                .is_ok_and(|p| p.contains(&format!("\"version\": \"{version}\"")))
+        })
+    };
+    tally_tests::client_packages("jslocks", installed, npm)
+        .unwrap()
+        .join("node_modules")
+}
 
 /// redis-py's `Lock` (`SET NX PX`, and scripts that compare the token
 /// before they release, extend or reacquire): acquire, extend,
@@ -13,8 +58,6 @@ use tally_tests::{Cluster, ClusterOptions};
 /// other nodes; an expired lease taken by the next client; a blocking
 /// acquire that waits for the release; and six threads through all three
 /// nodes taking turns in a section that notices a second holder.
-const REDIS_PY_LOCK: &str = include_str!("locks/redis_py_lock.py");
-
 #[test]
 fn redis_py_locks_hold_through_any_node() {
     let cluster = Cluster::start(ClusterOptions::default()).unwrap();
@@ -22,9 +65,35 @@ fn redis_py_locks_hold_through_any_node() {
     let mut python = Command::new("python3");
     python
         .env("PYTHONPATH", tally_tests::redis_py())
-        .args(["-c", REDIS_PY_LOCK]);
-    for i in 0..3 {
-        python.arg(cluster.resp_addr(i).port().to_string());
-    }
+        .args(["-c", include_str!("locks/redis_py_lock.py")])
+        .args(ports(&cluster));
     tally_tests::assert_script_ok(&mut python, "redis-py's Lock");
+}
+
+/// python-redis-lock (its waiters block on a list, `BLPOP`, woken by the
+/// release) and pottery's `Redlock` with the cluster as its one master.
+#[test]
+fn python_redis_lock_and_pottery_hold_through_any_node() {
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    cluster.wait_agreement().unwrap();
+    let mut python = Command::new("python3");
+    python
+        .env("PYTHONPATH", python_locks())
+        .args(["-c", include_str!("locks/python_locks.py")])
+        .args(ports(&cluster));
+    tally_tests::assert_script_ok(&mut python, "python-redis-lock and pottery");
+}
+
+/// npm's `redlock` and `redis-semaphore`'s `Mutex`, through ioredis.
+#[test]
+fn redlock_and_redis_semaphore_hold_through_any_node() {
+    let modules = js_modules();
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    cluster.wait_agreement().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("js/locks.js");
+    let mut node = Command::new("node");
+    node.env("NODE_PATH", &modules)
+        .arg(script)
+        .arg(ports(&cluster).collect::<Vec<_>>().join(","));
+    tally_tests::assert_script_ok(&mut node, "redlock and redis-semaphore");
 }

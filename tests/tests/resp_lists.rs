@@ -317,3 +317,25 @@ fn the_check_catches_list_changes_stamped_when_made() {
         h.lists
     );
 }
+
+/// `BLPOP`/`BRPOP`: the first key with an element, in order; nil after
+/// the timeout; a waiter woken by a push through another node.
+#[test]
+fn blocking_pops_take_the_first_list_with_an_element_or_time_out() {
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    let cli = |i: usize, args: &[&str]| cluster.redis_cli(i, args);
+    assert_eq!(cli(0, &["RPUSH", "b", "1", "2"]), "2\n");
+    assert_eq!(cli(1, &["BLPOP", "a", "b", "1"]), "b\n1\n");
+    assert_eq!(cli(2, &["BRPOP", "a", "b", "1"]), "b\n2\n");
+    let started = std::time::Instant::now();
+    assert_eq!(cli(0, &["BLPOP", "a", "b", "0.3"]), "\n");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert!(cli(1, &["BLPOP", "a", "-1"]).starts_with("ERR timeout is negative"));
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| cli(1, &["BLPOP", "woken", "0"]));
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(cli(2, &["LPUSH", "woken", "x"]), "1\n");
+        assert_eq!(waiter.join().unwrap(), "woken\nx\n");
+    });
+    assert_eq!(cli(0, &["LLEN", "woken"]), "0\n");
+}

@@ -76,6 +76,8 @@ pub(crate) enum Handler {
     Expiry,
     /// `text`: commands on a key's bytes.
     Text,
+    /// `blocking`: pops that wait.
+    Blocking,
     /// `sets`: unique counters.
     Sets,
     /// `tally`: adds with operation ids.
@@ -901,6 +903,24 @@ pub(crate) const COMMANDS: &[Command] = &[
     )
     .runs(Lists, Write, Keyed),
     cmd(
+        "blpop",
+        -3,
+        &["write", "blocking"],
+        (1, -2, 1),
+        "list",
+        "Pops the first element of the first list that has one, waiting up to a timeout.",
+    )
+    .runs(Blocking, Write, Barrier),
+    cmd(
+        "brpop",
+        -3,
+        &["write", "blocking"],
+        (1, -2, 1),
+        "list",
+        "Pops the last element of the first list that has one, waiting up to a timeout.",
+    )
+    .runs(Blocking, Write, Barrier),
+    cmd(
         "lpop",
         -2,
         &["write", "fast"],
@@ -1087,7 +1107,8 @@ mod tests {
 
     /// The typed columns agree with Redis' flags: `no-auth` needs nothing,
     /// `admin` and Redis' `@dangerous` commands an administrator, `write`
-    /// a writer; only keyed commands join a pipeline's group.
+    /// a writer; only keyed commands join a pipeline's group, and not
+    /// those that wait.
     #[test]
     fn needs_and_pipes_agree_with_redis_flags() {
         const DANGEROUS: &[&str] = &["flushall", "flushdb", "keys", "swapdb", "info", "config"];
@@ -1105,7 +1126,7 @@ mod tests {
             assert_eq!(c.need, want, "{}", c.name);
             assert_eq!(
                 c.pipe != Pipe::Barrier,
-                c.keys.0 >= 1 && c.group != "transactions",
+                c.keys.0 >= 1 && c.group != "transactions" && !has("blocking"),
                 "{}",
                 c.name
             );

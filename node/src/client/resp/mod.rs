@@ -49,6 +49,7 @@
 //! byte, and an idle connection may be closed (see `limits`).
 
 mod admin;
+mod blocking;
 mod command;
 mod counters;
 mod cursors;
@@ -354,6 +355,7 @@ async fn by_handler(
         Handler::Strings => strings::execute(node, cl, name, rest).await,
         Handler::Expiry => expiry::execute(node, cl, name, rest).await,
         Handler::Text => text::execute(node, cl, name, rest).await,
+        Handler::Blocking => blocking::execute(node, cl, name, rest).await,
         Handler::Sets => sets::execute(node, cl, name, rest).await,
         Handler::Lists => lists::execute(node, cl, name, rest).await,
         Handler::Tally => tally::execute(node, cl, user, name, rest).await,
