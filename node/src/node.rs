@@ -195,6 +195,12 @@ impl Node {
         enabled_by_all_up(&self.ctx, &self.features, AGREEMENT)
     }
 
+    /// What this node last saw `partition`'s registers hold: a hint, not
+    /// an answer (another node may have changed them since).
+    pub(crate) fn last_seen_registers(&self, partition: &[u8]) -> Option<Registers> {
+        self.proposer.last_seen(partition)
+    }
+
     /// The registers of `partition` decided so far, those live now,
     /// linearizably (`cluster::agree::propose`); none while neither this
     /// node nor any peer up has enabled agreement (nothing can have

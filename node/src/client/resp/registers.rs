@@ -146,15 +146,14 @@ pub(crate) async fn get_with_deadline(
 }
 
 /// Gives the key's string the deadline `at_ms` (0: none) if `only`
-/// allows; whether it did. Reads first, so that a key without a string
-/// costs no agreement round.
+/// allows; whether it did (see [`surely_none`]).
 pub(crate) async fn expire(
     node: &Arc<Node>,
     key: &[u8],
     at_ms: u64,
     only: When,
 ) -> Result<bool, WireError> {
-    if get(node, key).await?.is_none() {
+    if surely_none(node, key).await? {
         return Ok(false);
     }
     node.agree(key, move |registers, _| {
@@ -165,7 +164,7 @@ pub(crate) async fn expire(
 
 /// Takes the key's string away (`GETDEL`): what it was, if there was one.
 pub(crate) async fn take(node: &Arc<Node>, key: &[u8]) -> Result<Option<Vec<u8>>, WireError> {
-    if get(node, key).await?.is_none() {
+    if surely_none(node, key).await? {
         return Ok(None);
     }
     node.agree(key, |registers, now| {
@@ -182,7 +181,7 @@ pub(crate) async fn get_and_expire(
     key: &[u8],
     at_ms: u64,
 ) -> Result<Option<Vec<u8>>, WireError> {
-    if get(node, key).await?.is_none() {
+    if surely_none(node, key).await? {
         return Ok(None);
     }
     node.agree(key, move |registers, now| {
@@ -193,10 +192,24 @@ pub(crate) async fn get_and_expire(
     .await
 }
 
-/// Deletes the key's string; whether it had one. Reads first, so that a
-/// key without one costs no agreement round.
+/// Whether the key holds no string, so that a change of it has nothing
+/// to do: read (a key without one then costs no agreement round), unless
+/// this node last saw it hold one (a lock being released, extended):
+/// then the change goes straight to its round.
+async fn surely_none(node: &Arc<Node>, key: &[u8]) -> Result<bool, WireError> {
+    let now = tally_engine::now_ms();
+    if node
+        .last_seen_registers(key)
+        .is_some_and(|r| r.get(COLUMN, now).is_some())
+    {
+        return Ok(false);
+    }
+    Ok(get(node, key).await?.is_none())
+}
+
+/// Deletes the key's string; whether it had one (see [`surely_none`]).
 pub(crate) async fn delete(node: &Arc<Node>, key: &[u8]) -> Result<bool, WireError> {
-    if get(node, key).await?.is_none() {
+    if surely_none(node, key).await? {
         return Ok(false);
     }
     node.agree(key, |registers, _| Ok(remove_string(registers)))

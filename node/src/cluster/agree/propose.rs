@@ -149,6 +149,11 @@ impl Proposer {
         }
     }
 
+    /// What this node last saw `partition` hold (a hint).
+    pub(crate) fn last_seen(&self, partition: &[u8]) -> Option<Registers> {
+        self.hints.get(partition)
+    }
+
     /// Answers `batch` from a read, without a round, when this node last
     /// saw the partition in a state the batch would not change and a
     /// quorum shows it still is, nothing in flight: a change that changes
