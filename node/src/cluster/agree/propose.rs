@@ -288,7 +288,7 @@ async fn settled(ctx: &Arc<Ctx>, partition: &[u8]) -> Result<Option<Registers>, 
     let req = PeerRequest::ReadAgreed {
         partition: partition.to_vec(),
     };
-    let value = match ask(ctx, &mut round, req).await {
+    let mut value = match ask(ctx, &mut round, req).await {
         Verdict::Read(read) if !read.in_flight => {
             commit_to(ctx, partition, &read.committed, &read.behind);
             read.current.value
@@ -297,7 +297,6 @@ async fn settled(ctx: &Arc<Ctx>, partition: &[u8]) -> Result<Option<Registers>, 
         Verdict::Read(_) => return Ok(None),
         other => return Err(failed(&other, false)),
     };
-    let mut value = value;
     value.drop_expired(now_ms());
     Ok(Some(value))
 }
