@@ -81,31 +81,10 @@ pub(crate) async fn execute(
                 set_string(node, cl, &rest[0], s).await
             }
         },
-        // A key without a counter may hold a string: then that is taken.
-        ("getdel", 1) => {
-            let a = SetArgs {
-                change: Change::Delete,
-                get: true,
-            };
-            match set(node, cl, &rest[0], b"", a).await {
-                Reply::Bulk(None) => string_reply(registers::take(node, &rest[0]).await),
-                other => other,
-            }
-        }
+        ("getdel", 1) => getdel(node, cl, &rest[0]).await,
         ("getex", n) if n >= 1 => match getex_args(&rest[1..], now) {
             Ok(None) => super::counters::get(node, cl, &rest[0], b"").await,
-            Ok(Some(change)) => {
-                let at_ms = match change {
-                    Change::Expire { at_ms, .. } => at_ms,
-                    _ => 0,
-                };
-                match set(node, cl, &rest[0], b"", SetArgs { change, get: true }).await {
-                    Reply::Bulk(None) => {
-                        string_reply(registers::get_and_expire(node, &rest[0], at_ms).await)
-                    }
-                    other => other,
-                }
-            }
+            Ok(Some(at_ms)) => getex(node, cl, &rest[0], at_ms).await,
             Err(e) => e,
         },
         ("mset", n) if n >= 2 && n % 2 == 0 => mset(node, cl, rest).await,
@@ -138,6 +117,32 @@ fn string(value: &[u8], ttl: Ttl, only: Presence, get: bool) -> registers::SetSt
         ttl,
         only,
         get,
+    }
+}
+
+/// `GETDEL`: the counter's value, deleting it; else the key's string,
+/// taking it.
+async fn getdel(node: &Arc<Node>, cl: Consistency, key: &[u8]) -> Reply {
+    let a = SetArgs {
+        change: Change::Delete,
+        get: true,
+    };
+    match set(node, cl, key, b"", a).await {
+        Reply::Bulk(None) => string_reply(registers::take(node, key).await),
+        other => other,
+    }
+}
+
+/// `GETEX` with a deadline (`at_ms`, 0: none): the counter's value, giving
+/// it the deadline; else the key's string, giving it the deadline.
+async fn getex(node: &Arc<Node>, cl: Consistency, key: &[u8], at_ms: u64) -> Reply {
+    let change = Change::Expire {
+        at_ms,
+        only: When::Always,
+    };
+    match set(node, cl, key, b"", SetArgs { change, get: true }).await {
+        Reply::Bulk(None) => string_reply(registers::get_and_expire(node, key, at_ms).await),
+        other => other,
     }
 }
 
@@ -252,15 +257,13 @@ fn set_opts(opts: &[Vec<u8>], now_ms: u64) -> Result<SetOpts, Reply> {
     })
 }
 
-/// `GETEX`'s options: `None` for a plain read, else the deadline change.
-fn getex_args(opts: &[Vec<u8>], now_ms: u64) -> Result<Option<Change>, Reply> {
+/// `GETEX`'s options: `None` for a plain read, else the deadline to give
+/// (0: none, `PERSIST`).
+fn getex_args(opts: &[Vec<u8>], now_ms: u64) -> Result<Option<u64>, Reply> {
     let syntax = || Reply::err("ERR syntax error");
     match opts {
         [] => Ok(None),
-        [p] if p.eq_ignore_ascii_case(b"persist") => Ok(Some(Change::Expire {
-            at_ms: 0,
-            only: When::Always,
-        })),
+        [p] if p.eq_ignore_ascii_case(b"persist") => Ok(Some(0)),
         [unit, t] => {
             let unit = String::from_utf8_lossy(unit).to_ascii_uppercase();
             if !matches!(unit.as_str(), "EX" | "PX" | "EXAT" | "PXAT") {
@@ -268,10 +271,7 @@ fn getex_args(opts: &[Vec<u8>], now_ms: u64) -> Result<Option<Change>, Reply> {
             }
             let t = super::counters::int_arg(t)?;
             match deadline(&unit, t, now_ms) {
-                Ok(Ttl::At(at_ms)) => Ok(Some(Change::Expire {
-                    at_ms,
-                    only: When::Always,
-                })),
+                Ok(Ttl::At(at_ms)) => Ok(Some(at_ms)),
                 _ => Err(invalid_time("getex")),
             }
         }
@@ -533,18 +533,10 @@ mod tests {
         assert_eq!(getex_args(&[], NOW), Ok(None));
         assert_eq!(
             getex_args(&words("PERSIST"), NOW),
-            Ok(Some(Change::Expire {
-                at_ms: 0,
-                only: When::Always
-            }))
+            Ok(Some(0)),
+            "no deadline"
         );
-        assert_eq!(
-            getex_args(&words("ex 2"), NOW),
-            Ok(Some(Change::Expire {
-                at_ms: NOW + 2_000,
-                only: When::Always
-            }))
-        );
+        assert_eq!(getex_args(&words("ex 2"), NOW), Ok(Some(NOW + 2_000)));
         assert!(getex_args(&words("EX 0"), NOW).is_err());
         assert!(getex_args(&words("EX 1 PX 2"), NOW).is_err());
         assert!(getex_args(&words("SOON 1"), NOW).is_err());
