@@ -141,4 +141,27 @@ fn string_commands_answer_as_redis_does() {
     assert_eq!(c(0, &["GETDEL", "ex"]), "v\n");
     assert_eq!(c(1, &["EXISTS", "ex"]), "0\n");
     assert_eq!(c(2, &["GETDEL", "ex"]), "\n");
+
+    // Walks of the keyspace list strings as strings; a deleted one is gone.
+    let mut strings: Vec<String> = c(0, &["SCAN", "0", "COUNT", "1000", "TYPE", "string"])
+        .lines()
+        .skip(1)
+        .map(str::to_string)
+        .collect();
+    strings.sort();
+    let want = ["a", "b", "i", "n", "nx", "padded", "s", "tally:probe"];
+    assert_eq!(strings, want, "SCAN TYPE string lists counters and strings");
+    assert_eq!(c(1, &["DBSIZE"]), "8\n");
+    assert!(c(2, &["KEYS", "*"]).lines().any(|k| k == "padded"));
+    // Gone from the walks once every replica has the delete (a walk reads
+    // replicas, not a quorum's agreed value: not linearizable).
+    assert_eq!(c(1, &["DEL", "padded"]), "1\n");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while c(2, &["KEYS", "*"]).lines().any(|k| k == "padded") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a deleted string is still listed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

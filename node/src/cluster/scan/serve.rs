@@ -41,10 +41,25 @@ pub(crate) fn check(scan: &WireScan, ranges: &[WireRange]) -> Result<Vec<TokenRa
         .collect())
 }
 
-/// What a live cell makes of its partition, if it lists it at all.
+/// What a live cell makes of its partition, if it lists it at all. A
+/// string is listed as the Redis string it is (`Counter`): it lives in
+/// the agreed part of the partition's reserved cell, whose count is not
+/// live unless the key is a set too (the newest value this replica
+/// accepted or knows committed; a scan is not linearizable).
 pub(crate) fn kind(key: &Key, cell: &Cell, now_ms: u64) -> Option<WireKind> {
-    if unique::is_member(key) || !cell.live(now_ms) {
+    if unique::is_member(key) {
         return None;
+    }
+    if !cell.live(now_ms) {
+        let holds = unique::is_reserved(key.column())
+            && cell.agreed().is_some_and(|a| {
+                let newest = match &a.accepted {
+                    Some(x) if x.ballot > a.committed.ballot => x,
+                    _ => &a.committed,
+                };
+                newest.value.get(b"", now_ms).is_some()
+            });
+        return holds.then_some(WireKind::Counter);
     }
     Some(match key.column() {
         [] if cell.is_list() => WireKind::List,
@@ -192,8 +207,24 @@ mod tests {
                 .admit(b"s", &[&b"m1"[..], b"m2", b"m3"])
                 .await
                 .unwrap();
+            // A string is listed as a Redis string; one deleted is not.
+            for (p, column) in [("t", &b""[..]), ("u", b"\xff\xffrounds")] {
+                let decided = tally_net::wire::Accepted {
+                    ballot: tally_net::wire::Ballot {
+                        ms: 1,
+                        seq: 0,
+                        proposer: 1,
+                    },
+                    value: tally_net::wire::Registers(vec![tally_net::wire::Register {
+                        column: column.to_vec(),
+                        value: b"v".to_vec(),
+                        at_ms: 0,
+                    }]),
+                };
+                engine.commit(p.as_bytes(), decided).await.unwrap();
+            }
         });
-        let want = ["a:Counter", "b:Row", "bb:Counter", "s:Unique"];
+        let want = ["a:Counter", "b:Row", "bb:Counter", "s:Unique", "t:Counter"];
         for limit in [1, 2, 3, 100] {
             assert_eq!(all_pages(&engine, 0, "", limit), want, "limit {limit}");
         }
