@@ -92,6 +92,41 @@ pub fn client_packages(
     Ok(dir)
 }
 
+/// `packages` (`name@version`, pinned) from npm, installed under
+/// `target/<dir>` if they are not yet: the `node_modules` directory.
+pub fn npm_packages(dir: &str, packages: &[&str]) -> Result<PathBuf> {
+    let mut npm = Command::new("npm");
+    npm.args(["install", "--no-audit", "--no-fund"])
+        .args(packages)
+        .arg("--prefix");
+    let installed = |dir: &Path| {
+        packages.iter().all(|p| {
+            let Some((name, version)) = p.rsplit_once('@') else {
+                return false;
+            };
+            std::fs::read_to_string(dir.join("node_modules").join(name).join("package.json"))
+                .is_ok_and(|p| p.contains(&format!("\"version\": \"{version}\"")))
+        })
+    };
+    Ok(client_packages(dir, installed, npm)?.join("node_modules"))
+}
+
+/// `packages` (`name==version`, pinned) from PyPI, installed under
+/// `target/<dir>` if they are not yet: the directory for `PYTHONPATH`.
+/// `dist_infos` names each package's `<name>-<version>` as installed.
+pub fn pip_packages(dir: &str, packages: &[&str], dist_infos: &[&str]) -> Result<PathBuf> {
+    let mut pip = Command::new("python3");
+    pip.args(["-m", "pip", "install", "--quiet"])
+        .args(packages)
+        .arg("--target");
+    let installed = |dir: &Path| {
+        dist_infos
+            .iter()
+            .all(|d| dir.join(format!("{d}.dist-info")).exists())
+    };
+    client_packages(dir, installed, pip)
+}
+
 /// One RESP command as an array of bulk strings, as client libraries send it.
 pub fn resp_command(words: &[&[u8]]) -> Vec<u8> {
     let mut out = format!("*{}\r\n", words.len()).into_bytes();

@@ -550,10 +550,10 @@ fn the_checker_catches_lost_adds_over_tls() {
     );
 }
 
-/// String workers alone, on nodes whose agreement path is broken in
-/// `broken` way, with decided changes' commits held `commit_delay`: the
-/// linearizability checker must find every key's history wrong.
-fn strings_on_a_broken_agreement(broken: BrokenAgreement, commit_delay: Option<Duration>) {
+/// String workers alone, 4 of them for 10 s without faults, on nodes
+/// whose agreement path is `broken` (or not), with decided changes'
+/// commits held `commit_delay`.
+fn strings_alone(broken: Option<BrokenAgreement>, commit_delay: Option<Duration>) -> Summary {
     let opts = ChaosOptions {
         duration: Duration::from_secs(10),
         faults: false,
@@ -564,12 +564,19 @@ fn strings_on_a_broken_agreement(broken: BrokenAgreement, commit_delay: Option<D
         exact_workers: 0,
         list_workers: 0,
         string_workers: 4,
-        broken_agreement: Some(broken),
+        broken_agreement: broken,
         commit_delay,
         ..ChaosOptions::default()
     };
     let summary = run(&opts).unwrap();
     assert!(summary.strings.2 >= 300, "{summary}");
+    summary
+}
+
+/// The linearizability checker must find every key's history wrong on a
+/// `broken` agreement path.
+fn strings_on_a_broken_agreement(broken: BrokenAgreement, commit_delay: Option<Duration>) {
+    let summary = strings_alone(Some(broken), commit_delay);
     assert!(
         found(&summary, "string chaos-str-"),
         "{broken:?} passed the linearizability checker: {summary}"
@@ -605,20 +612,6 @@ fn the_checker_catches_reads_that_leave_a_value_in_flight() {
 /// values, and the histories are linearizable.
 #[test]
 fn strings_stay_linearizable_while_commits_are_held() {
-    let opts = ChaosOptions {
-        duration: Duration::from_secs(10),
-        faults: false,
-        seed: 17,
-        workers: 0,
-        resp_workers: 0,
-        unique_workers: 0,
-        exact_workers: 0,
-        list_workers: 0,
-        string_workers: 4,
-        commit_delay: Some(Duration::from_millis(300)),
-        ..ChaosOptions::default()
-    };
-    let summary = run(&opts).unwrap();
-    assert!(summary.strings.2 >= 300, "{summary}");
+    let summary = strings_alone(None, Some(Duration::from_millis(300)));
     assert!(summary.report.violations.is_empty(), "{summary}");
 }

@@ -23,33 +23,8 @@ fn ports(cluster: &Cluster) -> impl Iterator<Item = String> + '_ {
 }
 
 fn python_locks() -> PathBuf {
-    let mut pip = Command::new("python3");
-    pip.args(["-m", "pip", "install", "--quiet"])
-        .args(PY_PACKAGES)
-        .arg("--target");
-    let installed = |dir: &Path| {
-        ["python_redis_lock-4.0.1", "pottery-3.0.1", "redis-8.1.0"]
-            .iter()
-            .all(|p| dir.join(format!("{p}.dist-info")).exists())
-    };
-    tally_tests::client_packages("pylocks", installed, pip).unwrap()
-}
-
-fn js_modules() -> PathBuf {
-    let mut npm = Command::new("npm");
-    npm.args(["install", "--no-audit", "--no-fund"])
-        .args(JS_PACKAGES)
-        .arg("--prefix");
-    let installed = |dir: &Path| {
-        JS_PACKAGES.iter().all(|p| {
-            let (name, version) = p.rsplit_once('@').expect("name@version");
-            std::fs::read_to_string(dir.join("node_modules").join(name).join("package.json"))
-                .is_ok_and(|p| p.contains(&format!("\"version\": \"{version}\"")))
-        })
-    };
-    tally_tests::client_packages("jslocks", installed, npm)
-        .unwrap()
-        .join("node_modules")
+    let installed = ["python_redis_lock-4.0.1", "pottery-3.0.1", "redis-8.1.0"];
+    tally_tests::pip_packages("pylocks", &PY_PACKAGES, &installed).unwrap()
 }
 
 /// redis-py's `Lock` (`SET NX PX`, and scripts that compare the token
@@ -87,7 +62,7 @@ fn python_redis_lock_and_pottery_hold_through_any_node() {
 /// npm's `redlock` and `redis-semaphore`'s `Mutex`, through ioredis.
 #[test]
 fn redlock_and_redis_semaphore_hold_through_any_node() {
-    let modules = js_modules();
+    let modules = tally_tests::npm_packages("jslocks", &JS_PACKAGES).unwrap();
     let cluster = Cluster::start(ClusterOptions::default()).unwrap();
     cluster.wait_agreement().unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("js/locks.js");

@@ -25,31 +25,12 @@ const JS_PACKAGES: [&str; 5] = [
 ];
 
 fn limits_py() -> PathBuf {
-    let mut pip = Command::new("python3");
-    pip.args(["-m", "pip", "install", "--quiet"])
-        .args(PY_PACKAGES)
-        .arg("--target");
-    let installed = |dir: &Path| {
-        dir.join("limits-5.8.0.dist-info").exists() && dir.join("redis-8.1.0.dist-info").exists()
-    };
-    tally_tests::client_packages("pylimits", installed, pip).unwrap()
+    let installed = ["limits-5.8.0", "redis-8.1.0"];
+    tally_tests::pip_packages("pylimits", &PY_PACKAGES, &installed).unwrap()
 }
 
 fn js_modules() -> PathBuf {
-    let mut npm = Command::new("npm");
-    npm.args(["install", "--no-audit", "--no-fund"])
-        .args(JS_PACKAGES)
-        .arg("--prefix");
-    let installed = |dir: &Path| {
-        JS_PACKAGES.iter().all(|p| {
-            let (name, version) = p.rsplit_once('@').expect("name@version");
-            std::fs::read_to_string(dir.join("node_modules").join(name).join("package.json"))
-                .is_ok_and(|p| p.contains(&format!("\"version\": \"{version}\"")))
-        })
-    };
-    tally_tests::client_packages("ratelimiters", installed, npm)
-        .unwrap()
-        .join("node_modules")
+    tally_tests::npm_packages("ratelimiters", &JS_PACKAGES).unwrap()
 }
 
 /// `limits`' strategies through one node, then a different node each time

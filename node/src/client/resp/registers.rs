@@ -130,10 +130,7 @@ pub(crate) async fn set(
 
 /// The key's string, if it has one.
 pub(crate) async fn get(node: &Arc<Node>, key: &[u8]) -> Result<Option<Vec<u8>>, WireError> {
-    let registers = node.read_registers(key).await?;
-    Ok(registers
-        .get(COLUMN, tally_engine::now_ms())
-        .map(|r| r.value.clone()))
+    Ok(get_with_deadline(node, key).await?.map(|r| r.value))
 }
 
 /// The key's string and its deadline (0: none), if it has one.
