@@ -101,6 +101,7 @@ fn python_limits_limits_through_one_node_and_through_each() {
 fn rate_limiter_flexible_and_rate_limit_redis_limit_through_one_node_and_through_each() {
     let modules = js_modules();
     let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    cluster.wait_agreement().unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("js/rate_limiters.js");
     let mut node = Command::new("node");
     node.env("NODE_PATH", &modules)

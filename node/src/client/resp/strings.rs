@@ -167,7 +167,7 @@ pub(crate) fn value_arg(a: &[u8]) -> Result<i64, Reply> {
 }
 
 /// The deadline of `SETEX`/`PSETEX`: a positive time from now.
-fn ttl_arg(name: &str, a: &[u8], now_ms: u64) -> Result<Ttl, Reply> {
+pub(crate) fn ttl_arg(name: &str, a: &[u8], now_ms: u64) -> Result<Ttl, Reply> {
     let t = super::counters::int_arg(a)?;
     let unit = if name == "setex" { "EX" } else { "PX" };
     deadline(unit, t, now_ms).map_err(|()| invalid_time(name))
@@ -200,7 +200,7 @@ fn deadline(unit: &str, t: i64, now_ms: u64) -> Result<Ttl, ()> {
 
 /// `SET`'s options, parsed: the same for a counter and a string.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct SetOpts {
+pub(crate) struct SetOpts {
     only: Presence,
     ttl: Ttl,
     get: bool,
@@ -216,13 +216,13 @@ impl SetOpts {
     }
 
     /// The SET of a string to `value`.
-    fn string(self, value: &[u8]) -> registers::SetString {
+    pub(crate) fn string(self, value: &[u8]) -> registers::SetString {
         string(value, self.ttl, self.only, self.get)
     }
 }
 
 /// `SET`'s options after the key and value: Redis' rules and errors.
-fn set_opts(opts: &[Vec<u8>], now_ms: u64) -> Result<SetOpts, Reply> {
+pub(crate) fn set_opts(opts: &[Vec<u8>], now_ms: u64) -> Result<SetOpts, Reply> {
     let syntax = || Reply::err("ERR syntax error");
     let mut only = Presence::Any;
     let mut ttl: Option<Ttl> = None;
@@ -259,7 +259,7 @@ fn set_opts(opts: &[Vec<u8>], now_ms: u64) -> Result<SetOpts, Reply> {
 
 /// `GETEX`'s options: `None` for a plain read, else the deadline to give
 /// (0: none, `PERSIST`).
-fn getex_args(opts: &[Vec<u8>], now_ms: u64) -> Result<Option<u64>, Reply> {
+pub(crate) fn getex_args(opts: &[Vec<u8>], now_ms: u64) -> Result<Option<u64>, Reply> {
     let syntax = || Reply::err("ERR syntax error");
     match opts {
         [] => Ok(None),

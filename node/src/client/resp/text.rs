@@ -53,7 +53,7 @@ pub(crate) async fn execute(
 
 /// A change of a string's bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Edit {
+pub(crate) enum Edit {
     /// `APPEND`.
     Append(Vec<u8>),
     /// `SETRANGE`: these bytes from this offset, zeros before if short.
@@ -61,12 +61,12 @@ enum Edit {
 }
 
 /// `SETRANGE`'s offset, as Redis checks it.
-fn offset(n: i64) -> Result<usize, Reply> {
+pub(crate) fn offset(n: i64) -> Result<usize, Reply> {
     usize::try_from(n).map_err(|_| Reply::err("ERR offset is out of range"))
 }
 
 /// The error of a string grown past [`STRING_BYTES_MAX`].
-fn too_long() -> Reply {
+pub(crate) fn too_long() -> Reply {
     Reply::err(format!(
         "ERR string exceeds maximum allowed size ({STRING_BYTES_MAX} bytes)"
     ))
@@ -75,7 +75,11 @@ fn too_long() -> Reply {
 /// `edit` applied to `registers`' string (live at `now_ms`): the next
 /// registers and the new length, or the length unchanged (an empty edit
 /// makes no key), or `None` when it would grow past the limit.
-fn edit_string(registers: &Registers, edit: &Edit, now_ms: u64) -> Option<(Registers, usize)> {
+pub(crate) fn edit_string(
+    registers: &Registers,
+    edit: &Edit,
+    now_ms: u64,
+) -> Option<(Registers, usize)> {
     let current = registers.get(COLUMN, now_ms);
     let mut value = current.map(|r| r.value.clone()).unwrap_or_default();
     let (at, bytes) = match edit {
@@ -143,7 +147,7 @@ async fn value(node: &Arc<Node>, cl: Consistency, key: &[u8]) -> Result<Option<V
 
 /// `GETRANGE`'s bytes of `v` from `start` to `end`, both inclusive,
 /// negative counting from the end, as Redis clamps them.
-fn range(v: &[u8], start: i64, end: i64) -> Vec<u8> {
+pub(crate) fn range(v: &[u8], start: i64, end: i64) -> Vec<u8> {
     let len = v.len() as i64;
     if len == 0 || (start < 0 && end < 0 && start > end) {
         return Vec::new();

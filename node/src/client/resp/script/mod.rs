@@ -28,6 +28,9 @@ use std::time::Duration;
 use tally_net::wire::Consistency;
 
 use super::lua::{api, runner, runs, vm};
+
+mod agreed;
+mod view;
 use super::proto::Reply;
 use super::session::{Session, arity};
 use crate::base::keyspace::Keyspace;
@@ -148,32 +151,43 @@ async fn eval(node: &Arc<Node>, s: &Session, name: &str, args: &[Vec<u8>]) -> Re
         Ok(n) => n,
         Err(e) => return e,
     };
-    let (keys, argv) = (args[3..3 + n].to_vec(), args[3 + n..].to_vec());
+    let (keys, argv) = (&args[3..3 + n], &args[3 + n..]);
+    let registered = s.shared.runs().start(s.login.user());
+    let space = node.keyspace(s.db);
+    let run = |host: Arc<dyn vm::Host>| {
+        let job = runner::Job {
+            sha: sha.clone(),
+            body: body.clone(),
+            keys: keys.to_vec(),
+            argv: argv.to_vec(),
+            host,
+            limit: TIME_LIMIT,
+            run: registered.run.clone(),
+            may: api::May {
+                // A user who may not write runs every script as read-only.
+                read_only: name.ends_with("_ro") || !s.login.may_write(),
+                admin: admin(s),
+            },
+            generation: node.scripts().generation(),
+            sealed: node.seals_scripts(),
+        };
+        s.shared.scripts().run(job)
+    };
+    // A script of one key: one agreed change of it, where it can be.
+    if let Some(key) = agreed::one_key(keys).filter(|_| node.agrees())
+        && let Ok(stored) = space.stored(key)
+        && let Some(reply) = agreed::run(node, s.cl, (key, &stored), &run).await
+    {
+        return reply;
+    }
     let host = NodeHost {
         node: node.clone(),
         cl: s.cl,
-        space: node.keyspace(s.db),
+        space,
         user: s.login.user().map(Arc::from),
         runtime: tokio::runtime::Handle::current(),
     };
-    let registered = s.shared.runs().start(s.login.user());
-    let job = runner::Job {
-        sha,
-        body,
-        keys,
-        argv,
-        host: Arc::new(host),
-        limit: TIME_LIMIT,
-        run: registered.run.clone(),
-        may: api::May {
-            // A user who may not write runs every script as read-only.
-            read_only: name.ends_with("_ro") || !s.login.may_write(),
-            admin: admin(s),
-        },
-        generation: node.scripts().generation(),
-        sealed: node.seals_scripts(),
-    };
-    s.shared.scripts().run(job).await
+    run(Arc::new(host)).await
 }
 
 /// Whether the connection is an administrator's.
