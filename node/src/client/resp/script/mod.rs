@@ -2,10 +2,14 @@
 //! `EXISTS`, `FLUSH`, `KILL`, in Luau, the sandboxed Lua 5.1 dialect
 //! (`resp::lua`: `vm`, `sandbox`, `api`, `convert`).
 //!
-//! A script's commands run one after another on this node as coordinator,
-//! at the connection's database and consistency level, each as if the
-//! client had sent it: there is no isolation from other clients (unlike
-//! Redis, where a script runs alone). A command Tally lacks fails in the
+//! A script whose keys are all one key runs as one agreed change of that
+//! key once the cluster has enabled agreement (`agreed`, over `view`): it
+//! happens at one instant through any node, as a Redis script runs alone.
+//! Any other script's commands run one after another on this node as
+//! coordinator, at the connection's database and consistency level, each
+//! as if the client had sent it: there is no isolation from other clients
+//! (so does a one-key script that touches another key, or a key holding a
+//! counter, a hash, a list or a unique counter). A command Tally lacks fails in the
 //! script with Redis' error. A script past its time limit (5 s, Redis'
 //! `busy-reply-threshold`) or its memory limit (32 MiB, and 256 MiB for
 //! all scripts of the node: `lua::budget`) is aborted with a clear error, and
