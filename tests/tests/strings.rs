@@ -165,3 +165,69 @@ fn string_commands_answer_as_redis_does() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Redis 8.4's compare-and-set and compare-and-delete (`SET ... IFEQ`,
+/// `IFNE`, `IFDEQ`, `IFDNE`, `DELEX`, `DIGEST`) and `MSETNX` of one key,
+/// each through another node.
+#[test]
+fn compare_and_set_and_delete_answer_as_redis_does() {
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    cluster.wait_agreement().unwrap();
+    let c = |node: usize, args: &[&str]| cli(&cluster, node, args);
+
+    // IFEQ needs the value and never creates; IFNE creates.
+    assert_eq!(c(0, &["SET", "k", "v2", "IFEQ", "v1"]), "\n");
+    assert_eq!(c(1, &["EXISTS", "k"]), "0\n");
+    assert_eq!(c(2, &["SET", "k", "v1", "IFNE", "x"]), "OK\n");
+    assert_eq!(c(0, &["SET", "k", "v2", "IFEQ", "v0"]), "\n");
+    assert_eq!(c(1, &["SET", "k", "v2", "IFEQ", "v1", "GET"]), "v1\n");
+    assert_eq!(c(2, &["GET", "k"]), "v2\n");
+    // An integer value with a condition is a string too.
+    assert_eq!(
+        c(0, &["SET", "k", "42", "IFEQ", "v2", "PX", "60000"]),
+        "OK\n"
+    );
+    assert_eq!(c(1, &["GET", "k"]), "42\n");
+    let pttl: i64 = c(2, &["PTTL", "k"]).trim().parse().unwrap();
+    assert!((50_000..=60_000).contains(&pttl), "{pttl}");
+
+    // DIGEST: XXH3 in 16 hex digits; the IFD* conditions read it.
+    assert_eq!(c(0, &["SET", "d", "hello world"]), "OK\n");
+    let digest = c(1, &["DIGEST", "d"]);
+    assert_eq!(digest, "d447b1ea40e6988b\n");
+    let digest = digest.trim();
+    assert_eq!(c(2, &["DIGEST", "nothing"]), "\n");
+    assert_eq!(c(0, &["SET", "d", "next", "IFDNE", digest]), "\n");
+    assert_eq!(c(1, &["SET", "d", "next", "IFDEQ", digest]), "OK\n");
+    assert!(c(2, &["SET", "d", "x", "IFDEQ", "xyz"]).starts_with("ERR digest"));
+    assert!(c(0, &["SET", "d", "x", "NX", "IFEQ", "a"]).starts_with("ERR syntax"));
+
+    // DELEX: with a condition, only a string it holds of; without, any key.
+    assert_eq!(c(0, &["DELEX", "d", "IFEQ", "other"]), "0\n");
+    assert_eq!(c(1, &["DELEX", "d", "IFNE", "next"]), "0\n");
+    assert_eq!(c(2, &["DELEX", "d", "IFEQ", "next"]), "1\n");
+    assert_eq!(c(0, &["EXISTS", "d"]), "0\n");
+    assert_eq!(
+        c(1, &["DELEX", "d", "IFNE", "x"]),
+        "0\n",
+        "no key, no delete"
+    );
+    assert_eq!(c(2, &["INCRBY", "n", "12"]), "12\n");
+    assert_eq!(
+        c(0, &["DIGEST", "n"]).trim().len(),
+        16,
+        "a counter's digits"
+    );
+    assert_eq!(c(1, &["DELEX", "n", "IFEQ", "11"]), "0\n");
+    assert_eq!(c(2, &["DELEX", "n", "IFEQ", "12"]), "1\n");
+    assert_eq!(c(0, &["GET", "n"]), "\n");
+    assert_eq!(c(1, &["HSET", "h", "f", "1"]), "1\n");
+    assert_eq!(c(2, &["DELEX", "h"]), "1\n");
+
+    // MSETNX: one key at a time, atomic; several refused as Redis Cluster does.
+    assert_eq!(c(0, &["MSETNX", "m", "first"]), "1\n");
+    assert_eq!(c(1, &["MSETNX", "m", "second"]), "0\n");
+    assert_eq!(c(2, &["GET", "m"]), "first\n");
+    assert!(c(0, &["MSETNX", "m2", "a", "m3", "b"]).starts_with("CROSSSLOT"));
+    assert_eq!(c(1, &["EXISTS", "m2", "m3"]), "0\n");
+}

@@ -76,6 +76,8 @@ pub(crate) enum Handler {
     Expiry,
     /// `text`: commands on a key's bytes.
     Text,
+    /// `cas`: compare-and-delete and digests of strings, `MSETNX`.
+    Compare,
     /// `blocking`: pops that wait.
     Blocking,
     /// `sets`: unique counters.
@@ -296,6 +298,33 @@ pub(crate) const COMMANDS: &[Command] = &[
         "Sets several counters, one after another.",
     )
     .runs(Strings, Write, Keyed),
+    cmd(
+        "msetnx",
+        -3,
+        &["write", "denyoom"],
+        (1, -1, 2),
+        "string",
+        "Sets a key that does not exist, agreed (one key per call).",
+    )
+    .runs(Compare, Write, Keyed),
+    cmd(
+        "delex",
+        -2,
+        &["write", "fast"],
+        ONE,
+        "string",
+        "Deletes a key, if its string equals (IFEQ) or not (IFNE) a value or digest.",
+    )
+    .runs(Compare, Write, Keyed),
+    cmd(
+        "digest",
+        2,
+        R,
+        ONE,
+        "string",
+        "Answers the XXH3 digest of a key's value, in hex.",
+    )
+    .runs(Compare, Read, Keyed),
     cmd(
         "append",
         3,

@@ -150,7 +150,7 @@ pub(crate) fn wire_err(e: &WireError) -> Reply {
 }
 
 /// A read's error: an overflow is the value's, not an increment's.
-fn read_err(e: &WireError) -> Reply {
+pub(crate) fn read_err(e: &WireError) -> Reply {
     match e.kind {
         ErrorKind::Overflow => Reply::err(format!("ERR {}", e.message)),
         _ => wire_err(e),

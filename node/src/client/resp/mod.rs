@@ -50,7 +50,9 @@
 
 mod admin;
 mod blocking;
+mod cas;
 mod command;
+mod compare;
 mod counters;
 mod cursors;
 mod db;
@@ -355,6 +357,7 @@ async fn by_handler(
         Handler::Strings => strings::execute(node, cl, name, rest).await,
         Handler::Expiry => expiry::execute(node, cl, name, rest).await,
         Handler::Text => text::execute(node, cl, name, rest).await,
+        Handler::Compare => cas::execute(node, cl, name, rest).await,
         Handler::Blocking => blocking::execute(node, cl, name, rest).await,
         Handler::Sets => sets::execute(node, cl, name, rest).await,
         Handler::Lists => lists::execute(node, cl, name, rest).await,

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use tally_net::wire::{Presence, Register, Registers, Ttl, When, WireError};
 
+use super::compare::Compare;
 use crate::node::Node;
 
 /// The largest string, in bytes (Redis' is larger; an agreed value travels
@@ -33,6 +34,8 @@ pub(crate) struct SetString {
     pub(crate) only: Presence,
     /// Whether to answer the value before (`GET`).
     pub(crate) get: bool,
+    /// A condition on the value before (`IFEQ` and its kin).
+    pub(crate) compare: Option<Compare>,
 }
 
 /// What a `SET` of a string did.
@@ -60,7 +63,10 @@ pub(crate) fn set_string(
         Presence::Any => true,
         Presence::Absent => current.is_none(),
         Presence::Live => current.is_some(),
-    };
+    } && set
+        .compare
+        .as_ref()
+        .is_none_or(|c| c.holds(before.as_deref()));
     if !wanted {
         return (
             registers.clone(),
@@ -204,6 +210,21 @@ async fn surely_none(node: &Arc<Node>, key: &[u8]) -> Result<bool, WireError> {
     Ok(get(node, key).await?.is_none())
 }
 
+/// Deletes the key's string if `c` holds of it (`DELEX`); whether it did.
+pub(crate) async fn delete_if(node: &Arc<Node>, key: &[u8], c: Compare) -> Result<bool, WireError> {
+    if surely_none(node, key).await? {
+        return Ok(false);
+    }
+    node.agree(key, move |registers, now| {
+        let current = registers.get(COLUMN, now).map(|r| r.value.as_slice());
+        match current.is_some() && c.holds(current) {
+            true => Ok(remove_string(registers)),
+            false => Ok((registers.clone(), false)),
+        }
+    })
+    .await
+}
+
 /// Deletes the key's string; whether it had one (see [`surely_none`]).
 pub(crate) async fn delete(node: &Arc<Node>, key: &[u8]) -> Result<bool, WireError> {
     if surely_none(node, key).await? {
@@ -233,6 +254,7 @@ mod tests {
             ttl,
             only,
             get: false,
+            compare: None,
         }
     }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use tally_engine::now_ms;
 use tally_net::wire::{Change, Changed, Consistency, Presence, Ttl, When, WireKey};
 
+use super::compare::Compare;
 use super::counters::wire_err;
 use super::proto::Reply;
 use super::registers;
@@ -37,10 +38,12 @@ pub(crate) async fn execute(
     let reply = match (name, rest.len()) {
         ("set", n) if n >= 2 => match set_opts(&rest[2..], now) {
             Ok(o) => match value_arg(&rest[1]) {
-                Ok(value) => set(node, cl, &rest[0], b"", o.counter(value)).await,
-                // Not an integer: a string (refused until the cluster
-                // has enabled agreement).
-                Err(_) => set_string(node, cl, &rest[0], o.string(&rest[1])).await,
+                Ok(value) if o.compare.is_none() => {
+                    set(node, cl, &rest[0], b"", o.counter(value)).await
+                }
+                // Not an integer, or a condition on a string's value: a
+                // string (refused until the cluster has enabled agreement).
+                _ => set_string(node, cl, &rest[0], o.string(&rest[1])).await,
             },
             Err(e) => e,
         },
@@ -117,6 +120,7 @@ fn string(value: &[u8], ttl: Ttl, only: Presence, get: bool) -> registers::SetSt
         ttl,
         only,
         get,
+        compare: None,
     }
 }
 
@@ -199,16 +203,18 @@ fn deadline(unit: &str, t: i64, now_ms: u64) -> Result<Ttl, ()> {
 }
 
 /// `SET`'s options, parsed: the same for a counter and a string.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct SetOpts {
     only: Presence,
     ttl: Ttl,
     get: bool,
+    /// `IFEQ` and its kin: only a string is compared.
+    pub(crate) compare: Option<Compare>,
 }
 
 impl SetOpts {
     /// The SET of a counter to `value`.
-    fn counter(self, value: i64) -> SetArgs {
+    fn counter(&self, value: i64) -> SetArgs {
         SetArgs {
             change: set_change(value, self.ttl, self.only),
             get: self.get,
@@ -217,21 +223,27 @@ impl SetOpts {
 
     /// The SET of a string to `value`.
     pub(crate) fn string(self, value: &[u8]) -> registers::SetString {
-        string(value, self.ttl, self.only, self.get)
+        registers::SetString {
+            compare: self.compare,
+            ..string(value, self.ttl, self.only, self.get)
+        }
     }
 }
 
-/// `SET`'s options after the key and value: Redis' rules and errors.
+/// `SET`'s options after the key and value: Redis' rules and errors (one
+/// of `NX`, `XX` and the value conditions at most).
 pub(crate) fn set_opts(opts: &[Vec<u8>], now_ms: u64) -> Result<SetOpts, Reply> {
     let syntax = || Reply::err("ERR syntax error");
     let mut only = Presence::Any;
+    let mut compare: Option<Compare> = None;
     let mut ttl: Option<Ttl> = None;
     let mut get = false;
     let mut i = 0;
     while i < opts.len() {
         let word = opts[i].to_ascii_uppercase();
+        let conditioned = only != Presence::Any || compare.is_some();
         match word.as_slice() {
-            b"NX" | b"XX" if only != Presence::Any => return Err(syntax()),
+            b"NX" | b"XX" if conditioned => return Err(syntax()),
             b"NX" => only = Presence::Absent,
             b"XX" => only = Presence::Live,
             b"GET" => get = true,
@@ -246,7 +258,14 @@ pub(crate) fn set_opts(opts: &[Vec<u8>], now_ms: u64) -> Result<SetOpts, Reply> 
                 ttl = Some(deadline(unit, t, now_ms).map_err(|()| invalid_time("set"))?);
                 i += 1;
             }
-            _ => return Err(syntax()),
+            _ => match opts.get(i + 1).and_then(|arg| Compare::parse(&word, arg)) {
+                Some(_) if conditioned => return Err(syntax()),
+                Some(c) => {
+                    compare = Some(c?);
+                    i += 1;
+                }
+                None => return Err(syntax()),
+            },
         }
         i += 1;
     }
@@ -254,6 +273,7 @@ pub(crate) fn set_opts(opts: &[Vec<u8>], now_ms: u64) -> Result<SetOpts, Reply> 
         only,
         ttl: ttl.unwrap_or(Ttl::Clear),
         get,
+        compare,
     })
 }
 

@@ -11,6 +11,7 @@
 
 use tally_net::wire::{Presence, Register, Registers, Ttl, When};
 
+use super::super::compare::{delex_args, digest_hex};
 use super::super::counters::int_arg;
 use super::super::expiry::{self, Deadline};
 use super::super::proto::Reply;
@@ -103,11 +104,15 @@ impl View {
             ("get", []) => self.value().map_or(Reply::NIL, Reply::bulk),
             ("set", [value, opts @ ..]) => match set_opts(opts, now) {
                 Ok(o) => {
-                    let get = o.string(value).get;
-                    self.set(o.string(value), get)
+                    let set = o.string(value);
+                    let get = set.get;
+                    self.set(set, get)
                 }
                 Err(e) => e,
             },
+            ("digest", []) => self
+                .value()
+                .map_or(Reply::NIL, |v| Reply::bulk(digest_hex(&v))),
             ("setnx", [value]) => {
                 let s = string(value, Ttl::Clear, Presence::Absent);
                 match self.set(s, false) {
@@ -120,6 +125,17 @@ impl View {
                 Err(e) => e,
             },
             ("getset", [value]) => self.set(string(value, Ttl::Clear, Presence::Any), true),
+            ("delex", opts) => match delex_args(opts) {
+                Ok(c) => {
+                    let current = self.value();
+                    let gone = current.is_some() && c.is_none_or(|c| c.holds(current.as_deref()));
+                    if gone {
+                        self.state = remove_string(&self.state).0;
+                    }
+                    Reply::Int(i64::from(gone))
+                }
+                Err(e) => e,
+            },
             ("getdel", []) => {
                 let before = self.value();
                 self.state = remove_string(&self.state).0;
@@ -249,6 +265,7 @@ fn string(value: &[u8], ttl: Ttl, only: Presence) -> registers::SetString {
         ttl,
         only,
         get: false,
+        compare: None,
     }
 }
 
@@ -335,6 +352,15 @@ mod tests {
             "a deadline passed deletes"
         );
         assert_eq!(done(&mut v, "getdel k"), Reply::NIL);
+        // Redis 8.4's compare-and-set and compare-and-delete.
+        done(&mut v, "set k tok");
+        assert_eq!(done(&mut v, "set k next IFEQ other"), Reply::NIL);
+        assert_eq!(done(&mut v, "set k next IFEQ tok"), Reply::Simple("OK"));
+        let d = super::super::super::compare::digest_hex(b"next");
+        assert_eq!(done(&mut v, "digest k"), Reply::bulk(d.clone()));
+        assert_eq!(done(&mut v, "delex k IFNE next"), Reply::Int(0));
+        assert_eq!(done(&mut v, &format!("delex k IFDEQ {d}")), Reply::Int(1));
+        assert_eq!(done(&mut v, "delex k"), Reply::Int(0));
     }
 
     #[test]
