@@ -417,6 +417,21 @@ impl Node {
         self.ctx.faults().inject(Fault::ReadSkipsInFlight);
     }
 
+    /// FAULT INJECTION for testing checkers: scripts this node runs as one
+    /// agreed change apply their result over whatever the key holds, not
+    /// only over what they read (two compare-and-sets from one value both
+    /// apply). Only with the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_script_skips_compare(&self) {
+        self.ctx.faults().inject(Fault::ScriptSkipsCompare);
+    }
+
+    /// Whether agreed scripts skip their compare (fault injection only:
+    /// [`Node::inject_script_skips_compare`]).
+    pub(crate) fn scripts_skip_compare(&self) -> bool {
+        self.ctx.faults().has(Fault::ScriptSkipsCompare)
+    }
+
     /// TEST SEAM: this node's proposers wait `ms` after a change is decided
     /// before they send its commit (reads meanwhile find it in flight).
     #[cfg(feature = "fault-injection")]

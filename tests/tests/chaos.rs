@@ -608,6 +608,13 @@ fn the_checker_catches_reads_that_leave_a_value_in_flight() {
     );
 }
 
+/// Scripts of one key that apply what they did over whatever the key
+/// holds: two compare-and-sets from one value both apply.
+#[test]
+fn the_checker_catches_a_script_that_skips_its_compare() {
+    strings_on_a_broken_agreement(BrokenAgreement::ScriptSkipsCompare, None);
+}
+
 /// The seam of the test above, on a correct build: reads finish the held
 /// values, and the histories are linearizable.
 #[test]

@@ -35,6 +35,9 @@ pub(crate) enum Fault {
     /// Agreed reads this node runs answer the value a quorum knows
     /// committed, without finishing a newer one in flight.
     ReadSkipsInFlight = 8,
+    /// Scripts this node runs as one agreed change apply what they did
+    /// even when the key changed since they read it.
+    ScriptSkipsCompare = 9,
 }
 
 /// How long a late promise (`Fault::PromiseLate`) takes to be stored.
@@ -44,7 +47,7 @@ pub(crate) const PROMISE_LAG: std::time::Duration = std::time::Duration::from_se
 #[derive(Debug, Default)]
 pub(crate) struct Faults {
     #[cfg(feature = "fault-injection")]
-    on: [AtomicBool; 9],
+    on: [AtomicBool; 10],
     /// Test seam: a topology change this node runs waits this long (ms)
     /// between beginning and syncing.
     #[cfg(feature = "fault-injection")]

@@ -114,6 +114,10 @@ struct AgreementFaults {
     /// value without finishing a newer one in flight.
     #[arg(long)]
     unsafe_read_skips_in_flight: bool,
+    /// FAULT INJECTION: scripts of one key apply what they did over
+    /// whatever the key holds, not only over what they read.
+    #[arg(long)]
+    unsafe_script_skips_compare: bool,
     /// TEST SEAM: this node's proposers send a decided change's commit
     /// this long (ms) after deciding it.
     #[arg(long)]
@@ -133,6 +137,10 @@ impl AgreementFaults {
         if self.unsafe_read_skips_in_flight {
             tracing::warn!("FAULT INJECTION: agreed reads leave values in flight unfinished");
             n.inject_read_skips_in_flight();
+        }
+        if self.unsafe_script_skips_compare {
+            tracing::warn!("FAULT INJECTION: agreed scripts skip their compare");
+            n.inject_script_skips_compare();
         }
         if let Some(ms) = self.commit_delay_ms {
             tracing::warn!(ms, "TEST SEAM: commits of decided changes are held");

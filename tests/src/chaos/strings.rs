@@ -1,7 +1,9 @@
 //! Strings under chaos: every worker changes and reads the same few string
 //! keys through random nodes' RESP ports (`SET`, `SET ... NX`, `GET`,
-//! `DEL`), one command at a time, recording when each was sent and when it
-//! answered. An error, a timeout or a broken connection leaves a change's
+//! `DEL`, and compare-and-set and compare-and-delete from the value it last
+//! saw, each either native, `SET ... IFEQ` and `DELEX ... IFEQ`, or as a
+//! script of the key, which runs as one agreed change), one command at a
+//! time, recording when each was sent and when it answered. An error, a timeout or a broken connection leaves a change's
 //! outcome unknown (it may take effect late or never) and a read
 //! unrecorded. After healing, each key is read through every member, and
 //! each key's whole history is judged by
@@ -39,6 +41,9 @@ pub enum BrokenAgreement {
     /// Reads answer the committed value and leave one in flight
     /// unfinished (`--unsafe-read-skips-in-flight`).
     ReadSkipsInFlight,
+    /// Scripts of one key apply their result over whatever the key holds
+    /// (`--unsafe-script-skips-compare`).
+    ScriptSkipsCompare,
 }
 
 impl BrokenAgreement {
@@ -48,6 +53,7 @@ impl BrokenAgreement {
             BrokenAgreement::SkipPrepare => "--unsafe-skip-prepare",
             BrokenAgreement::PromiseLate => "--unsafe-promise-late",
             BrokenAgreement::ReadSkipsInFlight => "--unsafe-read-skips-in-flight",
+            BrokenAgreement::ScriptSkipsCompare => "--unsafe-script-skips-compare",
         }
     }
 }
@@ -106,20 +112,29 @@ pub(crate) async fn worker(
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut conns: Vec<Option<Conn>> = addrs.iter().map(|_| None).collect();
     let mut log = StringLog::default();
+    // The value this worker last saw each key hold: what its compares name.
+    let mut seen: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut n = 0u64;
     while !stop.load(Ordering::Acquire) {
         let key = format!("chaos-str-{}", rng.random_range(0..KEYS));
         let value = format!("w{w}-{n}").into_bytes();
         n += 1;
-        let call = match rng.random_range(0..4) {
-            0 => Call::Write(value),
-            1 => Call::SetIfAbsent(value),
-            2 => Call::Delete,
+        let last = seen.get(&key).cloned();
+        let call = match (rng.random_range(0..7), last) {
+            (0, _) => Call::Write(value),
+            (1, _) => Call::SetIfAbsent(value),
+            (2, _) => Call::Delete,
+            (3, Some(expected)) => Call::Cas {
+                expected,
+                new: value,
+            },
+            (4, Some(expected)) => Call::DeleteIf(expected),
             _ => Call::Read,
         };
+        let scripted = rng.random_bool(0.5);
         let node = rng.random_range(0..addrs.len());
         let invoked = since(started);
-        let Some(reply) = send(&mut conns[node], addrs[node], &key, &call).await else {
+        let Some(reply) = send(&mut conns[node], addrs[node], &key, &call, scripted).await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
@@ -142,6 +157,7 @@ pub(crate) async fn worker(
         if call == Call::Read && answer == Answer::Unknown {
             continue;
         }
+        remember(&mut seen, &key, &call, &answer);
         let op = Op {
             call,
             answer,
@@ -151,6 +167,19 @@ pub(crate) async fn worker(
         log.keys.entry(key).or_default().push(op);
     }
     log
+}
+
+/// Notes what `call`'s `answer` shows `key` holds.
+fn remember(seen: &mut BTreeMap<String, Vec<u8>>, key: &str, call: &Call, answer: &Answer) {
+    match (call, answer) {
+        (Call::Read, Answer::Value(Some(v)))
+        | (Call::Write(v), Answer::Done)
+        | (Call::SetIfAbsent(v), Answer::Applied(true))
+        | (Call::Cas { new: v, .. }, Answer::Applied(true)) => {
+            seen.insert(key.to_string(), v.clone());
+        }
+        _ => {}
+    }
 }
 
 fn since(started: Instant) -> u64 {
@@ -163,11 +192,38 @@ fn answer(call: &Call, reply: Reply) -> Option<Answer> {
         (Call::Write(_), Reply::Ok) => Answer::Done,
         (Call::SetIfAbsent(_), Reply::Ok) => Answer::Applied(true),
         (Call::SetIfAbsent(_), Reply::Nil) => Answer::Applied(false),
-        (Call::Delete, Reply::Int(n)) => Answer::Applied(n > 0),
+        (Call::Delete | Call::DeleteIf(_), Reply::Int(n)) => Answer::Applied(n > 0),
+        (Call::Cas { .. }, Reply::Ok) => Answer::Applied(true),
+        (Call::Cas { .. }, Reply::Nil) => Answer::Applied(false),
+        (Call::Cas { .. }, Reply::Int(n)) => Answer::Applied(n == 1),
         (Call::Read, Reply::Nil) => Answer::Value(None),
         (Call::Read, Reply::Bulk(v)) => Answer::Value(Some(v)),
         _ => return None,
     })
+}
+
+/// Compare-and-set as a script of its key: 1 if it set.
+const CAS: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+                   redis.call('SET', KEYS[1], ARGV[2]) return 1 end return 0";
+/// Compare-and-delete as a script of its key: 1 if it deleted.
+const CAD: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+                   return redis.call('DEL', KEYS[1]) end return 0";
+
+/// The command of `call` on `key` (`scripted`: its compares as scripts).
+fn command(key: &str, call: &Call, scripted: bool) -> Vec<u8> {
+    let words: Vec<&[u8]> = match call {
+        Call::Write(v) => vec![b"SET", key.as_bytes(), v],
+        Call::SetIfAbsent(v) => vec![b"SET", key.as_bytes(), v, b"NX"],
+        Call::Delete => vec![b"DEL", key.as_bytes()],
+        Call::Read => vec![b"GET", key.as_bytes()],
+        Call::Cas { expected, new } if scripted => {
+            vec![b"EVAL", CAS.as_bytes(), b"1", key.as_bytes(), expected, new]
+        }
+        Call::Cas { expected, new } => vec![b"SET", key.as_bytes(), new, b"IFEQ", expected],
+        Call::DeleteIf(v) if scripted => vec![b"EVAL", CAD.as_bytes(), b"1", key.as_bytes(), v],
+        Call::DeleteIf(v) => vec![b"DELEX", key.as_bytes(), b"IFEQ", v],
+    };
+    crate::resp_command(&words)
 }
 
 /// Sends `call` on `key` through `addr`: its reply, or why there is none;
@@ -178,21 +234,16 @@ async fn send(
     addr: SocketAddr,
     key: &str,
     call: &Call,
+    scripted: bool,
 ) -> Option<Result<Reply, String>> {
     if conn.is_none() {
         let dialed = tokio::time::timeout(Duration::from_secs(5), secure::resp(addr)).await;
         *conn = dialed.ok().and_then(Result::ok);
     }
     let c = conn.as_mut()?;
-    let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
-    let command = match call {
-        Call::Write(v) => format!("SET {key} {}\r\n", text(v)),
-        Call::SetIfAbsent(v) => format!("SET {key} {} NX\r\n", text(v)),
-        Call::Delete => format!("DEL {key}\r\n"),
-        Call::Read | Call::Cas { .. } => format!("GET {key}\r\n"),
-    };
+    let command = command(key, call, scripted);
     let reply = async {
-        c.get_mut().write_all(command.as_bytes()).await.ok()?;
+        c.get_mut().write_all(&command).await.ok()?;
         c.get_mut().flush().await.ok()?;
         read_reply(c).await
     };
@@ -245,7 +296,7 @@ pub(crate) async fn check_all(
         for (node, addr) in addrs.iter().enumerate() {
             let mut conn = None;
             let invoked = since(started);
-            match send(&mut conn, *addr, &key, &Call::Read).await {
+            match send(&mut conn, *addr, &key, &Call::Read, false).await {
                 Some(Ok(r)) => {
                     if let Some(answer) = answer(&Call::Read, r) {
                         let completed = since(started);

@@ -43,6 +43,9 @@ pub enum Call<V = Vec<u8>> {
     SetIfAbsent(V),
     /// `DEL`.
     Delete,
+    /// Delete iff the value is this one (`DELEX ... IFEQ`, a
+    /// compare-and-delete script).
+    DeleteIf(V),
 }
 
 /// What it answered; `Unknown` when the outcome is not known.
@@ -102,6 +105,10 @@ fn step<V: Clone + PartialEq>(state: &Option<V>, op: &Op<V>) -> Option<Option<V>
             })
         }
         Call::Delete => check(state.is_some()).then_some(None),
+        Call::DeleteIf(v) => {
+            let holds = state.as_ref() == Some(v);
+            check(holds).then(|| if holds { None } else { state.clone() })
+        }
     }
 }
 
@@ -148,7 +155,7 @@ fn intern(history: &[Op]) -> (Vec<Op<Val>>, Vec<usize>) {
     for o in history {
         let seen = match (&o.call, &o.answer) {
             (_, Answer::Value(Some(v))) => v,
-            (Call::Cas { expected, .. }, _) => expected,
+            (Call::Cas { expected, .. } | Call::DeleteIf(expected), _) => expected,
             _ => continue,
         };
         let next = ids.len() as Val + 1;
@@ -168,6 +175,7 @@ fn intern(history: &[Op]) -> (Vec<Op<Val>>, Vec<usize>) {
             },
             Call::SetIfAbsent(v) => Call::SetIfAbsent(id(v)),
             Call::Delete => Call::Delete,
+            Call::DeleteIf(v) => Call::DeleteIf(id(v)),
         };
         let answer = match &o.answer {
             Answer::Value(v) => Answer::Value(v.as_ref().map(id)),
@@ -363,6 +371,25 @@ mod tests {
 
     fn write(value: &str, from: u64, to: u64) -> Op {
         op(Call::Write(v(value)), Answer::Done, from, to)
+    }
+
+    #[test]
+    fn a_compare_and_delete_deletes_only_its_value() {
+        let h = [
+            write("a", 0, 1),
+            op(Call::DeleteIf(v("b")), Answer::Applied(false), 2, 3),
+            read(Some("a"), 4, 5),
+            op(Call::DeleteIf(v("a")), Answer::Applied(true), 6, 7),
+            read(None, 8, 9),
+        ];
+        assert_eq!(check(&h), Ok(()));
+        // Two deletes of one value, one after the other, both applied: no.
+        let twice = [
+            write("a", 0, 1),
+            op(Call::DeleteIf(v("a")), Answer::Applied(true), 2, 3),
+            op(Call::DeleteIf(v("a")), Answer::Applied(true), 4, 5),
+        ];
+        assert!(check(&twice).is_err());
     }
 
     #[test]

@@ -127,9 +127,15 @@ where
             return None;
         }
         let next = host.view.lock().state().clone();
+        let read = match node.scripts_skip_compare() {
+            // FAULT INJECTION: "what it read" is whatever is there.
+            true => None,
+            false => Some(read),
+        };
         let outcome = node
             .agree(stored, move |current, _| {
-                Ok(apply_if_unchanged(&read, &next, &reply, current))
+                let read = read.as_ref().unwrap_or(current);
+                Ok(apply_if_unchanged(read, &next, &reply, current))
             })
             .await;
         match outcome {
