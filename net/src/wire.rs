@@ -31,7 +31,9 @@ use crate::version::{FEATURES_MAX, NAME_BYTES_MAX};
 pub use crate::error::{ErrorKind, Outcome, WireError};
 pub use crate::limits::*;
 pub use tally_model::paxos::VALUE_BYTES_MAX as STRING_BYTES_MAX;
-pub use tally_model::paxos::{Accepted, Acceptor, Ballot, Promise, Register, Registers};
+pub use tally_model::paxos::{
+    Accepted, Acceptor, Ballot, Promise, REGISTERS_BYTES_MAX, Register, Registers,
+};
 pub use tally_model::{Change, Changed, Epoch, Expiry, Presence, Shard, Stamp, Ttl, When};
 
 /// The one bincode configuration for everything Tally puts on the wire.

@@ -429,7 +429,9 @@ impl Node {
     /// Whether agreed scripts skip their compare (fault injection only:
     /// [`Node::inject_script_skips_compare`]).
     pub(crate) fn scripts_skip_compare(&self) -> bool {
-        self.ctx.faults().has(Fault::ScriptSkipsCompare)
+        self.ctx
+            .faults()
+            .has(crate::cluster::faults::Fault::ScriptSkipsCompare)
     }
 
     /// TEST SEAM: this node's proposers wait `ms` after a change is decided

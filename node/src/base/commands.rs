@@ -674,7 +674,7 @@ pub(crate) const COMMANDS: &[Command] = &[
         ],
         NONE,
         "scripting",
-        "Runs a Lua script; its commands run in order, without isolation.",
+        "Runs a Lua script: one of one key as one agreed change of it, others command by command.",
     )
     .runs(Script, Read, Barrier),
     cmd(
@@ -722,6 +722,46 @@ pub(crate) const COMMANDS: &[Command] = &[
         NONE,
         "scripting",
         "Runs a cached Lua script that may only read.",
+    )
+    .runs(Script, Read, Barrier),
+    cmd(
+        "fcall",
+        -3,
+        &[
+            "noscript",
+            "stale",
+            "skip_monitor",
+            "no-mandatory-keys",
+            "movablekeys",
+        ],
+        NONE,
+        "scripting",
+        "Calls a function of the cluster's libraries, as a script runs.",
+    )
+    .runs(Script, Read, Barrier),
+    cmd(
+        "fcall_ro",
+        -3,
+        &[
+            "noscript",
+            "stale",
+            "skip_monitor",
+            "no-mandatory-keys",
+            "movablekeys",
+            "readonly",
+        ],
+        NONE,
+        "scripting",
+        "Calls a function flagged no-writes, read-only.",
+    )
+    .runs(Script, Read, Barrier),
+    cmd(
+        "function",
+        -2,
+        &["noscript"],
+        NONE,
+        "scripting",
+        "FUNCTION LOAD, DELETE, FLUSH, LIST, DUMP, RESTORE, STATS, KILL: the cluster's libraries, agreed.",
     )
     .runs(Script, Read, Barrier),
     cmd(
@@ -1065,7 +1105,13 @@ pub(crate) fn index(name: &str) -> Option<usize> {
 /// Subcommands that need more than their command, as `command|subcommand`:
 /// `SCRIPT FLUSH` is not `@dangerous` in Redis, but here it drops every
 /// user's cached scripts on every node.
-pub(crate) const ADMIN_SUBCOMMANDS: &[(&str, &[u8])] = &[("script", b"flush")];
+pub(crate) const ADMIN_SUBCOMMANDS: &[(&str, &[u8])] = &[
+    ("script", b"flush"),
+    ("function", b"load"),
+    ("function", b"delete"),
+    ("function", b"flush"),
+    ("function", b"restore"),
+];
 
 /// What `c` needs when its arguments (the name not included) are `rest`:
 /// its [`Need`], or an administrator for one of [`ADMIN_SUBCOMMANDS`].

@@ -82,12 +82,12 @@ fn data(registers: &Registers) -> Vec<&Register> {
 
 /// What an agreed run answers: the script's reply, or the registers the
 /// key held instead of the ones the script read.
-type Outcome = Result<Reply, Registers>;
+pub(crate) type Outcome = Result<Reply, Registers>;
 
 /// The change that applies a run: the script's registers if the key
 /// still holds the `read` ones (each live at its own reading), else none,
 /// answering what it holds.
-fn apply_if_unchanged(
+pub(crate) fn apply_if_unchanged(
     read: &Registers,
     next: &Registers,
     reply: &Reply,

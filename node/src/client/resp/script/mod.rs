@@ -34,6 +34,7 @@ use tally_net::wire::Consistency;
 use super::lua::{api, runner, runs, vm};
 
 mod agreed;
+mod functions;
 mod view;
 use super::proto::Reply;
 use super::session::{Session, arity};
@@ -59,6 +60,10 @@ pub(crate) async fn execute(
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => arity(name),
         "script" if args.len() >= 2 => script(node, s, &args[1..]).await,
         "script" => arity(name),
+        "fcall" | "fcall_ro" if args.len() >= 3 => functions::fcall(node, s, name, args).await,
+        "fcall" | "fcall_ro" => arity(name),
+        "function" if args.len() >= 2 => functions::function(node, s, &args[1..]).await,
+        "function" => arity(name),
         _ => return None,
     };
     Some(reply)
@@ -131,7 +136,7 @@ fn too_long() -> Reply {
 }
 
 /// How many of an `EVAL`'s words are keys, or Redis' error.
-fn key_count(word: &[u8], rest: usize) -> Result<usize, Reply> {
+pub(crate) fn key_count(word: &[u8], rest: usize) -> Result<usize, Reply> {
     let n: i64 = std::str::from_utf8(word)
         .ok()
         .and_then(|w| w.parse().ok())
@@ -155,7 +160,37 @@ async fn eval(node: &Arc<Node>, s: &Session, name: &str, args: &[Vec<u8>]) -> Re
         Ok(n) => n,
         Err(e) => return e,
     };
-    let (keys, argv) = (&args[3..3 + n], &args[3 + n..]);
+    let script = Run {
+        sha,
+        body,
+        keys: &args[3..3 + n],
+        argv: &args[3 + n..],
+        read_only: name.ends_with("_ro"),
+    };
+    run(node, s, script).await
+}
+
+/// One run of a script (of `EVAL` and its kin, or of `FCALL`).
+pub(crate) struct Run<'a> {
+    pub(crate) sha: String,
+    pub(crate) body: Arc<[u8]>,
+    pub(crate) keys: &'a [Vec<u8>],
+    pub(crate) argv: &'a [Vec<u8>],
+    /// Whether it may only read (`*_RO`).
+    pub(crate) read_only: bool,
+}
+
+/// Runs `script` for the connection: as one agreed change of its key when
+/// its keys are all one and it stays on that key, else command by command
+/// on this node.
+pub(crate) async fn run(node: &Arc<Node>, s: &Session, script: Run<'_>) -> Reply {
+    let Run {
+        sha,
+        body,
+        keys,
+        argv,
+        read_only,
+    } = script;
     let registered = s.shared.runs().start(s.login.user());
     let space = node.keyspace(s.db);
     let run = |host: Arc<dyn vm::Host>| {
@@ -169,7 +204,7 @@ async fn eval(node: &Arc<Node>, s: &Session, name: &str, args: &[Vec<u8>]) -> Re
             run: registered.run.clone(),
             may: api::May {
                 // A user who may not write runs every script as read-only.
-                read_only: name.ends_with("_ro") || !s.login.may_write(),
+                read_only: read_only || !s.login.may_write(),
                 admin: admin(s),
             },
             generation: node.scripts().generation(),
@@ -195,7 +230,7 @@ async fn eval(node: &Arc<Node>, s: &Session, name: &str, args: &[Vec<u8>]) -> Re
 }
 
 /// Whether the connection is an administrator's.
-fn admin(s: &Session) -> bool {
+pub(crate) fn admin(s: &Session) -> bool {
     s.login.check(Need::Admin).is_ok()
 }
 
@@ -220,15 +255,7 @@ async fn script(node: &Node, s: &Session, rest: &[Vec<u8>]) -> Reply {
             flush(node).await
         }
         ("flush", _) => Reply::err("ERR SCRIPT FLUSH only support SYNC|ASYNC option"),
-        ("kill", 0) => match s.shared.runs().kill(s.login.user(), admin(s)) {
-            runs::Kill::NotBusy => Reply::err("NOTBUSY No scripts in execution right now."),
-            runs::Kill::Unkillable => Reply::err(
-                "UNKILLABLE Sorry the script already executed write commands against the \
-                 dataset. You can either wait the script termination or kill the server in \
-                 a hard way using the SHUTDOWN NOSAVE command.",
-            ),
-            runs::Kill::End(_) => Reply::Simple("OK"),
-        },
+        ("kill", 0) => kill(s),
         ("load" | "exists" | "kill", _) => Reply::err(format!(
             "ERR wrong number of arguments for 'script|{sub}' command"
         )),
@@ -256,6 +283,20 @@ fn load(node: &Node, body: &[u8]) -> Reply {
         ));
     }
     Reply::bulk(sha)
+}
+
+/// `SCRIPT KILL` (and `FUNCTION KILL`): ends the connection's user's
+/// script that runs on this node (any user's, for an administrator).
+pub(crate) fn kill(s: &Session) -> Reply {
+    match s.shared.runs().kill(s.login.user(), admin(s)) {
+        runs::Kill::NotBusy => Reply::err("NOTBUSY No scripts in execution right now."),
+        runs::Kill::Unkillable => Reply::err(
+            "UNKILLABLE Sorry the script already executed write commands against the \
+             dataset. You can either wait the script termination or kill the server in \
+             a hard way using the SHUTDOWN NOSAVE command.",
+        ),
+        runs::Kill::End(_) => Reply::Simple("OK"),
+    }
 }
 
 /// `SCRIPT FLUSH`: this node's cache and every live peer's.
