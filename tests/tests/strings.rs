@@ -231,3 +231,36 @@ fn compare_and_set_and_delete_answer_as_redis_does() {
     assert!(c(0, &["MSETNX", "m2", "a", "m3", "b"]).starts_with("CROSSSLOT"));
     assert_eq!(c(1, &["EXISTS", "m2", "m3"]), "0\n");
 }
+
+/// `INCR` and its kin on a key that holds a string count in the string,
+/// agreed, through every node, as in Redis: a string of digits (made by a
+/// script, or a conditional SET) counts on, a word is not an integer.
+#[test]
+fn adds_to_a_string_count_in_it() {
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    cluster.wait_agreement().unwrap();
+    let c = |node: usize, args: &[&str]| cli(&cluster, node, args);
+
+    // A script of one key stores a string.
+    let set = "return redis.call('SET', KEYS[1], ARGV[1], 'PX', 60000)";
+    assert_eq!(c(0, &["EVAL", set, "1", "n", "10"]), "OK\n");
+    assert_eq!(c(1, &["INCR", "n"]), "11\n");
+    assert_eq!(c(2, &["INCRBY", "n", "5"]), "16\n");
+    assert_eq!(c(0, &["DECR", "n"]), "15\n");
+    assert_eq!(c(1, &["DECRBY", "n", "20"]), "-5\n");
+    for node in 0..3 {
+        assert_eq!(c(node, &["GET", "n"]), "-5\n", "n{node}");
+    }
+    let pttl: i64 = c(2, &["PTTL", "n"]).trim().parse().unwrap();
+    assert!(
+        (50_000..=60_000).contains(&pttl),
+        "the deadline stays: {pttl}"
+    );
+    assert_eq!(c(2, &["SET", "w", "word", "IFNE", "x"]), "OK\n");
+    assert!(c(0, &["INCR", "w"]).starts_with("ERR value is not an integer"));
+    assert_eq!(c(1, &["GET", "w"]), "word\n");
+    // Deleted, the key counts as a counter again.
+    assert_eq!(c(2, &["DEL", "n"]), "1\n");
+    assert_eq!(c(0, &["INCR", "n"]), "1\n");
+    assert_eq!(c(1, &["INCR", "n"]), "2\n");
+}

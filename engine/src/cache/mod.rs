@@ -94,6 +94,16 @@ impl CounterCache {
             .map(|c| c.cell.clone())
     }
 
+    /// `look` at the cached cell of `key`, if it is cached (nothing is
+    /// read from disk, nothing copied).
+    pub(crate) fn peek<R>(&self, key: &Key, look: impl FnOnce(&Cell) -> R) -> Option<R> {
+        self.stripe(key)
+            .lock()
+            .cells
+            .get(key)
+            .map(|c| look(&c.cell))
+    }
+
     /// Cuts every cached cell of a key `keep` does not keep whole down to
     /// what it keeps (see `Engine::cleanup`): the cache is the state of the
     /// keys it holds, which the memtables only mark.

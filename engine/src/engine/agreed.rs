@@ -51,6 +51,25 @@ impl Engine {
         Ok(cell.agreed().map(|a| (**a).clone()).unwrap_or_default())
     }
 
+    /// Whether this node's Paxos state of `partition` holds a string (a
+    /// register of the empty column) live at `now_ms`, committed or
+    /// accepted, as far as the cell cache shows (no disk is read: a state
+    /// not cached answers false). The add path's cheap check that a
+    /// counter is not started beside a string: an agreed key in use has
+    /// its state cached on every replica, each round touching it.
+    pub fn holds_string_cached(&self, partition: &[u8], now_ms: u64) -> bool {
+        let Ok(key) = unique::count_key(partition) else {
+            return false;
+        };
+        let live = |a: &Accepted| a.value.get(b"", now_ms).is_some();
+        self.cache
+            .peek(&key, |cell| {
+                cell.agreed()
+                    .is_some_and(|a| live(&a.committed) || a.accepted.as_ref().is_some_and(live))
+            })
+            .unwrap_or(false)
+    }
+
     /// Runs `rule` on the partition's Paxos state under its cell lock; when
     /// it says so, logs the cell and waits until it is durable. A rule
     /// that grants a promise or an acceptance always logs, even when the
@@ -111,6 +130,27 @@ mod tests {
             .enable_all()
             .build()
             .unwrap()
+    }
+
+    #[test]
+    fn a_string_in_the_cached_state_is_seen_by_the_add_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Engine::open(dir.path(), Options::default()).unwrap();
+        assert!(!e.holds_string_cached(b"k", 0));
+        runtime().block_on(async {
+            e.accept(b"k", at(5, "alice")).await.unwrap().unwrap();
+            // Accepted, not yet known decided: it counts.
+            assert!(e.holds_string_cached(b"k", 0));
+            e.commit(b"k", at(5, "alice")).await.unwrap();
+            assert!(e.holds_string_cached(b"k", 0));
+            let none = Accepted {
+                ballot: ballot(6),
+                value: Registers::default(),
+            };
+            e.commit(b"k", none).await.unwrap();
+        });
+        assert!(!e.holds_string_cached(b"k", 0), "deleted");
+        assert!(!e.holds_string_cached(b"other", 0));
     }
 
     #[test]

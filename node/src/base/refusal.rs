@@ -3,10 +3,26 @@
 //! and peers get the same text (it is what the wire always carried).
 
 use tally_engine::Refusal;
-use tally_net::wire::ErrorKind;
+use tally_net::wire::{ErrorKind, WireError};
 
 /// Redis' error for a command on a key of the other kind.
 pub(crate) const WRONGTYPE: &str = redis(Refusal::WrongType);
+
+/// The message of an add its leader refused, nothing applied, because
+/// its key holds a string (an agreed value): the RESP layer makes the add
+/// to the string through agreement instead (an older node answers it as
+/// `WRONGTYPE`).
+pub(crate) const HOLDS_STRING: &str = "the key holds a string; an add to it is agreed";
+
+/// The error of an add refused because its key holds a string.
+pub(crate) fn holds_string() -> WireError {
+    WireError::not_applied(ErrorKind::WrongType, HOLDS_STRING)
+}
+
+/// Whether `e` is [`holds_string`]'s.
+pub(crate) fn is_holds_string(e: &WireError) -> bool {
+    e.kind == ErrorKind::WrongType && e.message == HOLDS_STRING
+}
 
 /// Redis' text for `refusal`, its error prefix first.
 pub(crate) const fn redis(refusal: Refusal) -> &'static str {

@@ -12,12 +12,14 @@ use tally_net::wire::{Consistency, ErrorKind, WireError, WireKey};
 
 use std::borrow::Cow;
 
-use super::command::{Cmd, NOT_AN_INTEGER};
+use super::command::{Cmd, NOT_AN_INTEGER, Op};
 use super::join::join_all;
 use super::proto::Reply;
+use super::registers::AddedToString;
 use super::session::arity;
 use crate::base::convert;
 use crate::base::keyspace::Keyspace;
+use crate::base::refusal::is_holds_string;
 use crate::cluster::write::Queued;
 use crate::node::Node;
 
@@ -124,11 +126,45 @@ pub(crate) fn queue_add(
         .map_err(|e| wire_err(&e))
 }
 
-/// The reply to an add [`queue_add`] queued: its new value, once the write
-/// is acknowledged.
-pub(crate) async fn answer(queued: Queued) -> Reply {
+/// The reply to an add [`queue_add`] queued of `cmd` (`Op::Add`): its new
+/// value, once the write is acknowledged. An add its leader refused
+/// because the key holds a string is made to the string, agreed, as
+/// Redis' `INCR` of a string that holds an integer; should the string be
+/// gone by then, the add is queued again as a counter's.
+pub(crate) async fn answer(
+    node: &Node,
+    (cl, space): (Consistency, Keyspace),
+    cmd: &Cmd,
+    queued: Queued,
+) -> Reply {
     match queued.answer().await {
         Ok(value) => Reply::Int(value),
+        Err(e) if is_holds_string(&e) => add_to_string(node, (cl, space), cmd).await,
+        Err(e) => wire_err(&e),
+    }
+}
+
+/// `cmd`'s add (of the key's empty column) made to the key's string.
+async fn add_to_string(node: &Node, (cl, space): (Consistency, Keyspace), cmd: &Cmd) -> Reply {
+    let Op::Add { column, delta } = cmd.op else {
+        return Reply::err("ERR not an add");
+    };
+    let (partition, delta) = match (key_of(space, cmd, column), delta) {
+        (Ok((p, _)), Ok(d)) => (p, d),
+        (Err(e), _) => return e,
+        (_, Err(e)) => return Reply::err(e),
+    };
+    match super::registers::add(node, &partition, delta).await {
+        Ok(AddedToString::Value(v)) => Reply::Int(v),
+        Ok(AddedToString::NotInteger) => Reply::err(NOT_AN_INTEGER),
+        Ok(AddedToString::Overflow) => Reply::err("ERR increment or decrement would overflow"),
+        Ok(AddedToString::NoString) => match node.queue_add(&partition, b"", delta, cl) {
+            Ok(queued) => match queued.answer().await {
+                Ok(v) => Reply::Int(v),
+                Err(e) => wire_err(&e),
+            },
+            Err(e) => wire_err(&e),
+        },
         Err(e) => wire_err(&e),
     }
 }

@@ -34,9 +34,8 @@ pub(crate) async fn run(
     for cmd in cmds {
         match cmd.op {
             Op::Add { column, delta } => {
-                adds.push(Some(counters::queue_add(
-                    node, cl, space, cmd, column, delta,
-                )));
+                let queued = counters::queue_add(node, cl, space, cmd, column, delta);
+                adds.push(Some((queued, cmd)));
             }
             _ => {
                 adds.push(None);
@@ -51,8 +50,8 @@ pub(crate) async fn run(
     let mut replies = Vec::with_capacity(cmds.len());
     for add in adds {
         replies.push(match add {
-            Some(Ok(queued)) => counters::answer(queued).await,
-            Some(Err(refused)) => refused,
+            Some((Ok(queued), cmd)) => counters::answer(node, (cl, space), cmd, queued).await,
+            Some((Err(refused), _)) => refused,
             None => others.next().expect("one reply for every other command"),
         });
     }

@@ -324,7 +324,7 @@ async fn keyed_as(
         Op::Arity => session::arity(c.name),
         Op::Add { column, delta } => match counters::queue_add(node, cl, space, cmd, column, delta)
         {
-            Ok(queued) => counters::answer(queued).await,
+            Ok(queued) => counters::answer(node, (cl, space), cmd, queued).await,
             Err(refused) => refused,
         },
         Op::Get { column } => match counters::key_of(space, cmd, column) {

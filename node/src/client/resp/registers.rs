@@ -5,8 +5,13 @@
 //! A `SET` whose value is not a 64-bit integer stores a string (an
 //! integer still sets a counter, see `strings`); `GET` reads a string
 //! where the key holds no counter; `DEL`, `EXISTS` and `TYPE` see strings.
-//! A key holds one kind: a string is not stored over a live counter, nor
-//! counted into one (`INCR` of a string is not there yet).
+//! A key holds one kind: a string is not stored over a live counter, and
+//! an add (`INCR` and its kin) to a key that holds a string is made to the
+//! string, agreed ([`add`]), when the add's leader sees the string in its
+//! cached Paxos state (`cluster::write::strings`). A leader that does not
+//! (the string's state evicted from its cache, or just decided through
+//! another node and not yet heard of) starts a counter beside it, and
+//! reads then answer the counter.
 //!
 //! The rules are pure ([`set_string`]): a change of the partition's
 //! registers from the ones decided so far, which the proposer may run once
@@ -94,6 +99,54 @@ pub(crate) fn set_string(
             before,
         },
     )
+}
+
+/// What an add to a key's string did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AddedToString {
+    /// The string's integer after it.
+    Value(i64),
+    /// The string is not a 64-bit integer: nothing changed.
+    NotInteger,
+    /// The sum would not fit: nothing changed.
+    Overflow,
+    /// There is no string (any more): nothing changed.
+    NoString,
+}
+
+/// `delta` added to the key's string read as an integer (its deadline
+/// kept, as Redis keeps it): the next registers and what it did.
+pub(crate) fn add_to_string(
+    registers: &Registers,
+    delta: i64,
+    now_ms: u64,
+) -> (Registers, AddedToString) {
+    let Some(current) = registers.get(COLUMN, now_ms) else {
+        return (registers.clone(), AddedToString::NoString);
+    };
+    let before = std::str::from_utf8(&current.value)
+        .ok()
+        .and_then(|v| v.parse::<i64>().ok());
+    let Some(before) = before else {
+        return (registers.clone(), AddedToString::NotInteger);
+    };
+    let Some(after) = before.checked_add(delta) else {
+        return (registers.clone(), AddedToString::Overflow);
+    };
+    let mut next = registers.clone();
+    next.put(Register {
+        value: after.to_string().into_bytes(),
+        ..current.clone()
+    });
+    (next, AddedToString::Value(after))
+}
+
+/// Adds `delta` to the key's string, agreed.
+pub(crate) async fn add(node: &Node, key: &[u8], delta: i64) -> Result<AddedToString, WireError> {
+    node.agree(key, move |registers, now| {
+        Ok(add_to_string(registers, delta, now))
+    })
+    .await
 }
 
 /// `registers` without the key's string: the next registers and whether
@@ -309,6 +362,35 @@ mod tests {
         );
         let none = Registers::default();
         assert_eq!(expire_string(&none, NOW, When::Always), (none, false));
+    }
+
+    #[test]
+    fn an_add_to_a_string_counts_in_it_as_redis_does() {
+        let (next, done) = add_to_string(&string("41", NOW + 9), 1, NOW);
+        assert_eq!(
+            (next, done),
+            (string("42", NOW + 9), AddedToString::Value(42))
+        );
+        let word = string("forty", 0);
+        assert_eq!(
+            add_to_string(&word, 1, NOW),
+            (word.clone(), AddedToString::NotInteger)
+        );
+        let max = string(&i64::MAX.to_string(), 0);
+        assert_eq!(
+            add_to_string(&max, 1, NOW),
+            (max.clone(), AddedToString::Overflow)
+        );
+        let none = Registers::default();
+        assert_eq!(
+            add_to_string(&none, 1, NOW),
+            (none.clone(), AddedToString::NoString)
+        );
+        // Expired: no string.
+        assert_eq!(
+            add_to_string(&string("1", NOW), 1, NOW).1,
+            AddedToString::NoString
+        );
     }
 
     #[test]

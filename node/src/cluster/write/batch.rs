@@ -139,6 +139,11 @@ async fn run_batch(writes: Arc<Writes>, adds: Vec<QueuedAdd>, in_flight: Arc<InF
     }
     let mut combined = combine(lead);
     let ctx = &writes.ctx;
+    super::strings::refuse_beside_strings(ctx, &mut combined, &mut replies);
+    if combined.is_empty() {
+        replies.send();
+        return;
+    }
     let (staged, durable) = match ctx
         .engine()
         .add(combined.iter().map(|c| (&c.key, c.delta())))

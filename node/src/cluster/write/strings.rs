@@ -1,0 +1,39 @@
+//! Adds to a key that holds a string: the leader refuses them, nothing
+//! applied, so that no counter starts beside the string; the RESP layer
+//! then makes the add to the string through agreement (`INCR` of a string
+//! that holds an integer, as in Redis). The check reads the partition's
+//! Paxos state from the cell cache only (`Engine::holds_string_cached`):
+//! a key in use as a string has it cached on every replica. A string
+//! whose state is no longer cached on its leader, or one written through
+//! another node that this leader has not yet heard was decided, is not
+//! seen: the add then starts a counter beside it, and reads answer the
+//! counter (the limit stated in `resp::registers`).
+
+use tally_engine::now_ms;
+
+use super::combine::Combined;
+use super::queue::Replies;
+use crate::base::refusal::holds_string;
+use crate::cluster::ctx::Ctx;
+
+/// Fails, and takes out of `combined`, the adds whose key holds a string
+/// as far as this leader knows.
+pub(crate) fn refuse_beside_strings(
+    ctx: &Ctx,
+    combined: &mut Vec<Combined>,
+    replies: &mut Replies,
+) {
+    let now = now_ms();
+    let engine = ctx.engine();
+    let holds = |c: &Combined| {
+        c.key.column().is_empty() && engine.holds_string_cached(c.key.partition(), now)
+    };
+    if !combined.iter().any(holds) {
+        return;
+    }
+    let (mut strings, counters): (Vec<Combined>, Vec<Combined>) =
+        std::mem::take(combined).into_iter().partition(holds);
+    *combined = counters;
+    let e = holds_string();
+    strings.iter_mut().for_each(|c| c.fail(replies, &e));
+}
