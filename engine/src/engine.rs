@@ -167,6 +167,8 @@ pub struct Engine {
     refusals: Arc<Refusals>,
     /// See [`Stats::log_sync_latency`].
     log_syncs: Arc<Latencies>,
+    /// The partitions a round here saw hold a string (see `agreed`).
+    strings: agreed::StringFilter,
     /// Holds the directory lock while the engine is open.
     _identity: Identity,
 }
@@ -272,6 +274,7 @@ impl Engine {
             admissions: (0..256).map(|_| tokio::sync::Mutex::new(())).collect(),
             refusals: Arc::default(),
             log_syncs,
+            strings: agreed::StringFilter::default(),
             _identity: identity,
         })
     }

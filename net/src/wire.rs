@@ -271,7 +271,7 @@ impl<Context> Decode<Context> for WireCell {
 bincode::impl_borrow_decode!(WireCell);
 
 /// How many replicas must answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Encode, Decode)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Decode)]
 pub enum Consistency {
     /// One replica.
     One,
@@ -280,6 +280,26 @@ pub enum Consistency {
     Quorum,
     /// Every replica.
     All,
+    /// A majority, and a read answers only once a majority holds what it
+    /// answers (its read repair made first), so that no later read goes
+    /// back: reads of counters that are linearizable with the writes a
+    /// majority acknowledged. A coordinator's own level: it travels on the
+    /// wire as `Quorum` (see the `Encode` below), so older nodes read it,
+    /// and a peer that serves part of a request serves it at `Quorum`.
+    Serial,
+}
+
+/// As the derived encoding of the first three levels (the variant's index,
+/// a `u32`), with `Serial` written as `Quorum`.
+impl Encode for Consistency {
+    fn encode<E: Encoder>(&self, encoder: &mut E) -> Result<(), EncodeError> {
+        let index: u32 = match self {
+            Consistency::One => 0,
+            Consistency::Quorum | Consistency::Serial => 1,
+            Consistency::All => 2,
+        };
+        index.encode(encoder)
+    }
 }
 
 impl Consistency {
@@ -287,7 +307,7 @@ impl Consistency {
     pub fn required(self, rf: usize) -> usize {
         match self {
             Consistency::One => 1.min(rf),
-            Consistency::Quorum => rf / 2 + 1,
+            Consistency::Quorum | Consistency::Serial => rf / 2 + 1,
             Consistency::All => rf,
         }
     }
@@ -300,8 +320,9 @@ impl std::str::FromStr for Consistency {
             "one" => Ok(Consistency::One),
             "quorum" => Ok(Consistency::Quorum),
             "all" => Ok(Consistency::All),
+            "serial" => Ok(Consistency::Serial),
             _ => Err(format!(
-                "unknown consistency level {s:?} (one, quorum, all)"
+                "unknown consistency level {s:?} (one, quorum, all, serial)"
             )),
         }
     }
@@ -313,6 +334,7 @@ impl std::fmt::Display for Consistency {
             Consistency::One => "ONE",
             Consistency::Quorum => "QUORUM",
             Consistency::All => "ALL",
+            Consistency::Serial => "SERIAL",
         })
     }
 }
@@ -1311,6 +1333,30 @@ pub struct ClientResponse {
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
+
+    /// The levels as they were encoded before `Serial` (derived).
+    #[derive(Encode)]
+    enum Levels {
+        One,
+        Quorum,
+        All,
+    }
+
+    #[test]
+    fn serial_travels_as_quorum_and_the_others_as_ever() {
+        for (cl, old) in [
+            (Consistency::One, Levels::One),
+            (Consistency::Quorum, Levels::Quorum),
+            (Consistency::All, Levels::All),
+            (Consistency::Serial, Levels::Quorum),
+        ] {
+            assert_eq!(encode(&cl), encode(&old), "{cl}");
+        }
+        let back: Consistency = decode(&encode(&Consistency::Serial)).unwrap();
+        assert_eq!(back, Consistency::Quorum);
+        assert_eq!(Consistency::Serial.required(3), 2);
+        assert_eq!("serial".parse::<Consistency>(), Ok(Consistency::Serial));
+    }
     use proptest::prelude::*;
 
     #[test]

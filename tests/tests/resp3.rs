@@ -142,7 +142,7 @@ fn a_connection_chooses_its_consistency_level() {
     c.says("CLIENT CONSISTENCY", "$6\r\nQUORUM\r\n");
     c.says(
         "CLIENT CONSISTENCY most",
-        "-ERR consistency level must be ONE, QUORUM or ALL\r\n",
+        "-ERR consistency level must be ONE, QUORUM, ALL or SERIAL\r\n",
     );
     c.says("CLIENT CONSISTENCY all", "+OK\r\n");
     c.says("INCR c", ":1\r\n");
@@ -161,6 +161,14 @@ fn a_connection_chooses_its_consistency_level() {
     c.says("CLIENT CONSISTENCY ONE", "+OK\r\n");
     let added = c.reply("INCR c");
     assert!(added.starts_with(':'), "{added}");
+    // SERIAL needs a majority, as QUORUM does: its reads answer (after
+    // their repairs) with a replica down.
+    c.says("CLIENT CONSISTENCY serial", "+OK\r\n");
+    c.says("CLIENT CONSISTENCY", "$6\r\nSERIAL\r\n");
+    let added = c.reply("INCR c");
+    assert!(added.starts_with(':'), "{added}");
+    let value = added.trim_start_matches(':').trim().to_string();
+    c.says("GET c", &format!("${}\r\n{value}\r\n", value.len()));
     // Another connection still runs at QUORUM.
     let mut other = Raw::connect(&cluster, 1);
     other.says("CLIENT CONSISTENCY", "$6\r\nQUORUM\r\n");

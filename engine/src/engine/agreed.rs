@@ -4,6 +4,8 @@
 //! survive its crash, or two values could be decided). The state lives in
 //! the cell of the partition's reserved column (`cell::agreed`).
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use super::Engine;
 use crate::error::Result;
 use crate::key::Key;
@@ -51,21 +53,24 @@ impl Engine {
         Ok(cell.agreed().map(|a| (**a).clone()).unwrap_or_default())
     }
 
-    /// Whether this node's Paxos state of `partition` holds a string (a
-    /// register of the empty column) live at `now_ms`, committed or
+    /// Whether this node's Paxos state of `key`'s partition holds a string
+    /// (a register of the empty column) live at `now_ms`, committed or
     /// accepted, as far as the cell cache shows (no disk is read: a state
     /// not cached answers false). The add path's cheap check that a
     /// counter is not started beside a string: an agreed key in use has
-    /// its state cached on every replica, each round touching it.
-    pub fn holds_string_cached(&self, partition: &[u8], now_ms: u64) -> bool {
-        let Ok(key) = unique::count_key(partition) else {
+    /// its state cached on every replica, each round touching it. A
+    /// partition no round here saw hold a string answers at once
+    /// ([`StringFilter`]).
+    pub fn holds_string_cached(&self, key: &Key, now_ms: u64) -> bool {
+        if !self.strings.may_hold(key.partition_hash()) {
+            return false;
+        }
+        let Ok(count) = unique::count_key(key.partition()) else {
             return false;
         };
-        let live = |a: &Accepted| a.value.get(b"", now_ms).is_some();
         self.cache
-            .peek(&key, |cell| {
-                cell.agreed()
-                    .is_some_and(|a| live(&a.committed) || a.accepted.as_ref().is_some_and(live))
+            .peek(&count, |cell| {
+                cell.agreed().is_some_and(|a| holds_string(a, now_ms))
             })
             .unwrap_or(false)
     }
@@ -84,6 +89,9 @@ impl Engine {
         let key: Key = unique::count_key(partition)?;
         let (answer, logged) = self.cache.with_cell(&key, |cached, v| {
             let (log, answer) = rule(cached.cell.agreed_mut());
+            if cached.cell.agreed().is_some_and(|a| holds_string(a, 0)) {
+                self.strings.saw(key.partition_hash());
+            }
             if !log {
                 return Ok::<_, crate::error::Error>((answer, None));
             }
@@ -95,6 +103,48 @@ impl Engine {
             self.durable(logged).await?;
         }
         Ok(answer)
+    }
+}
+
+/// Whether `a` holds a string live at `now_ms` (0: ever), committed or
+/// accepted.
+fn holds_string(a: &Acceptor, now_ms: u64) -> bool {
+    let live = |x: &Accepted| x.value.get(b"", now_ms).is_some();
+    live(&a.committed) || a.accepted.as_ref().is_some_and(live)
+}
+
+/// Bits of partition hashes a round here saw hold a string, never
+/// cleared: a clear bit says a partition's state holds none (as far as
+/// this node's rounds went since it started), so the add path skips the
+/// cache for nearly every counter; a set one (the partition's, or another
+/// of the same bit) sends it to look.
+pub(crate) struct StringFilter(Box<[AtomicU64]>);
+
+/// Bits in a [`StringFilter`].
+const FILTER_BITS: usize = 1 << 16;
+
+impl Default for StringFilter {
+    fn default() -> StringFilter {
+        StringFilter((0..FILTER_BITS / 64).map(|_| AtomicU64::new(0)).collect())
+    }
+}
+
+impl StringFilter {
+    fn place(hash: u64) -> (usize, u64) {
+        let bit = (hash as usize) % FILTER_BITS;
+        (bit / 64, 1 << (bit % 64))
+    }
+
+    /// Notes that the partition of `hash` holds a string.
+    fn saw(&self, hash: u64) {
+        let (word, bit) = StringFilter::place(hash);
+        self.0[word].fetch_or(bit, Ordering::Relaxed);
+    }
+
+    /// Whether the partition of `hash` may hold a string.
+    fn may_hold(&self, hash: u64) -> bool {
+        let (word, bit) = StringFilter::place(hash);
+        self.0[word].load(Ordering::Relaxed) & bit != 0
     }
 }
 
@@ -136,21 +186,25 @@ mod tests {
     fn a_string_in_the_cached_state_is_seen_by_the_add_path() {
         let dir = tempfile::tempdir().unwrap();
         let e = Engine::open(dir.path(), Options::default()).unwrap();
-        assert!(!e.holds_string_cached(b"k", 0));
+        let (k, other) = (
+            Key::new(b"k", b"").unwrap(),
+            Key::new(b"other", b"").unwrap(),
+        );
+        assert!(!e.holds_string_cached(&k, 0));
         runtime().block_on(async {
             e.accept(b"k", at(5, "alice")).await.unwrap().unwrap();
             // Accepted, not yet known decided: it counts.
-            assert!(e.holds_string_cached(b"k", 0));
+            assert!(e.holds_string_cached(&k, 0));
             e.commit(b"k", at(5, "alice")).await.unwrap();
-            assert!(e.holds_string_cached(b"k", 0));
+            assert!(e.holds_string_cached(&k, 0));
             let none = Accepted {
                 ballot: ballot(6),
                 value: Registers::default(),
             };
             e.commit(b"k", none).await.unwrap();
         });
-        assert!(!e.holds_string_cached(b"k", 0), "deleted");
-        assert!(!e.holds_string_cached(b"other", 0));
+        assert!(!e.holds_string_cached(&k, 0), "deleted");
+        assert!(!e.holds_string_cached(&other, 0));
     }
 
     #[test]

@@ -73,7 +73,7 @@ impl Registry {
 fn level(cl: Consistency) -> usize {
     match cl {
         Consistency::One => 0,
-        Consistency::Quorum => 1,
+        Consistency::Quorum | Consistency::Serial => 1,
         Consistency::All => 2,
     }
 }

@@ -1,9 +1,11 @@
 //! The read path: ask `required` live replicas (this node first when it is
 //! one); a replica that fails is replaced by the next live one. The cells
 //! are merged and summed. Any replica whose cell differs from the merge is
-//! sent the merged cell (read repair), after the answer.
+//! sent the merged cell (read repair), after the answer; at `SERIAL`,
+//! before it, and the read answers only once a majority holds what it
+//! answers, so that no later read goes back.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use tally_engine::{Cell, Epoch, Key, Wait};
@@ -79,12 +81,65 @@ pub(crate) async fn read_key(
         merged.merge(c, ctx.engine().merger());
     }
     let n = answers.len();
-    for (r, c) in answers {
-        if c != merged {
-            repair(ctx, r, key.clone(), merged.clone());
+    let behind: Vec<Repair> = answers
+        .into_iter()
+        .filter(|(_, c)| *c != merged)
+        .map(|(r, _)| (r, key.clone(), merged.clone()))
+        .collect();
+    repair_all(ctx, behind, n, cl.required(replicas.len()), cl).await?;
+    Ok((merged, n))
+}
+
+/// A read repair: the replica, the key and the merged cell it is sent.
+type Repair = (usize, Key, Cell);
+
+/// Sends `behind` their repairs (of a read `answered` replicas answered):
+/// in the background, or, at [`Consistency::Serial`], before the read
+/// answers, failing it unless [`holds_enough`] says a majority then holds
+/// what it read.
+async fn repair_all(
+    ctx: &Arc<Ctx>,
+    behind: Vec<Repair>,
+    answered: usize,
+    required: usize,
+    cl: Consistency,
+) -> Result<(), WireError> {
+    if cl != Consistency::Serial {
+        for (r, key, cell) in behind {
+            repair(ctx, r, key, cell);
+        }
+        return Ok(());
+    }
+    let replicas: BTreeSet<usize> = behind.iter().map(|(r, ..)| *r).collect();
+    let mut failed = BTreeSet::new();
+    let mut repairs = tokio::task::JoinSet::new();
+    for (r, key, cell) in behind {
+        let ctx = ctx.clone();
+        repairs.spawn(async move { (r, repair_now(&ctx, r, &key, &cell).await) });
+    }
+    while let Some(done) = repairs.join_next().await {
+        match done {
+            Ok((_, true)) => {}
+            Ok((r, false)) => {
+                failed.insert(r);
+            }
+            Err(_) => return Err(WireError::new(ErrorKind::Internal, "a read repair stopped")),
         }
     }
-    Ok((merged, n))
+    match holds_enough(answered, replicas.len(), failed.len(), required) {
+        true => Ok(()),
+        false => Err(WireError::not_applied(
+            ErrorKind::Unavailable,
+            "a SERIAL read could not bring a majority of replicas up to what it read; try again",
+        )),
+    }
+}
+
+/// Whether a majority holds what a read answers: of the `answered`
+/// replicas, those not `behind` held it already, and those behind hold it
+/// once their repair succeeded (all but `failed`).
+fn holds_enough(answered: usize, behind: usize, failed: usize, required: usize) -> bool {
+    answered - behind + (behind - failed) >= required
 }
 
 /// Reads every live column of a partition at `cl`, with its value.
@@ -176,15 +231,23 @@ pub(crate) async fn read_row(
     }
     // Repair the columns a replica is behind on, a bounded number per
     // read so that a replica far behind does not flood the peer queue;
-    // later reads and hints do the rest.
+    // later reads and hints do the rest (a SERIAL read repairs them all
+    // first).
+    let n = answers.len();
+    let per_replica = match cl {
+        Consistency::Serial => ROW_COLUMNS_MAX,
+        _ => ROW_REPAIRS_MAX,
+    };
+    let mut behind = Vec::new();
     for (r, row) in answers {
-        let behind = merged.iter().filter(|&(col, c)| row.get(col) != Some(c));
-        for (col, c) in behind.take(ROW_REPAIRS_MAX) {
+        let columns = merged.iter().filter(|&(col, c)| row.get(col) != Some(c));
+        for (col, c) in columns.take(per_replica) {
             if let Ok(key) = Key::new(partition, col) {
-                repair(ctx, r, key, c.clone());
+                behind.push((r, key, c.clone()));
             }
         }
     }
+    repair_all(ctx, behind, n, cl.required(replicas.len()), cl).await?;
     Ok(merged)
 }
 
@@ -336,37 +399,63 @@ pub(crate) async fn apply_here(
 
 /// Sends the merged cell to a replica that was behind, in the background.
 fn repair(ctx: &Arc<Ctx>, replica: usize, key: Key, cell: Cell) {
+    let ctx = ctx.clone();
+    tokio::spawn(async move { repair_now(&ctx, replica, &key, &cell).await });
+}
+
+/// Sends `replica` the merged `cell` of `key`, durable there before it
+/// answers; whether it is held there now.
+async fn repair_now(ctx: &Arc<Ctx>, replica: usize, key: &Key, cell: &Cell) -> bool {
     ctx.metrics()
         .read_repairs
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let ctx = ctx.clone();
-    tokio::spawn(async move {
-        if replica == ctx.me() {
-            if let Err(e) = apply_here(&ctx, &key, &cell, Wait::Durable).await {
+    if replica == ctx.me() {
+        return match apply_here(ctx, key, cell, Wait::Durable).await {
+            Ok(_) => true,
+            Err(e) => {
                 warn!(error = %e, "local read repair failed");
+                false
             }
-            return;
-        }
-        // The cell may hold this node's add with an id not durable yet:
-        // it leaves once it is (see `tally_engine::Engine::settled`).
-        if let Err(e) = ctx.engine().settled().await {
-            warn!(error = %e, "read repair skipped");
-            return;
-        }
-        let req = PeerRequest::Apply {
-            key: wire_key(&key),
-            cell: wire_cell(&cell),
         };
-        match ctx
-            .transport()
-            .call(replica, req, ctx.write_timeout())
-            .await
-        {
-            Ok(PeerResponse::Applied | PeerResponse::Stale { .. }) => {}
-            // A hint is delivered from this node's own cell: only a
-            // replica holds the merged state it stands for.
-            _ if ctx.replicas(key.partition()).contains(&ctx.me()) => ctx.hint(replica, &key),
-            _ => {}
+    }
+    // The cell may hold this node's add with an id not durable yet:
+    // it leaves once it is (see `tally_engine::Engine::settled`).
+    if let Err(e) = ctx.engine().settled().await {
+        warn!(error = %e, "read repair skipped");
+        return false;
+    }
+    let req = PeerRequest::Apply {
+        key: wire_key(key),
+        cell: wire_cell(cell),
+    };
+    match ctx
+        .transport()
+        .call(replica, req, ctx.write_timeout())
+        .await
+    {
+        Ok(PeerResponse::Applied | PeerResponse::Stale { .. }) => true,
+        // A hint is delivered from this node's own cell: only a
+        // replica holds the merged state it stands for.
+        _ if ctx.replicas(key.partition()).contains(&ctx.me()) => {
+            ctx.hint(replica, key);
+            false
         }
-    });
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_serial_read_answers_once_a_majority_holds_it() {
+        // Two of three answered, one behind and repaired: both hold it.
+        assert!(holds_enough(2, 1, 0, 2));
+        // Its repair failed: one holds it, not a majority.
+        assert!(!holds_enough(2, 1, 1, 2));
+        // Three answered, one behind whose repair failed: two hold it.
+        assert!(holds_enough(3, 1, 1, 2));
+        assert!(holds_enough(2, 0, 0, 2));
+    }
 }

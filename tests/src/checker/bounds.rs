@@ -16,7 +16,7 @@ pub(super) const LEVELS: [Consistency; 3] =
 fn level_index(cl: Consistency) -> usize {
     match cl {
         Consistency::One => 0,
-        Consistency::Quorum => 1,
+        Consistency::Quorum | Consistency::Serial => 1,
         Consistency::All => 2,
     }
 }

@@ -167,13 +167,13 @@ fn client(s: &mut Session, rest: &[Vec<u8>]) -> Reply {
                 s.cl = cl;
                 Reply::Simple("OK")
             }
-            None => Reply::err("ERR consistency level must be ONE, QUORUM or ALL"),
+            None => Reply::err("ERR consistency level must be ONE, QUORUM, ALL or SERIAL"),
         },
         ("no-evict" | "no-touch", 1) => Reply::Simple("OK"),
         ("help", 0) => Reply::Array(
             [
                 "CLIENT <subcommand> [<arg> ...]. Subcommands are:",
-                "CONSISTENCY [ONE|QUORUM|ALL]: the level of this connection's reads and writes (QUORUM by default).",
+                "CONSISTENCY [ONE|QUORUM|ALL|SERIAL]: the level of this connection's reads and writes (QUORUM by default; SERIAL: reads that never go back).",
                 "GETNAME, SETNAME <name>, ID, INFO, SETINFO <LIB-NAME|LIB-VER> <value>, NO-EVICT, NO-TOUCH.",
             ]
             .into_iter()
@@ -192,6 +192,7 @@ fn level(name: &[u8]) -> Option<Consistency> {
         b"one" => Some(Consistency::One),
         b"quorum" => Some(Consistency::Quorum),
         b"all" => Some(Consistency::All),
+        b"serial" => Some(Consistency::Serial),
         _ => None,
     }
 }
@@ -201,6 +202,7 @@ fn level_name(cl: Consistency) -> &'static str {
         Consistency::One => "ONE",
         Consistency::Quorum => "QUORUM",
         Consistency::All => "ALL",
+        Consistency::Serial => "SERIAL",
     }
 }
 

@@ -25,9 +25,7 @@ pub(crate) fn refuse_beside_strings(
 ) {
     let now = now_ms();
     let engine = ctx.engine();
-    let holds = |c: &Combined| {
-        c.key.column().is_empty() && engine.holds_string_cached(c.key.partition(), now)
-    };
+    let holds = |c: &Combined| c.key.column().is_empty() && engine.holds_string_cached(&c.key, now);
     if !combined.iter().any(holds) {
         return;
     }

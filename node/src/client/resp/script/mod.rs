@@ -26,16 +26,16 @@
 //! `SCRIPT FLUSH` needs an administrator (`crate::security::auth::access`), and so
 //! do the commands a script runs that need one.
 
+mod agreed;
+mod functions;
+mod view;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use tally_net::wire::Consistency;
 
 use super::lua::{api, runner, runs, vm};
-
-mod agreed;
-mod functions;
-mod view;
 use super::proto::Reply;
 use super::session::{Session, arity};
 use crate::base::keyspace::Keyspace;
