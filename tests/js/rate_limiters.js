@@ -2,8 +2,8 @@
 // express-rate-limit, in a real express server) against a live Tally
 // cluster, through ioredis: N requests allowed, the N+1st refused, allowed
 // again after the window; through one node, then through a different node
-// each time. Their scripts touch one key each, so each runs as one agreed
-// change of it: exact through any node, with no CLIENT CONSISTENCY.
+// each time (those connections at CLIENT CONSISTENCY ALL: an INCR led by
+// one node is then seen by every other before it is answered).
 'use strict';
 const assert = require('node:assert/strict');
 const Redis = require('ioredis');
@@ -17,8 +17,10 @@ const LIMIT = 5;
 const WINDOW_MS = 2000;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-function connect(port) {
-  return new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 2 });
+async function connect(port, all) {
+  const c = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 2 });
+  if (all) assert.equal(await c.call('CLIENT', 'CONSISTENCY', 'ALL'), 'OK');
+  return c;
 }
 
 async function flexible(clients, name) {
@@ -58,8 +60,8 @@ async function expressLimit(clients, name) {
 }
 
 (async () => {
-  const one = [connect(ports[0])];
-  const each = ports.map(connect);
+  const one = [await connect(ports[0], false)];
+  const each = await Promise.all(ports.map((p) => connect(p, true)));
   await flexible(one, 'flex-one');
   await flexible(each, 'flex-each');
   await expressLimit(one, 'express-one');

@@ -6,10 +6,12 @@ import redis
 ports = [int(p) for p in sys.argv[1:]]
 clients = [redis.Redis(host="127.0.0.1", port=p) for p in ports]
 
+# A window made by SET NX (as rate-limiter-flexible makes it), counted in:
+# a string, so each run is one agreed change. (A script whose INCR finds
+# no string starts a counter, and runs command by command.)
 LIMITER = """
-local c = redis.call('INCR', KEYS[1])
-if c == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-return c
+redis.call('SET', KEYS[1], 0, 'PX', ARGV[1], 'NX')
+return redis.call('INCR', KEYS[1])
 """
 COMPARE_AND_DELETE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -85,7 +87,10 @@ except redis.ResponseError as e:
     assert "not an integer" in str(e), e
 assert clients[2].get("word") == b"x"
 
-# Scripts that cannot run agreed run as before: two keys, a counter.
+# Scripts that cannot run agreed run as before: two keys, a counter, an
+# INCR that finds no string (it starts a counter, as outside scripts).
+assert clients[2].eval("return redis.call('INCR', KEYS[1])", 1, "fresh") == 1
+assert clients[0].incrby("fresh", 2) == 3
 clients[0].incr("hits")
 assert clients[1].eval("return redis.call('INCRBY', KEYS[1], 2)", 1, "hits") == 3
 assert clients[2].eval("redis.call('SET', KEYS[1], 'a') return redis.call('GET', KEYS[2])",

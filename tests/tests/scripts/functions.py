@@ -10,9 +10,8 @@ c = [redis.Redis(host="127.0.0.1", port=p) for p in ports]
 
 LIB = """#!lua name=limits
 local function hit(keys, args)
-  local n = redis.call('INCR', keys[1])
-  if n == 1 then redis.call('PEXPIRE', keys[1], args[1]) end
-  return n
+  redis.call('SET', keys[1], 0, 'PX', args[1], 'NX')
+  return redis.call('INCR', keys[1])
 end
 local function peek(keys) return redis.call('GET', keys[1]) end
 redis.register_function('hit', hit)

@@ -15,7 +15,7 @@ use super::super::compare::{delex_args, digest_hex};
 use super::super::counters::int_arg;
 use super::super::expiry::{self, Deadline};
 use super::super::proto::Reply;
-use super::super::registers::{self, expire_string, remove_string};
+use super::super::registers::{self, AddedToString, expire_string, remove_string};
 use super::super::strings::{getex_args, set_opts, ttl_arg};
 use super::super::text::{Edit, edit_string, offset, range, too_long};
 
@@ -153,11 +153,11 @@ impl View {
                 }
                 .into(),
             ),
-            ("incr" | "decr", []) => self.add(if name == "incr" { 1 } else { -1 }),
+            ("incr" | "decr", []) => return self.add(if name == "incr" { 1 } else { -1 }),
             ("incrby" | "decrby", [by]) => match int_arg(by) {
-                Ok(by) if name == "incrby" => self.add(by),
+                Ok(by) if name == "incrby" => return self.add(by),
                 Ok(by) => match by.checked_neg() {
-                    Some(by) => self.add(by),
+                    Some(by) => return self.add(by),
                     None => Reply::err("ERR decrement would overflow"),
                 },
                 Err(e) => e,
@@ -217,25 +217,20 @@ impl View {
         self.value().map_or(Reply::NIL, Reply::bulk)
     }
 
-    /// `INCRBY by`: the string read as a 64-bit integer (absent: 0), its
-    /// deadline kept, as Redis does.
-    fn add(&mut self, by: i64) -> Reply {
-        let (before, at_ms) = match self.current() {
-            Some(r) => (r.value.clone(), r.at_ms),
-            None => (b"0".to_vec(), 0),
-        };
-        let Ok(before) = int_arg(&before) else {
-            return Reply::err("ERR value is not an integer or out of range");
-        };
-        let Some(after) = before.checked_add(by) else {
-            return Reply::err("ERR increment or decrement would overflow");
-        };
-        self.state.put(Register {
-            column: COLUMN.to_vec(),
-            value: after.to_string().into_bytes(),
-            at_ms,
-        });
-        Reply::Int(after)
+    /// `INCRBY by` of the string read as a 64-bit integer, its deadline
+    /// kept, as Redis does; `None` (the script leaves the view) when
+    /// there is no string: an add to a key that holds none starts a
+    /// counter, as it does outside scripts, so a script never turns a
+    /// counter's key into a string by counting.
+    fn add(&mut self, by: i64) -> Option<Reply> {
+        let (next, done) = registers::add_to_string(&self.state, by, self.now_ms);
+        self.state = next;
+        Some(match done {
+            AddedToString::Value(v) => Reply::Int(v),
+            AddedToString::NotInteger => Reply::err("ERR value is not an integer or out of range"),
+            AddedToString::Overflow => Reply::err("ERR increment or decrement would overflow"),
+            AddedToString::NoString => return None,
+        })
     }
 
     /// An `EXPIRE`-family change: 1 if it applied. A deadline that has
@@ -307,8 +302,10 @@ mod tests {
     #[test]
     fn a_rate_limiter_counts_in_the_string_and_keeps_its_deadline() {
         let mut v = empty();
+        // No string: counting would start a counter, which is no view's.
+        assert_eq!(call(&mut v, "incr k"), Step::Leaves);
+        assert_eq!(done(&mut v, "set k 0 EX 60 NX"), Reply::Simple("OK"));
         assert_eq!(done(&mut v, "incr k"), Reply::Int(1));
-        assert_eq!(done(&mut v, "expire k 60"), Reply::Int(1));
         assert_eq!(done(&mut v, "incrby k 4"), Reply::Int(5));
         assert_eq!(done(&mut v, "decrby k 2"), Reply::Int(3));
         assert_eq!(done(&mut v, "ttl k"), Reply::Int(60));
@@ -317,7 +314,11 @@ mod tests {
         let mut next = View::new(b"k", v.state().clone(), NOW + 59_000);
         assert_eq!(done(&mut next, "get k"), Reply::bulk("3"));
         let mut later = View::new(b"k", v.state().clone(), NOW + 60_000);
-        assert_eq!(done(&mut later, "incr k"), Reply::Int(1), "expired: anew");
+        assert_eq!(
+            done(&mut later, "set k 0 EX 60 NX"),
+            Reply::Simple("OK"),
+            "expired: anew"
+        );
     }
 
     #[test]
