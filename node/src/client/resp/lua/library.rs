@@ -96,7 +96,8 @@ pub(crate) fn declare(body: &[u8]) -> Result<Vec<Declared>, String> {
     let deadline = Instant::now() + LOAD_TIME_MAX;
     let ticks = AtomicU32::new(0);
     lua.set_interrupt(move |_| {
-        let late = ticks.fetch_add(1, Ordering::Relaxed) % 64 == 0 && Instant::now() > deadline;
+        let late =
+            ticks.fetch_add(1, Ordering::Relaxed).is_multiple_of(64) && Instant::now() > deadline;
         match late {
             true => Err(mlua::Error::runtime("FUNCTION LOAD timeout")),
             false => Ok(VmState::Continue),

@@ -46,6 +46,9 @@ const ATTEMPTS_MAX: usize = 10;
 /// Library name → code.
 type Libraries = BTreeMap<String, Vec<u8>>;
 
+/// What a library's code declares, or Redis' error ([`declared`]).
+type DeclaredOf = dyn Fn(&[u8]) -> Result<Arc<Vec<Declared>>, String>;
+
 /// The libraries `registers` hold.
 fn libraries(registers: &Registers) -> Libraries {
     registers
@@ -117,7 +120,7 @@ fn add(
     libs: &Libraries,
     incoming: &[(String, Vec<u8>)],
     replace: bool,
-    declared_of: &dyn Fn(&[u8]) -> Result<Arc<Vec<Declared>>, String>,
+    declared_of: &DeclaredOf,
 ) -> Result<Libraries, String> {
     let mut next = libs.clone();
     for (name, code) in incoming {
