@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 use tally_engine::now_ms;
-use tally_net::wire::{Consistency, Register, Registers, WireError};
+use tally_net::wire::{Consistency, Register, Registers, WireError, WireKey};
 
 use super::super::counters::wire_err;
 use super::super::lua::vm;
@@ -151,7 +151,9 @@ where
 
 /// What a run starts from: the key's registers as this node last saw
 /// them when they hold a string (a lock, a limiter's window: no read),
-/// else as read, or `None` when the key holds another kind.
+/// else as read, or `None` when the key holds another kind. The key's
+/// counter is read first, alone: a script of a counter's key (the most
+/// common) costs one read before it runs as every script does.
 async fn start(
     node: &Arc<Node>,
     cl: Consistency,
@@ -162,6 +164,13 @@ async fn start(
         && seen.get(b"", now).is_some()
     {
         return Ok(Some(seen));
+    }
+    if node
+        .get_cell(&WireKey::new(stored, b""), cl)
+        .await?
+        .live(now)
+    {
+        return Ok(None);
     }
     let (row, count, registers) = tokio::join!(
         node.get_row_cells(stored, cl),
