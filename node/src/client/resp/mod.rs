@@ -76,6 +76,7 @@ mod shared;
 mod strings;
 mod tally;
 mod text;
+mod turns;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 //! What every RESP connection of one node shares: when it began serving
 //! (`INFO`'s uptime), the numbers of its connections (`CLIENT ID`), its
-//! `SCAN` cursors, and its scripts' threads, memory and runs (`lua`). One per `serve`, which a node runs once; each
+//! `SCAN` cursors, and its scripts' threads, memory and runs (`lua`), and
+//! the turns its scripts of one key take (`turns`). One per `serve`, which a node runs once; each
 //! connection's `Session` holds it, so that two nodes in one process keep
 //! their own.
 
@@ -13,6 +14,7 @@ use parking_lot::{Mutex, MutexGuard};
 use super::cursors::{CURSORS_MAX, Cursors};
 use super::lua::runner::Pool;
 use super::lua::runs::Runs;
+use super::turns::Turns;
 
 /// One node's RESP state.
 #[derive(Debug)]
@@ -22,6 +24,7 @@ pub(crate) struct Shared {
     cursors: Mutex<Cursors>,
     scripts: Pool,
     runs: Runs,
+    turns: Turns,
 }
 
 impl Shared {
@@ -38,6 +41,7 @@ impl Shared {
             cursors: Mutex::new(Cursors::new(CURSORS_MAX, seed << 8)),
             scripts: Pool::default(),
             runs: Runs::default(),
+            turns: Turns::default(),
         })
     }
 
@@ -57,6 +61,11 @@ impl Shared {
     }
 
     /// The runs of this node's scripts, as `SCRIPT KILL` sees them.
+    /// The turns of the scripts of one key (`turns`).
+    pub(crate) fn turns(&self) -> &Turns {
+        &self.turns
+    }
+
     pub(crate) fn runs(&self) -> &Runs {
         &self.runs
     }

@@ -23,6 +23,7 @@ use tally_net::wire::{Consistency, Register, Registers, WireError, WireKey};
 use super::super::counters::wire_err;
 use super::super::lua::vm;
 use super::super::proto::Reply;
+use super::super::turns::Turns;
 use super::view::{Step, View};
 use crate::cluster::agree::history;
 use crate::node::Node;
@@ -105,7 +106,7 @@ pub(crate) fn apply_if_unchanged(
 /// run the way other scripts do.
 pub(crate) async fn run<F, Fut>(
     node: &Arc<Node>,
-    cl: Consistency,
+    (cl, turns): (Consistency, &Turns),
     (key, stored): (&[u8], &[u8]),
     run: F,
 ) -> Option<Reply>
@@ -113,6 +114,7 @@ where
     F: Fn(Arc<dyn vm::Host>) -> Fut,
     Fut: Future<Output = Reply>,
 {
+    let _turn = turns.take(stored).await;
     let (mut state, mut fresh) = match start(node, cl, stored).await {
         Ok(Some(started)) => started,
         Ok(None) => return None,

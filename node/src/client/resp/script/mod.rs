@@ -215,7 +215,7 @@ pub(crate) async fn run(node: &Arc<Node>, s: &Session, script: Run<'_>) -> Reply
     // A script of one key: one agreed change of it, where it can be.
     if let Some(key) = agreed::one_key(keys).filter(|_| node.agrees())
         && let Ok(stored) = space.stored(key)
-        && let Some(reply) = agreed::run(node, s.cl, (key, &stored), &run).await
+        && let Some(reply) = agreed::run(node, (s.cl, s.shared.turns()), (key, &stored), &run).await
     {
         return reply;
     }
