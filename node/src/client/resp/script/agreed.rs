@@ -160,8 +160,9 @@ where
 
 /// What a run starts from, and whether it was just read (linearizably):
 /// the key's registers as this node last saw them when they hold a
-/// string (a lock, a limiter's window: no read), else as read; `None` when the key holds a live counter (or list), which
-/// the script then reads and changes as every script does. As a plain
+/// string (a lock, a limiter's window: no read), else as read; `None`
+/// when the key holds a live counter (or list), which the script then
+/// reads and changes as every script does. As a plain
 /// `SET` of a string, the view does not look for a hash's fields or a
 /// unique counter's members (a key of those with no string shows none).
 async fn start(
