@@ -39,7 +39,7 @@ pub(crate) async fn execute(
             Ok(Some(c)) => delex(node, cl, &rest[0], c).await,
             Err(e) => e,
         },
-        ("digest", 1) => match value(node, cl, &rest[0]).await {
+        ("digest", 1) => match super::text::value(node, cl, &rest[0]).await {
             Ok(v) => v.map_or(Reply::NIL, |v| Reply::bulk(digest_hex(&v))),
             Err(e) => e,
         },
@@ -57,14 +57,6 @@ async fn counter(node: &Arc<Node>, cl: Consistency, key: &[u8]) -> Result<Option
         .await
         .map_err(|e| read_err(&e))?;
     crate::base::convert::live_value(&cell, now_ms()).map_err(|e| read_err(&e))
-}
-
-/// The key's bytes: its counter's digits, else its string.
-async fn value(node: &Arc<Node>, cl: Consistency, key: &[u8]) -> Result<Option<Vec<u8>>, Reply> {
-    if let Some(v) = counter(node, cl, key).await? {
-        return Ok(Some(v.to_string().into_bytes()));
-    }
-    registers::get(node, key).await.map_err(|e| read_err(&e))
 }
 
 /// `DELEX key cond`: 1 if the key held a value the condition holds of

@@ -114,7 +114,7 @@ fn set_change(value: i64, ttl: Ttl, only: Presence) -> Change {
 }
 
 /// A `SET` of the string `value`.
-fn string(value: &[u8], ttl: Ttl, only: Presence, get: bool) -> registers::SetString {
+pub(crate) fn string(value: &[u8], ttl: Ttl, only: Presence, get: bool) -> registers::SetString {
     registers::SetString {
         value: value.to_vec(),
         ttl,

@@ -130,7 +130,11 @@ async fn change(node: &Arc<Node>, cl: Consistency, key: &[u8], edit: Edit) -> Re
 
 /// `key`'s bytes: its counter's decimal digits when it holds a live
 /// counter, else its string, if any.
-async fn value(node: &Arc<Node>, cl: Consistency, key: &[u8]) -> Result<Option<Vec<u8>>, Reply> {
+pub(crate) async fn value(
+    node: &Arc<Node>,
+    cl: Consistency,
+    key: &[u8],
+) -> Result<Option<Vec<u8>>, Reply> {
     let cell = node
         .get_cell(&WireKey::new(key, COLUMN), cl)
         .await

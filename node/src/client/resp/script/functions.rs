@@ -88,13 +88,18 @@ fn registers_of(libs: &Libraries) -> Result<Registers, String> {
 const DECLARED_MAX: usize = 1024;
 static DECLARED: Mutex<Option<HashMap<String, Arc<Vec<Declared>>>>> = Mutex::new(None);
 
+/// What `code` declares, if it is remembered.
+fn remembered(code: &[u8]) -> Option<Arc<Vec<Declared>>> {
+    DECLARED.lock().as_ref()?.get(&sha1_hex(code)).cloned()
+}
+
 /// The functions `code` (a whole library) declares, remembered by its
 /// sha1 (running its body takes an interpreter).
 fn declared(code: &[u8]) -> Result<Arc<Vec<Declared>>, String> {
-    let sha = sha1_hex(code);
-    if let Some(d) = DECLARED.lock().as_ref().and_then(|m| m.get(&sha)) {
-        return Ok(d.clone());
+    if let Some(d) = remembered(code) {
+        return Ok(d);
     }
+    let sha = sha1_hex(code);
     let (_, body) = library::header(code)?;
     let d = Arc::new(library::declare(&body)?);
     let mut cache = DECLARED.lock();
@@ -106,8 +111,12 @@ fn declared(code: &[u8]) -> Result<Arc<Vec<Declared>>, String> {
     Ok(d)
 }
 
-/// [`declared`] on a thread where Lua may run.
+/// [`declared`], on a thread where Lua may run unless it is remembered
+/// (every `FCALL` asks it of each library).
 async fn declared_off_thread(code: Vec<u8>) -> Result<Arc<Vec<Declared>>, String> {
+    if let Some(d) = remembered(&code) {
+        return Ok(d);
+    }
     tokio::task::spawn_blocking(move || declared(&code))
         .await
         .unwrap_or_else(|e| Err(format!("ERR the library could not be read: {e}")))

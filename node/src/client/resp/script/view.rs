@@ -16,7 +16,7 @@ use super::super::counters::int_arg;
 use super::super::expiry::{self, Deadline};
 use super::super::proto::Reply;
 use super::super::registers::{self, AddedToString, expire_string, remove_string};
-use super::super::strings::{getex_args, set_opts, ttl_arg};
+use super::super::strings::{getex_args, set_opts, string, ttl_arg};
 use super::super::text::{Edit, edit_string, offset, range, too_long};
 
 /// The column of a key's string (as `registers` keeps it).
@@ -114,17 +114,17 @@ impl View {
                 .value()
                 .map_or(Reply::NIL, |v| Reply::bulk(digest_hex(&v))),
             ("setnx", [value]) => {
-                let s = string(value, Ttl::Clear, Presence::Absent);
+                let s = string(value, Ttl::Clear, Presence::Absent, false);
                 match self.set(s, false) {
                     Reply::NIL => Reply::Int(0),
                     _ => Reply::Int(1),
                 }
             }
             ("setex" | "psetex", [t, value]) => match ttl_arg(name, t, now) {
-                Ok(ttl) => self.set(string(value, ttl, Presence::Any), false),
+                Ok(ttl) => self.set(string(value, ttl, Presence::Any, false), false),
                 Err(e) => e,
             },
-            ("getset", [value]) => self.set(string(value, Ttl::Clear, Presence::Any), true),
+            ("getset", [value]) => self.set(string(value, Ttl::Clear, Presence::Any, false), true),
             ("delex", opts) => match delex_args(opts) {
                 Ok(c) => {
                     let current = self.value();
@@ -251,16 +251,6 @@ impl View {
             }
             None => too_long(),
         }
-    }
-}
-
-fn string(value: &[u8], ttl: Ttl, only: Presence) -> registers::SetString {
-    registers::SetString {
-        value: value.to_vec(),
-        ttl,
-        only,
-        get: false,
-        compare: None,
     }
 }
 
