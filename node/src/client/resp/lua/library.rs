@@ -116,13 +116,16 @@ pub(crate) fn declare(body: &[u8]) -> Result<Vec<Declared>, String> {
             Ok(())
         })
         .map_err(|e| format!("ERR {e}"))?;
+    let chunk = lua
+        .load(body)
+        .set_name("=user_function")
+        .set_mode(ChunkMode::Text)
+        .into_function()
+        .map_err(|e| format!("ERR Error compiling function: {}", first_line(&e)))?;
     let run = || -> mlua::Result<()> {
         let redis: Table = lua.load(LOADING).set_name("=loading").call(record)?;
         lua.globals().raw_set("redis", redis)?;
-        lua.load(body)
-            .set_name("=user_function")
-            .set_mode(ChunkMode::Text)
-            .exec()
+        chunk.call(())
     };
     if let Err(e) = run() {
         return Err(format!(
@@ -251,6 +254,9 @@ mod tests {
                 .starts_with("ERR Error registering functions")
         );
         assert!(err("#!lua name=x\nwhile true do end").contains("timeout"));
+        assert!(
+            err("#!lua name=x\nreturn 'a' 'b' error").starts_with("ERR Error compiling function")
+        );
         assert!(
             err("#!lua name=x\nredis.register_function('a b', function() end)")
                 .starts_with("ERR Function names")

@@ -141,7 +141,7 @@ fn add(
     let mut owner: HashMap<String, &str> = HashMap::new();
     for (name, code) in &next {
         for f in declared_of(code)?.iter() {
-            if owner.insert(f.name.clone(), name).is_some() {
+            if owner.insert(f.name.to_ascii_lowercase(), name).is_some() {
                 return Err(format!("ERR Function {} already exists", f.name));
             }
         }
@@ -393,12 +393,16 @@ pub(crate) async fn function(node: &Arc<Node>, s: &Session, rest: &[Vec<u8>]) ->
     let sub = String::from_utf8_lossy(&rest[0]).to_ascii_lowercase();
     let is = |i: usize, word: &[u8]| rest.get(i).is_some_and(|w| w.eq_ignore_ascii_case(word));
     match (sub.as_str(), rest.len() - 1) {
-        ("load", 1) => load(node, &rest[1], false).await,
-        ("load", 2) if is(1, b"replace") => load(node, &rest[2], true).await,
-        ("load", 2) => Reply::err(format!(
-            "ERR Unknown option given: {}",
-            String::from_utf8_lossy(&rest[1])
-        )),
+        ("load", n) if n >= 1 => match rest[1..n]
+            .iter()
+            .find(|o| !o.eq_ignore_ascii_case(b"replace"))
+        {
+            Some(o) => Reply::err(format!(
+                "ERR Unknown option given: {}",
+                String::from_utf8_lossy(o)
+            )),
+            None => load(node, &rest[n], n > 1).await,
+        },
         ("delete", 1) => delete(node, &rest[1]).await,
         ("flush", 0) => flush(node).await,
         ("flush", 1) if is(1, b"async") || is(1, b"sync") => flush(node).await,
@@ -427,6 +431,9 @@ pub(crate) async fn function(node: &Arc<Node>, s: &Session, rest: &[Vec<u8>]) ->
 pub(crate) async fn fcall(node: &Arc<Node>, s: &Session, name: &str, args: &[Vec<u8>]) -> Reply {
     let n = match key_count(&args[2], args.len() - 3) {
         Ok(n) => n,
+        Err(Reply::Error(e)) if e.contains("not an integer") => {
+            return Reply::err("ERR Bad number of keys provided");
+        }
         Err(e) => return e,
     };
     let wanted = String::from_utf8_lossy(&args[1]).into_owned();
@@ -434,15 +441,15 @@ pub(crate) async fn fcall(node: &Arc<Node>, s: &Session, name: &str, args: &[Vec
         Ok(r) => libraries(&r),
         Err(e) => return wire_err(&e),
     };
-    let Some((code, flags)) = find(&libs, &wanted).await else {
+    let Some((code, function)) = find(&libs, &wanted).await else {
         return Reply::err("ERR Function not found");
     };
-    let no_writes = flags.iter().any(|f| f == "no-writes");
+    let no_writes = function.flags.iter().any(|f| f == "no-writes");
     if name == "fcall_ro" && !no_writes {
         return Reply::err("ERR Can not execute a script with write flag using *_ro command.");
     }
     let body = match library::header(&code) {
-        Ok((_, body)) => library::call_script(&body, &wanted),
+        Ok((_, body)) => library::call_script(&body, &function.name),
         Err(e) => return Reply::err(e),
     };
     let script = Run {
@@ -455,12 +462,16 @@ pub(crate) async fn fcall(node: &Arc<Node>, s: &Session, name: &str, args: &[Vec
     run(node, s, script).await
 }
 
-/// The code of the library that declares `function`, and its flags.
-async fn find(libs: &Libraries, function: &str) -> Option<(Vec<u8>, Vec<String>)> {
+/// The code of the library that declares `function` (names match in any
+/// case, as in Redis), and the function as declared.
+async fn find(libs: &Libraries, function: &str) -> Option<(Vec<u8>, Declared)> {
     for code in libs.values() {
         let declared = declared_off_thread(code.clone()).await.ok()?;
-        if let Some(f) = declared.iter().find(|f| f.name == function) {
-            return Some((code.clone(), f.flags.clone()));
+        if let Some(f) = declared
+            .iter()
+            .find(|f| f.name.eq_ignore_ascii_case(function))
+        {
+            return Some((code.clone(), f.clone()));
         }
     }
     None
@@ -495,6 +506,12 @@ mod tests {
         assert!(std::str::from_utf8(&replaced["a"]).unwrap().contains("'h'"));
         let clash = add(&libs, &[lib("b", &["g"])], false, &declared);
         assert_eq!(clash, Err("ERR Function g already exists".into()));
+        let clash = add(&libs, &[lib("b", &["G"])], false, &declared);
+        assert_eq!(
+            clash,
+            Err("ERR Function G already exists".into()),
+            "names in any case"
+        );
         assert_eq!(
             add(&libs, &[lib("b", &["k"])], false, &declared).map(|l| l.len()),
             Ok(2)
