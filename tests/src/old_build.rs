@@ -1,7 +1,7 @@
 //! The build a rolling upgrade starts from: the commit where versioned
 //! protocols began ([`UPGRADE_FROM`]), built from this repository's own
-//! history into `target/upgrade-from/<commit>/`, once (later runs reuse
-//! it; a lock keeps two tests from building it at once).
+//! history into `target/upgrade-from/<commit>/bin/`, once (later runs
+//! reuse it; a lock keeps two tests from building it at once).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -12,29 +12,45 @@ use anyhow::{Context, Result, bail};
 /// build every rolling-upgrade test starts its cluster on.
 pub const UPGRADE_FROM: &str = "cf6f0e9461b9182ee9533ee06f87e2a4783bb1de";
 
+/// The node binaries the tests run from the old build.
+const BINARIES: [&str; 3] = ["tallyd", "tally", "tallyd-faults"];
+
 /// The directory holding the old build's binaries (`tallyd`, `tally`,
-/// `tallyd-faults`), building them first if they are not there yet.
+/// `tallyd-faults`), building them first if they are not there yet. Only
+/// the binaries are kept: the build's own target directory (gigabytes of
+/// a debug build) is removed once they are copied out.
 pub fn old_build() -> Result<PathBuf> {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .context("the tests package lives in the repository")?
         .to_path_buf();
     let root = target_dir(&repo).join("upgrade-from").join(UPGRADE_FROM);
-    let bins = root.join("target").join("debug");
+    let bins = root.join("bin");
     std::fs::create_dir_all(&root).with_context(|| format!("create {}", root.display()))?;
     let lock = std::fs::File::create(root.join("lock"))?;
     lock.lock().context("lock the old build")?;
-    let done = root.join("built");
-    if !done.exists() {
+    if !BINARIES.iter().all(|name| bins.join(name).exists()) {
         build(&repo, &root).with_context(|| format!("build commit {UPGRADE_FROM}"))?;
-        std::fs::write(&done, UPGRADE_FROM)?;
-    }
-    for name in ["tallyd", "tally", "tallyd-faults"] {
-        if !bins.join(name).exists() {
-            bail!("the old build has no {name} in {}", bins.display());
-        }
+        keep_binaries(&root, &bins)?;
     }
     Ok(bins)
+}
+
+/// Copies the built binaries into `bins`, then removes the sources and
+/// the build directory.
+fn keep_binaries(root: &Path, bins: &Path) -> Result<()> {
+    let built = root.join("target").join("debug");
+    std::fs::create_dir_all(bins)?;
+    for name in BINARIES {
+        let from = built.join(name);
+        if !from.exists() {
+            bail!("the old build has no {name} in {}", built.display());
+        }
+        std::fs::copy(&from, bins.join(name)).with_context(|| format!("copy {name}"))?;
+    }
+    std::fs::remove_dir_all(root.join("target"))?;
+    std::fs::remove_dir_all(root.join("src"))?;
+    Ok(())
 }
 
 /// Where cargo builds this workspace: `$CARGO_TARGET_DIR`, or `target/`.
@@ -80,7 +96,12 @@ fn build(repo: &Path, root: &Path) -> Result<()> {
             "tally-node",
             "-p",
             "tally-tests",
-            "--bins",
+            "--bin",
+            "tallyd",
+            "--bin",
+            "tally",
+            "--bin",
+            "tallyd-faults",
         ])
         .env("CARGO_TARGET_DIR", root.join("target"))
         .env_remove("RUSTFLAGS")
