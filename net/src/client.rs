@@ -29,7 +29,8 @@ use crate::once::OpId;
 use crate::version;
 use crate::wire::{
     Change, Changed, ClientOp, ClientReply, ClientRequest, ClientResponse, ClusterStatus,
-    Consistency, ErrorKind, MESSAGE_BYTES_MAX, Outcome, WireCell, WireError, WireKey, WireVersions,
+    Consistency, Deadline, ErrorKind, MESSAGE_BYTES_MAX, Outcome, StringCondition, WireCell,
+    WireError, WireKey, WireString, WireSwapped, WireVersions,
 };
 
 /// How a connection is secured: TLS, and a login.
@@ -507,6 +508,109 @@ impl Client {
         }
     }
 
+    /// A key's string and its deadline, read linearizably, if it holds
+    /// one. Client protocol 3.
+    pub async fn get_string(&self, key: &[u8]) -> Result<Option<WireString>, ClientError> {
+        self.speaks_strings()?;
+        match self.call(ClientOp::GetString { key: key.to_vec() }).await? {
+            ClientReply::String(s) => Ok(s),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Sets a key's string to `value` with `deadline` (`None`: deletes
+    /// it) if `condition` holds of the string before, agreed by
+    /// the key's replicas: whether it did, and the string before. Client
+    /// protocol 3. Safe to retry only where the condition makes it so
+    /// (a compare-and-set that applied once fails its compare after).
+    pub async fn set_string(
+        &self,
+        key: &[u8],
+        value: Option<&[u8]>,
+        condition: StringCondition,
+        deadline: Deadline,
+    ) -> Result<WireSwapped, ClientError> {
+        self.speaks_strings()?;
+        let op = ClientOp::SetString {
+            key: key.to_vec(),
+            value: value.map(<[u8]>::to_vec),
+            condition,
+            deadline,
+        };
+        match self.call(op).await? {
+            ClientReply::Swapped(s) => Ok(s),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Sets a key's string to `new` if it is `expected` (`None`: if it
+    /// has none), keeping its deadline: whether it swapped.
+    pub async fn cas(
+        &self,
+        key: &[u8],
+        expected: Option<&[u8]>,
+        new: &[u8],
+    ) -> Result<bool, ClientError> {
+        let condition = match expected {
+            Some(e) => StringCondition::Equals(e.to_vec()),
+            None => StringCondition::Absent,
+        };
+        let swapped = self
+            .set_string(key, Some(new), condition, Deadline::Keep)
+            .await?;
+        Ok(swapped.applied)
+    }
+
+    /// Takes the lease `name` for `owner` until `ttl` from now, if nobody
+    /// else holds it (its holder takes it again, for a new `ttl`): whether
+    /// `owner` holds it now, and the holder before.
+    pub async fn lease_acquire(
+        &self,
+        name: &[u8],
+        owner: &[u8],
+        ttl: Duration,
+    ) -> Result<WireSwapped, ClientError> {
+        let condition = StringCondition::AbsentOrEquals(owner.to_vec());
+        self.set_string(name, Some(owner), condition, lease_deadline(ttl))
+            .await
+    }
+
+    /// Extends `owner`'s lease `name` to `ttl` from now, if `owner` still
+    /// holds it: whether it did, and the holder before.
+    pub async fn lease_renew(
+        &self,
+        name: &[u8],
+        owner: &[u8],
+        ttl: Duration,
+    ) -> Result<WireSwapped, ClientError> {
+        let condition = StringCondition::Equals(owner.to_vec());
+        self.set_string(name, Some(owner), condition, lease_deadline(ttl))
+            .await
+    }
+
+    /// Gives up `owner`'s lease `name`, if `owner` holds it: whether it
+    /// did, and the holder before.
+    pub async fn lease_release(
+        &self,
+        name: &[u8],
+        owner: &[u8],
+    ) -> Result<WireSwapped, ClientError> {
+        let condition = StringCondition::Equals(owner.to_vec());
+        self.set_string(name, None, condition, Deadline::Never)
+            .await
+    }
+
+    /// Strings came with client protocol 3: an error for an older node.
+    fn speaks_strings(&self) -> Result<(), ClientError> {
+        if self.protocol < 3 {
+            return Err(ClientError::Protocol(format!(
+                "the node speaks client protocol {} (strings need 3: a newer build)",
+                self.protocol
+            )));
+        }
+        Ok(())
+    }
+
     /// Round trip to the node.
     pub async fn ping(&self) -> Result<(), ClientError> {
         match self.call(ClientOp::Ping).await? {
@@ -606,6 +710,11 @@ fn expect_value(reply: ClientReply) -> Result<i64, ClientError> {
         ClientReply::Value(v) => Ok(v),
         other => Err(unexpected(&other)),
     }
+}
+
+/// The deadline of a lease held for `ttl` from when a node takes it.
+fn lease_deadline(ttl: Duration) -> Deadline {
+    Deadline::After(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX))
 }
 
 fn unexpected(reply: &ClientReply) -> ClientError {

@@ -1110,6 +1110,98 @@ pub enum ClientOp {
     /// Each node's build and peer protocol, and the cluster's features;
     /// answered `Versions`. Client protocol 2.
     Versions,
+    /// A key's string, read linearizably (through agreement); answered
+    /// `String`. Client protocol 3.
+    GetString {
+        /// The key (a partition).
+        key: Vec<u8>,
+    },
+    /// Change a key's string through agreement if `condition` holds of
+    /// the string before (compare-and-set, leases); answered `Swapped`.
+    /// Client protocol 3.
+    SetString {
+        /// The key (a partition).
+        key: Vec<u8>,
+        /// The new value, at most [`STRING_BYTES_MAX`] bytes; `None`
+        /// deletes the string.
+        value: Option<Vec<u8>>,
+        /// What the string before must be.
+        condition: StringCondition,
+        /// The new value's deadline.
+        deadline: Deadline,
+    },
+}
+
+/// What a key's string must be for `ClientOp::SetString` to change it.
+#[derive(Debug, Clone, PartialEq, Eq, Encode, Decode)]
+pub enum StringCondition {
+    /// Anything, or nothing.
+    Always,
+    /// No string (set-if-absent; a lease's first acquire).
+    Absent,
+    /// Some string.
+    Present,
+    /// This string (compare-and-set; a lease's renew and release).
+    Equals(Vec<u8>),
+    /// No string, or this one (a lease acquired again by its holder).
+    AbsentOrEquals(Vec<u8>),
+}
+
+impl StringCondition {
+    /// Whether it holds of `before` (`None`: no live string).
+    pub fn holds(&self, before: Option<&[u8]>) -> bool {
+        match self {
+            StringCondition::Always => true,
+            StringCondition::Absent => before.is_none(),
+            StringCondition::Present => before.is_some(),
+            StringCondition::Equals(v) => before == Some(v.as_slice()),
+            StringCondition::AbsentOrEquals(v) => before.is_none_or(|b| b == v.as_slice()),
+        }
+    }
+}
+
+/// A new value's deadline, as a client asks for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
+pub enum Deadline {
+    /// None.
+    Never,
+    /// The one the value before had (`KEEPTTL`).
+    Keep,
+    /// This one, ms since the Unix epoch (`PXAT`).
+    At(u64),
+    /// This many ms after the node takes the change (`PX`): the nodes'
+    /// clock, not the client's.
+    After(u64),
+}
+
+impl Deadline {
+    /// The deadline as a node keeps it, taking the change at `now_ms`.
+    pub fn at(self, now_ms: u64) -> Ttl {
+        match self {
+            Deadline::Never => Ttl::Clear,
+            Deadline::Keep => Ttl::Keep,
+            Deadline::At(at) => Ttl::At(at),
+            Deadline::After(ms) => Ttl::At(now_ms.saturating_add(ms)),
+        }
+    }
+}
+
+/// A key's string and its deadline.
+#[derive(Debug, Clone, PartialEq, Eq, Encode, Decode)]
+pub struct WireString {
+    /// The bytes.
+    pub value: Vec<u8>,
+    /// Its deadline, ms since the Unix epoch (0: none).
+    pub at_ms: u64,
+}
+
+/// What `ClientOp::SetString` did.
+#[derive(Debug, Clone, PartialEq, Eq, Encode, Decode)]
+pub struct WireSwapped {
+    /// Whether the condition held and the change was made.
+    pub applied: bool,
+    /// The string before (also when not applied: who holds a lease).
+    pub before: Option<WireString>,
 }
 
 /// The most versions a client's `Hello` may name.
@@ -1318,6 +1410,10 @@ pub enum ClientReply {
     },
     /// Answer to `Versions`.
     Versions(WireVersions),
+    /// Answer to `GetString`: the key's string, if it holds one.
+    String(Option<WireString>),
+    /// Answer to `SetString`.
+    Swapped(WireSwapped),
 }
 
 /// A client response frame.

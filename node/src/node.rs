@@ -34,6 +34,8 @@ use crate::cluster::write::Writes;
 use crate::cluster::write::queue::{Origin, QueuedAdd};
 use crate::config::{Config, SyncKind};
 
+mod strings;
+
 /// A node of the cluster.
 pub struct Node {
     ctx: Arc<Ctx>,
@@ -720,6 +722,16 @@ impl Node {
             ClientOp::Reset { key, cl } => self.reset(&key, cl).await.map(|()| ClientReply::Done),
             ClientOp::Status => Ok(self.status()),
             ClientOp::Versions => Ok(self.versions()),
+            ClientOp::GetString { key } => self.string(&key).await.map(ClientReply::String),
+            ClientOp::SetString {
+                key,
+                value,
+                condition,
+                deadline,
+            } => self
+                .swap_string(key, value, condition, deadline)
+                .await
+                .map(ClientReply::Swapped),
             ClientOp::UniqueAdd {
                 partition,
                 members,

@@ -23,6 +23,7 @@ mod hostile_scripts;
 mod locks;
 mod max_clients;
 mod metrics;
+mod native_strings;
 mod node_clients;
 mod once;
 mod overflow_reads;

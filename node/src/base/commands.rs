@@ -563,6 +563,15 @@ pub(crate) const COMMANDS: &[Command] = &[
     )
     .runs(Sets, Read, Keyed),
     cmd(
+        "tally.cas",
+        4,
+        W,
+        ONE,
+        "string",
+        "Sets a key's string to a new value if it holds the expected one, keeping its deadline.",
+    )
+    .runs(Compare, Write, Keyed),
+    cmd(
         "tally.incrby",
         5,
         W,

@@ -1,12 +1,10 @@
 //! Redis 8.4's conditions on a string's value (`IFEQ`, `IFNE`, `IFDEQ`,
 //! `IFDNE`, of `SET` and `DELEX`) and its digests (`DIGEST`), as pure
-//! rules: `registers` checks them inside the agreed change of the
-//! string, so the compare and the change are one step through any node.
+//! rules: `strings` checks them inside the agreed change of the string,
+//! so the compare and the change are one step through any node.
 //! A digest is the XXH3 64-bit hash of the value, as 16 lowercase hex
 //! digits (Redis' `DIGEST`); a digest given to `IFDEQ`/`IFDNE` is read as
 //! hex, in either case.
-
-use super::proto::Reply;
 
 /// A condition on a string's value.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,13 +22,13 @@ pub(crate) enum Compare {
 impl Compare {
     /// The condition `word arg` names, if `word` is one of the four;
     /// Redis' error for a digest that is not one.
-    pub(crate) fn parse(word: &[u8], arg: &[u8]) -> Option<Result<Compare, Reply>> {
+    pub(crate) fn parse(word: &[u8], arg: &[u8]) -> Option<Result<Compare, &'static str>> {
         let digest = || {
             std::str::from_utf8(arg)
                 .ok()
                 .filter(|d| (1..=16).contains(&d.len()))
                 .and_then(|d| u64::from_str_radix(d, 16).ok())
-                .ok_or_else(|| Reply::err("ERR digest must be 1 to 16 hexadecimal digits"))
+                .ok_or("ERR digest must be 1 to 16 hexadecimal digits")
         };
         Some(match word.to_ascii_uppercase().as_slice() {
             b"IFEQ" => Ok(Compare::Eq(arg.to_vec())),
@@ -65,15 +63,15 @@ pub(crate) fn digest_hex(value: &[u8]) -> String {
     format!("{:016x}", digest(value))
 }
 
-/// `DELEX`'s condition, if it has one.
-pub(crate) fn delex_args(opts: &[Vec<u8>]) -> Result<Option<Compare>, Reply> {
+/// `DELEX`'s condition, if it has one; else Redis' error.
+pub(crate) fn delex_args(opts: &[Vec<u8>]) -> Result<Option<Compare>, &'static str> {
     match opts {
         [] => Ok(None),
         [word, arg] => match Compare::parse(word, arg) {
             Some(c) => c.map(Some),
-            None => Err(Reply::err("ERR syntax error")),
+            None => Err("ERR syntax error"),
         },
-        _ => Err(Reply::err("ERR syntax error")),
+        _ => Err("ERR syntax error"),
     }
 }
 

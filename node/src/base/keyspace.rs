@@ -186,7 +186,9 @@ pub(crate) fn op_in(mut op: ClientOp, space: Keyspace) -> Result<ClientOp, Refus
         ClientOp::GetRow { partition, .. }
         | ClientOp::UniqueAdd { partition, .. }
         | ClientOp::UniqueCount { partition, .. }
-        | ClientOp::UniqueContains { partition, .. } => partition,
+        | ClientOp::UniqueContains { partition, .. }
+        | ClientOp::GetString { key: partition }
+        | ClientOp::SetString { key: partition, .. } => partition,
         ClientOp::Ping
         | ClientOp::Status
         | ClientOp::Repair { .. }

@@ -3,7 +3,9 @@
 //! and the engine's refusals in Redis' words.
 
 pub(crate) mod commands;
+pub(crate) mod compare;
 pub(crate) mod convert;
 pub(crate) mod keyspace;
 pub(crate) mod refusal;
 pub(crate) mod registry;
+pub(crate) mod strings;

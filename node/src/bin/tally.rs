@@ -38,6 +38,8 @@ mod scan;
 mod secure;
 #[path = "tally/snapshot.rs"]
 mod snapshot;
+#[path = "tally/strings.rs"]
+mod strings;
 #[path = "tally/versions.rs"]
 mod versions;
 
@@ -92,20 +94,42 @@ enum Cmd {
         #[arg(long)]
         ttl: Option<u64>,
     },
-    /// Set a counter to VALUE (it starts again from there).
+    /// Set a counter to VALUE (it starts again from there); a VALUE that
+    /// is not an integer, or any with --string, is stored as a string,
+    /// agreed by the key's replicas.
     Set {
         /// The counter (its partition).
         key: String,
         /// The value.
         #[arg(allow_negative_numbers = true)]
-        value: i64,
-        /// Column within the partition.
+        value: String,
+        /// Column within the partition (counters only).
         #[arg(long, default_value = "")]
         column: String,
         /// Seconds until it expires (default: never).
         #[arg(long)]
         ttl: Option<u64>,
+        /// Store VALUE as a string even if it is an integer.
+        #[arg(long)]
+        string: bool,
+        /// A string only if the key holds none (exit status 4 if it does).
+        #[arg(long)]
+        nx: bool,
     },
+    /// Set KEY's string to NEW if it is EXPECTED, keeping its deadline
+    /// (exit status 4 if it is not).
+    Cas {
+        /// The key.
+        key: String,
+        /// The string it must hold.
+        expected: String,
+        /// The string it gets.
+        new: String,
+    },
+    /// Leases: a name only one owner holds at a time, until its --ttl
+    /// ends (exit status 4 when not taken, renewed or released).
+    #[command(subcommand)]
+    Lease(strings::LeaseCmd),
     /// Give a counter a deadline SECONDS from now; after it, it reads as
     /// absent and the next add starts it from 0.
     Expire {
@@ -134,7 +158,7 @@ enum Cmd {
         #[arg(long, default_value = "")]
         column: String,
     },
-    /// Print a counter's value.
+    /// Print a counter's value, or the key's string if it holds one.
     Get {
         /// The counter (its partition).
         key: String,
@@ -238,6 +262,9 @@ const EXIT_FAILED: i32 = 1;
 /// Exit status of an add or reset that may or may not have been applied
 /// (clap takes 2 for usage errors).
 const EXIT_OUTCOME_UNKNOWN: i32 = 3;
+/// Exit status of a change whose condition did not hold (`tally cas`,
+/// `tally lease`, `tally set --nx`): nothing was written.
+const EXIT_CONDITION_FAILED: i32 = 4;
 
 /// Why a command failed, and for an add or reset, what it left behind.
 #[derive(Debug)]
@@ -245,6 +272,8 @@ struct Failure {
     error: anyhow::Error,
     /// `None` for a command that writes nothing.
     write: Option<Outcome>,
+    /// A change whose condition did not hold (a lease held by another).
+    condition: bool,
 }
 
 impl Failure {
@@ -253,6 +282,7 @@ impl Failure {
         Failure {
             write: Some(error.outcome()),
             error: error.into(),
+            condition: false,
         }
     }
 
@@ -261,12 +291,25 @@ impl Failure {
         Failure {
             error: error.into(),
             write: None,
+            condition: false,
+        }
+    }
+
+    /// A change not made because its condition did not hold.
+    fn condition(error: anyhow::Error) -> Failure {
+        Failure {
+            error,
+            write: Some(Outcome::NotApplied),
+            condition: true,
         }
     }
 
     /// The line for stderr and the exit status.
     fn report(&self) -> (String, i32) {
         let error = &self.error;
+        if self.condition {
+            return (format!("tally: {error:#}"), EXIT_CONDITION_FAILED);
+        }
         match self.write {
             None => (format!("tally: {error:#}"), EXIT_FAILED),
             Some(Outcome::NotApplied) => (format!("tally: {error:#} (not applied)"), EXIT_FAILED),
@@ -362,6 +405,8 @@ async fn run(cli: &Cli) -> Result<(), Failure> {
         Cmd::Add { .. }
             | Cmd::Reset { .. }
             | Cmd::Set { .. }
+            | Cmd::Cas { .. }
+            | Cmd::Lease(_)
             | Cmd::Expire { .. }
             | Cmd::Persist { .. }
             | Cmd::Unique(UniqueCmd::Add { .. })
@@ -370,6 +415,7 @@ async fn run(cli: &Cli) -> Result<(), Failure> {
         error,
         // Nothing is sent before there is a connection.
         write: writes.then_some(Outcome::NotApplied),
+        condition: false,
     })?;
     let cl = cli.cl;
     match &cli.command {
@@ -385,6 +431,7 @@ async fn run(cli: &Cli) -> Result<(), Failure> {
                 Some(text) => OpId::parse(text).map_err(|e| Failure {
                     error: anyhow::anyhow!("--id: {}", e.message),
                     write: Some(Outcome::NotApplied),
+                    condition: false,
                 })?,
                 None => OpId::random_first(),
             };
@@ -416,8 +463,14 @@ async fn run(cli: &Cli) -> Result<(), Failure> {
             value,
             column,
             ttl,
+            string,
+            nx,
         } => {
-            let change = expiry::set(*value, *ttl);
+            let Some(value) = value.parse().ok().filter(|_| !*string && !*nx) else {
+                let opts = (*ttl, *nx);
+                return strings::set(cli.json, &target, key, value, opts).await;
+            };
+            let change = expiry::set(value, *ttl);
             let done = expiry::change(&target, key.as_bytes(), column.as_bytes(), change, cl)
                 .await
                 .map_err(Failure::write)?;
@@ -453,6 +506,13 @@ async fn run(cli: &Cli) -> Result<(), Failure> {
         }
         Cmd::Unique(cmd) => unique(cli, &target, cmd).await?,
         Cmd::Get { key, column } => {
+            if column.is_empty()
+                && speaks_strings(&target)
+                && let Some(s) = strings::get(&target, key).await?
+            {
+                strings::print_string(cli.json, key, &s);
+                return Ok(());
+            }
             let v = match &target {
                 Target::One(c) => c.get(key.as_bytes(), column.as_bytes(), cl).await,
                 Target::Ring(c) => c.get(key.as_bytes(), column.as_bytes(), cl).await,
@@ -460,6 +520,10 @@ async fn run(cli: &Cli) -> Result<(), Failure> {
             .map_err(Failure::other)?;
             print_value(cli, key, column, v);
         }
+        Cmd::Cas { key, expected, new } => {
+            return strings::cas(cli.json, &target, key, (expected, new)).await;
+        }
+        Cmd::Lease(cmd) => return strings::lease(cli.json, &target, cmd).await,
         Cmd::Row { partition } => {
             let row = match &target {
                 Target::One(c) => c.get_row(partition.as_bytes(), cl).await,
@@ -565,6 +629,14 @@ async fn unique(cli: &Cli, target: &Target, cmd: &UniqueCmd) -> Result<(), Failu
         }
     }
     Ok(())
+}
+
+/// Whether the node answering speaks client protocol 3 (strings).
+fn speaks_strings(target: &Target) -> bool {
+    match target {
+        Target::One(c) => c.protocol() >= 3,
+        Target::Ring(c) => c.any().is_ok_and(|c| c.protocol() >= 3),
+    }
 }
 
 fn print_value(cli: &Cli, key: &str, column: &str, v: i64) {

@@ -405,16 +405,16 @@ mod tests {
 
     #[test]
     fn a_hello_agrees_on_a_version_or_says_which_each_side_speaks() {
-        match hello(&[1, 2, 3]).unwrap() {
+        match hello(&[1, 2, 3, 4]).unwrap() {
             ClientReply::Hello { version, build } => {
-                assert_eq!(version, 2);
+                assert_eq!(version, 3);
                 assert_eq!(build, crate::cluster::features::BUILD);
             }
             other => panic!("{other:?}"),
         }
         let e = hello(&[7, 9]).unwrap_err();
         assert!(
-            e.contains("this node speaks 1 to 2, the client [7, 9]"),
+            e.contains("this node speaks 1 to 3, the client [7, 9]"),
             "{e}"
         );
         let e = hello(&[1; CLIENT_VERSIONS_MAX + 1]).unwrap_err();

@@ -8,6 +8,11 @@
 //! not one step: counters are not agreed). `SET ... IF*` over a counter is
 //! refused, as every `SET` of a string over one is.
 //!
+//! `TALLY.CAS key expected new` swaps a string's value if it is
+//! `expected` (its deadline kept), answering 1 or 0: the compare-and-swap
+//! of a linearizable counter (`GET`, then swap v to v+5). Only strings:
+//! a counter's key answers 0.
+//!
 //! `MSETNX` is atomic within one partition; every key is a partition of
 //! its own, so an `MSETNX` of several keys is refused the way Redis
 //! Cluster refuses keys of several slots, rather than half applied.
@@ -15,13 +20,13 @@
 use std::sync::Arc;
 
 use tally_engine::now_ms;
-use tally_net::wire::{Consistency, WireKey};
+use tally_net::wire::{Consistency, Deadline, StringCondition, WireKey};
 
-use super::compare::{Compare, delex_args, digest_hex};
 use super::counters::{read_err, wire_err};
 use super::proto::Reply;
 use super::registers;
 use super::session::arity;
+use crate::base::compare::{Compare, delex_args, digest_hex};
 use crate::node::Node;
 
 /// Answers `name` if it is one of this module's commands (keys as stored).
@@ -37,14 +42,15 @@ pub(crate) async fn execute(
                 .await
                 .unwrap_or(Reply::Int(0)),
             Ok(Some(c)) => delex(node, cl, &rest[0], c).await,
-            Err(e) => e,
+            Err(e) => Reply::err(e),
         },
         ("digest", 1) => match super::text::value(node, cl, &rest[0]).await {
             Ok(v) => v.map_or(Reply::NIL, |v| Reply::bulk(digest_hex(&v))),
             Err(e) => e,
         },
         ("msetnx", n) if n >= 2 && n % 2 == 0 => msetnx(node, cl, rest).await,
-        ("delex" | "digest" | "msetnx", _) => arity(name),
+        ("tally.cas", 3) => swap(node, &rest[0], &rest[1], &rest[2]).await,
+        ("delex" | "digest" | "msetnx" | "tally.cas", _) => arity(name),
         _ => return None,
     };
     Some(reply)
@@ -74,6 +80,19 @@ async fn delex(node: &Arc<Node>, cl: Consistency, key: &[u8], c: Compare) -> Rep
             Err(e) => wire_err(&e),
         },
         Err(e) => e,
+    }
+}
+
+/// `TALLY.CAS key expected new`: 1 if the key's string was `expected`
+/// and is now `new`, else 0.
+async fn swap(node: &Arc<Node>, key: &[u8], expected: &[u8], new: &[u8]) -> Reply {
+    let condition = StringCondition::Equals(expected.to_vec());
+    let swapped = node
+        .swap_string(key.to_vec(), Some(new.to_vec()), condition, Deadline::Keep)
+        .await;
+    match swapped {
+        Ok(s) => Reply::Int(i64::from(s.applied)),
+        Err(e) => wire_err(&e),
     }
 }
 

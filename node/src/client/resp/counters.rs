@@ -144,6 +144,56 @@ pub(crate) async fn answer(
     }
 }
 
+/// An add of a key's own column at `SERIAL` (`INCR` and its kin), made
+/// to the key's string through agreement, so that no two adds answer the
+/// same value (a linearizable counter); a key with neither a string nor a
+/// counter starts a string at the delta, as Redis' `INCR` of an absent
+/// key. `None`: not such an add, or the key holds a live counter, which
+/// keeps counting as one.
+pub(crate) async fn serial_add(
+    node: &Node,
+    cl: Consistency,
+    space: Keyspace,
+    cmd: &Cmd,
+) -> Option<Reply> {
+    let (
+        Consistency::Serial,
+        Op::Add {
+            column: false,
+            delta,
+        },
+    ) = (cl, cmd.op)
+    else {
+        return None;
+    };
+    let (partition, delta) = match (key_of(space, cmd, false), delta) {
+        (Ok((p, _)), Ok(d)) => (p, d),
+        (Err(e), _) => return Some(e),
+        (_, Err(e)) => return Some(Reply::err(e)),
+    };
+    match node.get_cell(&key(&partition, b""), cl).await {
+        Ok(cell) if cell.live(now_ms()) => return None,
+        Ok(_) => {}
+        Err(e) => return Some(read_err(&e)),
+    }
+    Some(
+        match super::registers::add_or_make(node, &partition, delta).await {
+            Ok(done) => added_to_string(done),
+            Err(e) => wire_err(&e),
+        },
+    )
+}
+
+/// The reply to an add made to a string.
+fn added_to_string(done: AddedToString) -> Reply {
+    match done {
+        AddedToString::Value(v) => Reply::Int(v),
+        AddedToString::NotInteger => Reply::err(NOT_AN_INTEGER),
+        AddedToString::Overflow => Reply::err("ERR increment or decrement would overflow"),
+        AddedToString::NoString => Reply::err("ERR no such key"),
+    }
+}
+
 /// `cmd`'s add (of the key's empty column) made to the key's string.
 async fn add_to_string(node: &Node, (cl, space): (Consistency, Keyspace), cmd: &Cmd) -> Reply {
     let Op::Add { column, delta } = cmd.op else {
@@ -154,20 +204,32 @@ async fn add_to_string(node: &Node, (cl, space): (Consistency, Keyspace), cmd: &
         (Err(e), _) => return e,
         (_, Err(e)) => return Reply::err(e),
     };
-    match super::registers::add(node, &partition, delta).await {
-        Ok(AddedToString::Value(v)) => Reply::Int(v),
-        Ok(AddedToString::NotInteger) => Reply::err(NOT_AN_INTEGER),
-        Ok(AddedToString::Overflow) => Reply::err("ERR increment or decrement would overflow"),
-        Ok(AddedToString::NoString) => match node.queue_add(&partition, b"", delta, cl) {
-            Ok(queued) => match queued.answer().await {
-                Ok(v) => Reply::Int(v),
-                Err(e) => wire_err(&e),
-            },
-            Err(e) => wire_err(&e),
-        },
-        Err(e) => wire_err(&e),
+    let mut waits = STRING_GONE_WAITS_MS.iter();
+    loop {
+        match super::registers::add(node, &partition, delta).await {
+            Ok(AddedToString::NoString) => {}
+            Ok(done) => return added_to_string(done),
+            Err(e) => return wire_err(&e),
+        }
+        let answer = match node.queue_add(&partition, b"", delta, cl) {
+            Ok(queued) => queued.answer().await,
+            Err(e) => Err(e),
+        };
+        match (answer, waits.next()) {
+            (Ok(v), _) => return Reply::Int(v),
+            (Err(e), Some(ms)) if is_holds_string(&e) => {
+                tokio::time::sleep(std::time::Duration::from_millis(*ms)).await;
+            }
+            (Err(e), _) => return wire_err(&e),
+        }
     }
 }
+
+/// How long an add waits, each time, before it tries again when the
+/// key's leader refused it for a string that agreement found gone: the
+/// leader has not yet taken the commit that removed it (commits are sent
+/// without waiting), and will within moments.
+const STRING_GONE_WAITS_MS: [u64; 7] = [5, 10, 20, 40, 80, 160, 320];
 
 fn key(partition: &[u8], column: &[u8]) -> WireKey {
     WireKey::new(partition, column)

@@ -33,7 +33,8 @@ pub(crate) async fn run(
     let mut others = Vec::new();
     for cmd in cmds {
         match cmd.op {
-            Op::Add { column, delta } => {
+            // At SERIAL an add may be agreed (`counters::serial_add`).
+            Op::Add { column, delta } if cl != Consistency::Serial => {
                 let queued = counters::queue_add(node, cl, space, cmd, column, delta);
                 adds.push(Some((queued, cmd)));
             }

@@ -52,7 +52,6 @@ mod admin;
 mod blocking;
 mod cas;
 mod command;
-mod compare;
 mod counters;
 mod cursors;
 mod db;
@@ -323,11 +322,15 @@ async fn keyed_as(
     };
     match cmd.op {
         Op::Arity => session::arity(c.name),
-        Op::Add { column, delta } => match counters::queue_add(node, cl, space, cmd, column, delta)
-        {
-            Ok(queued) => counters::answer(node, (cl, space), cmd, queued).await,
-            Err(refused) => refused,
-        },
+        Op::Add { column, delta } => {
+            if let Some(reply) = counters::serial_add(node, cl, space, cmd).await {
+                return reply;
+            }
+            match counters::queue_add(node, cl, space, cmd, column, delta) {
+                Ok(queued) => counters::answer(node, (cl, space), cmd, queued).await,
+                Err(refused) => refused,
+            }
+        }
         Op::Get { column } => match counters::key_of(space, cmd, column) {
             Ok((partition, column)) => counters::get(node, cl, &partition, column).await,
             Err(refused) => refused,

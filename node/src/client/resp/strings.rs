@@ -4,18 +4,19 @@
 //! `HSETNX`. Their values are 64-bit integers, and each runs as a change
 //! of the counter's epoch (see `write::change`); `MSET` and a many-field
 //! `HSET` are one change per key, not atomic together. A `SET` of any
-//! other value stores a string instead, through agreement (`registers`).
+//! other value stores a string instead, through agreement (`registers`),
+//! and so does every `SET` at `SERIAL`.
 
 use std::sync::Arc;
 
 use tally_engine::now_ms;
 use tally_net::wire::{Change, Changed, Consistency, Presence, Ttl, When, WireKey};
 
-use super::compare::Compare;
 use super::counters::wire_err;
 use super::proto::Reply;
 use super::registers;
 use super::session::arity;
+use crate::base::compare::Compare;
 use crate::node::Node;
 
 /// What a SET asks for, parsed.
@@ -37,7 +38,7 @@ pub(crate) async fn execute(
     let now = now_ms();
     let reply = match (name, rest.len()) {
         ("set", n) if n >= 2 => match set_opts(&rest[2..], now) {
-            Ok(o) => match value_arg(&rest[1]) {
+            Ok(o) => match counter_arg(cl, &rest[1]) {
                 Ok(value) if o.compare.is_none() => {
                     set(node, cl, &rest[0], b"", o.counter(value)).await
                 }
@@ -47,7 +48,7 @@ pub(crate) async fn execute(
             },
             Err(e) => e,
         },
-        ("setnx", 2) => match value_arg(&rest[1]) {
+        ("setnx", 2) => match counter_arg(cl, &rest[1]) {
             Ok(value) => {
                 let change = set_change(value, Ttl::Clear, Presence::Absent);
                 applied(node.change(&key(&rest[0], b""), change, cl).await)
@@ -62,7 +63,7 @@ pub(crate) async fn execute(
             }
         },
         ("setex" | "psetex", 3) => match ttl_arg(name, &rest[1], now) {
-            Ok(ttl) => match value_arg(&rest[2]) {
+            Ok(ttl) => match counter_arg(cl, &rest[2]) {
                 Ok(v) => {
                     let change = set_change(v, ttl, Presence::Any);
                     set(node, cl, &rest[0], b"", SetArgs { change, get: false }).await
@@ -74,7 +75,7 @@ pub(crate) async fn execute(
             },
             Err(e) => e,
         },
-        ("getset", 2) => match value_arg(&rest[1]) {
+        ("getset", 2) => match counter_arg(cl, &rest[1]) {
             Ok(value) => {
                 let change = set_change(value, Ttl::Clear, Presence::Any);
                 set(node, cl, &rest[0], b"", SetArgs { change, get: true }).await
@@ -170,6 +171,16 @@ pub(crate) fn value_arg(a: &[u8]) -> Result<i64, Reply> {
         })
 }
 
+/// A `SET`-family value as a counter's: an integer, except at `SERIAL`,
+/// where every value is stored as a string (agreed: what a linearizable
+/// counter starts from).
+fn counter_arg(cl: Consistency, a: &[u8]) -> Result<i64, Reply> {
+    match cl {
+        Consistency::Serial => Err(Reply::NIL),
+        _ => value_arg(a),
+    }
+}
+
 /// The deadline of `SETEX`/`PSETEX`: a positive time from now.
 pub(crate) fn ttl_arg(name: &str, a: &[u8], now_ms: u64) -> Result<Ttl, Reply> {
     let t = super::counters::int_arg(a)?;
@@ -261,7 +272,7 @@ pub(crate) fn set_opts(opts: &[Vec<u8>], now_ms: u64) -> Result<SetOpts, Reply> 
             _ => match opts.get(i + 1).and_then(|arg| Compare::parse(&word, arg)) {
                 Some(_) if conditioned => return Err(syntax()),
                 Some(c) => {
-                    compare = Some(c?);
+                    compare = Some(c.map_err(Reply::err)?);
                     i += 1;
                 }
                 None => return Err(syntax()),

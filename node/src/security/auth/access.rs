@@ -44,12 +44,14 @@ pub fn native_need(op: &ClientOp) -> Need {
         | ClientOp::Versions
         | ClientOp::UniqueCount { .. }
         | ClientOp::UniqueContains { .. }
-        | ClientOp::Scan { .. } => Need::Read,
+        | ClientOp::Scan { .. }
+        | ClientOp::GetString { .. } => Need::Read,
         ClientOp::Add { .. }
         | ClientOp::AddOnce { .. }
         | ClientOp::Reset { .. }
         | ClientOp::UniqueAdd { .. }
-        | ClientOp::Change { .. } => Need::Write,
+        | ClientOp::Change { .. }
+        | ClientOp::SetString { .. } => Need::Write,
         ClientOp::Repair { .. }
         | ClientOp::Decommission { .. }
         | ClientOp::RemoveNode { .. }

@@ -277,7 +277,7 @@ fn dump(libs: &Libraries) -> Vec<u8> {
             out.extend_from_slice(part);
         }
     }
-    let sum = super::super::compare::digest(&out);
+    let sum = crate::base::compare::digest(&out);
     out.extend_from_slice(&sum.to_be_bytes());
     out
 }
@@ -285,7 +285,7 @@ fn dump(libs: &Libraries) -> Vec<u8> {
 /// The libraries of a [`dump`] payload, if it is one.
 fn undump(payload: &[u8]) -> Option<Vec<(String, Vec<u8>)>> {
     let (body, sum) = payload.split_at_checked(payload.len().checked_sub(8)?)?;
-    if super::super::compare::digest(body).to_be_bytes() != *sum {
+    if crate::base::compare::digest(body).to_be_bytes() != *sum {
         return None;
     }
     let mut rest = body.strip_prefix(DUMP_TAG)?;

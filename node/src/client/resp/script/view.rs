@@ -11,13 +11,13 @@
 
 use tally_net::wire::{Presence, Register, Registers, Ttl, When};
 
-use super::super::compare::{delex_args, digest_hex};
 use super::super::counters::int_arg;
 use super::super::expiry::{self, Deadline};
 use super::super::proto::Reply;
 use super::super::registers::{self, AddedToString, expire_string, remove_string};
 use super::super::strings::{getex_args, set_opts, string, ttl_arg};
 use super::super::text::{Edit, edit_string, offset, range, too_long};
+use crate::base::compare::{delex_args, digest_hex};
 
 /// The column of a key's string (as `registers` keeps it).
 const COLUMN: &[u8] = b"";
@@ -134,7 +134,7 @@ impl View {
                     }
                     Reply::Int(i64::from(gone))
                 }
-                Err(e) => e,
+                Err(e) => Reply::err(e),
             },
             ("getdel", []) => {
                 let before = self.value();
@@ -347,7 +347,7 @@ mod tests {
         done(&mut v, "set k tok");
         assert_eq!(done(&mut v, "set k next IFEQ other"), Reply::NIL);
         assert_eq!(done(&mut v, "set k next IFEQ tok"), Reply::Simple("OK"));
-        let d = super::super::super::compare::digest_hex(b"next");
+        let d = crate::base::compare::digest_hex(b"next");
         assert_eq!(done(&mut v, "digest k"), Reply::bulk(d.clone()));
         assert_eq!(done(&mut v, "delex k IFNE next"), Reply::Int(0));
         assert_eq!(done(&mut v, &format!("delex k IFDEQ {d}")), Reply::Int(1));
