@@ -70,7 +70,7 @@ use crate::unique;
 use crate::version::{Version, VersionSet};
 use crate::work::{WorkReceiver, WorkSender};
 
-mod agreed;
+pub(crate) mod agreed;
 pub(crate) mod changes;
 #[cfg(test)]
 mod cleanup_tests;

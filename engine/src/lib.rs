@@ -186,6 +186,7 @@ mod work;
 pub use cell::{Cell, Epoch, Expiry, Keep, Shard, Stamp, now_ms};
 pub use cell::{Folds, Merger};
 pub use commitlog::ReplayStats;
+pub use engine::agreed::AgreedPage;
 pub use engine::fold::FoldReport;
 pub use engine::handover::IDS_BLOCK_BYTES_MAX;
 pub use engine::scan::cell_digest;

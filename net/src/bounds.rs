@@ -92,6 +92,9 @@ pub fn check_answer(answer: &PeerResponse) -> Result<(), NearWrap> {
         }
         PeerResponse::Proposed(promised) => promised.map_or(Ok(()), check_ballot),
         PeerResponse::Agreed(a) => check_acceptor(a),
+        PeerResponse::AgreedStates { states, .. } => {
+            states.iter().try_for_each(|(_, a)| check_acceptor(a))
+        }
         PeerResponse::Cell(c) => check_cell(c),
         PeerResponse::Row(rows) => rows.iter().try_for_each(|(_, c)| check_cell(c)),
         PeerResponse::Tails { learned, .. } => learned.iter().try_for_each(|l| check_cell(&l.cell)),

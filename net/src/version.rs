@@ -14,6 +14,7 @@
 //! | 2 | the protocol of the builds before versions were negotiated |
 //! | 3 | `Hello` heartbeats that announce a node's build and cluster features, `Leaving` |
 //! | 4 | agreement: `Prepare`, `Propose`, `Commit`, `ReadAgreed` |
+//! | 5 | agreed state moved with its ranges: `AgreedIn`, `MergeAgreed` |
 //!
 //! **Clients.** The native protocol's first request may be `Hello`, naming
 //! the versions the client speaks; the node answers the highest both speak
@@ -29,7 +30,7 @@
 //! | 3 | strings: `GetString`, `SetString` (compare-and-set, leases) |
 
 /// The newest peer protocol this build speaks.
-pub const PEER_NEWEST: u16 = 4;
+pub const PEER_NEWEST: u16 = 5;
 /// The oldest peer protocol this build speaks: the previous build's.
 pub const PEER_OLDEST: u16 = 2;
 /// The newest client protocol this build speaks.
@@ -93,6 +94,7 @@ mod tests {
         assert_eq!(
             peer_alpns(),
             vec![
+                b"tally-peer/5".to_vec(),
                 b"tally-peer/4".to_vec(),
                 b"tally-peer/3".to_vec(),
                 b"tally-peer/2".to_vec()
@@ -103,9 +105,10 @@ mod tests {
         assert_eq!(peer_version(Some(b"tally-peer/2")), Some(2));
         assert_eq!(peer_version(Some(b"tally-peer/3")), Some(3));
         assert_eq!(peer_version(Some(b"tally-peer/4")), Some(4));
+        assert_eq!(peer_version(Some(b"tally-peer/5")), Some(5));
         for bad in [
             &b"tally-peer/1"[..],
-            b"tally-peer/5",
+            b"tally-peer/6",
             b"tally-peer/",
             b"h3",
             b"tally-peer/x",

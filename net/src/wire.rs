@@ -589,7 +589,27 @@ pub enum PeerRequest {
         /// The partition.
         partition: Vec<u8>,
     },
+    /// Agreement: a page of the receiver's Paxos states of the partitions
+    /// whose tokens are in `ranges` (at most [`REPAIR_RANGES_MAX`]), in
+    /// key order after partition `after`; answered `AgreedStates`. How
+    /// agreed state moves with a range to a new replica. Peer protocol 5.
+    AgreedIn {
+        /// The token ranges.
+        ranges: Vec<WireRange>,
+        /// The partition the page begins after (`None`: the first).
+        after: Option<Vec<u8>>,
+    },
+    /// Agreement: merge these Paxos states (at most [`AGREED_STATES_MAX`])
+    /// into the receiver's, each part the later, durably; answered
+    /// `Applied`. Peer protocol 5.
+    MergeAgreed {
+        /// Partitions and their states.
+        states: Vec<(Vec<u8>, Acceptor)>,
+    },
 }
+
+/// The most Paxos states one `AgreedIn` page or `MergeAgreed` carries.
+pub const AGREED_STATES_MAX: usize = 1024;
 
 impl PeerRequest {
     /// The first peer protocol that knows this request (`crate::version`):
@@ -601,6 +621,7 @@ impl PeerRequest {
             | PeerRequest::Propose { .. }
             | PeerRequest::Commit { .. }
             | PeerRequest::ReadAgreed { .. } => 4,
+            PeerRequest::AgreedIn { .. } | PeerRequest::MergeAgreed { .. } => 5,
             _ => 2,
         }
     }
@@ -919,6 +940,15 @@ pub enum PeerResponse {
     Proposed(Option<Ballot>),
     /// Answer to `ReadAgreed`.
     Agreed(Acceptor),
+    /// Answer to `AgreedIn`: a page of states (at most
+    /// [`AGREED_STATES_MAX`]), and the partition to ask after for the
+    /// next one (`None`: the last page).
+    AgreedStates {
+        /// Partitions and their states, in key order.
+        states: Vec<(Vec<u8>, Acceptor)>,
+        /// Where the next page begins after.
+        more: Option<Vec<u8>>,
+    },
 }
 
 /// What one node holds after a fold.

@@ -266,7 +266,8 @@ fn the_checker_catches_nodes_that_skip_learning_their_lost_ids() {
 /// Ring changes under the workload: spare nodes join, members are
 /// decommissioned, a cleanup runs while four nodes hold three replicas,
 /// among kills and pauses. Every acknowledged add, id and member is read
-/// back through the members at the end.
+/// back through the members at the end, and the strings' histories are
+/// linearizable across the changes.
 #[test]
 fn a_chaos_run_with_ring_changes_finds_no_violation() {
     const KINDS: &[&str] = &[
@@ -288,6 +289,8 @@ fn a_chaos_run_with_ring_changes_finds_no_violation() {
         seed: 9,
         // Enough partitions that a node of four holds only some of them.
         keys: 16,
+        // Strings too: their agreed state moves with the ranges.
+        string_workers: 2,
         ..ChaosOptions::default()
     };
     let summary = run(&opts).unwrap();
@@ -305,6 +308,7 @@ fn a_chaos_run_with_ring_changes_finds_no_violation() {
     assert!(changes.folds >= 1 && changes.folded >= 3, "{summary}");
     assert!(changes.widest <= 3, "{summary}");
     assert!(summary.exact.0 > 100 && summary.unique.0 > 100, "{summary}");
+    assert!(summary.strings.2 >= 100, "few string answers: {summary}");
     assert!(summary.report.violations.is_empty(), "{summary}");
 }
 
@@ -355,6 +359,8 @@ fn a_chaos_run_with_removed_nodes_finds_no_violation() {
         spares: 2,
         seed: 10,
         exact_workers: 0,
+        // A replaced node's agreed state comes back from the others.
+        string_workers: 2,
         ..ChaosOptions::default()
     };
     let summary = run(&opts).unwrap();
@@ -364,6 +370,7 @@ fn a_chaos_run_with_removed_nodes_finds_no_violation() {
     assert!(changes.replaced >= 1, "{summary}");
     assert_eq!(members.len(), 3, "{summary}");
     assert!(summary.unique.0 > 100, "{summary}");
+    assert!(summary.strings.2 >= 100, "few string answers: {summary}");
     assert!(summary.report.violations.is_empty(), "{summary}");
 }
 

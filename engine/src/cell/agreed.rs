@@ -27,6 +27,16 @@ pub(super) fn size(a: &Acceptor) -> usize {
 }
 
 impl Cell {
+    /// Whether the cell holds an agreed part and nothing else: no counter,
+    /// no list (a partition only agreement touched). Such a cell is this
+    /// node's own Paxos state alone, which repair does not compare.
+    pub fn holds_only_agreed(&self) -> bool {
+        self.agreed.is_some()
+            && self.shards.is_empty()
+            && self.list.is_none()
+            && self.epoch == super::Epoch::default()
+    }
+
     /// Merges another copy of the agreed part; whether this one changed.
     #[cold]
     pub(super) fn merge_agreed(&mut self, theirs: &Arc<Acceptor>) -> bool {

@@ -4,6 +4,7 @@
 //! survive its crash, or two values could be decided). The state lives in
 //! the cell of the partition's reserved column (`cell::agreed`).
 
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::Engine;
@@ -44,6 +45,52 @@ impl Engine {
             (a.committed.ballot != before, ())
         })
         .await
+    }
+
+    /// Merges another replica's Paxos state of `partition` into this
+    /// node's, each part the later (`Acceptor::merge`), durable here once
+    /// it returns; whether it changed. How agreed state moves with a
+    /// range to a new replica.
+    pub async fn merge_agreed(&self, partition: &[u8], theirs: &Acceptor) -> Result<bool> {
+        self.agree_with(partition, |a| {
+            let before = a.clone();
+            a.merge(theirs);
+            let changed = *a != before;
+            (changed, changed)
+        })
+        .await
+    }
+
+    /// A page of this node's Paxos states of the partitions `wanted`
+    /// says, in key order after partition `after`: at most `max_states`,
+    /// and about `max_bytes` of registers; with the partition to go on
+    /// after when the page ended before the states did. Blocking (a scan):
+    /// call it off an async runtime's threads.
+    pub fn agreed_states(
+        &self,
+        after: Option<&[u8]>,
+        wanted: impl Fn(&[u8]) -> bool,
+        (max_states, max_bytes): (usize, usize),
+    ) -> Result<AgreedPage> {
+        let after = after.map(unique::count_key).transpose()?;
+        let mut page = AgreedPage::default();
+        let mut bytes = 0;
+        self.scan(after.as_ref(), |k, c| {
+            let Some(a) = c.agreed() else {
+                return ControlFlow::Continue(());
+            };
+            if !wanted(k.partition()) {
+                return ControlFlow::Continue(());
+            }
+            bytes += a.committed.value.size() + a.accepted.as_ref().map_or(0, |x| x.value.size());
+            page.states.push((k.partition().to_vec(), (**a).clone()));
+            if page.states.len() >= max_states || bytes >= max_bytes {
+                page.more = Some(k.partition().to_vec());
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        })?;
+        Ok(page)
     }
 
     /// This node's Paxos state of `partition` (a default one if it has
@@ -104,6 +151,15 @@ impl Engine {
         }
         Ok(answer)
     }
+}
+
+/// A page of Paxos states (`Engine::agreed_states`).
+#[derive(Debug, Default)]
+pub struct AgreedPage {
+    /// Partitions and their states, in key order.
+    pub states: Vec<(Vec<u8>, Acceptor)>,
+    /// The partition to go on after, if there may be more.
+    pub more: Option<Vec<u8>>,
 }
 
 /// Whether `a` holds a string live at `now_ms` (0: ever), committed or
@@ -205,6 +261,60 @@ mod tests {
         });
         assert!(!e.holds_string_cached(&k, 0), "deleted");
         assert!(!e.holds_string_cached(&other, 0));
+    }
+
+    #[test]
+    fn states_merge_in_and_page_out_in_key_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Engine::open(dir.path(), Options::default()).unwrap();
+        runtime().block_on(async {
+            for p in ["a", "b", "c", "d"] {
+                e.commit(p.as_bytes(), at(5, p)).await.unwrap();
+            }
+            // Another replica's later state wins part by part; an equal
+            // or older one changes nothing.
+            let theirs = Acceptor {
+                promised: ballot(9),
+                accepted: Some(at(8, "b2")),
+                committed: at(7, "b1"),
+            };
+            assert!(e.merge_agreed(b"b", &theirs).await.unwrap());
+            assert!(!e.merge_agreed(b"b", &theirs).await.unwrap());
+            let older = Acceptor {
+                committed: at(1, "old"),
+                ..Acceptor::default()
+            };
+            assert!(!e.merge_agreed(b"a", &older).await.unwrap());
+            assert_eq!(e.agreed(b"b").unwrap(), theirs);
+        });
+        // A counter beside them is no state.
+        let counter = Key::new(b"bb", b"").unwrap();
+        runtime()
+            .block_on(crate::engine::test_support::add_one(&e, &counter, 1))
+            .unwrap();
+        let names = |page: &AgreedPage| -> Vec<String> {
+            page.states
+                .iter()
+                .map(|(p, _)| String::from_utf8(p.clone()).unwrap())
+                .collect()
+        };
+        let wanted = |p: &[u8]| p != b"c";
+        let first = e.agreed_states(None, wanted, (2, usize::MAX)).unwrap();
+        assert_eq!(
+            (names(&first), first.more.clone()),
+            (vec!["a".into(), "b".into()], Some(b"b".to_vec()))
+        );
+        let rest = e
+            .agreed_states(first.more.as_deref(), wanted, (2, usize::MAX))
+            .unwrap();
+        assert_eq!((names(&rest), rest.more), (vec!["d".to_string()], None));
+        // A byte budget ends a page too.
+        let small = e.agreed_states(None, |_| true, (100, 1)).unwrap();
+        assert_eq!(names(&small), ["a"]);
+        // A cell of nothing but agreed state is marked as such.
+        let only = e.get(&unique::count_key(b"a").unwrap()).unwrap();
+        assert!(only.holds_only_agreed());
+        assert!(!e.get(&counter).unwrap().holds_only_agreed());
     }
 
     #[test]

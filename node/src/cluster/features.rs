@@ -23,6 +23,7 @@
 //! |---|---|---|
 //! | `leaving-notice` | 3 | a node that stops cleanly sends `Leaving`, and its peers count it down at once |
 //! | `agreement` | 4 | linearizable registers: `Prepare`, `Propose`, `Commit`, `ReadAgreed`, and cells with an agreed part on disk |
+//! | `agreed-handoff` | 5 | agreed state moves with its ranges: `AgreedIn`, `MergeAgreed` |
 //!
 //! Each feature needs the peer protocol that brought its messages
 //! ([`protocol_of`]); once it is enabled, peers of an older protocol are
@@ -59,13 +60,17 @@ pub const LEAVING_NOTICE: &str = "leaving-notice";
 /// Linearizable registers through agreement (`cluster::agree`).
 pub const AGREEMENT: &str = "agreement";
 
+/// Agreed state moves with its ranges (`cluster::agree::handoff`).
+pub const AGREED_HANDOFF: &str = "agreed-handoff";
+
 /// The cluster features this build has.
-pub const KNOWN: &[&str] = &[LEAVING_NOTICE, AGREEMENT];
+pub const KNOWN: &[&str] = &[LEAVING_NOTICE, AGREEMENT, AGREED_HANDOFF];
 
 /// The peer protocol a feature needs: the one that brought its messages.
 pub(crate) fn protocol_of(feature: &str) -> u16 {
     match feature {
         AGREEMENT => 4,
+        AGREED_HANDOFF => 5,
         _ => 3,
     }
 }
@@ -389,7 +394,14 @@ mod tests {
         // Every member: now.
         let mut all = to_enable(&none, &[Some(&new), Some(&new), Some(&new)]);
         all.sort();
-        assert_eq!(all, vec![AGREEMENT.to_string(), LEAVING_NOTICE.to_string()]);
+        assert_eq!(
+            all,
+            vec![
+                AGREED_HANDOFF.to_string(),
+                AGREEMENT.to_string(),
+                LEAVING_NOTICE.to_string()
+            ]
+        );
         // Enabled already: nothing more.
         let done: BTreeSet<String> = KNOWN.iter().map(|f| f.to_string()).collect();
         assert!(to_enable(&done, &[Some(&new), Some(&new)]).is_empty());
@@ -431,10 +443,13 @@ mod tests {
         assert_eq!(f.admits(&build(KNOWN, &[])), Ok(()));
         assert_eq!(f.admits(&build(&[LEAVING_NOTICE], &[])), Ok(()));
         f.enable(&[AGREEMENT.to_string()]).unwrap();
-        assert_eq!(f.oldest_peer(), PEER_NEWEST);
+        assert_eq!(f.oldest_peer(), 4);
         assert!(f.admits(&build(&[LEAVING_NOTICE], &[])).is_err());
         // After a restart too.
         assert_eq!(Features::open(dir.path()).unwrap().oldest_peer(), 4);
+        f.enable(&[AGREED_HANDOFF.to_string()]).unwrap();
+        assert_eq!(f.oldest_peer(), PEER_NEWEST);
+        assert!(f.admits(&build(&[LEAVING_NOTICE, AGREEMENT], &[])).is_err());
     }
 
     #[test]

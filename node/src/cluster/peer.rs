@@ -292,7 +292,9 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, req: PeerRequest) -> PeerRespon
         req @ (PeerRequest::Prepare { .. }
         | PeerRequest::Propose { .. }
         | PeerRequest::Commit { .. }
-        | PeerRequest::ReadAgreed { .. }) => crate::cluster::agree::serve(&ctx, req).await,
+        | PeerRequest::ReadAgreed { .. }
+        | PeerRequest::AgreedIn { .. }
+        | PeerRequest::MergeAgreed { .. }) => crate::cluster::agree::serve(&ctx, req).await,
         // Sorted out before: answered at once, or applied in the batch.
         PeerRequest::Apply { .. }
         | PeerRequest::ApplyTail { .. }

@@ -58,7 +58,8 @@
 use tally_engine::TAIL_OPS_MAX;
 use tally_net::bounds::{self, NearWrap};
 use tally_net::wire::{
-    ErrorKind, IDS_BLOCK_BYTES_MAX, PeerRequest, WireCell, WireError, WireKey, WireTail,
+    AGREED_STATES_MAX, Acceptor, ErrorKind, IDS_BLOCK_BYTES_MAX, PeerRequest, REPAIR_RANGES_MAX,
+    WireCell, WireError, WireKey, WireTail,
 };
 
 /// This node's own shard of one cell, as far as [`authorize`] needs it.
@@ -218,6 +219,11 @@ pub(crate) fn authorize(from: usize, req: &PeerRequest, local: &impl Local) -> R
             authorize_partition(partition, local)
         }
         PeerRequest::ReadAgreed { partition } => authorize_partition(partition, local),
+        PeerRequest::AgreedIn { ranges, .. } if ranges.len() > REPAIR_RANGES_MAX => Err(
+            Refusal::BadRegisters("agreed states asked of too many ranges".into()),
+        ),
+        PeerRequest::AgreedIn { .. } => Ok(()),
+        PeerRequest::MergeAgreed { states } => authorize_states(states, local),
     }
 }
 
@@ -229,6 +235,21 @@ fn authorize_partition(partition: &[u8], local: &impl Local) -> Result<(), Refus
         true => Ok(()),
         false => Err(Refusal::NotAReplica),
     }
+}
+
+/// Paxos states another replica sends this one (a range it gains): at
+/// most `AGREED_STATES_MAX`, each of a partition this node replicates,
+/// its ballots far from wrapping and its registers within the limits.
+fn authorize_states(states: &[(Vec<u8>, Acceptor)], local: &impl Local) -> Result<(), Refusal> {
+    if states.len() > AGREED_STATES_MAX {
+        return Err(Refusal::BadRegisters("too many agreed states".into()));
+    }
+    for (partition, state) in states {
+        bounds::check_acceptor(state)?;
+        state.check().map_err(Refusal::BadRegisters)?;
+        authorize_partition(partition, local)?;
+    }
+    Ok(())
 }
 
 /// Most retired incarnations one request may name.

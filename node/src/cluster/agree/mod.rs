@@ -14,14 +14,18 @@
 //! - `propose`: the proposer's shell: ballots from a hybrid clock, the
 //!   messages to every participant, the timeouts, retries with a random
 //!   backoff when outbid, and the commit sent without waiting.
+//! - `handoff`: agreed state moves with its ranges to new replicas.
 //! - `serve` (here): the acceptor's side of a peer's request, each rule
 //!   the engine's (`Engine::prepare`, `accept`, `commit`, `agreed`), made
-//!   durable before the answer.
+//!   durable before the answer. A node being replaced answers none that
+//!   reports or binds its state (prepare, propose, read) until its
+//!   ranges are synced: it lost what it promised and accepted.
 //!
 //! Used only once the cluster has enabled the `agreement` feature (every
 //! member's build has it), since older builds know neither the messages
 //! nor the cells that hold the state.
 
+pub(crate) mod handoff;
 pub(crate) mod history;
 pub(crate) mod propose;
 pub(crate) mod queue;
@@ -41,6 +45,12 @@ pub(crate) use propose::Proposer;
 /// replicates the partition, and the ballots and values are in bounds).
 pub(crate) async fn serve(ctx: &Arc<Ctx>, req: PeerRequest) -> Result<PeerResponse, WireError> {
     let engine = ctx.engine();
+    if matches!(
+        req,
+        PeerRequest::Prepare { .. } | PeerRequest::Propose { .. } | PeerRequest::ReadAgreed { .. }
+    ) {
+        ctx.check_readable()?;
+    }
     let answer = match req {
         PeerRequest::Prepare { partition, ballot } if ctx.faults().has(Fault::PromiseLate) => {
             promise_late(ctx, partition, ballot)
@@ -63,6 +73,8 @@ pub(crate) async fn serve(ctx: &Arc<Ctx>, req: PeerRequest) -> Result<PeerRespon
         PeerRequest::ReadAgreed { partition } => {
             engine.agreed(&partition).map(PeerResponse::Agreed)
         }
+        PeerRequest::AgreedIn { ranges, after } => return handoff::page(ctx, ranges, after).await,
+        PeerRequest::MergeAgreed { states } => return handoff::merge(ctx, states).await,
         _ => {
             return Err(WireError::new(
                 ErrorKind::Internal,

@@ -186,8 +186,9 @@ pub(crate) fn all_groups(ctx: &Ctx) -> BTreeMap<Vec<usize>, Vec<TokenRange>> {
 }
 
 /// Brings every node of each group to the merge of the group's cells in
-/// its ranges: how a ring change syncs the ranges a node gains, from
-/// every current replica (see `topology::change`). Not resumable by
+/// its ranges, and of their agreed state (`agree::handoff`): how a ring
+/// change syncs the ranges a node gains, from every current replica (see
+/// `topology::change`). Not resumable by
 /// itself: a change run again syncs again, finding less to move.
 pub(crate) async fn sync(
     ctx: &Arc<Ctx>,
@@ -207,8 +208,12 @@ pub(crate) async fn sync(
         node: ctx.name(ctx.me()).to_string(),
         ..WireRepaired::default()
     };
+    let agreed = crate::cluster::agree::handoff::every_build_moves_it(ctx, groups.keys().flatten());
     for (replicas, ranges) in &groups {
         repair_group(ctx, replicas, ranges, None, None, &mut done).await?;
+        if agreed {
+            crate::cluster::agree::handoff::sync(ctx, replicas, ranges).await?;
+        }
     }
     done.millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     Ok(done)

@@ -118,7 +118,9 @@ async fn blocking(
 }
 
 /// Per slice, the wrapping sum of its cells' digests: one scan. Cells of
-/// flushed generations are garbage, left out (see `topology::flush`).
+/// flushed generations are garbage, left out (see `topology::flush`), and
+/// so are cells of a node's own Paxos state alone (`agree::handoff` moves
+/// that).
 fn digests(
     engine: &Engine,
     ranges: &[TokenRange],
@@ -130,7 +132,7 @@ fn digests(
     let mut scratch = Vec::new();
     engine
         .scan(None, |k, c| {
-            if flushed(k.partition()) {
+            if flushed(k.partition()) || c.holds_only_agreed() {
                 return ControlFlow::Continue(());
             }
             if let Some(i) = locator.locate(murmur3_token(k.partition())) {
@@ -144,7 +146,8 @@ fn digests(
 }
 
 /// Up to `limit` keys and cell digests in the `wanted` slices, after
-/// `after`, in key order; none of flushed generations.
+/// `after`, in key order; none of flushed generations, none of Paxos
+/// state alone.
 fn leaves(
     engine: &Engine,
     locator: &Locator,
@@ -158,7 +161,8 @@ fn leaves(
     engine
         .scan(after.as_ref(), |k, c| {
             let slice = locator.locate(murmur3_token(k.partition()));
-            if slice.is_some_and(|s| in_runs(wanted, s)) && !flushed(k.partition()) {
+            let compared = !flushed(k.partition()) && !c.holds_only_agreed();
+            if slice.is_some_and(|s| in_runs(wanted, s)) && compared {
                 out.push((wire_key(k), cell_digest(k, c, &mut scratch)));
                 if out.len() == limit {
                     more = Some(wire_key(k));
