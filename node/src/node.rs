@@ -428,6 +428,14 @@ impl Node {
         self.ctx.faults().inject(Fault::ScriptSkipsCompare);
     }
 
+    /// FAULT INJECTION for testing checkers: syncs this node runs (ring
+    /// changes, a replace) leave agreed state behind, as the builds before
+    /// `agreed-handoff` did. Only with the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_skip_agreed_handoff(&self) {
+        self.ctx.faults().inject(Fault::SkipAgreedHandoff);
+    }
+
     /// Whether agreed scripts skip their compare (fault injection only:
     /// [`Node::inject_script_skips_compare`]).
     pub(crate) fn scripts_skip_compare(&self) -> bool {

@@ -904,7 +904,10 @@ impl Cluster {
     /// strings need), and takes string writes: a node writes once it has
     /// heard every member up enabled it too (a heartbeat later).
     pub fn wait_agreement(&self) -> Result<()> {
-        let members: Vec<usize> = (0..self.nodes.len()).collect();
+        // Nodes not started yet (to join later) are not members.
+        let members: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.is_running(i))
+            .collect();
         let timeout = Duration::from_secs(30);
         let feature = tally_node::cluster::features::AGREEMENT;
         chaos::upgrade::wait_enabled(self, &members, &[feature], timeout)?;

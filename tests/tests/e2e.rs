@@ -4,6 +4,7 @@
 //! link time and gigabytes of disk. Run one subject with
 //! `cargo test -p tally-tests --test e2e -- upgrade::`.
 
+mod agreed_handoff;
 mod agreed_scripts;
 mod answers;
 mod chaos;

@@ -38,6 +38,9 @@ pub(crate) enum Fault {
     /// Scripts this node runs as one agreed change apply what they did
     /// even when the key changed since they read it.
     ScriptSkipsCompare = 9,
+    /// Syncs this node runs (ring changes, a replace) leave agreed state
+    /// behind: the new replicas start without it.
+    SkipAgreedHandoff = 10,
 }
 
 /// How long a late promise (`Fault::PromiseLate`) takes to be stored.
@@ -47,7 +50,7 @@ pub(crate) const PROMISE_LAG: std::time::Duration = std::time::Duration::from_se
 #[derive(Debug, Default)]
 pub(crate) struct Faults {
     #[cfg(feature = "fault-injection")]
-    on: [AtomicBool; 10],
+    on: [AtomicBool; 11],
     /// Test seam: a topology change this node runs waits this long (ms)
     /// between beginning and syncing.
     #[cfg(feature = "fault-injection")]

@@ -118,6 +118,10 @@ struct AgreementFaults {
     /// whatever the key holds, not only over what they read.
     #[arg(long)]
     unsafe_script_skips_compare: bool,
+    /// FAULT INJECTION: syncs this node runs (ring changes, a replace)
+    /// leave agreed state behind.
+    #[arg(long)]
+    unsafe_skip_agreed_handoff: bool,
     /// TEST SEAM: this node's proposers send a decided change's commit
     /// this long (ms) after deciding it.
     #[arg(long)]
@@ -141,6 +145,10 @@ impl AgreementFaults {
         if self.unsafe_script_skips_compare {
             tracing::warn!("FAULT INJECTION: agreed scripts skip their compare");
             n.inject_script_skips_compare();
+        }
+        if self.unsafe_skip_agreed_handoff {
+            tracing::warn!("FAULT INJECTION: agreed state stays behind when ranges move");
+            n.inject_skip_agreed_handoff();
         }
         if let Some(ms) = self.commit_delay_ms {
             tracing::warn!(ms, "TEST SEAM: commits of decided changes are held");

@@ -2,7 +2,8 @@
 //! keys through random nodes' RESP ports (`SET`, `SET ... NX`, `GET`,
 //! `DEL`, and compare-and-set and compare-and-delete from the value it last
 //! saw, each either native, `SET ... IFEQ` and `DELEX ... IFEQ`, or as a
-//! script of the key, which runs as one agreed change), one command at a
+//! script of the key, which runs as one agreed change), and sets cold keys
+//! once (`SET NX`) and reads them while ranges move, one command at a
 //! time, recording when each was sent and when it answered. An error, a timeout or a broken connection leaves a change's
 //! outcome unknown (it may take effect late or never) and a read
 //! unrecorded. After healing, each key is read through every member, and
@@ -44,6 +45,9 @@ pub enum BrokenAgreement {
     /// Scripts of one key apply their result over whatever the key holds
     /// (`--unsafe-script-skips-compare`).
     ScriptSkipsCompare,
+    /// Ring changes leave agreed state behind
+    /// (`--unsafe-skip-agreed-handoff`).
+    SkipAgreedHandoff,
 }
 
 impl BrokenAgreement {
@@ -54,12 +58,23 @@ impl BrokenAgreement {
             BrokenAgreement::PromiseLate => "--unsafe-promise-late",
             BrokenAgreement::ReadSkipsInFlight => "--unsafe-read-skips-in-flight",
             BrokenAgreement::ScriptSkipsCompare => "--unsafe-script-skips-compare",
+            BrokenAgreement::SkipAgreedHandoff => "--unsafe-skip-agreed-handoff",
         }
     }
 }
 
 /// The string keys every worker shares.
 const KEYS: usize = 3;
+/// Cold keys: set once (`SET ... NX`, the first one wins) and then only
+/// read, a lease or a setting that sits while ranges move; a ring change
+/// that leaves agreed state behind loses them.
+const COLD_KEYS: usize = 6;
+
+/// Every key a worker touches: the shared ones, then the cold ones.
+fn keys() -> impl Iterator<Item = String> {
+    let shared = (0..KEYS).map(|k| format!("chaos-str-{k}"));
+    shared.chain((0..COLD_KEYS).map(|k| format!("chaos-cold-{k}")))
+}
 /// How long a reply may take before the command's outcome is unknown.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -116,20 +131,11 @@ pub(crate) async fn worker(
     let mut seen: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut n = 0u64;
     while !stop.load(Ordering::Acquire) {
-        let key = format!("chaos-str-{}", rng.random_range(0..KEYS));
         let value = format!("w{w}-{n}").into_bytes();
         n += 1;
-        let last = seen.get(&key).cloned();
-        let call = match (rng.random_range(0..7), last) {
-            (0, _) => Call::Write(value),
-            (1, _) => Call::SetIfAbsent(value),
-            (2, _) => Call::Delete,
-            (3, Some(expected)) => Call::Cas {
-                expected,
-                new: value,
-            },
-            (4, Some(expected)) => Call::DeleteIf(expected),
-            _ => Call::Read,
+        let (key, call) = match rng.random_range(0..8) {
+            0 => cold(&mut rng, value),
+            _ => shared(&mut rng, &seen, value),
         };
         let scripted = rng.random_bool(0.5);
         let node = rng.random_range(0..addrs.len());
@@ -167,6 +173,32 @@ pub(crate) async fn worker(
         log.keys.entry(key).or_default().push(op);
     }
     log
+}
+
+/// An operation on a shared key: any change, or a read.
+fn shared(rng: &mut SmallRng, seen: &BTreeMap<String, Vec<u8>>, value: Vec<u8>) -> (String, Call) {
+    let key = format!("chaos-str-{}", rng.random_range(0..KEYS));
+    let call = match (rng.random_range(0..7), seen.get(&key).cloned()) {
+        (0, _) => Call::Write(value),
+        (1, _) => Call::SetIfAbsent(value),
+        (2, _) => Call::Delete,
+        (3, Some(expected)) => Call::Cas {
+            expected,
+            new: value,
+        },
+        (4, Some(expected)) => Call::DeleteIf(expected),
+        _ => Call::Read,
+    };
+    (key, call)
+}
+
+/// An operation on a cold key: its one `SET NX`, or a read.
+fn cold(rng: &mut SmallRng, value: Vec<u8>) -> (String, Call) {
+    let key = format!("chaos-cold-{}", rng.random_range(0..COLD_KEYS));
+    match rng.random_bool(0.2) {
+        true => (key, Call::SetIfAbsent(value)),
+        false => (key, Call::Read),
+    }
 }
 
 /// Notes what `call`'s `answer` shows `key` holds.
@@ -291,8 +323,7 @@ pub(crate) async fn check_all(
     started: Instant,
 ) -> Vec<String> {
     let mut violations = Vec::new();
-    for k in 0..KEYS {
-        let key = format!("chaos-str-{k}");
+    for key in keys() {
         for (node, addr) in addrs.iter().enumerate() {
             let mut conn = None;
             let invoked = since(started);
