@@ -183,6 +183,8 @@ pub mod unique;
 mod version;
 mod work;
 
+#[cfg(feature = "fault-injection")]
+pub use cell::skew_clock;
 pub use cell::{Cell, Epoch, Expiry, Keep, Shard, Stamp, now_ms};
 pub use cell::{Folds, Merger};
 pub use commitlog::ReplayStats;

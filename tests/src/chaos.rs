@@ -202,6 +202,9 @@ pub struct ChaosOptions {
     /// this long after deciding it, so reads find it in flight
     /// (`--commit-delay-ms`).
     pub commit_delay: Option<Duration>,
+    /// Test seam: the last member's wall clock reads this many ms off
+    /// (`--clock-skew-ms`): ballots, deadlines and stamps all see it.
+    pub clock_skew_ms: Option<i64>,
     /// A rolling upgrade: every node starts on the build in this directory
     /// (`crate::old_build`), and `upgrade` faults move them to this one
     /// (see `upgrade`).
@@ -278,6 +281,7 @@ impl Default for ChaosOptions {
             unsealed_scripts: false,
             broken_agreement: None,
             commit_delay: None,
+            clock_skew_ms: None,
             upgrade_from: None,
         }
     }
@@ -731,6 +735,11 @@ fn start(
         cluster_opts
             .run_args
             .extend(["--commit-delay-ms".into(), delay.as_millis().to_string()]);
+    }
+    if let Some(ms) = opts.clock_skew_ms {
+        let last = opts.nodes - 1;
+        let skew = vec!["--clock-skew-ms".into(), ms.to_string()];
+        cluster_opts.node_args.push((last, skew));
     }
     if let Some(node) = opts.ignore_ids {
         cluster_opts

@@ -629,3 +629,31 @@ fn strings_stay_linearizable_while_commits_are_held() {
     let summary = strings_alone(None, Some(Duration::from_millis(300)));
     assert!(summary.report.violations.is_empty(), "{summary}");
 }
+
+/// One node's clock 400 ms ahead of the others', under kills, pauses and
+/// partitions: ballots come from a hybrid clock (later than any seen) and
+/// no rule of agreement reads the wall clock to decide, so every string's
+/// history stays linearizable. (Deadlines do read it: a lease is as good
+/// as the clocks, `docs/counters.md` says how.)
+#[test]
+fn strings_stay_linearizable_with_a_skewed_clock() {
+    let opts = ChaosOptions {
+        duration: Duration::from_secs(20),
+        fault_interval: Duration::from_secs(3),
+        fault_kinds: &["kill", "pause", "partition"],
+        min_faults: 3,
+        seed: 19,
+        workers: 0,
+        resp_workers: 0,
+        unique_workers: 0,
+        exact_workers: 0,
+        list_workers: 0,
+        string_workers: 4,
+        clock_skew_ms: Some(400),
+        ..ChaosOptions::default()
+    };
+    let summary = run(&opts).unwrap();
+    println!("{summary}");
+    assert!(summary.strings.2 >= 300, "{summary}");
+    assert!(summary.report.violations.is_empty(), "{summary}");
+}

@@ -5,10 +5,26 @@
 
 pub use tally_model::epoch::{Epoch, Expiry, Order, Stamp};
 
-/// The wall clock, ms since the Unix epoch (0 if it is set before 1970).
+/// The wall clock, ms since the Unix epoch (0 if it is set before 1970);
+/// with the `fault-injection` feature, skewed as [`skew_clock`] set it.
 pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
+    let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
+        .unwrap_or(0);
+    #[cfg(feature = "fault-injection")]
+    let now = now.saturating_add_signed(SKEW_MS.load(std::sync::atomic::Ordering::Relaxed));
+    now
+}
+
+/// How far this process's clock reads off (`skew_clock`).
+#[cfg(feature = "fault-injection")]
+static SKEW_MS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// FAULT INJECTION: from now on [`now_ms`] reads `ms` off the wall clock
+/// (ahead if positive): a node whose clock is skewed. Only with the
+/// `fault-injection` feature.
+#[cfg(feature = "fault-injection")]
+pub fn skew_clock(ms: i64) {
+    SKEW_MS.store(ms, std::sync::atomic::Ordering::Relaxed);
 }

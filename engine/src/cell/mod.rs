@@ -47,6 +47,8 @@ pub mod list;
 
 pub use crate::limits::{CLOCK_MAX, Limit, SHARDS_MAX};
 pub use agreed::AGREED_BYTES_MAX;
+#[cfg(feature = "fault-injection")]
+pub use epoch::skew_clock;
 pub use epoch::{Epoch, Expiry, Order, Stamp, now_ms};
 pub use fold::{Folds, Merger};
 pub use list::{LIST_BYTES_MAX, List, ListTooLong};

@@ -135,6 +135,10 @@ struct Args {
     /// deciding it (like 300ms), so reads find it in flight.
     #[arg(long, value_parser = parse_duration)]
     commit_delay: Option<Duration>,
+    /// TEST SEAM: the last member's wall clock reads this many ms off
+    /// (ahead if positive).
+    #[arg(long, allow_negative_numbers = true)]
+    clock_skew_ms: Option<i64>,
     /// The fault kinds to take turns with, comma-separated (default: all
     /// of them, the ring changes only with spares).
     #[arg(long, value_delimiter = ',')]
@@ -200,6 +204,7 @@ fn main() {
         unsealed_scripts: a.unsafe_unsealed_scripts,
         broken_agreement: a.unsafe_agreement,
         commit_delay: a.commit_delay,
+        clock_skew_ms: a.clock_skew_ms,
         upgrade_from: match a.upgrade {
             true => match tally_tests::old_build::old_build() {
                 Ok(dir) => Some(dir),

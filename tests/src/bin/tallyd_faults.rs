@@ -126,6 +126,10 @@ struct AgreementFaults {
     /// this long (ms) after deciding it.
     #[arg(long)]
     commit_delay_ms: Option<u64>,
+    /// TEST SEAM: this node's wall clock reads this many ms off (ahead
+    /// if positive): ballots, deadlines and stamps all see it.
+    #[arg(long, allow_negative_numbers = true)]
+    clock_skew_ms: Option<i64>,
 }
 
 impl AgreementFaults {
@@ -179,6 +183,11 @@ fn main() {
     } = Cli::parse().command;
     if unsafe_merge_ignoring_folds {
         eprintln!("FAULT INJECTION: merges ignore fold generations");
+    }
+    // Before the node starts: everything it does reads the skewed clock.
+    if let Some(ms) = agreement.clock_skew_ms {
+        eprintln!("TEST SEAM: this node's clock reads {ms} ms off");
+        tally_engine::skew_clock(ms);
     }
     let stall = Arc::new(AtomicBool::new(false));
     let tweak = |o: &mut Options| {
