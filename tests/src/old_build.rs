@@ -46,7 +46,10 @@ fn keep_binaries(root: &Path, bins: &Path) -> Result<()> {
         if !from.exists() {
             bail!("the old build has no {name} in {}", built.display());
         }
-        std::fs::copy(&from, bins.join(name)).with_context(|| format!("copy {name}"))?;
+        // Copied, then renamed: a copy cut short is never taken for one.
+        let part = bins.join(format!("{name}.part"));
+        std::fs::copy(&from, &part).with_context(|| format!("copy {name}"))?;
+        std::fs::rename(&part, bins.join(name)).with_context(|| format!("rename {name}"))?;
     }
     std::fs::remove_dir_all(root.join("target"))?;
     std::fs::remove_dir_all(root.join("src"))?;

@@ -174,6 +174,27 @@ fn serial(cluster: &Cluster, i: usize, commands: &str) -> Vec<String> {
     text.lines().skip(1).map(str::to_string).collect()
 }
 
+/// Sends `CLIENT CONSISTENCY SERIAL` and `n` `INCR key` in one write
+/// through node `i`; answers the `INCR`s' replies, in order.
+fn pipelined(cluster: &Cluster, i: usize, key: &str, n: usize) -> Vec<i64> {
+    use std::io::{BufRead, BufReader};
+    let mut conn = std::net::TcpStream::connect(cluster.resp_addr(i)).unwrap();
+    let mut out = tally_tests::resp_command(&[b"CLIENT", b"CONSISTENCY", b"SERIAL"]);
+    for _ in 0..n {
+        out.extend(tally_tests::resp_command(&[b"INCR", key.as_bytes()]));
+    }
+    conn.write_all(&out).unwrap();
+    let mut lines = BufReader::new(conn).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "+OK");
+    (0..n)
+        .map(|_| {
+            let line = lines.next().unwrap().unwrap();
+            let n = line.strip_prefix(':').unwrap_or_else(|| panic!("{line}"));
+            n.parse().unwrap()
+        })
+        .collect()
+}
+
 #[test]
 fn incr_at_serial_answers_every_value_once() {
     let cluster = Cluster::start(ClusterOptions::default()).unwrap();
@@ -203,6 +224,9 @@ fn incr_at_serial_answers_every_value_once() {
     );
     assert_eq!(out, ["OK", "1", "0"]);
     assert_eq!(cluster.redis_cli(0, &["GET", "limit"]), "11\n");
+    // Pipelined, the adds of a key answer in their order.
+    let answers = pipelined(&cluster, 0, "seq", 10);
+    assert_eq!(answers, (1..=10).collect::<Vec<i64>>(), "in order");
     // A counter stays a counter at SERIAL.
     assert_eq!(cluster.redis_cli(0, &["INCRBY", "plain", "4"]), "4\n");
     assert_eq!(serial(&cluster, 1, "INCR plain"), ["5"]);

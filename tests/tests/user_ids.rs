@@ -55,6 +55,20 @@ fn cli(cluster: &Cluster, i: usize, user: &str, args: &[&str]) -> String {
     text
 }
 
+/// [`cli`], sent again while the node answers that nothing was applied
+/// and to retry the same id (it restarted uncleanly and is still learning
+/// the ids its last run applied), as a client must: up to 30 s.
+fn cli_retrying(cluster: &Cluster, i: usize, user: &str, args: &[&str]) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = cli(cluster, i, user, args);
+        if !out.contains("retry the same id") || std::time::Instant::now() > deadline {
+            return out;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 async fn native(cluster: &Cluster, i: usize, user: &str) -> Client {
     let addr = cluster.client_addrs()[i];
     Client::connect_secure(addr, Duration::from_secs(10), &security(user))
@@ -105,7 +119,7 @@ fn same_ids_of_two_users_count_twice(cluster: &Cluster, nodes: [usize; 2]) {
 /// Retries of both users' adds, through other nodes: each its own value.
 fn retries_answer_each_user_its_own(cluster: &Cluster) {
     for (n, user, expect) in [(2, "alice", "5\n"), (0, "bob", "10\n")] {
-        let got = cli(
+        let got = cli_retrying(
             cluster,
             n,
             user,
@@ -114,7 +128,7 @@ fn retries_answer_each_user_its_own(cluster: &Cluster) {
         assert_eq!(got, expect, "{user}'s retry of web:7 through node {n}");
     }
     for (n, user, delta, expect) in [(1, "alice", "4", "4\n"), (2, "bob", "6", "10\n")] {
-        let got = cli(
+        let got = cli_retrying(
             cluster,
             n,
             user,
@@ -127,7 +141,17 @@ fn retries_answer_each_user_its_own(cluster: &Cluster) {
         let id = OpId::new(b"app".to_vec(), 1).unwrap();
         for (n, user, expect) in [(2, "alice", 3), (1, "bob", 6)] {
             let c = native(cluster, n, user).await;
-            let got = c.add_once(b"stars", b"", 3, &id, Q).await;
+            let mut got = c.add_once(b"stars", b"", 3, &id, Q).await;
+            // Nothing applied (a node still learning its ids): again.
+            for _ in 0..150 {
+                match &got {
+                    Err(e) if e.outcome() == tally_net::Outcome::NotApplied => {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        got = c.add_once(b"stars", b"", 3, &id, Q).await;
+                    }
+                    _ => break,
+                }
+            }
             assert_eq!(
                 got.unwrap(),
                 expect,

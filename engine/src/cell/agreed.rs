@@ -1,10 +1,12 @@
 //! A cell's agreed part: one acceptor's Paxos state of its partition's
 //! registers (`tally_model::paxos`), kept in the cell of the partition's
-//! reserved column. It is this node's own state: a prepare, a proposal or
-//! a commit changes it under the cell lock, and it is durable before the
-//! node answers. Replay and compaction merge it by its own rule, a join
-//! (each part the later), whatever the cell's epochs do; it never travels
-//! with the cell's shards (replication and repair carry counters only).
+//! reserved column. It is this node's own state: a prepare, a proposal, a
+//! commit, or another replica's state merged in when ranges move
+//! (`Engine::merge_agreed`), changes it under the cell lock, and it is
+//! durable before the node answers. Replay and compaction merge it by its
+//! own rule, a join (each part the later), whatever the cell's epochs do;
+//! it never travels with the cell's shards (replication and repair carry
+//! counters only, and leave cells of nothing else out).
 
 use std::sync::Arc;
 

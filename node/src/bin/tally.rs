@@ -112,7 +112,8 @@ enum Cmd {
         /// Store VALUE as a string even if it is an integer.
         #[arg(long)]
         string: bool,
-        /// A string only if the key holds none (exit status 4 if it does).
+        /// Store VALUE as a string, only if the key holds none (exit
+        /// status 4 if it does).
         #[arg(long)]
         nx: bool,
     },
@@ -465,17 +466,7 @@ async fn run(cli: &Cli) -> Result<(), Failure> {
             ttl,
             string,
             nx,
-        } => {
-            let Some(value) = value.parse().ok().filter(|_| !*string && !*nx) else {
-                let opts = (*ttl, *nx);
-                return strings::set(cli.json, &target, key, value, opts).await;
-            };
-            let change = expiry::set(value, *ttl);
-            let done = expiry::change(&target, key.as_bytes(), column.as_bytes(), change, cl)
-                .await
-                .map_err(Failure::write)?;
-            expiry::print_changed(cli.json, key, column, "set", &done);
-        }
+        } => return set(cli, &target, (key, column), value, (*ttl, *string, *nx)).await,
         Cmd::Expire {
             key,
             seconds,
@@ -505,21 +496,7 @@ async fn run(cli: &Cli) -> Result<(), Failure> {
             }
         }
         Cmd::Unique(cmd) => unique(cli, &target, cmd).await?,
-        Cmd::Get { key, column } => {
-            if column.is_empty()
-                && speaks_strings(&target)
-                && let Some(s) = strings::get(&target, key).await?
-            {
-                strings::print_string(cli.json, key, &s);
-                return Ok(());
-            }
-            let v = match &target {
-                Target::One(c) => c.get(key.as_bytes(), column.as_bytes(), cl).await,
-                Target::Ring(c) => c.get(key.as_bytes(), column.as_bytes(), cl).await,
-            }
-            .map_err(Failure::other)?;
-            print_value(cli, key, column, v);
-        }
+        Cmd::Get { key, column } => return get(cli, &target, key, column).await,
         Cmd::Cas { key, expected, new } => {
             return strings::cas(cli.json, &target, key, (expected, new)).await;
         }
@@ -628,6 +605,53 @@ async fn unique(cli: &Cli, target: &Target, cmd: &UniqueCmd) -> Result<(), Failu
             }
         }
     }
+    Ok(())
+}
+
+/// `tally set`: a counter's value, or a string (a value that is not an
+/// integer, or any with `--string` or `--nx`).
+async fn set(
+    cli: &Cli,
+    target: &Target,
+    (key, column): (&str, &str),
+    value: &str,
+    (ttl, string, nx): (Option<u64>, bool, bool),
+) -> Result<(), Failure> {
+    let Some(value) = value.parse().ok().filter(|_| !string && !nx) else {
+        if !column.is_empty() {
+            return Err(Failure {
+                error: anyhow::anyhow!("--column: strings are values of keys, not of columns"),
+                write: Some(Outcome::NotApplied),
+                condition: false,
+            });
+        }
+        return strings::set(cli.json, target, key, value, (ttl, nx)).await;
+    };
+    let change = expiry::set(value, ttl);
+    let done = expiry::change(target, key.as_bytes(), column.as_bytes(), change, cli.cl)
+        .await
+        .map_err(Failure::write)?;
+    expiry::print_changed(cli.json, key, column, "set", &done);
+    Ok(())
+}
+
+/// `tally get`: the key's string if it holds one, else its counter (a
+/// string read that fails falls back to the counter's, which a lower
+/// `--cl` may still answer).
+async fn get(cli: &Cli, target: &Target, key: &str, column: &str) -> Result<(), Failure> {
+    if column.is_empty()
+        && speaks_strings(target)
+        && let Ok(Some(s)) = strings::get(target, key).await
+    {
+        strings::print_string(cli.json, key, &s);
+        return Ok(());
+    }
+    let v = match target {
+        Target::One(c) => c.get(key.as_bytes(), column.as_bytes(), cli.cl).await,
+        Target::Ring(c) => c.get(key.as_bytes(), column.as_bytes(), cli.cl).await,
+    }
+    .map_err(Failure::other)?;
+    print_value(cli, key, column, v);
     Ok(())
 }
 

@@ -32,7 +32,15 @@
 //! - **Tails of ids** (`ApplyTail`, see `tally_engine::ids::tail`): a tail
 //!   is never of this node's own incarnation, and stays within its bounds;
 //!   the retired incarnations a node asks about in `LearnTails` and
-//!   `ForgetTails` are never this node's own. Whose incarnation a tail
+//!   `ForgetTails` are never this node's own.
+//! - **Agreement.** `Prepare`, `Propose`, `Commit`, `ReadAgreed` and
+//!   `MergeAgreed` (another replica's Paxos states, when ranges move)
+//!   name partitions this node replicates, natural or pending, with
+//!   ballots far from wrapping and registers within their limits;
+//!   `AgreedIn` (a page of this node's states) names at most
+//!   `REPAIR_RANGES_MAX` ranges, as a repair's requests do. A member
+//!   could send a merge of states no one accepted: the same trust as a
+//!   forged commit, which a member has. Whose incarnation a tail
 //!   names is not checked, for the reason third-party shards are not (below):
 //!   the cell it rides with may hold no shard of its applier at all (a
 //!   retry's whole cell after a reset).
@@ -138,6 +146,9 @@ pub(crate) enum Refusal {
     /// Registers that no honest proposer makes.
     #[error("registers {0}")]
     BadRegisters(String),
+    /// Agreed states that no honest replica sends, or asks for.
+    #[error("agreed states {0}")]
+    BadAgreed(&'static str),
 }
 
 impl Refusal {
@@ -219,9 +230,9 @@ pub(crate) fn authorize(from: usize, req: &PeerRequest, local: &impl Local) -> R
             authorize_partition(partition, local)
         }
         PeerRequest::ReadAgreed { partition } => authorize_partition(partition, local),
-        PeerRequest::AgreedIn { ranges, .. } if ranges.len() > REPAIR_RANGES_MAX => Err(
-            Refusal::BadRegisters("agreed states asked of too many ranges".into()),
-        ),
+        PeerRequest::AgreedIn { ranges, .. } if ranges.len() > REPAIR_RANGES_MAX => {
+            Err(Refusal::BadAgreed("asked of too many ranges"))
+        }
         PeerRequest::AgreedIn { .. } => Ok(()),
         PeerRequest::MergeAgreed { states } => authorize_states(states, local),
     }
@@ -242,7 +253,7 @@ fn authorize_partition(partition: &[u8], local: &impl Local) -> Result<(), Refus
 /// its ballots far from wrapping and its registers within the limits.
 fn authorize_states(states: &[(Vec<u8>, Acceptor)], local: &impl Local) -> Result<(), Refusal> {
     if states.len() > AGREED_STATES_MAX {
-        return Err(Refusal::BadRegisters("too many agreed states".into()));
+        return Err(Refusal::BadAgreed("over the most one message carries"));
     }
     for (partition, state) in states {
         bounds::check_acceptor(state)?;

@@ -29,12 +29,21 @@ pub(crate) async fn run(
     user: Option<&str>,
     cmds: &[Cmd],
 ) -> Vec<Reply> {
+    // At SERIAL an add may be an agreed round (`counters::serial_add`):
+    // the commands run one after another, so those of a key answer in
+    // their order.
+    if cl == Consistency::Serial {
+        let mut replies = Vec::with_capacity(cmds.len());
+        for cmd in cmds {
+            replies.push(super::keyed_as(node, cl, space, user, cmd).await);
+        }
+        return replies;
+    }
     let mut adds = Vec::with_capacity(cmds.len());
     let mut others = Vec::new();
     for cmd in cmds {
         match cmd.op {
-            // At SERIAL an add may be agreed (`counters::serial_add`).
-            Op::Add { column, delta } if cl != Consistency::Serial => {
+            Op::Add { column, delta } => {
                 let queued = counters::queue_add(node, cl, space, cmd, column, delta);
                 adds.push(Some((queued, cmd)));
             }

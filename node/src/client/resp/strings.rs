@@ -310,7 +310,8 @@ pub(crate) fn getex_args(opts: &[Vec<u8>], now_ms: u64) -> Result<Option<u64>, R
     }
 }
 
-/// `SET key value ...` of a string (`value` is not an integer): refused
+/// `SET key value ...` of a string (`value` is not an integer, or it has
+/// a condition on a string's value, or the level is `SERIAL`): refused
 /// over a live counter, else agreed (`registers`); answers as Redis does.
 async fn set_string(
     node: &Arc<Node>,

@@ -1,20 +1,23 @@
 //! Agreed state moves with its ranges. When a ring change (or a replace)
-//! syncs the ranges a node gains from every current replica
-//! (`repair::run::sync`), each replica of a range also sends its Paxos
-//! states of the range's partitions (`AgreedIn`, a page at a time), and
-//! their join, each part the later (`Acceptor::merge`), is merged into
-//! every replica that lacks some of it (`MergeAgreed`), durably.
+//! syncs the ranges a node gains from every current replica but a
+//! removed one (`repair::run::sync`), each replica of a range also sends
+//! its Paxos states of the range's partitions (`AgreedIn`, a page at a
+//! time, every replica's pages from the same partition on), and their
+//! join, each part the later (`Acceptor::merge`), is merged into every
+//! replica that lacks some of it (`MergeAgreed`), durably.
 //!
 //! Why that is enough: a value decided before the sync was accepted by a
-//! majority of the range's replicas, so the join of all their states
-//! holds it (or a later one), and so does the new replica after; a round
+//! majority of the range's replicas, so the join of their states holds it
+//! (or a later one; without a removed replica, the others still hold a
+//! member of every majority), and so does the new replica after; a round
 //! during the change has the pending replica among its participants and
 //! needs one answer more (`round::Round::new`), so no value decided
 //! meanwhile misses the new replica set's majorities either. The join is
 //! what a proposer's prepare over all of them would find: no replica is
 //! made to hold a value no replica accepted.
 //!
-//! Rules apart from I/O: [`join`] (pure, tested); the rest moves bytes.
+//! Rules apart from I/O: [`window`] and [`join`] (pure, tested); the rest
+//! moves bytes.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -36,36 +39,50 @@ const PAGE_TIMEOUT: Duration = Duration::from_secs(30);
 const PAGE_BYTES: usize = 4 << 20;
 
 /// Whether every one of `nodes` runs a build that moves agreed state
-/// (the `agreed-handoff` feature): a sync with an older one leaves it
-/// behind, as the builds before did, and says so.
+/// (the `agreed-handoff` feature). A node known to run an older build
+/// answers false (a sync with it leaves the state behind, as the builds
+/// before did, and says so); a node whose build is not known yet (no
+/// heartbeat of it answered so far) is an error, so that the sync is
+/// tried again rather than leaving the state behind by mistake.
 pub(crate) fn every_build_moves_it<'a>(
     ctx: &Ctx,
-    mut nodes: impl Iterator<Item = &'a usize>,
-) -> bool {
+    nodes: impl Iterator<Item = &'a usize>,
+) -> Result<bool, WireError> {
     let Some(transport) = ctx.started_transport() else {
-        return false;
+        return Err(WireError::not_applied(
+            ErrorKind::Unavailable,
+            "the peer transport is not started",
+        ));
     };
-    let old = nodes.find(|&&n| {
-        n != ctx.me()
-            && !transport
-                .build_of(n)
-                .is_some_and(|b| b.features.iter().any(|f| f == AGREED_HANDOFF))
-    });
-    match old {
-        None => true,
-        Some(&n) => {
+    for &n in nodes.filter(|&&n| n != ctx.me()) {
+        let Some(build) = transport.build_of(n) else {
+            return Err(WireError::not_applied(
+                ErrorKind::Unavailable,
+                format!(
+                    "the build of {} is not known yet: the sync waits to know whether it moves agreed state",
+                    ctx.name(n)
+                ),
+            ));
+        };
+        if !build.features.iter().any(|f| f == AGREED_HANDOFF) {
             warn!(node = %ctx.name(n), "agreed state stays behind: this node's build does not move it");
-            false
+            return Ok(false);
         }
     }
+    Ok(true)
 }
 
-/// Every replica's states of `ranges`, by partition: what each holds.
+/// Every replica's states of a window of partitions, by partition.
 type Held = BTreeMap<Vec<u8>, Vec<(usize, Acceptor)>>;
 
+/// A page of one replica's states: the states, in partition order, and
+/// the partition the next page begins after (`None`: the last page).
+type Page = (Vec<(Vec<u8>, Acceptor)>, Option<Vec<u8>>);
+
 /// Brings every replica of `ranges` to the join of their Paxos states of
-/// the ranges' partitions; answers how many states it merged into a
-/// replica that lacked them.
+/// the ranges' partitions, a window of partitions at a time (memory:
+/// a page per replica); answers how many states it merged into a replica
+/// that lacked them.
 pub(crate) async fn sync(
     ctx: &Arc<Ctx>,
     replicas: &[usize],
@@ -78,24 +95,20 @@ pub(crate) async fn sync(
             end: r.end,
         })
         .collect();
-    let mut held = Held::new();
-    for &r in replicas {
-        for (partition, state) in states_of(ctx, r, &wire).await? {
-            held.entry(partition).or_default().push((r, state));
+    let (mut after, mut moved) = (None, 0);
+    loop {
+        let mut pages = Vec::with_capacity(replicas.len());
+        for &r in replicas {
+            pages.push((r, page_of(ctx, r, &wire, after.clone()).await?));
         }
-    }
-    let mut moved = 0;
-    for &r in replicas {
-        let wanted = join(&held, r);
-        moved += wanted.len() as u64;
-        for page in wanted.chunks(AGREED_STATES_MAX) {
-            let req = PeerRequest::MergeAgreed {
-                states: page.to_vec(),
-            };
-            match ask(ctx, r, req).await? {
-                PeerResponse::Applied => {}
-                other => return Err(unexpected(ctx, r, &other)),
-            }
+        let (held, end) = window(pages, after.as_deref())
+            .map_err(|why| WireError::new(ErrorKind::Internal, why))?;
+        for &r in replicas {
+            moved += merge_into(ctx, r, join(&held, r)).await?;
+        }
+        match end {
+            Some(end) => after = Some(end),
+            None => break,
         }
     }
     if moved > 0 {
@@ -104,30 +117,82 @@ pub(crate) async fn sync(
     Ok(moved)
 }
 
-/// Every Paxos state replica `r` holds of the partitions in `ranges`.
-async fn states_of(
+/// One page of replica `r`'s states of `ranges` after partition `after`.
+async fn page_of(
     ctx: &Arc<Ctx>,
     r: usize,
     ranges: &[WireRange],
-) -> Result<Vec<(Vec<u8>, Acceptor)>, WireError> {
-    let mut all = Vec::new();
-    let mut after = None;
-    loop {
-        let req = PeerRequest::AgreedIn {
-            ranges: ranges.to_vec(),
-            after: after.take(),
-        };
-        match ask(ctx, r, req).await? {
-            PeerResponse::AgreedStates { states, more } => {
-                all.extend(states);
-                match more {
-                    Some(m) => after = Some(m),
-                    None => return Ok(all),
-                }
+    after: Option<Vec<u8>>,
+) -> Result<Page, WireError> {
+    let req = PeerRequest::AgreedIn {
+        ranges: ranges.to_vec(),
+        after,
+    };
+    match ask(ctx, r, req).await? {
+        PeerResponse::AgreedStates { states, more } => Ok((states, more)),
+        other => Err(unexpected(ctx, r, &other)),
+    }
+}
+
+/// One page of each replica, from the same `after`: the states of the
+/// partitions every page covers (up to the first page's end), and that
+/// end, from which the next window begins (`None`: every page was the
+/// last). A page whose end is not past `after` is an error (a peer that
+/// would keep the sync from ending).
+pub(crate) fn window(
+    pages: Vec<(usize, Page)>,
+    after: Option<&[u8]>,
+) -> Result<(Held, Option<Vec<u8>>), String> {
+    let ends = pages.iter().filter_map(|(_, (_, more))| more.as_deref());
+    let end: Option<Vec<u8>> = ends.min().map(<[u8]>::to_vec);
+    if let (Some(end), Some(after)) = (&end, after)
+        && end.as_slice() <= after
+    {
+        return Err("a replica's page of agreed states did not move past the last".into());
+    }
+    let mut held = Held::new();
+    for (r, (states, _)) in pages {
+        for (partition, state) in states {
+            if end.as_ref().is_none_or(|e| partition <= *e) {
+                held.entry(partition).or_default().push((r, state));
             }
-            other => return Err(unexpected(ctx, r, &other)),
         }
     }
+    Ok((held, end))
+}
+
+/// Sends replica `r` the states it lacks, in messages of at most
+/// [`AGREED_STATES_MAX`] states and about [`PAGE_BYTES`]; how many.
+async fn merge_into(
+    ctx: &Arc<Ctx>,
+    r: usize,
+    wanted: Vec<(Vec<u8>, Acceptor)>,
+) -> Result<u64, WireError> {
+    let n = wanted.len() as u64;
+    let mut batch = Vec::new();
+    let mut bytes = 0;
+    let mut states = wanted.into_iter().peekable();
+    while let Some((partition, state)) = states.next() {
+        bytes += partition.len() + state_bytes(&state);
+        batch.push((partition, state));
+        let full = batch.len() >= AGREED_STATES_MAX || bytes >= PAGE_BYTES;
+        if full || states.peek().is_none() {
+            let req = PeerRequest::MergeAgreed {
+                states: std::mem::take(&mut batch),
+            };
+            bytes = 0;
+            match ask(ctx, r, req).await? {
+                PeerResponse::Applied => {}
+                other => return Err(unexpected(ctx, r, &other)),
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// About the bytes a state takes encoded.
+fn state_bytes(a: &Acceptor) -> usize {
+    a.committed.value.size() + a.accepted.as_ref().map_or(0, |x| x.value.size()) + 64
 }
 
 /// What replica `r` must merge to hold the join of every replica's state
@@ -185,15 +250,20 @@ pub(crate) async fn page(
     })
 }
 
-/// Answers `MergeAgreed`: each state merged into this node's, durably.
+/// Answers `MergeAgreed`: each state merged into this node's, durably
+/// (all at once, so that their log writes share fsyncs).
 pub(crate) async fn merge(
     ctx: &Arc<Ctx>,
     states: Vec<(Vec<u8>, Acceptor)>,
 ) -> Result<PeerResponse, WireError> {
+    let mut merges = tokio::task::JoinSet::new();
     for (partition, state) in states {
-        ctx.engine()
-            .merge_agreed(&partition, &state)
-            .await
+        let ctx = ctx.clone();
+        merges.spawn(async move { ctx.engine().merge_agreed(&partition, &state).await });
+    }
+    while let Some(merged) = merges.join_next().await {
+        merged
+            .map_err(|e| WireError::new(ErrorKind::Internal, format!("agreed merge: {e}")))?
             .map_err(|e| engine_error(&e))?;
     }
     Ok(PeerResponse::Applied)
@@ -251,6 +321,36 @@ mod tests {
             accepted: None,
             committed: decided(committed, v),
         }
+    }
+
+    #[test]
+    fn a_window_ends_where_the_first_page_ends() {
+        let page = |states: &[&str], more: Option<&str>| {
+            let states = states
+                .iter()
+                .map(|p| (p.as_bytes().to_vec(), state(1, p)))
+                .collect();
+            (states, more.map(|m| m.as_bytes().to_vec()))
+        };
+        // Replica 0 paged up to "c", replica 1 up to "e": "d" and "e" wait
+        // for the next window, where replica 0's "d" comes too.
+        let pages = vec![
+            (0, page(&["a", "c"], Some("c"))),
+            (1, page(&["b", "c", "d", "e"], Some("e"))),
+            (2, page(&["a"], None)),
+        ];
+        let (held, end) = window(pages, None).unwrap();
+        assert_eq!(end, Some(b"c".to_vec()));
+        let keys: Vec<&[u8]> = held.keys().map(Vec::as_slice).collect();
+        assert_eq!(keys, [&b"a"[..], b"b", b"c"]);
+        assert_eq!(held[&b"c".to_vec()].len(), 2);
+        // Every page the last: one window of all.
+        let last = vec![(0, page(&["x"], None)), (1, page(&["y"], None))];
+        let (held, end) = window(last, Some(b"c")).unwrap();
+        assert_eq!((held.len(), end), (2, None));
+        // A page that does not move on is refused.
+        let stuck = vec![(0, page(&["c"], Some("c")))];
+        assert!(window(stuck, Some(b"c")).is_err());
     }
 
     #[test]

@@ -42,6 +42,8 @@ use crate::cluster::faults::Fault;
 const BACKOFF_MS: u64 = 2;
 /// The longest backoff, in ms.
 const BACKOFF_MAX_MS: u64 = 200;
+/// The longest backoff of a change that has proposed, in ms.
+const PROPOSED_BACKOFF_MAX_MS: u64 = 10;
 
 /// This node's proposer: its hybrid clock of ballots.
 #[derive(Default)]
@@ -74,9 +76,16 @@ impl Proposer {
     }
 
     /// The backoff before attempt `attempt` (from 2): random, up to a
-    /// bound that doubles per attempt.
-    fn backoff(&self, attempt: u32) -> Duration {
+    /// bound that doubles per attempt. A change that has `proposed` backs
+    /// off briefly (at most [`PROPOSED_BACKOFF_MAX_MS`]): it must read
+    /// whether its value took effect before `history::WINDOW` rounds of
+    /// other nodes go by, or its outcome is unknown.
+    fn backoff(&self, attempt: u32, proposed: bool) -> Duration {
         let bound = (BACKOFF_MS << attempt.min(16)).min(BACKOFF_MAX_MS);
+        let bound = match proposed {
+            true => bound.min(PROPOSED_BACKOFF_MAX_MS),
+            false => bound,
+        };
         let r = self.jitter.hash_one((attempt, std::time::Instant::now()));
         Duration::from_millis(r % bound + 1)
     }
@@ -189,7 +198,7 @@ impl Proposer {
         let mut answers: Vec<Result<R, WireError>> = Vec::new();
         for attempt in 1..=ATTEMPTS_MAX {
             if attempt > 1 {
-                tokio::time::sleep(self.backoff(attempt)).await;
+                tokio::time::sleep(self.backoff(attempt, !ours.is_empty())).await;
             }
             let ballot = self.next_ballot(ctx.engine().counter_id());
             let mut round = Round::new(ballot, &ctx.replicas(partition));

@@ -208,10 +208,11 @@ pub(crate) async fn sync(
         node: ctx.name(ctx.me()).to_string(),
         ..WireRepaired::default()
     };
-    let agreed = !ctx
+    let skip = ctx
         .faults()
-        .has(crate::cluster::faults::Fault::SkipAgreedHandoff)
-        && crate::cluster::agree::handoff::every_build_moves_it(ctx, groups.keys().flatten());
+        .has(crate::cluster::faults::Fault::SkipAgreedHandoff);
+    let agreed = !skip
+        && crate::cluster::agree::handoff::every_build_moves_it(ctx, groups.keys().flatten())?;
     for (replicas, ranges) in &groups {
         repair_group(ctx, replicas, ranges, None, None, &mut done).await?;
         if agreed {
