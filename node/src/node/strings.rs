@@ -24,8 +24,9 @@ impl Node {
 
     /// Sets the key's string to `value` with `deadline` (`None`: deletes
     /// it) if `condition` holds of the string before, agreed. A
-    /// change that could make a string is refused over a live counter, as
-    /// RESP's `SET` refuses it: a key holds one kind.
+    /// change that could make a string is refused over a live counter (as
+    /// the nearest replica holds it), as RESP's `SET` refuses it: a key
+    /// holds one kind.
     pub async fn swap_string(
         &self,
         key: Vec<u8>,
@@ -45,9 +46,7 @@ impl Node {
         );
         if value.is_some() && !needs_string {
             let counter = WireKey::new(&key, COLUMN);
-            let cell = self
-                .get_cell(&counter, tally_net::Consistency::Quorum)
-                .await?;
+            let cell = self.get_cell(&counter, tally_net::Consistency::One).await?;
             if cell.live(tally_engine::now_ms()) {
                 return Err(WireError::new(
                     ErrorKind::WrongType,

@@ -44,7 +44,7 @@ pub(crate) async fn execute(
                 }
                 // Not an integer, or a condition on a string's value: a
                 // string (refused until the cluster has enabled agreement).
-                _ => set_string(node, cl, &rest[0], o.string(&rest[1])).await,
+                _ => set_string(node, &rest[0], o.string(&rest[1])).await,
             },
             Err(e) => e,
         },
@@ -55,7 +55,7 @@ pub(crate) async fn execute(
             }
             Err(_) => {
                 let s = string(&rest[1], Ttl::Clear, Presence::Absent, false);
-                match set_string(node, cl, &rest[0], s).await {
+                match set_string(node, &rest[0], s).await {
                     Reply::Simple(_) => Reply::Int(1),
                     Reply::Bulk(None) => Reply::Int(0),
                     other => other,
@@ -70,7 +70,7 @@ pub(crate) async fn execute(
                 }
                 Err(_) => {
                     let s = string(&rest[2], ttl, Presence::Any, false);
-                    set_string(node, cl, &rest[0], s).await
+                    set_string(node, &rest[0], s).await
                 }
             },
             Err(e) => e,
@@ -82,7 +82,7 @@ pub(crate) async fn execute(
             }
             Err(_) => {
                 let s = string(&rest[1], Ttl::Clear, Presence::Any, true);
-                set_string(node, cl, &rest[0], s).await
+                set_string(node, &rest[0], s).await
             }
         },
         ("getdel", 1) => getdel(node, cl, &rest[0]).await,
@@ -313,19 +313,18 @@ pub(crate) fn getex_args(opts: &[Vec<u8>], now_ms: u64) -> Result<Option<u64>, R
 /// `SET key value ...` of a string (`value` is not an integer, or it has
 /// a condition on a string's value, or the level is `SERIAL`): refused
 /// over a live counter, else agreed (`registers`); answers as Redis does.
-async fn set_string(
-    node: &Arc<Node>,
-    cl: Consistency,
-    key: &[u8],
-    set: registers::SetString,
-) -> Reply {
+/// The counter is looked for at `ONE` (the nearest replica, this node
+/// where it is one), whatever the connection's level: the check is one
+/// of kind, not of value, and no read would see a counter another node
+/// is starting at the same moment (see `registers`).
+async fn set_string(node: &Arc<Node>, key: &[u8], set: registers::SetString) -> Reply {
     if set.value.len() > registers::STRING_BYTES_MAX {
         return Reply::err(format!(
             "ERR string exceeds maximum allowed size ({} bytes)",
             registers::STRING_BYTES_MAX
         ));
     }
-    match node.get_cell(&self::key(key, b""), cl).await {
+    match node.get_cell(&self::key(key, b""), Consistency::One).await {
         Ok(c) if c.live(now_ms()) => {
             return Reply::err(
                 "WRONGTYPE the key holds a counter; DEL it first to store a string there",
@@ -431,7 +430,7 @@ async fn mset(node: &Arc<Node>, cl: Consistency, rest: &[Vec<u8>]) -> Reply {
             }
             Err(_) => {
                 let s = string(&pair[1], Ttl::Clear, Presence::Any, false);
-                set_string(node, cl, &pair[0], s).await
+                set_string(node, &pair[0], s).await
             }
         };
         if reply.is_error() {
