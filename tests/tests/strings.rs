@@ -263,4 +263,21 @@ fn adds_to_a_string_count_in_it() {
     assert_eq!(c(2, &["DEL", "n"]), "1\n");
     assert_eq!(c(0, &["INCR", "n"]), "1\n");
     assert_eq!(c(1, &["INCR", "n"]), "2\n");
+
+    // An integer SET of a key that holds a string sets the string, as in
+    // Redis (through a node that has seen the string: here, each read it).
+    assert_eq!(c(0, &["SET", "s", "word"]), "OK\n");
+    for node in 0..3 {
+        assert_eq!(c(node, &["GET", "s"]), "word\n", "n{node}");
+    }
+    assert_eq!(c(0, &["SET", "s", "5"]), "OK\n");
+    // The string itself, no counter beside it (`tally get` reads the string).
+    assert_eq!(cluster.tally_ok(&["get", "s"]).unwrap(), "5\n");
+    assert_eq!(c(2, &["SET", "s", "6", "XX", "GET"]), "5\n");
+    assert_eq!(cluster.tally_ok(&["get", "s"]).unwrap(), "6\n");
+    assert_eq!(c(1, &["INCR", "s"]), "7\n");
+    assert_eq!(c(2, &["TYPE", "s"]), "string\n");
+    assert_eq!(c(0, &["DEL", "s"]), "1\n");
+    assert_eq!(c(1, &["SET", "s", "9"]), "OK\n");
+    assert_eq!(c(2, &["INCR", "s"]), "10\n");
 }

@@ -38,7 +38,7 @@ pub(crate) async fn execute(
     let now = now_ms();
     let reply = match (name, rest.len()) {
         ("set", n) if n >= 2 => match set_opts(&rest[2..], now) {
-            Ok(o) => match counter_arg(cl, &rest[1]) {
+            Ok(o) => match counter_arg(node, cl, &rest[0], &rest[1]) {
                 Ok(value) if o.compare.is_none() => {
                     set(node, cl, &rest[0], b"", o.counter(value)).await
                 }
@@ -48,7 +48,7 @@ pub(crate) async fn execute(
             },
             Err(e) => e,
         },
-        ("setnx", 2) => match counter_arg(cl, &rest[1]) {
+        ("setnx", 2) => match counter_arg(node, cl, &rest[0], &rest[1]) {
             Ok(value) => {
                 let change = set_change(value, Ttl::Clear, Presence::Absent);
                 applied(node.change(&key(&rest[0], b""), change, cl).await)
@@ -63,7 +63,7 @@ pub(crate) async fn execute(
             }
         },
         ("setex" | "psetex", 3) => match ttl_arg(name, &rest[1], now) {
-            Ok(ttl) => match counter_arg(cl, &rest[2]) {
+            Ok(ttl) => match counter_arg(node, cl, &rest[0], &rest[2]) {
                 Ok(v) => {
                     let change = set_change(v, ttl, Presence::Any);
                     set(node, cl, &rest[0], b"", SetArgs { change, get: false }).await
@@ -75,7 +75,7 @@ pub(crate) async fn execute(
             },
             Err(e) => e,
         },
-        ("getset", 2) => match counter_arg(cl, &rest[1]) {
+        ("getset", 2) => match counter_arg(node, cl, &rest[0], &rest[1]) {
             Ok(value) => {
                 let change = set_change(value, Ttl::Clear, Presence::Any);
                 set(node, cl, &rest[0], b"", SetArgs { change, get: true }).await
@@ -171,12 +171,14 @@ pub(crate) fn value_arg(a: &[u8]) -> Result<i64, Reply> {
         })
 }
 
-/// A `SET`-family value as a counter's: an integer, except at `SERIAL`,
-/// where every value is stored as a string (agreed: what a linearizable
-/// counter starts from).
-fn counter_arg(cl: Consistency, a: &[u8]) -> Result<i64, Reply> {
+/// A `SET`-family value of `key` as a counter's: an integer, except at
+/// `SERIAL`, where every value is stored as a string (agreed: what a
+/// linearizable counter starts from), and of a key this node saw hold a
+/// string, which the value replaces, as in Redis (`Node::holds_string_here`).
+fn counter_arg(node: &Node, cl: Consistency, key: &[u8], a: &[u8]) -> Result<i64, Reply> {
     match cl {
         Consistency::Serial => Err(Reply::NIL),
+        _ if node.holds_string_here(key) => Err(Reply::NIL),
         _ => value_arg(a),
     }
 }
