@@ -50,11 +50,21 @@ fn strings_are_agreed_through_any_node_and_survive_kills() {
     assert_eq!(cli(&cluster, 2, &["SET", "lock", "tok-2", "NX"]), "OK\n");
     assert_eq!(cli(&cluster, 0, &["GET", "lock"]), "tok-2\n");
 
-    // One kind per key: a counter is not overwritten by a string.
+    // One kind per key: NX keeps a counter, a compare finds no string.
     assert_eq!(cli(&cluster, 0, &["INCR", "hits"]), "1\n");
-    let refused = cli(&cluster, 1, &["SET", "hits", "many"]);
+    assert_eq!(cli(&cluster, 1, &["SET", "hits", "many", "NX"]), "\n");
+    let refused = cli(&cluster, 1, &["SET", "hits", "many", "IFEQ", "1"]);
     assert!(refused.starts_with("WRONGTYPE"), "{refused}");
     assert_eq!(cli(&cluster, 2, &["GET", "hits"]), "1\n");
+    // A SET replaces a counter, as Redis' SET replaces any value.
+    assert_eq!(
+        cli(&cluster, 1, &["SET", "hits", "many", "XX", "GET"]),
+        "1\n"
+    );
+    for node in 0..3 {
+        assert_eq!(cli(&cluster, node, &["GET", "hits"]), "many\n", "n{node}");
+    }
+    assert_eq!(cli(&cluster, 2, &["TYPE", "hits"]), "string\n");
 
     // A node down: a quorum still agrees, and the node learns on return.
     cluster.kill(2).unwrap();

@@ -313,34 +313,72 @@ pub(crate) fn getex_args(opts: &[Vec<u8>], now_ms: u64) -> Result<Option<u64>, R
 }
 
 /// `SET key value ...` of a string (`value` is not an integer, or it has
-/// a condition on a string's value, or the level is `SERIAL`): refused
-/// over a live counter, else agreed (`registers`); answers as Redis does.
-/// The counter is looked for at `ONE` (the nearest replica, this node
-/// where it is one), whatever the connection's level: the check is one
-/// of kind, not of value, and no read would see a counter another node
-/// is starting at the same moment (see `registers`).
-async fn set_string(node: &Arc<Node>, key: &[u8], set: registers::SetString) -> Reply {
+/// a condition on a string's value, or the level is `SERIAL`), agreed
+/// (`registers`); answers as Redis does. A live counter at the key is
+/// replaced, as Redis' `SET` replaces any value ([`over_counter`]). The
+/// counter is looked for at `ONE` (the nearest replica, this node where
+/// it is one), whatever the connection's level: the check is one of
+/// kind, and no read would see a counter another node is starting at the
+/// same moment (see `registers`).
+async fn set_string(node: &Arc<Node>, key: &[u8], mut set: registers::SetString) -> Reply {
     if set.value.len() > registers::STRING_BYTES_MAX {
         return Reply::err(format!(
             "ERR string exceeds maximum allowed size ({} bytes)",
             registers::STRING_BYTES_MAX
         ));
     }
-    match node.get_cell(&self::key(key, b""), Consistency::One).await {
-        Ok(c) if c.live(now_ms()) => {
-            return Reply::err(
-                "WRONGTYPE the key holds a counter; DEL it first to store a string there",
-            );
-        }
-        Ok(_) => {}
+    let counter = match node.get_cell(&self::key(key, b""), Consistency::One).await {
+        Ok(c) => crate::base::convert::live_value(&c, now_ms())
+            .ok()
+            .flatten(),
         Err(e) => return wire_err(&e),
+    };
+    if let Some(v) = counter {
+        if let Some(reply) = over_counter(node, key, &set, v).await {
+            return reply;
+        }
+        // The key existed (XX holds): the string takes the counter's place.
+        set.only = Presence::Any;
     }
     let get = set.get;
     match registers::set(node, key, set).await {
-        Ok(done) if get => done.before.map_or(Reply::NIL, Reply::bulk),
+        Ok(done) if get => match counter {
+            Some(v) => Reply::bulk(v.to_string()),
+            None => done.before.map_or(Reply::NIL, Reply::bulk),
+        },
         Ok(done) if done.applied => Reply::Simple("OK"),
         Ok(_) => Reply::NIL,
         Err(e) => wire_err(&e),
+    }
+}
+
+/// A string `SET` of a key that holds a live counter of value `v`: `NX`
+/// answers as Redis does (nil, or the value with `GET`) and changes
+/// nothing; a condition on a string's value (`IFEQ` and its kin) is
+/// refused, a counter having no string to compare; any other resets the
+/// counter (at `QUORUM`), and `None` says to go on and agree the string.
+/// Two steps, not one: an add between them starts a counter beside the
+/// string (the limit stated in `registers`).
+async fn over_counter(
+    node: &Arc<Node>,
+    key: &[u8],
+    set: &registers::SetString,
+    v: i64,
+) -> Option<Reply> {
+    if set.compare.is_some() {
+        return Some(Reply::err(
+            "WRONGTYPE the key holds a counter, which has no string to compare",
+        ));
+    }
+    if set.only == Presence::Absent {
+        return Some(match set.get {
+            true => Reply::bulk(v.to_string()),
+            false => Reply::NIL,
+        });
+    }
+    match node.reset(&self::key(key, b""), Consistency::Quorum).await {
+        Ok(()) => None,
+        Err(e) => Some(wire_err(&e)),
     }
 }
 
