@@ -7,7 +7,10 @@
 use tally_engine::cell::List;
 use tally_engine::ids::record::Applied;
 use tally_engine::{Cell, Key, LearnedTail, TailIds, TailOp};
-use tally_net::wire::{ErrorKind, WireCell, WireError, WireKey, WireLearned, WireTail, WireTailOp};
+use tally_net::ring::TokenRange;
+use tally_net::wire::{
+    ErrorKind, WireCell, WireError, WireKey, WireLearned, WireRange, WireTail, WireTailOp,
+};
 
 use super::refusal;
 
@@ -184,4 +187,26 @@ pub fn learned(l: &WireLearned) -> Result<LearnedTail, WireError> {
         cell(&l.cell),
         l.ops.iter().map(tail_op).collect::<Result<_, _>>()?,
     ))
+}
+
+/// Token ranges as a peer request carries them.
+pub(crate) fn wire_ranges(ranges: &[TokenRange]) -> Vec<WireRange> {
+    ranges
+        .iter()
+        .map(|r| WireRange {
+            start: r.start,
+            end: r.end,
+        })
+        .collect()
+}
+
+/// The token ranges a peer request carries (bounds checked by its caller).
+pub(crate) fn token_ranges(ranges: &[WireRange]) -> Vec<TokenRange> {
+    ranges
+        .iter()
+        .map(|r| TokenRange {
+            start: r.start,
+            end: r.end,
+        })
+        .collect()
 }

@@ -170,13 +170,7 @@ async fn ask(
         .await
         .map_err(|e| WireError::new(ErrorKind::Internal, format!("scan failed: {e}")))?;
     }
-    let ranges = ranges
-        .iter()
-        .map(|r| WireRange {
-            start: r.start,
-            end: r.end,
-        })
-        .collect();
+    let ranges = crate::base::convert::wire_ranges(&ranges);
     let req = PeerRequest::ScanKeys { scan, ranges };
     match ctx.transport().call(node, req, PAGE_TIMEOUT).await {
         Ok(PeerResponse::Keys(keys)) => Ok(keys),

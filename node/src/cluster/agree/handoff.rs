@@ -29,7 +29,7 @@ use tally_net::wire::{
 };
 use tracing::{info, warn};
 
-use crate::base::convert::engine_error;
+use crate::base::convert::{engine_error, token_ranges, wire_ranges};
 use crate::cluster::ctx::Ctx;
 use crate::cluster::features::AGREED_HANDOFF;
 
@@ -88,13 +88,7 @@ pub(crate) async fn sync(
     replicas: &[usize],
     ranges: &[TokenRange],
 ) -> Result<u64, WireError> {
-    let wire: Vec<WireRange> = ranges
-        .iter()
-        .map(|r| WireRange {
-            start: r.start,
-            end: r.end,
-        })
-        .collect();
+    let wire = wire_ranges(ranges);
     let (mut after, mut moved) = (None, 0);
     loop {
         let mut pages = Vec::with_capacity(replicas.len());
@@ -224,13 +218,7 @@ pub(crate) async fn page(
             "agreed states asked of no ranges, or of too many",
         ));
     }
-    let ranges: Vec<TokenRange> = ranges
-        .iter()
-        .map(|r| TokenRange {
-            start: r.start,
-            end: r.end,
-        })
-        .collect();
+    let ranges = token_ranges(&ranges);
     let ctx = ctx.clone();
     let scan = tokio::task::spawn_blocking(move || {
         let wanted = |p: &[u8]| {

@@ -235,13 +235,7 @@ async fn repair_group(
     done: &mut WireRepaired,
 ) -> Result<(), WireError> {
     let segments = slices_per_range(ranges.len());
-    let wire: Vec<WireRange> = ranges
-        .iter()
-        .map(|r| WireRange {
-            start: r.start,
-            end: r.end,
-        })
-        .collect();
+    let wire = crate::base::convert::wire_ranges(ranges);
     let total = wire.len() * segments as usize;
     let asked = replicas.iter().map(|&r| {
         let req = PeerRequest::RepairDigests {

@@ -83,13 +83,7 @@ fn check(ranges: &[WireRange], segments: u32) -> Result<Vec<TokenRange>, WireErr
     if segments == 0 || ranges.len() * segments as usize > REPAIR_SEGMENTS_MAX {
         return Err(invalid("too many slices"));
     }
-    Ok(ranges
-        .iter()
-        .map(|r| TokenRange {
-            start: r.start,
-            end: r.end,
-        })
-        .collect())
+    Ok(crate::base::convert::token_ranges(ranges))
 }
 
 /// The nice value of scan threads: the lowest priority (see the module docs).

@@ -32,13 +32,7 @@ pub(crate) fn check(scan: &WireScan, ranges: &[WireRange]) -> Result<Vec<TokenRa
         )));
     }
     Keyspace::check(&scan.prefix)?;
-    Ok(ranges
-        .iter()
-        .map(|r| TokenRange {
-            start: r.start,
-            end: r.end,
-        })
-        .collect())
+    Ok(crate::base::convert::token_ranges(ranges))
 }
 
 /// What a live cell makes of its partition, if it lists it at all. A
