@@ -291,3 +291,41 @@ fn adds_to_a_string_count_in_it() {
     assert_eq!(c(1, &["SET", "s", "9"]), "OK\n");
     assert_eq!(c(2, &["INCR", "s"]), "10\n");
 }
+
+#[test]
+fn incrbyfloat_adds_exactly_to_strings_and_counters() {
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    cluster.wait_agreement().unwrap();
+    let c = |node: usize, args: &[&str]| cli(&cluster, node, args);
+
+    // Redis' examples: a decimal string, exactly, through any node.
+    assert_eq!(c(0, &["SET", "f", "10.50", "PX", "60000"]), "OK\n");
+    assert_eq!(c(1, &["INCRBYFLOAT", "f", "0.1"]), "10.6\n");
+    assert_eq!(c(2, &["INCRBYFLOAT", "f", "-5"]), "5.6\n");
+    assert_eq!(c(0, &["INCRBYFLOAT", "f", "0.2"]), "5.8\n");
+    let pttl: i64 = c(1, &["PTTL", "f"]).trim().parse().unwrap();
+    assert!((50_000..=60_000).contains(&pttl), "the deadline stays: {pttl}");
+    assert_eq!(c(0, &["SET", "e", "5.0e3"]), "OK\n");
+    assert_eq!(c(1, &["INCRBYFLOAT", "e", "2.0e2"]), "5200\n");
+
+    // A whole increment of a counter is an add; a fraction makes it a
+    // string of its value plus the fraction.
+    assert_eq!(c(2, &["SET", "n", "17179869184"]), "OK\n");
+    assert_eq!(c(0, &["INCRBYFLOAT", "n", "17179869184"]), "34359738368\n");
+    assert_eq!(c(1, &["INCRBYFLOAT", "n", "1.5"]), "34359738369.5\n");
+    for node in 0..3 {
+        assert_eq!(c(node, &["GET", "n"]), "34359738369.5\n", "n{node}");
+    }
+    assert_eq!(c(2, &["TYPE", "n"]), "string\n");
+    assert_eq!(c(1, &["INCRBYFLOAT", "absent", "0.25"]), "0.25\n");
+
+    // Redis' errors.
+    assert_eq!(c(0, &["SET", "sp", " 11"]), "OK\n");
+    let float_err = c(1, &["INCRBYFLOAT", "sp", "1"]);
+    assert!(float_err.starts_with("ERR value is not a valid float\n"), "{float_err}");
+    let inf_err = c(2, &["INCRBYFLOAT", "f", "+inf"]);
+    assert!(inf_err.starts_with("ERR increment would produce NaN or Infinity\n"), "{inf_err}");
+    assert_eq!(c(0, &["RPUSH", "l", "a"]), "1\n");
+    assert!(c(1, &["INCRBYFLOAT", "l", "1.5"]).starts_with("WRONGTYPE"));
+    assert_eq!(c(2, &["GET", "f"]), "5.8\n");
+}

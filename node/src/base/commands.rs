@@ -190,6 +190,15 @@ pub(crate) const COMMANDS: &[Command] = &[
     )
     .runs(Counters, Write, Add),
     cmd(
+        "incrbyfloat",
+        3,
+        W,
+        ONE,
+        "string",
+        "Adds a decimal to a string, exactly (a whole one to a counter); answers the new value.",
+    )
+    .runs(Strings, Write, Keyed),
+    cmd(
         "get",
         2,
         R,

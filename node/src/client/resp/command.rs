@@ -105,8 +105,8 @@ impl Cmd {
 /// why: a client hears the reason rather than "unknown command".
 const UNSERVED: &[(&[&str], &str)] = &[
     (
-        &["incrbyfloat", "hincrbyfloat"],
-        "Tally counts integers (use INCRBY)",
+        &["hincrbyfloat"],
+        "a hash's fields are integer counters (use HINCRBY)",
     ),
     (
         &["smembers", "srem", "spop", "sscan", "pfmerge"],
@@ -203,15 +203,15 @@ mod tests {
             other => panic!("{other:?}"),
         };
         assert_eq!(
-            told("incrbyfloat a 1.5"),
-            "ERR INCRBYFLOAT is not supported: Tally counts integers (use INCRBY)"
+            told("hincrbyfloat h f 1.5"),
+            "ERR HINCRBYFLOAT is not supported: a hash's fields are integer counters (use HINCRBY)"
         );
         assert!(told("SMembers s").starts_with("ERR SMEMBERS is not supported: Tally's sets"));
         assert_eq!(
             told("NOPE a b"),
             "ERR unknown command 'NOPE', with args beginning with: 'a' 'b'"
         );
-        for line in ["INCRBYFLOAT a 1", "SREM s x", "PFMERGE a b"] {
+        for line in ["HINCRBYFLOAT h f 1", "SREM s x", "PFMERGE a b"] {
             assert_eq!(cmd(line).op, Op::Unknown, "{line}: not in the table");
         }
     }

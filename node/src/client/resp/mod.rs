@@ -56,6 +56,7 @@ mod counters;
 mod cursors;
 mod db;
 mod expiry;
+mod floats;
 mod generic;
 mod glob;
 mod group;

@@ -96,9 +96,10 @@ pub(crate) async fn execute(
         ("hsetnx", 3) => hset(node, cl, rest, Presence::Absent).await,
         ("rename", 2) => rename(node, cl, &rest[0], &rest[1], false).await,
         ("renamenx", 2) => rename(node, cl, &rest[0], &rest[1], true).await,
+        ("incrbyfloat", 2) => super::floats::incr_by_float(node, cl, &rest[0], &rest[1]).await,
         (
             "set" | "setnx" | "setex" | "psetex" | "getset" | "getdel" | "getex" | "mset" | "hset"
-            | "hsetnx" | "rename" | "renamenx",
+            | "hsetnx" | "rename" | "renamenx" | "incrbyfloat",
             _,
         ) => arity(name),
         _ => return None,
