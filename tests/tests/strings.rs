@@ -329,3 +329,51 @@ fn incrbyfloat_adds_exactly_to_strings_and_counters() {
     assert!(c(1, &["INCRBYFLOAT", "l", "1.5"]).starts_with("WRONGTYPE"));
     assert_eq!(c(2, &["GET", "f"]), "5.8\n");
 }
+
+#[test]
+fn rename_and_copy_move_strings_and_counters() {
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    cluster.wait_agreement().unwrap();
+    let c = |node: usize, args: &[&str]| cli(&cluster, node, args);
+
+    // A string moves with its deadline, through any node.
+    assert_eq!(c(0, &["SET", "a", "alpha", "PX", "60000"]), "OK\n");
+    assert_eq!(c(1, &["RENAME", "a", "b"]), "OK\n");
+    for node in 0..3 {
+        assert_eq!(c(node, &["GET", "b"]), "alpha\n", "n{node}");
+        assert_eq!(c(node, &["EXISTS", "a"]), "0\n", "n{node}");
+    }
+    let pttl: i64 = c(2, &["PTTL", "b"]).trim().parse().unwrap();
+    assert!((50_000..=60_000).contains(&pttl), "the deadline moves: {pttl}");
+    assert!(c(0, &["RENAME", "a", "b"]).starts_with("ERR no such key"));
+
+    // RENAMENX and COPY keep a destination that exists, of either kind.
+    assert_eq!(c(0, &["SET", "n", "7"]), "OK\n");
+    assert_eq!(c(1, &["RENAMENX", "b", "n"]), "0\n");
+    assert_eq!(c(2, &["COPY", "b", "n"]), "0\n");
+    assert_eq!(c(0, &["COPY", "n", "b"]), "0\n");
+    assert_eq!(c(1, &["GET", "b"]), "alpha\n");
+    assert_eq!(c(2, &["GET", "n"]), "7\n");
+
+    // COPY leaves the source; REPLACE writes over either kind.
+    assert_eq!(c(0, &["COPY", "b", "b2"]), "1\n");
+    assert_eq!(c(1, &["GET", "b2"]), "alpha\n");
+    assert_eq!(c(2, &["GET", "b"]), "alpha\n");
+    assert_eq!(c(0, &["COPY", "b", "n", "REPLACE"]), "1\n");
+    assert_eq!(c(1, &["GET", "n"]), "alpha\n");
+    assert_eq!(c(2, &["TYPE", "n"]), "string\n");
+    assert_eq!(c(0, &["SET", "m", "5"]), "OK\n");
+    assert_eq!(c(1, &["COPY", "m", "b2", "REPLACE"]), "1\n");
+    assert_eq!(c(2, &["GET", "b2"]), "5\n");
+    assert_eq!(c(0, &["INCR", "b2"]), "6\n");
+    assert_eq!(c(1, &["COPY", "nothing", "x"]), "0\n");
+    assert!(c(2, &["COPY", "b", "b"]).starts_with("ERR source and destination"));
+
+    // A counter renamed over a string: the string takes its value.
+    assert_eq!(c(0, &["RENAME", "m", "b"]), "OK\n");
+    assert_eq!(c(1, &["GET", "b"]), "5\n");
+    assert_eq!(c(2, &["EXISTS", "m"]), "0\n");
+    assert_eq!(c(0, &["RENAMENX", "b", "fresh"]), "1\n");
+    assert_eq!(c(1, &["GET", "fresh"]), "5\n");
+    assert_eq!(c(2, &["EXISTS", "b"]), "0\n");
+}

@@ -394,7 +394,16 @@ pub(crate) const COMMANDS: &[Command] = &[
         &["write"],
         (1, 2, 1),
         "generic",
-        "Moves a counter's value and deadline to another key (two steps, not atomic).",
+        "Moves a counter's or a string's value and deadline to another key (two steps, not atomic).",
+    )
+    .runs(Strings, Write, Keyed),
+    cmd(
+        "copy",
+        -3,
+        &["write", "denyoom"],
+        (1, 2, 1),
+        "generic",
+        "Copies a counter's or a string's value and deadline to another key; REPLACE.",
     )
     .runs(Strings, Write, Keyed),
     cmd(

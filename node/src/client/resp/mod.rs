@@ -52,6 +52,7 @@ mod admin;
 mod blocking;
 mod cas;
 mod command;
+mod copy;
 mod counters;
 mod cursors;
 mod db;

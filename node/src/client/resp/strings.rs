@@ -94,12 +94,13 @@ pub(crate) async fn execute(
         ("mset", n) if n >= 2 && n % 2 == 0 => mset(node, cl, rest).await,
         ("hset", n) if n >= 3 && n % 2 == 1 => hset(node, cl, rest, Presence::Any).await,
         ("hsetnx", 3) => hset(node, cl, rest, Presence::Absent).await,
-        ("rename", 2) => rename(node, cl, &rest[0], &rest[1], false).await,
-        ("renamenx", 2) => rename(node, cl, &rest[0], &rest[1], true).await,
+        ("rename", 2) => super::copy::rename(node, cl, &rest[0], &rest[1], false).await,
+        ("renamenx", 2) => super::copy::rename(node, cl, &rest[0], &rest[1], true).await,
+        ("copy", n) if n >= 2 => super::copy::copy(node, cl, rest).await,
         ("incrbyfloat", 2) => super::floats::incr_by_float(node, cl, &rest[0], &rest[1]).await,
         (
             "set" | "setnx" | "setex" | "psetex" | "getset" | "getdel" | "getex" | "mset" | "hset"
-            | "hsetnx" | "rename" | "renamenx" | "incrbyfloat",
+            | "hsetnx" | "rename" | "renamenx" | "incrbyfloat" | "copy",
             _,
         ) => arity(name),
         _ => return None,
@@ -111,7 +112,7 @@ fn key(partition: &[u8], column: &[u8]) -> WireKey {
     WireKey::new(partition, column)
 }
 
-fn set_change(value: i64, ttl: Ttl, only: Presence) -> Change {
+pub(super) fn set_change(value: i64, ttl: Ttl, only: Presence) -> Change {
     Change::Set { value, ttl, only }
 }
 
@@ -321,7 +322,11 @@ pub(crate) fn getex_args(opts: &[Vec<u8>], now_ms: u64) -> Result<Option<u64>, R
 /// it is one), whatever the connection's level: the check is one of
 /// kind, and no read would see a counter another node is starting at the
 /// same moment (see `registers`).
-async fn set_string(node: &Arc<Node>, key: &[u8], mut set: registers::SetString) -> Reply {
+pub(super) async fn set_string(
+    node: &Arc<Node>,
+    key: &[u8],
+    mut set: registers::SetString,
+) -> Reply {
     if set.value.len() > registers::STRING_BYTES_MAX {
         return Reply::err(format!(
             "ERR string exceeds maximum allowed size ({} bytes)",
@@ -403,49 +408,6 @@ async fn set(
             .map_or(Reply::NIL, |v| Reply::bulk(v.to_string())),
         Ok(done) if done.applied => Reply::Simple("OK"),
         Ok(_) => Reply::NIL,
-        Err(e) => wire_err(&e),
-    }
-}
-
-/// `RENAME src dst` (`nx`: `RENAMENX`) of a counter: `dst` is set to its
-/// value and deadline, then `src` is deleted; two changes one after the
-/// other, not one atomic step as in Redis.
-async fn rename(node: &Arc<Node>, cl: Consistency, src: &[u8], dst: &[u8], nx: bool) -> Reply {
-    let cell = match node.get_cell(&key(src, b""), cl).await {
-        Ok(c) if c.live(now_ms()) => c,
-        Ok(_) => return Reply::err("ERR no such key"),
-        Err(e) => return wire_err(&e),
-    };
-    if cell.is_list() {
-        return Reply::err("ERR RENAME of a list is not supported");
-    }
-    let value = match cell.value() {
-        Ok(v) => v,
-        Err(_) => return Reply::err("ERR the counter's value overflows 64 bits"),
-    };
-    if src == dst {
-        return if nx {
-            Reply::Int(0)
-        } else {
-            Reply::Simple("OK")
-        };
-    }
-    let ttl = match super::expiry::deadline_of(&cell) {
-        super::expiry::Deadline::At(at) => Ttl::At(at),
-        _ => Ttl::Clear,
-    };
-    let only = if nx { Presence::Absent } else { Presence::Any };
-    match node
-        .change(&key(dst, b""), set_change(value, ttl, only), cl)
-        .await
-    {
-        Ok(done) if !done.applied => return Reply::Int(0),
-        Ok(_) => {}
-        Err(e) => return wire_err(&e),
-    }
-    match node.change(&key(src, b""), Change::Delete, cl).await {
-        Ok(_) if nx => Reply::Int(1),
-        Ok(_) => Reply::Simple("OK"),
         Err(e) => wire_err(&e),
     }
 }

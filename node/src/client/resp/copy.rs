@@ -1,0 +1,176 @@
+//! `RENAME`, `RENAMENX` and `COPY` of a counter or a string: the value and
+//! its deadline are written to the destination, then (for a rename) the
+//! source is deleted. Two keys are two partitions, so these are two
+//! changes one after the other, not one atomic step as in Redis: a crash
+//! between them leaves both keys, never neither. A string moves through
+//! agreement; its source is deleted only if it still holds what was
+//! copied, so a change made meanwhile is kept. A counter written where a
+//! string is becomes that string (as an integer `SET` does); a string
+//! written over a counter replaces it (as a string `SET` does). A list is
+//! refused.
+
+use std::sync::Arc;
+
+use tally_engine::now_ms;
+use tally_net::wire::{Change, Consistency, Presence, Register, Ttl, WireKey};
+
+use super::counters::wire_err;
+use super::proto::Reply;
+use super::registers::{self, COLUMN, remove_string};
+use super::strings::{set_change, set_string, string};
+use crate::node::Node;
+
+/// What a key holds that can be copied.
+enum Value {
+    /// A counter's value and deadline.
+    Counter(i64, Ttl),
+    /// A string and its deadline.
+    String(Register),
+}
+
+/// `RENAME src dst`, or `RENAMENX` (`nx`).
+pub(crate) async fn rename(
+    node: &Arc<Node>,
+    cl: Consistency,
+    src: &[u8],
+    dst: &[u8],
+    nx: bool,
+) -> Reply {
+    let value = match source(node, cl, src, "RENAME").await {
+        Ok(Some(v)) => v,
+        Ok(None) => return Reply::err("ERR no such key"),
+        Err(e) => return e,
+    };
+    let done = |moved: bool| match nx {
+        true => Reply::Int(i64::from(moved)),
+        false => Reply::Simple("OK"),
+    };
+    if src == dst {
+        return done(false);
+    }
+    match place(node, cl, dst, &value, nx).await {
+        Ok(true) => {}
+        Ok(false) => return done(false),
+        Err(e) => return e,
+    }
+    let deleted = match value {
+        Value::Counter(..) => node
+            .change(&WireKey::new(src, b""), Change::Delete, cl)
+            .await
+            .map(|_| ()),
+        Value::String(copied) => node
+            .agree(src, move |registers, now| {
+                let same = registers.get(COLUMN, now) == Some(&copied);
+                Ok(match same {
+                    true => (remove_string(registers).0, ()),
+                    false => (registers.clone(), ()),
+                })
+            })
+            .await,
+    };
+    match deleted {
+        Ok(()) => done(true),
+        Err(e) => wire_err(&e),
+    }
+}
+
+/// `COPY src dst [REPLACE]`: 1 if copied, 0 if `src` holds nothing or
+/// `dst` holds something (without `REPLACE`).
+pub(crate) async fn copy(node: &Arc<Node>, cl: Consistency, rest: &[Vec<u8>]) -> Reply {
+    let mut replace = false;
+    for opt in &rest[2..] {
+        match opt.to_ascii_uppercase().as_slice() {
+            b"REPLACE" => replace = true,
+            b"DB" => return Reply::err("ERR COPY to another database is not supported"),
+            _ => return Reply::err("ERR syntax error"),
+        }
+    }
+    let (src, dst) = (&rest[0], &rest[1]);
+    if src == dst {
+        return Reply::err("ERR source and destination objects are the same");
+    }
+    let value = match source(node, cl, src, "COPY").await {
+        Ok(Some(v)) => v,
+        Ok(None) => return Reply::Int(0),
+        Err(e) => return e,
+    };
+    match place(node, cl, dst, &value, !replace).await {
+        Ok(copied) => Reply::Int(i64::from(copied)),
+        Err(e) => e,
+    }
+}
+
+/// What `key` holds: its live counter (read at `cl`), else its string
+/// (agreed); a list is refused.
+async fn source(
+    node: &Arc<Node>,
+    cl: Consistency,
+    key: &[u8],
+    what: &str,
+) -> Result<Option<Value>, Reply> {
+    let cell = node
+        .get_cell(&WireKey::new(key, b""), cl)
+        .await
+        .map_err(|e| wire_err(&e))?;
+    if cell.live(now_ms()) {
+        if cell.is_list() {
+            return Err(Reply::err(format!("ERR {what} of a list is not supported")));
+        }
+        let value = cell
+            .value()
+            .map_err(|_| Reply::err("ERR the counter's value overflows 64 bits"))?;
+        let ttl = match super::expiry::deadline_of(&cell) {
+            super::expiry::Deadline::At(at) => Ttl::At(at),
+            _ => Ttl::Clear,
+        };
+        return Ok(Some(Value::Counter(value, ttl)));
+    }
+    let string = registers::get_with_deadline(node, key)
+        .await
+        .map_err(|e| wire_err(&e))?;
+    Ok(string.map(Value::String))
+}
+
+/// Writes `value` to `dst` (only where it holds nothing, with
+/// `only_absent`): whether it did.
+async fn place(
+    node: &Arc<Node>,
+    cl: Consistency,
+    dst: &[u8],
+    value: &Value,
+    only_absent: bool,
+) -> Result<bool, Reply> {
+    let only = match only_absent {
+        true => Presence::Absent,
+        false => Presence::Any,
+    };
+    let (value, ttl) = match value {
+        Value::String(r) => (r.value.clone(), ttl_of(r)),
+        Value::Counter(v, ttl) => {
+            // A counter goes as a string where `dst` holds a string.
+            let held = registers::get(node, dst).await.map_err(|e| wire_err(&e))?;
+            if held.is_none() {
+                let change = set_change(*v, *ttl, only);
+                let done = node
+                    .change(&WireKey::new(dst, b""), change, cl)
+                    .await
+                    .map_err(|e| wire_err(&e))?;
+                return Ok(done.applied);
+            }
+            (v.to_string().into_bytes(), *ttl)
+        }
+    };
+    match set_string(node, dst, string(&value, ttl, only, false)).await {
+        Reply::Simple(_) => Ok(true),
+        Reply::Bulk(None) => Ok(false),
+        e => Err(e),
+    }
+}
+
+/// A string's deadline, as a `SET` gives it.
+fn ttl_of(r: &Register) -> Ttl {
+    match r.at_ms {
+        0 => Ttl::Clear,
+        at => Ttl::At(at),
+    }
+}
