@@ -18,7 +18,10 @@
 //! still finish that value), unless a later attempt read it decided or
 //! superseded.
 
+use std::future::Future;
 use std::hash::{BuildHasher, RandomState};
+use std::pin::Pin;
+use std::task::Poll;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,8 +30,9 @@ use tally_engine::now_ms;
 use tally_net::wire::{
     Accepted, Ballot, ErrorKind, PeerRequest, PeerResponse, Promise, Registers, WireError,
 };
+use tally_net::encoded::Encoded;
+use tally_net::peer::Answers;
 use tokio::sync::oneshot;
-use tokio::task::JoinSet;
 use tracing::debug;
 
 use super::history::Rounds;
@@ -56,10 +60,6 @@ pub(crate) struct Proposer {
     /// What this node last saw each partition hold.
     hints: Hints,
 }
-
-/// One participant's answer: `None` when it could not be asked or its
-/// answer did not come.
-type Reply = (usize, Option<PeerResponse>);
 
 impl Proposer {
     /// A ballot of this node (`proposer`, its counter_id) later than every
@@ -312,46 +312,68 @@ async fn settled(ctx: &Arc<Ctx>, partition: &[u8]) -> Result<Option<Registers>, 
 
 /// Sends `req` (a prepare or a proposal) to every participant of `round`,
 /// this node's engine included, and feeds their answers to the round until
-/// it has a verdict or the write timeout passes.
+/// it has a verdict or the write timeout passes. The request is encoded
+/// once for every peer, and the answers are awaited here, in this task:
+/// an agreement round is on the path of every agreed change, and a task
+/// per participant cost more than the waiting.
 async fn ask(ctx: &Arc<Ctx>, round: &mut Round, req: PeerRequest) -> Verdict {
-    // Dropped with the round's verdict: answers after it are not needed.
-    let mut pending: JoinSet<Reply> = JoinSet::new();
+    let encoded = Encoded::new(std::slice::from_ref(&req));
+    let mut remotes: Vec<(usize, Answers)> = Vec::new();
+    let mut here = false;
     for r in round.participants() {
         if r == ctx.me() {
-            let (ctx, req) = (ctx.clone(), req.clone());
-            pending.spawn(async move {
-                let answer = super::serve(&ctx, req).await;
-                (
-                    r,
-                    answer
-                        .inspect_err(|e| debug!(error = %e, "agreement here"))
-                        .ok(),
-                )
-            });
+            here = true;
         } else if !ctx.is_up(r) {
             round.on_failed(r);
         } else {
-            match ctx.transport().submit(r, vec![req.clone()]) {
-                Ok(rx) => {
-                    pending.spawn(async move {
-                        let answer = rx.await.ok().and_then(Result::ok).and_then(|mut a| a.pop());
-                        (r, answer)
-                    });
-                }
+            match ctx.transport().submit_encoded(r, encoded.clone()) {
+                Ok(rx) => remotes.push((r, rx)),
                 Err(_) => round.on_failed(r),
             }
         }
     }
+    // Dropped with the round's verdict: answers after it are not needed.
+    let me = ctx.me();
+    let mut local = std::pin::pin!(async move {
+        match here {
+            true => super::serve(ctx, req)
+                .await
+                .inspect_err(|e| debug!(error = %e, "agreement here"))
+                .ok(),
+            false => std::future::pending().await,
+        }
+    });
+    let mut local_done = !here;
     let deadline = tokio::time::sleep(ctx.write_timeout());
     tokio::pin!(deadline);
     while round.verdict().is_none() {
-        tokio::select! {
-            next = pending.join_next() => match next {
-                Some(Ok((r, answer))) => feed(round, r, answer),
-                Some(Err(_)) => {}
-                None => round.on_timeout(),
-            },
-            () = &mut deadline => round.on_timeout(),
+        if local_done && remotes.is_empty() {
+            round.on_timeout();
+            break;
+        }
+        let next = std::future::poll_fn(|cx| {
+            if !local_done
+                && let Poll::Ready(answer) = local.as_mut().poll(cx)
+            {
+                local_done = true;
+                return Poll::Ready(Some((me, answer)));
+            }
+            for i in 0..remotes.len() {
+                if let Poll::Ready(a) = Pin::new(&mut remotes[i].1).poll(cx) {
+                    let (r, _) = remotes.swap_remove(i);
+                    let answer = a.ok().and_then(Result::ok).and_then(|mut a| a.pop());
+                    return Poll::Ready(Some((r, answer)));
+                }
+            }
+            match deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+        .await;
+        match next {
+            Some((r, answer)) => feed(round, r, answer),
+            None => round.on_timeout(),
         }
     }
     round.verdict().cloned().unwrap_or(Verdict::Unavailable {
