@@ -47,6 +47,22 @@ impl Engine {
         .await
     }
 
+    /// [`Engine::commit`], without waiting until it is durable: it goes
+    /// with the next group commit. What a proposer tells its own node: a
+    /// commit need not survive a crash (the next prepare finishes a value
+    /// accepted and not known committed), and nobody waits for it.
+    pub fn commit_unwaited(&self, partition: &[u8], decided: Accepted) -> Result<()> {
+        let ((), logged) = self.agree_logged(partition, |a| {
+            let before = a.committed.ballot;
+            a.commit(decided);
+            (a.committed.ballot != before, ())
+        })?;
+        if let Some(logged) = logged {
+            self.let_go(logged);
+        }
+        Ok(())
+    }
+
     /// Merges another replica's Paxos state of `partition` into this
     /// node's, each part the later (`Acceptor::merge`), durable here once
     /// it returns; whether it changed. How agreed state moves with a
@@ -132,9 +148,23 @@ impl Engine {
         partition: &[u8],
         rule: impl FnOnce(&mut Acceptor) -> (bool, T),
     ) -> Result<T> {
+        let (answer, logged) = self.agree_logged(partition, rule)?;
+        if let Some(logged) = logged {
+            self.durable(logged).await?;
+        }
+        Ok(answer)
+    }
+
+    /// [`Engine::agree_with`]'s rule and record, without the wait: the
+    /// answer, and the record to wait for if the rule logged one.
+    fn agree_logged<T>(
+        &self,
+        partition: &[u8],
+        rule: impl FnOnce(&mut Acceptor) -> (bool, T),
+    ) -> Result<(T, Option<super::logged::Logged>)> {
         self.check_writable()?;
         let key: Key = unique::count_key(partition)?;
-        let (answer, logged) = self.cache.with_cell(&key, |cached, v| {
+        self.cache.with_cell(&key, |cached, v| {
             let (log, answer) = rule(cached.cell.agreed_mut());
             if cached.cell.agreed().is_some_and(|a| holds_string(a, 0)) {
                 self.strings.saw(key.partition_hash());
@@ -145,11 +175,7 @@ impl Engine {
             cached.mark_written(&key, v);
             let logged = self.log_cell(&key, &cached.cell, v)?;
             Ok((answer, Some(logged)))
-        })??;
-        if let Some(logged) = logged {
-            self.durable(logged).await?;
-        }
-        Ok(answer)
+        })?
     }
 }
 

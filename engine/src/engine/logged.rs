@@ -41,7 +41,19 @@ impl Engine {
     /// Waits until a record [`Engine::log_cell`] made is durable (called
     /// once the cell lock is released).
     pub(super) async fn durable(&self, logged: Logged) -> Result<()> {
-        let rx = match logged {
+        let rx = self.written(logged);
+        rx.await.map_err(|_| Error::Closed)?
+    }
+
+    /// Sees a record [`Engine::log_cell`] made written with the next group
+    /// commit, without waiting for it.
+    pub(super) fn let_go(&self, logged: Logged) {
+        drop(self.written(logged));
+    }
+
+    /// The waiter of a record's group commit, which is due to be written.
+    fn written(&self, logged: Logged) -> oneshot::Receiver<Result<()>> {
+        match logged {
             Logged::Outbox { full } => {
                 if full {
                     self.work.flush();
@@ -49,7 +61,6 @@ impl Engine {
                 self.commit.ack_now()
             }
             Logged::Sealer(rx) => rx,
-        };
-        rx.await.map_err(|_| Error::Closed)?
+        }
     }
 }

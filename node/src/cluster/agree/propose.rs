@@ -420,21 +420,19 @@ fn commit_to(ctx: &Arc<Ctx>, partition: &[u8], decided: &Accepted, to: &[usize])
     if to.is_empty() || decided.ballot == Ballot::ZERO {
         return;
     }
-    let req = PeerRequest::Commit {
+    let req = Encoded::new(&[PeerRequest::Commit {
         partition: partition.to_vec(),
         decided: decided.clone(),
-    };
+    }]);
+    // Not waited for, here or there: the next prepare finishes a lost
+    // commit.
     for &r in to {
         if r == ctx.me() {
-            let (ctx, partition, decided) = (ctx.clone(), partition.to_vec(), decided.clone());
-            tokio::spawn(async move {
-                if let Err(e) = ctx.engine().commit(&partition, decided).await {
-                    debug!(error = %engine_error(&e), "commit here failed");
-                }
-            });
+            if let Err(e) = ctx.engine().commit_unwaited(partition, decided.clone()) {
+                debug!(error = %engine_error(&e), "commit here failed");
+            }
         } else if ctx.is_up(r) {
-            // Not waited for: the next prepare finishes a lost commit.
-            let _ = ctx.transport().submit(r, vec![req.clone()]);
+            let _ = ctx.transport().submit_encoded(r, req.clone());
         }
     }
 }
