@@ -197,20 +197,21 @@ impl Node {
         enabled_by_all_up(&self.ctx, &self.features, AGREEMENT)
     }
 
-    /// Whether `partition` holds a live string as far as this node saw:
-    /// its cached Paxos state (`Engine::holds_string_cached`) or its own
-    /// last round shows one. A hint, cheap for nearly every counter (a
-    /// partition no round here saw hold a string answers at once): what
-    /// makes an integer `SET` of a key that holds a string set the string,
-    /// as Redis does, rather than start a counter beside it.
-    pub(crate) fn holds_string_here(&self, partition: &[u8]) -> bool {
+    /// Whether `partition` holds a live string in `column` (the key's own,
+    /// empty, or a hash's field) as far as this node saw: its cached Paxos
+    /// state (`Engine::holds_string_cached`) or its own last round shows
+    /// one. A hint, cheap for nearly every counter (a partition no round
+    /// here saw hold a string answers at once): what makes an integer
+    /// `SET` (or `HSET`) of a string set the string, as Redis does, rather
+    /// than start a counter beside it.
+    pub(crate) fn holds_string_here(&self, partition: &[u8], column: &[u8]) -> bool {
         let now = tally_engine::now_ms();
-        let cached = tally_engine::Key::new(partition, b"")
+        let cached = tally_engine::Key::new(partition, column)
             .is_ok_and(|k| self.ctx.engine().holds_string_cached(&k, now));
         cached
             || self
                 .last_seen_registers(partition)
-                .is_some_and(|r| r.get(b"", now).is_some())
+                .is_some_and(|r| r.get(column, now).is_some())
     }
 
     /// What this node last saw `partition`'s registers hold: a hint, not

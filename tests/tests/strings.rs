@@ -377,3 +377,64 @@ fn rename_and_copy_move_strings_and_counters() {
     assert_eq!(c(1, &["GET", "fresh"]), "5\n");
     assert_eq!(c(2, &["EXISTS", "b"]), "0\n");
 }
+
+#[test]
+fn hashes_hold_string_fields_beside_counters() {
+    let cluster = Cluster::start(ClusterOptions::default()).unwrap();
+    cluster.wait_agreement().unwrap();
+    let c = |node: usize, args: &[&str]| cli(&cluster, node, args);
+
+    // Strings and counters in one hash, through any node.
+    assert_eq!(c(0, &["HSET", "u", "name", "alice", "visits", "3"]), "2\n");
+    assert_eq!(c(1, &["HINCRBY", "u", "visits", "2"]), "5\n");
+    assert_eq!(c(2, &["HSETNX", "u", "name", "bob"]), "0\n");
+    assert_eq!(c(0, &["HSETNX", "u", "city", "Oslo"]), "1\n");
+    for node in 0..3 {
+        assert_eq!(c(node, &["HGET", "u", "name"]), "alice\n", "n{node}");
+        assert_eq!(
+            c(node, &["HGETALL", "u"]),
+            "city\nOslo\nname\nalice\nvisits\n5\n",
+            "n{node}"
+        );
+    }
+    assert_eq!(c(1, &["HMGET", "u", "name", "nope", "visits"]), "alice\n\n5\n");
+    assert_eq!(c(2, &["HKEYS", "u"]), "city\nname\nvisits\n");
+    assert_eq!(c(0, &["HVALS", "u"]), "Oslo\nalice\n5\n");
+    assert_eq!(c(1, &["HLEN", "u"]), "3\n");
+    assert_eq!(c(2, &["HEXISTS", "u", "name"]), "1\n");
+    assert_eq!(c(0, &["HEXISTS", "u", "nope"]), "0\n");
+    assert_eq!(c(1, &["HSTRLEN", "u", "name"]), "5\n");
+    assert_eq!(c(2, &["HSTRLEN", "u", "visits"]), "1\n");
+    let one = c(0, &["HRANDFIELD", "u"]);
+    assert!(["city\n", "name\n", "visits\n"].contains(&one.as_str()), "{one}");
+    assert_eq!(c(1, &["HRANDFIELD", "u", "-5"]).lines().count(), 5);
+    assert_eq!(c(2, &["HRANDFIELD", "u", "9", "WITHVALUES"]).lines().count(), 6);
+    assert_eq!(c(0, &["HSCAN", "u", "0", "MATCH", "n*"]), "0\nname\nalice\n");
+    assert_eq!(c(1, &["TYPE", "u"]), "hash\n");
+
+    // A field holds one kind: a string replaces a counter, an integer
+    // sets a string field, HINCRBY counts in a string of an integer.
+    assert_eq!(c(2, &["HSET", "u", "visits", "many"]), "0\n");
+    assert_eq!(c(0, &["HGET", "u", "visits"]), "many\n");
+    assert_eq!(c(1, &["HSET", "u", "age", "x40"]), "1\n");
+    assert_eq!(c(1, &["HSET", "u", "age", "40"]), "0\n");
+    assert_eq!(c(2, &["HINCRBY", "u", "age", "1"]), "41\n");
+    assert_eq!(c(0, &["HINCRBYFLOAT", "u", "age", "0.5"]), "41.5\n");
+    assert!(c(1, &["HINCRBY", "u", "name", "1"]).starts_with("ERR value is not an integer"));
+    assert_eq!(c(2, &["HLEN", "u"]), "4\n");
+
+    // HDEL takes either kind; DEL takes the whole hash.
+    assert_eq!(c(0, &["HINCRBY", "u", "n", "1"]), "1\n");
+    assert_eq!(c(1, &["HDEL", "u", "name", "n", "nope"]), "2\n");
+    assert_eq!(c(2, &["HKEYS", "u"]), "age\ncity\nvisits\n");
+    assert_eq!(c(0, &["DEL", "u"]), "1\n");
+    for node in 0..3 {
+        assert_eq!(c(node, &["HGETALL", "u"]), "\n", "n{node}");
+        assert_eq!(c(node, &["EXISTS", "u"]), "0\n", "n{node}");
+    }
+    // A field name past the column limit gets a clear error, of either kind.
+    let long = "f".repeat(300);
+    assert!(c(1, &["HSET", "u", &long, "v"]).starts_with("ERR"));
+    assert!(c(2, &["HSET", "u", &long, "1"]).starts_with("ERR"));
+    assert_eq!(c(0, &["EXISTS", "u"]), "0\n");
+}

@@ -117,13 +117,13 @@ impl Engine {
     }
 
     /// Whether this node's Paxos state of `key`'s partition holds a string
-    /// (a register of the empty column) live at `now_ms`, committed or
-    /// accepted, as far as the cell cache shows (no disk is read: a state
-    /// not cached answers false). The add path's cheap check that a
-    /// counter is not started beside a string: an agreed key in use has
-    /// its state cached on every replica, each round touching it. A
-    /// partition no round here saw hold a string answers at once
-    /// ([`StringFilter`]).
+    /// in `key`'s column (a key's string: the empty column; a hash's
+    /// string field: the field's) live at `now_ms`, committed or accepted,
+    /// as far as the cell cache shows (no disk is read: a state not cached
+    /// answers false). The add path's cheap check that a counter is not
+    /// started beside a string: an agreed key in use has its state cached
+    /// on every replica, each round touching it. A partition no round here
+    /// saw hold a string answers at once ([`StringFilter`]).
     pub fn holds_string_cached(&self, key: &Key, now_ms: u64) -> bool {
         if !self.strings.may_hold(key.partition_hash()) {
             return false;
@@ -133,7 +133,8 @@ impl Engine {
         };
         self.cache
             .peek(&count, |cell| {
-                cell.agreed().is_some_and(|a| holds_string(a, now_ms))
+                cell.agreed()
+                    .is_some_and(|a| holds_string(a, key.column(), now_ms))
             })
             .unwrap_or(false)
     }
@@ -166,7 +167,7 @@ impl Engine {
         let key: Key = unique::count_key(partition)?;
         self.cache.with_cell(&key, |cached, v| {
             let (log, answer) = rule(cached.cell.agreed_mut());
-            if cached.cell.agreed().is_some_and(|a| holds_string(a, 0)) {
+            if cached.cell.agreed().is_some_and(|a| holds_any_string(a)) {
                 self.strings.saw(key.partition_hash());
             }
             if !log {
@@ -188,11 +189,18 @@ pub struct AgreedPage {
     pub more: Option<Vec<u8>>,
 }
 
-/// Whether `a` holds a string live at `now_ms` (0: ever), committed or
+/// Whether `a` holds a string in `column` live at `now_ms`, committed or
 /// accepted.
-fn holds_string(a: &Acceptor, now_ms: u64) -> bool {
-    let live = |x: &Accepted| x.value.get(b"", now_ms).is_some();
+fn holds_string(a: &Acceptor, column: &[u8], now_ms: u64) -> bool {
+    let live = |x: &Accepted| x.value.get(column, now_ms).is_some();
     live(&a.committed) || a.accepted.as_ref().is_some_and(live)
+}
+
+/// Whether `a` holds a client's register (a string, or a hash's string
+/// field) in any column, committed or accepted, expired or not.
+fn holds_any_string(a: &Acceptor) -> bool {
+    let any = |x: &Accepted| x.value.0.iter().any(|r| !crate::key::is_reserved(&r.column));
+    any(&a.committed) || a.accepted.as_ref().is_some_and(any)
 }
 
 /// Bits of partition hashes a round here saw hold a string, never

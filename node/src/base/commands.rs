@@ -70,7 +70,7 @@ pub(crate) enum Handler {
     Counters,
     /// `generic`: keys of every kind.
     Generic,
-    /// `strings`: sets of counters and columns, renames.
+    /// `strings`: sets of counters, and strings.
     Strings,
     /// `expiry`: deadlines.
     Expiry,
@@ -82,6 +82,10 @@ pub(crate) enum Handler {
     Blocking,
     /// `sets`: unique counters.
     Sets,
+    /// `hashes`: a partition's fields, counters and strings.
+    Hashes,
+    /// `copy`: renames and copies of counters and strings.
+    Copy,
     /// `tally`: adds with operation ids.
     Tally,
     /// `lists`.
@@ -396,7 +400,7 @@ pub(crate) const COMMANDS: &[Command] = &[
         "generic",
         "Moves a counter's or a string's value and deadline to another key (two steps, not atomic).",
     )
-    .runs(Strings, Write, Keyed),
+    .runs(Copy, Write, Keyed),
     cmd(
         "copy",
         -3,
@@ -405,7 +409,7 @@ pub(crate) const COMMANDS: &[Command] = &[
         "generic",
         "Copies a counter's or a string's value and deadline to another key; REPLACE.",
     )
-    .runs(Strings, Write, Keyed),
+    .runs(Copy, Write, Keyed),
     cmd(
         "renamenx",
         3,
@@ -414,7 +418,7 @@ pub(crate) const COMMANDS: &[Command] = &[
         "generic",
         "RENAME, if the new key does not exist.",
     )
-    .runs(Strings, Write, Keyed),
+    .runs(Copy, Write, Keyed),
     cmd(
         "expire",
         -3,
@@ -494,18 +498,18 @@ pub(crate) const COMMANDS: &[Command] = &[
         &["write", "denyoom", "fast"],
         ONE,
         "hash",
-        "Sets columns of a partition to integers; answers how many were new.",
+        "Sets fields of a hash (integers as counters); answers how many were new.",
     )
-    .runs(Strings, Write, Keyed),
+    .runs(Hashes, Write, Keyed),
     cmd(
         "hsetnx",
         4,
         W,
         ONE,
         "hash",
-        "Sets a column that does not exist.",
+        "Sets a field of a hash that does not exist.",
     )
-    .runs(Strings, Write, Keyed),
+    .runs(Hashes, Write, Keyed),
     cmd(
         "hincrby",
         4,
@@ -522,10 +526,34 @@ pub(crate) const COMMANDS: &[Command] = &[
         &["readonly"],
         ONE,
         "hash",
-        "Reads every column of a partition.",
+        "Reads every field of a hash.",
     )
-    .runs(Counters, Read, Keyed),
-    cmd("hdel", -3, W, ONE, "hash", "Resets columns of a partition.").runs(Counters, Write, Keyed),
+    .runs(Hashes, Read, Keyed),
+    cmd("hdel", -3, W, ONE, "hash", "Deletes fields of a hash.").runs(Hashes, Write, Keyed),
+    cmd("hmget", -3, R, ONE, "hash", "Reads fields of a hash.").runs(Hashes, Read, Keyed),
+    cmd(
+        "hincrbyfloat",
+        4,
+        W,
+        ONE,
+        "hash",
+        "Adds a decimal to a field's string, exactly (a whole one to a counter).",
+    )
+    .runs(Hashes, Write, Keyed),
+    cmd("hkeys", 2, &["readonly"], ONE, "hash", "Names a hash's fields.").runs(Hashes, Read, Keyed),
+    cmd("hvals", 2, &["readonly"], ONE, "hash", "Reads a hash's values.").runs(Hashes, Read, Keyed),
+    cmd("hlen", 2, R, ONE, "hash", "Counts a hash's fields.").runs(Hashes, Read, Keyed),
+    cmd("hexists", 3, R, ONE, "hash", "Whether a hash has a field.").runs(Hashes, Read, Keyed),
+    cmd("hstrlen", 3, R, ONE, "hash", "The length of a field's value.").runs(Hashes, Read, Keyed),
+    cmd(
+        "hrandfield",
+        -2,
+        &["readonly"],
+        ONE,
+        "hash",
+        "Random fields of a hash; a count, WITHVALUES.",
+    )
+    .runs(Hashes, Read, Keyed),
     cmd(
         "sadd",
         -3,

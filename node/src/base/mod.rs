@@ -6,6 +6,7 @@ pub(crate) mod commands;
 pub(crate) mod compare;
 pub(crate) mod convert;
 pub(crate) mod decimal;
+pub(crate) mod fields;
 pub(crate) mod keyspace;
 pub(crate) mod refusal;
 pub(crate) mod registry;

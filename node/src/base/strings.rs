@@ -142,7 +142,19 @@ pub(crate) fn add_to_string(
     delta: i64,
     now_ms: u64,
 ) -> (Registers, AddedToString) {
-    let Some(current) = registers.get(COLUMN, now_ms) else {
+    add_to_column(registers, COLUMN, delta, now_ms)
+}
+
+/// `delta` added to `column`'s string (a key's, or a hash's string field)
+/// read as an integer, its deadline kept: the next registers and what it
+/// did.
+pub(crate) fn add_to_column(
+    registers: &Registers,
+    column: &[u8],
+    delta: i64,
+    now_ms: u64,
+) -> (Registers, AddedToString) {
+    let Some(current) = registers.get(column, now_ms) else {
         return (registers.clone(), AddedToString::NoString);
     };
     let before = std::str::from_utf8(&current.value)
@@ -184,17 +196,19 @@ pub(crate) fn add_or_make_string(
     }
 }
 
-/// `by` added to the key's string read as a decimal (`INCRBYFLOAT`, see
-/// `base::decimal`), its deadline kept; where the key holds none, a
+/// `by` added to `column`'s string (the key's, or a hash's string field)
+/// read as a decimal (`INCRBYFLOAT`, `HINCRBYFLOAT`, see `base::decimal`),
+/// its deadline kept; where the key holds none, a
 /// string of `base + by` made (`base`: what the key's counter held when
 /// this replaces it, else 0). The next registers and the new string, or
 /// Redis' error and the registers unchanged.
 pub(crate) fn add_float_to_string(
     registers: &Registers,
+    column: &[u8],
     (base, by): (i64, Decimal),
     now_ms: u64,
 ) -> (Registers, Result<Vec<u8>, &'static str>) {
-    let current = registers.get(COLUMN, now_ms);
+    let current = registers.get(column, now_ms);
     let sum = match current {
         Some(c) => incr_by_float(Some(&c.value), by),
         None => Decimal::of(base).add(by).map(|d| d.to_string().into_bytes()),
@@ -204,7 +218,7 @@ pub(crate) fn add_float_to_string(
     };
     let mut next = registers.clone();
     next.put(Register {
-        column: COLUMN.to_vec(),
+        column: column.to_vec(),
         value: value.clone(),
         at_ms: current.map_or(0, |c| c.at_ms),
     });
@@ -317,17 +331,17 @@ mod tests {
     #[test]
     fn a_float_add_counts_in_a_string_or_makes_one_from_the_counter() {
         let by = |d: &str| Decimal::parse(d.as_bytes()).unwrap();
-        let (next, done) = add_float_to_string(&string("10.50", NOW + 9), (7, by("0.1")), NOW);
+        let (next, done) = add_float_to_string(&string("10.50", NOW + 9), COLUMN, (7, by("0.1")), NOW);
         assert_eq!((next, done), (string("10.6", NOW + 9), Ok(b"10.6".to_vec())));
         let none = Registers::default();
-        let (made, done) = add_float_to_string(&none, (17179869184, by("1.5")), NOW);
+        let (made, done) = add_float_to_string(&none, COLUMN, (17179869184, by("1.5")), NOW);
         assert_eq!(made, string("17179869185.5", 0));
         assert_eq!(done, Ok(b"17179869185.5".to_vec()));
         // An expired string is none: the sum starts from the base.
-        let (made, _) = add_float_to_string(&string("5", NOW), (1, by("0.5")), NOW);
+        let (made, _) = add_float_to_string(&string("5", NOW), COLUMN, (1, by("0.5")), NOW);
         assert_eq!(made, string("1.5", 0));
         let word = string("  11", 0);
-        let (same, done) = add_float_to_string(&word, (0, by("1")), NOW);
+        let (same, done) = add_float_to_string(&word, COLUMN, (0, by("1")), NOW);
         assert_eq!((same, done), (word, Err(super::super::decimal::NOT_A_FLOAT)));
     }
 

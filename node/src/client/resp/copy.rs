@@ -20,6 +20,22 @@ use super::registers::{self, COLUMN, remove_string};
 use super::strings::{set_change, set_string, string};
 use crate::node::Node;
 
+/// Answers `name` if it is one of this module's commands.
+pub(crate) async fn execute(
+    node: &Arc<Node>,
+    cl: Consistency,
+    name: &str,
+    rest: &[Vec<u8>],
+) -> Option<Reply> {
+    Some(match (name, rest.len()) {
+        ("rename", 2) => rename(node, cl, &rest[0], &rest[1], false).await,
+        ("renamenx", 2) => rename(node, cl, &rest[0], &rest[1], true).await,
+        ("copy", n) if n >= 2 => copy(node, cl, rest).await,
+        ("rename" | "renamenx" | "copy", _) => super::session::arity(name),
+        _ => return None,
+    })
+}
+
 /// What a key holds that can be copied.
 enum Value {
     /// A counter's value and deadline.
@@ -29,7 +45,7 @@ enum Value {
 }
 
 /// `RENAME src dst`, or `RENAMENX` (`nx`).
-pub(crate) async fn rename(
+async fn rename(
     node: &Arc<Node>,
     cl: Consistency,
     src: &[u8],
@@ -76,7 +92,7 @@ pub(crate) async fn rename(
 
 /// `COPY src dst [REPLACE]`: 1 if copied, 0 if `src` holds nothing or
 /// `dst` holds something (without `REPLACE`).
-pub(crate) async fn copy(node: &Arc<Node>, cl: Consistency, rest: &[Vec<u8>]) -> Reply {
+async fn copy(node: &Arc<Node>, cl: Consistency, rest: &[Vec<u8>]) -> Reply {
     let mut replace = false;
     for opt in &rest[2..] {
         match opt.to_ascii_uppercase().as_slice() {

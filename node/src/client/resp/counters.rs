@@ -1,6 +1,7 @@
 //! The counter commands: `INCR`, `INCRBY`, `DECR`, `DECRBY`, `GET`,
-//! `MGET`, and on a partition's columns `HINCRBY`, `HGET`, `HGETALL`,
-//! `HDEL` (`EXISTS` and `DEL`, on keys of every kind, are `generic`'s).
+//! `MGET`, and on a partition's columns `HINCRBY` and `HGET` (`EXISTS`
+//! and `DEL`, on keys of every kind, are `generic`'s; the rest of a
+//! hash's, `hashes`').
 //! Each runs at the connection's level (`CLIENT CONSISTENCY`, QUORUM by
 //! default) through this node as coordinator; the keys of one `MGET` are
 //! read at once.
@@ -26,33 +27,17 @@ use crate::node::Node;
 /// Most keys of one `MGET` read at once.
 const READS_AT_ONCE: usize = 256;
 
-/// Answers `name` if it is one of this module's commands.
-pub(crate) async fn execute(
-    node: &Arc<Node>,
-    cl: Consistency,
-    name: &str,
-    rest: &[Vec<u8>],
-) -> Option<Reply> {
-    // Adds and reads (`Op::Add`, `Op::Get`, `Op::MGet`) never come here:
-    // `super::keyed_as` runs them as parsed, with the functions below.
-    let reply = match (name, rest.len()) {
-        ("hdel", n) if n >= 2 => delete(node, cl, rest[1..].iter().map(|f| key(&rest[0], f))).await,
-        ("hgetall", 1) => match node.get_row(&rest[0], cl).await {
-            Ok(row) => Reply::Map(
-                row.into_iter()
-                    .map(|(col, v)| (Reply::bulk(col), Reply::bulk(v.to_string())))
-                    .collect(),
-            ),
-            Err(e) => read_err(&e),
-        },
-        (
-            "incr" | "decr" | "incrby" | "decrby" | "hincrby" | "get" | "hget" | "mget" | "hdel"
-            | "hgetall",
-            _,
-        ) => arity(name),
-        _ => return None,
-    };
-    Some(reply)
+/// Answers `name` if it is one of this module's commands. Adds and reads
+/// (`Op::Add`, `Op::Get`, `Op::MGet`) come here only with a wrong number
+/// of arguments: `super::keyed_as` runs them as parsed, with the
+/// functions below.
+pub(crate) fn execute(name: &str) -> Option<Reply> {
+    match name {
+        "incr" | "decr" | "incrby" | "decrby" | "hincrby" | "get" | "hget" | "mget" => {
+            Some(arity(name))
+        }
+        _ => None,
+    }
 }
 
 /// An integer argument, or Redis' error.
@@ -194,24 +179,25 @@ fn added_to_string(done: AddedToString) -> Reply {
     }
 }
 
-/// `cmd`'s add (of the key's empty column) made to the key's string.
+/// `cmd`'s add made to the string of its column (the key's own, or a
+/// hash's string field).
 async fn add_to_string(node: &Node, (cl, space): (Consistency, Keyspace), cmd: &Cmd) -> Reply {
     let Op::Add { column, delta } = cmd.op else {
         return Reply::err("ERR not an add");
     };
-    let (partition, delta) = match (key_of(space, cmd, column), delta) {
-        (Ok((p, _)), Ok(d)) => (p, d),
+    let ((partition, column), delta) = match (key_of(space, cmd, column), delta) {
+        (Ok(key), Ok(d)) => (key, d),
         (Err(e), _) => return e,
         (_, Err(e)) => return Reply::err(e),
     };
     let mut waits = STRING_GONE_WAITS_MS.iter();
     loop {
-        match super::registers::add(node, &partition, delta).await {
+        match super::registers::add(node, (&partition, column), delta).await {
             Ok(AddedToString::NoString) => {}
             Ok(done) => return added_to_string(done),
             Err(e) => return wire_err(&e),
         }
-        let answer = match node.queue_add(&partition, b"", delta, cl) {
+        let answer = match node.queue_add(&partition, column, delta, cl) {
             Ok(queued) => queued.answer().await,
             Err(e) => Err(e),
         };
@@ -264,35 +250,19 @@ pub(crate) async fn get(
     match node.get_cell(&key(partition, column), cl).await {
         Ok(c) => match convert::live_value(&c, now_ms()) {
             Ok(Some(v)) => Reply::bulk(v.to_string()),
-            // No counter: the key's string, if it holds one.
-            Ok(None) if column.is_empty() => match super::registers::get(node, partition).await {
+            // No counter: the string of the column (the key's own, or a
+            // hash's string field), if it holds one.
+            Ok(None) => match super::registers::get_column(node, partition, column).await {
                 Ok(Some(s)) => Reply::bulk(s),
                 Ok(None) => Reply::NIL,
                 Err(e) => read_err(&e),
             },
-            Ok(None) => Reply::NIL,
             Err(e) => read_err(&e),
         },
         Err(e) => read_err(&e),
     }
 }
 
-/// Resets each of `keys` that is live; answers how many were.
-async fn delete(node: &Arc<Node>, cl: Consistency, keys: impl Iterator<Item = WireKey>) -> Reply {
-    let mut count = 0;
-    for k in keys {
-        match node.get_cell(&k, cl).await {
-            Ok(c) if !c.live(now_ms()) => continue,
-            Ok(_) => {}
-            Err(e) => return wire_err(&e),
-        }
-        if let Err(e) = node.reset(&k, cl).await {
-            return wire_err(&e);
-        }
-        count += 1;
-    }
-    Reply::Int(count)
-}
 
 #[cfg(test)]
 mod tests {

@@ -1,4 +1,6 @@
-//! `INCRBYFLOAT key increment`, exact (`base::decimal`).
+//! `INCRBYFLOAT key increment` and `HINCRBYFLOAT key field increment`,
+//! exact (`base::decimal`); a field is as a key (its column's counter or
+//! string).
 //!
 //! - A whole increment of a counter, or of a key that holds nothing, is
 //!   an add (`INCRBY`): counters stay counters, as fast as ever.
@@ -25,13 +27,19 @@ use crate::base::refusal::is_holds_string;
 use crate::base::strings::add_float_to_string;
 use crate::node::Node;
 
-/// `INCRBYFLOAT key by`: the new value, as a bulk string.
-pub(crate) async fn incr_by_float(node: &Arc<Node>, cl: Consistency, key: &[u8], by: &[u8]) -> Reply {
+/// `INCRBYFLOAT key by` (`column` empty) or `HINCRBYFLOAT key column by`:
+/// the new value, as a bulk string.
+pub(crate) async fn incr_by_float(
+    node: &Arc<Node>,
+    cl: Consistency,
+    (key, column): (&[u8], &[u8]),
+    by: &[u8],
+) -> Reply {
     let by = match Decimal::parse(by) {
         Ok(by) => by,
         Err(e) => return Reply::err(e),
     };
-    let counter = WireKey::new(key, b"");
+    let counter = WireKey::new(key, column);
     let held = match node.get_cell(&counter, Consistency::One).await {
         Ok(cell) => live_value(&cell, now_ms()),
         Err(e) => Err(e),
@@ -57,7 +65,7 @@ pub(crate) async fn incr_by_float(node: &Arc<Node>, cl: Consistency, key: &[u8],
         },
         (None, _) => 0,
     };
-    agreed(node, key, base, by).await
+    agreed(node, &counter, base, by).await
 }
 
 /// A whole increment as a counter's add, or, where the key turns out to
@@ -69,17 +77,18 @@ async fn add(node: &Arc<Node>, cl: Consistency, counter: &WireKey, n: i64) -> Re
     };
     match node.add(counter, n, cl).await {
         Ok(v) => Reply::bulk(v.to_string()),
-        Err(e) if is_holds_string(&e) => agreed(node, counter.partition(), 0, Decimal::of(n)).await,
+        Err(e) if is_holds_string(&e) => agreed(node, counter, 0, Decimal::of(n)).await,
         Err(e) => wire_err(&e),
     }
 }
 
-/// The key's string plus `by` (or, where it holds none, `base + by`),
-/// agreed.
-async fn agreed(node: &Arc<Node>, key: &[u8], base: i64, by: Decimal) -> Reply {
+/// The string of `key`'s column plus `by` (or, where it holds none,
+/// `base + by`), agreed.
+async fn agreed(node: &Arc<Node>, key: &WireKey, base: i64, by: Decimal) -> Reply {
+    let column = key.column().to_vec();
     let done = node
-        .agree(key, move |registers, now| {
-            Ok(add_float_to_string(registers, (base, by), now))
+        .agree(key.partition(), move |registers, now| {
+            Ok(add_float_to_string(registers, &column, (base, by), now))
         })
         .await;
     match done {

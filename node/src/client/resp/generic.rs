@@ -28,6 +28,7 @@ use super::counters::wire_err;
 use super::join::join_all;
 use super::proto::Reply;
 use super::registers;
+use crate::base::fields;
 use super::session::arity;
 use crate::node::Node;
 
@@ -123,9 +124,16 @@ async fn first_kind(
     if h.counter.is_none() && !h.hash {
         h.set = node.unique_count(key, cl).await? > 0;
     }
-    // A string is named as a counter is ("string").
-    if kind(h).is_none() && registers::get(node, key).await?.is_some() {
-        h.counter = Some(WireKind::Counter);
+    // A string is named as a counter is ("string"); string fields make a
+    // hash.
+    if kind(h).is_none() {
+        let registers = node.read_registers(key).await?;
+        let now = now_ms();
+        if registers.get(b"", now).is_some() {
+            h.counter = Some(WireKind::Counter);
+        } else if fields::fields(&registers, now).next().is_some() {
+            h.hash = true;
+        }
     }
     Ok(kind(h))
 }
@@ -172,8 +180,8 @@ async fn delete(node: &Arc<Node>, cl: Consistency, key: &[u8]) -> Result<bool, W
         }
     }
     let set = node.unique_reset(key, cl).await?;
-    let string = registers::delete(node, key).await?;
-    Ok(!live.is_empty() || set || string)
+    let strings = registers::delete_all(node, key).await?;
+    Ok(!live.is_empty() || set || strings)
 }
 
 #[cfg(test)]

@@ -349,7 +349,7 @@ async fn hscan(node: &Arc<Node>, cl: Consistency, rest: &[Vec<u8>]) -> Reply {
     if rest[1] != b"0" {
         return Reply::err("ERR invalid cursor");
     }
-    let row = match node.get_row(&rest[0], cl).await {
+    let row = match super::hashes::row(node, cl, &rest[0]).await {
         Ok(row) => row,
         Err(e) => return Reply::err(format!("ERR {}", e.message)),
     };
@@ -361,7 +361,7 @@ async fn hscan(node: &Arc<Node>, cl: Consistency, rest: &[Vec<u8>]) -> Reply {
         {
             items.push(Reply::bulk(field));
             if !o.novalues {
-                items.push(Reply::bulk(value.to_string()));
+                items.push(Reply::bulk(value));
             }
         }
     }

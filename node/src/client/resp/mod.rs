@@ -61,6 +61,7 @@ mod floats;
 mod generic;
 mod glob;
 mod group;
+mod hashes;
 mod join;
 mod keys;
 mod lists;
@@ -358,7 +359,7 @@ async fn by_handler(
     };
     let (name, rest) = (c.name, &args[1..]);
     let reply = match c.handler {
-        Handler::Counters => counters::execute(node, cl, name, rest).await,
+        Handler::Counters => counters::execute(name),
         Handler::Generic => generic::execute(node, cl, name, rest).await,
         Handler::Strings => strings::execute(node, cl, name, rest).await,
         Handler::Expiry => expiry::execute(node, cl, name, rest).await,
@@ -366,6 +367,8 @@ async fn by_handler(
         Handler::Compare => cas::execute(node, cl, name, rest).await,
         Handler::Blocking => blocking::execute(node, cl, name, rest).await,
         Handler::Sets => sets::execute(node, cl, name, rest).await,
+        Handler::Hashes => hashes::execute(node, cl, name, rest).await,
+        Handler::Copy => copy::execute(node, cl, name, rest).await,
         Handler::Lists => lists::execute(node, cl, name, rest).await,
         Handler::Tally => tally::execute(node, cl, user, name, rest).await,
         Handler::KeysKeyed => keys::keyed(node, cl, name, rest).await,

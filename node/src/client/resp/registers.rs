@@ -23,15 +23,22 @@ use tally_net::wire::{Register, When, WireError};
 
 use crate::base::compare::Compare;
 pub(crate) use crate::base::strings::{
-    AddedToString, COLUMN, STRING_BYTES_MAX, SetDone, SetString, add_or_make_string, add_to_string,
+    AddedToString, COLUMN, STRING_BYTES_MAX, SetDone, SetString, add_or_make_string, add_to_column,
+    add_to_string,
     expire_string, remove_string, set_string,
 };
 use crate::node::Node;
 
-/// Adds `delta` to the key's string, agreed.
-pub(crate) async fn add(node: &Node, key: &[u8], delta: i64) -> Result<AddedToString, WireError> {
+/// Adds `delta` to the string of `column` (the key's own, empty, or a
+/// hash's field), agreed.
+pub(crate) async fn add(
+    node: &Node,
+    (key, column): (&[u8], &[u8]),
+    delta: i64,
+) -> Result<AddedToString, WireError> {
+    let column = column.to_vec();
     node.agree(key, move |registers, now| {
-        Ok(add_to_string(registers, delta, now))
+        Ok(add_to_column(registers, &column, delta, now))
     })
     .await
 }
@@ -64,6 +71,19 @@ pub(crate) async fn set(
 /// The key's string, if it has one.
 pub(crate) async fn get(node: &Arc<Node>, key: &[u8]) -> Result<Option<Vec<u8>>, WireError> {
     Ok(get_with_deadline(node, key).await?.map(|r| r.value))
+}
+
+/// The string of `column` (the key's own, empty, or a hash's field), if
+/// it holds one.
+pub(crate) async fn get_column(
+    node: &Arc<Node>,
+    key: &[u8],
+    column: &[u8],
+) -> Result<Option<Vec<u8>>, WireError> {
+    let registers = node.read_registers(key).await?;
+    Ok(registers
+        .get(column, tally_engine::now_ms())
+        .map(|r| r.value.clone()))
 }
 
 /// The key's string and its deadline (0: none), if it has one.
@@ -152,11 +172,17 @@ pub(crate) async fn delete_if(node: &Arc<Node>, key: &[u8], c: Compare) -> Resul
     .await
 }
 
-/// Deletes the key's string; whether it had one (see [`surely_none`]).
-pub(crate) async fn delete(node: &Arc<Node>, key: &[u8]) -> Result<bool, WireError> {
-    if surely_none(node, key).await? {
+/// Deletes the key's string and every string field of it (`DEL`);
+/// whether it had any. A read first: a key without any costs no round.
+pub(crate) async fn delete_all(node: &Arc<Node>, key: &[u8]) -> Result<bool, WireError> {
+    let now = tally_engine::now_ms();
+    let seen = node
+        .last_seen_registers(key)
+        .is_some_and(|r| crate::base::fields::clear(&r, now).1);
+    if !seen && !crate::base::fields::clear(&node.read_registers(key).await?, now).1 {
         return Ok(false);
     }
-    node.agree(key, |registers, _| Ok(remove_string(registers)))
+    node.agree(key, |registers, now| Ok(crate::base::fields::clear(registers, now)))
         .await
 }
+

@@ -1,11 +1,11 @@
 //! Settable counters over RESP: `SET` (with `NX`, `XX`, `GET`, `EX`, `PX`,
 //! `EXAT`, `PXAT`, `KEEPTTL`), `SETNX`, `SETEX`, `PSETEX`, `GETSET`,
-//! `GETDEL`, `GETEX`, `MSET`, and on a partition's columns `HSET` and
-//! `HSETNX`. Their values are 64-bit integers, and each runs as a change
-//! of the counter's epoch (see `write::change`); `MSET` and a many-field
-//! `HSET` are one change per key, not atomic together. A `SET` of any
-//! other value stores a string instead, through agreement (`registers`),
-//! and so does every `SET` at `SERIAL`.
+//! `GETDEL`, `GETEX`, `MSET` (and `INCRBYFLOAT`, by a module of its
+//! own). Their integer values are counters, each set as
+//! a change of the counter's epoch (see `write::change`); `MSET` is one
+//! change per key, not atomic together. A `SET` of any other value stores
+//! a string instead, through agreement (`registers`), and so does every
+//! `SET` at `SERIAL`. A hash's fields are `hashes`'.
 
 use std::sync::Arc;
 
@@ -92,15 +92,12 @@ pub(crate) async fn execute(
             Err(e) => e,
         },
         ("mset", n) if n >= 2 && n % 2 == 0 => mset(node, cl, rest).await,
-        ("hset", n) if n >= 3 && n % 2 == 1 => hset(node, cl, rest, Presence::Any).await,
-        ("hsetnx", 3) => hset(node, cl, rest, Presence::Absent).await,
-        ("rename", 2) => super::copy::rename(node, cl, &rest[0], &rest[1], false).await,
-        ("renamenx", 2) => super::copy::rename(node, cl, &rest[0], &rest[1], true).await,
-        ("copy", n) if n >= 2 => super::copy::copy(node, cl, rest).await,
-        ("incrbyfloat", 2) => super::floats::incr_by_float(node, cl, &rest[0], &rest[1]).await,
+        ("incrbyfloat", 2) => {
+            super::floats::incr_by_float(node, cl, (&rest[0], b""), &rest[1]).await
+        }
         (
-            "set" | "setnx" | "setex" | "psetex" | "getset" | "getdel" | "getex" | "mset" | "hset"
-            | "hsetnx" | "rename" | "renamenx" | "incrbyfloat" | "copy",
+            "set" | "setnx" | "setex" | "psetex" | "getset" | "getdel" | "getex" | "mset"
+            | "incrbyfloat",
             _,
         ) => arity(name),
         _ => return None,
@@ -180,7 +177,7 @@ pub(crate) fn value_arg(a: &[u8]) -> Result<i64, Reply> {
 fn counter_arg(node: &Node, cl: Consistency, key: &[u8], a: &[u8]) -> Result<i64, Reply> {
     match cl {
         Consistency::Serial => Err(Reply::NIL),
-        _ if node.holds_string_here(key) => Err(Reply::NIL),
+        _ if node.holds_string_here(key, b"") => Err(Reply::NIL),
         _ => value_arg(a),
     }
 }
@@ -443,27 +440,6 @@ async fn mset(node: &Arc<Node>, cl: Consistency, rest: &[Vec<u8>]) -> Reply {
     Reply::Simple("OK")
 }
 
-/// `HSET key field value [field value ...]` (answers how many fields were
-/// new) and `HSETNX key field value` (answers whether it set it).
-async fn hset(node: &Arc<Node>, cl: Consistency, rest: &[Vec<u8>], only: Presence) -> Reply {
-    let mut sets = Vec::with_capacity(rest.len() / 2);
-    for pair in rest[1..].chunks(2) {
-        match value_arg(&pair[1]) {
-            Ok(v) => sets.push((&pair[0], v)),
-            Err(e) => return e,
-        }
-    }
-    let mut count = 0;
-    for (field, value) in sets {
-        let change = set_change(value, Ttl::Clear, only);
-        match node.change(&key(&rest[0], field), change, cl).await {
-            Ok(done) if only == Presence::Absent => count += i64::from(done.applied),
-            Ok(done) => count += i64::from(done.before.is_none()),
-            Err(e) => return wire_err(&e),
-        }
-    }
-    Reply::Int(count)
-}
 
 #[cfg(test)]
 mod tests {

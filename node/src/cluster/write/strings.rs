@@ -1,7 +1,7 @@
-//! Adds to a key that holds a string: the leader refuses them, nothing
-//! applied, so that no counter starts beside the string; the RESP layer
-//! then makes the add to the string through agreement (`INCR` of a string
-//! that holds an integer, as in Redis). The check reads the partition's
+//! Adds to a key (or a hash's field) that holds a string: the leader
+//! refuses them, nothing applied, so that no counter starts beside the
+//! string; the RESP layer then makes the add to the string through
+//! agreement (`INCR` of a string that holds an integer, as in Redis). The check reads the partition's
 //! Paxos state from the cell cache only (`Engine::holds_string_cached`):
 //! a key in use as a string has it cached on every replica. A string
 //! whose state is no longer cached on its leader, or one written through
@@ -25,7 +25,7 @@ pub(crate) fn refuse_beside_strings(
 ) {
     let now = now_ms();
     let engine = ctx.engine();
-    let holds = |c: &Combined| c.key.column().is_empty() && engine.holds_string_cached(&c.key, now);
+    let holds = |c: &Combined| engine.holds_string_cached(&c.key, now);
     if !combined.iter().any(holds) {
         return;
     }
