@@ -2,8 +2,10 @@
 //! keys through random nodes' RESP ports (`SET`, `SET ... NX`, `GET`,
 //! `DEL`, and compare-and-set and compare-and-delete from the value it last
 //! saw, each either native, `SET ... IFEQ` and `DELEX ... IFEQ`, or as a
-//! script of the key, which runs as one agreed change), and sets cold keys
-//! once (`SET NX`) and reads them while ranges move, one command at a
+//! script of the key, which runs as one agreed change), the same on string
+//! fields of one hash (`HSET`, `HSETNX`, `HDEL`, `HGET`: each field a
+//! register of its own, in one partition's agreed state), and sets cold
+//! keys once (`SET NX`) and reads them while ranges move, one command at a
 //! time, recording when each was sent and when it answered. An error, a timeout or a broken connection leaves a change's
 //! outcome unknown (it may take effect late or never) and a read
 //! unrecorded. After healing, each key is read through every member, and
@@ -65,15 +67,23 @@ impl BrokenAgreement {
 
 /// The string keys every worker shares.
 const KEYS: usize = 3;
+/// The string fields of [`HASH`] every worker shares, each logged as a
+/// key of its own, `chaos-field-<n>`.
+const FIELDS: usize = 2;
+/// The hash whose string fields the workers share.
+const HASH: &str = "chaos-hash";
 /// Cold keys: set once (`SET ... NX`, the first one wins) and then only
 /// read, a lease or a setting that sits while ranges move; a ring change
 /// that leaves agreed state behind loses them.
 const COLD_KEYS: usize = 6;
 
-/// Every key a worker touches: the shared ones, then the cold ones.
+/// Every key a worker touches: the shared ones, the hash's fields, then
+/// the cold ones.
 fn keys() -> impl Iterator<Item = String> {
     let shared = (0..KEYS).map(|k| format!("chaos-str-{k}"));
-    shared.chain((0..COLD_KEYS).map(|k| format!("chaos-cold-{k}")))
+    let fields = (0..FIELDS).map(|k| format!("chaos-field-{k}"));
+    let cold = (0..COLD_KEYS).map(|k| format!("chaos-cold-{k}"));
+    shared.chain(fields).chain(cold)
 }
 /// How long a reply may take before the command's outcome is unknown.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -133,8 +143,9 @@ pub(crate) async fn worker(
     while !stop.load(Ordering::Acquire) {
         let value = format!("w{w}-{n}").into_bytes();
         n += 1;
-        let (key, call) = match rng.random_range(0..8) {
+        let (key, call) = match rng.random_range(0..10) {
             0 => cold(&mut rng, value),
+            1 | 2 => field(&mut rng, value),
             _ => shared(&mut rng, &seen, value),
         };
         let scripted = rng.random_bool(0.5);
@@ -192,6 +203,19 @@ fn shared(rng: &mut SmallRng, seen: &BTreeMap<String, Vec<u8>>, value: Vec<u8>) 
     (key, call)
 }
 
+/// An operation on a string field of the shared hash: a set, a set if
+/// absent, a delete or a read (a hash has no compare-and-set).
+fn field(rng: &mut SmallRng, value: Vec<u8>) -> (String, Call) {
+    let key = format!("chaos-field-{}", rng.random_range(0..FIELDS));
+    let call = match rng.random_range(0..6) {
+        0 => Call::Write(value),
+        1 => Call::SetIfAbsent(value),
+        2 => Call::Delete,
+        _ => Call::Read,
+    };
+    (key, call)
+}
+
 /// An operation on a cold key: its one `SET NX`, or a read.
 fn cold(rng: &mut SmallRng, value: Vec<u8>) -> (String, Call) {
     let key = format!("chaos-cold-{}", rng.random_range(0..COLD_KEYS));
@@ -221,8 +245,10 @@ fn since(started: Instant) -> u64 {
 /// What `reply` says `call` did; `None` for a reply it cannot give.
 fn answer(call: &Call, reply: Reply) -> Option<Answer> {
     Some(match (call, reply) {
-        (Call::Write(_), Reply::Ok) => Answer::Done,
+        // `HSET` answers how many fields are new: done either way.
+        (Call::Write(_), Reply::Ok | Reply::Int(_)) => Answer::Done,
         (Call::SetIfAbsent(_), Reply::Ok) => Answer::Applied(true),
+        (Call::SetIfAbsent(_), Reply::Int(n)) => Answer::Applied(n == 1),
         (Call::SetIfAbsent(_), Reply::Nil) => Answer::Applied(false),
         (Call::Delete | Call::DeleteIf(_), Reply::Int(n)) => Answer::Applied(n > 0),
         (Call::Cas { .. }, Reply::Ok) => Answer::Applied(true),
@@ -243,6 +269,9 @@ const CAD: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
 
 /// The command of `call` on `key` (`scripted`: its compares as scripts).
 fn command(key: &str, call: &Call, scripted: bool) -> Vec<u8> {
+    if let Some(n) = key.strip_prefix("chaos-field-") {
+        return field_command(&format!("f{n}"), call);
+    }
     let words: Vec<&[u8]> = match call {
         Call::Write(v) => vec![b"SET", key.as_bytes(), v],
         Call::SetIfAbsent(v) => vec![b"SET", key.as_bytes(), v, b"NX"],
@@ -254,6 +283,18 @@ fn command(key: &str, call: &Call, scripted: bool) -> Vec<u8> {
         Call::Cas { expected, new } => vec![b"SET", key.as_bytes(), new, b"IFEQ", expected],
         Call::DeleteIf(v) if scripted => vec![b"EVAL", CAD.as_bytes(), b"1", key.as_bytes(), v],
         Call::DeleteIf(v) => vec![b"DELEX", key.as_bytes(), b"IFEQ", v],
+    };
+    crate::resp_command(&words)
+}
+
+/// The command of `call` on the shared hash's `field`.
+fn field_command(field: &str, call: &Call) -> Vec<u8> {
+    let (hash, field) = (HASH.as_bytes(), field.as_bytes());
+    let words: Vec<&[u8]> = match call {
+        Call::Write(v) => vec![b"HSET", hash, field, v],
+        Call::SetIfAbsent(v) => vec![b"HSETNX", hash, field, v],
+        Call::Delete => vec![b"HDEL", hash, field],
+        _ => vec![b"HGET", hash, field],
     };
     crate::resp_command(&words)
 }
