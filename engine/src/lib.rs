@@ -202,8 +202,8 @@ pub use group_commit::once::{Once, OnceAdd, OnceSealed};
 pub use ids::tail::{Fenced, TAIL_OPS_MAX, TailIds, TailOp};
 pub use ids::{OpId, Retention};
 pub use key::{
-    COLUMN_BYTES_MAX, Key, PARTITION_BYTES_MAX, STORED_COLUMN_BYTES_MAX, STORED_PARTITION_BYTES_MAX,
-    is_reserved,
+    COLUMN_BYTES_MAX, Key, PARTITION_BYTES_MAX, STORED_COLUMN_BYTES_MAX,
+    STORED_PARTITION_BYTES_MAX, is_reserved,
 };
 pub use options::{Options, ParkCommit, SyncMode};
 pub use outcome::{AddOutcome, Durable, Queued, Staged, Wait};

@@ -255,7 +255,10 @@ fn bad_set_and_expire_input_gets_clear_errors_and_nothing_acknowledged_is_lost()
         ),
         (vec!["EXPIRE", "kept", "5", "NX", "GT"], "not compatible"),
         (vec!["EXPIRE", "kept", "5", "SOON"], "Unsupported option"),
-        (vec!["INCRBYFLOAT", "kept", "1.5x"], "value is not a valid float"),
+        (
+            vec!["INCRBYFLOAT", "kept", "1.5x"],
+            "value is not a valid float",
+        ),
     ] {
         let got = cli(&bad);
         assert!(got.contains(want), "{bad:?}: {got}");

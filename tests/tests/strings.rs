@@ -304,7 +304,10 @@ fn incrbyfloat_adds_exactly_to_strings_and_counters() {
     assert_eq!(c(2, &["INCRBYFLOAT", "f", "-5"]), "5.6\n");
     assert_eq!(c(0, &["INCRBYFLOAT", "f", "0.2"]), "5.8\n");
     let pttl: i64 = c(1, &["PTTL", "f"]).trim().parse().unwrap();
-    assert!((50_000..=60_000).contains(&pttl), "the deadline stays: {pttl}");
+    assert!(
+        (50_000..=60_000).contains(&pttl),
+        "the deadline stays: {pttl}"
+    );
     assert_eq!(c(0, &["SET", "e", "5.0e3"]), "OK\n");
     assert_eq!(c(1, &["INCRBYFLOAT", "e", "2.0e2"]), "5200\n");
 
@@ -322,9 +325,15 @@ fn incrbyfloat_adds_exactly_to_strings_and_counters() {
     // Redis' errors.
     assert_eq!(c(0, &["SET", "sp", " 11"]), "OK\n");
     let float_err = c(1, &["INCRBYFLOAT", "sp", "1"]);
-    assert!(float_err.starts_with("ERR value is not a valid float\n"), "{float_err}");
+    assert!(
+        float_err.starts_with("ERR value is not a valid float\n"),
+        "{float_err}"
+    );
     let inf_err = c(2, &["INCRBYFLOAT", "f", "+inf"]);
-    assert!(inf_err.starts_with("ERR increment would produce NaN or Infinity\n"), "{inf_err}");
+    assert!(
+        inf_err.starts_with("ERR increment would produce NaN or Infinity\n"),
+        "{inf_err}"
+    );
     assert_eq!(c(0, &["RPUSH", "l", "a"]), "1\n");
     assert!(c(1, &["INCRBYFLOAT", "l", "1.5"]).starts_with("WRONGTYPE"));
     assert_eq!(c(2, &["GET", "f"]), "5.8\n");
@@ -344,7 +353,10 @@ fn rename_and_copy_move_strings_and_counters() {
         assert_eq!(c(node, &["EXISTS", "a"]), "0\n", "n{node}");
     }
     let pttl: i64 = c(2, &["PTTL", "b"]).trim().parse().unwrap();
-    assert!((50_000..=60_000).contains(&pttl), "the deadline moves: {pttl}");
+    assert!(
+        (50_000..=60_000).contains(&pttl),
+        "the deadline moves: {pttl}"
+    );
     assert!(c(0, &["RENAME", "a", "b"]).starts_with("ERR no such key"));
 
     // RENAMENX and COPY keep a destination that exists, of either kind.
@@ -397,7 +409,10 @@ fn hashes_hold_string_fields_beside_counters() {
             "n{node}"
         );
     }
-    assert_eq!(c(1, &["HMGET", "u", "name", "nope", "visits"]), "alice\n\n5\n");
+    assert_eq!(
+        c(1, &["HMGET", "u", "name", "nope", "visits"]),
+        "alice\n\n5\n"
+    );
     assert_eq!(c(2, &["HKEYS", "u"]), "city\nname\nvisits\n");
     assert_eq!(c(0, &["HVALS", "u"]), "Oslo\nalice\n5\n");
     assert_eq!(c(1, &["HLEN", "u"]), "3\n");
@@ -406,10 +421,21 @@ fn hashes_hold_string_fields_beside_counters() {
     assert_eq!(c(1, &["HSTRLEN", "u", "name"]), "5\n");
     assert_eq!(c(2, &["HSTRLEN", "u", "visits"]), "1\n");
     let one = c(0, &["HRANDFIELD", "u"]);
-    assert!(["city\n", "name\n", "visits\n"].contains(&one.as_str()), "{one}");
+    assert!(
+        ["city\n", "name\n", "visits\n"].contains(&one.as_str()),
+        "{one}"
+    );
     assert_eq!(c(1, &["HRANDFIELD", "u", "-5"]).lines().count(), 5);
-    assert_eq!(c(2, &["HRANDFIELD", "u", "9", "WITHVALUES"]).lines().count(), 6);
-    assert_eq!(c(0, &["HSCAN", "u", "0", "MATCH", "n*"]), "0\nname\nalice\n");
+    assert_eq!(
+        c(2, &["HRANDFIELD", "u", "9", "WITHVALUES"])
+            .lines()
+            .count(),
+        6
+    );
+    assert_eq!(
+        c(0, &["HSCAN", "u", "0", "MATCH", "n*"]),
+        "0\nname\nalice\n"
+    );
     assert_eq!(c(1, &["TYPE", "u"]), "hash\n");
 
     // A field holds one kind: a string replaces a counter, an integer

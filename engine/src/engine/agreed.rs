@@ -199,7 +199,12 @@ fn holds_string(a: &Acceptor, column: &[u8], now_ms: u64) -> bool {
 /// Whether `a` holds a client's register (a string, or a hash's string
 /// field) in any column, committed or accepted, expired or not.
 fn holds_any_string(a: &Acceptor) -> bool {
-    let any = |x: &Accepted| x.value.0.iter().any(|r| !crate::key::is_reserved(&r.column));
+    let any = |x: &Accepted| {
+        x.value
+            .0
+            .iter()
+            .any(|r| !crate::key::is_reserved(&r.column))
+    };
     any(&a.committed) || a.accepted.as_ref().is_some_and(any)
 }
 

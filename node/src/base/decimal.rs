@@ -169,7 +169,9 @@ fn parse_exponent(e: &str) -> Result<i64, &'static str> {
         return Err(NOT_A_FLOAT);
     }
     // Held at a million: far past any exponent a decimal here can take.
-    let n = digits.bytes().fold(0i64, |n, c| (n * 10 + i64::from(c - b'0')).min(1_000_000));
+    let n = digits
+        .bytes()
+        .fold(0i64, |n, c| (n * 10 + i64::from(c - b'0')).min(1_000_000));
     Ok(if e.starts_with('-') { -n } else { n })
 }
 
@@ -204,15 +206,23 @@ mod tests {
     fn keeps_seventeen_places_rounded_half_to_even_and_no_negative_zero() {
         let third = "0.024390243902439025";
         assert_eq!(sum("0", third), Ok("0.02439024390243902".into()));
-        assert_eq!(sum("0.02439024390243902", &format!("-{third}")), Ok("0".into()));
-        assert_eq!(sum("0", "0.000000000000000015"), Ok("0.00000000000000002".into()));
+        assert_eq!(
+            sum("0.02439024390243902", &format!("-{third}")),
+            Ok("0".into())
+        );
+        assert_eq!(
+            sum("0", "0.000000000000000015"),
+            Ok("0.00000000000000002".into())
+        );
         assert_eq!(sum("0", "-0.000000000000000005"), Ok("0".into()));
         assert_eq!(sum("-1", "1"), Ok("0".into()));
     }
 
     #[test]
     fn refuses_what_redis_refuses() {
-        for bad in ["", " 11", "11 ", "1 1", "abc", "1.2.3", "1e", "e5", ".", "nan", "1\u{0}2", "0x10"] {
+        for bad in [
+            "", " 11", "11 ", "1 1", "abc", "1.2.3", "1e", "e5", ".", "nan", "1\u{0}2", "0x10",
+        ] {
             assert_eq!(sum(bad, "1"), Err(NOT_A_FLOAT), "{bad:?}");
             assert_eq!(sum("1", bad), Err(NOT_A_FLOAT), "{bad:?}");
         }
@@ -226,7 +236,10 @@ mod tests {
     fn refuses_what_it_cannot_hold_exactly() {
         assert_eq!(sum("1e40", "1"), Err(OUT_OF_RANGE));
         assert_eq!(sum("1", "1e99999999"), Err(OUT_OF_RANGE));
-        assert_eq!(sum("170141183460469231731687303715884105727", "1"), Err(OUT_OF_RANGE));
+        assert_eq!(
+            sum("170141183460469231731687303715884105727", "1"),
+            Err(OUT_OF_RANGE)
+        );
         assert_eq!(sum("1e-99999999", "1"), Ok("1".into()));
     }
 

@@ -118,7 +118,12 @@ mod tests {
 
     #[test]
     fn fields_are_the_live_registers_of_named_columns() {
-        let r = Registers(vec![reg("", "s", 0), reg("a", "x", 0), reg("b", "y", NOW), rounds()]);
+        let r = Registers(vec![
+            reg("", "s", 0),
+            reg("a", "x", 0),
+            reg("b", "y", NOW),
+            rounds(),
+        ]);
         let names: Vec<_> = fields(&r, NOW).map(|r| r.column.clone()).collect();
         assert_eq!(names, vec![b"a".to_vec()]);
     }
@@ -127,19 +132,50 @@ mod tests {
     fn set_keeps_nx_and_says_whether_the_field_existed() {
         let none = Registers::default();
         let (one, done) = set_field(&none, (b"f", b"word"), false, NOW);
-        assert_eq!(done, FieldSet { applied: true, existed: false });
+        assert_eq!(
+            done,
+            FieldSet {
+                applied: true,
+                existed: false
+            }
+        );
         assert_eq!(one, Registers(vec![reg("f", "word", 0)]));
         let (same, done) = set_field(&one, (b"f", b"other"), true, NOW);
-        assert_eq!((same, done), (one.clone(), FieldSet { applied: false, existed: true }));
+        assert_eq!(
+            (same, done),
+            (
+                one.clone(),
+                FieldSet {
+                    applied: false,
+                    existed: true
+                }
+            )
+        );
         let (two, done) = set_field(&one, (b"f", b"other"), false, NOW);
-        assert_eq!(done, FieldSet { applied: true, existed: true });
+        assert_eq!(
+            done,
+            FieldSet {
+                applied: true,
+                existed: true
+            }
+        );
         assert_eq!(two, Registers(vec![reg("f", "other", 0)]));
     }
 
     #[test]
     fn remove_and_clear_touch_only_what_clients_wrote() {
-        let r = Registers(vec![reg("", "s", 0), reg("a", "x", 0), reg("b", "y", NOW), rounds()]);
-        let cols = [b"a".to_vec(), b"b".to_vec(), b"c".to_vec(), b"\xff\xffrounds".to_vec()];
+        let r = Registers(vec![
+            reg("", "s", 0),
+            reg("a", "x", 0),
+            reg("b", "y", NOW),
+            rounds(),
+        ]);
+        let cols = [
+            b"a".to_vec(),
+            b"b".to_vec(),
+            b"c".to_vec(),
+            b"\xff\xffrounds".to_vec(),
+        ];
         let (next, removed) = remove_fields(&r, &cols, NOW);
         assert_eq!(removed, vec![true, false, false, false]);
         assert_eq!(next, Registers(vec![reg("", "s", 0), rounds()]));

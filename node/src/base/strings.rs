@@ -211,7 +211,9 @@ pub(crate) fn add_float_to_string(
     let current = registers.get(column, now_ms);
     let sum = match current {
         Some(c) => incr_by_float(Some(&c.value), by),
-        None => Decimal::of(base).add(by).map(|d| d.to_string().into_bytes()),
+        None => Decimal::of(base)
+            .add(by)
+            .map(|d| d.to_string().into_bytes()),
     };
     let Ok(value) = sum else {
         return (registers.clone(), sum);
@@ -331,8 +333,12 @@ mod tests {
     #[test]
     fn a_float_add_counts_in_a_string_or_makes_one_from_the_counter() {
         let by = |d: &str| Decimal::parse(d.as_bytes()).unwrap();
-        let (next, done) = add_float_to_string(&string("10.50", NOW + 9), COLUMN, (7, by("0.1")), NOW);
-        assert_eq!((next, done), (string("10.6", NOW + 9), Ok(b"10.6".to_vec())));
+        let (next, done) =
+            add_float_to_string(&string("10.50", NOW + 9), COLUMN, (7, by("0.1")), NOW);
+        assert_eq!(
+            (next, done),
+            (string("10.6", NOW + 9), Ok(b"10.6".to_vec()))
+        );
         let none = Registers::default();
         let (made, done) = add_float_to_string(&none, COLUMN, (17179869184, by("1.5")), NOW);
         assert_eq!(made, string("17179869185.5", 0));
@@ -342,7 +348,10 @@ mod tests {
         assert_eq!(made, string("1.5", 0));
         let word = string("  11", 0);
         let (same, done) = add_float_to_string(&word, COLUMN, (0, by("1")), NOW);
-        assert_eq!((same, done), (word, Err(super::super::decimal::NOT_A_FLOAT)));
+        assert_eq!(
+            (same, done),
+            (word, Err(super::super::decimal::NOT_A_FLOAT))
+        );
     }
 
     #[test]

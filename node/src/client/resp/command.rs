@@ -103,12 +103,10 @@ impl Cmd {
 
 /// Redis commands the table lacks because Tally does not serve them, and
 /// why: a client hears the reason rather than "unknown command".
-const UNSERVED: &[(&[&str], &str)] = &[
-    (
-        &["smembers", "srem", "spop", "sscan", "pfmerge"],
-        "Tally's sets are unique counters, which count members but do not list or remove them",
-    ),
-];
+const UNSERVED: &[(&[&str], &str)] = &[(
+    &["smembers", "srem", "spop", "sscan", "pfmerge"],
+    "Tally's sets are unique counters, which count members but do not list or remove them",
+)];
 
 /// What a command the table does not know (`words`, the name first) is
 /// told: why Tally does not serve it, or Redis' unknown command.

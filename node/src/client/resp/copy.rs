@@ -45,13 +45,7 @@ enum Value {
 }
 
 /// `RENAME src dst`, or `RENAMENX` (`nx`).
-async fn rename(
-    node: &Arc<Node>,
-    cl: Consistency,
-    src: &[u8],
-    dst: &[u8],
-    nx: bool,
-) -> Reply {
+async fn rename(node: &Arc<Node>, cl: Consistency, src: &[u8], dst: &[u8], nx: bool) -> Reply {
     let value = match source(node, cl, src, "RENAME").await {
         Ok(Some(v)) => v,
         Ok(None) => return Reply::err("ERR no such key"),
@@ -74,15 +68,16 @@ async fn rename(
             .change(&WireKey::new(src, b""), Change::Delete, cl)
             .await
             .map(|_| ()),
-        Value::String(copied) => node
-            .agree(src, move |registers, now| {
+        Value::String(copied) => {
+            node.agree(src, move |registers, now| {
                 let same = registers.get(COLUMN, now) == Some(&copied);
                 Ok(match same {
                     true => (remove_string(registers).0, ()),
                     false => (registers.clone(), ()),
                 })
             })
-            .await,
+            .await
+        }
     };
     match deleted {
         Ok(()) => done(true),

@@ -263,7 +263,6 @@ pub(crate) async fn get(
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]

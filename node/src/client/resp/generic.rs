@@ -28,8 +28,8 @@ use super::counters::wire_err;
 use super::join::join_all;
 use super::proto::Reply;
 use super::registers;
-use crate::base::fields;
 use super::session::arity;
+use crate::base::fields;
 use crate::node::Node;
 
 /// Most keys of one `EXISTS` read at once.

@@ -64,8 +64,8 @@ pub(crate) async fn execute(
             .await
         }
         (
-            "hset" | "hsetnx" | "hdel" | "hincrbyfloat" | "hexists" | "hstrlen" | "hrandfield" | "hgetall"
-            | "hkeys" | "hvals" | "hlen" | "hmget",
+            "hset" | "hsetnx" | "hdel" | "hincrbyfloat" | "hexists" | "hstrlen" | "hrandfield"
+            | "hgetall" | "hkeys" | "hvals" | "hlen" | "hmget",
             _,
         ) => arity(name),
         _ => return None,
@@ -175,7 +175,11 @@ async fn set_one(
         return set_string_field(node, key, (field, value), nx).await;
     };
     let done = node
-        .change_reading(&WireKey::new(key, field), set_change(v, Ttl::Clear, only), cl)
+        .change_reading(
+            &WireKey::new(key, field),
+            set_change(v, Ttl::Clear, only),
+            cl,
+        )
         .await
         .map_err(|e| wire_err(&e))?;
     Ok((done.applied, done.before.is_none()))
@@ -246,12 +250,17 @@ async fn hdel(node: &Arc<Node>, cl: Consistency, key: &[u8], names: &[Vec<u8>]) 
 async fn remove_strings(node: &Arc<Node>, key: &[u8], names: &[Vec<u8>]) -> Result<i64, WireError> {
     let now = now_ms();
     let registers = node.read_registers(key).await?;
-    if !names.iter().any(|n| registers.get(n, now).is_some() && fields::is_field(n)) {
+    if !names
+        .iter()
+        .any(|n| registers.get(n, now).is_some() && fields::is_field(n))
+    {
         return Ok(0);
     }
     let names = names.to_vec();
     let removed = node
-        .agree(key, move |registers, now| Ok(remove_fields(registers, &names, now)))
+        .agree(key, move |registers, now| {
+            Ok(remove_fields(registers, &names, now))
+        })
         .await?;
     Ok(removed.iter().filter(|r| **r).count() as i64)
 }
@@ -350,11 +359,24 @@ mod tests {
 
     #[test]
     fn hrandfield_arguments_are_checked() {
-        let w = |s: &str| s.split(' ').map(|w| w.as_bytes().to_vec()).collect::<Vec<_>>();
-        assert_eq!(random_args(&[]), Ok(Random { count: None, values: false }));
+        let w = |s: &str| {
+            s.split(' ')
+                .map(|w| w.as_bytes().to_vec())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            random_args(&[]),
+            Ok(Random {
+                count: None,
+                values: false
+            })
+        );
         assert_eq!(
             random_args(&w("-3 WithValues")),
-            Ok(Random { count: Some(-3), values: true })
+            Ok(Random {
+                count: Some(-3),
+                values: true
+            })
         );
         assert!(random_args(&w("x")).is_err());
         assert!(random_args(&w("3 values")).is_err());

@@ -24,8 +24,7 @@ use tally_net::wire::{Register, When, WireError};
 use crate::base::compare::Compare;
 pub(crate) use crate::base::strings::{
     AddedToString, COLUMN, STRING_BYTES_MAX, SetDone, SetString, add_or_make_string, add_to_column,
-    add_to_string,
-    expire_string, remove_string, set_string,
+    add_to_string, expire_string, remove_string, set_string,
 };
 use crate::node::Node;
 
@@ -182,7 +181,8 @@ pub(crate) async fn delete_all(node: &Arc<Node>, key: &[u8]) -> Result<bool, Wir
     if !seen && !crate::base::fields::clear(&node.read_registers(key).await?, now).1 {
         return Ok(false);
     }
-    node.agree(key, |registers, now| Ok(crate::base::fields::clear(registers, now)))
-        .await
+    node.agree(key, |registers, now| {
+        Ok(crate::base::fields::clear(registers, now))
+    })
+    .await
 }
-

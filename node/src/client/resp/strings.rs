@@ -440,7 +440,6 @@ async fn mset(node: &Arc<Node>, cl: Consistency, rest: &[Vec<u8>]) -> Reply {
     Reply::Simple("OK")
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

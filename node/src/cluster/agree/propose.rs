@@ -21,17 +21,17 @@
 use std::future::Future;
 use std::hash::{BuildHasher, RandomState};
 use std::pin::Pin;
-use std::task::Poll;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use tally_engine::now_ms;
+use tally_net::encoded::Encoded;
+use tally_net::peer::Answers;
 use tally_net::wire::{
     Accepted, Ballot, ErrorKind, PeerRequest, PeerResponse, Promise, Registers, WireError,
 };
-use tally_net::encoded::Encoded;
-use tally_net::peer::Answers;
 use tokio::sync::oneshot;
 use tracing::debug;
 
@@ -352,9 +352,7 @@ async fn ask(ctx: &Arc<Ctx>, round: &mut Round, req: PeerRequest) -> Verdict {
             break;
         }
         let next = std::future::poll_fn(|cx| {
-            if !local_done
-                && let Poll::Ready(answer) = local.as_mut().poll(cx)
-            {
+            if !local_done && let Poll::Ready(answer) = local.as_mut().poll(cx) {
                 local_done = true;
                 return Poll::Ready(Some((me, answer)));
             }
