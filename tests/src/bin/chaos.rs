@@ -70,9 +70,9 @@ struct Args {
     /// Clients pushing onto lists over RESP, each onto lists of its own.
     #[arg(long, default_value_t = 2)]
     list_workers: usize,
-    /// Clients changing and reading shared string keys over RESP, whose
-    /// histories are judged linearizable (none in runs with ring changes,
-    /// lost disks or flushes: agreed state does not move with ranges yet).
+    /// Clients changing and reading shared string keys and string fields
+    /// of a hash over RESP, whose histories are judged linearizable (none
+    /// in runs with flushes, which the string checker does not model).
     #[arg(long, default_value_t = 2)]
     string_workers: usize,
     /// FAULT INJECTION in the product, to prove the checker: this node
