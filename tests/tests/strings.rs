@@ -462,5 +462,9 @@ fn hashes_hold_string_fields_beside_counters() {
     let long = "f".repeat(300);
     assert!(c(1, &["HSET", "u", &long, "v"]).starts_with("ERR"));
     assert!(c(2, &["HSET", "u", &long, "1"]).starts_with("ERR"));
+    assert!(
+        c(0, &["HSET", "u", "", "word"])
+            .starts_with("ERR a field that holds a string needs a name")
+    );
     assert_eq!(c(0, &["EXISTS", "u"]), "0\n");
 }

@@ -193,6 +193,12 @@ async fn set_string_field(
     (field, value): (&[u8], &[u8]),
     nx: bool,
 ) -> Result<(bool, bool), Reply> {
+    if field.is_empty() {
+        // The empty column is the key's own value, not a field.
+        return Err(Reply::err(
+            "ERR a field that holds a string needs a name (the empty field is the key's own value)",
+        ));
+    }
     user_key_of(key, field).map_err(|e| Reply::err(format!("ERR {}", e.message)))?;
     if value.len() > STRING_BYTES_MAX {
         return Err(Reply::err(format!(
