@@ -169,6 +169,8 @@ pub struct Engine {
     log_syncs: Arc<Latencies>,
     /// The partitions a round here saw hold a string (see `agreed`).
     strings: agreed::StringFilter,
+    /// Waiters on lists, woken by their changes.
+    lists: crate::list_signals::ListSignals,
     /// Holds the directory lock while the engine is open.
     _identity: Identity,
 }
@@ -275,6 +277,7 @@ impl Engine {
             refusals: Arc::default(),
             log_syncs,
             strings: agreed::StringFilter::default(),
+            lists: crate::list_signals::ListSignals::default(),
             _identity: identity,
         })
     }
@@ -606,6 +609,9 @@ impl Engine {
                     return Ok(Ok(epoch));
                 }
                 cached.mark_written(key, v);
+                if cached.cell.is_list() {
+                    self.lists.changed(key);
+                }
                 if v.frozen.len() < stall_at {
                     self.commit.append_now(key, cell, v)?;
                     full |= v.active.bytes() >= self.opts.memtable_bytes_max;

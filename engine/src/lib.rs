@@ -170,6 +170,7 @@ mod key;
 pub mod latency;
 mod limits;
 pub mod list;
+mod list_signals;
 mod memtable;
 mod options;
 mod outcome;

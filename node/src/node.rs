@@ -214,6 +214,14 @@ impl Node {
                 .is_some_and(|r| r.get(column, now).is_some())
     }
 
+    /// A wake-up for a client waiting on the list `key` (a blocking pop):
+    /// it comes when this node changes the list, as its leader or its
+    /// replica (`Engine::list_changed`); `None` for a key no list can have.
+    pub(crate) fn list_changed(&self, key: &[u8]) -> Option<tokio::sync::futures::Notified<'_>> {
+        let key = tally_engine::Key::new(key, b"").ok()?;
+        Some(self.ctx.engine().list_changed(&key))
+    }
+
     /// What this node last saw `partition`'s registers hold: a hint, not
     /// an answer (another node may have changed them since).
     pub(crate) fn last_seen_registers(&self, partition: &[u8]) -> Option<Registers> {

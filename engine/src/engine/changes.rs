@@ -43,11 +43,24 @@ impl Engine {
         now_ms: u64,
     ) -> Result<(ListDone, Cell)> {
         let leader = self.counter_id();
-        self.change_with(key, |cell| {
-            let done = decide_list(cell, change, leader, now_ms)?;
-            Ok((done.applied, done))
-        })
-        .await
+        let changed = self
+            .change_with(key, |cell| {
+                let done = decide_list(cell, change, leader, now_ms)?;
+                Ok((done.applied, done))
+            })
+            .await?;
+        if changed.0.applied {
+            self.lists.changed(key);
+        }
+        Ok(changed)
+    }
+
+    /// A wake-up for whoever waits on the list `key`: it comes when this
+    /// node changes the list (or another list of its bucket), as its
+    /// leader or as its replica. Enable it (`Notified::enable`) before
+    /// looking at the list, so that a change in between still wakes.
+    pub fn list_changed(&self, key: &Key) -> tokio::sync::futures::Notified<'_> {
+        self.lists.wait(key)
     }
 
     /// Makes `change` (an `EXPIRE` of a whole key: see

@@ -1,11 +1,16 @@
 //! Blocking pops: `BLPOP` and `BRPOP key [key ...] timeout`. The keys are
-//! tried in order, and again every [`POLL`] until one of them holds an
-//! element or the timeout passes (0: wait on). Each try reads the list's
-//! length at the connection's level and pops only from a list that holds
-//! something, so a waiting client costs a read per key per poll, not a
-//! change; a pop that finds the list emptied meanwhile tries the next key.
-//! Not woken by a push as Redis is: an element waits up to [`POLL`].
-//! A client that disconnects stops waiting.
+//! tried in order, and again when one of them changes here or every
+//! [`POLL`], until one of them holds an element or the timeout passes (0:
+//! wait on). Each try reads the list's length at the connection's level
+//! and pops only from a list that holds something, so a waiting client
+//! costs a read per key per try, not a change; a pop that finds the list
+//! emptied meanwhile tries the next key.
+//!
+//! A push wakes the waiters on every node that replicates the list (each
+//! applies the change: `Node::list_changed`), as Redis wakes its blocked
+//! clients; a waiter connected to a node that is not a replica of the
+//! list sees the element at its next poll, within [`POLL`]. A client
+//! that disconnects stops waiting.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,6 +71,15 @@ async fn pop(
 ) -> Reply {
     let deadline = timeout.map(|t| Instant::now() + t);
     loop {
+        // Enabled before the keys are looked at: a change meanwhile wakes.
+        let mut changed: Vec<_> = keys
+            .iter()
+            .filter_map(|k| node.list_changed(k))
+            .map(Box::pin)
+            .collect();
+        changed.iter_mut().for_each(|n| {
+            n.as_mut().enable();
+        });
         for key in keys {
             let one = std::slice::from_ref(key);
             match lists::execute(node, cl, "llen", one).await {
@@ -87,7 +101,16 @@ async fn pop(
             return Reply::NIL;
         }
         let next = Instant::now() + POLL;
-        tokio::time::sleep_until(deadline.map_or(next, |d| d.min(next))).await;
+        let woken = std::future::poll_fn(|cx| {
+            match changed.iter_mut().any(|n| n.as_mut().poll(cx).is_ready()) {
+                true => std::task::Poll::Ready(()),
+                false => std::task::Poll::Pending,
+            }
+        });
+        tokio::select! {
+            () = woken => {}
+            () = tokio::time::sleep_until(deadline.map_or(next, |d| d.min(next))) => {}
+        }
     }
 }
 
