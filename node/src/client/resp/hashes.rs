@@ -81,8 +81,9 @@ pub(crate) type Row = Vec<(Vec<u8>, Vec<u8>)>;
 /// (agreed); where a field has both (a race of kinds), the counter, as
 /// `HGET` reads it.
 pub(crate) async fn row(node: &Arc<Node>, cl: Consistency, key: &[u8]) -> Result<Row, WireError> {
-    let counters = node.get_row(key, cl).await?;
-    let registers = node.read_registers(key).await?;
+    // Both at once: the string fields cost no second round trip's wait.
+    let (counters, registers) = tokio::join!(node.get_row(key, cl), node.read_registers(key));
+    let (counters, registers) = (counters?, registers?);
     let mut row: Row = counters
         .into_iter()
         .map(|(f, v)| (f, v.to_string().into_bytes()))
