@@ -137,8 +137,9 @@
 //! sstable, ids    tails, their files)
 //!   │
 //! rules, files    what writes decide and answer over cells and keys: add,
-//!   │             change, list, unique, outcome, row, codec; the files and
-//!   │             flags beside them: fsutil, identity, retired, poison, space;
+//!   │             change, list (and its waiters' signals), unique, outcome,
+//!   │             row, codec; the files and flags beside them: fsutil,
+//!   │             identity, retired, poison, space;
 //!   │             options (the settings, with the fold generations to install)
 //! cell, key       the data: the CRDT and its checked writes; addresses
 //!   │
@@ -220,8 +221,20 @@ mod layers {
         &["error"],
         &["cell", "key"],
         &[
-            "fsutil", "poison", "space", "retired", "identity", "codec", "row", "change", "list",
-            "outcome", "unique", "add", "options",
+            "fsutil",
+            "poison",
+            "space",
+            "retired",
+            "identity",
+            "codec",
+            "row",
+            "change",
+            "list",
+            "list_signals",
+            "outcome",
+            "unique",
+            "add",
+            "options",
         ],
         &["memtable", "sstable", "ids"],
         &["commitlog", "version"],

@@ -18,6 +18,7 @@ use tally_engine::now_ms;
 use tally_net::wire::{Consistency, Presence, Ttl, WireError, WireKey};
 
 use super::counters::{int_arg, read_err, wire_err};
+use super::join::join_all;
 use super::proto::Reply;
 use super::session::arity;
 use super::strings::{set_change, value_arg};
@@ -52,17 +53,7 @@ pub(crate) async fn execute(
         ("hgetall" | "hkeys" | "hvals" | "hlen", 1) => {
             on_row(node, cl, &rest[0], |row| whole(name, row)).await
         }
-        ("hmget", n) if n >= 2 => {
-            on_row(node, cl, &rest[0], |row| {
-                Reply::Array(
-                    rest[1..]
-                        .iter()
-                        .map(|f| value_of(&row, f).map_or(Reply::NIL, |v| Reply::bulk(v.clone())))
-                        .collect(),
-                )
-            })
-            .await
-        }
+        ("hmget", n) if n >= 2 => hmget(node, cl, &rest[0], &rest[1..]).await,
         (
             "hset" | "hsetnx" | "hdel" | "hincrbyfloat" | "hexists" | "hstrlen" | "hrandfield"
             | "hgetall" | "hkeys" | "hvals" | "hlen" | "hmget",
@@ -72,6 +63,9 @@ pub(crate) async fn execute(
     };
     Some(reply)
 }
+
+/// Most fields of one `HMGET` read at once.
+const READS_AT_ONCE: usize = 256;
 
 /// A hash's fields and their values (a counter's as its decimal), in
 /// field order.
@@ -109,12 +103,6 @@ async fn on_row(
     }
 }
 
-fn value_of<'r>(row: &'r Row, field: &[u8]) -> Option<&'r Vec<u8>> {
-    row.binary_search_by(|(f, _)| f.as_slice().cmp(field))
-        .ok()
-        .map(|i| &row[i].1)
-}
-
 /// `HGETALL`, `HKEYS`, `HVALS` or `HLEN` of `row`.
 fn whole(name: &str, row: Row) -> Reply {
     match name {
@@ -141,6 +129,41 @@ async fn field(
         return Ok(Some(v.to_string().into_bytes()));
     }
     super::registers::get_column(node, key, field).await
+}
+
+/// `HMGET key field...`: each field's value (nil for none), its counter
+/// read at `cl`, and the hash's string fields in one agreed read, not the
+/// whole row.
+async fn hmget(node: &Arc<Node>, cl: Consistency, key: &[u8], names: &[Vec<u8>]) -> Reply {
+    let counters = async {
+        let mut cells = Vec::with_capacity(names.len());
+        for names in names.chunks(READS_AT_ONCE) {
+            let reads = names
+                .iter()
+                .map(|f| async move { node.get_cell(&WireKey::new(key, f), cl).await });
+            cells.extend(join_all(reads).await);
+        }
+        cells
+    };
+    let (cells, registers) = tokio::join!(counters, node.read_registers(key));
+    let registers = match registers {
+        Ok(r) => r,
+        Err(e) => return read_err(&e),
+    };
+    let now = now_ms();
+    let mut values = Vec::with_capacity(names.len());
+    for (name, cell) in names.iter().zip(cells) {
+        let counter = cell.and_then(|c| live_value(&c, now));
+        values.push(match counter {
+            Ok(Some(v)) => Reply::bulk(v.to_string()),
+            Ok(None) => registers
+                .get(name, now)
+                .filter(|_| fields::is_field(name))
+                .map_or(Reply::NIL, |r| Reply::bulk(r.value.clone())),
+            Err(e) => return read_err(&e),
+        });
+    }
+    Reply::Array(values)
 }
 
 /// `HSET key field value ...` (answers how many fields are new), or
