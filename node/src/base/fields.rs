@@ -81,14 +81,20 @@ pub(crate) fn remove_fields(
     (next, removed)
 }
 
+/// Whether `registers` hold a client's register (the key's string or a
+/// string field) live at `now_ms`: what [`clear`] would take.
+pub(crate) fn holds_any(registers: &Registers, now_ms: u64) -> bool {
+    registers
+        .0
+        .iter()
+        .any(|r| !is_reserved(&r.column) && !r.expired(now_ms))
+}
+
 /// `registers` without any client's register (the key's string and every
 /// string field; the node's own, like the rounds, stay): the next
 /// registers and whether one was live.
 pub(crate) fn clear(registers: &Registers, now_ms: u64) -> (Registers, bool) {
-    let had = registers
-        .0
-        .iter()
-        .any(|r| !is_reserved(&r.column) && !r.expired(now_ms));
+    let had = holds_any(registers, now_ms);
     let mut next = registers.clone();
     next.0.retain(|r| is_reserved(&r.column));
     (next, had)

@@ -19,7 +19,7 @@
 
 use std::sync::Arc;
 
-use tally_net::wire::{Register, When, WireError};
+use tally_net::wire::{Register, Registers, When, WireError};
 
 use crate::base::compare::Compare;
 pub(crate) use crate::base::strings::{
@@ -146,14 +146,25 @@ pub(crate) async fn get_and_expire(
 /// this node last saw it hold one (a lock being released, extended):
 /// then the change goes straight to its round.
 async fn surely_none(node: &Arc<Node>, key: &[u8]) -> Result<bool, WireError> {
+    surely_without(node, key, |r, now| r.get(COLUMN, now).is_some()).await
+}
+
+/// Whether the key's registers surely lack what `holds` looks for: read,
+/// unless this node last saw them hold it (then a change goes straight to
+/// its round).
+async fn surely_without(
+    node: &Arc<Node>,
+    key: &[u8],
+    holds: impl Fn(&Registers, u64) -> bool,
+) -> Result<bool, WireError> {
     let now = tally_engine::now_ms();
     if node
         .last_seen_registers(key)
-        .is_some_and(|r| r.get(COLUMN, now).is_some())
+        .is_some_and(|r| holds(&r, now))
     {
         return Ok(false);
     }
-    Ok(get(node, key).await?.is_none())
+    Ok(!holds(&node.read_registers(key).await?, now))
 }
 
 /// Deletes the key's string if `c` holds of it (`DELEX`); whether it did.
@@ -174,11 +185,7 @@ pub(crate) async fn delete_if(node: &Arc<Node>, key: &[u8], c: Compare) -> Resul
 /// Deletes the key's string and every string field of it (`DEL`);
 /// whether it had any. A read first: a key without any costs no round.
 pub(crate) async fn delete_all(node: &Arc<Node>, key: &[u8]) -> Result<bool, WireError> {
-    let now = tally_engine::now_ms();
-    let seen = node
-        .last_seen_registers(key)
-        .is_some_and(|r| crate::base::fields::clear(&r, now).1);
-    if !seen && !crate::base::fields::clear(&node.read_registers(key).await?, now).1 {
+    if surely_without(node, key, crate::base::fields::holds_any).await? {
         return Ok(false);
     }
     node.agree(key, |registers, now| {
