@@ -50,3 +50,4 @@ mod topology;
 mod unique;
 mod upgrade;
 mod user_ids;
+mod zsets;

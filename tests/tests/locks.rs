@@ -59,7 +59,8 @@ fn python_redis_lock_and_pottery_hold_through_any_node() {
     tally_tests::assert_script_ok(&mut python, "python-redis-lock and pottery");
 }
 
-/// npm's `redlock` and `redis-semaphore`'s `Mutex`, through ioredis.
+/// npm's `redlock` and `redis-semaphore`'s `Mutex`, `Semaphore` and
+/// `MultiSemaphore` (sorted sets changed by scripts), through ioredis.
 #[test]
 fn redlock_and_redis_semaphore_hold_through_any_node() {
     let modules = tally_tests::npm_packages("jslocks", &JS_PACKAGES).unwrap();

@@ -96,7 +96,7 @@ fn bad_scripts_cursors_and_patterns_get_clear_errors_and_the_node_keeps_serving(
             "ERR Wrong number of args calling Redis command from script",
         ),
         (
-            &["EVAL", "return redis.call('ZADD', 'z', 1, 'm')", "0"],
+            &["EVAL", "return redis.call('XADD', 's', '*', 'f', 'v')", "0"],
             "ERR Unknown Redis command called from script",
         ),
         (

@@ -86,6 +86,8 @@ pub(crate) enum Handler {
     Hashes,
     /// `copy`: renames and copies of counters and strings.
     Copy,
+    /// `zsets`: sorted sets, agreed.
+    ZSets,
     /// `tally`: adds with operation ids.
     Tally,
     /// `lists`.
@@ -554,6 +556,33 @@ pub(crate) const COMMANDS: &[Command] = &[
         "Random fields of a hash; a count, WITHVALUES.",
     )
     .runs(Hashes, Read, Keyed),
+    cmd("zadd", -4, W, ONE, "sorted-set", "Adds members to a sorted set, agreed.").runs(ZSets, Write, Keyed),
+    cmd("zincrby", 4, W, ONE, "sorted-set", "Adds to a member's score, agreed.").runs(ZSets, Write, Keyed),
+    cmd("zrem", -3, &["write", "fast"], ONE, "sorted-set", "Removes members of a sorted set.")
+        .runs(ZSets, Write, Keyed),
+    cmd("zcard", 2, R, ONE, "sorted-set", "Counts a sorted set's members.").runs(ZSets, Read, Keyed),
+    cmd("zscore", 3, R, ONE, "sorted-set", "A member's score.").runs(ZSets, Read, Keyed),
+    cmd("zmscore", -3, R, ONE, "sorted-set", "Members' scores.").runs(ZSets, Read, Keyed),
+    cmd("zcount", 4, R, ONE, "sorted-set", "Counts members in a score range.").runs(ZSets, Read, Keyed),
+    cmd("zrank", -3, R, ONE, "sorted-set", "A member's rank, lowest first.").runs(ZSets, Read, Keyed),
+    cmd("zrevrank", -3, R, ONE, "sorted-set", "A member's rank, highest first.")
+        .runs(ZSets, Read, Keyed),
+    cmd("zrange", -4, &["readonly"], ONE, "sorted-set", "Members by rank or score.")
+        .runs(ZSets, Read, Keyed),
+    cmd("zrevrange", -4, &["readonly"], ONE, "sorted-set", "Members by rank, highest first.")
+        .runs(ZSets, Read, Keyed),
+    cmd("zrangebyscore", -4, &["readonly"], ONE, "sorted-set", "Members by score.")
+        .runs(ZSets, Read, Keyed),
+    cmd("zrevrangebyscore", -4, &["readonly"], ONE, "sorted-set", "Members by score, highest first.")
+        .runs(ZSets, Read, Keyed),
+    cmd("zremrangebyscore", 4, &["write"], ONE, "sorted-set", "Removes members in a score range.")
+        .runs(ZSets, Write, Keyed),
+    cmd("zremrangebyrank", 4, &["write"], ONE, "sorted-set", "Removes members in a rank range.")
+        .runs(ZSets, Write, Keyed),
+    cmd("zpopmin", -2, &["write", "fast"], ONE, "sorted-set", "Takes the lowest-scored members.")
+        .runs(ZSets, Write, Keyed),
+    cmd("zpopmax", -2, &["write", "fast"], ONE, "sorted-set", "Takes the highest-scored members.")
+        .runs(ZSets, Write, Keyed),
     cmd(
         "sadd",
         -3,

@@ -8,6 +8,8 @@
 use tally_engine::is_reserved;
 use tally_net::wire::{Register, Registers};
 
+use super::zset;
+
 /// Whether `column` names a hash's field: not the key's own string (the
 /// empty column) and not a column the node keeps for itself.
 pub(crate) fn is_field(column: &[u8]) -> bool {
@@ -81,22 +83,29 @@ pub(crate) fn remove_fields(
     (next, removed)
 }
 
-/// Whether `registers` hold a client's register (the key's string or a
-/// string field) live at `now_ms`: what [`clear`] would take.
+/// Whether `column` is a client's register: the key's string, a string
+/// field, or the key's sorted set (not the node's own, like the rounds).
+fn is_clients(column: &[u8]) -> bool {
+    !is_reserved(column) || column == zset::COLUMN
+}
+
+/// Whether `registers` hold a client's register (the key's string, a
+/// string field or its sorted set) live at `now_ms`: what [`clear`]
+/// would take.
 pub(crate) fn holds_any(registers: &Registers, now_ms: u64) -> bool {
     registers
         .0
         .iter()
-        .any(|r| !is_reserved(&r.column) && !r.expired(now_ms))
+        .any(|r| is_clients(&r.column) && !r.expired(now_ms))
 }
 
-/// `registers` without any client's register (the key's string and every
-/// string field; the node's own, like the rounds, stay): the next
-/// registers and whether one was live.
+/// `registers` without any client's register (the key's string, every
+/// string field and its sorted set; the node's own, like the rounds,
+/// stay): the next registers and whether one was live.
 pub(crate) fn clear(registers: &Registers, now_ms: u64) -> (Registers, bool) {
     let had = holds_any(registers, now_ms);
     let mut next = registers.clone();
-    next.0.retain(|r| is_reserved(&r.column));
+    next.0.retain(|r| !is_clients(&r.column));
     (next, had)
 }
 

@@ -11,3 +11,4 @@ pub(crate) mod keyspace;
 pub(crate) mod refusal;
 pub(crate) mod registry;
 pub(crate) mod strings;
+pub(crate) mod zset;

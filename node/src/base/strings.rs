@@ -11,6 +11,7 @@ use tally_net::wire::{
 
 use super::compare::Compare;
 use super::decimal::{Decimal, incr_by_float};
+use super::zset;
 
 /// The largest string, in bytes (Redis' is larger; an agreed value travels
 /// whole in every round).
@@ -75,6 +76,9 @@ pub(crate) fn set_string(
         Ttl::At(at) => at,
     };
     let mut next = registers.clone();
+    // A string replaces the key's sorted set, as Redis' `SET` replaces a
+    // key of any kind.
+    next.remove(zset::COLUMN);
     next.put(Register {
         column: COLUMN.to_vec(),
         value: set.value.clone(),
@@ -239,7 +243,33 @@ pub(crate) fn remove_string(registers: &Registers) -> (Registers, bool) {
 /// none) if `only` allows it (`When::allows`): the next registers and
 /// whether it did. No string, no change.
 pub(crate) fn expire_string(registers: &Registers, at_ms: u64, only: When) -> (Registers, bool) {
-    let Some(current) = registers.get(COLUMN, 0) else {
+    expire_column(registers, COLUMN, at_ms, only)
+}
+
+/// The column of the key's own register, live at `now_ms`: its string,
+/// else its sorted set (`zset`); `None` when it holds neither.
+pub(crate) fn value_column(registers: &Registers, now_ms: u64) -> Option<&'static [u8]> {
+    [COLUMN, zset::COLUMN]
+        .into_iter()
+        .find(|c| registers.get(c, now_ms).is_some())
+}
+
+/// As [`expire_string`], of the key's own register (its string or its
+/// sorted set): what `EXPIRE` changes.
+pub(crate) fn expire_value(registers: &Registers, at_ms: u64, only: When) -> (Registers, bool) {
+    match value_column(registers, 0) {
+        Some(column) => expire_column(registers, column, at_ms, only),
+        None => (registers.clone(), false),
+    }
+}
+
+fn expire_column(
+    registers: &Registers,
+    column: &[u8],
+    at_ms: u64,
+    only: When,
+) -> (Registers, bool) {
+    let Some(current) = registers.get(column, 0) else {
         return (registers.clone(), false);
     };
     if !only.allows(current.at_ms, at_ms) {

@@ -4,10 +4,11 @@
 //! kind it holds (`generic::kind`): its counter (the empty column) when it
 //! has one, else every column of it (a hash), as Redis expires a hash
 //! whole, else its unique counter (a set), whose deadline is its count's
-//! (see `crate::cluster::unique`), else its string, whose deadline is
-//! part of its agreed value (see `registers`). An `EXPIRE` or `PERSIST`
-//! is one leader-side change of the key's row (`Node::expire`), or an
-//! agreed change of the string where the row has nothing; `TTL`, `PTTL`,
+//! (see `crate::cluster::unique`), else its string or sorted set, whose
+//! deadline is part of its agreed value (see `registers`). An `EXPIRE`
+//! or `PERSIST` is one leader-side change of the key's row
+//! (`Node::expire`), or an agreed change of the string (or sorted set)
+//! where the row has nothing; `TTL`, `PTTL`,
 //! `EXPIRETIME`, `PEXPIRETIME` read the key (its counter, its row, its
 //! count). Columns made after an `EXPIRE` do not take its deadline (see
 //! `crate::cluster::write::expire`). The deadline is wall-clock time, read
@@ -171,10 +172,10 @@ async fn expire(node: &Arc<Node>, cl: Consistency, key: &[u8], at_ms: u64, only:
 }
 
 /// `key`'s deadline: its counter's when it has one, else its first live
-/// column's, else its unique counter's, else its string's. A read, not a
-/// write: it reads the counter, then the row, then the count, each at
-/// `cl`, then the string (a key written between two of them may answer as
-/// the next kind it holds).
+/// column's, else its unique counter's, else its string's (or sorted
+/// set's). A read, not a write: it reads the counter, then the row, then
+/// the count, each at `cl`, then the registers (a key written between two
+/// of them may answer as the next kind it holds).
 async fn deadline(node: &Arc<Node>, cl: Consistency, key: &[u8]) -> Result<Deadline, Reply> {
     let now = now_ms();
     let cell = node
@@ -198,7 +199,7 @@ async fn deadline(node: &Arc<Node>, cl: Consistency, key: &[u8]) -> Result<Deadl
     if count.live(now) {
         return Ok(deadline_of(&count));
     }
-    let string = registers::get_with_deadline(node, key)
+    let string = registers::get_value(node, key)
         .await
         .map_err(|e| wire_err(&e))?;
     Ok(match string.map(|r| r.at_ms) {

@@ -29,7 +29,7 @@ use super::join::join_all;
 use super::proto::Reply;
 use super::registers;
 use super::session::arity;
-use crate::base::fields;
+use crate::base::{fields, zset};
 use crate::node::Node;
 
 /// Most keys of one `EXISTS` read at once.
@@ -48,7 +48,7 @@ pub(crate) async fn execute(
         ("exists", n) if n >= 1 => exists(node, cl, rest).await,
         ("del" | "unlink", n) if n >= 1 => delete_keys(node, cl, rest).await,
         ("type", 1) => match first_kind(node, cl, &rest[0]).await {
-            Ok(k) => Reply::Status(type_name(k).into()),
+            Ok(k) => Reply::Status(k.unwrap_or("none").into()),
             Err(e) => wire_err(&e),
         },
         ("exists" | "del" | "unlink" | "type", _) => arity(name),
@@ -106,12 +106,13 @@ pub(crate) fn to_reset(row: &BTreeMap<Vec<u8>, Cell>, now_ms: u64) -> Vec<&[u8]>
         .collect()
 }
 
-/// The kind of `key` at `cl`, reading no further than the first found.
+/// The kind of `key` at `cl` (Redis' name of it), reading no further
+/// than the first found.
 async fn first_kind(
     node: &Arc<Node>,
     cl: Consistency,
     key: &[u8],
-) -> Result<Option<WireKind>, WireError> {
+) -> Result<Option<&'static str>, WireError> {
     let now = now_ms();
     let mut h = Holds {
         counter: counter_kind(&node.get_cell(&WireKey::new(key, b""), cl).await?, now),
@@ -133,9 +134,11 @@ async fn first_kind(
             h.counter = Some(WireKind::Counter);
         } else if fields::fields(&registers, now).next().is_some() {
             h.hash = true;
+        } else if registers.get(zset::COLUMN, now).is_some() {
+            return Ok(Some("zset"));
         }
     }
-    Ok(kind(h))
+    Ok(kind(h).map(|k| type_name(Some(k))))
 }
 
 /// `EXISTS key...`: how many of the keys hold anything (a key named twice

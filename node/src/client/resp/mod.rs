@@ -79,6 +79,7 @@ mod strings;
 mod tally;
 mod text;
 mod turns;
+mod zsets;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -369,6 +370,7 @@ async fn by_handler(
         Handler::Sets => sets::execute(node, cl, name, rest).await,
         Handler::Hashes => hashes::execute(node, cl, name, rest).await,
         Handler::Copy => copy::execute(node, cl, name, rest).await,
+        Handler::ZSets => zsets::execute(node, cl, name, rest).await,
         Handler::Lists => lists::execute(node, cl, name, rest).await,
         Handler::Tally => tally::execute(node, cl, user, name, rest).await,
         Handler::KeysKeyed => keys::keyed(node, cl, name, rest).await,

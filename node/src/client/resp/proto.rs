@@ -53,6 +53,9 @@ pub enum Reply {
     Map(Vec<(Reply, Reply)>),
     /// RESP3 `~n`; RESP2 an array.
     Set(Vec<Reply>),
+    /// RESP3 an array of two-element arrays; RESP2 a flat array (a sorted
+    /// set's members and scores).
+    Pairs(Vec<(Reply, Reply)>),
     /// RESP3 `,1.5`; RESP2 a bulk string.
     Double(f64),
     /// RESP3 `#t`/`#f`; RESP2 `:1`/`:0`.
@@ -103,6 +106,21 @@ impl Reply {
                 for (k, v) in pairs {
                     k.encode(out, proto);
                     v.encode(out, proto);
+                }
+            }
+            Reply::Pairs(pairs) if resp3 => {
+                line(out, b'*', pairs.len().to_string().as_bytes());
+                for (a, b) in pairs {
+                    line(out, b'*', b"2");
+                    a.encode(out, proto);
+                    b.encode(out, proto);
+                }
+            }
+            Reply::Pairs(pairs) => {
+                line(out, b'*', (pairs.len() * 2).to_string().as_bytes());
+                for (a, b) in pairs {
+                    a.encode(out, proto);
+                    b.encode(out, proto);
                 }
             }
             Reply::Double(d) if resp3 => line(out, b',', double(*d).as_bytes()),
@@ -331,6 +349,15 @@ mod tests {
         assert_eq!(encoded(&s, Proto::Resp3), "~1\r\n$1\r\na\r\n");
         assert_eq!(encoded(&s, Proto::Resp2), "*1\r\n$1\r\na\r\n");
         assert_eq!(encoded(&Reply::Double(1.5), Proto::Resp3), ",1.5\r\n");
+        let pairs = Reply::Pairs(vec![(Reply::bulk("m"), Reply::Double(2.0))]);
+        assert_eq!(
+            encoded(&pairs, Proto::Resp3),
+            "*1\r\n*2\r\n$1\r\nm\r\n,2\r\n"
+        );
+        assert_eq!(
+            encoded(&pairs, Proto::Resp2),
+            "*2\r\n$1\r\nm\r\n$1\r\n2\r\n"
+        );
         assert_eq!(encoded(&Reply::Double(1.5), Proto::Resp2), "$3\r\n1.5\r\n");
         assert_eq!(
             encoded(&Reply::Double(f64::INFINITY), Proto::Resp3),

@@ -24,7 +24,7 @@ use tally_net::wire::{Register, Registers, When, WireError};
 use crate::base::compare::Compare;
 pub(crate) use crate::base::strings::{
     AddedToString, COLUMN, STRING_BYTES_MAX, SetDone, SetString, add_or_make_string, add_to_column,
-    add_to_string, expire_string, remove_string, set_string,
+    add_to_string, expire_string, expire_value, remove_string, set_string, value_column,
 };
 use crate::node::Node;
 
@@ -94,19 +94,28 @@ pub(crate) async fn get_with_deadline(
     Ok(registers.get(COLUMN, tally_engine::now_ms()).cloned())
 }
 
-/// Gives the key's string the deadline `at_ms` (0: none) if `only`
-/// allows; whether it did (see [`surely_none`]).
+/// The key's own register (its string, else its sorted set), if it has
+/// one: what `TTL` reads.
+pub(crate) async fn get_value(node: &Arc<Node>, key: &[u8]) -> Result<Option<Register>, WireError> {
+    let registers = node.read_registers(key).await?;
+    let now = tally_engine::now_ms();
+    Ok(value_column(&registers, now).and_then(|c| registers.get(c, now).cloned()))
+}
+
+/// Gives the key's own register (its string, else its sorted set) the
+/// deadline `at_ms` (0: none) if `only` allows; whether it did (a read
+/// first, as [`surely_none`]).
 pub(crate) async fn expire(
     node: &Arc<Node>,
     key: &[u8],
     at_ms: u64,
     only: When,
 ) -> Result<bool, WireError> {
-    if surely_none(node, key).await? {
+    if surely_without(node, key, |r, now| value_column(r, now).is_some()).await? {
         return Ok(false);
     }
     node.agree(key, move |registers, _| {
-        Ok(expire_string(registers, at_ms, only))
+        Ok(expire_value(registers, at_ms, only))
     })
     .await
 }

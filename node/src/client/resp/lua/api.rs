@@ -274,7 +274,7 @@ mod tests {
     fn commands_a_script_may_not_run_get_redis_errors() {
         assert!(refuse("incr", 2, false).is_ok());
         assert!(refuse("lpush", 3, false).is_ok());
-        assert!(text(refuse("zadd", 4, false)).contains("Unknown Redis command"));
+        assert!(text(refuse("xadd", 5, false)).contains("Unknown Redis command"));
         assert!(text(refuse("lpush", 3, true)).contains("read-only scripts"));
         assert!(text(refuse("incr", 3, false)).contains("Wrong number of args"));
         assert!(text(refuse("eval", 3, false)).contains("not allowed from script"));

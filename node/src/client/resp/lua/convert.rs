@@ -45,7 +45,7 @@ pub(crate) fn to_lua(lua: &Lua, reply: &Reply) -> mlua::Result<Value> {
             }
             Value::Table(t)
         }
-        Reply::Map(pairs) => {
+        Reply::Map(pairs) | Reply::Pairs(pairs) => {
             let t = lua.create_table()?;
             for (i, (k, v)) in pairs.iter().enumerate() {
                 t.raw_set(2 * i + 1, to_lua(lua, k)?)?;

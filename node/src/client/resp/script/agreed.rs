@@ -23,6 +23,7 @@ use tally_net::wire::{Consistency, Register, Registers, WireError, WireKey};
 use super::super::counters::wire_err;
 use super::super::lua::vm;
 use super::super::proto::Reply;
+use super::super::registers::value_column;
 use super::super::turns::Turns;
 use super::view::{Step, View};
 use crate::cluster::agree::history;
@@ -160,7 +161,8 @@ where
 
 /// What a run starts from, and whether it was just read (linearizably):
 /// the key's registers as this node last saw them when they hold a
-/// string (a lock, a limiter's window: no read), else as read; `None`
+/// string or a sorted set (a lock, a limiter's window, a semaphore: no
+/// read), else as read; `None`
 /// when the key holds a live counter (or list), which the script then
 /// reads and changes as every script does. As a plain
 /// `SET` of a string, the view does not look for a hash's fields or a
@@ -172,7 +174,7 @@ async fn start(
 ) -> Result<Option<(Registers, bool)>, WireError> {
     let now = now_ms();
     if let Some(seen) = node.last_seen_registers(stored)
-        && seen.get(b"", now).is_some()
+        && value_column(&seen, now).is_some()
     {
         return Ok(Some((seen, false)));
     }

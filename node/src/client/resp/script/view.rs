@@ -1,9 +1,9 @@
 //! What a script of one key sees while it runs as one agreed change of
-//! that key (`script::agreed`): the key's string, as the round read it,
-//! changed in memory by each command the script calls, the way Redis
-//! changes a string.
+//! that key (`script::agreed`): the key's registers (its string or its
+//! sorted set), as the round read them, changed in memory by each command
+//! the script calls, the way Redis changes a string or a sorted set.
 //!
-//! Only commands on that one key's string are served here. Any other (a
+//! Only commands on that one key's string or sorted set are served here. Any other (a
 //! key the script did not declare, a counter's or a hash's command, a
 //! command this view lacks) makes the script leave the view
 //! ([`Step::Leaves`]): its run is thrown away, nothing of it having been
@@ -14,10 +14,14 @@ use tally_net::wire::{Presence, Register, Registers, Ttl, When};
 use super::super::counters::int_arg;
 use super::super::expiry::{self, Deadline};
 use super::super::proto::Reply;
-use super::super::registers::{self, AddedToString, expire_string, remove_string};
+use super::super::registers::{
+    self, AddedToString, expire_string, expire_value, remove_string, value_column,
+};
 use super::super::strings::{getex_args, set_opts, string, ttl_arg};
 use super::super::text::{Edit, edit_string, offset, range, too_long};
+use super::super::zsets;
 use crate::base::compare::{delex_args, digest_hex};
+use crate::base::{fields, zset};
 
 /// The column of a key's string (as `registers` keeps it).
 const COLUMN: &[u8] = b"";
@@ -84,16 +88,22 @@ impl View {
         Step::Done(reply)
     }
 
-    /// `DEL`, `UNLINK` or `EXISTS` naming the key `n` times.
+    /// `DEL`, `UNLINK` or `EXISTS` naming the key `n` times: of whatever
+    /// registers it holds (its string, string fields or sorted set).
     fn keyed_all(&mut self, name: &str, n: usize) -> Reply {
-        let had = self.current().is_some();
+        let had = fields::holds_any(&self.state, self.now_ms);
         match name {
             "exists" => Reply::Int(if had { n as i64 } else { 0 }),
             _ => {
-                self.state = remove_string(&self.state).0;
+                self.state = fields::clear(&self.state, self.now_ms).0;
                 Reply::Int(i64::from(had))
             }
         }
+    }
+
+    /// The key's own register: its string, else its sorted set.
+    fn own(&self) -> Option<&Register> {
+        value_column(&self.state, self.now_ms).and_then(|c| self.state.get(c, self.now_ms))
     }
 
     /// A command on the key, `args` after the key; `None` for one this
@@ -145,14 +155,7 @@ impl View {
                 Ok(at) => self.get_and_expire(at),
                 Err(e) => e,
             },
-            ("type", []) => Reply::Status(
-                if self.current().is_some() {
-                    "string"
-                } else {
-                    "none"
-                }
-                .into(),
-            ),
+            ("type", []) => Reply::Status(self.type_name().into()),
             ("incr" | "decr", []) => return self.add(if name == "incr" { 1 } else { -1 }),
             ("incrby" | "decrby", [by]) => match int_arg(by) {
                 Ok(by) if name == "incrby" => return self.add(by),
@@ -170,7 +173,7 @@ impl View {
             }
             ("persist", []) => self.expire(0, When::Always),
             ("ttl" | "pttl" | "expiretime" | "pexpiretime", []) => {
-                let d = match self.current().map(|r| r.at_ms) {
+                let d = match self.own().map(|r| r.at_ms) {
                     None => Deadline::Absent,
                     Some(0) => Deadline::Never,
                     Some(at) => Deadline::At(at),
@@ -189,9 +192,28 @@ impl View {
                 Ok(at) => self.edit(&Edit::SetRange(at, bytes.clone())),
                 Err(e) => e,
             },
-            _ => return None,
+            _ => {
+                let applied = zsets::apply(&self.state, name, args, now)?;
+                if let Some(next) = applied.next {
+                    self.state = next;
+                }
+                applied.reply
+            }
         };
         Some(reply)
+    }
+
+    /// Redis' name of what the key holds.
+    fn type_name(&self) -> &'static str {
+        if self.current().is_some() {
+            "string"
+        } else if fields::fields(&self.state, self.now_ms).next().is_some() {
+            "hash"
+        } else if self.state.get(zset::COLUMN, self.now_ms).is_some() {
+            "zset"
+        } else {
+            "none"
+        }
     }
 
     /// A `SET` of the string: as Redis answers it (`get`: the value
@@ -236,7 +258,7 @@ impl View {
     /// An `EXPIRE`-family change: 1 if it applied. A deadline that has
     /// passed deletes the string, as Redis does.
     fn expire(&mut self, at_ms: u64, only: When) -> Reply {
-        let (next, done) = expire_string(&self.state, at_ms, only);
+        let (next, done) = expire_value(&self.state, at_ms, only);
         self.state = next;
         self.state.drop_expired(self.now_ms);
         Reply::Int(i64::from(done))
@@ -352,6 +374,40 @@ mod tests {
         assert_eq!(done(&mut v, "delex k IFNE next"), Reply::Int(0));
         assert_eq!(done(&mut v, &format!("delex k IFDEQ {d}")), Reply::Int(1));
         assert_eq!(done(&mut v, "delex k"), Reply::Int(0));
+    }
+
+    #[test]
+    fn a_semaphore_script_runs_in_the_view() {
+        // redis-semaphore's acquire, then its refresh, then a lost permit.
+        let mut v = empty();
+        assert_eq!(done(&mut v, "zremrangebyscore k -inf 500"), Reply::Int(0));
+        assert_eq!(done(&mut v, "zcard k"), Reply::Int(0));
+        assert_eq!(done(&mut v, "zadd k 1000 id"), Reply::Int(1));
+        assert_eq!(done(&mut v, "pexpire k 2000"), Reply::Int(1));
+        assert_eq!(done(&mut v, "type k"), Reply::Status("zset".into()));
+        assert_eq!(done(&mut v, "pttl k"), Reply::Int(2000));
+        let mut next = View::new(b"k", v.state().clone(), NOW + 1000);
+        assert_eq!(done(&mut next, "zscore k id"), Reply::Double(1000.0));
+        assert_eq!(done(&mut next, "zadd k 2000 id"), Reply::Int(0));
+        assert_eq!(
+            done(&mut next, "pttl k"),
+            Reply::Int(1000),
+            "ZADD keeps the deadline"
+        );
+        let mut later = View::new(b"k", next.state().clone(), NOW + 2000);
+        assert_eq!(done(&mut later, "exists k"), Reply::Int(0), "expired");
+        assert_eq!(done(&mut later, "zadd k 1 id"), Reply::Int(1));
+        assert_eq!(
+            done(&mut later, "set k s"),
+            Reply::Simple("OK"),
+            "SET replaces it"
+        );
+        assert_eq!(done(&mut later, "type k"), Reply::Status("string".into()));
+        assert!(
+            matches!(done(&mut later, "zcard k"), Reply::Error(e) if e.starts_with("WRONGTYPE"))
+        );
+        assert_eq!(done(&mut later, "del k"), Reply::Int(1));
+        assert_eq!(later.state(), &Registers::default());
     }
 
     #[test]

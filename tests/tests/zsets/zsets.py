@@ -1,0 +1,96 @@
+# Sorted sets through redis-py (RESP3, as redis-py 8 speaks), each call
+# through another node: Redis' replies (scores as doubles, WITHSCORES as
+# pairs), deadlines, kinds, and ZINCRBY exact with threads on every node.
+# Prints "ok".
+import sys
+import threading
+import time
+
+import redis
+
+ports = [int(p) for p in sys.argv[1:]]
+cs = [redis.Redis(host="127.0.0.1", port=p, protocol=3) for p in ports]
+c = lambda i: cs[i % len(cs)]
+
+assert c(0).zadd("board", {"ann": 10, "bob": 20, "cy": 15}) == 3
+assert c(1).zadd("board", {"ann": 12, "dee": 1}, ch=True) == 2
+assert c(2).zadd("board", {"eve": 99}, xx=True) == 0
+assert c(0).zadd("board", {"ann": 5}, gt=True) == 0
+assert c(1).zcard("board") == 4
+assert c(2).zscore("board", "ann") == 12.0
+assert c(0).zscore("board", "nobody") is None
+assert c(1).zmscore("board", ["bob", "x"]) == [20.0, None]
+assert c(2).zrange("board", 0, -1) == [b"dee", b"ann", b"cy", b"bob"]
+assert c(0).zrange("board", 0, 1, desc=True, withscores=True) == [
+    [b"bob", 20.0],
+    [b"cy", 15.0],
+], c(0).zrange("board", 0, 1, desc=True, withscores=True)
+assert c(1).zrangebyscore("board", "(10", "+inf") == [b"ann", b"cy", b"bob"]
+assert c(2).zrevrangebyscore("board", 15, "-inf", start=0, num=2) == [b"cy", b"ann"]
+assert c(0).zcount("board", 10, 20) == 3
+assert c(1).zrank("board", "cy") == 2
+assert c(2).zrevrank("board", "cy") == 1
+assert c(0).zincrby("board", 2.5, "dee") == 3.5
+assert c(1).zpopmin("board") == [b"dee", 3.5]
+assert c(2).zpopmin("nokey") == [] and c(0).zpopmax("nokey", 2) == []
+assert c(2).zremrangebyscore("board", "-inf", 12) == 1
+assert c(0).zrem("board", "bob", "nobody") == 1
+assert c(1).type("board") == b"zset"
+
+# The deadline is the set's, kept by ZADD; an expired set is gone.
+assert c(2).pexpire("board", 400)
+assert c(0).zadd("board", {"fay": 1}) == 1
+assert 0 < c(1).pttl("board") <= 400
+time.sleep(0.5)
+assert c(2).exists("board") == 0
+assert c(0).zcard("board") == 0
+
+# A key holds one kind.
+c(1).set("s", "text")
+for cmd in (lambda: c(2).zadd("s", {"a": 1}), lambda: c(0).zcard("s")):
+    try:
+        cmd()
+        raise AssertionError("a sorted-set command on a string")
+    except redis.ResponseError as e:
+        assert str(e).startswith("WRONGTYPE"), e
+c(1).incr("n")
+try:
+    c(2).zadd("n", {"a": 1})
+    raise AssertionError("a sorted set made over a counter")
+except redis.ResponseError as e:
+    assert str(e).startswith("WRONGTYPE"), e
+c(0).zadd("z", {"a": 1})
+assert c(1).set("z", "over") is True
+assert c(2).get("z") == b"over"
+c(0).zadd("z2", {"a": 1})
+assert c(1).delete("z2") == 1
+assert c(2).exists("z2") == 0
+
+# Bad input gets Redis' errors.
+for args, want in [
+    (("ZADD", "e", "x", "a"), "value is not a valid float"),
+    (("ZADD", "e", "NX", "XX", "1", "a"), "not compatible"),
+    (("ZRANGEBYSCORE", "e", "x", "1"), "min or max is not a float"),
+    (("ZADD", "e", "1", "a", "2"), "syntax error"),
+    (("ZADD", "e", "1"), "wrong number of arguments"),
+    (("ZPOPMIN", "e", "-1"), "must be positive"),
+]:
+    try:
+        c(0).execute_command(*args)
+        raise AssertionError(f"{args} answered")
+    except redis.ResponseError as e:
+        assert want in str(e), (args, e)
+
+# ZINCRBY from threads through every node at once: every increment counts.
+def bump(i):
+    for _ in range(25):
+        c(i).zincrby("hot", 1, "m")
+
+threads = [threading.Thread(target=bump, args=(i,)) for i in range(6)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+for i in range(3):
+    assert c(i).zscore("hot", "m") == 150.0, c(i).zscore("hot", "m")
+print("ok")
