@@ -581,13 +581,19 @@ fn strings_alone(broken: Option<BrokenAgreement>, commit_delay: Option<Duration>
 }
 
 /// The linearizability checker must find a shared register's history
-/// wrong on a `broken` agreement path: a shared string key's, or a shared
-/// string field's of the hash (registers of the same path, in one
-/// partition's state).
+/// wrong on a `broken` agreement path: a shared string key's, a shared
+/// string field's of the hash or a shared member's of the sorted set
+/// (registers of the same path, each set in one partition's state).
 fn strings_on_a_broken_agreement(broken: BrokenAgreement, commit_delay: Option<Duration>) {
     let summary = strings_alone(Some(broken), commit_delay);
     assert!(
-        found(&summary, "string chaos-str-") || found(&summary, "string chaos-field-"),
+        [
+            "string chaos-str-",
+            "string chaos-field-",
+            "string chaos-member-"
+        ]
+        .iter()
+        .any(|shared| found(&summary, shared)),
         "{broken:?} passed the linearizability checker: {summary}"
     );
 }

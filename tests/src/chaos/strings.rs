@@ -4,7 +4,9 @@
 //! saw, each either native, `SET ... IFEQ` and `DELEX ... IFEQ`, or as a
 //! script of the key, which runs as one agreed change), the same on string
 //! fields of one hash (`HSET`, `HSETNX`, `HDEL`, `HGET`: each field a
-//! register of its own, in one partition's agreed state), and sets cold
+//! register of its own, in one partition's agreed state), the same on
+//! members of one sorted set (`ZADD`, `ZADD NX`, `ZREM`, `ZSCORE`: each
+//! member's score a register, the set one agreed value), and sets cold
 //! keys once (`SET NX`) and reads them while ranges move, one command at a
 //! time, recording when each was sent and when it answered. An error, a timeout or a broken connection leaves a change's
 //! outcome unknown (it may take effect late or never) and a read
@@ -72,6 +74,11 @@ const KEYS: usize = 3;
 const FIELDS: usize = 2;
 /// The hash whose string fields the workers share.
 const HASH: &str = "chaos-hash";
+/// The members of [`ZSET`] every worker shares, each logged as a key of
+/// its own, `chaos-member-<n>`, its score the value.
+const MEMBERS: usize = 2;
+/// The sorted set whose members the workers share.
+const ZSET: &str = "chaos-zset";
 /// Cold keys: set once (`SET ... NX`, the first one wins) and then only
 /// read, a lease or a setting that sits while ranges move; a ring change
 /// that leaves agreed state behind loses them.
@@ -82,8 +89,9 @@ const COLD_KEYS: usize = 6;
 fn keys() -> impl Iterator<Item = String> {
     let shared = (0..KEYS).map(|k| format!("chaos-str-{k}"));
     let fields = (0..FIELDS).map(|k| format!("chaos-field-{k}"));
+    let members = (0..MEMBERS).map(|k| format!("chaos-member-{k}"));
     let cold = (0..COLD_KEYS).map(|k| format!("chaos-cold-{k}"));
-    shared.chain(fields).chain(cold)
+    shared.chain(fields).chain(members).chain(cold)
 }
 /// How long a reply may take before the command's outcome is unknown.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -145,7 +153,10 @@ pub(crate) async fn worker(
         n += 1;
         let (key, call) = match rng.random_range(0..10) {
             0 => cold(&mut rng, value),
-            1 | 2 => field(&mut rng, value),
+            1 => field(&mut rng, value),
+            // A score: an integer a double holds exactly, which `ZSCORE`
+            // answers in the same digits.
+            2 => member(&mut rng, ((w as u64 + 1) * 1_000_000_000 + n).to_string()),
             _ => shared(&mut rng, &seen, value),
         };
         let scripted = rng.random_bool(0.5);
@@ -216,6 +227,20 @@ fn field(rng: &mut SmallRng, value: Vec<u8>) -> (String, Call) {
     (key, call)
 }
 
+/// An operation on a member of the shared sorted set: an add, an add if
+/// absent, a removal or a read of its score (`score`, a new one).
+fn member(rng: &mut SmallRng, score: String) -> (String, Call) {
+    let key = format!("chaos-member-{}", rng.random_range(0..MEMBERS));
+    let score = score.into_bytes();
+    let call = match rng.random_range(0..6) {
+        0 => Call::Write(score),
+        1 => Call::SetIfAbsent(score),
+        2 => Call::Delete,
+        _ => Call::Read,
+    };
+    (key, call)
+}
+
 /// An operation on a cold key: its one `SET NX`, or a read.
 fn cold(rng: &mut SmallRng, value: Vec<u8>) -> (String, Call) {
     let key = format!("chaos-cold-{}", rng.random_range(0..COLD_KEYS));
@@ -272,6 +297,9 @@ fn command(key: &str, call: &Call, scripted: bool) -> Vec<u8> {
     if let Some(n) = key.strip_prefix("chaos-field-") {
         return field_command(&format!("f{n}"), call);
     }
+    if let Some(n) = key.strip_prefix("chaos-member-") {
+        return member_command(&format!("m{n}"), call);
+    }
     let words: Vec<&[u8]> = match call {
         Call::Write(v) => vec![b"SET", key.as_bytes(), v],
         Call::SetIfAbsent(v) => vec![b"SET", key.as_bytes(), v, b"NX"],
@@ -295,6 +323,18 @@ fn field_command(field: &str, call: &Call) -> Vec<u8> {
         Call::SetIfAbsent(v) => vec![b"HSETNX", hash, field, v],
         Call::Delete => vec![b"HDEL", hash, field],
         _ => vec![b"HGET", hash, field],
+    };
+    crate::resp_command(&words)
+}
+
+/// The command of `call` on the shared sorted set's `member`.
+fn member_command(member: &str, call: &Call) -> Vec<u8> {
+    let (zset, member) = (ZSET.as_bytes(), member.as_bytes());
+    let words: Vec<&[u8]> = match call {
+        Call::Write(score) => vec![b"ZADD", zset, score, member],
+        Call::SetIfAbsent(score) => vec![b"ZADD", zset, b"NX", score, member],
+        Call::Delete => vec![b"ZREM", zset, member],
+        _ => vec![b"ZSCORE", zset, member],
     };
     crate::resp_command(&words)
 }
