@@ -298,6 +298,7 @@ impl Client {
     /// Sends one operation and waits for its answer, at most the client's
     /// timeout (up to an eighth of it more: see [`expire`]).
     pub async fn call(&self, op: ClientOp) -> Result<ClientReply, ClientError> {
+        let op = crate::serial::wrap(op, self.protocol).map_err(ClientError::Protocol)?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (answer, mut rx) = oneshot::channel();
         let deadline = Instant::now() + self.timeout;

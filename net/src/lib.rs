@@ -17,6 +17,7 @@
 //!   over TCP with request ids, the thin async client, and [`cluster`], its
 //!   token-aware form that sends each request to a replica; [`client_tls`]
 //!   secures the client ports (both ends).
+//!   [`serial`] carries a request at SERIAL.
 //! - [`version`]: the peer and client protocol versions each build speaks,
 //!   and how two sides agree on one (peers in the TLS handshake, clients
 //!   in their first request), so that a cluster upgrades node by node.
@@ -49,6 +50,7 @@ pub mod peer;
 pub mod retry;
 pub mod ring;
 pub mod scan;
+pub mod serial;
 pub mod tls;
 pub mod tls_reload;
 pub mod version;
@@ -74,7 +76,7 @@ mod layers {
         ],
         &["list", "once", "tls", "dial"],
         &["wire", "tls_reload", "client_tls"],
-        &["bounds", "encoded", "frame"],
+        &["bounds", "encoded", "frame", "serial"],
         &["client", "peer"],
         &["retry"],
         &["cluster"],

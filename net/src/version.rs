@@ -28,13 +28,14 @@
 //! | 1 | the protocol of the builds before versions were negotiated |
 //! | 2 | `Hello`, `Versions` (each node's build and the cluster's features) |
 //! | 3 | strings: `GetString`, `SetString` (compare-and-set, leases) |
+//! | 4 | `Serial`: a request at SERIAL (`crate::serial`) |
 
 /// The newest peer protocol this build speaks.
 pub const PEER_NEWEST: u16 = 5;
 /// The oldest peer protocol this build speaks: the previous build's.
 pub const PEER_OLDEST: u16 = 2;
 /// The newest client protocol this build speaks.
-pub const CLIENT_NEWEST: u16 = 3;
+pub const CLIENT_NEWEST: u16 = 4;
 /// The oldest client protocol this build speaks.
 pub const CLIENT_OLDEST: u16 = 1;
 
@@ -124,9 +125,10 @@ mod tests {
         assert_eq!(client_version(&[1, 2]), Ok(2));
         assert_eq!(client_version(&[2, 1, 7]), Ok(2));
         assert_eq!(client_version(&[2, 1, 3, 7]), Ok(3));
+        assert_eq!(client_version(&[4, 3, 9]), Ok(4));
         let e = client_version(&[5, 6]).unwrap_err();
         assert!(
-            e.contains("this node speaks 1 to 3, the client [5, 6]"),
+            e.contains("this node speaks 1 to 4, the client [5, 6]"),
             "{e}"
         );
         let e = client_version(&[]).unwrap_err();

@@ -1160,6 +1160,13 @@ pub enum ClientOp {
         /// The new value's deadline.
         deadline: Deadline,
     },
+    /// Run the request `op` (a [`ClientOp`], encoded) at SERIAL: every
+    /// level in it is read as [`Consistency::Serial`], which travels as
+    /// `Quorum` (see `crate::serial`). Client protocol 4.
+    Serial {
+        /// The request, encoded.
+        op: Vec<u8>,
+    },
 }
 
 /// What a key's string must be for `ClientOp::SetString` to change it.

@@ -811,11 +811,14 @@ impl Node {
                 .map(ClientReply::Folded),
             ClientOp::Scan { scan, cl } => self.scan(scan, cl).await.map(ClientReply::Keys),
             ClientOp::Snapshot(op) => self.snapshot(op).await.map(ClientReply::Snapshots),
-            // The connection answers logins and hellos itself (see `server`).
-            ClientOp::Auth { .. } | ClientOp::Hello { .. } => Err(WireError::not_applied(
-                tally_net::wire::ErrorKind::Invalid,
-                "a login or a hello is answered by the connection",
-            )),
+            // The connection answers logins and hellos itself, and
+            // unwraps a request at SERIAL (see `server`).
+            ClientOp::Auth { .. } | ClientOp::Hello { .. } | ClientOp::Serial { .. } => {
+                Err(WireError::not_applied(
+                    tally_net::wire::ErrorKind::Invalid,
+                    "a login, a hello or a SERIAL wrapper is answered by the connection",
+                ))
+            }
         }
     }
 

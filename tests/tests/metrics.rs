@@ -84,6 +84,38 @@ fn every_node_serves_its_metrics_and_any_request_gets_a_clear_answer() {
         page.contains("tally_hints_pending{peer=\"n2\"} 0\n"),
         "{page}"
     );
+    // A read at SERIAL, natively (`tally --cl serial`, client protocol 4)
+    // and over RESP, arrives as SERIAL: counted under its own level.
+    let out = cluster
+        .tally(&["--node", "n3", "--cl", "serial", "get", "m"])
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "6");
+    let mut resp = std::process::Command::new("redis-cli")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &cluster.resp_addr(2).port().to_string(),
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = resp.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, b"CLIENT CONSISTENCY SERIAL\nGET m\n").unwrap();
+    drop(stdin);
+    let out = resp.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "OK\n6\n");
+    let page = get(cluster.metrics_addr(2), "/metrics");
+    assert!(
+        page.contains("tally_coordinator_read_seconds_count{cl=\"serial\"} 2\n"),
+        "{page}"
+    );
+    assert!(
+        page.contains("tally_coordinator_read_seconds_count{cl=\"quorum\"} 0\n"),
+        "{page}"
+    );
     // Each node led its own add (RF 3: every node is a replica), and
     // merged the other two nodes' as a replica.
     for i in 0..3 {

@@ -200,7 +200,8 @@ pub(crate) fn op_in(mut op: ClientOp, space: Keyspace) -> Result<ClientOp, Refus
         | ClientOp::Snapshot(_)
         | ClientOp::Versions
         | ClientOp::Hello { .. }
-        | ClientOp::Auth { .. } => return Ok(op),
+        | ClientOp::Auth { .. }
+        | ClientOp::Serial { .. } => return Ok(op),
     };
     *partition = space.stored(partition)?;
     Ok(op)

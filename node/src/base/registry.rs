@@ -12,10 +12,11 @@ use tally_net::wire::{Consistency, ErrorKind, WireError};
 use crate::base::commands::COMMANDS;
 
 /// The consistency levels, in the order of the registry's arrays.
-pub(crate) const LEVELS: [(Consistency, &str); 3] = [
+pub(crate) const LEVELS: [(Consistency, &str); 4] = [
     (Consistency::One, "one"),
     (Consistency::Quorum, "quorum"),
     (Consistency::All, "all"),
+    (Consistency::Serial, "serial"),
 ];
 
 /// What a coordinated operation was.
@@ -32,7 +33,7 @@ pub(crate) const ERROR_KINDS: [&str; 3] = ["timeout", "unavailable", "other"];
 #[derive(Debug)]
 pub(crate) struct Registry {
     /// Coordinated operations' latencies, by operation and level.
-    latency: [[Latencies; 3]; 2],
+    latency: [[Latencies; LEVELS.len()]; 2],
     /// Their failures, by operation and kind.
     errors: [[AtomicU64; 3]; 2],
     /// Cells merged here for another node's write (replication, hints).
@@ -50,7 +51,7 @@ impl Registry {
     /// A registry with nothing counted yet.
     const fn new() -> Registry {
         Registry {
-            latency: [const { [const { Latencies::new() }; 3] }; 2],
+            latency: [const { [const { Latencies::new() }; LEVELS.len()] }; 2],
             errors: [const { [const { AtomicU64::new(0) }; 3] }; 2],
             replica_applies: AtomicU64::new(0),
             read_repairs: AtomicU64::new(0),
@@ -73,8 +74,9 @@ impl Registry {
 fn level(cl: Consistency) -> usize {
     match cl {
         Consistency::One => 0,
-        Consistency::Quorum | Consistency::Serial => 1,
+        Consistency::Quorum => 1,
         Consistency::All => 2,
+        Consistency::Serial => 3,
     }
 }
 

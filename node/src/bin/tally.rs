@@ -55,7 +55,8 @@ struct Cli {
     /// Send every request to this client address (no config needed).
     #[arg(long, global = true)]
     addr: Option<SocketAddr>,
-    /// Consistency level: one, quorum, all.
+    /// Consistency level: one, quorum, all, serial (quorum whose reads
+    /// answer once a majority holds what they answer).
     #[arg(long, default_value = "quorum", global = true)]
     cl: Consistency,
     /// Print JSON.

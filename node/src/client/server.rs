@@ -164,6 +164,11 @@ async fn connection(c: Accepted) {
             Ok(r) => r,
             Err(e) => break Stop::Say(format!("malformed request: {e}")),
         };
+        // A request at SERIAL comes wrapped (its level travels as QUORUM).
+        let req = match tally_net::serial::unwrap(req.op) {
+            Ok(op) => ClientRequest { op, ..req },
+            Err(why) => break Stop::Say(why),
+        };
         // A login revoked as the request came in closes the connection
         // with its reason, rather than refusing the request (one load: the
         // login deadline was checked before the wait).
@@ -405,16 +410,16 @@ mod tests {
 
     #[test]
     fn a_hello_agrees_on_a_version_or_says_which_each_side_speaks() {
-        match hello(&[1, 2, 3, 4]).unwrap() {
+        match hello(&[1, 2, 3, 4, 5]).unwrap() {
             ClientReply::Hello { version, build } => {
-                assert_eq!(version, 3);
+                assert_eq!(version, 4);
                 assert_eq!(build, crate::cluster::features::BUILD);
             }
             other => panic!("{other:?}"),
         }
         let e = hello(&[7, 9]).unwrap_err();
         assert!(
-            e.contains("this node speaks 1 to 3, the client [7, 9]"),
+            e.contains("this node speaks 1 to 4, the client [7, 9]"),
             "{e}"
         );
         let e = hello(&[1; CLIENT_VERSIONS_MAX + 1]).unwrap_err();

@@ -58,6 +58,9 @@ pub fn native_need(op: &ClientOp) -> Need {
         | ClientOp::Cleanup
         | ClientOp::Fold
         | ClientOp::Snapshot(_) => Need::Admin,
+        // Unwrapped before it is checked (`client::server`); the strictest
+        // need were it not.
+        ClientOp::Serial { .. } => Need::Admin,
     }
 }
 
