@@ -60,6 +60,11 @@ try:
 except redis.ResponseError as e:
     assert str(e).startswith("WRONGTYPE"), e
 c(0).zadd("z", {"a": 1})
+try:
+    c(1).get("z")
+    raise AssertionError("GET of a sorted set")
+except redis.ResponseError as e:
+    assert str(e).startswith("WRONGTYPE"), e
 assert c(1).set("z", "over") is True
 assert c(2).get("z") == b"over"
 c(0).zadd("z2", {"a": 1})

@@ -19,9 +19,10 @@
 
 use std::sync::Arc;
 
-use tally_net::wire::{Register, Registers, When, WireError};
+use tally_net::wire::{ErrorKind, Register, Registers, When, WireError};
 
 use crate::base::compare::Compare;
+use crate::base::refusal::WRONGTYPE;
 pub(crate) use crate::base::strings::{
     AddedToString, COLUMN, STRING_BYTES_MAX, SetDone, SetString, add_or_make_string, add_to_column,
     add_to_string, expire_string, expire_value, remove_string, set_string, value_column,
@@ -73,16 +74,22 @@ pub(crate) async fn get(node: &Arc<Node>, key: &[u8]) -> Result<Option<Vec<u8>>,
 }
 
 /// The string of `column` (the key's own, empty, or a hash's field), if
-/// it holds one.
+/// it holds one; `WRONGTYPE` for the key's own where it holds a sorted
+/// set, as Redis' `GET` answers.
 pub(crate) async fn get_column(
     node: &Arc<Node>,
     key: &[u8],
     column: &[u8],
 ) -> Result<Option<Vec<u8>>, WireError> {
     let registers = node.read_registers(key).await?;
-    Ok(registers
-        .get(column, tally_engine::now_ms())
-        .map(|r| r.value.clone()))
+    let now = tally_engine::now_ms();
+    match registers.get(column, now) {
+        Some(r) => Ok(Some(r.value.clone())),
+        None if column.is_empty() && registers.get(crate::base::zset::COLUMN, now).is_some() => {
+            Err(WireError::not_applied(ErrorKind::WrongType, WRONGTYPE))
+        }
+        None => Ok(None),
+    }
 }
 
 /// The key's string and its deadline (0: none), if it has one.

@@ -24,12 +24,10 @@ use tally_net::wire::{Consistency, Registers, WireKey};
 use super::counters::{int_arg, read_err, wire_err};
 use super::proto::Reply;
 use crate::base::fields;
+use crate::base::refusal::WRONGTYPE;
 use crate::base::zset::{self, AddOnly, Added, Bound, ZSet, parse_score};
 use crate::node::Node;
 
-/// Redis' answer to a command on a key of another kind.
-pub(crate) const WRONGTYPE: &str =
-    "WRONGTYPE Operation against a key holding the wrong kind of value";
 const NOT_A_FLOAT: &str = "ERR value is not a valid float";
 const BOUND_NOT_A_FLOAT: &str = "ERR min or max is not a float";
 const SYNTAX: &str = "ERR syntax error";
