@@ -244,6 +244,9 @@ pub enum StartError {
 struct Call {
     body: Encoded,
     done: oneshot::Sender<Result<Vec<PeerResponse>, PeerError>>,
+    /// Sent even when no one waits for the answers (`submit_detached`);
+    /// otherwise a call whose caller gave up is not sent at all.
+    detached: bool,
 }
 
 /// The answers to a [`Transport::submit`], in request order.
@@ -480,6 +483,7 @@ impl Transport {
         let call = Call {
             body: Encoded::new(&[req]),
             done,
+            detached: false,
         };
         let timed_out = || PeerError::Timeout {
             peer: link.id.clone(),
@@ -512,8 +516,22 @@ impl Transport {
     }
 
     /// [`Transport::submit`] of requests already encoded: the same ones
-    /// go to several peers for the cost of one encoding.
+    /// go to several peers for the cost of one encoding. Dropping the
+    /// answers' receiver before the call is sent drops the call: a
+    /// request whose answer no one waits for any more is not sent.
     pub fn submit_encoded(&self, node: usize, body: Encoded) -> Result<Answers, PeerError> {
+        self.queue(node, body, false)
+    }
+
+    /// Queues requests that must go out whether or not anyone waits for
+    /// their answers (which are dropped): news a peer is better for
+    /// having, like a decided value. Fails at once, with nothing sent,
+    /// when the peer's queue is full.
+    pub fn submit_detached(&self, node: usize, body: Encoded) -> Result<(), PeerError> {
+        self.queue(node, body, true).map(drop)
+    }
+
+    fn queue(&self, node: usize, body: Encoded, detached: bool) -> Result<Answers, PeerError> {
         let link = self.link(node)?;
         if body.len() > BATCH_MESSAGES_MAX {
             return Err(PeerError::Unreachable {
@@ -525,7 +543,11 @@ impl Transport {
             });
         }
         let (done, rx) = oneshot::channel();
-        match link.queue.try_send(Call { body, done }) {
+        match link.queue.try_send(Call {
+            body,
+            done,
+            detached,
+        }) {
             Ok(()) => Ok(rx),
             Err(mpsc::error::TrySendError::Full(_)) => Err(PeerError::Overloaded {
                 peer: link.id.clone(),
@@ -615,8 +637,9 @@ async fn sender(
                 Err(_) => break,
             }
         }
-        // Callers that gave up need no answer.
-        batch.retain(|c| !c.done.is_closed());
+        // Callers that gave up need no answer, and their requests are not
+        // sent; detached ones go out all the same.
+        batch.retain(|c| c.detached || !c.done.is_closed());
         if batch.is_empty() {
             continue;
         }

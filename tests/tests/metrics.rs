@@ -116,6 +116,21 @@ fn every_node_serves_its_metrics_and_any_request_gets_a_clear_answer() {
         page.contains("tally_coordinator_read_seconds_count{cl=\"quorum\"} 0\n"),
         "{page}"
     );
+    // A string's decided value reaches every acceptor: the proposer's
+    // commits go out though it waits for none of them.
+    cluster.wait_agreement().unwrap();
+    assert_eq!(cluster.redis_cli(0, &["SET", "word", "hello"]).trim(), "OK");
+    for i in 1..3 {
+        let commits = "tally_acceptor_requests_total{kind=\"commit\"}";
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while sample(&get(cluster.metrics_addr(i), "/metrics"), commits) < 1.0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "node {i} heard no commit"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
     // Each node led its own add (RF 3: every node is a replica), and
     // merged the other two nodes' as a replica.
     for i in 0..3 {

@@ -37,14 +37,11 @@ impl Engine {
     }
 
     /// A value decided for `partition`: kept if later than the one this
-    /// node knows committed, durable here once it returns.
+    /// node knows committed, durable here once it returns if it is logged
+    /// at all ([`commit_logs`]).
     pub async fn commit(&self, partition: &[u8], decided: Accepted) -> Result<()> {
-        self.agree_with(partition, |a| {
-            let before = a.committed.ballot;
-            a.commit(decided);
-            (a.committed.ballot != before, ())
-        })
-        .await
+        self.agree_with(partition, |a| (commit_logs(a, decided), ()))
+            .await
     }
 
     /// [`Engine::commit`], without waiting until it is durable: it goes
@@ -52,11 +49,7 @@ impl Engine {
     /// commit need not survive a crash (the next prepare finishes a value
     /// accepted and not known committed), and nobody waits for it.
     pub fn commit_unwaited(&self, partition: &[u8], decided: Accepted) -> Result<()> {
-        let ((), logged) = self.agree_logged(partition, |a| {
-            let before = a.committed.ballot;
-            a.commit(decided);
-            (a.committed.ballot != before, ())
-        })?;
+        let ((), logged) = self.agree_logged(partition, |a| (commit_logs(a, decided), ()))?;
         if let Some(logged) = logged {
             self.let_go(logged);
         }
@@ -189,6 +182,25 @@ pub struct AgreedPage {
     pub more: Option<Vec<u8>>,
 }
 
+/// Applies the value `decided` to `a`; whether the state must be logged.
+/// A commit of the very value this node accepted (the same ballot) is
+/// kept in the cached state only, and reaches disk with the cell's next
+/// record or a flush of it: lost to a crash first, the state reads as
+/// that value accepted and not known committed, which the next prepare
+/// or read finishes (the value a quorum accepted is decided either way). So a
+/// commit that tells acceptors what they accepted, nearly every one,
+/// costs them no log record. A commit of a value this node lacks is
+/// logged, as it carries news.
+fn commit_logs(a: &mut Acceptor, decided: Accepted) -> bool {
+    let before = a.committed.ballot;
+    let accepted_it = a
+        .accepted
+        .as_ref()
+        .is_some_and(|x| x.ballot == decided.ballot);
+    a.commit(decided);
+    a.committed.ballot != before && !accepted_it
+}
+
 /// Whether `a` holds a string in `column` live at `now_ms`, committed or
 /// accepted.
 fn holds_string(a: &Acceptor, column: &[u8], now_ms: u64) -> bool {
@@ -278,6 +290,27 @@ mod tests {
     }
 
     #[test]
+    fn only_a_commit_of_a_value_not_accepted_here_is_logged() {
+        let mut a = Acceptor::default();
+        assert!(
+            a.prepare(ballot(5))
+                != Promise::Rejected {
+                    promised: ballot(5)
+                }
+        );
+        a.accept(at(5, "alice")).unwrap();
+        // What it accepted: marked in memory, nothing to log.
+        assert!(!commit_logs(&mut a.clone(), at(5, "alice")));
+        // A value it never accepted (it missed the round): news, logged.
+        assert!(commit_logs(&mut a.clone(), at(6, "bob")));
+        assert!(commit_logs(&mut Acceptor::default(), at(5, "alice")));
+        // A commit it knew already: no change, nothing to log.
+        commit_logs(&mut a, at(5, "alice"));
+        assert!(!commit_logs(&mut a, at(5, "alice")));
+        assert_eq!((a.accepted, a.committed), (None, at(5, "alice")));
+    }
+
+    #[test]
     fn a_string_in_the_cached_state_is_seen_by_the_add_path() {
         let dir = tempfile::tempdir().unwrap();
         let e = Engine::open(dir.path(), Options::default()).unwrap();
@@ -357,7 +390,7 @@ mod tests {
     }
 
     #[test]
-    fn promises_accepts_and_commits_survive_a_restart_and_a_flush() {
+    fn promises_accepts_and_news_of_commits_survive_a_restart_and_a_flush() {
         let dir = tempfile::tempdir().unwrap();
         let rt = runtime();
         {
@@ -391,13 +424,18 @@ mod tests {
             );
             e.commit(b"lock", at(5, "alice")).await.unwrap();
         });
-        // Read back from an SSTable.
+        // The commit of what it accepted is in the cached state only.
+        let lock = e.agreed(b"lock").unwrap();
+        assert_eq!((lock.accepted, lock.committed), (None, at(5, "alice")));
+        // Read back from an SSTable: the value accepted, not known
+        // committed, which the next prepare or read finishes.
         e.flush().unwrap();
         e.close().unwrap();
         let e = Engine::open(dir.path(), Options::default()).unwrap();
         let lock = e.agreed(b"lock").unwrap();
-        assert_eq!(lock.accepted, None);
-        assert_eq!(lock.committed, at(5, "alice"));
+        assert_eq!(lock.accepted, Some(at(5, "alice")));
+        assert_eq!(lock.promised, ballot(5));
+        assert_eq!(e.agreed(b"other").unwrap().committed, at(3, "bob"));
         assert_eq!(e.agreed(b"never").unwrap(), Acceptor::default());
         // The partition's counter view is untouched: no counter there.
         let count = e.get(&unique::count_key(b"lock").unwrap()).unwrap();

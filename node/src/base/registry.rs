@@ -27,6 +27,9 @@ pub(crate) enum Op {
 }
 
 pub(crate) const OPS: [&str; 2] = ["add", "read"];
+/// What an acceptor serves (`cluster::agree`), in the order of
+/// [`Registry::acceptor`].
+pub(crate) const ACCEPTOR_KINDS: [&str; 4] = ["prepare", "propose", "commit", "read"];
 pub(crate) const ERROR_KINDS: [&str; 3] = ["timeout", "unavailable", "other"];
 
 /// What the node counts as it serves.
@@ -40,6 +43,9 @@ pub(crate) struct Registry {
     pub(crate) replica_applies: AtomicU64,
     /// Read repairs sent.
     pub(crate) read_repairs: AtomicU64,
+    /// Agreement requests this node served as an acceptor (its own
+    /// proposer's among them), by [`ACCEPTOR_KINDS`].
+    pub(crate) acceptor: [AtomicU64; ACCEPTOR_KINDS.len()],
     /// Hints written, and delivered.
     pub(crate) hints_written: AtomicU64,
     pub(crate) hints_sent: AtomicU64,
@@ -55,6 +61,7 @@ impl Registry {
             errors: [const { [const { AtomicU64::new(0) }; 3] }; 2],
             replica_applies: AtomicU64::new(0),
             read_repairs: AtomicU64::new(0),
+            acceptor: [const { AtomicU64::new(0) }; ACCEPTOR_KINDS.len()],
             hints_written: AtomicU64::new(0),
             hints_sent: AtomicU64::new(0),
             resp: [const { AtomicU64::new(0) }; COMMANDS.len() + 1],

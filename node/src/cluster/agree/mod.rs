@@ -51,6 +51,16 @@ pub(crate) async fn serve(ctx: &Arc<Ctx>, req: PeerRequest) -> Result<PeerRespon
     ) {
         ctx.check_readable()?;
     }
+    let kind = match req {
+        PeerRequest::Prepare { .. } => Some(0),
+        PeerRequest::Propose { .. } => Some(1),
+        PeerRequest::Commit { .. } => Some(2),
+        PeerRequest::ReadAgreed { .. } => Some(3),
+        _ => None,
+    };
+    if let Some(i) = kind {
+        ctx.metrics().acceptor[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
     let answer = match req {
         PeerRequest::Prepare { partition, ballot } if ctx.faults().has(Fault::PromiseLate) => {
             promise_late(ctx, partition, ballot)

@@ -430,7 +430,7 @@ fn commit_to(ctx: &Arc<Ctx>, partition: &[u8], decided: &Accepted, to: &[usize])
                 debug!(error = %engine_error(&e), "commit here failed");
             }
         } else if ctx.is_up(r) {
-            let _ = ctx.transport().submit_encoded(r, req.clone());
+            let _ = ctx.transport().submit_detached(r, req.clone());
         }
     }
 }

@@ -12,7 +12,7 @@ pub(crate) mod text;
 use std::sync::atomic::Ordering::Relaxed;
 
 use crate::base::commands::COMMANDS;
-use crate::base::registry::{ERROR_KINDS, LEVELS, OPS, Registry};
+use crate::base::registry::{ACCEPTOR_KINDS, ERROR_KINDS, LEVELS, OPS, Registry};
 use crate::client::accept::ClientGate;
 use crate::node::Node;
 use text::Page;
@@ -49,6 +49,15 @@ pub(crate) fn render(node: &Node, gate: &ClientGate) -> String {
         "Read repairs sent.",
         r.read_repairs.load(Relaxed) as f64,
     );
+    p.family(
+        "tally_acceptor_requests_total",
+        "counter",
+        "Agreement requests this node served as an acceptor, by kind.",
+    );
+    for (i, kind) in ACCEPTOR_KINDS.iter().enumerate() {
+        let n = r.acceptor[i].load(Relaxed) as f64;
+        p.sample("tally_acceptor_requests_total", &[("kind", kind)], n);
+    }
     p.single(
         "tally_client_connections",
         "gauge",
