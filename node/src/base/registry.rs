@@ -27,8 +27,16 @@ pub(crate) enum Op {
 }
 
 pub(crate) const OPS: [&str; 2] = ["add", "read"];
-/// What an acceptor serves (`cluster::agree`), in the order of
-/// [`Registry::acceptor`].
+/// What an acceptor serves (`cluster::agree`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Served {
+    Prepare = 0,
+    Propose = 1,
+    Commit = 2,
+    Read = 3,
+}
+
+/// The names of [`Served`], in the order of [`Registry::acceptor`].
 pub(crate) const ACCEPTOR_KINDS: [&str; 4] = ["prepare", "propose", "commit", "read"];
 pub(crate) const ERROR_KINDS: [&str; 3] = ["timeout", "unavailable", "other"];
 
@@ -88,6 +96,11 @@ fn level(cl: Consistency) -> usize {
 }
 
 impl Registry {
+    /// Counts an agreement request this node served as an acceptor.
+    pub(crate) fn served(&self, kind: Served) {
+        self.acceptor[kind as usize].fetch_add(1, Relaxed);
+    }
+
     /// Counts a coordinated operation that took `took` and ended so.
     pub(crate) fn coordinated<T>(
         &self,

@@ -53,10 +53,12 @@ pub(crate) fn set_string(
 ) -> (Registers, SetDone) {
     let current = registers.get(COLUMN, now_ms);
     let before = current.map(|r| r.value.clone());
+    // `NX` and `XX` ask whether the key exists: a sorted set is the key too.
+    let exists = current.is_some() || registers.get(zset::COLUMN, now_ms).is_some();
     let wanted = match set.only {
         Presence::Any => true,
-        Presence::Absent => current.is_none(),
-        Presence::Live => current.is_some(),
+        Presence::Absent => !exists,
+        Presence::Live => exists,
     } && set
         .compare
         .as_ref()

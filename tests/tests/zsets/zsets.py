@@ -71,6 +71,24 @@ c(0).zadd("z2", {"a": 1})
 assert c(1).delete("z2") == 1
 assert c(2).exists("z2") == 0
 
+# RENAME and COPY move a set with its deadline; NX keeps what is there.
+c(0).zadd("src", {"a": 1, "b": 2})
+c(0).pexpire("src", 5000)
+assert c(1).rename("src", "dst") is True
+assert c(2).exists("src") == 0
+assert c(0).zrange("dst", 0, -1, withscores=True) == [[b"a", 1.0], [b"b", 2.0]]
+assert 0 < c(1).pttl("dst") <= 5000
+assert c(2).copy("dst", "dst2") is True
+assert c(0).copy("dst", "dst2") is False
+c(1).set("str", "x")
+assert c(2).renamenx("dst", "str") is False
+assert c(0).copy("dst", "str", replace=True) is True
+assert c(1).type("str") == b"zset" and c(2).zcard("str") == 2
+c(0).incr("cnt")
+assert c(1).copy("dst", "cnt", replace=True) is True
+assert c(2).type("cnt") == b"zset" and c(0).zscore("cnt", "b") == 2.0
+assert c(1).set("dst", "taken", nx=True) is None, "SET NX: the key exists"
+
 # Bad input gets Redis' errors.
 for args, want in [
     (("ZADD", "e", "x", "a"), "value is not a valid float"),

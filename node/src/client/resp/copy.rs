@@ -1,13 +1,14 @@
-//! `RENAME`, `RENAMENX` and `COPY` of a counter or a string: the value and
-//! its deadline are written to the destination, then (for a rename) the
-//! source is deleted. Two keys are two partitions, so these are two
+//! `RENAME`, `RENAMENX` and `COPY` of a counter, a string or a sorted set:
+//! the value and its deadline are written to the destination, then (for a
+//! rename) the source is deleted. Two keys are two partitions, so these are two
 //! changes one after the other, not one atomic step as in Redis: a crash
 //! between them leaves both keys, never neither. A string moves through
 //! agreement; its source is deleted only if it still holds what was
 //! copied, so a change made meanwhile is kept. A counter written where a
 //! string is becomes that string (as an integer `SET` does); a string
-//! written over a counter replaces it (as a string `SET` does). A list is
-//! refused.
+//! written over a counter replaces it (as a string `SET` does). A sorted
+//! set moves as a string does, agreed, replacing what the destination
+//! held. A list is refused.
 
 use std::sync::Arc;
 
@@ -16,8 +17,9 @@ use tally_net::wire::{Change, Consistency, Presence, Register, Ttl, WireKey};
 
 use super::counters::wire_err;
 use super::proto::Reply;
-use super::registers::{self, COLUMN, remove_string};
+use super::registers;
 use super::strings::{set_change, set_string, string};
+use crate::base::{fields, zset};
 use crate::node::Node;
 
 /// Answers `name` if it is one of this module's commands.
@@ -42,6 +44,8 @@ enum Value {
     Counter(i64, Ttl),
     /// A string and its deadline.
     String(Register),
+    /// A sorted set's register (its members and deadline).
+    ZSet(Register),
 }
 
 /// `RENAME src dst`, or `RENAMENX` (`nx`).
@@ -68,13 +72,14 @@ async fn rename(node: &Arc<Node>, cl: Consistency, src: &[u8], dst: &[u8], nx: b
             .change(&WireKey::new(src, b""), Change::Delete, cl)
             .await
             .map(|_| ()),
-        Value::String(copied) => {
+        Value::String(copied) | Value::ZSet(copied) => {
             node.agree(src, move |registers, now| {
-                let same = registers.get(COLUMN, now) == Some(&copied);
-                Ok(match same {
-                    true => (remove_string(registers).0, ()),
-                    false => (registers.clone(), ()),
-                })
+                let same = registers.get(&copied.column, now) == Some(&copied);
+                let mut next = registers.clone();
+                if same {
+                    next.remove(&copied.column);
+                }
+                Ok((next, ()))
             })
             .await
         }
@@ -111,8 +116,8 @@ async fn copy(node: &Arc<Node>, cl: Consistency, rest: &[Vec<u8>]) -> Reply {
     }
 }
 
-/// What `key` holds: its live counter (read at `cl`), else its string
-/// (agreed); a list is refused.
+/// What `key` holds: its live counter (read at `cl`), else its string or
+/// sorted set (agreed); a list is refused.
 async fn source(
     node: &Arc<Node>,
     cl: Consistency,
@@ -136,10 +141,13 @@ async fn source(
         };
         return Ok(Some(Value::Counter(value, ttl)));
     }
-    let string = registers::get_with_deadline(node, key)
+    let own = registers::get_value(node, key)
         .await
         .map_err(|e| wire_err(&e))?;
-    Ok(string.map(Value::String))
+    Ok(own.map(|r| match r.column == zset::COLUMN {
+        true => Value::ZSet(r),
+        false => Value::String(r),
+    }))
 }
 
 /// Writes `value` to `dst` (only where it holds nothing, with
@@ -156,6 +164,7 @@ async fn place(
         false => Presence::Any,
     };
     let (value, ttl) = match value {
+        Value::ZSet(r) => return place_zset(node, cl, dst, r, only_absent).await,
         Value::String(r) => (r.value.clone(), ttl_of(r)),
         Value::Counter(v, ttl) => {
             // A counter goes as a string where `dst` holds a string.
@@ -176,6 +185,40 @@ async fn place(
         Reply::Bulk(None) => Ok(false),
         e => Err(e),
     }
+}
+
+/// Writes the sorted set `r` to `dst`, agreed, replacing whatever `dst`
+/// holds (a live counter reset first, at `QUORUM`, as a string `SET`
+/// resets one), or only where it holds nothing (`only_absent`): whether
+/// it did.
+async fn place_zset(
+    node: &Arc<Node>,
+    cl: Consistency,
+    dst: &[u8],
+    r: &Register,
+    only_absent: bool,
+) -> Result<bool, Reply> {
+    let key = WireKey::new(dst, b"");
+    let counter = node.get_cell(&key, cl).await.map_err(|e| wire_err(&e))?;
+    if counter.live(now_ms()) {
+        if only_absent {
+            return Ok(false);
+        }
+        node.reset(&key, Consistency::Quorum)
+            .await
+            .map_err(|e| wire_err(&e))?;
+    }
+    let r = r.clone();
+    node.agree(dst, move |registers, now| {
+        if only_absent && fields::holds_any(registers, now) {
+            return Ok((registers.clone(), false));
+        }
+        let mut next = fields::clear(registers, now).0;
+        next.put(r.clone());
+        Ok((next, true))
+    })
+    .await
+    .map_err(|e| wire_err(&e))
 }
 
 /// A string's deadline, as a `SET` gives it.

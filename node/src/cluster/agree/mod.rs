@@ -36,6 +36,7 @@ use std::sync::Arc;
 use tally_net::wire::{Ballot, ErrorKind, PeerRequest, PeerResponse, WireError};
 
 use crate::base::convert::engine_error;
+use crate::base::registry::Served;
 use crate::cluster::ctx::Ctx;
 use crate::cluster::faults::{Fault, PROMISE_LAG};
 
@@ -51,15 +52,15 @@ pub(crate) async fn serve(ctx: &Arc<Ctx>, req: PeerRequest) -> Result<PeerRespon
     ) {
         ctx.check_readable()?;
     }
-    let kind = match req {
-        PeerRequest::Prepare { .. } => Some(0),
-        PeerRequest::Propose { .. } => Some(1),
-        PeerRequest::Commit { .. } => Some(2),
-        PeerRequest::ReadAgreed { .. } => Some(3),
+    let served = match req {
+        PeerRequest::Prepare { .. } => Some(Served::Prepare),
+        PeerRequest::Propose { .. } => Some(Served::Propose),
+        PeerRequest::Commit { .. } => Some(Served::Commit),
+        PeerRequest::ReadAgreed { .. } => Some(Served::Read),
         _ => None,
     };
-    if let Some(i) = kind {
-        ctx.metrics().acceptor[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if let Some(kind) = served {
+        ctx.metrics().served(kind);
     }
     let answer = match req {
         PeerRequest::Prepare { partition, ballot } if ctx.faults().has(Fault::PromiseLate) => {

@@ -397,6 +397,7 @@ mod tests {
         let mut later = View::new(b"k", next.state().clone(), NOW + 2000);
         assert_eq!(done(&mut later, "exists k"), Reply::Int(0), "expired");
         assert_eq!(done(&mut later, "zadd k 1 id"), Reply::Int(1));
+        assert_eq!(done(&mut later, "set k s NX"), Reply::NIL, "the key exists");
         assert_eq!(
             done(&mut later, "set k s"),
             Reply::Simple("OK"),
