@@ -458,6 +458,13 @@ fn hashes_hold_string_fields_beside_counters() {
         assert_eq!(c(node, &["HGETALL", "u"]), "\n", "n{node}");
         assert_eq!(c(node, &["EXISTS", "u"]), "0\n", "n{node}");
     }
+    // A hash of string fields alone is a key to SCAN and KEYS too.
+    assert_eq!(c(1, &["HSET", "sf", "name", "bob"]), "1\n");
+    assert_eq!(c(2, &["KEYS", "sf"]), "sf\n");
+    assert_eq!(
+        c(0, &["SCAN", "0", "MATCH", "sf", "TYPE", "hash"]),
+        "0\nsf\n"
+    );
     // A field name past the column limit gets a clear error, of either kind.
     let long = "f".repeat(300);
     assert!(c(1, &["HSET", "u", &long, "v"]).starts_with("ERR"));

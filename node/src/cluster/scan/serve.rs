@@ -6,11 +6,12 @@ use std::ops::{Bound, ControlFlow};
 use tally_engine::{Cell, Engine, Key, unique};
 use tally_net::ring::{TokenRange, murmur3_token};
 use tally_net::wire::{
-    ErrorKind, REPAIR_RANGES_MAX, SCAN_KEYS_MAX, WireError, WireKeys, WireKind, WireRange,
-    WireScan, WireScanned,
+    ErrorKind, REPAIR_RANGES_MAX, Registers, SCAN_KEYS_MAX, WireError, WireKeys, WireKind,
+    WireRange, WireScan, WireScanned,
 };
 
 use crate::base::convert::{engine_error, key, wire_key};
+use crate::base::fields::is_field;
 use crate::base::keyspace::Keyspace;
 
 /// Cells a page reads from each memtable, per key it may answer: keys of
@@ -36,24 +37,26 @@ pub(crate) fn check(scan: &WireScan, ranges: &[WireRange]) -> Result<Vec<TokenRa
 }
 
 /// What a live cell makes of its partition, if it lists it at all. A
-/// string is listed as the Redis string it is (`Counter`): it lives in
-/// the agreed part of the partition's reserved cell, whose count is not
-/// live unless the key is a set too (the newest value this replica
-/// accepted or knows committed; a scan is not linearizable).
+/// string is listed as the Redis string it is (`Counter`), string fields
+/// as a hash (`Row`): they live in the agreed part of the partition's
+/// reserved cell, whose count is not live unless the key is a set too
+/// (the newest value this replica accepted or knows committed; a scan is
+/// not linearizable). A sorted set has no kind on the wire yet, and is
+/// not listed.
 pub(crate) fn kind(key: &Key, cell: &Cell, now_ms: u64) -> Option<WireKind> {
     if unique::is_member(key) {
         return None;
     }
     if !cell.live(now_ms) {
-        let holds = unique::is_reserved(key.column())
-            && cell.agreed().is_some_and(|a| {
-                let newest = match &a.accepted {
-                    Some(x) if x.ballot > a.committed.ballot => x,
-                    _ => &a.committed,
-                };
-                newest.value.get(b"", now_ms).is_some()
-            });
-        return holds.then_some(WireKind::Counter);
+        if !unique::is_reserved(key.column()) {
+            return None;
+        }
+        let a = cell.agreed()?;
+        let newest = match &a.accepted {
+            Some(x) if x.ballot > a.committed.ballot => x,
+            _ => &a.committed,
+        };
+        return registered_kind(&newest.value, now_ms);
     }
     Some(match key.column() {
         [] if cell.is_list() => WireKind::List,
@@ -61,6 +64,19 @@ pub(crate) fn kind(key: &Key, cell: &Cell, now_ms: u64) -> Option<WireKind> {
         c if unique::is_reserved(c) => WireKind::Unique,
         _ => WireKind::Row,
     })
+}
+
+/// The kind agreed registers make of their partition: its string, else
+/// its string fields.
+fn registered_kind(registers: &Registers, now_ms: u64) -> Option<WireKind> {
+    let live = |r: &&tally_net::wire::Register| !r.expired(now_ms);
+    if registers.get(b"", now_ms).is_some() {
+        Some(WireKind::Counter)
+    } else if registers.0.iter().filter(live).any(|r| is_field(&r.column)) {
+        Some(WireKind::Row)
+    } else {
+        None
+    }
 }
 
 /// Up to `scan.limit` live keys of `space` that begin with `scan.prefix`,
@@ -201,8 +217,15 @@ mod tests {
                 .admit(b"s", &[&b"m1"[..], b"m2", b"m3"])
                 .await
                 .unwrap();
-            // A string is listed as a Redis string; one deleted is not.
-            for (p, column) in [("t", &b""[..]), ("u", b"\xff\xffrounds")] {
+            // A string is listed as a Redis string, string fields as a
+            // hash; a string deleted is not, nor (yet) a sorted set.
+            let columns = [
+                ("h", &b"field"[..]),
+                ("t", b""),
+                ("u", b"\xff\xffrounds"),
+                ("z", b"\xff\xffzset"),
+            ];
+            for (p, column) in columns {
                 let decided = tally_net::wire::Accepted {
                     ballot: tally_net::wire::Ballot {
                         ms: 1,
@@ -218,7 +241,14 @@ mod tests {
                 engine.commit(p.as_bytes(), decided).await.unwrap();
             }
         });
-        let want = ["a:Counter", "b:Row", "bb:Counter", "s:Unique", "t:Counter"];
+        let want = [
+            "a:Counter",
+            "b:Row",
+            "bb:Counter",
+            "h:Row",
+            "s:Unique",
+            "t:Counter",
+        ];
         for limit in [1, 2, 3, 100] {
             assert_eq!(all_pages(&engine, 0, "", limit), want, "limit {limit}");
         }
