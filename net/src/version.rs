@@ -7,7 +7,9 @@
 //! version both know, and a node of the previous build is still understood
 //! (its handshake offers only its own version). A request kind is sent only
 //! on a connection whose version knows it (`PeerRequest::since`): the peer transport
-//! fails a call it cannot send with "unreachable", never sending it.
+//! fails a call it cannot send with "unreachable", never sending it. An
+//! answer's new form is sent only to a peer whose version knows it (a
+//! scan's sorted sets, version 6, are left out of an older peer's page).
 //!
 //! | version | what it adds |
 //! |---|---|
@@ -15,6 +17,7 @@
 //! | 3 | `Hello` heartbeats that announce a node's build and cluster features, `Leaving` |
 //! | 4 | agreement: `Prepare`, `Propose`, `Commit`, `ReadAgreed` |
 //! | 5 | agreed state moved with its ranges: `AgreedIn`, `MergeAgreed` |
+//! | 6 | sorted sets in scans' answers (`WireKind::SortedSet`) |
 //!
 //! **Clients.** The native protocol's first request may be `Hello`, naming
 //! the versions the client speaks; the node answers the highest both speak
@@ -28,10 +31,10 @@
 //! | 1 | the protocol of the builds before versions were negotiated |
 //! | 2 | `Hello`, `Versions` (each node's build and the cluster's features) |
 //! | 3 | strings: `GetString`, `SetString` (compare-and-set, leases) |
-//! | 4 | `Serial`: a request at SERIAL (`crate::serial`) |
+//! | 4 | `Serial`: a request at SERIAL (`crate::serial`); sorted sets in `Scan`'s answers |
 
 /// The newest peer protocol this build speaks.
-pub const PEER_NEWEST: u16 = 5;
+pub const PEER_NEWEST: u16 = 6;
 /// The oldest peer protocol this build speaks: the previous build's.
 pub const PEER_OLDEST: u16 = 2;
 /// The newest client protocol this build speaks.
@@ -95,6 +98,7 @@ mod tests {
         assert_eq!(
             peer_alpns(),
             vec![
+                b"tally-peer/6".to_vec(),
                 b"tally-peer/5".to_vec(),
                 b"tally-peer/4".to_vec(),
                 b"tally-peer/3".to_vec(),
@@ -107,9 +111,10 @@ mod tests {
         assert_eq!(peer_version(Some(b"tally-peer/3")), Some(3));
         assert_eq!(peer_version(Some(b"tally-peer/4")), Some(4));
         assert_eq!(peer_version(Some(b"tally-peer/5")), Some(5));
+        assert_eq!(peer_version(Some(b"tally-peer/6")), Some(6));
         for bad in [
             &b"tally-peer/1"[..],
-            b"tally-peer/6",
+            b"tally-peer/7",
             b"tally-peer/",
             b"h3",
             b"tally-peer/x",

@@ -687,6 +687,10 @@ pub enum WireKind {
     Unique,
     /// A list of the partition's empty column (a Redis list).
     List,
+    /// A sorted set (a register of the partition's agreed state). Peer
+    /// protocol 6 and client protocol 4: a side of an older one is never
+    /// sent it ([`WireKeys::without_sorted_sets`]).
+    SortedSet,
 }
 
 /// One live key of a scan.
@@ -708,6 +712,16 @@ pub struct WireKeys {
     pub keys: Vec<WireScanned>,
     /// The key to go on after (as stored), if the scan is not over.
     pub more: Option<WireKey>,
+}
+
+impl WireKeys {
+    /// The page as a side that does not know [`WireKind::SortedSet`]
+    /// reads it: without the sorted sets (a shorter page; where to go on
+    /// from is unchanged).
+    pub fn without_sorted_sets(mut self) -> WireKeys {
+        self.keys.retain(|k| k.kind != WireKind::SortedSet);
+        self
+    }
 }
 
 /// Most bytes of ids one `TakeIds` carries.

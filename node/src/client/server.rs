@@ -120,6 +120,8 @@ async fn connection(c: Accepted) {
     let limits = node.config().cluster.limits.clone();
     let peer = stream.peer_addr().ok();
     let mut login = Login::new(&auth);
+    // The client protocol agreed on (`Hello`): 1 until one is.
+    let mut protocol: u16 = 1;
     let (rd, wr) = stream.split();
     let mut rd = BufReader::with_capacity(READ_BUFFER_BYTES, rd);
     let (tx, rx) = mpsc::channel::<Vec<u8>>(IN_FLIGHT_MAX);
@@ -182,7 +184,12 @@ async fn connection(c: Accepted) {
                 Some(log_in(&mut login, &auth, user, password, peer).await)
             }
             ClientOp::Hello { versions } => match hello(versions) {
-                Ok(reply) => Some(Ok(reply)),
+                Ok(reply) => {
+                    if let ClientReply::Hello { version, .. } = &reply {
+                        protocol = *version;
+                    }
+                    Some(Ok(reply))
+                }
                 Err(why) => break Stop::Say(why),
             },
             op => login
@@ -201,7 +208,7 @@ async fn connection(c: Accepted) {
             break Stop::Quiet;
         };
         let outs = (&tx, &others_tx, &gauge);
-        run_request(req, permit, &node, login.user(), outs);
+        run_request(req, permit, &node, (login.user(), protocol), outs);
     };
     if let Stop::Abandon(why) = stop {
         debug!(client = ?peer, reason = why, "closing a client connection");
@@ -240,7 +247,7 @@ fn run_request(
     req: ClientRequest,
     permit: OwnedSemaphorePermit,
     node: &Arc<Node>,
-    user: Option<&str>,
+    (user, protocol): (Option<&str>, u16),
     (adds, others, gauge): (
         &mpsc::Sender<Vec<u8>>,
         &mpsc::Sender<Vec<u8>>,
@@ -268,7 +275,13 @@ fn run_request(
     }
     let (node, tx, gauge) = (node.clone(), others.clone(), gauge.clone());
     tokio::spawn(async move {
-        let result = node.execute(req.op).await;
+        let result = match node.execute(req.op).await {
+            // A client before protocol 4 does not know sorted sets.
+            Ok(ClientReply::Keys(keys)) if protocol < 4 => {
+                Ok(ClientReply::Keys(keys.without_sorted_sets()))
+            }
+            other => other,
+        };
         let mut frame = Vec::new();
         put_frame(&mut frame, &ClientResponse { id: req.id, result });
         gauge.add(frame.len());

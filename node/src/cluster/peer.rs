@@ -99,10 +99,23 @@ impl Handler for PeerHandler {
                     ))
                 }));
             }
+            let known = ctx.started_transport().map(|t| t.protocol(from));
             out.into_iter()
                 .map(|a| a.expect("every request got an answer above"))
+                .map(|a| for_protocol(a, known))
                 .collect()
         })
+    }
+}
+
+/// `answer` as a peer of protocol `known` reads it: a scan's page
+/// without sorted sets for one before 6.
+fn for_protocol(answer: PeerResponse, known: Option<u16>) -> PeerResponse {
+    match answer {
+        PeerResponse::Keys(keys) if known.is_none_or(|p| p < 6) => {
+            PeerResponse::Keys(keys.without_sorted_sets())
+        }
+        other => other,
     }
 }
 
@@ -363,5 +376,34 @@ mod tests {
         assert_eq!(page_end(big.into_iter(), 0), 2);
         // One key over the limit still goes, alone.
         assert_eq!(page_end([LEARNED_OPS_MAX + 9, 1].into_iter(), 0), 1);
+    }
+
+    #[test]
+    fn a_peer_before_protocol_6_gets_no_sorted_sets_in_a_scan() {
+        use tally_net::wire::{WireKeys, WireKind, WireScanned};
+        let listed = |kind| WireScanned {
+            partition: b"k".to_vec(),
+            column: Vec::new(),
+            kind,
+        };
+        let page = PeerResponse::Keys(WireKeys {
+            keys: vec![listed(WireKind::Counter), listed(WireKind::SortedSet)],
+            more: None,
+        });
+        let kinds = |a: PeerResponse| match a {
+            PeerResponse::Keys(k) => k.keys.into_iter().map(|s| s.kind).collect::<Vec<_>>(),
+            _ => Vec::new(),
+        };
+        let both = vec![WireKind::Counter, WireKind::SortedSet];
+        assert_eq!(kinds(for_protocol(page.clone(), Some(6))), both);
+        assert_eq!(
+            kinds(for_protocol(page.clone(), Some(5))),
+            [WireKind::Counter]
+        );
+        assert_eq!(kinds(for_protocol(page, None)), [WireKind::Counter]);
+        assert_eq!(
+            for_protocol(PeerResponse::Applied, Some(2)),
+            PeerResponse::Applied
+        );
     }
 }

@@ -36,6 +36,10 @@ assert c(2).zpopmin("nokey") == [] and c(0).zpopmax("nokey", 2) == []
 assert c(2).zremrangebyscore("board", "-inf", 12) == 1
 assert c(0).zrem("board", "bob", "nobody") == 1
 assert c(1).type("board") == b"zset"
+# A sorted set is a key to SCAN, KEYS and DBSIZE, of type zset.
+assert c(2).keys("board") == [b"board"]
+assert c(0).scan(0, match="b*", _type="zset") == (0, [b"board"])
+assert c(1).scan(0, match="b*", _type="string") == (0, [])
 
 # The deadline is the set's, kept by ZADD; an expired set is gone.
 assert c(2).pexpire("board", 400)

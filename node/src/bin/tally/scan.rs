@@ -16,6 +16,7 @@ fn kind_name(kind: WireKind) -> &'static str {
         WireKind::List => "list",
         WireKind::Row => "row",
         WireKind::Unique => "unique",
+        WireKind::SortedSet => "zset",
     }
 }
 

@@ -84,6 +84,7 @@ pub(crate) fn type_name(kind: Option<WireKind>) -> &'static str {
         Some(WireKind::Row) => "hash",
         Some(WireKind::Unique) => "set",
         Some(WireKind::List) => "list",
+        Some(WireKind::SortedSet) => "zset",
         None => "none",
     }
 }

@@ -13,6 +13,7 @@ use tally_net::wire::{
 use crate::base::convert::{engine_error, key, wire_key};
 use crate::base::fields::is_field;
 use crate::base::keyspace::Keyspace;
+use crate::base::zset;
 
 /// Cells a page reads from each memtable, per key it may answer: keys of
 /// other ranges, dead cells and members of unique counters come between.
@@ -41,8 +42,7 @@ pub(crate) fn check(scan: &WireScan, ranges: &[WireRange]) -> Result<Vec<TokenRa
 /// as a hash (`Row`): they live in the agreed part of the partition's
 /// reserved cell, whose count is not live unless the key is a set too
 /// (the newest value this replica accepted or knows committed; a scan is
-/// not linearizable). A sorted set has no kind on the wire yet, and is
-/// not listed.
+/// not linearizable), and so does a sorted set.
 pub(crate) fn kind(key: &Key, cell: &Cell, now_ms: u64) -> Option<WireKind> {
     if unique::is_member(key) {
         return None;
@@ -67,13 +67,15 @@ pub(crate) fn kind(key: &Key, cell: &Cell, now_ms: u64) -> Option<WireKind> {
 }
 
 /// The kind agreed registers make of their partition: its string, else
-/// its string fields.
+/// its string fields, else its sorted set.
 fn registered_kind(registers: &Registers, now_ms: u64) -> Option<WireKind> {
     let live = |r: &&tally_net::wire::Register| !r.expired(now_ms);
     if registers.get(b"", now_ms).is_some() {
         Some(WireKind::Counter)
     } else if registers.0.iter().filter(live).any(|r| is_field(&r.column)) {
         Some(WireKind::Row)
+    } else if registers.get(zset::COLUMN, now_ms).is_some() {
+        Some(WireKind::SortedSet)
     } else {
         None
     }
@@ -218,7 +220,7 @@ mod tests {
                 .await
                 .unwrap();
             // A string is listed as a Redis string, string fields as a
-            // hash; a string deleted is not, nor (yet) a sorted set.
+            // hash, a sorted set as one; a string deleted is not.
             let columns = [
                 ("h", &b"field"[..]),
                 ("t", b""),
@@ -248,6 +250,7 @@ mod tests {
             "h:Row",
             "s:Unique",
             "t:Counter",
+            "z:SortedSet",
         ];
         for limit in [1, 2, 3, 100] {
             assert_eq!(all_pages(&engine, 0, "", limit), want, "limit {limit}");
