@@ -16,7 +16,7 @@ use crate::wire::{self, ClientOp, Consistency};
 pub const SINCE: u16 = 4;
 
 /// The level `op` asks for, if it has one.
-pub fn level(op: &ClientOp) -> Option<Consistency> {
+fn level(op: &mut ClientOp) -> Option<&mut Consistency> {
     match op {
         ClientOp::Add { cl, .. }
         | ClientOp::Get { cl, .. }
@@ -28,35 +28,16 @@ pub fn level(op: &ClientOp) -> Option<Consistency> {
         | ClientOp::AddOnce { cl, .. }
         | ClientOp::Change { cl, .. }
         | ClientOp::GetCell { cl, .. }
-        | ClientOp::Scan { cl, .. } => Some(*cl),
+        | ClientOp::Scan { cl, .. } => Some(cl),
         _ => None,
     }
-}
-
-/// `op` with its level made `cl`; unchanged if it has none.
-fn with_level(mut op: ClientOp, to: Consistency) -> ClientOp {
-    match &mut op {
-        ClientOp::Add { cl, .. }
-        | ClientOp::Get { cl, .. }
-        | ClientOp::GetRow { cl, .. }
-        | ClientOp::Reset { cl, .. }
-        | ClientOp::UniqueAdd { cl, .. }
-        | ClientOp::UniqueCount { cl, .. }
-        | ClientOp::UniqueContains { cl, .. }
-        | ClientOp::AddOnce { cl, .. }
-        | ClientOp::Change { cl, .. }
-        | ClientOp::GetCell { cl, .. }
-        | ClientOp::Scan { cl, .. } => *cl = to,
-        _ => {}
-    }
-    op
 }
 
 /// `op` as a client sends it to a node of client protocol `protocol`:
 /// wrapped when it asks for SERIAL; an error when that node cannot tell
 /// SERIAL from QUORUM.
-pub fn wrap(op: ClientOp, protocol: u16) -> Result<ClientOp, String> {
-    if level(&op) != Some(Consistency::Serial) {
+pub fn wrap(mut op: ClientOp, protocol: u16) -> Result<ClientOp, String> {
+    if level(&mut op).is_none_or(|cl| *cl != Consistency::Serial) {
         return Ok(op);
     }
     if protocol < SINCE {
@@ -76,12 +57,13 @@ pub fn unwrap(op: ClientOp) -> Result<ClientOp, String> {
     let ClientOp::Serial { op: bytes } = op else {
         return Ok(op);
     };
-    let inner: ClientOp =
+    let mut inner: ClientOp =
         wire::decode(&bytes).map_err(|e| format!("malformed SERIAL request: {e}"))?;
-    match level(&inner) {
-        Some(_) => Ok(with_level(inner, Consistency::Serial)),
-        None => Err("a SERIAL request must be one that has a consistency level".into()),
+    match level(&mut inner) {
+        Some(cl) => *cl = Consistency::Serial,
+        None => return Err("a SERIAL request must be one that has a consistency level".into()),
     }
+    Ok(inner)
 }
 
 #[cfg(test)]

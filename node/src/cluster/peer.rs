@@ -91,18 +91,23 @@ impl Handler for PeerHandler {
             if !applies.is_empty() {
                 apply(&ctx, applies, &slots, &mut out).await;
             }
+            // Only a task answers a scan: the applies' answers are never
+            // looked at again.
+            let known = match tasks.is_empty() {
+                true => None,
+                false => ctx.started_transport().map(|t| t.protocol(from)),
+            };
             for (i, task) in tasks {
-                out[i] = Some(task.await.unwrap_or_else(|e| {
+                let answer = task.await.unwrap_or_else(|e| {
                     PeerResponse::Error(WireError::new(
                         ErrorKind::Internal,
                         format!("request failed: {e}"),
                     ))
-                }));
+                });
+                out[i] = Some(for_protocol(answer, known));
             }
-            let known = ctx.started_transport().map(|t| t.protocol(from));
             out.into_iter()
                 .map(|a| a.expect("every request got an answer above"))
-                .map(|a| for_protocol(a, known))
                 .collect()
         })
     }

@@ -108,17 +108,13 @@ impl Reply {
                     v.encode(out, proto);
                 }
             }
-            Reply::Pairs(pairs) if resp3 => {
-                line(out, b'*', pairs.len().to_string().as_bytes());
-                for (a, b) in pairs {
-                    line(out, b'*', b"2");
-                    a.encode(out, proto);
-                    b.encode(out, proto);
-                }
-            }
             Reply::Pairs(pairs) => {
-                line(out, b'*', (pairs.len() * 2).to_string().as_bytes());
+                let n = if resp3 { pairs.len() } else { pairs.len() * 2 };
+                line(out, b'*', n.to_string().as_bytes());
                 for (a, b) in pairs {
+                    if resp3 {
+                        line(out, b'*', b"2");
+                    }
                     a.encode(out, proto);
                     b.encode(out, proto);
                 }
