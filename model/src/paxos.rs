@@ -11,6 +11,7 @@
 //!               otherwise      → rejected, with promised
 //! accept(b, v): b >= promised  → promised = b; accepted = (b, v)
 //!               otherwise      → rejected, with promised
+//!               (a first ballot: only by an acceptor that holds nothing)
 //! commit(b, v): committed = the later of (b, v) and committed; promised
 //!               rises to it; an accepted value it supersedes is dropped
 //! merge(a, b):  each part the later (repair, replay): a join
@@ -18,7 +19,22 @@
 //!
 //! A proposer's ballot is unique (its proposer part is the node's
 //! incarnation) and it proposes one value per ballot, so one ballot never
-//! carries two values. An acceptor's state only grows: `promised`,
+//! carries two values.
+//!
+//! **First ballots** ([`Ballot::first`]) are below every other ballot,
+//! and a proposer proposes at one without a prepare: the value of a change
+//! made on a partition that holds nothing (a lock taken on a new key), in
+//! one round trip instead of two. This is Paxos' own shortcut for its
+//! lowest ballot: no value can have been accepted below it, so phase 1
+//! has nothing to find. Here many proposers share the lowest rank, so an
+//! acceptor takes a first ballot only while it holds nothing at all (no
+//! promise, nothing accepted or committed): of two first ballots, each
+//! acceptor takes the one that reaches it first. A value decided at a
+//! first ballot thus had a quorum that held nothing, so nothing was
+//! decided before it; and once any acceptor of every quorum holds
+//! something (every value decided since), no first ballot can be decided
+//! again. Each first ballot is unique (a random proposer part), so one
+//! still never carries two values. An acceptor's state only grows: `promised`,
 //! `accepted` and `committed` never go back, which is what makes the
 //! answers of a quorum prove something (see the node's `agree::round`).
 //! The node must make the new state durable before it answers.
@@ -53,6 +69,23 @@ impl Ballot {
         seq: 0,
         proposer: 0,
     };
+
+    /// A first ballot (see the module doc): above [`Ballot::ZERO`] and
+    /// below every ballot [`Ballot::next`] makes, made unique by `nonce`
+    /// (drawn at random, so that no two attempts of any proposer share
+    /// one; 0 is taken as 1).
+    pub fn first(nonce: u64) -> Ballot {
+        Ballot {
+            ms: 0,
+            seq: 0,
+            proposer: nonce.max(1),
+        }
+    }
+
+    /// Whether it is a first ballot.
+    pub fn is_first(&self) -> bool {
+        self.ms == 0 && *self != Ballot::ZERO
+    }
 
     /// The next ballot of `proposer`: later than every ballot it has
     /// `seen` (its own included), at its wall clock `now_ms` when that is
@@ -236,10 +269,13 @@ impl Acceptor {
         }
     }
 
-    /// A proposal: accepted unless a later ballot was promised; else the
-    /// ballot promised.
+    /// A proposal: accepted unless a later ballot was promised, or, at a
+    /// first ballot, unless this acceptor holds anything; else the ballot
+    /// promised.
     pub fn accept(&mut self, proposal: Accepted) -> Result<(), Ballot> {
-        if proposal.ballot < self.promised {
+        if proposal.ballot < self.promised
+            || (proposal.ballot.is_first() && *self != Acceptor::default())
+        {
             return Err(self.promised);
         }
         self.promised = proposal.ballot;
@@ -380,6 +416,40 @@ mod tests {
                 committed: at(b(5, 1), "x"),
             }
         );
+        a.check().unwrap();
+    }
+
+    #[test]
+    fn a_first_ballot_is_below_every_other_and_taken_only_by_an_acceptor_holding_nothing() {
+        let (first, other) = (Ballot::first(7), Ballot::first(9));
+        assert!(first.is_first() && !Ballot::ZERO.is_first() && !b(1, 1).is_first());
+        assert!(Ballot::ZERO < first && first < b(1, 1));
+        assert!(Ballot::next(5, Ballot::ZERO, 1) > other);
+        assert!(Ballot::first(0).is_first(), "a nonce of 0 is taken as 1");
+        let mut a = Acceptor::default();
+        assert_eq!(a.accept(at(first, "x")), Ok(()));
+        assert_eq!(a.accepted, Some(at(first, "x")));
+        a.check().unwrap();
+        // Another first ballot, even a higher one, finds it holding a value.
+        assert!(other > first);
+        assert_eq!(a.accept(at(other, "y")), Err(first));
+        assert_eq!(a.accepted, Some(at(first, "x")));
+        // Nor does one holding only a promise, or a commit, take one.
+        let mut promised = Acceptor::default();
+        promised.prepare(b(5, 1));
+        assert_eq!(promised.accept(at(first, "x")), Err(b(5, 1)));
+        let mut committed = Acceptor::default();
+        committed.commit(at(b(5, 1), "v"));
+        assert_eq!(committed.accept(at(first, "x")), Err(b(5, 1)));
+        // Regular ballots go on above a value accepted at a first one.
+        assert!(matches!(
+            a.prepare(b(6, 2)),
+            Promise::Promised {
+                accepted: Some(_),
+                ..
+            }
+        ));
+        assert_eq!(a.accept(at(b(6, 2), "x")), Ok(()));
         a.check().unwrap();
     }
 

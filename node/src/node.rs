@@ -177,6 +177,9 @@ impl Node {
                  build that has it, and have enabled it (see `tally status`)",
             ));
         }
+        if self.features.has(crate::cluster::features::FIRST_BALLOTS) {
+            self.proposer.enable_first_ballots();
+        }
         let change: queue::Change = Box::new(move |registers, now| {
             change(registers, now).map(|(next, r)| (next, Box::new(r) as Answer))
         });
@@ -459,6 +462,16 @@ impl Node {
     #[cfg(feature = "fault-injection")]
     pub fn inject_skip_agreed_handoff(&self) {
         self.ctx.faults().inject(Fault::SkipAgreedHandoff);
+    }
+
+    /// FAULT INJECTION for testing checkers: proposals at first ballots
+    /// this node makes count as regular ones (decided by a quorum, the
+    /// highest first ballot read as the value in flight), so that of two
+    /// first ballots racing for a new key one is decided and the other
+    /// finished over it. Only with the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_first_ballot_as_regular(&self) {
+        self.ctx.faults().inject(Fault::FirstBallotAsRegular);
     }
 
     /// Whether agreed scripts skip their compare (fault injection only:

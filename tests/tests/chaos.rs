@@ -582,15 +582,17 @@ fn strings_alone(broken: Option<BrokenAgreement>, commit_delay: Option<Duration>
 
 /// The linearizability checker must find a shared register's history
 /// wrong on a `broken` agreement path: a shared string key's, a shared
-/// string field's of the hash or a shared member's of the sorted set
-/// (registers of the same path, each set in one partition's state).
+/// string field's of the hash, a shared member's of the sorted set or a
+/// fresh key's (registers of the same path, each set in one partition's
+/// state).
 fn strings_on_a_broken_agreement(broken: BrokenAgreement, commit_delay: Option<Duration>) {
     let summary = strings_alone(Some(broken), commit_delay);
     assert!(
         [
             "string chaos-str-",
             "string chaos-field-",
-            "string chaos-member-"
+            "string chaos-member-",
+            "string chaos-fresh-"
         ]
         .iter()
         .any(|shared| found(&summary, shared)),
@@ -610,6 +612,16 @@ fn the_checker_catches_a_proposer_that_skips_the_prepare() {
 #[test]
 fn the_checker_catches_an_acceptor_that_answers_before_its_promise_is_stored() {
     strings_on_a_broken_agreement(BrokenAgreement::PromiseLate, None);
+}
+
+/// Proposals at first ballots counted as regular ones (a quorum decides
+/// one; a prepare reads the highest first ballot reported): of two
+/// workers racing for a fresh key through different nodes, one takes it
+/// and the other's value, refused, is read later as the one in flight and
+/// finished over it, so both take it.
+#[test]
+fn the_checker_catches_first_ballots_counted_as_regular_ones() {
+    strings_on_a_broken_agreement(BrokenAgreement::FirstBallotAsRegular, None);
 }
 
 /// Commits held a second after the decision: a read that does not finish

@@ -41,6 +41,10 @@ pub(crate) enum Fault {
     /// Syncs this node runs (ring changes, a replace) leave agreed state
     /// behind: the new replicas start without it.
     SkipAgreedHandoff = 10,
+    /// Proposals at first ballots this node makes count as regular ones:
+    /// decided once a quorum accepted, and a prepare reads the highest
+    /// first ballot a quorum reports as the value in flight.
+    FirstBallotAsRegular = 11,
 }
 
 /// How long a late promise (`Fault::PromiseLate`) takes to be stored.
@@ -50,7 +54,7 @@ pub(crate) const PROMISE_LAG: std::time::Duration = std::time::Duration::from_se
 #[derive(Debug, Default)]
 pub(crate) struct Faults {
     #[cfg(feature = "fault-injection")]
-    on: [AtomicBool; 11],
+    on: [AtomicBool; 12],
     /// Test seam: a topology change this node runs waits this long (ms)
     /// between beginning and syncing.
     #[cfg(feature = "fault-injection")]
@@ -135,6 +139,7 @@ mod tests {
             Fault::SkipPrepare,
             Fault::PromiseLate,
             Fault::ReadSkipsInFlight,
+            Fault::FirstBallotAsRegular,
         ] {
             assert!(!f.has(other), "{other:?}");
         }

@@ -24,6 +24,7 @@
 //! | `leaving-notice` | 3 | a node that stops cleanly sends `Leaving`, and its peers count it down at once |
 //! | `agreement` | 4 | linearizable registers: `Prepare`, `Propose`, `Commit`, `ReadAgreed`, and cells with an agreed part on disk |
 //! | `agreed-handoff` | 5 | agreed state moves with its ranges: `AgreedIn`, `MergeAgreed` |
+//! | `first-ballots` | 4 | a proposal at a first ballot, without a prepare, which an acceptor takes only while it holds nothing (an older one would take it over a value accepted at another first ballot) |
 //!
 //! Each feature needs the peer protocol that brought its messages
 //! ([`protocol_of`]); once it is enabled, peers of an older protocol are
@@ -63,13 +64,16 @@ pub const AGREEMENT: &str = "agreement";
 /// Agreed state moves with its ranges (`cluster::agree::handoff`).
 pub const AGREED_HANDOFF: &str = "agreed-handoff";
 
+/// Proposals at first ballots (`tally_model::paxos`, `agree::propose`).
+pub const FIRST_BALLOTS: &str = "first-ballots";
+
 /// The cluster features this build has.
-pub const KNOWN: &[&str] = &[LEAVING_NOTICE, AGREEMENT, AGREED_HANDOFF];
+pub const KNOWN: &[&str] = &[LEAVING_NOTICE, AGREEMENT, AGREED_HANDOFF, FIRST_BALLOTS];
 
 /// The peer protocol a feature needs: the one that brought its messages.
 pub(crate) fn protocol_of(feature: &str) -> u16 {
     match feature {
-        AGREEMENT => 4,
+        AGREEMENT | FIRST_BALLOTS => 4,
         AGREED_HANDOFF => 5,
         _ => 3,
     }
@@ -399,6 +403,7 @@ mod tests {
             vec![
                 AGREED_HANDOFF.to_string(),
                 AGREEMENT.to_string(),
+                FIRST_BALLOTS.to_string(),
                 LEAVING_NOTICE.to_string()
             ]
         );

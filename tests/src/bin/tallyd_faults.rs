@@ -122,6 +122,10 @@ struct AgreementFaults {
     /// leave agreed state behind.
     #[arg(long)]
     unsafe_skip_agreed_handoff: bool,
+    /// FAULT INJECTION: proposals at first ballots this node makes count
+    /// as regular ones (a quorum decides them; reads take the highest).
+    #[arg(long)]
+    unsafe_first_ballot_as_regular: bool,
     /// TEST SEAM: this node's proposers send a decided change's commit
     /// this long (ms) after deciding it.
     #[arg(long)]
@@ -153,6 +157,10 @@ impl AgreementFaults {
         if self.unsafe_skip_agreed_handoff {
             tracing::warn!("FAULT INJECTION: agreed state stays behind when ranges move");
             n.inject_skip_agreed_handoff();
+        }
+        if self.unsafe_first_ballot_as_regular {
+            tracing::warn!("FAULT INJECTION: first ballots count as regular ones");
+            n.inject_first_ballot_as_regular();
         }
         if let Some(ms) = self.commit_delay_ms {
             tracing::warn!(ms, "TEST SEAM: commits of decided changes are held");

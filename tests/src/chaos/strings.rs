@@ -6,7 +6,10 @@
 //! fields of one hash (`HSET`, `HSETNX`, `HDEL`, `HGET`: each field a
 //! register of its own, in one partition's agreed state), the same on
 //! members of one sorted set (`ZADD`, `ZADD NX`, `ZREM`, `ZSCORE`: each
-//! member's score a register, the set one agreed value), and sets cold
+//! member's score a register, the set one agreed value), races to take
+//! fresh keys (`SET NX` on a key nothing held, a new one every
+//! [`FRESH_EVERY`], which proposers take at a first ballot, without a
+//! prepare), and sets cold
 //! keys once (`SET NX`) and reads them while ranges move, one command at a
 //! time, recording when each was sent and when it answered. An error, a timeout or a broken connection leaves a change's
 //! outcome unknown (it may take effect late or never) and a read
@@ -52,6 +55,9 @@ pub enum BrokenAgreement {
     /// Ring changes leave agreed state behind
     /// (`--unsafe-skip-agreed-handoff`).
     SkipAgreedHandoff,
+    /// Proposals at first ballots count as regular ones: decided by a
+    /// quorum, the highest one read (`--unsafe-first-ballot-as-regular`).
+    FirstBallotAsRegular,
 }
 
 impl BrokenAgreement {
@@ -63,6 +69,7 @@ impl BrokenAgreement {
             BrokenAgreement::ReadSkipsInFlight => "--unsafe-read-skips-in-flight",
             BrokenAgreement::ScriptSkipsCompare => "--unsafe-script-skips-compare",
             BrokenAgreement::SkipAgreedHandoff => "--unsafe-skip-agreed-handoff",
+            BrokenAgreement::FirstBallotAsRegular => "--unsafe-first-ballot-as-regular",
         }
     }
 }
@@ -84,8 +91,12 @@ const ZSET: &str = "chaos-zset";
 /// that leaves agreed state behind loses them.
 const COLD_KEYS: usize = 6;
 
-/// Every key a worker touches: the shared ones, the hash's fields, then
-/// the cold ones.
+/// How often a new fresh key comes: the workers that pick one wait for
+/// its start and race to take it, through different nodes.
+const FRESH_EVERY: Duration = Duration::from_millis(200);
+
+/// Every key a worker touches but the fresh ones: the shared ones, the
+/// hash's fields, then the cold ones.
 fn keys() -> impl Iterator<Item = String> {
     let shared = (0..KEYS).map(|k| format!("chaos-str-{k}"));
     let fields = (0..FIELDS).map(|k| format!("chaos-field-{k}"));
@@ -151,8 +162,9 @@ pub(crate) async fn worker(
     while !stop.load(Ordering::Acquire) {
         let value = format!("w{w}-{n}").into_bytes();
         n += 1;
-        let (key, call) = match rng.random_range(0..10) {
+        let (key, call) = match rng.random_range(0..11) {
             0 => cold(&mut rng, value),
+            10 => fresh(&mut rng, started, value).await,
             1 => field(&mut rng, value),
             // A score: an integer a double holds exactly, which `ZSCORE`
             // answers in the same digits.
@@ -248,6 +260,19 @@ fn cold(rng: &mut SmallRng, value: Vec<u8>) -> (String, Call) {
         true => (key, Call::SetIfAbsent(value)),
         false => (key, Call::Read),
     }
+}
+
+/// An operation on a fresh key: `SET NX` of the next one once it comes
+/// (with whichever other workers picked it), or a read of the last one.
+async fn fresh(rng: &mut SmallRng, started: Instant, value: Vec<u8>) -> (String, Call) {
+    let every = FRESH_EVERY.as_millis();
+    let next = started.elapsed().as_millis() / every + 1;
+    if rng.random_bool(0.3) {
+        return (format!("chaos-fresh-{}", next - 1), Call::Read);
+    }
+    let at = started + Duration::from_millis(u64::try_from(next * every).unwrap_or(u64::MAX));
+    tokio::time::sleep_until(at.into()).await;
+    (format!("chaos-fresh-{next}"), Call::SetIfAbsent(value))
 }
 
 /// Notes what `call`'s `answer` shows `key` holds.
@@ -404,8 +429,20 @@ pub(crate) async fn check_all(
     started: Instant,
 ) -> Vec<String> {
     let mut violations = Vec::new();
-    for key in keys() {
-        for (node, addr) in addrs.iter().enumerate() {
+    // Every fresh key too, each through one member (there are many).
+    let fresh: Vec<String> = log
+        .keys
+        .keys()
+        .filter(|k| k.starts_with("chaos-fresh-"))
+        .cloned()
+        .collect();
+    let through = |i: usize| match i < KEYS + FIELDS + MEMBERS + COLD_KEYS {
+        true => (0..addrs.len()).collect::<Vec<_>>(),
+        false => vec![i % addrs.len()],
+    };
+    for (i, key) in keys().chain(fresh).enumerate() {
+        for node in through(i) {
+            let addr = &addrs[node];
             let mut conn = None;
             let invoked = since(started);
             match send(&mut conn, *addr, &key, &Call::Read, false).await {

@@ -5,7 +5,10 @@
 //! ballot this node has made or been refused with), prepares it on every
 //! participant at once (this node's engine among them), and once a quorum
 //! promised, asks [`plan`] what to propose, then proposes on every
-//! participant at once. A decided value is committed everywhere without
+//! participant at once. A change's first attempt on a partition that looks
+//! new ([`skips_prepare`]) proposes at a first ballot instead, without the
+//! prepare: one round trip where it was right, one more where it was not
+//! (then the next attempt prepares at once). A decided value is committed everywhere without
 //! waiting. Outbid, at the prepare or after it proposed, it waits a random
 //! backoff that doubles with each attempt and tries again,
 //! [`ATTEMPTS_MAX`] times at most. Every proposed state records its round
@@ -22,6 +25,7 @@ use std::future::Future;
 use std::hash::{BuildHasher, RandomState};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -30,14 +34,16 @@ use tally_engine::now_ms;
 use tally_net::encoded::Encoded;
 use tally_net::peer::Answers;
 use tally_net::wire::{
-    Accepted, Ballot, ErrorKind, PeerRequest, PeerResponse, Promise, Registers, WireError,
+    Accepted, Acceptor, Ballot, ErrorKind, PeerRequest, PeerResponse, Promise, Registers, WireError,
 };
 use tokio::sync::oneshot;
 use tracing::debug;
 
 use super::history::Rounds;
 use super::queue::{Answer, Change, Hints, Queues, Running, Waiting, apply_all, changes_nothing};
-use super::round::{ATTEMPTS_MAX, Attempt, Plan, Round, Verdict, needs_proposal, plan};
+use super::round::{
+    ATTEMPTS_MAX, Attempt, Plan, Round, Verdict, needs_proposal, plan, skips_prepare,
+};
 use crate::base::convert::engine_error;
 use crate::cluster::ctx::Ctx;
 use crate::cluster::faults::Fault;
@@ -48,6 +54,10 @@ const BACKOFF_MS: u64 = 2;
 const BACKOFF_MAX_MS: u64 = 200;
 /// The longest backoff of a change that has proposed, in ms.
 const PROPOSED_BACKOFF_MAX_MS: u64 = 10;
+/// How long a proposal at a first ballot waits for every participant
+/// before a prepare follows it (at most the write timeout): one slow
+/// replica costs a fresh change this, not the write timeout.
+const FIRST_WAIT: Duration = Duration::from_millis(50);
 
 /// This node's proposer: its hybrid clock of ballots.
 #[derive(Default)]
@@ -59,6 +69,10 @@ pub(crate) struct Proposer {
     queues: Queues,
     /// What this node last saw each partition hold.
     hints: Hints,
+    /// Whether the cluster has enabled first ballots (`features`).
+    first_ballots: AtomicBool,
+    /// First ballots made: what makes each one's nonce new.
+    firsts: AtomicU64,
 }
 
 impl Proposer {
@@ -68,6 +82,18 @@ impl Proposer {
         let mut seen = self.seen.lock();
         *seen = Ballot::next(now_ms(), *seen, proposer);
         *seen
+    }
+
+    /// A first ballot that no attempt of any proposer has had: its nonce
+    /// a keyed hash (random per process) of a count.
+    fn first_ballot(&self) -> Ballot {
+        Ballot::first(self.jitter.hash_one(self.firsts.fetch_add(1, Relaxed)))
+    }
+
+    /// Lets changes propose at first ballots: once the cluster has enabled
+    /// them, every acceptor knows to take one only while it holds nothing.
+    pub(crate) fn enable_first_ballots(&self) {
+        self.first_ballots.store(true, Relaxed);
     }
 
     fn saw(&self, ballot: Ballot) {
@@ -196,28 +222,38 @@ impl Proposer {
         // answers.
         let mut ours: Vec<Attempt> = Vec::new();
         let mut answers: Vec<Result<R, WireError>> = Vec::new();
+        // Whether to back off first: not before the first attempt, nor
+        // after a first ballot (refused for what was held, not contended).
+        let mut backoff = false;
         for attempt in 1..=ATTEMPTS_MAX {
-            if attempt > 1 {
+            if backoff {
                 tokio::time::sleep(self.backoff(attempt, !ours.is_empty())).await;
             }
-            let ballot = self.next_ballot(ctx.engine().counter_id());
-            let mut round = Round::new(ballot, &ctx.replicas(partition));
-            let prepare = match ctx.faults().has(Fault::SkipPrepare) {
-                false => PeerRequest::Prepare {
-                    partition: partition.to_vec(),
-                    ballot,
-                },
-                true => PeerRequest::ReadAgreed {
-                    partition: partition.to_vec(),
-                },
+            backoff = true;
+            let first = skips_prepare(
+                attempt,
+                self.first_ballots.load(Relaxed),
+                self.hints.has(partition),
+                || new_here(ctx, partition),
+            );
+            let ballot = match first {
+                true => self.first_ballot(),
+                false => self.next_ballot(ctx.engine().counter_id()),
             };
-            let read = match ask(ctx, &mut round, prepare).await {
-                Verdict::Read(read) => read,
-                Verdict::Outbid { seen } => {
-                    self.saw(seen);
-                    continue;
-                }
-                other => return Err(failed(&other, !ours.is_empty())),
+            let mut round = Round::new(ballot, &ctx.replicas(partition));
+            if ctx.faults().has(Fault::FirstBallotAsRegular) {
+                round = round.naive(&ctx.replicas(partition));
+            }
+            let read = match first {
+                true => round.skip_prepare(),
+                false => match ask(ctx, &mut round, prepare(ctx, partition, ballot), None).await {
+                    Verdict::Read(read) => read,
+                    Verdict::Outbid { seen } => {
+                        self.saw(seen);
+                        continue;
+                    }
+                    other => return Err(failed(&other, !ours.is_empty())),
+                },
             };
             commit_to(ctx, partition, &read.committed, &read.behind);
             let (value, answer) = match plan(&read, &ours) {
@@ -235,6 +271,12 @@ impl Proposer {
                         Err(e) => (current.clone(), Err(e)),
                     };
                     if !needs_proposal(&read, &next, !ours.is_empty()) {
+                        // A first ballot read nothing: a change that
+                        // changes nothing has it wrong, or must read.
+                        if first {
+                            backoff = false;
+                            continue;
+                        }
                         return answer;
                     }
                     let rounds = Rounds::of(current).next(ballot);
@@ -252,15 +294,21 @@ impl Proposer {
                 partition: partition.to_vec(),
                 proposal: proposal.clone(),
             };
-            match ask(ctx, &mut round, propose).await {
+            let wait = first.then_some(FIRST_WAIT);
+            match ask(ctx, &mut round, propose, wait).await {
                 Verdict::Decided(decided) => {
                     commit_decided(ctx, partition, decided);
                     return answers.swap_remove(answer);
                 }
                 // Outbid after proposing: a later proposer may have found
                 // this value in flight and finished it; the next attempt
-                // reads whether it did (`plan`).
-                Verdict::Outbid { seen } => self.saw(seen),
+                // reads whether it did (`plan`). So it does where a first
+                // ballot missed a participant, at once.
+                Verdict::Outbid { seen } => {
+                    self.saw(seen);
+                    backoff = !first;
+                }
+                _ if first => backoff = false,
                 other => return Err(failed(&other, true)),
             }
         }
@@ -289,15 +337,42 @@ impl Proposer {
     }
 }
 
+/// The prepare of `ballot` (a read instead, in the broken build of
+/// `Fault::SkipPrepare`).
+fn prepare(ctx: &Ctx, partition: &[u8], ballot: Ballot) -> PeerRequest {
+    match ctx.faults().has(Fault::SkipPrepare) {
+        false => PeerRequest::Prepare {
+            partition: partition.to_vec(),
+            ballot,
+        },
+        true => PeerRequest::ReadAgreed {
+            partition: partition.to_vec(),
+        },
+    }
+}
+
+/// Whether this node is a replica of `partition` whose engine holds none
+/// of its Paxos state: what makes the partition look new.
+fn new_here(ctx: &Ctx, partition: &[u8]) -> bool {
+    ctx.replicas(partition).all().contains(&ctx.me())
+        && ctx
+            .engine()
+            .agreed(partition)
+            .is_ok_and(|a| a == Acceptor::default())
+}
+
 /// The registers of `partition` a quorum holds, live now, when none of
 /// them holds a newer value in flight (one read that writes nothing);
 /// `None` when one does, which a round must finish first.
 async fn settled(ctx: &Arc<Ctx>, partition: &[u8]) -> Result<Option<Registers>, WireError> {
     let mut round = Round::new(Ballot::ZERO, &ctx.replicas(partition));
+    if ctx.faults().has(Fault::FirstBallotAsRegular) {
+        round = round.naive(&ctx.replicas(partition));
+    }
     let req = PeerRequest::ReadAgreed {
         partition: partition.to_vec(),
     };
-    let mut value = match ask(ctx, &mut round, req).await {
+    let mut value = match ask(ctx, &mut round, req, None).await {
         Verdict::Read(read) if !read.in_flight => {
             commit_to(ctx, partition, &read.committed, &read.behind);
             read.current.value
@@ -312,11 +387,16 @@ async fn settled(ctx: &Arc<Ctx>, partition: &[u8]) -> Result<Option<Registers>, 
 
 /// Sends `req` (a prepare or a proposal) to every participant of `round`,
 /// this node's engine included, and feeds their answers to the round until
-/// it has a verdict or the write timeout passes. The request is encoded
+/// it has a verdict or the write timeout passes (or `wait`, if shorter). The request is encoded
 /// once for every peer, and the answers are awaited here, in this task:
 /// an agreement round is on the path of every agreed change, and a task
 /// per participant cost more than the waiting.
-async fn ask(ctx: &Arc<Ctx>, round: &mut Round, req: PeerRequest) -> Verdict {
+async fn ask(
+    ctx: &Arc<Ctx>,
+    round: &mut Round,
+    req: PeerRequest,
+    wait: Option<Duration>,
+) -> Verdict {
     let encoded = Encoded::new(std::slice::from_ref(&req));
     let mut remotes: Vec<(usize, Answers)> = Vec::new();
     let mut here = false;
@@ -344,7 +424,8 @@ async fn ask(ctx: &Arc<Ctx>, round: &mut Round, req: PeerRequest) -> Verdict {
         }
     });
     let mut local_done = !here;
-    let deadline = tokio::time::sleep(ctx.write_timeout());
+    let timeout = wait.map_or(ctx.write_timeout(), |w| w.min(ctx.write_timeout()));
+    let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
     while round.verdict().is_none() {
         if local_done && remotes.is_empty() {

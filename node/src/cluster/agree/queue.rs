@@ -110,6 +110,11 @@ impl Hints {
         self.seen.lock().get(partition).cloned()
     }
 
+    /// Whether this node saw anything of `partition`.
+    pub(crate) fn has(&self, partition: &[u8]) -> bool {
+        self.seen.lock().contains_key(partition)
+    }
+
     /// Remembers `registers` as what `partition` holds.
     pub(crate) fn saw(&self, partition: &[u8], registers: Registers) {
         let mut seen = self.seen.lock();

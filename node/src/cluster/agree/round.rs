@@ -22,6 +22,13 @@
 //!   proposal is made from it, so it is finished before anything new
 //!   (its proposer may have been told nothing, or may still be waiting).
 //!   Unless the quorum itself accepted it: then it is decided already.
+//! - **First ballots** (`tally_model::paxos`) skip the prepare: the
+//!   proposal is made from nothing, and is decided only once every
+//!   participant accepted it (each takes one first ballot at most, and
+//!   only while it holds nothing), so that a prepare's quorum can tell:
+//!   a first ballot's value may be decided only where every promise of
+//!   the quorum reports it, and is then finished; else none was, nor
+//!   can be once they promised.
 //! - **Propose.** Once a quorum accepted, the proposal is decided: its
 //!   proposer answers, and tells every participant (a commit it does not
 //!   wait for; the next prepare finishes it anyway where it was lost).
@@ -109,6 +116,9 @@ enum Slot {
 #[derive(Debug, Clone)]
 pub(crate) struct Round {
     ballot: Ballot,
+    /// The broken build's seam (`Fault::FirstBallotAsRegular`): first
+    /// ballots judged as regular ones.
+    naive: bool,
     required: usize,
     phase: Phase,
     slots: SmallVec<[(usize, Slot); 4]>,
@@ -121,9 +131,14 @@ pub(crate) struct Round {
 impl Round {
     /// A round of `ballot` among `replicas` (natural, then pending).
     pub(crate) fn new(ballot: Ballot, replicas: &Replicas) -> Round {
+        let required = match ballot.is_first() {
+            true => replicas.all().len(),
+            false => replicas.len() / 2 + 1 + replicas.pending().len(),
+        };
         Round {
             ballot,
-            required: replicas.len() / 2 + 1 + replicas.pending().len(),
+            naive: false,
+            required,
             phase: Phase::Preparing,
             slots: replicas.all().iter().map(|&r| (r, Slot::Waiting)).collect(),
             seen: None,
@@ -132,10 +147,37 @@ impl Round {
         }
     }
 
+    /// This round, its first ballots judged as regular ones: a broken
+    /// build for the chaos checker (`Fault::FirstBallotAsRegular`).
+    pub(crate) fn naive(self, replicas: &Replicas) -> Round {
+        Round {
+            naive: true,
+            required: replicas.len() / 2 + 1 + replicas.pending().len(),
+            ..self
+        }
+    }
+
     /// The participants, by node index: the natural replicas, then the
     /// pending ones.
     pub(crate) fn participants(&self) -> Vec<usize> {
         self.slots.iter().map(|(r, _)| *r).collect()
+    }
+
+    /// Skips the prepare of a first ballot ([`Ballot::first`]): the
+    /// partition reads as holding nothing, the one state a proposal at a
+    /// first ballot can be made from (an acceptor that holds anything
+    /// refuses it, see `tally_model::paxos`). That read is the verdict, as
+    /// a quorum's promises would give it.
+    pub(crate) fn skip_prepare(&mut self) -> Read {
+        debug_assert!(self.ballot.is_first() && self.phase == Phase::Preparing);
+        let read = Read {
+            current: Accepted::default(),
+            in_flight: false,
+            behind: Vec::new(),
+            committed: Accepted::default(),
+        };
+        self.verdict = Some(Verdict::Read(read.clone()));
+        read
     }
 
     /// Moves to the proposal of `value` at this ballot, once the prepare
@@ -254,16 +296,31 @@ impl Round {
             })
         };
         let mut committed = held().map(|(_, _, c)| c).max().cloned().unwrap_or_default();
-        let mut accepted = held()
+        let newest = held()
             .filter_map(|(_, a, _)| a.as_ref())
             .filter(|a| a.ballot > committed.ballot)
             .max()
             .cloned();
-        // Accepted by a quorum: decided, though none knows it committed
-        // yet (its commit on the way); nothing to finish.
+        let mut accepted = match newest {
+            // A value of a first ballot is decided once every participant
+            // took it, and each takes one first ballot at most: unless
+            // every promise here reports it, none was decided, nor can be
+            // once they promised.
+            Some(a) if a.ballot.is_first() && !self.naive => {
+                held().all(|(_, x, _)| x.as_ref() == Some(&a)).then_some(a)
+            }
+            other => other,
+        };
+        // Accepted by a quorum (every participant, at a first ballot):
+        // decided, though none knows it committed yet (its commit on the
+        // way); nothing to finish.
         if let Some(a) = accepted.take_if(|a| {
             let at = |x: &Option<Accepted>| x.as_ref().is_some_and(|x| x.ballot == a.ballot);
-            held().filter(|(_, x, _)| at(x)).count() >= self.required
+            let needed = match a.ballot.is_first() && !self.naive {
+                true => self.slots.len(),
+                false => self.required,
+            };
+            held().filter(|(_, x, _)| at(x)).count() >= needed
         }) {
             committed = a;
         }
@@ -322,6 +379,23 @@ pub(crate) fn plan<'a>(read: &'a Read, ours: &[Attempt]) -> Plan<'a> {
         true => Plan::Apply(&read.current.value),
         false => Plan::Unknown,
     }
+}
+
+/// Whether attempt `attempt` of a change proposes at a first ballot,
+/// without a prepare (see `tally_model::paxos`): only a first attempt,
+/// once the cluster has `enabled` first ballots (every acceptor then takes
+/// one only while it holds nothing), and only where the partition looks
+/// new: this node's own replica of it holds nothing (`new_here`; false
+/// where this node is no replica) and this node's rounds saw nothing of
+/// it (`hinted`). A guess, and a cheap one to get wrong: the acceptors
+/// that hold something refuse, and the next attempt prepares at once.
+pub(crate) fn skips_prepare(
+    attempt: u32,
+    enabled: bool,
+    hinted: bool,
+    new_here: impl FnOnce() -> bool,
+) -> bool {
+    attempt == 1 && enabled && !hinted && new_here()
 }
 
 /// Whether the change's next state `next` needs a proposal: not when it
@@ -411,15 +485,24 @@ mod tests {
     /// Runs `script` (`event => verdict` per line) on a round of ballot
     /// 10 among `replicas`.
     fn run_on(replicas: &Replicas, script: &str) {
-        let mut round = Round::new(ballot("10"), replicas);
+        run_at(ballot("10"), replicas, script);
+    }
+
+    /// [`run_on`] at `b`, with the event `skip` (`Round::skip_prepare`).
+    fn run_at(b: Ballot, replicas: &Replicas, script: &str) {
+        let mut round = Round::new(b, replicas);
         for line in script.lines().map(str::trim).filter(|l| !l.is_empty()) {
             let (event, want) = line.split_once("=>").unwrap();
             let w: Vec<&str> = event.split_whitespace().collect();
             match w[..] {
                 ["timeout"] => round.on_timeout(),
+                ["skip"] => assert_eq!(
+                    Verdict::Read(round.skip_prepare()),
+                    *round.verdict().unwrap()
+                ),
                 ["propose", v] => {
                     let p = round.propose(value(v));
-                    assert_eq!(p.ballot, ballot("10"));
+                    assert_eq!(p.ballot, b);
                 }
                 [n, "accepted"] => round.on_accepted(node(n)),
                 [n, "rejected", b] => round.on_rejected(node(n), ballot(b)),
@@ -463,6 +546,83 @@ mod tests {
             n1 accepted => -
             n3 accepted => decided 10 b
             n2 failed => decided 10 b");
+    }
+
+    #[test]
+    fn a_first_ballot_reads_nothing_and_proposes_in_one_round_trip() {
+        let three = Replicas::new(&[0, 1, 2], &[]);
+        run_at(
+            Ballot::first(7),
+            &three,
+            "
+            skip => read 0
+            propose a => -
+            n1 accepted => -
+            n3 accepted => -
+            n2 accepted => decided 0 a",
+        );
+        // Every participant must take it: one down, and a prepare follows.
+        run_at(
+            Ballot::first(7),
+            &three,
+            "
+            skip => read 0
+            propose a => -
+            n1 accepted => -
+            n2 failed => unavailable 1/3",
+        );
+        // Refused where the partition holds something: outbid, and the
+        // next attempt prepares above what the refusals carried.
+        run_at(
+            Ballot::first(7),
+            &three,
+            "
+            skip => read 0
+            propose a => -
+            n1 accepted => -
+            n2 rejected 5 => outbid 5
+            n3 rejected 6 => outbid 5",
+        );
+    }
+
+    #[test]
+    fn a_first_ballots_value_is_finished_only_where_the_whole_quorum_reports_it() {
+        // Two first ballots raced: neither can have been decided.
+        run("
+            n1 promised accepted 0@5 a => -
+            n2 promised accepted 0@7 b => read 0");
+        run("
+            n1 promised accepted 0@7 b => -
+            n2 promised => read 0");
+        // Every promise reports it: maybe decided (the third took it too).
+        run("
+            n1 promised accepted 0@7 b => -
+            n3 promised accepted 0@7 b => read 0 in-flight b");
+        // A regular ballot's value above it is read as ever.
+        run("
+            n1 promised accepted 0@7 b => -
+            n2 promised accepted 4 c => read 4 in-flight c");
+        // Committed: decided, and a first ballot's stray value under it
+        // is not read.
+        run("
+            n1 promised committed 0@7 b => -
+            n2 promised accepted 0@7 b => read 0 b behind n2");
+    }
+
+    #[test]
+    fn only_a_first_attempt_on_a_partition_new_here_skips_the_prepare() {
+        let new = || true;
+        assert!(skips_prepare(1, true, false, new));
+        assert!(!skips_prepare(2, true, false, new), "a retry prepares");
+        assert!(!skips_prepare(1, false, false, new), "not enabled yet");
+        assert!(
+            !skips_prepare(1, true, true, new),
+            "this node's rounds saw it"
+        );
+        assert!(
+            !skips_prepare(1, true, false, || false),
+            "this replica holds some"
+        );
     }
 
     #[test]
