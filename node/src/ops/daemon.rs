@@ -127,6 +127,7 @@ pub fn run_with(
     }
     // Before anything opens a file: the engine's reserve is counted on it.
     let files = limits::raise_files_limit().context("raise the open files limit")?;
+    limits::no_transparent_huge_pages();
     let (runtime, park_commit) = runtime(threads)?;
     // A `tallyd restore` cut short is finished before anything reads the data.
     if crate::ops::restore::finish(&me.data_dir).context("finish a restore staged before")? {

@@ -8,8 +8,8 @@
 //! participant at once. A change's first attempt on a partition that looks
 //! new ([`skips_prepare`]) proposes at a first ballot instead, without the
 //! prepare: one round trip where it was right, one more where it was not
-//! (then the next attempt prepares at once). A decided value is committed everywhere without
-//! waiting. Outbid, at the prepare or after it proposed, it waits a random
+//! (then the next attempt prepares at once). A decided value is committed
+//! everywhere without waiting. Outbid, at the prepare or after it proposed, it waits a random
 //! backoff that doubles with each attempt and tries again,
 //! [`ATTEMPTS_MAX`] times at most. Every proposed state records its round
 //! (`history`), so a retry reads whether another proposer finished an
