@@ -9,9 +9,9 @@
 //! member's score a register, the set one agreed value), races to take
 //! fresh keys (`SET NX` on a key nothing held, a new one every
 //! [`FRESH_EVERY`], which proposers take at a first ballot, without a
-//! prepare), and sets cold
-//! keys once (`SET NX`) and reads them while ranges move, one command at a
-//! time, recording when each was sent and when it answered. An error, a timeout or a broken connection leaves a change's
+//! prepare), and sets cold keys once (`SET NX`) and reads them while
+//! ranges move, one command at a time, recording when each was sent and
+//! when it answered. An error, a timeout or a broken connection leaves a change's
 //! outcome unknown (it may take effect late or never) and a read
 //! unrecorded. After healing, each key is read through every member, and
 //! each key's whole history is judged by
@@ -164,11 +164,11 @@ pub(crate) async fn worker(
         n += 1;
         let (key, call) = match rng.random_range(0..11) {
             0 => cold(&mut rng, value),
-            10 => fresh(&mut rng, started, value).await,
             1 => field(&mut rng, value),
             // A score: an integer a double holds exactly, which `ZSCORE`
             // answers in the same digits.
             2 => member(&mut rng, ((w as u64 + 1) * 1_000_000_000 + n).to_string()),
+            3 => fresh(&mut rng, started, value).await,
             _ => shared(&mut rng, &seen, value),
         };
         let scripted = rng.random_bool(0.5);
