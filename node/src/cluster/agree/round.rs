@@ -133,7 +133,7 @@ impl Round {
     pub(crate) fn new(ballot: Ballot, replicas: &Replicas) -> Round {
         let required = match ballot.is_first() {
             true => replicas.all().len(),
-            false => replicas.len() / 2 + 1 + replicas.pending().len(),
+            false => quorum(replicas),
         };
         Round {
             ballot,
@@ -152,7 +152,7 @@ impl Round {
     pub(crate) fn naive(self, replicas: &Replicas) -> Round {
         Round {
             naive: true,
-            required: replicas.len() / 2 + 1 + replicas.pending().len(),
+            required: quorum(replicas),
             ..self
         }
     }
@@ -335,6 +335,12 @@ impl Round {
             committed,
         }
     }
+}
+
+/// A quorum of `replicas` at a regular ballot: a majority of the natural
+/// ones plus one for each pending one.
+fn quorum(replicas: &Replicas) -> usize {
+    replicas.len() / 2 + 1 + replicas.pending().len()
 }
 
 /// What a change proposes once a prepare read the partition.
@@ -535,6 +541,11 @@ mod tests {
         run_on(&Replicas::new(&[0, 1, 2], &[]), script);
     }
 
+    /// [`run`] at a first ballot.
+    fn run_first(script: &str) {
+        run_at(Ballot::first(7), &Replicas::new(&[0, 1, 2], &[]), script);
+    }
+
     #[test]
     fn uncontended_two_round_trips() {
         run("
@@ -550,10 +561,7 @@ mod tests {
 
     #[test]
     fn a_first_ballot_reads_nothing_and_proposes_in_one_round_trip() {
-        let three = Replicas::new(&[0, 1, 2], &[]);
-        run_at(
-            Ballot::first(7),
-            &three,
+        run_first(
             "
             skip => read 0
             propose a => -
@@ -562,9 +570,7 @@ mod tests {
             n2 accepted => decided 0 a",
         );
         // Every participant must take it: one down, and a prepare follows.
-        run_at(
-            Ballot::first(7),
-            &three,
+        run_first(
             "
             skip => read 0
             propose a => -
@@ -573,9 +579,7 @@ mod tests {
         );
         // Refused where the partition holds something: outbid, and the
         // next attempt prepares above what the refusals carried.
-        run_at(
-            Ballot::first(7),
-            &three,
+        run_first(
             "
             skip => read 0
             propose a => -
