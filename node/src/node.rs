@@ -201,20 +201,22 @@ impl Node {
     }
 
     /// Whether `partition` holds a live string in `column` (the key's own,
-    /// empty, or a hash's field) as far as this node saw: its cached Paxos
-    /// state (`Engine::holds_string_cached`) or its own last round shows
-    /// one. A hint, cheap for nearly every counter (a partition no round
+    /// empty, or a hash's field), or a sorted set for the key's own, as
+    /// far as this node saw: its cached Paxos state
+    /// (`write::strings::holds_register_cached`) or its own last round
+    /// shows one. A hint, cheap for nearly every counter (a partition no round
     /// here saw hold a string answers at once): what makes an integer
     /// `SET` (or `HSET`) of a string set the string, as Redis does, rather
     /// than start a counter beside it.
     pub(crate) fn holds_string_here(&self, partition: &[u8], column: &[u8]) -> bool {
         let now = tally_engine::now_ms();
-        let cached = tally_engine::Key::new(partition, column)
-            .is_ok_and(|k| self.ctx.engine().holds_string_cached(&k, now));
+        let cached = tally_engine::Key::new(partition, column).is_ok_and(|k| {
+            crate::cluster::write::strings::holds_register_cached(self.ctx.engine(), &k, now)
+        });
         cached
             || self
                 .last_seen_registers(partition)
-                .is_some_and(|r| r.get(column, now).is_some())
+                .is_some_and(|r| crate::base::strings::holds_register(&r, column, now))
     }
 
     /// A wake-up for a client waiting on the list `key` (a blocking pop):

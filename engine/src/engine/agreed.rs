@@ -109,15 +109,16 @@ impl Engine {
         Ok(cell.agreed().map(|a| (**a).clone()).unwrap_or_default())
     }
 
-    /// Whether this node's Paxos state of `key`'s partition holds a string
-    /// in `key`'s column (a key's string: the empty column; a hash's
-    /// string field: the field's) live at `now_ms`, committed or accepted,
-    /// as far as the cell cache shows (no disk is read: a state not cached
-    /// answers false). The add path's cheap check that a counter is not
-    /// started beside a string: an agreed key in use has its state cached
-    /// on every replica, each round touching it. A partition no round here
-    /// saw hold a string answers at once ([`StringFilter`]).
-    pub fn holds_string_cached(&self, key: &Key, now_ms: u64) -> bool {
+    /// Whether this node's Paxos state of `key`'s partition holds a
+    /// register in any of `columns` (a key's string: the empty column; a
+    /// hash's string field: the field's; a column the node keeps) live at
+    /// `now_ms`, committed or accepted, as far as the cell cache shows (no
+    /// disk is read: a state not cached answers false). The add path's
+    /// cheap check that a counter is not started beside a string: an
+    /// agreed key in use has its state cached on every replica, each round
+    /// touching it. A partition no round here saw hold a register answers
+    /// at once ([`StringFilter`]).
+    pub fn holds_register_cached(&self, key: &Key, columns: &[&[u8]], now_ms: u64) -> bool {
         if !self.strings.may_hold(key.partition_hash()) {
             return false;
         }
@@ -127,7 +128,7 @@ impl Engine {
         self.cache
             .peek(&count, |cell| {
                 cell.agreed()
-                    .is_some_and(|a| holds_string(a, key.column(), now_ms))
+                    .is_some_and(|a| columns.iter().any(|c| holds_string(a, c, now_ms)))
             })
             .unwrap_or(false)
     }
@@ -160,7 +161,7 @@ impl Engine {
         let key: Key = unique::count_key(partition)?;
         self.cache.with_cell(&key, |cached, v| {
             let (log, answer) = rule(cached.cell.agreed_mut());
-            if cached.cell.agreed().is_some_and(|a| holds_any_string(a)) {
+            if cached.cell.agreed().is_some_and(|a| holds_any_register(a)) {
                 self.strings.saw(key.partition_hash());
             }
             if !log {
@@ -208,19 +209,15 @@ fn holds_string(a: &Acceptor, column: &[u8], now_ms: u64) -> bool {
     live(&a.committed) || a.accepted.as_ref().is_some_and(live)
 }
 
-/// Whether `a` holds a client's register (a string, or a hash's string
-/// field) in any column, committed or accepted, expired or not.
-fn holds_any_string(a: &Acceptor) -> bool {
-    let any = |x: &Accepted| {
-        x.value
-            .0
-            .iter()
-            .any(|r| !crate::key::is_reserved(&r.column))
-    };
-    any(&a.committed) || a.accepted.as_ref().is_some_and(any)
+/// Whether `a` holds a register in any column, committed or accepted,
+/// expired or not: a client's string or hash field, or one the node keeps
+/// in a reserved column (a sorted set, the round history). What sets the
+/// [`StringFilter`]'s bit, which only sends the add path to look.
+fn holds_any_register(a: &Acceptor) -> bool {
+    !a.committed.value.0.is_empty() || a.accepted.as_ref().is_some_and(|x| !x.value.0.is_empty())
 }
 
-/// Bits of partition hashes a round here saw hold a string, never
+/// Bits of partition hashes a round here saw hold a register, never
 /// cleared: a clear bit says a partition's state holds none (as far as
 /// this node's rounds went since it started), so the add path skips the
 /// cache for nearly every counter; a set one (the partition's, or another
@@ -318,21 +315,39 @@ mod tests {
             Key::new(b"k", b"").unwrap(),
             Key::new(b"other", b"").unwrap(),
         );
-        assert!(!e.holds_string_cached(&k, 0));
+        assert!(!e.holds_register_cached(&k, &[b""], 0));
         runtime().block_on(async {
             e.accept(b"k", at(5, "alice")).await.unwrap().unwrap();
             // Accepted, not yet known decided: it counts.
-            assert!(e.holds_string_cached(&k, 0));
+            assert!(e.holds_register_cached(&k, &[b""], 0));
             e.commit(b"k", at(5, "alice")).await.unwrap();
-            assert!(e.holds_string_cached(&k, 0));
+            assert!(e.holds_register_cached(&k, &[b""], 0));
             let none = Accepted {
                 ballot: ballot(6),
                 value: Registers::default(),
             };
             e.commit(b"k", none).await.unwrap();
         });
-        assert!(!e.holds_string_cached(&k, 0), "deleted");
-        assert!(!e.holds_string_cached(&other, 0));
+        assert!(!e.holds_register_cached(&k, &[b""], 0), "deleted");
+        assert!(!e.holds_register_cached(&other, &[b""], 0));
+    }
+
+    #[test]
+    fn a_register_in_a_reserved_column_is_seen_where_asked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Engine::open(dir.path(), Options::default()).unwrap();
+        let k = Key::new(b"k", b"").unwrap();
+        let set = Accepted {
+            ballot: ballot(5),
+            value: Registers(vec![Register {
+                column: b"\xff\xffset".to_vec(),
+                value: b"members".to_vec(),
+                at_ms: 0,
+            }]),
+        };
+        runtime().block_on(async { e.commit(b"k", set).await.unwrap() });
+        assert!(!e.holds_register_cached(&k, &[b""], 0));
+        assert!(e.holds_register_cached(&k, &[b"", b"\xff\xffset"], 0));
     }
 
     #[test]

@@ -139,6 +139,8 @@ pub(crate) enum AddedToString {
     Overflow,
     /// There is no string (any more): nothing changed.
     NoString,
+    /// The key holds a sorted set: nothing changed (Redis' `WRONGTYPE`).
+    WrongType,
 }
 
 /// `delta` added to the key's string read as an integer (its deadline
@@ -161,7 +163,12 @@ pub(crate) fn add_to_column(
     now_ms: u64,
 ) -> (Registers, AddedToString) {
     let Some(current) = registers.get(column, now_ms) else {
-        return (registers.clone(), AddedToString::NoString);
+        let done = if holds_register(registers, column, now_ms) {
+            AddedToString::WrongType
+        } else {
+            AddedToString::NoString
+        };
+        return (registers.clone(), done);
     };
     let before = std::str::from_utf8(&current.value)
         .ok()
@@ -215,6 +222,9 @@ pub(crate) fn add_float_to_string(
     now_ms: u64,
 ) -> (Registers, Result<Vec<u8>, &'static str>) {
     let current = registers.get(column, now_ms);
+    if current.is_none() && holds_register(registers, column, now_ms) {
+        return (registers.clone(), Err(super::refusal::WRONGTYPE));
+    }
     let sum = match current {
         Some(c) => incr_by_float(Some(&c.value), by),
         None => Decimal::of(base)
@@ -246,6 +256,14 @@ pub(crate) fn remove_string(registers: &Registers) -> (Registers, bool) {
 /// whether it did. No string, no change.
 pub(crate) fn expire_string(registers: &Registers, at_ms: u64, only: When) -> (Registers, bool) {
     expire_column(registers, COLUMN, at_ms, only)
+}
+
+/// Whether `registers` hold, live at `now_ms`, a string in `column` (the
+/// key's own, empty, or a hash's field) or, for the key's own, a sorted
+/// set: a register a counter must not start beside.
+pub(crate) fn holds_register(registers: &Registers, column: &[u8], now_ms: u64) -> bool {
+    let sorted_set = || column.is_empty() && registers.get(zset::COLUMN, now_ms).is_some();
+    registers.get(column, now_ms).is_some() || sorted_set()
 }
 
 /// The column of the key's own register, live at `now_ms`: its string,
@@ -412,6 +430,37 @@ mod tests {
         assert_eq!(
             add_to_string(&string("1", NOW), 1, NOW).1,
             AddedToString::NoString
+        );
+    }
+
+    #[test]
+    fn an_add_to_a_sorted_set_is_refused_as_redis_refuses_it() {
+        let set = Registers(vec![Register {
+            column: zset::COLUMN.to_vec(),
+            value: b"set".to_vec(),
+            at_ms: NOW + 9,
+        }]);
+        assert!(holds_register(&set, b"", NOW));
+        assert!(
+            !holds_register(&set, b"field", NOW),
+            "a hash's field is not the set"
+        );
+        assert!(!holds_register(&set, b"", NOW + 9), "expired");
+        for done in [
+            add_to_string(&set, 1, NOW),
+            add_or_make_string(&set, 1, NOW),
+        ] {
+            assert_eq!(done, (set.clone(), AddedToString::WrongType));
+        }
+        let by = Decimal::of(1);
+        assert_eq!(
+            add_float_to_string(&set, b"", (0, by), NOW),
+            (set.clone(), Err(super::super::refusal::WRONGTYPE))
+        );
+        // Expired, it is gone: the add makes a string.
+        assert_eq!(
+            add_or_make_string(&set, 1, NOW + 9).1,
+            AddedToString::Value(1)
         );
     }
 

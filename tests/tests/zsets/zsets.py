@@ -69,6 +69,18 @@ try:
     raise AssertionError("GET of a sorted set")
 except redis.ResponseError as e:
     assert str(e).startswith("WRONGTYPE"), e
+for i in range(3):
+    for cmd in (
+        lambda: c(i).incr("z"),
+        lambda: c(i).decrby("z", 2),
+        lambda: c(i).incrbyfloat("z", 1.5),
+    ):
+        try:
+            cmd()
+            raise AssertionError("an add to a sorted set")
+        except redis.ResponseError as e:
+            assert str(e).startswith("WRONGTYPE"), e
+assert c(2).type("z") == b"zset" and c(0).zcard("z") == 1, "no counter beside it"
 assert c(1).set("z", "over") is True
 assert c(2).get("z") == b"over"
 c(0).zadd("z2", {"a": 1})

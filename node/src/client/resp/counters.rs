@@ -176,6 +176,7 @@ fn added_to_string(done: AddedToString) -> Reply {
         AddedToString::NotInteger => Reply::err(NOT_AN_INTEGER),
         AddedToString::Overflow => Reply::err("ERR increment or decrement would overflow"),
         AddedToString::NoString => Reply::err("ERR no such key"),
+        AddedToString::WrongType => Reply::err(WRONGTYPE),
     }
 }
 

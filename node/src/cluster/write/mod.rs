@@ -61,7 +61,7 @@ mod replicate;
 mod retry;
 pub(crate) mod round;
 mod serve;
-mod strings;
+pub(crate) mod strings;
 pub(crate) mod unique;
 
 pub(crate) use serve::serve;

@@ -252,6 +252,7 @@ impl View {
             AddedToString::NotInteger => Reply::err("ERR value is not an integer or out of range"),
             AddedToString::Overflow => Reply::err("ERR increment or decrement would overflow"),
             AddedToString::NoString => return None,
+            AddedToString::WrongType => Reply::err(crate::base::refusal::WRONGTYPE),
         })
     }
 
