@@ -370,10 +370,16 @@ async fn fix(
     Ok((moved, bytes))
 }
 
-/// Replica `r`'s cell of `key`.
+/// Replica `r`'s cell of `key`. This node's own leaves it (merged into
+/// the other replicas' cells) only once every add with an id it may hold
+/// is durable, as a peer's answer to a read does (see
+/// `tally_engine::Engine::settled`): pushed without its ids, an add a
+/// crash then lost here would be applied again by a retry.
 async fn read(ctx: &Arc<Ctx>, r: usize, k: &Key) -> Result<Cell, WireError> {
     if r == ctx.me() {
-        return ctx.engine().get(k).map_err(|e| engine_error(&e));
+        let cell = ctx.engine().get(k).map_err(|e| engine_error(&e))?;
+        ctx.engine().settled().await.map_err(|e| engine_error(&e))?;
+        return Ok(cell);
     }
     let req = PeerRequest::Read { key: wire_key(k) };
     match ask(ctx, r, req).await? {
