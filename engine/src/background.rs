@@ -208,7 +208,9 @@ impl Background {
         {
             return Ok(()); // Someone compacted these already.
         }
-        let output = self.replace(&inputs, merged(&inputs, self.versions.merger()))?;
+        let folding = inputs.len() == live.tables.len();
+        let merger = self.versions.merger();
+        let output = self.replace(&inputs, merged(&inputs, merger, folding))?;
         self.compactions
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         tracing::debug!(
@@ -275,7 +277,9 @@ impl Background {
             return Ok((0, 0));
         }
         let (mut kept, mut dropped) = (0, 0);
-        let filtered = merged(inputs, self.versions.merger()).filter_map(|item| {
+        let folding = inputs.len() == self.versions.current().tables.len();
+        let merger = self.versions.merger();
+        let filtered = merged(inputs, merger, folding).filter_map(|item| {
             let (k, c) = match item {
                 Ok(kc) => kc,
                 Err(e) => return Some(Err(e)),
@@ -334,12 +338,19 @@ fn holds_any(table: &Arc<Table>, ranges: &[(Key, Option<Key>)]) -> Result<bool> 
 }
 
 /// Every cell of `inputs`, merged; counters expired past the grace fold
-/// into tombstones, and retired incarnations' shards into bases (by the
-/// generations `merger` holds: `cell::fold`).
-fn merged(inputs: &[Arc<Table>], merger: &crate::cell::Merger) -> MergeIter {
+/// into tombstones, and, when `folding`, retired incarnations' shards
+/// into bases (by the generations `merger` holds: `cell::fold`).
+///
+/// Only a merge of every table folds (the caller holds the compaction
+/// lock, so none is missing): a fold must take a retired shard's last
+/// version, and a merge of some tables may hold only a stale one while a
+/// table left out holds the last. Folded, the stale value would become
+/// the base at the new generation, which wins every later merge: the
+/// counter off by the shard's last adds (up, where they were negative).
+fn merged(inputs: &[Arc<Table>], merger: &crate::cell::Merger, folding: bool) -> MergeIter {
     MergeIter {
         fold_before_ms: crate::cell::now_ms().saturating_sub(EXPIRED_GRACE_MS),
-        folds: Some(merger.installed()),
+        folds: folding.then(|| merger.installed()),
         merger: merger.clone(),
         inputs: inputs
             .iter()

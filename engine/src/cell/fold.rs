@@ -19,7 +19,9 @@
 //!
 //! Every replica folds the same last versions, so their bases agree; a copy
 //! that turns up later (a hint, a stale replica, an old SSTable) holds no
-//! later version of a retired shard, and dropping it loses nothing.
+//! later version of a retired shard, and dropping it loses nothing. On one
+//! node, only a merge of every table folds (`background::merged`): a merge
+//! of some may hold a stale version only, and its base would win.
 //!
 //! The generations are cluster state: the ring carries them, and every
 //! node installs them in its engine's [`Merger`] before any cell of a new

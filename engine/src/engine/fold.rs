@@ -125,6 +125,51 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_compaction_of_some_tables_never_folds_a_stale_retired_shard() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Engine::open(dir.path(), Options::default()).unwrap();
+        let (k, other) = (
+            Key::new(b"k", b"").unwrap(),
+            Key::new(b"other", b"").unwrap(),
+        );
+        let retired = |clock, value| {
+            let shard = Shard {
+                counter_id: RETIRED[0],
+                clock,
+                value,
+            };
+            Cell::from_parts(Epoch::default(), [shard])
+        };
+        // Three tables, oldest first: the shard at 10, another key, the
+        // shard's last version at 7 (its last adds were negative).
+        apply_one(&e, &k, &retired(1, 10)).await.unwrap();
+        e.flush().unwrap();
+        add_one(&e, &other, 1).await.unwrap();
+        e.flush().unwrap();
+        apply_one(&e, &k, &retired(2, 7)).await.unwrap();
+        e.flush().unwrap();
+        e.merger().install(Folds::new(vec![RETIRED.to_vec()], 1));
+        let mut tables = e.versions.current().tables.clone();
+        tables.sort_by_key(|t| t.id());
+        tables.truncate(2);
+        e.background.compact(tables).unwrap();
+        e.close().unwrap();
+        // Reopened, the cache empty: the value is what the tables merge to.
+        let opts = || Options {
+            folds: Folds::new(vec![RETIRED.to_vec()], 1),
+            ..Options::default()
+        };
+        let e = Engine::open(dir.path(), opts()).unwrap();
+        assert_eq!(e.get(&k).unwrap().value(), Ok(7), "the last version counts");
+        e.fold().unwrap();
+        e.close().unwrap();
+        let e = Engine::open(dir.path(), opts()).unwrap();
+        let c = e.get(&k).unwrap();
+        assert_eq!((c.value(), c.epoch().fold), (Ok(7), 1), "folded whole");
+        e.close().unwrap();
+    }
+
+    #[tokio::test]
     async fn two_engines_in_one_process_keep_their_own_generations() {
         let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let one = Engine::open(d1.path(), Options::default()).unwrap();
