@@ -342,7 +342,20 @@ async fn hand_over_ids(ctx: &Arc<Ctx>, switching: &Topology) -> Result<(), WireE
             .map(|&t| u32::try_from(t).expect("node indices are small"))
             .collect();
         let req = PeerRequest::HandOverIds { to };
-        ask(ctx, n, req, HAND_OVER_TIMEOUT, "hand over its ids").await?;
+        // A participant that restarted uncleanly hands over once it has
+        // learned its lost ids (see `serve_hand_over`): a little wait.
+        let deadline = tokio::time::Instant::now() + READY_WAIT;
+        loop {
+            match ask(ctx, n, req.clone(), HAND_OVER_TIMEOUT, "hand over its ids").await {
+                Err(e)
+                    if e.kind == ErrorKind::Unavailable
+                        && tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                done => break done?,
+            }
+        }
     }
     Ok(())
 }
@@ -356,6 +369,17 @@ async fn serve_hand_over(ctx: &Arc<Ctx>, req: PeerRequest) -> PeerResponse {
             Err(e) => PeerResponse::Error(crate::base::convert::engine_error(&e)),
         },
         PeerRequest::HandOverIds { to } => {
+            // Ids this node's lost runs applied, learned from the other
+            // participants' tails, join its ledger as it learns them: a
+            // ledger handed over before would miss them, and the new
+            // applier would apply a retry of one again.
+            let participants: Vec<usize> = to.iter().map(|&t| t as usize).collect();
+            if !ctx
+                .tails()
+                .ready(&[participants.as_slice(), &[ctx.me()]].concat())
+            {
+                return PeerResponse::Error(crate::cluster::tails::not_ready(ctx));
+            }
             let blocks = ctx.engine().ids_export();
             for t in to
                 .into_iter()
