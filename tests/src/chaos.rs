@@ -598,7 +598,11 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
         })
         .max()
         .unwrap_or(0);
-    let after = started + Duration::from_nanos(last_deadline_ns + 2 * checker::epochs::SLOP_NS);
+    let skew_ns = opts
+        .clock_skew_ms
+        .map_or(0, |ms| ms.unsigned_abs() * 1_000_000);
+    let slop_ns = checker::epochs::SLOP_NS + skew_ns;
+    let after = started + Duration::from_nanos(last_deadline_ns + 2 * slop_ns);
     std::thread::sleep(after.saturating_duration_since(Instant::now()));
     rt.block_on(wait_for_hints(&cluster, members))?;
     let hints_dropped = rt.block_on(hints_dropped(&cluster, members));
@@ -610,7 +614,7 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
         false => None,
     };
     let finals = rt.block_on(read_finals(&cluster, members, opts.keys))?;
-    let mut report = checker::check(&history, rf, &finals);
+    let mut report = checker::check_skewed(&history, rf, &finals, skew_ns);
     report
         .violations
         .extend(folded.iter().flat_map(topology::check_fold));

@@ -153,6 +153,20 @@ pub struct Report {
 /// Checks a history. `finals` holds the reads at ALL through every node
 /// after healing: `(node, key, value)`.
 pub fn check(history: &[Op], rf: usize, finals: &[(usize, usize, i64)]) -> Report {
+    check_skewed(history, rf, finals, 0)
+}
+
+/// [`check`] of a run where a node's clock was set `skew_ns` off (either
+/// way) on purpose: a deadline a client gave relative to now (`PEXPIRE`)
+/// lands that much off the checker's reading of it, and that node ends
+/// an epoch by its own clock, so each deadline is an event within
+/// [`epochs::SLOP_NS`] plus `skew_ns` of its instant.
+pub fn check_skewed(
+    history: &[Op],
+    rf: usize,
+    finals: &[(usize, usize, i64)],
+    skew_ns: u64,
+) -> Report {
     let mut report = Report::default();
     let mut by_key: BTreeMap<usize, Vec<&Op>> = BTreeMap::new();
     for op in history {
@@ -162,7 +176,7 @@ pub fn check(history: &[Op], rf: usize, finals: &[(usize, usize, i64)]) -> Repor
         by_key.entry(f.1).or_default();
     }
     for (&key, ops) in &by_key {
-        let events = epochs::events(ops, rf);
+        let events = epochs::events(ops, rf, epochs::SLOP_NS + skew_ns);
         let index = KeyIndex::new(ops, &events, rf);
         let bases = epochs::Bases::new(&events, rf);
         let reads: Vec<(&Op, i64)> = ops

@@ -61,8 +61,10 @@ fn before(a: &Op, b: &Op, rf: usize) -> bool {
         && a.cl.required(rf) + b.cl.required(rf) > rf
 }
 
-/// The epoch events of one key's operations, by invocation.
-pub(super) fn events(ops: &[&Op], rf: usize) -> Vec<Event> {
+/// The epoch events of one key's operations, by invocation; a deadline
+/// is read by every node within `slop_ns` of the checker's clock
+/// ([`SLOP_NS`], more where a node's clock is skewed on purpose).
+pub(super) fn events(ops: &[&Op], rf: usize, slop_ns: u64) -> Vec<Event> {
     let mut out = Vec::new();
     // An EXPIRE of a counter that did not exist changed nothing.
     let changed = |o: &&&Op| !matches!((o.kind, o.outcome), (Kind::Expire { .. }, Outcome::Ok(0)));
@@ -84,7 +86,7 @@ pub(super) fn events(ops: &[&Op], rf: usize) -> Vec<Event> {
             Kind::Set(v) => out.push(plain(v)),
             Kind::Expire { .. } if op.outcome == Outcome::Unknown => out.push(plain(0)),
             Kind::Expire { at_ns } => {
-                let until = at_ns.saturating_add(SLOP_NS);
+                let until = at_ns.saturating_add(slop_ns);
                 let moved = ops.iter().filter(changed).any(|o| {
                     !std::ptr::eq(*o, *op)
                         && matches!(o.kind, Kind::Reset | Kind::Set(_) | Kind::Expire { .. })
@@ -93,9 +95,9 @@ pub(super) fn events(ops: &[&Op], rf: usize) -> Vec<Event> {
                         && !before(o, op, rf)
                 });
                 out.push(Event {
-                    invoke_ns: at_ns.saturating_sub(SLOP_NS).max(op.invoke_ns),
+                    invoke_ns: at_ns.saturating_sub(slop_ns).max(op.invoke_ns),
                     complete_ns: until.max(op.complete_ns),
-                    certain: !moved && op.complete_ns < at_ns.saturating_sub(SLOP_NS),
+                    certain: !moved && op.complete_ns < at_ns.saturating_sub(slop_ns),
                     ..plain(0)
                 });
             }

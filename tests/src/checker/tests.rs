@@ -110,6 +110,47 @@ fn an_expired_counter_reads_zero_and_counts_adds_made_after_its_deadline() {
 }
 
 #[test]
+fn a_skewed_clock_widens_a_deadline_by_its_skew_and_no_more() {
+    const SKEW: u64 = 300_000_000;
+    let h = vec![
+        add(0, 5, Quorum, 0, 10, Outcome::Ok(5)),
+        expire(D, Quorum, 20, 30, Outcome::Ok(1)),
+    ];
+    let with_read = |v, t0, t1| {
+        let mut h = h.clone();
+        h.push(read(v, Quorum, t0, t1));
+        h
+    };
+    // 100 ms past the deadline: expired for the checker's clock, maybe
+    // not yet for a node whose clock is 300 ms behind.
+    let (t0, t1) = (D + 100_000_000, D + 100_000_010);
+    assert_eq!(check(&with_read(5, t0, t1), 3, &[]).violations.len(), 1);
+    assert!(
+        check_skewed(&with_read(5, t0, t1), 3, &[], SKEW)
+            .violations
+            .is_empty()
+    );
+    assert!(
+        check_skewed(&with_read(0, t0, t1), 3, &[], SKEW)
+            .violations
+            .is_empty()
+    );
+    // Past the skew, it has expired everywhere.
+    let (t0, t1) = (D + SKEW + SLOP + 10, D + SKEW + SLOP + 20);
+    assert_eq!(
+        check_skewed(&with_read(5, t0, t1), 3, &[], SKEW)
+            .violations
+            .len(),
+        1
+    );
+    assert!(
+        check_skewed(&with_read(0, t0, t1), 3, &[], SKEW)
+            .violations
+            .is_empty()
+    );
+}
+
+#[test]
 fn a_deadline_that_may_have_moved_never_discards() {
     let h = vec![
         add(0, 5, Quorum, 0, 10, Outcome::Ok(5)),
@@ -469,7 +510,7 @@ fn the_fast_bounds_follow_the_rules_on_random_histories() {
             .map(bounds::Query::of)
             .collect();
         queries.push(bounds::Query::after_everything());
-        let events = epochs::events(&refs, rf);
+        let events = epochs::events(&refs, rf, SLOP);
         let fast = bounds::KeyIndex::new(&refs, &events, rf).bounds(&queries);
         for (q, got) in queries.iter().zip(fast) {
             assert_eq!(
