@@ -1,7 +1,8 @@
 //! The client ports: accepting connections, the native protocol, RESP,
-//! and the streams and answers they move.
+//! CQL (being built), and the streams and answers they move.
 
 pub mod accept;
+pub(crate) mod cql;
 pub(crate) mod output;
 pub mod resp;
 pub mod server;

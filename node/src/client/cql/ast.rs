@@ -1,0 +1,156 @@
+//! The statements Tally serves, as the parser ([`super::parse`]) makes
+//! them: what a statement says, not yet checked against a schema.
+
+use super::result::CqlType;
+
+/// A table's name, its keyspace if the statement names one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TableName {
+    pub(crate) keyspace: Option<String>,
+    pub(crate) name: String,
+}
+
+/// A literal value.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Literal {
+    Str(String),
+    Int(i128),
+    Float(f64),
+    Bool(bool),
+    Null,
+    Uuid([u8; 16]),
+    Blob(Vec<u8>),
+    /// `{k: v, ...}` (a map, as replication options are written).
+    Map(Vec<(Literal, Literal)>),
+    /// `{a, b}` (a set) or `[a, b]` (a list).
+    Collection(Vec<Literal>),
+}
+
+/// A value in a statement: written in it, or bound to a marker.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Term {
+    Literal(Literal),
+    /// `?`: the next positional value (markers count from 0 in order).
+    Marker(usize),
+    /// `:name`, bound by name (or positionally, in marker order).
+    Named(usize, String),
+}
+
+/// A comparison of a WHERE clause.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Op {
+    Eq,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    /// `IN (a, b)` or `IN ?`.
+    In,
+}
+
+/// One relation of a WHERE clause: `column op term(s)`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Relation {
+    pub(crate) column: String,
+    pub(crate) op: Op,
+    /// One term, or an `IN` list's (a single marker binds a whole list).
+    pub(crate) terms: Vec<Term>,
+}
+
+/// What a SELECT answers.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Selection {
+    /// `*`.
+    All,
+    /// `COUNT(*)` or `COUNT(1)`, with its alias.
+    Count(Option<String>),
+    /// Columns, each with its alias (the same column may come twice).
+    Columns(Vec<(String, Option<String>)>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Select {
+    pub(crate) table: TableName,
+    pub(crate) selection: Selection,
+    pub(crate) relations: Vec<Relation>,
+    /// Clustering columns and whether descending.
+    pub(crate) order_by: Vec<(String, bool)>,
+    pub(crate) limit: Option<Term>,
+    pub(crate) allow_filtering: bool,
+}
+
+/// One assignment of an UPDATE's SET.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Assignment {
+    /// `c = c + t` (or `c = t + c`).
+    Add(String, Term),
+    /// `c = c - t`.
+    Sub(String, Term),
+    /// `c = t`.
+    Set(String, Term),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Update {
+    pub(crate) table: TableName,
+    pub(crate) ttl: Option<Term>,
+    pub(crate) timestamp: Option<Term>,
+    pub(crate) assignments: Vec<Assignment>,
+    pub(crate) relations: Vec<Relation>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Delete {
+    /// The columns deleted; none: whole rows.
+    pub(crate) columns: Vec<String>,
+    pub(crate) table: TableName,
+    pub(crate) timestamp: Option<Term>,
+    pub(crate) relations: Vec<Relation>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct CreateTable {
+    pub(crate) table: TableName,
+    pub(crate) if_not_exists: bool,
+    /// Every column and its type, in the order written.
+    pub(crate) columns: Vec<(String, CqlType)>,
+    pub(crate) partition_key: Vec<String>,
+    pub(crate) clustering: Vec<String>,
+    /// `WITH CLUSTERING ORDER BY`: columns and whether descending.
+    pub(crate) clustering_order: Vec<(String, bool)>,
+    /// The other `WITH` options, as written.
+    pub(crate) options: Vec<(String, Literal)>,
+}
+
+/// The kinds of batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BatchKind {
+    Logged,
+    Unlogged,
+    Counter,
+}
+
+/// A statement.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Statement {
+    Select(Select),
+    Update(Update),
+    Delete(Delete),
+    Batch(BatchKind, Vec<Statement>),
+    Use(String),
+    CreateKeyspace {
+        name: String,
+        if_not_exists: bool,
+        options: Vec<(String, Literal)>,
+    },
+    CreateTable(CreateTable),
+    DropKeyspace {
+        name: String,
+        if_exists: bool,
+    },
+    DropTable {
+        table: TableName,
+        if_exists: bool,
+    },
+    Truncate(TableName),
+}
