@@ -393,6 +393,15 @@ impl Ring {
         }
     }
 
+    /// The tokens of `node`, ascending (none for a node not a member).
+    pub fn tokens_of(&self, node: usize) -> Vec<i64> {
+        self.vnodes
+            .iter()
+            .filter(|&&(_, n)| n == node)
+            .map(|&(t, _)| t)
+            .collect()
+    }
+
     /// The number of nodes in the ring.
     pub fn node_count(&self) -> usize {
         self.nodes
@@ -520,6 +529,24 @@ mod tests {
                 "{partition}"
             );
         }
+    }
+
+    #[test]
+    fn each_member_has_its_vnodes_tokens_and_a_non_member_none() {
+        let ids: Vec<String> = (1..=4).map(|i| format!("n{i}")).collect();
+        let ring = Ring::with_members(&ids, &[true, true, true, false], 16, 3);
+        let mut all: Vec<i64> = Vec::new();
+        for n in 0..3 {
+            let tokens = ring.tokens_of(n);
+            assert_eq!(tokens.len(), 16);
+            assert!(tokens.windows(2).all(|w| w[0] < w[1]), "ascending");
+            assert!(tokens.contains(&murmur3_token(format!("n{}#0", n + 1).as_bytes())));
+            all.extend(tokens);
+        }
+        assert!(ring.tokens_of(3).is_empty());
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 48, "no token shared");
     }
 
     #[test]

@@ -362,6 +362,11 @@ impl Node {
         self.ctx.me()
     }
 
+    /// The ring this node routes by now.
+    pub(crate) fn ring(&self) -> Arc<tally_net::ring::Ring> {
+        self.ctx.ring()
+    }
+
     /// FAULT INJECTION for testing checkers: from now on, every `n`th add
     /// this node leads is acknowledged without being applied (a lost write).
     /// Only with the `fault-injection` feature, which `tallyd` never needs.

@@ -236,6 +236,9 @@ pub struct ClusterOptions {
     /// Nodes after the first `nodes`, configured with `join = true`: not
     /// started by [`Cluster::start_all`]; see [`Cluster::join`].
     pub joining: usize,
+    /// Give each node a CQL listener: node `i` at 127.0.0.`i+1`, all on
+    /// one port, as drivers expect of a cluster.
+    pub cql: bool,
 }
 
 impl Default for ClusterOptions {
@@ -250,6 +253,7 @@ impl Default for ClusterOptions {
             cluster_tables: String::new(),
             node_args: Vec::new(),
             joining: 0,
+            cql: false,
         }
     }
 }
@@ -451,6 +455,10 @@ impl Cluster {
             c.failure_timeout_ms,
         );
         toml += &opts.cluster_tables;
+        let cql_port = match opts.cql {
+            true => Some(free_port()?.port()),
+            false => None,
+        };
         for i in 0..opts.nodes + opts.joining {
             toml += &format!(
                 "\n[[node]]\nid = \"n{}\"\npeer = \"{}\"\nclient = \"{}\"\nresp = \"{}\"\nmetrics = \"{}\"\ndata_dir = \"data/n{}\"\n",
@@ -461,6 +469,10 @@ impl Cluster {
                 free_port()?,
                 i + 1
             );
+            if let Some(port) = cql_port {
+                let ip = u8::try_from(i + 1).context("fewer than 255 nodes")?;
+                toml += &format!("cql = \"127.0.0.{ip}:{port}\"\n");
+            }
             if i >= opts.nodes {
                 toml += "join = true\n";
             }
@@ -874,6 +886,11 @@ impl Cluster {
     /// RESP address of node `i`.
     pub fn resp_addr(&self, i: usize) -> std::net::SocketAddr {
         self.config.nodes[i].resp
+    }
+
+    /// CQL address of node `i` (with [`ClusterOptions::cql`]).
+    pub fn cql_addr(&self, i: usize) -> Option<std::net::SocketAddr> {
+        self.config.nodes[i].cql
     }
 
     /// Metrics address of node `i` (every test node has one).

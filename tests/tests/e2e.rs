@@ -14,6 +14,7 @@ mod client_limits;
 mod client_sessions;
 mod client_tls;
 mod cluster;
+mod cql;
 mod expire_rows;
 mod expiry;
 mod flushes;

@@ -27,7 +27,7 @@
 //! - At least one node; ids non-empty, unique without regard to case (they
 //!   are certificate names), made of `[A-Za-z0-9_-]`
 //!   (they end up in file names and vnode token seeds); every address
-//!   (peer, client, resp and metrics, over all nodes) distinct; data directories
+//!   (peer, client, resp, metrics and cql, over all nodes) distinct; data directories
 //!   distinct, since two nodes cannot share one.
 //! - `1 <= replication_factor <= nodes` of the first ring, `1 <= vnodes <= 4096`, every
 //!   interval and timeout `> 0`, and `failure_timeout_ms >
@@ -171,6 +171,12 @@ pub struct NodeConfig {
     /// HTTP address serving Prometheus metrics at `/metrics`; optional.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<SocketAddr>,
+    /// TCP address of the CQL listener (native protocol v4); optional.
+    /// Drivers know a node by its IP alone (`system.peers` has no port),
+    /// so each node of a cluster takes its own IP (127.0.0.1, .2, .3 on
+    /// one machine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cql: Option<SocketAddr>,
     /// The node's storage directory (resolved).
     pub data_dir: PathBuf,
     /// Not in the first ring: the node becomes a member later, with
@@ -351,10 +357,12 @@ fn validate_nodes(raw: &RawConfig, path: &Path) -> Result<(), ConfigError> {
         }
         let bind = n.peer_bind.map(|b| ("peer_bind", b));
         let metrics = n.metrics.map(|m| ("metrics", m));
+        let cql = n.cql.map(|c| ("cql", c));
         for (name, addr) in [("peer", n.peer), ("client", n.client), ("resp", n.resp)]
             .into_iter()
             .chain(bind)
             .chain(metrics)
+            .chain(cql)
         {
             if let Some(first) = addrs.insert(addr, field(name)) {
                 return fail(

@@ -148,17 +148,33 @@ pub fn run_with(
             .await
             .with_context(|| format!("bind the RESP address {}", me.resp))?;
         let metrics = crate::ops::metrics::http::bind(me.metrics).await?;
+        let cql = match me.cql {
+            Some(addr) => Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("bind the CQL address {addr}"))?,
+            ),
+            None => None,
+        };
         let gate = client_gate(&node, files)?;
         let (native_doors, resp_doors) = doors(&node)?;
         let auth = native_doors.auth.clone();
         tokio::spawn(auth.clone().watch_file());
         tokio::spawn(server::serve(listener, node.clone(), gate.clone(), native_doors));
+        if let Some(cql) = cql {
+            let doors = server::Doors {
+                auth: resp_doors.auth.clone(),
+                tls: None,
+            };
+            tokio::spawn(crate::client::cql::serve::serve(cql, node.clone(), gate.clone(), doors));
+        }
         tokio::spawn(resp::serve(resp, node.clone(), gate.clone(), resp_doors));
         if let Some(metrics) = metrics {
             tokio::spawn(crate::ops::metrics::http::serve(metrics, node.clone(), gate, auth));
         }
         let metrics = me.metrics.map_or_else(|| "none".to_string(), |m| m.to_string());
-        tracing::info!(node = %id, build = crate::cluster::features::BUILD, peer = %me.peer, client = %me.client, resp = %me.resp, %metrics, data = %me.data_dir.display(), "node is serving");
+        let cql = me.cql.map_or_else(|| "none".to_string(), |c| c.to_string());
+        tracing::info!(node = %id, build = crate::cluster::features::BUILD, peer = %me.peer, client = %me.client, resp = %me.resp, %cql, %metrics, data = %me.data_dir.display(), "node is serving");
         if replacing {
             tokio::select! {
                 replaced = node.replace() => {

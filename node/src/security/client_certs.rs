@@ -191,6 +191,7 @@ mod tests {
             client: client.parse().unwrap(),
             resp: resp.parse().unwrap(),
             metrics: None,
+            cql: None,
             data_dir: "d".into(),
             join: false,
         }

@@ -157,6 +157,7 @@ pub(crate) fn put_int(out: &mut Vec<u8>, v: i32) {
     out.extend_from_slice(&v.to_be_bytes());
 }
 
+#[cfg(test)]
 pub(crate) fn put_long(out: &mut Vec<u8>, v: i64) {
     out.extend_from_slice(&v.to_be_bytes());
 }
@@ -176,6 +177,7 @@ pub(crate) fn put_string(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
 }
 
+#[cfg(test)]
 pub(crate) fn put_long_string(out: &mut Vec<u8>, s: &str) {
     put_int(out, int_len(s.len()));
     out.extend_from_slice(s.as_bytes());

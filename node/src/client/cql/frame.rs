@@ -23,13 +23,8 @@ pub(crate) const HEADER_BYTES: usize = 9;
 
 /// A header flag: the body is compressed.
 pub(crate) const FLAG_COMPRESSED: u8 = 0x01;
-/// A header flag: the request asks for tracing, or the response carries
-/// a tracing id.
-pub(crate) const FLAG_TRACING: u8 = 0x02;
 /// A header flag: the body starts with a custom payload (a bytes map).
 pub(crate) const FLAG_CUSTOM_PAYLOAD: u8 = 0x04;
-/// A header flag: the response body starts with warnings.
-pub(crate) const FLAG_WARNING: u8 = 0x08;
 
 /// The operations of v4.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -189,7 +184,7 @@ mod tests {
 
     #[test]
     fn a_header_reads_back_as_written() {
-        let h = Header::response(-1, Opcode::Event, FLAG_WARNING, 300);
+        let h = Header::response(-1, Opcode::Event, FLAG_CUSTOM_PAYLOAD, 300);
         let mut out = Vec::new();
         h.write(&mut out);
         let bytes: [u8; HEADER_BYTES] = out.try_into().unwrap();

@@ -60,6 +60,7 @@ impl Handshake {
         }
     }
 
+    #[cfg(test)]
     pub(crate) fn stage(&self) -> Stage {
         self.stage
     }

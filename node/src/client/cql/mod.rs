@@ -20,14 +20,15 @@
 //! - [`system`]: the system tables drivers read to learn the cluster and
 //!   its schema, as rows; [`select`]: a SELECT over such rows;
 //! - [`handshake`]: which request may come when (STARTUP, the password,
-//!   then statements).
+//!   then statements);
+//! - [`run`]: a statement run against what the node holds (the system
+//!   tables, `USE`, prepared statements).
 //!
-//! The connection task that moves their bytes, and the statements, come
-//! next (issue 40); until then nothing outside the tests uses them.
-#![allow(
-    dead_code,
-    reason = "the CQL listener that uses these lands in the next steps of issue 40"
-)]
+//! [`serve`] is the listener, and the one task per connection that moves
+//! their bytes.
+//!
+//! Tally has no keyspace of its own yet: counter tables come with the
+//! schema catalog, the next step of issue 40.
 
 pub(crate) mod ast;
 pub(crate) mod body;
@@ -38,5 +39,7 @@ pub(crate) mod parse;
 pub(crate) mod request;
 pub(crate) mod response;
 pub(crate) mod result;
+pub(crate) mod run;
 pub(crate) mod select;
+pub(crate) mod serve;
 pub(crate) mod system;

@@ -71,6 +71,7 @@ impl Table {
     }
 
     /// The cell of column `name` in `row`, if the table has the column.
+    #[cfg(test)]
     pub(crate) fn cell<'a>(&self, row: &'a [Cell], name: &str) -> Option<&'a Cell> {
         let i = self.meta.columns.iter().position(|c| c.name == name)?;
         row.get(i)

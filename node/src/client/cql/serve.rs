@@ -1,0 +1,202 @@
+//! The CQL listener and one task per connection: it reads a frame (the
+//! header judged before the body is read), has the handshake say what
+//! the request may do, runs it, and writes the answer on the request's
+//! stream. Answers go out in the order requests came; drivers match them
+//! by stream. The node's client limits hold as on the other ports: the
+//! cap on connections and on those not logged in, the login deadline, a
+//! request's timeout from its first byte, the idle timeout, and a login
+//! that ends (a user deleted or given a new password) closing it.
+
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tracing::debug;
+
+use super::frame::{self, FLAG_COMPRESSED, HEADER_BYTES, Header, Opcode};
+use super::handshake::{Handshake, Step};
+use super::request::{self, Request};
+use super::response::{self, CqlError};
+use super::run::{PreparedCache, Session, run};
+use super::system::{Cluster, Host, host_id};
+use crate::client::accept::{Accepted, ClientGate, Listener, accept_loop, login_deadline};
+use crate::client::server::Doors;
+use crate::client::stream::ClientStream;
+use crate::node::Node;
+use crate::security::auth::Login;
+
+/// Largest request body; a larger one is a protocol error and the
+/// connection closes.
+const BODY_BYTES_MAX: usize = 1 << 20;
+
+/// What a client off loopback is told without users, in protected mode.
+const PROTECTED: &str = "Tally is running in protected mode: no users are configured, so only \
+     clients on loopback addresses are served. Add users under [cluster.auth] (see `tallyd \
+     passwd`), or set protected_mode = false.";
+
+/// Serves CQL on `listener` until it fails.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    node: Arc<Node>,
+    gate: Arc<ClientGate>,
+    doors: Doors,
+) {
+    let prepared = Arc::new(PreparedCache::default());
+    let l = Listener {
+        what: "CQL",
+        refusal: CqlError::Overloaded("Too many connections".into()).frame(0),
+        refusal_anonymous: CqlError::Overloaded("Too many connections not logged in".into())
+            .frame(0),
+        protected: CqlError::Unauthorized(PROTECTED.into()).frame(0),
+        auth: doors.auth,
+        tls: doors.tls,
+        handle: move |accepted| connection(accepted, prepared.clone()),
+    };
+    accept_loop(listener, node, gate, l).await
+}
+
+/// Why a connection ends.
+enum End {
+    /// The client closed or the connection broke.
+    Quiet,
+    /// Tell the client on this stream, then close.
+    Say(i16, CqlError),
+}
+
+async fn connection(c: Accepted, prepared: Arc<PreparedCache>) {
+    let Accepted {
+        mut stream,
+        node,
+        slot: _slot,
+        auth,
+        mut anonymous,
+    } = c;
+    let peer = stream.peer_addr().ok();
+    let mut handshake = Handshake::new(auth.has_users());
+    let mut login = Login::new(&auth);
+    let mut session = Session::default();
+    let limits = node.config().cluster.limits.clone();
+    let end = loop {
+        let header = tokio::select! {
+            h = read_header(&mut stream, limits.idle_timeout()) => h,
+            () = login_deadline(&anonymous) => {
+                break End::Say(0, CqlError::Unauthorized(limits.login_timeout_words()));
+            }
+            () = login.until_revoked() => break End::Say(0, CqlError::Unauthorized(login.revoked_words())),
+        };
+        let Some(header) = header else {
+            break End::Quiet;
+        };
+        if let Err(r) = header.check(BODY_BYTES_MAX) {
+            break End::Say(header.stream, CqlError::Protocol(r.message()));
+        }
+        let mut body = vec![0; header.length as usize];
+        let read = tokio::time::timeout(limits.request_timeout(), stream.read_exact(&mut body));
+        if !matches!(read.await, Ok(Ok(_))) {
+            break End::Quiet;
+        }
+        let decoded = match (Opcode::of(header.opcode), header.flags & FLAG_COMPRESSED) {
+            (_, c) if c != 0 => Err("a compressed frame, and no compression was agreed".into()),
+            (None, _) => Err(format!("unknown opcode {:#04x}", header.opcode)),
+            (Some(op), _) => request::decode(op, header.flags, &body).map_err(|m| m.0),
+        };
+        let request = match decoded {
+            Ok(d) => d.request,
+            Err(why) => break End::Say(header.stream, CqlError::Protocol(why)),
+        };
+        let answer = match handshake.step(&request) {
+            Step::Supported(b) => frame::response(header.stream, Opcode::Supported, 0, &b),
+            Step::Ready => frame::response(header.stream, Opcode::Ready, 0, &[]),
+            Step::Authenticate(b) => frame::response(header.stream, Opcode::Authenticate, 0, &b),
+            Step::CheckPassword { user, password } => {
+                let (user, password) = (
+                    String::from_utf8_lossy(&user),
+                    String::from_utf8_lossy(&password),
+                );
+                match login.login(&auth, &user, &password, peer).await {
+                    true => {
+                        handshake.logged_in();
+                        anonymous = None;
+                        frame::response(
+                            header.stream,
+                            Opcode::AuthSuccess,
+                            0,
+                            &response::auth_success(),
+                        )
+                    }
+                    false => CqlError::BadCredentials(
+                        "Provided username and/or password are incorrect".into(),
+                    )
+                    .frame(header.stream),
+                }
+            }
+            Step::Refuse(e) => e.frame(header.stream),
+            Step::Run => statement(&node, &mut session, &prepared, request, header.stream),
+        };
+        if stream.write_all(&answer).await.is_err() {
+            break End::Quiet;
+        }
+    };
+    if let End::Say(stream_id, e) = end {
+        debug!(client = ?peer, error = e.message(), "closing a CQL connection");
+        let _ = stream.write_all(&e.frame(stream_id)).await;
+        let _ = stream.shutdown().await;
+    }
+}
+
+/// The next frame's header, or `None` once the client closed, broke the
+/// connection, or sent nothing for `idle` (zero: no limit).
+async fn read_header(
+    stream: &mut ClientStream,
+    idle: Option<std::time::Duration>,
+) -> Option<Header> {
+    let mut bytes = [0u8; HEADER_BYTES];
+    let read = stream.read_exact(&mut bytes);
+    let done = match idle {
+        Some(idle) => tokio::time::timeout(idle, read).await.ok()?,
+        None => read.await,
+    };
+    done.ok()?;
+    Some(Header::parse(&bytes))
+}
+
+/// A statement's answer frame.
+fn statement(
+    node: &Node,
+    session: &mut Session,
+    prepared: &PreparedCache,
+    request: Request,
+    stream: i16,
+) -> Vec<u8> {
+    match run(&cluster(node), session, prepared, request) {
+        Ok((op, body)) => frame::response(stream, op, 0, &body),
+        Err(e) => e.frame(stream),
+    }
+}
+
+/// This node's view of the cluster, as drivers read it: every member with
+/// a CQL listener, its tokens from the ring this node routes by.
+fn cluster(node: &Node) -> Cluster {
+    let config = node.config();
+    let ring = node.ring();
+    let host = |n: usize| {
+        let c = &config.nodes[n];
+        c.cql.map(|addr| Host {
+            host_id: host_id(&c.id),
+            address: addr.ip(),
+            tokens: ring.tokens_of(n),
+        })
+    };
+    let me = node.me();
+    let local = host(me).expect("a node serving CQL has a CQL address");
+    let peers = (0..config.nodes.len())
+        .filter(|&n| n != me && !ring.tokens_of(n).is_empty())
+        .filter_map(host)
+        .collect();
+    Cluster {
+        name: config.cluster.name.clone(),
+        local,
+        peers,
+        schema_version: host_id("tally-schema-0"),
+    }
+}

@@ -1,0 +1,59 @@
+# The Python cassandra-driver against a 3-node Tally: argv = CQL port, vnodes.
+import sys
+
+from cassandra import InvalidRequest
+from cassandra.cluster import Cluster
+from cassandra.protocol import SyntaxException
+
+port, vnodes = int(sys.argv[1]), int(sys.argv[2])
+ips = ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
+
+for contact in ips:
+    # No protocol version given: the driver starts above v4 and steps down.
+    cluster = Cluster([contact], port=port, connect_timeout=10)
+    session = cluster.connect()
+    assert cluster.protocol_version == 4, cluster.protocol_version
+    hosts = sorted(h.endpoint.address for h in cluster.metadata.all_hosts())
+    assert hosts == ips, hosts
+    assert all(h.is_up for h in cluster.metadata.all_hosts())
+    meta = cluster.metadata
+    assert meta.cluster_name == "test", meta.cluster_name
+    assert meta.partitioner == "org.apache.cassandra.dht.Murmur3Partitioner", meta.partitioner
+    assert len(meta.token_map.ring) == 3 * vnodes, len(meta.token_map.ring)
+    assert set(meta.keyspaces) >= {"system", "system_schema"}, meta.keyspaces
+
+    # Each node answers for itself: the node a statement is sent to.
+    for host in meta.all_hosts():
+        local = session.execute(
+            "SELECT cluster_name, rpc_address, release_version FROM system.local", host=host
+        ).one()
+        assert local.cluster_name == "test" and local.release_version == "3.0.8", local
+        assert local.rpc_address == host.endpoint.address, (local, host)
+        peers = sorted(r.peer for r in session.execute("SELECT peer FROM system.peers", host=host))
+        assert peers == [ip for ip in ips if ip != host.endpoint.address], peers
+
+    prepared = session.prepare(
+        "SELECT keyspace_name, durable_writes FROM system_schema.keyspaces WHERE keyspace_name = ?"
+    )
+    rows = list(session.execute(prepared, ["system_schema"]))
+    assert [(r.keyspace_name, r.durable_writes) for r in rows] == [("system_schema", True)], rows
+    assert list(session.execute(prepared, ["nope"])) == []
+
+    count = session.execute("SELECT COUNT(*) FROM system_schema.keyspaces").one()
+    assert count.count == 2, count
+
+    for statement, error, words in [
+        ("SELECT * FROM ks.t", InvalidRequest, "Keyspace 'ks' does not exist"),
+        ("UPDATE ks.cf SET c = c + 1 WHERE pk = 0", InvalidRequest, "does not exist"),
+        ("SELEC * FROM system.local", SyntaxException, "mismatched input"),
+        ("SELECT * FROM system.peers_v2", InvalidRequest, "unconfigured table peers_v2"),
+    ]:
+        try:
+            session.execute(statement)
+            raise AssertionError(f"{statement} answered")
+        except error as e:
+            assert words in str(e), (statement, e)
+    session.set_keyspace("system")
+    assert session.execute("SELECT key FROM local").one().key == "local"
+    cluster.shutdown()
+print("ok")
