@@ -2,7 +2,8 @@
 //! from PyPI, unchanged: the driver negotiates down to v4, learns the
 //! three nodes and their tokens from the system tables, builds its token
 //! map with the Murmur3 partitioner, reads its schema, prepares and
-//! executes, and gets Cassandra's errors.
+//! executes, gets Cassandra's errors, and creates and drops keyspaces and
+//! counter tables that every node then holds.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use std::process::Command;
@@ -19,6 +20,7 @@ fn the_python_driver_connects_and_sees_the_cluster() {
         ..ClusterOptions::default()
     })
     .unwrap();
+    cluster.wait_agreement().unwrap();
     let driver =
         tally_tests::pip_packages("pycql", &[DRIVER], &["cassandra_driver-3.30.1"]).unwrap();
     let port = cluster.cql_addr(0).unwrap().port().to_string();

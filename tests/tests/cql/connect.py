@@ -56,4 +56,54 @@ for contact in ips:
     session.set_keyspace("system")
     assert session.execute("SELECT key FROM local").one().key == "local"
     cluster.shutdown()
+
+# The schema: agreed by the cluster, the same through every node.
+from cassandra import AlreadyExists
+from cassandra.protocol import ConfigurationException
+
+cluster = Cluster([ips[0]], port=port, connect_timeout=10)
+session = cluster.connect()
+session.execute(
+    "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}"
+)
+session.execute(
+    "CREATE TABLE ks.views (site text, day date, page text, hits counter, "
+    "PRIMARY KEY ((site, day), page)) WITH CLUSTERING ORDER BY (page DESC)"
+)
+session.execute("CREATE TABLE IF NOT EXISTS ks.views (k int PRIMARY KEY, c counter)")
+assert cluster.metadata.keyspaces["ks"].replication_strategy.replication_factor == 3
+table = cluster.metadata.keyspaces["ks"].tables["views"]
+assert [c.name for c in table.partition_key] == ["site", "day"], table.partition_key
+assert [c.name for c in table.clustering_key] == ["page"], table.clustering_key
+assert table.clustering_key[0].is_reversed
+assert table.columns["hits"].cql_type == "counter", table.columns["hits"].cql_type
+assert table.is_cql_compatible
+for statement, error in [
+    ("CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}", AlreadyExists),
+    ("CREATE TABLE ks.views (k int PRIMARY KEY, c counter)", AlreadyExists),
+    ("CREATE KEYSPACE k2 WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 2}", ConfigurationException),
+    ("CREATE TABLE ks.mixed (k int PRIMARY KEY, c counter, v text)", InvalidRequest),
+    ("UPDATE ks.nope SET c = c + 1 WHERE k = 0", InvalidRequest),
+]:
+    try:
+        session.execute(statement)
+        raise AssertionError(f"{statement} answered")
+    except error:
+        pass
+# Through the other nodes, at once: the catalog is agreed, not gossiped.
+versions = set()
+for contact in ips:
+    other = Cluster([contact], port=port, connect_timeout=10)
+    s = other.connect()
+    assert "views" in other.metadata.keyspaces["ks"].tables, contact
+    for host in other.metadata.all_hosts():
+        versions.add(s.execute("SELECT schema_version FROM system.local", host=host).one().schema_version)
+    other.shutdown()
+assert len(versions) == 1, versions
+session.execute("DROP TABLE ks.views")
+session.execute("DROP TABLE IF EXISTS ks.views")
+assert "views" not in cluster.metadata.keyspaces["ks"].tables
+session.execute("DROP KEYSPACE ks")
+assert "ks" not in cluster.metadata.keyspaces
+cluster.shutdown()
 print("ok")

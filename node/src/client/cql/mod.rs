@@ -17,6 +17,8 @@
 //!   statement, a schema change), their types and cell encodings;
 //! - [`lex`]: a statement's text cut into tokens, as Cassandra cuts it;
 //! - [`parse`]: the tokens read by CQL's grammar into [`ast`]'s statements;
+//! - [`schema`]: keyspaces and counter tables, the catalog the cluster
+//!   agrees on, and the rules of the statements that change it;
 //! - [`system`]: the system tables drivers read to learn the cluster and
 //!   its schema, as rows; [`select`]: a SELECT over such rows;
 //! - [`handshake`]: which request may come when (STARTUP, the password,
@@ -40,6 +42,7 @@ pub(crate) mod request;
 pub(crate) mod response;
 pub(crate) mod result;
 pub(crate) mod run;
+pub(crate) mod schema;
 pub(crate) mod select;
 pub(crate) mod serve;
 pub(crate) mod system;

@@ -23,7 +23,7 @@
 
 use super::ast::*;
 use super::lex::{Token, lex};
-use super::result::CqlType;
+use super::result::{CqlType, NESTING_MAX};
 
 /// A statement that does not parse.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,6 +39,7 @@ pub(crate) fn parse(text: &str) -> Parsed<(Statement, usize)> {
         tokens,
         at: 0,
         markers: 0,
+        depth: 0,
     };
     let statement = p.statement()?;
     p.eat_symbol(";");
@@ -52,6 +53,8 @@ struct Parser {
     tokens: Vec<Token>,
     at: usize,
     markers: usize,
+    /// Collections open around the type or literal being read.
+    depth: usize,
 }
 
 impl Parser {
@@ -335,12 +338,24 @@ impl Parser {
         self.literal().map(Term::Literal)
     }
 
+    /// Enters one more level of nesting (a collection), within
+    /// [`NESTING_MAX`]; `inside` reads it.
+    fn nested<T>(&mut self, inside: impl FnOnce(&mut Parser) -> Parsed<T>) -> Parsed<T> {
+        if self.depth >= NESTING_MAX {
+            return Err(SyntaxError("collections nested too deeply".into()));
+        }
+        self.depth += 1;
+        let read = inside(self);
+        self.depth -= 1;
+        read
+    }
+
     fn literal(&mut self) -> Parsed<Literal> {
         if self.eat_symbol("{") {
-            return self.braces();
+            return self.nested(Parser::braces);
         }
         if self.eat_symbol("[") {
-            return self.literals_until("]").map(Literal::Collection);
+            return self.nested(|p| p.literals_until("]").map(Literal::Collection));
         }
         let lit = self.take(|t| match t {
             Token::Str(s) => Some(Literal::Str(s.clone())),
@@ -655,19 +670,21 @@ impl Parser {
             return Ok(t);
         }
         self.expect_symbol("<")?;
-        let first = self.cql_type()?;
-        let t = match name.as_str() {
-            "frozen" => first,
-            "list" => CqlType::List(Box::new(first)),
-            "set" => CqlType::Set(Box::new(first)),
-            "map" => {
-                self.expect_symbol(",")?;
-                CqlType::Map(Box::new(first), Box::new(self.cql_type()?))
-            }
-            other => return Err(SyntaxError(format!("Unknown type {other}"))),
-        };
-        self.expect_symbol(">")?;
-        Ok(t)
+        self.nested(|p| {
+            let first = p.cql_type()?;
+            let t = match name.as_str() {
+                "frozen" => first,
+                "list" => CqlType::List(Box::new(first)),
+                "set" => CqlType::Set(Box::new(first)),
+                "map" => {
+                    p.expect_symbol(",")?;
+                    CqlType::Map(Box::new(first), Box::new(p.cql_type()?))
+                }
+                other => return Err(SyntaxError(format!("Unknown type {other}"))),
+            };
+            p.expect_symbol(">")?;
+            Ok(t)
+        })
     }
 
     fn drop(&mut self) -> Parsed<Statement> {

@@ -39,7 +39,7 @@ pub(crate) const AUTHENTICATOR: &str = "org.apache.cassandra.auth.PasswordAuthen
 /// An error, with the fields its code carries.
 #[allow(
     dead_code,
-    reason = "counter writes and schema changes, the next steps of issue 40, answer these"
+    reason = "counter writes, the next step of issue 40, answer the rest"
 )]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum CqlError {
@@ -243,18 +243,10 @@ pub(crate) fn auth_success() -> Vec<u8> {
 }
 
 /// RESULT kinds.
-#[allow(
-    dead_code,
-    reason = "counter writes and schema changes, the next steps of issue 40, answer these"
-)]
 const VOID: i32 = 0x0001;
 const SET_KEYSPACE: i32 = 0x0003;
 
 /// A RESULT that carries nothing (a write's).
-#[allow(
-    dead_code,
-    reason = "counter writes and schema changes, the next steps of issue 40, answer these"
-)]
 pub(crate) fn void() -> Vec<u8> {
     let mut b = Vec::new();
     put_int(&mut b, VOID);

@@ -15,7 +15,13 @@
 //!
 //! Tally always sends the global table spec: every result reads one table.
 
-use super::body::{put_bytes, put_int, put_short, put_short_bytes, put_string};
+use super::body::{
+    Malformed, Read, Reader, put_bytes, put_int, put_short, put_short_bytes, put_string,
+};
+
+/// Most levels of collections within collections, in a type or a
+/// literal: enough for any real schema, and a bound on recursion.
+pub(crate) const NESTING_MAX: usize = 8;
 
 /// A column's CQL type, as far as Tally's tables and the system tables
 /// use them.
@@ -79,6 +85,40 @@ impl CqlType {
         }
     }
 
+    /// Reads a type written by [`CqlType::put`].
+    pub(crate) fn read(r: &mut Reader<'_>) -> Read<CqlType> {
+        CqlType::read_nested(r, 0)
+    }
+
+    fn read_nested(r: &mut Reader<'_>, depth: usize) -> Read<CqlType> {
+        if depth > NESTING_MAX {
+            return Err(Malformed("a type nested too deeply".into()));
+        }
+        let id = r.short()?;
+        let mut inner = || CqlType::read_nested(r, depth + 1).map(Box::new);
+        Ok(match id {
+            0x0001 => CqlType::Ascii,
+            0x0002 => CqlType::Bigint,
+            0x0003 => CqlType::Blob,
+            0x0004 => CqlType::Boolean,
+            0x0005 => CqlType::Counter,
+            0x0007 => CqlType::Double,
+            0x0009 => CqlType::Int,
+            0x000B => CqlType::Timestamp,
+            0x000C => CqlType::Uuid,
+            0x000D => CqlType::Varchar,
+            0x000F => CqlType::Timeuuid,
+            0x0010 => CqlType::Inet,
+            0x0011 => CqlType::Date,
+            0x0013 => CqlType::Smallint,
+            0x0014 => CqlType::Tinyint,
+            0x0020 => CqlType::List(inner()?),
+            0x0021 => CqlType::Map(inner()?, inner()?),
+            0x0022 => CqlType::Set(inner()?),
+            id => return Err(Malformed(format!("type {id:#06x}"))),
+        })
+    }
+
     /// The type as CQL writes it (`system_schema.columns.type`).
     pub(crate) fn name(&self) -> String {
         match self {
@@ -127,10 +167,6 @@ const NO_METADATA: i32 = 0x0004;
 /// RESULT kinds.
 const ROWS: i32 = 0x0002;
 const PREPARED: i32 = 0x0004;
-#[allow(
-    dead_code,
-    reason = "counter writes and schema changes, the next steps of issue 40, answer these"
-)]
 const SCHEMA_CHANGE: i32 = 0x0005;
 
 /// A cell of a row: its bytes, or null.
@@ -222,10 +258,6 @@ pub(crate) fn prepared(
 }
 
 /// What a schema change did and to what.
-#[allow(
-    dead_code,
-    reason = "counter writes and schema changes, the next steps of issue 40, answer these"
-)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct SchemaChange {
     /// `CREATED`, `UPDATED` or `DROPPED`.
@@ -235,10 +267,6 @@ pub(crate) struct SchemaChange {
     pub(crate) table: Option<String>,
 }
 
-#[allow(
-    dead_code,
-    reason = "counter writes and schema changes, the next steps of issue 40, answer these"
-)]
 impl SchemaChange {
     /// Appends the change as a RESULT and an EVENT carry it.
     pub(crate) fn put(&self, out: &mut Vec<u8>) {

@@ -2,11 +2,11 @@
 //! I/O: the system tables (generated from the node's view of the cluster,
 //! [`super::system`]), `USE`, and prepared statements by their id.
 //!
-//! Tally has no keyspace of its own yet: the only keyspaces are `system`
-//! and `system_schema`, so a statement on any other table answers that
-//! its keyspace does not exist, in Cassandra's words, and DDL answers
-//! that it is not served here yet (counter tables come with the schema
-//! catalog, the next step of issue 40).
+//! A schema change is not run here: it is handed back
+//! ([`Outcome::Schema`]) for the connection to agree on with the cluster
+//! (`schema::apply` is its rule). Counter tables can be created, and read
+//! in `system_schema`; statements on their rows come next (issue 40):
+//! until then they answer that they are not served yet.
 
 use std::collections::HashMap;
 
@@ -53,35 +53,48 @@ pub(crate) struct Session {
 /// The response to a statement: its opcode and body.
 pub(crate) type Answer = (Opcode, Vec<u8>);
 
+/// What a statement comes to.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// Its answer.
+    Answer(Answer),
+    /// A schema change, to agree on; `keyspace` the session's.
+    Schema {
+        statement: Statement,
+        keyspace: Option<String>,
+    },
+}
+
 /// Runs a statement request (QUERY, PREPARE, EXECUTE, BATCH, REGISTER).
 pub(crate) fn run(
     cluster: &Cluster,
     session: &mut Session,
     prepared: &PreparedCache,
     request: Request,
-) -> Result<Answer, CqlError> {
+) -> Result<Outcome, CqlError> {
     match request {
-        Request::Register(_) => Ok((Opcode::Ready, Vec::new())),
+        Request::Register(_) => Ok(Outcome::Answer((Opcode::Ready, Vec::new()))),
         Request::Query(text, params) => {
             let (statement, markers) = parse(&text).map_err(|e| CqlError::Syntax(e.0))?;
             check_values(markers, &params)?;
             let keyspace = session.keyspace.clone();
-            execute(cluster, session, &statement, keyspace.as_deref(), &params)
+            if super::schema::changes_schema(&statement) {
+                return Ok(Outcome::Schema {
+                    statement,
+                    keyspace,
+                });
+            }
+            execute(cluster, session, &statement, keyspace.as_deref(), &params).map(Outcome::Answer)
         }
-        Request::Prepare(text) => prepare(cluster, session, prepared, &text),
+        Request::Prepare(text) => prepare(cluster, session, prepared, &text).map(Outcome::Answer),
         Request::Execute(id, params) => {
             let p = prepared.get(&id).ok_or_else(|| CqlError::Unprepared {
                 message: format!("Prepared query with ID {} not found", hex(&id)),
                 id: id.clone(),
             })?;
             check_values(p.markers, &params)?;
-            execute(
-                cluster,
-                session,
-                &p.statement,
-                p.keyspace.as_deref(),
-                &params,
-            )
+            let keyspace = p.keyspace.as_deref();
+            execute(cluster, session, &p.statement, keyspace, &params).map(Outcome::Answer)
         }
         Request::Batch { .. } => Err(CqlError::Invalid(
             "BATCH: no table of a batch's kind exists on this node yet".into(),
@@ -109,7 +122,8 @@ fn execute(
 ) -> Result<Answer, CqlError> {
     match statement {
         Statement::Use(ks) => {
-            if !SYSTEM_KEYSPACES.contains(&ks.as_str()) {
+            let user = cluster.catalog.iter().any(|k| k.name == *ks);
+            if !SYSTEM_KEYSPACES.contains(&ks.as_str()) && !user {
                 return Err(no_keyspace(ks));
             }
             session.keyspace = Some(ks.clone());
@@ -121,17 +135,17 @@ fn execute(
             let body = result::rows(&meta, &rows, None, params.skip_metadata);
             Ok((Opcode::Result, body))
         }
-        Statement::Update(u) => Err(write_refused(&u.table, keyspace)),
-        Statement::Delete(d) => Err(write_refused(&d.table, keyspace)),
-        Statement::Truncate(t) => Err(write_refused(t, keyspace)),
+        Statement::Update(u) => Err(write_refused(cluster, &u.table, keyspace)),
+        Statement::Delete(d) => Err(write_refused(cluster, &d.table, keyspace)),
+        Statement::Truncate(t) => Err(write_refused(cluster, t, keyspace)),
         Statement::Batch(..) => Err(CqlError::Invalid(
             "BATCH: no table of a batch's kind exists on this node yet".into(),
         )),
         Statement::CreateKeyspace { .. }
         | Statement::CreateTable(_)
         | Statement::DropKeyspace { .. }
-        | Statement::DropTable { .. } => Err(CqlError::Invalid(
-            "schema changes are not served by this node yet: it has no keyspace of its own".into(),
+        | Statement::DropTable { .. } => Err(CqlError::Server(
+            "a schema change reached the statement runner".into(),
         )),
     }
 }
@@ -150,13 +164,25 @@ fn keyspace_of<'a>(table: &'a TableName, session: Option<&'a str>) -> Result<&'a
     })
 }
 
-fn write_refused(table: &TableName, session: Option<&str>) -> CqlError {
-    match keyspace_of(table, session) {
-        Ok(ks) if SYSTEM_KEYSPACES.contains(&ks) => {
-            CqlError::Unauthorized(format!("{ks} keyspace is not user-modifiable."))
-        }
-        Ok(ks) => no_keyspace(ks),
-        Err(e) => e,
+/// What a statement on a table's rows answers, until counter tables'
+/// rows are served.
+fn write_refused(cluster: &Cluster, table: &TableName, session: Option<&str>) -> CqlError {
+    let ks = match keyspace_of(table, session) {
+        Ok(ks) => ks,
+        Err(e) => return e,
+    };
+    if SYSTEM_KEYSPACES.contains(&ks) {
+        return CqlError::Unauthorized(format!("{ks} keyspace is not user-modifiable."));
+    }
+    let Some(keyspace) = cluster.catalog.iter().find(|k| k.name == ks) else {
+        return no_keyspace(ks);
+    };
+    match keyspace.table(&table.name) {
+        None => CqlError::Invalid(format!("unconfigured table {}", table.name)),
+        Some(_) => CqlError::Invalid(format!(
+            "the rows of counter table {ks}.{} are not served by this node yet",
+            table.name
+        )),
     }
 }
 
@@ -170,13 +196,12 @@ fn system_table(
     let table = match (ks, name.name.as_str()) {
         ("system", "local") => Some(system::local(cluster)),
         ("system", "peers") => Some(system::peers(cluster)),
-        ("system_schema", "keyspaces") => system::schema_table("keyspaces").map(|mut t| {
-            system::system_keyspaces(&mut t);
-            t
-        }),
-        ("system_schema", t) => system::schema_table(t),
-        (ks, _) if !SYSTEM_KEYSPACES.contains(&ks) => return Err(no_keyspace(ks)),
-        _ => None,
+        ("system_schema", t) => system::schema_rows(cluster, t),
+        (ks, _) if SYSTEM_KEYSPACES.contains(&ks) => None,
+        (ks, _) if cluster.catalog.iter().any(|k| k.name == ks) => {
+            return Err(write_refused(cluster, name, session));
+        }
+        (ks, _) => return Err(no_keyspace(ks)),
     };
     table.ok_or_else(|| CqlError::Invalid(format!("unconfigured table {}", name.name)))
 }
@@ -195,8 +220,8 @@ fn prepare(
             (bind_meta(&table, s, markers)?, select_meta(&table, s)?)
         }
         Statement::Use(_) => (empty(), empty()),
-        Statement::Update(u) => return Err(write_refused(&u.table, keyspace.as_deref())),
-        Statement::Delete(d) => return Err(write_refused(&d.table, keyspace.as_deref())),
+        Statement::Update(u) => return Err(write_refused(cluster, &u.table, keyspace.as_deref())),
+        Statement::Delete(d) => return Err(write_refused(cluster, &d.table, keyspace.as_deref())),
         _ => {
             return Err(CqlError::Invalid(
                 "this statement cannot be prepared on this node yet".into(),
@@ -328,6 +353,21 @@ mod tests {
             },
             peers: vec![],
             schema_version: [0; 16],
+            catalog: Vec::new(),
+            replication_factor: 3,
+        }
+    }
+
+    /// `run`'s answer, for statements that are not schema changes.
+    fn run(
+        c: &Cluster,
+        s: &mut Session,
+        p: &PreparedCache,
+        r: Request,
+    ) -> Result<Answer, CqlError> {
+        match super::run(c, s, p, r)? {
+            Outcome::Answer(a) => Ok(a),
+            Outcome::Schema { statement, .. } => panic!("a schema change: {statement:?}"),
         }
     }
 

@@ -9,21 +9,30 @@
 
 use std::sync::Arc;
 
+use tally_net::{Outcome as WireOutcome, WireError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tracing::debug;
 
+use super::ast::Statement;
 use super::frame::{self, FLAG_COMPRESSED, HEADER_BYTES, Header, Opcode};
 use super::handshake::{Handshake, Step};
 use super::request::{self, Request};
 use super::response::{self, CqlError};
-use super::run::{PreparedCache, Session, run};
-use super::system::{Cluster, Host, host_id};
+use super::run::{Outcome, PreparedCache, Session, run};
+use super::schema::{self, Change, Keyspace};
+use super::system::{Cluster, Host, host_id, schema_version};
 use crate::client::accept::{Accepted, ClientGate, Listener, accept_loop, login_deadline};
 use crate::client::server::Doors;
 use crate::client::stream::ClientStream;
+use crate::cluster::agree::history;
 use crate::node::Node;
 use crate::security::auth::Login;
+
+/// The reserved partition whose registers are the schema's keyspaces.
+const SCHEMA_PARTITION: &[u8] = b"\xff\xffcql-schema";
+/// SERIAL, the consistency a schema change is agreed at.
+const CONSISTENCY_SERIAL: u16 = 0x0008;
 
 /// Largest request body; a larger one is a protocol error and the
 /// connection closes.
@@ -131,7 +140,7 @@ async fn connection(c: Accepted, prepared: Arc<PreparedCache>) {
                 }
             }
             Step::Refuse(e) => e.frame(header.stream),
-            Step::Run => statement(&node, &mut session, &prepared, request, header.stream),
+            Step::Run => statement(&node, &mut session, &prepared, request, header.stream).await,
         };
         if stream.write_all(&answer).await.is_err() {
             break End::Quiet;
@@ -161,22 +170,101 @@ async fn read_header(
 }
 
 /// A statement's answer frame.
-fn statement(
+async fn statement(
     node: &Node,
     session: &mut Session,
     prepared: &PreparedCache,
     request: Request,
     stream: i16,
 ) -> Vec<u8> {
-    match run(&cluster(node), session, prepared, request) {
+    let answer = match cluster(node).await {
+        Ok(cluster) => run(&cluster, session, prepared, request),
+        Err(e) => Err(e),
+    };
+    let answer = match answer {
+        Ok(Outcome::Answer(a)) => Ok(a),
+        Ok(Outcome::Schema {
+            statement,
+            keyspace,
+        }) => change_schema(node, statement, keyspace).await,
+        Err(e) => Err(e),
+    };
+    match answer {
         Ok((op, body)) => frame::response(stream, op, 0, &body),
         Err(e) => e.frame(stream),
     }
 }
 
+/// Agrees on a schema change with the cluster (`schema::apply` worked
+/// out from the catalog the round reads); answers its RESULT.
+async fn change_schema(
+    node: &Node,
+    statement: Statement,
+    keyspace: Option<String>,
+) -> Result<(Opcode, Vec<u8>), CqlError> {
+    let rf = node.config().cluster.replication_factor;
+    let id = fresh_id()?;
+    let done = node
+        .agree(SCHEMA_PARTITION, move |registers, _now| {
+            let catalog = match schema::catalog_of(registers, history::COLUMN) {
+                Ok(c) => c,
+                Err(m) => return Ok((registers.clone(), Err(CqlError::Server(m.0)))),
+            };
+            Ok(
+                match schema::apply(&statement, &catalog, keyspace.as_deref(), rf, id) {
+                    Ok(change) => (schema::registers_after(registers, &change), Ok(change)),
+                    Err(e) => (registers.clone(), Err(e)),
+                },
+            )
+        })
+        .await
+        .map_err(|e| from_wire(&e))??;
+    let body = match done {
+        Change::None => response::void(),
+        Change::Put(_, change) | Change::Drop(_, change) => change.result(),
+    };
+    Ok((Opcode::Result, body))
+}
+
+/// A new table's id: random, so that a table dropped and made again
+/// starts empty.
+fn fresh_id() -> Result<[u8; 16], CqlError> {
+    let mut id = [0u8; 16];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut id)
+        .map_err(|_| CqlError::Server("no randomness for a table id".into()))?;
+    Ok(id)
+}
+
+/// A node's error as CQL says it: one that certainly left nothing
+/// applied is a server error (a driver may send it elsewhere); one whose
+/// outcome is unknown is a write timeout (a driver does not replay it).
+fn from_wire(e: &WireError) -> CqlError {
+    match e.outcome {
+        WireOutcome::NotApplied => CqlError::Server(e.message.clone()),
+        WireOutcome::Unknown => CqlError::WriteTimeout {
+            message: e.message.clone(),
+            consistency: CONSISTENCY_SERIAL,
+            received: 0,
+            block_for: 1,
+            write_type: "CAS",
+        },
+    }
+}
+
+/// The catalog of the cluster's schema as it is now, read linearizably.
+async fn catalog(node: &Node) -> Result<Vec<Keyspace>, CqlError> {
+    let registers = node
+        .read_registers(SCHEMA_PARTITION)
+        .await
+        .map_err(|e| CqlError::Server(format!("the schema could not be read: {}", e.message)))?;
+    schema::catalog_of(&registers, history::COLUMN).map_err(|m| CqlError::Server(m.0))
+}
+
 /// This node's view of the cluster, as drivers read it: every member with
-/// a CQL listener, its tokens from the ring this node routes by.
-fn cluster(node: &Node) -> Cluster {
+/// a CQL listener, its tokens from the ring this node routes by, and the
+/// schema.
+async fn cluster(node: &Node) -> Result<Cluster, CqlError> {
+    let catalog = catalog(node).await?;
     let config = node.config();
     let ring = node.ring();
     let host = |n: usize| {
@@ -193,10 +281,12 @@ fn cluster(node: &Node) -> Cluster {
         .filter(|&n| n != me && !ring.tokens_of(n).is_empty())
         .filter_map(host)
         .collect();
-    Cluster {
+    Ok(Cluster {
         name: config.cluster.name.clone(),
         local,
         peers,
-        schema_version: host_id("tally-schema-0"),
-    }
+        schema_version: schema_version(&catalog),
+        catalog,
+        replication_factor: config.cluster.replication_factor,
+    })
 }

@@ -16,6 +16,7 @@ use std::net::IpAddr;
 
 use super::response::{CQL_VERSION, RELEASE_VERSION};
 use super::result::{Cell, Column, CqlType, Metadata, cell};
+use super::schema::{Keyspace, Kind};
 
 /// The partitioner drivers build their token map with.
 pub(crate) const PARTITIONER: &str = "org.apache.cassandra.dht.Murmur3Partitioner";
@@ -43,6 +44,30 @@ pub(crate) struct Cluster {
     pub(crate) peers: Vec<Host>,
     /// The schema's version, the same on every node that holds it.
     pub(crate) schema_version: [u8; 16],
+    /// The keyspaces of the schema (the system ones are not among them).
+    pub(crate) catalog: Vec<Keyspace>,
+    /// The cluster's replication factor, every keyspace's.
+    pub(crate) replication_factor: usize,
+}
+
+/// The version of `catalog`: a hash of its keyspaces, in name order, so
+/// every node holding the same catalog reports the same version.
+pub(crate) fn schema_version(catalog: &[Keyspace]) -> [u8; 16] {
+    let mut sorted: Vec<&Keyspace> = catalog.iter().collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut bytes = b"tally-schema".to_vec();
+    for ks in sorted {
+        bytes.extend_from_slice(ks.name.as_bytes());
+        bytes.push(0);
+        bytes.extend_from_slice(&ks.encode());
+    }
+    let (h1, h2) = tally_net::ring::murmur3_x64_128_cassandra(&bytes, 0x5c4e);
+    let mut id = [0u8; 16];
+    id[..8].copy_from_slice(&h1.to_be_bytes());
+    id[8..].copy_from_slice(&h2.to_be_bytes());
+    id[6] = (id[6] & 0x0f) | 0x40;
+    id[8] = (id[8] & 0x3f) | 0x80;
+    id
 }
 
 /// A table's columns and rows.
@@ -274,6 +299,81 @@ pub(crate) fn system_keyspaces(t: &mut Table) {
     }
 }
 
+/// The `system_schema` table `name`, with the system keyspaces and the
+/// catalog's rows in it.
+pub(crate) fn schema_rows(c: &Cluster, name: &str) -> Option<Table> {
+    let mut t = schema_table(name)?;
+    let rf = c.replication_factor.to_string();
+    match name {
+        "keyspaces" => {
+            system_keyspaces(&mut t);
+            for ks in &c.catalog {
+                t.rows.push(vec![
+                    cell::text(&ks.name),
+                    cell::boolean(ks.durable_writes),
+                    cell::text_map(&[
+                        ("class", "org.apache.cassandra.locator.SimpleStrategy"),
+                        ("replication_factor", &rf),
+                    ]),
+                ]);
+            }
+        }
+        "tables" => table_rows(c, &mut t),
+        "columns" => column_rows(c, &mut t),
+        _ => {}
+    }
+    Some(t)
+}
+
+/// `system_schema.tables`: a row per counter table.
+fn table_rows(c: &Cluster, t: &mut Table) {
+    for ks in &c.catalog {
+        for table in &ks.tables {
+            t.rows.push(vec![
+                cell::text(&ks.name),
+                cell::text(&table.name),
+                cell::text(&table.comment),
+                cell::int(table.default_ttl_s),
+                cell::texts(&["compound", "counter"]),
+                cell::int(864_000),
+                cell::uuid(table.id),
+            ]);
+        }
+    }
+}
+
+/// `system_schema.columns`: a row per column of each counter table.
+fn column_rows(c: &Cluster, t: &mut Table) {
+    for ks in &c.catalog {
+        for table in &ks.tables {
+            let (mut pk, mut ck) = (0, 0);
+            for col in &table.columns {
+                let (kind, position, order) = match col.kind {
+                    Kind::PartitionKey => ("partition_key", post_inc(&mut pk), "none"),
+                    Kind::Clustering if col.descending => ("clustering", post_inc(&mut ck), "desc"),
+                    Kind::Clustering => ("clustering", post_inc(&mut ck), "asc"),
+                    Kind::Regular => ("regular", -1, "none"),
+                };
+                t.rows.push(vec![
+                    cell::text(&ks.name),
+                    cell::text(&table.name),
+                    cell::text(&col.name),
+                    cell::text(order),
+                    Some(col.name.as_bytes().to_vec()),
+                    cell::text(kind),
+                    cell::int(position),
+                    cell::text(&col.ty.name()),
+                ]);
+            }
+        }
+    }
+}
+
+fn post_inc(n: &mut i32) -> i32 {
+    *n += 1;
+    *n - 1
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::body::Reader;
@@ -293,6 +393,8 @@ mod tests {
                 host("n3", [127, 0, 0, 3], vec![5]),
             ],
             schema_version: [1; 16],
+            catalog: Vec::new(),
+            replication_factor: 3,
         }
     }
 
@@ -329,6 +431,72 @@ mod tests {
             }
         }
         assert_eq!(t.cell(&t.rows[1], "peer"), Some(&Some(vec![127, 0, 0, 3])));
+    }
+
+    #[test]
+    fn the_catalog_shows_in_system_schema_and_moves_the_version() {
+        use super::super::parse::parse;
+        use super::super::schema::{Change, apply};
+        let mut c = cluster();
+        let before = schema_version(&c.catalog);
+        for q in [
+            "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}",
+            "CREATE TABLE ks.t (a int, b text, n counter, PRIMARY KEY (a, b)) WITH CLUSTERING ORDER BY (b DESC)",
+        ] {
+            let (statement, _) = parse(q).unwrap();
+            let Ok(Change::Put(ks, _)) = apply(&statement, &c.catalog, None, 3, [9; 16]) else {
+                panic!("{q}")
+            };
+            c.catalog.retain(|k| k.name != ks.name);
+            c.catalog.push(ks);
+        }
+        assert_ne!(schema_version(&c.catalog), before);
+        assert_eq!(
+            schema_version(&c.catalog),
+            schema_version(&c.catalog.clone())
+        );
+        let keyspaces = schema_rows(&c, "keyspaces").unwrap();
+        assert_eq!(keyspaces.rows.len(), 3);
+        let rf = keyspaces
+            .cell(&keyspaces.rows[2], "replication")
+            .unwrap()
+            .clone()
+            .unwrap();
+        assert!(
+            rf.windows(b"SimpleStrategy".len())
+                .any(|w| w == b"SimpleStrategy")
+        );
+        let columns = schema_rows(&c, "columns").unwrap();
+        let described: Vec<(String, String, i32)> = columns
+            .rows
+            .iter()
+            .map(|r| {
+                let text = |name| {
+                    String::from_utf8(columns.cell(r, name).unwrap().clone().unwrap()).unwrap()
+                };
+                let position = columns.cell(r, "position").unwrap().clone().unwrap();
+                (
+                    text("kind"),
+                    text("clustering_order"),
+                    i32::from_be_bytes(position.try_into().unwrap()),
+                )
+            })
+            .collect();
+        let want = [
+            ("partition_key", "none", 0),
+            ("clustering", "desc", 0),
+            ("regular", "none", -1),
+        ];
+        let want: Vec<(String, String, i32)> = want
+            .iter()
+            .map(|(k, o, p)| (k.to_string(), o.to_string(), *p))
+            .collect();
+        assert_eq!(described, want);
+        let tables = schema_rows(&c, "tables").unwrap();
+        assert_eq!(
+            tables.cell(&tables.rows[0], "flags"),
+            Some(&cell::texts(&["compound", "counter"]))
+        );
     }
 
     #[test]

@@ -224,6 +224,19 @@ fn what_does_not_parse_is_a_syntax_error_naming_where() {
     ] {
         assert!(parse(bad).is_err(), "{bad:?} parsed");
     }
+    // Nesting is bounded: deep input is an error, not a stack overflow.
+    let deep = format!(
+        "CREATE TABLE t (k int PRIMARY KEY, v {}int{})",
+        "list<".repeat(100_000),
+        ">".repeat(100_000)
+    );
+    assert!(parse(&deep).is_err());
+    let deep = format!(
+        "SELECT * FROM t WHERE k = {}1{}",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    assert!(parse(&deep).is_err());
     let e = parse("SELECT * FROM t WHERE k == 1").unwrap_err();
     assert!(e.0.contains("'='"), "{}", e.0);
 }

@@ -1,0 +1,573 @@
+//! The schema: keyspaces and their counter tables, and the rules of the
+//! statements that change them, without I/O.
+//!
+//! The catalog is agreed by the cluster: each keyspace is one register of
+//! a reserved partition, changed through agreement (a change worked out
+//! from the catalog a read found, agreed only if it is still that), so a
+//! table created through one node is there through every other, two
+//! nodes never both create one name, and the catalog survives restarts
+//! as every agreed value does. Its version (`schema_version`, which
+//! drivers compare across nodes) is a hash of it.
+//!
+//! Replication is Tally's ring's: a keyspace asks for `SimpleStrategy`
+//! (or `NetworkTopologyStrategy` with the one data center) with the
+//! cluster's replication factor, and says so in `system_schema`, which is
+//! the placement token-aware drivers compute (the first N distinct nodes
+//! clockwise). Tables are counter tables (regular ones come with issue
+//! 41); each gets an id at its creation, so a table dropped and created
+//! again starts empty.
+//!
+//! A register's value, in the protocol's own notations (`body`):
+//! ```text
+//! keyspace := [byte] 1 (format), [byte] durable_writes, [short] n, n tables
+//! table    := [string] name, 16 bytes id, [int] default_time_to_live,
+//!             [string] comment, [short] n, n columns
+//! column   := [string] name, [option] type, [byte] kind (0 partition key,
+//!             1 clustering, 2 regular), [byte] descending
+//! ```
+
+use tally_net::wire::{Register, Registers};
+
+use super::ast::{CreateTable, Literal, Statement, TableName};
+use super::body::{Read, Reader, put_int, put_short, put_string};
+use super::response::CqlError;
+use super::result::{CqlType, SchemaChange};
+
+/// The format byte of an encoded keyspace.
+const FORMAT: u8 = 1;
+
+/// A column's place in its table's primary key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    PartitionKey,
+    Clustering,
+    Regular,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ColumnDef {
+    pub(crate) name: String,
+    pub(crate) ty: CqlType,
+    pub(crate) kind: Kind,
+    /// A clustering column ordered descending.
+    pub(crate) descending: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TableDef {
+    pub(crate) name: String,
+    pub(crate) id: [u8; 16],
+    pub(crate) default_ttl_s: i32,
+    pub(crate) comment: String,
+    /// Partition key columns first, then clustering ones, in key order,
+    /// then the counters in the order written.
+    pub(crate) columns: Vec<ColumnDef>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Keyspace {
+    pub(crate) name: String,
+    pub(crate) durable_writes: bool,
+    pub(crate) tables: Vec<TableDef>,
+}
+
+impl Keyspace {
+    pub(crate) fn table(&self, name: &str) -> Option<&TableDef> {
+        self.tables.iter().find(|t| t.name == name)
+    }
+
+    /// The keyspace as its register holds it.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut b = vec![FORMAT, u8::from(self.durable_writes)];
+        put_short(
+            &mut b,
+            u16::try_from(self.tables.len()).expect("tables fit a short"),
+        );
+        for t in &self.tables {
+            put_string(&mut b, &t.name);
+            b.extend_from_slice(&t.id);
+            put_int(&mut b, t.default_ttl_s);
+            put_string(&mut b, &t.comment);
+            put_short(
+                &mut b,
+                u16::try_from(t.columns.len()).expect("columns fit a short"),
+            );
+            for c in &t.columns {
+                put_string(&mut b, &c.name);
+                c.ty.put(&mut b);
+                b.push(match c.kind {
+                    Kind::PartitionKey => 0,
+                    Kind::Clustering => 1,
+                    Kind::Regular => 2,
+                });
+                b.push(u8::from(c.descending));
+            }
+        }
+        b
+    }
+
+    /// The keyspace `name` from its register's value.
+    pub(crate) fn decode(name: &str, bytes: &[u8]) -> Read<Keyspace> {
+        let mut r = Reader::new(bytes);
+        let bad = |what: String| super::body::Malformed(format!("keyspace {name}: {what}"));
+        let format = r.byte()?;
+        if format != FORMAT {
+            return Err(bad(format!("format {format}")));
+        }
+        let durable_writes = r.byte()? != 0;
+        let mut tables = Vec::new();
+        for _ in 0..r.short()? {
+            let name = r.string()?;
+            let mut id = [0u8; 16];
+            for b in &mut id {
+                *b = r.byte()?;
+            }
+            let default_ttl_s = r.int()?;
+            let comment = r.string()?;
+            let mut columns = Vec::new();
+            for _ in 0..r.short()? {
+                let name = r.string()?;
+                let ty = CqlType::read(&mut r)?;
+                let kind = match r.byte()? {
+                    0 => Kind::PartitionKey,
+                    1 => Kind::Clustering,
+                    2 => Kind::Regular,
+                    k => return Err(bad(format!("column kind {k}"))),
+                };
+                let descending = r.byte()? != 0;
+                columns.push(ColumnDef {
+                    name,
+                    ty,
+                    kind,
+                    descending,
+                });
+            }
+            tables.push(TableDef {
+                name,
+                id,
+                default_ttl_s,
+                comment,
+                columns,
+            });
+        }
+        if r.remaining() > 0 {
+            return Err(bad(format!("{} bytes left over", r.remaining())));
+        }
+        Ok(Keyspace {
+            name: name.into(),
+            durable_writes,
+            tables,
+        })
+    }
+}
+
+/// What a schema statement does to the catalog.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// Nothing (`IF NOT EXISTS` of one that exists, `IF EXISTS` of one
+    /// that does not).
+    None,
+    /// Put this keyspace (new, or with a table added or dropped).
+    Put(Keyspace, SchemaChange),
+    /// Remove the keyspace `name`.
+    Drop(String, SchemaChange),
+}
+
+/// `CREATE KEYSPACE name WITH options`, given the keyspace as it is now
+/// (`existing`) and the cluster's replication factor.
+pub(crate) fn create_keyspace(
+    name: &str,
+    if_not_exists: bool,
+    options: &[(String, Literal)],
+    existing: Option<&Keyspace>,
+    rf: usize,
+) -> Result<Change, CqlError> {
+    check_name(name)?;
+    let mut durable_writes = true;
+    let mut replication = None;
+    for (option, value) in options {
+        match (option.as_str(), value) {
+            ("replication", Literal::Map(pairs)) => replication = Some(pairs),
+            ("durable_writes", Literal::Bool(b)) => durable_writes = *b,
+            (other, _) => {
+                return Err(CqlError::Syntax(format!("Unknown property '{other}'")));
+            }
+        }
+    }
+    let pairs = replication
+        .ok_or_else(|| CqlError::Config("Missing mandatory replication strategy class".into()))?;
+    check_replication(pairs, rf)?;
+    match existing {
+        Some(_) if if_not_exists => Ok(Change::None),
+        Some(_) => Err(CqlError::AlreadyExists {
+            message: format!("Keyspace {name} already exists"),
+            keyspace: name.into(),
+            table: String::new(),
+        }),
+        None => Ok(Change::Put(
+            Keyspace {
+                name: name.into(),
+                durable_writes,
+                tables: Vec::new(),
+            },
+            SchemaChange {
+                change: "CREATED",
+                keyspace: name.into(),
+                table: None,
+            },
+        )),
+    }
+}
+
+/// A replication map is Tally's ring's: `SimpleStrategy` with the
+/// cluster's factor, or `NetworkTopologyStrategy` with it in the one
+/// data center.
+fn check_replication(pairs: &[(Literal, Literal)], rf: usize) -> Result<(), CqlError> {
+    let text = |l: &Literal| match l {
+        Literal::Str(s) => Some(s.clone()),
+        Literal::Int(i) => Some(i.to_string()),
+        _ => None,
+    };
+    let map: Vec<(String, String)> = pairs
+        .iter()
+        .map(|(k, v)| Some((text(k)?, text(v)?)))
+        .collect::<Option<_>>()
+        .ok_or_else(|| CqlError::Config("replication options are strings".into()))?;
+    let get = |k: &str| {
+        map.iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+    };
+    let class = get("class")
+        .ok_or_else(|| CqlError::Config("Missing replication strategy class".into()))?;
+    let factor = match class.rsplit('.').next().unwrap_or(class) {
+        "SimpleStrategy" => get("replication_factor"),
+        "NetworkTopologyStrategy" => get(super::system::DATA_CENTER).or(get("replication_factor")),
+        other => {
+            return Err(CqlError::Config(format!(
+                "Unable to find replication strategy class '{other}': Tally places replicas as \
+                 SimpleStrategy does"
+            )));
+        }
+    };
+    match factor.and_then(|f| f.parse::<usize>().ok()) {
+        Some(f) if f == rf => Ok(()),
+        _ => Err(CqlError::Config(format!(
+            "Tally replicates every keyspace as its ring does: replication_factor {rf}"
+        ))),
+    }
+}
+
+fn check_name(name: &str) -> Result<(), CqlError> {
+    let ok = !name.is_empty()
+        && name.len() <= 48
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    match ok {
+        true => Ok(()),
+        false => Err(CqlError::Invalid(format!(
+            "\"{name}\" is not a valid name: at most 48 letters, digits and underscores"
+        ))),
+    }
+}
+
+/// `CREATE TABLE`, given its keyspace as it is now and a fresh `id`.
+pub(crate) fn create_table(
+    t: &CreateTable,
+    keyspace: &Keyspace,
+    id: [u8; 16],
+) -> Result<Change, CqlError> {
+    check_name(&t.table.name)?;
+    if keyspace.table(&t.table.name).is_some() {
+        return match t.if_not_exists {
+            true => Ok(Change::None),
+            false => Err(CqlError::AlreadyExists {
+                message: format!("Table {}.{} already exists", keyspace.name, t.table.name),
+                keyspace: keyspace.name.clone(),
+                table: t.table.name.clone(),
+            }),
+        };
+    }
+    let table = table_def(t, id)?;
+    let mut next = keyspace.clone();
+    next.tables.push(table);
+    Ok(Change::Put(
+        next,
+        SchemaChange {
+            change: "CREATED",
+            keyspace: keyspace.name.clone(),
+            table: Some(t.table.name.clone()),
+        },
+    ))
+}
+
+/// The definition `t` makes: its key columns checked, its other columns
+/// all counters.
+fn table_def(t: &CreateTable, id: [u8; 16]) -> Result<TableDef, CqlError> {
+    let invalid = |m: String| Err(CqlError::Invalid(m));
+    let type_of = |name: &str| {
+        t.columns
+            .iter()
+            .find(|(c, _)| c == name)
+            .map(|(_, ty)| ty.clone())
+    };
+    if t.partition_key.is_empty() {
+        return invalid("No PRIMARY KEY specified (exactly one required)".into());
+    }
+    let mut columns = Vec::new();
+    let keys = t.partition_key.iter().map(|c| (c, Kind::PartitionKey));
+    for (name, kind) in keys.chain(t.clustering.iter().map(|c| (c, Kind::Clustering))) {
+        let Some(ty) = type_of(name) else {
+            return invalid(format!(
+                "Unknown definition {name} referenced in PRIMARY KEY"
+            ));
+        };
+        if columns.iter().any(|c: &ColumnDef| c.name == *name) {
+            return invalid(format!("Duplicate column {name} in PRIMARY KEY"));
+        }
+        if matches!(
+            ty,
+            CqlType::Counter | CqlType::List(_) | CqlType::Set(_) | CqlType::Map(..)
+        ) {
+            return invalid(format!(
+                "Invalid type {} for PRIMARY KEY column {name}",
+                ty.name()
+            ));
+        }
+        columns.push(ColumnDef {
+            name: name.clone(),
+            ty,
+            kind,
+            descending: false,
+        });
+    }
+    clustering_order(t, &mut columns)?;
+    let mut counters = 0;
+    for (name, ty) in &t.columns {
+        if columns.iter().any(|c| c.name == *name) {
+            continue;
+        }
+        if t.columns.iter().filter(|(c, _)| c == name).count() > 1 {
+            return invalid(format!("Multiple definition of identifier {name}"));
+        }
+        if *ty != CqlType::Counter {
+            return invalid(match counters {
+                0 if t.columns.iter().all(|(_, ty)| *ty != CqlType::Counter) => format!(
+                    "only counter tables are served yet: {name} is a {} (regular tables come \
+                     with issue 41)",
+                    ty.name()
+                ),
+                _ => "Cannot mix counter and non counter columns in the same table".into(),
+            });
+        }
+        counters += 1;
+        columns.push(ColumnDef {
+            name: name.clone(),
+            ty: ty.clone(),
+            kind: Kind::Regular,
+            descending: false,
+        });
+    }
+    if counters == 0 {
+        return invalid("a counter table needs at least one counter column".into());
+    }
+    let (default_ttl_s, comment) = table_options(&t.options)?;
+    Ok(TableDef {
+        name: t.table.name.clone(),
+        id,
+        default_ttl_s,
+        comment,
+        columns,
+    })
+}
+
+/// `WITH CLUSTERING ORDER BY`: the clustering columns, in their order.
+fn clustering_order(t: &CreateTable, columns: &mut [ColumnDef]) -> Result<(), CqlError> {
+    if t.clustering_order.is_empty() {
+        return Ok(());
+    }
+    let order: Vec<&String> = t.clustering_order.iter().map(|(c, _)| c).collect();
+    if order.len() > t.clustering.len() || order.iter().zip(&t.clustering).any(|(a, b)| *a != b) {
+        return Err(CqlError::Invalid(
+            "Columns in CLUSTERING ORDER BY must be the clustering columns, in their order".into(),
+        ));
+    }
+    for (name, desc) in &t.clustering_order {
+        if let Some(c) = columns.iter_mut().find(|c| c.name == *name) {
+            c.descending = *desc;
+        }
+    }
+    Ok(())
+}
+
+/// The table options Tally keeps (`default_time_to_live`, `comment`);
+/// Cassandra's others are accepted and have no effect here.
+fn table_options(options: &[(String, Literal)]) -> Result<(i32, String), CqlError> {
+    const IGNORED: [&str; 14] = [
+        "bloom_filter_fp_chance",
+        "caching",
+        "cdc",
+        "compaction",
+        "compression",
+        "crc_check_chance",
+        "dclocal_read_repair_chance",
+        "extensions",
+        "gc_grace_seconds",
+        "max_index_interval",
+        "memtable_flush_period_in_ms",
+        "min_index_interval",
+        "read_repair_chance",
+        "speculative_retry",
+    ];
+    let (mut ttl, mut comment) = (0, String::new());
+    for (name, value) in options {
+        match (name.as_str(), value) {
+            ("default_time_to_live", Literal::Int(s)) => {
+                ttl = i32::try_from(*s).ok().filter(|s| *s >= 0).ok_or_else(|| {
+                    CqlError::Config(format!("default_time_to_live must be at least 0: {s}"))
+                })?;
+            }
+            ("comment", Literal::Str(c)) => comment.clone_from(c),
+            (other, _) if IGNORED.contains(&other) => {}
+            (other, _) => return Err(CqlError::Syntax(format!("Unknown property '{other}'"))),
+        }
+    }
+    Ok((ttl, comment))
+}
+
+/// `DROP TABLE`, given the table's keyspace as it is now (if it exists).
+pub(crate) fn drop_table(
+    table: &TableName,
+    if_exists: bool,
+    keyspace: Option<&Keyspace>,
+    ks_name: &str,
+) -> Result<Change, CqlError> {
+    let Some(ks) = keyspace else {
+        return match if_exists {
+            true => Ok(Change::None),
+            false => Err(CqlError::Invalid(format!(
+                "Keyspace {ks_name} does not exist"
+            ))),
+        };
+    };
+    if ks.table(&table.name).is_none() {
+        return match if_exists {
+            true => Ok(Change::None),
+            false => Err(CqlError::Invalid(format!(
+                "unconfigured table {}",
+                table.name
+            ))),
+        };
+    }
+    let mut next = ks.clone();
+    next.tables.retain(|t| t.name != table.name);
+    Ok(Change::Put(
+        next,
+        SchemaChange {
+            change: "DROPPED",
+            keyspace: ks.name.clone(),
+            table: Some(table.name.clone()),
+        },
+    ))
+}
+
+/// `DROP KEYSPACE`, given it as it is now.
+pub(crate) fn drop_keyspace(
+    name: &str,
+    if_exists: bool,
+    existing: Option<&Keyspace>,
+) -> Result<Change, CqlError> {
+    match (existing, if_exists) {
+        (Some(_), _) => Ok(Change::Drop(
+            name.into(),
+            SchemaChange {
+                change: "DROPPED",
+                keyspace: name.into(),
+                table: None,
+            },
+        )),
+        (None, true) => Ok(Change::None),
+        (None, false) => Err(CqlError::Invalid(format!("Keyspace {name} does not exist"))),
+    }
+}
+
+/// What `statement` (a schema change) does to `catalog`; `session` is
+/// the connection's keyspace, `id` a fresh one for a table it creates.
+pub(crate) fn apply(
+    statement: &Statement,
+    catalog: &[Keyspace],
+    session: Option<&str>,
+    rf: usize,
+    id: [u8; 16],
+) -> Result<Change, CqlError> {
+    let find = |name: &str| catalog.iter().find(|k| k.name == name);
+    let keyspace_of = |t: &TableName| -> Result<String, CqlError> {
+        t.keyspace.clone().or_else(|| session.map(str::to_string)).ok_or_else(|| {
+            CqlError::Invalid(
+                "No keyspace has been specified. USE a keyspace, or explicitly specify keyspace.tablename"
+                    .into(),
+            )
+        })
+    };
+    match statement {
+        Statement::CreateKeyspace {
+            name,
+            if_not_exists,
+            options,
+        } => create_keyspace(name, *if_not_exists, options, find(name), rf),
+        Statement::CreateTable(t) => {
+            let ks = keyspace_of(&t.table)?;
+            let keyspace = find(&ks)
+                .ok_or_else(|| CqlError::Invalid(format!("Keyspace {ks} does not exist")))?;
+            create_table(t, keyspace, id)
+        }
+        Statement::DropTable { table, if_exists } => {
+            let ks = keyspace_of(table)?;
+            drop_table(table, *if_exists, find(&ks), &ks)
+        }
+        Statement::DropKeyspace { name, if_exists } => drop_keyspace(name, *if_exists, find(name)),
+        other => Err(CqlError::Server(format!("not a schema change: {other:?}"))),
+    }
+}
+
+/// Whether `statement` changes the schema.
+pub(crate) fn changes_schema(statement: &Statement) -> bool {
+    matches!(
+        statement,
+        Statement::CreateKeyspace { .. }
+            | Statement::CreateTable(_)
+            | Statement::DropKeyspace { .. }
+            | Statement::DropTable { .. }
+    )
+}
+
+/// The catalog the registers of the schema's partition hold: a register
+/// per keyspace, its name the column (`skip`: the columns the node keeps
+/// beside them, like the round history).
+pub(crate) fn catalog_of(registers: &Registers, skip: &[u8]) -> Read<Vec<Keyspace>> {
+    registers
+        .0
+        .iter()
+        .filter(|r| r.column != skip)
+        .map(|r| Keyspace::decode(&String::from_utf8_lossy(&r.column), &r.value))
+        .collect()
+}
+
+/// `registers` after `change`.
+pub(crate) fn registers_after(registers: &Registers, change: &Change) -> Registers {
+    let mut next = registers.clone();
+    match change {
+        Change::None => {}
+        Change::Put(ks, _) => next.put(Register {
+            column: ks.name.as_bytes().to_vec(),
+            value: ks.encode(),
+            at_ms: 0,
+        }),
+        Change::Drop(name, _) => {
+            next.remove(name.as_bytes());
+        }
+    }
+    next
+}
+
+#[cfg(test)]
+mod tests;
