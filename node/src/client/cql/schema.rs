@@ -33,6 +33,10 @@ use super::body::{Read, Reader, put_int, put_short, put_string};
 use super::response::CqlError;
 use super::result::{CqlType, SchemaChange};
 
+/// The one data center, as `NetworkTopologyStrategy` and the system
+/// tables name it.
+pub(crate) const DATA_CENTER: &str = "datacenter1";
+
 /// The format byte of an encoded keyspace.
 const FORMAT: u8 = 1;
 
@@ -242,7 +246,7 @@ fn check_replication(pairs: &[(Literal, Literal)], rf: usize) -> Result<(), CqlE
         .ok_or_else(|| CqlError::Config("Missing replication strategy class".into()))?;
     let factor = match class.rsplit('.').next().unwrap_or(class) {
         "SimpleStrategy" => get("replication_factor"),
-        "NetworkTopologyStrategy" => get(super::system::DATA_CENTER).or(get("replication_factor")),
+        "NetworkTopologyStrategy" => get(DATA_CENTER).or(get("replication_factor")),
         other => {
             return Err(CqlError::Config(format!(
                 "Unable to find replication strategy class '{other}': Tally places replicas as \

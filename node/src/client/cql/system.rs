@@ -16,12 +16,11 @@ use std::net::IpAddr;
 
 use super::response::{CQL_VERSION, RELEASE_VERSION};
 use super::result::{Cell, Column, CqlType, Metadata, cell};
-use super::schema::{Keyspace, Kind};
+use super::schema::{DATA_CENTER, Keyspace, Kind};
 
 /// The partitioner drivers build their token map with.
 pub(crate) const PARTITIONER: &str = "org.apache.cassandra.dht.Murmur3Partitioner";
-/// The one data center and rack.
-pub(crate) const DATA_CENTER: &str = "datacenter1";
+/// The one rack.
 pub(crate) const RACK: &str = "rack1";
 
 /// A node as drivers see it.
