@@ -1,16 +1,30 @@
 # The Python cassandra-driver against a 3-node Tally: argv = CQL port, vnodes.
 import sys
 
+import time
+
 from cassandra import InvalidRequest
-from cassandra.cluster import Cluster
+from cassandra.cluster import Cluster, NoHostAvailable
 from cassandra.protocol import SyntaxException
 
 port, vnodes = int(sys.argv[1]), int(sys.argv[2])
 ips = ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
 
+
+def on(session, host, query):
+    """`query` run on `host`: the driver opens its pools to the hosts other
+    than the contact point in the background, so a host may not take
+    statements for a moment after connect."""
+    for _ in range(100):
+        try:
+            return session.execute(query, host=host)
+        except NoHostAvailable:
+            time.sleep(0.1)
+    return session.execute(query, host=host)
+
 for contact in ips:
     # No protocol version given: the driver starts above v4 and steps down.
-    cluster = Cluster([contact], port=port, connect_timeout=10)
+    cluster = Cluster([contact], port=port, connect_timeout=10, control_connection_timeout=10)
     session = cluster.connect()
     assert cluster.protocol_version == 4, cluster.protocol_version
     hosts = sorted(h.endpoint.address for h in cluster.metadata.all_hosts())
@@ -24,12 +38,10 @@ for contact in ips:
 
     # Each node answers for itself: the node a statement is sent to.
     for host in meta.all_hosts():
-        local = session.execute(
-            "SELECT cluster_name, rpc_address, release_version FROM system.local", host=host
-        ).one()
+        local = on(session, host, "SELECT cluster_name, rpc_address, release_version FROM system.local").one()
         assert local.cluster_name == "test" and local.release_version == "3.0.8", local
         assert local.rpc_address == host.endpoint.address, (local, host)
-        peers = sorted(r.peer for r in session.execute("SELECT peer FROM system.peers", host=host))
+        peers = sorted(r.peer for r in on(session, host, "SELECT peer FROM system.peers"))
         assert peers == [ip for ip in ips if ip != host.endpoint.address], peers
 
     prepared = session.prepare(
@@ -61,7 +73,7 @@ for contact in ips:
 from cassandra import AlreadyExists
 from cassandra.protocol import ConfigurationException
 
-cluster = Cluster([ips[0]], port=port, connect_timeout=10)
+cluster = Cluster([ips[0]], port=port, connect_timeout=10, control_connection_timeout=10)
 session = cluster.connect()
 session.execute(
     "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}"
@@ -93,11 +105,11 @@ for statement, error in [
 # Through the other nodes, at once: the catalog is agreed, not gossiped.
 versions = set()
 for contact in ips:
-    other = Cluster([contact], port=port, connect_timeout=10)
+    other = Cluster([contact], port=port, connect_timeout=10, control_connection_timeout=10)
     s = other.connect()
     assert "views" in other.metadata.keyspaces["ks"].tables, contact
     for host in other.metadata.all_hosts():
-        versions.add(s.execute("SELECT schema_version FROM system.local", host=host).one().schema_version)
+        versions.add(on(s, host, "SELECT schema_version FROM system.local").one().schema_version)
     other.shutdown()
 assert len(versions) == 1, versions
 session.execute("DROP TABLE ks.views")

@@ -172,9 +172,15 @@ fn int_len(n: usize) -> i32 {
     i32::try_from(n).expect("a [bytes] under 2 GiB")
 }
 
+/// `[string]`: at most 65535 bytes, so a longer one (only a message can
+/// be, quoting a client's text) is cut at a character's boundary.
 pub(crate) fn put_string(out: &mut Vec<u8>, s: &str) {
-    put_short(out, short_len(s.len()));
-    out.extend_from_slice(s.as_bytes());
+    let mut end = s.len().min(usize::from(u16::MAX));
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    put_short(out, short_len(end));
+    out.extend_from_slice(&s.as_bytes()[..end]);
 }
 
 #[cfg(test)]
@@ -249,6 +255,16 @@ mod tests {
         assert_eq!(r.string().unwrap(), "CQL_VERSION");
         assert_eq!(r.string_list(), Ok(vec!["3.3.1".to_string()]));
         assert_eq!(r.remaining(), 0);
+    }
+
+    #[test]
+    fn a_string_past_its_notation_is_cut_at_a_character() {
+        let long = "é".repeat(40_000);
+        let mut out = Vec::new();
+        put_string(&mut out, &long);
+        let read = Reader::new(&out).string().unwrap();
+        assert_eq!(read.len(), 65_534, "whole characters only");
+        assert!(long.starts_with(&read));
     }
 
     #[test]

@@ -293,11 +293,12 @@ fn bind_meta(table: &Table, s: &Select, markers: usize) -> Result<Metadata, CqlE
         ));
     }
     columns.sort_by_key(|(i, _)| *i);
-    assert_eq!(
-        columns.len(),
-        markers,
-        "every marker is a relation's or the limit's"
-    );
+    if columns.len() != markers {
+        return Err(CqlError::Invalid(format!(
+            "{markers} bind markers, {} of them where a value is bound",
+            columns.len()
+        )));
+    }
     Ok(Metadata {
         columns: columns.into_iter().map(|(_, c)| c).collect(),
         ..table.meta.clone()

@@ -37,6 +37,9 @@ use super::result::{CqlType, SchemaChange};
 /// tables name it.
 pub(crate) const DATA_CENTER: &str = "datacenter1";
 
+/// Longest column name.
+const COLUMN_NAME_BYTES_MAX: usize = 256;
+
 /// The format byte of an encoded keyspace.
 const FORMAT: u8 = 1;
 
@@ -345,6 +348,16 @@ fn table_def(t: &CreateTable, id: [u8; 16]) -> Result<TableDef, CqlError> {
         });
     }
     clustering_order(t, &mut columns)?;
+    if let Some((name, _)) = t
+        .columns
+        .iter()
+        .find(|(c, _)| c.is_empty() || c.len() > COLUMN_NAME_BYTES_MAX)
+    {
+        return invalid(format!(
+            "a column name is 1 to {COLUMN_NAME_BYTES_MAX} bytes: {} given",
+            name.len()
+        ));
+    }
     let mut counters = 0;
     for (name, ty) in &t.columns {
         if columns.iter().any(|c| c.name == *name) {

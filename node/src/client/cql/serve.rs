@@ -4,8 +4,9 @@
 //! stream. Answers go out in the order requests came; drivers match them
 //! by stream. The node's client limits hold as on the other ports: the
 //! cap on connections and on those not logged in, the login deadline, a
-//! request's timeout from its first byte, the idle timeout, and a login
-//! that ends (a user deleted or given a new password) closing it.
+//! request's timeout from its first byte, the idle timeout, the output
+//! timeout (answers left untaken), and a login that ends (a user deleted
+//! or given a new password) closing it.
 
 use std::sync::Arc;
 
@@ -142,7 +143,9 @@ async fn connection(c: Accepted, prepared: Arc<PreparedCache>) {
             Step::Refuse(e) => e.frame(header.stream),
             Step::Run => statement(&node, &mut session, &prepared, request, header.stream).await,
         };
-        if stream.write_all(&answer).await.is_err() {
+        // A client that leaves its answers untaken is closed.
+        let sent = tokio::time::timeout(limits.output_timeout(), stream.write_all(&answer));
+        if !matches!(sent.await, Ok(Ok(()))) {
             break End::Quiet;
         }
     };

@@ -156,6 +156,13 @@ fn tables_that_are_not_counter_tables_are_refused_with_cassandras_words() {
             "CLUSTERING ORDER BY",
         ),
         ("CREATE TABLE t (k int PRIMARY KEY)", "at least one counter"),
+        (
+            &*format!(
+                "CREATE TABLE t (k int PRIMARY KEY, {} counter)",
+                "c".repeat(300)
+            ),
+            "a column name is 1 to 256 bytes",
+        ),
     ] {
         let e = with_table(&ks, text).unwrap_err();
         assert_eq!(e.code(), 0x2200, "{text}");
