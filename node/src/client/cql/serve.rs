@@ -8,6 +8,7 @@
 //! timeout (answers left untaken), and a login that ends (a user deleted
 //! or given a new password) closing it.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tally_net::{Outcome as WireOutcome, WireError};
@@ -23,12 +24,15 @@ use super::response::{self, CqlError};
 use super::run::{Outcome, PreparedCache, Session, run};
 use super::schema::{self, Change, Keyspace};
 use super::system::{Cluster, Host, host_id, schema_version};
-use crate::client::accept::{Accepted, ClientGate, Listener, accept_loop, login_deadline};
+
+use crate::client::accept::{
+    Accepted, Anonymous, ClientGate, Listener, accept_loop, login_deadline,
+};
 use crate::client::server::Doors;
 use crate::client::stream::ClientStream;
 use crate::cluster::agree::history;
 use crate::node::Node;
-use crate::security::auth::Login;
+use crate::security::auth::{Auth, Login};
 
 /// The reserved partition whose registers are the schema's keyspaces.
 const SCHEMA_PARTITION: &[u8] = b"\xff\xffcql-schema";
@@ -73,26 +77,47 @@ enum End {
     Say(i16, CqlError),
 }
 
+/// A connection's state between its requests.
+struct Conn {
+    node: Arc<Node>,
+    auth: Arc<Auth>,
+    prepared: Arc<PreparedCache>,
+    peer: Option<SocketAddr>,
+    handshake: Handshake,
+    login: Login,
+    session: Session,
+    /// Its place among those not logged in, until it logs in.
+    anonymous: Option<Anonymous>,
+}
+
 async fn connection(c: Accepted, prepared: Arc<PreparedCache>) {
     let Accepted {
         mut stream,
         node,
         slot: _slot,
         auth,
-        mut anonymous,
+        anonymous,
     } = c;
-    let peer = stream.peer_addr().ok();
-    let mut handshake = Handshake::new(auth.has_users());
-    let mut login = Login::new(&auth);
-    let mut session = Session::default();
     let limits = node.config().cluster.limits.clone();
+    let mut conn = Conn {
+        peer: stream.peer_addr().ok(),
+        handshake: Handshake::new(auth.has_users()),
+        login: Login::new(&auth),
+        session: Session::default(),
+        node,
+        auth,
+        prepared,
+        anonymous,
+    };
     let end = loop {
         let header = tokio::select! {
             h = read_header(&mut stream, limits.idle_timeout()) => h,
-            () = login_deadline(&anonymous) => {
+            () = login_deadline(&conn.anonymous) => {
                 break End::Say(0, CqlError::Unauthorized(limits.login_timeout_words()));
             }
-            () = login.until_revoked() => break End::Say(0, CqlError::Unauthorized(login.revoked_words())),
+            () = conn.login.until_revoked() => {
+                break End::Say(0, CqlError::Unauthorized(conn.login.revoked_words()));
+            }
         };
         let Some(header) = header else {
             break End::Quiet;
@@ -105,44 +130,11 @@ async fn connection(c: Accepted, prepared: Arc<PreparedCache>) {
         if !matches!(read.await, Ok(Ok(_))) {
             break End::Quiet;
         }
-        let decoded = match (Opcode::of(header.opcode), header.flags & FLAG_COMPRESSED) {
-            (_, c) if c != 0 => Err("a compressed frame, and no compression was agreed".into()),
-            (None, _) => Err(format!("unknown opcode {:#04x}", header.opcode)),
-            (Some(op), _) => request::decode(op, header.flags, &body).map_err(|m| m.0),
-        };
-        let request = match decoded {
-            Ok(d) => d.request,
+        let request = match decode(&header, &body) {
+            Ok(request) => request,
             Err(why) => break End::Say(header.stream, CqlError::Protocol(why)),
         };
-        let answer = match handshake.step(&request) {
-            Step::Supported(b) => frame::response(header.stream, Opcode::Supported, 0, &b),
-            Step::Ready => frame::response(header.stream, Opcode::Ready, 0, &[]),
-            Step::Authenticate(b) => frame::response(header.stream, Opcode::Authenticate, 0, &b),
-            Step::CheckPassword { user, password } => {
-                let (user, password) = (
-                    String::from_utf8_lossy(&user),
-                    String::from_utf8_lossy(&password),
-                );
-                match login.login(&auth, &user, &password, peer).await {
-                    true => {
-                        handshake.logged_in();
-                        anonymous = None;
-                        frame::response(
-                            header.stream,
-                            Opcode::AuthSuccess,
-                            0,
-                            &response::auth_success(),
-                        )
-                    }
-                    false => CqlError::BadCredentials(
-                        "Provided username and/or password are incorrect".into(),
-                    )
-                    .frame(header.stream),
-                }
-            }
-            Step::Refuse(e) => e.frame(header.stream),
-            Step::Run => statement(&node, &mut session, &prepared, request, header.stream).await,
-        };
+        let answer = conn.answer(request, header.stream).await;
         // A client that leaves its answers untaken is closed.
         let sent = tokio::time::timeout(limits.output_timeout(), stream.write_all(&answer));
         if !matches!(sent.await, Ok(Ok(()))) {
@@ -150,9 +142,59 @@ async fn connection(c: Accepted, prepared: Arc<PreparedCache>) {
         }
     };
     if let End::Say(stream_id, e) = end {
-        debug!(client = ?peer, error = e.message(), "closing a CQL connection");
-        let _ = stream.write_all(&e.frame(stream_id)).await;
-        let _ = stream.shutdown().await;
+        debug!(client = ?conn.peer, error = e.message(), "closing a CQL connection");
+        let last_word = async {
+            let _ = stream.write_all(&e.frame(stream_id)).await;
+            let _ = stream.shutdown().await;
+        };
+        let _ = tokio::time::timeout(limits.output_timeout(), last_word).await;
+    }
+}
+
+/// The request a frame holds, or why it holds none: a protocol error.
+fn decode(header: &Header, body: &[u8]) -> Result<Request, String> {
+    match (Opcode::of(header.opcode), header.flags & FLAG_COMPRESSED) {
+        (_, c) if c != 0 => Err("a compressed frame, and no compression was agreed".into()),
+        (None, _) => Err(format!("unknown opcode {:#04x}", header.opcode)),
+        (Some(op), _) => request::decode(op, header.flags, body)
+            .map(|d| d.request)
+            .map_err(|m| m.0),
+    }
+}
+
+impl Conn {
+    /// The answer frame to `request`, on `stream`, as the handshake says.
+    async fn answer(&mut self, request: Request, stream: i16) -> Vec<u8> {
+        match self.handshake.step(&request) {
+            Step::Supported(b) => frame::response(stream, Opcode::Supported, 0, &b),
+            Step::Ready => frame::response(stream, Opcode::Ready, 0, &[]),
+            Step::Authenticate(b) => frame::response(stream, Opcode::Authenticate, 0, &b),
+            Step::CheckPassword { user, password } => self.log_in(&user, &password, stream).await,
+            Step::Refuse(e) => e.frame(stream),
+            Step::Run => {
+                let (node, prepared) = (&self.node, &self.prepared);
+                statement(node, &mut self.session, prepared, request, stream).await
+            }
+        }
+    }
+
+    /// Checks a SASL PLAIN login (after the penalty of a wrong password,
+    /// as every port does); answers AUTH_SUCCESS or the error.
+    async fn log_in(&mut self, user: &[u8], password: &[u8], stream: i16) -> Vec<u8> {
+        let user = String::from_utf8_lossy(user);
+        let password = String::from_utf8_lossy(password);
+        if !self
+            .login
+            .login(&self.auth, &user, &password, self.peer)
+            .await
+        {
+            let e =
+                CqlError::BadCredentials("Provided username and/or password are incorrect".into());
+            return e.frame(stream);
+        }
+        self.handshake.logged_in();
+        self.anonymous = None;
+        frame::response(stream, Opcode::AuthSuccess, 0, &response::auth_success())
     }
 }
 

@@ -308,6 +308,20 @@ fn ready(ctx: &Ctx, begun: &Topology, change: Change) -> Result<(), WireError> {
             ),
         ));
     }
+    // The sync asks each participant's build whether it moves agreed
+    // state: a node that joined a moment ago may not have told it yet.
+    let transport = ctx.started_transport();
+    let unknown = |n: usize| transport.as_ref().is_some_and(|t| t.build_of(n).is_none());
+    if let Some(&n) = begun
+        .participants()
+        .iter()
+        .find(|&&n| n != ctx.me() && unknown(n))
+    {
+        return Err(WireError::not_applied(
+            ErrorKind::Unavailable,
+            format!("the build of {} is not known yet", ctx.name(n)),
+        ));
+    }
     Ok(())
 }
 
