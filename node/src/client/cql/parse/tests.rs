@@ -1,4 +1,5 @@
 use super::*;
+use crate::client::cql::result::CqlType;
 
 fn ok(text: &str) -> Statement {
     match parse(text) {

@@ -1,0 +1,234 @@
+//! The statements on rows: SELECT, UPDATE, DELETE and BATCH.
+
+use super::super::ast::*;
+use super::super::lex::Token;
+use super::{Parsed, Parser, SyntaxError};
+
+impl Parser {
+    pub(super) fn select(&mut self) -> Parsed<Select> {
+        let selection = self.selection()?;
+        self.expect("from")?;
+        let table = self.table()?;
+        let relations = self.where_clause(false)?;
+        let mut order_by = Vec::new();
+        if self.eat("order") {
+            self.expect("by")?;
+            loop {
+                let column = self.name()?;
+                let desc = self.eat("desc");
+                if !desc {
+                    self.eat("asc");
+                }
+                order_by.push((column, desc));
+                if !self.eat_symbol(",") {
+                    break;
+                }
+            }
+        }
+        let limit = match self.eat("limit") {
+            true => Some(self.term()?),
+            false => None,
+        };
+        let allow_filtering = match self.eat("allow") {
+            true => self.expect("filtering").map(|()| true)?,
+            false => false,
+        };
+        Ok(Select {
+            table,
+            selection,
+            relations,
+            order_by,
+            limit,
+            allow_filtering,
+        })
+    }
+
+    fn selection(&mut self) -> Parsed<Selection> {
+        if self.eat_symbol("*") {
+            return Ok(Selection::All);
+        }
+        let mut columns = Vec::new();
+        loop {
+            let name = self.name()?;
+            if name == "count" && self.eat_symbol("(") {
+                if !(self.eat_symbol("*") || matches!(self.next(), Some(Token::Int(1)))) {
+                    return Err(self.wanted("'*' or 1"));
+                }
+                self.expect_symbol(")")?;
+                let alias = self.alias()?;
+                return match columns.is_empty() {
+                    true => Ok(Selection::Count(alias)),
+                    false => Err(SyntaxError("COUNT(*) mixed with columns".into())),
+                };
+            }
+            columns.push((name, self.alias()?));
+            if !self.eat_symbol(",") {
+                return Ok(Selection::Columns(columns));
+            }
+        }
+    }
+
+    fn alias(&mut self) -> Parsed<Option<String>> {
+        match self.eat("as") {
+            true => self.name().map(Some),
+            false => Ok(None),
+        }
+    }
+
+    /// `WHERE rel AND ...`; `required` for writes.
+    fn where_clause(&mut self, required: bool) -> Parsed<Vec<Relation>> {
+        if !self.eat("where") {
+            return match required {
+                true => Err(self.wanted("WHERE")),
+                false => Ok(Vec::new()),
+            };
+        }
+        let mut relations = vec![self.relation()?];
+        while self.eat("and") {
+            relations.push(self.relation()?);
+        }
+        Ok(relations)
+    }
+
+    fn relation(&mut self) -> Parsed<Relation> {
+        let column = self.name()?;
+        if self.eat("in") {
+            let terms = match self.eat_symbol("(") {
+                true => self.terms_until(")")?,
+                false => vec![self.term()?],
+            };
+            return Ok(Relation {
+                column,
+                op: Op::In,
+                terms,
+            });
+        }
+        let op = self.take(|t| match t {
+            Token::Symbol("=") => Some(Op::Eq),
+            Token::Symbol("<") => Some(Op::Lt),
+            Token::Symbol("<=") => Some(Op::Le),
+            Token::Symbol(">") => Some(Op::Gt),
+            Token::Symbol(">=") => Some(Op::Ge),
+            _ => None,
+        });
+        let Some(op) = op else {
+            return Err(self.wanted("a comparison"));
+        };
+        Ok(Relation {
+            column,
+            op,
+            terms: vec![self.term()?],
+        })
+    }
+
+    pub(super) fn update(&mut self) -> Parsed<Update> {
+        let table = self.table()?;
+        let (ttl, timestamp) = self.using()?;
+        self.expect("set")?;
+        let mut assignments = vec![self.assignment()?];
+        while self.eat_symbol(",") {
+            assignments.push(self.assignment()?);
+        }
+        let relations = self.where_clause(true)?;
+        Ok(Update {
+            table,
+            ttl,
+            timestamp,
+            assignments,
+            relations,
+        })
+    }
+
+    /// `USING TTL t AND TIMESTAMP t`, either or both, in any order.
+    fn using(&mut self) -> Parsed<(Option<Term>, Option<Term>)> {
+        let (mut ttl, mut timestamp) = (None, None);
+        if !self.eat("using") {
+            return Ok((ttl, timestamp));
+        }
+        loop {
+            if self.eat("ttl") {
+                ttl = Some(self.term()?);
+            } else if self.eat("timestamp") {
+                timestamp = Some(self.term()?);
+            } else {
+                return Err(self.wanted("TTL or TIMESTAMP"));
+            }
+            if !self.eat("and") {
+                return Ok((ttl, timestamp));
+            }
+        }
+    }
+
+    fn assignment(&mut self) -> Parsed<Assignment> {
+        let column = self.name()?;
+        self.expect_symbol("=")?;
+        let same = matches!(self.peek(), Some(Token::Word(w) | Token::Quoted(w)) if *w == column);
+        if same && matches!(self.tokens.get(self.at + 1), Some(Token::Symbol("+" | "-"))) {
+            self.at += 1;
+            let plus = self.next() == Some(Token::Symbol("+"));
+            let term = self.term()?;
+            return Ok(match plus {
+                true => Assignment::Add(column, term),
+                false => Assignment::Sub(column, term),
+            });
+        }
+        let term = self.term()?;
+        if self.eat_symbol("+") {
+            let again = self.name()?;
+            return match again == column {
+                true => Ok(Assignment::Add(column, term)),
+                false => Err(SyntaxError(format!(
+                    "Only expressions of the form X = <value> + X are supported; {column} = ... + {again}"
+                ))),
+            };
+        }
+        Ok(Assignment::Set(column, term))
+    }
+
+    pub(super) fn delete(&mut self) -> Parsed<Delete> {
+        let mut columns = Vec::new();
+        if !self.eat("from") {
+            columns.push(self.name()?);
+            while self.eat_symbol(",") {
+                columns.push(self.name()?);
+            }
+            self.expect("from")?;
+        }
+        let table = self.table()?;
+        let (ttl, timestamp) = self.using()?;
+        if ttl.is_some() {
+            return Err(SyntaxError("A DELETE takes no TTL".into()));
+        }
+        let relations = self.where_clause(true)?;
+        Ok(Delete {
+            columns,
+            table,
+            timestamp,
+            relations,
+        })
+    }
+
+    pub(super) fn batch(&mut self) -> Parsed<Statement> {
+        let kind = match () {
+            () if self.eat("unlogged") => BatchKind::Unlogged,
+            () if self.eat("counter") => BatchKind::Counter,
+            () => BatchKind::Logged,
+        };
+        self.expect("batch")?;
+        let mut statements = Vec::new();
+        loop {
+            if self.eat("apply") {
+                self.expect("batch")?;
+                return Ok(Statement::Batch(kind, statements));
+            }
+            let s = self.statement()?;
+            if !matches!(s, Statement::Update(_) | Statement::Delete(_)) {
+                return Err(SyntaxError(
+                    "a batch holds UPDATE and DELETE statements only".into(),
+                ));
+            }
+            statements.push(s);
+            self.eat_symbol(";");
+        }
+    }
+}
