@@ -1,9 +1,11 @@
 //! Adds to a key (or a hash's field) that holds a string, or to a key
 //! that holds a sorted set: the leader refuses them, nothing applied, so
-//! that no counter starts beside the register; the RESP layer then makes the add to the string through
-//! agreement (`INCR` of a string that holds an integer, as in Redis). The check reads the partition's
-//! Paxos state from the cell cache only (`Engine::holds_register_cached`):
-//! a key in use as a string has it cached on every replica. A string
+//! that no counter starts beside the register; the RESP layer then makes
+//! the add to the string through agreement (`INCR` of a string that holds
+//! an integer, as in Redis), or answers `WRONGTYPE` for a sorted set. The
+//! check reads the partition's Paxos state from the cell cache only
+//! (`Engine::holds_register_cached`): a key in use as a string has it
+//! cached on every replica. A string
 //! whose state is no longer cached on its leader, or one written through
 //! another node that this leader has not yet heard was decided, is not
 //! seen: the add then starts a counter beside it, and reads answer the
