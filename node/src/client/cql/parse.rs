@@ -135,6 +135,17 @@ impl Parser {
         }
     }
 
+    /// `col [ASC | DESC]` (of `ORDER BY` and `CLUSTERING ORDER BY`): the
+    /// column and whether descending.
+    fn ordered_column(&mut self) -> Parsed<(String, bool)> {
+        let column = self.name()?;
+        let desc = self.eat("desc");
+        if !desc {
+            self.eat("asc");
+        }
+        Ok((column, desc))
+    }
+
     fn table(&mut self) -> Parsed<TableName> {
         let first = self.name()?;
         match self.eat_symbol(".") {

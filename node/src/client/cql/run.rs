@@ -65,7 +65,8 @@ pub(crate) enum Outcome {
     },
 }
 
-/// Runs a statement request (QUERY, PREPARE, EXECUTE, BATCH, REGISTER).
+/// Runs a statement request (QUERY, PREPARE, EXECUTE, BATCH; the
+/// connection answers REGISTER itself).
 pub(crate) fn run(
     cluster: &Cluster,
     session: &mut Session,
@@ -73,7 +74,6 @@ pub(crate) fn run(
     request: Request,
 ) -> Result<Outcome, CqlError> {
     match request {
-        Request::Register(_) => Ok(Outcome::Answer((Opcode::Ready, Vec::new()))),
         Request::Query(text, params) => {
             let (statement, markers) = parse(&text).map_err(|e| CqlError::Syntax(e.0))?;
             check_values(markers, &params)?;
@@ -309,8 +309,7 @@ fn bind_meta(table: &Table, s: &Select, markers: usize) -> Result<Metadata, CqlE
 /// every node (drivers prepare on all of them and execute anywhere).
 fn statement_id(text: &str, keyspace: Option<&str>) -> Vec<u8> {
     let key = format!("{}\0{text}", keyspace.unwrap_or(""));
-    let (h1, h2) = tally_net::ring::murmur3_x64_128_cassandra(key.as_bytes(), 0x5eed);
-    [h1.to_be_bytes(), h2.to_be_bytes()].concat()
+    system::hash_id(key.as_bytes(), 0x5eed).to_vec()
 }
 
 fn hex(id: &[u8]) -> String {

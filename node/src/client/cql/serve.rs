@@ -222,6 +222,10 @@ async fn statement(
     request: Request,
     stream: i16,
 ) -> Vec<u8> {
+    // Answered without the cluster's view (whose schema is an agreed read).
+    if let Request::Register(_) = request {
+        return frame::response(stream, Opcode::Ready, 0, &[]);
+    }
     let answer = match cluster(node).await {
         Ok(cluster) => run(&cluster, session, prepared, request),
         Err(e) => Err(e),
@@ -322,9 +326,11 @@ async fn cluster(node: &Node) -> Result<Cluster, CqlError> {
     };
     let me = node.me();
     let local = host(me).expect("a node serving CQL has a CQL address");
+    // Members only: a node out of the ring has no tokens.
     let peers = (0..config.nodes.len())
-        .filter(|&n| n != me && !ring.tokens_of(n).is_empty())
+        .filter(|&n| n != me)
         .filter_map(host)
+        .filter(|h| !h.tokens.is_empty())
         .collect();
     Ok(Cluster {
         name: config.cluster.name.clone(),

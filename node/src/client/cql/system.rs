@@ -60,10 +60,7 @@ pub(crate) fn schema_version(catalog: &[Keyspace]) -> [u8; 16] {
         bytes.push(0);
         bytes.extend_from_slice(&ks.encode());
     }
-    let (h1, h2) = tally_net::ring::murmur3_x64_128_cassandra(&bytes, 0x5c4e);
-    let mut id = [0u8; 16];
-    id[..8].copy_from_slice(&h1.to_be_bytes());
-    id[8..].copy_from_slice(&h2.to_be_bytes());
+    let mut id = hash_id(&bytes, 0x5c4e);
     id[6] = (id[6] & 0x0f) | 0x40;
     id[8] = (id[8] & 0x3f) | 0x80;
     id
@@ -105,12 +102,19 @@ impl Table {
 /// A host id made of a node id: the same on every node, and a UUID of
 /// version 4's form (drivers only compare them).
 pub(crate) fn host_id(node_id: &str) -> [u8; 16] {
-    let (h1, h2) = tally_net::ring::murmur3_x64_128_cassandra(node_id.as_bytes(), 0x7a11);
+    let mut id = hash_id(node_id.as_bytes(), 0x7a11);
+    id[6] = (id[6] & 0x0f) | 0x40;
+    id[8] = (id[8] & 0x3f) | 0x80;
+    id
+}
+
+/// 16 bytes of Cassandra's Murmur3 (x64, 128 bits) of `bytes`: the same on
+/// every node (host ids, schema versions, prepared statements' ids).
+pub(crate) fn hash_id(bytes: &[u8], seed: u64) -> [u8; 16] {
+    let (h1, h2) = tally_net::ring::murmur3_x64_128_cassandra(bytes, seed);
     let mut id = [0u8; 16];
     id[..8].copy_from_slice(&h1.to_be_bytes());
     id[8..].copy_from_slice(&h2.to_be_bytes());
-    id[6] = (id[6] & 0x0f) | 0x40;
-    id[8] = (id[8] & 0x3f) | 0x80;
     id
 }
 

@@ -105,18 +105,11 @@ impl Parser {
                 self.expect("order")?;
                 self.expect("by")?;
                 self.expect_symbol("(")?;
-                loop {
-                    let column = self.name()?;
-                    let desc = self.eat("desc");
-                    if !desc {
-                        self.eat("asc");
-                    }
-                    t.clustering_order.push((column, desc));
-                    if self.eat_symbol(")") {
-                        break;
-                    }
-                    self.expect_symbol(",")?;
+                t.clustering_order.push(self.ordered_column()?);
+                while self.eat_symbol(",") {
+                    t.clustering_order.push(self.ordered_column()?);
                 }
+                self.expect_symbol(")")?;
             } else if self.eat("compact") {
                 self.expect("storage")?;
                 return Err(SyntaxError(

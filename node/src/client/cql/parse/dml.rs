@@ -13,16 +13,9 @@ impl Parser {
         let mut order_by = Vec::new();
         if self.eat("order") {
             self.expect("by")?;
-            loop {
-                let column = self.name()?;
-                let desc = self.eat("desc");
-                if !desc {
-                    self.eat("asc");
-                }
-                order_by.push((column, desc));
-                if !self.eat_symbol(",") {
-                    break;
-                }
+            order_by.push(self.ordered_column()?);
+            while self.eat_symbol(",") {
+                order_by.push(self.ordered_column()?);
             }
         }
         let limit = match self.eat("limit") {
