@@ -55,6 +55,29 @@ pub fn murmur3_token(key: &[u8]) -> i64 {
     if h1 == i64::MIN { i64::MAX } else { h1 }
 }
 
+/// The first bytes of a CQL table's stored partition: a byte no client
+/// partition begins with (`0xFF`, reserved), then one no Redis database
+/// uses (those are 0 to 15).
+pub const TABLE_MARK: [u8; 2] = [0xFF, 0xC0];
+/// Bytes of a CQL table's prefix: [`TABLE_MARK`] and six bytes naming the
+/// table (its id and how often it was truncated).
+pub const TABLE_PREFIX_BYTES: usize = 8;
+
+/// The token a stored partition is placed by: [`murmur3_token`] of the
+/// partition, except that a CQL table's partition (one that begins with
+/// [`TABLE_MARK`]) is placed by its partition key alone, after the
+/// table's prefix, exactly as Cassandra places it. Token-aware CQL drivers
+/// hash the partition key they bind, so they send each statement to a
+/// replica of its partition.
+pub fn partition_token(partition: &[u8]) -> i64 {
+    match partition.strip_prefix(&TABLE_MARK) {
+        Some(_) if partition.len() >= TABLE_PREFIX_BYTES => {
+            murmur3_token(&partition[TABLE_PREFIX_BYTES..])
+        }
+        _ => murmur3_token(partition),
+    }
+}
+
 /// MurmurHash3_x64_128 as Cassandra's `MurmurHash.hash3_x64_128` computes
 /// it: `(h1, h2)`, with tail bytes sign-extended as Java bytes.
 pub fn murmur3_x64_128_cassandra(key: &[u8], seed: u64) -> (i64, i64) {
@@ -414,7 +437,7 @@ impl Ring {
 
     /// The replicas of `partition` (the primary owner first).
     pub fn replicas(&self, partition: &[u8]) -> Replicas {
-        self.replicas_for_token(murmur3_token(partition))
+        self.replicas_for_token(partition_token(partition))
     }
 
     /// The replicas of the range holding `token` (the primary owner first).
@@ -511,6 +534,22 @@ impl Ring {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_cql_partition_is_placed_by_its_key_alone() {
+        let key = b"\x00\x00\x00\x05";
+        let mut stored = TABLE_MARK.to_vec();
+        stored.extend_from_slice(&[1, 2, 3, 4, 5, 6]);
+        stored.extend_from_slice(key);
+        assert_eq!(partition_token(&stored), murmur3_token(key));
+        // An empty partition key is Cassandra's minimum token.
+        assert_eq!(partition_token(&stored[..TABLE_PREFIX_BYTES]), i64::MIN);
+        // Anything else is placed as it is: a Redis database's partition,
+        // a short one, a client's.
+        for p in [&b"\xff\x03\x00\x00\x00\x00k"[..], b"\xff\xc0\x01", b"key"] {
+            assert_eq!(partition_token(p), murmur3_token(p), "{p:?}");
+        }
+    }
+
     #[test]
     fn ranges_cover_the_ring_once_and_agree_with_lookups() {
         let ids: Vec<String> = ["n1", "n2", "n3"].iter().map(|s| s.to_string()).collect();

@@ -192,6 +192,13 @@ impl Node {
         })
     }
 
+    /// Whether this node may write CQL counter tables' cells: every
+    /// member up places them as it does (`features::CQL_TABLES`).
+    pub(crate) fn serves_cql_tables(&self) -> bool {
+        use crate::cluster::features::{CQL_TABLES, enabled_by_all_up};
+        enabled_by_all_up(&self.ctx, &self.features, CQL_TABLES)
+    }
+
     /// Whether this node may change registers through agreement: it and
     /// every member up have enabled it, so that every member reads what
     /// is written (`features::enabled_by_all_up`).

@@ -918,7 +918,7 @@ impl Cluster {
     }
 
     /// Waits until every node has enabled agreement (the cluster feature
-    /// strings need), and takes string writes: a node writes once it has
+    /// strings need) and CQL's counter tables, and takes string writes: a node writes once it has
     /// heard every member up enabled it too (a heartbeat later).
     pub fn wait_agreement(&self) -> Result<()> {
         // Nodes not started yet (to join later) are not members.
@@ -926,8 +926,8 @@ impl Cluster {
             .filter(|&i| self.is_running(i))
             .collect();
         let timeout = Duration::from_secs(30);
-        let feature = tally_node::cluster::features::AGREEMENT;
-        chaos::upgrade::wait_enabled(self, &members, &[feature], timeout)?;
+        use tally_node::cluster::features::{AGREEMENT, CQL_TABLES};
+        chaos::upgrade::wait_enabled(self, &members, &[AGREEMENT, CQL_TABLES], timeout)?;
         let deadline = Instant::now() + timeout;
         for i in members {
             while self.redis_cli(i, &["SET", "tally:probe", "agreed"]) != "OK\n" {

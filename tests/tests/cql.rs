@@ -2,11 +2,14 @@
 //! from PyPI, unchanged: the driver negotiates down to v4, learns the
 //! three nodes and their tokens from the system tables, builds its token
 //! map with the Murmur3 partitioner, reads its schema, prepares and
-//! executes, gets Cassandra's errors, and creates and drops keyspaces and
-//! counter tables that every node then holds.
+//! executes, gets Cassandra's errors, creates and drops keyspaces and
+//! counter tables that every node then holds, and counts in them: adds
+//! routed by token, batches, SET, DELETE, TTL, exactly-once operation
+//! ids, clustering ranges, and the consistency levels with a node killed.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use std::process::Command;
+use std::time::Duration;
 
 use tally_tests::{Cluster, ClusterOptions};
 
@@ -31,4 +34,34 @@ fn the_python_driver_connects_and_sees_the_cluster() {
         .args(["-c", include_str!("cql/connect.py")])
         .args([port, vnodes]);
     tally_tests::assert_script_ok(&mut python, "the Python driver");
+}
+
+/// The driver run with `script` and its arguments.
+fn python(driver: &std::path::Path, script: &str, args: &[String]) -> Command {
+    let mut python = Command::new("python3");
+    python
+        .env("PYTHONPATH", driver)
+        .args(["-c", script])
+        .args(args);
+    python
+}
+
+#[test]
+fn counter_tables_count_through_the_python_driver() {
+    let mut cluster = Cluster::start(ClusterOptions {
+        cql: true,
+        ..ClusterOptions::default()
+    })
+    .unwrap();
+    cluster.wait_agreement().unwrap();
+    let driver =
+        tally_tests::pip_packages("pycql", &[DRIVER], &["cassandra_driver-3.30.1"]).unwrap();
+    let port = cluster.cql_addr(0).unwrap().port().to_string();
+    let script = include_str!("cql/counters.py");
+    let mut write = python(&driver, script, &[port.clone(), "write".into()]);
+    tally_tests::assert_script_ok(&mut write, "counter tables, every node up");
+    cluster.kill(2).unwrap();
+    cluster.wait_view(Duration::from_secs(30)).unwrap();
+    let mut degraded = python(&driver, script, &[port, "degraded".into()]);
+    tally_tests::assert_script_ok(&mut degraded, "counter tables, a node down");
 }

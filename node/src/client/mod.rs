@@ -1,8 +1,9 @@
 //! The client ports: accepting connections, the native protocol, RESP,
-//! CQL (being built), and the streams and answers they move.
+//! CQL, and the streams and answers they move.
 
 pub mod accept;
 pub(crate) mod cql;
+pub(crate) mod join;
 pub(crate) mod output;
 pub mod resp;
 pub mod server;

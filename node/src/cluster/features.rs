@@ -24,6 +24,7 @@
 //! | `leaving-notice` | 3 | a node that stops cleanly sends `Leaving`, and its peers count it down at once |
 //! | `agreement` | 4 | linearizable registers: `Prepare`, `Propose`, `Commit`, `ReadAgreed`, and cells with an agreed part on disk |
 //! | `agreed-handoff` | 5 | agreed state moves with its ranges: `AgreedIn`, `MergeAgreed` |
+//! | `cql-tables` | 6 | the cells of CQL counter tables, each partition placed by its partition key alone (`tally_net::ring::partition_token`), as token-aware drivers place it |
 //! | `first-ballots` | 4 | a proposal at a first ballot, without a prepare, which an acceptor takes only while it holds nothing (an older one would take it over a value accepted at another first ballot) |
 //!
 //! Each feature needs the peer protocol that brought its messages
@@ -67,14 +68,26 @@ pub const AGREED_HANDOFF: &str = "agreed-handoff";
 /// Proposals at first ballots (`tally_model::paxos`, `agree::propose`).
 pub const FIRST_BALLOTS: &str = "first-ballots";
 
+/// CQL counter tables' cells, placed by their partition key
+/// (`tally_net::ring::partition_token`): a build without the rule would
+/// place, repair and clean them up elsewhere.
+pub const CQL_TABLES: &str = "cql-tables";
+
 /// The cluster features this build has.
-pub const KNOWN: &[&str] = &[LEAVING_NOTICE, AGREEMENT, AGREED_HANDOFF, FIRST_BALLOTS];
+pub const KNOWN: &[&str] = &[
+    LEAVING_NOTICE,
+    AGREEMENT,
+    AGREED_HANDOFF,
+    FIRST_BALLOTS,
+    CQL_TABLES,
+];
 
 /// The peer protocol a feature needs: the one that brought its messages.
 pub(crate) fn protocol_of(feature: &str) -> u16 {
     match feature {
         AGREEMENT | FIRST_BALLOTS => 4,
         AGREED_HANDOFF => 5,
+        CQL_TABLES => 6,
         _ => 3,
     }
 }
@@ -403,6 +416,7 @@ mod tests {
             vec![
                 AGREED_HANDOFF.to_string(),
                 AGREEMENT.to_string(),
+                CQL_TABLES.to_string(),
                 FIRST_BALLOTS.to_string(),
                 LEAVING_NOTICE.to_string()
             ]

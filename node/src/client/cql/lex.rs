@@ -115,15 +115,14 @@ pub(crate) fn lex(text: &str) -> Result<Vec<Token>, LexError> {
 /// Whether a `-` after `out` is a minus between values (`c - 1`), not a
 /// negative number's sign (`c = -1`).
 fn after_value(out: &[Token]) -> bool {
+    // The words a number follows (`USING TTL -1`) are no values.
+    const BEFORE_NUMBERS: [&str; 3] = ["ttl", "timestamp", "limit"];
+    if let Some(Token::Word(w)) = out.last() {
+        return !BEFORE_NUMBERS.iter().any(|k| w.eq_ignore_ascii_case(k));
+    }
     matches!(
         out.last(),
-        Some(
-            Token::Word(_)
-                | Token::Quoted(_)
-                | Token::Int(_)
-                | Token::Float(_)
-                | Token::Symbol(")" | "?")
-        )
+        Some(Token::Quoted(_) | Token::Int(_) | Token::Float(_) | Token::Symbol(")" | "?"))
     )
 }
 

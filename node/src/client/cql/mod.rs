@@ -23,26 +23,38 @@
 //!   its schema, as rows; [`select`]: a SELECT over such rows;
 //! - [`handshake`]: which request may come when (STARTUP, the password,
 //!   then statements);
-//! - [`run`]: a statement run against what the node holds (the system
-//!   tables, `USE`, prepared statements).
+//! - [`tables`]: the tables a statement names; [`prepared`]: statements
+//!   prepared on the node, by an id every node computes alike;
+//! - [`cells`]: where a counter table's rows live, as Tally counter cells
+//!   placed by their partition key; [`rows`]: what an UPDATE, DELETE or
+//!   SELECT on them writes, resets and reads, and the rows it answers;
+//!   [`batch`]: counter batches; [`levels`]: CQL's consistency levels,
+//!   operation ids and errors as Tally's;
+//! - [`run`]: a statement run against what the node holds, coming to a
+//!   [`work`]: an answer, a schema change, or statements on rows.
 //!
 //! [`serve`] is the listener, and the one task per connection that moves
-//! their bytes.
-//!
-//! Tally has no keyspace of its own yet: counter tables come with the
-//! schema catalog, the next step of issue 40.
+//! their bytes; [`exec`] runs statements on rows against the cluster.
 
 pub(crate) mod ast;
+pub(crate) mod batch;
 pub(crate) mod body;
+pub(crate) mod cells;
+pub(crate) mod exec;
 pub(crate) mod frame;
 pub(crate) mod handshake;
+pub(crate) mod levels;
 pub(crate) mod lex;
 pub(crate) mod parse;
+pub(crate) mod prepared;
 pub(crate) mod request;
 pub(crate) mod response;
 pub(crate) mod result;
+pub(crate) mod rows;
 pub(crate) mod run;
 pub(crate) mod schema;
 pub(crate) mod select;
 pub(crate) mod serve;
 pub(crate) mod system;
+pub(crate) mod tables;
+pub(crate) mod work;

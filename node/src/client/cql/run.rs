@@ -2,68 +2,27 @@
 //! I/O: the system tables (generated from the node's view of the cluster,
 //! [`super::system`]), `USE`, and prepared statements by their id.
 //!
-//! A schema change is not run here: it is handed back
-//! ([`Outcome::Schema`]) for the connection to agree on with the cluster
-//! (`schema::apply` is its rule). Counter tables can be created, and read
-//! in `system_schema`; statements on their rows come next (issue 40):
-//! until then they answer that they are not served yet.
+//! What needs the cluster is handed back for the connection to do: a
+//! schema change ([`Outcome::Schema`], agreed with the cluster;
+//! `schema::apply` is its rule), and statements on a counter table's rows
+//! ([`Outcome::Rows`], run by `exec`; `rows` is their rule). A node may
+//! run statements on rows with the schema it read a moment ago; what
+//! must see the schema as the cluster has it now (the system tables, a
+//! table this node does not know yet) asks for it ([`Outcome::Refresh`]).
 
-use std::collections::HashMap;
-
-use parking_lot::Mutex;
-
-use super::ast::{Op, Select, Statement, TableName, Term};
+use super::ast::{Assignment, Op, Relation, Select, Statement, TableName, Term};
 use super::frame::Opcode;
 use super::parse::parse;
+use super::prepared::{Prepared, PreparedCache, statement_id};
 use super::request::{Params, Request};
 use super::response::{self, CqlError};
 use super::result::{self, Column, CqlType, Metadata};
+use super::rows::{self, Target};
+use super::schema::{Kind, TableDef};
 use super::select::evaluate;
-use super::system::{self, Cluster, Table};
-
-/// The keyspaces every node has.
-const SYSTEM_KEYSPACES: [&str; 2] = ["system", "system_schema"];
-/// Most statements a node keeps prepared; past it, the oldest half goes
-/// (a driver prepares again on `Unprepared`).
-const PREPARED_MAX: usize = 10_000;
-
-/// A statement prepared on this node, by its id.
-#[derive(Clone, Debug)]
-struct Prepared {
-    statement: Statement,
-    markers: usize,
-    /// The keyspace it was prepared under (`USE`), for unqualified tables.
-    keyspace: Option<String>,
-}
-
-/// The statements prepared on this node, shared by its connections.
-#[derive(Debug, Default)]
-pub(crate) struct PreparedCache {
-    by_id: Mutex<HashMap<Vec<u8>, (u64, Prepared)>>,
-    next: Mutex<u64>,
-}
-
-/// A connection's own state.
-#[derive(Debug, Default)]
-pub(crate) struct Session {
-    /// The keyspace of `USE`.
-    pub(crate) keyspace: Option<String>,
-}
-
-/// The response to a statement: its opcode and body.
-pub(crate) type Answer = (Opcode, Vec<u8>);
-
-/// What a statement comes to.
-#[derive(Debug)]
-pub(crate) enum Outcome {
-    /// Its answer.
-    Answer(Answer),
-    /// A schema change, to agree on; `keyspace` the session's.
-    Schema {
-        statement: Statement,
-        keyspace: Option<String>,
-    },
-}
+use super::system::{Cluster, Table};
+use super::tables::{SYSTEM_KEYSPACES, no_keyspace, system_table, user_table, write_refused};
+use super::work::{Answer, Outcome, Part, RowWork, Session};
 
 /// Runs a statement request (QUERY, PREPARE, EXECUTE, BATCH; the
 /// connection answers REGISTER itself).
@@ -71,12 +30,12 @@ pub(crate) fn run(
     cluster: &Cluster,
     session: &mut Session,
     prepared: &PreparedCache,
-    request: Request,
+    request: &Request,
 ) -> Result<Outcome, CqlError> {
     match request {
         Request::Query(text, params) => {
-            let (statement, markers) = parse(&text).map_err(|e| CqlError::Syntax(e.0))?;
-            check_values(markers, &params)?;
+            let (statement, markers) = parse(text).map_err(|e| CqlError::Syntax(e.0))?;
+            check_values(markers, params)?;
             let keyspace = session.keyspace.clone();
             if super::schema::changes_schema(&statement) {
                 return Ok(Outcome::Schema {
@@ -84,21 +43,23 @@ pub(crate) fn run(
                     keyspace,
                 });
             }
-            execute(cluster, session, &statement, keyspace.as_deref(), &params).map(Outcome::Answer)
+            execute(cluster, session, statement, keyspace.as_deref(), params)
         }
-        Request::Prepare(text) => prepare(cluster, session, prepared, &text).map(Outcome::Answer),
+        Request::Prepare(text) => prepare(cluster, session, prepared, text),
         Request::Execute(id, params) => {
-            let p = prepared.get(&id).ok_or_else(|| CqlError::Unprepared {
-                message: format!("Prepared query with ID {} not found", hex(&id)),
-                id: id.clone(),
-            })?;
-            check_values(p.markers, &params)?;
+            let p = prepared.lookup(id)?;
+            check_values(p.markers, params)?;
             let keyspace = p.keyspace.as_deref();
-            execute(cluster, session, &p.statement, keyspace, &params).map(Outcome::Answer)
+            execute(cluster, session, p.statement, keyspace, params)
         }
-        Request::Batch { .. } => Err(CqlError::Invalid(
-            "BATCH: no table of a batch's kind exists on this node yet".into(),
-        )),
+        Request::Batch {
+            kind,
+            statements,
+            params,
+        } => {
+            let keyspace = session.keyspace.as_deref();
+            super::batch::batch(cluster, keyspace, prepared, *kind, statements, params)
+        }
         other => Err(CqlError::Protocol(format!("{other:?} is not a statement"))),
     }
 }
@@ -116,94 +77,60 @@ fn check_values(markers: usize, params: &Params) -> Result<(), CqlError> {
 fn execute(
     cluster: &Cluster,
     session: &mut Session,
-    statement: &Statement,
+    statement: Statement,
     keyspace: Option<&str>,
     params: &Params,
-) -> Result<Answer, CqlError> {
-    match statement {
+) -> Result<Outcome, CqlError> {
+    let answer = |a: Answer| Ok(Outcome::Answer(a));
+    let table = match &statement {
         Statement::Use(ks) => {
             let user = cluster.catalog.iter().any(|k| k.name == *ks);
             if !SYSTEM_KEYSPACES.contains(&ks.as_str()) && !user {
-                return Err(no_keyspace(ks));
+                return match cluster.fresh {
+                    true => Err(no_keyspace(ks)),
+                    false => Ok(Outcome::Refresh),
+                };
             }
             session.keyspace = Some(ks.clone());
-            Ok((Opcode::Result, response::set_keyspace(ks)))
+            return answer((Opcode::Result, response::set_keyspace(ks)));
         }
-        Statement::Select(s) => {
-            let table = system_table(cluster, &s.table, keyspace)?;
-            let (meta, rows) = evaluate(&table, s, &params.values)?;
-            let body = result::rows(&meta, &rows, None, params.skip_metadata);
-            Ok((Opcode::Result, body))
+        Statement::Select(s) => &s.table,
+        Statement::Update(u) => &u.table,
+        Statement::Delete(d) => &d.table,
+        Statement::Batch(kind, statements) => {
+            return super::batch::inline(cluster, *kind, statements, keyspace, params);
         }
-        Statement::Update(u) => Err(write_refused(cluster, &u.table, keyspace)),
-        Statement::Delete(d) => Err(write_refused(cluster, &d.table, keyspace)),
-        Statement::Truncate(t) => Err(write_refused(cluster, t, keyspace)),
-        Statement::Batch(..) => Err(CqlError::Invalid(
-            "BATCH: no table of a batch's kind exists on this node yet".into(),
-        )),
-        Statement::CreateKeyspace { .. }
-        | Statement::CreateTable(_)
-        | Statement::DropKeyspace { .. }
-        | Statement::DropTable { .. } => Err(CqlError::Server(
-            "a schema change reached the statement runner".into(),
-        )),
-    }
-}
-
-fn no_keyspace(ks: &str) -> CqlError {
-    CqlError::Invalid(format!("Keyspace '{ks}' does not exist"))
-}
-
-/// The keyspace of `table`: its own, else the session's.
-fn keyspace_of<'a>(table: &'a TableName, session: Option<&'a str>) -> Result<&'a str, CqlError> {
-    table.keyspace.as_deref().or(session).ok_or_else(|| {
-        CqlError::Invalid(
-            "No keyspace has been specified. USE a keyspace, or explicitly specify keyspace.tablename"
-                .into(),
-        )
-    })
-}
-
-/// What a statement on a table's rows answers, until counter tables'
-/// rows are served.
-fn write_refused(cluster: &Cluster, table: &TableName, session: Option<&str>) -> CqlError {
-    let ks = match keyspace_of(table, session) {
-        Ok(ks) => ks,
-        Err(e) => return e,
-    };
-    if SYSTEM_KEYSPACES.contains(&ks) {
-        return CqlError::Unauthorized(format!("{ks} keyspace is not user-modifiable."));
-    }
-    let Some(keyspace) = cluster.catalog.iter().find(|k| k.name == ks) else {
-        return no_keyspace(ks);
-    };
-    match keyspace.table(&table.name) {
-        None => CqlError::Invalid(format!("unconfigured table {}", table.name)),
-        Some(_) => CqlError::Invalid(format!(
-            "the rows of counter table {ks}.{} are not served by this node yet",
-            table.name
-        )),
-    }
-}
-
-/// The system table `name` names, generated now.
-fn system_table(
-    cluster: &Cluster,
-    name: &TableName,
-    session: Option<&str>,
-) -> Result<Table, CqlError> {
-    let ks = keyspace_of(name, session)?;
-    let table = match (ks, name.name.as_str()) {
-        ("system", "local") => Some(system::local(cluster)),
-        ("system", "peers") => Some(system::peers(cluster)),
-        ("system_schema", t) => system::schema_rows(cluster, t),
-        (ks, _) if SYSTEM_KEYSPACES.contains(&ks) => None,
-        (ks, _) if cluster.catalog.iter().any(|k| k.name == ks) => {
-            return Err(write_refused(cluster, name, session));
+        other => {
+            return Err(CqlError::Server(format!(
+                "a schema change reached the statement runner: {other:?}"
+            )));
         }
-        (ks, _) => return Err(no_keyspace(ks)),
     };
-    table.ok_or_else(|| CqlError::Invalid(format!("unconfigured table {}", name.name)))
+    let Some(found) = user_table(cluster, table, keyspace)? else {
+        return match (&statement, cluster.fresh) {
+            (_, false) => Ok(Outcome::Refresh),
+            (Statement::Select(s), true) => {
+                let table = system_table(cluster, &s.table, keyspace)?;
+                let (meta, rows) = evaluate(&table, s, &params.values)?;
+                answer((
+                    Opcode::Result,
+                    result::rows(&meta, &rows, None, params.skip_metadata),
+                ))
+            }
+            (_, true) => Err(write_refused(cluster, table, keyspace)),
+        };
+    };
+    let (keyspace, table) = found;
+    Ok(Outcome::Rows(RowWork {
+        parts: vec![Part {
+            keyspace,
+            table,
+            statement,
+            values: params.values.clone(),
+        }],
+        consistency: params.consistency,
+        skip_metadata: params.skip_metadata,
+    }))
 }
 
 fn prepare(
@@ -211,24 +138,53 @@ fn prepare(
     session: &Session,
     cache: &PreparedCache,
     text: &str,
-) -> Result<Answer, CqlError> {
+) -> Result<Outcome, CqlError> {
     let (statement, markers) = parse(text).map_err(|e| CqlError::Syntax(e.0))?;
     let keyspace = session.keyspace.clone();
-    let (bind, result) = match &statement {
-        Statement::Select(s) => {
-            let table = system_table(cluster, &s.table, keyspace.as_deref())?;
-            (bind_meta(&table, s, markers)?, select_meta(&table, s)?)
+    let ks = keyspace.as_deref();
+    let (bind, pk_indexes, result) = match &statement {
+        Statement::Use(_) => (empty(), Vec::new(), empty()),
+        Statement::Select(s) => match user_table(cluster, &s.table, ks)? {
+            Some((ks, t)) => {
+                let all = Table {
+                    meta: rows::all_columns(Target {
+                        keyspace: &ks,
+                        table: &t,
+                    }),
+                    rows: Vec::new(),
+                };
+                let bind = bind_meta(&all.meta, &s.relations, limit_marker(s), markers)?;
+                (bind, pk_indexes(&t, &s.relations), select_meta(&all, s)?)
+            }
+            None if !cluster.fresh => return Ok(Outcome::Refresh),
+            None => {
+                let table = system_table(cluster, &s.table, ks)?;
+                let bind = bind_meta(&table.meta, &s.relations, limit_marker(s), markers)?;
+                (bind, Vec::new(), select_meta(&table, s)?)
+            }
+        },
+        Statement::Update(_) | Statement::Delete(_) => {
+            let (name, relations, extra) = write_markers(&statement);
+            match user_table(cluster, name, ks)? {
+                Some((ks, t)) => {
+                    let all = rows::all_columns(Target {
+                        keyspace: &ks,
+                        table: &t,
+                    });
+                    let bind = bind_meta(&all, relations, extra, markers)?;
+                    (bind, pk_indexes(&t, relations), empty())
+                }
+                None if !cluster.fresh => return Ok(Outcome::Refresh),
+                None => return Err(write_refused(cluster, name, ks)),
+            }
         }
-        Statement::Use(_) => (empty(), empty()),
-        Statement::Update(u) => return Err(write_refused(cluster, &u.table, keyspace.as_deref())),
-        Statement::Delete(d) => return Err(write_refused(cluster, &d.table, keyspace.as_deref())),
         _ => {
             return Err(CqlError::Invalid(
-                "this statement cannot be prepared on this node yet".into(),
+                "Tally prepares SELECT, UPDATE, DELETE and USE statements".into(),
             ));
         }
     };
-    let id = statement_id(text, keyspace.as_deref());
+    let id = statement_id(text, ks);
     cache.put(
         id.clone(),
         Prepared {
@@ -237,7 +193,8 @@ fn prepare(
             keyspace,
         },
     );
-    Ok((Opcode::Result, result::prepared(&id, &bind, &[], &result)))
+    let body = result::prepared(&id, &bind, &pk_indexes, &result);
+    Ok(Outcome::Answer((Opcode::Result, body)))
 }
 
 fn empty() -> Metadata {
@@ -253,17 +210,90 @@ fn select_meta(table: &Table, s: &Select) -> Result<Metadata, CqlError> {
     let unfiltered = Select {
         relations: Vec::new(),
         limit: None,
+        order_by: Vec::new(),
         ..s.clone()
     };
     Ok(evaluate(table, &unfiltered, &[])?.0)
 }
 
-/// The bind markers of a SELECT, in order: each named as its column (or
-/// `[limit]`), typed as it (a list of it for `IN ?`).
-fn bind_meta(table: &Table, s: &Select, markers: usize) -> Result<Metadata, CqlError> {
+/// A marker bound to a value that is no column's, and its spec.
+type Extra = Vec<(Term, Column)>;
+
+fn extra(name: &str, ty: CqlType, term: Option<&Term>) -> Extra {
+    term.map(|t| {
+        (
+            t.clone(),
+            Column {
+                name: name.into(),
+                ty,
+            },
+        )
+    })
+    .into_iter()
+    .collect()
+}
+
+fn limit_marker(s: &Select) -> Extra {
+    extra("[limit]", CqlType::Int, s.limit.as_ref())
+}
+
+/// An UPDATE's or DELETE's table, relations, and other markers: the
+/// counters' deltas, `USING TTL` and `USING TIMESTAMP`.
+fn write_markers(statement: &Statement) -> (&TableName, &[Relation], Extra) {
+    match statement {
+        Statement::Update(u) => {
+            let mut extras = extra("[ttl]", CqlType::Int, u.ttl.as_ref());
+            extras.extend(extra("[timestamp]", CqlType::Bigint, u.timestamp.as_ref()));
+            for a in &u.assignments {
+                let (Assignment::Add(name, t)
+                | Assignment::Sub(name, t)
+                | Assignment::Set(name, t)) = a;
+                extras.extend(extra(name, CqlType::Counter, Some(t)));
+            }
+            (&u.table, &u.relations, extras)
+        }
+        Statement::Delete(d) => (
+            &d.table,
+            &d.relations,
+            extra("[timestamp]", CqlType::Bigint, d.timestamp.as_ref()),
+        ),
+        _ => unreachable!("write_markers of an UPDATE or a DELETE"),
+    }
+}
+
+/// The marker of each partition key column, in key order, when every
+/// one is bound by `= ?` (a token-aware driver hashes them); else none.
+fn pk_indexes(t: &TableDef, relations: &[Relation]) -> Vec<u16> {
+    let marker = |name: &str| {
+        relations
+            .iter()
+            .find_map(|r| match (r.column == name, r.op, r.terms.as_slice()) {
+                (true, Op::Eq, [Term::Marker(i) | Term::Named(i, _)]) => u16::try_from(*i).ok(),
+                _ => None,
+            })
+    };
+    let keys: Vec<Option<u16>> = t
+        .columns
+        .iter()
+        .filter(|c| c.kind == Kind::PartitionKey)
+        .map(|c| marker(&c.name))
+        .collect();
+    keys.into_iter()
+        .collect::<Option<Vec<u16>>>()
+        .unwrap_or_default()
+}
+
+/// The bind markers of a statement, in order: each named as its column
+/// (or as `extra` says), typed as it (a list of it for `IN ?`).
+fn bind_meta(
+    table: &Metadata,
+    relations: &[Relation],
+    extra: Extra,
+    markers: usize,
+) -> Result<Metadata, CqlError> {
     let mut columns: Vec<(usize, Column)> = Vec::new();
-    for r in &s.relations {
-        let Some(c) = table.meta.columns.iter().find(|c| c.name == r.column) else {
+    for r in relations {
+        let Some(c) = table.columns.iter().find(|c| c.name == r.column) else {
             return Err(CqlError::Invalid(format!(
                 "Undefined column name {}",
                 r.column
@@ -283,14 +313,10 @@ fn bind_meta(table: &Table, s: &Select, markers: usize) -> Result<Metadata, CqlE
             }
         }
     }
-    if let Some(Term::Marker(i) | Term::Named(i, _)) = &s.limit {
-        columns.push((
-            *i,
-            Column {
-                name: "[limit]".into(),
-                ty: CqlType::Int,
-            },
-        ));
+    for (term, column) in extra {
+        if let Term::Marker(i) | Term::Named(i, _) = term {
+            columns.push((i, column));
+        }
     }
     columns.sort_by_key(|(i, _)| *i);
     if columns.len() != markers {
@@ -301,38 +327,8 @@ fn bind_meta(table: &Table, s: &Select, markers: usize) -> Result<Metadata, CqlE
     }
     Ok(Metadata {
         columns: columns.into_iter().map(|(_, c)| c).collect(),
-        ..table.meta.clone()
+        ..table.clone()
     })
-}
-
-/// A prepared statement's id: a hash of its text and keyspace, the same on
-/// every node (drivers prepare on all of them and execute anywhere).
-fn statement_id(text: &str, keyspace: Option<&str>) -> Vec<u8> {
-    let key = format!("{}\0{text}", keyspace.unwrap_or(""));
-    system::hash_id(key.as_bytes(), 0x5eed).to_vec()
-}
-
-fn hex(id: &[u8]) -> String {
-    id.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-impl PreparedCache {
-    fn get(&self, id: &[u8]) -> Option<Prepared> {
-        self.by_id.lock().get(id).map(|(_, p)| p.clone())
-    }
-
-    fn put(&self, id: Vec<u8>, p: Prepared) {
-        let mut next = self.next.lock();
-        *next += 1;
-        let mut by_id = self.by_id.lock();
-        if by_id.len() >= PREPARED_MAX {
-            let mut ages: Vec<u64> = by_id.values().map(|(age, _)| *age).collect();
-            ages.sort_unstable();
-            let cut = ages[ages.len() / 2];
-            by_id.retain(|_, (age, _)| *age > cut);
-        }
-        by_id.insert(id, (*next, p));
-    }
 }
 
 #[cfg(test)]
@@ -355,6 +351,7 @@ mod tests {
             schema_version: [0; 16],
             catalog: Vec::new(),
             replication_factor: 3,
+            fresh: true,
         }
     }
 
@@ -365,9 +362,9 @@ mod tests {
         p: &PreparedCache,
         r: Request,
     ) -> Result<Answer, CqlError> {
-        match super::run(c, s, p, r)? {
+        match super::run(c, s, p, &r)? {
             Outcome::Answer(a) => Ok(a),
-            Outcome::Schema { statement, .. } => panic!("a schema change: {statement:?}"),
+            other => panic!("not an answer: {other:?}"),
         }
     }
 
@@ -478,23 +475,107 @@ mod tests {
         assert_eq!(statement_id(q, None), id, "the same id on every node");
     }
 
-    #[test]
-    fn the_cache_keeps_the_newest_past_its_size() {
-        let p = PreparedCache::default();
-        let statement = parse("USE system").unwrap().0;
-        for i in 0..PREPARED_MAX + 1 {
-            let prepared = Prepared {
-                statement: statement.clone(),
-                markers: 0,
-                keyspace: None,
-            };
-            p.put(i.to_be_bytes().to_vec(), prepared);
+    /// A cluster whose catalog has `ks.cf (pk int PRIMARY KEY, c counter)`.
+    fn with_table(fresh: bool) -> Cluster {
+        let create = "CREATE TABLE ks.cf (pk int, ck text, c counter, PRIMARY KEY (pk, ck))";
+        let ks = super::super::schema::Keyspace {
+            name: "ks".into(),
+            durable_writes: true,
+            tables: Vec::new(),
+        };
+        let (statement, _) = parse(create).unwrap();
+        let Ok(super::super::schema::Change::Put(ks, _)) =
+            super::super::schema::apply(&statement, &[ks], None, 3, [1; 16])
+        else {
+            panic!()
+        };
+        Cluster {
+            catalog: vec![ks],
+            fresh,
+            ..cluster()
         }
-        assert!(p.by_id.lock().len() <= PREPARED_MAX);
-        assert!(
-            p.get(&PREPARED_MAX.to_be_bytes()).is_some(),
-            "the newest stays"
+    }
+
+    #[test]
+    fn a_statement_on_rows_is_handed_back_with_its_table() {
+        let (c, mut s, p) = (
+            with_table(false),
+            Session::default(),
+            PreparedCache::default(),
         );
-        assert!(p.get(&0usize.to_be_bytes()).is_none(), "the oldest went");
+        let q = query(
+            "UPDATE ks.cf SET c = c + 1 WHERE pk = 1 AND ck = 'a'",
+            vec![],
+        );
+        let Ok(Outcome::Rows(work)) = super::run(&c, &mut s, &p, &q) else {
+            panic!()
+        };
+        assert_eq!(work.parts.len(), 1);
+        assert_eq!(work.parts[0].table.name, "cf");
+        // A table this node's copy lacks: read the schema again, then
+        // refuse if it is still not there.
+        let q = query("SELECT * FROM ks.nope WHERE pk = 1", vec![]);
+        assert!(matches!(
+            super::run(&c, &mut s, &p, &q),
+            Ok(Outcome::Refresh)
+        ));
+        let fresh = with_table(true);
+        let e = run(&fresh, &mut s, &p, q).unwrap_err();
+        assert_eq!(e, CqlError::Invalid("unconfigured table nope".into()));
+        // So do the system tables.
+        let q = query("SELECT * FROM system.local", vec![]);
+        assert!(matches!(
+            super::run(&c, &mut s, &p, &q),
+            Ok(Outcome::Refresh)
+        ));
+    }
+
+    #[test]
+    fn a_prepared_update_names_its_markers_and_partition_key() {
+        let (c, mut s, p) = (
+            with_table(false),
+            Session::default(),
+            PreparedCache::default(),
+        );
+        let q = "UPDATE ks.cf USING TTL ? SET c = c + ? WHERE ck = ? AND pk = ?";
+        let (_, body) = run(&c, &mut s, &p, Request::Prepare(q.into())).unwrap();
+        let mut r = Reader::new(&body);
+        assert_eq!(r.int(), Ok(4), "prepared");
+        r.short_bytes().unwrap();
+        assert_eq!((r.int(), r.int(), r.int()), (Ok(1), Ok(4), Ok(1)));
+        assert_eq!(r.short(), Ok(3), "the partition key is the fourth marker");
+        assert_eq!((r.string(), r.string()), (Ok("ks".into()), Ok("cf".into())));
+        let names: Vec<String> = (0..4)
+            .map(|_| {
+                let name = r.string().unwrap();
+                super::super::result::CqlType::read(&mut r).unwrap();
+                name
+            })
+            .collect();
+        assert_eq!(names, ["[ttl]", "c", "ck", "pk"]);
+    }
+
+    #[test]
+    fn a_counter_batch_holds_counter_statements_only() {
+        let (c, mut s, p) = (
+            with_table(false),
+            Session::default(),
+            PreparedCache::default(),
+        );
+        let batch = |kind: &str| {
+            query(
+                &format!(
+                    "BEGIN {kind} BATCH UPDATE ks.cf SET c = c + 1 WHERE pk = 1 AND ck = 'a'; \
+                     UPDATE ks.cf SET c = c - 1 WHERE pk = 2 AND ck = 'b'; APPLY BATCH"
+                ),
+                vec![],
+            )
+        };
+        let Ok(Outcome::Rows(work)) = super::run(&c, &mut s, &p, &batch("COUNTER")) else {
+            panic!()
+        };
+        assert_eq!(work.parts.len(), 2);
+        let e = super::run(&c, &mut s, &p, &batch("")).unwrap_err();
+        assert_eq!(e.code(), 0x2200, "a logged batch of counters");
     }
 }

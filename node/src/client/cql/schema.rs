@@ -21,7 +21,8 @@
 //! ```text
 //! keyspace := [byte] 1 (format), [byte] durable_writes, [short] n, n tables
 //! table    := [string] name, 16 bytes id, [int] default_time_to_live,
-//!             [string] comment, [short] n, n columns
+//!             [string] comment, ([int] truncations: format 2 only),
+//!             [short] n, n columns
 //! column   := [string] name, [option] type, [byte] kind (0 partition key,
 //!             1 clustering, 2 regular), [byte] descending
 //! ```
@@ -40,8 +41,12 @@ pub(crate) const DATA_CENTER: &str = "datacenter1";
 /// Longest column name.
 const COLUMN_NAME_BYTES_MAX: usize = 256;
 
-/// The format byte of an encoded keyspace.
+/// The format byte of an encoded keyspace: 1, or 2 once a table of it
+/// was truncated (so a build that reads only 1 reads every keyspace that
+/// needs no more).
 const FORMAT: u8 = 1;
+/// The format that has each table's truncations.
+const FORMAT_TRUNCATIONS: u8 = 2;
 
 /// A column's place in its table's primary key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +71,9 @@ pub(crate) struct TableDef {
     pub(crate) id: [u8; 16],
     pub(crate) default_ttl_s: i32,
     pub(crate) comment: String,
+    /// How many times it was truncated: its cells are those of this
+    /// count (`cells::prefix`).
+    pub(crate) truncations: u32,
     /// Partition key columns first, then clustering ones, in key order,
     /// then the counters in the order written.
     pub(crate) columns: Vec<ColumnDef>,
@@ -85,7 +93,11 @@ impl Keyspace {
 
     /// The keyspace as its register holds it.
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut b = vec![FORMAT, u8::from(self.durable_writes)];
+        let format = match self.tables.iter().any(|t| t.truncations > 0) {
+            true => FORMAT_TRUNCATIONS,
+            false => FORMAT,
+        };
+        let mut b = vec![format, u8::from(self.durable_writes)];
         put_short(
             &mut b,
             u16::try_from(self.tables.len()).expect("tables fit a short"),
@@ -95,6 +107,9 @@ impl Keyspace {
             b.extend_from_slice(&t.id);
             put_int(&mut b, t.default_ttl_s);
             put_string(&mut b, &t.comment);
+            if format == FORMAT_TRUNCATIONS {
+                b.extend_from_slice(&t.truncations.to_be_bytes());
+            }
             put_short(
                 &mut b,
                 u16::try_from(t.columns.len()).expect("columns fit a short"),
@@ -118,7 +133,7 @@ impl Keyspace {
         let mut r = Reader::new(bytes);
         let bad = |what: String| super::body::Malformed(format!("keyspace {name}: {what}"));
         let format = r.byte()?;
-        if format != FORMAT {
+        if format != FORMAT && format != FORMAT_TRUNCATIONS {
             return Err(bad(format!("format {format}")));
         }
         let durable_writes = r.byte()? != 0;
@@ -131,6 +146,10 @@ impl Keyspace {
             }
             let default_ttl_s = r.int()?;
             let comment = r.string()?;
+            let truncations = match format {
+                FORMAT_TRUNCATIONS => u32::from_be_bytes(r.int()?.to_be_bytes()),
+                _ => 0,
+            };
             let mut columns = Vec::new();
             for _ in 0..r.short()? {
                 let name = r.string()?;
@@ -154,6 +173,7 @@ impl Keyspace {
                 id,
                 default_ttl_s,
                 comment,
+                truncations,
                 columns,
             });
         }
@@ -178,6 +198,9 @@ pub(crate) enum Change {
     Put(Keyspace, SchemaChange),
     /// Remove the keyspace `name`.
     Drop(String, SchemaChange),
+    /// Put this keyspace, one of its tables truncated (which answers no
+    /// schema change).
+    Truncate(Keyspace),
 }
 
 /// `CREATE KEYSPACE name WITH options`, given the keyspace as it is now
@@ -393,6 +416,7 @@ fn table_def(t: &CreateTable, id: [u8; 16]) -> Result<TableDef, CqlError> {
         id,
         default_ttl_s,
         comment,
+        truncations: 0,
         columns,
     })
 }
@@ -542,6 +566,10 @@ pub(crate) fn apply(
             drop_table(table, *if_exists, find(&ks), &ks)
         }
         Statement::DropKeyspace { name, if_exists } => drop_keyspace(name, *if_exists, find(name)),
+        Statement::Truncate(table) => {
+            let ks = keyspace_of(table)?;
+            truncate(table, find(&ks), &ks)
+        }
         other => Err(CqlError::Server(format!("not a schema change: {other:?}"))),
     }
 }
@@ -554,7 +582,40 @@ pub(crate) fn changes_schema(statement: &Statement) -> bool {
             | Statement::CreateTable(_)
             | Statement::DropKeyspace { .. }
             | Statement::DropTable { .. }
+            | Statement::Truncate(_)
     )
+}
+
+/// Whether `change` leaves a table's cells behind (`TRUNCATE`, `DROP`):
+/// a node must no longer run statements with the schema from before it.
+pub(crate) fn empties(change: &Change) -> bool {
+    match change {
+        Change::None => false,
+        Change::Truncate(_) | Change::Drop(..) => true,
+        Change::Put(_, c) => c.change == "DROPPED",
+    }
+}
+
+/// `TRUNCATE`: the table's cells from now on are a new set, empty.
+pub(crate) fn truncate(
+    table: &TableName,
+    keyspace: Option<&Keyspace>,
+    ks_name: &str,
+) -> Result<Change, CqlError> {
+    let Some(ks) = keyspace else {
+        return Err(CqlError::Invalid(format!(
+            "Keyspace {ks_name} does not exist"
+        )));
+    };
+    let mut next = ks.clone();
+    let Some(t) = next.tables.iter_mut().find(|t| t.name == table.name) else {
+        return Err(CqlError::Invalid(format!(
+            "unconfigured table {}",
+            table.name
+        )));
+    };
+    t.truncations = t.truncations.wrapping_add(1);
+    Ok(Change::Truncate(next))
 }
 
 /// The catalog the registers of the schema's partition hold: a register
@@ -574,7 +635,7 @@ pub(crate) fn registers_after(registers: &Registers, change: &Change) -> Registe
     let mut next = registers.clone();
     match change {
         Change::None => {}
-        Change::Put(ks, _) => next.put(Register {
+        Change::Put(ks, _) | Change::Truncate(ks) => next.put(Register {
             column: ks.name.as_bytes().to_vec(),
             value: ks.encode(),
             at_ms: 0,

@@ -11,6 +11,8 @@ use super::response::CqlError;
 use super::result::{Cell, Column, CqlType, Metadata, cell};
 use super::system::Table;
 
+mod literals;
+
 /// The columns and rows `select` answers from `table`; `values` bound to
 /// its markers.
 pub(crate) fn evaluate(
@@ -97,7 +99,7 @@ fn column(table: &Table, name: &str) -> Result<usize, CqlError> {
 }
 
 /// The encoded value of `term` for a column of type `ty`.
-fn bound(term: &Term, ty: &CqlType, values: &[Value]) -> Result<Cell, CqlError> {
+pub(crate) fn bound(term: &Term, ty: &CqlType, values: &[Value]) -> Result<Cell, CqlError> {
     match term {
         Term::Marker(i) | Term::Named(i, _) => match values.get(*i) {
             Some(Value::Bytes(b)) => Ok(Some(b.clone())),
@@ -137,6 +139,25 @@ pub(crate) fn encode(lit: &Literal, ty: &CqlType) -> Result<Cell, CqlError> {
     Ok(match (ty, lit) {
         (_, Literal::Null) => None,
         (CqlType::Varchar | CqlType::Ascii, Literal::Str(s)) => cell::text(s),
+        (CqlType::Timestamp, Literal::Str(s)) => {
+            cell::bigint(literals::timestamp_ms(s).ok_or_else(wrong)?)
+        }
+        (CqlType::Date, Literal::Str(s)) => {
+            let days = literals::days(s).ok_or_else(wrong)?;
+            Some(
+                literals::date(days)
+                    .ok_or_else(wrong)?
+                    .to_be_bytes()
+                    .to_vec(),
+            )
+        }
+        (CqlType::Date, Literal::Int(i)) => Some(
+            u32::try_from(*i)
+                .map_err(|_| wrong())?
+                .to_be_bytes()
+                .to_vec(),
+        ),
+        (CqlType::Inet, Literal::Str(s)) => cell::inet(s.parse().map_err(|_| wrong())?),
         (CqlType::Bigint | CqlType::Counter | CqlType::Timestamp, _) => {
             cell::bigint(int(8)? as i64)
         }
@@ -153,7 +174,7 @@ pub(crate) fn encode(lit: &Literal, ty: &CqlType) -> Result<Cell, CqlError> {
 }
 
 /// The elements of a bound list (`IN ?`): `[int] n`, then each `[bytes]`.
-fn list(encoded: &Cell) -> Result<Vec<Cell>, CqlError> {
+pub(crate) fn list(encoded: &Cell) -> Result<Vec<Cell>, CqlError> {
     let bad = || CqlError::Invalid("a malformed list bound to IN ?".into());
     let bytes = encoded.as_ref().ok_or_else(bad)?;
     let mut r = super::body::Reader::new(bytes);

@@ -10,6 +10,9 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 use tally_net::{Outcome as WireOutcome, WireError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -19,11 +22,14 @@ use tracing::debug;
 use super::ast::Statement;
 use super::frame::{self, FLAG_COMPRESSED, HEADER_BYTES, Header, Opcode};
 use super::handshake::{Handshake, Step};
-use super::request::{self, Request};
+use super::levels;
+use super::prepared::PreparedCache;
+use super::request::{self, Decoded, Request};
 use super::response::{self, CqlError};
-use super::run::{Outcome, PreparedCache, Session, run};
+use super::run::run;
 use super::schema::{self, Change, Keyspace};
 use super::system::{Cluster, Host, host_id, schema_version};
+use super::work::{Outcome, Session};
 
 use crate::client::accept::{
     Accepted, Anonymous, ClientGate, Listener, accept_loop, login_deadline,
@@ -43,6 +49,14 @@ const CONSISTENCY_SERIAL: u16 = 0x0008;
 /// connection closes.
 const BODY_BYTES_MAX: usize = 1 << 20;
 
+/// How long a node runs statements on rows with the schema it read
+/// (counted from when the read began), before it reads it again. A
+/// change that empties a table (`TRUNCATE`, `DROP`) is answered this long
+/// after it is agreed, so no statement that comes after it, through any
+/// node, writes to or reads the table as it was: every node has read the
+/// schema again by then.
+const SCHEMA_FRESH_FOR: Duration = Duration::from_secs(1);
+
 /// What a client off loopback is told without users, in protected mode.
 const PROTECTED: &str = "Tally is running in protected mode: no users are configured, so only \
      clients on loopback addresses are served. Add users under [cluster.auth] (see `tallyd \
@@ -55,7 +69,7 @@ pub(crate) async fn serve(
     gate: Arc<ClientGate>,
     doors: Doors,
 ) {
-    let prepared = Arc::new(PreparedCache::default());
+    let shared = Arc::new(Shared::default());
     let l = Listener {
         what: "CQL",
         refusal: CqlError::Overloaded("Too many connections".into()).frame(0),
@@ -64,9 +78,17 @@ pub(crate) async fn serve(
         protected: CqlError::Unauthorized(PROTECTED.into()).frame(0),
         auth: doors.auth,
         tls: doors.tls,
-        handle: move |accepted| connection(accepted, prepared.clone()),
+        handle: move |accepted| connection(accepted, shared.clone()),
     };
     accept_loop(listener, node, gate, l).await
+}
+
+/// What a node's connections share: the statements prepared on it, and
+/// its view of the cluster as it last read it.
+#[derive(Default)]
+struct Shared {
+    prepared: PreparedCache,
+    cluster: Mutex<Option<(Instant, Arc<Cluster>)>>,
 }
 
 /// Why a connection ends.
@@ -81,7 +103,7 @@ enum End {
 struct Conn {
     node: Arc<Node>,
     auth: Arc<Auth>,
-    prepared: Arc<PreparedCache>,
+    shared: Arc<Shared>,
     peer: Option<SocketAddr>,
     handshake: Handshake,
     login: Login,
@@ -90,7 +112,7 @@ struct Conn {
     anonymous: Option<Anonymous>,
 }
 
-async fn connection(c: Accepted, prepared: Arc<PreparedCache>) {
+async fn connection(c: Accepted, shared: Arc<Shared>) {
     let Accepted {
         mut stream,
         node,
@@ -106,7 +128,7 @@ async fn connection(c: Accepted, prepared: Arc<PreparedCache>) {
         session: Session::default(),
         node,
         auth,
-        prepared,
+        shared,
         anonymous,
     };
     let end = loop {
@@ -130,11 +152,11 @@ async fn connection(c: Accepted, prepared: Arc<PreparedCache>) {
         if !matches!(read.await, Ok(Ok(_))) {
             break End::Quiet;
         }
-        let request = match decode(&header, &body) {
-            Ok(request) => request,
+        let decoded = match decode(&header, &body) {
+            Ok(decoded) => decoded,
             Err(why) => break End::Say(header.stream, CqlError::Protocol(why)),
         };
-        let answer = conn.answer(request, header.stream).await;
+        let answer = conn.answer(decoded, header.stream).await;
         // A client that leaves its answers untaken is closed.
         let sent = tokio::time::timeout(limits.output_timeout(), stream.write_all(&answer));
         if !matches!(sent.await, Ok(Ok(()))) {
@@ -152,19 +174,18 @@ async fn connection(c: Accepted, prepared: Arc<PreparedCache>) {
 }
 
 /// The request a frame holds, or why it holds none: a protocol error.
-fn decode(header: &Header, body: &[u8]) -> Result<Request, String> {
+fn decode(header: &Header, body: &[u8]) -> Result<Decoded, String> {
     match (Opcode::of(header.opcode), header.flags & FLAG_COMPRESSED) {
         (_, c) if c != 0 => Err("a compressed frame, and no compression was agreed".into()),
         (None, _) => Err(format!("unknown opcode {:#04x}", header.opcode)),
-        (Some(op), _) => request::decode(op, header.flags, body)
-            .map(|d| d.request)
-            .map_err(|m| m.0),
+        (Some(op), _) => request::decode(op, header.flags, body).map_err(|m| m.0),
     }
 }
 
 impl Conn {
     /// The answer frame to `request`, on `stream`, as the handshake says.
-    async fn answer(&mut self, request: Request, stream: i16) -> Vec<u8> {
+    async fn answer(&mut self, decoded: Decoded, stream: i16) -> Vec<u8> {
+        let Decoded { request, payload } = decoded;
         match self.handshake.step(&request) {
             Step::Supported(b) => frame::response(stream, Opcode::Supported, 0, &b),
             Step::Ready => frame::response(stream, Opcode::Ready, 0, &[]),
@@ -172,8 +193,17 @@ impl Conn {
             Step::CheckPassword { user, password } => self.log_in(&user, &password, stream).await,
             Step::Refuse(e) => e.frame(stream),
             Step::Run => {
-                let (node, prepared) = (&self.node, &self.prepared);
-                statement(node, &mut self.session, prepared, request, stream).await
+                let answer = statement(
+                    &self.node,
+                    &mut self.session,
+                    &self.shared,
+                    request,
+                    &payload,
+                );
+                match answer.await {
+                    Ok((op, body)) => frame::response(stream, op, 0, &body),
+                    Err(e) => e.frame(stream),
+                }
             }
         }
     }
@@ -214,34 +244,66 @@ async fn read_header(
     Some(Header::parse(&bytes))
 }
 
-/// A statement's answer frame.
+/// A statement's answer: run against this node's view of the cluster,
+/// read again from the cluster when the statement needs it as it is now.
 async fn statement(
     node: &Node,
     session: &mut Session,
-    prepared: &PreparedCache,
+    shared: &Shared,
     request: Request,
-    stream: i16,
-) -> Vec<u8> {
-    // Answered without the cluster's view (whose schema is an agreed read).
+    payload: &[(String, Vec<u8>)],
+) -> Result<(Opcode, Vec<u8>), CqlError> {
+    // Answered without the cluster's view.
     if let Request::Register(_) = request {
-        return frame::response(stream, Opcode::Ready, 0, &[]);
+        return Ok((Opcode::Ready, Vec::new()));
     }
-    let answer = match cluster(node).await {
-        Ok(cluster) => run(&cluster, session, prepared, request),
-        Err(e) => Err(e),
-    };
-    let answer = match answer {
-        Ok(Outcome::Answer(a)) => Ok(a),
-        Ok(Outcome::Schema {
-            statement,
-            keyspace,
-        }) => change_schema(node, statement, keyspace).await,
-        Err(e) => Err(e),
-    };
-    match answer {
-        Ok((op, body)) => frame::response(stream, op, 0, &body),
-        Err(e) => e.frame(stream),
+    let mut fresh = false;
+    loop {
+        let cluster = view(node, shared, fresh).await?;
+        return match run(&cluster, session, &shared.prepared, &request)? {
+            Outcome::Answer(a) => Ok(a),
+            Outcome::Refresh if !fresh => {
+                fresh = true;
+                continue;
+            }
+            Outcome::Refresh => Err(CqlError::Server(
+                "the schema read from the cluster is still not the one needed".into(),
+            )),
+            Outcome::Schema {
+                statement,
+                keyspace,
+            } => {
+                let done = change_schema(node, statement, keyspace).await;
+                *shared.cluster.lock() = None;
+                done
+            }
+            Outcome::Rows(work) => {
+                let id = levels::op_id(payload)?;
+                super::exec::run(node, work, id).await
+            }
+        };
     }
+}
+
+/// This node's view of the cluster: read now if `fresh`, else as read
+/// less than [`SCHEMA_FRESH_FOR`] ago.
+async fn view(node: &Node, shared: &Shared, fresh: bool) -> Result<Arc<Cluster>, CqlError> {
+    if !fresh {
+        let kept = shared.cluster.lock().clone();
+        if let Some((_, cluster)) = kept.filter(|(at, _)| at.elapsed() < SCHEMA_FRESH_FOR) {
+            return Ok(cluster);
+        }
+    }
+    // Kept from when the read began: it holds the schema of some moment
+    // after that (see `SCHEMA_FRESH_FOR`).
+    let began = Instant::now();
+    let read = Arc::new(cluster(node).await?);
+    let kept = Cluster {
+        fresh: false,
+        ..(*read).clone()
+    };
+    *shared.cluster.lock() = Some((began, Arc::new(kept)));
+    Ok(read)
 }
 
 /// Agrees on a schema change with the cluster (`schema::apply` worked
@@ -268,8 +330,13 @@ async fn change_schema(
         })
         .await
         .map_err(|e| from_wire(&e))??;
+    if schema::empties(&done) {
+        // No node runs a statement with the schema from before it once it
+        // is answered.
+        tokio::time::sleep(SCHEMA_FRESH_FOR).await;
+    }
     let body = match done {
-        Change::None => response::void(),
+        Change::None | Change::Truncate(_) => response::void(),
         Change::Put(_, change) | Change::Drop(_, change) => change.result(),
     };
     Ok((Opcode::Result, body))
@@ -339,5 +406,6 @@ async fn cluster(node: &Node) -> Result<Cluster, CqlError> {
         schema_version: schema_version(&catalog),
         catalog,
         replication_factor: config.cluster.replication_factor,
+        fresh: true,
     })
 }

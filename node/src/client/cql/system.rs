@@ -47,6 +47,9 @@ pub(crate) struct Cluster {
     pub(crate) catalog: Vec<Keyspace>,
     /// The cluster's replication factor, every keyspace's.
     pub(crate) replication_factor: usize,
+    /// The catalog was read from the cluster for this request (else it
+    /// is the node's copy of a moment ago).
+    pub(crate) fresh: bool,
 }
 
 /// The version of `catalog`: a hash of its keyspaces, in name order, so
@@ -398,6 +401,7 @@ mod tests {
             schema_version: [1; 16],
             catalog: Vec::new(),
             replication_factor: 3,
+            fresh: true,
         }
     }
 

@@ -14,13 +14,13 @@ use tally_net::wire::{Consistency, ErrorKind, WireError, WireKey};
 use std::borrow::Cow;
 
 use super::command::{Cmd, NOT_AN_INTEGER, Op};
-use super::join::join_all;
 use super::proto::Reply;
 use super::registers::AddedToString;
 use super::session::arity;
 use crate::base::convert;
 use crate::base::keyspace::Keyspace;
 use crate::base::refusal::is_holds_string;
+use crate::client::join::join_all;
 use crate::cluster::write::Queued;
 use crate::node::Node;
 

@@ -25,11 +25,11 @@ use tally_engine::{Cell, now_ms};
 use tally_net::wire::{Consistency, WireError, WireKey, WireKind};
 
 use super::counters::wire_err;
-use super::join::join_all;
 use super::proto::Reply;
 use super::registers;
 use super::session::arity;
 use crate::base::{fields, zset};
+use crate::client::join::join_all;
 use crate::node::Node;
 
 /// Most keys of one `EXISTS` read at once.

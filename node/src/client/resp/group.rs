@@ -15,9 +15,9 @@ use tally_net::wire::Consistency;
 
 use super::command::{Cmd, Op};
 use super::counters;
-use super::join::join_all;
 use super::proto::Reply;
 use crate::base::keyspace::Keyspace;
+use crate::client::join::join_all;
 use crate::node::Node;
 
 /// The replies to `cmds` of `user` (`None` without users), in order, run

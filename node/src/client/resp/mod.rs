@@ -62,7 +62,6 @@ mod generic;
 mod glob;
 mod group;
 mod hashes;
-mod join;
 mod keys;
 mod lists;
 mod login;

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tally_net::ring::{TokenRange, murmur3_token};
+use tally_net::ring::{TokenRange, partition_token};
 use tally_net::wire::{
     AGREED_STATES_MAX, Acceptor, ErrorKind, PeerRequest, PeerResponse, WireError, WireRange,
 };
@@ -222,7 +222,7 @@ pub(crate) async fn page(
     let ctx = ctx.clone();
     let scan = tokio::task::spawn_blocking(move || {
         let wanted = |p: &[u8]| {
-            let token = murmur3_token(p);
+            let token = partition_token(p);
             ranges.iter().any(|r| r.contains(token))
         };
         let limits = (AGREED_STATES_MAX, PAGE_BYTES);

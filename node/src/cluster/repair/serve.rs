@@ -10,7 +10,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use tally_engine::{Engine, Key, cell_digest};
-use tally_net::ring::{TokenRange, murmur3_token};
+use tally_net::ring::{TokenRange, partition_token};
 use tally_net::wire::{
     ErrorKind, PeerRequest, PeerResponse, REPAIR_LEAVES_MAX, REPAIR_RANGES_MAX,
     REPAIR_SEGMENTS_MAX, WireError, WireRange,
@@ -129,7 +129,7 @@ fn digests(
             if flushed(k.partition()) || c.holds_only_agreed() {
                 return ControlFlow::Continue(());
             }
-            if let Some(i) = locator.locate(murmur3_token(k.partition())) {
+            if let Some(i) = locator.locate(partition_token(k.partition())) {
                 let sum = &mut sums[i as usize];
                 *sum = sum.wrapping_add(cell_digest(k, c, &mut scratch));
             }
@@ -154,7 +154,7 @@ fn leaves(
     let mut scratch = Vec::new();
     engine
         .scan(after.as_ref(), |k, c| {
-            let slice = locator.locate(murmur3_token(k.partition()));
+            let slice = locator.locate(partition_token(k.partition()));
             let compared = !flushed(k.partition()) && !c.holds_only_agreed();
             if slice.is_some_and(|s| in_runs(wanted, s)) && compared {
                 out.push((wire_key(k), cell_digest(k, c, &mut scratch)));

@@ -4,7 +4,7 @@
 use std::ops::{Bound, ControlFlow};
 
 use tally_engine::{Cell, Engine, Key, unique};
-use tally_net::ring::{TokenRange, murmur3_token};
+use tally_net::ring::{TokenRange, partition_token};
 use tally_net::wire::{
     ErrorKind, REPAIR_RANGES_MAX, Registers, SCAN_KEYS_MAX, WireError, WireKeys, WireKind,
     WireRange, WireScan, WireScanned,
@@ -114,7 +114,7 @@ pub(crate) fn page(
             let listed = kind(k, c, now_ms).filter(|_| {
                 ranges
                     .iter()
-                    .any(|r| r.contains(murmur3_token(k.partition())))
+                    .any(|r| r.contains(partition_token(k.partition())))
             });
             if let Some(kind) = listed {
                 let same = |s: &WireScanned| s.kind == kind && s.partition == partition;

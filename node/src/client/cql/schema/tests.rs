@@ -209,6 +209,47 @@ fn drops_remove_what_exists_and_say_what_does_not() {
     ));
     assert_eq!(drop_keyspace("ks", true, None), Ok(Change::None));
     assert_eq!(drop_keyspace("ks", false, None).unwrap_err().code(), 0x2200);
+    assert!(empties(&drop_keyspace("ks", false, Some(&ks)).unwrap()));
+    assert!(empties(&drop_table(&t, false, Some(&ks), "ks").unwrap()));
+    assert!(!empties(
+        &with_table(&after, "CREATE TABLE t (k int PRIMARY KEY, c counter)").unwrap()
+    ));
+}
+
+#[test]
+fn a_truncated_table_is_counted_and_kept_in_format_2() {
+    let ks = keyspace("ks");
+    let Change::Put(ks, _) =
+        with_table(&ks, "CREATE TABLE t (k int PRIMARY KEY, c counter)").unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(
+        ks.encode()[0],
+        FORMAT,
+        "never truncated: the format every build reads"
+    );
+    let t = TableName {
+        keyspace: None,
+        name: "t".into(),
+    };
+    let change = truncate(&t, Some(&ks), "ks").unwrap();
+    assert!(empties(&change));
+    let Change::Truncate(after) = change else {
+        panic!()
+    };
+    assert_eq!(after.tables[0].truncations, 1);
+    assert_eq!(after.encode()[0], FORMAT_TRUNCATIONS);
+    assert_eq!(Keyspace::decode("ks", &after.encode()), Ok(after.clone()));
+    let nope = TableName {
+        keyspace: None,
+        name: "nope".into(),
+    };
+    assert_eq!(
+        truncate(&nope, Some(&ks), "ks").unwrap_err().message(),
+        "unconfigured table nope"
+    );
+    assert!(truncate(&t, None, "ks").is_err());
 }
 
 #[test]

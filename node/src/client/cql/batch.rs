@@ -1,0 +1,144 @@
+//! Batches of statements on counter tables: a BATCH request (statements
+//! by text or prepared id, each with its values) or a `BEGIN COUNTER
+//! BATCH ... APPLY BATCH` query, checked as Cassandra checks them and
+//! handed back as one [`RowWork`] for `exec` to run.
+//!
+//! A counter batch holds only counter updates and deletes, and counter
+//! updates come only in counter batches (Cassandra's rules). Its
+//! statements are applied independently, as Cassandra's counter batches
+//! are: not atomically. An operation id in the request's payload applies
+//! to each of its adds (an id names one add per counter).
+
+use super::ast::{BatchKind, Statement};
+use super::parse::parse;
+use super::prepared::PreparedCache;
+use super::request::{BatchStatement, Params};
+use super::response::CqlError;
+use super::system::Cluster;
+use super::tables::{user_table, write_refused};
+use super::work::{Outcome, Part, RowWork};
+
+/// The most statements one batch may hold.
+pub(crate) const STATEMENTS_MAX: usize = 1_000;
+
+/// A BATCH request.
+pub(crate) fn batch(
+    cluster: &Cluster,
+    session: Option<&str>,
+    prepared: &PreparedCache,
+    kind: u8,
+    statements: &[BatchStatement],
+    params: &Params,
+) -> Result<Outcome, CqlError> {
+    let kind = match kind {
+        0 => BatchKind::Logged,
+        1 => BatchKind::Unlogged,
+        2 => BatchKind::Counter,
+        k => return Err(CqlError::Protocol(format!("unknown batch type {k}"))),
+    };
+    check_size(statements.len())?;
+    let mut parsed = Vec::with_capacity(statements.len());
+    for s in statements {
+        parsed.push(match s {
+            BatchStatement::Query(text, values) => {
+                let (statement, markers) = parse(text).map_err(|e| CqlError::Syntax(e.0))?;
+                check_markers(markers, values.len())?;
+                (statement, session.map(str::to_string), values.clone())
+            }
+            BatchStatement::Prepared(id, values) => {
+                let p = prepared.lookup(id)?;
+                check_markers(p.markers, values.len())?;
+                (p.statement, p.keyspace, values.clone())
+            }
+        });
+    }
+    parts(cluster, kind, parsed, params)
+}
+
+/// A `BEGIN ... BATCH` query: its statements share the query's values.
+pub(crate) fn inline(
+    cluster: &Cluster,
+    kind: BatchKind,
+    statements: &[Statement],
+    keyspace: Option<&str>,
+    params: &Params,
+) -> Result<Outcome, CqlError> {
+    check_size(statements.len())?;
+    let parsed = statements
+        .iter()
+        .map(|s| {
+            (
+                s.clone(),
+                keyspace.map(str::to_string),
+                params.values.clone(),
+            )
+        })
+        .collect();
+    parts(cluster, kind, parsed, params)
+}
+
+fn check_size(n: usize) -> Result<(), CqlError> {
+    match n {
+        0 => Err(CqlError::Invalid("a batch of no statements".into())),
+        n if n > STATEMENTS_MAX => Err(CqlError::Invalid(format!(
+            "a batch of {n} statements: the limit is {STATEMENTS_MAX}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+fn check_markers(markers: usize, values: usize) -> Result<(), CqlError> {
+    match markers == values {
+        true => Ok(()),
+        false => Err(CqlError::Invalid(format!(
+            "There were {markers} markers(?) in CQL but {values} bound variables"
+        ))),
+    }
+}
+
+type Parsed = (Statement, Option<String>, Vec<super::body::Value>);
+
+/// The batch's statements with their tables, checked against its kind.
+fn parts(
+    cluster: &Cluster,
+    kind: BatchKind,
+    statements: Vec<Parsed>,
+    params: &Params,
+) -> Result<Outcome, CqlError> {
+    let mut parts = Vec::with_capacity(statements.len());
+    for (statement, keyspace, values) in statements {
+        let name = match &statement {
+            Statement::Update(u) => &u.table,
+            Statement::Delete(d) => &d.table,
+            _ => {
+                return Err(CqlError::Invalid(
+                    "Invalid statement in batch: only UPDATE, INSERT and DELETE statements are \
+                     allowed."
+                        .into(),
+                ));
+            }
+        };
+        let Some((ks, table)) = user_table(cluster, name, keyspace.as_deref())? else {
+            return match cluster.fresh {
+                false => Ok(Outcome::Refresh),
+                true => Err(write_refused(cluster, name, keyspace.as_deref())),
+            };
+        };
+        if kind == BatchKind::Logged {
+            return Err(CqlError::Invalid(
+                "Cannot include a counter statement in a logged batch".into(),
+            ));
+        }
+        parts.push(Part {
+            keyspace: ks,
+            table,
+            statement,
+            values,
+        });
+    }
+    Ok(Outcome::Rows(RowWork {
+        parts,
+        consistency: params.consistency,
+        skip_metadata: false,
+    }))
+}

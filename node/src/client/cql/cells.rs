@@ -1,0 +1,284 @@
+//! Where a counter table's cells live: each counter of a CQL row is one
+//! Tally counter cell, so repair, hints, compaction, `tally row` and the
+//! chaos checker treat them as any other.
+//!
+//! ```text
+//! partition := TABLE_MARK, 6 bytes naming the table, partition key
+//! key       := the one column's value | for each column:
+//!              [u16 BE] length, value, 0x00     (Cassandra's CompositeType)
+//! column    := for each clustering column: [u16 BE] length, value;
+//!              then the counter's name
+//! ```
+//!
+//! The partition key is serialized as Cassandra serializes it, and the
+//! ring places a table's partition by that key alone
+//! (`tally_net::ring::partition_token`), so a token-aware driver sends a
+//! statement straight to a replica of its partition. The six bytes are a
+//! hash of the table's id and how often it was truncated: a table made
+//! again, or truncated, starts from no cells. A column never begins with
+//! 0xFF (a length's first byte is 0 or 1, and a name is UTF-8), so none
+//! is a reserved column.
+//!
+//! Clustering values sort by their type ([`compare`]), not bytewise, so
+//! a partition's rows are read whole and ordered here.
+
+use std::cmp::Ordering;
+
+use tally_engine::{COLUMN_BYTES_MAX, PARTITION_BYTES_MAX};
+use tally_net::ring::{TABLE_MARK, TABLE_PREFIX_BYTES};
+
+use super::response::CqlError;
+use super::result::CqlType;
+use super::schema::TableDef;
+
+/// The bytes every stored partition of `table` begins with.
+pub(crate) fn prefix(table: &TableDef) -> [u8; TABLE_PREFIX_BYTES] {
+    let mut named = table.id.to_vec();
+    named.extend_from_slice(&table.truncations.to_be_bytes());
+    let hash = super::system::hash_id(&named, 0x7ab1e);
+    let mut p = [0u8; TABLE_PREFIX_BYTES];
+    p[..TABLE_MARK.len()].copy_from_slice(&TABLE_MARK);
+    p[TABLE_MARK.len()..].copy_from_slice(&hash[..TABLE_PREFIX_BYTES - TABLE_MARK.len()]);
+    p
+}
+
+/// The stored partition of `key` (the partition key's values, in order).
+pub(crate) fn partition(table: &TableDef, key: &[Vec<u8>]) -> Result<Vec<u8>, CqlError> {
+    let mut p = prefix(table).to_vec();
+    match key {
+        [one] => p.extend_from_slice(one),
+        many => {
+            for v in many {
+                let len = u16::try_from(v.len()).map_err(|_| too_long("partition key"))?;
+                p.extend_from_slice(&len.to_be_bytes());
+                p.extend_from_slice(v);
+                p.push(0);
+            }
+        }
+    }
+    if p.len() - TABLE_PREFIX_BYTES > PARTITION_BYTES_MAX {
+        return Err(too_long("partition key"));
+    }
+    if p.len() == TABLE_PREFIX_BYTES {
+        return Err(CqlError::Invalid("Key may not be empty".into()));
+    }
+    Ok(p)
+}
+
+/// The column of counter `name` in the row of `clustering`.
+pub(crate) fn column(clustering: &[Vec<u8>], name: &str) -> Result<Vec<u8>, CqlError> {
+    let mut c = Vec::with_capacity(name.len() + clustering.len() * 6);
+    for v in clustering {
+        let len = u16::try_from(v.len()).map_err(|_| too_long("clustering key"))?;
+        c.extend_from_slice(&len.to_be_bytes());
+        c.extend_from_slice(v);
+    }
+    c.extend_from_slice(name.as_bytes());
+    match c.len() <= COLUMN_BYTES_MAX {
+        true => Ok(c),
+        false => Err(too_long("clustering key and counter name")),
+    }
+}
+
+/// A column's clustering values (`clustering` of them) and counter name;
+/// `None` if it is not one [`column`] makes.
+pub(crate) fn split_column(column: &[u8], clustering: usize) -> Option<(Vec<Vec<u8>>, &str)> {
+    let mut rest = column;
+    let mut values = Vec::with_capacity(clustering);
+    for _ in 0..clustering {
+        let (len, tail) = rest.split_first_chunk::<2>()?;
+        let len = usize::from(u16::from_be_bytes(*len));
+        values.push(tail.get(..len)?.to_vec());
+        rest = &tail[len..];
+    }
+    Some((values, std::str::from_utf8(rest).ok()?))
+}
+
+fn too_long(what: &str) -> CqlError {
+    CqlError::Invalid(format!(
+        "the {what} is too long: a partition key may be {PARTITION_BYTES_MAX} bytes, and a \
+         row's clustering values with a counter's name {COLUMN_BYTES_MAX}"
+    ))
+}
+
+/// Checks that `value` is a valid `ty`, as Cassandra checks a bound key
+/// value (a wrong length is its error).
+pub(crate) fn check(ty: &CqlType, value: &[u8], column: &str) -> Result<(), CqlError> {
+    let fixed = match ty {
+        CqlType::Int | CqlType::Date => Some(4),
+        CqlType::Bigint | CqlType::Timestamp | CqlType::Counter => Some(8),
+        CqlType::Smallint => Some(2),
+        CqlType::Tinyint | CqlType::Boolean => Some(1),
+        CqlType::Uuid | CqlType::Timeuuid => Some(16),
+        _ => None,
+    };
+    let wrong = |why: String| {
+        Err(CqlError::Invalid(format!(
+            "Invalid value for {column}: {why}"
+        )))
+    };
+    match (ty, fixed) {
+        (_, Some(n)) if value.len() != n => wrong(format!(
+            "expected {n} bytes for a {}, got {}",
+            ty.name(),
+            value.len()
+        )),
+        (CqlType::Inet, _) if value.len() != 4 && value.len() != 16 => {
+            wrong(format!("an inet is 4 or 16 bytes, got {}", value.len()))
+        }
+        (CqlType::Varchar, _) if std::str::from_utf8(value).is_err() => {
+            wrong("invalid UTF-8 bytes".into())
+        }
+        (CqlType::Ascii, _) if !value.is_ascii() => wrong("invalid ASCII bytes".into()),
+        (CqlType::Timeuuid, _) if value[6] >> 4 != 1 => {
+            wrong("a timeuuid is a version 1 UUID".into())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// How two values of `ty` order, as Cassandra orders them.
+pub(crate) fn compare(ty: &CqlType, a: &[u8], b: &[u8]) -> Ordering {
+    match ty {
+        CqlType::Int
+        | CqlType::Bigint
+        | CqlType::Smallint
+        | CqlType::Tinyint
+        | CqlType::Timestamp
+        | CqlType::Counter => signed(a).cmp(&signed(b)).then_with(|| a.cmp(b)),
+        CqlType::Timeuuid => timeuuid(a).cmp(&timeuuid(b)),
+        CqlType::Uuid => uuid(a).cmp(&uuid(b)),
+        _ => a.cmp(b),
+    }
+}
+
+/// A big-endian signed integer of up to 8 bytes, sign-extended.
+fn signed(b: &[u8]) -> i64 {
+    match b.first() {
+        None => 0,
+        Some(&first) => {
+            let fill = if first & 0x80 != 0 { 0xFF } else { 0 };
+            let mut be = [fill; 8];
+            let n = b.len().min(8);
+            be[8 - n..].copy_from_slice(&b[b.len() - n..]);
+            i64::from_be_bytes(be)
+        }
+    }
+}
+
+/// A version 1 UUID's timestamp (60 bits), then its bytes signed, as
+/// Cassandra's `TimeUUIDType` orders them.
+fn timeuuid(b: &[u8]) -> (u64, Vec<i8>) {
+    let t = match b {
+        [l0, l1, l2, l3, m0, m1, h0, h1, ..] => {
+            u64::from(h0 & 0x0F) << 56
+                | u64::from(*h1) << 48
+                | u64::from(*m0) << 40
+                | u64::from(*m1) << 32
+                | u64::from(u32::from_be_bytes([*l0, *l1, *l2, *l3]))
+        }
+        _ => 0,
+    };
+    (t, b.iter().map(|&x| x as i8).collect())
+}
+
+/// Cassandra's `UUIDType` order: by version, then a version 1 by its
+/// time, then the bytes.
+fn uuid(b: &[u8]) -> (u8, u64, Vec<u8>) {
+    let version = b.get(6).map_or(0, |v| v >> 4);
+    let time = match version {
+        1 => timeuuid(b).0,
+        _ => 0,
+    };
+    (version, time, b.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::schema::{ColumnDef, Kind};
+    use super::*;
+
+    fn table(truncations: u32) -> TableDef {
+        TableDef {
+            name: "cf".into(),
+            id: [7; 16],
+            default_ttl_s: 0,
+            comment: String::new(),
+            truncations,
+            columns: vec![ColumnDef {
+                name: "pk".into(),
+                ty: CqlType::Int,
+                kind: Kind::PartitionKey,
+                descending: false,
+            }],
+        }
+    }
+
+    #[test]
+    fn a_partition_is_placed_by_its_key_as_cassandra_serializes_it() {
+        let t = table(0);
+        let one = partition(&t, &[vec![0, 0, 0, 5]]).unwrap();
+        assert_eq!(&one[..2], &TABLE_MARK);
+        assert_eq!(&one[TABLE_PREFIX_BYTES..], &[0, 0, 0, 5]);
+        assert_eq!(
+            tally_net::ring::partition_token(&one),
+            tally_net::ring::murmur3_token(&[0, 0, 0, 5])
+        );
+        let two = partition(&t, &[b"ab".to_vec(), vec![1]]).unwrap();
+        assert_eq!(
+            &two[TABLE_PREFIX_BYTES..],
+            &[0, 2, b'a', b'b', 0, 0, 1, 1, 0]
+        );
+        assert!(partition(&t, &[vec![]]).is_err(), "an empty key");
+        assert!(partition(&t, &[vec![0; PARTITION_BYTES_MAX + 1]]).is_err());
+        assert_ne!(
+            prefix(&t),
+            prefix(&table(1)),
+            "a truncated table starts anew"
+        );
+    }
+
+    #[test]
+    fn a_column_names_its_row_and_counter_and_splits_back() {
+        let c = column(&[b"x".to_vec(), vec![]], "hits").unwrap();
+        assert_eq!(c, b"\x00\x01x\x00\x00hits");
+        assert!(!tally_engine::is_reserved(&c));
+        assert_eq!(
+            split_column(&c, 2),
+            Some((vec![b"x".to_vec(), vec![]], "hits"))
+        );
+        assert_eq!(split_column(b"\x00\x09x", 1), None, "a length past the end");
+        assert_eq!(split_column(b"hits", 0), Some((vec![], "hits")));
+        assert!(column(&[vec![0; 250]], "counter").is_err());
+    }
+
+    #[test]
+    fn values_order_by_their_type() {
+        let int = |v: i32| v.to_be_bytes().to_vec();
+        assert_eq!(compare(&CqlType::Int, &int(-1), &int(1)), Ordering::Less);
+        assert_eq!(compare(&CqlType::Tinyint, &[0xFF], &[1]), Ordering::Less);
+        assert_eq!(compare(&CqlType::Varchar, b"b", b"ab"), Ordering::Greater);
+        // A timeuuid by its time: the low time bytes come first.
+        let at = |low: u8, high: u8| {
+            let mut u = [0u8; 16];
+            u[3] = low;
+            u[6] = 0x10 | high;
+            u
+        };
+        assert_eq!(
+            compare(&CqlType::Timeuuid, &at(9, 0), &at(1, 1)),
+            Ordering::Less
+        );
+    }
+
+    #[test]
+    fn key_values_are_checked_by_type() {
+        assert!(check(&CqlType::Int, &[0, 0, 0, 1], "pk").is_ok());
+        let e = check(&CqlType::Int, &[0, 1], "pk").unwrap_err();
+        assert_eq!(e.code(), 0x2200);
+        assert!(check(&CqlType::Varchar, &[0xFF], "pk").is_err());
+        assert!(check(&CqlType::Ascii, "é".as_bytes(), "pk").is_err());
+        assert!(check(&CqlType::Inet, &[127, 0, 0, 1], "pk").is_ok());
+        assert!(check(&CqlType::Timeuuid, &[0; 16], "pk").is_err());
+    }
+}

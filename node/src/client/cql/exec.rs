@@ -1,0 +1,194 @@
+//! Statements on counter tables' rows, run against the cluster: the
+//! cells `rows` works out, added to, set, reset and read through the
+//! node as every other client's counters are. Nothing here decides: the
+//! statements' rules are `rows`, the levels and errors `levels`.
+
+use std::collections::BTreeMap;
+
+use crate::client::join::join_all;
+use tally_engine::now_ms;
+use tally_net::once::OpId;
+use tally_net::wire::{Change, Consistency, Presence, Ttl, When, WireError, WireKey};
+
+use super::ast::Statement;
+use super::frame::Opcode;
+use super::levels::{self, level};
+use super::response::{self, CqlError};
+use super::result;
+use super::rows::{self, CellOp, CellWrite, Resets, Rows};
+use super::work::{Answer, Part, RowWork};
+use crate::base::convert;
+use crate::node::Node;
+
+/// Most cells changed at once: a statement's writes go out in waves.
+const CELLS_AT_ONCE: usize = 64;
+
+/// A statement's level and the replicas it needs, for its errors.
+#[derive(Clone, Copy)]
+struct Level {
+    code: u16,
+    cl: Consistency,
+    block_for: usize,
+    write: bool,
+}
+
+impl Level {
+    fn error(self, e: &WireError) -> CqlError {
+        levels::error(e, self.code, self.block_for, self.write)
+    }
+}
+
+/// Runs `work` (a statement or a counter batch); `id` is the request's
+/// operation id, applied to each of its adds.
+pub(crate) async fn run(node: &Node, work: RowWork, id: Option<OpId>) -> Result<Answer, CqlError> {
+    if !node.serves_cql_tables() {
+        return Err(CqlError::Server(
+            "counter tables are not enabled yet: every member of the cluster must be up on a \
+             build that has them, and have enabled feature cql-tables (see `tally status`)"
+                .into(),
+        ));
+    }
+    let rf = node.config().cluster.replication_factor;
+    let mut answer = None;
+    for part in &work.parts {
+        let write = !matches!(part.statement, Statement::Select(_));
+        let table = format!("{}.{}", part.keyspace, part.table.name);
+        let cl = level(work.consistency, write, rf, &table)?;
+        let lv = Level {
+            code: work.consistency,
+            cl,
+            block_for: cl.required(rf),
+            write,
+        };
+        answer = Some(match &part.statement {
+            Statement::Update(u) => {
+                let writes = rows::update(part.target(), u, &part.values)?;
+                apply(node, &writes.cells, writes.ttl_s, id.as_ref(), lv).await?;
+                (Opcode::Result, response::void())
+            }
+            Statement::Delete(d) => {
+                reset(
+                    node,
+                    part,
+                    rows::delete(part.target(), d, &part.values)?,
+                    lv,
+                )
+                .await?;
+                (Opcode::Result, response::void())
+            }
+            Statement::Select(s) => {
+                let q = rows::query(part.target(), s, &part.values)?;
+                let read = read(node, &q.rows, lv).await?;
+                let (meta, rows) = rows::answer(part.target(), s, &q, &read, &part.values)?;
+                let body = result::rows(&meta, &rows, None, work.skip_metadata);
+                (Opcode::Result, body)
+            }
+            other => {
+                return Err(CqlError::Server(format!(
+                    "not a statement on rows: {other:?}"
+                )));
+            }
+        });
+    }
+    answer.ok_or_else(|| CqlError::Invalid("no statement to run".into()))
+}
+
+/// Applies an UPDATE's changes; `ttl_s` (if not 0) gives each counter
+/// that has no deadline one.
+async fn apply(
+    node: &Node,
+    cells: &[CellWrite],
+    ttl_s: u32,
+    id: Option<&OpId>,
+    lv: Level,
+) -> Result<(), CqlError> {
+    let deadline = (ttl_s > 0).then(|| now_ms() + u64::from(ttl_s) * 1000);
+    for wave in cells.chunks(CELLS_AT_ONCE) {
+        let done = join_all(wave.iter().map(|c| async move {
+            let key = WireKey::new(&c.partition, &c.column);
+            match c.op {
+                CellOp::Add(delta) => {
+                    match id {
+                        Some(id) => node.add_once(&key, delta, id, lv.cl).await?,
+                        None => node.add(&key, delta, lv.cl).await?,
+                    };
+                    if let Some(at_ms) = deadline {
+                        let only = When::NoDeadline;
+                        node.change(&key, Change::Expire { at_ms, only }, lv.cl)
+                            .await?;
+                    }
+                }
+                CellOp::Set(value) => {
+                    let ttl = deadline.map_or(Ttl::Clear, Ttl::At);
+                    let only = Presence::Any;
+                    node.change(&key, Change::Set { value, ttl, only }, lv.cl)
+                        .await?;
+                }
+            }
+            Ok::<(), WireError>(())
+        }))
+        .await;
+        for d in done {
+            d.map_err(|e| lv.error(&e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Resets the counters a DELETE names: the cells themselves, or the live
+/// ones of the rows it names, read first.
+async fn reset(node: &Node, part: &Part, resets: Resets, lv: Level) -> Result<(), CqlError> {
+    let cells = match resets {
+        Resets::Cells(cells) => cells,
+        Resets::Read {
+            rows: named,
+            counters,
+        } => {
+            let read = read(node, &named, lv).await?;
+            let mut cells = Vec::new();
+            for ((_, partition), live) in named.partitions.iter().zip(&read) {
+                let columns = rows::live_in(part.target(), &named.clustering, &counters, live);
+                cells.extend(columns.into_iter().map(|c| (partition.clone(), c)));
+            }
+            cells
+        }
+    };
+    for wave in cells.chunks(CELLS_AT_ONCE) {
+        let done = join_all(
+            wave.iter()
+                .map(|(p, c)| async move { node.reset(&WireKey::new(p, c), lv.cl).await }),
+        )
+        .await;
+        for d in done {
+            d.map_err(|e| lv.error(&e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Each named partition's columns and their live values, in order.
+async fn read(
+    node: &Node,
+    named: &Rows,
+    lv: Level,
+) -> Result<Vec<BTreeMap<Vec<u8>, Option<i64>>>, CqlError> {
+    let reads = named
+        .partitions
+        .iter()
+        .map(|(_, p)| node.get_row_cells(p, lv.cl));
+    let now = now_ms();
+    let mut out = Vec::with_capacity(named.partitions.len());
+    for cells in join_all(reads).await {
+        let cells = cells.map_err(|e| lv.error(&e))?;
+        out.push(
+            cells
+                .into_iter()
+                .map(|(column, cell)| {
+                    let live = convert::live_value(&cell, now).ok().flatten();
+                    (column, live)
+                })
+                .collect(),
+        );
+    }
+    Ok(out)
+}

@@ -1,0 +1,98 @@
+//! Literals CQL writes as strings: dates (`'2026-11-30'`) and
+//! timestamps (`'2026-11-30 12:00:00+0000'`), as Cassandra reads them.
+
+/// Days from 1970-01-01 to the date `y-m-d` of the proleptic Gregorian
+/// calendar (Howard Hinnant's `days_from_civil`).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// `yyyy-mm-dd` as days since 1970-01-01.
+pub(crate) fn days(s: &str) -> Option<i64> {
+    let mut parts = s.splitn(3, '-');
+    let y: i64 = parts.next()?.parse().ok()?;
+    let m: i64 = parts.next()?.parse().ok()?;
+    let d: i64 = parts.next()?.parse().ok()?;
+    let month_days = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    let fits = (1..=12).contains(&m) && d >= 1 && d <= month_days[(m - 1) as usize];
+    let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+    (fits && !(m == 2 && d == 29 && !leap)).then(|| days_from_civil(y, m, d))
+}
+
+/// A `date` cell's value: days since the epoch, centered at 2^31.
+pub(crate) fn date(days: i64) -> Option<u32> {
+    u32::try_from(days + (1 << 31)).ok()
+}
+
+/// `yyyy-mm-dd[( |T)HH:MM[:SS[.fff]]][Z|(+|-)HHMM]` as ms since the epoch
+/// (no zone: UTC).
+pub(crate) fn timestamp_ms(s: &str) -> Option<i64> {
+    let s = s.trim();
+    let (date, rest) = match s.find([' ', 'T']) {
+        Some(i) => (&s[..i], s[i + 1..].trim()),
+        None => (s.get(..10)?, s.get(10..)?),
+    };
+    let day_ms = days(date)? * 86_400_000;
+    let zone_at = rest.rfind(['+', '-', 'Z']).unwrap_or(rest.len());
+    let (time, zone) = rest.split_at(zone_at);
+    let mut ms = 0i64;
+    if !time.is_empty() {
+        let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
+        let mut fields = hms.split(':');
+        let h: i64 = fields.next()?.parse().ok()?;
+        let m: i64 = fields.next()?.parse().ok()?;
+        let sec: i64 = fields.next().map_or(Some(0), |x| x.parse().ok())?;
+        let frac_ms: i64 = match frac.len() {
+            0 => 0,
+            1..=3 => frac.parse::<i64>().ok()? * 10i64.pow(3 - frac.len() as u32),
+            _ => return None,
+        };
+        if h > 23 || m > 59 || sec > 59 {
+            return None;
+        }
+        ms = ((h * 60 + m) * 60 + sec) * 1000 + frac_ms;
+    }
+    let offset_ms = match zone {
+        "" | "Z" => 0,
+        z => {
+            let sign = if z.starts_with('-') { -1 } else { 1 };
+            let digits: String = z[1..].chars().filter(char::is_ascii_digit).collect();
+            if digits.len() != 4 {
+                return None;
+            }
+            let (h, m): (i64, i64) = (digits[..2].parse().ok()?, digits[2..].parse().ok()?);
+            sign * (h * 60 + m) * 60_000
+        }
+    };
+    Some(day_ms + ms - offset_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_and_timestamps_read_as_cassandra_reads_them() {
+        assert_eq!(days("1970-01-01"), Some(0));
+        assert_eq!(days("2026-11-30"), Some(20_787));
+        assert_eq!(days("1969-12-31"), Some(-1));
+        assert_eq!(days("2025-02-29"), None);
+        assert_eq!(days("2024-02-29"), Some(19_782));
+        assert_eq!(date(0), Some(1 << 31));
+        assert_eq!(timestamp_ms("1970-01-01"), Some(0));
+        assert_eq!(timestamp_ms("1970-01-01 00:00:01.5"), Some(1_500));
+        assert_eq!(timestamp_ms("1970-01-01T01:00:00+0100"), Some(0));
+        assert_eq!(
+            timestamp_ms("2026-11-30 12:00:00Z"),
+            Some(20_787 * 86_400_000 + 43_200_000)
+        );
+        assert_eq!(timestamp_ms("2026-11-30 25:00"), None);
+        assert_eq!(timestamp_ms("nope"), None);
+    }
+}
