@@ -606,6 +606,19 @@ pub enum PeerRequest {
         /// Partitions and their states.
         states: Vec<(Vec<u8>, Acceptor)>,
     },
+    /// A page of the live partitions of the CQL table whose partitions
+    /// begin with `table` ([`crate::ring::TABLE_PREFIX_BYTES`] bytes),
+    /// in `ranges`, as `ScanKeys` pages a database (`scan.db` is 0; its
+    /// prefix is one of the partition key); answered `Keys`. Peer
+    /// protocol 7.
+    ScanTable {
+        /// The table's prefix.
+        table: Vec<u8>,
+        /// Which keys, from where.
+        scan: WireScan,
+        /// The token ranges.
+        ranges: Vec<WireRange>,
+    },
 }
 
 /// The most Paxos states one `AgreedIn` page or `MergeAgreed` carries.
@@ -622,6 +635,7 @@ impl PeerRequest {
             | PeerRequest::Commit { .. }
             | PeerRequest::ReadAgreed { .. } => 4,
             PeerRequest::AgreedIn { .. } | PeerRequest::MergeAgreed { .. } => 5,
+            PeerRequest::ScanTable { .. } => 7,
             _ => 2,
         }
     }

@@ -767,6 +767,17 @@ impl Node {
         crate::cluster::scan::page(&self.ctx, scan, cl).await
     }
 
+    /// Lists a page of the live partitions of the CQL table whose stored
+    /// partitions begin with `table`, at `cl` (see `scan`).
+    pub(crate) async fn scan_table(
+        &self,
+        table: [u8; tally_net::ring::TABLE_PREFIX_BYTES],
+        scan: WireScan,
+        cl: Consistency,
+    ) -> Result<WireKeys, WireError> {
+        crate::cluster::scan::table_page(&self.ctx, table, scan, cl).await
+    }
+
     /// Runs one client operation.
     pub async fn execute(&self, op: ClientOp) -> Result<ClientReply, WireError> {
         let op = crate::base::keyspace::op_in(op, self.ctx.keyspace(0))?;

@@ -24,7 +24,7 @@
 //! | `leaving-notice` | 3 | a node that stops cleanly sends `Leaving`, and its peers count it down at once |
 //! | `agreement` | 4 | linearizable registers: `Prepare`, `Propose`, `Commit`, `ReadAgreed`, and cells with an agreed part on disk |
 //! | `agreed-handoff` | 5 | agreed state moves with its ranges: `AgreedIn`, `MergeAgreed` |
-//! | `cql-tables` | 6 | the cells of CQL counter tables, each partition placed by its partition key alone (`tally_net::ring::partition_token`), as token-aware drivers place it |
+//! | `cql-tables` | 7 | the cells of CQL counter tables, each partition placed by its partition key alone (`tally_net::ring::partition_token`), as token-aware drivers place it; `ScanTable` |
 //! | `first-ballots` | 4 | a proposal at a first ballot, without a prepare, which an acceptor takes only while it holds nothing (an older one would take it over a value accepted at another first ballot) |
 //!
 //! Each feature needs the peer protocol that brought its messages
@@ -87,7 +87,7 @@ pub(crate) fn protocol_of(feature: &str) -> u16 {
     match feature {
         AGREEMENT | FIRST_BALLOTS => 4,
         AGREED_HANDOFF => 5,
-        CQL_TABLES => 6,
+        CQL_TABLES => 7,
         _ => 3,
     }
 }

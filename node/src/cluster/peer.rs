@@ -307,6 +307,11 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, req: PeerRequest) -> PeerRespon
         PeerRequest::ScanKeys { scan, ranges } => {
             crate::cluster::scan::answer(&ctx, scan, ranges).await
         }
+        PeerRequest::ScanTable {
+            table,
+            scan,
+            ranges,
+        } => crate::cluster::scan::answer_table(&ctx, table, scan, ranges).await,
         req @ (PeerRequest::Prepare { .. }
         | PeerRequest::Propose { .. }
         | PeerRequest::Commit { .. }

@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tally_net::ring::{Replicas, TokenRange};
+use tally_net::ring::{Replicas, TABLE_MARK, TABLE_PREFIX_BYTES, TokenRange};
 use tally_net::wire::{
     Consistency, ErrorKind, PeerRequest, PeerResponse, WireError, WireKeys, WireRange, WireScan,
     WireScanned,
@@ -36,6 +36,54 @@ use tokio::task::JoinSet;
 
 use crate::base::keyspace::Keyspace;
 use crate::cluster::ctx::Ctx;
+
+/// What a scan walks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Space {
+    /// A Redis database's keyspace.
+    Db(Keyspace),
+    /// A CQL table's partitions: those that begin with its prefix (see
+    /// `tally_net::ring::TABLE_MARK`); a partition as the client names it
+    /// is its partition key.
+    Table([u8; TABLE_PREFIX_BYTES]),
+}
+
+impl Space {
+    /// The bytes every stored partition of the space begins with.
+    pub(crate) fn prefix(self) -> Vec<u8> {
+        match self {
+            Space::Db(k) => k.prefix(),
+            Space::Table(t) => t.to_vec(),
+        }
+    }
+
+    /// The stored partition of a client's.
+    pub(crate) fn stored(self, partition: &[u8]) -> Result<Vec<u8>, WireError> {
+        match self {
+            Space::Db(k) => Ok(k.stored(partition)?),
+            Space::Table(t) => Ok([&t[..], partition].concat()),
+        }
+    }
+
+    /// The client's partition of a stored one, if it is the space's.
+    pub(crate) fn client(self, stored: &[u8]) -> Option<&[u8]> {
+        match self {
+            Space::Db(k) => k.client(stored),
+            Space::Table(t) => stored.strip_prefix(&t[..]),
+        }
+    }
+
+    /// The table a `ScanTable` names, checked.
+    pub(crate) fn table(prefix: &[u8]) -> Result<Space, WireError> {
+        match <[u8; TABLE_PREFIX_BYTES]>::try_from(prefix) {
+            Ok(t) if t.starts_with(&TABLE_MARK) => Ok(Space::Table(t)),
+            _ => Err(WireError::not_applied(
+                ErrorKind::Invalid,
+                "a table's prefix is its mark and 6 bytes",
+            )),
+        }
+    }
+}
 
 /// How long one node may take to answer a page.
 const PAGE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -76,7 +124,7 @@ pub(crate) fn plan(
 
 /// Where a key stands in the engine's order: its stored partition, then
 /// its column.
-fn position(space: Keyspace, s: &WireScanned) -> (Vec<u8>, Vec<u8>) {
+fn position(space: Space, s: &WireScanned) -> (Vec<u8>, Vec<u8>) {
     let mut stored = space.prefix();
     stored.extend_from_slice(&s.partition);
     (stored, s.column.clone())
@@ -85,7 +133,7 @@ fn position(space: Keyspace, s: &WireScanned) -> (Vec<u8>, Vec<u8>) {
 /// One page out of the nodes' pages: their keys up to the earliest place
 /// one of them stopped (all of them if none did), each key once, in key
 /// order; and that place, to go on after.
-pub(crate) fn merge(space: Keyspace, pages: Vec<WireKeys>) -> WireKeys {
+pub(crate) fn merge(space: Space, pages: Vec<WireKeys>) -> WireKeys {
     let bound = pages
         .iter()
         .filter_map(|p| p.more.as_ref())
@@ -126,7 +174,29 @@ pub(crate) async fn page(
 ) -> Result<WireKeys, WireError> {
     let whole = WireRange { start: 0, end: 0 };
     serve::check(&scan, &[whole])?;
-    let space = ctx.keyspace(scan.db);
+    pages(ctx, Space::Db(ctx.keyspace(scan.db)), scan, cl).await
+}
+
+/// One page of the live partitions of a CQL table at `cl`: `scan.db` is
+/// 0, and its prefix one of the partition key.
+pub(crate) async fn table_page(
+    ctx: &Arc<Ctx>,
+    table: [u8; TABLE_PREFIX_BYTES],
+    scan: WireScan,
+    cl: Consistency,
+) -> Result<WireKeys, WireError> {
+    let whole = WireRange { start: 0, end: 0 };
+    serve::check_table(&scan, &[whole])?;
+    pages(ctx, Space::Table(table), scan, cl).await
+}
+
+/// A page of `space`: each node's pages merged.
+async fn pages(
+    ctx: &Arc<Ctx>,
+    space: Space,
+    scan: WireScan,
+    cl: Consistency,
+) -> Result<WireKeys, WireError> {
     let plan = plan(ctx.ring().ranges(), |r| ctx.live(r), cl).map_err(|s| {
         WireError::not_applied(
             ErrorKind::Unavailable,
@@ -158,7 +228,7 @@ pub(crate) async fn page(
 async fn ask(
     ctx: &Arc<Ctx>,
     node: usize,
-    (space, scan): (Keyspace, WireScan),
+    (space, scan): (Space, WireScan),
     ranges: Vec<TokenRange>,
 ) -> Result<WireKeys, WireError> {
     if node == ctx.me() {
@@ -171,7 +241,14 @@ async fn ask(
         .map_err(|e| WireError::new(ErrorKind::Internal, format!("scan failed: {e}")))?;
     }
     let ranges = crate::base::convert::wire_ranges(&ranges);
-    let req = PeerRequest::ScanKeys { scan, ranges };
+    let req = match space {
+        Space::Db(_) => PeerRequest::ScanKeys { scan, ranges },
+        Space::Table(t) => PeerRequest::ScanTable {
+            table: t.to_vec(),
+            scan,
+            ranges,
+        },
+    };
     match ctx.transport().call(node, req, PAGE_TIMEOUT).await {
         Ok(PeerResponse::Keys(keys)) => Ok(keys),
         Ok(PeerResponse::Error(e)) => Err(e),
@@ -188,7 +265,24 @@ pub(crate) async fn answer(
 ) -> Result<PeerResponse, WireError> {
     ctx.check_readable()?;
     let ranges = serve::check(&scan, &ranges)?;
-    let space = ctx.keyspace(scan.db);
+    let space = Space::Db(ctx.keyspace(scan.db));
+    let ctx = ctx.clone();
+    tokio::task::spawn_blocking(move || serve::page(ctx.engine(), space, &scan, &ranges))
+        .await
+        .map_err(|e| WireError::new(ErrorKind::Internal, format!("scan failed: {e}")))?
+        .map(PeerResponse::Keys)
+}
+
+/// A replica's answer to `ScanTable`.
+pub(crate) async fn answer_table(
+    ctx: &Arc<Ctx>,
+    table: Vec<u8>,
+    scan: WireScan,
+    ranges: Vec<WireRange>,
+) -> Result<PeerResponse, WireError> {
+    ctx.check_readable()?;
+    let ranges = serve::check_table(&scan, &ranges)?;
+    let space = Space::table(&table)?;
     let ctx = ctx.clone();
     tokio::task::spawn_blocking(move || serve::page(ctx.engine(), space, &scan, &ranges))
         .await
@@ -272,7 +366,7 @@ mod tests {
             keys: vec![scanned("e", "", Counter)],
             more: None,
         };
-        let page = merge(Keyspace::DEFAULT, vec![a, b, c]);
+        let page = merge(Space::Db(Keyspace::DEFAULT), vec![a, b, c]);
         assert_eq!(
             page.keys,
             [
@@ -284,7 +378,7 @@ mod tests {
         assert_eq!(page.more, more("c", ""));
 
         let done = merge(
-            Keyspace::DEFAULT,
+            Space::Db(Keyspace::DEFAULT),
             vec![
                 WireKeys::default(),
                 WireKeys {
@@ -314,7 +408,7 @@ mod tests {
             ],
             more: Some(WireKey::new(&stored("b"), b"")),
         };
-        let page = merge(space, vec![a]);
+        let page = merge(Space::Db(space), vec![a]);
         assert_eq!(page.keys, [scanned("a", "", WireKind::Counter)]);
     }
 }

@@ -203,6 +203,7 @@ pub(crate) fn authorize(from: usize, req: &PeerRequest, local: &impl Local) -> R
         | PeerRequest::Adopt { .. }
         | PeerRequest::Survey { .. }
         | PeerRequest::ScanKeys { .. }
+        | PeerRequest::ScanTable { .. }
         | PeerRequest::Script { .. }
         | PeerRequest::FlushScripts
         | PeerRequest::Fold => Ok(()),

@@ -130,6 +130,20 @@ if phase == "write":
     expect(InvalidRequest, "Consistency level ANY is not yet supported for counter table",
            at("UPDATE cf SET my_counter = my_counter + 1 WHERE pk = 50", ConsistencyLevel.ANY))
 
+    # A SELECT of no partition scans the table, a page at a time.
+    session.execute("CREATE TABLE scanned (pk int, ck int, c counter, PRIMARY KEY (pk, ck))")
+    for pk in range(40):
+        session.execute(f"UPDATE scanned SET c = c + {pk} WHERE pk = {pk} AND ck IN (1, 2)")
+    session.execute("DELETE FROM scanned WHERE pk = 39")
+    rows = list(session.execute(SimpleStatement("SELECT * FROM scanned", fetch_size=7)))
+    assert sorted((r.pk, r.ck, r.c) for r in rows) == [
+        (pk, ck, pk) for pk in range(39) for ck in (1, 2)], rows
+    assert session.execute("SELECT COUNT(*) FROM scanned").one().count == 78
+    assert len(list(session.execute("SELECT * FROM scanned LIMIT 5"))) == 5
+    rows = session.execute("SELECT pk FROM scanned WHERE ck = 2 ALLOW FILTERING")
+    assert sorted(r.pk for r in rows) == list(range(39))
+    expect(InvalidRequest, "ALLOW FILTERING", "SELECT pk FROM scanned WHERE ck = 2")
+
     # TRUNCATE empties the table, which takes adds again.
     session.execute("TRUNCATE views")
     assert session.execute(f"SELECT * FROM views {where}").one() is None

@@ -140,5 +140,7 @@ fn parts(
         parts,
         consistency: params.consistency,
         skip_metadata: false,
+        page_size: None,
+        paging_state: None,
     }))
 }

@@ -65,6 +65,28 @@ pub(crate) fn partition(table: &TableDef, key: &[Vec<u8>]) -> Result<Vec<u8>, Cq
     Ok(p)
 }
 
+/// The partition key's values of a stored partition of `table` (`keys`
+/// columns of it); `None` if it is not one [`partition`] makes.
+pub(crate) fn partition_key(table: &TableDef, stored: &[u8], keys: usize) -> Option<Vec<Vec<u8>>> {
+    let key = stored.strip_prefix(&prefix(table)[..])?;
+    if keys == 1 {
+        return Some(vec![key.to_vec()]);
+    }
+    let mut rest = key;
+    let mut values = Vec::with_capacity(keys);
+    for _ in 0..keys {
+        let (len, tail) = rest.split_first_chunk::<2>()?;
+        let len = usize::from(u16::from_be_bytes(*len));
+        let (value, tail) = (tail.get(..len)?, tail.get(len..)?);
+        let (&0, tail) = tail.split_first()? else {
+            return None;
+        };
+        values.push(value.to_vec());
+        rest = tail;
+    }
+    rest.is_empty().then_some(values)
+}
+
 /// The column of counter `name` in the row of `clustering`.
 pub(crate) fn column(clustering: &[Vec<u8>], name: &str) -> Result<Vec<u8>, CqlError> {
     let mut c = Vec::with_capacity(name.len() + clustering.len() * 6);
@@ -92,6 +114,42 @@ pub(crate) fn split_column(column: &[u8], clustering: usize) -> Option<(Vec<Vec<
         rest = &tail[len..];
     }
     Some((values, std::str::from_utf8(rest).ok()?))
+}
+
+/// The paging state of a scan that goes on after the stored key
+/// `(partition, column)`: the partition's length (u16, big-endian), the
+/// partition, the column.
+pub(crate) fn paging_state(partition: &[u8], column: &[u8]) -> Vec<u8> {
+    let len = u16::try_from(partition.len()).unwrap_or(u16::MAX);
+    [&len.to_be_bytes()[..], partition, column].concat()
+}
+
+/// Where a scan of `table` goes on after, from a driver's paging state;
+/// one that is not the table's is refused.
+pub(crate) fn resume(table: &TableDef, state: &[u8]) -> Result<(Vec<u8>, Vec<u8>), CqlError> {
+    let bad = || CqlError::Protocol("a paging state this node did not make".into());
+    let (len, rest) = state.split_first_chunk::<2>().ok_or_else(bad)?;
+    let len = usize::from(u16::from_be_bytes(*len));
+    let (partition, column) = (rest.get(..len).ok_or_else(bad)?, &rest[len..]);
+    let fits = partition.len() <= tally_engine::STORED_PARTITION_BYTES_MAX
+        && column.len() <= tally_engine::STORED_COLUMN_BYTES_MAX;
+    match partition.starts_with(&prefix(table)) && fits {
+        true => Ok((partition.to_vec(), column.to_vec())),
+        false => Err(bad()),
+    }
+}
+
+/// Where the next page of a scan begins after: the scan's own place
+/// (`more`), unless it stopped inside `last`, the last partition read
+/// whole, which the next page must not list again.
+pub(crate) fn after_page(more: (&[u8], &[u8]), last: Option<&[u8]>) -> (Vec<u8>, Vec<u8>) {
+    match last {
+        Some(p) if p == more.0 => (
+            p.to_vec(),
+            vec![0xFF; tally_engine::STORED_COLUMN_BYTES_MAX],
+        ),
+        _ => (more.0.to_vec(), more.1.to_vec()),
+    }
 }
 
 fn too_long(what: &str) -> CqlError {
@@ -229,6 +287,13 @@ mod tests {
             &two[TABLE_PREFIX_BYTES..],
             &[0, 2, b'a', b'b', 0, 0, 1, 1, 0]
         );
+        assert_eq!(partition_key(&t, &one, 1), Some(vec![vec![0, 0, 0, 5]]));
+        assert_eq!(
+            partition_key(&t, &two, 2),
+            Some(vec![b"ab".to_vec(), vec![1]])
+        );
+        assert_eq!(partition_key(&t, &two[..two.len() - 1], 2), None);
+        assert_eq!(partition_key(&table(1), &one, 1), None, "another table's");
         assert!(partition(&t, &[vec![]]).is_err(), "an empty key");
         assert!(partition(&t, &[vec![0; PARTITION_BYTES_MAX + 1]]).is_err());
         assert_ne!(
@@ -236,6 +301,23 @@ mod tests {
             prefix(&table(1)),
             "a truncated table starts anew"
         );
+    }
+
+    #[test]
+    fn a_scan_goes_on_after_the_last_partition_it_read() {
+        let t = table(0);
+        let p = partition(&t, &[vec![0, 0, 0, 5]]).unwrap();
+        let state = paging_state(&p, b"c");
+        assert_eq!(resume(&t, &state), Ok((p.clone(), b"c".to_vec())));
+        assert!(resume(&table(1), &state).is_err(), "another table's");
+        assert!(resume(&t, &state[..3]).is_err());
+        assert!(resume(&t, &[]).is_err());
+        let (at, column) = after_page((&p, b"c"), Some(&p));
+        assert_eq!(at, p, "inside the last partition: after all of it");
+        assert!(column.len() == tally_engine::STORED_COLUMN_BYTES_MAX && column[0] == 0xFF);
+        let q = partition(&t, &[vec![0, 0, 0, 6]]).unwrap();
+        assert_eq!(after_page((&q, b""), Some(&p)), (q.clone(), vec![]));
+        assert_eq!(after_page((&q, b"x"), None), (q, b"x".to_vec()));
     }
 
     #[test]

@@ -113,21 +113,7 @@ pub(crate) fn restrict(
     values: &[Value],
     whole: bool,
 ) -> Result<Rows, CqlError> {
-    for r in relations {
-        if !t.table.columns.iter().any(|c| c.name == r.column) {
-            return Err(CqlError::Invalid(format!(
-                "Undefined column name {}",
-                r.column
-            )));
-        }
-        if t.counter(&r.column).is_ok() {
-            return Err(CqlError::Invalid(format!(
-                "Cannot restrict column {}: counters are read, not filtered; restrict the \
-                 primary key",
-                r.column
-            )));
-        }
-    }
+    check_columns(t, relations)?;
     let mut keys = Vec::new();
     let mut missing = Vec::new();
     for c in t.key_columns(Kind::PartitionKey) {
@@ -158,6 +144,26 @@ pub(crate) fn restrict(
         partitions,
         clustering,
     })
+}
+
+/// Checks that `relations` restrict the table's key columns only.
+fn check_columns(t: Target, relations: &[Relation]) -> Result<(), CqlError> {
+    for r in relations {
+        if !t.table.columns.iter().any(|c| c.name == r.column) {
+            return Err(CqlError::Invalid(format!(
+                "Undefined column name {}",
+                r.column
+            )));
+        }
+        if t.counter(&r.column).is_ok() {
+            return Err(CqlError::Invalid(format!(
+                "Cannot restrict column {}: counters are read, not filtered; restrict the \
+                 primary key",
+                r.column
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The relation on `column`, the first of a range's; more than one is
@@ -503,21 +509,66 @@ pub(crate) fn all_columns(t: Target) -> Metadata {
     }
 }
 
-/// What a SELECT reads: its rows, and whether it asks for them in the
-/// reverse of the table's clustering order.
+/// What a SELECT reads: its rows (of every partition, when `scan`), and
+/// whether it asks for them in the reverse of the table's clustering
+/// order.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Query {
     pub(crate) rows: Rows,
     pub(crate) reversed: bool,
+    pub(crate) scan: bool,
 }
 
-/// The rows a SELECT reads.
+/// The rows a SELECT reads: those it names, or with no partition key
+/// restricted, every partition's (a scan; filtering clustering columns
+/// then takes `ALLOW FILTERING`, as in Cassandra).
 pub(crate) fn query(t: Target, s: &Select, values: &[Value]) -> Result<Query, CqlError> {
-    let rows = restrict(t, &s.relations, values, false)?;
+    let reversed = reversed(t, &s.order_by)?;
+    let scan = t
+        .key_columns(Kind::PartitionKey)
+        .all(|c| s.relations.iter().all(|r| r.column != c.name));
+    if !scan {
+        let rows = restrict(t, &s.relations, values, false)?;
+        return Ok(Query {
+            rows,
+            reversed,
+            scan,
+        });
+    }
+    check_columns(t, &s.relations)?;
+    if !s.relations.is_empty() && !s.allow_filtering {
+        return Err(CqlError::Invalid(
+            "Cannot execute this query as it might involve data filtering and thus may have \
+             unpredictable performance. If you want to execute this query despite the \
+             performance unpredictability, use ALLOW FILTERING"
+                .into(),
+        ));
+    }
+    if !s.order_by.is_empty() {
+        return Err(CqlError::Invalid(
+            "ORDER BY is only supported when the partition key is restricted by an EQ or an IN."
+                .into(),
+        ));
+    }
+    let clustering = clustering(t, &s.relations, values, false)?;
     Ok(Query {
-        rows,
-        reversed: reversed(t, &s.order_by)?,
+        rows: Rows {
+            partitions: Vec::new(),
+            clustering,
+        },
+        reversed,
+        scan,
     })
+}
+
+/// The partition key's values of each stored partition of a scan, in
+/// order; a partition that is not the table's is skipped.
+pub(crate) fn scanned(t: Target, stored: Vec<Vec<u8>>) -> Vec<(Vec<Vec<u8>>, Vec<u8>)> {
+    let keys = t.key_columns(Kind::PartitionKey).count();
+    stored
+        .into_iter()
+        .filter_map(|p| Some((cells::partition_key(t.table, &p, keys)?, p)))
+        .collect()
 }
 
 /// Whether `ORDER BY` asks for the reverse of the clustering order.
@@ -541,15 +592,36 @@ fn reversed(t: Target, order_by: &[(String, bool)]) -> Result<bool, CqlError> {
     Ok(reversed.unwrap_or(false))
 }
 
-/// The rows a SELECT answers: `read` holds, per partition of the query
-/// (in its order), each column's live value.
-pub(crate) fn answer(
+/// The columns and rows a SELECT answers of `rows`, its table's rows
+/// with every column ([`all_columns`]), in order.
+pub(crate) fn project(
+    t: Target,
+    s: &Select,
+    rows: Vec<Vec<Cell>>,
+    values: &[Value],
+) -> Result<(Metadata, Vec<Vec<Cell>>), CqlError> {
+    let table = Table {
+        meta: all_columns(t),
+        rows,
+    };
+    let projected = Select {
+        relations: Vec::new(),
+        order_by: Vec::new(),
+        ..s.clone()
+    };
+    evaluate(&table, &projected, values)
+}
+
+/// The rows, with every column, that `read` holds of the partitions of
+/// `q` (in its order): each partition's in clustering order (or its
+/// reverse), and those of several partitions in clustering order when
+/// the SELECT orders them.
+pub(crate) fn table_rows(
     t: Target,
     s: &Select,
     q: &Query,
     read: &[BTreeMap<Vec<u8>, Option<i64>>],
-    values: &[Value],
-) -> Result<(Metadata, Vec<Vec<Cell>>), CqlError> {
+) -> Vec<Vec<Cell>> {
     let meta = all_columns(t);
     let types = clustering_types(t);
     let descending: Vec<bool> = t
@@ -589,16 +661,7 @@ pub(crate) fn answer(
             if q.reversed { o.reverse() } else { o }
         });
     }
-    let table = Table {
-        meta,
-        rows: rows.into_iter().map(|(_, r)| r).collect(),
-    };
-    let projected = Select {
-        relations: Vec::new(),
-        order_by: Vec::new(),
-        ..s.clone()
-    };
-    evaluate(&table, &projected, values)
+    rows.into_iter().map(|(_, r)| r).collect()
 }
 
 /// Two rows' order by their clustering values, as the table declares it.

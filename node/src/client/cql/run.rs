@@ -130,6 +130,8 @@ fn execute(
         }],
         consistency: params.consistency,
         skip_metadata: params.skip_metadata,
+        page_size: params.page_size,
+        paging_state: params.paging_state.clone(),
     }))
 }
 

@@ -44,6 +44,10 @@ pub(crate) struct RowWork {
     pub(crate) consistency: u16,
     /// The client already has a SELECT's result metadata.
     pub(crate) skip_metadata: bool,
+    /// Rows per page the client asks for (a scan's pages).
+    pub(crate) page_size: Option<i32>,
+    /// Where the client's last page of a scan ended.
+    pub(crate) paging_state: Option<Vec<u8>>,
 }
 
 /// One statement on a counter table's rows.

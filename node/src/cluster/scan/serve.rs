@@ -14,6 +14,7 @@ use crate::base::convert::{engine_error, key, wire_key};
 use crate::base::fields::is_field;
 use crate::base::keyspace::Keyspace;
 use crate::base::zset;
+use crate::cluster::scan::Space;
 
 /// Cells a page reads from each memtable, per key it may answer: keys of
 /// other ranges, dead cells and members of unique counters come between.
@@ -21,9 +22,22 @@ const WINDOW_PER_KEY: usize = 4;
 
 /// Checks a scan request's bounds; answers its token ranges.
 pub(crate) fn check(scan: &WireScan, ranges: &[WireRange]) -> Result<Vec<TokenRange>, WireError> {
+    Keyspace::check(&scan.prefix)?;
+    check_table(scan, ranges)
+}
+
+/// Checks a table scan's bounds (its prefix, one of the partition key,
+/// may be any bytes); answers its token ranges.
+pub(crate) fn check_table(
+    scan: &WireScan,
+    ranges: &[WireRange],
+) -> Result<Vec<TokenRange>, WireError> {
     let invalid = |why: String| WireError::not_applied(ErrorKind::Invalid, why);
     if scan.db >= crate::base::keyspace::DATABASES {
         return Err(invalid(format!("database {} does not exist", scan.db)));
+    }
+    if scan.prefix.len() > tally_engine::PARTITION_BYTES_MAX {
+        return Err(invalid("a scan's prefix is longer than a partition".into()));
     }
     if !(1..=SCAN_KEYS_MAX).contains(&(scan.limit as usize)) {
         return Err(invalid(format!("1 to {SCAN_KEYS_MAX} keys per scan page")));
@@ -33,7 +47,6 @@ pub(crate) fn check(scan: &WireScan, ranges: &[WireRange]) -> Result<Vec<TokenRa
             "1 to {REPAIR_RANGES_MAX} ranges per scan page"
         )));
     }
-    Keyspace::check(&scan.prefix)?;
     Ok(crate::base::convert::token_ranges(ranges))
 }
 
@@ -86,7 +99,7 @@ fn registered_kind(registers: &Registers, now_ms: u64) -> Option<WireKind> {
 /// after when more may follow. Blocking: disk reads.
 pub(crate) fn page(
     engine: &Engine,
-    space: Keyspace,
+    space: Space,
     scan: &WireScan,
     ranges: &[TokenRange],
 ) -> Result<WireKeys, WireError> {
@@ -145,6 +158,7 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
     use tally_engine::Options;
+    use tally_net::wire::WireKey;
 
     const WHOLE: TokenRange = TokenRange { start: 0, end: 0 };
 
@@ -169,7 +183,13 @@ mod tests {
         let space = Keyspace { db, generation: 0 };
         let (mut out, mut after) = (Vec::new(), None);
         loop {
-            let page = page(engine, space, &scan(db, prefix, after, limit), &[WHOLE]).unwrap();
+            let page = page(
+                engine,
+                Space::Db(space),
+                &scan(db, prefix, after, limit),
+                &[WHOLE],
+            )
+            .unwrap();
             assert!(page.keys.len() <= limit as usize);
             out.extend(names(&page));
             match page.more {
@@ -177,6 +197,58 @@ mod tests {
                 None => return out,
             }
         }
+    }
+
+    #[test]
+    fn a_table_page_lists_the_tables_partitions_by_their_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::open(dir.path(), Options::default()).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let table = [0xFF, 0xC0, 1, 2, 3, 4, 5, 6];
+        let mut other = table;
+        other[7] = 7;
+        rt.block_on(async {
+            let stored = |t: &[u8], pk: &str| [t, pk.as_bytes()].concat();
+            for (p, c) in [
+                (stored(&table, "k1"), "c"),
+                (stored(&table, "k1"), "d"),
+                (stored(&table, "k2"), "c"),
+                (stored(&other, "k3"), "c"),
+                (b"k4".to_vec(), ""),
+                (
+                    Keyspace {
+                        db: 3,
+                        generation: 0,
+                    }
+                    .stored(b"k5")
+                    .unwrap(),
+                    "",
+                ),
+            ] {
+                let k = Key::new(&p, c.as_bytes()).unwrap();
+                let (_, durable) = engine.add([(&k, 1)]).unwrap();
+                durable.wait().await.unwrap();
+            }
+        });
+        let page = |limit, after: Option<WireKey>| {
+            let scan = WireScan {
+                db: 0,
+                prefix: Vec::new(),
+                after,
+                limit,
+            };
+            page(&engine, Space::Table(table), &scan, &[WHOLE]).unwrap()
+        };
+        let all = page(10, None);
+        assert_eq!(names(&all), ["k1:Row", "k2:Row"]);
+        assert!(all.more.is_none(), "the table ended");
+        let first = page(1, None);
+        assert_eq!(names(&first), ["k1:Row"]);
+        let rest = page(1, first.more);
+        assert_eq!(names(&rest), ["k1:Row", "k2:Row"][1..].to_vec());
     }
 
     #[test]

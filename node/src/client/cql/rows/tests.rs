@@ -209,7 +209,8 @@ fn selected(
         panic!("{q}")
     };
     let plan = query(target(t), &s, &[])?;
-    answer(target(t), &s, &plan, read, &[])
+    let rows = table_rows(target(t), &s, &plan, read);
+    project(target(t), &s, rows, &[])
 }
 
 #[test]
@@ -281,10 +282,49 @@ fn a_select_of_partitions_in_order_answers_each() {
     )
     .unwrap();
     assert_eq!(rows, [vec![Some(int(2)), cell::bigint(1)]]);
-    let e = selected(&t, "SELECT * FROM cf", &[]).unwrap_err();
-    assert!(
-        e.message()
-            .starts_with("Some partition key parts are missing"),
-        "{e:?}"
+    let e = selected(&t, "SELECT * FROM cf WHERE pk > 1", &[]).unwrap_err();
+    assert!(e.message().starts_with("Only EQ and IN"), "{e:?}");
+}
+
+#[test]
+fn a_select_of_no_partition_scans_the_table() {
+    let t = table("CREATE TABLE cf (a int, b int, ck int, c counter, PRIMARY KEY ((a, b), ck))");
+    let scan = |q: &str| {
+        let Statement::Select(s) = parsed(q) else {
+            panic!("{q}")
+        };
+        query(target(&t), &s, &[])
+    };
+    let q = scan("SELECT * FROM cf").unwrap();
+    assert!(q.scan && q.rows.partitions.is_empty());
+    let q = scan("SELECT * FROM cf WHERE ck > 1 ALLOW FILTERING").unwrap();
+    assert_eq!(
+        q.rows.clustering.range.as_ref().map(|r| r.0.is_some()),
+        Some(true)
+    );
+    for (q, words) in [
+        ("SELECT * FROM cf WHERE ck > 1", "ALLOW FILTERING"),
+        (
+            "SELECT * FROM cf WHERE a = 1",
+            "Some partition key parts are missing: b",
+        ),
+        (
+            "SELECT * FROM cf ORDER BY ck DESC",
+            "ORDER BY is only supported",
+        ),
+        (
+            "SELECT * FROM cf WHERE c = 1 ALLOW FILTERING",
+            "Cannot restrict column c",
+        ),
+    ] {
+        let e = scan(q).unwrap_err();
+        assert!(e.message().contains(words), "{q}: {e:?}");
+    }
+    let mine = cells::partition(&t, &[int(1), int(2)]).unwrap();
+    let mut other = mine.clone();
+    other[3] ^= 1;
+    assert_eq!(
+        scanned(target(&t), vec![mine.clone(), other]),
+        [(vec![int(1), int(2)], mine)]
     );
 }
