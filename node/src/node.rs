@@ -192,6 +192,12 @@ impl Node {
         })
     }
 
+    /// Whether this node replicates `partition` (as the ring it routes
+    /// by places it).
+    pub(crate) fn replicates(&self, partition: &[u8]) -> bool {
+        self.ctx.replicas(partition).all().contains(&self.ctx.me())
+    }
+
     /// Whether this node may write CQL counter tables' cells: every
     /// member up places them as it does (`features::CQL_TABLES`).
     pub(crate) fn serves_cql_tables(&self) -> bool {

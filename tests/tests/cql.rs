@@ -65,3 +65,21 @@ fn counter_tables_count_through_the_python_driver() {
     let mut degraded = python(&driver, script, &[port, "degraded".into()]);
     tally_tests::assert_script_ok(&mut degraded, "counter tables, a node down");
 }
+
+#[test]
+fn token_aware_drivers_send_each_statement_to_its_replica() {
+    let cluster = Cluster::start(ClusterOptions {
+        cql: true,
+        nodes: 4,
+        replication_factor: 1,
+        ..ClusterOptions::default()
+    })
+    .unwrap();
+    cluster.wait_agreement().unwrap();
+    let driver =
+        tally_tests::pip_packages("pycql", &[DRIVER], &["cassandra_driver-3.30.1"]).unwrap();
+    let mut args = vec![cluster.cql_addr(0).unwrap().port().to_string()];
+    args.extend((0..4).map(|i| cluster.metrics_addr(i).to_string()));
+    let mut routed = python(&driver, include_str!("cql/routing.py"), &args);
+    tally_tests::assert_script_ok(&mut routed, "token-aware routing");
+}

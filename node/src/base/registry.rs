@@ -59,7 +59,15 @@ pub(crate) struct Registry {
     pub(crate) hints_sent: AtomicU64,
     /// RESP commands, by the command table's order; unknown ones last.
     resp: [AtomicU64; COMMANDS.len() + 1],
+    /// CQL statements on named partitions, by [`CQL_ROUTES`]: this node
+    /// replicates every partition of the statement, or not (a driver
+    /// that is not token-aware sent it here, and it is forwarded).
+    pub(crate) cql_statements: [AtomicU64; CQL_ROUTES.len()],
 }
+
+/// Where CQL statements on named partitions arrived, by the index of
+/// [`Registry::cql_statements`].
+pub(crate) const CQL_ROUTES: [&str; 2] = ["replica", "forwarded"];
 
 impl Registry {
     /// A registry with nothing counted yet.
@@ -73,6 +81,7 @@ impl Registry {
             hints_written: AtomicU64::new(0),
             hints_sent: AtomicU64::new(0),
             resp: [const { AtomicU64::new(0) }; COMMANDS.len() + 1],
+            cql_statements: [const { AtomicU64::new(0) }; CQL_ROUTES.len()],
         }
     }
 

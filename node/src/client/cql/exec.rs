@@ -4,6 +4,7 @@
 //! statements' rules are `rows`, the levels and errors `levels`.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering::Relaxed;
 
 use crate::client::join::join_all;
 use tally_engine::now_ms;
@@ -68,17 +69,19 @@ pub(crate) async fn run(node: &Node, work: RowWork, id: Option<OpId>) -> Result<
         answer = Some(match &part.statement {
             Statement::Update(u) => {
                 let writes = rows::update(part.target(), u, &part.values)?;
+                count_route(node, writes.cells.iter().map(|c| c.partition.as_slice()));
                 apply(node, &writes.cells, writes.ttl_s, id.as_ref(), lv).await?;
                 (Opcode::Result, response::void())
             }
             Statement::Delete(d) => {
-                reset(
-                    node,
-                    part,
-                    rows::delete(part.target(), d, &part.values)?,
-                    lv,
-                )
-                .await?;
+                let resets = rows::delete(part.target(), d, &part.values)?;
+                match &resets {
+                    Resets::Cells(cells) => count_route(node, cells.iter().map(|(p, _)| &p[..])),
+                    Resets::Read { rows, .. } => {
+                        count_route(node, rows.partitions.iter().map(|(_, p)| &p[..]));
+                    }
+                }
+                reset(node, part, resets, lv).await?;
                 (Opcode::Result, response::void())
             }
             Statement::Select(s) => {
@@ -86,6 +89,7 @@ pub(crate) async fn run(node: &Node, work: RowWork, id: Option<OpId>) -> Result<
                 let (rows, state) = match q.scan {
                     true => scan(node, part, s, &q, &work, lv).await?,
                     false => {
+                        count_route(node, q.rows.partitions.iter().map(|(_, p)| &p[..]));
                         let read = read(node, &q.rows, lv).await?;
                         (rows::table_rows(part.target(), s, &q, &read), None)
                     }
@@ -102,6 +106,13 @@ pub(crate) async fn run(node: &Node, work: RowWork, id: Option<OpId>) -> Result<
         });
     }
     answer.ok_or_else(|| CqlError::Invalid("no statement to run".into()))
+}
+
+/// Counts a statement on `partitions` as routed to a replica of all of
+/// them, or forwarded (`tally_cql_statements_total`).
+fn count_route<'p>(node: &Node, mut partitions: impl Iterator<Item = &'p [u8]>) {
+    let here = partitions.all(|p| node.replicates(p));
+    node.metrics().cql_statements[usize::from(!here)].fetch_add(1, Relaxed);
 }
 
 /// Applies an UPDATE's changes; `ttl_s` (if not 0) gives each counter

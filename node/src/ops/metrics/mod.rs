@@ -12,7 +12,7 @@ pub(crate) mod text;
 use std::sync::atomic::Ordering::Relaxed;
 
 use crate::base::commands::COMMANDS;
-use crate::base::registry::{ACCEPTOR_KINDS, ERROR_KINDS, LEVELS, OPS, Registry};
+use crate::base::registry::{ACCEPTOR_KINDS, CQL_ROUTES, ERROR_KINDS, LEVELS, OPS, Registry};
 use crate::client::accept::ClientGate;
 use crate::node::Node;
 use text::Page;
@@ -57,6 +57,16 @@ pub(crate) fn render(node: &Node, gate: &ClientGate) -> String {
     for (i, kind) in ACCEPTOR_KINDS.iter().enumerate() {
         let n = r.acceptor[i].load(Relaxed) as f64;
         p.sample("tally_acceptor_requests_total", &[("kind", kind)], n);
+    }
+    p.family(
+        "tally_cql_statements_total",
+        "counter",
+        "CQL statements on named partitions, by whether this node replicates them all \
+         (replica) or forwarded them to their replicas (forwarded).",
+    );
+    for (i, routed) in CQL_ROUTES.iter().enumerate() {
+        let n = r.cql_statements[i].load(Relaxed) as f64;
+        p.sample("tally_cql_statements_total", &[("routed", routed)], n);
     }
     p.single(
         "tally_client_connections",
