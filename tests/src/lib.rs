@@ -917,17 +917,24 @@ impl Cluster {
         String::from_utf8(out.stdout).expect("redis-cli prints text")
     }
 
-    /// Waits until every node has enabled agreement (the cluster feature
-    /// strings need) and CQL's counter tables, and takes string writes: a node writes once it has
-    /// heard every member up enabled it too (a heartbeat later).
-    pub fn wait_agreement(&self) -> Result<()> {
-        // Nodes not started yet (to join later) are not members.
+    /// Waits until every running node (a member: nodes not started yet,
+    /// to join later, are not) has enabled `features`; answers them.
+    pub fn wait_features(&self, features: &[&str], timeout: Duration) -> Result<Vec<usize>> {
         let members: Vec<usize> = (0..self.nodes.len())
             .filter(|&i| self.is_running(i))
             .collect();
-        let timeout = Duration::from_secs(30);
+        chaos::upgrade::wait_enabled(self, &members, features, timeout)?;
+        Ok(members)
+    }
+
+    /// Waits until every node has enabled agreement (the cluster feature
+    /// strings need) and CQL's counter tables, and takes string writes: a
+    /// node writes once it has heard every member up enabled it too (a
+    /// heartbeat later).
+    pub fn wait_agreement(&self) -> Result<()> {
         use tally_node::cluster::features::{AGREEMENT, CQL_TABLES};
-        chaos::upgrade::wait_enabled(self, &members, &[AGREEMENT, CQL_TABLES], timeout)?;
+        let timeout = Duration::from_secs(30);
+        let members = self.wait_features(&[AGREEMENT, CQL_TABLES], timeout)?;
         let deadline = Instant::now() + timeout;
         for i in members {
             while self.redis_cli(i, &["SET", "tally:probe", "agreed"]) != "OK\n" {

@@ -11,6 +11,9 @@
 use std::process::Command;
 use std::time::Duration;
 
+use tally_net::client::{ClientTls, Login, Security};
+use tally_net::client_tls::{ClientFiles, client_config};
+use tally_node::cluster::features::CQL_TABLES;
 use tally_tests::{Cluster, ClusterOptions};
 
 /// The driver, pinned.
@@ -82,4 +85,92 @@ fn token_aware_drivers_send_each_statement_to_its_replica() {
     args.extend((0..4).map(|i| cluster.metrics_addr(i).to_string()));
     let mut routed = python(&driver, include_str!("cql/routing.py"), &args);
     tally_tests::assert_script_ok(&mut routed, "token-aware routing");
+}
+
+/// `cqlsh`, pinned, and the driver it brings.
+const CQLSH: &str = "cqlsh==6.2.2";
+
+#[test]
+fn cqlsh_runs_scyllas_counter_example_word_for_word() {
+    let cluster = Cluster::start(ClusterOptions {
+        cql: true,
+        ..ClusterOptions::default()
+    })
+    .unwrap();
+    cluster.wait_agreement().unwrap();
+    let dir = tally_tests::pip_packages("cqlsh", &[CQLSH], &["cqlsh-6.2.2"]).unwrap();
+    let port = cluster.cql_addr(0).unwrap().port().to_string();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cql/cqlsh/counters.cql");
+    let cqlsh = |args: &[&str]| {
+        let out = Command::new("python3")
+            .env("PYTHONPATH", &dir)
+            .args(["-m", "cqlshlib", "127.0.0.2", &port])
+            .args(args)
+            .output()
+            .unwrap();
+        let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+        let errors = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{printed}{errors}");
+        printed
+    };
+    // cqlsh warns as it does against ScyllaDB, which reports 3.0.8 too.
+    assert_eq!(
+        cqlsh(&["-f", script]),
+        include_str!("cql/cqlsh/counters.out")
+    );
+    let printed = cqlsh(&[
+        "-e",
+        "UPDATE mykeyspace.cf SET my_counter = my_counter + 37 WHERE pk = 0; \
+         SELECT my_counter FROM mykeyspace.cf WHERE pk = 0",
+    ]);
+    assert!(
+        printed.ends_with("\n my_counter\n------------\n         42\n\n(1 rows)\n"),
+        "{printed}"
+    );
+}
+
+#[test]
+fn the_python_driver_logs_in_over_tls_and_roles_hold() {
+    let mut cluster = Cluster::configure(ClusterOptions {
+        cql: true,
+        cluster_tables: "[cluster.auth]\nusers_file = \"users.toml\"\n[cluster.client_tls]\n"
+            .into(),
+        ..ClusterOptions::default()
+    })
+    .unwrap();
+    for (user, role) in [
+        ("admin", "admin"),
+        ("app", "readwrite"),
+        ("viewer", "readonly"),
+    ] {
+        cluster.passwd(user, role, &format!("{user}-pw")).unwrap();
+    }
+    let ca = cluster.certs_dir().join("ca.pem");
+    let files = ClientFiles {
+        ca: ca.clone(),
+        identity: None,
+    };
+    cluster.security = Security {
+        tls: Some(ClientTls {
+            config: client_config(&files).unwrap(),
+            server_name: None,
+        }),
+        login: Some(Login {
+            user: "admin".into(),
+            password: "admin-pw".into(),
+        }),
+    };
+    cluster.start_all().unwrap();
+    let features = [tally_node::cluster::features::AGREEMENT, CQL_TABLES];
+    cluster
+        .wait_features(&features, Duration::from_secs(30))
+        .unwrap();
+    let driver =
+        tally_tests::pip_packages("pycql", &[DRIVER], &["cassandra_driver-3.30.1"]).unwrap();
+    let args = [
+        cluster.cql_addr(0).unwrap().port().to_string(),
+        ca.display().to_string(),
+    ];
+    let mut secure = python(&driver, include_str!("cql/secure.py"), &args);
+    tally_tests::assert_script_ok(&mut secure, "TLS and logins");
 }

@@ -233,8 +233,9 @@ fn up(path: &Path, threads: Option<usize>) -> Result<()> {
             .metrics
             .map(|m| format!("  metrics http://{m}/metrics"))
             .unwrap_or_default();
+        let cql = n.cql.map(|a| format!("  cql {a}")).unwrap_or_default();
         println!(
-            "  {:<4} client {}  resp {}  peer {} (QUIC){metrics}  data {}",
+            "  {:<4} client {}  resp {}{cql}  peer {} (QUIC){metrics}  data {}",
             n.id,
             n.client,
             n.resp,

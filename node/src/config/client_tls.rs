@@ -12,6 +12,8 @@ pub struct ClientTlsConfig {
     pub native: bool,
     /// TLS on the RESP port.
     pub resp: bool,
+    /// TLS on the CQL port.
+    pub cql: bool,
     /// Clients must present a certificate signed by `client_ca`.
     pub verify_clients: bool,
     /// The ports' certificate chain; `{node}` is the node id.
@@ -30,6 +32,7 @@ impl Default for ClientTlsConfig {
         ClientTlsConfig {
             native: true,
             resp: true,
+            cql: true,
             verify_clients: false,
             cert: None,
             key: None,

@@ -157,16 +157,13 @@ pub fn run_with(
             None => None,
         };
         let gate = client_gate(&node, files)?;
-        let (native_doors, resp_doors) = doors(&node)?;
+        let (native_doors, resp_doors, cql_doors) = doors(&node)?;
         let auth = native_doors.auth.clone();
         tokio::spawn(auth.clone().watch_file());
         tokio::spawn(server::serve(listener, node.clone(), gate.clone(), native_doors));
         if let Some(cql) = cql {
-            let doors = server::Doors {
-                auth: resp_doors.auth.clone(),
-                tls: None,
-            };
-            tokio::spawn(crate::client::cql::serve::serve(cql, node.clone(), gate.clone(), doors));
+            let serve = crate::client::cql::serve::serve(cql, node.clone(), gate.clone(), cql_doors);
+            tokio::spawn(serve);
         }
         tokio::spawn(resp::serve(resp, node.clone(), gate.clone(), resp_doors));
         if let Some(metrics) = metrics {
@@ -216,14 +213,14 @@ pub fn run_with(
 
 /// What the native and RESP ports need besides the node: its users (the
 /// same for both), and TLS where `[cluster.client_tls]` asks for it.
-fn doors(node: &Node) -> Result<(server::Doors, server::Doors)> {
+fn doors(node: &Node) -> Result<(server::Doors, server::Doors, server::Doors)> {
     let config = node.config();
     let auth = Arc::new(
         crate::security::auth::Auth::load(&config.cluster.auth).map_err(anyhow::Error::msg)?,
     );
     auth.announce();
     let me = &config.nodes[node.me()];
-    let (native, resp) = crate::security::client_tls::acceptors(
+    let (native, resp, cql) = crate::security::client_tls::acceptors(
         config.cluster.client_tls.as_ref(),
         &config.cluster.certs_dir,
         &me.id,
@@ -231,13 +228,14 @@ fn doors(node: &Node) -> Result<(server::Doors, server::Doors)> {
     tracing::info!(
         native = native.is_some(),
         resp = resp.is_some(),
+        cql = cql.is_some(),
         "client TLS"
     );
     let door = |tls| server::Doors {
         auth: auth.clone(),
         tls,
     };
-    Ok((door(native), door(resp)))
+    Ok((door(native), door(resp), door(cql)))
 }
 
 /// The cap on client connections: what the file limit leaves once the

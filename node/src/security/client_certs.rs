@@ -2,8 +2,8 @@
 //! and what clients present when the nodes ask for one.
 //!
 //! - `<id>.clients.pem` / `.key`: a node's client ports. Its names are
-//!   `localhost` and the IP addresses of the node's `client` and `resp`
-//!   listeners, so `redis-cli --tls --cacert ca.pem -h 127.0.0.1` and
+//!   `localhost` and the IP addresses of the node's `client`, `resp` and
+//!   `cql` listeners, so `redis-cli --tls --cacert ca.pem -h 127.0.0.1` and
 //!   `tally --tls` check it without being told a name. Server
 //!   authentication only, and it names no node: it can never pass as a
 //!   peer (see `tally_net::identity`). Issued by `tallyd certs` when
@@ -52,6 +52,7 @@ pub fn client_files(certs_dir: &Path, name: &str) -> (PathBuf, PathBuf) {
 pub fn listener_names(node: &NodeConfig) -> Vec<String> {
     let mut ips: Vec<IpAddr> = [node.client.ip(), node.resp.ip()]
         .into_iter()
+        .chain(node.cql.map(|a| a.ip()))
         .filter(|ip| !ip.is_unspecified())
         .collect();
     ips.sort();

@@ -128,13 +128,14 @@ pub fn acceptors(
     config: Option<&ClientTlsConfig>,
     certs_dir: &Path,
     id: &str,
-) -> anyhow::Result<(PortTls, PortTls)> {
+) -> anyhow::Result<(PortTls, PortTls, PortTls)> {
     let Some(c) = config else {
-        return Ok((None, None));
+        return Ok((None, None, None));
     };
     let live = Arc::new(LiveTls::load(c.files(certs_dir, id))?);
     tokio::spawn(watch(Arc::downgrade(&live)));
-    Ok((c.native.then(|| live.clone()), c.resp.then_some(live)))
+    let port = |on: bool| on.then(|| live.clone());
+    Ok((port(c.native), port(c.resp), port(c.cql)))
 }
 
 #[cfg(test)]

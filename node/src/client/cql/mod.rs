@@ -29,7 +29,7 @@
 //!   placed by their partition key; [`rows`]: what an UPDATE, DELETE or
 //!   SELECT on them writes, resets and reads, and the rows it answers;
 //!   [`batch`]: counter batches; [`levels`]: CQL's consistency levels,
-//!   operation ids and errors as Tally's;
+//!   operation ids and errors as Tally's; [`grants`]: who may run what;
 //! - [`run`]: a statement run against what the node holds, coming to a
 //!   [`work`]: an answer, a schema change, or statements on rows.
 //!
@@ -42,6 +42,7 @@ pub(crate) mod body;
 pub(crate) mod cells;
 pub(crate) mod exec;
 pub(crate) mod frame;
+pub(crate) mod grants;
 pub(crate) mod handshake;
 pub(crate) mod levels;
 pub(crate) mod lex;

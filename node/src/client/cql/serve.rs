@@ -21,6 +21,7 @@ use tracing::debug;
 
 use super::ast::Statement;
 use super::frame::{self, FLAG_COMPRESSED, HEADER_BYTES, Header, Opcode};
+use super::grants;
 use super::handshake::{Handshake, Step};
 use super::levels;
 use super::prepared::PreparedCache;
@@ -38,6 +39,7 @@ use crate::client::server::Doors;
 use crate::client::stream::ClientStream;
 use crate::cluster::agree::history;
 use crate::node::Node;
+use crate::security::auth::access::{Need, Role};
 use crate::security::auth::{Auth, Login};
 
 /// The reserved partition whose registers are the schema's keyspaces.
@@ -89,6 +91,14 @@ pub(crate) async fn serve(
 struct Shared {
     prepared: PreparedCache,
     cluster: Mutex<Option<(Instant, Arc<Cluster>)>>,
+}
+
+/// Who sent a statement: the role and user it is served as, and the
+/// request's custom payload.
+struct Caller<'a> {
+    role: Option<Role>,
+    user: Option<&'a str>,
+    payload: &'a [(String, Vec<u8>)],
 }
 
 /// Why a connection ends.
@@ -193,12 +203,17 @@ impl Conn {
             Step::CheckPassword { user, password } => self.log_in(&user, &password, stream).await,
             Step::Refuse(e) => e.frame(stream),
             Step::Run => {
+                let caller = Caller {
+                    role: self.login.role(),
+                    user: self.login.user(),
+                    payload: &payload,
+                };
                 let answer = statement(
                     &self.node,
                     &mut self.session,
                     &self.shared,
                     request,
-                    &payload,
+                    &caller,
                 );
                 match answer.await {
                     Ok((op, body)) => frame::response(stream, op, 0, &body),
@@ -251,7 +266,7 @@ async fn statement(
     session: &mut Session,
     shared: &Shared,
     request: Request,
-    payload: &[(String, Vec<u8>)],
+    caller: &Caller<'_>,
 ) -> Result<(Opcode, Vec<u8>), CqlError> {
     // Answered without the cluster's view.
     if let Request::Register(_) = request {
@@ -273,12 +288,16 @@ async fn statement(
                 statement,
                 keyspace,
             } => {
+                let on = "<all keyspaces>";
+                grants::check(caller.role, Need::Admin, caller.user, on)?;
                 let done = change_schema(node, statement, keyspace).await;
                 *shared.cluster.lock() = None;
                 done
             }
             Outcome::Rows(work) => {
-                let id = levels::op_id(payload)?;
+                let on = grants::resource(&work);
+                grants::check(caller.role, grants::rows_need(&work), caller.user, &on)?;
+                let id = levels::op_id(caller.payload)?;
                 super::exec::run(node, work, id).await
             }
         };
