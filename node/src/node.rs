@@ -42,6 +42,9 @@ pub struct Node {
     writes: Arc<Writes>,
     features: Arc<Features>,
     proposer: Arc<Proposer>,
+    /// Every member up placed CQL tables' cells as this node does, once:
+    /// then for good (a build without the feature can no longer join).
+    cql_tables: std::sync::atomic::AtomicBool,
 }
 
 impl Node {
@@ -117,6 +120,7 @@ impl Node {
             writes,
             features,
             proposer: Arc::new(Proposer::default()),
+            cql_tables: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -202,7 +206,12 @@ impl Node {
     /// member up places them as it does (`features::CQL_TABLES`).
     pub(crate) fn serves_cql_tables(&self) -> bool {
         use crate::cluster::features::{CQL_TABLES, enabled_by_all_up};
-        enabled_by_all_up(&self.ctx, &self.features, CQL_TABLES)
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.cql_tables.load(Relaxed) {
+            return true;
+        }
+        let on = enabled_by_all_up(&self.ctx, &self.features, CQL_TABLES);
+        self.cql_tables.fetch_or(on, Relaxed) || on
     }
 
     /// Whether this node may change registers through agreement: it and

@@ -19,6 +19,12 @@
 //! the same id, until it is acknowledged (or its 30 s deadline passes):
 //! `--verify` then demands the exact sum, and an add whose outcome stayed
 //! unknown fails the run.
+//!
+//! `--protocol cql` speaks CQL to each node's `cql` address instead, with
+//! prepared statements sent to a replica of their partition
+//! (`tally_benches::cql`): `--cql-statement add` adds to and reads
+//! `tally_bench.counters`, `counter_update` and `counter_read` run
+//! scylla-bench's statements on `scylla_bench.test_counters`.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -37,8 +43,10 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 use serde_json::json;
+use tally_benches::cql::CqlClient;
 use tally_benches::plot::Second;
-use tally_net::{ClientError, ClusterClient, ClusterOptions, Consistency, Outcome};
+use tally_benches::target::{CqlStatement, CqlTarget, Target};
+use tally_net::{ClusterClient, ClusterOptions, Consistency};
 use tally_node::config::Config;
 
 #[derive(Parser)]
@@ -97,9 +105,24 @@ struct Args {
     /// Draw throughput and p50/p99 latency per second into this SVG file.
     #[arg(long)]
     plot: Option<std::path::PathBuf>,
+    /// native (the client port) or cql (each node's `cql` address).
+    #[arg(long, default_value = "native")]
+    protocol: Protocol,
+    /// With `--protocol cql`, the statement, prepared: `add` (`UPDATE
+    /// tally_bench.counters SET c = c + ? WHERE pk = ?`, and reads of it
+    /// by `--read-ratio`), or scylla-bench's `counter_update` and
+    /// `counter_read` on `scylla_bench.test_counters`.
+    #[arg(long, default_value = "add")]
+    cql_statement: CqlStatement,
     /// TLS and login (as `tally`'s).
     #[command(flatten)]
     security: tally_node::security::client_security::Flags,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Protocol {
+    Native,
+    Cql,
 }
 
 #[derive(Clone, Copy)]
@@ -153,16 +176,6 @@ fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 120_000_000, 3).expect("valid histogram bounds")
 }
 
-fn error_kind(e: &ClientError) -> String {
-    match e {
-        ClientError::Server(w) => format!("{:?}", w.kind).to_lowercase(),
-        ClientError::Timeout(_) => "client timeout".into(),
-        ClientError::Closed(_) => "connection closed".into(),
-        ClientError::Connect { .. } => "connect".into(),
-        ClientError::Protocol(_) => "protocol".into(),
-    }
-}
-
 // One thread: the tasks only wait for answers, and a single thread needs
 // no cross-thread wake-ups (about 1 us of CPU per operation less).
 #[tokio::main(flavor = "current_thread")]
@@ -194,25 +207,43 @@ async fn run(args: Args) -> Result<bool> {
     let config = Config::load(&args.config).ok();
     let security =
         tally_node::security::client_security::security(&args.security, config.as_ref())?;
-    let opts = ClusterOptions {
-        connections_per_node: args.connections.max(1),
-        timeout: Duration::from_secs(5),
-        exactly_once: args.exactly_once,
-        security,
-        ..ClusterOptions::default()
-    };
-    let client = Arc::new(
-        ClusterClient::connect(&seeds, &opts)
-            .await
-            .context("connect to the cluster")?,
-    );
-    let prefix = args.prefix.clone().unwrap_or_else(|| {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        format!("bench-{:x}", nanos ^ u128::from(std::process::id()))
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+        ^ u128::from(std::process::id());
+    let client = Arc::new(match args.protocol {
+        Protocol::Native => {
+            let opts = ClusterOptions {
+                connections_per_node: args.connections.max(1),
+                timeout: Duration::from_secs(5),
+                exactly_once: args.exactly_once,
+                security,
+                ..ClusterOptions::default()
+            };
+            let client = ClusterClient::connect(&seeds, &opts)
+                .await
+                .context("connect to the cluster")?;
+            Target::Native(Box::new(client))
+        }
+        Protocol::Cql => {
+            let config = config
+                .as_ref()
+                .context("--protocol cql reads the nodes' CQL addresses from --config")?;
+            let run = (nanos as i64) & 0x7FFF_FFFF;
+            let login = security
+                .login
+                .as_ref()
+                .map(|l| (l.user.as_str(), l.password.as_str()));
+            let client = cql_client(config, login).await?;
+            let rf = config.cluster.replication_factor;
+            Target::Cql(CqlTarget::setup(client, args.cql_statement, rf, run).await?)
+        }
     });
+    let prefix = args
+        .prefix
+        .clone()
+        .unwrap_or_else(|| format!("bench-{nanos:x}"));
     let keys = match workload {
         Workload::Hot => 1,
         _ => args.keys.max(1),
@@ -258,11 +289,8 @@ async fn run(args: Args) -> Result<bool> {
                 let _ = write!(key, "{prefix}:{k}");
                 let read = rng.random_bool(read_ratio);
                 let t = Instant::now();
-                let outcome = if read {
-                    client.get(key.as_bytes(), b"", cl).await.map(|_| ())
-                } else {
-                    client.add(key.as_bytes(), b"", delta, cl).await.map(|_| ())
-                };
+                let outcome = client.op(read, (k, &key), delta, cl).await;
+                let delta = client.added(delta);
                 let us = u64::try_from(t.elapsed().as_micros())
                     .unwrap_or(u64::MAX)
                     .max(1);
@@ -278,8 +306,8 @@ async fn run(args: Args) -> Result<bool> {
                     }
                     Err(e) => {
                         recorded.lock().interval_errors += 1;
-                        *r.errors.entry(error_kind(&e)).or_default() += 1;
-                        if !read && e.outcome() == Outcome::Unknown {
+                        *r.errors.entry(e.kind).or_default() += 1;
+                        if e.unknown {
                             r.unknown += 1;
                             let entry = r.ledger.entry(k).or_default();
                             if delta >= 0 {
@@ -456,7 +484,7 @@ struct Verified {
 }
 
 /// Reads every touched key at ALL and checks it against the ledger.
-async fn verify(client: &Arc<ClusterClient>, prefix: &str, ledger: &Ledger) -> Result<Verified> {
+async fn verify(client: &Arc<Target>, prefix: &str, ledger: &Ledger) -> Result<Verified> {
     let entries: Vec<(u64, Sums)> = ledger.iter().map(|(k, v)| (*k, *v)).collect();
     let chunks: Vec<Vec<(u64, Sums)>> = entries
         .chunks(entries.len().div_ceil(64).max(1))
@@ -470,7 +498,7 @@ async fn verify(client: &Arc<ClusterClient>, prefix: &str, ledger: &Ledger) -> R
             for (k, (acked, unk_pos, unk_neg)) in chunk {
                 let key = format!("{prefix}:{k}");
                 let (lo, hi) = (acked + unk_neg, acked + unk_pos);
-                match client.get(key.as_bytes(), b"", Consistency::All).await {
+                match client.value((k, &key), Consistency::All).await {
                     Ok(v) if (lo..=hi).contains(&v) => {}
                     Ok(v) => bad.push(format!("{key}: read {v} at ALL, expected within [{lo}, {hi}] (acknowledged {acked})")),
                     Err(e) => bad.push(format!("{key}: read at ALL failed: {e}")),
@@ -491,4 +519,20 @@ async fn verify(client: &Arc<ClusterClient>, prefix: &str, ledger: &Ledger) -> R
         violations: violations.len(),
         exact: ledger.values().all(|(_, p, n)| *p == 0 && *n == 0),
     })
+}
+
+/// A CQL connection to every node of `config`, token-aware by its ring.
+async fn cql_client(config: &Config, login: Option<(&str, &str)>) -> Result<CqlClient> {
+    let addrs = config
+        .nodes
+        .iter()
+        .map(|n| {
+            n.cql
+                .with_context(|| format!("node {} has no `cql` address", n.id))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let ids: Vec<String> = config.nodes.iter().map(|n| n.id.clone()).collect();
+    let c = &config.cluster;
+    let ring = tally_net::ring::Ring::new(&ids, c.vnodes, c.replication_factor);
+    CqlClient::connect(&addrs, ring, login).await
 }

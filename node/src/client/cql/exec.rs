@@ -58,8 +58,8 @@ pub(crate) async fn run(node: &Node, work: RowWork, id: Option<OpId>) -> Result<
     let mut answer = None;
     for part in &work.parts {
         let write = !matches!(part.statement, Statement::Select(_));
-        let table = format!("{}.{}", part.keyspace, part.table.name);
-        let cl = level(work.consistency, write, rf, &table)?;
+        let table = || format!("{}.{}", part.keyspace, part.table.name);
+        let cl = level(work.consistency, write, rf, table)?;
         let lv = Level {
             code: work.consistency,
             cl,
@@ -117,41 +117,43 @@ fn count_route<'p>(node: &Node, mut partitions: impl Iterator<Item = &'p [u8]>) 
 
 /// Applies an UPDATE's changes; `ttl_s` (if not 0) gives each counter
 /// that has no deadline one.
-async fn apply(
+async fn apply<'c>(
     node: &Node,
-    cells: &[CellWrite],
+    cells: &'c [CellWrite],
     ttl_s: u32,
     id: Option<&OpId>,
     lv: Level,
 ) -> Result<(), CqlError> {
     let deadline = (ttl_s > 0).then(|| now_ms() + u64::from(ttl_s) * 1000);
-    for wave in cells.chunks(CELLS_AT_ONCE) {
-        let done = join_all(wave.iter().map(|c| async move {
-            let key = WireKey::new(&c.partition, &c.column);
-            match c.op {
-                CellOp::Add(delta) => {
-                    match id {
-                        Some(id) => node.add_once(&key, delta, id, lv.cl).await?,
-                        None => node.add(&key, delta, lv.cl).await?,
-                    };
-                    if let Some(at_ms) = deadline {
-                        let only = When::NoDeadline;
-                        node.change(&key, Change::Expire { at_ms, only }, lv.cl)
-                            .await?;
-                    }
-                }
-                CellOp::Set(value) => {
-                    let ttl = deadline.map_or(Ttl::Clear, Ttl::At);
-                    let only = Presence::Any;
-                    node.change(&key, Change::Set { value, ttl, only }, lv.cl)
+    let change = |c: &'c CellWrite| async move {
+        let key = WireKey::new(&c.partition, &c.column);
+        match c.op {
+            CellOp::Add(delta) => {
+                match id {
+                    Some(id) => node.add_once(&key, delta, id, lv.cl).await?,
+                    None => node.add(&key, delta, lv.cl).await?,
+                };
+                if let Some(at_ms) = deadline {
+                    let only = When::NoDeadline;
+                    node.change(&key, Change::Expire { at_ms, only }, lv.cl)
                         .await?;
                 }
             }
-            Ok::<(), WireError>(())
-        }))
-        .await;
-        for d in done {
-            d.map_err(|e| lv.error(&e))?;
+            CellOp::Set(value) => {
+                let ttl = deadline.map_or(Ttl::Clear, Ttl::At);
+                let only = Presence::Any;
+                node.change(&key, Change::Set { value, ttl, only }, lv.cl)
+                    .await?;
+            }
+        }
+        Ok::<(), WireError>(())
+    };
+    if let [one] = cells {
+        return change(one).await.map_err(|e| lv.error(&e));
+    }
+    for wave in cells.chunks(CELLS_AT_ONCE) {
+        for done in join_all(wave.iter().map(change)).await {
+            done.map_err(|e| lv.error(&e))?;
         }
     }
     Ok(())

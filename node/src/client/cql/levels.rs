@@ -56,7 +56,7 @@ pub(crate) fn level(
     code: u16,
     write: bool,
     rf: usize,
-    table: &str,
+    table: impl Fn() -> String,
 ) -> Result<Consistency, CqlError> {
     let counted = |n: usize| {
         [Consistency::One, Consistency::Quorum, Consistency::All]
@@ -77,7 +77,8 @@ pub(crate) fn level(
         TWO => counted(2),
         THREE => counted(3),
         ANY if write => Err(CqlError::Invalid(format!(
-            "Consistency level ANY is not yet supported for counter table {table}"
+            "Consistency level ANY is not yet supported for counter table {}",
+            table()
         ))),
         SERIAL | LOCAL_SERIAL if write => Err(CqlError::Invalid(
             "You must use conditional updates for serializable writes".into(),
@@ -86,9 +87,10 @@ pub(crate) fn level(
             "ANY ConsistencyLevel is only supported for writes".into(),
         )),
         SERIAL | LOCAL_SERIAL => Err(CqlError::Invalid(format!(
-            "{} reads of counter table {table} are not served: counters need no agreement; \
+            "{} reads of counter table {} are not served: counters need no agreement; \
              read at QUORUM or ALL",
-            name(code)
+            name(code),
+            table()
         ))),
         other => Err(CqlError::Protocol(format!(
             "unknown consistency level {other:#06x}"
@@ -188,13 +190,16 @@ mod tests {
 
     #[test]
     fn cql_levels_are_tallys() {
-        let l = |code, write| level(code, write, 3, "ks.cf");
+        let l = |code, write| level(code, write, 3, || "ks.cf".into());
         assert_eq!(l(LOCAL_ONE, true), Ok(Consistency::One));
         assert_eq!(l(LOCAL_QUORUM, false), Ok(Consistency::Quorum));
         assert_eq!(l(ALL, true), Ok(Consistency::All));
         assert_eq!(l(TWO, true), Ok(Consistency::Quorum));
         assert_eq!(l(THREE, true), Ok(Consistency::All));
-        assert!(level(TWO, true, 5, "t").is_err(), "2 of 5 is no level");
+        assert!(
+            level(TWO, true, 5, || "t".into()).is_err(),
+            "2 of 5 is no level"
+        );
         let e = l(ANY, true).unwrap_err();
         assert_eq!(
             e,

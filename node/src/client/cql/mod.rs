@@ -33,17 +33,22 @@
 //! - [`run`]: a statement run against what the node holds, coming to a
 //!   [`work`]: an answer, a schema change, or statements on rows.
 //!
-//! [`serve`] is the listener, and the one task per connection that moves
-//! their bytes; [`exec`] runs statements on rows against the cluster.
+//! [`serve`] is the listener; [`conn`] the one task per connection that
+//! moves its bytes, many statements in flight ([`inbox`] cuts its frames
+//! out of what it reads); [`shared`] what a node's connections share (its
+//! view of the cluster, schema changes); [`exec`] runs statements on rows
+//! against the cluster.
 
 pub(crate) mod ast;
 pub(crate) mod batch;
 pub(crate) mod body;
 pub(crate) mod cells;
+pub(crate) mod conn;
 pub(crate) mod exec;
 pub(crate) mod frame;
 pub(crate) mod grants;
 pub(crate) mod handshake;
+pub(crate) mod inbox;
 pub(crate) mod levels;
 pub(crate) mod lex;
 pub(crate) mod parse;
@@ -56,6 +61,7 @@ pub(crate) mod run;
 pub(crate) mod schema;
 pub(crate) mod select;
 pub(crate) mod serve;
+pub(crate) mod shared;
 pub(crate) mod system;
 pub(crate) mod tables;
 pub(crate) mod work;

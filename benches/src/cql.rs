@@ -1,0 +1,348 @@
+//! A small CQL client for the load generator: native protocol v4 over
+//! TCP, one connection per node with many statements in flight (each on
+//! its own stream id), prepared statements, and token-aware routing by
+//! the ring `cluster.toml` gives (Murmur3 of the bound partition key).
+//!
+//! Just what `tally-bench --protocol cql` needs; the tests use the real
+//! drivers.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, anyhow, bail};
+use parking_lot::Mutex;
+use tally_net::ring::{Ring, murmur3_token};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+
+const VERSION: u8 = 0x04;
+const RESPONSE: u8 = 0x84;
+const HEADER: usize = 9;
+/// Largest response body read.
+const BODY_MAX: usize = 256 << 20;
+
+const ERROR: u8 = 0x00;
+const STARTUP: u8 = 0x01;
+const READY: u8 = 0x02;
+const AUTHENTICATE: u8 = 0x03;
+const QUERY: u8 = 0x07;
+const RESULT: u8 = 0x08;
+const PREPARE: u8 = 0x09;
+const EXECUTE: u8 = 0x0A;
+const AUTH_RESPONSE: u8 = 0x0F;
+const AUTH_SUCCESS: u8 = 0x10;
+
+/// A consistency level's code.
+pub fn consistency(cl: tally_net::Consistency) -> u16 {
+    match cl {
+        tally_net::Consistency::One => 0x0001,
+        tally_net::Consistency::All => 0x0005,
+        _ => 0x0004,
+    }
+}
+
+/// A failed statement: Cassandra's error code and message, or the
+/// connection's failure.
+#[derive(Debug, Clone)]
+pub enum CqlError {
+    /// The node's ERROR.
+    Server {
+        /// Cassandra's error code.
+        code: i32,
+        /// Its message.
+        message: String,
+    },
+    /// The connection failed; why.
+    Closed(String),
+}
+
+impl CqlError {
+    /// What kind of error, for the bench's tally of them.
+    pub fn kind(&self) -> String {
+        match self {
+            CqlError::Server { code, .. } => match code {
+                0x1000 => "unavailable".into(),
+                0x1100 => "write timeout".into(),
+                0x1200 => "read timeout".into(),
+                0x1500 => "write failure".into(),
+                c => format!("error {c:#06x}"),
+            },
+            CqlError::Closed(_) => "connection closed".into(),
+        }
+    }
+
+    /// Whether the statement certainly was not applied.
+    pub fn not_applied(&self) -> bool {
+        matches!(self, CqlError::Server { code, .. } if matches!(code, 0x1000 | 0x1001 | 0x1500 | 0x2000..=0x2500))
+    }
+}
+
+impl std::error::Error for CqlError {}
+
+impl std::fmt::Display for CqlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CqlError::Server { code, message } => write!(f, "{code:#06x}: {message}"),
+            CqlError::Closed(why) => write!(f, "connection closed: {why}"),
+        }
+    }
+}
+
+type Pending = Arc<Mutex<Slots>>;
+/// An answer: its opcode and body, or the error.
+type Answer = Result<(u8, Vec<u8>), CqlError>;
+
+/// The streams of a connection: who waits for each answer, and which
+/// stream ids are free.
+struct Slots {
+    waiting: HashMap<i16, oneshot::Sender<Answer>>,
+    free: Vec<i16>,
+    closed: Option<String>,
+}
+
+/// One connection to a node.
+struct Conn {
+    frames: mpsc::UnboundedSender<Vec<u8>>,
+    slots: Pending,
+}
+
+impl Conn {
+    async fn open(addr: SocketAddr, login: Option<(&str, &str)>) -> Result<Conn> {
+        let stream = TcpStream::connect(addr)
+            .await
+            .with_context(|| format!("connect to CQL at {addr}"))?;
+        stream.set_nodelay(true)?;
+        let (mut rd, mut wr) = stream.into_split();
+        let slots: Pending = Arc::new(Mutex::new(Slots {
+            waiting: HashMap::new(),
+            free: (0..i16::MAX).rev().collect(),
+            closed: None,
+        }));
+        let (frames, mut out) = mpsc::unbounded_channel::<Vec<u8>>();
+        tokio::spawn(async move {
+            let mut batch = Vec::new();
+            while let Some(f) = out.recv().await {
+                batch.clear();
+                batch.extend_from_slice(&f);
+                while let Ok(more) = out.try_recv() {
+                    batch.extend_from_slice(&more);
+                }
+                if wr.write_all(&batch).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let reader = slots.clone();
+        tokio::spawn(async move {
+            let why = loop {
+                let mut header = [0u8; HEADER];
+                if let Err(e) = rd.read_exact(&mut header).await {
+                    break e.to_string();
+                }
+                let stream = i16::from_be_bytes([header[2], header[3]]);
+                let len = u32::from_be_bytes([header[5], header[6], header[7], header[8]]) as usize;
+                if header[0] != RESPONSE || len > BODY_MAX {
+                    break format!("a bad response header {header:?}");
+                }
+                let mut body = vec![0; len];
+                if let Err(e) = rd.read_exact(&mut body).await {
+                    break e.to_string();
+                }
+                let answer = match header[4] {
+                    ERROR => Err(error(&body)),
+                    op => Ok((op, body)),
+                };
+                let mut s = reader.lock();
+                if let Some(w) = s.waiting.remove(&stream) {
+                    s.free.push(stream);
+                    let _ = w.send(answer);
+                }
+            };
+            let mut s = reader.lock();
+            s.closed = Some(why.clone());
+            for (_, w) in s.waiting.drain() {
+                let _ = w.send(Err(CqlError::Closed(why.clone())));
+            }
+        });
+        let conn = Conn { frames, slots };
+        conn.handshake(login).await?;
+        Ok(conn)
+    }
+
+    async fn handshake(&self, login: Option<(&str, &str)>) -> Result<()> {
+        let mut startup = Vec::new();
+        put_short(&mut startup, 1);
+        put_string(&mut startup, "CQL_VERSION");
+        put_string(&mut startup, "3.0.0");
+        match self.call(STARTUP, startup).await? {
+            (READY, _) => Ok(()),
+            (AUTHENTICATE, _) => {
+                let (user, password) =
+                    login.ok_or_else(|| anyhow!("the node asks for a login: give --user"))?;
+                let token = [b"\0", user.as_bytes(), b"\0", password.as_bytes()].concat();
+                let mut body = Vec::new();
+                put_bytes(&mut body, &token);
+                match self.call(AUTH_RESPONSE, body).await? {
+                    (AUTH_SUCCESS, _) => Ok(()),
+                    (op, _) => bail!("login answered opcode {op:#04x}"),
+                }
+            }
+            (op, _) => bail!("STARTUP answered opcode {op:#04x}"),
+        }
+    }
+
+    /// Sends a request; answers its response's opcode and body.
+    async fn call(&self, opcode: u8, body: Vec<u8>) -> Result<(u8, Vec<u8>), CqlError> {
+        let (tx, rx) = oneshot::channel();
+        let stream = {
+            let mut s = self.slots.lock();
+            if let Some(why) = &s.closed {
+                return Err(CqlError::Closed(why.clone()));
+            }
+            let id = s
+                .free
+                .pop()
+                .ok_or_else(|| CqlError::Closed("every stream id is in flight".into()))?;
+            s.waiting.insert(id, tx);
+            id
+        };
+        let mut frame = Vec::with_capacity(HEADER + body.len());
+        frame.extend_from_slice(&[VERSION, 0]);
+        frame.extend_from_slice(&stream.to_be_bytes());
+        frame.push(opcode);
+        frame.extend_from_slice(&u32::try_from(body.len()).unwrap_or(u32::MAX).to_be_bytes());
+        frame.extend_from_slice(&body);
+        if self.frames.send(frame).is_err() {
+            return Err(CqlError::Closed("the writer stopped".into()));
+        }
+        rx.await
+            .unwrap_or_else(|_| Err(CqlError::Closed("the reader stopped".into())))
+    }
+}
+
+fn error(body: &[u8]) -> CqlError {
+    let code = body
+        .get(..4)
+        .map_or(0, |b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+    let message = body
+        .get(4..6)
+        .map(|l| usize::from(u16::from_be_bytes([l[0], l[1]])))
+        .and_then(|n| body.get(6..6 + n))
+        .map(|m| String::from_utf8_lossy(m).into_owned())
+        .unwrap_or_default();
+    CqlError::Server { code, message }
+}
+
+fn put_short(b: &mut Vec<u8>, v: u16) {
+    b.extend_from_slice(&v.to_be_bytes());
+}
+
+fn put_string(b: &mut Vec<u8>, s: &str) {
+    put_short(b, u16::try_from(s.len()).unwrap_or(u16::MAX));
+    b.extend_from_slice(s.as_bytes());
+}
+
+fn put_long_string(b: &mut Vec<u8>, s: &str) {
+    b.extend_from_slice(&u32::try_from(s.len()).unwrap_or(u32::MAX).to_be_bytes());
+    b.extend_from_slice(s.as_bytes());
+}
+
+fn put_bytes(b: &mut Vec<u8>, v: &[u8]) {
+    b.extend_from_slice(&u32::try_from(v.len()).unwrap_or(u32::MAX).to_be_bytes());
+    b.extend_from_slice(v);
+}
+
+/// A statement prepared on every node: its id (the same on each).
+#[derive(Clone)]
+pub struct Prepared(Vec<u8>);
+
+/// A connection to each node of the cluster, and its ring.
+pub struct CqlClient {
+    conns: Vec<Conn>,
+    ring: Ring,
+}
+
+impl CqlClient {
+    /// Connects to every node (`addrs`, in the ring's node order).
+    pub async fn connect(
+        addrs: &[SocketAddr],
+        ring: Ring,
+        login: Option<(&str, &str)>,
+    ) -> Result<CqlClient> {
+        let mut conns = Vec::with_capacity(addrs.len());
+        for &a in addrs {
+            conns.push(Conn::open(a, login).await?);
+        }
+        Ok(CqlClient { conns, ring })
+    }
+
+    /// Runs `text` unprepared on the first node, at QUORUM.
+    pub async fn query(&self, text: &str) -> Result<(), CqlError> {
+        let mut body = Vec::new();
+        put_long_string(&mut body, text);
+        put_short(&mut body, 0x0004);
+        body.push(0);
+        self.conns[0].call(QUERY, body).await.map(|_| ())
+    }
+
+    /// Prepares `text` on every node.
+    pub async fn prepare(&self, text: &str) -> Result<Prepared> {
+        let mut id = None;
+        for c in &self.conns {
+            let mut body = Vec::new();
+            put_long_string(&mut body, text);
+            let (op, answer) = c
+                .call(PREPARE, body)
+                .await
+                .map_err(|e| anyhow!("prepare {text}: {e}"))?;
+            let kind = answer
+                .get(..4)
+                .map(|k| i32::from_be_bytes([k[0], k[1], k[2], k[3]]));
+            if op != RESULT || kind != Some(4) {
+                bail!("prepare {text}: not a prepared result");
+            }
+            let n = usize::from(u16::from_be_bytes([answer[4], answer[5]]));
+            id = Some(answer[6..6 + n].to_vec());
+        }
+        id.map(Prepared)
+            .ok_or_else(|| anyhow!("no node to prepare on"))
+    }
+
+    /// Executes `p` with `values` at level `cl` on the primary replica of
+    /// `key` (the bound partition key); answers the result's body.
+    pub async fn execute(
+        &self,
+        p: &Prepared,
+        key: &[u8],
+        values: &[&[u8]],
+        cl: u16,
+    ) -> Result<Vec<u8>, CqlError> {
+        let node = self.ring.replicas_for_token(murmur3_token(key)).primary();
+        let mut body = Vec::with_capacity(64);
+        put_short(&mut body, u16::try_from(p.0.len()).unwrap_or(u16::MAX));
+        body.extend_from_slice(&p.0);
+        put_short(&mut body, cl);
+        body.push(0x01 | 0x02);
+        put_short(&mut body, u16::try_from(values.len()).unwrap_or(u16::MAX));
+        for v in values {
+            put_bytes(&mut body, v);
+        }
+        let conn = self.conns.get(node).unwrap_or(&self.conns[0]);
+        conn.call(EXECUTE, body).await.map(|(_, b)| b)
+    }
+}
+
+/// The bigint of the first cell of the first row of a ROWS result body
+/// read with its metadata skipped (`None`: no row, or a null).
+pub fn first_bigint(body: &[u8]) -> Option<i64> {
+    // kind, flags, column count, row count (skip_metadata: no specs).
+    let rows = i32::from_be_bytes(body.get(12..16)?.try_into().ok()?);
+    if rows < 1 {
+        return None;
+    }
+    let len = i32::from_be_bytes(body.get(16..20)?.try_into().ok()?);
+    let cell = body.get(20..20 + usize::try_from(len).ok()?)?;
+    Some(i64::from_be_bytes(cell.try_into().ok()?))
+}

@@ -1,0 +1,202 @@
+//! What `tally-bench`'s workers send their operations to: the native
+//! protocol's token-aware client, or CQL's prepared statements.
+
+use anyhow::{Context, Result, bail};
+use tally_net::{ClientError, ClusterClient, Consistency, Outcome};
+
+use crate::cql::{self, CqlClient, Prepared};
+
+/// The CQL statements the bench runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CqlStatement {
+    /// `UPDATE tally_bench.counters SET c = c + ? WHERE pk = ?`, and
+    /// `SELECT c FROM tally_bench.counters WHERE pk = ?` to read.
+    Add,
+    /// scylla-bench's: five counters of a row, each `+ 1`.
+    CounterUpdate,
+    /// scylla-bench's read of a partition's rows from a clustering key on.
+    CounterRead,
+}
+
+/// An operation that failed: what kind of failure, and whether its
+/// outcome is unknown (an add that may have been applied).
+pub struct Failed {
+    /// What kind of failure, for the run's tally of them.
+    pub kind: String,
+    /// The add may have been applied.
+    pub unknown: bool,
+}
+
+/// The workers' target.
+pub enum Target {
+    /// The native protocol's client.
+    Native(Box<ClusterClient>),
+    /// CQL's prepared statements.
+    Cql(CqlTarget),
+}
+
+/// The CQL statements prepared, and this run's partition keys.
+pub struct CqlTarget {
+    client: CqlClient,
+    statement: CqlStatement,
+    write: Prepared,
+    read: Prepared,
+    /// Put in the high bits of every partition key, so that runs do not
+    /// share counters.
+    run: i64,
+}
+
+impl Target {
+    /// Adds `delta` to key `k` (`key` as the native protocol names it),
+    /// or reads it.
+    pub async fn op(
+        &self,
+        read: bool,
+        (k, key): (u64, &str),
+        delta: i64,
+        cl: Consistency,
+    ) -> Result<(), Failed> {
+        match self {
+            Target::Native(c) => {
+                let done = match read {
+                    true => c.get(key.as_bytes(), b"", cl).await.map(|_| ()),
+                    false => c.add(key.as_bytes(), b"", delta, cl).await.map(|_| ()),
+                };
+                done.map_err(|e| Failed {
+                    kind: native_kind(&e),
+                    unknown: !read && e.outcome() == Outcome::Unknown,
+                })
+            }
+            Target::Cql(t) => t.op(read, k, delta, cl).await,
+        }
+    }
+
+    /// What an add of `delta` adds to the counter the check reads.
+    pub fn added(&self, delta: i64) -> i64 {
+        match self {
+            Target::Native(_) => delta,
+            Target::Cql(t) => t.adds(delta),
+        }
+    }
+
+    /// The value of key `k` at `cl`, for the check after the run.
+    pub async fn value(&self, (k, key): (u64, &str), cl: Consistency) -> Result<i64, String> {
+        match self {
+            Target::Native(c) => c
+                .get(key.as_bytes(), b"", cl)
+                .await
+                .map_err(|e| e.to_string()),
+            Target::Cql(t) => {
+                let pk = t.pk(k).to_be_bytes();
+                let ck = 0i64.to_be_bytes();
+                let values: &[&[u8]] = match t.statement {
+                    CqlStatement::Add => &[&pk],
+                    _ => &[&pk, &ck],
+                };
+                let body = t
+                    .client
+                    .execute(&t.read, &pk, values, cql::consistency(cl))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(cql::first_bigint(&body).unwrap_or(0))
+            }
+        }
+    }
+}
+
+fn native_kind(e: &ClientError) -> String {
+    match e {
+        ClientError::Server(w) => format!("{:?}", w.kind).to_lowercase(),
+        ClientError::Timeout(_) => "client timeout".into(),
+        ClientError::Closed(_) => "connection closed".into(),
+        ClientError::Connect { .. } => "connect".into(),
+        ClientError::Protocol(_) => "protocol".into(),
+    }
+}
+
+impl CqlTarget {
+    /// Makes the bench's keyspace and table if they are missing (at the
+    /// cluster's replication factor `rf`), and prepares the statements.
+    pub async fn setup(
+        client: CqlClient,
+        statement: CqlStatement,
+        rf: usize,
+        run: i64,
+    ) -> Result<CqlTarget> {
+        let (ks, table) = match statement {
+            CqlStatement::Add => (
+                "tally_bench",
+                "CREATE TABLE IF NOT EXISTS tally_bench.counters (pk bigint PRIMARY KEY, c counter)",
+            ),
+            _ => (
+                "scylla_bench",
+                "CREATE TABLE IF NOT EXISTS scylla_bench.test_counters (pk bigint, ck bigint, \
+                 c1 counter, c2 counter, c3 counter, c4 counter, c5 counter, \
+                 PRIMARY KEY(pk, ck)) WITH compression = { }",
+            ),
+        };
+        let keyspace = format!(
+            "CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = \
+             {{'class': 'SimpleStrategy', 'replication_factor': {rf}}}"
+        );
+        for ddl in [keyspace.as_str(), table] {
+            if let Err(e) = client.query(ddl).await {
+                bail!("{ddl}: {e}");
+            }
+        }
+        let (write, read) = match statement {
+            CqlStatement::Add => (
+                "UPDATE tally_bench.counters SET c = c + ? WHERE pk = ?",
+                "SELECT c FROM tally_bench.counters WHERE pk = ?",
+            ),
+            _ => (
+                "UPDATE scylla_bench.test_counters SET c1 = c1 + 1, c2 = c2 + 1, c3 = c3 + 1, \
+                 c4 = c4 + 1, c5 = c5 + 1 WHERE pk = ? AND ck = ?",
+                "SELECT c1, c2, c3, c4, c5 FROM scylla_bench.test_counters \
+                 WHERE pk = ? AND ck >= ? LIMIT 100",
+            ),
+        };
+        let write = client.prepare(write).await.context("prepare the update")?;
+        let read = client.prepare(read).await.context("prepare the read")?;
+        Ok(CqlTarget {
+            client,
+            statement,
+            write,
+            read,
+            run,
+        })
+    }
+
+    fn pk(&self, k: u64) -> i64 {
+        (self.run << 32) | (k as i64 & 0xFFFF_FFFF)
+    }
+
+    async fn op(&self, read: bool, k: u64, delta: i64, cl: Consistency) -> Result<(), Failed> {
+        let pk = self.pk(k).to_be_bytes();
+        let (ck, delta) = (0i64.to_be_bytes(), delta.to_be_bytes());
+        let cl = cql::consistency(cl);
+        let read = read || self.statement == CqlStatement::CounterRead;
+        let done = match (self.statement, read) {
+            (CqlStatement::Add, true) => self.client.execute(&self.read, &pk, &[&pk], cl).await,
+            (CqlStatement::Add, false) => {
+                self.client
+                    .execute(&self.write, &pk, &[&delta, &pk], cl)
+                    .await
+            }
+            (_, true) => self.client.execute(&self.read, &pk, &[&pk, &ck], cl).await,
+            (_, false) => self.client.execute(&self.write, &pk, &[&pk, &ck], cl).await,
+        };
+        done.map(|_| ()).map_err(|e| Failed {
+            kind: e.kind(),
+            unknown: !read && !e.not_applied(),
+        })
+    }
+
+    /// Whether its adds are of `delta` (scylla-bench's add 1 each).
+    pub fn adds(&self, delta: i64) -> i64 {
+        match self.statement {
+            CqlStatement::Add => delta,
+            _ => 1,
+        }
+    }
+}

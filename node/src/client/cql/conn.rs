@@ -1,0 +1,346 @@
+//! One task per CQL connection. Drivers keep many statements in flight
+//! on one connection, each on its own stream, and match answers by
+//! stream: so the task reads frames as they come ([`Inbox`]), answers in
+//! order what the connection itself decides (the handshake, `USE`,
+//! PREPARE, the system tables), and runs statements that need the
+//! cluster (rows, schema changes) at once, writing each answer as it is
+//! done, at most [`IN_FLIGHT_MAX`] of them; past that it reads no more
+//! until one is done.
+//!
+//! The node's client limits hold as on the other ports: the login
+//! deadline, a request's timeout from its first byte, the idle timeout
+//! (nothing read and nothing in flight), the output timeout (answers left
+//! untaken), and a login that ends (a user deleted or given a new
+//! password) closing the connection.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::task::JoinSet;
+use tracing::debug;
+
+use super::frame::{self, FLAG_COMPRESSED, Header, Opcode};
+use super::grants;
+use super::handshake::{Handshake, Step};
+use super::inbox::{Inbox, Next};
+use super::levels;
+use super::request::{self, Decoded, Request};
+use super::response::{self, CqlError};
+use super::run::run;
+use super::shared::{Shared, change_schema, view};
+use super::work::{Outcome, Session};
+use crate::client::accept::{Accepted, Anonymous, login_deadline};
+use crate::client::stream::ClientStream;
+use crate::node::Node;
+use crate::security::auth::access::Need;
+use crate::security::auth::{Auth, Login};
+
+/// Largest request body; a larger one is a protocol error and the
+/// connection closes.
+const BODY_BYTES_MAX: usize = 1 << 20;
+/// Most statements one connection runs at once.
+const IN_FLIGHT_MAX: usize = 1024;
+/// Room made in the read buffer before each read: a read takes what
+/// came, many frames at once.
+const READ_ROOM: usize = 16 << 10;
+
+/// An answer being worked out with the cluster.
+type Pending = Pin<Box<dyn Future<Output = Result<(Opcode, Vec<u8>), CqlError>> + Send>>;
+
+/// What a statement comes to.
+enum Work {
+    /// Its answer.
+    Answer(Opcode, Vec<u8>),
+    /// Its answer, once the cluster has answered.
+    Later(Pending),
+}
+
+fn later(
+    answer: impl Future<Output = Result<(Opcode, Vec<u8>), CqlError>> + Send + 'static,
+) -> Work {
+    Work::Later(Box::pin(answer))
+}
+
+/// What a request comes to.
+enum Reply {
+    /// Its answer frame.
+    Now(Vec<u8>),
+    /// Its answer frame, once the cluster has answered.
+    Later(Pin<Box<dyn Future<Output = Vec<u8>> + Send>>),
+}
+
+/// Why a connection ends.
+enum End {
+    /// The client closed or the connection broke.
+    Quiet,
+    /// Tell the client on this stream, then close.
+    Say(i16, CqlError),
+}
+
+/// What the connection waited for.
+enum Event {
+    Read(std::io::Result<usize>),
+    Done(Option<Vec<u8>>),
+    Ended(End),
+}
+
+/// A connection's state between its requests.
+struct Conn {
+    node: Arc<Node>,
+    auth: Arc<Auth>,
+    shared: Arc<Shared>,
+    peer: Option<SocketAddr>,
+    handshake: Handshake,
+    login: Login,
+    session: Session,
+    /// Its place among those not logged in, until it logs in.
+    anonymous: Option<Anonymous>,
+}
+
+pub(crate) async fn connection(c: Accepted, shared: Arc<Shared>) {
+    let Accepted {
+        mut stream,
+        node,
+        slot: _slot,
+        auth,
+        anonymous,
+    } = c;
+    let mut conn = Conn {
+        peer: stream.peer_addr().ok(),
+        handshake: Handshake::new(auth.has_users()),
+        login: Login::new(&auth),
+        session: Session::default(),
+        node,
+        auth,
+        shared,
+        anonymous,
+    };
+    let end = conn.serve(&mut stream).await;
+    if let End::Say(stream_id, e) = end {
+        debug!(client = ?conn.peer, error = e.message(), "closing a CQL connection");
+        let last_word = async {
+            let _ = stream.write_all(&e.frame(stream_id)).await;
+            let _ = stream.shutdown().await;
+        };
+        let output = conn.node.config().cluster.limits.output_timeout();
+        let _ = tokio::time::timeout(output, last_word).await;
+    }
+}
+
+/// When a wait of `limit` from `since` ends, if there is one.
+fn deadline(since: Option<Instant>, limit: Option<Duration>) -> Option<tokio::time::Instant> {
+    Some(tokio::time::Instant::from_std(since? + limit?))
+}
+
+/// The earlier of two deadlines, if either is.
+fn earliest(
+    a: Option<tokio::time::Instant>,
+    b: Option<tokio::time::Instant>,
+) -> Option<tokio::time::Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Writes `frame`, unless the client leaves it untaken for `limit`;
+/// answers whether it went.
+async fn send(stream: &mut ClientStream, frame: &[u8], limit: Duration) -> bool {
+    let sent = tokio::time::timeout(limit, stream.write_all(frame));
+    matches!(sent.await, Ok(Ok(())))
+}
+
+/// The request a frame holds, or why it holds none: a protocol error.
+fn decode(header: &Header, body: &[u8]) -> Result<Decoded, String> {
+    match (Opcode::of(header.opcode), header.flags & FLAG_COMPRESSED) {
+        (_, c) if c != 0 => Err("a compressed frame, and no compression was agreed".into()),
+        (None, _) => Err(format!("unknown opcode {:#04x}", header.opcode)),
+        (Some(op), _) => request::decode(op, header.flags, body).map_err(|m| m.0),
+    }
+}
+
+/// Sleeps until `at`, or forever.
+async fn until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Conn {
+    /// Serves the connection until it ends; answers why.
+    async fn serve(&mut self, stream: &mut ClientStream) -> End {
+        let limits = self.node.config().cluster.limits.clone();
+        let mut inbox = Inbox::default();
+        let mut in_flight: JoinSet<Vec<u8>> = JoinSet::new();
+        let mut last_read = Instant::now();
+        // Answers ready, written together before the next wait.
+        let mut out: Vec<u8> = Vec::new();
+        loop {
+            // Every whole frame read, answered or set going.
+            while in_flight.len() < IN_FLIGHT_MAX {
+                let (header, body) = match inbox.next(BODY_BYTES_MAX) {
+                    Next::More => break,
+                    Next::Refused(h, r) => {
+                        return End::Say(h.stream, CqlError::Protocol(r.message()));
+                    }
+                    Next::Frame(h, body) => (h, body),
+                };
+                let decoded = match decode(&header, &body) {
+                    Ok(d) => d,
+                    Err(why) => return End::Say(header.stream, CqlError::Protocol(why)),
+                };
+                match self.answer(decoded, header.stream).await {
+                    Reply::Now(frame) => out.extend_from_slice(&frame),
+                    Reply::Later(pending) => {
+                        in_flight.spawn(pending);
+                    }
+                }
+            }
+            while let Some(done) = in_flight.try_join_next() {
+                // A statement's task panicked: its stream has no answer.
+                let Ok(frame) = done else {
+                    return End::Quiet;
+                };
+                out.extend_from_slice(&frame);
+            }
+            if !out.is_empty() {
+                if !send(stream, &out, limits.output_timeout()).await {
+                    return End::Quiet;
+                }
+                out.clear();
+            }
+            if inbox.buffer().capacity() - inbox.buffer().len() < READ_ROOM / 4 {
+                inbox.buffer().reserve(READ_ROOM);
+            }
+            let reading = in_flight.len() < IN_FLIGHT_MAX;
+            let idle = match in_flight.is_empty() && inbox.begun().is_none() {
+                true => deadline(Some(last_read), limits.idle_timeout()),
+                false => None,
+            };
+            let partial = deadline(inbox.begun(), Some(limits.request_timeout()));
+            let event = tokio::select! {
+                n = stream.read_buf(inbox.buffer()), if reading => Event::Read(n),
+                Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
+                    Event::Done(done.ok())
+                }
+                () = until(earliest(idle, partial)) => Event::Ended(End::Quiet),
+                () = login_deadline(&self.anonymous) => Event::Ended(End::Say(
+                    0,
+                    CqlError::Unauthorized(limits.login_timeout_words()),
+                )),
+                () = self.login.until_revoked() => Event::Ended(End::Say(
+                    0,
+                    CqlError::Unauthorized(self.login.revoked_words()),
+                )),
+            };
+            match event {
+                Event::Read(Ok(0) | Err(_)) => return End::Quiet,
+                Event::Read(Ok(_)) => {
+                    last_read = Instant::now();
+                    inbox.read_at(last_read);
+                }
+                Event::Done(None) => return End::Quiet,
+                Event::Done(Some(frame)) => out.extend_from_slice(&frame),
+                Event::Ended(end) => return end,
+            }
+        }
+    }
+
+    /// What `request` on `stream` comes to, as the handshake says.
+    async fn answer(&mut self, decoded: Decoded, stream: i16) -> Reply {
+        let Decoded { request, payload } = decoded;
+        let now = |op, body: &[u8]| Reply::Now(frame::response(stream, op, 0, body));
+        match self.handshake.step(&request) {
+            Step::Supported(b) => now(Opcode::Supported, &b),
+            Step::Ready => now(Opcode::Ready, &[]),
+            Step::Authenticate(b) => now(Opcode::Authenticate, &b),
+            Step::CheckPassword { user, password } => {
+                Reply::Now(self.log_in(&user, &password, stream).await)
+            }
+            Step::Refuse(e) => Reply::Now(e.frame(stream)),
+            Step::Run => match self.statement(request, payload).await {
+                Ok(Work::Answer(op, body)) => now(op, &body),
+                Ok(Work::Later(answer)) => Reply::Later(Box::pin(async move {
+                    match answer.await {
+                        Ok((op, body)) => frame::response(stream, op, 0, &body),
+                        Err(e) => e.frame(stream),
+                    }
+                })),
+                Err(e) => Reply::Now(e.frame(stream)),
+            },
+        }
+    }
+
+    /// A statement: answered now from this node's view of the cluster
+    /// (read again when the statement needs it as it is now), or run
+    /// against the cluster.
+    async fn statement(
+        &mut self,
+        request: Request,
+        payload: Vec<(String, Vec<u8>)>,
+    ) -> Result<Work, CqlError> {
+        // Answered without the cluster's view.
+        if let Request::Register(_) = request {
+            return Ok(Work::Answer(Opcode::Ready, Vec::new()));
+        }
+        let (role, user) = (self.login.role(), self.login.user().map(str::to_string));
+        let mut fresh = false;
+        let outcome = loop {
+            let cluster = view(&self.node, &self.shared, fresh).await?;
+            match run(&cluster, &mut self.session, &self.shared.prepared, &request)? {
+                Outcome::Refresh if !fresh => fresh = true,
+                other => break other,
+            }
+        };
+        let (node, shared) = (self.node.clone(), self.shared.clone());
+        match outcome {
+            Outcome::Answer((op, body)) => Ok(Work::Answer(op, body)),
+            Outcome::Refresh => Err(CqlError::Server(
+                "the schema read from the cluster is still not the one needed".into(),
+            )),
+            Outcome::Schema {
+                statement,
+                keyspace,
+            } => {
+                grants::check(role, Need::Admin, user.as_deref(), "<all keyspaces>")?;
+                Ok(later(async move {
+                    let done = change_schema(&node, statement, keyspace).await;
+                    shared.forget();
+                    done
+                }))
+            }
+            Outcome::Rows(work) => {
+                let on = grants::resource(&work);
+                grants::check(role, grants::rows_need(&work), user.as_deref(), &on)?;
+                let id = levels::op_id(&payload)?;
+                Ok(later(
+                    async move { super::exec::run(&node, work, id).await },
+                ))
+            }
+        }
+    }
+
+    /// Checks a SASL PLAIN login (after the penalty of a wrong password,
+    /// as every port does); answers AUTH_SUCCESS or the error.
+    async fn log_in(&mut self, user: &[u8], password: &[u8], stream: i16) -> Vec<u8> {
+        let user = String::from_utf8_lossy(user);
+        let password = String::from_utf8_lossy(password);
+        if !self
+            .login
+            .login(&self.auth, &user, &password, self.peer)
+            .await
+        {
+            let e =
+                CqlError::BadCredentials("Provided username and/or password are incorrect".into());
+            return e.frame(stream);
+        }
+        self.handshake.logged_in();
+        self.anonymous = None;
+        frame::response(stream, Opcode::AuthSuccess, 0, &response::auth_success())
+    }
+}
