@@ -196,6 +196,11 @@ impl Node {
         })
     }
 
+    /// Whether this node sees node `n` up.
+    pub(crate) fn is_up(&self, n: usize) -> bool {
+        self.ctx.is_up(n)
+    }
+
     /// Whether this node replicates `partition` (as the ring it routes
     /// by places it).
     pub(crate) fn replicates(&self, partition: &[u8]) -> bool {

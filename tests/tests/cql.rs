@@ -174,3 +174,40 @@ fn the_python_driver_logs_in_over_tls_and_roles_hold() {
     let mut secure = python(&driver, include_str!("cql/secure.py"), &args);
     tally_tests::assert_script_ok(&mut secure, "TLS and logins");
 }
+
+#[test]
+fn drivers_learn_a_joining_node_and_schema_changes_from_events() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+
+    let mut cluster = Cluster::start(ClusterOptions {
+        cql: true,
+        joining: 1,
+        ..ClusterOptions::default()
+    })
+    .unwrap();
+    cluster.wait_agreement().unwrap();
+    let driver =
+        tally_tests::pip_packages("pycql", &[DRIVER], &["cassandra_driver-3.30.1"]).unwrap();
+    let port = cluster.cql_addr(0).unwrap().port().to_string();
+    let mut child = python(&driver, include_str!("cql/events.py"), &[port])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().map(Result::unwrap);
+    let finish = |child: std::process::Child| {
+        let out = child.wait_with_output().unwrap();
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    if first.as_deref() != Some("connected") {
+        panic!("{first:?}: {}", finish(child));
+    }
+    cluster.join(3).unwrap();
+    writeln!(child.stdin.as_mut().unwrap(), "joined").unwrap();
+    let last = lines.next().map(Result::unwrap);
+    let errors = finish(child);
+    assert_eq!(last.as_deref(), Some("ok"), "{errors}");
+}

@@ -20,9 +20,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::broadcast;
 use tokio::task::JoinSet;
 use tracing::debug;
 
+use super::events::Event;
 use super::frame::{self, FLAG_COMPRESSED, Header, Opcode};
 use super::grants;
 use super::handshake::{Handshake, Step};
@@ -82,10 +84,20 @@ enum End {
 }
 
 /// What the connection waited for.
-enum Event {
+enum Waited {
     Read(std::io::Result<usize>),
     Done(Option<Vec<u8>>),
+    Pushed(Option<Event>),
     Ended(End),
+}
+
+/// The next event of `events`, `None` if some were missed; never, when
+/// the connection registered for none.
+async fn pushed(events: &mut Option<(Vec<String>, broadcast::Receiver<Event>)>) -> Option<Event> {
+    match events {
+        Some((_, rx)) => rx.recv().await.ok(),
+        None => std::future::pending().await,
+    }
 }
 
 /// A connection's state between its requests.
@@ -99,6 +111,8 @@ struct Conn {
     session: Session,
     /// Its place among those not logged in, until it logs in.
     anonymous: Option<Anonymous>,
+    /// The events it registered for, and where they come.
+    events: Option<(Vec<String>, broadcast::Receiver<Event>)>,
 }
 
 pub(crate) async fn connection(c: Accepted, shared: Arc<Shared>) {
@@ -118,6 +132,7 @@ pub(crate) async fn connection(c: Accepted, shared: Arc<Shared>) {
         auth,
         shared,
         anonymous,
+        events: None,
     };
     let end = conn.serve(&mut stream).await;
     if let End::Say(stream_id, e) = end {
@@ -223,30 +238,41 @@ impl Conn {
                 false => None,
             };
             let partial = deadline(inbox.begun(), Some(limits.request_timeout()));
-            let event = tokio::select! {
-                n = stream.read_buf(inbox.buffer()), if reading => Event::Read(n),
+            let waited = tokio::select! {
+                n = stream.read_buf(inbox.buffer()), if reading => Waited::Read(n),
                 Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
-                    Event::Done(done.ok())
+                    Waited::Done(done.ok())
                 }
-                () = until(earliest(idle, partial)) => Event::Ended(End::Quiet),
-                () = login_deadline(&self.anonymous) => Event::Ended(End::Say(
+                e = pushed(&mut self.events) => Waited::Pushed(e),
+                () = until(earliest(idle, partial)) => Waited::Ended(End::Quiet),
+                () = login_deadline(&self.anonymous) => Waited::Ended(End::Say(
                     0,
                     CqlError::Unauthorized(limits.login_timeout_words()),
                 )),
-                () = self.login.until_revoked() => Event::Ended(End::Say(
+                () = self.login.until_revoked() => Waited::Ended(End::Say(
                     0,
                     CqlError::Unauthorized(self.login.revoked_words()),
                 )),
             };
-            match event {
-                Event::Read(Ok(0) | Err(_)) => return End::Quiet,
-                Event::Read(Ok(_)) => {
+            match waited {
+                Waited::Read(Ok(0) | Err(_)) => return End::Quiet,
+                Waited::Read(Ok(_)) => {
                     last_read = Instant::now();
                     inbox.read_at(last_read);
                 }
-                Event::Done(None) => return End::Quiet,
-                Event::Done(Some(frame)) => out.extend_from_slice(&frame),
-                Event::Ended(end) => return end,
+                Waited::Done(None) => return End::Quiet,
+                Waited::Done(Some(frame)) => out.extend_from_slice(&frame),
+                Waited::Pushed(Some(e)) => {
+                    if self
+                        .events
+                        .as_ref()
+                        .is_some_and(|(kinds, _)| kinds.iter().any(|k| k == e.kind()))
+                    {
+                        out.extend_from_slice(&e.frame());
+                    }
+                }
+                Waited::Pushed(None) => {}
+                Waited::Ended(end) => return end,
             }
         }
     }
@@ -285,7 +311,8 @@ impl Conn {
         payload: Vec<(String, Vec<u8>)>,
     ) -> Result<Work, CqlError> {
         // Answered without the cluster's view.
-        if let Request::Register(_) = request {
+        if let Request::Register(kinds) = request {
+            self.events = Some((kinds, self.shared.events.subscribe()));
             return Ok(Work::Answer(Opcode::Ready, Vec::new()));
         }
         let (role, user) = (self.login.role(), self.login.user().map(str::to_string));

@@ -36,14 +36,15 @@
 //! [`serve`] is the listener; [`conn`] the one task per connection that
 //! moves its bytes, many statements in flight ([`inbox`] cuts its frames
 //! out of what it reads); [`shared`] what a node's connections share (its
-//! view of the cluster, schema changes); [`exec`] runs statements on rows
-//! against the cluster.
+//! view of the cluster, schema changes, the watcher of [`events`]);
+//! [`exec`] runs statements on rows against the cluster.
 
 pub(crate) mod ast;
 pub(crate) mod batch;
 pub(crate) mod body;
 pub(crate) mod cells;
 pub(crate) mod conn;
+pub(crate) mod events;
 pub(crate) mod exec;
 pub(crate) mod frame;
 pub(crate) mod grants;

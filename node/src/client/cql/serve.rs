@@ -8,7 +8,7 @@ use tokio::net::TcpListener;
 
 use super::conn::connection;
 use super::response::CqlError;
-use super::shared::Shared;
+use super::shared::{Shared, watch};
 use crate::client::accept::{ClientGate, Listener, accept_loop};
 use crate::client::server::Doors;
 use crate::node::Node;
@@ -26,6 +26,7 @@ pub(crate) async fn serve(
     doors: Doors,
 ) {
     let shared = Arc::new(Shared::default());
+    tokio::spawn(watch(node.clone(), shared.clone()));
     let l = Listener {
         what: "CQL",
         refusal: CqlError::Overloaded("Too many connections".into()).frame(0),

@@ -8,8 +8,10 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use tally_net::{Outcome as WireOutcome, WireError};
+use tokio::sync::broadcast;
 
 use super::ast::Statement;
+use super::events::{Event, Seen, between};
 use super::frame::Opcode;
 use super::prepared::PreparedCache;
 use super::response::{self, CqlError};
@@ -31,18 +33,72 @@ const CONSISTENCY_SERIAL: u16 = 0x0008;
 /// schema again by then.
 const SCHEMA_FRESH_FOR: Duration = Duration::from_secs(1);
 
-/// What a node's connections share: the statements prepared on it, and
-/// its view of the cluster as it last read it.
-#[derive(Default)]
+/// How often the watcher looks for events, while connections listen.
+const WATCH_EVERY: Duration = Duration::from_millis(500);
+/// Events a connection may fall behind by before it misses some.
+const EVENTS_BEHIND_MAX: usize = 1024;
+
+/// What a node's connections share: the statements prepared on it, its
+/// view of the cluster as it last read it, and the events they registered
+/// for.
 pub(crate) struct Shared {
     pub(crate) prepared: PreparedCache,
     cluster: Mutex<Option<(Instant, Arc<Cluster>)>>,
+    pub(crate) events: broadcast::Sender<Event>,
+}
+
+impl Default for Shared {
+    fn default() -> Shared {
+        Shared {
+            prepared: PreparedCache::default(),
+            cluster: Mutex::new(None),
+            events: broadcast::channel(EVENTS_BEHIND_MAX).0,
+        }
+    }
 }
 
 impl Shared {
     /// Forgets the view kept: the next statement reads the schema again.
     pub(crate) fn forget(&self) {
         *self.cluster.lock() = None;
+    }
+}
+
+/// Sends the connections that listen the events of the cluster as this
+/// node sees it, every [`WATCH_EVERY`] (`events::between`); reads nothing
+/// while none listens.
+pub(crate) async fn watch(node: Arc<Node>, shared: Arc<Shared>) {
+    let mut last: Option<Seen> = None;
+    loop {
+        tokio::time::sleep(WATCH_EVERY).await;
+        if shared.events.receiver_count() == 0 {
+            last = None;
+            continue;
+        }
+        let Ok(cluster) = view(&node, &shared, false).await else {
+            continue;
+        };
+        let seen = seen(&node, &cluster);
+        if let Some(before) = &last {
+            for e in between(before, &seen) {
+                let _ = shared.events.send(e);
+            }
+        }
+        last = Some(seen);
+    }
+}
+
+/// The members (each CQL address and whether it is up) and the schema,
+/// as this node sees them.
+fn seen(node: &Node, cluster: &Cluster) -> Seen {
+    let (config, ring, me) = (node.config(), node.ring(), node.me());
+    let members = (0..config.nodes.len())
+        .filter(|&n| !ring.tokens_of(n).is_empty())
+        .filter_map(|n| Some((config.nodes[n].cql?, n == me || node.is_up(n))))
+        .collect();
+    Seen {
+        members,
+        catalog: cluster.catalog.clone(),
     }
 }
 
