@@ -523,6 +523,20 @@ impl Node {
         self.ctx.faults().set_commit_delay_ms(ms);
     }
 
+    /// TEST SEAM: the CQL port closes the connection instead of answering
+    /// every `n`th statement that changes counters, once it is applied (a
+    /// connection lost with the answer), so a driver retries it elsewhere.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_cql_drop_every(&self, n: u64) {
+        self.ctx.faults().set_cql_drop_every(n);
+    }
+
+    /// Whether the CQL port drops this answer (fault injection only:
+    /// [`Node::inject_cql_drop_every`]).
+    pub(crate) fn drops_cql_answer(&self) -> bool {
+        self.ctx.faults().drop_cql_answer()
+    }
+
     /// TEST SEAM: a topology change this node runs waits `ms` between
     /// beginning (every node storing the ring with it) and syncing, so
     /// that tests can act while it is in progress.

@@ -1,11 +1,14 @@
-//! CQL over a real 3-node cluster and the Python `cassandra-driver`
-//! from PyPI, unchanged: the driver negotiates down to v4, learns the
-//! three nodes and their tokens from the system tables, builds its token
-//! map with the Murmur3 partitioner, reads its schema, prepares and
-//! executes, gets Cassandra's errors, creates and drops keyspaces and
-//! counter tables that every node then holds, and counts in them: adds
-//! routed by token, batches, SET, DELETE, TTL, exactly-once operation
-//! ids, clustering ranges, and the consistency levels with a node killed.
+//! CQL over real clusters and real clients from their registries,
+//! unchanged: the Python `cassandra-driver` and ScyllaDB's `scylla-driver`
+//! (each in its own directory: both install the module `cassandra`) and
+//! `cqlsh`. The drivers negotiate down to v4, learn the nodes and their
+//! tokens from the system tables, build their token maps with the
+//! Murmur3 partitioner and send each prepared statement to a replica,
+//! read the schema and learn its changes and a joining node from events,
+//! get Cassandra's errors, log in over TLS, and count in counter tables:
+//! batches, SET, DELETE, TTL, scans, clustering ranges, the consistency
+//! levels with a node killed, and exactly-once adds whose answers a node
+//! loses (`tallyd-faults --cql-drop-answers-every`).
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use std::process::Command;
@@ -18,6 +21,19 @@ use tally_tests::{Cluster, ClusterOptions};
 
 /// The driver, pinned.
 const DRIVER: &str = "cassandra-driver==3.30.1";
+/// ScyllaDB's fork of it, pinned: the same module name, so its own
+/// directory.
+const SCYLLA_DRIVER: &str = "scylla-driver==3.29.12";
+
+/// Each Python driver: its directory (installed on first use).
+fn python_drivers() -> Vec<(&'static str, std::path::PathBuf)> {
+    let cassandra =
+        tally_tests::pip_packages("pycql", &[DRIVER], &["cassandra_driver-3.30.1"]).unwrap();
+    let scylla =
+        tally_tests::pip_packages("pyscylla", &[SCYLLA_DRIVER], &["scylla_driver-3.29.12"])
+            .unwrap();
+    vec![("cassandra-driver", cassandra), ("scylla-driver", scylla)]
+}
 
 #[test]
 fn the_python_driver_connects_and_sees_the_cluster() {
@@ -50,23 +66,23 @@ fn python(driver: &std::path::Path, script: &str, args: &[String]) -> Command {
 }
 
 #[test]
-fn counter_tables_count_through_the_python_driver() {
-    let mut cluster = Cluster::start(ClusterOptions {
-        cql: true,
-        ..ClusterOptions::default()
-    })
-    .unwrap();
-    cluster.wait_agreement().unwrap();
-    let driver =
-        tally_tests::pip_packages("pycql", &[DRIVER], &["cassandra_driver-3.30.1"]).unwrap();
-    let port = cluster.cql_addr(0).unwrap().port().to_string();
-    let script = include_str!("cql/counters.py");
-    let mut write = python(&driver, script, &[port.clone(), "write".into()]);
-    tally_tests::assert_script_ok(&mut write, "counter tables, every node up");
-    cluster.kill(2).unwrap();
-    cluster.wait_view(Duration::from_secs(30)).unwrap();
-    let mut degraded = python(&driver, script, &[port, "degraded".into()]);
-    tally_tests::assert_script_ok(&mut degraded, "counter tables, a node down");
+fn counter_tables_count_through_both_python_drivers() {
+    for (name, driver) in python_drivers() {
+        let mut cluster = Cluster::start(ClusterOptions {
+            cql: true,
+            ..ClusterOptions::default()
+        })
+        .unwrap();
+        cluster.wait_agreement().unwrap();
+        let port = cluster.cql_addr(0).unwrap().port().to_string();
+        let script = include_str!("cql/counters.py");
+        let mut write = python(&driver, script, &[port.clone(), "write".into()]);
+        tally_tests::assert_script_ok(&mut write, &format!("{name}, every node up"));
+        cluster.kill(2).unwrap();
+        cluster.wait_view(Duration::from_secs(30)).unwrap();
+        let mut degraded = python(&driver, script, &[port, "degraded".into()]);
+        tally_tests::assert_script_ok(&mut degraded, &format!("{name}, a node down"));
+    }
 }
 
 #[test]
@@ -210,4 +226,21 @@ fn drivers_learn_a_joining_node_and_schema_changes_from_events() {
     let last = lines.next().map(Result::unwrap);
     let errors = finish(child);
     assert_eq!(last.as_deref(), Some("ok"), "{errors}");
+}
+
+#[test]
+fn an_add_with_an_id_counts_once_when_its_answer_is_lost() {
+    for (name, driver) in python_drivers() {
+        let cluster = Cluster::start(ClusterOptions {
+            cql: true,
+            daemon: "tallyd-faults",
+            node_args: vec![(0, vec!["--cql-drop-answers-every".into(), "4".into()])],
+            ..ClusterOptions::default()
+        })
+        .unwrap();
+        cluster.wait_agreement().unwrap();
+        let port = cluster.cql_addr(0).unwrap().port().to_string();
+        let mut once = python(&driver, include_str!("cql/exactly_once.py"), &[port]);
+        tally_tests::assert_script_ok(&mut once, name);
+    }
 }

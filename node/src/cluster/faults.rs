@@ -63,6 +63,13 @@ pub(crate) struct Faults {
     /// change is decided before it tells the replicas it was.
     #[cfg(feature = "fault-injection")]
     commit_delay_ms: AtomicU64,
+    /// Test seam: the CQL port closes the connection instead of answering
+    /// every this many statements that change counters (0: never).
+    #[cfg(feature = "fault-injection")]
+    cql_drop_every: AtomicU64,
+    /// Statements that change counters answered on the CQL port so far.
+    #[cfg(feature = "fault-injection")]
+    cql_writes: AtomicU64,
 }
 
 impl Faults {
@@ -82,6 +89,27 @@ impl Faults {
     #[cfg(feature = "fault-injection")]
     pub(crate) fn set_commit_delay_ms(&self, ms: u64) {
         self.commit_delay_ms.store(ms, Relaxed);
+    }
+
+    /// Makes the CQL port drop the connection instead of answering every
+    /// `n`th statement that changes counters (applied, its answer lost).
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn set_cql_drop_every(&self, n: u64) {
+        self.cql_drop_every.store(n, Relaxed);
+    }
+
+    /// Whether the CQL port drops this answer to a statement that changed
+    /// counters (never, in a build without fault injection).
+    pub(crate) fn drop_cql_answer(&self) -> bool {
+        #[cfg(feature = "fault-injection")]
+        {
+            let every = self.cql_drop_every.load(Relaxed);
+            every > 0 && self.cql_writes.fetch_add(1, Relaxed) % every == every - 1
+        }
+        #[cfg(not(feature = "fault-injection"))]
+        {
+            false
+        }
     }
 
     /// How long this node's proposers hold a commit (zero, in a build

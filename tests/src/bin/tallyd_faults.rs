@@ -63,6 +63,11 @@ enum Cmd {
         /// (ms) between beginning and syncing its ranges.
         #[arg(long)]
         sync_delay_ms: Option<u64>,
+        /// TEST SEAM: the CQL port closes the connection instead of
+        /// answering every Nth statement that changes counters, once it is
+        /// applied.
+        #[arg(long)]
+        cql_drop_answers_every: Option<u64>,
         /// FAULT INJECTION: topology changes this node runs do not sync
         /// the ranges that move.
         #[arg(long)]
@@ -179,6 +184,7 @@ fn main() {
         unsafe_idle_repair,
         stall_writes_on_sigusr1,
         sync_delay_ms,
+        cql_drop_answers_every,
         unsafe_skip_sync,
         unsafe_merge_ignoring_folds,
         unsafe_flush_locally,
@@ -237,6 +243,13 @@ fn main() {
         if let Some(ms) = sync_delay_ms {
             tracing::warn!(ms, "TEST SEAM: topology changes wait before they sync");
             n.inject_sync_delay(ms);
+        }
+        if let Some(every) = cql_drop_answers_every {
+            tracing::warn!(
+                every,
+                "TEST SEAM: CQL connections close instead of answering"
+            );
+            n.inject_cql_drop_every(every);
         }
         if unsafe_skip_sync {
             tracing::warn!("FAULT INJECTION: topology changes sync nothing");

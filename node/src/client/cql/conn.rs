@@ -50,8 +50,9 @@ const IN_FLIGHT_MAX: usize = 1024;
 /// came, many frames at once.
 const READ_ROOM: usize = 16 << 10;
 
-/// An answer being worked out with the cluster.
-type Pending = Pin<Box<dyn Future<Output = Result<(Opcode, Vec<u8>), CqlError>> + Send>>;
+/// An answer being worked out with the cluster (`None`: a test seam
+/// lost it).
+type Pending = Pin<Box<dyn Future<Output = Option<Result<(Opcode, Vec<u8>), CqlError>>> + Send>>;
 
 /// What a statement comes to.
 enum Work {
@@ -64,15 +65,16 @@ enum Work {
 fn later(
     answer: impl Future<Output = Result<(Opcode, Vec<u8>), CqlError>> + Send + 'static,
 ) -> Work {
-    Work::Later(Box::pin(answer))
+    Work::Later(Box::pin(async move { Some(answer.await) }))
 }
 
 /// What a request comes to.
 enum Reply {
     /// Its answer frame.
     Now(Vec<u8>),
-    /// Its answer frame, once the cluster has answered.
-    Later(Pin<Box<dyn Future<Output = Vec<u8>> + Send>>),
+    /// Its answer frame, once the cluster has answered (`None`: a test
+    /// seam lost it, and the connection closes).
+    Later(Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send>>),
 }
 
 /// Why a connection ends.
@@ -191,7 +193,7 @@ impl Conn {
     async fn serve(&mut self, stream: &mut ClientStream) -> End {
         let limits = self.node.config().cluster.limits.clone();
         let mut inbox = Inbox::default();
-        let mut in_flight: JoinSet<Vec<u8>> = JoinSet::new();
+        let mut in_flight: JoinSet<Option<Vec<u8>>> = JoinSet::new();
         let mut last_read = Instant::now();
         // Answers ready, written together before the next wait.
         let mut out: Vec<u8> = Vec::new();
@@ -217,8 +219,9 @@ impl Conn {
                 }
             }
             while let Some(done) = in_flight.try_join_next() {
-                // A statement's task panicked: its stream has no answer.
-                let Ok(frame) = done else {
+                // A statement's task panicked (its stream has no answer),
+                // or a test seam dropped its answer.
+                let Ok(Some(frame)) = done else {
                     return End::Quiet;
                 };
                 out.extend_from_slice(&frame);
@@ -241,7 +244,7 @@ impl Conn {
             let waited = tokio::select! {
                 n = stream.read_buf(inbox.buffer()), if reading => Waited::Read(n),
                 Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
-                    Waited::Done(done.ok())
+                    Waited::Done(done.ok().flatten())
                 }
                 e = pushed(&mut self.events) => Waited::Pushed(e),
                 () = until(earliest(idle, partial)) => Waited::Ended(End::Quiet),
@@ -292,10 +295,10 @@ impl Conn {
             Step::Run => match self.statement(request, payload).await {
                 Ok(Work::Answer(op, body)) => now(op, &body),
                 Ok(Work::Later(answer)) => Reply::Later(Box::pin(async move {
-                    match answer.await {
+                    Some(match answer.await? {
                         Ok((op, body)) => frame::response(stream, op, 0, &body),
                         Err(e) => e.frame(stream),
-                    }
+                    })
                 })),
                 Err(e) => Reply::Now(e.frame(stream)),
             },
@@ -345,9 +348,13 @@ impl Conn {
                 let on = grants::resource(&work);
                 grants::check(role, grants::rows_need(&work), user.as_deref(), &on)?;
                 let id = levels::op_id(&payload)?;
-                Ok(later(
-                    async move { super::exec::run(&node, work, id).await },
-                ))
+                let writes = grants::rows_need(&work) == Need::Write;
+                Ok(Work::Later(Box::pin(async move {
+                    let done = super::exec::run(&node, work, id).await;
+                    // A test seam: the answer lost with the connection.
+                    let lost = writes && done.is_ok() && node.drops_cql_answer();
+                    (!lost).then_some(done)
+                })))
             }
         }
     }
