@@ -244,3 +244,23 @@ fn an_add_with_an_id_counts_once_when_its_answer_is_lost() {
         tally_tests::assert_script_ok(&mut once, name);
     }
 }
+
+/// The Node.js driver, pinned.
+const NODE_DRIVER: &str = "cassandra-driver@4.8.0";
+
+#[test]
+fn the_nodejs_driver_counts_with_prepared_statements_and_a_batch() {
+    let cluster = Cluster::start(ClusterOptions {
+        cql: true,
+        ..ClusterOptions::default()
+    })
+    .unwrap();
+    cluster.wait_agreement().unwrap();
+    let modules = tally_tests::npm_packages("jscql", &[NODE_DRIVER]).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cql/counters.js");
+    let mut node = Command::new("node");
+    node.env("NODE_PATH", &modules)
+        .arg(script)
+        .arg(cluster.cql_addr(0).unwrap().port().to_string());
+    tally_tests::assert_script_ok(&mut node, "the Node.js driver");
+}
