@@ -15,6 +15,7 @@ mod client_sessions;
 mod client_tls;
 mod cluster;
 mod cql;
+mod cql_rust;
 mod expire_rows;
 mod expiry;
 mod flushes;

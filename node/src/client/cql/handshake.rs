@@ -96,12 +96,15 @@ impl Handshake {
     }
 
     fn startup(&mut self, options: &[(String, String)]) -> Step {
+        // ScyllaDB takes any version a driver names (its Rust driver says
+        // 4.0.0): the statements decide what is served. Only one that is
+        // not a version is refused.
         let version = options.iter().find(|(k, _)| k == "CQL_VERSION");
         if let Some((_, v)) = version
-            && !v.starts_with("3.")
+            && !is_version(v)
         {
             return Step::Refuse(CqlError::Protocol(format!(
-                "Unsupported CQL version {v}; this node speaks {}",
+                "Invalid or unsupported CQL version {v}; this node speaks {}",
                 response::CQL_VERSION
             )));
         }
@@ -128,6 +131,15 @@ impl Handshake {
         assert_eq!(self.stage, Stage::Authenticating, "a login without asking");
         self.stage = Stage::Ready;
     }
+}
+
+/// Whether `v` is a CQL version: `major.minor[.patch]`, numbers.
+fn is_version(v: &str) -> bool {
+    let parts: Vec<&str> = v.split('.').collect();
+    (2..=3).contains(&parts.len())
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// The user and password of a SASL PLAIN token, `authzid \0 user \0
@@ -212,10 +224,13 @@ mod tests {
     #[test]
     fn a_cql_version_or_compression_not_spoken_is_refused() {
         let mut h = Handshake::new(false);
-        let v4 = Request::Startup(vec![("CQL_VERSION".into(), "4.0.0".into())]);
-        assert!(matches!(h.step(&v4), Step::Refuse(CqlError::Protocol(_))));
+        let bad = Request::Startup(vec![("CQL_VERSION".into(), "four".into())]);
+        assert!(matches!(h.step(&bad), Step::Refuse(CqlError::Protocol(_))));
         let lz4 = Request::Startup(vec![("COMPRESSION".into(), "lz4".into())]);
         assert!(matches!(h.step(&lz4), Step::Refuse(CqlError::Protocol(_))));
         assert_eq!(h.stage(), Stage::Startup);
+        // The Rust driver's 4.0.0 is taken, as ScyllaDB takes it.
+        let v4 = Request::Startup(vec![("CQL_VERSION".into(), "4.0.0".into())]);
+        assert!(matches!(h.step(&v4), Step::Ready));
     }
 }
