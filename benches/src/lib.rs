@@ -1,6 +1,5 @@
 //! Tally's benchmarks: the engine bench (`engine-bench`) and the cluster
 //! load generator (`tally-bench`), whose runs `plot` draws.
 
-pub mod cql;
 pub mod plot;
 pub mod target;

@@ -4,7 +4,7 @@
 use anyhow::{Context, Result, bail};
 use tally_net::{ClientError, ClusterClient, Consistency, Outcome};
 
-use crate::cql::{self, CqlClient, Prepared};
+use tally_net::cql::{self, CqlClient, Prepared};
 
 /// The CQL statements the bench runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -35,6 +35,7 @@ pub mod bounds;
 pub mod client;
 pub mod client_tls;
 pub mod cluster;
+pub mod cql;
 mod dial;
 pub mod encoded;
 pub mod error;

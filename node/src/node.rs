@@ -531,6 +531,20 @@ impl Node {
         self.ctx.faults().set_cql_drop_every(n);
     }
 
+    /// FAULT INJECTION for testing checkers: the CQL port applies adds
+    /// with an operation id as adds without, so a retry counts again.
+    /// Only with the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_cql_ignore_ids(&self) {
+        self.ctx.faults().inject(Fault::CqlIgnoresIds);
+    }
+
+    /// Whether the CQL port ignores operation ids (fault injection only:
+    /// [`Node::inject_cql_ignore_ids`]).
+    pub(crate) fn cql_ignores_ids(&self) -> bool {
+        self.ctx.faults().has(Fault::CqlIgnoresIds)
+    }
+
     /// Whether the CQL port drops this answer (fault injection only:
     /// [`Node::inject_cql_drop_every`]).
     pub(crate) fn drops_cql_answer(&self) -> bool {

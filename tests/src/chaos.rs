@@ -3,8 +3,10 @@
 //! injected faults, then a healing phase and a check of the whole history
 //! (see [`crate::checker`]). Beside it, on keys of their own, adds with
 //! operation ids (`exact`) and unique counters (`unique`), retried until
-//! known and judged exactly, and lists pushed onto (`lists`), judged by
-//! what was acknowledged.
+//! known and judged exactly, lists pushed onto (`lists`), judged by
+//! what was acknowledged, and adds to a CQL counter table through the
+//! CQL ports at every level (`cql`), with ids judged exactly, without
+//! within bounds.
 //!
 //! Faults, chosen from a seeded schedule, one at a time, each held for one
 //! to three seconds before it is healed:
@@ -82,6 +84,7 @@ use crate::checker::{self, Kind, Op, Outcome, Report};
 use crate::proxy::UdpProxy;
 use crate::{Cluster, ClusterOptions};
 
+mod cql;
 mod exact;
 mod flush;
 mod lists;
@@ -209,6 +212,18 @@ pub struct ChaosOptions {
     /// (`crate::old_build`), and `upgrade` faults move them to this one
     /// (see `upgrade`).
     pub upgrade_from: Option<PathBuf>,
+    /// Workers adding to a CQL counter table through the nodes' CQL ports,
+    /// half with operation ids (see `cql`); the run then serves CQL.
+    pub cql_workers: usize,
+    /// Keys of that table with ids, and as many without.
+    pub cql_keys: usize,
+    /// Test seam: the nodes' CQL ports close the connection instead of
+    /// answering every Nth add (`--cql-drop-answers-every`), so the CQL
+    /// workers retry adds that were applied.
+    pub cql_drop_answers_every: Option<u64>,
+    /// Broken build for the checker to catch: the CQL ports ignore
+    /// operation ids (`--unsafe-cql-ignore-ids`).
+    pub cql_ignore_ids: bool,
 }
 
 /// Every change of an epoch the workload makes (see `workload`).
@@ -283,6 +298,10 @@ impl Default for ChaosOptions {
             commit_delay: None,
             clock_skew_ms: None,
             upgrade_from: None,
+            cql_workers: 0,
+            cql_keys: 2,
+            cql_drop_answers_every: None,
+            cql_ignore_ids: false,
         }
     }
 }
@@ -314,6 +333,9 @@ pub struct Summary {
     /// Adds and reads sent in RESP pipelines (part of `ops`), and how many
     /// of them were answered.
     pub resp: (usize, usize),
+    /// CQL adds: with ids (and their retries), and without; per key with
+    /// ids its exact expected value.
+    pub cql: (usize, usize, usize, Vec<(usize, i64)>),
     /// Hints the nodes dropped (as counted since each last started), and
     /// the nodes some node says need a repair for it.
     pub hints_dropped: (u64, Vec<String>),
@@ -392,6 +414,14 @@ impl std::fmt::Display for Summary {
             f,
             "RESP pipelines: {piped} adds and reads ({answered} answered), checked with the rest"
         )?;
+        let (with_ids, retries, plain, sums) = &self.cql;
+        if with_ids + plain > 0 {
+            writeln!(
+                f,
+                "CQL: {with_ids} adds with ids ({retries} retries), values {sums:?} checked \
+                 exactly; {plain} adds without, checked within bounds"
+            )?;
+        }
         let (scripted, planted, taken) = self.scripts;
         writeln!(
             f,
@@ -537,6 +567,20 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
             rt.spawn(exact::worker(addrs, opts.exact_keys, seed, stop))
         })
         .collect();
+    let cql_addrs: Vec<_> = (0..cluster.nodes.len())
+        .filter_map(|i| cluster.cql_addr(i))
+        .collect();
+    if opts.cql_workers > 0 {
+        rt.block_on(cql::setup(&cql_addrs[..opts.nodes], rf))
+            .map_err(anyhow::Error::msg)?;
+    }
+    let cql_workers: Vec<_> = (0..opts.cql_workers)
+        .map(|w| {
+            let (stop, addrs) = (stop.clone(), cql_addrs.clone());
+            let seed = opts.seed.wrapping_mul(0x4cf5_ad43_2745_937f) ^ (w as u64 + 1);
+            rt.spawn(cql::worker(addrs, opts.cql_keys, seed, stop))
+        })
+        .collect();
 
     let Injected {
         faults,
@@ -581,6 +625,10 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     let mut string_log = strings::StringLog::default();
     for w in string_workers {
         string_log.absorb(rt.block_on(w).context("a string worker panicked")?);
+    }
+    let mut cql_log = cql::CqlLog::default();
+    for w in cql_workers {
+        cql_log.absorb(rt.block_on(w).context("a CQL worker panicked")?);
     }
 
     heal(&mut cluster, &ring.members, &proxies)?;
@@ -632,6 +680,17 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     report.violations.extend(unique_violations);
     let exact_report = rt.block_on(exact::check(&final_addrs, &exact_log, opts.exact_keys));
     report.violations.extend(exact_report.violations);
+    let member_cql: Vec<_> = members
+        .iter()
+        .filter_map(|&n| cluster.cql_addr(n))
+        .collect();
+    let cql_report = match opts.cql_workers {
+        0 => None,
+        _ => Some(rt.block_on(cql::check(&member_cql, &cql_log, opts.cql_keys))),
+    };
+    if let Some(r) = &cql_report {
+        report.violations.extend(r.violations.iter().cloned());
+    }
     let member_resp: Vec<_> = members.iter().map(|&n| cluster.resp_addr(n)).collect();
     report
         .violations
@@ -653,6 +712,9 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     summary.unique = (u.adds, u.retries, u.races, expected);
     let (adds, retries, races, resends) = exact_log.counts();
     summary.exact = (adds, retries, races, resends, exact_report.sums);
+    let (cql_adds, cql_retries, ..) = cql_log.exact.counts();
+    let sums = cql_report.map(|r| r.sums).unwrap_or_default();
+    summary.cql = (cql_adds, cql_retries, cql_log.plain_adds, sums);
     let (pushes, acked) = list_log.counts();
     summary.lists = (list_log.lists.len(), pushes, acked);
     summary.list_errors = std::mem::take(&mut list_log.errors);
@@ -709,8 +771,17 @@ fn start(
         daemon: "tallyd-faults",
         run_args: vec!["--stall-writes-on-sigusr1".into()],
         joining: opts.spares,
+        cql: opts.cql_workers > 0,
         ..ClusterOptions::default()
     };
+    if let Some(every) = opts.cql_drop_answers_every {
+        cluster_opts
+            .run_args
+            .extend(["--cql-drop-answers-every".into(), every.to_string()]);
+    }
+    if opts.cql_ignore_ids {
+        cluster_opts.run_args.push("--unsafe-cql-ignore-ids".into());
+    }
     if opts.skip_sync {
         cluster_opts.run_args.push("--unsafe-skip-sync".into());
     }
@@ -936,6 +1007,7 @@ fn summarize(
         report,
         unique: (0, 0, 0, Vec::new()),
         exact: (0, 0, 0, 0, Vec::new()),
+        cql: (0, 0, 0, Vec::new()),
         resp: (0, 0),
         hints_dropped: (0, Vec::new()),
         repair: (0, 0),

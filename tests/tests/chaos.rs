@@ -2,7 +2,8 @@
 //! nodes, adds with ids among the workload, and the checkers shown able to
 //! fail on a build that loses adds, on one that ignores ids and on one
 //! that does not learn the ids a crash lost; the same with ring changes
-//! (joins, decommissions, removals), and a build whose changes skip the sync.
+//! (joins, decommissions, removals), and a build whose changes skip the
+//! sync; CQL adds with and without ids, and a CQL port that ignores ids.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use std::time::Duration;
@@ -40,6 +41,9 @@ fn a_short_chaos_run_finds_no_violation() {
         hint_window: Some(Duration::from_millis(500)),
         // Strings too, judged linearizable.
         string_workers: 2,
+        // CQL adds, whose answers a node loses now and then.
+        cql_workers: 2,
+        cql_drop_answers_every: Some(9),
         ..ChaosOptions::default()
     };
     let summary = run(&opts).unwrap();
@@ -91,6 +95,11 @@ fn a_short_chaos_run_finds_no_violation() {
         "too few list pushes: {summary}"
     );
     assert!(*retries > 0 && *races > 0 && *resends > 0, "{summary}");
+    let (cql_ids, cql_retries, cql_plain, _) = &summary.cql;
+    assert!(
+        *cql_ids > 50 && *cql_retries > 0 && *cql_plain > 50,
+        "too few CQL adds: {summary}"
+    );
     assert!(summary.report.violations.is_empty(), "{summary}");
     assert!(
         summary
@@ -123,6 +132,26 @@ fn the_checker_catches_a_node_that_ignores_ids() {
             "the {checker} checker passed a node that ignores ids: {summary}"
         );
     }
+}
+
+/// CQL ports that ignore operation ids, and lose some answers: the CQL
+/// workers retry those adds with the same id, which count again.
+#[test]
+fn the_checker_catches_a_cql_port_that_ignores_ids() {
+    let opts = ChaosOptions {
+        duration: Duration::from_secs(8),
+        faults: false,
+        seed: 6,
+        cql_workers: 2,
+        cql_drop_answers_every: Some(5),
+        cql_ignore_ids: true,
+        ..ChaosOptions::default()
+    };
+    let summary = run(&opts).unwrap();
+    assert!(
+        found(&summary, "CQL exact key"),
+        "the CQL checker passed ports that ignore ids: {summary}"
+    );
 }
 
 /// Replicas kept apart (a node killed past a short hint window, reads at

@@ -22,7 +22,7 @@
 //!
 //! `--protocol cql` speaks CQL to each node's `cql` address instead, with
 //! prepared statements sent to a replica of their partition
-//! (`tally_benches::cql`): `--cql-statement add` adds to and reads
+//! (`tally_net::cql`): `--cql-statement add` adds to and reads
 //! `tally_bench.counters`, `counter_update` and `counter_read` run
 //! scylla-bench's statements on `scylla_bench.test_counters`.
 
@@ -43,9 +43,9 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 use serde_json::json;
-use tally_benches::cql::CqlClient;
 use tally_benches::plot::Second;
 use tally_benches::target::{CqlStatement, CqlTarget, Target};
+use tally_net::cql::CqlClient;
 use tally_net::{ClusterClient, ClusterOptions, Consistency};
 use tally_node::config::Config;
 
@@ -534,5 +534,5 @@ async fn cql_client(config: &Config, login: Option<(&str, &str)>) -> Result<CqlC
     let ids: Vec<String> = config.nodes.iter().map(|n| n.id.clone()).collect();
     let c = &config.cluster;
     let ring = tally_net::ring::Ring::new(&ids, c.vnodes, c.replication_factor);
-    CqlClient::connect(&addrs, ring, login).await
+    Ok(CqlClient::connect(&addrs, ring, login).await?)
 }

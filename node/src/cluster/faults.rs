@@ -45,6 +45,9 @@ pub(crate) enum Fault {
     /// decided once a quorum accepted, and a prepare reads the highest
     /// first ballot a quorum reports as the value in flight.
     FirstBallotAsRegular = 11,
+    /// The CQL port ignores an add's operation id (`tally-op-id`): the
+    /// add is applied as one without, so a retry counts again.
+    CqlIgnoresIds = 12,
 }
 
 /// How long a late promise (`Fault::PromiseLate`) takes to be stored.
@@ -54,7 +57,7 @@ pub(crate) const PROMISE_LAG: std::time::Duration = std::time::Duration::from_se
 #[derive(Debug, Default)]
 pub(crate) struct Faults {
     #[cfg(feature = "fault-injection")]
-    on: [AtomicBool; 12],
+    on: [AtomicBool; 13],
     /// Test seam: a topology change this node runs waits this long (ms)
     /// between beginning and syncing.
     #[cfg(feature = "fault-injection")]

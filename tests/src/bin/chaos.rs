@@ -75,6 +75,19 @@ struct Args {
     /// in runs with flushes, which the string checker does not model).
     #[arg(long, default_value_t = 2)]
     string_workers: usize,
+    /// Clients adding to a CQL counter table through the nodes' CQL
+    /// ports, at every level, half with operation ids (none in upgrade
+    /// runs: the old build has no CQL).
+    #[arg(long, default_value_t = 2)]
+    cql_workers: usize,
+    /// TEST SEAM: the nodes' CQL ports close the connection instead of
+    /// answering every Nth add, so CQL clients retry adds that applied.
+    #[arg(long)]
+    cql_drop_answers_every: Option<u64>,
+    /// FAULT INJECTION in the product, to prove the checker: the CQL ports
+    /// ignore operation ids.
+    #[arg(long)]
+    unsafe_cql_ignore_ids: bool,
     /// FAULT INJECTION in the product, to prove the checker: this node
     /// (index from 0) runs as the test-only tallyd-faults, applying adds
     /// with ids as new and members at any replica.
@@ -205,6 +218,9 @@ fn main() {
         broken_agreement: a.unsafe_agreement,
         commit_delay: a.commit_delay,
         clock_skew_ms: a.clock_skew_ms,
+        cql_workers: if a.upgrade { 0 } else { a.cql_workers },
+        cql_drop_answers_every: a.cql_drop_answers_every,
+        cql_ignore_ids: a.unsafe_cql_ignore_ids,
         upgrade_from: match a.upgrade {
             true => match tally_tests::old_build::old_build() {
                 Ok(dir) => Some(dir),

@@ -68,6 +68,10 @@ enum Cmd {
         /// applied.
         #[arg(long)]
         cql_drop_answers_every: Option<u64>,
+        /// FAULT INJECTION: the CQL port applies adds with an operation id
+        /// as adds without one.
+        #[arg(long)]
+        unsafe_cql_ignore_ids: bool,
         /// FAULT INJECTION: topology changes this node runs do not sync
         /// the ranges that move.
         #[arg(long)]
@@ -185,6 +189,7 @@ fn main() {
         stall_writes_on_sigusr1,
         sync_delay_ms,
         cql_drop_answers_every,
+        unsafe_cql_ignore_ids,
         unsafe_skip_sync,
         unsafe_merge_ignoring_folds,
         unsafe_flush_locally,
@@ -250,6 +255,10 @@ fn main() {
                 "TEST SEAM: CQL connections close instead of answering"
             );
             n.inject_cql_drop_every(every);
+        }
+        if unsafe_cql_ignore_ids {
+            tracing::warn!("FAULT INJECTION: the CQL port ignores operation ids");
+            n.inject_cql_ignore_ids();
         }
         if unsafe_skip_sync {
             tracing::warn!("FAULT INJECTION: topology changes sync nothing");

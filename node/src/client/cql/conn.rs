@@ -347,7 +347,7 @@ impl Conn {
             Outcome::Rows(work) => {
                 let on = grants::resource(&work);
                 grants::check(role, grants::rows_need(&work), user.as_deref(), &on)?;
-                let id = levels::op_id(&payload)?;
+                let id = levels::op_id(&payload)?.filter(|_| !self.node.cql_ignores_ids());
                 let writes = grants::rows_need(&work) == Need::Write;
                 Ok(Work::Later(Box::pin(async move {
                     let done = super::exec::run(&node, work, id).await;

@@ -1,18 +1,19 @@
-//! A small CQL client for the load generator: native protocol v4 over
+//! A small CQL client for Tally's own tools: native protocol v4 over
 //! TCP, one connection per node with many statements in flight (each on
-//! its own stream id), prepared statements, and token-aware routing by
-//! the ring `cluster.toml` gives (Murmur3 of the bound partition key).
+//! its own stream id), prepared statements with a custom payload (where
+//! an operation id rides), and token-aware routing by the ring
+//! `cluster.toml` gives (Murmur3 of the bound partition key).
 //!
-//! Just what `tally-bench --protocol cql` needs; the tests use the real
-//! drivers.
+//! Just what `tally-bench --protocol cql` and the chaos run's CQL workers
+//! need; the tests of the CQL port use the real drivers.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use anyhow::{Context, Result, anyhow, bail};
 use parking_lot::Mutex;
-use tally_net::ring::{Ring, murmur3_token};
+
+use crate::ring::{Ring, murmur3_token};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
@@ -34,13 +35,22 @@ const EXECUTE: u8 = 0x0A;
 const AUTH_RESPONSE: u8 = 0x0F;
 const AUTH_SUCCESS: u8 = 0x10;
 
+/// Frame flag: the body begins with a custom payload.
+const FLAG_CUSTOM_PAYLOAD: u8 = 0x04;
+
 /// A consistency level's code.
-pub fn consistency(cl: tally_net::Consistency) -> u16 {
+pub fn consistency(cl: crate::wire::Consistency) -> u16 {
     match cl {
-        tally_net::Consistency::One => 0x0001,
-        tally_net::Consistency::All => 0x0005,
+        crate::wire::Consistency::One => 0x0001,
+        crate::wire::Consistency::All => 0x0005,
         _ => 0x0004,
     }
+}
+
+type Result<T> = std::result::Result<T, CqlError>;
+
+fn failed(why: impl Into<String>) -> CqlError {
+    CqlError::Closed(why.into())
 }
 
 /// A failed statement: Cassandra's error code and message, or the
@@ -54,7 +64,7 @@ pub enum CqlError {
         /// Its message.
         message: String,
     },
-    /// The connection failed; why.
+    /// The connection failed, or could not be set up; why.
     Closed(String),
 }
 
@@ -92,7 +102,7 @@ impl std::fmt::Display for CqlError {
 
 type Pending = Arc<Mutex<Slots>>;
 /// An answer: its opcode and body, or the error.
-type Answer = Result<(u8, Vec<u8>), CqlError>;
+type Answer = Result<(u8, Vec<u8>)>;
 
 /// The streams of a connection: who waits for each answer, and which
 /// stream ids are free.
@@ -112,8 +122,10 @@ impl Conn {
     async fn open(addr: SocketAddr, login: Option<(&str, &str)>) -> Result<Conn> {
         let stream = TcpStream::connect(addr)
             .await
-            .with_context(|| format!("connect to CQL at {addr}"))?;
-        stream.set_nodelay(true)?;
+            .map_err(|e| failed(format!("connect to CQL at {addr}: {e}")))?;
+        stream
+            .set_nodelay(true)
+            .map_err(|e| failed(e.to_string()))?;
         let (mut rd, mut wr) = stream.into_split();
         let slots: Pending = Arc::new(Mutex::new(Slots {
             waiting: HashMap::new(),
@@ -176,25 +188,26 @@ impl Conn {
         put_short(&mut startup, 1);
         put_string(&mut startup, "CQL_VERSION");
         put_string(&mut startup, "3.0.0");
-        match self.call(STARTUP, startup).await? {
+        match self.call(STARTUP, startup, 0).await? {
             (READY, _) => Ok(()),
             (AUTHENTICATE, _) => {
                 let (user, password) =
-                    login.ok_or_else(|| anyhow!("the node asks for a login: give --user"))?;
+                    login.ok_or_else(|| failed("the node asks for a login: give a user"))?;
                 let token = [b"\0", user.as_bytes(), b"\0", password.as_bytes()].concat();
                 let mut body = Vec::new();
                 put_bytes(&mut body, &token);
-                match self.call(AUTH_RESPONSE, body).await? {
+                match self.call(AUTH_RESPONSE, body, 0).await? {
                     (AUTH_SUCCESS, _) => Ok(()),
-                    (op, _) => bail!("login answered opcode {op:#04x}"),
+                    (op, _) => Err(failed(format!("login answered opcode {op:#04x}"))),
                 }
             }
-            (op, _) => bail!("STARTUP answered opcode {op:#04x}"),
+            (op, _) => Err(failed(format!("STARTUP answered opcode {op:#04x}"))),
         }
     }
 
-    /// Sends a request; answers its response's opcode and body.
-    async fn call(&self, opcode: u8, body: Vec<u8>) -> Result<(u8, Vec<u8>), CqlError> {
+    /// Sends a request with frame `flags`; answers its response's opcode
+    /// and body.
+    async fn call(&self, opcode: u8, body: Vec<u8>, flags: u8) -> Answer {
         let (tx, rx) = oneshot::channel();
         let stream = {
             let mut s = self.slots.lock();
@@ -209,7 +222,7 @@ impl Conn {
             id
         };
         let mut frame = Vec::with_capacity(HEADER + body.len());
-        frame.extend_from_slice(&[VERSION, 0]);
+        frame.extend_from_slice(&[VERSION, flags]);
         frame.extend_from_slice(&stream.to_be_bytes());
         frame.push(opcode);
         frame.extend_from_slice(&u32::try_from(body.len()).unwrap_or(u32::MAX).to_be_bytes());
@@ -255,7 +268,7 @@ fn put_bytes(b: &mut Vec<u8>, v: &[u8]) {
 }
 
 /// A statement prepared on every node: its id (the same on each).
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Prepared(Vec<u8>);
 
 /// A connection to each node of the cluster, and its ring.
@@ -278,13 +291,18 @@ impl CqlClient {
         Ok(CqlClient { conns, ring })
     }
 
+    /// The number of nodes.
+    pub fn nodes(&self) -> usize {
+        self.conns.len()
+    }
+
     /// Runs `text` unprepared on the first node, at QUORUM.
-    pub async fn query(&self, text: &str) -> Result<(), CqlError> {
+    pub async fn query(&self, text: &str) -> Result<()> {
         let mut body = Vec::new();
         put_long_string(&mut body, text);
         put_short(&mut body, 0x0004);
         body.push(0);
-        self.conns[0].call(QUERY, body).await.map(|_| ())
+        self.conns[0].call(QUERY, body, 0).await.map(|_| ())
     }
 
     /// Prepares `text` on every node.
@@ -293,21 +311,20 @@ impl CqlClient {
         for c in &self.conns {
             let mut body = Vec::new();
             put_long_string(&mut body, text);
-            let (op, answer) = c
-                .call(PREPARE, body)
-                .await
-                .map_err(|e| anyhow!("prepare {text}: {e}"))?;
+            let (op, answer) = c.call(PREPARE, body, 0).await?;
             let kind = answer
                 .get(..4)
                 .map(|k| i32::from_be_bytes([k[0], k[1], k[2], k[3]]));
-            if op != RESULT || kind != Some(4) {
-                bail!("prepare {text}: not a prepared result");
+            let n = answer
+                .get(4..6)
+                .map(|n| usize::from(u16::from_be_bytes([n[0], n[1]])));
+            match (op, kind, n.and_then(|n| answer.get(6..6 + n))) {
+                (RESULT, Some(4), Some(got)) => id = Some(got.to_vec()),
+                _ => return Err(failed(format!("prepare {text}: not a prepared result"))),
             }
-            let n = usize::from(u16::from_be_bytes([answer[4], answer[5]]));
-            id = Some(answer[6..6 + n].to_vec());
         }
         id.map(Prepared)
-            .ok_or_else(|| anyhow!("no node to prepare on"))
+            .ok_or_else(|| failed("no node to prepare on"))
     }
 
     /// Executes `p` with `values` at level `cl` on the primary replica of
@@ -318,9 +335,27 @@ impl CqlClient {
         key: &[u8],
         values: &[&[u8]],
         cl: u16,
-    ) -> Result<Vec<u8>, CqlError> {
+    ) -> Result<Vec<u8>> {
         let node = self.ring.replicas_for_token(murmur3_token(key)).primary();
+        self.execute_on(node, p, values, cl, None).await
+    }
+
+    /// Executes `p` with `values` at level `cl` on `node`, with the custom
+    /// payload entry `payload` if given; answers the result's body.
+    pub async fn execute_on(
+        &self,
+        node: usize,
+        p: &Prepared,
+        values: &[&[u8]],
+        cl: u16,
+        payload: Option<(&str, &[u8])>,
+    ) -> Result<Vec<u8>> {
         let mut body = Vec::with_capacity(64);
+        if let Some((key, value)) = payload {
+            put_short(&mut body, 1);
+            put_string(&mut body, key);
+            put_bytes(&mut body, value);
+        }
         put_short(&mut body, u16::try_from(p.0.len()).unwrap_or(u16::MAX));
         body.extend_from_slice(&p.0);
         put_short(&mut body, cl);
@@ -330,7 +365,11 @@ impl CqlClient {
             put_bytes(&mut body, v);
         }
         let conn = self.conns.get(node).unwrap_or(&self.conns[0]);
-        conn.call(EXECUTE, body).await.map(|(_, b)| b)
+        let flags = match payload {
+            Some(_) => FLAG_CUSTOM_PAYLOAD,
+            None => 0,
+        };
+        conn.call(EXECUTE, body, flags).await.map(|(_, b)| b)
     }
 }
 

@@ -1,0 +1,315 @@
+//! CQL increments under chaos: workers add to a counter table,
+//! `chaos.counters (k int PRIMARY KEY, c counter)`, through random
+//! nodes' CQL ports at every level CQL has and Tally serves.
+//!
+//! Adds to the first keys carry an operation id in the custom payload
+//! (`tally-op-id`) and are retried, with the same id, through random
+//! nodes until known, as [`super::exact`] retries native adds: they are
+//! judged exactly ([`crate::checker::exact`]), every node's value at ALL
+//! equal to the sum of the distinct acknowledged ids. Adds to the other
+//! keys carry none and are sent once: a key's value at ALL must lie
+//! between the sum of its acknowledged adds and that sum with every add
+//! whose outcome stayed unknown (their deltas are positive).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tally_net::cql::{CqlClient, CqlError, Prepared};
+use tally_net::once::OpId;
+use tally_net::ring::Ring;
+
+use super::exact::ExactLog;
+use crate::checker::exact::{Ended, ExactReport, IdAdd, check_exact};
+
+/// How long an add with an id keeps being retried once the workload has
+/// stopped.
+const SETTLE_RETRY_MAX: Duration = Duration::from_secs(60);
+/// The wait before a retry.
+const RETRY_BACKOFF: Duration = Duration::from_millis(50);
+/// The levels, by their codes: ONE, TWO, THREE, QUORUM, ALL,
+/// LOCAL_QUORUM, EACH_QUORUM, LOCAL_ONE.
+const LEVELS: [u16; 8] = [0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x0A];
+/// Share of adds that carry an id.
+const WITH_ID_SHARE: f64 = 0.5;
+
+const ADD: &str = "UPDATE chaos.counters SET c = c + ? WHERE k = ?";
+const READ: &str = "SELECT c FROM chaos.counters WHERE k = ?";
+
+/// What the CQL workers did.
+#[derive(Debug, Default)]
+pub(crate) struct CqlLog {
+    /// The adds with ids, each once with its final outcome.
+    pub(crate) exact: ExactLog,
+    /// Per key without ids: the acknowledged sum, and the unknown sum.
+    pub(crate) plain: HashMap<usize, (i64, i64)>,
+    /// Adds without ids sent.
+    pub(crate) plain_adds: usize,
+}
+
+impl CqlLog {
+    /// Merges another worker's log into this one.
+    pub(crate) fn absorb(&mut self, other: CqlLog) {
+        self.exact.absorb(other.exact);
+        self.plain_adds += other.plain_adds;
+        for (k, (acked, unknown)) in other.plain {
+            let e = self.plain.entry(k).or_default();
+            e.0 += acked;
+            e.1 += unknown;
+        }
+    }
+}
+
+/// Makes the table (replication factor `rf`) through the first node that
+/// answers; retries while the cluster enables CQL tables.
+pub(crate) async fn setup(addrs: &[SocketAddr], rf: usize) -> Result<(), String> {
+    let ddl = [
+        format!(
+            "CREATE KEYSPACE IF NOT EXISTS chaos WITH replication = \
+             {{'class': 'SimpleStrategy', 'replication_factor': {rf}}}"
+        ),
+        "CREATE TABLE IF NOT EXISTS chaos.counters (k int PRIMARY KEY, c counter)".into(),
+    ];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        for addr in addrs {
+            let Ok(c) = connect(*addr).await else {
+                continue;
+            };
+            match (c.query(&ddl[0]).await, c.query(&ddl[1]).await) {
+                (Ok(()), Ok(())) => return Ok(()),
+                (Err(e), _) | (_, Err(e)) => last = e.to_string(),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Err(format!("the chaos counter table: {last}"))
+}
+
+async fn connect(addr: SocketAddr) -> Result<CqlClient, CqlError> {
+    CqlClient::connect(&[addr], Ring::new(&["n".to_string()], 1, 1), None).await
+}
+
+/// A worker's connection to one node, with its statements prepared.
+struct Node {
+    client: CqlClient,
+    add: Prepared,
+    read: Prepared,
+}
+
+/// A worker's connections, made (again) as needed.
+struct Conns {
+    addrs: Vec<SocketAddr>,
+    nodes: Vec<Option<Node>>,
+}
+
+impl Conns {
+    fn new(addrs: Vec<SocketAddr>) -> Conns {
+        let nodes = addrs.iter().map(|_| None).collect();
+        Conns { addrs, nodes }
+    }
+
+    /// Node `n`'s connection, made if it has none.
+    async fn node(&mut self, n: usize) -> Option<&Node> {
+        if self.nodes[n].is_none() {
+            let client = connect(self.addrs[n]).await.ok()?;
+            let add = client.prepare(ADD).await.ok()?;
+            let read = client.prepare(READ).await.ok()?;
+            self.nodes[n] = Some(Node { client, add, read });
+        }
+        self.nodes[n].as_ref()
+    }
+
+    /// Sends an add of `delta` to key `k` at `level` through node `n`
+    /// (with `id` in the payload if given); answers what it tells:
+    /// `Some` known (acknowledged, refused for good), `None` not.
+    async fn add(
+        &mut self,
+        n: usize,
+        (k, delta): (usize, i64),
+        id: Option<&OpId>,
+        level: u16,
+    ) -> Option<Ended> {
+        let payload = id.map(|id| [&id.client[..], &id.seq.to_be_bytes()].concat());
+        let node = self.node(n).await?;
+        let (d, key) = (delta.to_be_bytes(), (k as i32).to_be_bytes());
+        let done = node
+            .client
+            .execute_on(
+                0,
+                &node.add,
+                &[&d, &key],
+                level,
+                payload.as_deref().map(|p| ("tally-op-id", p)),
+            )
+            .await;
+        let known = classify(&done);
+        if matches!(
+            done,
+            Err(CqlError::Closed(_)) | Err(CqlError::Server { code: 0x2500, .. })
+        ) {
+            // A lost connection, or a node that restarted and forgot its
+            // prepared statements: connect and prepare again.
+            self.nodes[n] = None;
+        }
+        known
+    }
+}
+
+/// What one send tells: known or not (`None`: retry the same id).
+fn classify(done: &Result<Vec<u8>, CqlError>) -> Option<Ended> {
+    match done {
+        // An UPDATE answers no value.
+        Ok(_) => Some(Ended::Acked(0)),
+        Err(CqlError::Server {
+            code: 0x2200,
+            message,
+        }) => Some(Ended::Refused(message.clone())),
+        // Unavailable, a write timeout or failure, a lost connection.
+        Err(_) => None,
+    }
+}
+
+/// One worker: adds to keys `0..keys` (with ids) and `keys..2 * keys`
+/// (without) until `stop`.
+pub(crate) async fn worker(
+    addrs: Vec<SocketAddr>,
+    keys: usize,
+    seed: u64,
+    stop: Arc<AtomicBool>,
+) -> CqlLog {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut conns = Conns::new(addrs);
+    let client = format!("chaos-cql-{seed:x}").into_bytes();
+    let mut log = CqlLog::default();
+    let mut seq = 0u64;
+    while !stop.load(Ordering::Acquire) {
+        let delta = rng.random_range(1..=5);
+        if !rng.random_bool(WITH_ID_SHARE) {
+            let k = keys + rng.random_range(0..keys);
+            let n = rng.random_range(0..conns.addrs.len());
+            let level = LEVELS[rng.random_range(0..LEVELS.len())];
+            log.plain_adds += 1;
+            let e = log.plain.entry(k).or_default();
+            match conns.add(n, (k, delta), None, level).await {
+                Some(Ended::Acked(_)) => e.0 += delta,
+                Some(_) => {}
+                None => e.1 += delta,
+            }
+            continue;
+        }
+        seq += 1;
+        let mut add = IdAdd {
+            key: rng.random_range(0..keys),
+            id: OpId::new(client.clone(), seq).expect("a short client id and a seq from 1"),
+            delta,
+            ended: Ended::Unknown,
+            attempts: 0,
+            raced: false,
+            resent: false,
+            again: Vec::new(),
+        };
+        let mut stopped_at: Option<Instant> = None;
+        loop {
+            if stop.load(Ordering::Acquire)
+                && stopped_at.get_or_insert_with(Instant::now).elapsed() > SETTLE_RETRY_MAX
+            {
+                break;
+            }
+            add.attempts += 1;
+            let n = rng.random_range(0..conns.addrs.len());
+            let level = LEVELS[rng.random_range(0..LEVELS.len())];
+            if let Some(ended) = conns.add(n, (add.key, delta), Some(&add.id), level).await {
+                add.ended = ended;
+                break;
+            }
+            tokio::time::sleep(RETRY_BACKOFF).await;
+        }
+        log.exact.adds.push(add);
+    }
+    log
+}
+
+/// Reads every key at ALL through every node and judges them: the keys
+/// with ids exactly, the others within their bounds.
+pub(crate) async fn check(addrs: &[SocketAddr], log: &CqlLog, keys: usize) -> ExactReport {
+    let mut conns = Conns::new(addrs.to_vec());
+    let (mut finals, mut violations) = (Vec::new(), Vec::new());
+    for n in 0..addrs.len() {
+        for k in 0..2 * keys {
+            match read_all(&mut conns, n, k).await {
+                Ok(v) if k < keys => finals.push((n, k, v)),
+                Ok(v) => {
+                    let (acked, unknown) = log.plain.get(&k).copied().unwrap_or_default();
+                    if !(acked..=acked + unknown).contains(&v) {
+                        violations.push(format!(
+                            "CQL key {k} via n{}: read {v} at ALL, expected within \
+                             [{acked}, {}]",
+                            n + 1,
+                            acked + unknown
+                        ));
+                    }
+                }
+                Err(e) => violations.push(format!("CQL key {k} via n{}: {e}", n + 1)),
+            }
+        }
+    }
+    let mut report = check_exact(&log.exact.adds, keys, &finals);
+    report.violations = report
+        .violations
+        .into_iter()
+        .map(|v| format!("CQL {v}"))
+        .chain(violations)
+        .collect();
+    report
+}
+
+/// Key `k`'s value at ALL through node `n` (0 when it has no row),
+/// retrying a while.
+async fn read_all(conns: &mut Conns, n: usize, k: usize) -> Result<i64, String> {
+    let mut last = String::new();
+    for _ in 0..20 {
+        if let Some(node) = conns.node(n).await {
+            let key = (k as i32).to_be_bytes();
+            match node
+                .client
+                .execute_on(0, &node.read, &[&key], 0x05, None)
+                .await
+            {
+                Ok(body) => return Ok(tally_net::cql::first_bigint(&body).unwrap_or(0)),
+                Err(e) => last = e.to_string(),
+            }
+            conns.nodes[n] = None;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Err(format!("final read: {last}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_send_knows_only_an_ack_or_a_refusal_for_good() {
+        assert_eq!(classify(&Ok(Vec::new())), Some(Ended::Acked(0)));
+        let invalid = CqlError::Server {
+            code: 0x2200,
+            message: "no".into(),
+        };
+        assert!(matches!(classify(&Err(invalid)), Some(Ended::Refused(_))));
+        for code in [0x1000, 0x1100, 0x1500, 0x0000, 0x2500] {
+            let e = CqlError::Server {
+                code,
+                message: String::new(),
+            };
+            assert_eq!(classify(&Err(e)), None, "{code:#x}");
+        }
+        assert_eq!(classify(&Err(CqlError::Closed("reset".into()))), None);
+    }
+}
