@@ -78,7 +78,7 @@ mod layers {
         &["list", "once", "tls", "dial"],
         &["wire", "tls_reload", "client_tls"],
         &["bounds", "encoded", "frame", "serial"],
-        &["client", "peer"],
+        &["client", "peer", "cql"],
         &["retry"],
         &["cluster"],
         &["scan", "golden"],

@@ -99,6 +99,7 @@ mod tests {
         assert_eq!(
             peer_alpns(),
             vec![
+                b"tally-peer/7".to_vec(),
                 b"tally-peer/6".to_vec(),
                 b"tally-peer/5".to_vec(),
                 b"tally-peer/4".to_vec(),
@@ -113,9 +114,10 @@ mod tests {
         assert_eq!(peer_version(Some(b"tally-peer/4")), Some(4));
         assert_eq!(peer_version(Some(b"tally-peer/5")), Some(5));
         assert_eq!(peer_version(Some(b"tally-peer/6")), Some(6));
+        assert_eq!(peer_version(Some(b"tally-peer/7")), Some(7));
         for bad in [
             &b"tally-peer/1"[..],
-            b"tally-peer/7",
+            b"tally-peer/8",
             b"tally-peer/",
             b"h3",
             b"tally-peer/x",
