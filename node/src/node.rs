@@ -542,7 +542,9 @@ impl Node {
     /// Whether the CQL port ignores operation ids (fault injection only:
     /// [`Node::inject_cql_ignore_ids`]).
     pub(crate) fn cql_ignores_ids(&self) -> bool {
-        self.ctx.faults().has(Fault::CqlIgnoresIds)
+        self.ctx
+            .faults()
+            .has(crate::cluster::faults::Fault::CqlIgnoresIds)
     }
 
     /// Whether the CQL port drops this answer (fault injection only:
