@@ -264,3 +264,41 @@ fn the_nodejs_driver_counts_with_prepared_statements_and_a_batch() {
         .arg(cluster.cql_addr(0).unwrap().port().to_string());
     tally_tests::assert_script_ok(&mut node, "the Node.js driver");
 }
+
+#[test]
+fn the_python_driver_speaks_lz4_when_it_can() {
+    let cluster = Cluster::start(ClusterOptions {
+        cql: true,
+        ..ClusterOptions::default()
+    })
+    .unwrap();
+    cluster.wait_agreement().unwrap();
+    let packages = [DRIVER, "lz4==4.4.5"];
+    let driver = tally_tests::pip_packages(
+        "pycqllz4",
+        &packages,
+        &["cassandra_driver-3.30.1", "lz4-4.4.5"],
+    )
+    .unwrap();
+    let port = cluster.cql_addr(0).unwrap().port().to_string();
+    let mut lz4 = python(&driver, include_str!("cql/lz4.py"), &[port]);
+    tally_tests::assert_script_ok(&mut lz4, "LZ4");
+}
+
+#[test]
+fn a_strict_cluster_refuses_what_cassandra_refuses_of_counters() {
+    let cluster = Cluster::start(ClusterOptions {
+        cql: true,
+        nodes: 1,
+        replication_factor: 1,
+        cluster_tables: "[cluster.cql]\nstrict = true\n".into(),
+        ..ClusterOptions::default()
+    })
+    .unwrap();
+    cluster.wait_agreement().unwrap();
+    let driver =
+        tally_tests::pip_packages("pycql", &[DRIVER], &["cassandra_driver-3.30.1"]).unwrap();
+    let port = cluster.cql_addr(0).unwrap().port().to_string();
+    let mut strict = python(&driver, include_str!("cql/strict.py"), &[port]);
+    tally_tests::assert_script_ok(&mut strict, "strict, on one node");
+}

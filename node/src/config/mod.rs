@@ -43,6 +43,7 @@
 
 pub mod auth;
 pub mod client_tls;
+pub mod cql;
 pub mod hints;
 pub mod ids;
 pub mod limits;
@@ -140,6 +141,9 @@ pub struct ClusterConfig {
     /// TCP without it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_tls: Option<client_tls::ClientTlsConfig>,
+    /// How the CQL port serves counter tables (`[cluster.cql]`, optional).
+    #[serde(default)]
+    pub cql: cql::CqlConfig,
 }
 
 /// When the commit log is fsynced.

@@ -24,6 +24,8 @@ use tokio::sync::broadcast;
 use tokio::task::JoinSet;
 use tracing::debug;
 
+use super::ast::Statement;
+use super::compress;
 use super::events::Event;
 use super::frame::{self, FLAG_COMPRESSED, Header, Opcode};
 use super::grants;
@@ -34,6 +36,7 @@ use super::request::{self, Decoded, Request};
 use super::response::{self, CqlError};
 use super::run::run;
 use super::shared::{Shared, change_schema, view};
+use super::strict;
 use super::work::{Outcome, Session};
 use crate::client::accept::{Accepted, Anonymous, login_deadline};
 use crate::client::stream::ClientStream;
@@ -171,12 +174,17 @@ async fn send(stream: &mut ClientStream, frame: &[u8], limit: Duration) -> bool 
     matches!(sent.await, Ok(Ok(())))
 }
 
-/// The request a frame holds, or why it holds none: a protocol error.
-fn decode(header: &Header, body: &[u8]) -> Result<Decoded, String> {
-    match (Opcode::of(header.opcode), header.flags & FLAG_COMPRESSED) {
-        (_, c) if c != 0 => Err("a compressed frame, and no compression was agreed".into()),
-        (None, _) => Err(format!("unknown opcode {:#04x}", header.opcode)),
-        (Some(op), _) => request::decode(op, header.flags, body).map_err(|m| m.0),
+/// The request a frame holds (its body decompressed if it is and `lz4`
+/// was agreed), or why it holds none: a protocol error.
+fn decode(header: &Header, body: Vec<u8>, lz4: bool) -> Result<Decoded, String> {
+    let body = match (header.flags & FLAG_COMPRESSED != 0, lz4) {
+        (false, _) => body,
+        (true, true) => compress::decompress(&body, BODY_BYTES_MAX)?,
+        (true, false) => return Err("a compressed frame, and no compression was agreed".into()),
+    };
+    match Opcode::of(header.opcode) {
+        None => Err(format!("unknown opcode {:#04x}", header.opcode)),
+        Some(op) => request::decode(op, header.flags, &body).map_err(|m| m.0),
     }
 }
 
@@ -207,12 +215,12 @@ impl Conn {
                     }
                     Next::Frame(h, body) => (h, body),
                 };
-                let decoded = match decode(&header, &body) {
+                let decoded = match decode(&header, body, self.handshake.lz4()) {
                     Ok(d) => d,
                     Err(why) => return End::Say(header.stream, CqlError::Protocol(why)),
                 };
                 match self.answer(decoded, header.stream).await {
-                    Reply::Now(frame) => out.extend_from_slice(&frame),
+                    Reply::Now(frame) => out.extend_from_slice(&self.outgoing(frame)),
                     Reply::Later(pending) => {
                         in_flight.spawn(pending);
                     }
@@ -224,7 +232,7 @@ impl Conn {
                 let Ok(Some(frame)) = done else {
                     return End::Quiet;
                 };
-                out.extend_from_slice(&frame);
+                out.extend_from_slice(&self.outgoing(frame));
             }
             if !out.is_empty() {
                 if !send(stream, &out, limits.output_timeout()).await {
@@ -264,19 +272,28 @@ impl Conn {
                     inbox.read_at(last_read);
                 }
                 Waited::Done(None) => return End::Quiet,
-                Waited::Done(Some(frame)) => out.extend_from_slice(&frame),
+                Waited::Done(Some(frame)) => out.extend_from_slice(&self.outgoing(frame)),
                 Waited::Pushed(Some(e)) => {
                     if self
                         .events
                         .as_ref()
                         .is_some_and(|(kinds, _)| kinds.iter().any(|k| k == e.kind()))
                     {
-                        out.extend_from_slice(&e.frame());
+                        out.extend_from_slice(&self.outgoing(e.frame()));
                     }
                 }
                 Waited::Pushed(None) => {}
                 Waited::Ended(end) => return end,
             }
+        }
+    }
+
+    /// A response frame as it goes out: compressed if LZ4 was agreed and
+    /// it gains.
+    fn outgoing(&self, frame: Vec<u8>) -> Vec<u8> {
+        match self.handshake.lz4() {
+            true => compress::squeeze(frame),
+            false => frame,
         }
     }
 
@@ -338,6 +355,7 @@ impl Conn {
                 keyspace,
             } => {
                 grants::check(role, Need::Admin, user.as_deref(), "<all keyspaces>")?;
+                self.check_strict(&statement)?;
                 Ok(later(async move {
                     let done = change_schema(&node, statement, keyspace).await;
                     shared.forget();
@@ -347,6 +365,9 @@ impl Conn {
             Outcome::Rows(work) => {
                 let on = grants::resource(&work);
                 grants::check(role, grants::rows_need(&work), user.as_deref(), &on)?;
+                for part in &work.parts {
+                    self.check_strict(&part.statement)?;
+                }
                 let id = levels::op_id(&payload)?.filter(|_| !self.node.cql_ignores_ids());
                 let writes = grants::rows_need(&work) == Need::Write;
                 Ok(Work::Later(Box::pin(async move {
@@ -356,6 +377,14 @@ impl Conn {
                     (!lost).then_some(done)
                 })))
             }
+        }
+    }
+
+    /// Refuses what Cassandra refuses, when the cluster says to be strict.
+    fn check_strict(&self, statement: &Statement) -> Result<(), CqlError> {
+        match self.node.config().cluster.cql.strict {
+            true => strict::refusal(statement).map_or(Ok(()), Err),
+            false => Ok(()),
         }
     }
 

@@ -49,6 +49,8 @@ pub(crate) struct Handshake {
     stage: Stage,
     /// Whether STARTUP asks for a password (users are configured).
     passwords: bool,
+    /// STARTUP asked for LZ4 (`compress`).
+    lz4: bool,
 }
 
 impl Handshake {
@@ -57,6 +59,7 @@ impl Handshake {
         Handshake {
             stage: Stage::Startup,
             passwords,
+            lz4: false,
         }
     }
 
@@ -109,10 +112,14 @@ impl Handshake {
             )));
         }
         let compression = options.iter().find(|(k, _)| k == "COMPRESSION");
-        if let Some((_, c)) = compression {
-            return Step::Refuse(CqlError::Protocol(format!(
-                "Unknown compression algorithm: {c}"
-            )));
+        match compression {
+            Some((_, c)) if c.eq_ignore_ascii_case(super::compress::LZ4) => self.lz4 = true,
+            Some((_, c)) => {
+                return Step::Refuse(CqlError::Protocol(format!(
+                    "Unknown compression algorithm: {c}"
+                )));
+            }
+            None => {}
         }
         match self.passwords {
             true => {
@@ -124,6 +131,11 @@ impl Handshake {
                 Step::Ready
             }
         }
+    }
+
+    /// Whether frames may be compressed with LZ4 (STARTUP asked for it).
+    pub(crate) fn lz4(&self) -> bool {
+        self.lz4
     }
 
     /// The password was right: statements may run.
@@ -226,11 +238,19 @@ mod tests {
         let mut h = Handshake::new(false);
         let bad = Request::Startup(vec![("CQL_VERSION".into(), "four".into())]);
         assert!(matches!(h.step(&bad), Step::Refuse(CqlError::Protocol(_))));
-        let lz4 = Request::Startup(vec![("COMPRESSION".into(), "lz4".into())]);
-        assert!(matches!(h.step(&lz4), Step::Refuse(CqlError::Protocol(_))));
+        let snappy = Request::Startup(vec![("COMPRESSION".into(), "snappy".into())]);
+        assert!(matches!(
+            h.step(&snappy),
+            Step::Refuse(CqlError::Protocol(_))
+        ));
+        assert!(!h.lz4());
         assert_eq!(h.stage(), Stage::Startup);
         // The Rust driver's 4.0.0 is taken, as ScyllaDB takes it.
-        let v4 = Request::Startup(vec![("CQL_VERSION".into(), "4.0.0".into())]);
+        let v4 = Request::Startup(vec![
+            ("CQL_VERSION".into(), "4.0.0".into()),
+            ("COMPRESSION".into(), "lz4".into()),
+        ]);
         assert!(matches!(h.step(&v4), Step::Ready));
+        assert!(h.lz4(), "LZ4 asked for, and spoken");
     }
 }

@@ -6,7 +6,7 @@
 //! One module per layer of a request, each without I/O:
 //!
 //! - [`frame`]: the 9-byte header, judged before the body is read (its
-//!   version negotiated, its length bounded);
+//!   version negotiated, its length bounded); [`compress`]: LZ4 bodies;
 //! - [`body`]: the protocol's notations (`[string]`, `[bytes]`, maps ...),
 //!   read with every length checked;
 //! - [`request`]: a body decoded by its opcode, the custom payload (where
@@ -30,6 +30,7 @@
 //!   SELECT on them writes, resets and reads, and the rows it answers;
 //!   [`batch`]: counter batches; [`levels`]: CQL's consistency levels,
 //!   operation ids and errors as Tally's; [`grants`]: who may run what;
+//!   [`strict`]: what `strict = true` refuses, as Cassandra does;
 //! - [`run`]: a statement run against what the node holds, coming to a
 //!   [`work`]: an answer, a schema change, or statements on rows.
 //!
@@ -43,6 +44,7 @@ pub(crate) mod ast;
 pub(crate) mod batch;
 pub(crate) mod body;
 pub(crate) mod cells;
+pub(crate) mod compress;
 pub(crate) mod conn;
 pub(crate) mod events;
 pub(crate) mod exec;
@@ -63,6 +65,7 @@ pub(crate) mod schema;
 pub(crate) mod select;
 pub(crate) mod serve;
 pub(crate) mod shared;
+pub(crate) mod strict;
 pub(crate) mod system;
 pub(crate) mod tables;
 pub(crate) mod work;

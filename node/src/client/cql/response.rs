@@ -215,15 +215,15 @@ impl CqlError {
     }
 }
 
-/// SUPPORTED's body: the CQL version, and `COMPRESSION` always present
-/// (the Python driver indexes it unconditionally); no ScyllaDB shard keys
+/// SUPPORTED's body: the CQL version, and `COMPRESSION` (LZ4; the key
+/// must be there: the Python driver indexes it); no ScyllaDB shard keys
 /// (the scylla driver would then add `USING TIMEOUT` to its schema
 /// queries).
 pub(crate) fn supported() -> Vec<u8> {
     let mut b = Vec::new();
     put_string_multimap(
         &mut b,
-        &[("CQL_VERSION", &[CQL_VERSION]), ("COMPRESSION", &[])],
+        &[("CQL_VERSION", &[CQL_VERSION]), ("COMPRESSION", &["lz4"])],
     );
     b
 }
@@ -325,7 +325,7 @@ mod tests {
         assert_eq!(r.string().unwrap(), "CQL_VERSION");
         assert_eq!(r.string_list().unwrap(), ["3.3.1"]);
         assert_eq!(r.string().unwrap(), "COMPRESSION");
-        assert_eq!(r.string_list().unwrap(), Vec::<String>::new());
+        assert_eq!(r.string_list().unwrap(), ["lz4"]);
         assert_eq!(r.remaining(), 0);
     }
 
