@@ -111,6 +111,10 @@ if phase == "write":
     rows = list(session.execute(f"SELECT page, hits, bytes FROM views {where}"))
     assert [(r.page, r.hits, r.bytes) for r in rows] == [
         ("d", 4, 400), ("c", 3, 300), ("b", 2, 200), ("a", 1, 100)], rows
+    # One partition's rows, a page at a time.
+    first = session.execute(SimpleStatement(f"SELECT page, hits FROM views {where}", fetch_size=3))
+    assert first.has_more_pages and len(first.current_rows) == 3, first.current_rows
+    assert [(r.page, r.hits) for r in first] == [("d", 4), ("c", 3), ("b", 2), ("a", 1)]
     rows = session.execute(f"SELECT page FROM views {where} AND page >= 'b' AND page < 'd' ORDER BY page ASC")
     assert [r.page for r in rows] == ["b", "c"]
     rows = session.execute(f"SELECT page, hits FROM views {where} AND page IN ('a', 'c') LIMIT 1")

@@ -15,6 +15,7 @@ use super::ast::{Select, Selection, Statement};
 use super::cells;
 use super::frame::Opcode;
 use super::levels::{self, level};
+use super::paging;
 use super::response::{self, CqlError};
 use super::result::{self, Cell};
 use super::rows::{self, CellOp, CellWrite, Query, Resets, Rows};
@@ -91,7 +92,9 @@ pub(crate) async fn run(node: &Node, work: RowWork, id: Option<OpId>) -> Result<
                     false => {
                         count_route(node, q.rows.partitions.iter().map(|(_, p)| &p[..]));
                         let read = read(node, &q.rows, lv).await?;
-                        (rows::table_rows(part.target(), s, &q, &read), None)
+                        let all = rows::table_rows(part.target(), s, &q, &read);
+                        let (size, state) = (work.page_size, work.paging_state.as_deref());
+                        paging::page(part.target(), (s, &q), all, size, state)?
                     }
                 };
                 let (meta, rows) = rows::project(part.target(), s, rows, &part.values)?;

@@ -27,7 +27,8 @@
 //!   prepared on the node, by an id every node computes alike;
 //! - [`cells`]: where a counter table's rows live, as Tally counter cells
 //!   placed by their partition key; [`rows`]: what an UPDATE, DELETE or
-//!   SELECT on them writes, resets and reads, and the rows it answers;
+//!   SELECT on them writes, resets and reads, and the rows it answers
+//!   ([`paging`]: in pages, when the driver asks);
 //!   [`batch`]: counter batches; [`levels`]: CQL's consistency levels,
 //!   operation ids and errors as Tally's; [`grants`]: who may run what;
 //!   [`strict`]: what `strict = true` refuses, as Cassandra does;
@@ -54,6 +55,7 @@ pub(crate) mod handshake;
 pub(crate) mod inbox;
 pub(crate) mod levels;
 pub(crate) mod lex;
+pub(crate) mod paging;
 pub(crate) mod parse;
 pub(crate) mod prepared;
 pub(crate) mod request;

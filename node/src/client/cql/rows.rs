@@ -481,7 +481,7 @@ pub(crate) fn live_in(
         .collect()
 }
 
-fn clustering_types<'a>(t: Target<'a>) -> Vec<&'a CqlType> {
+pub(crate) fn clustering_types<'a>(t: Target<'a>) -> Vec<&'a CqlType> {
     t.table
         .columns
         .iter()
@@ -665,7 +665,12 @@ pub(crate) fn table_rows(
 }
 
 /// Two rows' order by their clustering values, as the table declares it.
-fn order(types: &[&CqlType], descending: &[bool], a: &[Vec<u8>], b: &[Vec<u8>]) -> Ordering {
+pub(crate) fn order(
+    types: &[&CqlType],
+    descending: &[bool],
+    a: &[Vec<u8>],
+    b: &[Vec<u8>],
+) -> Ordering {
     for ((ty, desc), (x, y)) in types.iter().zip(descending).zip(a.iter().zip(b)) {
         let o = compare(ty, x, y);
         if o != Ordering::Equal {
