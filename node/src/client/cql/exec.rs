@@ -206,7 +206,7 @@ async fn scan(
     q: &Query,
     work: &RowWork,
     lv: Level,
-) -> Result<(Vec<Vec<Cell>>, Option<Vec<u8>>), CqlError> {
+) -> Result<paging::Page, CqlError> {
     let t = part.target();
     let table = cells::prefix(t.table);
     let wanted = match (&s.selection, work.page_size) {

@@ -22,6 +22,9 @@ use super::result::Cell;
 use super::rows::{Query, Target, clustering_types, order};
 use super::schema::Kind;
 
+/// A page: its rows, and the state to ask for the next with, if any.
+pub(crate) type Page = (Vec<Vec<Cell>>, Option<Vec<u8>>);
+
 /// The first byte of a page's state (a scan's begins otherwise).
 const MARK: u8 = b'P';
 
@@ -42,7 +45,7 @@ pub(crate) fn page(
     rows: Vec<Vec<Cell>>,
     size: Option<i32>,
     state: Option<&[u8]>,
-) -> Result<(Vec<Vec<Cell>>, Option<Vec<u8>>), CqlError> {
+) -> Result<Page, CqlError> {
     let size = match size {
         Some(n) if n > 0 => n as usize,
         _ => return Ok((rows, None)),
