@@ -146,7 +146,14 @@ fn cqlsh_runs_scyllas_counter_example_word_for_word() {
 }
 
 #[test]
-fn the_python_driver_logs_in_over_tls_and_roles_hold() {
+fn both_python_drivers_log_in_over_tls_and_roles_hold() {
+    for (name, driver) in python_drivers() {
+        secure(name, &driver);
+    }
+}
+
+/// A cluster with users and TLS, `driver` logging in to it.
+fn secure(name: &str, driver: &std::path::Path) {
     let mut cluster = Cluster::configure(ClusterOptions {
         cql: true,
         cluster_tables: "[cluster.auth]\nusers_file = \"users.toml\"\n[cluster.client_tls]\n"
@@ -181,14 +188,12 @@ fn the_python_driver_logs_in_over_tls_and_roles_hold() {
     cluster
         .wait_features(&features, Duration::from_secs(30))
         .unwrap();
-    let driver =
-        tally_tests::pip_packages("pycql", &[DRIVER], &["cassandra_driver-3.30.1"]).unwrap();
     let args = [
         cluster.cql_addr(0).unwrap().port().to_string(),
         ca.display().to_string(),
     ];
-    let mut secure = python(&driver, include_str!("cql/secure.py"), &args);
-    tally_tests::assert_script_ok(&mut secure, "TLS and logins");
+    let mut secure = python(driver, include_str!("cql/secure.py"), &args);
+    tally_tests::assert_script_ok(&mut secure, &format!("{name}: TLS and logins"));
 }
 
 #[test]
@@ -301,4 +306,29 @@ fn a_strict_cluster_refuses_what_cassandra_refuses_of_counters() {
     let port = cluster.cql_addr(0).unwrap().port().to_string();
     let mut strict = python(&driver, include_str!("cql/strict.py"), &[port]);
     tally_tests::assert_script_ok(&mut strict, "strict, on one node");
+}
+
+#[test]
+fn the_schema_and_its_counters_survive_every_node_restarting() {
+    let mut cluster = Cluster::start(ClusterOptions {
+        cql: true,
+        ..ClusterOptions::default()
+    })
+    .unwrap();
+    cluster.wait_agreement().unwrap();
+    let driver =
+        tally_tests::pip_packages("pycql", &[DRIVER], &["cassandra_driver-3.30.1"]).unwrap();
+    let port = cluster.cql_addr(0).unwrap().port().to_string();
+    let script = include_str!("cql/restart.py");
+    let mut before = python(&driver, script, &[port.clone(), "before".into()]);
+    tally_tests::assert_script_ok(&mut before, "before the restarts");
+    for i in 0..3 {
+        cluster.kill(i).unwrap();
+    }
+    for i in 0..3 {
+        cluster.restart(i).unwrap();
+    }
+    cluster.wait_all_up(Duration::from_secs(30)).unwrap();
+    let mut after = python(&driver, script, &[port, "after".into()]);
+    tally_tests::assert_script_ok(&mut after, "after the restarts");
 }

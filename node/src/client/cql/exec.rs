@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Relaxed;
 
-use crate::client::join::join_all;
 use tally_engine::now_ms;
 use tally_net::once::OpId;
 use tally_net::wire::{Change, Consistency, Presence, Ttl, When, WireError, WireKey, WireScan};
@@ -21,6 +20,7 @@ use super::result::{self, Cell};
 use super::rows::{self, CellOp, CellWrite, Query, Resets, Rows};
 use super::work::{Answer, Part, RowWork};
 use crate::base::convert;
+use crate::client::join::join_all;
 use crate::node::Node;
 
 /// Most cells changed at once: a statement's writes go out in waves.
