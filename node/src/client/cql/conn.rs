@@ -206,25 +206,8 @@ impl Conn {
         // Answers ready, written together before the next wait.
         let mut out: Vec<u8> = Vec::new();
         loop {
-            // Every whole frame read, answered or set going.
-            while in_flight.len() < IN_FLIGHT_MAX {
-                let (header, body) = match inbox.next(BODY_BYTES_MAX) {
-                    Next::More => break,
-                    Next::Refused(h, r) => {
-                        return End::Say(h.stream, CqlError::Protocol(r.message()));
-                    }
-                    Next::Frame(h, body) => (h, body),
-                };
-                let decoded = match decode(&header, body, self.handshake.lz4()) {
-                    Ok(d) => d,
-                    Err(why) => return End::Say(header.stream, CqlError::Protocol(why)),
-                };
-                match self.answer(decoded, header.stream).await {
-                    Reply::Now(frame) => out.extend_from_slice(&self.outgoing(frame)),
-                    Reply::Later(pending) => {
-                        in_flight.spawn(pending);
-                    }
-                }
+            if let Err(end) = self.take(&mut inbox, &mut in_flight, &mut out).await {
+                return end;
             }
             while let Some(done) = in_flight.try_join_next() {
                 // A statement's task panicked (its stream has no answer),
@@ -286,6 +269,35 @@ impl Conn {
                 Waited::Ended(end) => return end,
             }
         }
+    }
+
+    /// Answers every whole frame `inbox` holds, or sets it going in
+    /// `in_flight` (until that is full), the answers ready put in `out`;
+    /// a frame that ends the connection answers why.
+    async fn take(
+        &mut self,
+        inbox: &mut Inbox,
+        in_flight: &mut JoinSet<Option<Vec<u8>>>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), End> {
+        while in_flight.len() < IN_FLIGHT_MAX {
+            let (header, body) = match inbox.next(BODY_BYTES_MAX) {
+                Next::More => break,
+                Next::Refused(h, r) => {
+                    return Err(End::Say(h.stream, CqlError::Protocol(r.message())));
+                }
+                Next::Frame(h, body) => (h, body),
+            };
+            let decoded = decode(&header, body, self.handshake.lz4())
+                .map_err(|why| End::Say(header.stream, CqlError::Protocol(why)))?;
+            match self.answer(decoded, header.stream).await {
+                Reply::Now(frame) => out.extend_from_slice(&self.outgoing(frame)),
+                Reply::Later(pending) => {
+                    in_flight.spawn(pending);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A response frame as it goes out: compressed if LZ4 was agreed and
