@@ -315,6 +315,34 @@ async fn smoke_check(config: &Config) -> Result<()> {
         "smoke check: INCR tally:up through {} gave {seen}; read through {} at ALL gives {read}",
         first.id, last.id
     );
+    wait_agreement(&clients).await
+}
+
+/// Waits until every node takes agreed changes (strings, locks, the CQL
+/// schema): each enables them once it has heard every member has, a
+/// heartbeat or two after they all came up. A probe string, gone in a
+/// minute, is set through each.
+async fn wait_agreement(clients: &[tally_net::Client]) -> Result<()> {
+    use tally_net::wire::{Deadline, StringCondition};
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for c in clients {
+        let probe = || {
+            let when = Deadline::After(60_000);
+            c.set_string(
+                b"tally:up:agreed",
+                Some(b"yes"),
+                StringCondition::Always,
+                when,
+            )
+        };
+        while let Err(e) = probe().await {
+            if Instant::now() > deadline {
+                bail!("agreement was not enabled within 10 s: {e}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    println!("agreement: every node takes agreed changes (strings, locks, the CQL schema)");
     Ok(())
 }
 
