@@ -27,25 +27,36 @@ const SCYLLA_DRIVER: &str = "scylla-driver==3.29.12";
 
 /// Each Python driver: its directory (installed on first use).
 fn python_drivers() -> Vec<(&'static str, std::path::PathBuf)> {
-    let cassandra =
-        tally_tests::pip_packages("pycql", &[DRIVER], &["cassandra_driver-3.30.1"]).unwrap();
+    let cassandra = cassandra_driver();
     let scylla =
         tally_tests::pip_packages("pyscylla", &[SCYLLA_DRIVER], &["scylla_driver-3.29.12"])
             .unwrap();
     vec![("cassandra-driver", cassandra), ("scylla-driver", scylla)]
 }
 
+/// A cluster of `opts` serving CQL, once every node takes agreed changes
+/// (the schema) and counter tables.
+fn cql_cluster(opts: ClusterOptions) -> Cluster {
+    let cluster = Cluster::start(ClusterOptions { cql: true, ..opts }).unwrap();
+    cluster.wait_agreement().unwrap();
+    cluster
+}
+
+/// Where the Python `cassandra-driver` is installed.
+fn cassandra_driver() -> std::path::PathBuf {
+    tally_tests::pip_packages("pycql", &[DRIVER], &["cassandra_driver-3.30.1"]).unwrap()
+}
+
+/// Node 1's CQL port, as a script's argument (drivers find the others).
+fn cql_port(cluster: &Cluster) -> String {
+    cluster.cql_addr(0).unwrap().port().to_string()
+}
+
 #[test]
 fn the_python_driver_connects_and_sees_the_cluster() {
-    let cluster = Cluster::start(ClusterOptions {
-        cql: true,
-        ..ClusterOptions::default()
-    })
-    .unwrap();
-    cluster.wait_agreement().unwrap();
-    let driver =
-        tally_tests::pip_packages("pycql", &[DRIVER], &["cassandra_driver-3.30.1"]).unwrap();
-    let port = cluster.cql_addr(0).unwrap().port().to_string();
+    let cluster = cql_cluster(ClusterOptions::default());
+    let driver = cassandra_driver();
+    let port = cql_port(&cluster);
     let vnodes = cluster.config.cluster.vnodes.to_string();
     let mut python = Command::new("python3");
     python
@@ -68,13 +79,8 @@ fn python(driver: &std::path::Path, script: &str, args: &[String]) -> Command {
 #[test]
 fn counter_tables_count_through_both_python_drivers() {
     for (name, driver) in python_drivers() {
-        let mut cluster = Cluster::start(ClusterOptions {
-            cql: true,
-            ..ClusterOptions::default()
-        })
-        .unwrap();
-        cluster.wait_agreement().unwrap();
-        let port = cluster.cql_addr(0).unwrap().port().to_string();
+        let mut cluster = cql_cluster(ClusterOptions::default());
+        let port = cql_port(&cluster);
         let script = include_str!("cql/counters.py");
         let mut write = python(&driver, script, &[port.clone(), "write".into()]);
         tally_tests::assert_script_ok(&mut write, &format!("{name}, every node up"));
@@ -87,17 +93,13 @@ fn counter_tables_count_through_both_python_drivers() {
 
 #[test]
 fn token_aware_drivers_send_each_statement_to_its_replica() {
-    let cluster = Cluster::start(ClusterOptions {
-        cql: true,
+    let cluster = cql_cluster(ClusterOptions {
         nodes: 4,
         replication_factor: 1,
         ..ClusterOptions::default()
-    })
-    .unwrap();
-    cluster.wait_agreement().unwrap();
-    let driver =
-        tally_tests::pip_packages("pycql", &[DRIVER], &["cassandra_driver-3.30.1"]).unwrap();
-    let mut args = vec![cluster.cql_addr(0).unwrap().port().to_string()];
+    });
+    let driver = cassandra_driver();
+    let mut args = vec![cql_port(&cluster)];
     args.extend((0..4).map(|i| cluster.metrics_addr(i).to_string()));
     let mut routed = python(&driver, include_str!("cql/routing.py"), &args);
     tally_tests::assert_script_ok(&mut routed, "token-aware routing");
@@ -108,14 +110,9 @@ const CQLSH: &str = "cqlsh==6.2.2";
 
 #[test]
 fn cqlsh_runs_scyllas_counter_example_word_for_word() {
-    let cluster = Cluster::start(ClusterOptions {
-        cql: true,
-        ..ClusterOptions::default()
-    })
-    .unwrap();
-    cluster.wait_agreement().unwrap();
+    let cluster = cql_cluster(ClusterOptions::default());
     let dir = tally_tests::pip_packages("cqlsh", &[CQLSH], &["cqlsh-6.2.2"]).unwrap();
-    let port = cluster.cql_addr(0).unwrap().port().to_string();
+    let port = cql_port(&cluster);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cql/cqlsh/counters.cql");
     let cqlsh = |args: &[&str]| {
         let out = Command::new("python3")
@@ -188,10 +185,7 @@ fn secure(name: &str, driver: &std::path::Path) {
     cluster
         .wait_features(&features, Duration::from_secs(30))
         .unwrap();
-    let args = [
-        cluster.cql_addr(0).unwrap().port().to_string(),
-        ca.display().to_string(),
-    ];
+    let args = [cql_port(&cluster), ca.display().to_string()];
     let mut secure = python(driver, include_str!("cql/secure.py"), &args);
     tally_tests::assert_script_ok(&mut secure, &format!("{name}: TLS and logins"));
 }
@@ -201,16 +195,12 @@ fn drivers_learn_a_joining_node_and_schema_changes_from_events() {
     use std::io::{BufRead, BufReader, Write};
     use std::process::Stdio;
 
-    let mut cluster = Cluster::start(ClusterOptions {
-        cql: true,
+    let mut cluster = cql_cluster(ClusterOptions {
         joining: 1,
         ..ClusterOptions::default()
-    })
-    .unwrap();
-    cluster.wait_agreement().unwrap();
-    let driver =
-        tally_tests::pip_packages("pycql", &[DRIVER], &["cassandra_driver-3.30.1"]).unwrap();
-    let port = cluster.cql_addr(0).unwrap().port().to_string();
+    });
+    let driver = cassandra_driver();
+    let port = cql_port(&cluster);
     let mut child = python(&driver, include_str!("cql/events.py"), &[port])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -236,15 +226,12 @@ fn drivers_learn_a_joining_node_and_schema_changes_from_events() {
 #[test]
 fn an_add_with_an_id_counts_once_when_its_answer_is_lost() {
     for (name, driver) in python_drivers() {
-        let cluster = Cluster::start(ClusterOptions {
-            cql: true,
+        let cluster = cql_cluster(ClusterOptions {
             daemon: "tallyd-faults",
             node_args: vec![(0, vec!["--cql-drop-answers-every".into(), "4".into()])],
             ..ClusterOptions::default()
-        })
-        .unwrap();
-        cluster.wait_agreement().unwrap();
-        let port = cluster.cql_addr(0).unwrap().port().to_string();
+        });
+        let port = cql_port(&cluster);
         let mut once = python(&driver, include_str!("cql/exactly_once.py"), &[port]);
         tally_tests::assert_script_ok(&mut once, name);
     }
@@ -255,29 +242,19 @@ const NODE_DRIVER: &str = "cassandra-driver@4.8.0";
 
 #[test]
 fn the_nodejs_driver_counts_with_prepared_statements_and_a_batch() {
-    let cluster = Cluster::start(ClusterOptions {
-        cql: true,
-        ..ClusterOptions::default()
-    })
-    .unwrap();
-    cluster.wait_agreement().unwrap();
+    let cluster = cql_cluster(ClusterOptions::default());
     let modules = tally_tests::npm_packages("jscql", &[NODE_DRIVER]).unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cql/counters.js");
     let mut node = Command::new("node");
     node.env("NODE_PATH", &modules)
         .arg(script)
-        .arg(cluster.cql_addr(0).unwrap().port().to_string());
+        .arg(cql_port(&cluster));
     tally_tests::assert_script_ok(&mut node, "the Node.js driver");
 }
 
 #[test]
 fn the_python_driver_speaks_lz4_when_it_can() {
-    let cluster = Cluster::start(ClusterOptions {
-        cql: true,
-        ..ClusterOptions::default()
-    })
-    .unwrap();
-    cluster.wait_agreement().unwrap();
+    let cluster = cql_cluster(ClusterOptions::default());
     let packages = [DRIVER, "lz4==4.4.5"];
     let driver = tally_tests::pip_packages(
         "pycqllz4",
@@ -285,40 +262,30 @@ fn the_python_driver_speaks_lz4_when_it_can() {
         &["cassandra_driver-3.30.1", "lz4-4.4.5"],
     )
     .unwrap();
-    let port = cluster.cql_addr(0).unwrap().port().to_string();
+    let port = cql_port(&cluster);
     let mut lz4 = python(&driver, include_str!("cql/lz4.py"), &[port]);
     tally_tests::assert_script_ok(&mut lz4, "LZ4");
 }
 
 #[test]
 fn a_strict_cluster_refuses_what_cassandra_refuses_of_counters() {
-    let cluster = Cluster::start(ClusterOptions {
-        cql: true,
+    let cluster = cql_cluster(ClusterOptions {
         nodes: 1,
         replication_factor: 1,
         cluster_tables: "[cluster.cql]\nstrict = true\n".into(),
         ..ClusterOptions::default()
-    })
-    .unwrap();
-    cluster.wait_agreement().unwrap();
-    let driver =
-        tally_tests::pip_packages("pycql", &[DRIVER], &["cassandra_driver-3.30.1"]).unwrap();
-    let port = cluster.cql_addr(0).unwrap().port().to_string();
+    });
+    let driver = cassandra_driver();
+    let port = cql_port(&cluster);
     let mut strict = python(&driver, include_str!("cql/strict.py"), &[port]);
     tally_tests::assert_script_ok(&mut strict, "strict, on one node");
 }
 
 #[test]
 fn the_schema_and_its_counters_survive_every_node_restarting() {
-    let mut cluster = Cluster::start(ClusterOptions {
-        cql: true,
-        ..ClusterOptions::default()
-    })
-    .unwrap();
-    cluster.wait_agreement().unwrap();
-    let driver =
-        tally_tests::pip_packages("pycql", &[DRIVER], &["cassandra_driver-3.30.1"]).unwrap();
-    let port = cluster.cql_addr(0).unwrap().port().to_string();
+    let mut cluster = cql_cluster(ClusterOptions::default());
+    let driver = cassandra_driver();
+    let port = cql_port(&cluster);
     let script = include_str!("cql/restart.py");
     let mut before = python(&driver, script, &[port.clone(), "before".into()]);
     tally_tests::assert_script_ok(&mut before, "before the restarts");
