@@ -299,3 +299,63 @@ fn the_schema_and_its_counters_survive_every_node_restarting() {
     let mut after = python(&driver, script, &[port, "after".into()]);
     tally_tests::assert_script_ok(&mut after, "after the restarts");
 }
+
+#[test]
+fn a_counter_tables_rows_are_hashes_to_resp_tally_row_and_repair() {
+    // Hints are dropped after a second, so only a repair brings n3 the
+    // adds it missed.
+    let mut cluster = cql_cluster(ClusterOptions {
+        cluster_tables: "[cluster.hints]\nwindow_ms = 1000\n".into(),
+        ..ClusterOptions::default()
+    });
+    let driver = cassandra_driver();
+    let path = std::env::join_paths([driver, tally_tests::redis_py()]).unwrap();
+    let mut args = vec![cql_port(&cluster), String::new()];
+    args.extend((0..3).map(|i| cluster.resp_addr(i).port().to_string()));
+    let mut script = |phase: &str| {
+        args[1] = phase.into();
+        let mut python = Command::new("python3");
+        python
+            .env("PYTHONPATH", &path)
+            .args(["-c", include_str!("cql/resp_rows.py")])
+            .args(&args);
+        python
+    };
+    tally_tests::assert_script_ok(&mut script("write"), "CQL rows through RESP");
+    let row = |cluster: &Cluster, args: &[&str]| cluster.tally_ok(args).unwrap();
+    assert_eq!(
+        row(&cluster, &["row", "--table", "ks.votes", "'it''s', 1"]),
+        "'bob','2026-11-29':hits       2\n\
+         'alice','2026-11-30':\"Other\"  1\n\
+         'alice','2026-11-30':hits     3\n"
+    );
+    assert_eq!(
+        row(&cluster, &["--json", "row", "--table", "ks.votes", "'p',3"]),
+        "{\"columns\":{\"'v','2026-11-30':hits\":4},\"partition\":\"'p',3\"}\n"
+    );
+
+    cluster.kill(2).unwrap();
+    cluster.wait_view(Duration::from_secs(10)).unwrap();
+    tally_tests::assert_script_ok(&mut script("degraded"), "adds with n3 down");
+    std::thread::sleep(Duration::from_millis(1500));
+    cluster.restart(2).unwrap();
+    cluster.wait_all_up(Duration::from_secs(20)).unwrap();
+    cluster.wait_calm(Duration::from_millis(500)).unwrap();
+    let repaired: serde_json::Value =
+        serde_json::from_str(&row(&cluster, &["--node", "n3", "--json", "repair"])).unwrap();
+    assert_eq!(
+        repaired["repaired"][0]["cells_moved"], 20,
+        "the 20 rows n3 missed: {repaired}"
+    );
+    let again: serde_json::Value =
+        serde_json::from_str(&row(&cluster, &["--node", "n1", "--json", "repair"])).unwrap();
+    assert_eq!(again["repaired"][0]["cells_moved"], 0, "n3 agrees: {again}");
+    for region in 0..20 {
+        let key = format!("'p',{region}");
+        let all = row(
+            &cluster,
+            &["--cl", "all", "row", "--table", "ks.votes", &key],
+        );
+        assert_eq!(all, format!("'v','2026-11-30':hits  {}\n", region + 11));
+    }
+}

@@ -170,8 +170,13 @@ enum Cmd {
     },
     /// Print every column of a partition.
     Row {
-        /// The partition.
+        /// The partition; with --table, the row's partition key values as
+        /// CQL writes them (`0`, `'alice',5`).
         partition: String,
+        /// A CQL counter table (`keyspace.table`) whose row to print: its
+        /// counters by clustering values and name (`'x':hits`).
+        #[arg(long)]
+        table: Option<String>,
     },
     /// Reset a counter to zero.
     Reset {
@@ -502,10 +507,14 @@ async fn run(cli: &Cli) -> Result<(), Failure> {
             return strings::cas(cli.json, &target, key, (expected, new)).await;
         }
         Cmd::Lease(cmd) => return strings::lease(cli.json, &target, cmd).await,
-        Cmd::Row { partition } => {
+        Cmd::Row { partition, table } => {
+            let stored = match table {
+                Some(table) => [b"\xffcql:", table.as_bytes(), b":", partition.as_bytes()].concat(),
+                None => partition.as_bytes().to_vec(),
+            };
             let row = match &target {
-                Target::One(c) => c.get_row(partition.as_bytes(), cl).await,
-                Target::Ring(c) => c.get_row(partition.as_bytes(), cl).await,
+                Target::One(c) => c.get_row(&stored, cl).await,
+                Target::Ring(c) => c.get_row(&stored, cl).await,
             }
             .map_err(Failure::other)?;
             if cli.json {

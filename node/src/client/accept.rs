@@ -33,6 +33,16 @@ use crate::security::auth::{Auth, Login};
 use crate::security::client_tls::LiveTls;
 use tally_net::log_limit::LogLimit;
 
+/// What a listener's connections need besides the node: its users, and
+/// TLS if the port speaks it.
+#[derive(Clone)]
+pub struct Doors {
+    /// The node's users.
+    pub auth: Arc<Auth>,
+    /// TLS on the port, if any.
+    pub tls: Option<Arc<LiveTls>>,
+}
+
 /// How often a flood of refusals or failed accepts may log a line.
 const LOG_INTERVAL: Duration = Duration::from_secs(1);
 /// Pause after a failed accept (out of file descriptors and the like).

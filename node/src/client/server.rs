@@ -41,7 +41,7 @@ use tracing::{debug, warn};
 
 use crate::base::keyspace::Keyspace;
 use crate::client::accept::{
-    Accepted, ClientGate, Closing, Listener, accept_loop, closing, until_closing,
+    Accepted, ClientGate, Closing, Doors, Listener, accept_loop, closing, until_closing,
 };
 use crate::client::output::{OutputGauge, Pressure, write_answers};
 use crate::client::stream::ReadHalf;
@@ -83,16 +83,6 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>, gate: Arc<ClientGate>
         handle: connection,
     };
     accept_loop(listener, node, gate, l).await
-}
-
-/// What a listener's connections need besides the node: its users, and
-/// TLS if the port speaks it.
-#[derive(Clone)]
-pub struct Doors {
-    /// The node's users.
-    pub auth: Arc<Auth>,
-    /// TLS on the port, if any.
-    pub tls: Option<Arc<crate::security::client_tls::LiveTls>>,
 }
 
 /// Why the reader stopped.
@@ -275,7 +265,7 @@ fn run_request(
     }
     let (node, tx, gauge) = (node.clone(), others.clone(), gauge.clone());
     tokio::spawn(async move {
-        let result = match node.execute(req.op).await {
+        let result = match execute(&node, req.op).await {
             // A client before protocol 4 does not know sorted sets.
             Ok(ClientReply::Keys(keys)) if protocol < 4 => {
                 Ok(ClientReply::Keys(keys.without_sorted_sets()))
@@ -288,6 +278,19 @@ fn run_request(
         let _ = tx.send(frame).await;
         drop(permit);
     });
+}
+
+/// Runs a client's operation; a row of a CQL table (`cql::named`) is read
+/// by its name.
+async fn execute(node: &Node, op: ClientOp) -> Result<ClientReply, WireError> {
+    match op {
+        ClientOp::GetRow { partition, cl } if crate::client::cql::named::is_name(&partition) => {
+            crate::client::cql::named::row(node, cl, &partition)
+                .await
+                .map(ClientReply::Row)
+        }
+        op => node.execute(op).await,
+    }
 }
 
 /// The frame that tells a client why its connection stops, if it is told.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use tally_engine::ParkCommit;
 
-use crate::client::accept::ClientGate;
+use crate::client::accept::{ClientGate, Doors};
 use crate::config::Config;
 use crate::{Node, client::resp, client::server, config::limits, security::certs};
 
@@ -213,7 +213,7 @@ pub fn run_with(
 
 /// What the native and RESP ports need besides the node: its users (the
 /// same for both), and TLS where `[cluster.client_tls]` asks for it.
-fn doors(node: &Node) -> Result<(server::Doors, server::Doors, server::Doors)> {
+fn doors(node: &Node) -> Result<(Doors, Doors, Doors)> {
     let config = node.config();
     let auth = Arc::new(
         crate::security::auth::Auth::load(&config.cluster.auth).map_err(anyhow::Error::msg)?,
@@ -231,7 +231,7 @@ fn doors(node: &Node) -> Result<(server::Doors, server::Doors, server::Doors)> {
         cql = cql.is_some(),
         "client TLS"
     );
-    let door = |tls| server::Doors {
+    let door = |tls| Doors {
         auth: auth.clone(),
         tls,
     };

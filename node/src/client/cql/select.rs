@@ -11,7 +11,7 @@ use super::response::CqlError;
 use super::result::{Cell, Column, CqlType, Metadata, cell};
 use super::system::Table;
 
-mod literals;
+pub(crate) mod literals;
 
 /// The columns and rows `select` answers from `table`; `values` bound to
 /// its markers.

@@ -9,8 +9,8 @@ use tokio::net::TcpListener;
 use super::conn::connection;
 use super::response::CqlError;
 use super::shared::{Shared, watch};
+use crate::client::accept::Doors;
 use crate::client::accept::{ClientGate, Listener, accept_loop};
-use crate::client::server::Doors;
 use crate::node::Node;
 
 /// What a client off loopback is told without users, in protected mode.

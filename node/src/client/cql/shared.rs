@@ -190,11 +190,16 @@ fn from_wire(e: &WireError) -> CqlError {
 
 /// The catalog of the cluster's schema as it is now, read linearizably.
 async fn catalog(node: &Node) -> Result<Vec<Keyspace>, CqlError> {
-    let registers = node
-        .read_registers(SCHEMA_PARTITION)
+    read_catalog(node)
         .await
-        .map_err(|e| CqlError::Server(format!("the schema could not be read: {}", e.message)))?;
-    schema::catalog_of(&registers, history::COLUMN).map_err(|m| CqlError::Server(m.0))
+        .map_err(|e| CqlError::Server(format!("the schema could not be read: {}", e.message)))
+}
+
+/// [`catalog`], for Tally's other front doors: the read's own error.
+pub(crate) async fn read_catalog(node: &Node) -> Result<Vec<Keyspace>, WireError> {
+    let registers = node.read_registers(SCHEMA_PARTITION).await?;
+    schema::catalog_of(&registers, history::COLUMN)
+        .map_err(|m| WireError::new(tally_net::wire::ErrorKind::Internal, m.0))
 }
 
 /// This node's view of the cluster, as drivers read it: every member with

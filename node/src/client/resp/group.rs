@@ -43,7 +43,8 @@ pub(crate) async fn run(
     let mut others = Vec::new();
     for cmd in cmds {
         match cmd.op {
-            Op::Add { column, delta } => {
+            // (A CQL row's name is refused by `keyed_as`, in words.)
+            Op::Add { column, delta } if !super::cql_rows::first_names_one(cmd) => {
                 let queued = counters::queue_add(node, cl, space, cmd, column, delta);
                 adds.push(Some((queued, cmd)));
             }

@@ -104,7 +104,7 @@ async fn on_row(
 }
 
 /// `HGETALL`, `HKEYS`, `HVALS` or `HLEN` of `row`.
-fn whole(name: &str, row: Row) -> Reply {
+pub(super) fn whole(name: &str, row: Row) -> Reply {
     match name {
         "hgetall" => Reply::Map(
             row.into_iter()

@@ -54,6 +54,7 @@ mod cas;
 mod command;
 mod copy;
 mod counters;
+mod cql_rows;
 mod cursors;
 mod db;
 mod expiry;
@@ -91,11 +92,11 @@ use tracing::debug;
 
 use crate::base::commands::{self, Handler};
 use crate::base::keyspace::Keyspace;
+use crate::client::accept::Doors;
 use crate::client::accept::{
     Accepted, Anonymous, ClientGate, ClientSlot, Closing, Listener, accept_loop, closing,
     until_closing,
 };
-use crate::client::server::Doors;
 use crate::client::stream::ClientStream;
 use crate::config::limits::Limits;
 use crate::node::Node;
@@ -323,6 +324,9 @@ async fn keyed_as(
     let Some(c) = cmd.command() else {
         return command::unknown(&cmd.words);
     };
+    if cql_rows::names_one(c, &cmd.words) {
+        return cql_rows::answer(node, cl, c, &cmd.words).await;
+    }
     match cmd.op {
         Op::Arity => session::arity(c.name),
         Op::Add { column, delta } => {

@@ -1,5 +1,6 @@
 //! Literals CQL writes as strings: dates (`'2026-11-30'`) and
-//! timestamps (`'2026-11-30 12:00:00+0000'`), as Cassandra reads them.
+//! timestamps (`'2026-11-30 12:00:00+0000'`), as Cassandra reads them,
+//! and written back the same way.
 
 /// Days from 1970-01-01 to the date `y-m-d` of the proleptic Gregorian
 /// calendar (Howard Hinnant's `days_from_civil`).
@@ -11,6 +12,36 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let doy = (153 * mp + 2) / 5 + d - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     era * 146_097 + doe - 719_468
+}
+
+/// The date `(y, m, d)` `days` after 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// A `date` cell's value (days centered at 2^31) as `yyyy-mm-dd`.
+pub(crate) fn date_text(value: u32) -> String {
+    let (y, m, d) = civil_from_days(i64::from(value) - (1 << 31));
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// Ms since the epoch as `yyyy-mm-dd HH:MM:SS.fff+0000`, as `cqlsh`
+/// prints a timestamp (with its milliseconds).
+pub(crate) fn timestamp_text(ms: i64) -> String {
+    let (day, in_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
+    let (y, m, d) = civil_from_days(day);
+    let (s, frac) = (in_day / 1000, in_day % 1000);
+    let (h, min, sec) = (s / 3600, s / 60 % 60, s % 60);
+    format!("{y:04}-{m:02}-{d:02} {h:02}:{min:02}:{sec:02}.{frac:03}+0000")
 }
 
 /// `yyyy-mm-dd` as days since 1970-01-01.
@@ -75,6 +106,7 @@ pub(crate) fn timestamp_ms(s: &str) -> Option<i64> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
 
     #[test]
@@ -94,5 +126,23 @@ mod tests {
         );
         assert_eq!(timestamp_ms("2026-11-30 25:00"), None);
         assert_eq!(timestamp_ms("nope"), None);
+    }
+
+    #[test]
+    fn dates_and_timestamps_write_back_as_they_read() {
+        for d in [
+            "1970-01-01",
+            "1969-12-31",
+            "2024-02-29",
+            "2026-11-30",
+            "0001-01-01",
+        ] {
+            let value = date(days(d).unwrap()).unwrap();
+            assert_eq!(date_text(value), d);
+        }
+        for ms in [0, 1_500, -1, 1_796_083_200_123, -62_135_596_800_000] {
+            assert_eq!(timestamp_ms(&timestamp_text(ms)), Some(ms), "{ms}");
+        }
+        assert_eq!(timestamp_text(1_500), "1970-01-01 00:00:01.500+0000");
     }
 }
