@@ -49,7 +49,8 @@ impl Kind {
             | PeerRequest::LeaderReset { .. }
             | PeerRequest::LeaderChange { .. }
             | PeerRequest::LeaderList { .. }
-            | PeerRequest::LeaderExpireRow { .. } => Kind::Lead,
+            | PeerRequest::LeaderExpireRow { .. }
+            | PeerRequest::LeaderCells { .. } => Kind::Lead,
             PeerRequest::ReadRow { .. }
             | PeerRequest::Prepare { .. }
             | PeerRequest::Propose { .. }

@@ -619,7 +619,25 @@ pub enum PeerRequest {
         /// The token ranges.
         ranges: Vec<WireRange>,
     },
+    /// Lead a write of whole cells of `partition` (a CQL regular table's
+    /// last-write-wins columns, at most [`LEADER_CELLS_MAX`], each merged
+    /// by its own epoch) at `cl`; answered `Applied`. Peer protocol 8.
+    LeaderCells {
+        /// Their partition.
+        partition: Vec<u8>,
+        /// Each cell's column and state.
+        cells: Vec<(Vec<u8>, WireCell)>,
+        /// The level the leader answers at.
+        cl: Consistency,
+    },
 }
+
+/// The most cells one `LeaderCells` carries: each at most a list's
+/// bytes, so that the message stays far within `MESSAGE_BYTES_MAX`.
+pub const LEADER_CELLS_MAX: usize = 256;
+
+const _: () =
+    assert!(LEADER_CELLS_MAX * (crate::list::LIST_BYTES_MAX + 2 * 1024) <= MESSAGE_BYTES_MAX);
 
 /// The most Paxos states one `AgreedIn` page or `MergeAgreed` carries.
 pub const AGREED_STATES_MAX: usize = 1024;
@@ -636,6 +654,7 @@ impl PeerRequest {
             | PeerRequest::ReadAgreed { .. } => 4,
             PeerRequest::AgreedIn { .. } | PeerRequest::MergeAgreed { .. } => 5,
             PeerRequest::ScanTable { .. } => 7,
+            PeerRequest::LeaderCells { .. } => 8,
             _ => 2,
         }
     }

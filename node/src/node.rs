@@ -45,6 +45,8 @@ pub struct Node {
     /// Every member up placed CQL tables' cells as this node does, once:
     /// then for good (a build without the feature can no longer join).
     cql_tables: std::sync::atomic::AtomicBool,
+    /// Likewise, every member up writes CQL regular tables' cells.
+    cql_regular_tables: std::sync::atomic::AtomicBool,
 }
 
 impl Node {
@@ -121,6 +123,7 @@ impl Node {
             features,
             proposer: Arc::new(Proposer::default()),
             cql_tables: std::sync::atomic::AtomicBool::new(false),
+            cql_regular_tables: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -210,13 +213,26 @@ impl Node {
     /// Whether this node may write CQL counter tables' cells: every
     /// member up places them as it does (`features::CQL_TABLES`).
     pub(crate) fn serves_cql_tables(&self) -> bool {
-        use crate::cluster::features::{CQL_TABLES, enabled_by_all_up};
+        self.sticky(&self.cql_tables, crate::cluster::features::CQL_TABLES)
+    }
+
+    /// Whether this node may make CQL regular tables and write their
+    /// cells: every member up has the feature
+    /// (`features::CQL_REGULAR_TABLES`).
+    pub(crate) fn serves_cql_regular_tables(&self) -> bool {
+        let feature = crate::cluster::features::CQL_REGULAR_TABLES;
+        self.sticky(&self.cql_regular_tables, feature)
+    }
+
+    /// Whether `feature` is enabled by every member up, remembered in
+    /// `flag` once it is (then for good).
+    fn sticky(&self, flag: &std::sync::atomic::AtomicBool, feature: &str) -> bool {
         use std::sync::atomic::Ordering::Relaxed;
-        if self.cql_tables.load(Relaxed) {
+        if flag.load(Relaxed) {
             return true;
         }
-        let on = enabled_by_all_up(&self.ctx, &self.features, CQL_TABLES);
-        self.cql_tables.fetch_or(on, Relaxed) || on
+        let on = crate::cluster::features::enabled_by_all_up(&self.ctx, &self.features, feature);
+        flag.fetch_or(on, Relaxed) || on
     }
 
     /// Whether this node may change registers through agreement: it and
@@ -756,6 +772,16 @@ impl Node {
             read::get_cell(&self.ctx, &convert::user_key(key)?, cl).await
         })
         .await
+    }
+
+    /// Writes whole cells of one partition, each merged by its own epoch
+    /// (a CQL regular table's last-write-wins columns), at `cl`.
+    pub(crate) async fn put_cells(
+        &self,
+        cells: Vec<(tally_engine::Key, tally_engine::Cell)>,
+        cl: Consistency,
+    ) -> Result<(), WireError> {
+        self.writes.put_cells(cells, cl).await
     }
 
     /// Reads the merged cell of every column of a partition at `cl`, live

@@ -25,6 +25,7 @@
 //! | `agreement` | 4 | linearizable registers: `Prepare`, `Propose`, `Commit`, `ReadAgreed`, and cells with an agreed part on disk |
 //! | `agreed-handoff` | 5 | agreed state moves with its ranges: `AgreedIn`, `MergeAgreed` |
 //! | `cql-tables` | 7 | the cells of CQL counter tables, each partition placed by its partition key alone (`tally_net::ring::partition_token`), as token-aware drivers place it; `ScanTable` |
+//! | `cql-regular-tables` | 8 | CQL regular tables: schemas of non-counter columns in the agreed catalog, and their last-write-wins cells, written through `LeaderCells` |
 //! | `first-ballots` | 4 | a proposal at a first ballot, without a prepare, which an acceptor takes only while it holds nothing (an older one would take it over a value accepted at another first ballot) |
 //!
 //! Each feature needs the peer protocol that brought its messages
@@ -73,6 +74,11 @@ pub const FIRST_BALLOTS: &str = "first-ballots";
 /// place, repair and clean them up elsewhere.
 pub const CQL_TABLES: &str = "cql-tables";
 
+/// CQL regular tables: their schemas (which an older build's catalog
+/// refuses) and their last-write-wins cells, written through
+/// `PeerRequest::LeaderCells`.
+pub const CQL_REGULAR_TABLES: &str = "cql-regular-tables";
+
 /// The cluster features this build has.
 pub const KNOWN: &[&str] = &[
     LEAVING_NOTICE,
@@ -80,6 +86,7 @@ pub const KNOWN: &[&str] = &[
     AGREED_HANDOFF,
     FIRST_BALLOTS,
     CQL_TABLES,
+    CQL_REGULAR_TABLES,
 ];
 
 /// The peer protocol a feature needs: the one that brought its messages.
@@ -88,6 +95,7 @@ pub(crate) fn protocol_of(feature: &str) -> u16 {
         AGREEMENT | FIRST_BALLOTS => 4,
         AGREED_HANDOFF => 5,
         CQL_TABLES => 7,
+        CQL_REGULAR_TABLES => 8,
         _ => 3,
     }
 }

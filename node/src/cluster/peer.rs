@@ -285,7 +285,8 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, req: PeerRequest) -> PeerRespon
         | PeerRequest::LeaderChange { .. }
         | PeerRequest::LeaderList { .. }
         | PeerRequest::LeaderAdmit { .. }
-        | PeerRequest::LeaderExpireRow { .. }) => write::serve(&writes, req).await,
+        | PeerRequest::LeaderExpireRow { .. }
+        | PeerRequest::LeaderCells { .. }) => write::serve(&writes, req).await,
         PeerRequest::LearnTails { retired, from } => learn_tails(&ctx, &retired, from),
         PeerRequest::ForgetTails { retired } => ctx
             .engine()

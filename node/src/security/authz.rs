@@ -149,6 +149,9 @@ pub(crate) enum Refusal {
     /// Agreed states that no honest replica sends, or asks for.
     #[error("agreed states {0}")]
     BadAgreed(&'static str),
+    /// A write of cells that no correct leader asks for.
+    #[error("a write of cells {0}")]
+    BadCells(&'static str),
 }
 
 impl Refusal {
@@ -169,6 +172,9 @@ pub(crate) fn authorize(from: usize, req: &PeerRequest, local: &impl Local) -> R
     }
     match req {
         PeerRequest::Apply { key, cell } => authorize_apply(key, cell, local),
+        PeerRequest::LeaderCells {
+            partition, cells, ..
+        } => authorize_cells(partition, cells, local),
         PeerRequest::ApplyTail { key, cell, tail } => {
             authorize_tail(tail, local)?;
             authorize_apply(key, cell, local)
@@ -280,14 +286,47 @@ fn authorize_tail(tail: &WireTail, local: &impl Local) -> Result<(), Refusal> {
     Ok(())
 }
 
-fn authorize_apply(key: &WireKey, cell: &WireCell, local: &impl Local) -> Result<(), Refusal> {
-    bounds::check_cell(cell)?;
+/// Cells a peer asks this node to lead (`LeaderCells`): at most
+/// `LEADER_CELLS_MAX`, of a partition this node replicates, each within
+/// the bounds of a cell and without shards (a last-write-wins cell has
+/// none, so none can forge this node's).
+fn authorize_cells(
+    partition: &[u8],
+    cells: &[(Vec<u8>, WireCell)],
+    local: &impl Local,
+) -> Result<(), Refusal> {
+    if cells.is_empty() || cells.len() > tally_net::wire::LEADER_CELLS_MAX {
+        return Err(Refusal::BadCells(
+            "none, or over the most one message carries",
+        ));
+    }
+    for (_, cell) in cells {
+        bounds::check_cell(cell)?;
+        check_list(cell)?;
+        if !cell.shards.is_empty() {
+            return Err(Refusal::BadCells("with shards"));
+        }
+    }
+    match local.is_replica(partition) {
+        true => Ok(()),
+        false => Err(Refusal::NotAReplica),
+    }
+}
+
+/// A cell's list, if any, is not empty and within its limit.
+fn check_list(cell: &WireCell) -> Result<(), Refusal> {
     if let Some(list) = &cell.list {
         let bytes = tally_engine::cell::list::encoded_len(list);
         if list.is_empty() || bytes > tally_net::list::LIST_BYTES_MAX {
             return Err(Refusal::BadList { bytes });
         }
     }
+    Ok(())
+}
+
+fn authorize_apply(key: &WireKey, cell: &WireCell, local: &impl Local) -> Result<(), Refusal> {
+    bounds::check_cell(cell)?;
+    check_list(cell)?;
     if !local.is_replica(key.partition()) {
         return Err(Refusal::NotAReplica);
     }

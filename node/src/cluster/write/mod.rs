@@ -48,6 +48,7 @@
 //! node): see `WireError::outcome`.
 
 mod batch;
+mod cells;
 mod change;
 mod combine;
 mod coordinate;

@@ -32,6 +32,9 @@ pub(crate) struct Write {
     pub(crate) tail: Option<WireTail>,
     pub(crate) replicas: Replicas,
     pub(crate) round: Round,
+    /// A replica's `Stale` counts as holding the write: its newer state
+    /// overwrote it (a last-write-wins cell's, `cells`).
+    superseded_holds: bool,
 }
 
 impl Write {
@@ -52,7 +55,15 @@ impl Write {
             tail: None,
             replicas,
             round,
+            superseded_holds: false,
         }
+    }
+
+    /// The write, of a cell that a newer state of a replica overwrites as
+    /// the write itself would have: that replica's `Stale` holds it.
+    pub(crate) fn superseded_holds(mut self) -> Write {
+        self.superseded_holds = true;
+        self
     }
 
     /// The write with the ids that go with its state.
@@ -209,7 +220,10 @@ fn poll_calls(
         match answer {
             Ok(Ok(answers)) if answers.len() == members.len() => {
                 for (&i, resp) in members.iter().zip(&answers) {
-                    let answer = Answer::of(resp);
+                    let answer = match Answer::of(resp) {
+                        Answer::Stale(_) if writes[i].superseded_holds => Answer::Applied,
+                        answer => answer,
+                    };
                     if answer == Answer::Failed {
                         debug!(replica = call.replica, answer = ?resp, "replica refused a shard");
                     }

@@ -7,6 +7,7 @@
 use tally_net::wire::{Change, ErrorKind, PeerRequest, PeerResponse, WireError};
 
 use super::Writes;
+use super::cells::CellsOp;
 use super::change::ChangeOp;
 use super::coordinate::{Op, run};
 use super::expire::ExpireRowOp;
@@ -67,6 +68,14 @@ pub(crate) async fn serve(writes: &Writes, req: PeerRequest) -> Result<PeerRespo
         } => {
             let op = ExpireRowOp::new(&partition, (at_ms, only), cl)?;
             run(ctx, op, led).await.map(ExpireRowOp::respond)
+        }
+        PeerRequest::LeaderCells {
+            partition,
+            cells,
+            cl,
+        } => {
+            let op = CellsOp::forwarded(&partition, cells, cl)?;
+            run(ctx, op, led).await.map(CellsOp::respond)
         }
         _ => Err(WireError::new(
             ErrorKind::Internal,
