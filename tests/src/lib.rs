@@ -928,13 +928,14 @@ impl Cluster {
     }
 
     /// Waits until every node has enabled agreement (the cluster feature
-    /// strings need) and CQL's counter tables, and takes string writes: a
-    /// node writes once it has heard every member up enabled it too (a
-    /// heartbeat later).
+    /// strings need) and CQL's counter and regular tables, and takes
+    /// string writes: a node writes once it has heard every member up
+    /// enabled it too (a heartbeat later).
     pub fn wait_agreement(&self) -> Result<()> {
-        use tally_node::cluster::features::{AGREEMENT, CQL_TABLES};
+        use tally_node::cluster::features::{AGREEMENT, CQL_REGULAR_TABLES, CQL_TABLES};
         let timeout = Duration::from_secs(30);
-        let members = self.wait_features(&[AGREEMENT, CQL_TABLES], timeout)?;
+        let features = [AGREEMENT, CQL_TABLES, CQL_REGULAR_TABLES];
+        let members = self.wait_features(&features, timeout)?;
         let deadline = Instant::now() + timeout;
         for i in members {
             while self.redis_cli(i, &["SET", "tally:probe", "agreed"]) != "OK\n" {

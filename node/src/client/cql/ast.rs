@@ -100,6 +100,16 @@ pub(crate) struct Update {
 }
 
 #[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Insert {
+    pub(crate) table: TableName,
+    /// The columns named, in order, and the value of each.
+    pub(crate) columns: Vec<String>,
+    pub(crate) values: Vec<Term>,
+    pub(crate) ttl: Option<Term>,
+    pub(crate) timestamp: Option<Term>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Delete {
     /// The columns deleted; none: whole rows.
     pub(crate) columns: Vec<String>,
@@ -120,6 +130,8 @@ pub(crate) struct CreateTable {
     pub(crate) clustering_order: Vec<(String, bool)>,
     /// The other `WITH` options, as written.
     pub(crate) options: Vec<(String, Literal)>,
+    /// The columns declared `STATIC`.
+    pub(crate) statics: Vec<String>,
 }
 
 /// The kinds of batch.
@@ -135,6 +147,7 @@ pub(crate) enum BatchKind {
 pub(crate) enum Statement {
     Select(Select),
     Update(Update),
+    Insert(Insert),
     Delete(Delete),
     Batch(BatchKind, Vec<Statement>),
     Use(String),

@@ -109,6 +109,7 @@ fn parts(
     for (statement, keyspace, values) in statements {
         let name = match &statement {
             Statement::Update(u) => &u.table,
+            Statement::Insert(i) => &i.table,
             Statement::Delete(d) => &d.table,
             _ => {
                 return Err(CqlError::Invalid(
@@ -124,11 +125,7 @@ fn parts(
                 true => Err(write_refused(cluster, name, keyspace.as_deref())),
             };
         };
-        if kind == BatchKind::Logged {
-            return Err(CqlError::Invalid(
-                "Cannot include a counter statement in a logged batch".into(),
-            ));
-        }
+        check_kind(kind, table.is_counter(), &parts)?;
         parts.push(Part {
             keyspace: ks,
             table,
@@ -142,5 +139,24 @@ fn parts(
         skip_metadata: false,
         page_size: None,
         paging_state: None,
+        timestamp: params.timestamp,
     }))
+}
+
+/// A statement on a counter table (`counter`) or a regular one fits a
+/// batch of `kind` with the statements `before` it, as Cassandra says.
+fn check_kind(kind: BatchKind, counter: bool, before: &[Part]) -> Result<(), CqlError> {
+    let refused = |m: &str| Err(CqlError::Invalid(m.into()));
+    match (kind, counter) {
+        (BatchKind::Logged, true) => {
+            refused("Cannot include a counter statement in a logged batch")
+        }
+        (BatchKind::Counter, false) => {
+            refused("Cannot include non-counter statement in a counter batch")
+        }
+        _ if before.iter().any(|p| p.table.is_counter() != counter) => {
+            refused("Counter and non-counter mutations cannot exist in the same batch")
+        }
+        _ => Ok(()),
+    }
 }

@@ -164,7 +164,9 @@ fn too_long(what: &str) -> CqlError {
 pub(crate) fn check(ty: &CqlType, value: &[u8], column: &str) -> Result<(), CqlError> {
     let fixed = match ty {
         CqlType::Int | CqlType::Date => Some(4),
-        CqlType::Bigint | CqlType::Timestamp | CqlType::Counter => Some(8),
+        CqlType::Bigint | CqlType::Timestamp | CqlType::Counter | CqlType::Double => Some(8),
+        CqlType::Time => Some(8),
+        CqlType::Float => Some(4),
         CqlType::Smallint => Some(2),
         CqlType::Tinyint | CqlType::Boolean => Some(1),
         CqlType::Uuid | CqlType::Timeuuid => Some(16),
@@ -188,6 +190,10 @@ pub(crate) fn check(ty: &CqlType, value: &[u8], column: &str) -> Result<(), CqlE
             wrong("invalid UTF-8 bytes".into())
         }
         (CqlType::Ascii, _) if !value.is_ascii() => wrong("invalid ASCII bytes".into()),
+        (CqlType::Varint, _) if value.is_empty() => wrong("an empty varint".into()),
+        (CqlType::Time, _) if !(0..86_400_000_000_000).contains(&signed(value)) => {
+            wrong("a time is from 0 to 86399999999999 ns".into())
+        }
         (CqlType::Timeuuid, _) if value[6] >> 4 != 1 => {
             wrong("a timeuuid is a version 1 UUID".into())
         }
@@ -203,10 +209,36 @@ pub(crate) fn compare(ty: &CqlType, a: &[u8], b: &[u8]) -> Ordering {
         | CqlType::Smallint
         | CqlType::Tinyint
         | CqlType::Timestamp
+        | CqlType::Time
         | CqlType::Counter => signed(a).cmp(&signed(b)).then_with(|| a.cmp(b)),
+        CqlType::Varint => varint(a).cmp(&varint(b)),
+        CqlType::Float => float(a, 4).total_cmp(&float(b, 4)),
+        CqlType::Double => float(a, 8).total_cmp(&float(b, 8)),
         CqlType::Timeuuid => timeuuid(a).cmp(&timeuuid(b)),
         CqlType::Uuid => uuid(a).cmp(&uuid(b)),
         _ => a.cmp(b),
+    }
+}
+
+/// A varint (big-endian two's complement, any length) as its sign, its
+/// magnitude's length and its bytes, which order as the number does.
+fn varint(b: &[u8]) -> (bool, usize, Vec<u8>) {
+    let negative = b.first().is_some_and(|&x| x & 0x80 != 0);
+    let fill = if negative { 0xFF } else { 0 };
+    let trimmed: Vec<u8> = b.iter().copied().skip_while(|&x| x == fill).collect();
+    match negative {
+        // Of two negatives, the longer is the smaller.
+        true => (false, usize::MAX - trimmed.len(), trimmed),
+        false => (true, trimmed.len(), trimmed),
+    }
+}
+
+/// A float of `n` (4 or 8) bytes, as an `f64`.
+fn float(b: &[u8], n: usize) -> f64 {
+    match (n, b.try_into().ok(), b.try_into().ok()) {
+        (4, Some(four), _) => f64::from(f32::from_be_bytes(four)),
+        (8, _, Some(eight)) => f64::from_be_bytes(eight),
+        _ => 0.0,
     }
 }
 

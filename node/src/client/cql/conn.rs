@@ -377,7 +377,7 @@ impl Conn {
             Outcome::Rows(work) => {
                 let on = grants::resource(&work);
                 grants::check(role, grants::rows_need(&work), user.as_deref(), &on)?;
-                for part in &work.parts {
+                for part in work.parts.iter().filter(|p| p.table.is_counter()) {
                     self.check_strict(&part.statement)?;
                 }
                 let id = levels::op_id(&payload)?.filter(|_| !self.node.cql_ignores_ids());

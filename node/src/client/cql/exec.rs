@@ -15,9 +15,10 @@ use super::cells;
 use super::frame::Opcode;
 use super::levels::{self, level};
 use super::paging;
+use super::regular;
 use super::response::{self, CqlError};
 use super::result::{self, Cell};
-use super::rows::{self, CellOp, CellWrite, Query, Resets, Rows};
+use super::rows::{self, CellOp, CellWrite, Query, Resets, Rows, Target};
 use super::work::{Answer, Part, RowWork};
 use crate::base::convert;
 use crate::client::join::join_all;
@@ -30,13 +31,19 @@ const SCAN_PARTITIONS: usize = 1_000;
 /// Most rows a scan answers a client that does not page.
 const UNPAGED_ROWS_MAX: usize = 100_000;
 
+mod writes;
+
+/// One partition's cells, as read.
+type Partition = BTreeMap<Vec<u8>, tally_engine::Cell>;
+
 /// A statement's level and the replicas it needs, for its errors.
 #[derive(Clone, Copy)]
 struct Level {
     code: u16,
     cl: Consistency,
     block_for: usize,
-    write: bool,
+    /// A write's type, as a `WriteTimeout` names it.
+    write: Option<&'static str>,
 }
 
 impl Level {
@@ -65,9 +72,25 @@ pub(crate) async fn run(node: &Node, work: RowWork, id: Option<OpId>) -> Result<
             code: work.consistency,
             cl,
             block_for: cl.required(rf),
-            write,
+            write: match (write, part.table.is_counter()) {
+                (false, _) => None,
+                (true, true) => Some("COUNTER"),
+                (true, false) => Some("SIMPLE"),
+            },
         };
         answer = Some(match &part.statement {
+            Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)
+                if !part.table.is_counter() =>
+            {
+                writes::write(node, part, work.timestamp, lv).await?;
+                (Opcode::Result, response::void())
+            }
+            Statement::Insert(_) => {
+                return Err(CqlError::Invalid(
+                    "INSERT statements are not allowed on counter tables, use UPDATE instead"
+                        .into(),
+                ));
+            }
             Statement::Update(u) => {
                 let writes = rows::update(part.target(), u, &part.values)?;
                 count_route(node, writes.cells.iter().map(|c| c.partition.as_slice()));
@@ -91,13 +114,16 @@ pub(crate) async fn run(node: &Node, work: RowWork, id: Option<OpId>) -> Result<
                     true => scan(node, part, s, &q, &work, lv).await?,
                     false => {
                         count_route(node, q.rows.partitions.iter().map(|(_, p)| &p[..]));
-                        let read = read(node, &q.rows, lv).await?;
-                        let all = rows::table_rows(part.target(), s, &q, &read);
+                        let read = read_cells(node, &q.rows, lv).await?;
+                        let all = table_rows(part.target(), s, &q, read);
                         let (size, state) = (work.page_size, work.paging_state.as_deref());
                         paging::page(part.target(), (s, &q), all, size, state)?
                     }
                 };
-                let (meta, rows) = rows::project(part.target(), s, rows, &part.values)?;
+                let (meta, rows) = match part.table.is_counter() {
+                    true => rows::project(part.target(), s, rows, &part.values)?,
+                    false => regular::project(part.target(), s, rows, &part.values)?,
+                };
                 let body = result::rows(&meta, &rows, state.as_deref(), work.skip_metadata);
                 (Opcode::Result, body)
             }
@@ -246,8 +272,8 @@ async fn scan(
             },
             ..q.clone()
         };
-        let read = read(node, &named.rows, lv).await?;
-        rows.extend(rows::table_rows(t, s, &named, &read));
+        let read = read_cells(node, &named.rows, lv).await?;
+        rows.extend(table_rows(t, s, &named, read));
         let last = named.rows.partitions.last().map(|(_, p)| p.as_slice());
         let Some(more) = listed.more else {
             return Ok((rows, None));
@@ -265,29 +291,47 @@ async fn scan(
     }
 }
 
-/// Each named partition's columns and their live values, in order.
+/// Each named partition's cells, in order.
+async fn read_cells(node: &Node, named: &Rows, lv: Level) -> Result<Vec<Partition>, CqlError> {
+    let reads = named
+        .partitions
+        .iter()
+        .map(|(_, p)| node.get_row_cells(p, lv.cl));
+    let mut out = Vec::with_capacity(named.partitions.len());
+    for cells in join_all(reads).await {
+        out.push(cells.map_err(|e| lv.error(&e))?);
+    }
+    Ok(out)
+}
+
+/// Each named partition's counters and their live values, in order.
 async fn read(
     node: &Node,
     named: &Rows,
     lv: Level,
 ) -> Result<Vec<BTreeMap<Vec<u8>, Option<i64>>>, CqlError> {
-    let reads = named
-        .partitions
-        .iter()
-        .map(|(_, p)| node.get_row_cells(p, lv.cl));
-    let now = now_ms();
-    let mut out = Vec::with_capacity(named.partitions.len());
-    for cells in join_all(reads).await {
-        let cells = cells.map_err(|e| lv.error(&e))?;
-        out.push(
+    let read = read_cells(node, named, lv).await?;
+    Ok(live(read, now_ms()))
+}
+
+/// Counters' cells as their live values at `now`.
+fn live(read: Vec<Partition>, now: u64) -> Vec<BTreeMap<Vec<u8>, Option<i64>>> {
+    read.into_iter()
+        .map(|cells| {
             cells
                 .into_iter()
-                .map(|(column, cell)| {
-                    let live = convert::live_value(&cell, now).ok().flatten();
-                    (column, live)
-                })
-                .collect(),
-        );
+                .map(|(column, cell)| (column, convert::live_value(&cell, now).ok().flatten()))
+                .collect()
+        })
+        .collect()
+}
+
+/// The rows, with every column, that `read` holds of `q`'s partitions,
+/// read by the rule of the table's kind.
+fn table_rows(t: Target, s: &Select, q: &Query, read: Vec<Partition>) -> Vec<Vec<Cell>> {
+    let now = now_ms();
+    match t.table.is_counter() {
+        true => rows::table_rows(t, s, q, &live(read, now)),
+        false => regular::table_rows(t, s, q, &read, now),
     }
-    Ok(out)
 }

@@ -122,7 +122,12 @@ pub(crate) fn op_id(payload: &[(String, Vec<u8>)]) -> Result<Option<OpId>, CqlEr
 
 /// A node's error for a statement at CQL level `code`, needing
 /// `block_for` replicas; `write` for an UPDATE or DELETE.
-pub(crate) fn error(e: &WireError, code: u16, block_for: usize, write: bool) -> CqlError {
+pub(crate) fn error(
+    e: &WireError,
+    code: u16,
+    block_for: usize,
+    write: Option<&'static str>,
+) -> CqlError {
     let block_for = i32::try_from(block_for).unwrap_or(i32::MAX);
     let message = e.message.clone();
     match (e.kind, e.outcome, write) {
@@ -145,29 +150,29 @@ pub(crate) fn error(e: &WireError, code: u16, block_for: usize, write: bool) -> 
             _,
         ) => CqlError::Invalid(message),
         (ErrorKind::NoAuth | ErrorKind::Denied, _, _) => CqlError::Unauthorized(message),
-        (_, Outcome::Unknown, true) => CqlError::WriteTimeout {
+        (_, Outcome::Unknown, Some(write_type)) => CqlError::WriteTimeout {
             message,
             consistency: code,
             received: 0,
             block_for,
-            write_type: "COUNTER",
+            write_type,
         },
-        (_, Outcome::NotApplied, true) => CqlError::WriteFailure {
+        (_, Outcome::NotApplied, Some(write_type)) => CqlError::WriteFailure {
             message,
             consistency: code,
             received: 0,
             block_for,
             failures: 1,
-            write_type: "COUNTER",
+            write_type,
         },
-        (ErrorKind::Timeout, _, false) => CqlError::ReadTimeout {
+        (ErrorKind::Timeout, _, None) => CqlError::ReadTimeout {
             message,
             consistency: code,
             received: 0,
             block_for,
             data_present: false,
         },
-        (_, _, false) => CqlError::Server(message),
+        (_, _, None) => CqlError::Server(message),
     }
 }
 
@@ -234,7 +239,7 @@ mod tests {
     #[test]
     fn errors_tell_a_driver_whether_to_retry() {
         let unknown = WireError::unknown(ErrorKind::Timeout, "lost");
-        let e = error(&unknown, QUORUM, 2, true);
+        let e = error(&unknown, QUORUM, 2, Some("COUNTER"));
         assert!(
             matches!(
                 e,
@@ -249,7 +254,7 @@ mod tests {
             ErrorKind::Unavailable,
             "add at QUORUM needs 2 of 3 replicas, 1 live (n2, n3 down); nothing was applied",
         );
-        let e = error(&down, QUORUM, 2, true);
+        let e = error(&down, QUORUM, 2, Some("COUNTER"));
         assert!(
             matches!(
                 e,
@@ -262,7 +267,7 @@ mod tests {
             "{e:?}"
         );
         let refused = WireError::not_applied(ErrorKind::Storage, "disk full");
-        let e = error(&refused, ONE, 1, true);
+        let e = error(&refused, ONE, 1, Some("COUNTER"));
         assert!(
             matches!(e, CqlError::WriteFailure { received: 0, .. }),
             "{e:?}"
@@ -271,10 +276,15 @@ mod tests {
             &WireError::unknown(ErrorKind::Timeout, "slow"),
             ONE,
             1,
-            false,
+            None,
         );
         assert!(matches!(e, CqlError::ReadTimeout { .. }), "{e:?}");
-        let e = error(&WireError::new(ErrorKind::Overflow, "big"), ONE, 1, true);
+        let e = error(
+            &WireError::new(ErrorKind::Overflow, "big"),
+            ONE,
+            1,
+            Some("COUNTER"),
+        );
         assert_eq!(e.code(), 0x2200);
     }
 }

@@ -60,6 +60,7 @@ pub(crate) mod named;
 pub(crate) mod paging;
 pub(crate) mod parse;
 pub(crate) mod prepared;
+pub(crate) mod regular;
 pub(crate) mod request;
 pub(crate) mod response;
 pub(crate) mod result;

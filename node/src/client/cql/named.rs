@@ -268,6 +268,12 @@ fn literal_text(ty: &CqlType, v: &[u8]) -> Option<String> {
             let x = f64::from_be_bytes(v.try_into().ok()?);
             x.is_finite().then(|| format!("{x:?}"))?
         }
+        CqlType::Float => {
+            let x = f32::from_be_bytes(v.try_into().ok()?);
+            x.is_finite().then(|| format!("{x:?}"))?
+        }
+        CqlType::Varint => literals::varint_text(v)?,
+        CqlType::Time => quoted(&literals::time_text(i64::from_be_bytes(v.try_into().ok()?))),
         CqlType::Boolean => (v.first()? != &0).to_string(),
         CqlType::Uuid | CqlType::Timeuuid => uuid_text(v.try_into().ok()?),
         CqlType::Blob => format!("0x{}", hex(v)),

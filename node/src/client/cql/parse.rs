@@ -2,15 +2,17 @@
 //! [`super::lex`]'s tokens into [`super::ast`]'s statements.
 //!
 //! ```text
-//! SELECT (* | COUNT(*) | col [AS a], ...) FROM t [WHERE rel AND ...]
+//! SELECT (* | COUNT(*) | sel [AS a], ...) FROM t [WHERE rel AND ...]
 //!        [ORDER BY col [ASC|DESC], ...] [LIMIT n] [ALLOW FILTERING]
 //! UPDATE t [USING TTL n [AND TIMESTAMP n]] SET c = c + v, d = d - v, e = v WHERE ...
+//! INSERT INTO t (c, ...) VALUES (v, ...) [USING TTL n [AND TIMESTAMP n]]
 //! DELETE [c, ...] FROM t [USING TIMESTAMP n] WHERE ...
 //! BEGIN [UNLOGGED | COUNTER] BATCH statement; ... APPLY BATCH
 //! USE ks | TRUNCATE [TABLE] t | DROP (KEYSPACE ks | TABLE t) [IF EXISTS]
 //! CREATE KEYSPACE [IF NOT EXISTS] ks WITH replication = {...} [AND durable_writes = b]
 //! CREATE TABLE [IF NOT EXISTS] t (col type [PRIMARY KEY], ..., PRIMARY KEY ((pk, ...), ck, ...))
 //!        [WITH CLUSTERING ORDER BY (ck DESC, ...) [AND option = v ...]]
+//! sel:   col | WRITETIME(col) | TTL(col)   (named `writetime(col)`, `ttl(col)`)
 //! rel:   col (= | < | <= | > | >=) v | col IN (v, ...) | col IN ?
 //! v:     a literal, ?, :name, {k: v, ...}, {a, ...}, [a, ...]
 //! ```
@@ -189,6 +191,7 @@ impl Parser {
         match first.as_str() {
             "select" => self.select().map(Statement::Select),
             "update" => self.update().map(Statement::Update),
+            "insert" => self.insert().map(Statement::Insert),
             "delete" => self.delete().map(Statement::Delete),
             "begin" => self.batch(),
             "use" => self.name().map(Statement::Use),

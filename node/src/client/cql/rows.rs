@@ -320,7 +320,7 @@ fn range(of: &[&Relation], c: &ColumnDef, values: &[Value]) -> Result<(Bound, Bo
 
 impl Clustering {
     /// Whether a row's clustering values (`types` theirs) are named.
-    fn admits(&self, row: &[Vec<u8>], types: &[&CqlType]) -> bool {
+    pub(crate) fn admits(&self, row: &[Vec<u8>], types: &[&CqlType]) -> bool {
         let fixed = self.fixed.iter().zip(row).all(|(ok, v)| ok.contains(v));
         let i = self.fixed.len();
         let ranged = match (&self.range, row.get(i), types.get(i)) {
@@ -405,7 +405,7 @@ fn delta(term: &Term, values: &[Value], name: &str) -> Result<i64, CqlError> {
 }
 
 /// `USING TTL`'s seconds.
-fn ttl(term: &Term, values: &[Value]) -> Result<u32, CqlError> {
+pub(crate) fn ttl(term: &Term, values: &[Value]) -> Result<u32, CqlError> {
     let s = match bound(term, &CqlType::Int, values)? {
         Some(b) if b.len() == 4 => i64::from(i32::from_be_bytes([b[0], b[1], b[2], b[3]])),
         None => 0,

@@ -96,6 +96,7 @@ fn execute(
         }
         Statement::Select(s) => &s.table,
         Statement::Update(u) => &u.table,
+        Statement::Insert(i) => &i.table,
         Statement::Delete(d) => &d.table,
         Statement::Batch(kind, statements) => {
             return super::batch::inline(cluster, *kind, statements, keyspace, params);
@@ -132,6 +133,7 @@ fn execute(
         skip_metadata: params.skip_metadata,
         page_size: params.page_size,
         paging_state: params.paging_state.clone(),
+        timestamp: params.timestamp,
     }))
 }
 
@@ -148,15 +150,20 @@ fn prepare(
         Statement::Use(_) => (empty(), Vec::new(), empty()),
         Statement::Select(s) => match user_table(cluster, &s.table, ks)? {
             Some((ks, t)) => {
+                let target = Target {
+                    keyspace: &ks,
+                    table: &t,
+                };
                 let all = Table {
-                    meta: rows::all_columns(Target {
-                        keyspace: &ks,
-                        table: &t,
-                    }),
+                    meta: every_column(target),
                     rows: Vec::new(),
                 };
                 let bind = bind_meta(&all.meta, &s.relations, limit_marker(s), markers)?;
-                (bind, pk_indexes(&t, &s.relations), select_meta(&all, s)?)
+                let result = match t.is_counter() {
+                    true => select_meta(&all, s)?,
+                    false => super::regular::project(target, s, Vec::new(), &[])?.0,
+                };
+                (bind, pk_indexes(&t, &s.relations), result)
             }
             None if !cluster.fresh => return Ok(Outcome::Refresh),
             None => {
@@ -165,16 +172,17 @@ fn prepare(
                 (bind, Vec::new(), select_meta(&table, s)?)
             }
         },
-        Statement::Update(_) | Statement::Delete(_) => {
-            let (name, relations, extra) = write_markers(&statement);
+        Statement::Update(_) | Statement::Delete(_) | Statement::Insert(_) => {
+            let name = written_table(&statement);
             match user_table(cluster, name, ks)? {
                 Some((ks, t)) => {
-                    let all = rows::all_columns(Target {
+                    let all = every_column(Target {
                         keyspace: &ks,
                         table: &t,
                     });
-                    let bind = bind_meta(&all, relations, extra, markers)?;
-                    (bind, pk_indexes(&t, relations), empty())
+                    let (relations, extra) = write_markers(&statement, &all);
+                    let bind = bind_meta(&all, &relations, extra, markers)?;
+                    (bind, pk_indexes(&t, &relations), empty())
                 }
                 None if !cluster.fresh => return Ok(Outcome::Refresh),
                 None => return Err(write_refused(cluster, name, ks)),
@@ -182,7 +190,7 @@ fn prepare(
         }
         _ => {
             return Err(CqlError::Invalid(
-                "Tally prepares SELECT, UPDATE, DELETE and USE statements".into(),
+                "Tally prepares SELECT, INSERT, UPDATE, DELETE and USE statements".into(),
             ));
         }
     };
@@ -239,27 +247,65 @@ fn limit_marker(s: &Select) -> Extra {
     extra("[limit]", CqlType::Int, s.limit.as_ref())
 }
 
-/// An UPDATE's or DELETE's table, relations, and other markers: the
-/// counters' deltas, `USING TTL` and `USING TIMESTAMP`.
-fn write_markers(statement: &Statement) -> (&TableName, &[Relation], Extra) {
+/// Every column of a table's rows, as its kind reads them.
+fn every_column(t: Target) -> Metadata {
+    match t.table.is_counter() {
+        true => rows::all_columns(t),
+        false => super::regular::all_columns(t),
+    }
+}
+
+/// The table an INSERT, UPDATE or DELETE writes.
+fn written_table(statement: &Statement) -> &TableName {
+    match statement {
+        Statement::Update(u) => &u.table,
+        Statement::Insert(i) => &i.table,
+        Statement::Delete(d) => &d.table,
+        _ => unreachable!("written_table of an INSERT, an UPDATE or a DELETE"),
+    }
+}
+
+/// A write's relations (an INSERT's key columns as `=`, its others as
+/// values), and its other markers: the values assigned, typed as their
+/// columns of `all`, `USING TTL` and `USING TIMESTAMP`.
+fn write_markers(statement: &Statement, all: &Metadata) -> (Vec<Relation>, Extra) {
+    let type_of = |name: &str| {
+        all.columns
+            .iter()
+            .find(|c| c.name == name)
+            .map_or(CqlType::Blob, |c| c.ty.clone())
+    };
+    let using = |ttl: Option<&Term>, ts: Option<&Term>| {
+        let mut extras = extra("[ttl]", CqlType::Int, ttl);
+        extras.extend(extra("[timestamp]", CqlType::Bigint, ts));
+        extras
+    };
     match statement {
         Statement::Update(u) => {
-            let mut extras = extra("[ttl]", CqlType::Int, u.ttl.as_ref());
-            extras.extend(extra("[timestamp]", CqlType::Bigint, u.timestamp.as_ref()));
+            let mut extras = using(u.ttl.as_ref(), u.timestamp.as_ref());
             for a in &u.assignments {
                 let (Assignment::Add(name, t)
                 | Assignment::Sub(name, t)
                 | Assignment::Set(name, t)) = a;
-                extras.extend(extra(name, CqlType::Counter, Some(t)));
+                extras.extend(extra(name, type_of(name), Some(t)));
             }
-            (&u.table, &u.relations, extras)
+            (u.relations.clone(), extras)
         }
-        Statement::Delete(d) => (
-            &d.table,
-            &d.relations,
-            extra("[timestamp]", CqlType::Bigint, d.timestamp.as_ref()),
-        ),
-        _ => unreachable!("write_markers of an UPDATE or a DELETE"),
+        Statement::Insert(i) => {
+            let relations = i
+                .columns
+                .iter()
+                .zip(&i.values)
+                .map(|(column, term)| Relation {
+                    column: column.clone(),
+                    op: Op::Eq,
+                    terms: vec![term.clone()],
+                })
+                .collect();
+            (relations, using(i.ttl.as_ref(), i.timestamp.as_ref()))
+        }
+        Statement::Delete(d) => (d.relations.clone(), using(None, d.timestamp.as_ref())),
+        _ => (Vec::new(), Vec::new()),
     }
 }
 

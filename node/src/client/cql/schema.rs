@@ -13,9 +13,9 @@
 //! (or `NetworkTopologyStrategy` with the one data center) with the
 //! cluster's replication factor, and says so in `system_schema`, which is
 //! the placement token-aware drivers compute (the first N distinct nodes
-//! clockwise). Tables are counter tables (regular ones come with issue
-//! 41); each gets an id at its creation, so a table dropped and created
-//! again starts empty.
+//! clockwise). A table is a counter table (its columns besides the key
+//! all counters) or a regular one (none); each gets an id at its
+//! creation, so a table dropped and created again starts empty.
 //!
 //! A register's value, in the protocol's own notations (`body`):
 //! ```text
@@ -24,7 +24,7 @@
 //!             [string] comment, ([int] truncations: format 2 only),
 //!             [short] n, n columns
 //! column   := [string] name, [option] type, [byte] kind (0 partition key,
-//!             1 clustering, 2 regular), [byte] descending
+//!             1 clustering, 2 regular, 3 static), [byte] descending
 //! ```
 
 use tally_net::wire::{Register, Registers};
@@ -54,6 +54,8 @@ pub(crate) enum Kind {
     PartitionKey,
     Clustering,
     Regular,
+    /// A regular table's column of the whole partition.
+    Static,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,6 +86,13 @@ pub(crate) struct Keyspace {
     pub(crate) name: String,
     pub(crate) durable_writes: bool,
     pub(crate) tables: Vec<TableDef>,
+}
+
+impl TableDef {
+    /// Whether it is a counter table (else a regular one).
+    pub(crate) fn is_counter(&self) -> bool {
+        self.columns.iter().any(|c| c.ty == CqlType::Counter)
+    }
 }
 
 impl Keyspace {
@@ -121,6 +130,7 @@ impl Keyspace {
                     Kind::PartitionKey => 0,
                     Kind::Clustering => 1,
                     Kind::Regular => 2,
+                    Kind::Static => 3,
                 });
                 b.push(u8::from(c.descending));
             }
@@ -158,6 +168,7 @@ impl Keyspace {
                     0 => Kind::PartitionKey,
                     1 => Kind::Clustering,
                     2 => Kind::Regular,
+                    3 => Kind::Static,
                     k => return Err(bad(format!("column kind {k}"))),
                 };
                 let descending = r.byte()? != 0;
@@ -300,6 +311,15 @@ fn check_name(name: &str) -> Result<(), CqlError> {
     }
 }
 
+/// Whether `statement` makes a regular table (which every member must
+/// know before one is made: `features::CQL_REGULAR_TABLES`).
+pub(crate) fn makes_regular_table(statement: &Statement) -> bool {
+    match statement {
+        Statement::CreateTable(t) => t.columns.iter().all(|(_, ty)| *ty != CqlType::Counter),
+        _ => false,
+    }
+}
+
 /// `CREATE TABLE`, given its keyspace as it is now and a fresh `id`.
 pub(crate) fn create_table(
     t: &CreateTable,
@@ -381,35 +401,7 @@ fn table_def(t: &CreateTable, id: [u8; 16]) -> Result<TableDef, CqlError> {
             name.len()
         ));
     }
-    let mut counters = 0;
-    for (name, ty) in &t.columns {
-        if columns.iter().any(|c| c.name == *name) {
-            continue;
-        }
-        if t.columns.iter().filter(|(c, _)| c == name).count() > 1 {
-            return invalid(format!("Multiple definition of identifier {name}"));
-        }
-        if *ty != CqlType::Counter {
-            return invalid(match counters {
-                0 if t.columns.iter().all(|(_, ty)| *ty != CqlType::Counter) => format!(
-                    "only counter tables are served yet: {name} is a {} (regular tables come \
-                     with issue 41)",
-                    ty.name()
-                ),
-                _ => "Cannot mix counter and non counter columns in the same table".into(),
-            });
-        }
-        counters += 1;
-        columns.push(ColumnDef {
-            name: name.clone(),
-            ty: ty.clone(),
-            kind: Kind::Regular,
-            descending: false,
-        });
-    }
-    if counters == 0 {
-        return invalid("a counter table needs at least one counter column".into());
-    }
+    other_columns(t, &mut columns)?;
     let (default_ttl_s, comment) = table_options(&t.options)?;
     Ok(TableDef {
         name: t.table.name.clone(),
@@ -419,6 +411,60 @@ fn table_def(t: &CreateTable, id: [u8; 16]) -> Result<TableDef, CqlError> {
         truncations: 0,
         columns,
     })
+}
+
+/// The columns besides the key, after `columns` (the key's): all
+/// counters (a counter table), or none (a regular table, whose columns
+/// may be static if it has clustering columns).
+fn other_columns(t: &CreateTable, columns: &mut Vec<ColumnDef>) -> Result<(), CqlError> {
+    let invalid = |m: String| Err(CqlError::Invalid(m));
+    let keys = columns.len();
+    let counter = t.columns.iter().any(|(_, ty)| *ty == CqlType::Counter);
+    for (name, ty) in &t.columns {
+        if columns[..keys].iter().any(|c| c.name == *name) {
+            continue;
+        }
+        if t.columns.iter().filter(|(c, _)| c == name).count() > 1 {
+            return invalid(format!("Multiple definition of identifier {name}"));
+        }
+        if counter != (*ty == CqlType::Counter) {
+            return invalid("Cannot mix counter and non counter columns in the same table".into());
+        }
+        if matches!(ty, CqlType::List(_) | CqlType::Set(_) | CqlType::Map(..)) {
+            return invalid(format!(
+                "{name} is a {}: collections are not served yet",
+                ty.name()
+            ));
+        }
+        let kind = match t.statics.contains(name) {
+            true if t.clustering.is_empty() => {
+                return invalid(
+                    "Static columns are only useful (and thus allowed) if the table has at \
+                     least one clustering column"
+                        .into(),
+                );
+            }
+            true if counter => return invalid("Static counter columns are not served".into()),
+            true => Kind::Static,
+            false => Kind::Regular,
+        };
+        columns.push(ColumnDef {
+            name: name.clone(),
+            ty: ty.clone(),
+            kind,
+            descending: false,
+        });
+    }
+    if let Some(s) = t
+        .statics
+        .iter()
+        .find(|s| columns[..keys].iter().any(|c| c.name == **s))
+    {
+        return invalid(format!(
+            "Static column {s} cannot be part of the PRIMARY KEY"
+        ));
+    }
+    Ok(())
 }
 
 /// `WITH CLUSTERING ORDER BY`: the clustering columns, in their order.

@@ -169,6 +169,11 @@ pub(crate) fn encode(lit: &Literal, ty: &CqlType) -> Result<Cell, CqlError> {
         (CqlType::Blob, Literal::Blob(b)) => Some(b.clone()),
         (CqlType::Double, Literal::Float(x)) => Some(x.to_be_bytes().to_vec()),
         (CqlType::Double, Literal::Int(i)) => Some((*i as f64).to_be_bytes().to_vec()),
+        (CqlType::Float, Literal::Float(x)) => Some((*x as f32).to_be_bytes().to_vec()),
+        (CqlType::Float, Literal::Int(i)) => Some((*i as f32).to_be_bytes().to_vec()),
+        (CqlType::Varint, Literal::Int(i)) => Some(literals::varint(*i)),
+        (CqlType::Time, Literal::Int(i)) => cell::bigint(i64::try_from(*i).map_err(|_| wrong())?),
+        (CqlType::Time, Literal::Str(s)) => cell::bigint(literals::time_ns(s).ok_or_else(wrong)?),
         _ => return Err(wrong()),
     })
 }

@@ -134,6 +134,13 @@ pub(crate) async fn change_schema(
     statement: Statement,
     keyspace: Option<String>,
 ) -> Result<(Opcode, Vec<u8>), CqlError> {
+    if schema::makes_regular_table(&statement) && !node.serves_cql_regular_tables() {
+        return Err(CqlError::Invalid(
+            "regular tables are not enabled yet: every member of the cluster must be up on a \
+             build that has them, and have enabled feature cql-regular-tables (see `tally status`)"
+                .into(),
+        ));
+    }
     let rf = node.config().cluster.replication_factor;
     let id = fresh_id()?;
     let done = node

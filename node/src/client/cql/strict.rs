@@ -20,16 +20,15 @@ pub(crate) fn refusal(statement: &Statement) -> Option<CqlError> {
             )),
             _ => None,
         }),
-        Statement::CreateTable(t) => {
-            t.options
-                .iter()
-                .find_map(|(name, value)| match (name.as_str(), value) {
-                    ("default_time_to_live", Literal::Int(s)) if *s > 0 => {
-                        refuse("Cannot set default_time_to_live on a table with counters".into())
-                    }
-                    _ => None,
-                })
-        }
+        Statement::CreateTable(t) if !super::schema::makes_regular_table(statement) => t
+            .options
+            .iter()
+            .find_map(|(name, value)| match (name.as_str(), value) {
+                ("default_time_to_live", Literal::Int(s)) if *s > 0 => {
+                    refuse("Cannot set default_time_to_live on a table with counters".into())
+                }
+                _ => None,
+            }),
         Statement::Batch(_, statements) => statements.iter().find_map(refusal),
         _ => None,
     }

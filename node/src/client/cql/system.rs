@@ -331,7 +331,7 @@ pub(crate) fn schema_rows(c: &Cluster, name: &str) -> Option<Table> {
     Some(t)
 }
 
-/// `system_schema.tables`: a row per counter table.
+/// `system_schema.tables`: a row per table.
 fn table_rows(c: &Cluster, t: &mut Table) {
     for ks in &c.catalog {
         for table in &ks.tables {
@@ -340,7 +340,10 @@ fn table_rows(c: &Cluster, t: &mut Table) {
                 cell::text(&table.name),
                 cell::text(&table.comment),
                 cell::int(table.default_ttl_s),
-                cell::texts(&["compound", "counter"]),
+                match table.is_counter() {
+                    true => cell::texts(&["compound", "counter"]),
+                    false => cell::texts(&["compound"]),
+                },
                 cell::int(864_000),
                 cell::uuid(table.id),
             ]);
@@ -348,7 +351,7 @@ fn table_rows(c: &Cluster, t: &mut Table) {
     }
 }
 
-/// `system_schema.columns`: a row per column of each counter table.
+/// `system_schema.columns`: a row per column of each table.
 fn column_rows(c: &Cluster, t: &mut Table) {
     for ks in &c.catalog {
         for table in &ks.tables {
@@ -359,6 +362,7 @@ fn column_rows(c: &Cluster, t: &mut Table) {
                     Kind::Clustering if col.descending => ("clustering", post_inc(&mut ck), "desc"),
                     Kind::Clustering => ("clustering", post_inc(&mut ck), "asc"),
                     Kind::Regular => ("regular", -1, "none"),
+                    Kind::Static => ("static", -1, "none"),
                 };
                 t.rows.push(vec![
                     cell::text(&ks.name),

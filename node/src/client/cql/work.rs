@@ -48,6 +48,8 @@ pub(crate) struct RowWork {
     pub(crate) page_size: Option<i32>,
     /// Where the client's last page of a scan ended.
     pub(crate) paging_state: Option<Vec<u8>>,
+    /// The client's timestamp of its writes (µs), if it gave one.
+    pub(crate) timestamp: Option<i64>,
 }
 
 /// One statement on a counter table's rows.

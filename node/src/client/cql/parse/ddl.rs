@@ -49,6 +49,7 @@ impl Parser {
             clustering: Vec::new(),
             clustering_order: Vec::new(),
             options: Vec::new(),
+            statics: Vec::new(),
         };
         loop {
             if self.eat("primary") {
@@ -57,6 +58,9 @@ impl Parser {
             } else {
                 let name = self.name()?;
                 let ty = self.cql_type()?;
+                if self.eat("static") {
+                    t.statics.push(name.clone());
+                }
                 if self.eat("primary") {
                     self.expect("key")?;
                     t.partition_key.push(name.clone());
@@ -144,6 +148,9 @@ impl Parser {
             "date" => Some(CqlType::Date),
             "smallint" => Some(CqlType::Smallint),
             "tinyint" => Some(CqlType::Tinyint),
+            "varint" => Some(CqlType::Varint),
+            "float" => Some(CqlType::Float),
+            "time" => Some(CqlType::Time),
             _ => None,
         };
         if let Some(t) = simple {

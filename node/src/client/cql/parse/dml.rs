@@ -1,4 +1,4 @@
-//! The statements on rows: SELECT, UPDATE, DELETE and BATCH.
+//! The statements on rows: SELECT, UPDATE, INSERT, DELETE and BATCH.
 
 use super::super::ast::*;
 use super::super::lex::Token;
@@ -54,6 +54,14 @@ impl Parser {
                     false => Err(SyntaxError("COUNT(*) mixed with columns".into())),
                 };
             }
+            let name = match name.as_str() {
+                "writetime" | "ttl" if self.eat_symbol("(") => {
+                    let column = self.name()?;
+                    self.expect_symbol(")")?;
+                    format!("{name}({column})")
+                }
+                _ => name,
+            };
             columns.push((name, self.alias()?));
             if !self.eat_symbol(",") {
                 return Ok(Selection::Columns(columns));
@@ -129,6 +137,36 @@ impl Parser {
             timestamp,
             assignments,
             relations,
+        })
+    }
+
+    /// `INSERT INTO t (c, ...) VALUES (v, ...) [USING ...]`, after INSERT.
+    pub(super) fn insert(&mut self) -> Parsed<Insert> {
+        self.expect("into")?;
+        let table = self.table()?;
+        self.expect_symbol("(")?;
+        let mut columns = vec![self.name()?];
+        while self.eat_symbol(",") {
+            columns.push(self.name()?);
+        }
+        self.expect_symbol(")")?;
+        self.expect("values")?;
+        self.expect_symbol("(")?;
+        let values = self.terms_until(")")?;
+        if values.len() != columns.len() {
+            return Err(SyntaxError(format!(
+                "Unmatched column names/values: {} columns, {} values",
+                columns.len(),
+                values.len()
+            )));
+        }
+        let (ttl, timestamp) = self.using()?;
+        Ok(Insert {
+            table,
+            columns,
+            values,
+            ttl,
+            timestamp,
         })
     }
 
@@ -215,9 +253,12 @@ impl Parser {
                 return Ok(Statement::Batch(kind, statements));
             }
             let s = self.statement()?;
-            if !matches!(s, Statement::Update(_) | Statement::Delete(_)) {
+            if !matches!(
+                s,
+                Statement::Update(_) | Statement::Insert(_) | Statement::Delete(_)
+            ) {
                 return Err(SyntaxError(
-                    "a batch holds UPDATE and DELETE statements only".into(),
+                    "a batch holds INSERT, UPDATE and DELETE statements only".into(),
                 ));
             }
             statements.push(s);

@@ -132,7 +132,7 @@ fn a_counter_table_keeps_its_key_order_and_clustering_order() {
 }
 
 #[test]
-fn tables_that_are_not_counter_tables_are_refused_with_cassandras_words() {
+fn tables_that_mix_or_misplace_columns_are_refused_with_cassandras_words() {
     let ks = keyspace("ks");
     for (text, words) in [
         (
@@ -140,8 +140,16 @@ fn tables_that_are_not_counter_tables_are_refused_with_cassandras_words() {
             "Cannot mix counter and non counter columns",
         ),
         (
-            "CREATE TABLE t (k int PRIMARY KEY, v text)",
-            "only counter tables",
+            "CREATE TABLE t (k int PRIMARY KEY, v text STATIC)",
+            "Static columns are only useful",
+        ),
+        (
+            "CREATE TABLE t (k int, c int STATIC, PRIMARY KEY (k, c))",
+            "Static column c cannot be part of the PRIMARY KEY",
+        ),
+        (
+            "CREATE TABLE t (k int PRIMARY KEY, v list<int>)",
+            "collections are not served yet",
         ),
         (
             "CREATE TABLE t (k counter PRIMARY KEY, c counter)",
@@ -155,7 +163,6 @@ fn tables_that_are_not_counter_tables_are_refused_with_cassandras_words() {
             "CREATE TABLE t (k int, a int, c counter, PRIMARY KEY (k, a)) WITH CLUSTERING ORDER BY (k DESC)",
             "CLUSTERING ORDER BY",
         ),
-        ("CREATE TABLE t (k int PRIMARY KEY)", "at least one counter"),
         (
             &*format!(
                 "CREATE TABLE t (k int PRIMARY KEY, {} counter)",
@@ -174,6 +181,41 @@ fn tables_that_are_not_counter_tables_are_refused_with_cassandras_words() {
     )
     .unwrap_err();
     assert_eq!(e.code(), 0x2000);
+}
+
+#[test]
+fn a_regular_table_keeps_its_static_and_regular_columns_through_its_register() {
+    let ks = keyspace("ks");
+    let text = "CREATE TABLE t (k int, c timestamp, s text STATIC, v varint, f float, \
+                at time, PRIMARY KEY (k, c))";
+    let Change::Put(ks, _) = with_table(&ks, text).unwrap() else {
+        panic!()
+    };
+    let t = &ks.tables[0];
+    assert!(!t.is_counter());
+    let kinds: Vec<(&str, Kind)> = t
+        .columns
+        .iter()
+        .map(|c| (c.name.as_str(), c.kind))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("k", Kind::PartitionKey),
+            ("c", Kind::Clustering),
+            ("s", Kind::Static),
+            ("v", Kind::Regular),
+            ("f", Kind::Regular),
+            ("at", Kind::Regular),
+        ]
+    );
+    assert_eq!(Keyspace::decode("ks", &ks.encode()).unwrap(), ks);
+    let Change::Put(keys_only, _) =
+        with_table(&keyspace("ks"), "CREATE TABLE t (k int PRIMARY KEY)").unwrap()
+    else {
+        panic!()
+    };
+    assert!(!keys_only.tables[0].is_counter());
 }
 
 #[test]

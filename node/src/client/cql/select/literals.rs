@@ -44,6 +44,52 @@ pub(crate) fn timestamp_text(ms: i64) -> String {
     format!("{y:04}-{m:02}-{d:02} {h:02}:{min:02}:{sec:02}.{frac:03}+0000")
 }
 
+/// `HH:MM:SS[.fffffffff]` as ns since midnight.
+pub(crate) fn time_ns(s: &str) -> Option<i64> {
+    let (hms, frac) = s.trim().split_once('.').unwrap_or((s.trim(), ""));
+    let mut fields = hms.split(':');
+    let h: i64 = fields.next()?.parse().ok()?;
+    let m: i64 = fields.next()?.parse().ok()?;
+    let sec: i64 = fields.next()?.parse().ok()?;
+    if fields.next().is_some() || h > 23 || m > 59 || sec > 59 || frac.len() > 9 {
+        return None;
+    }
+    let frac_ns = match frac {
+        "" => 0,
+        f => f.parse::<i64>().ok()? * 10i64.pow(9 - f.len() as u32),
+    };
+    Some(((h * 60 + m) * 60 + sec) * 1_000_000_000 + frac_ns)
+}
+
+/// Ns since midnight as `HH:MM:SS.fffffffff`, as `cqlsh` prints a time.
+pub(crate) fn time_text(ns: i64) -> String {
+    let (s, frac) = (ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000));
+    format!("{:02}:{:02}:{:02}.{frac:09}", s / 3600, s / 60 % 60, s % 60)
+}
+
+/// A varint's decimal, for one of at most 16 bytes.
+pub(crate) fn varint_text(v: &[u8]) -> Option<String> {
+    if v.is_empty() || v.len() > 16 {
+        return None;
+    }
+    let fill = if v[0] & 0x80 != 0 { 0xFF } else { 0 };
+    let mut be = [fill; 16];
+    be[16 - v.len()..].copy_from_slice(v);
+    Some(i128::from_be_bytes(be).to_string())
+}
+
+/// An integer as a varint: big-endian two's complement, in the fewest
+/// bytes.
+pub(crate) fn varint(i: i128) -> Vec<u8> {
+    let bytes = i.to_be_bytes();
+    let fill = if i < 0 { 0xFF } else { 0 };
+    let skip = bytes
+        .windows(2)
+        .take_while(|w| w[0] == fill && (w[1] & 0x80 == fill & 0x80))
+        .count();
+    bytes[skip..].to_vec()
+}
+
 /// `yyyy-mm-dd` as days since 1970-01-01.
 pub(crate) fn days(s: &str) -> Option<i64> {
     let mut parts = s.splitn(3, '-');
@@ -144,5 +190,23 @@ mod tests {
             assert_eq!(timestamp_ms(&timestamp_text(ms)), Some(ms), "{ms}");
         }
         assert_eq!(timestamp_text(1_500), "1970-01-01 00:00:01.500+0000");
+    }
+
+    #[test]
+    fn times_and_varints_read_as_cassandra_reads_them() {
+        assert_eq!(time_ns("00:00:01"), Some(1_000_000_000));
+        assert_eq!(time_ns("23:59:59.999999999"), Some(86_399_999_999_999));
+        assert_eq!(time_ns("08:12:54.123"), Some(29_574_123_000_000));
+        assert_eq!(time_ns("24:00:00"), None);
+        assert_eq!(varint(0), [0]);
+        assert_eq!(varint(127), [0x7F]);
+        assert_eq!(varint(128), [0, 0x80]);
+        assert_eq!(varint(-1), [0xFF]);
+        assert_eq!(varint(-128), [0x80]);
+        assert_eq!(varint(-129), [0xFF, 0x7F]);
+        for i in [0, 1, -1, 127, 128, -128, -129, i128::from(i64::MAX) * 3] {
+            assert_eq!(varint_text(&varint(i)), Some(i.to_string()));
+        }
+        assert_eq!(time_text(29_574_123_000_000), "08:12:54.123000000");
     }
 }
