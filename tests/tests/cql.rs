@@ -26,7 +26,7 @@ const DRIVER: &str = "cassandra-driver==3.30.1";
 const SCYLLA_DRIVER: &str = "scylla-driver==3.29.12";
 
 /// Each Python driver: its directory (installed on first use).
-fn python_drivers() -> Vec<(&'static str, std::path::PathBuf)> {
+pub(crate) fn python_drivers() -> Vec<(&'static str, std::path::PathBuf)> {
     let cassandra = cassandra_driver();
     let scylla =
         tally_tests::pip_packages("pyscylla", &[SCYLLA_DRIVER], &["scylla_driver-3.29.12"])
@@ -36,19 +36,19 @@ fn python_drivers() -> Vec<(&'static str, std::path::PathBuf)> {
 
 /// A cluster of `opts` serving CQL, once every node takes agreed changes
 /// (the schema) and counter tables.
-fn cql_cluster(opts: ClusterOptions) -> Cluster {
+pub(crate) fn cql_cluster(opts: ClusterOptions) -> Cluster {
     let cluster = Cluster::start(ClusterOptions { cql: true, ..opts }).unwrap();
     cluster.wait_agreement().unwrap();
     cluster
 }
 
 /// Where the Python `cassandra-driver` is installed.
-fn cassandra_driver() -> std::path::PathBuf {
+pub(crate) fn cassandra_driver() -> std::path::PathBuf {
     tally_tests::pip_packages("pycql", &[DRIVER], &["cassandra_driver-3.30.1"]).unwrap()
 }
 
 /// Node 1's CQL port, as a script's argument (drivers find the others).
-fn cql_port(cluster: &Cluster) -> String {
+pub(crate) fn cql_port(cluster: &Cluster) -> String {
     cluster.cql_addr(0).unwrap().port().to_string()
 }
 
@@ -67,7 +67,7 @@ fn the_python_driver_connects_and_sees_the_cluster() {
 }
 
 /// The driver run with `script` and its arguments.
-fn python(driver: &std::path::Path, script: &str, args: &[String]) -> Command {
+pub(crate) fn python(driver: &std::path::Path, script: &str, args: &[String]) -> Command {
     let mut python = Command::new("python3");
     python
         .env("PYTHONPATH", driver)
@@ -106,7 +106,7 @@ fn token_aware_drivers_send_each_statement_to_its_replica() {
 }
 
 /// `cqlsh`, pinned, and the driver it brings.
-const CQLSH: &str = "cqlsh==6.2.2";
+pub(crate) const CQLSH: &str = "cqlsh==6.2.2";
 
 #[test]
 fn cqlsh_runs_scyllas_counter_example_word_for_word() {

@@ -16,6 +16,7 @@ mod client_tls;
 mod cluster;
 mod cql;
 mod cql_rust;
+mod cql_tables;
 mod expire_rows;
 mod expiry;
 mod flushes;

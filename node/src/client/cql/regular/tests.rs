@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use super::super::ast::{Select, Statement};
-use super::super::result::Cell;
 use super::super::parse::parse;
+use super::super::result::Cell;
 use super::super::rows::{Query, query};
 use super::super::schema::{Change, Keyspace, TableDef, apply};
 use super::*;

@@ -1,0 +1,65 @@
+//! CQL regular tables (and, with them, the Cassandra counting recipes)
+//! over real clusters and real clients from their registries: the Python
+//! `cassandra-driver` with every column type, prepared statements,
+//! paging, ranges deleted, batches and a node killed; and `cqlsh` running
+//! the recipes as written, its output compared whole.
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use std::process::Command;
+use std::time::Duration;
+
+use tally_tests::ClusterOptions;
+
+use crate::cql::{CQLSH, cassandra_driver, cql_cluster, cql_port, python};
+
+#[test]
+fn regular_tables_through_the_python_driver_with_a_node_killed() {
+    let mut cluster = cql_cluster(ClusterOptions::default());
+    let driver = cassandra_driver();
+    let port = cql_port(&cluster);
+    let script = include_str!("cql/regular.py");
+    let mut write = python(&driver, script, &[port.clone(), "write".into()]);
+    tally_tests::assert_script_ok(&mut write, "every node up");
+    cluster.kill(2).unwrap();
+    cluster.wait_view(Duration::from_secs(30)).unwrap();
+    let mut degraded = python(&driver, script, &[port, "degraded".into()]);
+    tally_tests::assert_script_ok(&mut degraded, "a node down");
+}
+
+/// Runs `cqlsh -f` of each recipe script against one cluster; answers
+/// what it printed.
+fn cqlsh_recipe(cluster: &tally_tests::Cluster, name: &str) -> String {
+    let dir = tally_tests::pip_packages("cqlsh", &[CQLSH], &["cqlsh-6.2.2"]).unwrap();
+    let script = format!(
+        "{}/tests/cql/recipes/{name}.cql",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = Command::new("python3")
+        .env("PYTHONPATH", &dir)
+        .args([
+            "-m",
+            "cqlshlib",
+            "127.0.0.1",
+            &cql_port(cluster),
+            "-f",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{name}: {printed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    printed
+}
+
+#[test]
+fn cqlsh_runs_the_last_write_wins_recipe_as_cassandra_prints_it() {
+    let cluster = cql_cluster(ClusterOptions::default());
+    assert_eq!(
+        cqlsh_recipe(&cluster, "cvrdt"),
+        include_str!("cql/recipes/cvrdt.out")
+    );
+}
