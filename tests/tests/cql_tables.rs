@@ -56,10 +56,16 @@ fn cqlsh_recipe(cluster: &tally_tests::Cluster, name: &str) -> String {
 }
 
 #[test]
-fn cqlsh_runs_the_last_write_wins_recipe_as_cassandra_prints_it() {
+fn cqlsh_runs_the_counting_recipes_as_cassandra_prints_them() {
     let cluster = cql_cluster(ClusterOptions::default());
-    assert_eq!(
-        cqlsh_recipe(&cluster, "cvrdt"),
-        include_str!("cql/recipes/cvrdt.out")
-    );
+    // Each script names its own keyspace, so one cluster serves them all.
+    for (name, printed) in [
+        ("cmrdt", include_str!("cql/recipes/cmrdt.out")),
+        ("cvrdt", include_str!("cql/recipes/cvrdt.out")),
+        ("gc", include_str!("cql/recipes/gc.out")),
+        ("votes", include_str!("cql/recipes/votes.out")),
+        ("fww", include_str!("cql/recipes/fww.out")),
+    ] {
+        assert_eq!(cqlsh_recipe(&cluster, name), printed, "recipe {name}");
+    }
 }

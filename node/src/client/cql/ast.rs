@@ -73,6 +73,8 @@ pub(crate) struct Select {
     pub(crate) table: TableName,
     pub(crate) selection: Selection,
     pub(crate) relations: Vec<Relation>,
+    /// `GROUP BY`'s columns (a prefix of the primary key's).
+    pub(crate) group_by: Vec<String>,
     /// Clustering columns and whether descending.
     pub(crate) order_by: Vec<(String, bool)>,
     pub(crate) limit: Option<Term>,

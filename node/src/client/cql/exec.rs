@@ -10,7 +10,7 @@ use tally_engine::now_ms;
 use tally_net::once::OpId;
 use tally_net::wire::{Change, Consistency, Presence, Ttl, When, WireError, WireKey, WireScan};
 
-use super::ast::{Select, Selection, Statement};
+use super::ast::{Select, Statement};
 use super::cells;
 use super::frame::Opcode;
 use super::levels::{self, level};
@@ -236,7 +236,7 @@ async fn scan(
     let t = part.target();
     let table = cells::prefix(t.table);
     let wanted = match (&s.selection, work.page_size) {
-        (Selection::Count(_), _) => usize::MAX,
+        _ if paging::aggregates(s) => usize::MAX,
         (_, Some(n)) if n > 0 => n as usize,
         _ => UNPAGED_ROWS_MAX + 1,
     };

@@ -50,7 +50,7 @@ pub(crate) fn page(
         Some(n) if n > 0 => n as usize,
         _ => return Ok((rows, None)),
     };
-    if matches!(s.selection, Selection::Count(_)) || s.limit.is_some() {
+    if aggregates(s) || s.limit.is_some() {
         return Ok((rows, None));
     }
     if !s.order_by.is_empty() && q.rows.partitions.len() > 1 {
@@ -144,6 +144,15 @@ fn decode(state: &[u8], clustering: usize) -> Result<Place, CqlError> {
             clustering: values,
         }),
         false => Err(bad()),
+    }
+}
+
+/// Whether `s` answers aggregates (one page, whatever the page size).
+pub(crate) fn aggregates(s: &Select) -> bool {
+    match &s.selection {
+        Selection::Count(_) => true,
+        Selection::Columns(c) => super::select::aggregate::any(c) || !s.group_by.is_empty(),
+        Selection::All => !s.group_by.is_empty(),
     }
 }
 

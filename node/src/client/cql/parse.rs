@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! SELECT (* | COUNT(*) | sel [AS a], ...) FROM t [WHERE rel AND ...]
-//!        [ORDER BY col [ASC|DESC], ...] [LIMIT n] [ALLOW FILTERING]
+//!        [GROUP BY col, ...] [ORDER BY col [ASC|DESC], ...] [LIMIT n] [ALLOW FILTERING]
 //! UPDATE t [USING TTL n [AND TIMESTAMP n]] SET c = c + v, d = d - v, e = v WHERE ...
 //! INSERT INTO t (c, ...) VALUES (v, ...) [USING TTL n [AND TIMESTAMP n]]
 //! DELETE [c, ...] FROM t [USING TIMESTAMP n] WHERE ...
@@ -13,6 +13,7 @@
 //! CREATE TABLE [IF NOT EXISTS] t (col type [PRIMARY KEY], ..., PRIMARY KEY ((pk, ...), ck, ...))
 //!        [WITH CLUSTERING ORDER BY (ck DESC, ...) [AND option = v ...]]
 //! sel:   col | WRITETIME(col) | TTL(col)   (named `writetime(col)`, `ttl(col)`)
+//!        | (SUM | AVG | MIN | MAX | COUNT)(col)   (named `system.sum(col)` ...)
 //! rel:   col (= | < | <= | > | >=) v | col IN (v, ...) | col IN ?
 //! v:     a literal, ?, :name, {k: v, ...}, {a, ...}, [a, ...]
 //! ```

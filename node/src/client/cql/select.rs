@@ -1,7 +1,8 @@
 //! A SELECT over rows a node holds in full (the system tables): the
 //! WHERE clause's equalities and `IN`s as filters, the selection as a
 //! projection (a column may come twice, under an alias, as the Python
-//! driver asks), `COUNT(*)`, `LIMIT`. Values compare as their encoded
+//! driver asks), `COUNT(*)`, aggregates and `GROUP BY` (`aggregate`),
+//! `LIMIT`. Values compare as their encoded
 //! bytes, a literal encoded by its column's type, a bound value as the
 //! driver encoded it.
 
@@ -11,6 +12,7 @@ use super::response::CqlError;
 use super::result::{Cell, Column, CqlType, Metadata, cell};
 use super::system::Table;
 
+pub(crate) mod aggregate;
 pub(crate) mod literals;
 
 /// The columns and rows `select` answers from `table`; `values` bound to
@@ -62,6 +64,14 @@ pub(crate) fn evaluate(
                 ..table.meta.clone()
             };
             Ok((meta, vec![vec![cell::bigint(n as i64)]]))
+        }
+        Selection::Columns(wanted) if aggregate::any(wanted) || !select.group_by.is_empty() => {
+            let group_by = select
+                .group_by
+                .iter()
+                .map(|g| column(table, g))
+                .collect::<Result<Vec<_>, _>>()?;
+            aggregate::evaluate(table, matching, wanted, &group_by, limit)
         }
         Selection::Columns(wanted) => {
             let picked = wanted

@@ -10,6 +10,14 @@ impl Parser {
         self.expect("from")?;
         let table = self.table()?;
         let relations = self.where_clause(false)?;
+        let mut group_by = Vec::new();
+        if self.eat("group") {
+            self.expect("by")?;
+            group_by.push(self.name()?);
+            while self.eat_symbol(",") {
+                group_by.push(self.name()?);
+            }
+        }
         let mut order_by = Vec::new();
         if self.eat("order") {
             self.expect("by")?;
@@ -30,6 +38,7 @@ impl Parser {
             table,
             selection,
             relations,
+            group_by,
             order_by,
             limit,
             allow_filtering,
@@ -43,10 +52,15 @@ impl Parser {
         let mut columns = Vec::new();
         loop {
             let name = self.name()?;
-            if name == "count" && self.eat_symbol("(") {
-                if !(self.eat_symbol("*") || matches!(self.next(), Some(Token::Int(1)))) {
-                    return Err(self.wanted("'*' or 1"));
-                }
+            let star = matches!(
+                (self.peek(), self.tokens.get(self.at + 1)),
+                (
+                    Some(Token::Symbol("(")),
+                    Some(Token::Symbol("*") | Token::Int(1))
+                )
+            );
+            if name == "count" && star {
+                self.at += 2;
                 self.expect_symbol(")")?;
                 let alias = self.alias()?;
                 return match columns.is_empty() {
@@ -59,6 +73,11 @@ impl Parser {
                     let column = self.name()?;
                     self.expect_symbol(")")?;
                     format!("{name}({column})")
+                }
+                "sum" | "avg" | "min" | "max" | "count" if self.eat_symbol("(") => {
+                    let column = self.name()?;
+                    self.expect_symbol(")")?;
+                    format!("system.{name}({column})")
                 }
                 _ => name,
             };
@@ -246,10 +265,17 @@ impl Parser {
             () => BatchKind::Logged,
         };
         self.expect("batch")?;
+        let (ttl, timestamp) = self.using()?;
+        if ttl.is_some() {
+            return Err(SyntaxError("A BATCH takes no TTL".into()));
+        }
         let mut statements = Vec::new();
         loop {
             if self.eat("apply") {
                 self.expect("batch")?;
+                if let Some(ts) = timestamp {
+                    statements.iter_mut().for_each(|s| stamp_batch(s, &ts));
+                }
                 return Ok(Statement::Batch(kind, statements));
             }
             let s = self.statement()?;
@@ -265,4 +291,15 @@ impl Parser {
             self.eat_symbol(";");
         }
     }
+}
+
+/// A batch's `USING TIMESTAMP`, given to a statement of it without its own.
+fn stamp_batch(statement: &mut Statement, ts: &Term) {
+    let own = match statement {
+        Statement::Update(u) => &mut u.timestamp,
+        Statement::Insert(i) => &mut i.timestamp,
+        Statement::Delete(d) => &mut d.timestamp,
+        _ => return,
+    };
+    own.get_or_insert_with(|| ts.clone());
 }

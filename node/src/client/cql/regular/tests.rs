@@ -320,3 +320,39 @@ fn writes_that_name_keys_wrongly_are_refused_in_cassandras_words() {
     }
     let _: Option<Select> = None;
 }
+
+#[test]
+fn aggregates_sum_a_partitions_rows_and_its_groups() {
+    // Recipe 1: a CmRDT log of increments, summed on read.
+    let t = table(
+        "CREATE TABLE log (type text, actor text, version bigint, delta bigint, \
+         PRIMARY KEY (type, actor, version))",
+    );
+    let mut s = Store::default();
+    for (actor, version, delta) in [("a", 1, 5), ("a", 2, 3), ("b", 1, -2), ("a", 2, 3)] {
+        let q = format!(
+            "INSERT INTO log (type, actor, version, delta) VALUES ('likes', '{actor}', {version}, {delta})"
+        );
+        s.write(&t, &q, 1, 0).unwrap();
+    }
+    let sum = |s: &Store, q: &str| s.select(&t, q, 0);
+    assert_eq!(
+        sum(&s, "SELECT sum(delta) FROM log WHERE type = 'likes'"),
+        rows(&[&["6"]])
+    );
+    assert_eq!(
+        sum(
+            &s,
+            "SELECT actor, sum(delta), count(delta), max(version) FROM log WHERE type = 'likes' GROUP BY actor"
+        ),
+        rows(&[&["a", "8", "2", "2"], &["b", "-2", "1", "1"]])
+    );
+    // No rows: one row, the sum 0, the others as Cassandra gives them.
+    assert_eq!(
+        sum(
+            &s,
+            "SELECT sum(delta), min(delta), count(delta) FROM log WHERE type = 'shares'"
+        ),
+        rows(&[&["0", "null", "0"]])
+    );
+}
