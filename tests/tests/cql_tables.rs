@@ -65,6 +65,7 @@ fn cqlsh_runs_the_counting_recipes_as_cassandra_prints_them() {
         ("gc", include_str!("cql/recipes/gc.out")),
         ("votes", include_str!("cql/recipes/votes.out")),
         ("fww", include_str!("cql/recipes/fww.out")),
+        ("leases", include_str!("cql/recipes/leases.out")),
     ] {
         assert_eq!(cqlsh_recipe(&cluster, name), printed, "recipe {name}");
     }

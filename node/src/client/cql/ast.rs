@@ -44,6 +44,8 @@ pub(crate) enum Op {
     Le,
     Gt,
     Ge,
+    /// `!=` (a condition's only).
+    Ne,
     /// `IN (a, b)` or `IN ?`.
     In,
 }
@@ -99,6 +101,19 @@ pub(crate) struct Update {
     pub(crate) timestamp: Option<Term>,
     pub(crate) assignments: Vec<Assignment>,
     pub(crate) relations: Vec<Relation>,
+    pub(crate) condition: Option<Condition>,
+}
+
+/// A lightweight transaction's condition: the statement applies only if
+/// it holds, agreed with the row's replicas.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Condition {
+    /// `IF NOT EXISTS` (an INSERT's).
+    NotExists,
+    /// `IF EXISTS`.
+    Exists,
+    /// `IF col op v AND ...` (`=`, `!=`, `<`, `<=`, `>`, `>=`, `IN`).
+    Columns(Vec<Relation>),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -109,6 +124,8 @@ pub(crate) struct Insert {
     pub(crate) values: Vec<Term>,
     pub(crate) ttl: Option<Term>,
     pub(crate) timestamp: Option<Term>,
+    /// `IF NOT EXISTS`.
+    pub(crate) if_not_exists: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -118,6 +135,7 @@ pub(crate) struct Delete {
     pub(crate) table: TableName,
     pub(crate) timestamp: Option<Term>,
     pub(crate) relations: Vec<Relation>,
+    pub(crate) condition: Option<Condition>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -168,4 +186,16 @@ pub(crate) enum Statement {
         if_exists: bool,
     },
     Truncate(TableName),
+}
+
+impl Statement {
+    /// A write's condition, if it is a lightweight transaction.
+    pub(crate) fn condition(&self) -> Option<Condition> {
+        match self {
+            Statement::Insert(i) if i.if_not_exists => Some(Condition::NotExists),
+            Statement::Update(u) => u.condition.clone(),
+            Statement::Delete(d) => d.condition.clone(),
+            _ => None,
+        }
+    }
 }

@@ -31,6 +31,7 @@ const SCAN_PARTITIONS: usize = 1_000;
 /// Most rows a scan answers a client that does not page.
 const UNPAGED_ROWS_MAX: usize = 100_000;
 
+mod lwt;
 mod writes;
 
 /// One partition's cells, as read.
@@ -44,6 +45,8 @@ struct Level {
     block_for: usize,
     /// A write's type, as a `WriteTimeout` names it.
     write: Option<&'static str>,
+    /// A read at SERIAL (of a regular table).
+    serial: bool,
 }
 
 impl Level {
@@ -67,10 +70,19 @@ pub(crate) async fn run(node: &Node, work: RowWork, id: Option<OpId>) -> Result<
     for part in &work.parts {
         let write = !matches!(part.statement, Statement::Select(_));
         let table = || format!("{}.{}", part.keyspace, part.table.name);
-        let cl = level(work.consistency, write, rf, table)?;
+        // A SERIAL read of a regular table: at QUORUM, its agreed state
+        // merged in.
+        let serial = !write
+            && !part.table.is_counter()
+            && matches!(work.consistency, levels::SERIAL | levels::LOCAL_SERIAL);
+        let cl = match serial {
+            true => Consistency::Quorum,
+            false => level(work.consistency, write, rf, table)?,
+        };
         let lv = Level {
             code: work.consistency,
             cl,
+            serial,
             block_for: cl.required(rf),
             write: match (write, part.table.is_counter()) {
                 (false, _) => None,
@@ -79,6 +91,16 @@ pub(crate) async fn run(node: &Node, work: RowWork, id: Option<OpId>) -> Result<
             },
         };
         answer = Some(match &part.statement {
+            Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)
+                if part.statement.condition().is_some() =>
+            {
+                if part.table.is_counter() {
+                    return Err(CqlError::Invalid(
+                        "Conditional updates are not supported on counter tables".into(),
+                    ));
+                }
+                lwt::conditional(node, part, lv).await?
+            }
             Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)
                 if !part.table.is_counter() =>
             {
@@ -293,6 +315,9 @@ async fn scan(
 
 /// Each named partition's cells, in order.
 async fn read_cells(node: &Node, named: &Rows, lv: Level) -> Result<Vec<Partition>, CqlError> {
+    if lv.serial {
+        return lwt::read_serial(node, named, lv).await;
+    }
     let reads = named
         .partitions
         .iter()

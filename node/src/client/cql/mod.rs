@@ -55,6 +55,7 @@ pub(crate) mod handshake;
 pub(crate) mod inbox;
 pub(crate) mod levels;
 pub(crate) mod lex;
+pub(crate) mod lwt;
 pub(crate) mod lww;
 pub(crate) mod named;
 pub(crate) mod paging;

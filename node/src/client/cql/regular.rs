@@ -20,7 +20,7 @@
 
 use tally_engine::Cell as Stored;
 
-use super::ast::{Assignment, Delete, Insert, Term, Update};
+use super::ast::{Assignment, Delete, Insert, Op, Relation, Statement, Term, Update};
 use super::body::Value;
 use super::cells;
 use super::lww;
@@ -45,6 +45,10 @@ pub(crate) struct Stamp {
     /// The deadline of its values (ms since the epoch; 0: none).
     pub(crate) expires_ms: u64,
 }
+
+/// One row: its partition key's values, its stored partition, and its
+/// clustering values.
+pub(crate) type OneRow = (Vec<Vec<u8>>, Vec<u8>, Vec<Vec<u8>>);
 
 /// The cells a statement writes, partition by partition.
 pub(crate) type Writes = Vec<(Vec<u8>, Vec<(Vec<u8>, Stored)>)>;
@@ -82,6 +86,82 @@ pub(crate) fn stamp(
     Ok(Stamp { ts, expires_ms })
 }
 
+/// The cells `statement` (an INSERT, UPDATE or DELETE) writes, stamped
+/// at `clock` (the default timestamp, and now in ms).
+pub(crate) fn write_at(
+    t: Target,
+    statement: &Statement,
+    values: &[Value],
+    clock: (i64, u64),
+) -> Result<Writes, CqlError> {
+    match statement {
+        Statement::Insert(i) => {
+            let at = stamp(t, (i.ttl.as_ref(), i.timestamp.as_ref()), values, clock)?;
+            insert(t, i, values, at)
+        }
+        Statement::Update(u) => {
+            let at = stamp(t, (u.ttl.as_ref(), u.timestamp.as_ref()), values, clock)?;
+            update(t, u, values, at)
+        }
+        Statement::Delete(d) => {
+            let at = stamp(t, (None, d.timestamp.as_ref()), values, clock)?;
+            delete(t, d, values, at)
+        }
+        other => Err(CqlError::Server(format!("not a write of rows: {other:?}"))),
+    }
+}
+
+/// The one row a conditional write names: its partition key's values,
+/// its stored partition and its clustering values; refused as Cassandra
+/// refuses what a transaction cannot take.
+pub(crate) fn named_row(
+    t: Target,
+    statement: &Statement,
+    values: &[Value],
+) -> Result<OneRow, CqlError> {
+    let (relations, timestamp, what) = match statement {
+        Statement::Insert(i) => {
+            let keys = i.columns.iter().zip(&i.values).filter(|(c, _)| {
+                t.table.columns.iter().any(|d| {
+                    d.name == **c && matches!(d.kind, Kind::PartitionKey | Kind::Clustering)
+                })
+            });
+            let relations = keys
+                .map(|(c, v)| Relation {
+                    column: c.clone(),
+                    op: Op::Eq,
+                    terms: vec![v.clone()],
+                })
+                .collect();
+            (relations, i.timestamp.is_some(), "updates")
+        }
+        Statement::Update(u) => (u.relations.clone(), u.timestamp.is_some(), "updates"),
+        Statement::Delete(d) => (d.relations.clone(), d.timestamp.is_some(), "deletions"),
+        _ => return Err(CqlError::Server("not a conditional write".into())),
+    };
+    if timestamp {
+        return Err(CqlError::Invalid(
+            "Cannot provide custom timestamp for conditional updates".into(),
+        ));
+    }
+    let named = rows::restrict(t, &relations, values, true)?;
+    let [(key, partition)] = named.partitions.as_slice() else {
+        return Err(CqlError::Invalid(format!(
+            "IN on the partition key is not supported with conditional {what}"
+        )));
+    };
+    let mut clustering = Vec::new();
+    for fixed in &named.clustering.fixed {
+        let [one] = fixed.as_slice() else {
+            return Err(CqlError::Invalid(format!(
+                "IN on the clustering key columns is not supported with conditional {what}"
+            )));
+        };
+        clustering.push(one.clone());
+    }
+    Ok((key.clone(), partition.clone(), clustering))
+}
+
 /// The cells an `INSERT` writes: its row's marker and each column named.
 pub(crate) fn insert(
     t: Target,
@@ -99,9 +179,9 @@ pub(crate) fn insert(
             )));
         }
         match c.kind {
-            Kind::PartitionKey | Kind::Clustering => relations.push(super::ast::Relation {
+            Kind::PartitionKey | Kind::Clustering => relations.push(Relation {
                 column: name.clone(),
-                op: super::ast::Op::Eq,
+                op: Op::Eq,
                 terms: vec![term.clone()],
             }),
             Kind::Regular | Kind::Static => {

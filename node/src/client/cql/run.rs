@@ -10,7 +10,7 @@
 //! must see the schema as the cluster has it now (the system tables, a
 //! table this node does not know yet) asks for it ([`Outcome::Refresh`]).
 
-use super::ast::{Assignment, Op, Relation, Select, Statement, TableName, Term};
+use super::ast::{Assignment, Condition, Op, Relation, Select, Statement, TableName, Term};
 use super::frame::Opcode;
 use super::parse::parse;
 use super::prepared::{Prepared, PreparedCache, statement_id};
@@ -289,7 +289,7 @@ fn write_markers(statement: &Statement, all: &Metadata) -> (Vec<Relation>, Extra
                 | Assignment::Set(name, t)) = a;
                 extras.extend(extra(name, type_of(name), Some(t)));
             }
-            (u.relations.clone(), extras)
+            (with_condition(&u.relations, u.condition.as_ref()), extras)
         }
         Statement::Insert(i) => {
             let relations = i
@@ -304,9 +304,21 @@ fn write_markers(statement: &Statement, all: &Metadata) -> (Vec<Relation>, Extra
                 .collect();
             (relations, using(i.ttl.as_ref(), i.timestamp.as_ref()))
         }
-        Statement::Delete(d) => (d.relations.clone(), using(None, d.timestamp.as_ref())),
+        Statement::Delete(d) => (
+            with_condition(&d.relations, d.condition.as_ref()),
+            using(None, d.timestamp.as_ref()),
+        ),
         _ => (Vec::new(), Vec::new()),
     }
+}
+
+/// A write's relations and its condition's (whose markers bind too).
+fn with_condition(relations: &[Relation], condition: Option<&Condition>) -> Vec<Relation> {
+    let mut all = relations.to_vec();
+    if let Some(Condition::Columns(more)) = condition {
+        all.extend(more.iter().cloned());
+    }
+    all
 }
 
 /// The marker of each partition key column, in key order, when every

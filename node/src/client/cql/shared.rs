@@ -182,7 +182,7 @@ fn fresh_id() -> Result<[u8; 16], CqlError> {
 /// A node's error as CQL says it: one that certainly left nothing
 /// applied is a server error (a driver may send it elsewhere); one whose
 /// outcome is unknown is a write timeout (a driver does not replay it).
-fn from_wire(e: &WireError) -> CqlError {
+pub(crate) fn from_wire(e: &WireError) -> CqlError {
     match e.outcome {
         WireOutcome::NotApplied => CqlError::Server(e.message.clone()),
         WireOutcome::Unknown => CqlError::WriteTimeout {

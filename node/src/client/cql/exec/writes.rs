@@ -5,7 +5,6 @@
 
 use tally_engine::{Key, now_ms};
 
-use super::super::ast::Statement;
 use super::super::regular::{self, Writes};
 use super::super::response::CqlError;
 use super::super::work::Part;
@@ -21,33 +20,23 @@ pub(super) async fn write(
     timestamp: Option<i64>,
     lv: Level,
 ) -> Result<(), CqlError> {
-    if !node.serves_cql_regular_tables() {
-        return Err(CqlError::Server(
+    enabled(node)?;
+    let clock = (timestamp.unwrap_or_else(now_us), now_ms());
+    let writes = regular::write_at(part.target(), &part.statement, &part.values, clock)?;
+    count_route(node, writes.iter().map(|(p, _)| p.as_slice()));
+    put(node, writes, lv).await
+}
+
+/// Refuses writes of regular tables until the cluster has the feature.
+pub(super) fn enabled(node: &Node) -> Result<(), CqlError> {
+    match node.serves_cql_regular_tables() {
+        true => Ok(()),
+        false => Err(CqlError::Server(
             "regular tables are not enabled yet: every member of the cluster must be up on a \
              build that has them, and have enabled feature cql-regular-tables"
                 .into(),
-        ));
+        )),
     }
-    let (t, values) = (part.target(), &part.values);
-    let now = now_ms();
-    let clock = (timestamp.unwrap_or_else(now_us), now);
-    let writes = match &part.statement {
-        Statement::Insert(i) => {
-            let at = regular::stamp(t, (i.ttl.as_ref(), i.timestamp.as_ref()), values, clock)?;
-            regular::insert(t, i, values, at)?
-        }
-        Statement::Update(u) => {
-            let at = regular::stamp(t, (u.ttl.as_ref(), u.timestamp.as_ref()), values, clock)?;
-            regular::update(t, u, values, at)?
-        }
-        Statement::Delete(d) => {
-            let at = regular::stamp(t, (None, d.timestamp.as_ref()), values, clock)?;
-            regular::delete(t, d, values, at)?
-        }
-        other => return Err(CqlError::Server(format!("not a write of rows: {other:?}"))),
-    };
-    count_route(node, writes.iter().map(|(p, _)| p.as_slice()));
-    put(node, writes, lv).await
 }
 
 /// The coordinator's clock in µs, as a write's timestamp.
@@ -60,7 +49,7 @@ fn now_us() -> i64 {
 
 /// Writes each partition's cells (in writes of at most `CELLS_MAX`), all
 /// partitions at once.
-async fn put(node: &Node, writes: Writes, lv: Level) -> Result<(), CqlError> {
+pub(super) async fn put(node: &Node, writes: Writes, lv: Level) -> Result<(), CqlError> {
     let puts = writes.into_iter().map(|(partition, cells)| async move {
         let mut keyed = Vec::with_capacity(cells.len());
         for (column, cell) in cells {

@@ -129,6 +129,7 @@ impl Parser {
             Token::Symbol("<=") => Some(Op::Le),
             Token::Symbol(">") => Some(Op::Gt),
             Token::Symbol(">=") => Some(Op::Ge),
+            Token::Symbol("!=") => Some(Op::Ne),
             _ => None,
         });
         let Some(op) = op else {
@@ -150,12 +151,14 @@ impl Parser {
             assignments.push(self.assignment()?);
         }
         let relations = self.where_clause(true)?;
+        let condition = self.condition()?;
         Ok(Update {
             table,
             ttl,
             timestamp,
             assignments,
             relations,
+            condition,
         })
     }
 
@@ -179,14 +182,43 @@ impl Parser {
                 values.len()
             )));
         }
+        let if_not_exists = self.if_not_exists()?;
         let (ttl, timestamp) = self.using()?;
+        if !if_not_exists && self.eat("if") {
+            self.expect("not")?;
+            self.expect("exists")?;
+            return Ok(Insert {
+                table,
+                columns,
+                values,
+                ttl,
+                timestamp,
+                if_not_exists: true,
+            });
+        }
         Ok(Insert {
             table,
             columns,
             values,
             ttl,
             timestamp,
+            if_not_exists,
         })
+    }
+
+    /// A write's `IF EXISTS` or `IF col op v AND ...`, if it has one.
+    fn condition(&mut self) -> Parsed<Option<Condition>> {
+        if !self.eat("if") {
+            return Ok(None);
+        }
+        if self.eat("exists") {
+            return Ok(Some(Condition::Exists));
+        }
+        let mut relations = vec![self.relation()?];
+        while self.eat("and") {
+            relations.push(self.relation()?);
+        }
+        Ok(Some(Condition::Columns(relations)))
     }
 
     /// `USING TTL t AND TIMESTAMP t`, either or both, in any order.
@@ -250,11 +282,13 @@ impl Parser {
             return Err(SyntaxError("A DELETE takes no TTL".into()));
         }
         let relations = self.where_clause(true)?;
+        let condition = self.condition()?;
         Ok(Delete {
             columns,
             table,
             timestamp,
             relations,
+            condition,
         })
     }
 
