@@ -100,6 +100,7 @@ mod tests {
         assert_eq!(
             peer_alpns(),
             vec![
+                b"tally-peer/8".to_vec(),
                 b"tally-peer/7".to_vec(),
                 b"tally-peer/6".to_vec(),
                 b"tally-peer/5".to_vec(),
@@ -116,9 +117,10 @@ mod tests {
         assert_eq!(peer_version(Some(b"tally-peer/5")), Some(5));
         assert_eq!(peer_version(Some(b"tally-peer/6")), Some(6));
         assert_eq!(peer_version(Some(b"tally-peer/7")), Some(7));
+        assert_eq!(peer_version(Some(b"tally-peer/8")), Some(8));
         for bad in [
             &b"tally-peer/1"[..],
-            b"tally-peer/8",
+            b"tally-peer/9",
             b"tally-peer/",
             b"h3",
             b"tally-peer/x",

@@ -424,6 +424,7 @@ mod tests {
             vec![
                 AGREED_HANDOFF.to_string(),
                 AGREEMENT.to_string(),
+                CQL_REGULAR_TABLES.to_string(),
                 CQL_TABLES.to_string(),
                 FIRST_BALLOTS.to_string(),
                 LEAVING_NOTICE.to_string()
