@@ -385,3 +385,86 @@ pub fn first_bigint(body: &[u8]) -> Option<i64> {
     let cell = body.get(20..20 + usize::try_from(len).ok()?)?;
     Some(i64::from_be_bytes(cell.try_into().ok()?))
 }
+
+/// The rows of a ROWS result body, with or without its metadata: each
+/// row's cells (`None`: null). `None` for a body that is not one.
+pub fn rows(body: &[u8]) -> Option<Vec<Vec<Option<Vec<u8>>>>> {
+    let mut r = body;
+    let int = |r: &mut &[u8]| -> Option<i32> {
+        let (head, tail) = r.split_first_chunk::<4>()?;
+        *r = tail;
+        Some(i32::from_be_bytes(*head))
+    };
+    let short = |r: &mut &[u8]| -> Option<usize> {
+        let (head, tail) = r.split_first_chunk::<2>()?;
+        *r = tail;
+        Some(usize::from(u16::from_be_bytes(*head)))
+    };
+    let skip = |r: &mut &[u8], n: usize| -> Option<()> {
+        *r = r.get(n..)?;
+        Some(())
+    };
+    if int(&mut r)? != 2 {
+        return None;
+    }
+    let flags = int(&mut r)?;
+    let columns = usize::try_from(int(&mut r)?).ok()?;
+    if flags & 0x02 != 0 {
+        let n = usize::try_from(int(&mut r)?).ok()?;
+        skip(&mut r, n)?;
+    }
+    if flags & 0x04 == 0 {
+        if flags & 0x01 != 0 {
+            for _ in 0..2 {
+                let n = short(&mut r)?;
+                skip(&mut r, n)?;
+            }
+        }
+        for _ in 0..columns {
+            if flags & 0x01 == 0 {
+                for _ in 0..2 {
+                    let n = short(&mut r)?;
+                    skip(&mut r, n)?;
+                }
+            }
+            let n = short(&mut r)?;
+            skip(&mut r, n)?;
+            skip_type(&mut r, 0)?;
+        }
+    }
+    let count = usize::try_from(int(&mut r)?).ok()?;
+    let mut out = Vec::with_capacity(count.min(1024));
+    for _ in 0..count {
+        let mut row = Vec::with_capacity(columns);
+        for _ in 0..columns {
+            let len = int(&mut r)?;
+            row.push(match usize::try_from(len) {
+                Ok(n) => {
+                    let cell = r.get(..n)?.to_vec();
+                    r = &r[n..];
+                    Some(cell)
+                }
+                Err(_) => None,
+            });
+        }
+        out.push(row);
+    }
+    Some(out)
+}
+
+/// Skips a type `[option]` (collections' element types too).
+fn skip_type(r: &mut &[u8], depth: usize) -> Option<()> {
+    if depth > 8 {
+        return None;
+    }
+    let (id, tail) = r.split_first_chunk::<2>()?;
+    *r = tail;
+    match u16::from_be_bytes(*id) {
+        0x0020 | 0x0022 => skip_type(r, depth + 1),
+        0x0021 => {
+            skip_type(r, depth + 1)?;
+            skip_type(r, depth + 1)
+        }
+        _ => Some(()),
+    }
+}

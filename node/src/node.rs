@@ -555,6 +555,22 @@ impl Node {
         self.ctx.faults().inject(Fault::CqlIgnoresIds);
     }
 
+    /// FAULT INJECTION for testing checkers: CQL lightweight transactions
+    /// judge their conditions on the cells they read before their round,
+    /// not on the agreed state. Only with the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_cql_lwt_skips_agreed_read(&self) {
+        self.ctx.faults().inject(Fault::CqlLwtSkipsAgreedRead);
+    }
+
+    /// Whether CQL lightweight transactions skip the agreed read (fault
+    /// injection only: [`Node::inject_cql_lwt_skips_agreed_read`]).
+    pub(crate) fn cql_lwt_skips_agreed_read(&self) -> bool {
+        self.ctx
+            .faults()
+            .has(crate::cluster::faults::Fault::CqlLwtSkipsAgreedRead)
+    }
+
     /// Whether the CQL port ignores operation ids (fault injection only:
     /// [`Node::inject_cql_ignore_ids`]).
     pub(crate) fn cql_ignores_ids(&self) -> bool {

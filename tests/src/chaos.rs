@@ -87,6 +87,7 @@ use crate::{Cluster, ClusterOptions};
 mod cql;
 mod exact;
 mod flush;
+mod leases;
 mod lists;
 mod resp;
 mod scripts;
@@ -224,6 +225,13 @@ pub struct ChaosOptions {
     /// Broken build for the checker to catch: the CQL ports ignore
     /// operation ids (`--unsafe-cql-ignore-ids`).
     pub cql_ignore_ids: bool,
+    /// Workers contending for a few leases of a CQL table by lightweight
+    /// transactions, judged linearizable (see `leases`).
+    pub cql_lease_workers: usize,
+    /// Broken build for the linearizability checker to catch: CQL
+    /// transactions judge on the cells they read first, not on the agreed
+    /// state (`--unsafe-cql-lwt-skips-agreed-read`).
+    pub cql_lwt_skips_agreed_read: bool,
 }
 
 /// Every change of an epoch the workload makes (see `workload`).
@@ -302,6 +310,8 @@ impl Default for ChaosOptions {
             cql_keys: 2,
             cql_drop_answers_every: None,
             cql_ignore_ids: false,
+            cql_lease_workers: 0,
+            cql_lwt_skips_agreed_read: false,
         }
     }
 }
@@ -336,6 +346,9 @@ pub struct Summary {
     /// CQL adds: with ids (and their retries), and without; per key with
     /// ids its exact expected value.
     pub cql: (usize, usize, usize, Vec<(usize, i64)>),
+    /// CQL lease transactions and SERIAL reads recorded, and how many
+    /// answered.
+    pub leases: (usize, usize),
     /// Hints the nodes dropped (as counted since each last started), and
     /// the nodes some node says need a repair for it.
     pub hints_dropped: (u64, Vec<String>),
@@ -420,6 +433,13 @@ impl std::fmt::Display for Summary {
                 f,
                 "CQL: {with_ids} adds with ids ({retries} retries), values {sums:?} checked \
                  exactly; {plain} adds without, checked within bounds"
+            )?;
+        }
+        let (ops, known) = self.leases;
+        if ops > 0 {
+            writeln!(
+                f,
+                "CQL leases: {ops} transactions and SERIAL reads ({known} answered), each lease checked linearizable"
             )?;
         }
         let (scripted, planted, taken) = self.scripts;
@@ -581,6 +601,17 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
             rt.spawn(cql::worker(addrs, opts.cql_keys, seed, stop))
         })
         .collect();
+    if opts.cql_lease_workers > 0 {
+        rt.block_on(leases::setup(&cql_addrs[..opts.nodes], rf))
+            .map_err(anyhow::Error::msg)?;
+    }
+    let lease_workers: Vec<_> = (0..opts.cql_lease_workers)
+        .map(|w| {
+            let (stop, addrs) = (stop.clone(), cql_addrs.clone());
+            let seed = opts.seed.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ (w as u64 + 1);
+            rt.spawn(leases::worker(w, addrs, seed, started, stop))
+        })
+        .collect();
 
     let Injected {
         faults,
@@ -629,6 +660,10 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     let mut cql_log = cql::CqlLog::default();
     for w in cql_workers {
         cql_log.absorb(rt.block_on(w).context("a CQL worker panicked")?);
+    }
+    let mut lease_log = leases::LeaseLog::default();
+    for w in lease_workers {
+        lease_log.absorb(rt.block_on(w).context("a lease worker panicked")?);
     }
 
     heal(&mut cluster, &ring.members, &proxies)?;
@@ -691,6 +726,10 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     if let Some(r) = &cql_report {
         report.violations.extend(r.violations.iter().cloned());
     }
+    if opts.cql_lease_workers > 0 {
+        let checked = leases::check_all(&member_cql, &mut lease_log, started);
+        report.violations.extend(rt.block_on(checked));
+    }
     let member_resp: Vec<_> = members.iter().map(|&n| cluster.resp_addr(n)).collect();
     report
         .violations
@@ -715,6 +754,7 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     let (cql_adds, cql_retries, ..) = cql_log.exact.counts();
     let sums = cql_report.map(|r| r.sums).unwrap_or_default();
     summary.cql = (cql_adds, cql_retries, cql_log.plain_adds, sums);
+    summary.leases = lease_log.counts();
     let (pushes, acked) = list_log.counts();
     summary.lists = (list_log.lists.len(), pushes, acked);
     summary.list_errors = std::mem::take(&mut list_log.errors);
@@ -771,7 +811,7 @@ fn start(
         daemon: "tallyd-faults",
         run_args: vec!["--stall-writes-on-sigusr1".into()],
         joining: opts.spares,
-        cql: opts.cql_workers > 0,
+        cql: opts.cql_workers + opts.cql_lease_workers > 0,
         ..ClusterOptions::default()
     };
     if let Some(every) = opts.cql_drop_answers_every {
@@ -781,6 +821,11 @@ fn start(
     }
     if opts.cql_ignore_ids {
         cluster_opts.run_args.push("--unsafe-cql-ignore-ids".into());
+    }
+    if opts.cql_lwt_skips_agreed_read {
+        cluster_opts
+            .run_args
+            .push("--unsafe-cql-lwt-skips-agreed-read".into());
     }
     if opts.skip_sync {
         cluster_opts.run_args.push("--unsafe-skip-sync".into());
@@ -1008,6 +1053,7 @@ fn summarize(
         unique: (0, 0, 0, Vec::new()),
         exact: (0, 0, 0, 0, Vec::new()),
         cql: (0, 0, 0, Vec::new()),
+        leases: (0, 0),
         resp: (0, 0),
         hints_dropped: (0, Vec::new()),
         repair: (0, 0),

@@ -44,6 +44,8 @@ fn a_short_chaos_run_finds_no_violation() {
         // CQL adds, whose answers a node loses now and then.
         cql_workers: 2,
         cql_drop_answers_every: Some(9),
+        // CQL leases by lightweight transactions, judged linearizable.
+        cql_lease_workers: 2,
         ..ChaosOptions::default()
     };
     let summary = run(&opts).unwrap();
@@ -51,6 +53,10 @@ fn a_short_chaos_run_finds_no_violation() {
     assert!(
         summary.strings.2 >= 100,
         "few string operations answered: {summary}"
+    );
+    assert!(
+        summary.leases.1 >= 50,
+        "few lease transactions answered: {summary}"
     );
     let history = std::fs::read_to_string(dir.path().join("history.txt")).unwrap();
     for (cl, (_, acked)) in ["ONE", "QUORUM", "ALL"].iter().zip(summary.resets) {
@@ -151,6 +157,26 @@ fn the_checker_catches_a_cql_port_that_ignores_ids() {
     assert!(
         found(&summary, "CQL exact key"),
         "the CQL checker passed ports that ignore ids: {summary}"
+    );
+}
+
+/// CQL lightweight transactions that judge their conditions on the cells
+/// they read first instead of on the agreed state: two workers that read
+/// a free lease both take it.
+#[test]
+fn the_checker_catches_transactions_that_skip_the_agreed_read() {
+    let opts = ChaosOptions {
+        duration: Duration::from_secs(10),
+        faults: false,
+        seed: 8,
+        cql_lease_workers: 4,
+        cql_lwt_skips_agreed_read: true,
+        ..ChaosOptions::default()
+    };
+    let summary = run(&opts).unwrap();
+    assert!(
+        found(&summary, "lease "),
+        "the linearizability checker passed transactions that skip the agreed read: {summary}"
     );
 }
 

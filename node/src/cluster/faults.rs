@@ -48,6 +48,10 @@ pub(crate) enum Fault {
     /// The CQL port ignores an add's operation id (`tally-op-id`): the
     /// add is applied as one without, so a retry counts again.
     CqlIgnoresIds = 12,
+    /// A CQL lightweight transaction judges its condition on the cells it
+    /// read before its round, not on what the partition's agreed state
+    /// holds: two transactions that read before either decided both hold.
+    CqlLwtSkipsAgreedRead = 13,
 }
 
 /// How long a late promise (`Fault::PromiseLate`) takes to be stored.
@@ -57,7 +61,7 @@ pub(crate) const PROMISE_LAG: std::time::Duration = std::time::Duration::from_se
 #[derive(Debug, Default)]
 pub(crate) struct Faults {
     #[cfg(feature = "fault-injection")]
-    on: [AtomicBool; 13],
+    on: [AtomicBool; 14],
     /// Test seam: a topology change this node runs waits this long (ms)
     /// between beginning and syncing.
     #[cfg(feature = "fault-injection")]

@@ -88,6 +88,14 @@ struct Args {
     /// ignore operation ids.
     #[arg(long)]
     unsafe_cql_ignore_ids: bool,
+    /// Workers contending for CQL leases by lightweight transactions
+    /// (0 in upgrade runs: the old build has no CQL).
+    #[arg(long, default_value_t = 2)]
+    cql_lease_workers: usize,
+    /// FAULT INJECTION in the product, to prove the checker: CQL
+    /// transactions judge on what they read first, not the agreed state.
+    #[arg(long)]
+    unsafe_cql_lwt_skips_agreed_read: bool,
     /// FAULT INJECTION in the product, to prove the checker: this node
     /// (index from 0) runs as the test-only tallyd-faults, applying adds
     /// with ids as new and members at any replica.
@@ -221,6 +229,8 @@ fn main() {
         cql_workers: if a.upgrade { 0 } else { a.cql_workers },
         cql_drop_answers_every: a.cql_drop_answers_every,
         cql_ignore_ids: a.unsafe_cql_ignore_ids,
+        cql_lease_workers: if a.upgrade { 0 } else { a.cql_lease_workers },
+        cql_lwt_skips_agreed_read: a.unsafe_cql_lwt_skips_agreed_read,
         upgrade_from: match a.upgrade {
             true => match tally_tests::old_build::old_build() {
                 Ok(dir) => Some(dir),

@@ -72,6 +72,10 @@ enum Cmd {
         /// as adds without one.
         #[arg(long)]
         unsafe_cql_ignore_ids: bool,
+        /// FAULT INJECTION: CQL lightweight transactions judge their
+        /// conditions on the cells they read first, not on the agreed state.
+        #[arg(long)]
+        unsafe_cql_lwt_skips_agreed_read: bool,
         /// FAULT INJECTION: topology changes this node runs do not sync
         /// the ranges that move.
         #[arg(long)]
@@ -190,6 +194,7 @@ fn main() {
         sync_delay_ms,
         cql_drop_answers_every,
         unsafe_cql_ignore_ids,
+        unsafe_cql_lwt_skips_agreed_read,
         unsafe_skip_sync,
         unsafe_merge_ignoring_folds,
         unsafe_flush_locally,
@@ -259,6 +264,10 @@ fn main() {
         if unsafe_cql_ignore_ids {
             tracing::warn!("FAULT INJECTION: the CQL port ignores operation ids");
             n.inject_cql_ignore_ids();
+        }
+        if unsafe_cql_lwt_skips_agreed_read {
+            tracing::warn!("FAULT INJECTION: CQL transactions skip the agreed read");
+            n.inject_cql_lwt_skips_agreed_read();
         }
         if unsafe_skip_sync {
             tracing::warn!("FAULT INJECTION: topology changes sync nothing");

@@ -48,6 +48,7 @@ pub(super) async fn conditional(node: &Node, part: &Part, lv: Level) -> Result<A
         condition,
         row: (key, partition.clone(), clustering),
         read,
+        skip_agreed: node.cql_lwt_skips_agreed_read(),
     };
     let decided = node
         .agree(&partition, move |registers, now| {
@@ -78,6 +79,8 @@ struct Round {
     row: regular::OneRow,
     /// Its partition's cells, read before the round.
     read: Partition,
+    /// FAULT INJECTION: judge on `read` alone, not on the agreed state.
+    skip_agreed: bool,
 }
 
 impl Round {
@@ -96,7 +99,10 @@ impl Round {
         now_ms: u64,
     ) -> Result<(tally_net::wire::Registers, Decided), CqlError> {
         let t = self.target();
-        let state = lwt::merged(self.read.clone(), registers);
+        let state = match self.skip_agreed {
+            true => self.read.clone(),
+            false => lwt::merged(self.read.clone(), registers),
+        };
         let (key, partition, clustering) = &self.row;
         let q = Query {
             rows: Rows {
