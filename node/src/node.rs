@@ -563,6 +563,14 @@ impl Node {
         self.ctx.faults().inject(Fault::CqlLwtSkipsAgreedRead);
     }
 
+    /// FAULT INJECTION for testing checkers: this node takes the deleted
+    /// ranges of CQL tables a leader sends it as nothing. Only with the
+    /// `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_cql_drop_deletes(&self) {
+        self.ctx.faults().inject(Fault::CqlDropsDeletes);
+    }
+
     /// Whether CQL lightweight transactions skip the agreed read (fault
     /// injection only: [`Node::inject_cql_lwt_skips_agreed_read`]).
     pub(crate) fn cql_lwt_skips_agreed_read(&self) -> bool {

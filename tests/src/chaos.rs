@@ -90,6 +90,7 @@ mod flush;
 mod leases;
 mod lists;
 mod resp;
+mod rows;
 mod scripts;
 mod secure;
 mod strings;
@@ -228,6 +229,12 @@ pub struct ChaosOptions {
     /// Workers contending for a few leases of a CQL table by lightweight
     /// transactions, judged linearizable (see `leases`).
     pub cql_lease_workers: usize,
+    /// Workers writing and deleting ranges of a CQL regular table's rows,
+    /// judged by last-write-wins (see `rows`).
+    pub cql_row_workers: usize,
+    /// Broken build for that checker to catch: replicas take the deleted
+    /// ranges a leader sends them as nothing (`--unsafe-cql-drop-deletes`).
+    pub cql_drop_deletes: bool,
     /// Broken build for the linearizability checker to catch: CQL
     /// transactions judge on the cells they read first, not on the agreed
     /// state (`--unsafe-cql-lwt-skips-agreed-read`).
@@ -311,6 +318,8 @@ impl Default for ChaosOptions {
             cql_drop_answers_every: None,
             cql_ignore_ids: false,
             cql_lease_workers: 0,
+            cql_row_workers: 0,
+            cql_drop_deletes: false,
             cql_lwt_skips_agreed_read: false,
         }
     }
@@ -349,6 +358,8 @@ pub struct Summary {
     /// CQL lease transactions and SERIAL reads recorded, and how many
     /// answered.
     pub leases: (usize, usize),
+    /// CQL row writes and range deletes sent, and how many acknowledged.
+    pub rows: (usize, usize),
     /// Hints the nodes dropped (as counted since each last started), and
     /// the nodes some node says need a repair for it.
     pub hints_dropped: (u64, Vec<String>),
@@ -440,6 +451,13 @@ impl std::fmt::Display for Summary {
             writeln!(
                 f,
                 "CQL leases: {ops} transactions and SERIAL reads ({known} answered), each lease checked linearizable"
+            )?;
+        }
+        let (changes, acked) = self.rows;
+        if changes > 0 {
+            writeln!(
+                f,
+                "CQL rows: {changes} writes and range deletes ({acked} acknowledged), each row read at ONE through every member and judged last-write-wins"
             )?;
         }
         let (scripted, planted, taken) = self.scripts;
@@ -605,6 +623,17 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
         rt.block_on(leases::setup(&cql_addrs[..opts.nodes], rf))
             .map_err(anyhow::Error::msg)?;
     }
+    if opts.cql_row_workers > 0 {
+        rt.block_on(rows::setup(&cql_addrs[..opts.nodes], rf))
+            .map_err(anyhow::Error::msg)?;
+    }
+    let row_workers: Vec<_> = (0..opts.cql_row_workers.min(16))
+        .map(|w| {
+            let (stop, addrs) = (stop.clone(), cql_addrs.clone());
+            let seed = opts.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (w as u64 + 1);
+            rt.spawn(rows::worker(w, addrs, seed, stop))
+        })
+        .collect();
     let lease_workers: Vec<_> = (0..opts.cql_lease_workers)
         .map(|w| {
             let (stop, addrs) = (stop.clone(), cql_addrs.clone());
@@ -664,6 +693,10 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     let mut lease_log = leases::LeaseLog::default();
     for w in lease_workers {
         lease_log.absorb(rt.block_on(w).context("a lease worker panicked")?);
+    }
+    let mut row_log = rows::RowLog::default();
+    for w in row_workers {
+        row_log.absorb(rt.block_on(w).context("a row worker panicked")?);
     }
 
     heal(&mut cluster, &ring.members, &proxies)?;
@@ -730,6 +763,10 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
         let checked = leases::check_all(&member_cql, &mut lease_log, started);
         report.violations.extend(rt.block_on(checked));
     }
+    if opts.cql_row_workers > 0 {
+        let checked = rows::check(&member_cql, &row_log);
+        report.violations.extend(rt.block_on(checked));
+    }
     let member_resp: Vec<_> = members.iter().map(|&n| cluster.resp_addr(n)).collect();
     report
         .violations
@@ -755,6 +792,7 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     let sums = cql_report.map(|r| r.sums).unwrap_or_default();
     summary.cql = (cql_adds, cql_retries, cql_log.plain_adds, sums);
     summary.leases = lease_log.counts();
+    summary.rows = row_log.counts();
     let (pushes, acked) = list_log.counts();
     summary.lists = (list_log.lists.len(), pushes, acked);
     summary.list_errors = std::mem::take(&mut list_log.errors);
@@ -811,7 +849,7 @@ fn start(
         daemon: "tallyd-faults",
         run_args: vec!["--stall-writes-on-sigusr1".into()],
         joining: opts.spares,
-        cql: opts.cql_workers + opts.cql_lease_workers > 0,
+        cql: opts.cql_workers + opts.cql_lease_workers + opts.cql_row_workers > 0,
         ..ClusterOptions::default()
     };
     if let Some(every) = opts.cql_drop_answers_every {
@@ -821,6 +859,11 @@ fn start(
     }
     if opts.cql_ignore_ids {
         cluster_opts.run_args.push("--unsafe-cql-ignore-ids".into());
+    }
+    if opts.cql_drop_deletes {
+        cluster_opts
+            .run_args
+            .push("--unsafe-cql-drop-deletes".into());
     }
     if opts.cql_lwt_skips_agreed_read {
         cluster_opts
@@ -1054,6 +1097,7 @@ fn summarize(
         exact: (0, 0, 0, 0, Vec::new()),
         cql: (0, 0, 0, Vec::new()),
         leases: (0, 0),
+        rows: (0, 0),
         resp: (0, 0),
         hints_dropped: (0, Vec::new()),
         repair: (0, 0),

@@ -44,8 +44,10 @@ fn a_short_chaos_run_finds_no_violation() {
         // CQL adds, whose answers a node loses now and then.
         cql_workers: 2,
         cql_drop_answers_every: Some(9),
-        // CQL leases by lightweight transactions, judged linearizable.
+        // CQL leases by lightweight transactions, judged linearizable,
+        // and rows written and deleted, judged last-write-wins.
         cql_lease_workers: 2,
+        cql_row_workers: 2,
         ..ChaosOptions::default()
     };
     let summary = run(&opts).unwrap();
@@ -57,6 +59,10 @@ fn a_short_chaos_run_finds_no_violation() {
     assert!(
         summary.leases.1 >= 50,
         "few lease transactions answered: {summary}"
+    );
+    assert!(
+        summary.rows.1 >= 100,
+        "few row writes acknowledged: {summary}"
     );
     let history = std::fs::read_to_string(dir.path().join("history.txt")).unwrap();
     for (cl, (_, acked)) in ["ONE", "QUORUM", "ALL"].iter().zip(summary.resets) {
@@ -177,6 +183,25 @@ fn the_checker_catches_transactions_that_skip_the_agreed_read() {
     assert!(
         found(&summary, "lease "),
         "the linearizability checker passed transactions that skip the agreed read: {summary}"
+    );
+}
+
+/// Replicas that take the deleted ranges a leader sends them as nothing:
+/// their rows come back at ONE, and a repair cannot mend them.
+#[test]
+fn the_checker_catches_deletes_that_stale_replicas_undo() {
+    let opts = ChaosOptions {
+        duration: Duration::from_secs(8),
+        faults: false,
+        seed: 9,
+        cql_row_workers: 2,
+        cql_drop_deletes: true,
+        ..ChaosOptions::default()
+    };
+    let summary = run(&opts).unwrap();
+    assert!(
+        found(&summary, "row ("),
+        "the last-write-wins checker passed replicas that drop deletes: {summary}"
     );
 }
 

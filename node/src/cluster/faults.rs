@@ -52,6 +52,10 @@ pub(crate) enum Fault {
     /// read before its round, not on what the partition's agreed state
     /// holds: two transactions that read before either decided both hold.
     CqlLwtSkipsAgreedRead = 13,
+    /// A replica takes the deleted ranges of CQL tables a leader sends it
+    /// as nothing (answering as if it merged them): only their leader
+    /// keeps them, and the other replicas go on serving what they deleted.
+    CqlDropsDeletes = 14,
 }
 
 /// How long a late promise (`Fault::PromiseLate`) takes to be stored.
@@ -61,7 +65,7 @@ pub(crate) const PROMISE_LAG: std::time::Duration = std::time::Duration::from_se
 #[derive(Debug, Default)]
 pub(crate) struct Faults {
     #[cfg(feature = "fault-injection")]
-    on: [AtomicBool; 14],
+    on: [AtomicBool; 15],
     /// Test seam: a topology change this node runs waits this long (ms)
     /// between beginning and syncing.
     #[cfg(feature = "fault-injection")]
@@ -77,6 +81,18 @@ pub(crate) struct Faults {
     /// Statements that change counters answered on the CQL port so far.
     #[cfg(feature = "fault-injection")]
     cql_writes: AtomicU64,
+}
+
+impl Faults {
+    /// FAULT INJECTION (`Fault::CqlDropsDeletes`): whether this node takes
+    /// `key`'s cell as nothing when another node sends it, or a read or a
+    /// repair merges it here: a cell a CQL delete made (a deleted range's,
+    /// `0xFE...`, of a table's partition).
+    pub(crate) fn drops_cql_delete(&self, key: &tally_engine::Key) -> bool {
+        self.has(Fault::CqlDropsDeletes)
+            && key.partition().starts_with(&tally_net::ring::TABLE_MARK)
+            && key.column().first() == Some(&0xFE)
+    }
 }
 
 impl Faults {

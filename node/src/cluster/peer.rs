@@ -79,6 +79,10 @@ impl Handler for PeerHandler {
                 }
                 match sort(&ctx, from, req) {
                     Sorted::Answer(answer) => out[i] = Some(answer),
+                    Sorted::Apply(key, _, _) if ctx.faults().drops_cql_delete(&key) => {
+                        // FAULT INJECTION: taken as nothing.
+                        out[i] = Some(PeerResponse::Applied);
+                    }
                     Sorted::Apply(key, cell, tail) => {
                         applies.push((key, cell, tail));
                         slots.push(i);

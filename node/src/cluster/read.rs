@@ -393,6 +393,9 @@ pub(crate) async fn apply_here(
     cell: &Cell,
     wait: Wait,
 ) -> tally_engine::Result<Epoch> {
+    if ctx.faults().drops_cql_delete(key) {
+        return Ok(cell.epoch()); // FAULT INJECTION: taken as nothing
+    }
     let mut answers = ctx.engine().apply([(key, cell, None)], wait).await?;
     answers.pop().unwrap_or(Err(tally_engine::Error::Closed))
 }

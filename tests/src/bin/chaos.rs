@@ -96,6 +96,14 @@ struct Args {
     /// transactions judge on what they read first, not the agreed state.
     #[arg(long)]
     unsafe_cql_lwt_skips_agreed_read: bool,
+    /// Workers writing and deleting ranges of CQL rows, judged by
+    /// last-write-wins (0 in upgrade runs).
+    #[arg(long, default_value_t = 2)]
+    cql_row_workers: usize,
+    /// FAULT INJECTION in the product, to prove the checker: replicas
+    /// take the CQL deletes a leader sends them as nothing.
+    #[arg(long)]
+    unsafe_cql_drop_deletes: bool,
     /// FAULT INJECTION in the product, to prove the checker: this node
     /// (index from 0) runs as the test-only tallyd-faults, applying adds
     /// with ids as new and members at any replica.
@@ -231,6 +239,8 @@ fn main() {
         cql_ignore_ids: a.unsafe_cql_ignore_ids,
         cql_lease_workers: if a.upgrade { 0 } else { a.cql_lease_workers },
         cql_lwt_skips_agreed_read: a.unsafe_cql_lwt_skips_agreed_read,
+        cql_row_workers: if a.upgrade { 0 } else { a.cql_row_workers },
+        cql_drop_deletes: a.unsafe_cql_drop_deletes,
         upgrade_from: match a.upgrade {
             true => match tally_tests::old_build::old_build() {
                 Ok(dir) => Some(dir),

@@ -76,6 +76,10 @@ enum Cmd {
         /// conditions on the cells they read first, not on the agreed state.
         #[arg(long)]
         unsafe_cql_lwt_skips_agreed_read: bool,
+        /// FAULT INJECTION: this node takes the deleted ranges of CQL
+        /// tables a leader sends it as nothing.
+        #[arg(long)]
+        unsafe_cql_drop_deletes: bool,
         /// FAULT INJECTION: topology changes this node runs do not sync
         /// the ranges that move.
         #[arg(long)]
@@ -195,6 +199,7 @@ fn main() {
         cql_drop_answers_every,
         unsafe_cql_ignore_ids,
         unsafe_cql_lwt_skips_agreed_read,
+        unsafe_cql_drop_deletes,
         unsafe_skip_sync,
         unsafe_merge_ignoring_folds,
         unsafe_flush_locally,
@@ -268,6 +273,10 @@ fn main() {
         if unsafe_cql_lwt_skips_agreed_read {
             tracing::warn!("FAULT INJECTION: CQL transactions skip the agreed read");
             n.inject_cql_lwt_skips_agreed_read();
+        }
+        if unsafe_cql_drop_deletes {
+            tracing::warn!("FAULT INJECTION: this node drops the CQL deletes it is sent");
+            n.inject_cql_drop_deletes();
         }
         if unsafe_skip_sync {
             tracing::warn!("FAULT INJECTION: topology changes sync nothing");
