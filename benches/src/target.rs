@@ -16,6 +16,23 @@ pub enum CqlStatement {
     CounterUpdate,
     /// scylla-bench's read of a partition's rows from a clustering key on.
     CounterRead,
+    /// A regular table's row: `INSERT INTO tally_bench.rows (pk, v)
+    /// VALUES (?, ?)` (`v` a 3-byte text, as redis-benchmark's `SET`
+    /// value), and `SELECT v ... WHERE pk = ?` to read.
+    Insert,
+    /// `INSERT ... IF NOT EXISTS`: a lightweight transaction, each of a
+    /// key no other took (the run's sequence, not `--keys`).
+    InsertIfNotExists,
+}
+
+impl CqlStatement {
+    /// Whether its writes add (what `--verify` checks).
+    pub fn adds(self) -> bool {
+        matches!(
+            self,
+            CqlStatement::Add | CqlStatement::CounterUpdate | CqlStatement::CounterRead
+        )
+    }
 }
 
 /// An operation that failed: what kind of failure, and whether its
@@ -44,6 +61,8 @@ pub struct CqlTarget {
     /// Put in the high bits of every partition key, so that runs do not
     /// share counters.
     run: i64,
+    /// The keys `InsertIfNotExists` took so far.
+    taken: std::sync::atomic::AtomicU64,
 }
 
 impl Target {
@@ -128,6 +147,10 @@ impl CqlTarget {
                 "tally_bench",
                 "CREATE TABLE IF NOT EXISTS tally_bench.counters (pk bigint PRIMARY KEY, c counter)",
             ),
+            CqlStatement::Insert | CqlStatement::InsertIfNotExists => (
+                "tally_bench",
+                "CREATE TABLE IF NOT EXISTS tally_bench.rows (pk bigint PRIMARY KEY, v text)",
+            ),
             _ => (
                 "scylla_bench",
                 "CREATE TABLE IF NOT EXISTS scylla_bench.test_counters (pk bigint, ck bigint, \
@@ -149,6 +172,14 @@ impl CqlTarget {
                 "UPDATE tally_bench.counters SET c = c + ? WHERE pk = ?",
                 "SELECT c FROM tally_bench.counters WHERE pk = ?",
             ),
+            CqlStatement::Insert => (
+                "INSERT INTO tally_bench.rows (pk, v) VALUES (?, ?)",
+                "SELECT v FROM tally_bench.rows WHERE pk = ?",
+            ),
+            CqlStatement::InsertIfNotExists => (
+                "INSERT INTO tally_bench.rows (pk, v) VALUES (?, ?) IF NOT EXISTS",
+                "SELECT v FROM tally_bench.rows WHERE pk = ?",
+            ),
             _ => (
                 "UPDATE scylla_bench.test_counters SET c1 = c1 + 1, c2 = c2 + 1, c3 = c3 + 1, \
                  c4 = c4 + 1, c5 = c5 + 1 WHERE pk = ? AND ck = ?",
@@ -164,6 +195,7 @@ impl CqlTarget {
             write,
             read,
             run,
+            taken: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -176,8 +208,25 @@ impl CqlTarget {
         let (ck, delta) = (0i64.to_be_bytes(), delta.to_be_bytes());
         let cl = cql::consistency(cl);
         let read = read || self.statement == CqlStatement::CounterRead;
+        let value = b"xxx";
         let done = match (self.statement, read) {
-            (CqlStatement::Add, true) => self.client.execute(&self.read, &pk, &[&pk], cl).await,
+            (CqlStatement::Add | CqlStatement::Insert, true) => {
+                self.client.execute(&self.read, &pk, &[&pk], cl).await
+            }
+            (CqlStatement::Insert, false) => {
+                self.client
+                    .execute(&self.write, &pk, &[&pk, value], cl)
+                    .await
+            }
+            (CqlStatement::InsertIfNotExists, _) => {
+                let n = self
+                    .taken
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let pk = self.pk(n | 1 << 31).to_be_bytes();
+                self.client
+                    .execute(&self.write, &pk, &[&pk, value], cl)
+                    .await
+            }
             (CqlStatement::Add, false) => {
                 self.client
                     .execute(&self.write, &pk, &[&delta, &pk], cl)

@@ -111,7 +111,9 @@ struct Args {
     /// With `--protocol cql`, the statement, prepared: `add` (`UPDATE
     /// tally_bench.counters SET c = c + ? WHERE pk = ?`, and reads of it
     /// by `--read-ratio`), or scylla-bench's `counter_update` and
-    /// `counter_read` on `scylla_bench.test_counters`.
+    /// `counter_read` on `scylla_bench.test_counters`, or a regular
+    /// table's `insert` (`INSERT INTO tally_bench.rows (pk, v) VALUES
+    /// (?, ?)`) and `insert-if-not-exists` (each of a new key).
     #[arg(long, default_value = "add")]
     cql_statement: CqlStatement,
     /// TLS and login (as `tally`'s).
@@ -235,6 +237,12 @@ async fn run(args: Args) -> Result<bool> {
                 .login
                 .as_ref()
                 .map(|l| (l.user.as_str(), l.password.as_str()));
+            if args.verify && !args.cql_statement.adds() {
+                bail!(
+                    "--verify checks the sums of adds: {:?} adds nothing",
+                    args.cql_statement
+                );
+            }
             let client = cql_client(config, login).await?;
             let rf = config.cluster.replication_factor;
             Target::Cql(CqlTarget::setup(client, args.cql_statement, rf, run).await?)
