@@ -2,7 +2,9 @@
 //! over real clusters and real clients from their registries: the Python
 //! `cassandra-driver` with every column type, prepared statements,
 //! paging, ranges deleted, batches and a node killed; and `cqlsh` running
-//! the recipes as written, its output compared whole.
+//! the recipes as written, its output compared whole, and the same
+//! recipes through the Python driver, each result against what `cqlsh`
+//! printed.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use std::process::Command;
@@ -69,4 +71,19 @@ fn cqlsh_runs_the_counting_recipes_as_cassandra_prints_them() {
     ] {
         assert_eq!(cqlsh_recipe(&cluster, name), printed, "recipe {name}");
     }
+}
+
+#[test]
+fn the_python_driver_gets_what_cqlsh_printed_for_each_recipe() {
+    let cluster = cql_cluster(ClusterOptions::default());
+    let driver = cassandra_driver();
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cql/recipes");
+    let mut args = vec![cql_port(&cluster)];
+    args.extend(
+        ["cmrdt", "cvrdt", "gc", "votes", "fww", "leases"]
+            .iter()
+            .map(|r| format!("{dir}/{r}")),
+    );
+    let mut recipes = python(&driver, include_str!("cql/recipes.py"), &args);
+    tally_tests::assert_script_ok(&mut recipes, "the recipes through the Python driver");
 }
