@@ -81,6 +81,10 @@ pub(crate) struct Select {
     pub(crate) order_by: Vec<(String, bool)>,
     pub(crate) limit: Option<Term>,
     pub(crate) allow_filtering: bool,
+    /// `SELECT DISTINCT`: one row per partition.
+    pub(crate) distinct: bool,
+    /// `PER PARTITION LIMIT n`.
+    pub(crate) per_partition_limit: Option<Term>,
 }
 
 /// One assignment of an UPDATE's SET.

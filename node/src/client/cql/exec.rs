@@ -355,8 +355,9 @@ fn live(read: Vec<Partition>, now: u64) -> Vec<BTreeMap<Vec<u8>, Option<i64>>> {
 /// read by the rule of the table's kind.
 fn table_rows(t: Target, s: &Select, q: &Query, read: Vec<Partition>) -> Vec<Vec<Cell>> {
     let now = now_ms();
-    match t.table.is_counter() {
+    let rows = match t.table.is_counter() {
         true => rows::table_rows(t, s, q, &live(read, now)),
         false => regular::table_rows(t, s, q, &read, now),
-    }
+    };
+    rows::per_partition_rows(t, q, rows)
 }

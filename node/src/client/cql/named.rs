@@ -156,6 +156,13 @@ pub(crate) async fn resolve(node: &Node, key: &[u8]) -> Result<Named, WireError>
         .find(|ks| ks.name == name.keyspace)
         .and_then(|ks| ks.table(&name.table))
         .ok_or_else(|| invalid(format!("no table {}.{}", name.keyspace, name.table)))?;
+    if !table.is_counter() {
+        return Err(invalid(format!(
+            "{}.{} is a regular table: read its rows through CQL (a name reads a counter \
+             table's)",
+            name.keyspace, name.table
+        )));
+    }
     let partition = partition(table, &name.key).map_err(invalid)?;
     Ok(Named {
         table: table.clone(),

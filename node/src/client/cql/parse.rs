@@ -2,8 +2,9 @@
 //! [`super::lex`]'s tokens into [`super::ast`]'s statements.
 //!
 //! ```text
-//! SELECT (* | COUNT(*) | sel [AS a], ...) FROM t [WHERE rel AND ...]
-//!        [GROUP BY col, ...] [ORDER BY col [ASC|DESC], ...] [LIMIT n] [ALLOW FILTERING]
+//! SELECT [DISTINCT] (* | COUNT(*) | sel [AS a], ...) FROM t [WHERE rel AND ...]
+//!        [GROUP BY col, ...] [ORDER BY col [ASC|DESC], ...] [PER PARTITION LIMIT n]
+//!        [LIMIT n] [ALLOW FILTERING]
 //! UPDATE t [USING TTL n [AND TIMESTAMP n]] SET c = c + v, d = d - v, e = v WHERE ...
 //! INSERT INTO t (c, ...) VALUES (v, ...) [USING TTL n [AND TIMESTAMP n]]
 //! DELETE [c, ...] FROM t [USING TIMESTAMP n] WHERE ...

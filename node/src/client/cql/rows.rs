@@ -12,7 +12,7 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use super::ast::{Assignment, Delete, Op, Relation, Select, Term, Update};
+use super::ast::{Assignment, Delete, Op, Relation, Select, Selection, Term, Update};
 use super::body::Value;
 use super::cells::{self, check, compare};
 use super::response::CqlError;
@@ -517,6 +517,9 @@ pub(crate) struct Query {
     pub(crate) rows: Rows,
     pub(crate) reversed: bool,
     pub(crate) scan: bool,
+    /// Most rows of each partition (`PER PARTITION LIMIT`; 1 for
+    /// `DISTINCT`).
+    pub(crate) per_partition: Option<usize>,
 }
 
 /// The rows a SELECT reads: those it names, or with no partition key
@@ -524,6 +527,7 @@ pub(crate) struct Query {
 /// then takes `ALLOW FILTERING`, as in Cassandra).
 pub(crate) fn query(t: Target, s: &Select, values: &[Value]) -> Result<Query, CqlError> {
     let reversed = reversed(t, &s.order_by)?;
+    let per_partition = per_partition(t, s, values)?;
     let scan = t
         .key_columns(Kind::PartitionKey)
         .all(|c| s.relations.iter().all(|r| r.column != c.name));
@@ -533,6 +537,7 @@ pub(crate) fn query(t: Target, s: &Select, values: &[Value]) -> Result<Query, Cq
             rows,
             reversed,
             scan,
+            per_partition,
         });
     }
     check_columns(t, &s.relations)?;
@@ -558,7 +563,59 @@ pub(crate) fn query(t: Target, s: &Select, values: &[Value]) -> Result<Query, Cq
         },
         reversed,
         scan,
+        per_partition,
     })
+}
+
+/// How many rows of each partition a SELECT answers: `PER PARTITION
+/// LIMIT`, or one for `DISTINCT` (which selects only partition key and
+/// static columns, as Cassandra requires).
+fn per_partition(t: Target, s: &Select, values: &[Value]) -> Result<Option<usize>, CqlError> {
+    if s.distinct {
+        let allowed = |name: &str| {
+            t.table
+                .columns
+                .iter()
+                .any(|c| c.name == name && matches!(c.kind, Kind::PartitionKey | Kind::Static))
+        };
+        let bad = match &s.selection {
+            Selection::Columns(cols) => cols
+                .iter()
+                .find(|(n, _)| !allowed(n))
+                .map(|(n, _)| n.clone()),
+            _ => Some("*".into()),
+        };
+        if let Some(name) = bad {
+            return Err(CqlError::Invalid(format!(
+                "SELECT DISTINCT queries must only request partition key columns and/or static \
+                 columns (not {name})"
+            )));
+        }
+        return Ok(Some(1));
+    }
+    s.per_partition_limit
+        .as_ref()
+        .map(|term| super::select::limit(term, values))
+        .transpose()
+}
+
+/// `rows` (every column, grouped by partition) with at most
+/// `q.per_partition` of each partition.
+pub(crate) fn per_partition_rows(t: Target, q: &Query, rows: Vec<Vec<Cell>>) -> Vec<Vec<Cell>> {
+    let Some(most) = q.per_partition else {
+        return rows;
+    };
+    let keys = t.key_columns(Kind::PartitionKey).count();
+    let mut out: Vec<Vec<Cell>> = Vec::with_capacity(rows.len());
+    let mut taken = 0;
+    for row in rows {
+        let same = out.last().is_some_and(|last| last[..keys] == row[..keys]);
+        taken = if same { taken + 1 } else { 1 };
+        if taken <= most {
+            out.push(row);
+        }
+    }
+    out
 }
 
 /// The partition key's values of each stored partition of a scan, in

@@ -203,7 +203,7 @@ pub(crate) fn list(encoded: &Cell) -> Result<Vec<Cell>, CqlError> {
     }
 }
 
-fn limit(term: &Term, values: &[Value]) -> Result<usize, CqlError> {
+pub(crate) fn limit(term: &Term, values: &[Value]) -> Result<usize, CqlError> {
     let bad = || CqlError::Invalid("LIMIT must be strictly positive".into());
     let n = match bound(term, &CqlType::Int, values)? {
         Some(b) if b.len() == 4 => i32::from_be_bytes([b[0], b[1], b[2], b[3]]),

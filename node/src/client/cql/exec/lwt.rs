@@ -114,6 +114,7 @@ impl Round {
             },
             reversed: false,
             scan: false,
+            per_partition: None,
         };
         let all = whole_table(&self.table);
         let row = regular::table_rows(t, &all, &q, std::slice::from_ref(&state), now_ms)
@@ -159,6 +160,8 @@ fn whole_table(table: &TableDef) -> Select {
         order_by: Vec::new(),
         limit: None,
         allow_filtering: false,
+        distinct: false,
+        per_partition_limit: None,
     }
 }
 

@@ -6,6 +6,7 @@ use super::{Parsed, Parser, SyntaxError};
 
 impl Parser {
     pub(super) fn select(&mut self) -> Parsed<Select> {
+        let distinct = self.eat("distinct");
         let selection = self.selection()?;
         self.expect("from")?;
         let table = self.table()?;
@@ -26,6 +27,14 @@ impl Parser {
                 order_by.push(self.ordered_column()?);
             }
         }
+        let per_partition_limit = match self.eat("per") {
+            true => {
+                self.expect("partition")?;
+                self.expect("limit")?;
+                Some(self.term()?)
+            }
+            false => None,
+        };
         let limit = match self.eat("limit") {
             true => Some(self.term()?),
             false => None,
@@ -42,6 +51,8 @@ impl Parser {
             order_by,
             limit,
             allow_filtering,
+            distinct,
+            per_partition_limit,
         })
     }
 

@@ -88,6 +88,7 @@ impl Store {
             .map(|(_, p)| self.0.get(p).cloned().unwrap_or_default())
             .collect();
         let all = table_rows(tg, &s, &q, &read, now_ms);
+        let all = super::super::rows::per_partition_rows(tg, &q, all);
         let (meta, rows) = project(tg, &s, all, &[]).unwrap();
         rows.iter()
             .map(|r| {
@@ -355,4 +356,31 @@ fn aggregates_sum_a_partitions_rows_and_its_groups() {
         ),
         rows(&[&["0", "null", "0"]])
     );
+}
+
+#[test]
+fn distinct_and_per_partition_limit_take_the_first_rows_of_each_partition() {
+    let t = table("CREATE TABLE t (k int, c int, s text STATIC, v text, PRIMARY KEY (k, c))");
+    let mut s = Store::default();
+    for (k, c) in [(1, 1), (1, 2), (1, 3), (2, 1), (2, 2)] {
+        let q = format!("INSERT INTO t (k, c, s, v) VALUES ({k}, {c}, 's{k}', 'v{c}')");
+        s.write(&t, &q, 1, 0).unwrap();
+    }
+    assert_eq!(
+        s.select(
+            &t,
+            "SELECT k, c FROM t WHERE k IN (1, 2) PER PARTITION LIMIT 2",
+            0
+        ),
+        rows(&[&["1", "1"], &["1", "2"], &["2", "1"], &["2", "2"]])
+    );
+    assert_eq!(
+        s.select(&t, "SELECT DISTINCT k, s FROM t WHERE k IN (1, 2)", 0),
+        rows(&[&["1", "s1"], &["2", "s2"]])
+    );
+    let Statement::Select(sel) = parse("SELECT DISTINCT k, v FROM t").unwrap().0 else {
+        panic!()
+    };
+    let e = query(target(&t), &sel, &[]).unwrap_err();
+    assert!(e.message().contains("(not v)"), "{e:?}");
 }
