@@ -126,6 +126,12 @@ fn parts(
             };
         };
         check_kind(kind, table.is_counter(), &parts)?;
+        if statement.condition().is_some() {
+            return Err(CqlError::Invalid(
+                "conditional batches are not served yet: send each conditional statement alone"
+                    .into(),
+            ));
+        }
         parts.push(Part {
             keyspace: ks,
             table,

@@ -104,8 +104,9 @@ pub(crate) async fn run(node: &Node, work: RowWork, id: Option<OpId>) -> Result<
             Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)
                 if !part.table.is_counter() =>
             {
-                writes::write(node, part, work.timestamp, lv).await?;
-                (Opcode::Result, response::void())
+                // A batch's writes of regular tables go together.
+                writes::write(node, &work.parts, work.timestamp, lv).await?;
+                return Ok((Opcode::Result, response::void()));
             }
             Statement::Insert(_) => {
                 return Err(CqlError::Invalid(

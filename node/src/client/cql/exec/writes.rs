@@ -3,6 +3,8 @@
 //! (or this node's clock), written partition by partition through the
 //! node as whole last-write-wins cells.
 
+use std::collections::BTreeMap;
+
 use tally_engine::{Key, now_ms};
 
 use super::super::regular::{self, Writes};
@@ -12,17 +14,25 @@ use super::{Level, count_route};
 use crate::client::join::join_all;
 use crate::node::Node;
 
-/// Runs `part` (an INSERT, UPDATE or DELETE of a regular table) at `lv`;
-/// `timestamp` the client's, if it gave one.
+/// Runs `parts` (INSERTs, UPDATEs and DELETEs of regular tables: one, or
+/// a batch's) at `lv`, each partition's cells as one write; `timestamp`
+/// the client's, if it gave one.
 pub(super) async fn write(
     node: &Node,
-    part: &Part,
+    parts: &[Part],
     timestamp: Option<i64>,
     lv: Level,
 ) -> Result<(), CqlError> {
     enabled(node)?;
     let clock = (timestamp.unwrap_or_else(now_us), now_ms());
-    let writes = regular::write_at(part.target(), &part.statement, &part.values, clock)?;
+    let mut by_partition: BTreeMap<Vec<u8>, Vec<_>> = BTreeMap::new();
+    for part in parts {
+        let writes = regular::write_at(part.target(), &part.statement, &part.values, clock)?;
+        for (partition, cells) in writes {
+            by_partition.entry(partition).or_default().extend(cells);
+        }
+    }
+    let writes: Writes = by_partition.into_iter().collect();
     count_route(node, writes.iter().map(|(p, _)| p.as_slice()));
     put(node, writes, lv).await
 }
