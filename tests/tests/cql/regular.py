@@ -98,6 +98,17 @@ if phase == "write":
            "CREATE TABLE mixed (k int PRIMARY KEY, n counter, v text)")
     expect(InvalidRequest, "PRIMARY KEY part c found in SET part",
            "UPDATE every SET c = 1 WHERE k = 'x' AND c = 2")
+
+    # Columns added and dropped; a dropped one's cells are not read again.
+    session.execute("ALTER TABLE every ADD extra text")
+    session.execute("INSERT INTO every (k, c, extra) VALUES ('alt', 1, 'e')")
+    assert session.execute("SELECT extra FROM every WHERE k = 'alt'").one().extra == "e"
+    session.execute("ALTER TABLE every DROP extra")
+    expect(InvalidRequest, "Undefined column name extra", "SELECT extra FROM every WHERE k = 'alt'")
+    expect(InvalidRequest, "previously dropped", "ALTER TABLE every ADD extra text")
+    session.execute("UPDATE every SET i = NULL WHERE k = 'alt' AND c = 1")
+    got = session.execute("SELECT k, c, i FROM every WHERE k = 'alt'").one()
+    assert (got.k, got.c, got.i) == ("alt", 1, None), "the INSERT's row marker keeps it"
 else:
     session.set_keyspace("ks")
     quorum = at("INSERT INTO every (k, c, a) VALUES ('down', 1, 'q')", ConsistencyLevel.QUORUM)

@@ -158,6 +158,17 @@ pub(crate) struct CreateTable {
     pub(crate) statics: Vec<String>,
 }
 
+/// What an `ALTER TABLE` changes.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Alteration {
+    /// `ADD c type [STATIC], ...`.
+    Add(Vec<(String, CqlType, bool)>),
+    /// `DROP c, ...`.
+    Drop(Vec<String>),
+    /// `WITH option = v AND ...`.
+    With(Vec<(String, Literal)>),
+}
+
 /// The kinds of batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum BatchKind {
@@ -190,6 +201,7 @@ pub(crate) enum Statement {
         if_exists: bool,
     },
     Truncate(TableName),
+    AlterTable(TableName, Alteration),
 }
 
 impl Statement {

@@ -295,6 +295,7 @@ mod tests {
             default_ttl_s: 0,
             comment: String::new(),
             truncations,
+            dropped: Vec::new(),
             columns: vec![ColumnDef {
                 name: "pk".into(),
                 ty: CqlType::Int,

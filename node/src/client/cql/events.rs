@@ -170,6 +170,7 @@ mod tests {
                     comment: String::new(),
                     truncations: *truncations,
                     columns: Vec::new(),
+                    dropped: Vec::new(),
                 })
                 .collect(),
         }

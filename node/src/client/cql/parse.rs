@@ -11,6 +11,7 @@
 //! BEGIN [UNLOGGED | COUNTER] BATCH statement; ... APPLY BATCH
 //! USE ks | TRUNCATE [TABLE] t | DROP (KEYSPACE ks | TABLE t) [IF EXISTS]
 //! CREATE KEYSPACE [IF NOT EXISTS] ks WITH replication = {...} [AND durable_writes = b]
+//! ALTER TABLE t (ADD c type [STATIC] | ADD (c type, ...) | DROP c | DROP (c, ...) | WITH o = v AND ...)
 //! CREATE TABLE [IF NOT EXISTS] t (col type [PRIMARY KEY], ..., PRIMARY KEY ((pk, ...), ck, ...))
 //!        [WITH CLUSTERING ORDER BY (ck DESC, ...) [AND option = v ...]]
 //! sel:   col | WRITETIME(col) | TTL(col)   (named `writetime(col)`, `ttl(col)`)
@@ -203,6 +204,7 @@ impl Parser {
             }
             "create" => self.create(),
             "drop" => self.drop(),
+            "alter" => self.alter(),
             _ => {
                 self.at -= 1;
                 Err(self.wanted("a statement"))

@@ -21,7 +21,8 @@
 //! ```text
 //! keyspace := [byte] 1 (format), [byte] durable_writes, [short] n, n tables
 //! table    := [string] name, 16 bytes id, [int] default_time_to_live,
-//!             [string] comment, ([int] truncations: format 2 only),
+//!             [string] comment, ([int] truncations: formats 2 and 3),
+//!             ([short] n, n × [string] dropped columns: format 3),
 //!             [short] n, n columns
 //! column   := [string] name, [option] type, [byte] kind (0 partition key,
 //!             1 clustering, 2 regular, 3 static), [byte] descending
@@ -45,6 +46,8 @@ const COLUMN_NAME_BYTES_MAX: usize = 256;
 /// was truncated (so a build that reads only 1 reads every keyspace that
 /// needs no more).
 const FORMAT: u8 = 1;
+/// The format that has each table's dropped columns too.
+const FORMAT_DROPPED: u8 = 3;
 /// The format that has each table's truncations.
 const FORMAT_TRUNCATIONS: u8 = 2;
 
@@ -77,8 +80,11 @@ pub(crate) struct TableDef {
     /// count (`cells::prefix`).
     pub(crate) truncations: u32,
     /// Partition key columns first, then clustering ones, in key order,
-    /// then the counters in the order written.
+    /// then the others in the order written.
     pub(crate) columns: Vec<ColumnDef>,
+    /// Columns `ALTER TABLE ... DROP` dropped: their cells are no longer
+    /// read, and their names are not taken again (`alter`).
+    pub(crate) dropped: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,9 +108,13 @@ impl Keyspace {
 
     /// The keyspace as its register holds it.
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let format = match self.tables.iter().any(|t| t.truncations > 0) {
-            true => FORMAT_TRUNCATIONS,
-            false => FORMAT,
+        let format = match (
+            self.tables.iter().any(|t| !t.dropped.is_empty()),
+            self.tables.iter().any(|t| t.truncations > 0),
+        ) {
+            (true, _) => FORMAT_DROPPED,
+            (false, true) => FORMAT_TRUNCATIONS,
+            (false, false) => FORMAT,
         };
         let mut b = vec![format, u8::from(self.durable_writes)];
         put_short(
@@ -116,8 +126,15 @@ impl Keyspace {
             b.extend_from_slice(&t.id);
             put_int(&mut b, t.default_ttl_s);
             put_string(&mut b, &t.comment);
-            if format == FORMAT_TRUNCATIONS {
+            if format >= FORMAT_TRUNCATIONS {
                 b.extend_from_slice(&t.truncations.to_be_bytes());
+            }
+            if format == FORMAT_DROPPED {
+                put_short(
+                    &mut b,
+                    u16::try_from(t.dropped.len()).expect("dropped fit a short"),
+                );
+                t.dropped.iter().for_each(|d| put_string(&mut b, d));
             }
             put_short(
                 &mut b,
@@ -143,7 +160,7 @@ impl Keyspace {
         let mut r = Reader::new(bytes);
         let bad = |what: String| super::body::Malformed(format!("keyspace {name}: {what}"));
         let format = r.byte()?;
-        if format != FORMAT && format != FORMAT_TRUNCATIONS {
+        if !(FORMAT..=FORMAT_DROPPED).contains(&format) {
             return Err(bad(format!("format {format}")));
         }
         let durable_writes = r.byte()? != 0;
@@ -157,9 +174,15 @@ impl Keyspace {
             let default_ttl_s = r.int()?;
             let comment = r.string()?;
             let truncations = match format {
-                FORMAT_TRUNCATIONS => u32::from_be_bytes(r.int()?.to_be_bytes()),
-                _ => 0,
+                FORMAT => 0,
+                _ => u32::from_be_bytes(r.int()?.to_be_bytes()),
             };
+            let mut dropped = Vec::new();
+            if format == FORMAT_DROPPED {
+                for _ in 0..r.short()? {
+                    dropped.push(r.string()?);
+                }
+            }
             let mut columns = Vec::new();
             for _ in 0..r.short()? {
                 let name = r.string()?;
@@ -186,6 +209,7 @@ impl Keyspace {
                 comment,
                 truncations,
                 columns,
+                dropped,
             });
         }
         if r.remaining() > 0 {
@@ -410,6 +434,7 @@ fn table_def(t: &CreateTable, id: [u8; 16]) -> Result<TableDef, CqlError> {
         comment,
         truncations: 0,
         columns,
+        dropped: Vec::new(),
     })
 }
 
@@ -616,6 +641,10 @@ pub(crate) fn apply(
             let ks = keyspace_of(table)?;
             truncate(table, find(&ks), &ks)
         }
+        Statement::AlterTable(table, alteration) => {
+            let ks = keyspace_of(table)?;
+            alter::alter(table, alteration, find(&ks), &ks)
+        }
         other => Err(CqlError::Server(format!("not a schema change: {other:?}"))),
     }
 }
@@ -629,6 +658,7 @@ pub(crate) fn changes_schema(statement: &Statement) -> bool {
             | Statement::DropKeyspace { .. }
             | Statement::DropTable { .. }
             | Statement::Truncate(_)
+            | Statement::AlterTable(..)
     )
 }
 
@@ -692,6 +722,8 @@ pub(crate) fn registers_after(registers: &Registers, change: &Change) -> Registe
     }
     next
 }
+
+mod alter;
 
 #[cfg(test)]
 mod tests;

@@ -143,6 +143,8 @@ pub(crate) async fn change_schema(
     }
     let rf = node.config().cluster.replication_factor;
     let id = fresh_id()?;
+    // Every node reads a table's new columns before the answer.
+    let altering = matches!(statement, Statement::AlterTable(..));
     let done = node
         .agree(SCHEMA_PARTITION, move |registers, _now| {
             let catalog = match schema::catalog_of(registers, history::COLUMN) {
@@ -158,7 +160,7 @@ pub(crate) async fn change_schema(
         })
         .await
         .map_err(|e| from_wire(&e))??;
-    if schema::empties(&done) {
+    if schema::empties(&done) || altering {
         // No node runs a statement with the schema from before it once it
         // is answered.
         tokio::time::sleep(SCHEMA_FRESH_FOR).await;

@@ -174,6 +174,42 @@ impl Parser {
         })
     }
 
+    /// `ALTER TABLE t ...`, after ALTER.
+    pub(super) fn alter(&mut self) -> Parsed<Statement> {
+        if !(self.eat("table") || self.eat("columnfamily")) {
+            return Err(self.wanted("TABLE"));
+        }
+        let table = self.table()?;
+        let alteration = if self.eat("add") {
+            let one = |p: &mut Self| -> Parsed<(String, CqlType, bool)> {
+                let name = p.name()?;
+                let ty = p.cql_type()?;
+                Ok((name, ty, p.eat("static")))
+            };
+            Alteration::Add(self.one_or_list(one)?)
+        } else if self.eat("drop") {
+            Alteration::Drop(self.one_or_list(|p| p.name())?)
+        } else if self.eat("with") {
+            Alteration::With(self.options()?)
+        } else {
+            return Err(self.wanted("ADD, DROP or WITH"));
+        };
+        Ok(Statement::AlterTable(table, alteration))
+    }
+
+    /// One `item`, or several in parentheses, separated by commas.
+    fn one_or_list<T>(&mut self, mut item: impl FnMut(&mut Self) -> Parsed<T>) -> Parsed<Vec<T>> {
+        if !self.eat_symbol("(") {
+            return Ok(vec![item(self)?]);
+        }
+        let mut out = vec![item(self)?];
+        while self.eat_symbol(",") {
+            out.push(item(self)?);
+        }
+        self.expect_symbol(")")?;
+        Ok(out)
+    }
+
     pub(super) fn drop(&mut self) -> Parsed<Statement> {
         if self.eat("keyspace") {
             let if_exists = self.if_exists()?;

@@ -154,6 +154,13 @@ fn partition<'c>(t: Target, cells: &'c BTreeMap<Vec<u8>, Stored>, now_ms: u64) -
             slot.value = None;
         }
     };
+    // A dropped column's cells are not read (`schema::alter`).
+    let has = |name: &str, kind: Kind| {
+        t.table
+            .columns
+            .iter()
+            .any(|c| c.name == name && c.kind == kind)
+    };
     let mut p = Partition::default();
     for (column, cell) in cells {
         let Some(mut slot) = lww::read(cell, now_ms) else {
@@ -165,6 +172,9 @@ fn partition<'c>(t: Target, cells: &'c BTreeMap<Vec<u8>, Stored>, now_ms: u64) -
                 let Ok(name) = std::str::from_utf8(&column[1..]) else {
                     continue;
                 };
+                if !has(name, Kind::Static) {
+                    continue;
+                }
                 shadow(&mut slot, &|d| d.whole_partition());
                 p.statics.insert(name, slot);
             }
@@ -172,6 +182,9 @@ fn partition<'c>(t: Target, cells: &'c BTreeMap<Vec<u8>, Stored>, now_ms: u64) -
                 let Some((clustering, name)) = cells::split_column(column, types.len()) else {
                     continue;
                 };
+                if !name.is_empty() && !has(name, Kind::Regular) {
+                    continue;
+                }
                 shadow(&mut slot, &|d| d.covers(&clustering, &types));
                 let row = p.rows.entry(clustering).or_default();
                 match name {
