@@ -67,13 +67,18 @@ impl CqlLog {
 /// Makes the table (replication factor `rf`) through the first node that
 /// answers; retries while the cluster enables CQL tables.
 pub(crate) async fn setup(addrs: &[SocketAddr], rf: usize) -> Result<(), String> {
-    let ddl = [
-        format!(
-            "CREATE KEYSPACE IF NOT EXISTS chaos WITH replication = \
-             {{'class': 'SimpleStrategy', 'replication_factor': {rf}}}"
-        ),
-        "CREATE TABLE IF NOT EXISTS chaos.counters (k int PRIMARY KEY, c counter)".into(),
-    ];
+    let table = "CREATE TABLE IF NOT EXISTS chaos.counters (k int PRIMARY KEY, c counter)";
+    make_table(addrs, rf, table).await
+}
+
+/// Makes the keyspace `chaos` (replication factor `rf`) and `table` (its
+/// `CREATE TABLE IF NOT EXISTS`) through the first node that answers;
+/// retries for 30 s while the cluster enables what the table needs.
+pub(crate) async fn make_table(addrs: &[SocketAddr], rf: usize, table: &str) -> Result<(), String> {
+    let keyspace = format!(
+        "CREATE KEYSPACE IF NOT EXISTS chaos WITH replication = \
+         {{'class': 'SimpleStrategy', 'replication_factor': {rf}}}"
+    );
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut last = String::new();
     while Instant::now() < deadline {
@@ -81,17 +86,18 @@ pub(crate) async fn setup(addrs: &[SocketAddr], rf: usize) -> Result<(), String>
             let Ok(c) = connect(*addr).await else {
                 continue;
             };
-            match (c.query(&ddl[0]).await, c.query(&ddl[1]).await) {
+            match (c.query(&keyspace).await, c.query(table).await) {
                 (Ok(()), Ok(())) => return Ok(()),
                 (Err(e), _) | (_, Err(e)) => last = e.to_string(),
             }
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    Err(format!("the chaos counter table: {last}"))
+    Err(format!("{table}: {last}"))
 }
 
-async fn connect(addr: SocketAddr) -> Result<CqlClient, CqlError> {
+/// A connection to the node at `addr` alone.
+pub(crate) async fn connect(addr: SocketAddr) -> Result<CqlClient, CqlError> {
     CqlClient::connect(&[addr], Ring::new(&["n".to_string()], 1, 1), None).await
 }
 

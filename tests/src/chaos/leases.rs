@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tally_net::cql::{CqlClient, CqlError, Prepared};
-use tally_net::ring::Ring;
+
+use super::cql::connect;
 
 use crate::checker::linear::{Answer, Call, Op, check};
 
@@ -65,34 +66,14 @@ impl LeaseLog {
 }
 
 /// Makes the table (replication factor `rf`) through the first node that
-/// answers; retries while the cluster enables regular tables.
+/// answers.
 pub(crate) async fn setup(addrs: &[SocketAddr], rf: usize) -> Result<(), String> {
-    let ddl = [
-        format!(
-            "CREATE KEYSPACE IF NOT EXISTS chaos WITH replication = \
-             {{'class': 'SimpleStrategy', 'replication_factor': {rf}}}"
-        ),
-        "CREATE TABLE IF NOT EXISTS chaos.leases (name text PRIMARY KEY, owner text)".into(),
-    ];
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut last = String::new();
-    while Instant::now() < deadline {
-        for addr in addrs {
-            let Ok(c) = connect(*addr).await else {
-                continue;
-            };
-            match (c.query(&ddl[0]).await, c.query(&ddl[1]).await) {
-                (Ok(()), Ok(())) => return Ok(()),
-                (Err(e), _) | (_, Err(e)) => last = e.to_string(),
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    Err(format!("the chaos lease table: {last}"))
-}
-
-async fn connect(addr: SocketAddr) -> Result<CqlClient, CqlError> {
-    CqlClient::connect(&[addr], Ring::new(&["n".to_string()], 1, 1), None).await
+    super::cql::make_table(
+        addrs,
+        rf,
+        "CREATE TABLE IF NOT EXISTS chaos.leases (name text PRIMARY KEY, owner text)",
+    )
+    .await
 }
 
 /// A connection to one node, with the statements prepared.

@@ -21,12 +21,13 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tally_net::cql::{CqlClient, CqlError, Prepared};
-use tally_net::ring::Ring;
+
+use super::cql::connect;
 
 /// Partitions, and rows in each.
 pub(crate) const PARTITIONS: i32 = 2;
@@ -83,32 +84,12 @@ impl RowLog {
 /// Makes the table (replication factor `rf`) through the first node that
 /// answers.
 pub(crate) async fn setup(addrs: &[SocketAddr], rf: usize) -> Result<(), String> {
-    let ddl = [
-        format!(
-            "CREATE KEYSPACE IF NOT EXISTS chaos WITH replication = \
-             {{'class': 'SimpleStrategy', 'replication_factor': {rf}}}"
-        ),
-        "CREATE TABLE IF NOT EXISTS chaos.rows (k int, c int, v bigint, PRIMARY KEY (k, c))".into(),
-    ];
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut last = String::new();
-    while Instant::now() < deadline {
-        for addr in addrs {
-            let Ok(c) = connect(*addr).await else {
-                continue;
-            };
-            match (c.query(&ddl[0]).await, c.query(&ddl[1]).await) {
-                (Ok(()), Ok(())) => return Ok(()),
-                (Err(e), _) | (_, Err(e)) => last = e.to_string(),
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    Err(format!("the chaos rows table: {last}"))
-}
-
-async fn connect(addr: SocketAddr) -> Result<CqlClient, CqlError> {
-    CqlClient::connect(&[addr], Ring::new(&["n".to_string()], 1, 1), None).await
+    super::cql::make_table(
+        addrs,
+        rf,
+        "CREATE TABLE IF NOT EXISTS chaos.rows (k int, c int, v bigint, PRIMARY KEY (k, c))",
+    )
+    .await
 }
 
 /// A connection to one node, with the statements prepared.

@@ -323,26 +323,7 @@ fn is_unset(term: &Term, values: &[Value]) -> bool {
 /// Every row `named` names whole: each combination of its clustering
 /// columns' values (none for a table without them).
 fn rows_of(named: &rows::Rows) -> Result<Vec<Vec<Vec<u8>>>, CqlError> {
-    let mut all: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
-    for values in &named.clustering.fixed {
-        if all.len() * values.len() > rows::COMBINATIONS_MAX {
-            return Err(CqlError::Invalid(format!(
-                "the IN restrictions name more than {} rows",
-                rows::COMBINATIONS_MAX
-            )));
-        }
-        all = all
-            .iter()
-            .flat_map(|head| {
-                values.iter().map(move |v| {
-                    let mut next = head.clone();
-                    next.push(v.clone());
-                    next
-                })
-            })
-            .collect();
-    }
-    Ok(all)
+    rows::product(&named.clustering.fixed)
 }
 
 fn first_row(named: &rows::Rows) -> Result<Vec<Vec<u8>>, CqlError> {

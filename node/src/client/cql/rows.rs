@@ -214,7 +214,7 @@ fn allowed(r: &Relation, c: &ColumnDef, values: &[Value]) -> Result<Vec<Vec<u8>>
 }
 
 /// Every combination of one value per column, in order.
-fn product(columns: &[Vec<Vec<u8>>]) -> Result<Vec<Vec<Vec<u8>>>, CqlError> {
+pub(crate) fn product(columns: &[Vec<Vec<u8>>]) -> Result<Vec<Vec<Vec<u8>>>, CqlError> {
     let mut all: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
     for values in columns {
         if all.len() * values.len() > COMBINATIONS_MAX {

@@ -725,5 +725,21 @@ pub(crate) fn registers_after(registers: &Registers, change: &Change) -> Registe
 
 mod alter;
 
+/// The table `create` makes in an empty keyspace `ks`, as the schema
+/// makes it: for the tests of the rules that work on tables.
+#[cfg(test)]
+pub(crate) fn test_table(create: &str) -> TableDef {
+    let ks = Keyspace {
+        name: "ks".into(),
+        durable_writes: true,
+        tables: Vec::new(),
+    };
+    let statement = super::parse::parse(create).expect("a statement").0;
+    match apply(&statement, &[ks], Some("ks"), 3, [1; 16]) {
+        Ok(Change::Put(ks, _)) => ks.tables[0].clone(),
+        other => panic!("{create}: {other:?}"),
+    }
+}
+
 #[cfg(test)]
 mod tests;

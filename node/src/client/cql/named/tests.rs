@@ -3,22 +3,9 @@
 use super::super::ast::Statement;
 use super::super::parse::parse;
 use super::super::rows::{Target, update};
-use super::super::schema::{Change, Keyspace, apply};
 use super::*;
 
-/// A table made by `create`, as the schema makes it.
-fn table(create: &str) -> TableDef {
-    let ks = Keyspace {
-        name: "ks".into(),
-        durable_writes: true,
-        tables: Vec::new(),
-    };
-    let (statement, _) = parse(create).unwrap();
-    match apply(&statement, &[ks], Some("ks"), 3, [1; 16]).unwrap() {
-        Change::Put(ks, _) => ks.tables[0].clone(),
-        other => panic!("{other:?}"),
-    }
-}
+use super::super::schema::test_table as table;
 
 /// The one cell `update` (of one counter of one row) writes.
 fn written(t: &TableDef, update_text: &str) -> (Vec<u8>, Vec<u8>) {

@@ -6,22 +6,10 @@ use super::super::ast::{Select, Statement};
 use super::super::parse::parse;
 use super::super::result::Cell;
 use super::super::rows::{Query, query};
-use super::super::schema::{Change, Keyspace, TableDef, apply};
+use super::super::schema::TableDef;
 use super::*;
 
-/// A table made by `create`, as the schema makes it.
-fn table(create: &str) -> TableDef {
-    let ks = Keyspace {
-        name: "ks".into(),
-        durable_writes: true,
-        tables: Vec::new(),
-    };
-    let (statement, _) = parse(create).unwrap();
-    match apply(&statement, &[ks], Some("ks"), 3, [1; 16]).unwrap() {
-        Change::Put(ks, _) => ks.tables[0].clone(),
-        other => panic!("{other:?}"),
-    }
-}
+use super::super::schema::test_table as table;
 
 fn target(t: &TableDef) -> Target<'_> {
     Target {
