@@ -68,96 +68,116 @@ pub(crate) async fn run(node: &Node, work: RowWork, id: Option<OpId>) -> Result<
     let rf = node.config().cluster.replication_factor;
     let mut answer = None;
     for part in &work.parts {
+        let lv = level_of(part, work.consistency, rf)?;
         let write = !matches!(part.statement, Statement::Select(_));
-        let table = || format!("{}.{}", part.keyspace, part.table.name);
-        // A SERIAL read of a regular table: at QUORUM, its agreed state
-        // merged in.
-        let serial = !write
-            && !part.table.is_counter()
-            && matches!(work.consistency, levels::SERIAL | levels::LOCAL_SERIAL);
-        let cl = match serial {
-            true => Consistency::Quorum,
-            false => level(work.consistency, write, rf, table)?,
-        };
-        let lv = Level {
-            code: work.consistency,
-            cl,
-            serial,
-            block_for: cl.required(rf),
-            write: match (write, part.table.is_counter()) {
-                (false, _) => None,
-                (true, true) => Some("COUNTER"),
-                (true, false) => Some("SIMPLE"),
-            },
-        };
-        answer = Some(match &part.statement {
-            Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)
-                if part.statement.condition().is_some() =>
-            {
-                if part.table.is_counter() {
-                    return Err(CqlError::Invalid(
-                        "Conditional updates are not supported on counter tables".into(),
-                    ));
-                }
-                lwt::conditional(node, part, lv).await?
-            }
-            Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)
-                if !part.table.is_counter() =>
-            {
-                // A batch's writes of regular tables go together.
-                writes::write(node, &work.parts, work.timestamp, lv).await?;
-                return Ok((Opcode::Result, response::void()));
-            }
-            Statement::Insert(_) => {
-                return Err(CqlError::Invalid(
-                    "INSERT statements are not allowed on counter tables, use UPDATE instead"
-                        .into(),
-                ));
-            }
-            Statement::Update(u) => {
-                let writes = rows::update(part.target(), u, &part.values)?;
-                count_route(node, writes.cells.iter().map(|c| c.partition.as_slice()));
-                apply(node, &writes.cells, writes.ttl_s, id.as_ref(), lv).await?;
-                (Opcode::Result, response::void())
-            }
-            Statement::Delete(d) => {
-                let resets = rows::delete(part.target(), d, &part.values)?;
-                match &resets {
-                    Resets::Cells(cells) => count_route(node, cells.iter().map(|(p, _)| &p[..])),
-                    Resets::Read { rows, .. } => {
-                        count_route(node, rows.partitions.iter().map(|(_, p)| &p[..]));
-                    }
-                }
-                reset(node, part, resets, lv).await?;
-                (Opcode::Result, response::void())
-            }
-            Statement::Select(s) => {
-                let q = rows::query(part.target(), s, &part.values)?;
-                let (rows, state) = match q.scan {
-                    true => scan(node, part, s, &q, &work, lv).await?,
-                    false => {
-                        count_route(node, q.rows.partitions.iter().map(|(_, p)| &p[..]));
-                        let read = read_cells(node, &q.rows, lv).await?;
-                        let all = table_rows(part.target(), s, &q, read);
-                        let (size, state) = (work.page_size, work.paging_state.as_deref());
-                        paging::page(part.target(), (s, &q), all, size, state)?
-                    }
-                };
-                let (meta, rows) = match part.table.is_counter() {
-                    true => rows::project(part.target(), s, rows, &part.values)?,
-                    false => regular::project(part.target(), s, rows, &part.values)?,
-                };
-                let body = result::rows(&meta, &rows, state.as_deref(), work.skip_metadata);
-                (Opcode::Result, body)
-            }
-            other => {
-                return Err(CqlError::Server(format!(
-                    "not a statement on rows: {other:?}"
-                )));
-            }
-        });
+        if write && !part.table.is_counter() && part.statement.condition().is_none() {
+            // A batch's writes of regular tables go together.
+            writes::write(node, &work.parts, work.timestamp, lv).await?;
+            return Ok((Opcode::Result, response::void()));
+        }
+        answer = Some(statement(node, part, &work, lv, id.as_ref()).await?);
     }
     answer.ok_or_else(|| CqlError::Invalid("no statement to run".into()))
+}
+
+/// The level `part` runs at (`code` the request's), and the replicas it
+/// needs: a SERIAL read of a regular table reads at QUORUM, its agreed
+/// state merged in.
+fn level_of(part: &Part, code: u16, rf: usize) -> Result<Level, CqlError> {
+    let write = !matches!(part.statement, Statement::Select(_));
+    let counter = part.table.is_counter();
+    let serial = !write && !counter && matches!(code, levels::SERIAL | levels::LOCAL_SERIAL);
+    let table = || format!("{}.{}", part.keyspace, part.table.name);
+    let cl = match serial {
+        true => Consistency::Quorum,
+        false => level(code, write, rf, table)?,
+    };
+    Ok(Level {
+        code,
+        cl,
+        serial,
+        block_for: cl.required(rf),
+        write: match (write, counter) {
+            (false, _) => None,
+            (true, true) => Some("COUNTER"),
+            (true, false) => Some("SIMPLE"),
+        },
+    })
+}
+
+/// Runs one statement of `work` (a conditional write, a counter table's
+/// write, or a SELECT) at `lv`; `id` the request's operation id.
+async fn statement(
+    node: &Node,
+    part: &Part,
+    work: &RowWork,
+    lv: Level,
+    id: Option<&OpId>,
+) -> Result<Answer, CqlError> {
+    let void = || (Opcode::Result, response::void());
+    match &part.statement {
+        Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)
+            if part.statement.condition().is_some() =>
+        {
+            if part.table.is_counter() {
+                return Err(CqlError::Invalid(
+                    "Conditional updates are not supported on counter tables".into(),
+                ));
+            }
+            lwt::conditional(node, part, lv).await
+        }
+        Statement::Insert(_) => Err(CqlError::Invalid(
+            "INSERT statements are not allowed on counter tables, use UPDATE instead".into(),
+        )),
+        Statement::Update(u) => {
+            let writes = rows::update(part.target(), u, &part.values)?;
+            count_route(node, writes.cells.iter().map(|c| c.partition.as_slice()));
+            apply(node, &writes.cells, writes.ttl_s, id, lv).await?;
+            Ok(void())
+        }
+        Statement::Delete(d) => {
+            let resets = rows::delete(part.target(), d, &part.values)?;
+            match &resets {
+                Resets::Cells(cells) => count_route(node, cells.iter().map(|(p, _)| &p[..])),
+                Resets::Read { rows, .. } => {
+                    count_route(node, rows.partitions.iter().map(|(_, p)| &p[..]));
+                }
+            }
+            reset(node, part, resets, lv).await?;
+            Ok(void())
+        }
+        Statement::Select(s) => select(node, part, s, work, lv).await,
+        other => Err(CqlError::Server(format!(
+            "not a statement on rows: {other:?}"
+        ))),
+    }
+}
+
+/// A SELECT's page of rows, read and projected.
+async fn select(
+    node: &Node,
+    part: &Part,
+    s: &Select,
+    work: &RowWork,
+    lv: Level,
+) -> Result<Answer, CqlError> {
+    let q = rows::query(part.target(), s, &part.values)?;
+    let (rows, state) = match q.scan {
+        true => scan(node, part, s, &q, work, lv).await?,
+        false => {
+            count_route(node, q.rows.partitions.iter().map(|(_, p)| &p[..]));
+            let read = read_cells(node, &q.rows, lv).await?;
+            let all = table_rows(part.target(), s, &q, read);
+            let (size, state) = (work.page_size, work.paging_state.as_deref());
+            paging::page(part.target(), (s, &q), all, size, state)?
+        }
+    };
+    let (meta, rows) = match part.table.is_counter() {
+        true => rows::project(part.target(), s, rows, &part.values)?,
+        false => regular::project(part.target(), s, rows, &part.values)?,
+    };
+    let body = result::rows(&meta, &rows, state.as_deref(), work.skip_metadata);
+    Ok((Opcode::Result, body))
 }
 
 /// Counts a statement on `partitions` as routed to a replica of all of
