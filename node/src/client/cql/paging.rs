@@ -19,7 +19,7 @@ use std::cmp::Ordering;
 use super::ast::{Select, Selection};
 use super::response::CqlError;
 use super::result::Cell;
-use super::rows::{Query, Target, clustering_types, order};
+use super::rows::{Query, Target, clustering_types, descending, order};
 use super::schema::Kind;
 
 /// A page: its rows, and the state to ask for the next with, if any.
@@ -86,13 +86,7 @@ pub(crate) fn page(
         Some(state) => {
             let after = decode(state, clustering)?;
             let types = clustering_types(t);
-            let descending: Vec<bool> = t
-                .table
-                .columns
-                .iter()
-                .filter(|c| c.kind == Kind::Clustering)
-                .map(|c| c.descending)
-                .collect();
+            let descending = descending(t);
             let later = |p: &Place| match p.partition.cmp(&after.partition) {
                 Ordering::Equal => {
                     let o = order(&types, &descending, &p.clustering, &after.clustering);

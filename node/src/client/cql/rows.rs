@@ -490,6 +490,13 @@ pub(crate) fn clustering_types<'a>(t: Target<'a>) -> Vec<&'a CqlType> {
         .collect()
 }
 
+/// Whether each clustering column, in order, is ordered descending.
+pub(crate) fn descending(t: Target) -> Vec<bool> {
+    t.key_columns(Kind::Clustering)
+        .map(|c| c.descending)
+        .collect()
+}
+
 /// The columns `SELECT *` answers: the partition key, the clustering
 /// columns, then the counters by name, as Cassandra orders them.
 pub(crate) fn all_columns(t: Target) -> Metadata {
@@ -681,10 +688,7 @@ pub(crate) fn table_rows(
 ) -> Vec<Vec<Cell>> {
     let meta = all_columns(t);
     let types = clustering_types(t);
-    let descending: Vec<bool> = t
-        .key_columns(Kind::Clustering)
-        .map(|c| c.descending)
-        .collect();
+    let descending = descending(t);
     let mut rows: Vec<(Vec<Vec<u8>>, Vec<Cell>)> = Vec::new();
     for ((key, _), cells_read) in q.rows.partitions.iter().zip(read) {
         let mut by_row: BTreeMap<Vec<Vec<u8>>, BTreeMap<&str, i64>> = BTreeMap::new();

@@ -13,7 +13,7 @@ use super::super::cells;
 use super::super::lww::{self, Slot};
 use super::super::response::CqlError;
 use super::super::result::{Cell, Column, CqlType, Metadata, cell};
-use super::super::rows::{self, Query, Target, clustering_types, order};
+use super::super::rows::{self, Query, Target, clustering_types, descending, order};
 use super::super::schema::{ColumnDef, Kind};
 use super::super::select::evaluate;
 use super::super::system::Table;
@@ -100,13 +100,7 @@ pub(crate) fn table_rows(
     now_ms: u64,
 ) -> Vec<Vec<Cell>> {
     let types = clustering_types(t);
-    let descending: Vec<bool> = t
-        .table
-        .columns
-        .iter()
-        .filter(|c| c.kind == Kind::Clustering)
-        .map(|c| c.descending)
-        .collect();
+    let descending = descending(t);
     let meta = all_columns(t);
     let mut out: Vec<(Vec<Vec<u8>>, Vec<Cell>)> = Vec::new();
     for ((key, _), cells) in q.rows.partitions.iter().zip(read) {
