@@ -68,6 +68,7 @@ fn cqlsh_runs_the_counting_recipes_as_cassandra_prints_them() {
         ("votes", include_str!("cql/recipes/votes.out")),
         ("fww", include_str!("cql/recipes/fww.out")),
         ("leases", include_str!("cql/recipes/leases.out")),
+        ("lease-batch", include_str!("cql/recipes/lease-batch.out")),
     ] {
         assert_eq!(cqlsh_recipe(&cluster, name), printed, "recipe {name}");
     }
@@ -80,9 +81,17 @@ fn the_python_driver_gets_what_cqlsh_printed_for_each_recipe() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cql/recipes");
     let mut args = vec![cql_port(&cluster)];
     args.extend(
-        ["cmrdt", "cvrdt", "gc", "votes", "fww", "leases"]
-            .iter()
-            .map(|r| format!("{dir}/{r}")),
+        [
+            "cmrdt",
+            "cvrdt",
+            "gc",
+            "votes",
+            "fww",
+            "leases",
+            "lease-batch",
+        ]
+        .iter()
+        .map(|r| format!("{dir}/{r}")),
     );
     let mut recipes = python(&driver, include_str!("cql/recipes.py"), &args);
     tally_tests::assert_script_ok(&mut recipes, "the recipes through the Python driver");

@@ -93,6 +93,25 @@ if phase == "write":
     session.execute(batch)
     got = session.execute("SELECT c, i FROM every WHERE k = 'paged' AND c IN (1000, 1001)")
     assert sorted((r.c, r.i) for r in got) == [(1000, 1), (1001, 2)]
+    # A conditional batch: one transaction on one partition, all or nothing.
+    session.execute("INSERT INTO every (k, c, a) VALUES ('cas', 1, 'one')")
+    cas = session.prepare("UPDATE every SET a = ? WHERE k = 'cas' AND c = ? IF a = ?")
+    batch = BatchStatement()
+    batch.add(cas, ["uno", 1, "one"])
+    batch.add("INSERT INTO every (k, c, a) VALUES ('cas', 2, 'dos') IF NOT EXISTS")
+    assert session.execute(batch).was_applied
+    failed = BatchStatement()
+    failed.add(cas, ["eins", 1, "uno"])
+    failed.add(cas, ["zwei", 2, "two"])
+    answer = list(session.execute(failed))
+    assert [(r[0], r.k, r.c, r.a) for r in answer] == [
+        (False, "cas", 2, "dos"), (False, "cas", 1, "uno")], answer
+    got = session.execute("SELECT c, a FROM every WHERE k = 'cas'")
+    assert [(r.c, r.a) for r in got] == [(2, "dos"), (1, "uno")], "nothing of it applied"
+    spans = BatchStatement()
+    spans.add(cas, ["x", 1, "uno"])
+    spans.add("UPDATE every SET a = 'y' WHERE k = 'other' AND c = 1")
+    expect(InvalidRequest, "cannot span multiple partitions", spans)
     expect(InvalidRequest, "counter", "BEGIN COUNTER BATCH INSERT INTO every (k, c) VALUES ('x', 1); APPLY BATCH")
     expect(InvalidRequest, "Cannot mix counter and non counter columns",
            "CREATE TABLE mixed (k int PRIMARY KEY, n counter, v text)")

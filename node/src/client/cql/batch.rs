@@ -1,13 +1,16 @@
-//! Batches of statements on counter tables: a BATCH request (statements
-//! by text or prepared id, each with its values) or a `BEGIN COUNTER
-//! BATCH ... APPLY BATCH` query, checked as Cassandra checks them and
-//! handed back as one [`RowWork`] for `exec` to run.
+//! Batches of statements: a BATCH request (statements by text or
+//! prepared id, each with its values) or a `BEGIN ... BATCH ... APPLY
+//! BATCH` query, checked as Cassandra checks them and handed back as one
+//! [`RowWork`] for `exec` to run.
 //!
 //! A counter batch holds only counter updates and deletes, and counter
 //! updates come only in counter batches (Cassandra's rules). Its
 //! statements are applied independently, as Cassandra's counter batches
 //! are: not atomically. An operation id in the request's payload applies
 //! to each of its adds (an id names one add per counter).
+//!
+//! A batch of regular tables writes each partition's cells as one write;
+//! one with conditions is one transaction, on one partition of one table.
 
 use super::ast::{BatchKind, Statement};
 use super::parse::parse;
@@ -126,12 +129,6 @@ fn parts(
             };
         };
         check_kind(kind, table.is_counter(), &parts)?;
-        if statement.condition().is_some() {
-            return Err(CqlError::Invalid(
-                "conditional batches are not served yet: send each conditional statement alone"
-                    .into(),
-            ));
-        }
         parts.push(Part {
             keyspace: ks,
             table,
@@ -139,6 +136,7 @@ fn parts(
             values,
         });
     }
+    check_conditional(&parts)?;
     Ok(Outcome::Rows(RowWork {
         parts,
         consistency: params.consistency,
@@ -146,7 +144,21 @@ fn parts(
         page_size: None,
         paging_state: None,
         timestamp: params.timestamp,
+        batch: true,
     }))
+}
+
+/// A batch with conditions writes one table (and one partition of it,
+/// which `lwt::plan` checks once the values are bound).
+fn check_conditional(parts: &[Part]) -> Result<(), CqlError> {
+    let conditional = parts.iter().any(|p| p.statement.condition().is_some());
+    let same = |a: &Part, b: &Part| a.keyspace == b.keyspace && a.table.id == b.table.id;
+    match parts.first() {
+        Some(first) if conditional && parts.iter().any(|p| !same(p, first)) => Err(
+            CqlError::Invalid("Batch with conditions cannot span multiple tables".into()),
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// A statement on a counter table (`counter`) or a regular one fits a

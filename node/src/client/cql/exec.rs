@@ -66,11 +66,19 @@ pub(crate) async fn run(node: &Node, work: RowWork, id: Option<OpId>) -> Result<
         ));
     }
     let rf = node.config().cluster.replication_factor;
+    if let Some(part) = work
+        .parts
+        .iter()
+        .find(|p| p.statement.condition().is_some())
+    {
+        let lv = level_of(part, work.consistency, rf)?;
+        return lwt::conditional(node, &work.parts, work.batch, lv).await;
+    }
     let mut answer = None;
     for part in &work.parts {
         let lv = level_of(part, work.consistency, rf)?;
         let write = !matches!(part.statement, Statement::Select(_));
-        if write && !part.table.is_counter() && part.statement.condition().is_none() {
+        if write && !part.table.is_counter() {
             // A batch's writes of regular tables go together.
             writes::write(node, &work.parts, work.timestamp, lv).await?;
             return Ok((Opcode::Result, response::void()));
@@ -105,8 +113,8 @@ fn level_of(part: &Part, code: u16, rf: usize) -> Result<Level, CqlError> {
     })
 }
 
-/// Runs one statement of `work` (a conditional write, a counter table's
-/// write, or a SELECT) at `lv`; `id` the request's operation id.
+/// Runs one statement of `work` (a counter table's write, or a SELECT)
+/// at `lv`; `id` the request's operation id.
 async fn statement(
     node: &Node,
     part: &Part,
@@ -116,16 +124,6 @@ async fn statement(
 ) -> Result<Answer, CqlError> {
     let void = || (Opcode::Result, response::void());
     match &part.statement {
-        Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)
-            if part.statement.condition().is_some() =>
-        {
-            if part.table.is_counter() {
-                return Err(CqlError::Invalid(
-                    "Conditional updates are not supported on counter tables".into(),
-                ));
-            }
-            lwt::conditional(node, part, lv).await
-        }
         Statement::Insert(_) => Err(CqlError::Invalid(
             "INSERT statements are not allowed on counter tables, use UPDATE instead".into(),
         )),

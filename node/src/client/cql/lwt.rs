@@ -26,15 +26,13 @@ use std::collections::BTreeMap;
 use tally_engine::Cell as Stored;
 use tally_net::wire::{Register, Registers};
 
-use super::ast::{Condition, Op, Relation};
-use super::body::Value;
+use super::ast::Op;
 use super::cells::compare;
 use super::lww;
 use super::response::CqlError;
 use super::result::{Cell, Column, CqlType, Metadata, cell};
 use super::rows::Target;
 use super::schema::Kind;
-use super::select::bound;
 
 /// A partition's cells, by column.
 pub(crate) type Partition = BTreeMap<Vec<u8>, Stored>;
@@ -132,77 +130,109 @@ pub(crate) fn later_than(state: &Partition, now_ms: u64) -> i64 {
     now_us.max(newest.saturating_add(1))
 }
 
-/// Whether `condition` holds of the row (`row`: its cells by column of
-/// `meta`, `None` if it does not exist), and the columns and values the
-/// `[applied] = false` answer carries.
+/// What a transaction's checks made of the rows they name: whether all
+/// hold, and if not the columns and rows the `[applied] = false` answer
+/// carries.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Judged {
+    pub(crate) applied: bool,
+    pub(crate) columns: Vec<Column>,
+    pub(crate) rows: Vec<Vec<Cell>>,
+}
+
+/// Judges each checked row (its check, and its cells by the columns of
+/// `meta`, `None` if it does not exist; in clustering order). When one
+/// fails, the answer holds each existing row: every column of the table
+/// if a check is `IF [NOT] EXISTS`, else the checked columns, after the
+/// primary key's in a `batch` (Cassandra's `buildCasFailureResultSet`).
 pub(crate) fn judge(
     t: Target,
-    condition: &Condition,
-    (meta, row): (&Metadata, Option<&Vec<Cell>>),
-    values: &[Value],
-) -> Result<(bool, Vec<Column>, Vec<Cell>), CqlError> {
-    let star = t.table.columns.len();
-    match (condition, row) {
-        (Condition::NotExists, None) | (Condition::Exists, Some(_)) => {
-            Ok((true, Vec::new(), Vec::new()))
-        }
-        (Condition::NotExists, Some(r)) => {
-            Ok((false, meta.columns[..star].to_vec(), r[..star].to_vec()))
-        }
-        (Condition::Exists | Condition::Columns(_), None) => Ok((false, Vec::new(), Vec::new())),
-        (Condition::Columns(relations), Some(r)) => {
-            let (mut columns, mut cells, mut holds) = (Vec::new(), Vec::new(), true);
-            for rel in relations {
-                let i = position(t, meta, rel)?;
-                holds &= satisfied(rel, &meta.columns[i].ty, &r[i], values)?;
-                if !columns.iter().any(|c: &Column| c.name == rel.column) {
-                    columns.push(meta.columns[i].clone());
-                    cells.push(r[i].clone());
+    meta: &Metadata,
+    checked: &[(&Check, Option<&Vec<Cell>>)],
+    batch: bool,
+) -> Result<Judged, CqlError> {
+    let mut applied = true;
+    for (check, row) in checked {
+        applied &= holds(meta, check, *row)?;
+    }
+    if applied {
+        return Ok(Judged {
+            applied,
+            columns: Vec::new(),
+            rows: Vec::new(),
+        });
+    }
+    let exists = |c: &&(&Check, _)| matches!(c.0, Check::Exists | Check::NotExists);
+    let shown: Vec<usize> = match checked.iter().any(|c| exists(&c)) {
+        true => (0..t.table.columns.len()).collect(),
+        false => {
+            let keys = t.table.columns.iter().filter(|c| is_key(c.kind)).count();
+            let mut shown: Vec<usize> = if batch {
+                (0..keys).collect()
+            } else {
+                Vec::new()
+            };
+            let bounds = checked.iter().flat_map(|(check, _)| match check {
+                Check::Columns(b) => b.as_slice(),
+                _ => &[],
+            });
+            for b in bounds {
+                let i = position(meta, &b.column)?;
+                if !shown.contains(&i) {
+                    shown.push(i);
                 }
             }
-            Ok((holds, columns, cells))
+            shown
         }
-    }
+    };
+    let rows = checked.iter().filter_map(|(_, row)| *row);
+    Ok(Judged {
+        applied,
+        columns: shown.iter().map(|&i| meta.columns[i].clone()).collect(),
+        rows: rows
+            .map(|r| shown.iter().map(|&i| r[i].clone()).collect())
+            .collect(),
+    })
 }
 
-/// Where the column a condition names is in `meta`: a non-key column.
-fn position(t: Target, meta: &Metadata, rel: &Relation) -> Result<usize, CqlError> {
-    let key =
-        t.table.columns.iter().any(|c| {
-            c.name == rel.column && matches!(c.kind, Kind::PartitionKey | Kind::Clustering)
-        });
-    if key {
-        return Err(CqlError::Invalid(format!(
-            "PRIMARY KEY column '{}' cannot have IF conditions",
-            rel.column
-        )));
-    }
+fn is_key(kind: Kind) -> bool {
+    matches!(kind, Kind::PartitionKey | Kind::Clustering)
+}
+
+/// Whether `check` holds of `row`.
+fn holds(meta: &Metadata, check: &Check, row: Option<&Vec<Cell>>) -> Result<bool, CqlError> {
+    Ok(match (check, row) {
+        (Check::NotExists, None) | (Check::Exists, Some(_)) => true,
+        (Check::NotExists, Some(_)) | (Check::Exists | Check::Columns(_), None) => false,
+        (Check::Columns(bounds), Some(r)) => {
+            let mut all = true;
+            for b in bounds {
+                let i = position(meta, &b.column)?;
+                all &= satisfied(b, &meta.columns[i].ty, &r[i]);
+            }
+            all
+        }
+    })
+}
+
+/// Where `column` is in `meta`.
+fn position(meta: &Metadata, column: &str) -> Result<usize, CqlError> {
     meta.columns
         .iter()
-        .position(|c| c.name == rel.column)
-        .ok_or_else(|| CqlError::Invalid(format!("Undefined column name {}", rel.column)))
+        .position(|c| c.name == column)
+        .ok_or_else(|| CqlError::Invalid(format!("Undefined column name {column}")))
 }
 
-/// Whether `current` (of type `ty`) satisfies `rel`; a null equals only
+/// Whether `current` (of type `ty`) satisfies `b`; a null equals only
 /// null, and orders against nothing.
-fn satisfied(
-    rel: &Relation,
-    ty: &CqlType,
-    current: &Cell,
-    values: &[Value],
-) -> Result<bool, CqlError> {
-    let wanted: Vec<Cell> = rel
-        .terms
-        .iter()
-        .map(|t| bound(t, ty, values))
-        .collect::<Result<_, _>>()?;
+fn satisfied(b: &Bound, ty: &CqlType, current: &Cell) -> bool {
     let against = |w: &Cell| match (current, w) {
         (None, None) => Some(std::cmp::Ordering::Equal),
         (Some(a), Some(b)) => Some(compare(ty, a, b)),
         _ => None,
     };
     use std::cmp::Ordering::{Equal, Greater, Less};
-    Ok(match (rel.op, wanted.as_slice()) {
+    match (b.op, b.terms.as_slice()) {
         (Op::In, any) => any.iter().any(|w| against(w) == Some(Equal)),
         (op, [w]) => {
             let o = against(w);
@@ -216,37 +246,37 @@ fn satisfied(
                 Op::In => false,
             }
         }
-        _ => {
-            return Err(CqlError::Invalid(format!(
-                "a malformed condition on {}",
-                rel.column
-            )));
-        }
-    })
+        _ => false,
+    }
 }
 
-/// The `[applied]` answer's columns and row.
-pub(crate) fn applied_row(
-    t: Target,
-    applied: bool,
-    (columns, cells): (Vec<Column>, Vec<Cell>),
-) -> (Metadata, Vec<Cell>) {
-    let mut meta = vec![Column {
+/// The `[applied]` answer: one row, or `[applied] = false` before each
+/// row a failed transaction shows.
+pub(crate) fn applied_rows(t: Target, judged: Judged) -> (Metadata, Vec<Vec<Cell>>) {
+    let mut columns = vec![Column {
         name: "[applied]".into(),
         ty: CqlType::Boolean,
     }];
-    meta.extend(columns);
-    let mut row = vec![cell::boolean(applied)];
-    row.extend(cells);
-    (
-        Metadata {
-            keyspace: t.keyspace.into(),
-            table: t.table.name.clone(),
-            columns: meta,
-        },
-        row,
-    )
+    let applied = cell::boolean(judged.applied);
+    let rows = match judged.rows.is_empty() {
+        true => vec![vec![applied]],
+        false => {
+            columns.extend(judged.columns);
+            let with = |r: Vec<Cell>| std::iter::once(applied.clone()).chain(r).collect();
+            judged.rows.into_iter().map(with).collect()
+        }
+    };
+    let meta = Metadata {
+        keyspace: t.keyspace.into(),
+        table: t.table.name.clone(),
+        columns,
+    };
+    (meta, rows)
 }
+
+pub(crate) mod plan;
+
+pub(crate) use plan::{Bound, Check, Plan, plan};
 
 #[cfg(test)]
 mod tests;

@@ -50,6 +50,9 @@ pub(crate) struct RowWork {
     pub(crate) paging_state: Option<Vec<u8>>,
     /// The client's timestamp of its writes (µs), if it gave one.
     pub(crate) timestamp: Option<i64>,
+    /// The statements are a batch's (a conditional batch answers with
+    /// the primary key).
+    pub(crate) batch: bool,
 }
 
 /// One statement on a counter table's rows.

@@ -6,7 +6,7 @@
 
 use tally_net::wire::{Consistency, WireError};
 
-use super::super::ast::{Condition, Select, Selection, Statement, TableName};
+use super::super::ast::{Select, Selection, Statement, TableName};
 use super::super::frame::Opcode;
 use super::super::lwt::{self, Partition};
 use super::super::regular::{self, Writes};
@@ -18,35 +18,50 @@ use super::super::work::{Answer, Part};
 use super::{Level, count_route, writes};
 use crate::node::Node;
 
-/// What a round decided: whether the condition held, the columns and
-/// values the answer carries, and the cells to write.
+/// What a round decided: the `[applied]` answer, and the cells to write.
 struct Decided {
-    applied: bool,
-    answer: (Vec<super::super::result::Column>, Vec<Cell>),
+    judged: lwt::Judged,
     writes: Vec<(Vec<u8>, tally_engine::Cell)>,
 }
 
-/// Runs a conditional INSERT, UPDATE or DELETE (`part`) at `lv` (its
-/// level is the write's of the decided cells); answers `[applied]`.
-pub(super) async fn conditional(node: &Node, part: &Part, lv: Level) -> Result<Answer, CqlError> {
+/// Runs a conditional INSERT, UPDATE or DELETE, or a conditional batch
+/// of `parts` (`batch`: one partition of one table) at `lv` (the level
+/// the decided cells are written at); answers `[applied]`.
+pub(super) async fn conditional(
+    node: &Node,
+    parts: &[Part],
+    batch: bool,
+    lv: Level,
+) -> Result<Answer, CqlError> {
     writes::enabled(node)?;
-    let Some(condition) = part.statement.condition() else {
-        return Err(CqlError::Server("not a conditional write".into()));
+    let Some(first) = parts.first() else {
+        return Err(CqlError::Server("no statement to run".into()));
     };
-    let (key, partition, clustering) =
-        regular::named_row(part.target(), &part.statement, &part.values)?;
+    if first.table.is_counter() {
+        return Err(CqlError::Invalid(
+            "Conditional updates are not supported on counter tables".into(),
+        ));
+    }
+    let statements: Vec<_> = parts
+        .iter()
+        .map(|p| (&p.statement, p.values.as_slice()))
+        .collect();
+    let plan = lwt::plan(first.target(), &statements, batch)?;
+    let partition = plan.partition.clone();
     count_route(node, std::iter::once(partition.as_slice()));
     let read = node
         .get_row_cells(&partition, Consistency::Quorum)
         .await
         .map_err(|e| lv.error(&e))?;
     let round = Round {
-        keyspace: part.keyspace.clone(),
-        table: part.table.clone(),
-        statement: part.statement.clone(),
-        values: part.values.clone(),
-        condition,
-        row: (key, partition.clone(), clustering),
+        keyspace: first.keyspace.clone(),
+        table: first.table.clone(),
+        statements: parts
+            .iter()
+            .map(|p| (p.statement.clone(), p.values.clone()))
+            .collect(),
+        plan,
+        batch,
         read,
         skip_agreed: node.cql_lwt_skips_agreed_read(),
     };
@@ -59,24 +74,22 @@ pub(super) async fn conditional(node: &Node, part: &Part, lv: Level) -> Result<A
         })
         .await
         .map_err(|e| super::super::shared::from_wire(&e))??;
-    if decided.applied {
+    if decided.judged.applied {
         let writes: Writes = vec![(partition, decided.writes)];
         writes::put(node, writes, lv).await?;
     }
-    let t = part.target();
-    let (meta, row) = lwt::applied_row(t, decided.applied, decided.answer);
-    Ok((Opcode::Result, result::rows(&meta, &[row], None, false)))
+    let (meta, rows) = lwt::applied_rows(first.target(), decided.judged);
+    Ok((Opcode::Result, result::rows(&meta, &rows, None, false)))
 }
 
 /// One transaction's round, owned, for the agreed change to run.
 struct Round {
     keyspace: String,
     table: TableDef,
-    statement: Statement,
-    values: Vec<super::super::body::Value>,
-    condition: Condition,
-    /// The row.
-    row: regular::OneRow,
+    /// Its statements, each with its values.
+    statements: Vec<(Statement, Vec<super::super::body::Value>)>,
+    plan: lwt::Plan,
+    batch: bool,
     /// Its partition's cells, read before the round.
     read: Partition,
     /// FAULT INJECTION: judge on `read` alone, not on the agreed state.
@@ -103,10 +116,38 @@ impl Round {
             true => self.read.clone(),
             false => lwt::merged(self.read.clone(), registers),
         };
-        let (key, partition, clustering) = &self.row;
+        let meta = regular::all_columns(t);
+        let found: Vec<Option<Vec<Cell>>> = (self.plan.rows.iter())
+            .map(|(clustering, _)| self.row(&state, clustering, now_ms))
+            .collect();
+        let checked: Vec<_> = (self.plan.rows.iter().zip(&found))
+            .map(|((_, check), row)| (check, row.as_ref()))
+            .collect();
+        let judged = lwt::judge(t, &meta, &checked, self.batch)?;
+        if !judged.applied {
+            let d = Decided {
+                judged,
+                writes: Vec::new(),
+            };
+            return Ok((registers.clone(), d));
+        }
+        let ts = lwt::later_than(&state, now_ms);
+        let mut cells = Vec::new();
+        for (statement, values) in &self.statements {
+            let made = regular::write_at(t, statement, values, (ts, now_ms))?;
+            cells.extend(made.into_iter().flat_map(|(_, c)| c));
+        }
+        let next = lwt::after(registers, &cells, now_ms)?;
+        let mut writes = lwt::unwritten(registers, &self.read);
+        writes.extend(cells);
+        Ok((next, Decided { judged, writes }))
+    }
+
+    /// The row of `clustering` in `state`, every column, if it exists.
+    fn row(&self, state: &Partition, clustering: &[Vec<u8>], now_ms: u64) -> Option<Vec<Cell>> {
         let q = Query {
             rows: Rows {
-                partitions: vec![(key.clone(), partition.clone())],
+                partitions: vec![(self.plan.key.clone(), self.plan.partition.clone())],
                 clustering: Clustering {
                     fixed: clustering.iter().map(|v| vec![v.clone()]).collect(),
                     range: None,
@@ -117,33 +158,9 @@ impl Round {
             per_partition: None,
         };
         let all = whole_table(&self.table);
-        let row = regular::table_rows(t, &all, &q, std::slice::from_ref(&state), now_ms)
-            .into_iter()
-            .next();
-        let meta = regular::all_columns(t);
-        let values = &self.values;
-        let (applied, columns, cells) =
-            lwt::judge(t, &self.condition, (&meta, row.as_ref()), values)?;
-        if !applied {
-            let d = Decided {
-                applied,
-                answer: (columns, cells),
-                writes: Vec::new(),
-            };
-            return Ok((registers.clone(), d));
-        }
-        let ts = lwt::later_than(&state, now_ms);
-        let made = regular::write_at(t, &self.statement, values, (ts, now_ms))?;
-        let cells: Vec<_> = made.into_iter().flat_map(|(_, c)| c).collect();
-        let next = lwt::after(registers, &cells, now_ms)?;
-        let mut writes = lwt::unwritten(registers, &self.read);
-        writes.extend(cells);
-        let d = Decided {
-            applied,
-            answer: (Vec::new(), Vec::new()),
-            writes,
-        };
-        Ok((next, d))
+        let rows =
+            regular::table_rows(self.target(), &all, &q, std::slice::from_ref(state), now_ms);
+        rows.into_iter().next()
     }
 }
 
