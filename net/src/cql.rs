@@ -32,6 +32,7 @@ const QUERY: u8 = 0x07;
 const RESULT: u8 = 0x08;
 const PREPARE: u8 = 0x09;
 const EXECUTE: u8 = 0x0A;
+const BATCH: u8 = 0x0D;
 const AUTH_RESPONSE: u8 = 0x0F;
 const AUTH_SUCCESS: u8 = 0x10;
 
@@ -370,6 +371,36 @@ impl CqlClient {
             None => 0,
         };
         conn.call(EXECUTE, body, flags).await.map(|(_, b)| b)
+    }
+}
+
+impl CqlClient {
+    /// Runs a logged batch of prepared statements (each with its values)
+    /// at level `cl` on `node`; answers the result's body.
+    pub async fn batch_on(
+        &self,
+        node: usize,
+        statements: &[(&Prepared, &[&[u8]])],
+        cl: u16,
+    ) -> Result<Vec<u8>> {
+        let mut body = vec![0];
+        put_short(
+            &mut body,
+            u16::try_from(statements.len()).unwrap_or(u16::MAX),
+        );
+        for (p, values) in statements {
+            body.push(1);
+            put_short(&mut body, u16::try_from(p.0.len()).unwrap_or(u16::MAX));
+            body.extend_from_slice(&p.0);
+            put_short(&mut body, u16::try_from(values.len()).unwrap_or(u16::MAX));
+            for v in *values {
+                put_bytes(&mut body, v);
+            }
+        }
+        put_short(&mut body, cl);
+        body.push(0);
+        let conn = self.conns.get(node).unwrap_or(&self.conns[0]);
+        conn.call(BATCH, body, 0).await.map(|(_, b)| b)
     }
 }
 

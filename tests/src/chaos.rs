@@ -355,9 +355,9 @@ pub struct Summary {
     /// CQL adds: with ids (and their retries), and without; per key with
     /// ids its exact expected value.
     pub cql: (usize, usize, usize, Vec<(usize, i64)>),
-    /// CQL lease transactions and SERIAL reads recorded, and how many
-    /// answered.
-    pub leases: (usize, usize),
+    /// CQL lease transactions and SERIAL reads recorded, how many
+    /// answered, and how many hand-overs applied as conditional batches.
+    pub leases: (usize, usize, usize),
     /// CQL row writes and range deletes sent, and how many acknowledged.
     pub rows: (usize, usize),
     /// Hints the nodes dropped (as counted since each last started), and
@@ -446,11 +446,12 @@ impl std::fmt::Display for Summary {
                  exactly; {plain} adds without, checked within bounds"
             )?;
         }
-        let (ops, known) = self.leases;
+        let (ops, known, batches) = self.leases;
         if ops > 0 {
             writeln!(
                 f,
-                "CQL leases: {ops} transactions and SERIAL reads ({known} answered), each lease checked linearizable"
+                "CQL leases: {ops} transactions and SERIAL reads ({known} answered; {batches} \
+                 hand-overs applied as conditional batches), each lease checked linearizable"
             )?;
         }
         let (changes, acked) = self.rows;
@@ -1096,7 +1097,7 @@ fn summarize(
         unique: (0, 0, 0, Vec::new()),
         exact: (0, 0, 0, 0, Vec::new()),
         cql: (0, 0, 0, Vec::new()),
-        leases: (0, 0),
+        leases: (0, 0, 0),
         rows: (0, 0),
         resp: (0, 0),
         hints_dropped: (0, Vec::new()),

@@ -61,6 +61,10 @@ fn a_short_chaos_run_finds_no_violation() {
         "few lease transactions answered: {summary}"
     );
     assert!(
+        summary.leases.2 >= 1,
+        "no conditional batch applied: {summary}"
+    );
+    assert!(
         summary.rows.1 >= 100,
         "few row writes acknowledged: {summary}"
     );

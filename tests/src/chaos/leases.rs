@@ -2,8 +2,8 @@
 //! leases of a CQL table, `chaos.leases (name text PRIMARY KEY, owner
 //! text)`, through random nodes' CQL ports by lightweight transactions
 //! (`INSERT ... IF NOT EXISTS`, `UPDATE ... IF owner = ?`, `DELETE ... IF
-//! owner = ?`) and read them at `SERIAL`, one statement at a time,
-//! recording when each was sent and when it answered. A lease's owner is
+//! owner = ?`; half the hand-overs as a conditional batch that also
+//! sets the owner unconditionally) and read them at `SERIAL`, recording when each was sent and when it answered. A lease's owner is
 //! one register: each lease's history is judged by
 //! [`crate::checker::linear::check`], so no two workers ever hold one at
 //! once, whichever node each asked. An error, a timeout or a lost
@@ -29,6 +29,8 @@ pub(crate) const LEASES: usize = 3;
 
 const ACQUIRE: &str = "INSERT INTO chaos.leases (name, owner) VALUES (?, ?) IF NOT EXISTS";
 const HAND_OVER: &str = "UPDATE chaos.leases SET owner = ? WHERE name = ? IF owner = ?";
+/// The owner set unconditionally: with `HAND_OVER`, a conditional batch.
+const SET: &str = "UPDATE chaos.leases SET owner = ? WHERE name = ?";
 const RELEASE: &str = "DELETE FROM chaos.leases WHERE name = ? IF owner = ?";
 const READ: &str = "SELECT owner FROM chaos.leases WHERE name = ?";
 
@@ -44,6 +46,8 @@ pub(crate) struct LeaseLog {
     pub(crate) leases: BTreeMap<String, Vec<Op>>,
     /// Why statements got no answer, and how often.
     pub(crate) errors: BTreeMap<String, usize>,
+    /// Hand-overs sent as a conditional batch that applied.
+    pub(crate) batches_applied: usize,
 }
 
 impl LeaseLog {
@@ -55,13 +59,15 @@ impl LeaseLog {
         for (e, n) in other.errors {
             *self.errors.entry(e).or_default() += n;
         }
+        self.batches_applied += other.batches_applied;
     }
 
-    /// Operations recorded, and how many of them answered.
-    pub(crate) fn counts(&self) -> (usize, usize) {
+    /// Operations recorded, how many of them answered, and how many
+    /// conditional batches applied.
+    pub(crate) fn counts(&self) -> (usize, usize, usize) {
         let all = self.leases.values().flatten();
         let known = all.clone().filter(|o| o.answer != Answer::Unknown).count();
-        (all.count(), known)
+        (all.count(), known, self.batches_applied)
     }
 }
 
@@ -81,6 +87,7 @@ struct Node {
     client: CqlClient,
     acquire: Prepared,
     hand_over: Prepared,
+    set: Prepared,
     release: Prepared,
     read: Prepared,
 }
@@ -90,20 +97,23 @@ async fn node(addr: SocketAddr) -> Option<Node> {
     Some(Node {
         acquire: client.prepare(ACQUIRE).await.ok()?,
         hand_over: client.prepare(HAND_OVER).await.ok()?,
+        set: client.prepare(SET).await.ok()?,
         release: client.prepare(RELEASE).await.ok()?,
         read: client.prepare(READ).await.ok()?,
         client,
     })
 }
 
-/// Sends `call` on `lease` through `conn` (made if missing) at `level`;
-/// answers the result's body, or why there is none.
+/// Sends `call` on `lease` through `conn` (made if missing) at `level`
+/// (a hand-over `batched` with an unconditional write of the same owner,
+/// as one conditional batch); answers the result's body, or why there is
+/// none.
 async fn send(
     conn: &mut Option<Node>,
     addr: SocketAddr,
-    lease: &str,
-    call: &Call,
+    (lease, call): (&str, &Call),
     level: u16,
+    batched: bool,
 ) -> Option<Result<Vec<u8>, CqlError>> {
     if conn.is_none() {
         *conn = node(addr).await;
@@ -115,6 +125,13 @@ async fn send(
             n.client
                 .execute_on(0, &n.acquire, &[name, v], level, None)
                 .await
+        }
+        Call::Cas { expected, new } if batched => {
+            let both: [(&Prepared, &[&[u8]]); 2] = [
+                (&n.hand_over, &[new, name, expected]),
+                (&n.set, &[new, name]),
+            ];
+            n.client.batch_on(0, &both, level).await
         }
         Call::Cas { expected, new } => {
             n.client
@@ -191,7 +208,16 @@ pub(crate) async fn worker(
         };
         let node = rng.random_range(0..addrs.len());
         let invoked = since(started);
-        let Some(done) = send(&mut conns[node], addrs[node], &lease, &call, level).await else {
+        let batched = rng.random_bool(0.5);
+        let sent = send(
+            &mut conns[node],
+            addrs[node],
+            (&lease, &call),
+            level,
+            batched,
+        )
+        .await;
+        let Some(done) = sent else {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
@@ -210,6 +236,9 @@ pub(crate) async fn worker(
         };
         if call == Call::Read && answer == Answer::Unknown {
             continue;
+        }
+        if batched && matches!((&call, &answer), (Call::Cas { .. }, Answer::Applied(true))) {
+            log.batches_applied += 1;
         }
         remember(&mut seen, &lease, &call, &answer);
         let op = Op {
@@ -257,7 +286,7 @@ pub(crate) async fn check_all(
         for (node, addr) in addrs.iter().enumerate() {
             let mut conn = None;
             let invoked = since(started);
-            match send(&mut conn, *addr, &lease, &Call::Read, SERIAL[0]).await {
+            match send(&mut conn, *addr, (&lease, &Call::Read), SERIAL[0], false).await {
                 Some(Ok(body)) => {
                     if let Some(answer) = answer(&Call::Read, &body) {
                         let completed = since(started);
