@@ -59,21 +59,52 @@ pub fn murmur3_token(key: &[u8]) -> i64 {
 /// partition begins with (`0xFF`, reserved), then one no Redis database
 /// uses (those are 0 to 15).
 pub const TABLE_MARK: [u8; 2] = [0xFF, 0xC0];
-/// Bytes of a CQL table's prefix: [`TABLE_MARK`] and six bytes naming the
+/// The first bytes of a stored partition of a CQL table kept in token
+/// order: after its prefix comes the partition's token
+/// ([`token_bytes`]), then its key, so a table's partitions sort by
+/// token, as Cassandra lists them, and a token range is a key range.
+pub const TOKEN_TABLE_MARK: [u8; 2] = [0xFF, 0xC1];
+/// Bytes of a CQL table's prefix: its mark and six bytes naming the
 /// table (its id and how often it was truncated).
 pub const TABLE_PREFIX_BYTES: usize = 8;
+/// Bytes of a token in a stored partition of [`TOKEN_TABLE_MARK`].
+pub const TOKEN_BYTES: usize = 8;
+
+/// A token as stored, so that bytes sort as tokens do: big-endian, its
+/// sign bit flipped.
+pub fn token_bytes(token: i64) -> [u8; TOKEN_BYTES] {
+    (token ^ i64::MIN).to_be_bytes()
+}
+
+/// The token [`token_bytes`] stored.
+pub fn token_of_bytes(bytes: [u8; TOKEN_BYTES]) -> i64 {
+    i64::from_be_bytes(bytes) ^ i64::MIN
+}
+
+/// Whether `partition` is a CQL table's (either mark).
+pub fn is_table_partition(partition: &[u8]) -> bool {
+    partition.starts_with(&TABLE_MARK) || partition.starts_with(&TOKEN_TABLE_MARK)
+}
 
 /// The token a stored partition is placed by: [`murmur3_token`] of the
-/// partition, except that a CQL table's partition (one that begins with
-/// [`TABLE_MARK`]) is placed by its partition key alone, after the
-/// table's prefix, exactly as Cassandra places it. Token-aware CQL drivers
-/// hash the partition key they bind, so they send each statement to a
-/// replica of its partition.
+/// partition, except that a CQL table's partition is placed by its
+/// partition key alone, after the table's prefix, exactly as Cassandra
+/// places it (a partition of [`TOKEN_TABLE_MARK`] carries that token:
+/// it is read). Token-aware CQL drivers hash the partition key they
+/// bind, so they send each statement to a replica of its partition.
 pub fn partition_token(partition: &[u8]) -> i64 {
-    match partition.strip_prefix(&TABLE_MARK) {
-        Some(_) if partition.len() >= TABLE_PREFIX_BYTES => {
+    let stored_token = |p: &[u8]| {
+        let bytes = p.get(TABLE_PREFIX_BYTES..TABLE_PREFIX_BYTES + TOKEN_BYTES)?;
+        Some(token_of_bytes(bytes.try_into().ok()?))
+    };
+    match partition.get(..TABLE_MARK.len()) {
+        Some(m) if m == TABLE_MARK && partition.len() >= TABLE_PREFIX_BYTES => {
             murmur3_token(&partition[TABLE_PREFIX_BYTES..])
         }
+        Some(m) if m == TOKEN_TABLE_MARK => match stored_token(partition) {
+            Some(t) => t,
+            None => murmur3_token(partition),
+        },
         _ => murmur3_token(partition),
     }
 }
@@ -548,6 +579,35 @@ mod tests {
         for p in [&b"\xff\x03\x00\x00\x00\x00k"[..], b"\xff\xc0\x01", b"key"] {
             assert_eq!(partition_token(p), murmur3_token(p), "{p:?}");
         }
+    }
+
+    #[test]
+    fn a_token_ordered_partition_carries_its_token_and_sorts_by_it() {
+        let stored = |key: &[u8]| {
+            let mut p = TOKEN_TABLE_MARK.to_vec();
+            p.extend_from_slice(&[1, 2, 3, 4, 5, 6]);
+            p.extend_from_slice(&token_bytes(murmur3_token(key)));
+            p.extend_from_slice(key);
+            p
+        };
+        let keys: Vec<Vec<u8>> = (0..200u32).map(|i| i.to_be_bytes().to_vec()).collect();
+        for k in &keys {
+            assert_eq!(partition_token(&stored(k)), murmur3_token(k));
+        }
+        let mut by_bytes: Vec<Vec<u8>> = keys.iter().map(|k| stored(k)).collect();
+        by_bytes.sort();
+        let tokens: Vec<i64> = by_bytes.iter().map(|p| partition_token(p)).collect();
+        assert!(tokens.is_sorted(), "bytes sort as tokens");
+        for t in [i64::MIN, -1, 0, 1, i64::MAX] {
+            assert_eq!(token_of_bytes(token_bytes(t)), t);
+        }
+        assert!(token_bytes(-1) < token_bytes(0) && token_bytes(i64::MIN) == [0; 8]);
+        // Too short to hold a token: placed as it is.
+        assert_eq!(
+            partition_token(b"\xff\xc1\x01"),
+            murmur3_token(b"\xff\xc1\x01")
+        );
+        assert!(is_table_partition(&stored(b"k")) && !is_table_partition(b"\xff\x03k"));
     }
 
     #[test]

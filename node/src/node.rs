@@ -47,6 +47,7 @@ pub struct Node {
     cql_tables: std::sync::atomic::AtomicBool,
     /// Likewise, every member up writes CQL regular tables' cells.
     cql_regular_tables: std::sync::atomic::AtomicBool,
+    cql_token_order: std::sync::atomic::AtomicBool,
 }
 
 impl Node {
@@ -124,6 +125,7 @@ impl Node {
             proposer: Arc::new(Proposer::default()),
             cql_tables: std::sync::atomic::AtomicBool::new(false),
             cql_regular_tables: std::sync::atomic::AtomicBool::new(false),
+            cql_token_order: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -222,6 +224,13 @@ impl Node {
     pub(crate) fn serves_cql_regular_tables(&self) -> bool {
         let feature = crate::cluster::features::CQL_REGULAR_TABLES;
         self.sticky(&self.cql_regular_tables, feature)
+    }
+
+    /// Whether this node may make CQL tables in token order: every member
+    /// up has the feature (`features::CQL_TOKEN_ORDER`).
+    pub(crate) fn serves_cql_token_order(&self) -> bool {
+        let feature = crate::cluster::features::CQL_TOKEN_ORDER;
+        self.sticky(&self.cql_token_order, feature)
     }
 
     /// Whether `feature` is enabled by every member up, remembered in

@@ -928,13 +928,15 @@ impl Cluster {
     }
 
     /// Waits until every node has enabled agreement (the cluster feature
-    /// strings need) and CQL's counter and regular tables, and takes
-    /// string writes: a node writes once it has heard every member up
-    /// enabled it too (a heartbeat later).
+    /// strings need) and CQL's counter and regular tables (in token
+    /// order), and takes string writes: a node writes once it has heard
+    /// every member up enabled it too (a heartbeat later).
     pub fn wait_agreement(&self) -> Result<()> {
-        use tally_node::cluster::features::{AGREEMENT, CQL_REGULAR_TABLES, CQL_TABLES};
+        use tally_node::cluster::features::{
+            AGREEMENT, CQL_REGULAR_TABLES, CQL_TABLES, CQL_TOKEN_ORDER,
+        };
         let timeout = Duration::from_secs(30);
-        let features = [AGREEMENT, CQL_TABLES, CQL_REGULAR_TABLES];
+        let features = [AGREEMENT, CQL_TABLES, CQL_REGULAR_TABLES, CQL_TOKEN_ORDER];
         let members = self.wait_features(&features, timeout)?;
         let deadline = Instant::now() + timeout;
         for i in members {

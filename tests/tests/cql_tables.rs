@@ -4,7 +4,7 @@
 //! paging, ranges deleted, batches and a node killed; and `cqlsh` running
 //! the recipes as written, its output compared whole, and the same
 //! recipes through the Python driver, each result against what `cqlsh`
-//! printed.
+//! printed; `TOKEN()` ranges, scans in token order and `cqlsh`'s `COPY`.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use std::process::Command;
@@ -28,33 +28,85 @@ fn regular_tables_through_the_python_driver_with_a_node_killed() {
     tally_tests::assert_script_ok(&mut degraded, "a node down");
 }
 
-/// Runs `cqlsh -f` of each recipe script against one cluster; answers
-/// what it printed.
-fn cqlsh_recipe(cluster: &tally_tests::Cluster, name: &str) -> String {
+/// Runs `cqlsh` with `args` (`-f script` or `-e statements`) against
+/// `cluster`; answers what it printed.
+fn cqlsh(cluster: &tally_tests::Cluster, args: &[&str]) -> String {
     let dir = tally_tests::pip_packages("cqlsh", &[CQLSH], &["cqlsh-6.2.2"]).unwrap();
-    let script = format!(
-        "{}/tests/cql/recipes/{name}.cql",
-        env!("CARGO_MANIFEST_DIR")
-    );
     let out = Command::new("python3")
         .env("PYTHONPATH", &dir)
-        .args([
-            "-m",
-            "cqlshlib",
-            "127.0.0.1",
-            &cql_port(cluster),
-            "-f",
-            &script,
-        ])
+        .args(["-m", "cqlshlib", "127.0.0.1", &cql_port(cluster)])
+        .args(args)
         .output()
         .unwrap();
     let printed = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
-        "{name}: {printed}{}",
+        "{args:?}: {printed}{}",
         String::from_utf8_lossy(&out.stderr)
     );
     printed
+}
+
+/// Runs `cqlsh -f` of a recipe script; answers what it printed.
+fn cqlsh_recipe(cluster: &tally_tests::Cluster, name: &str) -> String {
+    let script = format!(
+        "{}/tests/cql/recipes/{name}.cql",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    cqlsh(cluster, &["-f", &script])
+}
+
+#[test]
+fn token_ranges_scans_in_token_order_and_cqlsh_copy() {
+    let cluster = cql_cluster(ClusterOptions::default());
+    let driver = cassandra_driver();
+    let mut tokens = python(
+        &driver,
+        include_str!("cql/tokens.py"),
+        &[cql_port(&cluster)],
+    );
+    tally_tests::assert_script_ok(&mut tokens, "TOKEN() ranges through the Python driver");
+    // COPY reads a table by the ring's token ranges, and writes it back.
+    let dir = tempfile::tempdir().unwrap();
+    let (out, back) = (dir.path().join("events.csv"), dir.path().join("copied.csv"));
+    let columns = "(site, day, seq, v)";
+    let printed = cqlsh(
+        &cluster,
+        &[
+            "-e",
+            &format!(
+                "COPY tk.events {columns} TO '{}'; \
+             CREATE TABLE tk.copied (site text, day int, seq int, v text, \
+             PRIMARY KEY ((site, day), seq)); \
+             COPY tk.copied {columns} FROM '{}'; COPY tk.copied {columns} TO '{}'",
+                out.display(),
+                out.display(),
+                back.display()
+            ),
+        ],
+    );
+    assert!(printed.contains("400 rows exported"), "{printed}");
+    assert!(printed.contains("400 rows imported"), "{printed}");
+    let sorted = |p: &std::path::Path| {
+        let mut lines: Vec<String> = std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        lines.sort();
+        lines
+    };
+    let exported = sorted(&out);
+    assert_eq!(exported.len(), 400);
+    assert!(
+        exported.contains(&"s3,10,1,v10-1".to_string()),
+        "{exported:?}"
+    );
+    assert_eq!(
+        sorted(&back),
+        exported,
+        "what COPY wrote back reads the same"
+    );
 }
 
 #[test]

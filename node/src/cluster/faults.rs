@@ -90,7 +90,7 @@ impl Faults {
     /// `0xFE...`, of a table's partition).
     pub(crate) fn drops_cql_delete(&self, key: &tally_engine::Key) -> bool {
         self.has(Fault::CqlDropsDeletes)
-            && key.partition().starts_with(&tally_net::ring::TABLE_MARK)
+            && tally_net::ring::is_table_partition(key.partition())
             && key.column().first() == Some(&0xFE)
     }
 }

@@ -26,6 +26,7 @@
 //! | `agreed-handoff` | 5 | agreed state moves with its ranges: `AgreedIn`, `MergeAgreed` |
 //! | `cql-tables` | 7 | the cells of CQL counter tables, each partition placed by its partition key alone (`tally_net::ring::partition_token`), as token-aware drivers place it; `ScanTable` |
 //! | `cql-regular-tables` | 8 | CQL regular tables: schemas of non-counter columns in the agreed catalog, and their last-write-wins cells, written through `LeaderCells` |
+//! | `cql-token-order` | 9 | CQL tables made in token order: each stored partition carries its token (`tally_net::ring::TOKEN_TABLE_MARK`), and the catalog says which tables do |
 //! | `first-ballots` | 4 | a proposal at a first ballot, without a prepare, which an acceptor takes only while it holds nothing (an older one would take it over a value accepted at another first ballot) |
 //!
 //! Each feature needs the peer protocol that brought its messages
@@ -79,6 +80,11 @@ pub const CQL_TABLES: &str = "cql-tables";
 /// `PeerRequest::LeaderCells`.
 pub const CQL_REGULAR_TABLES: &str = "cql-regular-tables";
 
+/// CQL tables made in token order (`tally_net::ring::TOKEN_TABLE_MARK`):
+/// an older build would place their partitions elsewhere, and refuses
+/// their schemas.
+pub const CQL_TOKEN_ORDER: &str = "cql-token-order";
+
 /// The cluster features this build has.
 pub const KNOWN: &[&str] = &[
     LEAVING_NOTICE,
@@ -87,6 +93,7 @@ pub const KNOWN: &[&str] = &[
     FIRST_BALLOTS,
     CQL_TABLES,
     CQL_REGULAR_TABLES,
+    CQL_TOKEN_ORDER,
 ];
 
 /// The peer protocol a feature needs: the one that brought its messages.
@@ -96,6 +103,7 @@ pub(crate) fn protocol_of(feature: &str) -> u16 {
         AGREED_HANDOFF => 5,
         CQL_TABLES => 7,
         CQL_REGULAR_TABLES => 8,
+        CQL_TOKEN_ORDER => 9,
         _ => 3,
     }
 }
@@ -426,6 +434,7 @@ mod tests {
                 AGREEMENT.to_string(),
                 CQL_REGULAR_TABLES.to_string(),
                 CQL_TABLES.to_string(),
+                CQL_TOKEN_ORDER.to_string(),
                 FIRST_BALLOTS.to_string(),
                 LEAVING_NOTICE.to_string()
             ]

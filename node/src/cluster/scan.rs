@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tally_net::ring::{Replicas, TABLE_MARK, TABLE_PREFIX_BYTES, TokenRange};
+use tally_net::ring::{Replicas, TABLE_PREFIX_BYTES, TokenRange, is_table_partition};
 use tally_net::wire::{
     Consistency, ErrorKind, PeerRequest, PeerResponse, WireError, WireKeys, WireRange, WireScan,
     WireScanned,
@@ -43,8 +43,9 @@ pub(crate) enum Space {
     /// A Redis database's keyspace.
     Db(Keyspace),
     /// A CQL table's partitions: those that begin with its prefix (see
-    /// `tally_net::ring::TABLE_MARK`); a partition as the client names it
-    /// is its partition key.
+    /// `tally_net::ring::is_table_partition`); a partition as the client
+    /// names it is what follows (its token, in a table in token order,
+    /// then its partition key).
     Table([u8; TABLE_PREFIX_BYTES]),
 }
 
@@ -76,7 +77,7 @@ impl Space {
     /// The table a `ScanTable` names, checked.
     pub(crate) fn table(prefix: &[u8]) -> Result<Space, WireError> {
         match <[u8; TABLE_PREFIX_BYTES]>::try_from(prefix) {
-            Ok(t) if t.starts_with(&TABLE_MARK) => Ok(Space::Table(t)),
+            Ok(t) if is_table_partition(&t) => Ok(Space::Table(t)),
             _ => Err(WireError::not_applied(
                 ErrorKind::Invalid,
                 "a table's prefix is its mark and 6 bytes",

@@ -59,6 +59,25 @@ pub(crate) struct Relation {
     pub(crate) terms: Vec<Term>,
 }
 
+/// A `TOKEN()` relation of a SELECT's WHERE: `token(columns) op bound`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct TokenRelation {
+    /// The columns `token()` is applied to (the partition key's, in
+    /// order, to be valid).
+    pub(crate) columns: Vec<String>,
+    pub(crate) op: Op,
+    pub(crate) bound: TokenBound,
+}
+
+/// The other side of a `TOKEN()` relation.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum TokenBound {
+    /// A token (a bigint).
+    Value(Term),
+    /// `token(values)`: the token of a partition key.
+    Of(Vec<Term>),
+}
+
 /// What a SELECT answers.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Selection {
@@ -75,6 +94,8 @@ pub(crate) struct Select {
     pub(crate) table: TableName,
     pub(crate) selection: Selection,
     pub(crate) relations: Vec<Relation>,
+    /// `token(pk) op bound` relations: a range of partitions to scan.
+    pub(crate) tokens: Vec<TokenRelation>,
     /// `GROUP BY`'s columns (a prefix of the primary key's).
     pub(crate) group_by: Vec<String>,
     /// Clustering columns and whether descending.

@@ -4,6 +4,8 @@
 //!
 //! ```text
 //! partition := TABLE_MARK, 6 bytes naming the table, partition key
+//!            | TOKEN_TABLE_MARK, 6 bytes naming the table,
+//!              the key's token (8 bytes, `ring::token_bytes`), partition key
 //! key       := the one column's value | for each column:
 //!              [u16 BE] length, value, 0x00     (Cassandra's CompositeType)
 //! column    := for each clustering column: [u16 BE] length, value;
@@ -13,7 +15,10 @@
 //! The partition key is serialized as Cassandra serializes it, and the
 //! ring places a table's partition by that key alone
 //! (`tally_net::ring::partition_token`), so a token-aware driver sends a
-//! statement straight to a replica of its partition. The six bytes are a
+//! statement straight to a replica of its partition. A table made once
+//! the cluster has feature `cql-token-order` puts that token before the
+//! key, so its partitions sort by token, as Cassandra lists them, and a
+//! `TOKEN()` range is a range of keys. The six bytes are a
 //! hash of the table's id and how often it was truncated: a table made
 //! again, or truncated, starts from no cells. A column never begins with
 //! 0xFF (a length's first byte is 0 or 1, and a name is UTF-8), so none
@@ -25,7 +30,9 @@
 use std::cmp::Ordering;
 
 use tally_engine::{COLUMN_BYTES_MAX, PARTITION_BYTES_MAX};
-use tally_net::ring::{TABLE_MARK, TABLE_PREFIX_BYTES};
+use tally_net::ring::{
+    TABLE_MARK, TABLE_PREFIX_BYTES, TOKEN_BYTES, TOKEN_TABLE_MARK, murmur3_token, token_bytes,
+};
 
 use super::response::CqlError;
 use super::result::CqlType;
@@ -36,15 +43,29 @@ pub(crate) fn prefix(table: &TableDef) -> [u8; TABLE_PREFIX_BYTES] {
     let mut named = table.id.to_vec();
     named.extend_from_slice(&table.truncations.to_be_bytes());
     let hash = super::system::hash_id(&named, 0x7ab1e);
+    let mark = match table.token_order {
+        true => TOKEN_TABLE_MARK,
+        false => TABLE_MARK,
+    };
     let mut p = [0u8; TABLE_PREFIX_BYTES];
-    p[..TABLE_MARK.len()].copy_from_slice(&TABLE_MARK);
+    p[..mark.len()].copy_from_slice(&mark);
     p[TABLE_MARK.len()..].copy_from_slice(&hash[..TABLE_PREFIX_BYTES - TABLE_MARK.len()]);
+    p
+}
+
+/// The bytes of a table's stored partitions before their key: its
+/// prefix, then for a table in token order the key's `token`.
+pub(crate) fn token_prefix(table: &TableDef, token: i64) -> Vec<u8> {
+    let mut p = prefix(table).to_vec();
+    if table.token_order {
+        p.extend_from_slice(&token_bytes(token));
+    }
     p
 }
 
 /// The stored partition of `key` (the partition key's values, in order).
 pub(crate) fn partition(table: &TableDef, key: &[Vec<u8>]) -> Result<Vec<u8>, CqlError> {
-    let mut p = prefix(table).to_vec();
+    let mut p = Vec::new();
     match key {
         [one] => p.extend_from_slice(one),
         many => {
@@ -56,19 +77,23 @@ pub(crate) fn partition(table: &TableDef, key: &[Vec<u8>]) -> Result<Vec<u8>, Cq
             }
         }
     }
-    if p.len() - TABLE_PREFIX_BYTES > PARTITION_BYTES_MAX {
+    let stored = token_prefix(table, murmur3_token(&p));
+    if stored.len() - TABLE_PREFIX_BYTES + p.len() > PARTITION_BYTES_MAX {
         return Err(too_long("partition key"));
     }
-    if p.len() == TABLE_PREFIX_BYTES {
+    if p.is_empty() {
         return Err(CqlError::Invalid("Key may not be empty".into()));
     }
-    Ok(p)
+    Ok([stored, p].concat())
 }
 
 /// The partition key's values of a stored partition of `table` (`keys`
 /// columns of it); `None` if it is not one [`partition`] makes.
 pub(crate) fn partition_key(table: &TableDef, stored: &[u8], keys: usize) -> Option<Vec<Vec<u8>>> {
-    let key = stored.strip_prefix(&prefix(table)[..])?;
+    let mut key = stored.strip_prefix(&prefix(table)[..])?;
+    if table.token_order {
+        key = key.get(TOKEN_BYTES..)?;
+    }
     if keys == 1 {
         return Some(vec![key.to_vec()]);
     }
@@ -116,25 +141,60 @@ pub(crate) fn split_column(column: &[u8], clustering: usize) -> Option<(Vec<Vec<
     Some((values, std::str::from_utf8(rest).ok()?))
 }
 
-/// The paging state of a scan that goes on after the stored key
-/// `(partition, column)`: the partition's length (u16, big-endian), the
-/// partition, the column.
-pub(crate) fn paging_state(partition: &[u8], column: &[u8]) -> Vec<u8> {
-    let len = u16::try_from(partition.len()).unwrap_or(u16::MAX);
-    [&len.to_be_bytes()[..], partition, column].concat()
+/// Where a scan goes on: after the stored key `after` (partition,
+/// column), with `left` rows of its LIMIT still to answer (`None`: no
+/// LIMIT).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Resume {
+    pub(crate) after: (Vec<u8>, Vec<u8>),
+    pub(crate) left: Option<usize>,
 }
 
-/// Where a scan of `table` goes on after, from a driver's paging state;
-/// one that is not the table's is refused.
-pub(crate) fn resume(table: &TableDef, state: &[u8]) -> Result<(Vec<u8>, Vec<u8>), CqlError> {
+/// The first byte of a paging state that counts a LIMIT down (one that
+/// does not begins with its partition's length, at most 0x04).
+const LIMITED: u8 = b'L';
+
+/// The paging state of a scan that goes on after the stored key
+/// `(partition, column)` with `left` rows of its LIMIT to answer:
+/// `'L'` and `left` (u32, big-endian) if it has one, then the
+/// partition's length (u16, big-endian), the partition, the column.
+pub(crate) fn paging_state(
+    (partition, column): &(Vec<u8>, Vec<u8>),
+    left: Option<usize>,
+) -> Vec<u8> {
+    let mut state = Vec::with_capacity(partition.len() + column.len() + 7);
+    if let Some(n) = left {
+        state.push(LIMITED);
+        state.extend_from_slice(&u32::try_from(n).unwrap_or(u32::MAX).to_be_bytes());
+    }
+    let len = u16::try_from(partition.len()).unwrap_or(u16::MAX);
+    state.extend_from_slice(&len.to_be_bytes());
+    state.extend_from_slice(partition);
+    state.extend_from_slice(column);
+    state
+}
+
+/// Where a scan of `table` goes on, from a driver's paging state; one
+/// that is not the table's is refused.
+pub(crate) fn resume(table: &TableDef, state: &[u8]) -> Result<Resume, CqlError> {
     let bad = || CqlError::Protocol("a paging state this node did not make".into());
+    let (left, state) = match state.split_first() {
+        Some((&LIMITED, rest)) => {
+            let (n, rest) = rest.split_first_chunk::<4>().ok_or_else(bad)?;
+            (Some(u32::from_be_bytes(*n) as usize), rest)
+        }
+        _ => (None, state),
+    };
     let (len, rest) = state.split_first_chunk::<2>().ok_or_else(bad)?;
     let len = usize::from(u16::from_be_bytes(*len));
     let (partition, column) = (rest.get(..len).ok_or_else(bad)?, &rest[len..]);
     let fits = partition.len() <= tally_engine::STORED_PARTITION_BYTES_MAX
         && column.len() <= tally_engine::STORED_COLUMN_BYTES_MAX;
-    match partition.starts_with(&prefix(table)) && fits {
-        true => Ok((partition.to_vec(), column.to_vec())),
+    match partition.starts_with(&prefix(table)) && fits && left != Some(0) {
+        true => Ok(Resume {
+            after: (partition.to_vec(), column.to_vec()),
+            left,
+        }),
         false => Err(bad()),
     }
 }
@@ -296,6 +356,7 @@ mod tests {
             comment: String::new(),
             truncations,
             dropped: Vec::new(),
+            token_order: false,
             columns: vec![ColumnDef {
                 name: "pk".into(),
                 ty: CqlType::Int,
@@ -303,6 +364,37 @@ mod tests {
                 descending: false,
             }],
         }
+    }
+
+    #[test]
+    fn a_table_in_token_order_puts_the_token_before_the_key() {
+        let t = TableDef {
+            token_order: true,
+            ..table(0)
+        };
+        let key = |i: i32| partition(&t, &[i.to_be_bytes().to_vec()]).unwrap();
+        let one = key(5);
+        assert_eq!(&one[..2], &TOKEN_TABLE_MARK);
+        assert_eq!(&one[TABLE_PREFIX_BYTES + TOKEN_BYTES..], &[0, 0, 0, 5]);
+        let token = murmur3_token(&[0, 0, 0, 5]);
+        assert_eq!(tally_net::ring::partition_token(&one), token);
+        assert_eq!(one[..16], token_prefix(&t, token)[..]);
+        assert_eq!(partition_key(&t, &one, 1), Some(vec![vec![0, 0, 0, 5]]));
+        assert_eq!(
+            partition_key(&table(0), &one, 1),
+            None,
+            "not the old layout's"
+        );
+        let mut stored: Vec<Vec<u8>> = (0..100).map(key).collect();
+        stored.sort();
+        let tokens: Vec<i64> = stored
+            .iter()
+            .map(|p| tally_net::ring::partition_token(p))
+            .collect();
+        assert!(tokens.is_sorted(), "partitions sort by token");
+        let longest = PARTITION_BYTES_MAX - TOKEN_BYTES;
+        assert!(partition(&t, &[vec![1; longest]]).is_ok());
+        assert!(partition(&t, &[vec![1; longest + 1]]).is_err());
     }
 
     #[test]
@@ -340,11 +432,32 @@ mod tests {
     fn a_scan_goes_on_after_the_last_partition_it_read() {
         let t = table(0);
         let p = partition(&t, &[vec![0, 0, 0, 5]]).unwrap();
-        let state = paging_state(&p, b"c");
-        assert_eq!(resume(&t, &state), Ok((p.clone(), b"c".to_vec())));
+        let at = (p.clone(), b"c".to_vec());
+        let state = paging_state(&at, None);
+        assert_eq!(
+            resume(&t, &state),
+            Ok(Resume {
+                after: at.clone(),
+                left: None
+            })
+        );
         assert!(resume(&table(1), &state).is_err(), "another table's");
         assert!(resume(&t, &state[..3]).is_err());
         assert!(resume(&t, &[]).is_err());
+        // A LIMIT counted down across pages.
+        let limited = paging_state(&at, Some(40));
+        assert_eq!(
+            resume(&t, &limited),
+            Ok(Resume {
+                after: at.clone(),
+                left: Some(40)
+            })
+        );
+        assert!(resume(&t, &limited[..4]).is_err());
+        assert!(
+            resume(&t, &paging_state(&at, Some(0))).is_err(),
+            "nothing left: no state"
+        );
         let (at, column) = after_page((&p, b"c"), Some(&p));
         assert_eq!(at, p, "inside the last partition: after all of it");
         assert!(column.len() == tally_engine::STORED_COLUMN_BYTES_MAX && column[0] == 0xFF);

@@ -171,6 +171,7 @@ mod tests {
                     truncations: *truncations,
                     columns: Vec::new(),
                     dropped: Vec::new(),
+                    token_order: true,
                 })
                 .collect(),
         }

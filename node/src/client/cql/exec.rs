@@ -8,10 +8,9 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use tally_engine::now_ms;
 use tally_net::once::OpId;
-use tally_net::wire::{Change, Consistency, Presence, Ttl, When, WireError, WireKey, WireScan};
+use tally_net::wire::{Change, Consistency, Presence, Ttl, When, WireError, WireKey};
 
 use super::ast::{Select, Statement};
-use super::cells;
 use super::frame::Opcode;
 use super::levels::{self, level};
 use super::paging;
@@ -26,12 +25,8 @@ use crate::node::Node;
 
 /// Most cells changed at once: a statement's writes go out in waves.
 const CELLS_AT_ONCE: usize = 64;
-/// Most partitions a scan lists per page.
-const SCAN_PARTITIONS: usize = 1_000;
-/// Most rows a scan answers a client that does not page.
-const UNPAGED_ROWS_MAX: usize = 100_000;
-
 mod lwt;
+mod scan;
 mod writes;
 
 /// One partition's cells, as read.
@@ -161,7 +156,7 @@ async fn select(
 ) -> Result<Answer, CqlError> {
     let q = rows::query(part.target(), s, &part.values)?;
     let (rows, state) = match q.scan {
-        true => scan(node, part, s, &q, work, lv).await?,
+        true => scan::scan(node, part, s, &q, work, lv).await?,
         false => {
             count_route(node, q.rows.partitions.iter().map(|(_, p)| &p[..]));
             let read = read_cells(node, &q.rows, lv).await?;
@@ -258,78 +253,6 @@ async fn reset(node: &Node, part: &Part, resets: Resets, lv: Level) -> Result<()
         }
     }
     Ok(())
-}
-
-/// A page of the rows of every partition (a SELECT that restricts no
-/// partition key): partitions listed a scan page at a time and read
-/// whole, until the page holds the rows the client asks for, or the LIMIT,
-/// or every row for an aggregate (and at most [`UNPAGED_ROWS_MAX`] when
-/// the client does not page). Answers the rows, with every column, and
-/// the paging state to go on from when the scan is not over.
-async fn scan(
-    node: &Node,
-    part: &Part,
-    s: &Select,
-    q: &Query,
-    work: &RowWork,
-    lv: Level,
-) -> Result<paging::Page, CqlError> {
-    let t = part.target();
-    let table = cells::prefix(t.table);
-    let wanted = match (&s.selection, work.page_size) {
-        _ if paging::aggregates(s) => usize::MAX,
-        (_, Some(n)) if n > 0 => n as usize,
-        _ => UNPAGED_ROWS_MAX + 1,
-    };
-    let mut after = match &work.paging_state {
-        Some(state) => Some(cells::resume(t.table, state)?),
-        None => None,
-    };
-    let mut rows: Vec<Vec<Cell>> = Vec::new();
-    loop {
-        let limit = (wanted - rows.len()).clamp(1, SCAN_PARTITIONS);
-        let page = WireScan {
-            db: 0,
-            prefix: Vec::new(),
-            after: after.as_ref().map(|(p, c)| WireKey::new(p, c)),
-            limit: u32::try_from(limit).unwrap_or(1),
-        };
-        let listed = node
-            .scan_table(table, page, lv.cl)
-            .await
-            .map_err(|e| lv.error(&e))?;
-        let mut stored: Vec<Vec<u8>> = Vec::new();
-        for k in &listed.keys {
-            let p = [&table[..], &k.partition].concat();
-            let again = after.as_ref().is_some_and(|(a, _)| *a == p);
-            if !again && stored.last() != Some(&p) {
-                stored.push(p);
-            }
-        }
-        let named = Query {
-            rows: Rows {
-                partitions: rows::scanned(t, stored),
-                clustering: q.rows.clustering.clone(),
-            },
-            ..q.clone()
-        };
-        let read = read_cells(node, &named.rows, lv).await?;
-        rows.extend(table_rows(t, s, &named, read));
-        let last = named.rows.partitions.last().map(|(_, p)| p.as_slice());
-        let Some(more) = listed.more else {
-            return Ok((rows, None));
-        };
-        let next = cells::after_page((more.partition(), more.column()), last);
-        if rows.len() >= wanted {
-            if work.page_size.is_none_or(|n| n <= 0) {
-                return Err(CqlError::Invalid(format!(
-                    "the result has over {UNPAGED_ROWS_MAX} rows: page it (a fetch size)"
-                )));
-            }
-            return Ok((rows, Some(cells::paging_state(&next.0, &next.1))));
-        }
-        after = Some(next);
-    }
 }
 
 /// Each named partition's cells, in order.

@@ -74,4 +74,5 @@ pub(crate) mod shared;
 pub(crate) mod strict;
 pub(crate) mod system;
 pub(crate) mod tables;
+pub(crate) mod tokens;
 pub(crate) mod work;

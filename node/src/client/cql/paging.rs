@@ -167,7 +167,7 @@ mod tests {
         };
         let create = "CREATE TABLE cf (pk int, ck int, c counter, PRIMARY KEY (pk, ck))";
         let (statement, _) = parse(create).unwrap();
-        match apply(&statement, &[ks], Some("ks"), 3, [1; 16]).unwrap() {
+        match apply(&statement, &[ks], Some("ks"), 3, [1; 16].into()).unwrap() {
             Change::Put(ks, _) => ks.tables[0].clone(),
             other => panic!("{other:?}"),
         }

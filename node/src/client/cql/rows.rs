@@ -527,6 +527,8 @@ pub(crate) struct Query {
     /// Most rows of each partition (`PER PARTITION LIMIT`; 1 for
     /// `DISTINCT`).
     pub(crate) per_partition: Option<usize>,
+    /// The `TOKEN()` range a scan reads.
+    pub(crate) tokens: Option<super::tokens::Tokens>,
 }
 
 /// The rows a SELECT reads: those it names, or with no partition key
@@ -535,6 +537,7 @@ pub(crate) struct Query {
 pub(crate) fn query(t: Target, s: &Select, values: &[Value]) -> Result<Query, CqlError> {
     let reversed = reversed(t, &s.order_by)?;
     let per_partition = per_partition(t, s, values)?;
+    let tokens = super::tokens::of(t, s, values)?;
     let scan = t
         .key_columns(Kind::PartitionKey)
         .all(|c| s.relations.iter().all(|r| r.column != c.name));
@@ -545,6 +548,7 @@ pub(crate) fn query(t: Target, s: &Select, values: &[Value]) -> Result<Query, Cq
             reversed,
             scan,
             per_partition,
+            tokens,
         });
     }
     check_columns(t, &s.relations)?;
@@ -571,6 +575,7 @@ pub(crate) fn query(t: Target, s: &Select, values: &[Value]) -> Result<Query, Cq
         reversed,
         scan,
         per_partition,
+        tokens,
     })
 }
 

@@ -10,7 +10,9 @@
 //! must see the schema as the cluster has it now (the system tables, a
 //! table this node does not know yet) asks for it ([`Outcome::Refresh`]).
 
-use super::ast::{Assignment, Condition, Op, Relation, Select, Statement, TableName, Term};
+use super::ast::{
+    Assignment, Condition, Op, Relation, Select, Statement, TableName, Term, TokenBound,
+};
 use super::frame::Opcode;
 use super::parse::parse;
 use super::prepared::{Prepared, PreparedCache, statement_id};
@@ -159,7 +161,12 @@ fn prepare(
                     meta: every_column(target),
                     rows: Vec::new(),
                 };
-                let bind = bind_meta(&all.meta, &s.relations, limit_marker(s), markers)?;
+                let bind = bind_meta(
+                    &all.meta,
+                    &s.relations,
+                    select_markers(&all.meta, s),
+                    markers,
+                )?;
                 let result = match t.is_counter() {
                     true => select_meta(&all, s)?,
                     false => super::regular::project(target, s, Vec::new(), &[])?.0,
@@ -169,7 +176,12 @@ fn prepare(
             None if !cluster.fresh => return Ok(Outcome::Refresh),
             None => {
                 let table = system_table(cluster, &s.table, ks)?;
-                let bind = bind_meta(&table.meta, &s.relations, limit_marker(s), markers)?;
+                let bind = bind_meta(
+                    &table.meta,
+                    &s.relations,
+                    select_markers(&table.meta, s),
+                    markers,
+                )?;
                 (bind, Vec::new(), select_meta(&table, s)?)
             }
         },
@@ -244,8 +256,25 @@ fn extra(name: &str, ty: CqlType, term: Option<&Term>) -> Extra {
     .collect()
 }
 
-fn limit_marker(s: &Select) -> Extra {
-    extra("[limit]", CqlType::Int, s.limit.as_ref())
+/// The markers of a SELECT (of a table of columns `meta`) that bind no
+/// column of its relations: its LIMIT's, and its `TOKEN()` relations' (a
+/// token, or the partition key values a token is taken of), as
+/// Cassandra names them.
+fn select_markers(meta: &Metadata, s: &Select) -> Extra {
+    let mut markers = extra("[limit]", CqlType::Int, s.limit.as_ref());
+    for r in &s.tokens {
+        match &r.bound {
+            TokenBound::Value(term) => {
+                markers.extend(extra("partition key token", CqlType::Bigint, Some(term)));
+            }
+            TokenBound::Of(terms) => {
+                let column = |name: &String| meta.columns.iter().find(|c| c.name == *name);
+                let of = terms.iter().zip(&r.columns);
+                markers.extend(of.filter_map(|(t, c)| Some((t.clone(), column(c)?.clone()))));
+            }
+        }
+    }
+    markers
 }
 
 /// Every column of a table's rows, as its kind reads them.
@@ -546,7 +575,7 @@ mod tests {
         };
         let (statement, _) = parse(create).unwrap();
         let Ok(super::super::schema::Change::Put(ks, _)) =
-            super::super::schema::apply(&statement, &[ks], None, 3, [1; 16])
+            super::super::schema::apply(&statement, &[ks], None, 3, [1; 16].into())
         else {
             panic!()
         };

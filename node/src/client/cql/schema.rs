@@ -21,8 +21,9 @@
 //! ```text
 //! keyspace := [byte] 1 (format), [byte] durable_writes, [short] n, n tables
 //! table    := [string] name, 16 bytes id, [int] default_time_to_live,
-//!             [string] comment, ([int] truncations: formats 2 and 3),
-//!             ([short] n, n × [string] dropped columns: format 3),
+//!             [string] comment, ([int] truncations: formats 2 to 4),
+//!             ([short] n, n × [string] dropped columns: formats 3, 4),
+//!             ([byte] token order: format 4),
 //!             [short] n, n columns
 //! column   := [string] name, [option] type, [byte] kind (0 partition key,
 //!             1 clustering, 2 regular, 3 static), [byte] descending
@@ -42,12 +43,14 @@ pub(crate) const DATA_CENTER: &str = "datacenter1";
 /// Longest column name.
 const COLUMN_NAME_BYTES_MAX: usize = 256;
 
-/// The format byte of an encoded keyspace: 1, or 2 once a table of it
-/// was truncated (so a build that reads only 1 reads every keyspace that
-/// needs no more).
+/// The format byte of an encoded keyspace: 1, or a later one once a
+/// table of it needs it (so a build that reads only 1 reads every
+/// keyspace that needs no more).
 const FORMAT: u8 = 1;
 /// The format that has each table's dropped columns too.
 const FORMAT_DROPPED: u8 = 3;
+/// The format that says, of each table, whether it is in token order.
+const FORMAT_TOKEN_ORDER: u8 = 4;
 /// The format that has each table's truncations.
 const FORMAT_TRUNCATIONS: u8 = 2;
 
@@ -85,6 +88,10 @@ pub(crate) struct TableDef {
     /// Columns `ALTER TABLE ... DROP` dropped: their cells are no longer
     /// read, and their names are not taken again (`alter`).
     pub(crate) dropped: Vec<String>,
+    /// Its partitions are stored in token order
+    /// (`tally_net::ring::TOKEN_TABLE_MARK`): every table made once the
+    /// cluster has feature `cql-token-order`.
+    pub(crate) token_order: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -108,13 +115,12 @@ impl Keyspace {
 
     /// The keyspace as its register holds it.
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let format = match (
-            self.tables.iter().any(|t| !t.dropped.is_empty()),
-            self.tables.iter().any(|t| t.truncations > 0),
-        ) {
-            (true, _) => FORMAT_DROPPED,
-            (false, true) => FORMAT_TRUNCATIONS,
-            (false, false) => FORMAT,
+        let any = |f: fn(&TableDef) -> bool| self.tables.iter().any(f);
+        let format = match () {
+            _ if any(|t| t.token_order) => FORMAT_TOKEN_ORDER,
+            _ if any(|t| !t.dropped.is_empty()) => FORMAT_DROPPED,
+            _ if any(|t| t.truncations > 0) => FORMAT_TRUNCATIONS,
+            _ => FORMAT,
         };
         let mut b = vec![format, u8::from(self.durable_writes)];
         put_short(
@@ -129,12 +135,15 @@ impl Keyspace {
             if format >= FORMAT_TRUNCATIONS {
                 b.extend_from_slice(&t.truncations.to_be_bytes());
             }
-            if format == FORMAT_DROPPED {
+            if format >= FORMAT_DROPPED {
                 put_short(
                     &mut b,
                     u16::try_from(t.dropped.len()).expect("dropped fit a short"),
                 );
                 t.dropped.iter().for_each(|d| put_string(&mut b, d));
+            }
+            if format >= FORMAT_TOKEN_ORDER {
+                b.push(u8::from(t.token_order));
             }
             put_short(
                 &mut b,
@@ -160,7 +169,7 @@ impl Keyspace {
         let mut r = Reader::new(bytes);
         let bad = |what: String| super::body::Malformed(format!("keyspace {name}: {what}"));
         let format = r.byte()?;
-        if !(FORMAT..=FORMAT_DROPPED).contains(&format) {
+        if !(FORMAT..=FORMAT_TOKEN_ORDER).contains(&format) {
             return Err(bad(format!("format {format}")));
         }
         let durable_writes = r.byte()? != 0;
@@ -178,11 +187,12 @@ impl Keyspace {
                 _ => u32::from_be_bytes(r.int()?.to_be_bytes()),
             };
             let mut dropped = Vec::new();
-            if format == FORMAT_DROPPED {
+            if format >= FORMAT_DROPPED {
                 for _ in 0..r.short()? {
                     dropped.push(r.string()?);
                 }
             }
+            let token_order = format >= FORMAT_TOKEN_ORDER && r.byte()? != 0;
             let mut columns = Vec::new();
             for _ in 0..r.short()? {
                 let name = r.string()?;
@@ -210,6 +220,7 @@ impl Keyspace {
                 truncations,
                 columns,
                 dropped,
+                token_order,
             });
         }
         if r.remaining() > 0 {
@@ -344,11 +355,30 @@ pub(crate) fn makes_regular_table(statement: &Statement) -> bool {
     }
 }
 
-/// `CREATE TABLE`, given its keyspace as it is now and a fresh `id`.
+/// What a table made now is: its fresh id, and whether it is stored in
+/// token order (once the cluster has feature `cql-token-order`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Fresh {
+    pub(crate) id: [u8; 16],
+    pub(crate) token_order: bool,
+}
+
+impl From<[u8; 16]> for Fresh {
+    /// A table of id `id`, in token order.
+    fn from(id: [u8; 16]) -> Fresh {
+        Fresh {
+            id,
+            token_order: true,
+        }
+    }
+}
+
+/// `CREATE TABLE`, given its keyspace as it is now, and what it is made
+/// with.
 pub(crate) fn create_table(
     t: &CreateTable,
     keyspace: &Keyspace,
-    id: [u8; 16],
+    fresh: Fresh,
 ) -> Result<Change, CqlError> {
     check_name(&t.table.name)?;
     if keyspace.table(&t.table.name).is_some() {
@@ -361,7 +391,7 @@ pub(crate) fn create_table(
             }),
         };
     }
-    let table = table_def(t, id)?;
+    let table = table_def(t, fresh)?;
     let mut next = keyspace.clone();
     next.tables.push(table);
     Ok(Change::Put(
@@ -376,7 +406,7 @@ pub(crate) fn create_table(
 
 /// The definition `t` makes: its key columns checked, its other columns
 /// all counters.
-fn table_def(t: &CreateTable, id: [u8; 16]) -> Result<TableDef, CqlError> {
+fn table_def(t: &CreateTable, fresh: Fresh) -> Result<TableDef, CqlError> {
     let invalid = |m: String| Err(CqlError::Invalid(m));
     let type_of = |name: &str| {
         t.columns
@@ -429,12 +459,13 @@ fn table_def(t: &CreateTable, id: [u8; 16]) -> Result<TableDef, CqlError> {
     let (default_ttl_s, comment) = table_options(&t.options)?;
     Ok(TableDef {
         name: t.table.name.clone(),
-        id,
+        id: fresh.id,
         default_ttl_s,
         comment,
         truncations: 0,
         columns,
         dropped: Vec::new(),
+        token_order: fresh.token_order,
     })
 }
 
@@ -603,13 +634,14 @@ pub(crate) fn drop_keyspace(
 }
 
 /// What `statement` (a schema change) does to `catalog`; `session` is
-/// the connection's keyspace, `id` a fresh one for a table it creates.
+/// the connection's keyspace, `fresh` what a table it creates is made
+/// with.
 pub(crate) fn apply(
     statement: &Statement,
     catalog: &[Keyspace],
     session: Option<&str>,
     rf: usize,
-    id: [u8; 16],
+    fresh: Fresh,
 ) -> Result<Change, CqlError> {
     let find = |name: &str| catalog.iter().find(|k| k.name == name);
     let keyspace_of = |t: &TableName| -> Result<String, CqlError> {
@@ -630,7 +662,7 @@ pub(crate) fn apply(
             let ks = keyspace_of(&t.table)?;
             let keyspace = find(&ks)
                 .ok_or_else(|| CqlError::Invalid(format!("Keyspace {ks} does not exist")))?;
-            create_table(t, keyspace, id)
+            create_table(t, keyspace, fresh)
         }
         Statement::DropTable { table, if_exists } => {
             let ks = keyspace_of(table)?;
@@ -735,7 +767,7 @@ pub(crate) fn test_table(create: &str) -> TableDef {
         tables: Vec::new(),
     };
     let statement = super::parse::parse(create).expect("a statement").0;
-    match apply(&statement, &[ks], Some("ks"), 3, [1; 16]) {
+    match apply(&statement, &[ks], Some("ks"), 3, [1; 16].into()) {
         Ok(Change::Put(ks, _)) => ks.tables[0].clone(),
         other => panic!("{create}: {other:?}"),
     }

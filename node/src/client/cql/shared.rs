@@ -142,7 +142,10 @@ pub(crate) async fn change_schema(
         ));
     }
     let rf = node.config().cluster.replication_factor;
-    let id = fresh_id()?;
+    let fresh = schema::Fresh {
+        id: fresh_id()?,
+        token_order: node.serves_cql_token_order(),
+    };
     // Every node reads a table's new columns before the answer.
     let altering = matches!(statement, Statement::AlterTable(..));
     let done = node
@@ -152,7 +155,7 @@ pub(crate) async fn change_schema(
                 Err(m) => return Ok((registers.clone(), Err(CqlError::Server(m.0)))),
             };
             Ok(
-                match schema::apply(&statement, &catalog, keyspace.as_deref(), rf, id) {
+                match schema::apply(&statement, &catalog, keyspace.as_deref(), rf, fresh) {
                     Ok(change) => (schema::registers_after(registers, &change), Ok(change)),
                     Err(e) => (registers.clone(), Err(e)),
                 },

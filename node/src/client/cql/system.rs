@@ -455,7 +455,8 @@ mod tests {
             "CREATE TABLE ks.t (a int, b text, n counter, PRIMARY KEY (a, b)) WITH CLUSTERING ORDER BY (b DESC)",
         ] {
             let (statement, _) = parse(q).unwrap();
-            let Ok(Change::Put(ks, _)) = apply(&statement, &c.catalog, None, 3, [9; 16]) else {
+            let Ok(Change::Put(ks, _)) = apply(&statement, &c.catalog, None, 3, [9; 16].into())
+            else {
                 panic!("{q}")
             };
             c.catalog.retain(|k| k.name != ks.name);

@@ -156,6 +156,7 @@ impl Round {
             reversed: false,
             scan: false,
             per_partition: None,
+            tokens: None,
         };
         let all = whole_table(&self.table);
         let rows =
@@ -173,6 +174,7 @@ fn whole_table(table: &TableDef) -> Select {
         },
         selection: Selection::All,
         relations: Vec::new(),
+        tokens: Vec::new(),
         group_by: Vec::new(),
         order_by: Vec::new(),
         limit: None,

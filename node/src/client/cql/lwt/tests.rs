@@ -13,7 +13,15 @@ fn leases() -> TableDef {
         tables: Vec::new(),
     };
     let create = "CREATE TABLE leases (name text PRIMARY KEY, owner text, n int)";
-    match apply(&parse(create).unwrap().0, &[ks], Some("ks"), 3, [1; 16]).unwrap() {
+    match apply(
+        &parse(create).unwrap().0,
+        &[ks],
+        Some("ks"),
+        3,
+        [1; 16].into(),
+    )
+    .unwrap()
+    {
         Change::Put(ks, _) => ks.tables[0].clone(),
         other => panic!("{other:?}"),
     }

@@ -10,7 +10,7 @@ impl Parser {
         let selection = self.selection()?;
         self.expect("from")?;
         let table = self.table()?;
-        let relations = self.where_clause(false)?;
+        let (relations, tokens) = self.select_where()?;
         let mut group_by = Vec::new();
         if self.eat("group") {
             self.expect("by")?;
@@ -47,6 +47,7 @@ impl Parser {
             table,
             selection,
             relations,
+            tokens,
             group_by,
             order_by,
             limit,
@@ -119,6 +120,60 @@ impl Parser {
             relations.push(self.relation()?);
         }
         Ok(relations)
+    }
+
+    /// A SELECT's `WHERE`, whose relations may be on `token(...)`.
+    fn select_where(&mut self) -> Parsed<(Vec<Relation>, Vec<TokenRelation>)> {
+        let (mut relations, mut tokens) = (Vec::new(), Vec::new());
+        if !self.eat("where") {
+            return Ok((relations, tokens));
+        }
+        loop {
+            match self.token_call() {
+                true => tokens.push(self.token_relation()?),
+                false => relations.push(self.relation()?),
+            }
+            if !self.eat("and") {
+                return Ok((relations, tokens));
+            }
+        }
+    }
+
+    /// Whether `token(` comes next.
+    fn token_call(&self) -> bool {
+        matches!(
+            (self.peek(), self.tokens.get(self.at + 1)),
+            (Some(Token::Word(w)), Some(Token::Symbol("("))) if w == "token"
+        )
+    }
+
+    /// `token(a, b) op (bigint | token(values))`.
+    fn token_relation(&mut self) -> Parsed<TokenRelation> {
+        self.at += 2;
+        let mut columns = vec![self.name()?];
+        while self.eat_symbol(",") {
+            columns.push(self.name()?);
+        }
+        self.expect_symbol(")")?;
+        let op = self.take(|t| match t {
+            Token::Symbol("=") => Some(Op::Eq),
+            Token::Symbol("<") => Some(Op::Lt),
+            Token::Symbol("<=") => Some(Op::Le),
+            Token::Symbol(">") => Some(Op::Gt),
+            Token::Symbol(">=") => Some(Op::Ge),
+            _ => None,
+        });
+        let Some(op) = op else {
+            return Err(self.wanted("a comparison"));
+        };
+        let bound = match self.token_call() {
+            true => {
+                self.at += 2;
+                TokenBound::Of(self.terms_until(")")?)
+            }
+            false => TokenBound::Value(self.term()?),
+        };
+        Ok(TokenRelation { columns, op, bound })
     }
 
     fn relation(&mut self) -> Parsed<Relation> {

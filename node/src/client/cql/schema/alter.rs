@@ -147,7 +147,15 @@ mod tests {
             durable_writes: true,
             tables: Vec::new(),
         };
-        match apply(&parse(create).unwrap().0, &[ks], Some("ks"), 3, [1; 16]).unwrap() {
+        match apply(
+            &parse(create).unwrap().0,
+            &[ks],
+            Some("ks"),
+            3,
+            [1; 16].into(),
+        )
+        .unwrap()
+        {
             Change::Put(ks, _) => ks,
             other => panic!("{other:?}"),
         }
@@ -159,7 +167,7 @@ mod tests {
             std::slice::from_ref(ks),
             Some("ks"),
             3,
-            [2; 16],
+            [2; 16].into(),
         )? {
             Change::Put(ks, change) => {
                 assert_eq!(change.change, "UPDATED");

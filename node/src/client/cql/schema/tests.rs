@@ -28,8 +28,14 @@ fn keyspace(name: &str) -> Keyspace {
     }
 }
 
+/// `ks` with the table `text` creates, made as before feature
+/// `cql-token-order` (the formats every build reads).
 fn with_table(ks: &Keyspace, text: &str) -> Result<Change, CqlError> {
-    create_table(&create_table_of(text), ks, [7; 16])
+    let fresh = Fresh {
+        id: [7; 16],
+        token_order: false,
+    };
+    create_table(&create_table_of(text), ks, fresh)
 }
 
 #[test]
@@ -292,6 +298,26 @@ fn a_truncated_table_is_counted_and_kept_in_format_2() {
         "unconfigured table nope"
     );
     assert!(truncate(&t, None, "ks").is_err());
+}
+
+#[test]
+fn a_table_in_token_order_is_kept_in_format_4() {
+    let create = create_table_of("CREATE TABLE t (k int PRIMARY KEY, v text)");
+    let Change::Put(ks, _) = create_table(&create, &keyspace("ks"), [3; 16].into()).unwrap() else {
+        panic!()
+    };
+    assert!(ks.tables[0].token_order);
+    assert_eq!(ks.encode()[0], FORMAT_TOKEN_ORDER);
+    assert_eq!(Keyspace::decode("ks", &ks.encode()), Ok(ks.clone()));
+    // With an older table beside it, each keeps its own order.
+    let Change::Put(both, _) =
+        with_table(&ks, "CREATE TABLE old (k int PRIMARY KEY, v text)").unwrap()
+    else {
+        panic!()
+    };
+    let decoded = Keyspace::decode("ks", &both.encode()).unwrap();
+    let orders: Vec<bool> = decoded.tables.iter().map(|t| t.token_order).collect();
+    assert_eq!(orders, [true, false]);
 }
 
 #[test]
