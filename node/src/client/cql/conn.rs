@@ -369,7 +369,7 @@ impl Conn {
                 grants::check(role, Need::Admin, user.as_deref(), "<all keyspaces>")?;
                 self.check_strict(&statement)?;
                 Ok(later(async move {
-                    let done = change_schema(&node, statement, keyspace).await;
+                    let done = change_schema(&node, *statement, keyspace).await;
                     shared.forget();
                     done
                 }))

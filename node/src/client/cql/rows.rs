@@ -537,7 +537,7 @@ pub(crate) struct Query {
 pub(crate) fn query(t: Target, s: &Select, values: &[Value]) -> Result<Query, CqlError> {
     let reversed = reversed(t, &s.order_by)?;
     let per_partition = per_partition(t, s, values)?;
-    let tokens = super::tokens::of(t, s, values)?;
+    let tokens = super::tokens::of(t.table, s, values)?;
     let scan = t
         .key_columns(Kind::PartitionKey)
         .all(|c| s.relations.iter().all(|r| r.column != c.name));

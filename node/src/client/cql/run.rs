@@ -41,7 +41,7 @@ pub(crate) fn run(
             let keyspace = session.keyspace.clone();
             if super::schema::changes_schema(&statement) {
                 return Ok(Outcome::Schema {
-                    statement,
+                    statement: Box::new(statement),
                     keyspace,
                 });
             }

@@ -18,7 +18,6 @@ use super::body::Value;
 use super::cells;
 use super::response::CqlError;
 use super::result::CqlType;
-use super::rows::Target;
 use super::schema::{Kind, TableDef};
 use super::select::bound;
 
@@ -66,12 +65,15 @@ impl Tokens {
 
 /// The token range `s`'s `TOKEN()` relations restrict it to, `values`
 /// bound to their markers; `None` if it has none.
-pub(crate) fn of(t: Target, s: &Select, values: &[Value]) -> Result<Option<Tokens>, CqlError> {
+pub(crate) fn of(
+    table: &TableDef,
+    s: &Select,
+    values: &[Value],
+) -> Result<Option<Tokens>, CqlError> {
     if s.tokens.is_empty() {
         return Ok(None);
     }
-    let keys: Vec<_> = t
-        .table
+    let keys: Vec<_> = table
         .columns
         .iter()
         .filter(|c| c.kind == Kind::PartitionKey)
@@ -93,8 +95,8 @@ pub(crate) fn of(t: Target, s: &Select, values: &[Value]) -> Result<Option<Token
         upper: Bound::Unbounded,
     };
     for r in &s.tokens {
-        check_columns(t.table, r, &names)?;
-        let token = value(t, r, values)?;
+        check_columns(table, r, &names)?;
+        let token = value(table, r, values)?;
         merge(&mut range, r.op, token, &joined)?;
     }
     Ok(Some(range))
@@ -125,7 +127,7 @@ fn check_columns(table: &TableDef, r: &TokenRelation, keys: &[&str]) -> Result<(
 }
 
 /// The token `r` compares with: a bigint, or the token of key values.
-fn value(t: Target, r: &TokenRelation, values: &[Value]) -> Result<i64, CqlError> {
+fn value(table: &TableDef, r: &TokenRelation, values: &[Value]) -> Result<i64, CqlError> {
     let null = || {
         CqlError::Invalid(format!(
             "Invalid null value for token({})",
@@ -141,8 +143,7 @@ fn value(t: Target, r: &TokenRelation, values: &[Value]) -> Result<i64, CqlError
             Ok(i64::from_be_bytes(bytes))
         }
         TokenBound::Of(terms) => {
-            let keys = t
-                .table
+            let keys = table
                 .columns
                 .iter()
                 .filter(|c| c.kind == Kind::PartitionKey);
@@ -158,7 +159,7 @@ fn value(t: Target, r: &TokenRelation, values: &[Value]) -> Result<i64, CqlError
             for (term, c) in terms.iter().zip(keys) {
                 key.push(bound(term, &c.ty, values)?.ok_or_else(null)?);
             }
-            Ok(partition_token(&cells::partition(t.table, &key)?))
+            Ok(partition_token(&cells::partition(table, &key)?))
         }
     }
 }

@@ -25,7 +25,7 @@ pub(crate) enum Outcome {
     Answer(Answer),
     /// A schema change, to agree on; `keyspace` the session's.
     Schema {
-        statement: Statement,
+        statement: Box<Statement>,
         keyspace: Option<String>,
     },
     /// Statements on counter tables' rows, to run against the cluster.

@@ -11,14 +11,7 @@ fn range(table: &TableDef, q: &str) -> Result<Option<Tokens>, CqlError> {
     let Statement::Select(s) = parse(q).unwrap().0 else {
         panic!("{q}")
     };
-    of(
-        Target {
-            keyspace: "ks",
-            table,
-        },
-        &s,
-        &[],
-    )
+    of(table, &s, &[])
 }
 
 fn table() -> TableDef {
