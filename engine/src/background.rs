@@ -62,6 +62,8 @@ pub(crate) struct Background {
     compaction_lock: Mutex<()>,
     /// Compactions done since open.
     pub(crate) compactions: std::sync::atomic::AtomicU64,
+    /// Dead cells a compaction of every table drops.
+    purge: Option<crate::options::Purge>,
 }
 
 impl Background {
@@ -80,6 +82,7 @@ impl Background {
             block_bytes: opts.block_bytes,
             memtable_bytes_max: opts.memtable_bytes_max,
             compaction_tables_min: opts.compaction_tables_min,
+            purge: opts.purge.clone(),
             versions,
             cache,
             commit,
@@ -210,7 +213,11 @@ impl Background {
         }
         let folding = inputs.len() == live.tables.len();
         let merger = self.versions.merger();
-        let output = self.replace(&inputs, merged(&inputs, merger, folding))?;
+        let mut cells = merged(&inputs, merger, folding);
+        if folding {
+            cells.purge = self.purge.clone();
+        }
+        let output = self.replace(&inputs, cells)?;
         self.compactions
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         tracing::debug!(
@@ -350,6 +357,7 @@ fn holds_any(table: &Arc<Table>, ranges: &[(Key, Option<Key>)]) -> Result<bool> 
 fn merged(inputs: &[Arc<Table>], merger: &crate::cell::Merger, folding: bool) -> MergeIter {
     MergeIter {
         fold_before_ms: crate::cell::now_ms().saturating_sub(EXPIRED_GRACE_MS),
+        purge: None,
         folds: folding.then(|| merger.installed()),
         merger: merger.clone(),
         inputs: inputs
@@ -395,6 +403,8 @@ pub(crate) const EXPIRED_GRACE_MS: u64 = 60 * 60 * 1000;
 /// nothing).
 pub(crate) struct MergeIter<I: Iterator<Item = Result<(Key, Cell)>> = TableIter> {
     pub(crate) fold_before_ms: u64,
+    /// Dead cells to drop (a merge of every table's only).
+    pub(crate) purge: Option<crate::options::Purge>,
     /// The fold generations to fold cells by, if any.
     pub(crate) folds: Option<Arc<crate::cell::Folds>>,
     /// How the cells merge.
@@ -406,6 +416,30 @@ impl<I: Iterator<Item = Result<(Key, Cell)>>> Iterator for MergeIter<I> {
     type Item = Result<(Key, Cell)>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let item = self.merge_next()?;
+            match &item {
+                Ok((k, c)) if self.purges(k, c) => continue,
+                _ => return Some(item),
+            }
+        }
+    }
+}
+
+impl<I: Iterator<Item = Result<(Key, Cell)>>> MergeIter<I> {
+    /// Whether `cell` (of `key`, before its fold) is one to drop.
+    fn purges(&self, key: &Key, cell: &Cell) -> bool {
+        let Some(p) = &self.purge else { return false };
+        let now = crate::cell::now_ms();
+        let at = cell.epoch().expiry.at_ms;
+        key.partition().starts_with(&p.prefix)
+            && at != 0
+            && at.saturating_add(p.after_ms) < now
+            && !cell.live(now)
+    }
+
+    /// The next key's cells of every input, merged, and folded.
+    fn merge_next(&mut self) -> Option<Result<(Key, Cell)>> {
         let mut min: Option<Key> = None;
         for input in &mut self.inputs {
             match input.peek() {
@@ -424,6 +458,9 @@ impl<I: Iterator<Item = Result<(Key, Cell)>>> Iterator for MergeIter<I> {
             {
                 cell.merge(&c, &self.merger);
             }
+        }
+        if self.purges(&min, &cell) {
+            return Some(Ok((min, cell)));
         }
         cell.fold_expired(self.fold_before_ms);
         if let Some(folds) = &self.folds {

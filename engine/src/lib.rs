@@ -207,7 +207,7 @@ pub use key::{
     COLUMN_BYTES_MAX, Key, PARTITION_BYTES_MAX, STORED_COLUMN_BYTES_MAX,
     STORED_PARTITION_BYTES_MAX, is_reserved,
 };
-pub use options::{Options, ParkCommit, SyncMode};
+pub use options::{Options, ParkCommit, Purge, SyncMode};
 pub use outcome::{AddOutcome, Durable, Queued, Staged, Wait};
 pub use row::Row;
 

@@ -90,6 +90,24 @@ pub struct Options {
     /// Test seam: while set, the syncer panics when it wakes to write.
     #[doc(hidden)]
     pub panic_sync: Option<Arc<AtomicBool>>,
+    /// Dead cells compactions drop (see [`Purge`]).
+    pub purge: Option<Purge>,
+}
+
+/// Dead cells an engine may forget: those of partitions that begin with
+/// `prefix`, not live, whose deadline passed over `after_ms` ago. A
+/// compaction of every table drops them. Only for cells whose coming
+/// back is harmless: a compaction of some tables does not drop them (an
+/// older copy in a table left out would come back), but one that drops
+/// a cell leaves nothing to stop a replica that kept a live copy from
+/// sending it back (a batch log's deleted entry, which such a replica
+/// replays once more, changes nothing).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Purge {
+    /// The first bytes of the partitions whose dead cells may go.
+    pub prefix: Vec<u8>,
+    /// How long past its deadline a dead cell is kept.
+    pub after_ms: u64,
 }
 
 impl Default for Options {
@@ -116,6 +134,7 @@ impl Default for Options {
             park_sync_max_us: 1_000,
             panic_seal: None,
             panic_sync: None,
+            purge: None,
         }
     }
 }

@@ -48,6 +48,7 @@ pub struct Node {
     /// Likewise, every member up writes CQL regular tables' cells.
     cql_regular_tables: std::sync::atomic::AtomicBool,
     cql_token_order: std::sync::atomic::AtomicBool,
+    cql_batch_log: std::sync::atomic::AtomicBool,
 }
 
 impl Node {
@@ -87,6 +88,8 @@ impl Node {
             answer_on: tokio::runtime::Handle::try_current().ok(),
             park_commit,
             ids_retention: c.ids.retention(),
+            // The batch log's deleted entries go in time.
+            purge: Some(crate::cluster::batchlog::purge()),
             ..Options::default()
         };
         tweak(&mut opts);
@@ -126,6 +129,7 @@ impl Node {
             cql_tables: std::sync::atomic::AtomicBool::new(false),
             cql_regular_tables: std::sync::atomic::AtomicBool::new(false),
             cql_token_order: std::sync::atomic::AtomicBool::new(false),
+            cql_batch_log: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -165,6 +169,7 @@ impl Node {
         crate::cluster::tails::start(Arc::downgrade(ctx));
         crate::cluster::topology::change::start(Arc::downgrade(ctx));
         crate::cluster::features::start(Arc::downgrade(ctx), self.features.clone());
+        crate::cluster::batchlog::start(Arc::downgrade(ctx), Arc::downgrade(&self.writes));
         Ok(transport)
     }
 
@@ -231,6 +236,14 @@ impl Node {
     pub(crate) fn serves_cql_token_order(&self) -> bool {
         let feature = crate::cluster::features::CQL_TOKEN_ORDER;
         self.sticky(&self.cql_token_order, feature)
+    }
+
+    /// Whether this node writes CQL logged batches through the batch log:
+    /// every member up has the feature (`features::CQL_BATCH_LOG`), so
+    /// every node replays its entries.
+    pub(crate) fn serves_batch_log(&self) -> bool {
+        let feature = crate::cluster::features::CQL_BATCH_LOG;
+        self.sticky(&self.cql_batch_log, feature)
     }
 
     /// Whether `feature` is enabled by every member up, remembered in
@@ -580,6 +593,21 @@ impl Node {
         self.ctx.faults().inject(Fault::CqlDropsDeletes);
     }
 
+    /// FAULT INJECTION for testing checkers: this node never replays the
+    /// batch log's entries. Only with the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_batch_log_skips_replay(&self) {
+        self.ctx.faults().inject(Fault::BatchLogSkipsReplay);
+    }
+
+    /// Test seam: every `n`th logged batch this node coordinates stops
+    /// after its log entry and first partition, as if the node crashed
+    /// there. Only with the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_batch_crash_every(&self, n: u64) {
+        self.ctx.faults().set_batch_crash_every(n);
+    }
+
     /// Whether CQL lightweight transactions skip the agreed read (fault
     /// injection only: [`Node::inject_cql_lwt_skips_agreed_read`]).
     pub(crate) fn cql_lwt_skips_agreed_read(&self) -> bool {
@@ -815,6 +843,16 @@ impl Node {
         cl: Consistency,
     ) -> Result<(), WireError> {
         self.writes.put_cells(cells, cl).await
+    }
+
+    /// Writes whole cells of several partitions at `cl`, all or none:
+    /// through the batch log (`cluster::batchlog`).
+    pub(crate) async fn put_cells_logged(
+        &self,
+        batch: crate::cluster::batchlog::Batch,
+        cl: Consistency,
+    ) -> Result<(), crate::cluster::batchlog::Failed> {
+        crate::cluster::batchlog::write(&self.ctx, &self.writes, batch, cl).await
     }
 
     /// Reads the merged cell of every column of a partition at `cl`, live

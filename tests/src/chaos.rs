@@ -84,6 +84,7 @@ use crate::checker::{self, Kind, Op, Outcome, Report};
 use crate::proxy::UdpProxy;
 use crate::{Cluster, ClusterOptions};
 
+mod batches;
 mod cql;
 mod exact;
 mod flush;
@@ -235,6 +236,13 @@ pub struct ChaosOptions {
     /// Broken build for that checker to catch: replicas take the deleted
     /// ranges a leader sends them as nothing (`--unsafe-cql-drop-deletes`).
     pub cql_drop_deletes: bool,
+    /// Workers writing CQL logged batches of three partitions, judged all
+    /// or nothing (see `batches`); the nodes stop every few batches they
+    /// coordinate half way (`--batch-crash-every`).
+    pub cql_batch_workers: usize,
+    /// Broken build for that checker to catch: no node replays the batch
+    /// log (`--unsafe-batch-log-skips-replay`).
+    pub batch_log_skips_replay: bool,
     /// Broken build for the linearizability checker to catch: CQL
     /// transactions judge on the cells they read first, not on the agreed
     /// state (`--unsafe-cql-lwt-skips-agreed-read`).
@@ -243,6 +251,10 @@ pub struct ChaosOptions {
 
 /// Every change of an epoch the workload makes (see `workload`).
 pub const CHANGES: &[&str] = &["reset", "set", "expire"];
+
+/// With batch workers, each node stops every this many logged batches it
+/// coordinates half way, as if it crashed there (`--batch-crash-every`).
+const BATCH_CRASH_EVERY: u64 = 7;
 
 /// Every fault kind (see the module doc).
 pub const FAULT_KINDS: &[&str] = &[
@@ -320,6 +332,8 @@ impl Default for ChaosOptions {
             cql_lease_workers: 0,
             cql_row_workers: 0,
             cql_drop_deletes: false,
+            cql_batch_workers: 0,
+            batch_log_skips_replay: false,
             cql_lwt_skips_agreed_read: false,
         }
     }
@@ -360,6 +374,8 @@ pub struct Summary {
     pub leases: (usize, usize, usize),
     /// CQL row writes and range deletes sent, and how many acknowledged.
     pub rows: (usize, usize),
+    /// CQL logged batches sent, and how many were acknowledged.
+    pub batches: (usize, usize),
     /// Hints the nodes dropped (as counted since each last started), and
     /// the nodes some node says need a repair for it.
     pub hints_dropped: (u64, Vec<String>),
@@ -459,6 +475,13 @@ impl std::fmt::Display for Summary {
             writeln!(
                 f,
                 "CQL rows: {changes} writes and range deletes ({acked} acknowledged), each row read at ONE through every member and judged last-write-wins"
+            )?;
+        }
+        let (sent, acked) = self.batches;
+        if sent > 0 {
+            writeln!(
+                f,
+                "CQL logged batches: {sent} of three partitions ({acked} acknowledged), their coordinators stopping half way now and then, each judged all or nothing"
             )?;
         }
         let (scripted, planted, taken) = self.scripts;
@@ -628,6 +651,17 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
         rt.block_on(rows::setup(&cql_addrs[..opts.nodes], rf))
             .map_err(anyhow::Error::msg)?;
     }
+    if opts.cql_batch_workers > 0 {
+        rt.block_on(batches::setup(&cql_addrs[..opts.nodes], rf))
+            .map_err(anyhow::Error::msg)?;
+    }
+    let batch_workers: Vec<_> = (0..opts.cql_batch_workers)
+        .map(|w| {
+            let (stop, addrs) = (stop.clone(), cql_addrs.clone());
+            let seed = opts.seed.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ (w as u64 + 1);
+            rt.spawn(batches::worker(w, addrs, seed, stop))
+        })
+        .collect();
     let row_workers: Vec<_> = (0..opts.cql_row_workers.min(16))
         .map(|w| {
             let (stop, addrs) = (stop.clone(), cql_addrs.clone());
@@ -695,6 +729,10 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     for w in lease_workers {
         lease_log.absorb(rt.block_on(w).context("a lease worker panicked")?);
     }
+    let mut batch_log = batches::BatchLog::default();
+    for w in batch_workers {
+        batch_log.absorb(rt.block_on(w).context("a batch worker panicked")?);
+    }
     let mut row_log = rows::RowLog::default();
     for w in row_workers {
         row_log.absorb(rt.block_on(w).context("a row worker panicked")?);
@@ -723,6 +761,20 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     std::thread::sleep(after.saturating_duration_since(Instant::now()));
     rt.block_on(wait_for_hints(&cluster, members))?;
     let hints_dropped = rt.block_on(hints_dropped(&cluster, members));
+    let member_cql: Vec<_> = members
+        .iter()
+        .filter_map(|&n| cluster.cql_addr(n))
+        .collect();
+    // The batch log's replays finish the batches left half way (and
+    // write), so they are judged before the repairs compare replicas.
+    let batch_violations = match opts.cql_batch_workers {
+        0 => Vec::new(),
+        _ => {
+            let checked = rt.block_on(batches::check(&member_cql, &batch_log));
+            std::thread::sleep(Duration::from_secs(1));
+            checked
+        }
+    };
     // Before the final reads, whose read repair would hide what differs.
     let repair = rt.block_on(repair_twice(&cluster, members))?;
     let mut changes = changes;
@@ -749,10 +801,7 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     report.violations.extend(unique_violations);
     let exact_report = rt.block_on(exact::check(&final_addrs, &exact_log, opts.exact_keys));
     report.violations.extend(exact_report.violations);
-    let member_cql: Vec<_> = members
-        .iter()
-        .filter_map(|&n| cluster.cql_addr(n))
-        .collect();
+    report.violations.extend(batch_violations);
     let cql_report = match opts.cql_workers {
         0 => None,
         _ => Some(rt.block_on(cql::check(&member_cql, &cql_log, opts.cql_keys))),
@@ -794,6 +843,7 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     summary.cql = (cql_adds, cql_retries, cql_log.plain_adds, sums);
     summary.leases = lease_log.counts();
     summary.rows = row_log.counts();
+    summary.batches = batch_log.counts();
     let (pushes, acked) = list_log.counts();
     summary.lists = (list_log.lists.len(), pushes, acked);
     summary.list_errors = std::mem::take(&mut list_log.errors);
@@ -850,7 +900,11 @@ fn start(
         daemon: "tallyd-faults",
         run_args: vec!["--stall-writes-on-sigusr1".into()],
         joining: opts.spares,
-        cql: opts.cql_workers + opts.cql_lease_workers + opts.cql_row_workers > 0,
+        cql: opts.cql_workers
+            + opts.cql_lease_workers
+            + opts.cql_row_workers
+            + opts.cql_batch_workers
+            > 0,
         ..ClusterOptions::default()
     };
     if let Some(every) = opts.cql_drop_answers_every {
@@ -865,6 +919,16 @@ fn start(
         cluster_opts
             .run_args
             .push("--unsafe-cql-drop-deletes".into());
+    }
+    if opts.cql_batch_workers > 0 {
+        cluster_opts
+            .run_args
+            .extend(["--batch-crash-every".into(), BATCH_CRASH_EVERY.to_string()]);
+    }
+    if opts.batch_log_skips_replay {
+        cluster_opts
+            .run_args
+            .push("--unsafe-batch-log-skips-replay".into());
     }
     if opts.cql_lwt_skips_agreed_read {
         cluster_opts
@@ -1099,6 +1163,7 @@ fn summarize(
         cql: (0, 0, 0, Vec::new()),
         leases: (0, 0, 0),
         rows: (0, 0),
+        batches: (0, 0),
         resp: (0, 0),
         hints_dropped: (0, Vec::new()),
         repair: (0, 0),

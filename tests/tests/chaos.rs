@@ -48,6 +48,9 @@ fn a_short_chaos_run_finds_no_violation() {
         // and rows written and deleted, judged last-write-wins.
         cql_lease_workers: 2,
         cql_row_workers: 2,
+        // Logged batches whose coordinators stop half way now and then,
+        // judged all or nothing once the batch log replayed them.
+        cql_batch_workers: 2,
         ..ChaosOptions::default()
     };
     let summary = run(&opts).unwrap();
@@ -67,6 +70,10 @@ fn a_short_chaos_run_finds_no_violation() {
     assert!(
         summary.rows.1 >= 100,
         "few row writes acknowledged: {summary}"
+    );
+    assert!(
+        summary.batches.1 >= 20,
+        "few logged batches acknowledged: {summary}"
     );
     let history = std::fs::read_to_string(dir.path().join("history.txt")).unwrap();
     for (cl, (_, acked)) in ["ONE", "QUORUM", "ALL"].iter().zip(summary.resets) {
@@ -206,6 +213,25 @@ fn the_checker_catches_deletes_that_stale_replicas_undo() {
     assert!(
         found(&summary, "row ("),
         "the last-write-wins checker passed replicas that drop deletes: {summary}"
+    );
+}
+
+/// A batch log that no node replays: batches whose coordinator stopped
+/// half way stay half applied.
+#[test]
+fn the_checker_catches_logged_batches_left_half_applied() {
+    let opts = ChaosOptions {
+        duration: Duration::from_secs(8),
+        faults: false,
+        seed: 10,
+        cql_batch_workers: 2,
+        batch_log_skips_replay: true,
+        ..ChaosOptions::default()
+    };
+    let summary = run(&opts).unwrap();
+    assert!(
+        found(&summary, "logged batch"),
+        "the all-or-nothing checker passed a batch log never replayed: {summary}"
     );
 }
 

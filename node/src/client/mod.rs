@@ -3,7 +3,6 @@
 
 pub mod accept;
 pub(crate) mod cql;
-pub(crate) mod join;
 pub(crate) mod output;
 pub mod resp;
 pub mod server;

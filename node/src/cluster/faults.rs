@@ -56,6 +56,9 @@ pub(crate) enum Fault {
     /// as nothing (answering as if it merged them): only their leader
     /// keeps them, and the other replicas go on serving what they deleted.
     CqlDropsDeletes = 14,
+    /// This node never replays the batch log's entries it holds: a logged
+    /// batch whose coordinator stopped half way stays half applied.
+    BatchLogSkipsReplay = 15,
 }
 
 /// How long a late promise (`Fault::PromiseLate`) takes to be stored.
@@ -65,7 +68,7 @@ pub(crate) const PROMISE_LAG: std::time::Duration = std::time::Duration::from_se
 #[derive(Debug, Default)]
 pub(crate) struct Faults {
     #[cfg(feature = "fault-injection")]
-    on: [AtomicBool; 15],
+    on: [AtomicBool; 16],
     /// Test seam: a topology change this node runs waits this long (ms)
     /// between beginning and syncing.
     #[cfg(feature = "fault-injection")]
@@ -81,6 +84,14 @@ pub(crate) struct Faults {
     /// Statements that change counters answered on the CQL port so far.
     #[cfg(feature = "fault-injection")]
     cql_writes: AtomicU64,
+    /// Test seam: every this many logged batches this node coordinates
+    /// stop after their log entry and first partition, as if it crashed
+    /// there (0: never).
+    #[cfg(feature = "fault-injection")]
+    batch_crash_every: AtomicU64,
+    /// Logged batches coordinated here so far.
+    #[cfg(feature = "fault-injection")]
+    logged_batches: AtomicU64,
 }
 
 impl Faults {
@@ -119,6 +130,27 @@ impl Faults {
     #[cfg(feature = "fault-injection")]
     pub(crate) fn set_cql_drop_every(&self, n: u64) {
         self.cql_drop_every.store(n, Relaxed);
+    }
+
+    /// Makes every `n`th logged batch this node coordinates stop after its
+    /// log entry and first partition.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn set_batch_crash_every(&self, n: u64) {
+        self.batch_crash_every.store(n, Relaxed);
+    }
+
+    /// Whether this logged batch stops half way, as if its coordinator
+    /// crashed (never, in a build without fault injection).
+    pub(crate) fn crash_mid_batch(&self) -> bool {
+        #[cfg(feature = "fault-injection")]
+        {
+            let every = self.batch_crash_every.load(Relaxed);
+            every > 0 && self.logged_batches.fetch_add(1, Relaxed) % every == every - 1
+        }
+        #[cfg(not(feature = "fault-injection"))]
+        {
+            false
+        }
     }
 
     /// Whether the CQL port drops this answer to a statement that changed

@@ -26,6 +26,7 @@
 //! | `agreed-handoff` | 5 | agreed state moves with its ranges: `AgreedIn`, `MergeAgreed` |
 //! | `cql-tables` | 7 | the cells of CQL counter tables, each partition placed by its partition key alone (`tally_net::ring::partition_token`), as token-aware drivers place it; `ScanTable` |
 //! | `cql-regular-tables` | 8 | CQL regular tables: schemas of non-counter columns in the agreed catalog, and their last-write-wins cells, written through `LeaderCells` |
+//! | `cql-batch-log` | 9 | CQL logged batches of several partitions go through the batch log (`cluster::batchlog`): its entries, which every node replays when their coordinator did not finish |
 //! | `cql-token-order` | 9 | CQL tables made in token order: each stored partition carries its token (`tally_net::ring::TOKEN_TABLE_MARK`), and the catalog says which tables do |
 //! | `first-ballots` | 4 | a proposal at a first ballot, without a prepare, which an acceptor takes only while it holds nothing (an older one would take it over a value accepted at another first ballot) |
 //!
@@ -85,6 +86,10 @@ pub const CQL_REGULAR_TABLES: &str = "cql-regular-tables";
 /// their schemas.
 pub const CQL_TOKEN_ORDER: &str = "cql-token-order";
 
+/// CQL logged batches through the batch log (`cluster::batchlog`): an
+/// older build would hold a batch's entry but never replay it.
+pub const CQL_BATCH_LOG: &str = "cql-batch-log";
+
 /// The cluster features this build has.
 pub const KNOWN: &[&str] = &[
     LEAVING_NOTICE,
@@ -94,6 +99,7 @@ pub const KNOWN: &[&str] = &[
     CQL_TABLES,
     CQL_REGULAR_TABLES,
     CQL_TOKEN_ORDER,
+    CQL_BATCH_LOG,
 ];
 
 /// The peer protocol a feature needs: the one that brought its messages.
@@ -103,7 +109,7 @@ pub(crate) fn protocol_of(feature: &str) -> u16 {
         AGREED_HANDOFF => 5,
         CQL_TABLES => 7,
         CQL_REGULAR_TABLES => 8,
-        CQL_TOKEN_ORDER => 9,
+        CQL_TOKEN_ORDER | CQL_BATCH_LOG => 9,
         _ => 3,
     }
 }
@@ -433,6 +439,7 @@ mod tests {
                 AGREED_HANDOFF.to_string(),
                 AGREEMENT.to_string(),
                 CQL_REGULAR_TABLES.to_string(),
+                CQL_BATCH_LOG.to_string(),
                 CQL_TABLES.to_string(),
                 CQL_TOKEN_ORDER.to_string(),
                 FIRST_BALLOTS.to_string(),

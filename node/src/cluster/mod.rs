@@ -10,6 +10,7 @@
 //! `Ctx` holds them without an import cycle (each role imports `ctx`).
 
 pub(crate) mod agree;
+pub(crate) mod batchlog;
 pub(crate) mod changes;
 pub(crate) mod ctx;
 pub(crate) mod faults;

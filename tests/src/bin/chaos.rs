@@ -104,6 +104,14 @@ struct Args {
     /// take the CQL deletes a leader sends them as nothing.
     #[arg(long)]
     unsafe_cql_drop_deletes: bool,
+    /// Workers writing CQL logged batches, judged all or nothing, their
+    /// coordinators stopping half way now and then (0 in upgrade runs).
+    #[arg(long, default_value_t = 2)]
+    cql_batch_workers: usize,
+    /// FAULT INJECTION in the product, to prove the checker: no node
+    /// replays the batch log.
+    #[arg(long)]
+    unsafe_batch_log_skips_replay: bool,
     /// FAULT INJECTION in the product, to prove the checker: this node
     /// (index from 0) runs as the test-only tallyd-faults, applying adds
     /// with ids as new and members at any replica.
@@ -241,6 +249,8 @@ fn main() {
         cql_lwt_skips_agreed_read: a.unsafe_cql_lwt_skips_agreed_read,
         cql_row_workers: if a.upgrade { 0 } else { a.cql_row_workers },
         cql_drop_deletes: a.unsafe_cql_drop_deletes,
+        cql_batch_workers: if a.upgrade { 0 } else { a.cql_batch_workers },
+        batch_log_skips_replay: a.unsafe_batch_log_skips_replay,
         upgrade_from: match a.upgrade {
             true => match tally_tests::old_build::old_build() {
                 Ok(dir) => Some(dir),

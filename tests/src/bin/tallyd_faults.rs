@@ -80,6 +80,14 @@ enum Cmd {
         /// tables a leader sends it as nothing.
         #[arg(long)]
         unsafe_cql_drop_deletes: bool,
+        /// TEST SEAM: every this many logged batches this node coordinates
+        /// stop after their log entry and first partition, as if it crashed
+        /// there.
+        #[arg(long)]
+        batch_crash_every: Option<u64>,
+        /// FAULT INJECTION: this node never replays the batch log.
+        #[arg(long)]
+        unsafe_batch_log_skips_replay: bool,
         /// FAULT INJECTION: topology changes this node runs do not sync
         /// the ranges that move.
         #[arg(long)]
@@ -200,6 +208,8 @@ fn main() {
         unsafe_cql_ignore_ids,
         unsafe_cql_lwt_skips_agreed_read,
         unsafe_cql_drop_deletes,
+        batch_crash_every,
+        unsafe_batch_log_skips_replay,
         unsafe_skip_sync,
         unsafe_merge_ignoring_folds,
         unsafe_flush_locally,
@@ -277,6 +287,14 @@ fn main() {
         if unsafe_cql_drop_deletes {
             tracing::warn!("FAULT INJECTION: this node drops the CQL deletes it is sent");
             n.inject_cql_drop_deletes();
+        }
+        if let Some(every) = batch_crash_every {
+            tracing::warn!(every, "TEST SEAM: logged batches stop half way");
+            n.inject_batch_crash_every(every);
+        }
+        if unsafe_batch_log_skips_replay {
+            tracing::warn!("FAULT INJECTION: this node never replays the batch log");
+            n.inject_batch_log_skips_replay();
         }
         if unsafe_skip_sync {
             tracing::warn!("FAULT INJECTION: topology changes sync nothing");

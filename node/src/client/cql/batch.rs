@@ -144,7 +144,7 @@ fn parts(
         page_size: None,
         paging_state: None,
         timestamp: params.timestamp,
-        batch: true,
+        batch: Some(kind),
     }))
 }
 

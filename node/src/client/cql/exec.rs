@@ -10,7 +10,7 @@ use tally_engine::now_ms;
 use tally_net::once::OpId;
 use tally_net::wire::{Change, Consistency, Presence, Ttl, When, WireError, WireKey};
 
-use super::ast::{Select, Statement};
+use super::ast::{BatchKind, Select, Statement};
 use super::frame::Opcode;
 use super::levels::{self, level};
 use super::paging;
@@ -20,7 +20,7 @@ use super::result::{self, Cell};
 use super::rows::{self, CellOp, CellWrite, Query, Resets, Rows, Target};
 use super::work::{Answer, Part, RowWork};
 use crate::base::convert;
-use crate::client::join::join_all;
+use crate::base::join::join_all;
 use crate::node::Node;
 
 /// Most cells changed at once: a statement's writes go out in waves.
@@ -67,7 +67,7 @@ pub(crate) async fn run(node: &Node, work: RowWork, id: Option<OpId>) -> Result<
         .find(|p| p.statement.condition().is_some())
     {
         let lv = level_of(part, work.consistency, rf)?;
-        return lwt::conditional(node, &work.parts, work.batch, lv).await;
+        return lwt::conditional(node, &work.parts, work.batch.is_some(), lv).await;
     }
     let mut answer = None;
     for part in &work.parts {
@@ -75,7 +75,8 @@ pub(crate) async fn run(node: &Node, work: RowWork, id: Option<OpId>) -> Result<
         let write = !matches!(part.statement, Statement::Select(_));
         if write && !part.table.is_counter() {
             // A batch's writes of regular tables go together.
-            writes::write(node, &work.parts, work.timestamp, lv).await?;
+            let logged = work.batch == Some(BatchKind::Logged);
+            writes::write(node, &work.parts, (work.timestamp, logged), lv).await?;
             return Ok((Opcode::Result, response::void()));
         }
         answer = Some(statement(node, part, &work, lv, id.as_ref()).await?);

@@ -135,7 +135,7 @@ fn execute(
         skip_metadata: params.skip_metadata,
         page_size: params.page_size,
         paging_state: params.paging_state.clone(),
-        batch: false,
+        batch: None,
         timestamp: params.timestamp,
     }))
 }

@@ -2,7 +2,7 @@
 //! answer, a schema change to agree on, or statements on counter tables'
 //! rows to run against the cluster.
 
-use super::ast::Statement;
+use super::ast::{BatchKind, Statement};
 use super::body::Value;
 use super::frame::Opcode;
 use super::rows::Target;
@@ -50,9 +50,10 @@ pub(crate) struct RowWork {
     pub(crate) paging_state: Option<Vec<u8>>,
     /// The client's timestamp of its writes (µs), if it gave one.
     pub(crate) timestamp: Option<i64>,
-    /// The statements are a batch's (a conditional batch answers with
-    /// the primary key).
-    pub(crate) batch: bool,
+    /// The batch the statements are, if they are one (a conditional
+    /// batch answers with the primary key; a logged one goes through the
+    /// batch log).
+    pub(crate) batch: Option<BatchKind>,
 }
 
 /// One statement on a counter table's rows.

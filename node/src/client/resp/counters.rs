@@ -18,9 +18,9 @@ use super::proto::Reply;
 use super::registers::AddedToString;
 use super::session::arity;
 use crate::base::convert;
+use crate::base::join::join_all;
 use crate::base::keyspace::Keyspace;
 use crate::base::refusal::is_holds_string;
-use crate::client::join::join_all;
 use crate::cluster::write::Queued;
 use crate::node::Node;
 

@@ -28,8 +28,8 @@ use super::counters::wire_err;
 use super::proto::Reply;
 use super::registers;
 use super::session::arity;
+use crate::base::join::join_all;
 use crate::base::{fields, zset};
-use crate::client::join::join_all;
 use crate::node::Node;
 
 /// Most keys of one `EXISTS` read at once.

@@ -16,8 +16,8 @@ use tally_net::wire::Consistency;
 use super::command::{Cmd, Op};
 use super::counters;
 use super::proto::Reply;
+use crate::base::join::join_all;
 use crate::base::keyspace::Keyspace;
-use crate::client::join::join_all;
 use crate::node::Node;
 
 /// The replies to `cmds` of `user` (`None` without users), in order, run

@@ -23,8 +23,8 @@ use super::session::arity;
 use super::strings::{set_change, value_arg};
 use crate::base::convert::{live_value, user_key_of};
 use crate::base::fields::{self, remove_fields, set_field};
+use crate::base::join::join_all;
 use crate::base::strings::STRING_BYTES_MAX;
-use crate::client::join::join_all;
 use crate::node::Node;
 
 /// Answers `name` if it is one of this module's commands.

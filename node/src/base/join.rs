@@ -1,4 +1,4 @@
-//! Running a few futures at once on the connection's own task.
+//! Running a few futures at once on the caller's own task.
 
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
