@@ -46,6 +46,8 @@ const CHUNK_BYTES: usize = 24 << 10;
 
 /// A batch: each partition's cells, by column.
 pub(crate) type Batch = Vec<(Vec<u8>, Vec<(Vec<u8>, Cell)>)>;
+/// A batch as an entry encodes it: its cells as the wire has them.
+type WireBatch = Vec<(Vec<u8>, Vec<(Vec<u8>, WireCell)>)>;
 
 /// How a logged batch failed.
 #[derive(Debug)]
@@ -60,7 +62,7 @@ pub(crate) enum Failed {
 
 /// The entry of `batch`, made at `created_ms`: its cells, by column.
 pub(crate) fn entry(created_ms: u64, batch: &Batch) -> Result<Vec<(Vec<u8>, Cell)>, WireError> {
-    let wire: Vec<(Vec<u8>, Vec<(Vec<u8>, WireCell)>)> = batch
+    let wire: WireBatch = batch
         .iter()
         .map(|(p, cells)| {
             let cells = cells.iter().map(|(c, cell)| (c.clone(), wire_cell(cell)));
@@ -78,7 +80,7 @@ pub(crate) fn entry(created_ms: u64, batch: &Batch) -> Result<Vec<(Vec<u8>, Cell
                 format!(
                     "a logged batch of {} bytes: the batch log holds at most {} KiB of one",
                     bytes.len(),
-                    CELLS_MAX * CHUNK_BYTES >> 10
+                    (CELLS_MAX * CHUNK_BYTES) >> 10
                 ),
             )
         })?;
@@ -154,8 +156,7 @@ pub(crate) fn batch_of(cells: &[(Vec<u8>, &Cell)], now_ms: u64) -> Option<(u64, 
         return None;
     }
     let bytes: Vec<u8> = chunks.iter().flat_map(|c| c.2.iter().copied()).collect();
-    type Wire = (u64, Vec<(Vec<u8>, Vec<(Vec<u8>, WireCell)>)>);
-    let (created, wire): Wire = tally_net::wire::decode(&bytes).ok()?;
+    let (created, wire): (u64, WireBatch) = tally_net::wire::decode(&bytes).ok()?;
     let batch = wire
         .into_iter()
         .map(|(p, cells)| {
@@ -301,9 +302,9 @@ async fn replay_due(ctx: &Arc<Ctx>, writes: &Writes, after: Duration) {
 }
 
 /// The entries this node holds: each partition's cells, live or not.
-fn held(ctx: &Ctx) -> tally_engine::Result<Vec<(Vec<u8>, Vec<(Vec<u8>, Cell)>)>> {
+fn held(ctx: &Ctx) -> tally_engine::Result<Batch> {
     let first = Key::new(&BATCHLOG_MARK, b"")?;
-    let mut entries: Vec<(Vec<u8>, Vec<(Vec<u8>, Cell)>)> = Vec::new();
+    let mut entries: Batch = Vec::new();
     ctx.engine()
         .scan_window(std::ops::Bound::Included(&first), usize::MAX, |k, cell| {
             if !k.partition().starts_with(&BATCHLOG_MARK) {

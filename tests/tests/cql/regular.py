@@ -93,6 +93,14 @@ if phase == "write":
     session.execute(batch)
     got = session.execute("SELECT c, i FROM every WHERE k = 'paged' AND c IN (1000, 1001)")
     assert sorted((r.c, r.i) for r in got) == [(1000, 1), (1001, 2)]
+    # A logged batch of three partitions goes through the batch log.
+    logged = BatchStatement(batch_type=BatchType.LOGGED)
+    for k in ("b1", "b2", "b3"):
+        logged.add("INSERT INTO every (k, c, a) VALUES (%s, 1, 'logged')", (k,))
+    session.execute(logged)
+    got = session.execute("SELECT k, a FROM every WHERE k IN ('b1', 'b2', 'b3') AND c = 1")
+    assert sorted((r.k, r.a) for r in got) == [(k, "logged") for k in ("b1", "b2", "b3")]
+
     # A conditional batch: one transaction on one partition, all or nothing.
     session.execute("INSERT INTO every (k, c, a) VALUES ('cas', 1, 'one')")
     cas = session.prepare("UPDATE every SET a = ? WHERE k = 'cas' AND c = ? IF a = ?")
