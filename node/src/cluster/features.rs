@@ -438,8 +438,8 @@ mod tests {
             vec![
                 AGREED_HANDOFF.to_string(),
                 AGREEMENT.to_string(),
-                CQL_REGULAR_TABLES.to_string(),
                 CQL_BATCH_LOG.to_string(),
+                CQL_REGULAR_TABLES.to_string(),
                 CQL_TABLES.to_string(),
                 CQL_TOKEN_ORDER.to_string(),
                 FIRST_BALLOTS.to_string(),

@@ -76,6 +76,16 @@ for lo, hi in zip(bounds, bounds[1:]):
 assert sorted(got) == sorted(rows), (len(got), len(rows))
 assert session.execute(ranges, [10, -10]).all() == [], "no wrapping around the ring"
 
+# token() as a selector: the column a pager goes on from.
+with_token = session.execute(
+    "SELECT site, day, token(site, day) FROM tk.events WHERE token(site, day) > 0 LIMIT 5").all()
+assert len(with_token) == 5
+for r in with_token:
+    assert r[2] == tokens[(r.site, r.day)] and r[2] > 0, r
+assert session.execute("SELECT token(site, day) FROM tk.events LIMIT 1").column_names == [
+    "system.token(site, day)"]
+expect("token() takes the partition key", "SELECT token(day) FROM tk.events")
+
 # A LIMIT counts across pages.
 limited = SimpleStatement("SELECT seq FROM tk.events LIMIT 75", fetch_size=20)
 assert len(list(session.execute(limited))) == 75

@@ -78,6 +78,11 @@ pub(crate) enum TokenBound {
     Of(Vec<Term>),
 }
 
+/// The name Cassandra gives `token(columns)` as a selector.
+pub(crate) fn token_selector(columns: &[String]) -> String {
+    format!("system.token({})", columns.join(", "))
+}
+
 /// What a SELECT answers.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Selection {

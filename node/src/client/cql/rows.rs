@@ -12,7 +12,9 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use super::ast::{Assignment, Delete, Op, Relation, Select, Selection, Term, Update};
+use super::ast::{
+    Assignment, Delete, Op, Relation, Select, Selection, Term, Update, token_selector,
+};
 use super::body::Value;
 use super::cells::{self, check, compare};
 use super::response::CqlError;
@@ -661,6 +663,44 @@ fn reversed(t: Target, order_by: &[(String, bool)]) -> Result<bool, CqlError> {
     Ok(reversed.unwrap_or(false))
 }
 
+/// `table` (of `def`'s rows, every column, the partition key's first)
+/// with a column for `token(...)` of the partition key if `s` selects it.
+pub(crate) fn with_token(def: &TableDef, s: &Select, mut table: Table) -> Result<Table, CqlError> {
+    let Selection::Columns(picked) = &s.selection else {
+        return Ok(table);
+    };
+    let keys: Vec<String> = def
+        .columns
+        .iter()
+        .filter(|c| c.kind == Kind::PartitionKey)
+        .map(|c| c.name.clone())
+        .collect();
+    let name = token_selector(&keys);
+    match picked.iter().find(|(n, _)| n.starts_with("system.token(")) {
+        None => return Ok(table),
+        Some((n, _)) if *n != name => {
+            return Err(CqlError::Invalid(format!(
+                "Invalid selector {n}: token() takes the partition key, {}",
+                keys.join(", ")
+            )));
+        }
+        Some(_) => {}
+    }
+    for row in &mut table.rows {
+        let key: Vec<Vec<u8>> = row[..keys.len()]
+            .iter()
+            .map(|c| c.clone().unwrap_or_default())
+            .collect();
+        let token = tally_net::ring::partition_token(&cells::partition(def, &key)?);
+        row.push(Some(token.to_be_bytes().to_vec()));
+    }
+    table.meta.columns.push(Column {
+        name,
+        ty: CqlType::Bigint,
+    });
+    Ok(table)
+}
+
 /// The columns and rows a SELECT answers of `rows`, its table's rows
 /// with every column ([`all_columns`]), in order.
 pub(crate) fn project(
@@ -673,6 +713,7 @@ pub(crate) fn project(
         meta: all_columns(t),
         rows,
     };
+    let table = with_token(t.table, s, table)?;
     let projected = Select {
         relations: Vec::new(),
         order_by: Vec::new(),

@@ -168,7 +168,7 @@ fn prepare(
                     markers,
                 )?;
                 let result = match t.is_counter() {
-                    true => select_meta(&all, s)?,
+                    true => select_meta(&rows::with_token(&t, s, all.clone())?, s)?,
                     false => super::regular::project(target, s, Vec::new(), &[])?.0,
                 };
                 (bind, pk_indexes(&t, &s.relations), result)

@@ -86,6 +86,14 @@ impl Parser {
                     self.expect_symbol(")")?;
                     format!("{name}({column})")
                 }
+                "token" if self.eat_symbol("(") => {
+                    let mut columns = vec![self.name()?];
+                    while self.eat_symbol(",") {
+                        columns.push(self.name()?);
+                    }
+                    self.expect_symbol(")")?;
+                    token_selector(&columns)
+                }
                 "sum" | "avg" | "min" | "max" | "count" if self.eat_symbol("(") => {
                     let column = self.name()?;
                     self.expect_symbol(")")?;

@@ -261,7 +261,7 @@ pub(crate) fn project(
         }
         other => other.clone(),
     };
-    let table = Table { meta, rows };
+    let table = rows::with_token(t.table, s, Table { meta, rows })?;
     let projected = Select {
         relations: Vec::new(),
         order_by: Vec::new(),
