@@ -62,8 +62,9 @@ pub(crate) struct Background {
     compaction_lock: Mutex<()>,
     /// Compactions done since open.
     pub(crate) compactions: std::sync::atomic::AtomicU64,
-    /// Dead cells a compaction of every table drops.
-    purge: Option<crate::options::Purge>,
+    /// Dead cells a compaction of every table drops, and cells no
+    /// compaction folds.
+    purge: Option<Arc<dyn crate::options::Purge>>,
 }
 
 impl Background {
@@ -214,9 +215,8 @@ impl Background {
         let folding = inputs.len() == live.tables.len();
         let merger = self.versions.merger();
         let mut cells = merged(&inputs, merger, folding);
-        if folding {
-            cells.purge = self.purge.clone();
-        }
+        cells.purge = self.purge.clone();
+        cells.dropping = folding;
         let output = self.replace(&inputs, cells)?;
         self.compactions
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -358,6 +358,7 @@ fn merged(inputs: &[Arc<Table>], merger: &crate::cell::Merger, folding: bool) ->
     MergeIter {
         fold_before_ms: crate::cell::now_ms().saturating_sub(EXPIRED_GRACE_MS),
         purge: None,
+        dropping: false,
         folds: folding.then(|| merger.installed()),
         merger: merger.clone(),
         inputs: inputs
@@ -403,8 +404,11 @@ pub(crate) const EXPIRED_GRACE_MS: u64 = 60 * 60 * 1000;
 /// nothing).
 pub(crate) struct MergeIter<I: Iterator<Item = Result<(Key, Cell)>> = TableIter> {
     pub(crate) fold_before_ms: u64,
-    /// Dead cells to drop (a merge of every table's only).
-    pub(crate) purge: Option<crate::options::Purge>,
+    /// Which dead cells may go, and which expired cells do not fold.
+    pub(crate) purge: Option<Arc<dyn crate::options::Purge>>,
+    /// Whether this merge drops the dead cells `purge` says may go (a
+    /// merge of every table's only).
+    pub(crate) dropping: bool,
     /// The fold generations to fold cells by, if any.
     pub(crate) folds: Option<Arc<crate::cell::Folds>>,
     /// How the cells merge.
@@ -429,13 +433,11 @@ impl<I: Iterator<Item = Result<(Key, Cell)>>> Iterator for MergeIter<I> {
 impl<I: Iterator<Item = Result<(Key, Cell)>>> MergeIter<I> {
     /// Whether `cell` (of `key`, before its fold) is one to drop.
     fn purges(&self, key: &Key, cell: &Cell) -> bool {
-        let Some(p) = &self.purge else { return false };
+        let Some(p) = self.purge.as_ref().filter(|_| self.dropping) else {
+            return false;
+        };
         let now = crate::cell::now_ms();
-        let at = cell.epoch().expiry.at_ms;
-        key.partition().starts_with(&p.prefix)
-            && at != 0
-            && at.saturating_add(p.after_ms) < now
-            && !cell.live(now)
+        !cell.live(now) && p.drops(key, cell, now)
     }
 
     /// The next key's cells of every input, merged, and folded.
@@ -462,7 +464,9 @@ impl<I: Iterator<Item = Result<(Key, Cell)>>> MergeIter<I> {
         if self.purges(&min, &cell) {
             return Some(Ok((min, cell)));
         }
-        cell.fold_expired(self.fold_before_ms);
+        if self.purge.as_ref().is_none_or(|p| p.folds(&min)) {
+            cell.fold_expired(self.fold_before_ms);
+        }
         if let Some(folds) = &self.folds {
             cell.fold_retired(folds);
         }

@@ -6,7 +6,8 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
-use crate::cell::Folds;
+use crate::cell::{Cell, Folds};
+use crate::key::Key;
 
 /// When a write counts as durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,24 +91,29 @@ pub struct Options {
     /// Test seam: while set, the syncer panics when it wakes to write.
     #[doc(hidden)]
     pub panic_sync: Option<Arc<AtomicBool>>,
-    /// Dead cells compactions drop (see [`Purge`]).
-    pub purge: Option<Purge>,
+    /// Dead cells compactions drop, and cells they do not fold (see
+    /// [`Purge`]).
+    pub purge: Option<Arc<dyn Purge>>,
 }
 
-/// Dead cells an engine may forget: those of partitions that begin with
-/// `prefix`, not live, whose deadline passed over `after_ms` ago. A
-/// compaction of every table drops them. Only for cells whose coming
-/// back is harmless: a compaction of some tables does not drop them (an
-/// older copy in a table left out would come back), but one that drops
-/// a cell leaves nothing to stop a replica that kept a live copy from
-/// sending it back (a batch log's deleted entry, which such a replica
-/// replays once more, changes nothing).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Purge {
-    /// The first bytes of the partitions whose dead cells may go.
-    pub prefix: Vec<u8>,
-    /// How long past its deadline a dead cell is kept.
-    pub after_ms: u64,
+/// Which dead cells a compaction may forget, and which expired cells it
+/// keeps unfolded. A compaction of every table asks [`Purge::drops`] of
+/// each cell that is not live, and drops it if so (a compaction of some
+/// tables drops nothing: an older copy in a table left out would come
+/// back). Nothing stops a replica that kept an older copy of a dropped
+/// cell from sending it back, so the rule must only drop cells whose
+/// copies every replica has had time to merge (Cassandra's gc grace), or
+/// whose coming back is harmless.
+pub trait Purge: Send + Sync + std::fmt::Debug {
+    /// Whether `cell` of `key`, not live at `now_ms`, may go.
+    fn drops(&self, key: &Key, cell: &Cell, now_ms: u64) -> bool;
+
+    /// Whether an expired cell of `key` folds into a reset's tombstone
+    /// (`Cell::fold_expired`) once its grace has passed; a cell that does
+    /// not keeps the deadline [`Purge::drops`] may judge it by.
+    fn folds(&self, _key: &Key) -> bool {
+        true
+    }
 }
 
 impl Default for Options {

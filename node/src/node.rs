@@ -49,6 +49,8 @@ pub struct Node {
     cql_regular_tables: std::sync::atomic::AtomicBool,
     cql_token_order: std::sync::atomic::AtomicBool,
     cql_batch_log: std::sync::atomic::AtomicBool,
+    /// What the engine's compactions forget (`cluster::purge`).
+    purge: Arc<crate::cluster::purge::Rules>,
 }
 
 impl Node {
@@ -76,6 +78,7 @@ impl Node {
         // A build that lacks a feature the data has enabled stops here.
         let features = Arc::new(Features::open(&dir)?);
         let c = &config.cluster;
+        let purge = Arc::new(crate::cluster::purge::Rules::default());
         let mut opts = Options {
             sync: match c.sync {
                 SyncKind::Batch => SyncMode::Batch,
@@ -88,8 +91,9 @@ impl Node {
             answer_on: tokio::runtime::Handle::try_current().ok(),
             park_commit,
             ids_retention: c.ids.retention(),
-            // The batch log's deleted entries go in time.
-            purge: Some(crate::cluster::batchlog::purge()),
+            // The batch log's deleted entries and the regular tables' dead
+            // cells go in time.
+            purge: Some(purge.clone()),
             ..Options::default()
         };
         tweak(&mut opts);
@@ -130,6 +134,7 @@ impl Node {
             cql_regular_tables: std::sync::atomic::AtomicBool::new(false),
             cql_token_order: std::sync::atomic::AtomicBool::new(false),
             cql_batch_log: std::sync::atomic::AtomicBool::new(false),
+            purge,
         }))
     }
 
@@ -244,6 +249,15 @@ impl Node {
     pub(crate) fn serves_batch_log(&self) -> bool {
         let feature = crate::cluster::features::CQL_BATCH_LOG;
         self.sticky(&self.cql_batch_log, feature)
+    }
+
+    /// Each CQL regular table's prefix and gc grace (ms): the dead cells
+    /// compactions may forget (`cluster::purge`).
+    pub(crate) fn set_table_graces(
+        &self,
+        graces: Vec<([u8; tally_net::ring::TABLE_PREFIX_BYTES], u64)>,
+    ) {
+        self.purge.set_tables(graces);
     }
 
     /// Whether `feature` is enabled by every member up, remembered in

@@ -80,6 +80,7 @@ impl Engine {
         let merged = MergeIter {
             fold_before_ms: 0,
             purge: None,
+            dropping: false,
             folds: None,
             merger: self.versions.merger().clone(),
             inputs: inputs.into_iter().map(Iterator::peekable).collect(),

@@ -102,17 +102,9 @@ fn deleted(created_ms: u64, columns: impl Iterator<Item = Vec<u8>>) -> Vec<(Vec<
 
 /// How long a deleted entry is kept past its making: long enough for the
 /// delete to reach every replica (hints, repair), after which a
-/// compaction forgets it (`tally_engine::Purge`). A replica that still
-/// holds it live replays it once more, which changes nothing.
-const PURGE_AFTER_MS: u64 = 10 * 60 * 1000;
-
-/// What the engine forgets of the batch log.
-pub(crate) fn purge() -> tally_engine::Purge {
-    tally_engine::Purge {
-        prefix: BATCHLOG_MARK.to_vec(),
-        after_ms: PURGE_AFTER_MS,
-    }
-}
+/// compaction forgets it (`cluster::purge`). A replica that still holds
+/// it live replays it once more, which changes nothing.
+pub(crate) const PURGE_AFTER_MS: u64 = 10 * 60 * 1000;
 
 fn epoch(n: u64, origin: u64, at_ms: u64) -> Epoch {
     Epoch {

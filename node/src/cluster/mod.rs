@@ -22,6 +22,7 @@ pub mod hints;
 pub(crate) mod membership;
 pub(crate) mod peer;
 pub(crate) mod placement;
+pub(crate) mod purge;
 pub(crate) mod read;
 pub(crate) mod repair;
 pub(crate) mod repairing;

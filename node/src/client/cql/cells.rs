@@ -36,7 +36,7 @@ use tally_net::ring::{
 
 use super::response::CqlError;
 use super::result::CqlType;
-use super::schema::TableDef;
+use super::schema::{Keyspace, TableDef};
 
 /// The bytes every stored partition of `table` begins with.
 pub(crate) fn prefix(table: &TableDef) -> [u8; TABLE_PREFIX_BYTES] {
@@ -61,6 +61,19 @@ pub(crate) fn token_prefix(table: &TableDef, token: i64) -> Vec<u8> {
         p.extend_from_slice(&token_bytes(token));
     }
     p
+}
+
+/// Each regular table's prefix and gc grace (ms), of `catalog`: what
+/// compactions may forget (`cluster::purge`).
+pub(crate) fn graces(catalog: &[Keyspace]) -> Vec<([u8; TABLE_PREFIX_BYTES], u64)> {
+    let tables = catalog.iter().flat_map(|k| &k.tables);
+    tables
+        .filter(|t| !t.is_counter())
+        .map(|t| {
+            let ms = u64::try_from(t.gc_grace_s).unwrap_or(0) * 1000;
+            (prefix(t), ms)
+        })
+        .collect()
 }
 
 /// The stored partition of `key` (the partition key's values, in order).
@@ -353,6 +366,7 @@ mod tests {
             name: "cf".into(),
             id: [7; 16],
             default_ttl_s: 0,
+            gc_grace_s: 864_000,
             comment: String::new(),
             truncations,
             dropped: Vec::new(),

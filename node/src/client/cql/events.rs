@@ -167,6 +167,7 @@ mod tests {
                     name: (*t).into(),
                     id: [1; 16],
                     default_ttl_s: 0,
+                    gc_grace_s: crate::client::cql::schema::GC_GRACE_S,
                     comment: String::new(),
                     truncations: *truncations,
                     columns: Vec::new(),

@@ -68,7 +68,7 @@ pub(crate) fn stored(r: &Register) -> Option<Stored> {
     let ts = i64::from_be_bytes(*ts);
     match rest.split_first()? {
         (&VALUE, v) => lww::value(ts, v, r.at_ms),
-        (&TOMBSTONE, _) => Some(lww::tombstone(ts)),
+        (&TOMBSTONE, _) => Some(lww::tombstone(ts, 1)),
         _ => None,
     }
 }

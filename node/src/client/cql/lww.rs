@@ -9,7 +9,8 @@
 //! value     := epoch (n = ts ^ 2^63, origin = 8 high bytes of the value | 1),
 //!              expiry = the TTL's deadline (0: none), list [value]
 //! tombstone := epoch (n = ts ^ 2^63, origin = u64::MAX),
-//!              expiry = 1 ms (never live), no list
+//!              expiry = when it was made (dead since; 1 ms: not known),
+//!              no list
 //! ```
 //!
 //! `ts` is the write's timestamp (µs; a client's `USING TIMESTAMP` may be
@@ -17,10 +18,13 @@
 //! timestamp Cassandra's tie rules hold: a tombstone wins (the largest
 //! origin), then the larger value by its bytes (its first 7 in the origin,
 //! the rest by the engine's rule for one identity: the larger list). A
-//! value past its deadline reads as deleted; compaction later folds it
-//! (and a tombstone) into a reset one microsecond after, which reads as
-//! deleted too (`Cell::fold_expired`). Tombstones are kept for good: no
-//! replica that missed a delete can bring the value back.
+//! value past its deadline reads as deleted. Compactions keep a dead cell
+//! (a tombstone, a value past its deadline) for the table's
+//! `gc_grace_seconds`, then forget it (`cluster::purge`); meanwhile every
+//! replica must get it (a repair of every node), or one that missed a
+//! delete could bring the value back. A cell compacted while its table
+//! was not known to the node folds into a reset one microsecond after
+//! (`Cell::fold_expired`), which reads as deleted too, and is kept.
 
 use tally_engine::cell::List;
 use tally_engine::{Cell, Epoch, Expiry, Stamp};
@@ -55,9 +59,11 @@ pub(crate) fn value(ts: i64, value: &[u8], expires_ms: u64) -> Option<Cell> {
     Some(Cell::from_parts(epoch(ts, origin, expires_ms), []).with_list(Some(list)))
 }
 
-/// The cell of a delete at `ts`.
-pub(crate) fn tombstone(ts: i64) -> Cell {
-    Cell::from_parts(epoch(ts, TOMBSTONE, 1), [])
+/// The cell of a delete at `ts`, made at `deleted_ms` (the coordinator's
+/// clock; 1 if not known): dead from then, and forgotten by compactions
+/// once the table's gc grace has passed (`cluster::purge`).
+pub(crate) fn tombstone(ts: i64, deleted_ms: u64) -> Cell {
+    Cell::from_parts(epoch(ts, TOMBSTONE, deleted_ms.max(1)), [])
 }
 
 fn epoch(ts: i64, origin: u64, at_ms: u64) -> Epoch {
@@ -152,7 +158,7 @@ mod tests {
             value(7, b"abcdefgh2", 0).unwrap(),
         );
         assert_eq!(value_of(&merged(&[&b, &a]), 5), Some(b"abcdefgh2".to_vec()));
-        let dead = tombstone(1000);
+        let dead = tombstone(1000, 5);
         for cells in [[&four, &dead], [&dead, &four]] {
             let c = merged(&cells);
             assert_eq!(
@@ -188,7 +194,7 @@ mod tests {
             value_of(&merged(&[&c, &value(1000, b"v", 50).unwrap()]), 10),
             None
         );
-        let mut dead = tombstone(7);
+        let mut dead = tombstone(7, 1);
         dead.fold_expired(60);
         assert_eq!(
             value_of(&merged(&[&dead, &value(7, b"v", 0).unwrap()]), 10),

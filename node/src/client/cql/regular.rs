@@ -44,6 +44,8 @@ pub(crate) struct Stamp {
     pub(crate) ts: i64,
     /// The deadline of its values (ms since the epoch; 0: none).
     pub(crate) expires_ms: u64,
+    /// The coordinator's clock (ms): when its deletes died.
+    pub(crate) now_ms: u64,
 }
 
 /// One row: its partition key's values, its stored partition, and its
@@ -83,7 +85,11 @@ pub(crate) fn stamp(
         0 => 0,
         s => now_ms + u64::from(s) * 1000,
     };
-    Ok(Stamp { ts, expires_ms })
+    Ok(Stamp {
+        ts,
+        expires_ms,
+        now_ms,
+    })
 }
 
 /// The cells `statement` (an INSERT, UPDATE or DELETE) writes, stamped
@@ -276,7 +282,7 @@ fn assign(
                     CqlError::Invalid(format!("the value of {name} is over the limit of a cell"))
                 })?
             }
-            None => lww::tombstone(at.ts),
+            None => lww::tombstone(at.ts, at.now_ms),
         };
         match c.kind {
             Kind::Static => cells.push((static_column(name), stored)),

@@ -23,7 +23,7 @@
 //! table    := [string] name, 16 bytes id, [int] default_time_to_live,
 //!             [string] comment, ([int] truncations: formats 2 to 4),
 //!             ([short] n, n × [string] dropped columns: formats 3, 4),
-//!             ([byte] token order: format 4),
+//!             ([byte] token order, [int] gc_grace_seconds: format 4),
 //!             [short] n, n columns
 //! column   := [string] name, [option] type, [byte] kind (0 partition key,
 //!             1 clustering, 2 regular, 3 static), [byte] descending
@@ -49,8 +49,11 @@ const COLUMN_NAME_BYTES_MAX: usize = 256;
 const FORMAT: u8 = 1;
 /// The format that has each table's dropped columns too.
 const FORMAT_DROPPED: u8 = 3;
-/// The format that says, of each table, whether it is in token order.
+/// The format that says, of each table, whether it is in token order,
+/// and its gc grace.
 const FORMAT_TOKEN_ORDER: u8 = 4;
+/// `gc_grace_seconds` unless a table says otherwise: Cassandra's 10 days.
+pub(crate) const GC_GRACE_S: i32 = 864_000;
 /// The format that has each table's truncations.
 const FORMAT_TRUNCATIONS: u8 = 2;
 
@@ -78,6 +81,9 @@ pub(crate) struct TableDef {
     pub(crate) name: String,
     pub(crate) id: [u8; 16],
     pub(crate) default_ttl_s: i32,
+    /// How long its dead cells (deleted, or past their TTL) are kept
+    /// before compactions may forget them (`gc_grace_seconds`).
+    pub(crate) gc_grace_s: i32,
     pub(crate) comment: String,
     /// How many times it was truncated: its cells are those of this
     /// count (`cells::prefix`).
@@ -117,7 +123,7 @@ impl Keyspace {
     pub(crate) fn encode(&self) -> Vec<u8> {
         let any = |f: fn(&TableDef) -> bool| self.tables.iter().any(f);
         let format = match () {
-            _ if any(|t| t.token_order) => FORMAT_TOKEN_ORDER,
+            _ if any(|t| t.token_order || t.gc_grace_s != GC_GRACE_S) => FORMAT_TOKEN_ORDER,
             _ if any(|t| !t.dropped.is_empty()) => FORMAT_DROPPED,
             _ if any(|t| t.truncations > 0) => FORMAT_TRUNCATIONS,
             _ => FORMAT,
@@ -144,6 +150,7 @@ impl Keyspace {
             }
             if format >= FORMAT_TOKEN_ORDER {
                 b.push(u8::from(t.token_order));
+                put_int(&mut b, t.gc_grace_s);
             }
             put_short(
                 &mut b,
@@ -192,7 +199,10 @@ impl Keyspace {
                     dropped.push(r.string()?);
                 }
             }
-            let token_order = format >= FORMAT_TOKEN_ORDER && r.byte()? != 0;
+            let (token_order, gc_grace_s) = match format >= FORMAT_TOKEN_ORDER {
+                true => (r.byte()? != 0, r.int()?),
+                false => (false, GC_GRACE_S),
+            };
             let mut columns = Vec::new();
             for _ in 0..r.short()? {
                 let name = r.string()?;
@@ -221,6 +231,7 @@ impl Keyspace {
                 columns,
                 dropped,
                 token_order,
+                gc_grace_s,
             });
         }
         if r.remaining() > 0 {
@@ -456,11 +467,12 @@ fn table_def(t: &CreateTable, fresh: Fresh) -> Result<TableDef, CqlError> {
         ));
     }
     other_columns(t, &mut columns)?;
-    let (default_ttl_s, comment) = table_options(&t.options)?;
+    let (default_ttl_s, comment, gc_grace_s) = table_options(&t.options)?;
     Ok(TableDef {
         name: t.table.name.clone(),
         id: fresh.id,
         default_ttl_s,
+        gc_grace_s: gc_grace_s.unwrap_or(GC_GRACE_S),
         comment,
         truncations: 0,
         columns,
@@ -544,8 +556,10 @@ fn clustering_order(t: &CreateTable, columns: &mut [ColumnDef]) -> Result<(), Cq
 
 /// The table options Tally keeps (`default_time_to_live`, `comment`);
 /// Cassandra's others are accepted and have no effect here.
-fn table_options(options: &[(String, Literal)]) -> Result<(i32, String), CqlError> {
-    const IGNORED: [&str; 14] = [
+pub(crate) fn table_options(
+    options: &[(String, Literal)],
+) -> Result<(i32, String, Option<i32>), CqlError> {
+    const IGNORED: [&str; 13] = [
         "bloom_filter_fp_chance",
         "caching",
         "cdc",
@@ -554,14 +568,13 @@ fn table_options(options: &[(String, Literal)]) -> Result<(i32, String), CqlErro
         "crc_check_chance",
         "dclocal_read_repair_chance",
         "extensions",
-        "gc_grace_seconds",
         "max_index_interval",
         "memtable_flush_period_in_ms",
         "min_index_interval",
         "read_repair_chance",
         "speculative_retry",
     ];
-    let (mut ttl, mut comment) = (0, String::new());
+    let (mut ttl, mut comment, mut gc_grace) = (0, String::new(), None);
     for (name, value) in options {
         match (name.as_str(), value) {
             ("default_time_to_live", Literal::Int(s)) => {
@@ -570,11 +583,17 @@ fn table_options(options: &[(String, Literal)]) -> Result<(i32, String), CqlErro
                 })?;
             }
             ("comment", Literal::Str(c)) => comment.clone_from(c),
+            ("gc_grace_seconds", Literal::Int(s)) => {
+                let s = i32::try_from(*s).ok().filter(|s| *s >= 0).ok_or_else(|| {
+                    CqlError::Config(format!("gc_grace_seconds must be at least 0: {s}"))
+                })?;
+                gc_grace = Some(s);
+            }
             (other, _) if IGNORED.contains(&other) => {}
             (other, _) => return Err(CqlError::Syntax(format!("Unknown property '{other}'"))),
         }
     }
-    Ok((ttl, comment))
+    Ok((ttl, comment, gc_grace))
 }
 
 /// `DROP TABLE`, given the table's keyspace as it is now (if it exists).

@@ -219,6 +219,7 @@ pub(crate) async fn read_catalog(node: &Node) -> Result<Vec<Keyspace>, WireError
 /// schema.
 async fn cluster(node: &Node) -> Result<Cluster, CqlError> {
     let catalog = catalog(node).await?;
+    node.set_table_graces(super::cells::graces(&catalog));
     let config = node.config();
     let ring = node.ring();
     let host = |n: usize| {

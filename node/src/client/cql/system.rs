@@ -344,7 +344,7 @@ fn table_rows(c: &Cluster, t: &mut Table) {
                     true => cell::texts(&["compound", "counter"]),
                     false => cell::texts(&["compound"]),
                 },
-                cell::int(864_000),
+                cell::int(table.gc_grace_s),
                 cell::uuid(table.id),
             ]);
         }

@@ -36,13 +36,13 @@ fn a_cell_and_its_register_say_the_same() {
     for s in [
         lww::value(1_000, b"client_1", 180_000).unwrap(),
         lww::value(-5, b"", 0).unwrap(),
-        lww::tombstone(2_000),
+        lww::tombstone(2_000, 1),
     ] {
         let r = register(b"owner", &s).unwrap();
         assert_eq!(stored(&r).unwrap(), s);
     }
     // A tombstone's register never expires (it must go on deleting).
-    assert_eq!(register(b"owner", &lww::tombstone(9)).unwrap().at_ms, 0);
+    assert_eq!(register(b"owner", &lww::tombstone(9, 1)).unwrap().at_ms, 0);
     let bad = Register {
         column: b"x".to_vec(),
         value: vec![1, 2],

@@ -30,7 +30,7 @@ pub(crate) fn alter(
         Alteration::Add(columns) => add(t, columns)?,
         Alteration::Drop(names) => drop(t, names)?,
         Alteration::With(options) => {
-            let (ttl, comment) = table_options(options)?;
+            let (ttl, comment, gc_grace) = table_options(options)?;
             if ttl > 0 && t.is_counter() {
                 return Err(invalid(
                     "Cannot set default_time_to_live on a table with counters".into(),
@@ -42,6 +42,9 @@ pub(crate) fn alter(
             }
             if named("comment") {
                 t.comment = comment;
+            }
+            if let Some(g) = gc_grace {
+                t.gc_grace_s = g;
             }
         }
     }
