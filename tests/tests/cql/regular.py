@@ -132,7 +132,13 @@ if phase == "write":
     assert session.execute("SELECT extra FROM every WHERE k = 'alt'").one().extra == "e"
     session.execute("ALTER TABLE every DROP extra")
     expect(InvalidRequest, "Undefined column name extra", "SELECT extra FROM every WHERE k = 'alt'")
-    expect(InvalidRequest, "previously dropped", "ALTER TABLE every ADD extra text")
+    expect(InvalidRequest, "incompatible with previous type text",
+           "ALTER TABLE every ADD extra int")
+    # Added again: the cells written before the drop stay unread.
+    session.execute("ALTER TABLE every ADD extra text")
+    assert session.execute("SELECT extra FROM every WHERE k = 'alt'").one().extra is None
+    session.execute("UPDATE every SET extra = 'again' WHERE k = 'alt' AND c = 1")
+    assert session.execute("SELECT extra FROM every WHERE k = 'alt'").one().extra == "again"
     session.execute("UPDATE every SET i = NULL WHERE k = 'alt' AND c = 1")
     got = session.execute("SELECT k, c, i FROM every WHERE k = 'alt'").one()
     assert (got.k, got.c, got.i) == ("alt", 1, None), "the INSERT's row marker keeps it"

@@ -157,7 +157,6 @@ pub(crate) fn put_int(out: &mut Vec<u8>, v: i32) {
     out.extend_from_slice(&v.to_be_bytes());
 }
 
-#[cfg(test)]
 pub(crate) fn put_long(out: &mut Vec<u8>, v: i64) {
     out.extend_from_slice(&v.to_be_bytes());
 }

@@ -23,7 +23,9 @@
 //! table    := [string] name, 16 bytes id, [int] default_time_to_live,
 //!             [string] comment, ([int] truncations: formats 2 to 4),
 //!             ([short] n, n × [string] dropped columns: formats 3, 4),
-//!             ([byte] token order, [int] gc_grace_seconds: format 4),
+//!             ([byte] token order, [int] gc_grace_seconds, and for
+//!             each dropped column [byte] 1, [option] its type, [long]
+//!             when (µs), or [byte] 0: format 4),
 //!             [short] n, n columns
 //! column   := [string] name, [option] type, [byte] kind (0 partition key,
 //!             1 clustering, 2 regular, 3 static), [byte] descending
@@ -93,11 +95,29 @@ pub(crate) struct TableDef {
     pub(crate) columns: Vec<ColumnDef>,
     /// Columns `ALTER TABLE ... DROP` dropped: their cells are no longer
     /// read, and their names are not taken again (`alter`).
-    pub(crate) dropped: Vec<String>,
+    pub(crate) dropped: Vec<Dropped>,
     /// Its partitions are stored in token order
     /// (`tally_net::ring::TOKEN_TABLE_MARK`): every table made once the
     /// cluster has feature `cql-token-order`.
     pub(crate) token_order: bool,
+}
+
+/// A column `ALTER TABLE ... DROP` dropped: its type and when (µs), so
+/// that a column of its name added again reads only cells written after
+/// (`None`: dropped by a build that did not keep them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Dropped {
+    pub(crate) name: String,
+    pub(crate) was: Option<(CqlType, i64)>,
+}
+
+impl TableDef {
+    /// The time (µs) at and before which cells of column `name` were
+    /// dropped with it, if it was.
+    pub(crate) fn dropped_until(&self, name: &str) -> Option<i64> {
+        let d = self.dropped.iter().find(|d| d.name == name)?;
+        Some(d.was.as_ref().map_or(i64::MAX, |(_, at)| *at))
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -146,11 +166,21 @@ impl Keyspace {
                     &mut b,
                     u16::try_from(t.dropped.len()).expect("dropped fit a short"),
                 );
-                t.dropped.iter().for_each(|d| put_string(&mut b, d));
+                t.dropped.iter().for_each(|d| put_string(&mut b, &d.name));
             }
             if format >= FORMAT_TOKEN_ORDER {
                 b.push(u8::from(t.token_order));
                 put_int(&mut b, t.gc_grace_s);
+                for d in &t.dropped {
+                    match &d.was {
+                        Some((ty, at)) => {
+                            b.push(1);
+                            ty.put(&mut b);
+                            super::body::put_long(&mut b, *at);
+                        }
+                        None => b.push(0),
+                    }
+                }
             }
             put_short(
                 &mut b,
@@ -196,13 +226,22 @@ impl Keyspace {
             let mut dropped = Vec::new();
             if format >= FORMAT_DROPPED {
                 for _ in 0..r.short()? {
-                    dropped.push(r.string()?);
+                    let name = r.string()?;
+                    dropped.push(Dropped { name, was: None });
                 }
             }
             let (token_order, gc_grace_s) = match format >= FORMAT_TOKEN_ORDER {
                 true => (r.byte()? != 0, r.int()?),
                 false => (false, GC_GRACE_S),
             };
+            if format >= FORMAT_TOKEN_ORDER {
+                for d in &mut dropped {
+                    d.was = match r.byte()? {
+                        0 => None,
+                        _ => Some((CqlType::read(&mut r)?, r.long()?)),
+                    };
+                }
+            }
             let mut columns = Vec::new();
             for _ in 0..r.short()? {
                 let name = r.string()?;
@@ -366,20 +405,24 @@ pub(crate) fn makes_regular_table(statement: &Statement) -> bool {
     }
 }
 
-/// What a table made now is: its fresh id, and whether it is stored in
-/// token order (once the cluster has feature `cql-token-order`).
+/// What a schema change is made with: a fresh id and whether it is
+/// stored in token order (once the cluster has feature
+/// `cql-token-order`), for a table it makes; the time (µs), for a column
+/// it drops.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Fresh {
     pub(crate) id: [u8; 16],
     pub(crate) token_order: bool,
+    pub(crate) now_us: i64,
 }
 
 impl From<[u8; 16]> for Fresh {
-    /// A table of id `id`, in token order.
+    /// A table of id `id`, in token order, at time 0.
     fn from(id: [u8; 16]) -> Fresh {
         Fresh {
             id,
             token_order: true,
+            now_us: 0,
         }
     }
 }
@@ -694,7 +737,7 @@ pub(crate) fn apply(
         }
         Statement::AlterTable(table, alteration) => {
             let ks = keyspace_of(table)?;
-            alter::alter(table, alteration, find(&ks), &ks)
+            alter::alter(table, alteration, find(&ks), (&ks, fresh.now_us))
         }
         other => Err(CqlError::Server(format!("not a schema change: {other:?}"))),
     }

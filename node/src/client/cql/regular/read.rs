@@ -169,6 +169,9 @@ fn partition<'c>(t: Target, cells: &'c BTreeMap<Vec<u8>, Stored>, now_ms: u64) -
                 if !has(name, Kind::Static) {
                     continue;
                 }
+                if t.table.dropped_until(name).is_some_and(|at| slot.ts <= at) {
+                    continue; // written before the column was dropped
+                }
                 shadow(&mut slot, &|d| d.whole_partition());
                 p.statics.insert(name, slot);
             }
@@ -178,6 +181,9 @@ fn partition<'c>(t: Target, cells: &'c BTreeMap<Vec<u8>, Stored>, now_ms: u64) -
                 };
                 if !name.is_empty() && !has(name, Kind::Regular) {
                     continue;
+                }
+                if t.table.dropped_until(name).is_some_and(|at| slot.ts <= at) {
+                    continue; // written before the column was dropped
                 }
                 shadow(&mut slot, &|d| d.covers(&clustering, &types));
                 let row = p.rows.entry(clustering).or_default();

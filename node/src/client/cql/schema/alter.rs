@@ -3,21 +3,26 @@
 //!
 //! A dropped column's cells stay where they are, unread: a regular
 //! table's rows are read by the columns the table has (`regular::read`).
-//! Its name is kept (`TableDef::dropped`) and not taken again, so no new
-//! column of that name ever reads the old cells.
+//! Its name, type and the time it was dropped are kept
+//! (`TableDef::dropped`): a column of that name may be added again, of
+//! the same type, as in Cassandra, and reads only the cells written after
+//! the drop. (A column dropped by a build that did not keep the time
+//! stays dropped for good.)
 
 use super::super::ast::{Alteration, TableName};
 use super::super::response::CqlError;
 use super::super::result::{CqlType, SchemaChange};
-use super::{COLUMN_NAME_BYTES_MAX, Change, ColumnDef, Keyspace, Kind, TableDef, table_options};
+use super::{
+    COLUMN_NAME_BYTES_MAX, Change, ColumnDef, Dropped, Keyspace, Kind, TableDef, table_options,
+};
 
 /// `ALTER TABLE table alteration`, given the table's keyspace (named
-/// `ks`) as it is now.
+/// `ks`) as it is now, at `now_us`.
 pub(crate) fn alter(
     table: &TableName,
     alteration: &Alteration,
     keyspace: Option<&Keyspace>,
-    ks: &str,
+    (ks, now_us): (&str, i64),
 ) -> Result<Change, CqlError> {
     let invalid = |m: String| CqlError::Invalid(m);
     let keyspace = keyspace.ok_or_else(|| invalid(format!("Keyspace {ks} does not exist")))?;
@@ -28,7 +33,7 @@ pub(crate) fn alter(
     let t = &mut next.tables[i];
     match alteration {
         Alteration::Add(columns) => add(t, columns)?,
-        Alteration::Drop(names) => drop(t, names)?,
+        Alteration::Drop(names) => drop(t, names, now_us)?,
         Alteration::With(options) => {
             let (ttl, comment, gc_grace) = table_options(options)?;
             if ttl > 0 && t.is_counter() {
@@ -73,10 +78,22 @@ fn add(t: &mut TableDef, columns: &[(String, CqlType, bool)]) -> Result<(), CqlE
                 "Invalid column name {name} because it conflicts with an existing column"
             ));
         }
-        if t.dropped.contains(name) {
-            return invalid(format!(
-                "Cannot re-add previously dropped column '{name}': its old cells would read again"
-            ));
+        match t.dropped.iter().find(|d| d.name == *name).map(|d| &d.was) {
+            Some(None) => {
+                return invalid(format!(
+                    "Cannot re-add previously dropped column '{name}': when it was dropped is \
+                     not known, so its old cells would read again"
+                ));
+            }
+            Some(Some((was, _))) if was != ty => {
+                return invalid(format!(
+                    "Cannot re-add previously dropped column '{name}' of type {}, incompatible \
+                     with previous type {}",
+                    ty.name(),
+                    was.name()
+                ));
+            }
+            _ => {}
         }
         match (t.is_counter(), *ty == CqlType::Counter) {
             (true, false) => {
@@ -117,7 +134,7 @@ fn add(t: &mut TableDef, columns: &[(String, CqlType, bool)]) -> Result<(), CqlE
     Ok(())
 }
 
-fn drop(t: &mut TableDef, names: &[String]) -> Result<(), CqlError> {
+fn drop(t: &mut TableDef, names: &[String], now_us: i64) -> Result<(), CqlError> {
     let invalid = |m: String| Err(CqlError::Invalid(m));
     for name in names {
         let Some(i) = t.columns.iter().position(|c| c.name == *name) else {
@@ -131,8 +148,12 @@ fn drop(t: &mut TableDef, names: &[String]) -> Result<(), CqlError> {
                 "Cannot drop counter column {name}: dropping counters is not served"
             ));
         }
-        t.columns.remove(i);
-        t.dropped.push(name.clone());
+        let column = t.columns.remove(i);
+        t.dropped.retain(|d| d.name != *name);
+        t.dropped.push(Dropped {
+            name: name.clone(),
+            was: Some((column.ty, now_us)),
+        });
     }
     Ok(())
 }
@@ -141,7 +162,7 @@ fn drop(t: &mut TableDef, names: &[String]) -> Result<(), CqlError> {
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::super::super::parse::parse;
-    use super::super::{Change, Keyspace, apply};
+    use super::super::{Change, Fresh, Keyspace, apply};
     use super::*;
 
     fn keyspace(create: &str) -> Keyspace {
@@ -170,7 +191,11 @@ mod tests {
             std::slice::from_ref(ks),
             Some("ks"),
             3,
-            [2; 16].into(),
+            Fresh {
+                id: [2; 16],
+                token_order: true,
+                now_us: 2_000,
+            },
         )? {
             Change::Put(ks, change) => {
                 assert_eq!(change.change, "UPDATED");
@@ -192,11 +217,14 @@ mod tests {
         assert_eq!(names, ["k", "c", "v", "n", "s"]);
         assert_eq!(ks.tables[0].columns[4].kind, Kind::Static);
         let ks = altered(&ks, "ALTER TABLE t DROP v").unwrap();
-        assert_eq!(ks.tables[0].dropped, ["v"]);
+        let dropped = &ks.tables[0].dropped;
+        assert_eq!(dropped[0].name, "v");
+        assert_eq!(dropped[0].was, Some((CqlType::Varchar, 2_000)));
+        assert_eq!(ks.tables[0].dropped_until("v"), Some(2_000));
         assert_eq!(
             Keyspace::decode("ks", &ks.encode()).unwrap(),
             ks,
-            "format 3 reads back"
+            "reads back"
         );
         let ks = altered(
             &ks,
@@ -207,8 +235,27 @@ mod tests {
             (ks.tables[0].default_ttl_s, ks.tables[0].comment.as_str()),
             (60, "x")
         );
+        // Added again, of its type: it reads cells after the drop alone.
+        let again = altered(&ks, "ALTER TABLE t ADD v text").unwrap();
+        assert!(again.tables[0].columns.iter().any(|c| c.name == "v"));
+        assert_eq!(again.tables[0].dropped_until("v"), Some(2_000));
+        let old = Keyspace {
+            tables: vec![TableDef {
+                dropped: vec![Dropped {
+                    name: "v".into(),
+                    was: None,
+                }],
+                ..ks.tables[0].clone()
+            }],
+            ..ks.clone()
+        };
+        let e = altered(&old, "ALTER TABLE t ADD v text").unwrap_err();
+        assert!(e.message().contains("is not known"), "{e:?}");
         for (q, words) in [
-            ("ALTER TABLE t ADD v text", "previously dropped"),
+            (
+                "ALTER TABLE t ADD v int",
+                "incompatible with previous type text",
+            ),
             (
                 "ALTER TABLE t ADD n int",
                 "conflicts with an existing column",

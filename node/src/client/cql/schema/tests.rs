@@ -34,6 +34,7 @@ fn with_table(ks: &Keyspace, text: &str) -> Result<Change, CqlError> {
     let fresh = Fresh {
         id: [7; 16],
         token_order: false,
+        now_us: 0,
     };
     create_table(&create_table_of(text), ks, fresh)
 }
