@@ -23,6 +23,11 @@ pub enum CqlStatement {
     /// `INSERT ... IF NOT EXISTS`: a lightweight transaction, each of a
     /// key no other took (the run's sequence, not `--keys`).
     InsertIfNotExists,
+    /// A logged batch of three `INSERT`s, of three partitions (the key
+    /// and the two after it): through the batch log.
+    LoggedBatch,
+    /// The same batch unlogged.
+    UnloggedBatch,
 }
 
 impl CqlStatement {
@@ -147,7 +152,10 @@ impl CqlTarget {
                 "tally_bench",
                 "CREATE TABLE IF NOT EXISTS tally_bench.counters (pk bigint PRIMARY KEY, c counter)",
             ),
-            CqlStatement::Insert | CqlStatement::InsertIfNotExists => (
+            CqlStatement::Insert
+            | CqlStatement::InsertIfNotExists
+            | CqlStatement::LoggedBatch
+            | CqlStatement::UnloggedBatch => (
                 "tally_bench",
                 "CREATE TABLE IF NOT EXISTS tally_bench.rows (pk bigint PRIMARY KEY, v text)",
             ),
@@ -172,7 +180,7 @@ impl CqlTarget {
                 "UPDATE tally_bench.counters SET c = c + ? WHERE pk = ?",
                 "SELECT c FROM tally_bench.counters WHERE pk = ?",
             ),
-            CqlStatement::Insert => (
+            CqlStatement::Insert | CqlStatement::LoggedBatch | CqlStatement::UnloggedBatch => (
                 "INSERT INTO tally_bench.rows (pk, v) VALUES (?, ?)",
                 "SELECT v FROM tally_bench.rows WHERE pk = ?",
             ),
@@ -210,9 +218,21 @@ impl CqlTarget {
         let read = read || self.statement == CqlStatement::CounterRead;
         let value = b"xxx";
         let done = match (self.statement, read) {
-            (CqlStatement::Add | CqlStatement::Insert, true) => {
-                self.client.execute(&self.read, &pk, &[&pk], cl).await
+            (CqlStatement::LoggedBatch | CqlStatement::UnloggedBatch, false) => {
+                let logged = self.statement == CqlStatement::LoggedBatch;
+                let pks: Vec<[u8; 8]> = (0..3).map(|i| self.pk(k + i).to_be_bytes()).collect();
+                let values: Vec<[&[u8]; 2]> = pks.iter().map(|pk| [&pk[..], value]).collect();
+                let statements: Vec<(&Prepared, &[&[u8]])> =
+                    values.iter().map(|v| (&self.write, &v[..])).collect();
+                self.client.batch(&pk, (&statements, logged), cl).await
             }
+            (
+                CqlStatement::Add
+                | CqlStatement::Insert
+                | CqlStatement::LoggedBatch
+                | CqlStatement::UnloggedBatch,
+                true,
+            ) => self.client.execute(&self.read, &pk, &[&pk], cl).await,
             (CqlStatement::Insert, false) => {
                 self.client
                     .execute(&self.write, &pk, &[&pk, value], cl)

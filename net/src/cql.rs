@@ -375,6 +375,19 @@ impl CqlClient {
 }
 
 impl CqlClient {
+    /// Runs a batch (`logged` or not) of prepared statements (each with
+    /// its values) at level `cl` on the primary replica of `key` (the
+    /// first statement's bound partition key); answers the result's body.
+    pub async fn batch(
+        &self,
+        key: &[u8],
+        (statements, logged): (&[(&Prepared, &[&[u8]])], bool),
+        cl: u16,
+    ) -> Result<Vec<u8>> {
+        let node = self.ring.replicas_for_token(murmur3_token(key)).primary();
+        self.send_batch(node, statements, logged, cl).await
+    }
+
     /// Runs a logged batch of prepared statements (each with its values)
     /// at level `cl` on `node`; answers the result's body.
     pub async fn batch_on(
@@ -383,7 +396,17 @@ impl CqlClient {
         statements: &[(&Prepared, &[&[u8]])],
         cl: u16,
     ) -> Result<Vec<u8>> {
-        let mut body = vec![0];
+        self.send_batch(node, statements, true, cl).await
+    }
+
+    async fn send_batch(
+        &self,
+        node: usize,
+        statements: &[(&Prepared, &[&[u8]])],
+        logged: bool,
+        cl: u16,
+    ) -> Result<Vec<u8>> {
+        let mut body = vec![u8::from(!logged)];
         put_short(
             &mut body,
             u16::try_from(statements.len()).unwrap_or(u16::MAX),

@@ -113,7 +113,9 @@ struct Args {
     /// by `--read-ratio`), or scylla-bench's `counter_update` and
     /// `counter_read` on `scylla_bench.test_counters`, or a regular
     /// table's `insert` (`INSERT INTO tally_bench.rows (pk, v) VALUES
-    /// (?, ?)`) and `insert-if-not-exists` (each of a new key).
+    /// (?, ?)`), `insert-if-not-exists` (each of a new key), and
+    /// `logged-batch` / `unlogged-batch` (three such inserts, of the key
+    /// and the two after it, in one batch).
     #[arg(long, default_value = "add")]
     cql_statement: CqlStatement,
     /// TLS and login (as `tally`'s).
