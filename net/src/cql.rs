@@ -268,6 +268,9 @@ fn put_bytes(b: &mut Vec<u8>, v: &[u8]) {
     b.extend_from_slice(v);
 }
 
+/// A batch's statements, each prepared one with its values.
+pub type Statements<'a> = [(&'a Prepared, &'a [&'a [u8]])];
+
 /// A statement prepared on every node: its id (the same on each).
 #[derive(Clone, Debug)]
 pub struct Prepared(Vec<u8>);
@@ -381,7 +384,7 @@ impl CqlClient {
     pub async fn batch(
         &self,
         key: &[u8],
-        (statements, logged): (&[(&Prepared, &[&[u8]])], bool),
+        (statements, logged): (&Statements<'_>, bool),
         cl: u16,
     ) -> Result<Vec<u8>> {
         let node = self.ring.replicas_for_token(murmur3_token(key)).primary();
