@@ -163,16 +163,9 @@ impl Parser {
             columns.push(self.name()?);
         }
         self.expect_symbol(")")?;
-        let op = self.take(|t| match t {
-            Token::Symbol("=") => Some(Op::Eq),
-            Token::Symbol("<") => Some(Op::Lt),
-            Token::Symbol("<=") => Some(Op::Le),
-            Token::Symbol(">") => Some(Op::Gt),
-            Token::Symbol(">=") => Some(Op::Ge),
-            _ => None,
-        });
-        let Some(op) = op else {
-            return Err(self.wanted("a comparison"));
+        let op = match self.comparison()? {
+            Op::Ne => return Err(self.wanted("a comparison other than !=")),
+            op => op,
         };
         let bound = match self.token_call() {
             true => {
@@ -182,6 +175,20 @@ impl Parser {
             false => TokenBound::Value(self.term()?),
         };
         Ok(TokenRelation { columns, op, bound })
+    }
+
+    /// `=`, `<`, `<=`, `>`, `>=` or `!=`.
+    fn comparison(&mut self) -> Parsed<Op> {
+        let op = self.take(|t| match t {
+            Token::Symbol("=") => Some(Op::Eq),
+            Token::Symbol("<") => Some(Op::Lt),
+            Token::Symbol("<=") => Some(Op::Le),
+            Token::Symbol(">") => Some(Op::Gt),
+            Token::Symbol(">=") => Some(Op::Ge),
+            Token::Symbol("!=") => Some(Op::Ne),
+            _ => None,
+        });
+        op.ok_or_else(|| self.wanted("a comparison"))
     }
 
     fn relation(&mut self) -> Parsed<Relation> {
@@ -197,18 +204,7 @@ impl Parser {
                 terms,
             });
         }
-        let op = self.take(|t| match t {
-            Token::Symbol("=") => Some(Op::Eq),
-            Token::Symbol("<") => Some(Op::Lt),
-            Token::Symbol("<=") => Some(Op::Le),
-            Token::Symbol(">") => Some(Op::Gt),
-            Token::Symbol(">=") => Some(Op::Ge),
-            Token::Symbol("!=") => Some(Op::Ne),
-            _ => None,
-        });
-        let Some(op) = op else {
-            return Err(self.wanted("a comparison"));
-        };
+        let op = self.comparison()?;
         Ok(Relation {
             column,
             op,
