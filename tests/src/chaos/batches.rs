@@ -1,7 +1,7 @@
 //! Logged batches under chaos: workers write CQL logged batches through
 //! random nodes' CQL ports at every level, each of three new rows of one
-//! batch id in three partitions of `chaos.batched (p int, id bigint, i
-//! int, PRIMARY KEY (p, id))`. The nodes stop every few logged batches
+//! batch id in three of 256 partitions of `chaos.batched (p int, id
+//! bigint, i int, PRIMARY KEY (p, id))`. The nodes stop every few logged batches
 //! they coordinate half way, after the batch's log entry and first
 //! partition, as a coordinator that crashes there does
 //! (`--batch-crash-every`).
@@ -24,8 +24,10 @@ use tally_net::cql::{CqlClient, CqlError, Prepared};
 
 use super::cql::connect;
 
-/// Partitions the batches write, three of them each.
-const PARTITIONS: i32 = 6;
+/// Partitions the batches write, three of them each: enough that one
+/// holds a few thousand rows after a long run (the check reads each
+/// whole, and a read returns at most 10,000 cells of a partition).
+const PARTITIONS: i32 = 256;
 /// Rows of one batch.
 const ROWS: usize = 3;
 /// How long the check waits for the log's replays to finish batches.
@@ -95,9 +97,12 @@ pub(crate) async fn worker(
         };
         n += 1;
         let id = (w as i64) << 40 | n;
-        let mut partitions: Vec<i32> = (0..PARTITIONS).collect();
-        while partitions.len() > ROWS {
-            partitions.remove(rng.random_range(0..partitions.len()));
+        let mut partitions: Vec<i32> = Vec::with_capacity(ROWS);
+        while partitions.len() < ROWS {
+            let p = rng.random_range(0..PARTITIONS);
+            if !partitions.contains(&p) {
+                partitions.push(p);
+            }
         }
         let values: Vec<[Vec<u8>; 3]> = (0i32..)
             .zip(&partitions)
