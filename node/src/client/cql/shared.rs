@@ -89,11 +89,17 @@ pub(crate) async fn watch(node: Arc<Node>, shared: Arc<Shared>) {
 }
 
 /// The members (each CQL address and whether it is up) and the schema,
-/// as this node sees them.
+/// as `cluster` (this node's view) holds them: the view `system.peers`
+/// answers from, so a driver told of a new node by an event reads it
+/// there when it asks.
 fn seen(node: &Node, cluster: &Cluster) -> Seen {
-    let (config, ring, me) = (node.config(), node.ring(), node.me());
+    let (config, me) = (node.config(), node.me());
+    let in_view = |n: usize| {
+        let id = host_id(&config.nodes[n].id);
+        n == me || cluster.peers.iter().any(|h| h.host_id == id)
+    };
     let members = (0..config.nodes.len())
-        .filter(|&n| !ring.tokens_of(n).is_empty())
+        .filter(|&n| in_view(n))
         .filter_map(|n| Some((config.nodes[n].cql?, n == me || node.is_up(n))))
         .collect();
     Seen {
