@@ -421,11 +421,20 @@ impl<I: Iterator<Item = Result<(Key, Cell)>>> Iterator for MergeIter<I> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            let item = self.merge_next()?;
-            match &item {
-                Ok((k, c)) if self.purges(k, c) => continue,
-                _ => return Some(item),
+            let (key, mut cell) = match self.merge_next()? {
+                Ok(kc) => kc,
+                Err(e) => return Some(Err(e)),
+            };
+            if self.purges(&key, &cell) {
+                continue;
             }
+            if self.purge.as_ref().is_none_or(|p| p.folds(&key)) {
+                cell.fold_expired(self.fold_before_ms);
+            }
+            if let Some(folds) = &self.folds {
+                cell.fold_retired(folds);
+            }
+            return Some(Ok((key, cell)));
         }
     }
 }
@@ -440,7 +449,7 @@ impl<I: Iterator<Item = Result<(Key, Cell)>>> MergeIter<I> {
         !cell.live(now) && p.drops(key, cell, now)
     }
 
-    /// The next key's cells of every input, merged, and folded.
+    /// The next key's cells of every input, merged (not folded yet).
     fn merge_next(&mut self) -> Option<Result<(Key, Cell)>> {
         let mut min: Option<Key> = None;
         for input in &mut self.inputs {
@@ -460,15 +469,6 @@ impl<I: Iterator<Item = Result<(Key, Cell)>>> MergeIter<I> {
             {
                 cell.merge(&c, &self.merger);
             }
-        }
-        if self.purges(&min, &cell) {
-            return Some(Ok((min, cell)));
-        }
-        if self.purge.as_ref().is_none_or(|p| p.folds(&min)) {
-            cell.fold_expired(self.fold_before_ms);
-        }
-        if let Some(folds) = &self.folds {
-            cell.fold_retired(folds);
         }
         Some(Ok((min, cell)))
     }

@@ -13,7 +13,7 @@ use common::{hooked_runtime, open, small_options};
 use std::sync::Arc;
 use tally_engine::cell::List;
 
-use tally_engine::{Cell, Epoch, Expiry, Key, Purge, Stamp, Wait, now_ms};
+use tally_engine::{Cell, Epoch, Expiry, Key, Purge, Wait, now_ms};
 
 /// Dead cells of partitions beginning with 0xFF 0xB0, a minute past
 /// their deadline, go; those of 0xFF 0xC1 never fold.
@@ -35,12 +35,11 @@ fn cell(n: u64, origin: u64, at_ms: u64) -> Cell {
     let epoch = Epoch {
         n,
         origin,
-        base: 0,
         expiry: Expiry {
             at_ms,
-            stamp: Stamp::default(),
+            ..Expiry::NONE
         },
-        fold: 0,
+        ..Epoch::at(0)
     };
     let list = List::new(vec![b"entry".to_vec()]).unwrap();
     Cell::from_parts(epoch, []).with_list(list)

@@ -849,14 +849,14 @@ impl Node {
         .await
     }
 
-    /// Writes whole cells of one partition, each merged by its own epoch
-    /// (a CQL regular table's last-write-wins columns), at `cl`.
-    pub(crate) async fn put_cells(
+    /// Writes each partition's cells (by column) at `cl`, all partitions
+    /// at once (each its own write: not atomic across them).
+    pub(crate) async fn put_partitions(
         &self,
-        cells: Vec<(tally_engine::Key, tally_engine::Cell)>,
+        partitions: crate::cluster::write::Partitions,
         cl: Consistency,
     ) -> Result<(), WireError> {
-        self.writes.put_cells(cells, cl).await
+        self.writes.put_partitions(partitions, cl).await
     }
 
     /// Writes whole cells of several partitions at `cl`, all or none:

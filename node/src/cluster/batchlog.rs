@@ -27,14 +27,14 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use tally_engine::cell::List;
-use tally_engine::{Cell, Epoch, Expiry, Key, Stamp};
+use tally_engine::{Cell, Epoch, Expiry, Key};
 use tally_net::wire::{Consistency, ErrorKind, WireCell, WireError};
 use tracing::{info, warn};
 
 use crate::base::convert::{self, wire_cell};
 use crate::cluster::ctx::Ctx;
 use crate::cluster::faults::Fault;
-use crate::cluster::write::Writes;
+use crate::cluster::write::{Partitions, Writes, keyed};
 
 /// The first bytes of an entry's partition: a byte no client partition
 /// begins with (`0xFF`), then one no Redis database or CQL table uses.
@@ -45,7 +45,7 @@ const CELLS_MAX: usize = tally_net::wire::LEADER_CELLS_MAX;
 const CHUNK_BYTES: usize = 24 << 10;
 
 /// A batch: each partition's cells, by column.
-pub(crate) type Batch = Vec<(Vec<u8>, Vec<(Vec<u8>, Cell)>)>;
+pub(crate) type Batch = Partitions;
 /// A batch as an entry encodes it: its cells as the wire has them.
 type WireBatch = Vec<(Vec<u8>, Vec<(Vec<u8>, WireCell)>)>;
 
@@ -110,12 +110,11 @@ fn epoch(n: u64, origin: u64, at_ms: u64) -> Epoch {
     Epoch {
         n,
         origin,
-        base: 0,
         expiry: Expiry {
             at_ms,
-            stamp: Stamp::default(),
+            ..Expiry::NONE
         },
-        fold: 0,
+        ..Epoch::at(0)
     }
 }
 
@@ -185,30 +184,18 @@ pub(crate) async fn write(
         .map_err(Failed::Log)?;
     if ctx.faults().crash_mid_batch() {
         batch.truncate(1);
-        apply(writes, batch, cl).await.map_err(Failed::Apply)?;
+        writes
+            .put_partitions(batch, cl)
+            .await
+            .map_err(Failed::Apply)?;
         let crashed = "FAULT INJECTION: the coordinator stopped half way through the batch";
         return Err(Failed::Apply(WireError::new(ErrorKind::Timeout, crashed)));
     }
-    apply(writes, batch, cl).await.map_err(Failed::Apply)?;
+    writes
+        .put_partitions(batch, cl)
+        .await
+        .map_err(Failed::Apply)?;
     forget(writes, &partition, (created, columns.into_iter())).await;
-    Ok(())
-}
-
-/// Writes each partition's cells at `cl`, all partitions at once.
-async fn apply(writes: &Writes, batch: Batch, cl: Consistency) -> Result<(), WireError> {
-    let puts = batch.into_iter().map(|(partition, cells)| async move {
-        let mut keyed = keyed(&partition, cells)?;
-        while !keyed.is_empty() {
-            let rest = keyed.split_off(keyed.len().min(CELLS_MAX));
-            writes
-                .put_cells(std::mem::replace(&mut keyed, rest), cl)
-                .await?;
-        }
-        Ok::<(), WireError>(())
-    });
-    for done in crate::base::join::join_all(puts).await {
-        done?;
-    }
     Ok(())
 }
 
@@ -227,17 +214,6 @@ async fn forget(
     } {
         warn!(error = %e, "a batch log entry was not deleted: it will be replayed");
     }
-}
-
-fn keyed(partition: &[u8], cells: Vec<(Vec<u8>, Cell)>) -> Result<Vec<(Key, Cell)>, WireError> {
-    cells
-        .into_iter()
-        .map(|(c, cell)| {
-            let key = Key::new(partition, &c)
-                .map_err(|e| WireError::not_applied(ErrorKind::Invalid, e.to_string()))?;
-            Ok((key, cell))
-        })
-        .collect()
 }
 
 /// How often a node looks over the entries it holds (Cassandra's
@@ -282,7 +258,7 @@ async fn replay_due(ctx: &Arc<Ctx>, writes: &Writes, after: Duration) {
             continue;
         }
         let partitions = batch.len();
-        match apply(writes, batch, Consistency::Quorum).await {
+        match writes.put_partitions(batch, Consistency::Quorum).await {
             Ok(()) => {
                 info!(partitions, created_ms = created, "replayed a logged batch");
                 let columns = cells.into_iter().map(|(c, _)| c);
@@ -293,23 +269,36 @@ async fn replay_due(ctx: &Arc<Ctx>, writes: &Writes, after: Duration) {
     }
 }
 
+/// Cells of the log a scan window copies from each memtable: the cells
+/// after the log's (CQL tables' partitions) are not copied whole.
+const HELD_WINDOW: usize = 1024;
+
 /// The entries this node holds: each partition's cells, live or not.
 fn held(ctx: &Ctx) -> tally_engine::Result<Batch> {
+    use std::ops::{Bound, ControlFlow};
     let first = Key::new(&BATCHLOG_MARK, b"")?;
     let mut entries: Batch = Vec::new();
-    ctx.engine()
-        .scan_window(std::ops::Bound::Included(&first), usize::MAX, |k, cell| {
+    let mut after: Option<Key> = None;
+    loop {
+        let start = after
+            .as_ref()
+            .map_or(Bound::Included(&first), Bound::Excluded);
+        let stopped = ctx.engine().scan_window(start, HELD_WINDOW, |k, cell| {
             if !k.partition().starts_with(&BATCHLOG_MARK) {
-                return std::ops::ControlFlow::Break(());
+                return ControlFlow::Break(());
             }
             let cell = (k.column().to_vec(), cell.clone());
             match entries.last_mut() {
                 Some((p, cells)) if p == k.partition() => cells.push(cell),
                 _ => entries.push((k.partition().to_vec(), vec![cell])),
             }
-            std::ops::ControlFlow::Continue(())
+            ControlFlow::Continue(())
         })?;
-    Ok(entries)
+        match stopped {
+            Some(key) => after = Some(key),
+            None => return Ok(entries),
+        }
+    }
 }
 
 #[cfg(test)]

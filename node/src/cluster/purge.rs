@@ -70,18 +70,16 @@ impl Purge for Rules {
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
-    use tally_engine::{Epoch, Expiry, Stamp};
+    use tally_engine::{Epoch, Expiry};
 
     fn dead_at(at_ms: u64) -> Cell {
         let epoch = Epoch {
-            n: 3,
             origin: u64::MAX,
-            base: 0,
             expiry: Expiry {
                 at_ms,
-                stamp: Stamp::default(),
+                ..Expiry::NONE
             },
-            fold: 0,
+            ..Epoch::at(3)
         };
         Cell::from_parts(epoch, [])
     }

@@ -37,6 +37,15 @@ const TOMBSTONE: u64 = u64::MAX;
 /// clock limit (`tally_engine::cell::CLOCK_MAX`), with room for a fold.
 pub(crate) const TIMESTAMP_MAX: i64 = i64::MAX - (1 << 33);
 
+/// The coordinator's clock in µs: a write's timestamp when the client
+/// gives none.
+pub(crate) fn now_us() -> i64 {
+    let us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros());
+    i64::try_from(us).unwrap_or(i64::MAX)
+}
+
 /// What a column's cell holds at a moment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Slot<'a> {

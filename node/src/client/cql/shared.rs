@@ -148,13 +148,10 @@ pub(crate) async fn change_schema(
         ));
     }
     let rf = node.config().cluster.replication_factor;
-    let now_us = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
     let fresh = schema::Fresh {
         id: fresh_id()?,
         token_order: node.serves_cql_token_order(),
-        now_us,
+        now_us: super::lww::now_us(),
     };
     // Every node reads a table's new columns before the answer.
     let altering = matches!(statement, Statement::AlterTable(..));

@@ -218,11 +218,14 @@ pub(crate) fn start(table: &TableDef, range: &Tokens) -> Option<(Vec<u8>, Vec<u8
 /// whether the scan is over: in a table in token order, one listed is
 /// past the range's end.
 pub(crate) fn keep(table: &TableDef, range: &Tokens, stored: Vec<Vec<u8>>) -> (Vec<Vec<u8>>, bool) {
-    let over = table.token_order && stored.iter().any(|p| range.beyond(partition_token(p)));
-    let kept = stored
-        .into_iter()
-        .filter(|p| range.contains(partition_token(p)))
-        .collect();
+    let (mut kept, mut over) = (Vec::with_capacity(stored.len()), false);
+    for p in stored {
+        let token = partition_token(&p);
+        over |= table.token_order && range.beyond(token);
+        if range.contains(token) {
+            kept.push(p);
+        }
+    }
     (kept, over)
 }
 

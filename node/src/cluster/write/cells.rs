@@ -43,6 +43,48 @@ impl Writes {
     }
 }
 
+/// Whole cells of several partitions: each partition's, by column.
+pub(crate) type Partitions = Vec<(Vec<u8>, Vec<(Vec<u8>, Cell)>)>;
+
+impl Writes {
+    /// Writes each partition's cells (by column) at `cl`, in writes of at
+    /// most [`CELLS_MAX`], all partitions at once.
+    pub(crate) async fn put_partitions(
+        &self,
+        partitions: Partitions,
+        cl: Consistency,
+    ) -> Result<(), WireError> {
+        let puts = partitions.into_iter().map(|(partition, cells)| async move {
+            let mut keyed = keyed(&partition, cells)?;
+            while !keyed.is_empty() {
+                let rest = keyed.split_off(keyed.len().min(CELLS_MAX));
+                self.put_cells(std::mem::replace(&mut keyed, rest), cl)
+                    .await?;
+            }
+            Ok::<(), WireError>(())
+        });
+        for done in crate::base::join::join_all(puts).await {
+            done?;
+        }
+        Ok(())
+    }
+}
+
+/// `cells` (by column) of `partition`, keyed.
+pub(crate) fn keyed(
+    partition: &[u8],
+    cells: Vec<(Vec<u8>, Cell)>,
+) -> Result<Vec<(Key, Cell)>, WireError> {
+    cells
+        .into_iter()
+        .map(|(c, cell)| {
+            let key = Key::new(partition, &c)
+                .map_err(|e| WireError::not_applied(ErrorKind::Invalid, e.to_string()))?;
+            Ok((key, cell))
+        })
+        .collect()
+}
+
 /// A write of whole cells of one partition, as the coordinator skeleton
 /// runs it (`coordinate::run`).
 pub(crate) struct CellsOp {

@@ -65,6 +65,7 @@ mod serve;
 pub(crate) mod strings;
 pub(crate) mod unique;
 
+pub(crate) use cells::{Partitions, keyed};
 pub(crate) use serve::serve;
 
 use std::sync::Arc;

@@ -5,14 +5,14 @@
 
 use std::collections::BTreeMap;
 
-use tally_engine::{Key, now_ms};
+use tally_engine::now_ms;
 use tally_net::wire::{Consistency, LEADER_CELLS_MAX};
 
+use super::super::lww;
 use super::super::regular::{self, Writes};
 use super::super::response::CqlError;
 use super::super::work::Part;
 use super::{Level, count_route};
-use crate::base::join::join_all;
 use crate::cluster::batchlog::Failed;
 use crate::node::Node;
 
@@ -27,7 +27,7 @@ pub(super) async fn write(
     lv: Level,
 ) -> Result<(), CqlError> {
     enabled(node)?;
-    let clock = (timestamp.unwrap_or_else(now_us), now_ms());
+    let clock = (timestamp.unwrap_or_else(lww::now_us), now_ms());
     let mut by_partition: BTreeMap<Vec<u8>, Vec<_>> = BTreeMap::new();
     for part in parts {
         let writes = regular::write_at(part.target(), &part.statement, &part.values, clock)?;
@@ -78,34 +78,9 @@ pub(super) fn enabled(node: &Node) -> Result<(), CqlError> {
     }
 }
 
-/// The coordinator's clock in µs, as a write's timestamp.
-fn now_us() -> i64 {
-    let us = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros());
-    i64::try_from(us).unwrap_or(i64::MAX)
-}
-
-/// Writes each partition's cells (in writes of at most `CELLS_MAX`), all
-/// partitions at once.
+/// Writes each partition's cells, all partitions at once.
 pub(super) async fn put(node: &Node, writes: Writes, lv: Level) -> Result<(), CqlError> {
-    let puts = writes.into_iter().map(|(partition, cells)| async move {
-        let mut keyed = Vec::with_capacity(cells.len());
-        for (column, cell) in cells {
-            let key =
-                Key::new(&partition, &column).map_err(|e| CqlError::Invalid(e.to_string()))?;
-            keyed.push((key, cell));
-        }
-        while !keyed.is_empty() {
-            let rest = keyed.split_off(keyed.len().min(tally_net::wire::LEADER_CELLS_MAX));
-            node.put_cells(std::mem::replace(&mut keyed, rest), lv.cl)
-                .await
-                .map_err(|e| lv.error(&e))?;
-        }
-        Ok::<(), CqlError>(())
-    });
-    for done in join_all(puts).await {
-        done?;
-    }
-    Ok(())
+    node.put_partitions(writes, lv.cl)
+        .await
+        .map_err(|e| lv.error(&e))
 }

@@ -3,28 +3,13 @@
 use super::super::ast::Statement;
 use super::super::body::Value;
 use super::super::parse::parse;
-use super::super::schema::{Change, Keyspace, TableDef, apply};
+use super::super::schema::TableDef;
 use super::*;
 
 fn leases() -> TableDef {
-    let ks = Keyspace {
-        name: "ks".into(),
-        durable_writes: true,
-        tables: Vec::new(),
-    };
-    let create = "CREATE TABLE leases (name text PRIMARY KEY, owner text, n int)";
-    match apply(
-        &parse(create).unwrap().0,
-        &[ks],
-        Some("ks"),
-        3,
-        [1; 16].into(),
+    super::super::schema::test_table(
+        "CREATE TABLE leases (name text PRIMARY KEY, owner text, n int)",
     )
-    .unwrap()
-    {
-        Change::Put(ks, _) => ks.tables[0].clone(),
-        other => panic!("{other:?}"),
-    }
 }
 
 fn text(s: &str) -> Cell {

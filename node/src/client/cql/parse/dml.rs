@@ -14,10 +14,7 @@ impl Parser {
         let mut group_by = Vec::new();
         if self.eat("group") {
             self.expect("by")?;
-            group_by.push(self.name()?);
-            while self.eat_symbol(",") {
-                group_by.push(self.name()?);
-            }
+            group_by = self.names()?;
         }
         let mut order_by = Vec::new();
         if self.eat("order") {
@@ -87,10 +84,7 @@ impl Parser {
                     format!("{name}({column})")
                 }
                 "token" if self.eat_symbol("(") => {
-                    let mut columns = vec![self.name()?];
-                    while self.eat_symbol(",") {
-                        columns.push(self.name()?);
-                    }
+                    let columns = self.names()?;
                     self.expect_symbol(")")?;
                     token_selector(&columns)
                 }
@@ -158,10 +152,7 @@ impl Parser {
     /// `token(a, b) op (bigint | token(values))`.
     fn token_relation(&mut self) -> Parsed<TokenRelation> {
         self.at += 2;
-        let mut columns = vec![self.name()?];
-        while self.eat_symbol(",") {
-            columns.push(self.name()?);
-        }
+        let columns = self.names()?;
         self.expect_symbol(")")?;
         let op = match self.comparison()? {
             Op::Ne => return Err(self.wanted("a comparison other than !=")),
@@ -175,6 +166,15 @@ impl Parser {
             false => TokenBound::Value(self.term()?),
         };
         Ok(TokenRelation { columns, op, bound })
+    }
+
+    /// Names separated by commas (at least one).
+    fn names(&mut self) -> Parsed<Vec<String>> {
+        let mut names = vec![self.name()?];
+        while self.eat_symbol(",") {
+            names.push(self.name()?);
+        }
+        Ok(names)
     }
 
     /// `=`, `<`, `<=`, `>`, `>=` or `!=`.
