@@ -63,7 +63,7 @@ use crate::memtable::Memtable;
 use crate::options::{Options, ParkCommit};
 use crate::outcome::{Durable, DurableBy, Queued, Refusals, Staged, Wait};
 use crate::poison::Poison;
-use crate::row::{Bounded, Offer, Row};
+use crate::row::{Bounded, Columns, Offer, Row};
 use crate::space::Space;
 use crate::sstable::Table;
 use crate::unique;
@@ -670,12 +670,23 @@ impl Engine {
     /// into memory. It does disk reads and merges: call it off an async
     /// runtime's threads.
     pub fn get_row(&self, partition: &[u8], columns_max: usize) -> Result<Row> {
-        let start = Key::new(partition, b"")?;
+        self.get_slice(partition, Columns::ALL, columns_max)
+    }
+
+    /// [`Engine::get_row`] of the columns in `columns` only: the first
+    /// `columns_max` of them, and whether the range has more.
+    pub fn get_slice(
+        &self,
+        partition: &[u8],
+        columns: Columns<'_>,
+        columns_max: usize,
+    ) -> Result<Row> {
+        let start = Key::new(partition, columns.start)?;
         let v = self.versions.current();
         let mut row = Bounded::new(columns_max);
         let merge = |have: &mut Cell, c: Cell| have.merge(&c, self.merger());
         for m in v.memtables() {
-            let (slots, truncated) = m.row(partition, columns_max);
+            let (slots, truncated) = m.row(partition, columns, columns_max);
             if truncated {
                 row.mark_truncated();
             }
@@ -689,6 +700,7 @@ impl Engine {
                 let (k, c) = item?;
                 // Reserved columns sort last: the client's row ends there.
                 if k.partition() != partition
+                    || !columns.before_end(k.column())
                     || unique::is_reserved(k.column())
                     || row.offer(&k, c, merge) == Offer::Beyond
                 {

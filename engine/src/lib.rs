@@ -209,7 +209,7 @@ pub use key::{
 };
 pub use options::{Options, ParkCommit, Purge, SyncMode};
 pub use outcome::{AddOutcome, Durable, Queued, Staged, Wait};
-pub use row::Row;
+pub use row::{Columns, Row};
 
 #[cfg(test)]
 mod layers {

@@ -8,7 +8,7 @@ use parking_lot::Mutex;
 
 use crate::cell::{Cell, Merger};
 use crate::key::{Key, KeyHashBuilder};
-use crate::row::Bounded;
+use crate::row::{Bounded, Columns};
 
 /// Number of shards (a power of two).
 const SHARDS: usize = 1024;
@@ -199,16 +199,23 @@ impl Memtable {
         self.len.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The first `columns_max` columns of `partition`, in column order, and
-    /// whether it has more here. The shard is a hash map, so the scan sees
-    /// every entry of the shard, but it keeps no more than `columns_max`.
-    pub(crate) fn row(&self, partition: &[u8], columns_max: usize) -> (Vec<(Key, Slot)>, bool) {
+    /// The first `columns_max` of `partition`'s `columns`, in column
+    /// order, and whether it has more here. The shard is a hash map, so the
+    /// scan sees every entry of the shard, but it keeps no more than
+    /// `columns_max`.
+    pub(crate) fn row(
+        &self,
+        partition: &[u8],
+        columns: Columns<'_>,
+        columns_max: usize,
+    ) -> (Vec<(Key, Slot)>, bool) {
         let hash = crate::key::partition_hash(partition);
         let mut row = Bounded::new(columns_max);
         let shard = self.partition_shard(hash).lock();
         for (k, slot) in shard.iter() {
             if k.partition_hash() == hash
                 && k.partition() == partition
+                && columns.contains(k.column())
                 && !crate::key::is_reserved(k.column())
             {
                 // One entry per key in a map: nothing to merge.
@@ -427,7 +434,7 @@ mod tests {
         assert!(m.holds_cells());
         m.check_invariants();
 
-        let row: Vec<_> = m.row(b"p", 10).0.into_iter().map(|(k, _)| k).collect();
+        let row: Vec<_> = m.row(b"p", Columns::ALL, 10).0.into_iter().map(|(k, _)| k).collect();
         assert_eq!(row, [a.clone(), b.clone()]);
         assert_eq!(m.sorted().len(), 2);
     }

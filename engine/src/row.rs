@@ -23,6 +23,34 @@ pub struct Row {
     pub truncated: bool,
 }
 
+/// A range of a partition's columns: from `start` (inclusive) to `end`
+/// (exclusive; `None`: to the partition's end).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Columns<'a> {
+    /// The first column of the range.
+    pub start: &'a [u8],
+    /// The first column past it.
+    pub end: Option<&'a [u8]>,
+}
+
+impl Columns<'_> {
+    /// Every column.
+    pub const ALL: Columns<'static> = Columns {
+        start: b"",
+        end: None,
+    };
+
+    /// Whether `column` is in the range.
+    pub fn contains(&self, column: &[u8]) -> bool {
+        column >= self.start && self.before_end(column)
+    }
+
+    /// Whether `column` comes before the range's end.
+    pub fn before_end(&self, column: &[u8]) -> bool {
+        self.end.is_none_or(|end| column < end)
+    }
+}
+
 /// What a source learns from [`Bounded::offer`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Offer {

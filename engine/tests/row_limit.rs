@@ -8,7 +8,7 @@
 mod common;
 
 use common::{add_one, open};
-use tally_engine::{Engine, Error, Key, Options};
+use tally_engine::{Columns, Engine, Error, Key, Options};
 
 fn col(i: usize) -> Key {
     Key::new(b"wide", format!("c{i:05}").as_bytes()).unwrap()
@@ -97,5 +97,50 @@ async fn the_limit_counts_distinct_columns_over_memtables_and_tables() {
     assert!(empty.cells.is_empty() && !empty.truncated);
     let none = engine.get_row(b"wide", 0).unwrap();
     assert!(none.cells.is_empty() && none.truncated);
+    engine.close().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slice_reads_its_columns_only_over_memtables_and_tables() {
+    const COLUMNS: usize = 300;
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path(), &small_blocks());
+    for i in (0..COLUMNS).filter(|i| i % 3 == 0) {
+        add_one(&engine, &col(i), 1).await.unwrap();
+    }
+    engine.flush().unwrap();
+    for i in (0..COLUMNS).filter(|i| i % 3 != 0) {
+        add_one(&engine, &col(i), 1).await.unwrap();
+    }
+    add_one(&engine, &Key::new(b"wide2", b"c00001").unwrap(), 1)
+        .await
+        .unwrap();
+    let name = |i: usize| format!("c{i:05}").into_bytes();
+    // Every window, paged through: each column once, in order.
+    for (from, to, page) in [(0, COLUMNS, 7), (10, 20, 3), (100, COLUMNS, 64), (5, 6, 1)] {
+        let (start, end) = (name(from), name(to));
+        let end = (to < COLUMNS).then_some(&end[..]);
+        let mut next = start.clone();
+        let mut got = Vec::new();
+        loop {
+            let columns = Columns { start: &next, end };
+            let slice = engine.get_slice(b"wide", columns, page).unwrap();
+            assert!(slice.cells.iter().all(|(k, _)| columns.contains(k.column())));
+            got.extend(slice.cells.iter().map(|(k, _)| k.clone()));
+            if !slice.truncated {
+                break;
+            }
+            let last = slice.cells.last().unwrap().0.column();
+            next = [last, &[0]].concat();
+        }
+        let want: Vec<Key> = (from..to).map(col).collect();
+        assert_eq!(got, want, "{from}..{to} by {page}");
+    }
+    let past = name(COLUMNS);
+    let empty = Columns {
+        start: &past,
+        end: None,
+    };
+    assert!(engine.get_slice(b"wide", empty, 10).unwrap().cells.is_empty());
     engine.close().unwrap();
 }

@@ -52,6 +52,7 @@ impl Kind {
             | PeerRequest::LeaderExpireRow { .. }
             | PeerRequest::LeaderCells { .. } => Kind::Lead,
             PeerRequest::ReadRow { .. }
+            | PeerRequest::ReadSlice { .. }
             | PeerRequest::Prepare { .. }
             | PeerRequest::Propose { .. }
             | PeerRequest::Commit { .. }
@@ -72,6 +73,7 @@ fn idempotent(req: &PeerRequest) -> bool {
             | PeerRequest::Apply { .. }
             | PeerRequest::Read { .. }
             | PeerRequest::ReadRow { .. }
+            | PeerRequest::ReadSlice { .. }
             | PeerRequest::Prepare { .. }
             | PeerRequest::Propose { .. }
             | PeerRequest::Commit { .. }

@@ -21,6 +21,7 @@
 //! | 7 | pages of a CQL table's partitions: `ScanTable` |
 //! | 8 | writes of whole last-write-wins cells (CQL regular tables): `LeaderCells` |
 //! | 9 | CQL tables stored in token order, placed by the token they carry (`ring::TOKEN_TABLE_MARK`) |
+//! | 10 | reads of a range of a partition's columns: `ReadSlice` |
 //!
 //! **Clients.** The native protocol's first request may be `Hello`, naming
 //! the versions the client speaks; the node answers the highest both speak
@@ -37,7 +38,7 @@
 //! | 4 | `Serial`: a request at SERIAL (`crate::serial`); sorted sets in `Scan`'s answers |
 
 /// The newest peer protocol this build speaks.
-pub const PEER_NEWEST: u16 = 9;
+pub const PEER_NEWEST: u16 = 10;
 /// The oldest peer protocol this build speaks: the previous build's.
 pub const PEER_OLDEST: u16 = 2;
 /// The newest client protocol this build speaks.

@@ -630,6 +630,21 @@ pub enum PeerRequest {
         /// The level the leader answers at.
         cl: Consistency,
     },
+    /// The receiver's cells of `partition`'s columns from `start`
+    /// (inclusive) to `end` (exclusive; `None`: the partition's end), the
+    /// first `limit` of them (at most [`ROW_COLUMNS_MAX`]); answered
+    /// `Row`, which holds the whole range if it holds fewer than `limit`.
+    /// How a partition too wide for `ReadRow` is read. Peer protocol 10.
+    ReadSlice {
+        /// The partition.
+        partition: Vec<u8>,
+        /// The first column.
+        start: Vec<u8>,
+        /// The first column past the range.
+        end: Option<Vec<u8>>,
+        /// Most cells answered.
+        limit: u32,
+    },
 }
 
 /// The most cells one `LeaderCells` carries: each at most a list's
@@ -655,6 +670,7 @@ impl PeerRequest {
             PeerRequest::AgreedIn { .. } | PeerRequest::MergeAgreed { .. } => 5,
             PeerRequest::ScanTable { .. } => 7,
             PeerRequest::LeaderCells { .. } => 8,
+            PeerRequest::ReadSlice { .. } => 10,
             _ => 2,
         }
     }

@@ -36,6 +36,10 @@ use crate::config::{Config, SyncKind};
 
 mod strings;
 
+/// Most cells one read of a whole partition holds (slice by slice):
+/// about 100,000 rows of one column, some tens of MB.
+pub(crate) const WIDE_CELLS_MAX: usize = 200_000;
+
 /// A node of the cluster.
 pub struct Node {
     ctx: Arc<Ctx>,
@@ -49,6 +53,7 @@ pub struct Node {
     cql_regular_tables: std::sync::atomic::AtomicBool,
     cql_token_order: std::sync::atomic::AtomicBool,
     cql_batch_log: std::sync::atomic::AtomicBool,
+    row_slices: std::sync::atomic::AtomicBool,
     /// What the engine's compactions forget (`cluster::purge`).
     purge: Arc<crate::cluster::purge::Rules>,
 }
@@ -134,6 +139,7 @@ impl Node {
             cql_regular_tables: std::sync::atomic::AtomicBool::new(false),
             cql_token_order: std::sync::atomic::AtomicBool::new(false),
             cql_batch_log: std::sync::atomic::AtomicBool::new(false),
+            row_slices: std::sync::atomic::AtomicBool::new(false),
             purge,
         }))
     }
@@ -249,6 +255,13 @@ impl Node {
     pub(crate) fn serves_batch_log(&self) -> bool {
         let feature = crate::cluster::features::CQL_BATCH_LOG;
         self.sticky(&self.cql_batch_log, feature)
+    }
+
+    /// Whether this node reads partitions slice by slice: every member up
+    /// answers `ReadSlice` (`features::ROW_SLICES`).
+    pub(crate) fn serves_row_slices(&self) -> bool {
+        let feature = crate::cluster::features::ROW_SLICES;
+        self.sticky(&self.row_slices, feature)
     }
 
     /// Each CQL regular table's prefix and gc grace (ms): the dead cells
@@ -882,6 +895,38 @@ impl Node {
             read::get_row_cells(&self.ctx, partition, cl),
         )
         .await
+    }
+
+    /// Reads the merged cell of every column of a partition at `cl`, live
+    /// or not, slice by slice once the cluster can (a partition of up to
+    /// [`WIDE_CELLS_MAX`] cells); else as [`Node::get_row_cells`].
+    pub(crate) async fn get_wide_row_cells(
+        &self,
+        partition: &[u8],
+        cl: Consistency,
+    ) -> Result<std::collections::BTreeMap<Vec<u8>, tally_engine::Cell>, WireError> {
+        if !self.serves_row_slices() {
+            return self.get_row_cells(partition, cl).await;
+        }
+        let read = crate::cluster::slice::read_wide(&self.ctx, partition, WIDE_CELLS_MAX, cl);
+        timed_read(self.ctx.metrics(), cl, read).await
+    }
+
+    /// Reads the merged cells of a partition's columns in `range` at
+    /// `cl`: about `limit` of them, and where the rest begins; `None` if
+    /// the cluster cannot read slices yet (`features::ROW_SLICES`).
+    pub(crate) async fn get_slice(
+        &self,
+        partition: &[u8],
+        range: crate::cluster::slice::Range,
+        limit: usize,
+        cl: Consistency,
+    ) -> Option<Result<crate::cluster::slice::Slice, WireError>> {
+        if !self.serves_row_slices() {
+            return None;
+        }
+        let read = crate::cluster::slice::read_slice(&self.ctx, partition, range, limit, cl);
+        Some(timed_read(self.ctx.metrics(), cl, read).await)
     }
 
     /// Reads every column of a partition at `cl`.

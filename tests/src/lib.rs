@@ -929,12 +929,13 @@ impl Cluster {
 
     /// Waits until every node has enabled agreement (the cluster feature
     /// strings need) and CQL's counter and regular tables (in token
-    /// order, with the batch log), and takes string writes: a node writes
+    /// order, with the batch log, their rows sorted and read slice by
+    /// slice), and takes string writes: a node writes
     /// once it has heard every member up enabled it too (a heartbeat
     /// later).
     pub fn wait_agreement(&self) -> Result<()> {
         use tally_node::cluster::features::{
-            AGREEMENT, CQL_BATCH_LOG, CQL_REGULAR_TABLES, CQL_TABLES, CQL_TOKEN_ORDER,
+            AGREEMENT, CQL_BATCH_LOG, CQL_REGULAR_TABLES, CQL_TABLES, CQL_TOKEN_ORDER, ROW_SLICES,
         };
         let timeout = Duration::from_secs(30);
         let features = [
@@ -943,6 +944,7 @@ impl Cluster {
             CQL_REGULAR_TABLES,
             CQL_TOKEN_ORDER,
             CQL_BATCH_LOG,
+            ROW_SLICES,
         ];
         let members = self.wait_features(&features, timeout)?;
         let deadline = Instant::now() + timeout;

@@ -28,6 +28,7 @@
 //! | `cql-regular-tables` | 8 | CQL regular tables: schemas of non-counter columns in the agreed catalog, and their last-write-wins cells, written through `LeaderCells` |
 //! | `cql-batch-log` | 9 | CQL logged batches of several partitions go through the batch log (`cluster::batchlog`): its entries, which every node replays when their coordinator did not finish |
 //! | `cql-token-order` | 9 | CQL tables made in token order: each stored partition carries its token (`tally_net::ring::TOKEN_TABLE_MARK`), and the catalog says which tables do |
+//! | `row-slices` | 10 | reads of a partition too wide for one answer, slice by slice: `ReadSlice` |
 //! | `first-ballots` | 4 | a proposal at a first ballot, without a prepare, which an acceptor takes only while it holds nothing (an older one would take it over a value accepted at another first ballot) |
 //!
 //! Each feature needs the peer protocol that brought its messages
@@ -90,6 +91,10 @@ pub const CQL_TOKEN_ORDER: &str = "cql-token-order";
 /// older build would hold a batch's entry but never replay it.
 pub const CQL_BATCH_LOG: &str = "cql-batch-log";
 
+/// Reads of a partition's columns slice by slice (`PeerRequest::ReadSlice`):
+/// an older build cannot answer them.
+pub const ROW_SLICES: &str = "row-slices";
+
 /// The cluster features this build has.
 pub const KNOWN: &[&str] = &[
     LEAVING_NOTICE,
@@ -100,6 +105,7 @@ pub const KNOWN: &[&str] = &[
     CQL_REGULAR_TABLES,
     CQL_TOKEN_ORDER,
     CQL_BATCH_LOG,
+    ROW_SLICES,
 ];
 
 /// The peer protocol a feature needs: the one that brought its messages.
@@ -110,6 +116,7 @@ pub(crate) fn protocol_of(feature: &str) -> u16 {
         CQL_TABLES => 7,
         CQL_REGULAR_TABLES => 8,
         CQL_TOKEN_ORDER | CQL_BATCH_LOG => 9,
+        ROW_SLICES => 10,
         _ => 3,
     }
 }
@@ -443,7 +450,8 @@ mod tests {
                 CQL_TABLES.to_string(),
                 CQL_TOKEN_ORDER.to_string(),
                 FIRST_BALLOTS.to_string(),
-                LEAVING_NOTICE.to_string()
+                LEAVING_NOTICE.to_string(),
+                ROW_SLICES.to_string()
             ]
         );
         // Enabled already: nothing more.

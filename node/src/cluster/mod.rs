@@ -29,6 +29,7 @@ pub(crate) mod repairing;
 pub(crate) mod scan;
 pub(crate) mod script_peers;
 pub(crate) mod scripts;
+pub(crate) mod slice;
 pub(crate) mod snapshot;
 pub(crate) mod tails;
 pub(crate) mod tails_gate;

@@ -15,14 +15,14 @@ use tally_engine::{Key, TailIds};
 use tally_net::log_limit::LogLimit;
 use tally_net::peer::{BoxFuture, Handler};
 use tally_net::wire::{
-    ErrorKind, LEARNED_KEYS_MAX, LEARNED_OPS_MAX, PeerRequest, PeerResponse, WireBuild, WireError,
-    WireKey,
+    ErrorKind, LEARNED_KEYS_MAX, LEARNED_OPS_MAX, PeerRequest, PeerResponse, ROW_COLUMNS_MAX,
+    WireBuild, WireError, WireKey,
 };
 
 use crate::base::convert::{self, engine_error, wire_cell};
 use crate::cluster::ctx::Ctx;
 use crate::cluster::features::Features;
-use crate::cluster::read::scan_row;
+use crate::cluster::read::{scan_row, scan_slice};
 use crate::cluster::write::{self, Writes};
 use crate::security::authz::{self, Local, Own};
 
@@ -268,7 +268,10 @@ async fn apply(
 async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, req: PeerRequest) -> PeerResponse {
     // State read here leaves this node once every add with an id it may
     // hold is durable (see `tally_engine::Engine::settled`).
-    let reads = matches!(req, PeerRequest::Read { .. } | PeerRequest::ReadRow { .. });
+    let reads = matches!(
+        req,
+        PeerRequest::Read { .. } | PeerRequest::ReadRow { .. } | PeerRequest::ReadSlice { .. }
+    );
     let result = match req {
         PeerRequest::Read { key } => ctx.check_readable().and(convert::key(&key)).and_then(|k| {
             ctx.engine()
@@ -276,13 +279,18 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, req: PeerRequest) -> PeerRespon
                 .map(|c| PeerResponse::Cell(wire_cell(&c)))
                 .map_err(|e| engine_error(&e))
         }),
-        PeerRequest::ReadRow { partition } => scan_row(&ctx, &partition).await.map(|row| {
-            PeerResponse::Row(
-                row.into_iter()
-                    .map(|(k, c)| (k.column().to_vec(), wire_cell(&c)))
-                    .collect(),
-            )
-        }),
+        PeerRequest::ReadRow { partition } => scan_row(&ctx, &partition).await.map(row_answer),
+        PeerRequest::ReadSlice {
+            partition,
+            start,
+            end,
+            limit,
+        } => {
+            let limit = usize::try_from(limit).map_or(ROW_COLUMNS_MAX, |n| n.min(ROW_COLUMNS_MAX));
+            scan_slice(&ctx, &partition, (start, end), limit)
+                .await
+                .map(|row| row_answer(row.cells))
+        }
         req @ (PeerRequest::LeaderAdd { .. }
         | PeerRequest::LeaderAddOnce { .. }
         | PeerRequest::LeaderReset { .. }
@@ -343,6 +351,16 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, req: PeerRequest) -> PeerRespon
 
 /// Fences another node's `retired` incarnations and answers their tails
 /// held here, from the `from`-th key on (see `tally_engine::ids::tail`).
+/// A replica's cells of a row or slice, as `Row` answers them.
+fn row_answer(cells: Vec<(Key, tally_engine::Cell)>) -> PeerResponse {
+    PeerResponse::Row(
+        cells
+            .into_iter()
+            .map(|(k, c)| (k.column().to_vec(), wire_cell(&c)))
+            .collect(),
+    )
+}
+
 fn learn_tails(ctx: &Ctx, retired: &[u64], from: u64) -> Result<PeerResponse, WireError> {
     let all = ctx.engine().fence_tails(retired);
     let from = usize::try_from(from).unwrap_or(usize::MAX).min(all.len());

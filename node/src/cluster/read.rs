@@ -207,16 +207,36 @@ pub(crate) async fn read_row(
                 ))
             })
         },
-        |resp| match resp {
-            PeerResponse::Row(cols) => Some(
-                cols.iter()
-                    .map(|(col, c)| (col.clone(), convert::cell(c)))
-                    .collect::<Row>(),
-            ),
-            _ => None,
-        },
+        row_of,
     )
     .await?;
+    merge_rows(ctx, partition, answers, (replicas.len(), ROW_COLUMNS_MAX), cl).await
+}
+
+/// A replica's answer to `ReadRow` or `ReadSlice`, as a row.
+pub(super) fn row_of(resp: PeerResponse) -> Option<Row> {
+    match resp {
+        PeerResponse::Row(cols) => Some(
+            cols.iter()
+                .map(|(col, c)| (col.clone(), convert::cell(c)))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// Merges the rows `answers` hold (replicas of `replicas` in all; more
+/// than `cells_max` columns is an error), then repairs the replicas that
+/// were behind: the columns each lacks, a bounded number per read so that
+/// a replica far behind does not flood the peer queue; later reads and
+/// hints do the rest (a SERIAL read repairs them all first).
+pub(super) async fn merge_rows(
+    ctx: &Arc<Ctx>,
+    partition: &[u8],
+    answers: Vec<(usize, Row)>,
+    (replicas, cells_max): (usize, usize),
+    cl: Consistency,
+) -> Result<Row, WireError> {
     let mut merged = Row::new();
     for (_, row) in &answers {
         for (col, c) in row {
@@ -226,13 +246,9 @@ pub(crate) async fn read_row(
                 .merge(c, ctx.engine().merger());
         }
     }
-    if merged.len() > ROW_COLUMNS_MAX {
+    if merged.len() > cells_max {
         return Err(row_too_long());
     }
-    // Repair the columns a replica is behind on, a bounded number per
-    // read so that a replica far behind does not flood the peer queue;
-    // later reads and hints do the rest (a SERIAL read repairs them all
-    // first).
     let n = answers.len();
     let per_replica = match cl {
         Consistency::Serial => ROW_COLUMNS_MAX,
@@ -247,7 +263,7 @@ pub(crate) async fn read_row(
             }
         }
     }
-    repair_all(ctx, behind, n, cl.required(replicas.len()), cl).await?;
+    repair_all(ctx, behind, n, cl.required(replicas), cl).await?;
     Ok(merged)
 }
 
@@ -261,13 +277,28 @@ async fn local_row(ctx: &Arc<Ctx>, partition: &[u8]) -> Result<Row, WireError> {
 }
 
 /// Reads this node's cells of a partition, at most [`ROW_COLUMNS_MAX`]
-/// (more is an error), on a blocking thread: a wide row costs a long scan,
-/// which must not hold up the tasks of the runtime (heartbeats among them).
-/// At most [`ROW_SCANS_MAX`] run at once.
+/// (more is an error): [`scan_slice`] of all its columns.
 pub(crate) async fn scan_row(
     ctx: &Arc<Ctx>,
     partition: &[u8],
 ) -> Result<Vec<(Key, Cell)>, WireError> {
+    let row = scan_slice(ctx, partition, (Vec::new(), None), ROW_COLUMNS_MAX).await?;
+    if row.truncated {
+        return Err(row_too_long());
+    }
+    Ok(row.cells)
+}
+
+/// Reads this node's first `limit` cells of a partition's columns from
+/// `start` to `end` (`Engine::get_slice`), on a blocking thread: a wide
+/// row costs a long scan, which must not hold up the tasks of the runtime
+/// (heartbeats among them). At most [`ROW_SCANS_MAX`] run at once.
+pub(crate) async fn scan_slice(
+    ctx: &Arc<Ctx>,
+    partition: &[u8],
+    (start, end): (Vec<u8>, Option<Vec<u8>>),
+    limit: usize,
+) -> Result<tally_engine::Row, WireError> {
     ctx.check_readable()?;
     // Process-wide on purpose: it bounds the blocking threads row scans
     // take from the process's runtime, which every node in it shares.
@@ -277,15 +308,16 @@ pub(crate) async fn scan_row(
         .await
         .map_err(|_| WireError::new(ErrorKind::Internal, "row scans are closed"))?;
     let (ctx, partition) = (ctx.clone(), partition.to_vec());
-    let row =
-        tokio::task::spawn_blocking(move || ctx.engine().get_row(&partition, ROW_COLUMNS_MAX))
-            .await
-            .map_err(|e| WireError::new(ErrorKind::Internal, format!("row scan failed: {e}")))?
-            .map_err(|e| engine_error(&e))?;
-    if row.truncated {
-        return Err(row_too_long());
-    }
-    Ok(row.cells)
+    tokio::task::spawn_blocking(move || {
+        let columns = tally_engine::Columns {
+            start: &start,
+            end: end.as_deref(),
+        };
+        ctx.engine().get_slice(&partition, columns, limit)
+    })
+    .await
+    .map_err(|e| WireError::new(ErrorKind::Internal, format!("row scan failed: {e}")))?
+    .map_err(|e| engine_error(&e))
 }
 
 /// The error for a row over [`ROW_COLUMNS_MAX`] columns.
@@ -303,7 +335,7 @@ pub(crate) fn row_too_long() -> WireError {
 /// many as `reach` says: with
 /// [`Reach::AllLive`] it waits for every live one (or the read timeout)
 /// and succeeds with `required` answers.
-async fn gather_from<T: Send + 'static>(
+pub(super) async fn gather_from<T: Send + 'static>(
     ctx: &Arc<Ctx>,
     replicas: &[usize],
     cl: Consistency,

@@ -195,6 +195,7 @@ pub(crate) fn authorize(from: usize, req: &PeerRequest, local: &impl Local) -> R
         | PeerRequest::Leaving
         | PeerRequest::Read { .. }
         | PeerRequest::ReadRow { .. }
+        | PeerRequest::ReadSlice { .. }
         | PeerRequest::LeaderAdd { .. }
         | PeerRequest::LeaderAddOnce { .. }
         | PeerRequest::LeaderAdmit { .. }

@@ -27,8 +27,6 @@
 //! Clustering values sort by their type ([`compare`]), not bytewise, so
 //! a partition's rows are read whole and ordered here.
 
-use std::cmp::Ordering;
-
 use tally_engine::{COLUMN_BYTES_MAX, PARTITION_BYTES_MAX};
 use tally_net::ring::{
     TABLE_MARK, TABLE_PREFIX_BYTES, TOKEN_BYTES, TOKEN_TABLE_MARK, murmur3_token, token_bytes,
@@ -36,7 +34,9 @@ use tally_net::ring::{
 
 use super::response::CqlError;
 use super::result::CqlType;
-use super::schema::{Keyspace, TableDef};
+use super::schema::{Keyspace, Kind, TableDef};
+pub(crate) use super::sortable::compare;
+use super::sortable::signed;
 
 /// The bytes every stored partition of `table` begins with.
 pub(crate) fn prefix(table: &TableDef) -> [u8; TABLE_PREFIX_BYTES] {
@@ -125,24 +125,91 @@ pub(crate) fn partition_key(table: &TableDef, stored: &[u8], keys: usize) -> Opt
     rest.is_empty().then_some(values)
 }
 
-/// The column of counter `name` in the row of `clustering`.
-pub(crate) fn column(clustering: &[Vec<u8>], name: &str) -> Result<Vec<u8>, CqlError> {
-    let mut c = Vec::with_capacity(name.len() + clustering.len() * 6);
+/// How a table names its rows' columns: by its clustering columns'
+/// values (of these types, each with whether it is DESC), length-prefixed
+/// as they are, or, for a table with its rows sorted, as bytes that sort
+/// as they do (`sortable`).
+#[derive(Clone, Debug)]
+pub(crate) struct Layout<'t> {
+    types: Vec<(&'t CqlType, bool)>,
+    sorted: bool,
+}
+
+impl<'t> Layout<'t> {
+    /// The layout of `table`'s columns.
+    pub(crate) fn of(table: &'t TableDef) -> Layout<'t> {
+        let types = table
+            .columns
+            .iter()
+            .filter(|c| c.kind == Kind::Clustering)
+            .map(|c| (&c.ty, c.descending))
+            .collect();
+        Layout {
+            types,
+            sorted: table.sorted_rows,
+        }
+    }
+
+    /// Whether its rows' columns sort in clustering order.
+    pub(crate) fn sorted(&self) -> bool {
+        self.sorted
+    }
+
+    /// The column of `name` (a counter, a regular column, or "" for the
+    /// row's marker) in the row of `clustering`.
+    pub(crate) fn column(&self, clustering: &[Vec<u8>], name: &str) -> Result<Vec<u8>, CqlError> {
+        let mut c = match self.sorted {
+            true => self.prefix(clustering)?,
+            false => length_prefixed(clustering)?,
+        };
+        c.extend_from_slice(name.as_bytes());
+        match c.len() <= COLUMN_BYTES_MAX {
+            true => Ok(c),
+            false => Err(too_long("clustering key and counter name")),
+        }
+    }
+
+    /// The bytes the columns of the rows whose first clustering values
+    /// are `values` begin with, in a table with its rows sorted.
+    pub(crate) fn prefix(&self, values: &[Vec<u8>]) -> Result<Vec<u8>, CqlError> {
+        super::sortable::encode(&self.types, values)
+            .ok_or_else(|| CqlError::Invalid("a clustering value of the wrong size".into()))
+    }
+
+    /// A column's clustering values and name; `None` if it is not one
+    /// [`Layout::column`] makes.
+    pub(crate) fn split<'c>(&self, column: &'c [u8]) -> Option<(Vec<Vec<u8>>, &'c str)> {
+        let (values, used) = match self.sorted {
+            true => super::sortable::decode(&self.types, column)?,
+            false => split_length_prefixed(column, self.types.len())?,
+        };
+        Some((values, std::str::from_utf8(&column[used..]).ok()?))
+    }
+
+    /// How many bytes of `column` its row's clustering values take.
+    pub(crate) fn row_bytes(&self, column: &[u8]) -> Option<usize> {
+        match self.sorted {
+            true => super::sortable::decode(&self.types, column).map(|(_, n)| n),
+            false => split_length_prefixed(column, self.types.len()).map(|(_, n)| n),
+        }
+    }
+}
+
+/// Clustering values as a table not sorted stores them: each
+/// length-prefixed.
+fn length_prefixed(clustering: &[Vec<u8>]) -> Result<Vec<u8>, CqlError> {
+    let mut c = Vec::with_capacity(clustering.iter().map(|v| v.len() + 2).sum::<usize>() + 16);
     for v in clustering {
         let len = u16::try_from(v.len()).map_err(|_| too_long("clustering key"))?;
         c.extend_from_slice(&len.to_be_bytes());
         c.extend_from_slice(v);
     }
-    c.extend_from_slice(name.as_bytes());
-    match c.len() <= COLUMN_BYTES_MAX {
-        true => Ok(c),
-        false => Err(too_long("clustering key and counter name")),
-    }
+    Ok(c)
 }
 
-/// A column's clustering values (`clustering` of them) and counter name;
-/// `None` if it is not one [`column`] makes.
-pub(crate) fn split_column(column: &[u8], clustering: usize) -> Option<(Vec<Vec<u8>>, &str)> {
+/// The `clustering` length-prefixed values `column` begins with, and
+/// their bytes.
+fn split_length_prefixed(column: &[u8], clustering: usize) -> Option<(Vec<Vec<u8>>, usize)> {
     let mut rest = column;
     let mut values = Vec::with_capacity(clustering);
     for _ in 0..clustering {
@@ -151,7 +218,7 @@ pub(crate) fn split_column(column: &[u8], clustering: usize) -> Option<(Vec<Vec<
         values.push(tail.get(..len)?.to_vec());
         rest = &tail[len..];
     }
-    Some((values, std::str::from_utf8(rest).ok()?))
+    Some((values, column.len() - rest.len()))
 }
 
 /// Where a scan goes on: after the stored key `after` (partition,
@@ -274,88 +341,6 @@ pub(crate) fn check(ty: &CqlType, value: &[u8], column: &str) -> Result<(), CqlE
     }
 }
 
-/// How two values of `ty` order, as Cassandra orders them.
-pub(crate) fn compare(ty: &CqlType, a: &[u8], b: &[u8]) -> Ordering {
-    match ty {
-        CqlType::Int
-        | CqlType::Bigint
-        | CqlType::Smallint
-        | CqlType::Tinyint
-        | CqlType::Timestamp
-        | CqlType::Time
-        | CqlType::Counter => signed(a).cmp(&signed(b)).then_with(|| a.cmp(b)),
-        CqlType::Varint => varint(a).cmp(&varint(b)),
-        CqlType::Float => float(a, 4).total_cmp(&float(b, 4)),
-        CqlType::Double => float(a, 8).total_cmp(&float(b, 8)),
-        CqlType::Timeuuid => timeuuid(a).cmp(&timeuuid(b)),
-        CqlType::Uuid => uuid(a).cmp(&uuid(b)),
-        _ => a.cmp(b),
-    }
-}
-
-/// A varint (big-endian two's complement, any length) as its sign, its
-/// magnitude's length and its bytes, which order as the number does.
-fn varint(b: &[u8]) -> (bool, usize, Vec<u8>) {
-    let negative = b.first().is_some_and(|&x| x & 0x80 != 0);
-    let fill = if negative { 0xFF } else { 0 };
-    let trimmed: Vec<u8> = b.iter().copied().skip_while(|&x| x == fill).collect();
-    match negative {
-        // Of two negatives, the longer is the smaller.
-        true => (false, usize::MAX - trimmed.len(), trimmed),
-        false => (true, trimmed.len(), trimmed),
-    }
-}
-
-/// A float of `n` (4 or 8) bytes, as an `f64`.
-fn float(b: &[u8], n: usize) -> f64 {
-    match (n, b.try_into().ok(), b.try_into().ok()) {
-        (4, Some(four), _) => f64::from(f32::from_be_bytes(four)),
-        (8, _, Some(eight)) => f64::from_be_bytes(eight),
-        _ => 0.0,
-    }
-}
-
-/// A big-endian signed integer of up to 8 bytes, sign-extended.
-fn signed(b: &[u8]) -> i64 {
-    match b.first() {
-        None => 0,
-        Some(&first) => {
-            let fill = if first & 0x80 != 0 { 0xFF } else { 0 };
-            let mut be = [fill; 8];
-            let n = b.len().min(8);
-            be[8 - n..].copy_from_slice(&b[b.len() - n..]);
-            i64::from_be_bytes(be)
-        }
-    }
-}
-
-/// A version 1 UUID's timestamp (60 bits), then its bytes signed, as
-/// Cassandra's `TimeUUIDType` orders them.
-fn timeuuid(b: &[u8]) -> (u64, Vec<i8>) {
-    let t = match b {
-        [l0, l1, l2, l3, m0, m1, h0, h1, ..] => {
-            u64::from(h0 & 0x0F) << 56
-                | u64::from(*h1) << 48
-                | u64::from(*m0) << 40
-                | u64::from(*m1) << 32
-                | u64::from(u32::from_be_bytes([*l0, *l1, *l2, *l3]))
-        }
-        _ => 0,
-    };
-    (t, b.iter().map(|&x| x as i8).collect())
-}
-
-/// Cassandra's `UUIDType` order: by version, then a version 1 by its
-/// time, then the bytes.
-fn uuid(b: &[u8]) -> (u8, u64, Vec<u8>) {
-    let version = b.get(6).map_or(0, |v| v >> 4);
-    let time = match version {
-        1 => timeuuid(b).0,
-        _ => 0,
-    };
-    (version, time, b.to_vec())
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::schema::{ColumnDef, Kind};
@@ -371,6 +356,7 @@ mod tests {
             truncations,
             dropped: Vec::new(),
             token_order: false,
+            sorted_rows: false,
             columns: vec![ColumnDef {
                 name: "pk".into(),
                 ty: CqlType::Int,
@@ -480,37 +466,63 @@ mod tests {
         assert_eq!(after_page((&q, b"x"), None), (q, b"x".to_vec()));
     }
 
-    #[test]
-    fn a_column_names_its_row_and_counter_and_splits_back() {
-        let c = column(&[b"x".to_vec(), vec![]], "hits").unwrap();
-        assert_eq!(c, b"\x00\x01x\x00\x00hits");
-        assert!(!tally_engine::is_reserved(&c));
-        assert_eq!(
-            split_column(&c, 2),
-            Some((vec![b"x".to_vec(), vec![]], "hits"))
-        );
-        assert_eq!(split_column(b"\x00\x09x", 1), None, "a length past the end");
-        assert_eq!(split_column(b"hits", 0), Some((vec![], "hits")));
-        assert!(column(&[vec![0; 250]], "counter").is_err());
+    /// `table(0)` with clustering columns of `types`, its rows sorted or
+    /// not.
+    fn clustered(types: &[(CqlType, bool)], sorted_rows: bool) -> TableDef {
+        let mut t = table(0);
+        t.sorted_rows = sorted_rows;
+        for (i, (ty, descending)) in types.iter().enumerate() {
+            t.columns.push(ColumnDef {
+                name: format!("c{i}"),
+                ty: ty.clone(),
+                kind: Kind::Clustering,
+                descending: *descending,
+            });
+        }
+        t
     }
 
     #[test]
-    fn values_order_by_their_type() {
-        let int = |v: i32| v.to_be_bytes().to_vec();
-        assert_eq!(compare(&CqlType::Int, &int(-1), &int(1)), Ordering::Less);
-        assert_eq!(compare(&CqlType::Tinyint, &[0xFF], &[1]), Ordering::Less);
-        assert_eq!(compare(&CqlType::Varchar, b"b", b"ab"), Ordering::Greater);
-        // A timeuuid by its time: the low time bytes come first.
-        let at = |low: u8, high: u8| {
-            let mut u = [0u8; 16];
-            u[3] = low;
-            u[6] = 0x10 | high;
-            u
-        };
+    fn a_column_names_its_row_and_counter_and_splits_back() {
+        let text = [(CqlType::Varchar, false), (CqlType::Blob, false)];
+        let t = clustered(&text, false);
+        let layout = Layout::of(&t);
+        let c = layout.column(&[b"x".to_vec(), vec![]], "hits").unwrap();
+        assert_eq!(c, b"\x00\x01x\x00\x00hits");
+        assert!(!tally_engine::is_reserved(&c));
         assert_eq!(
-            compare(&CqlType::Timeuuid, &at(9, 0), &at(1, 1)),
-            Ordering::Less
+            layout.split(&c),
+            Some((vec![b"x".to_vec(), vec![]], "hits"))
         );
+        assert_eq!(layout.row_bytes(&c), Some(5));
+        let one = clustered(&text[..1], false);
+        assert_eq!(Layout::of(&one).split(b"\x00\x09x"), None, "a length past the end");
+        assert_eq!(Layout::of(&table(0)).split(b"hits"), Some((vec![], "hits")));
+        assert!(Layout::of(&one).column(&[vec![0; 250]], "counter").is_err());
+    }
+
+    #[test]
+    fn a_sorted_table_s_columns_sort_by_row_then_name() {
+        let types = [(CqlType::Int, false), (CqlType::Varchar, true)];
+        let t = clustered(&types, true);
+        let layout = Layout::of(&t);
+        let row = |i: i32, s: &str| vec![i.to_be_bytes().to_vec(), s.as_bytes().to_vec()];
+        let mut columns = Vec::new();
+        for i in [-3, 0, 7] {
+            for s in ["b", "a"] {
+                for name in ["", "v", "w"] {
+                    columns.push(layout.column(&row(i, s), name).unwrap());
+                }
+            }
+        }
+        assert!(columns.is_sorted(), "by c0, then c1 descending, then name");
+        let c = layout.column(&row(-3, "b"), "v").unwrap();
+        assert_eq!(c[0], 0x40, "never a static's or a deleted range's byte");
+        assert_eq!(layout.split(&c), Some((row(-3, "b"), "v")));
+        let prefix = layout.prefix(&row(-3, "b")[..1]).unwrap();
+        assert!(c.starts_with(&prefix));
+        assert_eq!(layout.row_bytes(&c), Some(c.len() - 1));
+        assert!(layout.column(&[vec![1], vec![]], "v").is_err(), "an int of one byte");
     }
 
     #[test]

@@ -173,6 +173,7 @@ mod tests {
                     columns: Vec::new(),
                     dropped: Vec::new(),
                     token_order: true,
+                    sorted_rows: true,
                 })
                 .collect(),
         }

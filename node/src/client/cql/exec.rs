@@ -264,7 +264,7 @@ async fn read_cells(node: &Node, named: &Rows, lv: Level) -> Result<Vec<Partitio
     let reads = named
         .partitions
         .iter()
-        .map(|(_, p)| node.get_row_cells(p, lv.cl));
+        .map(|(_, p)| node.get_wide_row_cells(p, lv.cl));
     let mut out = Vec::with_capacity(named.partitions.len());
     for cells in join_all(reads).await {
         out.push(cells.map_err(|e| lv.error(&e))?);

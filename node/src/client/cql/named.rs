@@ -98,7 +98,7 @@ pub(crate) fn partition(table: &TableDef, key: &[Literal]) -> Result<Vec<u8>, St
 /// it is not one of the table's.
 pub(crate) fn field(table: &TableDef, column: &[u8]) -> Option<Vec<u8>> {
     let types: Vec<&CqlType> = of_kind(table, Kind::Clustering).map(|c| c.1).collect();
-    let (values, name) = cells::split_column(column, types.len())?;
+    let (values, name) = cells::Layout::of(table).split(column)?;
     let mut out = values
         .iter()
         .zip(types)
@@ -142,7 +142,9 @@ pub(crate) fn column(table: &TableDef, field: &[u8]) -> Result<Vec<u8>, String> 
         let v = encode(lit, ty).map_err(|e| e.message().to_string())?;
         clustering.push(v.ok_or_else(form)?);
     }
-    cells::column(&clustering, &counter).map_err(|e| e.message().to_string())
+    cells::Layout::of(table)
+        .column(&clustering, &counter)
+        .map_err(|e| e.message().to_string())
 }
 
 /// The named row's table and partition, from the cluster's schema as it

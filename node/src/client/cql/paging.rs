@@ -189,7 +189,7 @@ mod tests {
             .map(|_| {
                 (0..10)
                     .map(|ck: i32| {
-                        let column = super::super::cells::column(&[ck.to_be_bytes().to_vec()], "c");
+                        let column = super::super::cells::Layout::of(&t).column(&[ck.to_be_bytes().to_vec()], "c");
                         (column.unwrap(), Some(1))
                     })
                     .collect()

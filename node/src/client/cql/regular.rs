@@ -198,7 +198,7 @@ pub(crate) fn insert(
     let named = rows::restrict(t, &relations, values, true)?;
     let marker = lww::value(at.ts, &[], at.expires_ms)
         .ok_or_else(|| CqlError::Server("an empty marker over the limit".into()))?;
-    let marker_column = cells::column(&first_row(&named)?, "")?;
+    let marker_column = cells::Layout::of(t.table).column(&first_row(&named)?, "")?;
     let mut out = assign(t, &named, &assignments, values, at)?;
     for (_, cells) in &mut out {
         cells.push((marker_column.clone(), marker.clone()));
@@ -258,6 +258,7 @@ fn assign(
     at: Stamp,
 ) -> Result<Writes, CqlError> {
     let rows = rows_of(named)?;
+    let layout = cells::Layout::of(t.table);
     let mut cells = Vec::new();
     for a in assignments {
         let Assignment::Set(name, term) = a else {
@@ -288,7 +289,7 @@ fn assign(
             Kind::Static => cells.push((static_column(name), stored)),
             _ => {
                 for row in &rows {
-                    cells.push((cells::column(row, name)?, stored.clone()));
+                    cells.push((layout.column(row, name)?, stored.clone()));
                 }
             }
         }

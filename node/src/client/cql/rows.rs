@@ -374,10 +374,11 @@ pub(crate) fn update(t: Target, u: &Update, values: &[Value]) -> Result<Writes, 
         }
         changes.push((name, op));
     }
+    let layout = cells::Layout::of(t.table);
     let mut cells = Vec::new();
     for row in product(&rows.clustering.fixed)? {
         for (name, op) in &changes {
-            let column = cells::column(&row, name)?;
+            let column = layout.column(&row, name)?;
             for (_, partition) in &rows.partitions {
                 cells.push(CellWrite {
                     partition: partition.clone(),
@@ -449,10 +450,11 @@ pub(crate) fn delete(t: Target, d: &Delete, values: &[Value]) -> Result<Resets, 
     if !whole {
         return Ok(Resets::Read { rows, counters });
     }
+    let layout = cells::Layout::of(t.table);
     let mut cells = Vec::new();
     for row in product(&rows.clustering.fixed)? {
         for name in &counters {
-            let column = cells::column(&row, name)?;
+            let column = layout.column(&row, name)?;
             for (_, partition) in &rows.partitions {
                 cells.push((partition.clone(), column.clone()));
             }
@@ -471,11 +473,12 @@ pub(crate) fn live_in(
     row_cells: &BTreeMap<Vec<u8>, Option<i64>>,
 ) -> Vec<Vec<u8>> {
     let types = clustering_types(t);
+    let layout = cells::Layout::of(t.table);
     row_cells
         .iter()
         .filter(|(_, v)| v.is_some())
         .filter(|(column, _)| {
-            cells::split_column(column, types.len()).is_some_and(|(row, name)| {
+            layout.split(column).is_some_and(|(row, name)| {
                 counters.iter().any(|c| c == name) && clustering.admits(&row, &types)
             })
         })
@@ -735,12 +738,12 @@ pub(crate) fn table_rows(
     let meta = all_columns(t);
     let types = clustering_types(t);
     let descending = descending(t);
+    let layout = cells::Layout::of(t.table);
     let mut rows: Vec<(Vec<Vec<u8>>, Vec<Cell>)> = Vec::new();
     for ((key, _), cells_read) in q.rows.partitions.iter().zip(read) {
         let mut by_row: BTreeMap<Vec<Vec<u8>>, BTreeMap<&str, i64>> = BTreeMap::new();
         for (column, value) in cells_read {
-            let (Some(v), Some((row, name))) = (value, cells::split_column(column, types.len()))
-            else {
+            let (Some(v), Some((row, name))) = (value, layout.split(column)) else {
                 continue;
             };
             if q.rows.clustering.admits(&row, &types) {

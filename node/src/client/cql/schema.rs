@@ -54,6 +54,9 @@ const FORMAT_DROPPED: u8 = 3;
 /// The format that says, of each table, whether it is in token order,
 /// and its gc grace.
 const FORMAT_TOKEN_ORDER: u8 = 4;
+/// The format that says, of each table, whether its rows are stored in
+/// clustering order.
+const FORMAT_SORTED_ROWS: u8 = 5;
 /// `gc_grace_seconds` unless a table says otherwise: Cassandra's 10 days.
 pub(crate) const GC_GRACE_S: i32 = 864_000;
 /// The format that has each table's truncations.
@@ -100,6 +103,10 @@ pub(crate) struct TableDef {
     /// (`tally_net::ring::TOKEN_TABLE_MARK`): every table made once the
     /// cluster has feature `cql-token-order`.
     pub(crate) token_order: bool,
+    /// Its clustering values are stored so that its rows sort in
+    /// clustering order (`sortable`): every table made once the cluster
+    /// has feature `row-slices`.
+    pub(crate) sorted_rows: bool,
 }
 
 /// A column `ALTER TABLE ... DROP` dropped: its type and when (µs), so
@@ -143,6 +150,7 @@ impl Keyspace {
     pub(crate) fn encode(&self) -> Vec<u8> {
         let any = |f: fn(&TableDef) -> bool| self.tables.iter().any(f);
         let format = match () {
+            _ if any(|t| t.sorted_rows) => FORMAT_SORTED_ROWS,
             _ if any(|t| t.token_order || t.gc_grace_s != GC_GRACE_S) => FORMAT_TOKEN_ORDER,
             _ if any(|t| !t.dropped.is_empty()) => FORMAT_DROPPED,
             _ if any(|t| t.truncations > 0) => FORMAT_TRUNCATIONS,
@@ -182,6 +190,9 @@ impl Keyspace {
                     }
                 }
             }
+            if format >= FORMAT_SORTED_ROWS {
+                b.push(u8::from(t.sorted_rows));
+            }
             put_short(
                 &mut b,
                 u16::try_from(t.columns.len()).expect("columns fit a short"),
@@ -206,7 +217,7 @@ impl Keyspace {
         let mut r = Reader::new(bytes);
         let bad = |what: String| super::body::Malformed(format!("keyspace {name}: {what}"));
         let format = r.byte()?;
-        if !(FORMAT..=FORMAT_TOKEN_ORDER).contains(&format) {
+        if !(FORMAT..=FORMAT_SORTED_ROWS).contains(&format) {
             return Err(bad(format!("format {format}")));
         }
         let durable_writes = r.byte()? != 0;
@@ -242,6 +253,7 @@ impl Keyspace {
                     };
                 }
             }
+            let sorted_rows = format >= FORMAT_SORTED_ROWS && r.byte()? != 0;
             let mut columns = Vec::new();
             for _ in 0..r.short()? {
                 let name = r.string()?;
@@ -271,6 +283,7 @@ impl Keyspace {
                 dropped,
                 token_order,
                 gc_grace_s,
+                sorted_rows,
             });
         }
         if r.remaining() > 0 {
@@ -405,23 +418,26 @@ pub(crate) fn makes_regular_table(statement: &Statement) -> bool {
     }
 }
 
-/// What a schema change is made with: a fresh id and whether it is
+/// What a schema change is made with: a fresh id, whether it is
 /// stored in token order (once the cluster has feature
-/// `cql-token-order`), for a table it makes; the time (µs), for a column
+/// `cql-token-order`) and with its rows sorted (`row-slices`), for a
+/// table it makes; the time (µs), for a column
 /// it drops.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Fresh {
     pub(crate) id: [u8; 16],
     pub(crate) token_order: bool,
+    pub(crate) sorted_rows: bool,
     pub(crate) now_us: i64,
 }
 
 impl From<[u8; 16]> for Fresh {
-    /// A table of id `id`, in token order, at time 0.
+    /// A table of id `id`, in token order, its rows sorted, at time 0.
     fn from(id: [u8; 16]) -> Fresh {
         Fresh {
             id,
             token_order: true,
+            sorted_rows: true,
             now_us: 0,
         }
     }
@@ -521,6 +537,7 @@ fn table_def(t: &CreateTable, fresh: Fresh) -> Result<TableDef, CqlError> {
         columns,
         dropped: Vec::new(),
         token_order: fresh.token_order,
+        sorted_rows: fresh.sorted_rows,
     })
 }
 

@@ -151,6 +151,7 @@ pub(crate) async fn change_schema(
     let fresh = schema::Fresh {
         id: fresh_id()?,
         token_order: node.serves_cql_token_order(),
+        sorted_rows: node.serves_row_slices(),
         now_us: super::lww::now_us(),
     };
     // Every node reads a table's new columns before the answer.

@@ -155,6 +155,7 @@ fn partition<'c>(t: Target, cells: &'c BTreeMap<Vec<u8>, Stored>, now_ms: u64) -
             .iter()
             .any(|c| c.name == name && c.kind == kind)
     };
+    let layout = cells::Layout::of(t.table);
     let mut p = Partition::default();
     for (column, cell) in cells {
         let Some(mut slot) = lww::read(cell, now_ms) else {
@@ -176,7 +177,7 @@ fn partition<'c>(t: Target, cells: &'c BTreeMap<Vec<u8>, Stored>, now_ms: u64) -
                 p.statics.insert(name, slot);
             }
             _ => {
-                let Some((clustering, name)) = cells::split_column(column, types.len()) else {
+                let Some((clustering, name)) = layout.split(column) else {
                     continue;
                 };
                 if !name.is_empty() && !has(name, Kind::Regular) {

@@ -78,7 +78,7 @@ fn an_update_names_whole_rows() {
     assert_eq!(w.cells.len(), 2);
     assert_eq!(
         w.cells[0].column,
-        cells::column(&[int(1), b"y".to_vec()], "c").unwrap()
+        cells::Layout::of(&t).column(&[int(1), b"y".to_vec()], "c").unwrap()
     );
     for (q, wanted) in [
         (
@@ -161,7 +161,7 @@ fn a_delete_resets_named_cells_or_reads_first() {
     else {
         panic!("a whole row names its cells")
     };
-    let col = |n: &str| cells::column(&[int(2)], n).unwrap();
+    let col = |n: &str| cells::Layout::of(&t).column(&[int(2)], n).unwrap();
     assert_eq!(cells, [(p.clone(), col("c")), (p.clone(), col("d"))]);
     let Resets::Cells(cells) = deleted(&t, "DELETE d FROM cf WHERE pk = 1 AND ck = 2").unwrap()
     else {
@@ -175,14 +175,14 @@ fn a_delete_resets_named_cells_or_reads_first() {
     };
     assert_eq!(counters, ["c", "d"]);
     let read: BTreeMap<Vec<u8>, Option<i64>> = [
-        (cells::column(&[int(2)], "c").unwrap(), Some(1)),
-        (cells::column(&[int(3)], "c").unwrap(), Some(1)),
-        (cells::column(&[int(4)], "d").unwrap(), None),
-        (cells::column(&[int(-5)], "d").unwrap(), Some(1)),
+        (cells::Layout::of(&t).column(&[int(2)], "c").unwrap(), Some(1)),
+        (cells::Layout::of(&t).column(&[int(3)], "c").unwrap(), Some(1)),
+        (cells::Layout::of(&t).column(&[int(4)], "d").unwrap(), None),
+        (cells::Layout::of(&t).column(&[int(-5)], "d").unwrap(), Some(1)),
     ]
     .into();
     let live = live_in(target(&t), &rows.clustering, &counters, &read);
-    assert_eq!(live, [cells::column(&[int(3)], "c").unwrap()]);
+    assert_eq!(live, [cells::Layout::of(&t).column(&[int(3)], "c").unwrap()]);
     let e = deleted(&t, "DELETE pk FROM cf WHERE pk = 1").unwrap_err();
     assert!(e.message().starts_with("Invalid identifier pk"), "{e:?}");
 }
@@ -206,7 +206,7 @@ fn a_select_answers_rows_in_clustering_order() {
         "CREATE TABLE cf (pk int, ck int, c counter, b counter, PRIMARY KEY (pk, ck)) \
          WITH CLUSTERING ORDER BY (ck DESC)",
     );
-    let col = |ck: i32, n: &str| cells::column(&[int(ck)], n).unwrap();
+    let col = |ck: i32, n: &str| cells::Layout::of(&t).column(&[int(ck)], n).unwrap();
     let read: BTreeMap<Vec<u8>, Option<i64>> = [
         (col(-1, "c"), Some(10)),
         (col(2, "c"), Some(20)),

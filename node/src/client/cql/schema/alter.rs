@@ -194,6 +194,7 @@ mod tests {
             Fresh {
                 id: [2; 16],
                 token_order: true,
+                sorted_rows: true,
                 now_us: 2_000,
             },
         )? {

@@ -34,6 +34,7 @@ fn with_table(ks: &Keyspace, text: &str) -> Result<Change, CqlError> {
     let fresh = Fresh {
         id: [7; 16],
         token_order: false,
+        sorted_rows: false,
         now_us: 0,
     };
     create_table(&create_table_of(text), ks, fresh)
@@ -304,7 +305,11 @@ fn a_truncated_table_is_counted_and_kept_in_format_2() {
 #[test]
 fn a_table_in_token_order_is_kept_in_format_4() {
     let create = create_table_of("CREATE TABLE t (k int PRIMARY KEY, v text)");
-    let Change::Put(ks, _) = create_table(&create, &keyspace("ks"), [3; 16].into()).unwrap() else {
+    let fresh = Fresh {
+        sorted_rows: false,
+        ..[3; 16].into()
+    };
+    let Change::Put(ks, _) = create_table(&create, &keyspace("ks"), fresh).unwrap() else {
         panic!()
     };
     assert!(ks.tables[0].token_order);
@@ -319,6 +324,25 @@ fn a_table_in_token_order_is_kept_in_format_4() {
     let decoded = Keyspace::decode("ks", &both.encode()).unwrap();
     let orders: Vec<bool> = decoded.tables.iter().map(|t| t.token_order).collect();
     assert_eq!(orders, [true, false]);
+}
+
+#[test]
+fn a_table_with_its_rows_sorted_is_kept_in_format_5() {
+    let create = create_table_of("CREATE TABLE t (k int, c int, v text, PRIMARY KEY (k, c))");
+    let Change::Put(ks, _) = create_table(&create, &keyspace("ks"), [3; 16].into()).unwrap() else {
+        panic!()
+    };
+    assert!(ks.tables[0].sorted_rows && ks.tables[0].token_order);
+    assert_eq!(ks.encode()[0], FORMAT_SORTED_ROWS);
+    assert_eq!(Keyspace::decode("ks", &ks.encode()), Ok(ks.clone()));
+    let Change::Put(both, _) =
+        with_table(&ks, "CREATE TABLE old (k int PRIMARY KEY, v text)").unwrap()
+    else {
+        panic!()
+    };
+    let decoded = Keyspace::decode("ks", &both.encode()).unwrap();
+    let sorted: Vec<bool> = decoded.tables.iter().map(|t| t.sorted_rows).collect();
+    assert_eq!(sorted, [true, false]);
 }
 
 #[test]
