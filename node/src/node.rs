@@ -913,20 +913,18 @@ impl Node {
     }
 
     /// Reads the merged cells of a partition's columns in `range` at
-    /// `cl`: about `limit` of them, and where the rest begins; `None` if
-    /// the cluster cannot read slices yet (`features::ROW_SLICES`).
+    /// `cl`: about `limit` of them, and where the rest begins. Only once
+    /// the cluster reads slices ([`Node::serves_row_slices`]): an older
+    /// peer cannot answer.
     pub(crate) async fn get_slice(
         &self,
         partition: &[u8],
         range: crate::cluster::slice::Range,
         limit: usize,
         cl: Consistency,
-    ) -> Option<Result<crate::cluster::slice::Slice, WireError>> {
-        if !self.serves_row_slices() {
-            return None;
-        }
+    ) -> Result<crate::cluster::slice::Slice, WireError> {
         let read = crate::cluster::slice::read_slice(&self.ctx, partition, range, limit, cl);
-        Some(timed_read(self.ctx.metrics(), cl, read).await)
+        timed_read(self.ctx.metrics(), cl, read).await
     }
 
     /// Reads every column of a partition at `cl`.

@@ -150,9 +150,14 @@ impl<'t> Layout<'t> {
         }
     }
 
-    /// Whether its rows' columns sort in clustering order.
-    pub(crate) fn sorted(&self) -> bool {
-        self.sorted
+    /// How many clustering columns it has.
+    pub(crate) fn clustering_columns(&self) -> usize {
+        self.types.len()
+    }
+
+    /// Whether clustering column `i` is DESC.
+    pub(crate) fn descending(&self, i: usize) -> bool {
+        self.types.get(i).is_some_and(|(_, d)| *d)
     }
 
     /// The column of `name` (a counter, a regular column, or "" for the

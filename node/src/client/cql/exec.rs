@@ -26,6 +26,7 @@ use crate::node::Node;
 /// Most cells changed at once: a statement's writes go out in waves.
 const CELLS_AT_ONCE: usize = 64;
 mod lwt;
+mod pages;
 mod scan;
 mod writes;
 
@@ -160,8 +161,11 @@ async fn select(
         true => scan::scan(node, part, s, &q, work, lv).await?,
         false => {
             count_route(node, q.rows.partitions.iter().map(|(_, p)| &p[..]));
-            let read = read_cells(node, &q.rows, lv).await?;
-            let all = table_rows(part.target(), s, &q, read);
+            let read = match pages::read(node, part, (s, &q), work, lv).await? {
+                Some(read) => read,
+                None => read_cells(node, &q.rows, lv).await?,
+            };
+            let all = table_rows(part.target(), s, &q, &read);
             let (size, state) = (work.page_size, work.paging_state.as_deref());
             paging::page(part.target(), (s, &q), all, size, state)?
         }
@@ -279,16 +283,19 @@ async fn read(
     lv: Level,
 ) -> Result<Vec<BTreeMap<Vec<u8>, Option<i64>>>, CqlError> {
     let read = read_cells(node, named, lv).await?;
-    Ok(live(read, now_ms()))
+    Ok(live(&read, now_ms()))
 }
 
 /// Counters' cells as their live values at `now`.
-fn live(read: Vec<Partition>, now: u64) -> Vec<BTreeMap<Vec<u8>, Option<i64>>> {
-    read.into_iter()
+fn live(read: &[Partition], now: u64) -> Vec<BTreeMap<Vec<u8>, Option<i64>>> {
+    read.iter()
         .map(|cells| {
             cells
-                .into_iter()
-                .map(|(column, cell)| (column, convert::live_value(&cell, now).ok().flatten()))
+                .iter()
+                .map(|(column, cell)| {
+                    let value = convert::live_value(cell, now).ok().flatten();
+                    (column.clone(), value)
+                })
                 .collect()
         })
         .collect()
@@ -296,11 +303,11 @@ fn live(read: Vec<Partition>, now: u64) -> Vec<BTreeMap<Vec<u8>, Option<i64>>> {
 
 /// The rows, with every column, that `read` holds of `q`'s partitions,
 /// read by the rule of the table's kind.
-fn table_rows(t: Target, s: &Select, q: &Query, read: Vec<Partition>) -> Vec<Vec<Cell>> {
+fn table_rows(t: Target, s: &Select, q: &Query, read: &[Partition]) -> Vec<Vec<Cell>> {
     let now = now_ms();
     let rows = match t.table.is_counter() {
         true => rows::table_rows(t, s, q, &live(read, now)),
-        false => regular::table_rows(t, s, q, &read, now),
+        false => regular::table_rows(t, s, q, read, now),
     };
     rows::per_partition_rows(t, q, rows)
 }

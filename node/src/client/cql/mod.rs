@@ -71,6 +71,7 @@ pub(crate) mod schema;
 pub(crate) mod select;
 pub(crate) mod serve;
 pub(crate) mod shared;
+pub(crate) mod slices;
 pub(crate) mod sortable;
 pub(crate) mod strict;
 pub(crate) mod system;

@@ -81,13 +81,19 @@ pub(crate) fn page(
             clustering,
         })
     };
+    // A partition's row of static columns alone (no clustering values)
+    // comes only when it has no rows: never after a row of it.
+    let statics_only = |row: &[Cell]| {
+        clustering > 0 && row[keys..keys + clustering].iter().all(Option::is_none)
+    };
     let from = match state {
         None => 0,
         Some(state) => {
             let after = decode(state, clustering)?;
             let types = clustering_types(t);
             let descending = descending(t);
-            let later = |p: &Place| match p.partition.cmp(&after.partition) {
+            let later = |p: &Place, statics: bool| match p.partition.cmp(&after.partition) {
+                Ordering::Equal if statics => false,
                 Ordering::Equal => {
                     let o = order(&types, &descending, &p.clustering, &after.clustering);
                     if q.reversed {
@@ -99,7 +105,7 @@ pub(crate) fn page(
                 o => o == Ordering::Greater,
             };
             rows.iter()
-                .position(|r| place_of(r).is_none_or(|p| later(&p)))
+                .position(|r| place_of(r).is_none_or(|p| later(&p, statics_only(r))))
                 .unwrap_or(rows.len())
         }
     };
@@ -109,6 +115,16 @@ pub(crate) fn page(
         false => None,
     };
     Ok((rows.into_iter().skip(from).take(end - from).collect(), next))
+}
+
+/// Where the page before a `state` ended: its last row's partition (its
+/// place in the statement) and clustering values.
+pub(crate) fn resumes_after(
+    state: &[u8],
+    clustering: usize,
+) -> Result<(usize, Vec<Vec<u8>>), CqlError> {
+    let p = decode(state, clustering)?;
+    Ok((p.partition, p.clustering))
 }
 
 fn encode(p: &Place) -> Vec<u8> {

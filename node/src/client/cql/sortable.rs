@@ -29,7 +29,7 @@ use std::cmp::Ordering;
 use super::result::CqlType;
 
 /// The byte each value begins with.
-const VALUE: u8 = 0x40;
+pub(crate) const VALUE: u8 = 0x40;
 
 /// The bytes of `values` (of clustering columns `types`, each with
 /// whether it is DESC), in order; `None` if a value has the wrong size

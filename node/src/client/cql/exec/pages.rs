@@ -1,0 +1,288 @@
+//! A SELECT of named partitions in a table with its rows sorted
+//! (`sortable`) reads only what its page needs: the ranges of columns its
+//! clustering restrictions name (`slices`), from the row after the page
+//! before, slice by slice (`cluster::slice`), until it holds the rows the
+//! page answers and one more (which says another page follows). The
+//! static columns and deleted ranges of each partition it reads are read
+//! whole, first. Then `paging` cuts the page as for any read.
+//!
+//! A SELECT that needs every row (an aggregate, `GROUP BY`, a reversed
+//! order, `ORDER BY` across partitions) reads its ranges whole, slice by
+//! slice, up to [`WIDE_CELLS_MAX`] cells.
+
+use tally_net::wire::ROW_COLUMNS_MAX;
+
+use super::super::ast::Select;
+use super::super::cells::Layout;
+use super::super::paging;
+use super::super::response::CqlError;
+use super::super::rows::{Query, Rows};
+use super::super::schema::Kind;
+use super::super::select;
+use super::super::slices::{self, Range};
+use super::super::work::{Part, RowWork};
+use super::{Level, Partition, table_rows};
+use crate::node::{Node, WIDE_CELLS_MAX};
+
+/// The cells of each of `q`'s partitions that the page `work` asks for
+/// needs; `None` if the table's rows are not sorted, or the cluster
+/// cannot read slices yet (then every partition is read whole).
+pub(super) async fn read(
+    node: &Node,
+    part: &Part,
+    (s, q): (&Select, &Query),
+    work: &RowWork,
+    lv: Level,
+) -> Result<Option<Vec<Partition>>, CqlError> {
+    let t = part.target();
+    if !t.table.sorted_rows || lv.serial || !node.serves_row_slices() {
+        return Ok(None);
+    }
+    let layout = Layout::of(t.table);
+    let place = match work.paging_state.as_deref() {
+        Some(state) => Some(paging::resumes_after(state, layout.clustering_columns())?),
+        None => None,
+    };
+    let all = slices::ranges(&layout, &q.rows.clustering)?;
+    let limit = match &s.limit {
+        Some(term) => Some(select::limit(term, &part.values)?),
+        None => None,
+    };
+    let mut need = wanted(s, q, (work.page_size, limit));
+    let mut budget = WIDE_CELLS_MAX;
+    let mut out = Vec::with_capacity(q.rows.partitions.len());
+    for i in 0..q.rows.partitions.len() {
+        let before = place.as_ref().is_some_and(|(p, _)| i < *p);
+        if before || need == Some(0) {
+            out.push(Partition::new());
+            continue;
+        }
+        let ranges = match &place {
+            Some((p, clustering)) if *p == i && layout.clustering_columns() > 0 => {
+                let Ok((from, upto)) = slices::resume(&layout, clustering) else {
+                    // The page ended on the partition's static row: it
+                    // has no rows.
+                    out.push(Partition::new());
+                    continue;
+                };
+                match q.reversed {
+                    false => slices::clip(all.clone(), Some(&from), None),
+                    true => slices::clip(all.clone(), None, upto.as_deref()),
+                }
+            }
+            _ => all.clone(),
+        };
+        let want = need.map(|n| n.min(q.per_partition.unwrap_or(usize::MAX)));
+        let one = Reading {
+            node,
+            part,
+            select: s,
+            query: one_partition(q, i),
+            lv,
+        };
+        let (cells, rows) = one.partition(ranges, want, &mut budget).await?;
+        need = need.map(|n| n.saturating_sub(rows));
+        out.push(cells);
+    }
+    Ok(Some(out))
+}
+
+/// How many rows (with every column, before the page is cut) a SELECT's
+/// read must hold: a page's size and one more, or its LIMIT (a SELECT
+/// with one answers in one page); `None`: every row it names.
+fn wanted(s: &Select, q: &Query, (page_size, limit): (Option<i32>, Option<usize>)) -> Option<usize> {
+    let every = paging::aggregates(s)
+        || q.reversed
+        || (!s.order_by.is_empty() && q.rows.partitions.len() > 1);
+    if every {
+        return None;
+    }
+    let page = page_size
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|&n| n > 0)
+        .map(|n| n + 1);
+    limit.or(page)
+}
+
+/// `q` with only its partition `i`.
+fn one_partition(q: &Query, i: usize) -> Query {
+    Query {
+        rows: Rows {
+            partitions: vec![q.rows.partitions[i].clone()],
+            clustering: q.rows.clustering.clone(),
+        },
+        ..q.clone()
+    }
+}
+
+/// The read of one partition of a SELECT (`query` names it alone).
+struct Reading<'a> {
+    node: &'a Node,
+    part: &'a Part,
+    select: &'a Select,
+    query: Query,
+    lv: Level,
+}
+
+impl Reading<'_> {
+    /// The partition's static columns and deleted ranges, then its rows
+    /// in `ranges` until it holds `want` rows (`None`: all of them); and
+    /// how many rows it holds. Fails past `budget` cells.
+    async fn partition(
+        &self,
+        ranges: Vec<Range>,
+        want: Option<usize>,
+        budget: &mut usize,
+    ) -> Result<(Partition, usize), CqlError> {
+        let mut cells = Partition::new();
+        self.whole(slices::tail(), &mut cells, budget).await?;
+        let layout = Layout::of(&self.part.table);
+        let limit = match want {
+            Some(n) => (n + 1).saturating_mul(self.columns_per_row()),
+            None => ROW_COLUMNS_MAX,
+        };
+        let mut rows = self.rows(&cells);
+        for mut range in ranges {
+            if want.is_some_and(|n| rows >= n) {
+                break;
+            }
+            // The cells of the last row read, which may go on in the next
+            // slice: kept apart until it is whole.
+            let mut pending = Partition::new();
+            loop {
+                let slice = self.slice(range.clone(), limit, budget).await?;
+                cells.append(&mut pending);
+                cells.extend(slice.cells);
+                let Some(next) = slice.next else {
+                    break;
+                };
+                pending = last_row(&layout, &mut cells);
+                rows = self.rows(&cells);
+                if want.is_some_and(|n| rows >= n) {
+                    return Ok((cells, rows));
+                }
+                range.0 = next;
+            }
+            rows = self.rows(&cells);
+        }
+        Ok((cells, rows))
+    }
+
+    /// Reads all of `range` into `cells`.
+    async fn whole(
+        &self,
+        mut range: Range,
+        cells: &mut Partition,
+        budget: &mut usize,
+    ) -> Result<(), CqlError> {
+        loop {
+            let slice = self.slice(range.clone(), ROW_COLUMNS_MAX, budget).await?;
+            cells.extend(slice.cells);
+            match slice.next {
+                Some(next) => range.0 = next,
+                None => return Ok(()),
+            }
+        }
+    }
+
+    /// One slice of the partition, counted against `budget`.
+    async fn slice(
+        &self,
+        range: Range,
+        limit: usize,
+        budget: &mut usize,
+    ) -> Result<crate::cluster::slice::Slice, CqlError> {
+        let (_, partition) = &self.query.rows.partitions[0];
+        let slice = self
+            .node
+            .get_slice(partition, range, limit.clamp(16, ROW_COLUMNS_MAX), self.lv.cl)
+            .await
+            .map_err(|e| self.lv.error(&e))?;
+        *budget = budget.checked_sub(slice.cells.len()).ok_or_else(|| {
+            CqlError::Invalid(format!(
+                "the rows this SELECT reads hold more than the {WIDE_CELLS_MAX} cells one read \
+                 holds: restrict its clustering columns, or page it in the same order as the table"
+            ))
+        })?;
+        Ok(slice)
+    }
+
+    /// How many rows `cells` (the partition's) answer.
+    fn rows(&self, cells: &Partition) -> usize {
+        let t = self.part.target();
+        table_rows(t, self.select, &self.query, std::slice::from_ref(cells)).len()
+    }
+
+    /// How many cells a row has at most: its columns and its marker.
+    fn columns_per_row(&self) -> usize {
+        let columns = self.part.table.columns.iter();
+        1 + columns.filter(|c| c.kind == Kind::Regular).count()
+    }
+}
+
+/// Takes the cells of the last row out of `cells` (a partition's, read
+/// in column order up to some point), which may go on past it.
+fn last_row(layout: &Layout, cells: &mut Partition) -> Partition {
+    let tail = slices::tail().0;
+    let Some((column, _)) = cells.range(..tail.clone()).next_back() else {
+        return Partition::new();
+    };
+    let Some(n) = layout.row_bytes(column) else {
+        return Partition::new();
+    };
+    let row = column[..n].to_vec();
+    let mut last = cells.split_off(&row);
+    let mut statics = last.split_off(&tail);
+    cells.append(&mut statics);
+    last
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::ast::Statement;
+    use super::super::super::parse::parse;
+    use super::super::super::rows::{Target, query};
+    use super::super::super::schema::test_table;
+    use super::*;
+
+    fn want(q: &str, page: Option<i32>) -> Option<usize> {
+        let t = test_table("CREATE TABLE t (k int, c int, v int, PRIMARY KEY (k, c))");
+        let target = Target {
+            keyspace: "ks",
+            table: &t,
+        };
+        let Statement::Select(s) = parse(q).unwrap().0 else {
+            panic!("{q}")
+        };
+        let limit = s.limit.as_ref().map(|l| select::limit(l, &[]).unwrap());
+        wanted(&s, &query(target, &s, &[]).unwrap(), (page, limit))
+    }
+
+    #[test]
+    fn a_page_reads_one_row_more_than_it_answers_unless_it_needs_them_all() {
+        assert_eq!(want("SELECT * FROM t WHERE k = 1", Some(100)), Some(101));
+        assert_eq!(want("SELECT * FROM t WHERE k = 1 AND c > 3", Some(1)), Some(2));
+        assert_eq!(want("SELECT * FROM t WHERE k = 1", None), None);
+        assert_eq!(want("SELECT * FROM t WHERE k = 1", Some(-1)), None);
+        assert_eq!(want("SELECT * FROM t WHERE k = 1 LIMIT 5", Some(100)), Some(5));
+        assert_eq!(want("SELECT * FROM t WHERE k = 1 LIMIT 5", None), Some(5));
+        assert_eq!(want("SELECT count(*) FROM t WHERE k = 1", Some(100)), None);
+        let reversed = "SELECT * FROM t WHERE k = 1 ORDER BY c DESC";
+        assert_eq!(want(reversed, Some(100)), None);
+    }
+
+    #[test]
+    fn the_last_row_read_is_kept_apart_from_the_statics() {
+        let t = test_table("CREATE TABLE t (k int, c int, s int static, v int, PRIMARY KEY (k, c))");
+        let layout = Layout::of(&t);
+        let column = |c: i32, name: &str| layout.column(&[c.to_be_bytes().to_vec()], name).unwrap();
+        let mut cells: Partition = [column(1, ""), column(1, "v"), column(2, ""), vec![0xFD, b's']]
+            .into_iter()
+            .map(|c| (c, tally_engine::Cell::new()))
+            .collect();
+        let last = last_row(&layout, &mut cells);
+        assert_eq!(last.keys().collect::<Vec<_>>(), [&column(2, "")]);
+        let kept: Vec<&Vec<u8>> = cells.keys().collect();
+        assert_eq!(kept, [&column(1, ""), &column(1, "v"), &vec![0xFD, b's']]);
+    }
+}
