@@ -4,7 +4,8 @@
 //! paging, ranges deleted, batches and a node killed; and `cqlsh` running
 //! the recipes as written, its output compared whole, and the same
 //! recipes through the Python driver, each result against what `cqlsh`
-//! printed; `TOKEN()` ranges, scans in token order and `cqlsh`'s `COPY`.
+//! printed; `TOKEN()` ranges, scans in token order and `cqlsh`'s `COPY`;
+//! a partition wider than one read, paged.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use std::process::Command;
@@ -54,6 +55,14 @@ fn cqlsh_recipe(cluster: &tally_tests::Cluster, name: &str) -> String {
         env!("CARGO_MANIFEST_DIR")
     );
     cqlsh(cluster, &["-f", &script])
+}
+
+#[test]
+fn a_wide_partition_is_read_a_page_at_a_time_in_clustering_order() {
+    let cluster = cql_cluster(ClusterOptions::default());
+    let driver = cassandra_driver();
+    let mut wide = python(&driver, include_str!("cql/wide.py"), &[cql_port(&cluster)]);
+    tally_tests::assert_script_ok(&mut wide, "a partition of 24,000 cells, paged");
 }
 
 #[test]

@@ -57,8 +57,15 @@ pub(super) async fn read(
             out.push(Partition::new());
             continue;
         }
+        // A partition the page before ended in is read from after its
+        // row; unless it answers its first rows only (PER PARTITION
+        // LIMIT, DISTINCT): then from its start, and `paging` skips those
+        // answered.
+        let resumed = place.as_ref().is_some_and(|(p, _)| *p == i);
         let ranges = match &place {
-            Some((p, clustering)) if *p == i && layout.clustering_columns() > 0 => {
+            Some((_, clustering))
+                if resumed && layout.clustering_columns() > 0 && q.per_partition.is_none() =>
+            {
                 let Ok((from, upto)) = slices::resume(&layout, clustering) else {
                     // The page ended on the partition's static row: it
                     // has no rows.
@@ -81,7 +88,10 @@ pub(super) async fn read(
             lv,
         };
         let (cells, rows) = one.partition(ranges, want, &mut budget).await?;
-        need = need.map(|n| n.saturating_sub(rows));
+        if !(resumed && q.per_partition.is_some()) {
+            // (Read from its start, it holds rows answered before.)
+            need = need.map(|n| n.saturating_sub(rows));
+        }
         out.push(cells);
     }
     Ok(Some(out))
