@@ -360,20 +360,60 @@ impl CqlClient {
             put_string(&mut body, key);
             put_bytes(&mut body, value);
         }
-        put_short(&mut body, u16::try_from(p.0.len()).unwrap_or(u16::MAX));
-        body.extend_from_slice(&p.0);
-        put_short(&mut body, cl);
-        body.push(0x01 | 0x02);
-        put_short(&mut body, u16::try_from(values.len()).unwrap_or(u16::MAX));
-        for v in values {
-            put_bytes(&mut body, v);
-        }
+        put_execute(&mut body, p, values, cl, None);
         let conn = self.conns.get(node).unwrap_or(&self.conns[0]);
         let flags = match payload {
             Some(_) => FLAG_CUSTOM_PAYLOAD,
             None => 0,
         };
         conn.call(EXECUTE, body, flags).await.map(|(_, b)| b)
+    }
+
+    /// Executes `p` with `values` at level `cl` on connection `node`, a
+    /// page of `page_size` rows after `state` (a paging state an earlier
+    /// page answered; `None`: the first page); answers the result's body
+    /// ([`paging_state`] says whether more pages follow).
+    pub async fn execute_page(
+        &self,
+        node: usize,
+        (p, values): (&Prepared, &[&[u8]]),
+        cl: u16,
+        (page_size, state): (i32, Option<&[u8]>),
+    ) -> Result<Vec<u8>> {
+        let mut body = Vec::with_capacity(64);
+        put_execute(&mut body, p, values, cl, Some((page_size, state)));
+        let conn = self.conns.get(node).unwrap_or(&self.conns[0]);
+        conn.call(EXECUTE, body, 0).await.map(|(_, b)| b)
+    }
+}
+
+/// An EXECUTE's body after its payload: the statement, the level, the
+/// values (metadata skipped), and a page size and state if `page`.
+fn put_execute(
+    body: &mut Vec<u8>,
+    p: &Prepared,
+    values: &[&[u8]],
+    cl: u16,
+    page: Option<(i32, Option<&[u8]>)>,
+) {
+    put_short(body, u16::try_from(p.0.len()).unwrap_or(u16::MAX));
+    body.extend_from_slice(&p.0);
+    put_short(body, cl);
+    let flags = match page {
+        None => 0x01 | 0x02,
+        Some((_, None)) => 0x01 | 0x02 | 0x04,
+        Some((_, Some(_))) => 0x01 | 0x02 | 0x04 | 0x08,
+    };
+    body.push(flags);
+    put_short(body, u16::try_from(values.len()).unwrap_or(u16::MAX));
+    for v in values {
+        put_bytes(body, v);
+    }
+    if let Some((size, state)) = page {
+        body.extend_from_slice(&size.to_be_bytes());
+        if let Some(state) = state {
+            put_bytes(body, state);
+        }
     }
 }
 
@@ -441,6 +481,17 @@ pub fn first_bigint(body: &[u8]) -> Option<i64> {
     let len = i32::from_be_bytes(body.get(16..20)?.try_into().ok()?);
     let cell = body.get(20..20 + usize::try_from(len).ok()?)?;
     Some(i64::from_be_bytes(cell.try_into().ok()?))
+}
+
+/// The paging state of a ROWS result body, if more pages follow.
+pub fn paging_state(body: &[u8]) -> Option<Vec<u8>> {
+    let kind = i32::from_be_bytes(body.get(..4)?.try_into().ok()?);
+    let flags = i32::from_be_bytes(body.get(4..8)?.try_into().ok()?);
+    if kind != 2 || flags & 0x02 == 0 {
+        return None;
+    }
+    let n = usize::try_from(i32::from_be_bytes(body.get(12..16)?.try_into().ok()?)).ok()?;
+    Some(body.get(16..16 + n)?.to_vec())
 }
 
 /// The rows of a ROWS result body, with or without its metadata: each

@@ -627,6 +627,14 @@ impl Node {
         self.ctx.faults().inject(Fault::BatchLogSkipsReplay);
     }
 
+    /// FAULT INJECTION for testing checkers: slices this node reads merge
+    /// up to the longest answer, not the shortest full one. Only with the
+    /// `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_slice_trusts_longest(&self) {
+        self.ctx.faults().inject(Fault::SliceTrustsLongest);
+    }
+
     /// Test seam: every `n`th logged batch this node coordinates stops
     /// after its log entry and first partition, as if the node crashed
     /// there. Only with the `fault-injection` feature.

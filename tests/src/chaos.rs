@@ -91,6 +91,7 @@ mod flush;
 mod leases;
 mod lists;
 mod resp;
+mod row_reads;
 mod rows;
 mod scripts;
 mod secure;
@@ -236,6 +237,9 @@ pub struct ChaosOptions {
     /// Broken build for that checker to catch: replicas take the deleted
     /// ranges a leader sends them as nothing (`--unsafe-cql-drop-deletes`).
     pub cql_drop_deletes: bool,
+    /// Broken build for that checker's paged reads to catch: slices merge
+    /// up to the longest answer (`--unsafe-slice-trusts-longest`).
+    pub slice_trusts_longest: bool,
     /// Workers writing CQL logged batches of three partitions, judged all
     /// or nothing (see `batches`); the nodes stop every few batches they
     /// coordinate half way (`--batch-crash-every`).
@@ -332,6 +336,7 @@ impl Default for ChaosOptions {
             cql_lease_workers: 0,
             cql_row_workers: 0,
             cql_drop_deletes: false,
+            slice_trusts_longest: false,
             cql_batch_workers: 0,
             batch_log_skips_replay: false,
             cql_lwt_skips_agreed_read: false,
@@ -372,8 +377,9 @@ pub struct Summary {
     /// CQL lease transactions and SERIAL reads recorded, how many
     /// answered, and how many hand-overs applied as conditional batches.
     pub leases: (usize, usize, usize),
-    /// CQL row writes and range deletes sent, and how many acknowledged.
-    pub rows: (usize, usize),
+    /// CQL row writes and range deletes sent, how many acknowledged, and
+    /// how many paged reads of their partitions ended.
+    pub rows: (usize, usize, usize),
     /// CQL logged batches sent, and how many were acknowledged.
     pub batches: (usize, usize),
     /// Hints the nodes dropped (as counted since each last started), and
@@ -470,11 +476,11 @@ impl std::fmt::Display for Summary {
                  hand-overs applied as conditional batches), each lease checked linearizable"
             )?;
         }
-        let (changes, acked) = self.rows;
+        let (changes, acked, reads) = self.rows;
         if changes > 0 {
             writeln!(
                 f,
-                "CQL rows: {changes} writes and range deletes ({acked} acknowledged), each row read at ONE through every member and judged last-write-wins"
+                "CQL rows: {changes} writes and range deletes ({acked} acknowledged), each row read at ONE through every member and judged last-write-wins; {reads} paged reads at QUORUM during the run, each judged against what QUORUM acknowledged before it"
             )?;
         }
         let (sent, acked) = self.batches;
@@ -925,6 +931,11 @@ fn start(
             .run_args
             .extend(["--batch-crash-every".into(), BATCH_CRASH_EVERY.to_string()]);
     }
+    if opts.slice_trusts_longest {
+        cluster_opts
+            .run_args
+            .push("--unsafe-slice-trusts-longest".into());
+    }
     if opts.batch_log_skips_replay {
         cluster_opts
             .run_args
@@ -1162,7 +1173,7 @@ fn summarize(
         exact: (0, 0, 0, 0, Vec::new()),
         cql: (0, 0, 0, Vec::new()),
         leases: (0, 0, 0),
-        rows: (0, 0),
+        rows: (0, 0, 0),
         batches: (0, 0),
         resp: (0, 0),
         hints_dropped: (0, Vec::new()),

@@ -325,9 +325,10 @@ fn a_counter_tables_rows_are_hashes_to_resp_tally_row_and_repair() {
     let row = |cluster: &Cluster, args: &[&str]| cluster.tally_ok(args).unwrap();
     assert_eq!(
         row(&cluster, &["row", "--table", "ks.votes", "'it''s', 1"]),
-        "'bob','2026-11-29':hits       2\n\
-         'alice','2026-11-30':\"Other\"  1\n\
-         'alice','2026-11-30':hits     3\n"
+        "'alice','2026-11-30':\"Other\"  1\n\
+         'alice','2026-11-30':hits     3\n\
+         'bob','2026-11-29':hits       2\n",
+        "a row's fields in clustering order"
     );
     assert_eq!(
         row(&cluster, &["--json", "row", "--table", "ks.votes", "'p',3"]),

@@ -59,6 +59,10 @@ pub(crate) enum Fault {
     /// This node never replays the batch log's entries it holds: a logged
     /// batch whose coordinator stopped half way stays half applied.
     BatchLogSkipsReplay = 15,
+    /// Slices this node reads trust the longest answer, not the shortest
+    /// full one (`cluster::slice::exact_until`): past where a replica
+    /// stopped short, the merge lacks what only that replica holds.
+    SliceTrustsLongest = 16,
 }
 
 /// How long a late promise (`Fault::PromiseLate`) takes to be stored.
@@ -68,7 +72,7 @@ pub(crate) const PROMISE_LAG: std::time::Duration = std::time::Duration::from_se
 #[derive(Debug, Default)]
 pub(crate) struct Faults {
     #[cfg(feature = "fault-injection")]
-    on: [AtomicBool; 16],
+    on: [AtomicBool; 17],
     /// Test seam: a topology change this node runs waits this long (ms)
     /// between beginning and syncing.
     #[cfg(feature = "fault-injection")]

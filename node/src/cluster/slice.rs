@@ -15,6 +15,7 @@ use std::sync::Arc;
 use tally_net::wire::{Consistency, ErrorKind, PeerRequest, ROW_COLUMNS_MAX, WireError};
 
 use crate::cluster::ctx::Ctx;
+use crate::cluster::faults::Fault;
 use crate::cluster::read::{Reach, Row, gather_from, merge_rows, row_of, scan_slice};
 
 /// A range of a partition's columns: from the first (inclusive) to the
@@ -71,7 +72,10 @@ pub(crate) async fn read_slice(
         row_of,
     )
     .await?;
-    let until = exact_until(answers.iter().map(|(_, row)| row), limit);
+    let mut until = exact_until(answers.iter().map(|(_, row)| row), limit);
+    if ctx.faults().has(Fault::SliceTrustsLongest) {
+        until = longest(answers.iter().map(|(_, row)| row), limit); // FAULT INJECTION
+    }
     let answers = answers
         .into_iter()
         .map(|(r, mut row)| {
@@ -131,6 +135,17 @@ pub(crate) fn exact_until<'r>(
         .filter(|row| row.len() >= limit)
         .filter_map(|row| row.last_key_value().map(|(column, _)| column))
         .min()
+        .cloned()
+}
+
+/// The broken rule of `Fault::SliceTrustsLongest`: the largest last
+/// column of a full answer.
+fn longest<'r>(answers: impl IntoIterator<Item = &'r Row>, limit: usize) -> Option<Vec<u8>> {
+    answers
+        .into_iter()
+        .filter(|row| row.len() >= limit)
+        .filter_map(|row| row.last_key_value().map(|(column, _)| column))
+        .max()
         .cloned()
 }
 

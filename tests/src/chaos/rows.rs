@@ -28,6 +28,7 @@ use rand::{Rng, SeedableRng};
 use tally_net::cql::{CqlClient, CqlError, Prepared};
 
 use super::cql::connect;
+use super::row_reads;
 
 /// Partitions, and rows in each.
 pub(crate) const PARTITIONS: i32 = 2;
@@ -52,17 +53,30 @@ enum Ended {
 
 /// One change of a row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Change {
+pub(crate) enum Change {
     /// A value at a client timestamp (`None`: the coordinator's).
     Write { ts: Option<i64>, v: i64 },
     /// A delete at a client timestamp.
     Delete { ts: i64 },
 }
 
-/// What the row workers did: each row's changes.
+impl Change {
+    /// Its client timestamp (`i64::MIN` for the coordinator's).
+    pub(crate) fn ts(&self) -> i64 {
+        match self {
+            Change::Write { ts, .. } => ts.unwrap_or(i64::MIN),
+            Change::Delete { ts } => *ts,
+        }
+    }
+}
+
+/// What the row workers did: each row's changes; those acknowledged at
+/// a level a QUORUM read sees, and when; the paged reads.
 #[derive(Debug, Default)]
 pub(crate) struct RowLog {
     rows: HashMap<(i32, i32), Vec<(Change, Ended)>>,
+    seen: row_reads::Seen,
+    reads: Vec<row_reads::PagedRead>,
 }
 
 impl RowLog {
@@ -71,13 +85,34 @@ impl RowLog {
         for (k, changes) in other.rows {
             self.rows.entry(k).or_default().extend(changes);
         }
+        for (k, seen) in other.seen {
+            self.seen.entry(k).or_default().extend(seen);
+        }
+        self.reads.extend(other.reads);
     }
 
-    /// Writes and deletes sent, and how many were acknowledged.
-    pub(crate) fn counts(&self) -> (usize, usize) {
+    /// Writes and deletes sent, how many were acknowledged, and how many
+    /// paged reads ended.
+    pub(crate) fn counts(&self) -> (usize, usize, usize) {
         let all = self.rows.values().flatten();
         let acked = all.clone().filter(|(_, e)| *e == Ended::Acked).count();
-        (all.count(), acked)
+        (all.count(), acked, self.reads.len())
+    }
+
+    /// Judges every paged read (`row_reads`).
+    fn judge_reads(&self) -> Vec<String> {
+        let changes: HashMap<(i32, i32), Vec<Change>> = self
+            .rows
+            .iter()
+            .map(|(k, v)| (*k, v.iter().map(|(c, _)| *c).collect()))
+            .collect();
+        let judged = self
+            .reads
+            .iter()
+            .map(|r| (r.k, row_reads::judge(r, &changes, &self.seen, ROWS)));
+        judged
+            .filter_map(|(k, j)| j.err().map(|why| format!("paged read of partition {k}: {why}")))
+            .collect()
     }
 }
 
@@ -99,6 +134,7 @@ struct Node {
     write_now: Prepared,
     delete: Prepared,
     read: Prepared,
+    read_partition: Prepared,
 }
 
 async fn node(addr: SocketAddr) -> Option<Node> {
@@ -108,6 +144,7 @@ async fn node(addr: SocketAddr) -> Option<Node> {
         write_now: client.prepare(WRITE_NOW).await.ok()?,
         delete: client.prepare(DELETE).await.ok()?,
         read: client.prepare(READ).await.ok()?,
+        read_partition: client.prepare(row_reads::READ_PARTITION).await.ok()?,
         client,
     })
 }
@@ -148,6 +185,13 @@ pub(crate) async fn worker(
         let v = (w as i64) << 40 | n;
         let k = rng.random_range(0..PARTITIONS);
         let c = rng.random_range(0..ROWS);
+        if rng.random_range(0..11) == 0 {
+            let page = rng.random_range(1..=3);
+            if let Some(read) = row_reads::read(&conn.client, &conn.read_partition, k, page).await {
+                log.reads.push(read);
+            }
+            continue;
+        }
         let (touched, change, done) = match rng.random_range(0..10) {
             0..=5 => {
                 let ts = stamp(w, &mut last);
@@ -190,8 +234,13 @@ pub(crate) async fn worker(
         ) {
             conns[node_i] = None;
         }
+        let seen = ended == Ended::Acked && row_reads::seen_by_quorum(level);
+        let now = std::time::Instant::now();
         for row in touched {
             log.rows.entry(row).or_default().push((change, ended));
+            if seen {
+                log.seen.entry(row).or_default().push((change, now));
+            }
         }
     }
     log
@@ -217,7 +266,7 @@ type Shown = Option<(i64, i64)>;
 
 /// Reads every row at ONE through every member and judges it.
 pub(crate) async fn check(addrs: &[SocketAddr], log: &RowLog) -> Vec<String> {
-    let mut violations = Vec::new();
+    let mut violations = log.judge_reads();
     let rows = (0..PARTITIONS)
         .flat_map(|k| (0..ROWS).map(move |c| (k, c)))
         .chain((0..ROWS).map(|c| (SERVER_STAMPED, c)));

@@ -205,7 +205,7 @@ impl Reading<'_> {
         let (_, partition) = &self.query.rows.partitions[0];
         let slice = self
             .node
-            .get_slice(partition, range, limit.clamp(16, ROW_COLUMNS_MAX), self.lv.cl)
+            .get_slice(partition, range, limit.clamp(2, ROW_COLUMNS_MAX), self.lv.cl)
             .await
             .map_err(|e| self.lv.error(&e))?;
         *budget = budget.checked_sub(slice.cells.len()).ok_or_else(|| {
