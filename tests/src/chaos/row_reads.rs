@@ -4,6 +4,10 @@
 //! (`cluster::slice`) from replicas that disagree while nodes die, stall
 //! and come back.
 //!
+//! The workers write fresh partitions too, a new one every few seconds
+//! ([`fresh_partition`]): a replica away while one was written lacks
+//! rows its peers hold, so their slices of it end at different rows.
+//!
 //! Each read is judged against what was acknowledged at a level a QUORUM
 //! read must see (QUORUM, ALL, LOCAL_QUORUM) before it began:
 //! - its rows come in clustering order, each once;
@@ -25,6 +29,32 @@ pub(crate) const READ_PARTITION: &str = "SELECT c, v, writetime(v) FROM chaos.ro
 
 /// QUORUM.
 const QUORUM: u16 = 0x04;
+
+/// The first of the fresh partitions: the row workers write the rows of
+/// a new one every few seconds, so that a replica that was away while one
+/// was written lacks rows its peers hold, and slices of it differ.
+const FRESH_BASE: i32 = 1000;
+/// Rows of a fresh partition.
+pub(crate) const FRESH_ROWS: i32 = 12;
+/// How long a fresh partition takes writes, in seconds.
+const FRESH_S: u64 = 3;
+
+/// The fresh partition of now (`back` 0), or of `back` periods before.
+pub(crate) fn fresh_partition(back: i32) -> i32 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let period = i32::try_from(now / FRESH_S % 100_000).unwrap_or(0);
+    FRESH_BASE + period - back
+}
+
+/// How many rows partition `k` has.
+pub(crate) fn rows_of(k: i32) -> i32 {
+    match k >= FRESH_BASE {
+        true => FRESH_ROWS,
+        false => super::rows::ROWS,
+    }
+}
 
 /// Levels whose acknowledged changes a QUORUM read must see.
 pub(crate) fn seen_by_quorum(level: u16) -> bool {
@@ -56,8 +86,8 @@ pub(crate) async fn read(
     let key = k.to_be_bytes();
     let mut rows = Vec::new();
     let mut state: Option<Vec<u8>> = None;
-    // A partition of ROWS rows takes at most ROWS pages, and one empty.
-    for _ in 0..=super::rows::ROWS + 1 {
+    // A partition takes at most a page a row, and one empty.
+    for _ in 0..=rows_of(k) + 1 {
         let page = (page, state.as_deref());
         let body = client
             .execute_page(0, (read, &[&key]), QUORUM, page)
@@ -89,12 +119,11 @@ pub(crate) fn judge(
     read: &PagedRead,
     changes: &HashMap<(i32, i32), Vec<Change>>,
     seen: &Seen,
-    rows: i32,
 ) -> Result<(), String> {
     if !read.rows.windows(2).all(|w| w[0].0 < w[1].0) {
         return Err(format!("rows out of clustering order: {:?}", read.rows));
     }
-    for c in 0..rows {
+    for c in 0..rows_of(read.k) {
         let key = (read.k, c);
         let all = changes.get(&key).map(Vec::as_slice).unwrap_or(&[]);
         let newest = seen
@@ -162,7 +191,7 @@ mod tests {
             began: t0 + Duration::from_millis(500),
             rows,
         };
-        let judged = |rows| judge(&read(rows), &changes, &seen, 2);
+        let judged = |rows| judge(&read(rows), &changes, &seen);
         assert_eq!(judged(vec![(0, 2, 20)]), Ok(()), "the delete may have landed");
         assert_eq!(judged(vec![(0, 3, 30), (1, 4, 10)]), Ok(()));
         assert!(judged(vec![(0, 1, 10)]).is_err(), "older than acknowledged");
@@ -172,6 +201,6 @@ mod tests {
         assert!(judged(vec![(0, 2, 20), (0, 2, 20)]).is_err(), "twice");
         let deleted: Seen = [((0, 1), vec![(w(10, 4), t0), (d(15), t0)])].into();
         let read_1 = read(vec![(0, 2, 20), (1, 4, 10)]);
-        assert!(judge(&read_1, &changes, &deleted, 2).is_err(), "a delete undone");
+        assert!(judge(&read_1, &changes, &deleted).is_err(), "a delete undone");
     }
 }

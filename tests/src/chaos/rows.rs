@@ -109,7 +109,7 @@ impl RowLog {
         let judged = self
             .reads
             .iter()
-            .map(|r| (r.k, row_reads::judge(r, &changes, &self.seen, ROWS)));
+            .map(|r| (r.k, row_reads::judge(r, &changes, &self.seen)));
         judged
             .filter_map(|(k, j)| j.err().map(|why| format!("paged read of partition {k}: {why}")))
             .collect()
@@ -183,8 +183,13 @@ pub(crate) async fn worker(
         };
         n += 1;
         let v = (w as i64) << 40 | n;
-        let k = rng.random_range(0..PARTITIONS);
-        let c = rng.random_range(0..ROWS);
+        let (k, c) = match rng.random_bool(0.3) {
+            true => {
+                let k = row_reads::fresh_partition(rng.random_range(0..2));
+                (k, rng.random_range(0..row_reads::FRESH_ROWS))
+            }
+            false => (rng.random_range(0..PARTITIONS), rng.random_range(0..ROWS)),
+        };
         if rng.random_range(0..11) == 0 {
             let page = rng.random_range(1..=3);
             if let Some(read) = row_reads::read(&conn.client, &conn.read_partition, k, page).await {
@@ -205,7 +210,7 @@ pub(crate) async fn worker(
                 (vec![(k, c)], Change::Write { ts: Some(ts), v }, done)
             }
             6..=7 => {
-                let c_hi = rng.random_range(c..ROWS);
+                let c_hi = rng.random_range(c..row_reads::rows_of(k));
                 let ts = stamp(w, &mut last);
                 let values = vec![ts.to_be_bytes().to_vec(), be(k), be(c), be(c_hi)];
                 let done = exec(conn, &conn.delete, &values, level).await;
