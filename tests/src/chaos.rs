@@ -237,9 +237,6 @@ pub struct ChaosOptions {
     /// Broken build for that checker to catch: replicas take the deleted
     /// ranges a leader sends them as nothing (`--unsafe-cql-drop-deletes`).
     pub cql_drop_deletes: bool,
-    /// Broken build for that checker's paged reads to catch: slices merge
-    /// up to the longest answer (`--unsafe-slice-trusts-longest`).
-    pub slice_trusts_longest: bool,
     /// Workers writing CQL logged batches of three partitions, judged all
     /// or nothing (see `batches`); the nodes stop every few batches they
     /// coordinate half way (`--batch-crash-every`).
@@ -336,7 +333,6 @@ impl Default for ChaosOptions {
             cql_lease_workers: 0,
             cql_row_workers: 0,
             cql_drop_deletes: false,
-            slice_trusts_longest: false,
             cql_batch_workers: 0,
             batch_log_skips_replay: false,
             cql_lwt_skips_agreed_read: false,
@@ -930,11 +926,6 @@ fn start(
         cluster_opts
             .run_args
             .extend(["--batch-crash-every".into(), BATCH_CRASH_EVERY.to_string()]);
-    }
-    if opts.slice_trusts_longest {
-        cluster_opts
-            .run_args
-            .push("--unsafe-slice-trusts-longest".into());
     }
     if opts.batch_log_skips_replay {
         cluster_opts

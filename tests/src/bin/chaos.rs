@@ -104,10 +104,6 @@ struct Args {
     /// take the CQL deletes a leader sends them as nothing.
     #[arg(long)]
     unsafe_cql_drop_deletes: bool,
-    /// FAULT INJECTION in the product, to prove the checker: slices merge
-    /// up to the longest answer, not the shortest full one.
-    #[arg(long)]
-    unsafe_slice_trusts_longest: bool,
     /// Workers writing CQL logged batches, judged all or nothing, their
     /// coordinators stopping half way now and then (0 in upgrade runs).
     #[arg(long, default_value_t = 2)]
@@ -253,7 +249,6 @@ fn main() {
         cql_lwt_skips_agreed_read: a.unsafe_cql_lwt_skips_agreed_read,
         cql_row_workers: if a.upgrade { 0 } else { a.cql_row_workers },
         cql_drop_deletes: a.unsafe_cql_drop_deletes,
-        slice_trusts_longest: a.unsafe_slice_trusts_longest,
         cql_batch_workers: if a.upgrade { 0 } else { a.cql_batch_workers },
         batch_log_skips_replay: a.unsafe_batch_log_skips_replay,
         upgrade_from: match a.upgrade {

@@ -33,7 +33,7 @@ const QUORUM: u16 = 0x04;
 /// The first of the fresh partitions: the row workers write the rows of
 /// a new one every few seconds, so that a replica that was away while one
 /// was written lacks rows its peers hold, and slices of it differ.
-const FRESH_BASE: i32 = 1000;
+pub(crate) const FRESH_BASE: i32 = 1000;
 /// Rows of a fresh partition.
 pub(crate) const FRESH_ROWS: i32 = 12;
 /// How long a fresh partition takes writes, in seconds.
