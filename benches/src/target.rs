@@ -28,6 +28,12 @@ pub enum CqlStatement {
     LoggedBatch,
     /// The same batch unlogged.
     UnloggedBatch,
+    /// Rows of one wide partition, named by `--keys` (so that a run that
+    /// fills it and one that reads it meet): `INSERT INTO
+    /// tally_bench.wide (pk, ck, v) VALUES (?, ?, ?)` of row `ck` = the
+    /// key, and to read a page of 100 rows from it, `SELECT ck, v ...
+    /// WHERE pk = ? AND ck >= ? LIMIT 100`.
+    WidePage,
 }
 
 impl CqlStatement {
@@ -68,6 +74,8 @@ pub struct CqlTarget {
     run: i64,
     /// The keys `InsertIfNotExists` took so far.
     taken: std::sync::atomic::AtomicU64,
+    /// `WidePage`'s partition.
+    wide: i64,
 }
 
 impl Target {
@@ -144,7 +152,7 @@ impl CqlTarget {
     pub async fn setup(
         client: CqlClient,
         statement: CqlStatement,
-        rf: usize,
+        (rf, keys): (usize, u64),
         run: i64,
     ) -> Result<CqlTarget> {
         let (ks, table) = match statement {
@@ -158,6 +166,11 @@ impl CqlTarget {
             | CqlStatement::UnloggedBatch => (
                 "tally_bench",
                 "CREATE TABLE IF NOT EXISTS tally_bench.rows (pk bigint PRIMARY KEY, v text)",
+            ),
+            CqlStatement::WidePage => (
+                "tally_bench",
+                "CREATE TABLE IF NOT EXISTS tally_bench.wide (pk bigint, ck bigint, v text, \
+                 PRIMARY KEY (pk, ck))",
             ),
             _ => (
                 "scylla_bench",
@@ -188,6 +201,10 @@ impl CqlTarget {
                 "INSERT INTO tally_bench.rows (pk, v) VALUES (?, ?) IF NOT EXISTS",
                 "SELECT v FROM tally_bench.rows WHERE pk = ?",
             ),
+            CqlStatement::WidePage => (
+                "INSERT INTO tally_bench.wide (pk, ck, v) VALUES (?, ?, ?)",
+                "SELECT ck, v FROM tally_bench.wide WHERE pk = ? AND ck >= ? LIMIT 100",
+            ),
             _ => (
                 "UPDATE scylla_bench.test_counters SET c1 = c1 + 1, c2 = c2 + 1, c3 = c3 + 1, \
                  c4 = c4 + 1, c5 = c5 + 1 WHERE pk = ? AND ck = ?",
@@ -204,6 +221,7 @@ impl CqlTarget {
             read,
             run,
             taken: std::sync::atomic::AtomicU64::new(0),
+            wide: i64::try_from(keys).unwrap_or(i64::MAX),
         })
     }
 
@@ -251,6 +269,20 @@ impl CqlTarget {
                 self.client
                     .execute(&self.write, &pk, &[&delta, &pk], cl)
                     .await
+            }
+            (CqlStatement::WidePage, read) => {
+                let (wide, ck) = (self.wide.to_be_bytes(), (k as i64).to_be_bytes());
+                match read {
+                    true => {
+                        self.client
+                            .execute(&self.read, &wide, &[&wide, &ck], cl)
+                            .await
+                    }
+                    false => {
+                        let values: &[&[u8]] = &[&wide, &ck, value];
+                        self.client.execute(&self.write, &wide, values, cl).await
+                    }
+                }
             }
             (_, true) => self.client.execute(&self.read, &pk, &[&pk, &ck], cl).await,
             (_, false) => self.client.execute(&self.write, &pk, &[&pk, &ck], cl).await,

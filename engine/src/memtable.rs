@@ -434,7 +434,12 @@ mod tests {
         assert!(m.holds_cells());
         m.check_invariants();
 
-        let row: Vec<_> = m.row(b"p", Columns::ALL, 10).0.into_iter().map(|(k, _)| k).collect();
+        let row: Vec<_> = m
+            .row(b"p", Columns::ALL, 10)
+            .0
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
         assert_eq!(row, [a.clone(), b.clone()]);
         assert_eq!(m.sorted().len(), 2);
     }

@@ -125,7 +125,12 @@ async fn a_slice_reads_its_columns_only_over_memtables_and_tables() {
         loop {
             let columns = Columns { start: &next, end };
             let slice = engine.get_slice(b"wide", columns, page).unwrap();
-            assert!(slice.cells.iter().all(|(k, _)| columns.contains(k.column())));
+            assert!(
+                slice
+                    .cells
+                    .iter()
+                    .all(|(k, _)| columns.contains(k.column()))
+            );
             got.extend(slice.cells.iter().map(|(k, _)| k.clone()));
             if !slice.truncated {
                 break;
@@ -141,6 +146,12 @@ async fn a_slice_reads_its_columns_only_over_memtables_and_tables() {
         start: &past,
         end: None,
     };
-    assert!(engine.get_slice(b"wide", empty, 10).unwrap().cells.is_empty());
+    assert!(
+        engine
+            .get_slice(b"wide", empty, 10)
+            .unwrap()
+            .cells
+            .is_empty()
+    );
     engine.close().unwrap();
 }

@@ -27,7 +27,10 @@ fn a_page_holds_every_row_when_replicas_slices_end_apart() {
 #[test]
 fn a_merge_that_trusts_the_longest_slice_loses_rows() {
     let got = rows_read(true);
-    assert!(got.len() < 9, "the broken build answered every row: {got:?}");
+    assert!(
+        got.len() < 9,
+        "the broken build answered every row: {got:?}"
+    );
 }
 
 /// Rows 0..6 written and 0..3 deleted while n3 was down (its hints

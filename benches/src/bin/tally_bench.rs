@@ -115,7 +115,8 @@ struct Args {
     /// table's `insert` (`INSERT INTO tally_bench.rows (pk, v) VALUES
     /// (?, ?)`), `insert-if-not-exists` (each of a new key), and
     /// `logged-batch` / `unlogged-batch` (three such inserts, of the key
-    /// and the two after it, in one batch).
+    /// and the two after it, in one batch), or `wide-page` (rows of one
+    /// partition of `--keys` rows, and pages of 100 of them to read).
     #[arg(long, default_value = "add")]
     cql_statement: CqlStatement,
     /// TLS and login (as `tally`'s).
@@ -247,7 +248,8 @@ async fn run(args: Args) -> Result<bool> {
             }
             let client = cql_client(config, login).await?;
             let rf = config.cluster.replication_factor;
-            Target::Cql(CqlTarget::setup(client, args.cql_statement, rf, run).await?)
+            let setup = CqlTarget::setup(client, args.cql_statement, (rf, args.keys), run);
+            Target::Cql(setup.await?)
         }
     });
     let prefix = args

@@ -210,7 +210,14 @@ pub(crate) async fn read_row(
         row_of,
     )
     .await?;
-    merge_rows(ctx, partition, answers, (replicas.len(), ROW_COLUMNS_MAX), cl).await
+    merge_rows(
+        ctx,
+        partition,
+        answers,
+        (replicas.len(), ROW_COLUMNS_MAX),
+        cl,
+    )
+    .await
 }
 
 /// A replica's answer to `ReadRow` or `ReadSlice`, as a row.

@@ -136,9 +136,11 @@ pub(crate) fn judge(
         let shown = read.rows.iter().find(|r| r.0 == c);
         match (shown, newest) {
             (Some(&(_, v, wt)), newest) => {
-                let written = all.iter().any(|ch| *ch == Change::Write { ts: Some(wt), v });
+                let written = all.contains(&Change::Write { ts: Some(wt), v });
                 if !written {
-                    return Err(format!("row {key:?} shows {v} at {wt}, which no write wrote"));
+                    return Err(format!(
+                        "row {key:?} shows {v} at {wt}, which no write wrote"
+                    ));
                 }
                 if let Some(n) = newest.filter(|n| n.ts() > wt) {
                     return Err(format!(
@@ -192,15 +194,25 @@ mod tests {
             rows,
         };
         let judged = |rows| judge(&read(rows), &changes, &seen);
-        assert_eq!(judged(vec![(0, 2, 20)]), Ok(()), "the delete may have landed");
+        assert_eq!(
+            judged(vec![(0, 2, 20)]),
+            Ok(()),
+            "the delete may have landed"
+        );
         assert_eq!(judged(vec![(0, 3, 30), (1, 4, 10)]), Ok(()));
         assert!(judged(vec![(0, 1, 10)]).is_err(), "older than acknowledged");
         assert!(judged(vec![]).is_err(), "row 0 lost");
         assert!(judged(vec![(0, 2, 21)]).is_err(), "at the wrong time");
-        assert!(judged(vec![(1, 4, 10), (0, 2, 20)]).is_err(), "out of order");
+        assert!(
+            judged(vec![(1, 4, 10), (0, 2, 20)]).is_err(),
+            "out of order"
+        );
         assert!(judged(vec![(0, 2, 20), (0, 2, 20)]).is_err(), "twice");
         let deleted: Seen = [((0, 1), vec![(w(10, 4), t0), (d(15), t0)])].into();
         let read_1 = read(vec![(0, 2, 20), (1, 4, 10)]);
-        assert!(judge(&read_1, &changes, &deleted).is_err(), "a delete undone");
+        assert!(
+            judge(&read_1, &changes, &deleted).is_err(),
+            "a delete undone"
+        );
     }
 }

@@ -111,7 +111,10 @@ impl RowLog {
             .iter()
             .map(|r| (r.k, row_reads::judge(r, &changes, &self.seen)));
         judged
-            .filter_map(|(k, j)| j.err().map(|why| format!("paged read of partition {k}: {why}")))
+            .filter_map(|(k, j)| {
+                j.err()
+                    .map(|why| format!("paged read of partition {k}: {why}"))
+            })
             .collect()
     }
 }

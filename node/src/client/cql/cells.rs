@@ -501,7 +501,11 @@ mod tests {
         );
         assert_eq!(layout.row_bytes(&c), Some(5));
         let one = clustered(&text[..1], false);
-        assert_eq!(Layout::of(&one).split(b"\x00\x09x"), None, "a length past the end");
+        assert_eq!(
+            Layout::of(&one).split(b"\x00\x09x"),
+            None,
+            "a length past the end"
+        );
         assert_eq!(Layout::of(&table(0)).split(b"hits"), Some((vec![], "hits")));
         assert!(Layout::of(&one).column(&[vec![0; 250]], "counter").is_err());
     }
@@ -527,7 +531,10 @@ mod tests {
         let prefix = layout.prefix(&row(-3, "b")[..1]).unwrap();
         assert!(c.starts_with(&prefix));
         assert_eq!(layout.row_bytes(&c), Some(c.len() - 1));
-        assert!(layout.column(&[vec![1], vec![]], "v").is_err(), "an int of one byte");
+        assert!(
+            layout.column(&[vec![1], vec![]], "v").is_err(),
+            "an int of one byte"
+        );
     }
 
     #[test]

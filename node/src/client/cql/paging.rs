@@ -83,9 +83,8 @@ pub(crate) fn page(
     };
     // A partition's row of static columns alone (no clustering values)
     // comes only when it has no rows: never after a row of it.
-    let statics_only = |row: &[Cell]| {
-        clustering > 0 && row[keys..keys + clustering].iter().all(Option::is_none)
-    };
+    let statics_only =
+        |row: &[Cell]| clustering > 0 && row[keys..keys + clustering].iter().all(Option::is_none);
     let from = match state {
         None => 0,
         Some(state) => {
@@ -205,7 +204,8 @@ mod tests {
             .map(|_| {
                 (0..10)
                     .map(|ck: i32| {
-                        let column = super::super::cells::Layout::of(&t).column(&[ck.to_be_bytes().to_vec()], "c");
+                        let column = super::super::cells::Layout::of(&t)
+                            .column(&[ck.to_be_bytes().to_vec()], "c");
                         (column.unwrap(), Some(1))
                     })
                     .collect()

@@ -100,7 +100,11 @@ pub(super) async fn read(
 /// How many rows (with every column, before the page is cut) a SELECT's
 /// read must hold: a page's size and one more, or its LIMIT (a SELECT
 /// with one answers in one page); `None`: every row it names.
-fn wanted(s: &Select, q: &Query, (page_size, limit): (Option<i32>, Option<usize>)) -> Option<usize> {
+fn wanted(
+    s: &Select,
+    q: &Query,
+    (page_size, limit): (Option<i32>, Option<usize>),
+) -> Option<usize> {
     let every = paging::aggregates(s)
         || q.reversed
         || (!s.order_by.is_empty() && q.rows.partitions.len() > 1);
@@ -151,9 +155,16 @@ impl Reading<'_> {
             Some(n) => (n + 1).saturating_mul(self.columns_per_row()),
             None => ROW_COLUMNS_MAX,
         };
+        let Some(want) = want else {
+            for range in ranges {
+                self.whole(range, &mut cells, budget).await?;
+            }
+            let rows = self.rows(&cells);
+            return Ok((cells, rows));
+        };
         let mut rows = self.rows(&cells);
         for mut range in ranges {
-            if want.is_some_and(|n| rows >= n) {
+            if rows >= want {
                 break;
             }
             // The cells of the last row read, which may go on in the next
@@ -168,7 +179,7 @@ impl Reading<'_> {
                 };
                 pending = last_row(&layout, &mut cells);
                 rows = self.rows(&cells);
-                if want.is_some_and(|n| rows >= n) {
+                if rows >= want {
                     return Ok((cells, rows));
                 }
                 range.0 = next;
@@ -205,7 +216,12 @@ impl Reading<'_> {
         let (_, partition) = &self.query.rows.partitions[0];
         let slice = self
             .node
-            .get_slice(partition, range, limit.clamp(2, ROW_COLUMNS_MAX), self.lv.cl)
+            .get_slice(
+                partition,
+                range,
+                limit.clamp(2, ROW_COLUMNS_MAX),
+                self.lv.cl,
+            )
             .await
             .map_err(|e| self.lv.error(&e))?;
         *budget = budget.checked_sub(slice.cells.len()).ok_or_else(|| {
@@ -271,10 +287,16 @@ mod tests {
     #[test]
     fn a_page_reads_one_row_more_than_it_answers_unless_it_needs_them_all() {
         assert_eq!(want("SELECT * FROM t WHERE k = 1", Some(100)), Some(101));
-        assert_eq!(want("SELECT * FROM t WHERE k = 1 AND c > 3", Some(1)), Some(2));
+        assert_eq!(
+            want("SELECT * FROM t WHERE k = 1 AND c > 3", Some(1)),
+            Some(2)
+        );
         assert_eq!(want("SELECT * FROM t WHERE k = 1", None), None);
         assert_eq!(want("SELECT * FROM t WHERE k = 1", Some(-1)), None);
-        assert_eq!(want("SELECT * FROM t WHERE k = 1 LIMIT 5", Some(100)), Some(5));
+        assert_eq!(
+            want("SELECT * FROM t WHERE k = 1 LIMIT 5", Some(100)),
+            Some(5)
+        );
         assert_eq!(want("SELECT * FROM t WHERE k = 1 LIMIT 5", None), Some(5));
         assert_eq!(want("SELECT count(*) FROM t WHERE k = 1", Some(100)), None);
         let reversed = "SELECT * FROM t WHERE k = 1 ORDER BY c DESC";
@@ -283,13 +305,19 @@ mod tests {
 
     #[test]
     fn the_last_row_read_is_kept_apart_from_the_statics() {
-        let t = test_table("CREATE TABLE t (k int, c int, s int static, v int, PRIMARY KEY (k, c))");
+        let t =
+            test_table("CREATE TABLE t (k int, c int, s int static, v int, PRIMARY KEY (k, c))");
         let layout = Layout::of(&t);
         let column = |c: i32, name: &str| layout.column(&[c.to_be_bytes().to_vec()], name).unwrap();
-        let mut cells: Partition = [column(1, ""), column(1, "v"), column(2, ""), vec![0xFD, b's']]
-            .into_iter()
-            .map(|c| (c, tally_engine::Cell::new()))
-            .collect();
+        let mut cells: Partition = [
+            column(1, ""),
+            column(1, "v"),
+            column(2, ""),
+            vec![0xFD, b's'],
+        ]
+        .into_iter()
+        .map(|c| (c, tally_engine::Cell::new()))
+        .collect();
         let last = last_row(&layout, &mut cells);
         assert_eq!(last.keys().collect::<Vec<_>>(), [&column(2, "")]);
         let kept: Vec<&Vec<u8>> = cells.keys().collect();

@@ -78,7 +78,9 @@ fn an_update_names_whole_rows() {
     assert_eq!(w.cells.len(), 2);
     assert_eq!(
         w.cells[0].column,
-        cells::Layout::of(&t).column(&[int(1), b"y".to_vec()], "c").unwrap()
+        cells::Layout::of(&t)
+            .column(&[int(1), b"y".to_vec()], "c")
+            .unwrap()
     );
     for (q, wanted) in [
         (
@@ -175,14 +177,26 @@ fn a_delete_resets_named_cells_or_reads_first() {
     };
     assert_eq!(counters, ["c", "d"]);
     let read: BTreeMap<Vec<u8>, Option<i64>> = [
-        (cells::Layout::of(&t).column(&[int(2)], "c").unwrap(), Some(1)),
-        (cells::Layout::of(&t).column(&[int(3)], "c").unwrap(), Some(1)),
+        (
+            cells::Layout::of(&t).column(&[int(2)], "c").unwrap(),
+            Some(1),
+        ),
+        (
+            cells::Layout::of(&t).column(&[int(3)], "c").unwrap(),
+            Some(1),
+        ),
         (cells::Layout::of(&t).column(&[int(4)], "d").unwrap(), None),
-        (cells::Layout::of(&t).column(&[int(-5)], "d").unwrap(), Some(1)),
+        (
+            cells::Layout::of(&t).column(&[int(-5)], "d").unwrap(),
+            Some(1),
+        ),
     ]
     .into();
     let live = live_in(target(&t), &rows.clustering, &counters, &read);
-    assert_eq!(live, [cells::Layout::of(&t).column(&[int(3)], "c").unwrap()]);
+    assert_eq!(
+        live,
+        [cells::Layout::of(&t).column(&[int(3)], "c").unwrap()]
+    );
     let e = deleted(&t, "DELETE pk FROM cf WHERE pk = 1").unwrap_err();
     assert!(e.message().starts_with("Invalid identifier pk"), "{e:?}");
 }

@@ -19,7 +19,10 @@ fn within(ranges: &[Range], column: &[u8]) -> bool {
 }
 
 fn bound() -> impl Strategy<Value = Bound> {
-    prop_oneof![Just(None), (-4i32..4, any::<bool>()).prop_map(|(v, i)| Some((int(v), i)))]
+    prop_oneof![
+        Just(None),
+        (-4i32..4, any::<bool>()).prop_map(|(v, i)| Some((int(v), i)))
+    ]
 }
 
 proptest! {

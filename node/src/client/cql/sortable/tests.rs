@@ -52,7 +52,14 @@ const TYPES: [CqlType; 15] = [
 /// Few distinct bytes, so that equal values and shared prefixes come up.
 fn bytes() -> impl Strategy<Value = Vec<u8>> {
     proptest::collection::vec(
-        prop_oneof![Just(0u8), Just(0xFF), Just(0x80), Just(0x7F), Just(1), any::<u8>()],
+        prop_oneof![
+            Just(0u8),
+            Just(0xFF),
+            Just(0x80),
+            Just(0x7F),
+            Just(1),
+            any::<u8>()
+        ],
         0..10,
     )
 }
@@ -69,7 +76,8 @@ proptest! {
         let ty = &TYPES[ty];
         let types = [(ty, descending)];
         let (a, b) = (value(ty, &a), value(ty, &b));
-        let (ea, eb) = (encode(&types, &[a.clone()]).unwrap(), encode(&types, &[b.clone()]).unwrap());
+        let ea = encode(&types, std::slice::from_ref(&a)).unwrap();
+        let eb = encode(&types, std::slice::from_ref(&b)).unwrap();
         let mut want = compare(ty, &a, &b);
         if descending {
             want = want.reverse();
