@@ -10,6 +10,8 @@
 //! order, `ORDER BY` across partitions) reads its ranges whole, slice by
 //! slice, up to [`WIDE_CELLS_MAX`] cells.
 
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
 use tally_net::wire::ROW_COLUMNS_MAX;
 
 use super::super::ast::Select;
@@ -49,7 +51,7 @@ pub(super) async fn read(
         None => None,
     };
     let mut need = wanted(s, q, (work.page_size, limit));
-    let mut budget = WIDE_CELLS_MAX;
+    let budget = AtomicUsize::new(WIDE_CELLS_MAX);
     let mut out = Vec::with_capacity(q.rows.partitions.len());
     for i in 0..q.rows.partitions.len() {
         let before = place.as_ref().is_some_and(|(p, _)| i < *p);
@@ -87,7 +89,7 @@ pub(super) async fn read(
             query: one_partition(q, i),
             lv,
         };
-        let (cells, rows) = one.partition(ranges, want, &mut budget).await?;
+        let (cells, rows) = one.partition(ranges, want, &budget).await?;
         if !(resumed && q.per_partition.is_some()) {
             // (Read from its start, it holds rows answered before.)
             need = need.map(|n| n.saturating_sub(rows));
@@ -146,62 +148,72 @@ impl Reading<'_> {
         &self,
         ranges: Vec<Range>,
         want: Option<usize>,
-        budget: &mut usize,
+        budget: &AtomicUsize,
     ) -> Result<(Partition, usize), CqlError> {
-        let mut cells = Partition::new();
-        self.whole(slices::tail(), &mut cells, budget).await?;
         let layout = Layout::of(&self.part.table);
+        if layout.clustering_columns() == 0 {
+            // One row, and no static columns: read whole, at once.
+            let cells = self.whole((Vec::new(), None), budget).await?;
+            let rows = self.rows(&cells);
+            return Ok((cells, rows));
+        }
         let limit = match want {
             Some(n) => (n + 1).saturating_mul(self.columns_per_row()),
             None => ROW_COLUMNS_MAX,
         };
-        let Some(want) = want else {
-            for range in ranges {
-                self.whole(range, &mut cells, budget).await?;
+        let mut ranges = ranges.into_iter();
+        let first = ranges.next();
+        // The static columns and deleted ranges, and the first slice of
+        // rows, at once: a page of a few rows costs one round trip.
+        let (tail, slice) = tokio::join!(self.whole(slices::tail(), budget), async {
+            match &first {
+                Some(range) => self.slice(range.clone(), limit, budget).await.map(Some),
+                None => Ok(None),
             }
-            let rows = self.rows(&cells);
-            return Ok((cells, rows));
-        };
-        let mut rows = self.rows(&cells);
-        for mut range in ranges {
-            if rows >= want {
-                break;
-            }
+        });
+        let mut cells = tail?;
+        let mut read = first.zip(slice?);
+        while let Some((mut range, mut slice)) = read.take() {
             // The cells of the last row read, which may go on in the next
             // slice: kept apart until it is whole.
             let mut pending = Partition::new();
             loop {
-                let slice = self.slice(range.clone(), limit, budget).await?;
                 cells.append(&mut pending);
                 cells.extend(slice.cells);
                 let Some(next) = slice.next else {
                     break;
                 };
-                pending = last_row(&layout, &mut cells);
-                rows = self.rows(&cells);
-                if rows >= want {
-                    return Ok((cells, rows));
+                if let Some(want) = want {
+                    pending = last_row(&layout, &mut cells);
+                    let rows = self.rows(&cells);
+                    if rows >= want {
+                        return Ok((cells, rows));
+                    }
                 }
                 range.0 = next;
+                slice = self.slice(range.clone(), limit, budget).await?;
             }
-            rows = self.rows(&cells);
+            if want.is_some_and(|want| self.rows(&cells) >= want) {
+                break;
+            }
+            if let Some(range) = ranges.next() {
+                let slice = self.slice(range.clone(), limit, budget).await?;
+                read = Some((range, slice));
+            }
         }
+        let rows = self.rows(&cells);
         Ok((cells, rows))
     }
 
-    /// Reads all of `range` into `cells`.
-    async fn whole(
-        &self,
-        mut range: Range,
-        cells: &mut Partition,
-        budget: &mut usize,
-    ) -> Result<(), CqlError> {
+    /// All of `range`.
+    async fn whole(&self, mut range: Range, budget: &AtomicUsize) -> Result<Partition, CqlError> {
+        let mut cells = Partition::new();
         loop {
             let slice = self.slice(range.clone(), ROW_COLUMNS_MAX, budget).await?;
             cells.extend(slice.cells);
             match slice.next {
                 Some(next) => range.0 = next,
-                None => return Ok(()),
+                None => return Ok(cells),
             }
         }
     }
@@ -211,7 +223,7 @@ impl Reading<'_> {
         &self,
         range: Range,
         limit: usize,
-        budget: &mut usize,
+        budget: &AtomicUsize,
     ) -> Result<crate::cluster::slice::Slice, CqlError> {
         let (_, partition) = &self.query.rows.partitions[0];
         let slice = self
@@ -224,7 +236,9 @@ impl Reading<'_> {
             )
             .await
             .map_err(|e| self.lv.error(&e))?;
-        *budget = budget.checked_sub(slice.cells.len()).ok_or_else(|| {
+        let n = slice.cells.len();
+        let took = budget.fetch_update(Relaxed, Relaxed, |left| left.checked_sub(n));
+        took.map_err(|_| {
             CqlError::Invalid(format!(
                 "the rows this SELECT reads hold more than the {WIDE_CELLS_MAX} cells one read \
                  holds: restrict its clustering columns, or page it in the same order as the table"
