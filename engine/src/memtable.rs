@@ -12,6 +12,10 @@ use crate::row::{Bounded, Columns};
 
 /// Number of shards (a power of two).
 const SHARDS: usize = 1024;
+/// Entries of a shard past which a row read looks for the sorted keys
+/// (`Memtable::row`): below, a pass over the shard costs less than a sort
+/// of the memtable.
+const SORTED_ROWS_MIN: usize = 4096;
 /// Overhead per entry beyond key and cell bytes (table slot, pointers).
 const ENTRY_OVERHEAD_BYTES: usize = 48;
 
@@ -200,9 +204,12 @@ impl Memtable {
     }
 
     /// The first `columns_max` of `partition`'s `columns`, in column
-    /// order, and whether it has more here. The shard is a hash map, so the
-    /// scan sees every entry of the shard, but it keeps no more than
-    /// `columns_max`.
+    /// order, and whether it has more here. The shard is a hash map, so
+    /// the scan sees every entry of the shard, but it keeps no more than
+    /// `columns_max`. A shard of over [`SORTED_ROWS_MIN`] entries (a wide
+    /// partition) is read out of the sorted keys instead when the
+    /// memtable took none since the last read ([`Memtable::settled`]): a
+    /// binary search, and the columns asked for.
     pub(crate) fn row(
         &self,
         partition: &[u8],
@@ -210,6 +217,12 @@ impl Memtable {
         columns_max: usize,
     ) -> (Vec<(Key, Slot)>, bool) {
         let hash = crate::key::partition_hash(partition);
+        let wide = self.partition_shard(hash).lock().len() > SORTED_ROWS_MIN;
+        if let (true, Ok(start)) = (wide, Key::new(partition, columns.start))
+            && let Some(keys) = self.settled()
+        {
+            return self.row_of(&keys, &start, columns, columns_max);
+        }
         let mut row = Bounded::new(columns_max);
         let shard = self.partition_shard(hash).lock();
         for (k, slot) in shard.iter() {
@@ -240,17 +253,49 @@ impl Memtable {
         start: std::ops::Bound<&Key>,
         window: usize,
     ) -> (Vec<(Key, Slot)>, bool) {
-        let len = self.len();
-        let cached = self.sorted.lock().clone().filter(|(at, _)| *at == len);
-        let sorted = match cached {
-            Some((_, keys)) => Some(keys),
-            None if self.seen_len.swap(len, Ordering::Relaxed) == len => Some(self.sort_keys(len)),
-            None => None,
-        };
-        match sorted {
+        match self.settled() {
             Some(keys) => self.window_of(&keys, start, window),
             None => self.window_by_pass(start, window),
         }
+    }
+
+    /// Its keys in order, if it took none since the last time it was
+    /// asked (sorted then, once, and kept while it takes none); `None`
+    /// while it is taking keys.
+    fn settled(&self) -> Option<Arc<Vec<Key>>> {
+        let len = self.len();
+        let cached = self.sorted.lock().clone().filter(|(at, _)| *at == len);
+        match cached {
+            Some((_, keys)) => Some(keys),
+            None if self.seen_len.swap(len, Ordering::Relaxed) == len => Some(self.sort_keys(len)),
+            None => None,
+        }
+    }
+
+    /// [`Memtable::row`] out of the sorted keys, from `start`.
+    fn row_of(
+        &self,
+        keys: &[Key],
+        start: &Key,
+        columns: Columns<'_>,
+        columns_max: usize,
+    ) -> (Vec<(Key, Slot)>, bool) {
+        let from = keys.partition_point(|k| k < start);
+        let mut out = Vec::new();
+        let in_row = keys[from..].iter().take_while(|k| {
+            k.partition() == start.partition()
+                && columns.before_end(k.column())
+                && !crate::key::is_reserved(k.column())
+        });
+        for k in in_row {
+            if out.len() == columns_max {
+                return (out, true);
+            }
+            if let Some(slot) = self.get(k) {
+                out.push((k.clone(), slot));
+            }
+        }
+        (out, false)
     }
 
     /// Sorts the keys, held `len` when asked, and keeps them.
@@ -375,6 +420,62 @@ mod tests {
         assert_eq!(names(m.window_from(Bound::Excluded(&after), 3)), taken);
         let last = names(m.window_from(Bound::Included(&key(98)), 3));
         assert_eq!(last, (vec![key(98)], false));
+    }
+
+    #[test]
+    fn row_slices_read_the_same_by_a_pass_and_out_of_the_sorted_keys() {
+        let m = Memtable::new(1);
+        let put = |p: &str, c: u32| {
+            m.insert(
+                key(p, &format!("c{c:03}")),
+                cell(0, 1, 1),
+                &Merger::default(),
+            );
+        };
+        for c in (0..60).step_by(2) {
+            put("p", c);
+            put("o", c);
+            put("q", c);
+        }
+        // A wide partition beside them, in "p"'s shard: read out of the
+        // sorted keys once settled.
+        for c in 0..SORTED_ROWS_MIN {
+            let wide = Key::new(b"p", format!("w{c:05}").as_bytes()).expect("short key");
+            m.insert(wide, cell(0, 1, 1), &Merger::default());
+        }
+        let reserved = Key::new(b"p", &[0xFF, 1]).expect("short key");
+        m.insert(reserved, cell(0, 1, 1), &Merger::default()); // never read
+        let slice = |start: &str, end: Option<&str>, max: usize| {
+            let columns = Columns {
+                start: start.as_bytes(),
+                end: end.map(str::as_bytes),
+            };
+            let (row, more) = m.row(b"p", columns, max);
+            let names: Vec<String> = row
+                .iter()
+                .map(|(k, _)| String::from_utf8_lossy(k.column()).into_owned())
+                .collect();
+            (names, more)
+        };
+        let want = (vec!["c010".to_string(), "c012".into(), "c014".into()], true);
+        // A pass, then a sort (nothing new since), then the sorted keys.
+        for _ in 0..3 {
+            assert_eq!(slice("c009", None, 3), want);
+            assert_eq!(slice("c010", Some("c016"), 3), (want.0.clone(), false));
+            let (all, more) = slice("", Some("d"), 100);
+            assert_eq!((all.len(), more), (30, false), "{all:?}");
+            let (wide, more) = slice("w", None, usize::MAX);
+            assert_eq!((wide.len(), more), (SORTED_ROWS_MIN, false));
+        }
+        assert!(m.sorted.lock().is_some(), "read out of the sorted keys");
+        put("p", 11);
+        // Taken since: passed over again, the new column among them.
+        let taken = (vec!["c010".to_string(), "c011".into(), "c012".into()], true);
+        assert_eq!(slice("c009", None, 3), taken);
+        for _ in 0..2 {
+            assert_eq!(slice("c009", None, 3), taken);
+        }
+        assert_eq!(slice("c059", Some("d"), 3), (vec![], false));
     }
 
     fn key(partition: &str, column: &str) -> Key {
