@@ -67,6 +67,15 @@ pub(crate) fn ranges(layout: &Layout, clustering: &Clustering) -> Result<Vec<Ran
     Ok(out)
 }
 
+/// Whether `column` is one a read of `ranges` keeps: in one of them, or
+/// a static column or deleted range.
+pub(crate) fn holds(ranges: &[Range], column: &[u8]) -> bool {
+    column >= [TAIL_BYTE].as_slice()
+        || ranges.iter().any(|(start, end)| {
+            column >= start.as_slice() && end.as_ref().is_none_or(|e| column < e.as_slice())
+        })
+}
+
 /// `ranges` cut to the columns from `from` (inclusive), or before
 /// `before` (exclusive): what is left of them for a page resumed there.
 pub(crate) fn clip(ranges: Vec<Range>, from: Option<&[u8]>, before: Option<&[u8]>) -> Vec<Range> {

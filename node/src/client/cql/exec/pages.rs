@@ -141,9 +141,9 @@ struct Reading<'a> {
 }
 
 impl Reading<'_> {
-    /// The partition's static columns and deleted ranges, then its rows
-    /// in `ranges` until it holds `want` rows (`None`: all of them); and
-    /// how many rows it holds. Fails past `budget` cells.
+    /// The partition's static columns and deleted ranges, and its rows in
+    /// `ranges` until it holds `want` rows (`None`: all of them); and how
+    /// many rows it holds. Fails past `budget` cells.
     async fn partition(
         &self,
         ranges: Vec<Range>,
@@ -151,33 +151,64 @@ impl Reading<'_> {
         budget: &AtomicUsize,
     ) -> Result<(Partition, usize), CqlError> {
         let layout = Layout::of(&self.part.table);
-        if layout.clustering_columns() == 0 {
-            // One row, and no static columns: read whole, at once.
-            let cells = self.whole((Vec::new(), None), budget).await?;
-            let rows = self.rows(&cells);
-            return Ok((cells, rows));
-        }
+        let start = match ranges.first() {
+            Some((start, _)) => start.clone(),
+            // No rows named: the static columns alone.
+            None => slices::tail().0,
+        };
         let limit = match want {
             Some(n) => (n + 1).saturating_mul(self.columns_per_row()),
             None => ROW_COLUMNS_MAX,
         };
-        let mut ranges = ranges.into_iter();
-        let first = ranges.next();
-        // The static columns and deleted ranges, and the first slice of
-        // rows, at once: a page of a few rows costs one round trip.
-        let (tail, slice) = tokio::join!(self.whole(slices::tail(), budget), async {
-            match &first {
-                Some(range) => self.slice(range.clone(), limit, budget).await.map(Some),
-                None => Ok(None),
+        // From the first range on to the partition's end: a small
+        // partition, with its static columns and deleted ranges, costs one
+        // round trip.
+        let first = self.slice((start, None), limit, budget).await?;
+        let mut cells: Partition = (first.cells.into_iter())
+            .filter(|(column, _)| slices::holds(&ranges, column))
+            .collect();
+        let Some(next) = first.next else {
+            let rows = self.rows(&cells);
+            return Ok((cells, rows));
+        };
+        // The rest of the static columns and deleted ranges; then the
+        // ranges from the last row read on, as it may go on past `next`.
+        let tail = slices::tail().0;
+        let from = match next < tail {
+            true => {
+                // Its cells go: the row is read again, whole.
+                let start = last_row_start(&layout, &cells);
+                last_row(&layout, &mut cells);
+                start.unwrap_or_else(|| next.clone())
             }
-        });
-        let mut cells = tail?;
-        let mut read = first.zip(slice?);
-        while let Some((mut range, mut slice)) = read.take() {
+            false => next.clone(),
+        };
+        cells.extend(self.whole((tail.max(next), None), budget).await?);
+        let rest = slices::clip(ranges, Some(&from), None);
+        self.rows_in(rest, cells, (want, limit), budget).await
+    }
+
+    /// `cells` (the partition's static columns and deleted ranges, and
+    /// its rows before `ranges`) with the rows in `ranges`, read until
+    /// they hold `want` rows (`None`: all of them), `limit` cells a slice;
+    /// and how many rows they hold.
+    async fn rows_in(
+        &self,
+        ranges: Vec<Range>,
+        mut cells: Partition,
+        (want, limit): (Option<usize>, usize),
+        budget: &AtomicUsize,
+    ) -> Result<(Partition, usize), CqlError> {
+        let layout = Layout::of(&self.part.table);
+        for mut range in ranges {
+            if want.is_some_and(|want| self.rows(&cells) >= want) {
+                break;
+            }
             // The cells of the last row read, which may go on in the next
             // slice: kept apart until it is whole.
             let mut pending = Partition::new();
             loop {
+                let slice = self.slice(range.clone(), limit, budget).await?;
                 cells.append(&mut pending);
                 cells.extend(slice.cells);
                 let Some(next) = slice.next else {
@@ -191,14 +222,6 @@ impl Reading<'_> {
                     }
                 }
                 range.0 = next;
-                slice = self.slice(range.clone(), limit, budget).await?;
-            }
-            if want.is_some_and(|want| self.rows(&cells) >= want) {
-                break;
-            }
-            if let Some(range) = ranges.next() {
-                let slice = self.slice(range.clone(), limit, budget).await?;
-                read = Some((range, slice));
             }
         }
         let rows = self.rows(&cells);
@@ -264,17 +287,20 @@ impl Reading<'_> {
 /// in column order up to some point), which may go on past it.
 fn last_row(layout: &Layout, cells: &mut Partition) -> Partition {
     let tail = slices::tail().0;
-    let Some((column, _)) = cells.range(..tail.clone()).next_back() else {
+    let Some(row) = last_row_start(layout, cells) else {
         return Partition::new();
     };
-    let Some(n) = layout.row_bytes(column) else {
-        return Partition::new();
-    };
-    let row = column[..n].to_vec();
     let mut last = cells.split_off(&row);
     let mut statics = last.split_off(&tail);
     cells.append(&mut statics);
     last
+}
+
+/// Where the last row of `cells` (before the static columns) begins.
+fn last_row_start(layout: &Layout, cells: &Partition) -> Option<Vec<u8>> {
+    let (column, _) = cells.range(..slices::tail().0).next_back()?;
+    let n = layout.row_bytes(column)?;
+    Some(column[..n].to_vec())
 }
 
 #[cfg(test)]

@@ -88,4 +88,17 @@ fn a_page_resumes_past_its_last_row_or_before_it_reversed() {
     let rows = ranges(&Layout::of(&flat), &Clustering::default()).unwrap();
     assert!(within(&rows, b"v") && within(&rows, b"") && !within(&rows, &[0xFD]));
     assert_eq!(tail(), (vec![0xFD], None));
+    // What a read from the first range on keeps: the ranges' rows, and
+    // the static columns and deleted ranges.
+    let named = ranges(
+        &layout,
+        &Clustering {
+            fixed: vec![vec![int(5)]],
+            range: None,
+        },
+    )
+    .unwrap();
+    let column = |a: i32| layout.column(&[int(a)], "v").unwrap();
+    assert!(holds(&named, &column(5)) && !holds(&named, &column(6)));
+    assert!(holds(&named, &[0xFD, b's']) && holds(&named, &[0xFE, 0]));
 }
