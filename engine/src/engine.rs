@@ -681,7 +681,7 @@ impl Engine {
         columns: Columns<'_>,
         columns_max: usize,
     ) -> Result<Row> {
-        let start = Key::new(partition, columns.start)?;
+        let start = Key::new(partition, columns.seek())?;
         let v = self.versions.current();
         let mut row = Bounded::new(columns_max);
         let merge = |have: &mut Cell, c: Cell| have.merge(&c, self.merger());
@@ -698,6 +698,9 @@ impl Engine {
         for t in &v.tables {
             for item in t.iter_from(Some(&start)) {
                 let (k, c) = item?;
+                if k.column() < columns.start {
+                    continue; // before a start longer than any column
+                }
                 // Reserved columns sort last: the client's row ends there.
                 if k.partition() != partition
                     || !columns.before_end(k.column())

@@ -218,7 +218,7 @@ impl Memtable {
     ) -> (Vec<(Key, Slot)>, bool) {
         let hash = crate::key::partition_hash(partition);
         let wide = self.partition_shard(hash).lock().len() > SORTED_ROWS_MIN;
-        if let (true, Ok(start)) = (wide, Key::new(partition, columns.start))
+        if let (true, Ok(start)) = (wide, Key::new(partition, columns.seek()))
             && let Some(keys) = self.settled()
         {
             return self.row_of(&keys, &start, columns, columns_max);
@@ -287,7 +287,7 @@ impl Memtable {
                 && columns.before_end(k.column())
                 && !crate::key::is_reserved(k.column())
         });
-        for k in in_row {
+        for k in in_row.filter(|k| k.column() >= columns.start) {
             if out.len() == columns_max {
                 return (out, true);
             }

@@ -40,6 +40,13 @@ impl Columns<'_> {
         end: None,
     };
 
+    /// Where a read of the range seeks to: its start, or, for a start
+    /// longer than any column, as much of it as a column may hold (which
+    /// sorts before it; the columns before the start are skipped).
+    pub fn seek(&self) -> &[u8] {
+        &self.start[..self.start.len().min(crate::key::STORED_COLUMN_BYTES_MAX)]
+    }
+
     /// Whether `column` is in the range.
     pub fn contains(&self, column: &[u8]) -> bool {
         column >= self.start && self.before_end(column)

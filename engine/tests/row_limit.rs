@@ -141,6 +141,17 @@ async fn a_slice_reads_its_columns_only_over_memtables_and_tables() {
         let want: Vec<Key> = (from..to).map(col).collect();
         assert_eq!(got, want, "{from}..{to} by {page}");
     }
+    // A start longer than any column: the columns after it.
+    let long = [name(10), vec![b'z'; 300]].concat();
+    let columns = Columns {
+        start: &long,
+        end: None,
+    };
+    let after: Vec<Key> = (engine.get_slice(b"wide", columns, 3).unwrap().cells)
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(after, [col(11), col(12), col(13)]);
     let past = name(COLUMNS);
     let empty = Columns {
         start: &past,

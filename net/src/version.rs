@@ -102,6 +102,7 @@ mod tests {
         assert_eq!(
             peer_alpns(),
             vec![
+                b"tally-peer/10".to_vec(),
                 b"tally-peer/9".to_vec(),
                 b"tally-peer/8".to_vec(),
                 b"tally-peer/7".to_vec(),
@@ -122,9 +123,10 @@ mod tests {
         assert_eq!(peer_version(Some(b"tally-peer/7")), Some(7));
         assert_eq!(peer_version(Some(b"tally-peer/8")), Some(8));
         assert_eq!(peer_version(Some(b"tally-peer/9")), Some(9));
+        assert_eq!(peer_version(Some(b"tally-peer/10")), Some(10));
         for bad in [
             &b"tally-peer/1"[..],
-            b"tally-peer/10",
+            b"tally-peer/11",
             b"tally-peer/",
             b"h3",
             b"tally-peer/x",

@@ -73,6 +73,22 @@ left = [r for r in every if not 0 < r[0] <= 2000]
 assert same(rows("SELECT at, voter FROM wd.votes WHERE poll = 'p'", 999), left)
 assert rows("SELECT count(*) FROM wd.votes WHERE poll = 'p'", 100) == [(len(left),)]
 
+# Small partitions with a static column: a page that ends on a
+# partition's last row, PER PARTITION LIMIT over pages shorter than it,
+# and a LIMIT whose first slice holds deleted rows only.
+session.execute("CREATE TABLE wd.st (k int, c int, s text static, v int, PRIMARY KEY (k, c))")
+for k in (1, 2):
+    for c in range(5):
+        session.execute("INSERT INTO wd.st (k, c, v) VALUES (%s, %s, %s)", (k, c, c))
+    session.execute("UPDATE wd.st SET s = 'shared' WHERE k = %s", (k,))
+both = [(k, c) for k in (1, 2) for c in range(5)]
+assert same(rows("SELECT k, c FROM wd.st WHERE k IN (1, 2)", 5), both)
+got = rows("SELECT k, c FROM wd.st WHERE k IN (1, 2) PER PARTITION LIMIT 4", 2)
+assert same(got, [r for r in both if r[1] < 4])
+session.execute("DELETE FROM wd.st WHERE k = 1 AND c < 4")
+assert same(rows("SELECT k, c, s FROM wd.st WHERE k = 1 LIMIT 1", 100), [(1, 4, "shared")])
+assert same(rows("SELECT k, c FROM wd.st WHERE k IN (1, 2)", 1), both[4:])
+
 # A row written behind the pages is not answered; one ahead of them is.
 statement = SimpleStatement("SELECT at, voter FROM wd.votes WHERE poll = 'p'", fetch_size=500)
 result = session.execute(statement)

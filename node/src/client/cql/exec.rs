@@ -161,11 +161,13 @@ async fn select(
         true => scan::scan(node, part, s, &q, work, lv).await?,
         false => {
             count_route(node, q.rows.partitions.iter().map(|(_, p)| &p[..]));
-            let read = match pages::read(node, part, (s, &q), work, lv).await? {
+            // One clock for the rows a page reads and those it answers.
+            let now = now_ms();
+            let read = match pages::read(node, part, (s, &q), (work, now), lv).await? {
                 Some(read) => read,
                 None => read_cells(node, &q.rows, lv).await?,
             };
-            let all = table_rows(part.target(), s, &q, &read);
+            let all = table_rows(part.target(), s, &q, &read, now);
             let (size, state) = (work.page_size, work.paging_state.as_deref());
             paging::page(part.target(), (s, &q), all, size, state)?
         }
@@ -301,10 +303,9 @@ fn live(read: &[Partition], now: u64) -> Vec<BTreeMap<Vec<u8>, Option<i64>>> {
         .collect()
 }
 
-/// The rows, with every column, that `read` holds of `q`'s partitions,
-/// read by the rule of the table's kind.
-fn table_rows(t: Target, s: &Select, q: &Query, read: &[Partition]) -> Vec<Vec<Cell>> {
-    let now = now_ms();
+/// The rows, with every column, that `read` holds of `q`'s partitions
+/// at `now` (ms), read by the rule of the table's kind.
+fn table_rows(t: Target, s: &Select, q: &Query, read: &[Partition], now: u64) -> Vec<Vec<Cell>> {
     let rows = match t.table.is_counter() {
         true => rows::table_rows(t, s, q, &live(read, now)),
         false => regular::table_rows(t, s, q, read, now),

@@ -323,7 +323,9 @@ fn range(of: &[&Relation], c: &ColumnDef, values: &[Value]) -> Result<(Bound, Bo
 impl Clustering {
     /// Whether a row's clustering values (`types` theirs) are named.
     pub(crate) fn admits(&self, row: &[Vec<u8>], types: &[&CqlType]) -> bool {
-        let fixed = self.fixed.iter().zip(row).all(|(ok, v)| ok.contains(v));
+        // Equal by the type's order: a varint in any of its forms.
+        let fixed = (self.fixed.iter().zip(row).zip(types))
+            .all(|((ok, v), ty)| ok.iter().any(|o| compare(ty, o, v) == Ordering::Equal));
         let i = self.fixed.len();
         let ranged = match (&self.range, row.get(i), types.get(i)) {
             (Some((lower, upper)), Some(v), Some(ty)) => {

@@ -273,8 +273,8 @@ pub(crate) fn compare(ty: &CqlType, a: &[u8], b: &[u8]) -> Ordering {
         | CqlType::Time
         | CqlType::Counter => signed(a).cmp(&signed(b)).then_with(|| a.cmp(b)),
         CqlType::Varint => varint(a).cmp(&varint(b)),
-        CqlType::Float => float(a, 4).total_cmp(&float(b, 4)),
-        CqlType::Double => float(a, 8).total_cmp(&float(b, 8)),
+        CqlType::Float => float32(a).total_cmp(&float32(b)),
+        CqlType::Double => float64(a).total_cmp(&float64(b)),
         CqlType::Timeuuid => timeuuid(a).cmp(&timeuuid(b)),
         CqlType::Uuid => uuid(a).cmp(&uuid(b)),
         _ => a.cmp(b),
@@ -294,13 +294,14 @@ fn varint(b: &[u8]) -> (bool, usize, Vec<u8>) {
     }
 }
 
-/// A float of `n` (4 or 8) bytes, as an `f64`.
-fn float(b: &[u8], n: usize) -> f64 {
-    match (n, b.try_into().ok(), b.try_into().ok()) {
-        (4, Some(four), _) => f64::from(f32::from_be_bytes(four)),
-        (8, _, Some(eight)) => f64::from_be_bytes(eight),
-        _ => 0.0,
-    }
+/// A float of 4 bytes (0 for another size).
+fn float32(b: &[u8]) -> f32 {
+    b.try_into().map_or(0.0, f32::from_be_bytes)
+}
+
+/// A double of 8 bytes (0 for another size).
+fn float64(b: &[u8]) -> f64 {
+    b.try_into().map_or(0.0, f64::from_be_bytes)
 }
 
 /// A big-endian signed integer of up to 8 bytes, sign-extended.

@@ -33,7 +33,7 @@ pub(super) async fn read(
     node: &Node,
     part: &Part,
     (s, q): (&Select, &Query),
-    work: &RowWork,
+    (work, now): (&RowWork, u64),
     lv: Level,
 ) -> Result<Option<Vec<Partition>>, CqlError> {
     let t = part.target();
@@ -81,12 +81,17 @@ pub(super) async fn read(
             }
             _ => all.clone(),
         };
-        let want = need.map(|n| n.min(q.per_partition.unwrap_or(usize::MAX)));
+        let want = match (resumed, q.per_partition) {
+            // Read from its start: every row it may answer.
+            (true, Some(most)) => Some(most),
+            _ => need.map(|n| n.min(q.per_partition.unwrap_or(usize::MAX))),
+        };
         let one = Reading {
             node,
             part,
             select: s,
             query: one_partition(q, i),
+            now,
             lv,
         };
         let (cells, rows) = one.partition(ranges, want, &budget).await?;
@@ -137,6 +142,8 @@ struct Reading<'a> {
     part: &'a Part,
     select: &'a Select,
     query: Query,
+    /// The clock the rows are read at.
+    now: u64,
     lv: Level,
 }
 
@@ -270,10 +277,33 @@ impl Reading<'_> {
         Ok(slice)
     }
 
-    /// How many rows `cells` (the partition's) answer.
+    /// How many rows with clustering values `cells` (the partition's, or
+    /// a part of them) answer: not the row of static columns alone, which
+    /// a partition read in part may answer for want of its rows.
     fn rows(&self, cells: &Partition) -> usize {
         let t = self.part.target();
-        table_rows(t, self.select, &self.query, std::slice::from_ref(cells)).len()
+        let rows = table_rows(
+            t,
+            self.select,
+            &self.query,
+            std::slice::from_ref(cells),
+            self.now,
+        );
+        let columns = &self.part.table.columns;
+        let keys = columns
+            .iter()
+            .filter(|c| c.kind == Kind::PartitionKey)
+            .count();
+        let clustering = columns
+            .iter()
+            .filter(|c| c.kind == Kind::Clustering)
+            .count();
+        let placed = |row: &Vec<_>| {
+            (row.get(keys..keys + clustering)).is_some_and(|c| c.iter().any(Option::is_some))
+        };
+        rows.iter()
+            .filter(|row| clustering == 0 || placed(row))
+            .count()
     }
 
     /// How many cells a row has at most: its columns and its marker.

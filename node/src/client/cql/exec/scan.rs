@@ -92,7 +92,7 @@ pub(super) async fn scan(
             ..q.clone()
         };
         let read = read_cells(node, &named.rows, lv).await?;
-        rows.extend(table_rows(t, s, &named, &read));
+        rows.extend(table_rows(t, s, &named, &read, tally_engine::now_ms()));
         if let Some(n) = left.filter(|&n| rows.len() >= n) {
             rows.truncate(n);
             return Ok((rows, None));
