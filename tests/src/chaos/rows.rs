@@ -195,6 +195,12 @@ pub(crate) async fn worker(
         };
         if rng.random_range(0..11) == 0 {
             let page = rng.random_range(1..=3);
+            // The fresh partitions of the last 15 s: a node back from a
+            // kill reads those it missed.
+            let k = match k >= row_reads::FRESH_BASE {
+                true => row_reads::fresh_partition(rng.random_range(0..5)),
+                false => k,
+            };
             if let Some(read) = row_reads::read(&conn.client, &conn.read_partition, k, page).await {
                 log.reads.push(read);
             }
