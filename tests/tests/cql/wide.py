@@ -5,6 +5,7 @@
 # behind the pages. argv = CQL port.
 import sys
 
+from cassandra import ConsistencyLevel
 from cassandra.cluster import Cluster
 from cassandra.concurrent import execute_concurrent_with_args
 from cassandra.query import SimpleStatement
@@ -66,6 +67,14 @@ got = rows("SELECT s, v FROM wd.votes WHERE poll = 'p' AND at < -2998", 10)
 assert got == [("shared", -29990), ("shared", -29990), ("shared", -30000), ("shared", -30000)], got
 got = rows("SELECT poll, at FROM wd.votes WHERE poll IN ('p', 'q') PER PARTITION LIMIT 3", 2)
 assert same(got, [("p", 2999), ("p", 2999), ("p", 2998), ("q", -2901), ("q", -2901), ("q", -2902)])
+
+# A lightweight transaction on a row of the wide partition, and a read
+# of it at SERIAL: each reads the partition whole (24,000 cells).
+lwt = "UPDATE wd.votes SET v = 1 WHERE poll = 'p' AND at = 5 AND voter = 'x' IF v = 50"
+assert session.execute(lwt).one()[0] is True
+serial = SimpleStatement("SELECT v FROM wd.votes WHERE poll = 'p' AND at = 5 AND voter = 'x'",
+                         consistency_level=ConsistencyLevel.SERIAL)
+assert [tuple(r) for r in session.execute(serial)] == [(1,)]
 
 # A range deleted: the pages go around it.
 session.execute("DELETE FROM wd.votes WHERE poll = 'p' AND at > 0 AND at <= 2000")

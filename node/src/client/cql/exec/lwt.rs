@@ -50,7 +50,7 @@ pub(super) async fn conditional(
     let partition = plan.partition.clone();
     count_route(node, std::iter::once(partition.as_slice()));
     let read = node
-        .get_row_cells(&partition, Consistency::Quorum)
+        .get_wide_row_cells(&partition, Consistency::Quorum)
         .await
         .map_err(|e| lv.error(&e))?;
     let round = Round {
@@ -193,7 +193,8 @@ pub(super) async fn read_serial(
 ) -> Result<Vec<Partition>, CqlError> {
     let mut out = Vec::with_capacity(named.partitions.len());
     for (_, p) in &named.partitions {
-        let (cells, registers) = tokio::join!(node.get_row_cells(p, lv.cl), node.read_registers(p));
+        let cells = node.get_wide_row_cells(p, lv.cl);
+        let (cells, registers) = tokio::join!(cells, node.read_registers(p));
         let err = |e: WireError| lv.error(&e);
         out.push(lwt::merged(cells.map_err(err)?, &registers.map_err(err)?));
     }
