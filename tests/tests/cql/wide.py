@@ -56,9 +56,14 @@ assert got == [(7, "y")], got
 got = rows("SELECT at, voter FROM wd.votes WHERE poll = 'p' AND at IN (5, -5, 2999)", 3)
 assert got == [(2999, "x"), (2999, "y"), (5, "x"), (5, "y"), (-5, "x"), (-5, "y")], got
 
-# Reversed, 700 a page.
+# Reversed, 700 a page (each page reads forward, holding only its rows).
 got = rows("SELECT at, voter FROM wd.votes WHERE poll = 'p' ORDER BY at ASC, voter DESC", 700)
 assert same(got, every[::-1])
+reverse = "ORDER BY at ASC, voter DESC"
+got = rows(f"SELECT at, voter FROM wd.votes WHERE poll = 'p' {reverse} LIMIT 5", 100)
+assert same(got, every[::-1][:5])
+got = rows(f"SELECT at, voter FROM wd.votes WHERE poll = 'p' AND at >= -100 AND at < 250 {reverse}", 50)
+assert same(got, [r for r in every[::-1] if -100 <= r[0] < 250])
 
 # Counted, limited, the static column with every row.
 assert rows("SELECT count(*) FROM wd.votes WHERE poll = 'p'", 100) == [(12000,)]

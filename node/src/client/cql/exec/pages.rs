@@ -6,9 +6,11 @@
 //! static columns and deleted ranges of each partition it reads are read
 //! whole, first. Then `paging` cuts the page as for any read.
 //!
-//! A SELECT that needs every row (an aggregate, `GROUP BY`, a reversed
-//! order, `ORDER BY` across partitions) reads its ranges whole, slice by
-//! slice, up to [`WIDE_CELLS_MAX`] cells.
+//! A page in the reverse of the table's order reads its ranges forward,
+//! up to its end, holding only the last rows it answers. A SELECT that
+//! needs every row (an aggregate, `GROUP BY`, `ORDER BY` across
+//! partitions) reads its ranges whole, slice by slice, up to
+//! [`WIDE_CELLS_MAX`] cells.
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
@@ -18,6 +20,7 @@ use super::super::ast::Select;
 use super::super::cells::Layout;
 use super::super::paging;
 use super::super::response::CqlError;
+use super::super::result::Cell;
 use super::super::rows::{Query, Rows};
 use super::super::schema::Kind;
 use super::super::select;
@@ -112,9 +115,7 @@ fn wanted(
     q: &Query,
     (page_size, limit): (Option<i32>, Option<usize>),
 ) -> Option<usize> {
-    let every = paging::aggregates(s)
-        || q.reversed
-        || (!s.order_by.is_empty() && q.rows.partitions.len() > 1);
+    let every = paging::aggregates(s) || (!s.order_by.is_empty() && q.rows.partitions.len() > 1);
     if every {
         return None;
     }
@@ -158,6 +159,9 @@ impl Reading<'_> {
         budget: &AtomicUsize,
     ) -> Result<(Partition, usize), CqlError> {
         let layout = Layout::of(&self.part.table);
+        if let (true, Some(want)) = (self.query.reversed, want) {
+            return self.last_rows(ranges, want, budget).await;
+        }
         let start = match ranges.first() {
             Some((start, _)) => start.clone(),
             // No rows named: the static columns alone.
@@ -235,6 +239,50 @@ impl Reading<'_> {
         Ok((cells, rows))
     }
 
+    /// The partition's static columns and deleted ranges, and of its rows
+    /// in `ranges` the last `want` (the first a page in the reverse order
+    /// answers): read forward, slice by slice, holding no more rows than
+    /// those. What it reads is not counted against `budget`, as it does
+    /// not hold it.
+    async fn last_rows(
+        &self,
+        ranges: Vec<Range>,
+        want: usize,
+        budget: &AtomicUsize,
+    ) -> Result<(Partition, usize), CqlError> {
+        let layout = Layout::of(&self.part.table);
+        let mut cells = self.whole(slices::tail(), budget).await?;
+        let unheld = AtomicUsize::new(usize::MAX);
+        for mut range in ranges {
+            let mut pending = Partition::new();
+            loop {
+                let slice = self.slice(range.clone(), ROW_COLUMNS_MAX, &unheld).await?;
+                cells.append(&mut pending);
+                cells.extend(slice.cells);
+                let Some(next) = slice.next else {
+                    break;
+                };
+                pending = last_row(&layout, &mut cells);
+                self.keep_last(&layout, &mut cells, want);
+                range.0 = next;
+            }
+        }
+        self.keep_last(&layout, &mut cells, want);
+        let rows = self.rows(&cells);
+        Ok((cells, rows))
+    }
+
+    /// Drops from `cells` the rows before the last `want` live ones (in
+    /// clustering order), keeping the static columns and deleted ranges.
+    fn keep_last(&self, layout: &Layout, cells: &mut Partition, want: usize) {
+        let Some(first) = self.placed(cells).into_iter().nth(want.saturating_sub(1)) else {
+            return;
+        };
+        if let Ok(row) = layout.prefix(&first) {
+            *cells = cells.split_off(&row);
+        }
+    }
+
     /// All of `range`.
     async fn whole(&self, mut range: Range, budget: &AtomicUsize) -> Result<Partition, CqlError> {
         let mut cells = Partition::new();
@@ -281,29 +329,37 @@ impl Reading<'_> {
     /// a part of them) answer: not the row of static columns alone, which
     /// a partition read in part may answer for want of its rows.
     fn rows(&self, cells: &Partition) -> usize {
+        match Layout::of(&self.part.table).clustering_columns() {
+            0 => self.answered(cells).len(),
+            _ => self.placed(cells).len(),
+        }
+    }
+
+    /// The rows `cells` answer, in the order the SELECT answers them.
+    fn answered(&self, cells: &Partition) -> Vec<Vec<Cell>> {
         let t = self.part.target();
-        let rows = table_rows(
-            t,
-            self.select,
-            &self.query,
-            std::slice::from_ref(cells),
-            self.now,
-        );
+        let read = std::slice::from_ref(cells);
+        table_rows(t, self.select, &self.query, read, self.now)
+    }
+
+    /// The clustering values of each row with them that `cells` answer,
+    /// in the order the SELECT answers them.
+    fn placed(&self, cells: &Partition) -> Vec<Vec<Vec<u8>>> {
         let columns = &self.part.table.columns;
-        let keys = columns
-            .iter()
-            .filter(|c| c.kind == Kind::PartitionKey)
-            .count();
-        let clustering = columns
-            .iter()
-            .filter(|c| c.kind == Kind::Clustering)
-            .count();
-        let placed = |row: &Vec<_>| {
-            (row.get(keys..keys + clustering)).is_some_and(|c| c.iter().any(Option::is_some))
-        };
-        rows.iter()
-            .filter(|row| clustering == 0 || placed(row))
-            .count()
+        let count = |kind: Kind| columns.iter().filter(|c| c.kind == kind).count();
+        let (keys, clustering) = (count(Kind::PartitionKey), count(Kind::Clustering));
+        (self.answered(cells).into_iter())
+            .filter_map(|row| {
+                let values = row.get(keys..keys + clustering)?;
+                let placed = values.iter().any(Option::is_some);
+                placed.then(|| {
+                    values
+                        .iter()
+                        .map(|v| v.clone().unwrap_or_default())
+                        .collect()
+                })
+            })
+            .collect()
     }
 
     /// How many cells a row has at most: its columns and its marker.
@@ -369,8 +425,11 @@ mod tests {
         );
         assert_eq!(want("SELECT * FROM t WHERE k = 1 LIMIT 5", None), Some(5));
         assert_eq!(want("SELECT count(*) FROM t WHERE k = 1", Some(100)), None);
+        // The reverse order: the last rows before the page's end.
         let reversed = "SELECT * FROM t WHERE k = 1 ORDER BY c DESC";
-        assert_eq!(want(reversed, Some(100)), None);
+        assert_eq!(want(reversed, Some(100)), Some(101));
+        let across = "SELECT * FROM t WHERE k IN (1, 2) ORDER BY c DESC";
+        assert_eq!(want(across, Some(100)), None);
     }
 
     #[test]
