@@ -130,23 +130,24 @@ pub(crate) fn exact_until<'r>(
     answers: impl IntoIterator<Item = &'r Row>,
     limit: usize,
 ) -> Option<Vec<u8>> {
-    answers
-        .into_iter()
-        .filter(|row| row.len() >= limit)
-        .filter_map(|row| row.last_key_value().map(|(column, _)| column))
-        .min()
-        .cloned()
+    full_ends(answers, limit).min().cloned()
 }
 
 /// The broken rule of `Fault::SliceTrustsLongest`: the largest last
 /// column of a full answer.
 fn longest<'r>(answers: impl IntoIterator<Item = &'r Row>, limit: usize) -> Option<Vec<u8>> {
+    full_ends(answers, limit).max().cloned()
+}
+
+/// The last column of each answer that holds `limit` cells.
+fn full_ends<'r>(
+    answers: impl IntoIterator<Item = &'r Row>,
+    limit: usize,
+) -> impl Iterator<Item = &'r Vec<u8>> {
     answers
         .into_iter()
-        .filter(|row| row.len() >= limit)
+        .filter(move |row| row.len() >= limit)
         .filter_map(|row| row.last_key_value().map(|(column, _)| column))
-        .max()
-        .cloned()
 }
 
 /// The first column after `column`.

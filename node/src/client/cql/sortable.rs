@@ -84,36 +84,57 @@ pub(crate) fn after_prefix(prefix: &[u8]) -> Vec<u8> {
     end
 }
 
+/// How a type's values become bytes that sort as they do.
+#[derive(Clone, Copy)]
+enum Form {
+    /// Big-endian signed, of this size: the sign bit flipped.
+    Signed(usize),
+    /// As they are, of this size.
+    Raw(usize),
+    /// IEEE, of this size: the sign bit flipped, or every bit if set.
+    Float(usize),
+    Uuid,
+    Timeuuid,
+    Varint,
+    /// Any bytes: escaped, and ended.
+    Escaped,
+}
+
+fn form(ty: &CqlType) -> Form {
+    match ty {
+        CqlType::Tinyint => Form::Signed(1),
+        CqlType::Smallint => Form::Signed(2),
+        CqlType::Int => Form::Signed(4),
+        CqlType::Bigint | CqlType::Timestamp | CqlType::Time | CqlType::Counter => Form::Signed(8),
+        CqlType::Boolean => Form::Raw(1),
+        CqlType::Date => Form::Raw(4),
+        CqlType::Float => Form::Float(4),
+        CqlType::Double => Form::Float(8),
+        CqlType::Uuid => Form::Uuid,
+        CqlType::Timeuuid => Form::Timeuuid,
+        CqlType::Varint => Form::Varint,
+        _ => Form::Escaped,
+    }
+}
+
 /// Appends `v` (of type `ty`) ascending.
 fn put(out: &mut Vec<u8>, ty: &CqlType, v: &[u8]) -> Option<()> {
     let fixed = |n: usize| (v.len() == n).then_some(());
-    match ty {
-        CqlType::Int
-        | CqlType::Bigint
-        | CqlType::Smallint
-        | CqlType::Tinyint
-        | CqlType::Timestamp
-        | CqlType::Time
-        | CqlType::Counter => {
-            fixed(width(ty)?)?;
-            out.extend_from_slice(v);
-            let first = out.len() - v.len();
-            out[first] ^= 0x80;
+    match form(ty) {
+        Form::Signed(n) => {
+            fixed(n)?;
+            out.push(v[0] ^ 0x80);
+            out.extend_from_slice(&v[1..]);
         }
-        CqlType::Date | CqlType::Boolean => {
-            fixed(width(ty)?)?;
+        Form::Raw(n) => {
+            fixed(n)?;
             out.extend_from_slice(v);
         }
-        CqlType::Float | CqlType::Double => {
-            fixed(width(ty)?)?;
-            let negative = v[0] & 0x80 != 0;
-            out.extend(v.iter().enumerate().map(|(i, &b)| match (negative, i) {
-                (true, _) => !b,
-                (false, 0) => b ^ 0x80,
-                (false, _) => b,
-            }));
+        Form::Float(n) => {
+            fixed(n)?;
+            out.extend(float_bits(v, v[0] & 0x80 != 0));
         }
-        CqlType::Uuid => {
+        Form::Uuid => {
             fixed(16)?;
             let version = v[6] >> 4;
             out.push(version);
@@ -121,13 +142,13 @@ fn put(out: &mut Vec<u8>, ty: &CqlType, v: &[u8]) -> Option<()> {
             out.extend_from_slice(&time.to_be_bytes());
             out.extend_from_slice(v);
         }
-        CqlType::Timeuuid => {
+        Form::Timeuuid => {
             fixed(16)?;
             out.extend_from_slice(&time_of(v).to_be_bytes());
             out.extend(v.iter().map(|b| b ^ 0x80));
         }
-        CqlType::Varint => put_varint(out, v)?,
-        _ => {
+        Form::Varint => put_varint(out, v)?,
+        Form::Escaped => {
             for &b in v {
                 out.push(b);
                 if b == 0 {
@@ -143,72 +164,57 @@ fn put(out: &mut Vec<u8>, ty: &CqlType, v: &[u8]) -> Option<()> {
 /// The value of type `ty` that `bytes` (ascending) begins with, and how
 /// many bytes it takes.
 fn take(ty: &CqlType, bytes: &[u8]) -> Option<(Vec<u8>, usize)> {
-    match ty {
-        CqlType::Int
-        | CqlType::Bigint
-        | CqlType::Smallint
-        | CqlType::Tinyint
-        | CqlType::Timestamp
-        | CqlType::Time
-        | CqlType::Counter => {
-            let mut v = bytes.get(..width(ty)?)?.to_vec();
+    match form(ty) {
+        Form::Signed(n) => {
+            let mut v = bytes.get(..n)?.to_vec();
             v[0] ^= 0x80;
-            Some((v, width(ty)?))
+            Some((v, n))
         }
-        CqlType::Date | CqlType::Boolean => {
-            let n = width(ty)?;
-            Some((bytes.get(..n)?.to_vec(), n))
-        }
-        CqlType::Float | CqlType::Double => {
-            let n = width(ty)?;
+        Form::Raw(n) => Some((bytes.get(..n)?.to_vec(), n)),
+        Form::Float(n) => {
             let v = bytes.get(..n)?;
-            let negative = v[0] & 0x80 == 0;
-            let v = v.iter().enumerate().map(|(i, &b)| match (negative, i) {
-                (true, _) => !b,
-                (false, 0) => b ^ 0x80,
-                (false, _) => b,
-            });
-            Some((v.collect(), n))
+            Some((float_bits(v, v[0] & 0x80 == 0).collect(), n))
         }
-        CqlType::Uuid => Some((bytes.get(9..25)?.to_vec(), 25)),
-        CqlType::Timeuuid => {
+        Form::Uuid => Some((bytes.get(9..25)?.to_vec(), 25)),
+        Form::Timeuuid => {
             let v = bytes.get(8..24)?.iter().map(|b| b ^ 0x80).collect();
             Some((v, 24))
         }
-        CqlType::Varint => take_varint(bytes),
-        _ => {
-            let mut v = Vec::new();
-            let mut i = 0;
-            loop {
-                match (bytes.get(i)?, bytes.get(i + 1)) {
-                    (0, Some(0)) => return Some((v, i + 2)),
-                    (0, Some(0xFF)) => {
-                        v.push(0);
-                        i += 2;
-                    }
-                    (0, _) => return None,
-                    (&b, _) => {
-                        v.push(b);
-                        i += 1;
-                    }
-                }
-            }
-        }
+        Form::Varint => take_varint(bytes),
+        Form::Escaped => take_escaped(bytes),
     }
 }
 
-/// The size of a fixed-size integer-like type.
-fn width(ty: &CqlType) -> Option<usize> {
-    match ty {
-        CqlType::Tinyint | CqlType::Boolean => Some(1),
-        CqlType::Smallint => Some(2),
-        CqlType::Int | CqlType::Date | CqlType::Float => Some(4),
-        CqlType::Bigint
-        | CqlType::Timestamp
-        | CqlType::Time
-        | CqlType::Counter
-        | CqlType::Double => Some(8),
-        _ => None,
+/// A float's bits flipped one way (they are their own inverse): every
+/// bit of a `negative` one, else the sign bit.
+fn float_bits(v: &[u8], negative: bool) -> impl Iterator<Item = u8> + '_ {
+    v.iter()
+        .enumerate()
+        .map(move |(i, &b)| match (negative, i) {
+            (true, _) => !b,
+            (false, 0) => b ^ 0x80,
+            (false, _) => b,
+        })
+}
+
+/// The escaped bytes `bytes` begins with, unescaped, and how many bytes
+/// they take with their end.
+fn take_escaped(bytes: &[u8]) -> Option<(Vec<u8>, usize)> {
+    let mut v = Vec::new();
+    let mut i = 0;
+    loop {
+        match (bytes.get(i)?, bytes.get(i + 1)) {
+            (0, Some(0)) => return Some((v, i + 2)),
+            (0, Some(0xFF)) => {
+                v.push(0);
+                i += 2;
+            }
+            (0, _) => return None,
+            (&b, _) => {
+                v.push(b);
+                i += 1;
+            }
+        }
     }
 }
 

@@ -14,7 +14,10 @@ fn value(ty: &CqlType, raw: &[u8]) -> Vec<u8> {
         CqlType::Uuid | CqlType::Timeuuid => Some(16),
         CqlType::Varint => None,
         CqlType::Ascii | CqlType::Varchar | CqlType::Blob | CqlType::Inet => None,
-        ty => width(ty),
+        ty => match form(ty) {
+            Form::Signed(n) | Form::Raw(n) | Form::Float(n) => Some(n),
+            _ => None,
+        },
     };
     if let Some(n) = size {
         v.resize(n, 0x5A);
