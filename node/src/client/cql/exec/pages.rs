@@ -2,9 +2,11 @@
 //! (`sortable`) reads only what its page needs: the ranges of columns its
 //! clustering restrictions name (`slices`), from the row after the page
 //! before, slice by slice (`cluster::slice`), until it holds the rows the
-//! page answers and one more (which says another page follows). The
-//! static columns and deleted ranges of each partition it reads are read
-//! whole, first. Then `paging` cuts the page as for any read.
+//! page answers and one more (which says another page follows). Its
+//! first read of a partition goes from the first range to the
+//! partition's end, so that a small partition, with its static columns
+//! and deleted ranges, costs one round trip; a wider one has those read
+//! whole next. Then `paging` cuts the page as for any read.
 //!
 //! A page in the reverse of the table's order reads its ranges forward,
 //! up to its end, holding only the last rows it answers. A SELECT that
