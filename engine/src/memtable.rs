@@ -217,14 +217,17 @@ impl Memtable {
         columns_max: usize,
     ) -> (Vec<(Key, Slot)>, bool) {
         let hash = crate::key::partition_hash(partition);
-        let wide = self.partition_shard(hash).lock().len() > SORTED_ROWS_MIN;
-        if let (true, Ok(start)) = (wide, Key::new(partition, columns.seek()))
-            && let Some(keys) = self.settled()
-        {
-            return self.row_of(&keys, &start, columns, columns_max);
+        let mut shard = self.partition_shard(hash).lock();
+        if shard.len() > SORTED_ROWS_MIN {
+            drop(shard);
+            if let Ok(start) = Key::new(partition, columns.seek())
+                && let Some(keys) = self.settled()
+            {
+                return self.row_of(&keys, &start, columns, columns_max);
+            }
+            shard = self.partition_shard(hash).lock();
         }
         let mut row = Bounded::new(columns_max);
-        let shard = self.partition_shard(hash).lock();
         for (k, slot) in shard.iter() {
             if k.partition_hash() == hash
                 && k.partition() == partition
