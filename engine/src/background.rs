@@ -117,6 +117,26 @@ impl Background {
         }
     }
 
+    /// The background thread's work in an engine without threads
+    /// (`Options::stepped`): when a flush was asked for or frozen
+    /// memtables wait, flushes them and runs the compactions due. Answers
+    /// whether it flushed.
+    pub(crate) fn step(&self, work: &WorkReceiver) -> bool {
+        let asked = work.next(Duration::ZERO) == Some(Work::Flush);
+        if !asked && self.versions.current().frozen.is_empty() {
+            return false;
+        }
+        self.versions.freeze_if_full(self.memtable_bytes_max);
+        if let Err(e) = self.flush_frozen() {
+            self.failed("memtable flush failed; retrying at the next step", &e);
+            return false;
+        }
+        if let Err(e) = self.compact_tiers() {
+            self.failed("compaction failed", &e);
+        }
+        true
+    }
+
     /// Logs a failure, at most once a second (a full disk fails every try).
     fn failed(&self, what: &str, e: &Error) {
         if let Some(suppressed) = self.failures.lock().allow(Instant::now()) {

@@ -60,7 +60,7 @@ use crate::ids::tail::TailIds;
 use crate::key::Key;
 use crate::latency::Latencies;
 use crate::memtable::Memtable;
-use crate::options::{Options, ParkCommit};
+use crate::options::{OnPark, Options, ParkCommit};
 use crate::outcome::{Durable, DurableBy, Queued, Refusals, Staged, Wait};
 use crate::poison::Poison;
 use crate::row::{Bounded, Columns, Offer, Row};
@@ -79,6 +79,7 @@ pub(crate) mod handover;
 mod logged;
 pub(crate) mod scan;
 pub(crate) mod snapshot;
+mod stepped;
 pub(crate) mod tails;
 #[cfg(test)]
 pub(crate) mod test_support;
@@ -158,6 +159,8 @@ pub struct Engine {
     space: Arc<Space>,
     work: WorkSender,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The threads' work, in an engine without threads (`Options::stepped`).
+    stepper: Mutex<Option<Arc<stepped::Stepper>>>,
     replay: ReplayStats,
     /// The operation ids applied here, and their files.
     ids: Arc<IdsStore>,
@@ -254,7 +257,25 @@ impl Engine {
             commit: commit.clone(),
             versions: versions.clone(),
         };
-        let threads = guard.start(&background, work_rx, opts.park_commit.as_ref())?;
+        let (threads, stepper) = match opts.stepped {
+            false => (
+                guard.start(&background, work_rx, opts.park_commit.as_ref())?,
+                None,
+            ),
+            true => {
+                let stepper = stepped::Stepper::new(commit.clone(), background.clone(), work_rx);
+                let hook = opts.park_commit.as_ref().ok_or_else(|| {
+                    Error::Options("a stepped engine needs a park hook to run its work".into())
+                })?;
+                if opts.sync != crate::options::SyncMode::Batch {
+                    return Err(Error::Options(
+                        "a stepped engine syncs in batch mode only".into(),
+                    ));
+                }
+                hook.attach(Arc::downgrade(&stepper) as std::sync::Weak<dyn OnPark>);
+                (Vec::new(), Some(stepper))
+            }
+        };
         // A big replayed memtable is flushed like any other.
         if versions.read().active.bytes() >= opts.memtable_bytes_max {
             work.flush();
@@ -271,6 +292,7 @@ impl Engine {
             space,
             work,
             threads: Mutex::new(threads),
+            stepper: Mutex::new(stepper),
             replay,
             ids,
             admissions: (0..256).map(|_| tokio::sync::Mutex::new(())).collect(),
@@ -817,12 +839,17 @@ impl Engine {
     /// tasks still point at: work arriving afterwards fails with `Closed`.
     pub fn shutdown(&self) -> Result<()> {
         let threads = std::mem::take(&mut *self.threads.lock());
-        if threads.is_empty() {
+        let stepper = self.stepper.lock().take();
+        if threads.is_empty() && stepper.is_none() {
             return Ok(());
         }
         self.commit.close();
         // The sealer may be stalled behind flushes that stop here.
         self.versions.close();
+        if let Some(stepper) = stepper {
+            // The sealer's and the syncer's last turns.
+            stepper.drain();
+        }
         self.work.shutdown();
         for t in threads {
             // Its poison guard (see `spawn`) has poisoned the engine.

@@ -165,6 +165,9 @@ pub enum Error {
     /// The engine was shut down while the request was in flight.
     #[error("engine is shut down")]
     Closed,
+    /// The engine's options do not go together.
+    #[error("engine options: {0}")]
+    Options(String),
 }
 
 /// Why a write was refused by what the key holds, nothing changed: the

@@ -94,6 +94,11 @@ pub struct Options {
     /// Dead cells compactions drop, and cells they do not fold (see
     /// [`Purge`]).
     pub purge: Option<Arc<dyn Purge>>,
+    /// No engine threads: the work of the sealer, the syncer and the
+    /// background thread is done by the [`ParkCommit`] hook (which must be
+    /// set), as its runtime parks. For a deterministic simulation, where
+    /// one thread runs every node. Batch sync only.
+    pub stepped: bool,
 }
 
 /// Which dead cells a compaction may forget, and which expired cells it
@@ -141,6 +146,7 @@ impl Default for Options {
             panic_seal: None,
             panic_sync: None,
             purge: None,
+            stepped: false,
         }
     }
 }

@@ -206,3 +206,73 @@ fn without_the_hook_the_syncer_writes_everything() {
         engine.shutdown().unwrap();
     });
 }
+
+/// An engine without threads (`Options::stepped`), its memtables small so
+/// that flushes and compactions run too.
+fn open_stepped(dir: &std::path::Path, hook: ParkCommit) -> Arc<Engine> {
+    let opts = Options {
+        answer_on: Some(tokio::runtime::Handle::current()),
+        park_commit: Some(hook),
+        stepped: true,
+        ..common::small_options()
+    };
+    Arc::new(Engine::open(dir, opts).unwrap())
+}
+
+#[test]
+fn a_stepped_engine_runs_on_its_runtime_alone_and_what_it_answered_survives_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let (rt, hook) = hooked_runtime();
+    rt.block_on(async {
+        let threads = engine_threads();
+        let engine = open_stepped(dir.path(), hook.clone());
+        assert_eq!(
+            engine_threads(),
+            threads,
+            "a stepped engine started threads"
+        );
+        write_everything(&engine).await;
+        check_values(&engine);
+        let stats = engine.stats();
+        assert!(stats.tables > 0, "no memtable was flushed");
+        assert_eq!(stats.log_syncs, stats.log_syncs_on_park);
+        // Queued and not yet written: lost in the crash, never answered.
+        let (_, durable) = engine.add([(&key(60_000), 1)]).unwrap();
+        engine.crash();
+        assert!(durable.wait().await.is_err());
+    });
+    drop(rt);
+    let (rt, hook) = hooked_runtime();
+    rt.block_on(async {
+        let engine = open_stepped(dir.path(), hook);
+        check_values(&engine);
+        assert_eq!(engine.get(&key(60_000)).unwrap().value().unwrap(), 0);
+        engine.shutdown().unwrap();
+    });
+}
+
+#[test]
+fn a_stepped_engine_needs_the_hook_and_batch_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let no_hook = Options {
+        stepped: true,
+        ..Options::default()
+    };
+    assert!(Engine::open(dir.path(), no_hook).is_err());
+    let periodic = Options {
+        stepped: true,
+        park_commit: Some(ParkCommit::new()),
+        sync: tally_engine::SyncMode::Periodic { interval_ms: 10 },
+        ..Options::default()
+    };
+    assert!(Engine::open(dir.path(), periodic).is_err());
+}
+
+/// Threads of this process whose names are the engine's.
+fn engine_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.unwrap().path().join("comm")).ok())
+        .filter(|name| name.starts_with("tally-"))
+        .count()
+}

@@ -92,6 +92,7 @@ mod park;
 mod relay;
 mod seal;
 mod sealer;
+mod stepped;
 mod syncer;
 mod window;
 
@@ -117,6 +118,7 @@ use crate::work::WorkSender;
 use outbox::Outbox;
 use relay::{Answer, Relay};
 use sealer::Queue;
+pub(crate) use stepped::Steps;
 use syncer::Committer;
 
 /// The group commit: the sealer's queue, the outbox, the commit log, and

@@ -45,71 +45,89 @@ impl GroupCommit {
             while !q.has_work() && !q.closed {
                 self.queue_cv.wait(&mut q);
             }
-            let closing = q.closed && !q.has_work();
-            std::mem::swap(&mut records, &mut q.records);
-            let gen_max = std::mem::take(&mut q.gen_max);
-            let acks = std::mem::take(&mut q.acks);
-            let adds = std::mem::take(&mut q.adds);
-            drop(q);
-            if closing {
-                self.outbox.lock().close();
-                self.outbox_cv.notify_one();
+            if self.seal_turn(q, &mut records, true) {
                 return;
             }
-            if let Some(seam) = &self.opts.panic_seal
-                && seam.load(Relaxed)
-            {
-                panic!("injected sealer panic");
-            }
+        }
+    }
 
-            // Backpressure: while too many frozen memtables wait for
-            // flushing, writes wait; unless flushes find the disk full, when
-            // the adds are refused rather than left waiting for room. The
-            // records (applied in memory already) go on to the log.
-            let frozen_max = self.opts.frozen_memtables_max.max(1);
+    /// One turn of the sealer: takes everything queued (`q`, locked) and
+    /// seals it into the outbox. Waits while flushes are behind if
+    /// `stall`. Answers whether the queue was closed and empty: the outbox
+    /// is then closed, and the sealer's work is over.
+    pub(super) fn seal_turn(
+        &self,
+        mut q: parking_lot::MutexGuard<'_, Queue>,
+        records: &mut Vec<u8>,
+        stall: bool,
+    ) -> bool {
+        let closing = q.closed && !q.has_work();
+        std::mem::swap(records, &mut q.records);
+        let gen_max = std::mem::take(&mut q.gen_max);
+        let acks = std::mem::take(&mut q.acks);
+        let adds = std::mem::take(&mut q.adds);
+        drop(q);
+        if closing {
+            self.outbox.lock().close();
+            self.outbox_cv.notify_one();
+            return true;
+        }
+        if let Some(seam) = &self.opts.panic_seal
+            && seam.load(Relaxed)
+        {
+            panic!("injected sealer panic");
+        }
+
+        // Backpressure: while too many frozen memtables wait for
+        // flushing, writes wait; unless flushes find the disk full, when
+        // the adds are refused rather than left waiting for room. The
+        // records (applied in memory already) go on to the log.
+        let frozen_max = self.opts.frozen_memtables_max.max(1);
+        if stall {
             self.versions.stall_while_behind(frozen_max, || {
                 self.poison.is_set() || self.space.tables_full()
             });
-            let no_room = self
-                .space
-                .check(|| self.versions.current().frozen.len() >= frozen_max)
-                .err()
-                .and_then(|e| match e {
-                    Error::DiskFull(why) => Some(why),
-                    _ => None,
-                });
-            // The records first: the adds sealed after them may answer
-            // the state they hold.
-            if !records.is_empty() {
-                let mut out = self.outbox.lock();
-                if !out.closed {
-                    out.add_records(&records, gen_max);
-                }
-                records.clear();
-            }
-            self.seal_all(&adds, no_room);
-            let mut out = self.outbox.lock();
-            if out.closed {
-                // The syncer is gone (see `fail_waiters`): nobody will write this.
-                drop(out);
-                let err = Err(self.poison.error());
-                self.complete(&err, acks, Vec::new(), 0, false, false);
-                continue;
-            }
-            out.hand_over(acks);
-            let wake = out.syncer_would_act();
-            drop(out);
-            if wake {
-                self.outbox_cv.notify_one();
-            }
-
-            let bytes_max = self.opts.memtable_bytes_max;
-            if self.versions.read().active.bytes() >= bytes_max
-                && self.versions.freeze_if_full(bytes_max)
-            {
-                self.work.flush();
-            }
         }
+        let no_room = self
+            .space
+            .check(|| self.versions.current().frozen.len() >= frozen_max)
+            .err()
+            .and_then(|e| match e {
+                Error::DiskFull(why) => Some(why),
+                _ => None,
+            });
+        // The records first: the adds sealed after them may answer
+        // the state they hold.
+        if !records.is_empty() {
+            let mut out = self.outbox.lock();
+            if !out.closed {
+                out.add_records(records, gen_max);
+            }
+            records.clear();
+        }
+        self.seal_all(&adds, no_room);
+        let mut out = self.outbox.lock();
+        if out.closed {
+            // The syncer is gone (see `fail_waiters`): nobody will write this.
+            drop(out);
+            let err = Err(self.poison.error());
+            self.complete(&err, acks, Vec::new(), 0, false, false);
+            return false;
+        }
+        out.hand_over(acks);
+        let wake = out.syncer_would_act();
+        drop(out);
+        if wake {
+            self.outbox_cv.notify_one();
+        }
+
+        let bytes_max = self.opts.memtable_bytes_max;
+        if self.versions.read().active.bytes() >= bytes_max
+            && self.versions.freeze_if_full(bytes_max)
+        {
+            self.work.flush();
+        }
+        false
     }
 
     /// Seals the pending adds of every key in `adds`, each key's as one

@@ -55,7 +55,7 @@ impl Committer {
 }
 
 /// What the syncer keeps between its group commits.
-struct Syncer {
+pub(super) struct Syncer {
     /// The fsync interval in periodic mode; `None` in batch mode.
     periodic: Option<Duration>,
     /// When the next periodic fsync is due.
@@ -75,13 +75,13 @@ struct Syncer {
 const RETRY_EVERY: Duration = Duration::from_millis(100);
 
 impl GroupCommit {
-    /// Runs the syncer until the sealer has closed and everything is written.
-    pub(crate) fn run_syncer(&self) {
+    /// What the syncer keeps, before its first group commit.
+    pub(super) fn syncer(&self) -> Syncer {
         let periodic = match self.opts.sync {
             SyncMode::Batch => None,
             SyncMode::Periodic { interval_ms } => Some(Duration::from_millis(interval_ms.max(1))),
         };
-        let mut s = Syncer {
+        Syncer {
             periodic,
             next_sync: Instant::now() + periodic.unwrap_or_default(),
             window: Window::new(Duration::from_micros(self.opts.group_commit_window_us)),
@@ -89,7 +89,30 @@ impl GroupCommit {
             removed_gen: 0,
             watches: WATCHES_MAX,
             seen_batch: 0,
-        };
+        }
+    }
+
+    /// The syncer's turn in an engine without threads (`Options::stepped`):
+    /// one group commit, if there is work to write, a flush to trim the
+    /// log after, or the close. Answers whether it wrote one. Records that
+    /// found the log full wait for a later turn with new work.
+    pub(super) fn step_syncer(&self, s: &mut Syncer) -> bool {
+        if self.committer.lock().closed {
+            return false;
+        }
+        let out = self.outbox.lock();
+        let idle = !out.has_work() && !out.closed && out.flushed_gen <= s.removed_gen;
+        drop(out);
+        if idle {
+            return false;
+        }
+        self.sync_turn(s, true);
+        true
+    }
+
+    /// Runs the syncer until the sealer has closed and everything is written.
+    pub(crate) fn run_syncer(&self) {
+        let mut s = self.syncer();
         loop {
             let mut out = self.outbox.lock();
             if s.periodic.is_none() && !out.closed {
@@ -104,7 +127,7 @@ impl GroupCommit {
             {
                 panic!("injected syncer panic");
             }
-            if self.sync_turn(&mut s) {
+            if self.sync_turn(&mut s, false) {
                 return;
             }
         }
@@ -174,8 +197,10 @@ impl GroupCommit {
     }
 
     /// Writes one group commit (fsync'd unless a periodic fsync is not due
-    /// yet); answers whether the syncer is done: closed and drained.
-    fn sync_turn(&self, s: &mut Syncer) -> bool {
+    /// yet), answering its waiters directly when `direct` (this thread runs
+    /// their runtime); answers whether the syncer is done: closed and
+    /// drained.
+    fn sync_turn(&self, s: &mut Syncer, direct: bool) -> bool {
         let mut c = self.committer.lock();
         let out = self.outbox.lock();
         let closing = out.closed;
@@ -187,7 +212,7 @@ impl GroupCommit {
             }
             due
         });
-        let released = self.write_group(&mut c, out, sync, false);
+        let released = self.write_group(&mut c, out, sync, direct);
         let drained = {
             let out = self.outbox.lock();
             s.seen_batch = out.batch;
