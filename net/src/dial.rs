@@ -23,7 +23,7 @@ pub(crate) const DIAL_RETRY: Duration = Duration::from_millis(100);
 
 /// What a caller asks of the slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Want {
+pub enum Want {
     /// Any live connection.
     Any,
     /// Any live connection but this one (its `stable_id`): it failed.

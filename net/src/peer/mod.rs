@@ -1,8 +1,9 @@
 //! The peer transport: QUIC between nodes, mutual TLS, batched requests.
 //!
-//! Every node runs one quinn endpoint that both accepts connections from its
-//! peers and dials them. Outgoing traffic to a peer goes through one sender
-//! task per peer:
+//! The transport runs on a [`Network`] that only carries bytes: QUIC in a
+//! node ([`quic`]: one quinn endpoint that both accepts connections from
+//! its peers and dials them), a seeded network in the simulator. Outgoing
+//! traffic to a peer goes through one sender task per peer:
 //!
 //! ```text
 //! call(peer, req) ─▶ bounded queue ─▶ sender task: take everything queued
@@ -60,35 +61,27 @@ use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use quinn::{Connection, Endpoint, VarInt};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
-use crate::dial::{Dialler, Target, Want};
 use crate::encoded::{self, Encoded, Kind};
-use crate::identity::{self, Members};
 use crate::log_limit::LogLimit;
 use crate::tls::{TlsError, TlsFiles};
 use crate::version;
 use crate::wire::{
-    self, BATCH_MESSAGES_MAX, ErrorKind, MESSAGE_BYTES_MAX, PeerRequest, PeerResponse, WireBuild,
-    WireError,
+    self, BATCH_MESSAGES_MAX, ErrorKind, PeerRequest, PeerResponse, WireBuild, WireError,
 };
+
+mod inbound;
+pub mod network;
+pub mod quic;
+
+pub use inbound::{BadBatch, Inbound};
+pub use network::{Channel, Network, Want};
+use quic::Quic;
 
 /// A boxed future, as handlers return them.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
-
-/// Asks peers to acknowledge every 8th packet rather than every 2nd
-/// (QUIC's ACK frequency extension; both ends are quinn). Most packets are
-/// requests whose answer carries the acknowledgment anyway; at every 2nd,
-/// about one datagram in seven was an ACK alone, each a syscall on both
-/// ends. Loss detection still sees every packet acknowledged within the
-/// peer's max_ack_delay.
-fn ack_frequency() -> quinn::AckFrequencyConfig {
-    let mut c = quinn::AckFrequencyConfig::default();
-    c.ack_eliciting_threshold(VarInt::from_u32(8));
-    c
-}
 
 /// What the node does with requests from a peer.
 pub trait Handler: Send + Sync + 'static {
@@ -134,10 +127,6 @@ pub trait Handler: Send + Sync + 'static {
     }
 }
 
-/// Error code a connection is closed with when a peer sent a bad batch.
-const CLOSE_PROTOCOL: u32 = 1;
-/// Error code of an orderly shutdown.
-const CLOSE_SHUTDOWN: u32 = 0;
 /// Batches in flight to one peer; the sender waits beyond this.
 const EXCHANGES_MAX: usize = 256;
 /// Longest one batch may take, answer included, before it counts as lost.
@@ -253,8 +242,9 @@ struct Call {
 pub type Answers = oneshot::Receiver<Result<Vec<PeerResponse>, PeerError>>;
 
 struct Link {
+    /// The peer's index in the cluster's nodes.
+    node: usize,
     id: String,
-    addr: SocketAddr,
     queue: mpsc::Sender<Call>,
     up: AtomicBool,
     /// Why the peer takes no writes, as its last heartbeat answer said.
@@ -271,52 +261,46 @@ struct Link {
     /// The heartbeat found the peer down: the sender's next batch goes on
     /// a new connection (the cached one may be a dead incarnation's).
     redial: AtomicBool,
-    /// The one connection to the peer (see `dial`).
-    dialler: Dialler,
-    /// How to dial: shared by every link, replaced when TLS is reloaded.
-    client_tls: ClientTls,
+    /// What carries the batches.
+    network: Arc<dyn Network>,
 }
-
-/// The client configuration every dial uses, replaced by a TLS reload.
-type ClientTls = Arc<Mutex<quinn::ClientConfig>>;
 
 /// The running transport. Cheap to share (`Arc`).
 pub struct Transport {
-    endpoint: Endpoint,
+    network: Arc<dyn Network>,
     settings: PeerSettings,
     links: Vec<Option<Arc<Link>>>,
     closed: AtomicBool,
-    /// What a TLS reload needs besides the files, and what it replaces.
-    quic: Arc<quinn::TransportConfig>,
-    members: Arc<Members>,
-    client_tls: ClientTls,
 }
 
 impl Transport {
-    /// Binds the endpoint and starts the accept loop, a sender and a
-    /// heartbeat task per peer. Must run inside a tokio runtime.
+    /// Starts QUIC ([`quic`]: binds the endpoint, accepts the peers),
+    /// then the transport on it. Must run inside a tokio runtime.
     pub fn start(
         settings: PeerSettings,
         handler: Arc<dyn Handler>,
     ) -> Result<Arc<Transport>, StartError> {
-        let quic = Arc::new(quic_config(&settings));
-        let members = Arc::new(Members {
-            ids: settings.nodes.iter().map(|n| n.id.clone()).collect(),
-            me: settings.me,
-        });
-        // Looked at before the load, so a change during it is seen later.
-        let tls_stamps = crate::tls_reload::stamps(&settings.tls);
-        let tls = crate::tls::configs(&settings.tls, quic.clone(), members.clone())?;
-        let me = settings.bind.unwrap_or(settings.nodes[settings.me].addr);
-        let bind_err = |source| StartError::Bind { addr: me, source };
-        let endpoint_config =
-            quinn::EndpointConfig::new(Arc::new(crate::tls::reset_key(&settings.tls)?));
-        let socket = std::net::UdpSocket::bind(me).map_err(bind_err)?;
-        let runtime = quinn::default_runtime().expect("tallyd runs inside tokio");
-        let endpoint =
-            Endpoint::new(endpoint_config, Some(tls.server), socket, runtime).map_err(bind_err)?;
-        let client_tls: ClientTls = Arc::new(Mutex::new(tls.client));
+        let inbound = Transport::inbound(&settings, handler.clone());
+        let network = Quic::start(&settings, inbound)?;
+        Ok(Transport::start_on(settings, handler, network))
+    }
 
+    /// What answers this node's peers: for the network to hand their
+    /// batches to.
+    pub fn inbound(settings: &PeerSettings, handler: Arc<dyn Handler>) -> Arc<Inbound> {
+        Arc::new(Inbound {
+            handler,
+            cluster: settings.cluster.clone(),
+        })
+    }
+
+    /// Starts a sender and a heartbeat task per peer, sending over
+    /// `network` (QUIC, or the simulator's).
+    pub fn start_on(
+        settings: PeerSettings,
+        handler: Arc<dyn Handler>,
+        network: Arc<dyn Network>,
+    ) -> Arc<Transport> {
         let mut receivers = Vec::new();
         let links = settings
             .nodes
@@ -328,8 +312,8 @@ impl Transport {
                 }
                 let (queue, rx) = mpsc::channel(QUEUE_CALLS_MAX);
                 let link = Arc::new(Link {
+                    node: i,
                     id: node.id.clone(),
-                    addr: node.addr,
                     queue,
                     up: AtomicBool::new(false),
                     not_writable: Mutex::new(None),
@@ -339,49 +323,30 @@ impl Transport {
                     handler: handler.clone(),
                     last_ok: Mutex::new(None),
                     redial: AtomicBool::new(false),
-                    dialler: Dialler::default(),
-                    client_tls: client_tls.clone(),
+                    network: network.clone(),
                 });
                 receivers.push((link.clone(), rx));
                 Some(link)
             })
             .collect();
         let transport = Arc::new(Transport {
-            endpoint: endpoint.clone(),
+            network,
             settings,
             links,
             closed: AtomicBool::new(false),
-            quic,
-            members: members.clone(),
-            client_tls,
         });
         for (link, rx) in receivers {
-            let connect_timeout = transport.settings.failure_timeout;
-            tokio::spawn(sender(link.clone(), endpoint.clone(), rx, connect_timeout));
+            tokio::spawn(sender(link.clone(), rx));
             tokio::spawn(heartbeat(Arc::downgrade(&transport), link));
         }
-        tokio::spawn(accept_loop(
-            endpoint,
-            handler,
-            transport.settings.cluster.clone(),
-            members,
-        ));
-        tokio::spawn(watch_tls(
-            Arc::downgrade(&transport),
-            transport.settings.tls.clone(),
-            crate::tls_reload::Watch::new(tls_stamps),
-        ));
-        Ok(transport)
+        transport
     }
 
     /// Reads the TLS files again and uses them for every connection made
     /// from now on, accepted or dialled; established ones keep theirs. On
     /// an error nothing changes.
     pub fn reload_tls(&self) -> Result<(), TlsError> {
-        let tls = crate::tls::configs(&self.settings.tls, self.quic.clone(), self.members.clone())?;
-        self.endpoint.set_server_config(Some(tls.server));
-        *self.client_tls.lock() = tls.client;
-        Ok(())
+        self.network.reload_tls()
     }
 
     /// Whether [`Transport::close`] was called.
@@ -559,8 +524,7 @@ impl Transport {
     /// Closes every connection; calls fail from now on.
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
-        self.endpoint
-            .close(VarInt::from_u32(CLOSE_SHUTDOWN), b"shutting down");
+        self.network.close();
     }
 
     /// [`Transport::close`], then waits up to `linger` for the peers to
@@ -569,22 +533,8 @@ impl Transport {
     /// is not sent batches on a connection that no longer leads anywhere.
     pub async fn close_and_tell(&self, linger: Duration) {
         self.close();
-        let _ = tokio::time::timeout(linger, self.endpoint.wait_idle()).await;
+        let _ = tokio::time::timeout(linger, self.network.told()).await;
     }
-}
-
-/// QUIC settings of every peer connection, both ways.
-fn quic_config(settings: &PeerSettings) -> quinn::TransportConfig {
-    let mut quic = quinn::TransportConfig::default();
-    quic.max_concurrent_bidi_streams(VarInt::from_u32(STREAMS_PER_CONNECTION_MAX))
-        .max_concurrent_uni_streams(VarInt::from_u32(0))
-        .ack_frequency_config(Some(ack_frequency()))
-        .keep_alive_interval(Some(settings.heartbeat_interval))
-        .max_idle_timeout(Some(
-            quinn::IdleTimeout::try_from(settings.failure_timeout * 5)
-                .expect("failure timeouts are far below QUIC's limit"),
-        ));
-    quic
 }
 
 fn stopped(link: &Link) -> PeerError {
@@ -602,12 +552,7 @@ fn lost(link: &Link) -> PeerError {
 }
 
 /// Drains a peer's queue in batches, one stream per batch.
-async fn sender(
-    link: Arc<Link>,
-    endpoint: Endpoint,
-    mut rx: mpsc::Receiver<Call>,
-    connect_timeout: Duration,
-) {
+async fn sender(link: Arc<Link>, mut rx: mpsc::Receiver<Call>) {
     let in_flight = Arc::new(tokio::sync::Semaphore::new(EXCHANGES_MAX));
     // A call that did not fit in the last batch.
     let mut carried: Option<Call> = None;
@@ -647,7 +592,7 @@ async fn sender(
             true => Want::Fresh,
             false => Want::Any,
         };
-        let c = match connection(&link, &endpoint, connect_timeout, want).await {
+        let c = match connection(&link, want).await {
             Ok(c) => c,
             Err(reason) => {
                 debug!(peer = %link.id, %reason, "dial failed");
@@ -693,70 +638,30 @@ async fn sender(
             let Ok(permit) = in_flight.clone().acquire_owned().await else {
                 return;
             };
-            let (c, endpoint, link) = (c.clone(), endpoint.clone(), link.clone());
+            let (c, link) = (c.clone(), link.clone());
             tokio::spawn(async move {
-                exchange(c, endpoint, link, connect_timeout, group).await;
+                exchange(c, link, group).await;
                 drop(permit);
             });
         }
     }
 }
 
-/// The link's connection as `want` says, dialled once for all who wait.
-async fn connection(
-    link: &Link,
-    endpoint: &Endpoint,
-    timeout: Duration,
-    want: Want,
-) -> Result<Connection, String> {
-    let target = || Target {
-        endpoint,
-        addr: link.addr,
-        id: &link.id,
-        config: link.client_tls.lock().clone(),
-        timeout,
-    };
-    let conn = link
-        .dialler
-        .connection(want, target, CLOSE_SHUTDOWN)
-        .await?;
-    let protocol = protocol_of(&conn);
+/// The link's channel as `want` says, dialled once for all who wait; a
+/// peer whose protocol is older than the cluster's features need is
+/// refused.
+async fn connection(link: &Link, want: Want) -> Result<Arc<dyn Channel>, String> {
+    let channel = link.network.channel(link.node, want).await?;
+    let protocol = channel.protocol();
     link.protocol.store(protocol, Ordering::Release);
     let oldest = link.handler.oldest_peer();
     if protocol < oldest {
-        conn.close(VarInt::from_u32(CLOSE_PROTOCOL), refusal(oldest).as_bytes());
+        channel.refuse(&network::refusal(oldest));
         return Err(format!(
             "the peer speaks peer protocol {protocol}, and this cluster needs {oldest} or newer"
         ));
     }
-    Ok(conn)
-}
-
-/// The peer protocol `conn`'s handshake agreed on (ALPN).
-fn protocol_of(conn: &Connection) -> u16 {
-    let alpn = conn
-        .handshake_data()
-        .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
-        .and_then(|d| d.protocol);
-    version::peer_version(alpn.as_deref()).unwrap_or(0)
-}
-
-/// What a node of a build too old for the cluster is told as its
-/// connection is closed.
-fn refusal(oldest: u16) -> String {
-    format!(
-        "this cluster has enabled features that need peer protocol {oldest} or newer: \
-         upgrade this node's build"
-    )
-}
-
-async fn send_batch(conn: &Connection, bytes: &[u8]) -> Result<Vec<u8>, String> {
-    let (mut send, mut recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
-    send.write_all(bytes).await.map_err(|e| e.to_string())?;
-    send.finish().map_err(|e| e.to_string())?;
-    recv.read_to_end(MESSAGE_BYTES_MAX)
-        .await
-        .map_err(|e| e.to_string())
+    Ok(channel)
 }
 
 /// Sends one batch on its own stream and hands out the answers.
@@ -766,37 +671,31 @@ async fn send_batch(conn: &Connection, bytes: &[u8]) -> Result<Vec<u8>, String> 
 /// is sent once more on a fresh connection. A batch holding a leader
 /// request is not: the old incarnation may have run it just before it
 /// died, and an add must not run twice, so it fails with an unknown outcome.
-async fn exchange(
-    conn: Connection,
-    endpoint: Endpoint,
-    link: Arc<Link>,
-    dial_timeout: Duration,
-    batch: Vec<Call>,
-) {
+async fn exchange(channel: Arc<dyn Channel>, link: Arc<Link>, batch: Vec<Call>) {
     let bytes = encoded::join(batch.iter().map(|c| &c.body));
     let requests: usize = batch.iter().map(|c| c.body.len()).sum();
     let idempotent = batch.iter().all(|c| c.body.idempotent());
     let dones: Vec<_> = batch.into_iter().map(|c| (c.body.len(), c.done)).collect();
     let peer = link.id.clone();
     let bytes = bytes::Bytes::from(bytes);
-    let timed = |conn: Connection, bytes: bytes::Bytes| async move {
-        tokio::time::timeout(EXCHANGE_TIMEOUT, send_batch(&conn, &bytes))
+    let timed = |channel: Arc<dyn Channel>, bytes: bytes::Bytes| async move {
+        tokio::time::timeout(EXCHANGE_TIMEOUT, channel.exchange(bytes))
             .await
             .unwrap_or_else(|_| Err(format!("no answer within {} s", EXCHANGE_TIMEOUT.as_secs())))
     };
-    let mut answer = timed(conn.clone(), bytes.clone()).await;
+    let mut answer = timed(channel.clone(), bytes.clone()).await;
     if let Err(why) = &answer
         && idempotent
     {
         // Only a dead connection is replaced, once for every batch that
         // was on it; a failed stream on a live one is not a reason to
         // break the batches still on it.
-        let want = match conn.close_reason() {
-            Some(_) => Want::Not(conn.stable_id()),
-            None => Want::Any,
+        let want = match channel.is_closed() {
+            true => Want::Not(channel.id()),
+            false => Want::Any,
         };
         debug!(peer = %peer, reason = %why, "batch failed; sending it once more");
-        answer = match connection(&link, &endpoint, dial_timeout, want).await {
+        answer = match connection(&link, want).await {
             Ok(c) => timed(c, bytes).await,
             Err(reason) => Err(reason),
         };
@@ -974,225 +873,4 @@ fn note_writable(link: &Link, why: Option<String>) {
         None => info!(peer = %link.id, "peer takes writes"),
     }
     *known = why;
-}
-
-async fn accept_loop(
-    endpoint: Endpoint,
-    handler: Arc<dyn Handler>,
-    cluster: String,
-    members: Arc<Members>,
-) {
-    while let Some(incoming) = endpoint.accept().await {
-        let handler = handler.clone();
-        let cluster = cluster.clone();
-        let members = members.clone();
-        tokio::spawn(async move {
-            let oldest = handler.oldest_peer();
-            let Some((conn, from)) = accept_peer(incoming, &members, oldest).await else {
-                return;
-            };
-            let protocol = protocol_of(&conn);
-            while let Ok((send, recv)) = conn.accept_bi().await {
-                // A feature enabled since the handshake ends it too.
-                let oldest = handler.oldest_peer();
-                if protocol < oldest {
-                    conn.close(VarInt::from_u32(CLOSE_PROTOCOL), refusal(oldest).as_bytes());
-                    return;
-                }
-                tokio::spawn(serve_stream(
-                    conn.clone(),
-                    from,
-                    send,
-                    recv,
-                    handler.clone(),
-                    cluster.clone(),
-                ));
-            }
-        });
-    }
-}
-
-/// Completes an incoming handshake and names the node on the other end;
-/// `None` (logged, at most once a second) when it is not a peer.
-async fn accept_peer(
-    incoming: quinn::Incoming,
-    members: &Members,
-    oldest: u16,
-) -> Option<(Connection, usize)> {
-    static REFUSED: LogLimit = LogLimit::per_second();
-    let remote = incoming.remote_address();
-    let conn = match incoming.await {
-        Ok(c) => c,
-        Err(e @ quinn::ConnectionError::TransportError(_)) => {
-            // Wrong CA, no certificate, not a node, garbage: the handshake says no.
-            if let Some(suppressed) = REFUSED.admit() {
-                warn!(%remote, error = %e, suppressed, "refused a peer connection");
-            }
-            return None;
-        }
-        Err(e) => {
-            // The dialler gave up (a peer shutting down, say).
-            debug!(%remote, error = %e, "peer handshake abandoned");
-            return None;
-        }
-    };
-    match identity::peer_of(&conn, members) {
-        Ok(from) if protocol_of(&conn) < oldest => {
-            if let Some(suppressed) = REFUSED.admit() {
-                let protocol = protocol_of(&conn);
-                warn!(%remote, peer = from, protocol, suppressed, "refused a peer of a build too old for the cluster's features");
-            }
-            conn.close(VarInt::from_u32(CLOSE_PROTOCOL), refusal(oldest).as_bytes());
-            None
-        }
-        Ok(from) => Some((conn, from)),
-        Err(e) => {
-            if let Some(suppressed) = REFUSED.admit() {
-                warn!(%remote, error = %e, suppressed, "refused a peer connection");
-            }
-            conn.close(
-                VarInt::from_u32(CLOSE_PROTOCOL),
-                b"not a node of this cluster",
-            );
-            None
-        }
-    }
-}
-
-/// Closes a connection whose peer sent a batch that is not one, logging
-/// why at most once a second.
-fn close_bad_batch(conn: &Connection, why: &str, detail: &dyn std::fmt::Display, reason: &[u8]) {
-    static CLOSED: LogLimit = LogLimit::per_second();
-    if let Some(suppressed) = CLOSED.admit() {
-        let remote = conn.remote_address();
-        warn!(%remote, %detail, suppressed, "closing a peer connection: {why}");
-    }
-    conn.close(VarInt::from_u32(CLOSE_PROTOCOL), reason);
-}
-
-/// The answer to a heartbeat from cluster `theirs`: `Ping` (no `build`),
-/// or `Hello` with the sender's build.
-fn answer_ping(
-    handler: &dyn Handler,
-    ours: &str,
-    theirs: &str,
-    build: Option<&WireBuild>,
-) -> PeerResponse {
-    let refused = |why: String| PeerResponse::Error(WireError::new(ErrorKind::Invalid, why));
-    if theirs != ours {
-        return refused(format!("cluster {theirs:?} is not {ours:?}"));
-    }
-    let ring = handler.ring_version();
-    let why = handler.not_writable().map(|w| wire::bounded_reason(&w));
-    let Some(build) = build else {
-        return match why {
-            None => PeerResponse::Pong { ring },
-            Some(why) => PeerResponse::PongNotWritable { why, ring },
-        };
-    };
-    if let Err(why) = build.check().and_then(|()| handler.admits(build)) {
-        return refused(why);
-    }
-    PeerResponse::Hello {
-        ring,
-        not_writable: why,
-        build: handler.build(),
-    }
-}
-
-async fn serve_stream(
-    conn: Connection,
-    from: usize,
-    mut send: quinn::SendStream,
-    mut recv: quinn::RecvStream,
-    handler: Arc<dyn Handler>,
-    cluster: String,
-) {
-    let remote = conn.remote_address();
-    let bytes = match recv.read_to_end(MESSAGE_BYTES_MAX).await {
-        Ok(b) => b,
-        Err(e) => {
-            close_bad_batch(
-                &conn,
-                "unreadable batch",
-                &e,
-                b"unreadable or oversized batch",
-            );
-            return;
-        }
-    };
-    let reqs = match wire::decode::<Vec<PeerRequest>>(&bytes) {
-        Ok(r) if r.len() <= BATCH_MESSAGES_MAX => r,
-        Ok(r) => {
-            let len = format!("{} requests", r.len());
-            close_bad_batch(&conn, "batch too long", &len, b"batch too long");
-            return;
-        }
-        Err(e) => {
-            close_bad_batch(&conn, "malformed batch", &e, b"malformed batch");
-            return;
-        }
-    };
-    let n = reqs.len();
-    let mut answers: Vec<Option<PeerResponse>> = vec![None; n];
-    let mut passed = Vec::with_capacity(n);
-    let mut slots = Vec::with_capacity(n);
-    for (i, req) in reqs.into_iter().enumerate() {
-        match req {
-            PeerRequest::Ping { cluster: theirs } => {
-                answers[i] = Some(answer_ping(&*handler, &cluster, &theirs, None));
-            }
-            PeerRequest::Hello {
-                cluster: theirs,
-                build,
-            } => {
-                answers[i] = Some(answer_ping(&*handler, &cluster, &theirs, Some(&build)));
-            }
-            req => {
-                passed.push(req);
-                slots.push(i);
-            }
-        }
-    }
-    if !passed.is_empty() {
-        let handled = handler.handle(from, passed).await;
-        if handled.len() != slots.len() {
-            let e = WireError::new(
-                ErrorKind::Internal,
-                "handler answered the wrong number of requests",
-            );
-            for &i in &slots {
-                answers[i] = Some(PeerResponse::Error(e.clone()));
-            }
-        } else {
-            for (i, a) in slots.into_iter().zip(handled) {
-                answers[i] = Some(a);
-            }
-        }
-    }
-    let answers: Vec<PeerResponse> = answers
-        .into_iter()
-        .map(|a| a.expect("every request got an answer above"))
-        .collect();
-    if let Err(e) = send.write_all(&wire::encode(&answers)).await {
-        debug!(%remote, error = %e, "peer went away before its answer");
-        return;
-    }
-    let _ = send.finish();
-}
-
-/// Looks at the transport's files until it is dropped or closed, and
-/// reloads them when they change.
-async fn watch_tls(
-    transport: std::sync::Weak<Transport>,
-    files: TlsFiles,
-    w: crate::tls_reload::Watch,
-) {
-    let cert = files.cert.display().to_string();
-    let look = || {
-        let t = transport.upgrade()?;
-        (!t.is_closed()).then(|| crate::tls_reload::stamps(&files))
-    };
-    let reload = || transport.upgrade().map_or(Ok(()), |t| t.reload_tls());
-    crate::tls_reload::watch_files(w, look, reload, &cert).await
 }
