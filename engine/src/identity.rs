@@ -144,11 +144,8 @@ impl Identity {
     }
 }
 
-fn fresh_id(dir: &Path) -> Result<u64> {
-    let mut b = [0u8; 8];
-    getrandom::fill(&mut b)
-        .map_err(|e| Error::io("draw counter id", dir, std::io::Error::other(e.to_string())))?;
-    Ok(u64::from_le_bytes(b))
+fn fresh_id(_dir: &Path) -> Result<u64> {
+    Ok(tally_world::random_u64())
 }
 
 /// The last group commit a clean marker holds (0 for an empty one).

@@ -5,7 +5,8 @@
 //! process-wide on purpose: the log is the process's, whatever engine in
 //! it logs.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tally_world::Instant;
 
 /// How often a recurring error is logged at most.
 pub(crate) const LOG_EVERY: Duration = Duration::from_secs(1);

@@ -22,7 +22,7 @@
 //! ([`RateLimit`]), with a count of the ones left out.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use tally_world::Instant;
 
 use parking_lot::Mutex;
 

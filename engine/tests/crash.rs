@@ -2,6 +2,7 @@
 //! mid-run; after reopening, every acknowledged add and apply is there and
 //! nothing unattempted is.
 
+#![allow(clippy::disallowed_methods, reason = "tests measure real time")]
 #![allow(
     clippy::unwrap_used,
     reason = "test code: a panic is the failure report"

@@ -7,6 +7,7 @@
 //! (SIGXFSZ ignored). The limit is the whole process's, so the tests of
 //! this binary take turns.
 
+#![allow(clippy::disallowed_methods, reason = "tests measure real time")]
 #![allow(
     clippy::unwrap_used,
     reason = "test code: a panic is the failure report"

@@ -1,5 +1,6 @@
 //! The commit log stays bounded when many records update few cells.
 
+#![allow(clippy::disallowed_methods, reason = "tests measure real time")]
 #![allow(
     clippy::unwrap_used,
     reason = "test code: a panic is the failure report"

@@ -2,6 +2,7 @@
 //! nothing, through restarts, flushes, compactions and resets; the same id
 //! with another delta and an id past the retention are refused.
 
+#![allow(clippy::disallowed_methods, reason = "tests measure real time")]
 #![allow(
     clippy::unwrap_used,
     reason = "test code: a panic is the failure report"

@@ -6,6 +6,7 @@
 //! A crash that kept an add but lost its id, or kept an id but lost its
 //! add, would be off by that add.
 
+#![allow(clippy::disallowed_methods, reason = "tests measure real time")]
 #![allow(
     clippy::unwrap_used,
     reason = "test code: a panic is the failure report"

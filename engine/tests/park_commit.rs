@@ -4,6 +4,7 @@
 //! syncer; after a slow fsync the syncer writes every group commit until
 //! an fsync is fast again; and with no hook the syncer writes everything.
 
+#![allow(clippy::disallowed_methods, reason = "tests measure real time")]
 #![allow(
     clippy::unwrap_used,
     reason = "test code: a panic is the failure report"

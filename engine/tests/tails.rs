@@ -4,6 +4,7 @@
 //! incarnation has learned them; that incarnation answers a retry of a
 //! learned id with its original value and applies nothing.
 
+#![allow(clippy::disallowed_methods, reason = "tests measure real time")]
 #![allow(
     clippy::unwrap_used,
     reason = "test code: a panic is the failure report"

@@ -15,7 +15,8 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tally_world::Instant;
 
 use parking_lot::Mutex;
 use rustls_pki_types::ServerName;

@@ -28,7 +28,8 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tally_world::Instant;
 
 use crate::client::{Client, ClientError, Security};
 use crate::once::{self, OpId};
@@ -255,7 +256,11 @@ impl ClusterClient {
             ring,
             conns,
             next: AtomicUsize::new(0),
-            client_id: rand::random(),
+            client_id: {
+                let mut id = [0; 16];
+                tally_world::fill_random(&mut id);
+                id
+            },
             next_seq: AtomicU64::new(1),
             exactly_once: opts.exactly_once,
             retry: opts.retry,

@@ -14,7 +14,8 @@
 //! pure rule.
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tally_world::Instant;
 
 use quinn::{Connection, Endpoint, VarInt};
 

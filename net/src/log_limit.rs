@@ -18,7 +18,8 @@
 //! A site's limit is a `static`, process-wide on purpose: the log is the
 //! process's, whatever node in it logs.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tally_world::Instant;
 
 use parking_lot::Mutex;
 

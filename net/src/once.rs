@@ -79,7 +79,11 @@ impl OpId {
     /// one-off add's id.
     pub fn random_first() -> OpId {
         OpId {
-            client: rand::random::<[u8; 16]>().to_vec(),
+            client: {
+                let mut id = vec![0; 16];
+                tally_world::fill_random(&mut id);
+                id
+            },
             seq: 1,
         }
     }

@@ -97,7 +97,7 @@ pub async fn until_known<T, F>(
 where
     F: std::future::Future<Output = Result<T, ClientError>>,
 {
-    let start = std::time::Instant::now();
+    let start = tally_world::Instant::now();
     let mut any_unknown = false;
     let mut switch = false;
     for attempt in 1.. {
@@ -122,7 +122,8 @@ where
 
 /// A random jitter for [`decide`].
 pub fn jitter() -> f64 {
-    rand::random()
+    // 53 random bits: every f64 in [0, 1) of that precision.
+    (tally_world::random_u64() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// The error to report after `attempts` failed over `elapsed`: the last

@@ -353,7 +353,7 @@ impl Node {
             .filter_map(|i| t.submit(i, vec![PeerRequest::Leaving]).ok())
             .collect();
         // Sent at once; the answers arrive together.
-        let deadline = tokio::time::Instant::now() + Duration::from_millis(500);
+        let deadline = tally_world::Instant::now() + Duration::from_millis(500);
         for answer in answers {
             let _ = tokio::time::timeout_at(deadline, answer).await;
         }
@@ -1199,7 +1199,7 @@ async fn timed_read<T>(
     cl: Consistency,
     read: impl std::future::Future<Output = Result<T, WireError>>,
 ) -> Result<T, WireError> {
-    let started = std::time::Instant::now();
+    let started = tally_world::Instant::now();
     let answer = read.await;
     metrics.coordinated(Op::Read, cl, started.elapsed(), &answer);
     answer

@@ -12,6 +12,11 @@
 //! [`proxy`] puts a UDP proxy in front of a node's QUIC port to cut links;
 //! [`chaos`] runs a workload under faults and [`checker`] judges its history.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks measure real time, and draw real random bytes"
+)]
+
 use std::fs;
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};

@@ -4,6 +4,11 @@
 //! link time and gigabytes of disk. Run one subject with
 //! `cargo test -p tally-tests --test e2e -- upgrade::`.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks measure real time, and draw real random bytes"
+)]
+
 mod agreed_handoff;
 mod agreed_scripts;
 mod answers;

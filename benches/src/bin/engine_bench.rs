@@ -3,6 +3,11 @@
 //! Every figure comes from one process on this machine, so compare ratios
 //! within one run. Each load loop runs for `--seconds` and stops by itself.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks measure real time, and draw real random bytes"
+)]
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

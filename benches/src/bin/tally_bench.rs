@@ -26,6 +26,11 @@
 //! `tally_bench.counters`, `counter_update` and `counter_read` run
 //! scylla-bench's statements on `scylla_bench.test_counters`.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks measure real time, and draw real random bytes"
+)]
+
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;

@@ -8,10 +8,7 @@ pub use tally_model::epoch::{Epoch, Expiry, Order, Stamp};
 /// The wall clock, ms since the Unix epoch (0 if it is set before 1970);
 /// with the `fault-injection` feature, skewed as [`skew_clock`] set it.
 pub fn now_ms() -> u64 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0);
+    let now = tally_world::wall_ms();
     #[cfg(feature = "fault-injection")]
     let now = now.saturating_add_signed(SKEW_MS.load(std::sync::atomic::Ordering::Relaxed));
     now

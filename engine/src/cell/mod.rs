@@ -348,7 +348,7 @@ impl Cell {
                 // A peer can send these at will: one line a second.
                 static LOG: parking_lot::Mutex<RateLimit> =
                     parking_lot::Mutex::new(RateLimit::new(LOG_EVERY));
-                if let Some(suppressed) = LOG.lock().allow(std::time::Instant::now()) {
+                if let Some(suppressed) = LOG.lock().allow(tally_world::Instant::now()) {
                     tracing::error!(
                         epoch = self.epoch.n,
                         origin = self.epoch.origin,
@@ -388,7 +388,7 @@ impl Cell {
                     // A peer can send these at will: one line a second.
                     static LOG: parking_lot::Mutex<RateLimit> =
                         parking_lot::Mutex::new(RateLimit::new(LOG_EVERY));
-                    if let Some(suppressed) = LOG.lock().allow(std::time::Instant::now()) {
+                    if let Some(suppressed) = LOG.lock().allow(tally_world::Instant::now()) {
                         tracing::error!(
                             counter_id = shard.counter_id,
                             clock = shard.clock,

@@ -159,7 +159,7 @@ impl LogWriter {
         if let Some(us) = &self.slow_sync {
             std::thread::sleep(std::time::Duration::from_micros(us.load(Ordering::Relaxed)));
         }
-        let started = std::time::Instant::now();
+        let started = tally_world::Instant::now();
         let synced = self
             .file
             .sync_data()

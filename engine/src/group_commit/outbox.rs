@@ -10,7 +10,7 @@
 //! group commit takes it all at once ([`Outbox::take_group`]). Each of
 //! these checks the invariants in debug builds.
 
-use std::time::Instant;
+use tally_world::Instant;
 
 use tokio::sync::oneshot;
 

@@ -5,7 +5,8 @@
 //! group commits as it parks (see `park`).
 
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tally_world::Instant;
 
 use parking_lot::MutexGuard;
 
@@ -142,7 +143,11 @@ impl GroupCommit {
         let deadline = Instant::now() + max;
         while out.waiters < waiters && !out.closed {
             out.wake_at = Some(waiters);
-            if self.outbox_cv.wait_until(out, deadline).timed_out() {
+            if self
+                .outbox_cv
+                .wait_until(out, deadline.into_std())
+                .timed_out()
+            {
                 break;
             }
         }
@@ -179,11 +184,15 @@ impl GroupCommit {
             }
             out.wake_at = Some(0);
             if s.periodic.is_some() {
-                if self.outbox_cv.wait_until(out, s.next_sync).timed_out() {
+                if self
+                    .outbox_cv
+                    .wait_until(out, s.next_sync.into_std())
+                    .timed_out()
+                {
                     return;
                 }
             } else if let Some(due) = left {
-                self.outbox_cv.wait_until(out, due);
+                self.outbox_cv.wait_until(out, due.into_std());
             } else if s.park_commits && s.watches < WATCHES_MAX {
                 out.watching = true;
                 if self.outbox_cv.wait_for(out, WATCH_POLL).timed_out() {

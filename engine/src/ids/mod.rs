@@ -299,9 +299,7 @@ pub(crate) fn applied(
 
 /// Wall-clock time in ms since the Unix epoch (0 before it).
 pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    tally_world::wall_ms()
 }
 
 #[cfg(test)]

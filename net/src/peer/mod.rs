@@ -58,7 +58,8 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tally_world::Instant;
 
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
@@ -454,7 +455,7 @@ impl Transport {
             peer: link.id.clone(),
             ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
         };
-        let deadline = tokio::time::Instant::now() + timeout;
+        let deadline = tally_world::Instant::now() + timeout;
         match tokio::time::timeout_at(deadline, link.queue.send(call)).await {
             Ok(Ok(())) => {}
             Ok(Err(_)) => return Err(stopped(link)),

@@ -13,6 +13,11 @@
 //! passes; its id is printed with an unknown outcome, so that running it
 //! again with `--id` finds out without counting it twice.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a process of its own, on the real clock"
+)]
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;

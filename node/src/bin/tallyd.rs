@@ -10,6 +10,11 @@
 //! - `tallyd restore --config cluster.toml --node n1 --tag T`: a stopped node
 //!   put back to its snapshot `T`, data and ring (`tally_node::ops::restore`).
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a process of its own, on the real clock"
+)]
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -22,8 +22,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use tally_world::Instant;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::client::stream::{ClientStream, Either};

@@ -13,9 +13,9 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use tally_world::Instant;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{Notify, mpsc};
-use tokio::time::Instant;
 
 /// Counted answer bytes queued or being written.
 #[derive(Debug, Default)]

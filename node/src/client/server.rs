@@ -33,10 +33,10 @@ use tally_net::wire::{
     self, CLIENT_VERSIONS_MAX, ClientOp, ClientReply, ClientRequest, ClientResponse, ErrorKind,
     REQUEST_FRAME_BYTES_MAX, WireError,
 };
+use tally_world::Instant;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
-use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::base::keyspace::Keyspace;

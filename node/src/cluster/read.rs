@@ -12,8 +12,8 @@ use tally_engine::{Cell, Epoch, Key, Wait};
 use tally_net::wire::{
     Consistency, ErrorKind, PeerRequest, PeerResponse, ROW_COLUMNS_MAX, WireError,
 };
+use tally_world::Instant;
 use tokio::sync::{Semaphore, mpsc};
-use tokio::time::Instant;
 use tracing::warn;
 
 use crate::base::convert::{self, engine_error, wire_cell, wire_key};

@@ -120,8 +120,8 @@ pub fn run_with(
             path.display()
         );
     }
-    let horizon = std::time::SystemTime::now()
-        + std::time::Duration::from_secs(86_400 * certs::RENEW_BEFORE_DAYS);
+    let horizon =
+        tally_world::wall() + std::time::Duration::from_secs(86_400 * certs::RENEW_BEFORE_DAYS);
     for (_, why) in certs::invalid_at(&config.cluster.certs_dir, &[id.to_string()], horizon) {
         tracing::warn!(reason = %why, "this node's certificate is due for renewal: run `tallyd certs` where ca.key is");
     }

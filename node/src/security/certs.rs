@@ -131,7 +131,7 @@ pub fn ensure(certs_dir: &Path, cluster: &str, node_ids: &[String]) -> Result<Ve
         }
     }
     let issuer = load_issuer(&ca_key, ca_params)?;
-    let renew_at = SystemTime::now() + DAY * u32::try_from(RENEW_BEFORE_DAYS).unwrap_or(30);
+    let renew_at = tally_world::wall() + DAY * u32::try_from(RENEW_BEFORE_DAYS).unwrap_or(30);
     let due: Vec<String> = invalid_at(certs_dir, node_ids, renew_at)
         .into_iter()
         .map(|(id, _)| id)
@@ -163,7 +163,7 @@ pub(crate) fn load_issuer(
 /// Sets a certificate's validity: from a little before now, for `days`.
 pub(crate) fn set_validity(params: &mut CertificateParams, days: u64) {
     let epoch = rcgen::date_time_ymd(1970, 1, 1);
-    let now = SystemTime::now()
+    let now = tally_world::wall()
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or_default();
     params.not_before = epoch + now.saturating_sub(BACKDATE);
@@ -354,7 +354,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         ensure(dir.path(), "t", &ids(&["n1"])).unwrap();
         let files = node_files(dir.path(), "n1");
-        let now = SystemTime::now();
+        let now = tally_world::wall();
         tls::verify_node_files(&files, "n1", now).unwrap();
         tls::verify_node_files(&files, "n1", now + DAY * 364).unwrap();
         let err = tls::verify_node_files(&files, "n1", now + DAY * 366).unwrap_err();
@@ -378,7 +378,7 @@ mod tests {
         ensure(other.path(), "t", &ids(&["n1"])).unwrap();
         let n1 = node_files(dir.path(), "n1");
         fs::copy(other.path().join("n1.pem"), &n1.cert).unwrap();
-        let soon = SystemTime::now() + DAY * u32::try_from(RENEW_BEFORE_DAYS).unwrap();
+        let soon = tally_world::wall() + DAY * u32::try_from(RENEW_BEFORE_DAYS).unwrap();
         let due = invalid_at(dir.path(), &ids(&["n1", "n2"]), soon);
         assert_eq!(
             due.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(),
@@ -388,7 +388,7 @@ mod tests {
         assert_eq!(written, vec![n1.key.clone(), n1.cert.clone()]);
         assert!(invalid_at(dir.path(), &ids(&["n1", "n2"]), soon).is_empty());
         // A year on, both are due.
-        let later = SystemTime::now() + DAY * 366;
+        let later = tally_world::wall() + DAY * 366;
         assert_eq!(invalid_at(dir.path(), &ids(&["n1", "n2"]), later).len(), 2);
     }
 

@@ -203,7 +203,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let n1 = node("n1", "127.0.0.1:7201", "127.0.0.2:7301");
         certs::ensure(dir.path(), "c", &["n1".to_string()]).unwrap();
-        let now = SystemTime::now();
+        let now = tally_world::wall();
         let written = ensure_listeners(dir.path(), "c", std::slice::from_ref(&n1), now).unwrap();
         assert_eq!(written.len(), 2);
         assert_eq!(listener_names(&n1), ["localhost", "127.0.0.1", "127.0.0.2"]);

@@ -3,6 +3,11 @@
 //! Jepsen-style checker.
 //! Exits 1 if the history shows a violation.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks measure real time, and draw real random bytes"
+)]
+
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -4,6 +4,11 @@
 //!
 //! `tallyd-faults run --config cluster.toml --node n1 --unsafe-drop-every 25`
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and benchmarks measure real time, and draw real random bytes"
+)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;

@@ -17,7 +17,8 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tally_world::Instant;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::broadcast;
@@ -152,15 +153,15 @@ pub(crate) async fn connection(c: Accepted, shared: Arc<Shared>) {
 }
 
 /// When a wait of `limit` from `since` ends, if there is one.
-fn deadline(since: Option<Instant>, limit: Option<Duration>) -> Option<tokio::time::Instant> {
-    Some(tokio::time::Instant::from_std(since? + limit?))
+fn deadline(since: Option<Instant>, limit: Option<Duration>) -> Option<tally_world::Instant> {
+    Some(since? + limit?)
 }
 
 /// The earlier of two deadlines, if either is.
 fn earliest(
-    a: Option<tokio::time::Instant>,
-    b: Option<tokio::time::Instant>,
-) -> Option<tokio::time::Instant> {
+    a: Option<tally_world::Instant>,
+    b: Option<tally_world::Instant>,
+) -> Option<tally_world::Instant> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -189,7 +190,7 @@ fn decode(header: &Header, body: Vec<u8>, lz4: bool) -> Result<Decoded, String> 
 }
 
 /// Sleeps until `at`, or forever.
-async fn until(at: Option<tokio::time::Instant>) {
+async fn until(at: Option<tally_world::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,

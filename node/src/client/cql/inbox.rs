@@ -2,7 +2,7 @@
 //! (a read may end anywhere), whole frames come out, each header judged
 //! before its body is waited for. Without I/O.
 
-use std::time::Instant;
+use tally_world::Instant;
 
 use bytes::{Buf, BytesMut};
 

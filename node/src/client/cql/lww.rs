@@ -40,9 +40,7 @@ pub(crate) const TIMESTAMP_MAX: i64 = i64::MAX - (1 << 33);
 /// The coordinator's clock in µs: a write's timestamp when the client
 /// gives none.
 pub(crate) fn now_us() -> i64 {
-    let us = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros());
+    let us = tally_world::since_epoch().as_micros();
     i64::try_from(us).unwrap_or(i64::MAX)
 }
 

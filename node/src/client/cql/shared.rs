@@ -4,7 +4,8 @@
 //! tokens), and schema changes agreed with the cluster.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tally_world::Instant;
 
 use parking_lot::Mutex;
 use tally_net::{Outcome as WireOutcome, WireError};

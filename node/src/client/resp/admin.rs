@@ -5,7 +5,8 @@
 //! `AUTH` and the login in `HELLO ... AUTH` are `login`'s.
 
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use tally_world::Instant;
 
 use tally_net::wire::Consistency;
 
@@ -327,9 +328,7 @@ fn config_get(names: &[Vec<u8>]) -> Reply {
 }
 
 pub(crate) fn time() -> Reply {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
+    let now = tally_world::since_epoch();
     Reply::Array(vec![
         Reply::bulk(now.as_secs().to_string()),
         Reply::bulk(now.subsec_micros().to_string()),

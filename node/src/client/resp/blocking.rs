@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tally_net::wire::Consistency;
-use tokio::time::Instant;
+use tally_world::Instant;
 
 use super::lists;
 use super::proto::Reply;

@@ -361,8 +361,7 @@ fn pick(len: usize, count: i64, mut seed: u64) -> Vec<usize> {
 }
 
 fn seed() -> u64 {
-    use std::hash::{BuildHasher, RandomState};
-    RandomState::new().hash_one(std::time::Instant::now()) | 1
+    tally_world::random_u64() | 1
 }
 
 #[cfg(test)]

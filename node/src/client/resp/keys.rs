@@ -329,14 +329,7 @@ async fn randomkey(node: &Arc<Node>, s: &Session) -> Reply {
 
 /// Eight bytes that differ from call to call (a place to start from, not a secret).
 fn rand_bytes() -> [u8; 8] {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    h.finish().to_be_bytes()
+    tally_world::random_u64().to_be_bytes()
 }
 
 /// `HSCAN key cursor [MATCH p] [COUNT n] [NOVALUES]`: the whole row, and

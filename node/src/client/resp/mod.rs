@@ -85,9 +85,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tally_net::wire::Consistency;
+use tally_world::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
-use tokio::time::Instant;
 use tracing::debug;
 
 use crate::base::commands::{self, Handler};

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use tally_world::Instant;
 
 use parking_lot::{Mutex, MutexGuard};
 
@@ -32,9 +32,7 @@ impl Shared {
     pub(crate) fn new() -> Arc<Shared> {
         // Cursor numbers from a clock: a cursor from before a restart is
         // unlikely to name a place of this run.
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_micros() as u64 & 0x0000_FFFF_FFFF_FFFF);
+        let seed = tally_world::since_epoch().as_micros() as u64 & 0x0000_FFFF_FFFF_FFFF;
         Arc::new(Shared {
             started: Instant::now(),
             next_session: AtomicU64::new(1),

@@ -22,7 +22,6 @@
 //! superseded.
 
 use std::future::Future;
-use std::hash::{BuildHasher, RandomState};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -60,11 +59,11 @@ const PROPOSED_BACKOFF_MAX_MS: u64 = 10;
 const FIRST_WAIT: Duration = Duration::from_millis(50);
 
 /// This node's proposer: its hybrid clock of ballots.
-#[derive(Default)]
 pub(crate) struct Proposer {
     /// The latest ballot this node made or was refused with.
     seen: Mutex<Ballot>,
-    jitter: RandomState,
+    /// The key of this node's first ballots' nonces and backoffs: random.
+    jitter: u64,
     /// The changes waiting for their partition's next round.
     queues: Queues,
     /// What this node last saw each partition hold.
@@ -73,6 +72,19 @@ pub(crate) struct Proposer {
     first_ballots: AtomicBool,
     /// First ballots made: what makes each one's nonce new.
     firsts: AtomicU64,
+}
+
+impl Default for Proposer {
+    fn default() -> Self {
+        Proposer {
+            seen: Mutex::default(),
+            jitter: tally_world::random_u64(),
+            queues: Queues::default(),
+            hints: Hints::default(),
+            first_ballots: AtomicBool::default(),
+            firsts: AtomicU64::default(),
+        }
+    }
 }
 
 impl Proposer {
@@ -87,7 +99,11 @@ impl Proposer {
     /// A first ballot that no attempt of any proposer has had: its nonce
     /// a keyed hash (random per process) of a count.
     fn first_ballot(&self) -> Ballot {
-        Ballot::first(self.jitter.hash_one(self.firsts.fetch_add(1, Relaxed)))
+        let n = self.firsts.fetch_add(1, Relaxed);
+        Ballot::first(xxhash_rust::xxh3::xxh3_64_with_seed(
+            &n.to_le_bytes(),
+            self.jitter,
+        ))
     }
 
     /// Lets changes propose at first ballots: once the cluster has enabled
@@ -112,7 +128,7 @@ impl Proposer {
             true => bound.min(PROPOSED_BACKOFF_MAX_MS),
             false => bound,
         };
-        let r = self.jitter.hash_one((attempt, std::time::Instant::now()));
+        let r = self.jitter ^ tally_world::random_u64() ^ u64::from(attempt);
         Duration::from_millis(r % bound + 1)
     }
 

@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tally_world::Instant;
 
 use tally_engine::{Cell, Key, cell_digest};
 use tally_net::ring::TokenRange;

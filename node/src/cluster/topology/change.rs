@@ -220,9 +220,9 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, change: Change) -> Result<Topology, Wire
         .begin(change, rf)
         .map_err(|r| refused(ctx, &now, change, &r))?;
     // A node restarted a moment ago may not be seen up yet: wait a little.
-    let deadline = tokio::time::Instant::now() + READY_WAIT;
+    let deadline = tally_world::Instant::now() + READY_WAIT;
     while let Err(e) = ready(ctx, &begun, change) {
-        if e.kind != ErrorKind::Unavailable || tokio::time::Instant::now() >= deadline {
+        if e.kind != ErrorKind::Unavailable || tally_world::Instant::now() >= deadline {
             return Err(e);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -262,7 +262,7 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, change: Change) -> Result<Topology, Wire
 /// repair. Waits up to [`HINTS_DRAIN_WAIT`] (every member is up: handoff
 /// delivers them), then leaves anyway, saying what is left.
 async fn drain_hints(ctx: &Ctx) {
-    let deadline = tokio::time::Instant::now() + HINTS_DRAIN_WAIT;
+    let deadline = tally_world::Instant::now() + HINTS_DRAIN_WAIT;
     let pending = || -> usize {
         (0..ctx.config().nodes.len())
             .filter(|&n| n != ctx.me())
@@ -274,7 +274,7 @@ async fn drain_hints(ctx: &Ctx) {
         if left == 0 {
             return;
         }
-        if tokio::time::Instant::now() >= deadline {
+        if tally_world::Instant::now() >= deadline {
             warn!(
                 hints = left,
                 "leaving with hints undelivered: repair the nodes they were for"
@@ -358,12 +358,12 @@ async fn hand_over_ids(ctx: &Arc<Ctx>, switching: &Topology) -> Result<(), WireE
         let req = PeerRequest::HandOverIds { to };
         // A participant that restarted uncleanly hands over once it has
         // learned its lost ids (see `serve_hand_over`): a little wait.
-        let deadline = tokio::time::Instant::now() + READY_WAIT;
+        let deadline = tally_world::Instant::now() + READY_WAIT;
         loop {
             match ask(ctx, n, req.clone(), HAND_OVER_TIMEOUT, "hand over its ids").await {
                 Err(e)
                     if e.kind == ErrorKind::Unavailable
-                        && tokio::time::Instant::now() < deadline =>
+                        && tally_world::Instant::now() < deadline =>
                 {
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }

@@ -49,8 +49,8 @@ use std::time::Duration;
 
 use tally_engine::{Epoch, Key, Queued, Staged};
 use tally_net::wire::{BATCH_MESSAGES_MAX, Consistency, PeerRequest, PeerResponse};
+use tally_world::Instant;
 use tokio::sync::oneshot;
-use tokio::time::Instant;
 
 use super::Writes;
 use super::combine::{Combined, combine};

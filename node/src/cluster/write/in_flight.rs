@@ -1,8 +1,8 @@
 //! The batch in flight: when its last part ends, the queue may send the
 //! next (see `batch`).
 
+use tally_world::Instant;
 use tokio::sync::oneshot;
-use tokio::time::Instant;
 
 /// Held by the batch in flight (shared by its parts when it is split);
 /// tells when it ended once the last part drops it, its adds answered.

@@ -56,7 +56,7 @@ impl Sink {
 /// in the metrics once it is answered.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Timer {
-    since: std::time::Instant,
+    since: tally_world::Instant,
     cl: Consistency,
     /// The node's metrics, which count it.
     metrics: &'static Registry,
@@ -66,7 +66,7 @@ impl Timer {
     /// A timer started now, counted in `metrics`.
     pub(crate) fn start(cl: Consistency, metrics: &'static Registry) -> Timer {
         Timer {
-            since: std::time::Instant::now(),
+            since: tally_world::Instant::now(),
             cl,
             metrics,
         }
@@ -74,11 +74,11 @@ impl Timer {
 
     /// Counts the answer `result` in the metrics.
     pub(crate) fn stop<T>(self, result: &Result<T, WireError>) {
-        self.stop_at(std::time::Instant::now(), result);
+        self.stop_at(tally_world::Instant::now(), result);
     }
 
     /// [`Timer::stop`] for an answer given at `now`.
-    pub(crate) fn stop_at<T>(self, now: std::time::Instant, result: &Result<T, WireError>) {
+    pub(crate) fn stop_at<T>(self, now: tally_world::Instant, result: &Result<T, WireError>) {
         self.metrics.coordinated(
             crate::base::registry::Op::Add,
             self.cl,
@@ -235,7 +235,7 @@ impl WriteQueue {
 pub(crate) struct Replies {
     conns: Vec<ConnReplies>,
     /// When the first frame was added: one clock read for a batch.
-    now: Option<std::time::Instant>,
+    now: Option<tally_world::Instant>,
 }
 
 /// One connection's answers, and the in-flight slots they free.
@@ -259,7 +259,7 @@ impl Replies {
                 slot,
                 timer,
             } => {
-                let now = *self.now.get_or_insert_with(std::time::Instant::now);
+                let now = *self.now.get_or_insert_with(tally_world::Instant::now);
                 timer.stop_at(now, &result);
                 let i = match self
                     .conns

@@ -16,7 +16,7 @@ use tally_engine::{Cell, Key};
 use tally_net::encoded::Encoded;
 use tally_net::peer::Answers;
 use tally_net::wire::{Consistency, PeerRequest, WireError, WireTail};
-use tokio::time::Instant;
+use tally_world::Instant;
 use tracing::debug;
 
 use super::round::{Answer, Round};

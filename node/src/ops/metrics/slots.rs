@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use tally_world::Instant;
 use tokio::sync::{Notify, oneshot};
-use tokio::time::Instant;
 
 /// Connections served at once.
 pub(crate) const CONNECTIONS_MAX: usize = 32;

@@ -106,7 +106,7 @@ impl Auth {
             failures: LogLimit::per_second(),
             tickets: Tickets::default(),
             without_users: Mutex::new(Arc::new(Ticket::without_users())),
-            throttle: Mutex::new(throttle::Throttle::new(tokio::time::Instant::now())),
+            throttle: Mutex::new(throttle::Throttle::new(tally_world::Instant::now())),
             limited: LogLimit::per_second(),
         })
     }
@@ -159,7 +159,7 @@ impl Auth {
     ) -> Option<Arc<Ticket>> {
         self.reload_if_changed();
         let addr = peer.map(|p| p.ip());
-        let now = tokio::time::Instant::now();
+        let now = tally_world::Instant::now();
         if let Err(why) = self.throttle.lock().may_try(addr, user, now) {
             if let Some(suppressed) = self.limited.admit() {
                 warn!(user, client = ?peer, ?why, suppressed, "login refused unchecked: too many failed logins lately");
@@ -185,7 +185,7 @@ impl Auth {
                 Some(ticket)
             }
             _ => {
-                let now = tokio::time::Instant::now();
+                let now = tally_world::Instant::now();
                 self.throttle.lock().failed(addr, user, now);
                 if let Some(suppressed) = self.failures.admit() {
                     warn!(user, client = ?peer, suppressed, "authentication failed: wrong user or password");
@@ -489,7 +489,7 @@ mod tests {
     async fn wrong_passwords_wait_longer_each_time() {
         let auth = auth_with(&[("app", "pw", Role::Admin)]);
         let mut login = Login::new(&auth);
-        let start = tokio::time::Instant::now();
+        let start = tally_world::Instant::now();
         for _ in 0..3 {
             assert!(!login.login(&auth, "app", "no", None).await);
         }

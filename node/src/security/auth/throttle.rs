@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-use tokio::time::Instant;
+use tally_world::Instant;
 
 /// How many failures a bucket holds, and how many it gets back a second.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

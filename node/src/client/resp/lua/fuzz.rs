@@ -7,7 +7,8 @@
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tally_world::Instant;
 
 use proptest::prelude::*;
 

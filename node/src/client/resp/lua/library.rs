@@ -15,7 +15,8 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tally_world::Instant;
 
 use mlua::{ChunkMode, Lua, LuaOptions, StdLib, Table, Value, VmState};
 use parking_lot::Mutex;

@@ -25,7 +25,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tally_world::Instant;
 
 use mlua::{
     ChunkMode, Function, IntoLuaMulti, Lua, LuaOptions, MultiValue, StdLib, Table, Thread,

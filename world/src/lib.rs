@@ -1,0 +1,107 @@
+//! What a Tally node reads from outside itself: the clocks and random
+//! bytes. Every read of them in the library crates goes through here
+//! (clippy's `disallowed-methods` keeps it so), so that the simulator
+//! (`tally-sim`) can run whole clusters in one process, on one seed, and
+//! replay any run exactly.
+//!
+//! - **Monotonic time** is tokio's clock ([`Instant`]): the system's in a
+//!   node, and in the simulator a paused runtime's, which jumps to the
+//!   next timer whenever every task waits.
+//! - **Wall time** ([`wall`], [`wall_ms`]) and **random bytes**
+//!   ([`fill_random`], [`random_u64`]) come from the installed [`World`]:
+//!   the system's ([`Real`]) unless the simulator installed its own,
+//!   once, before any node starts.
+//!
+//! Password salts and TLS keys are not read here: they come from `ring`'s
+//! and rustls' own random sources, real in every build.
+
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime};
+
+pub use tokio::time::Instant;
+
+/// The wall clock and the random bytes a process's nodes read.
+pub trait World: Send + Sync + 'static {
+    /// The time of day.
+    fn wall(&self) -> SystemTime;
+
+    /// Fills `buf` with random bytes.
+    fn fill_random(&self, buf: &mut [u8]);
+}
+
+/// The system's clock and random bytes.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Real;
+
+impl World for Real {
+    fn wall(&self) -> SystemTime {
+        #[allow(clippy::disallowed_methods, reason = "the real clock")]
+        SystemTime::now()
+    }
+
+    fn fill_random(&self, buf: &mut [u8]) {
+        #[allow(clippy::disallowed_methods, reason = "the real random bytes")]
+        if let Err(e) = getrandom::fill(buf) {
+            // Without the OS's random bytes no id can be trusted to be
+            // unique: nothing can go on.
+            panic!("the OS gave no random bytes: {e}");
+        }
+    }
+}
+
+static WORLD: OnceLock<Box<dyn World>> = OnceLock::new();
+
+/// Makes `world` the process's clock and random source; refused once
+/// anything has read them (or another was installed).
+pub fn install(world: Box<dyn World>) -> Result<(), Box<dyn World>> {
+    WORLD.set(world)
+}
+
+fn world() -> &'static dyn World {
+    &**WORLD.get_or_init(|| Box::new(Real))
+}
+
+/// The time of day.
+pub fn wall() -> SystemTime {
+    world().wall()
+}
+
+/// The time of day since the Unix epoch (zero before it).
+pub fn since_epoch() -> Duration {
+    wall()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+/// The time of day in milliseconds since the Unix epoch.
+pub fn wall_ms() -> u64 {
+    u64::try_from(since_epoch().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Fills `buf` with random bytes.
+pub fn fill_random(buf: &mut [u8]) {
+    world().fill_random(buf)
+}
+
+/// A random `u64`.
+pub fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    fill_random(&mut b);
+    u64::from_le_bytes(b)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::disallowed_methods, reason = "compared with the system's")]
+    use super::*;
+
+    #[test]
+    fn the_real_world_reads_the_system() {
+        let before = SystemTime::now();
+        let read = wall();
+        assert!(read >= before && read <= SystemTime::now());
+        assert!(wall_ms() > 1_700_000_000_000);
+        // 64 random bits twice alike: one chance in 2^64.
+        assert_ne!(random_u64(), random_u64());
+    }
+}
