@@ -64,7 +64,7 @@ impl Kind {
 
 /// Whether a request may be sent again after its connection failed: it
 /// changes nothing a second time.
-fn idempotent(req: &PeerRequest) -> bool {
+pub fn idempotent(req: &PeerRequest) -> bool {
     matches!(
         req,
         PeerRequest::Ping { .. }

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use tally_engine::{Engine, Options, ParkCommit, SyncMode};
-use tally_net::peer::{PeerAddr, PeerSettings, Transport};
+use tally_net::peer::quic::Quic;
+use tally_net::peer::{Inbound, Network, PeerAddr, PeerSettings, StartError, Transport};
 use tally_net::wire::{
     Change, Changed, ClientOp, ClientReply, ClusterStatus, Consistency, NodeStats, NodeStatus,
     PeerHints, PeerRequest, Registers, WireError, WireKey, WireKeys, WireNodeVersion, WireScan,
@@ -144,9 +145,22 @@ impl Node {
         }))
     }
 
-    /// Starts the peer transport and the background tasks. Returns the
-    /// transport so the caller can close it.
+    /// Starts the peer transport on QUIC and the background tasks.
+    /// Returns the transport so the caller can close it.
     pub fn start_peers(self: &Arc<Self>) -> Result<Arc<Transport>> {
+        self.start_peers_on(|settings, inbound| {
+            let quic: Arc<dyn Network> = Quic::start(settings, inbound)?;
+            Ok(quic)
+        })
+    }
+
+    /// [`Node::start_peers`] on the network `network` makes of the
+    /// transport's settings and what answers the peers: QUIC, or the
+    /// simulator's.
+    pub fn start_peers_on(
+        self: &Arc<Self>,
+        network: impl FnOnce(&PeerSettings, Arc<Inbound>) -> Result<Arc<dyn Network>, StartError>,
+    ) -> Result<Arc<Transport>> {
         let ctx = &self.ctx;
         let c = &ctx.config().cluster;
         let settings = PeerSettings {
@@ -171,7 +185,9 @@ impl Node {
             writes: Arc::downgrade(&self.writes),
             features: self.features.clone(),
         });
-        let transport = Transport::start(settings, handler).context("start the peer transport")?;
+        let inbound = Transport::inbound(&settings, handler.clone());
+        let network = network(&settings, inbound).context("start the peer transport")?;
+        let transport = Transport::start_on(settings, handler, network);
         if ctx.set_transport(transport.clone()).is_err() {
             anyhow::bail!("the peer transport is already running");
         }
@@ -1180,6 +1196,17 @@ impl Node {
             .filter(|&i| i != ctx.me())
             .map(|i| (ctx.config().nodes[i].id.clone(), ctx.hints().report(i)))
             .collect()
+    }
+
+    /// Stops as a killed process does (for the simulator): the engine
+    /// writes nothing more and answers its waiters with errors, the peers
+    /// are no longer answered, and the data directory is left as a kill
+    /// leaves it. The node's tasks end as they find it gone.
+    pub fn crash(&self) {
+        if let Some(t) = self.ctx.started_transport() {
+            t.close();
+        }
+        self.ctx.engine().crash();
     }
 
     /// Stops the engine and syncs the hints; called once at shutdown.

@@ -11,6 +11,8 @@
 //!   ([`fill_random`], [`random_u64`]) come from the installed [`World`]:
 //!   the system's ([`Real`]) unless the simulator installed its own,
 //!   once, before any node starts.
+//! - **Blocking work** ([`blocking`]) runs on tokio's blocking pool, or,
+//!   in a simulation, on the runtime's one thread.
 //!
 //! Password salts and TLS keys are not read here: they come from `ring`'s
 //! and rustls' own random sources, real in every build.
@@ -27,6 +29,13 @@ pub trait World: Send + Sync + 'static {
 
     /// Fills `buf` with random bytes.
     fn fill_random(&self, buf: &mut [u8]);
+
+    /// Whether blocking work runs on the runtime's thread, at once, rather
+    /// than on tokio's blocking pool ([`blocking`]): in a simulation, where
+    /// another thread's timing would decide the order of events.
+    fn inline_blocking(&self) -> bool {
+        false
+    }
 }
 
 /// The system's clock and random bytes.
@@ -81,6 +90,20 @@ pub fn wall_ms() -> u64 {
 /// Fills `buf` with random bytes.
 pub fn fill_random(buf: &mut [u8]) {
     world().fill_random(buf)
+}
+
+/// Runs `f`, which blocks (disk reads, big scans), on tokio's blocking
+/// pool; or on this thread at once, where the world says so (a
+/// simulation). Like `tokio::task::spawn_blocking`, whose error it answers
+/// when `f` panicked on the pool.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, tokio::task::JoinError> {
+    if world().inline_blocking() {
+        return Ok(f());
+    }
+    #[allow(clippy::disallowed_methods, reason = "the seam itself")]
+    tokio::task::spawn_blocking(f).await
 }
 
 /// A random `u64`.

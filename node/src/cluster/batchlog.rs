@@ -240,7 +240,7 @@ pub(crate) fn start(ctx: Weak<Ctx>, writes: Weak<Writes>) {
 async fn replay_due(ctx: &Arc<Ctx>, writes: &Writes, after: Duration) {
     let held = {
         let ctx = ctx.clone();
-        tokio::task::spawn_blocking(move || held(&ctx)).await
+        tally_world::blocking(move || held(&ctx)).await
     };
     let entries = match held {
         Ok(Ok(entries)) => entries,

@@ -112,7 +112,7 @@ async fn sync(ctx: Weak<Ctx>) {
         if let Err(e) = ctx.hints().enforce(tally_engine::now_ms()) {
             warn!(error = %e, "could not empty a hint file");
         }
-        let result = tokio::task::spawn_blocking(move || ctx.hints().sync()).await;
+        let result = tally_world::blocking(move || ctx.hints().sync()).await;
         if let Ok(Err(e)) = result {
             warn!(error = %e, "could not fsync hints");
         }

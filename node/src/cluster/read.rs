@@ -315,7 +315,7 @@ pub(crate) async fn scan_slice(
         .await
         .map_err(|_| WireError::new(ErrorKind::Internal, "row scans are closed"))?;
     let (ctx, partition) = (ctx.clone(), partition.to_vec());
-    tokio::task::spawn_blocking(move || {
+    tally_world::blocking(move || {
         let columns = tally_engine::Columns {
             start: &start,
             end: end.as_deref(),

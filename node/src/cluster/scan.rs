@@ -235,11 +235,9 @@ async fn ask(
     if node == ctx.me() {
         ctx.check_readable()?;
         let ctx = ctx.clone();
-        return tokio::task::spawn_blocking(move || {
-            serve::page(ctx.engine(), space, &scan, &ranges)
-        })
-        .await
-        .map_err(|e| WireError::new(ErrorKind::Internal, format!("scan failed: {e}")))?;
+        return tally_world::blocking(move || serve::page(ctx.engine(), space, &scan, &ranges))
+            .await
+            .map_err(|e| WireError::new(ErrorKind::Internal, format!("scan failed: {e}")))?;
     }
     let ranges = crate::base::convert::wire_ranges(&ranges);
     let req = match space {
@@ -268,7 +266,7 @@ pub(crate) async fn answer(
     let ranges = serve::check(&scan, &ranges)?;
     let space = Space::Db(ctx.keyspace(scan.db));
     let ctx = ctx.clone();
-    tokio::task::spawn_blocking(move || serve::page(ctx.engine(), space, &scan, &ranges))
+    tally_world::blocking(move || serve::page(ctx.engine(), space, &scan, &ranges))
         .await
         .map_err(|e| WireError::new(ErrorKind::Internal, format!("scan failed: {e}")))?
         .map(PeerResponse::Keys)
@@ -285,7 +283,7 @@ pub(crate) async fn answer_table(
     let ranges = serve::check_table(&scan, &ranges)?;
     let space = Space::table(&table)?;
     let ctx = ctx.clone();
-    tokio::task::spawn_blocking(move || serve::page(ctx.engine(), space, &scan, &ranges))
+    tally_world::blocking(move || serve::page(ctx.engine(), space, &scan, &ranges))
         .await
         .map_err(|e| WireError::new(ErrorKind::Internal, format!("scan failed: {e}")))?
         .map(PeerResponse::Keys)

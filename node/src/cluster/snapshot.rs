@@ -96,7 +96,7 @@ async fn take(ctx: &Arc<Ctx>, dir: &Path, tag: &str) -> Result<(), WireError> {
     }
     let worker = ctx.clone();
     let linked = into.clone();
-    let taken = tokio::task::spawn_blocking(move || worker.engine().snapshot(&linked))
+    let taken = tally_world::blocking(move || worker.engine().snapshot(&linked))
         .await
         .map_err(|e| internal(&format!("the snapshot task failed: {e}")))?;
     let taken = match taken {

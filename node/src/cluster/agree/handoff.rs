@@ -220,7 +220,7 @@ pub(crate) async fn page(
     }
     let ranges = token_ranges(&ranges);
     let ctx = ctx.clone();
-    let scan = tokio::task::spawn_blocking(move || {
+    let scan = tally_world::blocking(move || {
         let wanted = |p: &[u8]| {
             let token = partition_token(p);
             ranges.iter().any(|r| r.contains(token))

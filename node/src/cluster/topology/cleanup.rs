@@ -34,7 +34,7 @@ pub(crate) async fn run(ctx: &Arc<Ctx>) -> Result<WireCleaned, WireError> {
     let me = ctx.me();
     let before = ctx.engine().stats().table_bytes;
     let worker = ctx.clone();
-    let (kept, dropped) = tokio::task::spawn_blocking(move || {
+    let (kept, dropped) = tally_world::blocking(move || {
         let keep = |k: &tally_engine::Key| {
             if topology.flushed(k.partition()) {
                 Keep::Nothing

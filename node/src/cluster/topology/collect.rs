@@ -45,7 +45,7 @@ async fn collect_now(ctx: &Arc<Ctx>) -> Result<(u64, u64), WireError> {
         .map(|(from, to)| (key(from), to.as_deref().map(key)))
         .collect();
     let worker = ctx.clone();
-    tokio::task::spawn_blocking(move || {
+    tally_world::blocking(move || {
         worker
             .engine()
             .cleanup(Some(&ranges), |k| match topology.flushed(k.partition()) {

@@ -212,7 +212,7 @@ pub(crate) async fn serve(ctx: &Arc<Ctx>, req: PeerRequest) -> PeerResponse {
         return PeerResponse::Error(e);
     }
     let worker = ctx.clone();
-    let answer = tokio::task::spawn_blocking(move || match req {
+    let answer = tally_world::blocking(move || match req {
         PeerRequest::Survey { .. } => {
             let held = worker.engine().counter_ids_held();
             Ok(PeerResponse::Survey {

@@ -214,7 +214,7 @@ impl Auth {
             tick.tick().await;
             let auth = self.clone();
             // Reading a file blocks: not on an async thread.
-            let _ = tokio::task::spawn_blocking(move || auth.reload_if_changed()).await;
+            let _ = tally_world::blocking(move || auth.reload_if_changed()).await;
         }
     }
 
@@ -224,7 +224,7 @@ impl Auth {
         let Ok(_permit) = self.verifying.acquire().await else {
             return false;
         };
-        tokio::task::spawn_blocking(move || {
+        tally_world::blocking(move || {
             let phc = phc.as_deref().unwrap_or_else(|| users::decoy_hash());
             password::verify(phc, &password)
         })

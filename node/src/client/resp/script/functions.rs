@@ -117,7 +117,7 @@ async fn declared_off_thread(code: Vec<u8>) -> Result<Arc<Vec<Declared>>, String
     if let Some(d) = remembered(&code) {
         return Ok(d);
     }
-    tokio::task::spawn_blocking(move || declared(&code))
+    tally_world::blocking(move || declared(&code))
         .await
         .unwrap_or_else(|e| Err(format!("ERR the library could not be read: {e}")))
 }
@@ -197,10 +197,9 @@ async fn load(node: &Arc<Node>, code: &[u8], replace: bool) -> Reply {
         let incoming = incoming.clone();
         let name = name.clone();
         async move {
-            let next =
-                tokio::task::spawn_blocking(move || add(&libs, &incoming, replace, &declared))
-                    .await
-                    .unwrap_or_else(|e| Err(format!("ERR {e}")))?;
+            let next = tally_world::blocking(move || add(&libs, &incoming, replace, &declared))
+                .await
+                .unwrap_or_else(|e| Err(format!("ERR {e}")))?;
             Ok((next, Reply::bulk(name)))
         }
     })
@@ -254,10 +253,9 @@ async fn restore(node: &Arc<Node>, payload: &[u8], policy: &[u8]) -> Reply {
         let incoming = incoming.clone();
         let libs = if flush { Libraries::new() } else { libs };
         async move {
-            let next =
-                tokio::task::spawn_blocking(move || add(&libs, &incoming, replace, &declared))
-                    .await
-                    .unwrap_or_else(|e| Err(format!("ERR {e}")))?;
+            let next = tally_world::blocking(move || add(&libs, &incoming, replace, &declared))
+                .await
+                .unwrap_or_else(|e| Err(format!("ERR {e}")))?;
             Ok((next, Reply::Simple("OK")))
         }
     })

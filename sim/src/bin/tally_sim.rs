@@ -1,0 +1,125 @@
+//! `tally-sim`: runs seeds of the deterministic simulation and reports
+//! each one's trace hash and verdict. `--seed S --log` replays one seed
+//! and prints everything that happened in it.
+
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use clap::Parser;
+use tally_sim::run::{Plan, Report, run};
+use tally_sim::world::SimWorld;
+
+#[derive(Parser, Debug)]
+#[command(about = "Deterministic simulation of a Tally cluster: every run replays from its seed")]
+struct Args {
+    /// Run this many seeds, from `--first` on.
+    #[arg(long, default_value_t = 100)]
+    seeds: u64,
+    /// The first seed of `--seeds`.
+    #[arg(long, default_value_t = 1)]
+    first: u64,
+    /// Run this one seed only.
+    #[arg(long, conflicts_with_all = ["seeds", "first"])]
+    seed: Option<u64>,
+    /// Simulated seconds of workload and faults per run.
+    #[arg(long, default_value_t = 60)]
+    duration: u64,
+    /// Clients per run.
+    #[arg(long, default_value_t = 4)]
+    clients: usize,
+    /// Print every event of the run (with `--seed`).
+    #[arg(long, requires = "seed")]
+    log: bool,
+    /// Threads running seeds side by side.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    SimWorld::install()?;
+    if args.log {
+        tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_env("TALLY_LOG")
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            )
+            .with_writer(std::io::stderr)
+            .without_time()
+            .init();
+    }
+    let seeds: Vec<u64> = match args.seed {
+        Some(s) => vec![s],
+        None => (args.first..args.first + args.seeds).collect(),
+    };
+    let plan = |seed| Plan {
+        seed,
+        duration: Duration::from_secs(args.duration),
+        clients: args.clients,
+        keep_trace: args.log,
+    };
+    let failed = run_all(&seeds, args.threads.max(1), &plan)?;
+    println!("{} seeds, {} failed", seeds.len(), failed.len());
+    if !failed.is_empty() {
+        let list: Vec<String> = failed.iter().map(u64::to_string).collect();
+        bail!(
+            "failed seeds: {} (replay one: tally-sim --seed S --log)",
+            list.join(" ")
+        );
+    }
+    Ok(())
+}
+
+/// Runs `seeds` on `threads` threads, printing each report; the seeds
+/// that failed.
+fn run_all(seeds: &[u64], threads: usize, plan: &(dyn Fn(u64) -> Plan + Sync)) -> Result<Vec<u64>> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failed = parking_lot::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| -> Result<()> {
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&seed) = seeds.get(i) else {
+                            return Ok(());
+                        };
+                        let report = run(&plan(seed))?;
+                        print_report(&report);
+                        if !report.violations.is_empty() {
+                            failed.lock().push(seed);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            match w.join() {
+                Ok(r) => r?,
+                Err(_) => bail!("a simulation thread panicked"),
+            }
+        }
+        Ok(())
+    })?;
+    let mut failed = failed.into_inner();
+    failed.sort_unstable();
+    Ok(failed)
+}
+
+fn print_report(r: &Report) {
+    for line in &r.lines {
+        println!("{line}");
+    }
+    println!(
+        "seed {} trace {:016x} events {} ops {} reads {} violations {}",
+        r.seed,
+        r.trace,
+        r.events,
+        r.ops,
+        r.reads,
+        r.violations.len()
+    );
+    for v in &r.violations {
+        println!("  violation: {v}");
+    }
+}

@@ -1,0 +1,206 @@
+//! The simulated cluster: real [`Node`]s, each on its own data directory
+//! (on tmpfs where there is one), their engines stepped by the runtime's
+//! park hook, their transports on the simulated network. Nodes crash as a
+//! killed process does and restart on what their directories hold.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use parking_lot::Mutex;
+use tally_engine::ParkCommit;
+use tally_net::peer::Network;
+use tally_node::Node;
+use tally_node::config::Config;
+
+use crate::net::Net;
+use crate::trace;
+
+/// How long a restart waits for the crashed run's last tasks to let go
+/// of its data directory.
+const RELEASE_WAIT_MAX: Duration = Duration::from_secs(60);
+
+/// The settings every run's cluster shares.
+pub struct Shape {
+    /// Nodes.
+    pub nodes: usize,
+    /// Replicas of each key.
+    pub replication_factor: usize,
+}
+
+/// One node's place in the cluster.
+struct Slot {
+    id: String,
+    node: Option<Arc<Node>>,
+    /// Writes the node's group commits as the runtime parks: kept across
+    /// its runs (it serves the engine opened last).
+    hook: ParkCommit,
+}
+
+/// The nodes of one run.
+pub struct Cluster {
+    config: Config,
+    slots: Mutex<Vec<Slot>>,
+    net: Arc<Net>,
+    _dir: tempfile::TempDir,
+}
+
+/// The park hooks of a runtime's nodes, for its `on_thread_park`.
+pub type Hooks = Arc<Mutex<Vec<ParkCommit>>>;
+
+impl Cluster {
+    /// A cluster of `shape` in a fresh directory, its nodes down, their
+    /// hooks in `hooks`.
+    pub fn new(shape: &Shape, net: Arc<Net>, hooks: &Hooks) -> Result<Arc<Cluster>> {
+        let dir = tempfile::Builder::new()
+            .prefix("tally-sim-")
+            .tempdir_in(scratch())
+            .context("make the run's directory")?;
+        let config = config(shape, dir.path())?;
+        let slots: Vec<Slot> = config
+            .nodes
+            .iter()
+            .map(|n| Slot {
+                id: n.id.clone(),
+                node: None,
+                hook: ParkCommit::new(),
+            })
+            .collect();
+        *hooks.lock() = slots.iter().map(|s| s.hook.clone()).collect();
+        Ok(Arc::new(Cluster {
+            config,
+            slots: Mutex::new(slots),
+            net,
+            _dir: dir,
+        }))
+    }
+
+    /// How many nodes.
+    pub fn len(&self) -> usize {
+        self.config.nodes.len()
+    }
+
+    /// Whether the cluster has no nodes.
+    pub fn is_empty(&self) -> bool {
+        self.config.nodes.is_empty()
+    }
+
+    /// The replication factor.
+    pub fn replication_factor(&self) -> usize {
+        self.config.cluster.replication_factor
+    }
+
+    /// Node `i`, if it is up.
+    pub fn node(&self, i: usize) -> Option<Arc<Node>> {
+        self.slots.lock().get(i).and_then(|s| s.node.clone())
+    }
+
+    /// Whether node `i` is up.
+    pub fn is_up(&self, i: usize) -> bool {
+        self.node(i).is_some()
+    }
+
+    /// Starts node `i` on what its directory holds (a new run), once the
+    /// last run's tasks let go of it.
+    pub async fn start(&self, i: usize) -> Result<()> {
+        let (id, hook) = {
+            let slots = self.slots.lock();
+            (slots[i].id.clone(), slots[i].hook.clone())
+        };
+        let node = self.open(i, &id, hook).await?;
+        let net = self.net.clone();
+        node.start_peers_on(|_settings, inbound| {
+            net.up(i, inbound);
+            let network: Arc<dyn Network> = net.of(i);
+            Ok(network)
+        })?;
+        trace!("n{} up", i + 1);
+        self.slots.lock()[i].node = Some(node.clone());
+        node.learn_ring().await;
+        Ok(())
+    }
+
+    async fn open(&self, i: usize, id: &str, hook: ParkCommit) -> Result<Arc<Node>> {
+        let started = tally_world::Instant::now();
+        loop {
+            let opened = Node::open_with(self.config.clone(), id, Some(hook.clone()), |o| {
+                o.stepped = true;
+            });
+            match opened {
+                Ok(node) => return Ok(node),
+                Err(e) if started.elapsed() < RELEASE_WAIT_MAX && in_use(&e) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => return Err(e.context(format!("start n{}", i + 1))),
+            }
+        }
+    }
+
+    /// Kills node `i` as a process is killed: it stops answering, writes
+    /// nothing more, and its directory keeps what it wrote.
+    pub fn crash(&self, i: usize) {
+        let Some(node) = self.slots.lock()[i].node.take() else {
+            return;
+        };
+        trace!("n{} crashes", i + 1);
+        self.net.down(i);
+        node.crash();
+    }
+
+    /// Stops every node cleanly.
+    pub fn close(&self) -> Result<()> {
+        let nodes: Vec<_> = self
+            .slots
+            .lock()
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, s)| Some((i, s.node.take()?)))
+            .collect();
+        for (i, node) in nodes {
+            self.net.down(i);
+            node.close()?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether opening a node failed because its last run still holds the
+/// directory.
+fn in_use(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<tally_engine::Error>()
+            .is_some_and(|e| matches!(e, tally_engine::Error::Locked(_)))
+    })
+}
+
+/// Where runs keep their directories: tmpfs if the machine has one, where
+/// an fsync costs nothing.
+fn scratch() -> PathBuf {
+    let shm = Path::new("/dev/shm");
+    match shm.is_dir() {
+        true => shm.to_path_buf(),
+        false => std::env::temp_dir(),
+    }
+}
+
+/// The cluster's configuration: addresses no one binds (the network is
+/// simulated), directories under `dir`.
+fn config(shape: &Shape, dir: &Path) -> Result<Config> {
+    let mut text = format!(
+        "[cluster]\nname = \"sim\"\nreplication_factor = {}\nvnodes = 8\nsync = \"batch\"\n\
+         write_timeout_ms = 2000\nread_timeout_ms = 2000\nheartbeat_interval_ms = 200\n\
+         failure_timeout_ms = 1000\n",
+        shape.replication_factor
+    );
+    for i in 1..=shape.nodes {
+        text.push_str(&format!(
+            "\n[[node]]\nid = \"n{i}\"\npeer = \"127.0.0.1:{}\"\nclient = \"127.0.0.1:{}\"\n\
+             resp = \"127.0.0.1:{}\"\ndata_dir = \"n{i}\"\n",
+            17100 + i,
+            17200 + i,
+            17300 + i
+        ));
+    }
+    Config::parse(&text, &dir.join("cluster.toml")).context("the simulated cluster's config")
+}

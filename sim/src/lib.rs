@@ -1,0 +1,44 @@
+//! A deterministic simulation of a whole Tally cluster in one process
+//! (FoundationDB's simulation, TigerBeetle's VOPR): the production nodes
+//! ([`tally_node::Node`], not models of them) on one current-thread
+//! runtime whose clock is paused, so that simulated time jumps to the next
+//! timer whenever every task waits; a seeded network between them
+//! ([`net`]); engines without threads, their group commits and flushes
+//! written as the runtime parks; the wall clock and every random byte from
+//! the run's seed ([`world`]).
+//!
+//! A run ([`run`]) draws everything from its seed: the clients'
+//! operations ([`workload`]), the faults (crashes and restarts, cut links,
+//! lost, delayed and repeated batches), their timing. The chaos harness's
+//! checker judges the history. Every event goes into the run's trace
+//! ([`trace`]), whose hash names the run: the same seed gives the same
+//! trace, so a seed that fails replays exactly, with its log.
+
+pub mod cluster;
+pub mod net;
+pub mod run;
+pub mod trace;
+pub mod workload;
+pub mod world;
+
+#[cfg(test)]
+mod layers {
+    /// The simulator's modules, lowest first: each imports only from its
+    /// own layer and those below.
+    const LAYERS: &[&[&str]] = &[
+        &["world"],
+        &["trace"],
+        &["net"],
+        &["cluster"],
+        &["workload"],
+        &["run"],
+    ];
+
+    #[test]
+    fn imports_run_one_way() {
+        let src = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"));
+        if let Err(wrong) = tally_layers::check(src, LAYERS) {
+            panic!("{wrong}");
+        }
+    }
+}

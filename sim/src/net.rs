@@ -1,0 +1,395 @@
+//! The simulated network under every node's peer transport: batches go
+//! from task to task in one process, each after a delay the run's seed
+//! draws, and the run's faults lose them, cut links, or deliver a batch
+//! that may be repeated twice.
+//!
+//! It models what QUIC gives the transport, and its failures:
+//! - a batch and its answer each take a one-way delay; batches on the
+//!   same channel overtake each other (each is a stream of its own);
+//! - a cut link (a partition) delivers nothing: a batch on it waits for
+//!   the connection's idle timeout and fails, as a dead connection does;
+//! - a lost batch, or a lost answer, closes its channel: the transport
+//!   sees a connection that failed, as when a peer restarts, and dials
+//!   again. A lost answer means the batch ran: the outcome is unknown;
+//! - a node that crashed answers nothing, and a channel to its earlier
+//!   run fails as a reset connection does;
+//! - a batch whose every request may be sent twice is sometimes delivered
+//!   twice (what a retry after a lost answer does).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tally_net::peer::network::Dialled;
+use tally_net::peer::{BoxFuture, Channel, Inbound, Network, Want};
+use tally_net::wire::{self, PeerRequest};
+
+use crate::trace;
+use crate::world::{Stream, stream};
+
+/// How often the network fails, and how slow it is.
+#[derive(Debug, Clone, Copy)]
+pub struct Faults {
+    /// Chance that a batch, or its answer, is lost.
+    pub lose: f64,
+    /// Chance that a batch that may be repeated is delivered twice.
+    pub repeat: f64,
+    /// Shortest one-way delay.
+    pub delay_min: Duration,
+    /// Longest one-way delay.
+    pub delay_max: Duration,
+}
+
+impl Faults {
+    /// A network that fails nowhere and takes a fixed delay.
+    pub fn none() -> Faults {
+        Faults {
+            lose: 0.0,
+            repeat: 0.0,
+            delay_min: Duration::from_micros(200),
+            delay_max: Duration::from_micros(200),
+        }
+    }
+}
+
+/// One node as the network knows it.
+#[derive(Default)]
+struct Host {
+    /// What answers it; `None` while it is down.
+    inbound: Option<Arc<Inbound>>,
+    /// Its run: a channel to an earlier run fails.
+    run: u64,
+}
+
+struct State {
+    hosts: Vec<Host>,
+    /// `cut[a][b]`: nothing goes from `a` to `b`.
+    cut: Vec<Vec<bool>>,
+    faults: Faults,
+    rng: SmallRng,
+    next_channel: usize,
+}
+
+/// The network of one run, shared by every node.
+pub struct Net {
+    state: Mutex<State>,
+    /// How long a connection that hears nothing lives (QUIC's idle timeout).
+    idle: Duration,
+    /// How long a dial waits for a handshake.
+    dial_timeout: Duration,
+}
+
+/// What happens to one batch.
+struct Fate {
+    there: Duration,
+    back: Duration,
+    lost: bool,
+    answer_lost: bool,
+    repeat: bool,
+}
+
+impl Net {
+    /// A network of `nodes` hosts, none up yet, its choices drawn from
+    /// `seed`; `idle` is how long a batch over a cut link waits to fail,
+    /// `dial_timeout` how long a dial to a host that does not answer.
+    pub fn new(
+        nodes: usize,
+        seed: u64,
+        faults: Faults,
+        idle: Duration,
+        dial_timeout: Duration,
+    ) -> Arc<Net> {
+        Arc::new(Net {
+            state: Mutex::new(State {
+                hosts: (0..nodes).map(|_| Host::default()).collect(),
+                cut: vec![vec![false; nodes]; nodes],
+                faults,
+                rng: SmallRng::seed_from_u64(stream(seed, Stream::Net)),
+                next_channel: 1,
+            }),
+            idle,
+            dial_timeout,
+        })
+    }
+
+    /// Node `node` is up, answering through `inbound`: a new run.
+    pub fn up(&self, node: usize, inbound: Arc<Inbound>) {
+        let mut s = self.state.lock();
+        let host = &mut s.hosts[node];
+        host.inbound = Some(inbound);
+        host.run += 1;
+    }
+
+    /// Node `node` is down: nothing reaches it, and its channels fail.
+    pub fn down(&self, node: usize) {
+        let mut s = self.state.lock();
+        let host = &mut s.hosts[node];
+        host.inbound = None;
+        host.run += 1;
+    }
+
+    /// Cuts (or heals) the link from `a` to `b`.
+    pub fn set_cut(&self, a: usize, b: usize, cut: bool) {
+        self.state.lock().cut[a][b] = cut;
+    }
+
+    /// Heals every cut.
+    pub fn heal(&self) {
+        for row in &mut self.state.lock().cut {
+            row.fill(false);
+        }
+    }
+
+    /// Sets how often the network fails.
+    pub fn set_faults(&self, faults: Faults) {
+        self.state.lock().faults = faults;
+    }
+
+    /// The network as node `me` sees it.
+    pub fn of(self: &Arc<Self>, me: usize) -> Arc<SimNetwork> {
+        let nodes = self.state.lock().hosts.len();
+        let run = self.state.lock().hosts[me].run;
+        Arc::new(SimNetwork {
+            me,
+            run,
+            net: self.clone(),
+            channels: Mutex::new(vec![None; nodes]),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    fn run_of(&self, node: usize) -> u64 {
+        self.state.lock().hosts[node].run
+    }
+
+    /// What answers `node` in its run `run`, if it is up, and the link
+    /// from `from` (in its run `from_run`) to it is not cut.
+    fn reach(&self, from: usize, from_run: u64, node: usize, run: u64) -> Option<Arc<Inbound>> {
+        let s = self.state.lock();
+        if s.cut[from][node] || s.hosts[from].run != from_run || s.hosts[node].run != run {
+            return None;
+        }
+        s.hosts[node].inbound.clone()
+    }
+
+    fn cut(&self, a: usize, b: usize) -> bool {
+        self.state.lock().cut[a][b]
+    }
+
+    fn delay(s: &mut State) -> Duration {
+        let (lo, hi) = (s.faults.delay_min, s.faults.delay_max);
+        if hi <= lo {
+            return lo;
+        }
+        s.rng.random_range(lo..=hi)
+    }
+
+    fn fate(&self) -> Fate {
+        let mut s = self.state.lock();
+        let there = Net::delay(&mut s);
+        let back = Net::delay(&mut s);
+        let Faults { lose, repeat, .. } = s.faults;
+        let lost = s.rng.random_bool(lose);
+        let answer_lost = s.rng.random_bool(lose);
+        let repeat = s.rng.random_bool(repeat);
+        Fate {
+            there,
+            back,
+            lost,
+            answer_lost,
+            repeat,
+        }
+    }
+
+    fn channel_id(&self) -> usize {
+        let mut s = self.state.lock();
+        s.next_channel += 1;
+        s.next_channel
+    }
+}
+
+/// One node's side of the network: what its transport runs on.
+pub struct SimNetwork {
+    me: usize,
+    /// The run of this node the network belongs to.
+    run: u64,
+    net: Arc<Net>,
+    channels: Mutex<Vec<Option<Arc<SimChannel>>>>,
+    closed: AtomicBool,
+}
+
+impl SimNetwork {
+    fn cached(&self, to: usize, want: Want) -> Option<Arc<SimChannel>> {
+        let channels = self.channels.lock();
+        let c = channels.get(to)?.as_ref()?;
+        let serves = !c.0.closed.load(Ordering::Acquire)
+            && match want {
+                Want::Any => true,
+                Want::Not(failed) => c.0.id != failed,
+                Want::Fresh => false,
+            };
+        serves.then(|| c.clone())
+    }
+
+    async fn dial(&self, to: usize, want: Want) -> Result<Arc<dyn Channel>, String> {
+        if let Some(c) = self.cached(to, want) {
+            return Ok(c);
+        }
+        if self.closed.load(Ordering::Acquire) {
+            return Err("the network is closed".into());
+        }
+        let fate = self.net.fate();
+        tokio::time::sleep(fate.there + fate.back).await;
+        let run = self.net.run_of(to);
+        if self.net.reach(self.me, self.run, to, run).is_none() || self.net.cut(to, self.me) {
+            trace!("n{} dials n{}: no answer", self.me + 1, to + 1);
+            let waited = fate.there + fate.back;
+            tokio::time::sleep(self.net.dial_timeout.saturating_sub(waited)).await;
+            return Err(format!("n{} does not answer", to + 1));
+        }
+        let c = Arc::new(SimChannel(Arc::new(Link {
+            id: self.net.channel_id(),
+            from: self.me,
+            from_run: self.run,
+            to,
+            run,
+            net: self.net.clone(),
+            closed: AtomicBool::new(false),
+        })));
+        trace!("n{} dials n{}: channel {}", self.me + 1, to + 1, c.0.id);
+        self.channels.lock()[to] = Some(c.clone());
+        Ok(c)
+    }
+}
+
+impl Network for SimNetwork {
+    fn channel(&self, to: usize, want: Want) -> Dialled<'_> {
+        Box::pin(self.dial(to, want))
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        for c in self.channels.lock().iter().flatten() {
+            c.0.closed.store(true, Ordering::Release);
+        }
+    }
+
+    fn told(&self) -> BoxFuture<()> {
+        Box::pin(async {})
+    }
+}
+
+/// A channel from one node's run to another's.
+#[derive(Clone)]
+struct SimChannel(Arc<Link>);
+
+/// What a channel is: its ends and whether it is closed.
+struct Link {
+    id: usize,
+    from: usize,
+    from_run: u64,
+    to: usize,
+    run: u64,
+    net: Arc<Net>,
+    closed: AtomicBool,
+}
+
+impl Link {
+    /// Fails the batch: the channel is dead from now on.
+    fn fail(&self, why: &str) -> Result<Vec<u8>, String> {
+        self.closed.store(true, Ordering::Release);
+        trace!(
+            "n{}->n{} channel {}: {why}",
+            self.from + 1,
+            self.to + 1,
+            self.id
+        );
+        Err(format!("connection lost: {why}"))
+    }
+
+    async fn send(self: Arc<Self>, batch: bytes::Bytes) -> Result<Vec<u8>, String> {
+        let fate = self.net.fate();
+        tokio::time::sleep(fate.there).await;
+        if self.closed.load(Ordering::Acquire) {
+            return self.fail("closed");
+        }
+        let Some(inbound) = self.net.reach(self.from, self.from_run, self.to, self.run) else {
+            if self.net.cut(self.from, self.to) {
+                tokio::time::sleep(self.net.idle).await;
+                return self.fail("cut");
+            }
+            return self.fail("peer gone");
+        };
+        if fate.lost {
+            return self.fail("batch lost");
+        }
+        let from = (self.from, self.to, self.id, batch.len());
+        trace!(
+            "n{}->n{} channel {}: {} bytes",
+            from.0 + 1,
+            from.1 + 1,
+            from.2,
+            from.3
+        );
+        let answer = inbound.answer(self.from, &batch).await;
+        if fate.repeat && repeatable(&batch) {
+            trace!(
+                "n{}->n{} channel {}: repeated",
+                from.0 + 1,
+                from.1 + 1,
+                from.2
+            );
+            let _ = inbound.answer(self.from, &batch).await;
+        }
+        let answer = match answer {
+            Ok(a) => a,
+            Err(bad) => return self.fail(bad.why),
+        };
+        tokio::time::sleep(fate.back).await;
+        if fate.answer_lost {
+            return self.fail("answer lost");
+        }
+        if self
+            .net
+            .reach(self.to, self.run, self.from, self.from_run)
+            .is_none()
+        {
+            if self.net.cut(self.to, self.from) {
+                tokio::time::sleep(self.net.idle).await;
+            }
+            return self.fail("answer undelivered");
+        }
+        Ok(answer)
+    }
+}
+
+/// Whether every request of `batch` may be sent twice.
+fn repeatable(batch: &[u8]) -> bool {
+    wire::decode::<Vec<PeerRequest>>(batch)
+        .is_ok_and(|reqs| reqs.iter().all(tally_net::encoded::idempotent))
+}
+
+impl Channel for SimChannel {
+    fn id(&self) -> usize {
+        self.0.id
+    }
+
+    fn protocol(&self) -> u16 {
+        tally_net::version::PEER_NEWEST
+    }
+
+    fn is_closed(&self) -> bool {
+        self.0.closed.load(Ordering::Acquire)
+    }
+
+    fn refuse(&self, why: &str) {
+        let _ = self.0.fail(why);
+    }
+
+    fn exchange(&self, batch: bytes::Bytes) -> BoxFuture<Result<Vec<u8>, String>> {
+        Box::pin(self.0.clone().send(batch))
+    }
+}

@@ -1,0 +1,159 @@
+//! One run: a seed, a cluster, a workload and its faults for a span of
+//! simulated time, then every fault healed, a read of every counter at ALL
+//! through every node, and the checker's verdict on the history.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use tally_net::wire::Consistency;
+use tally_tests::checker;
+
+use crate::cluster::{Cluster, Hooks, Shape};
+use crate::net::{Faults, Net};
+use crate::workload::{self, KEYS};
+use crate::world::SimWorld;
+use crate::{trace, trace as tr};
+
+/// What a run is asked to do.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The seed every choice of the run is drawn from.
+    pub seed: u64,
+    /// Simulated time of workload and faults.
+    pub duration: Duration,
+    /// Clients.
+    pub clients: usize,
+    /// Keep the trace's lines, to print them.
+    pub keep_trace: bool,
+}
+
+/// What a run found.
+#[derive(Debug)]
+pub struct Report {
+    /// The seed.
+    pub seed: u64,
+    /// The hash of every event of the run, in order.
+    pub trace: u64,
+    /// How many events.
+    pub events: u64,
+    /// Operations the clients made.
+    pub ops: usize,
+    /// Reads the checker judged.
+    pub reads: usize,
+    /// What is wrong, if anything.
+    pub violations: Vec<String>,
+    /// The trace's lines, if kept.
+    pub lines: Vec<String>,
+}
+
+/// How long after the faults end the cluster has to settle (hints
+/// delivered, nodes back) before the final reads.
+const SETTLE: Duration = Duration::from_secs(10);
+
+/// Runs `plan` on this thread, in a runtime of its own.
+pub fn run(plan: &Plan) -> Result<Report> {
+    let hooks: Hooks = Arc::default();
+    let on_park = hooks.clone();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .on_thread_park(move || {
+            for hook in on_park.lock().iter() {
+                hook.on_park();
+            }
+        })
+        .build()
+        .context("start the simulation's runtime")?;
+    trace::begin(plan.keep_trace);
+    let result = rt.block_on(async {
+        SimWorld::begin(plan.seed);
+        let outcome = simulate(plan, &hooks).await;
+        SimWorld::end();
+        outcome
+    });
+    drop(rt);
+    let (hash, events, lines) = trace::end();
+    let (ops, reads, violations) = result?;
+    Ok(Report {
+        seed: plan.seed,
+        trace: hash,
+        events,
+        ops,
+        reads,
+        violations,
+        lines,
+    })
+}
+
+async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<String>)> {
+    let shape = Shape {
+        nodes: 3,
+        replication_factor: 3,
+    };
+    // QUIC's idle timeout is five failure timeouts; a dial waits one.
+    let failure_timeout = Duration::from_secs(1);
+    let net = Net::new(
+        shape.nodes,
+        plan.seed,
+        Faults::none(),
+        failure_timeout * 5,
+        failure_timeout,
+    );
+    let cluster = Cluster::new(&shape, net.clone(), hooks)?;
+    for i in 0..cluster.len() {
+        cluster.start(i).await?;
+    }
+    tr!("cluster up");
+    let until = tally_world::Instant::now() + plan.duration;
+    let clients: Vec<_> = (0..plan.clients)
+        .map(|c| tokio::spawn(workload::client(c, cluster.clone(), plan.seed, until)))
+        .collect();
+    let nemesis = tokio::spawn(workload::nemesis(
+        cluster.clone(),
+        net.clone(),
+        plan.seed,
+        until,
+    ));
+    let mut history = Vec::new();
+    for c in clients {
+        history.extend(c.await.context("a client panicked")?);
+    }
+    let mut violations = nemesis.await.context("the nemesis panicked")?;
+    // Every fault healed, every node up, time to settle.
+    net.heal();
+    net.set_faults(Faults::none());
+    for i in 0..cluster.len() {
+        violations.extend(workload::restart(&cluster, i).await.err());
+    }
+    tokio::time::sleep(SETTLE).await;
+    let finals = final_reads(&cluster, &mut violations).await;
+    let report = checker::check(&history, cluster.replication_factor(), &finals);
+    violations.extend(report.violations);
+    cluster.close()?;
+    Ok((history.len(), report.reads_checked, violations))
+}
+
+/// Every counter read at ALL through every node: `(node, key, value)`.
+async fn final_reads(cluster: &Cluster, violations: &mut Vec<String>) -> Vec<(usize, usize, i64)> {
+    let mut finals = Vec::new();
+    for n in 0..cluster.len() {
+        let Some(node) = cluster.node(n) else {
+            violations.push(format!("n{} is down at the end", n + 1));
+            continue;
+        };
+        for k in 0..KEYS {
+            match node.get(&workload::key(k), Consistency::All).await {
+                Ok(v) => {
+                    tr!("final read of key {k} through n{}: {v}", n + 1);
+                    finals.push((n, k, v));
+                }
+                Err(e) => violations.push(format!(
+                    "the final read of key {k} at ALL through n{} failed: {e}",
+                    n + 1
+                )),
+            }
+        }
+    }
+    finals
+}

@@ -1,0 +1,165 @@
+//! What a run does: clients counting through any node that is up, and a
+//! nemesis that crashes and restarts nodes, cuts links and makes the
+//! network lossy, each choice drawn from the run's seed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tally_net::wire::{Consistency, WireError, WireKey};
+use tally_tests::checker::{Kind, Op, Outcome};
+
+use crate::cluster::Cluster;
+use crate::net::{Faults, Net};
+use crate::trace;
+use crate::world::{SimWorld, Stream, stream};
+
+/// How long a client waits for an answer before it counts the operation
+/// unknown.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The counters a run's clients count.
+pub const KEYS: usize = 6;
+
+/// The counter of key index `k`.
+pub fn key(k: usize) -> WireKey {
+    WireKey::new(format!("sim:{k}").as_bytes(), b"")
+}
+
+/// Nanoseconds of simulated time since the run began.
+pub fn now_ns() -> u64 {
+    u64::try_from(SimWorld::elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// What the history records of a result.
+fn outcome(result: &Result<i64, WireError>) -> Outcome {
+    match result {
+        Ok(v) => Outcome::Ok(*v),
+        Err(e) if e.outcome == tally_net::Outcome::NotApplied => Outcome::Fail,
+        Err(_) => Outcome::Unknown,
+    }
+}
+
+/// One client, until `until`: an add or a read of a random counter at a
+/// random level through a random node that is up, then a pause.
+pub async fn client(
+    id: usize,
+    cluster: Arc<Cluster>,
+    seed: u64,
+    until: tally_world::Instant,
+) -> Vec<Op> {
+    let mut rng = SmallRng::seed_from_u64(stream(seed, Stream::Client(id as u64)));
+    let mut history = Vec::new();
+    while tally_world::Instant::now() < until {
+        let pause = Duration::from_millis(rng.random_range(5..60));
+        tokio::time::sleep(pause).await;
+        let n = rng.random_range(0..cluster.len());
+        let Some(node) = cluster.node(n) else {
+            continue;
+        };
+        let k = rng.random_range(0..KEYS);
+        let cl = match rng.random_range(0..4) {
+            0 => Consistency::One,
+            1 | 2 => Consistency::Quorum,
+            _ => Consistency::All,
+        };
+        let kind = match rng.random_bool(0.6) {
+            true => Kind::Add(rng.random_range(-3..=9)),
+            false => Kind::Read,
+        };
+        let invoke_ns = now_ns();
+        let call = async {
+            match kind {
+                Kind::Add(d) => node.add(&key(k), d, cl).await,
+                _ => node.get(&key(k), cl).await,
+            }
+        };
+        let result = match tokio::time::timeout(CLIENT_TIMEOUT, call).await {
+            Ok(r) => r,
+            Err(_) => Err(WireError::new(
+                tally_net::wire::ErrorKind::Timeout,
+                "no answer in time",
+            )),
+        };
+        drop(node);
+        let op = Op {
+            process: id,
+            key: k,
+            kind,
+            cl,
+            node: n,
+            invoke_ns,
+            complete_ns: now_ns(),
+            outcome: outcome(&result),
+        };
+        trace!("client {id}: {op}");
+        history.push(op);
+    }
+    history
+}
+
+/// Faults until `until`, every one healed by then: a crash and restart, a
+/// node cut off (one way or both), or a lossy, slow network for a while.
+/// Answers what went wrong that no client sees (a node that did not start).
+pub async fn nemesis(
+    cluster: Arc<Cluster>,
+    net: Arc<Net>,
+    seed: u64,
+    until: tally_world::Instant,
+) -> Vec<String> {
+    let mut findings = Vec::new();
+    let mut rng = SmallRng::seed_from_u64(stream(seed, Stream::Nemesis));
+    loop {
+        let calm = Duration::from_millis(rng.random_range(500..4_000));
+        tokio::time::sleep(calm).await;
+        let span = Duration::from_millis(rng.random_range(300..6_000));
+        if tally_world::Instant::now() + span >= until {
+            return findings;
+        }
+        let n = rng.random_range(0..cluster.len());
+        match rng.random_range(0..4) {
+            0 => {
+                cluster.crash(n);
+                tokio::time::sleep(span).await;
+                findings.extend(restart(&cluster, n).await.err());
+            }
+            1 => {
+                let both = rng.random_bool(0.5);
+                trace!("n{} cut off{}", n + 1, if both { "" } else { " one way" });
+                for m in (0..cluster.len()).filter(|&m| m != n) {
+                    net.set_cut(n, m, true);
+                    net.set_cut(m, n, both);
+                }
+                tokio::time::sleep(span).await;
+                trace!("links healed");
+                net.heal();
+            }
+            _ => {
+                let faults = Faults {
+                    lose: rng.random_range(0.0..0.1),
+                    repeat: rng.random_range(0.0..0.2),
+                    delay_min: Duration::from_micros(100),
+                    delay_max: Duration::from_millis(rng.random_range(1..80)),
+                };
+                trace!("network lossy: {faults:?}");
+                net.set_faults(faults);
+                tokio::time::sleep(span).await;
+                trace!("network calm");
+                net.set_faults(Faults::none());
+            }
+        }
+    }
+}
+
+/// Starts node `n` again if it is down; why it could not.
+pub async fn restart(cluster: &Cluster, n: usize) -> Result<(), String> {
+    if cluster.is_up(n) {
+        return Ok(());
+    }
+    cluster.start(n).await.map_err(|e| {
+        let why = format!("n{} does not start: {e:#}", n + 1);
+        trace!("{why}");
+        why
+    })
+}
