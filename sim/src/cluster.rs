@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -14,6 +15,7 @@ use tally_net::peer::Network;
 use tally_node::Node;
 use tally_node::config::Config;
 
+use crate::broken::Broken;
 use crate::net::Net;
 use crate::trace;
 
@@ -27,12 +29,17 @@ pub struct Shape {
     pub nodes: usize,
     /// Replicas of each key.
     pub replication_factor: usize,
+    /// The broken build every node runs, if any.
+    pub broken: Option<Broken>,
 }
 
 /// One node's place in the cluster.
 struct Slot {
     id: String,
     node: Option<Arc<Node>>,
+    /// While set, the node's disk takes no commit log writes: what it
+    /// acknowledges waits in memory, and a crash loses it.
+    stall: Arc<AtomicBool>,
     /// Writes the node's group commits as the runtime parks: kept across
     /// its runs (it serves the engine opened last).
     hook: ParkCommit,
@@ -41,6 +48,7 @@ struct Slot {
 /// The nodes of one run.
 pub struct Cluster {
     config: Config,
+    broken: Option<Broken>,
     slots: Mutex<Vec<Slot>>,
     net: Arc<Net>,
     _dir: tempfile::TempDir,
@@ -64,12 +72,14 @@ impl Cluster {
             .map(|n| Slot {
                 id: n.id.clone(),
                 node: None,
+                stall: Arc::default(),
                 hook: ParkCommit::new(),
             })
             .collect();
         *hooks.lock() = slots.iter().map(|s| s.hook.clone()).collect();
         Ok(Arc::new(Cluster {
             config,
+            broken: shape.broken,
             slots: Mutex::new(slots),
             net,
             _dir: dir,
@@ -104,11 +114,16 @@ impl Cluster {
     /// Starts node `i` on what its directory holds (a new run), once the
     /// last run's tasks let go of it.
     pub async fn start(&self, i: usize) -> Result<()> {
-        let (id, hook) = {
+        let (id, hook, stall) = {
             let slots = self.slots.lock();
-            (slots[i].id.clone(), slots[i].hook.clone())
+            let s = &slots[i];
+            (s.id.clone(), s.hook.clone(), s.stall.clone())
         };
-        let node = self.open(i, &id, hook).await?;
+        stall.store(false, Ordering::Release);
+        let node = self.open(i, &id, hook, stall).await?;
+        if let Some(broken) = self.broken {
+            broken.inject(&node);
+        }
         let net = self.net.clone();
         node.start_peers_on(|_settings, inbound| {
             net.up(i, inbound);
@@ -121,11 +136,18 @@ impl Cluster {
         Ok(())
     }
 
-    async fn open(&self, i: usize, id: &str, hook: ParkCommit) -> Result<Arc<Node>> {
+    async fn open(
+        &self,
+        i: usize,
+        id: &str,
+        hook: ParkCommit,
+        stall: Arc<AtomicBool>,
+    ) -> Result<Arc<Node>> {
         let started = tally_world::Instant::now();
         loop {
             let opened = Node::open_with(self.config.clone(), id, Some(hook.clone()), |o| {
                 o.stepped = true;
+                o.stall_writes = Some(stall.clone());
             });
             match opened {
                 Ok(node) => return Ok(node),
@@ -135,6 +157,12 @@ impl Cluster {
                 Err(e) => return Err(e.context(format!("start n{}", i + 1))),
             }
         }
+    }
+
+    /// Node `i`'s disk stops taking commit log writes, until it crashes.
+    pub fn stall(&self, i: usize) {
+        trace!("n{} disk stalls", i + 1);
+        self.slots.lock()[i].stall.store(true, Ordering::Release);
     }
 
     /// Kills node `i` as a process is killed: it stops answering, writes

@@ -14,7 +14,9 @@
 //! ([`trace`]), whose hash names the run: the same seed gives the same
 //! trace, so a seed that fails replays exactly, with its log.
 
+pub mod broken;
 pub mod cluster;
+pub mod exact;
 pub mod net;
 pub mod run;
 pub mod trace;

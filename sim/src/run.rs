@@ -6,10 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use tally_net::wire::Consistency;
+use tally_net::wire::{Consistency, WireKey};
 use tally_tests::checker;
+use tally_tests::checker::exact::check_exact;
 
+use crate::broken::Broken;
 use crate::cluster::{Cluster, Hooks, Shape};
+use crate::exact::{self, EXACT_KEYS};
 use crate::net::{Faults, Net};
 use crate::workload::{self, KEYS};
 use crate::world::SimWorld;
@@ -22,8 +25,12 @@ pub struct Plan {
     pub seed: u64,
     /// Simulated time of workload and faults.
     pub duration: Duration,
-    /// Clients.
+    /// Clients of plain adds and reads.
     pub clients: usize,
+    /// Clients of adds with operation ids.
+    pub exact_clients: usize,
+    /// The broken build every node runs, if any.
+    pub broken: Option<Broken>,
     /// Keep the trace's lines, to print them.
     pub keep_trace: bool,
 }
@@ -90,6 +97,7 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
     let shape = Shape {
         nodes: 3,
         replication_factor: 3,
+        broken: plan.broken,
     };
     // QUIC's idle timeout is five failure timeouts; a dial waits one.
     let failure_timeout = Duration::from_secs(1);
@@ -115,9 +123,19 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
         plan.seed,
         until,
     ));
+    let exact: Vec<_> = (0..plan.exact_clients)
+        .map(|c| {
+            let id = plan.clients + c;
+            tokio::spawn(exact::client(id, cluster.clone(), plan.seed, until))
+        })
+        .collect();
     let mut history = Vec::new();
     for c in clients {
         history.extend(c.await.context("a client panicked")?);
+    }
+    let mut id_adds = Vec::new();
+    for c in exact {
+        id_adds.extend(c.await.context("an exact client panicked")?);
     }
     let mut violations = nemesis.await.context("the nemesis panicked")?;
     // Every fault healed, every node up, time to settle.
@@ -127,29 +145,39 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
         violations.extend(workload::restart(&cluster, i).await.err());
     }
     tokio::time::sleep(SETTLE).await;
-    let finals = final_reads(&cluster, &mut violations).await;
+    let finals = final_reads(&cluster, KEYS, workload::key, &mut violations).await;
     let report = checker::check(&history, cluster.replication_factor(), &finals);
     violations.extend(report.violations);
+    let finals = final_reads(&cluster, EXACT_KEYS, exact::exact_key, &mut violations).await;
+    violations.extend(check_exact(&id_adds, EXACT_KEYS, &finals).violations);
     cluster.close()?;
-    Ok((history.len(), report.reads_checked, violations))
+    let ops = history.len() + id_adds.len();
+    Ok((ops, report.reads_checked, violations))
 }
 
-/// Every counter read at ALL through every node: `(node, key, value)`.
-async fn final_reads(cluster: &Cluster, violations: &mut Vec<String>) -> Vec<(usize, usize, i64)> {
+/// Every one of `keys` counters (`key` names them) read at ALL through
+/// every node: `(node, key, value)`.
+async fn final_reads(
+    cluster: &Cluster,
+    keys: usize,
+    key: fn(usize) -> WireKey,
+    violations: &mut Vec<String>,
+) -> Vec<(usize, usize, i64)> {
     let mut finals = Vec::new();
     for n in 0..cluster.len() {
         let Some(node) = cluster.node(n) else {
             violations.push(format!("n{} is down at the end", n + 1));
             continue;
         };
-        for k in 0..KEYS {
-            match node.get(&workload::key(k), Consistency::All).await {
+        for k in 0..keys {
+            match node.get(&key(k), Consistency::All).await {
                 Ok(v) => {
-                    tr!("final read of key {k} through n{}: {v}", n + 1);
+                    tr!("final read of {:?} through n{}: {v}", key(k), n + 1);
                     finals.push((n, k, v));
                 }
                 Err(e) => violations.push(format!(
-                    "the final read of key {k} at ALL through n{} failed: {e}",
+                    "the final read of {:?} at ALL through n{} failed: {e}",
+                    key(k),
                     n + 1
                 )),
             }

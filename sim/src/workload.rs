@@ -99,8 +99,10 @@ pub async fn client(
     history
 }
 
-/// Faults until `until`, every one healed by then: a crash and restart, a
-/// node cut off (one way or both), or a lossy, slow network for a while.
+/// Faults until `until`, every one healed by then: a crash and restart
+/// (after a disk stall, sometimes, that loses what the node held in
+/// memory), a node cut off (one way or both), or a lossy, slow network
+/// for a while.
 /// Answers what went wrong that no client sees (a node that did not start).
 pub async fn nemesis(
     cluster: Arc<Cluster>,
@@ -118,13 +120,22 @@ pub async fn nemesis(
             return findings;
         }
         let n = rng.random_range(0..cluster.len());
-        match rng.random_range(0..4) {
+        match rng.random_range(0..5) {
             0 => {
                 cluster.crash(n);
                 tokio::time::sleep(span).await;
                 findings.extend(restart(&cluster, n).await.err());
             }
             1 => {
+                // A disk that stops taking writes, then the crash that
+                // loses what the node held in memory only.
+                cluster.stall(n);
+                tokio::time::sleep(span / 4).await;
+                cluster.crash(n);
+                tokio::time::sleep(span).await;
+                findings.extend(restart(&cluster, n).await.err());
+            }
+            2 => {
                 let both = rng.random_bool(0.5);
                 trace!("n{} cut off{}", n + 1, if both { "" } else { " one way" });
                 for m in (0..cluster.len()).filter(|&m| m != n) {

@@ -96,9 +96,10 @@ impl GroupCommit {
     /// The syncer's turn in an engine without threads (`Options::stepped`):
     /// one group commit, if there is work to write, a flush to trim the
     /// log after, or the close. Answers whether it wrote one. Records that
-    /// found the log full wait for a later turn with new work.
+    /// found the log full wait for a later turn with new work; while
+    /// writes are stalled (the test seam), nothing is written.
     pub(super) fn step_syncer(&self, s: &mut Syncer) -> bool {
-        if self.committer.lock().closed {
+        if self.committer.lock().closed || self.writes_stalled() {
             return false;
         }
         let out = self.outbox.lock();

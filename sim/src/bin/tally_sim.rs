@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 use clap::Parser;
+use tally_sim::broken::Broken;
 use tally_sim::run::{Plan, Report, run};
 use tally_sim::world::SimWorld;
 
@@ -24,9 +25,15 @@ struct Args {
     /// Simulated seconds of workload and faults per run.
     #[arg(long, default_value_t = 60)]
     duration: u64,
-    /// Clients per run.
+    /// Clients of plain adds and reads per run.
     #[arg(long, default_value_t = 4)]
     clients: usize,
+    /// Clients of adds with operation ids per run.
+    #[arg(long, default_value_t = 2)]
+    exact_clients: usize,
+    /// Run a deliberately broken build, which the runs must catch.
+    #[arg(long, value_enum)]
+    broken: Option<Broken>,
     /// Print every event of the run (with `--seed`).
     #[arg(long, requires = "seed")]
     log: bool,
@@ -56,6 +63,8 @@ fn main() -> Result<()> {
         seed,
         duration: Duration::from_secs(args.duration),
         clients: args.clients,
+        exact_clients: args.exact_clients,
+        broken: args.broken,
         keep_trace: args.log,
     };
     let failed = run_all(&seeds, args.threads.max(1), &plan)?;

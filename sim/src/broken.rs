@@ -1,0 +1,28 @@
+//! The deliberately broken builds the simulation must catch: the chaos
+//! harness's faults (`tallyd-faults`), injected into every node of a run
+//! each time it starts.
+
+use tally_node::Node;
+
+/// A broken build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Broken {
+    /// Leaders acknowledge every 7th add without applying it.
+    DropEvery,
+    /// Adds with operation ids apply as new, every time.
+    IgnoreIds,
+    /// After an unclean restart a node applies ids at once, without
+    /// learning the ids its last run applied from its peers.
+    SkipTails,
+}
+
+impl Broken {
+    /// Breaks `node`, just opened.
+    pub fn inject(self, node: &Node) {
+        match self {
+            Broken::DropEvery => node.inject_drop_every(7),
+            Broken::IgnoreIds => node.inject_ignore_ids(),
+            Broken::SkipTails => node.inject_skip_tails(),
+        }
+    }
+}
