@@ -30,9 +30,9 @@ mod layers {
     const LAYERS: &[&[&str]] = &[
         &["world"],
         &["trace"],
-        &["net"],
+        &["net", "broken"],
         &["cluster"],
-        &["workload"],
+        &["workload", "exact"],
         &["run"],
     ];
 

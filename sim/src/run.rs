@@ -185,3 +185,45 @@ async fn final_reads(
     }
     finals
 }
+
+/// Runs `seeds` on `threads` threads side by side, `plan` giving each
+/// seed's plan and `report` seeing each report as it comes; answers the
+/// seeds that found a violation, in order.
+pub fn run_seeds(
+    seeds: &[u64],
+    threads: usize,
+    plan: &(dyn Fn(u64) -> Plan + Sync),
+    report: &(dyn Fn(&Report) + Sync),
+) -> Result<Vec<u64>> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failed = parking_lot::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads.max(1))
+            .map(|_| {
+                s.spawn(|| -> Result<()> {
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&seed) = seeds.get(i) else {
+                            return Ok(());
+                        };
+                        let r = run(&plan(seed))?;
+                        report(&r);
+                        if !r.violations.is_empty() {
+                            failed.lock().push(seed);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            match w.join() {
+                Ok(r) => r?,
+                Err(_) => anyhow::bail!("a simulation thread panicked"),
+            }
+        }
+        Ok(())
+    })?;
+    let mut failed = failed.into_inner();
+    failed.sort_unstable();
+    Ok(failed)
+}

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use clap::Parser;
 use tally_sim::broken::Broken;
-use tally_sim::run::{Plan, Report, run};
+use tally_sim::run::{Plan, Report, run_seeds};
 use tally_sim::world::SimWorld;
 
 #[derive(Parser, Debug)]
@@ -67,7 +67,7 @@ fn main() -> Result<()> {
         broken: args.broken,
         keep_trace: args.log,
     };
-    let failed = run_all(&seeds, args.threads.max(1), &plan)?;
+    let failed = run_seeds(&seeds, args.threads, &plan, &print_report)?;
     println!("{} seeds, {} failed", seeds.len(), failed.len());
     if !failed.is_empty() {
         let list: Vec<String> = failed.iter().map(u64::to_string).collect();
@@ -77,42 +77,6 @@ fn main() -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// Runs `seeds` on `threads` threads, printing each report; the seeds
-/// that failed.
-fn run_all(seeds: &[u64], threads: usize, plan: &(dyn Fn(u64) -> Plan + Sync)) -> Result<Vec<u64>> {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let failed = parking_lot::Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| -> Result<()> {
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(&seed) = seeds.get(i) else {
-                            return Ok(());
-                        };
-                        let report = run(&plan(seed))?;
-                        print_report(&report);
-                        if !report.violations.is_empty() {
-                            failed.lock().push(seed);
-                        }
-                    }
-                })
-            })
-            .collect();
-        for w in workers {
-            match w.join() {
-                Ok(r) => r?,
-                Err(_) => bail!("a simulation thread panicked"),
-            }
-        }
-        Ok(())
-    })?;
-    let mut failed = failed.into_inner();
-    failed.sort_unstable();
-    Ok(failed)
 }
 
 fn print_report(r: &Report) {
