@@ -14,6 +14,15 @@ pub enum Broken {
     /// After an unclean restart a node applies ids at once, without
     /// learning the ids its last run applied from its peers.
     SkipTails,
+    /// Agreed changes skip the prepare: they read a quorum's state and
+    /// propose from it.
+    SkipPrepare,
+    /// Acceptors answer a prepare before its promise is stored (a
+    /// second later).
+    PromiseLate,
+    /// Agreed reads answer the committed value without finishing a newer
+    /// one in flight.
+    ReadSkipsInFlight,
 }
 
 impl Broken {
@@ -23,6 +32,9 @@ impl Broken {
             Broken::DropEvery => node.inject_drop_every(7),
             Broken::IgnoreIds => node.inject_ignore_ids(),
             Broken::SkipTails => node.inject_skip_tails(),
+            Broken::SkipPrepare => node.inject_skip_prepare(),
+            Broken::PromiseLate => node.inject_promise_late(),
+            Broken::ReadSkipsInFlight => node.inject_read_skips_in_flight(),
         }
     }
 }

@@ -19,6 +19,7 @@ pub mod cluster;
 pub mod exact;
 pub mod net;
 pub mod run;
+pub mod strings;
 pub mod trace;
 pub mod workload;
 pub mod world;
@@ -32,7 +33,8 @@ mod layers {
         &["trace"],
         &["net", "broken"],
         &["cluster"],
-        &["workload", "exact"],
+        &["workload"],
+        &["exact", "strings"],
         &["run"],
     ];
 

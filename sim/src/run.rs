@@ -14,6 +14,7 @@ use crate::broken::Broken;
 use crate::cluster::{Cluster, Hooks, Shape};
 use crate::exact::{self, EXACT_KEYS};
 use crate::net::{Faults, Net};
+use crate::strings;
 use crate::workload::{self, KEYS};
 use crate::world::SimWorld;
 use crate::{trace, trace as tr};
@@ -29,6 +30,8 @@ pub struct Plan {
     pub clients: usize,
     /// Clients of adds with operation ids.
     pub exact_clients: usize,
+    /// Clients of agreed strings.
+    pub string_clients: usize,
     /// The broken build every node runs, if any.
     pub broken: Option<Broken>,
     /// Keep the trace's lines, to print them.
@@ -129,6 +132,12 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
             tokio::spawn(exact::client(id, cluster.clone(), plan.seed, until))
         })
         .collect();
+    let strings: Vec<_> = (0..plan.string_clients)
+        .map(|c| {
+            let id = plan.clients + plan.exact_clients + c;
+            tokio::spawn(strings::client(id, cluster.clone(), plan.seed, until))
+        })
+        .collect();
     let mut history = Vec::new();
     for c in clients {
         history.extend(c.await.context("a client panicked")?);
@@ -136,6 +145,10 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
     let mut id_adds = Vec::new();
     for c in exact {
         id_adds.extend(c.await.context("an exact client panicked")?);
+    }
+    let mut string_ops = Vec::new();
+    for c in strings {
+        string_ops.extend(c.await.context("a strings client panicked")?);
     }
     let mut violations = nemesis.await.context("the nemesis panicked")?;
     // Every fault healed, every node up, time to settle.
@@ -150,8 +163,10 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
     violations.extend(report.violations);
     let finals = final_reads(&cluster, EXACT_KEYS, exact::exact_key, &mut violations).await;
     violations.extend(check_exact(&id_adds, EXACT_KEYS, &finals).violations);
+    string_ops.extend(strings::final_reads(&cluster, &mut violations).await);
+    violations.extend(strings::check(&string_ops));
     cluster.close()?;
-    let ops = history.len() + id_adds.len();
+    let ops = history.len() + id_adds.len() + string_ops.len();
     Ok((ops, report.reads_checked, violations))
 }
 

@@ -24,6 +24,7 @@ fn plan(seed: u64, broken: Option<Broken>) -> Plan {
         duration: DURATION,
         clients: 4,
         exact_clients: 2,
+        string_clients: 2,
         broken,
         keep_trace: false,
     }
@@ -101,6 +102,33 @@ fn the_simulation_catches_a_node_that_skips_learning_its_lost_ids() {
     let (_, violations) = caught(Broken::SkipTails, 20);
     assert!(
         violations.iter().any(|v| v.contains("exact key")),
+        "{violations:?}"
+    );
+}
+
+#[test]
+fn the_simulation_catches_proposers_that_skip_the_prepare() {
+    let (_, violations) = caught(Broken::SkipPrepare, 30);
+    assert!(
+        violations.iter().any(|v| v.contains("linearizable")),
+        "{violations:?}"
+    );
+}
+
+#[test]
+fn the_simulation_catches_acceptors_that_promise_late() {
+    let (_, violations) = caught(Broken::PromiseLate, 30);
+    assert!(
+        violations.iter().any(|v| v.contains("linearizable")),
+        "{violations:?}"
+    );
+}
+
+#[test]
+fn the_simulation_catches_reads_that_skip_a_value_in_flight() {
+    let (_, violations) = caught(Broken::ReadSkipsInFlight, 30);
+    assert!(
+        violations.iter().any(|v| v.contains("linearizable")),
         "{violations:?}"
     );
 }

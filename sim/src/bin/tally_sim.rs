@@ -31,6 +31,9 @@ struct Args {
     /// Clients of adds with operation ids per run.
     #[arg(long, default_value_t = 2)]
     exact_clients: usize,
+    /// Clients of agreed strings per run.
+    #[arg(long, default_value_t = 2)]
+    string_clients: usize,
     /// Run a deliberately broken build, which the runs must catch.
     #[arg(long, value_enum)]
     broken: Option<Broken>,
@@ -64,6 +67,7 @@ fn main() -> Result<()> {
         duration: Duration::from_secs(args.duration),
         clients: args.clients,
         exact_clients: args.exact_clients,
+        string_clients: args.string_clients,
         broken: args.broken,
         keep_trace: args.log,
     };
