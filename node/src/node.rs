@@ -465,6 +465,11 @@ impl Node {
         self.ctx.config()
     }
 
+    /// Node `node`'s state in the ring this node holds.
+    pub fn ring_state(&self, node: usize) -> tally_net::wire::NodeState {
+        self.ctx.node_state(node)
+    }
+
     /// This node's index in the configuration's node list.
     pub fn me(&self) -> usize {
         self.ctx.me()

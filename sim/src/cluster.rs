@@ -29,6 +29,8 @@ pub struct Shape {
     pub nodes: usize,
     /// Replicas of each key.
     pub replication_factor: usize,
+    /// Nodes configured to join later (`join = true`), beyond `nodes`.
+    pub spares: usize,
     /// The broken build every node runs, if any.
     pub broken: Option<Broken>,
 }
@@ -49,9 +51,22 @@ struct Slot {
 pub struct Cluster {
     config: Config,
     broken: Option<Broken>,
+    membership: Mutex<Membership>,
     slots: Mutex<Vec<Slot>>,
     net: Arc<Net>,
     _dir: tempfile::TempDir,
+}
+
+/// Which nodes are members of the ring, which are spares (configured to
+/// join, never started), which left it for good.
+#[derive(Debug, Clone, Default)]
+pub struct Membership {
+    /// Members of the ring (up or down).
+    pub members: Vec<usize>,
+    /// Spares, in the order they join.
+    pub spares: Vec<usize>,
+    /// Left the ring; stopped for good.
+    pub gone: Vec<usize>,
 }
 
 /// The park hooks of a runtime's nodes, for its `on_thread_park`.
@@ -77,18 +92,39 @@ impl Cluster {
             })
             .collect();
         *hooks.lock() = slots.iter().map(|s| s.hook.clone()).collect();
+        let membership = Membership {
+            members: (0..shape.nodes).collect(),
+            spares: (shape.nodes..shape.nodes + shape.spares).collect(),
+            gone: Vec::new(),
+        };
         Ok(Arc::new(Cluster {
             config,
             broken: shape.broken,
+            membership: Mutex::new(membership),
             slots: Mutex::new(slots),
             net,
             _dir: dir,
         }))
     }
 
-    /// How many nodes.
+    /// How many nodes the configuration names, spares included.
     pub fn len(&self) -> usize {
         self.config.nodes.len()
+    }
+
+    /// Who is a member, a spare, gone.
+    pub fn membership(&self) -> Membership {
+        self.membership.lock().clone()
+    }
+
+    /// Changes the membership.
+    pub fn update(&self, f: impl FnOnce(&mut Membership)) {
+        f(&mut self.membership.lock())
+    }
+
+    /// Node `i`'s id.
+    pub fn id(&self, i: usize) -> &str {
+        &self.config.nodes[i].id
     }
 
     /// Whether the cluster has no nodes.
@@ -221,13 +257,14 @@ fn config(shape: &Shape, dir: &Path) -> Result<Config> {
          failure_timeout_ms = 1000\n",
         shape.replication_factor
     );
-    for i in 1..=shape.nodes {
+    for i in 1..=shape.nodes + shape.spares {
         text.push_str(&format!(
             "\n[[node]]\nid = \"n{i}\"\npeer = \"127.0.0.1:{}\"\nclient = \"127.0.0.1:{}\"\n\
-             resp = \"127.0.0.1:{}\"\ndata_dir = \"n{i}\"\n",
+             resp = \"127.0.0.1:{}\"\ndata_dir = \"n{i}\"\njoin = {}\n",
             17100 + i,
             17200 + i,
-            17300 + i
+            17300 + i,
+            i > shape.nodes
         ));
     }
     Config::parse(&text, &dir.join("cluster.toml")).context("the simulated cluster's config")

@@ -20,6 +20,7 @@ pub mod exact;
 pub mod net;
 pub mod run;
 pub mod strings;
+pub mod topology;
 pub mod trace;
 pub mod workload;
 pub mod world;
@@ -33,6 +34,7 @@ mod layers {
         &["trace"],
         &["net", "broken"],
         &["cluster"],
+        &["topology"],
         &["workload"],
         &["exact", "strings"],
         &["run"],

@@ -32,6 +32,8 @@ pub struct Plan {
     pub exact_clients: usize,
     /// Clients of agreed strings.
     pub string_clients: usize,
+    /// Nodes that may join the ring (and let members be decommissioned).
+    pub spares: usize,
     /// The broken build every node runs, if any.
     pub broken: Option<Broken>,
     /// Keep the trace's lines, to print them.
@@ -100,19 +102,20 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
     let shape = Shape {
         nodes: 3,
         replication_factor: 3,
+        spares: plan.spares,
         broken: plan.broken,
     };
     // QUIC's idle timeout is five failure timeouts; a dial waits one.
     let failure_timeout = Duration::from_secs(1);
     let net = Net::new(
-        shape.nodes,
+        shape.nodes + shape.spares,
         plan.seed,
         Faults::none(),
         failure_timeout * 5,
         failure_timeout,
     );
     let cluster = Cluster::new(&shape, net.clone(), hooks)?;
-    for i in 0..cluster.len() {
+    for i in cluster.membership().members {
         cluster.start(i).await?;
     }
     tr!("cluster up");
@@ -154,7 +157,7 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
     // Every fault healed, every node up, time to settle.
     net.heal();
     net.set_faults(Faults::none());
-    for i in 0..cluster.len() {
+    for i in cluster.membership().members {
         violations.extend(workload::restart(&cluster, i).await.err());
     }
     tokio::time::sleep(SETTLE).await;
@@ -179,7 +182,7 @@ async fn final_reads(
     violations: &mut Vec<String>,
 ) -> Vec<(usize, usize, i64)> {
     let mut finals = Vec::new();
-    for n in 0..cluster.len() {
+    for n in cluster.membership().members {
         let Some(node) = cluster.node(n) else {
             violations.push(format!("n{} is down at the end", n + 1));
             continue;

@@ -122,7 +122,7 @@ async fn send(node: &tally_node::Node, key: usize, call: &Call) -> Answer {
 /// Every string key read through every node, after healing.
 pub async fn final_reads(cluster: &Cluster, violations: &mut Vec<String>) -> Vec<KeyOp> {
     let mut ops = Vec::new();
-    for n in 0..cluster.len() {
+    for n in cluster.membership().members {
         let Some(node) = cluster.node(n) else {
             continue;
         };

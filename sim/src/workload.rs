@@ -12,8 +12,8 @@ use tally_tests::checker::{Kind, Op, Outcome};
 
 use crate::cluster::Cluster;
 use crate::net::{Faults, Net};
-use crate::trace;
 use crate::world::{SimWorld, Stream, stream};
+use crate::{topology, trace};
 
 /// How long a client waits for an answer before it counts the operation
 /// unknown.
@@ -101,8 +101,8 @@ pub async fn client(
 
 /// Faults until `until`, every one healed by then: a crash and restart
 /// (after a disk stall, sometimes, that loses what the node held in
-/// memory), a node cut off (one way or both), or a lossy, slow network
-/// for a while.
+/// memory), a node cut off (one way or both), a lossy, slow network for
+/// a while, or a ring change (a spare joins, a member is decommissioned).
 /// Answers what went wrong that no client sees (a node that did not start).
 pub async fn nemesis(
     cluster: Arc<Cluster>,
@@ -119,8 +119,9 @@ pub async fn nemesis(
         if tally_world::Instant::now() + span >= until {
             return findings;
         }
-        let n = rng.random_range(0..cluster.len());
-        match rng.random_range(0..5) {
+        let members = cluster.membership().members;
+        let n = members[rng.random_range(0..members.len())];
+        match rng.random_range(0..6) {
             0 => {
                 cluster.crash(n);
                 tokio::time::sleep(span).await;
@@ -145,6 +146,10 @@ pub async fn nemesis(
                 tokio::time::sleep(span).await;
                 trace!("links healed");
                 net.heal();
+            }
+            5 => {
+                let (join, pick) = (rng.random_bool(0.5), rng.random_range(0..members.len()));
+                findings.extend(topology::change(&cluster, join, pick).await.err());
             }
             _ => {
                 let faults = Faults {

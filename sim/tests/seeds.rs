@@ -25,6 +25,7 @@ fn plan(seed: u64, broken: Option<Broken>) -> Plan {
         clients: 4,
         exact_clients: 2,
         string_clients: 2,
+        spares: 1,
         broken,
         keep_trace: false,
     }

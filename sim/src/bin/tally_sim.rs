@@ -34,6 +34,10 @@ struct Args {
     /// Clients of agreed strings per run.
     #[arg(long, default_value_t = 2)]
     string_clients: usize,
+    /// Spare nodes per run, which join the ring (and let members be
+    /// decommissioned).
+    #[arg(long, default_value_t = 1)]
+    spares: usize,
     /// Run a deliberately broken build, which the runs must catch.
     #[arg(long, value_enum)]
     broken: Option<Broken>,
@@ -68,6 +72,7 @@ fn main() -> Result<()> {
         clients: args.clients,
         exact_clients: args.exact_clients,
         string_clients: args.string_clients,
+        spares: args.spares,
         broken: args.broken,
         keep_trace: args.log,
     };
