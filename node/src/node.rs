@@ -342,12 +342,14 @@ impl Node {
     }
 
     /// The registers of `partition` decided so far, those live now,
-    /// linearizably (`cluster::agree::propose`); none while neither this
-    /// node nor any peer up has enabled agreement (nothing can have
-    /// written one).
+    /// linearizably (`cluster::agree::propose`); none, at once, where this
+    /// node heard every member say it has not enabled agreement (nothing
+    /// can have written one).
     pub async fn read_registers(&self, partition: &[u8]) -> Result<Registers, WireError> {
-        use crate::cluster::features::{AGREEMENT, enabled_by_any};
-        if !enabled_by_any(&self.ctx, &self.features, AGREEMENT) {
+        use crate::cluster::features::{AGREEMENT, known_unused};
+        // Nothing was ever agreed. A node that has not heard every member
+        // yet cannot know that, and reads as agreement does.
+        if known_unused(&self.ctx, &self.features, AGREEMENT) {
             return Ok(Registers::default());
         }
         self.proposer.read(&self.ctx, partition).await

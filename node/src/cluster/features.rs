@@ -316,22 +316,31 @@ pub(crate) fn enabled_by_all_up(ctx: &Ctx, features: &Features, feature: &str) -
         })
 }
 
-/// Whether this node or any peer up has enabled `feature`: what was
-/// written under it must then be read as it was written.
-pub(crate) fn enabled_by_any(ctx: &Ctx, features: &Features, feature: &str) -> bool {
-    if features.has(feature) {
-        return true;
-    }
+/// Whether this node knows that no member has enabled `feature`, so that
+/// nothing was written under it: it has not, and every other member is
+/// up and its last heartbeat said it has not (see [`unused_by_all`]).
+pub(crate) fn known_unused(ctx: &Ctx, features: &Features, feature: &str) -> bool {
     let Some(transport) = ctx.started_transport() else {
         return false;
     };
-    (0..ctx.config().nodes.len())
-        .filter(|&i| i != ctx.me() && transport.is_up(i))
-        .any(|i| {
-            transport
+    let others = (0..ctx.config().nodes.len())
+        .filter(|&i| i != ctx.me() && counts(ctx.node_state(i)))
+        .map(|i| match transport.is_up(i) {
+            true => transport
                 .build_of(i)
-                .is_some_and(|b| b.enabled.iter().any(|f| f == feature))
-        })
+                .map(|b| b.enabled.iter().any(|f| f == feature)),
+            false => None,
+        });
+    unused_by_all(features.has(feature), others)
+}
+
+/// The rule of [`known_unused`]: `mine` whether this node has enabled the
+/// feature, `others` what each other member said (`None`: not heard, or
+/// down). Only a node that heard every member say no knows it; one that
+/// has not heard them all (a node just started, a member down) cannot
+/// tell that nothing was written under the feature.
+pub(crate) fn unused_by_all(mine: bool, mut others: impl Iterator<Item = Option<bool>>) -> bool {
+    !mine && others.all(|has| has == Some(false))
 }
 
 /// One look at the members' builds (see [`to_enable`]).
@@ -417,8 +426,20 @@ fn take_u32(b: &[u8]) -> Result<(u32, &[u8]), String> {
 
 #[cfg(test)]
 mod tests {
+
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
+
+    #[test]
+    fn only_a_node_that_heard_every_member_say_no_knows_a_feature_unused() {
+        assert!(unused_by_all(false, [Some(false), Some(false)].into_iter()));
+        assert!(!unused_by_all(true, [Some(false), Some(false)].into_iter()));
+        assert!(!unused_by_all(false, [Some(false), Some(true)].into_iter()));
+        // A member not heard yet (a node just started) or down: it may
+        // have written under the feature.
+        assert!(!unused_by_all(false, [Some(false), None].into_iter()));
+        assert!(!unused_by_all(false, [None, None].into_iter()));
+    }
 
     fn build(features: &[&str], enabled: &[&str]) -> WireBuild {
         WireBuild {
