@@ -23,6 +23,11 @@ pub enum Broken {
     /// Agreed reads answer the committed value without finishing a newer
     /// one in flight.
     ReadSkipsInFlight,
+    /// Ring changes do not sync the ranges that move: the new replicas
+    /// start empty.
+    SkipSync,
+    /// Ring changes leave agreed state behind.
+    SkipAgreedHandoff,
 }
 
 impl Broken {
@@ -35,6 +40,8 @@ impl Broken {
             Broken::SkipPrepare => node.inject_skip_prepare(),
             Broken::PromiseLate => node.inject_promise_late(),
             Broken::ReadSkipsInFlight => node.inject_read_skips_in_flight(),
+            Broken::SkipSync => node.inject_skip_sync(),
+            Broken::SkipAgreedHandoff => node.inject_skip_agreed_handoff(),
         }
     }
 }

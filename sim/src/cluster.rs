@@ -166,9 +166,10 @@ impl Cluster {
             let network: Arc<dyn Network> = net.of(i);
             Ok(network)
         })?;
-        trace!("n{} up", i + 1);
-        self.slots.lock()[i].node = Some(node.clone());
+        // As `tallyd run`: the newest ring first, then the clients.
         node.learn_ring().await;
+        trace!("n{} up", i + 1);
+        self.slots.lock()[i].node = Some(node);
         Ok(())
     }
 

@@ -36,8 +36,8 @@ pub struct Plan {
     pub spares: usize,
     /// The broken build every node runs, if any.
     pub broken: Option<Broken>,
-    /// Keep the trace's lines, to print them.
-    pub keep_trace: bool,
+    /// Print every event as it happens.
+    pub print_trace: bool,
 }
 
 /// What a run found.
@@ -55,8 +55,6 @@ pub struct Report {
     pub reads: usize,
     /// What is wrong, if anything.
     pub violations: Vec<String>,
-    /// The trace's lines, if kept.
-    pub lines: Vec<String>,
 }
 
 /// How long after the faults end the cluster has to settle (hints
@@ -77,7 +75,7 @@ pub fn run(plan: &Plan) -> Result<Report> {
         })
         .build()
         .context("start the simulation's runtime")?;
-    trace::begin(plan.keep_trace);
+    trace::begin(plan.print_trace);
     let result = rt.block_on(async {
         SimWorld::begin(plan.seed);
         let outcome = simulate(plan, &hooks).await;
@@ -85,7 +83,7 @@ pub fn run(plan: &Plan) -> Result<Report> {
         outcome
     });
     drop(rt);
-    let (hash, events, lines) = trace::end();
+    let (hash, events) = trace::end();
     let (ops, reads, violations) = result?;
     Ok(Report {
         seed: plan.seed,
@@ -94,7 +92,6 @@ pub fn run(plan: &Plan) -> Result<Report> {
         ops,
         reads,
         violations,
-        lines,
     })
 }
 

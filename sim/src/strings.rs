@@ -69,9 +69,12 @@ pub async fn client(
             _ => Call::Read,
         };
         let invoked = now_ns();
-        let answer = tokio::time::timeout(TIMEOUT, send(&node, key, &call))
-            .await
-            .unwrap_or(Answer::Unknown);
+        let answer = match tokio::time::timeout(TIMEOUT, send(&node, key, &call)).await {
+            Ok(Some(answer)) => answer,
+            // Certainly not applied: it had no effect to judge.
+            Ok(None) => continue,
+            Err(_) => Answer::Unknown,
+        };
         drop(node);
         if let Answer::Value(v) = &answer {
             seen[key] = v.clone();
@@ -86,23 +89,26 @@ pub async fn client(
             completed: now_ns(),
         };
         trace!(
-            "strings client {id} key {key}: {:?} -> {:?}",
-            op.call, op.answer
+            "strings client {id} key {key} via n{}: {:?} -> {:?}",
+            at + 1,
+            op.call,
+            op.answer
         );
         history.push(KeyOp { key, op });
     }
     history
 }
 
-/// One call through `node`: its answer.
-async fn send(node: &tally_node::Node, key: usize, call: &Call) -> Answer {
+/// One call through `node`: its answer, or `None` when the node says it
+/// certainly did not apply it.
+async fn send(node: &tally_node::Node, key: usize, call: &Call) -> Option<Answer> {
     let k = string_key(key);
     let (value, condition) = match call {
         Call::Read => {
-            return match node.string(&k).await {
+            return Some(match node.string(&k).await {
                 Ok(s) => Answer::Value(s.map(|s| s.value)),
                 Err(_) => Answer::Unknown,
-            };
+            });
         }
         Call::Write(v) => (Some(v.clone()), StringCondition::Always),
         Call::SetIfAbsent(v) => (Some(v.clone()), StringCondition::Absent),
@@ -113,9 +119,10 @@ async fn send(node: &tally_node::Node, key: usize, call: &Call) -> Answer {
         Call::DeleteIf(v) => (None, StringCondition::Equals(v.clone())),
     };
     match node.swap_string(k, value, condition, Deadline::Never).await {
-        Ok(_) if matches!(call, Call::Write(_)) => Answer::Done,
-        Ok(swapped) => Answer::Applied(swapped.applied),
-        Err(_) => Answer::Unknown,
+        Ok(_) if matches!(call, Call::Write(_)) => Some(Answer::Done),
+        Ok(swapped) => Some(Answer::Applied(swapped.applied)),
+        Err(e) if e.outcome == tally_net::Outcome::NotApplied => None,
+        Err(_) => Some(Answer::Unknown),
     }
 }
 
@@ -128,7 +135,10 @@ pub async fn final_reads(cluster: &Cluster, violations: &mut Vec<String>) -> Vec
         };
         for key in 0..STRING_KEYS {
             let invoked = now_ns();
-            match send(&node, key, &Call::Read).await {
+            match send(&node, key, &Call::Read)
+                .await
+                .unwrap_or(Answer::Unknown)
+            {
                 Answer::Unknown => violations.push(format!(
                     "the final read of string key {key} through n{} failed",
                     n + 1

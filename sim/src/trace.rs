@@ -2,7 +2,7 @@
 //! delivered or lost, a fault, a client's operation and its answer), with
 //! the simulated time it happened at. Its hash names the run: the same
 //! seed gives the same hash, and a run that does not is not deterministic.
-//! With `keep`, the events are kept as lines too, to print a replay.
+//! With `print`, each event is printed as it happens too: a replay's log.
 
 use std::cell::RefCell;
 use std::fmt::Write as _;
@@ -14,30 +14,29 @@ use crate::world::SimWorld;
 struct Trace {
     hash: Xxh3,
     events: u64,
-    lines: Option<Vec<String>>,
+    print: bool,
 }
 
 thread_local! {
     static TRACE: RefCell<Option<Trace>> = const { RefCell::new(None) };
 }
 
-/// Starts this thread's trace, keeping the lines if `keep`.
-pub fn begin(keep: bool) {
+/// Starts this thread's trace, printing each event if `print`.
+pub fn begin(print: bool) {
     TRACE.with(|t| {
         *t.borrow_mut() = Some(Trace {
             hash: Xxh3::new(),
             events: 0,
-            lines: keep.then(Vec::new),
+            print,
         })
     });
 }
 
-/// Ends this thread's trace: its hash, how many events it saw, and its
-/// lines if kept.
-pub fn end() -> (u64, u64, Vec<String>) {
+/// Ends this thread's trace: its hash, and how many events it saw.
+pub fn end() -> (u64, u64) {
     TRACE.with(|t| match t.borrow_mut().take() {
-        Some(t) => (t.hash.digest(), t.events, t.lines.unwrap_or_default()),
-        None => (0, 0, Vec::new()),
+        Some(t) => (t.hash.digest(), t.events),
+        None => (0, 0),
     })
 }
 
@@ -52,8 +51,8 @@ pub fn event(what: std::fmt::Arguments<'_>) {
         t.hash.update(line.as_bytes());
         t.hash.update(b"\n");
         t.events += 1;
-        if let Some(lines) = &mut t.lines {
-            lines.push(line);
+        if t.print {
+            println!("{line}");
         }
     });
 }

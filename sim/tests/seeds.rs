@@ -27,7 +27,7 @@ fn plan(seed: u64, broken: Option<Broken>) -> Plan {
         string_clients: 2,
         spares: 1,
         broken,
-        keep_trace: false,
+        print_trace: false,
     }
 }
 
@@ -132,4 +132,45 @@ fn the_simulation_catches_reads_that_skip_a_value_in_flight() {
         violations.iter().any(|v| v.contains("linearizable")),
         "{violations:?}"
     );
+}
+
+#[test]
+fn the_simulation_catches_ring_changes_that_do_not_sync() {
+    let (_, violations) = caught(Broken::SkipSync, 30);
+    assert!(
+        violations.iter().any(|v| v.contains("key")),
+        "{violations:?}"
+    );
+}
+
+#[test]
+fn the_simulation_catches_ring_changes_that_leave_agreed_state_behind() {
+    let (_, violations) = caught(Broken::SkipAgreedHandoff, 30);
+    assert!(
+        violations.iter().any(|v| v.contains("linearizable")),
+        "{violations:?}"
+    );
+}
+
+/// The same seed, run by two processes of `tally-sim`, prints the same
+/// trace, event for event.
+#[test]
+fn two_processes_run_a_seed_alike() {
+    let run = || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tally-sim"))
+            .args(["--seed", "11", "--duration", "20", "--log"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let (a, b) = (run(), run());
+    assert!(a.lines().count() > 1_000, "{a}");
+    let differ = a.lines().zip(b.lines()).position(|(x, y)| x != y);
+    assert_eq!(differ, None, "the runs part at line {differ:?}");
+    assert_eq!(a.lines().count(), b.lines().count());
 }

@@ -74,7 +74,7 @@ fn main() -> Result<()> {
         string_clients: args.string_clients,
         spares: args.spares,
         broken: args.broken,
-        keep_trace: args.log,
+        print_trace: args.log,
     };
     let failed = run_seeds(&seeds, args.threads, &plan, &print_report)?;
     println!("{} seeds, {} failed", seeds.len(), failed.len());
@@ -89,9 +89,6 @@ fn main() -> Result<()> {
 }
 
 fn print_report(r: &Report) {
-    for line in &r.lines {
-        println!("{line}");
-    }
     println!(
         "seed {} trace {:016x} events {} ops {} reads {} violations {}",
         r.seed,
