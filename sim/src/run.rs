@@ -163,7 +163,8 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
     violations.extend(report.violations);
     let finals = final_reads(&cluster, EXACT_KEYS, exact::exact_key, &mut violations).await;
     violations.extend(check_exact(&id_adds, EXACT_KEYS, &finals).violations);
-    string_ops.extend(strings::final_reads(&cluster, &mut violations).await);
+    let string_keys = strings::keys_of(&string_ops);
+    string_ops.extend(strings::final_reads(&cluster, &string_keys, &mut violations).await);
     violations.extend(strings::check(&string_ops));
     cluster.close()?;
     let ops = history.len() + id_adds.len() + string_ops.len();

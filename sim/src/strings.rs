@@ -23,9 +23,29 @@ pub const STRING_KEYS: usize = 2;
 /// How long a client waits for an answer.
 const TIMEOUT: Duration = Duration::from_secs(5);
 
-/// String key `k`.
+/// Cold keys a client may make: each is set once, then only read, so its
+/// value lives in the agreed state a ring change must hand over.
+const COLD_PER_CLIENT: usize = 100_000;
+/// The share of a client's operations that make a cold key.
+const COLD_SHARE: f64 = 0.05;
+
+/// String key `k`: the hot ones first, then every client's cold ones.
 pub fn string_key(k: usize) -> Vec<u8> {
-    format!("sim-string:{k}").into_bytes()
+    match k < STRING_KEYS {
+        true => format!("sim-string:{k}").into_bytes(),
+        false => format!("sim-cold:{k}").into_bytes(),
+    }
+}
+
+/// The next call on one of client `id`'s cold keys: makes a new one
+/// (`made` of them so far), or reads one it made.
+fn cold_call(rng: &mut SmallRng, id: usize, made: &mut usize, fresh: Vec<u8>) -> (usize, Call) {
+    let first = STRING_KEYS + id * COLD_PER_CLIENT;
+    if *made == 0 || (rng.random_bool(COLD_SHARE) && *made < COLD_PER_CLIENT) {
+        *made += 1;
+        return (first + *made - 1, Call::SetIfAbsent(fresh));
+    }
+    (first + rng.random_range(0..*made), Call::Read)
 }
 
 /// One operation, and on which key.
@@ -47,15 +67,21 @@ pub async fn client(
     let mut seen: Vec<Option<Vec<u8>>> = vec![None; STRING_KEYS];
     let mut history = Vec::new();
     let mut n = 0u64;
+    let mut cold = 0;
     while tally_world::Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(rng.random_range(5..80))).await;
         let at = rng.random_range(0..cluster.len());
-        let Some(node) = cluster.node(at) else {
+        if !cluster.is_up(at) {
             continue;
-        };
-        let key = rng.random_range(0..STRING_KEYS);
+        }
         n += 1;
         let fresh = format!("c{id}-{n}").into_bytes();
+        if rng.random_bool(0.3) {
+            let (key, call) = cold_call(&mut rng, id, &mut cold, fresh);
+            history.extend(run(&cluster, at, id, key, call).await);
+            continue;
+        }
+        let key = rng.random_range(0..STRING_KEYS);
         let call = match (rng.random_range(0..6), seen[key].clone()) {
             (0, _) => Call::Read,
             (1, _) => Call::Write(fresh),
@@ -68,35 +94,45 @@ pub async fn client(
             (5, _) => Call::Delete,
             _ => Call::Read,
         };
-        let invoked = now_ns();
-        let answer = match tokio::time::timeout(TIMEOUT, send(&node, key, &call)).await {
-            Ok(Some(answer)) => answer,
-            // Certainly not applied: it had no effect to judge.
-            Ok(None) => continue,
-            Err(_) => Answer::Unknown,
+        let Some(op) = run(&cluster, at, id, key, call).await else {
+            continue;
         };
-        drop(node);
-        if let Answer::Value(v) = &answer {
+        if let Answer::Value(v) = &op.op.answer {
             seen[key] = v.clone();
         }
-        if answer == Answer::Unknown && call == Call::Read {
-            continue;
-        }
-        let op = Op {
-            call,
-            answer,
-            invoked,
-            completed: now_ns(),
-        };
-        trace!(
-            "strings client {id} key {key} via n{}: {:?} -> {:?}",
-            at + 1,
-            op.call,
-            op.answer
-        );
-        history.push(KeyOp { key, op });
+        history.push(op);
     }
     history
+}
+
+/// Runs `call` on `key` through node `at` if it is up: the operation to
+/// judge, if there is one (a read that failed, or a change that certainly
+/// did not apply, tells nothing).
+async fn run(cluster: &Cluster, at: usize, id: usize, key: usize, call: Call) -> Option<KeyOp> {
+    let node = cluster.node(at)?;
+    let invoked = now_ns();
+    let answer = match tokio::time::timeout(TIMEOUT, send(&node, key, &call)).await {
+        Ok(Some(answer)) => answer,
+        Ok(None) => return None,
+        Err(_) => Answer::Unknown,
+    };
+    drop(node);
+    if answer == Answer::Unknown && call == Call::Read {
+        return None;
+    }
+    let op = Op {
+        call,
+        answer,
+        invoked,
+        completed: now_ns(),
+    };
+    trace!(
+        "strings client {id} key {key} via n{}: {:?} -> {:?}",
+        at + 1,
+        op.call,
+        op.answer
+    );
+    Some(KeyOp { key, op })
 }
 
 /// One call through `node`: its answer, or `None` when the node says it
@@ -126,14 +162,24 @@ async fn send(node: &tally_node::Node, key: usize, call: &Call) -> Option<Answer
     }
 }
 
-/// Every string key read through every node, after healing.
-pub async fn final_reads(cluster: &Cluster, violations: &mut Vec<String>) -> Vec<KeyOp> {
+/// The keys `ops` touched, in order.
+pub fn keys_of(ops: &[KeyOp]) -> Vec<usize> {
+    let keys: std::collections::BTreeSet<usize> = ops.iter().map(|o| o.key).collect();
+    keys.into_iter().collect()
+}
+
+/// Each of `keys` read through every member, after healing.
+pub async fn final_reads(
+    cluster: &Cluster,
+    keys: &[usize],
+    violations: &mut Vec<String>,
+) -> Vec<KeyOp> {
     let mut ops = Vec::new();
     for n in cluster.membership().members {
         let Some(node) = cluster.node(n) else {
             continue;
         };
-        for key in 0..STRING_KEYS {
+        for &key in keys {
             let invoked = now_ns();
             match send(&node, key, &Call::Read)
                 .await
@@ -165,7 +211,8 @@ pub async fn final_reads(cluster: &Cluster, violations: &mut Vec<String>) -> Vec
 
 /// Each key's history judged: linearizable, or a violation.
 pub fn check(ops: &[KeyOp]) -> Vec<String> {
-    (0..STRING_KEYS)
+    keys_of(ops)
+        .into_iter()
         .filter_map(|key| {
             let mut history: Vec<Op> = ops
                 .iter()

@@ -52,7 +52,8 @@ pub fn event(what: std::fmt::Arguments<'_>) {
         t.hash.update(b"\n");
         t.events += 1;
         if t.print {
-            println!("{line}");
+            use std::io::Write;
+            let _ = writeln!(std::io::stdout(), "{line}");
         }
     });
 }

@@ -92,6 +92,13 @@ pub fn fill_random(buf: &mut [u8]) {
     world().fill_random(buf)
 }
 
+/// Whether blocking work runs on the runtime's thread at once (a
+/// simulation): code that starts threads of its own runs their work
+/// inline then.
+pub fn runs_inline() -> bool {
+    world().inline_blocking()
+}
+
 /// Runs `f`, which blocks (disk reads, big scans), on tokio's blocking
 /// pool; or on this thread at once, where the world says so (a
 /// simulation). Like `tokio::task::spawn_blocking`, whose error it answers
@@ -99,7 +106,7 @@ pub fn fill_random(buf: &mut [u8]) {
 pub async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, tokio::task::JoinError> {
-    if world().inline_blocking() {
+    if runs_inline() {
         return Ok(f());
     }
     #[allow(clippy::disallowed_methods, reason = "the seam itself")]

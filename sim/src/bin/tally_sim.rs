@@ -77,7 +77,15 @@ fn main() -> Result<()> {
         print_trace: args.log,
     };
     let failed = run_seeds(&seeds, args.threads, &plan, &print_report)?;
-    println!("{} seeds, {} failed", seeds.len(), failed.len());
+    {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stdout(),
+            "{} seeds, {} failed",
+            seeds.len(),
+            failed.len()
+        );
+    }
     if !failed.is_empty() {
         let list: Vec<String> = failed.iter().map(u64::to_string).collect();
         bail!(
@@ -88,8 +96,12 @@ fn main() -> Result<()> {
     Ok(())
 }
 
+/// Prints a run's report (a closed stdout, as under `head`, stops nothing).
 fn print_report(r: &Report) {
-    println!(
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
         "seed {} trace {:016x} events {} ops {} reads {} violations {}",
         r.seed,
         r.trace,
@@ -99,6 +111,6 @@ fn print_report(r: &Report) {
         r.violations.len()
     );
     for v in &r.violations {
-        println!("  violation: {v}");
+        let _ = writeln!(out, "  violation: {v}");
     }
 }

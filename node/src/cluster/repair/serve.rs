@@ -89,10 +89,14 @@ fn check(ranges: &[WireRange], segments: u32) -> Result<Vec<TokenRange>, WireErr
 /// The nice value of scan threads: the lowest priority (see the module docs).
 const SCAN_NICE: libc::c_int = 19;
 
-/// Runs a scan on a thread of its own at [`SCAN_NICE`].
+/// Runs a scan on a thread of its own at [`SCAN_NICE`] (in a simulation,
+/// on the runtime's thread: see `tally_world::runs_inline`).
 async fn blocking(
     f: impl FnOnce() -> Result<PeerResponse, WireError> + Send + 'static,
 ) -> Result<PeerResponse, WireError> {
+    if tally_world::runs_inline() {
+        return f();
+    }
     let (tx, rx) = tokio::sync::oneshot::channel();
     let spawned = std::thread::Builder::new()
         .name("tally-repair".into())
