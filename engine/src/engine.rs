@@ -181,6 +181,7 @@ pub struct Engine {
 impl Engine {
     /// Opens (creating if needed) the engine in `dir`, replaying its commit log.
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Engine> {
+        stepped::check(&opts)?;
         let dir = dir.as_ref().to_path_buf();
         let identity = Identity::open(&dir)?;
         remove_temporaries(&dir)?;
@@ -257,24 +258,16 @@ impl Engine {
             commit: commit.clone(),
             versions: versions.clone(),
         };
-        let (threads, stepper) = match opts.stepped {
-            false => (
-                guard.start(&background, work_rx, opts.park_commit.as_ref())?,
-                None,
-            ),
-            true => {
+        let (threads, stepper) = match &opts.park_commit {
+            Some(hook) if opts.stepped => {
                 let stepper = stepped::Stepper::new(commit.clone(), background.clone(), work_rx);
-                let hook = opts.park_commit.as_ref().ok_or_else(|| {
-                    Error::Options("a stepped engine needs a park hook to run its work".into())
-                })?;
-                if opts.sync != crate::options::SyncMode::Batch {
-                    return Err(Error::Options(
-                        "a stepped engine syncs in batch mode only".into(),
-                    ));
-                }
                 hook.attach(Arc::downgrade(&stepper) as std::sync::Weak<dyn OnPark>);
                 (Vec::new(), Some(stepper))
             }
+            _ => (
+                guard.start(&background, work_rx, opts.park_commit.as_ref())?,
+                None,
+            ),
         };
         // A big replayed memtable is flushed like any other.
         if versions.read().active.bytes() >= opts.memtable_bytes_max {
@@ -847,8 +840,14 @@ impl Engine {
         // The sealer may be stalled behind flushes that stop here.
         self.versions.close();
         if let Some(stepper) = stepper {
-            // The sealer's and the syncer's last turns.
+            // The sealer's and the syncer's last turns. With writes
+            // stalled they write nothing: records in memory only, never
+            // answered, so the directory must not be marked clean.
             stepper.drain();
+            if !self.commit.log_closed() {
+                self.poison
+                    .set(|| "closed with records its disk never took".into());
+            }
         }
         self.work.shutdown();
         for t in threads {

@@ -334,7 +334,13 @@ impl Link {
             from.2,
             from.3
         );
-        let answer = inbound.answer(self.from, &batch).await;
+        // The peer answers on a task of its own, as QUIC's streams are
+        // served: a sender that gives up does not cut its handler short.
+        // A repeat (a retry's copy) runs beside it.
+        let serve = |inbound: Arc<Inbound>, batch: bytes::Bytes, from: usize| {
+            tokio::spawn(async move { inbound.answer(from, &batch).await })
+        };
+        let first = serve(inbound.clone(), batch.clone(), self.from);
         if fate.repeat && repeatable(&batch) {
             trace!(
                 "n{}->n{} channel {}: repeated",
@@ -342,12 +348,17 @@ impl Link {
                 from.1 + 1,
                 from.2
             );
-            let _ = inbound.answer(self.from, &batch).await;
+            drop(serve(inbound, batch, self.from));
         }
-        let answer = match answer {
-            Ok(a) => a,
-            Err(bad) => return self.fail(bad.why),
+        let answer = match first.await {
+            Ok(Ok(a)) => a,
+            Ok(Err(bad)) => return self.fail(bad.why),
+            Err(_) => return self.fail("the peer's handler panicked"),
         };
+        if self.closed.load(Ordering::Acquire) {
+            // A dead connection fails every stream on it.
+            return self.fail("closed");
+        }
         tokio::time::sleep(fate.back).await;
         if fate.answer_lost {
             return self.fail("answer lost");

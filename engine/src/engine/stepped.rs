@@ -10,9 +10,28 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::background::Background;
+use crate::error::{Error, Result};
 use crate::group_commit::{GroupCommit, Steps};
-use crate::options::OnPark;
+use crate::options::{OnPark, Options, SyncMode};
 use crate::work::WorkReceiver;
+
+/// Refuses options a stepped engine cannot run with, before anything is
+/// opened: it needs the park hook that runs its work, and syncs in batch
+/// mode only.
+pub(crate) fn check(opts: &Options) -> Result<()> {
+    if !opts.stepped {
+        return Ok(());
+    }
+    if opts.park_commit.is_none() {
+        return Err(Error::Options(
+            "a stepped engine needs a park hook to run its work".into(),
+        ));
+    }
+    if opts.sync != SyncMode::Batch {
+        return Err(Error::Options("a stepped engine syncs in batch mode only".into()));
+    }
+    Ok(())
+}
 
 /// Turns in a row one park takes at most: each seals, writes or flushes
 /// something, so more means a loop that makes no progress.
@@ -66,15 +85,21 @@ impl OnPark for Stepper {
 }
 
 impl crate::Engine {
-    /// Stops as a killed process does: nothing more reaches the log, the
-    /// directory is not marked clean (the next open is a new incarnation),
-    /// and every waiter is answered with an error (a killed process's
-    /// clients see their connection drop). What was written before stays,
-    /// as a killed process's writes stay in the OS's page cache. For the
-    /// simulator's crashes.
+    /// Stops a stepped engine as a killed process stops: nothing more is
+    /// written (no log record, no flush, no clean marker: the next open
+    /// is a new incarnation), and every waiter is answered with an error
+    /// (a killed process's clients see their connection drop). What was
+    /// written before stays, as a killed process's writes stay in the
+    /// OS's page cache. For the simulator's crashes; an engine with
+    /// threads is left to them.
     pub fn crash(&self) {
         self.poison.set(|| "the node crashed".into());
         self.commit.fail_waiters();
-        let _poisoned = self.shutdown();
+        // Dropped without a last turn: a turn would flush memtables that
+        // hold what the log never got.
+        drop(self.stepper.lock().take());
+        self.commit.close();
+        self.versions.close();
+        self.commit.close_relay();
     }
 }

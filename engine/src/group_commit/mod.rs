@@ -334,6 +334,12 @@ impl GroupCommit {
         self.queue_cv.notify_all();
     }
 
+    /// Whether the log is closed: the syncer's last group commit is
+    /// written.
+    pub(crate) fn log_closed(&self) -> bool {
+        self.committer.lock().closed
+    }
+
     /// After the threads are gone: the relay task ends once it has
     /// delivered everything.
     pub(crate) fn close_relay(&self) {

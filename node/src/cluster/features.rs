@@ -325,13 +325,28 @@ pub(crate) fn known_unused(ctx: &Ctx, features: &Features, feature: &str) -> boo
     };
     let others = (0..ctx.config().nodes.len())
         .filter(|&i| i != ctx.me() && counts(ctx.node_state(i)))
-        .map(|i| match transport.is_up(i) {
-            true => transport
+        .map(|i| {
+            let has = transport
                 .build_of(i)
-                .map(|b| b.enabled.iter().any(|f| f == feature)),
-            false => None,
+                .map(|b| b.enabled.iter().any(|f| f == feature));
+            heard(transport.is_up(i), has, transport.protocol(i))
         });
     unused_by_all(features.has(feature), others)
+}
+
+/// The first peer protocol whose heartbeats carry a build's features.
+const ANNOUNCES_FEATURES: u16 = 3;
+
+/// What a member said of a feature, as [`unused_by_all`] takes it: up,
+/// `has` as its last announced build says, over peer `protocol`. A build
+/// older than the heartbeats that announce features (a rolling upgrade's
+/// previous one) has enabled none; a newer one not heard yet may have.
+fn heard(up: bool, has: Option<bool>, protocol: u16) -> Option<bool> {
+    match (up, has) {
+        (false, _) => None,
+        (true, Some(has)) => Some(has),
+        (true, None) => (protocol < ANNOUNCES_FEATURES).then_some(false),
+    }
 }
 
 /// The rule of [`known_unused`]: `mine` whether this node has enabled the
@@ -439,6 +454,17 @@ mod tests {
         // have written under the feature.
         assert!(!unused_by_all(false, [Some(false), None].into_iter()));
         assert!(!unused_by_all(false, [None, None].into_iter()));
+    }
+
+    #[test]
+    fn a_member_of_the_previous_build_has_no_features_and_one_not_heard_may() {
+        assert_eq!(heard(true, Some(true), 10), Some(true));
+        assert_eq!(heard(true, Some(false), 10), Some(false));
+        // Speaks protocol 2: its heartbeats announce nothing, it has nothing.
+        assert_eq!(heard(true, None, 2), Some(false));
+        // Answered the first heartbeat (a `Ping`) only: not heard yet.
+        assert_eq!(heard(true, None, 10), None);
+        assert_eq!(heard(false, Some(false), 10), None);
     }
 
     fn build(features: &[&str], enabled: &[&str]) -> WireBuild {

@@ -32,7 +32,7 @@ impl Shared {
     pub(crate) fn new() -> Arc<Shared> {
         // Cursor numbers from a clock: a cursor from before a restart is
         // unlikely to name a place of this run.
-        let seed = tally_world::since_epoch().as_micros() as u64 & 0x0000_FFFF_FFFF_FFFF;
+        let seed = (tally_world::since_epoch().as_micros() as u64 & 0x0000_FFFF_FFFF_FFFF).max(1);
         Arc::new(Shared {
             started: Instant::now(),
             next_session: AtomicU64::new(1),
