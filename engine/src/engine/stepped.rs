@@ -28,7 +28,9 @@ pub(crate) fn check(opts: &Options) -> Result<()> {
         ));
     }
     if opts.sync != SyncMode::Batch {
-        return Err(Error::Options("a stepped engine syncs in batch mode only".into()));
+        return Err(Error::Options(
+            "a stepped engine syncs in batch mode only".into(),
+        ));
     }
     Ok(())
 }
