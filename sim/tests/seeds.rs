@@ -147,7 +147,7 @@ fn the_simulation_catches_reads_that_skip_a_value_in_flight() {
 #[test]
 fn the_simulation_catches_ring_changes_that_do_not_sync() {
     // Ring changes come a few times a minute: runs of a minute.
-    let (_, violations) = caught_in(Broken::SkipSync, 5, Duration::from_secs(60));
+    let (_, violations) = caught_in(Broken::SkipSync, 10, Duration::from_secs(60));
     assert!(
         violations.iter().any(|v| v.contains("key")),
         "{violations:?}"
@@ -156,7 +156,7 @@ fn the_simulation_catches_ring_changes_that_do_not_sync() {
 
 #[test]
 fn the_simulation_catches_ring_changes_that_leave_agreed_state_behind() {
-    let (_, violations) = caught_in(Broken::SkipAgreedHandoff, 5, Duration::from_secs(60));
+    let (_, violations) = caught_in(Broken::SkipAgreedHandoff, 10, Duration::from_secs(60));
     assert!(
         violations.iter().any(|v| v.contains("linearizable")),
         "{violations:?}"
