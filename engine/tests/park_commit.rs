@@ -102,6 +102,7 @@ fn check_values(engine: &Engine) {
 
 #[test]
 fn a_parking_runtime_writes_group_commits_and_they_are_durable() {
+    let _alone = ALONE.lock();
     let dir = tempfile::tempdir().unwrap();
     let (rt, hook) = hooked_runtime();
     let stats = rt.block_on(async {
@@ -130,6 +131,7 @@ fn a_parking_runtime_writes_group_commits_and_they_are_durable() {
 
 #[test]
 fn work_a_busy_runtime_leaves_is_written_by_the_syncer() {
+    let _alone = ALONE.lock();
     let dir = tempfile::tempdir().unwrap();
     let (rt, hook) = hooked_runtime();
     rt.block_on(async {
@@ -160,6 +162,7 @@ fn work_a_busy_runtime_leaves_is_written_by_the_syncer() {
 
 #[test]
 fn after_a_slow_fsync_the_runtime_leaves_group_commits_to_the_syncer() {
+    let _alone = ALONE.lock();
     let dir = tempfile::tempdir().unwrap();
     let (rt, hook) = hooked_runtime();
     let slow = Arc::new(AtomicU64::new(0));
@@ -192,6 +195,7 @@ fn after_a_slow_fsync_the_runtime_leaves_group_commits_to_the_syncer() {
 
 #[test]
 fn without_the_hook_the_syncer_writes_everything() {
+    let _alone = ALONE.lock();
     let dir = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -222,6 +226,7 @@ fn open_stepped(dir: &std::path::Path, hook: ParkCommit) -> Arc<Engine> {
 
 #[test]
 fn a_stepped_engine_runs_on_its_runtime_alone_and_what_it_answered_survives_a_crash() {
+    let _alone = ALONE.lock();
     let dir = tempfile::tempdir().unwrap();
     let (rt, hook) = hooked_runtime();
     rt.block_on(async {
@@ -254,6 +259,7 @@ fn a_stepped_engine_runs_on_its_runtime_alone_and_what_it_answered_survives_a_cr
 
 #[test]
 fn a_stepped_engine_needs_the_hook_and_batch_sync() {
+    let _alone = ALONE.lock();
     let dir = tempfile::tempdir().unwrap();
     let no_hook = Options {
         stepped: true,
@@ -268,6 +274,10 @@ fn a_stepped_engine_needs_the_hook_and_batch_sync() {
     };
     assert!(Engine::open(dir.path(), periodic).is_err());
 }
+
+/// Held by every test here: one counts the process's engine threads, which
+/// another test's engine would add to.
+static ALONE: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
 
 /// Threads of this process whose names are the engine's.
 fn engine_threads() -> usize {
