@@ -3,6 +3,7 @@
 //! park hook, their transports on the simulated network. Nodes crash as a
 //! killed process does and restart on what their directories hold.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,6 +34,10 @@ pub struct Shape {
     pub spares: usize,
     /// The broken build every node runs, if any.
     pub broken: Option<Broken>,
+    /// Settings of `cluster.toml` over the simulation's own, as TOML
+    /// values: `write_timeout_ms` for `[cluster]`'s, `hints.window_ms`
+    /// for `[cluster.hints]`'s.
+    pub settings: BTreeMap<String, String>,
 }
 
 /// One node's place in the cluster.
@@ -72,6 +77,22 @@ pub struct Membership {
 /// The park hooks of a runtime's nodes, for its `on_thread_park`.
 pub type Hooks = Arc<Mutex<Vec<ParkCommit>>>;
 
+/// A simulation's runtime: one thread, its clock paused (time jumps to the
+/// next timer when every task waits), `hooks` run each time it parks.
+pub fn runtime(hooks: &Hooks) -> Result<tokio::runtime::Runtime> {
+    let on_park = hooks.clone();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .on_thread_park(move || {
+            for hook in on_park.lock().iter() {
+                hook.on_park();
+            }
+        })
+        .build()
+        .context("start the simulation's runtime")
+}
+
 impl Cluster {
     /// A cluster of `shape` in a fresh directory, its nodes down, their
     /// hooks in `hooks`.
@@ -105,6 +126,11 @@ impl Cluster {
             net,
             _dir: dir,
         }))
+    }
+
+    /// The configuration every node reads.
+    pub fn config(&self) -> &Config {
+        &self.config
     }
 
     /// How many nodes the configuration names, spares included.
@@ -213,6 +239,15 @@ impl Cluster {
         node.crash();
     }
 
+    /// Deletes down node `i`'s data directory, as an operator replacing
+    /// its disk does: it starts again empty, under a new counter id.
+    pub fn wipe(&self, i: usize) -> Result<()> {
+        anyhow::ensure!(!self.is_up(i), "n{} is up: kill it first", i + 1);
+        trace!("n{} wiped", i + 1);
+        let dir = &self.config.nodes[i].data_dir;
+        std::fs::remove_dir_all(dir).with_context(|| format!("wipe {}", dir.display()))
+    }
+
     /// Stops every node cleanly.
     pub fn close(&self) -> Result<()> {
         let nodes: Vec<_> = self
@@ -249,15 +284,21 @@ fn scratch() -> PathBuf {
     }
 }
 
+/// The simulation's `[cluster]` settings, before a shape's own.
+const SETTINGS: &[(&str, &str)] = &[
+    ("name", "\"sim\""),
+    ("vnodes", "8"),
+    ("sync", "\"batch\""),
+    ("write_timeout_ms", "2000"),
+    ("read_timeout_ms", "2000"),
+    ("heartbeat_interval_ms", "200"),
+    ("failure_timeout_ms", "1000"),
+];
+
 /// The cluster's configuration: addresses no one binds (the network is
 /// simulated), directories under `dir`.
 fn config(shape: &Shape, dir: &Path) -> Result<Config> {
-    let mut text = format!(
-        "[cluster]\nname = \"sim\"\nreplication_factor = {}\nvnodes = 8\nsync = \"batch\"\n\
-         write_timeout_ms = 2000\nread_timeout_ms = 2000\nheartbeat_interval_ms = 200\n\
-         failure_timeout_ms = 1000\n",
-        shape.replication_factor
-    );
+    let mut text = cluster_tables(shape);
     for i in 1..=shape.nodes + shape.spares {
         text.push_str(&format!(
             "\n[[node]]\nid = \"n{i}\"\npeer = \"127.0.0.1:{}\"\nclient = \"127.0.0.1:{}\"\n\
@@ -269,4 +310,30 @@ fn config(shape: &Shape, dir: &Path) -> Result<Config> {
         ));
     }
     Config::parse(&text, &dir.join("cluster.toml")).context("the simulated cluster's config")
+}
+
+/// `[cluster]` and its tables: the simulation's settings, the shape's
+/// over them.
+fn cluster_tables(shape: &Shape) -> String {
+    let mut tables: BTreeMap<&str, BTreeMap<&str, &str>> = BTreeMap::new();
+    let rf = shape.replication_factor.to_string();
+    let ours = SETTINGS
+        .iter()
+        .copied()
+        .chain([("replication_factor", rf.as_str())]);
+    for (key, value) in ours.chain(shape.settings.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
+        let (table, key) = key.rsplit_once('.').unwrap_or(("", key));
+        tables.entry(table).or_default().insert(key, value);
+    }
+    let mut text = String::new();
+    for (table, keys) in tables {
+        match table {
+            "" => text.push_str("[cluster]\n"),
+            t => text.push_str(&format!("[cluster.{t}]\n")),
+        }
+        for (key, value) in keys {
+            text.push_str(&format!("{key} = {value}\n"));
+        }
+    }
+    text
 }

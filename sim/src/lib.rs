@@ -19,6 +19,7 @@ pub mod cluster;
 pub mod exact;
 pub mod net;
 pub mod run;
+pub mod script;
 pub mod strings;
 pub mod topology;
 pub mod trace;
@@ -37,7 +38,7 @@ mod layers {
         &["topology"],
         &["workload"],
         &["exact", "strings"],
-        &["run"],
+        &["run", "script"],
     ];
 
     #[test]

@@ -11,7 +11,7 @@ use tally_tests::checker;
 use tally_tests::checker::exact::check_exact;
 
 use crate::broken::Broken;
-use crate::cluster::{Cluster, Hooks, Shape};
+use crate::cluster::{self, Cluster, Hooks, Shape};
 use crate::exact::{self, EXACT_KEYS};
 use crate::net::{Faults, Net};
 use crate::strings;
@@ -64,17 +64,7 @@ const SETTLE: Duration = Duration::from_secs(10);
 /// Runs `plan` on this thread, in a runtime of its own.
 pub fn run(plan: &Plan) -> Result<Report> {
     let hooks: Hooks = Arc::default();
-    let on_park = hooks.clone();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .on_thread_park(move || {
-            for hook in on_park.lock().iter() {
-                hook.on_park();
-            }
-        })
-        .build()
-        .context("start the simulation's runtime")?;
+    let rt = cluster::runtime(&hooks)?;
     trace::begin(plan.print_trace);
     let result = rt.block_on(async {
         SimWorld::begin(plan.seed);
@@ -101,6 +91,7 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
         replication_factor: 3,
         spares: plan.spares,
         broken: plan.broken,
+        settings: Default::default(),
     };
     // QUIC's idle timeout is five failure timeouts; a dial waits one.
     let failure_timeout = Duration::from_secs(1);

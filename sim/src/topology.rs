@@ -27,7 +27,8 @@ pub async fn change(cluster: &Cluster, join: bool, pick: usize) -> Result<(), St
     }
 }
 
-async fn join(cluster: &Cluster, node: usize) -> Result<(), String> {
+/// Spare `node` starts and joins the ring; why it did not, if it did not.
+pub async fn join(cluster: &Cluster, node: usize) -> Result<(), String> {
     trace!("n{} joins", node + 1);
     cluster.update(|m| {
         m.spares.retain(|&s| s != node);
@@ -51,7 +52,9 @@ async fn join(cluster: &Cluster, node: usize) -> Result<(), String> {
     }
 }
 
-async fn decommission(cluster: &Cluster, node: usize) -> Result<(), String> {
+/// Member `node` is decommissioned through itself, and stopped once the
+/// others see it gone; why it was not, if it was not.
+pub async fn decommission(cluster: &Cluster, node: usize) -> Result<(), String> {
     trace!("n{} is decommissioned", node + 1);
     let op = ClientOp::Decommission {
         node: cluster.id(node).to_string(),

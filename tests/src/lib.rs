@@ -195,19 +195,6 @@ pub fn assert_script_ok(script: &mut Command, what: &str) {
     );
 }
 
-/// Whether a `tally status --json` answer says node `id` needs a repair.
-pub fn needs_repair(status: &serde_json::Value, id: &str) -> bool {
-    let nodes = status["nodes"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    nodes
-        .iter()
-        .find(|n| n["id"] == id)
-        .and_then(|n| n["needs_repair"].as_bool())
-        .unwrap_or_else(|| panic!("status lists no node {id}: {status}"))
-}
-
 /// A two-worker runtime for tests that drive clients between process faults.
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()

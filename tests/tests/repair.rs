@@ -1,7 +1,7 @@
-//! `tally repair` over real `tallyd` processes: a node kept down past the
-//! hint window, and a node whose data directory was wiped, are brought back
-//! to exact values (read through them alone), moving only the cells that
-//! differ; a second repair moves nothing; a repair needs every replica up.
+//! `tally repair` over real `tallyd` processes: one repair of a node at a
+//! time, and a repair cut short resumes where it stopped. What a repair
+//! moves, and when it is refused, are the golden script
+//! `sim/scripts/repair.txt`.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use std::process::Command;
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tally_net::Consistency;
-use tally_tests::{Cluster, ClusterOptions, bin, needs_repair, runtime as rt};
+use tally_tests::{Cluster, ClusterOptions, bin, runtime as rt};
 
 /// Runs `tally --node N repair --json`; answers the node's summary, or the
 /// error line.
@@ -53,136 +53,6 @@ fn assert_alone_reads(cluster: &Cluster, i: usize, keys: usize, expected: impl F
             assert_eq!(got, expected(k), "{} on n{}", key(k), i + 1);
         }
     });
-}
-
-#[test]
-fn a_node_down_past_the_hint_window_is_repaired_to_exact_values() {
-    let mut cluster = Cluster::start(ClusterOptions {
-        cluster_tables: "[cluster.hints]\nwindow_ms = 1000\n".into(),
-        ..ClusterOptions::default()
-    })
-    .unwrap();
-    add(&cluster, 0, 0..200, 1);
-    cluster.kill(2).unwrap();
-    cluster.wait_view(Duration::from_secs(10)).unwrap();
-
-    // A repair needs every replica: refused while n3 is down, clearly,
-    // and a repair of n3 itself cannot reach it.
-    let err = repair(&cluster, "n1").unwrap_err();
-    assert!(err.contains("n3 is down"), "{err}");
-    let err = repair(&cluster, "n3").unwrap_err();
-    assert!(err.contains("repair of n3: connect to"), "{err}");
-
-    add(&cluster, 0, 0..300, 2);
-    std::thread::sleep(Duration::from_millis(1500));
-    cluster.restart(2).unwrap();
-    cluster.wait_all_up(Duration::from_secs(20)).unwrap();
-    cluster.wait_calm(Duration::from_millis(500)).unwrap();
-    assert!(
-        needs_repair(&cluster.status_json(None).unwrap(), "n3"),
-        "its hints were dropped"
-    );
-
-    let done = repair(&cluster, "n3").unwrap();
-    // n3 missed 200 updates and 100 new counters; n1 and n2 agree.
-    assert_eq!(done["keys_differing"], 300, "{done}");
-    assert_eq!(
-        done["cells_moved"], 300,
-        "only the cells that differ: {done}"
-    );
-    assert!(done["slices_differing"].as_u64().unwrap() > 0, "{done}");
-    assert!(done["bytes_moved"].as_u64().unwrap() > 300 * 10, "{done}");
-    assert!(
-        !needs_repair(&cluster.status_json(None).unwrap(), "n3"),
-        "the repair cleared the flag"
-    );
-    let again = repair(&cluster, "n1").unwrap();
-    assert_eq!(
-        (&again["slices_differing"], &again["cells_moved"]),
-        (&0.into(), &0.into()),
-        "{again}"
-    );
-
-    // n3 alone holds every acknowledged add.
-    cluster.kill(0).unwrap();
-    cluster.kill(1).unwrap();
-    assert_alone_reads(&cluster, 2, 300, |k| if k < 200 { 3 } else { 2 });
-}
-
-/// A repair of some of a node's ranges (`--range`) leaves its "needs
-/// repair" flag: the dropped hints may be for keys elsewhere. A repair of
-/// all of them clears it.
-#[test]
-fn a_repair_of_some_ranges_leaves_the_needs_repair_flag() {
-    let mut cluster = Cluster::start(ClusterOptions {
-        cluster_tables: "[cluster.hints]\nwindow_ms = 1000\n".into(),
-        ..ClusterOptions::default()
-    })
-    .unwrap();
-    cluster.kill(2).unwrap();
-    cluster.wait_view(Duration::from_secs(10)).unwrap();
-    add(&cluster, 0, 0..100, 1);
-    std::thread::sleep(Duration::from_millis(1500));
-    cluster.restart(2).unwrap();
-    cluster.wait_all_up(Duration::from_secs(20)).unwrap();
-    cluster.wait_calm(Duration::from_millis(500)).unwrap();
-    assert!(needs_repair(&cluster.status_json(None).unwrap(), "n3"));
-
-    let range = format!("{}:0", i64::MIN);
-    let out = cluster
-        .tally(&["--node", "n3", "--json", "repair", "--range", &range])
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        needs_repair(&cluster.status_json(None).unwrap(), "n3"),
-        "a repair of the negative tokens alone cleared n3's flag"
-    );
-    repair(&cluster, "n3").unwrap();
-    assert!(
-        !needs_repair(&cluster.status_json(None).unwrap(), "n3"),
-        "a repair of every range clears it"
-    );
-}
-
-#[test]
-fn a_wiped_node_is_repaired_back_under_a_new_counter_id() {
-    let mut cluster = Cluster::start(ClusterOptions::default()).unwrap();
-    add(&cluster, 0, 0..100, 5);
-    add(&cluster, 2, 0..100, 1); // n3's own shards, which the wipe loses
-    cluster.kill(2).unwrap();
-    std::fs::remove_dir_all(&cluster.config.nodes[2].data_dir).unwrap();
-    cluster.restart(2).unwrap();
-    cluster.wait_all_up(Duration::from_secs(20)).unwrap();
-    cluster.wait_calm(Duration::from_millis(500)).unwrap();
-
-    // A repair of the negative tokens moves the keys there, the next one
-    // the rest.
-    let negative = (0..100)
-        .filter(|&k| tally_net::ring::murmur3_token(key(k).as_bytes()) <= 0)
-        .count();
-    assert!((20..80).contains(&negative), "{negative}");
-    let range = format!("{}:0", i64::MIN);
-    let out = cluster
-        .tally(&["--node", "n3", "--json", "repair", "--range", &range])
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let half: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(half["repaired"][0]["cells_moved"], negative, "{half}");
-    let done = repair(&cluster, "n3").unwrap();
-    assert_eq!(done["cells_moved"], 100 - negative, "{done}");
-    // n3 adds again under its new id; then it alone holds it all.
-    add(&cluster, 2, 0..10, 1);
-    cluster.kill(0).unwrap();
-    cluster.kill(1).unwrap();
-    assert_alone_reads(&cluster, 2, 100, |k| if k < 10 { 7 } else { 6 });
 }
 
 /// One repair at a time per node: a second one, while the first waits for

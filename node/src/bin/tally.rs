@@ -825,17 +825,26 @@ async fn print_status(cli: &Cli, status: &ClusterStatus) -> Result<()> {
             println!("{}: not writable: {why}", r.node.id);
         }
     }
-    for r in &rows {
-        let by = dropped_hints_for(&r.node.id, &rows);
-        if !by.is_empty() {
-            println!(
-                "{}: needs repair: {} dropped hints for it (past the hint window or size limit)",
-                r.node.id,
-                by.join(", ")
-            );
-        }
+    for line in needs_repair_lines(&rows) {
+        println!("{line}");
     }
     Ok(())
+}
+
+/// A line for each node some node dropped hints for.
+fn needs_repair_lines(rows: &[Row<'_>]) -> Vec<String> {
+    rows.iter()
+        .filter_map(|r| {
+            let by = dropped_hints_for(&r.node.id, rows);
+            (!by.is_empty()).then(|| {
+                format!(
+                    "{}: needs repair: {} dropped hints for it (past the hint window or size limit)",
+                    r.node.id,
+                    by.join(", ")
+                )
+            })
+        })
+        .collect()
 }
 
 fn human(bytes: u64) -> String {
@@ -850,6 +859,47 @@ fn human(bytes: u64) -> String {
 mod tests {
     use super::*;
     use tally_net::{ErrorKind, WireError};
+
+    #[test]
+    fn a_node_whose_hints_were_dropped_is_named_with_who_dropped_them() {
+        let status = |id: &str| NodeStatus {
+            id: id.into(),
+            client_addr: String::new(),
+            up: true,
+            not_writable: None,
+            ownership: 1.0 / 3.0,
+        };
+        let dropped = |node: &str| tally_net::wire::PeerHints {
+            node: node.into(),
+            pending: 0,
+            dropped: 50,
+            since_ms: 0,
+            needs_repair: true,
+        };
+        let nodes = [status("n1"), status("n2"), status("n3")];
+        let row = |i: usize, hints: Vec<tally_net::wire::PeerHints>| Row {
+            node: &nodes[i],
+            stats: Some(NodeStats {
+                hints,
+                ..NodeStats::default()
+            }),
+            not_writable: None,
+            ring: NodeState::Normal,
+            build: None,
+        };
+        let rows = [
+            row(0, vec![dropped("n3")]),
+            row(1, vec![dropped("n3")]),
+            row(2, vec![]),
+        ];
+        assert_eq!(
+            needs_repair_lines(&rows),
+            vec![
+                "n3: needs repair: n1, n2 dropped hints for it (past the hint window or size limit)"
+            ]
+        );
+        assert!(needs_repair_lines(&rows[2..]).is_empty());
+    }
 
     #[test]
     fn a_failed_write_says_what_it_left_behind() {

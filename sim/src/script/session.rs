@@ -1,0 +1,455 @@
+//! The commands of a golden script, each run against the script's one
+//! simulated cluster. What a node answers (a value, an error) is output;
+//! a command the script gets wrong (a typo, a node that does not exist)
+//! stops the script with its line.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Result, anyhow, bail};
+use clap::ValueEnum;
+use tally_net::once::{OpId, applier};
+use tally_net::ring::Ring;
+use tally_net::wire::{
+    ClientOp, ClientReply, ClusterStatus, Deadline, StringCondition, WireError, WireKey,
+    WireRepaired,
+};
+use tally_node::Node;
+
+use super::parse::Command;
+use super::words::{self, Words};
+use crate::broken::Broken;
+use crate::cluster::{Cluster, Hooks, Shape};
+use crate::net::{Faults, Net};
+use crate::topology;
+use crate::world::SimWorld;
+
+/// How long a command waits for a node's answer before it prints that
+/// none came (a node's own timeouts answer well before).
+const ANSWER_WAIT: Duration = Duration::from_secs(60);
+
+/// How long `stabilize` waits for the nodes to agree on who is up and to
+/// deliver their hints.
+const STABILIZE_MAX: Duration = Duration::from_secs(60);
+
+/// One script's cluster, once its `cluster` command made it.
+pub struct Session {
+    hooks: Hooks,
+    cluster: Option<(Arc<Cluster>, Arc<Net>)>,
+}
+
+impl Session {
+    /// A session with no cluster yet; its nodes' park hooks go in `hooks`.
+    pub fn new(hooks: Hooks) -> Session {
+        Session {
+            hooks,
+            cluster: None,
+        }
+    }
+
+    /// Runs `command`; answers what it printed. `time COMMAND` runs the
+    /// command and prints how much simulated time it took.
+    pub async fn run(&mut self, command: &Command) -> Result<Vec<String>> {
+        if command.name != "time" {
+            return self.run_one(command).await;
+        }
+        let Some((name, args)) = command.args.split_first() else {
+            bail!("time what?");
+        };
+        let inner = Command {
+            name: name.clone(),
+            args: args.to_vec(),
+            ..command.clone()
+        };
+        let started = tally_world::Instant::now();
+        let mut out = Box::pin(self.run_one(&inner)).await?;
+        out.push(format!("took {:?}", started.elapsed()));
+        Ok(out)
+    }
+
+    async fn run_one(&mut self, command: &Command) -> Result<Vec<String>> {
+        let mut w = Words::of(command);
+        let out = match (command.name.as_str(), &self.cluster) {
+            ("cluster", None) => self.start(&mut w).await?,
+            ("cluster", Some(_)) => bail!("a script has one cluster"),
+            (_, None) => bail!("no cluster yet (`cluster nodes=3` first)"),
+            (name, Some((cluster, net))) => {
+                let (cluster, net) = (cluster.clone(), net.clone());
+                run(&cluster, &net, name, &mut w).await?
+            }
+        };
+        w.done()?;
+        Ok(out)
+    }
+
+    /// Stops the cluster's nodes cleanly.
+    pub fn close(self) -> Result<()> {
+        match self.cluster {
+            Some((cluster, _)) => cluster.close(),
+            None => Ok(()),
+        }
+    }
+
+    /// `cluster nodes=N [rf=R] [spares=S] [seed=X] [broken=BUILD]
+    /// [setting=value ...]`: starts the members; any other option is a
+    /// `cluster.toml` setting.
+    async fn start(&mut self, w: &mut Words) -> Result<Vec<String>> {
+        let nodes = w.option_or("nodes", 3)?;
+        let shape = Shape {
+            nodes,
+            replication_factor: w.option_or("rf", nodes.min(3))?,
+            spares: w.option_or("spares", 0)?,
+            broken: w.option("broken").map(|b| broken(&b)).transpose()?,
+            settings: BTreeMap::new(),
+        };
+        let seed = w.option_or("seed", 1)?;
+        let shape = Shape {
+            settings: w.rest(),
+            ..shape
+        };
+        SimWorld::begin(seed);
+        let failure_timeout = Duration::from_secs(1);
+        let net = Net::new(
+            shape.nodes + shape.spares,
+            seed,
+            Faults::none(),
+            failure_timeout * 5,
+            failure_timeout,
+        );
+        let cluster = Cluster::new(&shape, net.clone(), &self.hooks)?;
+        for i in cluster.membership().members {
+            cluster.start(i).await?;
+        }
+        self.cluster = Some((cluster, net));
+        Ok(Vec::new())
+    }
+}
+
+/// Runs command `name` on the cluster.
+async fn run(cluster: &Cluster, net: &Net, name: &str, w: &mut Words) -> Result<Vec<String>> {
+    let nodes = cluster.len();
+    let line = match name {
+        "add" | "read" | "reset" => counters(cluster, name, w).await?,
+        "set" | "get" | "del" => string(cluster, name, w).await?,
+        "repair" | "join" | "decommission" | "remove" | "cleanup" => ring(cluster, name, w).await?,
+        "status" => return status(cluster, w.node(nodes)?).await,
+        "applier" => {
+            let key = w.next("a key")?;
+            applied_by(cluster, key.as_bytes(), w.node(nodes)?)
+        }
+        "stabilize" => return Ok(stabilize(cluster).await.err().into_iter().collect()),
+        _ => {
+            fault(cluster, net, name, w).await?;
+            return Ok(Vec::new());
+        }
+    };
+    Ok(vec![line])
+}
+
+/// `add NODE KEYS DELTA [cl=LEVEL] [id=CLIENT:SEQ]`, `read NODE KEYS
+/// [cl=LEVEL]`, `reset NODE KEYS [cl=LEVEL]`, one key after another.
+async fn counters(cluster: &Cluster, name: &str, w: &mut Words) -> Result<String> {
+    let n = w.node(cluster.len())?;
+    let word = w.next("a key, or keys k{0..30}")?;
+    let keys = words::keys(&word)?;
+    let delta: i64 = match name {
+        "add" => w.number("a delta")?,
+        _ => 0,
+    };
+    let cl = w.level()?;
+    let id = w.option("id").map(|id| op_id(&id)).transpose()?;
+    if id.is_some() && keys.len() > 1 {
+        bail!("one key per add with an id");
+    }
+    let mut answers = Vec::new();
+    for k in &keys {
+        let (key, id) = (key(k), id.clone());
+        let answer = ask(cluster, n, |node| async move {
+            match (name, id) {
+                ("read", _) => node.get(&key, cl).await.map(|v| v.to_string()),
+                ("reset", _) => node.reset(&key, cl).await.map(|()| "ok".to_string()),
+                (_, Some(id)) => node
+                    .add_once(&key, delta, &id, cl)
+                    .await
+                    .map(|v| v.to_string()),
+                (_, None) => node.add(&key, delta, cl).await.map(|v| v.to_string()),
+            }
+        });
+        answers.push(answer.await);
+    }
+    Ok(words::per_key(&word, &answers))
+}
+
+/// The commands that print nothing: `kill NODE`, `stall NODE`, `wipe
+/// NODE`, `start NODE`, `cut`, `isolate`, `heal`, `sleep DURATION`.
+async fn fault(cluster: &Cluster, net: &Net, name: &str, w: &mut Words) -> Result<()> {
+    let nodes = cluster.len();
+    match name {
+        "kill" => cluster.crash(w.node(nodes)?),
+        "stall" => cluster.stall(w.node(nodes)?),
+        "wipe" => cluster.wipe(w.node(nodes)?)?,
+        "start" => {
+            let n = w.node(nodes)?;
+            match cluster.is_up(n) {
+                true => bail!("start: n{} is up", n + 1),
+                false => cluster.start(n).await?,
+            }
+        }
+        "cut" | "isolate" => cut(cluster, net, name, w)?,
+        "heal" => net.heal(),
+        "sleep" => tokio::time::sleep(words::duration(&w.next("a duration")?)?).await,
+        _ => bail!("no command {name:?}"),
+    }
+    Ok(())
+}
+
+/// `set NODE KEY VALUE [if=absent|present|VALUE]`, `get NODE KEY`, `del
+/// NODE KEY`: an agreed string.
+async fn string(cluster: &Cluster, name: &str, w: &mut Words) -> Result<String> {
+    let n = w.node(cluster.len())?;
+    let key = w.next("a key")?.into_bytes();
+    if name == "get" {
+        return Ok(ask(cluster, n, |node| async move {
+            let s = node.string(&key).await?;
+            Ok(s.map_or("(nil)".to_string(), |s| show(&s.value)))
+        })
+        .await);
+    }
+    let value = match name {
+        "set" => Some(w.next("a value")?.into_bytes()),
+        _ => None,
+    };
+    let condition = match w.option("if").as_deref() {
+        None => StringCondition::Always,
+        Some("absent") => StringCondition::Absent,
+        Some("present") => StringCondition::Present,
+        Some(v) => StringCondition::Equals(v.as_bytes().to_vec()),
+    };
+    Ok(ask(cluster, n, |node| async move {
+        let swapped = node
+            .swap_string(key, value, condition, Deadline::Never)
+            .await?;
+        let before = swapped
+            .before
+            .map_or("(nil)".to_string(), |s| show(&s.value));
+        Ok(match swapped.applied {
+            true => format!("applied (was {before})"),
+            false => format!("not applied (is {before})"),
+        })
+    })
+    .await)
+}
+
+/// `cut A B [oneway]`, `isolate NODE [oneway]`: links cut both ways, or
+/// only from the first node.
+fn cut(cluster: &Cluster, net: &Net, name: &str, w: &mut Words) -> Result<()> {
+    let nodes = cluster.len();
+    let a = w.node(nodes)?;
+    let others: Vec<usize> = match name {
+        "cut" => vec![w.node(nodes)?],
+        _ => (0..nodes).filter(|&b| b != a).collect(),
+    };
+    let both = match w.next_maybe().as_deref() {
+        None => true,
+        Some("oneway") => false,
+        Some(other) => bail!("{name}: {other:?} is not `oneway`"),
+    };
+    for b in others {
+        net.set_cut(a, b, true);
+        net.set_cut(b, a, both);
+    }
+    Ok(())
+}
+
+/// Ring changes and repairs: `repair NODE [range=START:END]`, `join NODE`, `decommission
+/// NODE`, `remove NODE via=NODE`, `cleanup NODE`.
+async fn ring(cluster: &Cluster, name: &str, w: &mut Words) -> Result<String> {
+    let n = w.node(cluster.len())?;
+    let id = cluster.id(n).to_string();
+    Ok(match name {
+        "join" => topology::join(cluster, n)
+            .await
+            .err()
+            .unwrap_or("ok".into()),
+        "decommission" => topology::decommission(cluster, n)
+            .await
+            .err()
+            .unwrap_or("ok".into()),
+        "remove" => {
+            let via = words::node(&w.option("via").unwrap_or_default(), cluster.len())
+                .map_err(|e| anyhow!("remove: via={e}"))?;
+            let op = ClientOp::RemoveNode { node: id };
+            ask(cluster, via, |node| async move {
+                node.execute(op).await.map(|_| "ok")
+            })
+            .await
+        }
+        "repair" => {
+            let range = w.option("range").map(|r| words::range(&r)).transpose()?;
+            let op = ClientOp::Repair { range };
+            ask(cluster, n, |node| async move {
+                match node.execute(op).await? {
+                    ClientReply::Repaired(r) => Ok(repaired(&r)),
+                    other => Ok(format!("{other:?}")),
+                }
+            })
+            .await
+        }
+        _ => {
+            ask(cluster, n, |node| async move {
+                match node.execute(ClientOp::Cleanup).await? {
+                    ClientReply::Cleaned(c) => Ok(format!("kept {} dropped {}", c.kept, c.dropped)),
+                    other => Ok(format!("{other:?}")),
+                }
+            })
+            .await
+        }
+    })
+}
+
+/// `applier KEY NODE`: a client id whose adds to KEY node NODE applies.
+fn applied_by(cluster: &Cluster, partition: &[u8], n: usize) -> String {
+    let c = &cluster.config().cluster;
+    let ring = Ring::new(&cluster.config().node_ids(), c.vnodes, c.replication_factor);
+    let replicas = ring.replicas(partition);
+    (0u32..)
+        .map(|i| format!("app-{i}"))
+        .find(|client| applier(&replicas, client.as_bytes()) == n)
+        .unwrap_or_default()
+}
+
+/// A broken build, by its `tally-sim --broken` name.
+fn broken(name: &str) -> Result<Broken> {
+    Broken::from_str(name, true).map_err(|e| anyhow!("broken={name}: {e}"))
+}
+
+/// A repair's summary, without its timing.
+fn repaired(r: &WireRepaired) -> String {
+    format!(
+        "keys compared {} differing {}, cells moved {}{}",
+        r.keys_compared,
+        r.keys_differing,
+        r.cells_moved,
+        if r.resumed { ", resumed" } else { "" }
+    )
+}
+
+/// `status NODE`: each node as NODE sees it, and the hints NODE holds.
+async fn status(cluster: &Cluster, n: usize) -> Result<Vec<String>> {
+    let Some(node) = cluster.node(n) else {
+        return Ok(vec![format!("error: n{} is down", n + 1)]);
+    };
+    let status = cluster_status(&node).await?;
+    Ok(status
+        .nodes
+        .iter()
+        .map(|peer| {
+            let mut line = format!("{} {}", peer.id, if peer.up { "up" } else { "down" });
+            if let Some(h) = status.stats.hints.iter().find(|h| h.node == peer.id) {
+                line.push_str(&format!(", hints {} dropped {}", h.pending, h.dropped));
+                if h.needs_repair {
+                    line.push_str(", needs repair");
+                }
+            }
+            line
+        })
+        .collect())
+}
+
+async fn cluster_status(node: &Node) -> Result<ClusterStatus> {
+    match node.execute(ClientOp::Status).await {
+        Ok(ClientReply::Status(s)) => Ok(s),
+        Ok(other) => bail!("status answered {other:?}"),
+        Err(e) => bail!("status: {e}"),
+    }
+}
+
+/// Waits until every node up sees the others as they are (up or down)
+/// and holds no hint for a node up; answers what is still off after
+/// [`STABILIZE_MAX`].
+async fn stabilize(cluster: &Cluster) -> Result<(), String> {
+    let started = tally_world::Instant::now();
+    loop {
+        let Some(off) = unsettled(cluster).await else {
+            return Ok(());
+        };
+        if started.elapsed() > STABILIZE_MAX {
+            return Err(format!("error: not stable in {STABILIZE_MAX:?}: {off}"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// What keeps the cluster from being stable, if anything.
+async fn unsettled(cluster: &Cluster) -> Option<String> {
+    let members = cluster.membership().members;
+    for &i in &members {
+        let Some(node) = cluster.node(i) else {
+            continue;
+        };
+        let status = match cluster_status(&node).await {
+            Ok(s) => s,
+            Err(e) => return Some(format!("n{}: {e}", i + 1)),
+        };
+        for &j in members.iter().filter(|&&j| j != i) {
+            let up = cluster.is_up(j);
+            let peer = &status.nodes[j];
+            if peer.up != up {
+                return Some(format!("n{} sees {} {}", i + 1, peer.id, updown(peer.up)));
+            }
+            let hinted = status.stats.hints.iter().find(|h| h.node == peer.id);
+            if up && hinted.is_some_and(|h| h.pending > 0) {
+                return Some(format!("n{} holds hints for {}", i + 1, peer.id));
+            }
+        }
+    }
+    None
+}
+
+fn updown(up: bool) -> &'static str {
+    match up {
+        true => "up",
+        false => "down",
+    }
+}
+
+/// Asks node `n` through `call`, and prints its answer, its error, or
+/// that it is down or did not answer.
+async fn ask<T, F, Fut>(cluster: &Cluster, n: usize, call: F) -> String
+where
+    T: std::fmt::Display,
+    F: FnOnce(Arc<Node>) -> Fut,
+    Fut: Future<Output = Result<T, WireError>>,
+{
+    let Some(node) = cluster.node(n) else {
+        return format!("error: n{} is down", n + 1);
+    };
+    match tokio::time::timeout(ANSWER_WAIT, call(node)).await {
+        Ok(Ok(v)) => v.to_string(),
+        Ok(Err(e)) => format!("error: {e}"),
+        Err(_) => format!("error: no answer in {ANSWER_WAIT:?}"),
+    }
+}
+
+/// The counter a script names `name`.
+fn key(name: &str) -> WireKey {
+    WireKey::new(name.as_bytes(), b"")
+}
+
+/// An operation id written `client:seq`.
+fn op_id(word: &str) -> Result<OpId> {
+    let (client, seq) = word
+        .rsplit_once(':')
+        .ok_or_else(|| anyhow!("id={word}: write ids as CLIENT:SEQ"))?;
+    let seq = seq
+        .parse()
+        .map_err(|_| anyhow!("id={word}: {seq:?} is not a number"))?;
+    OpId::new(client.as_bytes(), seq).map_err(|e| anyhow!("id={word}: {e}"))
+}
+
+/// Bytes as text, where they are.
+fn show(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}

@@ -1,0 +1,54 @@
+//! The golden scripts of `sim/scripts/`: each runs on a simulated cluster
+//! and must print what the file says. `UPDATE_GOLDEN=1 cargo test -p
+//! tally-sim --test scripts` writes the new output back instead, for a
+//! review of the diff.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a panic is the failure report"
+)]
+
+use std::path::{Path, PathBuf};
+
+use tally_sim::world::SimWorld;
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts")
+}
+
+fn check(name: &str) {
+    SimWorld::install().unwrap();
+    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
+    let path = dir().join(format!("{name}.txt"));
+    if let Err(e) = tally_sim::script::check(&path, update) {
+        panic!("{e:#}");
+    }
+}
+
+/// One test per script, so that they run side by side and fail alone.
+macro_rules! scripts {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                check(stringify!($name));
+            }
+        )*
+
+        #[test]
+        fn every_script_has_its_test() {
+            let listed = [$(stringify!($name)),*];
+            for entry in std::fs::read_dir(dir()).unwrap() {
+                let path = entry.unwrap().path();
+                let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+                assert!(
+                    listed.contains(&name.as_str()),
+                    "sim/scripts/{name}.txt has no test: add it to scripts! in {}",
+                    file!()
+                );
+            }
+        }
+    };
+}
+
+scripts!(hints, hint_window, repair, tails, tails_skipped, resets);
