@@ -28,6 +28,9 @@ pub enum Broken {
     SkipSync,
     /// Ring changes leave agreed state behind.
     SkipAgreedHandoff,
+    /// Proposals at first ballots count as regular ones: a quorum decides
+    /// one, and a prepare reads the highest first ballot reported.
+    FirstBallotAsRegular,
 }
 
 impl Broken {
@@ -38,6 +41,7 @@ impl Broken {
             Broken::IgnoreIds => node.inject_ignore_ids(),
             Broken::SkipTails => node.inject_skip_tails(),
             Broken::SkipPrepare => node.inject_skip_prepare(),
+            Broken::FirstBallotAsRegular => node.inject_first_ballot_as_regular(),
             Broken::PromiseLate => node.inject_promise_late(),
             Broken::ReadSkipsInFlight => node.inject_read_skips_in_flight(),
             Broken::SkipSync => node.inject_skip_sync(),

@@ -1,7 +1,8 @@
 //! Strings in the simulation: clients read and change a few string keys
 //! through random nodes (set, set-if-absent, compare-and-set from the
-//! value last seen, delete, compare-and-delete), each change agreed by
-//! Paxos. Each key's history is judged by the chaos harness's
+//! value last seen, delete, compare-and-delete), make keys of their own
+//! and read them back, and race each other to make fresh keys; each
+//! change agreed by Paxos. Each key's history is judged by the chaos harness's
 //! linearizability checker. An error or a timeout leaves a change's
 //! outcome unknown and a read unrecorded.
 
@@ -29,12 +30,27 @@ const COLD_PER_CLIENT: usize = 100_000;
 /// The share of a client's operations that make a cold key.
 const COLD_SHARE: f64 = 0.05;
 
-/// String key `k`: the hot ones first, then every client's cold ones.
+/// Fresh keys every client races to make: a new one each [`RACE_EVERY`]
+/// of simulated time, from key index `RACE_FIRST` on.
+const RACE_FIRST: usize = 1 << 40;
+const RACE_EVERY: Duration = Duration::from_secs(2);
+/// The share of a client's operations that race for a fresh key.
+const RACE_SHARE: f64 = 0.05;
+
+/// String key `k`: the hot ones first, then every client's cold ones,
+/// then the raced ones.
 pub fn string_key(k: usize) -> Vec<u8> {
-    match k < STRING_KEYS {
-        true => format!("sim-string:{k}").into_bytes(),
-        false => format!("sim-cold:{k}").into_bytes(),
+    match k {
+        _ if k < STRING_KEYS => format!("sim-string:{k}").into_bytes(),
+        _ if k < RACE_FIRST => format!("sim-cold:{k}").into_bytes(),
+        _ => format!("sim-race:{}", k - RACE_FIRST).into_bytes(),
     }
+}
+
+/// The fresh key every client races for now.
+fn race_key() -> usize {
+    let at = crate::world::SimWorld::elapsed();
+    RACE_FIRST + (at.as_millis() / RACE_EVERY.as_millis()) as usize
 }
 
 /// The next call on one of client `id`'s cold keys: makes a new one
@@ -79,6 +95,11 @@ pub async fn client(
         if rng.random_bool(0.3) {
             let (key, call) = cold_call(&mut rng, id, &mut cold, fresh);
             history.extend(run(&cluster, at, id, key, call).await);
+            continue;
+        }
+        if rng.random_bool(RACE_SHARE) {
+            let call = Call::SetIfAbsent(fresh);
+            history.extend(run(&cluster, at, id, race_key(), call).await);
             continue;
         }
         let key = rng.random_range(0..STRING_KEYS);

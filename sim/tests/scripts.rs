@@ -51,4 +51,16 @@ macro_rules! scripts {
     };
 }
 
-scripts!(hints, hint_window, repair, tails, tails_skipped, resets);
+scripts!(
+    hints,
+    hint_window,
+    repair,
+    tails,
+    tails_skipped,
+    resets,
+    agreed_handoff,
+    agreed_handoff_skipped,
+    topology,
+    removenode,
+    cleanup
+);

@@ -136,6 +136,15 @@ fn the_simulation_catches_acceptors_that_promise_late() {
 }
 
 #[test]
+fn the_simulation_catches_first_ballots_counted_as_regular_ones() {
+    let (_, violations) = caught(Broken::FirstBallotAsRegular, 30);
+    assert!(
+        violations.iter().any(|v| v.contains("linearizable")),
+        "{violations:?}"
+    );
+}
+
+#[test]
 fn the_simulation_catches_reads_that_skip_a_value_in_flight() {
     let (_, violations) = caught(Broken::ReadSkipsInFlight, 30);
     assert!(

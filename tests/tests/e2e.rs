@@ -9,7 +9,6 @@
     reason = "tests and benchmarks measure real time, and draw real random bytes"
 )]
 
-mod agreed_handoff;
 mod agreed_scripts;
 mod answers;
 mod chaos;

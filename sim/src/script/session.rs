@@ -148,7 +148,8 @@ async fn run(cluster: &Cluster, net: &Net, name: &str, w: &mut Words) -> Result<
     Ok(vec![line])
 }
 
-/// `add NODE KEYS DELTA [cl=LEVEL] [id=CLIENT:SEQ]`, `read NODE KEYS
+/// `add NODE KEYS DELTA [cl=LEVEL] [id=CLIENT:SEQ]` (a run of keys
+/// takes a run of ids from SEQ), `read NODE KEYS
 /// [cl=LEVEL]`, `reset NODE KEYS [cl=LEVEL]`, one key after another.
 async fn counters(cluster: &Cluster, name: &str, w: &mut Words) -> Result<String> {
     let n = w.node(cluster.len())?;
@@ -160,12 +161,14 @@ async fn counters(cluster: &Cluster, name: &str, w: &mut Words) -> Result<String
     };
     let cl = w.level()?;
     let id = w.option("id").map(|id| op_id(&id)).transpose()?;
-    if id.is_some() && keys.len() > 1 {
-        bail!("one key per add with an id");
-    }
     let mut answers = Vec::new();
-    for k in &keys {
-        let (key, id) = (key(k), id.clone());
+    for (i, k) in keys.iter().enumerate() {
+        // A run of keys takes a run of ids: `id=c:1` is c:1, c:2, ...
+        let id = id.as_ref().map(|id| OpId {
+            seq: id.seq + i as u64,
+            ..id.clone()
+        });
+        let key = key(k);
         let answer = ask(cluster, n, |node| async move {
             match (name, id) {
                 ("read", _) => node.get(&key, cl).await.map(|v| v.to_string()),
@@ -336,7 +339,8 @@ fn repaired(r: &WireRepaired) -> String {
     )
 }
 
-/// `status NODE`: each node as NODE sees it, and the hints NODE holds.
+/// `status NODE`: each node as NODE sees it (up or down, its place in
+/// the ring), and the hints NODE holds.
 async fn status(cluster: &Cluster, n: usize) -> Result<Vec<String>> {
     let Some(node) = cluster.node(n) else {
         return Ok(vec![format!("error: n{} is down", n + 1)]);
@@ -345,8 +349,10 @@ async fn status(cluster: &Cluster, n: usize) -> Result<Vec<String>> {
     Ok(status
         .nodes
         .iter()
-        .map(|peer| {
-            let mut line = format!("{} {}", peer.id, if peer.up { "up" } else { "down" });
+        .enumerate()
+        .map(|(i, peer)| {
+            let state = format!("{:?}", node.ring_state(i)).to_lowercase();
+            let mut line = format!("{} {} {state}", peer.id, updown(peer.up));
             if let Some(h) = status.stats.hints.iter().find(|h| h.node == peer.id) {
                 line.push_str(&format!(", hints {} dropped {}", h.pending, h.dropped));
                 if h.needs_repair {
