@@ -62,5 +62,6 @@ scripts!(
     agreed_handoff_skipped,
     topology,
     removenode,
-    cleanup
+    cleanup,
+    unique
 );

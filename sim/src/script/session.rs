@@ -13,7 +13,7 @@ use clap::ValueEnum;
 use tally_net::once::{OpId, applier};
 use tally_net::ring::Ring;
 use tally_net::wire::{
-    ClientOp, ClientReply, ClusterStatus, Deadline, StringCondition, WireError, WireKey,
+    ClientOp, ClientReply, ClusterStatus, Deadline, StringCondition, When, WireError, WireKey,
     WireRepaired,
 };
 use tally_node::Node;
@@ -133,6 +133,7 @@ async fn run(cluster: &Cluster, net: &Net, name: &str, w: &mut Words) -> Result<
     let line = match name {
         "add" | "read" | "reset" => counters(cluster, name, w).await?,
         "set" | "get" | "del" => string(cluster, name, w).await?,
+        "uadd" | "ucount" | "expire" => unique(cluster, name, w).await?,
         "repair" | "join" | "decommission" | "remove" | "cleanup" => ring(cluster, name, w).await?,
         "status" => return status(cluster, w.node(nodes)?).await,
         "applier" => {
@@ -206,6 +207,48 @@ async fn fault(cluster: &Cluster, net: &Net, name: &str, w: &mut Words) -> Resul
         _ => bail!("no command {name:?}"),
     }
     Ok(())
+}
+
+/// `uadd NODE SET MEMBERS [cl=LEVEL]` (members `m1,m2` or a run
+/// `m{0..30}`): prints how many were new. `ucount NODE SET [cl=LEVEL]`.
+/// `expire NODE KEY DURATION [cl=LEVEL]`: a deadline that far from now
+/// on the node's clock; prints whether the key had something to expire.
+async fn unique(cluster: &Cluster, name: &str, w: &mut Words) -> Result<String> {
+    let n = w.node(cluster.len())?;
+    let set = w.next("a key")?.into_bytes();
+    let members: Vec<Vec<u8>> = match name {
+        "uadd" => members(&w.next("members (m1,m2 or m{0..30})")?)?,
+        _ => Vec::new(),
+    };
+    let after = match name {
+        "expire" => words::duration(&w.next("a duration")?)?,
+        _ => Duration::ZERO,
+    };
+    let cl = w.level()?;
+    Ok(ask(cluster, n, |node| async move {
+        match name {
+            "uadd" => node
+                .unique_add(&set, &members, cl)
+                .await
+                .map(|new| new.iter().filter(|n| **n).count().to_string()),
+            "ucount" => node.unique_count(&set, cl).await.map(|c| c.to_string()),
+            _ => {
+                let at_ms = tally_world::wall_ms() + after.as_millis() as u64;
+                let had = node.expire(&set, (at_ms, When::Always), cl).await?;
+                Ok(had.to_string())
+            }
+        }
+    })
+    .await)
+}
+
+/// Members written `m1,m2` or as a run `m{0..30}`.
+fn members(word: &str) -> Result<Vec<Vec<u8>>> {
+    let names = match word.contains('{') {
+        true => words::keys(word)?,
+        false => word.split(',').map(str::to_string).collect(),
+    };
+    Ok(names.into_iter().map(String::into_bytes).collect())
 }
 
 /// `set NODE KEY VALUE [if=absent|present|VALUE]`, `get NODE KEY`, `del
