@@ -63,5 +63,6 @@ scripts!(
     topology,
     removenode,
     cleanup,
-    unique
+    unique,
+    once
 );

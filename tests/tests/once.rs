@@ -1,7 +1,8 @@
 //! Exactly-once adds over real node processes: a retry of an operation id,
 //! through any node, after a SIGKILL of its applier or racing the
-//! original, is counted once and answers the original value; the same id
-//! with another delta and an expired id are refused; ids survive restarts.
+//! original, is counted once and answers the original value. Conflicts,
+//! bad ids, restarts and the ids window are the golden script
+//! `sim/scripts/once.txt`.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use tally_net::once::{OpId, applier};
 use tally_net::ring::Ring;
-use tally_net::{Client, ClientError, Consistency, ErrorKind, Outcome};
+use tally_net::{Client, Consistency};
 use tally_tests::{Cluster, ClusterOptions, runtime as rt};
 
 const Q: Consistency = Consistency::Quorum;
@@ -44,10 +45,6 @@ async fn clients(cluster: &Cluster, nodes: &[usize]) -> Vec<Client> {
         out.push(cluster.client(i).await.unwrap());
     }
     out
-}
-
-fn kind(r: Result<i64, ClientError>) -> Option<ErrorKind> {
-    r.err().and_then(|e| e.kind())
 }
 
 #[test]
@@ -175,84 +172,4 @@ fn retries_racing_the_original_through_every_node_count_once() {
         .block_on(via[1].get(b"votes", b"", Consistency::All))
         .unwrap();
     assert_eq!(all, 100);
-}
-
-#[test]
-fn conflicts_expiry_bad_ids_and_restarts() {
-    let mut cluster = Cluster::start(ClusterOptions {
-        cluster_tables: "[cluster.ids]\nwindow_ms = 3000\n".into(),
-        ..ClusterOptions::default()
-    })
-    .unwrap();
-    let rt = rt();
-    let c = rt.block_on(cluster.client(0)).unwrap();
-    let id = OpId::new(b"script".to_vec(), 7).unwrap();
-    let add = |delta: i64, id: &OpId| rt.block_on(c.add_once(b"votes", b"", delta, id, Q));
-    assert_eq!(add(5, &id).unwrap(), 5);
-    // The same id with another delta: refused, nothing applied.
-    let e = add(6, &id).unwrap_err();
-    assert_eq!(
-        (e.kind(), e.outcome()),
-        (Some(ErrorKind::IdConflict), Outcome::NotApplied),
-        "{e}"
-    );
-    // Out of bounds: refused before anything happens.
-    for bad in [
-        OpId {
-            client: b"x".to_vec(),
-            seq: 0,
-        },
-        OpId {
-            client: b"x".to_vec(),
-            seq: u64::MAX,
-        },
-        OpId {
-            client: vec![7; 65],
-            seq: 1,
-        },
-        OpId {
-            client: Vec::new(),
-            seq: 1,
-        },
-    ] {
-        assert_eq!(kind(add(1, &bad)), Some(ErrorKind::Invalid), "{bad:?}");
-    }
-    // Every node restarts: the id is still known.
-    for i in 0..3 {
-        cluster.kill(i).unwrap();
-        cluster.restart(i).unwrap();
-    }
-    cluster.wait_all_up(Duration::from_secs(30)).unwrap();
-    let c = rt.block_on(cluster.client(2)).unwrap();
-    let add = |delta: i64, id: &OpId| rt.block_on(c.add_once(b"votes", b"", delta, id, Q));
-    // Back from kills, the applier first learns the ids its last run
-    // applied from its peers; until then its adds with ids are refused as
-    // not applied (bounded: 10 s).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let again = loop {
-        match add(5, &id) {
-            Err(e) if e.outcome() == Outcome::NotApplied && Instant::now() < deadline => {
-                assert_eq!(e.kind(), Some(ErrorKind::Unavailable), "{e}");
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            other => break other,
-        }
-    };
-    assert_eq!(again.unwrap(), 5, "answered again after restarts");
-    assert_eq!(
-        rt.block_on(c.get(b"votes", b"", Consistency::All)).unwrap(),
-        5
-    );
-    // Past the window: refused as unknown, not applied again.
-    std::thread::sleep(Duration::from_millis(3500));
-    let e = add(5, &id).unwrap_err();
-    assert_eq!(
-        (e.kind(), e.outcome()),
-        (Some(ErrorKind::IdExpired), Outcome::Unknown),
-        "{e}"
-    );
-    assert_eq!(
-        rt.block_on(c.get(b"votes", b"", Consistency::All)).unwrap(),
-        5
-    );
 }
