@@ -28,6 +28,9 @@ pub enum Broken {
     SkipSync,
     /// Ring changes leave agreed state behind.
     SkipAgreedHandoff,
+    /// Adds ignore deadlines: no restart of an expired counter, no
+    /// `Stale` for a deadline their leader missed.
+    IgnoreDeadlines,
     /// Proposals at first ballots count as regular ones: a quorum decides
     /// one, and a prepare reads the highest first ballot reported.
     FirstBallotAsRegular,
@@ -39,6 +42,7 @@ impl Broken {
         match self {
             Broken::DropEvery => node.inject_drop_every(7),
             Broken::IgnoreIds => node.inject_ignore_ids(),
+            Broken::IgnoreDeadlines => node.inject_ignore_deadlines(),
             Broken::SkipTails => node.inject_skip_tails(),
             Broken::SkipPrepare => node.inject_skip_prepare(),
             Broken::FirstBallotAsRegular => node.inject_first_ballot_as_regular(),

@@ -53,6 +53,17 @@ impl Faults {
             delay_max: Duration::from_micros(200),
         }
     }
+
+    /// A network that fails nowhere, its delays those of a busy LAN: a
+    /// batch may overtake another, and a replica hear of a change later
+    /// than its peers.
+    pub fn calm() -> Faults {
+        Faults {
+            delay_min: Duration::from_micros(100),
+            delay_max: Duration::from_millis(3),
+            ..Faults::none()
+        }
+    }
 }
 
 /// One node as the network knows it.

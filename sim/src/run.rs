@@ -98,7 +98,7 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
     let net = Net::new(
         shape.nodes + shape.spares,
         plan.seed,
-        Faults::none(),
+        Faults::calm(),
         failure_timeout * 5,
         failure_timeout,
     );
@@ -144,7 +144,7 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
     let mut violations = nemesis.await.context("the nemesis panicked")?;
     // Every fault healed, every node up, time to settle.
     net.heal();
-    net.set_faults(Faults::none());
+    net.set_faults(Faults::calm());
     for i in cluster.membership().members {
         violations.extend(workload::restart(&cluster, i).await.err());
     }

@@ -1,4 +1,5 @@
-//! What a run does: clients counting through any node that is up, and a
+//! What a run does: clients counting through any node that is up (adds,
+//! reads, and now and then a reset, SET or EXPIRE of one key), and a
 //! nemesis that crashes and restarts nodes, cuts links and makes the
 //! network lossy, each choice drawn from the run's seed.
 
@@ -7,7 +8,8 @@ use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tally_net::wire::{Consistency, WireError, WireKey};
+use tally_net::wire::{Change, Consistency, Presence, Ttl, When, WireError, WireKey};
+use tally_node::Node;
 use tally_tests::checker::{Kind, Op, Outcome};
 
 use crate::cluster::Cluster;
@@ -21,6 +23,10 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The counters a run's clients count.
 pub const KEYS: usize = 6;
+/// The counter whose epoch clients also change (reset, SET, EXPIRE).
+const RESET_KEY: usize = KEYS - 1;
+/// The share of the reset key's operations that change its epoch.
+const CHANGE_SHARE: f64 = 0.4;
 
 /// The counter of key index `k`.
 pub fn key(k: usize) -> WireKey {
@@ -58,23 +64,20 @@ pub async fn client(
         let Some(node) = cluster.node(n) else {
             continue;
         };
-        let k = rng.random_range(0..KEYS);
+        let (k, kind) = choose(&mut rng);
         let cl = match rng.random_range(0..4) {
             0 => Consistency::One,
             1 | 2 => Consistency::Quorum,
             _ => Consistency::All,
         };
-        let kind = match rng.random_bool(0.6) {
-            true => Kind::Add(rng.random_range(-3..=9)),
-            false => Kind::Read,
-        };
         let invoke_ns = now_ns();
-        let call = async {
-            match kind {
-                Kind::Add(d) => node.add(&key(k), d, cl).await,
-                _ => node.get(&key(k), cl).await,
-            }
+        let kind = match kind {
+            Kind::Expire { at_ns } => Kind::Expire {
+                at_ns: invoke_ns + at_ns,
+            },
+            kind => kind,
         };
+        let call = call(&node, k, kind, cl);
         let result = match tokio::time::timeout(CLIENT_TIMEOUT, call).await {
             Ok(r) => r,
             Err(_) => Err(WireError::new(
@@ -97,6 +100,57 @@ pub async fn client(
         history.push(op);
     }
     history
+}
+
+/// The next operation: an add (60%) or a read of any key, or, on the
+/// reset key, often a change of its epoch instead: a reset, a SET, or (as
+/// often as both) an EXPIRE a fraction of a second ahead (`at_ns` is its
+/// time to live here). The changes go to the reset key only: the
+/// checker's bounds on a key weaken after one.
+fn choose(rng: &mut SmallRng) -> (usize, Kind) {
+    let k = rng.random_range(0..KEYS);
+    if k == RESET_KEY && rng.random_bool(CHANGE_SHARE) {
+        let kind = match rng.random_range(0..4) {
+            0 => Kind::Reset,
+            1 => Kind::Set(rng.random_range(-1_000..=1_000)),
+            _ => Kind::Expire {
+                at_ns: rng.random_range(200..=1_500) * 1_000_000,
+            },
+        };
+        return (k, kind);
+    }
+    let kind = match rng.random_bool(0.6) {
+        true => Kind::Add(rng.random_range(-3..=9)),
+        false => Kind::Read,
+    };
+    (k, kind)
+}
+
+/// Runs `kind` on counter `k` through `node`: the value an add or read
+/// answered, 0 for a reset or SET, whether an EXPIRE applied.
+async fn call(node: &Node, k: usize, kind: Kind, cl: Consistency) -> Result<i64, WireError> {
+    match kind {
+        Kind::Add(d) => node.add(&key(k), d, cl).await,
+        Kind::Read => node.get(&key(k), cl).await,
+        Kind::Reset => node.reset(&key(k), cl).await.map(|()| 0),
+        Kind::Set(value) => {
+            let set = Change::Set {
+                value,
+                ttl: Ttl::Clear,
+                only: Presence::Any,
+            };
+            node.change(&key(k), set, cl).await.map(|_| 0)
+        }
+        Kind::Expire { at_ns } => {
+            let ttl_ms = at_ns.saturating_sub(now_ns()) / 1_000_000;
+            let expire = Change::Expire {
+                at_ms: tally_world::wall_ms() + ttl_ms,
+                only: When::Always,
+            };
+            let done = node.change(&key(k), expire, cl).await?;
+            Ok(i64::from(done.applied))
+        }
+    }
 }
 
 /// Faults until `until`, every one healed by then: a crash and restart
@@ -162,7 +216,7 @@ pub async fn nemesis(
                 net.set_faults(faults);
                 tokio::time::sleep(span).await;
                 trace!("network calm");
-                net.set_faults(Faults::none());
+                net.set_faults(Faults::calm());
             }
         }
     }

@@ -64,5 +64,7 @@ scripts!(
     removenode,
     cleanup,
     unique,
-    once
+    once,
+    expiry,
+    expiry_ignored
 );

@@ -125,7 +125,7 @@ fn the_simulation_catches_a_node_that_skips_learning_its_lost_ids() {
 
 #[test]
 fn the_simulation_catches_proposers_that_skip_the_prepare() {
-    let violations = caught(Broken::SkipPrepare, 29, 60);
+    let violations = caught(Broken::SkipPrepare, 4, 60);
     assert!(
         violations.iter().any(|v| v.contains("linearizable")),
         "{violations:?}"
@@ -134,7 +134,7 @@ fn the_simulation_catches_proposers_that_skip_the_prepare() {
 
 #[test]
 fn the_simulation_catches_acceptors_that_promise_late() {
-    let violations = caught(Broken::PromiseLate, 2, 60);
+    let violations = caught(Broken::PromiseLate, 3, 60);
     assert!(
         violations.iter().any(|v| v.contains("linearizable")),
         "{violations:?}"
@@ -143,7 +143,7 @@ fn the_simulation_catches_acceptors_that_promise_late() {
 
 #[test]
 fn the_simulation_catches_first_ballots_counted_as_regular_ones() {
-    let violations = caught(Broken::FirstBallotAsRegular, 6, 60);
+    let violations = caught(Broken::FirstBallotAsRegular, 14, 60);
     assert!(
         violations.iter().any(|v| v.contains("linearizable")),
         "{violations:?}"
@@ -152,7 +152,7 @@ fn the_simulation_catches_first_ballots_counted_as_regular_ones() {
 
 #[test]
 fn the_simulation_catches_reads_that_skip_a_value_in_flight() {
-    let violations = caught(Broken::ReadSkipsInFlight, 5, 60);
+    let violations = caught(Broken::ReadSkipsInFlight, 2, 60);
     assert!(
         violations.iter().any(|v| v.contains("linearizable")),
         "{violations:?}"

@@ -283,35 +283,6 @@ fn the_checker_catches_lost_list_pushes() {
     );
 }
 
-/// Nodes that ignore deadlines when they add (no restart of an expired
-/// counter, no `Stale` for a deadline its leader missed): an add after a
-/// deadline goes into the expired epoch, acknowledged and invisible. Only
-/// the reset keys, all of them getting EXPIREs often.
-#[test]
-fn the_checker_catches_adds_lost_to_a_deadline_their_leader_missed() {
-    let opts = ChaosOptions {
-        duration: Duration::from_secs(10),
-        faults: false,
-        changes: &["expire"],
-        levels: &[Consistency::Quorum, Consistency::All],
-        seed: 5,
-        ignore_deadlines: true,
-        keys: 4,
-        reset_keys: 4,
-        resets_per_second: 20.0,
-        unique_workers: 0,
-        exact_workers: 0,
-        resp_workers: 0,
-        ..ChaosOptions::default()
-    };
-    let summary = run(&opts).unwrap();
-    assert!(summary.changes.3 > 0, "{summary}");
-    assert!(
-        !summary.report.violations.is_empty(),
-        "adds lost to a missed deadline passed: {summary}"
-    );
-}
-
 /// The same through RESP pipelines alone: their adds, run at once by the
 /// nodes, are judged like every other.
 #[test]
