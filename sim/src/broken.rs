@@ -31,6 +31,8 @@ pub enum Broken {
     /// Adds ignore deadlines: no restart of an expired counter, no
     /// `Stale` for a deadline their leader missed.
     IgnoreDeadlines,
+    /// Repairs find what differs but send nothing.
+    IdleRepair,
     /// Proposals at first ballots count as regular ones: a quorum decides
     /// one, and a prepare reads the highest first ballot reported.
     FirstBallotAsRegular,
@@ -43,6 +45,7 @@ impl Broken {
             Broken::DropEvery => node.inject_drop_every(7),
             Broken::IgnoreIds => node.inject_ignore_ids(),
             Broken::IgnoreDeadlines => node.inject_ignore_deadlines(),
+            Broken::IdleRepair => node.inject_idle_repair(),
             Broken::SkipTails => node.inject_skip_tails(),
             Broken::SkipPrepare => node.inject_skip_prepare(),
             Broken::FirstBallotAsRegular => node.inject_first_ballot_as_regular(),

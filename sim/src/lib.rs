@@ -18,6 +18,7 @@ pub mod broken;
 pub mod cluster;
 pub mod exact;
 pub mod net;
+pub mod repairs;
 pub mod run;
 pub mod script;
 pub mod strings;
@@ -35,7 +36,7 @@ mod layers {
         &["trace"],
         &["net", "broken"],
         &["cluster"],
-        &["topology"],
+        &["topology", "repairs"],
         &["workload"],
         &["exact", "strings"],
         &["run", "script"],

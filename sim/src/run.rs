@@ -14,9 +14,9 @@ use crate::broken::Broken;
 use crate::cluster::{self, Cluster, Hooks, Shape};
 use crate::exact::{self, EXACT_KEYS};
 use crate::net::{Faults, Net};
-use crate::strings;
 use crate::workload::{self, KEYS};
 use crate::world::SimWorld;
+use crate::{repairs, strings};
 use crate::{trace, trace as tr};
 
 /// What a run is asked to do.
@@ -57,6 +57,9 @@ pub struct Report {
     pub violations: Vec<String>,
 }
 
+/// The hint window of a run's nodes, ms.
+const HINT_WINDOW_MS: u64 = 2_000;
+
 /// How long after the faults end the cluster has to settle (hints
 /// delivered, nodes back) before the final reads.
 const SETTLE: Duration = Duration::from_secs(10);
@@ -91,7 +94,9 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
         replication_factor: 3,
         spares: plan.spares,
         broken: plan.broken,
-        settings: Default::default(),
+        // A short hint window: a node down longer misses writes that only
+        // reads at ALL and repairs bring back.
+        settings: [("hints.window_ms".to_string(), HINT_WINDOW_MS.to_string())].into(),
     };
     // QUIC's idle timeout is five failure timeouts; a dial waits one.
     let failure_timeout = Duration::from_secs(1);
@@ -149,6 +154,7 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
         violations.extend(workload::restart(&cluster, i).await.err());
     }
     tokio::time::sleep(SETTLE).await;
+    violations.extend(repairs::twice(&cluster).await);
     let finals = final_reads(&cluster, KEYS, workload::key, &mut violations).await;
     let report = checker::check(&history, cluster.replication_factor(), &finals);
     violations.extend(report.violations);

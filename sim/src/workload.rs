@@ -15,7 +15,7 @@ use tally_tests::checker::{Kind, Op, Outcome};
 use crate::cluster::Cluster;
 use crate::net::{Faults, Net};
 use crate::world::{SimWorld, Stream, stream};
-use crate::{topology, trace};
+use crate::{repairs, topology, trace};
 
 /// How long a client waits for an answer before it counts the operation
 /// unknown.
@@ -156,7 +156,8 @@ async fn call(node: &Node, k: usize, kind: Kind, cl: Consistency) -> Result<i64,
 /// Faults until `until`, every one healed by then: a crash and restart
 /// (after a disk stall, sometimes, that loses what the node held in
 /// memory), a node cut off (one way or both), a lossy, slow network for
-/// a while, or a ring change (a spare joins, a member is decommissioned).
+/// a while, a ring change (a spare joins, a member is decommissioned), or
+/// a repair.
 /// Answers what went wrong that no client sees (a node that did not start).
 pub async fn nemesis(
     cluster: Arc<Cluster>,
@@ -175,7 +176,7 @@ pub async fn nemesis(
         }
         let members = cluster.membership().members;
         let n = members[rng.random_range(0..members.len())];
-        match rng.random_range(0..6) {
+        match rng.random_range(0..7) {
             0 => {
                 cluster.crash(n);
                 tokio::time::sleep(span).await;
@@ -204,6 +205,10 @@ pub async fn nemesis(
             5 => {
                 let (join, pick) = (rng.random_bool(0.5), rng.random_range(0..members.len()));
                 findings.extend(topology::change(&cluster, join, pick).await.err());
+            }
+            6 => {
+                // Refused while a replica is down, as it should be.
+                let _ = repairs::repair(&cluster, n).await;
             }
             _ => {
                 let faults = Faults {

@@ -125,7 +125,7 @@ fn the_simulation_catches_a_node_that_skips_learning_its_lost_ids() {
 
 #[test]
 fn the_simulation_catches_proposers_that_skip_the_prepare() {
-    let violations = caught(Broken::SkipPrepare, 4, 60);
+    let violations = caught(Broken::SkipPrepare, 9, 60);
     assert!(
         violations.iter().any(|v| v.contains("linearizable")),
         "{violations:?}"
@@ -143,7 +143,7 @@ fn the_simulation_catches_acceptors_that_promise_late() {
 
 #[test]
 fn the_simulation_catches_first_ballots_counted_as_regular_ones() {
-    let violations = caught(Broken::FirstBallotAsRegular, 14, 60);
+    let violations = caught(Broken::FirstBallotAsRegular, 27, 60);
     assert!(
         violations.iter().any(|v| v.contains("linearizable")),
         "{violations:?}"
@@ -160,6 +160,12 @@ fn the_simulation_catches_reads_that_skip_a_value_in_flight() {
 }
 
 #[test]
+fn the_simulation_catches_repairs_that_move_nothing() {
+    let violations = caught(Broken::IdleRepair, 1, 60);
+    assert!(!violations.is_empty());
+}
+
+#[test]
 fn the_simulation_catches_ring_changes_that_do_not_sync() {
     // Ring changes come a few times a minute: runs of a minute.
     let violations = caught_in(Broken::SkipSync, 1, 10, Duration::from_secs(60));
@@ -171,7 +177,7 @@ fn the_simulation_catches_ring_changes_that_do_not_sync() {
 
 #[test]
 fn the_simulation_catches_ring_changes_that_leave_agreed_state_behind() {
-    let violations = caught_in(Broken::SkipAgreedHandoff, 1, 10, Duration::from_secs(60));
+    let violations = caught_in(Broken::SkipAgreedHandoff, 2, 10, Duration::from_secs(60));
     assert!(
         violations.iter().any(|v| v.contains("linearizable")),
         "{violations:?}"

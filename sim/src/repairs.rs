@@ -1,0 +1,56 @@
+//! Repairs in the simulation: now and then one races the workload, and
+//! at the end every member's ranges are repaired twice. The second pass
+//! must find the replicas alike: a repair that moved nothing leaves them
+//! apart, as the chaos harness finds it.
+
+use tally_net::wire::{ClientOp, ClientReply, WireRepaired};
+
+use crate::cluster::Cluster;
+use crate::trace;
+
+/// Repairs the ranges of `node`: what the repair did, or why it could not.
+pub async fn repair(cluster: &Cluster, node: usize) -> Result<WireRepaired, String> {
+    let Some(n) = cluster.node(node) else {
+        return Err(format!("n{} is down", node + 1));
+    };
+    let done = n.execute(ClientOp::Repair { range: None }).await;
+    let done = match done {
+        Ok(ClientReply::Repaired(r)) => Ok(r),
+        Ok(other) => Err(format!("a repair answered {other:?}")),
+        Err(e) => Err(e.to_string()),
+    };
+    match &done {
+        Ok(r) => trace!(
+            "repair of n{}: {} keys differing, {} cells moved",
+            node + 1,
+            r.keys_differing,
+            r.cells_moved
+        ),
+        Err(e) => trace!("repair of n{}: {e}", node + 1),
+    }
+    done
+}
+
+/// Repairs every member, then every member again: answers what the
+/// second pass found wrong (replicas still apart, a repair that failed).
+pub async fn twice(cluster: &Cluster) -> Vec<String> {
+    let members = cluster.membership().members;
+    for &n in &members {
+        // The first pass may fail (a node still starting): the second
+        // one is judged.
+        let _ = repair(cluster, n).await;
+    }
+    let mut findings = Vec::new();
+    for &n in &members {
+        match repair(cluster, n).await {
+            Ok(r) if r.keys_differing > 0 => findings.push(format!(
+                "replicas differ after a repair: the second repair of n{} found {} keys apart",
+                n + 1,
+                r.keys_differing
+            )),
+            Ok(_) => {}
+            Err(e) => findings.push(format!("the second repair of n{} failed: {e}", n + 1)),
+        }
+    }
+    findings
+}
