@@ -1,11 +1,5 @@
 //! Exactly-once adds under chaos: workers give every add an operation id
-//! and retry it, with the same id and delta, through random nodes until it
-//! is known: acknowledged, or refused for good. A retry through another
-//! coordinator races the original still in flight, which is the point.
-//! On purpose, too, some adds are sent through two different nodes at
-//! once, and some are sent again through another node after their
-//! acknowledgement (a client that never saw it): a correct cluster answers
-//! those as duplicates, with the original value, and counts nothing.
+//! and send it as [`crate::exact_sender`] does, over client connections.
 //!
 //! Every logical add is recorded once ([`IdAdd`]) with its final outcome
 //! and what its duplicates answered, and judged exactly after healing by
@@ -19,23 +13,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
 use tally_net::once::OpId;
-use tally_net::{Client, ClientError, Consistency, ErrorKind, Outcome};
+use tally_net::wire::{ErrorKind, WireError};
+use tally_net::{Client, ClientError, Consistency};
 
-use crate::checker::exact::{Ended, ExactReport, IdAdd, check_exact};
+use crate::checker::exact::{ExactReport, IdAdd, check_exact};
+use crate::exact_sender::{Nodes, Sender};
 
 /// How long an add keeps being retried once the workload has stopped.
 const SETTLE_RETRY_MAX: Duration = Duration::from_secs(60);
 /// The wait before a retry: short, so retries overlap the original.
 const RETRY_BACKOFF: Duration = Duration::from_millis(50);
-/// The share of adds sent through two nodes at once.
-const RACE_SHARE: f64 = 0.1;
-/// The share of acknowledged adds sent again through another node.
-const RESEND_SHARE: f64 = 0.05;
-
-const LEVELS: [Consistency; 3] = [Consistency::One, Consistency::Quorum, Consistency::All];
 
 /// Exact key `i`'s name.
 pub(crate) fn exact_key(i: usize) -> Vec<u8> {
@@ -67,42 +55,6 @@ impl ExactLog {
     }
 }
 
-/// What one send of an add tells: known (acknowledged, refused for good,
-/// or never to be known) or nothing (`None`: retry the same id).
-fn classify(result: &Result<i64, ClientError>) -> Option<Ended> {
-    let e = match result {
-        Ok(v) => return Some(Ended::Acked(*v)),
-        Err(e) => e,
-    };
-    match e.kind() {
-        // Past the retention window: no retry will ever know.
-        Some(ErrorKind::IdExpired) => Some(Ended::Unknown),
-        Some(ErrorKind::Invalid | ErrorKind::Overflow | ErrorKind::IdConflict)
-            if e.outcome() == Outcome::NotApplied =>
-        {
-            Some(Ended::Refused(e.to_string()))
-        }
-        // Unavailable, a node that cannot write, a timeout, a lost connection.
-        _ => None,
-    }
-}
-
-/// A node other than `avoid` (any node if there is no other).
-fn other_node(rng: &mut SmallRng, nodes: usize, avoid: usize) -> usize {
-    match nodes {
-        0 | 1 => 0,
-        n => (avoid + rng.random_range(1..n)) % n,
-    }
-}
-
-/// A small delta, negatives included, never 0 (a 0 would hide a double count).
-fn small_delta(rng: &mut SmallRng) -> i64 {
-    match rng.random_range(-3..=8) {
-        d if d >= 0 => d + 1,
-        d => d,
-    }
-}
-
 /// One worker, client id `chaos-exact-<seed>`: adds to `keys` exact keys
 /// until `stop`, each until it knows.
 pub(crate) async fn worker(
@@ -111,124 +63,41 @@ pub(crate) async fn worker(
     seed: u64,
     stop: Arc<AtomicBool>,
 ) -> ExactLog {
-    let mut sender = Sender {
+    let conns = Conns {
         conns: addrs.iter().map(|_| None).collect(),
         addrs,
-        rng: SmallRng::seed_from_u64(seed),
         stop,
+        stopped_at: None,
     };
+    let mut sender = Sender::new(conns, seed);
     let client = format!("chaos-exact-{seed:x}").into_bytes();
     let mut log = ExactLog::default();
     let mut seq = 0u64;
-    while !sender.stop.load(Ordering::Acquire) {
+    while !sender.nodes.stopped() {
         seq += 1;
-        let add = IdAdd {
-            key: sender.rng.random_range(0..keys),
-            id: OpId::new(client.clone(), seq).expect("a short client id and a seq from 1"),
-            delta: small_delta(&mut sender.rng),
-            ended: Ended::Unknown,
-            attempts: 0,
-            raced: sender.rng.random_bool(RACE_SHARE),
-            resent: false,
-            again: Vec::new(),
-        };
+        let id = OpId::new(client.clone(), seq).expect("a short client id and a seq from 1");
+        let add = sender.next(id, keys);
         log.adds.push(sender.add(add).await);
     }
     log
 }
 
-/// How a worker sends: its connections, its randomness, the stop flag.
-struct Sender {
+/// A worker's connections to the nodes, and the stop flag.
+struct Conns {
     addrs: Vec<SocketAddr>,
     conns: Vec<Option<Client>>,
-    rng: SmallRng,
     stop: Arc<AtomicBool>,
+    /// When the worker first saw the stop.
+    stopped_at: Option<Instant>,
 }
 
-impl Sender {
-    /// Sends `add` until it knows (raced on its first send if it says
-    /// so), then perhaps once more through another node; answers it with
-    /// what it learned.
-    async fn add(&mut self, mut add: IdAdd) -> IdAdd {
-        let mut known = None;
-        if add.raced {
-            add.attempts = 1;
-            let (first, twin) = self.race(&add).await;
-            add.again.extend(twin);
-            known = first;
-        }
-        let (node, ended) = match known {
-            Some(known) => known,
-            None => {
-                let (node, ended, attempts) = self.until_known(&add, None).await;
-                add.attempts += attempts;
-                (node, ended)
-            }
-        };
-        add.ended = ended;
-        let acked = matches!(add.ended, Ended::Acked(_));
-        if acked && !self.stop.load(Ordering::Acquire) && self.rng.random_bool(RESEND_SHARE) {
-            add.resent = true;
-            let (_, again, _) = self.until_known(&add, Some(node)).await;
-            add.again.push(again);
-        }
-        add
-    }
-
-    /// Sends `add` through two different nodes at once: the node and
-    /// outcome of the first send that knew, and what the other one knew.
-    async fn race(&mut self, add: &IdAdd) -> (Option<(usize, Ended)>, Option<Ended>) {
-        let a = self.rng.random_range(0..self.addrs.len());
-        let b = other_node(&mut self.rng, self.addrs.len(), a);
-        self.connect(a).await;
-        self.connect(b).await;
-        let (cl_a, cl_b) = (self.level(), self.level());
-        let (ra, rb) = tokio::join!(
-            send(self.conns[a].as_ref(), add, cl_a),
-            send(self.conns[b].as_ref(), add, cl_b)
-        );
-        match (ra, rb) {
-            (Some(known), twin) => (Some((a, known)), twin),
-            (None, known) => (known.map(|k| (b, k)), None),
-        }
-    }
-
-    /// Sends `add` through random nodes (never `avoid`) until one send
-    /// knows: the node, the outcome, and the sends it took. Unknown (and
-    /// node 0) if none knew within [`SETTLE_RETRY_MAX`] of the workload's end.
-    async fn until_known(&mut self, add: &IdAdd, avoid: Option<usize>) -> (usize, Ended, u32) {
-        let mut stopped_at: Option<Instant> = None;
-        let mut attempts = 0;
-        loop {
-            if attempts > 0 {
-                tokio::time::sleep(RETRY_BACKOFF).await;
-            }
-            if self.stop.load(Ordering::Acquire) {
-                let since = *stopped_at.get_or_insert_with(Instant::now);
-                if since.elapsed() > SETTLE_RETRY_MAX {
-                    return (0, Ended::Unknown, attempts);
-                }
-            }
-            attempts += 1;
-            let node = match avoid {
-                Some(n) => other_node(&mut self.rng, self.addrs.len(), n),
-                None => self.rng.random_range(0..self.addrs.len()),
-            };
-            self.connect(node).await;
-            let cl = self.level();
-            if let Some(ended) = send(self.conns[node].as_ref(), add, cl).await {
-                return (node, ended, attempts);
-            }
-        }
-    }
-
-    /// A random consistency level.
-    fn level(&mut self) -> Consistency {
-        LEVELS[self.rng.random_range(0..LEVELS.len())]
+impl Nodes for Conns {
+    fn count(&self) -> usize {
+        self.addrs.len()
     }
 
     /// (Re)connects to `node` if it has no open connection.
-    async fn connect(&mut self, node: usize) {
+    async fn ready(&mut self, node: usize) {
         if self.conns[node].as_ref().is_none_or(|c| c.is_closed()) {
             self.conns[node] =
                 super::secure::dial(self.addrs[node], tally_net::client::DEFAULT_TIMEOUT)
@@ -236,12 +105,43 @@ impl Sender {
                     .ok();
         }
     }
+
+    async fn send(
+        &self,
+        node: usize,
+        add: &IdAdd,
+        cl: Consistency,
+    ) -> Option<Result<i64, WireError>> {
+        let client = self.conns[node].as_ref()?;
+        let key = exact_key(add.key);
+        let sent = client.add_once(&key, b"", add.delta, &add.id, cl).await;
+        Some(sent.map_err(wire_error))
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    fn give_up(&mut self) -> bool {
+        if !self.stopped() {
+            return false;
+        }
+        let since = *self.stopped_at.get_or_insert_with(Instant::now);
+        since.elapsed() > SETTLE_RETRY_MAX
+    }
+
+    async fn backoff(&self) {
+        tokio::time::sleep(RETRY_BACKOFF).await;
+    }
 }
 
-/// One send of `add` through `client`, if connected: what it tells.
-async fn send(client: Option<&Client>, add: &IdAdd, cl: Consistency) -> Option<Ended> {
-    let key = exact_key(add.key);
-    classify(&client?.add_once(&key, b"", add.delta, &add.id, cl).await)
+/// A client's error as the node's: its own, or (no answer, a lost
+/// connection) one whose outcome is unknown.
+fn wire_error(e: ClientError) -> WireError {
+    match e {
+        ClientError::Server(e) => e,
+        other => WireError::unknown(ErrorKind::Timeout, other.to_string()),
+    }
 }
 
 /// Reads every exact key at ALL through every node and judges them.
@@ -279,52 +179,19 @@ async fn read_all(addr: SocketAddr, key: usize) -> Result<i64, String> {
 
 #[cfg(test)]
 mod tests {
-    use tally_net::wire::WireError;
+    use crate::exact_sender::classify;
 
     use super::*;
 
-    fn server(e: WireError) -> Result<i64, ClientError> {
-        Err(ClientError::Server(e))
-    }
-
     #[test]
-    fn a_send_knows_only_an_ack_or_a_refusal_for_good() {
-        assert_eq!(classify(&Ok(-4)), Some(Ended::Acked(-4)));
-        for kind in [
-            ErrorKind::IdConflict,
-            ErrorKind::Invalid,
-            ErrorKind::Overflow,
-        ] {
-            let known = classify(&server(WireError::not_applied(kind, "no")));
-            assert!(
-                matches!(known, Some(Ended::Refused(_))),
-                "{kind:?}: {known:?}"
-            );
-        }
-        let expired = WireError::unknown(ErrorKind::IdExpired, "too old");
-        assert_eq!(classify(&server(expired)), Some(Ended::Unknown));
-        // Not applied this time, or perhaps applied: retry the same id.
-        let retry = [
-            WireError::not_applied(ErrorKind::Unavailable, "applier down"),
-            WireError::not_applied(ErrorKind::Storage, "poisoned"),
-            WireError::unknown(ErrorKind::Timeout, "slow"),
-            WireError::unknown(ErrorKind::Invalid, "odd"),
-        ];
-        for e in retry {
-            assert_eq!(classify(&server(e.clone())), None, "{e:?}");
-        }
-        assert_eq!(classify(&Err(ClientError::Closed("reset".into()))), None);
-    }
-
-    #[test]
-    fn another_node_is_never_the_avoided_one() {
-        let mut rng = SmallRng::seed_from_u64(3);
-        for avoid in 0..3 {
-            let picked: std::collections::BTreeSet<usize> =
-                (0..100).map(|_| other_node(&mut rng, 3, avoid)).collect();
-            assert_eq!(picked.len(), 2, "{picked:?}");
-            assert!(!picked.contains(&avoid));
-        }
-        assert_eq!(other_node(&mut rng, 1, 0), 0);
+    fn a_lost_connection_is_retried_and_a_server_error_judged() {
+        let closed = wire_error(ClientError::Closed("reset".into()));
+        assert_eq!(classify(&Err(closed)), None);
+        let conflict = WireError::not_applied(ErrorKind::IdConflict, "no");
+        let known = classify(&Err(wire_error(ClientError::Server(conflict))));
+        assert!(matches!(
+            known,
+            Some(crate::checker::exact::Ended::Refused(_))
+        ));
     }
 }
