@@ -208,9 +208,11 @@ impl Cluster {
     ) -> Result<Arc<Node>> {
         let started = tally_world::Instant::now();
         loop {
+            let keep_expired = self.broken == Some(Broken::IgnoreDeadlines);
             let opened = Node::open_with(self.config.clone(), id, Some(hook.clone()), |o| {
                 o.stepped = true;
                 o.stall_writes = Some(stall.clone());
+                o.keep_expired = keep_expired;
             });
             match opened {
                 Ok(node) => return Ok(node),

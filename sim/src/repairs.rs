@@ -3,10 +3,15 @@
 //! must find the replicas alike: a repair that moved nothing leaves them
 //! apart, as the chaos harness finds it.
 
+use std::time::Duration;
+
 use tally_net::wire::{ClientOp, ClientReply, WireRepaired};
 
 use crate::cluster::Cluster;
 use crate::trace;
+
+/// How long the end's first repair of a node may be refused.
+const FIRST_PASS_MAX: Duration = Duration::from_secs(30);
 
 /// Repairs the ranges of `node`: what the repair did, or why it could not.
 pub async fn repair(cluster: &Cluster, node: usize) -> Result<WireRepaired, String> {
@@ -35,12 +40,18 @@ pub async fn repair(cluster: &Cluster, node: usize) -> Result<WireRepaired, Stri
 /// second pass found wrong (replicas still apart, a repair that failed).
 pub async fn twice(cluster: &Cluster) -> Vec<String> {
     let members = cluster.membership().members;
-    for &n in &members {
-        // The first pass may fail (a node still starting): the second
-        // one is judged.
-        let _ = repair(cluster, n).await;
-    }
     let mut findings = Vec::new();
+    for &n in &members {
+        // The first pass may be refused a while (a node still starting).
+        let started = tally_world::Instant::now();
+        while let Err(e) = repair(cluster, n).await {
+            if started.elapsed() > FIRST_PASS_MAX {
+                findings.push(format!("the first repair of n{} failed: {e}", n + 1));
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
     for &n in &members {
         match repair(cluster, n).await {
             Ok(r) if r.keys_differing > 0 => findings.push(format!(

@@ -18,7 +18,7 @@ fn dir() -> PathBuf {
 
 fn check(name: &str) {
     SimWorld::install().unwrap();
-    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
+    let update = std::env::var("UPDATE_GOLDEN").is_ok_and(|v| v == "1");
     let path = dir().join(format!("{name}.txt"));
     if let Err(e) = tally_sim::script::check(&path, update) {
         panic!("{e:#}");

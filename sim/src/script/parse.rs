@@ -21,6 +21,9 @@ use anyhow::{Result, bail};
 /// The line that ends a block's commands.
 pub const SEPARATOR: &str = "----";
 
+/// How an output line that is blank is written.
+pub const BLANK: &str = "(blank)";
+
 /// A whole script.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Script {
@@ -44,7 +47,7 @@ pub struct Block {
 /// One command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Command {
-    /// The line, as written.
+    /// The line, as written (without the spaces around it).
     pub text: String,
     /// Its number in the file, from 1.
     pub line: usize,
@@ -139,7 +142,11 @@ pub fn format(script: &Script, outputs: &[Vec<String>]) -> String {
         text.push_str(SEPARATOR);
         text.push('\n');
         for line in output {
-            text.push_str(line);
+            // A blank line would end the block: print it visibly.
+            match line.trim().is_empty() {
+                true => text.push_str(BLANK),
+                false => text.push_str(line),
+            }
             text.push('\n');
         }
         text.push('\n');
@@ -193,6 +200,13 @@ mod tests {
             let e = parse(text).unwrap_err().to_string();
             assert!(e.contains(want), "{text:?}: {e}");
         }
+    }
+
+    #[test]
+    fn a_blank_output_line_is_written_visibly() {
+        let s = parse("get n1 k\n----\n").unwrap();
+        let text = format(&s, &[vec![String::new()]]);
+        assert_eq!(text, "get n1 k\n----\n(blank)\n");
     }
 
     #[test]

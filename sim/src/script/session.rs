@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow, bail};
 use clap::ValueEnum;
+use tally_net::Outcome;
 use tally_net::once::{OpId, applier};
 use tally_net::ring::Ring;
 use tally_net::wire::{
@@ -29,6 +30,9 @@ use crate::world::SimWorld;
 /// How long a command waits for a node's answer before it prints that
 /// none came (a node's own timeouts answer well before).
 const ANSWER_WAIT: Duration = Duration::from_secs(60);
+
+/// Client ids `applier` tries.
+const APPLIER_TRIES: u32 = 100_000;
 
 /// How long `stabilize` waits for the nodes to agree on who is up and to
 /// deliver their hints.
@@ -138,7 +142,7 @@ async fn run(cluster: &Cluster, net: &Net, name: &str, w: &mut Words) -> Result<
         "status" => return status(cluster, w.node(nodes)?).await,
         "applier" => {
             let key = w.next("a key")?;
-            applied_by(cluster, key.as_bytes(), w.node(nodes)?)
+            applied_by(cluster, key.as_bytes(), w.node(nodes)?)?
         }
         "stabilize" => return Ok(stabilize(cluster).await.err().into_iter().collect()),
         _ => {
@@ -161,14 +165,23 @@ async fn counters(cluster: &Cluster, name: &str, w: &mut Words) -> Result<String
         _ => 0,
     };
     let cl = w.level()?;
-    let id = w.option("id").map(|id| op_id(&id)).transpose()?;
+    let id = match name {
+        "add" => w.option("id").map(|id| op_id(&id)).transpose()?,
+        _ => None,
+    };
     let mut answers = Vec::new();
     for (i, k) in keys.iter().enumerate() {
         // A run of keys takes a run of ids: `id=c:1` is c:1, c:2, ...
-        let id = id.as_ref().map(|id| OpId {
-            seq: id.seq + i as u64,
-            ..id.clone()
-        });
+        let id = match &id {
+            Some(id) => Some(OpId {
+                seq: id
+                    .seq
+                    .checked_add(i as u64)
+                    .ok_or_else(|| anyhow!("id={id}: the run of ids overflows"))?,
+                ..id.clone()
+            }),
+            None => None,
+        };
         let key = key(k);
         let answer = ask(cluster, n, |node| async move {
             match (name, id) {
@@ -355,15 +368,22 @@ async fn ring(cluster: &Cluster, name: &str, w: &mut Words) -> Result<String> {
     })
 }
 
-/// `applier KEY NODE`: a client id whose adds to KEY node NODE applies.
-fn applied_by(cluster: &Cluster, partition: &[u8], n: usize) -> String {
+/// `applier KEY NODE`: a client id whose adds to KEY node NODE applies,
+/// on the ring of the members now.
+fn applied_by(cluster: &Cluster, partition: &[u8], n: usize) -> Result<String> {
     let c = &cluster.config().cluster;
-    let ring = Ring::new(&cluster.config().node_ids(), c.vnodes, c.replication_factor);
+    let members = cluster.membership().members;
+    let is_member: Vec<bool> = (0..cluster.len()).map(|i| members.contains(&i)).collect();
+    let ids = cluster.config().node_ids();
+    let ring = Ring::with_members(&ids, &is_member, c.vnodes, c.replication_factor);
     let replicas = ring.replicas(partition);
-    (0u32..)
+    if !replicas.contains(&n) {
+        bail!("applier: n{} is no replica of {:?}", n + 1, show(partition));
+    }
+    (0u32..APPLIER_TRIES)
         .map(|i| format!("app-{i}"))
         .find(|client| applier(&replicas, client.as_bytes()) == n)
-        .unwrap_or_default()
+        .ok_or_else(|| anyhow!("applier: no client id of {APPLIER_TRIES} is n{}'s", n + 1))
 }
 
 /// A broken build, by its `tally-sim --broken` name.
@@ -477,8 +497,16 @@ where
     };
     match tokio::time::timeout(ANSWER_WAIT, call(node)).await {
         Ok(Ok(v)) => v.to_string(),
-        Ok(Err(e)) => format!("error: {e}"),
+        Ok(Err(e)) => format!("error ({}): {e}", outcome(&e)),
         Err(_) => format!("error: no answer in {ANSWER_WAIT:?}"),
+    }
+}
+
+/// Whether a failed request may have been applied, as a script prints it.
+fn outcome(e: &WireError) -> &'static str {
+    match e.outcome {
+        Outcome::NotApplied => "not applied",
+        Outcome::Unknown => "outcome unknown",
     }
 }
 

@@ -130,51 +130,16 @@ pub fn duration(word: &str) -> Result<Duration> {
     match unit {
         "ms" => Ok(Duration::from_millis(n)),
         "s" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
+        "m" => n
+            .checked_mul(60)
+            .map(Duration::from_secs)
+            .ok_or_else(|| anyhow!("{word:?} is too long")),
         _ => bail!("{word:?} is not a duration (250ms, 3s, 2m)"),
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::script::parse::parse;
-
-    fn command(text: &str) -> Command {
-        parse(&format!("{text}\n----\n")).unwrap().blocks[0].commands[0].clone()
-    }
-
-    #[test]
-    fn words_read_in_order_and_leftovers_are_errors() {
-        let mut w = Words::of(&command("add n2 k 5 cl=all"));
-        assert_eq!(w.node(3).unwrap(), 1);
-        assert_eq!(w.next("a key").unwrap(), "k");
-        assert_eq!(w.number::<i64>("a delta").unwrap(), 5);
-        assert_eq!(w.level().unwrap(), Consistency::All);
-        w.done().unwrap();
-        let mut w = Words::of(&command("add n1 k 5 cll=all"));
-        for _ in 0..3 {
-            w.next("a word").unwrap();
-        }
-        let e = w.done().unwrap_err().to_string();
-        assert_eq!(e, "add: has no option cll");
-    }
-
-    #[test]
-    fn nodes_levels_and_durations_are_checked() {
-        assert_eq!(node("n3", 3), Ok(2));
-        assert!(node("n4", 3).unwrap_err().contains("no node n4"));
-        assert!(node("x1", 3).is_err());
-        assert!(node("n0", 3).is_err());
-        assert_eq!(level("ALL"), Ok(Consistency::All));
-        assert!(level("two").is_err());
-        assert_eq!(duration("250ms").unwrap(), Duration::from_millis(250));
-        assert_eq!(duration("3s").unwrap(), Duration::from_secs(3));
-        assert_eq!(duration("2m").unwrap(), Duration::from_secs(120));
-        assert!(duration("3h").is_err());
-        assert!(duration("s").is_err());
-    }
-}
+/// The most keys one run names.
+const KEYS_MAX: u64 = 100_000;
 
 /// The keys a word names: `k` is one, `k{0..30}` thirty (`k0` to `k29`).
 pub fn keys(word: &str) -> Result<Vec<String>> {
@@ -190,6 +155,9 @@ pub fn keys(word: &str) -> Result<Vec<String>> {
     );
     if from >= to || !rest.is_empty() {
         return Err(bad());
+    }
+    if to - from > KEYS_MAX {
+        bail!("{word:?}: at most {KEYS_MAX} keys in a run");
     }
     Ok((from..to).map(|i| format!("{stem}{i}")).collect())
 }
@@ -237,8 +205,44 @@ pub fn range(word: &str) -> Result<WireRange> {
 }
 
 #[cfg(test)]
-mod key_tests {
+mod tests {
     use super::*;
+    use crate::script::parse::parse;
+
+    fn command(text: &str) -> Command {
+        parse(&format!("{text}\n----\n")).unwrap().blocks[0].commands[0].clone()
+    }
+
+    #[test]
+    fn words_read_in_order_and_leftovers_are_errors() {
+        let mut w = Words::of(&command("add n2 k 5 cl=all"));
+        assert_eq!(w.node(3).unwrap(), 1);
+        assert_eq!(w.next("a key").unwrap(), "k");
+        assert_eq!(w.number::<i64>("a delta").unwrap(), 5);
+        assert_eq!(w.level().unwrap(), Consistency::All);
+        w.done().unwrap();
+        let mut w = Words::of(&command("add n1 k 5 cll=all"));
+        for _ in 0..3 {
+            w.next("a word").unwrap();
+        }
+        let e = w.done().unwrap_err().to_string();
+        assert_eq!(e, "add: has no option cll");
+    }
+
+    #[test]
+    fn nodes_levels_and_durations_are_checked() {
+        assert_eq!(node("n3", 3), Ok(2));
+        assert!(node("n4", 3).unwrap_err().contains("no node n4"));
+        assert!(node("x1", 3).is_err());
+        assert!(node("n0", 3).is_err());
+        assert_eq!(level("ALL"), Ok(Consistency::All));
+        assert!(level("two").is_err());
+        assert_eq!(duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(duration("3s").unwrap(), Duration::from_secs(3));
+        assert_eq!(duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(duration("3h").is_err());
+        assert!(duration("s").is_err());
+    }
 
     #[test]
     fn a_run_of_keys_expands_and_answers_on_one_line() {

@@ -185,10 +185,12 @@ pub(super) async fn add(
     match failed {
         None => Ok(new),
         // Some groups may have been admitted: the whole add may be retried.
+        // The failed group's own words ("nothing was applied") hold for it
+        // alone, so they are said of it.
         Some(e) => Err(WireError::unknown(
             e.kind,
             format!(
-                "{}; members may have been added in part: adding them again is safe",
+                "some members were not added ({}); others may have been: adding them all again is safe",
                 e.message
             ),
         )),
