@@ -754,27 +754,7 @@ async fn print_status(cli: &Cli, status: &ClusterStatus) -> Result<()> {
         bail!("the cluster lists no nodes");
     }
     if cli.json {
-        let nodes: Vec<_> = rows
-            .iter()
-            .map(|r| {
-                let (n, s) = (r.node, &r.stats);
-                let hints: Vec<_> = s.iter().flat_map(|s| &s.hints).map(|h| json!({
-                    "node": h.node, "pending": h.pending, "dropped": h.dropped,
-                    "since_ms": (h.since_ms > 0).then_some(h.since_ms), "needs_repair": h.needs_repair,
-                })).collect();
-                json!({
-                    "id": n.id, "up": n.up, "client": n.client_addr, "ownership": n.ownership,
-                    "state": format!("{:?}", r.ring).to_lowercase(), "status": r.state(),
-                    "writable": n.up && r.not_writable.is_none(), "not_writable": r.not_writable,
-                    "counter_id": s.as_ref().map(|s| format!("{:016x}", s.counter_id)),
-                    "cells": s.as_ref().map(|s| s.cells), "log_bytes": s.as_ref().map(|s| s.log_bytes),
-                    "table_bytes": s.as_ref().map(|s| s.table_bytes), "hints_pending": s.as_ref().map(|s| s.hints_pending),
-                    "hints": hints, "needs_repair": !dropped_hints_for(&n.id, &rows).is_empty(),
-                    "build": r.build.as_ref().map(|b| &b.version),
-                    "features_enabled": r.build.as_ref().map(|b| &b.enabled),
-                })
-            })
-            .collect();
+        let nodes: Vec<_> = rows.iter().map(|r| node_json(r, &rows)).collect();
         println!(
             "{}",
             json!({ "cluster": status.cluster, "seen_from": status.node, "replication_factor": status.replication_factor, "vnodes": status.vnodes, "ring_version": ring.version, "nodes": nodes })
@@ -829,6 +809,32 @@ async fn print_status(cli: &Cli, status: &ClusterStatus) -> Result<()> {
         println!("{line}");
     }
     Ok(())
+}
+
+/// One node's entry of `tally status --json`.
+fn node_json(r: &Row<'_>, rows: &[Row<'_>]) -> serde_json::Value {
+    let (n, s) = (r.node, &r.stats);
+    let hints: Vec<_> = s
+        .iter()
+        .flat_map(|s| &s.hints)
+        .map(|h| {
+            json!({
+                "node": h.node, "pending": h.pending, "dropped": h.dropped,
+                "since_ms": (h.since_ms > 0).then_some(h.since_ms), "needs_repair": h.needs_repair,
+            })
+        })
+        .collect();
+    json!({
+        "id": n.id, "up": n.up, "client": n.client_addr, "ownership": n.ownership,
+        "state": format!("{:?}", r.ring).to_lowercase(), "status": r.state(),
+        "writable": n.up && r.not_writable.is_none(), "not_writable": r.not_writable,
+        "counter_id": s.as_ref().map(|s| format!("{:016x}", s.counter_id)),
+        "cells": s.as_ref().map(|s| s.cells), "log_bytes": s.as_ref().map(|s| s.log_bytes),
+        "table_bytes": s.as_ref().map(|s| s.table_bytes), "hints_pending": s.as_ref().map(|s| s.hints_pending),
+        "hints": hints, "needs_repair": !dropped_hints_for(&n.id, rows).is_empty(),
+        "build": r.build.as_ref().map(|b| &b.version),
+        "features_enabled": r.build.as_ref().map(|b| &b.enabled),
+    })
 }
 
 /// A line for each node some node dropped hints for.
@@ -899,6 +905,18 @@ mod tests {
             ]
         );
         assert!(needs_repair_lines(&rows[2..]).is_empty());
+        // The same in `--json`: the node's flag, and each holder's hints.
+        let n3 = node_json(&rows[2], &rows);
+        assert_eq!(n3["needs_repair"], true, "{n3}");
+        let n1 = node_json(&rows[0], &rows);
+        assert_eq!(n1["needs_repair"], false, "{n1}");
+        let held = &n1["hints"][0];
+        assert_eq!(
+            (&held["node"], &held["dropped"], &held["needs_repair"]),
+            (&"n3".into(), &50.into(), &true.into()),
+            "{n1}"
+        );
+        assert!(held["since_ms"].is_null(), "no pending hints: {held}");
     }
 
     #[test]
