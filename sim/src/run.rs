@@ -1,6 +1,7 @@
 //! One run: a seed, a cluster, a workload and its faults for a span of
-//! simulated time, then every fault healed, a read of every counter at ALL
-//! through every node, and the checker's verdict on the history.
+//! simulated time, then every fault healed, every member repaired twice
+//! (the second repair must find nothing apart), a read of every key at
+//! ALL through every member, and the checkers' verdict on the history.
 
 use std::sync::Arc;
 use std::time::Duration;
