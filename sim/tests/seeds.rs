@@ -164,6 +164,15 @@ fn the_simulation_catches_reads_that_skip_a_value_in_flight() {
 }
 
 #[test]
+fn the_simulation_catches_adds_lost_to_a_deadline_their_leader_missed() {
+    let violations = caught(Broken::IgnoreDeadlines, 9, 60);
+    assert!(
+        violations.iter().any(|v| v.contains("key")),
+        "{violations:?}"
+    );
+}
+
+#[test]
 fn the_simulation_catches_repairs_that_move_nothing() {
     let violations = caught(Broken::IdleRepair, 1, 60);
     assert!(!violations.is_empty());
