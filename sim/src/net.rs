@@ -142,9 +142,13 @@ impl Net {
         host.run += 1;
     }
 
-    /// Cuts (or heals) the link from `a` to `b`.
-    pub fn set_cut(&self, a: usize, b: usize, cut: bool) {
-        self.state.lock().cut[a][b] = cut;
+    /// Cuts the links from `a` to each of `others`, and back if `both`.
+    pub fn cut_off(&self, a: usize, others: impl IntoIterator<Item = usize>, both: bool) {
+        let mut s = self.state.lock();
+        for b in others {
+            s.cut[a][b] = true;
+            s.cut[b][a] |= both;
+        }
     }
 
     /// Heals every cut.

@@ -194,10 +194,7 @@ pub async fn nemesis(
             2 => {
                 let both = rng.random_bool(0.5);
                 trace!("n{} cut off{}", n + 1, if both { "" } else { " one way" });
-                for m in (0..cluster.len()).filter(|&m| m != n) {
-                    net.set_cut(n, m, true);
-                    net.set_cut(m, n, both);
-                }
+                net.cut_off(n, (0..cluster.len()).filter(|&m| m != n), both);
                 tokio::time::sleep(span).await;
                 trace!("links healed");
                 net.heal();

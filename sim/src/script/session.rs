@@ -315,10 +315,7 @@ fn cut(cluster: &Cluster, net: &Net, name: &str, w: &mut Words) -> Result<()> {
         Some("oneway") => false,
         Some(other) => bail!("{name}: {other:?} is not `oneway`"),
     };
-    for b in others {
-        net.set_cut(a, b, true);
-        net.set_cut(b, a, both);
-    }
+    net.cut_off(a, others, both);
     Ok(())
 }
 
