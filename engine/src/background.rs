@@ -342,7 +342,7 @@ impl Background {
         let output = self.write_table(cells)?;
         self.versions.install_compacted(inputs, output.clone());
         for t in inputs {
-            if let Err(e) = std::fs::remove_file(t.path()) {
+            if let Err(e) = tally_world::fs::remove_file(t.path()) {
                 tracing::warn!(path = %t.path().display(), error = %e, "could not remove a replaced table");
             }
         }

@@ -869,7 +869,7 @@ impl Engine {
 
 /// Bytes in the commit log segments of `dir` (0 if it cannot be listed).
 fn log_bytes(dir: &std::path::Path) -> u64 {
-    std::fs::read_dir(dir)
+    tally_world::fs::read_dir(dir)
         .map(|entries| {
             entries
                 .filter_map(|e| e.ok())
@@ -1001,13 +1001,14 @@ fn open_tables(dir: &Path) -> Result<(Vec<Arc<Table>>, u64)> {
 }
 
 fn remove_temporaries(dir: &Path) -> Result<()> {
-    let entries = std::fs::read_dir(dir).map_err(|e| Error::io("list data directory", dir, e))?;
+    let entries =
+        tally_world::fs::read_dir(dir).map_err(|e| Error::io("list data directory", dir, e))?;
     for entry in entries {
         let path = entry
             .map_err(|e| Error::io("list data directory", dir, e))?
             .path();
         if path.extension().and_then(|e| e.to_str()) == Some("tmp") {
-            std::fs::remove_file(&path)
+            tally_world::fs::remove_file(&path)
                 .map_err(|e| Error::io("remove temporary file", &path, e))?;
         }
     }

@@ -1,16 +1,14 @@
 //! Small file-system helpers that keep the crash story honest.
 
-use std::fs::File;
 use std::path::Path;
+use tally_world::fs::File;
 
 use crate::error::{Error, Result};
 
 /// Fsyncs a directory, so that files created, renamed or removed in it
 /// survive a crash.
 pub fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io("fsync directory", dir, e))
+    tally_world::fs::sync_dir(dir).map_err(|e| Error::io("fsync directory", dir, e))
 }
 
 /// Replaces `path` (in `dir`) with `bytes`, durably and whole: written to
@@ -18,17 +16,18 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
 /// names the file in errors ("identity").
 pub fn replace_file(dir: &Path, path: &Path, bytes: &[u8], what: &'static str) -> Result<()> {
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes)
+    tally_world::fs::write(&tmp, bytes)
         .and_then(|()| File::open(&tmp)?.sync_all())
         .map_err(|e| Error::io(what, &tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(what, path, e))?;
+    tally_world::fs::rename(&tmp, path).map_err(|e| Error::io(what, path, e))?;
     sync_dir(dir)
 }
 
 /// Lists the files in `dir` named `<number>.<ext>`, sorted by number.
 pub fn numbered_files(dir: &Path, ext: &str) -> Result<Vec<(u64, std::path::PathBuf)>> {
     let mut out = Vec::new();
-    let entries = std::fs::read_dir(dir).map_err(|e| Error::io("list directory", dir, e))?;
+    let entries =
+        tally_world::fs::read_dir(dir).map_err(|e| Error::io("list directory", dir, e))?;
     for entry in entries {
         let entry = entry.map_err(|e| Error::io("list directory", dir, e))?;
         let path = entry.path();
@@ -66,8 +65,8 @@ pub(crate) fn link(from: &Path, dir: &Path, done: &mut Snapshotted) -> Result<()
         )
     })?;
     let to = dir.join(name);
-    std::fs::hard_link(from, &to).map_err(|e| Error::io("link into a snapshot", &to, e))?;
+    tally_world::fs::hard_link(from, &to).map_err(|e| Error::io("link into a snapshot", &to, e))?;
     done.files += 1;
-    done.bytes += std::fs::metadata(&to).map(|m| m.len()).unwrap_or(0);
+    done.bytes += tally_world::fs::metadata(&to).map(|m| m.len()).unwrap_or(0);
     Ok(())
 }

@@ -35,8 +35,8 @@
 //! numbers never repeat and a replica can tell which of its ids are
 //! durable (`ids::tail`).
 
-use std::fs::{File, OpenOptions};
 use std::path::Path;
+use tally_world::fs::{File, OpenOptions};
 
 use crate::error::{Error, Result};
 use crate::fsutil::{replace_file, sync_dir};
@@ -69,8 +69,8 @@ pub(crate) fn lock(dir: &Path) -> Result<File> {
         .map_err(|e| Error::io("open lock file", &lock_path, e))?;
     match lock.try_lock() {
         Ok(()) => Ok(lock),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(dir.to_path_buf())),
-        Err(std::fs::TryLockError::Error(e)) => {
+        Err(tally_world::fs::TryLockError::WouldBlock) => Err(Error::Locked(dir.to_path_buf())),
+        Err(tally_world::fs::TryLockError::Error(e)) => {
             Err(Error::io("lock data directory", &lock_path, e))
         }
     }
@@ -79,17 +79,18 @@ pub(crate) fn lock(dir: &Path) -> Result<File> {
 impl Identity {
     /// Locks `dir` (creating it) and loads or creates its counter id.
     pub(crate) fn open(dir: &Path) -> Result<Identity> {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io("create data directory", dir, e))?;
+        tally_world::fs::create_dir_all(dir)
+            .map_err(|e| Error::io("create data directory", dir, e))?;
         let lock = lock(dir)?;
         let path = dir.join(FILE);
         let clean_path = dir.join(CLEAN);
-        let clean = match std::fs::read(&clean_path) {
+        let clean = match tally_world::fs::read(&clean_path) {
             Ok(bytes) => Some(decode_clean(&clean_path, &bytes)?),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(Error::io("read clean marker", &clean_path, e)),
         };
         let was_clean = clean.is_some();
-        let existing = match std::fs::read(&path) {
+        let existing = match tally_world::fs::read(&path) {
             Ok(bytes) => Some(decode(&path, &bytes)?),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(Error::io("read identity", &path, e)),
@@ -108,7 +109,7 @@ impl Identity {
             }
         };
         if was_clean {
-            std::fs::remove_file(&clean_path)
+            tally_world::fs::remove_file(&clean_path)
                 .map_err(|e| Error::io("remove clean marker", &clean_path, e))?;
             sync_dir(dir)?;
         }
@@ -125,7 +126,7 @@ impl Identity {
     /// repeat under the same id.
     pub(crate) fn forget_clean(dir: &Path) -> Result<()> {
         let path = dir.join(CLEAN);
-        match std::fs::remove_file(&path) {
+        match tally_world::fs::remove_file(&path) {
             Ok(()) => sync_dir(dir),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(Error::io("remove clean marker", &path, e)),
@@ -214,11 +215,11 @@ mod tests {
     fn an_empty_clean_marker_is_read_and_a_damaged_one_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let a = Identity::open(dir.path()).unwrap().counter_id;
-        std::fs::write(dir.path().join(CLEAN), b"").unwrap();
+        tally_world::fs::write(dir.path().join(CLEAN), b"").unwrap();
         let b = Identity::open(dir.path()).unwrap();
         assert_eq!((b.counter_id, b.batch_base), (a, 0));
         drop(b);
-        std::fs::write(dir.path().join(CLEAN), b"garbage").unwrap();
+        tally_world::fs::write(dir.path().join(CLEAN), b"garbage").unwrap();
         assert!(matches!(
             Identity::open(dir.path()),
             Err(Error::Corruption { .. })

@@ -28,7 +28,7 @@ const COUNT_MAX: usize = 1 << 16;
 /// The retired incarnations listed in `dir`, oldest first.
 pub(crate) fn read(dir: &Path) -> Result<Vec<u64>> {
     let path = dir.join(FILE);
-    let bytes = match std::fs::read(&path) {
+    let bytes = match tally_world::fs::read(&path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(Error::io("read retired incarnations", &path, e)),
@@ -120,9 +120,9 @@ mod tests {
         add(dir.path(), 7).unwrap();
         add(dir.path(), 8).unwrap();
         let path = dir.path().join(FILE);
-        let good = std::fs::read(&path).unwrap();
+        let good = tally_world::fs::read(&path).unwrap();
         for cut in 0..good.len() {
-            std::fs::write(&path, &good[..cut]).unwrap();
+            tally_world::fs::write(&path, &good[..cut]).unwrap();
             assert!(
                 matches!(read(dir.path()), Err(Error::Corruption { .. })),
                 "cut at {cut}"
@@ -131,7 +131,7 @@ mod tests {
         for at in 0..good.len() {
             let mut bad = good.clone();
             bad[at] ^= 0x04;
-            std::fs::write(&path, &bad).unwrap();
+            tally_world::fs::write(&path, &bad).unwrap();
             assert!(
                 matches!(read(dir.path()), Err(Error::Corruption { .. })),
                 "flip at {at}"

@@ -1,6 +1,7 @@
 //! Commit log recovery: a log cut at any byte keeps exactly a prefix; a bad
 //! checksum before the tail is a corruption error, never a silent skip.
 
+#![allow(clippy::disallowed_methods, reason = "tests damage files on purpose")]
 #![allow(
     clippy::unwrap_used,
     reason = "test code: a panic is the failure report"

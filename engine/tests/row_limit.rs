@@ -1,5 +1,7 @@
 //! A row read stops at its column limit while it reads: it returns the
 //! first columns of a wide partition without reading the rest of it.
+
+#![allow(clippy::disallowed_methods, reason = "tests damage files on purpose")]
 #![allow(
     clippy::unwrap_used,
     reason = "test code: a panic is the failure report"

@@ -1,6 +1,7 @@
 //! A flipped byte anywhere in an SSTable is a corruption error naming the
 //! file and offset: never a panic, never a wrong value.
 
+#![allow(clippy::disallowed_methods, reason = "tests damage files on purpose")]
 #![allow(
     clippy::unwrap_used,
     reason = "test code: a panic is the failure report"

@@ -5,6 +5,7 @@
 //! write a later sync mark proves durable) stays a corruption error naming
 //! file and offset.
 
+#![allow(clippy::disallowed_methods, reason = "tests damage files on purpose")]
 #![allow(
     clippy::unwrap_used,
     reason = "test code: a panic is the failure report"

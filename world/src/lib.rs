@@ -11,11 +11,16 @@
 //!   ([`fill_random`], [`random_u64`]) come from the installed [`World`]:
 //!   the system's ([`Real`]) unless the simulator installed its own,
 //!   once, before any node starts.
+//! - **Files** are changed through [`fs`]: straight through to the OS,
+//!   or through the simulator's disk, which fails changes and forgets
+//!   what was not fsync'd when a node crashes.
 //! - **Blocking work** ([`blocking`]) runs on tokio's blocking pool, or,
 //!   in a simulation, on the runtime's one thread.
 //!
 //! Password salts and TLS keys are not read here: they come from `ring`'s
 //! and rustls' own random sources, real in every build.
+
+pub mod fs;
 
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
@@ -35,6 +40,12 @@ pub trait World: Send + Sync + 'static {
     /// another thread's timing would decide the order of events.
     fn inline_blocking(&self) -> bool {
         false
+    }
+
+    /// The disk every file change passes through ([`fs`]), if not the OS
+    /// alone: a simulated one.
+    fn disk(&self) -> Option<&dyn fs::Disk> {
+        None
     }
 }
 

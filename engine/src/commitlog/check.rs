@@ -12,8 +12,8 @@
 //! to start; cutting it gives up the records from the damage on, which
 //! other replicas may still hold: repair brings them back).
 
-use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
+use tally_world::fs::{File, OpenOptions};
 
 use super::{HEADER_BYTES, Parts, decode_record, scan};
 use crate::error::{Error, Result};
@@ -75,8 +75,8 @@ impl LogCheck {
         let files = fsutil::numbered_files(dir, "log")?;
         let mut segments = Vec::with_capacity(files.len());
         for (i, (id, path)) in files.iter().enumerate() {
-            let data =
-                std::fs::read(path).map_err(|e| Error::io("read commit log segment", path, e))?;
+            let data = tally_world::fs::read(path)
+                .map_err(|e| Error::io("read commit log segment", path, e))?;
             segments.push(check_segment(*id, path, &data, i + 1 == files.len()));
         }
         Ok(LogCheck {
@@ -141,7 +141,8 @@ fn check_segment(id: u64, path: &Path, data: &[u8], last: bool) -> SegmentCheck 
 pub(crate) fn cut_segment(dir: &Path, path: &Path, at: u64) -> Result<()> {
     if at < HEADER_BYTES as u64 {
         tracing::warn!(path = %path.display(), "removing commit log segment with a torn header");
-        std::fs::remove_file(path).map_err(|e| Error::io("remove torn segment", path, e))?;
+        tally_world::fs::remove_file(path)
+            .map_err(|e| Error::io("remove torn segment", path, e))?;
         return fsutil::sync_dir(dir);
     }
     tracing::warn!(path = %path.display(), offset = at, "truncating commit log segment");

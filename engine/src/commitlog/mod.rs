@@ -340,7 +340,7 @@ pub(crate) fn replay(
     let sizes = files
         .iter()
         .map(|(_, path)| {
-            std::fs::metadata(path)
+            tally_world::fs::metadata(path)
                 .map(|m| m.len())
                 .map_err(|e| Error::io("stat commit log segment", path, e))
         })
@@ -385,7 +385,7 @@ pub(crate) fn replay(
                 // process died, the OS did not): make them durable before any
                 // newer segment exists, or a later power loss would tear a
                 // segment that is no longer the last one.
-                std::fs::File::open(path)
+                tally_world::fs::File::open(path)
                     .and_then(|f| f.sync_all())
                     .map_err(|e| Error::io("fsync replayed segment", path, e))?;
             }
@@ -489,7 +489,8 @@ fn scan_segment(
     seed: &foldhash::quality::RandomState,
     out: &mut Scanned,
 ) -> Result<()> {
-    let data = std::fs::read(path).map_err(|e| Error::io("read commit log segment", path, e))?;
+    let data =
+        tally_world::fs::read(path).map_err(|e| Error::io("read commit log segment", path, e))?;
     if data.len() as u64 > u64::from(u32::MAX) {
         return Err(Error::corruption(path, 0, "segment over 4 GiB"));
     }

@@ -17,12 +17,11 @@
 //! vouches for damaged bytes as proof that they were acknowledged.
 
 use std::collections::VecDeque;
-use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use tally_world::fs::{File, OpenOptions};
 
 use super::header;
 use crate::error::{Error, Result};
@@ -211,7 +210,7 @@ impl LogWriter {
         while self.segments.len() > 1 && self.segments[0].1 <= flushed_gen {
             let (id, _) = self.segments.pop_front().expect("len > 1");
             let path = segment_path(&self.dir, id);
-            std::fs::remove_file(&path)
+            tally_world::fs::remove_file(&path)
                 .map_err(|e| Error::io("remove commit log segment", &path, e))?;
             removed = true;
         }
@@ -272,7 +271,7 @@ fn create_segment(dir: &Path, id: u64) -> Result<(File, PathBuf)> {
         .and_then(|()| fsutil::sync_dir(dir));
     if let Err(e) = made {
         drop(file);
-        if let Err(rm) = std::fs::remove_file(&path) {
+        if let Err(rm) = tally_world::fs::remove_file(&path) {
             tracing::warn!(path = %path.display(), error = %rm, "could not remove a half-made segment");
         }
         return Err(e);

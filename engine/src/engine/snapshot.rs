@@ -18,18 +18,18 @@ impl Engine {
     pub fn snapshot(&self, into: &Path) -> Result<Snapshotted> {
         self.check_writable()?;
         if let Some(parent) = into.parent() {
-            std::fs::create_dir_all(parent)
+            tally_world::fs::create_dir_all(parent)
                 .map_err(|e| Error::io("create the snapshots directory", parent, e))?;
         }
         // Created exclusively: of two snapshots racing for one name, one
         // gets `AlreadyExists` here and never touches the other's files.
-        std::fs::create_dir(into)
+        tally_world::fs::create_dir(into)
             .map_err(|e| Error::io("create the snapshot directory", into, e))?;
         let taken = self.link_all(into);
         if taken.is_err() {
             // No half snapshot is left to be listed or restored; the
             // directory is this call's own.
-            let _ = std::fs::remove_dir_all(into);
+            let _ = tally_world::fs::remove_dir_all(into);
         }
         taken
     }
@@ -51,7 +51,7 @@ impl Engine {
 /// Locks the engine directory `dir` of a stopped node, for a tool that
 /// replaces its files (a restore): [`Error::Locked`] while an engine, or
 /// another tool, holds it; held until the file is dropped.
-pub fn lock_stopped(dir: &Path) -> Result<std::fs::File> {
+pub fn lock_stopped(dir: &Path) -> Result<tally_world::fs::File> {
     crate::identity::lock(dir)
 }
 
@@ -128,7 +128,9 @@ mod tests {
                 "round {round}: the loser says why: {lost}"
             );
             let taken = results.iter().find_map(|r| r.as_ref().ok()).unwrap();
-            let files = std::fs::read_dir(&snap).map(|d| d.count()).unwrap_or(0);
+            let files = tally_world::fs::read_dir(&snap)
+                .map(|d| d.count())
+                .unwrap_or(0);
             assert_eq!(
                 files as u64, taken.files,
                 "round {round}: the winner's snapshot lost files"

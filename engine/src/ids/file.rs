@@ -80,11 +80,11 @@ pub(crate) fn write_encoded(dir: &Path, id: u64, encoded: &Encoded) -> Result<Pa
     bytes.extend_from_slice(&count);
     let tmp = &tmp;
     let io = |op: &'static str| move |e| Error::io(op, tmp, e);
-    let mut f = std::fs::File::create(tmp).map_err(io("create ids file"))?;
+    let mut f = tally_world::fs::File::create(tmp).map_err(io("create ids file"))?;
     f.write_all(&bytes).map_err(io("write ids file"))?;
     f.sync_all().map_err(io("fsync ids file"))?;
     drop(f);
-    std::fs::rename(tmp, &path).map_err(|e| Error::io("rename ids file", &path, e))?;
+    tally_world::fs::rename(tmp, &path).map_err(|e| Error::io("rename ids file", &path, e))?;
     fsutil::sync_dir(dir)?;
     Ok(path)
 }
@@ -99,7 +99,7 @@ fn put_block(out: &mut Vec<u8>, payload: &[u8]) {
 /// Reads file `path` into `ledger` (entries past the retention at
 /// `now_ms` only raise marks) and `tails`; answers how many entries it held.
 pub(crate) fn load(path: &Path, ledger: &Ledger, tails: &Tails, now_ms: u64) -> Result<u64> {
-    let data = std::fs::read(path).map_err(|e| Error::io("read ids file", path, e))?;
+    let data = tally_world::fs::read(path).map_err(|e| Error::io("read ids file", path, e))?;
     let corrupt = |offset: usize, why: &str| Error::corruption(path, offset as u64, why);
     let header = data
         .get(..HEADER_BYTES)
@@ -250,17 +250,17 @@ mod tests {
     fn every_damage_is_a_corruption_error() {
         let dir = tempfile::tempdir().unwrap();
         let path = write(dir.path(), 1, &entries(50), &tail_entries()).unwrap();
-        let good = std::fs::read(&path).unwrap();
+        let good = tally_world::fs::read(&path).unwrap();
         // Every cut, and a flipped bit at every offset.
         for cut in 0..good.len() {
-            std::fs::write(&path, &good[..cut]).unwrap();
+            tally_world::fs::write(&path, &good[..cut]).unwrap();
             let e = load(&path, &ledger(), &Tails::default(), 2_000).unwrap_err();
             assert!(matches!(e, Error::Corruption { .. }), "cut at {cut}: {e}");
         }
         for at in 0..good.len() {
             let mut bad = good.clone();
             bad[at] ^= 0x10;
-            std::fs::write(&path, &bad).unwrap();
+            tally_world::fs::write(&path, &bad).unwrap();
             let e = load(&path, &ledger(), &Tails::default(), 2_000).unwrap_err();
             assert!(matches!(e, Error::Corruption { .. }), "flip at {at}: {e}");
         }

@@ -94,7 +94,7 @@ impl IdsStore {
         };
         if snapshot {
             for (_, old) in files.drain(..) {
-                if let Err(e) = std::fs::remove_file(&old) {
+                if let Err(e) = tally_world::fs::remove_file(&old) {
                     tracing::warn!(path = %old.display(), error = %e, "could not remove an old ids file");
                 }
             }
@@ -136,7 +136,7 @@ impl IdsStore {
         self.files
             .lock()
             .iter()
-            .filter_map(|(_, p)| std::fs::metadata(p).ok())
+            .filter_map(|(_, p)| tally_world::fs::metadata(p).ok())
             .map(|m| m.len())
             .sum()
     }

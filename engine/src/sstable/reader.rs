@@ -1,8 +1,8 @@
 //! Reads an SSTable through a memory map, verifying every checksum it uses.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use tally_world::fs::File;
 
 use memmap2::Mmap;
 

@@ -1,9 +1,9 @@
 //! Writes one SSTable from cells given in key order.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use tally_world::fs::File;
 
 use super::bloom::Bloom;
 use super::{CRC_BYTES, FOOTER_BYTES, MAGIC, VERSION, table_path};
@@ -184,7 +184,7 @@ impl TableWriter {
         file.sync_all()
             .map_err(|e| Error::io("fsync table", &self.tmp_path, e))?;
         drop(file);
-        std::fs::rename(&self.tmp_path, &self.path)
+        tally_world::fs::rename(&self.tmp_path, &self.path)
             .map_err(|e| Error::io("rename table", &self.path, e))?;
         self.tmp.0 = None;
         fsutil::sync_dir(&self.dir)?;
@@ -199,7 +199,7 @@ struct Temporary(Option<PathBuf>);
 impl Drop for Temporary {
     fn drop(&mut self) {
         if let Some(path) = self.0.take()
-            && let Err(e) = std::fs::remove_file(&path)
+            && let Err(e) = tally_world::fs::remove_file(&path)
             && e.kind() != std::io::ErrorKind::NotFound
         {
             tracing::warn!(path = %path.display(), error = %e, "could not remove a failed table");

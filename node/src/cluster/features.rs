@@ -563,14 +563,14 @@ mod tests {
         let f = Features::open(dir.path()).unwrap();
         assert!(f.has(LEAVING_NOTICE));
         assert_eq!(f.build().enabled, vec![LEAVING_NOTICE.to_string()]);
-        let bytes = std::fs::read(dir.path().join("features")).unwrap();
+        let bytes = tally_world::fs::read(dir.path().join("features")).unwrap();
         for i in 0..bytes.len() {
             let mut bad = bytes.clone();
             bad[i] ^= 0x20;
             assert!(decode(&bad).is_err(), "flipped byte {i}");
         }
         assert!(decode(&bytes[..bytes.len() - 1]).is_err());
-        std::fs::write(dir.path().join("features"), b"junk").unwrap();
+        tally_world::fs::write(dir.path().join("features"), b"junk").unwrap();
         let e = Features::open(dir.path()).err().unwrap().to_string();
         assert!(e.contains("is damaged"), "{e}");
     }
@@ -579,7 +579,7 @@ mod tests {
     fn a_node_whose_data_has_a_feature_its_build_lacks_does_not_start() {
         let dir = tempfile::tempdir().unwrap();
         let future: BTreeSet<String> = ["from-the-future".to_string()].into();
-        std::fs::write(dir.path().join("features"), encode(&future)).unwrap();
+        tally_world::fs::write(dir.path().join("features"), encode(&future)).unwrap();
         let e = Features::open(dir.path()).err().unwrap().to_string();
         assert!(
             e.contains("[\"from-the-future\"]") && e.contains("lacks"),

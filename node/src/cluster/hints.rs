@@ -59,11 +59,11 @@ pub mod bound;
 pub(crate) mod file;
 
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use tally_world::fs::{self, File, OpenOptions};
 
 use anyhow::{Context, Result};
 use parking_lot::Mutex;

@@ -62,12 +62,12 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, op: WireSnapshotOp) -> Result<WireSnapsh
                     format!("{} has no snapshot {tag:?}", me.id),
                 ));
             }
-            std::fs::remove_dir_all(&path).map_err(|e| storage(&path, &e))?;
+            tally_world::fs::remove_dir_all(&path).map_err(|e| storage(&path, &e))?;
         }
         WireSnapshotOp::Clear { tag: None } => {
             for s in list(&dir)? {
                 let path = dir.join(&s.tag);
-                std::fs::remove_dir_all(&path).map_err(|e| storage(&path, &e))?;
+                tally_world::fs::remove_dir_all(&path).map_err(|e| storage(&path, &e))?;
             }
         }
     }
@@ -120,7 +120,7 @@ async fn take(ctx: &Arc<Ctx>, dir: &Path, tag: &str) -> Result<(), WireError> {
 
 /// The snapshots in `dir`, by tag.
 fn list(dir: &Path) -> Result<Vec<WireSnapshot>, WireError> {
-    let entries = match std::fs::read_dir(dir) {
+    let entries = match tally_world::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(storage(dir, &e)),
@@ -133,7 +133,7 @@ fn list(dir: &Path) -> Result<Vec<WireSnapshot>, WireError> {
             continue;
         }
         let (mut files, mut bytes) = (0, 0);
-        for f in std::fs::read_dir(&path).map_err(|e| storage(&path, &e))? {
+        for f in tally_world::fs::read_dir(&path).map_err(|e| storage(&path, &e))? {
             let m = f
                 .and_then(|f| f.metadata())
                 .map_err(|e| storage(&path, &e))?;

@@ -217,7 +217,7 @@ pub fn raise_files_limit() -> std::io::Result<FilesLimit> {
 /// File descriptors this process has open now.
 pub fn files_open() -> std::io::Result<usize> {
     // The directory handle that read_dir holds counts itself: take it off.
-    Ok(std::fs::read_dir("/proc/self/fd")?
+    Ok(tally_world::fs::read_dir("/proc/self/fd")?
         .count()
         .saturating_sub(1))
 }

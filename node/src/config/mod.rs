@@ -223,7 +223,7 @@ mod defaults {
 impl Config {
     /// Reads and validates the config at `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path)
+        let text = tally_world::fs::read_to_string(path)
             .map_err(|e| error(path, "-", format!("cannot read config file: {e}")))?;
         Config::parse(&text, path)
     }
@@ -619,7 +619,7 @@ data_dir = "/abs/b"
     fn load_resolves_against_the_file_and_reports_io_errors() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("c.toml");
-        std::fs::write(&path, GOOD).expect("write config");
+        tally_world::fs::write(&path, GOOD).expect("write config");
         let c = Config::load(&path).expect("loads");
         assert_eq!(c.nodes[0].data_dir, dir.path().join("data/a"));
 

@@ -44,8 +44,8 @@
 //! directory finishes the restore first. A crash before the commit point
 //! leaves the node as it was (the next restore removes the stale stage).
 
-use std::fs::{self, File};
 use std::path::Path;
+use tally_world::fs::{self, File};
 
 use anyhow::{Context, Result, anyhow, bail};
 

@@ -26,11 +26,10 @@
 //! half a key behind, and no file that someone else prepared (or a
 //! leftover with looser permissions) is ever written into.
 
-use std::fs;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
+use tally_world::fs;
 
 use anyhow::{Context, Result, bail};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};

@@ -99,7 +99,7 @@ pub fn issue_client(certs_dir: &Path, cluster: &str, name: &str) -> Result<(Path
     let issuer = issuer(certs_dir, cluster, "a client certificate")?;
     let (cert_path, key_path) = client_files(certs_dir, name);
     let dir = certs_dir.join("clients");
-    std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+    tally_world::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
     let names = vec![format!("{name}{CLIENT_NAME_SUFFIX}")];
     let cn = format!("tally {cluster} client {name}");
     let (cert, key) = issue(names, cn, ExtendedKeyUsagePurpose::ClientAuth, &issuer)?;

@@ -17,9 +17,9 @@
 //! `.new` file is removed at start.
 
 use std::collections::HashSet;
-use std::fs::{File, OpenOptions};
 use std::io::{BufReader, BufWriter, ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
+use tally_world::fs::{File, OpenOptions};
 
 use anyhow::{Context, Result};
 use tally_engine::Key;
@@ -179,14 +179,14 @@ pub(crate) fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
     file.write_all(bytes)
         .with_context(|| format!("write {}", new.display()))?;
     super::sync_file(&file).with_context(|| format!("fsync {}", new.display()))?;
-    std::fs::rename(&new, path)
+    tally_world::fs::rename(&new, path)
         .with_context(|| format!("rename {} to {}", new.display(), path.display()))?;
     sync_dir(path.parent().unwrap_or(Path::new(".")))
 }
 
 /// Removes the file at `path` (if it is there), durably.
 pub(crate) fn remove(path: &Path) -> Result<()> {
-    match std::fs::remove_file(path) {
+    match tally_world::fs::remove_file(path) {
         Ok(()) => {}
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e).with_context(|| format!("remove {}", path.display())),
@@ -196,7 +196,7 @@ pub(crate) fn remove(path: &Path) -> Result<()> {
 
 /// The bytes of the file at `path`; `None` if there is none.
 pub(crate) fn read_small(path: &Path) -> Result<Option<Vec<u8>>> {
-    match std::fs::read(path) {
+    match tally_world::fs::read(path) {
         Ok(bytes) => Ok(Some(bytes)),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).with_context(|| format!("read {}", path.display())),
@@ -312,7 +312,7 @@ mod tests {
         let mut rec = Vec::new();
         encode(&key("c", ""), &mut rec);
         f.write_all(&rec).unwrap();
-        std::fs::rename(new_path(&path), &path).unwrap();
+        tally_world::fs::rename(new_path(&path), &path).unwrap();
         let back = read_back(&path).unwrap();
         assert_eq!(back.records, 3);
         assert!(back.keys.contains(&key("c", "")));

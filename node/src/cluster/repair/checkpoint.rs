@@ -135,20 +135,20 @@ pub(crate) fn path(data_dir: &Path) -> PathBuf {
 
 /// The checkpoint in `data_dir` made on `ring`, if there is a whole one.
 pub(crate) fn load(data_dir: &Path, ring: u64) -> Option<Checkpoint> {
-    let bytes = std::fs::read(path(data_dir)).ok()?;
+    let bytes = tally_world::fs::read(path(data_dir)).ok()?;
     decode(&bytes).filter(|c| c.ring == ring)
 }
 
 /// Writes `c` into `data_dir`, replacing the last one.
 pub(crate) fn save(data_dir: &Path, c: &Checkpoint) -> std::io::Result<()> {
     let tmp = data_dir.join("repair.checkpoint.tmp");
-    std::fs::write(&tmp, encode(c))?;
-    std::fs::rename(&tmp, path(data_dir))
+    tally_world::fs::write(&tmp, encode(c))?;
+    tally_world::fs::rename(&tmp, path(data_dir))
 }
 
 /// Removes the checkpoint in `data_dir`, if any.
 pub(crate) fn clear(data_dir: &Path) -> std::io::Result<()> {
-    match std::fs::remove_file(path(data_dir)) {
+    match tally_world::fs::remove_file(path(data_dir)) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
     }

@@ -61,7 +61,7 @@ pub(crate) fn prepare(data_dir: &Path, replace: bool) -> anyhow::Result<bool> {
             identity.display()
         );
     }
-    std::fs::create_dir_all(data_dir)
+    tally_world::fs::create_dir_all(data_dir)
         .with_context(|| format!("create the data directory {}", data_dir.display()))?;
     let path = marker(data_dir);
     crate::cluster::hints::file::replace(&path, b"a replace of this node is in progress\n")

@@ -270,7 +270,7 @@ mod tests {
         let t = Topology::seed(&[false, false, true]);
         save(dir.path(), &t).unwrap();
         assert_eq!(load(dir.path()).unwrap(), Some(t));
-        std::fs::write(path(dir.path()), b"TALLYRNGxxxxxxxxxxxxxxxxxxxxxxxx").unwrap();
+        tally_world::fs::write(path(dir.path()), b"TALLYRNGxxxxxxxxxxxxxxxxxxxxxxxx").unwrap();
         let err = load(dir.path()).unwrap_err().to_string();
         assert!(err.contains("damaged"), "{err}");
     }

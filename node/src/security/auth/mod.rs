@@ -545,9 +545,11 @@ mod tests {
         })
         .unwrap();
         let changes: [(&str, &dyn Fn()); 3] = [
-            ("emptied", &|| std::fs::write(&path, "").unwrap()),
-            ("removed", &|| std::fs::remove_file(&path).unwrap()),
-            ("unreadable", &|| std::fs::create_dir(&path).unwrap()),
+            ("emptied", &|| tally_world::fs::write(&path, "").unwrap()),
+            ("removed", &|| tally_world::fs::remove_file(&path).unwrap()),
+            ("unreadable", &|| {
+                tally_world::fs::create_dir(&path).unwrap()
+            }),
         ];
         for (what, change) in changes {
             change();

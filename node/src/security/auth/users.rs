@@ -183,7 +183,7 @@ pub fn read_file(path: &Path) -> Result<UsersFile, String> {
 
 /// The users file at `path`, `None` if there is none.
 fn read_existing(path: &Path) -> Result<Option<UsersFile>, String> {
-    let text = match std::fs::read_to_string(path) {
+    let text = match tally_world::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("read the users file {}: {e}", path.display())),
@@ -260,7 +260,7 @@ pub struct Stamp {
 /// `path`'s [`Stamp`], if it exists.
 pub fn stamp(path: &Path) -> Option<Stamp> {
     use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(path).ok()?;
+    let m = tally_world::fs::metadata(path).ok()?;
     Some(Stamp {
         modified: m.modified().ok()?,
         len: m.len(),
@@ -305,7 +305,7 @@ mod tests {
             user: vec![entry("b")],
             ..UsersFile::default()
         };
-        std::fs::write(&path, file_text(&file)).unwrap();
+        tally_world::fs::write(&path, file_text(&file)).unwrap();
         let Loaded { users, stamp, file } = Users::load(&config).unwrap();
         assert_eq!(users.len(), 2);
         assert_eq!(users.get("b").unwrap().role, Role::ReadOnly);
@@ -318,7 +318,7 @@ mod tests {
             }
         );
         // Twice over both places.
-        std::fs::write(
+        tally_world::fs::write(
             &path,
             file_text(&UsersFile {
                 user: vec![entry("a")],
@@ -348,7 +348,11 @@ mod tests {
         assert_eq!(roles, [("b", Role::ReadOnly), ("a", Role::Admin)]);
         assert!(update_file(&path, "b", None, false).unwrap());
         assert_eq!(read_file(&path).unwrap().user.len(), 1);
-        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        let mode = tally_world::fs::metadata(&path)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
         assert_eq!(mode, 0o600);
         assert!(update_file(&path, "bad name", Some(entry("bad name")), false).is_err());
     }
@@ -376,7 +380,7 @@ mod tests {
             ),
         ];
         for (fields, want) in cases {
-            std::fs::write(&path, format!("[[user]]\nname = \"a\"\n{fields}\n")).unwrap();
+            tally_world::fs::write(&path, format!("[[user]]\nname = \"a\"\n{fields}\n")).unwrap();
             let e = Users::load(&config).unwrap_err();
             assert!(e.contains(want), "{e}");
         }
