@@ -70,6 +70,9 @@ pub(super) struct Syncer {
     /// Watches in a row that saw no group commit, and the last one seen.
     watches: u32,
     seen_batch: u64,
+    /// When records the log had no room for are next tried again, in an
+    /// engine without threads (the syncer's thread waits instead).
+    next_retry: Instant,
 }
 
 /// How often records the disk had no room for are tried again.
@@ -90,14 +93,17 @@ impl GroupCommit {
             removed_gen: 0,
             watches: WATCHES_MAX,
             seen_batch: 0,
+            next_retry: Instant::now(),
         }
     }
 
     /// The syncer's turn in an engine without threads (`Options::stepped`):
     /// one group commit, if there is work to write, a flush to trim the
     /// log after, or the close. Answers whether it wrote one. Records that
-    /// found the log full wait for a later turn with new work; while
-    /// writes are stalled (the test seam), nothing is written.
+    /// found the log full are tried again with new work, or, as the
+    /// syncer's thread does, every [`RETRY_EVERY`] without (new writes are
+    /// refused meanwhile); while writes are stalled (the test seam),
+    /// nothing is written.
     pub(super) fn step_syncer(&self, s: &mut Syncer) -> bool {
         if self.committer.lock().closed || self.writes_stalled() {
             return false;
@@ -106,7 +112,11 @@ impl GroupCommit {
         let idle = !out.has_work() && !out.closed && out.flushed_gen <= s.removed_gen;
         drop(out);
         if idle {
-            return false;
+            let now = Instant::now();
+            if !self.space.log_full() || now < s.next_retry {
+                return false;
+            }
+            s.next_retry = now + RETRY_EVERY;
         }
         self.sync_turn(s, true);
         true
