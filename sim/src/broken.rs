@@ -1,6 +1,7 @@
 //! The deliberately broken builds the simulation must catch: the chaos
 //! harness's faults (`tallyd-faults`), injected into every node of a run
-//! each time it starts.
+//! each time it starts, and a commit log that is not fsync'd (the
+//! simulated disk's).
 
 use tally_node::Node;
 
@@ -36,6 +37,10 @@ pub enum Broken {
     /// Proposals at first ballots count as regular ones: a quorum decides
     /// one, and a prepare reads the highest first ballot reported.
     FirstBallotAsRegular,
+    /// The commit log's fsyncs do nothing: adds are acknowledged before
+    /// they are durable (or the disk's cache lies), and a power cut loses
+    /// them.
+    LogNotSynced,
 }
 
 impl Broken {
@@ -53,6 +58,16 @@ impl Broken {
             Broken::ReadSkipsInFlight => node.inject_read_skips_in_flight(),
             Broken::SkipSync => node.inject_skip_sync(),
             Broken::SkipAgreedHandoff => node.inject_skip_agreed_handoff(),
+            // The disk's part: see `Broken::unsynced`.
+            Broken::LogNotSynced => {}
+        }
+    }
+
+    /// The files whose fsyncs this build skips, by extension.
+    pub fn unsynced(self) -> Option<&'static str> {
+        match self {
+            Broken::LogNotSynced => Some("log"),
+            _ => None,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The simulated cluster: real [`Node`]s, each on its own data directory
 //! (on tmpfs where there is one), their engines stepped by the runtime's
-//! park hook, their transports on the simulated network. Nodes crash as a
-//! killed process does and restart on what their directories hold.
+//! park hook, their transports on the simulated network, their files on
+//! the simulated disk. Nodes crash as at a power cut and restart on what
+//! their disks kept.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,7 @@ use tally_node::Node;
 use tally_node::config::Config;
 
 use crate::broken::Broken;
+use crate::disk::{Fault, SimDisk};
 use crate::net::Net;
 use crate::trace;
 
@@ -113,6 +115,12 @@ impl Cluster {
             })
             .collect();
         *hooks.lock() = slots.iter().map(|s| s.hook.clone()).collect();
+        for node in &config.nodes {
+            let volume = SimDisk::mount(&node.data_dir);
+            if let Some(ext) = shape.broken.and_then(Broken::unsynced) {
+                SimDisk::ignore_syncs(volume, ext);
+            }
+        }
         let membership = Membership {
             members: (0..shape.nodes).collect(),
             spares: (shape.nodes..shape.nodes + shape.spares).collect(),
@@ -182,6 +190,7 @@ impl Cluster {
             (s.id.clone(), s.hook.clone(), s.stall.clone())
         };
         stall.store(false, Ordering::Release);
+        SimDisk::up(i);
         let node = self.open(i, &id, hook, stall).await?;
         if let Some(broken) = self.broken {
             broken.inject(&node);
@@ -224,14 +233,27 @@ impl Cluster {
         }
     }
 
-    /// Node `i`'s disk stops taking commit log writes, until it crashes.
-    pub fn stall(&self, i: usize) {
-        trace!("n{} disk stalls", i + 1);
-        self.slots.lock()[i].stall.store(true, Ordering::Release);
+    /// Node `i`'s disk stops taking commit log writes (until it crashes,
+    /// or until this is called again with `on` false).
+    pub fn stall(&self, i: usize, on: bool) {
+        trace!(
+            "n{} disk {}",
+            i + 1,
+            if on { "stalls" } else { "writes again" }
+        );
+        self.slots.lock()[i].stall.store(on, Ordering::Release);
+    }
+
+    /// Node `i`'s disk fails as `fault` says, or works again (`None`),
+    /// until it crashes.
+    pub fn disk_fault(&self, i: usize, fault: Option<Fault>) {
+        trace!("n{} disk {fault:?}", i + 1);
+        SimDisk::set_fault(i, fault);
     }
 
     /// Kills node `i` as a process is killed: it stops answering, writes
-    /// nothing more, and its directory keeps what it wrote.
+    /// nothing more, and its disk keeps what it wrote (the OS's page cache
+    /// outlives the process).
     pub fn crash(&self, i: usize) {
         let Some(node) = self.slots.lock()[i].node.take() else {
             return;
@@ -241,13 +263,20 @@ impl Cluster {
         node.crash();
     }
 
+    /// Cuts node `i`'s power: it stops as at [`Cluster::crash`], and its
+    /// disk keeps only what was fsync'd.
+    pub fn power_cut(&self, i: usize) -> Result<()> {
+        trace!("n{} loses power", i + 1);
+        self.crash(i);
+        SimDisk::crash(i).with_context(|| format!("cut n{}'s disk back to what it synced", i + 1))
+    }
+
     /// Deletes down node `i`'s data directory, as an operator replacing
     /// its disk does: it starts again empty, under a new counter id.
     pub fn wipe(&self, i: usize) -> Result<()> {
         anyhow::ensure!(!self.is_up(i), "n{} is up: kill it first", i + 1);
         trace!("n{} wiped", i + 1);
-        let dir = &self.config.nodes[i].data_dir;
-        std::fs::remove_dir_all(dir).with_context(|| format!("wipe {}", dir.display()))
+        SimDisk::wipe(i).with_context(|| format!("wipe n{}'s disk", i + 1))
     }
 
     /// Stops every node cleanly.

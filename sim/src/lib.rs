@@ -3,9 +3,10 @@
 //! ([`tally_node::Node`], not models of them) on one current-thread
 //! runtime whose clock is paused, so that simulated time jumps to the next
 //! timer whenever every task waits; a seeded network between them
-//! ([`net`]); engines without threads, their group commits and flushes
-//! written as the runtime parks; the wall clock and every random byte from
-//! the run's seed ([`world`]).
+//! ([`net`]); a disk that forgets what was not fsync'd when a node
+//! crashes, and fails or fills up when told ([`disk`]); engines without
+//! threads, their group commits and flushes written as the runtime parks;
+//! the wall clock and every random byte from the run's seed ([`world`]).
 //!
 //! A run ([`run`]) draws everything from its seed: the clients'
 //! operations ([`workload`]), the faults (crashes and restarts, cut links,
@@ -16,6 +17,7 @@
 
 pub mod broken;
 pub mod cluster;
+pub mod disk;
 pub mod exact;
 pub mod net;
 pub mod repairs;
@@ -32,7 +34,7 @@ mod layers {
     /// The simulator's modules, lowest first: each imports only from its
     /// own layer and those below.
     const LAYERS: &[&[&str]] = &[
-        &["world"],
+        &["world", "disk"],
         &["trace"],
         &["net", "broken"],
         &["cluster"],

@@ -165,6 +165,7 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
     string_ops.extend(strings::final_reads(&cluster, &string_keys, &mut violations).await);
     violations.extend(strings::check(&string_ops));
     cluster.close()?;
+    violations.extend(SimWorld::broken_invariants());
     let ops = history.len() + id_adds.len() + string_ops.len();
     Ok((ops, report.reads_checked, violations))
 }

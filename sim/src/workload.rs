@@ -13,6 +13,7 @@ use tally_node::Node;
 use tally_tests::checker::{Kind, Op, Outcome};
 
 use crate::cluster::Cluster;
+use crate::disk::Fault;
 use crate::net::{Faults, Net};
 use crate::world::{SimWorld, Stream, stream};
 use crate::{repairs, topology, trace};
@@ -153,11 +154,12 @@ async fn call(node: &Node, k: usize, kind: Kind, cl: Consistency) -> Result<i64,
     }
 }
 
-/// Faults until `until`, every one healed by then: a crash and restart
+/// Faults until `until`, every one healed by then: a crash (of the
+/// process, or a power cut that loses what was not fsync'd) and restart
 /// (after a disk stall, sometimes, that loses what the node held in
-/// memory), a node cut off (one way or both), a lossy, slow network for
-/// a while, a ring change (a spare joins, a member is decommissioned), or
-/// a repair.
+/// memory; other stalls end, a slow disk), a node cut off (one way or both), a lossy, slow network for
+/// a while, a ring change (a spare joins, a member is decommissioned), a
+/// repair, a full disk for a while, or a failing disk, then a crash.
 /// Answers what went wrong that no client sees (a node that did not start).
 pub async fn nemesis(
     cluster: Arc<Cluster>,
@@ -176,18 +178,23 @@ pub async fn nemesis(
         }
         let members = cluster.membership().members;
         let n = members[rng.random_range(0..members.len())];
-        match rng.random_range(0..7) {
+        match rng.random_range(0..9) {
             0 => {
-                cluster.crash(n);
+                findings.extend(crash(&cluster, n, rng.random_bool(0.5)));
                 tokio::time::sleep(span).await;
                 findings.extend(restart(&cluster, n).await.err());
             }
             1 => {
-                // A disk that stops taking writes, then the crash that
-                // loses what the node held in memory only.
-                cluster.stall(n);
+                // A disk that stops taking writes: a slow one, or one that
+                // stops until the crash that loses what the node held in
+                // memory only.
+                cluster.stall(n, true);
                 tokio::time::sleep(span / 4).await;
-                cluster.crash(n);
+                if rng.random_bool(0.5) {
+                    cluster.stall(n, false);
+                    continue;
+                }
+                findings.extend(crash(&cluster, n, rng.random_bool(0.5)));
                 tokio::time::sleep(span).await;
                 findings.extend(restart(&cluster, n).await.err());
             }
@@ -207,6 +214,23 @@ pub async fn nemesis(
                 // Refused while a replica is down, as it should be.
                 let _ = repairs::repair(&cluster, n).await;
             }
+            7 => {
+                // Full, then room again: the node refuses writes meanwhile,
+                // and takes them again by itself.
+                cluster.disk_fault(n, Some(Fault::Full));
+                tokio::time::sleep(span).await;
+                cluster.disk_fault(n, None);
+            }
+            8 => {
+                // A disk that fails every change (an fsync that failed
+                // forgets its writes), until the node is stopped.
+                cluster.disk_fault(n, Some(Fault::Failing));
+                tokio::time::sleep(span / 4).await;
+                findings.extend(crash(&cluster, n, rng.random_bool(0.5)));
+                cluster.disk_fault(n, None);
+                tokio::time::sleep(span).await;
+                findings.extend(restart(&cluster, n).await.err());
+            }
             _ => {
                 let faults = Faults {
                     lose: rng.random_range(0.0..0.1),
@@ -220,6 +244,18 @@ pub async fn nemesis(
                 trace!("network calm");
                 net.set_faults(Faults::calm());
             }
+        }
+    }
+}
+
+/// Kills node `n`'s process, or cuts its `power`; why its disk could
+/// not be cut back.
+fn crash(cluster: &Cluster, n: usize, power: bool) -> Option<String> {
+    match power {
+        true => cluster.power_cut(n).err().map(|e| format!("{e:#}")),
+        false => {
+            cluster.crash(n);
+            None
         }
     }
 }

@@ -1,14 +1,18 @@
 //! The simulation's world: a wall clock that moves with the paused
-//! runtime's clock from a fixed date, and random bytes from the run's
-//! seed. One run at a time per thread; each thread running runs keeps its
-//! own.
+//! runtime's clock from a fixed date, random bytes from the run's seed,
+//! and the simulated disk ([`SimDisk`]); state machines' broken
+//! invariants are kept as the run's violations. One run at a time per
+//! thread; each thread running runs keeps its own.
 
 use std::cell::RefCell;
 use std::time::{Duration, SystemTime};
 
 use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
+use tally_world::fs::Disk;
 use tally_world::{Instant, World};
+
+use crate::disk::SimDisk;
 
 /// The wall clock's reading when a run starts: 2026-01-01T00:00:00Z.
 const EPOCH_SECS: u64 = 1_767_225_600;
@@ -45,6 +49,8 @@ struct Run {
     /// The runtime's clock when the run began.
     start: Instant,
     rng: SmallRng,
+    /// Invariants found broken, not reported yet.
+    broken: Vec<String>,
 }
 
 thread_local! {
@@ -68,17 +74,31 @@ impl SimWorld {
     /// Starts a run on this thread, inside its (paused) runtime: the wall
     /// clock reads the fixed date now, and random bytes come from `seed`.
     pub fn begin(seed: u64) {
+        SimDisk::begin();
         RUN.with(|r| {
             *r.borrow_mut() = Some(Run {
                 start: Instant::now(),
                 rng: SmallRng::seed_from_u64(stream(seed, Stream::World)),
+                broken: Vec::new(),
             })
         });
     }
 
     /// Ends this thread's run.
     pub fn end() {
+        SimDisk::end();
         RUN.with(|r| *r.borrow_mut() = None);
+    }
+
+    /// The invariants found broken since the last call, each as a
+    /// violation.
+    pub fn broken_invariants() -> Vec<String> {
+        RUN.with(|r| {
+            r.borrow_mut()
+                .as_mut()
+                .map(|run| std::mem::take(&mut run.broken))
+        })
+        .unwrap_or_default()
     }
 
     /// Simulated time since the run began.
@@ -103,5 +123,20 @@ impl World for SimWorld {
 
     fn inline_blocking(&self) -> bool {
         true
+    }
+
+    fn disk(&self) -> Option<&dyn Disk> {
+        Some(&SimDisk)
+    }
+
+    fn checks_invariants(&self) -> bool {
+        true
+    }
+
+    fn broken_invariant(&self, what: String) {
+        RUN.with(|r| match r.borrow_mut().as_mut() {
+            Some(run) => run.broken.push(format!("invariant broken: {what}")),
+            None => panic!("invariant broken outside a run: {what}"),
+        })
     }
 }

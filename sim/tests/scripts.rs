@@ -20,7 +20,17 @@ fn check(name: &str) {
     SimWorld::install().unwrap();
     let update = std::env::var("UPDATE_GOLDEN").is_ok_and(|v| v == "1");
     let path = dir().join(format!("{name}.txt"));
-    if let Err(e) = tally_sim::script::check(&path, update) {
+    let trace = std::env::var("SIM_TRACE").is_ok_and(|v| v == "1");
+    if trace {
+        // The nodes' logs too, at TALLY_LOG's level.
+        let filter = tracing_subscriber::EnvFilter::try_from_env("TALLY_LOG")
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .without_time()
+            .try_init();
+    }
+    if let Err(e) = tally_sim::script::check(&path, update, trace) {
         panic!("{e:#}");
     }
 }
@@ -57,6 +67,7 @@ scripts!(
     repair,
     tails,
     tails_skipped,
+    powercut,
     resets,
     agreed_handoff,
     agreed_handoff_skipped,

@@ -14,6 +14,9 @@
 //! - **Files** are changed through [`fs`]: straight through to the OS,
 //!   or through the simulator's disk, which fails changes and forgets
 //!   what was not fsync'd when a node crashes.
+//! - **Invariants** of state machines are checked after every step
+//!   ([`invariant`]) in debug builds and in simulations, which report a
+//!   broken one with the run's violations.
 //! - **Blocking work** ([`blocking`]) runs on tokio's blocking pool, or,
 //!   in a simulation, on the runtime's one thread.
 //!
@@ -46,6 +49,19 @@ pub trait World: Send + Sync + 'static {
     /// alone: a simulated one.
     fn disk(&self) -> Option<&dyn fs::Disk> {
         None
+    }
+
+    /// Whether state machines check their invariants after every step
+    /// ([`invariant`]): in debug builds, and always in a simulation.
+    fn checks_invariants(&self) -> bool {
+        cfg!(debug_assertions)
+    }
+
+    /// A state machine's invariant does not hold: `what` says which, and
+    /// how. Panics, unless the world keeps it (a simulation reports it
+    /// with the run's violations).
+    fn broken_invariant(&self, what: String) {
+        panic!("invariant broken: {what}");
     }
 }
 
@@ -122,6 +138,17 @@ pub async fn blocking<T: Send + 'static>(
     }
     #[allow(clippy::disallowed_methods, reason = "the seam itself")]
     tokio::task::spawn_blocking(f).await
+}
+
+/// Checks a state machine's invariants (`check` answers what does not
+/// hold), where the world checks them: in debug builds and simulations.
+pub fn invariant(check: impl FnOnce() -> Result<(), String>) {
+    let world = world();
+    if world.checks_invariants()
+        && let Err(what) = check()
+    {
+        world.broken_invariant(what);
+    }
 }
 
 /// A random `u64`.

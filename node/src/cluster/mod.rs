@@ -17,6 +17,7 @@ pub(crate) mod faults;
 pub mod features;
 pub(crate) mod fences;
 pub(crate) mod flush_queue;
+pub(crate) mod gather;
 pub(crate) mod handoff;
 pub mod hints;
 pub(crate) mod membership;

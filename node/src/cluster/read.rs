@@ -18,6 +18,7 @@ use tracing::warn;
 
 use crate::base::convert::{self, engine_error, wire_cell, wire_key};
 use crate::cluster::ctx::Ctx;
+use crate::cluster::gather::Gather;
 
 /// Columns one row read repairs on one replica.
 const ROW_REPAIRS_MAX: usize = 256;
@@ -339,9 +340,9 @@ pub(crate) fn row_too_long() -> WireError {
 
 /// Asks `required` live replicas (this node first), replacing any that
 /// fail with the next live one, until `required` have answered; or as
-/// many as `reach` says: with
-/// [`Reach::AllLive`] it waits for every live one (or the read timeout)
-/// and succeeds with `required` answers.
+/// many as `reach` says: with [`Reach::AllLive`] it waits for every live
+/// one (or the read timeout) and succeeds with `required` answers. The
+/// rule is [`Gather`]'s; this moves the bytes.
 pub(super) async fn gather_from<T: Send + 'static>(
     ctx: &Arc<Ctx>,
     replicas: &[usize],
@@ -358,59 +359,52 @@ pub(super) async fn gather_from<T: Send + 'static>(
         Reach::Level => required,
         Reach::AllLive => live.len().max(required),
     };
+    let mut gather = Gather::new(&live, required, want);
     let deadline = Instant::now() + ctx.read_timeout();
     let (tx, mut rx) = mpsc::channel::<(usize, Result<T, String>)>(live.len());
     let mut got = Vec::with_capacity(want);
     let mut failures = Vec::new();
-    let mut next = 0;
-    let mut in_flight = 0;
-    while got.len() < want {
-        while got.len() + in_flight < want && next < live.len() {
-            let r = live[next];
-            next += 1;
+    loop {
+        while let Some(r) = gather.next_ask() {
             if r == ctx.me() {
                 match local(ctx) {
-                    Ok(t) => got.push((r, t)),
-                    Err(e) => failures.push(format!("{}: {e}", ctx.name(r))),
+                    Ok(t) => {
+                        gather.on_answer(r);
+                        got.push((r, t));
+                    }
+                    Err(e) => {
+                        gather.on_failure(r);
+                        failures.push(format!("{}: {e}", ctx.name(r)));
+                    }
                 }
                 continue;
             }
-            in_flight += 1;
-            let ctx = ctx.clone();
-            let tx = tx.clone();
-            let req = req.clone();
-            tokio::spawn(async move {
-                let answer = match ctx.transport().call(r, req, ctx.read_timeout()).await {
-                    Ok(PeerResponse::Error(e)) => Err(e.to_string()),
-                    Ok(resp) => parse(resp).ok_or_else(|| "unexpected answer".to_string()),
-                    Err(e) => Err(e.to_string()),
-                };
-                let _ = tx.send((r, answer)).await;
-            });
+            ask(ctx, r, req.clone(), parse, tx.clone());
         }
-        if got.len() >= want || in_flight == 0 {
+        if gather.done().is_some() {
             break;
         }
         match tokio::time::timeout_at(deadline, rx.recv()).await {
             Ok(Some((r, Ok(t)))) => {
-                in_flight -= 1;
+                gather.on_answer(r);
                 got.push((r, t));
             }
             Ok(Some((r, Err(e)))) => {
-                in_flight -= 1;
+                gather.on_failure(r);
                 failures.push(format!("{}: {e}", ctx.name(r)));
             }
-            Ok(None) => break,
+            Ok(None) => gather.on_timeout(),
             Err(_) => {
                 failures.push(format!(
-                    "{in_flight} replicas silent for {} ms",
+                    "{} replicas silent for {} ms",
+                    gather.in_flight(),
                     ctx.read_timeout().as_millis()
                 ));
-                break;
+                gather.on_timeout();
             }
         }
     }
-    if got.len() >= required {
+    if gather.done() == Some(true) {
         return Ok(got);
     }
     Err(WireError::new(
@@ -421,6 +415,25 @@ pub(super) async fn gather_from<T: Send + 'static>(
             failures.join("; ")
         ),
     ))
+}
+
+/// Sends `req` to replica `r`, its answer (parsed) to `tx`.
+fn ask<T: Send + 'static>(
+    ctx: &Arc<Ctx>,
+    r: usize,
+    req: PeerRequest,
+    parse: fn(PeerResponse) -> Option<T>,
+    tx: mpsc::Sender<(usize, Result<T, String>)>,
+) {
+    let ctx = ctx.clone();
+    tokio::spawn(async move {
+        let answer = match ctx.transport().call(r, req, ctx.read_timeout()).await {
+            Ok(PeerResponse::Error(e)) => Err(e.to_string()),
+            Ok(resp) => parse(resp).ok_or_else(|| "unexpected answer".to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        let _ = tx.send((r, answer)).await;
+    });
 }
 
 /// Merges one cell learned from elsewhere into this node's engine

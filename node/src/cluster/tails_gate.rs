@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Which peers this node has learned its retired incarnations' tails
 /// from, and so for which keys it may apply ids.
 ///
-/// # Invariants
+/// # Invariants ([`Gate::check_invariants`])
 /// - `open` is set only once every entry of `learned` is.
 pub(crate) struct Gate {
     /// The retired incarnations to learn about (empty: nothing to learn).
@@ -61,6 +61,21 @@ impl Gate {
         if self.learned.iter().all(|l| l.load(Ordering::Acquire)) {
             self.open.store(true, Ordering::Release);
         }
+        tally_world::invariant(|| self.check_invariants());
+    }
+
+    /// The invariants: which does not hold, if any. (`learned` only
+    /// grows, so a gate seen open stays so.)
+    pub(crate) fn check_invariants(&self) -> Result<(), String> {
+        let learned: Vec<bool> = self
+            .learned
+            .iter()
+            .map(|l| l.load(Ordering::Acquire))
+            .collect();
+        if self.is_open() && learned.contains(&false) {
+            return Err(format!("the tails gate is open, learned only {learned:?}"));
+        }
+        Ok(())
     }
 
     pub(crate) fn is_open(&self) -> bool {

@@ -61,6 +61,7 @@ async fn run_block(block: &Block, session: &mut Session) -> Result<Vec<String>> 
             .await
             .map_err(|e| anyhow!("line {}: `{}`: {e:#}", command.line, command.text))?;
         out.extend(lines);
+        out.extend(SimWorld::broken_invariants());
     }
     if out.is_empty() {
         out.push(NOTHING.to_string());
@@ -70,13 +71,14 @@ async fn run_block(block: &Block, session: &mut Session) -> Result<Vec<String>> 
 
 /// Runs the script in `path` and compares its output with the file's;
 /// with `update`, writes a different output back instead of failing.
-pub fn check(path: &Path, update: bool) -> Result<()> {
+pub fn check(path: &Path, update: bool, print_trace: bool) -> Result<()> {
     let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
-    let got = run(&text, false).with_context(|| format!("run {}", path.display()))?;
+    let got = run(&text, print_trace).with_context(|| format!("run {}", path.display()))?;
     if got == text {
         return Ok(());
     }
     if update {
+        #[allow(clippy::disallowed_methods, reason = "the script, not a node's file")]
         return std::fs::write(path, got).with_context(|| format!("write {}", path.display()));
     }
     bail!(

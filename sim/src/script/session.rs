@@ -199,13 +199,16 @@ async fn counters(cluster: &Cluster, name: &str, w: &mut Words) -> Result<String
     Ok(words::per_key(&word, &answers))
 }
 
-/// The commands that print nothing: `kill NODE`, `stall NODE`, `wipe
-/// NODE`, `start NODE`, `cut`, `isolate`, `heal`, `sleep DURATION`.
+/// The commands that print nothing: `kill NODE` (the process),
+/// `powercut NODE` (the machine: its disk keeps what it fsync'd), `stall
+/// NODE`, `wipe NODE`, `start NODE`, `cut`, `isolate`, `heal`, `sleep
+/// DURATION`.
 async fn fault(cluster: &Cluster, net: &Net, name: &str, w: &mut Words) -> Result<()> {
     let nodes = cluster.len();
     match name {
         "kill" => cluster.crash(w.node(nodes)?),
-        "stall" => cluster.stall(w.node(nodes)?),
+        "powercut" => cluster.power_cut(w.node(nodes)?)?,
+        "stall" => cluster.stall(w.node(nodes)?, true),
         "wipe" => cluster.wipe(w.node(nodes)?)?,
         "start" => {
             let n = w.node(nodes)?;

@@ -40,6 +40,11 @@
 //! - Answers are counted once per participant and phase; a verdict, once
 //!   given, never changes within its phase.
 //!
+//! [`Round::check_invariants`] checks after every answer what these rules
+//! promise (two quorums meet, a first ballot needs every participant, a
+//! verdict rests on the answers it counts), in debug builds and in
+//! simulations (`tally_world::invariant`).
+//!
 //! # What a quorum proves
 //!
 //! A value is decided once a quorum accepted it at its ballot. A prepare
@@ -177,6 +182,7 @@ impl Round {
             committed: Accepted::default(),
         };
         self.verdict = Some(Verdict::Read(read.clone()));
+        tally_world::invariant(|| self.check_invariants());
         read
     }
 
@@ -262,6 +268,69 @@ impl Round {
         }
         *slot = answer;
         self.verdict = self.judge();
+        tally_world::invariant(|| self.check_invariants());
+    }
+
+    /// What the rules promise of every state: which does not hold, if
+    /// any. Checked after every answer (in debug builds and simulations).
+    pub(crate) fn check_invariants(&self) -> Result<(), String> {
+        let n = self.slots.len();
+        for (i, (r, _)) in self.slots.iter().enumerate() {
+            if self.slots[..i].iter().any(|(p, _)| p == r) {
+                return Err(format!("participant {r} counted twice"));
+            }
+        }
+        if 2 * self.required <= n {
+            return Err(format!("quorums of {} of {n} need not meet", self.required));
+        }
+        if self.ballot.is_first() && self.required != n {
+            return Err(format!(
+                "a first ballot decided by {} of {n} participants, not all",
+                self.required
+            ));
+        }
+        let proposing = self.phase == Phase::Proposing;
+        if proposing
+            != self
+                .proposal
+                .as_ref()
+                .is_some_and(|p| p.ballot == self.ballot)
+        {
+            return Err("a proposal not of this ballot, or none while proposing".into());
+        }
+        let yes = self
+            .slots
+            .iter()
+            .filter(|(_, s)| matches!(s, Slot::Yes(_)))
+            .count();
+        let waiting = self
+            .slots
+            .iter()
+            .filter(|(_, s)| *s == Slot::Waiting)
+            .count();
+        let skipped = self.ballot.is_first() && yes == 0 && waiting == n;
+        match &self.verdict {
+            Some(Verdict::Read(_)) if proposing || (yes < self.required && !skipped) => Err(
+                format!("read on {yes} promises of {} required", self.required),
+            ),
+            Some(Verdict::Decided(_)) if !proposing || yes < self.required => Err(format!(
+                "decided on {yes} acceptances of {} required",
+                self.required
+            )),
+            Some(Verdict::Decided(a)) if Some(a) != self.proposal.as_ref() => {
+                Err("decided a value other than the proposal".into())
+            }
+            Some(Verdict::Outbid { .. } | Verdict::Unavailable { .. })
+                if yes + waiting >= self.required =>
+            {
+                Err("gave up while a quorum could still answer".into())
+            }
+            Some(Verdict::Outbid { .. }) if self.seen.is_none() => {
+                Err("outbid without a rejection".into())
+            }
+            None if yes >= self.required => Err("a quorum answered and no verdict".into()),
+            _ => Ok(()),
+        }
     }
 
     /// The rules of the module docs, in order.
@@ -544,6 +613,23 @@ mod tests {
     /// [`run`] at a first ballot.
     fn run_first(script: &str) {
         run_at(Ballot::first(7), &Replicas::new(&[0, 1, 2], &[]), script);
+    }
+
+    #[test]
+    fn the_invariants_catch_a_first_ballot_a_quorum_decides_and_a_thin_read() {
+        let replicas = Replicas::new(&[0, 1, 2], &[]);
+        let round = Round::new(Ballot::first(7), &replicas);
+        round.check_invariants().unwrap();
+        // The broken build's round: a quorum decides a first ballot.
+        let e = round.naive(&replicas).check_invariants().unwrap_err();
+        assert!(e.contains("a first ballot decided by 2 of 3"), "{e}");
+
+        let mut round = Round::new(ballot("5"), &replicas);
+        round.slots[0].1 = Slot::Yes(Some(Box::default()));
+        round.check_invariants().unwrap();
+        round.verdict = Some(Verdict::Read(round.read()));
+        let e = round.check_invariants().unwrap_err();
+        assert!(e.contains("read on 1 promises of 2 required"), "{e}");
     }
 
     #[test]

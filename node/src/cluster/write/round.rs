@@ -47,6 +47,10 @@
 //! - A replica's answer is counted at most once; later ones are ignored.
 //! - A replica is hinted at most once per round.
 //! - Once given, a verdict never changes: later events only add hints.
+//!
+//! [`Round::check_invariants`] checks these after every event, with what
+//! each verdict rests on (in debug builds and simulations, through
+//! `tally_world::invariant`).
 
 use crate::ring::Replicas;
 use smallvec::SmallVec;
@@ -248,6 +252,56 @@ impl Round {
         if self.decided.is_none() {
             self.decided = self.judge();
         }
+        tally_world::invariant(|| self.check_invariants());
+    }
+
+    /// The module's invariants, and what a verdict given rests on: which
+    /// one does not hold, if any.
+    pub(crate) fn check_invariants(&self) -> Result<(), String> {
+        for (i, (r, _)) in self.peers.iter().enumerate() {
+            if self.peers[..i].iter().any(|(p, _)| p == r) {
+                return Err(format!("replica {r} is in the round twice"));
+            }
+        }
+        for (i, r) in self.hints.iter().enumerate() {
+            if self.hints[..i].contains(r) {
+                return Err(format!("replica {r} is hinted twice"));
+            }
+            let state = self.peers.iter().find(|(p, _)| p == r).map(|(_, s)| *s);
+            if !matches!(state, Some(Peer::Failed | Peer::Silent)) {
+                return Err(format!("replica {r} is hinted while {state:?}"));
+            }
+        }
+        let waiting = self.peers.iter().any(|(_, p)| *p == Peer::Waiting);
+        if self.timed_out && waiting {
+            return Err("a replica is still waited for after the timeout".into());
+        }
+        let stale = self.peers.iter().any(|(_, p)| *p == Peer::Stale);
+        if self.newer_epoch.is_some() != stale {
+            return Err(format!(
+                "a newer epoch {:?} without a stale replica, or the reverse",
+                self.newer_epoch
+            ));
+        }
+        match &self.decided {
+            Some(Verdict::Ack) if self.acks() < self.required || !self.epoch_confirmed() => {
+                Err(format!(
+                    "acknowledged on {} of {} copies",
+                    self.acks(),
+                    self.required
+                ))
+            }
+            Some(Verdict::Retry { .. }) if self.newer_epoch.is_none() => {
+                Err("a retry without a newer epoch".into())
+            }
+            Some(Verdict::Fail(_))
+                if self.newer_epoch.is_none()
+                    && (self.local == Local::Pending || (waiting && !self.timed_out)) =>
+            {
+                Err("failed before this node's fsync and the replicas were done".into())
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The rules of the module docs, in order.
@@ -352,6 +406,7 @@ mod tests {
                 [r, "down"] => round.unreachable(node(r)),
                 _ => panic!("bad event {event:?}"),
             }
+            round.check_invariants().unwrap();
             let hints: Vec<String> = round
                 .take_hints()
                 .iter()
@@ -576,6 +631,27 @@ mod tests {
             n3 applied => ack
             n2 stale 4 => ack",
         );
+    }
+
+    #[test]
+    fn the_invariants_catch_a_verdict_the_answers_do_not_support() {
+        let replicas = Replicas::new(&[0, 1, 2], &[]);
+        let mut round = Round::new(Consistency::Quorum, &replicas, 0, 1, 500);
+        round.on_local(Ok(()));
+        round.check_invariants().unwrap();
+        round.decided = Some(Verdict::Ack);
+        let e = round.check_invariants().unwrap_err();
+        assert!(e.contains("acknowledged on 1 of 2"), "{e}");
+
+        let mut round = Round::new(Consistency::Quorum, &replicas, 0, 1, 500);
+        round.hints.push(1);
+        let e = round.check_invariants().unwrap_err();
+        assert!(e.contains("hinted while Some(Waiting)"), "{e}");
+        round.peers[0].1 = Peer::Failed;
+        round.check_invariants().unwrap();
+        round.hints.push(1);
+        let e = round.check_invariants().unwrap_err();
+        assert!(e.contains("hinted twice"), "{e}");
     }
 
     #[test]
