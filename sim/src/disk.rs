@@ -159,29 +159,47 @@ impl SimDisk {
 
 impl Disk for SimDisk {
     fn run(&self, op: Op<'_>, call: &mut dyn FnMut() -> io::Result<()>) -> io::Result<()> {
-        let before = with(|s| s.before(&op)).unwrap_or(Ok(Before::Nothing));
+        let before = with(|s| s.before(&op)).unwrap_or(Ok(Before::Go(None)));
         match before? {
-            Before::Fail(e) => return Err(e),
-            Before::Skip => return Ok(()),
-            Before::Nothing => call()?,
+            Before::Fail(e) => Err(e),
+            Before::Skip => Ok(()),
+            Before::Go(file) => {
+                call()?;
+                with(|s| s.after(&op, file)).unwrap_or(Ok(()))
+            }
             Before::Existed(existed) => {
                 call()?;
                 with(|s| s.opened(&op, existed));
+                Ok(())
             }
         }
-        with(|s| s.after(&op)).unwrap_or(Ok(()))
     }
 }
 
 /// What the disk decides before a change.
 enum Before {
-    Nothing,
+    /// Do it; it changes this file, if the disk knows it.
+    Go(Option<FileId>),
     /// Fail it.
     Fail(io::Error),
     /// Answer that it was done, and do nothing.
     Skip,
     /// An open, of a file that existed as this inode (if it did).
     Existed(Option<u64>),
+}
+
+/// Whether `op` (a write or `set_len`) makes its file longer.
+fn grows(op: &Op<'_>) -> io::Result<bool> {
+    Ok(match *op {
+        Op::Write { at: None, .. } => true,
+        Op::Write {
+            file,
+            at: Some(at),
+            len,
+        } => at + len > file.metadata()?.len(),
+        Op::SetLen { file, len } => len > file.metadata()?.len(),
+        _ => false,
+    })
 }
 
 fn inode(file: &std::fs::File) -> io::Result<u64> {
@@ -207,51 +225,51 @@ impl State {
     }
 
     fn before(&mut self, op: &Op<'_>) -> io::Result<Before> {
-        let (volume, grows) = match *op {
+        let volume = match *op {
             Op::Open { path, .. } => {
-                if let Some(e) = self.refuse(self.volume_of(path), false) {
+                if let Some(e) = self.refuse(self.volume_of(path)) {
                     return Ok(Before::Fail(e));
                 }
                 let existed = std::fs::symlink_metadata(path).ok().map(|m| m.ino());
                 return Ok(Before::Existed(existed));
             }
-            Op::Write { file, at, len } => {
-                let grows = match at {
-                    Some(at) => at + len > file.metadata()?.len(),
-                    None => true,
+            Op::Write { file, .. } | Op::SetLen { file, .. } => {
+                let Some((id, volume)) = self.volume_of_file(file) else {
+                    return Ok(Before::Go(None));
                 };
-                (self.volume_of_file(file).and_then(|(_, v)| v), grows)
+                if let Some(e) = self.refuse(volume) {
+                    return Ok(Before::Fail(e));
+                }
+                let full = volume.is_some_and(|v| self.volumes[v].fault == Some(Fault::Full));
+                if full && grows(op)? {
+                    return Ok(Before::Fail(enospc()));
+                }
+                return Ok(Before::Go(Some(id)));
             }
-            Op::SetLen { file, len } => (
-                self.volume_of_file(file).and_then(|(_, v)| v),
-                len > file.metadata()?.len(),
-            ),
             Op::Sync { file } => {
                 let Some((id, volume)) = self.volume_of_file(file) else {
-                    return Ok(Before::Nothing);
+                    return Ok(Before::Go(None));
                 };
                 if self.ignores_sync(id) {
                     return Ok(Before::Skip);
                 }
-                let refused = self.refuse(volume, false);
-                if refused.is_some()
-                    && let Some(c) = self.files.get_mut(&id)
-                {
+                let Some(e) = self.refuse(volume) else {
+                    return Ok(Before::Go(Some(id)));
+                };
+                if let Some(c) = self.files.get_mut(&id) {
                     // Linux marks the pages clean: what they held is lost.
                     c.dirty_from = None;
                 }
-                return Ok(refused.map_or(Before::Nothing, Before::Fail));
+                return Ok(Before::Fail(e));
             }
             Op::Rename { from: path, .. }
             | Op::Remove { path }
             | Op::Link { from: path, .. }
             | Op::SyncDir { dir: path }
             | Op::CreateDir { dir: path }
-            | Op::RemoveDir { dir: path } => (self.volume_of(path), false),
+            | Op::RemoveDir { dir: path } => self.volume_of(path),
         };
-        Ok(self
-            .refuse(volume, grows)
-            .map_or(Before::Nothing, Before::Fail))
+        Ok(self.refuse(volume).map_or(Before::Go(None), Before::Fail))
     }
 
     /// Whether a broken build skips fsyncs of file `id`.
@@ -263,12 +281,12 @@ impl State {
         unsynced.is_some_and(|ext| c.ext.as_deref() == Some(ext.as_ref()))
     }
 
-    /// The error a change to `volume` fails with, if it does.
-    fn refuse(&self, volume: Option<usize>, grows: bool) -> Option<io::Error> {
+    /// The error a change to `volume` fails with (one that does not grow
+    /// a file), if it does.
+    fn refuse(&self, volume: Option<usize>) -> Option<io::Error> {
         let v = &self.volumes[volume?];
         match (v.down, v.fault) {
             (true, _) | (_, Some(Fault::Failing)) => Some(eio()),
-            (_, Some(Fault::Full)) if grows => Some(enospc()),
             _ => None,
         }
     }
@@ -317,37 +335,35 @@ impl State {
         }
     }
 
-    fn after(&mut self, op: &Op<'_>) -> io::Result<()> {
-        match *op {
-            Op::Write { file, at, len } => {
+    fn after(&mut self, op: &Op<'_>, id: Option<FileId>) -> io::Result<()> {
+        match (*op, id) {
+            (Op::Write { file, at, len }, Some(id)) => {
                 let at = match at {
                     Some(at) => at,
                     None => (&*file).stream_position()?.saturating_sub(len),
                 };
-                self.dirty(file, at)
+                self.dirty(id, at);
+                Ok(())
             }
-            Op::SetLen { file, len } => self.dirty(file, len),
-            Op::Sync { file } => self.synced(file),
-            Op::SyncDir { dir } => self.dir_synced(dir),
+            (Op::SetLen { len, .. }, Some(id)) => {
+                self.dirty(id, len);
+                Ok(())
+            }
+            (Op::Sync { file }, Some(id)) => self.synced(id, file),
+            (Op::SyncDir { dir }, _) => self.dir_synced(dir),
             _ => Ok(()),
         }
     }
 
-    fn dirty(&mut self, file: &std::fs::File, from: u64) -> io::Result<()> {
-        if let Some(id) = self.inodes.get(&inode(file)?)
-            && let Some(c) = self.files.get_mut(id)
-        {
+    fn dirty(&mut self, id: FileId, from: u64) {
+        if let Some(c) = self.files.get_mut(&id) {
             c.dirty_from = Some(c.dirty_from.map_or(from, |d| d.min(from)));
         }
-        Ok(())
     }
 
     /// `file` was fsync'd: what it holds from its first dirty byte on is
     /// durable now. Bytes an earlier, failed fsync lost stay lost (zeros).
-    fn synced(&mut self, file: &std::fs::File) -> io::Result<()> {
-        let Some(id) = self.inodes.get(&inode(file)?).copied() else {
-            return Ok(());
-        };
+    fn synced(&mut self, id: FileId, file: &std::fs::File) -> io::Result<()> {
         let len = file.metadata()?.len();
         let Some(c) = self.files.get_mut(&id) else {
             return Ok(());
@@ -358,9 +374,11 @@ impl State {
         };
         let from = from.min(len);
         let mut tail = vec![0; (len - from) as usize];
-        // The handle may be write-only: read through a new one.
-        let reader = std::fs::File::open(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
-        reader.read_exact_at(&mut tail, from)?;
+        if file.read_exact_at(&mut tail, from).is_err() {
+            // A write-only handle: read through a new one.
+            let reader = std::fs::File::open(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
+            reader.read_exact_at(&mut tail, from)?;
+        }
         c.durable.resize(from as usize, 0);
         c.durable.extend_from_slice(&tail);
         c.durable.truncate(len as usize);
