@@ -53,10 +53,19 @@ impl WorkReceiver {
     /// one: [`Work::Shutdown`] if any is (or every sender is gone), else
     /// [`Work::Flush`]; `None` if none came.
     pub(crate) fn next(&self, timeout: Duration) -> Option<Work> {
-        let first = match self.0.recv_timeout(timeout) {
-            Ok(work) => work,
-            Err(RecvTimeoutError::Timeout) => return None,
-            Err(RecvTimeoutError::Disconnected) => return Some(Work::Shutdown),
+        let first = match timeout.is_zero() {
+            // A look, not a wait: no clock read (a stepped engine looks at
+            // every park).
+            true => match self.0.try_recv() {
+                Ok(work) => work,
+                Err(TryRecvError::Empty) => return None,
+                Err(TryRecvError::Disconnected) => return Some(Work::Shutdown),
+            },
+            false => match self.0.recv_timeout(timeout) {
+                Ok(work) => work,
+                Err(RecvTimeoutError::Timeout) => return None,
+                Err(RecvTimeoutError::Disconnected) => return Some(Work::Shutdown),
+            },
         };
         if first == Work::Shutdown {
             return Some(first);

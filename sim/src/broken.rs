@@ -37,6 +37,9 @@ pub enum Broken {
     /// Proposals at first ballots count as regular ones: a quorum decides
     /// one, and a prepare reads the highest first ballot reported.
     FirstBallotAsRegular,
+    /// Merges ignore fold generations: a copy that still holds a retired
+    /// shard meets one whose base has it, and the shard counts twice.
+    MergeIgnoringFolds,
     /// The commit log's fsyncs do nothing: adds are acknowledged before
     /// they are durable (or the disk's cache lies), and a power cut loses
     /// them.
@@ -60,6 +63,8 @@ impl Broken {
             Broken::SkipAgreedHandoff => node.inject_skip_agreed_handoff(),
             // The disk's part: see `Broken::unsynced`.
             Broken::LogNotSynced => {}
+            // The engine's, set as it opens (`Options`).
+            Broken::MergeIgnoringFolds => {}
         }
     }
 

@@ -218,10 +218,12 @@ impl Cluster {
         let started = tally_world::Instant::now();
         loop {
             let keep_expired = self.broken == Some(Broken::IgnoreDeadlines);
+            let ignore_folds = self.broken == Some(Broken::MergeIgnoringFolds);
             let opened = Node::open_with(self.config.clone(), id, Some(hook.clone()), |o| {
                 o.stepped = true;
                 o.stall_writes = Some(stall.clone());
                 o.keep_expired = keep_expired;
+                o.merge_ignoring_generations = ignore_folds;
             });
             match opened {
                 Ok(node) => return Ok(node),

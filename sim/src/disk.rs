@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::io::{self, Seek};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use tally_world::fs::{Disk, Op};
@@ -54,8 +54,31 @@ struct Contents {
     ext: Option<OsString>,
     /// What a crash leaves of it.
     durable: Vec<u8>,
-    /// The first byte changed since the last fsync.
-    dirty_from: Option<u64>,
+    /// Its changes since the last fsync, in order (the page cache's).
+    pending: Vec<Change>,
+}
+
+/// A change to a file's bytes.
+#[derive(Debug)]
+enum Change {
+    Write { at: u64, bytes: Vec<u8> },
+    SetLen(u64),
+}
+
+impl Change {
+    /// Makes the change to `bytes`.
+    fn apply(self, bytes: &mut Vec<u8>) {
+        match self {
+            Change::Write { at, bytes: new } => {
+                let at = at as usize;
+                if bytes.len() < at + new.len() {
+                    bytes.resize(at + new.len(), 0);
+                }
+                bytes[at..at + new.len()].copy_from_slice(&new);
+            }
+            Change::SetLen(len) => bytes.resize(len as usize, 0),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -195,8 +218,8 @@ fn grows(op: &Op<'_>) -> io::Result<bool> {
         Op::Write {
             file,
             at: Some(at),
-            len,
-        } => at + len > file.metadata()?.len(),
+            buf,
+        } => at + buf.len() as u64 > file.metadata()?.len(),
         Op::SetLen { file, len } => len > file.metadata()?.len(),
         _ => false,
     })
@@ -258,7 +281,7 @@ impl State {
                 };
                 if let Some(c) = self.files.get_mut(&id) {
                     // Linux marks the pages clean: what they held is lost.
-                    c.dirty_from = None;
+                    c.pending.clear();
                 }
                 return Ok(Before::Fail(e));
             }
@@ -298,7 +321,7 @@ impl State {
             volume: self.volume_of(path),
             ext: path.extension().map(|e| e.to_os_string()),
             durable,
-            dirty_from: None,
+            pending: Vec::new(),
         };
         self.files.insert(id, contents);
         id
@@ -315,7 +338,7 @@ impl State {
         match known {
             Some(id) if existed == Some(ino) => {
                 if truncate && let Some(c) = self.files.get_mut(&id) {
-                    c.dirty_from = Some(0);
+                    c.pending.push(Change::SetLen(0));
                 }
             }
             Some(_) | None if existed != Some(ino) => {
@@ -336,53 +359,48 @@ impl State {
     }
 
     fn after(&mut self, op: &Op<'_>, id: Option<FileId>) -> io::Result<()> {
-        match (*op, id) {
-            (Op::Write { file, at, len }, Some(id)) => {
+        let Some(id) = id else {
+            return match *op {
+                Op::SyncDir { dir } => self.dir_synced(dir),
+                // An fsync of a directory opened as a file.
+                Op::Sync { file } if file.metadata()?.is_dir() => {
+                    let dir = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
+                    self.dir_synced(&dir)
+                }
+                _ => Ok(()),
+            };
+        };
+        let change = match *op {
+            Op::Write { file, at, buf } => {
                 let at = match at {
                     Some(at) => at,
-                    None => (&*file).stream_position()?.saturating_sub(len),
+                    None => (&*file).stream_position()?.saturating_sub(buf.len() as u64),
                 };
-                self.dirty(id, at);
-                Ok(())
+                let bytes = buf.to_vec();
+                Change::Write { at, bytes }
             }
-            (Op::SetLen { len, .. }, Some(id)) => {
-                self.dirty(id, len);
-                Ok(())
+            Op::SetLen { len, .. } => Change::SetLen(len),
+            Op::Sync { .. } => {
+                self.synced(id);
+                return Ok(());
             }
-            (Op::Sync { file }, Some(id)) => self.synced(id, file),
-            (Op::SyncDir { dir }, _) => self.dir_synced(dir),
-            _ => Ok(()),
-        }
-    }
-
-    fn dirty(&mut self, id: FileId, from: u64) {
+            _ => return Ok(()),
+        };
         if let Some(c) = self.files.get_mut(&id) {
-            c.dirty_from = Some(c.dirty_from.map_or(from, |d| d.min(from)));
+            c.pending.push(change);
         }
+        Ok(())
     }
 
-    /// `file` was fsync'd: what it holds from its first dirty byte on is
-    /// durable now. Bytes an earlier, failed fsync lost stay lost (zeros).
-    fn synced(&mut self, id: FileId, file: &std::fs::File) -> io::Result<()> {
-        let len = file.metadata()?.len();
-        let Some(c) = self.files.get_mut(&id) else {
-            return Ok(());
-        };
-        let Some(from) = c.dirty_from.take() else {
-            c.durable.truncate(len as usize);
-            return Ok(());
-        };
-        let from = from.min(len);
-        let mut tail = vec![0; (len - from) as usize];
-        if file.read_exact_at(&mut tail, from).is_err() {
-            // A write-only handle: read through a new one.
-            let reader = std::fs::File::open(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
-            reader.read_exact_at(&mut tail, from)?;
+    /// File `id` was fsync'd: its changes since the last fsync are
+    /// durable now. Changes an earlier, failed fsync lost stay lost: later
+    /// ones land on what was durable (zeros where it was shorter).
+    fn synced(&mut self, id: FileId) {
+        if let Some(c) = self.files.get_mut(&id) {
+            for change in c.pending.drain(..) {
+                change.apply(&mut c.durable);
+            }
         }
-        c.durable.resize(from as usize, 0);
-        c.durable.extend_from_slice(&tail);
-        c.durable.truncate(len as usize);
-        Ok(())
     }
 
     /// `dir`'s entries are durable as they are now.
@@ -555,6 +573,18 @@ mod tests {
         assert_eq!(fs::write(&b, b"x").unwrap_err().raw_os_error(), Some(5));
         SimDisk::up(0);
         fs::write(&b, b"x").unwrap();
+        SimDisk::end();
+    }
+
+    #[test]
+    fn a_directory_fsynced_through_a_handle_keeps_its_entries() {
+        let dir = volume();
+        let a = dir.path().join("a");
+        fs::write(&a, b"one").unwrap();
+        fs::File::open(&a).unwrap().sync_all().unwrap();
+        fs::File::open(dir.path()).unwrap().sync_data().unwrap();
+        SimDisk::crash(0).unwrap();
+        assert_eq!(fs::read(&a).unwrap(), b"one");
         SimDisk::end();
     }
 

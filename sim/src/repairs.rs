@@ -1,11 +1,13 @@
 //! Repairs in the simulation: now and then one races the workload, and
 //! at the end every member's ranges are repaired twice. The second pass
 //! must find the replicas alike: a repair that moved nothing leaves them
-//! apart, as the chaos harness finds it.
+//! apart, as the chaos harness finds it. Folds (`tally fold`: a full
+//! repair, then every replica folds the shards of retired incarnations
+//! into one base) race the workload too.
 
 use std::time::Duration;
 
-use tally_net::wire::{ClientOp, ClientReply, WireRepaired};
+use tally_net::wire::{ClientOp, ClientReply, WireFolded, WireRepaired};
 
 use crate::cluster::Cluster;
 use crate::trace;
@@ -64,4 +66,44 @@ pub async fn twice(cluster: &Cluster) -> Vec<String> {
         }
     }
     findings
+}
+
+/// Folds the ring through `node` (refused while a replica is down, as it
+/// should be): the violations it left, a member still holding shards of
+/// a folded incarnation.
+pub async fn fold(cluster: &Cluster, node: usize) -> Vec<String> {
+    let Some(n) = cluster.node(node) else {
+        return Vec::new();
+    };
+    let folded = match n.execute(ClientOp::Fold).await {
+        Ok(ClientReply::Folded(f)) => f,
+        Ok(other) => return vec![format!("a fold answered {other:?}")],
+        Err(e) => {
+            trace!("fold through n{}: {e}", node + 1);
+            return Vec::new();
+        }
+    };
+    trace!(
+        "fold through n{}: generation {}, {} incarnations folded",
+        node + 1,
+        folded.generation,
+        folded.retired.len()
+    );
+    held_after(&folded)
+}
+
+/// The members a fold left holding shards of an incarnation it folded
+/// (no cell here comes near an overflowing base).
+fn held_after(folded: &WireFolded) -> Vec<String> {
+    folded
+        .nodes
+        .iter()
+        .filter(|n| n.retired_held > 0)
+        .map(|n| {
+            format!(
+                "{} holds shards of {} retired incarnations after a fold",
+                n.node, n.retired_held
+            )
+        })
+        .collect()
 }

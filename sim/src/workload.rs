@@ -178,7 +178,7 @@ pub async fn nemesis(
         }
         let members = cluster.membership().members;
         let n = members[rng.random_range(0..members.len())];
-        match rng.random_range(0..9) {
+        match rng.random_range(0..10) {
             0 => {
                 findings.extend(crash(&cluster, n, rng.random_bool(0.5)));
                 tokio::time::sleep(span).await;
@@ -231,6 +231,7 @@ pub async fn nemesis(
                 tokio::time::sleep(span).await;
                 findings.extend(restart(&cluster, n).await.err());
             }
+            9 => findings.extend(repairs::fold(&cluster, n).await),
             _ => {
                 let faults = Faults {
                     lose: rng.random_range(0.0..0.1),

@@ -33,15 +33,15 @@ pub enum Op<'a> {
         /// Emptied.
         truncate: bool,
     },
-    /// `len` bytes are written to `file` at `at`, or at its cursor (for a
-    /// file opened to append: its end) when `None`.
+    /// `buf` is written to `file` at `at`, or at its cursor (for a file
+    /// opened to append: its end) when `None`.
     Write {
         /// The file written.
         file: &'a std::fs::File,
         /// Where, if not at the cursor.
         at: Option<u64>,
-        /// How many bytes.
-        len: u64,
+        /// The bytes.
+        buf: &'a [u8],
     },
     /// `file` is cut or extended to `len` bytes.
     SetLen {
@@ -175,6 +175,7 @@ pub fn sync_dir(dir: impl AsRef<Path>) -> io::Result<()> {
 pub struct OpenOptions {
     std: std::fs::OpenOptions,
     write: bool,
+    append: bool,
     create: bool,
     truncate: bool,
 }
@@ -191,6 +192,7 @@ impl OpenOptions {
         OpenOptions {
             std: std::fs::OpenOptions::new(),
             write: false,
+            append: false,
             create: false,
             truncate: false,
         }
@@ -213,6 +215,7 @@ impl OpenOptions {
     pub fn append(&mut self, on: bool) -> &mut Self {
         self.std.append(on);
         self.write |= on;
+        self.append = on;
         self
     }
 
@@ -262,7 +265,10 @@ impl OpenOptions {
             false => call()?,
         }
         let std = opened.ok_or_else(|| io::Error::other("the disk opened nothing"))?;
-        Ok(File { std })
+        Ok(File {
+            std,
+            append: self.append,
+        })
     }
 }
 
@@ -271,6 +277,9 @@ impl OpenOptions {
 #[derive(Debug)]
 pub struct File {
     std: std::fs::File,
+    /// Opened to append: every write goes to the end (Linux's positioned
+    /// writes too).
+    append: bool,
 }
 
 impl File {
@@ -319,8 +328,8 @@ impl File {
     pub fn write_all_at(&self, buf: &[u8], at: u64) -> io::Result<()> {
         let op = Op::Write {
             file: &self.std,
-            at: Some(at),
-            len: buf.len() as u64,
+            at: (!self.append).then_some(at),
+            buf,
         };
         #[allow(clippy::disallowed_methods, reason = "the seam itself")]
         run(op, || self.std.write_all_at(buf, at))
@@ -351,7 +360,7 @@ impl File {
         let op = Op::Write {
             file: &self.std,
             at: None,
-            len: buf.len() as u64,
+            buf,
         };
         #[allow(clippy::disallowed_methods, reason = "the seam itself")]
         run(op, || (&self.std).write_all(buf))?;
@@ -427,6 +436,8 @@ mod tests {
         write(&a, b"hello").unwrap();
         let f = OpenOptions::new().append(true).open(&a).unwrap();
         (&f).write_all(b" world").unwrap();
+        // (Linux appends a positioned write to a file opened to append.)
+        let f = OpenOptions::new().write(true).open(&a).unwrap();
         f.write_all_at(b"J", 0).unwrap();
         f.sync_data().unwrap();
         let b = dir.join("b");
