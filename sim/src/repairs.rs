@@ -7,7 +7,8 @@
 
 use std::time::Duration;
 
-use tally_net::wire::{ClientOp, ClientReply, WireFolded, WireRepaired};
+use tally_net::wire::{ClientOp, ClientReply, WireRepaired};
+use tally_tests::checker::folds::check_fold;
 
 use crate::cluster::Cluster;
 use crate::trace;
@@ -89,21 +90,5 @@ pub async fn fold(cluster: &Cluster, node: usize) -> Vec<String> {
         folded.generation,
         folded.retired.len()
     );
-    held_after(&folded)
-}
-
-/// The members a fold left holding shards of an incarnation it folded
-/// (no cell here comes near an overflowing base).
-fn held_after(folded: &WireFolded) -> Vec<String> {
-    folded
-        .nodes
-        .iter()
-        .filter(|n| n.retired_held > 0)
-        .map(|n| {
-            format!(
-                "{} holds shards of {} retired incarnations after a fold",
-                n.node, n.retired_held
-            )
-        })
-        .collect()
+    check_fold(&folded)
 }

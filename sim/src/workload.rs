@@ -178,26 +178,14 @@ pub async fn nemesis(
         }
         let members = cluster.membership().members;
         let n = members[rng.random_range(0..members.len())];
-        match rng.random_range(0..10) {
+        let which = rng.random_range(0..10);
+        match which {
             0 => {
                 findings.extend(crash(&cluster, n, rng.random_bool(0.5)));
                 tokio::time::sleep(span).await;
                 findings.extend(restart(&cluster, n).await.err());
             }
-            1 => {
-                // A disk that stops taking writes: a slow one, or one that
-                // stops until the crash that loses what the node held in
-                // memory only.
-                cluster.stall(n, true);
-                tokio::time::sleep(span / 4).await;
-                if rng.random_bool(0.5) {
-                    cluster.stall(n, false);
-                    continue;
-                }
-                findings.extend(crash(&cluster, n, rng.random_bool(0.5)));
-                tokio::time::sleep(span).await;
-                findings.extend(restart(&cluster, n).await.err());
-            }
+            1 | 7 | 8 => findings.extend(disk(&cluster, n, which, span, &mut rng).await),
             2 => {
                 let both = rng.random_bool(0.5);
                 trace!("n{} cut off{}", n + 1, if both { "" } else { " one way" });
@@ -213,23 +201,6 @@ pub async fn nemesis(
             6 => {
                 // Refused while a replica is down, as it should be.
                 let _ = repairs::repair(&cluster, n).await;
-            }
-            7 => {
-                // Full, then room again: the node refuses writes meanwhile,
-                // and takes them again by itself.
-                cluster.disk_fault(n, Some(Fault::Full));
-                tokio::time::sleep(span).await;
-                cluster.disk_fault(n, None);
-            }
-            8 => {
-                // A disk that fails every change (an fsync that failed
-                // forgets its writes), until the node is stopped.
-                cluster.disk_fault(n, Some(Fault::Failing));
-                tokio::time::sleep(span / 4).await;
-                findings.extend(crash(&cluster, n, rng.random_bool(0.5)));
-                cluster.disk_fault(n, None);
-                tokio::time::sleep(span).await;
-                findings.extend(restart(&cluster, n).await.err());
             }
             9 => findings.extend(repairs::fold(&cluster, n).await),
             _ => {
@@ -247,6 +218,51 @@ pub async fn nemesis(
             }
         }
     }
+}
+
+/// Disk fault `which` on node `n` for about `span`:
+/// - 1: the disk stops taking writes: a slow one, or one that stops
+///   until the crash that loses what the node held in memory only;
+/// - 7: full, then room again: the node refuses writes meanwhile, and
+///   takes them again by itself;
+/// - 8: every change fails (an fsync that failed forgets its writes),
+///   until the node is stopped.
+///
+/// Answers what went wrong that no client sees.
+async fn disk(
+    cluster: &Cluster,
+    n: usize,
+    which: u32,
+    span: Duration,
+    rng: &mut SmallRng,
+) -> Vec<String> {
+    let mut findings = Vec::new();
+    match which {
+        7 => {
+            cluster.disk_fault(n, Some(Fault::Full));
+            tokio::time::sleep(span).await;
+            cluster.disk_fault(n, None);
+            return findings;
+        }
+        8 => {
+            cluster.disk_fault(n, Some(Fault::Failing));
+            tokio::time::sleep(span / 4).await;
+            findings.extend(crash(cluster, n, rng.random_bool(0.5)));
+            cluster.disk_fault(n, None);
+        }
+        _ => {
+            cluster.stall(n, true);
+            tokio::time::sleep(span / 4).await;
+            if rng.random_bool(0.5) {
+                cluster.stall(n, false);
+                return findings;
+            }
+            findings.extend(crash(cluster, n, rng.random_bool(0.5)));
+        }
+    }
+    tokio::time::sleep(span).await;
+    findings.extend(restart(cluster, n).await.err());
+    findings
 }
 
 /// Kills node `n`'s process, or cuts its `power`; why its disk could

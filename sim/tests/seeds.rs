@@ -120,7 +120,7 @@ fn the_simulation_catches_a_node_that_ignores_ids() {
 
 #[test]
 fn the_simulation_catches_a_node_that_skips_learning_its_lost_ids() {
-    let violations = caught(Broken::SkipTails, 1, 20);
+    let violations = caught(Broken::SkipTails, 26, 60);
     assert!(
         violations.iter().any(|v| v.contains("exact key")),
         "{violations:?}"
@@ -147,9 +147,12 @@ fn the_simulation_catches_acceptors_that_promise_late() {
 
 #[test]
 fn the_simulation_catches_first_ballots_counted_as_regular_ones() {
-    let violations = caught(Broken::FirstBallotAsRegular, 13, 60);
+    // The agreement round's invariants catch it at its first round.
+    let violations = caught(Broken::FirstBallotAsRegular, 1, 5);
     assert!(
-        violations.iter().any(|v| v.contains("linearizable")),
+        violations
+            .iter()
+            .any(|v| v.contains("invariant broken: a first ballot decided by 2 of 3")),
         "{violations:?}"
     );
 }
@@ -165,7 +168,7 @@ fn the_simulation_catches_reads_that_skip_a_value_in_flight() {
 
 #[test]
 fn the_simulation_catches_adds_lost_to_a_deadline_their_leader_missed() {
-    let violations = caught(Broken::IgnoreDeadlines, 3, 60);
+    let violations = caught(Broken::IgnoreDeadlines, 1, 60);
     assert!(
         violations.iter().any(|v| v.contains("key")),
         "{violations:?}"
@@ -174,14 +177,23 @@ fn the_simulation_catches_adds_lost_to_a_deadline_their_leader_missed() {
 
 #[test]
 fn the_simulation_catches_repairs_that_move_nothing() {
-    let violations = caught(Broken::IdleRepair, 3, 60);
+    let violations = caught(Broken::IdleRepair, 17, 60);
     assert!(!violations.is_empty());
 }
 
 #[test]
 fn the_simulation_catches_a_commit_log_that_is_not_fsynced() {
     // Acknowledged adds the power cuts take back.
-    let violations = caught(Broken::LogNotSynced, 6, 60);
+    let violations = caught(Broken::LogNotSynced, 5, 60);
+    assert!(
+        violations.iter().any(|v| v.contains("key")),
+        "{violations:?}"
+    );
+}
+
+#[test]
+fn the_simulation_catches_merges_that_ignore_fold_generations() {
+    let violations = caught(Broken::MergeIgnoringFolds, 1, 20);
     assert!(
         violations.iter().any(|v| v.contains("key")),
         "{violations:?}"
@@ -191,7 +203,7 @@ fn the_simulation_catches_a_commit_log_that_is_not_fsynced() {
 #[test]
 fn the_simulation_catches_ring_changes_that_do_not_sync() {
     // Ring changes come a few times a minute: runs of a minute.
-    let violations = caught_in(Broken::SkipSync, 2, 10, Duration::from_secs(60));
+    let violations = caught_in(Broken::SkipSync, 16, 20, Duration::from_secs(60));
     assert!(
         violations.iter().any(|v| v.contains("key")),
         "{violations:?}"
@@ -200,7 +212,7 @@ fn the_simulation_catches_ring_changes_that_do_not_sync() {
 
 #[test]
 fn the_simulation_catches_ring_changes_that_leave_agreed_state_behind() {
-    let violations = caught_in(Broken::SkipAgreedHandoff, 2, 10, Duration::from_secs(60));
+    let violations = caught_in(Broken::SkipAgreedHandoff, 3, 10, Duration::from_secs(60));
     assert!(
         violations.iter().any(|v| v.contains("linearizable")),
         "{violations:?}"

@@ -788,7 +788,7 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     let mut report = checker::check_skewed(&history, rf, &finals, skew_ns);
     report
         .violations
-        .extend(folded.iter().flat_map(topology::check_fold));
+        .extend(folded.iter().flat_map(crate::checker::folds::check_fold));
     report
         .violations
         .extend(topology::check_ring(&cluster, &ring)?);

@@ -54,6 +54,7 @@ mod bounds;
 pub mod epochs;
 pub mod exact;
 mod fenwick;
+pub mod folds;
 pub mod linear;
 pub mod lists;
 

@@ -230,22 +230,6 @@ pub(crate) fn fold(cluster: &Cluster, via: usize, done: &mut Changes) -> Result<
     }
 }
 
-/// The violations a fold left: a member that still holds shards of an
-/// incarnation folded (no cell here comes near an overflowing base).
-pub(crate) fn check_fold(folded: &WireFolded) -> Vec<String> {
-    folded
-        .nodes
-        .iter()
-        .filter(|n| n.retired_held > 0)
-        .map(|n| {
-            format!(
-                "{} holds shards of {} retired incarnations after a fold",
-                n.node, n.retired_held
-            )
-        })
-        .collect()
-}
-
 /// Waits until node `node`, joining, is a member of the ring as it sees it.
 fn wait_member(cluster: &Cluster, node: usize) -> Result<()> {
     let deadline = Instant::now() + CHANGE_DEADLINE;
