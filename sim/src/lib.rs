@@ -19,6 +19,7 @@ pub mod broken;
 pub mod cluster;
 pub mod disk;
 pub mod exact;
+pub mod lists;
 pub mod net;
 pub mod repairs;
 pub mod run;
@@ -40,7 +41,7 @@ mod layers {
         &["cluster"],
         &["topology", "repairs"],
         &["workload"],
-        &["exact", "strings"],
+        &["exact", "strings", "lists"],
         &["run", "script"],
     ];
 

@@ -14,6 +14,7 @@ use tally_tests::checker::exact::check_exact;
 use crate::broken::Broken;
 use crate::cluster::{self, Cluster, Hooks, Shape};
 use crate::exact::{self, EXACT_KEYS};
+use crate::lists::{self, Lists};
 use crate::net::{Faults, Net};
 use crate::workload::{self, KEYS};
 use crate::world::SimWorld;
@@ -33,6 +34,8 @@ pub struct Plan {
     pub exact_clients: usize,
     /// Clients of agreed strings.
     pub string_clients: usize,
+    /// Clients of lists.
+    pub list_clients: usize,
     /// Nodes that may join the ring (and let members be decommissioned).
     pub spares: usize,
     /// The broken build every node runs, if any.
@@ -135,6 +138,12 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
             tokio::spawn(strings::client(id, cluster.clone(), plan.seed, until))
         })
         .collect();
+    let lists: Vec<_> = (0..plan.list_clients)
+        .map(|c| {
+            let id = plan.clients + plan.exact_clients + plan.string_clients + c;
+            tokio::spawn(lists::client(id, cluster.clone(), plan.seed, until))
+        })
+        .collect();
     let mut history = Vec::new();
     for c in clients {
         history.extend(c.await.context("a client panicked")?);
@@ -146,6 +155,10 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
     let mut string_ops = Vec::new();
     for c in strings {
         string_ops.extend(c.await.context("a strings client panicked")?);
+    }
+    let mut pushes = Lists::new();
+    for c in lists {
+        pushes.extend(c.await.context("a list client panicked")?);
     }
     let mut violations = nemesis.await.context("the nemesis panicked")?;
     // Every fault healed, every node up, time to settle.
@@ -164,9 +177,10 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
     let string_keys = strings::keys_of(&string_ops);
     string_ops.extend(strings::final_reads(&cluster, &string_keys, &mut violations).await);
     violations.extend(strings::check(&string_ops));
+    violations.extend(lists::check(&cluster, &pushes).await);
     cluster.close()?;
     violations.extend(SimWorld::broken_invariants());
-    let ops = history.len() + id_adds.len() + string_ops.len();
+    let ops = history.len() + id_adds.len() + string_ops.len() + pushes.values().flatten().count();
     Ok((ops, report.reads_checked, violations))
 }
 

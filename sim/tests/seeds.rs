@@ -29,6 +29,7 @@ fn plan_of(seed: u64, broken: Option<Broken>, duration: Duration) -> Plan {
         clients: 4,
         exact_clients: 2,
         string_clients: 2,
+        list_clients: 1,
         spares: 1,
         broken,
         print_trace: false,
@@ -105,6 +106,15 @@ fn the_simulation_catches_a_cluster_that_loses_adds() {
     let violations = caught(Broken::DropEvery, 1, 5);
     assert!(
         violations.iter().any(|v| v.contains("key")),
+        "{violations:?}"
+    );
+}
+
+#[test]
+fn the_simulation_catches_lost_list_pushes() {
+    let violations = caught(Broken::DropEvery, 1, 5);
+    assert!(
+        violations.iter().any(|v| v.contains("list sim-list-")),
         "{violations:?}"
     );
 }

@@ -34,6 +34,9 @@ struct Args {
     /// Clients of agreed strings per run.
     #[arg(long, default_value_t = 2)]
     string_clients: usize,
+    /// Clients of lists per run.
+    #[arg(long, default_value_t = 1)]
+    list_clients: usize,
     /// Spare nodes per run, which join the ring (and let members be
     /// decommissioned).
     #[arg(long, default_value_t = 1)]
@@ -72,6 +75,7 @@ fn main() -> Result<()> {
         clients: args.clients,
         exact_clients: args.exact_clients,
         string_clients: args.string_clients,
+        list_clients: args.list_clients,
         spares: args.spares,
         broken: args.broken,
         print_trace: args.log,
