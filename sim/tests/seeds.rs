@@ -139,7 +139,7 @@ fn the_simulation_catches_a_node_that_skips_learning_its_lost_ids() {
 
 #[test]
 fn the_simulation_catches_proposers_that_skip_the_prepare() {
-    let violations = caught(Broken::SkipPrepare, 3, 60);
+    let violations = caught(Broken::SkipPrepare, 10, 60);
     assert!(
         violations.iter().any(|v| v.contains("linearizable")),
         "{violations:?}"
@@ -148,7 +148,7 @@ fn the_simulation_catches_proposers_that_skip_the_prepare() {
 
 #[test]
 fn the_simulation_catches_acceptors_that_promise_late() {
-    let violations = caught(Broken::PromiseLate, 3, 60);
+    let violations = caught(Broken::PromiseLate, 5, 60);
     assert!(
         violations.iter().any(|v| v.contains("linearizable")),
         "{violations:?}"
@@ -178,7 +178,7 @@ fn the_simulation_catches_reads_that_skip_a_value_in_flight() {
 
 #[test]
 fn the_simulation_catches_adds_lost_to_a_deadline_their_leader_missed() {
-    let violations = caught(Broken::IgnoreDeadlines, 1, 60);
+    let violations = caught(Broken::IgnoreDeadlines, 3, 60);
     assert!(
         violations.iter().any(|v| v.contains("key")),
         "{violations:?}"
@@ -187,7 +187,7 @@ fn the_simulation_catches_adds_lost_to_a_deadline_their_leader_missed() {
 
 #[test]
 fn the_simulation_catches_repairs_that_move_nothing() {
-    let violations = caught(Broken::IdleRepair, 17, 60);
+    let violations = caught(Broken::IdleRepair, 2, 60);
     assert!(!violations.is_empty());
 }
 
@@ -213,7 +213,7 @@ fn the_simulation_catches_merges_that_ignore_fold_generations() {
 #[test]
 fn the_simulation_catches_ring_changes_that_do_not_sync() {
     // Ring changes come a few times a minute: runs of a minute.
-    let violations = caught_in(Broken::SkipSync, 16, 20, Duration::from_secs(60));
+    let violations = caught_in(Broken::SkipSync, 12, 20, Duration::from_secs(60));
     assert!(
         violations.iter().any(|v| v.contains("key")),
         "{violations:?}"
