@@ -115,9 +115,10 @@ pub fn write(path: impl AsRef<Path>, bytes: impl AsRef<[u8]>) -> io::Result<()> 
 /// Like [`std::fs::copy`] (but not of permissions): answers the bytes
 /// copied.
 pub fn copy(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<u64> {
-    let bytes = read(from)?;
-    write(to, &bytes)?;
-    Ok(bytes.len() as u64)
+    let mut from = std::fs::File::open(from)?;
+    let mut to = File::create(to)?;
+    // In pieces: a table may be larger than memory.
+    io::copy(&mut from, &mut to)
 }
 
 /// Like [`std::fs::rename`].
@@ -449,6 +450,8 @@ mod tests {
         hard_link(&b, &a).unwrap();
         remove_file(&b).unwrap();
         assert_eq!(read(&a).unwrap(), b"Jello");
+        assert_eq!(copy(&a, &b).unwrap(), 5);
+        assert_eq!(read(&b).unwrap(), b"Jello");
         remove_dir_all(&dir).unwrap();
         assert!(!dir.exists());
     }
