@@ -155,12 +155,12 @@ async fn call(node: &Node, k: usize, kind: Kind, cl: Consistency) -> Result<i64,
 }
 
 /// Faults until `until`, every one healed by then: a crash (of the
-/// process, or a power cut that loses what was not fsync'd) and restart
-/// (after a disk stall, sometimes, that loses what the node held in
-/// memory; other stalls end, a slow disk), a node cut off (one way or both), a lossy, slow network for
-/// a while, a ring change (a spare joins, a member is decommissioned), a
-/// repair, a full disk for a while, or a failing disk, then a crash.
-/// Answers what went wrong that no client sees (a node that did not start).
+/// process, or a power cut that loses what was not fsync'd) and restart;
+/// a disk fault ([`disk`]: slow, stalled until a crash, full, failing);
+/// a node cut off (one way or both); a lossy, slow network for a while;
+/// a ring change (a spare joins, a member is decommissioned); a repair;
+/// a fold. Answers what went wrong that no client sees (a node that did
+/// not start, a fold that left retired shards).
 pub async fn nemesis(
     cluster: Arc<Cluster>,
     net: Arc<Net>,
