@@ -27,8 +27,11 @@
 //!   participant accepted it (each takes one first ballot at most, and
 //!   only while it holds nothing), so that a prepare's quorum can tell:
 //!   a first ballot's value may be decided only where every promise of
-//!   the quorum reports it, and is then finished; else none was, nor
-//!   can be once they promised.
+//!   a natural replica in the quorum reports it, and is then finished;
+//!   else none was, nor can be once they promised. A pending replica's
+//!   promise says nothing either way: it may have become a participant
+//!   after the value was decided, before the ring change's handoff
+//!   brought it the value.
 //! - **Propose.** Once a quorum accepted, the proposal is decided: its
 //!   proposer answers, and tells every participant (a commit it does not
 //!   wait for; the next prepare finishes it anyway where it was lost).
@@ -125,6 +128,9 @@ pub(crate) struct Round {
     /// ballots judged as regular ones.
     naive: bool,
     required: usize,
+    /// How many of `slots`, from the first, are natural replicas (the
+    /// rest are pending).
+    natural: usize,
     phase: Phase,
     slots: SmallVec<[(usize, Slot); 4]>,
     /// The latest ballot a rejection carried.
@@ -144,6 +150,7 @@ impl Round {
             ballot,
             naive: false,
             required,
+            natural: replicas.len(),
             phase: Phase::Preparing,
             slots: replicas.all().iter().map(|&r| (r, Slot::Waiting)).collect(),
             seen: None,
@@ -356,6 +363,11 @@ impl Round {
         })
     }
 
+    /// Whether participant `r` is a natural replica, not a pending one.
+    fn is_natural(&self, r: usize) -> bool {
+        self.slots[..self.natural].iter().any(|(p, _)| *p == r)
+    }
+
     /// What the promises so far say (a quorum of them, once judged).
     fn read(&self) -> Read {
         let held = || {
@@ -373,11 +385,13 @@ impl Round {
         let mut accepted = match newest {
             // A value of a first ballot is decided once every participant
             // took it, and each takes one first ballot at most: unless
-            // every promise here reports it, none was decided, nor can be
-            // once they promised.
-            Some(a) if a.ballot.is_first() && !self.naive => {
-                held().all(|(_, x, _)| x.as_ref() == Some(&a)).then_some(a)
-            }
+            // every natural replica's promise here reports it, none was
+            // decided, nor can be once they promised. A pending replica
+            // may have joined the participants since (module docs).
+            Some(a) if a.ballot.is_first() && !self.naive => held()
+                .filter(|(r, _, _)| self.is_natural(*r))
+                .all(|(_, x, _)| x.as_ref() == Some(&a))
+                .then_some(a),
             other => other,
         };
         // Accepted by a quorum (every participant, at a first ballot):
@@ -788,6 +802,29 @@ mod tests {
             "
             n4 failed => -
             n1 failed => unavailable 0/3",
+        );
+    }
+
+    #[test]
+    fn a_first_ballots_value_decided_before_a_replica_joined_is_finished() {
+        // n1..n3 took it (decided), their commits lost to crashes; n4
+        // joined since, and its handoff has not brought it yet: its
+        // promise of nothing does not undo the decision.
+        let joining = Replicas::new(&[0, 1, 2], &[3]);
+        run_on(
+            &joining,
+            "
+            n4 promised => -
+            n2 promised accepted 0@7 b => -
+            n3 promised accepted 0@7 b => read 0 in-flight b",
+        );
+        // A natural replica that holds nothing still shows none was.
+        run_on(
+            &joining,
+            "
+            n4 promised accepted 0@7 b => -
+            n2 promised accepted 0@7 b => -
+            n3 promised => read 0",
         );
     }
 
