@@ -310,29 +310,6 @@ fn a_chaos_run_with_ring_changes_finds_no_violation() {
     assert!(summary.report.violations.is_empty(), "{summary}");
 }
 
-/// Folds on nodes whose merges ignore fold generations: a copy that still
-/// holds a retired shard meets one whose base has it (a read's replicas
-/// during the fold, a restarted node's replay), and the shard counts
-/// twice; the checkers must say so.
-#[test]
-fn the_checker_catches_merges_that_ignore_fold_generations() {
-    let opts = ChaosOptions {
-        duration: Duration::from_secs(16),
-        fault_interval: Duration::from_secs(2),
-        fault_kinds: &["kill", "fold", "stall", "fold"],
-        min_faults: 4,
-        merge_ignoring_folds: true,
-        seed: 11,
-        ..ChaosOptions::default()
-    };
-    let summary = run(&opts).unwrap();
-    assert!(summary.topology.0.folds >= 1, "{summary}");
-    assert!(
-        !summary.report.violations.is_empty(),
-        "the checker passed merges that ignore fold generations: {summary}"
-    );
-}
-
 /// Members killed and removed, and one wiped and replaced, under the
 /// workload. Without adds with ids: a removed or wiped node takes the ids
 /// it alone remembered with it, so a retry of an add it applied but whose
