@@ -49,6 +49,7 @@ impl Kind {
             | PeerRequest::LeaderReset { .. }
             | PeerRequest::LeaderChange { .. }
             | PeerRequest::LeaderList { .. }
+            | PeerRequest::LeaderListAt { .. }
             | PeerRequest::LeaderExpireRow { .. }
             | PeerRequest::LeaderCells { .. } => Kind::Lead,
             PeerRequest::ReadRow { .. }

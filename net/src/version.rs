@@ -22,6 +22,7 @@
 //! | 8 | writes of whole last-write-wins cells (CQL regular tables): `LeaderCells` |
 //! | 9 | CQL tables stored in token order, placed by the token they carry (`ring::TOKEN_TABLE_MARK`) |
 //! | 10 | reads of a range of a partition's columns: `ReadSlice` |
+//! | 11 | list changes carry when their coordinator was asked: `LeaderListAt` |
 //!
 //! **Clients.** The native protocol's first request may be `Hello`, naming
 //! the versions the client speaks; the node answers the highest both speak
@@ -38,7 +39,7 @@
 //! | 4 | `Serial`: a request at SERIAL (`crate::serial`); sorted sets in `Scan`'s answers |
 
 /// The newest peer protocol this build speaks.
-pub const PEER_NEWEST: u16 = 10;
+pub const PEER_NEWEST: u16 = 11;
 /// The oldest peer protocol this build speaks: the previous build's.
 pub const PEER_OLDEST: u16 = 2;
 /// The newest client protocol this build speaks.
@@ -102,6 +103,7 @@ mod tests {
         assert_eq!(
             peer_alpns(),
             vec![
+                b"tally-peer/11".to_vec(),
                 b"tally-peer/10".to_vec(),
                 b"tally-peer/9".to_vec(),
                 b"tally-peer/8".to_vec(),
@@ -124,9 +126,10 @@ mod tests {
         assert_eq!(peer_version(Some(b"tally-peer/8")), Some(8));
         assert_eq!(peer_version(Some(b"tally-peer/9")), Some(9));
         assert_eq!(peer_version(Some(b"tally-peer/10")), Some(10));
+        assert_eq!(peer_version(Some(b"tally-peer/11")), Some(11));
         for bad in [
             &b"tally-peer/1"[..],
-            b"tally-peer/11",
+            b"tally-peer/12",
             b"tally-peer/",
             b"h3",
             b"tally-peer/x",

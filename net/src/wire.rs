@@ -645,6 +645,22 @@ pub enum PeerRequest {
         /// Most cells answered.
         limit: u32,
     },
+    /// `LeaderList`, with the time its coordinator was asked for it: the
+    /// leader stamps the change no later than that, so that a request
+    /// delivered late (its coordinator gave up on it, its client pushed
+    /// on through another leader) loses to the changes asked for after
+    /// it. Peer protocol 11.
+    LeaderListAt {
+        /// The list.
+        key: WireKey,
+        /// The change.
+        change: crate::list::ListChange,
+        /// Replicas that must hold it before the answer.
+        cl: Consistency,
+        /// When its coordinator was asked (its wall clock, ms since the
+        /// Unix epoch).
+        asked_ms: u64,
+    },
 }
 
 /// The most cells one `LeaderCells` carries: each at most a list's
@@ -671,6 +687,7 @@ impl PeerRequest {
             PeerRequest::ScanTable { .. } => 7,
             PeerRequest::LeaderCells { .. } => 8,
             PeerRequest::ReadSlice { .. } => 10,
+            PeerRequest::LeaderListAt { .. } => 11,
             _ => 2,
         }
     }
@@ -1571,6 +1588,29 @@ mod tests {
             2
         );
         assert_eq!(PeerRequest::GetTopology.since(), 2);
+    }
+
+    #[test]
+    fn only_protocol_11_carries_a_list_change_with_its_asked_time() {
+        let change = crate::list::ListChange::Push {
+            end: crate::list::End::Right,
+            values: vec![b"v".to_vec()],
+            only_existing: false,
+        };
+        let at = PeerRequest::LeaderListAt {
+            key: WireKey::new(b"k", b""),
+            change: change.clone(),
+            cl: Consistency::Quorum,
+            asked_ms: 1_700_000_000_123,
+        };
+        assert_eq!(at.since(), 11);
+        assert_eq!(decode::<PeerRequest>(&encode(&at)).unwrap(), at);
+        let plain = PeerRequest::LeaderList {
+            key: WireKey::new(b"k", b""),
+            change,
+            cl: Consistency::Quorum,
+        };
+        assert_eq!(plain.since(), 2);
     }
 
     #[test]

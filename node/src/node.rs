@@ -55,6 +55,7 @@ pub struct Node {
     cql_token_order: std::sync::atomic::AtomicBool,
     cql_batch_log: std::sync::atomic::AtomicBool,
     row_slices: std::sync::atomic::AtomicBool,
+    list_asked_at: std::sync::atomic::AtomicBool,
     /// What the engine's compactions forget (`cluster::purge`).
     purge: Arc<crate::cluster::purge::Rules>,
 }
@@ -141,6 +142,7 @@ impl Node {
             cql_token_order: std::sync::atomic::AtomicBool::new(false),
             cql_batch_log: std::sync::atomic::AtomicBool::new(false),
             row_slices: std::sync::atomic::AtomicBool::new(false),
+            list_asked_at: std::sync::atomic::AtomicBool::new(false),
             purge,
         }))
     }
@@ -278,6 +280,14 @@ impl Node {
     pub(crate) fn serves_row_slices(&self) -> bool {
         let feature = crate::cluster::features::ROW_SLICES;
         self.sticky(&self.row_slices, feature)
+    }
+
+    /// Whether this node tells the leaders it forwards list changes to
+    /// when it was asked for them: every member up reads `LeaderListAt`
+    /// (`features::LIST_ASKED_AT`).
+    fn serves_list_asked_at(&self) -> bool {
+        let feature = crate::cluster::features::LIST_ASKED_AT;
+        self.sticky(&self.list_asked_at, feature)
     }
 
     /// Each CQL regular table's prefix and gc grace (ms): the dead cells
@@ -870,7 +880,11 @@ impl Node {
         cl: Consistency,
     ) -> Result<tally_net::list::ListReply, WireError> {
         let key = convert::user_key(key)?;
-        self.writes.change_list(&key, change, cl).await
+        let asked = crate::cluster::write::Asked {
+            ms: Some(tally_engine::now_ms()),
+            tell: self.serves_list_asked_at(),
+        };
+        self.writes.change_list(&key, change, cl, asked).await
     }
 
     /// Reads a counter at `cl`: 0 when it is absent (never written, reset,

@@ -29,6 +29,7 @@
 //! | `cql-batch-log` | 9 | CQL logged batches of several partitions go through the batch log (`cluster::batchlog`): its entries, which every node replays when their coordinator did not finish |
 //! | `cql-token-order` | 9 | CQL tables made in token order: each stored partition carries its token (`tally_net::ring::TOKEN_TABLE_MARK`), and the catalog says which tables do |
 //! | `row-slices` | 10 | reads of a partition too wide for one answer, slice by slice: `ReadSlice` |
+//! | `list-asked-at` | 11 | a list change forwarded to its leader carries when its coordinator was asked, which the change's stamp does not pass: `LeaderListAt` |
 //! | `first-ballots` | 4 | a proposal at a first ballot, without a prepare, which an acceptor takes only while it holds nothing (an older one would take it over a value accepted at another first ballot) |
 //!
 //! Each feature needs the peer protocol that brought its messages
@@ -95,6 +96,10 @@ pub const CQL_BATCH_LOG: &str = "cql-batch-log";
 /// an older build cannot answer them.
 pub const ROW_SLICES: &str = "row-slices";
 
+/// List changes forwarded with the time their coordinator was asked
+/// (`PeerRequest::LeaderListAt`): an older build cannot read them.
+pub const LIST_ASKED_AT: &str = "list-asked-at";
+
 /// The cluster features this build has.
 pub const KNOWN: &[&str] = &[
     LEAVING_NOTICE,
@@ -106,6 +111,7 @@ pub const KNOWN: &[&str] = &[
     CQL_TOKEN_ORDER,
     CQL_BATCH_LOG,
     ROW_SLICES,
+    LIST_ASKED_AT,
 ];
 
 /// The peer protocol a feature needs: the one that brought its messages.
@@ -117,6 +123,7 @@ pub(crate) fn protocol_of(feature: &str) -> u16 {
         CQL_REGULAR_TABLES => 8,
         CQL_TOKEN_ORDER | CQL_BATCH_LOG => 9,
         ROW_SLICES => 10,
+        LIST_ASKED_AT => 11,
         _ => 3,
     }
 }
@@ -498,6 +505,7 @@ mod tests {
                 CQL_TOKEN_ORDER.to_string(),
                 FIRST_BALLOTS.to_string(),
                 LEAVING_NOTICE.to_string(),
+                LIST_ASKED_AT.to_string(),
                 ROW_SLICES.to_string()
             ]
         );

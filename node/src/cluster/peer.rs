@@ -296,6 +296,7 @@ async fn run(ctx: Arc<Ctx>, writes: Arc<Writes>, req: PeerRequest) -> PeerRespon
         | PeerRequest::LeaderReset { .. }
         | PeerRequest::LeaderChange { .. }
         | PeerRequest::LeaderList { .. }
+        | PeerRequest::LeaderListAt { .. }
         | PeerRequest::LeaderAdmit { .. }
         | PeerRequest::LeaderExpireRow { .. }
         | PeerRequest::LeaderCells { .. }) => write::serve(&writes, req).await,

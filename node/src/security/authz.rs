@@ -202,6 +202,7 @@ pub(crate) fn authorize(from: usize, req: &PeerRequest, local: &impl Local) -> R
         | PeerRequest::LeaderReset { .. }
         | PeerRequest::LeaderChange { .. }
         | PeerRequest::LeaderList { .. }
+        | PeerRequest::LeaderListAt { .. }
         | PeerRequest::LeaderExpireRow { .. }
         | PeerRequest::RepairDigests { .. }
         | PeerRequest::RepairLeaves { .. }

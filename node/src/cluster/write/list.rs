@@ -12,15 +12,26 @@
 //! off can two leaders race, and then one change may lose to the other
 //! (last writer wins); documented in `docs/redis.md`.
 //!
-//! The race is decided by when each leader *began reading* the list: a
-//! change's epoch is at least the wall-clock time its catch-up began (and
-//! above the epoch it was made on), not the time it is made. A leader held
-//! up after it began (a read waiting for a silent replica, a pause) makes
-//! its change on what it read then, so it must lose to the changes other
-//! leaders made meanwhile, which began later; stamped with the time it is
-//! made, it would win and erase pushes already acknowledged (the chaos
-//! run's checker caught exactly that). A change that a replica shows has
-//! lost (it holds a newer epoch another leader made, and answers `Stale`:
+//! The race is decided by when each change *began*: a change's epoch is
+//! at least its stamp (and above the epoch it was made on), and its stamp
+//! is the wall-clock time its leader began reading the list, or the time
+//! its coordinator was asked for it if that is earlier ([`stamp`]), never
+//! the time it is made. A leader held up after it began (a read waiting
+//! for a silent replica, a pause) makes its change on what it read then,
+//! so it must lose to the changes other leaders made meanwhile, which
+//! began later; stamped with the time it is made, it would win and erase
+//! pushes already acknowledged (the chaos run's checker caught exactly
+//! that). Likewise a request that reaches its leader late (the leader was
+//! paused or cut off while the request waited in the network, and its
+//! coordinator gave up on it; the client pushed on, through another
+//! leader): it is stamped with when its coordinator was asked, which the
+//! peer request carries (`PeerRequest::LeaderListAt`, once every member
+//! has feature `list-asked-at`), so it loses to the pushes asked for after
+//! it. Stamped with when its leader read, it would win over them and
+//! could erase one acknowledged meanwhile, if its leader's read missed it
+//! (the likeliest cause of an acknowledged push a chaos run once found
+//! lost). A change that a replica shows has lost
+//! (it holds a newer epoch another leader made, and answers `Stale`:
 //! `Replicated::Overtaken`) answers an error, not success; a newer epoch
 //! this node made holds the change (it was made on it).
 
@@ -41,16 +52,53 @@ use crate::ring::Replicas;
 
 impl Writes {
     /// Makes `change` to the list `key` at `cl`, led by its first writable
-    /// replica (here, or forwarded there).
+    /// replica (here, or forwarded there), as asked of this node `asked`.
     pub(crate) async fn change_list(
         &self,
         key: &Key,
         change: ListChange,
         cl: Consistency,
+        asked: Asked,
     ) -> Result<ListReply, WireError> {
-        let op = ListOp::new(self, key, change, cl);
+        let op = ListOp::new(self, key, change, cl, asked);
         coordinate::run(&self.ctx, op, Origin::Client).await
     }
+}
+
+/// When a list change's coordinator was asked for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Asked {
+    /// The coordinator's wall clock then (ms); `None` for a change an
+    /// older peer forwarded, which does not say.
+    pub(crate) ms: Option<u64>,
+    /// Whether a leader it is forwarded to may be told: every member up
+    /// has feature `list-asked-at` (else it goes as a `LeaderList`, which
+    /// every build reads).
+    pub(crate) tell: bool,
+}
+
+impl Asked {
+    /// A change forwarded by an older peer: when it was asked is unsaid.
+    pub(crate) const UNSAID: Asked = Asked {
+        ms: None,
+        tell: false,
+    };
+
+    /// Asked of its coordinator at `ms` (a forwarded change, led where it
+    /// arrives: never forwarded again).
+    pub(crate) fn at(ms: u64) -> Asked {
+        Asked {
+            ms: Some(ms),
+            tell: false,
+        }
+    }
+}
+
+/// The stamp of a list change whose leader began reading the list at
+/// `read_at` and whose coordinator was asked for it at `asked_ms`: the
+/// earlier of the two (see the module docs), both wall-clock ms.
+pub(crate) fn stamp(read_at: u64, asked_ms: Option<u64>) -> u64 {
+    asked_ms.map_or(read_at, |asked| asked.min(read_at))
 }
 
 /// A change of a list, as the coordinator skeleton runs it
@@ -60,21 +108,25 @@ pub(crate) struct ListOp<'a> {
     key: &'a Key,
     change: ListChange,
     cl: Consistency,
+    asked: Asked,
 }
 
 impl<'a> ListOp<'a> {
-    /// `change` to the list `key` at `cl`, led (if here) by `writes`.
+    /// `change` to the list `key` at `cl`, asked of its coordinator
+    /// `asked`, led (if here) by `writes`.
     pub(crate) fn new(
         writes: &'a Writes,
         key: &'a Key,
         change: ListChange,
         cl: Consistency,
+        asked: Asked,
     ) -> Self {
         ListOp {
             writes,
             key,
             change,
             cl,
+            asked,
         }
     }
 }
@@ -99,10 +151,18 @@ impl Op for ListOp<'_> {
     }
 
     fn request(self) -> PeerRequest {
-        PeerRequest::LeaderList {
-            key: wire_key(self.key),
-            change: self.change,
-            cl: self.cl,
+        let (key, change, cl) = (wire_key(self.key), self.change, self.cl);
+        match self.asked {
+            Asked {
+                ms: Some(asked_ms),
+                tell: true,
+            } => PeerRequest::LeaderListAt {
+                key,
+                change,
+                cl,
+                asked_ms,
+            },
+            _ => PeerRequest::LeaderList { key, change, cl },
         }
     }
 
@@ -125,26 +185,28 @@ impl Lead for ListOp<'_> {
         replicas: Replicas,
     ) -> impl Future<Output = Result<ListReply, WireError>> + Send {
         self.writes
-            .lead_list(self.key, self.change, self.cl, replicas)
+            .lead_list(self.key, self.change, self.cl, self.asked.ms, replicas)
     }
 }
 
 impl Writes {
     /// The leader's change: catch up, change, replicate. The change takes
-    /// the time its catch-up began, not the time it is made (see the module
+    /// the time its catch-up began, or its coordinator was asked at
+    /// `asked_ms` if earlier, not the time it is made (see the module
     /// docs), and is not acknowledged if a replica holds a newer one.
     async fn lead_list(
         &self,
         key: &Key,
         change: ListChange,
         cl: Consistency,
+        asked_ms: Option<u64>,
         replicas: Replicas,
     ) -> Result<ListReply, WireError> {
         let ctx: &Arc<Ctx> = &self.ctx;
         let read_at = now_ms();
         catch_up(ctx, key, &replicas, cl).await?;
         self.hold_list_change(&change).await;
-        let at = self.list_stamp(read_at);
+        let at = self.list_stamp(stamp(read_at, asked_ms));
         if self.drop_this_add() {
             // FAULT INJECTION: acknowledged as if made, never made (counted
             // with the adds: every `n`th led write).
@@ -211,13 +273,13 @@ impl Writes {
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// The time a list change whose catch-up began at `read_at` takes.
-    fn list_stamp(&self, read_at: u64) -> u64 {
+    /// The time a list change of stamp `stamp` takes.
+    fn list_stamp(&self, stamp: u64) -> u64 {
         let when_made = self
             .list_faults
             .stamp_when_made
             .load(std::sync::atomic::Ordering::Relaxed);
-        if when_made { now_ms() } else { read_at }
+        if when_made { now_ms() } else { stamp }
     }
 
     /// Waits as the test seam says, if `change` is the push it holds.
@@ -240,11 +302,30 @@ impl Writes {
 
 #[cfg(not(feature = "fault-injection"))]
 impl Writes {
-    /// The time a list change whose catch-up began at `read_at` takes.
-    fn list_stamp(&self, read_at: u64) -> u64 {
-        read_at
+    /// The time a list change of stamp `stamp` takes.
+    fn list_stamp(&self, stamp: u64) -> u64 {
+        stamp
     }
 
     /// No test seam in this build.
     async fn hold_list_change(&self, _change: &ListChange) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_change_is_stamped_when_its_leader_read_or_its_coordinator_was_asked_if_earlier() {
+        // Led where it was asked: its read began after.
+        assert_eq!(stamp(1_005, Some(1_000)), 1_000);
+        // Forwarded by an older peer: its read.
+        assert_eq!(stamp(1_005, None), 1_005);
+        // Delivered late, long after its coordinator gave up on it: it
+        // takes the time it was asked, so the pushes asked for since win.
+        assert_eq!(stamp(9_000, Some(1_000)), 1_000);
+        // A coordinator whose clock runs ahead cannot stamp it later than
+        // its leader's read.
+        assert_eq!(stamp(1_000, Some(5_000)), 1_000);
+    }
 }

@@ -66,6 +66,7 @@ pub(crate) mod strings;
 pub(crate) mod unique;
 
 pub(crate) use cells::{Partitions, keyed};
+pub(crate) use list::Asked;
 pub(crate) use serve::serve;
 
 use std::sync::Arc;

@@ -11,7 +11,7 @@ use super::cells::CellsOp;
 use super::change::ChangeOp;
 use super::coordinate::{Op, run};
 use super::expire::ExpireRowOp;
-use super::list::ListOp;
+use super::list::{Asked, ListOp};
 use super::queue::Origin;
 use super::unique::AdmitOp;
 use crate::base::convert;
@@ -48,7 +48,17 @@ pub(crate) async fn serve(writes: &Writes, req: PeerRequest) -> Result<PeerRespo
         }
         PeerRequest::LeaderList { key, change, cl } => {
             let key = convert::key(&key)?;
-            let op = ListOp::new(writes, &key, change, cl);
+            let op = ListOp::new(writes, &key, change, cl, Asked::UNSAID);
+            run(ctx, op, led).await.map(ListOp::respond)
+        }
+        PeerRequest::LeaderListAt {
+            key,
+            change,
+            cl,
+            asked_ms,
+        } => {
+            let key = convert::key(&key)?;
+            let op = ListOp::new(writes, &key, change, cl, Asked::at(asked_ms));
             run(ctx, op, led).await.map(ListOp::respond)
         }
         PeerRequest::LeaderAdmit {
