@@ -176,6 +176,12 @@ impl Cluster {
         self.slots.lock().get(i).and_then(|s| s.node.clone())
     }
 
+    /// Node `i` as a client reaches it: up, and not paused (a client's
+    /// connection to a paused node hears nothing).
+    pub fn serving(&self, i: usize) -> Option<Arc<Node>> {
+        self.node(i).filter(|_| !self.net.is_paused(i))
+    }
+
     /// Whether node `i` is up.
     pub fn is_up(&self, i: usize) -> bool {
         self.node(i).is_some()
@@ -244,6 +250,13 @@ impl Cluster {
             if on { "stalls" } else { "writes again" }
         );
         self.slots.lock()[i].stall.store(on, Ordering::Release);
+    }
+
+    /// Pauses node `i` (`on`), as SIGSTOP does, or resumes it: its peers
+    /// hear nothing from it, and what they sent it waits (see `net`).
+    pub fn pause(&self, i: usize, on: bool) {
+        trace!("n{} {}", i + 1, if on { "paused" } else { "resumed" });
+        self.net.pause(i, on);
     }
 
     /// Node `i`'s disk fails as `fault` says, or works again (`None`),

@@ -80,7 +80,7 @@ impl Nodes for SimNodes {
         add: &IdAdd,
         cl: Consistency,
     ) -> Option<Result<i64, WireError>> {
-        let n = self.cluster.node(node)?;
+        let n = self.cluster.serving(node)?;
         let key = exact_key(add.key);
         let call = n.add_once(&key, add.delta, &add.id, cl);
         Some(match tokio::time::timeout(SEND_TIMEOUT, call).await {

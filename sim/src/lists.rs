@@ -48,7 +48,7 @@ pub async fn client(
     while tally_world::Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(rng.random_range(5..60))).await;
         let at = rng.random_range(0..cluster.len());
-        let Some(node) = cluster.node(at) else {
+        let Some(node) = cluster.serving(at) else {
             continue;
         };
         let name = list_name(id, value);

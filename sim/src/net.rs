@@ -14,7 +14,14 @@
 //! - a node that crashed answers nothing, and a channel to its earlier
 //!   run fails as a reset connection does;
 //! - a batch whose every request may be sent twice is sometimes delivered
-//!   twice (what a retry after a lost answer does).
+//!   twice (what a retry after a lost answer does);
+//! - a paused node (a process stopped, as by SIGSTOP, or a long GC pause)
+//!   takes and sends nothing while paused, and loses nothing: batches to
+//!   and from it wait, and go on when it resumes, as QUIC retransmits
+//!   them, unless it stays paused past the idle timeout (then they fail,
+//!   as a dead connection does). Its requests may thus reach it long
+//!   after their senders gave up on them. Its own tasks keep running: a
+//!   model of the pause its peers see, not of its frozen clock.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -79,6 +86,8 @@ struct State {
     hosts: Vec<Host>,
     /// `cut[a][b]`: nothing goes from `a` to `b`.
     cut: Vec<Vec<bool>>,
+    /// `paused[a]`: nothing goes to or from `a` until it resumes.
+    paused: Vec<bool>,
     faults: Faults,
     rng: SmallRng,
     next_channel: usize,
@@ -91,6 +100,8 @@ pub struct Net {
     idle: Duration,
     /// How long a dial waits for a handshake.
     dial_timeout: Duration,
+    /// Woken when a paused node resumes.
+    resumed: tokio::sync::Notify,
 }
 
 /// What happens to one batch.
@@ -117,12 +128,14 @@ impl Net {
             state: Mutex::new(State {
                 hosts: (0..nodes).map(|_| Host::default()).collect(),
                 cut: vec![vec![false; nodes]; nodes],
+                paused: vec![false; nodes],
                 faults,
                 rng: SmallRng::seed_from_u64(stream(seed, Stream::Net)),
                 next_channel: 1,
             }),
             idle,
             dial_timeout,
+            resumed: tokio::sync::Notify::new(),
         })
     }
 
@@ -155,6 +168,39 @@ impl Net {
     pub fn heal(&self) {
         for row in &mut self.state.lock().cut {
             row.fill(false);
+        }
+    }
+
+    /// Pauses node `node` (`on`), or resumes it: see the module docs.
+    pub fn pause(&self, node: usize, on: bool) {
+        self.state.lock().paused[node] = on;
+        if !on {
+            self.resumed.notify_waiters();
+        }
+    }
+
+    /// Whether node `node` is paused.
+    pub fn is_paused(&self, node: usize) -> bool {
+        self.state.lock().paused[node]
+    }
+
+    /// Waits until neither `a` nor `b` is paused, at most `limit`;
+    /// whether they then are not.
+    async fn unpaused(&self, a: usize, b: usize, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            // Made before the look, so that a resume in between wakes it.
+            let resumed = self.resumed.notified();
+            let paused = {
+                let s = self.state.lock();
+                s.paused[a] || s.paused[b]
+            };
+            if !paused {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, resumed).await.is_err() {
+                return false;
+            }
         }
     }
 
@@ -258,6 +304,10 @@ impl SimNetwork {
         }
         let fate = self.net.fate();
         tokio::time::sleep(fate.there + fate.back).await;
+        if !self.net.unpaused(self.me, to, self.net.dial_timeout).await {
+            trace!("n{} dials n{}: paused", self.me + 1, to + 1);
+            return Err(format!("n{} does not answer", to + 1));
+        }
         let run = self.net.run_of(to);
         if self.net.reach(self.me, self.run, to, run).is_none() || self.net.cut(to, self.me) {
             trace!("n{} dials n{}: no answer", self.me + 1, to + 1);
@@ -328,6 +378,9 @@ impl Link {
     async fn send(self: Arc<Self>, batch: bytes::Bytes) -> Result<Vec<u8>, String> {
         let fate = self.net.fate();
         tokio::time::sleep(fate.there).await;
+        if !self.net.unpaused(self.from, self.to, self.net.idle).await {
+            return self.fail("paused past the idle timeout");
+        }
         if self.closed.load(Ordering::Acquire) {
             return self.fail("closed");
         }
@@ -375,6 +428,9 @@ impl Link {
             return self.fail("closed");
         }
         tokio::time::sleep(fate.back).await;
+        if !self.net.unpaused(self.to, self.from, self.net.idle).await {
+            return self.fail("paused past the idle timeout");
+        }
         if fate.answer_lost {
             return self.fail("answer lost");
         }

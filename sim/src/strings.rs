@@ -87,7 +87,7 @@ pub async fn client(
     while tally_world::Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(rng.random_range(5..80))).await;
         let at = rng.random_range(0..cluster.len());
-        if !cluster.is_up(at) {
+        if cluster.serving(at).is_none() {
             continue;
         }
         n += 1;
@@ -130,7 +130,7 @@ pub async fn client(
 /// judge, if there is one (a read that failed, or a change that certainly
 /// did not apply, tells nothing).
 async fn run(cluster: &Cluster, at: usize, id: usize, key: usize, call: Call) -> Option<KeyOp> {
-    let node = cluster.node(at)?;
+    let node = cluster.serving(at)?;
     let invoked = now_ns();
     let answer = match tokio::time::timeout(TIMEOUT, send(&node, key, &call)).await {
         Ok(Some(answer)) => answer,

@@ -62,7 +62,7 @@ pub async fn client(
         let pause = Duration::from_millis(rng.random_range(5..60));
         tokio::time::sleep(pause).await;
         let n = rng.random_range(0..cluster.len());
-        let Some(node) = cluster.node(n) else {
+        let Some(node) = cluster.serving(n) else {
             continue;
         };
         let (k, kind) = choose(&mut rng);
@@ -157,7 +157,8 @@ async fn call(node: &Node, k: usize, kind: Kind, cl: Consistency) -> Result<i64,
 /// Faults until `until`, every one healed by then: a crash (of the
 /// process, or a power cut that loses what was not fsync'd) and restart;
 /// a disk fault ([`disk`]: slow, stalled until a crash, full, failing);
-/// a node cut off (one way or both); a lossy, slow network for a while;
+/// a node cut off (one way or both); a node paused (as by SIGSTOP); a
+/// lossy, slow network for a while;
 /// a ring change (a spare joins, a member is decommissioned); a repair;
 /// a fold. Answers what went wrong that no client sees (a node that did
 /// not start, a fold that left retired shards).
@@ -193,6 +194,11 @@ pub async fn nemesis(
                 tokio::time::sleep(span).await;
                 trace!("links healed");
                 net.heal();
+            }
+            3 => {
+                cluster.pause(n, true);
+                tokio::time::sleep(span).await;
+                cluster.pause(n, false);
             }
             5 => {
                 let (join, pick) = (rng.random_bool(0.5), rng.random_range(0..members.len()));
