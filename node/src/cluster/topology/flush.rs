@@ -121,7 +121,7 @@ async fn flush_once(ctx: &Arc<Ctx>, dbs: &[u8]) -> Result<(), WireError> {
     }
     // Once a member stored it, it spreads: its outcome is no longer known.
     commit(ctx, &now, &next).await.map_err(|e| {
-        WireError::new(
+        WireError::unknown(
             e.kind,
             format!("the flush may have taken effect: {}", e.message),
         )
