@@ -5,7 +5,7 @@
 //! what it made (see `cell::list` for how a list lives in a cell).
 //!
 //! - A change that changes the list moves the cell to a new epoch
-//!   `(max(n + 1, now_ms), leader)` carrying the new list, with the
+//!   `(max(n + 1, stamp), leader)` carrying the new list, with the
 //!   deadline it had (Redis keeps a key's TTL when its list changes). The
 //!   wall clock in the generation makes changes that never saw each other
 //!   (one made on a replica cut off from the others, whose client got no
@@ -17,7 +17,10 @@
 //! - A change that changes nothing (a pop of an absent key, a trim that
 //!   keeps all) changes nothing: nothing is logged or replicated.
 //! - On a live counter every change is refused ([`Refusal::WrongType`]);
-//!   an expired key of either kind is absent.
+//!   an expired key of either kind is absent. Whether it expired is read
+//!   at [`At::now_ms`], the wall clock as the change is made, not at its
+//!   stamp, which may be earlier (when its leader began reading, or its
+//!   coordinator was asked).
 
 pub use tally_model::list::{End, ListChange, ListReply};
 
@@ -65,13 +68,34 @@ pub struct ListDone {
     pub reply: ListReply,
 }
 
-/// Applies `change` by `leader` at `now_ms` to `cell` (see the module doc).
+/// When a list change is made, both wall-clock ms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct At {
+    /// Now, as it is made: what has expired.
+    pub now_ms: u64,
+    /// Its stamp, at most `now_ms`: its epoch's floor and its deadline's
+    /// stamp, which order it among changes that never saw each other.
+    pub stamp_ms: u64,
+}
+
+impl At {
+    /// Made now, stamped now.
+    pub fn now(now_ms: u64) -> At {
+        At {
+            now_ms,
+            stamp_ms: now_ms,
+        }
+    }
+}
+
+/// Applies `change` by `leader` at `when` to `cell` (see the module doc).
 pub fn decide_list(
     cell: &mut Cell,
     change: &ListChange,
     leader: u64,
-    now_ms: u64,
+    when: At,
 ) -> Result<ListDone, ListRefusal> {
+    let At { now_ms, stamp_ms } = when;
     let live = cell.live(now_ms);
     if live && !cell.is_list() {
         return Err(ListRefusal::WrongType);
@@ -92,9 +116,9 @@ pub fn decide_list(
             let at_ms = if live { cell.epoch().expiry.at_ms } else { 0 };
             let expiry = Expiry {
                 at_ms,
-                stamp: cell.epoch().expiry.next_stamp(leader, now_ms),
+                stamp: cell.epoch().expiry.next_stamp(leader, stamp_ms),
             };
-            cell.try_set_list(leader, list, expiry, now_ms)
+            cell.try_set_list(leader, list, expiry, stamp_ms)
                 .map_err(ListRefusal::Limit)?;
         }
     }
@@ -268,7 +292,7 @@ mod tests {
     }
 
     fn run(c: &mut Cell, change: ListChange) -> Result<ListDone, ListRefusal> {
-        decide_list(c, &change, ME, NOW)
+        decide_list(c, &change, ME, At::now(NOW))
     }
 
     #[test]
@@ -354,10 +378,35 @@ mod tests {
         assert_eq!(c.epoch().expiry.at_ms, NOW + 50, "LPUSH keeps the TTL");
         assert_eq!(elements(&c), ["b", "a"]);
         let later = NOW + 50;
-        let done = decide_list(&mut c, &push(End::Left, &["c"]), ME, later).unwrap();
+        let done = decide_list(&mut c, &push(End::Left, &["c"]), ME, At::now(later)).unwrap();
         assert_eq!(done.reply, ListReply::Int(1), "expired: a new list");
         assert_eq!(c.epoch().expiry.at_ms, 0);
         assert_eq!(elements(&c), ["c"]);
+    }
+
+    #[test]
+    fn a_change_stamped_before_its_list_expired_finds_it_expired() {
+        // Stamped when its coordinator was asked, made once the list's
+        // deadline passed: the list is gone (a push onto it would keep
+        // its past deadline, acknowledged and never seen).
+        let mut c = Cell::new();
+        run(&mut c, push(End::Left, &["a"])).unwrap();
+        let change = crate::change::Change::Expire {
+            at_ms: NOW + 50,
+            only: crate::change::When::Always,
+        };
+        crate::change::decide(&mut c, change, ME, NOW).unwrap();
+        let made = At {
+            now_ms: NOW + 60,
+            stamp_ms: NOW + 10,
+        };
+        let done = decide_list(&mut c, &push(End::Left, &["b"]), ME, made).unwrap();
+        assert_eq!(done.reply, ListReply::Int(1), "expired: a new list");
+        assert_eq!(
+            (c.epoch().expiry.at_ms, elements(&c)),
+            (0, vec!["b".to_string()])
+        );
+        assert!(c.live(NOW + 60));
     }
 
     #[test]
@@ -429,9 +478,21 @@ mod tests {
         // A leader cut off makes one change; another, later, makes one on
         // the state before it, with a smaller counter_id.
         let mut cut_off = base.clone();
-        decide_list(&mut cut_off, &push(End::Right, &["lost"]), 99, NOW + 10).unwrap();
+        decide_list(
+            &mut cut_off,
+            &push(End::Right, &["lost"]),
+            99,
+            At::now(NOW + 10),
+        )
+        .unwrap();
         let mut later = base.clone();
-        decide_list(&mut later, &push(End::Right, &["kept"]), 3, NOW + 20).unwrap();
+        decide_list(
+            &mut later,
+            &push(End::Right, &["kept"]),
+            3,
+            At::now(NOW + 20),
+        )
+        .unwrap();
         let mut a = cut_off.clone();
         a.merge(&later, &crate::cell::Merger::default());
         let mut b = later.clone();

@@ -10,7 +10,7 @@
 mod common;
 
 use common::{add_one, hooked_runtime, key, open, small_options};
-use tally_engine::list::{End, ListChange, ListReply};
+use tally_engine::list::{At, End, ListChange, ListReply};
 use tally_engine::{Cell, Error, Refusal, now_ms};
 
 fn push(values: &[&str]) -> ListChange {
@@ -34,7 +34,7 @@ fn a_list_survives_replay_flush_and_compaction_and_refuses_adds() {
     {
         let engine = open(dir.path(), &opts);
         let (done, state) = rt
-            .block_on(engine.change_list(&key(1), &push(&["a", "b", "c"]), now_ms()))
+            .block_on(engine.change_list(&key(1), &push(&["a", "b", "c"]), At::now(now_ms())))
             .unwrap();
         assert_eq!(done.reply, ListReply::Int(3));
         assert_eq!(elements(&state), want, "the state replicated has the list");
@@ -50,7 +50,7 @@ fn a_list_survives_replay_flush_and_compaction_and_refuses_adds() {
     assert_eq!(elements(&engine.get(&key(1)).unwrap()), want, "replayed");
     engine.flush().unwrap();
     let (_, _) = rt
-        .block_on(engine.change_list(&key(1), &push(&["d"]), now_ms()))
+        .block_on(engine.change_list(&key(1), &push(&["d"]), At::now(now_ms())))
         .unwrap();
     engine.flush().unwrap();
     engine.compact().unwrap();
@@ -62,7 +62,7 @@ fn a_list_survives_replay_flush_and_compaction_and_refuses_adds() {
     // A replica's older copy loses; a newer one wins whole.
     let mut stale = cell.clone();
     let mut newer = cell.clone();
-    tally_engine::list::decide_list(&mut newer, &push(&["e"]), 99, now_ms()).unwrap();
+    tally_engine::list::decide_list(&mut newer, &push(&["e"]), 99, At::now(now_ms())).unwrap();
     stale.merge(&newer, &tally_engine::cell::Merger::default());
     assert_eq!(stale, newer);
 }

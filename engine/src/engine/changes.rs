@@ -32,7 +32,7 @@ impl Engine {
         .await
     }
 
-    /// Makes `change` to the list at `now_ms` as its leader, and waits
+    /// Makes `change` to the list at `when` as its leader, and waits
     /// until it is durable here; like [`Engine::change`] (the rule is
     /// [`crate::list::decide_list`]), the state for the other replicas is
     /// the new epoch with its list.
@@ -40,12 +40,12 @@ impl Engine {
         &self,
         key: &Key,
         change: &ListChange,
-        now_ms: u64,
+        when: crate::list::At,
     ) -> Result<(ListDone, Cell)> {
         let leader = self.counter_id();
         let changed = self
             .change_with(key, |cell| {
-                let done = decide_list(cell, change, leader, now_ms)?;
+                let done = decide_list(cell, change, leader, when)?;
                 Ok((done.applied, done))
             })
             .await?;

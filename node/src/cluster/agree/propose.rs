@@ -367,10 +367,15 @@ fn prepare(ctx: &Ctx, partition: &[u8], ballot: Ballot) -> PeerRequest {
     }
 }
 
-/// Whether this node is a replica of `partition` whose engine holds none
-/// of its Paxos state: what makes the partition look new.
+/// Whether this node is a natural replica of `partition` whose engine
+/// holds none of its Paxos state, and no replica of it is pending: what
+/// makes the partition look new. While the ring moves it, no first
+/// ballot: a pending replica holds nothing until the handoff brings the
+/// others' state, and a first ballot it took would race that handoff.
 fn new_here(ctx: &Ctx, partition: &[u8]) -> bool {
-    ctx.replicas(partition).all().contains(&ctx.me())
+    let replicas = ctx.replicas(partition);
+    replicas.contains(&ctx.me())
+        && replicas.pending().is_empty()
         && ctx
             .engine()
             .agreed(partition)

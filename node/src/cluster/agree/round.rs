@@ -31,7 +31,8 @@
 //!   else none was, nor can be once they promised. A pending replica's
 //!   promise says nothing either way: it may have become a participant
 //!   after the value was decided, before the ring change's handoff
-//!   brought it the value.
+//!   brought it the value. No first ballot is made while a replica is
+//!   pending (`agree::propose`).
 //! - **Propose.** Once a quorum accepted, the proposal is decided: its
 //!   proposer answers, and tells every participant (a commit it does not
 //!   wait for; the next prepare finishes it anyway where it was lost).
@@ -368,6 +369,21 @@ impl Round {
         self.slots[..self.natural].iter().any(|(p, _)| *p == r)
     }
 
+    /// The first ballot's value that may have been decided, above
+    /// `committed`: the one every natural replica's promise so far
+    /// reports. Pending replicas' promises are not read: one may hold
+    /// nothing, or a first ballot of its own, where the others decided one
+    /// before it became a participant.
+    fn first_candidate(&self, committed: &Accepted) -> Option<Accepted> {
+        let mut naturals = self.slots.iter().filter_map(|(r, s)| match s {
+            Slot::Yes(Some(h)) if self.is_natural(*r) => Some(&h.0),
+            _ => None,
+        });
+        let first = naturals.next()?.as_ref()?;
+        let candidate = first.ballot.is_first() && first.ballot > committed.ballot;
+        (candidate && naturals.all(|x| x.as_ref() == Some(first))).then(|| first.clone())
+    }
+
     /// What the promises so far say (a quorum of them, once judged).
     fn read(&self) -> Read {
         let held = || {
@@ -388,10 +404,7 @@ impl Round {
             // every natural replica's promise here reports it, none was
             // decided, nor can be once they promised. A pending replica
             // may have joined the participants since (module docs).
-            Some(a) if a.ballot.is_first() && !self.naive => held()
-                .filter(|(r, _, _)| self.is_natural(*r))
-                .all(|(_, x, _)| x.as_ref() == Some(&a))
-                .then_some(a),
+            Some(a) if a.ballot.is_first() && !self.naive => self.first_candidate(&committed),
             other => other,
         };
         // Accepted by a quorum (every participant, at a first ballot):
@@ -815,6 +828,15 @@ mod tests {
             &joining,
             "
             n4 promised => -
+            n2 promised accepted 0@7 b => -
+            n3 promised accepted 0@7 b => read 0 in-flight b",
+        );
+        // Nor does a first ballot the pending replica took of its own,
+        // later than the decided one.
+        run_on(
+            &joining,
+            "
+            n4 promised accepted 0@9 y => -
             n2 promised accepted 0@7 b => -
             n3 promised accepted 0@7 b => read 0 in-flight b",
         );

@@ -38,6 +38,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use tally_engine::list::At;
 use tally_engine::{Key, now_ms};
 use tally_net::list::{ListChange, ListReply};
 use tally_net::wire::{Consistency, ErrorKind, PeerRequest, PeerResponse, WireError};
@@ -207,17 +208,22 @@ impl Writes {
         catch_up(ctx, key, &replicas, cl).await?;
         self.hold_list_change(&change).await;
         let at = self.list_stamp(stamp(read_at, asked_ms));
+        // What expired is read now; the stamp orders the change.
+        let when = At {
+            now_ms: now_ms().max(at),
+            stamp_ms: at,
+        };
         if self.drop_this_add() {
             // FAULT INJECTION: acknowledged as if made, never made (counted
             // with the adds: every `n`th led write).
             let mut cell = ctx.engine().get(key).map_err(|e| engine_error(&e))?;
-            let done = tally_engine::list::decide_list(&mut cell, &change, 0, at)
+            let done = tally_engine::list::decide_list(&mut cell, &change, 0, when)
                 .map_err(|e| engine_error(&e.into()))?;
             return Ok(done.reply);
         }
         let (done, state) = ctx
             .engine()
-            .change_list(key, &change, at)
+            .change_list(key, &change, when)
             .await
             .map_err(|e| engine_error(&e))?;
         if !done.applied {
