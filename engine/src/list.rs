@@ -365,8 +365,8 @@ mod tests {
         assert_eq!(list.value(), Ok(5));
     }
 
-    #[test]
-    fn the_deadline_is_kept_and_an_expired_list_is_absent() {
+    /// The list `[a]`, expiring at `NOW + 50`.
+    fn expiring_list() -> Cell {
         let mut c = Cell::new();
         run(&mut c, push(End::Left, &["a"])).unwrap();
         let change = crate::change::Change::Expire {
@@ -374,6 +374,12 @@ mod tests {
             only: crate::change::When::Always,
         };
         crate::change::decide(&mut c, change, ME, NOW).unwrap();
+        c
+    }
+
+    #[test]
+    fn the_deadline_is_kept_and_an_expired_list_is_absent() {
+        let mut c = expiring_list();
         run(&mut c, push(End::Left, &["b"])).unwrap();
         assert_eq!(c.epoch().expiry.at_ms, NOW + 50, "LPUSH keeps the TTL");
         assert_eq!(elements(&c), ["b", "a"]);
@@ -389,13 +395,7 @@ mod tests {
         // Stamped when its coordinator was asked, made once the list's
         // deadline passed: the list is gone (a push onto it would keep
         // its past deadline, acknowledged and never seen).
-        let mut c = Cell::new();
-        run(&mut c, push(End::Left, &["a"])).unwrap();
-        let change = crate::change::Change::Expire {
-            at_ms: NOW + 50,
-            only: crate::change::When::Always,
-        };
-        crate::change::decide(&mut c, change, ME, NOW).unwrap();
+        let mut c = expiring_list();
         let made = At {
             now_ms: NOW + 60,
             stamp_ms: NOW + 10,
