@@ -21,7 +21,9 @@
 //! - a counter whose deadline passed restarts first, in the epoch a reset
 //!   makes (from 0, no deadline), as Redis' `INCR` on an expired key does;
 //!   every leader makes the same epoch, so restarts on several merge. One
-//!   whose epoch is at its limit stays as it is (and absent).
+//!   whose epoch is at its limit stays as it is (and absent). A leader
+//!   among replicas restarts it only once it confirmed the restart
+//!   ([`OnExpired::Confirmed`]); until then every add is refused.
 //!
 //! Nothing changes until [`OwnAdd::install`]: refused adds leave the cell
 //! as it was. The model test below checks the rule against a plain
@@ -40,6 +42,23 @@ use smallvec::{SmallVec, smallvec};
 use crate::cell::{Cell, Epoch, Limit, Shard, now_ms};
 use crate::error::{Error, Result};
 use crate::outcome::AddOutcome;
+
+/// What an add does to a counter whose deadline has passed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnExpired {
+    /// Restarts it, in the epoch a reset makes: an engine alone.
+    Restart,
+    /// Restarts it if its epoch is this one (its [`Epoch::tag`]), whose
+    /// restart the caller confirmed ([`crate::Engine::confirm_restart`]);
+    /// else refuses every add ([`Limit::Expired`]). A leader among
+    /// replicas confirms first that none of them holds a later deadline
+    /// it missed, which keeps the counter live: restarted, the epoch it
+    /// ended would take that acknowledged deadline with it.
+    Confirmed(Option<u64>),
+    /// Takes the adds into it as if it were live (the test seam
+    /// `Options::keep_expired`).
+    Keep,
+}
 
 /// One read-modify-write of a node's own shard of one cell, fed the adds
 /// to it in arrival order (see the module doc).
@@ -66,14 +85,25 @@ pub struct OwnAdd {
 
 impl OwnAdd {
     /// The rule over `cell` for `counter_id`'s shard, restarting the cell
-    /// first when its deadline has passed (unless `keep_expired`, the test
-    /// seam `Options::keep_expired`).
+    /// first when its deadline has passed, as `on_expired` says.
     #[inline]
-    pub fn start(cell: &Cell, counter_id: u64, keep_expired: bool) -> OwnAdd {
+    pub fn start(cell: &Cell, counter_id: u64, on_expired: OnExpired) -> OwnAdd {
         let epoch = cell.epoch();
         // Most counters have no deadline: one comparison on the add path.
-        let restart = epoch.expiry.at_ms != 0 && !keep_expired && epoch.expired(now_ms());
-        OwnAdd::new(cell, counter_id, restart)
+        if epoch.expiry.at_ms == 0 || !epoch.expired(now_ms()) {
+            return OwnAdd::new(cell, counter_id, false);
+        }
+        match on_expired {
+            OnExpired::Restart => OwnAdd::new(cell, counter_id, true),
+            OnExpired::Confirmed(tag) if tag == Some(epoch.tag()) => {
+                OwnAdd::new(cell, counter_id, true)
+            }
+            OnExpired::Confirmed(_) => OwnAdd {
+                clock: Err(Limit::Expired(epoch)),
+                ..OwnAdd::new(cell, counter_id, false)
+            },
+            OnExpired::Keep => OwnAdd::new(cell, counter_id, false),
+        }
     }
 
     /// [`OwnAdd::start`] with the clock read: `restart` when the cell's
@@ -313,6 +343,56 @@ mod tests {
 
     /// This node's counter id.
     const ME: u64 = 7;
+
+    #[test]
+    fn an_expired_counter_restarts_only_once_its_restart_is_confirmed() {
+        let expiry = Expiry {
+            at_ms: 1,
+            stamp: tally_model::Stamp { ms: 1, id: 3 },
+        };
+        let epoch = Epoch {
+            n: 3,
+            expiry,
+            ..Epoch::default()
+        };
+        let shard = Shard {
+            counter_id: ME,
+            clock: 4,
+            value: 7,
+        };
+        let cell = Cell::from_parts(epoch, [shard]);
+        // Refused, unconfirmed or confirmed for another epoch.
+        let other = Epoch { origin: 9, ..epoch };
+        for id in [None, Some(2), Some(other.tag())] {
+            let mut rule = OwnAdd::start(&cell, ME, OnExpired::Confirmed(id));
+            let refused = rule.add(2);
+            assert!(
+                matches!(refused, Err(Error::Expired { epoch: e }) if e == epoch),
+                "{id:?}: {refused:?}"
+            );
+            assert_eq!(rule.kept(), 0);
+        }
+        let confirmed = OnExpired::Confirmed(Some(epoch.tag()));
+        for (on_expired, value, n) in [
+            (confirmed, 2, 4),
+            (OnExpired::Restart, 2, 4),
+            (OnExpired::Keep, 9, 3),
+        ] {
+            let mut rule = OwnAdd::start(&cell, ME, on_expired);
+            assert_eq!(rule.add(2).unwrap(), value, "{on_expired:?}");
+            assert_eq!(rule.epoch().n, n, "{on_expired:?}");
+        }
+        // A live counter never waits for a confirmation.
+        let live = Cell::from_parts(
+            Epoch {
+                n: 3,
+                ..Epoch::default()
+            },
+            [shard],
+        );
+        let mut rule = OwnAdd::start(&live, ME, OnExpired::Confirmed(None));
+        assert_eq!(rule.add(2).unwrap(), 9);
+    }
 
     /// Values that make overflows common: small ones, and ones at and
     /// near either end of an `i64`.

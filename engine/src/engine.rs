@@ -408,6 +408,18 @@ impl Engine {
         Ok((staged, Durable(durable)))
     }
 
+    /// Confirms the restart of `key`'s counter from `epoch`, whose
+    /// deadline passed: the caller read the replicas, and learned of no
+    /// later deadline and no newer epoch (see `Options::confirm_restarts`).
+    /// The next add restarts it, if it is still at that epoch and expired.
+    pub fn confirm_restart(&self, key: &Key, epoch: Epoch) -> Result<()> {
+        self.cache.with_cell(key, |cached, _| {
+            if cached.cell.epoch().id() == epoch.id() {
+                cached.restart_confirmed = Some(epoch.tag());
+            }
+        })
+    }
+
     /// Hands an add to the sealer, under the cell lock held by `cached`'s
     /// owner, in version `v` (read-locked): it joins the adds waiting on
     /// the cell. A cold cell (no add waiting, no record in the last durable

@@ -62,6 +62,14 @@ pub enum Error {
         /// The limit.
         max: usize,
     },
+    /// The counter's deadline passed, and the caller has not confirmed its
+    /// restart (`add::OnExpired::Confirmed`): the add was refused, and is
+    /// made again once the caller confirmed ([`crate::Engine::confirm_restart`]).
+    #[error("the counter's deadline passed (epoch {}); its restart is not confirmed", epoch.n)]
+    Expired {
+        /// The epoch it ended.
+        epoch: tally_model::Epoch,
+    },
     /// Adding `delta` would take the counter (or this node's shard of it)
     /// outside the range of an `i64`, or leave it there; the add was refused.
     #[error("adding {delta} to {value} would overflow a 64-bit counter")]
@@ -194,6 +202,7 @@ impl From<Limit> for Error {
     fn from(limit: Limit) -> Error {
         match limit {
             Limit::WrongType => Error::Refused(Refusal::WrongType),
+            Limit::Expired(epoch) => Error::Expired { epoch },
             Limit::Shards { count } => Error::TooManyShards {
                 count,
                 max: SHARDS_MAX,

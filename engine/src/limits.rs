@@ -23,6 +23,9 @@ pub enum Limit {
     },
     /// An add to a list key, which holds no counter.
     WrongType,
+    /// A counter whose deadline passed, in this epoch, whose restart the
+    /// caller has not confirmed (`add::OnExpired::Confirmed`).
+    Expired(tally_model::Epoch),
     /// A clock or an epoch past [`CLOCK_MAX`].
     Clock {
         /// `"clock"`, `"epoch"` or `"stamp"`.

@@ -74,6 +74,13 @@ pub struct Options {
     /// into the expired epoch.
     #[doc(hidden)]
     pub keep_expired: bool,
+    /// An add restarts a counter whose deadline passed only once the
+    /// caller confirmed it ([`crate::Engine::confirm_restart`]): until
+    /// then it is refused with [`crate::Error::Expired`]
+    /// (`add::OnExpired::Confirmed`). A node sets it: it first reads the
+    /// replicas, one of which may hold a later deadline. Off: an add
+    /// restarts it at once.
+    pub confirm_restarts: bool,
     /// The fold generations installed in the engine's [`Merger`] at open,
     /// before the commit log is replayed (the replay merges cells of every
     /// generation the ring agreed).
@@ -140,6 +147,7 @@ impl Default for Options {
             slow_sync: None,
             stall_writes: None,
             keep_expired: false,
+            confirm_restarts: false,
             folds: Folds::default(),
             merge_ignoring_generations: false,
             park_sync_max_us: 1_000,

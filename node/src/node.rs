@@ -101,6 +101,9 @@ impl Node {
             // The batch log's deleted entries and the regular tables' dead
             // cells go in time.
             purge: Some(purge.clone()),
+            // An add reads the replicas before it restarts an expired
+            // counter: one may hold a later deadline (`write::retry`).
+            confirm_restarts: true,
             ..Options::default()
         };
         tweak(&mut opts);

@@ -32,6 +32,9 @@ pub enum Broken {
     /// Adds ignore deadlines: no restart of an expired counter, no
     /// `Stale` for a deadline their leader missed.
     IgnoreDeadlines,
+    /// An add restarts a counter whose deadline passed at once, without
+    /// reading the replicas: a later deadline its leader missed is lost.
+    RestartUnconfirmed,
     /// Repairs find what differs but send nothing.
     IdleRepair,
     /// Proposals at first ballots count as regular ones: a quorum decides
@@ -64,7 +67,7 @@ impl Broken {
             // The disk's part: see `Broken::unsynced`.
             Broken::LogNotSynced => {}
             // The engine's, set as it opens (`Options`).
-            Broken::MergeIgnoringFolds => {}
+            Broken::MergeIgnoringFolds | Broken::RestartUnconfirmed => {}
         }
     }
 

@@ -225,11 +225,13 @@ impl Cluster {
         loop {
             let keep_expired = self.broken == Some(Broken::IgnoreDeadlines);
             let ignore_folds = self.broken == Some(Broken::MergeIgnoringFolds);
+            let unconfirmed = self.broken == Some(Broken::RestartUnconfirmed);
             let opened = Node::open_with(self.config.clone(), id, Some(hook.clone()), |o| {
                 o.stepped = true;
                 o.stall_writes = Some(stall.clone());
                 o.keep_expired = keep_expired;
                 o.merge_ignoring_generations = ignore_folds;
+                o.confirm_restarts &= !unconfirmed;
             });
             match opened {
                 Ok(node) => return Ok(node),

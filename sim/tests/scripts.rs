@@ -77,5 +77,6 @@ scripts!(
     unique,
     once,
     expiry,
-    expiry_ignored
+    expiry_ignored,
+    expiry_unconfirmed
 );

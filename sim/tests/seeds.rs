@@ -143,7 +143,7 @@ fn the_simulation_catches_a_node_that_skips_learning_its_lost_ids() {
 
 #[test]
 fn the_simulation_catches_proposers_that_skip_the_prepare() {
-    let violations = caught(Broken::SkipPrepare, 2, 60);
+    let violations = caught(Broken::SkipPrepare, 8, 60);
     assert!(
         violations.iter().any(|v| v.contains("linearizable")),
         "{violations:?}"

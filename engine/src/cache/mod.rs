@@ -266,6 +266,9 @@ pub(crate) struct Cached {
     /// (see `group_commit::once`). An entry holding some is not evicted
     /// before its newest record is durable.
     pub(crate) unsynced: Vec<TailOp>,
+    /// The expired epoch whose restart the caller confirmed
+    /// ([`crate::Engine::confirm_restart`]), by its tag.
+    pub(crate) restart_confirmed: Option<u64>,
 }
 
 impl Cached {
@@ -328,6 +331,7 @@ impl Stripe {
                 sealed_batch: 0,
                 marked_in: 0,
                 unsynced: Vec::new(),
+                restart_confirmed: None,
             },
         );
     }

@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering::Release;
 
 use super::GroupCommit;
-use crate::add::OwnAdd;
+use crate::add::{OnExpired, OwnAdd};
 use crate::cache::Cached;
 use crate::cell::Cell;
 use crate::error::Result;
@@ -42,7 +42,12 @@ impl GroupCommit {
         members: &[Key],
         found: &[Cell],
     ) -> Result<Admission> {
-        let mut rule = OwnAdd::start(&cached.cell, self.counter_id, self.opts.keep_expired);
+        // An admission restarts the count at once: see `Options::confirm_restarts`.
+        let on_expired = match self.opts.keep_expired {
+            true => OnExpired::Keep,
+            false => OnExpired::Restart,
+        };
+        let mut rule = OwnAdd::start(&cached.cell, self.counter_id, on_expired);
         // The epoch the count's new version lands in: a member admitted
         // before it is absent from it.
         let epoch = rule.epoch();

@@ -49,7 +49,7 @@ impl GroupCommit {
         v: &Version,
         delta: i64,
     ) -> Result<Staged> {
-        let mut rule = OwnAdd::start(&cached.cell, self.counter_id, self.opts.keep_expired);
+        let mut rule = OwnAdd::start(&cached.cell, self.counter_id, self.on_expired(cached));
         if let Err(e) = rule.add(delta) {
             return Ok(Staged::Refused(e));
         }

@@ -104,7 +104,8 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex};
 use tokio::sync::oneshot;
 
-use crate::cache::CounterCache;
+use crate::add::OnExpired;
+use crate::cache::{Cached, CounterCache};
 use crate::cell::Cell;
 use crate::commitlog::{self, LogWriter};
 use crate::error::{Error, Result};
@@ -207,6 +208,17 @@ pub(crate) struct Handles {
 }
 
 impl GroupCommit {
+    /// What an add to `cached`'s counter does if its deadline passed, by
+    /// the options.
+    #[inline]
+    pub(crate) fn on_expired(&self, cached: &Cached) -> OnExpired {
+        match (self.opts.keep_expired, self.opts.confirm_restarts) {
+            (true, _) => OnExpired::Keep,
+            (false, true) => OnExpired::Confirmed(cached.restart_confirmed),
+            (false, false) => OnExpired::Restart,
+        }
+    }
+
     /// The group commit over `log`, starting the relay if `opts` asks for one.
     pub(crate) fn new(log: LogWriter, opts: Options, counter_id: u64, h: Handles) -> Arc<Self> {
         let Handles {

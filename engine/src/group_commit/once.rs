@@ -122,7 +122,7 @@ impl GroupCommit {
         now_ms: u64,
     ) -> Result<OnceSealed> {
         let fingerprint = crate::ids::fingerprint(key);
-        let mut rule = OwnAdd::start(&cached.cell, self.counter_id, self.opts.keep_expired);
+        let mut rule = OwnAdd::start(&cached.cell, self.counter_id, self.on_expired(cached));
         let Decided {
             ops,
             fates,

@@ -88,7 +88,7 @@ impl GroupCommit {
     ) {
         let early = !self.ids_unsynced();
         let generation = v.active.generation();
-        let mut rule = OwnAdd::start(&cached.cell, self.counter_id, self.opts.keep_expired);
+        let mut rule = OwnAdd::start(&cached.cell, self.counter_id, self.on_expired(cached));
         let mut done: Waiters = Vec::with_capacity(waiting.len());
         waiting.retain_mut(|add| match rule.add(add.delta) {
             Ok(value) => {

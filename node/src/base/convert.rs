@@ -115,6 +115,9 @@ pub fn engine_error(e: &tally_engine::Error) -> WireError {
         E::IdExpired { .. } => ErrorKind::IdExpired,
         // Refused before it changed anything: safe to retry.
         E::IdsFull { .. } => return WireError::not_applied(ErrorKind::Unavailable, e.to_string()),
+        // The write path confirms the restart and adds again: a refusal
+        // that reaches a client changed nothing.
+        E::Expired { .. } => return WireError::not_applied(ErrorKind::Unavailable, e.to_string()),
         // Refused before it changed anything: safe to retry.
         E::DiskFull(_) => return WireError::not_applied(ErrorKind::Storage, e.to_string()),
         _ => ErrorKind::Storage,

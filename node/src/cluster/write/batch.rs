@@ -40,7 +40,10 @@
 //! - a sum that would overflow where its adds alone may not: each is
 //!   queued again on its own;
 //! - an add a replica answered `Stale` for: this node catches up to the
-//!   newer epoch and queues it again (`catch_up`, by `retry`'s rule).
+//!   newer epoch and queues it again (`catch_up`, by `retry`'s rule);
+//! - an add to a counter whose deadline passed here: this node reads the
+//!   replicas before it restarts the counter, and queues it again
+//!   (`confirm`, by `change::confirm_restart`).
 
 use super::in_flight::InFlight;
 use std::collections::VecDeque;
@@ -168,6 +171,10 @@ async fn run_batch(writes: Arc<Writes>, adds: Vec<QueuedAdd>, in_flight: Arc<InF
             }
             Staged::Queued(queued) => {
                 tokio::spawn(lead_hot(writes.clone(), adds.take(), queued));
+            }
+            // Its deadline passed: confirm the restart first.
+            Staged::Refused(tally_engine::Error::Expired { epoch }) => {
+                tokio::spawn(confirm(writes.clone(), adds.take(), epoch));
             }
             // A sum may overflow where some of its adds alone would not.
             Staged::Refused(e) if adds.adds.splits(&e) => {
@@ -315,6 +322,10 @@ async fn lead_hot(writes: Arc<Writes>, mut adds: Combined, queued: Queued) {
     let ctx = &writes.ctx;
     let (outcome, durable) = match queued.wait().await {
         Ok(staged) => staged,
+        Err(tally_engine::Error::Expired { epoch }) => {
+            confirm(writes, adds, epoch).await;
+            return;
+        }
         Err(e) if adds.adds.splits(&e) => {
             let attempt = adds.attempt;
             adds.queue_again(&writes.queue, attempt, true);
@@ -346,6 +357,23 @@ async fn lead_hot(writes: Arc<Writes>, mut adds: Combined, queued: Queued) {
 /// newer epoch and queue them again.
 async fn catch_up(writes: Arc<Writes>, mut adds: Combined, epoch: Epoch) {
     match retry::catch_up(&writes.ctx, &adds.key, epoch).await {
+        Ok(()) => {
+            let attempt = adds.attempt + 1;
+            adds.queue_again(&writes.queue, attempt, false);
+        }
+        Err(e) => adds.fail_now(&e),
+    }
+}
+
+/// The adds' counter expired here in `epoch` and its restart is not
+/// confirmed: confirm it with the replicas and queue them again.
+async fn confirm(writes: Arc<Writes>, mut adds: Combined, epoch: Epoch) {
+    if !retry::confirm_again(adds.attempt) {
+        adds.fail_now(&retry::unconfirmed(epoch));
+        return;
+    }
+    let at = (&adds.replicas, adds.cl);
+    match super::change::confirm_restart(&writes.ctx, &adds.key, at, epoch).await {
         Ok(()) => {
             let attempt = adds.attempt + 1;
             adds.queue_again(&writes.queue, attempt, false);

@@ -7,7 +7,9 @@
 //! (`tally_engine::change::decide`), and the new epoch, with no shards, is
 //! replicated like a shard, by the same round as an add. A newer change
 //! that overtook this one (a `Stale` answer) is one it raced: the two are
-//! ordered by their epochs, and this one is acknowledged as made first.
+//! ordered by their epochs, and a SET or reset is acknowledged as made
+//! first; a deadline is made again in the newer epoch
+//! (`retry::made_again`).
 //!
 //! Reading only the consistency level's replicas would let a leader that
 //! missed a reset make an epoch that already exists (resets to the same
@@ -109,7 +111,8 @@ impl Lead for ChangeOp<'_> {
 }
 
 /// The leader's change (and whether it reads the value before): catch
-/// up to the newest epoch, change, replicate.
+/// up to the newest epoch, change, replicate; made again in a newer epoch
+/// that overtook it, if the change is one that is (`retry::made_again`).
 async fn lead(
     ctx: &Arc<Ctx>,
     key: &Key,
@@ -117,7 +120,32 @@ async fn lead(
     cl: Consistency,
     replicas: Replicas,
 ) -> Result<Changed, WireError> {
-    catch_up(ctx, key, &replicas, cl).await?;
+    let mut attempt = 1;
+    loop {
+        catch_up(ctx, key, &replicas, cl).await?;
+        let (done, state) = make(ctx, key, change, reads).await?;
+        if !done.applied {
+            settle_unmade(ctx).await?;
+            return Ok(done); // nothing changed, nothing to replicate
+        }
+        match replicate_header(ctx, key, state, replicas.clone(), (cl, attempt)).await? {
+            Replicated::Overtaken(newer) if retry::made_again(&change) => {
+                retry::catch_up(ctx, key, newer).await?;
+                attempt += 1;
+            }
+            // Overtaken by a newer change: acknowledged as made before it.
+            Replicated::Held | Replicated::Overtaken(_) => return Ok(done),
+        }
+    }
+}
+
+/// The engine's change of `key` here, and the cell's new state.
+async fn make(
+    ctx: &Ctx,
+    key: &Key,
+    change: Change,
+    reads: bool,
+) -> Result<(Changed, tally_engine::Cell), WireError> {
     let (done, state) = ctx
         .engine()
         .change(key, change, now_ms(), reads)
@@ -137,13 +165,7 @@ async fn lead(
         applied: done.applied,
         before,
     };
-    if !done.applied {
-        settle_unmade(ctx).await?;
-        return Ok(done); // nothing changed, nothing to replicate
-    }
-    // Overtaken by a newer change: acknowledged as made before it.
-    replicate_header(ctx, key, state, replicas, cl).await?;
-    Ok(done)
+    Ok((done, state))
 }
 
 /// The leader's first step of a change: reads the cell from every live
@@ -165,6 +187,30 @@ pub(super) async fn catch_up(
         .map_err(|e| engine_error(&e))
 }
 
+/// Confirms the restart of `key`'s counter, expired here in `epoch`
+/// (the engine refused an add with `Error::Expired`): reads its cell from
+/// every live replica (at least `cl`'s count) and merges it here, as a
+/// change catches up ([`catch_up`]), then tells the engine. A
+/// replica that holds a later deadline this node missed (an `EXPIRE`
+/// acknowledged at a level this node was not part of) keeps the counter
+/// live, and the adds made again land in it; one that holds a newer epoch
+/// moves it on; else the next add restarts it.
+pub(super) async fn confirm_restart(
+    ctx: &Arc<Ctx>,
+    key: &Key,
+    (replicas, cl): (&Replicas, Consistency),
+    epoch: tally_engine::Epoch,
+) -> Result<(), WireError> {
+    tracing::debug!(
+        epoch = epoch.n,
+        "deadline passed; reading the replicas before the counter restarts"
+    );
+    catch_up(ctx, key, replicas, cl).await?;
+    ctx.engine()
+        .confirm_restart(key, epoch)
+        .map_err(|e| engine_error(&e))
+}
+
 /// Waits until the state a change that was not made was judged on is
 /// durable here, so that its answer never rests on state a crash loses.
 pub(super) async fn settle_unmade(ctx: &Ctx) -> Result<(), WireError> {
@@ -183,16 +229,17 @@ pub(super) enum Replicated {
 }
 
 /// Replicates a change's new header (`state`, durable here) to `replicas`
-/// by an add's round; answers at the verdict of `cl`, and the replication
-/// goes on for its hints.
+/// by an add's round, the change's `attempt`-th (a round past the last
+/// attempt fails where it would be overtaken); answers at the verdict of
+/// `cl`, and the replication goes on for its hints.
 pub(super) async fn replicate_header(
     ctx: &Arc<Ctx>,
     key: &Key,
     state: tally_engine::Cell,
     replicas: Replicas,
-    cl: Consistency,
+    (cl, attempt): (Consistency, u32),
 ) -> Result<Replicated, WireError> {
-    let write = Write::new(ctx, key.clone(), state, replicas, cl, 1);
+    let write = Write::new(ctx, key.clone(), state, replicas, cl, attempt);
     let (tx, rx) = oneshot::channel();
     let task_ctx = ctx.clone();
     tokio::spawn(async move {

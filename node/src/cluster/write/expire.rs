@@ -18,7 +18,9 @@
 //!    decided by `tally_engine::change::decide` with the condition `NX`,
 //!    `XX`, `GT`, `LT`);
 //! 3. replicates the changed cells' headers in one replication round and
-//!    answers whether any changed (`tally_engine::change::expire_answer`).
+//!    answers whether any changed (`tally_engine::change::expire_answer`);
+//!    a cell that a newer epoch overtook (a restart, a reset) makes the
+//!    whole `EXPIRE` again, from step 1 (`retry::made_again`).
 //!
 //! A hash field first written while the `EXPIRE` runs is expired with the
 //! row when the leader's catch-up (or its own cell) sees it, else it was
@@ -35,7 +37,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use tally_engine::change::{expire_answer, expire_targets};
-use tally_engine::{Key, Wait, now_ms, unique};
+use tally_engine::{Epoch, Key, Wait, now_ms, unique};
 use tally_net::wire::{Change, Changed, Consistency, PeerRequest, PeerResponse, When, WireError};
 use tokio::sync::oneshot;
 
@@ -43,6 +45,7 @@ use super::change::settle_unmade;
 use super::coordinate::{Lead, Leader, Op};
 use super::replicate::{Write, replicate};
 use super::retry::{self, Next};
+use super::round::Verdict;
 use crate::base::convert::engine_error;
 use crate::cluster::ctx::Ctx;
 use crate::cluster::read::{self, Reach};
@@ -73,6 +76,14 @@ impl ExpireRowOp {
             only,
             cl,
         })
+    }
+
+    /// The change it makes to each cell.
+    fn change(&self) -> Change {
+        Change::Expire {
+            at_ms: self.at_ms,
+            only: self.only,
+        }
     }
 }
 
@@ -127,34 +138,62 @@ impl Lead for ExpireRowOp {
 }
 
 /// The leader's `EXPIRE` of a key (see the module doc): catch up on the
-/// row, change the cells of its first kind, replicate them in one round.
+/// row, change the cells of its first kind, replicate them in one round;
+/// made again while a newer epoch overtakes some of its cells
+/// (`retry::made_again`). It answers whether any cell changed and held:
+/// a change a newer epoch overtook counts for nothing.
 async fn lead(ctx: &Arc<Ctx>, op: ExpireRowOp, replicas: Replicas) -> Result<Changed, WireError> {
+    let mut held = false;
+    let mut attempt = 1;
+    loop {
+        let (applied, changed) = make(ctx, &op, &replicas, attempt).await?;
+        let overtaken = match changed.len() {
+            0 => {
+                settle_unmade(ctx).await?; // nothing changed, nothing to replicate
+                Vec::new()
+            }
+            n => {
+                let overtaken = replicate_headers(ctx, changed).await?;
+                held |= overtaken.len() < n;
+                overtaken
+            }
+        };
+        if overtaken.is_empty() || !retry::made_again(&op.change()) {
+            return Ok(Changed {
+                applied: held || applied,
+                before: None,
+            });
+        }
+        for (key, newer) in &overtaken {
+            retry::catch_up(ctx, key, *newer).await?;
+        }
+        attempt += 1;
+    }
+}
+
+/// One attempt's change of the key's cells here: whether any changed,
+/// and the writes of those that did.
+async fn make(
+    ctx: &Arc<Ctx>,
+    op: &ExpireRowOp,
+    replicas: &Replicas,
+    attempt: u32,
+) -> Result<(bool, Vec<Write>), WireError> {
     let (partition, cl) = (op.key.partition(), op.cl);
-    let columns = targets(ctx, &op.key, &replicas, cl).await?;
+    let columns = targets(ctx, &op.key, replicas, cl).await?;
     let columns: Vec<&[u8]> = columns.iter().map(Vec::as_slice).collect();
-    let change = Change::Expire {
-        at_ms: op.at_ms,
-        only: op.only,
-    };
     let done = ctx
         .engine()
-        .change_row(partition, &columns, change, now_ms())
+        .change_row(partition, &columns, op.change(), now_ms())
         .await
         .map_err(|e| partial(engine_error(&e), columns.len()))?;
     let applied = expire_answer(done.iter().map(|(_, d, _)| d.applied));
-    let changed: Vec<Write> = done
+    let changed = done
         .into_iter()
         .filter(|(_, d, _)| d.applied)
-        .map(|(key, _, state)| Write::new(ctx, key, state, replicas.clone(), cl, 1))
+        .map(|(key, _, state)| Write::new(ctx, key, state, replicas.clone(), cl, attempt))
         .collect();
-    match changed.is_empty() {
-        true => settle_unmade(ctx).await?, // nothing changed, nothing to replicate
-        false => replicate_headers(ctx, changed).await?,
-    }
-    Ok(Changed {
-        applied,
-        before: None,
-    })
+    Ok((applied, changed))
 }
 
 /// Catches this node up on `key`'s partition from every live replica
@@ -210,10 +249,14 @@ async fn learn(
 }
 
 /// Replicates the changed cells' headers (durable here) in one round;
-/// answers at the verdict of their level, and the replication goes on for
-/// its hints. A cell overtaken by a newer change is acknowledged as made
-/// before it (`change::Replicated::Overtaken`).
-async fn replicate_headers(ctx: &Arc<Ctx>, mut writes: Vec<Write>) -> Result<(), WireError> {
+/// answers at the verdict of their level, with the cells a newer epoch
+/// overtook (each key and that epoch, to make the `EXPIRE` again), and
+/// the replication goes on for its hints.
+async fn replicate_headers(
+    ctx: &Arc<Ctx>,
+    mut writes: Vec<Write>,
+) -> Result<Vec<(Key, Epoch)>, WireError> {
+    let keys: Vec<Key> = writes.iter().map(|w| w.key.clone()).collect();
     let (tx, rx) = oneshot::channel();
     let task_ctx = ctx.clone();
     tokio::spawn(async move {
@@ -227,8 +270,15 @@ async fn replicate_headers(ctx: &Arc<Ctx>, mut writes: Vec<Write>) -> Result<(),
     });
     match rx.await {
         Ok(Some(verdicts)) => match retry::next(&verdicts) {
-            Next::Answer | Next::Again(_) => Ok(()),
             Next::Fail(e) => Err(e.clone()),
+            Next::Answer | Next::Again(_) => Ok(keys
+                .into_iter()
+                .zip(&verdicts)
+                .filter_map(|(key, v)| match v {
+                    Verdict::Retry { epoch } => Some((key, *epoch)),
+                    _ => None,
+                })
+                .collect()),
         },
         Ok(None) | Err(_) => Err(WireError::unknown(
             tally_net::wire::ErrorKind::Internal,

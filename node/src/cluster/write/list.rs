@@ -230,7 +230,7 @@ impl Writes {
             settle_unmade(ctx).await?;
             return Ok(done.reply);
         }
-        match replicate_header(ctx, key, state, replicas, cl).await? {
+        match replicate_header(ctx, key, state, replicas, (cl, 1)).await? {
             // A later change led here was made on this one: it holds it.
             Replicated::Overtaken(newer) if newer.origin != ctx.engine().counter_id() => {
                 Err(overtaken())

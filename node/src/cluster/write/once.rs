@@ -5,7 +5,9 @@
 //! batch: the adds with ids it leads ─▶ grouped per counter
 //!   ─▶ refused at once while this node has not learned its lost tails (`tails`)
 //!   ─▶ engine.add_once (the ledger decides under each cell lock)
-//!   ─▶ refusals answered at once (conflict, expired, overflow)
+//!   ─▶ refusals answered at once (conflict, expired id, overflow)
+//!   ─▶ adds to a counter whose deadline passed: its restart confirmed
+//!      with the replicas, queued again (`change::confirm_restart`)
 //!   ─▶ replicate with the ids, while the fsync runs (a round per counter) ─▶ answer
 //! ```
 //!
@@ -54,10 +56,40 @@ struct Group {
 }
 
 impl Group {
+    fn fail_now(&mut self, e: &WireError) {
+        let mut replies = Replies::default();
+        self.fail(&mut replies, e);
+        replies.send();
+    }
+
     fn fail(&mut self, replies: &mut Replies, e: &WireError) {
         for reply in self.replies.iter_mut().filter_map(Option::take) {
             replies.add(reply, Err(e.clone()));
         }
+    }
+
+    /// The adds the engine answered nothing (refused for a restart not
+    /// confirmed), taken out as a group of their own.
+    fn take_unanswered(&mut self) -> Group {
+        let mut out = Group {
+            key: self.key.clone(),
+            cl: self.cl,
+            replicas: self.replicas.clone(),
+            attempt: self.attempt,
+            adds: SmallVec::new(),
+            replies: SmallVec::new(),
+            values: SmallVec::new(),
+        };
+        for (i, add) in self.adds.iter().enumerate() {
+            if self.values[i].is_none()
+                && let Some(reply) = self.replies[i].take()
+            {
+                out.adds.push(add.clone());
+                out.replies.push(Some(reply));
+                out.values.push(None);
+            }
+        }
+        out
     }
 
     fn succeed(&mut self, replies: &mut Replies) {
@@ -144,15 +176,22 @@ pub(super) async fn lead(
     let mut shards = Vec::with_capacity(groups.len());
     let mut all_tails = true;
     for (mut g, s) in groups.into_iter().zip(sealed) {
+        let mut expired = None;
         for (i, answer) in s.answers.into_iter().enumerate() {
             match answer {
                 Ok(once) => g.values[i] = Some(once.value()),
+                // Its deadline passed: made again once the restart is confirmed.
+                Err(tally_engine::Error::Expired { epoch }) => expired = Some(epoch),
                 Err(e) => {
                     if let Some(reply) = g.replies[i].take() {
                         replies.add(reply, Err(engine_error(&e)));
                     }
                 }
             }
+        }
+        if let Some(epoch) = expired {
+            let again = g.take_unanswered();
+            tokio::spawn(confirm(writes.clone(), again, epoch));
         }
         if let Some(cell) = s.replicate {
             let (key, replicas) = (g.key.clone(), g.replicas.clone());
@@ -239,19 +278,38 @@ fn settle(writes: &Arc<Writes>, g: &mut Group, verdict: Option<&Verdict>, replie
 /// This node missed a reset a replica has seen: catch up to the newer
 /// epoch and queue the adds again, to be applied again in it.
 async fn catch_up(writes: Arc<Writes>, mut g: Group, epoch: Epoch) {
-    if let Err(e) = retry::catch_up(&writes.ctx, &g.key, epoch).await {
-        let mut replies = Replies::default();
-        g.fail(&mut replies, &e);
-        replies.send();
+    match retry::catch_up(&writes.ctx, &g.key, epoch).await {
+        Ok(()) => queue_again(&writes, g, true),
+        Err(e) => g.fail_now(&e),
+    }
+}
+
+/// The adds' counter expired here in `epoch` and its restart is not
+/// confirmed (nothing of theirs was applied): confirm it with the
+/// replicas and queue them again, as they were.
+async fn confirm(writes: Arc<Writes>, mut g: Group, epoch: Epoch) {
+    if !retry::confirm_again(g.attempt) {
+        g.fail_now(&retry::unconfirmed(epoch));
         return;
     }
+    let at = (&g.replicas, g.cl);
+    match super::change::confirm_restart(&writes.ctx, &g.key, at, epoch).await {
+        Ok(()) => queue_again(&writes, g, false),
+        Err(e) => g.fail_now(&e),
+    }
+}
+
+/// Queues `g`'s adds again, to be led here at the next attempt;
+/// `reapply_stale`: applied again in a newer epoch than their first
+/// application's (else each keeps its own).
+fn queue_again(writes: &Writes, g: Group, reapply_stale: bool) {
     for (add, reply) in g.adds.into_iter().zip(g.replies) {
         let Some(reply) = reply else { continue };
         writes.queue.push(QueuedAdd {
             attempt: g.attempt + 1,
             id: Some(Box::new(OnceId {
                 id: add.id,
-                reapply_stale: true,
+                reapply_stale: reapply_stale || add.reapply_stale,
             })),
             ..QueuedAdd::new(g.key.clone(), add.delta, g.cl, Origin::Lead, reply)
         });
