@@ -999,6 +999,12 @@ impl Node {
         crate::cluster::topology::flush::run(&self.ctx, dbs).await
     }
 
+    /// Empties every database, cluster-wide: `FLUSHALL`.
+    pub async fn flush_all(&self) -> Result<(), WireError> {
+        let all: Vec<u8> = (0..crate::base::keyspace::DATABASES).collect();
+        self.flush(&all).await
+    }
+
     /// The Lua script of `sha`, from this node or another (see `script_peers`).
     pub(crate) async fn find_script(&self, sha: &str) -> Option<Arc<[u8]>> {
         crate::cluster::script_peers::find(&self.ctx, sha).await

@@ -43,6 +43,12 @@ pub enum Broken {
     /// Merges ignore fold generations: a copy that still holds a retired
     /// shard meets one whose base has it, and the shard counts twice.
     MergeIgnoringFolds,
+    /// A flush answers once its node stored it, before the other members
+    /// (who learn it later, from its heartbeats).
+    FlushLocally,
+    /// A flush asked while its node runs another answers at once, as if
+    /// the running one covered it.
+    FlushJoinRunning,
     /// The commit log's fsyncs do nothing: adds are acknowledged before
     /// they are durable (or the disk's cache lies), and a power cut loses
     /// them.
@@ -64,6 +70,8 @@ impl Broken {
             Broken::ReadSkipsInFlight => node.inject_read_skips_in_flight(),
             Broken::SkipSync => node.inject_skip_sync(),
             Broken::SkipAgreedHandoff => node.inject_skip_agreed_handoff(),
+            Broken::FlushLocally => node.inject_flush_locally(),
+            Broken::FlushJoinRunning => node.inject_flush_join_running(),
             // The disk's part: see `Broken::unsynced`.
             Broken::LogNotSynced => {}
             // The engine's, set as it opens (`Options`).

@@ -19,6 +19,7 @@ pub mod broken;
 pub mod cluster;
 pub mod disk;
 pub mod exact;
+pub mod flushes;
 pub mod lists;
 pub mod net;
 pub mod repairs;
@@ -41,7 +42,7 @@ mod layers {
         &["cluster"],
         &["topology", "repairs"],
         &["workload"],
-        &["exact", "strings", "lists"],
+        &["exact", "strings", "lists", "flushes"],
         &["run", "script"],
     ];
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use tally_net::wire::{Consistency, WireKey};
+use tally_net::wire::{ClientOp, ClientReply, Consistency, WireError, WireKey};
 use tally_tests::checker;
 use tally_tests::checker::exact::check_exact;
 
@@ -18,7 +18,7 @@ use crate::lists::{self, Lists};
 use crate::net::{Faults, Net};
 use crate::workload::{self, KEYS};
 use crate::world::SimWorld;
-use crate::{repairs, strings};
+use crate::{flushes, repairs, strings};
 use crate::{trace, trace as tr};
 
 /// What a run is asked to do.
@@ -38,6 +38,10 @@ pub struct Plan {
     pub list_clients: usize,
     /// Nodes that may join the ring (and let members be decommissioned).
     pub spares: usize,
+    /// Flushes of the whole cluster now and then (`flushes`); they reset
+    /// every key, so a plan with them has no clients of ids, strings or
+    /// lists.
+    pub flushes: bool,
     /// The broken build every node runs, if any.
     pub broken: Option<Broken>,
     /// Print every event as it happens.
@@ -93,6 +97,10 @@ pub fn run(plan: &Plan) -> Result<Report> {
 }
 
 async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<String>)> {
+    anyhow::ensure!(
+        !plan.flushes || plan.exact_clients + plan.string_clients + plan.list_clients == 0,
+        "flushes reset the keys of the clients of ids, strings and lists: a plan has one or the others"
+    );
     let shape = Shape {
         nodes: 3,
         replication_factor: 3,
@@ -144,7 +152,14 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
             tokio::spawn(lists::client(id, cluster.clone(), plan.seed, until))
         })
         .collect();
+    let flusher = plan.flushes.then(|| {
+        let id = plan.clients + plan.exact_clients + plan.string_clients + plan.list_clients;
+        tokio::spawn(flushes::flusher(id, cluster.clone(), plan.seed, until))
+    });
     let mut history = Vec::new();
+    if let Some(f) = flusher {
+        history.extend(f.await.context("the flusher panicked")?);
+    }
     for c in clients {
         history.extend(c.await.context("a client panicked")?);
     }
@@ -184,6 +199,17 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
     Ok((ops, report.reads_checked, violations))
 }
 
+/// A read's value.
+fn value(reply: ClientReply) -> Result<i64, WireError> {
+    match reply {
+        ClientReply::Value(v) => Ok(v),
+        other => Err(WireError::new(
+            tally_net::wire::ErrorKind::Internal,
+            format!("a read answered {other:?}"),
+        )),
+    }
+}
+
 /// Every one of `keys` counters (`key` names them) read at ALL through
 /// every node: `(node, key, value)`.
 async fn final_reads(
@@ -199,7 +225,12 @@ async fn final_reads(
             continue;
         };
         for k in 0..keys {
-            match node.get(&key(k), Consistency::All).await {
+            // As a native client reads: in database 0's current keyspace.
+            let read = ClientOp::Get {
+                key: key(k),
+                cl: Consistency::All,
+            };
+            match node.execute(read).await.and_then(value) {
                 Ok(v) => {
                     tr!("final read of {:?} through n{}: {v}", key(k), n + 1);
                     finals.push((n, k, v));

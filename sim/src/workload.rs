@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tally_net::wire::{Change, Consistency, Presence, Ttl, When, WireError, WireKey};
+use tally_net::wire::{
+    Change, ClientOp, ClientReply, Consistency, Presence, Ttl, When, WireError, WireKey,
+};
 use tally_node::Node;
 use tally_tests::checker::{Kind, Op, Outcome};
 
@@ -127,30 +129,44 @@ fn choose(rng: &mut SmallRng) -> (usize, Kind) {
     (k, kind)
 }
 
-/// Runs `kind` on counter `k` through `node`: the value an add or read
-/// answered, 0 for a reset or SET, whether an EXPIRE applied.
+/// Runs `kind` on counter `k` through `node`, as a native client does
+/// (`Node::execute`: its key in database 0's current keyspace, which a
+/// flush moves on): the value an add or read answered, 0 for a reset or
+/// SET, whether an EXPIRE applied.
 async fn call(node: &Node, k: usize, kind: Kind, cl: Consistency) -> Result<i64, WireError> {
-    match kind {
-        Kind::Add(d) => node.add(&key(k), d, cl).await,
-        Kind::Read => node.get(&key(k), cl).await,
-        Kind::Reset => node.reset(&key(k), cl).await.map(|()| 0),
+    let key = key(k);
+    let op = match kind {
+        Kind::Add(delta) => ClientOp::Add { key, delta, cl },
+        Kind::Read => ClientOp::Get { key, cl },
+        Kind::Reset => ClientOp::Reset { key, cl },
         Kind::Set(value) => {
-            let set = Change::Set {
+            let change = Change::Set {
                 value,
                 ttl: Ttl::Clear,
                 only: Presence::Any,
             };
-            node.change(&key(k), set, cl).await.map(|_| 0)
+            ClientOp::Change { key, change, cl }
         }
         Kind::Expire { at_ns } => {
             let ttl_ms = at_ns.saturating_sub(now_ns()) / 1_000_000;
-            let expire = Change::Expire {
+            let change = Change::Expire {
                 at_ms: tally_world::wall_ms() + ttl_ms,
                 only: When::Always,
             };
-            let done = node.change(&key(k), expire, cl).await?;
+            ClientOp::Change { key, change, cl }
+        }
+    };
+    match node.execute(op).await? {
+        ClientReply::Value(v) => Ok(v),
+        ClientReply::Done => Ok(0),
+        ClientReply::Changed(done) if matches!(kind, Kind::Expire { .. }) => {
             Ok(i64::from(done.applied))
         }
+        ClientReply::Changed(_) => Ok(0),
+        other => Err(WireError::new(
+            tally_net::wire::ErrorKind::Internal,
+            format!("{kind:?} answered {other:?}"),
+        )),
     }
 }
 

@@ -35,6 +35,7 @@ fn plan_of(seed: u64, broken: Option<Broken>, duration: Duration) -> Plan {
         string_clients: 2,
         list_clients: 1,
         spares: 1,
+        flushes: false,
         broken,
         print_trace: false,
     }

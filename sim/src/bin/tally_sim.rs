@@ -46,6 +46,10 @@ struct Args {
     /// decommissioned).
     #[arg(long, default_value_t = 1)]
     spares: usize,
+    /// Flush the whole cluster now and then (`FLUSHALL`); the clients of
+    /// ids, strings and lists stay out (a flush resets their keys too).
+    #[arg(long)]
+    flushes: bool,
     /// Run a deliberately broken build, which the runs must catch.
     #[arg(long, value_enum)]
     broken: Option<Broken>,
@@ -74,14 +78,17 @@ fn main() -> Result<()> {
         Some(s) => vec![s],
         None => (args.first..args.first + args.seeds).collect(),
     };
+    // A flush resets every key: the clients that cannot tell stay out.
+    let others = |n: usize| if args.flushes { 0 } else { n };
     let plan = |seed| Plan {
         seed,
         duration: Duration::from_secs(args.duration),
         clients: args.clients,
-        exact_clients: args.exact_clients,
-        string_clients: args.string_clients,
-        list_clients: args.list_clients,
+        exact_clients: others(args.exact_clients),
+        string_clients: others(args.string_clients),
+        list_clients: others(args.list_clients),
         spares: args.spares,
+        flushes: args.flushes,
         broken: args.broken,
         print_trace: args.log,
     };

@@ -46,11 +46,8 @@ pub(crate) async fn execute(
         ("keys", 1) => keys(node, s, &rest[0]).await,
         ("dbsize", 0) => dbsize(node, s).await,
         ("randomkey", 0) => randomkey(node, s).await,
-        ("flushdb", n) if n <= 1 => flush(node, &[s.db], rest).await,
-        ("flushall", n) if n <= 1 => {
-            let all: Vec<u8> = (0..crate::base::keyspace::DATABASES).collect();
-            flush(node, &all, rest).await
-        }
+        ("flushdb", n) if n <= 1 => flush(node, Some(s.db), rest).await,
+        ("flushall", n) if n <= 1 => flush(node, None, rest).await,
         ("swapdb", 2) => Reply::err(
             "ERR SWAPDB is not supported: Tally's databases are keyspaces of the cluster",
         ),
@@ -62,15 +59,19 @@ pub(crate) async fn execute(
     Some(reply)
 }
 
-/// `FLUSHDB` or `FLUSHALL` of `dbs`, `[ASYNC|SYNC]`.
-async fn flush(node: &Arc<Node>, dbs: &[u8], rest: &[Vec<u8>]) -> Reply {
+/// `FLUSHDB` of `db`, or `FLUSHALL` (`None`), `[ASYNC|SYNC]`.
+async fn flush(node: &Arc<Node>, db: Option<u8>, rest: &[Vec<u8>]) -> Reply {
     if let Some(mode) = rest.first()
         && !mode.eq_ignore_ascii_case(b"async")
         && !mode.eq_ignore_ascii_case(b"sync")
     {
         return Reply::err("ERR syntax error");
     }
-    match node.flush(dbs).await {
+    let flushed = match db {
+        Some(db) => node.flush(&[db]).await,
+        None => node.flush_all().await,
+    };
+    match flushed {
         Ok(()) => Reply::Simple("OK"),
         Err(e) => Reply::err(format!("ERR {}", e.message)),
     }
