@@ -443,9 +443,11 @@ impl Node {
         loop {
             match crate::cluster::topology::change::run(&self.ctx, change).await {
                 Ok(_) => return Ok(()),
-                // Refused (another change, not absent): nothing to wait for.
+                // Refused (another change running, not absent): nothing to
+                // wait for.
                 Err(e) if e.kind == tally_net::wire::ErrorKind::Invalid => return Err(e),
-                // A node down, or not answering: the join resumes once it is.
+                // A node down or not answering, or a race lost to another
+                // change (a flush): the join resumes, or begins again.
                 Err(e) => {
                     let ctx = &self.ctx;
                     if (0..ctx.config().nodes.len()).all(|n| n == ctx.me() || !ctx.is_up(n)) {

@@ -21,6 +21,8 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// ten times slower than release: the long runs are `tally-sim`'s).
 const SEEDS: u64 = 100;
 const DURATION: Duration = Duration::from_secs(30);
+/// Seeds CI runs with the flusher.
+const FLUSH_SEEDS: u64 = 30;
 
 fn plan(seed: u64, broken: Option<Broken>) -> Plan {
     plan_of(seed, broken, DURATION)
@@ -38,6 +40,19 @@ fn plan_of(seed: u64, broken: Option<Broken>, duration: Duration) -> Plan {
         flushes: false,
         broken,
         print_trace: false,
+    }
+}
+
+/// A run with the flusher: `FLUSHALL` now and then, judged as resets of
+/// every key at ALL (the clients of ids, strings and lists are off: a
+/// flush resets their keys too).
+fn flush_plan(seed: u64, broken: Option<Broken>) -> Plan {
+    Plan {
+        flushes: true,
+        exact_clients: 0,
+        string_clients: 0,
+        list_clients: 0,
+        ..plan(seed, broken)
     }
 }
 
@@ -67,6 +82,17 @@ fn a_hundred_seeds_find_no_violation() {
 }
 
 #[test]
+fn seeds_with_flushes_find_no_violation() {
+    SimWorld::install().unwrap();
+    let seeds: Vec<u64> = (1..=FLUSH_SEEDS).collect();
+    let failed = run_seeds(&seeds, 2, &|s| flush_plan(s, None), &print).unwrap();
+    assert!(
+        failed.is_empty(),
+        "seeds that failed: {failed:?} (replay: tally-sim --seed S --flushes --log)"
+    );
+}
+
+#[test]
 fn a_seed_replays_exactly() {
     SimWorld::install().unwrap();
     let a = run(&plan(42, None)).unwrap();
@@ -89,13 +115,23 @@ fn caught(broken: Broken, seed: u64, within: u64) -> Vec<String> {
 
 /// [`caught`], with runs of `duration`.
 fn caught_in(broken: Broken, seed: u64, within: u64, duration: Duration) -> Vec<String> {
+    caught_by(broken, seed, within, &|s, b| plan_of(s, b, duration))
+}
+
+/// [`caught`], with the runs `plan` makes of a seed.
+fn caught_by(
+    broken: Broken,
+    seed: u64,
+    within: u64,
+    plan: &dyn Fn(u64, Option<Broken>) -> Plan,
+) -> Vec<String> {
     SimWorld::install().unwrap();
-    let r = run(&plan_of(seed, Some(broken), duration)).unwrap();
+    let r = run(&plan(seed, Some(broken))).unwrap();
     if !r.violations.is_empty() {
         return r.violations;
     }
     let now = (1..=within).filter(|&s| s != seed).find(|&s| {
-        let r = run(&plan_of(s, Some(broken), duration)).unwrap();
+        let r = run(&plan(s, Some(broken))).unwrap();
         !r.violations.is_empty()
     });
     match now {
@@ -230,6 +266,24 @@ fn the_simulation_catches_ring_changes_that_leave_agreed_state_behind() {
     let violations = caught_in(Broken::SkipAgreedHandoff, 6, 10, Duration::from_secs(60));
     assert!(
         violations.iter().any(|v| v.contains("linearizable")),
+        "{violations:?}"
+    );
+}
+
+#[test]
+fn the_simulation_catches_a_flush_the_other_nodes_learn_late() {
+    let violations = caught_by(Broken::FlushLocally, 1, 30, &flush_plan);
+    assert!(
+        violations.iter().any(|v| v.contains("reset")),
+        "{violations:?}"
+    );
+}
+
+#[test]
+fn the_simulation_catches_a_flush_answered_by_the_one_running() {
+    let violations = caught_by(Broken::FlushJoinRunning, 1, 30, &flush_plan);
+    assert!(
+        violations.iter().any(|v| v.contains("reset")),
         "{violations:?}"
     );
 }

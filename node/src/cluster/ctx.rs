@@ -88,6 +88,11 @@ pub(crate) struct Ctx {
     /// ranges, takes replicated writes, and neither leads nor answers
     /// replica reads until it is done (see `topology::replace`).
     replacing: std::sync::atomic::AtomicBool,
+    /// Why this node could not store a newer ring a peer holds (its disk),
+    /// if it could not: it leads and answers nothing until it does.
+    ring_unstored: parking_lot::Mutex<Option<String>>,
+    /// Whether `ring_unstored` holds a reason (read on every write).
+    ring_behind: std::sync::atomic::AtomicBool,
     /// The repair role's state: the repair this node runs (`repair` alone
     /// takes it; the node reports it).
     repairing: crate::cluster::repairing::Repairing,
@@ -122,6 +127,8 @@ impl Ctx {
             hints: parts.hints,
             tails: parts.tails,
             replacing: std::sync::atomic::AtomicBool::new(parts.replacing),
+            ring_unstored: parking_lot::Mutex::new(None),
+            ring_behind: std::sync::atomic::AtomicBool::new(false),
             repairing: Default::default(),
             transport: OnceLock::new(),
             metrics: parts.metrics,
@@ -279,6 +286,14 @@ impl Ctx {
         self.placed.read().topology.keyspace(db)
     }
 
+    /// The refusal of a peer's request for the stored `partition` when it
+    /// is of a generation of its database other than this node's (see
+    /// `generations`).
+    pub(crate) fn fence_generation(&self, partition: &[u8]) -> Option<WireError> {
+        let placed = self.placed.read();
+        super::generations::fence(partition, |db| placed.topology.keyspace(db))
+    }
+
     /// The version of the ring this node uses (no copy of the ring).
     pub(crate) fn ring_version(&self) -> u64 {
         self.placed.read().topology.version
@@ -300,13 +315,16 @@ impl Ctx {
     }
 
     /// What this node's view says of `node`: this node is always up to
-    /// itself, and writable unless its engine is poisoned, its disk full or
-    /// it is being replaced; a peer is as its heartbeats say; a writable
+    /// itself, and writable unless its engine is poisoned, its disk full,
+    /// it is being replaced or it could not store a newer ring it learned;
+    /// a peer is as its heartbeats say; a writable
     /// node being decommissioned is `Leaving`.
     pub(crate) fn state(&self, node: usize) -> State {
         let writable = if node == self.me {
             // Atomic loads: every add asks.
-            self.engine.is_writable() && !self.is_replacing()
+            self.engine.is_writable()
+                && !self.is_replacing()
+                && !self.ring_behind.load(std::sync::atomic::Ordering::Acquire)
         } else if !self.transport().is_up(node) {
             return State::Down;
         } else {
@@ -334,10 +352,33 @@ impl Ctx {
     /// Why this node leads no writes: its engine's reason, or that it is
     /// being replaced; what its heartbeats tell the peers.
     pub(crate) fn own_not_writable(&self) -> Option<String> {
-        self.engine.not_writable().or_else(|| {
-            self.is_replacing()
-                .then(|| crate::cluster::membership::NOT_READY.to_string())
-        })
+        self.engine
+            .not_writable()
+            .or_else(|| {
+                self.is_replacing()
+                    .then(|| crate::cluster::membership::NOT_READY.to_string())
+            })
+            .or_else(|| self.ring_unstored())
+    }
+
+    /// Why this node could not store the newer ring it learned, if so:
+    /// it still places data by an older one (a flushed generation of a
+    /// database, a ring change it missed), so it leads no writes until it
+    /// stores it (`topology::change::catch_up` tries again).
+    fn ring_unstored(&self) -> Option<String> {
+        if !self.ring_behind.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
+        self.ring_unstored.lock().clone()
+    }
+
+    /// Records that this node could not store a newer ring, and why
+    /// (`None`: it stored the newest it learned).
+    pub(crate) fn set_ring_unstored(&self, why: Option<String>) {
+        let mut unstored = self.ring_unstored.lock();
+        self.ring_behind
+            .store(why.is_some(), std::sync::atomic::Ordering::Release);
+        *unstored = why;
     }
 
     /// Whether this node is being replaced (see [`Ctx::replacing`]).
@@ -345,18 +386,19 @@ impl Ctx {
         self.replacing.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// Refuses a replica read while this node is being replaced: its
-    /// ranges are not synced yet, and its answer must not count.
+    /// Refuses a replica read while this node is being replaced (its
+    /// ranges are not synced yet) or could not store a newer ring it
+    /// learned (it reads by an older one): its answer must not count.
     pub(crate) fn check_readable(&self) -> Result<(), WireError> {
-        match self.is_replacing() {
-            false => Ok(()),
-            true => Err(WireError::new(
+        let why = match self.is_replacing() {
+            true => Some(crate::cluster::membership::NOT_READY.to_string()),
+            false => self.ring_unstored(),
+        };
+        match why {
+            None => Ok(()),
+            Some(why) => Err(WireError::new(
                 ErrorKind::Unavailable,
-                format!(
-                    "{} {}",
-                    self.name(self.me),
-                    crate::cluster::membership::NOT_READY
-                ),
+                format!("{} {why}", self.name(self.me)),
             )),
         }
     }

@@ -11,6 +11,7 @@ use tracing::{info, warn};
 
 use crate::base::convert::{wire_cell, wire_key};
 use crate::cluster::ctx::Ctx;
+use crate::cluster::generations;
 use crate::cluster::hints;
 
 /// Keys delivered to one peer per hint round.
@@ -62,6 +63,12 @@ async fn deliver(ctx: Weak<Ctx>) {
 async fn deliver_round(ctx: &std::sync::Arc<Ctx>, peer: usize) {
     let keys = ctx.hints().pending(peer, HINT_BATCH_KEYS_MAX);
     let mut cells = Vec::with_capacity(keys.len());
+    // A flushed generation's hints are done with: nothing reads them, and
+    // the peer refuses them (`generations`).
+    let topology = ctx.topology();
+    let (flushed, keys): (Vec<_>, Vec<_>) = keys
+        .into_iter()
+        .partition(|(key, _)| generations::left(key.partition(), |db| topology.keyspace(db)));
     for (key, generation) in keys {
         match ctx.engine().get(&key) {
             Ok(c) => cells.push((key, generation, c)),
@@ -88,7 +95,7 @@ async fn deliver_round(ctx: &std::sync::Arc<Ctx>, peer: usize) {
             (key, generation, ok)
         });
     }
-    let mut delivered = Vec::new();
+    let mut delivered = flushed;
     while let Some(joined) = sends.join_next().await {
         if let Ok((key, generation, true)) = joined {
             delivered.push((key, generation));

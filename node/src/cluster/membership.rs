@@ -11,6 +11,24 @@ use crate::ring::Ring;
 pub(crate) const NOT_READY: &str =
     "is being replaced: syncing its ranges from the other replicas (tallyd run --replace)";
 
+/// Why a node does not take a peer's ring.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Unaccepted {
+    /// It is not of this node's configuration (another number of nodes).
+    Misfit(String),
+    /// Another change of the same version won here (two begun at once):
+    /// the one that lost may begin again on the ring that won.
+    Lost(String),
+}
+
+impl std::fmt::Display for Unaccepted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unaccepted::Misfit(why) | Unaccepted::Lost(why) => f.write_str(why),
+        }
+    }
+}
+
 /// A topology change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Change {
@@ -312,24 +330,40 @@ impl Topology {
     /// Whether `theirs`, sent by a peer, may replace this one: it is newer.
     /// The same version with other states is a conflict (two changes
     /// begun at once); the first one a node stored wins.
-    pub(crate) fn accepts(&self, theirs: &Topology) -> Result<bool, String> {
+    pub(crate) fn accepts(&self, theirs: &Topology) -> Result<bool, Unaccepted> {
         if theirs.states.len() != self.states.len() {
-            return Err(format!(
+            return Err(Unaccepted::Misfit(format!(
                 "a ring of {} nodes, and this node's configuration names {}",
                 theirs.states.len(),
                 self.states.len()
-            ));
+            )));
         }
         if theirs.version > self.version {
             return Ok(true);
         }
         if theirs.version == self.version && theirs != self {
-            return Err(format!(
+            return Err(Unaccepted::Lost(format!(
                 "ring version {} differs from this node's: another topology change won",
                 theirs.version
-            ));
+            )));
+        }
+        if !self.may_follow(theirs) {
+            return Err(Unaccepted::Lost(format!(
+                "this node's ring version {} did not follow ring version {}: another topology change won",
+                self.version, theirs.version
+            )));
         }
         Ok(false)
+    }
+
+    /// Whether this ring may be one that `older` led to: what only grows
+    /// (each database's flush generation, the fold generations) is at
+    /// least `older`'s here. A flush whose commit reaches a node after
+    /// another change moved it on lost, and must not count as stored.
+    fn may_follow(&self, older: &Topology) -> bool {
+        let flushed =
+            (0..DATABASES).all(|db| self.keyspace(db).generation >= older.keyspace(db).generation);
+        flushed && self.folds.len() >= older.folds.len() && self.folds_active >= older.folds_active
     }
 
     /// The keyspace database `db` writes to now.
@@ -517,13 +551,23 @@ mod tests {
         assert_eq!(t.accepts(&a), Ok(true));
         assert_eq!(a.accepts(&a), Ok(false));
         assert_eq!(a.accepts(&t), Ok(false));
-        assert!(
-            a.accepts(&b)
-                .unwrap_err()
-                .contains("another topology change won")
-        );
+        let Err(Unaccepted::Lost(why)) = a.accepts(&b) else {
+            panic!("a conflict is a lost race")
+        };
+        assert!(why.contains("another topology change won"), "{why}");
+        // A flush of the ring a newer one came from, stored after it: it
+        // was never part of this node's history.
+        let flushed = t.flush(&[0]).unwrap();
+        let c = a.switch().unwrap();
+        assert_eq!(c.accepts(&t), Ok(false), "an older ring it followed");
+        let Err(Unaccepted::Lost(why)) = c.accepts(&flushed) else {
+            panic!("a flush the ring did not follow lost")
+        };
+        assert!(why.contains("did not follow ring version 2"), "{why}");
+        let again = flushed.flush(&[1]).unwrap();
+        assert_eq!(again.accepts(&flushed), Ok(false), "a flush it followed");
         let short = Topology::seed(&[false; 3]);
-        assert!(t.accepts(&short).is_err());
+        assert!(matches!(t.accepts(&short), Err(Unaccepted::Misfit(_))));
     }
 
     #[test]

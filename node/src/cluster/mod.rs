@@ -18,6 +18,7 @@ pub mod features;
 pub(crate) mod fences;
 pub(crate) mod flush_queue;
 pub(crate) mod gather;
+pub(crate) mod generations;
 pub(crate) mod handoff;
 pub mod hints;
 pub(crate) mod membership;

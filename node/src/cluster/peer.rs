@@ -22,6 +22,7 @@ use tally_net::wire::{
 use crate::base::convert::{self, engine_error, wire_cell};
 use crate::cluster::ctx::Ctx;
 use crate::cluster::features::Features;
+use crate::cluster::generations;
 use crate::cluster::read::{scan_row, scan_slice};
 use crate::cluster::write::{self, Writes};
 use crate::security::authz::{self, Local, Own};
@@ -75,6 +76,12 @@ impl Handler for PeerHandler {
             for (i, req) in reqs.into_iter().enumerate() {
                 if let Err(refusal) = authz::authorize(from, &req, &*ctx) {
                     out[i] = Some(refuse(&ctx, from, &refusal));
+                    continue;
+                }
+                if let Some(other) =
+                    generations::addressed(&req).and_then(|p| ctx.fence_generation(p))
+                {
+                    out[i] = Some(PeerResponse::Error(other));
                     continue;
                 }
                 match sort(&ctx, from, req) {

@@ -40,6 +40,7 @@ use tracing::{info, warn};
 use super::{Change, Refused, Topology, store};
 use crate::cluster::ctx::{Ctx, Placed};
 use crate::cluster::faults::Fault;
+use crate::cluster::membership::Unaccepted;
 use crate::config::Config;
 
 /// How long a peer may take to answer for its ring or store one.
@@ -73,15 +74,67 @@ pub(crate) fn initial(config: &Config, me: usize) -> Result<Topology> {
     Ok(stored)
 }
 
+/// Switches to `theirs`, a ring a peer holds (it announced it), if it is
+/// newer than this node's. One this node cannot store leaves it behind
+/// its peers: it says so, and leads and answers nothing until it stores
+/// it (see `Ctx::ring_unstored`); this loop tries again.
+fn catch_up(ctx: &Arc<Ctx>, theirs: &Topology) -> Result<bool, String> {
+    adopt(ctx, theirs).map_err(|e| {
+        if let Adopting::Unstored(why) = &e {
+            ctx.set_ring_unstored(Some(format!(
+                "it could not store ring version {}: {why}",
+                theirs.version
+            )));
+        }
+        e.to_string()
+    })
+}
+
+/// Why a node did not switch to a ring.
+pub(crate) enum Adopting {
+    /// It does not take it (see `Topology::accepts`).
+    Unaccepted(Unaccepted),
+    /// It could not be stored (this node's disk).
+    Unstored(String),
+}
+
+impl Adopting {
+    /// The refusal of a peer's `Adopt`: nothing switched here; the change
+    /// that sent it may try again unless the ring does not fit this node.
+    fn refusal(&self, node: &str, version: u64) -> WireError {
+        let kind = match self {
+            Adopting::Unaccepted(Unaccepted::Misfit(_)) => ErrorKind::Invalid,
+            Adopting::Unaccepted(Unaccepted::Lost(_)) | Adopting::Unstored(_) => {
+                ErrorKind::Unavailable
+            }
+        };
+        WireError::not_applied(
+            kind,
+            format!("{node} refused ring version {version}: {self}"),
+        )
+    }
+}
+
+impl std::fmt::Display for Adopting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Adopting::Unaccepted(why) => why.fmt(f),
+            Adopting::Unstored(why) => f.write_str(why),
+        }
+    }
+}
+
 /// Stores `theirs` and switches to it, if it is newer than this node's
 /// ring; answers whether it did.
-pub(crate) fn adopt(ctx: &Arc<Ctx>, theirs: &Topology) -> Result<bool, String> {
+pub(crate) fn adopt(ctx: &Arc<Ctx>, theirs: &Topology) -> Result<bool, Adopting> {
     let _one = ctx.changes().adopting();
     let mine = ctx.topology();
-    if !mine.accepts(theirs)? {
+    if !mine.accepts(theirs).map_err(Adopting::Unaccepted)? {
         return Ok(false);
     }
-    store::save(&ctx.config().nodes[ctx.me()].data_dir, theirs).map_err(|e| format!("{e:#}"))?;
+    store::save(&ctx.config().nodes[ctx.me()].data_dir, theirs)
+        .map_err(|e| Adopting::Unstored(format!("{e:#}")))?;
+    ctx.set_ring_unstored(None);
     // Known before any cell of a new generation can arrive (see `fold`).
     ctx.engine().merger().install(theirs.engine_folds());
     let mut placed = Placed::new(theirs.clone(), ctx.config());
@@ -124,14 +177,7 @@ pub(crate) async fn serve(ctx: &Arc<Ctx>, req: PeerRequest) -> PeerResponse {
                 }
                 PeerResponse::Applied
             }
-            Err(why) => PeerResponse::Error(WireError::not_applied(
-                ErrorKind::Invalid,
-                format!(
-                    "{} refused ring version {}: {why}",
-                    ctx.name(ctx.me()),
-                    topology.version
-                ),
-            )),
+            Err(why) => PeerResponse::Error(why.refusal(ctx.name(ctx.me()), topology.version)),
         },
         req @ (PeerRequest::HandOverIds { .. } | PeerRequest::TakeIds { .. }) => {
             Box::pin(serve_hand_over(ctx, req)).await
@@ -169,7 +215,7 @@ pub(crate) async fn learn(ctx: &Arc<Ctx>) {
         }
     }
     if let Some(t) = newest
-        && let Err(why) = adopt(ctx, &t)
+        && let Err(why) = catch_up(ctx, &t)
     {
         warn!(version = t.version, reason = %why, "did not take a peer's ring");
     }
@@ -195,7 +241,7 @@ pub(crate) fn start(ctx: Weak<Ctx>) {
                 let t = ctx.transport();
                 if let Ok(PeerResponse::Topology(w)) =
                     t.call(n, PeerRequest::GetTopology, RING_TIMEOUT).await
-                    && let Err(why) = adopt(&ctx, &Topology::from_wire(&w))
+                    && let Err(why) = catch_up(&ctx, &Topology::from_wire(&w))
                 {
                     warn!(peer = %ctx.name(n), reason = %why, "did not take a peer's ring");
                 }

@@ -116,7 +116,8 @@ async fn flush_once(ctx: &Arc<Ctx>, dbs: &[u8]) -> Result<(), WireError> {
     }
     if ctx.faults().has(Fault::FlushLocally) {
         // FAULT INJECTION: the others learn it from this node's heartbeats.
-        super::change::adopt(ctx, &next).map_err(|e| WireError::new(ErrorKind::Internal, e))?;
+        super::change::adopt(ctx, &next)
+            .map_err(|e| WireError::new(ErrorKind::Internal, e.to_string()))?;
         return Ok(());
     }
     // Once a member stored it, it spreads: its outcome is no longer known.
