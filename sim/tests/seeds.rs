@@ -1,4 +1,4 @@
-//! The simulation in CI: a hundred seeds of the 3-node workload under
+//! The simulation in CI: three hundred seeds of the 3-node workload under
 //! every fault kind find no violation; a seed replays exactly; and each
 //! deliberately broken build is caught within a few seeds.
 
@@ -17,12 +17,12 @@ use tally_sim::world::SimWorld;
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Seeds CI runs, and the simulated time of each (debug builds are about
-/// ten times slower than release: the long runs are `tally-sim`'s).
-const SEEDS: u64 = 100;
+/// Seeds CI runs, and the simulated time of each (test builds are a few
+/// times slower than release: the long runs are `tally-sim`'s).
+const SEEDS: u64 = 300;
 const DURATION: Duration = Duration::from_secs(30);
 /// Seeds CI runs with the flusher.
-const FLUSH_SEEDS: u64 = 30;
+const FLUSH_SEEDS: u64 = 60;
 
 fn plan(seed: u64, broken: Option<Broken>) -> Plan {
     plan_of(seed, broken, DURATION)
@@ -71,7 +71,7 @@ fn print(r: &Report) {
 }
 
 #[test]
-fn a_hundred_seeds_find_no_violation() {
+fn three_hundred_seeds_find_no_violation() {
     SimWorld::install().unwrap();
     let seeds: Vec<u64> = (1..=SEEDS).collect();
     let failed = run_seeds(&seeds, 2, &|s| plan(s, None), &print).unwrap();

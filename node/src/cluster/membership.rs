@@ -16,7 +16,7 @@ pub(crate) const NOT_READY: &str =
 pub(crate) enum Unaccepted {
     /// It is not of this node's configuration (another number of nodes).
     Misfit(String),
-    /// Another change of the same version won here (two begun at once):
+    /// Another change won here (two begun at once from one version):
     /// the one that lost may begin again on the ring that won.
     Lost(String),
 }
@@ -329,7 +329,8 @@ impl Topology {
 
     /// Whether `theirs`, sent by a peer, may replace this one: it is newer.
     /// The same version with other states is a conflict (two changes
-    /// begun at once); the first one a node stored wins.
+    /// begun at once; the first one a node stored wins), and so is an
+    /// older one this ring cannot have followed (see `may_follow`).
     pub(crate) fn accepts(&self, theirs: &Topology) -> Result<bool, Unaccepted> {
         if theirs.states.len() != self.states.len() {
             return Err(Unaccepted::Misfit(format!(

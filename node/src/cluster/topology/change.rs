@@ -77,7 +77,7 @@ pub(crate) fn initial(config: &Config, me: usize) -> Result<Topology> {
 /// Switches to `theirs`, a ring a peer holds (it announced it), if it is
 /// newer than this node's. One this node cannot store leaves it behind
 /// its peers: it says so, and leads and answers nothing until it stores
-/// it (see `Ctx::ring_unstored`); this loop tries again.
+/// it (see `Ctx::ring_unstored`); `start` tries again.
 fn catch_up(ctx: &Arc<Ctx>, theirs: &Topology) -> Result<bool, String> {
     adopt(ctx, theirs).map_err(|e| {
         if let Adopting::Unstored(why) = &e {
