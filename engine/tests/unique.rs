@@ -165,3 +165,34 @@ fn an_expired_count_starts_over_and_its_members_count_again() {
         e.close().unwrap();
     });
 }
+
+/// With restarts confirmed (as a node runs its engine), an admission into
+/// a count whose deadline passed is refused until the restart is
+/// confirmed: a replica may hold a later deadline this one missed.
+#[test]
+fn an_expired_count_restarts_only_once_its_restart_is_confirmed() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = tally_engine::Options {
+        confirm_restarts: true,
+        ..small_options()
+    };
+    rt().block_on(async {
+        let e = open(dir.path(), &opts);
+        admit(&e, &["ann", "bob"]).await;
+        assert!(expire(&e, now_ms() - 1).await);
+        let key = unique::count_key(b"voters").unwrap();
+        let old = e.get(&key).unwrap().epoch();
+        let Err(tally_engine::Error::Expired { epoch }) = e.admit(b"voters", &[&b"ann"[..]]).await
+        else {
+            panic!("an admission into the expired count was not refused as expired")
+        };
+        assert_eq!(epoch, old);
+        assert_eq!(e.get(&key).unwrap().epoch(), old, "nothing sealed");
+        e.confirm_restart(&key, epoch).unwrap();
+        assert_eq!(admit(&e, &["ann"]).await, [true]);
+        let count = e.get(&key).unwrap();
+        assert_eq!(count.epoch(), old.restart(), "restarted");
+        assert_eq!(count.value().unwrap(), 1);
+        e.close().unwrap();
+    });
+}

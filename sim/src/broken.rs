@@ -32,8 +32,9 @@ pub enum Broken {
     /// Adds ignore deadlines: no restart of an expired counter, no
     /// `Stale` for a deadline their leader missed.
     IgnoreDeadlines,
-    /// An add restarts a counter whose deadline passed at once, without
-    /// reading the replicas: a later deadline its leader missed is lost.
+    /// An add (or an admission) restarts a counter whose deadline passed
+    /// at once, without reading the replicas: a later deadline its leader
+    /// missed is lost.
     RestartUnconfirmed,
     /// Repairs find what differs but send nothing.
     IdleRepair,

@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering::Release;
 
 use super::GroupCommit;
-use crate::add::{OnExpired, OwnAdd};
+use crate::add::OwnAdd;
 use crate::cache::Cached;
 use crate::cell::Cell;
 use crate::error::Result;
@@ -32,8 +32,10 @@ impl GroupCommit {
     /// (read-locked): one new own shard of the count, sealed as every one
     /// is (see `seal`), one record with the members, their cells into
     /// `v`'s active memtable. A count whose deadline passed is restarted
-    /// by the rule: the shard, the record and the member cells are all in
-    /// the new epoch, where every member of the old one is absent.
+    /// by the rule (once confirmed, as an add's: else the admission is
+    /// refused with `Error::Expired`): the shard, the record and the
+    /// member cells are all in the new epoch, where every member of the
+    /// old one is absent.
     pub(crate) fn seal_admission(
         &self,
         key: &Key,
@@ -42,12 +44,10 @@ impl GroupCommit {
         members: &[Key],
         found: &[Cell],
     ) -> Result<Admission> {
-        // An admission restarts the count at once: see `Options::confirm_restarts`.
-        let on_expired = match self.opts.keep_expired {
-            true => OnExpired::Keep,
-            false => OnExpired::Restart,
-        };
-        let mut rule = OwnAdd::start(&cached.cell, self.counter_id, on_expired);
+        // A count whose deadline passed restarts as a counter does, once
+        // confirmed if the options ask (`Options::confirm_restarts`): until
+        // then `rule.add` refuses the admission, before anything is sealed.
+        let mut rule = OwnAdd::start(&cached.cell, self.counter_id, self.on_expired(cached));
         // The epoch the count's new version lands in: a member admitted
         // before it is absent from it.
         let epoch = rule.epoch();

@@ -323,7 +323,7 @@ impl Lead for AdmitOp<'_> {
 }
 
 /// Admits here, syncs, replicates; again in a newer epoch if a replica
-/// knew one.
+/// knew one, or once the replicas confirm a count's restart.
 async fn lead(
     ctx: &Arc<Ctx>,
     count: &Key,
@@ -346,11 +346,16 @@ async fn lead(
     let replicas = ctx.replicas(count.partition());
     let mut first_new: Option<Vec<bool>> = None;
     for attempt in 1..=ATTEMPTS_MAX {
-        let (admission, durable) = ctx
-            .engine()
-            .admit(count.partition(), &names)
-            .await
-            .map_err(|e| engine_error(&e))?;
+        let (admission, durable) = match ctx.engine().admit(count.partition(), &names).await {
+            Ok(admitted) => admitted,
+            // Expired here: read the replicas before it restarts (as an add).
+            Err(tally_engine::Error::Expired { epoch }) if retry::confirm_again(attempt) => {
+                super::change::confirm_restart(ctx, count, (&replicas, cl), epoch).await?;
+                continue;
+            }
+            Err(tally_engine::Error::Expired { epoch }) => return Err(retry::unconfirmed(epoch)),
+            Err(e) => return Err(engine_error(&e)),
+        };
         // Members new in a discarded epoch were new to the caller all the same.
         let new = match &first_new {
             Some(before) => before
