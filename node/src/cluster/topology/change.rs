@@ -372,18 +372,27 @@ fn ready(ctx: &Ctx, begun: &Topology, change: Change) -> Result<(), WireError> {
 }
 
 /// Has every node [`Topology::commit_order`] names store `next`, in
-/// that order.
+/// that order. The first member's refusal is as it answered (no member
+/// stored `next`); a later one's outcome is unknown (the members before
+/// it stored it, and it spreads from them).
 pub(crate) async fn commit(
     ctx: &Arc<Ctx>,
     from: &Topology,
     next: &Topology,
 ) -> Result<(), WireError> {
-    for n in from.commit_order(next) {
+    for (i, n) in from.commit_order(next).into_iter().enumerate() {
         let req = PeerRequest::Adopt {
             topology: next.to_wire(),
         };
         let what = format!("store ring version {}", next.version);
-        ask(ctx, n, req, RING_TIMEOUT, &what).await?;
+        ask(ctx, n, req, RING_TIMEOUT, &what)
+            .await
+            .map_err(|e| match i {
+                // Refused by the first member: no member stored it.
+                0 => e,
+                // Stored by the members before this one: it spreads from them.
+                _ => WireError::unknown(e.kind, e.message),
+            })?;
     }
     Ok(())
 }

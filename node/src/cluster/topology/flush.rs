@@ -20,6 +20,7 @@
 
 use std::sync::Arc;
 
+use tally_net::Outcome;
 use tally_net::wire::{ErrorKind, WireError};
 use tokio::sync::oneshot;
 use tracing::info;
@@ -120,13 +121,19 @@ async fn flush_once(ctx: &Arc<Ctx>, dbs: &[u8]) -> Result<(), WireError> {
             .map_err(|e| WireError::new(ErrorKind::Internal, e.to_string()))?;
         return Ok(());
     }
-    // Once a member stored it, it spreads: its outcome is no longer known.
-    commit(ctx, &now, &next).await.map_err(|e| {
-        WireError::unknown(
-            e.kind,
-            format!("the flush may have taken effect: {}", e.message),
-        )
-    })?;
+    // Refused by the first member, it was stored nowhere; once a member
+    // stored it, it spreads: its outcome is no longer known.
+    commit(ctx, &now, &next)
+        .await
+        .map_err(|e| match e.outcome {
+            Outcome::NotApplied => {
+                WireError::not_applied(e.kind, format!("the flush was not made: {}", e.message))
+            }
+            Outcome::Unknown => WireError::unknown(
+                e.kind,
+                format!("the flush may have taken effect: {}", e.message),
+            ),
+        })?;
     info!(?dbs, version = next.version, "databases flushed");
     Ok(())
 }
