@@ -24,6 +24,16 @@ pub enum Broken {
     /// Agreed reads answer the committed value without finishing a newer
     /// one in flight.
     ReadSkipsInFlight,
+    /// Scripts of one key apply their result over whatever the key holds
+    /// (a compare-and-set as a script compares nothing).
+    ScriptSkipsCompare,
+    /// Script interpreters are not sealed: a script may plant code that
+    /// the scripts run after it on the same interpreter run.
+    UnsealedScripts,
+    /// List changes take the time they are made, not the time their
+    /// leader read the list: a leader held up in between wins over the
+    /// changes made meanwhile, which it never saw.
+    ListStampWhenMade,
     /// Ring changes do not sync the ranges that move: the new replicas
     /// start empty.
     SkipSync,
@@ -69,6 +79,9 @@ impl Broken {
             Broken::FirstBallotAsRegular => node.inject_first_ballot_as_regular(),
             Broken::PromiseLate => node.inject_promise_late(),
             Broken::ReadSkipsInFlight => node.inject_read_skips_in_flight(),
+            Broken::ScriptSkipsCompare => node.inject_script_skips_compare(),
+            Broken::UnsealedScripts => node.inject_unsealed_scripts(),
+            Broken::ListStampWhenMade => node.inject_list_stamp_when_made(),
             Broken::SkipSync => node.inject_skip_sync(),
             Broken::SkipAgreedHandoff => node.inject_skip_agreed_handoff(),
             Broken::FlushLocally => node.inject_flush_locally(),

@@ -15,7 +15,9 @@ use parking_lot::Mutex;
 use tally_engine::ParkCommit;
 use tally_net::peer::Network;
 use tally_node::Node;
+use tally_node::client::memory::MemoryDoors;
 use tally_node::config::Config;
+use tokio::io::DuplexStream;
 
 use crate::broken::Broken;
 use crate::disk::{Fault, SimDisk};
@@ -46,6 +48,8 @@ pub struct Shape {
 struct Slot {
     id: String,
     node: Option<Arc<Node>>,
+    /// The running node's client ports, in memory: closed with it.
+    doors: Option<MemoryDoors>,
     /// While set, the node's disk takes no commit log writes: what it
     /// acknowledges waits in memory, and a crash loses it.
     stall: Arc<AtomicBool>,
@@ -110,6 +114,7 @@ impl Cluster {
             .map(|n| Slot {
                 id: n.id.clone(),
                 node: None,
+                doors: None,
                 stall: Arc::default(),
                 hook: ParkCommit::new(),
             })
@@ -182,6 +187,16 @@ impl Cluster {
         self.node(i).filter(|_| !self.net.is_paused(i))
     }
 
+    /// A new connection to node `i`'s RESP port, if it serves clients
+    /// (none if it is down, paused, or at its cap).
+    pub fn resp(&self, i: usize) -> Option<DuplexStream> {
+        if self.net.is_paused(i) {
+            return None;
+        }
+        let slots = self.slots.lock();
+        slots.get(i)?.doors.as_ref()?.resp().ok()
+    }
+
     /// Whether node `i` is up.
     pub fn is_up(&self, i: usize) -> bool {
         self.node(i).is_some()
@@ -210,7 +225,10 @@ impl Cluster {
         // As `tallyd run`: the newest ring first, then the clients.
         node.learn_ring().await;
         trace!("n{} up", i + 1);
-        self.slots.lock()[i].node = Some(node);
+        let doors = MemoryDoors::new(&node)?;
+        let mut slots = self.slots.lock();
+        slots[i].node = Some(node);
+        slots[i].doors = Some(doors);
         Ok(())
     }
 
@@ -272,7 +290,12 @@ impl Cluster {
     /// nothing more, and its disk keeps what it wrote (the OS's page cache
     /// outlives the process).
     pub fn crash(&self, i: usize) {
-        let Some(node) = self.slots.lock()[i].node.take() else {
+        let (node, doors) = {
+            let mut slots = self.slots.lock();
+            (slots[i].node.take(), slots[i].doors.take())
+        };
+        drop(doors);
+        let Some(node) = node else {
             return;
         };
         trace!("n{} crashes", i + 1);
@@ -303,7 +326,10 @@ impl Cluster {
             .lock()
             .iter_mut()
             .enumerate()
-            .filter_map(|(i, s)| Some((i, s.node.take()?)))
+            .filter_map(|(i, s)| {
+                s.doors = None;
+                Some((i, s.node.take()?))
+            })
             .collect();
         for (i, node) in nodes {
             self.net.down(i);

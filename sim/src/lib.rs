@@ -23,6 +23,7 @@ pub mod flushes;
 pub mod lists;
 pub mod net;
 pub mod repairs;
+pub mod resp;
 pub mod run;
 pub mod script;
 pub mod strings;
@@ -42,7 +43,7 @@ mod layers {
         &["cluster"],
         &["topology", "repairs"],
         &["workload"],
-        &["exact", "strings", "lists", "flushes"],
+        &["exact", "strings", "lists", "flushes", "resp"],
         &["run", "script"],
     ];
 

@@ -18,7 +18,7 @@ use crate::lists::{self, Lists};
 use crate::net::{Faults, Net};
 use crate::workload::{self, KEYS};
 use crate::world::SimWorld;
-use crate::{flushes, repairs, strings};
+use crate::{flushes, repairs, resp, strings};
 use crate::{trace, trace as tr};
 
 /// What a run is asked to do.
@@ -36,6 +36,9 @@ pub struct Plan {
     pub string_clients: usize,
     /// Clients of lists.
     pub list_clients: usize,
+    /// Clients pipelining counter commands and scripts over RESP (and,
+    /// with any, a hostile one planting code in scripts).
+    pub resp_clients: usize,
     /// Nodes that may join the ring (and let members be decommissioned).
     pub spares: usize,
     /// Flushes of the whole cluster now and then (`flushes`); they reset
@@ -77,7 +80,7 @@ pub fn run(plan: &Plan) -> Result<Report> {
     let hooks: Hooks = Arc::default();
     let rt = cluster::runtime(&hooks)?;
     trace::begin(plan.print_trace);
-    let result = rt.block_on(async {
+    let result = tokio::task::LocalSet::new().block_on(&rt, async {
         SimWorld::begin(plan.seed);
         let outcome = simulate(plan, &hooks).await;
         SimWorld::end();
@@ -140,10 +143,12 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
             tokio::spawn(exact::client(id, cluster.clone(), plan.seed, until))
         })
         .collect();
+    // The clients of RESP connections run in the runtime's local set,
+    // as the connections do (see `MemoryDoors`).
     let strings: Vec<_> = (0..plan.string_clients)
         .map(|c| {
             let id = plan.clients + plan.exact_clients + c;
-            tokio::spawn(strings::client(id, cluster.clone(), plan.seed, until))
+            tokio::task::spawn_local(strings::client(id, cluster.clone(), plan.seed, until))
         })
         .collect();
     let lists: Vec<_> = (0..plan.list_clients)
@@ -156,9 +161,39 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
         let id = plan.clients + plan.exact_clients + plan.string_clients + plan.list_clients;
         tokio::spawn(flushes::flusher(id, cluster.clone(), plan.seed, until))
     });
+    // After the flusher's id.
+    let resp_first =
+        plan.clients + plan.exact_clients + plan.string_clients + plan.list_clients + 1;
+    let resp: Vec<_> = (0..plan.resp_clients)
+        .map(|c| {
+            tokio::task::spawn_local(resp::client(
+                resp_first + c,
+                cluster.clone(),
+                plan.seed,
+                until,
+            ))
+        })
+        .collect();
+    let hostile = (plan.resp_clients > 0).then(|| {
+        let id = resp_first + plan.resp_clients;
+        tokio::task::spawn_local(resp::hostile(id, cluster.clone(), plan.seed, until))
+    });
     let mut history = Vec::new();
     if let Some(f) = flusher {
         history.extend(f.await.context("the flusher panicked")?);
+    }
+    for c in resp {
+        history.extend(c.await.context("a RESP client panicked")?);
+    }
+    let mut violations = Vec::new();
+    if let Some(h) = hostile {
+        let (sent, taken) = h.await.context("the hostile client panicked")?;
+        tr!("hostile scripts: {sent} answered, {taken} not refused");
+        if taken > 0 {
+            violations.push(format!(
+                "{taken} of the hostile client's {sent} scripts planting code were not refused"
+            ));
+        }
     }
     for c in clients {
         history.extend(c.await.context("a client panicked")?);
@@ -175,7 +210,7 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
     for c in lists {
         pushes.extend(c.await.context("a list client panicked")?);
     }
-    let mut violations = nemesis.await.context("the nemesis panicked")?;
+    violations.extend(nemesis.await.context("the nemesis panicked")?);
     // Every fault healed, every node up, time to settle.
     net.heal();
     net.set_faults(Faults::calm());

@@ -2,9 +2,11 @@
 //! through random nodes (set, set-if-absent, compare-and-set from the
 //! value last seen, delete, compare-and-delete), make keys of their own
 //! and read them back, and race each other to make fresh keys; each
-//! change agreed by Paxos. Each key's history is judged by the chaos harness's
-//! linearizability checker. An error or a timeout leaves a change's
-//! outcome unknown and a read unrecorded.
+//! change agreed by Paxos. Half the calls go as a native client's, half
+//! over RESP (through a pipe into the node's RESP port), where compares
+//! are scripts of their key. Each key's history is judged by the chaos
+//! harness's linearizability checker. An error or a timeout leaves a
+//! change's outcome unknown and a read unrecorded.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +15,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tally_net::wire::{Deadline, StringCondition};
 use tally_tests::checker::linear::{Answer, Call, Op};
+use tally_tests::resp_work::strings::{answer, command, read_reply};
+use tokio::io::{AsyncWriteExt, BufReader, DuplexStream};
 
 use crate::cluster::Cluster;
 use crate::trace;
@@ -72,6 +76,9 @@ pub struct KeyOp {
     pub op: Op,
 }
 
+/// A client's RESP connections, one to each node, made as needed.
+type Conns = Vec<Option<BufReader<DuplexStream>>>;
+
 /// One strings client, `id`, until `until`.
 pub async fn client(
     id: usize,
@@ -84,22 +91,27 @@ pub async fn client(
     let mut history = Vec::new();
     let mut n = 0u64;
     let mut cold = 0;
+    let mut conns: Conns = (0..cluster.len()).map(|_| None).collect();
     while tally_world::Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(rng.random_range(5..80))).await;
         let at = rng.random_range(0..cluster.len());
         if cluster.serving(at).is_none() {
             continue;
         }
+        let via = match rng.random_bool(0.5) {
+            true => Some(&mut conns),
+            false => None,
+        };
         n += 1;
         let fresh = format!("c{id}-{n}").into_bytes();
         if rng.random_bool(0.3) {
             let (key, call) = cold_call(&mut rng, id, &mut cold, fresh);
-            history.extend(run(&cluster, at, id, key, call).await);
+            history.extend(run(&cluster, (at, via), id, key, call).await);
             continue;
         }
         if rng.random_bool(RACE_SHARE) {
             let call = Call::SetIfAbsent(fresh);
-            history.extend(run(&cluster, at, id, race_key(), call).await);
+            history.extend(run(&cluster, (at, via), id, race_key(), call).await);
             continue;
         }
         let key = rng.random_range(0..STRING_KEYS);
@@ -115,7 +127,7 @@ pub async fn client(
             (5, _) => Call::Delete,
             _ => Call::Read,
         };
-        let Some(op) = run(&cluster, at, id, key, call).await else {
+        let Some(op) = run(&cluster, (at, via), id, key, call).await else {
             continue;
         };
         if let Answer::Value(v) = &op.op.answer {
@@ -126,18 +138,30 @@ pub async fn client(
     history
 }
 
-/// Runs `call` on `key` through node `at` if it is up: the operation to
-/// judge, if there is one (a read that failed, or a change that certainly
-/// did not apply, tells nothing).
-async fn run(cluster: &Cluster, at: usize, id: usize, key: usize, call: Call) -> Option<KeyOp> {
+/// Runs `call` on `key` through node `at` if it is up, over RESP if
+/// `via` holds the client's connections: the operation to judge, if
+/// there is one (a read that failed, or a change that certainly did not
+/// apply, tells nothing).
+async fn run(
+    cluster: &Cluster,
+    (at, via): (usize, Option<&mut Conns>),
+    id: usize,
+    key: usize,
+    call: Call,
+) -> Option<KeyOp> {
     let node = cluster.serving(at)?;
     let invoked = now_ns();
-    let answer = match tokio::time::timeout(TIMEOUT, send(&node, key, &call)).await {
-        Ok(Some(answer)) => answer,
-        Ok(None) => return None,
-        Err(_) => Answer::Unknown,
+    let answer = match via {
+        Some(conns) => {
+            drop(node);
+            send_resp(cluster, &mut conns[at], at, key, &call).await?
+        }
+        None => match tokio::time::timeout(TIMEOUT, send(&node, key, &call)).await {
+            Ok(Some(answer)) => answer,
+            Ok(None) => return None,
+            Err(_) => Answer::Unknown,
+        },
     };
-    drop(node);
     if answer == Answer::Unknown && call == Call::Read {
         return None;
     }
@@ -180,6 +204,37 @@ async fn send(node: &tally_node::Node, key: usize, call: &Call) -> Option<Answer
         Ok(swapped) => Some(Answer::Applied(swapped.applied)),
         Err(e) if e.outcome == tally_net::Outcome::NotApplied => None,
         Err(_) => Some(Answer::Unknown),
+    }
+}
+
+/// One call over RESP through node `at`, on the connection `conn` (made
+/// if there is none): its answer, or `None` when no connection could be
+/// made (nothing was sent). A connection that broke or did not answer in
+/// time is dropped; an error reply leaves the call's outcome unknown.
+async fn send_resp(
+    cluster: &Cluster,
+    conn: &mut Option<BufReader<DuplexStream>>,
+    at: usize,
+    key: usize,
+    call: &Call,
+) -> Option<Answer> {
+    if conn.is_none() {
+        *conn = cluster.resp(at).map(BufReader::new);
+    }
+    let c = conn.as_mut()?;
+    let bytes = command(&String::from_utf8_lossy(&string_key(key)), call, true);
+    let reply = async {
+        c.get_mut().write_all(&bytes).await.ok()?;
+        c.get_mut().flush().await.ok()?;
+        read_reply(c).await
+    };
+    match tokio::time::timeout(TIMEOUT, reply).await {
+        Ok(Some(Ok(r))) => Some(answer(call, r).unwrap_or(Answer::Unknown)),
+        Ok(Some(Err(_))) => Some(Answer::Unknown),
+        Ok(None) | Err(_) => {
+            *conn = None;
+            Some(Answer::Unknown)
+        }
     }
 }
 

@@ -27,7 +27,7 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The counters a run's clients count.
 pub const KEYS: usize = 6;
 /// The counter whose epoch clients also change (reset, SET, EXPIRE).
-const RESET_KEY: usize = KEYS - 1;
+pub const RESET_KEY: usize = KEYS - 1;
 /// The share of the reset key's operations that change its epoch.
 const CHANGE_SHARE: f64 = 0.4;
 

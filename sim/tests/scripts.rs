@@ -78,5 +78,7 @@ scripts!(
     once,
     expiry,
     expiry_ignored,
+    lists,
+    lists_stamped,
     expiry_unconfirmed
 );

@@ -36,6 +36,7 @@ fn plan_of(seed: u64, broken: Option<Broken>, duration: Duration) -> Plan {
         exact_clients: 2,
         string_clients: 2,
         list_clients: 1,
+        resp_clients: 1,
         spares: 1,
         flushes: false,
         broken,
@@ -160,6 +161,52 @@ fn the_simulation_catches_lost_list_pushes() {
     );
 }
 
+/// RESP pipelines alone (no other client), on nodes that acknowledge
+/// every 7th change they lead without making it: the pipelines' adds,
+/// run at once by the nodes, are judged like every other.
+#[test]
+fn the_simulation_catches_lost_adds_sent_in_resp_pipelines() {
+    let resp_only = |seed, broken| Plan {
+        clients: 0,
+        exact_clients: 0,
+        string_clients: 0,
+        list_clients: 0,
+        resp_clients: 2,
+        ..plan(seed, broken)
+    };
+    let violations = caught_by(Broken::DropEvery, 1, 5, &resp_only);
+    assert!(
+        violations.iter().any(|v| v.contains("key")),
+        "{violations:?}"
+    );
+}
+
+/// Unsealed script interpreters: the hostile client's scripts plant
+/// code, and the others' scripted adds answer without being made.
+#[test]
+fn the_simulation_catches_scripts_that_plant_code_for_others() {
+    let violations = caught(Broken::UnsealedScripts, 1, 5);
+    assert!(
+        violations.iter().any(|v| v.contains("not refused")),
+        "{violations:?}"
+    );
+    assert!(
+        violations.iter().any(|v| v.contains("outside")),
+        "the checker saw no scripted add lost: {violations:?}"
+    );
+}
+
+/// Scripts of one key that apply their result over whatever it holds:
+/// the strings clients' compares as scripts both apply.
+#[test]
+fn the_simulation_catches_a_script_that_skips_its_compare() {
+    let violations = caught(Broken::ScriptSkipsCompare, 1, 5);
+    assert!(
+        violations.iter().any(|v| v.contains("linearizable")),
+        "{violations:?}"
+    );
+}
+
 #[test]
 fn the_simulation_catches_a_node_that_ignores_ids() {
     let violations = caught(Broken::IgnoreIds, 1, 5);
@@ -180,7 +227,7 @@ fn the_simulation_catches_a_node_that_skips_learning_its_lost_ids() {
 
 #[test]
 fn the_simulation_catches_proposers_that_skip_the_prepare() {
-    let violations = caught(Broken::SkipPrepare, 8, 60);
+    let violations = caught(Broken::SkipPrepare, 9, 60);
     assert!(
         violations.iter().any(|v| v.contains("linearizable")),
         "{violations:?}"
@@ -189,7 +236,7 @@ fn the_simulation_catches_proposers_that_skip_the_prepare() {
 
 #[test]
 fn the_simulation_catches_acceptors_that_promise_late() {
-    let violations = caught(Broken::PromiseLate, 5, 60);
+    let violations = caught(Broken::PromiseLate, 9, 60);
     assert!(
         violations.iter().any(|v| v.contains("linearizable")),
         "{violations:?}"
@@ -219,7 +266,7 @@ fn the_simulation_catches_reads_that_skip_a_value_in_flight() {
 
 #[test]
 fn the_simulation_catches_adds_lost_to_a_deadline_their_leader_missed() {
-    let violations = caught(Broken::IgnoreDeadlines, 9, 60);
+    let violations = caught(Broken::IgnoreDeadlines, 19, 60);
     assert!(
         violations.iter().any(|v| v.contains("key")),
         "{violations:?}"
@@ -254,7 +301,7 @@ fn the_simulation_catches_merges_that_ignore_fold_generations() {
 #[test]
 fn the_simulation_catches_ring_changes_that_do_not_sync() {
     // Ring changes come a few times a minute: runs of a minute.
-    let violations = caught_in(Broken::SkipSync, 7, 20, Duration::from_secs(60));
+    let violations = caught_in(Broken::SkipSync, 2, 20, Duration::from_secs(60));
     assert!(
         violations.iter().any(|v| v.contains("key")),
         "{violations:?}"

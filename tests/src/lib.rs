@@ -30,6 +30,7 @@ pub mod checker;
 pub mod exact_sender;
 pub mod old_build;
 pub mod proxy;
+pub mod resp_work;
 use tally_net::Client;
 use tally_node::config::Config;
 

@@ -324,7 +324,8 @@ pub(crate) async fn accept_loop<F, Fut>(
 }
 
 /// Which places a new connection lacks.
-enum Full {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Full {
     /// Every client slot is taken.
     Clients,
     /// Those for connections not logged in are.
@@ -333,7 +334,7 @@ enum Full {
 
 /// A new connection's slot and, where the node has users, its place
 /// among those not logged in (with a deadline `login_timeout` away).
-fn places(
+pub(crate) fn places(
     gate: &Arc<ClientGate>,
     auth: &Auth,
     login_timeout: Duration,

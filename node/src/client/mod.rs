@@ -3,6 +3,7 @@
 
 pub mod accept;
 pub(crate) mod cql;
+pub mod memory;
 pub(crate) mod output;
 pub mod resp;
 pub mod server;

@@ -1,4 +1,5 @@
-//! A client connection's byte stream: plain TCP or TLS over it.
+//! A client connection's byte stream: plain TCP, TLS over it, or a pipe
+//! in memory (an in-process client's: the simulator's, see `memory`).
 //!
 //! A task that reads and writes in turn (RESP) uses it whole; one that
 //! has a reader task and a writer task (native) splits it into halves.
@@ -11,44 +12,53 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio_rustls::server::TlsStream;
 
 type Tls = TlsStream<TcpStream>;
 
-/// Bytes in the clear or under TLS: reads and writes go to whichever it is.
-pub enum Either<P, T> {
+/// Bytes in the clear, under TLS or in memory: reads and writes go to
+/// whichever it is.
+pub enum Either<P, T, M = DuplexStream> {
     /// Plain TCP (or its half).
     Plain(P),
     /// TLS (or its half).
     Tls(T),
+    /// A pipe in memory (or its half).
+    Memory(M),
 }
 
 /// An accepted client connection.
-pub type ClientStream = Either<TcpStream, Box<Tls>>;
+pub type ClientStream = Either<TcpStream, Box<Tls>, DuplexStream>;
 /// The reading half of a [`ClientStream`].
-pub type ReadHalf = Either<OwnedReadHalf, tokio::io::ReadHalf<Box<Tls>>>;
+pub type ReadHalf =
+    Either<OwnedReadHalf, tokio::io::ReadHalf<Box<Tls>>, tokio::io::ReadHalf<DuplexStream>>;
 /// The writing half of a [`ClientStream`].
-pub type WriteHalf = Either<OwnedWriteHalf, tokio::io::WriteHalf<Box<Tls>>>;
+pub type WriteHalf =
+    Either<OwnedWriteHalf, tokio::io::WriteHalf<Box<Tls>>, tokio::io::WriteHalf<DuplexStream>>;
 
 impl ClientStream {
-    fn tcp(&self) -> &TcpStream {
+    fn tcp(&self) -> io::Result<&TcpStream> {
         match self {
-            Either::Plain(s) => s,
-            Either::Tls(s) => s.get_ref().0,
+            Either::Plain(s) => Ok(s),
+            Either::Tls(s) => Ok(s.get_ref().0),
+            Either::Memory(_) => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "an in-memory connection has no address",
+            )),
         }
     }
 
     /// The client's address.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.tcp().peer_addr()
+        self.tcp()?.peer_addr()
     }
 
     /// Our end's address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.tcp().local_addr()
+        self.tcp()?.local_addr()
     }
 
     /// The two halves.
@@ -62,11 +72,17 @@ impl ClientStream {
                 let (r, w) = tokio::io::split(s);
                 (Either::Tls(r), Either::Tls(w))
             }
+            Either::Memory(s) => {
+                let (r, w) = tokio::io::split(s);
+                (Either::Memory(r), Either::Memory(w))
+            }
         }
     }
 }
 
-impl<P: AsyncRead + Unpin, T: AsyncRead + Unpin> AsyncRead for Either<P, T> {
+impl<P: AsyncRead + Unpin, T: AsyncRead + Unpin, M: AsyncRead + Unpin> AsyncRead
+    for Either<P, T, M>
+{
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -75,11 +91,14 @@ impl<P: AsyncRead + Unpin, T: AsyncRead + Unpin> AsyncRead for Either<P, T> {
         match self.get_mut() {
             Either::Plain(r) => Pin::new(r).poll_read(cx, buf),
             Either::Tls(r) => Pin::new(r).poll_read(cx, buf),
+            Either::Memory(r) => Pin::new(r).poll_read(cx, buf),
         }
     }
 }
 
-impl<P: AsyncWrite + Unpin, T: AsyncWrite + Unpin> AsyncWrite for Either<P, T> {
+impl<P: AsyncWrite + Unpin, T: AsyncWrite + Unpin, M: AsyncWrite + Unpin> AsyncWrite
+    for Either<P, T, M>
+{
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -88,6 +107,7 @@ impl<P: AsyncWrite + Unpin, T: AsyncWrite + Unpin> AsyncWrite for Either<P, T> {
         match self.get_mut() {
             Either::Plain(w) => Pin::new(w).poll_write(cx, buf),
             Either::Tls(w) => Pin::new(w).poll_write(cx, buf),
+            Either::Memory(w) => Pin::new(w).poll_write(cx, buf),
         }
     }
 
@@ -95,6 +115,7 @@ impl<P: AsyncWrite + Unpin, T: AsyncWrite + Unpin> AsyncWrite for Either<P, T> {
         match self.get_mut() {
             Either::Plain(w) => Pin::new(w).poll_flush(cx),
             Either::Tls(w) => Pin::new(w).poll_flush(cx),
+            Either::Memory(w) => Pin::new(w).poll_flush(cx),
         }
     }
 
@@ -102,6 +123,7 @@ impl<P: AsyncWrite + Unpin, T: AsyncWrite + Unpin> AsyncWrite for Either<P, T> {
         match self.get_mut() {
             Either::Plain(w) => Pin::new(w).poll_shutdown(cx),
             Either::Tls(w) => Pin::new(w).poll_shutdown(cx),
+            Either::Memory(w) => Pin::new(w).poll_shutdown(cx),
         }
     }
 }

@@ -42,6 +42,10 @@ struct Args {
     /// Clients of lists per run.
     #[arg(long, default_value_t = 1)]
     list_clients: usize,
+    /// Clients pipelining counter commands and scripts over RESP per run
+    /// (with any, a hostile one tries to plant code in scripts).
+    #[arg(long, default_value_t = 1)]
+    resp_clients: usize,
     /// Spare nodes per run, which join the ring (and let members be
     /// decommissioned).
     #[arg(long, default_value_t = 1)]
@@ -87,6 +91,7 @@ fn main() -> Result<()> {
         exact_clients: others(args.exact_clients),
         string_clients: others(args.string_clients),
         list_clients: others(args.list_clients),
+        resp_clients: args.resp_clients,
         spares: args.spares,
         flushes: args.flushes,
         broken: args.broken,

@@ -9,6 +9,7 @@
 //! The commands are [`session`]'s; the format is [`parse`]'s.
 
 pub mod parse;
+pub mod resp;
 pub mod session;
 pub mod words;
 
@@ -32,7 +33,7 @@ pub fn run(text: &str, print_trace: bool) -> Result<String> {
     let hooks = Hooks::default();
     let rt = cluster::runtime(&hooks)?;
     trace::begin(print_trace);
-    let outputs = rt.block_on(async {
+    let outputs = tokio::task::LocalSet::new().block_on(&rt, async {
         let mut session = Session::new(hooks.clone());
         let outputs = run_blocks(&script, &mut session).await;
         let closed = session.close();

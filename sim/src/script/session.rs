@@ -18,6 +18,7 @@ use tally_net::wire::{
     WireRepaired,
 };
 use tally_node::Node;
+use tokio::task::JoinHandle;
 
 use super::parse::Command;
 use super::words::{self, Words};
@@ -42,6 +43,9 @@ const STABILIZE_MAX: Duration = Duration::from_secs(60);
 pub struct Session {
     hooks: Hooks,
     cluster: Option<(Arc<Cluster>, Arc<Net>)>,
+    /// Commands `spawn` runs in the background, with their lines, until
+    /// `wait` prints what they printed.
+    background: Vec<(String, JoinHandle<Result<Vec<String>>>)>,
 }
 
 impl Session {
@@ -50,26 +54,54 @@ impl Session {
         Session {
             hooks,
             cluster: None,
+            background: Vec::new(),
         }
     }
 
     /// Runs `command`; answers what it printed. `time COMMAND` runs the
-    /// command and prints how much simulated time it took.
+    /// command and prints how much simulated time it took; `spawn
+    /// COMMAND` runs it in the background, and `wait` waits for every
+    /// command spawned and prints what each printed.
     pub async fn run(&mut self, command: &Command) -> Result<Vec<String>> {
-        if command.name != "time" {
-            return self.run_one(command).await;
+        match command.name.as_str() {
+            "time" => {}
+            "spawn" => return self.spawn(command),
+            "wait" => return self.wait().await,
+            _ => return self.run_one(command).await,
         }
-        let Some((name, args)) = command.args.split_first() else {
-            bail!("time what?");
-        };
-        let inner = Command {
-            name: name.clone(),
-            args: args.to_vec(),
-            ..command.clone()
-        };
+        let inner = inner(command)?;
         let started = tally_world::Instant::now();
         let mut out = Box::pin(self.run_one(&inner)).await?;
         out.push(format!("took {:?}", started.elapsed()));
+        Ok(out)
+    }
+
+    /// `spawn COMMAND`: runs it in the background; prints nothing.
+    fn spawn(&mut self, command: &Command) -> Result<Vec<String>> {
+        let inner = inner(command)?;
+        let Some((cluster, net)) = self.cluster.clone() else {
+            bail!("no cluster yet (`cluster nodes=3` first)");
+        };
+        let line = inner.text.clone();
+        // In the local set, where RESP connections run (see `MemoryDoors`).
+        let task = tokio::task::spawn_local(async move {
+            let mut w = Words::of(&inner);
+            let out = run(&cluster, &net, &inner.name, &mut w).await?;
+            w.done()?;
+            Ok(out)
+        });
+        self.background.push((line, task));
+        Ok(Vec::new())
+    }
+
+    /// `wait`: waits for every command spawned; prints each one's line
+    /// and what it printed, in the order they were spawned.
+    async fn wait(&mut self) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for (line, task) in std::mem::take(&mut self.background) {
+            let printed = task.await.map_err(|e| anyhow!("{line}: {e}"))??;
+            out.push(format!("{line}: {}", printed.join("; ")));
+        }
         Ok(out)
     }
 
@@ -131,6 +163,23 @@ impl Session {
     }
 }
 
+/// The command `time` or `spawn` runs: the words after it.
+fn inner(command: &Command) -> Result<Command> {
+    let Some((name, args)) = command.args.split_first() else {
+        bail!("{} what?", command.name);
+    };
+    let text = command
+        .text
+        .split_once(' ')
+        .map_or("", |(_, rest)| rest.trim());
+    Ok(Command {
+        name: name.clone(),
+        args: args.to_vec(),
+        text: text.to_string(),
+        ..command.clone()
+    })
+}
+
 /// Runs command `name` on the cluster.
 async fn run(cluster: &Cluster, net: &Net, name: &str, w: &mut Words) -> Result<Vec<String>> {
     let nodes = cluster.len();
@@ -145,6 +194,10 @@ async fn run(cluster: &Cluster, net: &Net, name: &str, w: &mut Words) -> Result<
             applied_by(cluster, key.as_bytes(), w.node(nodes)?)?
         }
         "stabilize" => return Ok(stabilize(cluster).await.err().into_iter().collect()),
+        "resp" => {
+            let n = w.node(nodes)?;
+            super::resp::command(cluster, n, &w.rest_words(), ANSWER_WAIT).await
+        }
         _ => {
             fault(cluster, net, name, w).await?;
             return Ok(Vec::new());
@@ -201,8 +254,11 @@ async fn counters(cluster: &Cluster, name: &str, w: &mut Words) -> Result<String
 
 /// The commands that print nothing: `kill NODE` (the process),
 /// `powercut NODE` (the machine: its disk keeps what it fsync'd), `stall
-/// NODE`, `wipe NODE`, `start NODE`, `cut`, `isolate`, `heal`, `sleep
-/// DURATION`.
+/// NODE`, `wipe NODE`, `start NODE`, `pause NODE` and `resume NODE` (as
+/// SIGSTOP and SIGCONT), `cut`, `isolate`, `heal`, `sleep DURATION`,
+/// `hold-push VALUE DURATION` (every node up holds a list push of VALUE
+/// it leads that long between reading the list and changing it, as a
+/// leader paused there would).
 async fn fault(cluster: &Cluster, net: &Net, name: &str, w: &mut Words) -> Result<()> {
     let nodes = cluster.len();
     match name {
@@ -215,6 +271,15 @@ async fn fault(cluster: &Cluster, net: &Net, name: &str, w: &mut Words) -> Resul
             match cluster.is_up(n) {
                 true => bail!("start: n{} is up", n + 1),
                 false => cluster.start(n).await?,
+            }
+        }
+        "pause" => cluster.pause(w.node(nodes)?, true),
+        "resume" => cluster.pause(w.node(nodes)?, false),
+        "hold-push" => {
+            let value = w.next("a value")?.into_bytes();
+            let hold = words::duration(&w.next("a duration")?)?;
+            for n in (0..nodes).filter_map(|n| cluster.node(n)) {
+                n.inject_hold_list_push(value.clone(), hold);
             }
         }
         "cut" | "isolate" => cut(cluster, net, name, w)?,

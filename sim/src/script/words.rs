@@ -80,6 +80,11 @@ impl Words {
         std::mem::take(&mut self.options)
     }
 
+    /// The positional words left, all of them.
+    pub fn rest_words(&mut self) -> Vec<String> {
+        self.args.by_ref().collect()
+    }
+
     /// Ends the reading: anything left unread is an error.
     pub fn done(mut self) -> Result<()> {
         if let Some(extra) = self.args.next() {

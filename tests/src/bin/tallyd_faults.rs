@@ -11,7 +11,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use tally_engine::Options;
@@ -113,17 +112,6 @@ enum Cmd {
         /// answers at once, as if the running one covered it.
         #[arg(long)]
         unsafe_flush_join_running: bool,
-        /// TEST SEAM: a push of this value onto a list this node leads
-        /// waits `--hold-list-ms` between its catch-up and its change.
-        #[arg(long)]
-        hold_list_push_of: Option<String>,
-        /// How long `--hold-list-push-of` holds, in ms.
-        #[arg(long, default_value_t = 1000)]
-        hold_list_ms: u64,
-        /// FAULT INJECTION: list changes this node leads take the time they
-        /// are made, not the time their catch-up began.
-        #[arg(long)]
-        unsafe_list_stamp_when_made: bool,
         /// FAULT INJECTION: script interpreters leave their libraries and
         /// globals writable (a script can plant code for later ones).
         #[arg(long)]
@@ -224,9 +212,6 @@ fn main() {
         unsafe_merge_ignoring_folds,
         unsafe_flush_locally,
         unsafe_flush_join_running,
-        hold_list_push_of,
-        hold_list_ms,
-        unsafe_list_stamp_when_made,
         unsafe_unsealed_scripts,
         agreement,
     } = Cli::parse().command;
@@ -321,21 +306,6 @@ fn main() {
         if unsafe_flush_join_running {
             tracing::warn!("FAULT INJECTION: flushes asked while one runs answer at once");
             n.inject_flush_join_running();
-        }
-        if let Some(value) = &hold_list_push_of {
-            tracing::warn!(
-                value,
-                hold_list_ms,
-                "TEST SEAM: list pushes of this value are held"
-            );
-            n.inject_hold_list_push(
-                value.clone().into_bytes(),
-                Duration::from_millis(hold_list_ms),
-            );
-        }
-        if unsafe_list_stamp_when_made {
-            tracing::warn!("FAULT INJECTION: list changes take the time they are made");
-            n.inject_list_stamp_when_made();
         }
         if unsafe_unsealed_scripts {
             tracing::warn!("FAULT INJECTION: script interpreters are not sealed");

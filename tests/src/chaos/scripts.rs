@@ -17,34 +17,7 @@ use rand::{Rng, SeedableRng};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 use super::secure;
-
-/// An add as a script: answers the counter's value after it.
-pub(crate) const ADD: &str = "return redis.call('INCRBY', KEYS[1], ARGV[1])";
-/// A read as a script: the value, or nil.
-pub(crate) const GET: &str = "return redis.call('GET', KEYS[1])";
-
-/// What the hostile user's scripts try: each, if it took, would change
-/// what later scripts on the same interpreter run.
-const PLANTS: &[&str] = &[
-    "redis.call = function() return 0 end",
-    "rawset(redis, 'call', function() return 0 end)",
-    "tonumber = function() return 0 end",
-    "string.format = nil",
-    "setmetatable(_G, {__index = function() return 0 end})",
-    "getmetatable('').__index = {}",
-    "stolen = KEYS",
-];
-
-/// `EVAL body 1 key arg` as a RESP array.
-pub(crate) fn eval(body: &str, key: &str, arg: Option<&str>) -> String {
-    let mut words = vec!["EVAL", body, "1", key];
-    words.extend(arg);
-    let mut out = format!("*{}\r\n", words.len());
-    for w in words {
-        out.push_str(&format!("${}\r\n{w}\r\n", w.len()));
-    }
-    out
-}
+use crate::resp_work::{PLANTS, eval};
 
 /// The hostile user: sends the [`PLANTS`] through the nodes until told to
 /// stop. Answers how many it sent and how many were not refused.

@@ -32,10 +32,11 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 
 use super::secure::{self, RespStream};
 use crate::checker::linear::{Answer, Call, Op, check};
+use crate::resp_work::strings::{self, Reply, answer, read_reply};
 
 /// A broken build of the agreement path, for the linearizability checker
 /// to catch (`tallyd-faults`' flags).
@@ -136,14 +137,6 @@ impl StringLog {
 }
 
 type Conn = BufReader<RespStream>;
-
-/// A reply, as far as these commands need it.
-enum Reply {
-    Ok,
-    Nil,
-    Int(i64),
-    Bulk(Vec<u8>),
-}
 
 /// One worker (`w`): changes and reads the shared keys until `stop`.
 pub(crate) async fn worker(
@@ -292,31 +285,6 @@ fn since(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// What `reply` says `call` did; `None` for a reply it cannot give.
-fn answer(call: &Call, reply: Reply) -> Option<Answer> {
-    Some(match (call, reply) {
-        // `HSET` answers how many fields are new: done either way.
-        (Call::Write(_), Reply::Ok | Reply::Int(_)) => Answer::Done,
-        (Call::SetIfAbsent(_), Reply::Ok) => Answer::Applied(true),
-        (Call::SetIfAbsent(_), Reply::Int(n)) => Answer::Applied(n == 1),
-        (Call::SetIfAbsent(_), Reply::Nil) => Answer::Applied(false),
-        (Call::Delete | Call::DeleteIf(_), Reply::Int(n)) => Answer::Applied(n > 0),
-        (Call::Cas { .. }, Reply::Ok) => Answer::Applied(true),
-        (Call::Cas { .. }, Reply::Nil) => Answer::Applied(false),
-        (Call::Cas { .. }, Reply::Int(n)) => Answer::Applied(n == 1),
-        (Call::Read, Reply::Nil) => Answer::Value(None),
-        (Call::Read, Reply::Bulk(v)) => Answer::Value(Some(v)),
-        _ => return None,
-    })
-}
-
-/// Compare-and-set as a script of its key: 1 if it set.
-const CAS: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
-                   redis.call('SET', KEYS[1], ARGV[2]) return 1 end return 0";
-/// Compare-and-delete as a script of its key: 1 if it deleted.
-const CAD: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
-                   return redis.call('DEL', KEYS[1]) end return 0";
-
 /// The command of `call` on `key` (`scripted`: its compares as scripts).
 fn command(key: &str, call: &Call, scripted: bool) -> Vec<u8> {
     if let Some(n) = key.strip_prefix("chaos-field-") {
@@ -325,19 +293,7 @@ fn command(key: &str, call: &Call, scripted: bool) -> Vec<u8> {
     if let Some(n) = key.strip_prefix("chaos-member-") {
         return member_command(&format!("m{n}"), call);
     }
-    let words: Vec<&[u8]> = match call {
-        Call::Write(v) => vec![b"SET", key.as_bytes(), v],
-        Call::SetIfAbsent(v) => vec![b"SET", key.as_bytes(), v, b"NX"],
-        Call::Delete => vec![b"DEL", key.as_bytes()],
-        Call::Read => vec![b"GET", key.as_bytes()],
-        Call::Cas { expected, new } if scripted => {
-            vec![b"EVAL", CAS.as_bytes(), b"1", key.as_bytes(), expected, new]
-        }
-        Call::Cas { expected, new } => vec![b"SET", key.as_bytes(), new, b"IFEQ", expected],
-        Call::DeleteIf(v) if scripted => vec![b"EVAL", CAD.as_bytes(), b"1", key.as_bytes(), v],
-        Call::DeleteIf(v) => vec![b"DELEX", key.as_bytes(), b"IFEQ", v],
-    };
-    crate::resp_command(&words)
+    strings::command(key, call, scripted)
 }
 
 /// The command of `call` on the shared hash's `field`.
@@ -395,28 +351,6 @@ async fn send(
                 _ => "the connection broke".into(),
             })
         }
-    })
-}
-
-/// One reply: `None` when the connection broke, an error reply as `Err`.
-async fn read_reply(c: &mut Conn) -> Option<Result<Reply, String>> {
-    let mut l = String::new();
-    c.read_line(&mut l).await.ok().filter(|&n| n > 0)?;
-    let l = l.strip_suffix("\r\n")?;
-    Some(match l.as_bytes().first()? {
-        b'+' => Ok(Reply::Ok),
-        b'-' => Err(l.chars().take(48).collect()),
-        b':' => Ok(Reply::Int(l[1..].parse().ok()?)),
-        b'$' if l == "$-1" => Ok(Reply::Nil),
-        b'$' => {
-            let len: usize = l[1..].parse().ok()?;
-            let mut bulk = vec![0; len + 2];
-            c.read_exact(&mut bulk).await.ok()?;
-            bulk.truncate(len);
-            Ok(Reply::Bulk(bulk))
-        }
-        b'_' => Ok(Reply::Nil),
-        _ => Err(format!("unexpected reply {l}")),
     })
 }
 

@@ -113,9 +113,7 @@ const PARSED_MAX: usize = 1024;
 /// Accepts RESP connections until the listener fails, at most as many at
 /// once as `gate` allows.
 pub async fn serve(listener: TcpListener, node: Arc<Node>, gate: Arc<ClientGate>, doors: Doors) {
-    let shared = shared::Shared::new();
-    let limits = &node.config().cluster.limits;
-    let budget = queued::Budget::new(limits.multi_bytes_max, limits.multi_node_bytes_max);
+    let port = Port::new(&node);
     let l = Listener {
         what: "RESP",
         refusal: b"-ERR max number of clients reached\r\n".to_vec(),
@@ -123,9 +121,33 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>, gate: Arc<ClientGate>
         protected: PROTECTED.to_vec(),
         auth: doors.auth,
         tls: doors.tls,
-        handle: move |accepted| connection(accepted, budget.clone(), shared.clone()),
+        handle: move |accepted| port.clone().connection(accepted),
     };
     accept_loop(listener, node, gate, l).await
+}
+
+/// What a node's RESP connections share: the budget of their queued
+/// transactions and the RESP state (cursors, connection ids).
+#[derive(Clone)]
+pub(crate) struct Port {
+    budget: Arc<queued::Budget>,
+    shared: Arc<shared::Shared>,
+}
+
+impl Port {
+    /// The shared state of `node`'s RESP connections.
+    pub(crate) fn new(node: &Node) -> Port {
+        let limits = &node.config().cluster.limits;
+        Port {
+            budget: queued::Budget::new(limits.multi_bytes_max, limits.multi_node_bytes_max),
+            shared: shared::Shared::new(),
+        }
+    }
+
+    /// Serves one accepted connection until it closes.
+    pub(crate) async fn connection(self, accepted: Accepted) {
+        connection(accepted, self.budget, self.shared).await
+    }
 }
 
 /// What a client off loopback is told without users, in protected mode.

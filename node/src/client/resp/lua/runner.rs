@@ -11,7 +11,12 @@
 //! thread shows since when it has run Lua without a break, and one that
 //! has for [`HELD_AFTER`] is held. Scripts go to the first thread that is
 //! not held, not spread over all: a thread kept busy needs no waking.
+//!
+//! In a simulation (`tally_world::runs_inline`) scripts run on the
+//! runtime's own thread instead, as tasks of its local set, so that a
+//! seed replays exactly; each node keeps its idle interpreters apart.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -106,6 +111,9 @@ pub(crate) fn pick(threads: &[(bool, usize)], may_grow: bool) -> Pick {
 impl Pool {
     /// Runs `job` on a script thread and answers its reply.
     pub(crate) async fn run(&self, job: Job) -> Reply {
+        if tally_world::runs_inline() {
+            return self.run_inline(job).await;
+        }
         let Some(worker) = self.worker() else {
             return Reply::err("ERR the script threads could not be started");
         };
@@ -119,6 +127,22 @@ impl Pool {
         };
         worker.scripts.fetch_sub(1, Ordering::AcqRel);
         reply
+    }
+
+    /// Runs `job` on this thread (a simulation's: no thread of its own,
+    /// so the run stays deterministic), as a task of the runtime's local
+    /// set, on interpreters this pool keeps.
+    async fn run_inline(&self, job: Job) -> Reply {
+        let (memory, idle) = (self.memory.clone(), Idle::Pool(self.inline_key()));
+        let task =
+            tokio::task::spawn_local(async move { one(job, Arc::default(), &memory, idle).await });
+        task.await
+            .unwrap_or_else(|_| Reply::err("ERR the script stopped"))
+    }
+
+    /// This pool's idle interpreters' place in [`INLINE_IDLE`].
+    fn inline_key(&self) -> usize {
+        Arc::as_ptr(&self.memory) as usize
     }
 
     /// The thread a new script goes to.
@@ -168,6 +192,15 @@ fn start(memory: &Arc<budget::Memory>) -> Option<Arc<Worker>> {
     }
 }
 
+impl Drop for Pool {
+    fn drop(&mut self) {
+        if tally_world::runs_inline() {
+            let key = self.inline_key();
+            INLINE_IDLE.with_borrow_mut(|pools| pools.remove(&key));
+        }
+    }
+}
+
 fn serve(
     mut rx: mpsc::UnboundedReceiver<(Job, oneshot::Sender<Reply>)>,
     busy: Arc<vm::Busy>,
@@ -185,14 +218,14 @@ fn serve(
         while let Some((job, done)) = rx.recv().await {
             let (busy, memory) = (busy.clone(), memory.clone());
             tokio::task::spawn_local(async move {
-                let _ = done.send(one(job, busy, &memory).await);
+                let _ = done.send(one(job, busy, &memory, Idle::Thread).await);
             });
         }
     });
 }
 
-async fn one(job: Job, busy: Arc<vm::Busy>, memory: &Arc<budget::Memory>) -> Reply {
-    let mut vm = match take_vm(job.generation, memory, job.sealed) {
+async fn one(job: Job, busy: Arc<vm::Busy>, memory: &Arc<budget::Memory>, idle: Idle) -> Reply {
+    let mut vm = match take_vm(job.generation, memory, job.sealed, idle) {
         Ok(vm) => vm,
         Err(e) => return Reply::err(format!("ERR could not start a script interpreter: {e}")),
     };
@@ -205,7 +238,7 @@ async fn one(job: Job, busy: Arc<vm::Busy>, memory: &Arc<budget::Memory>) -> Rep
     };
     match vm.run(script, job.host, job.limit, job.run, &busy).await {
         Ok(reply) => {
-            give_vm(vm, memory);
+            give_vm(vm, memory, idle);
             reply
         }
         // The interpreter hit a limit: the next script gets a new one.
@@ -216,12 +249,41 @@ async fn one(job: Job, busy: Arc<vm::Busy>, memory: &Arc<budget::Memory>) -> Rep
 thread_local! {
     /// The idle interpreters of this script thread.
     static IDLE: std::cell::RefCell<Vec<Vm>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// The idle interpreters of each pool whose scripts run inline on this
+    /// thread (a simulation's nodes), by [`Pool::inline_key`].
+    static INLINE_IDLE: std::cell::RefCell<HashMap<usize, Vec<Vm>>> =
+        std::cell::RefCell::new(HashMap::new());
+}
+
+/// Where a script's interpreter comes from and goes back to.
+#[derive(Debug, Clone, Copy)]
+enum Idle {
+    /// The script thread's.
+    Thread,
+    /// Its pool's, on this thread (scripts run inline).
+    Pool(usize),
+}
+
+impl Idle {
+    fn with<T>(self, f: impl FnOnce(&mut Vec<Vm>) -> T) -> T {
+        match self {
+            Idle::Thread => IDLE.with_borrow_mut(f),
+            Idle::Pool(key) => {
+                INLINE_IDLE.with_borrow_mut(|pools| f(pools.entry(key).or_default()))
+            }
+        }
+    }
 }
 
 /// An interpreter for a script: an idle one, or a new one (`sealed`
 /// unless fault injection says not).
-fn take_vm(generation: u64, memory: &Arc<budget::Memory>, sealed: bool) -> mlua::Result<Vm> {
-    let mut vm = match IDLE.with_borrow_mut(Vec::pop) {
+fn take_vm(
+    generation: u64,
+    memory: &Arc<budget::Memory>,
+    sealed: bool,
+    idle: Idle,
+) -> mlua::Result<Vm> {
+    let mut vm = match idle.with(Vec::pop) {
         Some(vm) => vm,
         None => Vm::new(generation, memory, sealed)?,
     };
@@ -233,8 +295,8 @@ fn take_vm(generation: u64, memory: &Arc<budget::Memory>, sealed: bool) -> mlua:
 
 /// Keeps an interpreter for the next script, if fewer than the limit are
 /// idle and the node's interpreters have memory to spare.
-fn give_vm(vm: Vm, memory: &budget::Memory) {
-    IDLE.with_borrow_mut(|idle| {
+fn give_vm(vm: Vm, memory: &budget::Memory, idle: Idle) {
+    idle.with(|idle| {
         if idle.len() < IDLE_VMS_MAX && memory.roomy() {
             idle.push(vm);
         }
