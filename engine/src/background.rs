@@ -312,21 +312,12 @@ impl Background {
                 Ok(kc) => kc,
                 Err(e) => return Some(Err(e)),
             };
-            match keep(&k) {
-                crate::cell::Keep::Whole => {
-                    kept += 1;
-                    Some(Ok((k, c)))
-                }
-                crate::cell::Keep::Own => {
-                    dropped += 1;
-                    let mine = c.shard(own).cloned();
-                    mine.map(|s| Ok((k, Cell::from_parts(c.epoch(), [s]))))
-                }
-                crate::cell::Keep::Nothing => {
-                    dropped += 1;
-                    None
-                }
+            let rule = keep(&k);
+            match rule {
+                crate::cell::Keep::Whole => kept += 1,
+                crate::cell::Keep::Own | crate::cell::Keep::Nothing => dropped += 1,
             }
+            rule.apply(c, own).map(|c| Ok((k, c)))
         });
         self.replace(inputs, filtered)?;
         Ok((kept, dropped))

@@ -110,12 +110,11 @@ impl CounterCache {
     pub(crate) fn trim(&self, keep: &dyn Fn(&Key) -> crate::cell::Keep, own: u64) {
         for stripe in self.stripes.iter() {
             for (key, cached) in stripe.stripe.lock().cells.iter_mut() {
-                let kept = match keep(key) {
-                    crate::cell::Keep::Whole => continue,
-                    crate::cell::Keep::Own => cached.cell.shard(own).cloned(),
-                    crate::cell::Keep::Nothing => None,
-                };
-                cached.cell = Cell::from_parts(cached.cell.epoch(), kept);
+                let cell = std::mem::replace(&mut cached.cell, Cell::new());
+                // A key that goes is cached as one never written.
+                if let Some(kept) = keep(key).apply(cell, own) {
+                    cached.cell = kept;
+                }
             }
         }
     }

@@ -91,6 +91,24 @@ pub enum Keep {
     Nothing,
 }
 
+impl Keep {
+    /// What stays of `cell`, `own` being this node's counter_id; `None`:
+    /// the key goes. The one rule for the tables and the counter cache:
+    /// a cached cell that kept what its tables dropped (an epoch alone,
+    /// say) would take the same state back as no change, and never write
+    /// it again.
+    pub fn apply(self, cell: Cell, own: u64) -> Option<Cell> {
+        match self {
+            Keep::Whole => Some(cell),
+            Keep::Own => {
+                let mine = cell.shard(own).cloned()?;
+                Some(Cell::from_parts(cell.epoch(), [mine]))
+            }
+            Keep::Nothing => None,
+        }
+    }
+}
+
 /// A cell's shards: inline up to three (a counter written by one
 /// replication factor's worth of incarnations), so that the common cell is
 /// one allocation-free value, read without following a pointer.

@@ -115,3 +115,39 @@ async fn a_cleanup_of_some_ranges_rewrites_only_the_tables_that_hold_them() {
         assert_eq!(e.get(&key("m", i)).unwrap().value(), Ok(0));
     }
 }
+
+/// A cell that is an epoch alone (a delete: no shards) on a key kept
+/// only for this node's own shards goes from the tables and from the
+/// counter cache alike, so the same state sent again (a repair's push,
+/// once the range is this node's again) is stored, not taken as no
+/// change by a cache that still held it.
+#[tokio::test]
+async fn a_cleanup_drops_an_epoch_alone_from_the_cache_as_from_the_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(dir.path(), Options::default()).unwrap();
+    let key = Key::new(b"gone", b"").unwrap();
+    let deleted = Cell::from_parts(
+        crate::Epoch {
+            n: 2,
+            origin: u64::MAX,
+            ..crate::Epoch::default()
+        },
+        [],
+    );
+    apply_one(&e, &key, &deleted).await.unwrap();
+    let held = |e: &Engine| {
+        let mut found = Vec::new();
+        e.scan(None, |k, c| {
+            found.push((k.clone(), c.clone()));
+            std::ops::ControlFlow::Continue(())
+        })
+        .unwrap();
+        found
+    };
+    assert_eq!(held(&e), vec![(key.clone(), deleted.clone())]);
+    assert_eq!(e.cleanup(None, |_| Keep::Own).unwrap(), (0, 1));
+    assert!(held(&e).is_empty(), "the tables dropped it");
+    assert_eq!(e.get(&key).unwrap(), Cell::new(), "so did the cache");
+    apply_one(&e, &key, &deleted).await.unwrap();
+    assert_eq!(held(&e), vec![(key, deleted)], "sent again, it is stored");
+}
