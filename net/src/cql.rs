@@ -1,5 +1,5 @@
 //! A small CQL client for Tally's own tools: native protocol v4 over
-//! TCP, one connection per node with many statements in flight (each on
+//! TCP (or any byte stream: the simulator's pipes), one connection per node with many statements in flight (each on
 //! its own stream id), prepared statements with a custom payload (where
 //! an operation id rides), and token-aware routing by the ring
 //! `cluster.toml` gives (Murmur3 of the bound partition key).
@@ -14,7 +14,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::ring::{Ring, murmur3_token};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
@@ -127,7 +127,16 @@ impl Conn {
         stream
             .set_nodelay(true)
             .map_err(|e| failed(e.to_string()))?;
-        let (mut rd, mut wr) = stream.into_split();
+        Conn::over(stream, login).await
+    }
+
+    /// A connection over `stream`, logged in with `login` if the node
+    /// asks for one.
+    async fn over<S>(stream: S, login: Option<(&str, &str)>) -> Result<Conn>
+    where
+        S: AsyncRead + AsyncWrite + Send + 'static,
+    {
+        let (mut rd, mut wr) = tokio::io::split(stream);
         let slots: Pending = Arc::new(Mutex::new(Slots {
             waiting: HashMap::new(),
             free: (0..i16::MAX).rev().collect(),
@@ -293,6 +302,20 @@ impl CqlClient {
             conns.push(Conn::open(a, login).await?);
         }
         Ok(CqlClient { conns, ring })
+    }
+
+    /// A client of one node, over `stream` (a connection made already:
+    /// in the simulator, a pipe to the node's port).
+    pub async fn over<S>(stream: S, login: Option<(&str, &str)>) -> Result<CqlClient>
+    where
+        S: AsyncRead + AsyncWrite + Send + 'static,
+    {
+        let conn = Conn::over(stream, login).await?;
+        let ring = Ring::new(&["n".to_string()], 1, 1);
+        Ok(CqlClient {
+            conns: vec![conn],
+            ring,
+        })
     }
 
     /// The number of nodes.

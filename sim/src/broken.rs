@@ -60,6 +60,21 @@ pub enum Broken {
     /// A flush asked while its node runs another answers at once, as if
     /// the running one covered it.
     FlushJoinRunning,
+    /// The CQL port applies adds with an operation id as adds without:
+    /// a retry counts again.
+    CqlIgnoreIds,
+    /// Replicas take the deleted ranges of CQL tables a leader sends
+    /// them as nothing.
+    CqlDropDeletes,
+    /// CQL lightweight transactions judge their conditions on the cells
+    /// they read first, not on the agreed state.
+    CqlLwtSkipsAgreedRead,
+    /// No node replays the batch log: a logged batch whose coordinator
+    /// stopped half way stays half applied.
+    BatchLogSkipsReplay,
+    /// Slices of a paged read merge up to the longest replica's answer,
+    /// not the shortest full one.
+    SliceTrustsLongest,
     /// The commit log's fsyncs do nothing: adds are acknowledged before
     /// they are durable (or the disk's cache lies), and a power cut loses
     /// them.
@@ -86,6 +101,11 @@ impl Broken {
             Broken::SkipAgreedHandoff => node.inject_skip_agreed_handoff(),
             Broken::FlushLocally => node.inject_flush_locally(),
             Broken::FlushJoinRunning => node.inject_flush_join_running(),
+            Broken::CqlIgnoreIds => node.inject_cql_ignore_ids(),
+            Broken::CqlDropDeletes => node.inject_cql_drop_deletes(),
+            Broken::CqlLwtSkipsAgreedRead => node.inject_cql_lwt_skips_agreed_read(),
+            Broken::BatchLogSkipsReplay => node.inject_batch_log_skips_replay(),
+            Broken::SliceTrustsLongest => node.inject_slice_trusts_longest(),
             // The disk's part: see `Broken::unsynced`.
             Broken::LogNotSynced => {}
             // The engine's, set as it opens (`Options`).

@@ -38,6 +38,9 @@ pub struct Shape {
     pub spares: usize,
     /// The broken build every node runs, if any.
     pub broken: Option<Broken>,
+    /// Whether the nodes' CQL ports lose answers and stop logged batches
+    /// half way (`cql::CQL_DROP_EVERY`, `cql::BATCH_CRASH_EVERY`).
+    pub cql_faults: bool,
     /// Settings of `cluster.toml` over the simulation's own, as TOML
     /// values: `write_timeout_ms` for `[cluster]`'s, `hints.window_ms`
     /// for `[cluster.hints]`'s.
@@ -62,6 +65,7 @@ struct Slot {
 pub struct Cluster {
     config: Config,
     broken: Option<Broken>,
+    cql_faults: bool,
     membership: Mutex<Membership>,
     slots: Mutex<Vec<Slot>>,
     net: Arc<Net>,
@@ -134,6 +138,7 @@ impl Cluster {
         Ok(Arc::new(Cluster {
             config,
             broken: shape.broken,
+            cql_faults: shape.cql_faults,
             membership: Mutex::new(membership),
             slots: Mutex::new(slots),
             net,
@@ -190,11 +195,24 @@ impl Cluster {
     /// A new connection to node `i`'s RESP port, if it serves clients
     /// (none if it is down, paused, or at its cap).
     pub fn resp(&self, i: usize) -> Option<DuplexStream> {
+        self.connect(i, MemoryDoors::resp)
+    }
+
+    /// A new connection to node `i`'s CQL port, as [`Cluster::resp`].
+    pub fn cql(&self, i: usize) -> Option<DuplexStream> {
+        self.connect(i, MemoryDoors::cql)
+    }
+
+    fn connect(
+        &self,
+        i: usize,
+        port: fn(&MemoryDoors) -> std::io::Result<DuplexStream>,
+    ) -> Option<DuplexStream> {
         if self.net.is_paused(i) {
             return None;
         }
         let slots = self.slots.lock();
-        slots.get(i)?.doors.as_ref()?.resp().ok()
+        port(slots.get(i)?.doors.as_ref()?).ok()
     }
 
     /// Whether node `i` is up.
@@ -215,6 +233,10 @@ impl Cluster {
         let node = self.open(i, &id, hook, stall).await?;
         if let Some(broken) = self.broken {
             broken.inject(&node);
+        }
+        if self.cql_faults {
+            node.inject_cql_drop_every(crate::cql::CQL_DROP_EVERY);
+            node.inject_batch_crash_every(crate::cql::BATCH_CRASH_EVERY);
         }
         let net = self.net.clone();
         node.start_peers_on(|_settings, inbound| {
@@ -370,13 +392,15 @@ const SETTINGS: &[(&str, &str)] = &[
 ];
 
 /// The cluster's configuration: addresses no one binds (the network is
-/// simulated), directories under `dir`.
+/// simulated; CQL's tell drivers the nodes apart by host), directories
+/// under `dir`.
 fn config(shape: &Shape, dir: &Path) -> Result<Config> {
     let mut text = cluster_tables(shape);
     for i in 1..=shape.nodes + shape.spares {
         text.push_str(&format!(
             "\n[[node]]\nid = \"n{i}\"\npeer = \"127.0.0.1:{}\"\nclient = \"127.0.0.1:{}\"\n\
-             resp = \"127.0.0.1:{}\"\ndata_dir = \"n{i}\"\njoin = {}\n",
+             resp = \"127.0.0.1:{}\"\ncql = \"127.0.0.{i}:9042\"\ndata_dir = \"n{i}\"\n\
+             join = {}\n",
             17100 + i,
             17200 + i,
             17300 + i,

@@ -17,6 +17,7 @@
 
 pub mod broken;
 pub mod cluster;
+pub mod cql;
 pub mod disk;
 pub mod exact;
 pub mod flushes;

@@ -18,7 +18,7 @@ use crate::lists::{self, Lists};
 use crate::net::{Faults, Net};
 use crate::workload::{self, KEYS};
 use crate::world::SimWorld;
-use crate::{flushes, repairs, resp, strings};
+use crate::{cql, flushes, repairs, resp, strings};
 use crate::{trace, trace as tr};
 
 /// What a run is asked to do.
@@ -39,11 +39,15 @@ pub struct Plan {
     /// Clients pipelining counter commands and scripts over RESP (and,
     /// with any, a hostile one planting code in scripts).
     pub resp_clients: usize,
+    /// CQL workers of each kind (counters, rows, logged batches; twice
+    /// as many of leases), with answers lost and batches stopped half
+    /// way (`cql`).
+    pub cql_clients: usize,
     /// Nodes that may join the ring (and let members be decommissioned).
     pub spares: usize,
     /// Flushes of the whole cluster now and then (`flushes`); they reset
-    /// every key, so a plan with them has no clients of ids, strings or
-    /// lists.
+    /// every key, so a plan with them has no clients of ids, strings,
+    /// lists or CQL.
     pub flushes: bool,
     /// The broken build every node runs, if any.
     pub broken: Option<Broken>,
@@ -101,14 +105,17 @@ pub fn run(plan: &Plan) -> Result<Report> {
 
 async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<String>)> {
     anyhow::ensure!(
-        !plan.flushes || plan.exact_clients + plan.string_clients + plan.list_clients == 0,
-        "flushes reset the keys of the clients of ids, strings and lists: a plan has one or the others"
+        !plan.flushes
+            || plan.exact_clients + plan.string_clients + plan.list_clients + plan.cql_clients == 0,
+        "flushes reset the keys of the clients of ids, strings, lists and CQL: a plan has one or \
+         the others"
     );
     let shape = Shape {
         nodes: 3,
         replication_factor: 3,
         spares: plan.spares,
         broken: plan.broken,
+        cql_faults: plan.cql_clients > 0,
         // A short hint window: a node down longer misses writes that only
         // reads at ALL and repairs bring back.
         settings: [("hints.window_ms".to_string(), HINT_WINDOW_MS.to_string())].into(),
@@ -127,6 +134,10 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
         cluster.start(i).await?;
     }
     tr!("cluster up");
+    if plan.cql_clients > 0 {
+        cql::setup(&cluster).await.map_err(anyhow::Error::msg)?;
+        tr!("CQL tables made");
+    }
     let until = tally_world::Instant::now() + plan.duration;
     let clients: Vec<_> = (0..plan.clients)
         .map(|c| tokio::spawn(workload::client(c, cluster.clone(), plan.seed, until)))
@@ -178,6 +189,8 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
         let id = resp_first + plan.resp_clients;
         tokio::task::spawn_local(resp::hostile(id, cluster.clone(), plan.seed, until))
     });
+    let cql_first = resp_first + plan.resp_clients + 1;
+    let cql_workers = cql::start(&cluster, (plan.cql_clients, cql_first), plan.seed, until);
     let mut history = Vec::new();
     if let Some(f) = flusher {
         history.extend(f.await.context("the flusher panicked")?);
@@ -210,6 +223,7 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
     for c in lists {
         pushes.extend(c.await.context("a list client panicked")?);
     }
+    let mut cql_logs = cql_workers.join().await.context("a CQL worker panicked")?;
     violations.extend(nemesis.await.context("the nemesis panicked")?);
     // Every fault healed, every node up, time to settle.
     net.heal();
@@ -218,6 +232,7 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
         violations.extend(workload::restart(&cluster, i).await.err());
     }
     tokio::time::sleep(SETTLE).await;
+    violations.extend(cql_logs.check_batches(&cluster).await);
     violations.extend(repairs::twice(&cluster).await);
     let finals = final_reads(&cluster, KEYS, workload::key, &mut violations).await;
     let report = checker::check(&history, cluster.replication_factor(), &finals);
@@ -228,6 +243,7 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
     string_ops.extend(strings::final_reads(&cluster, &string_keys, &mut violations).await);
     violations.extend(strings::check(&string_ops));
     violations.extend(lists::check(&cluster, &pushes).await);
+    violations.extend(cql_logs.check(&cluster).await);
     cluster.close()?;
     violations.extend(SimWorld::broken_invariants());
     let ops = history.len() + id_adds.len() + string_ops.len() + pushes.values().flatten().count();

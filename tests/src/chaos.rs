@@ -84,15 +84,10 @@ use crate::checker::{self, Kind, Op, Outcome, Report};
 use crate::proxy::UdpProxy;
 use crate::{Cluster, ClusterOptions};
 
-mod batches;
-mod cql;
 mod exact;
 mod flush;
-mod leases;
 mod lists;
 mod resp;
-mod row_reads;
-mod rows;
 mod scripts;
 mod secure;
 mod strings;
@@ -100,6 +95,7 @@ mod topology;
 mod unique;
 pub(crate) mod upgrade;
 mod workload;
+use crate::cql_work::{Addrs, Dial, batches, counters as cql, leases, rows};
 pub use strings::BrokenAgreement;
 pub use topology::Changes;
 use workload::{Workload, key_name, worker};
@@ -634,48 +630,51 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     let cql_addrs: Vec<_> = (0..cluster.nodes.len())
         .filter_map(|i| cluster.cql_addr(i))
         .collect();
+    let cql_setup = Addrs(cql_addrs[..cql_addrs.len().min(opts.nodes)].to_vec());
+    let cql_dial: Arc<dyn Dial> = Arc::new(Addrs(cql_addrs));
     if opts.cql_workers > 0 {
-        rt.block_on(cql::setup(&cql_addrs[..opts.nodes], rf))
+        rt.block_on(cql::setup(&cql_setup, rf))
             .map_err(anyhow::Error::msg)?;
     }
     let cql_workers: Vec<_> = (0..opts.cql_workers)
         .map(|w| {
-            let (stop, addrs) = (stop.clone(), cql_addrs.clone());
+            let (stop, dial) = (stop.clone(), cql_dial.clone());
             let seed = opts.seed.wrapping_mul(0x4cf5_ad43_2745_937f) ^ (w as u64 + 1);
-            rt.spawn(cql::worker(addrs, opts.cql_keys, seed, stop))
+            rt.spawn(cql::worker(dial, opts.cql_keys, seed, stop))
         })
         .collect();
     if opts.cql_lease_workers > 0 {
-        rt.block_on(leases::setup(&cql_addrs[..opts.nodes], rf))
+        rt.block_on(leases::setup(&cql_setup, rf))
             .map_err(anyhow::Error::msg)?;
     }
     if opts.cql_row_workers > 0 {
-        rt.block_on(rows::setup(&cql_addrs[..opts.nodes], rf))
+        rt.block_on(rows::setup(&cql_setup, rf))
             .map_err(anyhow::Error::msg)?;
     }
     if opts.cql_batch_workers > 0 {
-        rt.block_on(batches::setup(&cql_addrs[..opts.nodes], rf))
+        rt.block_on(batches::setup(&cql_setup, rf))
             .map_err(anyhow::Error::msg)?;
     }
     let batch_workers: Vec<_> = (0..opts.cql_batch_workers)
         .map(|w| {
-            let (stop, addrs) = (stop.clone(), cql_addrs.clone());
+            let (stop, dial) = (stop.clone(), cql_dial.clone());
             let seed = opts.seed.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ (w as u64 + 1);
-            rt.spawn(batches::worker(w, addrs, seed, stop))
+            rt.spawn(batches::worker(w, dial, seed, stop))
         })
         .collect();
     let row_workers: Vec<_> = (0..opts.cql_row_workers.min(16))
         .map(|w| {
-            let (stop, addrs) = (stop.clone(), cql_addrs.clone());
+            let (stop, dial) = (stop.clone(), cql_dial.clone());
             let seed = opts.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (w as u64 + 1);
-            rt.spawn(rows::worker(w, addrs, seed, stop))
+            rt.spawn(rows::worker(w, dial, seed, stop))
         })
         .collect();
+    let lease_start = tally_world::Instant::from_std(started);
     let lease_workers: Vec<_> = (0..opts.cql_lease_workers)
         .map(|w| {
-            let (stop, addrs) = (stop.clone(), cql_addrs.clone());
+            let (stop, dial) = (stop.clone(), cql_dial.clone());
             let seed = opts.seed.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ (w as u64 + 1);
-            rt.spawn(leases::worker(w, addrs, seed, started, stop))
+            rt.spawn(leases::worker(w, dial, seed, lease_start, stop))
         })
         .collect();
 
@@ -707,7 +706,7 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
         Some(h) => rt.block_on(h).context("the hostile worker panicked")?,
         None => (0, 0),
     };
-    let mut exact_log = exact::ExactLog::default();
+    let mut exact_log = crate::checker::exact::ExactLog::default();
     for w in exact_workers {
         exact_log.absorb(rt.block_on(w).context("an exact worker panicked")?);
     }
@@ -763,10 +762,12 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     std::thread::sleep(after.saturating_duration_since(Instant::now()));
     rt.block_on(wait_for_hints(&cluster, members))?;
     let hints_dropped = rt.block_on(hints_dropped(&cluster, members));
-    let member_cql: Vec<_> = members
-        .iter()
-        .filter_map(|&n| cluster.cql_addr(n))
-        .collect();
+    let member_cql = Addrs(
+        members
+            .iter()
+            .filter_map(|&n| cluster.cql_addr(n))
+            .collect(),
+    );
     // The batch log's replays finish the batches left half way (and
     // write), so they are judged before the repairs compare replicas.
     let batch_violations = match opts.cql_batch_workers {
@@ -812,7 +813,7 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
         report.violations.extend(r.violations.iter().cloned());
     }
     if opts.cql_lease_workers > 0 {
-        let checked = leases::check_all(&member_cql, &mut lease_log, started);
+        let checked = leases::check_all(&member_cql, &mut lease_log, lease_start);
         report.violations.extend(rt.block_on(checked));
     }
     if opts.cql_row_workers > 0 {
@@ -1113,7 +1114,7 @@ fn heal(cluster: &mut Cluster, members: &[usize], proxies: &[UdpProxy]) -> Resul
 fn write_history(
     path: &std::path::Path,
     history: &[Op],
-    exact_log: &exact::ExactLog,
+    exact_log: &crate::checker::exact::ExactLog,
 ) -> Result<()> {
     let mut sorted: Vec<&Op> = history.iter().collect();
     sorted.sort_by_key(|o| o.invoke_ns);

@@ -27,6 +27,7 @@ use anyhow::{Context, Result, bail};
 
 pub mod chaos;
 pub mod checker;
+pub mod cql_work;
 pub mod exact_sender;
 pub mod old_build;
 pub mod proxy;

@@ -10,6 +10,7 @@
 
 use std::io;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Result;
 use parking_lot::Mutex;
@@ -17,8 +18,9 @@ use tokio::io::DuplexStream;
 use tokio::task::JoinSet;
 
 use crate::client::accept::{Accepted, ClientGate, Full, places};
-use crate::client::resp;
+use crate::client::cql::shared::{Shared, watch};
 use crate::client::stream::Either;
+use crate::client::{cql, resp};
 use crate::node::Node;
 use crate::security::auth::Auth;
 
@@ -31,6 +33,12 @@ pub struct MemoryDoors {
     gate: Arc<ClientGate>,
     auth: Arc<Auth>,
     resp: resp::Port,
+    /// What the CQL port's connections share (prepared statements,
+    /// events), as a listener's do.
+    cql: Arc<Shared>,
+    /// Whether the CQL port's watch of the cluster (for its events)
+    /// runs: from its first connection on.
+    watching: AtomicBool,
     /// The connections' tasks, ended when the doors close.
     tasks: Mutex<JoinSet<()>>,
 }
@@ -46,6 +54,8 @@ impl MemoryDoors {
             gate: ClientGate::new(config.cluster.limits.clients_max),
             auth: Arc::new(auth),
             resp: resp::Port::new(node),
+            cql: Arc::new(Shared::default()),
+            watching: AtomicBool::new(false),
             tasks: Mutex::new(JoinSet::new()),
         })
     }
@@ -55,6 +65,16 @@ impl MemoryDoors {
         let (client, accepted) = self.accept()?;
         let port = self.resp.clone();
         self.spawn(port.connection(accepted));
+        Ok(client)
+    }
+
+    /// A new connection to the CQL port: the client's end of its pipe.
+    pub fn cql(&self) -> io::Result<DuplexStream> {
+        let (client, accepted) = self.accept()?;
+        if !self.watching.swap(true, Ordering::Relaxed) {
+            self.spawn(watch(self.node.clone(), self.cql.clone()));
+        }
+        self.spawn(cql::conn::connection(accepted, self.cql.clone()));
         Ok(client)
     }
 

@@ -167,12 +167,7 @@ pub(crate) async fn write(
     cl: Consistency,
 ) -> Result<(), Failed> {
     let mut id = [0u8; 16];
-    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut id).map_err(|_| {
-        Failed::Log(WireError::not_applied(
-            ErrorKind::Internal,
-            "no randomness for a batch id",
-        ))
-    })?;
+    tally_world::fill_random(&mut id);
     let partition = [&BATCHLOG_MARK[..], &id].concat();
     let created = tally_engine::now_ms();
     let cells = entry(created, &batch).map_err(Failed::Log)?;

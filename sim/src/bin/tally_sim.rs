@@ -46,12 +46,16 @@ struct Args {
     /// (with any, a hostile one tries to plant code in scripts).
     #[arg(long, default_value_t = 1)]
     resp_clients: usize,
+    /// CQL workers of each kind per run (counters, rows, logged batches;
+    /// twice as many of leases).
+    #[arg(long, default_value_t = 1)]
+    cql_clients: usize,
     /// Spare nodes per run, which join the ring (and let members be
     /// decommissioned).
     #[arg(long, default_value_t = 1)]
     spares: usize,
     /// Flush the whole cluster now and then (`FLUSHALL`); the clients of
-    /// ids, strings and lists stay out (a flush resets their keys too).
+    /// ids, strings, lists and CQL stay out (a flush resets their keys too).
     #[arg(long)]
     flushes: bool,
     /// Run a deliberately broken build, which the runs must catch.
@@ -92,6 +96,7 @@ fn main() -> Result<()> {
         string_clients: others(args.string_clients),
         list_clients: others(args.list_clients),
         resp_clients: args.resp_clients,
+        cql_clients: others(args.cql_clients),
         spares: args.spares,
         flushes: args.flushes,
         broken: args.broken,

@@ -138,6 +138,7 @@ impl Session {
             replication_factor: w.option_or("rf", nodes.min(3))?,
             spares: w.option_or("spares", 0)?,
             broken: w.option("broken").map(|b| broken(&b)).transpose()?,
+            cql_faults: false,
             settings: BTreeMap::new(),
         };
         let seed = w.option_or("seed", 1)?;

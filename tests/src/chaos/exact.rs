@@ -17,7 +17,7 @@ use tally_net::once::OpId;
 use tally_net::wire::{ErrorKind, WireError};
 use tally_net::{Client, ClientError, Consistency};
 
-use crate::checker::exact::{ExactReport, IdAdd, check_exact};
+use crate::checker::exact::{ExactLog, ExactReport, IdAdd, check_exact};
 use crate::exact_sender::{Nodes, Sender};
 
 /// How long an add keeps being retried once the workload has stopped.
@@ -28,31 +28,6 @@ const RETRY_BACKOFF: Duration = Duration::from_millis(50);
 /// Exact key `i`'s name.
 pub(crate) fn exact_key(i: usize) -> Vec<u8> {
     format!("chaos-exact-{i}").into_bytes()
-}
-
-/// What the workers did: every logical add once.
-#[derive(Debug, Default)]
-pub(crate) struct ExactLog {
-    /// The adds, each with its final outcome.
-    pub(crate) adds: Vec<IdAdd>,
-}
-
-impl ExactLog {
-    /// Merges another worker's log into this one.
-    pub(crate) fn absorb(&mut self, other: ExactLog) {
-        self.adds.extend(other.adds);
-    }
-
-    /// Adds, retries (attempts past the first), racing adds, adds sent again.
-    pub(crate) fn counts(&self) -> (usize, usize, usize, usize) {
-        let retries = self.adds.iter().map(|a| a.attempts.saturating_sub(1));
-        (
-            self.adds.len(),
-            retries.map(|r| r as usize).sum(),
-            self.adds.iter().filter(|a| a.raced).count(),
-            self.adds.iter().filter(|a| a.resent).count(),
-        )
-    }
 }
 
 /// One worker, client id `chaos-exact-<seed>`: adds to `keys` exact keys

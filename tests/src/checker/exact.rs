@@ -58,6 +58,31 @@ pub struct IdAdd {
     pub again: Vec<Ended>,
 }
 
+/// What the workers did: every logical add once.
+#[derive(Debug, Default)]
+pub struct ExactLog {
+    /// The adds, each with its final outcome.
+    pub adds: Vec<IdAdd>,
+}
+
+impl ExactLog {
+    /// Merges another worker's log into this one.
+    pub fn absorb(&mut self, other: ExactLog) {
+        self.adds.extend(other.adds);
+    }
+
+    /// Adds, retries (attempts past the first), racing adds, adds sent again.
+    pub fn counts(&self) -> (usize, usize, usize, usize) {
+        let retries = self.adds.iter().map(|a| a.attempts.saturating_sub(1));
+        (
+            self.adds.len(),
+            retries.map(|r| r as usize).sum(),
+            self.adds.iter().filter(|a| a.raced).count(),
+            self.adds.iter().filter(|a| a.resent).count(),
+        )
+    }
+}
+
 impl fmt::Display for IdAdd {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let raced = if self.raced { ", raced" } else { "" };

@@ -76,12 +76,7 @@ async fn prepared(dial: &dyn Dial, n: usize, text: &str) -> Option<(CqlClient, P
 }
 
 /// One worker (`w`): logged batches until `stop`.
-pub async fn worker(
-    w: usize,
-    dial: Arc<dyn Dial>,
-    seed: u64,
-    stop: Arc<AtomicBool>,
-) -> BatchLog {
+pub async fn worker(w: usize, dial: Arc<dyn Dial>, seed: u64, stop: Arc<AtomicBool>) -> BatchLog {
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut conns: Vec<Option<(CqlClient, Prepared)>> = (0..dial.nodes()).map(|_| None).collect();
     let mut log = BatchLog::default();

@@ -147,12 +147,7 @@ fn classify(done: &Result<Vec<u8>, CqlError>) -> Option<Ended> {
 
 /// One worker: adds to keys `0..keys` (with ids) and `keys..2 * keys`
 /// (without) until `stop`.
-pub async fn worker(
-    dial: Arc<dyn Dial>,
-    keys: usize,
-    seed: u64,
-    stop: Arc<AtomicBool>,
-) -> CqlLog {
+pub async fn worker(dial: Arc<dyn Dial>, keys: usize, seed: u64, stop: Arc<AtomicBool>) -> CqlLog {
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut conns = Conns::new(&*dial);
     let client = format!("chaos-cql-{seed:x}").into_bytes();

@@ -273,11 +273,7 @@ fn since(started: Instant) -> u64 {
 
 /// Reads every lease at SERIAL through every member, adds the reads to
 /// the histories, and judges each: the violations found.
-pub async fn check_all(
-    dial: &dyn Dial,
-    log: &mut LeaseLog,
-    started: Instant,
-) -> Vec<String> {
+pub async fn check_all(dial: &dyn Dial, log: &mut LeaseLog, started: Instant) -> Vec<String> {
     let mut violations = Vec::new();
     for i in 0..LEASES {
         let lease = format!("lease-{i}");

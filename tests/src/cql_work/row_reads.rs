@@ -74,12 +74,7 @@ pub type Seen = HashMap<(i32, i32), Vec<(Change, Instant)>>;
 
 /// Reads partition `k` at QUORUM, `page` rows a page, through `client`
 /// (with `read` prepared); `None` if a page failed.
-pub async fn read(
-    client: &CqlClient,
-    read: &Prepared,
-    k: i32,
-    page: i32,
-) -> Option<PagedRead> {
+pub async fn read(client: &CqlClient, read: &Prepared, k: i32, page: i32) -> Option<PagedRead> {
     let began = Instant::now();
     let key = k.to_be_bytes();
     let mut rows = Vec::new();

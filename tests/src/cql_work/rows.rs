@@ -169,12 +169,7 @@ fn stamp(w: usize, last: &mut i64) -> i64 {
 }
 
 /// One worker (`w`, below 16): writes and range deletes until `stop`.
-pub async fn worker(
-    w: usize,
-    dial: Arc<dyn Dial>,
-    seed: u64,
-    stop: Arc<AtomicBool>,
-) -> RowLog {
+pub async fn worker(w: usize, dial: Arc<dyn Dial>, seed: u64, stop: Arc<AtomicBool>) -> RowLog {
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut conns: Vec<Option<Node>> = (0..dial.nodes()).map(|_| None).collect();
     let mut log = RowLog::default();

@@ -150,7 +150,7 @@ pub(crate) async fn change_schema(
     }
     let rf = node.config().cluster.replication_factor;
     let fresh = schema::Fresh {
-        id: fresh_id()?,
+        id: fresh_id(),
         token_order: node.serves_cql_token_order(),
         sorted_rows: node.serves_row_slices(),
         now_us: super::lww::now_us(),
@@ -186,11 +186,10 @@ pub(crate) async fn change_schema(
 
 /// A new table's id: random, so that a table dropped and made again
 /// starts empty.
-fn fresh_id() -> Result<[u8; 16], CqlError> {
+fn fresh_id() -> [u8; 16] {
     let mut id = [0u8; 16];
-    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut id)
-        .map_err(|_| CqlError::Server("no randomness for a table id".into()))?;
-    Ok(id)
+    tally_world::fill_random(&mut id);
+    id
 }
 
 /// A node's error as CQL says it: one that certainly left nothing

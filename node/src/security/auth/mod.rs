@@ -90,6 +90,8 @@ impl Auth {
     /// The users of `config` and of its users file.
     pub fn load(config: &AuthConfig) -> Result<Auth, String> {
         let loaded = Users::load(config)?;
+        // A secret: the OS's random bytes, never a simulation's seeded ones.
+        #[allow(clippy::disallowed_methods, reason = "a secret key")]
         let rng = ring::rand::SystemRandom::new();
         let secret = ring::hmac::Key::generate(ring::hmac::HMAC_SHA256, &rng)
             .map_err(|_| "no randomness for the login digests".to_string())?;

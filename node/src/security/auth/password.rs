@@ -22,7 +22,10 @@ pub fn hash(password: &str) -> Result<String, String> {
         ));
     }
     let mut salt = [0u8; 16];
-    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut salt)
+    // A salt: the OS's random bytes, never a simulation's seeded ones.
+    #[allow(clippy::disallowed_methods, reason = "a password's salt")]
+    let rng = ring::rand::SystemRandom::new();
+    ring::rand::SecureRandom::fill(&rng, &mut salt)
         .map_err(|_| "no randomness for a salt".to_string())?;
     let salt = SaltString::encode_b64(&salt).map_err(|e| e.to_string())?;
     Argon2::default()
