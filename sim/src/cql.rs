@@ -35,7 +35,7 @@ const RF: usize = 3;
 /// Counters with ids, and as many without.
 const COUNTER_KEYS: usize = 4;
 /// A worker's think time between its statements.
-const THINK: Duration = Duration::from_millis(40);
+const THINK: Duration = Duration::from_millis(100);
 
 /// The nodes' CQL ports, through the simulation's pipes.
 struct Ports {

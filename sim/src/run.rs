@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use tally_net::wire::{ClientOp, ClientReply, Consistency, WireError, WireKey};
 use tally_tests::checker;
 use tally_tests::checker::exact::check_exact;
@@ -17,7 +19,7 @@ use crate::exact::{self, EXACT_KEYS};
 use crate::lists::{self, Lists};
 use crate::net::{Faults, Net};
 use crate::workload::{self, KEYS};
-use crate::world::SimWorld;
+use crate::world::{SimWorld, Stream, stream};
 use crate::{cql, flushes, repairs, resp, strings};
 use crate::{trace, trace as tr};
 
@@ -53,6 +55,31 @@ pub struct Plan {
     pub broken: Option<Broken>,
     /// Print every event as it happens.
     pub print_trace: bool,
+}
+
+impl Plan {
+    /// Swarm testing: the clients of each kind but the plain ones (ids,
+    /// strings, lists, RESP, CQL) run in a seed with probability one
+    /// half, drawn from the seed. Neighbouring seeds try different mixes,
+    /// each cheaper than every kind at once, and a kind's faults meet
+    /// different company (as FoundationDB's simulation draws its
+    /// workloads).
+    pub fn swarm(mut self) -> Plan {
+        let mut rng = SmallRng::seed_from_u64(stream(self.seed, Stream::Swarm));
+        let kinds = [
+            &mut self.exact_clients,
+            &mut self.string_clients,
+            &mut self.list_clients,
+            &mut self.resp_clients,
+            &mut self.cql_clients,
+        ];
+        for clients in kinds {
+            if !rng.random_bool(0.5) {
+                *clients = 0;
+            }
+        }
+        self
+    }
 }
 
 /// What a run found.
@@ -128,6 +155,15 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
         Faults::calm(),
         failure_timeout * 5,
         failure_timeout,
+    );
+    tr!(
+        "clients: {} plain, {} of ids, {} of strings, {} of lists, {} of RESP, {} of CQL",
+        plan.clients,
+        plan.exact_clients,
+        plan.string_clients,
+        plan.list_clients,
+        plan.resp_clients,
+        plan.cql_clients
     );
     let cluster = Cluster::new(&shape, net.clone(), hooks)?;
     for i in cluster.membership().members {

@@ -28,6 +28,8 @@ pub enum Stream {
     Nemesis,
     /// Client `n`'s operations.
     Client(u64),
+    /// Which kinds of clients a run has (`Plan::swarm`).
+    Swarm,
 }
 
 /// The seed of `stream` of the run of `seed` (SplitMix64's finalizer of
@@ -37,6 +39,7 @@ pub fn stream(seed: u64, stream: Stream) -> u64 {
         Stream::World => 1,
         Stream::Net => 2,
         Stream::Nemesis => 3,
+        Stream::Swarm => 4,
         Stream::Client(c) => 1_000 + c,
     };
     let mut z = seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15);

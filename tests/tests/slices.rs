@@ -4,9 +4,9 @@
 //! dropped) coordinates reads of one row a page. Each replica's slice
 //! then ends at a different row, and the first slice holds only deleted
 //! rows, so the page reads on from where the slice was exact. The answer
-//! must hold every live row. (The broken build whose merge trusts the
-//! longest answer, losing the rows only the short answer's replica held,
-//! is the simulation's to catch: `tally-sim --broken slice-trusts-longest`.)
+//! must hold every live row; in the broken build whose merge trusts the
+//! longest answer (`--unsafe-slice-trusts-longest`), the rows that only
+//! the short answer's replica held are lost, and the test says so.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use std::time::Duration;
@@ -21,14 +21,28 @@ const QUORUM: u16 = 0x04;
 
 #[test]
 fn a_page_holds_every_row_when_replicas_slices_end_apart() {
-    assert_eq!(rows_read(), (3..12).collect::<Vec<i32>>());
+    assert_eq!(rows_read(false), (3..12).collect::<Vec<i32>>());
+}
+
+#[test]
+fn a_merge_that_trusts_the_longest_slice_loses_rows() {
+    let got = rows_read(true);
+    assert!(
+        got.len() < 9,
+        "the broken build answered every row: {got:?}"
+    );
 }
 
 /// Rows 0..6 written and 0..3 deleted while n3 was down (its hints
 /// dropped), 6..12 written with it up; then the partition read through n3
 /// at QUORUM, a row a page: the rows it answered.
-fn rows_read() -> Vec<i32> {
+fn rows_read(broken: bool) -> Vec<i32> {
     let mut cluster = cql_cluster(ClusterOptions {
+        daemon: "tallyd-faults",
+        run_args: match broken {
+            true => vec!["--unsafe-slice-trusts-longest".into()],
+            false => Vec::new(),
+        },
         cluster_tables: "[cluster.hints]\nwindow_ms = 100\n".into(),
         ..ClusterOptions::default()
     });

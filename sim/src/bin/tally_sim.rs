@@ -64,6 +64,11 @@ struct Args {
     /// Print every event of the run (with `--seed`).
     #[arg(long, requires = "seed")]
     log: bool,
+    /// Run every kind of client in every seed; without it, each seed
+    /// draws which of the clients of ids, strings, lists, RESP and CQL it
+    /// runs (each kind in half the seeds: swarm testing).
+    #[arg(long)]
+    every_kind: bool,
     /// Threads running seeds side by side.
     #[arg(long, default_value_t = 1)]
     threads: usize,
@@ -88,19 +93,25 @@ fn main() -> Result<()> {
     };
     // A flush resets every key: the clients that cannot tell stay out.
     let others = |n: usize| if args.flushes { 0 } else { n };
-    let plan = |seed| Plan {
-        seed,
-        duration: Duration::from_secs(args.duration),
-        clients: args.clients,
-        exact_clients: others(args.exact_clients),
-        string_clients: others(args.string_clients),
-        list_clients: others(args.list_clients),
-        resp_clients: args.resp_clients,
-        cql_clients: others(args.cql_clients),
-        spares: args.spares,
-        flushes: args.flushes,
-        broken: args.broken,
-        print_trace: args.log,
+    let plan = |seed| {
+        let plan = Plan {
+            seed,
+            duration: Duration::from_secs(args.duration),
+            clients: args.clients,
+            exact_clients: others(args.exact_clients),
+            string_clients: others(args.string_clients),
+            list_clients: others(args.list_clients),
+            resp_clients: args.resp_clients,
+            cql_clients: others(args.cql_clients),
+            spares: args.spares,
+            flushes: args.flushes,
+            broken: args.broken,
+            print_trace: args.log,
+        };
+        match args.every_kind {
+            true => plan,
+            false => plan.swarm(),
+        }
     };
     let failed = run_seeds(&seeds, args.threads, &plan, &print_report)?;
     {

@@ -92,6 +92,10 @@ enum Cmd {
         /// FAULT INJECTION: this node never replays the batch log.
         #[arg(long)]
         unsafe_batch_log_skips_replay: bool,
+        /// FAULT INJECTION: slices this node reads merge up to the longest
+        /// answer, not the shortest full one.
+        #[arg(long)]
+        unsafe_slice_trusts_longest: bool,
         /// FAULT INJECTION: topology changes this node runs do not sync
         /// the ranges that move.
         #[arg(long)]
@@ -203,6 +207,7 @@ fn main() {
         unsafe_cql_drop_deletes,
         batch_crash_every,
         unsafe_batch_log_skips_replay,
+        unsafe_slice_trusts_longest,
         unsafe_skip_sync,
         unsafe_merge_ignoring_folds,
         unsafe_flush_locally,
@@ -285,6 +290,10 @@ fn main() {
         if unsafe_batch_log_skips_replay {
             tracing::warn!("FAULT INJECTION: this node never replays the batch log");
             n.inject_batch_log_skips_replay();
+        }
+        if unsafe_slice_trusts_longest {
+            tracing::warn!("FAULT INJECTION: slices trust the longest answer");
+            n.inject_slice_trusts_longest();
         }
         if unsafe_skip_sync {
             tracing::warn!("FAULT INJECTION: topology changes sync nothing");
