@@ -1,8 +1,9 @@
 //! A small CQL client for Tally's own tools: native protocol v4 over
-//! TCP (or any byte stream: the simulator's pipes), one connection per node with many statements in flight (each on
-//! its own stream id), prepared statements with a custom payload (where
-//! an operation id rides), and token-aware routing by the ring
-//! `cluster.toml` gives (Murmur3 of the bound partition key).
+//! TCP (or any byte stream: the simulator's pipes), one connection per
+//! node with many statements in flight (each on its own stream id),
+//! prepared statements with a custom payload (where an operation id
+//! rides), and token-aware routing by the ring `cluster.toml` gives
+//! (Murmur3 of the bound partition key).
 //!
 //! Just what `tally-bench --protocol cql` and the chaos run's CQL workers
 //! need; the tests of the CQL port use the real drivers.

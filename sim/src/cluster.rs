@@ -39,13 +39,20 @@ pub struct Shape {
     /// The broken build every node runs, if any.
     pub broken: Option<Broken>,
     /// Whether the nodes' CQL ports lose answers and stop logged batches
-    /// half way (`cql::CQL_DROP_EVERY`, `cql::BATCH_CRASH_EVERY`).
+    /// half way ([`CQL_DROP_EVERY`], [`BATCH_CRASH_EVERY`]).
     pub cql_faults: bool,
     /// Settings of `cluster.toml` over the simulation's own, as TOML
     /// values: `write_timeout_ms` for `[cluster]`'s, `hints.window_ms`
     /// for `[cluster.hints]`'s.
     pub settings: BTreeMap<String, String>,
 }
+
+/// With CQL faults, every this many statements that change counters a
+/// node closes the connection instead of answering, once applied.
+pub const CQL_DROP_EVERY: u64 = 5;
+/// With CQL faults, every this many logged batches a node coordinates it
+/// stops after the batch's log entry and first partition.
+pub const BATCH_CRASH_EVERY: u64 = 7;
 
 /// One node's place in the cluster.
 struct Slot {
@@ -235,8 +242,8 @@ impl Cluster {
             broken.inject(&node);
         }
         if self.cql_faults {
-            node.inject_cql_drop_every(crate::cql::CQL_DROP_EVERY);
-            node.inject_batch_crash_every(crate::cql::BATCH_CRASH_EVERY);
+            node.inject_cql_drop_every(CQL_DROP_EVERY);
+            node.inject_batch_crash_every(BATCH_CRASH_EVERY);
         }
         let net = self.net.clone();
         node.start_peers_on(|_settings, inbound| {
@@ -392,8 +399,8 @@ const SETTINGS: &[(&str, &str)] = &[
 ];
 
 /// The cluster's configuration: addresses no one binds (the network is
-/// simulated; CQL's tell drivers the nodes apart by host), directories
-/// under `dir`.
+/// simulated; each CQL address has a host of its own, as the CQL port
+/// names nodes by host), directories under `dir`.
 fn config(shape: &Shape, dir: &Path) -> Result<Config> {
     let mut text = cluster_tables(shape);
     for i in 1..=shape.nodes + shape.spares {

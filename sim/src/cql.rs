@@ -8,9 +8,9 @@
 //! - logged batches, all or nothing;
 //! - leases taken by lightweight transactions, linearizable.
 //!
-//! With them the nodes lose answers as a network does
-//! ([`CQL_DROP_EVERY`]) and stop logged batches half way as a
-//! coordinator that crashes does ([`BATCH_CRASH_EVERY`]).
+//! With them the nodes lose answers as a network does and stop logged
+//! batches half way as a coordinator that crashes does (`Shape`'s
+//! `cql_faults`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,12 +24,6 @@ use crate::cluster::Cluster;
 use crate::trace;
 use crate::world::{Stream, stream};
 
-/// Every this many statements that change counters, a node closes the
-/// connection instead of answering, once applied.
-pub const CQL_DROP_EVERY: u64 = 5;
-/// Every this many logged batches a node coordinates, it stops after
-/// the batch's log entry and first partition.
-pub const BATCH_CRASH_EVERY: u64 = 7;
 /// The replication factor of the CQL tables.
 const RF: usize = 3;
 /// Counters with ids, and as many without.

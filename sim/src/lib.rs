@@ -44,7 +44,7 @@ mod layers {
         &["cluster"],
         &["topology", "repairs"],
         &["workload"],
-        &["exact", "strings", "lists", "flushes", "resp"],
+        &["exact", "strings", "lists", "flushes", "resp", "cql"],
         &["run", "script"],
     ];
 

@@ -4,12 +4,13 @@
 //!
 //! Adds to the first keys carry an operation id in the custom payload
 //! (`tally-op-id`) and are retried, with the same id, through random
-//! nodes until known, as [`super::exact`] retries native adds: they are
-//! judged exactly ([`crate::checker::exact`]), every node's value at ALL
-//! equal to the sum of the distinct acknowledged ids. Adds to the other
-//! keys carry none and are sent once: a key's value at ALL must lie
-//! between the sum of its acknowledged adds and that sum with every add
-//! whose outcome stayed unknown (their deltas are positive).
+//! nodes until known, as the chaos run's exact workers retry native
+//! adds: they are judged exactly ([`crate::checker::exact`]), every
+//! node's value at ALL equal to the sum of the distinct acknowledged
+//! ids. Adds to the other keys carry none and are sent once: a key's
+//! value at ALL must lie between the sum of its acknowledged adds and
+//! that sum with every add whose outcome stayed unknown (their deltas
+//! are positive).
 
 use std::collections::HashMap;
 use std::sync::Arc;
