@@ -60,8 +60,6 @@ impl Dial for Ports {
 /// The CQL workers of a run, `n` of each kind (twice as many of leases):
 /// their tasks, and when the leases' history began.
 pub struct Workers {
-    /// Workers of each kind: with none, there is nothing to check.
-    n: usize,
     started: tally_world::Instant,
     counters: Vec<JoinHandle<counters::CqlLog>>,
     rows: Vec<JoinHandle<rows::RowLog>>,
@@ -71,8 +69,6 @@ pub struct Workers {
 
 /// What the CQL workers did.
 pub struct Logs {
-    /// Workers of each kind.
-    n: usize,
     started: tally_world::Instant,
     counters: counters::CqlLog,
     rows: rows::RowLog,
@@ -89,22 +85,23 @@ pub async fn setup(cluster: &Arc<Cluster>) -> Result<(), String> {
     leases::setup(&ports, RF).await
 }
 
-/// Starts `n` workers of each kind, client ids from `first`, until
-/// `until`; from a task of the runtime's local set.
+/// Starts `n` workers of each kind (none: `None`), client ids from
+/// `first`, until `until`; from a task of the runtime's local set.
 pub fn start(
     cluster: &Arc<Cluster>,
     (n, first): (usize, usize),
     seed: u64,
     until: tally_world::Instant,
-) -> Workers {
-    let stop = Arc::new(AtomicBool::new(false));
-    if n > 0 {
-        let stopper = stop.clone();
-        tokio::task::spawn_local(async move {
-            tokio::time::sleep_until(until).await;
-            stopper.store(true, Ordering::Release);
-        });
+) -> Option<Workers> {
+    if n == 0 {
+        return None;
     }
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopper = stop.clone();
+    tokio::task::spawn_local(async move {
+        tokio::time::sleep_until(until).await;
+        stopper.store(true, Ordering::Release);
+    });
     let ports: Arc<dyn Dial> = Arc::new(Ports {
         cluster: cluster.clone(),
         nodes: (0..cluster.len()).collect(),
@@ -112,8 +109,7 @@ pub fn start(
     let seed_of = |i: usize| stream(seed, Stream::Client((first + i) as u64));
     let started = tally_world::Instant::now();
     let (p, s) = (&ports, &stop);
-    Workers {
-        n,
+    Some(Workers {
         counters: (0..n)
             .map(|i| {
                 let w = counters::worker(p.clone(), COUNTER_KEYS, seed_of(i), s.clone());
@@ -138,14 +134,13 @@ pub fn start(
             })
             .collect(),
         started,
-    }
+    })
 }
 
 impl Workers {
     /// Waits for every worker to stop: what they did.
     pub async fn join(self) -> anyhow::Result<Logs> {
         let mut logs = Logs {
-            n: self.n,
             started: self.started,
             counters: counters::CqlLog::default(),
             rows: rows::RowLog::default(),
@@ -172,9 +167,6 @@ impl Logs {
     /// Judges the logged batches: before the repairs compare replicas
     /// (the batch log's replays finish batches left half way, and write).
     pub async fn check_batches(&self, cluster: &Arc<Cluster>) -> Vec<String> {
-        if self.n == 0 {
-            return Vec::new();
-        }
         let (sent, acked) = self.batches.counts();
         trace!("CQL batches: {sent} sent, {acked} acknowledged");
         batches::check(&members(cluster), &self.batches).await
@@ -182,9 +174,6 @@ impl Logs {
 
     /// Judges the counters, rows and leases through every member.
     pub async fn check(&mut self, cluster: &Arc<Cluster>) -> Vec<String> {
-        if self.n == 0 {
-            return Vec::new();
-        }
         let ports = members(cluster);
         let (adds, retries, ..) = self.counters.exact.counts();
         let (changes, acked, reads) = self.rows.counts();

@@ -259,7 +259,10 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
     for c in lists {
         pushes.extend(c.await.context("a list client panicked")?);
     }
-    let mut cql_logs = cql_workers.join().await.context("a CQL worker panicked")?;
+    let mut cql_logs = match cql_workers {
+        Some(w) => Some(w.join().await.context("a CQL worker panicked")?),
+        None => None,
+    };
     violations.extend(nemesis.await.context("the nemesis panicked")?);
     // Every fault healed, every node up, time to settle.
     net.heal();
@@ -268,7 +271,9 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
         violations.extend(workload::restart(&cluster, i).await.err());
     }
     tokio::time::sleep(SETTLE).await;
-    violations.extend(cql_logs.check_batches(&cluster).await);
+    if let Some(logs) = &cql_logs {
+        violations.extend(logs.check_batches(&cluster).await);
+    }
     violations.extend(repairs::twice(&cluster).await);
     let finals = final_reads(&cluster, KEYS, workload::key, &mut violations).await;
     let report = checker::check(&history, cluster.replication_factor(), &finals);
@@ -279,7 +284,9 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
     string_ops.extend(strings::final_reads(&cluster, &string_keys, &mut violations).await);
     violations.extend(strings::check(&string_ops));
     violations.extend(lists::check(&cluster, &pushes).await);
-    violations.extend(cql_logs.check(&cluster).await);
+    if let Some(logs) = &mut cql_logs {
+        violations.extend(logs.check(&cluster).await);
+    }
     cluster.close()?;
     violations.extend(SimWorld::broken_invariants());
     let ops = history.len() + id_adds.len() + string_ops.len() + pushes.values().flatten().count();

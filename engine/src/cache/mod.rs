@@ -110,9 +110,13 @@ impl CounterCache {
     pub(crate) fn trim(&self, keep: &dyn Fn(&Key) -> crate::cell::Keep, own: u64) {
         for stripe in self.stripes.iter() {
             for (key, cached) in stripe.stripe.lock().cells.iter_mut() {
+                let rule = keep(key);
+                if rule == crate::cell::Keep::Whole {
+                    continue;
+                }
                 let cell = std::mem::replace(&mut cached.cell, Cell::new());
                 // A key that goes is cached as one never written.
-                if let Some(kept) = keep(key).apply(cell, own) {
+                if let Some(kept) = rule.apply(cell, own) {
                     cached.cell = kept;
                 }
             }
