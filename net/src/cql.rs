@@ -333,6 +333,26 @@ impl CqlClient {
         self.conns[0].call(QUERY, body, 0).await.map(|_| ())
     }
 
+    /// Runs `text` unprepared on the first node at level `cl`, a page of
+    /// `page_size` rows after `state` (`None`: the first page); answers
+    /// the result's body, whose rows carry their metadata.
+    pub async fn query_page(
+        &self,
+        text: &str,
+        cl: u16,
+        (page_size, state): (i32, Option<&[u8]>),
+    ) -> Result<Vec<u8>> {
+        let mut body = Vec::new();
+        put_long_string(&mut body, text);
+        put_short(&mut body, cl);
+        body.push(if state.is_some() { 0x04 | 0x08 } else { 0x04 });
+        body.extend_from_slice(&page_size.to_be_bytes());
+        if let Some(state) = state {
+            put_bytes(&mut body, state);
+        }
+        self.conns[0].call(QUERY, body, 0).await.map(|(_, b)| b)
+    }
+
     /// Prepares `text` on every node.
     pub async fn prepare(&self, text: &str) -> Result<Prepared> {
         let mut id = None;
@@ -521,51 +541,36 @@ pub fn paging_state(body: &[u8]) -> Option<Vec<u8>> {
 /// The rows of a ROWS result body, with or without its metadata: each
 /// row's cells (`None`: null). `None` for a body that is not one.
 pub fn rows(body: &[u8]) -> Option<Vec<Vec<Option<Vec<u8>>>>> {
+    typed_rows(body).map(|r| r.rows)
+}
+
+/// A ROWS result: its columns' types and its rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypedRows {
+    /// Each column's type id (`0x0009` int, `0x000D` varchar, ...; a
+    /// collection's own id): empty if the metadata was skipped.
+    pub types: Vec<u16>,
+    /// Each row's cells (`None`: null).
+    pub rows: Vec<Vec<Option<Vec<u8>>>>,
+}
+
+/// A ROWS result body read whole, with its column types if it carries
+/// its metadata. `None` for a body that is not one.
+pub fn typed_rows(body: &[u8]) -> Option<TypedRows> {
     let mut r = body;
     let int = |r: &mut &[u8]| -> Option<i32> {
         let (head, tail) = r.split_first_chunk::<4>()?;
         *r = tail;
         Some(i32::from_be_bytes(*head))
     };
-    let short = |r: &mut &[u8]| -> Option<usize> {
-        let (head, tail) = r.split_first_chunk::<2>()?;
-        *r = tail;
-        Some(usize::from(u16::from_be_bytes(*head)))
-    };
-    let skip = |r: &mut &[u8], n: usize| -> Option<()> {
-        *r = r.get(n..)?;
-        Some(())
-    };
     if int(&mut r)? != 2 {
         return None;
     }
     let flags = int(&mut r)?;
     let columns = usize::try_from(int(&mut r)?).ok()?;
-    if flags & 0x02 != 0 {
-        let n = usize::try_from(int(&mut r)?).ok()?;
-        skip(&mut r, n)?;
-    }
-    if flags & 0x04 == 0 {
-        if flags & 0x01 != 0 {
-            for _ in 0..2 {
-                let n = short(&mut r)?;
-                skip(&mut r, n)?;
-            }
-        }
-        for _ in 0..columns {
-            if flags & 0x01 == 0 {
-                for _ in 0..2 {
-                    let n = short(&mut r)?;
-                    skip(&mut r, n)?;
-                }
-            }
-            let n = short(&mut r)?;
-            skip(&mut r, n)?;
-            skip_type(&mut r, 0)?;
-        }
-    }
+    let types = column_types(&mut r, flags, columns)?;
     let count = usize::try_from(int(&mut r)?).ok()?;
-    let mut out = Vec::with_capacity(count.min(1024));
+    let mut rows = Vec::with_capacity(count.min(1024));
     for _ in 0..count {
         let mut row = Vec::with_capacity(columns);
         for _ in 0..columns {
@@ -579,24 +584,123 @@ pub fn rows(body: &[u8]) -> Option<Vec<Vec<Option<Vec<u8>>>>> {
                 Err(_) => None,
             });
         }
-        out.push(row);
+        rows.push(row);
     }
-    Some(out)
+    Some(TypedRows { types, rows })
 }
 
-/// Skips a type `[option]` (collections' element types too).
-fn skip_type(r: &mut &[u8], depth: usize) -> Option<()> {
+/// Reads a ROWS result's metadata after its column count: the paging
+/// state, the table's names and each column's spec. Answers the
+/// columns' type ids (none if the metadata was skipped).
+fn column_types(r: &mut &[u8], flags: i32, columns: usize) -> Option<Vec<u16>> {
+    let skip = |r: &mut &[u8], n: usize| -> Option<()> {
+        *r = r.get(n..)?;
+        Some(())
+    };
+    let short = |r: &mut &[u8]| -> Option<usize> {
+        let (head, tail) = r.split_first_chunk::<2>()?;
+        *r = tail;
+        Some(usize::from(u16::from_be_bytes(*head)))
+    };
+    if flags & 0x02 != 0 {
+        let (head, tail) = r.split_first_chunk::<4>()?;
+        *r = tail;
+        let n = usize::try_from(i32::from_be_bytes(*head)).ok()?;
+        skip(r, n)?;
+    }
+    if flags & 0x04 != 0 {
+        return Some(Vec::new());
+    }
+    // Global table spec: one keyspace and table name for every column.
+    let global = flags & 0x01 != 0;
+    if global {
+        for _ in 0..2 {
+            let n = short(r)?;
+            skip(r, n)?;
+        }
+    }
+    let mut types = Vec::with_capacity(columns.min(1024));
+    for _ in 0..columns {
+        let names = if global { 1 } else { 3 };
+        for _ in 0..names {
+            let n = short(r)?;
+            skip(r, n)?;
+        }
+        types.push(skip_type(r, 0)?);
+    }
+    Some(types)
+}
+
+/// Skips a type `[option]` (collections' element types too); answers
+/// its id.
+fn skip_type(r: &mut &[u8], depth: usize) -> Option<u16> {
     if depth > 8 {
         return None;
     }
     let (id, tail) = r.split_first_chunk::<2>()?;
     *r = tail;
-    match u16::from_be_bytes(*id) {
-        0x0020 | 0x0022 => skip_type(r, depth + 1),
+    let id = u16::from_be_bytes(*id);
+    match id {
+        0x0020 | 0x0022 => skip_type(r, depth + 1)?,
         0x0021 => {
             skip_type(r, depth + 1)?;
-            skip_type(r, depth + 1)
+            skip_type(r, depth + 1)?
         }
-        _ => Some(()),
+        _ => 0,
+    };
+    Some(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A ROWS body: `flags`, two columns (int `c`, varchar `v`) of table
+    /// `s.t`, the metadata as `flags` says, and one row `(3, 'a')`.
+    fn body(flags: i32, state: Option<&[u8]>) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(&2i32.to_be_bytes());
+        b.extend_from_slice(&flags.to_be_bytes());
+        b.extend_from_slice(&2i32.to_be_bytes());
+        if let Some(state) = state {
+            put_bytes(&mut b, state);
+        }
+        if flags & 0x04 == 0 {
+            let global = flags & 0x01 != 0;
+            if global {
+                put_string(&mut b, "s");
+                put_string(&mut b, "t");
+            }
+            for (name, id) in [("c", 0x0009u16), ("v", 0x000D)] {
+                if !global {
+                    put_string(&mut b, "s");
+                    put_string(&mut b, "t");
+                }
+                put_string(&mut b, name);
+                b.extend_from_slice(&id.to_be_bytes());
+            }
+        }
+        b.extend_from_slice(&1i32.to_be_bytes());
+        put_bytes(&mut b, &3i32.to_be_bytes());
+        put_bytes(&mut b, b"a");
+        b
+    }
+
+    #[test]
+    fn rows_read_with_their_types_whatever_the_metadata_holds() {
+        let row = vec![Some(3i32.to_be_bytes().to_vec()), Some(b"a".to_vec())];
+        for (flags, state) in [(0x01, None), (0x00, None), (0x03, Some(&b"p"[..]))] {
+            let got = typed_rows(&body(flags, state)).unwrap();
+            assert_eq!(got.types, vec![0x0009, 0x000D], "flags {flags:#x}");
+            assert_eq!(got.rows, vec![row.clone()], "flags {flags:#x}");
+        }
+        let bare = typed_rows(&body(0x04, None)).unwrap();
+        assert!(bare.types.is_empty());
+        assert_eq!(bare.rows, vec![row]);
+        // Cut anywhere, a body is no result rather than a wrong one.
+        let whole = body(0x01, None);
+        for cut in 0..whole.len() {
+            assert_eq!(typed_rows(&whole[..cut]), None, "cut at {cut}");
+        }
     }
 }

@@ -80,5 +80,7 @@ scripts!(
     expiry_ignored,
     lists,
     lists_stamped,
-    expiry_unconfirmed
+    expiry_unconfirmed,
+    slices,
+    slices_trusting_longest
 );

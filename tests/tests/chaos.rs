@@ -1,13 +1,14 @@
 //! The chaos run in CI: every fault kind several times against three real
 //! nodes, adds with ids among the workload, and the checkers shown able to
 //! fail on builds broken where only real clients reach (CQL, TLS); the
-//! same with ring changes (joins, decommissions, removals). The broken
-//! builds the simulation catches (lost adds, in RESP pipelines too, ids
-//! lost in a crash, ring changes without a sync, idle repairs, the
-//! agreement path's, scripts that plant code or skip their compare,
-//! flushes) are `sim/tests/seeds.rs`'s, adds lost to a missed deadline
-//! `sim/scripts/expiry_ignored.txt`'s and list changes stamped when made
-//! `sim/scripts/lists_stamped.txt`'s.
+//! same with ring changes (joins, decommissions, removals). Flushes racing
+//! the workload, and the broken builds the simulation catches (lost adds,
+//! in RESP pipelines too, ids lost in a crash, ring changes without a
+//! sync, idle repairs, the agreement path's, scripts that plant code or
+//! skip their compare, flushes), are `sim/tests/seeds.rs`'s; adds lost to
+//! a missed deadline are `sim/scripts/expiry_ignored.txt`'s, list changes
+//! stamped when made `sim/scripts/lists_stamped.txt`'s and slices merged
+//! past the shortest `sim/scripts/slices_trusting_longest.txt`'s.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use std::time::Duration;
@@ -245,42 +246,6 @@ fn a_chaos_run_with_removed_nodes_finds_no_violation() {
     assert_eq!(members.len(), 3, "{summary}");
     assert!(summary.unique.0 > 100, "{summary}");
     assert!(summary.strings.2 >= 100, "few string answers: {summary}");
-    assert!(summary.report.violations.is_empty(), "{summary}");
-}
-
-/// `FLUSHALL`s race the adds, reads, resets, SETs and EXPIREs, among kills
-/// and pauses: each is a reset of every key, certainly before whatever is
-/// invoked after its answer.
-#[test]
-fn a_chaos_run_with_flushes_finds_no_violation() {
-    const KINDS: &[&str] = &[
-        "flush",
-        "kill",
-        "flush",
-        "pause",
-        "flush",
-        "partition",
-        "flush",
-    ];
-    let opts = ChaosOptions {
-        duration: Duration::from_secs(seconds().min(24)),
-        fault_interval: Duration::from_secs(3),
-        fault_kinds: KINDS,
-        min_faults: KINDS.len(),
-        exact_workers: 0,
-        unique_workers: 0,
-        list_workers: 0,
-        seed: 12,
-        ..ChaosOptions::default()
-    };
-    let summary = run(&opts).unwrap();
-    println!("{summary}");
-    assert_eq!(summary.faults.get("flush"), Some(&4), "{summary}");
-    assert!(
-        summary.flushes.0 >= 2,
-        "too few flushes answered OK: {summary}"
-    );
-    assert!(summary.report.reads_checked > 100, "{summary}");
     assert!(summary.report.violations.is_empty(), "{summary}");
 }
 

@@ -49,7 +49,6 @@ mod resp_once;
 mod resp_scripts;
 mod resp_sets;
 mod restart;
-mod slices;
 mod snapshots;
 mod strings;
 mod topology;

@@ -8,6 +8,7 @@
 //!
 //! The commands are [`session`]'s; the format is [`parse`]'s.
 
+pub mod cql;
 pub mod parse;
 pub mod resp;
 pub mod session;

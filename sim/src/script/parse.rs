@@ -69,7 +69,7 @@ impl Command {
         let mut options = BTreeMap::new();
         for w in words {
             match w.split_once('=') {
-                Some((k, v)) if !k.is_empty() => {
+                Some((k, v)) if is_name(k) => {
                     if options.insert(k.to_string(), v.to_string()).is_some() {
                         bail!("line {line}: option {k} given twice");
                     }
@@ -85,6 +85,15 @@ impl Command {
             options,
         })
     }
+}
+
+/// Whether `word` names an option (`cl`, `hints.window_ms`): a CQL
+/// statement's `>=` is no option.
+fn is_name(word: &str) -> bool {
+    !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
 }
 
 /// Reads a script; an error names the line.

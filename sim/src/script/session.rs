@@ -35,8 +35,8 @@ const ANSWER_WAIT: Duration = Duration::from_secs(60);
 /// Client ids `applier` tries.
 const APPLIER_TRIES: u32 = 100_000;
 
-/// How long `stabilize` waits for the nodes to agree on who is up and to
-/// deliver their hints.
+/// How long `stabilize` waits for the nodes to agree on who is up, to
+/// deliver their hints and to enable their features.
 const STABILIZE_MAX: Duration = Duration::from_secs(60);
 
 /// One script's cluster, once its `cluster` command made it.
@@ -198,6 +198,21 @@ async fn run(cluster: &Cluster, net: &Net, name: &str, w: &mut Words) -> Result<
         "resp" => {
             let n = w.node(nodes)?;
             super::resp::command(cluster, n, &w.rest_words(), ANSWER_WAIT).await
+        }
+        "cql" => {
+            let n = w.node(nodes)?;
+            let reading = super::cql::Reading {
+                cl: w.level()?,
+                page: w
+                    .option("page")
+                    .map(|p| {
+                        p.parse()
+                            .map_err(|_| anyhow!("page={p} is not a number of rows"))
+                    })
+                    .transpose()?,
+            };
+            let statement = w.rest_words().join(" ");
+            return Ok(super::cql::statement(cluster, n, &statement, reading, ANSWER_WAIT).await);
         }
         _ => {
             fault(cluster, net, name, w).await?;
@@ -502,8 +517,9 @@ async fn cluster_status(node: &Node) -> Result<ClusterStatus> {
 }
 
 /// Waits until every node up sees the others as they are (up or down)
-/// and holds no hint for a node up; answers what is still off after
-/// [`STABILIZE_MAX`].
+/// and holds no hint for a node up, and with every member up, until each
+/// enabled the cluster features its build has; answers what is still off
+/// after [`STABILIZE_MAX`].
 async fn stabilize(cluster: &Cluster) -> Result<(), String> {
     let started = tally_world::Instant::now();
     loop {
@@ -517,9 +533,12 @@ async fn stabilize(cluster: &Cluster) -> Result<(), String> {
     }
 }
 
-/// What keeps the cluster from being stable, if anything.
+/// What keeps the cluster from being stable, if anything: a node that
+/// sees another up or down wrongly, hints waiting for a node up, or,
+/// with every member up, a feature not enabled yet.
 async fn unsettled(cluster: &Cluster) -> Option<String> {
     let members = cluster.membership().members;
+    let all_up = members.iter().all(|&i| cluster.is_up(i));
     for &i in &members {
         let Some(node) = cluster.node(i) else {
             continue;
@@ -528,6 +547,9 @@ async fn unsettled(cluster: &Cluster) -> Option<String> {
             Ok(s) => s,
             Err(e) => return Some(format!("n{}: {e}", i + 1)),
         };
+        if all_up && let Some(off) = not_enabled(&node, i).await {
+            return Some(format!("n{} has not enabled feature {off}", i + 1));
+        }
         for &j in members.iter().filter(|&&j| j != i) {
             let up = cluster.is_up(j);
             let peer = &status.nodes[j];
@@ -541,6 +563,19 @@ async fn unsettled(cluster: &Cluster) -> Option<String> {
         }
     }
     None
+}
+
+/// A cluster feature node `i`'s build has and it has not enabled yet.
+async fn not_enabled(node: &Node, i: usize) -> Option<String> {
+    let Ok(ClientReply::Versions(v)) = node.execute(ClientOp::Versions).await else {
+        return Some("(it did not say which)".to_string());
+    };
+    let build = v.nodes.get(i)?.build.as_ref()?;
+    build
+        .features
+        .iter()
+        .find(|f| !v.enabled.contains(f))
+        .cloned()
 }
 
 fn updown(up: bool) -> &'static str {
