@@ -7,13 +7,11 @@
     reason = "test code: a panic is the failure report"
 )]
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::{foreign, key, open};
+use crate::common::{foreign, key, open};
 use tally_engine::{Cell, Engine, Options, Wait};
 
 /// Whether applying `cell` to `k` answers while the disk takes no writes.

@@ -7,9 +7,7 @@
     reason = "test code: a panic is the failure report"
 )]
 
-mod common;
-
-use common::{add_one, open, small_options};
+use crate::common::{add_one, open, small_options};
 use tally_engine::change::{Change, When, expire_targets};
 use tally_engine::{Key, now_ms, unique};
 

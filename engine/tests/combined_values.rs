@@ -7,12 +7,10 @@
     reason = "test code: a panic is the failure report"
 )]
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::{add_one, key, open, unsynced_ids};
+use crate::common::{add_one, key, open, unsynced_ids};
 use tally_engine::Options;
 
 /// Adds in flight at once on the one key.

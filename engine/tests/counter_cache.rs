@@ -7,9 +7,7 @@
     reason = "test code: a panic is the failure report"
 )]
 
-mod common;
-
-use common::{add_one, apply_cells, apply_one, open, small_options};
+use crate::common::{add_one, apply_cells, apply_one, open, small_options};
 use tally_engine::{Cell, Key, Options, Shard};
 
 const PARTITIONS: u64 = 60;

@@ -6,14 +6,12 @@
     reason = "test code: a panic is the failure report"
 )]
 
-mod common;
-
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{add_one, apply_one, key, open, unsynced_ids};
+use crate::common::{add_one, apply_one, key, open, unsynced_ids};
 use tally_engine::{Engine, Error, Options, Queued, Staged};
 
 /// An engine whose fsyncs fail while the returned switch is on.
@@ -45,7 +43,7 @@ async fn a_failed_fsync_poisons_the_engine() {
         Err(Error::Poisoned(_))
     ));
     assert!(matches!(
-        common::reset(&engine, &key(1)).await,
+        crate::common::reset(&engine, &key(1)).await,
         Err(Error::Poisoned(_))
     ));
     let cell = tally_engine::Cell::new();

@@ -7,11 +7,9 @@
     reason = "test code: a panic is the failure report"
 )]
 
-mod common;
-
 use std::ops::Range;
 
-use common::{add_one, apply_cells, apply_one, key, open};
+use crate::common::{add_one, apply_cells, apply_one, key, open};
 use tally_engine::cell::SHARDS_MAX;
 use tally_engine::{Cell, Error, Options, Shard};
 
@@ -182,7 +180,7 @@ async fn clocks_and_epochs_near_u64_max_are_refused_before_they_wrap() {
     let k2 = key(5);
     let epoch_at_max = Cell::from_parts(u64::MAX - 1, []);
     let applied_epoch = apply_one(&engine, &k2, &epoch_at_max).await;
-    let reset = common::reset(&engine, &k2).await;
+    let reset = crate::common::reset(&engine, &k2).await;
     let many = apply_cells(
         &engine,
         &[(key(6), Cell::from_parts(u64::MAX - (1 << 31), []))],

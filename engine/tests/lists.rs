@@ -7,9 +7,7 @@
     reason = "test code: a panic is the failure report"
 )]
 
-mod common;
-
-use common::{add_one, hooked_runtime, key, open, small_options};
+use crate::common::{add_one, hooked_runtime, key, open, small_options};
 use tally_engine::list::{At, End, ListChange, ListReply};
 use tally_engine::{Cell, Error, Refusal, now_ms};
 

@@ -6,11 +6,9 @@
     reason = "test code: a panic is the failure report"
 )]
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{add_one, key, open};
+use crate::common::{add_one, key, open};
 use tally_engine::Options;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

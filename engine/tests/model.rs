@@ -6,11 +6,9 @@
     reason = "test code: a panic is the failure report"
 )]
 
-mod common;
-
 use std::collections::HashMap;
 
-use common::{Rng, add_one, apply_cells, apply_one, key, open, small_options};
+use crate::common::{Rng, add_one, apply_cells, apply_one, key, open, small_options};
 use tally_engine::{Cell, Shard};
 
 const KEYS: u64 = 24;
@@ -96,7 +94,7 @@ async fn run(seed: u64, ops: usize) {
                 }
             }
             78..84 => {
-                let epoch = common::reset(&engine, &key(k)).await.unwrap();
+                let epoch = crate::common::reset(&engine, &key(k)).await.unwrap();
                 m.epoch += 1;
                 m.own = 0;
                 for (_, v) in m.foreign.values_mut() {

@@ -8,11 +8,9 @@
     reason = "test code: a panic is the failure report"
 )]
 
-mod common;
-
 use std::time::Duration;
 
-use common::{key, open, small_options};
+use crate::common::{key, open, small_options};
 use tally_engine::{Engine, Error, Once, OnceAdd, OpId, Options, Retention};
 
 fn add(delta: i64, client: &[u8], seq: u64) -> OnceAdd {
@@ -120,7 +118,7 @@ fn a_reset_keeps_the_ids() {
     rt().block_on(async {
         let e = open(dir.path(), &small_options());
         once(&e, 1, &[add(4, b"c", 1)]).await;
-        common::reset(&e, &key(1)).await.unwrap();
+        crate::common::reset(&e, &key(1)).await.unwrap();
         // The reset won: the retry answers its value and is not applied again.
         assert_eq!(
             once(&e, 1, &[add(4, b"c", 1)]).await,

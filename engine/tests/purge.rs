@@ -7,9 +7,7 @@
     reason = "test code: a panic is the failure report"
 )]
 
-mod common;
-
-use common::{hooked_runtime, open, small_options};
+use crate::common::{hooked_runtime, open, small_options};
 use std::sync::Arc;
 use tally_engine::cell::List;
 

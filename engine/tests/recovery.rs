@@ -7,11 +7,9 @@
     reason = "test code: a panic is the failure report"
 )]
 
-mod common;
-
 use std::path::Path;
 
-use common::{add_one, key, open};
+use crate::common::{add_one, key, open};
 use tally_engine::{Engine, Error, Options};
 
 /// Where each record of a segment starts and ends (the sync mark that ends

@@ -7,11 +7,9 @@
     reason = "test code: a panic is the failure report"
 )]
 
-mod common;
-
 use std::sync::Arc;
 
-use common::{add_one, apply_cells, key, unsynced_ids};
+use crate::common::{add_one, apply_cells, key, unsynced_ids};
 use tally_engine::{Cell, Engine, Error, Options, Shard};
 
 fn relayed(dir: &std::path::Path) -> Arc<Engine> {

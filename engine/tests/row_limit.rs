@@ -7,9 +7,7 @@
     reason = "test code: a panic is the failure report"
 )]
 
-mod common;
-
-use common::{add_one, open};
+use crate::common::{add_one, open};
 use tally_engine::{Columns, Engine, Error, Key, Options};
 
 fn col(i: usize) -> Key {
@@ -36,7 +34,7 @@ async fn a_row_read_stops_at_its_column_limit() {
         engine.flush().unwrap();
         engine.close().unwrap();
     }
-    let table = common::only_table(src.path());
+    let table = crate::common::only_table(src.path());
     // Damage the last data block: the one with the row's last columns. A
     // read that stops at its limit never reaches it.
     let mut bytes = std::fs::read(&table).unwrap();

@@ -7,9 +7,7 @@
     reason = "test code: a panic is the failure report"
 )]
 
-mod common;
-
-use common::{add_one, key, open};
+use crate::common::{add_one, key, open};
 use tally_engine::{Engine, Error, Options};
 
 const KEYS: u64 = 40;
@@ -31,7 +29,7 @@ async fn a_flipped_byte_is_reported_not_misread() {
         engine.flush().unwrap();
         engine.close().unwrap();
     }
-    let table = common::only_table(src.path());
+    let table = crate::common::only_table(src.path());
     let pristine = std::fs::read(&table).unwrap();
     let name = table.file_name().unwrap();
 

@@ -10,12 +10,10 @@
     reason = "test code: a panic is the failure report"
 )]
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::{apply_tails, key, open, small_options};
+use crate::common::{apply_tails, key, open, small_options};
 use tally_engine::{Cell, Engine, Error, Once, OnceAdd, OpId, Options, Shard, TailIds, TailOp};
 
 fn add(delta: i64, seq: u64) -> OnceAdd {

@@ -11,11 +11,9 @@
     reason = "test code: a panic is the failure report"
 )]
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::{add_one, apply_cells, key, open};
+use crate::common::{add_one, apply_cells, key, open};
 use tally_engine::commitlog::check::LogCheck;
 use tally_engine::{Cell, Engine, Error, Key, Options, Shard};
 
@@ -261,7 +259,7 @@ async fn damage_that_is_not_provably_torn_is_corruption() {
     assert_corrupt_at(dir.path(), &segment, at, "zeros in a durable write");
 
     // Garbage in the last write: no tear writes bytes that were never written.
-    let mut rng = common::Rng(7);
+    let mut rng = crate::common::Rng(7);
     let r = last[BATCH / 4];
     let dir = tempfile::tempdir().unwrap();
     copy_dir(src.path(), dir.path());

@@ -7,9 +7,7 @@
     reason = "test code: a panic is the failure report"
 )]
 
-mod common;
-
-use common::{open, small_options};
+use crate::common::{open, small_options};
 use tally_engine::change::{Change, When};
 use tally_engine::{Engine, now_ms, unique};
 
@@ -75,7 +73,7 @@ fn a_reset_starts_the_count_over() {
     rt().block_on(async {
         let e = open(dir.path(), &small_options());
         admit(&e, &["ann", "bob"]).await;
-        common::reset(&e, &unique::count_key(b"voters").unwrap())
+        crate::common::reset(&e, &unique::count_key(b"voters").unwrap())
             .await
             .unwrap();
         assert_eq!(count(&e), 0);
