@@ -8,12 +8,14 @@
     reason = "test code: a panic is the failure report"
 )]
 
+mod common;
+
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{add_one, apply_cells, key};
+use common::{add_one, apply_cells, key};
 use tally_engine::{Cell, Engine, Options, Shard, Staged};
 
 const KEYS: u64 = 500;
@@ -48,7 +50,7 @@ fn crash_child() {
             let engine = engine.clone();
             let out = out.clone();
             tasks.spawn(async move {
-                let mut rng = crate::common::Rng(t * 7919 + 17);
+                let mut rng = common::Rng(t * 7919 + 17);
                 loop {
                     let k = rng.below(KEYS);
                     let d = 1 + rng.below(9) as i64;
@@ -62,7 +64,7 @@ fn crash_child() {
             let engine = engine.clone();
             let out = out.clone();
             tasks.spawn(async move {
-                let mut rng = crate::common::Rng(t * 104_729 + 3);
+                let mut rng = common::Rng(t * 104_729 + 3);
                 loop {
                     let adds: Vec<(u64, i64)> = (0..8)
                         .map(|_| (rng.below(KEYS), 1 + rng.below(9) as i64))
@@ -132,7 +134,7 @@ fn crash_keeps_every_acknowledged_add() {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "crash::crash_child",
+                "crash_child",
                 "--ignored",
                 "--nocapture",
                 "--test-threads=1",
@@ -203,7 +205,7 @@ fn record(
     attempted: &mut HashMap<u64, i64>,
     applied: &mut HashMap<u64, i64>,
 ) -> bool {
-    // The test harness prints "test crash::crash_child ... " in front of the first line.
+    // The test harness prints "test crash_child ... " in front of the first line.
     let parts: Vec<&str> = line.split(' ').collect();
     let [.., kind, k, d] = parts[..] else {
         return false;

@@ -12,13 +12,15 @@
     reason = "test code: a panic is the failure report"
 )]
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::common::key;
+use common::key;
 use tally_engine::{Engine, Once, OnceAdd, OpId, Options};
 
 const KEYS: u64 = 40;
@@ -53,7 +55,7 @@ fn once_crash_child() {
         for w in 0..WRITERS {
             let (engine, out) = (engine.clone(), out.clone());
             tasks.spawn(async move {
-                let mut rng = crate::common::Rng(w * 7919 + start);
+                let mut rng = common::Rng(w * 7919 + start);
                 let mut seq = start;
                 loop {
                     let k = rng.below(KEYS);
@@ -115,7 +117,7 @@ fn a_crash_never_counts_an_id_twice_or_loses_one() {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "once_crash::once_crash_child",
+                "once_crash_child",
                 "--ignored",
                 "--nocapture",
                 "--test-threads=1",
@@ -186,7 +188,7 @@ async fn retry_all(engine: &Engine, attempts: &mut BTreeMap<(u64, u64), Attempt>
 
 /// Parses one child line; true if it was an acknowledgement.
 fn record(line: &str, attempts: &mut BTreeMap<(u64, u64), Attempt>) -> bool {
-    // The harness's "test once_crash::once_crash_child ... " shares the first line.
+    // The harness's "test once_crash_child ... " shares the first line.
     let line = line.rsplit_once(" ... ").map_or(line, |(_, l)| l);
     let f: Vec<&str> = line.split_whitespace().collect();
     let n = |i: usize| f[i].parse::<i64>().unwrap();

@@ -9,25 +9,45 @@
 
 use std::time::Duration;
 
-use tally_net::cql::{CqlClient, consistency, paging_state, typed_rows};
+use anyhow::{Result, anyhow};
+use tally_net::cql::{CqlClient, CqlError, consistency, paging_state, typed_rows};
 use tally_net::wire::Consistency;
 
+use super::words::Words;
 use crate::cluster::Cluster;
 
 /// Most pages one statement reads: a script's partitions are small.
 const PAGES_MAX: usize = 1000;
 
 /// A statement's consistency level and page size.
-pub struct Reading {
+struct Reading {
     /// The level it runs at.
-    pub cl: Consistency,
+    cl: Consistency,
     /// Rows a page; `None`: one page of every row.
-    pub page: Option<i32>,
+    page: Option<i32>,
+}
+
+/// Runs the command `w` holds (its words after `cql`); answers what it
+/// printed, or why nothing came within `wait`.
+pub async fn command(cluster: &Cluster, w: &mut Words, wait: Duration) -> Result<Vec<String>> {
+    let n = w.node(cluster.len())?;
+    let reading = Reading {
+        cl: w.level()?,
+        page: w
+            .option("page")
+            .map(|p| {
+                p.parse()
+                    .map_err(|_| anyhow!("cql: page={p} is not a number of rows"))
+            })
+            .transpose()?,
+    };
+    let text = w.rest_words().join(" ");
+    Ok(statement(cluster, n, &text, reading, wait).await)
 }
 
 /// Runs `statement` on node `n`: what it printed, or why nothing came
 /// within `wait`.
-pub async fn statement(
+async fn statement(
     cluster: &Cluster,
     n: usize,
     statement: &str,
@@ -56,7 +76,7 @@ async fn pages(
     client: &CqlClient,
     statement: &str,
     reading: Reading,
-) -> Result<Vec<String>, tally_net::cql::CqlError> {
+) -> Result<Vec<String>, CqlError> {
     let cl = consistency(reading.cl);
     let size = reading.page.unwrap_or(i32::MAX);
     let mut lines = Vec::new();
@@ -65,8 +85,12 @@ async fn pages(
         let body = client
             .query_page(statement, cl, (size, state.as_deref()))
             .await?;
-        let Some(rows) = typed_rows(&body) else {
-            return Ok(vec!["ok".to_string()]);
+        let rows = match (typed_rows(&body), body.get(..4)) {
+            (Some(rows), _) => rows,
+            (None, Some([0, 0, 0, 2])) => {
+                return Ok(vec!["error: a malformed result of rows".into()]);
+            }
+            (None, _) => return Ok(vec!["ok".to_string()]),
         };
         lines.extend(rows.rows.iter().map(|row| print_row(&rows.types, row)));
         state = paging_state(&body);

@@ -212,6 +212,16 @@ mod tests {
     }
 
     #[test]
+    fn only_a_name_before_equals_makes_an_option() {
+        let s = parse("cql n1 page=2 SELECT c WHERE c >= 0 AND k = 1\n----\n").unwrap();
+        let c = &s.blocks[0].commands[0];
+        assert_eq!(c.options.len(), 1);
+        assert_eq!(c.options.get("page").map(String::as_str), Some("2"));
+        let args = "n1 SELECT c WHERE c >= 0 AND k = 1";
+        assert_eq!(c.args, args.split(' ').collect::<Vec<_>>());
+    }
+
+    #[test]
     fn a_blank_output_line_is_written_visibly() {
         let s = parse("get n1 k\n----\n").unwrap();
         let text = format(&s, &[vec![String::new()]]);

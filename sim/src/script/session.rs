@@ -199,21 +199,7 @@ async fn run(cluster: &Cluster, net: &Net, name: &str, w: &mut Words) -> Result<
             let n = w.node(nodes)?;
             super::resp::command(cluster, n, &w.rest_words(), ANSWER_WAIT).await
         }
-        "cql" => {
-            let n = w.node(nodes)?;
-            let reading = super::cql::Reading {
-                cl: w.level()?,
-                page: w
-                    .option("page")
-                    .map(|p| {
-                        p.parse()
-                            .map_err(|_| anyhow!("page={p} is not a number of rows"))
-                    })
-                    .transpose()?,
-            };
-            let statement = w.rest_words().join(" ");
-            return Ok(super::cql::statement(cluster, n, &statement, reading, ANSWER_WAIT).await);
-        }
+        "cql" => return super::cql::command(cluster, w, ANSWER_WAIT).await,
         _ => {
             fault(cluster, net, name, w).await?;
             return Ok(Vec::new());
