@@ -13,7 +13,7 @@ use anyhow::{Context, Result, bail};
 pub const UPGRADE_FROM: &str = "cf6f0e9461b9182ee9533ee06f87e2a4783bb1de";
 
 /// The node binaries the tests run from the old build.
-const BINARIES: [&str; 3] = ["tallyd", "tally", "tallyd-faults"];
+pub const BINARIES: [&str; 3] = ["tallyd", "tally", "tallyd-faults"];
 
 /// The directory holding the old build's binaries (`tallyd`, `tally`,
 /// `tallyd-faults`), building them first if they are not there yet. Only

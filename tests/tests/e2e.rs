@@ -64,8 +64,9 @@ mod zsets;
 /// every upgrade test waiting on it at the end.
 #[test]
 fn a_build_to_upgrade_from_is_made_first() {
-    let bins = tally_tests::old_build::old_build().expect("build the commit upgrades start from");
-    for name in ["tallyd", "tally", "tallyd-faults"] {
+    use tally_tests::old_build::{BINARIES, old_build};
+    let bins = old_build().expect("build the commit upgrades start from");
+    for name in BINARIES {
         let help = std::process::Command::new(bins.join(name))
             .arg("--help")
             .output()
