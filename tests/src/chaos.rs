@@ -1238,13 +1238,15 @@ fn inject(
         }
         "repair" => {
             let started = Instant::now();
-            let done = crate::runtime().block_on(async {
-                let c = cluster.client(victim).await?;
-                anyhow::Ok(c.call(ClientOp::Repair { range: None }).await)
-            })?;
-            if let Ok(ClientReply::Repaired(r)) = done {
-                repairs.0 += 1;
-                repairs.1 += r.cells_moved;
+            // Run again while it fails, as an operator would: the replica
+            // the last fault restarted may not be back yet.
+            let op = ClientOp::Repair { range: None };
+            match topology::call_until(cluster, victim, &op, || false)? {
+                Some(ClientReply::Repaired(r)) => {
+                    repairs.0 += 1;
+                    repairs.1 += r.cells_moved;
+                }
+                other => anyhow::bail!("a repair answered {other:?}"),
             }
             std::thread::sleep(hold.saturating_sub(started.elapsed()));
         }

@@ -159,12 +159,12 @@ fn change(
     }
 }
 
-/// Sends `op` (a ring change or a fold) through node `via`, again and
-/// again while it fails (a member restarted by the last fault is not seen
-/// up yet), until it answers or `finished` says an attempt that failed
-/// did the work after all (`None`). Each call waits as long as the
+/// Sends `op` (a ring change, a fold or a repair) through node `via`,
+/// again and again while it fails (a member restarted by the last fault is
+/// not seen up yet), until it answers or `finished` says an attempt that
+/// failed did the work after all (`None`). Each call waits as long as the
 /// operation may take, as the `tally` commands do.
-fn call_until(
+pub(crate) fn call_until(
     cluster: &Cluster,
     via: usize,
     op: &ClientOp,
