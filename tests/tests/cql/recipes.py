@@ -2,6 +2,9 @@
 # cassandra-driver: each statement run as cqlsh runs it (its CONSISTENCY
 # and SERIAL CONSISTENCY too), and every result compared with the table
 # cqlsh printed for Cassandra (the .out beside each script), cell by cell.
+# Like cqlsh, every statement goes through the one node it connected to: at
+# ONE, a row written through one node may not be on the replica a read
+# through another node asks first.
 # argv = CQL port, then the recipes' paths without their suffix.
 import datetime
 import sys
@@ -9,10 +12,17 @@ import uuid
 
 from cassandra import ConsistencyLevel
 from cassandra.cluster import Cluster
+from cassandra.policies import WhiteListRoundRobinPolicy
 from cassandra.query import SimpleStatement
 
 port, recipes = int(sys.argv[1]), sys.argv[2:]
-cluster = Cluster(["127.0.0.1"], port=port, connect_timeout=10, control_connection_timeout=10)
+cluster = Cluster(
+    ["127.0.0.1"],
+    port=port,
+    load_balancing_policy=WhiteListRoundRobinPolicy(["127.0.0.1"]),
+    connect_timeout=10,
+    control_connection_timeout=10,
+)
 session = cluster.connect()
 
 
