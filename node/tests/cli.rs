@@ -61,6 +61,20 @@ fn the_cli_adds_reads_resets_and_reports() {
         "{json}"
     );
 
+    // A reader that went away (`tally status | head -0`) ends the CLI as
+    // it ends any Unix tool: by SIGPIPE, without a panic's message.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(bin("tally").unwrap())
+        .args(["--config".as_ref(), cluster.config_path.as_os_str()])
+        .arg("status")
+        .stdout(writer)
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{out:?}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+
     // Errors: one line, non-zero exit.
     let out = tally(&cluster, &["add", "x", "--cl", "bogus"]);
     assert!(!out.status.success());

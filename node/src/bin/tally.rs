@@ -346,6 +346,7 @@ enum Target {
 }
 
 fn main() {
+    die_quietly_on_a_closed_pipe();
     let cli = Cli::parse();
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -361,6 +362,18 @@ fn main() {
         let (line, status) = failure.report();
         eprintln!("{line}");
         std::process::exit(status);
+    }
+}
+
+/// `tally repair | head -3`: once the reader closes the pipe, the next
+/// write ends the process as it ends `cat` or `grep` (Rust's runtime
+/// ignores SIGPIPE, and `println!` would panic on the failed write).
+fn die_quietly_on_a_closed_pipe() {
+    #[expect(unsafe_code, reason = "signal(2) has no safe std wrapper")]
+    // SAFETY: called first in main, before any thread exists; SIG_DFL is
+    // no handler, so nothing runs in a signal context.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 
