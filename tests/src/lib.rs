@@ -325,6 +325,29 @@ fn largest_file(dir: &std::path::Path) -> std::io::Result<u64> {
     Ok(max)
 }
 
+/// Whether every thread of process `pid` is stopped (state `T` in
+/// `/proc/<pid>/task/<tid>/stat`, the field after the command's closing
+/// parenthesis). A process that is gone is an error.
+fn stopped(pid: u32) -> Result<bool> {
+    let tasks = format!("/proc/{pid}/task");
+    for task in fs::read_dir(&tasks).with_context(|| format!("read {tasks}"))? {
+        let stat = match fs::read_to_string(task?.path().join("stat")) {
+            Ok(stat) => stat,
+            // A thread that ended since the listing.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e).with_context(|| format!("read a thread's stat in {tasks}")),
+        };
+        let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+        match state.and_then(|s| s.chars().next()) {
+            Some('T') => {}
+            Some('Z' | 'X') => bail!("process {pid} ended"),
+            Some(_) => return Ok(false),
+            None => bail!("unreadable {tasks} stat: {stat:?}"),
+        }
+    }
+    Ok(true)
+}
+
 /// Ports handed out by [`free_port`] come from `[PORT_BASE, PORT_END)`,
 /// below Linux's default ephemeral range (32768-60999). A port the kernel
 /// picked for `bind(0)` and the test then released can be picked again for
@@ -638,9 +661,32 @@ impl Cluster {
     }
 
     /// SIGSTOP (`resume: false`) or SIGCONT node `i`: a frozen process,
-    /// like a long GC pause, that keeps its sockets and its view.
+    /// like a long GC pause, that keeps its sockets and its view. A stop
+    /// returns once every thread of the node has stopped: `kill(2)` only
+    /// starts the stop, and on a busy machine a thread already running
+    /// goes on until the one told of the signal gets a CPU (a test froze
+    /// n3, then saw it acknowledge an add sent after the `kill`).
     pub fn signal_stop(&mut self, i: usize, resume: bool) -> Result<()> {
-        self.signal(i, if resume { libc::SIGCONT } else { libc::SIGSTOP })
+        if resume {
+            return self.signal(i, libc::SIGCONT);
+        }
+        self.signal(i, libc::SIGSTOP)?;
+        let pid = self.nodes[i]
+            .child
+            .as_ref()
+            .context("node is not running")?
+            .id();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !stopped(pid)? {
+            if Instant::now() > deadline {
+                bail!(
+                    "node {} (pid {pid}) did not stop within 10 s of SIGSTOP",
+                    i + 1
+                );
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(())
     }
 
     /// Sends signal `sig` to node `i`'s process.
