@@ -32,6 +32,7 @@ pub mod exact_sender;
 pub mod old_build;
 pub mod proxy;
 pub mod resp_work;
+pub mod unique_sender;
 use tally_net::Client;
 use tally_node::config::Config;
 
