@@ -30,6 +30,7 @@ pub mod script;
 pub mod strings;
 pub mod topology;
 pub mod trace;
+pub mod unique;
 pub mod workload;
 pub mod world;
 
@@ -44,7 +45,9 @@ mod layers {
         &["cluster"],
         &["topology", "repairs"],
         &["workload"],
-        &["exact", "strings", "lists", "flushes", "resp", "cql"],
+        &[
+            "exact", "strings", "lists", "flushes", "resp", "cql", "unique",
+        ],
         &["run", "script"],
     ];
 

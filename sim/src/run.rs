@@ -12,6 +12,7 @@ use rand::{Rng, SeedableRng};
 use tally_net::wire::{ClientOp, ClientReply, Consistency, WireError, WireKey};
 use tally_tests::checker;
 use tally_tests::checker::exact::check_exact;
+use tally_tests::unique_sender;
 
 use crate::broken::Broken;
 use crate::cluster::{self, Cluster, Hooks, Shape};
@@ -20,7 +21,7 @@ use crate::lists::{self, Lists};
 use crate::net::{Faults, Net};
 use crate::workload::{self, KEYS};
 use crate::world::{SimWorld, Stream, stream};
-use crate::{cql, flushes, repairs, resp, strings};
+use crate::{cql, flushes, repairs, resp, strings, unique};
 use crate::{trace, trace as tr};
 
 /// What a run is asked to do.
@@ -38,6 +39,8 @@ pub struct Plan {
     pub string_clients: usize,
     /// Clients of lists.
     pub list_clients: usize,
+    /// Clients adding members to unique counters.
+    pub unique_clients: usize,
     /// Clients pipelining counter commands and scripts over RESP (and,
     /// with any, a hostile one planting code in scripts).
     pub resp_clients: usize,
@@ -49,7 +52,7 @@ pub struct Plan {
     pub spares: usize,
     /// Flushes of the whole cluster now and then (`flushes`); they reset
     /// every key, so a plan with them has no clients of ids, strings,
-    /// lists or CQL.
+    /// lists, unique counters or CQL.
     pub flushes: bool,
     /// The broken build every node runs, if any.
     pub broken: Option<Broken>,
@@ -59,7 +62,7 @@ pub struct Plan {
 
 impl Plan {
     /// Swarm testing: the clients of each kind but the plain ones (ids,
-    /// strings, lists, RESP, CQL) run in a seed with probability one
+    /// strings, lists, RESP, CQL, unique counters) run in a seed with probability one
     /// half, drawn from the seed. Neighbouring seeds try different mixes,
     /// each cheaper than every kind at once, and a kind's faults meet
     /// different company (as FoundationDB's simulation draws its
@@ -72,6 +75,8 @@ impl Plan {
             &mut self.list_clients,
             &mut self.resp_clients,
             &mut self.cql_clients,
+            // Last: the kinds before it are drawn as before it came.
+            &mut self.unique_clients,
         ];
         for clients in kinds {
             if !rng.random_bool(0.5) {
@@ -133,9 +138,14 @@ pub fn run(plan: &Plan) -> Result<Report> {
 async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<String>)> {
     anyhow::ensure!(
         !plan.flushes
-            || plan.exact_clients + plan.string_clients + plan.list_clients + plan.cql_clients == 0,
-        "flushes reset the keys of the clients of ids, strings, lists and CQL: a plan has one or \
-         the others"
+            || plan.exact_clients
+                + plan.string_clients
+                + plan.list_clients
+                + plan.cql_clients
+                + plan.unique_clients
+                == 0,
+        "flushes reset the keys of the clients of ids, strings, lists, unique counters and CQL: \
+         a plan has one or the others"
     );
     let shape = Shape {
         nodes: 3,
@@ -157,13 +167,14 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
         failure_timeout,
     );
     tr!(
-        "clients: {} plain, {} of ids, {} of strings, {} of lists, {} of RESP, {} of CQL",
+        "clients: {} plain, {} of ids, {} of strings, {} of lists, {} of RESP, {} of CQL, {} of unique counters",
         plan.clients,
         plan.exact_clients,
         plan.string_clients,
         plan.list_clients,
         plan.resp_clients,
-        plan.cql_clients
+        plan.cql_clients,
+        plan.unique_clients
     );
     let cluster = Cluster::new(&shape, net.clone(), hooks)?;
     for i in cluster.membership().members {
@@ -227,6 +238,14 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
     });
     let cql_first = resp_first + plan.resp_clients + 1;
     let cql_workers = cql::start(&cluster, (plan.cql_clients, cql_first), plan.seed, until);
+    // After the CQL workers' ids (five of them per CQL client).
+    let unique_first = cql_first + 5 * plan.cql_clients;
+    let uniques: Vec<_> = (0..plan.unique_clients)
+        .map(|c| {
+            let id = unique_first + c;
+            tokio::spawn(unique::client(id, cluster.clone(), plan.seed, until))
+        })
+        .collect();
     let mut history = Vec::new();
     if let Some(f) = flusher {
         history.extend(f.await.context("the flusher panicked")?);
@@ -259,6 +278,10 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
     for c in lists {
         pushes.extend(c.await.context("a list client panicked")?);
     }
+    let mut members = unique_sender::UniqueLog::default();
+    for c in uniques {
+        members.absorb(c.await.context("a unique client panicked")?);
+    }
     let mut cql_logs = match cql_workers {
         Some(w) => Some(w.join().await.context("a CQL worker panicked")?),
         None => None,
@@ -284,12 +307,19 @@ async fn simulate(plan: &Plan, hooks: &Hooks) -> Result<(usize, usize, Vec<Strin
     string_ops.extend(strings::final_reads(&cluster, &string_keys, &mut violations).await);
     violations.extend(strings::check(&string_ops));
     violations.extend(lists::check(&cluster, &pushes).await);
+    if plan.unique_clients > 0 {
+        violations.extend(unique::check(&cluster, &members).await);
+    }
     if let Some(logs) = &mut cql_logs {
         violations.extend(logs.check(&cluster).await);
     }
     cluster.close()?;
     violations.extend(SimWorld::broken_invariants());
-    let ops = history.len() + id_adds.len() + string_ops.len() + pushes.values().flatten().count();
+    let ops = history.len()
+        + id_adds.len()
+        + string_ops.len()
+        + pushes.values().flatten().count()
+        + members.adds;
     Ok((ops, report.reads_checked, violations))
 }
 

@@ -1,4 +1,4 @@
-//! The simulation in CI: three hundred seeds of the 3-node workload under
+//! The simulation in CI: two hundred seeds of the 3-node workload under
 //! every fault kind find no violation; a seed replays exactly; and each
 //! deliberately broken build is caught within a few seeds.
 
@@ -40,6 +40,7 @@ fn plan_of(seed: u64, broken: Option<Broken>, duration: Duration) -> Plan {
         list_clients: 1,
         resp_clients: 1,
         cql_clients: 1,
+        unique_clients: 1,
         spares: 1,
         flushes: false,
         broken,
@@ -58,6 +59,7 @@ fn flush_plan(seed: u64, broken: Option<Broken>) -> Plan {
         string_clients: 0,
         list_clients: 0,
         cql_clients: 0,
+        unique_clients: 0,
         ..plan(seed, broken)
     }
 }
@@ -181,6 +183,7 @@ fn the_simulation_catches_lost_adds_sent_in_resp_pipelines() {
         string_clients: 0,
         list_clients: 0,
         cql_clients: 0,
+        unique_clients: 0,
         resp_clients: 2,
         ..plan(seed, broken)
     };
@@ -268,6 +271,28 @@ fn the_simulation_catches_a_node_that_ignores_ids() {
     let violations = caught(Broken::IgnoreIds, 1, 5);
     assert!(
         violations.iter().any(|v| v.contains("exact key")),
+        "{violations:?}"
+    );
+}
+
+/// Unique counters alone: nodes that let any replica admit members
+/// count a member added through two of them twice, and the unique
+/// checker sees it on its own.
+#[test]
+fn the_simulation_catches_unique_counters_counting_a_member_twice() {
+    let unique_only = |seed, broken| Plan {
+        clients: 0,
+        exact_clients: 0,
+        string_clients: 0,
+        list_clients: 0,
+        resp_clients: 0,
+        cql_clients: 0,
+        unique_clients: 2,
+        ..plan(seed, broken)
+    };
+    let violations = caught_by(Broken::IgnoreIds, 1, 5, &unique_only);
+    assert!(
+        violations.iter().any(|v| v.contains("unique counter")),
         "{violations:?}"
     );
 }

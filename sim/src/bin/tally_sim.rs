@@ -42,6 +42,9 @@ struct Args {
     /// Clients of lists per run.
     #[arg(long, default_value_t = 1)]
     list_clients: usize,
+    /// Clients adding members to unique counters per run.
+    #[arg(long, default_value_t = 1)]
+    unique_clients: usize,
     /// Clients pipelining counter commands and scripts over RESP per run
     /// (with any, a hostile one tries to plant code in scripts).
     #[arg(long, default_value_t = 1)]
@@ -103,6 +106,7 @@ fn main() -> Result<()> {
             list_clients: others(args.list_clients),
             resp_clients: args.resp_clients,
             cql_clients: others(args.cql_clients),
+            unique_clients: others(args.unique_clients),
             spares: args.spares,
             flushes: args.flushes,
             broken: args.broken,
