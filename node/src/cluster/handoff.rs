@@ -1,11 +1,14 @@
 //! Hinted handoff's tasks: delivering hints to peers that are back and
 //! can write, and fsyncing (and compacting) the hint files (the files
-//! themselves are `hints`).
+//! themselves are `hints`). What is delivered, and when, is `delivery`'s
+//! to decide; these tasks read, send and record.
+
+mod delivery;
 
 use std::sync::Weak;
 use std::time::Duration;
 
-use tally_net::wire::{PeerRequest, PeerResponse};
+use tally_net::wire::PeerRequest;
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
@@ -13,6 +16,7 @@ use crate::base::convert::{wire_cell, wire_key};
 use crate::cluster::ctx::Ctx;
 use crate::cluster::generations;
 use crate::cluster::hints;
+use delivery::{PeerStep, Round};
 
 /// Keys delivered to one peer per hint round.
 const HINT_BATCH_KEYS_MAX: usize = 512;
@@ -30,30 +34,21 @@ async fn deliver(ctx: Weak<Ctx>) {
     loop {
         tokio::time::sleep(HINT_ROUND_INTERVAL).await;
         let Some(ctx) = ctx.upgrade() else { return };
-        for peer in 0..ctx.config().nodes.len() {
-            // A peer that cannot write would refuse every cell: its hints
-            // wait until it can (a restart on a good disk).
-            if peer == ctx.me() {
-                continue;
-            }
-            // A node that left the ring needs none (its ranges moved with
-            // every write they had); hints for it can still come from
-            // writes begun before it left.
-            if ctx.node_state(peer) == tally_net::wire::NodeState::Left {
-                if ctx.hints().count(peer) > 0
-                    && let Err(e) = ctx.hints().forget(peer)
-                {
-                    tracing::warn!(peer = %ctx.name(peer), error = %e, "could not drop the hints of a node that left");
-                }
-                continue;
-            }
-            if ctx.is_up(peer) {
+        for peer in (0..ctx.config().nodes.len()).filter(|&p| p != ctx.me()) {
+            let left = ctx.node_state(peer) == tally_net::wire::NodeState::Left;
+            if !left && ctx.is_up(peer) {
                 ctx.hints().seen_up(peer);
             }
-            if ctx.hints().count(peer) == 0 || !ctx.transport().is_writable(peer) {
-                continue;
+            let pending = ctx.hints().count(peer);
+            match delivery::peer_step(left, pending, || ctx.transport().is_writable(peer)) {
+                PeerStep::Skip => {}
+                PeerStep::Forget => {
+                    if let Err(e) = ctx.hints().forget(peer) {
+                        warn!(peer = %ctx.name(peer), error = %e, "could not drop the hints of a node that left");
+                    }
+                }
+                PeerStep::Deliver => deliver_round(&ctx, peer).await,
             }
-            deliver_round(&ctx, peer).await;
         }
     }
 }
@@ -61,18 +56,18 @@ async fn deliver(ctx: Weak<Ctx>) {
 /// Sends `peer` the current cell of up to [`HINT_BATCH_KEYS_MAX`] of its
 /// hinted keys, and clears the ones it took.
 async fn deliver_round(ctx: &std::sync::Arc<Ctx>, peer: usize) {
-    let keys = ctx.hints().pending(peer, HINT_BATCH_KEYS_MAX);
-    let mut cells = Vec::with_capacity(keys.len());
-    // A flushed generation's hints are done with: nothing reads them, and
-    // the peer refuses them (`generations`).
     let topology = ctx.topology();
-    let (flushed, keys): (Vec<_>, Vec<_>) = keys
-        .into_iter()
-        .partition(|(key, _)| generations::left(key.partition(), |db| topology.keyspace(db)));
-    for (key, generation) in keys {
+    let mut round = Round::new(ctx.hints().pending(peer, HINT_BATCH_KEYS_MAX), |key| {
+        generations::left(key.partition(), |db| topology.keyspace(db))
+    });
+    let mut cells = Vec::new();
+    for (i, key) in round.to_send() {
         match ctx.engine().get(&key) {
-            Ok(c) => cells.push((key, generation, c)),
-            Err(e) => warn!(error = %e, "cannot read a hinted cell"),
+            Ok(c) => cells.push((i, key, c)),
+            Err(e) => {
+                warn!(error = %e, "cannot read a hinted cell");
+                round.unreadable(i);
+            }
         }
     }
     // The cells may hold this node's adds with ids not durable yet: they
@@ -81,26 +76,24 @@ async fn deliver_round(ctx: &std::sync::Arc<Ctx>, peer: usize) {
         return;
     }
     let mut sends = JoinSet::new();
-    for (key, generation, cell) in cells {
+    for (i, key, cell) in cells {
         let ctx = ctx.clone();
+        round.sent(i);
         sends.spawn(async move {
             let req = PeerRequest::Apply {
                 key: wire_key(&key),
                 cell: wire_cell(&cell),
             };
-            let ok = matches!(
-                ctx.transport().call(peer, req, ctx.write_timeout()).await,
-                Ok(PeerResponse::Applied | PeerResponse::Stale { .. })
-            );
-            (key, generation, ok)
+            let answer = ctx.transport().call(peer, req, ctx.write_timeout()).await;
+            (i, answer.is_ok_and(|a| delivery::taken(&a)))
         });
     }
-    let mut delivered = flushed;
     while let Some(joined) = sends.join_next().await {
-        if let Ok((key, generation, true)) = joined {
-            delivered.push((key, generation));
+        if let Ok((i, taken)) = joined {
+            round.on_answer(i, taken);
         }
     }
+    let delivered = round.delivered();
     let count = delivered.len();
     if let Err(e) = ctx.hints().delivered(peer, &delivered) {
         warn!(error = %e, "could not record delivered hints");
