@@ -84,6 +84,7 @@ use crate::checker::{self, Kind, Op, Outcome, Report};
 use crate::proxy::UdpProxy;
 use crate::{Cluster, ClusterOptions};
 
+mod conns;
 mod exact;
 mod flush;
 mod lists;

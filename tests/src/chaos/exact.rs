@@ -5,25 +5,21 @@
 //! and what its duplicates answered, and judged exactly after healing by
 //! [`crate::checker::exact`]: every node's value at ALL must equal the sum
 //! of the distinct acknowledged ids. Retries keep going after the faults
-//! end (the cluster is healed by then), at most [`SETTLE_RETRY_MAX`]; an
-//! add that never knew is reported as a harness failure.
+//! end (the cluster is healed by then), for a while (`conns`); an add that
+//! never knew is reported as a harness failure.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use tally_net::once::OpId;
 use tally_net::wire::{ErrorKind, WireError};
-use tally_net::{Client, ClientError, Consistency};
+use tally_net::{ClientError, Consistency};
 
+use super::conns::Conns;
 use crate::checker::exact::{ExactLog, ExactReport, IdAdd, check_exact};
 use crate::exact_sender::{Nodes, Sender};
-
-/// How long an add keeps being retried once the workload has stopped.
-const SETTLE_RETRY_MAX: Duration = Duration::from_secs(60);
-/// The wait before a retry: short, so retries overlap the original.
-const RETRY_BACKOFF: Duration = Duration::from_millis(50);
 
 /// Exact key `i`'s name.
 pub(crate) fn exact_key(i: usize) -> Vec<u8> {
@@ -38,13 +34,7 @@ pub(crate) async fn worker(
     seed: u64,
     stop: Arc<AtomicBool>,
 ) -> ExactLog {
-    let conns = Conns {
-        conns: addrs.iter().map(|_| None).collect(),
-        addrs,
-        stop,
-        stopped_at: None,
-    };
-    let mut sender = Sender::new(conns, seed);
+    let mut sender = Sender::new(Conns::new(addrs, stop), seed);
     let client = format!("chaos-exact-{seed:x}").into_bytes();
     let mut log = ExactLog::default();
     let mut seq = 0u64;
@@ -57,28 +47,13 @@ pub(crate) async fn worker(
     log
 }
 
-/// A worker's connections to the nodes, and the stop flag.
-struct Conns {
-    addrs: Vec<SocketAddr>,
-    conns: Vec<Option<Client>>,
-    stop: Arc<AtomicBool>,
-    /// When the worker first saw the stop.
-    stopped_at: Option<Instant>,
-}
-
 impl Nodes for Conns {
     fn count(&self) -> usize {
-        self.addrs.len()
+        Conns::count(self)
     }
 
-    /// (Re)connects to `node` if it has no open connection.
     async fn ready(&mut self, node: usize) {
-        if self.conns[node].as_ref().is_none_or(|c| c.is_closed()) {
-            self.conns[node] =
-                super::secure::dial(self.addrs[node], tally_net::client::DEFAULT_TIMEOUT)
-                    .await
-                    .ok();
-        }
+        Conns::ready(self, node).await
     }
 
     async fn send(
@@ -87,26 +62,22 @@ impl Nodes for Conns {
         add: &IdAdd,
         cl: Consistency,
     ) -> Option<Result<i64, WireError>> {
-        let client = self.conns[node].as_ref()?;
+        let client = self.conn(node)?;
         let key = exact_key(add.key);
         let sent = client.add_once(&key, b"", add.delta, &add.id, cl).await;
         Some(sent.map_err(wire_error))
     }
 
     fn stopped(&self) -> bool {
-        self.stop.load(Ordering::Acquire)
+        Conns::stopped(self)
     }
 
     fn give_up(&mut self) -> bool {
-        if !self.stopped() {
-            return false;
-        }
-        let since = *self.stopped_at.get_or_insert_with(Instant::now);
-        since.elapsed() > SETTLE_RETRY_MAX
+        Conns::give_up(self)
     }
 
     async fn backoff(&self) {
-        tokio::time::sleep(RETRY_BACKOFF).await;
+        Conns::backoff(self).await
     }
 }
 

@@ -1,23 +1,19 @@
 //! Unique counters under chaos: workers add members as
 //! [`crate::unique_sender`] does, over client connections, and its checker
 //! judges the counters exactly after healing. Adds not yet acknowledged
-//! when the workload stops are retried (the cluster is healed by then) at
-//! most [`SETTLE_RETRY_MAX`].
+//! when the workload stops are retried (the cluster is healed by then) for
+//! a while (`conns`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use tally_net::{Client, Consistency};
 
+use super::conns::Conns;
 pub(crate) use crate::unique_sender::UniqueLog;
 use crate::unique_sender::{Counts, Sets};
-
-/// How long an add keeps being retried once the workload has stopped.
-const SETTLE_RETRY_MAX: Duration = Duration::from_secs(60);
-/// The wait before a retry.
-const RETRY_BACKOFF: Duration = Duration::from_millis(50);
 
 /// The unique counter `i`'s name.
 pub(crate) fn set_name(i: usize) -> Vec<u8> {
@@ -31,22 +27,7 @@ pub(crate) async fn worker(
     seed: u64,
     stop: Arc<AtomicBool>,
 ) -> UniqueLog {
-    let mut conns = Conns {
-        conns: addrs.iter().map(|_| None).collect(),
-        addrs,
-        stop,
-        stopped_at: None,
-    };
-    crate::unique_sender::worker(&mut conns, sets, seed).await
-}
-
-/// A worker's connections to the nodes, and the stop flag.
-struct Conns {
-    addrs: Vec<SocketAddr>,
-    conns: Vec<Option<Client>>,
-    stop: Arc<AtomicBool>,
-    /// When the worker first saw the stop.
-    stopped_at: Option<Instant>,
+    crate::unique_sender::worker(&mut Conns::new(addrs, stop), sets, seed).await
 }
 
 fn refs(members: &[String]) -> Vec<&[u8]> {
@@ -55,21 +36,15 @@ fn refs(members: &[String]) -> Vec<&[u8]> {
 
 impl Sets for Conns {
     fn count(&self) -> usize {
-        self.addrs.len()
+        Conns::count(self)
     }
 
-    /// (Re)connects to `node` if it has no open connection.
     async fn ready(&mut self, node: usize) {
-        if self.conns[node].as_ref().is_none_or(|c| c.is_closed()) {
-            self.conns[node] =
-                super::secure::dial(self.addrs[node], tally_net::client::DEFAULT_TIMEOUT)
-                    .await
-                    .ok();
-        }
+        Conns::ready(self, node).await
     }
 
     async fn add(&self, node: usize, set: usize, members: &[String], cl: Consistency) -> bool {
-        match &self.conns[node] {
+        match self.conn(node) {
             Some(c) => c
                 .unique_add(&set_name(set), &refs(members), cl)
                 .await
@@ -80,7 +55,7 @@ impl Sets for Conns {
 
     /// Through a connection of its own, as a second client would.
     fn race(&self, node: usize, set: usize, members: Vec<String>) {
-        let addr = self.addrs[node];
+        let addr = self.addr(node);
         tokio::spawn(async move {
             if let Ok(c) = super::secure::dial(addr, tally_net::client::DEFAULT_TIMEOUT).await {
                 let _ = c
@@ -94,18 +69,15 @@ impl Sets for Conns {
     async fn think(&self, _pause: Duration) {}
 
     fn stopped(&self) -> bool {
-        self.stop.load(Ordering::Acquire)
+        Conns::stopped(self)
     }
 
     fn give_up(&mut self) -> bool {
-        if !self.stopped() {
-            return false;
-        }
-        self.stopped_at.get_or_insert_with(Instant::now).elapsed() > SETTLE_RETRY_MAX
+        Conns::give_up(self)
     }
 
     async fn backoff(&self) {
-        tokio::time::sleep(RETRY_BACKOFF).await;
+        Conns::backoff(self).await
     }
 }
 
