@@ -62,11 +62,11 @@ pub struct Plan {
 
 impl Plan {
     /// Swarm testing: the clients of each kind but the plain ones (ids,
-    /// strings, lists, RESP, CQL, unique counters) run in a seed with probability one
-    /// half, drawn from the seed. Neighbouring seeds try different mixes,
-    /// each cheaper than every kind at once, and a kind's faults meet
-    /// different company (as FoundationDB's simulation draws its
-    /// workloads).
+    /// strings, lists, RESP, CQL, unique counters) run in a seed with
+    /// probability one half, drawn from the seed. Neighbouring seeds try
+    /// different mixes, each cheaper than every kind at once, and a kind's
+    /// faults meet different company (as FoundationDB's simulation draws
+    /// its workloads).
     pub fn swarm(mut self) -> Plan {
         let mut rng = SmallRng::seed_from_u64(stream(self.seed, Stream::Swarm));
         let kinds = [
