@@ -78,9 +78,9 @@ enum Status {
 /// One round of deliveries to one peer (see the module docs).
 #[derive(Debug)]
 pub(crate) struct Round {
-    /// The keys listed for the round, each with its hint's generation.
-    keys: Vec<(Key, u64)>,
-    status: Vec<Status>,
+    /// The keys listed for the round, each with its hint's generation and
+    /// where it is.
+    keys: Vec<(Key, u64, Status)>,
     /// Answers that came for a key not waiting for one (ignored).
     stray_answers: u32,
 }
@@ -89,16 +89,18 @@ impl Round {
     /// A round of `listed` keys, those of flushed generations (`flushed`)
     /// already done with.
     pub(crate) fn new(listed: Vec<(Key, u64)>, flushed: impl Fn(&Key) -> bool) -> Round {
-        let status = listed
-            .iter()
-            .map(|(key, _)| match flushed(key) {
-                true => Status::Flushed,
-                false => Status::Listed,
+        let keys = listed
+            .into_iter()
+            .map(|(key, generation)| {
+                let status = match flushed(&key) {
+                    true => Status::Flushed,
+                    false => Status::Listed,
+                };
+                (key, generation, status)
             })
             .collect();
         Round {
-            keys: listed,
-            status,
+            keys,
             stray_answers: 0,
         }
     }
@@ -107,10 +109,9 @@ impl Round {
     pub(crate) fn to_send(&self) -> Vec<(usize, Key)> {
         self.keys
             .iter()
-            .zip(&self.status)
             .enumerate()
-            .filter(|(_, (_, s))| **s == Status::Listed)
-            .map(|(i, ((key, _), _))| (i, key.clone()))
+            .filter(|(_, (_, _, s))| *s == Status::Listed)
+            .map(|(i, (key, _, _))| (i, key.clone()))
             .collect()
     }
 
@@ -137,17 +138,16 @@ impl Round {
     pub(crate) fn delivered(&self) -> Vec<(Key, u64)> {
         self.keys
             .iter()
-            .zip(&self.status)
-            .filter(|(_, s)| matches!(s, Status::Flushed | Status::Taken))
-            .map(|(k, _)| k.clone())
+            .filter(|(_, _, s)| matches!(s, Status::Flushed | Status::Taken))
+            .map(|(key, generation, _)| (key.clone(), *generation))
             .collect()
     }
 
     /// Moves key `i` from `from` to `to`; any other move is ignored (an
     /// answer counted twice, say), and counted.
     fn step(&mut self, i: usize, from: Status, to: Status) {
-        match self.status.get_mut(i) {
-            Some(s) if *s == from => *s = to,
+        match self.keys.get_mut(i) {
+            Some((_, _, s)) if *s == from => *s = to,
             _ => self.stray_answers += 1,
         }
         tally_world::invariant(|| self.check_invariants());
@@ -160,9 +160,6 @@ impl Round {
                 "hint delivery: {} answers or steps came for a key not waiting for them",
                 self.stray_answers
             ));
-        }
-        if self.keys.len() != self.status.len() {
-            return Err("hint delivery: a key without a status".to_string());
         }
         Ok(())
     }
