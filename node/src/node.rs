@@ -446,6 +446,8 @@ impl Node {
                 // Refused (another change running, not absent): nothing to
                 // wait for.
                 Err(e) if e.kind == tally_net::wire::ErrorKind::Invalid => return Err(e),
+                // This node is stopping: whoever starts it again resumes.
+                Err(e) if self.ctx.transport().is_closed() => return Err(e),
                 // A node down or not answering, or a race lost to another
                 // change (a flush): the join resumes, or begins again.
                 Err(e) => {
@@ -485,6 +487,12 @@ impl Node {
     /// Node `node`'s state in the ring this node holds.
     pub fn ring_state(&self, node: usize) -> tally_net::wire::NodeState {
         self.ctx.node_state(node)
+    }
+
+    /// The ring this node holds: its version, every node's state, and
+    /// whether the change in progress is switching over.
+    pub fn topology(&self) -> tally_net::wire::WireTopology {
+        self.ctx.topology().to_wire()
     }
 
     /// This node's index in the configuration's node list.

@@ -27,17 +27,22 @@ pub async fn change(cluster: &Cluster, join: bool, pick: usize) -> Result<(), St
     }
 }
 
-/// Spare `node` starts and joins the ring; why it did not, if it did not.
+/// Spare `node` starts (unless it runs) and joins the ring, or resumes
+/// its join; why it did not, if it did not.
 pub async fn join(cluster: &Cluster, node: usize) -> Result<(), String> {
     trace!("n{} joins", node + 1);
     cluster.update(|m| {
         m.spares.retain(|&s| s != node);
-        m.members.push(node);
+        if !m.members.contains(&node) {
+            m.members.push(node);
+        }
     });
-    cluster
-        .start(node)
-        .await
-        .map_err(|e| format!("n{} did not start to join: {e:#}", node + 1))?;
+    if cluster.node(node).is_none() {
+        cluster
+            .start(node)
+            .await
+            .map_err(|e| format!("n{} did not start to join: {e:#}", node + 1))?;
+    }
     let Some(n) = cluster.node(node) else {
         return Err(format!("n{} is down before its join", node + 1));
     };

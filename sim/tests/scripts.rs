@@ -72,6 +72,7 @@ scripts!(
     agreed_handoff,
     agreed_handoff_skipped,
     topology,
+    topology_resumed,
     removenode,
     cleanup,
     unique,

@@ -413,12 +413,6 @@ impl Cluster {
         self.wait_serving(i, Duration::from_secs(30))
     }
 
-    /// Starts node `i` with `run --join` and waits for the process to end:
-    /// its exit status and log (a refused join exits).
-    pub fn join_refused(&mut self, i: usize, timeout: Duration) -> Result<String> {
-        self.run_refused(i, &["--join"], timeout)
-    }
-
     /// Wipes node `i`'s data directory (the node must be stopped), as a
     /// lost disk would, and starts it with `run --replace`; waits until it
     /// serves (its replace goes on in the background).

@@ -26,6 +26,7 @@ pub(crate) mod collect;
 pub(crate) mod flush;
 pub(crate) mod fold;
 pub(crate) mod replace;
+mod steps;
 pub(crate) mod store;
 
 pub use super::membership::status_code;

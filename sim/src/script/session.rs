@@ -14,8 +14,8 @@ use tally_net::Outcome;
 use tally_net::once::{OpId, applier};
 use tally_net::ring::Ring;
 use tally_net::wire::{
-    ClientOp, ClientReply, ClusterStatus, Deadline, StringCondition, When, WireError, WireKey,
-    WireRepaired,
+    ClientOp, ClientReply, ClusterStatus, Deadline, NodeState, StringCondition, When, WireError,
+    WireKey, WireRepaired,
 };
 use tally_node::Node;
 use tokio::task::JoinHandle;
@@ -190,6 +190,7 @@ async fn run(cluster: &Cluster, net: &Net, name: &str, w: &mut Words) -> Result<
         "uadd" | "ucount" | "expire" => unique(cluster, name, w).await?,
         "repair" | "join" | "decommission" | "remove" | "cleanup" => ring(cluster, name, w).await?,
         "status" => return status(cluster, w.node(nodes)?).await,
+        "ring" => ring_held(cluster, w.node(nodes)?),
         "applier" => {
             let key = w.next("a key")?;
             applied_by(cluster, key.as_bytes(), w.node(nodes)?)?
@@ -492,6 +493,21 @@ async fn status(cluster: &Cluster, n: usize) -> Result<Vec<String>> {
             line
         })
         .collect())
+}
+
+/// `ring NODE`: the ring NODE holds, as `version V[ switching]: n1
+/// STATE ...` (the nodes not absent).
+fn ring_held(cluster: &Cluster, n: usize) -> String {
+    let Some(node) = cluster.node(n) else {
+        return format!("error: n{} is down", n + 1);
+    };
+    let ring = node.topology();
+    let states: Vec<String> = (ring.states.iter().enumerate())
+        .filter(|(_, s)| **s != NodeState::Absent)
+        .map(|(i, s)| format!("{} {}", cluster.id(i), format!("{s:?}").to_lowercase()))
+        .collect();
+    let switching = if ring.switching { " switching" } else { "" };
+    format!("version {}{switching}: {}", ring.version, states.join(", "))
 }
 
 async fn cluster_status(node: &Node) -> Result<ClusterStatus> {

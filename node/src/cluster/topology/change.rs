@@ -37,6 +37,7 @@ use tally_net::wire::{ErrorKind, NodeState, PeerRequest, PeerResponse, WireError
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
+use super::steps::{Run, Step};
 use super::{Change, Refused, Topology, store};
 use crate::cluster::ctx::{Ctx, Placed};
 use crate::cluster::faults::Fault;
@@ -252,6 +253,7 @@ pub(crate) fn start(ctx: Weak<Ctx>) {
 
 /// Runs `change` to its end, from where it stopped if it was begun
 /// before; answers the ring after it. One change at a time, cluster-wide.
+/// The steps and their order are `steps::Run`'s; this does each.
 pub(crate) async fn run(ctx: &Arc<Ctx>, change: Change) -> Result<Topology, WireError> {
     let Some(_one) = ctx.changes().try_change() else {
         return Err(invalid(format!(
@@ -262,45 +264,41 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, change: Change) -> Result<Topology, Wire
     learn(ctx).await;
     let rf = ctx.config().cluster.replication_factor;
     let now = ctx.topology();
-    let begun = now
-        .begin(change, rf)
-        .map_err(|r| refused(ctx, &now, change, &r))?;
+    let mut run =
+        Run::new(&now, change, rf, ctx.me()).map_err(|r| refused(ctx, &now, change, &r))?;
     // A node restarted a moment ago may not be seen up yet: wait a little.
     let deadline = tally_world::Instant::now() + READY_WAIT;
-    while let Err(e) = ready(ctx, &begun, change) {
+    while let Err(e) = ready(ctx, run.begun(), change) {
         if e.kind != ErrorKind::Unavailable || tally_world::Instant::now() >= deadline {
             return Err(e);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    if begun.version != now.version {
-        commit(ctx, &now, &begun).await?;
+    loop {
+        match run.step() {
+            Step::Commit { from, to } => commit(ctx, &from, &to).await?,
+            Step::Sync(ring) => {
+                if !ring.switching {
+                    ctx.faults().sync_delay().await;
+                }
+                if ctx.faults().has(Fault::SkipSync) {
+                    // Fault injection: the new replicas start empty.
+                    info!(version = ring.version, "sync skipped");
+                } else {
+                    info!(version = ring.version, node = %ctx.name(change.node()), "{}: syncing", change.verb());
+                    let synced = sync(ctx, &ring).await?;
+                    info!(version = ring.version, summary = ?synced, "synced");
+                }
+            }
+            Step::DrainHints => drain_hints(ctx).await,
+            Step::HandOver(ring) => hand_over_ids(ctx, &ring).await?,
+            Step::Done(done) => {
+                info!(version = done.version, node = %ctx.name(change.node()), "topology change done");
+                return Ok(done);
+            }
+        }
+        run.done();
     }
-    ctx.faults().sync_delay().await;
-    info!(version = begun.version, node = %ctx.name(change.node()), "{}: syncing", change.verb());
-    let synced = if ctx.faults().has(Fault::SkipSync) {
-        WireRepaired::default() // fault injection: the new replicas start empty
-    } else {
-        sync(ctx, &begun).await?
-    };
-    info!(version = begun.version, summary = ?synced, "synced");
-    if change == Change::Decommission(ctx.me()) {
-        drain_hints(ctx).await;
-    }
-    let switching = begun.switch().expect("a change is in progress");
-    if switching.version != begun.version {
-        commit(ctx, &begun, &switching).await?;
-    }
-    // Members admitted by their old appliers until the switch reach the
-    // new ones: ranges synced again, now that no such admission is made.
-    if !ctx.faults().has(Fault::SkipSync) {
-        sync(ctx, &switching).await?;
-    }
-    hand_over_ids(ctx, &switching).await?;
-    let done = switching.finish().expect("a change is in progress");
-    commit(ctx, &switching, &done).await?;
-    info!(version = done.version, node = %ctx.name(change.node()), "topology change done");
-    Ok(done)
 }
 
 /// A leaving node delivers its hints before it leaves: a write it led
