@@ -65,6 +65,7 @@ scripts!(
     hints,
     hint_window,
     repair,
+    repair_resumed,
     tails,
     tails_skipped,
     powercut,

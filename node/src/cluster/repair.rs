@@ -27,12 +27,14 @@
 //! flags, which do not say where the dropped hints' keys were
 //! ([`clears_needs_repair`]).
 //!
-//! The rules are pure functions here; `serve` answers replicas' side,
-//! `run` moves the bytes.
+//! The rules are pure functions here, and the steps of a group's repair
+//! a state machine (`walk`); `serve` answers replicas' side, `run` moves
+//! the bytes.
 
 mod checkpoint;
 pub(crate) mod run;
 pub(crate) mod serve;
+mod walk;
 
 use std::cmp::Ordering;
 

@@ -15,17 +15,14 @@ use tokio::task::JoinSet;
 use tracing::{info, warn};
 
 use super::checkpoint::{self, Checkpoint};
-use super::{
-    Page, clears_needs_repair, compare_pages, differing, runs, serve::serve, slices_per_range,
-};
+use super::walk::{Step, Walk, resume};
+use super::{Page, clears_needs_repair, serve::serve, slices_per_range};
 use crate::base::convert::{cell, engine_error, key, wire_cell, wire_key};
 use crate::cluster::ctx::Ctx;
 use crate::cluster::faults::Fault;
 
 /// How long one replica may take to answer a scan (digests or a page).
 const SCAN_TIMEOUT: Duration = Duration::from_secs(30);
-/// Differing keys fixed at once.
-const FIXES_IN_FLIGHT: usize = 32;
 
 /// The node's running repair, cleared when the repair ends, however it ends.
 struct Running<'a>(&'a Ctx);
@@ -105,17 +102,13 @@ pub(crate) async fn repair(
         ..WireRepaired::default()
     };
     for (i, (replicas, ranges)) in (0u32..).zip(&groups) {
-        if i < mark.group {
+        let Some(from) = resume(&mark, i) else {
             continue;
-        }
-        let from = if i == mark.group {
-            mark.after.take()
-        } else {
-            None
         };
         mark.group = i;
         repair_group(ctx, replicas, ranges, from, Some(&mut mark), &mut done).await?;
         mark.group = i + 1;
+        mark.after = None;
         save(&dir, &mark);
         ctx.repairing().progress(&done);
         info!(node = %me, ranges = done.ranges, cells_moved = done.cells_moved, "repair progress");
@@ -224,9 +217,10 @@ pub(crate) async fn sync(
     Ok(done)
 }
 
-/// Repairs `ranges`, replicated by `replicas`, from after key `from`:
-/// digests, then the leaves of the slices that differ, a page at a time,
-/// then the keys that differ; `mark`, if any, is saved after each page.
+/// Repairs `ranges`, replicated by `replicas`, from after key `from`, as
+/// `walk::Walk` steps through it: digests, then the leaves of the slices
+/// that differ, a page at a time, then the keys that differ; `mark`, if
+/// any, is saved after each page.
 async fn repair_group(
     ctx: &Arc<Ctx>,
     replicas: &[usize],
@@ -237,10 +231,58 @@ async fn repair_group(
 ) -> Result<(), WireError> {
     let segments = slices_per_range(ranges.len());
     let wire = crate::base::convert::wire_ranges(ranges);
-    let total = wire.len() * segments as usize;
+    let mut walk = Walk::new(wire.len(), segments, from, std::mem::take(done));
+    let outcome = loop {
+        let step = walk.step();
+        match step {
+            Step::Digests => match digests(ctx, replicas, &wire, segments).await {
+                Ok(d) => walk.on_digests(&d),
+                Err(e) => break Err(e),
+            },
+            Step::Pages { wanted, after } => {
+                match pages(ctx, replicas, &wire, segments, &wanted, after.as_ref()).await {
+                    Ok(p) => walk.on_pages(&p),
+                    Err(e) => break Err(e),
+                }
+            }
+            Step::Fix(keys) => {
+                let fixes = keys.into_iter().map(|(k, d)| {
+                    let (ctx, replicas) = (ctx.clone(), replicas.to_vec());
+                    async move { fix(&ctx, &replicas, &k, &d).await }
+                });
+                match all(fixes).await {
+                    Ok(fixed) => fixed.into_iter().for_each(|(m, b)| walk.on_fixed(m, b)),
+                    Err(e) => break Err(e),
+                }
+            }
+            Step::Save { after } => {
+                if let Some(mark) = mark.as_deref_mut() {
+                    mark.after = after;
+                    save(&ctx.config().nodes[ctx.me()].data_dir, mark);
+                }
+                walk.saved();
+            }
+            Step::Done => break Ok(()),
+        }
+        if mark.is_some() {
+            ctx.repairing().progress(walk.done());
+        }
+    };
+    *done = walk.into_done();
+    outcome
+}
+
+/// Every replica's digests of the `segments` slices of each range.
+async fn digests(
+    ctx: &Arc<Ctx>,
+    replicas: &[usize],
+    ranges: &[WireRange],
+    segments: u32,
+) -> Result<Vec<Vec<u64>>, WireError> {
+    let total = ranges.len() * segments as usize;
     let asked = replicas.iter().map(|&r| {
         let req = PeerRequest::RepairDigests {
-            ranges: wire.clone(),
+            ranges: ranges.to_vec(),
             segments,
         };
         let ctx = ctx.clone();
@@ -251,42 +293,7 @@ async fn repair_group(
             }
         }
     });
-    let digests = all(asked).await?;
-    let wanted = differing(&digests);
-    done.ranges += wire.len() as u64;
-    done.segments += total as u64;
-    done.segments_differing += wanted.len() as u64;
-    if mark.is_some() {
-        ctx.repairing().progress(done);
-    }
-    let wanted = runs(&wanted);
-    let mut after = from;
-    while !wanted.is_empty() {
-        let pages = pages(ctx, replicas, &wire, segments, &wanted, after.as_ref()).await?;
-        let compared = compare_pages(&pages);
-        done.keys_compared += compared.keys as u64;
-        done.keys_differing += compared.differing.len() as u64;
-        for chunk in compared.differing.chunks(FIXES_IN_FLIGHT) {
-            let fixes = chunk.iter().cloned().map(|(k, d)| {
-                let (ctx, replicas) = (ctx.clone(), replicas.to_vec());
-                async move { fix(&ctx, &replicas, &k, &d).await }
-            });
-            for (moved, bytes) in all(fixes).await? {
-                done.cells_moved += moved;
-                done.bytes_moved += bytes;
-            }
-        }
-        if let Some(mark) = mark.as_deref_mut() {
-            ctx.repairing().progress(done);
-            mark.after.clone_from(&compared.next);
-            save(&ctx.config().nodes[ctx.me()].data_dir, mark);
-        }
-        match compared.next {
-            Some(k) => after = Some(k),
-            None => break,
-        }
-    }
-    Ok(())
+    all(asked).await
 }
 
 /// One page of leaves of the `wanted` slices from every replica.
