@@ -47,6 +47,7 @@
 //! (`Timeout`, or a `Storage` error after the shard may have left this
 //! node): see `WireError::outcome`.
 
+mod admission;
 mod batch;
 mod cells;
 mod change;

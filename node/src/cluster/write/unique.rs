@@ -31,18 +31,17 @@ use tally_engine::{Key, unique};
 use tally_net::wire::{Consistency, ErrorKind, MEMBERS_MAX, PeerRequest, PeerResponse, WireError};
 
 use super::Writes;
+use super::admission::{Admission, Step};
 use super::coordinate::{self, Lead, Leader, Op};
 use super::in_flight::InFlight;
 use super::queue::{Origin, QueuedAdmission};
 use super::replicate::{Write, replicate};
-use super::retry::{self, Next};
+use super::retry;
 use super::round::Verdict;
 use crate::base::convert::engine_error;
 use crate::cluster::ctx::Ctx;
 use crate::ring::Replicas;
 
-/// Admissions that met a newer epoch, tried again at most this often.
-const ATTEMPTS_MAX: u32 = 4;
 /// Most members one admission takes: with the count, its writes fit one
 /// peer batch.
 const ADMISSION_MEMBERS_MAX: usize = tally_net::wire::BATCH_MESSAGES_MAX - 1;
@@ -323,7 +322,8 @@ impl Lead for AdmitOp<'_> {
 }
 
 /// Admits here, syncs, replicates; again in a newer epoch if a replica
-/// knew one, or once the replicas confirm a count's restart.
+/// knew one, or once the replicas confirm a count's restart: the steps
+/// of `admission::Admission`, each done here.
 async fn lead(
     ctx: &Arc<Ctx>,
     count: &Key,
@@ -344,52 +344,44 @@ async fn lead(
         ));
     }
     let replicas = ctx.replicas(count.partition());
-    let mut first_new: Option<Vec<bool>> = None;
-    for attempt in 1..=ATTEMPTS_MAX {
-        let (admission, durable) = match ctx.engine().admit(count.partition(), &names).await {
-            Ok(admitted) => admitted,
-            // Expired here: read the replicas before it restarts (as an add).
-            Err(tally_engine::Error::Expired { epoch }) if retry::confirm_again(attempt) => {
+    let mut admission = Admission::new(members.len());
+    let mut cells = Vec::new();
+    loop {
+        match admission.step() {
+            Step::Admit { .. } => match ctx.engine().admit(count.partition(), &names).await {
+                Ok((admitted, durable)) => {
+                    durable.wait().await.map_err(|e| engine_error(&e))?;
+                    cells = admitted.replicate;
+                    admission.on_admitted(&admitted.new);
+                }
+                Err(tally_engine::Error::Expired { epoch }) => admission.on_expired(epoch),
+                Err(e) => return Err(engine_error(&e)),
+            },
+            Step::ConfirmRestart(epoch) => {
                 super::change::confirm_restart(ctx, count, (&replicas, cl), epoch).await?;
-                continue;
+                admission.on_caught_up();
             }
-            Err(tally_engine::Error::Expired { epoch }) => return Err(retry::unconfirmed(epoch)),
-            Err(e) => return Err(engine_error(&e)),
-        };
-        // Members new in a discarded epoch were new to the caller all the same.
-        let new = match &first_new {
-            Some(before) => before
-                .iter()
-                .zip(&admission.new)
-                .map(|(a, b)| *a || *b)
-                .collect(),
-            None => admission.new.clone(),
-        };
-        durable.wait().await.map_err(|e| engine_error(&e))?;
-        let mut writes: Vec<Write> = admission
-            .replicate
-            .into_iter()
-            .map(|(key, cell)| Write::new(ctx, key, cell, replicas.clone(), cl, attempt))
-            .collect();
-        let mut verdicts = Vec::new();
-        replicate(ctx, &mut writes, async { Ok(()) }, |w| {
-            verdicts = w.iter().map(|w| w.round.verdict().cloned()).collect();
-        })
-        .await;
-        let verdicts: Vec<Verdict> = verdicts.into_iter().flatten().collect();
-        match retry::next(&verdicts) {
-            Next::Answer => return Ok(new),
-            Next::Fail(e) => return Err(e.clone()),
-            Next::Again(epoch) => {
-                first_new = Some(new);
+            Step::Replicate { attempt } => {
+                let mut writes: Vec<Write> = std::mem::take(&mut cells)
+                    .into_iter()
+                    .map(|(key, cell)| Write::new(ctx, key, cell, replicas.clone(), cl, attempt))
+                    .collect();
+                let mut verdicts = Vec::new();
+                replicate(ctx, &mut writes, async { Ok(()) }, |w| {
+                    verdicts = w.iter().map(|w| w.round.verdict().cloned()).collect();
+                })
+                .await;
+                let verdicts: Vec<Verdict> = verdicts.into_iter().flatten().collect();
+                admission.on_verdicts(retry::next(&verdicts));
+            }
+            Step::CatchUp(epoch) => {
                 retry::catch_up(ctx, count, epoch).await?;
+                admission.on_caught_up();
             }
+            Step::Answer(new) => return Ok(new),
+            Step::Fail(e) => return Err(e),
         }
     }
-    Err(WireError::unknown(
-        ErrorKind::Unavailable,
-        "the unique counter kept being reset while members were added; adding them again is safe",
-    ))
 }
 
 /// Refuses a request with no members or too many.
