@@ -25,6 +25,7 @@ use tally_engine::{Key, Wait, now_ms};
 use tally_net::wire::{Change, Changed, Consistency, PeerRequest, PeerResponse, WireError};
 use tokio::sync::oneshot;
 
+use super::changing::{Changing, Step};
 use super::coordinate::{Lead, Leader, Op};
 use super::replicate::{Write, replicate};
 use super::retry::{self, Next};
@@ -113,6 +114,7 @@ impl Lead for ChangeOp<'_> {
 /// The leader's change (and whether it reads the value before): catch
 /// up to the newest epoch, change, replicate; made again in a newer epoch
 /// that overtook it, if the change is one that is (`retry::made_again`).
+/// The steps are `changing::Changing`'s, each done here.
 async fn lead(
     ctx: &Arc<Ctx>,
     key: &Key,
@@ -120,23 +122,47 @@ async fn lead(
     cl: Consistency,
     replicas: Replicas,
 ) -> Result<Changed, WireError> {
-    let mut attempt = 1;
+    let mut changing = Changing::new(retry::made_again(&change));
+    // The engine's answer, and the new state to replicate.
+    let (mut answer, mut state) = (None, None);
     loop {
-        catch_up(ctx, key, &replicas, cl).await?;
-        let (done, state) = make(ctx, key, change, reads).await?;
-        if !done.applied {
-            settle_unmade(ctx).await?;
-            return Ok(done); // nothing changed, nothing to replicate
-        }
-        match replicate_header(ctx, key, state, replicas.clone(), (cl, attempt)).await? {
-            Replicated::Overtaken(newer) if retry::made_again(&change) => {
-                retry::catch_up(ctx, key, newer).await?;
-                attempt += 1;
+        match changing.step() {
+            Step::CatchUp => {
+                catch_up(ctx, key, &replicas, cl).await?;
+                changing.on_caught_up();
             }
-            // Overtaken by a newer change: acknowledged as made before it.
-            Replicated::Held | Replicated::Overtaken(_) => return Ok(done),
+            Step::Make => {
+                let (done, made) = make(ctx, key, change, reads).await?;
+                changing.on_made(done.applied);
+                (answer, state) = (Some(done), Some(made));
+            }
+            Step::Settle => {
+                settle_unmade(ctx).await?;
+                changing.on_settled();
+            }
+            Step::Replicate { attempt } => {
+                let made = state.take().ok_or_else(unmade)?;
+                match replicate_header(ctx, key, made, replicas.clone(), (cl, attempt)).await? {
+                    Replicated::Held => changing.on_held(),
+                    Replicated::Overtaken(newer) => changing.on_overtaken(newer),
+                }
+            }
+            Step::CatchUpTo(newer) => {
+                retry::catch_up(ctx, key, newer).await?;
+                changing.on_caught_up();
+            }
+            Step::Answer => return answer.ok_or_else(unmade),
         }
     }
+}
+
+/// A step that needs the change made came before it was (see
+/// `changing`'s invariants).
+fn unmade() -> WireError {
+    WireError::new(
+        tally_net::wire::ErrorKind::Internal,
+        "a change's step came before the change was made",
+    )
 }
 
 /// The engine's change of `key` here, and the cell's new state.

@@ -51,6 +51,7 @@ mod admission;
 mod batch;
 mod cells;
 mod change;
+mod changing;
 mod combine;
 mod coordinate;
 mod expire;
