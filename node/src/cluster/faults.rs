@@ -74,7 +74,8 @@ pub(crate) struct Faults {
     #[cfg(feature = "fault-injection")]
     on: [AtomicBool; 17],
     /// Test seam: a topology change this node runs waits this long (ms)
-    /// between beginning and syncing.
+    /// between beginning and its first sync (a change resumed from a
+    /// switching ring has none, and does not wait).
     #[cfg(feature = "fault-injection")]
     sync_delay_ms: AtomicU64,
     /// Test seam: a proposer of this node waits this long (ms) after a

@@ -234,6 +234,9 @@ async fn repair_group(
     let mut walk = Walk::new(wire.len(), segments, from, std::mem::take(done));
     let outcome = loop {
         let step = walk.step();
+        // Progress is reported as far as the digests, and each page
+        // settled, got.
+        let settles = matches!(step, Step::Digests | Step::Save { .. });
         match step {
             Step::Digests => match digests(ctx, replicas, &wire, segments).await {
                 Ok(d) => walk.on_digests(&d),
@@ -264,7 +267,7 @@ async fn repair_group(
             }
             Step::Done => break Ok(()),
         }
-        if mark.is_some() {
+        if mark.is_some() && settles {
             ctx.repairing().progress(walk.done());
         }
     };

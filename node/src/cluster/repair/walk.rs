@@ -11,7 +11,7 @@
 //!    checkpoint or the page before stopped at; compared up to where the
 //!    first replica stopped (`compare_pages`).
 //! 3. `Fix` the keys that differ, [`FIXES_IN_FLIGHT`] at a time, each
-//!    chunk answered before the next is asked.
+//!    chunk answered (in order) before the next is asked.
 //! 4. `Save` where the page ended, once every key of it is fixed; then
 //!    the next page, or `Done` when every replica finished.
 //!
@@ -21,6 +21,8 @@
 //! - A checkpoint is saved only past keys whose fixes were all answered
 //!   (a repair resumed from it skips them).
 //! - Fixes are answered only for keys asked, once each.
+
+use std::collections::VecDeque;
 
 use tally_engine::Key;
 use tally_net::wire::WireRepaired;
@@ -87,10 +89,9 @@ pub(crate) struct Walk {
     /// Where the page after the one being fixed starts; `None` when it was
     /// the last.
     next: Option<Key>,
-    /// The page's differing keys not asked to fix yet.
-    unfixed: Vec<(Key, Vec<Option<u64>>)>,
-    /// Fixes asked, not answered.
-    fixing: usize,
+    /// The page's differing keys not fixed yet, in order: the next
+    /// chunk of them is asked, and answered in order.
+    unfixed: VecDeque<(Key, Vec<Option<u64>>)>,
     done: WireRepaired,
     /// What went out of order: for the invariants.
     broken: Option<String>,
@@ -107,8 +108,7 @@ impl Walk {
             wanted: Vec::new(),
             after: from,
             next: None,
-            unfixed: Vec::new(),
-            fixing: 0,
+            unfixed: VecDeque::new(),
             done,
             broken: None,
         }
@@ -125,24 +125,16 @@ impl Walk {
     }
 
     /// What to do next.
-    pub(crate) fn step(&mut self) -> Step {
+    pub(crate) fn step(&self) -> Step {
         match self.phase {
             Phase::Digests => Step::Digests,
             Phase::Pages => Step::Pages {
                 wanted: self.wanted.clone(),
                 after: self.after.clone(),
             },
-            Phase::Fixing if self.fixing > 0 => {
-                self.broke(format!("{} fixes asked again before answered", self.fixing));
-                Step::Fix(Vec::new())
-            }
             Phase::Fixing => {
-                let rest = self
-                    .unfixed
-                    .split_off(FIXES_IN_FLIGHT.min(self.unfixed.len()));
-                let chunk = std::mem::replace(&mut self.unfixed, rest);
-                self.fixing = chunk.len();
-                Step::Fix(chunk)
+                let chunk = self.unfixed.iter().take(FIXES_IN_FLIGHT).cloned();
+                Step::Fix(chunk.collect())
             }
             Phase::Save => Step::Save {
                 after: self.next.clone(),
@@ -179,22 +171,21 @@ impl Walk {
             self.broke(format!("a page ends at {next:?}, not after {after:?}"));
         }
         self.next = compared.next;
-        self.unfixed = compared.differing;
+        self.unfixed = compared.differing.into();
         self.phase = self.after_fixes();
         tally_world::invariant(|| self.check_invariants());
     }
 
-    /// One key asked to fix was fixed, by sending `moved` cells of `bytes`.
+    /// The first key of the chunk [`Step::Fix`] asked was fixed (the
+    /// answers come in the chunk's order), by sending `moved` cells of
+    /// `bytes`.
     pub(crate) fn on_fixed(&mut self, moved: u64, bytes: u64) {
-        if self.phase != Phase::Fixing || self.fixing == 0 {
+        if self.phase != Phase::Fixing || self.unfixed.pop_front().is_none() {
             self.broke("a fix answered that was not asked".to_string());
         }
-        self.fixing = self.fixing.saturating_sub(1);
         self.done.cells_moved += moved;
         self.done.bytes_moved += bytes;
-        if self.fixing == 0 {
-            self.phase = self.after_fixes();
-        }
+        self.phase = self.after_fixes();
         tally_world::invariant(|| self.check_invariants());
     }
 
@@ -202,7 +193,7 @@ impl Walk {
     /// be: it costs only work again).
     pub(crate) fn saved(&mut self) {
         self.expect(Phase::Save, "a checkpoint");
-        if self.fixing > 0 || !self.unfixed.is_empty() {
+        if !self.unfixed.is_empty() {
             self.broke("a checkpoint saved past keys not fixed".to_string());
         }
         self.phase = match self.next.take() {

@@ -277,6 +277,7 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, change: Change) -> Result<Topology, Wire
     loop {
         match run.step() {
             Step::Commit { from, to } => commit(ctx, &from, &to).await?,
+            Step::Recommit(ring) => commit(ctx, &ring, &ring).await?,
             Step::Sync(ring) => {
                 if !ring.switching {
                     ctx.faults().sync_delay().await;

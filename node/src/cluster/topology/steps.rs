@@ -3,6 +3,10 @@
 //! `change::run` does each step and says when it is done ([`Run::done`]).
 //!
 //! # The steps
+//! 0. A resumed change (the ring found has it in progress) first has every
+//!    member store that ring again (`Recommit`): the run that committed it
+//!    may have stopped half way through its members, and what follows
+//!    (a sync, the hand-over) counts on every member holding it.
 //! 1. `Commit` the ring with the change begun, unless the ring found
 //!    holds it already (a resumed change).
 //! 2. `Sync` the ranges the change moves into their new replicas, unless
@@ -32,6 +36,9 @@ use super::{Change, Refused, Topology};
 pub(crate) enum Step {
     /// Have every member `from.commit_order(to)` names store `to`.
     Commit { from: Topology, to: Topology },
+    /// Have every member store this ring again, the one found (stored by
+    /// some members at least).
+    Recommit(Topology),
     /// Sync the ranges that gain a replica in `ring` into it.
     Sync(Topology),
     /// Deliver this node's hints before it leaves.
@@ -45,6 +52,7 @@ pub(crate) enum Step {
 /// Where a run is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
+    Recommit,
     Begin,
     Sync,
     DrainHints,
@@ -72,7 +80,7 @@ pub(crate) struct Run {
     /// Every participant handed its ids over.
     handed_over: bool,
     /// What went out of order (a commit off the chain, a switch before a
-    /// sync, a step done twice): for the invariants.
+    /// sync, a change ended before its hand-over): for the invariants.
     broken: Option<String>,
 }
 
@@ -88,8 +96,12 @@ impl Run {
         let begun = now.begin(change, rf)?;
         let switching = begun.switch().expect("a change is in progress");
         let finished = switching.finish().expect("a change is in progress");
+        let phase = match now.in_progress() {
+            Some(_) => Phase::Recommit,
+            None => Phase::Begin,
+        };
         let mut run = Run {
-            phase: Phase::Begin,
+            phase,
             committed: now.clone(),
             begun,
             switching,
@@ -112,6 +124,7 @@ impl Run {
     /// What to do next.
     pub(crate) fn step(&self) -> Step {
         match self.phase {
+            Phase::Recommit => Step::Recommit(self.committed.clone()),
             Phase::Begin => self.commit(&self.begun),
             Phase::Sync => Step::Sync(self.begun.clone()),
             Phase::DrainHints => Step::DrainHints,
@@ -129,10 +142,11 @@ impl Run {
             Step::Commit { from, to } => self.committed(&from, to),
             Step::Sync(_) => self.synced = true,
             Step::HandOver(_) => self.handed_over(),
-            Step::DrainHints => {}
+            Step::Recommit(_) | Step::DrainHints => {}
             Step::Done(_) => self.broke("a step done after the change was".to_string()),
         }
         self.phase = match self.phase {
+            Phase::Recommit => Phase::Begin,
             Phase::Begin => Phase::Sync,
             Phase::Sync => Phase::DrainHints,
             Phase::DrainHints => Phase::Switch,
@@ -154,7 +168,9 @@ impl Run {
                 Phase::Sync => self.committed.switching,
                 Phase::DrainHints => !self.drains,
                 Phase::Switch => self.committed.version >= self.switching.version,
-                Phase::Resync | Phase::HandOver | Phase::Finish | Phase::Done => false,
+                Phase::Recommit | Phase::Resync | Phase::HandOver | Phase::Finish | Phase::Done => {
+                    false
+                }
             };
             if !skip {
                 return;
@@ -239,6 +255,7 @@ mod tests {
             let step = run.step();
             out.push(match &step {
                 Step::Commit { to, .. } => format!("commit {}", to.version),
+                Step::Recommit(ring) => format!("recommit {}", ring.version),
                 Step::Sync(ring) => format!("sync {}", ring.version),
                 Step::DrainHints => "drain".to_string(),
                 Step::HandOver(ring) => format!("hand over {}", ring.version),
@@ -286,12 +303,15 @@ mod tests {
     fn a_resumed_change_skips_what_its_ring_says_was_done() {
         let begun = three().begin(Change::Join(3), 3).unwrap();
         let run = Run::new(&begun, Change::Join(3), 3, 0).unwrap();
-        assert_eq!(steps(run)[..2], ["sync 2", "commit 3"]);
+        assert_eq!(steps(run)[..3], ["recommit 2", "sync 2", "commit 3"]);
 
         // A switching ring was committed after its sync: only the second.
         let switching = begun.switch().unwrap();
         let run = Run::new(&switching, Change::Join(3), 3, 0).unwrap();
-        assert_eq!(steps(run), ["sync 3", "hand over 3", "commit 4", "done 4"]);
+        assert_eq!(
+            steps(run),
+            ["recommit 3", "sync 3", "hand over 3", "commit 4", "done 4"]
+        );
     }
 
     #[test]
@@ -327,6 +347,7 @@ mod tests {
     fn a_change_done_before_the_hand_over_breaks_the_invariants() {
         let switching = three().begin(Change::Join(3), 3).unwrap().switch().unwrap();
         let mut run = Run::new(&switching, Change::Join(3), 3, 0).unwrap();
+        run.done(); // recommit 3
         run.done(); // sync 3
         run.phase = Phase::Finish; // the hand-over skipped
         run.done();
