@@ -70,6 +70,7 @@ scripts!(
     tails_skipped,
     powercut,
     resets,
+    catch_up,
     agreed_handoff,
     agreed_handoff_skipped,
     topology,

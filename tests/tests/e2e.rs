@@ -38,7 +38,6 @@ mod peer_auth;
 mod poisoned;
 mod rate_limiters;
 mod redis_py;
-mod resets;
 mod resp;
 mod resp3;
 mod resp_keys;

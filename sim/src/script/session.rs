@@ -187,7 +187,7 @@ async fn run(cluster: &Cluster, net: &Net, name: &str, w: &mut Words) -> Result<
     let line = match name {
         "add" | "read" | "reset" => counters(cluster, name, w).await?,
         "set" | "get" | "del" => string(cluster, name, w).await?,
-        "uadd" | "ucount" | "expire" => unique(cluster, name, w).await?,
+        "uadd" | "ucount" | "ureset" | "expire" => unique(cluster, name, w).await?,
         "repair" | "join" | "decommission" | "remove" | "cleanup" => ring(cluster, name, w).await?,
         "status" => return status(cluster, w.node(nodes)?).await,
         "ring" => ring_held(cluster, w.node(nodes)?),
@@ -295,6 +295,7 @@ async fn fault(cluster: &Cluster, net: &Net, name: &str, w: &mut Words) -> Resul
 
 /// `uadd NODE SET MEMBERS [cl=LEVEL]` (members `m1,m2` or a run
 /// `m{0..30}`): prints how many were new. `ucount NODE SET [cl=LEVEL]`.
+/// `ureset NODE SET [cl=LEVEL]`: prints whether the set had members.
 /// `expire NODE KEY DURATION [cl=LEVEL]`: a deadline that far from now
 /// on the node's clock; prints whether the key had something to expire.
 async fn unique(cluster: &Cluster, name: &str, w: &mut Words) -> Result<String> {
@@ -316,6 +317,7 @@ async fn unique(cluster: &Cluster, name: &str, w: &mut Words) -> Result<String> 
                 .await
                 .map(|new| new.iter().filter(|n| **n).count().to_string()),
             "ucount" => node.unique_count(&set, cl).await.map(|c| c.to_string()),
+            "ureset" => node.unique_reset(&set, cl).await.map(|had| had.to_string()),
             _ => {
                 let at_ms = tally_world::wall_ms() + after.as_millis() as u64;
                 let had = node.expire(&set, (at_ms, When::Always), cl).await?;

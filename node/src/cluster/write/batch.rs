@@ -40,17 +40,21 @@
 //! - a sum that would overflow where its adds alone may not: each is
 //!   queued again on its own;
 //! - an add a replica answered `Stale` for: this node catches up to the
-//!   newer epoch and queues it again (`catch_up`, by `retry`'s rule);
+//!   newer epoch and queues it again;
 //! - an add to a counter whose deadline passed here: this node reads the
-//!   replicas before it restarts the counter, and queues it again
-//!   (`confirm`, by `change::confirm_restart`).
+//!   replicas before it restarts the counter (`change::confirm_restart`),
+//!   and queues it again.
+//!
+//! Each combined add takes these steps by its `attempt::Attempt`, a state
+//! machine; what comes after the engine's refusal or the round's verdict
+//! is `retry::go_on`'s, as for adds with ids (`once`).
 
 use super::in_flight::InFlight;
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use tally_engine::{Epoch, Key, Queued, Staged};
+use tally_engine::{Key, Queued, Staged};
 use tally_net::wire::{BATCH_MESSAGES_MAX, Consistency, PeerRequest, PeerResponse};
 use tally_world::Instant;
 use tokio::sync::oneshot;
@@ -60,7 +64,7 @@ use super::combine::{Combined, combine};
 use super::coordinate::{self, Leader, Op};
 use super::queue::{QueuedAdd, Replies, Waiting, reply_one};
 use super::replicate::replicate;
-use super::retry::{self, Next};
+use super::retry::{self, Attempted};
 use super::round::Verdict;
 use crate::base::convert::{engine_error, wire_key, wire_op_id};
 use crate::cluster::placement::Route;
@@ -159,29 +163,25 @@ async fn run_batch(writes: Arc<Writes>, adds: Vec<QueuedAdd>, in_flight: Arc<InF
             return;
         }
     };
-    // The sealed ones, by their place in `combined`, and their values.
+    // The sealed ones, by their place in `combined`.
     let mut led = Vec::with_capacity(combined.len());
     let mut shards = Vec::with_capacity(combined.len());
     for (i, staged) in staged.into_iter().enumerate() {
         let adds = &mut combined[i];
         match staged {
             Staged::Sealed(outcome) => {
+                sealed(adds, outcome.value);
                 shards.push(adds.write(ctx, outcome.replica_cell()));
-                led.push((i, outcome.value));
+                led.push(i);
             }
             Staged::Queued(queued) => {
+                adds.attempt.on_queued();
                 tokio::spawn(lead_hot(writes.clone(), adds.take(), queued));
             }
-            // Its deadline passed: confirm the restart first.
-            Staged::Refused(tally_engine::Error::Expired { epoch }) => {
-                tokio::spawn(confirm(writes.clone(), adds.take(), epoch));
+            Staged::Refused(e) => {
+                refused(adds, &e);
+                retry::go_on(&writes, adds, &mut replies);
             }
-            // A sum may overflow where some of its adds alone would not.
-            Staged::Refused(e) if adds.adds.splits(&e) => {
-                let attempt = adds.attempt;
-                adds.take().queue_again(&writes.queue, attempt, true);
-            }
-            Staged::Refused(e) => adds.fail(&mut replies, &engine_error(&e)),
         }
     }
     // Early answers first: they need nothing from the replicas.
@@ -191,11 +191,10 @@ async fn run_batch(writes: Arc<Writes>, adds: Vec<QueuedAdd>, in_flight: Arc<InF
     }
     let local = async { durable.wait().await.map_err(|e| engine_error(&e)) };
     replicate(ctx, &mut shards, local, |shards| {
-        for (&(i, value), shard) in led.iter().zip(shards.iter()) {
+        for (&i, shard) in led.iter().zip(shards.iter()) {
             settle(
                 &writes,
                 &mut combined[i],
-                value,
                 shard.round.verdict(),
                 &mut replies,
             );
@@ -205,6 +204,23 @@ async fn run_batch(writes: Arc<Writes>, adds: Vec<QueuedAdd>, in_flight: Arc<InF
         drop(in_flight);
     })
     .await;
+}
+
+/// The engine sealed `adds`, making `value`.
+fn sealed(adds: &mut Combined, value: i64) {
+    adds.attempt.on_sealed();
+    adds.value = value;
+}
+
+/// The engine refused `adds` with `e`.
+fn refused(adds: &mut Combined, e: &tally_engine::Error) {
+    match e {
+        // Its deadline passed: confirm the restart first.
+        tally_engine::Error::Expired { epoch } => adds.attempt.on_expired(*epoch),
+        // A sum may overflow where some of its adds alone would not.
+        e if adds.adds.splits(e) => adds.attempt.on_splits(),
+        e => adds.attempt.on_refused(engine_error(e)),
+    }
 }
 
 /// Routes each add: the ones this node leads are returned with their
@@ -301,18 +317,12 @@ type Led = Vec<(QueuedAdd, Replicas)>;
 fn settle(
     writes: &Arc<Writes>,
     adds: &mut Combined,
-    value: i64,
     verdict: Option<&Verdict>,
     replies: &mut Replies,
 ) {
     let verdict = verdict.expect("replicate reports once every round has a verdict");
-    match retry::next([verdict]) {
-        Next::Answer => adds.succeed(replies, value),
-        Next::Fail(e) => adds.fail(replies, e),
-        Next::Again(epoch) => {
-            tokio::spawn(catch_up(writes.clone(), adds.take(), epoch));
-        }
-    }
+    adds.attempt.on_verdict(verdict);
+    retry::go_on(writes, adds, replies);
 }
 
 /// Adds the engine handed to its sealer (a cell it holds adds for, a
@@ -322,62 +332,21 @@ async fn lead_hot(writes: Arc<Writes>, mut adds: Combined, queued: Queued) {
     let ctx = &writes.ctx;
     let (outcome, durable) = match queued.wait().await {
         Ok(staged) => staged,
-        Err(tally_engine::Error::Expired { epoch }) => {
-            confirm(writes, adds, epoch).await;
-            return;
-        }
-        Err(e) if adds.adds.splits(&e) => {
-            let attempt = adds.attempt;
-            adds.queue_again(&writes.queue, attempt, true);
-            return;
-        }
         Err(e) => {
-            adds.fail_now(&engine_error(&e));
+            refused(&mut adds, &e);
+            let mut replies = Replies::default();
+            retry::go_on(&writes, &mut adds, &mut replies);
+            replies.send();
             return;
         }
     };
+    sealed(&mut adds, outcome.value);
     let mut shard = [adds.write(ctx, outcome.replica_cell())];
     let local = async { durable.wait().await.map_err(|e| engine_error(&e)) };
     replicate(ctx, &mut shard, local, |shard| {
         let mut replies = Replies::default();
-        settle(
-            &writes,
-            &mut adds,
-            outcome.value,
-            shard[0].round.verdict(),
-            &mut replies,
-        );
+        settle(&writes, &mut adds, shard[0].round.verdict(), &mut replies);
         replies.send();
     })
     .await;
-}
-
-/// This node missed a reset that a replica has seen: the adds just made
-/// are in the old epoch, which every replica discards. Catch up to the
-/// newer epoch and queue them again.
-async fn catch_up(writes: Arc<Writes>, mut adds: Combined, epoch: Epoch) {
-    match retry::catch_up(&writes.ctx, &adds.key, epoch).await {
-        Ok(()) => {
-            let attempt = adds.attempt + 1;
-            adds.queue_again(&writes.queue, attempt, false);
-        }
-        Err(e) => adds.fail_now(&e),
-    }
-}
-
-/// The adds' counter expired here in `epoch` and its restart is not
-/// confirmed: confirm it with the replicas and queue them again.
-async fn confirm(writes: Arc<Writes>, mut adds: Combined, epoch: Epoch) {
-    if !retry::confirm_again(adds.attempt) {
-        adds.fail_now(&retry::unconfirmed(epoch));
-        return;
-    }
-    let at = (&adds.replicas, adds.cl);
-    match super::change::confirm_restart(&writes.ctx, &adds.key, at, epoch).await {
-        Ok(()) => {
-            let attempt = adds.attempt + 1;
-            adds.queue_again(&writes.queue, attempt, false);
-        }
-        Err(e) => adds.fail_now(&e),
-    }
 }

@@ -19,8 +19,11 @@ use tally_engine::add::Combined as Adds;
 use tally_engine::{Cell, Key};
 use tally_net::wire::{Consistency, WireError};
 
-use super::queue::{Origin, QueuedAdd, Replies, Reply, WriteQueue};
+use super::Writes;
+use super::attempt::{Attempt, Why};
+use super::queue::{Origin, QueuedAdd, Replies, Reply};
 use super::replicate::Write;
+use super::retry::Attempted;
 use crate::cluster::ctx::Ctx;
 use crate::ring::Replicas;
 
@@ -30,11 +33,13 @@ pub(crate) struct Combined {
     pub(crate) key: Key,
     pub(crate) cl: Consistency,
     pub(crate) replicas: Replicas,
-    /// The highest attempt among the members.
-    pub(crate) attempt: u32,
+    /// Where they are: at the highest attempt among the members.
+    pub(crate) attempt: Attempt,
     /// The adds and the sum they make; each add's answer is taken when
     /// answered.
     pub(crate) adds: Adds<Option<Reply>>,
+    /// The value the engine made of their sum, once sealed.
+    pub(crate) value: i64,
 }
 
 impl Combined {
@@ -51,30 +56,32 @@ impl Combined {
             cell,
             self.replicas.clone(),
             self.cl,
-            self.attempt,
+            self.attempt.n(),
         )
     }
+}
 
-    /// The members, taken out (answered elsewhere), as one of their own.
-    pub(crate) fn take(&mut self) -> Combined {
-        Combined {
-            key: self.key.clone(),
-            cl: self.cl,
-            replicas: self.replicas.clone(),
-            attempt: self.attempt,
-            adds: self.adds.take(),
+impl Attempted for Combined {
+    fn attempt(&mut self) -> &mut Attempt {
+        &mut self.attempt
+    }
+
+    fn at(&self) -> (&Key, &Replicas, Consistency) {
+        (&self.key, &self.replicas, self.cl)
+    }
+
+    /// Answers the members as-if-sequential values, the last one the
+    /// engine's.
+    fn succeed(&mut self, replies: &mut Replies) {
+        for (reply, v) in self.adds.answers(self.value) {
+            if let Some(reply) = reply.take() {
+                replies.add(reply, Ok(v));
+            }
         }
     }
 
-    /// Answers every member the same error, at once.
-    pub(crate) fn fail_now(&mut self, e: &WireError) {
-        let mut replies = Replies::default();
-        self.fail(&mut replies, e);
-        replies.send();
-    }
-
     /// Answers every member the same error.
-    pub(crate) fn fail(&mut self, replies: &mut Replies, e: &WireError) {
+    fn fail(&mut self, replies: &mut Replies, e: &WireError) {
         for reply in self.adds.members_mut() {
             if let Some(reply) = reply.take() {
                 replies.add(reply, Err(e.clone()));
@@ -82,27 +89,30 @@ impl Combined {
         }
     }
 
-    /// Answers the members as-if-sequential values, the last one `value`.
-    pub(crate) fn succeed(&mut self, replies: &mut Replies, value: i64) {
-        for (reply, v) in self.adds.answers(value) {
-            if let Some(reply) = reply.take() {
-                replies.add(reply, Ok(v));
-            }
+    /// The members, taken out (answered elsewhere), as one of their own.
+    fn take(&mut self) -> Combined {
+        Combined {
+            key: self.key.clone(),
+            cl: self.cl,
+            replicas: self.replicas.clone(),
+            attempt: self.attempt.clone(),
+            adds: self.adds.take(),
+            value: self.value,
         }
     }
 
-    /// Queues every member again, to be led here. `alone`: each on its
-    /// own (a sum that would overflow, where some members alone may not).
-    pub(crate) fn queue_again(self, queue: &WriteQueue, attempt: u32, alone: bool) {
+    /// Queues every member again, to be led here; split, each on its own
+    /// (a sum that would overflow, where some members alone may not).
+    fn queue_again(self, writes: &Writes, attempt: u32, why: Why) {
         for (reply, delta) in self.adds.into_members() {
             if let Some(reply) = reply {
-                queue.push(QueuedAdd {
+                writes.queue.push(QueuedAdd {
                     key: self.key.clone(),
                     delta,
                     cl: self.cl,
                     origin: Origin::Lead,
                     attempt,
-                    alone,
+                    alone: why == Why::Split,
                     reply,
                     id: None,
                 });
@@ -131,7 +141,9 @@ pub(crate) fn combine(lead: Vec<(QueuedAdd, Replicas)>) -> Vec<Combined> {
             let c = &mut combined[i];
             match c.adds.join(reply, add.delta) {
                 Ok(()) => {
-                    c.attempt = c.attempt.max(add.attempt);
+                    if add.attempt > c.attempt.n() {
+                        c.attempt = Attempt::new(add.attempt);
+                    }
                     continue;
                 }
                 Err(back) => reply = back, // the sum would overflow
@@ -150,8 +162,9 @@ pub(crate) fn combine(lead: Vec<(QueuedAdd, Replicas)>) -> Vec<Combined> {
             key: add.key,
             cl: add.cl,
             replicas,
-            attempt: add.attempt,
+            attempt: Attempt::new(add.attempt),
             adds: Adds::one(reply, add.delta),
+            value: 0,
         });
     }
     combined

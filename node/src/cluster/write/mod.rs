@@ -9,7 +9,8 @@
 //! (`coordinate::ask`), combines the adds to one counter (`combine`),
 //! seals them in the engine, and replicates them (`replicate`), whose
 //! every decision is a pure [`round::Round`]; a round overtaken by a
-//! newer epoch catches up and makes the write again (`retry`).
+//! newer epoch catches up and makes the write again (`retry`, by each
+//! add's `attempt`).
 //!
 //! ```text
 //! server / resp / peer ─▶ Writes::submit ─▶ queue ─▶ batch::run_batch
@@ -48,6 +49,7 @@
 //! node): see `WireError::outcome`.
 
 mod admission;
+mod attempt;
 mod batch;
 mod cells;
 mod change;

@@ -20,22 +20,25 @@
 //! first attempt may have failed before it reached the level it asked for.
 //!
 //! A round that ends in `Retry` (a replica had seen a reset this node had
-//! not) catches up to the newer epoch (`retry`) and queues the adds again with
+//! not) catches up to the newer epoch and queues the adds again with
 //! `reapply_stale`, so that the ledger applies them again in the new epoch
-//! rather than answering the discarded application.
+//! rather than answering the discarded application. A group takes these
+//! steps by its `attempt::Attempt`, as a batch's combined adds do
+//! (`retry::go_on`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use smallvec::SmallVec;
-use tally_engine::{Epoch, Key, OnceAdd};
+use tally_engine::{Key, OnceAdd};
 use tally_net::wire::{Consistency, ErrorKind, WireError};
 
 use super::Writes;
+use super::attempt::{Attempt, Why};
 use super::in_flight::InFlight;
 use super::queue::{OnceId, Origin, QueuedAdd, Replies, Reply};
 use super::replicate::{Write, replicate};
-use super::retry::{self, Next};
+use super::retry::{self, Attempted};
 use super::round::Verdict;
 use crate::base::convert::{self, engine_error};
 use crate::cluster::ctx::Ctx;
@@ -47,7 +50,7 @@ struct Group {
     key: Key,
     cl: Consistency,
     replicas: Replicas,
-    attempt: u32,
+    attempt: Attempt,
     adds: SmallVec<[OnceAdd; 1]>,
     /// Each add's answer, taken when answered.
     replies: SmallVec<[Option<Reply>; 1]>,
@@ -56,30 +59,23 @@ struct Group {
 }
 
 impl Group {
-    fn fail_now(&mut self, e: &WireError) {
-        let mut replies = Replies::default();
-        self.fail(&mut replies, e);
-        replies.send();
-    }
-
-    fn fail(&mut self, replies: &mut Replies, e: &WireError) {
-        for reply in self.replies.iter_mut().filter_map(Option::take) {
-            replies.add(reply, Err(e.clone()));
+    /// A group of none of `self`'s adds, at the same attempt.
+    fn empty(&self) -> Group {
+        Group {
+            key: self.key.clone(),
+            cl: self.cl,
+            replicas: self.replicas.clone(),
+            attempt: self.attempt.clone(),
+            adds: SmallVec::new(),
+            replies: SmallVec::new(),
+            values: SmallVec::new(),
         }
     }
 
     /// The adds the engine answered nothing (refused for a restart not
     /// confirmed), taken out as a group of their own.
     fn take_unanswered(&mut self) -> Group {
-        let mut out = Group {
-            key: self.key.clone(),
-            cl: self.cl,
-            replicas: self.replicas.clone(),
-            attempt: self.attempt,
-            adds: SmallVec::new(),
-            replies: SmallVec::new(),
-            values: SmallVec::new(),
-        };
+        let mut out = self.empty();
         for (i, add) in self.adds.iter().enumerate() {
             if self.values[i].is_none()
                 && let Some(reply) = self.replies[i].take()
@@ -91,12 +87,54 @@ impl Group {
         }
         out
     }
+}
+
+impl Attempted for Group {
+    fn attempt(&mut self) -> &mut Attempt {
+        &mut self.attempt
+    }
+
+    fn at(&self) -> (&Key, &Replicas, Consistency) {
+        (&self.key, &self.replicas, self.cl)
+    }
 
     fn succeed(&mut self, replies: &mut Replies) {
         for (reply, value) in self.replies.iter_mut().zip(&self.values) {
             if let (Some(reply), Some(v)) = (reply.take(), value) {
                 replies.add(reply, Ok(*v));
             }
+        }
+    }
+
+    fn fail(&mut self, replies: &mut Replies, e: &WireError) {
+        for reply in self.replies.iter_mut().filter_map(Option::take) {
+            replies.add(reply, Err(e.clone()));
+        }
+    }
+
+    fn take(&mut self) -> Group {
+        Group {
+            adds: self.adds.clone(),
+            replies: std::mem::take(&mut self.replies),
+            values: std::mem::take(&mut self.values),
+            ..self.empty()
+        }
+    }
+
+    /// Queues the adds again, to be led here at `attempt`; caught up to
+    /// a newer epoch, applied again in it (else each keeps its own
+    /// application's).
+    fn queue_again(self, writes: &Writes, attempt: u32, why: Why) {
+        for (add, reply) in self.adds.into_iter().zip(self.replies) {
+            let Some(reply) = reply else { continue };
+            writes.queue.push(QueuedAdd {
+                attempt,
+                id: Some(Box::new(OnceId {
+                    id: add.id,
+                    reapply_stale: why == Why::CaughtUp || add.reapply_stale,
+                })),
+                ..QueuedAdd::new(self.key.clone(), add.delta, self.cl, Origin::Lead, reply)
+            });
         }
     }
 }
@@ -114,7 +152,7 @@ fn group(adds: Vec<(QueuedAdd, Replicas)>) -> Vec<Group> {
                 key: add.key.clone(),
                 cl: add.cl,
                 replicas,
-                attempt: 0,
+                attempt: Attempt::new(add.attempt),
                 adds: SmallVec::new(),
                 replies: SmallVec::new(),
                 values: SmallVec::new(),
@@ -122,7 +160,9 @@ fn group(adds: Vec<(QueuedAdd, Replicas)>) -> Vec<Group> {
             groups.len() - 1
         });
         let g = &mut groups[i];
-        g.attempt = g.attempt.max(add.attempt);
+        if add.attempt > g.attempt.n() {
+            g.attempt = Attempt::new(add.attempt);
+        }
         g.adds.push(OnceAdd {
             delta: add.delta,
             id: id.id,
@@ -190,12 +230,14 @@ pub(super) async fn lead(
             }
         }
         if let Some(epoch) = expired {
-            let again = g.take_unanswered();
-            tokio::spawn(confirm(writes.clone(), again, epoch));
+            let mut again = g.take_unanswered();
+            again.attempt.on_expired(epoch);
+            retry::go_on(&writes, &mut again, &mut replies);
         }
         if let Some(cell) = s.replicate {
+            g.attempt.on_sealed();
             let (key, replicas) = (g.key.clone(), g.replicas.clone());
-            let write = Write::new(ctx, key, cell, replicas, g.cl, g.attempt);
+            let write = Write::new(ctx, key, cell, replicas, g.cl, g.attempt.n());
             match s.tail {
                 // Everything of the cell is durable here: nothing to send along.
                 Some(tail) if tail.ops.is_empty() => shards.push(write),
@@ -257,61 +299,6 @@ fn applier_moving(ctx: &Ctx) -> WireError {
 
 fn settle(writes: &Arc<Writes>, g: &mut Group, verdict: Option<&Verdict>, replies: &mut Replies) {
     let verdict = verdict.expect("replicate reports once every round has a verdict");
-    match retry::next([verdict]) {
-        Next::Answer => g.succeed(replies),
-        Next::Fail(e) => g.fail(replies, e),
-        Next::Again(epoch) => {
-            let again = Group {
-                key: g.key.clone(),
-                cl: g.cl,
-                replicas: g.replicas.clone(),
-                attempt: g.attempt,
-                adds: g.adds.clone(),
-                replies: std::mem::take(&mut g.replies),
-                values: std::mem::take(&mut g.values),
-            };
-            tokio::spawn(catch_up(writes.clone(), again, epoch));
-        }
-    }
-}
-
-/// This node missed a reset a replica has seen: catch up to the newer
-/// epoch and queue the adds again, to be applied again in it.
-async fn catch_up(writes: Arc<Writes>, mut g: Group, epoch: Epoch) {
-    match retry::catch_up(&writes.ctx, &g.key, epoch).await {
-        Ok(()) => queue_again(&writes, g, true),
-        Err(e) => g.fail_now(&e),
-    }
-}
-
-/// The adds' counter expired here in `epoch` and its restart is not
-/// confirmed (nothing of theirs was applied): confirm it with the
-/// replicas and queue them again, as they were.
-async fn confirm(writes: Arc<Writes>, mut g: Group, epoch: Epoch) {
-    if !retry::confirm_again(g.attempt) {
-        g.fail_now(&retry::unconfirmed(epoch));
-        return;
-    }
-    let at = (&g.replicas, g.cl);
-    match super::change::confirm_restart(&writes.ctx, &g.key, at, epoch).await {
-        Ok(()) => queue_again(&writes, g, false),
-        Err(e) => g.fail_now(&e),
-    }
-}
-
-/// Queues `g`'s adds again, to be led here at the next attempt;
-/// `reapply_stale`: applied again in a newer epoch than their first
-/// application's (else each keeps its own).
-fn queue_again(writes: &Writes, g: Group, reapply_stale: bool) {
-    for (add, reply) in g.adds.into_iter().zip(g.replies) {
-        let Some(reply) = reply else { continue };
-        writes.queue.push(QueuedAdd {
-            attempt: g.attempt + 1,
-            id: Some(Box::new(OnceId {
-                id: add.id,
-                reapply_stale: reapply_stale || add.reapply_stale,
-            })),
-            ..QueuedAdd::new(g.key.clone(), add.delta, g.cl, Origin::Lead, reply)
-        });
-    }
+    g.attempt.on_verdict(verdict);
+    retry::go_on(writes, g, replies);
 }
