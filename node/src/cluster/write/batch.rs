@@ -47,7 +47,7 @@
 //!
 //! Each combined add takes these steps by its `attempt::Attempt`, a state
 //! machine; what comes after the engine's refusal or the round's verdict
-//! is `retry::go_on`'s, as for adds with ids (`once`).
+//! is `again::go_on`'s, as for adds with ids (`once`).
 
 use super::in_flight::InFlight;
 use std::collections::VecDeque;
@@ -60,11 +60,11 @@ use tally_world::Instant;
 use tokio::sync::oneshot;
 
 use super::Writes;
+use super::again::{self, Attempted};
 use super::combine::{Combined, combine};
 use super::coordinate::{self, Leader, Op};
 use super::queue::{QueuedAdd, Replies, Waiting, reply_one};
 use super::replicate::replicate;
-use super::retry::{self, Attempted};
 use super::round::Verdict;
 use crate::base::convert::{engine_error, wire_key, wire_op_id};
 use crate::cluster::placement::Route;
@@ -180,7 +180,7 @@ async fn run_batch(writes: Arc<Writes>, adds: Vec<QueuedAdd>, in_flight: Arc<InF
             }
             Staged::Refused(e) => {
                 refused(adds, &e);
-                retry::go_on(&writes, adds, &mut replies);
+                again::go_on(&writes, adds, &mut replies);
             }
         }
     }
@@ -322,7 +322,7 @@ fn settle(
 ) {
     let verdict = verdict.expect("replicate reports once every round has a verdict");
     adds.attempt.on_verdict(verdict);
-    retry::go_on(writes, adds, replies);
+    again::go_on(writes, adds, replies);
 }
 
 /// Adds the engine handed to its sealer (a cell it holds adds for, a
@@ -335,7 +335,7 @@ async fn lead_hot(writes: Arc<Writes>, mut adds: Combined, queued: Queued) {
         Err(e) => {
             refused(&mut adds, &e);
             let mut replies = Replies::default();
-            retry::go_on(&writes, &mut adds, &mut replies);
+            again::go_on(&writes, &mut adds, &mut replies);
             replies.send();
             return;
         }

@@ -20,10 +20,10 @@ use tally_engine::{Cell, Key};
 use tally_net::wire::{Consistency, WireError};
 
 use super::Writes;
+use super::again::Attempted;
 use super::attempt::{Attempt, Why};
 use super::queue::{Origin, QueuedAdd, Replies, Reply};
 use super::replicate::Write;
-use super::retry::Attempted;
 use crate::cluster::ctx::Ctx;
 use crate::ring::Replicas;
 

@@ -49,6 +49,7 @@
 //! node): see `WireError::outcome`.
 
 mod admission;
+mod again;
 mod attempt;
 mod batch;
 mod cells;

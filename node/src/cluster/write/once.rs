@@ -24,7 +24,7 @@
 //! `reapply_stale`, so that the ledger applies them again in the new epoch
 //! rather than answering the discarded application. A group takes these
 //! steps by its `attempt::Attempt`, as a batch's combined adds do
-//! (`retry::go_on`).
+//! (`again::go_on`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -34,11 +34,11 @@ use tally_engine::{Key, OnceAdd};
 use tally_net::wire::{Consistency, ErrorKind, WireError};
 
 use super::Writes;
+use super::again::{self, Attempted};
 use super::attempt::{Attempt, Why};
 use super::in_flight::InFlight;
 use super::queue::{OnceId, Origin, QueuedAdd, Replies, Reply};
 use super::replicate::{Write, replicate};
-use super::retry::{self, Attempted};
 use super::round::Verdict;
 use crate::base::convert::{self, engine_error};
 use crate::cluster::ctx::Ctx;
@@ -232,7 +232,7 @@ pub(super) async fn lead(
         if let Some(epoch) = expired {
             let mut again = g.take_unanswered();
             again.attempt.on_expired(epoch);
-            retry::go_on(&writes, &mut again, &mut replies);
+            again::go_on(&writes, &mut again, &mut replies);
         }
         if let Some(cell) = s.replicate {
             g.attempt.on_sealed();
@@ -300,5 +300,5 @@ fn applier_moving(ctx: &Ctx) -> WireError {
 fn settle(writes: &Arc<Writes>, g: &mut Group, verdict: Option<&Verdict>, replies: &mut Replies) {
     let verdict = verdict.expect("replicate reports once every round has a verdict");
     g.attempt.on_verdict(verdict);
-    retry::go_on(writes, g, replies);
+    again::go_on(writes, g, replies);
 }

@@ -22,24 +22,17 @@
 //!                             ─▶ unique: admit again, in its loop
 //! ```
 //!
-//! Adds (`batch`, `once`) take these steps by their [`Attempt`]; what
-//! comes after their round or the engine's refusal is [`go_on`]'s, the
-//! same for both.
-
-use std::sync::Arc;
+//! Adds (`batch`, `once`) take these steps by their `attempt::Attempt`,
+//! and go on after their round or the engine's refusal by `again`.
 
 use tally_engine::{Cell, Epoch, Key, Wait};
-use tally_net::wire::{Change, Consistency, WireError};
+use tally_net::wire::{Change, WireError};
 use tracing::debug;
 
-use super::Writes;
-use super::attempt::{Attempt, Step, Why};
-use super::queue::Replies;
 use super::round::Verdict;
 use crate::base::convert::engine_error;
 use crate::cluster::ctx::Ctx;
 use crate::cluster::read;
-use crate::ring::Replicas;
 
 /// What a write's verdicts say to do next.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,61 +92,6 @@ pub(super) async fn catch_up(ctx: &Ctx, key: &Key, epoch: Epoch) -> Result<(), W
         .await
         .map(|_| ())
         .map_err(|e| engine_error(&e))
-}
-
-/// Adds at an [`Attempt`]: a combined add (`batch`), or adds with ids to
-/// one counter (`once`).
-pub(super) trait Attempted: Send + Sized + 'static {
-    fn attempt(&mut self) -> &mut Attempt;
-    /// Their counter, its replicas and the level they were asked at.
-    fn at(&self) -> (&Key, &Replicas, Consistency);
-    /// Answers each of them what it made.
-    fn succeed(&mut self, replies: &mut Replies);
-    /// Answers each of them `e`.
-    fn fail(&mut self, replies: &mut Replies, e: &WireError);
-    /// Takes them out (to go on elsewhere), leaving none.
-    fn take(&mut self) -> Self;
-    /// Queues them again, at `attempt`, for `why`.
-    fn queue_again(self, writes: &Writes, attempt: u32, why: Why);
-}
-
-/// Does what `adds`' attempt says next, once the engine or the round
-/// answered: answers them, queues them again, or catches up (or confirms
-/// their counter's restart) on a task of its own and then goes on.
-pub(super) fn go_on<A: Attempted>(writes: &Arc<Writes>, adds: &mut A, replies: &mut Replies) {
-    match adds.attempt().step() {
-        Step::Answer => adds.succeed(replies),
-        Step::Fail(e) => adds.fail(replies, &e),
-        Step::Unconfirmed(epoch) => adds.fail(replies, &unconfirmed(epoch)),
-        Step::Again { attempt, why } => adds.take().queue_again(writes, attempt, why),
-        Step::CatchUp(_) | Step::Confirm(_) => {
-            tokio::spawn(off_batch(writes.clone(), adds.take()));
-        }
-        // The lead's own steps.
-        Step::Seal | Step::Wait | Step::Replicate => {}
-    }
-}
-
-/// A catch-up, or a confirmation of a restart, then what comes after.
-async fn off_batch<A: Attempted>(writes: Arc<Writes>, mut adds: A) {
-    let step = adds.attempt().step();
-    let (key, replicas, cl) = adds.at();
-    let (ctx, key, replicas) = (&writes.ctx, key.clone(), replicas.clone());
-    match step {
-        Step::CatchUp(epoch) => {
-            let caught_up = catch_up(ctx, &key, epoch).await;
-            adds.attempt().on_caught_up(caught_up);
-        }
-        Step::Confirm(epoch) => {
-            let at = (&replicas, cl);
-            let confirmed = super::change::confirm_restart(ctx, &key, at, epoch).await;
-            adds.attempt().on_confirmed(confirmed);
-        }
-        _ => {}
-    }
-    let mut replies = Replies::default();
-    go_on(&writes, &mut adds, &mut replies);
-    replies.send();
 }
 
 /// Whether adds refused for an unconfirmed restart at their `attempt`-th

@@ -13,9 +13,9 @@
 
 use tally_engine::{Engine, Key, now_ms};
 
+use super::again::Attempted;
 use super::combine::Combined;
 use super::queue::Replies;
-use super::retry::Attempted;
 use crate::base::refusal::holds_string;
 use crate::base::zset;
 use crate::cluster::ctx::Ctx;
