@@ -1,8 +1,8 @@
 //! What adds do once the engine or their round answered, by their
 //! attempt (`attempt::Attempt`): the same for a batch's combined adds
 //! (`batch`) and for adds with ids (`once`). A catch-up to a newer epoch
-//! and a confirmation of a restart (`retry`) run on a task of their own,
-//! off the batch.
+//! (`retry::catch_up`) and a confirmation of a restart
+//! (`change::confirm_restart`) run on a task of their own, off the batch.
 
 use std::sync::Arc;
 

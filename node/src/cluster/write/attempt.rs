@@ -15,7 +15,8 @@
 //! 2. `Replicate` the shard by the round, and judge its verdict by
 //!    `retry::next`. Acknowledged: `Answer`. Not: `Fail`. A replica holds
 //!    a newer epoch: `CatchUp` to it (`retry::catch_up`).
-//! 3. Caught up, or the restart confirmed: `Again`, one attempt on.
+//! 3. Caught up, or the restart confirmed: `Again`, one attempt on (a
+//!    catch-up or a confirmation that failed: `Fail`).
 //!
 //! `Answer`, `Fail`, `Unconfirmed` and `Again` end the attempt: the adds
 //! queued again are the next attempt's.
@@ -333,10 +334,8 @@ mod tests {
         assert!(a.check_invariants().is_err(), "a refusal after the end");
     }
 
-    /// Adds answered before a round acknowledged them (what a leader that
-    /// answers at its own fsync would do) are caught where the world
-    /// checks invariants (debug builds, simulations), and by
-    /// `check_invariants`.
+    /// A verdict for adds not sealed yet is caught where the world checks
+    /// invariants (debug builds, simulations), and by `check_invariants`.
     #[test]
     #[cfg_attr(
         debug_assertions,

@@ -158,7 +158,7 @@ async fn lead(
 
 /// A step that needs the change made came before it was (see
 /// `changing`'s invariants).
-fn unmade() -> WireError {
+pub(super) fn unmade() -> WireError {
     WireError::new(
         tally_net::wire::ErrorKind::Internal,
         "a change's step came before the change was made",

@@ -1,6 +1,8 @@
 //! The steps of a leader's change of a counter's epoch (`SET`, `EXPIRE`,
-//! `PERSIST`, a reset), apart from I/O: what `change::lead` does next
-//! ([`Changing::step`]) as its reads, the engine and the replicas answer.
+//! `PERSIST`, a reset) or of a list (`list`, never made again), apart
+//! from I/O: what `change::lead` and `list::lead_list` do next
+//! ([`Changing::step`]) as their reads, the engine and the replicas
+//! answer.
 //!
 //! # The steps
 //! 1. `CatchUp`: read the cell from every live replica and merge it here,

@@ -44,7 +44,8 @@ use tally_net::list::{ListChange, ListReply};
 use tally_net::wire::{Consistency, ErrorKind, PeerRequest, PeerResponse, WireError};
 
 use super::Writes;
-use super::change::{Replicated, catch_up, replicate_header, settle_unmade};
+use super::change::{Replicated, catch_up, replicate_header, settle_unmade, unmade};
+use super::changing::{Changing, Step};
 use super::coordinate::{self, Lead, Leader, Op};
 use super::queue::Origin;
 use crate::base::convert::{engine_error, wire_key};
@@ -191,10 +192,12 @@ impl Lead for ListOp<'_> {
 }
 
 impl Writes {
-    /// The leader's change: catch up, change, replicate. The change takes
-    /// the time its catch-up began, or its coordinator was asked at
-    /// `asked_ms` if earlier, not the time it is made (see the module
-    /// docs), and is not acknowledged if a replica holds a newer one.
+    /// The leader's change: catch up, change, replicate, by the steps of
+    /// a `SET` (`changing::Changing`: a list change is never made again).
+    /// The change takes the time its catch-up began, or its coordinator
+    /// was asked at `asked_ms` if earlier, not the time it is made (see
+    /// the module docs), and is not acknowledged if a replica holds a
+    /// newer one another leader made.
     async fn lead_list(
         &self,
         key: &Key,
@@ -205,38 +208,82 @@ impl Writes {
     ) -> Result<ListReply, WireError> {
         let ctx: &Arc<Ctx> = &self.ctx;
         let read_at = now_ms();
-        catch_up(ctx, key, &replicas, cl).await?;
-        self.hold_list_change(&change).await;
-        let at = self.list_stamp(stamp(read_at, asked_ms));
-        // What expired is read now; the stamp orders the change.
+        let mut changing = Changing::new(false);
+        let (mut answer, mut state, mut lost) = (None, None, false);
+        loop {
+            match changing.step() {
+                Step::CatchUp => {
+                    catch_up(ctx, key, &replicas, cl).await?;
+                    changing.on_caught_up();
+                }
+                Step::Make => {
+                    self.hold_list_change(&change).await;
+                    let at = self.list_stamp(stamp(read_at, asked_ms));
+                    let Some((done, made)) = self.make_list(key, &change, at).await? else {
+                        // FAULT INJECTION: acknowledged as if made, never made.
+                        return self.dropped_list_change(key, &change, at);
+                    };
+                    changing.on_made(done.applied);
+                    (answer, state) = (Some(done.reply), Some(made));
+                }
+                Step::Settle => {
+                    settle_unmade(ctx).await?;
+                    changing.on_settled();
+                }
+                Step::Replicate { attempt } => {
+                    let made = state.take().ok_or_else(unmade)?;
+                    match replicate_header(ctx, key, made, replicas.clone(), (cl, attempt)).await? {
+                        Replicated::Held => changing.on_held(),
+                        Replicated::Overtaken(newer) => {
+                            // A later change led here was made on this one: it holds it.
+                            lost = newer.origin != ctx.engine().counter_id();
+                            changing.on_overtaken(newer);
+                        }
+                    }
+                }
+                Step::CatchUpTo(_) => return Err(unmade()),
+                Step::Answer if lost => return Err(overtaken()),
+                Step::Answer => return answer.ok_or_else(unmade),
+            }
+        }
+    }
+
+    /// Makes `change` here, stamped `at` (what expired is read now), and
+    /// answers what the engine did and the cell's new state; `None` where
+    /// fault injection drops the change.
+    async fn make_list(
+        &self,
+        key: &Key,
+        change: &ListChange,
+        at: u64,
+    ) -> Result<Option<(tally_engine::list::ListDone, tally_engine::Cell)>, WireError> {
+        if self.drop_this_add() {
+            return Ok(None);
+        }
         let when = At {
             now_ms: now_ms().max(at),
             stamp_ms: at,
         };
-        if self.drop_this_add() {
-            // FAULT INJECTION: acknowledged as if made, never made (counted
-            // with the adds: every `n`th led write).
-            let mut cell = ctx.engine().get(key).map_err(|e| engine_error(&e))?;
-            let done = tally_engine::list::decide_list(&mut cell, &change, 0, when)
-                .map_err(|e| engine_error(&e.into()))?;
-            return Ok(done.reply);
-        }
-        let (done, state) = ctx
-            .engine()
-            .change_list(key, &change, when)
-            .await
-            .map_err(|e| engine_error(&e))?;
-        if !done.applied {
-            settle_unmade(ctx).await?;
-            return Ok(done.reply);
-        }
-        match replicate_header(ctx, key, state, replicas, (cl, 1)).await? {
-            // A later change led here was made on this one: it holds it.
-            Replicated::Overtaken(newer) if newer.origin != ctx.engine().counter_id() => {
-                Err(overtaken())
-            }
-            Replicated::Held | Replicated::Overtaken(_) => Ok(done.reply),
-        }
+        let made = self.ctx.engine().change_list(key, change, when).await;
+        made.map(Some).map_err(|e| engine_error(&e))
+    }
+
+    /// FAULT INJECTION: a list change acknowledged as if made, never made
+    /// (counted with the adds: every `n`th led write).
+    fn dropped_list_change(
+        &self,
+        key: &Key,
+        change: &ListChange,
+        at: u64,
+    ) -> Result<ListReply, WireError> {
+        let when = At {
+            now_ms: now_ms().max(at),
+            stamp_ms: at,
+        };
+        let mut cell = self.ctx.engine().get(key).map_err(|e| engine_error(&e))?;
+        let done = tally_engine::list::decide_list(&mut cell, change, 0, when)
+            .map_err(|e| engine_error(&e.into()))?;
+        Ok(done.reply)
     }
 }
 
