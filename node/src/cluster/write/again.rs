@@ -6,13 +6,14 @@
 
 use std::sync::Arc;
 
-use tally_engine::Key;
+use tally_engine::{Epoch, Key};
 use tally_net::wire::{Consistency, WireError};
 
 use super::Writes;
 use super::attempt::{Attempt, Step, Why};
 use super::queue::Replies;
 use super::retry;
+use super::round::Verdict;
 use crate::ring::Replicas;
 
 /// Adds at an [`Attempt`]: a combined add (`batch`), or adds with ids to
@@ -31,6 +32,18 @@ pub(super) trait Attempted: Send + Sized + 'static {
     fn queue_again(self, writes: &Writes, attempt: u32, why: Why);
 }
 
+/// Takes in the verdict of `adds`' round and goes on.
+pub(super) fn settle<A: Attempted>(
+    writes: &Arc<Writes>,
+    adds: &mut A,
+    verdict: Option<&Verdict>,
+    replies: &mut Replies,
+) {
+    let verdict = verdict.expect("replicate reports once every round has a verdict");
+    adds.attempt().on_verdict(verdict);
+    go_on(writes, adds, replies);
+}
+
 /// Does what `adds`' attempt says next, once the engine or the round
 /// answered: answers them, queues them again, or catches up (or confirms
 /// their counter's restart) on a task of its own and then goes on.
@@ -40,32 +53,38 @@ pub(super) fn go_on<A: Attempted>(writes: &Arc<Writes>, adds: &mut A, replies: &
         Step::Fail(e) => adds.fail(replies, &e),
         Step::Unconfirmed(epoch) => adds.fail(replies, &retry::unconfirmed(epoch)),
         Step::Again { attempt, why } => adds.take().queue_again(writes, attempt, why),
-        Step::CatchUp(_) | Step::Confirm(_) => {
-            tokio::spawn(off_batch(writes.clone(), adds.take()));
+        Step::CatchUp(epoch) => {
+            tokio::spawn(catch_up(writes.clone(), adds.take(), epoch));
+        }
+        Step::Confirm(epoch) => {
+            tokio::spawn(confirm(writes.clone(), adds.take(), epoch));
         }
         // The lead's own steps.
         Step::Seal | Step::Wait | Step::Replicate => {}
     }
 }
 
-/// A catch-up, or a confirmation of a restart, then what comes after.
-async fn off_batch<A: Attempted>(writes: Arc<Writes>, mut adds: A) {
-    let step = adds.attempt().step();
+/// Off the batch: catches `adds`' counter up to `epoch`, then goes on.
+async fn catch_up<A: Attempted>(writes: Arc<Writes>, mut adds: A, epoch: Epoch) {
+    let key = adds.at().0.clone();
+    let caught_up = retry::catch_up(&writes.ctx, &key, epoch).await;
+    adds.attempt().on_caught_up(caught_up);
+    go_on_alone(&writes, adds);
+}
+
+/// Off the batch: confirms the restart of `adds`' counter at `epoch`,
+/// then goes on.
+async fn confirm<A: Attempted>(writes: Arc<Writes>, mut adds: A, epoch: Epoch) {
     let (key, replicas, cl) = adds.at();
-    let (ctx, key, replicas) = (&writes.ctx, key.clone(), replicas.clone());
-    match step {
-        Step::CatchUp(epoch) => {
-            let caught_up = retry::catch_up(ctx, &key, epoch).await;
-            adds.attempt().on_caught_up(caught_up);
-        }
-        Step::Confirm(epoch) => {
-            let at = (&replicas, cl);
-            let confirmed = super::change::confirm_restart(ctx, &key, at, epoch).await;
-            adds.attempt().on_confirmed(confirmed);
-        }
-        _ => {}
-    }
+    let (key, replicas) = (key.clone(), replicas.clone());
+    let at = (&replicas, cl);
+    let confirmed = super::change::confirm_restart(&writes.ctx, &key, at, epoch).await;
+    adds.attempt().on_confirmed(confirmed);
+    go_on_alone(&writes, adds);
+}
+
+fn go_on_alone<A: Attempted>(writes: &Arc<Writes>, mut adds: A) {
     let mut replies = Replies::default();
-    go_on(&writes, &mut adds, &mut replies);
+    go_on(writes, &mut adds, &mut replies);
     replies.send();
 }

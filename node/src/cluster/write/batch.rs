@@ -65,7 +65,6 @@ use super::combine::{Combined, combine};
 use super::coordinate::{self, Leader, Op};
 use super::queue::{QueuedAdd, Replies, Waiting, reply_one};
 use super::replicate::replicate;
-use super::round::Verdict;
 use crate::base::convert::{engine_error, wire_key, wire_op_id};
 use crate::cluster::placement::Route;
 use crate::ring::Replicas;
@@ -192,7 +191,7 @@ async fn run_batch(writes: Arc<Writes>, adds: Vec<QueuedAdd>, in_flight: Arc<InF
     let local = async { durable.wait().await.map_err(|e| engine_error(&e)) };
     replicate(ctx, &mut shards, local, |shards| {
         for (&i, shard) in led.iter().zip(shards.iter()) {
-            settle(
+            again::settle(
                 &writes,
                 &mut combined[i],
                 shard.round.verdict(),
@@ -313,18 +312,6 @@ impl Op for AddOp<'_> {
 /// Adds this node leads, with their replicas.
 type Led = Vec<(QueuedAdd, Replicas)>;
 
-/// Answers combined adds by their round's verdict, or makes them again.
-fn settle(
-    writes: &Arc<Writes>,
-    adds: &mut Combined,
-    verdict: Option<&Verdict>,
-    replies: &mut Replies,
-) {
-    let verdict = verdict.expect("replicate reports once every round has a verdict");
-    adds.attempt.on_verdict(verdict);
-    again::go_on(writes, adds, replies);
-}
-
 /// Adds the engine handed to its sealer (a cell it holds adds for, a
 /// write stall, or ids not durable yet): waits for them to be sealed
 /// there, then the same round and answers as a batch.
@@ -345,7 +332,7 @@ async fn lead_hot(writes: Arc<Writes>, mut adds: Combined, queued: Queued) {
     let local = async { durable.wait().await.map_err(|e| engine_error(&e)) };
     replicate(ctx, &mut shard, local, |shard| {
         let mut replies = Replies::default();
-        settle(&writes, &mut adds, shard[0].round.verdict(), &mut replies);
+        again::settle(&writes, &mut adds, shard[0].round.verdict(), &mut replies);
         replies.send();
     })
     .await;

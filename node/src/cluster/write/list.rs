@@ -260,11 +260,11 @@ impl Writes {
         if self.drop_this_add() {
             return Ok(None);
         }
-        let when = At {
-            now_ms: now_ms().max(at),
-            stamp_ms: at,
-        };
-        let made = self.ctx.engine().change_list(key, change, when).await;
+        let made = self
+            .ctx
+            .engine()
+            .change_list(key, change, stamped(at))
+            .await;
         made.map(Some).map_err(|e| engine_error(&e))
     }
 
@@ -276,14 +276,19 @@ impl Writes {
         change: &ListChange,
         at: u64,
     ) -> Result<ListReply, WireError> {
-        let when = At {
-            now_ms: now_ms().max(at),
-            stamp_ms: at,
-        };
         let mut cell = self.ctx.engine().get(key).map_err(|e| engine_error(&e))?;
-        let done = tally_engine::list::decide_list(&mut cell, change, 0, when)
+        let done = tally_engine::list::decide_list(&mut cell, change, 0, stamped(at))
             .map_err(|e| engine_error(&e.into()))?;
         Ok(done.reply)
+    }
+}
+
+/// When a list change stamped `at` (the leader's stamp) is made: now, or
+/// the stamp if this node's clock is behind it.
+fn stamped(at: u64) -> At {
+    At {
+        now_ms: now_ms().max(at),
+        stamp_ms: at,
     }
 }
 

@@ -39,7 +39,6 @@ use super::attempt::{Attempt, Why};
 use super::in_flight::InFlight;
 use super::queue::{OnceId, Origin, QueuedAdd, Replies, Reply};
 use super::replicate::{Write, replicate};
-use super::round::Verdict;
 use crate::base::convert::{self, engine_error};
 use crate::cluster::ctx::Ctx;
 use crate::cluster::tails;
@@ -277,7 +276,7 @@ pub(super) async fn lead(
     };
     replicate(ctx, &mut shards, local, |shards| {
         for (g, shard) in led.iter_mut().zip(shards.iter()) {
-            settle(&writes, g, shard.round.verdict(), &mut replies);
+            again::settle(&writes, g, shard.round.verdict(), &mut replies);
         }
         replies.send();
     })
@@ -295,10 +294,4 @@ fn applier_moving(ctx: &Ctx) -> WireError {
             ctx.ring_version()
         ),
     )
-}
-
-fn settle(writes: &Arc<Writes>, g: &mut Group, verdict: Option<&Verdict>, replies: &mut Replies) {
-    let verdict = verdict.expect("replicate reports once every round has a verdict");
-    g.attempt.on_verdict(verdict);
-    again::go_on(writes, g, replies);
 }
