@@ -85,5 +85,6 @@ scripts!(
     lists_stamped,
     expiry_unconfirmed,
     slices,
-    slices_trusting_longest
+    slices_trusting_longest,
+    serial_reads
 );

@@ -5,7 +5,9 @@
 //! before it, and the read answers only once a majority holds what it
 //! answers, so that no later read goes back.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod holding;
+
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tally_engine::{Cell, Epoch, Key, Wait};
@@ -19,6 +21,7 @@ use tracing::warn;
 use crate::base::convert::{self, engine_error, wire_cell, wire_key};
 use crate::cluster::ctx::Ctx;
 use crate::cluster::gather::Gather;
+use holding::Holding;
 
 /// Columns one row read repairs on one replica.
 const ROW_REPAIRS_MAX: usize = 256;
@@ -96,8 +99,9 @@ type Repair = (usize, Key, Cell);
 
 /// Sends `behind` their repairs (of a read `answered` replicas answered):
 /// in the background, or, at [`Consistency::Serial`], before the read
-/// answers, failing it unless [`holds_enough`] says a majority then holds
-/// what it read.
+/// answers, failing it unless a majority then holds what it read (the
+/// rule is [`Holding`]'s; repairs it no longer waits for go on in the
+/// background).
 async fn repair_all(
     ctx: &Arc<Ctx>,
     behind: Vec<Repair>,
@@ -111,36 +115,31 @@ async fn repair_all(
         }
         return Ok(());
     }
-    let replicas: BTreeSet<usize> = behind.iter().map(|(r, ..)| *r).collect();
-    let mut failed = BTreeSet::new();
+    let mut holding = Holding::new(answered, required, behind.iter().map(|(r, ..)| *r));
     let mut repairs = tokio::task::JoinSet::new();
     for (r, key, cell) in behind {
         let ctx = ctx.clone();
         repairs.spawn(async move { (r, repair_now(&ctx, r, &key, &cell).await) });
     }
-    while let Some(done) = repairs.join_next().await {
-        match done {
-            Ok((_, true)) => {}
-            Ok((r, false)) => {
-                failed.insert(r);
-            }
-            Err(_) => return Err(WireError::new(ErrorKind::Internal, "a read repair stopped")),
+    let verdict = loop {
+        if let Some(verdict) = holding.verdict() {
+            break verdict;
         }
-    }
-    match holds_enough(answered, replicas.len(), failed.len(), required) {
+        match repairs.join_next().await {
+            Some(Ok((r, repaired))) => holding.on_repaired(r, repaired),
+            Some(Err(_)) | None => {
+                return Err(WireError::new(ErrorKind::Internal, "a read repair stopped"));
+            }
+        }
+    };
+    repairs.detach_all();
+    match verdict {
         true => Ok(()),
         false => Err(WireError::not_applied(
             ErrorKind::Unavailable,
             "a SERIAL read could not bring a majority of replicas up to what it read; try again",
         )),
     }
-}
-
-/// Whether a majority holds what a read answers: of the `answered`
-/// replicas, those not `behind` held it already, and those behind hold it
-/// once their repair succeeded (all but `failed`).
-fn holds_enough(answered: usize, behind: usize, failed: usize, required: usize) -> bool {
-    answered - behind + (behind - failed) >= required
 }
 
 /// Reads every live column of a partition at `cl`, with its value.
@@ -496,21 +495,5 @@ async fn repair_now(ctx: &Arc<Ctx>, replica: usize, key: &Key, cell: &Cell) -> b
             false
         }
         _ => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_serial_read_answers_once_a_majority_holds_it() {
-        // Two of three answered, one behind and repaired: both hold it.
-        assert!(holds_enough(2, 1, 0, 2));
-        // Its repair failed: one holds it, not a majority.
-        assert!(!holds_enough(2, 1, 1, 2));
-        // Three answered, one behind whose repair failed: two hold it.
-        assert!(holds_enough(3, 1, 1, 2));
-        assert!(holds_enough(2, 0, 0, 2));
     }
 }

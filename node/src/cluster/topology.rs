@@ -25,6 +25,7 @@ pub(crate) mod cleanup;
 pub(crate) mod collect;
 pub(crate) mod flush;
 pub(crate) mod fold;
+mod fold_steps;
 pub(crate) mod replace;
 mod steps;
 pub(crate) mod store;

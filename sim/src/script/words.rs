@@ -119,7 +119,10 @@ pub fn level(word: &str) -> Result<Consistency, String> {
         "one" => Ok(Consistency::One),
         "quorum" => Ok(Consistency::Quorum),
         "all" => Ok(Consistency::All),
-        _ => Err(format!("{word:?} is not a level (one, quorum, all)")),
+        "serial" => Ok(Consistency::Serial),
+        _ => Err(format!(
+            "{word:?} is not a level (one, quorum, all, serial)"
+        )),
     }
 }
 

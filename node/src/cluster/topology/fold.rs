@@ -29,7 +29,6 @@
 //! is pending. Compactions fold cells by the active generation from then
 //! on, on every node, so step 5 only makes it happen at once.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,6 +38,7 @@ use tally_net::wire::{
 use tracing::info;
 
 use super::change::{commit, folding, learn};
+use super::fold_steps::{Folding, Step, Stop, Surveyed};
 use super::{Refused, Topology};
 use crate::base::convert::engine_error;
 use crate::cluster::ctx::Ctx;
@@ -46,42 +46,8 @@ use crate::cluster::ctx::Ctx;
 /// How long a member may take to survey or fold its data.
 const FOLD_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// One member's answer to `Survey`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Surveyed {
-    /// Its incarnation now.
-    pub(crate) counter_id: u64,
-    /// The counter_ids whose shards it may hold.
-    pub(crate) held: Vec<u64>,
-}
-
-/// The counter_ids to fold: held by some member, the incarnation of none,
-/// not folded already; sorted.
-pub(crate) fn retired(ring: &Topology, members: &[Surveyed]) -> Vec<u64> {
-    let live: BTreeSet<u64> = members.iter().map(|m| m.counter_id).collect();
-    let held: BTreeSet<u64> = members
-        .iter()
-        .flat_map(|m| m.held.iter().copied())
-        .collect();
-    held.into_iter()
-        .filter(|id| !live.contains(id) && !ring.folded(*id))
-        .collect()
-}
-
-/// `Ok` when every member is the incarnation it was; else the index of
-/// the first that is not.
-pub(crate) fn same_incarnations(before: &[Surveyed], after: &[Surveyed]) -> Result<(), usize> {
-    match before
-        .iter()
-        .zip(after)
-        .position(|(b, a)| b.counter_id != a.counter_id)
-    {
-        Some(i) => Err(i),
-        None => Ok(()),
-    }
-}
-
-/// Runs a fold to its end; answers what it did.
+/// Runs a fold to its end; answers what it did. The steps and their
+/// order are `fold_steps::Folding`'s; this does each.
 pub(crate) async fn run(ctx: &Arc<Ctx>) -> Result<WireFolded, WireError> {
     let Some(_one) = ctx.changes().try_change() else {
         return Err(invalid(format!(
@@ -109,70 +75,56 @@ pub(crate) async fn run(ctx: &Arc<Ctx>) -> Result<WireFolded, WireError> {
             ),
         ));
     }
+    let mut folding = Folding::new(&now);
     let mut done = WireFolded::default();
-    let pending = match now.fold_pending() {
-        // Resumed: a commit that stopped half way may have left members
-        // without the generation, and every one must know it before any
-        // folds by it.
-        Some(_) => {
-            commit(ctx, &now, &now).await?;
-            now.clone()
-        }
-        None => match agree(ctx, &now, &members, &mut done).await? {
-            Some(begun) => begun,
-            None => {
-                done.nodes = fold_members(ctx, &members).await?;
-                return Ok(done);
+    loop {
+        match folding.step() {
+            Step::Survey { cleanup } => {
+                let surveyed = survey(ctx, &members, cleanup).await?;
+                folding.surveyed(surveyed);
+                continue;
             }
-        },
-    };
-    let active = pending.activate_fold().expect("a generation is pending");
-    commit(ctx, &pending, &active).await?;
-    done.generation = active.folds_active;
-    done.retired = active.folds.last().cloned().unwrap_or_default();
-    info!(
-        generation = done.generation,
-        retired = done.retired.len(),
-        "fold generation active"
-    );
-    done.nodes = fold_members(ctx, &members).await?;
-    info!(summary = ?done, "fold finished");
-    Ok(done)
+            Step::Repair => {
+                info!("fold: repairing every range first");
+                let groups = crate::cluster::repair::run::all_groups(ctx);
+                done.repaired = crate::cluster::repair::run::sync(ctx, groups).await?;
+            }
+            Step::Recommit(ring) => commit(ctx, &ring, &ring).await?,
+            Step::Commit { from, to } => commit(ctx, &from, &to).await?,
+            Step::FoldMembers => done.nodes = fold_members(ctx, &members).await?,
+            Step::Done(active) => return Ok(finished(done, active.as_ref())),
+            Step::Stopped(stop) => return Err(stopped(ctx, &now, &members, stop)),
+        }
+        folding.done();
+    }
 }
 
-/// Steps 1-4 up to the generation agreed: the ring with it pending, or
-/// `None` when nothing is retired.
-async fn agree(
-    ctx: &Arc<Ctx>,
-    now: &Topology,
-    members: &[usize],
-    done: &mut WireFolded,
-) -> Result<Option<Topology>, WireError> {
-    let before = survey(ctx, members, true).await?;
-    let ids = retired(now, &before);
-    if ids.is_empty() {
-        info!("fold: no retired incarnation holds shards");
-        return Ok(None);
+/// What a fold did, with the generation it made active, if any.
+fn finished(mut done: WireFolded, active: Option<&Topology>) -> WireFolded {
+    match active {
+        Some(active) => {
+            done.generation = active.folds_active;
+            done.retired = active.folds.last().cloned().unwrap_or_default();
+            info!(summary = ?done, "fold finished");
+        }
+        None => info!("fold: no retired incarnation holds shards"),
     }
-    info!(retired = ids.len(), "fold: repairing every range first");
-    let groups = crate::cluster::repair::run::all_groups(ctx);
-    done.repaired = crate::cluster::repair::run::sync(ctx, groups).await?;
-    let after = survey(ctx, members, false).await?;
-    if let Err(i) = same_incarnations(&before, &after) {
-        return Err(WireError::not_applied(
+    done
+}
+
+/// The error of a fold that stopped.
+fn stopped(ctx: &Ctx, now: &Topology, members: &[usize], stop: Stop) -> WireError {
+    match stop {
+        Stop::Restarted(i) => WireError::not_applied(
             ErrorKind::Unavailable,
             format!(
                 "{} restarted during the fold's repair (a new incarnation): run the fold again",
                 ctx.name(members[i])
             ),
-        ));
+        ),
+        Stop::Refused(Refused::Folding(g)) => invalid(folding(g, now.version)),
+        Stop::Refused(other) => invalid(format!("the ring cannot take a fold now: {other:?}")),
     }
-    let begun = now.begin_fold(&ids).map_err(|r| match r {
-        Refused::Folding(g) => invalid(folding(g, now.version)),
-        other => invalid(format!("the ring cannot take a fold now: {other:?}")),
-    })?;
-    commit(ctx, now, &begun).await?;
-    Ok(Some(begun))
 }
 
 /// Every member's `Survey`, in the order of `members`, each cleaned up
@@ -279,61 +231,4 @@ fn unexpected(ctx: &Ctx, n: usize, answer: &PeerResponse) -> WireError {
 
 fn invalid(message: String) -> WireError {
     WireError::not_applied(ErrorKind::Invalid, message)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn member(counter_id: u64, held: &[u64]) -> Surveyed {
-        Surveyed {
-            counter_id,
-            held: held.to_vec(),
-        }
-    }
-
-    #[test]
-    fn retired_ids_are_held_by_someone_live_for_no_one_and_not_folded_yet() {
-        let mut ring = Topology::seed(&[false, false, false]);
-        let members = [
-            member(1, &[1, 2, 7, 8]),
-            member(2, &[2, 3, 9]),
-            member(3, &[1, 3]),
-        ];
-        assert_eq!(retired(&ring, &members), vec![7, 8, 9]);
-        ring.folds.push(vec![8]);
-        assert_eq!(retired(&ring, &members), vec![7, 9]);
-        assert!(retired(&ring, &[member(1, &[1])]).is_empty());
-    }
-
-    #[test]
-    fn a_member_that_restarted_between_the_surveys_stops_the_fold() {
-        let before = [member(1, &[]), member(2, &[])];
-        assert_eq!(same_incarnations(&before, &before), Ok(()));
-        let after = [member(1, &[]), member(5, &[2])];
-        assert_eq!(same_incarnations(&before, &after), Err(1));
-    }
-
-    #[test]
-    fn a_fold_is_agreed_then_activated_one_version_each() {
-        let ring = Topology::seed(&[false, false, false]);
-        let begun = ring.begin_fold(&[7, 9]).unwrap();
-        assert_eq!((begun.version, begun.fold_pending()), (2, Some(1)));
-        assert_eq!(begun.engine_folds().active(), 0, "known, not active yet");
-        assert_eq!(begun.begin_fold(&[7, 9]), Ok(begun.clone()), "run again");
-        assert_eq!(
-            begun.begin_fold(&[8]),
-            Err(super::super::Refused::Folding(1))
-        );
-        assert_eq!(
-            begun.begin(super::super::Change::Decommission(0), 2),
-            Err(super::super::Refused::Folding(1)),
-            "no ring change while a generation is pending"
-        );
-        let active = begun.activate_fold().unwrap();
-        assert_eq!((active.version, active.fold_pending()), (3, None));
-        assert!(active.folded(9) && !active.folded(1));
-        assert_eq!(active.engine_folds().active(), 1);
-        assert_eq!(active.activate_fold(), None);
-    }
 }
