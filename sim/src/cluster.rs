@@ -99,7 +99,7 @@ pub type Hooks = Arc<Mutex<Vec<ParkCommit>>>;
 pub fn runtime(hooks: &Hooks) -> Result<tokio::runtime::Runtime> {
     let on_park = hooks.clone();
     tokio::runtime::Builder::new_current_thread()
-        .enable_all()
+        .enable_time()
         .start_paused(true)
         .on_thread_park(move || {
             for hook in on_park.lock().iter() {
@@ -115,7 +115,7 @@ impl Cluster {
     /// hooks in `hooks`.
     pub fn new(shape: &Shape, net: Arc<Net>, hooks: &Hooks) -> Result<Arc<Cluster>> {
         let dir = tempfile::Builder::new()
-            .prefix("tally-sim-")
+            .prefix(crate::trace::RUN_DIR_PREFIX)
             .tempdir_in(scratch())
             .context("make the run's directory")?;
         let config = config(shape, dir.path())?;

@@ -100,14 +100,17 @@ fn seeds_with_flushes_find_no_violation() {
     );
 }
 
+/// Seed 5's trace names a file in its run's directory (an error of a
+/// failing disk), which is a fresh one each run: the trace must not
+/// depend on it (it did until the trace wrote every run's alike).
 #[test]
 fn a_seed_replays_exactly() {
     SimWorld::install().unwrap();
-    let a = run(&plan(42, None)).unwrap();
-    let b = run(&plan(42, None)).unwrap();
+    let a = run(&plan(5, None)).unwrap();
+    let b = run(&plan(5, None)).unwrap();
     assert_eq!((a.trace, a.events, a.ops), (b.trace, b.events, b.ops));
     assert!(a.events > 1_000 && a.ops > 500, "{a:?}");
-    let c = run(&plan(43, None)).unwrap();
+    let c = run(&plan(6, None)).unwrap();
     assert_ne!(a.trace, c.trace, "two seeds ran alike");
 }
 
