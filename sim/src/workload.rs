@@ -51,7 +51,7 @@ fn outcome(result: &Result<i64, WireError>) -> Outcome {
 }
 
 /// One client, until `until`: an add or a read of a random counter at a
-/// random level through a random node that is up, then a pause.
+/// random level (`SERIAL` too, for reads) through a random node that is up, then a pause.
 pub async fn client(
     id: usize,
     cluster: Arc<Cluster>,
@@ -68,9 +68,12 @@ pub async fn client(
             continue;
         };
         let (k, kind) = choose(&mut rng);
-        let cl = match rng.random_range(0..4) {
-            0 => Consistency::One,
-            1 | 2 => Consistency::Quorum,
+        let cl = match (rng.random_range(0..5), kind) {
+            (0, _) => Consistency::One,
+            (1 | 2, _) => Consistency::Quorum,
+            // A read that has a majority hold what it answers first.
+            (4, Kind::Read) => Consistency::Serial,
+            (4, _) => Consistency::Quorum,
             _ => Consistency::All,
         };
         let invoke_ns = now_ns();

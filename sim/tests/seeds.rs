@@ -320,7 +320,7 @@ fn the_simulation_catches_proposers_that_skip_the_prepare() {
 
 #[test]
 fn the_simulation_catches_acceptors_that_promise_late() {
-    let violations = caught(Broken::PromiseLate, 1, 60);
+    let violations = caught(Broken::PromiseLate, 8, 60);
     assert!(
         violations.iter().any(|v| v.contains("linearizable")),
         "{violations:?}"
