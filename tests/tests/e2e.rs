@@ -54,21 +54,3 @@ mod unique;
 mod upgrade;
 mod user_ids;
 mod zsets;
-
-/// The build rolling upgrades start from (`old_build`) builds, and its
-/// binaries run. Its name sorts before every module's tests, and the
-/// harness starts tests in name order: one thread builds the old commit
-/// (minutes, the first time) while the others run the rest, instead of
-/// every upgrade test waiting on it at the end.
-#[test]
-fn a_build_to_upgrade_from_is_made_first() {
-    use tally_tests::old_build::{BINARIES, old_build};
-    let bins = old_build().expect("build the commit upgrades start from");
-    for name in BINARIES {
-        let help = std::process::Command::new(bins.join(name))
-            .arg("--help")
-            .output()
-            .expect("run the old build");
-        assert!(help.status.success(), "{name} --help: {help:?}");
-    }
-}
