@@ -96,6 +96,9 @@ struct State {
     volumes: Vec<Volume>,
     /// Live files by the OS's inode number.
     inodes: HashMap<u64, FileId>,
+    /// Files opened to write, by their handle (`File::handle`): found
+    /// without a `statx` of the descriptor on every write.
+    handles: HashMap<u64, FileId>,
     files: HashMap<FileId, Contents>,
     /// Each fsync'd directory's entries, as of its last fsync.
     dirs: HashMap<PathBuf, BTreeMap<OsString, FileId>>,
@@ -219,8 +222,9 @@ fn grows(op: &Op<'_>) -> io::Result<bool> {
             file,
             at: Some(at),
             buf,
+            ..
         } => at + buf.len() as u64 > file.metadata()?.len(),
-        Op::SetLen { file, len } => len > file.metadata()?.len(),
+        Op::SetLen { file, len, .. } => len > file.metadata()?.len(),
         _ => false,
     })
 }
@@ -242,8 +246,13 @@ impl State {
         self.volumes.iter().position(|v| path.starts_with(&v.root))
     }
 
-    fn volume_of_file(&self, file: &std::fs::File) -> Option<(FileId, Option<usize>)> {
-        let id = *self.inodes.get(&inode(file).ok()?)?;
+    /// The file open as `handle` (the OS's `file`), and its volume.
+    fn volume_of_file(&self, file: &std::fs::File, handle: u64) -> Option<(FileId, Option<usize>)> {
+        let id = match self.handles.get(&handle) {
+            Some(id) => *id,
+            // Opened only to read (an fsync of it, or of a directory).
+            None => *self.inodes.get(&inode(file).ok()?)?,
+        };
         Some((id, self.files.get(&id)?.volume))
     }
 
@@ -256,8 +265,8 @@ impl State {
                 let existed = std::fs::symlink_metadata(path).ok().map(|m| m.ino());
                 return Ok(Before::Existed(existed));
             }
-            Op::Write { file, .. } | Op::SetLen { file, .. } => {
-                let Some((id, volume)) = self.volume_of_file(file) else {
+            Op::Write { file, handle, .. } | Op::SetLen { file, handle, .. } => {
+                let Some((id, volume)) = self.volume_of_file(file, handle) else {
                     return Ok(Before::Go(None));
                 };
                 if let Some(e) = self.refuse(volume) {
@@ -269,8 +278,8 @@ impl State {
                 }
                 return Ok(Before::Go(Some(id)));
             }
-            Op::Sync { file } => {
-                let Some((id, volume)) = self.volume_of_file(file) else {
+            Op::Sync { file, handle } => {
+                let Some((id, volume)) = self.volume_of_file(file, handle) else {
                     return Ok(Before::Go(None));
                 };
                 if self.ignores_sync(id) {
@@ -328,23 +337,29 @@ impl State {
     }
 
     fn opened(&mut self, op: &Op<'_>, existed: Option<u64>) {
-        let Op::Open { path, truncate, .. } = *op else {
+        let Op::Open {
+            path,
+            handle,
+            truncate,
+            ..
+        } = *op
+        else {
             return;
         };
         let Ok(ino) = std::fs::metadata(path).map(|m| m.ino()) else {
             return;
         };
         let known = self.inodes.get(&ino).copied();
-        match known {
+        let id = match known {
             Some(id) if existed == Some(ino) => {
                 if truncate && let Some(c) = self.files.get_mut(&id) {
                     c.pending.push(Change::SetLen(0));
                 }
+                id
             }
             Some(_) | None if existed != Some(ino) => {
                 // A new file (or an inode number the OS gave again).
-                let id = self.new_file(path, Vec::new());
-                self.inodes.insert(ino, id);
+                self.new_file(path, Vec::new())
             }
             _ => {
                 // Made before the disk knew it: durable as it was.
@@ -352,10 +367,11 @@ impl State {
                     true => Vec::new(),
                     false => std::fs::read(path).unwrap_or_default(),
                 };
-                let id = self.new_file(path, durable);
-                self.inodes.insert(ino, id);
+                self.new_file(path, durable)
             }
-        }
+        };
+        self.inodes.insert(ino, id);
+        self.handles.insert(handle, id);
     }
 
     fn after(&mut self, op: &Op<'_>, id: Option<FileId>) -> io::Result<()> {
@@ -363,7 +379,7 @@ impl State {
             return match *op {
                 Op::SyncDir { dir } => self.dir_synced(dir),
                 // An fsync of a directory opened as a file.
-                Op::Sync { file } if file.metadata()?.is_dir() => {
+                Op::Sync { file, .. } if file.metadata()?.is_dir() => {
                     let dir = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
                     self.dir_synced(&dir)
                 }
@@ -371,7 +387,7 @@ impl State {
             };
         };
         let change = match *op {
-            Op::Write { file, at, buf } => {
+            Op::Write { file, at, buf, .. } => {
                 let at = match at {
                     Some(at) => at,
                     None => (&*file).stream_position()?.saturating_sub(buf.len() as u64),
@@ -432,6 +448,7 @@ impl State {
         self.files.retain(|_, c| c.volume != Some(i));
         let files = &self.files;
         self.inodes.retain(|_, id| files.contains_key(id));
+        self.handles.retain(|_, id| files.contains_key(id));
         let root = self.volumes[i].root.clone();
         self.dirs.retain(|d, _| !d.starts_with(&root));
     }

@@ -21,6 +21,8 @@ struct Trace {
     hash: Xxh3,
     events: u64,
     print: bool,
+    /// The line being written: one buffer for every event.
+    line: String,
 }
 
 thread_local! {
@@ -34,6 +36,7 @@ pub fn begin(print: bool) {
             hash: Xxh3::new(),
             events: 0,
             print,
+            line: String::new(),
         })
     });
 }
@@ -51,17 +54,20 @@ pub fn event(what: std::fmt::Arguments<'_>) {
     TRACE.with(|t| {
         let mut t = t.borrow_mut();
         let Some(t) = t.as_mut() else { return };
-        let mut line = String::new();
+        let mut line = std::mem::take(&mut t.line);
+        line.clear();
         let at = SimWorld::elapsed();
         let _ = write!(line, "{:>7}.{:06} {what}", at.as_secs(), at.subsec_micros());
-        let line = scrub(&line);
-        t.hash.update(line.as_bytes());
+        let scrubbed = scrub(&line);
+        t.hash.update(scrubbed.as_bytes());
         t.hash.update(b"\n");
         t.events += 1;
         if t.print {
             use std::io::Write;
-            let _ = writeln!(std::io::stdout(), "{line}");
+            let _ = writeln!(std::io::stdout(), "{scrubbed}");
         }
+        drop(scrubbed);
+        t.line = line;
     });
 }
 

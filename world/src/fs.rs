@@ -14,11 +14,15 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use std::fs::{
     Metadata, Permissions, ReadDir, TryLockError, metadata, read, read_dir, read_to_string,
     set_permissions,
 };
+
+/// The next open file's [`File::handle`].
+static NEXT_HANDLE: AtomicU64 = AtomicU64::new(1);
 
 /// A change to the file system, as a [`Disk`] sees it.
 #[derive(Debug, Clone, Copy)]
@@ -28,6 +32,8 @@ pub enum Op<'a> {
     Open {
         /// The file.
         path: &'a Path,
+        /// The number the open file will have ([`File::handle`]).
+        handle: u64,
         /// Made if missing.
         create: bool,
         /// Emptied.
@@ -38,6 +44,8 @@ pub enum Op<'a> {
     Write {
         /// The file written.
         file: &'a std::fs::File,
+        /// Its number ([`File::handle`]).
+        handle: u64,
         /// Where, if not at the cursor.
         at: Option<u64>,
         /// The bytes.
@@ -47,6 +55,8 @@ pub enum Op<'a> {
     SetLen {
         /// The file.
         file: &'a std::fs::File,
+        /// Its number ([`File::handle`]).
+        handle: u64,
         /// Its new length.
         len: u64,
     },
@@ -54,6 +64,8 @@ pub enum Op<'a> {
     Sync {
         /// The file.
         file: &'a std::fs::File,
+        /// Its number ([`File::handle`]).
+        handle: u64,
     },
     /// `from` is renamed `to` (replacing it).
     Rename {
@@ -251,8 +263,10 @@ impl OpenOptions {
     pub fn open(&self, path: impl AsRef<Path>) -> io::Result<File> {
         let path = path.as_ref();
         let mut opened = None;
+        let handle = NEXT_HANDLE.fetch_add(1, Ordering::Relaxed);
         let op = Op::Open {
             path,
+            handle,
             create: self.create,
             truncate: self.truncate,
         };
@@ -268,6 +282,7 @@ impl OpenOptions {
         let std = opened.ok_or_else(|| io::Error::other("the disk opened nothing"))?;
         Ok(File {
             std,
+            handle,
             append: self.append,
         })
     }
@@ -278,6 +293,8 @@ impl OpenOptions {
 #[derive(Debug)]
 pub struct File {
     std: std::fs::File,
+    /// Its number (see [`File::handle`]).
+    handle: u64,
     /// Opened to append: every write goes to the end (Linux's positioned
     /// writes too).
     append: bool,
@@ -303,22 +320,30 @@ impl File {
         &self.std
     }
 
+    /// This open file's number, given when it was opened and never again
+    /// in the process: a [`Disk`] knows the file by it without asking the
+    /// OS (a descriptor's number is reused once it is closed).
+    pub fn handle(&self) -> u64 {
+        self.handle
+    }
+
     /// Like [`std::fs::File::sync_all`].
     pub fn sync_all(&self) -> io::Result<()> {
         #[allow(clippy::disallowed_methods, reason = "the seam itself")]
-        run(Op::Sync { file: &self.std }, || self.std.sync_all())
+        run(self.sync_op(), || self.std.sync_all())
     }
 
     /// Like [`std::fs::File::sync_data`].
     pub fn sync_data(&self) -> io::Result<()> {
         #[allow(clippy::disallowed_methods, reason = "the seam itself")]
-        run(Op::Sync { file: &self.std }, || self.std.sync_data())
+        run(self.sync_op(), || self.std.sync_data())
     }
 
     /// Like [`std::fs::File::set_len`].
     pub fn set_len(&self, len: u64) -> io::Result<()> {
         let op = Op::SetLen {
             file: &self.std,
+            handle: self.handle,
             len,
         };
         #[allow(clippy::disallowed_methods, reason = "the seam itself")]
@@ -329,6 +354,7 @@ impl File {
     pub fn write_all_at(&self, buf: &[u8], at: u64) -> io::Result<()> {
         let op = Op::Write {
             file: &self.std,
+            handle: self.handle,
             at: (!self.append).then_some(at),
             buf,
         };
@@ -356,10 +382,18 @@ impl File {
         self.std.try_lock()
     }
 
+    fn sync_op(&self) -> Op<'_> {
+        Op::Sync {
+            file: &self.std,
+            handle: self.handle,
+        }
+    }
+
     /// Writes all of `buf` at the cursor.
     fn write_at_cursor(&self, buf: &[u8]) -> io::Result<usize> {
         let op = Op::Write {
             file: &self.std,
+            handle: self.handle,
             at: None,
             buf,
         };

@@ -413,6 +413,19 @@ impl Transport {
         }
     }
 
+    /// Whether `node`'s last announced build has enabled `feature`
+    /// (`None`: none heard from it), without a copy of the build.
+    pub fn has_enabled(&self, node: usize, feature: &str) -> Option<bool> {
+        match self.links.get(node) {
+            Some(Some(link)) => link
+                .build
+                .lock()
+                .as_ref()
+                .map(|b| b.enabled.iter().any(|f| f == feature)),
+            _ => None,
+        }
+    }
+
     /// Counts `node` down at once (it said it is leaving): coordinators
     /// stop choosing it, and the next batch to it dials afresh. Its next
     /// heartbeat answer counts it up again.

@@ -316,11 +316,7 @@ pub(crate) fn enabled_by_all_up(ctx: &Ctx, features: &Features, feature: &str) -
     (0..ctx.config().nodes.len())
         .filter(|&i| i != ctx.me() && counts(ctx.node_state(i)))
         .filter(|&i| transport.is_up(i))
-        .all(|i| {
-            transport
-                .build_of(i)
-                .is_some_and(|b| b.enabled.iter().any(|f| f == feature))
-        })
+        .all(|i| transport.has_enabled(i, feature) == Some(true))
 }
 
 /// Whether this node knows that no member has enabled `feature`, so that
@@ -333,9 +329,7 @@ pub(crate) fn known_unused(ctx: &Ctx, features: &Features, feature: &str) -> boo
     let others = (0..ctx.config().nodes.len())
         .filter(|&i| i != ctx.me() && counts(ctx.node_state(i)))
         .map(|i| {
-            let has = transport
-                .build_of(i)
-                .map(|b| b.enabled.iter().any(|f| f == feature));
+            let has = transport.has_enabled(i, feature);
             heard(transport.is_up(i), has, transport.protocol(i))
         });
     unused_by_all(features.has(feature), others)
