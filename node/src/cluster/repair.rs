@@ -31,7 +31,6 @@
 //! a state machine (`walk`); `serve` answers replicas' side, `run` moves
 //! the bytes.
 
-mod asks;
 mod checkpoint;
 pub(crate) mod run;
 pub(crate) mod serve;

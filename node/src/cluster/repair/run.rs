@@ -9,16 +9,15 @@ use tally_world::Instant;
 use tally_engine::{Cell, Key, cell_digest};
 use tally_net::ring::TokenRange;
 use tally_net::wire::{
-    ErrorKind, PeerRequest, PeerResponse, REPAIR_LEAVES_MAX, REPAIR_RANGES_MAX, WireError,
-    WireRange, WireRepaired,
+    ErrorKind, PeerRequest, PeerResponse, REPAIR_LEAVES_MAX, WireError, WireRange, WireRepaired,
 };
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
 use super::checkpoint::{self, Checkpoint};
 use super::walk::{Step, Walk, resume};
-use super::{Page, asks, clears_needs_repair, serve::serve, slices_per_range};
-use crate::base::convert::{cell, engine_error, key, wire_cell, wire_key, wire_ranges};
+use super::{Page, clears_needs_repair, serve::serve, slices_per_range};
+use crate::base::convert::{cell, engine_error, key, wire_cell, wire_key};
 use crate::cluster::ctx::Ctx;
 use crate::cluster::faults::Fault;
 
@@ -102,30 +101,12 @@ pub(crate) async fn repair(
         resumed: resumed.is_some(),
         ..WireRepaired::default()
     };
-    // The groups left, after a checkpoint's: their digests in one scan
-    // of each replica.
-    let todo: Vec<_> = (0u32..)
-        .zip(&groups)
-        .filter_map(|(i, (replicas, ranges))| {
-            resume(&mark, i).map(|from| (i, (replicas.as_slice(), ranges.as_slice()), from))
-        })
-        .collect();
-    let segments = slices_per_range(todo.iter().map(|t| t.1.1.len()).sum());
-    let group_views: Vec<_> = todo.iter().map(|t| t.1).collect();
-    let digests = group_digests(ctx, &group_views, segments).await?;
-    for ((i, (replicas, ranges), from), digests) in todo.into_iter().zip(digests) {
+    for (i, (replicas, ranges)) in (0u32..).zip(&groups) {
+        let Some(from) = resume(&mark, i) else {
+            continue;
+        };
         mark.group = i;
-        let known = Some((segments, digests));
-        repair_group(
-            ctx,
-            replicas,
-            ranges,
-            known,
-            from,
-            Some(&mut mark),
-            &mut done,
-        )
-        .await?;
+        repair_group(ctx, replicas, ranges, from, Some(&mut mark), &mut done).await?;
         mark.group = i + 1;
         mark.after = None;
         save(&dir, &mark);
@@ -227,7 +208,7 @@ pub(crate) async fn sync(
     let agreed = !skip
         && crate::cluster::agree::handoff::every_build_moves_it(ctx, groups.keys().flatten())?;
     for (replicas, ranges) in &groups {
-        repair_group(ctx, replicas, ranges, None, None, None, &mut done).await?;
+        repair_group(ctx, replicas, ranges, None, None, &mut done).await?;
         if agreed {
             crate::cluster::agree::handoff::sync(ctx, replicas, ranges).await?;
         }
@@ -237,23 +218,19 @@ pub(crate) async fn sync(
 }
 
 /// Repairs `ranges`, replicated by `replicas`, from after key `from`, as
-/// `walk::Walk` steps through it: digests (`known`, with their slices per
-/// range, if a scan of every group brought them), then the leaves of the
-/// slices that differ, a page at a time, then the keys that differ;
-/// `mark`, if any, is saved after each page.
+/// `walk::Walk` steps through it: digests, then the leaves of the slices
+/// that differ, a page at a time, then the keys that differ; `mark`, if
+/// any, is saved after each page.
 async fn repair_group(
     ctx: &Arc<Ctx>,
     replicas: &[usize],
     ranges: &[TokenRange],
-    mut known: Option<(u32, Vec<Vec<u64>>)>,
     from: Option<Key>,
     mut mark: Option<&mut Checkpoint>,
     done: &mut WireRepaired,
 ) -> Result<(), WireError> {
-    let segments = known
-        .as_ref()
-        .map_or_else(|| slices_per_range(ranges.len()), |k| k.0);
-    let wire = wire_ranges(ranges);
+    let segments = slices_per_range(ranges.len());
+    let wire = crate::base::convert::wire_ranges(ranges);
     let mut walk = Walk::new(wire.len(), segments, from, std::mem::take(done));
     let outcome = loop {
         let step = walk.step();
@@ -261,18 +238,10 @@ async fn repair_group(
         // settled, got.
         let settles = matches!(step, Step::Digests | Step::Save { .. });
         match step {
-            Step::Digests => {
-                let got = match known.take() {
-                    Some((_, digests)) => Ok(digests),
-                    None => group_digests(ctx, &[(replicas, ranges)], segments)
-                        .await
-                        .map(|mut d| d.pop().unwrap_or_default()),
-                };
-                match got {
-                    Ok(d) => walk.on_digests(&d),
-                    Err(e) => break Err(e),
-                }
-            }
+            Step::Digests => match digests(ctx, replicas, &wire, segments).await {
+                Ok(d) => walk.on_digests(&d),
+                Err(e) => break Err(e),
+            },
             Step::Pages { wanted, after } => {
                 match pages(ctx, replicas, &wire, segments, &wanted, after.as_ref()).await {
                     Ok(p) => walk.on_pages(&p),
@@ -306,42 +275,28 @@ async fn repair_group(
     outcome
 }
 
-/// Every replica's digests of the `segments` slices of each range of
-/// each of `groups` (its replicas, its ranges): one list per replica, in
-/// the group's order, for each group. One scan of each replica brings
-/// them for every group it is in (`asks`).
-async fn group_digests(
+/// Every replica's digests of the `segments` slices of each range.
+async fn digests(
     ctx: &Arc<Ctx>,
-    groups: &[(&[usize], &[TokenRange])],
+    replicas: &[usize],
+    ranges: &[WireRange],
     segments: u32,
-) -> Result<Vec<Vec<Vec<u64>>>, WireError> {
-    let view: Vec<asks::Group<'_>> = groups
-        .iter()
-        .map(|(r, ranges)| (*r, ranges.len()))
-        .collect();
-    let plan = asks::plan(&view, REPAIR_RANGES_MAX);
-    let slices = segments as usize;
-    let asked = plan.iter().map(|a| {
-        let ranges = a.groups.iter().flat_map(|&g| wire_ranges(groups[g].1));
+) -> Result<Vec<Vec<u64>>, WireError> {
+    let total = ranges.len() * segments as usize;
+    let asked = replicas.iter().map(|&r| {
         let req = PeerRequest::RepairDigests {
-            ranges: ranges.collect(),
+            ranges: ranges.to_vec(),
             segments,
         };
-        let (ctx, node, want) = (ctx.clone(), a.node, asks::answer_len(&view, a, slices));
+        let ctx = ctx.clone();
         async move {
-            match ask(&ctx, node, req).await? {
-                PeerResponse::Digests(d) if d.len() == want => Ok(d),
-                other => Err(unexpected(&ctx, node, &other)),
+            match ask(&ctx, r, req).await? {
+                PeerResponse::Digests(d) if d.len() == total => Ok(d),
+                other => Err(unexpected(&ctx, r, &other)),
             }
         }
     });
-    let answers = all(asked).await?;
-    asks::split(&view, &plan, answers, slices).ok_or_else(|| {
-        WireError::new(
-            ErrorKind::Internal,
-            "repair: the digests did not cover every replica".to_string(),
-        )
-    })
+    all(asked).await
 }
 
 /// One page of leaves of the `wanted` slices from every replica.
