@@ -832,6 +832,10 @@ pub fn run(opts: &ChaosOptions) -> Result<Summary> {
     if let Some(path) = &opts.history {
         write_history(path, &history, &exact_log)?;
     }
+    if !report.violations.is_empty() {
+        // The nodes' logs and data, for a post-mortem.
+        cluster.keep_files();
+    }
     let mut summary = summarize(&history, faults, report, workload.reset_range());
     summary.hints_dropped = hints_dropped;
     summary.repair = repair;

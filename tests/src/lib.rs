@@ -309,6 +309,8 @@ pub struct Cluster {
     node_bins: Vec<Option<PathBuf>>,
     run_args: Vec<String>,
     node_args: Vec<(usize, Vec<String>)>,
+    /// Keep the files when dropped (see [`Cluster::keep_files`]).
+    keep: bool,
 }
 
 /// The size of the largest file under `dir`.
@@ -529,7 +531,15 @@ impl Cluster {
             bin: bin(opts.daemon)?,
             run_args: opts.run_args.clone(),
             node_args: opts.node_args.clone(),
+            keep: false,
         })
+    }
+
+    /// Keeps the cluster's files (config, data, each node's log) when it
+    /// is dropped, for a post-mortem: a chaos run that found a violation
+    /// asks for this.
+    pub fn keep_files(&mut self) {
+        self.keep = true;
     }
 
     fn spawn(&mut self, i: usize) -> Result<()> {
@@ -1009,7 +1019,8 @@ impl Drop for Cluster {
                 let _ = c.wait();
             }
         }
-        if std::thread::panicking() || std::env::var_os("TALLY_KEEP_CLUSTER").is_some() {
+        let asked = self.keep || std::env::var_os("TALLY_KEEP_CLUSTER").is_some();
+        if std::thread::panicking() || asked {
             // Keep the logs and data of a failed test (or of any, when
             // asked) for a post-mortem.
             let kept =
