@@ -54,20 +54,22 @@ pub fn event(what: std::fmt::Arguments<'_>) {
     TRACE.with(|t| {
         let mut t = t.borrow_mut();
         let Some(t) = t.as_mut() else { return };
-        let mut line = std::mem::take(&mut t.line);
-        line.clear();
+        t.line.clear();
         let at = SimWorld::elapsed();
-        let _ = write!(line, "{:>7}.{:06} {what}", at.as_secs(), at.subsec_micros());
-        let scrubbed = scrub(&line);
-        t.hash.update(scrubbed.as_bytes());
+        let _ = write!(
+            t.line,
+            "{:>7}.{:06} {what}",
+            at.as_secs(),
+            at.subsec_micros()
+        );
+        let line = scrub(&t.line);
+        t.hash.update(line.as_bytes());
         t.hash.update(b"\n");
         t.events += 1;
         if t.print {
             use std::io::Write;
-            let _ = writeln!(std::io::stdout(), "{scrubbed}");
+            let _ = writeln!(std::io::stdout(), "{line}");
         }
-        drop(scrubbed);
-        t.line = line;
     });
 }
 
