@@ -16,24 +16,24 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 async function redlock(cs) {
   // The cluster is one master to redlock, reached through any node.
   const rl = (i, opts) => new Redlock([cs[i % cs.length]], opts);
-  const lock = await rl(0, { retryCount: 50, retryDelay: 50 }).acquire(['res'], 2000);
+  const lock = await rl(0, { retryCount: 50, retryDelay: 50 }).acquire(['res'], 20000);
   assert.equal(await cs[1].get('res'), lock.value);
-  await assert.rejects(rl(2, { retryCount: 0 }).acquire(['res'], 2000));
-  const extended = await lock.extend(5000);
+  await assert.rejects(rl(2, { retryCount: 0 }).acquire(['res'], 20000));
+  const extended = await lock.extend(50000);
   const pttl = await cs[2].pttl('res');
-  assert.ok(pttl > 4000 && pttl <= 5000, `pttl ${pttl}`);
+  assert.ok(pttl > 40000 && pttl <= 50000, `pttl ${pttl}`);
   await extended.release();
   assert.equal(await cs[0].exists('res'), 0);
-  const next = await rl(1, { retryCount: 0 }).acquire(['res'], 300);
-  await sleep(500);
+  const next = await rl(1, { retryCount: 0 }).acquire(['res'], 1000);
+  await sleep(1300);
   assert.equal(await cs[2].exists('res'), 0, 'an expired lock is gone');
   await assert.rejects(next.release());
-  const taken = await rl(2, { retryCount: 0 }).acquire(['res'], 2000);
+  const taken = await rl(2, { retryCount: 0 }).acquire(['res'], 20000);
   await taken.release();
 }
 
 async function mutex(cs) {
-  const opts = { lockTimeout: 2000, acquireTimeout: 300, retryInterval: 20 };
+  const opts = { lockTimeout: 20000, acquireTimeout: 1000, retryInterval: 20 };
   const first = new Mutex(cs[1], 'mtx', opts);
   await first.acquire();
   const second = new Mutex(cs[2], 'mtx', opts);
@@ -45,7 +45,7 @@ async function mutex(cs) {
 }
 
 async function semaphore(cs) {
-  const opts = { lockTimeout: 2000, acquireTimeout: 300, retryInterval: 20 };
+  const opts = { lockTimeout: 20000, acquireTimeout: 1000, retryInterval: 20 };
   const sem = (i) => new Semaphore(cs[i % cs.length], 'sem', 2, opts);
   // Two permits, taken through two nodes; a third is refused.
   const [a, b, c] = [sem(0), sem(1), sem(2)];
@@ -55,7 +55,7 @@ async function semaphore(cs) {
   assert.equal(await cs[2].zcard('semaphore:sem'), 2);
   assert.equal(await cs[0].type('semaphore:sem'), 'zset');
   const pttl = await cs[1].pttl('semaphore:sem');
-  assert.ok(pttl > 1000 && pttl <= 2000, `pttl ${pttl}`);
+  assert.ok(pttl > 10000 && pttl <= 20000, `pttl ${pttl}`);
   // A release through another node frees a permit for the third.
   await a.release();
   assert.equal(await c.tryAcquire(), true);
@@ -68,11 +68,13 @@ async function semaphore(cs) {
   assert.equal(await cs[1].exists('semaphore:sem'), 0, 'the last release empties it');
 
   // Holders that stop refreshing lose their permits when they expire.
-  const short = { lockTimeout: 300, acquireTimeout: 200, retryInterval: 20, refreshInterval: 0 };
+  // (A refused `tryAcquire` retries for `acquireTimeout`, well within
+  // the holder's `lockTimeout`.)
+  const short = { lockTimeout: 3000, acquireTimeout: 300, retryInterval: 20, refreshInterval: 0 };
   const gone = new Semaphore(cs[0], 'sem2', 1, short);
   await gone.acquire();
   assert.equal(await new Semaphore(cs[1], 'sem2', 1, short).tryAcquire(), false);
-  await sleep(400);
+  await sleep(3300);
   const next = new Semaphore(cs[2], 'sem2', 1, short);
   assert.equal(await next.tryAcquire(), true, 'an expired permit is taken');
   await next.release();
@@ -81,7 +83,7 @@ async function semaphore(cs) {
   // than three at once, and each gets its turn.
   let inside = 0;
   let most = 0;
-  const race = { lockTimeout: 3000, acquireTimeout: 10000, retryInterval: 10 };
+  const race = { lockTimeout: 30000, acquireTimeout: 30000, retryInterval: 10 };
   await Promise.all(
     [...Array(10).keys()].map(async (i) => {
       const s = new Semaphore(cs[i % cs.length], 'race', 3, race);
@@ -97,7 +99,7 @@ async function semaphore(cs) {
 }
 
 async function multiSemaphore(cs) {
-  const opts = { lockTimeout: 2000, acquireTimeout: 300, retryInterval: 20 };
+  const opts = { lockTimeout: 20000, acquireTimeout: 1000, retryInterval: 20 };
   // Five permits: three and two taken through two nodes; one more refused.
   const a = new MultiSemaphore(cs[0], 'multi', 5, 3, opts);
   const b = new MultiSemaphore(cs[1], 'multi', 5, 2, opts);

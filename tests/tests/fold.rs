@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tally_net::Consistency;
-use tally_tests::{Cluster, ClusterOptions, runtime as rt};
+use tally_tests::{Cluster, ClusterOptions, PATIENT_TIMEOUT_MS, runtime as rt};
 
 const KEYS: usize = 200;
 
@@ -113,6 +113,8 @@ fn churned_cells_fold_back_to_replication_factor_shards() {
     let cycles = cycles();
     let mut cluster = Cluster::start(ClusterOptions {
         joining: cycles,
+        // 10,000 adds at QUORUM through churn, on a loaded host.
+        request_timeout_ms: Some(PATIENT_TIMEOUT_MS),
         ..ClusterOptions::default()
     })
     .unwrap();
@@ -179,7 +181,11 @@ fn churned_cells_fold_back_to_replication_factor_shards() {
     assert_eq!(again["retired"], 1, "{again}");
 
     // A cluster that never churned, with the same adds.
-    let reference = Cluster::start(ClusterOptions::default()).unwrap();
+    let reference = Cluster::start(ClusterOptions {
+        request_timeout_ms: Some(PATIENT_TIMEOUT_MS),
+        ..ClusterOptions::default()
+    })
+    .unwrap();
     let mut same = 0;
     for r in 0..=round {
         same += add_round(&reference, &[0, 1, 2], r);

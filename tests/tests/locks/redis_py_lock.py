@@ -7,12 +7,12 @@ rs = [redis.Redis(host="127.0.0.1", port=p) for p in ports]
 P = "lock:"
 
 # One client: acquire, extend, reacquire, release, as redis-py documents.
-lk = rs[0].lock(P + "job", timeout=5, blocking_timeout=2)
+lk = rs[0].lock(P + "job", timeout=50, blocking_timeout=20)
 assert lk.acquire() and lk.owned() and lk.locked()
-assert 4000 < rs[0].pttl(P + "job") <= 5000
-assert lk.extend(10) and 14000 < rs[1].pttl(P + "job") <= 15000
-assert lk.extend(3, replace_ttl=True) and 2000 < rs[2].pttl(P + "job") <= 3000
-assert lk.reacquire() and 4000 < rs[0].pttl(P + "job") <= 5000
+assert 40000 < rs[0].pttl(P + "job") <= 50000
+assert lk.extend(100) and 140000 < rs[1].pttl(P + "job") <= 150000
+assert lk.extend(30, replace_ttl=True) and 20000 < rs[2].pttl(P + "job") <= 30000
+assert lk.reacquire() and 40000 < rs[0].pttl(P + "job") <= 50000
 assert not rs[1].lock(P + "job", blocking=False).acquire()
 lk.release()
 assert not lk.locked() and rs[2].get(P + "job") is None
@@ -28,14 +28,14 @@ def on(i, name, token=None, **kw):
     if token is not None:
         l.local.token = token
     return l
-a = on(0, P + "lease", timeout=2)
+a = on(0, P + "lease", timeout=20)
 assert a.acquire(blocking=False)
 token = a.local.token
-assert on(1, P + "lease", token, timeout=2).owned()
-assert not on(2, P + "lease", b"someone-else", timeout=2).owned()
-assert on(2, P + "lease", token, timeout=2).extend(5)
+assert on(1, P + "lease", token, timeout=20).owned()
+assert not on(2, P + "lease", b"someone-else", timeout=20).owned()
+assert on(2, P + "lease", token, timeout=20).extend(50)
 try:
-    on(1, P + "lease", b"someone-else", timeout=2).release()
+    on(1, P + "lease", b"someone-else", timeout=20).release()
     raise SystemExit("a lock released by a stranger")
 except redis.exceptions.LockNotOwnedError:
     pass
@@ -55,11 +55,11 @@ except redis.exceptions.LockNotOwnedError:
     pass
 
 # Blocking acquire: the second waits until the first releases.
-first = on(0, P + "queue", timeout=10)
+first = on(0, P + "queue", timeout=30)
 assert first.acquire()
 got = []
 def waiter():
-    l = on(1, P + "queue", timeout=10, sleep=0.02, blocking_timeout=5)
+    l = on(1, P + "queue", timeout=30, sleep=0.02, blocking_timeout=20)
     got.append((l.acquire(), time.monotonic()))
     l.release()
 t = threading.Thread(target=waiter); t.start()
@@ -75,7 +75,7 @@ THREADS, ROUNDS = 6, 15
 holder, overlaps, turns = [None], [], [0]
 def worker(w):
     for _ in range(ROUNDS):
-        l = on(w, P + "mutex", timeout=5, sleep=0.005, blocking_timeout=20)
+        l = on(w, P + "mutex", timeout=30, sleep=0.005, blocking_timeout=60)
         assert l.acquire()
         if holder[0] is not None:
             overlaps.append((w, holder[0]))
