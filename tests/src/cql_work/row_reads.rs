@@ -4,9 +4,11 @@
 //! (`cluster::slice`) from replicas that disagree while nodes die, stall
 //! and come back.
 //!
-//! The workers write fresh partitions too, a new one every few seconds
-//! ([`fresh_partition`]): a replica away while one was written lacks
-//! rows its peers hold, so their slices of it end at different rows.
+//! The workers write fresh partitions too, a new one every 12 seconds,
+//! a row a second in clustering order, as a time series is written
+//! ([`fresh_row`]): a replica away for a few seconds while one was
+//! written lacks a band of rows between rows it holds, so its slices of
+//! the partition end past its peers'.
 //!
 //! Each read is judged against what was acknowledged at a level a QUORUM
 //! read must see (QUORUM, ALL, LOCAL_QUORUM) before it began:
@@ -31,19 +33,35 @@ pub const READ_PARTITION: &str = "SELECT c, v, writetime(v) FROM chaos.rows WHER
 const QUORUM: u16 = 0x04;
 
 /// The first of the fresh partitions: the row workers write the rows of
-/// a new one every few seconds, so that a replica that was away while one
-/// was written lacks rows its peers hold, and slices of it differ.
+/// a new one every [`FRESH_MS`], so that a replica that was away while
+/// one was written lacks rows its peers hold, and slices of it differ.
 pub const FRESH_BASE: i32 = 1000;
 /// Rows of a fresh partition.
 pub const FRESH_ROWS: i32 = 12;
-/// How long a fresh partition takes writes, in seconds.
-const FRESH_S: u64 = 3;
+/// How long a fresh partition takes writes, in ms: a row a second.
+const FRESH_MS: u64 = 12_000;
 
 /// The fresh partition of now (`back` 0), or of `back` periods before.
 pub fn fresh_partition(back: i32) -> i32 {
-    let now = tally_world::since_epoch().as_secs();
-    let period = i32::try_from(now / FRESH_S % 100_000).unwrap_or(0);
-    FRESH_BASE + period - back
+    fresh_at(since_epoch_ms()).0 - back
+}
+
+/// The fresh partition a write goes to now, and its row: the row of the
+/// partition's current second.
+pub fn fresh_row() -> (i32, i32) {
+    fresh_at(since_epoch_ms())
+}
+
+fn since_epoch_ms() -> u64 {
+    u64::try_from(tally_world::since_epoch().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The fresh partition and row of the time `ms` after the epoch.
+fn fresh_at(ms: u64) -> (i32, i32) {
+    let period = i32::try_from(ms / FRESH_MS % 100_000).unwrap_or(0);
+    let into = ms % FRESH_MS;
+    let row = i32::try_from(into * FRESH_ROWS as u64 / FRESH_MS).unwrap_or(0);
+    (FRESH_BASE + period, row)
 }
 
 /// How many rows partition `k` has.
@@ -164,6 +182,19 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    #[test]
+    fn a_fresh_partition_is_written_a_row_a_second_in_clustering_order() {
+        let start = 7 * FRESH_MS;
+        assert_eq!(fresh_at(start), (FRESH_BASE + 7, 0));
+        assert_eq!(fresh_at(start + 999), (FRESH_BASE + 7, 0));
+        assert_eq!(fresh_at(start + 1_000), (FRESH_BASE + 7, 1));
+        assert_eq!(
+            fresh_at(start + FRESH_MS - 1),
+            (FRESH_BASE + 7, FRESH_ROWS - 1)
+        );
+        assert_eq!(fresh_at(start + FRESH_MS), (FRESH_BASE + 8, 0));
+    }
 
     #[test]
     fn a_paged_read_shows_what_quorum_acknowledged_before_it() {

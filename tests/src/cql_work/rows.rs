@@ -188,18 +188,15 @@ pub async fn worker(w: usize, dial: Arc<dyn Dial>, seed: u64, stop: Arc<AtomicBo
         n += 1;
         let v = (w as i64) << 40 | n;
         let (k, c) = match rng.random_bool(0.3) {
-            true => {
-                let k = row_reads::fresh_partition(rng.random_range(0..2));
-                (k, rng.random_range(0..row_reads::FRESH_ROWS))
-            }
+            true => row_reads::fresh_row(),
             false => (rng.random_range(0..PARTITIONS), rng.random_range(0..ROWS)),
         };
         if rng.random_range(0..11) == 0 {
             let page = rng.random_range(1..=3);
-            // The fresh partitions of the last 15 s: a node back from a
-            // kill reads those it missed.
+            // The fresh partitions of the last half minute: a node back
+            // from a kill reads those it missed part of.
             let k = match k >= row_reads::FRESH_BASE {
-                true => row_reads::fresh_partition(rng.random_range(0..5)),
+                true => row_reads::fresh_partition(rng.random_range(0..3)),
                 false => k,
             };
             if let Some(read) = row_reads::read(&conn.client, &conn.read_partition, k, page).await {
