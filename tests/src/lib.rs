@@ -245,8 +245,7 @@ pub struct ClusterOptions {
 /// one disk stall a node's fsyncs and answers for seconds now and then,
 /// and CI failed on "1 of 2 copies acknowledged within 2000 ms" (twice)
 /// and on a forward's 3 s. Not every test's: those that wait on dead
-/// nodes would wait longer too (the end-to-end tests took 453 s with it,
-/// against about 200 s).
+/// or stopped nodes would wait longer too.
 pub const PATIENT_TIMEOUT_MS: u64 = 5_000;
 
 impl Default for ClusterOptions {
